@@ -1,0 +1,261 @@
+# bench/aggregate.awk — turns bench/results/raw.csv into results.csv (on
+# stdout), the gnuplot data files and summary.md. Plain POSIX awk (mawk).
+#
+# raw.csv: round,invocation,RAW,system,workload,params,tasks,wall_ns,metric,value
+# results.csv: system,workload,params,metric,median,min,max,ratio_to_pto,reps
+#   ns_per_task rows (W1 chain, W2 indep, W4 fanout): wall / tasks;
+#   efficiency rows (W3/W5, params G=<kernel grain us>): work / (wall x workers);
+#   metg_us rows (W3/W5, params eff=50%): METG(50%) in us of kernel grain,
+#   one value per sweep (invocation), interpolated (log scale) between the
+#   last grain at >= 50% and the first below; "inf" when no grain reached 50%.
+#   ratio_to_pto = median / pto's median for the same row (for ns_per_task
+#   and metg_us, > 1 means pto is better; for efficiency, < 1).
+# Variables: systems (space separated, in display order), plotdir, summary,
+# machine (file included at the top of summary.md).
+
+function isort(a, n,    i, j, v) {
+  for (i = 2; i <= n; i++) {
+    v = a[i]
+    for (j = i - 1; j >= 1 && a[j] + 0 > v + 0; j--) a[j + 1] = a[j]
+    a[j + 1] = v
+  }
+}
+
+function stats(key,    n, i, a, parts) {
+  n = split(vals[key], parts, " ")
+  for (i = 1; i <= n; i++) a[i] = parts[i]
+  isort(a, n)
+  S_n = n
+  S_min = a[1]
+  S_max = a[n]
+  S_med = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+
+function fmt(x) {
+  if (x == "") return ""
+  if (x + 0 >= INF) return "inf"
+  return sprintf("%.4g", x)
+}
+
+function add(sys, wl, par, met, v,    key) {
+  key = sys SUBSEP wl SUBSEP par SUBSEP met
+  if (!(key in vals)) {
+    vals[key] = v
+    nkeys++
+    keys[nkeys] = key
+  } else {
+    vals[key] = vals[key] " " v
+  }
+}
+
+# Closes the sweep of one invocation: computes its METG(50%).
+function close_sweep(    i, g, e, pg, pe, metg, bound) {
+  if (cur_n == 0) return
+  metg = ""
+  bound = 0
+  pg = ""
+  for (i = 1; i <= cur_n; i++) {
+    g = cur_g[i]
+    e = cur_e[i]
+    if (e >= 0.5) {
+      pg = g
+      pe = e
+      continue
+    }
+    if (pg == "") metg = INF
+    else metg = exp(log(pg) + (pe - 0.5) / (pe - e) * (log(g) - log(pg)))
+    break
+  }
+  if (metg == "") {
+    metg = cur_g[cur_n]
+    bound = 1
+  }
+  add(cur_sys, cur_wl, "eff=50%", "metg_us", metg)
+  if (bound) upper[cur_sys SUBSEP cur_wl] = 1
+  cur_n = 0
+}
+
+BEGIN {
+  INF = 1e300
+  nsys = split(systems, sysl, " ")
+  cur_inv = ""
+  cur_n = 0
+}
+
+NR == 1 { next }
+{
+  inv = $2
+  sys = $4
+  wl = $5
+  par = $6
+  met = $9
+  v = $10
+  if (inv != cur_inv) {
+    close_sweep()
+    cur_inv = inv
+  }
+  add(sys, wl, par, met, v)
+  if (!(wl in wseen)) {
+    wseen[wl] = 1
+    nwl++
+    wll[nwl] = wl
+  }
+  if (met == "efficiency") {
+    cur_sys = sys
+    cur_wl = wl
+    cur_n++
+    cur_g[cur_n] = substr(par, 3) + 0
+    cur_e[cur_n] = v + 0
+    if (!((wl SUBSEP par) in gseen)) {
+      gseen[wl SUBSEP par] = 1
+      ng[wl]++
+      glist[wl, ng[wl]] = substr(par, 3) + 0
+    }
+  }
+}
+
+END {
+  close_sweep()
+  print "system,workload,params,metric,median,min,max,ratio_to_pto,reps"
+  # Rows grouped by workload, then params, then system in display order.
+  for (w = 1; w <= nwl; w++) {
+    wl = wll[w]
+    for (k = 1; k <= nkeys; k++) {
+      split(keys[k], f, SUBSEP)
+      if (f[2] != wl || ((wl SUBSEP f[3] SUBSEP f[4]) in done_par)) continue
+      done_par[wl SUBSEP f[3] SUBSEP f[4]] = 1
+      pkey = "pto" SUBSEP wl SUBSEP f[3] SUBSEP f[4]
+      pmed = ""
+      if (pkey in vals) {
+        stats(pkey)
+        pmed = S_med
+      }
+      for (s = 1; s <= nsys; s++) {
+        key = sysl[s] SUBSEP wl SUBSEP f[3] SUBSEP f[4]
+        if (!(key in vals)) continue
+        stats(key)
+        ratio = ""
+        if (pmed != "" && pmed + 0 > 0 && pmed + 0 < INF && S_med + 0 < INF)
+          ratio = sprintf("%.3g", S_med / pmed)
+        printf "%s,%s,%s,%s,%s,%s,%s,%s,%d\n", sysl[s], wl, f[3], f[4], fmt(S_med), fmt(S_min),
+          fmt(S_max), ratio, S_n
+        MED[key] = S_med
+        MIN[key] = S_min
+        MAX[key] = S_max
+      }
+    }
+  }
+
+  # ---- gnuplot data ----
+  system("mkdir -p '" plotdir "'")
+  for (w = 1; w <= nwl; w++) {
+    wl = wll[w]
+    if (!ng[wl]) continue
+    for (s = 1; s <= nsys; s++) {
+      file = plotdir "/eff_" wl "_" sysl[s] ".dat"
+      printf "# G_us median min max\n" > file
+      for (i = 1; i <= ng[wl]; i++) {
+        key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, i] SUBSEP "efficiency"
+        if (key in MED) printf "%s %s %s %s\n", glist[wl, i], MED[key], MIN[key], MAX[key] > file
+      }
+      close(file)
+    }
+  }
+  # Bar charts: one row per workload, 3 columns (median min max) per system.
+  nsfile = plotdir "/ns_per_task.dat"
+  mgfile = plotdir "/metg.dat"
+  printf "# workload" > nsfile
+  printf "# pattern" > mgfile
+  for (s = 1; s <= nsys; s++) {
+    printf " %s - -", sysl[s] > nsfile
+    printf " %s - -", sysl[s] > mgfile
+  }
+  printf "\n" > nsfile
+  printf "\n" > mgfile
+  for (w = 1; w <= nwl; w++) {
+    wl = wll[w]
+    metric = ng[wl] ? "metg_us" : "ns_per_task"
+    file = ng[wl] ? mgfile : nsfile
+    printf "%s", label(wl) > file
+    for (s = 1; s <= nsys; s++) {
+      key = ""
+      for (k = 1; k <= nkeys; k++) {
+        split(keys[k], f, SUBSEP)
+        if (f[1] == sysl[s] && f[2] == wl && f[4] == metric) key = keys[k]
+      }
+      if (key != "" && (key in MED) && MED[key] + 0 < INF)
+        printf " %s %s %s", MED[key], MIN[key], (MAX[key] + 0 < INF ? MAX[key] : MED[key]) > file
+      else
+        printf " NaN NaN NaN" > file
+    }
+    printf "\n" > file
+  }
+  close(nsfile)
+  close(mgfile)
+
+  # ---- summary.md ----
+  print "# Benchmark results\n" > summary
+  print "```" > summary
+  while ((getline line < machine) > 0) print line > summary
+  print "```\n" > summary
+  print "Each cell: median (min-max) over all repetitions; x = ratio to pto's median" > summary
+  print "(> 1: pto is faster / finer).\n" > summary
+  table("ns per task (W1 chain, W2 independent, W4 fan-out/fan-in; empty kernels)",
+    "ns_per_task")
+  table("METG(50%) in us of kernel grain (W3 stencil_1d, W5 patterns); smaller is better",
+    "metg_us")
+  print "Plots: efficiency_<pattern>.png (efficiency vs kernel grain, one line per" > summary
+  print "system, bars = min-max), efficiency.png (all patterns), ns_per_task.png," > summary
+  print "metg.png." > summary
+  close(summary)
+}
+
+function label(wl) {
+  if (wl == "chain") return "W1_chain"
+  if (wl == "indep") return "W2_independent"
+  if (wl == "fanout") return "W4_fanout"
+  if (wl == "stencil_1d") return "W3_stencil_1d"
+  return "W5_" wl
+}
+
+function table(title, metric,    s, w, wl, key, k, f, row, pk, cell) {
+  print "## " title "\n" > summary
+  row = "| workload |"
+  for (s = 1; s <= nsys; s++) row = row " " sysl[s] " |"
+  print row > summary
+  row = "|---|"
+  for (s = 1; s <= nsys; s++) row = row "---|"
+  print row > summary
+  for (w = 1; w <= nwl; w++) {
+    wl = wll[w]
+    if ((metric == "metg_us") != (ng[wl] > 0)) continue
+    row = "| " label(wl) " |"
+    pk = ""
+    for (s = 1; s <= nsys; s++) {
+      key = ""
+      for (k = 1; k <= nkeys; k++) {
+        split(keys[k], f, SUBSEP)
+        if (f[1] == sysl[s] && f[2] == wl && f[4] == metric) key = keys[k]
+      }
+      if (sysl[s] == "pto") pk = key
+    }
+    for (s = 1; s <= nsys; s++) {
+      key = ""
+      for (k = 1; k <= nkeys; k++) {
+        split(keys[k], f, SUBSEP)
+        if (f[1] == sysl[s] && f[2] == wl && f[4] == metric) key = keys[k]
+      }
+      if (key == "" || !(key in MED)) {
+        row = row " - |"
+        continue
+      }
+      cell = (upper[sysl[s] SUBSEP wl] ? "<=" : "") fmt(MED[key]) " (" fmt(MIN[key]) "-" \
+        fmt(MAX[key]) ")"
+      if (pk != "" && (pk in MED) && MED[pk] + 0 > 0 && MED[pk] + 0 < INF && MED[key] + 0 < INF)
+        cell = cell " x" sprintf("%.2g", MED[key] / MED[pk])
+      row = row " " cell " |"
+    }
+    print row > summary
+  }
+  print "" > summary
+}

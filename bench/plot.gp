@@ -1,0 +1,85 @@
+# bench/plot.gp — the suite's figures, from the data aggregate.awk writes.
+#   gnuplot -e "dir='bench/results'; systems='pto omp-gcc ...'; patterns='stencil_1d fft ...'" plot.gp
+# efficiency_<pattern>.png  efficiency vs kernel grain per system (Task Bench's figure)
+# efficiency.png            all patterns on one page
+# ns_per_task.png           W1/W2/W4 ns per task per system, bars = min..max
+# metg.png                  METG(50%) per pattern per system, bars = min..max
+
+set terminal pngcairo size 820,560 enhanced font "DejaVu Sans,10"
+set encoding utf8
+data = dir.'/plotdata'
+nsys = words(systems)
+npat = words(patterns)
+set style line 1 lc rgb "#d62728" lw 2.5 pt 7 ps 0.9
+set style line 2 lc rgb "#1f77b4" lw 1.5 pt 5 ps 0.8
+set style line 3 lc rgb "#2ca02c" lw 1.5 pt 9 ps 0.9
+set style line 4 lc rgb "#9467bd" lw 1.5 pt 11 ps 0.9
+set style line 5 lc rgb "#ff7f0e" lw 1.5 pt 13 ps 0.9
+set style line 6 lc rgb "#8c564b" lw 1.5 pt 15 ps 0.9
+set style increment user
+
+effplot(p) = sprintf("%s/eff_%s_", data, p)
+set logscale x 10
+set xrange [2000:0.1]
+set yrange [0:1.15]
+set ytics 0.1
+set format x "%g"
+set grid xtics ytics mxtics
+set xlabel "kernel grain G (µs) — finer to the right"
+set ylabel "efficiency = work / (wall × workers)"
+set key bottom left box opaque
+
+do for [p in patterns] {
+  set output sprintf("%s/efficiency_%s.png", dir, p)
+  set title sprintf("%s: efficiency vs task granularity (METG(50%%) where a line crosses 50%%)", p)
+  plot for [i=1:nsys] effplot(p).word(systems, i).'.dat' using 1:2:3:4 with yerrorlines ls i \
+         title word(systems, i), \
+       0.5 with lines dt 2 lc rgb "gray40" lw 1 title "50%"
+  unset output
+}
+
+set output dir.'/efficiency.png'
+set terminal pngcairo size 1400,900 enhanced font "DejaVu Sans,9"
+cols = npat > 4 ? 3 : 2
+rows = (npat + cols - 1) / cols
+set multiplot layout rows, cols title "Efficiency vs kernel grain (Task Bench patterns)"
+set xlabel "kernel grain G (µs)"
+set ylabel "efficiency"
+do for [p in patterns] {
+  set title p
+  plot for [i=1:nsys] effplot(p).word(systems, i).'.dat' using 1:2:3:4 with yerrorlines ls i \
+         title word(systems, i), \
+       0.5 with lines dt 2 lc rgb "gray40" lw 1 notitle
+}
+unset multiplot
+unset output
+
+reset
+set terminal pngcairo size 820,520 enhanced font "DejaVu Sans,10"
+set style data histogram
+set style histogram errorbars gap 1.5 lw 1
+set style fill solid 0.75 border -1
+set boxwidth 0.9
+set logscale y 10
+set grid ytics
+set key top left
+set xtics nomirror
+set linetype 1 lc rgb "#d62728"
+set linetype 2 lc rgb "#1f77b4"
+set linetype 3 lc rgb "#2ca02c"
+set linetype 4 lc rgb "#9467bd"
+set linetype 5 lc rgb "#ff7f0e"
+
+set output dir.'/ns_per_task.png'
+set title "Overhead per task (empty kernels): median, bars = min..max; lower is better"
+set ylabel "ns per task"
+plot for [i=1:nsys] data.'/ns_per_task.dat' using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
+       title word(systems, i)
+unset output
+
+set output dir.'/metg.png'
+set title "METG(50%): smallest kernel grain at 50% efficiency; lower is better"
+set ylabel "METG(50%) (µs of kernel grain)"
+plot for [i=1:nsys] data.'/metg.dat' using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
+       title word(systems, i)
+unset output

@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# bench/run.sh — the benchmark suite in one command: installs the peers from
+# Debian packages if missing, builds pto and every benchmark program, runs
+# the workloads in A B B A order with repetitions, writes
+# bench/results/results.csv and summary.md, and draws the PNG plots.
+#
+#   bench/run.sh            quick mode (under 3 minutes on 2 CPUs)
+#   bench/run.sh --full     full mode (under 20 minutes on 2 CPUs)
+#   bench/run.sh --help     all options
+#
+# docs/benchmarks.md says what each workload and figure means.
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH_DIR/.." && pwd)
+MODE=quick
+WORKERS=""
+ROUNDS=""
+SYSTEMS_ALL="pto omp-gcc omp-clang starpu tbb"
+SYSTEMS="$SYSTEMS_ALL"
+INSTALL=1
+BUILD_DIR="$ROOT/build-bench"
+OUT_DIR="$BENCH_DIR/results"
+ONLY=""
+
+usage() {
+  cat <<EOF
+usage: bench/run.sh [options]
+  --quick            small sizes, 2 rounds (default; < 3 min on 2 CPUs)
+  --full             larger sizes, finer sweep, 3 rounds (< 20 min on 2 CPUs)
+  --workers N        worker CPUs for every system (default: CPUs available)
+  --rounds N         A B B A rounds (each gives every system 2 repetitions)
+  --systems "A B"    subset of: $SYSTEMS_ALL
+  --only "W ..."     subset of workloads: chain indep fanout stencil_1d fft
+                     nearest_r3 nearest_r5 tree all_to_all
+  --no-install       do not install missing packages, fail instead
+  --build-dir DIR    build directory (default: build-bench in the repository)
+  --out DIR          results directory (default: bench/results)
+EOF
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) MODE=quick ;;
+    --full) MODE=full ;;
+    --workers) WORKERS=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --systems) SYSTEMS=$2; shift ;;
+    --only) ONLY=$2; shift ;;
+    --no-install) INSTALL=0 ;;
+    --build-dir) BUILD_DIR=$2; shift ;;
+    --out) OUT_DIR=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+T_START=$(date +%s)
+say() { printf '[bench %s] %s\n' "$(elapsed)" "$*"; }
+elapsed() { local s=$(( $(date +%s) - T_START )); printf '%d:%02d' $((s / 60)) $((s % 60)); }
+mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+# ---------------------------------------------------------------- peers ----
+# Each check names the Debian package that provides what it looks for.
+missing_packages() {
+  local miss=()
+  command -v cmake >/dev/null || miss+=(cmake)
+  command -v ninja >/dev/null || command -v make >/dev/null || miss+=(ninja-build)
+  command -v gcc >/dev/null || miss+=(gcc)
+  command -v g++ >/dev/null || miss+=(g++)
+  command -v pkg-config >/dev/null || miss+=(pkg-config)
+  command -v clang >/dev/null || miss+=(clang)
+  command -v gnuplot >/dev/null || miss+=(gnuplot-nox)
+  if command -v clang >/dev/null; then
+    echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null ||
+      miss+=(libomp-dev)
+  else
+    miss+=(libomp-dev)
+  fi
+  if command -v pkg-config >/dev/null; then
+    pkg-config --exists starpu-1.3 || miss+=(libstarpu-dev)
+  else
+    miss+=(libstarpu-dev)
+  fi
+  [ -e /usr/include/oneapi/tbb/flow_graph.h ] || [ -e /usr/local/include/oneapi/tbb/flow_graph.h ] ||
+    miss+=(libtbb-dev)
+  echo "${miss[@]:-}"
+}
+
+setup_peers() {
+  local miss
+  miss=$(missing_packages)
+  if [ -z "$miss" ]; then
+    say "peers present (gcc/libgomp, clang/libomp, StarPU 1.3, oneTBB, gnuplot)"
+    return
+  fi
+  if [ "$INSTALL" = 0 ]; then
+    echo "run.sh: missing packages: $miss (rerun without --no-install, as root)" >&2
+    exit 1
+  fi
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null; then sudo="sudo -n"; else
+      echo "run.sh: missing packages: $miss; run as root (or install them) and retry" >&2
+      exit 1
+    fi
+  fi
+  say "installing missing packages: $miss"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+  # shellcheck disable=SC2086
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $miss >/dev/null
+  miss=$(missing_packages)
+  if [ -n "$miss" ]; then
+    echo "run.sh: still missing after install: $miss" >&2
+    exit 1
+  fi
+}
+
+# ---------------------------------------------------------------- build ----
+build() {
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  say "configuring $BUILD_DIR (Release, PTO_BUILD_BENCH=ON)"
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DPTO_BUILD_BENCH=ON -DPTO_BUILD_TESTS=OFF >"$OUT_DIR/build.log" 2>&1 ||
+      { tail -30 "$OUT_DIR/build.log" >&2; exit 1; }
+  fi
+  say "building benchmark programs (log: $OUT_DIR/build.log)"
+  local jobs
+  jobs=$(nproc 2>/dev/null || echo 2)
+  # One target at a time, so that a system that fails to build is reported
+  # and skipped instead of stopping the whole suite.
+  local t
+  for t in bench_omp bench_starpu bench_tbb bench_pto; do
+    if ! cmake --build "$BUILD_DIR" -j "$jobs" --target "$t" >>"$OUT_DIR/build.log" 2>&1; then
+      say "WARNING: $t failed to build (see $OUT_DIR/build.log); its system is skipped"
+    fi
+  done
+}
+
+bin_of() {
+  case "$1" in
+    pto) echo "$BUILD_DIR/bench/bench_pto" ;;
+    omp-gcc) echo "$BUILD_DIR/bench/bench_omp_gcc" ;;
+    omp-clang) echo "$BUILD_DIR/bench/bench_omp_clang" ;;
+    starpu) echo "$BUILD_DIR/bench/bench_starpu" ;;
+    tbb) echo "$BUILD_DIR/bench/bench_tbb" ;;
+  esac
+}
+
+# ------------------------------------------------------------- the plan ----
+# Sizes per mode. Sweep points have ~TARGET_US of ideal parallel work,
+# capped at MAX_TASKS tasks (the finest grains then run shorter).
+if [ "$MODE" = quick ]; then
+  N_TASKS=20000; N_ROUNDS_FAN=300; TARGET_US=20000; MAX_TASKS=4000
+  GRAINS="1000,500,200,100,50,20,10,5,2,1,0.5,0.2"
+  : "${ROUNDS:=2}"
+else
+  N_TASKS=100000; N_ROUNDS_FAN=1500; TARGET_US=100000; MAX_TASKS=20000
+  GRAINS="1000,700,500,300,200,150,100,70,50,30,20,15,10,7,5,3,2,1.5,1,0.7,0.5,0.3,0.2"
+  : "${ROUNDS:=3}"
+fi
+if [ -z "$WORKERS" ]; then WORKERS=$(nproc 2>/dev/null || echo 2); fi
+WORKLOADS_ALL="chain indep fanout stencil_1d fft nearest_r3 nearest_r5 tree all_to_all"
+WORKLOADS=${ONLY:-$WORKLOADS_ALL}
+
+args_of() {
+  local w=$1
+  case "$w" in
+    chain|indep) echo "$w -n $N_TASKS" ;;
+    fanout) echo "fanout -n $N_ROUNDS_FAN" ;;
+    nearest_r*) echo "nearest -R ${w#nearest_r} -g $GRAINS -t $TARGET_US -m $MAX_TASKS -k $IPUS" ;;
+    *) echo "$w -g $GRAINS -t $TARGET_US -m $MAX_TASKS -k $IPUS" ;;
+  esac
+}
+
+# ------------------------------------------------------------------ main ---
+mkdir -p "$OUT_DIR"
+setup_peers
+build
+
+RUN_SYSTEMS=()
+for s in $SYSTEMS; do
+  if [ -x "$(bin_of "$s")" ]; then RUN_SYSTEMS+=("$s"); else say "WARNING: no program for $s, skipped"; fi
+done
+[ ${#RUN_SYSTEMS[@]} -gt 0 ] || { echo "run.sh: nothing to run" >&2; exit 1; }
+
+# StarPU keeps its calibration files under STARPU_HOME: keep them in the
+# build directory, not in the user's home.
+export STARPU_HOME="$BUILD_DIR/starpu-home"
+export STARPU_SILENT=1
+mkdir -p "$STARPU_HOME"
+
+say "calibrating the compute-bound kernel"
+IPUS=$("$(bin_of "${RUN_SYSTEMS[0]}")" calibrate | awk -F, '/^CAL,/ {print $2}')
+say "kernel: $IPUS iterations per microsecond (one core, best of 9)"
+
+RAW="$OUT_DIR/raw.csv"
+LOG="$OUT_DIR/run.log"
+echo "round,invocation,tag,system,workload,params,tasks,wall_ns,metric,value" >"$RAW"
+: >"$LOG"
+
+# A B B A: each round runs every workload with the systems in order, then in
+# reverse, so drift over time (thermal, other load) hits all systems alike.
+ORDER=("${RUN_SYSTEMS[@]}")
+for ((i = ${#RUN_SYSTEMS[@]} - 1; i >= 0; i--)); do ORDER+=("${RUN_SYSTEMS[$i]}"); done
+PLAN_R=(); PLAN_W=(); PLAN_S=()
+for ((r = 1; r <= ROUNDS; r++)); do
+  for w in $WORKLOADS; do
+    for s in "${ORDER[@]}"; do PLAN_R+=("$r"); PLAN_W+=("$w"); PLAN_S+=("$s"); done
+  done
+done
+TOTAL=${#PLAN_R[@]}
+declare -A LAST_MS
+FAILS=0
+: >"$OUT_DIR/conf.tmp"
+say "$MODE mode: $WORKERS workers, $ROUNDS round(s) of A B B A over ${#RUN_SYSTEMS[@]} systems: $TOTAL runs"
+T_RUN0=$(date +%s%N)
+for ((k = 0; k < TOTAL; k++)); do
+  r=${PLAN_R[$k]}; w=${PLAN_W[$k]}; s=${PLAN_S[$k]}
+  # Time left: each remaining run is assumed to take what the same
+  # (workload, system) took last time, else the mean run so far.
+  eta="?"
+  if [ $k -gt 0 ]; then
+    mean=$(( ($(date +%s%N) - T_RUN0) / 1000000 / k ))
+    left=0
+    for ((j = k; j < TOTAL; j++)); do
+      left=$(( left + ${LAST_MS[${PLAN_W[$j]}/${PLAN_S[$j]}]:-$mean} ))
+    done
+    eta=$(mmss $(( left / 1000 )))
+  fi
+  printf '[bench %s] [%3d/%d] round %d/%d  %-11s %-9s  time left ~%s\n' "$(elapsed)" $((k + 1)) \
+    "$TOTAL" "$r" "$ROUNDS" "$w" "$s" "$eta"
+  t0=$(date +%s%N)
+  rc=0
+  # shellcheck disable=SC2046
+  out=$(timeout 600 "$(bin_of "$s")" $(args_of "$w") -w "$WORKERS" 2>>"$LOG") || rc=$?
+  printf '%s\n' "$out" | awk -F, -v r="$r" -v k=$((k + 1)) '/^RAW,/ {print r "," k "," $0}' >>"$RAW"
+  printf '%s\n' "$out" | grep '^CONF,' | head -1 >>"$OUT_DIR/conf.tmp" || true
+  if [ $rc -ne 0 ]; then
+    FAILS=$((FAILS + 1))
+    say "WARNING: $s $w failed with status $rc (see $LOG)"
+    echo "FAILED: $s $w round $r status $rc" >>"$LOG"
+  fi
+  LAST_MS[$w/$s]=$(( ($(date +%s%N) - t0) / 1000000 ))
+done
+sort -u "$OUT_DIR/conf.tmp" >"$OUT_DIR/conf.txt"
+rm -f "$OUT_DIR/conf.tmp"
+
+# ------------------------------------------------------------- results ----
+say "aggregating $RAW"
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "mode: $MODE, $ROUNDS round(s) A B B A, $WORKERS worker CPUs per system"
+  echo "cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null), $(nproc) CPUs online"
+  echo "kernel: $(uname -sr)"
+  echo "gcc: $(gcc -dumpfullversion 2>/dev/null), clang: $(clang -dumpversion 2>/dev/null)," \
+    "StarPU: $(pkg-config --modversion starpu-1.3 2>/dev/null)"
+  echo "calibrated kernel: $IPUS iterations/us"
+  sed 's/^CONF,\([^,]*\),/config \1: /' "$OUT_DIR/conf.txt"
+} >"$OUT_DIR/machine.txt"
+awk -F, -v systems="${RUN_SYSTEMS[*]}" -v plotdir="$OUT_DIR/plotdata" \
+  -v summary="$OUT_DIR/summary.md" -v machine="$OUT_DIR/machine.txt" \
+  -f "$BENCH_DIR/aggregate.awk" "$RAW" >"$OUT_DIR/results.csv"
+
+say "drawing plots"
+if gnuplot -e "dir='$OUT_DIR'; systems='${RUN_SYSTEMS[*]}'; patterns='$(
+  for w in $WORKLOADS; do case $w in chain|indep|fanout) ;; *) printf '%s ' "$w" ;; esac; done)'" \
+  "$BENCH_DIR/plot.gp" 2>>"$LOG"; then
+  :
+else
+  say "WARNING: gnuplot failed (see $LOG)"
+fi
+
+say "done: $OUT_DIR/results.csv, $OUT_DIR/summary.md, $(cd "$OUT_DIR" && ls *.png 2>/dev/null | tr '\n' ' ')"
+cat "$OUT_DIR/summary.md"
+if [ $FAILS -gt 0 ]; then
+  say "$FAILS run(s) failed; see $LOG"
+  exit 1
+fi

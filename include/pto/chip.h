@@ -1,0 +1,119 @@
+/* pto/chip.h — one simulated chip (L2): configuration, kernels, runs.
+ *
+ * A chip is `clusters` clusters of (aic_per_cluster AIC + aiv_per_cluster
+ * AIV) cores, each simulated by a thread, plus `schedulers` scheduler
+ * threads; cluster c belongs to scheduler c % schedulers. pto_chip_run()
+ * calls an orchestration function on the calling thread (the orchestrator)
+ * while the schedulers dispatch its tasks, and returns when every task has
+ * completed or the first error has latched and all threads are joined. */
+#ifndef PTO_CHIP_H
+#define PTO_CHIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pto/kernel.h"
+#include "pto/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pto_chip pto_chip;
+typedef struct pto_orch pto_orch;
+
+typedef struct pto_chip_config {
+  int clusters;           /* default 8 */
+  int aic_per_cluster;    /* 0 or 1, default 1 */
+  int aiv_per_cluster;    /* 0..2, default 2 */
+  int schedulers;         /* default min(3, clusters) */
+  uint32_t task_slots;    /* task ring, default 16384 */
+  size_t heap_bytes;      /* heap ring for OUTPUT buffers, default 256 MiB */
+  uint32_t dep_entries;   /* dependency entry pool, default 16384 */
+  uint32_t tensormap_entries; /* default 65536 */
+  int64_t alloc_timeout_ms;   /* no-reclamation-progress deadline, default 500 */
+  int64_t watchdog_ms;        /* no-progress deadline, default 10000 */
+  int64_t shutdown_ms;        /* join deadline at the end of a run, default 5000 */
+  void *env;              /* passed to kernels as pto_kctx.env */
+} pto_chip_config;
+
+/* Fills defaults, then applies documented environment overrides
+ * (PTO_CLUSTERS, PTO_SCHEDULERS, PTO_WATCHDOG_MS). */
+void pto_chip_config_init(pto_chip_config *cfg);
+
+int pto_chip_create(const pto_chip_config *cfg, pto_chip **out);
+void pto_chip_destroy(pto_chip *chip);
+const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
+
+/* ---- kernels ----
+ * A kernel is one function per core type. Exactly one of aic/aiv makes a
+ * plain AIC or AIV kernel; both, or aiv_count 2, make a MIX kernel whose
+ * block occupies one AIC and/or aiv_count AIV cores of one cluster at once
+ * (the two AIV see sub_block_id 0 and 1). */
+typedef struct pto_kernel_desc {
+  const char *name;
+  pto_kernel_fn aic;
+  pto_kernel_fn aiv;
+  int aiv_count; /* 0, 1 or 2; default 1 when aiv is set */
+} pto_kernel_desc;
+
+int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);
+/* Shorthands for single-core kernels. */
+int pto_kernel_register_aic(pto_chip *chip, const char *name, pto_kernel_fn fn, int *kernel_id);
+int pto_kernel_register_aiv(pto_chip *chip, const char *name, pto_kernel_fn fn, int *kernel_id);
+
+/* ---- runs ---- */
+typedef enum pto_stall_class {
+  PTO_STALL_NONE = 0,
+  PTO_STALL_TASK_STUCK,      /* a running task does not finish */
+  PTO_STALL_NO_DISPATCH,     /* ready work exists but nothing dispatches it */
+  PTO_STALL_DEP_DEADLOCK,    /* tasks wait on dependencies that never complete */
+  PTO_STALL_ORCH_STARVED,    /* the orchestrator submits nothing and is not done */
+} pto_stall_class;
+const char *pto_stall_class_name(pto_stall_class c);
+
+typedef struct pto_error_info {
+  int code;              /* 0 when the run succeeded */
+  pto_stall_class stall; /* for PTO_ESCHED_TIMEOUT */
+  pto_task_id task_id;   /* the task involved, or PTO_TASK_NONE */
+  int core_id;           /* the core involved, or -1 */
+  char kernel[48];       /* kernel name of that task, if any */
+  char details[512];     /* one human sentence with the specifics */
+} pto_error_info;
+
+typedef struct pto_run_stats {
+  uint64_t tasks;           /* tasks submitted (dummy tasks included) */
+  uint64_t blocks;          /* kernel blocks executed */
+  double host_us;           /* whole pto_chip_run call */
+  double device_us;         /* first to last core/scheduler activity */
+  double orch_us;           /* orchestration function span */
+  double sched_us;          /* first to last scheduler activity */
+  double effective_us;      /* max end - min start of orch and schedulers */
+  /* gang start (sync_start) */
+  uint64_t sync_tasks;
+  uint64_t sync_fast_launches;
+  uint64_t drains;
+  uint64_t drain_attempts;  /* total attempts over all drains */
+  uint64_t drain_max_attempts;
+  double cohort_spread_max_us;  /* last block start - first block start */
+  double cohort_spread_sum_us;
+} pto_run_stats;
+
+typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);
+
+/* Runs one orchestration. Returns 0 or the first latched error; `stats` and
+ * `err` (either may be NULL) are filled in both cases. */
+int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
+                 pto_error_info *err);
+
+/* Record a Chrome/Perfetto trace of every following run into `path`
+ * (NULL: tracing off, the default). */
+int pto_chip_set_trace(pto_chip *chip, const char *path);
+
+/* Prints "NAME: hint\n  details" for a failed run to the stream. */
+void pto_error_print(const pto_error_info *err, void *stream /* FILE* */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

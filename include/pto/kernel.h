@@ -1,0 +1,55 @@
+/* pto/kernel.h — what a kernel sees while it runs on a simulated core. */
+#ifndef PTO_KERNEL_H
+#define PTO_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pto/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PTO_MAX_TENSOR_ARGS 32
+#define PTO_MAX_SCALAR_ARGS 16
+
+typedef enum pto_core_type { PTO_CORE_AIC = 0, PTO_CORE_AIV = 1 } pto_core_type;
+
+typedef int64_t pto_task_id;
+#define PTO_TASK_NONE ((pto_task_id)-1)
+
+typedef struct pto_kctx {
+  int32_t block_idx;    /* 0..block_num-1 */
+  int32_t block_num;
+  int32_t sub_block_id; /* 0 or 1 for the two AIV of a MIX block, else 0 */
+  int32_t core_id;      /* chip-wide core index */
+  int32_t cluster_id;
+  pto_core_type core_type;
+  pto_task_id task_id;
+  int32_t ntensors;
+  int32_t nscalars;
+  const pto_tensor *tensors; /* in argument order */
+  const uint64_t *scalars;
+  void *env;            /* the chip's environment pointer (pto_chip_config.env) */
+  const void *run;      /* private: the run this block belongs to */
+} pto_kctx;
+
+/* A kernel returns 0, or a negative code which fails the run (PTO_EKERNEL
+ * unless the code is a pto status). */
+typedef int (*pto_kernel_fn)(const pto_kctx *ctx);
+
+/* True once the run has failed or is shutting down: a long-running kernel
+ * should poll this and return (it is how a stuck kernel is "reset"). */
+bool pto_kctx_cancelled(const pto_kctx *ctx);
+
+static inline float pto_kctx_scalar_f32(const pto_kctx *c, int i) {
+  union { uint32_t u; float f; } v;
+  v.u = (uint32_t)c->scalars[i];
+  return v.f;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,136 @@
+/* pto/node.h — one node (L3): N chips, each in its own process with its own
+ * chip runtime, plus M host sub-worker processes, driven by a node-level
+ * orchestration function in the calling process.
+ *
+ * pto_node_create() leases the device ids, forks every child before any
+ * thread starts (call it before your process starts threads) and waits for
+ * each child to report ready. pto_node_run() calls a node orchestration
+ * function that submits node tasks: to one chip (a chip orchestration
+ * function that runs there with pto_chip_run), to a group of chips that
+ * are dispatched together, or to a host sub-worker (a callback). Node tasks
+ * get the same INPUT/OUTPUT_EXISTING/INOUT dependency inference as chip
+ * tasks; a task that remote-stores into a peer's window buffer declares
+ * that peer's buffer (a view from pto_node_window_tensor) as
+ * OUTPUT_EXISTING or INOUT, so later readers on the peer wait for it.
+ *
+ * Failure: a failed task poisons its dependents (PTO_EPOISONED) and the run
+ * returns the first root error. A chip that dies or does not answer within
+ * the deadlines ends the run (PTO_ECHIP_DIED, PTO_ECONTROL_TIMEOUT,
+ * PTO_ESTARTUP_TIMEOUT, naming the rank); every child is then killed and
+ * every shared-memory object of the run unlinked; the node stays failed. */
+#ifndef PTO_NODE_H
+#define PTO_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pto/chip.h"
+#include "pto/comm.h"
+#include "pto/orch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PTO_NODE_MAX_CHIPS 64
+#define PTO_NODE_MAX_WORKERS 16
+
+typedef struct pto_node pto_node;
+typedef struct pto_node_orch pto_node_orch;
+
+/* Called in each chip process after its chip was created: register the
+ * kernels there (in the same order on every chip, so ids agree). */
+typedef int (*pto_chip_init_fn)(pto_chip *chip, int chip_rank, void *arg);
+
+typedef struct pto_node_config {
+  int nchips;                 /* 1..PTO_NODE_MAX_CHIPS */
+  const int *device_ids;      /* nchips device ids to lease; NULL = 0..nchips-1 */
+  int nworkers;               /* host sub-workers, 0..PTO_NODE_MAX_WORKERS */
+  pto_chip_config chip;       /* every chip's config (env is set by the node) */
+  pto_chip_init_fn chip_init; /* may be NULL */
+  void *chip_init_arg;
+  size_t host_bytes;          /* shared host memory, default 64 MiB */
+  size_t window_space;        /* address space for windows, default 1 GiB */
+  int64_t startup_timeout_ms; /* every child ready, default 300000 */
+  int64_t control_timeout_ms; /* a child accepts a message, default 30000 */
+  int64_t task_timeout_ms;    /* a node task completes; < 0: none (default; the
+                                 chip watchdog still ends a stuck kernel) */
+  int64_t lease_wait_ms;      /* wait for a leased device, default 0 (fail fast) */
+  int64_t wait_timeout_ms;    /* default in-kernel signal wait, default 10000 */
+  bool fault_inject;          /* debug: remote stores land late and out of order */
+  uint64_t fault_seed;
+  bool quiet;                 /* no log lines on stderr (lease waits, failures) */
+} pto_node_config;
+
+/* Fills defaults (chip: pto_chip_config_init). */
+void pto_node_config_init(pto_node_config *cfg);
+
+/* err (may be NULL) receives the details of a failure. */
+int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
+/* Stops the children, releases leases and every shared object. */
+void pto_node_destroy(pto_node *node);
+
+/* Shared host memory visible at the same address in every process of the
+ * node (zeroed, 64-byte aligned); lives until pto_node_destroy. */
+void *pto_node_host_alloc(pto_node *node, size_t bytes);
+/* A contiguous host tensor in that memory. */
+int pto_node_host_tensor(pto_node *node, pto_dtype dt, int ndims, const int64_t *shape,
+                         pto_tensor *out);
+
+typedef void (*pto_node_orch_fn)(pto_node_orch *no, void *arg);
+/* Runs one node orchestration; returns when every task has finished. Domains
+ * created during the run are released at its end. Returns 0 or the first
+ * root error (err filled in both cases; err->details names the rank). */
+int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
+
+/* What a chip orchestration function receives as its `arg`. */
+typedef struct pto_node_task {
+  const pto_args *args; /* the submitted tensors and scalars */
+  int chip;             /* node chip rank running it */
+  int group_rank;       /* position in the group task (0 for a single task) */
+  int group_size;       /* 1 for a single task */
+  pto_comm *comm;       /* this chip's communication context */
+  pto_task_id id;       /* node task id */
+} pto_node_task;
+
+/* A host sub-worker task: returns 0 or a negative pto status. */
+typedef int (*pto_host_fn)(const pto_args *args, void *arg);
+
+/* Node-task submission. Tensor arguments must live in node host memory or
+ * in windows (PTO_OUTPUT is not supported at node level: allocate with
+ * pto_node_host_tensor and use OUTPUT_EXISTING). */
+int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
+                    pto_task_id *id);
+int pto_node_submit_group(pto_node_orch *no, const int *chips, int nchips, pto_orch_fn fn,
+                          pto_args *args, pto_task_id *id);
+/* worker < 0: any sub-worker. `arg` must be valid in the sub-worker (a
+ * pointer into host memory, or a global). */
+int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg,
+                         pto_args *args, pto_task_id *id);
+/* Waits for every submitted task. Returns the run status so far. */
+int pto_node_wait_all(pto_node_orch *no);
+/* Copies a tensor out once every earlier writer task of its region finished. */
+int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst);
+pto_node *pto_node_orch_node(pto_node_orch *no);
+
+/* Allocates a domain over `nranks` chips (domain rank r is node chip
+ * chips[r]) with the named buffers in each window; each rank zeroes its own
+ * window before the allocation barrier. Waits for those chips to be idle.
+ * The domain is released at the end of the run. */
+int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
+                           const pto_window_buffer *buffers, int nbuffers, pto_domain *out);
+/* A view of rank `rank`'s copy of window buffer `name`, usable as a task
+ * argument (for dependency inference) and readable by the orchestrator. */
+int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
+                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out);
+
+/* The shared-memory name prefix of this node's run (for leak checks). */
+const char *pto_node_shm_prefix(const pto_node *node);
+/* Child process ids (chips first, then workers); returns how many. */
+int pto_node_child_pids(const pto_node *node, int *pids, int max);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+/* pto/tensor.h — tensor views: a base buffer plus offset, dtype, shape and
+ * strides (in elements, up to PTO_MAX_DIMS dims). Views are plain values;
+ * view/slice/reshape/transpose make new views of the same buffer without
+ * copying. Dependency inference keys on the base buffer (`buf`). */
+#ifndef PTO_TENSOR_H
+#define PTO_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PTO_MAX_DIMS 5
+
+typedef enum pto_dtype {
+  PTO_F32 = 0,
+  PTO_F16,
+  PTO_BF16,
+  PTO_I32,
+  PTO_I16,
+  PTO_I8,
+  PTO_U8,
+  PTO_I64,
+  PTO_F64,
+  PTO_DTYPE_COUNT
+} pto_dtype;
+
+typedef struct pto_tensor {
+  void *buf;                      /* base buffer (NULL for an OUTPUT not yet allocated) */
+  size_t buf_bytes;               /* size of the base buffer */
+  int64_t offset;                 /* element offset of element [0,...,0] */
+  int32_t dtype;                  /* pto_dtype */
+  int32_t ndims;                  /* 1..PTO_MAX_DIMS */
+  int64_t shape[PTO_MAX_DIMS];
+  int64_t stride[PTO_MAX_DIMS];   /* elements, > 0 */
+} pto_tensor;
+
+size_t pto_dtype_size(pto_dtype dt);
+const char *pto_dtype_name(pto_dtype dt);
+
+/* Contiguous row-major view over the whole of `buf` (buf_bytes must hold it). */
+int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
+                    const int64_t *shape);
+/* General strided view: offset and strides in elements. */
+int pto_tensor_init_strided(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
+                            const int64_t *shape, const int64_t *stride, int64_t offset);
+/* Descriptor of a tensor the runtime allocates (an OUTPUT argument). */
+int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_t *shape);
+
+/* Checks ndims, strides, dtype and that every element lies inside buf. */
+int pto_tensor_validate(const pto_tensor *t);
+
+/* out = src[start[d] : start[d] + shape[d]] in every dim. */
+int pto_tensor_slice(const pto_tensor *src, const int64_t *start, const int64_t *shape,
+                     pto_tensor *out);
+/* A new strided view relative to src's element [0..0]: any ndims, offset and
+ * strides in elements of src's dtype; must stay inside src's buffer. */
+int pto_tensor_view(const pto_tensor *src, int ndims, const int64_t *shape, const int64_t *stride,
+                    int64_t offset, pto_tensor *out);
+/* Same elements, new shape; src must be contiguous row-major. */
+int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape, pto_tensor *out);
+/* Swap dims d0 and d1 (no copy; strides swap). */
+int pto_tensor_transpose(const pto_tensor *src, int d0, int d1, pto_tensor *out);
+
+int64_t pto_tensor_numel(const pto_tensor *t);
+int pto_tensor_is_contiguous(const pto_tensor *t);
+/* Address of the element at index idx[0..ndims-1]. No bounds check. */
+void *pto_tensor_at(const pto_tensor *t, const int64_t *idx);
+/* Address of the n-th element in row-major order of the view. */
+void *pto_tensor_at_linear(const pto_tensor *t, int64_t n);
+/* Copy the view's elements to/from a packed row-major host array. */
+void pto_tensor_copy_out(const pto_tensor *t, void *dst);
+void pto_tensor_copy_in(const pto_tensor *t, const void *src);
+
+/* Convenience for float views. */
+static inline float *pto_tensor_f32(const pto_tensor *t) {
+  return (float *)t->buf + t->offset;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

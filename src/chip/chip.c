@@ -1,0 +1,429 @@
+/* chip.c — chip configuration, kernel registration and the run lifecycle:
+ * set up a run, start schedulers/cores/watchdog, call the orchestration,
+ * wait for the last task, shut down and join against one deadline. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chip/run.h"
+#include "common/clock.h"
+
+void pto_chip_config_init(pto_chip_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->clusters = 8;
+  cfg->aic_per_cluster = 1;
+  cfg->aiv_per_cluster = 2;
+  cfg->schedulers = 0; /* derived: min(3, clusters) */
+  cfg->task_slots = 16384;
+  cfg->heap_bytes = (size_t)256 << 20;
+  cfg->dep_entries = 16384;
+  cfg->tensormap_entries = 65536;
+  cfg->alloc_timeout_ms = 500;
+  cfg->watchdog_ms = 10000;
+  cfg->shutdown_ms = 5000;
+  const char *v;
+  if ((v = getenv("PTO_CLUSTERS")) && atoi(v) > 0) cfg->clusters = atoi(v);
+  if ((v = getenv("PTO_SCHEDULERS")) && atoi(v) > 0) cfg->schedulers = atoi(v);
+  if ((v = getenv("PTO_WATCHDOG_MS")) && atoi(v) > 0) cfg->watchdog_ms = atoi(v);
+}
+
+int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
+  if (!cfg || !out) return PTO_EINVAL;
+  *out = NULL;
+  pto_chip_config c = *cfg;
+  if (c.schedulers == 0) c.schedulers = c.clusters < 3 ? c.clusters : 3;
+  if (c.clusters < 1 || c.clusters > 4096 || c.schedulers < 1 || c.schedulers > c.clusters ||
+      c.schedulers > DRAIN_MAX_SCHED || c.aic_per_cluster < 0 || c.aic_per_cluster > 1 ||
+      c.aiv_per_cluster < 0 || c.aiv_per_cluster > 2 ||
+      c.aic_per_cluster + c.aiv_per_cluster == 0 || c.task_slots < 2 || c.dep_entries < 1 ||
+      c.tensormap_entries < 1 || c.heap_bytes < RING_ALIGN || c.watchdog_ms <= 0 ||
+      c.alloc_timeout_ms <= 0 || c.shutdown_ms <= 0)
+    return PTO_EINVAL;
+  pto_chip *chip = calloc(1, sizeof *chip);
+  if (!chip) return PTO_ENOMEM;
+  chip->cfg = c;
+  *out = chip;
+  return PTO_OK;
+}
+
+void pto_chip_destroy(pto_chip *chip) {
+  if (!chip) return;
+  free(chip->trace_path);
+  free(chip);
+}
+
+const pto_chip_config *pto_chip_get_config(const pto_chip *chip) {
+  return chip ? &chip->cfg : NULL;
+}
+
+int pto_chip_set_trace(pto_chip *chip, const char *path) {
+  if (!chip) return PTO_EINVAL;
+  free(chip->trace_path);
+  chip->trace_path = path ? strdup(path) : NULL;
+  return path && !chip->trace_path ? PTO_ENOMEM : PTO_OK;
+}
+
+int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id) {
+  if (!chip || !d || !d->name || !kernel_id) return PTO_EINVAL;
+  if (chip->nkernels >= PTO_MAX_KERNELS) return PTO_EINVAL;
+  int aiv = d->aiv ? (d->aiv_count ? d->aiv_count : 1) : 0;
+  if ((!d->aic && !d->aiv) || aiv < 0 || aiv > 2 || (!d->aiv && d->aiv_count)) return PTO_EINVAL;
+  kernel_rec *k = &chip->kernels[chip->nkernels];
+  snprintf(k->name, sizeof k->name, "%s", d->name);
+  k->aic = d->aic;
+  k->aiv = d->aiv;
+  k->aiv_count = aiv;
+  if (d->aic)
+    k->shape = aiv == 0 ? SHAPE_AIC : aiv == 1 ? SHAPE_AIC_AIV : SHAPE_AIC_AIV2;
+  else
+    k->shape = aiv == 1 ? SHAPE_AIV : SHAPE_AIV2;
+  *kernel_id = chip->nkernels++;
+  return PTO_OK;
+}
+
+int pto_kernel_register_aic(pto_chip *chip, const char *name, pto_kernel_fn fn, int *id) {
+  pto_kernel_desc d = {.name = name, .aic = fn};
+  return fn ? pto_kernel_register(chip, &d, id) : PTO_EINVAL;
+}
+
+int pto_kernel_register_aiv(pto_chip *chip, const char *name, pto_kernel_fn fn, int *id) {
+  pto_kernel_desc d = {.name = name, .aiv = fn};
+  return fn ? pto_kernel_register(chip, &d, id) : PTO_EINVAL;
+}
+
+const char *pto_stall_class_name(pto_stall_class c) {
+  switch (c) {
+  case PTO_STALL_NONE: return "none";
+  case PTO_STALL_TASK_STUCK: return "running task stuck";
+  case PTO_STALL_NO_DISPATCH: return "ready work not dispatched";
+  case PTO_STALL_DEP_DEADLOCK: return "dependency deadlock";
+  case PTO_STALL_ORCH_STARVED: return "orchestrator starves the schedulers";
+  }
+  return "?";
+}
+
+const char *run_kernel_name(const pto_run *r, const task *t) {
+  return t->kernel >= 0 ? r->chip->kernels[t->kernel].name : "dummy";
+}
+
+void run_wake_all(pto_run *r) {
+  for (int i = 0; i < r->ncores; i++) pto_event_signal(&r->cores[i].ev);
+  for (int i = 0; i < r->nsched; i++) pto_event_signal(&r->scheds[i].ev);
+  pto_event_signal(&r->orch_ev);
+  pto_event_signal(&r->watchdog_ev);
+}
+
+static void run_latch(pto_run *r, int code, pto_stall_class stall, pto_task_id task_id,
+                      int core_id, const char *fmt, va_list ap) {
+  pthread_mutex_lock(&r->err_lock);
+  if (atomic_load_explicit(&r->status, memory_order_relaxed) == 0) {
+    r->err.code = code;
+    r->err.stall = stall;
+    r->err.task_id = task_id;
+    r->err.core_id = core_id;
+    if (task_id >= 0 && task_id < atomic_load_explicit(&r->submitted, memory_order_acquire)) {
+      task *t = run_slot(r, task_id);
+      if (t->id == task_id)
+        snprintf(r->err.kernel, sizeof r->err.kernel, "%s", run_kernel_name(r, t));
+    }
+    vsnprintf(r->err.details, sizeof r->err.details, fmt, ap);
+    /* release: the error record is complete before anyone sees the status */
+    atomic_store_explicit(&r->status, code, memory_order_release);
+  }
+  pthread_mutex_unlock(&r->err_lock);
+  atomic_store_explicit(&r->stop, 1, memory_order_release); /* pairs with run_stopping() */
+  run_wake_all(r);
+}
+
+void run_fail(pto_run *r, int code, pto_task_id task_id, int core_id, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  run_latch(r, code, PTO_STALL_NONE, task_id, core_id, fmt, ap);
+  va_end(ap);
+}
+
+void run_fail_stall(pto_run *r, pto_stall_class stall, pto_task_id task_id, int core_id,
+                    const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  run_latch(r, PTO_ESCHED_TIMEOUT, stall, task_id, core_id, fmt, ap);
+  va_end(ap);
+}
+
+void pto_error_print(const pto_error_info *e, void *stream) {
+  FILE *f = stream ? stream : stderr;
+  if (!e || e->code == 0) return;
+  fprintf(f, "%s: %s\n", pto_status_name(e->code), pto_strerror(e->code));
+  if (e->code == PTO_ESCHED_TIMEOUT) fprintf(f, "  class: %s\n", pto_stall_class_name(e->stall));
+  if (e->task_id >= 0)
+    fprintf(f, "  task %lld (%s)%s", (long long)e->task_id, e->kernel[0] ? e->kernel : "?",
+            e->core_id >= 0 ? "" : "\n");
+  if (e->core_id >= 0) fprintf(f, "%score %d\n", e->task_id >= 0 ? " on " : "  ", e->core_id);
+  if (e->details[0]) fprintf(f, "  %s\n", e->details);
+}
+
+/* ---- run setup and teardown ---- */
+
+static void run_destroy(pto_run *r) {
+  orch_teardown(r);
+  for (int q = 0; q < SHAPE_COUNT; q++) {
+    pthread_mutex_destroy(&r->queues[q].lock);
+    free(r->queues[q].items);
+  }
+  pthread_mutex_destroy(&r->sync_queue.lock);
+  free(r->sync_queue.items);
+  if (r->slots)
+    for (uint32_t i = 0; i < r->nslots; i++) pthread_mutex_destroy(&r->slots[i].lock);
+  free(r->slots);
+  free(r->deps);
+  if (r->scheds)
+    for (int s = 0; s < r->nsched; s++) {
+      free(r->scheds[s].cores);
+      free(r->scheds[s].clusters);
+    }
+  free(r->scheds);
+  free(r->cores);
+  pthread_mutex_destroy(&r->err_lock);
+  if (r->trace) trace_destroy(r->trace);
+  free(r);
+}
+
+static int run_create(pto_chip *chip, pto_run **out) {
+  const pto_chip_config *c = &chip->cfg;
+  pto_run *r = calloc(1, sizeof *r);
+  if (!r) return PTO_ENOMEM;
+  r->chip = chip;
+  r->cfg = c;
+  pthread_mutex_init(&r->err_lock, NULL);
+  r->err.task_id = PTO_TASK_NONE;
+  r->err.core_id = -1;
+  pto_event_init(&r->orch_ev, false);
+  atomic_init(&r->orch_wake_at, INT64_MAX);
+  pto_event_init(&r->watchdog_ev, false);
+  r->nslots = c->task_slots;
+  r->ndeps = c->dep_entries;
+  r->slots = calloc(r->nslots, sizeof *r->slots);
+  r->deps = calloc(r->ndeps, sizeof *r->deps);
+  int per_cluster = c->aic_per_cluster + c->aiv_per_cluster;
+  r->ncores = c->clusters * per_cluster;
+  r->nsched = c->schedulers;
+  r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
+  r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
+  if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
+  for (uint32_t i = 0; i < r->nslots; i++) {
+    pthread_mutex_init(&r->slots[i].lock, NULL);
+    r->slots[i].id = PTO_TASK_NONE;
+  }
+  for (int q = 0; q <= SHAPE_COUNT; q++) {
+    ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
+    task **items = malloc(sizeof(task *) * r->nslots);
+    if (!items) goto nomem;
+    ready_queue_init(rq, r->nslots, items);
+  }
+  if (chip->trace_path) {
+    r->trace = trace_create(0, "chip");
+    if (!r->trace) goto nomem;
+    r->orch_track = trace_track(r->trace, "orchestrator");
+  }
+  for (int s = 0; s < r->nsched; s++) {
+    sched *sc = &r->scheds[s];
+    sc->id = s;
+    sc->run = r;
+    pto_event_init(&sc->ev, false);
+    sc->cores = calloc((size_t)r->ncores, sizeof(core *));
+    sc->clusters = calloc((size_t)c->clusters, sizeof(int));
+    if (!sc->cores || !sc->clusters) goto nomem;
+    if (r->trace) {
+      char name[32];
+      snprintf(name, sizeof name, "scheduler %d", s);
+      sc->trace_track = trace_track(r->trace, name);
+    }
+  }
+  for (int cl = 0; cl < c->clusters; cl++) {
+    sched *sc = &r->scheds[cl % r->nsched];
+    sc->clusters[sc->nclusters++] = cl;
+    for (int k = 0; k < per_cluster; k++) {
+      int id = cl * per_cluster + k;
+      core *co = &r->cores[id];
+      co->id = id;
+      co->cluster = cl;
+      co->sched = sc->id;
+      co->type = k < c->aic_per_cluster ? PTO_CORE_AIC : PTO_CORE_AIV;
+      co->run = r;
+      pto_event_init(&co->ev, false);
+      atomic_init(&co->cur_task, PTO_TASK_NONE);
+      sc->cores[sc->ncores++] = co;
+      if (r->trace) {
+        char name[48];
+        snprintf(name, sizeof name, "cluster %d %s%d", cl, co->type == PTO_CORE_AIC ? "AIC" : "AIV",
+                 co->type == PTO_CORE_AIC ? 0 : k - c->aic_per_cluster);
+        co->trace_track = trace_track(r->trace, name);
+      }
+    }
+  }
+  drain_init(&r->drain, r->nsched);
+  for (int s = 0; s < r->nsched; s++) drain_part_init(&r->scheds[s].drain, s);
+  int rc = orch_setup(r);
+  if (rc) {
+    run_destroy(r);
+    return rc;
+  }
+  *out = r;
+  return PTO_OK;
+nomem:
+  run_destroy(r);
+  return PTO_ENOMEM;
+}
+
+static bool join_deadline(pthread_t th, uint64_t deadline) {
+  uint64_t now = pto_now_ns();
+  uint64_t ns = deadline > now ? deadline - now : 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(ns / 1000000000ull);
+  ts.tv_nsec += (long)(ns % 1000000000ull);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return pthread_timedjoin_np(th, NULL, &ts) == 0;
+}
+
+/* Stops every thread; returns false if some could not be joined in time. */
+static bool run_join(pto_run *r) {
+  atomic_store_explicit(&r->stop, 1, memory_order_release); /* pairs with run_stopping() */
+  run_wake_all(r);
+  uint64_t deadline = pto_deadline_ms(r->cfg->shutdown_ms);
+  bool all = true;
+  int stuck_core = -1;
+  for (int s = 0; s < r->nsched; s++)
+    if (r->scheds[s].started && !join_deadline(r->scheds[s].thread, deadline)) {
+      pthread_detach(r->scheds[s].thread);
+      all = false;
+    }
+  for (int i = 0; i < r->ncores; i++)
+    if (r->cores[i].started && !join_deadline(r->cores[i].thread, deadline)) {
+      pthread_detach(r->cores[i].thread);
+      all = false;
+      stuck_core = i;
+    }
+  if (r->watchdog_started && !join_deadline(r->watchdog, deadline)) {
+    pthread_detach(r->watchdog);
+    all = false;
+  }
+  if (!all)
+    run_fail(r, PTO_ESHUTDOWN, PTO_TASK_NONE, stuck_core,
+             "a thread did not exit within shutdown_ms=%lld; the chip is unusable",
+             (long long)r->cfg->shutdown_ms);
+  return all;
+}
+
+static double span_us(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1000.0 : 0.0; }
+
+static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats *st) {
+  memset(st, 0, sizeof *st);
+  st->tasks = (uint64_t)atomic_load(&r->submitted);
+  st->blocks = atomic_load(&r->blocks);
+  st->host_us = span_us(host0, host1);
+  st->orch_us = span_us(r->orch_start_ns, r->orch_end_ns);
+  uint64_t s0 = UINT64_MAX, s1 = 0, d0 = UINT64_MAX, d1 = 0;
+  for (int s = 0; s < r->nsched; s++) {
+    if (!r->scheds[s].first_ns) continue;
+    if (r->scheds[s].first_ns < s0) s0 = r->scheds[s].first_ns;
+    if (r->scheds[s].last_ns > s1) s1 = r->scheds[s].last_ns;
+  }
+  d0 = s0;
+  d1 = s1;
+  for (int i = 0; i < r->ncores; i++) {
+    if (!r->cores[i].first_ns) continue;
+    if (r->cores[i].first_ns < d0) d0 = r->cores[i].first_ns;
+    if (r->cores[i].last_ns > d1) d1 = r->cores[i].last_ns;
+  }
+  if (s0 != UINT64_MAX) st->sched_us = span_us(s0, s1);
+  if (d0 != UINT64_MAX) st->device_us = span_us(d0, d1);
+  uint64_t e0 = r->orch_start_ns < s0 ? r->orch_start_ns : s0;
+  uint64_t e1 = r->orch_end_ns > s1 ? r->orch_end_ns : s1;
+  st->effective_us = span_us(e0, e1);
+  st->sync_tasks = atomic_load(&r->sync_tasks);
+  st->sync_fast_launches = atomic_load(&r->sync_fast);
+  drain_stats ds;
+  drain_get_stats(&r->drain, &ds);
+  st->drains = ds.drains;
+  st->drain_attempts = ds.attempts;
+  st->drain_max_attempts = ds.max_attempts;
+  st->cohort_spread_max_us = (double)atomic_load(&r->spread_max_ns) / 1000.0;
+  st->cohort_spread_sum_us = (double)atomic_load(&r->spread_sum_ns) / 1000.0;
+}
+
+int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
+                 pto_error_info *err) {
+  if (stats) memset(stats, 0, sizeof *stats);
+  if (err) {
+    memset(err, 0, sizeof *err);
+    err->task_id = PTO_TASK_NONE;
+    err->core_id = -1;
+  }
+#define EARLY_FAIL(rc_, ...)                                           \
+  do {                                                                 \
+    if (err) {                                                         \
+      err->code = (rc_);                                               \
+      snprintf(err->details, sizeof err->details, __VA_ARGS__);        \
+    }                                                                  \
+    return (rc_);                                                      \
+  } while (0)
+  if (!chip) EARLY_FAIL(PTO_EINVAL, "pto_chip_run: chip is NULL");
+  if (!fn) EARLY_FAIL(PTO_EINVAL, "pto_chip_run: orchestration function is NULL");
+  if (chip->broken) EARLY_FAIL(PTO_ESHUTDOWN, "chip has a thread that never exited; create a new chip");
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&chip->running, &expected, 1))
+    EARLY_FAIL(PTO_EBUSY, "pto_chip_run: this chip is already running");
+  uint64_t host0 = pto_now_ns();
+  pto_run *r = NULL;
+  int rc = run_create(chip, &r);
+  if (rc) {
+    atomic_store(&chip->running, 0);
+    EARLY_FAIL(rc, "could not set up the run (rings: task_slots=%u heap_bytes=%zu)",
+               chip->cfg.task_slots, chip->cfg.heap_bytes);
+  }
+  /* start threads: cores, schedulers, watchdog */
+  for (int i = 0; i < r->ncores && !rc; i++) {
+    rc = pthread_create(&r->cores[i].thread, NULL, core_main, &r->cores[i]);
+    r->cores[i].started = rc == 0;
+  }
+  for (int s = 0; s < r->nsched && !rc; s++) {
+    rc = pthread_create(&r->scheds[s].thread, NULL, sched_main, &r->scheds[s]);
+    r->scheds[s].started = rc == 0;
+  }
+  if (!rc) {
+    rc = pthread_create(&r->watchdog, NULL, watchdog_main, r);
+    r->watchdog_started = rc == 0;
+  }
+  if (rc) {
+    run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
+  } else {
+    pto_orch orch = {r};
+    r->orch_start_ns = pto_now_ns();
+    fn(&orch, arg);
+    r->orch_end_ns = pto_now_ns();
+    if (r->trace) trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,
+                              r->orch_end_ns, -1, -1);
+    orch_finish(r); /* waits for every task, or the latched error */
+  }
+  if (!run_join(r)) chip->broken = true;
+  uint64_t host1 = pto_now_ns();
+  rc = atomic_load(&r->status);
+  if (stats) run_stats(r, host0, host1, stats);
+  if (err) *err = r->err;
+  if (r->trace && chip->trace_path && trace_write(r->trace, chip->trace_path) != 0 && rc == 0)
+    rc = PTO_ESYSTEM;
+  if (chip->broken) {
+    /* Threads that never exited still point into the run: leak it on purpose. */
+    atomic_store(&chip->running, 0);
+    return rc ? rc : PTO_ESHUTDOWN;
+  }
+  run_destroy(r);
+  atomic_store(&chip->running, 0);
+  return rc;
+#undef EARLY_FAIL
+}

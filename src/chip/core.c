@@ -1,0 +1,94 @@
+/* core.c — a simulated core: waits for its dispatch register to move,
+ * runs the kernel block in the payload, publishes "finished" for that
+ * dispatch id. Gang blocks (sync_start) wait for their cohort's start. */
+#include "chip/run.h"
+#include "common/clock.h"
+
+bool pto_kctx_cancelled(const pto_kctx *ctx) {
+  return ctx && ctx->run && run_stopping((const pto_run *)ctx->run);
+}
+
+typedef struct core_wait {
+  core *c;
+  uint64_t next;
+} core_wait;
+
+static bool core_has_work(void *p) {
+  core_wait *w = p;
+  /* acquire pairs with the scheduler's release of `dispatched`: payload */
+  return atomic_load_explicit(&w->c->dispatched, memory_order_acquire) >= w->next ||
+         run_stopping(w->c->run);
+}
+
+static bool cohort_started(void *p) {
+  core_wait *w = p;
+  task *t = w->c->slot[w->next & 1].t;
+  /* acquire pairs with gang_launch's release */
+  return atomic_load_explicit(&t->cohort_go, memory_order_acquire) != 0 ||
+         run_stopping(w->c->run);
+}
+
+static void note_cohort_start(task *t, uint64_t now) {
+  uint64_t v = atomic_load_explicit(&t->first_start_ns, memory_order_relaxed);
+  while (now < v && !atomic_compare_exchange_weak_explicit(&t->first_start_ns, &v, now,
+                                                           memory_order_relaxed,
+                                                           memory_order_relaxed)) {
+  }
+  v = atomic_load_explicit(&t->last_start_ns, memory_order_relaxed);
+  while (now > v && !atomic_compare_exchange_weak_explicit(&t->last_start_ns, &v, now,
+                                                           memory_order_relaxed,
+                                                           memory_order_relaxed)) {
+  }
+}
+
+void *core_main(void *arg) {
+  core *c = arg;
+  pto_run *r = c->run;
+  const kernel_rec *kernels = r->chip->kernels;
+  for (uint64_t next = 1;; next++) {
+    core_wait w = {c, next};
+    while (!core_has_work(&w)) pto_wait(&c->ev, core_has_work, &w, UINT64_MAX);
+    if (run_stopping(r)) break;
+    const core_payload p = c->slot[next & 1];
+    task *t = p.t;
+    if (t->sync_start) {
+      while (!cohort_started(&w)) pto_wait(&c->ev, cohort_started, &w, UINT64_MAX);
+      if (run_stopping(r)) break;
+    }
+    const kernel_rec *k = &kernels[t->kernel];
+    pto_kctx ctx = {
+        .block_idx = p.block,
+        .block_num = t->block_num,
+        .sub_block_id = p.sub_block,
+        .core_id = c->id,
+        .cluster_id = c->cluster,
+        .core_type = c->type,
+        .task_id = t->id,
+        .ntensors = t->ntensors,
+        .nscalars = t->nscalars,
+        .tensors = t->tensors,
+        .scalars = t->scalars,
+        .env = r->cfg->env,
+        .run = r,
+    };
+    uint64_t t0 = pto_now_ns();
+    if (!c->first_ns) c->first_ns = t0;
+    if (t->sync_start) note_cohort_start(t, t0);
+    atomic_store_explicit(&c->cur_start_ns, t0, memory_order_relaxed); /* watchdog, advisory */
+    atomic_store_explicit(&c->cur_task, t->id, memory_order_relaxed);
+    int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
+    atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
+    uint64_t t1 = pto_now_ns();
+    c->last_ns = t1;
+    if (r->trace) trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, t->id, p.block);
+    if (rc != 0) {
+      int code = rc < 0 && rc > -100 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
+      run_fail(r, code, t->id, c->id, "kernel '%s' block %d/%d on core %d returned %d", k->name,
+               p.block, t->block_num, c->id, rc);
+    }
+    /* release: the kernel's writes happen-before the scheduler's acquire */
+    atomic_store_explicit(&c->finished, next, memory_order_release);
+    pto_event_signal(&r->scheds[c->sched].ev);
+  }
+  return NULL;
+}

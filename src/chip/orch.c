@@ -1,0 +1,633 @@
+/* orch.c — the orchestrator side of a run: argument builder, submit
+ * (validation, ring allocation with back-pressure, dependency inference,
+ * fanout linking, publication), scopes, in-order retirement, and host
+ * access to tensor data. Everything here runs on the orchestrator thread. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chip/run.h"
+#include "common/clock.h"
+#include "common/tensor_check.h"
+
+/* ---- argument builder ---- */
+
+void pto_args_init(pto_args *a) {
+  if (!a) return;
+  a->ntensors = a->nscalars = 0;
+  a->error = 0;
+  a->error_arg = -1;
+}
+
+static void args_error(pto_args *a, int arg) {
+  if (a->error == 0) {
+    a->error = PTO_EINVAL;
+    a->error_arg = arg;
+  }
+}
+
+void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t) {
+  if (!a) return;
+  int i = a->ntensors;
+  if (!t || a->nscalars > 0 || i >= PTO_MAX_TENSOR_ARGS || (unsigned)mode > PTO_NO_DEP) {
+    args_error(a, i);
+    if (i < PTO_MAX_TENSOR_ARGS) a->ntensors++; /* keep counting to name the culprit */
+    else a->ntensors = PTO_MAX_TENSOR_ARGS + 1;
+    return;
+  }
+  a->access[i] = (uint8_t)mode;
+  a->tensors[i] = *t;
+  a->outputs[i] = mode == PTO_OUTPUT ? (pto_tensor *)t : NULL;
+  a->ntensors++;
+}
+
+void pto_args_input(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_INPUT, t); }
+void pto_args_output(pto_args *a, pto_tensor *t) { pto_args_add(a, PTO_OUTPUT, t); }
+void pto_args_output_existing(pto_args *a, const pto_tensor *t) {
+  pto_args_add(a, PTO_OUTPUT_EXISTING, t);
+}
+void pto_args_inout(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_INOUT, t); }
+void pto_args_nodep(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_NO_DEP, t); }
+
+void pto_args_scalar(pto_args *a, uint64_t v) {
+  if (!a) return;
+  if (a->nscalars >= PTO_MAX_SCALAR_ARGS) {
+    args_error(a, a->ntensors + a->nscalars);
+    a->nscalars = PTO_MAX_SCALAR_ARGS + 1;
+    return;
+  }
+  a->scalars[a->nscalars++] = v;
+}
+
+void pto_args_scalar_f32(pto_args *a, float v) {
+  union { float f; uint32_t u; } c = {.f = v};
+  pto_args_scalar(a, c.u);
+}
+
+/* ---- setup / retirement ---- */
+
+int orch_setup(pto_run *r) {
+  int rc = ring_init(&r->heap, r->cfg->heap_bytes);
+  if (!rc) rc = ring_init(&r->args, (uint64_t)r->nslots * 512u);
+  if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
+  r->depbuf_cap = 64;
+  r->depbuf = malloc(sizeof(pto_task_id) * r->depbuf_cap);
+  if (!rc && !r->depbuf) rc = PTO_ENOMEM;
+  return rc;
+}
+
+void orch_teardown(pto_run *r) {
+  ring_destroy(&r->heap);
+  ring_destroy(&r->args);
+  tmap_destroy(&r->tm);
+  free(r->depbuf);
+  r->depbuf = NULL;
+}
+
+/* Retires completed tasks in submission order, recycling their slot, heap
+ * range, argument storage and dependency nodes. */
+static void orch_retire(pto_run *r) {
+  while (r->retired < r->next_id) {
+    task *t = run_slot(r, r->retired);
+    if (t->pinned) break;
+    /* acquire pairs with the completing scheduler's release of state/refs:
+     * its reads of our buffers happened before we recycle them */
+    if (atomic_load_explicit(&t->state, memory_order_acquire) != TASK_DONE) break;
+    if (atomic_load_explicit(&t->refs, memory_order_acquire) != 0) break;
+    ring_release_to(&r->heap, t->heap_end);
+    ring_release_to(&r->args, t->args_end);
+    r->dep_tail = t->dep_end;
+    r->retired++;
+  }
+}
+
+/* The orchestrator parks on orch_ev until `completed` reaches a threshold,
+ * so that a full ring does not cost a wake-up per completion: `batch` more
+ * completions (bounded by what is in flight). Returns cond's result. */
+static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg,
+                                  uint64_t deadline) {
+  int64_t done = atomic_load_explicit(&r->completed, memory_order_relaxed);
+  int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;
+  if (batch > inflight) batch = inflight;
+  if (batch < 1) batch = 1;
+  /* seq_cst: pairs with the completion path's increment-then-load */
+  atomic_store_explicit(&r->orch_wake_at, done + batch, memory_order_seq_cst);
+  bool ok = pto_wait(&r->orch_ev, cond, arg, deadline);
+  atomic_store_explicit(&r->orch_wake_at, INT64_MAX, memory_order_relaxed);
+  return ok;
+}
+
+static int latched(const pto_run *r) {
+  return atomic_load_explicit(&r->status, memory_order_acquire);
+}
+
+/* Back-pressure: waits until room(r, arg) holds, retiring as tasks finish.
+ * Fails fast when the oldest live task is pinned by an open scope (nothing
+ * can be reclaimed before the orchestrator ends that scope), and fails with
+ * `code` when no task retires within alloc_timeout_ms. */
+typedef struct room_wait {
+  pto_run *r;
+  bool (*room)(pto_run *r, void *arg);
+  void *arg;
+} room_wait;
+
+static bool room_cond(void *p) {
+  room_wait *w = p;
+  orch_retire(w->r);
+  return w->room(w->r, w->arg) || run_stopping(w->r);
+}
+
+static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg, int code,
+                          int pinned_code, const char *what) {
+  room_wait w = {r, room, arg};
+  pto_task_id last = r->retired;
+  uint64_t deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
+  for (;;) {
+    if (room_cond(&w)) return latched(r);
+    if (r->retired != last) { /* progress: restart the deadline */
+      last = r->retired;
+      deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
+    }
+    if (r->retired < r->next_id && run_slot(r, r->retired)->pinned) {
+      task *t = run_slot(r, r->retired);
+      run_fail(r, pinned_code, t->id, -1,
+               "%s full: the oldest live task %lld holds OUTPUT buffers of scope depth %d, which "
+               "is still open, so nothing can be reclaimed (live tasks %lld, task_slots %u)",
+               what, (long long)t->id, t->scope_depth, (long long)(r->next_id - r->retired),
+               r->nslots);
+      return latched(r);
+    }
+    if (pto_now_ns() >= deadline) {
+      pto_task_id old = r->retired;
+      run_fail(r, code, old < r->next_id ? old : PTO_TASK_NONE, -1,
+               "%s full and no task retired for %lld ms (oldest live task %lld, live tasks %lld)",
+               what, (long long)r->cfg->alloc_timeout_ms, (long long)old,
+               (long long)(r->next_id - r->retired));
+      return latched(r);
+    }
+    orch_wait_completions(r, r->nslots / 8, room_cond, &w, deadline);
+  }
+}
+
+static bool slot_room(pto_run *r, void *arg) {
+  (void)arg;
+  return r->next_id - r->retired < (int64_t)r->nslots;
+}
+static bool dep_room(pto_run *r, void *arg) {
+  return r->dep_head + *(uint32_t *)arg - r->dep_tail <= r->ndeps;
+}
+typedef struct ring_req {
+  ring *ring;
+  uint64_t bytes;
+  void *ptr;
+} ring_req;
+static bool ring_room(pto_run *r, void *arg) {
+  (void)r;
+  ring_req *q = arg;
+  q->ptr = ring_try_alloc(q->ring, q->bytes);
+  return q->ptr != NULL;
+}
+static bool retired_moved(pto_run *r, void *arg) { return r->retired != *(pto_task_id *)arg; }
+
+/* ---- dependency collection ---- */
+
+typedef struct dep_collect {
+  pto_run *r;
+  pto_task_id self;
+  bool oom;
+} dep_collect;
+
+static void collect_dep(void *arg, int64_t producer) {
+  dep_collect *c = arg;
+  pto_run *r = c->r;
+  if (producer < r->retired || producer >= c->self) return;
+  task *p = run_slot(r, producer);
+  if (p->dep_mark == c->self) return; /* already listed */
+  if (r->depbuf_n == r->depbuf_cap) {
+    pto_task_id *n = realloc(r->depbuf, sizeof(pto_task_id) * r->depbuf_cap * 2);
+    if (!n) {
+      c->oom = true;
+      return;
+    }
+    r->depbuf = n;
+    r->depbuf_cap *= 2;
+  }
+  p->dep_mark = c->self;
+  r->depbuf[r->depbuf_n++] = producer;
+}
+
+static void ignore_dep(void *arg, int64_t producer) {
+  (void)arg;
+  (void)producer;
+}
+
+static bool in_manual_scope(const pto_run *r) {
+  return r->scope_depth > 0 && r->scopes[r->scope_depth].mode == PTO_SCOPE_MANUAL;
+}
+
+/* Records one tensor access, retrying while the TensorMap is full. */
+static int orch_tmap(pto_run *r, const pto_tensor *view, tmap_mode mode, dep_collect *c) {
+  tmap_dep_fn fn = in_manual_scope(r) ? ignore_dep : collect_dep;
+  for (;;) {
+    int rc = tmap_access(&r->tm, view, mode, c->self, r->retired, fn, c);
+    if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
+    pto_task_id before = r->retired;
+    rc = orch_wait_room(r, retired_moved, &before, PTO_ETENSORMAP_OVERFLOW,
+                        PTO_ETENSORMAP_OVERFLOW, "TensorMap");
+    if (rc) return rc;
+  }
+}
+
+/* ---- submit ---- */
+
+static int submit_fail(pto_run *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int submit_fail(pto_run *r, int code, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  run_fail(r, code, PTO_TASK_NONE, -1, "submit #%lld: %s", (long long)r->next_id, msg);
+  return latched(r);
+}
+
+static const char *access_name(int a) {
+  static const char *n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP"};
+  return a >= 0 && a <= PTO_NO_DEP ? n[a] : "?";
+}
+
+static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_submit_opts *o,
+                    int *shape_out) {
+  const pto_chip_config *c = r->cfg;
+  int sh = SHAPE_DUMMY;
+  if (kernel_id != -1) {
+    if (kernel_id < 0 || kernel_id >= r->chip->nkernels)
+      return submit_fail(r, PTO_EINVAL, "unknown kernel id %d (%d kernels registered)", kernel_id,
+                         r->chip->nkernels);
+    const kernel_rec *k = &r->chip->kernels[kernel_id];
+    sh = k->shape;
+    if (shape_aic(k->shape) > c->aic_per_cluster || shape_aiv(k->shape) > c->aiv_per_cluster)
+      return submit_fail(r, PTO_EINVAL,
+                         "kernel '%s' needs %d AIC + %d AIV per cluster but the chip's clusters "
+                         "have %d AIC + %d AIV",
+                         k->name, shape_aic(k->shape), shape_aiv(k->shape), c->aic_per_cluster,
+                         c->aiv_per_cluster);
+  }
+  int blocks = o && o->block_num ? o->block_num : 1;
+  if (blocks < 1)
+    return submit_fail(r, PTO_EINVAL, "block_num %d < 1", o->block_num);
+  if (o && o->sync_start && kernel_id != -1) {
+    int max = sh == SHAPE_AIV ? c->clusters * c->aiv_per_cluster : c->clusters;
+    if (blocks > max)
+      return submit_fail(r, PTO_ESYNC_WIDTH,
+                         "sync_start task of %d blocks can never be co-resident: at most %d (%s)",
+                         blocks, max, sh == SHAPE_AIV ? "AIV cores" : "clusters");
+  }
+  if (o && (o->ndeps < 0 || (o->ndeps > 0 && !o->deps)))
+    return submit_fail(r, PTO_EINVAL, "explicit deps: ndeps %d with deps %s", o->ndeps,
+                       o->deps ? "set" : "NULL");
+  for (int i = 0; o && i < o->ndeps; i++)
+    if (o->deps[i] < 0 || o->deps[i] >= r->next_id)
+      return submit_fail(r, PTO_EINVAL, "explicit dep %d is task %lld, not an earlier task", i,
+                         (long long)o->deps[i]);
+  if (a) {
+    if (a->error) {
+      if (a->ntensors > PTO_MAX_TENSOR_ARGS)
+        return submit_fail(r, PTO_EINVAL, "more than %d tensor arguments", PTO_MAX_TENSOR_ARGS);
+      if (a->nscalars > PTO_MAX_SCALAR_ARGS)
+        return submit_fail(r, PTO_EINVAL, "more than %d scalar arguments", PTO_MAX_SCALAR_ARGS);
+      if (a->error_arg >= 0 && a->error_arg < a->ntensors && a->nscalars > 0)
+        return submit_fail(r, PTO_EINVAL, "tensor argument %d added after a scalar",
+                           a->error_arg);
+      return submit_fail(r, PTO_EINVAL, "argument %d: NULL tensor or bad access mode",
+                         a->error_arg);
+    }
+    for (int i = 0; i < a->ntensors; i++) {
+      const pto_tensor *t = &a->tensors[i];
+      int rc = a->access[i] == PTO_OUTPUT
+                   ? tensor_check_shape(t->dtype, t->ndims, t->shape, NULL)
+                   : tensor_check(t, false);
+      if (rc)
+        return submit_fail(r, PTO_EINVAL,
+                           "tensor argument %d (%s): invalid view (ndims %d, dtype %d; needs ndims "
+                           "1..%d, shapes >= 1, strides > 0, a buffer, all elements inside it)",
+                           i, access_name(a->access[i]), t->ndims, t->dtype, PTO_MAX_DIMS);
+    }
+  }
+  *shape_out = sh;
+  return PTO_OK;
+}
+
+static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts *opts,
+                  pto_task_id *id_out) {
+  if (id_out) *id_out = PTO_TASK_NONE;
+  if (!o || !o->run) return PTO_EINVAL;
+  pto_run *r = o->run;
+  int rc = latched(r);
+  if (rc) return rc;
+  int sh = SHAPE_DUMMY;
+  if ((rc = validate(r, kernel_id, a, opts, &sh))) return rc;
+  uint64_t t0 = r->trace ? pto_now_ns() : 0;
+
+  /* 1. task slot */
+  orch_retire(r);
+  if (!slot_room(r, NULL) &&
+      (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK, PTO_ESCOPE_DEADLOCK,
+                           "task ring")))
+    return rc;
+  pto_task_id id = r->next_id;
+  task *t = run_slot(r, id);
+
+  /* 2. argument storage */
+  int nt = a ? a->ntensors : 0, ns = a ? a->nscalars : 0;
+  ring_req ar = {&r->args, sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns, NULL};
+  if (!ring_room(r, &ar) && (rc = orch_wait_room(r, ring_room, &ar, PTO_ETASK_RING_DEADLOCK,
+                                                 PTO_ESCOPE_DEADLOCK, "argument ring")))
+    return rc;
+  pto_tensor *tensors = ar.ptr;
+  uint64_t *scalars = (uint64_t *)(tensors + nt);
+  if (nt) memcpy(tensors, a->tensors, sizeof(pto_tensor) * (size_t)nt);
+  if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
+
+  /* 3. heap for OUTPUT tensors */
+  uint64_t heap_total = 0;
+  bool has_heap = false;
+  for (int i = 0; i < nt; i++)
+    if (a->access[i] == PTO_OUTPUT) {
+      int64_t bytes;
+      tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
+      heap_total += ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+      has_heap = true;
+    }
+  if (heap_total > r->heap.cap)
+    return submit_fail(r, PTO_EHEAP_DEADLOCK,
+                       "OUTPUT buffers of one task need %llu bytes but heap_bytes is %llu",
+                       (unsigned long long)heap_total, (unsigned long long)r->heap.cap);
+  for (int i = 0; i < nt; i++) {
+    if (a->access[i] != PTO_OUTPUT) continue;
+    pto_tensor *d = &tensors[i];
+    int64_t bytes;
+    tensor_check_shape(d->dtype, d->ndims, d->shape, &bytes);
+    ring_req hr = {&r->heap, (uint64_t)bytes, NULL};
+    if (!ring_room(r, &hr) && (rc = orch_wait_room(r, ring_room, &hr, PTO_EHEAP_DEADLOCK,
+                                                   PTO_EHEAP_DEADLOCK, "heap ring")))
+      return rc;
+    d->buf = hr.ptr;
+    d->buf_bytes = (size_t)bytes;
+    d->offset = 0;
+    int64_t s = 1;
+    for (int k = d->ndims - 1; k >= 0; k--) {
+      d->stride[k] = s;
+      s *= d->shape[k];
+    }
+    *a->outputs[i] = *d; /* hand the allocated view back to the caller */
+  }
+
+  /* 4. dependencies: inferred from regions, plus explicit ones */
+  dep_collect dc = {r, id, false};
+  r->depbuf_n = 0;
+  for (int i = 0; i < nt; i++) {
+    static const int mode_of[] = {TMAP_READ, TMAP_WRITE, TMAP_WRITE, TMAP_READ_WRITE, 0};
+    int m = mode_of[a->access[i]];
+    if (m && (rc = orch_tmap(r, &tensors[i], (tmap_mode)m, &dc))) return rc;
+  }
+  for (int i = 0; opts && i < opts->ndeps; i++) collect_dep(&dc, opts->deps[i]);
+  if (dc.oom) return submit_fail(r, PTO_ENOMEM, "dependency list allocation failed");
+  uint32_t nd = r->depbuf_n;
+  if (nd > r->ndeps)
+    return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,
+                       r->ndeps);
+  if (!dep_room(r, &nd) && (rc = orch_wait_room(r, dep_room, &nd, PTO_EDEP_OVERFLOW,
+                                                PTO_EDEP_OVERFLOW, "dependency pool")))
+    return rc;
+
+  /* 5. fill the slot, then link into producers' fanout lists */
+  t->id = id;
+  t->kernel = kernel_id;
+  t->shape = sh;
+  t->block_num = opts && opts->block_num ? opts->block_num : 1;
+  t->units_total = sh == SHAPE_DUMMY ? 0 : t->block_num * (shape_aic(sh) + shape_aiv(sh));
+  t->sync_start = opts && opts->sync_start && sh != SHAPE_DUMMY;
+  t->scope_depth = (int8_t)r->scope_depth;
+  t->pinned = has_heap;
+  t->ntensors = nt;
+  t->nscalars = ns;
+  t->tensors = tensors;
+  t->scalars = scalars;
+  t->heap_end = r->heap.head;
+  t->args_end = r->args.head;
+  t->submit_ns = t0;
+  t->fanout_head = -1;
+  t->next_block = 0;
+  atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
+  atomic_store_explicit(&t->refs, 0, memory_order_relaxed);
+  atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
+  atomic_store_explicit(&t->fanin, 1, memory_order_relaxed); /* the submit guard */
+  atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
+  atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
+  atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
+  t->dep_begin = r->dep_head;
+  for (uint32_t i = 0; i < nd; i++) {
+    uint64_t idx = r->dep_head++;
+    dep_node *n = &r->deps[idx % r->ndeps];
+    n->producer = r->depbuf[i];
+    n->consumer = id;
+    n->next = -1;
+    task *p = run_slot(r, r->depbuf[i]);
+    pthread_mutex_lock(&p->lock);
+    /* A consumer pins its producer's slot (and heap outputs) until it completes. */
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); /* ordered by the lock */
+    if (atomic_load_explicit(&p->state, memory_order_relaxed) < TASK_CLOSED) {
+      atomic_fetch_add_explicit(&t->fanin, 1, memory_order_relaxed); /* before p can see n */
+      n->next = p->fanout_head;
+      p->fanout_head = (int64_t)idx;
+    }
+    pthread_mutex_unlock(&p->lock);
+  }
+  t->dep_end = r->dep_head;
+  r->next_id = id + 1;
+  if (t->sync_start) atomic_fetch_add_explicit(&r->sync_tasks, 1, memory_order_relaxed);
+  /* release: slot contents visible to whoever reads `submitted` (watchdog) */
+  atomic_store_explicit(&r->submitted, id + 1, memory_order_release);
+  atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
+  if (r->trace) trace_slice(r->trace, r->orch_track, "submit", "orch", t0, pto_now_ns(), id, -1);
+  if (id_out) *id_out = id;
+  /* drop the guard: acq_rel pairs with producers' decrements */
+  if (atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_acq_rel) == 1) sched_make_ready(r, t);
+  return PTO_OK;
+}
+
+int pto_submit(pto_orch *o, int kernel_id, pto_args *args, const pto_submit_opts *opts,
+               pto_task_id *id) {
+  if (o && o->run && kernel_id == -1) /* -1 is the dummy marker internally */
+    return submit_fail(o->run, PTO_EINVAL, "unknown kernel id -1");
+  return submit(o, kernel_id, args, opts, id);
+}
+
+int pto_submit_dummy(pto_orch *o, pto_args *args, const pto_submit_opts *opts, pto_task_id *id) {
+  return submit(o, -1, args, opts, id);
+}
+
+/* ---- scopes ---- */
+
+int pto_scope_begin(pto_orch *o, pto_scope_mode mode) {
+  if (!o || !o->run) return PTO_EINVAL;
+  pto_run *r = o->run;
+  int rc = latched(r);
+  if (rc) return rc;
+  if (mode != PTO_SCOPE_AUTO && mode != PTO_SCOPE_MANUAL)
+    return submit_fail(r, PTO_EINVAL, "scope_begin: unknown mode %d", (int)mode);
+  if (r->scope_depth >= PTO_MAX_SCOPE_DEPTH) {
+    run_fail(r, PTO_ESCOPE_OVERFLOW, PTO_TASK_NONE, -1,
+             "scope_begin at depth %d: at most %d nested scopes", r->scope_depth,
+             PTO_MAX_SCOPE_DEPTH);
+    return latched(r);
+  }
+  if (mode == PTO_SCOPE_AUTO && in_manual_scope(r))
+    return submit_fail(r, PTO_EINVAL, "an automatic scope cannot be nested in a manual scope");
+  r->scope_depth++;
+  r->scopes[r->scope_depth].begin = r->next_id;
+  r->scopes[r->scope_depth].mode = mode;
+  return PTO_OK;
+}
+
+int pto_scope_end(pto_orch *o) {
+  if (!o || !o->run) return PTO_EINVAL;
+  pto_run *r = o->run;
+  int rc = latched(r);
+  if (rc) return rc;
+  if (r->scope_depth == 0) return submit_fail(r, PTO_EINVAL, "scope_end without scope_begin");
+  pto_task_id from = r->scopes[r->scope_depth].begin;
+  if (from < r->retired) from = r->retired;
+  for (pto_task_id id = from; id < r->next_id; id++) {
+    task *t = run_slot(r, id);
+    if (t->scope_depth == r->scope_depth) t->pinned = false;
+  }
+  r->scope_depth--;
+  orch_retire(r);
+  return PTO_OK;
+}
+
+/* ---- host access to tensor data ---- */
+
+typedef struct done_wait {
+  pto_run *r;
+  uint32_t n;
+} done_wait;
+
+static bool all_done(void *p) {
+  done_wait *w = p;
+  pto_run *r = w->r;
+  if (run_stopping(r)) return true;
+  orch_retire(r);
+  for (uint32_t i = 0; i < w->n; i++) {
+    pto_task_id id = r->depbuf[i];
+    /* acquire pairs with the completion's release: the task's writes are visible */
+    if (id >= r->retired &&
+        atomic_load_explicit(&run_slot(r, id)->state, memory_order_acquire) != TASK_DONE)
+      return false;
+  }
+  return true;
+}
+
+static int wait_tasks(pto_run *r, uint32_t n, int64_t timeout_ms, const char *what) {
+  done_wait w = {r, n};
+  uint64_t deadline = pto_deadline_ms(timeout_ms < 0 ? r->cfg->watchdog_ms : timeout_ms);
+  if (!orch_wait_completions(r, 1, all_done, &w, deadline)) {
+    pto_task_id stuck = PTO_TASK_NONE;
+    for (uint32_t i = 0; i < n && stuck < 0; i++)
+      if (atomic_load_explicit(&run_slot(r, r->depbuf[i])->state, memory_order_acquire) !=
+          TASK_DONE)
+        stuck = r->depbuf[i];
+    run_fail(r, PTO_ETENSOR_WAIT_TIMEOUT, stuck, -1,
+             "%s: task %lld not finished after %lld ms", what, (long long)stuck,
+             (long long)(timeout_ms < 0 ? r->cfg->watchdog_ms : timeout_ms));
+  }
+  return latched(r);
+}
+
+static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t timeout_ms,
+                       const char *what) {
+  if (!o || !o->run) return PTO_EINVAL;
+  pto_run *r = o->run;
+  int rc = latched(r);
+  if (rc) return rc;
+  if (!t || tensor_check(t, false))
+    return submit_fail(r, PTO_EINVAL, "%s: NULL or invalid tensor view", what);
+  dep_collect dc = {r, r->next_id, false};
+  r->depbuf_n = 0;
+  tmap_conflicts(&r->tm, t, mode, r->retired, collect_dep, &dc);
+  if (dc.oom) return submit_fail(r, PTO_ENOMEM, "%s: dependency list allocation failed", what);
+  /* the marks name the next task id; clear them so its own submit lists them again */
+  for (uint32_t i = 0; i < r->depbuf_n; i++) run_slot(r, r->depbuf[i])->dep_mark = PTO_TASK_NONE;
+  return wait_tasks(r, r->depbuf_n, timeout_ms, what);
+}
+
+int pto_orch_read(pto_orch *o, const pto_tensor *t, void *dst, int64_t timeout_ms) {
+  if (!dst && o && o->run) return submit_fail(o->run, PTO_EINVAL, "pto_orch_read: dst is NULL");
+  int rc = host_access(o, t, TMAP_READ, timeout_ms, "pto_orch_read");
+  if (!rc) pto_tensor_copy_out(t, dst);
+  return rc;
+}
+
+int pto_orch_write(pto_orch *o, const pto_tensor *t, const void *src, int64_t timeout_ms) {
+  if (!src && o && o->run) return submit_fail(o->run, PTO_EINVAL, "pto_orch_write: src is NULL");
+  int rc = host_access(o, t, TMAP_WRITE, timeout_ms, "pto_orch_write");
+  if (!rc) pto_tensor_copy_in(t, src);
+  return rc;
+}
+
+int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
+  if (!o || !o->run) return PTO_EINVAL;
+  pto_run *r = o->run;
+  int rc = latched(r);
+  if (rc) return rc;
+  if (id < 0 || id >= r->next_id)
+    return submit_fail(r, PTO_EINVAL, "pto_orch_wait_task: %lld is not a submitted task",
+                       (long long)id);
+  r->depbuf[0] = id;
+  return wait_tasks(r, 1, timeout_ms, "pto_orch_wait_task");
+}
+
+int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
+  if (!o || !o->run) return PTO_EINVAL;
+  char msg[400] = "";
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+  }
+  run_fail(o->run, PTO_EFATAL, PTO_TASK_NONE, -1, "%s", msg);
+  return latched(o->run);
+}
+
+int pto_orch_status(const pto_orch *o) { return o && o->run ? latched(o->run) : PTO_EINVAL; }
+pto_chip *pto_orch_chip(pto_orch *o) { return o && o->run ? o->run->chip : NULL; }
+
+/* ---- end of the orchestration ---- */
+
+static bool all_completed(void *p) {
+  pto_run *r = p;
+  /* acquire pairs with the release increment in the completion path */
+  return run_stopping(r) || atomic_load_explicit(&r->completed, memory_order_acquire) ==
+                                atomic_load_explicit(&r->submitted, memory_order_relaxed);
+}
+
+void orch_finish(pto_run *r) {
+  if (r->scope_depth > 0 && !latched(r)) {
+    /* an orchestration that forgets scope_end is not an error: close them */
+    while (r->scope_depth > 0) {
+      pto_orch o = {r};
+      pto_scope_end(&o);
+    }
+  }
+  atomic_store_explicit(&r->orch_done, 1, memory_order_release); /* watchdog reads it */
+  atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
+  /* No deadline here: the watchdog turns any stall into a latched error. */
+  while (!orch_wait_completions(r, INT64_MAX, all_completed, r, UINT64_MAX)) {
+  }
+  orch_retire(r);
+}

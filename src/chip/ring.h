@@ -1,0 +1,31 @@
+/* ring.h — a byte ring allocator with in-order release (the heap ring for
+ * OUTPUT buffers and the argument ring). Offsets are monotonic 64-bit
+ * counters, so a recorded end stays meaningful across wrap-arounds and
+ * rebases. Single-threaded: owned by the orchestrator. */
+#ifndef PTO_RING_H
+#define PTO_RING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RING_ALIGN 64u
+
+typedef struct ring {
+  uint8_t *base;
+  uint64_t cap;  /* bytes, multiple of RING_ALIGN */
+  uint64_t head; /* next allocation (monotonic) */
+  uint64_t tail; /* oldest byte still in use (monotonic) */
+} ring;
+
+int ring_init(ring *r, uint64_t cap);
+void ring_destroy(ring *r);
+/* Contiguous allocation of n bytes (rounded to RING_ALIGN), or NULL when the
+ * ring has no room now. Never wraps an allocation around the end. */
+void *ring_try_alloc(ring *r, uint64_t n);
+/* Releases everything allocated before offset `end` (a past r->head). */
+void ring_release_to(ring *r, uint64_t end);
+/* Whether an allocation of n bytes could ever fit. */
+bool ring_fits(const ring *r, uint64_t n);
+static inline uint64_t ring_used(const ring *r) { return r->head - r->tail; }
+
+#endif

@@ -1,0 +1,230 @@
+/* run.h — the private state of one chip run, shared by the orchestrator
+ * (orch.c), the schedulers (sched.c), the cores (core.c) and the watchdog
+ * (watchdog.c). Ownership of each field is stated next to it: "orch" fields
+ * are touched only by the orchestrator thread; atomics are shared. */
+#ifndef PTO_CHIP_RUN_H
+#define PTO_CHIP_RUN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "chip/drain.h"
+#include "chip/ring.h"
+#include "chip/tensormap.h"
+#include "common/trace.h"
+#include "common/wait.h"
+#include "pto/chip.h"
+#include "pto/orch.h"
+
+#define PTO_MAX_KERNELS 256
+
+/* Resource shape of one block: how many AIC and AIV cores of one cluster it
+ * occupies at once. */
+typedef enum shape {
+  SHAPE_AIC = 0,  /* 1 AIC */
+  SHAPE_AIV,      /* 1 AIV */
+  SHAPE_AIV2,     /* 2 AIV of one cluster (MIX) */
+  SHAPE_AIC_AIV,  /* 1 AIC + 1 AIV (MIX) */
+  SHAPE_AIC_AIV2, /* 1 AIC + 2 AIV (MIX) */
+  SHAPE_COUNT,
+  SHAPE_DUMMY = SHAPE_COUNT,
+} shape;
+
+typedef struct kernel_rec {
+  char name[48];
+  pto_kernel_fn aic, aiv;
+  int aiv_count;
+  shape shape;
+} kernel_rec;
+
+struct pto_chip {
+  pto_chip_config cfg;
+  int nkernels;
+  kernel_rec kernels[PTO_MAX_KERNELS];
+  char *trace_path;
+  bool broken;        /* a core thread could not be joined: no more runs */
+  _Atomic int running;
+};
+
+enum { TASK_PENDING = 0, TASK_READY, TASK_CLOSED, TASK_DONE };
+
+/* One task slot. Written by the orchestrator before the task is published
+ * (the guard decrement of `fanin` or a dependency's completion, both
+ * acq_rel), read-only afterwards except for the atomics. */
+typedef struct task {
+  pto_task_id id;
+  int32_t kernel;     /* -1: dummy */
+  int32_t shape;
+  int32_t block_num;
+  int32_t units_total;/* block_num * cores per block */
+  bool sync_start;
+  int8_t scope_depth; /* orch */
+  bool pinned;        /* orch: holds heap outputs of a still-open scope */
+  pto_task_id dep_mark; /* orch: last submit that listed it as a producer */
+  int32_t ntensors, nscalars;
+  pto_tensor *tensors;/* in the args ring */
+  uint64_t *scalars;
+  uint64_t dep_begin, dep_end;  /* this task's dependency nodes (dep ring) */
+  uint64_t heap_end, args_end;  /* ring heads after this task's allocations */
+  uint64_t submit_ns;
+  pthread_mutex_t lock;         /* orders fanout linking against closing */
+  int64_t fanout_head;          /* dep node index, -1 = none; under lock */
+  _Atomic int32_t state;
+  _Atomic int32_t fanin;        /* unfinished producers + 1 submit guard */
+  _Atomic int32_t refs;         /* registered consumers not yet completed */
+  _Atomic int32_t units_done;
+  int32_t next_block;           /* under the ready queue's lock */
+  _Atomic uint64_t first_start_ns, last_start_ns; /* sync_start spread */
+  _Atomic int32_t cohort_go;    /* sync_start: blocks start when nonzero */
+} task;
+
+/* One dependency: consumer waits for producer. Node i belongs to the
+ * consumer that allocated it and links into the producer's fanout list. */
+typedef struct dep_node {
+  pto_task_id producer, consumer;
+  int64_t next; /* next node of the producer's fanout list, -1 = end */
+} dep_node;
+
+typedef struct ready_queue {
+  pthread_mutex_t lock;
+  task **items;
+  uint32_t cap, head, count;
+} ready_queue;
+
+/* What a core runs: written by its scheduler before `dispatched` moves. */
+typedef struct core_payload {
+  task *t;
+  int32_t block;
+  int32_t sub_block;
+} core_payload;
+
+typedef struct core {
+  int id, cluster, sched;
+  pto_core_type type;
+  struct pto_run *run;
+  pthread_t thread;
+  bool started;
+  _Atomic uint64_t dispatched; /* last dispatch id; release pairs with core's acquire */
+  _Atomic uint64_t finished;   /* last finished id; release pairs with scheduler's acquire */
+  core_payload slot[2];        /* by dispatch id & 1 */
+  uint64_t issued;             /* scheduler-private copy of dispatched */
+  uint64_t seen;               /* scheduler-private: completions processed */
+  pto_event ev;                /* the core parks here */
+  _Atomic int64_t cur_task;    /* watchdog: running task or -1 (relaxed) */
+  _Atomic uint64_t cur_start_ns;
+  uint64_t first_ns, last_ns;  /* activity span, core-private until join */
+  int trace_track;
+} core;
+
+typedef struct sched {
+  int id;
+  struct pto_run *run;
+  pthread_t thread;
+  bool started;
+  int ncores;
+  core **cores;                /* own cores, cluster by cluster: AIC, AIV, AIV */
+  int nclusters;
+  int *clusters;               /* own cluster ids */
+  pto_event ev;
+  drain_part drain;
+  uint64_t first_ns, last_ns;
+  int trace_track;
+} sched;
+
+typedef struct scope_rec {
+  pto_task_id begin;
+  pto_scope_mode mode;
+} scope_rec;
+
+typedef struct pto_run {
+  pto_chip *chip;
+  const pto_chip_config *cfg;
+  pto_trace *trace;            /* NULL when tracing is off */
+  /* task ring */
+  task *slots;
+  uint32_t nslots;
+  dep_node *deps;
+  uint32_t ndeps;
+  /* orch-owned */
+  pto_task_id next_id;         /* next id to hand out */
+  pto_task_id retired;         /* ids below this are retired */
+  uint64_t dep_head, dep_tail;
+  ring heap, args;
+  tmap tm;
+  int scope_depth;
+  scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];
+  pto_task_id *depbuf;         /* producers of the task being submitted */
+  uint32_t depbuf_n, depbuf_cap;
+  /* shared */
+  _Atomic int64_t submitted;   /* published tasks (release: slot contents) */
+  _Atomic int64_t completed;   /* completed tasks (release pairs with orch acquire) */
+  _Atomic int32_t status;      /* latched first error */
+  _Atomic int32_t stop;        /* threads exit when set */
+  _Atomic int32_t orch_done;
+  _Atomic uint64_t progress;   /* bumped on every submit/dispatch/completion */
+  _Atomic uint64_t ready_gen;  /* bumped on every ready push */
+  _Atomic uint64_t drain_gen;  /* bumped on every drain step that publishes */
+  _Atomic uint64_t blocks;
+  ready_queue queues[SHAPE_COUNT];
+  ready_queue sync_queue;
+  drain_state drain;
+  pthread_mutex_t err_lock;
+  pto_error_info err;
+  pto_event orch_ev;           /* orchestrator waits here (completions) */
+  _Atomic int64_t orch_wake_at;/* completions signal orch_ev once `completed` reaches it */
+  pto_event watchdog_ev;
+  int ncores, nsched;
+  core *cores;
+  sched *scheds;
+  pthread_t watchdog;
+  bool watchdog_started;
+  /* stats */
+  uint64_t orch_start_ns, orch_end_ns;
+  _Atomic uint64_t sync_fast, sync_tasks;
+  _Atomic uint64_t spread_max_ns, spread_sum_ns;
+  int orch_track;
+} pto_run;
+
+struct pto_orch {
+  pto_run *run;
+};
+
+/* ---- shared helpers (defined in the file named in brackets) ---- */
+/* Latch the first error and start shutdown [chip.c]. */
+void run_fail(pto_run *r, int code, pto_task_id task, int core, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The watchdog's PTO_ESCHED_TIMEOUT with its stall class [chip.c]. */
+void run_fail_stall(pto_run *r, pto_stall_class stall, pto_task_id task, int core,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static inline bool run_stopping(const pto_run *r) {
+  /* acquire pairs with the release store in run_fail/run_finish */
+  return atomic_load_explicit(&r->stop, memory_order_acquire) != 0;
+}
+void run_wake_all(pto_run *r);
+static inline task *run_slot(pto_run *r, pto_task_id id) {
+  return &r->slots[(uint64_t)id % r->nslots];
+}
+const char *run_kernel_name(const pto_run *r, const task *t);
+
+/* Scheduler side [sched.c] */
+void sched_make_ready(pto_run *r, task *t);
+void sched_task_done_unit(pto_run *r, task *t, int units);
+void *sched_main(void *arg);
+void ready_queue_init(ready_queue *q, uint32_t cap, task **storage);
+int shape_aic(shape s);
+int shape_aiv(shape s);
+
+/* Core side [core.c] */
+void *core_main(void *arg);
+
+/* Watchdog [watchdog.c] */
+void *watchdog_main(void *arg);
+
+/* Orchestrator [orch.c] */
+int orch_setup(pto_run *r);
+void orch_teardown(pto_run *r);
+void orch_finish(pto_run *r);
+
+#endif

@@ -1,0 +1,393 @@
+/* sched.c — scheduler threads: ready queues per resource shape, dispatch
+ * onto the scheduler's own cores (one running + one pending slot per core),
+ * completion polling, fanout release with exactly-once readiness, and
+ * gang start (sync_start: fast path, or the drain protocol of drain.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "chip/run.h"
+#include "common/clock.h"
+
+int shape_aic(shape s) { return s == SHAPE_AIC || s == SHAPE_AIC_AIV || s == SHAPE_AIC_AIV2; }
+
+int shape_aiv(shape s) {
+  switch (s) {
+  case SHAPE_AIV:
+  case SHAPE_AIC_AIV: return 1;
+  case SHAPE_AIV2:
+  case SHAPE_AIC_AIV2: return 2;
+  default: return 0;
+  }
+}
+
+/* ---- ready queues ---- */
+
+void ready_queue_init(ready_queue *q, uint32_t cap, task **storage) {
+  pthread_mutex_init(&q->lock, NULL);
+  q->items = storage;
+  q->cap = cap;
+  q->head = q->count = 0;
+}
+
+static void rq_push(ready_queue *q, task *t) {
+  pthread_mutex_lock(&q->lock);
+  q->items[(q->head + q->count) % q->cap] = t;
+  q->count++;
+  pthread_mutex_unlock(&q->lock);
+}
+
+static void rq_pop_locked(ready_queue *q) {
+  q->head = (q->head + 1) % q->cap;
+  q->count--;
+}
+
+/* Claims up to `max` blocks from the head of q, across tasks; returns how
+ * many, with the task and block index of each. */
+static int rq_claim(ready_queue *q, int max, task **ts, int32_t *blocks) {
+  int n = 0;
+  pthread_mutex_lock(&q->lock);
+  while (n < max && q->count > 0) {
+    task *t = q->items[q->head];
+    while (n < max && t->next_block < t->block_num) {
+      ts[n] = t;
+      blocks[n++] = t->next_block++;
+    }
+    if (t->next_block == t->block_num) rq_pop_locked(q);
+  }
+  pthread_mutex_unlock(&q->lock);
+  return n;
+}
+
+/* ---- completion ---- */
+
+static void record_spread(pto_run *r, task *t) {
+  uint64_t a = atomic_load_explicit(&t->first_start_ns, memory_order_relaxed);
+  uint64_t b = atomic_load_explicit(&t->last_start_ns, memory_order_relaxed);
+  uint64_t d = b > a ? b - a : 0;
+  atomic_fetch_add_explicit(&r->spread_sum_ns, d, memory_order_relaxed);
+  uint64_t m = atomic_load_explicit(&r->spread_max_ns, memory_order_relaxed);
+  while (d > m && !atomic_compare_exchange_weak_explicit(&r->spread_max_ns, &m, d,
+                                                         memory_order_relaxed,
+                                                         memory_order_relaxed)) {
+  }
+}
+
+/* Completes t: closes its fanout list, releases consumers (each becomes
+ * ready exactly once: whoever drops its fanin to zero), releases the
+ * producers it pinned, and marks it DONE. Dummy consumers complete inline,
+ * through a small work stack instead of recursion. */
+static void complete_task(pto_run *r, task *first) {
+  task *stack[64];
+  int top = 0;
+  stack[top++] = first;
+  while (top > 0) {
+    task *t = stack[--top];
+    if (t->sync_start) record_spread(r, t);
+    pthread_mutex_lock(&t->lock);
+    /* CLOSED under the lock: no consumer links itself after this point */
+    atomic_store_explicit(&t->state, TASK_CLOSED, memory_order_relaxed);
+    int64_t node = t->fanout_head;
+    pthread_mutex_unlock(&t->lock);
+    while (node >= 0) {
+      const dep_node *n = &r->deps[(uint64_t)node % r->ndeps];
+      task *c = run_slot(r, n->consumer);
+      node = n->next; /* read before the release: c may retire right after */
+      /* acq_rel: our kernel's writes happen-before c runs; pairs with the
+       * other producers' decrements and the submit guard */
+      if (atomic_fetch_sub_explicit(&c->fanin, 1, memory_order_acq_rel) == 1) {
+        if (c->shape == SHAPE_DUMMY && top < (int)(sizeof stack / sizeof stack[0]))
+          stack[top++] = c;
+        else
+          sched_make_ready(r, c);
+      }
+    }
+    for (uint64_t i = t->dep_begin; i < t->dep_end; i++) {
+      task *p = run_slot(r, r->deps[i % r->ndeps].producer);
+      /* release pairs with the orchestrator's acquire before recycling p */
+      atomic_fetch_sub_explicit(&p->refs, 1, memory_order_release);
+    }
+    /* release: everything above happens-before retirement of t */
+    atomic_store_explicit(&t->state, TASK_DONE, memory_order_release);
+    /* seq_cst: pairs with orch_wait_completions (store wake_at, then re-check):
+     * either the orchestrator sees this completion or we see its wake_at */
+    int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
+    atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
+    if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
+      pto_event_signal(&r->orch_ev);
+  }
+}
+
+void sched_make_ready(pto_run *r, task *t) {
+  if (t->shape == SHAPE_DUMMY) {
+    complete_task(r, t);
+    return;
+  }
+  atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
+  rq_push(t->sync_start ? &r->sync_queue : &r->queues[t->shape], t);
+  /* release pairs with the scheduler's acquire of ready_gen before it parks */
+  atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
+  for (int s = 0; s < r->nsched; s++) pto_event_signal(&r->scheds[s].ev);
+}
+
+void sched_task_done_unit(pto_run *r, task *t, int units) {
+  /* acq_rel: the last unit's thread sees every other block's writes */
+  int done = atomic_fetch_add_explicit(&t->units_done, units, memory_order_acq_rel) + units;
+  if (done == t->units_total) complete_task(r, t);
+}
+
+static bool poll_completions(sched *s) {
+  pto_run *r = s->run;
+  bool did = false;
+  for (int i = 0; i < s->ncores; i++) {
+    core *c = s->cores[i];
+    /* acquire pairs with the core's release of `finished`: its kernel's writes */
+    uint64_t f = atomic_load_explicit(&c->finished, memory_order_acquire);
+    while (c->seen < f) {
+      c->seen++;
+      sched_task_done_unit(r, c->slot[c->seen & 1].t, 1);
+      did = true;
+    }
+  }
+  if (did) s->last_ns = pto_now_ns();
+  return did;
+}
+
+/* ---- placement on own cores ---- */
+
+static int per_cluster(const pto_run *r) { return r->cfg->aic_per_cluster + r->cfg->aiv_per_cluster; }
+static inline uint64_t inflight(const core *c) { return c->issued - c->seen; }
+
+static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub) {
+  uint64_t d = ++c->issued;
+  c->slot[d & 1] = (core_payload){t, block, sub};
+  /* release: the payload is written before the core sees the new id */
+  atomic_store_explicit(&c->dispatched, d, memory_order_release);
+  pto_event_signal(&c->ev);
+  (void)s;
+}
+
+/* Finds the cores of cluster `cl` (index into s->clusters) for one block of
+ * shape sh with at most `max_inflight` queued on each; fills out[] (AIC
+ * first, then AIV) and returns true if the whole block fits. */
+static bool fit_cluster(sched *s, int cl, shape sh, uint64_t max_inflight, core **out) {
+  pto_run *r = s->run;
+  int pc = per_cluster(r), aic = r->cfg->aic_per_cluster;
+  core **cc = &s->cores[cl * pc];
+  int n = 0, need_aiv = shape_aiv(sh);
+  if (shape_aic(sh)) {
+    if (!aic || inflight(cc[0]) > max_inflight) return false;
+    out[n++] = cc[0];
+  }
+  for (int k = aic; k < pc && need_aiv > 0; k++)
+    if (inflight(cc[k]) <= max_inflight) {
+      out[n++] = cc[k];
+      need_aiv--;
+    }
+  return need_aiv == 0;
+}
+
+static void place_block(sched *s, core **cores, task *t, int32_t block, int ncores) {
+  int sub = 0;
+  for (int i = 0; i < ncores; i++)
+    core_dispatch(s, cores[i], t, block, cores[i]->type == PTO_CORE_AIV ? sub++ : 0);
+}
+
+/* Every placement of one block of shape sh on this scheduler's cores, each
+ * core used at most once. Single-core shapes may use the pending slot
+ * (max_inflight 1); MIX and gang blocks need idle cores (0). */
+static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int max) {
+  pto_run *r = s->run;
+  int per = shape_aic(sh) + shape_aiv(sh), n = 0;
+  for (int cl = 0; cl < s->nclusters && n < max; cl++) {
+    core *tmp[3];
+    /* a cluster may host several single-core blocks, or one MIX block */
+    for (;;) {
+      if (n >= max || !fit_cluster(s, cl, sh, max_inflight, tmp)) break;
+      bool dup = false;
+      for (int i = 0; i < per && !dup; i++)
+        for (int j = 0; j < n * per && !dup; j++) dup = out[j] == tmp[i];
+      if (dup) {
+        /* try the next free core of the same kind in this cluster */
+        int pc = per_cluster(r), aic = r->cfg->aic_per_cluster;
+        core **cc = &s->cores[cl * pc];
+        core *alt = NULL;
+        if (per != 1) break;
+        for (int k = (sh == SHAPE_AIC ? 0 : aic); k < (sh == SHAPE_AIC ? aic : pc) && !alt; k++) {
+          bool used = false;
+          for (int j = 0; j < n && !used; j++) used = out[j] == cc[k];
+          if (!used && inflight(cc[k]) <= max_inflight) alt = cc[k];
+        }
+        if (!alt) break;
+        tmp[0] = alt;
+      }
+      for (int i = 0; i < per; i++) out[n * per + i] = tmp[i];
+      n++;
+      if (per != 1) break; /* one MIX block per cluster */
+    }
+  }
+  return n;
+}
+
+static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
+  pto_run *r = s->run;
+  ready_queue *q = &r->queues[sh];
+  /* racy peek; a miss is caught on the next wake (ready_gen) */
+  if (__atomic_load_n(&q->count, __ATOMIC_RELAXED) == 0) return false;
+  core *spots[3 * 64];
+  int per = shape_aic(sh) + shape_aiv(sh);
+  int max = (int)(sizeof spots / sizeof spots[0]) / per;
+  int n = placements(s, sh, max_inflight, spots, max);
+  if (n == 0) return false;
+  task *ts[3 * 64];
+  int32_t blocks[3 * 64];
+  n = rq_claim(q, n, ts, blocks);
+  for (int i = 0; i < n; i++) {
+    place_block(s, &spots[i * per], ts[i], blocks[i], per);
+    if (r->trace)
+      trace_instant(r->trace, s->trace_track, "dispatch", "sched", pto_now_ns(), ts[i]->id);
+  }
+  if (n) atomic_fetch_add_explicit(&r->blocks, (uint64_t)n, memory_order_relaxed);
+  return n > 0;
+}
+
+static bool dispatch_normal(sched *s) {
+  static const shape order[] = {SHAPE_AIC_AIV2, SHAPE_AIC_AIV, SHAPE_AIV2, SHAPE_AIC, SHAPE_AIV};
+  bool did = false;
+  for (int i = 0; i < SHAPE_COUNT; i++) did |= dispatch_shape(s, order[i], 0);
+  did |= dispatch_shape(s, SHAPE_AIC, 1);
+  did |= dispatch_shape(s, SHAPE_AIV, 1);
+  if (did) atomic_fetch_add_explicit(&s->run->progress, 1, memory_order_relaxed);
+  return did;
+}
+
+/* ---- gang start ---- */
+
+/* Any drain step that publishes something wakes the other participants. */
+static void drain_moved(pto_run *r) {
+  /* release pairs with the acquire in sched_has_work */
+  atomic_fetch_add_explicit(&r->drain_gen, 1, memory_order_release);
+  for (int s = 0; s < r->nsched; s++) pto_event_signal(&r->scheds[s].ev);
+}
+
+static int gang_capacity(sched *s, task *t) {
+  core *spots[3 * 64];
+  int per = shape_aic(t->shape) + shape_aiv(t->shape);
+  return placements(s, t->shape, 0, spots, (int)(sizeof spots / sizeof spots[0]) / per);
+}
+
+static void gang_stage(sched *s, task *t, int first, int n) {
+  core *spots[3 * 64];
+  int per = shape_aic(t->shape) + shape_aiv(t->shape);
+  int got = placements(s, t->shape, 0, spots, n);
+  for (int i = 0; i < got; i++) place_block(s, &spots[i * per], t, first + i, per);
+  atomic_fetch_add_explicit(&s->run->blocks, (uint64_t)got, memory_order_relaxed);
+  if (got < n)
+    run_fail(s->run, PTO_ESCHED_TIMEOUT, t->id, -1,
+             "scheduler %d could stage only %d of %d blocks of sync_start task %lld", s->id, got,
+             n, (long long)t->id);
+}
+
+static void gang_launch(pto_run *r, task *t) {
+  /* release: every staged payload is visible before a core starts the block */
+  atomic_store_explicit(&t->cohort_go, 1, memory_order_release);
+  for (int i = 0; i < r->ncores; i++) pto_event_signal(&r->cores[i].ev);
+  atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
+}
+
+static int op_capacity(void *env, int sched_id) {
+  sched *s = env;
+  (void)sched_id;
+  return gang_capacity(s, run_slot(s->run, drain_task(&s->run->drain)));
+}
+static int op_stage(void *env, int sched_id, int first, int n) {
+  sched *s = env;
+  (void)sched_id;
+  task *t = run_slot(s->run, drain_task(&s->run->drain));
+  if (gang_capacity(s, t) < n) return -1;
+  gang_stage(s, t, first, n);
+  if (s->run->trace)
+    trace_instant(s->run->trace, s->trace_track, "drain_stage", "sched", pto_now_ns(), n);
+  return 0;
+}
+static void op_launch(void *env, int64_t task_id) {
+  sched *s = env;
+  if (s->run->trace)
+    trace_instant(s->run->trace, s->trace_track, "drain_launch", "sched", pto_now_ns(), task_id);
+  gang_launch(s->run, run_slot(s->run, task_id));
+}
+static bool op_run_ended(void *env) { return run_stopping(((sched *)env)->run); }
+static const drain_ops ops = {op_capacity, op_stage, op_launch, op_run_ended};
+
+/* Serves the head of the sync_start queue: launch on own idle cores if the
+ * whole cohort fits (fast path), else hand it to the drain protocol. */
+static bool dispatch_sync(sched *s) {
+  pto_run *r = s->run;
+  ready_queue *q = &r->sync_queue;
+  if (__atomic_load_n(&q->count, __ATOMIC_RELAXED) == 0) return false;
+  bool did = false;
+  pthread_mutex_lock(&q->lock);
+  if (q->count > 0) {
+    task *t = q->items[q->head];
+    if (gang_capacity(s, t) >= t->block_num) {
+      rq_pop_locked(q);
+      gang_stage(s, t, 0, t->block_num);
+      gang_launch(r, t);
+      atomic_fetch_add_explicit(&r->sync_fast, 1, memory_order_relaxed);
+      did = true;
+    } else if (drain_request(&r->drain, s->id, t->id, t->block_num)) {
+      rq_pop_locked(q); /* the drain owns it now */
+      if (r->trace) trace_instant(r->trace, s->trace_track, "drain", "sched", pto_now_ns(), t->id);
+      did = true;
+    }
+  }
+  pthread_mutex_unlock(&q->lock);
+  if (did && drain_active(&r->drain)) drain_moved(r);
+  return did;
+}
+
+/* ---- the scheduler loop ---- */
+
+typedef struct sched_wait {
+  sched *s;
+  uint64_t gen, drain_gen;
+} sched_wait;
+
+static bool sched_has_work(void *p) {
+  sched_wait *w = p;
+  sched *s = w->s;
+  pto_run *r = s->run;
+  if (run_stopping(r)) return true;
+  if (atomic_load_explicit(&r->ready_gen, memory_order_acquire) != w->gen) return true;
+  if (atomic_load_explicit(&r->drain_gen, memory_order_acquire) != w->drain_gen) return true;
+  for (int i = 0; i < s->ncores; i++)
+    if (atomic_load_explicit(&s->cores[i]->finished, memory_order_relaxed) != s->cores[i]->seen)
+      return true;
+  return false;
+}
+
+void *sched_main(void *arg) {
+  sched *s = arg;
+  pto_run *r = s->run;
+  s->first_ns = pto_now_ns();
+  s->last_ns = s->first_ns;
+  while (!run_stopping(r)) {
+    sched_wait w = {s, atomic_load_explicit(&r->ready_gen, memory_order_acquire),
+                    atomic_load_explicit(&r->drain_gen, memory_order_acquire)};
+    bool did = poll_completions(s);
+    int st = drain_step(&r->drain, &s->drain, &ops, s);
+    if (st != DRAIN_NONE && st != DRAIN_WAITING) {
+      drain_moved(r);
+      did = true;
+    }
+    if (st == DRAIN_NONE && !drain_active(&r->drain)) {
+      did |= dispatch_sync(s);
+      if (!drain_active(&r->drain)) did |= dispatch_normal(s);
+    }
+    if (did) {
+      s->last_ns = pto_now_ns();
+      continue;
+    }
+    pto_wait(&s->ev, sched_has_work, &w, pto_now_ns() + 50000000ull);
+  }
+  return NULL;
+}

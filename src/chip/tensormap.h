@@ -1,0 +1,55 @@
+/* tensormap.h — dependency inference from tensor regions.
+ *
+ * Keyed by base buffer. Each entry records one earlier access (a reader or
+ * a writer task and the view it touched). tmap_access() reports, through a
+ * callback, every earlier task the new access must wait for:
+ *   read  -> earlier overlapping writers           (read-after-write)
+ *   write -> earlier overlapping writers + readers (write-after-write,
+ *                                                   write-after-read)
+ * then records the new access. A write that provably covers an older entry
+ * replaces it (the new writer already orders after it). Entries of tasks
+ * older than `oldest_live` (already retired) are dropped lazily: they have
+ * completed, so no one needs to wait for them.
+ *
+ * Single-threaded: owned by one orchestrator. Reused by the node runtime
+ * for node-level tasks. */
+#ifndef PTO_TENSORMAP_H
+#define PTO_TENSORMAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pto/tensor.h"
+
+typedef enum tmap_mode { TMAP_READ = 1, TMAP_WRITE = 2, TMAP_READ_WRITE = 3 } tmap_mode;
+
+typedef void (*tmap_dep_fn)(void *arg, int64_t producer_task);
+
+typedef struct tmap_entry tmap_entry;
+typedef struct tmap {
+  uint32_t capacity;   /* entry pool size */
+  uint32_t used;       /* live entries */
+  uint32_t nbuckets;   /* power of two */
+  int32_t *buckets;    /* head entry index per bucket, -1 = empty */
+  tmap_entry *pool;
+  int32_t free_head;   /* free list through tmap_entry.next */
+} tmap;
+
+int tmap_init(tmap *m, uint32_t capacity);
+void tmap_destroy(tmap *m);
+void tmap_clear(tmap *m);
+
+/* Reports dependencies of (task, view, mode) to dep(arg, producer) — the same
+ * producer may be reported more than once — and records the access. Returns
+ * 0, or PTO_ETENSORMAP_OVERFLOW when no entry is free even after dropping
+ * entries older than oldest_live (the caller may retire tasks and retry;
+ * nothing is recorded and no dependency is reported in that case). */
+int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task,
+                int64_t oldest_live, tmap_dep_fn dep, void *arg);
+
+/* Reports every live task whose recorded access conflicts with an access of
+ * `mode` to `view`, without recording anything (for host reads/writes). */
+void tmap_conflicts(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t oldest_live,
+                    tmap_dep_fn dep, void *arg);
+
+#endif

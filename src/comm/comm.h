@@ -1,0 +1,95 @@
+/* comm.h — private: the domain descriptor that travels from the node to
+ * its chips, and the per-process communication context (pto_comm) that
+ * kernels reach through pto_kctx.env. The node runtime drives the domain
+ * life cycle (open = create and zero my window, attach after the
+ * allocation barrier, close at the end of the run); kernels use the ops in
+ * ops.c. */
+#ifndef PTO_COMM_INTERNAL_H
+#define PTO_COMM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm_backend.h"
+#include "pto/comm.h"
+
+#define COMM_MAX_DOMAINS 16      /* live domains per run */
+#define COMM_HEADER_BYTES 4096   /* window header before the first buffer */
+#define COMM_PREFIX_MAX 64
+
+typedef struct comm_buffer_desc {
+  char name[PTO_COMM_NAME_MAX];
+  uint64_t offset; /* from the window start, PTO_COMM_ALIGN-aligned */
+  uint64_t bytes;
+} comm_buffer_desc;
+
+/* Plain data: copied into mailbox frames. */
+struct comm_domain_desc {
+  int32_t id;
+  int32_t nranks;
+  int32_t chips[PTO_COMM_MAX_RANKS]; /* node chip rank of each domain rank */
+  int32_t nbuffers;
+  comm_buffer_desc buffers[PTO_COMM_MAX_BUFFERS];
+  uint64_t win_bytes;  /* per rank, page-rounded, header included */
+  uint64_t base;       /* rank r's window is mapped at base + r * win_bytes in
+                          every process of the run (reserved before fork) */
+  char prefix[COMM_PREFIX_MAX]; /* shm name prefix: rank r is "<prefix>.r<r>" */
+  int64_t wait_timeout_ms;
+  uint8_t fault_inject;
+  uint64_t fault_seed;
+};
+
+typedef struct comm_dom {
+  comm_domain_desc desc;
+  int my_rank;          /* -1: observer (the node orchestrator) */
+  const comm_backend *be;
+  comm_win *win;
+  _Atomic uint32_t barrier_seq;  /* barriers of this task; reset with the epoch */
+  uint32_t barrier_epoch;
+  pthread_mutex_t barrier_lock;  /* one barrier at a time per rank */
+} comm_dom;
+
+struct pto_comm {
+  int chip;                 /* node chip rank, -1 for the orchestrator */
+  uint32_t epoch;           /* current node task, tags signals and barriers */
+  comm_dom *doms[COMM_MAX_DOMAINS];
+  pthread_mutex_t err_lock;
+  int err_code;             /* first failure of the current task */
+  char err_details[384];
+};
+
+/* Fills the layout of a domain (buffers, win_bytes); base/prefix/id are the
+ * caller's. Returns PTO_EINVAL on bad names/sizes. */
+int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs);
+
+void comm_init(pto_comm *c, int chip);
+/* Closes every domain (unlink: also remove my named objects). */
+void comm_fini(pto_comm *c, bool unlink);
+/* Phase 1 (rank) / observer mapping (my_rank = -1, after every rank attached). */
+int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank);
+/* Phase 2: after the allocation barrier. */
+int comm_domain_attach(pto_comm *c, int32_t id);
+void comm_domain_close(pto_comm *c, int32_t id, bool unlink);
+comm_dom *comm_find(const pto_comm *c, int32_t id);
+
+/* Start of a node task: new epoch, clears the latched error. */
+void comm_task_begin(pto_comm *c, uint32_t epoch);
+/* End of a node task: lands every held-back store (fault injection). */
+int comm_task_end(pto_comm *c);
+/* First error details of the task ("" when none). */
+int comm_task_error(pto_comm *c, char *details, size_t n);
+/* Latches the first error of the task with its details; returns code. */
+int comm_fail(pto_comm *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Address-space reservation for windows (done once, before fork). */
+int comm_space_reserve(size_t bytes, void **base);
+void comm_space_release(void *base, size_t bytes);
+/* Returns [addr, addr+len) to the reserved, inaccessible state. */
+void comm_space_unmap(uint64_t addr, uint64_t len);
+
+/* shm names of rank r's window. */
+void comm_shm_name(const comm_domain_desc *d, int rank, char *out, size_t n);
+
+#endif

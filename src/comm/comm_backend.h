@@ -1,0 +1,62 @@
+/* comm_backend.h — the interface a transport implements for domains:
+ * window creation in two phases around the allocation barrier, byte-range
+ * put/get/accumulate at window offsets, epoch-tagged signals, quiet and
+ * barrier. Everything above it (views, bounds, chunking, dtypes) lives in
+ * ops.c and is shared by every backend; a backend only moves bytes and
+ * orders them. Offsets are bytes from the start of a rank's window, the
+ * same on every rank (windows are symmetric), so a backend never needs a
+ * peer's address (MPI RMA has none). */
+#ifndef PTO_COMM_BACKEND_H
+#define PTO_COMM_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pto/comm.h"
+#include "pto/tensor.h"
+
+typedef struct comm_domain_desc comm_domain_desc;
+typedef struct comm_win comm_win; /* backend-private, one per (process, domain) */
+
+/* Stops a blocking backend wait early (the chip run was cancelled). */
+typedef bool (*comm_cancel_fn)(void *arg);
+
+typedef struct comm_backend {
+  const char *name;
+  /* Phase 1: create this rank's window and zero it (before the barrier). */
+  int (*create)(const comm_domain_desc *d, int my_rank, comm_win **out);
+  /* Phase 2, after every rank created its window: reach every peer. */
+  int (*attach)(comm_win *w);
+  /* Unmaps; unlink = also remove this rank's named object. */
+  void (*destroy)(comm_win *w, bool unlink);
+  /* Plain copy of n bytes to peer's window at off (may land late). */
+  int (*put)(comm_win *w, int peer, uint64_t off, const void *src, size_t n);
+  /* Copy from peer's window; completes earlier puts to that peer first. */
+  int (*get)(comm_win *w, int peer, uint64_t off, void *dst, size_t n);
+  /* Element-wise atomic add of count elements of dt (may land late). */
+  int (*accumulate)(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
+                    size_t count);
+  /* Completes every earlier put/accumulate to peer, then updates its cell
+   * at off with release ordering (epoch-tagged, see signal.h). */
+  int (*signal)(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
+                uint32_t epoch);
+  /* Acquire-load of my own cell word at off. */
+  uint64_t (*signal_load)(comm_win *w, uint64_t off);
+  /* Parks until my cell may have changed or deadline_ns; returns false
+   * when the deadline passed. cond(arg) is re-checked by the caller. */
+  bool (*signal_park)(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns);
+  /* Start (end = false) or end of node task `epoch` on this rank. */
+  void (*task_mark)(comm_win *w, uint32_t epoch, bool end);
+  /* Completes every earlier put/accumulate (peer < 0: to every peer).
+   * end_of_task: the node task ends here. */
+  int (*quiet)(comm_win *w, int peer, bool end_of_task);
+  /* Quiet, then wait until every rank arrived at barrier `seq` of `epoch`.
+   * Fills why (for the error details) on timeout or cancellation. */
+  int (*barrier)(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
+                 comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len);
+} comm_backend;
+
+extern const comm_backend comm_backend_shm;
+
+#endif

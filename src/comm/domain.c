@@ -1,0 +1,193 @@
+/* domain.c — domains and windows in one process: the layout of named
+ * buffers, the table of domains this process mapped, the life cycle the
+ * node drives (open, attach, close), the per-task epoch and the first
+ * error of a task with its details. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "comm/comm.h"
+
+#define PAGE 4096u
+
+int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs) {
+  if (nbufs < 0 || nbufs > PTO_COMM_MAX_BUFFERS || (nbufs > 0 && !bufs)) return PTO_EINVAL;
+  uint64_t off = COMM_HEADER_BYTES;
+  for (int i = 0; i < nbufs; i++) {
+    const char *n = bufs[i].name;
+    if (!n || !*n || strlen(n) >= PTO_COMM_NAME_MAX || bufs[i].bytes == 0) return PTO_EINVAL;
+    for (int j = 0; j < i; j++)
+      if (strcmp(d->buffers[j].name, n) == 0) return PTO_EINVAL;
+    snprintf(d->buffers[i].name, sizeof d->buffers[i].name, "%s", n);
+    d->buffers[i].offset = off;
+    d->buffers[i].bytes = bufs[i].bytes;
+    off += (bufs[i].bytes + PTO_COMM_ALIGN - 1) / PTO_COMM_ALIGN * PTO_COMM_ALIGN;
+  }
+  d->nbuffers = nbufs;
+  d->win_bytes = (off + PAGE - 1) / PAGE * PAGE;
+  return 0;
+}
+
+void comm_init(pto_comm *c, int chip) {
+  memset(c, 0, sizeof *c);
+  c->chip = chip;
+  pthread_mutex_init(&c->err_lock, NULL);
+}
+
+void comm_fini(pto_comm *c, bool unlink) {
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++)
+    if (c->doms[i]) comm_domain_close(c, c->doms[i]->desc.id, unlink);
+  pthread_mutex_destroy(&c->err_lock);
+}
+
+comm_dom *comm_find(const pto_comm *c, int32_t id) {
+  if (!c) return NULL;
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++)
+    if (c->doms[i] && c->doms[i]->desc.id == id) return c->doms[i];
+  return NULL;
+}
+
+int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank) {
+  if (d->nranks < 1 || d->nranks > PTO_COMM_MAX_RANKS || my_rank >= d->nranks) return PTO_EINVAL;
+  if (comm_find(c, d->id)) return PTO_EINVAL;
+  int slot = -1;
+  for (int i = 0; i < COMM_MAX_DOMAINS && slot < 0; i++)
+    if (!c->doms[i]) slot = i;
+  if (slot < 0) return PTO_EINVAL;
+  comm_dom *dom = calloc(1, sizeof *dom);
+  if (!dom) return PTO_ENOMEM;
+  dom->desc = *d;
+  dom->my_rank = my_rank;
+  dom->be = &comm_backend_shm;
+  pthread_mutex_init(&dom->barrier_lock, NULL);
+  int rc = dom->be->create(d, my_rank, &dom->win);
+  if (rc) {
+    pthread_mutex_destroy(&dom->barrier_lock);
+    free(dom);
+    return rc;
+  }
+  c->doms[slot] = dom;
+  return 0;
+}
+
+int comm_domain_attach(pto_comm *c, int32_t id) {
+  comm_dom *d = comm_find(c, id);
+  if (!d) return PTO_EINVAL;
+  int rc = d->be->attach(d->win);
+  if (rc == 0 && c->epoch) d->be->task_mark(d->win, c->epoch, false);
+  return rc;
+}
+
+void comm_domain_close(pto_comm *c, int32_t id, bool unlink) {
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    comm_dom *d = c->doms[i];
+    if (!d || d->desc.id != id) continue;
+    d->be->destroy(d->win, unlink);
+    pthread_mutex_destroy(&d->barrier_lock);
+    free(d);
+    c->doms[i] = NULL;
+  }
+}
+
+void comm_task_begin(pto_comm *c, uint32_t epoch) {
+  c->epoch = epoch;
+  pthread_mutex_lock(&c->err_lock);
+  c->err_code = 0;
+  c->err_details[0] = 0;
+  pthread_mutex_unlock(&c->err_lock);
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    comm_dom *d = c->doms[i];
+    if (!d || d->my_rank < 0) continue;
+    /* relaxed: the chip run that follows orders it for the core threads */
+    atomic_store_explicit(&d->barrier_seq, 0, memory_order_relaxed);
+    d->barrier_epoch = epoch;
+    d->be->task_mark(d->win, epoch, false);
+  }
+}
+
+int comm_task_end(pto_comm *c) {
+  int rc = 0;
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    comm_dom *d = c->doms[i];
+    if (!d || d->my_rank < 0) continue;
+    int r = d->be->quiet(d->win, -1, true);
+    if (r && !rc) rc = r;
+  }
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    comm_dom *d = c->doms[i];
+    if (d && d->my_rank >= 0) d->be->task_mark(d->win, c->epoch, true);
+  }
+  return rc;
+}
+
+int comm_task_error(pto_comm *c, char *details, size_t n) {
+  pthread_mutex_lock(&c->err_lock);
+  int code = c->err_code;
+  if (n) snprintf(details, n, "%s", c->err_details);
+  pthread_mutex_unlock(&c->err_lock);
+  return code;
+}
+
+int comm_fail(pto_comm *c, int code, const char *fmt, ...) {
+  if (!c) return code;
+  pthread_mutex_lock(&c->err_lock);
+  if (c->err_code == 0) {
+    c->err_code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err_details, sizeof c->err_details, fmt, ap);
+    va_end(ap);
+  }
+  pthread_mutex_unlock(&c->err_lock);
+  return code;
+}
+
+int comm_space_reserve(size_t bytes, void **base) {
+  void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return PTO_ESYSTEM;
+  *base = p;
+  return 0;
+}
+
+void comm_space_release(void *base, size_t bytes) {
+  if (base) munmap(base, bytes);
+}
+
+void comm_space_unmap(uint64_t addr, uint64_t len) {
+  /* back to an inaccessible reservation, so nothing else lands there and a
+   * stray access faults instead of reading another object */
+  mmap((void *)(uintptr_t)addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+       MAP_FIXED, -1, 0);
+}
+
+/* ---- public queries ---- */
+
+int pto_comm_chip(const pto_comm *c) { return c ? c->chip : -1; }
+
+int pto_comm_rank(const pto_comm *c, pto_domain dom) {
+  comm_dom *d = comm_find(c, dom);
+  if (!d) return PTO_EINVAL;
+  return d->my_rank >= 0 ? d->my_rank : PTO_EPEER;
+}
+
+int pto_comm_size(const pto_comm *c, pto_domain dom) {
+  comm_dom *d = comm_find(c, dom);
+  return d ? d->desc.nranks : PTO_EINVAL;
+}
+
+int pto_comm_window_tensor(const pto_comm *c, pto_domain dom, int rank, const char *name,
+                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out) {
+  comm_dom *d = comm_find(c, dom);
+  if (!d || !name || !out) return PTO_EINVAL;
+  if (rank < 0 || rank >= d->desc.nranks) return PTO_EPEER;
+  for (int i = 0; i < d->desc.nbuffers; i++) {
+    const comm_buffer_desc *b = &d->desc.buffers[i];
+    if (strcmp(b->name, name) != 0) continue;
+    void *p = (void *)(uintptr_t)(d->desc.base + (uint64_t)rank * d->desc.win_bytes + b->offset);
+    int rc = pto_tensor_init(out, p, b->bytes, dt, ndims, shape);
+    return rc ? rc : 0;
+  }
+  return PTO_EINVAL;
+}

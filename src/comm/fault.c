@@ -1,0 +1,117 @@
+/* fault.c — the held-back store queue of ordering fault injection. One
+ * queue per (process, domain): "the caller" of the ordering contract is
+ * the chip, so a notify from any core of the chip lands every store the
+ * chip made to that peer (landing earlier than needed is always allowed;
+ * landing later never is). Landing happens under the queue lock so that a
+ * concurrent notify cannot overtake a batch that holds its stores. */
+#include "comm/fault.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pto/status.h"
+
+struct fault_queue {
+  pthread_mutex_t lock;
+  fault_op *ops;
+  size_t n, cap;
+  uint64_t rng;
+  uint64_t seq;
+  fault_land_fn land;
+  fault_gap_fn gap;
+  void *arg;
+};
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64: deterministic from the seed */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int fault_create(uint64_t seed, fault_land_fn land, fault_gap_fn gap, void *arg,
+                 fault_queue **out) {
+  fault_queue *q = calloc(1, sizeof *q);
+  if (!q) return PTO_ENOMEM;
+  pthread_mutex_init(&q->lock, NULL);
+  q->rng = seed;
+  q->land = land;
+  q->gap = gap;
+  q->arg = arg;
+  *out = q;
+  return 0;
+}
+
+void fault_destroy(fault_queue *q) {
+  if (!q) return;
+  for (size_t i = 0; i < q->n; i++) free(q->ops[i].data);
+  free(q->ops);
+  pthread_mutex_destroy(&q->lock);
+  free(q);
+}
+
+int fault_hold(fault_queue *q, int peer, fault_kind kind, pto_dtype dt, uint64_t off,
+               const void *src, size_t bytes) {
+  unsigned char *copy = malloc(bytes ? bytes : 1);
+  if (!copy) return PTO_ENOMEM;
+  memcpy(copy, src, bytes);
+  pthread_mutex_lock(&q->lock);
+  if (q->n == q->cap) {
+    size_t cap = q->cap ? q->cap * 2 : 16;
+    fault_op *ops = realloc(q->ops, cap * sizeof *ops);
+    if (!ops) {
+      pthread_mutex_unlock(&q->lock);
+      free(copy);
+      return PTO_ENOMEM;
+    }
+    q->ops = ops;
+    q->cap = cap;
+  }
+  q->ops[q->n++] = (fault_op){peer, kind, dt, off, bytes, q->seq++, copy};
+  pthread_mutex_unlock(&q->lock);
+  return 0;
+}
+
+void fault_flush(fault_queue *q, int peer, bool end_of_task) {
+  pthread_mutex_lock(&q->lock);
+  /* move the batch to the front, keeping the rest in issue order */
+  size_t nb = 0;
+  for (size_t i = 0; i < q->n; i++) {
+    if (peer >= 0 && q->ops[i].peer != peer) continue;
+    fault_op t = q->ops[i];
+    memmove(&q->ops[nb + 1], &q->ops[nb], (i - nb) * sizeof t);
+    q->ops[nb++] = t;
+  }
+  fault_op *b = q->ops;
+  /* seeded shuffle; an identity order is turned into an inversion so a
+   * batch of two or more always lands some later store first */
+  for (size_t i = nb; i > 1; i--) {
+    size_t j = (size_t)(rng_next(&q->rng) % i);
+    fault_op t = b[i - 1];
+    b[i - 1] = b[j];
+    b[j] = t;
+  }
+  bool inverted = false;
+  for (size_t i = 1; i < nb; i++) inverted |= b[i - 1].seq > b[i].seq;
+  if (nb >= 2 && !inverted) {
+    fault_op t = b[0];
+    b[0] = b[1];
+    b[1] = t;
+  }
+  for (size_t i = 0; i < nb; i++) {
+    q->land(q->arg, &b[i]);
+    if (end_of_task && q->gap && i + 1 < nb) q->gap(q->arg, &b[i]);
+    free(b[i].data);
+  }
+  memmove(q->ops, q->ops + nb, (q->n - nb) * sizeof *q->ops);
+  q->n -= nb;
+  pthread_mutex_unlock(&q->lock);
+}
+
+size_t fault_pending(fault_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  size_t n = q->n;
+  pthread_mutex_unlock(&q->lock);
+  return n;
+}

@@ -1,0 +1,390 @@
+/* shm.c — the POSIX shared-memory backend: each rank's window is a named
+ * shm object mapped at the same address in every process of the run (the
+ * address space was reserved before fork), so a put is a memcpy into the
+ * peer's mapping and a signal is a release CAS on the peer's cell followed
+ * by a futex wake. With fault injection on, puts and atomic adds are held
+ * back in a fault_queue and land only where the contract forces them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/wait.h"
+#include "comm/comm.h"
+#include "comm/fault.h"
+#include "comm/signal.h"
+
+#define SHM_MAGIC 0x70746f77696e3031ull /* "ptowin01" */
+#define FAULT_GAP_MS 500 /* most an end-of-task landing is held for a reading peer */
+
+typedef struct shm_hdr {
+  uint64_t magic;
+  int32_t dom_id;
+  int32_t rank;
+  pto_event ev;              /* signalled by every notify to this rank and barrier arrival */
+  _Atomic uint64_t arrive;   /* barrier: epoch << 32 | seq of the last barrier reached */
+  _Atomic uint32_t task_epoch; /* node task this rank runs (fault-injection gaps) */
+  _Atomic uint32_t task_done;  /* last node task this rank finished */
+} shm_hdr;
+_Static_assert(sizeof(shm_hdr) <= COMM_HEADER_BYTES, "window header too large");
+
+struct comm_win {
+  comm_domain_desc d;
+  int my_rank;
+  unsigned char *base[PTO_COMM_MAX_RANKS]; /* mapped windows, NULL = not mapped */
+  fault_queue *fq;                         /* NULL unless fault injection is on */
+  uint32_t epoch;                          /* current node task */
+};
+
+static unsigned char *rank_addr(const comm_win *w, int r) {
+  return (unsigned char *)(uintptr_t)(w->d.base + (uint64_t)r * w->d.win_bytes);
+}
+static shm_hdr *hdr(const comm_win *w, int r) { return (shm_hdr *)w->base[r]; }
+
+void comm_shm_name(const comm_domain_desc *d, int rank, char *out, size_t n) {
+  snprintf(out, n, "%s.r%d", d->prefix, rank);
+}
+
+/* ---- element-wise atomic add per dtype (relaxed: the notify that
+ * publishes the result carries the release) ---- */
+
+static float half_to_f32(uint16_t h) {
+  uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+  if (e == 0) {
+    if (m == 0) {
+      u = s;
+    } else { /* subnormal: normalise */
+      e = 113;
+      while (!(m & 0x400)) { m <<= 1; e--; }
+      u = s | e << 23 | (m & 0x3ff) << 13;
+    }
+  } else if (e == 31) {
+    u = s | 0x7f800000u | m << 13;
+  } else {
+    u = s | (e + 112) << 23 | m << 13;
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t f32_to_half(float f) { /* round to nearest even */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t s = (u >> 16) & 0x8000;
+  int32_t e = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+  uint32_t m = u & 0x7fffff;
+  if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(s | 0x7c00 | (m ? 0x200 : 0));
+  if (e >= 31) return (uint16_t)(s | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)s;
+    m |= 0x800000;
+    uint32_t shift = (uint32_t)(14 - e);
+    uint32_t hm = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (hm & 1))) hm++;
+    return (uint16_t)(s | hm);
+  }
+  uint32_t hm = m >> 13, rem = m & 0x1fff;
+  uint32_t r = s | (uint32_t)e << 10 | hm;
+  if (rem > 0x1000 || (rem == 0x1000 && (hm & 1))) r++;
+  return (uint16_t)r;
+}
+
+static float bf16_to_f32(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static void amo_add(void *dst, pto_dtype dt, const void *src, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    switch (dt) {
+    case PTO_F32: {
+      uint32_t *p = (uint32_t *)dst + i, old = __atomic_load_n(p, __ATOMIC_RELAXED), nw;
+      float a, b;
+      memcpy(&b, (const float *)src + i, 4);
+      do {
+        memcpy(&a, &old, 4);
+        a += b;
+        memcpy(&nw, &a, 4);
+      } while (!__atomic_compare_exchange_n(p, &old, nw, true, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED));
+      break;
+    }
+    case PTO_F16:
+    case PTO_BF16: {
+      uint16_t *p = (uint16_t *)dst + i, old = __atomic_load_n(p, __ATOMIC_RELAXED), nw, sv;
+      memcpy(&sv, (const uint16_t *)src + i, 2);
+      do {
+        nw = dt == PTO_F16 ? f32_to_half(half_to_f32(old) + half_to_f32(sv))
+                           : f32_to_bf16(bf16_to_f32(old) + bf16_to_f32(sv));
+      } while (!__atomic_compare_exchange_n(p, &old, nw, true, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED));
+      break;
+    }
+    case PTO_I32: {
+      int32_t v;
+      memcpy(&v, (const int32_t *)src + i, 4);
+      __atomic_fetch_add((int32_t *)dst + i, v, __ATOMIC_RELAXED);
+      break;
+    }
+    case PTO_I16: {
+      int16_t v;
+      memcpy(&v, (const int16_t *)src + i, 2);
+      __atomic_fetch_add((int16_t *)dst + i, v, __ATOMIC_RELAXED);
+      break;
+    }
+    case PTO_I8:
+      __atomic_fetch_add((int8_t *)dst + i, ((const int8_t *)src)[i], __ATOMIC_RELAXED);
+      break;
+    default:
+      return; /* rejected by ops.c before it gets here */
+    }
+  }
+}
+
+/* ---- fault-injection callbacks ---- */
+
+static void land(void *arg, const fault_op *op) {
+  comm_win *w = arg;
+  unsigned char *dst = w->base[op->peer] + op->off;
+  if (op->kind == FAULT_PUT)
+    memcpy(dst, op->data, op->bytes);
+  else
+    amo_add(dst, op->dt, op->data, op->bytes / pto_dtype_size(op->dt));
+}
+
+typedef struct gap_wait {
+  shm_hdr *peer;
+  uint32_t epoch;
+} gap_wait;
+
+static bool gap_over(void *arg) {
+  gap_wait *g = arg;
+  /* acquire pairs with the peer's release store at the end of its task */
+  return atomic_load_explicit(&g->peer->task_done, memory_order_acquire) == g->epoch;
+}
+
+/* End of task: the rest of the batch is held back while a peer of the same
+ * (group) task still runs — it is the only party that could read the data
+ * without pto's ordering — until it finished or FAULT_GAP_MS passed. Peers
+ * in other tasks are ordered after this task by node dependencies. */
+static void gap(void *arg, const fault_op *landed) {
+  comm_win *w = arg;
+  gap_wait g = {hdr(w, landed->peer), w->epoch};
+  /* relaxed: which task the peer runs is a hint; waiting longer is allowed */
+  if (atomic_load_explicit(&g.peer->task_epoch, memory_order_relaxed) != w->epoch) return;
+  pto_wait(&g.peer->ev, gap_over, &g, pto_deadline_ms(FAULT_GAP_MS));
+}
+
+/* ---- backend ---- */
+
+static int map_window(comm_win *w, int r, bool create) {
+  char name[COMM_PREFIX_MAX + 16];
+  comm_shm_name(&w->d, r, name, sizeof name);
+  int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  if (fd < 0) return PTO_ESYSTEM;
+  if (create && ftruncate(fd, (off_t)w->d.win_bytes) != 0) {
+    close(fd);
+    shm_unlink(name);
+    return PTO_ESYSTEM;
+  }
+  struct stat st;
+  if (!create && (fstat(fd, &st) != 0 || (uint64_t)st.st_size != w->d.win_bytes)) {
+    close(fd);
+    return PTO_ESYSTEM;
+  }
+  void *p = mmap(rank_addr(w, r), w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                 fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    if (create) shm_unlink(name);
+    return PTO_ESYSTEM;
+  }
+  w->base[r] = p;
+  return 0;
+}
+
+static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out) {
+  comm_win *w = calloc(1, sizeof *w);
+  if (!w) return PTO_ENOMEM;
+  w->d = *d;
+  w->my_rank = my_rank;
+  if (my_rank >= 0) {
+    int rc = map_window(w, my_rank, true);
+    if (rc) {
+      free(w);
+      return rc;
+    }
+    /* zero my own window before the allocation barrier: a peer may signal
+     * me as soon as it is past the barrier, and zeroing later would erase it */
+    memset(w->base[my_rank], 0, d->win_bytes);
+    shm_hdr *h = hdr(w, my_rank);
+    h->dom_id = d->id;
+    h->rank = my_rank;
+    pto_event_init(&h->ev, true);
+    /* release: a peer that attaches after the barrier and sees the magic
+     * sees an initialised header (the barrier orders it anyway) */
+    __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+    if (d->fault_inject) {
+      uint64_t seed = d->fault_seed ^ ((uint64_t)(uint32_t)d->id << 32) ^ (uint64_t)my_rank;
+      rc = fault_create(seed, land, gap, w, &w->fq);
+      if (rc) {
+        comm_backend_shm.destroy(w, true);
+        return rc;
+      }
+    }
+  }
+  *out = w;
+  return 0;
+}
+
+static int shm_attach(comm_win *w) {
+  for (int r = 0; r < w->d.nranks; r++) {
+    if (w->base[r]) continue;
+    int rc = map_window(w, r, false);
+    if (rc) return rc;
+    /* acquire pairs with the owner's release store of the magic */
+    if (__atomic_load_n(&hdr(w, r)->magic, __ATOMIC_ACQUIRE) != SHM_MAGIC) return PTO_ESYSTEM;
+  }
+  return 0;
+}
+
+static void shm_destroy(comm_win *w, bool unlink) {
+  if (!w) return;
+  if (w->fq) {
+    fault_flush(w->fq, -1, false);
+    fault_destroy(w->fq);
+  }
+  for (int r = 0; r < w->d.nranks; r++)
+    if (w->base[r]) comm_space_unmap((uint64_t)(uintptr_t)w->base[r], w->d.win_bytes);
+  if (unlink && w->my_rank >= 0) {
+    char name[COMM_PREFIX_MAX + 16];
+    comm_shm_name(&w->d, w->my_rank, name, sizeof name);
+    shm_unlink(name);
+  }
+  free(w);
+}
+
+static int shm_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
+  if (w->fq) return fault_hold(w->fq, peer, FAULT_PUT, PTO_U8, off, src, n);
+  memcpy(w->base[peer] + off, src, n);
+  return 0;
+}
+
+static int shm_get(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
+  if (w->fq) fault_flush(w->fq, peer, false);
+  memcpy(dst, w->base[peer] + off, n);
+  return 0;
+}
+
+static int shm_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
+                          size_t count) {
+  if (w->fq) return fault_hold(w->fq, peer, FAULT_ACC, dt, off, src, count * pto_dtype_size(dt));
+  amo_add(w->base[peer] + off, dt, src, count);
+  return 0;
+}
+
+static int shm_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
+                      uint32_t epoch) {
+  if (w->fq) fault_flush(w->fq, peer, false);
+  sig_update((_Atomic uint64_t *)(w->base[peer] + off), op, v, epoch);
+  pto_event_signal(&hdr(w, peer)->ev);
+  return 0;
+}
+
+static uint64_t shm_signal_load(comm_win *w, uint64_t off) {
+  /* acquire pairs with the release CAS in sig_update of the notifier */
+  return atomic_load_explicit((_Atomic uint64_t *)(w->base[w->my_rank] + off),
+                              memory_order_acquire);
+}
+
+static bool shm_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
+  return pto_wait(&hdr(w, w->my_rank)->ev, cond, arg, deadline_ns);
+}
+
+static void shm_task_mark(comm_win *w, uint32_t epoch, bool end) {
+  if (w->my_rank < 0) return;
+  shm_hdr *h = hdr(w, w->my_rank);
+  w->epoch = epoch;
+  if (!end) {
+    /* relaxed: read only as a hint by fault-injection gaps */
+    atomic_store_explicit(&h->task_epoch, epoch, memory_order_relaxed);
+    return;
+  }
+  /* release pairs with gap_over of a peer holding stores back for me */
+  atomic_store_explicit(&h->task_done, epoch, memory_order_release);
+  pto_event_signal(&h->ev);
+}
+
+static int shm_quiet(comm_win *w, int peer, bool end_of_task) {
+  if (w->fq) fault_flush(w->fq, peer, end_of_task);
+  return 0;
+}
+
+typedef struct barrier_wait {
+  comm_win *w;
+  uint64_t want;
+  comm_cancel_fn cancel;
+  void *cancel_arg;
+  int laggard;
+} barrier_wait;
+
+static bool barrier_done(void *arg) {
+  barrier_wait *b = arg;
+  for (int r = 0; r < b->w->d.nranks; r++) {
+    /* acquire pairs with each rank's release store of its arrival */
+    uint64_t a = atomic_load_explicit(&hdr(b->w, r)->arrive, memory_order_acquire);
+    if (sig_epoch(a) != sig_epoch(b->want) || (uint32_t)a < (uint32_t)b->want) {
+      b->laggard = r;
+      return b->cancel && b->cancel(b->cancel_arg);
+    }
+  }
+  b->laggard = -1;
+  return true;
+}
+
+static int shm_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
+                       comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+  if (w->fq) fault_flush(w->fq, -1, false);
+  uint64_t want = (uint64_t)epoch << 32 | seq;
+  /* release: my earlier stores are visible to whoever sees me arrive */
+  atomic_store_explicit(&hdr(w, w->my_rank)->arrive, want, memory_order_release);
+  for (int r = 0; r < w->d.nranks; r++) pto_event_signal(&hdr(w, r)->ev);
+  barrier_wait b = {w, want, cancel, cancel_arg, -1};
+  pto_wait(&hdr(w, w->my_rank)->ev, barrier_done, &b, deadline_ns);
+  if (b.laggard < 0) return 0;
+  uint64_t a = atomic_load_explicit(&hdr(w, b.laggard)->arrive, memory_order_relaxed);
+  snprintf(why, why_len, "rank %d waited at barrier %u of task epoch %u; rank %d is at "
+           "barrier %u of epoch %u",
+           w->my_rank, seq, epoch, b.laggard, (unsigned)(uint32_t)a, (unsigned)sig_epoch(a));
+  return PTO_EWAIT_TIMEOUT;
+}
+
+const comm_backend comm_backend_shm = {
+  .name = "shm",
+  .create = shm_create,
+  .attach = shm_attach,
+  .destroy = shm_destroy,
+  .put = shm_put,
+  .get = shm_get,
+  .accumulate = shm_accumulate,
+  .signal = shm_signal,
+  .signal_load = shm_signal_load,
+  .signal_park = shm_signal_park,
+  .task_mark = shm_task_mark,
+  .quiet = shm_quiet,
+  .barrier = shm_barrier,
+};

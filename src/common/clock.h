@@ -1,0 +1,16 @@
+/* clock.h — monotonic time for deadlines and statistics. */
+#ifndef PTO_CLOCK_H
+#define PTO_CLOCK_H
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t pto_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+/* Deadline `ms` from now; ms < 0 means none (UINT64_MAX). */
+static inline uint64_t pto_deadline_ms(int64_t ms) {
+  return ms < 0 ? UINT64_MAX : pto_now_ns() + (uint64_t)ms * 1000000ull;
+}
+#endif

@@ -1,0 +1,292 @@
+/* tensor.c — tensor views: construction, validation, derived views
+ * (slice/view/reshape/transpose), element addressing and packed copies.
+ * Every constructor builds the result in a local and writes *out only on
+ * success, so a failed call leaves the caller's view untouched (and
+ * out == src is allowed). Unused dims are zeroed so views compare with
+ * memcmp. */
+#include "common/tensor_check.h"
+
+#include <string.h>
+
+#include "pto/status.h"
+
+static const size_t dtype_sizes[PTO_DTYPE_COUNT] = {
+  [PTO_F32] = 4, [PTO_F16] = 2, [PTO_BF16] = 2, [PTO_I32] = 4, [PTO_I16] = 2,
+  [PTO_I8] = 1,  [PTO_U8] = 1,  [PTO_I64] = 8,  [PTO_F64] = 8,
+};
+
+static const char *const dtype_names[PTO_DTYPE_COUNT] = {
+  [PTO_F32] = "f32", [PTO_F16] = "f16", [PTO_BF16] = "bf16", [PTO_I32] = "i32", [PTO_I16] = "i16",
+  [PTO_I8] = "i8",   [PTO_U8] = "u8",   [PTO_I64] = "i64",   [PTO_F64] = "f64",
+};
+
+static bool dtype_ok(int32_t dt) { return dt >= 0 && dt < PTO_DTYPE_COUNT; }
+
+size_t pto_dtype_size(pto_dtype dt) { return dtype_ok((int32_t)dt) ? dtype_sizes[dt] : 0; }
+
+const char *pto_dtype_name(pto_dtype dt) { return dtype_ok((int32_t)dt) ? dtype_names[dt] : "?"; }
+
+/* ---- checks ---- */
+
+int tensor_check_shape(int32_t dtype, int ndims, const int64_t *shape, int64_t *bytes) {
+  if (!dtype_ok(dtype) || ndims < 1 || ndims > PTO_MAX_DIMS || !shape) return PTO_EINVAL;
+  int64_t n = (int64_t)dtype_sizes[dtype];
+  for (int d = 0; d < ndims; d++) {
+    if (shape[d] < 1 || __builtin_mul_overflow(n, shape[d], &n)) return PTO_EINVAL;
+  }
+  if (bytes) *bytes = n;
+  return PTO_OK;
+}
+
+bool tensor_span(const pto_tensor *t, int64_t *first, int64_t *end) {
+  if (!t || t->ndims < 1 || t->ndims > PTO_MAX_DIMS || t->offset < 0) return false;
+  int64_t last = t->offset;
+  for (int d = 0; d < t->ndims; d++) {
+    int64_t step;
+    if (t->shape[d] < 1 || t->stride[d] < 1) return false;
+    if (__builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &step)) return false;
+    if (__builtin_add_overflow(last, step, &last)) return false;
+  }
+  if (last == INT64_MAX) return false;
+  *first = t->offset;
+  *end = last + 1;
+  return true;
+}
+
+int tensor_check(const pto_tensor *t, bool allow_null_buf) {
+  if (!t) return PTO_EINVAL;
+  if (!t->buf && !allow_null_buf) return PTO_EINVAL;
+  /* the packed size must be representable too: copy_out writes numel elements */
+  if (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL) != PTO_OK) return PTO_EINVAL;
+  int64_t first, end, end_bytes;
+  if (!tensor_span(t, &first, &end)) return PTO_EINVAL;
+  if (__builtin_mul_overflow(end, (int64_t)dtype_sizes[t->dtype], &end_bytes)) return PTO_EINVAL;
+  if ((uint64_t)end_bytes > (uint64_t)t->buf_bytes) return PTO_EINVAL;
+  return PTO_OK;
+}
+
+int pto_tensor_validate(const pto_tensor *t) { return tensor_check(t, false); }
+
+/* Derived views accept an unbacked descriptor as source: its buf_bytes is
+ * already the size the runtime will allocate, so bounds still hold. */
+static int check_src(const pto_tensor *src) { return tensor_check(src, true); }
+
+/* ---- construction ---- */
+
+static void set_packed_strides(pto_tensor *t) {
+  int64_t s = 1;
+  for (int d = t->ndims - 1; d >= 0; d--) {
+    t->stride[d] = s;
+    s *= t->shape[d]; /* no overflow: tensor_check_shape bounded the product */
+  }
+}
+
+int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
+                    const int64_t *shape) {
+  if (!t || tensor_check_shape((int32_t)dt, ndims, shape, NULL) != PTO_OK) return PTO_EINVAL;
+  pto_tensor v;
+  memset(&v, 0, sizeof v);
+  v.buf = buf;
+  v.buf_bytes = buf_bytes;
+  v.dtype = (int32_t)dt;
+  v.ndims = ndims;
+  memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
+  set_packed_strides(&v);
+  if (tensor_check(&v, false) != PTO_OK) return PTO_EINVAL;
+  *t = v;
+  return PTO_OK;
+}
+
+int pto_tensor_init_strided(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
+                            const int64_t *shape, const int64_t *stride, int64_t offset) {
+  if (!t || !shape || !stride || ndims < 1 || ndims > PTO_MAX_DIMS) return PTO_EINVAL;
+  pto_tensor v;
+  memset(&v, 0, sizeof v);
+  v.buf = buf;
+  v.buf_bytes = buf_bytes;
+  v.offset = offset;
+  v.dtype = (int32_t)dt;
+  v.ndims = ndims;
+  memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
+  memcpy(v.stride, stride, (size_t)ndims * sizeof stride[0]);
+  if (tensor_check(&v, false) != PTO_OK) return PTO_EINVAL;
+  *t = v;
+  return PTO_OK;
+}
+
+int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_t *shape) {
+  int64_t bytes;
+  if (!t || tensor_check_shape((int32_t)dt, ndims, shape, &bytes) != PTO_OK) return PTO_EINVAL;
+  if ((uint64_t)bytes > (uint64_t)SIZE_MAX) return PTO_EINVAL;
+  pto_tensor v;
+  memset(&v, 0, sizeof v);
+  v.buf_bytes = (size_t)bytes; /* what the runtime must allocate */
+  v.dtype = (int32_t)dt;
+  v.ndims = ndims;
+  memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
+  set_packed_strides(&v);
+  *t = v;
+  return PTO_OK;
+}
+
+/* ---- derived views ---- */
+
+int pto_tensor_slice(const pto_tensor *src, const int64_t *start, const int64_t *shape,
+                     pto_tensor *out) {
+  if (!out || !start || !shape || check_src(src) != PTO_OK) return PTO_EINVAL;
+  pto_tensor v = *src;
+  for (int d = 0; d < src->ndims; d++) {
+    int64_t end, step;
+    if (start[d] < 0 || shape[d] < 1) return PTO_EINVAL;
+    if (__builtin_add_overflow(start[d], shape[d], &end) || end > src->shape[d]) return PTO_EINVAL;
+    if (__builtin_mul_overflow(start[d], src->stride[d], &step) ||
+        __builtin_add_overflow(v.offset, step, &v.offset))
+      return PTO_EINVAL;
+    v.shape[d] = shape[d];
+  }
+  if (check_src(&v) != PTO_OK) return PTO_EINVAL;
+  *out = v;
+  return PTO_OK;
+}
+
+int pto_tensor_view(const pto_tensor *src, int ndims, const int64_t *shape, const int64_t *stride,
+                    int64_t offset, pto_tensor *out) {
+  if (!out || !shape || !stride || check_src(src) != PTO_OK) return PTO_EINVAL;
+  if (ndims < 1 || ndims > PTO_MAX_DIMS || offset < 0) return PTO_EINVAL;
+  pto_tensor v;
+  memset(&v, 0, sizeof v);
+  v.buf = src->buf;
+  v.buf_bytes = src->buf_bytes;
+  v.dtype = src->dtype;
+  v.ndims = ndims;
+  if (__builtin_add_overflow(src->offset, offset, &v.offset)) return PTO_EINVAL;
+  memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
+  memcpy(v.stride, stride, (size_t)ndims * sizeof stride[0]);
+  if (check_src(&v) != PTO_OK) return PTO_EINVAL;
+  *out = v;
+  return PTO_OK;
+}
+
+int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape, pto_tensor *out) {
+  if (!out || check_src(src) != PTO_OK || !pto_tensor_is_contiguous(src)) return PTO_EINVAL;
+  if (tensor_check_shape(src->dtype, ndims, shape, NULL) != PTO_OK) return PTO_EINVAL;
+  int64_t n = 1;
+  for (int d = 0; d < ndims; d++) n *= shape[d]; /* bounded by tensor_check_shape */
+  if (n != pto_tensor_numel(src)) return PTO_EINVAL;
+  pto_tensor v;
+  memset(&v, 0, sizeof v);
+  v.buf = src->buf;
+  v.buf_bytes = src->buf_bytes;
+  v.offset = src->offset;
+  v.dtype = src->dtype;
+  v.ndims = ndims;
+  memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
+  set_packed_strides(&v);
+  if (check_src(&v) != PTO_OK) return PTO_EINVAL;
+  *out = v;
+  return PTO_OK;
+}
+
+int pto_tensor_transpose(const pto_tensor *src, int d0, int d1, pto_tensor *out) {
+  if (!out || check_src(src) != PTO_OK) return PTO_EINVAL;
+  if (d0 < 0 || d0 >= src->ndims || d1 < 0 || d1 >= src->ndims) return PTO_EINVAL;
+  pto_tensor v = *src;
+  v.shape[d0] = src->shape[d1];
+  v.shape[d1] = src->shape[d0];
+  v.stride[d0] = src->stride[d1];
+  v.stride[d1] = src->stride[d0];
+  *out = v; /* same element set as src, so still valid */
+  return PTO_OK;
+}
+
+/* ---- queries and addressing ---- */
+
+int64_t pto_tensor_numel(const pto_tensor *t) {
+  if (!t || t->ndims < 1 || t->ndims > PTO_MAX_DIMS) return 0;
+  int64_t n = 1;
+  for (int d = 0; d < t->ndims; d++) {
+    if (t->shape[d] < 1 || __builtin_mul_overflow(n, t->shape[d], &n)) return 0;
+  }
+  return n;
+}
+
+/* Row-major packed; a dim of extent 1 never moves, so its stride is free. */
+int pto_tensor_is_contiguous(const pto_tensor *t) {
+  if (!t || t->ndims < 1 || t->ndims > PTO_MAX_DIMS) return 0;
+  int64_t expect = 1;
+  for (int d = t->ndims - 1; d >= 0; d--) {
+    if (t->shape[d] != 1 && t->stride[d] != expect) return 0;
+    if (__builtin_mul_overflow(expect, t->shape[d], &expect)) return 0;
+  }
+  return 1;
+}
+
+static char *elem_addr(const pto_tensor *t, int64_t elem) {
+  return (char *)t->buf + elem * (int64_t)pto_dtype_size((pto_dtype)t->dtype);
+}
+
+void *pto_tensor_at(const pto_tensor *t, const int64_t *idx) {
+  int64_t e = t->offset;
+  for (int d = 0; d < t->ndims; d++) e += idx[d] * t->stride[d];
+  return elem_addr(t, e);
+}
+
+void *pto_tensor_at_linear(const pto_tensor *t, int64_t n) {
+  int64_t e = t->offset;
+  for (int d = t->ndims - 1; d >= 0; d--) {
+    e += (n % t->shape[d]) * t->stride[d];
+    n /= t->shape[d];
+  }
+  return elem_addr(t, e);
+}
+
+/* Walks the view row by row (last dim innermost), copying each row to or
+ * from `packed`, which advances through the host array. Rows with unit
+ * stride go in one memcpy. */
+static void tensor_walk(const pto_tensor *t, char *packed, bool to_packed) {
+  const size_t es = pto_dtype_size((pto_dtype)t->dtype);
+  const int last = t->ndims - 1;
+  const int64_t row_n = t->shape[last], row_s = t->stride[last];
+  int64_t idx[PTO_MAX_DIMS] = {0};
+  int64_t base = t->offset; /* element index of [idx[0..last-1], 0] */
+  for (;;) {
+    char *v = (char *)t->buf + (size_t)base * es;
+    if (row_s == 1) {
+      if (to_packed) memcpy(packed, v, (size_t)row_n * es);
+      else memcpy(v, packed, (size_t)row_n * es);
+      packed += (size_t)row_n * es;
+    } else {
+      for (int64_t i = 0; i < row_n; i++, packed += es) {
+        char *e = v + (size_t)(i * row_s) * es;
+        if (to_packed) memcpy(packed, e, es);
+        else memcpy(e, packed, es);
+      }
+    }
+    int d = last - 1;
+    for (; d >= 0; d--) { /* odometer over the outer dims */
+      base += t->stride[d];
+      if (++idx[d] < t->shape[d]) break;
+      base -= idx[d] * t->stride[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+void pto_tensor_copy_out(const pto_tensor *t, void *dst) {
+  if (pto_tensor_is_contiguous(t)) {
+    memcpy(dst, elem_addr(t, t->offset),
+           (size_t)pto_tensor_numel(t) * pto_dtype_size((pto_dtype)t->dtype));
+    return;
+  }
+  tensor_walk(t, dst, true);
+}
+
+void pto_tensor_copy_in(const pto_tensor *t, const void *src) {
+  if (pto_tensor_is_contiguous(t)) {
+    memcpy(elem_addr(t, t->offset), src,
+           (size_t)pto_tensor_numel(t) * pto_dtype_size((pto_dtype)t->dtype));
+    return;
+  }
+  tensor_walk(t, (char *)src, false);
+}

@@ -1,0 +1,29 @@
+/* tensor_check.h — private layout checks shared by tensor.c and the runtime.
+ * Validating a runtime-allocated OUTPUT descriptor (buf still NULL) needs
+ * the same shape/stride/bounds rules as pto_tensor_validate() minus the
+ * buffer pointer, so both go through tensor_check(). */
+#ifndef PTO_TENSOR_CHECK_H
+#define PTO_TENSOR_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pto/tensor.h"
+
+/* PTO_OK or PTO_EINVAL. Checks dtype, ndims in 1..PTO_MAX_DIMS, shape >= 1,
+ * stride > 0, offset >= 0, that element count and byte size do not overflow,
+ * and that every element lies inside buf_bytes. buf must be non-NULL unless
+ * allow_null_buf (an OUTPUT descriptor not yet backed by memory). */
+int tensor_check(const pto_tensor *t, bool allow_null_buf);
+
+/* PTO_OK or PTO_EINVAL: dtype in range, ndims in 1..PTO_MAX_DIMS, every
+ * shape >= 1 and the packed byte size fits in int64 (written to *bytes when
+ * bytes != NULL). The check for a descriptor before any layout exists. */
+int tensor_check_shape(int32_t dtype, int ndims, const int64_t *shape, int64_t *bytes);
+
+/* Element index range [first, end) of buf that the view touches (its
+ * bounding box); false if the computation overflows or the view is malformed
+ * (then *first and *end are untouched). */
+bool tensor_span(const pto_tensor *t, int64_t *first, int64_t *end);
+
+#endif

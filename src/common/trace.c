@@ -1,0 +1,314 @@
+/* trace.c — recording trace events into per-track buffers and writing them
+ * as Chrome trace-event JSON (the format ui.perfetto.dev and
+ * chrome://tracing open).
+ *
+ * Each track is appended to by one thread only, so an append is a plain
+ * store into that track's buffer; the buffers are read by trace_write()
+ * after the recording threads have been joined (the join orders them). */
+#include "common/trace.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/trace_json.h"
+#include "pto/status.h"
+
+#define TRACE_FIRST_CAP 1024
+
+typedef struct trace_event {
+  uint64_t t0, t1;
+  const char *name;
+  const char *cat;
+  const char *key; /* trace_slice_arg's argument name, or NULL */
+  int64_t task;    /* < 0: none */
+  int64_t val;     /* trace_slice_arg's value, or the instant's arg */
+  uint32_t deps_off, ndeps;
+  int32_t block;   /* < 0: none */
+  char ph;         /* 'X' or 'i' */
+} trace_event;
+
+typedef struct trace_trk {
+  char *name;
+  trace_event *ev;
+  size_t n, cap;
+  int64_t *deps; /* the deps of this track's events, back to back */
+  size_t ndeps, deps_cap;
+  uint64_t dropped;
+} trace_trk;
+
+struct pto_trace {
+  int pid;
+  char *process_name;
+  trace_trk *tracks;
+  int ntracks, cap;
+  uint64_t origin; /* 0: none set */
+};
+
+pto_trace *trace_create(int pid, const char *process_name) {
+  pto_trace *t = calloc(1, sizeof *t);
+  if (!t)
+    return NULL;
+  t->pid = pid;
+  t->process_name = strdup(process_name ? process_name : "pto");
+  if (!t->process_name) {
+    free(t);
+    return NULL;
+  }
+  return t;
+}
+
+int trace_track(pto_trace *t, const char *name) {
+  if (!t)
+    return -1;
+  if (t->ntracks == t->cap) {
+    int cap = t->cap ? 2 * t->cap : 16;
+    trace_trk *tr = realloc(t->tracks, (size_t)cap * sizeof *tr);
+    if (!tr)
+      return -1;
+    t->tracks = tr;
+    t->cap = cap;
+  }
+  trace_trk *k = &t->tracks[t->ntracks];
+  memset(k, 0, sizeof *k);
+  k->name = strdup(name ? name : "track");
+  if (!k->name)
+    return -1;
+  return t->ntracks++;
+}
+
+/* Next free event of a track, or NULL (counted as dropped) when the buffer
+ * cannot grow: a trace must never fail the run it observes. */
+static trace_event *trk_push(pto_trace *t, int track) {
+  if (!t || track < 0 || track >= t->ntracks)
+    return NULL;
+  trace_trk *k = &t->tracks[track];
+  if (k->n == k->cap) {
+    size_t cap = k->cap ? 2 * k->cap : TRACE_FIRST_CAP;
+    trace_event *ev = realloc(k->ev, cap * sizeof *ev);
+    if (!ev) {
+      k->dropped++;
+      return NULL;
+    }
+    k->ev = ev;
+    k->cap = cap;
+  }
+  trace_event *e = &k->ev[k->n++];
+  e->key = NULL;
+  e->val = 0;
+  e->deps_off = 0;
+  e->ndeps = 0;
+  return e;
+}
+
+static void fill_slice(trace_event *e, const char *name, const char *cat, uint64_t t0,
+                       uint64_t t1, int64_t task, int32_t block) {
+  e->ph = 'X';
+  e->name = name;
+  e->cat = cat;
+  e->t0 = t0;
+  e->t1 = t1 < t0 ? t0 : t1;
+  e->task = task;
+  e->block = block;
+}
+
+void trace_slice(pto_trace *t, int track, const char *name, const char *cat, uint64_t t0_ns,
+                 uint64_t t1_ns, int64_t task, int32_t block) {
+  trace_event *e = trk_push(t, track);
+  if (e)
+    fill_slice(e, name, cat, t0_ns, t1_ns, task, block);
+}
+
+void trace_slice_deps(pto_trace *t, int track, const char *name, const char *cat,
+                      uint64_t t0_ns, uint64_t t1_ns, int64_t task, int32_t block,
+                      const int64_t *deps, int ndeps) {
+  trace_event *e = trk_push(t, track);
+  if (!e)
+    return;
+  fill_slice(e, name, cat, t0_ns, t1_ns, task, block);
+  if (ndeps <= 0 || !deps)
+    return;
+  trace_trk *k = &t->tracks[track];
+  if (k->ndeps + (size_t)ndeps > UINT32_MAX) { /* deps_off is 32-bit */
+    k->dropped++;
+    return;
+  }
+  if (k->ndeps + (size_t)ndeps > k->deps_cap) {
+    size_t cap = k->deps_cap ? 2 * k->deps_cap : 4 * TRACE_FIRST_CAP;
+    while (cap < k->ndeps + (size_t)ndeps)
+      cap *= 2;
+    int64_t *d = realloc(k->deps, cap * sizeof *d);
+    if (!d) {
+      /* Keep the slice (blocks must all appear) but lose its edges. */
+      k->dropped++;
+      return;
+    }
+    k->deps = d;
+    k->deps_cap = cap;
+  }
+  memcpy(k->deps + k->ndeps, deps, (size_t)ndeps * sizeof *deps);
+  e->deps_off = (uint32_t)k->ndeps;
+  e->ndeps = (uint32_t)ndeps;
+  k->ndeps += (size_t)ndeps;
+}
+
+void trace_slice_arg(pto_trace *t, int track, const char *name, const char *cat, uint64_t t0_ns,
+                     uint64_t t1_ns, int64_t task, int32_t block, const char *key, int64_t val) {
+  trace_event *e = trk_push(t, track);
+  if (!e)
+    return;
+  fill_slice(e, name, cat, t0_ns, t1_ns, task, block);
+  e->key = key;
+  e->val = val;
+}
+
+void trace_instant(pto_trace *t, int track, const char *name, const char *cat, uint64_t ts_ns,
+                   int64_t arg) {
+  trace_event *e = trk_push(t, track);
+  if (!e)
+    return;
+  fill_slice(e, name, cat, ts_ns, ts_ns, -1, -1);
+  e->ph = 'i';
+  e->val = arg;
+}
+
+void trace_set_origin(pto_trace *t, uint64_t origin_ns) {
+  if (t)
+    t->origin = origin_ns;
+}
+
+uint64_t trace_dropped(const pto_trace *t) {
+  uint64_t d = 0;
+  for (int i = 0; t && i < t->ntracks; i++)
+    d += t->tracks[i].dropped;
+  return d;
+}
+
+/* ns -> "us.nnn": integer arithmetic keeps ns precision for any span. */
+static void put_us(FILE *f, uint64_t ns) {
+  fprintf(f, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
+}
+
+/* Every event after the first is preceded by ",\n", so the list never ends
+ * in a comma whatever is empty. */
+static void put_sep(FILE *f, bool *first) {
+  if (!*first)
+    fputs(",\n", f);
+  *first = false;
+}
+
+static void put_meta(FILE *f, bool *first, int pid, int tid, const char *what, const char *key,
+                     const char *sval, int ival) {
+  put_sep(f, first);
+  fprintf(f, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"ts\":0,\"args\":{\"%s\":",
+          what, pid, tid, key);
+  if (sval)
+    trace_json_write_str(f, sval);
+  else
+    fprintf(f, "%d", ival);
+  fputs("}}", f);
+}
+
+static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid, int tid,
+                      uint64_t origin) {
+  fputs("{\"name\":", f);
+  trace_json_write_str(f, e->name);
+  fputs(",\"cat\":", f);
+  trace_json_write_str(f, e->cat ? e->cat : "pto");
+  fprintf(f, ",\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"ts\":", e->ph, pid, tid);
+  put_us(f, e->t0 - origin);
+  if (e->ph == 'X') {
+    fputs(",\"dur\":", f);
+    put_us(f, e->t1 - e->t0);
+  } else {
+    fputs(",\"s\":\"t\"", f);
+  }
+  fputs(",\"args\":{", f);
+  const char *sep = "";
+  if (e->ph == 'i') {
+    fprintf(f, "\"arg\":%" PRId64, e->val);
+    sep = ",";
+  }
+  if (e->task >= 0) {
+    fprintf(f, "%s\"task\":%" PRId64, sep, e->task);
+    sep = ",";
+  }
+  if (e->block >= 0) {
+    fprintf(f, "%s\"block\":%" PRId32, sep, e->block);
+    sep = ",";
+  }
+  if (e->key) {
+    fputs(sep, f);
+    trace_json_write_str(f, e->key);
+    fprintf(f, ":%" PRId64, e->val);
+    sep = ",";
+  }
+  if (e->ndeps) {
+    fprintf(f, "%s\"deps\":[", sep);
+    for (uint32_t i = 0; i < e->ndeps; i++)
+      fprintf(f, "%s%" PRId64, i ? "," : "", k->deps[e->deps_off + i]);
+    fputc(']', f);
+  }
+  fputs("}}", f);
+}
+
+int trace_write(const pto_trace *t, const char *path) {
+  if (!t || !path)
+    return PTO_EINVAL;
+  uint64_t origin = UINT64_MAX;
+  for (int i = 0; i < t->ntracks; i++)
+    for (size_t j = 0; j < t->tracks[i].n; j++)
+      if (t->tracks[i].ev[j].t0 < origin)
+        origin = t->tracks[i].ev[j].t0;
+  if (origin == UINT64_MAX)
+    origin = t->origin;
+  else if (t->origin && t->origin <= origin)
+    origin = t->origin;
+
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return PTO_ESYSTEM;
+  setvbuf(f, NULL, _IOFBF, 1 << 16);
+  int pid = t->pid + 1;
+  bool first = true;
+  fputs("{\"traceEvents\":[\n", f);
+  put_meta(f, &first, pid, 0, "process_name", "name", t->process_name, 0);
+  put_meta(f, &first, pid, 0, "process_sort_index", "sort_index", NULL, t->pid);
+  for (int i = 0; i < t->ntracks; i++) {
+    put_meta(f, &first, pid, i + 1, "thread_name", "name", t->tracks[i].name, 0);
+    put_meta(f, &first, pid, i + 1, "thread_sort_index", "sort_index", NULL, i);
+  }
+  for (int i = 0; i < t->ntracks; i++) {
+    const trace_trk *k = &t->tracks[i];
+    for (size_t j = 0; j < k->n; j++) {
+      put_sep(f, &first);
+      put_event(f, k, &k->ev[j], pid, i + 1, origin);
+    }
+  }
+  uint64_t dropped = trace_dropped(t);
+  fprintf(f,
+          "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
+          "\",\"dropped_events\":%" PRIu64 "}}\n",
+          origin, dropped);
+  int rc = ferror(f) ? PTO_ESYSTEM : 0;
+  if (fclose(f) != 0)
+    rc = PTO_ESYSTEM;
+  if (rc == 0 && dropped)
+    rc = PTO_ENOMEM;
+  return rc;
+}
+
+void trace_destroy(pto_trace *t) {
+  if (!t)
+    return;
+  for (int i = 0; i < t->ntracks; i++) {
+    free(t->tracks[i].name);
+    free(t->tracks[i].ev);
+    free(t->tracks[i].deps);
+  }
+  free(t->tracks);
+  free(t->process_name);
+  free(t);
+}

@@ -1,0 +1,700 @@
+/* trace_read.c — the schema check, the summary (utilisation, idle gaps,
+ * critical path) and trace_merge(), all over documents parsed by
+ * trace_json. Everything is sort-and-scan over flat arrays: a trace of a
+ * large run holds hundreds of thousands of events. */
+#include "common/trace_read.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/trace.h"
+#include "pto/status.h"
+
+/* A growable array of fixed-size elements. */
+typedef struct vec {
+  void *p;
+  size_t n, cap, size;
+} vec;
+
+static void *vec_push(vec *v) {
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? 2 * v->cap : 64;
+    void *p = realloc(v->p, cap * v->size);
+    if (!p)
+      return NULL;
+    v->p = p;
+    v->cap = cap;
+  }
+  return (char *)v->p + v->size * v->n++;
+}
+
+/* qsort and bsearch with n == 0 may get a NULL array, which they must not. */
+static void sort(void *p, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+  if (n > 1)
+    qsort(p, n, size, cmp);
+}
+
+static void *find(const void *key, const void *p, size_t n, size_t size,
+                  int (*cmp)(const void *, const void *)) {
+  return n ? bsearch(key, p, n, size, cmp) : NULL;
+}
+
+static int verr(char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return PTO_EINVAL;
+}
+
+static bool is_int(double x) {
+  return isfinite(x) && x == floor(x) && fabs(x) < 9007199254740992.0;
+}
+
+/* An integer member of the event's args, or false. */
+static bool arg_int(const trace_json *ev, const char *key, int64_t *out) {
+  double x;
+  if (!trace_json_num(trace_json_get(ev, "args"), key, &x) || !is_int(x))
+    return false;
+  *out = (int64_t)x;
+  return true;
+}
+
+static const trace_json *event_array(const trace_json *root) {
+  if (root && root->type == TJ_ARR)
+    return root; /* the bare-array form of the format */
+  const trace_json *e = trace_json_get(root, "traceEvents");
+  return e && e->type == TJ_ARR ? e : NULL;
+}
+
+/* ---- schema check ---- */
+
+typedef struct pair {
+  int64_t a, b;
+} pair;
+
+static int pair_cmp(const void *x, const void *y) {
+  const pair *p = x, *q = y;
+  if (p->a != q->a)
+    return p->a < q->a ? -1 : 1;
+  return p->b < q->b ? -1 : p->b > q->b;
+}
+
+static bool pair_has(const vec *v, int64_t a, int64_t b) {
+  pair k = {a, b};
+  return find(&k, v->p, v->n, sizeof k, pair_cmp) != NULL;
+}
+
+static int pair_add(vec *v, int64_t a, int64_t b) {
+  pair *p = vec_push(v);
+  if (!p)
+    return PTO_ENOMEM;
+  p->a = a;
+  p->b = b;
+  return 0;
+}
+
+int trace_validate(const trace_json *root, char *err, size_t errlen) {
+  if (!root || root->type != TJ_OBJ)
+    return verr(err, errlen, "the trace is not a JSON object");
+  const trace_json *evs = trace_json_get(root, "traceEvents");
+  if (!evs || evs->type != TJ_ARR)
+    return verr(err, errlen, "the trace has no traceEvents array");
+  vec threads = {.size = sizeof(pair)}, procs = {.size = sizeof(pair)},
+      used = {.size = sizeof(pair)};
+  int rc = 0;
+  for (uint32_t i = 0; i < evs->n && rc == 0; i++) {
+    const trace_json *e = &evs->u.items[i];
+    double pid, tid, ts, dur;
+    const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
+    if (e->type != TJ_OBJ) {
+      rc = verr(err, errlen, "event %u is not an object", i);
+    } else if (!ph || strlen(ph) != 1) {
+      rc = verr(err, errlen, "event %u has no one-letter ph", i);
+    } else if (!trace_json_num(e, "pid", &pid) || !is_int(pid) ||
+               !trace_json_num(e, "tid", &tid) || !is_int(tid)) {
+      rc = verr(err, errlen, "event %u (ph %s) lacks an integer pid or tid", i, ph);
+    } else if (!trace_json_num(e, "ts", &ts) || !isfinite(ts) || ts < 0) {
+      rc = verr(err, errlen, "event %u (ph %s) lacks a ts >= 0", i, ph);
+    } else if (!name) {
+      rc = verr(err, errlen, "event %u (ph %s) has no name", i, ph);
+    } else if (ph[0] == 'M') {
+      const trace_json *args = trace_json_get(e, "args");
+      if (!args || args->type != TJ_OBJ) {
+        rc = verr(err, errlen, "metadata event %u (%s) has no args object", i, name);
+      } else if (strcmp(name, "thread_name") == 0 || strcmp(name, "process_name") == 0) {
+        if (!trace_json_str(args, "name"))
+          rc = verr(err, errlen, "metadata event %u (%s) has no args.name", i, name);
+        else if (name[0] == 't')
+          rc = pair_add(&threads, (int64_t)pid, (int64_t)tid);
+        else
+          rc = pair_add(&procs, (int64_t)pid, 0);
+      }
+    } else if (ph[0] == 'X' || ph[0] == 'i' || ph[0] == 'I' || ph[0] == 'B' || ph[0] == 'E') {
+      if (ph[0] == 'X' && (!trace_json_num(e, "dur", &dur) || !isfinite(dur) || dur < 0)) {
+        rc = verr(err, errlen, "slice %u (%s) lacks a dur >= 0", i, name);
+      } else if (ph[0] == 'X' && trace_json_str(e, "cat") &&
+                 strcmp(trace_json_str(e, "cat"), "block") == 0) {
+        int64_t task, block;
+        if (!arg_int(e, "task", &task) || task < 0 || !arg_int(e, "block", &block) || block < 0)
+          rc = verr(err, errlen, "block slice %u (%s) lacks integer args task and block", i,
+                    name);
+      }
+      if (rc == 0)
+        rc = pair_add(&used, (int64_t)pid, (int64_t)tid);
+    }
+  }
+  if (rc == 0) {
+    sort(threads.p, threads.n, sizeof(pair), pair_cmp);
+    sort(procs.p, procs.n, sizeof(pair), pair_cmp);
+    for (size_t i = 0; i < used.n && rc == 0; i++) {
+      const pair *u = (const pair *)used.p + i;
+      if (!pair_has(&threads, u->a, u->b))
+        rc = verr(err, errlen, "track pid %" PRId64 " tid %" PRId64 " has no thread_name", u->a,
+                  u->b);
+      else if (!pair_has(&procs, u->a, 0))
+        rc = verr(err, errlen, "pid %" PRId64 " has no process_name", u->a);
+    }
+  }
+  if (rc == PTO_ENOMEM)
+    verr(err, errlen, "out of memory");
+  free(threads.p);
+  free(procs.p);
+  free(used.p);
+  return rc;
+}
+
+/* ---- summary ---- */
+
+typedef struct slice {
+  int64_t pid, tid;
+  double ts, end;
+  const trace_json *ev; /* the event holding name, cat and args (the B of a B/E pair) */
+  bool block;
+} slice;
+
+static int slice_cmp(const void *x, const void *y) {
+  const slice *p = x, *q = y;
+  if (p->pid != q->pid)
+    return p->pid < q->pid ? -1 : 1;
+  if (p->tid != q->tid)
+    return p->tid < q->tid ? -1 : 1;
+  return p->ts < q->ts ? -1 : p->ts > q->ts;
+}
+
+typedef struct be_ev {
+  int64_t pid, tid;
+  uint32_t idx;
+  const trace_json *ev;
+} be_ev;
+
+static int be_cmp(const void *x, const void *y) {
+  const be_ev *p = x, *q = y;
+  if (p->pid != q->pid)
+    return p->pid < q->pid ? -1 : 1;
+  if (p->tid != q->tid)
+    return p->tid < q->tid ? -1 : 1;
+  return p->idx < q->idx ? -1 : p->idx > q->idx; /* file order within a thread */
+}
+
+typedef struct meta {
+  int64_t pid, tid;
+  const char *name;
+  int64_t sort;
+  bool has_sort;
+} meta;
+
+static int meta_cmp(const void *x, const void *y) {
+  const meta *p = x, *q = y;
+  if (p->pid != q->pid)
+    return p->pid < q->pid ? -1 : 1;
+  return p->tid < q->tid ? -1 : p->tid > q->tid;
+}
+
+typedef struct task_rec {
+  int64_t pid, task;
+  double ts, end;
+  bool block;
+} task_rec;
+
+static int task_cmp(const void *x, const void *y) {
+  const task_rec *p = x, *q = y;
+  if (p->pid != q->pid)
+    return p->pid < q->pid ? -1 : 1;
+  return p->task < q->task ? -1 : p->task > q->task;
+}
+
+typedef struct edge {
+  int64_t pid, task, dep;
+} edge;
+
+static int edge_cmp(const void *x, const void *y) {
+  const edge *p = x, *q = y;
+  if (p->pid != q->pid)
+    return p->pid < q->pid ? -1 : 1;
+  return p->task < q->task ? -1 : p->task > q->task;
+}
+
+typedef struct block_key {
+  int64_t pid, task, block, part;
+} block_key;
+
+static int block_cmp(const void *x, const void *y) {
+  const block_key *p = x, *q = y;
+  const int64_t a[4] = {p->pid, p->task, p->block, p->part};
+  const int64_t b[4] = {q->pid, q->task, q->block, q->part};
+  for (int i = 0; i < 4; i++)
+    if (a[i] != b[i])
+      return a[i] < b[i] ? -1 : 1;
+  return 0;
+}
+
+static int track_cmp(const void *x, const void *y) {
+  const trace_track_stat *p = x, *q = y;
+  if (p->pid != q->pid)
+    return p->pid < q->pid ? -1 : 1;
+  if (p->sort != q->sort)
+    return p->sort < q->sort ? -1 : 1;
+  return p->tid < q->tid ? -1 : p->tid > q->tid;
+}
+
+/* Keeps the TRACE_TOP_GAPS longest gaps, longest first. */
+static void gap_offer(trace_summary *s, size_t track, double start, double dur) {
+  if (dur <= 0)
+    return;
+  int i;
+  if (s->ngaps < TRACE_TOP_GAPS)
+    i = s->ngaps++;
+  else if (s->gaps[TRACE_TOP_GAPS - 1].dur_us >= dur)
+    return;
+  else
+    i = TRACE_TOP_GAPS - 1;
+  for (; i > 0 && s->gaps[i - 1].dur_us < dur; i--)
+    s->gaps[i] = s->gaps[i - 1];
+  s->gaps[i] = (trace_gap){track, start - s->t0_us, dur};
+}
+
+/* Collects complete slices (X, and B/E pairs matched per thread) and the
+ * tracks' names. */
+static int collect(const trace_json *evs, trace_summary *s, vec *slices, vec *metas) {
+  vec be = {.size = sizeof(be_ev)};
+  int rc = 0;
+  for (uint32_t i = 0; i < evs->n && rc == 0; i++) {
+    const trace_json *e = &evs->u.items[i];
+    const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
+    double pid = 0, tid = 0, ts = 0, dur = 0;
+    s->events++;
+    if (!ph || !trace_json_num(e, "pid", &pid) || !trace_json_num(e, "tid", &tid))
+      continue; /* not an event this summary can place */
+    if (ph[0] == 'M' && name) {
+      bool tname = strcmp(name, "thread_name") == 0;
+      bool tsort = strcmp(name, "thread_sort_index") == 0;
+      if (!tname && !tsort)
+        continue;
+      meta *m = vec_push(metas);
+      if (!m) {
+        rc = PTO_ENOMEM;
+        break;
+      }
+      int64_t sort = 0;
+      *m = (meta){(int64_t)pid, (int64_t)tid, NULL, 0, false};
+      if (tname)
+        m->name = trace_json_str(trace_json_get(e, "args"), "name");
+      else if (arg_int(e, "sort_index", &sort))
+        m->sort = sort, m->has_sort = true;
+      continue;
+    }
+    if (!trace_json_num(e, "ts", &ts) || !isfinite(ts))
+      continue;
+    if (ph[0] == 'X') {
+      if (!trace_json_num(e, "dur", &dur) || !isfinite(dur) || dur < 0)
+        dur = 0;
+      slice *sl = vec_push(slices);
+      if (!sl) {
+        rc = PTO_ENOMEM;
+        break;
+      }
+      *sl = (slice){(int64_t)pid, (int64_t)tid, ts, ts + dur, e, false};
+    } else if (ph[0] == 'B' || ph[0] == 'E') {
+      be_ev *b = vec_push(&be);
+      if (!b) {
+        rc = PTO_ENOMEM;
+        break;
+      }
+      *b = (be_ev){(int64_t)pid, (int64_t)tid, i, e};
+    }
+  }
+  /* B/E: a stack per thread, in file order. */
+  if (rc == 0 && be.n) {
+    sort(be.p, be.n, sizeof(be_ev), be_cmp);
+    const be_ev *b = be.p;
+    vec stack = {.size = sizeof(size_t)};
+    for (size_t i = 0; i < be.n && rc == 0; i++) {
+      if (i && (b[i].pid != b[i - 1].pid || b[i].tid != b[i - 1].tid))
+        stack.n = 0;
+      const char *ph = trace_json_str(b[i].ev, "ph");
+      if (ph[0] == 'B') {
+        size_t *top = vec_push(&stack);
+        if (!top)
+          rc = PTO_ENOMEM;
+        else
+          *top = i;
+      } else if (stack.n) {
+        const be_ev *open = &b[((size_t *)stack.p)[--stack.n]];
+        double t0 = 0, t1 = 0;
+        trace_json_num(open->ev, "ts", &t0);
+        trace_json_num(b[i].ev, "ts", &t1);
+        slice *sl = vec_push(slices);
+        if (!sl)
+          rc = PTO_ENOMEM;
+        else
+          *sl = (slice){open->pid, open->tid, t0, t1 > t0 ? t1 : t0, open->ev, false};
+      }
+    }
+    free(stack.p);
+  }
+  free(be.p);
+  return rc;
+}
+
+/* Critical path over args.deps; task ids grow in submission order, so an
+ * edge to a task that is not earlier is not a dependency and is ignored. */
+static int critical_path(trace_summary *s, const slice *sl, size_t n) {
+  vec recs = {.size = sizeof(task_rec)}, edges = {.size = sizeof(edge)};
+  double *len = NULL;
+  size_t *cnt = NULL;
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    int64_t task;
+    if (!arg_int(sl[i].ev, "task", &task))
+      continue;
+    const trace_json *deps = trace_json_get(trace_json_get(sl[i].ev, "args"), "deps");
+    bool has_deps = deps && deps->type == TJ_ARR;
+    if (!sl[i].block && !has_deps)
+      continue;
+    task_rec *r = vec_push(&recs);
+    if (!r) {
+      rc = PTO_ENOMEM;
+      break;
+    }
+    *r = (task_rec){sl[i].pid, task, sl[i].ts, sl[i].end, sl[i].block};
+    for (uint32_t j = 0; has_deps && j < deps->n && rc == 0; j++) {
+      if (deps->u.items[j].type != TJ_NUM || !is_int(deps->u.items[j].u.num))
+        continue;
+      edge *e = vec_push(&edges);
+      if (!e)
+        rc = PTO_ENOMEM;
+      else
+        *e = (edge){sl[i].pid, task, (int64_t)deps->u.items[j].u.num};
+    }
+  }
+  if (rc)
+    goto out;
+  /* Group the records into tasks: span over block slices only. */
+  sort(recs.p, recs.n, sizeof(task_rec), task_cmp);
+  task_rec *r = recs.p;
+  size_t nt = 0;
+  for (size_t i = 0; i < recs.n; i++) {
+    if (nt && r[nt - 1].pid == r[i].pid && r[nt - 1].task == r[i].task) {
+      task_rec *t = &r[nt - 1];
+      if (r[i].block && (!t->block || r[i].ts < t->ts))
+        t->ts = r[i].ts;
+      if (r[i].block && (!t->block || r[i].end > t->end))
+        t->end = r[i].end;
+      t->block |= r[i].block;
+    } else {
+      r[nt++] = r[i];
+    }
+  }
+  for (size_t i = 0; i < nt; i++)
+    s->tasks += r[i].block;
+  sort(edges.p, edges.n, sizeof(edge), edge_cmp);
+  s->edges = edges.n;
+  len = calloc(nt ? nt : 1, sizeof *len);
+  cnt = calloc(nt ? nt : 1, sizeof *cnt);
+  if (!len || !cnt) {
+    rc = PTO_ENOMEM;
+    goto out;
+  }
+  const edge *e = edges.p;
+  size_t ei = 0;
+  for (size_t i = 0; i < nt; i++) {
+    double best = 0;
+    size_t best_cnt = 0;
+    while (ei < edges.n && edge_cmp(&e[ei], &(edge){r[i].pid, r[i].task, 0}) < 0)
+      ei++; /* edges of tasks that have no record cannot happen; stay robust */
+    for (; ei < edges.n && e[ei].pid == r[i].pid && e[ei].task == r[i].task; ei++) {
+      task_rec key = {.pid = r[i].pid, .task = e[ei].dep};
+      const task_rec *d = find(&key, r, nt, sizeof *r, task_cmp);
+      if (!d || d >= &r[i]) {
+        s->missing_deps++;
+        continue;
+      }
+      size_t di = (size_t)(d - r);
+      if (len[di] > best || (len[di] == best && cnt[di] > best_cnt)) {
+        best = len[di];
+        best_cnt = cnt[di];
+      }
+    }
+    len[i] = best + (r[i].block ? r[i].end - r[i].ts : 0);
+    cnt[i] = best_cnt + 1;
+    if (len[i] > s->critical_us || s->critical_tasks == 0) {
+      s->critical_us = len[i];
+      s->critical_tasks = cnt[i];
+      s->critical_pid = r[i].pid;
+      s->critical_last = r[i].task;
+    }
+  }
+out:
+  free(len);
+  free(cnt);
+  free(recs.p);
+  free(edges.p);
+  return rc;
+}
+
+/* A MIX block runs on several cores at once: each core records a "block"
+ * slice, the first without args.part (or part 0), the others with part 1,
+ * 2. A block is counted once, by its part-0 slice; (task, block, part)
+ * must be unique. */
+static int count_blocks(trace_summary *s, slice *sl, size_t n) {
+  block_key *k = malloc((n ? n : 1) * sizeof *k);
+  if (!k)
+    return PTO_ENOMEM;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!sl[i].block)
+      continue;
+    block_key b = {sl[i].pid, -1, -1, 0};
+    arg_int(sl[i].ev, "task", &b.task);
+    arg_int(sl[i].ev, "block", &b.block);
+    arg_int(sl[i].ev, "part", &b.part);
+    s->blocks += b.part == 0;
+    k[m++] = b;
+  }
+  sort(k, m, sizeof *k, block_cmp);
+  for (size_t i = 1; i < m; i++)
+    s->dup_blocks += block_cmp(&k[i], &k[i - 1]) == 0;
+  free(k);
+  return 0;
+}
+
+/* Per track: busy time (union of slices), then idle gaps against the span
+ * of the track's process. Slices are sorted by (pid, tid, ts). */
+static int track_stats(trace_summary *s, const slice *sl, size_t n, const vec *metas) {
+  vec tracks = {.size = sizeof(trace_track_stat)};
+  vec spans = {.size = sizeof(slice)}; /* per pid: [ts, end] over its slices */
+  for (size_t i = 0; i < n; i++) {
+    slice *sp = spans.n ? (slice *)spans.p + spans.n - 1 : NULL;
+    if (!sp || sp->pid != sl[i].pid) {
+      if (!(sp = vec_push(&spans)))
+        goto oom;
+      *sp = sl[i];
+    }
+    if (sl[i].ts < sp->ts)
+      sp->ts = sl[i].ts;
+    if (sl[i].end > sp->end)
+      sp->end = sl[i].end;
+  }
+  bool cores_only = s->blocks > 0;
+  s->gaps_on_cores = cores_only;
+  const slice *span = spans.p;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (span->pid != sl[i].pid)
+      span++;
+    trace_track_stat *t = vec_push(&tracks);
+    if (!t)
+      goto oom;
+    *t = (trace_track_stat){.pid = sl[i].pid, .tid = sl[i].tid, .sort = sl[i].tid,
+                            .span_us = span->end - span->ts};
+    meta key = {.pid = t->pid, .tid = t->tid};
+    const meta *m = find(&key, metas->p, metas->n, sizeof key, meta_cmp);
+    /* Several metadata events may name one thread: look at all of them. */
+    while (m && m > (const meta *)metas->p && meta_cmp(m - 1, &key) == 0)
+      m--;
+    for (; m && m < (const meta *)metas->p + metas->n && meta_cmp(m, &key) == 0; m++) {
+      if (m->name)
+        t->name = m->name;
+      if (m->has_sort)
+        t->sort = m->sort;
+    }
+    for (; j < n && sl[j].pid == sl[i].pid && sl[j].tid == sl[i].tid; j++) {
+      t->slices++;
+      t->blocks += sl[j].block;
+    }
+    bool gaps = !cores_only || t->blocks > 0;
+    double cur = span->ts; /* end of the busy time so far */
+    for (size_t k = i; k < j; k++) {
+      if (sl[k].ts > cur) {
+        if (gaps)
+          gap_offer(s, tracks.n - 1, cur, sl[k].ts - cur);
+        cur = sl[k].ts;
+      }
+      if (sl[k].end > cur) {
+        t->busy_us += sl[k].end - cur;
+        cur = sl[k].end;
+      }
+    }
+    if (gaps)
+      gap_offer(s, tracks.n - 1, cur, span->end - cur);
+    i = j;
+  }
+  /* Display order is (pid, sort index, tid); the gaps name their tracks
+   * by index, so look each one up again in the sorted copy ((pid, tid) is
+   * unique, so the key is too). */
+  trace_track_stat *tr = malloc((tracks.n ? tracks.n : 1) * sizeof *tr);
+  if (!tr)
+    goto oom;
+  if (tracks.n)
+    memcpy(tr, tracks.p, tracks.n * sizeof *tr);
+  sort(tr, tracks.n, sizeof *tr, track_cmp);
+  for (int g = 0; g < s->ngaps; g++) {
+    const trace_track_stat *o = (const trace_track_stat *)tracks.p + s->gaps[g].track;
+    const trace_track_stat *nw = find(o, tr, tracks.n, sizeof *tr, track_cmp);
+    s->gaps[g].track = (size_t)(nw - tr);
+  }
+  free(tracks.p);
+  s->tracks = tr;
+  s->ntracks = tracks.n;
+  free(spans.p);
+  return 0;
+oom:
+  free(tracks.p);
+  free(spans.p);
+  return PTO_ENOMEM;
+}
+
+int trace_summarize(const trace_json *root, trace_summary *s, char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  s->critical_pid = s->critical_last = -1;
+  const trace_json *evs = event_array(root);
+  if (!evs)
+    return verr(err, errlen, "the file holds no traceEvents array");
+  vec slices = {.size = sizeof(slice)}, metas = {.size = sizeof(meta)};
+  int rc = collect(evs, s, &slices, &metas);
+  slice *sl = slices.p;
+  for (size_t i = 0; rc == 0 && i < slices.n; i++) {
+    const char *cat = trace_json_str(sl[i].ev, "cat");
+    sl[i].block = cat && strcmp(cat, "block") == 0;
+    if (i == 0 || sl[i].ts < s->t0_us)
+      s->t0_us = sl[i].ts;
+    if (i == 0 || sl[i].end > s->t1_us)
+      s->t1_us = sl[i].end;
+  }
+  s->slices = slices.n;
+  s->span_us = s->t1_us - s->t0_us;
+  if (rc == 0) {
+    sort(sl, slices.n, sizeof *sl, slice_cmp);
+    sort(metas.p, metas.n, sizeof(meta), meta_cmp);
+    rc = count_blocks(s, sl, slices.n);
+  }
+  if (rc == 0)
+    rc = track_stats(s, sl, slices.n, &metas);
+  if (rc == 0)
+    rc = critical_path(s, sl, slices.n);
+  free(slices.p);
+  free(metas.p);
+  if (rc) {
+    trace_summary_free(s);
+    verr(err, errlen, "out of memory");
+  }
+  return rc;
+}
+
+void trace_summary_free(trace_summary *s) {
+  free(s->tracks);
+  s->tracks = NULL;
+  s->ntracks = 0;
+}
+
+/* ---- merge ---- */
+
+static uint64_t file_origin(const trace_json *root) {
+  const char *o = trace_json_str(trace_json_get(root, "otherData"), "pto_origin_ns");
+  return o ? strtoull(o, NULL, 10) : 0;
+}
+
+/* One event with its ts moved by shift_ns (metadata keeps ts 0). */
+static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns) {
+  const char *ph = trace_json_str(e, "ph");
+  if (e->type != TJ_OBJ || !shift_ns || (ph && ph[0] == 'M')) {
+    trace_json_write(f, e);
+    return;
+  }
+  fputc('{', f);
+  for (uint32_t i = 0; i < e->n; i++) {
+    const trace_json *m = &e->u.items[i];
+    if (i)
+      fputc(',', f);
+    trace_json_write_str(f, m->key);
+    fputc(':', f);
+    if (strcmp(m->key, "ts") == 0 && m->type == TJ_NUM)
+      fprintf(f, "%.3f", m->u.num + (double)shift_ns / 1000.0);
+    else
+      trace_json_write(f, m);
+  }
+  fputc('}', f);
+}
+
+int trace_merge(const char *const *paths, int n, const char *out) {
+  if (!paths || n <= 0 || !out)
+    return PTO_EINVAL;
+  trace_json_doc **docs = calloc((size_t)n, sizeof *docs);
+  if (!docs)
+    return PTO_ENOMEM;
+  int rc = 0;
+  uint64_t origin = 0, dropped = 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    rc = trace_json_load(paths[i], &docs[i], NULL, 0);
+    const trace_json *root = docs[i] ? trace_json_root(docs[i]) : NULL;
+    if (rc == 0 && !event_array(root))
+      rc = PTO_EINVAL;
+    if (rc == 0) {
+      uint64_t o = file_origin(root);
+      if (o && (!origin || o < origin))
+        origin = o;
+      double d;
+      if (trace_json_num(trace_json_get(root, "otherData"), "dropped_events", &d) && d > 0)
+        dropped += (uint64_t)d;
+    }
+  }
+  FILE *f = rc == 0 ? fopen(out, "w") : NULL;
+  if (rc == 0 && !f)
+    rc = PTO_ESYSTEM;
+  if (rc == 0) {
+    bool first = true;
+    fputs("{\"traceEvents\":[\n", f);
+    for (int i = 0; i < n; i++) {
+      const trace_json *root = trace_json_root(docs[i]);
+      const trace_json *evs = event_array(root);
+      uint64_t o = file_origin(root);
+      /* Files without an origin (other tools') are taken as they are. */
+      uint64_t shift = o && origin ? o - origin : 0;
+      for (uint32_t j = 0; j < evs->n; j++) {
+        if (!first)
+          fputs(",\n", f);
+        first = false;
+        put_shifted(f, &evs->u.items[j], shift);
+      }
+    }
+    fprintf(f,
+            "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
+            "\",\"dropped_events\":%" PRIu64 ",\"merged_files\":%d}}\n",
+            origin, dropped, n);
+    if (ferror(f))
+      rc = PTO_ESYSTEM;
+    if (fclose(f) != 0)
+      rc = PTO_ESYSTEM;
+  }
+  for (int i = 0; i < n; i++)
+    trace_json_free(docs[i]);
+  free(docs);
+  return rc;
+}

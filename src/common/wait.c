@@ -1,0 +1,102 @@
+/* wait.c — spin-then-yield-then-park waiting with a deadline. */
+#include "common/wait.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+
+#define PARK_MAX_NS 20000000ull /* re-check at least every 20 ms */
+#define YIELDS 4
+#define SPIN_BUDGET 2000u /* ~ a few microseconds of pause instructions */
+
+void pto_event_init(pto_event *ev, bool process_shared) {
+  atomic_init(&ev->seq, 0);
+  atomic_init(&ev->waiters, 0);
+  ev->shared = process_shared ? 1u : 0u;
+}
+
+static void futex_wake_all(pto_event *ev) {
+  int op = ev->shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE;
+  syscall(SYS_futex, (uint32_t *)&ev->seq, op, 0x7fffffff, NULL, NULL, 0);
+}
+
+static void futex_park(pto_event *ev, uint32_t seen, uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+  int op = ev->shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE;
+  syscall(SYS_futex, (uint32_t *)&ev->seq, op, seen, &ts, NULL, 0);
+}
+
+void pto_event_signal(pto_event *ev) {
+  /* seq_cst pairs with the waiter's seq_cst increment of `waiters` and its
+   * re-read of `seq`: either the waiter sees the new seq and does not park,
+   * or we see waiters > 0 and wake it (Dekker-style). */
+  atomic_fetch_add_explicit(&ev->seq, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&ev->waiters, memory_order_seq_cst) != 0) futex_wake_all(ev);
+}
+
+unsigned pto_wait_spin_budget(void) { return SPIN_BUDGET; }
+
+/* Threads spinning right now, process-wide. Spinning only pays while a CPU
+ * is free for the thread that will satisfy the condition, so at most
+ * ncpu - 1 threads spin at once; the others go straight to yield and park. */
+static _Atomic unsigned spinners;
+
+static unsigned max_spinners(void) {
+  static _Atomic unsigned cached; /* racing writers store the same value */
+  unsigned m = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (m == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    m = n > 1 ? (unsigned)n : 1;
+    atomic_store_explicit(&cached, m, memory_order_relaxed);
+  }
+  return m;
+}
+
+bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
+  if (cond(arg)) return true;
+  /* relaxed: a heuristic count, no data is published through it */
+  if (atomic_fetch_add_explicit(&spinners, 1, memory_order_relaxed) < max_spinners()) {
+    unsigned spins = pto_wait_spin_budget();
+    for (unsigned i = 0; i < spins; i++) {
+      if (cond(arg)) {
+        atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
+        return true;
+      }
+      pto_cpu_relax();
+    }
+  }
+  atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
+  for (int i = 0; i < YIELDS; i++) {
+    if (cond(arg)) return true;
+    sched_yield();
+  }
+  uint64_t sleep_ns = 1000;
+  for (;;) {
+    uint32_t seen = ev ? atomic_load_explicit(&ev->seq, memory_order_seq_cst) : 0;
+    if (ev) atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
+    if (cond(arg)) {
+      if (ev) atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+      return true;
+    }
+    uint64_t now = pto_now_ns();
+    if (now >= deadline_ns) {
+      if (ev) atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+      return cond(arg);
+    }
+    uint64_t left = deadline_ns - now;
+    if (ev) {
+      futex_park(ev, seen, left < PARK_MAX_NS ? left : PARK_MAX_NS);
+      atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+    } else {
+      uint64_t ns = left < sleep_ns ? left : sleep_ns;
+      struct timespec ts = {0, (long)ns};
+      nanosleep(&ts, NULL);
+      if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+  }
+}

@@ -1,0 +1,45 @@
+/* wait.h — the one way pto waits: spin briefly, then yield, then park on
+ * an event (futex) until a deadline. Every blocking wait in pto goes
+ * through pto_wait(), so a chip with many more threads than CPUs stays
+ * correct and reasonably fast.
+ *
+ * An event is a generation counter: a waker changes the state it guards,
+ * then calls pto_event_signal(), which bumps the counter (seq_cst) and
+ * wakes parked waiters. A waiter reads the counter before re-checking its
+ * condition, so a signal between check and park is never lost. */
+#ifndef PTO_WAIT_H
+#define PTO_WAIT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct pto_event {
+  _Atomic uint32_t seq;     /* bumped by every signal */
+  _Atomic uint32_t waiters; /* parked (or about to park) waiters */
+  uint32_t shared;          /* nonzero: lives in memory shared between processes */
+} pto_event;
+
+void pto_event_init(pto_event *ev, bool process_shared);
+void pto_event_signal(pto_event *ev);
+
+typedef bool (*pto_cond_fn)(void *arg);
+
+/* Waits until cond(arg) is true (returns true) or the monotonic clock
+ * passes deadline_ns (returns false; UINT64_MAX = no deadline). With ev ==
+ * NULL the wait polls with a growing sleep (up to 1 ms) instead of parking. */
+bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns);
+
+/* Spin iterations before yielding (only while fewer than ncpu-1 threads
+ * spin; the others skip straight to yield and park). */
+unsigned pto_wait_spin_budget(void);
+
+static inline void pto_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

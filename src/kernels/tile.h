@@ -1,0 +1,58 @@
+/* tile.h — private view helpers shared by the reference kernels: f32
+ * views seen as matrices (rows x cols with two strides), vectors (n with one
+ * stride) or rows of an N-d view, and access to a kernel's arguments. */
+#ifndef PTO_KERNELS_TILE_H
+#define PTO_KERNELS_TILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pto/kernel.h"
+#include "pto/status.h"
+#include "pto/tensor.h"
+
+/* A 2-D f32 view: element (r, c) is p[r * rs + c * cs]. */
+typedef struct kern_mat {
+  float *p;
+  int64_t rows, cols;
+  int64_t rs, cs;
+} kern_mat;
+
+/* A 1-D f32 view: element i is p[i * s]. */
+typedef struct kern_vec {
+  float *p;
+  int64_t n;
+  int64_t s;
+} kern_vec;
+
+/* f32, backed, and within its buffer. */
+bool kern_f32_ok(const pto_tensor *t);
+/* PTO_EINVAL unless t is an f32 view whose dims before the last two are 1. */
+int kern_as_mat(const pto_tensor *t, kern_mat *m);
+/* PTO_EINVAL unless t is an f32 view with at most one dim of size > 1. */
+int kern_as_vec(const pto_tensor *t, kern_vec *v);
+/* Rows of an N-d view: the last dim is the row; rows are numbered in
+ * row-major order over the leading dims. */
+int64_t kern_nrows(const pto_tensor *t);
+/* Address of row r's first element (the row steps by stride[ndims-1]). */
+float *kern_row(const pto_tensor *t, int64_t r);
+bool kern_same_shape(const pto_tensor *a, const pto_tensor *b);
+
+static inline float *kern_at(const kern_mat *m, int64_t r, int64_t c) {
+  return m->p + r * m->rs + c * m->cs;
+}
+
+/* The rows [lo, hi) of m as a matrix of their own. */
+static inline kern_mat kern_rows(const kern_mat *m, int64_t lo, int64_t hi) {
+  kern_mat s = *m;
+  s.p = m->p + lo * m->rs;
+  s.rows = hi - lo;
+  return s;
+}
+
+/* PTO_EINVAL unless the kernel got exactly nt tensors and at least ns scalars. */
+static inline int kern_argc(const pto_kctx *ctx, int nt, int ns) {
+  return ctx->ntensors == nt && ctx->nscalars >= ns ? PTO_OK : PTO_EINVAL;
+}
+
+#endif

@@ -1,0 +1,7 @@
+# Scenes that also run with other chip shapes: pto_scene_variant(NAME ARGS...)
+function(pto_scene_variant name)
+  string(REPLACE ";" "" suffix "${ARGN}")
+  string(REPLACE "--" "_" suffix "${suffix}")
+  add_test(NAME scene.${name}${suffix} COMMAND pto_cli run ${name} ${ARGN})
+  set_tests_properties(scene.${name}${suffix} PROPERTIES LABELS scene TIMEOUT 300)
+endfunction()
