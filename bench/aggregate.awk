@@ -28,7 +28,9 @@ function stats(key,    n, i, a, parts) {
   S_n = n
   S_min = a[1]
   S_max = a[n]
-  S_med = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  if (n % 2) S_med = a[(n + 1) / 2]
+  else if (a[n / 2 + 1] + 0 >= INF) S_med = a[n / 2 + 1]
+  else S_med = (a[n / 2] + a[n / 2 + 1]) / 2
 }
 
 function fmt(x) {
@@ -48,30 +50,34 @@ function add(sys, wl, par, met, v,    key) {
   }
 }
 
-# Closes the sweep of one invocation: computes its METG(50%).
-function close_sweep(    i, g, e, pg, pe, metg, bound) {
+# Closes the sweep of one invocation: its METG(50%) is the smallest grain
+# whose efficiency is >= 50% (Task Bench's definition), refined by log-scale
+# interpolation towards the next finer grain measured (which is below 50%).
+# No finer grain measured: that grain, flagged as an upper bound. No grain
+# at 50%: inf.
+function close_sweep(    i, best, g, e, metg) {
   if (cur_n == 0) return
-  metg = ""
-  bound = 0
-  pg = ""
-  for (i = 1; i <= cur_n; i++) {
-    g = cur_g[i]
-    e = cur_e[i]
-    if (e >= 0.5) {
-      pg = g
-      pe = e
-      continue
+  best = 0
+  for (i = 1; i <= cur_n; i++)
+    if (cur_e[i] >= 0.5 && (best == 0 || cur_g[i] < cur_g[best])) best = i
+  if (best == 0) {
+    metg = INF
+  } else {
+    # the next finer grain measured
+    nx = 0
+    for (i = 1; i <= cur_n; i++)
+      if (cur_g[i] < cur_g[best] && (nx == 0 || cur_g[i] > cur_g[nx])) nx = i
+    if (nx == 0) {
+      metg = cur_g[best]
+      upper[cur_sys SUBSEP cur_wl] = 1
+    } else {
+      g = cur_g[nx]
+      e = cur_e[nx]
+      metg = exp(log(cur_g[best]) + (cur_e[best] - 0.5) / (cur_e[best] - e) *
+                 (log(g) - log(cur_g[best])))
     }
-    if (pg == "") metg = INF
-    else metg = exp(log(pg) + (pe - 0.5) / (pe - e) * (log(g) - log(pg)))
-    break
-  }
-  if (metg == "") {
-    metg = cur_g[cur_n]
-    bound = 1
   }
   add(cur_sys, cur_wl, "eff=50%", "metg_us", metg)
-  if (bound) upper[cur_sys SUBSEP cur_wl] = 1
   cur_n = 0
 }
 

@@ -165,8 +165,8 @@ static int pa_group(pto_orch *o, const pa_state *st, int b, int g) {
     return rc;
 
   for (int j = 0; j < st->nblocks[b]; j++) {
-    const int64_t valid = st->ctx_len[b] - (int64_t)j * bs < bs ? st->ctx_len[b] - (int64_t)j * bs
-                                                                 : bs;
+    const int64_t left = st->ctx_len[b] - (int64_t)j * bs;
+    const int64_t valid = left < bs ? left : bs; /* tokens in block j */
     const int64_t phys = st->block_table[b * st->max_blocks + j];
     const int64_t base = phys * bs * tok_stride + g * d;
     int64_t kshape[2] = {valid, d}, kstride[2] = {tok_stride, 1}, sshape[2] = {hg, valid};
@@ -211,14 +211,19 @@ static int pa_group(pto_orch *o, const pa_state *st, int b, int g) {
 
 /* One scope per (request, KV head): its S, P, m, l, o are reclaimed as
  * soon as its normalise task has run. A failed submit has latched the run's
- * error, so the orchestration just stops. */
+ * error, so the orchestration just stops; a view that could not be built
+ * has not, so it fails the run here rather than leave the output unwritten. */
 static void pa_orch(pto_orch *o, void *arg) {
   const pa_state *st = arg;
   for (int b = 0; b < st->cfg.batch; b++) {
     for (int g = 0; g < st->cfg.kv_heads; g++) {
       if (pto_scope_begin(o, PTO_SCOPE_AUTO) != PTO_OK) return;
       int rc = pa_group(o, st, b, g);
-      if (pto_scope_end(o) != PTO_OK || rc != PTO_OK) return;
+      int rc_end = pto_scope_end(o);
+      if (rc != PTO_OK && pto_orch_status(o) == PTO_OK)
+        pto_orch_fatal(o, "paged attention: request %d, KV head %d: %s", b, g,
+                       pto_status_name(rc));
+      if (rc != PTO_OK || rc_end != PTO_OK) return;
     }
   }
 }

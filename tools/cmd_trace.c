@@ -121,10 +121,15 @@ int pto_cmd_trace(int argc, char **argv) {
   }
   print_summary(path, &s);
   int status = 0;
+  double dropped = 0;
   if (check) {
     rc = trace_validate(root, err, sizeof err);
     if (rc) {
       printf("  schema: FAILED: %s\n", err);
+      status = 1;
+    } else if (trace_json_num(trace_json_get(root, "otherData"), "dropped_events", &dropped) &&
+               dropped > 0) {
+      printf("  schema: FAILED: the run dropped %.0f events (out of memory)\n", dropped);
       status = 1;
     } else if (s.dup_blocks) {
       printf("  schema: FAILED: duplicate block slices\n");

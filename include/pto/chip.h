@@ -34,6 +34,7 @@ typedef struct pto_chip_config {
   int64_t alloc_timeout_ms;   /* no-reclamation-progress deadline, default 500 */
   int64_t watchdog_ms;        /* no-progress deadline, default 10000 */
   int64_t shutdown_ms;        /* join deadline at the end of a run, default 5000 */
+  uint32_t async_slots;       /* outstanding async completions, default 64 */
   void *env;              /* passed to kernels as pto_kctx.env */
 } pto_chip_config;
 
@@ -105,6 +106,11 @@ typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);
  * `err` (either may be NULL) are filled in both cases. */
 int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
                  pto_error_info *err);
+
+/* Completes a block that called pto_kctx_async_begin(). Any thread may call
+ * it. A token that is not outstanding in the current run (completed twice,
+ * from an earlier run, or made up) fails the run with PTO_EASYNC_INVALID. */
+int pto_chip_async_complete(pto_chip *chip, uint64_t token);
 
 /* Record a Chrome/Perfetto trace of every following run into `path`
  * (NULL: tracing off, the default). */

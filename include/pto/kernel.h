@@ -43,6 +43,14 @@ typedef int (*pto_kernel_fn)(const pto_kctx *ctx);
  * should poll this and return (it is how a stuck kernel is "reset"). */
 bool pto_kctx_cancelled(const pto_kctx *ctx);
 
+/* Asynchronous completion: a kernel that hands its block's completion to
+ * something else (a simulated DMA engine, a host thread) calls this before
+ * returning. The core is free as soon as the kernel returns, but the block
+ * counts as finished only when pto_chip_async_complete(chip, *token) is
+ * called. Fails with PTO_EASYNC_OVERFLOW when more than
+ * pto_chip_config.async_slots completions are outstanding. */
+int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token);
+
 static inline float pto_kctx_scalar_f32(const pto_kctx *c, int i) {
   union { uint32_t u; float f; } v;
   v.u = (uint32_t)c->scalars[i];

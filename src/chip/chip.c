@@ -22,6 +22,7 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   cfg->alloc_timeout_ms = 500;
   cfg->watchdog_ms = 10000;
   cfg->shutdown_ms = 5000;
+  cfg->async_slots = 64;
   const char *v;
   if ((v = getenv("PTO_CLUSTERS")) && atoi(v) > 0) cfg->clusters = atoi(v);
   if ((v = getenv("PTO_SCHEDULERS")) && atoi(v) > 0) cfg->schedulers = atoi(v);
@@ -38,7 +39,7 @@ int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
       c.aiv_per_cluster < 0 || c.aiv_per_cluster > 2 ||
       c.aic_per_cluster + c.aiv_per_cluster == 0 || c.task_slots < 2 || c.dep_entries < 1 ||
       c.tensormap_entries < 1 || c.heap_bytes < RING_ALIGN || c.watchdog_ms <= 0 ||
-      c.alloc_timeout_ms <= 0 || c.shutdown_ms <= 0)
+      c.alloc_timeout_ms <= 0 || c.shutdown_ms <= 0 || c.async_slots > 65535)
     return PTO_EINVAL;
   pto_chip *chip = calloc(1, sizeof *chip);
   if (!chip) return PTO_ENOMEM;
@@ -177,6 +178,7 @@ static void run_destroy(pto_run *r) {
     for (uint32_t i = 0; i < r->nslots; i++) pthread_mutex_destroy(&r->slots[i].lock);
   free(r->slots);
   free(r->deps);
+  free(r->async);
   if (r->scheds)
     for (int s = 0; s < r->nsched; s++) {
       free(r->scheds[s].cores);
@@ -205,12 +207,15 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->ndeps = c->dep_entries;
   r->slots = calloc(r->nslots, sizeof *r->slots);
   r->deps = calloc(r->ndeps, sizeof *r->deps);
+  r->nasync = c->async_slots;
+  r->async = calloc(r->nasync ? r->nasync : 1, sizeof *r->async);
+  r->run_seq = ++chip->run_seq;
   int per_cluster = c->aic_per_cluster + c->aiv_per_cluster;
   r->ncores = c->clusters * per_cluster;
   r->nsched = c->schedulers;
   r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
-  if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
+  if (!r->slots || !r->deps || !r->async || !r->cores || !r->scheds) goto nomem;
   for (uint32_t i = 0; i < r->nslots; i++) {
     pthread_mutex_init(&r->slots[i].lock, NULL);
     r->slots[i].id = PTO_TASK_NONE;
@@ -399,6 +404,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     rc = pthread_create(&r->watchdog, NULL, watchdog_main, r);
     r->watchdog_started = rc == 0;
   }
+  atomic_store_explicit(&chip->cur_run, r, memory_order_release); /* async completers */
   if (rc) {
     run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
   } else {
@@ -411,6 +417,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     orch_finish(r); /* waits for every task, or the latched error */
   }
   if (!run_join(r)) chip->broken = true;
+  atomic_store_explicit(&chip->cur_run, NULL, memory_order_release);
   uint64_t host1 = pto_now_ns();
   rc = atomic_load(&r->status);
   if (stats) run_stats(r, host0, host1, stats);

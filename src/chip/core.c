@@ -56,6 +56,10 @@ void *core_main(void *arg) {
       if (run_stopping(r)) break;
     }
     const kernel_rec *k = &kernels[t->kernel];
+    /* copies: once a block goes async, t may complete and be recycled */
+    const pto_task_id id = t->id;
+    const int32_t block_num = t->block_num;
+    const bool gang = t->sync_start;
     pto_kctx ctx = {
         .block_idx = p.block,
         .block_num = t->block_num,
@@ -73,19 +77,21 @@ void *core_main(void *arg) {
     };
     uint64_t t0 = pto_now_ns();
     if (!c->first_ns) c->first_ns = t0;
-    if (t->sync_start) note_cohort_start(t, t0);
+    if (gang) note_cohort_start(t, t0);
     atomic_store_explicit(&c->cur_start_ns, t0, memory_order_relaxed); /* watchdog, advisory */
-    atomic_store_explicit(&c->cur_task, t->id, memory_order_relaxed);
+    atomic_store_explicit(&c->cur_task, id, memory_order_relaxed);
     int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
     atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     uint64_t t1 = pto_now_ns();
     c->last_ns = t1;
-    if (r->trace) trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, t->id, p.block);
+    if (r->trace) trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block);
     if (rc != 0) {
-      int code = rc < 0 && rc > -100 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
-      run_fail(r, code, t->id, c->id, "kernel '%s' block %d/%d on core %d returned %d", k->name,
-               p.block, t->block_num, c->id, rc);
+      int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
+      run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d", k->name,
+               p.block, block_num, c->id, rc);
     }
+    c->slot[next & 1].deferred = c->defer_current;
+    c->defer_current = false;
     /* release: the kernel's writes happen-before the scheduler's acquire */
     atomic_store_explicit(&c->finished, next, memory_order_release);
     pto_event_signal(&r->scheds[c->sched].ev);

@@ -402,6 +402,11 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   if (!dep_room(r, &nd) && (rc = orch_wait_room(r, dep_room, &nd, PTO_EDEP_OVERFLOW,
                                                 PTO_EDEP_OVERFLOW, "dependency pool")))
     return rc;
+  /* The waits above may have retired producers listed earlier: their slots
+   * are about to be reused, so they must not be linked or pinned. */
+  nd = 0;
+  for (uint32_t i = 0; i < r->depbuf_n; i++)
+    if (r->depbuf[i] >= r->retired) r->depbuf[nd++] = r->depbuf[i];
 
   /* 5. fill the slot, then link into producers' fanout lists */
   t->id = id;

@@ -46,6 +46,8 @@ struct pto_chip {
   char *trace_path;
   bool broken;        /* a core thread could not be joined: no more runs */
   _Atomic int running;
+  uint32_t run_seq;                 /* runs started; tags async tokens */
+  struct pto_run *_Atomic cur_run;  /* the run in progress (async completions) */
 };
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_CLOSED, TASK_DONE };
@@ -98,7 +100,15 @@ typedef struct core_payload {
   task *t;
   int32_t block;
   int32_t sub_block;
+  bool deferred; /* written by the core: completion comes from pto_chip_async_complete */
 } core_payload;
+
+/* An outstanding asynchronous completion. `state` is (generation << 1) |
+ * busy, so a token from an earlier use of the slot never matches. */
+typedef struct async_slot {
+  _Atomic uint64_t state;
+  task *_Atomic t; /* relaxed: ordered by the token hand-off and `state` */
+} async_slot;
 
 typedef struct core {
   int id, cluster, sched;
@@ -106,6 +116,7 @@ typedef struct core {
   struct pto_run *run;
   pthread_t thread;
   bool started;
+  bool defer_current;          /* core-private: the running kernel went async */
   _Atomic uint64_t dispatched; /* last dispatch id; release pairs with core's acquire */
   _Atomic uint64_t finished;   /* last finished id; release pairs with scheduler's acquire */
   core_payload slot[2];        /* by dispatch id & 1 */
@@ -169,6 +180,9 @@ typedef struct pto_run {
   _Atomic uint64_t blocks;
   ready_queue queues[SHAPE_COUNT];
   ready_queue sync_queue;
+  async_slot *async;
+  uint32_t nasync;
+  uint32_t run_seq;
   drain_state drain;
   pthread_mutex_t err_lock;
   pto_error_info err;

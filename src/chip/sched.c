@@ -144,7 +144,8 @@ static bool poll_completions(sched *s) {
     uint64_t f = atomic_load_explicit(&c->finished, memory_order_acquire);
     while (c->seen < f) {
       c->seen++;
-      sched_task_done_unit(r, c->slot[c->seen & 1].t, 1);
+      const core_payload *p = &c->slot[c->seen & 1];
+      if (!p->deferred) sched_task_done_unit(r, p->t, 1);
       did = true;
     }
   }
@@ -159,7 +160,7 @@ static inline uint64_t inflight(const core *c) { return c->issued - c->seen; }
 
 static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub) {
   uint64_t d = ++c->issued;
-  c->slot[d & 1] = (core_payload){t, block, sub};
+  c->slot[d & 1] = (core_payload){t, block, sub, false};
   /* release: the payload is written before the core sees the new id */
   atomic_store_explicit(&c->dispatched, d, memory_order_release);
   pto_event_signal(&c->ev);

@@ -27,21 +27,34 @@ struct trace_json_doc {
   trace_json root;
 };
 
+/* Short strings repeat in every event (keys, phases, categories, kernel
+ * names): the parser keeps one copy of each. Open addressing, power-of-two
+ * capacity, at most half full. */
+#define TJ_INTERN_MAX 32
+
+typedef struct tj_intern {
+  const char **slot;
+  size_t cap, n;
+} tj_intern;
+
 typedef struct tj_parser {
   const char *p, *begin, *end;
   trace_json_doc *doc;
   trace_json *stack; /* children of the containers being parsed */
   size_t sn, scap;
+  tj_intern strs;
   int depth;
   int rc;
   char *err;
   size_t errlen;
 } tj_parser;
 
-static void *arena_alloc(trace_json_doc *d, size_t n) {
-  n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+/* align: 1 for strings, sizeof(max_align_t) for values. */
+static void *arena_alloc(trace_json_doc *d, size_t n, size_t align) {
   tj_chunk *c = d->chunks;
-  if (!c || c->cap - c->used < n) {
+  if (c)
+    c->used = (c->used + align - 1) / align * align;
+  if (!c || c->used > c->cap || c->cap - c->used < n) {
     size_t cap = n > TJ_CHUNK ? n : TJ_CHUNK;
     c = malloc(sizeof *c + cap);
     if (!c)
@@ -138,18 +151,71 @@ static size_t put_utf8(char *o, unsigned cp) {
   return 4;
 }
 
+static uint64_t str_hash(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The interned copy of s[0..n) (NUL-terminated, no NUL inside), or NULL
+ * when out of memory. */
+static const char *intern(tj_parser *ps, const char *s, size_t n) {
+  tj_intern *in = &ps->strs;
+  if (2 * (in->n + 1) > in->cap) {
+    size_t cap = in->cap ? 2 * in->cap : 256;
+    const char **slot = calloc(cap, sizeof *slot);
+    if (!slot)
+      return NULL;
+    for (size_t i = 0; i < in->cap; i++) {
+      if (!in->slot[i])
+        continue;
+      size_t j = str_hash(in->slot[i], strlen(in->slot[i])) & (cap - 1);
+      while (slot[j])
+        j = (j + 1) & (cap - 1);
+      slot[j] = in->slot[i];
+    }
+    free(in->slot);
+    in->slot = slot;
+    in->cap = cap;
+  }
+  size_t j = str_hash(s, n) & (in->cap - 1);
+  for (; in->slot[j]; j = (j + 1) & (in->cap - 1))
+    if (strncmp(in->slot[j], s, n) == 0 && in->slot[j][n] == '\0')
+      return in->slot[j];
+  char *c = arena_alloc(ps->doc, n + 1, 1);
+  if (!c)
+    return NULL;
+  memcpy(c, s, n);
+  c[n] = '\0';
+  in->slot[j] = c;
+  in->n++;
+  return c;
+}
+
 /* Parses a string literal at ps->p (the opening quote) into the arena. The
  * decoded text is never longer than the literal, which bounds the copy. */
 static int parse_str(tj_parser *ps, const char **out) {
   const char *q = ++ps->p;
+  bool plain = true; /* no escapes: the literal is the text */
   while (q < ps->end && *q != '"') {
-    if (*q == '\\')
+    if (*q == '\\') {
+      plain = false;
       q++;
+    } else if ((unsigned char)*q < 0x20) {
+      plain = false; /* reported by the decoding loop */
+    }
     q++;
   }
   if (q >= ps->end)
     return fail(ps, PTO_EINVAL, "unterminated string");
-  char *o = arena_alloc(ps->doc, (size_t)(q - ps->p) + 1);
+  if (plain && q - ps->p <= TJ_INTERN_MAX) {
+    if (!(*out = intern(ps, ps->p, (size_t)(q - ps->p))))
+      return fail(ps, PTO_ENOMEM, "out of memory");
+    ps->p = q + 1;
+    return 0;
+  }
+  char *o = arena_alloc(ps->doc, (size_t)(q - ps->p) + 1, 1);
   if (!o)
     return fail(ps, PTO_ENOMEM, "out of memory");
   *out = o;
@@ -278,7 +344,7 @@ static int parse_container(tj_parser *ps, trace_json *v, bool obj) {
   v->n = (uint32_t)n;
   v->u.items = NULL;
   if (n) {
-    v->u.items = arena_alloc(ps->doc, n * sizeof(trace_json));
+    v->u.items = arena_alloc(ps->doc, n * sizeof(trace_json), sizeof(max_align_t));
     if (!v->u.items)
       return fail(ps, PTO_ENOMEM, "out of memory");
     memcpy(v->u.items, ps->stack + base, n * sizeof(trace_json));
@@ -342,6 +408,7 @@ int trace_json_parse(const char *text, size_t len, trace_json_doc **out, char *e
       fail(&ps, PTO_EINVAL, "trailing data after the JSON value");
   }
   free(ps.stack);
+  free(ps.strs.slot);
   if (ps.rc) {
     trace_json_free(d);
     return ps.rc;
@@ -358,7 +425,14 @@ int trace_json_load(const char *path, trace_json_doc **out, char *err, size_t er
       snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     return PTO_ESYSTEM;
   }
+  /* One allocation when the size is known; growth covers pipes. */
   size_t cap = 1 << 16, n = 0;
+  if (fseek(f, 0, SEEK_END) == 0) {
+    long sz = ftell(f);
+    if (sz > 0)
+      cap = (size_t)sz + 1;
+    rewind(f);
+  }
   char *buf = malloc(cap);
   int rc = buf ? 0 : PTO_ENOMEM;
   while (rc == 0) {

@@ -1,0 +1,118 @@
+/* child.c — the life of a child process: a chip (its own chip runtime and
+ * communication context, created after fork so its threads start in the
+ * child) or a host sub-worker. It reports ready, then takes frames from its
+ * mailbox until told to exit or its parent is gone. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "node/lease.h"
+#include "node/node_internal.h"
+
+#define CHILD_POLL_MS 500 /* how often an idle child checks its parent is alive */
+
+typedef struct take_wait {
+  node_mbox *mb;
+  uint32_t last;
+} take_wait;
+
+static bool frame_posted(void *arg) {
+  take_wait *t = arg;
+  /* relaxed: mbox_take re-reads with acquire */
+  return atomic_load_explicit(&t->mb->posted, memory_order_relaxed) != t->last;
+}
+
+static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
+                          const node_frame *f, node_reply *r) {
+  comm_task_begin(comm, f->epoch);
+  pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
+  r->status = pto_chip_run(chip, f->chip_fn, &t, NULL, &r->err);
+  int end = comm_task_end(comm);
+  char details[384];
+  int cerr = comm_task_error(comm, details, sizeof details);
+  if (r->status == 0 && end) r->status = end;
+  if (r->status == 0 && cerr) r->status = cerr; /* an op failed but the kernel ignored it */
+  if (r->status) {
+    r->err.code = r->status;
+    if (cerr) { /* the comm details say what the chip's details cannot */
+      char chip_details[sizeof r->err.details];
+      snprintf(chip_details, sizeof chip_details, "%s", r->err.details);
+      snprintf(r->err.details, sizeof r->err.details, "%.180s; %.300s", details, chip_details);
+    }
+  }
+  (void)n;
+}
+
+void node_child_main(pto_node *n, int slot) {
+  /* die with the parent: a crashed node must not leave chips behind */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != n->parent_pid) _exit(1);
+  /* the leases belong to the parent; a child keeps none alive */
+  lease_release(n->lease_fds, n->cfg.nchips);
+  node_mbox *mb = &n->ctl->mbox[slot];
+  pto_event *parent_ev = &n->ctl->parent_ev;
+  bool is_chip = slot < n->cfg.nchips;
+  pto_comm comm;
+  comm_init(&comm, is_chip ? slot : -1);
+  pto_chip *chip = NULL;
+  if (is_chip) {
+    pto_chip_config cfg = n->cfg.chip;
+    cfg.env = &comm;
+    if (pto_chip_create(&cfg, &chip) != 0 ||
+        (n->cfg.chip_init && n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg) != 0)) {
+      mbox_set_state(mb, CHILD_FAILED, parent_ev);
+      _exit(2);
+    }
+  }
+  mbox_set_state(mb, CHILD_READY, parent_ev);
+  uint32_t last = 0;
+  node_frame *f = malloc(sizeof *f);
+  if (!f) _exit(3);
+  for (;;) {
+    take_wait tw = {mb, last};
+    if (!pto_wait(&mb->to_child, frame_posted, &tw, pto_deadline_ms(CHILD_POLL_MS))) {
+      if (getppid() != n->parent_pid) break; /* orphaned */
+      continue;
+    }
+    if (!mbox_take(mb, last, f)) continue;
+    last = f->gen;
+    node_reply r;
+    memset(&r, 0, sizeof r);
+    r.gen = f->gen;
+    r.err.task_id = PTO_TASK_NONE;
+    r.err.core_id = -1;
+    switch ((frame_type)f->type) {
+    case FRAME_TASK:
+      if (is_chip) {
+        run_chip_task(n, slot, chip, &comm, f, &r);
+      } else {
+        r.status = f->host_fn(&f->args, f->host_arg);
+        r.err.code = r.status;
+        if (r.status)
+          snprintf(r.err.details, sizeof r.err.details, "host task returned %d", r.status);
+      }
+      break;
+    case FRAME_DOM_OPEN:
+      r.status = comm_domain_open(&comm, &f->dom, f->dom_rank);
+      break;
+    case FRAME_DOM_ATTACH:
+      r.status = comm_domain_attach(&comm, f->dom.id);
+      break;
+    case FRAME_DOM_CLOSE:
+      comm_domain_close(&comm, f->dom.id, true);
+      break;
+    case FRAME_EXIT:
+      if (chip) pto_chip_destroy(chip);
+      comm_fini(&comm, true);
+      mbox_reply(mb, &r, parent_ev);
+      free(f);
+      _exit(0);
+    }
+    mbox_reply(mb, &r, parent_ev);
+  }
+  _exit(0);
+}

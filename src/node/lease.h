@@ -1,0 +1,19 @@
+/* lease.h — exclusive leases of device ids between runs on one machine.
+ * A lease is an exclusive flock on a per-device lock object; the kernel
+ * drops it when the holder dies, so a crashed run never leaves a lease
+ * behind. A run asking for a leased device waits a bounded time (saying
+ * so on stderr) or fails with PTO_EDEVICE_BUSY; it never shares it. */
+#ifndef PTO_NODE_LEASE_H
+#define PTO_NODE_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Leases ids[0..n) (in ascending order, so two runs never deadlock);
+ * fds[i] receives the lock of ids[i]. On failure nothing stays leased. */
+int lease_acquire(const int *ids, int n, int64_t wait_ms, bool quiet, int *fds, char *why,
+                  size_t why_len);
+void lease_release(int *fds, int n);
+
+#endif

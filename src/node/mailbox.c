@@ -1,0 +1,67 @@
+/* mailbox.c — the generation-tagged frame hand-off (see mailbox.h). */
+#include "node/mailbox.h"
+
+#include <string.h>
+
+void mbox_init(node_mbox *mb) {
+  memset(mb, 0, sizeof *mb);
+  pto_event_init(&mb->to_child, true);
+}
+
+bool mbox_idle(node_mbox *mb) {
+  /* acquire pairs with the child's release of `done` (its reply is read next) */
+  return atomic_load_explicit(&mb->done, memory_order_acquire) ==
+         atomic_load_explicit(&mb->posted, memory_order_relaxed); /* only the parent writes it */
+}
+
+uint32_t mbox_post(node_mbox *mb, node_frame *f) {
+  uint32_t gen = atomic_load_explicit(&mb->posted, memory_order_relaxed) + 1;
+  if (gen == 0) gen = 1; /* 0 is "nothing yet" */
+  f->gen = gen;
+  mb->frame = *f;
+  /* release pairs with the child's acquire in mbox_take: the frame is written */
+  atomic_store_explicit(&mb->posted, gen, memory_order_release);
+  pto_event_signal(&mb->to_child);
+  return gen;
+}
+
+bool mbox_taken(node_mbox *mb, uint32_t gen) {
+  /* relaxed: only tells the parent that the child is alive and listening */
+  return atomic_load_explicit(&mb->taken, memory_order_relaxed) == gen;
+}
+
+bool mbox_poll_reply(node_mbox *mb, uint32_t gen, node_reply *r) {
+  /* acquire pairs with the release in mbox_reply: the reply is complete */
+  if (atomic_load_explicit(&mb->done, memory_order_acquire) != gen) return false;
+  *r = mb->reply;
+  return r->gen == gen;
+}
+
+bool mbox_take(node_mbox *mb, uint32_t last, node_frame *f) {
+  /* acquire pairs with the release in mbox_post */
+  uint32_t gen = atomic_load_explicit(&mb->posted, memory_order_acquire);
+  if (gen == last) return false;
+  *f = mb->frame;
+  if (f->gen != gen) return false; /* torn by a newer post: impossible while we owe a reply */
+  /* relaxed: a liveness hint for the parent's control deadline */
+  atomic_store_explicit(&mb->taken, gen, memory_order_relaxed);
+  return true;
+}
+
+void mbox_reply(node_mbox *mb, const node_reply *r, pto_event *parent) {
+  mb->reply = *r;
+  /* release pairs with the parent's acquire in mbox_poll_reply / mbox_idle */
+  atomic_store_explicit(&mb->done, r->gen, memory_order_release);
+  pto_event_signal(parent);
+}
+
+void mbox_set_state(node_mbox *mb, child_state s, pto_event *parent) {
+  /* release: everything the child set up before reporting is visible */
+  atomic_store_explicit(&mb->state, (uint32_t)s, memory_order_release);
+  pto_event_signal(parent);
+}
+
+child_state mbox_state(node_mbox *mb) {
+  /* acquire pairs with mbox_set_state */
+  return (child_state)atomic_load_explicit(&mb->state, memory_order_acquire);
+}

@@ -1,0 +1,78 @@
+/* mailbox.h — the hand-off between the node (parent) and one child process
+ * (a chip or a host sub-worker), in shared memory. One frame at a time:
+ * the parent posts frame gen g, the child takes it, runs it and replies
+ * with gen g. Every frame and reply carries its generation, and each side
+ * accepts only the generation it expects, so a stale frame or a late reply
+ * of an earlier exchange can never be taken for the current one. Written
+ * as non-blocking steps; the loops in node.c and child.c call them. */
+#ifndef PTO_NODE_MAILBOX_H
+#define PTO_NODE_MAILBOX_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "common/wait.h"
+#include "pto/chip.h"
+#include "pto/node.h"
+#include "pto/orch.h"
+
+typedef enum frame_type {
+  FRAME_TASK = 1,   /* run a chip orchestration or a host callback */
+  FRAME_DOM_OPEN,   /* create and zero my window of a domain */
+  FRAME_DOM_ATTACH, /* after the allocation barrier: map the peers */
+  FRAME_DOM_CLOSE,  /* release a domain */
+  FRAME_EXIT,       /* leave the loop */
+} frame_type;
+
+typedef enum child_state { CHILD_STARTING = 0, CHILD_READY = 1, CHILD_FAILED = 2 } child_state;
+
+typedef struct node_frame {
+  uint32_t gen;
+  uint32_t type;
+  int64_t task_id;
+  uint32_t epoch;
+  int32_t group_rank, group_size;
+  pto_orch_fn chip_fn;  /* the same binary is mapped in every child (fork) */
+  pto_host_fn host_fn;
+  void *host_arg;
+  pto_args args;
+  int32_t dom_rank;
+  comm_domain_desc dom;
+} node_frame;
+
+typedef struct node_reply {
+  uint32_t gen;
+  int32_t status;
+  pto_error_info err;
+} node_reply;
+
+typedef struct node_mbox {
+  _Atomic uint32_t posted; /* last gen posted by the parent */
+  _Atomic uint32_t taken;  /* last gen the child took */
+  _Atomic uint32_t done;   /* last gen the child replied to */
+  _Atomic uint32_t state;  /* child_state */
+  pto_event to_child;      /* signalled with every post */
+  node_frame frame;
+  node_reply reply;
+} node_mbox;
+
+void mbox_init(node_mbox *mb);
+/* Parent: true when no exchange is outstanding. */
+bool mbox_idle(node_mbox *mb);
+/* Parent: posts *f (its gen is set) and wakes the child; mailbox must be idle. */
+uint32_t mbox_post(node_mbox *mb, node_frame *f);
+/* Parent: has the child taken gen? */
+bool mbox_taken(node_mbox *mb, uint32_t gen);
+/* Parent: copies the reply of gen into *r when it is there. */
+bool mbox_poll_reply(node_mbox *mb, uint32_t gen, node_reply *r);
+/* Child: takes the next frame after `last` into *f; false when none. */
+bool mbox_take(node_mbox *mb, uint32_t last, node_frame *f);
+/* Child: publishes the reply of gen and wakes the parent. */
+void mbox_reply(node_mbox *mb, const node_reply *r, pto_event *parent);
+/* Child: reports start-up success or failure. */
+void mbox_set_state(node_mbox *mb, child_state s, pto_event *parent);
+child_state mbox_state(node_mbox *mb);
+
+#endif

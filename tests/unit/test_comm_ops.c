@@ -1,0 +1,398 @@
+/* test_comm_ops.c — the in-kernel operations on a 2-rank shm domain driven
+ * from plain threads of one process (no chip, no node): store/notify/wait,
+ * bounds and argument checks that write nothing, atomic adds per dtype,
+ * epoch-tagged signal reuse, put/get chunking, barrier, and the ordering
+ * fault injection (stores held until notify, landing out of order). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "comm/comm.h"
+#include "comm/fault.h"
+#include "pto/comm.h"
+
+#define SPACE (64u << 20)
+
+typedef struct fixture {
+  void *space;
+  comm_domain_desc d;
+  pto_comm c[2];
+  pto_kctx k[2];
+} fixture;
+
+static unsigned run_seq;
+
+static void setup_dom(fixture *f, bool fault, uint64_t seed) {
+  memset(f, 0, sizeof *f);
+  assert_int_equal(comm_space_reserve(SPACE, &f->space), 0);
+  pto_window_buffer bufs[] = {{"dst", 64 * 4}, {"sig", 8 * 8}, {"mat", 8 * 128 * 4},
+                              {"small", 16}};
+  assert_int_equal(comm_desc_layout(&f->d, bufs, 4), 0);
+  f->d.id = 7;
+  f->d.nranks = 2;
+  f->d.base = (uint64_t)(uintptr_t)f->space;
+  f->d.wait_timeout_ms = 2000;
+  f->d.fault_inject = fault;
+  f->d.fault_seed = seed;
+  snprintf(f->d.prefix, sizeof f->d.prefix, "/pto.%d.t%u", (int)getpid(), run_seq++);
+  for (int r = 0; r < 2; r++) {
+    comm_init(&f->c[r], r);
+    assert_int_equal(comm_domain_open(&f->c[r], &f->d, r), 0);
+  }
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(comm_domain_attach(&f->c[r], 7), 0);
+    comm_task_begin(&f->c[r], 1);
+    memset(&f->k[r], 0, sizeof f->k[r]);
+    f->k[r].env = &f->c[r];
+    f->k[r].core_id = r;
+  }
+}
+
+static void teardown_dom(fixture *f) {
+  for (int r = 0; r < 2; r++) comm_fini(&f->c[r], true);
+  comm_space_release(f->space, SPACE);
+}
+
+static void win(fixture *f, int rank, const char *name, pto_dtype dt, int nd, const int64_t *sh,
+                pto_tensor *t) {
+  assert_int_equal(pto_comm_window_tensor(&f->c[0], 7, rank, name, dt, nd, sh, t), 0);
+}
+
+typedef struct ring_arg {
+  fixture *f;
+  int r;
+  float in[64], out[64];
+  int rc;
+} ring_arg;
+
+static void *ring_rank(void *p) {
+  ring_arg *a = p;
+  fixture *f = a->f;
+  int64_t n64 = 64, one = 1;
+  pto_tensor src, dst, sig, mine;
+  pto_tensor_init(&src, a->in, sizeof a->in, PTO_F32, 1, &n64);
+  win(f, a->r, "dst", PTO_F32, 1, &n64, &dst);  /* my own copy: symmetric offsets */
+  win(f, a->r, "sig", PTO_I64, 1, &one, &sig);
+  int peer = (a->r + 1) % 2;
+  a->rc = pto_remote_store(&f->k[a->r], 7, peer, &dst, &src);
+  if (!a->rc) a->rc = pto_notify(&f->k[a->r], 7, peer, &sig, PTO_SIGNAL_ADD, 1);
+  if (!a->rc) a->rc = pto_signal_wait(&f->k[a->r], 7, &sig, PTO_CMP_GE, 1, -1);
+  win(f, a->r, "dst", PTO_F32, 1, &n64, &mine);
+  memcpy(a->out, mine.buf, sizeof a->out);
+  return NULL;
+}
+
+static void ring(bool fault, uint64_t seed) {
+  fixture f;
+  setup_dom(&f, fault, seed);
+  ring_arg a[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    a[r].f = &f;
+    a[r].r = r;
+    for (int i = 0; i < 64; i++) a[r].in[i] = (float)(100 * r + i);
+    pthread_create(&th[r], NULL, ring_rank, &a[r]);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(a[r].rc, 0);
+    for (int i = 0; i < 64; i++) assert_true(a[r].out[i] == a[(r + 1) % 2].in[i]);
+  }
+  teardown_dom(&f);
+}
+
+static void test_ring_threads(void **s) {
+  (void)s;
+  ring(false, 0);
+  for (uint64_t seed = 1; seed <= 3; seed++) ring(true, seed);
+}
+
+static void test_bounds_write_nothing(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  float v[80];
+  for (int i = 0; i < 80; i++) v[i] = 1.0f;
+  int64_t n80 = 80, n64 = 64, n8 = 8;
+  pto_tensor src, dst, big, peerdst;
+  pto_tensor_init(&src, v, sizeof v, PTO_F32, 1, &n80);
+  win(&f, 0, "dst", PTO_F32, 1, &n64, &dst);
+  /* a view running past the end of "dst" into the next buffer */
+  big = dst;
+  big.shape[0] = 80;
+  big.buf_bytes = 80 * 4;
+  assert_int_equal(pto_remote_store(&f.k[0], 7, 1, &big, &src), PTO_EBOUNDS);
+  char det[384];
+  assert_int_equal(comm_task_error(&f.c[0], det, sizeof det), PTO_EBOUNDS);
+  assert_non_null(strstr(det, "domain 7"));
+  win(&f, 1, "dst", PTO_F32, 1, &n64, &peerdst);
+  for (int i = 0; i < 64; i++) assert_true(((float *)peerdst.buf)[i] == 0.0f);
+  /* peer outside the domain */
+  pto_tensor s8;
+  pto_tensor_init(&s8, v, 32, PTO_F32, 1, &n8);
+  pto_tensor d8 = dst;
+  d8.shape[0] = 8;
+  assert_int_equal(pto_remote_store(&f.k[0], 7, 2, &d8, &s8), PTO_EPEER);
+  assert_int_equal(pto_remote_store(&f.k[0], 7, -1, &d8, &s8), PTO_EPEER);
+  assert_int_equal(pto_remote_store(&f.k[0], 99, 1, &d8, &s8), PTO_EINVAL);
+  /* a host buffer is no window */
+  assert_int_equal(pto_remote_store(&f.k[0], 7, 1, &s8, &s8), PTO_EBOUNDS);
+  /* mistyped atomic: u8 */
+  uint8_t b8[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  pto_tensor su8, du8;
+  pto_tensor_init(&su8, b8, 8, PTO_U8, 1, &n8);
+  win(&f, 0, "small", PTO_U8, 1, &n8, &du8);
+  assert_int_equal(pto_remote_store_add(&f.k[0], 7, 1, &du8, &su8), PTO_EALIGN);
+  /* unaligned atomic: an f32 view starting at byte 1 of "small" */
+  pto_tensor mis = du8, smis;
+  mis.buf = (char *)du8.buf + 1;
+  mis.dtype = PTO_F32;
+  mis.shape[0] = 2;
+  mis.buf_bytes = 8;
+  pto_tensor_init(&smis, v, 8, PTO_F32, 1, (int64_t[]){2});
+  assert_int_equal(pto_remote_store_add(&f.k[0], 7, 1, &mis, &smis), PTO_EALIGN);
+  /* dtype mismatch */
+  assert_int_equal(pto_remote_store(&f.k[0], 7, 1, &du8, &s8), PTO_EINVAL);
+  /* a signal cell must be int64 */
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &dst, PTO_SIGNAL_ADD, 1), PTO_EALIGN);
+  pto_tensor small_peer;
+  win(&f, 1, "small", PTO_U8, 1, &n8, &small_peer);
+  for (int i = 0; i < 8; i++) assert_int_equal(((uint8_t *)small_peer.buf)[i], 0);
+  teardown_dom(&f);
+}
+
+static uint16_t f2h(float x) { /* exact small integers only */
+  if (x == 0) return 0;
+  int e = 0;
+  float m = x;
+  while (m >= 2) { m /= 2; e++; }
+  return (uint16_t)((e + 15) << 10 | (uint16_t)((m - 1) * 1024));
+}
+
+static void test_atomic_add_dtypes(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  int64_t n4 = 4;
+  const pto_dtype dts[] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32, PTO_I16, PTO_I8};
+  for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+    pto_dtype dt = dts[k];
+    unsigned char src[16], got[16];
+    for (int i = 0; i < 4; i++) {
+      int v = 3 + i;
+      switch (dt) {
+      case PTO_F32: { float x = (float)v; memcpy(src + 4 * i, &x, 4); break; }
+      case PTO_F16: { uint16_t h = f2h((float)v); memcpy(src + 2 * i, &h, 2); break; }
+      case PTO_BF16: { float x = (float)v; uint32_t u; memcpy(&u, &x, 4);
+        uint16_t h = (uint16_t)(u >> 16); memcpy(src + 2 * i, &h, 2); break; }
+      case PTO_I32: { int32_t x = v; memcpy(src + 4 * i, &x, 4); break; }
+      case PTO_I16: { int16_t x = (int16_t)v; memcpy(src + 2 * i, &x, 2); break; }
+      default: { int8_t x = (int8_t)v; memcpy(src + i, &x, 1); break; }
+      }
+    }
+    pto_tensor ts, td;
+    pto_tensor_init(&ts, src, sizeof src, dt, 1, &n4);
+    win(&f, 0, "mat", dt, 1, &n4, &td);
+    pto_tensor peer;
+    win(&f, 1, "mat", dt, 1, &n4, &peer);
+    memset(peer.buf, 0, 16);
+    for (int rep = 0; rep < 3; rep++) assert_int_equal(pto_remote_store_add(&f.k[0], 7, 1, &td, &ts), 0);
+    memcpy(got, peer.buf, 16);
+    for (int i = 0; i < 4; i++) {
+      int want = 3 * (3 + i);
+      switch (dt) {
+      case PTO_F32: { float x; memcpy(&x, got + 4 * i, 4); assert_true(x == (float)want); break; }
+      case PTO_F16: { uint16_t h; memcpy(&h, got + 2 * i, 2); assert_int_equal(h, f2h((float)want)); break; }
+      case PTO_BF16: { uint16_t h; memcpy(&h, got + 2 * i, 2); uint32_t u = (uint32_t)h << 16;
+        float x; memcpy(&x, &u, 4); assert_true(x == (float)want); break; }
+      case PTO_I32: { int32_t x; memcpy(&x, got + 4 * i, 4); assert_int_equal(x, want); break; }
+      case PTO_I16: { int16_t x; memcpy(&x, got + 2 * i, 2); assert_int_equal(x, want); break; }
+      default: assert_int_equal((int8_t)got[i], want);
+      }
+    }
+  }
+  teardown_dom(&f);
+}
+
+static void test_signal_epochs_and_timeout(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  int64_t one = 1;
+  pto_tensor sig;
+  win(&f, 0, "sig", PTO_I64, 1, &one, &sig);
+  int32_t v;
+  for (uint32_t epoch = 1; epoch <= 3; epoch++) {
+    comm_task_begin(&f.c[0], epoch);
+    comm_task_begin(&f.c[1], epoch);
+    assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
+    assert_int_equal(v, 0); /* last epoch's credits are invisible */
+    for (int i = 0; i < 4; i++) assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 1), 0);
+    assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, PTO_CMP_GE, 4, 100), 0);
+    assert_int_equal(pto_notify(&f.k[1], 7, 1, &sig, PTO_SIGNAL_ADD, -4), 0);
+    assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_SET, (int32_t)epoch), 0);
+    assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, PTO_CMP_EQ, (int32_t)epoch, 100), 0);
+  }
+  /* a late signal of an older epoch is dropped */
+  comm_task_begin(&f.c[0], 2);
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 5), 0);
+  assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
+  assert_int_equal(v, 3);
+  /* a wait that times out names domain, rank, cell, expected and seen */
+  comm_task_begin(&f.c[1], 4);
+  assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, PTO_CMP_GE, 2, 30), PTO_EWAIT_TIMEOUT);
+  char det[384];
+  assert_int_equal(comm_task_error(&f.c[1], det, sizeof det), PTO_EWAIT_TIMEOUT);
+  assert_non_null(strstr(det, "domain 7 rank 1 cell sig[0]"));
+  assert_non_null(strstr(det, ">= 2, saw 0"));
+  teardown_dom(&f);
+}
+
+static void test_put_get_chunked(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, true, 5);
+  static float src[8 * 128], stage[2 * 4 * 64], back[8 * 128];
+  for (int i = 0; i < 8 * 128; i++) src[i] = (float)i;
+  int64_t sh[2] = {8, 128}, st[1] = {2 * 4 * 64};
+  pto_tensor ts, td, tst, tb, peer;
+  pto_tensor_init(&ts, src, sizeof src, PTO_F32, 2, sh);
+  pto_tensor_init(&tst, stage, sizeof stage, PTO_F32, 1, st);
+  pto_tensor_init(&tb, back, sizeof back, PTO_F32, 2, sh);
+  win(&f, 0, "mat", PTO_F32, 2, sh, &td);
+  win(&f, 1, "mat", PTO_F32, 2, sh, &peer);
+  pto_xfer_opts o = {4, 64, &tst, false};
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &td, &ts, &o), 0);
+  assert_int_equal(pto_quiet(&f.k[0], 7), 0);
+  assert_memory_equal(peer.buf, src, sizeof src);
+  /* get it back in 2x32 chunks through the same staging tile */
+  pto_xfer_opts g = {2, 32, &tst, false};
+  assert_int_equal(pto_get(&f.k[0], 7, 1, &tb, &td, &g), 0);
+  assert_memory_equal(back, src, sizeof src);
+  /* a staging tile too small is an argument error, nothing moves */
+  pto_tensor tiny = tst;
+  tiny.shape[0] = 8;
+  pto_xfer_opts bad = {4, 64, &tiny, false};
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &td, &ts, &bad), PTO_EINVAL);
+  teardown_dom(&f);
+}
+
+static void test_fault_injection_holds_and_reorders(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, true, 42);
+  int64_t n64 = 64, one = 1;
+  float v[64];
+  for (int i = 0; i < 64; i++) v[i] = (float)(i + 1);
+  pto_tensor src, dst, peer, sig, psig;
+  pto_tensor_init(&src, v, sizeof v, PTO_F32, 1, &n64);
+  win(&f, 0, "dst", PTO_F32, 1, &n64, &dst);
+  win(&f, 1, "dst", PTO_F32, 1, &n64, &peer);
+  win(&f, 0, "sig", PTO_I64, 1, &one, &sig);
+  win(&f, 1, "sig", PTO_I64, 1, &one, &psig);
+  assert_int_equal(pto_remote_store(&f.k[0], 7, 1, &dst, &src), 0);
+  /* held back: the peer still sees zeros */
+  for (int i = 0; i < 64; i++) assert_true(((float *)peer.buf)[i] == 0.0f);
+  /* the broken publisher: a plain store into the peer's signal cell is held
+   * back too, and lands before the data when the batch lands */
+  int64_t word = (int64_t)((uint64_t)1 << 32 | 1);
+  pto_tensor wsrc;
+  pto_tensor_init(&wsrc, &word, 8, PTO_I64, 1, &one);
+  assert_int_equal(pto_remote_store(&f.k[0], 7, 1, &sig, &wsrc), 0);
+  assert_int_equal(*(int64_t *)psig.buf, 0);
+  /* notify lands everything first */
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 1), 0);
+  for (int i = 0; i < 64; i++) assert_true(((float *)peer.buf)[i] == v[i]);
+  int32_t seen;
+  assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &seen), 0);
+  assert_int_equal(seen, 2);
+  teardown_dom(&f);
+}
+
+typedef struct land_log {
+  uint64_t seq[16];
+  int n;
+} land_log;
+static void log_land(void *arg, const fault_op *op) {
+  land_log *l = arg;
+  l->seq[l->n++] = op->seq;
+}
+
+static void test_fault_order_seeded(void **s) {
+  (void)s;
+  uint64_t first[16];
+  for (int rep = 0; rep < 2; rep++) {
+    land_log l = {{0}, 0};
+    fault_queue *q;
+    assert_int_equal(fault_create(99, log_land, NULL, &l, &q), 0);
+    char b = 0;
+    for (int i = 0; i < 8; i++) assert_int_equal(fault_hold(q, i % 2, FAULT_PUT, PTO_U8, 0, &b, 1), 0);
+    fault_flush(q, 1, false); /* only peer 1's four */
+    assert_int_equal(l.n, 4);
+    assert_int_equal(fault_pending(q), 4);
+    bool inverted = false;
+    for (int i = 1; i < 4; i++) inverted |= l.seq[i - 1] > l.seq[i];
+    assert_true(inverted);
+    for (int i = 0; i < 4; i++) assert_int_equal(l.seq[i] % 2, 1);
+    fault_flush(q, -1, false);
+    assert_int_equal(l.n, 8);
+    if (rep == 0) memcpy(first, l.seq, sizeof first);
+    else assert_memory_equal(first, l.seq, 8 * sizeof(uint64_t)); /* same seed, same order */
+    fault_destroy(q);
+  }
+}
+
+typedef struct bar_arg {
+  fixture *f;
+  int r;
+  int rc;
+} bar_arg;
+static void *bar_rank(void *p) {
+  bar_arg *a = p;
+  for (int i = 0; i < 50 && !a->rc; i++) a->rc = pto_barrier(&a->f->k[a->r], 7);
+  return NULL;
+}
+
+static void test_barrier(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  bar_arg a[2] = {{&f, 0, 0}, {&f, 1, 0}};
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, bar_rank, &a[r]);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  assert_int_equal(a[0].rc, 0);
+  assert_int_equal(a[1].rc, 0);
+  /* alone, a barrier times out and says who is missing */
+  f.d.wait_timeout_ms = 30;
+  comm_find(&f.c[0], 7)->desc.wait_timeout_ms = 30;
+  assert_int_equal(pto_barrier(&f.k[0], 7), PTO_EWAIT_TIMEOUT);
+  char det[384];
+  comm_task_error(&f.c[0], det, sizeof det);
+  assert_non_null(strstr(det, "rank 1 is at barrier 50"));
+  teardown_dom(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_ring_threads),
+    cmocka_unit_test(test_bounds_write_nothing),
+    cmocka_unit_test(test_atomic_add_dtypes),
+    cmocka_unit_test(test_signal_epochs_and_timeout),
+    cmocka_unit_test(test_put_get_chunked),
+    cmocka_unit_test(test_fault_injection_holds_and_reorders),
+    cmocka_unit_test(test_fault_order_seeded),
+    cmocka_unit_test(test_barrier),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
