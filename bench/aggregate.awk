@@ -73,8 +73,8 @@ function close_sweep(    i, best, g, e, metg) {
     } else {
       g = cur_g[nx]
       e = cur_e[nx]
-      metg = exp(log(cur_g[best]) + (cur_e[best] - 0.5) / (cur_e[best] - e) *
-                 (log(g) - log(cur_g[best])))
+      metg = (cur_e[best] - 0.5) / (cur_e[best] - e) * (log(g) - log(cur_g[best]))
+      metg = exp(log(cur_g[best]) + metg)
     }
   }
   add(cur_sys, cur_wl, "eff=50%", "metg_us", metg)
@@ -255,8 +255,8 @@ function table(title, metric,    s, w, wl, key, k, f, row, pk, cell) {
         row = row " - |"
         continue
       }
-      cell = (upper[sysl[s] SUBSEP wl] ? "<=" : "") fmt(MED[key]) " (" fmt(MIN[key]) "-" \
-        fmt(MAX[key]) ")"
+      cell = (upper[sysl[s] SUBSEP wl] ? "<=" : "") fmt(MED[key])
+      cell = cell " (" fmt(MIN[key]) "-" fmt(MAX[key]) ")"
       if (pk != "" && (pk in MED) && MED[pk] + 0 > 0 && MED[pk] + 0 < INF && MED[key] + 0 < INF)
         cell = cell " x" sprintf("%.2g", MED[key] / MED[pk])
       row = row " " cell " |"

@@ -25,8 +25,7 @@ static void usage(FILE *f) {
 static void track_label(char *buf, size_t n, const trace_summary *s, const trace_track_stat *t) {
   bool multi = s->ntracks && s->tracks[0].pid != s->tracks[s->ntracks - 1].pid;
   char pid[32] = "";
-  if (multi)
-    snprintf(pid, sizeof pid, "pid %" PRId64 " ", t->pid);
+  if (multi) snprintf(pid, sizeof pid, "pid %" PRId64 " ", t->pid);
   if (t->name)
     snprintf(buf, n, "%s%s", pid, t->name);
   else
@@ -36,12 +35,10 @@ static void track_label(char *buf, size_t n, const trace_summary *s, const trace
 static void print_summary(const char *path, const trace_summary *s) {
   char label[96];
   printf("trace %s\n", path);
-  printf("  span %.3f us; %zu tracks, %" PRIu64 " slices, %" PRIu64 " tasks, %" PRIu64
-         " blocks\n",
+  printf("  span %.3f us; %zu tracks, %" PRIu64 " slices, %" PRIu64 " tasks, %" PRIu64 " blocks\n",
          s->span_us, s->ntracks, s->slices, s->tasks, s->blocks);
   if (s->dup_blocks)
-    printf("  warning: %" PRIu64 " block slices repeat an earlier (task, block)\n",
-           s->dup_blocks);
+    printf("  warning: %" PRIu64 " block slices repeat an earlier (task, block)\n", s->dup_blocks);
   printf("  utilisation (busy time / span of the track's process):\n");
   for (size_t i = 0; i < s->ntracks; i++) {
     const trace_track_stat *t = &s->tracks[i];
@@ -51,8 +48,7 @@ static void print_summary(const char *path, const trace_summary *s) {
            t->slices);
   }
   printf("  longest idle gaps%s:\n", s->gaps_on_cores ? " on cores" : "");
-  if (!s->ngaps)
-    printf("    none\n");
+  if (!s->ngaps) printf("    none\n");
   for (int g = 0; g < s->ngaps; g++) {
     track_label(label, sizeof label, s, &s->tracks[s->gaps[g].track]);
     printf("    %d. %-28s %12.3f us idle from +%.3f us\n", g + 1, label, s->gaps[g].dur_us,
@@ -88,8 +84,9 @@ int pto_cmd_trace(int argc, char **argv) {
     }
     int rc = trace_merge((const char *const *)argv + 3, argc - 3, argv[2]);
     if (rc) {
-      fprintf(stderr, "pto trace: merging into %s failed: %s: %s\n", argv[2],
-              pto_status_name(rc), pto_strerror(rc));
+      fprintf(stderr, "pto trace: merging into %s failed: %s\n", argv[2],
+              rc == PTO_EINVAL ? "an input is not a trace, or two inputs show the same rank"
+                               : pto_strerror(rc));
       return 1;
     }
     printf("merged %d files into %s\n", argc - 3, argv[2]);

@@ -18,7 +18,8 @@
  * (pto_args_scalar_f32 on the orchestration side).
  *
  * Output views may alias inputs only when they are the identical view
- * (in-place elementwise, softmax); matmul outputs must not alias inputs. */
+ * (in-place elementwise, softmax); a matmul output overlapping an input is
+ * refused with PTO_EINVAL. */
 #ifndef PTO_KERNELS_H
 #define PTO_KERNELS_H
 

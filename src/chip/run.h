@@ -92,7 +92,8 @@ typedef struct dep_node {
 typedef struct ready_queue {
   pthread_mutex_t lock;
   task **items;
-  uint32_t cap, head, count;
+  uint32_t cap, head;
+  _Atomic uint32_t count; /* written under lock; peeked without it */
 } ready_queue;
 
 /* What a core runs: written by its scheduler before `dispatched` moves. */

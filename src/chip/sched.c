@@ -26,19 +26,22 @@ void ready_queue_init(ready_queue *q, uint32_t cap, task **storage) {
   pthread_mutex_init(&q->lock, NULL);
   q->items = storage;
   q->cap = cap;
-  q->head = q->count = 0;
+  q->head = 0;
+  atomic_init(&q->count, 0);
 }
 
 static void rq_push(ready_queue *q, task *t) {
   pthread_mutex_lock(&q->lock);
-  q->items[(q->head + q->count) % q->cap] = t;
-  q->count++;
+  uint32_t n = atomic_load_explicit(&q->count, memory_order_relaxed);
+  q->items[(q->head + n) % q->cap] = t;
+  /* relaxed: the lock orders the items; the count is also peeked unlocked */
+  atomic_store_explicit(&q->count, n + 1, memory_order_relaxed);
   pthread_mutex_unlock(&q->lock);
 }
 
 static void rq_pop_locked(ready_queue *q) {
   q->head = (q->head + 1) % q->cap;
-  q->count--;
+  atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed); /* under the lock */
 }
 
 /* Claims up to `max` blocks from the head of q, across tasks; returns how
@@ -46,7 +49,7 @@ static void rq_pop_locked(ready_queue *q) {
 static int rq_claim(ready_queue *q, int max, task **ts, int32_t *blocks) {
   int n = 0;
   pthread_mutex_lock(&q->lock);
-  while (n < max && q->count > 0) {
+  while (n < max && atomic_load_explicit(&q->count, memory_order_relaxed) > 0) {
     task *t = q->items[q->head];
     while (n < max && t->next_block < t->block_num) {
       ts[n] = t;
@@ -130,9 +133,12 @@ void sched_make_ready(pto_run *r, task *t) {
 }
 
 void sched_task_done_unit(pto_run *r, task *t, int units) {
+  /* read first: once our units count, another thread may complete t and the
+   * orchestrator may recycle the slot */
+  int total = t->units_total;
   /* acq_rel: the last unit's thread sees every other block's writes */
   int done = atomic_fetch_add_explicit(&t->units_done, units, memory_order_acq_rel) + units;
-  if (done == t->units_total) complete_task(r, t);
+  if (done == total) complete_task(r, t);
 }
 
 static bool poll_completions(sched *s) {
@@ -233,7 +239,7 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   pto_run *r = s->run;
   ready_queue *q = &r->queues[sh];
   /* racy peek; a miss is caught on the next wake (ready_gen) */
-  if (__atomic_load_n(&q->count, __ATOMIC_RELAXED) == 0) return false;
+  if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return false;
   core *spots[3 * 64];
   int per = shape_aic(sh) + shape_aiv(sh);
   int max = (int)(sizeof spots / sizeof spots[0]) / per;
@@ -324,10 +330,10 @@ static const drain_ops ops = {op_capacity, op_stage, op_launch, op_run_ended};
 static bool dispatch_sync(sched *s) {
   pto_run *r = s->run;
   ready_queue *q = &r->sync_queue;
-  if (__atomic_load_n(&q->count, __ATOMIC_RELAXED) == 0) return false;
+  if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return false;
   bool did = false;
   pthread_mutex_lock(&q->lock);
-  if (q->count > 0) {
+  if (atomic_load_explicit(&q->count, memory_order_relaxed) > 0) {
     task *t = q->items[q->head];
     if (gang_capacity(s, t) >= t->block_num) {
       rq_pop_locked(q);

@@ -10,7 +10,7 @@ static bool queues_nonempty(pto_run *r, task **head) {
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     pthread_mutex_lock(&rq->lock);
-    bool any = rq->count > 0;
+    bool any = atomic_load_explicit(&rq->count, memory_order_relaxed) > 0;
     if (any) *head = rq->items[rq->head];
     pthread_mutex_unlock(&rq->lock);
     if (any) return true;

@@ -26,8 +26,8 @@ typedef struct trace_event {
   int64_t task;    /* < 0: none */
   int64_t val;     /* trace_slice_arg's value, or the instant's arg */
   uint32_t deps_off, ndeps;
-  int32_t block;   /* < 0: none */
-  char ph;         /* 'X' or 'i' */
+  int32_t block; /* < 0: none */
+  char ph;       /* 'X' or 'i' */
 } trace_event;
 
 typedef struct trace_trk {
@@ -49,8 +49,7 @@ struct pto_trace {
 
 pto_trace *trace_create(int pid, const char *process_name) {
   pto_trace *t = calloc(1, sizeof *t);
-  if (!t)
-    return NULL;
+  if (!t) return NULL;
   t->pid = pid;
   t->process_name = strdup(process_name ? process_name : "pto");
   if (!t->process_name) {
@@ -61,29 +60,25 @@ pto_trace *trace_create(int pid, const char *process_name) {
 }
 
 int trace_track(pto_trace *t, const char *name) {
-  if (!t)
-    return -1;
+  if (!t) return -1;
   if (t->ntracks == t->cap) {
     int cap = t->cap ? 2 * t->cap : 16;
     trace_trk *tr = realloc(t->tracks, (size_t)cap * sizeof *tr);
-    if (!tr)
-      return -1;
+    if (!tr) return -1;
     t->tracks = tr;
     t->cap = cap;
   }
   trace_trk *k = &t->tracks[t->ntracks];
   memset(k, 0, sizeof *k);
   k->name = strdup(name ? name : "track");
-  if (!k->name)
-    return -1;
+  if (!k->name) return -1;
   return t->ntracks++;
 }
 
 /* Next free event of a track, or NULL (counted as dropped) when the buffer
  * cannot grow: a trace must never fail the run it observes. */
 static trace_event *trk_push(pto_trace *t, int track) {
-  if (!t || track < 0 || track >= t->ntracks)
-    return NULL;
+  if (!t || track < 0 || track >= t->ntracks) return NULL;
   trace_trk *k = &t->tracks[track];
   if (k->n == k->cap) {
     size_t cap = k->cap ? 2 * k->cap : TRACE_FIRST_CAP;
@@ -103,8 +98,8 @@ static trace_event *trk_push(pto_trace *t, int track) {
   return e;
 }
 
-static void fill_slice(trace_event *e, const char *name, const char *cat, uint64_t t0,
-                       uint64_t t1, int64_t task, int32_t block) {
+static void fill_slice(trace_event *e, const char *name, const char *cat, uint64_t t0, uint64_t t1,
+                       int64_t task, int32_t block) {
   e->ph = 'X';
   e->name = name;
   e->cat = cat;
@@ -117,19 +112,15 @@ static void fill_slice(trace_event *e, const char *name, const char *cat, uint64
 void trace_slice(pto_trace *t, int track, const char *name, const char *cat, uint64_t t0_ns,
                  uint64_t t1_ns, int64_t task, int32_t block) {
   trace_event *e = trk_push(t, track);
-  if (e)
-    fill_slice(e, name, cat, t0_ns, t1_ns, task, block);
+  if (e) fill_slice(e, name, cat, t0_ns, t1_ns, task, block);
 }
 
-void trace_slice_deps(pto_trace *t, int track, const char *name, const char *cat,
-                      uint64_t t0_ns, uint64_t t1_ns, int64_t task, int32_t block,
-                      const int64_t *deps, int ndeps) {
+void trace_slice_deps(pto_trace *t, int track, const char *name, const char *cat, uint64_t t0_ns,
+                      uint64_t t1_ns, int64_t task, int32_t block, const int64_t *deps, int ndeps) {
   trace_event *e = trk_push(t, track);
-  if (!e)
-    return;
+  if (!e) return;
   fill_slice(e, name, cat, t0_ns, t1_ns, task, block);
-  if (ndeps <= 0 || !deps)
-    return;
+  if (ndeps <= 0 || !deps) return;
   trace_trk *k = &t->tracks[track];
   if (k->ndeps + (size_t)ndeps > UINT32_MAX) { /* deps_off is 32-bit */
     k->dropped++;
@@ -157,8 +148,7 @@ void trace_slice_deps(pto_trace *t, int track, const char *name, const char *cat
 void trace_slice_arg(pto_trace *t, int track, const char *name, const char *cat, uint64_t t0_ns,
                      uint64_t t1_ns, int64_t task, int32_t block, const char *key, int64_t val) {
   trace_event *e = trk_push(t, track);
-  if (!e)
-    return;
+  if (!e) return;
   fill_slice(e, name, cat, t0_ns, t1_ns, task, block);
   e->key = key;
   e->val = val;
@@ -167,16 +157,14 @@ void trace_slice_arg(pto_trace *t, int track, const char *name, const char *cat,
 void trace_instant(pto_trace *t, int track, const char *name, const char *cat, uint64_t ts_ns,
                    int64_t arg) {
   trace_event *e = trk_push(t, track);
-  if (!e)
-    return;
+  if (!e) return;
   fill_slice(e, name, cat, ts_ns, ts_ns, -1, -1);
   e->ph = 'i';
   e->val = arg;
 }
 
 void trace_set_origin(pto_trace *t, uint64_t origin_ns) {
-  if (t)
-    t->origin = origin_ns;
+  if (t) t->origin = origin_ns;
 }
 
 uint64_t trace_dropped(const pto_trace *t) {
@@ -194,16 +182,15 @@ static void put_us(FILE *f, uint64_t ns) {
 /* Every event after the first is preceded by ",\n", so the list never ends
  * in a comma whatever is empty. */
 static void put_sep(FILE *f, bool *first) {
-  if (!*first)
-    fputs(",\n", f);
+  if (!*first) fputs(",\n", f);
   *first = false;
 }
 
 static void put_meta(FILE *f, bool *first, int pid, int tid, const char *what, const char *key,
                      const char *sval, int ival) {
   put_sep(f, first);
-  fprintf(f, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"ts\":0,\"args\":{\"%s\":",
-          what, pid, tid, key);
+  fprintf(f, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"ts\":0,\"args\":{\"%s\":", what,
+          pid, tid, key);
   if (sval)
     trace_json_write_str(f, sval);
   else
@@ -255,21 +242,18 @@ static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid
 }
 
 int trace_write(const pto_trace *t, const char *path) {
-  if (!t || !path)
-    return PTO_EINVAL;
+  if (!t || !path) return PTO_EINVAL;
   uint64_t origin = UINT64_MAX;
   for (int i = 0; i < t->ntracks; i++)
     for (size_t j = 0; j < t->tracks[i].n; j++)
-      if (t->tracks[i].ev[j].t0 < origin)
-        origin = t->tracks[i].ev[j].t0;
+      if (t->tracks[i].ev[j].t0 < origin) origin = t->tracks[i].ev[j].t0;
   if (origin == UINT64_MAX)
     origin = t->origin;
   else if (t->origin && t->origin <= origin)
     origin = t->origin;
 
   FILE *f = fopen(path, "w");
-  if (!f)
-    return PTO_ESYSTEM;
+  if (!f) return PTO_ESYSTEM;
   setvbuf(f, NULL, _IOFBF, 1 << 16);
   int pid = t->pid + 1;
   bool first = true;
@@ -293,16 +277,13 @@ int trace_write(const pto_trace *t, const char *path) {
           "\",\"dropped_events\":%" PRIu64 "}}\n",
           origin, dropped);
   int rc = ferror(f) ? PTO_ESYSTEM : 0;
-  if (fclose(f) != 0)
-    rc = PTO_ESYSTEM;
-  if (rc == 0 && dropped)
-    rc = PTO_ENOMEM;
+  if (fclose(f) != 0) rc = PTO_ESYSTEM;
+  if (rc == 0 && dropped) rc = PTO_ENOMEM;
   return rc;
 }
 
 void trace_destroy(pto_trace *t) {
-  if (!t)
-    return;
+  if (!t) return;
   for (int i = 0; i < t->ntracks; i++) {
     free(t->tracks[i].name);
     free(t->tracks[i].ev);

@@ -36,9 +36,8 @@ void trace_slice(pto_trace *t, int track, const char *name, const char *cat, uin
  * task, on any slice carrying its id: the orchestrator's "submit" slice is
  * the natural place (dummy tasks included), or the first block slice.
  * deps is copied. */
-void trace_slice_deps(pto_trace *t, int track, const char *name, const char *cat,
-                      uint64_t t0_ns, uint64_t t1_ns, int64_t task, int32_t block,
-                      const int64_t *deps, int ndeps);
+void trace_slice_deps(pto_trace *t, int track, const char *name, const char *cat, uint64_t t0_ns,
+                      uint64_t t1_ns, int64_t task, int32_t block, const int64_t *deps, int ndeps);
 /* trace_slice plus one named integer argument (e.g. key "peer" on a "comm"
  * slice); key must outlive the trace. */
 void trace_slice_arg(pto_trace *t, int track, const char *name, const char *cat, uint64_t t0_ns,

@@ -14,7 +14,7 @@
 #include "pto/status.h"
 
 #define TJ_MAX_DEPTH 128
-#define TJ_CHUNK (1u << 20)
+#define TJ_CHUNK     (1u << 20)
 
 typedef struct tj_chunk {
   struct tj_chunk *next;
@@ -52,13 +52,11 @@ typedef struct tj_parser {
 /* align: 1 for strings, sizeof(max_align_t) for values. */
 static void *arena_alloc(trace_json_doc *d, size_t n, size_t align) {
   tj_chunk *c = d->chunks;
-  if (c)
-    c->used = (c->used + align - 1) / align * align;
+  if (c) c->used = (c->used + align - 1) / align * align;
   if (!c || c->used > c->cap || c->cap - c->used < n) {
     size_t cap = n > TJ_CHUNK ? n : TJ_CHUNK;
     c = malloc(sizeof *c + cap);
-    if (!c)
-      return NULL;
+    if (!c) return NULL;
     c->cap = cap;
     c->used = 0;
     c->next = d->chunks;
@@ -70,16 +68,15 @@ static void *arena_alloc(trace_json_doc *d, size_t n, size_t align) {
 }
 
 static int fail(tj_parser *ps, int rc, const char *fmt, ...) {
-  if (ps->rc)
-    return ps->rc;
+  if (ps->rc) return ps->rc;
   ps->rc = rc;
   if (ps->err && ps->errlen) {
     /* Say where, as a line number: trace files have one event per line. */
     size_t line = 1;
     for (const char *q = ps->begin; q < ps->p && q < ps->end; q++)
       line += *q == '\n';
-    int k = snprintf(ps->err, ps->errlen, "line %zu (byte %zu): ", line,
-                     (size_t)(ps->p - ps->begin));
+    int k =
+        snprintf(ps->err, ps->errlen, "line %zu (byte %zu): ", line, (size_t)(ps->p - ps->begin));
     if (k >= 0 && (size_t)k < ps->errlen) {
       va_list ap;
       va_start(ap, fmt);
@@ -99,8 +96,7 @@ static int push(tj_parser *ps, const trace_json *v) {
   if (ps->sn == ps->scap) {
     size_t cap = ps->scap ? 2 * ps->scap : 256;
     trace_json *s = realloc(ps->stack, cap * sizeof *s);
-    if (!s)
-      return fail(ps, PTO_ENOMEM, "out of memory");
+    if (!s) return fail(ps, PTO_ENOMEM, "out of memory");
     ps->stack = s;
     ps->scap = cap;
   }
@@ -109,8 +105,7 @@ static int push(tj_parser *ps, const trace_json *v) {
 }
 
 static int hex4(tj_parser *ps, unsigned *out) {
-  if (ps->end - ps->p < 4)
-    return fail(ps, PTO_EINVAL, "truncated \\u escape");
+  if (ps->end - ps->p < 4) return fail(ps, PTO_EINVAL, "truncated \\u escape");
   unsigned v = 0;
   for (int i = 0; i < 4; i++) {
     char c = *ps->p++;
@@ -165,11 +160,9 @@ static const char *intern(tj_parser *ps, const char *s, size_t n) {
   if (2 * (in->n + 1) > in->cap) {
     size_t cap = in->cap ? 2 * in->cap : 256;
     const char **slot = calloc(cap, sizeof *slot);
-    if (!slot)
-      return NULL;
+    if (!slot) return NULL;
     for (size_t i = 0; i < in->cap; i++) {
-      if (!in->slot[i])
-        continue;
+      if (!in->slot[i]) continue;
       size_t j = str_hash(in->slot[i], strlen(in->slot[i])) & (cap - 1);
       while (slot[j])
         j = (j + 1) & (cap - 1);
@@ -181,11 +174,9 @@ static const char *intern(tj_parser *ps, const char *s, size_t n) {
   }
   size_t j = str_hash(s, n) & (in->cap - 1);
   for (; in->slot[j]; j = (j + 1) & (in->cap - 1))
-    if (strncmp(in->slot[j], s, n) == 0 && in->slot[j][n] == '\0')
-      return in->slot[j];
+    if (strncmp(in->slot[j], s, n) == 0 && in->slot[j][n] == '\0') return in->slot[j];
   char *c = arena_alloc(ps->doc, n + 1, 1);
-  if (!c)
-    return NULL;
+  if (!c) return NULL;
   memcpy(c, s, n);
   c[n] = '\0';
   in->slot[j] = c;
@@ -207,8 +198,7 @@ static int parse_str(tj_parser *ps, const char **out) {
     }
     q++;
   }
-  if (q >= ps->end)
-    return fail(ps, PTO_EINVAL, "unterminated string");
+  if (q >= ps->end) return fail(ps, PTO_EINVAL, "unterminated string");
   if (plain && q - ps->p <= TJ_INTERN_MAX) {
     if (!(*out = intern(ps, ps->p, (size_t)(q - ps->p))))
       return fail(ps, PTO_ENOMEM, "out of memory");
@@ -216,13 +206,11 @@ static int parse_str(tj_parser *ps, const char **out) {
     return 0;
   }
   char *o = arena_alloc(ps->doc, (size_t)(q - ps->p) + 1, 1);
-  if (!o)
-    return fail(ps, PTO_ENOMEM, "out of memory");
+  if (!o) return fail(ps, PTO_ENOMEM, "out of memory");
   *out = o;
   while (*ps->p != '"') {
     unsigned char c = (unsigned char)*ps->p++;
-    if (c < 0x20)
-      return fail(ps, PTO_EINVAL, "control character in string");
+    if (c < 0x20) return fail(ps, PTO_EINVAL, "control character in string");
     if (c != '\\') {
       *o++ = (char)c;
       continue;
@@ -239,15 +227,13 @@ static int parse_str(tj_parser *ps, const char **out) {
     case 't': *o++ = '\t'; break;
     case 'u': {
       unsigned cp;
-      if (hex4(ps, &cp))
-        return ps->rc;
+      if (hex4(ps, &cp)) return ps->rc;
       if (cp >= 0xD800 && cp < 0xDC00) {
         unsigned lo;
         if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u')
           return fail(ps, PTO_EINVAL, "unpaired surrogate in \\u escape");
         ps->p += 2;
-        if (hex4(ps, &lo))
-          return ps->rc;
+        if (hex4(ps, &lo)) return ps->rc;
         if (lo < 0xDC00 || lo > 0xDFFF)
           return fail(ps, PTO_EINVAL, "bad low surrogate in \\u escape");
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
@@ -258,9 +244,7 @@ static int parse_str(tj_parser *ps, const char **out) {
       o += put_utf8(o, cp);
       break;
     }
-    default:
-      ps->p--;
-      return fail(ps, PTO_EINVAL, "bad escape '\\%c' in string", c);
+    default: ps->p--; return fail(ps, PTO_EINVAL, "bad escape '\\%c' in string", c);
     }
   }
   ps->p++;
@@ -270,24 +254,20 @@ static int parse_str(tj_parser *ps, const char **out) {
 
 static int parse_num(tj_parser *ps, double *out) {
   const char *s = ps->p;
-  if (s < ps->end && *s == '-')
-    s++;
-  if (s >= ps->end || *s < '0' || *s > '9')
-    return fail(ps, PTO_EINVAL, "bad number");
+  if (s < ps->end && *s == '-') s++;
+  if (s >= ps->end || *s < '0' || *s > '9') return fail(ps, PTO_EINVAL, "bad number");
   while (s < ps->end && ((*s >= '0' && *s <= '9') || *s == '.' || *s == 'e' || *s == 'E' ||
                          *s == '+' || *s == '-'))
     s++;
   char tmp[64];
   size_t n = (size_t)(s - ps->p);
-  if (n >= sizeof tmp)
-    return fail(ps, PTO_EINVAL, "number too long");
+  if (n >= sizeof tmp) return fail(ps, PTO_EINVAL, "number too long");
   memcpy(tmp, ps->p, n);
   tmp[n] = '\0';
   char *e;
   errno = 0;
   *out = strtod(tmp, &e);
-  if (e != tmp + n)
-    return fail(ps, PTO_EINVAL, "bad number '%s'", tmp);
+  if (e != tmp + n) return fail(ps, PTO_EINVAL, "bad number '%s'", tmp);
   ps->p = s;
   return 0;
 }
@@ -312,19 +292,15 @@ static int parse_container(tj_parser *ps, trace_json *v, bool obj) {
       if (obj) {
         if (ps->p >= ps->end || *ps->p != '"')
           return fail(ps, PTO_EINVAL, "expected a member name");
-        if (parse_str(ps, &child.key))
-          return ps->rc;
+        if (parse_str(ps, &child.key)) return ps->rc;
         skip_ws(ps);
-        if (ps->p >= ps->end || *ps->p != ':')
-          return fail(ps, PTO_EINVAL, "expected ':'");
+        if (ps->p >= ps->end || *ps->p != ':') return fail(ps, PTO_EINVAL, "expected ':'");
         ps->p++;
       }
       const char *key = child.key;
-      if (parse_value(ps, &child))
-        return ps->rc;
+      if (parse_value(ps, &child)) return ps->rc;
       child.key = key;
-      if (push(ps, &child))
-        return ps->rc;
+      if (push(ps, &child)) return ps->rc;
       skip_ws(ps);
       if (ps->p < ps->end && *ps->p == ',') {
         ps->p++;
@@ -338,15 +314,13 @@ static int parse_container(tj_parser *ps, trace_json *v, bool obj) {
     }
   }
   size_t n = ps->sn - base;
-  if (n > UINT32_MAX)
-    return fail(ps, PTO_EINVAL, "container too large");
+  if (n > UINT32_MAX) return fail(ps, PTO_EINVAL, "container too large");
   v->type = obj ? TJ_OBJ : TJ_ARR;
   v->n = (uint32_t)n;
   v->u.items = NULL;
   if (n) {
     v->u.items = arena_alloc(ps->doc, n * sizeof(trace_json), sizeof(max_align_t));
-    if (!v->u.items)
-      return fail(ps, PTO_ENOMEM, "out of memory");
+    if (!v->u.items) return fail(ps, PTO_ENOMEM, "out of memory");
     memcpy(v->u.items, ps->stack + base, n * sizeof(trace_json));
   }
   ps->sn = base;
@@ -365,16 +339,11 @@ static int literal(tj_parser *ps, const char *word) {
 static int parse_value(tj_parser *ps, trace_json *v) {
   skip_ws(ps);
   v->key = NULL;
-  if (ps->p >= ps->end)
-    return fail(ps, PTO_EINVAL, "unexpected end of input");
+  if (ps->p >= ps->end) return fail(ps, PTO_EINVAL, "unexpected end of input");
   switch (*ps->p) {
-  case '{':
-    return parse_container(ps, v, true);
-  case '[':
-    return parse_container(ps, v, false);
-  case '"':
-    v->type = TJ_STR;
-    return parse_str(ps, &v->u.str);
+  case '{': return parse_container(ps, v, true);
+  case '[': return parse_container(ps, v, false);
+  case '"': v->type = TJ_STR; return parse_str(ps, &v->u.str);
   case 't':
     v->type = TJ_BOOL;
     v->u.b = true;
@@ -383,29 +352,21 @@ static int parse_value(tj_parser *ps, trace_json *v) {
     v->type = TJ_BOOL;
     v->u.b = false;
     return literal(ps, "false");
-  case 'n':
-    v->type = TJ_NULL;
-    return literal(ps, "null");
-  default:
-    v->type = TJ_NUM;
-    return parse_num(ps, &v->u.num);
+  case 'n': v->type = TJ_NULL; return literal(ps, "null");
+  default: v->type = TJ_NUM; return parse_num(ps, &v->u.num);
   }
 }
 
-int trace_json_parse(const char *text, size_t len, trace_json_doc **out, char *err,
-                     size_t errlen) {
+int trace_json_parse(const char *text, size_t len, trace_json_doc **out, char *err, size_t errlen) {
   *out = NULL;
-  if (err && errlen)
-    err[0] = '\0';
+  if (err && errlen) err[0] = '\0';
   trace_json_doc *d = calloc(1, sizeof *d);
-  if (!d)
-    return PTO_ENOMEM;
-  tj_parser ps = {.p = text, .begin = text, .end = text + len, .doc = d, .err = err,
-                  .errlen = errlen};
+  if (!d) return PTO_ENOMEM;
+  tj_parser ps = {
+      .p = text, .begin = text, .end = text + len, .doc = d, .err = err, .errlen = errlen};
   if (parse_value(&ps, &d->root) == 0) {
     skip_ws(&ps);
-    if (ps.p != ps.end)
-      fail(&ps, PTO_EINVAL, "trailing data after the JSON value");
+    if (ps.p != ps.end) fail(&ps, PTO_EINVAL, "trailing data after the JSON value");
   }
   free(ps.stack);
   free(ps.strs.slot);
@@ -421,16 +382,14 @@ int trace_json_load(const char *path, trace_json_doc **out, char *err, size_t er
   *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) {
-    if (err && errlen)
-      snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    if (err && errlen) snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     return PTO_ESYSTEM;
   }
   /* One allocation when the size is known; growth covers pipes. */
   size_t cap = 1 << 16, n = 0;
   if (fseek(f, 0, SEEK_END) == 0) {
     long sz = ftell(f);
-    if (sz > 0)
-      cap = (size_t)sz + 1;
+    if (sz > 0) cap = (size_t)sz + 1;
     rewind(f);
   }
   char *buf = malloc(cap);
@@ -450,8 +409,7 @@ int trace_json_load(const char *path, trace_json_doc **out, char *err, size_t er
     if (k == 0) {
       if (ferror(f)) {
         rc = PTO_ESYSTEM;
-        if (err && errlen)
-          snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        if (err && errlen) snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
       }
       break;
     }
@@ -466,8 +424,7 @@ int trace_json_load(const char *path, trace_json_doc **out, char *err, size_t er
 }
 
 void trace_json_free(trace_json_doc *d) {
-  if (!d)
-    return;
+  if (!d) return;
   for (tj_chunk *c = d->chunks, *next; c; c = next) {
     next = c->next;
     free(c);
@@ -475,23 +432,18 @@ void trace_json_free(trace_json_doc *d) {
   free(d);
 }
 
-const trace_json *trace_json_root(const trace_json_doc *d) {
-  return d ? &d->root : NULL;
-}
+const trace_json *trace_json_root(const trace_json_doc *d) { return d ? &d->root : NULL; }
 
 const trace_json *trace_json_get(const trace_json *obj, const char *key) {
-  if (!obj || obj->type != TJ_OBJ)
-    return NULL;
+  if (!obj || obj->type != TJ_OBJ) return NULL;
   for (uint32_t i = 0; i < obj->n; i++)
-    if (strcmp(obj->u.items[i].key, key) == 0)
-      return &obj->u.items[i];
+    if (strcmp(obj->u.items[i].key, key) == 0) return &obj->u.items[i];
   return NULL;
 }
 
 bool trace_json_num(const trace_json *obj, const char *key, double *out) {
   const trace_json *v = trace_json_get(obj, key);
-  if (!v || v->type != TJ_NUM)
-    return false;
+  if (!v || v->type != TJ_NUM) return false;
   *out = v->u.num;
   return true;
 }
@@ -529,8 +481,7 @@ void trace_json_write_num(FILE *f, double x) {
   }
   char b[40];
   snprintf(b, sizeof b, "%.15g", x);
-  if (strtod(b, NULL) != x)
-    snprintf(b, sizeof b, "%.17g", x);
+  if (strtod(b, NULL) != x) snprintf(b, sizeof b, "%.17g", x);
   fputs(b, f);
 }
 
@@ -544,8 +495,7 @@ void trace_json_write(FILE *f, const trace_json *v) {
   case TJ_OBJ:
     fputc(v->type == TJ_OBJ ? '{' : '[', f);
     for (uint32_t i = 0; i < v->n; i++) {
-      if (i)
-        fputc(',', f);
+      if (i) fputc(',', f);
       if (v->type == TJ_OBJ) {
         trace_json_write_str(f, v->u.items[i].key);
         fputc(':', f);

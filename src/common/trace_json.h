@@ -26,9 +26,9 @@ typedef struct trace_json trace_json;
 struct trace_json {
   const char *key; /* member name when this value is an object member */
   union {
-    double num;      /* TJ_NUM */
-    bool b;          /* TJ_BOOL */
-    const char *str; /* TJ_STR: NUL-terminated UTF-8 (may hold \u0000 as a cut) */
+    double num;        /* TJ_NUM */
+    bool b;            /* TJ_BOOL */
+    const char *str;   /* TJ_STR: NUL-terminated UTF-8 (may hold \u0000 as a cut) */
     trace_json *items; /* TJ_ARR, TJ_OBJ: n values (members carry key) */
   } u;
   uint32_t n;
@@ -39,8 +39,7 @@ typedef struct trace_json_doc trace_json_doc;
 
 /* Parses text[0..len). Returns 0, PTO_EINVAL (syntax; err says where) or
  * PTO_ENOMEM. */
-int trace_json_parse(const char *text, size_t len, trace_json_doc **out, char *err,
-                     size_t errlen);
+int trace_json_parse(const char *text, size_t len, trace_json_doc **out, char *err, size_t errlen);
 /* Reads and parses a file; PTO_ESYSTEM when it cannot be read. */
 int trace_json_load(const char *path, trace_json_doc **out, char *err, size_t errlen);
 void trace_json_free(trace_json_doc *d);

@@ -24,8 +24,7 @@ static void *vec_push(vec *v) {
   if (v->n == v->cap) {
     size_t cap = v->cap ? 2 * v->cap : 64;
     void *p = realloc(v->p, cap * v->size);
-    if (!p)
-      return NULL;
+    if (!p) return NULL;
     v->p = p;
     v->cap = cap;
   }
@@ -34,8 +33,7 @@ static void *vec_push(vec *v) {
 
 /* qsort and bsearch with n == 0 may get a NULL array, which they must not. */
 static void sort(void *p, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
-  if (n > 1)
-    qsort(p, n, size, cmp);
+  if (n > 1) qsort(p, n, size, cmp);
 }
 
 static void *find(const void *key, const void *p, size_t n, size_t size,
@@ -60,15 +58,13 @@ static bool is_int(double x) {
 /* An integer member of the event's args, or false. */
 static bool arg_int(const trace_json *ev, const char *key, int64_t *out) {
   double x;
-  if (!trace_json_num(trace_json_get(ev, "args"), key, &x) || !is_int(x))
-    return false;
+  if (!trace_json_num(trace_json_get(ev, "args"), key, &x) || !is_int(x)) return false;
   *out = (int64_t)x;
   return true;
 }
 
 static const trace_json *event_array(const trace_json *root) {
-  if (root && root->type == TJ_ARR)
-    return root; /* the bare-array form of the format */
+  if (root && root->type == TJ_ARR) return root; /* the bare-array form of the format */
   const trace_json *e = trace_json_get(root, "traceEvents");
   return e && e->type == TJ_ARR ? e : NULL;
 }
@@ -81,8 +77,7 @@ typedef struct pair {
 
 static int pair_cmp(const void *x, const void *y) {
   const pair *p = x, *q = y;
-  if (p->a != q->a)
-    return p->a < q->a ? -1 : 1;
+  if (p->a != q->a) return p->a < q->a ? -1 : 1;
   return p->b < q->b ? -1 : p->b > q->b;
 }
 
@@ -93,19 +88,16 @@ static bool pair_has(const vec *v, int64_t a, int64_t b) {
 
 static int pair_add(vec *v, int64_t a, int64_t b) {
   pair *p = vec_push(v);
-  if (!p)
-    return PTO_ENOMEM;
+  if (!p) return PTO_ENOMEM;
   p->a = a;
   p->b = b;
   return 0;
 }
 
 int trace_validate(const trace_json *root, char *err, size_t errlen) {
-  if (!root || root->type != TJ_OBJ)
-    return verr(err, errlen, "the trace is not a JSON object");
+  if (!root || root->type != TJ_OBJ) return verr(err, errlen, "the trace is not a JSON object");
   const trace_json *evs = trace_json_get(root, "traceEvents");
-  if (!evs || evs->type != TJ_ARR)
-    return verr(err, errlen, "the trace has no traceEvents array");
+  if (!evs || evs->type != TJ_ARR) return verr(err, errlen, "the trace has no traceEvents array");
   vec threads = {.size = sizeof(pair)}, procs = {.size = sizeof(pair)},
       used = {.size = sizeof(pair)};
   int rc = 0;
@@ -117,8 +109,8 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
       rc = verr(err, errlen, "event %u is not an object", i);
     } else if (!ph || strlen(ph) != 1) {
       rc = verr(err, errlen, "event %u has no one-letter ph", i);
-    } else if (!trace_json_num(e, "pid", &pid) || !is_int(pid) ||
-               !trace_json_num(e, "tid", &tid) || !is_int(tid)) {
+    } else if (!trace_json_num(e, "pid", &pid) || !is_int(pid) || !trace_json_num(e, "tid", &tid) ||
+               !is_int(tid)) {
       rc = verr(err, errlen, "event %u (ph %s) lacks an integer pid or tid", i, ph);
     } else if (!trace_json_num(e, "ts", &ts) || !isfinite(ts) || ts < 0) {
       rc = verr(err, errlen, "event %u (ph %s) lacks a ts >= 0", i, ph);
@@ -143,11 +135,9 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
                  strcmp(trace_json_str(e, "cat"), "block") == 0) {
         int64_t task, block;
         if (!arg_int(e, "task", &task) || task < 0 || !arg_int(e, "block", &block) || block < 0)
-          rc = verr(err, errlen, "block slice %u (%s) lacks integer args task and block", i,
-                    name);
+          rc = verr(err, errlen, "block slice %u (%s) lacks integer args task and block", i, name);
       }
-      if (rc == 0)
-        rc = pair_add(&used, (int64_t)pid, (int64_t)tid);
+      if (rc == 0) rc = pair_add(&used, (int64_t)pid, (int64_t)tid);
     }
   }
   if (rc == 0) {
@@ -162,8 +152,7 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
         rc = verr(err, errlen, "pid %" PRId64 " has no process_name", u->a);
     }
   }
-  if (rc == PTO_ENOMEM)
-    verr(err, errlen, "out of memory");
+  if (rc == PTO_ENOMEM) verr(err, errlen, "out of memory");
   free(threads.p);
   free(procs.p);
   free(used.p);
@@ -181,10 +170,8 @@ typedef struct slice {
 
 static int slice_cmp(const void *x, const void *y) {
   const slice *p = x, *q = y;
-  if (p->pid != q->pid)
-    return p->pid < q->pid ? -1 : 1;
-  if (p->tid != q->tid)
-    return p->tid < q->tid ? -1 : 1;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+  if (p->tid != q->tid) return p->tid < q->tid ? -1 : 1;
   return p->ts < q->ts ? -1 : p->ts > q->ts;
 }
 
@@ -196,10 +183,8 @@ typedef struct be_ev {
 
 static int be_cmp(const void *x, const void *y) {
   const be_ev *p = x, *q = y;
-  if (p->pid != q->pid)
-    return p->pid < q->pid ? -1 : 1;
-  if (p->tid != q->tid)
-    return p->tid < q->tid ? -1 : 1;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+  if (p->tid != q->tid) return p->tid < q->tid ? -1 : 1;
   return p->idx < q->idx ? -1 : p->idx > q->idx; /* file order within a thread */
 }
 
@@ -212,8 +197,7 @@ typedef struct meta {
 
 static int meta_cmp(const void *x, const void *y) {
   const meta *p = x, *q = y;
-  if (p->pid != q->pid)
-    return p->pid < q->pid ? -1 : 1;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
   return p->tid < q->tid ? -1 : p->tid > q->tid;
 }
 
@@ -225,8 +209,7 @@ typedef struct task_rec {
 
 static int task_cmp(const void *x, const void *y) {
   const task_rec *p = x, *q = y;
-  if (p->pid != q->pid)
-    return p->pid < q->pid ? -1 : 1;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
   return p->task < q->task ? -1 : p->task > q->task;
 }
 
@@ -236,8 +219,7 @@ typedef struct edge {
 
 static int edge_cmp(const void *x, const void *y) {
   const edge *p = x, *q = y;
-  if (p->pid != q->pid)
-    return p->pid < q->pid ? -1 : 1;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
   return p->task < q->task ? -1 : p->task > q->task;
 }
 
@@ -250,24 +232,20 @@ static int block_cmp(const void *x, const void *y) {
   const int64_t a[4] = {p->pid, p->task, p->block, p->part};
   const int64_t b[4] = {q->pid, q->task, q->block, q->part};
   for (int i = 0; i < 4; i++)
-    if (a[i] != b[i])
-      return a[i] < b[i] ? -1 : 1;
+    if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
   return 0;
 }
 
 static int track_cmp(const void *x, const void *y) {
   const trace_track_stat *p = x, *q = y;
-  if (p->pid != q->pid)
-    return p->pid < q->pid ? -1 : 1;
-  if (p->sort != q->sort)
-    return p->sort < q->sort ? -1 : 1;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+  if (p->sort != q->sort) return p->sort < q->sort ? -1 : 1;
   return p->tid < q->tid ? -1 : p->tid > q->tid;
 }
 
 /* Keeps the TRACE_TOP_GAPS longest gaps, longest first. */
 static void gap_offer(trace_summary *s, size_t track, double start, double dur) {
-  if (dur <= 0)
-    return;
+  if (dur <= 0) return;
   int i;
   if (s->ngaps < TRACE_TOP_GAPS)
     i = s->ngaps++;
@@ -295,8 +273,7 @@ static int collect(const trace_json *evs, trace_summary *s, vec *slices, vec *me
     if (ph[0] == 'M' && name) {
       bool tname = strcmp(name, "thread_name") == 0;
       bool tsort = strcmp(name, "thread_sort_index") == 0;
-      if (!tname && !tsort)
-        continue;
+      if (!tname && !tsort) continue;
       meta *m = vec_push(metas);
       if (!m) {
         rc = PTO_ENOMEM;
@@ -310,11 +287,9 @@ static int collect(const trace_json *evs, trace_summary *s, vec *slices, vec *me
         m->sort = sort, m->has_sort = true;
       continue;
     }
-    if (!trace_json_num(e, "ts", &ts) || !isfinite(ts))
-      continue;
+    if (!trace_json_num(e, "ts", &ts) || !isfinite(ts)) continue;
     if (ph[0] == 'X') {
-      if (!trace_json_num(e, "dur", &dur) || !isfinite(dur) || dur < 0)
-        dur = 0;
+      if (!trace_json_num(e, "dur", &dur) || !isfinite(dur) || dur < 0) dur = 0;
       slice *sl = vec_push(slices);
       if (!sl) {
         rc = PTO_ENOMEM;
@@ -336,8 +311,7 @@ static int collect(const trace_json *evs, trace_summary *s, vec *slices, vec *me
     const be_ev *b = be.p;
     vec stack = {.size = sizeof(size_t)};
     for (size_t i = 0; i < be.n && rc == 0; i++) {
-      if (i && (b[i].pid != b[i - 1].pid || b[i].tid != b[i - 1].tid))
-        stack.n = 0;
+      if (i && (b[i].pid != b[i - 1].pid || b[i].tid != b[i - 1].tid)) stack.n = 0;
       const char *ph = trace_json_str(b[i].ev, "ph");
       if (ph[0] == 'B') {
         size_t *top = vec_push(&stack);
@@ -372,12 +346,10 @@ static int critical_path(trace_summary *s, const slice *sl, size_t n) {
   int rc = 0;
   for (size_t i = 0; i < n && rc == 0; i++) {
     int64_t task;
-    if (!arg_int(sl[i].ev, "task", &task))
-      continue;
+    if (!arg_int(sl[i].ev, "task", &task)) continue;
     const trace_json *deps = trace_json_get(trace_json_get(sl[i].ev, "args"), "deps");
     bool has_deps = deps && deps->type == TJ_ARR;
-    if (!sl[i].block && !has_deps)
-      continue;
+    if (!sl[i].block && !has_deps) continue;
     task_rec *r = vec_push(&recs);
     if (!r) {
       rc = PTO_ENOMEM;
@@ -385,8 +357,7 @@ static int critical_path(trace_summary *s, const slice *sl, size_t n) {
     }
     *r = (task_rec){sl[i].pid, task, sl[i].ts, sl[i].end, sl[i].block};
     for (uint32_t j = 0; has_deps && j < deps->n && rc == 0; j++) {
-      if (deps->u.items[j].type != TJ_NUM || !is_int(deps->u.items[j].u.num))
-        continue;
+      if (deps->u.items[j].type != TJ_NUM || !is_int(deps->u.items[j].u.num)) continue;
       edge *e = vec_push(&edges);
       if (!e)
         rc = PTO_ENOMEM;
@@ -394,8 +365,7 @@ static int critical_path(trace_summary *s, const slice *sl, size_t n) {
         *e = (edge){sl[i].pid, task, (int64_t)deps->u.items[j].u.num};
     }
   }
-  if (rc)
-    goto out;
+  if (rc) goto out;
   /* Group the records into tasks: span over block slices only. */
   sort(recs.p, recs.n, sizeof(task_rec), task_cmp);
   task_rec *r = recs.p;
@@ -403,10 +373,8 @@ static int critical_path(trace_summary *s, const slice *sl, size_t n) {
   for (size_t i = 0; i < recs.n; i++) {
     if (nt && r[nt - 1].pid == r[i].pid && r[nt - 1].task == r[i].task) {
       task_rec *t = &r[nt - 1];
-      if (r[i].block && (!t->block || r[i].ts < t->ts))
-        t->ts = r[i].ts;
-      if (r[i].block && (!t->block || r[i].end > t->end))
-        t->end = r[i].end;
+      if (r[i].block && (!t->block || r[i].ts < t->ts)) t->ts = r[i].ts;
+      if (r[i].block && (!t->block || r[i].end > t->end)) t->end = r[i].end;
       t->block |= r[i].block;
     } else {
       r[nt++] = r[i];
@@ -465,12 +433,10 @@ out:
  * must be unique. */
 static int count_blocks(trace_summary *s, slice *sl, size_t n) {
   block_key *k = malloc((n ? n : 1) * sizeof *k);
-  if (!k)
-    return PTO_ENOMEM;
+  if (!k) return PTO_ENOMEM;
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!sl[i].block)
-      continue;
+    if (!sl[i].block) continue;
     block_key b = {sl[i].pid, -1, -1, 0};
     arg_int(sl[i].ev, "task", &b.task);
     arg_int(sl[i].ev, "block", &b.block);
@@ -493,14 +459,11 @@ static int track_stats(trace_summary *s, const slice *sl, size_t n, const vec *m
   for (size_t i = 0; i < n; i++) {
     slice *sp = spans.n ? (slice *)spans.p + spans.n - 1 : NULL;
     if (!sp || sp->pid != sl[i].pid) {
-      if (!(sp = vec_push(&spans)))
-        goto oom;
+      if (!(sp = vec_push(&spans))) goto oom;
       *sp = sl[i];
     }
-    if (sl[i].ts < sp->ts)
-      sp->ts = sl[i].ts;
-    if (sl[i].end > sp->end)
-      sp->end = sl[i].end;
+    if (sl[i].ts < sp->ts) sp->ts = sl[i].ts;
+    if (sl[i].end > sp->end) sp->end = sl[i].end;
   }
   bool cores_only = s->blocks > 0;
   s->gaps_on_cores = cores_only;
@@ -510,20 +473,17 @@ static int track_stats(trace_summary *s, const slice *sl, size_t n, const vec *m
     while (span->pid != sl[i].pid)
       span++;
     trace_track_stat *t = vec_push(&tracks);
-    if (!t)
-      goto oom;
-    *t = (trace_track_stat){.pid = sl[i].pid, .tid = sl[i].tid, .sort = sl[i].tid,
-                            .span_us = span->end - span->ts};
+    if (!t) goto oom;
+    *t = (trace_track_stat){
+        .pid = sl[i].pid, .tid = sl[i].tid, .sort = sl[i].tid, .span_us = span->end - span->ts};
     meta key = {.pid = t->pid, .tid = t->tid};
     const meta *m = find(&key, metas->p, metas->n, sizeof key, meta_cmp);
     /* Several metadata events may name one thread: look at all of them. */
     while (m && m > (const meta *)metas->p && meta_cmp(m - 1, &key) == 0)
       m--;
     for (; m && m < (const meta *)metas->p + metas->n && meta_cmp(m, &key) == 0; m++) {
-      if (m->name)
-        t->name = m->name;
-      if (m->has_sort)
-        t->sort = m->sort;
+      if (m->name) t->name = m->name;
+      if (m->has_sort) t->sort = m->sort;
     }
     for (; j < n && sl[j].pid == sl[i].pid && sl[j].tid == sl[i].tid; j++) {
       t->slices++;
@@ -533,8 +493,7 @@ static int track_stats(trace_summary *s, const slice *sl, size_t n, const vec *m
     double cur = span->ts; /* end of the busy time so far */
     for (size_t k = i; k < j; k++) {
       if (sl[k].ts > cur) {
-        if (gaps)
-          gap_offer(s, tracks.n - 1, cur, sl[k].ts - cur);
+        if (gaps) gap_offer(s, tracks.n - 1, cur, sl[k].ts - cur);
         cur = sl[k].ts;
       }
       if (sl[k].end > cur) {
@@ -542,18 +501,15 @@ static int track_stats(trace_summary *s, const slice *sl, size_t n, const vec *m
         cur = sl[k].end;
       }
     }
-    if (gaps)
-      gap_offer(s, tracks.n - 1, cur, span->end - cur);
+    if (gaps) gap_offer(s, tracks.n - 1, cur, span->end - cur);
     i = j;
   }
   /* Display order is (pid, sort index, tid); the gaps name their tracks
    * by index, so look each one up again in the sorted copy ((pid, tid) is
    * unique, so the key is too). */
   trace_track_stat *tr = malloc((tracks.n ? tracks.n : 1) * sizeof *tr);
-  if (!tr)
-    goto oom;
-  if (tracks.n)
-    memcpy(tr, tracks.p, tracks.n * sizeof *tr);
+  if (!tr) goto oom;
+  if (tracks.n) memcpy(tr, tracks.p, tracks.n * sizeof *tr);
   sort(tr, tracks.n, sizeof *tr, track_cmp);
   for (int g = 0; g < s->ngaps; g++) {
     const trace_track_stat *o = (const trace_track_stat *)tracks.p + s->gaps[g].track;
@@ -575,18 +531,15 @@ int trace_summarize(const trace_json *root, trace_summary *s, char *err, size_t 
   memset(s, 0, sizeof *s);
   s->critical_pid = s->critical_last = -1;
   const trace_json *evs = event_array(root);
-  if (!evs)
-    return verr(err, errlen, "the file holds no traceEvents array");
+  if (!evs) return verr(err, errlen, "the file holds no traceEvents array");
   vec slices = {.size = sizeof(slice)}, metas = {.size = sizeof(meta)};
   int rc = collect(evs, s, &slices, &metas);
   slice *sl = slices.p;
   for (size_t i = 0; rc == 0 && i < slices.n; i++) {
     const char *cat = trace_json_str(sl[i].ev, "cat");
     sl[i].block = cat && strcmp(cat, "block") == 0;
-    if (i == 0 || sl[i].ts < s->t0_us)
-      s->t0_us = sl[i].ts;
-    if (i == 0 || sl[i].end > s->t1_us)
-      s->t1_us = sl[i].end;
+    if (i == 0 || sl[i].ts < s->t0_us) s->t0_us = sl[i].ts;
+    if (i == 0 || sl[i].end > s->t1_us) s->t1_us = sl[i].end;
   }
   s->slices = slices.n;
   s->span_us = s->t1_us - s->t0_us;
@@ -595,10 +548,8 @@ int trace_summarize(const trace_json *root, trace_summary *s, char *err, size_t 
     sort(metas.p, metas.n, sizeof(meta), meta_cmp);
     rc = count_blocks(s, sl, slices.n);
   }
-  if (rc == 0)
-    rc = track_stats(s, sl, slices.n, &metas);
-  if (rc == 0)
-    rc = critical_path(s, sl, slices.n);
+  if (rc == 0) rc = track_stats(s, sl, slices.n, &metas);
+  if (rc == 0) rc = critical_path(s, sl, slices.n);
   free(slices.p);
   free(metas.p);
   if (rc) {
@@ -631,8 +582,7 @@ static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns) {
   fputc('{', f);
   for (uint32_t i = 0; i < e->n; i++) {
     const trace_json *m = &e->u.items[i];
-    if (i)
-      fputc(',', f);
+    if (i) fputc(',', f);
     trace_json_write_str(f, m->key);
     fputc(':', f);
     if (strcmp(m->key, "ts") == 0 && m->type == TJ_NUM)
@@ -644,30 +594,40 @@ static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns) {
 }
 
 int trace_merge(const char *const *paths, int n, const char *out) {
-  if (!paths || n <= 0 || !out)
-    return PTO_EINVAL;
+  if (!paths || n <= 0 || !out) return PTO_EINVAL;
   trace_json_doc **docs = calloc((size_t)n, sizeof *docs);
-  if (!docs)
-    return PTO_ENOMEM;
+  if (!docs) return PTO_ENOMEM;
   int rc = 0;
   uint64_t origin = 0, dropped = 0;
+  vec pids = {.size = sizeof(pair)}; /* (pid, file) of every process_name */
   for (int i = 0; i < n && rc == 0; i++) {
     rc = trace_json_load(paths[i], &docs[i], NULL, 0);
     const trace_json *root = docs[i] ? trace_json_root(docs[i]) : NULL;
-    if (rc == 0 && !event_array(root))
-      rc = PTO_EINVAL;
+    const trace_json *evs = rc == 0 ? event_array(root) : NULL;
+    if (rc == 0 && !evs) rc = PTO_EINVAL;
+    /* Two files showing the same process are two runs of one rank, not
+     * ranks of one run: merging them would pile their tracks together. */
+    for (uint32_t j = 0; rc == 0 && j < evs->n; j++) {
+      const trace_json *e = &evs->u.items[j];
+      const char *name = trace_json_str(e, "name");
+      double pid;
+      if (!name || strcmp(name, "process_name") != 0 || !trace_json_num(e, "pid", &pid)) continue;
+      for (size_t k = 0; k < pids.n && rc == 0; k++) {
+        const pair *p = (const pair *)pids.p + k;
+        if (p->a == (int64_t)pid && p->b != i) rc = PTO_EINVAL;
+      }
+      if (rc == 0) rc = pair_add(&pids, (int64_t)pid, i);
+    }
     if (rc == 0) {
       uint64_t o = file_origin(root);
-      if (o && (!origin || o < origin))
-        origin = o;
+      if (o && (!origin || o < origin)) origin = o;
       double d;
       if (trace_json_num(trace_json_get(root, "otherData"), "dropped_events", &d) && d > 0)
         dropped += (uint64_t)d;
     }
   }
   FILE *f = rc == 0 ? fopen(out, "w") : NULL;
-  if (rc == 0 && !f)
-    rc = PTO_ESYSTEM;
+  if (rc == 0 && !f) rc = PTO_ESYSTEM;
   if (rc == 0) {
     bool first = true;
     fputs("{\"traceEvents\":[\n", f);
@@ -678,8 +638,7 @@ int trace_merge(const char *const *paths, int n, const char *out) {
       /* Files without an origin (other tools') are taken as they are. */
       uint64_t shift = o && origin ? o - origin : 0;
       for (uint32_t j = 0; j < evs->n; j++) {
-        if (!first)
-          fputs(",\n", f);
+        if (!first) fputs(",\n", f);
         first = false;
         put_shifted(f, &evs->u.items[j], shift);
       }
@@ -688,13 +647,12 @@ int trace_merge(const char *const *paths, int n, const char *out) {
             "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
             "\",\"dropped_events\":%" PRIu64 ",\"merged_files\":%d}}\n",
             origin, dropped, n);
-    if (ferror(f))
-      rc = PTO_ESYSTEM;
-    if (fclose(f) != 0)
-      rc = PTO_ESYSTEM;
+    if (ferror(f)) rc = PTO_ESYSTEM;
+    if (fclose(f) != 0) rc = PTO_ESYSTEM;
   }
   for (int i = 0; i < n; i++)
     trace_json_free(docs[i]);
   free(docs);
+  free(pids.p);
   return rc;
 }

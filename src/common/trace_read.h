@@ -24,41 +24,41 @@ int trace_validate(const trace_json *root, char *err, size_t errlen);
 
 typedef struct trace_track_stat {
   int64_t pid, tid;
-  const char *name;  /* thread_name, or NULL */
-  int64_t sort;      /* thread_sort_index, else tid */
-  uint64_t slices;   /* complete slices (X, or B/E pairs) */
-  uint64_t blocks;   /* of which "block" slices (MIX parts included) */
-  double busy_us;    /* union of the slices' intervals */
-  double span_us;    /* the span of the track's process */
+  const char *name; /* thread_name, or NULL */
+  int64_t sort;     /* thread_sort_index, else tid */
+  uint64_t slices;  /* complete slices (X, or B/E pairs) */
+  uint64_t blocks;  /* of which "block" slices (MIX parts included) */
+  double busy_us;   /* union of the slices' intervals */
+  double span_us;   /* the span of the track's process */
 } trace_track_stat;
 
 typedef struct trace_gap {
-  size_t track;      /* index into trace_summary.tracks */
-  double start_us;   /* from the trace's first event */
+  size_t track;    /* index into trace_summary.tracks */
+  double start_us; /* from the trace's first event */
   double dur_us;
 } trace_gap;
 
 #define TRACE_TOP_GAPS 5
 
 typedef struct trace_summary {
-  double t0_us, t1_us;  /* first slice start, last slice end */
+  double t0_us, t1_us; /* first slice start, last slice end */
   double span_us;
-  uint64_t events;      /* events in the file, metadata included */
+  uint64_t events; /* events in the file, metadata included */
   uint64_t slices;
-  uint64_t blocks;      /* blocks: "block" slices without args.part, or part 0 */
-  uint64_t dup_blocks;  /* "block" slices repeating an earlier (pid, task, block, part) */
-  uint64_t tasks;       /* distinct (pid, task) among "block" slices */
-  size_t ntracks;       /* tracks holding slices, by pid then sort index */
+  uint64_t blocks;     /* blocks: "block" slices without args.part, or part 0 */
+  uint64_t dup_blocks; /* "block" slices repeating an earlier (pid, task, block, part) */
+  uint64_t tasks;      /* distinct (pid, task) among "block" slices */
+  size_t ntracks;      /* tracks holding slices, by pid then sort index */
   trace_track_stat *tracks;
-  int ngaps;            /* longest idle gaps, longest first */
+  int ngaps; /* longest idle gaps, longest first */
   trace_gap gaps[TRACE_TOP_GAPS];
-  bool gaps_on_cores;   /* gaps were taken over tracks with "block" slices only */
+  bool gaps_on_cores; /* gaps were taken over tracks with "block" slices only */
   /* Critical path: the longest chain through args.deps, each task weighing
    * its span (first block start to last block end). */
-  uint64_t edges;         /* dependency edges read */
-  uint64_t missing_deps;  /* edges to tasks that are not in the trace */
+  uint64_t edges;        /* dependency edges read */
+  uint64_t missing_deps; /* edges to tasks that are not in the trace */
   double critical_us;
-  uint64_t critical_tasks; /* tasks on that chain */
+  uint64_t critical_tasks;             /* tasks on that chain */
   int64_t critical_pid, critical_last; /* where it ends (file pid, task id) */
 } trace_summary;
 

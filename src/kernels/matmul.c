@@ -2,13 +2,22 @@
  * views, and their SPMD wrappers (rows of C split across blocks). */
 #include <string.h>
 
+#include "common/region.h"
 #include "kernels/tile.h"
 #include "pto/kernels.h"
+
+/* C is written while A and B are still being read, so an output that
+ * overlaps an input would silently give a wrong product: refuse it (the
+ * check is the TensorMap's, conservative for interleaved views). */
+static bool mm_aliases(const pto_tensor *c, const pto_tensor *in) {
+  return region_overlap(c, in);
+}
 
 static int mm_check(const pto_tensor *a, const pto_tensor *b, const pto_tensor *c, kern_mat *ma,
                     kern_mat *mb, kern_mat *mc) {
   if (kern_as_mat(a, ma) || kern_as_mat(b, mb) || kern_as_mat(c, mc)) return PTO_EINVAL;
   if (ma->cols != mb->rows || ma->rows != mc->rows || mb->cols != mc->cols) return PTO_EINVAL;
+  if (mm_aliases(c, a) || mm_aliases(c, b)) return PTO_EINVAL;
   return PTO_OK;
 }
 

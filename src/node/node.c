@@ -504,6 +504,15 @@ int pto_node_child_pids(const pto_node *n, int *pids, int max) {
   return k;
 }
 
+/* An orchestration-side error also fails the run (like a chip's submit). */
+static int latch(pto_node *n, int rc, const char *what) {
+  if (rc && !n->fatal && !n->first_err) {
+    n->first_err = rc;
+    set_err(&n->first_info, rc, "node orchestration: %s failed: %s", what, pto_strerror(rc));
+  }
+  return rc;
+}
+
 /* ---- submission ---- */
 
 typedef struct dep_ctx {
@@ -584,27 +593,34 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
 
 int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
                     pto_task_id *id) {
-  if (!no || !fn || chip < 0 || chip >= no->node->cfg.nchips) return PTO_EINVAL;
-  return submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id);
+  if (!no) return PTO_EINVAL;
+  if (!fn || chip < 0 || chip >= no->node->cfg.nchips) return latch(no->node, PTO_EINVAL, "submit");
+  return latch(no->node, submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id), "submit");
 }
 
 int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_fn fn,
                           pto_args *args, pto_task_id *id) {
-  if (!no || !fn || !chips || k < 1 || k > no->node->cfg.nchips) return PTO_EINVAL;
+  if (!no) return PTO_EINVAL;
+  if (!fn || !chips || k < 1 || k > no->node->cfg.nchips)
+    return latch(no->node, PTO_EINVAL, "submit_group");
   for (int i = 0; i < k; i++) {
-    if (chips[i] < 0 || chips[i] >= no->node->cfg.nchips) return PTO_EINVAL;
+    if (chips[i] < 0 || chips[i] >= no->node->cfg.nchips)
+      return latch(no->node, PTO_EINVAL, "submit_group");
     for (int j = 0; j < i; j++)
-      if (chips[j] == chips[i]) return PTO_EINVAL;
+      if (chips[j] == chips[i]) return latch(no->node, PTO_EINVAL, "submit_group");
   }
-  return submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id);
+  return latch(no->node, submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id),
+               "submit_group");
 }
 
 int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg,
                          pto_args *args, pto_task_id *id) {
-  if (!no || !fn || no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
-    return PTO_EINVAL;
+  if (!no) return PTO_EINVAL;
+  if (!fn || no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
+    return latch(no->node, PTO_EINVAL, "submit_host");
   int slot = worker < 0 ? -1 : no->node->cfg.nchips + worker;
-  return submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id);
+  return latch(no->node, submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id),
+               "submit_host");
 }
 
 static bool all_finished(pto_node *n, void *arg) {
@@ -703,8 +719,8 @@ static bool chips_idle_for_domain(pto_node *n, void *arg) {
   return true;
 }
 
-int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
-                           const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
+static int domain_create(pto_node_orch *no, const int *chips, int nranks,
+                         const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
   pto_node *n = no ? no->node : NULL;
   if (!n || !chips || !out || nranks < 1 || nranks > PTO_COMM_MAX_RANKS) return PTO_EINVAL;
   if (n->fatal) return n->fatal;
@@ -755,6 +771,13 @@ int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
   }
   *out = d->id;
   return 0;
+}
+
+int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
+                           const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
+  if (!no) return PTO_EINVAL;
+  return latch(no->node, domain_create(no, chips, nranks, buffers, nbuffers, out),
+               "domain_create");
 }
 
 int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,

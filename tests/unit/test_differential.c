@@ -31,7 +31,7 @@
 #define MAX_IN 3
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define DEFAULT_GRAPHS 300
+#define DEFAULT_GRAPHS 200
 #else
 #define DEFAULT_GRAPHS 2000
 #endif

@@ -48,7 +48,6 @@
 #define XEV 4      /* most completion events */
 #define XDEPTH 400 /* a path longer than this is reported (never reached) */
 #define XPEND (XS + 2) /* most shared stores one step makes */
-#define XKEY (32 + 24 * XS + XS * (1 + 3 * XPEND))
 #define XTASK0 100 /* task id of request k is XTASK0 + k */
 
 typedef struct xscenario {
@@ -106,9 +105,10 @@ typedef struct xctx {
   int path[XDEPTH + 1];
   int depth;
   xworld *stack; /* XDEPTH + 2 worlds, one per search depth */
-  /* visited set: keys of L words in an arena, open addressing */
-  int L;
-  uint32_t *keys;
+  /* visited set: a state's key is the bytes of its world up to the last
+   * slot in use (L bytes; padding is zero from the start and never written) */
+  size_t L;
+  uint8_t *keys;
   uint8_t *color; /* 1 = on the current path, 2 = fully explored */
   size_t nkeys, cap_keys;
   uint32_t *table; /* state index + 1, 0 = empty */
@@ -218,9 +218,9 @@ static const drain_ops x_ops = {x_capacity, x_stage, x_launch, x_run_ended};
 /* ---- worlds ---- */
 
 /* Copies a world up to the last slot in use (the rest stays zero). */
-static void x_copy(const xctx *c, xworld *dst, const xworld *src) {
-  memcpy(dst, src, offsetof(xworld, s) + offsetof(drain_state, slot) +
-                       (size_t)c->sc->nsched * sizeof(drain_slot));
+static void x_copy(const xctx *c, xworld *dst, const xworld *src) { memcpy(dst, src, c->L); }
+static bool x_same(const xctx *c, const xworld *a, const xworld *b) {
+  return memcmp(a, b, c->L) == 0;
 }
 
 static void x_world_init(const xctx *c, xworld *w) {
@@ -297,56 +297,6 @@ static void x_word_print(FILE *f, int field, uint64_t v) {
   else
     fprintf(f, " %s[s%d]=(att %u, %u)", slot[(field - XW_FIXED) % 4], (field - XW_FIXED) / 4,
             (uint32_t)(v >> 32), (uint32_t)v);
-}
-
-static int x_encode(const xctx *c, const xworld *w, uint32_t *k) {
-  const drain_state *s = &w->s;
-  int n = c->sc->nsched, m = 0;
-  k[m++] = LD(s->attempt);
-  k[m++] = LD(s->ended);
-  k[m++] = (uint32_t)LD(s->busy);
-  k[m++] = (uint32_t)LD(s->task_id);
-  k[m++] = (uint32_t)LD(s->block_num);
-  k[m++] = (uint32_t)LD(s->requester);
-  k[m++] = LD(s->first_attempt);
-  k[m++] = (uint32_t)LD(s->go);
-  k[m++] = (uint32_t)(LD(s->go) >> 32);
-  k[m++] = (uint32_t)LD(s->drains);
-  k[m++] = (uint32_t)LD(s->attempts);
-  k[m++] = (uint32_t)LD(s->max_attempts);
-  for (int j = 0; j < n; j++) {
-    const drain_slot *sl = &s->slot[j];
-    uint64_t v[4] = {LD(sl->token), LD(sl->hint), LD(sl->quota), LD(sl->staged)};
-    for (int q = 0; q < 4; q++) {
-      k[m++] = (uint32_t)v[q];
-      k[m++] = (uint32_t)(v[q] >> 32);
-    }
-    const drain_part *p = &w->p[j];
-    k[m++] = (uint32_t)p->phase;
-    k[m++] = p->att;
-    k[m++] = (uint32_t)p->need;
-    k[m++] = (uint32_t)p->cap;
-    k[m++] = (uint32_t)p->hint;
-    k[m++] = (uint32_t)p->task_id;
-    k[m++] = (uint32_t)w->cap[j];
-    k[m++] = w->acked[j];
-    k[m++] = w->npend[j];
-    for (int q = 0; q < XPEND; q++) {
-      k[m++] = w->pend_field[j][q];
-      k[m++] = (uint32_t)w->pend_val[j][q];
-      k[m++] = (uint32_t)(w->pend_val[j][q] >> 32);
-    }
-  }
-  k[m++] = (uint32_t)w->next_ev;
-  k[m++] = (uint32_t)w->next_req;
-  k[m++] = (uint32_t)w->run_over | (uint32_t)w->ev_in_drain << 1;
-  for (int r = 0; r < c->sc->nreq; r++) {
-    k[m++] = (uint32_t)w->staged[r];
-    k[m++] = (uint32_t)(w->staged[r] >> 32);
-    k[m++] = w->stage_att[r];
-    k[m++] = (uint32_t)w->launches[r];
-  }
-  return m;
 }
 
 /* ---- one action ---- */
@@ -507,10 +457,13 @@ static void x_report(xctx *c, FILE *out) {
 
 /* ---- visited set ---- */
 
-static uint64_t x_hash(const uint32_t *k, int L) {
+static uint64_t x_hash(const void *key, size_t L) {
+  const unsigned char *k = key;
   uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < L; i++) {
-    h ^= k[i];
+  for (size_t i = 0; i + 8 <= L; i += 8) {
+    uint64_t v;
+    memcpy(&v, k + i, 8);
+    h ^= v;
     h *= 1099511628211ull;
     h ^= h >> 29;
   }
@@ -522,7 +475,7 @@ static void x_table_grow(xctx *c) {
   uint32_t *t = calloc(ns, sizeof *t);
   assert_non_null(t);
   for (size_t id = 0; id < c->nkeys; id++) {
-    size_t h = (size_t)x_hash(c->keys + id * (size_t)c->L, c->L) & (ns - 1);
+    size_t h = (size_t)x_hash(c->keys + id * c->L, c->L) & (ns - 1);
     while (t[h])
       h = (h + 1) & (ns - 1);
     t[h] = (uint32_t)id + 1;
@@ -533,13 +486,13 @@ static void x_table_grow(xctx *c) {
 }
 
 /* Returns the state's index; *found says whether it was there already. */
-static size_t x_visit(xctx *c, const uint32_t *key, bool *found) {
+static size_t x_visit(xctx *c, const xworld *key, bool *found) {
   if ((c->nkeys + 1) * 2 > c->table_size)
     x_table_grow(c);
   size_t h = (size_t)x_hash(key, c->L) & (c->table_size - 1);
   while (c->table[h]) {
     size_t id = c->table[h] - 1;
-    if (memcmp(c->keys + id * (size_t)c->L, key, (size_t)c->L * 4) == 0) {
+    if (memcmp(c->keys + id * c->L, key, c->L) == 0) {
       *found = true;
       return id;
     }
@@ -547,13 +500,13 @@ static size_t x_visit(xctx *c, const uint32_t *key, bool *found) {
   }
   if (c->nkeys == c->cap_keys) {
     c->cap_keys = c->cap_keys ? c->cap_keys * 2 : 1 << 14;
-    c->keys = realloc(c->keys, c->cap_keys * (size_t)c->L * 4);
+    c->keys = realloc(c->keys, c->cap_keys * c->L);
     c->color = realloc(c->color, c->cap_keys);
     assert_non_null(c->keys);
     assert_non_null(c->color);
   }
   size_t id = c->nkeys++;
-  memcpy(c->keys + id * (size_t)c->L, key, (size_t)c->L * 4);
+  memcpy(c->keys + id * c->L, key, c->L);
   c->color[id] = 0;
   c->table[h] = (uint32_t)id + 1;
   *found = false;
@@ -564,10 +517,8 @@ static size_t x_visit(xctx *c, const uint32_t *key, bool *found) {
 
 static void x_dfs(xctx *c, int d) {
   xworld *w = &c->stack[d];
-  uint32_t key[XKEY], key2[XKEY];
-  x_encode(c, w, key);
   bool found;
-  size_t id = x_visit(c, key, &found);
+  size_t id = x_visit(c, w, &found);
   if (found) {
     if (c->color[id] == 1) {
       c->depth = d;
@@ -594,8 +545,7 @@ static void x_dfs(xctx *c, int d) {
       c->depth = d + 1;
       return;
     }
-    x_encode(c, nw, key2);
-    if (memcmp(key, key2, (size_t)c->L * 4) == 0)
+    if (x_same(c, w, nw))
       continue; /* a wait: nothing changed */
     any = true;
     c->edges++;
@@ -628,10 +578,8 @@ static void x_setup(xctx *c, const xscenario *sc, const xproto *pr, bool split) 
   c->split = split;
   c->stack = calloc(XDEPTH + 2, sizeof *c->stack);
   assert_non_null(c->stack);
-  uint32_t key[XKEY];
-  x_world_init(c, &c->stack[0]);
-  c->L = x_encode(c, &c->stack[0], key);
-  assert_true(c->L <= XKEY);
+  c->L = offsetof(xworld, s) + offsetof(drain_state, slot) +
+         (size_t)sc->nsched * sizeof(drain_slot);
 }
 
 static void x_teardown(xctx *c) {
@@ -675,18 +623,15 @@ static int x_script(xctx *c, const xscenario *sc, const xproto *pr, const xdir *
   int n = sc->nsched;
   xworld *w = &c->stack[0], *nw = &c->stack[1];
   x_world_init(c, w);
-  uint32_t key[XKEY], key2[XKEY];
   for (int i = 0; i <= ndir && !c->fail; i++) {
     bool fair = i == ndir; /* after the script: round-robin to the end */
     for (int round = 0; round < XDEPTH && !c->fail; round++) {
       bool changed = false;
       for (int j = 0; j < (fair ? x_nact(c) : 1) && !c->fail; j++) {
         int a = fair ? j : dir[i].actor >= 0 ? dir[i].actor : n - 1 - dir[i].actor;
-        x_encode(c, w, key);
         x_copy(c, nw, w);
         x_apply(c, nw, a);
-        x_encode(c, nw, key2);
-        if (memcmp(key, key2, (size_t)c->L * 4) != 0 || c->fail) {
+        if (!x_same(c, w, nw) || c->fail) {
           if (c->depth >= XDEPTH) {
             xfail(c, XF_DEPTH, "the schedule runs longer than %d steps", XDEPTH);
             break;

@@ -2,12 +2,14 @@
  * double-precision references on random data, through contiguous,
  * transposed and padded (sliced) views; the pto_kern_* wrappers driven
  * block by block through a hand-built pto_kctx (SPMD splits); and the
- * online softmax over k chunks against the full softmax. Writes outside an
- * output view are checked to leave the buffer untouched. */
+ * online softmax over k chunks against the full softmax; and a few wrappers
+ * as SPMD tasks on a real chip. Writes outside an output view are checked
+ * to leave the buffer untouched. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include "pto/kernels.h"
+#include "pto/orch.h"
 #include "pto/status.h"
 #include "pto/tensor.h"
 
@@ -348,6 +351,16 @@ static void test_matmul_invalid(void **state) {
   assert_int_equal(pto_tensor_init(&t3, buf, sizeof buf, PTO_F32, 3, shape1), PTO_OK);
   for (int i = 0; i < 20; i++) buf[i] = 1.0f;
   assert_int_equal(pto_tile_matmul(&t3, &b2.t, &c.t), PTO_OK);
+  /* C overlapping an input is refused; disjoint parts of one buffer are fine */
+  tview sq = mkview(4, 8, L_ROW);
+  pto_tensor left, right;
+  int64_t start_l[2] = {0, 0}, start_r[2] = {0, 4}, half[2] = {4, 4};
+  assert_int_equal(pto_tensor_slice(&sq.t, start_l, half, &left), PTO_OK);
+  assert_int_equal(pto_tensor_slice(&sq.t, start_r, half, &right), PTO_OK);
+  assert_int_equal(pto_tile_matmul(&left, &left, &left), PTO_EINVAL);
+  assert_int_equal(pto_tile_matmul_acc(&left, &right, &right), PTO_EINVAL);
+  assert_int_equal(pto_tile_matmul(&left, &left, &right), PTO_OK);
+  vfree(&sq);
   vfree(&a), vfree(&b), vfree(&c), vfree(&b2), vfree(&c2);
 }
 
@@ -551,6 +564,99 @@ static void test_reductions(void **state) {
   vfree(&in), vfree(&out), vfree(&wide);
 }
 
+/* ---- through the runtime ---- */
+
+typedef struct rt_case {
+  pto_kernel_ids ids;
+  pto_tensor x, xt, sum_rows, max_cols, gram, half;
+} rt_case;
+
+static int rt_submit(pto_orch *o, int kernel, pto_args *a, int blocks) {
+  pto_submit_opts so = {.block_num = blocks};
+  return pto_submit(o, kernel, a, &so, NULL);
+}
+
+/* half = (x + x) * 0.25 through a runtime-allocated intermediate, then row
+ * sums of half, column maxima of x and x·x^T, each SPMD over several blocks
+ * that run concurrently on the chip's cores. */
+static void rt_orch(pto_orch *o, void *arg) {
+  /* No cmocka asserts here: this runs inside pto_chip_run. A failed submit
+   * latches the run's error, which the test checks after the run. */
+  rt_case *c = arg;
+  pto_tensor twice;
+  if (pto_tensor_desc(&twice, PTO_F32, 2, c->x.shape) != PTO_OK) {
+    pto_orch_fatal(o, "descriptor");
+    return;
+  }
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, &c->x);
+  pto_args_input(&a, &c->x);
+  pto_args_output(&a, &twice);
+  if (rt_submit(o, c->ids.add, &a, 4)) return;
+  pto_args_init(&a);
+  pto_args_input(&a, &twice);
+  pto_args_output_existing(&a, &c->half);
+  pto_args_scalar_f32(&a, 0.25f);
+  if (rt_submit(o, c->ids.scale, &a, 3)) return;
+  pto_args_init(&a);
+  pto_args_input(&a, &c->half);
+  pto_args_output_existing(&a, &c->sum_rows);
+  if (rt_submit(o, c->ids.row_sum, &a, 5)) return;
+  pto_args_init(&a);
+  pto_args_input(&a, &c->x);
+  pto_args_output_existing(&a, &c->max_cols);
+  if (rt_submit(o, c->ids.col_max, &a, 2)) return;
+  pto_args_init(&a);
+  pto_args_input(&a, &c->x);
+  pto_args_input(&a, &c->xt);
+  pto_args_output_existing(&a, &c->gram);
+  rt_submit(o, c->ids.matmul, &a, 3);
+}
+
+static void test_runtime_spmd(void **state) {
+  (void)state;
+  const int64_t r = 24, c = 10;
+  rt_case rc;
+  tview x = mkview(r, c, L_PAD), half = mkview(r, c, L_ROW), sums = mkview(r, 1, L_ROW);
+  tview maxes = mkview(1, c, L_ROW), gram = mkview(r, r, L_TRANS);
+  rc.x = x.t, rc.half = half.t, rc.sum_rows = sums.t, rc.max_cols = maxes.t, rc.gram = gram.t;
+  assert_int_equal(pto_tensor_transpose(&x.t, 0, 1, &rc.xt), PTO_OK);
+
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 2;
+  cfg.schedulers = 1;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernels_register(chip, &rc.ids), PTO_OK);
+  pto_error_info err;
+  int st = pto_chip_run(chip, rt_orch, &rc, NULL, &err);
+  if (st != PTO_OK) pto_error_print(&err, stderr);
+  assert_int_equal(st, PTO_OK);
+  pto_chip_destroy(chip);
+
+  for (int64_t i = 0; i < r; i++) {
+    double rs = 0.0;
+    for (int64_t j = 0; j < c; j++) {
+      assert_close(*el(&half.t, i, j), 0.5 * *el(&x.t, i, j), 1e-7);
+      rs += 0.5 * *el(&x.t, i, j);
+    }
+    assert_close(*el(&sums.t, i, 0), rs, 1e-5);
+    for (int64_t k = 0; k < r; k++) {
+      double g = 0.0;
+      for (int64_t j = 0; j < c; j++) g += (double)*el(&x.t, i, j) * *el(&x.t, k, j);
+      assert_close(*el(&gram.t, i, k), g, 1e-5);
+    }
+  }
+  for (int64_t j = 0; j < c; j++) {
+    double mx = -INFINITY;
+    for (int64_t i = 0; i < r; i++) mx = fmax(mx, *el(&x.t, i, j));
+    assert_close(*el(&maxes.t, 0, j), mx, 0.0);
+  }
+  vfree(&x), vfree(&half), vfree(&sums), vfree(&maxes), vfree(&gram);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_split_range),
@@ -565,6 +671,7 @@ int main(void) {
     cmocka_unit_test(test_online_softmax),
     cmocka_unit_test(test_online_softmax_masked),
     cmocka_unit_test(test_reductions),
+    cmocka_unit_test(test_runtime_spmd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,21 +20,19 @@
 #include "pto/status.h"
 
 #define NTHREADS 4
-#define NTASKS 300  /* per thread */
-#define NBLOCKS 3   /* per task */
+#define NTASKS   300 /* per thread */
+#define NBLOCKS  3   /* per task */
 
 static void tmp_path(char *buf, size_t n, const char *tag) {
   const char *dir = getenv("TMPDIR");
-  snprintf(buf, n, "%s/pto_test_trace_%s_%d.json", dir && *dir ? dir : "/tmp", tag,
-           (int)getpid());
+  snprintf(buf, n, "%s/pto_test_trace_%s_%d.json", dir && *dir ? dir : "/tmp", tag, (int)getpid());
 }
 
 static trace_json_doc *load(const char *path) {
   char err[256] = "";
   trace_json_doc *d = NULL;
   int rc = trace_json_load(path, &d, err, sizeof err);
-  if (rc)
-    fprintf(stderr, "load %s: %s\n", path, err);
+  if (rc) fprintf(stderr, "load %s: %s\n", path, err);
   assert_int_equal(rc, 0);
   return d;
 }
@@ -42,15 +40,13 @@ static trace_json_doc *load(const char *path) {
 static void assert_valid(const trace_json *root) {
   char err[256] = "";
   int rc = trace_validate(root, err, sizeof err);
-  if (rc)
-    fprintf(stderr, "schema: %s\n", err);
+  if (rc) fprintf(stderr, "schema: %s\n", err);
   assert_int_equal(rc, 0);
 }
 
 static int64_t arg(const trace_json *ev, const char *key) {
   double x = -1;
-  if (!trace_json_num(trace_json_get(ev, "args"), key, &x))
-    return -1;
+  if (!trace_json_num(trace_json_get(ev, "args"), key, &x)) return -1;
   return (int64_t)x;
 }
 
@@ -77,8 +73,7 @@ static void *recorder(void *p) {
       now += 600;
     }
     trace_instant(a->t, a->track, "drain_attempt", "sched", now, k);
-    trace_slice_arg(a->t, a->track, "remote_store", "comm", now, now + 10, task, -1, "peer",
-                    a->id);
+    trace_slice_arg(a->t, a->track, "remote_store", "comm", now, now + 10, task, -1, "peer", a->id);
     now += 20;
   }
   return NULL;
@@ -128,8 +123,7 @@ static void test_concurrent_record_write_read(void **state) {
     assert_true(trace_json_num(e, "tid", &tid));
     assert_true(pid == 1.0); /* rank 0 shows as pid 1 */
     if (ph[0] == 'M') {
-      if (strcmp(name, "thread_name") == 0)
-        threads_named++;
+      if (strcmp(name, "thread_name") == 0) threads_named++;
       if (strcmp(name, "process_name") == 0)
         assert_string_equal(trace_json_str(trace_json_get(e, "args"), "name"), "chip \"0\"");
       continue;
@@ -189,7 +183,7 @@ static void test_concurrent_record_write_read(void **state) {
 
 /* ---- the summary on a trace with known answers ---- */
 
-#define US 1000ull
+#define US   1000ull
 #define BASE 5000000000ull /* arbitrary clock reading: the file starts at 0 */
 
 static void build_known(const char *path) {
@@ -286,7 +280,7 @@ static void test_critical_path_through_span(void **state) {
   trace_summary s;
   char err[256];
   assert_int_equal(trace_summarize(trace_json_root(doc), &s, err, sizeof err), 0);
-  assert_int_equal(s.tasks, 4); /* the dummy task has no blocks */
+  assert_int_equal(s.tasks, 4);                   /* the dummy task has no blocks */
   assert_true(fabs(s.critical_us - 72.0) < 1e-9); /* 70 (task 1) + 1 + 0 + 1 */
   assert_int_equal(s.critical_tasks, 4);
   assert_int_equal(s.critical_last, 4);
@@ -307,9 +301,9 @@ static int validate_text(const char *text) {
   return rc;
 }
 
-#define META                                                                                  \
-  "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"ts\":0,\"args\":{\"name\":" \
-  "\"p\"}},{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":{"   \
+#define META                                                                                       \
+  "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"ts\":0,\"args\":{\"name\":"       \
+  "\"p\"}},{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"ts\":0,\"args\":{"         \
   "\"name\":\"t\"}}"
 
 static void test_validate_rejects(void **state) {
@@ -325,9 +319,9 @@ static void test_validate_rejects(void **state) {
                                  "\"dur\":-2}]}"),
                    PTO_EINVAL);
   /* no ts */
-  assert_int_equal(
-      validate_text("{\"traceEvents\":[" META ",{\"name\":\"k\",\"ph\":\"i\",\"pid\":1,\"tid\":1}]}"),
-      PTO_EINVAL);
+  assert_int_equal(validate_text("{\"traceEvents\":[" META
+                                 ",{\"name\":\"k\",\"ph\":\"i\",\"pid\":1,\"tid\":1}]}"),
+                   PTO_EINVAL);
   /* a track nobody named */
   assert_int_equal(validate_text("{\"traceEvents\":[" META
                                  ",{\"name\":\"k\",\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":1,"
@@ -347,8 +341,9 @@ static void test_validate_rejects(void **state) {
 
 static void test_json_reader(void **state) {
   (void)state;
-  const char *text = " {\"a\" : [1, -2.5e3, true, false, null, {}, [], \"x\\\"\\\\\\/\\b\\f\\n\\r\\t\"],"
-                     "\"u\":\"\\u00e9\\u20ac\\ud83d\\ude00\", \"n\": {\"m\": {\"k\": 0.001}}}\n";
+  const char *text =
+      " {\"a\" : [1, -2.5e3, true, false, null, {}, [], \"x\\\"\\\\\\/\\b\\f\\n\\r\\t\"],"
+      "\"u\":\"\\u00e9\\u20ac\\ud83d\\ude00\", \"n\": {\"m\": {\"k\": 0.001}}}\n";
   trace_json_doc *d;
   char err[256];
   assert_int_equal(trace_json_parse(text, strlen(text), &d, err, sizeof err), 0);
@@ -385,9 +380,9 @@ static void test_json_reader(void **state) {
   free(buf);
   trace_json_free(d);
 
-  const char *bad[] = {"",        "{",           "[1,]",         "{\"a\":}",  "{\"a\" 1}",
-                       "[1 2]",   "\"abc",       "\"\\x\"",      "\"\\ud800\"", "tru",
-                       "[1] x",   "{1:2}",       "\"\\u12\"",    "-",         "[\"a\nb\"]"};
+  const char *bad[] = {"",      "{",     "[1,]",      "{\"a\":}",    "{\"a\" 1}",
+                       "[1 2]", "\"abc", "\"\\x\"",   "\"\\ud800\"", "tru",
+                       "[1] x", "{1:2}", "\"\\u12\"", "-",           "[\"a\nb\"]"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     err[0] = '\0';
     assert_int_equal(trace_json_parse(bad[i], strlen(bad[i]), &d, err, sizeof err), PTO_EINVAL);
@@ -405,13 +400,12 @@ static void test_json_reader(void **state) {
 
 static void test_summary_generic_chrome(void **state) {
   (void)state;
-  const char *text =
-      "[{\"name\":\"a\",\"ph\":\"B\",\"pid\":7,\"tid\":1,\"ts\":10},"
-      "{\"name\":\"b\",\"ph\":\"B\",\"pid\":7,\"tid\":1,\"ts\":12},"
-      "{\"name\":\"b\",\"ph\":\"E\",\"pid\":7,\"tid\":1,\"ts\":14},"
-      "{\"name\":\"a\",\"ph\":\"E\",\"pid\":7,\"tid\":1,\"ts\":20},"
-      "{\"name\":\"c\",\"ph\":\"X\",\"pid\":7,\"tid\":2,\"ts\":30,\"dur\":10},"
-      "{\"name\":\"counter\",\"ph\":\"C\",\"pid\":7,\"ts\":5,\"args\":{\"v\":1}}]";
+  const char *text = "[{\"name\":\"a\",\"ph\":\"B\",\"pid\":7,\"tid\":1,\"ts\":10},"
+                     "{\"name\":\"b\",\"ph\":\"B\",\"pid\":7,\"tid\":1,\"ts\":12},"
+                     "{\"name\":\"b\",\"ph\":\"E\",\"pid\":7,\"tid\":1,\"ts\":14},"
+                     "{\"name\":\"a\",\"ph\":\"E\",\"pid\":7,\"tid\":1,\"ts\":20},"
+                     "{\"name\":\"c\",\"ph\":\"X\",\"pid\":7,\"tid\":2,\"ts\":30,\"dur\":10},"
+                     "{\"name\":\"counter\",\"ph\":\"C\",\"pid\":7,\"ts\":5,\"args\":{\"v\":1}}]";
   trace_json_doc *d;
   char err[256];
   assert_int_equal(trace_json_parse(text, strlen(text), &d, err, sizeof err), 0);
@@ -447,8 +441,7 @@ static void test_merge_ranks(void **state) {
     int q = trace_track(t, "comm");
     /* rank r starts r ms later; rank 2 shares rank 0's origin explicitly */
     uint64_t t0 = BASE + (uint64_t)r * 1000 * US;
-    if (r == 2)
-      trace_set_origin(t, BASE);
+    if (r == 2) trace_set_origin(t, BASE);
     trace_slice(t, c, "k", "block", t0, t0 + 5 * US, 0, 0);
     trace_slice_arg(t, q, "wait_signal", "comm", t0 + 1 * US, t0 + 3 * US, -1, -1, "peer",
                     (r + 1) % 3);
@@ -464,8 +457,7 @@ static void test_merge_ranks(void **state) {
   for (uint32_t i = 0; i < evs->n; i++) {
     const trace_json *e = &evs->u.items[i];
     const char *cat = trace_json_str(e, "cat");
-    if (!cat || strcmp(cat, "block") != 0)
-      continue;
+    if (!cat || strcmp(cat, "block") != 0) continue;
     double pid = 0, ts = -1;
     trace_json_num(e, "pid", &pid);
     trace_json_num(e, "ts", &ts);
@@ -483,6 +475,8 @@ static void test_merge_ranks(void **state) {
   trace_json_free(d);
   const char *const missing[] = {p0, "/nonexistent/pto/trace.json"};
   assert_int_equal(trace_merge(missing, 2, out), PTO_ESYSTEM);
+  const char *const same_rank[] = {p0, p1, p0};
+  assert_int_equal(trace_merge(same_rank, 3, out), PTO_EINVAL);
   unlink(p0);
   unlink(p1);
   unlink(p2);

@@ -27,20 +27,17 @@ static trace_json_doc *load_valid(const char *path) {
   char err[256] = "";
   trace_json_doc *d = NULL;
   int rc = trace_json_load(path, &d, err, sizeof err);
-  if (rc)
-    fprintf(stderr, "load %s: %s\n", path, err);
+  if (rc) fprintf(stderr, "load %s: %s\n", path, err);
   assert_int_equal(rc, 0);
   rc = trace_validate(trace_json_root(d), err, sizeof err);
-  if (rc)
-    fprintf(stderr, "schema of %s: %s\n", path, err);
+  if (rc) fprintf(stderr, "schema of %s: %s\n", path, err);
   assert_int_equal(rc, 0);
   return d;
 }
 
 static int64_t arg(const trace_json *ev, const char *key) {
   double x = -1;
-  if (!trace_json_num(trace_json_get(ev, "args"), key, &x))
-    return -1;
+  if (!trace_json_num(trace_json_get(ev, "args"), key, &x)) return -1;
   return (int64_t)x;
 }
 
@@ -70,8 +67,7 @@ static uint64_t count_blocks(const trace_json_doc *d) {
   const trace_json *evs = trace_json_get(trace_json_root(d), "traceEvents");
   uint64_t n = 0;
   for (uint32_t i = 0; i < evs->n; i++)
-    if (is_cat(&evs->u.items[i], "block") && arg(&evs->u.items[i], "part") <= 0)
-      n++;
+    if (is_cat(&evs->u.items[i], "block") && arg(&evs->u.items[i], "part") <= 0) n++;
   trace_summary s;
   char err[256];
   assert_int_equal(trace_summarize(trace_json_root(d), &s, err, sizeof err), 0);
@@ -101,8 +97,7 @@ typedef struct graph {
 /* t0 (AIV x4) -> t1 (AIC x2) -> dummy t2 -> t3 (AIV x3, gang) ; t4 (AIC x1)
  * independent; t5 (MIX x2, or AIV x2) after t3 and t4. */
 static void note(graph *g, int rc) {
-  if (rc && !g->rc)
-    g->rc = rc;
+  if (rc && !g->rc) g->rc = rc;
 }
 
 static void orch_graph(pto_orch *o, void *arg) {
@@ -150,13 +145,11 @@ static void check_graph_trace(const char *path, const graph *g, const pto_run_st
   int seen[NT][4] = {{0}};
   for (uint32_t i = 0; i < evs->n; i++) {
     const trace_json *e = &evs->u.items[i];
-    if (!is_cat(e, "block") || arg(e, "part") > 0)
-      continue;
+    if (!is_cat(e, "block") || arg(e, "part") > 0) continue;
     int64_t task = arg(e, "task"), block = arg(e, "block");
     int t = -1;
     for (int k = 0; k < NT; k++)
-      if (g->id[k] == task)
-        t = k;
+      if (g->id[k] == task) t = k;
     assert_true(t >= 0 && t != 2); /* a submitted task with blocks */
     assert_in_range(block, 0, g->blocks[t] - 1);
     seen[t][block]++;
@@ -171,8 +164,7 @@ static void check_graph_trace(const char *path, const graph *g, const pto_run_st
   }
   for (int t = 0; t < NT; t++)
     for (int b = 0; b < g->blocks[t]; b++) {
-      if (seen[t][b] != 1)
-        fprintf(stderr, "task %d block %d appears %d times\n", t, b, seen[t][b]);
+      if (seen[t][b] != 1) fprintf(stderr, "task %d block %d appears %d times\n", t, b, seen[t][b]);
       assert_int_equal(seen[t][b], 1);
     }
   assert_int_equal(count_blocks(d), st->blocks);
@@ -200,8 +192,7 @@ static void run_graph(bool mix) {
   pto_run_stats st;
   pto_error_info err;
   int rc = pto_chip_run(chip, orch_graph, &g, &st, &err);
-  if (rc)
-    pto_error_print(&err, stderr);
+  if (rc) pto_error_print(&err, stderr);
   assert_int_equal(rc, 0);
   assert_int_equal(g.rc, 0);
   check_graph_trace(path, &g, &st);
@@ -233,16 +224,14 @@ static void test_mix_blocks_once(void **state) {
 static void test_paged_attention_trace(void **state) {
   (void)state;
   const pto_scene *sc = pto_scene_find("paged_attention");
-  if (!sc)
-    skip();
+  if (!sc) skip();
   char path[256];
   tmp_path(path, sizeof path, "paged_attention");
   pto_scene_opts opts = {.rounds = 1, .trace = path};
   pto_scene_report rep;
   memset(&rep, 0, sizeof rep);
   int rc = sc->run(&opts, &rep);
-  if (rc || !rep.verified)
-    fprintf(stderr, "paged_attention: %s\n", rep.message);
+  if (rc || !rep.verified) fprintf(stderr, "paged_attention: %s\n", rep.message);
   assert_int_equal(rc, 0);
   assert_true(rep.verified);
   trace_json_doc *d = load_valid(path);

@@ -1,0 +1,102 @@
+/* dist_scene.h — shared pieces of the multi-chip scenes (acceptance scenes
+ * 1-10 of the node/comm spec): a small node config from the scene options,
+ * the generic chip orchestration that runs one kernel per rank, and the
+ * scene inputs (row r = 100 r + 0..63).
+ *
+ * Convention for node-task arguments: scalar 0 = kernel id, scalar 1 =
+ * tensors per rank (k), then the scene's scalars; tensors k*g .. k*g+k-1
+ * belong to group rank g. A group task declares every rank's tensors, so
+ * node-level dependency inference sees all of them. */
+#ifndef PTO_DIST_SCENE_H
+#define PTO_DIST_SCENE_H
+
+#include <string.h>
+
+#include "pto/comm.h"
+#include "pto/node.h"
+#include "scene.h"
+
+#define DIST_SIZE 64
+#define DIST_HALF 32
+
+static inline void dist_config(const pto_scene_opts *o, int nchips, pto_chip_init_fn init,
+                               pto_node_config *cfg) {
+  pto_node_config_init(cfg);
+  cfg->nchips = nchips;
+  cfg->chip.clusters = o->clusters > 0 ? o->clusters : 2;
+  cfg->chip.schedulers = 1;
+  cfg->chip.task_slots = 256;
+  cfg->chip.heap_bytes = 1u << 20;
+  cfg->chip.watchdog_ms = 10000;
+  cfg->chip_init = init;
+  cfg->host_bytes = 4u << 20;
+  cfg->window_space = 64u << 20;
+  cfg->startup_timeout_ms = 30000;
+  cfg->control_timeout_ms = 10000;
+  cfg->wait_timeout_ms = 5000;
+  cfg->lease_wait_ms = 60000; /* parallel test runs share device ids: wait, don't fail */
+  cfg->fault_inject = o->fault_inject;
+  cfg->fault_seed = o->seed;
+}
+
+/* Chip orchestration: submits kernel scalars[0] with this rank's tensors. */
+static inline void dist_chip_orch(pto_orch *o, void *arg) {
+  const pto_node_task *t = arg;
+  const pto_args *na = t->args;
+  int k = (int)na->scalars[1];
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < k; i++)
+    pto_args_add(&a, (pto_access)na->access[t->group_rank * k + i],
+                 &na->tensors[t->group_rank * k + i]);
+  for (int i = 0; i < na->nscalars; i++) pto_args_scalar(&a, na->scalars[i]);
+  pto_submit_opts so = {.block_num = (int)na->scalars[2] > 0 ? (int)na->scalars[2] : 1};
+  pto_submit(o, (int)na->scalars[0], &a, &so, NULL);
+}
+
+/* After the tensors (scalars come last): kernel `kid`, k tensors per rank,
+ * `blocks` blocks; the scene's own scalars follow (DIST_SCALAR). */
+static inline void dist_scalars(pto_args *a, int kid, int k, int blocks) {
+  pto_args_scalar(a, (uint64_t)kid);
+  pto_args_scalar(a, (uint64_t)k);
+  pto_args_scalar(a, (uint64_t)blocks);
+}
+#define DIST_SCALAR(ctx, i) ((ctx)->scalars[3 + (i)])
+
+/* Host input: row r = 100 r + 0..63, for nrows ranks. */
+static inline int dist_inputs(pto_node *n, int nrows, pto_tensor *in) {
+  int64_t sh[2] = {nrows, DIST_SIZE};
+  int rc = pto_node_host_tensor(n, PTO_F32, 2, sh, in);
+  for (int r = 0; rc == 0 && r < nrows; r++)
+    for (int i = 0; i < DIST_SIZE; i++) pto_tensor_f32(in)[r * DIST_SIZE + i] = (float)(100 * r + i);
+  return rc;
+}
+
+static inline pto_tensor dist_row(const pto_tensor *t, int r) {
+  int64_t st[2] = {r, 0}, sh[2] = {1, t->shape[1]};
+  pto_tensor v, row;
+  pto_tensor_slice(t, st, sh, &v);
+  pto_tensor_reshape(&v, 1, &sh[1], &row);
+  return row;
+}
+
+/* Local copy of a view into another (same numel), for kernels. */
+static inline void dist_copy(const pto_tensor *dst, const pto_tensor *src) {
+  size_t es = pto_dtype_size((pto_dtype)src->dtype);
+  unsigned char tmp[8];
+  for (int64_t i = 0; i < pto_tensor_numel(src); i++) {
+    memcpy(tmp, pto_tensor_at_linear(src, i), es);
+    memcpy(pto_tensor_at_linear(dst, i), tmp, es);
+  }
+}
+
+/* Fills the report of a node run; returns false when it failed. */
+static inline bool dist_status(pto_scene_report *rep, int rc, const pto_error_info *err) {
+  rep->status = rc;
+  if (err) rep->err = *err;
+  if (rc && err)
+    snprintf(rep->message, sizeof rep->message, "%s: %.400s", pto_status_name(rc), err->details);
+  return rc == 0;
+}
+
+#endif

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the tests need (Debian packages, when missing) and runs the
+# whole suite three ways: plain, ASan+UBSan, TSan. Warnings are errors.
+#   scripts/test.sh            all three
+#   scripts/test.sh plain      one of: plain address thread
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for p in build-essential cmake pkg-config libcmocka-dev; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing: ${need[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+jobs=$(nproc)
+modes=("$@")
+[ ${#modes[@]} -eq 0 ] && modes=(plain address thread)
+for mode in "${modes[@]}"; do
+  case "$mode" in
+    plain) san="" ;;
+    address|thread) san="$mode" ;;
+    *) echo "unknown mode '$mode' (plain, address, thread)"; exit 2 ;;
+  esac
+  dir="build-test-$mode"
+  echo "== $mode: configure and build in $dir"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTO_WERROR=ON -DPTO_SANITIZE="$san" >/dev/null
+  cmake --build "$dir" -j "$jobs" >/dev/null
+  echo "== $mode: ctest"
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600)
+done
+echo "== all test runs passed: ${modes[*]}"
