@@ -83,6 +83,7 @@ function close_sweep(    i, best, g, e, metg) {
 
 BEGIN {
   INF = 1e300
+  INF_BAR = 3000
   nsys = split(systems, sysl, " ")
   cur_inv = ""
   cur_n = 0
@@ -154,6 +155,8 @@ END {
 
   # ---- gnuplot data ----
   system("mkdir -p '" plotdir "'")
+  printf "" > (plotdir "/vars.gp")
+  close(plotdir "/vars.gp")
   for (w = 1; w <= nwl; w++) {
     wl = wll[w]
     if (!ng[wl]) continue
@@ -167,37 +170,13 @@ END {
       close(file)
     }
   }
-  # Bar charts: one row per workload, 3 columns (median min max) per system.
-  nsfile = plotdir "/ns_per_task.dat"
-  mgfile = plotdir "/metg.dat"
-  printf "# workload" > nsfile
-  printf "# pattern" > mgfile
-  for (s = 1; s <= nsys; s++) {
-    printf " %s - -", sysl[s] > nsfile
-    printf " %s - -", sysl[s] > mgfile
-  }
-  printf "\n" > nsfile
-  printf "\n" > mgfile
-  for (w = 1; w <= nwl; w++) {
-    wl = wll[w]
-    metric = ng[wl] ? "metg_us" : "ns_per_task"
-    file = ng[wl] ? mgfile : nsfile
-    printf "%s", label(wl) > file
-    for (s = 1; s <= nsys; s++) {
-      key = ""
-      for (k = 1; k <= nkeys; k++) {
-        split(keys[k], f, SUBSEP)
-        if (f[1] == sysl[s] && f[2] == wl && f[4] == metric) key = keys[k]
-      }
-      if (key != "" && (key in MED) && MED[key] + 0 < INF)
-        printf " %s %s %s", MED[key], MIN[key], (MAX[key] + 0 < INF ? MAX[key] : MED[key]) > file
-      else
-        printf " NaN NaN NaN" > file
-    }
-    printf "\n" > file
-  }
-  close(nsfile)
-  close(mgfile)
+  # Bar charts: one row per workload, 3 columns (median min max) per system,
+  # for the systems that have at least one value (plotdata/vars.gp names
+  # them for plot.gp). METG "inf" (never 50%) is drawn at INF_BAR.
+  bars("ns_per_task", plotdir "/ns_per_task.dat", "ns_systems")
+  bars("metg_us", plotdir "/metg.dat", "metg_systems")
+  print "inf_bar = " INF_BAR >> (plotdir "/vars.gp")
+  close(plotdir "/vars.gp")
 
   # ---- summary.md ----
   print "# Benchmark results\n" > summary
@@ -214,6 +193,49 @@ END {
   print "system, bars = min-max), efficiency.png (all patterns), ns_per_task.png," > summary
   print "metg.png." > summary
   close(summary)
+}
+
+function findkey(sys, wl, metric,    k, f, key) {
+  key = ""
+  for (k = 1; k <= nkeys; k++) {
+    split(keys[k], f, SUBSEP)
+    if (f[1] == sys && f[2] == wl && f[4] == metric) key = keys[k]
+  }
+  return key
+}
+
+function barval(x) { return x + 0 >= INF ? INF_BAR : x }
+
+function bars(metric, file, varname,    s, w, wl, key, have, list, n) {
+  list = ""
+  n = 0
+  for (s = 1; s <= nsys; s++) {
+    have[s] = 0
+    for (w = 1; w <= nwl; w++) {
+      key = findkey(sysl[s], wll[w], metric)
+      if (key != "" && (key in MED)) have[s] = 1
+    }
+    if (have[s]) list = list (n++ ? " " : "") sysl[s]
+  }
+  printf "%s = '%s'\n", varname, list >> (plotdir "/vars.gp")
+  printf "# workload" > file
+  for (s = 1; s <= nsys; s++) if (have[s]) printf " %s - -", sysl[s] > file
+  printf "\n" > file
+  for (w = 1; w <= nwl; w++) {
+    wl = wll[w]
+    if ((metric == "metg_us") != (ng[wl] > 0)) continue
+    printf "%s", label(wl) > file
+    for (s = 1; s <= nsys; s++) {
+      if (!have[s]) continue
+      key = findkey(sysl[s], wl, metric)
+      if (key != "" && (key in MED))
+        printf " %s %s %s", barval(MED[key]), barval(MIN[key]), barval(MAX[key]) > file
+      else
+        printf " NaN NaN NaN" > file
+    }
+    printf "\n" > file
+  }
+  close(file)
 }
 
 function label(wl) {

@@ -5,7 +5,7 @@
 # ns_per_task.png           W1/W2/W4 ns per task per system, bars = min..max
 # metg.png                  METG(50%) per pattern per system, bars = min..max
 
-set terminal pngcairo size 820,560 enhanced font "DejaVu Sans,10"
+set terminal pngcairo size 820,560 noenhanced font "DejaVu Sans,10"
 set encoding utf8
 data = dir.'/plotdata'
 nsys = words(systems)
@@ -39,7 +39,7 @@ do for [p in patterns] {
 }
 
 set output dir.'/efficiency.png'
-set terminal pngcairo size 1400,900 enhanced font "DejaVu Sans,9"
+set terminal pngcairo size 1400,900 noenhanced font "DejaVu Sans,9"
 cols = npat > 4 ? 3 : 2
 rows = (npat + cols - 1) / cols
 set multiplot layout rows, cols title "Efficiency vs kernel grain (Task Bench patterns)"
@@ -55,31 +55,36 @@ unset multiplot
 unset output
 
 reset
-set terminal pngcairo size 820,520 enhanced font "DejaVu Sans,10"
+set terminal pngcairo size 820,520 noenhanced font "DejaVu Sans,10"
+load data.'/vars.gp'
+color(s) = s eq 'pto' ? "#d62728" : s eq 'omp-gcc' ? "#1f77b4" : s eq 'omp-clang' ? "#2ca02c" : \
+           s eq 'starpu' ? "#9467bd" : "#ff7f0e"
 set style data histogram
 set style histogram errorbars gap 1.5 lw 1
 set style fill solid 0.75 border -1
 set boxwidth 0.9
 set logscale y 10
 set grid ytics
-set key top left
+set key below
 set xtics nomirror
-set linetype 1 lc rgb "#d62728"
-set linetype 2 lc rgb "#1f77b4"
-set linetype 3 lc rgb "#2ca02c"
-set linetype 4 lc rgb "#9467bd"
-set linetype 5 lc rgb "#ff7f0e"
 
-set output dir.'/ns_per_task.png'
-set title "Overhead per task (empty kernels): median, bars = min..max; lower is better"
-set ylabel "ns per task"
-plot for [i=1:nsys] data.'/ns_per_task.dat' using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
-       title word(systems, i)
-unset output
+if (words(ns_systems) > 0) {
+  set output dir.'/ns_per_task.png'
+  set title "Overhead per task (empty kernels): median, bars = min..max; lower is better"
+  set ylabel "ns per task"
+  plot for [i=1:words(ns_systems)] data.'/ns_per_task.dat' \
+         using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
+         lc rgb color(word(ns_systems, i)) title word(ns_systems, i)
+  unset output
+}
 
-set output dir.'/metg.png'
-set title "METG(50%): smallest kernel grain at 50% efficiency; lower is better"
-set ylabel "METG(50%) (µs of kernel grain)"
-plot for [i=1:nsys] data.'/metg.dat' using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
-       title word(systems, i)
-unset output
+if (words(metg_systems) > 0) {
+  set output dir.'/metg.png'
+  set title sprintf("METG(50%%): smallest kernel grain at 50%% efficiency; lower is better\n(a bar at %g = never reached 50%%)", inf_bar)
+  set ylabel "METG(50%) (µs of kernel grain)"
+  set yrange [0.1:inf_bar * 1.5]
+  plot for [i=1:words(metg_systems)] data.'/metg.dat' \
+         using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
+         lc rgb color(word(metg_systems, i)) title word(metg_systems, i)
+  unset output
+}

@@ -26,7 +26,7 @@ ONLY=""
 usage() {
   cat <<EOF
 usage: bench/run.sh [options]
-  --quick            small sizes, 3 rounds (default; < 3 min on 2 CPUs)
+  --quick            small sizes, 2 rounds (default; < 3 min on 2 CPUs)
   --full             larger sizes, finer sweep, 3 rounds (< 20 min on 2 CPUs)
   --workers N        worker CPUs for every system (default: CPUs available)
   --rounds N         A B B A rounds (each gives every system 2 repetitions)
@@ -156,7 +156,7 @@ bin_of() {
 if [ "$MODE" = quick ]; then
   N_TASKS=20000; N_ROUNDS_FAN=300; TARGET_US=30000; MAX_TASKS=4000
   GRAINS="1000,500,200,100,50,20,10,5,2,1,0.5,0.2"
-  : "${ROUNDS:=3}"
+  : "${ROUNDS:=2}"
 else
   N_TASKS=100000; N_ROUNDS_FAN=1500; TARGET_US=100000; MAX_TASKS=20000
   GRAINS="1000,700,500,300,200,150,100,70,50,30,20,15,10,7,5,3,2,1.5,1,0.7,0.5,0.3,0.2"

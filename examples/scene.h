@@ -12,21 +12,21 @@
 #include "pto/pto.h"
 
 typedef struct pto_scene_opts {
-  int clusters;        /* 0 = scene default */
-  int schedulers;      /* 0 = scene default */
-  int rounds;          /* >= 1 */
-  const char *trace;   /* write a trace JSON here (NULL = off) */
-  bool fault_inject;   /* comm scenes: late/out-of-order remote stores */
+  int clusters;      /* 0 = scene default */
+  int schedulers;    /* 0 = scene default */
+  int rounds;        /* >= 1 */
+  const char *trace; /* write a trace JSON here (NULL = off) */
+  bool fault_inject; /* comm scenes: late/out-of-order remote stores */
   unsigned seed;
 } pto_scene_opts;
 
 typedef struct pto_scene_report {
-  bool verified;               /* the result matched the reference */
-  int status;                  /* run status (0, or the error seen) */
-  int expected_status;         /* error-trigger scenes: the code they expect */
-  pto_error_info err;          /* details of `status` */
-  pto_run_stats stats;         /* summed over rounds (times: of the last round) */
-  char message[512];           /* what was checked, or what differed */
+  bool verified;       /* the result matched the reference */
+  int status;          /* run status (0, or the error seen) */
+  int expected_status; /* error-trigger scenes: the code they expect */
+  pto_error_info err;  /* details of `status` */
+  pto_run_stats stats; /* summed over rounds (times: of the last round) */
+  char message[512];   /* what was checked, or what differed */
 } pto_scene_report;
 
 typedef struct pto_scene {
@@ -35,8 +35,7 @@ typedef struct pto_scene {
   int (*run)(const pto_scene_opts *opts, pto_scene_report *rep);
 } pto_scene;
 
-#define PTO_SCENE(NAME, SUMMARY, FN) \
-  const pto_scene pto_scene__##NAME = {#NAME, SUMMARY, FN}
+#define PTO_SCENE(NAME, SUMMARY, FN) const pto_scene pto_scene__##NAME = {#NAME, SUMMARY, FN}
 
 extern const pto_scene *const pto_scenes[]; /* NULL-terminated, sorted */
 const pto_scene *pto_scene_find(const char *name);

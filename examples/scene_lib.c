@@ -68,13 +68,15 @@ int scene_expect_error(pto_chip *chip, pto_orch_fn fn, void *arg, int expected,
 
 void scene_print_f32(FILE *f, const char *label, const float *v, size_t n) {
   fprintf(f, "%s [%zu]:", label, n);
-  for (size_t i = 0; i < n; i++) fprintf(f, "%s%g", i % 16 ? " " : "\n  ", (double)v[i]);
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "%s%g", i % 16 ? " " : "\n  ", (double)v[i]);
   fprintf(f, "\n");
 }
 
 void scene_print_i32(FILE *f, const char *label, const int32_t *v, size_t n) {
   fprintf(f, "%s [%zu]:", label, n);
-  for (size_t i = 0; i < n; i++) fprintf(f, "%s%d", i % 16 ? " " : "\n  ", v[i]);
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "%s%d", i % 16 ? " " : "\n  ", v[i]);
   fprintf(f, "\n");
 }
 
@@ -102,8 +104,8 @@ bool scene_check_f32(pto_scene_report *rep, const char *label, const float *a, c
   return false;
 }
 
-bool scene_check_i32(pto_scene_report *rep, const char *label, const int32_t *a,
-                     const int32_t *e, size_t n) {
+bool scene_check_i32(pto_scene_report *rep, const char *label, const int32_t *a, const int32_t *e,
+                     size_t n) {
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < n; i++)
     if (a[i] != e[i]) {

@@ -7,13 +7,13 @@
 #include "scene.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage:\n"
-          "  pto run --list                 list scenes and examples\n"
-          "  pto run NAME [--clusters N] [--schedulers N] [--rounds N] [--trace FILE.json]\n"
-          "               [--fault-inject] [--seed N]\n"
-          "                                 run one, verify it against a sequential reference\n"
-          "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n");
+  fprintf(
+      f, "usage:\n"
+         "  pto run --list                 list scenes and examples\n"
+         "  pto run NAME [--clusters N] [--schedulers N] [--rounds N] [--trace FILE.json]\n"
+         "               [--fault-inject] [--seed N]\n"
+         "                                 run one, verify it against a sequential reference\n"
+         "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n");
 }
 
 static int int_arg(const char *opt, const char *v) {

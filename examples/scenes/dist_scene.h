@@ -99,4 +99,8 @@ static inline bool dist_status(pto_scene_report *rep, int rc, const pto_error_in
   return rc == 0;
 }
 
+/* ring_shuffle.c: the scene with a chosen lease wait (0 = fail fast with
+ * PTO_EDEVICE_BUSY); used by the concurrent-runs test. */
+int ring_shuffle_leased(const pto_scene_opts *o, int64_t lease_wait_ms, pto_scene_report *rep);
+
 #endif

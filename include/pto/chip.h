@@ -23,19 +23,19 @@ typedef struct pto_chip pto_chip;
 typedef struct pto_orch pto_orch;
 
 typedef struct pto_chip_config {
-  int clusters;           /* default 8 */
-  int aic_per_cluster;    /* 0 or 1, default 1 */
-  int aiv_per_cluster;    /* 0..2, default 2 */
-  int schedulers;         /* default min(3, clusters) */
-  uint32_t task_slots;    /* task ring, default 16384 */
-  size_t heap_bytes;      /* heap ring for OUTPUT buffers, default 256 MiB */
-  uint32_t dep_entries;   /* dependency entry pool, default 16384 */
+  int clusters;               /* default 8 */
+  int aic_per_cluster;        /* 0 or 1, default 1 */
+  int aiv_per_cluster;        /* 0..2, default 2 */
+  int schedulers;             /* default min(3, clusters) */
+  uint32_t task_slots;        /* task ring, default 16384 */
+  size_t heap_bytes;          /* heap ring for OUTPUT buffers, default 256 MiB */
+  uint32_t dep_entries;       /* dependency entry pool, default 16384 */
   uint32_t tensormap_entries; /* default 65536 */
   int64_t alloc_timeout_ms;   /* no-reclamation-progress deadline, default 500 */
   int64_t watchdog_ms;        /* no-progress deadline, default 10000 */
   int64_t shutdown_ms;        /* join deadline at the end of a run, default 5000 */
   uint32_t async_slots;       /* outstanding async completions, default 64 */
-  void *env;              /* passed to kernels as pto_kctx.env */
+  void *env;                  /* passed to kernels as pto_kctx.env */
 } pto_chip_config;
 
 /* Fills defaults, then applies documented environment overrides
@@ -66,10 +66,10 @@ int pto_kernel_register_aiv(pto_chip *chip, const char *name, pto_kernel_fn fn, 
 /* ---- runs ---- */
 typedef enum pto_stall_class {
   PTO_STALL_NONE = 0,
-  PTO_STALL_TASK_STUCK,      /* a running task does not finish */
-  PTO_STALL_NO_DISPATCH,     /* ready work exists but nothing dispatches it */
-  PTO_STALL_DEP_DEADLOCK,    /* tasks wait on dependencies that never complete */
-  PTO_STALL_ORCH_STARVED,    /* the orchestrator submits nothing and is not done */
+  PTO_STALL_TASK_STUCK,   /* a running task does not finish */
+  PTO_STALL_NO_DISPATCH,  /* ready work exists but nothing dispatches it */
+  PTO_STALL_DEP_DEADLOCK, /* tasks wait on dependencies that never complete */
+  PTO_STALL_ORCH_STARVED, /* the orchestrator submits nothing and is not done */
 } pto_stall_class;
 const char *pto_stall_class_name(pto_stall_class c);
 
@@ -83,20 +83,20 @@ typedef struct pto_error_info {
 } pto_error_info;
 
 typedef struct pto_run_stats {
-  uint64_t tasks;           /* tasks submitted (dummy tasks included) */
-  uint64_t blocks;          /* kernel blocks executed */
-  double host_us;           /* whole pto_chip_run call */
-  double device_us;         /* first to last core/scheduler activity */
-  double orch_us;           /* orchestration function span */
-  double sched_us;          /* first to last scheduler activity */
-  double effective_us;      /* max end - min start of orch and schedulers */
+  uint64_t tasks;      /* tasks submitted (dummy tasks included) */
+  uint64_t blocks;     /* kernel blocks executed */
+  double host_us;      /* whole pto_chip_run call */
+  double device_us;    /* first to last core/scheduler activity */
+  double orch_us;      /* orchestration function span */
+  double sched_us;     /* first to last scheduler activity */
+  double effective_us; /* max end - min start of orch and schedulers */
   /* gang start (sync_start) */
   uint64_t sync_tasks;
   uint64_t sync_fast_launches;
   uint64_t drains;
-  uint64_t drain_attempts;  /* total attempts over all drains */
+  uint64_t drain_attempts; /* total attempts over all drains */
   uint64_t drain_max_attempts;
-  double cohort_spread_max_us;  /* last block start - first block start */
+  double cohort_spread_max_us; /* last block start - first block start */
   double cohort_spread_sum_us;
 } pto_run_stats;
 

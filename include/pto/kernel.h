@@ -20,7 +20,7 @@ typedef int64_t pto_task_id;
 #define PTO_TASK_NONE ((pto_task_id)-1)
 
 typedef struct pto_kctx {
-  int32_t block_idx;    /* 0..block_num-1 */
+  int32_t block_idx; /* 0..block_num-1 */
   int32_t block_num;
   int32_t sub_block_id; /* 0 or 1 for the two AIV of a MIX block, else 0 */
   int32_t core_id;      /* chip-wide core index */
@@ -31,8 +31,8 @@ typedef struct pto_kctx {
   int32_t nscalars;
   const pto_tensor *tensors; /* in argument order */
   const uint64_t *scalars;
-  void *env;            /* the chip's environment pointer (pto_chip_config.env) */
-  const void *run;      /* private: the run this block belongs to */
+  void *env;       /* the chip's environment pointer (pto_chip_config.env) */
+  const void *run; /* private: the run this block belongs to */
 } pto_kctx;
 
 /* A kernel returns 0, or a negative code which fails the run (PTO_EKERNEL
@@ -52,7 +52,10 @@ bool pto_kctx_cancelled(const pto_kctx *ctx);
 int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token);
 
 static inline float pto_kctx_scalar_f32(const pto_kctx *c, int i) {
-  union { uint32_t u; float f; } v;
+  union {
+    uint32_t u;
+    float f;
+  } v;
   v.u = (uint32_t)c->scalars[i];
   return v.f;
 }

@@ -20,18 +20,18 @@ extern "C" {
 #endif
 
 typedef enum pto_access {
-  PTO_INPUT = 0,        /* read: waits for earlier overlapping writers */
-  PTO_OUTPUT,           /* new buffer from the heap ring; this task produces it */
-  PTO_OUTPUT_EXISTING,  /* write into an existing buffer */
-  PTO_INOUT,            /* read and write */
-  PTO_NO_DEP,           /* passed through, never tracked */
+  PTO_INPUT = 0,       /* read: waits for earlier overlapping writers */
+  PTO_OUTPUT,          /* new buffer from the heap ring; this task produces it */
+  PTO_OUTPUT_EXISTING, /* write into an existing buffer */
+  PTO_INOUT,           /* read and write */
+  PTO_NO_DEP,          /* passed through, never tracked */
 } pto_access;
 
 typedef struct pto_args {
   int32_t ntensors;
   int32_t nscalars;
-  int32_t error;                  /* first builder error, reported at submit */
-  int32_t error_arg;              /* which argument caused it */
+  int32_t error;     /* first builder error, reported at submit */
+  int32_t error_arg; /* which argument caused it */
   uint8_t access[PTO_MAX_TENSOR_ARGS];
   pto_tensor tensors[PTO_MAX_TENSOR_ARGS];
   pto_tensor *outputs[PTO_MAX_TENSOR_ARGS]; /* caller's tensor for OUTPUT args */
@@ -51,9 +51,9 @@ void pto_args_scalar(pto_args *a, uint64_t v);
 void pto_args_scalar_f32(pto_args *a, float v);
 
 typedef struct pto_submit_opts {
-  int block_num;            /* >= 1; 0 means 1 */
-  bool sync_start;          /* all blocks resident and started as one cohort */
-  const pto_task_id *deps;  /* explicit extra dependencies (earlier tasks) */
+  int block_num;           /* >= 1; 0 means 1 */
+  bool sync_start;         /* all blocks resident and started as one cohort */
+  const pto_task_id *deps; /* explicit extra dependencies (earlier tasks) */
   int ndeps;
 } pto_submit_opts;
 

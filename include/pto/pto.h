@@ -1,9 +1,9 @@
 /* pto/pto.h — umbrella header. */
 #ifndef PTO_PTO_H
 #define PTO_PTO_H
+#include "pto/chip.h"
+#include "pto/kernel.h"
+#include "pto/orch.h"
 #include "pto/status.h"
 #include "pto/tensor.h"
-#include "pto/kernel.h"
-#include "pto/chip.h"
-#include "pto/orch.h"
 #endif

@@ -28,13 +28,13 @@ typedef enum pto_dtype {
 } pto_dtype;
 
 typedef struct pto_tensor {
-  void *buf;                      /* base buffer (NULL for an OUTPUT not yet allocated) */
-  size_t buf_bytes;               /* size of the base buffer */
-  int64_t offset;                 /* element offset of element [0,...,0] */
-  int32_t dtype;                  /* pto_dtype */
-  int32_t ndims;                  /* 1..PTO_MAX_DIMS */
+  void *buf;        /* base buffer (NULL for an OUTPUT not yet allocated) */
+  size_t buf_bytes; /* size of the base buffer */
+  int64_t offset;   /* element offset of element [0,...,0] */
+  int32_t dtype;    /* pto_dtype */
+  int32_t ndims;    /* 1..PTO_MAX_DIMS */
   int64_t shape[PTO_MAX_DIMS];
-  int64_t stride[PTO_MAX_DIMS];   /* elements, > 0 */
+  int64_t stride[PTO_MAX_DIMS]; /* elements, > 0 */
 } pto_tensor;
 
 size_t pto_dtype_size(pto_dtype dt);
@@ -75,9 +75,7 @@ void pto_tensor_copy_out(const pto_tensor *t, void *dst);
 void pto_tensor_copy_in(const pto_tensor *t, const void *src);
 
 /* Convenience for float views. */
-static inline float *pto_tensor_f32(const pto_tensor *t) {
-  return (float *)t->buf + t->offset;
-}
+static inline float *pto_tensor_f32(const pto_tensor *t) { return (float *)t->buf + t->offset; }
 
 #ifdef __cplusplus
 }

@@ -50,9 +50,8 @@ int pto_chip_async_complete(pto_chip *chip, uint64_t token) {
   uint64_t s = atomic_load_explicit(&a->state, memory_order_acquire);
   task *t = atomic_load_explicit(&a->t, memory_order_relaxed); /* before freeing the slot */
   /* acq_rel: frees the slot for the next begin (release) after reading t */
-  if (s != busy || !atomic_compare_exchange_strong_explicit(&a->state, &s, busy & ~1ull,
-                                                            memory_order_acq_rel,
-                                                            memory_order_relaxed)) {
+  if (s != busy || !atomic_compare_exchange_strong_explicit(
+                       &a->state, &s, busy & ~1ull, memory_order_acq_rel, memory_order_relaxed)) {
     run_fail(r, PTO_EASYNC_INVALID, PTO_TASK_NONE, -1,
              "async completion token 0x%llx is not outstanding (completed twice, or stale)",
              (unsigned long long)token);

@@ -109,14 +109,16 @@ const char *run_kernel_name(const pto_run *r, const task *t) {
 }
 
 void run_wake_all(pto_run *r) {
-  for (int i = 0; i < r->ncores; i++) pto_event_signal(&r->cores[i].ev);
-  for (int i = 0; i < r->nsched; i++) pto_event_signal(&r->scheds[i].ev);
+  for (int i = 0; i < r->ncores; i++)
+    pto_event_signal(&r->cores[i].ev);
+  for (int i = 0; i < r->nsched; i++)
+    pto_event_signal(&r->scheds[i].ev);
   pto_event_signal(&r->orch_ev);
   pto_event_signal(&r->watchdog_ev);
 }
 
-static void run_latch(pto_run *r, int code, pto_stall_class stall, pto_task_id task_id,
-                      int core_id, const char *fmt, va_list ap) {
+static void run_latch(pto_run *r, int code, pto_stall_class stall, pto_task_id task_id, int core_id,
+                      const char *fmt, va_list ap) {
   pthread_mutex_lock(&r->err_lock);
   if (atomic_load_explicit(&r->status, memory_order_relaxed) == 0) {
     r->err.code = code;
@@ -175,7 +177,8 @@ static void run_destroy(pto_run *r) {
   pthread_mutex_destroy(&r->sync_queue.lock);
   free(r->sync_queue.items);
   if (r->slots)
-    for (uint32_t i = 0; i < r->nslots; i++) pthread_mutex_destroy(&r->slots[i].lock);
+    for (uint32_t i = 0; i < r->nslots; i++)
+      pthread_mutex_destroy(&r->slots[i].lock);
   free(r->slots);
   free(r->deps);
   free(r->async);
@@ -268,7 +271,8 @@ static int run_create(pto_chip *chip, pto_run **out) {
     }
   }
   drain_init(&r->drain, r->nsched);
-  for (int s = 0; s < r->nsched; s++) drain_part_init(&r->scheds[s].drain, s);
+  for (int s = 0; s < r->nsched; s++)
+    drain_part_init(&r->scheds[s].drain, s);
   int rc = orch_setup(r);
   if (rc) {
     run_destroy(r);
@@ -369,17 +373,18 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     err->task_id = PTO_TASK_NONE;
     err->core_id = -1;
   }
-#define EARLY_FAIL(rc_, ...)                                           \
-  do {                                                                 \
-    if (err) {                                                         \
-      err->code = (rc_);                                               \
-      snprintf(err->details, sizeof err->details, __VA_ARGS__);        \
-    }                                                                  \
-    return (rc_);                                                      \
+#define EARLY_FAIL(rc_, ...)                                                                       \
+  do {                                                                                             \
+    if (err) {                                                                                     \
+      err->code = (rc_);                                                                           \
+      snprintf(err->details, sizeof err->details, __VA_ARGS__);                                    \
+    }                                                                                              \
+    return (rc_);                                                                                  \
   } while (0)
   if (!chip) EARLY_FAIL(PTO_EINVAL, "pto_chip_run: chip is NULL");
   if (!fn) EARLY_FAIL(PTO_EINVAL, "pto_chip_run: orchestration function is NULL");
-  if (chip->broken) EARLY_FAIL(PTO_ESHUTDOWN, "chip has a thread that never exited; create a new chip");
+  if (chip->broken)
+    EARLY_FAIL(PTO_ESHUTDOWN, "chip has a thread that never exited; create a new chip");
   int expected = 0;
   if (!atomic_compare_exchange_strong(&chip->running, &expected, 1))
     EARLY_FAIL(PTO_EBUSY, "pto_chip_run: this chip is already running");
@@ -412,8 +417,9 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     r->orch_start_ns = pto_now_ns();
     fn(&orch, arg);
     r->orch_end_ns = pto_now_ns();
-    if (r->trace) trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,
-                              r->orch_end_ns, -1, -1);
+    if (r->trace)
+      trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,
+                  r->orch_end_ns, -1, -1);
     orch_finish(r); /* waits for every task, or the latched error */
   }
   if (!run_join(r)) chip->broken = true;

@@ -24,20 +24,17 @@ static bool cohort_started(void *p) {
   core_wait *w = p;
   task *t = w->c->slot[w->next & 1].t;
   /* acquire pairs with gang_launch's release */
-  return atomic_load_explicit(&t->cohort_go, memory_order_acquire) != 0 ||
-         run_stopping(w->c->run);
+  return atomic_load_explicit(&t->cohort_go, memory_order_acquire) != 0 || run_stopping(w->c->run);
 }
 
 static void note_cohort_start(task *t, uint64_t now) {
   uint64_t v = atomic_load_explicit(&t->first_start_ns, memory_order_relaxed);
-  while (now < v && !atomic_compare_exchange_weak_explicit(&t->first_start_ns, &v, now,
-                                                           memory_order_relaxed,
-                                                           memory_order_relaxed)) {
+  while (now < v && !atomic_compare_exchange_weak_explicit(
+                        &t->first_start_ns, &v, now, memory_order_relaxed, memory_order_relaxed)) {
   }
   v = atomic_load_explicit(&t->last_start_ns, memory_order_relaxed);
-  while (now > v && !atomic_compare_exchange_weak_explicit(&t->last_start_ns, &v, now,
-                                                           memory_order_relaxed,
-                                                           memory_order_relaxed)) {
+  while (now > v && !atomic_compare_exchange_weak_explicit(
+                        &t->last_start_ns, &v, now, memory_order_relaxed, memory_order_relaxed)) {
   }
 }
 
@@ -47,12 +44,14 @@ void *core_main(void *arg) {
   const kernel_rec *kernels = r->chip->kernels;
   for (uint64_t next = 1;; next++) {
     core_wait w = {c, next};
-    while (!core_has_work(&w)) pto_wait(&c->ev, core_has_work, &w, UINT64_MAX);
+    while (!core_has_work(&w))
+      pto_wait(&c->ev, core_has_work, &w, UINT64_MAX);
     if (run_stopping(r)) break;
     const core_payload p = c->slot[next & 1];
     task *t = p.t;
     if (t->sync_start) {
-      while (!cohort_started(&w)) pto_wait(&c->ev, cohort_started, &w, UINT64_MAX);
+      while (!cohort_started(&w))
+        pto_wait(&c->ev, cohort_started, &w, UINT64_MAX);
       if (run_stopping(r)) break;
     }
     const kernel_rec *k = &kernels[t->kernel];
@@ -84,7 +83,15 @@ void *core_main(void *arg) {
     atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     uint64_t t1 = pto_now_ns();
     c->last_ns = t1;
-    if (r->trace) trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block);
+    if (r->trace) {
+      /* A MIX block spans cores: the first records the block, the others its parts. */
+      int part = c->type == PTO_CORE_AIC ? 0 : p.sub_block + (k->aic ? 1 : 0);
+      if (part == 0)
+        trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block);
+      else
+        trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block, "part",
+                        part);
+    }
     if (rc != 0) {
       int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
       run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d", k->name,

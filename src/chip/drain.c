@@ -21,9 +21,7 @@ static inline uint64_t pack(uint32_t att, uint32_t payload) {
 static inline uint32_t tag_of(uint64_t w) { return (uint32_t)(w >> 32); }
 static inline uint32_t val_of(uint64_t w) { return (uint32_t)w; }
 
-static inline int clamp_cap(int cap, int need) {
-  return cap < 0 ? 0 : cap > need ? need : cap;
-}
+static inline int clamp_cap(int cap, int need) { return cap < 0 ? 0 : cap > need ? need : cap; }
 
 static const char *const phase_names[DRAIN_PH_COUNT] = {
     "IDLE", "ACK", "WAIT_GO", "DECIDE", "SHORT", "STAGE", "STAGED", "COLLECT",
@@ -74,8 +72,7 @@ void drain_part_init(drain_part *p, int sched) {
 }
 
 bool drain_request(drain_state *s, int sched, int64_t task_id, int block_num) {
-  if (block_num < 1 || block_num > DRAIN_MAX_BLOCKS)
-    return false;
+  if (block_num < 1 || block_num > DRAIN_MAX_BLOCKS) return false;
   int expect = 0;
   /* acquire: pairs with the release store of busy = 0 that ended the
    * previous drain, so its final attempt number is visible below. */
@@ -85,8 +82,7 @@ bool drain_request(drain_state *s, int sched, int64_t task_id, int block_num) {
   /* relaxed: only the holder of the claim writes attempt (the coordinator
    * retries only inside a claimed drain), and the CAS ordered us after it. */
   uint32_t att = atomic_load_explicit(&s->attempt, memory_order_relaxed) + 1;
-  if (att == 0)
-    att = 1; /* tag 0 means "never"; skip it on wrap-around */
+  if (att == 0) att = 1; /* tag 0 means "never"; skip it on wrap-around */
   /* relaxed: these are published by the release store of attempt below. */
   atomic_store_explicit(&s->task_id, task_id, memory_order_relaxed);
   atomic_store_explicit(&s->block_num, block_num, memory_order_relaxed);
@@ -106,8 +102,7 @@ bool drain_active(const drain_state *s) {
 
 int64_t drain_task(const drain_state *s) {
   /* relaxed: a diagnostic snapshot for the watchdog, not a decision. */
-  if (!atomic_load_explicit(&s->busy, memory_order_relaxed))
-    return -1;
+  if (!atomic_load_explicit(&s->busy, memory_order_relaxed)) return -1;
   return atomic_load_explicit(&s->task_id, memory_order_relaxed);
 }
 
@@ -128,8 +123,7 @@ static int step_ack(drain_state *s, drain_part *p, const drain_ops *ops, void *e
     /* acquire: pairs with the child's release store of its token; it carries
      * the child's whole subtree, which the coordinator reads in DECIDE. */
     uint64_t t = atomic_load_explicit(&s->slot[c].token, memory_order_acquire);
-    if (tag_of(t) != p->att)
-      return DRAIN_WAITING;
+    if (tag_of(t) != p->att) return DRAIN_WAITING;
   }
   int cap = clamp_cap(ops->capacity(env, i), p->need);
   p->cap = p->hint = cap;
@@ -147,8 +141,7 @@ static int step_stage(drain_state *s, drain_part *p, const drain_ops *ops, void 
   /* relaxed: published by the go word this scheduler acquired (or, for the
    * coordinator, written by this very thread). */
   uint64_t q = atomic_load_explicit(&s->slot[i].quota, memory_order_relaxed);
-  if (tag_of(q) != p->att)
-    return DRAIN_WAITING; /* a range from another attempt is never staged */
+  if (tag_of(q) != p->att) return DRAIN_WAITING; /* a range from another attempt is never staged */
   int first = (int)(val_of(q) >> 16), n = (int)(val_of(q) & 0xffff);
   if (n > 0 && ops->stage(env, i, first, n) != 0) {
     p->phase = DRAIN_PH_IDLE; /* no report: the caller latches an error */
@@ -166,16 +159,13 @@ static int step_stage(drain_state *s, drain_part *p, const drain_ops *ops, void 
 static int step_wait_go(drain_state *s, drain_part *p, const drain_ops *ops, void *env) {
   /* acquire: pairs with the coordinator's release store of go (the quotas). */
   uint64_t g = atomic_load_explicit(&s->go, memory_order_acquire);
-  if (g == pack(p->att, 1))
-    return step_stage(s, p, ops, env);
+  if (g == pack(p->att, 1)) return step_stage(s, p, ops, env);
   int cap = clamp_cap(ops->capacity(env, p->sched), p->need);
-  if (cap <= p->hint)
-    return DRAIN_WAITING;
+  if (cap <= p->hint) return DRAIN_WAITING;
   p->hint = cap;
   /* relaxed: advisory only; it can trigger a retry but never feeds a range
    * (ranges come from the next attempt's tokens). */
-  atomic_store_explicit(&s->slot[p->sched].hint, pack(p->att, (uint32_t)cap),
-                        memory_order_relaxed);
+  atomic_store_explicit(&s->slot[p->sched].hint, pack(p->att, (uint32_t)cap), memory_order_relaxed);
   return DRAIN_PROGRESS;
 }
 
@@ -188,8 +178,7 @@ static int step_decide(drain_state *s, drain_part *p) {
     /* relaxed: the tree's release/acquire chain ending in our children's
      * tokens already ordered every token of this attempt before us. */
     uint64_t t = atomic_load_explicit(&s->slot[j].token, memory_order_relaxed);
-    if (tag_of(t) != p->att)
-      return DRAIN_WAITING; /* unreachable: the tree guarantees all are in */
+    if (tag_of(t) != p->att) return DRAIN_WAITING; /* unreachable: the tree guarantees all are in */
     caps[j] = val_of(t);
     sum += (int)caps[j];
   }
@@ -225,11 +214,9 @@ static int step_short(drain_state *s, drain_part *p, const drain_ops *ops, void 
       h = atomic_load_explicit(&s->slot[j].token, memory_order_relaxed);
     sum += (int)val_of(h);
   }
-  if (sum < p->need)
-    return DRAIN_WAITING;
+  if (sum < p->need) return DRAIN_WAITING;
   uint32_t next = p->att + 1;
-  if (next == 0)
-    next = 1;
+  if (next == 0) next = 1;
   /* release: pairs with the acquire of attempt in drain_step; every waiter
    * of this attempt sees the change and abandons its wait. */
   atomic_store_explicit(&s->attempt, next, memory_order_release);
@@ -241,8 +228,7 @@ static int step_collect(drain_state *s, drain_part *p, const drain_ops *ops, voi
   for (int j = 0; j < s->nsched; j++) {
     /* acquire: pairs with j's release store of staged (its staged payloads). */
     uint64_t r = atomic_load_explicit(&s->slot[j].staged, memory_order_acquire);
-    if (tag_of(r) != p->att)
-      return DRAIN_WAITING;
+    if (tag_of(r) != p->att) return DRAIN_WAITING;
   }
   ops->launch(env, p->task_id);
   /* relaxed: published with attempt by drain_request. */
@@ -251,8 +237,7 @@ static int step_collect(drain_state *s, drain_part *p, const drain_ops *ops, voi
   /* relaxed: statistics, single writer (the coordinator). */
   atomic_store_explicit(&s->drains, atomic_load_explicit(&s->drains, memory_order_relaxed) + 1,
                         memory_order_relaxed);
-  atomic_store_explicit(&s->attempts,
-                        atomic_load_explicit(&s->attempts, memory_order_relaxed) + n,
+  atomic_store_explicit(&s->attempts, atomic_load_explicit(&s->attempts, memory_order_relaxed) + n,
                         memory_order_relaxed);
   if (n > atomic_load_explicit(&s->max_attempts, memory_order_relaxed))
     atomic_store_explicit(&s->max_attempts, n, memory_order_relaxed);

@@ -103,20 +103,20 @@ typedef struct drain_state {
   /* Coordinator's broadcast: (att, 1) = GO for that attempt. */
   _Alignas(64) _Atomic uint64_t go;
   /* Statistics, written by the coordinator only. */
-  _Alignas(64) _Atomic uint64_t drains;       /* drains completed (launched) */
-  _Atomic uint64_t attempts;                  /* attempts over all completed drains */
-  _Atomic uint64_t max_attempts;              /* most attempts one drain needed */
+  _Alignas(64) _Atomic uint64_t drains; /* drains completed (launched) */
+  _Atomic uint64_t attempts;            /* attempts over all completed drains */
+  _Atomic uint64_t max_attempts;        /* most attempts one drain needed */
   drain_slot slot[DRAIN_MAX_SCHED];
 } drain_state;
 
 /* Per-scheduler local state; only its owner touches it. */
 typedef struct drain_part {
   int sched;
-  int phase;        /* drain_phase */
-  uint32_t att;     /* the attempt this scheduler is working on */
-  int need;         /* block_num of the drain's task */
-  int cap;          /* capacity acknowledged in att */
-  int hint;         /* capacity last advertised in att */
+  int phase;    /* drain_phase */
+  uint32_t att; /* the attempt this scheduler is working on */
+  int need;     /* block_num of the drain's task */
+  int cap;      /* capacity acknowledged in att */
+  int hint;     /* capacity last advertised in att */
   int64_t task_id;
 } drain_part;
 

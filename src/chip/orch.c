@@ -32,8 +32,10 @@ void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t) {
   int i = a->ntensors;
   if (!t || a->nscalars > 0 || i >= PTO_MAX_TENSOR_ARGS || (unsigned)mode > PTO_NO_DEP) {
     args_error(a, i);
-    if (i < PTO_MAX_TENSOR_ARGS) a->ntensors++; /* keep counting to name the culprit */
-    else a->ntensors = PTO_MAX_TENSOR_ARGS + 1;
+    if (i < PTO_MAX_TENSOR_ARGS)
+      a->ntensors++; /* keep counting to name the culprit */
+    else
+      a->ntensors = PTO_MAX_TENSOR_ARGS + 1;
     return;
   }
   a->access[i] = (uint8_t)mode;
@@ -61,7 +63,10 @@ void pto_args_scalar(pto_args *a, uint64_t v) {
 }
 
 void pto_args_scalar_f32(pto_args *a, float v) {
-  union { float f; uint32_t u; } c = {.f = v};
+  union {
+    float f;
+    uint32_t u;
+  } c = {.f = v};
   pto_args_scalar(a, c.u);
 }
 
@@ -166,7 +171,8 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
                (long long)(r->next_id - r->retired));
       return latched(r);
     }
-    orch_wait_completions(r, r->nslots / 8, room_cond, &w, deadline);
+    /* room() may allocate: once it said yes, it must not be asked again */
+    if (orch_wait_completions(r, r->nslots / 8, room_cond, &w, deadline)) return latched(r);
   }
 }
 
@@ -233,8 +239,8 @@ static int orch_tmap(pto_run *r, const pto_tensor *view, tmap_mode mode, dep_col
     int rc = tmap_access(&r->tm, view, mode, c->self, r->retired, fn, c);
     if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
     pto_task_id before = r->retired;
-    rc = orch_wait_room(r, retired_moved, &before, PTO_ETENSORMAP_OVERFLOW,
-                        PTO_ETENSORMAP_OVERFLOW, "TensorMap");
+    rc = orch_wait_room(r, retired_moved, &before, PTO_ETENSORMAP_OVERFLOW, PTO_ETENSORMAP_OVERFLOW,
+                        "TensorMap");
     if (rc) return rc;
   }
 }
@@ -276,8 +282,7 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
                          c->aiv_per_cluster);
   }
   int blocks = o && o->block_num ? o->block_num : 1;
-  if (blocks < 1)
-    return submit_fail(r, PTO_EINVAL, "block_num %d < 1", o->block_num);
+  if (blocks < 1) return submit_fail(r, PTO_EINVAL, "block_num %d < 1", o->block_num);
   if (o && o->sync_start && kernel_id != -1) {
     int max = sh == SHAPE_AIV ? c->clusters * c->aiv_per_cluster : c->clusters;
     if (blocks > max)
@@ -299,16 +304,14 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
       if (a->nscalars > PTO_MAX_SCALAR_ARGS)
         return submit_fail(r, PTO_EINVAL, "more than %d scalar arguments", PTO_MAX_SCALAR_ARGS);
       if (a->error_arg >= 0 && a->error_arg < a->ntensors && a->nscalars > 0)
-        return submit_fail(r, PTO_EINVAL, "tensor argument %d added after a scalar",
-                           a->error_arg);
+        return submit_fail(r, PTO_EINVAL, "tensor argument %d added after a scalar", a->error_arg);
       return submit_fail(r, PTO_EINVAL, "argument %d: NULL tensor or bad access mode",
                          a->error_arg);
     }
     for (int i = 0; i < a->ntensors; i++) {
       const pto_tensor *t = &a->tensors[i];
-      int rc = a->access[i] == PTO_OUTPUT
-                   ? tensor_check_shape(t->dtype, t->ndims, t->shape, NULL)
-                   : tensor_check(t, false);
+      int rc = a->access[i] == PTO_OUTPUT ? tensor_check_shape(t->dtype, t->ndims, t->shape, NULL)
+                                          : tensor_check(t, false);
       if (rc)
         return submit_fail(r, PTO_EINVAL,
                            "tensor argument %d (%s): invalid view (ndims %d, dtype %d; needs ndims "
@@ -333,9 +336,8 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
 
   /* 1. task slot */
   orch_retire(r);
-  if (!slot_room(r, NULL) &&
-      (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK, PTO_ESCOPE_DEADLOCK,
-                           "task ring")))
+  if (!slot_room(r, NULL) && (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK,
+                                                  PTO_ESCOPE_DEADLOCK, "task ring")))
     return rc;
   pto_task_id id = r->next_id;
   task *t = run_slot(r, id);
@@ -351,38 +353,43 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   if (nt) memcpy(tensors, a->tensors, sizeof(pto_tensor) * (size_t)nt);
   if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
 
-  /* 3. heap for OUTPUT tensors */
+  /* 3. heap for OUTPUT tensors: one contiguous allocation per task, so a
+   * task whose outputs fit the ring at all can always get them once the
+   * ring drains (separate pieces could each wait on the other) */
   uint64_t heap_total = 0;
-  bool has_heap = false;
   for (int i = 0; i < nt; i++)
     if (a->access[i] == PTO_OUTPUT) {
       int64_t bytes;
       tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
       heap_total += ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
-      has_heap = true;
     }
-  if (heap_total > r->heap.cap)
+  bool has_heap = heap_total > 0;
+  if (!ring_fits(&r->heap, heap_total))
     return submit_fail(r, PTO_EHEAP_DEADLOCK,
                        "OUTPUT buffers of one task need %llu bytes but heap_bytes is %llu",
                        (unsigned long long)heap_total, (unsigned long long)r->heap.cap);
-  for (int i = 0; i < nt; i++) {
-    if (a->access[i] != PTO_OUTPUT) continue;
-    pto_tensor *d = &tensors[i];
-    int64_t bytes;
-    tensor_check_shape(d->dtype, d->ndims, d->shape, &bytes);
-    ring_req hr = {&r->heap, (uint64_t)bytes, NULL};
+  if (has_heap) {
+    ring_req hr = {&r->heap, heap_total, NULL};
     if (!ring_room(r, &hr) && (rc = orch_wait_room(r, ring_room, &hr, PTO_EHEAP_DEADLOCK,
                                                    PTO_EHEAP_DEADLOCK, "heap ring")))
       return rc;
-    d->buf = hr.ptr;
-    d->buf_bytes = (size_t)bytes;
-    d->offset = 0;
-    int64_t s = 1;
-    for (int k = d->ndims - 1; k >= 0; k--) {
-      d->stride[k] = s;
-      s *= d->shape[k];
+    uint8_t *next = hr.ptr;
+    for (int i = 0; i < nt; i++) {
+      if (a->access[i] != PTO_OUTPUT) continue;
+      pto_tensor *d = &tensors[i];
+      int64_t bytes;
+      tensor_check_shape(d->dtype, d->ndims, d->shape, &bytes);
+      d->buf = next;
+      d->buf_bytes = (size_t)bytes;
+      d->offset = 0;
+      int64_t stride = 1;
+      for (int k = d->ndims - 1; k >= 0; k--) {
+        d->stride[k] = stride;
+        stride *= d->shape[k];
+      }
+      next += ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+      *a->outputs[i] = *d; /* hand the allocated view back to the caller */
     }
-    *a->outputs[i] = *d; /* hand the allocated view back to the caller */
   }
 
   /* 4. dependencies: inferred from regions, plus explicit ones */
@@ -393,7 +400,8 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
     int m = mode_of[a->access[i]];
     if (m && (rc = orch_tmap(r, &tensors[i], (tmap_mode)m, &dc))) return rc;
   }
-  for (int i = 0; opts && i < opts->ndeps; i++) collect_dep(&dc, opts->deps[i]);
+  for (int i = 0; opts && i < opts->ndeps; i++)
+    collect_dep(&dc, opts->deps[i]);
   if (dc.oom) return submit_fail(r, PTO_ENOMEM, "dependency list allocation failed");
   uint32_t nd = r->depbuf_n;
   if (nd > r->ndeps)
@@ -457,7 +465,9 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   /* release: slot contents visible to whoever reads `submitted` (watchdog) */
   atomic_store_explicit(&r->submitted, id + 1, memory_order_release);
   atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
-  if (r->trace) trace_slice(r->trace, r->orch_track, "submit", "orch", t0, pto_now_ns(), id, -1);
+  if (r->trace)
+    trace_slice_deps(r->trace, r->orch_track, "submit", "orch", t0, pto_now_ns(), id, -1, r->depbuf,
+                     (int)nd);
   if (id_out) *id_out = id;
   /* drop the guard: acq_rel pairs with producers' decrements */
   if (atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_acq_rel) == 1) sched_make_ready(r, t);
@@ -546,8 +556,8 @@ static int wait_tasks(pto_run *r, uint32_t n, int64_t timeout_ms, const char *wh
       if (atomic_load_explicit(&run_slot(r, r->depbuf[i])->state, memory_order_acquire) !=
           TASK_DONE)
         stuck = r->depbuf[i];
-    run_fail(r, PTO_ETENSOR_WAIT_TIMEOUT, stuck, -1,
-             "%s: task %lld not finished after %lld ms", what, (long long)stuck,
+    run_fail(r, PTO_ETENSOR_WAIT_TIMEOUT, stuck, -1, "%s: task %lld not finished after %lld ms",
+             what, (long long)stuck,
              (long long)(timeout_ms < 0 ? r->cfg->watchdog_ms : timeout_ms));
   }
   return latched(r);
@@ -566,7 +576,8 @@ static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t
   tmap_conflicts(&r->tm, t, mode, r->retired, collect_dep, &dc);
   if (dc.oom) return submit_fail(r, PTO_ENOMEM, "%s: dependency list allocation failed", what);
   /* the marks name the next task id; clear them so its own submit lists them again */
-  for (uint32_t i = 0; i < r->depbuf_n; i++) run_slot(r, r->depbuf[i])->dep_mark = PTO_TASK_NONE;
+  for (uint32_t i = 0; i < r->depbuf_n; i++)
+    run_slot(r, r->depbuf[i])->dep_mark = PTO_TASK_NONE;
   return wait_tasks(r, r->depbuf_n, timeout_ms, what);
 }
 

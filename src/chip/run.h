@@ -44,10 +44,10 @@ struct pto_chip {
   int nkernels;
   kernel_rec kernels[PTO_MAX_KERNELS];
   char *trace_path;
-  bool broken;        /* a core thread could not be joined: no more runs */
+  bool broken; /* a core thread could not be joined: no more runs */
   _Atomic int running;
-  uint32_t run_seq;                 /* runs started; tags async tokens */
-  struct pto_run *_Atomic cur_run;  /* the run in progress (async completions) */
+  uint32_t run_seq;                /* runs started; tags async tokens */
+  struct pto_run *_Atomic cur_run; /* the run in progress (async completions) */
 };
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_CLOSED, TASK_DONE };
@@ -57,29 +57,29 @@ enum { TASK_PENDING = 0, TASK_READY, TASK_CLOSED, TASK_DONE };
  * acq_rel), read-only afterwards except for the atomics. */
 typedef struct task {
   pto_task_id id;
-  int32_t kernel;     /* -1: dummy */
+  int32_t kernel; /* -1: dummy */
   int32_t shape;
   int32_t block_num;
-  int32_t units_total;/* block_num * cores per block */
+  int32_t units_total; /* block_num * cores per block */
   bool sync_start;
-  int8_t scope_depth; /* orch */
-  bool pinned;        /* orch: holds heap outputs of a still-open scope */
+  int8_t scope_depth;   /* orch */
+  bool pinned;          /* orch: holds heap outputs of a still-open scope */
   pto_task_id dep_mark; /* orch: last submit that listed it as a producer */
   int32_t ntensors, nscalars;
-  pto_tensor *tensors;/* in the args ring */
+  pto_tensor *tensors; /* in the args ring */
   uint64_t *scalars;
-  uint64_t dep_begin, dep_end;  /* this task's dependency nodes (dep ring) */
-  uint64_t heap_end, args_end;  /* ring heads after this task's allocations */
+  uint64_t dep_begin, dep_end; /* this task's dependency nodes (dep ring) */
+  uint64_t heap_end, args_end; /* ring heads after this task's allocations */
   uint64_t submit_ns;
-  pthread_mutex_t lock;         /* orders fanout linking against closing */
-  int64_t fanout_head;          /* dep node index, -1 = none; under lock */
+  pthread_mutex_t lock; /* orders fanout linking against closing */
+  int64_t fanout_head;  /* dep node index, -1 = none; under lock */
   _Atomic int32_t state;
-  _Atomic int32_t fanin;        /* unfinished producers + 1 submit guard */
-  _Atomic int32_t refs;         /* registered consumers not yet completed */
+  _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
+  _Atomic int32_t refs;  /* registered consumers not yet completed */
   _Atomic int32_t units_done;
-  int32_t next_block;           /* under the ready queue's lock */
+  int32_t next_block;                             /* under the ready queue's lock */
   _Atomic uint64_t first_start_ns, last_start_ns; /* sync_start spread */
-  _Atomic int32_t cohort_go;    /* sync_start: blocks start when nonzero */
+  _Atomic int32_t cohort_go;                      /* sync_start: blocks start when nonzero */
 } task;
 
 /* One dependency: consumer waits for producer. Node i belongs to the
@@ -126,7 +126,7 @@ typedef struct core {
   pto_event ev;                /* the core parks here */
   _Atomic int64_t cur_task;    /* watchdog: running task or -1 (relaxed) */
   _Atomic uint64_t cur_start_ns;
-  uint64_t first_ns, last_ns;  /* activity span, core-private until join */
+  uint64_t first_ns, last_ns; /* activity span, core-private until join */
   int trace_track;
 } core;
 
@@ -136,9 +136,9 @@ typedef struct sched {
   pthread_t thread;
   bool started;
   int ncores;
-  core **cores;                /* own cores, cluster by cluster: AIC, AIV, AIV */
+  core **cores; /* own cores, cluster by cluster: AIC, AIV, AIV */
   int nclusters;
-  int *clusters;               /* own cluster ids */
+  int *clusters; /* own cluster ids */
   pto_event ev;
   drain_part drain;
   uint64_t first_ns, last_ns;
@@ -153,31 +153,31 @@ typedef struct scope_rec {
 typedef struct pto_run {
   pto_chip *chip;
   const pto_chip_config *cfg;
-  pto_trace *trace;            /* NULL when tracing is off */
+  pto_trace *trace; /* NULL when tracing is off */
   /* task ring */
   task *slots;
   uint32_t nslots;
   dep_node *deps;
   uint32_t ndeps;
   /* orch-owned */
-  pto_task_id next_id;         /* next id to hand out */
-  pto_task_id retired;         /* ids below this are retired */
+  pto_task_id next_id; /* next id to hand out */
+  pto_task_id retired; /* ids below this are retired */
   uint64_t dep_head, dep_tail;
   ring heap, args;
   tmap tm;
   int scope_depth;
   scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];
-  pto_task_id *depbuf;         /* producers of the task being submitted */
+  pto_task_id *depbuf; /* producers of the task being submitted */
   uint32_t depbuf_n, depbuf_cap;
   /* shared */
-  _Atomic int64_t submitted;   /* published tasks (release: slot contents) */
-  _Atomic int64_t completed;   /* completed tasks (release pairs with orch acquire) */
-  _Atomic int32_t status;      /* latched first error */
-  _Atomic int32_t stop;        /* threads exit when set */
+  _Atomic int64_t submitted; /* published tasks (release: slot contents) */
+  _Atomic int64_t completed; /* completed tasks (release pairs with orch acquire) */
+  _Atomic int32_t status;    /* latched first error */
+  _Atomic int32_t stop;      /* threads exit when set */
   _Atomic int32_t orch_done;
-  _Atomic uint64_t progress;   /* bumped on every submit/dispatch/completion */
-  _Atomic uint64_t ready_gen;  /* bumped on every ready push */
-  _Atomic uint64_t drain_gen;  /* bumped on every drain step that publishes */
+  _Atomic uint64_t progress;  /* bumped on every submit/dispatch/completion */
+  _Atomic uint64_t ready_gen; /* bumped on every ready push */
+  _Atomic uint64_t drain_gen; /* bumped on every drain step that publishes */
   _Atomic uint64_t blocks;
   ready_queue queues[SHAPE_COUNT];
   ready_queue sync_queue;
@@ -187,8 +187,8 @@ typedef struct pto_run {
   drain_state drain;
   pthread_mutex_t err_lock;
   pto_error_info err;
-  pto_event orch_ev;           /* orchestrator waits here (completions) */
-  _Atomic int64_t orch_wake_at;/* completions signal orch_ev once `completed` reaches it */
+  pto_event orch_ev;            /* orchestrator waits here (completions) */
+  _Atomic int64_t orch_wake_at; /* completions signal orch_ev once `completed` reaches it */
   pto_event watchdog_ev;
   int ncores, nsched;
   core *cores;
@@ -211,8 +211,8 @@ struct pto_orch {
 void run_fail(pto_run *r, int code, pto_task_id task, int core, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* The watchdog's PTO_ESCHED_TIMEOUT with its stall class [chip.c]. */
-void run_fail_stall(pto_run *r, pto_stall_class stall, pto_task_id task, int core,
-                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void run_fail_stall(pto_run *r, pto_stall_class stall, pto_task_id task, int core, const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
 static inline bool run_stopping(const pto_run *r) {
   /* acquire pairs with the release store in run_fail/run_finish */
   return atomic_load_explicit(&r->stop, memory_order_acquire) != 0;

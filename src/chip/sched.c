@@ -69,9 +69,8 @@ static void record_spread(pto_run *r, task *t) {
   uint64_t d = b > a ? b - a : 0;
   atomic_fetch_add_explicit(&r->spread_sum_ns, d, memory_order_relaxed);
   uint64_t m = atomic_load_explicit(&r->spread_max_ns, memory_order_relaxed);
-  while (d > m && !atomic_compare_exchange_weak_explicit(&r->spread_max_ns, &m, d,
-                                                         memory_order_relaxed,
-                                                         memory_order_relaxed)) {
+  while (d > m && !atomic_compare_exchange_weak_explicit(
+                      &r->spread_max_ns, &m, d, memory_order_relaxed, memory_order_relaxed)) {
   }
 }
 
@@ -129,7 +128,8 @@ void sched_make_ready(pto_run *r, task *t) {
   rq_push(t->sync_start ? &r->sync_queue : &r->queues[t->shape], t);
   /* release pairs with the scheduler's acquire of ready_gen before it parks */
   atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
-  for (int s = 0; s < r->nsched; s++) pto_event_signal(&r->scheds[s].ev);
+  for (int s = 0; s < r->nsched; s++)
+    pto_event_signal(&r->scheds[s].ev);
 }
 
 void sched_task_done_unit(pto_run *r, task *t, int units) {
@@ -161,7 +161,9 @@ static bool poll_completions(sched *s) {
 
 /* ---- placement on own cores ---- */
 
-static int per_cluster(const pto_run *r) { return r->cfg->aic_per_cluster + r->cfg->aiv_per_cluster; }
+static int per_cluster(const pto_run *r) {
+  return r->cfg->aic_per_cluster + r->cfg->aiv_per_cluster;
+}
 static inline uint64_t inflight(const core *c) { return c->issued - c->seen; }
 
 static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub) {
@@ -212,7 +214,8 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
       if (n >= max || !fit_cluster(s, cl, sh, max_inflight, tmp)) break;
       bool dup = false;
       for (int i = 0; i < per && !dup; i++)
-        for (int j = 0; j < n * per && !dup; j++) dup = out[j] == tmp[i];
+        for (int j = 0; j < n * per && !dup; j++)
+          dup = out[j] == tmp[i];
       if (dup) {
         /* try the next free core of the same kind in this cluster */
         int pc = per_cluster(r), aic = r->cfg->aic_per_cluster;
@@ -221,13 +224,15 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
         if (per != 1) break;
         for (int k = (sh == SHAPE_AIC ? 0 : aic); k < (sh == SHAPE_AIC ? aic : pc) && !alt; k++) {
           bool used = false;
-          for (int j = 0; j < n && !used; j++) used = out[j] == cc[k];
+          for (int j = 0; j < n && !used; j++)
+            used = out[j] == cc[k];
           if (!used && inflight(cc[k]) <= max_inflight) alt = cc[k];
         }
         if (!alt) break;
         tmp[0] = alt;
       }
-      for (int i = 0; i < per; i++) out[n * per + i] = tmp[i];
+      for (int i = 0; i < per; i++)
+        out[n * per + i] = tmp[i];
       n++;
       if (per != 1) break; /* one MIX block per cluster */
     }
@@ -248,11 +253,8 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   task *ts[3 * 64];
   int32_t blocks[3 * 64];
   n = rq_claim(q, n, ts, blocks);
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++)
     place_block(s, &spots[i * per], ts[i], blocks[i], per);
-    if (r->trace)
-      trace_instant(r->trace, s->trace_track, "dispatch", "sched", pto_now_ns(), ts[i]->id);
-  }
   if (n) atomic_fetch_add_explicit(&r->blocks, (uint64_t)n, memory_order_relaxed);
   return n > 0;
 }
@@ -260,7 +262,8 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
 static bool dispatch_normal(sched *s) {
   static const shape order[] = {SHAPE_AIC_AIV2, SHAPE_AIC_AIV, SHAPE_AIV2, SHAPE_AIC, SHAPE_AIV};
   bool did = false;
-  for (int i = 0; i < SHAPE_COUNT; i++) did |= dispatch_shape(s, order[i], 0);
+  for (int i = 0; i < SHAPE_COUNT; i++)
+    did |= dispatch_shape(s, order[i], 0);
   did |= dispatch_shape(s, SHAPE_AIC, 1);
   did |= dispatch_shape(s, SHAPE_AIV, 1);
   if (did) atomic_fetch_add_explicit(&s->run->progress, 1, memory_order_relaxed);
@@ -273,7 +276,8 @@ static bool dispatch_normal(sched *s) {
 static void drain_moved(pto_run *r) {
   /* release pairs with the acquire in sched_has_work */
   atomic_fetch_add_explicit(&r->drain_gen, 1, memory_order_release);
-  for (int s = 0; s < r->nsched; s++) pto_event_signal(&r->scheds[s].ev);
+  for (int s = 0; s < r->nsched; s++)
+    pto_event_signal(&r->scheds[s].ev);
 }
 
 static int gang_capacity(sched *s, task *t) {
@@ -286,18 +290,20 @@ static void gang_stage(sched *s, task *t, int first, int n) {
   core *spots[3 * 64];
   int per = shape_aic(t->shape) + shape_aiv(t->shape);
   int got = placements(s, t->shape, 0, spots, n);
-  for (int i = 0; i < got; i++) place_block(s, &spots[i * per], t, first + i, per);
+  for (int i = 0; i < got; i++)
+    place_block(s, &spots[i * per], t, first + i, per);
   atomic_fetch_add_explicit(&s->run->blocks, (uint64_t)got, memory_order_relaxed);
   if (got < n)
     run_fail(s->run, PTO_ESCHED_TIMEOUT, t->id, -1,
-             "scheduler %d could stage only %d of %d blocks of sync_start task %lld", s->id, got,
-             n, (long long)t->id);
+             "scheduler %d could stage only %d of %d blocks of sync_start task %lld", s->id, got, n,
+             (long long)t->id);
 }
 
 static void gang_launch(pto_run *r, task *t) {
   /* release: every staged payload is visible before a core starts the block */
   atomic_store_explicit(&t->cohort_go, 1, memory_order_release);
-  for (int i = 0; i < r->ncores; i++) pto_event_signal(&r->cores[i].ev);
+  for (int i = 0; i < r->ncores; i++)
+    pto_event_signal(&r->cores[i].ev);
   atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
 }
 
@@ -312,14 +318,10 @@ static int op_stage(void *env, int sched_id, int first, int n) {
   task *t = run_slot(s->run, drain_task(&s->run->drain));
   if (gang_capacity(s, t) < n) return -1;
   gang_stage(s, t, first, n);
-  if (s->run->trace)
-    trace_instant(s->run->trace, s->trace_track, "drain_stage", "sched", pto_now_ns(), n);
   return 0;
 }
 static void op_launch(void *env, int64_t task_id) {
   sched *s = env;
-  if (s->run->trace)
-    trace_instant(s->run->trace, s->trace_track, "drain_launch", "sched", pto_now_ns(), task_id);
   gang_launch(s->run, run_slot(s->run, task_id));
 }
 static bool op_run_ended(void *env) { return run_stopping(((sched *)env)->run); }
@@ -343,7 +345,6 @@ static bool dispatch_sync(sched *s) {
       did = true;
     } else if (drain_request(&r->drain, s->id, t->id, t->block_num)) {
       rq_pop_locked(q); /* the drain owns it now */
-      if (r->trace) trace_instant(r->trace, s->trace_track, "drain", "sched", pto_now_ns(), t->id);
       did = true;
     }
   }
@@ -372,23 +373,40 @@ static bool sched_has_work(void *p) {
   return false;
 }
 
+/* A scheduler phase as a trace slice, when tracing and when it did work. */
+static void trace_phase(sched *s, const char *name, uint64_t t0, bool did, int64_t arg) {
+  if (did) trace_instant(s->run->trace, s->trace_track, name, "sched", t0, arg);
+}
+
 void *sched_main(void *arg) {
   sched *s = arg;
   pto_run *r = s->run;
   s->first_ns = pto_now_ns();
   s->last_ns = s->first_ns;
+  uint32_t att = 0;
   while (!run_stopping(r)) {
     sched_wait w = {s, atomic_load_explicit(&r->ready_gen, memory_order_acquire),
                     atomic_load_explicit(&r->drain_gen, memory_order_acquire)};
+    uint64_t t0 = r->trace ? pto_now_ns() : 0;
     bool did = poll_completions(s);
+    if (r->trace && did)
+      trace_slice(r->trace, s->trace_track, "complete", "sched", t0, pto_now_ns(), -1, -1);
     int st = drain_step(&r->drain, &s->drain, &ops, s);
     if (st != DRAIN_NONE && st != DRAIN_WAITING) {
       drain_moved(r);
       did = true;
     }
+    if (r->trace && s->drain.att != att && st != DRAIN_NONE) {
+      att = s->drain.att;
+      trace_phase(s, "drain_attempt", pto_now_ns(), true, (int64_t)att);
+    }
     if (st == DRAIN_NONE && !drain_active(&r->drain)) {
-      did |= dispatch_sync(s);
-      if (!drain_active(&r->drain)) did |= dispatch_normal(s);
+      t0 = r->trace ? pto_now_ns() : 0;
+      bool d = dispatch_sync(s);
+      if (!drain_active(&r->drain)) d |= dispatch_normal(s);
+      if (r->trace && d)
+        trace_slice(r->trace, s->trace_track, "dispatch", "sched", t0, pto_now_ns(), -1, -1);
+      did |= d;
     }
     if (did) {
       s->last_ns = pto_now_ns();

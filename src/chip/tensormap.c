@@ -22,7 +22,8 @@ int tmap_init(tmap *m, uint32_t capacity) {
   if (capacity == 0) return PTO_EINVAL;
   m->capacity = capacity;
   m->nbuckets = 64;
-  while (m->nbuckets < capacity / 4 && m->nbuckets < (1u << 20)) m->nbuckets <<= 1;
+  while (m->nbuckets < capacity / 4 && m->nbuckets < (1u << 20))
+    m->nbuckets <<= 1;
   m->buckets = malloc(sizeof(int32_t) * m->nbuckets);
   m->pool = malloc(sizeof(tmap_entry) * capacity);
   if (!m->buckets || !m->pool) {
@@ -41,8 +42,10 @@ void tmap_destroy(tmap *m) {
 }
 
 void tmap_clear(tmap *m) {
-  for (uint32_t b = 0; b < m->nbuckets; b++) m->buckets[b] = -1;
-  for (uint32_t i = 0; i < m->capacity; i++) m->pool[i].next = (int32_t)i + 1;
+  for (uint32_t b = 0; b < m->nbuckets; b++)
+    m->buckets[b] = -1;
+  for (uint32_t i = 0; i < m->capacity; i++)
+    m->pool[i].next = (int32_t)i + 1;
   m->pool[m->capacity - 1].next = -1;
   m->free_head = 0;
   m->used = 0;
@@ -72,8 +75,8 @@ static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0
 
 /* Walks the bucket of view->buf: reports conflicting live entries; when
  * `record` is set, also drops entries the new write covers. */
-static void scan(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task,
-                 int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+static void scan(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
+                 tmap_dep_fn dep, void *arg, bool record) {
   int32_t *link = &m->buckets[bucket_of(m, view->buf)];
   while (*link >= 0) {
     tmap_entry *e = &m->pool[*link];
@@ -97,10 +100,11 @@ static void scan(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task,
   }
 }
 
-int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task,
-                int64_t oldest_live, tmap_dep_fn dep, void *arg) {
+int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
+                tmap_dep_fn dep, void *arg) {
   if (m->free_head < 0) {
-    for (uint32_t b = 0; b < m->nbuckets; b++) purge_chain(m, &m->buckets[b], oldest_live);
+    for (uint32_t b = 0; b < m->nbuckets; b++)
+      purge_chain(m, &m->buckets[b], oldest_live);
     if (m->free_head < 0) return PTO_ETENSORMAP_OVERFLOW;
   }
   scan(m, view, mode, task, oldest_live, dep, arg, true);

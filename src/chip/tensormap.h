@@ -27,12 +27,12 @@ typedef void (*tmap_dep_fn)(void *arg, int64_t producer_task);
 
 typedef struct tmap_entry tmap_entry;
 typedef struct tmap {
-  uint32_t capacity;   /* entry pool size */
-  uint32_t used;       /* live entries */
-  uint32_t nbuckets;   /* power of two */
-  int32_t *buckets;    /* head entry index per bucket, -1 = empty */
+  uint32_t capacity; /* entry pool size */
+  uint32_t used;     /* live entries */
+  uint32_t nbuckets; /* power of two */
+  int32_t *buckets;  /* head entry index per bucket, -1 = empty */
   tmap_entry *pool;
-  int32_t free_head;   /* free list through tmap_entry.next */
+  int32_t free_head; /* free list through tmap_entry.next */
 } tmap;
 
 int tmap_init(tmap *m, uint32_t capacity);
@@ -44,8 +44,8 @@ void tmap_clear(tmap *m);
  * 0, or PTO_ETENSORMAP_OVERFLOW when no entry is free even after dropping
  * entries older than oldest_live (the caller may retire tasks and retry;
  * nothing is recorded and no dependency is reported in that case). */
-int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task,
-                int64_t oldest_live, tmap_dep_fn dep, void *arg);
+int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
+                tmap_dep_fn dep, void *arg);
 
 /* Reports every live task whose recorded access conflicts with an access of
  * `mode` to `view`, without recording anything (for host reads/writes). */

@@ -33,20 +33,21 @@ static void report_stall(pto_run *r, uint64_t idle_ms) {
   }
   if (stuck >= 0) {
     pto_task_id id = atomic_load_explicit(&r->cores[stuck].cur_task, memory_order_relaxed);
-    run_fail_stall(r, PTO_STALL_TASK_STUCK, id, stuck,
-             "no progress for %llu ms: task %lld has been running on core %d (cluster %d, %s) "
-             "for %llu ms",
-             (unsigned long long)idle_ms, (long long)id, stuck, r->cores[stuck].cluster,
-             r->cores[stuck].type == PTO_CORE_AIC ? "AIC" : "AIV",
-             (unsigned long long)((pto_now_ns() - oldest) / 1000000ull));
+    run_fail_stall(
+        r, PTO_STALL_TASK_STUCK, id, stuck,
+        "no progress for %llu ms: task %lld has been running on core %d (cluster %d, %s) "
+        "for %llu ms",
+        (unsigned long long)idle_ms, (long long)id, stuck, r->cores[stuck].cluster,
+        r->cores[stuck].type == PTO_CORE_AIC ? "AIC" : "AIV",
+        (unsigned long long)((pto_now_ns() - oldest) / 1000000ull));
     return;
   }
   task *head = NULL;
   if (queues_nonempty(r, &head)) {
     run_fail_stall(r, PTO_STALL_NO_DISPATCH, head->id, -1,
-             "no progress for %llu ms: task %lld (%d blocks%s) is ready but no core takes it",
-             (unsigned long long)idle_ms, (long long)head->id, head->block_num,
-             head->sync_start ? ", sync_start" : "");
+                   "no progress for %llu ms: task %lld (%d blocks%s) is ready but no core takes it",
+                   (unsigned long long)idle_ms, (long long)head->id, head->block_num,
+                   head->sync_start ? ", sync_start" : "");
     return;
   }
   /* acquire pairs with submit's release: slots of ids below are filled */
@@ -59,16 +60,16 @@ static void report_stall(pto_run *r, uint64_t idle_ms) {
       if (atomic_load_explicit(&run_slot(r, id)->state, memory_order_acquire) == TASK_PENDING)
         first = id;
     run_fail_stall(r, PTO_STALL_DEP_DEADLOCK, first, -1,
-             "no progress for %llu ms: %lld tasks wait on dependencies that never complete "
-             "(oldest waiting: %lld)",
-             (unsigned long long)idle_ms, (long long)(sub - done), (long long)first);
+                   "no progress for %llu ms: %lld tasks wait on dependencies that never complete "
+                   "(oldest waiting: %lld)",
+                   (unsigned long long)idle_ms, (long long)(sub - done), (long long)first);
     return;
   }
   if (!atomic_load_explicit(&r->orch_done, memory_order_acquire)) {
     run_fail_stall(r, PTO_STALL_ORCH_STARVED, PTO_TASK_NONE, -1,
-             "no progress for %llu ms: every task finished and the orchestrator submitted "
-             "nothing new and has not returned",
-             (unsigned long long)idle_ms);
+                   "no progress for %llu ms: every task finished and the orchestrator submitted "
+                   "nothing new and has not returned",
+                   (unsigned long long)idle_ms);
   }
 }
 

@@ -54,6 +54,7 @@ typedef struct comm_dom {
 struct pto_comm {
   int chip;                 /* node chip rank, -1 for the orchestrator */
   uint32_t epoch;           /* current node task, tags signals and barriers */
+  uint64_t group;           /* node chips running the current task (bit per chip) */
   comm_dom *doms[COMM_MAX_DOMAINS];
   pthread_mutex_t err_lock;
   int err_code;             /* first failure of the current task */
@@ -74,8 +75,9 @@ int comm_domain_attach(pto_comm *c, int32_t id);
 void comm_domain_close(pto_comm *c, int32_t id, bool unlink);
 comm_dom *comm_find(const pto_comm *c, int32_t id);
 
-/* Start of a node task: new epoch, clears the latched error. */
-void comm_task_begin(pto_comm *c, uint32_t epoch);
+/* Start of a node task run by the node chips in `group` (bit per chip):
+ * new epoch, clears the latched error. */
+void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group);
 /* End of a node task: lands every held-back store (fault injection). */
 int comm_task_end(pto_comm *c);
 /* First error details of the task ("" when none). */

@@ -46,8 +46,9 @@ typedef struct comm_backend {
   /* Parks until my cell may have changed or deadline_ns; returns false
    * when the deadline passed. cond(arg) is re-checked by the caller. */
   bool (*signal_park)(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns);
-  /* Start (end = false) or end of node task `epoch` on this rank. */
-  void (*task_mark)(comm_win *w, uint32_t epoch, bool end);
+  /* Start (end = false) or end of node task `epoch` on this rank; `group`
+   * has bit c set for every node chip c that runs the same (group) task. */
+  void (*task_mark)(comm_win *w, uint32_t epoch, uint64_t group, bool end);
   /* Completes every earlier put/accumulate (peer < 0: to every peer).
    * end_of_task: the node task ends here. */
   int (*quiet)(comm_win *w, int peer, bool end_of_task);

@@ -76,7 +76,7 @@ int comm_domain_attach(pto_comm *c, int32_t id) {
   comm_dom *d = comm_find(c, id);
   if (!d) return PTO_EINVAL;
   int rc = d->be->attach(d->win);
-  if (rc == 0 && c->epoch) d->be->task_mark(d->win, c->epoch, false);
+  if (rc == 0 && c->epoch) d->be->task_mark(d->win, c->epoch, c->group, false);
   return rc;
 }
 
@@ -91,8 +91,9 @@ void comm_domain_close(pto_comm *c, int32_t id, bool unlink) {
   }
 }
 
-void comm_task_begin(pto_comm *c, uint32_t epoch) {
+void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
   c->epoch = epoch;
+  c->group = group;
   pthread_mutex_lock(&c->err_lock);
   c->err_code = 0;
   c->err_details[0] = 0;
@@ -103,7 +104,7 @@ void comm_task_begin(pto_comm *c, uint32_t epoch) {
     /* relaxed: the chip run that follows orders it for the core threads */
     atomic_store_explicit(&d->barrier_seq, 0, memory_order_relaxed);
     d->barrier_epoch = epoch;
-    d->be->task_mark(d->win, epoch, false);
+    d->be->task_mark(d->win, epoch, group, false);
   }
 }
 
@@ -117,7 +118,7 @@ int comm_task_end(pto_comm *c) {
   }
   for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
     comm_dom *d = c->doms[i];
-    if (d && d->my_rank >= 0) d->be->task_mark(d->win, c->epoch, true);
+    if (d && d->my_rank >= 0) d->be->task_mark(d->win, c->epoch, c->group, true);
   }
   return rc;
 }

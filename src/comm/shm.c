@@ -39,6 +39,7 @@ struct comm_win {
   unsigned char *base[PTO_COMM_MAX_RANKS]; /* mapped windows, NULL = not mapped */
   fault_queue *fq;                         /* NULL unless fault injection is on */
   uint32_t epoch;                          /* current node task */
+  uint64_t group;                          /* node chips of the current task */
 };
 
 static unsigned char *rank_addr(const comm_win *w, int r) {
@@ -183,9 +184,9 @@ static bool gap_over(void *arg) {
  * in other tasks are ordered after this task by node dependencies. */
 static void gap(void *arg, const fault_op *landed) {
   comm_win *w = arg;
+  int chip = w->d.chips[landed->peer];
+  if (chip < 0 || chip >= 64 || !(w->group >> chip & 1)) return;
   gap_wait g = {hdr(w, landed->peer), w->epoch};
-  /* relaxed: which task the peer runs is a hint; waiting longer is allowed */
-  if (atomic_load_explicit(&g.peer->task_epoch, memory_order_relaxed) != w->epoch) return;
   pto_wait(&g.peer->ev, gap_over, &g, pto_deadline_ms(FAULT_GAP_MS));
 }
 
@@ -315,10 +316,11 @@ static bool shm_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64
   return pto_wait(&hdr(w, w->my_rank)->ev, cond, arg, deadline_ns);
 }
 
-static void shm_task_mark(comm_win *w, uint32_t epoch, bool end) {
+static void shm_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {
   if (w->my_rank < 0) return;
   shm_hdr *h = hdr(w, w->my_rank);
   w->epoch = epoch;
+  w->group = group;
   if (!end) {
     /* relaxed: read only as a hint by fault-injection gaps */
     atomic_store_explicit(&h->task_epoch, epoch, memory_order_relaxed);

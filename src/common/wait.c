@@ -11,7 +11,7 @@
 #include "common/clock.h"
 
 #define PARK_MAX_NS 20000000ull /* re-check at least every 20 ms */
-#define YIELDS 4
+#define YIELDS      4
 #define SPIN_BUDGET 2000u /* ~ a few microseconds of pause instructions */
 
 void pto_event_init(pto_event *ev, bool process_shared) {

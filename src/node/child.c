@@ -28,7 +28,7 @@ static bool frame_posted(void *arg) {
 
 static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
                           const node_frame *f, node_reply *r) {
-  comm_task_begin(comm, f->epoch);
+  comm_task_begin(comm, f->epoch, f->group);
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
   r->status = pto_chip_run(chip, f->chip_fn, &t, NULL, &r->err);
   int end = comm_task_end(comm);

@@ -273,6 +273,9 @@ static void dispatch(pto_node *n) {
     f.host_arg = t->host_arg;
     f.args = t->args;
     f.group_size = k;
+    f.group = 0;
+    for (int i = 0; i < k; i++)
+      if (slots[i] < 64) f.group |= 1ull << slots[i];
     t->state = TS_RUNNING;
     t->parts_left = k;
     t->start_ns = pto_now_ns();

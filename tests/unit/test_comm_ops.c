@@ -49,7 +49,7 @@ static void setup_dom(fixture *f, bool fault, uint64_t seed) {
   }
   for (int r = 0; r < 2; r++) {
     assert_int_equal(comm_domain_attach(&f->c[r], 7), 0);
-    comm_task_begin(&f->c[r], 1);
+    comm_task_begin(&f->c[r], 1, 3);
     memset(&f->k[r], 0, sizeof f->k[r]);
     f->k[r].env = &f->c[r];
     f->k[r].core_id = r;
@@ -231,8 +231,8 @@ static void test_signal_epochs_and_timeout(void **s) {
   win(&f, 0, "sig", PTO_I64, 1, &one, &sig);
   int32_t v;
   for (uint32_t epoch = 1; epoch <= 3; epoch++) {
-    comm_task_begin(&f.c[0], epoch);
-    comm_task_begin(&f.c[1], epoch);
+    comm_task_begin(&f.c[0], epoch, 3);
+    comm_task_begin(&f.c[1], epoch, 3);
     assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
     assert_int_equal(v, 0); /* last epoch's credits are invisible */
     for (int i = 0; i < 4; i++) assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 1), 0);
@@ -244,12 +244,12 @@ static void test_signal_epochs_and_timeout(void **s) {
     assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, PTO_CMP_EQ, (int32_t)epoch, 100), 0);
   }
   /* a late signal of an older epoch is dropped */
-  comm_task_begin(&f.c[0], 2);
+  comm_task_begin(&f.c[0], 2, 3);
   assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 5), 0);
   assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
   assert_int_equal(v, 3);
   /* a wait that times out names domain, rank, cell, expected and seen */
-  comm_task_begin(&f.c[1], 4);
+  comm_task_begin(&f.c[1], 4, 3);
   assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, PTO_CMP_GE, 2, 30), PTO_EWAIT_TIMEOUT);
   char det[384];
   assert_int_equal(comm_task_error(&f.c[1], det, sizeof det), PTO_EWAIT_TIMEOUT);

@@ -23,12 +23,12 @@
 
 #include "pto/pto.h"
 
-#define NBUF 3
-#define ROWS 12
-#define COLS 12
-#define NELEM (ROWS * COLS)
+#define NBUF      3
+#define ROWS      12
+#define COLS      12
+#define NELEM     (ROWS * COLS)
 #define MAX_TASKS 48
-#define MAX_IN 3
+#define MAX_IN    3
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define DEFAULT_GRAPHS 200
@@ -75,16 +75,16 @@ static int mix_kernel(const pto_kctx *c) {
 /* ---- random graphs ---- */
 
 typedef struct gtask {
-  int kind;          /* 0 kernel, 1 dummy, 2 scope begin, 3 scope end */
+  int kind; /* 0 kernel, 1 dummy, 2 scope begin, 3 scope end */
   int nt;
   pto_access acc[1 + MAX_IN];
   pto_tensor view[1 + MAX_IN]; /* buf indexes a buffer: (void *)(intptr_t)(i + 1) */
-  int tmp_out;       /* writes intermediate #tmp_out (OUTPUT), -1 none */
-  int tmp_in;        /* reads intermediate #tmp_in as input 1, -1 none */
+  int tmp_out;                 /* writes intermediate #tmp_out (OUTPUT), -1 none */
+  int tmp_in;                  /* reads intermediate #tmp_in as input 1, -1 none */
   uint64_t k, rw;
   int blocks;
   int ndeps;
-  int deps[2];       /* earlier graph task indexes (kernel or dummy) */
+  int deps[2]; /* earlier graph task indexes (kernel or dummy) */
 } gtask;
 
 typedef struct graph {
@@ -97,17 +97,14 @@ typedef struct graph {
 static pto_tensor random_view(int b) {
   pto_tensor base, v;
   int64_t shape[2] = {ROWS, COLS};
-  pto_tensor_init(&base, (void *)(intptr_t)(b + 1), sizeof(uint32_t) * NELEM, PTO_U8 + 0, 2,
-                  shape);
+  pto_tensor_init(&base, (void *)(intptr_t)(b + 1), sizeof(uint32_t) * NELEM, PTO_U8 + 0, 2, shape);
   base.dtype = PTO_I32;
   int kind = rnd_in(0, 4);
   int r0 = rnd_in(0, ROWS - 1), c0 = rnd_in(0, COLS - 1);
   int64_t start[2] = {r0, c0};
   int64_t sh[2] = {rnd_in(1, ROWS - r0), rnd_in(1, COLS - c0)};
   switch (kind) {
-  case 0: /* rectangular slice */
-    pto_tensor_slice(&base, start, sh, &v);
-    break;
+  case 0: /* rectangular slice */ pto_tensor_slice(&base, start, sh, &v); break;
   case 1: { /* transposed slice */
     pto_tensor s;
     pto_tensor_slice(&base, start, sh, &s);
@@ -129,9 +126,7 @@ static pto_tensor random_view(int b) {
     pto_tensor_reshape(&s, 1, &flat, &v);
     break;
   }
-  default: /* the whole buffer */
-    v = base;
-    break;
+  default: /* the whole buffer */ v = base; break;
   }
   return v;
 }
@@ -139,7 +134,8 @@ static pto_tensor random_view(int b) {
 static void random_graph(graph *g) {
   memset(g, 0, sizeof *g);
   for (int b = 0; b < NBUF; b++)
-    for (int i = 0; i < NELEM; i++) g->init[b][i] = rnd();
+    for (int i = 0; i < NELEM; i++)
+      g->init[b][i] = rnd();
   int ntasks = rnd_in(4, MAX_TASKS - 4);
   int ntmp = 0;
   for (int i = 0; g->n < ntasks; i++) {
@@ -195,7 +191,8 @@ static void random_graph(graph *g) {
     for (int j = 0; j < g->n; j++)
       if (g->t[j].kind <= 1) prev[nprev++] = j;
     t->ndeps = nprev && rnd_in(0, 3) == 0 ? rnd_in(1, nprev < 2 ? nprev : 2) : 0;
-    for (int d = 0; d < t->ndeps; d++) t->deps[d] = prev[rnd_in(0, nprev - 1)];
+    for (int d = 0; d < t->ndeps; d++)
+      t->deps[d] = prev[rnd_in(0, nprev - 1)];
     g->n++;
   }
 }
@@ -244,7 +241,8 @@ static void run_reference(const graph *g, uint32_t bufs[NBUF][NELEM]) {
     const gtask *t = &g->t[i];
     if (t->kind != 0) continue;
     pto_tensor ts[1 + MAX_IN];
-    for (int k = 0; k < t->nt; k++) ts[k] = bind(&t->view[k], bufs);
+    for (int k = 0; k < t->nt; k++)
+      ts[k] = bind(&t->view[k], bufs);
     if (t->tmp_out >= 0) {
       ts[0] = t->view[0];
       ts[0].buf = tmp[t->tmp_out];
@@ -254,7 +252,8 @@ static void run_reference(const graph *g, uint32_t bufs[NBUF][NELEM]) {
     }
     if (t->tmp_in >= 0) ts[1] = tmpv[t->tmp_in];
     uint64_t sc[2] = {t->k, t->rw};
-    for (int b = 0; b < t->blocks; b++) mix_block(ts, t->nt, sc, b, t->blocks);
+    for (int b = 0; b < t->blocks; b++)
+      mix_block(ts, t->nt, sc, b, t->blocks);
   }
 }
 
@@ -283,7 +282,8 @@ static void orchestrate(pto_orch *o, void *arg) {
       continue;
     }
     pto_task_id deps[2];
-    for (int d = 0; d < t->ndeps; d++) deps[d] = ids[t->deps[d]];
+    for (int d = 0; d < t->ndeps; d++)
+      deps[d] = ids[t->deps[d]];
     pto_submit_opts opts = {.block_num = t->blocks, .deps = deps, .ndeps = t->ndeps};
     if (t->kind == 1) {
       pto_submit_dummy(o, NULL, &opts, &ids[i]);
@@ -295,8 +295,10 @@ static void orchestrate(pto_orch *o, void *arg) {
     for (int k = 0; k < t->nt; k++) {
       views[k] = t->tmp_out >= 0 && k == 0 ? t->view[0] : bind(&t->view[k], pr->bufs);
       if (t->tmp_in >= 0 && k == 1) views[k] = tmpv[t->tmp_in];
-      if (t->acc[k] == PTO_OUTPUT) pto_args_output(&a, &views[k]);
-      else pto_args_add(&a, t->acc[k], &views[k]);
+      if (t->acc[k] == PTO_OUTPUT)
+        pto_args_output(&a, &views[k]);
+      else
+        pto_args_add(&a, t->acc[k], &views[k]);
     }
     pto_args_scalar(&a, t->k);
     pto_args_scalar(&a, t->rw);
@@ -311,7 +313,8 @@ static void orchestrate(pto_orch *o, void *arg) {
 static void print_buffers(const char *label, uint32_t b[NBUF][NELEM]) {
   for (int k = 0; k < NBUF; k++) {
     fprintf(stderr, "%s buffer %d:", label, k);
-    for (int i = 0; i < NELEM; i++) fprintf(stderr, "%s%08x", i % COLS ? " " : "\n  ", b[k][i]);
+    for (int i = 0; i < NELEM; i++)
+      fprintf(stderr, "%s%08x", i % COLS ? " " : "\n  ", b[k][i]);
     fprintf(stderr, "\n");
   }
 }
@@ -392,7 +395,8 @@ static void orchestrate_nodep(pto_orch *o, void *arg) {
 static int slow_mix(const pto_kctx *c) {
   /* uneven durations make reordering visible without dependencies */
   volatile uint32_t spin = 0;
-  for (uint32_t i = 0; i < (uint32_t)(c->scalars[0] % 20000u); i++) spin += i;
+  for (uint32_t i = 0; i < (uint32_t)(c->scalars[0] % 20000u); i++)
+    spin += i;
   return mix_kernel(c);
 }
 
@@ -404,7 +408,8 @@ static void test_oracle_detects_missing_edges(void **state) {
   for (int gi = 0; gi < 40 && !differing; gi++) {
     rng_state = 777 + (uint64_t)gi;
     random_graph(&g);
-    for (int i = 0; i < g.n; i++) g.t[i].blocks = 1;
+    for (int i = 0; i < g.n; i++)
+      g.t[i].blocks = 1;
     pto_chip_config cfg;
     pto_chip_config_init(&cfg);
     cfg.clusters = 4;
@@ -427,10 +432,10 @@ static void test_oracle_detects_missing_edges(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_random_graphs),
+    cmocka_unit_test(test_random_graphs),
 #if !defined(__SANITIZE_THREAD__)
-      /* deliberately racy by construction: not run under TSan */
-      cmocka_unit_test(test_oracle_detects_missing_edges),
+    /* deliberately racy by construction: not run under TSan */
+    cmocka_unit_test(test_oracle_detects_missing_edges),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
