@@ -70,7 +70,7 @@ static inline int ss_wait_at_least(const pto_kctx *ctx, const int32_t *word, int
 
 /* t0 marks [block][3] (visits), t1 arrival counter [1], t2 global counters
  * (NO_DEP), t3 probes [block][3]; s0 flags, s1 hold time in us, s2 kind. */
-static int ss_kernel(const pto_kctx *ctx) {
+static inline int ss_kernel(const pto_kctx *ctx) {
   if (ctx->ntensors != 4 || ctx->nscalars != 3) return PTO_EINVAL;
   const uint64_t flags = ctx->scalars[0];
   const int64_t hold_us = (int64_t)ctx->scalars[1];
@@ -231,7 +231,7 @@ static inline bool ss_check_stats(pto_scene_report *rep, const char *scene, uint
 
 /* ---- a scene: its chip, kernels, chip-wide counters and tasks ---- */
 
-#define SS_MAX_TASKS 64
+#define SS_MAX_TASKS 256
 
 typedef struct ss_scene {
   const char *name;
@@ -282,7 +282,7 @@ static inline int ss_submit_task(pto_orch *o, ss_scene *sc, int i, const pto_tas
 }
 
 /* Orchestration that submits every task in order. */
-static void ss_orch_all(pto_orch *o, void *arg) {
+static inline void ss_orch_all(pto_orch *o, void *arg) {
   ss_scene *sc = arg;
   for (int i = 0; i < sc->ntasks; i++)
     if (ss_submit_task(o, sc, i, NULL, 0)) return;

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the given Debian packages when they are missing (as root, or
+# through sudo). Sourced by the other scripts: deps_install PKG...
+deps_install() {
+  local need=() p
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+  [ ${#need[@]} -eq 0 ] && return 0
+  echo "== installing: ${need[*]}"
+  local sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+}

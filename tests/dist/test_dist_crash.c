@@ -1,0 +1,158 @@
+/* test_dist_crash.c — failure of a chip process: a kernel that aborts in
+ * chip 1 ends the run within its deadline with PTO_ECHIP_DIED naming rank
+ * 1, and afterwards no process and no shared-memory object of that run
+ * remains. Also: a chip that hangs (PTO_ECONTROL_TIMEOUT naming the rank),
+ * a chip that fails to start, and leftovers of a crashed run that the next
+ * run sweeps without being disturbed. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "scenes/dist_scene.h"
+
+static int k_crash;
+enum { MODE_ABORT = 1, MODE_HANG = 2 };
+
+static int crash_kernel(const pto_kctx *ctx) {
+  int mode = (int)DIST_SCALAR(ctx, 0);
+  pto_comm *c = pto_kctx_comm(ctx);
+  if (pto_comm_chip(c) != 1) return 0;
+  if (mode == MODE_ABORT) abort();
+  for (;;) pause(); /* a hang that ignores cancellation */
+}
+
+static int crash_init(pto_chip *chip, int rank, void *arg) {
+  if (arg && rank == 1) return PTO_EFATAL; /* "fails to start" */
+  return pto_kernel_register_aiv(chip, "crash", crash_kernel, &k_crash);
+}
+
+static void crash_node(pto_node_orch *no, void *arg) {
+  const int chips[2] = {0, 1};
+  const pto_window_buffer bufs[] = {{"dst", 256}};
+  pto_domain dom;
+  if (pto_node_domain_create(no, chips, 2, bufs, 1, &dom)) return;
+  pto_args a;
+  pto_args_init(&a);
+  dist_scalars(&a, k_crash, 0, 1);
+  pto_args_scalar(&a, (uint64_t)(intptr_t)arg);
+  pto_node_submit_group(no, chips, 2, dist_chip_orch, &a, NULL);
+}
+
+static int count_objects(const char *prefix) {
+  DIR *d = opendir("/dev/shm");
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+static void no_leftovers(const char *prefix, const int *pids, int npids) {
+  assert_int_equal(count_objects(prefix), 0);
+  for (int i = 0; i < npids; i++) {
+    errno = 0;
+    assert_int_equal(kill(pids[i], 0), -1);
+    assert_int_equal(errno, ESRCH);
+  }
+}
+
+static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_info *err,
+                           int *rc) {
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  dist_config(&o, 2, crash_init, &cfg);
+  cfg.task_timeout_ms = task_timeout_ms;
+  cfg.chip.watchdog_ms = 60000; /* the node's deadline must be the one that fires */
+  cfg.chip_init_arg = fail_start ? (void *)1 : NULL;
+  cfg.quiet = true;
+  pto_node *n = NULL;
+  *rc = pto_node_create(&cfg, &n, err);
+  return n;
+}
+
+static void crash_run(int mode, int expect, int64_t budget_ms) {
+  pto_error_info err;
+  int rc;
+  pto_node *n = make_node(mode == MODE_HANG ? 500 : -1, false, &err, &rc);
+  assert_int_equal(rc, 0);
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "%s", pto_node_shm_prefix(n));
+  int pids[8], np = pto_node_child_pids(n, pids, 8);
+  uint64_t t0 = pto_now_ns();
+  rc = pto_node_run(n, crash_node, (void *)(intptr_t)mode, &err);
+  int64_t ms = (int64_t)((pto_now_ns() - t0) / 1000000u);
+  fprintf(stderr, "%s after %lld ms: %s\n", pto_status_name(rc), (long long)ms, err.details);
+  assert_int_equal(rc, expect);
+  assert_non_null(strstr(err.details, "chip rank 1"));
+  assert_true(ms < budget_ms);
+  no_leftovers(prefix, pids, np); /* cleaned up when the run ended */
+  /* the node stays failed, and says why */
+  assert_int_equal(pto_node_run(n, crash_node, (void *)0, &err), expect);
+  pto_node_destroy(n);
+  no_leftovers(prefix, pids, np);
+}
+
+static void test_abort_in_chip1(void **state) {
+  (void)state;
+  crash_run(MODE_ABORT, PTO_ECHIP_DIED, 5000);
+}
+
+static void test_hang_in_chip1(void **state) {
+  (void)state;
+  crash_run(MODE_HANG, PTO_ECONTROL_TIMEOUT, 5000);
+}
+
+static void test_chip1_fails_to_start(void **state) {
+  (void)state;
+  pto_error_info err;
+  int rc;
+  pto_node *n = make_node(-1, true, &err, &rc);
+  assert_null(n);
+  assert_int_equal(rc, PTO_ECHIP_DIED);
+  assert_non_null(strstr(err.details, "chip rank 1"));
+  assert_non_null(strstr(err.details, "failed to start"));
+}
+
+static void test_stale_objects_are_swept(void **state) {
+  (void)state;
+  pid_t dead = fork(); /* a pid that is surely gone once reaped */
+  if (dead == 0) _exit(0);
+  waitpid(dead, NULL, 0);
+  char name[64];
+  snprintf(name, sizeof name, "/pto.%d.0.dead.d1.r0", (int)dead);
+  int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  pto_scene_opts o = {0};
+  pto_scene_report rep = {0};
+  assert_int_equal(ring_shuffle_leased(&o, 60000, &rep), 0); /* undisturbed, and sweeps it */
+  assert_true(rep.verified);
+  char left[64];
+  snprintf(left, sizeof left, "pto.%d.", (int)dead);
+  assert_int_equal(count_objects(left), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_abort_in_chip1),
+    cmocka_unit_test(test_hang_in_chip1),
+    cmocka_unit_test(test_chip1_fails_to_start),
+    cmocka_unit_test(test_stale_objects_are_swept),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
