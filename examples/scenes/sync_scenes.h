@@ -21,7 +21,7 @@
 /* Kernel flags (scalar 0). */
 #define SS_WAIT_ALL 1u /* arrive and wait for the whole cohort */
 #define SS_PROBE 2u    /* record global[SS_G_DONE] at start */
-#define SS_DONE 4u     /* add 1 to global[SS_G_DONE] at the end */
+#define SS_DONE 4u     /* add 1 to global[SS_G_DONE] at the end (per core) */
 #define SS_STARTED 8u  /* set global[SS_G_STARTED] at start */
 
 /* Chip-wide counters shared by the tasks of a scene (passed NO_DEP). */

@@ -5,6 +5,7 @@
  * its visit and records its cluster and sub_block_id: the scene checks
  * that every block ran once on each of its three cores, all on one
  * cluster, with sub_block_id 0 and 1 on the AIV. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "chip_scenes.h"
@@ -90,7 +91,8 @@ static int wide_mix_pair_run(const pto_scene_opts *opts, pto_scene_report *rep) 
   cs_fill_rand(st->in, WM_N, 9 + opts->seed);
   int rc = cs_view2(&st->tin, st->in, PTO_F32, WM_R, WM_C);
   rc |= cs_view2(&st->tout, st->out, PTO_F32, WM_R, WM_C);
-  for (int w = 0; w < 2; w++) rc |= cs_view2(&st->tmarks[w], st->marks[w], PTO_I32, WM_BLOCKS * 3, WM_MK);
+  for (int w = 0; w < 2; w++)
+    rc |= cs_view2(&st->tmarks[w], st->marks[w], PTO_I32, WM_BLOCKS * 3, WM_MK);
   pto_chip_config cfg;
   scene_chip_config(opts, 0, 0, &cfg);
   cfg.env = st;

@@ -119,17 +119,32 @@ static void complete_task(pto_run *r, task *first) {
   }
 }
 
+/* The scheduler running on this thread, if any: it dispatches right after
+ * completing, so work it can place itself needs no wake-up of the others. */
+static _Thread_local sched *this_sched;
+
+static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int max);
+
+static bool self_can_place(const task *t) {
+  sched *s = this_sched;
+  if (!s || t->sync_start || t->block_num > 64) return false;
+  core *spots[3 * 64];
+  return placements(s, (shape)t->shape, 1, spots, t->block_num) >= t->block_num;
+}
+
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
     complete_task(r, t);
     return;
   }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
+  bool self = self_can_place(t); /* before the push: t may be claimed at once */
   rq_push(t->sync_start ? &r->sync_queue : &r->queues[t->shape], t);
   /* release pairs with the scheduler's acquire of ready_gen before it parks */
   atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
+  if (self) return; /* a syscall per parked scheduler saved on the critical path */
   for (int s = 0; s < r->nsched; s++)
-    pto_event_signal(&r->scheds[s].ev);
+    if (&r->scheds[s] != this_sched) pto_event_signal(&r->scheds[s].ev);
 }
 
 void sched_task_done_unit(pto_run *r, task *t, int units) {
@@ -381,6 +396,7 @@ static void trace_phase(sched *s, const char *name, uint64_t t0, bool did, int64
 void *sched_main(void *arg) {
   sched *s = arg;
   pto_run *r = s->run;
+  this_sched = s;
   s->first_ns = pto_now_ns();
   s->last_ns = s->first_ns;
   uint32_t att = 0;
