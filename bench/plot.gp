@@ -1,5 +1,6 @@
 # bench/plot.gp — the suite's figures, from the data aggregate.awk writes.
-#   gnuplot -e "dir='bench/results'; systems='pto omp-gcc ...'; patterns='stencil_1d fft ...'" plot.gp
+#   gnuplot -e "dir='bench/results'; sub1='machine'; sub2='pto config'; systems='pto ...'; \
+#              patterns='stencil_1d fft ...'" plot.gp
 # efficiency_<pattern>.png  efficiency vs kernel grain per system (Task Bench's figure)
 # efficiency.png            all patterns on one page
 # ns_per_task.png           W1/W2/W4 ns per task per system, bars = min..max
@@ -7,6 +8,9 @@
 
 set terminal pngcairo size 820,560 noenhanced font "DejaVu Sans,10"
 set encoding utf8
+if (!exists("sub1")) sub1 = ""
+if (!exists("sub2")) sub2 = ""
+subtitle = sub1.(strlen(sub2) > 0 ? "\n".sub2 : "")
 data = dir.'/plotdata'
 nsys = words(systems)
 npat = words(patterns)
@@ -31,7 +35,7 @@ set key bottom left box opaque
 
 do for [p in patterns] {
   set output sprintf("%s/efficiency_%s.png", dir, p)
-  set title sprintf("%s: efficiency vs task granularity (METG(50%%) where a line crosses 50%%)", p)
+  set title sprintf("%s: efficiency vs task granularity (METG(50%%) where a line crosses 50%%)\n%s", p, subtitle)
   plot for [i=1:nsys] effplot(p).word(systems, i).'.dat' using 1:2:3:4 with yerrorlines ls i \
          title word(systems, i), \
        0.5 with lines dt 2 lc rgb "gray40" lw 1 title "50%"
@@ -42,7 +46,7 @@ set output dir.'/efficiency.png'
 set terminal pngcairo size 1400,900 noenhanced font "DejaVu Sans,9"
 cols = npat > 4 ? 3 : 2
 rows = (npat + cols - 1) / cols
-set multiplot layout rows, cols title "Efficiency vs kernel grain (Task Bench patterns)"
+set multiplot layout rows, cols title "Efficiency vs kernel grain (Task Bench patterns)\n".subtitle
 set xlabel "kernel grain G (µs)"
 set ylabel "efficiency"
 do for [p in patterns] {
@@ -55,7 +59,7 @@ unset multiplot
 unset output
 
 reset
-set terminal pngcairo size 820,520 noenhanced font "DejaVu Sans,10"
+set terminal pngcairo size 880,600 noenhanced font "DejaVu Sans,10"
 load data.'/vars.gp'
 color(s) = s eq 'pto' ? "#d62728" : s eq 'omp-gcc' ? "#1f77b4" : s eq 'omp-clang' ? "#2ca02c" : \
            s eq 'starpu' ? "#9467bd" : "#ff7f0e"
@@ -70,7 +74,7 @@ set xtics nomirror
 
 if (words(ns_systems) > 0) {
   set output dir.'/ns_per_task.png'
-  set title "Overhead per task (empty kernels): median, bars = min..max; lower is better"
+  set title "Overhead per task (empty kernels): median, bars = min..max; lower is better\n".subtitle
   set ylabel "ns per task"
   plot for [i=1:words(ns_systems)] data.'/ns_per_task.dat' \
          using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
@@ -80,7 +84,7 @@ if (words(ns_systems) > 0) {
 
 if (words(metg_systems) > 0) {
   set output dir.'/metg.png'
-  set title sprintf("METG(50%%): smallest kernel grain at 50%% efficiency; lower is better\n(a bar at %g = never reached 50%%)", inf_bar)
+  set title sprintf("METG(50%%): smallest kernel grain at 50%% efficiency, bars = min..max; lower is better\n(a bar at %g = never reached 50%%)\n%s", inf_bar, subtitle)
   set ylabel "METG(50%) (µs of kernel grain)"
   set yrange [0.1:inf_bar * 1.5]
   plot for [i=1:words(metg_systems)] data.'/metg.dat' \

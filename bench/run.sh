@@ -158,8 +158,8 @@ if [ "$MODE" = quick ]; then
   GRAINS="1000,500,200,100,50,20,10,5,2,1,0.5,0.2"
   : "${ROUNDS:=2}"
 else
-  N_TASKS=100000; N_ROUNDS_FAN=1500; TARGET_US=100000; MAX_TASKS=20000
-  GRAINS="1000,700,500,300,200,150,100,70,50,30,20,15,10,7,5,3,2,1.5,1,0.7,0.5,0.3,0.2"
+  N_TASKS=100000; N_ROUNDS_FAN=1500; TARGET_US=60000; MAX_TASKS=10000
+  GRAINS="1000,500,300,200,100,70,50,30,20,15,10,7,5,3,2,1.5,1,0.7,0.5,0.3,0.2"
   : "${ROUNDS:=3}"
 fi
 if [ -z "$WORKERS" ]; then WORKERS=$(nproc 2>/dev/null || echo 2); fi
@@ -206,9 +206,13 @@ echo "round,invocation,tag,system,workload,params,tasks,wall_ns,metric,value" >"
 # reverse, so drift over time (thermal, other load) hits all systems alike.
 ORDER=("${RUN_SYSTEMS[@]}")
 for ((i = ${#RUN_SYSTEMS[@]} - 1; i >= 0; i--)); do ORDER+=("${RUN_SYSTEMS[$i]}"); done
+# Even rounds take the workloads in reverse order too, so that a burst of
+# outside load does not always land on the same workloads.
+WORKLOADS_REV=$(echo $WORKLOADS | tr ' ' '\n' | tac | tr '\n' ' ')
 PLAN_R=(); PLAN_W=(); PLAN_S=()
 for ((r = 1; r <= ROUNDS; r++)); do
-  for w in $WORKLOADS; do
+  if [ $((r % 2)) = 1 ]; then wl_order=$WORKLOADS; else wl_order=$WORKLOADS_REV; fi
+  for w in $wl_order; do
     for s in "${ORDER[@]}"; do PLAN_R+=("$r"); PLAN_W+=("$w"); PLAN_S+=("$s"); done
   done
 done
@@ -266,7 +270,11 @@ awk -F, -v systems="${RUN_SYSTEMS[*]}" -v plotdir="$OUT_DIR/plotdata" \
   -f "$BENCH_DIR/aggregate.awk" "$RAW" >"$OUT_DIR/results.csv"
 
 say "drawing plots"
-if gnuplot -e "dir='$OUT_DIR'; systems='${RUN_SYSTEMS[*]}'; patterns='$(
+PTO_CONF=$(awk -F, '$2 == "pto" {sub(/^CONF,pto,/, ""); print; exit}' "$OUT_DIR/conf.txt" | tr -d "'")
+SUB1="$WORKERS worker CPUs per system, $MODE mode, $(awk -F': ' '/^cpu:/ {print $2}' \
+  "$OUT_DIR/machine.txt" | tr -d "'")"
+SUB2="${PTO_CONF:+pto: $PTO_CONF}"
+if gnuplot -e "dir='$OUT_DIR'; sub1='$SUB1'; sub2='$SUB2'; systems='${RUN_SYSTEMS[*]}'; patterns='$(
   for w in $WORKLOADS; do case $w in chain|indep|fanout) ;; *) printf '%s ' "$w" ;; esac; done)'" \
   "$BENCH_DIR/plot.gp" 2>>"$LOG"; then
   :

@@ -9,13 +9,13 @@
 
 #include "chip_scenes.h"
 
-#define BC_R 96
-#define BC_C 32
-#define BC_N (BC_R * BC_C)
-#define BC_AIV 9
-#define BC_MIX 8
+#define BC_R     96
+#define BC_C     32
+#define BC_N     (BC_R * BC_C)
+#define BC_AIV   9
+#define BC_MIX   8
 #define BC_TASKS (BC_AIV + BC_MIX)
-#define BC_MAXB 96
+#define BC_MAXB  96
 
 static const int bc_aiv_blocks[BC_AIV] = {4, 8, 12, 16, 24, 32, 48, 64, 96};
 static const int bc_mix_blocks[BC_MIX] = {2, 4, 8, 12, 16, 24, 32, 48};
@@ -39,7 +39,8 @@ static int bc_kernel(const pto_kctx *ctx) {
   pto_split_range(hi - lo, part, parts, &plo, &phi);
   const float *in = (const float *)ctx->tensors[0].buf;
   float *out = (float *)ctx->tensors[1].buf;
-  for (int64_t i = (lo + plo) * BC_C; i < (lo + phi) * BC_C; i++) out[i] = alpha * in[i];
+  for (int64_t i = (lo + plo) * BC_C; i < (lo + phi) * BC_C; i++)
+    out[i] = alpha * in[i];
   cs_mark((int32_t *)ctx->tensors[2].buf + ctx->block_idx * 3 + part);
   return PTO_OK;
 }
@@ -82,7 +83,8 @@ static int aiv_block_counts_run(const pto_scene_opts *opts, pto_scene_report *re
   pto_scene_opts one = *opts;
   one.rounds = 1;
   uint64_t blocks = 0;
-  for (int t = 0; t < BC_TASKS; t++) blocks += (uint64_t)bc_blocks(t);
+  for (int t = 0; t < BC_TASKS; t++)
+    blocks += (uint64_t)bc_blocks(t);
   for (int r = 0; r < rounds && !rc; r++) {
     memset(st->visits, 0, sizeof st->visits);
     memset(st->out, 0, sizeof st->out);
@@ -93,9 +95,11 @@ static int aiv_block_counts_run(const pto_scene_opts *opts, pto_scene_report *re
       float ref[BC_N];
       int32_t exp[BC_MAXB * 3] = {0};
       const int parts = t >= BC_AIV ? 3 : 1;
-      for (int i = 0; i < BC_N; i++) ref[i] = (float)(t + 1) * st->in[i];
+      for (int i = 0; i < BC_N; i++)
+        ref[i] = (float)(t + 1) * st->in[i];
       for (int b = 0; b < bc_blocks(t); b++)
-        for (int p = 0; p < parts; p++) exp[b * 3 + p] = 1;
+        for (int p = 0; p < parts; p++)
+          exp[b * 3 + p] = 1;
       char label[64];
       snprintf(label, sizeof label, "%s task of %d blocks: out", t >= BC_AIV ? "MIX" : "AIV",
                bc_blocks(t));
@@ -107,7 +111,8 @@ static int aiv_block_counts_run(const pto_scene_opts *opts, pto_scene_report *re
     }
     if (!rep->verified) break;
   }
-  if (rc) cs_run_failed(rep, rc, "aiv_block_counts");
+  if (rc)
+    cs_run_failed(rep, rc, "aiv_block_counts");
   else if (rep->verified && rep->stats.blocks != blocks * (uint64_t)rounds)
     cs_fail(rep, "stats count %llu blocks, the tasks have %llu",
             (unsigned long long)rep->stats.blocks, (unsigned long long)(blocks * rounds));

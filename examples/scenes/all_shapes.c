@@ -11,22 +11,22 @@
 
 #include "chip_scenes.h"
 
-#define AS_ROWS 24
-#define AS_COLS 16
-#define AS_N (AS_ROWS * AS_COLS)
+#define AS_ROWS   24
+#define AS_COLS   16
+#define AS_N      (AS_ROWS * AS_COLS)
 #define AS_SHAPES 5
-#define AS_TASKS (2 * AS_SHAPES)
+#define AS_TASKS  (2 * AS_SHAPES)
 #define AS_BLOCKS 3
-#define AS_MK 4 /* marker fields: visits, cluster, sub_block, core type */
-#define AS_MARKS (AS_BLOCKS * 3 * AS_MK)
+#define AS_MK     4 /* marker fields: visits, cluster, sub_block, core type */
+#define AS_MARKS  (AS_BLOCKS * 3 * AS_MK)
 
 static const struct {
   const char *name;
   bool aic;
   int aiv;
 } as_shapes[AS_SHAPES] = {
-  {"shape_aic", true, 0},   {"shape_aiv", false, 1},     {"shape_aiv2", false, 2},
-  {"shape_aic_aiv", true, 1}, {"shape_aic_aiv2", true, 2},
+    {"shape_aic", true, 0},     {"shape_aiv", false, 1},     {"shape_aiv2", false, 2},
+    {"shape_aic_aiv", true, 1}, {"shape_aic_aiv2", true, 2},
 };
 
 typedef struct as_state {
@@ -66,8 +66,10 @@ static int as_task(pto_orch *o, const as_state *st, int shape, const pto_tensor 
   pto_args a;
   pto_args_init(&a);
   pto_args_input(&a, in);
-  if (existing) pto_args_output_existing(&a, out);
-  else pto_args_output(&a, out);
+  if (existing)
+    pto_args_output_existing(&a, out);
+  else
+    pto_args_output(&a, out);
   pto_args_output_existing(&a, marks);
   pto_args_scalar_f32(&a, (float)(shape + 1));
   pto_args_scalar(&a, as_shapes[shape].aic);
@@ -85,13 +87,13 @@ static void as_orch(pto_orch *o, void *arg) {
       const int shape = ch == 0 ? step : AS_SHAPES - 1 - step;
       const bool last = step == AS_SHAPES - 1;
       pto_tensor next;
-      if (last) next = st->tout[ch];
+      if (last)
+        next = st->tout[ch];
       else if (cs_desc2(&next, AS_ROWS, AS_COLS)) {
         pto_orch_fatal(o, "all_shapes: bad descriptor");
         return;
       }
-      if (as_task(o, st, shape, &cur[ch], &next, last, &st->tmarks[ch * AS_SHAPES + step]))
-        return;
+      if (as_task(o, st, shape, &cur[ch], &next, last, &st->tmarks[ch * AS_SHAPES + step])) return;
       cur[ch] = next;
     }
   }
@@ -150,9 +152,10 @@ static int all_shapes_run(const pto_scene_opts *opts, pto_scene_report *rep) {
     rep->verified = true;
     for (int ch = 0; ch < 2 && rep->verified; ch++) {
       float ref[AS_N];
-      for (int i = 0; i < AS_N; i++) ref[i] = st->in[ch][i] + 15.0f; /* 1+2+3+4+5 */
-      rep->verified = scene_check_f32(rep, ch ? "out (reverse chain)" : "out", st->out[ch], ref,
-                                      AS_N, 1e-6f);
+      for (int i = 0; i < AS_N; i++)
+        ref[i] = st->in[ch][i] + 15.0f; /* 1+2+3+4+5 */
+      rep->verified =
+          scene_check_f32(rep, ch ? "out (reverse chain)" : "out", st->out[ch], ref, AS_N, 1e-6f);
     }
     for (int t = 0; t < AS_TASKS && rep->verified; t++) {
       const int ch = t / AS_SHAPES, step = t % AS_SHAPES;

@@ -54,7 +54,8 @@ static inline float cs_frand(uint64_t *s) {
 }
 
 static inline void cs_fill_rand(float *v, size_t n, uint64_t seed) {
-  for (size_t i = 0; i < n; i++) v[i] = cs_frand(&seed);
+  for (size_t i = 0; i < n; i++)
+    v[i] = cs_frand(&seed);
 }
 
 /* Whole-buffer row-major view; aborts the scene through the return code. */
@@ -117,6 +118,47 @@ static inline bool cs_expect(pto_scene_report *rep, bool ok, const char *fmt, ..
 static inline int cs_submit(pto_orch *o, int kernel, pto_args *a, int blocks, pto_task_id *id) {
   pto_submit_opts so = {.block_num = blocks};
   return pto_submit(o, kernel, a, &so, id);
+}
+
+/* ---- error triggers ---- */
+
+static inline void cs_empty_orch(pto_orch *o, void *arg) {
+  (void)o;
+  (void)arg;
+}
+
+/* Chip setup for a trigger failed: report it as a plain failure. */
+static inline int cs_setup_failed(pto_chip *chip, pto_scene_report *rep, int rc,
+                                  const char *scene) {
+  pto_chip_destroy(chip);
+  return cs_run_failed(rep, rc, scene);
+}
+
+/* After a failed run the chip must be usable again: every thread was
+ * joined and nothing of the failed run is left behind. */
+static inline void cs_expect_reusable(pto_chip *chip, pto_scene_report *rep) {
+  if (!rep->verified) return;
+  pto_error_info e;
+  int rc = pto_chip_run(chip, cs_empty_orch, NULL, NULL, &e);
+  cs_expect(rep, rc == PTO_OK, "the next run on the same chip returned %s (%s)",
+            pto_status_name(rc), e.details);
+}
+
+/* Ends a trigger scene: on success the message names what was checked. */
+static inline int cs_trigger_done(pto_chip *chip, pto_scene_report *rep, const char *checked) {
+  cs_expect_reusable(chip, rep);
+  if (rep->verified)
+    snprintf(rep->message, sizeof rep->message, "%s as expected; %.440s",
+             pto_status_name(rep->status), checked);
+  pto_chip_destroy(chip);
+  return rep->status;
+}
+
+/* A kernel that hangs until its run is cancelled (at most 5 s, so a
+ * runtime that never cancels still ends the scene). */
+static inline int cs_hang_kernel(const pto_kctx *ctx) {
+  cs_block_until_cancelled(ctx, 5000);
+  return PTO_OK;
 }
 
 #endif

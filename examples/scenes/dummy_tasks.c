@@ -17,7 +17,7 @@
 
 #define DT_COLS 64
 #define DT_ROWS 4
-#define DT_FAN 100
+#define DT_FAN  100
 
 typedef struct dt_state {
   int k_write, k_copy_add;
@@ -145,7 +145,8 @@ static int dummy_tasks_run(const pto_scene_opts *opts, pto_scene_report *rep) {
     rc = scene_run_rounds(chip, &one, dt_orch, st, rep);
     if (rc) break;
     float ex[DT_ROWS * DT_COLS], ez[DT_COLS], ew[DT_COLS], ev[DT_COLS];
-    for (int i = 0; i < DT_ROWS * DT_COLS; i++) ex[i] = (float)(i / DT_COLS + 1);
+    for (int i = 0; i < DT_ROWS * DT_COLS; i++)
+      ex[i] = (float)(i / DT_COLS + 1);
     for (int i = 0; i < DT_COLS; i++) {
       ez[i] = 6.0f;
       ew[i] = 8.0f;

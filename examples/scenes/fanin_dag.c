@@ -79,7 +79,8 @@ static int fanin_dag_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   if (!st) return cs_run_failed(rep, PTO_ENOMEM, "fanin_dag");
   cs_fill_rand(st->x, FD_N * FD_N, 7 + opts->seed);
   cs_fill_rand(st->w, FD_N * FD_N, 8 + opts->seed);
-  for (int i = 0; i < FD_N * FD_N; i++) st->w[i] *= 1.0f / 16.0f;
+  for (int i = 0; i < FD_N * FD_N; i++)
+    st->w[i] *= 1.0f / 16.0f;
   int rc = cs_view2(&st->tx, st->x, PTO_F32, FD_N, FD_N);
   rc |= cs_view2(&st->tw, st->w, PTO_F32, FD_N, FD_N);
   int64_t oshape[1] = {FD_N};
@@ -102,13 +103,15 @@ static int fanin_dag_run(const pto_scene_opts *opts, pto_scene_report *rep) {
     for (int j = 0; j < FD_N; j++)
       for (int c = 0; c < FD_N; c++) {
         double s = 0;
-        for (int i = 0; i < FD_N; i++) s += (double)st->w[j * FD_N + i] * ra[i * FD_N + c];
+        for (int i = 0; i < FD_N; i++)
+          s += (double)st->w[j * FD_N + i] * ra[i * FD_N + c];
         rb[j * FD_N + c] = s;
         fb[j * FD_N + c] = (float)s;
       }
     for (int c = 0; c < FD_N; c++) {
       double s = 0;
-      for (int j = 0; j < FD_N; j++) s += rb[j * FD_N + c];
+      for (int j = 0; j < FD_N; j++)
+        s += rb[j * FD_N + c];
       fo[c] = (float)s;
     }
     rep->verified = scene_check_f32(rep, "A", st->a, fa, FD_N * FD_N, 1e-6f) &&

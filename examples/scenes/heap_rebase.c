@@ -10,7 +10,7 @@
 
 #include "chip_scenes.h"
 
-#define HR_HEAP 4096
+#define HR_HEAP  4096
 #define HR_STEPS 10
 
 static const int64_t hr_elems[HR_STEPS] = {768, 1024, 256, 1024, 640, 1024, 1000, 1024, 16, 1024};
@@ -67,7 +67,8 @@ static int heap_rebase_run(const pto_scene_opts *opts, pto_scene_report *rep) {
     cs_run_failed(rep, rc, "heap_rebase");
   } else {
     float ref[HR_STEPS];
-    for (int k = 0; k < HR_STEPS; k++) ref[k] = (float)(hr_elems[k] * (k + 1));
+    for (int k = 0; k < HR_STEPS; k++)
+      ref[k] = (float)(hr_elems[k] * (k + 1));
     rep->verified = scene_check_f32(rep, "row sums", st->out, ref, HR_STEPS, 0);
     if (rep->verified)
       snprintf(rep->message, sizeof rep->message,

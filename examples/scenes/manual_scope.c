@@ -43,8 +43,10 @@ static int ms_task(pto_orch *o, const ms_state *st, const pto_tensor *in, pto_te
   pto_args a;
   pto_args_init(&a);
   if (in) pto_args_input(&a, in);
-  if (heap_out) pto_args_output(&a, out);
-  else pto_args_output_existing(&a, out);
+  if (heap_out)
+    pto_args_output(&a, out);
+  else
+    pto_args_output_existing(&a, out);
   pto_args_scalar_f32(&a, v);
   pto_args_scalar(&a, (uint64_t)us);
   pto_submit_opts so = {.deps = deps, .ndeps = ndeps};
@@ -121,7 +123,8 @@ static int manual_scope_run(const pto_scene_opts *opts, pto_scene_report *rep) {
                     scene_check_f32(rep, "out2 = e (t2)", st->out2, e13, MS_N, 0);
     if (!rep->verified) break;
   }
-  if (rc) cs_run_failed(rep, rc, "manual_scope");
+  if (rc)
+    cs_run_failed(rep, rc, "manual_scope");
   else if (rep->verified)
     snprintf(rep->message, sizeof rep->message,
              "manual scope (and a nested one): explicit deps order reads and a hand-ordered "

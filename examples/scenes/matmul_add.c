@@ -9,8 +9,8 @@
 
 #include "chip_scenes.h"
 
-#define MA_DIM 32
-#define MA_N (MA_DIM * MA_DIM)
+#define MA_DIM    32
+#define MA_N      (MA_DIM * MA_DIM)
 #define MA_LAYERS 6
 
 typedef struct ma_state {
@@ -39,8 +39,10 @@ static void ma_orch(pto_orch *o, void *arg) {
     pto_args_init(&a);
     pto_args_input(&a, &y);
     pto_args_input(&a, &st->tb[i]);
-    if (last) pto_args_output_existing(&a, &st->tout);
-    else pto_args_output(&a, &next);
+    if (last)
+      pto_args_output_existing(&a, &st->tout);
+    else
+      pto_args_output(&a, &next);
     if (cs_submit(o, st->k.add, &a, 3, NULL)) return;
     x = next;
   }
@@ -49,17 +51,21 @@ static void ma_orch(pto_orch *o, void *arg) {
 
 static void ma_reference(const ma_state *st, float *ref) {
   double x[MA_N], y[MA_N];
-  for (int i = 0; i < MA_N; i++) x[i] = st->x[i];
+  for (int i = 0; i < MA_N; i++)
+    x[i] = st->x[i];
   for (int l = 0; l < MA_LAYERS; l++) {
     for (int r = 0; r < MA_DIM; r++)
       for (int c = 0; c < MA_DIM; c++) {
         double s = 0;
-        for (int k = 0; k < MA_DIM; k++) s += x[r * MA_DIM + k] * st->w[l][k * MA_DIM + c];
+        for (int k = 0; k < MA_DIM; k++)
+          s += x[r * MA_DIM + k] * st->w[l][k * MA_DIM + c];
         y[r * MA_DIM + c] = s;
       }
-    for (int i = 0; i < MA_N; i++) x[i] = y[i] + st->b[l][i];
+    for (int i = 0; i < MA_N; i++)
+      x[i] = y[i] + st->b[l][i];
   }
-  for (int i = 0; i < MA_N; i++) ref[i] = (float)x[i];
+  for (int i = 0; i < MA_N; i++)
+    ref[i] = (float)x[i];
 }
 
 static int matmul_add_run(const pto_scene_opts *opts, pto_scene_report *rep) {
@@ -71,12 +77,14 @@ static int matmul_add_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   for (int l = 0; l < MA_LAYERS; l++) {
     cs_fill_rand(st->w[l], MA_N, 200 + (uint64_t)l * 7 + opts->seed);
     cs_fill_rand(st->b[l], MA_N, 300 + (uint64_t)l * 7 + opts->seed);
-    for (int i = 0; i < MA_N; i++) st->w[l][i] *= 0.25f; /* keep magnitudes near 1 */
+    for (int i = 0; i < MA_N; i++)
+      st->w[l][i] *= 0.25f; /* keep magnitudes near 1 */
     rc |= cs_view2(&st->tw[l], st->w[l], PTO_F32, MA_DIM, MA_DIM);
     rc |= cs_view2(&st->tb[l], st->b[l], PTO_F32, MA_DIM, MA_DIM);
   }
   rc |= cs_view2(&st->tout, st->out, PTO_F32, MA_DIM, MA_DIM);
-  for (int i = 0; i < MA_N; i++) st->out[i] = -1e30f;
+  for (int i = 0; i < MA_N; i++)
+    st->out[i] = -1e30f;
   pto_chip_config cfg;
   scene_chip_config(opts, 4, 0, &cfg);
   pto_chip *chip = NULL;

@@ -10,8 +10,8 @@
 #include "chip_scenes.h"
 
 #define SB_TASKS 6
-#define SB_MAXB 8
-#define SB_MK 4 /* visits, block_idx, block_num, sub_block_id */
+#define SB_MAXB  8
+#define SB_MK    4 /* visits, block_idx, block_num, sub_block_id */
 #define SB_MARKS (SB_MAXB * 3 * SB_MK)
 
 static const struct {
@@ -19,8 +19,8 @@ static const struct {
   bool aic;
   int aiv, blocks;
 } sb_tasks[SB_TASKS] = {
-  {"aiv", false, 1, 7},    {"aic", true, 0, 5},      {"mix_aiv2", false, 2, 4},
-  {"mix_aic_aiv", true, 1, 3}, {"mix_aic_aiv2", true, 2, 6}, {"aiv_default", false, 1, 0},
+    {"aiv", false, 1, 7},        {"aic", true, 0, 5},          {"mix_aiv2", false, 2, 4},
+    {"mix_aic_aiv", true, 1, 3}, {"mix_aic_aiv2", true, 2, 6}, {"aiv_default", false, 1, 0},
 };
 
 typedef struct sb_state {
@@ -97,7 +97,8 @@ static int spmd_blocks_run(const pto_scene_opts *opts, pto_scene_report *rep) {
     }
     if (!rep->verified) break;
   }
-  if (rc) cs_run_failed(rep, rc, "spmd_blocks");
+  if (rc)
+    cs_run_failed(rep, rc, "spmd_blocks");
   else if (rep->verified)
     snprintf(rep->message, sizeof rep->message,
              "6 tasks over all shapes with 1..7 blocks: every core of every block saw its "

@@ -104,7 +104,8 @@ static bool sb_check(pto_scene_report *rep, const sb_task *t) {
   int32_t *exp = calloc((size_t)t->n, sizeof *exp);
   if (!exp) return false;
   for (int p = 0; p < t->n; p++)
-    for (int k = 0; k < SB_PHASES; k++) exp[p] += sb_value((p + 1) % t->n, k);
+    for (int k = 0; k < SB_PHASES; k++)
+      exp[p] += sb_value((p + 1) % t->n, k);
   char label[96];
   snprintf(label, sizeof label, "sync_barrier: sums of the %s cohort (%d blocks, %d cores)",
            ss_kind_name(t->kind), t->width, t->n);
@@ -135,7 +136,8 @@ static int sync_barrier_run(const pto_scene_opts *opts, pto_scene_report *rep) {
     }
     rc = scene_run_rounds(chip, &one, sb_orch, st, rep);
     rep->verified = !rc;
-    for (int i = 0; i < 2 && !rc && rep->verified; i++) rep->verified = sb_check(rep, &st->t[i]);
+    for (int i = 0; i < 2 && !rc && rep->verified; i++)
+      rep->verified = sb_check(rep, &st->t[i]);
   }
   if (rc) {
     cs_run_failed(rep, rc, "sync_barrier");

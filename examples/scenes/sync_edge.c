@@ -29,8 +29,9 @@ static bool se_expect_reject(ss_scene *sc, ss_kind kind, pto_scene_report *rep) 
   int rc = pto_chip_run(sc->chip, se_reject_orch, &rj, &st, &err);
   if (rj.submit_rc == PTO_ESYNC_WIDTH && rc == PTO_ESYNC_WIDTH && err.code == PTO_ESYNC_WIDTH)
     return true;
-  cs_fail(rep, "sync_edge: a %s sync_start task of %d blocks (limit %d): submit returned %s, "
-               "the run %s (error info %s)",
+  cs_fail(rep,
+          "sync_edge: a %s sync_start task of %d blocks (limit %d): submit returned %s, "
+          "the run %s (error info %s)",
           ss_kind_name(kind), rj.width, rj.width - 1, pto_status_name(rj.submit_rc),
           rc ? pto_status_name(rc) : "succeeded", pto_status_name(err.code));
   if (rc) pto_error_print(&err, stderr);

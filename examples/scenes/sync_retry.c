@@ -35,16 +35,18 @@ static int sync_retry_run(const pto_scene_opts *opts, pto_scene_report *rep) {
       rep->verified = ss_check_probes_equal(rep, "sync_retry", &sc->task[1], 1);
     /* the long task's 3 cores each count themselves finished */
     if (!rc && rep->verified && sc->task[1].probe[0] != ss_parts(SS_MIX))
-      cs_fail(rep, "sync_retry: the gang started when %d cores of the long task had finished, "
-                   "not all %d",
+      cs_fail(rep,
+              "sync_retry: the gang started when %d cores of the long task had finished, "
+              "not all %d",
               sc->task[1].probe[0], ss_parts(SS_MIX));
   }
   const pto_run_stats *s = &rep->stats;
   if (!rc && rep->verified &&
       ss_check_stats(rep, "sync_retry", (uint64_t)(ss_count_sync(sc) * ss_rounds(opts)))) {
     if (s->drains < (uint64_t)ss_rounds(opts) || s->drain_max_attempts < 2)
-      cs_fail(rep, "sync_retry: %llu drains with at most %llu attempts; expected a drain per "
-                   "round whose first attempt is one cluster short",
+      cs_fail(rep,
+              "sync_retry: %llu drains with at most %llu attempts; expected a drain per "
+              "round whose first attempt is one cluster short",
               (unsigned long long)s->drains, (unsigned long long)s->drain_max_attempts);
     else
       ss_message(rep, sc, "a full-width MIX gang waited for a 300 ms task on one cluster");

@@ -20,14 +20,14 @@
 
 /* Kernel flags (scalar 0). */
 #define SS_WAIT_ALL 1u /* arrive and wait for the whole cohort */
-#define SS_PROBE 2u    /* record global[SS_G_DONE] at start */
-#define SS_DONE 4u     /* add 1 to global[SS_G_DONE] at the end (per core) */
-#define SS_STARTED 8u  /* set global[SS_G_STARTED] at start */
+#define SS_PROBE    2u /* record global[SS_G_DONE] at start */
+#define SS_DONE     4u /* add 1 to global[SS_G_DONE] at the end (per core) */
+#define SS_STARTED  8u /* set global[SS_G_STARTED] at start */
 
 /* Chip-wide counters shared by the tasks of a scene (passed NO_DEP). */
-#define SS_G_DONE 0
+#define SS_G_DONE    0
 #define SS_G_STARTED 1
-#define SS_G_WORDS 4
+#define SS_G_WORDS   4
 
 #define SS_WAIT_MS 10000 /* co-residency deadline; the watchdog fires earlier */
 
@@ -56,16 +56,14 @@ typedef struct ss_wait_arg {
 static inline bool ss_reached(void *p) {
   ss_wait_arg *w = p;
   /* acquire: pairs with the other cores' release increments */
-  return __atomic_load_n(w->word, __ATOMIC_ACQUIRE) >= w->target ||
-         pto_kctx_cancelled(w->ctx);
+  return __atomic_load_n(w->word, __ATOMIC_ACQUIRE) >= w->target || pto_kctx_cancelled(w->ctx);
 }
 
 /* Waits until *word >= target; PTO_EWAIT_TIMEOUT after the deadline. */
 static inline int ss_wait_at_least(const pto_kctx *ctx, const int32_t *word, int32_t target) {
   ss_wait_arg w = {ctx, word, target};
   /* a cancelled run has its error already; the kernel just returns */
-  return pto_wait(NULL, ss_reached, &w, pto_deadline_ms(SS_WAIT_MS)) ? PTO_OK
-                                                                        : PTO_EWAIT_TIMEOUT;
+  return pto_wait(NULL, ss_reached, &w, pto_deadline_ms(SS_WAIT_MS)) ? PTO_OK : PTO_EWAIT_TIMEOUT;
 }
 
 /* t0 marks [block][3] (visits), t1 arrival counter [1], t2 global counters
@@ -90,8 +88,10 @@ static inline int ss_kernel(const pto_kctx *ctx) {
     int rc = ss_wait_at_least(ctx, arrive, ctx->block_num * ss_parts(kind));
     if (rc) return rc;
   }
-  if (hold_us >= 1000) cs_block_until_cancelled(ctx, hold_us / 1000);
-  else if (hold_us > 0) cs_sleep_us(hold_us);
+  if (hold_us >= 1000)
+    cs_block_until_cancelled(ctx, hold_us / 1000);
+  else if (hold_us > 0)
+    cs_sleep_us(hold_us);
   /* release: pairs with the acquire probe of later tasks */
   if (flags & SS_DONE) __atomic_fetch_add(&global[SS_G_DONE], 1, __ATOMIC_RELEASE);
   return PTO_OK;
@@ -123,8 +123,8 @@ typedef struct ss_task {
   int submit_rc;
 } ss_task;
 
-static inline int ss_task_init(ss_task *t, ss_kind kind, int width, uint64_t flags,
-                               int64_t hold_us, bool sync) {
+static inline int ss_task_init(ss_task *t, ss_kind kind, int width, uint64_t flags, int64_t hold_us,
+                               bool sync) {
   memset(t, 0, sizeof *t);
   t->kind = kind;
   t->width = width;
@@ -157,8 +157,8 @@ static inline void ss_task_reset(ss_task *t) {
   t->submit_rc = 0;
 }
 
-static inline int ss_submit(pto_orch *o, const ss_kernels *k, ss_task *t,
-                            const pto_tensor *global, const pto_task_id *deps, int ndeps) {
+static inline int ss_submit(pto_orch *o, const ss_kernels *k, ss_task *t, const pto_tensor *global,
+                            const pto_task_id *deps, int ndeps) {
   pto_args a;
   pto_args_init(&a);
   pto_args_output_existing(&a, &t->tmarks);
@@ -168,8 +168,7 @@ static inline int ss_submit(pto_orch *o, const ss_kernels *k, ss_task *t,
   pto_args_scalar(&a, t->flags);
   pto_args_scalar(&a, (uint64_t)t->hold_us);
   pto_args_scalar(&a, (uint64_t)t->kind);
-  pto_submit_opts so = {.block_num = t->width, .sync_start = t->sync, .deps = deps,
-                        .ndeps = ndeps};
+  pto_submit_opts so = {.block_num = t->width, .sync_start = t->sync, .deps = deps, .ndeps = ndeps};
   t->submit_rc = pto_submit(o, k->id[t->kind], &a, &so, &t->id);
   return t->submit_rc;
 }
@@ -184,7 +183,8 @@ static inline bool ss_check_marks(pto_scene_report *rep, const char *scene, cons
     return false;
   }
   for (int b = 0; b < t->width; b++)
-    for (int p = 0; p < parts; p++) exp[b * 3 + p] = 1;
+    for (int p = 0; p < parts; p++)
+      exp[b * 3 + p] = 1;
   char label[128];
   snprintf(label, sizeof label, "%s: visits of task %d (%s%s, %d blocks) [block][core]", scene,
            index, t->sync ? "sync_start " : "", ss_kind_name(t->kind), t->width);
@@ -196,8 +196,8 @@ static inline bool ss_check_marks(pto_scene_report *rep, const char *scene, cons
 /* Every core of a full-width cohort saw the same number of finished tasks
  * when it started: no task ran (or finished) on any core while the cohort
  * was starting, so no block waited behind other work. */
-static inline bool ss_check_probes_equal(pto_scene_report *rep, const char *scene,
-                                         const ss_task *t, int index) {
+static inline bool ss_check_probes_equal(pto_scene_report *rep, const char *scene, const ss_task *t,
+                                         int index) {
   const int parts = ss_parts(t->kind);
   const int32_t first = t->probe[0];
   for (int b = 0; b < t->width; b++)
@@ -262,7 +262,8 @@ static inline int ss_scene_open(ss_scene *sc, const char *name, const pto_scene_
 }
 
 static inline void ss_scene_close(ss_scene *sc) {
-  for (int i = 0; i < sc->ntasks; i++) ss_task_free(&sc->task[i]);
+  for (int i = 0; i < sc->ntasks; i++)
+    ss_task_free(&sc->task[i]);
   pto_chip_destroy(sc->chip);
 }
 
@@ -292,7 +293,8 @@ static inline void ss_orch_all(pto_orch *o, void *arg) {
  * exactly once. Returns the run's status; rep->verified says the rest. */
 static inline int ss_round(ss_scene *sc, const pto_scene_opts *opts, pto_orch_fn fn,
                            pto_scene_report *rep) {
-  for (int i = 0; i < sc->ntasks; i++) ss_task_reset(&sc->task[i]);
+  for (int i = 0; i < sc->ntasks; i++)
+    ss_task_reset(&sc->task[i]);
   memset(sc->global, 0, sizeof sc->global);
   pto_scene_opts one = *opts;
   one.rounds = 1;
@@ -310,7 +312,8 @@ static inline int ss_rounds(const pto_scene_opts *opts) {
 
 static inline int ss_count_sync(const ss_scene *sc) {
   int n = 0;
-  for (int i = 0; i < sc->ntasks; i++) n += sc->task[i].sync;
+  for (int i = 0; i < sc->ntasks; i++)
+    n += sc->task[i].sync;
   return n;
 }
 
@@ -326,10 +329,11 @@ static inline void ss_message(pto_scene_report *rep, const ss_scene *sc, const c
            (unsigned long long)s->drain_attempts, (unsigned long long)s->drain_max_attempts);
 }
 
-/* The common ending of a scene's run function. */
+/* The common ending of a scene's run function; frees the (heap) scene. */
 static inline int ss_finish(ss_scene *sc, pto_scene_report *rep, int rc) {
   if (rc) cs_run_failed(rep, rc, sc->name);
   ss_scene_close(sc);
+  free(sc);
   return rc;
 }
 

@@ -8,7 +8,7 @@
 #include "sync_scenes.h"
 
 #define SV_NORMAL 18
-#define SV_EVERY 6
+#define SV_EVERY  6
 
 static bool sv_started(void *p) {
   /* acquire: pairs with the kernel's release store of the flag */
@@ -47,9 +47,10 @@ static int sync_starvation_run(const pto_scene_opts *opts, pto_scene_report *rep
       rep->verified = ss_check_probes_equal(rep, "sync_starvation", t, gang[g]);
       const int per = sc->task[0].width * ss_parts(SS_MIX); /* cores per normal task */
       if (rep->verified && t->probe[0] > SV_EVERY * (g + 1) * per) {
-        cs_fail(rep, "sync_starvation: sync_start task %d started after %d cores of normal "
-                     "tasks had finished; only the %d normal tasks (%d cores) submitted before "
-                     "it may finish first",
+        cs_fail(rep,
+                "sync_starvation: sync_start task %d started after %d cores of normal "
+                "tasks had finished; only the %d normal tasks (%d cores) submitted before "
+                "it may finish first",
                 gang[g], t->probe[0], SV_EVERY * (g + 1), SV_EVERY * (g + 1) * per);
       }
     }

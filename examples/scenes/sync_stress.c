@@ -7,7 +7,7 @@
  * block waits in the kernel for its whole cohort. */
 #include "sync_scenes.h"
 
-#define ST_ROUNDS 6
+#define ST_ROUNDS    6
 #define ST_PER_ROUND 9
 
 static void sync_stress_orch(pto_orch *o, void *arg) {

@@ -65,7 +65,8 @@ static void td_orch(pto_orch *o, void *arg) {
       pto_orch_read(o, &yt, st->yt_read, -1))
     return;
   float minus[TD_N];
-  for (int i = 0; i < TD_N; i++) minus[i] = -1.0f;
+  for (int i = 0; i < TD_N; i++)
+    minus[i] = -1.0f;
   if (pto_orch_write(o, &st->tx, minus, -1)) return;
   pto_args_init(&a);
   pto_args_input(&a, &st->tx);
@@ -87,10 +88,13 @@ static bool td_check(const td_state *st, pto_scene_report *rep) {
   if (!scene_check_f32(rep, "Y read after t0", st->y_read, y, TD_N, 0) ||
       !scene_check_f32(rep, "Z = 3Y (t1 read Y before the write)", st->z_read, z, TD_N, 0))
     return false;
-  for (int i = 0; i < TD_N / 2; i++) y[i] = st->patch[i]; /* the write */
-  for (int i = 0; i < TD_N; i++) out[i] = y[i] + st->x0[i];
+  for (int i = 0; i < TD_N / 2; i++)
+    y[i] = st->patch[i]; /* the write */
+  for (int i = 0; i < TD_N; i++)
+    out[i] = y[i] + st->x0[i];
   for (int r = 0; r < TD_R; r++)
-    for (int c = 0; c < TD_C; c++) yt[c * TD_R + r] = y[r * TD_C + c];
+    for (int c = 0; c < TD_C; c++)
+      yt[c * TD_R + r] = y[r * TD_C + c];
   return scene_check_f32(rep, "out = Y + X (read mid-graph)", st->out_read, out, TD_N, 0) &&
          scene_check_f32(rep, "out after the run", st->out, out, TD_N, 0) &&
          scene_check_f32(rep, "Y^T read through a transposed view", st->yt_read, yt, TD_N, 0) &&
@@ -101,7 +105,8 @@ static int tensor_data_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   td_state *st = calloc(1, sizeof *st);
   if (!st) return cs_run_failed(rep, PTO_ENOMEM, "tensor_data");
   cs_fill_rand(st->x0, TD_N, 5 + opts->seed);
-  for (int i = 0; i < TD_N / 2; i++) st->patch[i] = 100.0f + (float)i;
+  for (int i = 0; i < TD_N / 2; i++)
+    st->patch[i] = 100.0f + (float)i;
   int rc = cs_view2(&st->tx, st->x, PTO_F32, TD_R, TD_C);
   rc |= cs_view2(&st->tout, st->out, PTO_F32, TD_R, TD_C);
   rc |= cs_view2(&st->tout2, st->out2, PTO_F32, TD_R, TD_C);
@@ -119,7 +124,8 @@ static int tensor_data_run(const pto_scene_opts *opts, pto_scene_report *rep) {
     rc = scene_run_rounds(chip, &one, td_orch, st, rep);
     if (!rc && !(rep->verified = td_check(st, rep))) break;
   }
-  if (rc) cs_run_failed(rep, rc, "tensor_data");
+  if (rc)
+    cs_run_failed(rep, rc, "tensor_data");
   else if (rep->verified)
     snprintf(rep->message, sizeof rep->message,
              "reads wait for producers, writes wait for earlier readers (heap and caller "

@@ -15,8 +15,8 @@
 #include "chip_scenes.h"
 
 #define TR_ITERS 200
-#define TR_C 64
-#define TR_Y 8
+#define TR_C     64
+#define TR_Y     8
 #define TR_GROUP 10 /* iterations per outer scope */
 
 typedef struct tr_state {
@@ -108,7 +108,8 @@ static int tiny_rings_run(const pto_scene_opts *opts, pto_scene_report *rep) {
                                  scene_check_f32(rep, "acc", st->acc, ra, TR_C, 0)))
       break;
   }
-  if (rc) cs_run_failed(rep, rc, "tiny_rings");
+  if (rc)
+    cs_run_failed(rep, rc, "tiny_rings");
   else if (rep->verified && rep->stats.tasks != (uint64_t)rounds * 4 * TR_ITERS)
     cs_fail(rep, "stats count %llu tasks, submitted %d", (unsigned long long)rep->stats.tasks,
             rounds * 4 * TR_ITERS);

@@ -13,7 +13,7 @@
 
 #define VC_ROWS 32
 #define VC_COLS 64
-#define VC_N (VC_ROWS * VC_COLS)
+#define VC_N    (VC_ROWS * VC_COLS)
 
 typedef struct vc_state {
   pto_kernel_ids k;
@@ -27,8 +27,10 @@ static int vc_binary(pto_orch *o, int kernel, const pto_tensor *x, const pto_ten
   pto_args_init(&a);
   pto_args_input(&a, x);
   pto_args_input(&a, y);
-  if (existing) pto_args_output_existing(&a, z);
-  else pto_args_output(&a, z);
+  if (existing)
+    pto_args_output_existing(&a, z);
+  else
+    pto_args_output(&a, z);
   return cs_submit(o, kernel, &a, blocks, NULL);
 }
 
@@ -61,7 +63,8 @@ static int vector_chain_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   if (!st) return cs_run_failed(rep, PTO_ENOMEM, "vector_chain");
   cs_fill_rand(st->a, VC_N, 11 + opts->seed);
   cs_fill_rand(st->b, VC_N, 23 + opts->seed);
-  for (int i = 0; i < VC_N; i++) st->out[i] = -1e30f;
+  for (int i = 0; i < VC_N; i++)
+    st->out[i] = -1e30f;
   pto_chip_config cfg;
   scene_chip_config(opts, 2, 0, &cfg);
   pto_chip *chip = NULL;

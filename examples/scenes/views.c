@@ -58,8 +58,8 @@ static int vw_task(pto_orch *o, const vw_state *st, int op, float v, const pto_t
   pto_args_add(&a, out_mode, out);
   pto_args_scalar(&a, (uint64_t)op);
   pto_args_scalar_f32(&a, v);
-  pto_args_scalar(&a, out_mode == PTO_OUTPUT ? VW_SLOW : 0);       /* a reader: read late */
-  pto_args_scalar(&a, out_mode == PTO_OUTPUT ? 0 : VW_SLOW);       /* a writer: write late */
+  pto_args_scalar(&a, out_mode == PTO_OUTPUT ? VW_SLOW : 0); /* a reader: read late */
+  pto_args_scalar(&a, out_mode == PTO_OUTPUT ? 0 : VW_SLOW); /* a writer: write late */
   return pto_submit(o, st->k_op, &a, NULL, NULL);
 }
 
@@ -76,13 +76,13 @@ static void vw_orch(pto_orch *o, void *arg) {
       pto_tensor_reshape(&st->tm, 1, flat_shape, &flat) ||
       pto_tensor_view(&st->tm, 2, odd_shape, odd_stride, VW_D, &odd) ||
       pto_tensor_reshape(&st->tm, 3, cube_shape, &cube) ||
-      pto_tensor_slice(&cube, ss, sn, &cube_s) || pto_tensor_reshape(&st->tm, 2, out_shape, &out2) ||
-      cs_desc2(&T, VW_D, VW_D) || cs_desc2(&C, VW_D, 2) ||
-      pto_tensor_desc(&R, PTO_F32, 1, flat_shape) || pto_tensor_desc(&S, PTO_F32, 3, sn)) {
+      pto_tensor_slice(&cube, ss, sn, &cube_s) ||
+      pto_tensor_reshape(&st->tm, 2, out_shape, &out2) || cs_desc2(&T, VW_D, VW_D) ||
+      cs_desc2(&C, VW_D, 2) || pto_tensor_desc(&R, PTO_F32, 1, flat_shape) ||
+      pto_tensor_desc(&S, PTO_F32, 3, sn)) {
     pto_orch_fatal(o, "views: a view could not be built");
     return;
   }
-  (void)out2;
   if (pto_scope_begin(o, PTO_SCOPE_AUTO)) return;
   if (vw_task(o, st, VW_COPY, 0, &mt, &T, PTO_OUTPUT) ||
       vw_task(o, st, VW_SCALE, 10.0f, &rows, &rows, PTO_OUTPUT_EXISTING) ||
@@ -91,7 +91,7 @@ static void vw_orch(pto_orch *o, void *arg) {
       vw_task(o, st, VW_COPY, 0, &flat, &R, PTO_OUTPUT) ||
       vw_task(o, st, VW_SCALE, -1.0f, &odd, &odd, PTO_OUTPUT_EXISTING) ||
       vw_task(o, st, VW_COPY, 0, &cube_s, &S, PTO_OUTPUT) ||
-      vw_task(o, st, VW_COPY, 0, &st->tm, &st->tout, PTO_OUTPUT_EXISTING))
+      vw_task(o, st, VW_COPY, 0, &out2, &st->tout, PTO_OUTPUT_EXISTING))
     return;
   if (pto_orch_read(o, &T, st->t, -1) || pto_orch_read(o, &C, st->c, -1) ||
       pto_orch_read(o, &R, st->r, -1) || pto_orch_read(o, &S, st->s, -1))
@@ -101,16 +101,22 @@ static void vw_orch(pto_orch *o, void *arg) {
 
 static bool vw_check(const vw_state *st, pto_scene_report *rep) {
   float m[VW_N], t[VW_N], c[VW_D * 2], r[VW_N], s[2 * VW_D];
-  for (int i = 0; i < VW_N; i++) m[i] = (float)i;
+  for (int i = 0; i < VW_N; i++)
+    m[i] = (float)i;
   for (int i = 0; i < VW_D; i++)
-    for (int j = 0; j < VW_D; j++) t[i * VW_D + j] = m[j * VW_D + i];
-  for (int i = 2 * VW_D; i < 4 * VW_D; i++) m[i] *= 10.0f;
+    for (int j = 0; j < VW_D; j++)
+      t[i * VW_D + j] = m[j * VW_D + i];
+  for (int i = 2 * VW_D; i < 4 * VW_D; i++)
+    m[i] *= 10.0f;
   for (int i = 0; i < VW_D; i++)
-    for (int j = 0; j < 2; j++) c[i * 2 + j] = m[i * VW_D + 1 + j];
-  for (int i = 0; i < VW_D; i++) m[i * VW_D + 5] = m[i * VW_D + 6] = 7.0f;
+    for (int j = 0; j < 2; j++)
+      c[i * 2 + j] = m[i * VW_D + 1 + j];
+  for (int i = 0; i < VW_D; i++)
+    m[i * VW_D + 5] = m[i * VW_D + 6] = 7.0f;
   memcpy(r, m, sizeof r);
   for (int i = 1; i < VW_D; i += 2)
-    for (int j = 0; j < VW_D; j++) m[i * VW_D + j] *= -1.0f;
+    for (int j = 0; j < VW_D; j++)
+      m[i * VW_D + j] *= -1.0f;
   memcpy(s, &m[4 * VW_D], sizeof s);
   return scene_check_f32(rep, "T = M^T", st->t, t, VW_N, 0) &&
          scene_check_f32(rep, "C = M[:, 1:3]", st->c, c, VW_D * 2, 0) &&
@@ -134,11 +140,13 @@ static int views_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_scene_opts one = *opts;
   one.rounds = 1;
   for (int r = 0; r < rounds && !rc; r++) {
-    for (int i = 0; i < VW_N; i++) st->m[i] = (float)i;
+    for (int i = 0; i < VW_N; i++)
+      st->m[i] = (float)i;
     rc = scene_run_rounds(chip, &one, vw_orch, st, rep);
     if (!rc && !(rep->verified = vw_check(st, rep))) break;
   }
-  if (rc) cs_run_failed(rep, rc, "views");
+  if (rc)
+    cs_run_failed(rep, rc, "views");
   else if (rep->verified)
     snprintf(rep->message, sizeof rep->message,
              "8 tasks on transposed, sliced, strided, reshaped and 3-D views of one buffer: "
@@ -148,4 +156,5 @@ static int views_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(views, "slices, transposes, reshapes and strided views as task args, with deps", views_run);
+PTO_SCENE(views, "slices, transposes, reshapes and strided views as task args, with deps",
+          views_run);

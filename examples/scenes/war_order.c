@@ -49,7 +49,8 @@ static void wo_orch(pto_orch *o, void *arg) {
   int64_t s0[2] = {0, 0}, n0[2] = {4, WO_C}, s1[2] = {2, 0}, n1[2] = {4, WO_C};
   int64_t s2[2] = {6, 0}, n2[2] = {2, WO_C};
   if (pto_tensor_slice(&st->tx, s0, n0, &top) || pto_tensor_slice(&st->tx, s1, n1, &mid) ||
-      pto_tensor_slice(&st->tx, s2, n2, &bottom) || pto_tensor_transpose(&bottom, 0, 1, &bottom_t)) {
+      pto_tensor_slice(&st->tx, s2, n2, &bottom) ||
+      pto_tensor_transpose(&bottom, 0, 1, &bottom_t)) {
     pto_orch_fatal(o, "war_order: bad view");
     return;
   }
@@ -74,7 +75,8 @@ static bool wo_check(const wo_state *st, pto_scene_report *rep) {
   float e0[WO_N / 2], e2[WO_N / 4], e3[WO_N], e4[WO_N];
   memcpy(e0, st->x0, sizeof e0);
   for (int r = 0; r < 2; r++)
-    for (int c = 0; c < WO_C; c++) e2[c * 2 + r] = st->x0[(6 + r) * WO_C + c];
+    for (int c = 0; c < WO_C; c++)
+      e2[c * 2 + r] = st->x0[(6 + r) * WO_C + c];
   for (int i = 0; i < WO_N; i++) {
     e3[i] = i / WO_C >= 2 && i / WO_C < 6 ? 99.0f : st->x0[i];
     e4[i] = 2.0f * e3[i];
@@ -111,7 +113,8 @@ static int war_order_run(const pto_scene_opts *opts, pto_scene_report *rep) {
     rc = scene_run_rounds(chip, &one, wo_orch, st, rep);
     if (!rc && !(rep->verified = wo_check(st, rep))) break;
   }
-  if (rc) cs_run_failed(rep, rc, "war_order");
+  if (rc)
+    cs_run_failed(rep, rc, "war_order");
   else if (rep->verified)
     snprintf(rep->message, sizeof rep->message,
              "writers on overlapping views waited for the slow earlier readers (slices, a "

@@ -11,11 +11,11 @@
 #include "chip_scenes.h"
 
 #define WM_BLOCKS 12
-#define WM_R 48
-#define WM_C 16
-#define WM_N (WM_R * WM_C)
-#define WM_MK 3 /* visits, cluster, sub_block */
-#define WM_MARKS (WM_BLOCKS * 3 * WM_MK)
+#define WM_R      48
+#define WM_C      16
+#define WM_N      (WM_R * WM_C)
+#define WM_MK     3 /* visits, cluster, sub_block */
+#define WM_MARKS  (WM_BLOCKS * 3 * WM_MK)
 
 typedef struct wm_state {
   pto_kernel_ids k;
@@ -33,9 +33,9 @@ static int wm_kernel(const pto_kctx *ctx) {
   const int which = (int)ctx->scalars[1], part = cs_part(ctx, 1);
   uint64_t t0 = pto_now_ns();
   uint64_t cur = atomic_load_explicit(&st->first_start[which], memory_order_relaxed);
-  while (t0 < cur && !atomic_compare_exchange_weak_explicit(&st->first_start[which], &cur, t0,
-                                                            memory_order_relaxed,
-                                                            memory_order_relaxed)) {
+  while (t0 < cur &&
+         !atomic_compare_exchange_weak_explicit(&st->first_start[which], &cur, t0,
+                                                memory_order_relaxed, memory_order_relaxed)) {
   } /* relaxed: a statistic read after the run joined every core */
   int64_t lo, hi, plo, phi;
   pto_split_range(WM_R, ctx->block_idx, ctx->block_num, &lo, &hi);
@@ -43,7 +43,8 @@ static int wm_kernel(const pto_kctx *ctx) {
   const float alpha = pto_kctx_scalar_f32(ctx, 0);
   const float *in = (const float *)ctx->tensors[0].buf;
   float *out = (float *)ctx->tensors[1].buf;
-  for (int64_t i = (lo + plo) * WM_C; i < (lo + phi) * WM_C; i++) out[i] = alpha * in[i];
+  for (int64_t i = (lo + plo) * WM_C; i < (lo + phi) * WM_C; i++)
+    out[i] = alpha * in[i];
   int32_t *m = (int32_t *)ctx->tensors[2].buf + ((int64_t)ctx->block_idx * 3 + part) * WM_MK;
   m[1] = ctx->cluster_id;
   m[2] = ctx->sub_block_id;
@@ -51,9 +52,9 @@ static int wm_kernel(const pto_kctx *ctx) {
   cs_sleep_us(2000);
   uint64_t t1 = pto_now_ns();
   cur = atomic_load_explicit(&st->last_end[which], memory_order_relaxed);
-  while (t1 > cur && !atomic_compare_exchange_weak_explicit(&st->last_end[which], &cur, t1,
-                                                            memory_order_relaxed,
-                                                            memory_order_relaxed)) {
+  while (t1 > cur &&
+         !atomic_compare_exchange_weak_explicit(&st->last_end[which], &cur, t1,
+                                                memory_order_relaxed, memory_order_relaxed)) {
   } /* relaxed: as above */
   return PTO_OK;
 }
@@ -117,7 +118,8 @@ static int wide_mix_pair_run(const pto_scene_opts *opts, pto_scene_report *rep) 
     rc = scene_run_rounds(chip, &one, wm_orch, st, rep);
     if (rc) break;
     float ref[WM_N];
-    for (int i = 0; i < WM_N; i++) ref[i] = 5.0f * st->in[i];
+    for (int i = 0; i < WM_N; i++)
+      ref[i] = 5.0f * st->in[i];
     rep->verified = scene_check_f32(rep, "out = 2 in + 3 in", st->out, ref, WM_N, 1e-6f);
     for (int w = 0; w < 2 && rep->verified; w++) {
       int32_t exp[WM_MARKS];
@@ -128,8 +130,9 @@ static int wide_mix_pair_run(const pto_scene_opts *opts, pto_scene_report *rep) 
           e[1] = st->marks[w][(b * 3) * WM_MK + 1]; /* the AIC's cluster */
           e[2] = p == 0 ? 0 : p - 1;
         }
-      rep->verified = scene_check_i32(rep, w ? "second MIX task: {visits, cluster, sub_block}"
-                                             : "first MIX task: {visits, cluster, sub_block}",
+      rep->verified = scene_check_i32(rep,
+                                      w ? "second MIX task: {visits, cluster, sub_block}"
+                                        : "first MIX task: {visits, cluster, sub_block}",
                                       st->marks[w], exp, WM_MARKS);
     }
     if (!rep->verified) break;
@@ -138,7 +141,8 @@ static int wide_mix_pair_run(const pto_scene_opts *opts, pto_scene_report *rep) 
         atomic_load_explicit(&st->last_end[0], memory_order_relaxed))
       overlapped++;
   }
-  if (rc) cs_run_failed(rep, rc, "wide_mix_pair");
+  if (rc)
+    cs_run_failed(rep, rc, "wide_mix_pair");
   else if (rep->verified)
     snprintf(rep->message, sizeof rep->message,
              "two MIX tasks of %d blocks each on %d clusters: every block ran once per core on "

@@ -176,9 +176,6 @@ static void run_destroy(pto_run *r) {
   }
   pthread_mutex_destroy(&r->sync_queue.lock);
   free(r->sync_queue.items);
-  if (r->slots)
-    for (uint32_t i = 0; i < r->nslots; i++)
-      pthread_mutex_destroy(&r->slots[i].lock);
   free(r->slots);
   free(r->deps);
   free(r->async);
@@ -219,10 +216,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
   if (!r->slots || !r->deps || !r->async || !r->cores || !r->scheds) goto nomem;
-  for (uint32_t i = 0; i < r->nslots; i++) {
-    pthread_mutex_init(&r->slots[i].lock, NULL);
-    r->slots[i].id = PTO_TASK_NONE;
-  }
+  for (uint32_t i = 0; i < r->nslots; i++) r->slots[i].id = PTO_TASK_NONE;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     task **items = malloc(sizeof(task *) * r->nslots);

@@ -432,7 +432,7 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   t->heap_end = r->heap.head;
   t->args_end = r->args.head;
   t->submit_ns = t0;
-  t->fanout_head = -1;
+  atomic_store_explicit(&t->fanout_head, FANOUT_EMPTY, memory_order_relaxed);
   t->next_block = 0;
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
   atomic_store_explicit(&t->refs, 0, memory_order_relaxed);
@@ -449,15 +449,27 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
     n->consumer = id;
     n->next = -1;
     task *p = run_slot(r, r->depbuf[i]);
-    pthread_mutex_lock(&p->lock);
-    /* A consumer pins its producer's slot (and heap outputs) until it completes. */
-    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); /* ordered by the lock */
-    if (atomic_load_explicit(&p->state, memory_order_relaxed) < TASK_CLOSED) {
-      atomic_fetch_add_explicit(&t->fanin, 1, memory_order_relaxed); /* before p can see n */
-      n->next = p->fanout_head;
-      p->fanout_head = (int64_t)idx;
+    /* A consumer pins its producer's slot (and heap outputs) until it
+     * completes. Relaxed: only this thread tests refs == 0 (retirement). */
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    /* Count the edge before p can see the node; undone if p already closed
+     * its list (cannot reach zero: we still hold the submit guard). */
+    atomic_fetch_add_explicit(&t->fanin, 1, memory_order_relaxed);
+    /* acquire (load and failed CAS): seeing CLOSED means p's completion,
+     * and so its kernel's writes, happen-before this task is published */
+    int64_t head = atomic_load_explicit(&p->fanout_head, memory_order_acquire);
+    for (;;) {
+      if (head == FANOUT_CLOSED) {
+        atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_relaxed);
+        break;
+      }
+      n->next = head;
+      /* release pairs with complete_task's exchange: node contents and the
+       * fanin increment are visible to the producer */
+      if (atomic_compare_exchange_weak_explicit(&p->fanout_head, &head, (int64_t)idx,
+                                                memory_order_release, memory_order_acquire))
+        break;
     }
-    pthread_mutex_unlock(&p->lock);
   }
   t->dep_end = r->dep_head;
   r->next_id = id + 1;

@@ -50,7 +50,11 @@ struct pto_chip {
   struct pto_run *_Atomic cur_run; /* the run in progress (async completions) */
 };
 
-enum { TASK_PENDING = 0, TASK_READY, TASK_CLOSED, TASK_DONE };
+enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
+
+/* fanout_head values besides a node index */
+#define FANOUT_EMPTY ((int64_t)-1)
+#define FANOUT_CLOSED ((int64_t)-2)
 
 /* One task slot. Written by the orchestrator before the task is published
  * (the guard decrement of `fanin` or a dependency's completion, both
@@ -71,8 +75,9 @@ typedef struct task {
   uint64_t dep_begin, dep_end; /* this task's dependency nodes (dep ring) */
   uint64_t heap_end, args_end; /* ring heads after this task's allocations */
   uint64_t submit_ns;
-  pthread_mutex_t lock; /* orders fanout linking against closing */
-  int64_t fanout_head;  /* dep node index, -1 = none; under lock */
+  /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
+   * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
+  _Atomic int64_t fanout_head;
   _Atomic int32_t state;
   _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
   _Atomic int32_t refs;  /* registered consumers not yet completed */

@@ -85,11 +85,10 @@ static void complete_task(pto_run *r, task *first) {
   while (top > 0) {
     task *t = stack[--top];
     if (t->sync_start) record_spread(r, t);
-    pthread_mutex_lock(&t->lock);
-    /* CLOSED under the lock: no consumer links itself after this point */
-    atomic_store_explicit(&t->state, TASK_CLOSED, memory_order_relaxed);
-    int64_t node = t->fanout_head;
-    pthread_mutex_unlock(&t->lock);
+    /* Close the list: no consumer links itself after this. acq_rel: acquire
+     * pairs with the orchestrator's release CAS of each node; release makes
+     * our kernel's writes visible to a consumer that finds the list closed */
+    int64_t node = atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED, memory_order_acq_rel);
     while (node >= 0) {
       const dep_node *n = &r->deps[(uint64_t)node % r->ndeps];
       task *c = run_slot(r, n->consumer);
@@ -331,7 +330,13 @@ static int op_stage(void *env, int sched_id, int first, int n) {
   sched *s = env;
   (void)sched_id;
   task *t = run_slot(s->run, drain_task(&s->run->drain));
-  if (gang_capacity(s, t) < n) return -1;
+  if (gang_capacity(s, t) < n) {
+    run_fail(s->run, PTO_ESCHED_TIMEOUT, t->id, -1,
+             "drain: scheduler %d was given %d blocks of sync_start task %lld but has room for "
+             "%d",
+             s->id, n, (long long)t->id, gang_capacity(s, t));
+    return -1;
+  }
   gang_stage(s, t, first, n);
   return 0;
 }

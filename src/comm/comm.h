@@ -47,7 +47,6 @@ typedef struct comm_dom {
   const comm_backend *be;
   comm_win *win;
   _Atomic uint32_t barrier_seq;  /* barriers of this task; reset with the epoch */
-  uint32_t barrier_epoch;
   pthread_mutex_t barrier_lock;  /* one barrier at a time per rank */
 } comm_dom;
 

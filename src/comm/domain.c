@@ -103,7 +103,6 @@ void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
     if (!d || d->my_rank < 0) continue;
     /* relaxed: the chip run that follows orders it for the core threads */
     atomic_store_explicit(&d->barrier_seq, 0, memory_order_relaxed);
-    d->barrier_epoch = epoch;
     d->be->task_mark(d->win, epoch, group, false);
   }
 }

@@ -75,12 +75,16 @@ int fault_hold(fault_queue *q, int peer, fault_kind kind, pto_dtype dt, uint64_t
 
 void fault_flush(fault_queue *q, int peer, bool end_of_task) {
   pthread_mutex_lock(&q->lock);
+  if (q->n == 0) { /* nothing held (ops may still be NULL) */
+    pthread_mutex_unlock(&q->lock);
+    return;
+  }
   /* move the batch to the front, keeping the rest in issue order */
   size_t nb = 0;
   for (size_t i = 0; i < q->n; i++) {
     if (peer >= 0 && q->ops[i].peer != peer) continue;
     fault_op t = q->ops[i];
-    memmove(&q->ops[nb + 1], &q->ops[nb], (i - nb) * sizeof t);
+    if (i > nb) memmove(&q->ops[nb + 1], &q->ops[nb], (i - nb) * sizeof t);
     q->ops[nb++] = t;
   }
   fault_op *b = q->ops;
@@ -104,7 +108,7 @@ void fault_flush(fault_queue *q, int peer, bool end_of_task) {
     if (end_of_task && q->gap && i + 1 < nb) q->gap(q->arg, &b[i]);
     free(b[i].data);
   }
-  memmove(q->ops, q->ops + nb, (q->n - nb) * sizeof *q->ops);
+  if (q->n > nb) memmove(q->ops, q->ops + nb, (q->n - nb) * sizeof *q->ops);
   q->n -= nb;
   pthread_mutex_unlock(&q->lock);
 }

@@ -28,7 +28,6 @@ typedef struct shm_hdr {
   int32_t rank;
   pto_event ev;              /* signalled by every notify to this rank and barrier arrival */
   _Atomic uint64_t arrive;   /* barrier: epoch << 32 | seq of the last barrier reached */
-  _Atomic uint32_t task_epoch; /* node task this rank runs (fault-injection gaps) */
   _Atomic uint32_t task_done;  /* last node task this rank finished */
 } shm_hdr;
 _Static_assert(sizeof(shm_hdr) <= COMM_HEADER_BYTES, "window header too large");
@@ -321,11 +320,7 @@ static void shm_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end)
   shm_hdr *h = hdr(w, w->my_rank);
   w->epoch = epoch;
   w->group = group;
-  if (!end) {
-    /* relaxed: read only as a hint by fault-injection gaps */
-    atomic_store_explicit(&h->task_epoch, epoch, memory_order_relaxed);
-    return;
-  }
+  if (!end) return;
   /* release pairs with gap_over of a peer holding stores back for me */
   atomic_store_explicit(&h->task_done, epoch, memory_order_release);
   pto_event_signal(&h->ev);

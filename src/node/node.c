@@ -289,14 +289,13 @@ static void dispatch(pto_node *n) {
 /* One non-blocking step: deaths, replies, deadlines, then dispatch. */
 static int step(pto_node *n, bool may_dispatch) {
   if (n->fatal) return n->fatal;
-  if (reap(n) || 0) {
-    for (int s = 0; s < n->nchildren; s++)
-      if (!n->child[s].alive) {
-        char d[256];
-        describe_exit(n, s, d, sizeof d);
-        return node_fatal(n, PTO_ECHIP_DIED, "%s", d);
-      }
-  }
+  reap(n); /* the wait condition may have reaped already: look at `alive` */
+  for (int s = 0; s < n->nchildren; s++)
+    if (!n->child[s].alive) {
+      char d[256];
+      describe_exit(n, s, d, sizeof d);
+      return node_fatal(n, PTO_ECHIP_DIED, "%s", d);
+    }
   uint64_t now = pto_now_ns();
   for (int s = 0; s < n->nchildren; s++) {
     child_slot *c = &n->child[s];

@@ -16,25 +16,20 @@ static inline uint64_t broken_pack(uint32_t att, uint32_t payload) {
 }
 static inline uint32_t broken_tag(uint64_t w) { return (uint32_t)(w >> 32); }
 static inline uint32_t broken_val(uint64_t w) { return (uint32_t)w; }
-static inline int broken_clamp(int cap, int need) {
-  return cap < 0 ? 0 : cap > need ? need : cap;
-}
+static inline int broken_clamp(int cap, int need) { return cap < 0 ? 0 : cap > need ? need : cap; }
 
 /* THE BUG: the token says "acknowledged", not "acknowledged attempt A". */
 static inline bool broken_token_ok(uint64_t t, uint32_t att) {
   (void)att;
   return (broken_val(t) & BROKEN_ACK_FLAG) != 0;
 }
-static inline uint32_t broken_token_cap(uint64_t t) {
-  return broken_val(t) & ~BROKEN_ACK_FLAG;
-}
+static inline uint32_t broken_token_cap(uint64_t t) { return broken_val(t) & ~BROKEN_ACK_FLAG; }
 
 static int broken_ack(drain_state *s, drain_part *p, const drain_ops *ops, void *env) {
   int i = p->sched;
   for (int c = 2 * i + 1; c <= 2 * i + 2 && c < s->nsched; c++) {
     uint64_t t = atomic_load_explicit(&s->slot[c].token, memory_order_acquire);
-    if (!broken_token_ok(t, p->att))
-      return DRAIN_WAITING;
+    if (!broken_token_ok(t, p->att)) return DRAIN_WAITING;
   }
   int cap = broken_clamp(ops->capacity(env, i), p->need);
   p->cap = p->hint = cap;
@@ -47,26 +42,22 @@ static int broken_ack(drain_state *s, drain_part *p, const drain_ops *ops, void 
 static int broken_stage(drain_state *s, drain_part *p, const drain_ops *ops, void *env) {
   int i = p->sched;
   uint64_t q = atomic_load_explicit(&s->slot[i].quota, memory_order_relaxed);
-  if (broken_tag(q) != p->att)
-    return DRAIN_WAITING;
+  if (broken_tag(q) != p->att) return DRAIN_WAITING;
   int first = (int)(broken_val(q) >> 16), n = (int)(broken_val(q) & 0xffff);
   if (n > 0 && ops->stage(env, i, first, n) != 0) {
     p->phase = DRAIN_PH_IDLE;
     return DRAIN_WAITING;
   }
-  atomic_store_explicit(&s->slot[i].staged, broken_pack(p->att, (uint32_t)n),
-                        memory_order_release);
+  atomic_store_explicit(&s->slot[i].staged, broken_pack(p->att, (uint32_t)n), memory_order_release);
   p->phase = i == 0 ? DRAIN_PH_COLLECT : DRAIN_PH_STAGED;
   return DRAIN_STAGED;
 }
 
 static int broken_wait_go(drain_state *s, drain_part *p, const drain_ops *ops, void *env) {
   uint64_t g = atomic_load_explicit(&s->go, memory_order_acquire);
-  if (g == broken_pack(p->att, 1))
-    return broken_stage(s, p, ops, env);
+  if (g == broken_pack(p->att, 1)) return broken_stage(s, p, ops, env);
   int cap = broken_clamp(ops->capacity(env, p->sched), p->need);
-  if (cap <= p->hint)
-    return DRAIN_WAITING;
+  if (cap <= p->hint) return DRAIN_WAITING;
   p->hint = cap;
   atomic_store_explicit(&s->slot[p->sched].hint, broken_pack(p->att, (uint32_t)cap),
                         memory_order_relaxed);
@@ -78,8 +69,7 @@ static int broken_decide(drain_state *s, drain_part *p) {
   int sum = 0;
   for (int j = 0; j < s->nsched; j++) {
     uint64_t t = atomic_load_explicit(&s->slot[j].token, memory_order_relaxed);
-    if (!broken_token_ok(t, p->att))
-      return DRAIN_WAITING;
+    if (!broken_token_ok(t, p->att)) return DRAIN_WAITING;
     caps[j] = broken_token_cap(t);
     sum += (int)caps[j];
   }
@@ -108,8 +98,7 @@ static int broken_short(drain_state *s, drain_part *p, const drain_ops *ops, voi
     else
       sum += (int)broken_token_cap(atomic_load_explicit(&s->slot[j].token, memory_order_relaxed));
   }
-  if (sum < p->need)
-    return DRAIN_WAITING;
+  if (sum < p->need) return DRAIN_WAITING;
   uint32_t next = p->att + 1 == 0 ? 1 : p->att + 1;
   atomic_store_explicit(&s->attempt, next, memory_order_release);
   return DRAIN_PROGRESS;
@@ -118,16 +107,14 @@ static int broken_short(drain_state *s, drain_part *p, const drain_ops *ops, voi
 static int broken_collect(drain_state *s, drain_part *p, const drain_ops *ops, void *env) {
   for (int j = 0; j < s->nsched; j++) {
     uint64_t r = atomic_load_explicit(&s->slot[j].staged, memory_order_acquire);
-    if (broken_tag(r) != p->att)
-      return DRAIN_WAITING;
+    if (broken_tag(r) != p->att) return DRAIN_WAITING;
   }
   ops->launch(env, p->task_id);
   uint32_t first = atomic_load_explicit(&s->first_attempt, memory_order_relaxed);
   uint64_t n = (uint64_t)(uint32_t)(p->att - first) + 1;
   atomic_store_explicit(&s->drains, atomic_load_explicit(&s->drains, memory_order_relaxed) + 1,
                         memory_order_relaxed);
-  atomic_store_explicit(&s->attempts,
-                        atomic_load_explicit(&s->attempts, memory_order_relaxed) + n,
+  atomic_store_explicit(&s->attempts, atomic_load_explicit(&s->attempts, memory_order_relaxed) + n,
                         memory_order_relaxed);
   if (n > atomic_load_explicit(&s->max_attempts, memory_order_relaxed))
     atomic_store_explicit(&s->max_attempts, n, memory_order_relaxed);

@@ -43,22 +43,26 @@
 /* Scenarios and worlds                                                     */
 /* ------------------------------------------------------------------------ */
 
-#define XS 4       /* most schedulers explored */
-#define XREQ 2     /* most drains per scenario */
-#define XEV 4      /* most completion events */
-#define XDEPTH 400 /* a path longer than this is reported (never reached) */
-#define XPEND (XS + 2) /* most shared stores one step makes */
-#define XTASK0 100 /* task id of request k is XTASK0 + k */
+#define XS     4        /* most schedulers explored */
+#define XREQ   2        /* most drains per scenario */
+#define XEV    4        /* most completion events */
+#define XDEPTH 400      /* a path longer than this is reported (never reached) */
+#define XPEND  (XS + 2) /* most shared stores one step makes */
+#define XTASK0 100      /* task id of request k is XTASK0 + k */
 
 typedef struct xscenario {
   const char *name;
   int nsched;
-  int cap0[XS];  /* idle capacity (blocks of the sync task) at the start */
-  int nev;       /* completions, fired in this order, each at any point */
-  struct { int sched, add; } ev[XEV];
-  int nreq;      /* drains requested one after another */
-  struct { int sched, block_num; } req[XREQ];
-  bool end_run;  /* an actor may end the run at any point */
+  int cap0[XS]; /* idle capacity (blocks of the sync task) at the start */
+  int nev;      /* completions, fired in this order, each at any point */
+  struct {
+    int sched, add;
+  } ev[XEV];
+  int nreq; /* drains requested one after another */
+  struct {
+    int sched, block_num;
+  } req[XREQ];
+  bool end_run; /* an actor may end the run at any point */
 } xscenario;
 
 typedef struct xworld {
@@ -68,10 +72,10 @@ typedef struct xworld {
   int next_ev, next_req;
   bool run_over;
   /* ghost state for the checks */
-  bool ev_in_drain;          /* a completion fired while a drain was active */
-  uint32_t acked[XS];        /* attempt of each scheduler's last acknowledgement */
-  uint64_t staged[XREQ];     /* blocks staged per drain */
-  uint32_t stage_att[XREQ];  /* attempt those blocks were staged in */
+  bool ev_in_drain;         /* a completion fired while a drain was active */
+  uint32_t acked[XS];       /* attempt of each scheduler's last acknowledgement */
+  uint64_t staged[XREQ];    /* blocks staged per drain */
+  uint32_t stage_att[XREQ]; /* attempt those blocks were staged in */
   int launches[XREQ];
   /* split mode: stores a step made that have not landed yet */
   uint8_t npend[XS];
@@ -121,8 +125,7 @@ typedef struct xctx {
 
 static void xfail(xctx *c, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void xfail(xctx *c, int kind, const char *fmt, ...) {
-  if (c->fail)
-    return;
+  if (c->fail) return;
   c->fail = kind;
   va_list ap;
   va_start(ap, fmt);
@@ -139,10 +142,8 @@ static int x_cur_req(const xworld *w) { return w->next_req - 1; }
 
 static int x_capacity(void *env, int sched) {
   xctx *c = env;
-  if (sched != c->actor)
-    xfail(c, XF_STAGE, "s%d asked for the capacity of s%d", c->actor, sched);
-  if (c->log)
-    fprintf(c->log, " cap=%d", c->w->cap[sched]);
+  if (sched != c->actor) xfail(c, XF_STAGE, "s%d asked for the capacity of s%d", c->actor, sched);
+  if (c->log) fprintf(c->log, " cap=%d", c->w->cap[sched]);
   return c->w->cap[sched];
 }
 
@@ -150,8 +151,7 @@ static int x_stage(void *env, int sched, int first, int n) {
   xctx *c = env;
   xworld *w = c->w;
   int k = x_cur_req(w);
-  if (c->log)
-    fprintf(c->log, " stage[%d,%d)", first, first + n);
+  if (c->log) fprintf(c->log, " stage[%d,%d)", first, first + n);
   if (sched != c->actor || k < 0) {
     xfail(c, XF_STAGE, "s%d staged for s%d (drain %d)", c->actor, sched, k);
     return -1;
@@ -187,11 +187,9 @@ static void x_launch(void *env, int64_t task_id) {
   xctx *c = env;
   xworld *w = c->w;
   int k = x_cur_req(w);
-  if (c->log)
-    fprintf(c->log, " launch(task %lld)", (long long)task_id);
+  if (c->log) fprintf(c->log, " launch(task %lld)", (long long)task_id);
   if (c->actor != 0 || k < 0 || task_id != XTASK0 + k) {
-    xfail(c, XF_LAUNCH, "s%d launched task %lld during drain %d", c->actor, (long long)task_id,
-          k);
+    xfail(c, XF_LAUNCH, "s%d launched task %lld during drain %d", c->actor, (long long)task_id, k);
     return;
   }
   int need = c->sc->req[k].block_num;
@@ -232,7 +230,7 @@ static void x_world_init(const xctx *c, xworld *w) {
   }
 }
 
-#define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define LD(x)    atomic_load_explicit(&(x), memory_order_relaxed)
 #define ST(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 
 /* Every shared word of drain_state by index, for split mode's store diff. */
@@ -286,9 +284,9 @@ static void x_word_set(drain_state *s, int f, uint64_t v) {
 }
 
 static void x_word_print(FILE *f, int field, uint64_t v) {
-  static const char *const fixed[XW_FIXED] = {
-      "attempt", "ended", "busy", "task_id", "block_num", "requester", "first_attempt",
-      "go", "drains", "attempts", "max_attempts"};
+  static const char *const fixed[XW_FIXED] = {"attempt",   "ended",     "busy",          "task_id",
+                                              "block_num", "requester", "first_attempt", "go",
+                                              "drains",    "attempts",  "max_attempts"};
   static const char *const slot[4] = {"token", "hint", "quota", "staged"};
   if (field < XW_FIXED && field != 7)
     fprintf(f, " %s=%lld", fixed[field], (long long)v);
@@ -307,8 +305,7 @@ static void x_apply(xctx *c, xworld *w, int a) {
   c->w = w;
   c->actor = a;
   if (a < n) {
-    if (w->npend[a])
-      return; /* its previous step has not finished (its stores are in flight) */
+    if (w->npend[a]) return; /* its previous step has not finished (its stores are in flight) */
     drain_part before = w->p[a];
     uint32_t att0 = LD(w->s.attempt);
     uint64_t go0 = LD(w->s.go);
@@ -322,8 +319,7 @@ static void x_apply(xctx *c, xworld *w, int a) {
     if (c->split) /* hold the step's stores back; they land in a later action */
       for (int f = 0; f < x_nwords(c); f++) {
         uint64_t v = x_word_get(&w->s, f);
-        if (v == old[f])
-          continue;
+        if (v == old[f]) continue;
         if (w->npend[a] == XPEND) {
           xfail(c, XF_STAGE, "one step of s%d stored more than %d shared words", a, XPEND);
           break;
@@ -336,8 +332,7 @@ static void x_apply(xctx *c, xworld *w, int a) {
      * from another attempt (joining and acknowledging in one step). */
     bool acked = (p->phase == DRAIN_PH_WAIT_GO || p->phase == DRAIN_PH_DECIDE) &&
                  (p->att != before.att || before.phase == DRAIN_PH_ACK);
-    if (acked)
-      w->acked[a] = p->att;
+    if (acked) w->acked[a] = p->att;
     if (acked && a == 0)
       for (int j = 0; j < n; j++)
         if (w->acked[j] != p->att)
@@ -348,8 +343,7 @@ static void x_apply(xctx *c, xworld *w, int a) {
     if (c->log) {
       fprintf(c->log, " -> %s att %u, %s", drain_phase_name(p->phase), p->att,
               drain_result_name(r));
-      if (LD(w->s.attempt) != att0)
-        fprintf(c->log, "  [attempt %u -> %u]", att0, LD(w->s.attempt));
+      if (LD(w->s.attempt) != att0) fprintf(c->log, "  [attempt %u -> %u]", att0, LD(w->s.attempt));
       if (LD(w->s.go) != go0)
         fprintf(c->log, "  [GO for attempt %u]", (uint32_t)(LD(w->s.go) >> 32));
       if (w->npend[a])
@@ -357,14 +351,11 @@ static void x_apply(xctx *c, xworld *w, int a) {
     }
   } else if (a >= n + 3) {
     int j = a - n - 3;
-    if (!w->npend[j])
-      return;
-    if (c->log)
-      fprintf(c->log, "s%d's stores land:", j);
+    if (!w->npend[j]) return;
+    if (c->log) fprintf(c->log, "s%d's stores land:", j);
     for (int q = 0; q < w->npend[j]; q++) {
       x_word_set(&w->s, w->pend_field[j][q], w->pend_val[j][q]);
-      if (c->log)
-        x_word_print(c->log, w->pend_field[j][q], w->pend_val[j][q]);
+      if (c->log) x_word_print(c->log, w->pend_field[j][q], w->pend_val[j][q]);
     }
     w->npend[j] = 0;
     memset(w->pend_field[j], 0, sizeof w->pend_field[j]);
@@ -374,10 +365,8 @@ static void x_apply(xctx *c, xworld *w, int a) {
       int j = sc->ev[w->next_ev].sched, add = sc->ev[w->next_ev].add;
       w->cap[j] += add;
       w->next_ev++;
-      if (LD(w->s.busy))
-        w->ev_in_drain = true;
-      if (c->log)
-        fprintf(c->log, "completion on s%d frees %d (idle now %d)", j, add, w->cap[j]);
+      if (LD(w->s.busy)) w->ev_in_drain = true;
+      if (c->log) fprintf(c->log, "completion on s%d frees %d (idle now %d)", j, add, w->cap[j]);
     } else if (c->log) {
       fprintf(c->log, "completion: none left");
     }
@@ -385,8 +374,7 @@ static void x_apply(xctx *c, xworld *w, int a) {
     if (w->next_req < sc->nreq && !w->run_over) {
       int k = w->next_req, j = sc->req[k].sched, bn = sc->req[k].block_num;
       bool ok = drain_request(&w->s, j, XTASK0 + k, bn);
-      if (ok)
-        w->next_req++;
+      if (ok) w->next_req++;
       if (c->log)
         fprintf(c->log, "request by s%d: task %d, %d blocks -> %s %u", j, XTASK0 + k, bn,
                 ok ? "attempt" : "refused, attempt stays", LD(w->s.attempt));
@@ -396,8 +384,7 @@ static void x_apply(xctx *c, xworld *w, int a) {
   } else {
     if (sc->end_run && !w->run_over) {
       w->run_over = true;
-      if (c->log)
-        fprintf(c->log, "the run ends");
+      if (c->log) fprintf(c->log, "the run ends");
     }
   }
 }
@@ -411,15 +398,12 @@ static void x_check_terminal(xctx *c, const xworld *w) {
   for (int i = 0; i < sc->nsched; i++) {
     len += (size_t)snprintf(who + len, sizeof who - len, " s%d:%s/att%u", i,
                             drain_phase_name(w->p[i].phase), w->p[i].att);
-    if (w->p[i].phase != DRAIN_PH_IDLE)
-      stuck = true;
+    if (w->p[i].phase != DRAIN_PH_IDLE) stuck = true;
   }
   if (!w->run_over) {
-    if (w->next_req != sc->nreq || LD(w->s.busy))
-      stuck = true;
+    if (w->next_req != sc->nreq || LD(w->s.busy)) stuck = true;
     for (int k = 0; k < sc->nreq; k++)
-      if (w->launches[k] != 1)
-        stuck = true;
+      if (w->launches[k] != 1) stuck = true;
   }
   if (stuck)
     xfail(c, XF_HANG,
@@ -487,8 +471,7 @@ static void x_table_grow(xctx *c) {
 
 /* Returns the state's index; *found says whether it was there already. */
 static size_t x_visit(xctx *c, const xworld *key, bool *found) {
-  if ((c->nkeys + 1) * 2 > c->table_size)
-    x_table_grow(c);
+  if ((c->nkeys + 1) * 2 > c->table_size) x_table_grow(c);
   size_t h = (size_t)x_hash(key, c->L) & (c->table_size - 1);
   while (c->table[h]) {
     size_t id = c->table[h] - 1;
@@ -528,8 +511,7 @@ static void x_dfs(xctx *c, int d) {
   }
   c->color[id] = 1;
   c->states++;
-  if (d > c->max_depth)
-    c->max_depth = d;
+  if (d > c->max_depth) c->max_depth = d;
   if (d >= XDEPTH) {
     c->depth = d;
     xfail(c, XF_DEPTH, "a path longer than %d steps", XDEPTH);
@@ -545,13 +527,11 @@ static void x_dfs(xctx *c, int d) {
       c->depth = d + 1;
       return;
     }
-    if (x_same(c, w, nw))
-      continue; /* a wait: nothing changed */
+    if (x_same(c, w, nw)) continue; /* a wait: nothing changed */
     any = true;
     c->edges++;
     x_dfs(c, d + 1);
-    if (c->fail)
-      return;
+    if (c->fail) return;
   }
   if (!any) {
     c->terminals++;
@@ -561,12 +541,9 @@ static void x_dfs(xctx *c, int d) {
       return;
     }
     uint64_t att = LD(w->s.max_attempts);
-    if (att > c->max_attempts)
-      c->max_attempts = att;
-    if (att >= 2)
-      c->term_retry++;
-    if (w->ev_in_drain)
-      c->term_ev_in_drain++;
+    if (att > c->max_attempts) c->max_attempts = att;
+    if (att >= 2) c->term_retry++;
+    if (w->ev_in_drain) c->term_ev_in_drain++;
   }
   c->color[id] = 2;
 }
@@ -578,8 +555,8 @@ static void x_setup(xctx *c, const xscenario *sc, const xproto *pr, bool split) 
   c->split = split;
   c->stack = calloc(XDEPTH + 2, sizeof *c->stack);
   assert_non_null(c->stack);
-  c->L = offsetof(xworld, s) + offsetof(drain_state, slot) +
-         (size_t)sc->nsched * sizeof(drain_slot);
+  c->L =
+      offsetof(xworld, s) + offsetof(drain_state, slot) + (size_t)sc->nsched * sizeof(drain_slot);
 }
 
 static void x_teardown(xctx *c) {
@@ -602,8 +579,9 @@ static int x_explore(xctx *c, const xscenario *sc, const xproto *pr, bool split)
     printf("drain explorer: %s protocol, scenario '%s' (%d schedulers%s): %ld states, %ld "
            "steps, %ld final states (%ld with a retry, %ld with a completion during the "
            "drain), longest path %d, at most %llu attempts, %.0f ms\n",
-           pr->name, sc->name, sc->nsched, split ? ", split stores" : "", c->states, c->edges, c->terminals, c->term_retry,
-           c->term_ev_in_drain, c->max_depth, (unsigned long long)c->max_attempts, ms);
+           pr->name, sc->name, sc->nsched, split ? ", split stores" : "", c->states, c->edges,
+           c->terminals, c->term_retry, c->term_ev_in_drain, c->max_depth,
+           (unsigned long long)c->max_attempts, ms);
   fflush(stdout);
   return c->fail;
 }
@@ -641,12 +619,10 @@ static int x_script(xctx *c, const xscenario *sc, const xproto *pr, const xdir *
           changed = true;
         }
       }
-      if (!changed || (!fair && !dir[i].until_blocked))
-        break;
+      if (!changed || (!fair && !dir[i].until_blocked)) break;
     }
   }
-  if (!c->fail)
-    x_check_terminal(c, w);
+  if (!c->fail) x_check_terminal(c, w);
   if (c->fail) {
     x_report(c, stdout);
   } else {
@@ -666,76 +642,132 @@ static int x_script(xctx *c, const xscenario *sc, const xproto *pr, const xdir *
 /* Attempt 1 may be short: one cluster's worth is held by running work on
  * some schedulers and comes free at an arbitrary point. */
 static const xscenario SC_RETRY2 = {
-    .name = "retry", .nsched = 2, .cap0 = {1, 1}, .nev = 2,
-    .ev = {{0, 1}, {1, 1}}, .nreq = 1, .req = {{1, 4}},
+    .name = "retry",
+    .nsched = 2,
+    .cap0 = {1, 1},
+    .nev = 2,
+    .ev = {{0, 1}, {1, 1}},
+    .nreq = 1,
+    .req = {{1, 4}},
 };
 static const xscenario SC_RETRY3 = {
-    .name = "retry", .nsched = 3, .cap0 = {2, 1, 1}, .nev = 2,
-    .ev = {{2, 1}, {1, 1}}, .nreq = 1, .req = {{2, 6}},
+    .name = "retry",
+    .nsched = 3,
+    .cap0 = {2, 1, 1},
+    .nev = 2,
+    .ev = {{2, 1}, {1, 1}},
+    .nreq = 1,
+    .req = {{2, 6}},
 };
 static const xscenario SC_RETRY4 = {
-    .name = "retry", .nsched = 4, .cap0 = {1, 1, 1, 1}, .nev = 2,
-    .ev = {{3, 1}, {1, 1}}, .nreq = 1, .req = {{1, 6}},
+    .name = "retry",
+    .nsched = 4,
+    .cap0 = {1, 1, 1, 1},
+    .nev = 2,
+    .ev = {{3, 1}, {1, 1}},
+    .nreq = 1,
+    .req = {{1, 6}},
 };
 /* Quotas of zero: the coordinator's prefix fills the cohort early. */
 static const xscenario SC_ZERO3 = {
-    .name = "zero-quota", .nsched = 3, .cap0 = {2, 0, 2}, .nev = 1,
-    .ev = {{1, 2}}, .nreq = 1, .req = {{0, 3}},
+    .name = "zero-quota",
+    .nsched = 3,
+    .cap0 = {2, 0, 2},
+    .nev = 1,
+    .ev = {{1, 2}},
+    .nreq = 1,
+    .req = {{0, 3}},
 };
 /* Two drains in a row: words of drain 1 must not pass for drain 2's. */
 static const xscenario SC_TWO2 = {
-    .name = "two-drains", .nsched = 2, .cap0 = {1, 1}, .nev = 2,
-    .ev = {{0, 1}, {1, 2}}, .nreq = 2, .req = {{1, 3}, {0, 2}},
+    .name = "two-drains",
+    .nsched = 2,
+    .cap0 = {1, 1},
+    .nev = 2,
+    .ev = {{0, 1}, {1, 2}},
+    .nreq = 2,
+    .req = {{1, 3}, {0, 2}},
 };
 static const xscenario SC_TWO3 = {
-    .name = "two-drains", .nsched = 3, .cap0 = {1, 1, 1}, .nev = 2,
-    .ev = {{2, 1}, {0, 1}}, .nreq = 2, .req = {{2, 3}, {1, 2}},
+    .name = "two-drains",
+    .nsched = 3,
+    .cap0 = {1, 1, 1},
+    .nev = 2,
+    .ev = {{2, 1}, {0, 1}},
+    .nreq = 2,
+    .req = {{2, 3}, {1, 2}},
 };
 static const xscenario SC_TWO4 = {
-    .name = "two-drains", .nsched = 4, .cap0 = {1, 0, 1, 1}, .nev = 3,
-    .ev = {{1, 2}, {3, 1}, {0, 1}}, .nreq = 2, .req = {{3, 5}, {0, 2}},
+    .name = "two-drains",
+    .nsched = 4,
+    .cap0 = {1, 0, 1, 1},
+    .nev = 3,
+    .ev = {{1, 2}, {3, 1}, {0, 1}},
+    .nreq = 2,
+    .req = {{3, 5}, {0, 2}},
 };
 /* Three completions on three schedulers, any of them during the drain. */
 static const xscenario SC_MANY4 = {
-    .name = "three-completions", .nsched = 4, .cap0 = {1, 2, 0, 1}, .nev = 3,
-    .ev = {{2, 2}, {0, 1}, {3, 1}}, .nreq = 1, .req = {{2, 8}},
+    .name = "three-completions",
+    .nsched = 4,
+    .cap0 = {1, 2, 0, 1},
+    .nev = 3,
+    .ev = {{2, 2}, {0, 1}, {3, 1}},
+    .nreq = 1,
+    .req = {{2, 8}},
 };
 /* The run ends at an arbitrary point: every wait must be abandoned. */
 static const xscenario SC_END3 = {
-    .name = "run-ends", .nsched = 3, .cap0 = {2, 1, 1}, .nev = 2,
-    .ev = {{2, 1}, {1, 1}}, .nreq = 1, .req = {{2, 6}}, .end_run = true,
+    .name = "run-ends",
+    .nsched = 3,
+    .cap0 = {2, 1, 1},
+    .nev = 2,
+    .ev = {{2, 1}, {1, 1}},
+    .nreq = 1,
+    .req = {{2, 6}},
+    .end_run = true,
 };
 static const xscenario SC_END4 = {
-    .name = "run-ends", .nsched = 4, .cap0 = {1, 1, 1, 1}, .nev = 2,
-    .ev = {{3, 1}, {1, 1}}, .nreq = 1, .req = {{1, 6}}, .end_run = true,
+    .name = "run-ends",
+    .nsched = 4,
+    .cap0 = {1, 1, 1, 1},
+    .nev = 2,
+    .ev = {{3, 1}, {1, 1}},
+    .nreq = 1,
+    .req = {{1, 6}},
+    .end_run = true,
 };
 /* The reference's ABA setting: 3 schedulers, one of them (s2 here) has a
  * long-running task on one cluster, the cohort needs every cluster. */
 static const xscenario SC_ABA = {
-    .name = "aba", .nsched = 3, .cap0 = {2, 2, 1}, .nev = 1,
-    .ev = {{2, 1}}, .nreq = 1, .req = {{2, 6}},
+    .name = "aba",
+    .nsched = 3,
+    .cap0 = {2, 2, 1},
+    .nev = 1,
+    .ev = {{2, 1}},
+    .nreq = 1,
+    .req = {{2, 6}},
 };
 /* s1 acknowledges attempt 1 and is then parked until the others have acted
  * on attempt 2. */
 static const xdir ABA_SCHEDULE[] = {
     {XD_REQUEST, false},
-    {1, true},           /* s1 acknowledges attempt 1 ... and is delayed */
-    {2, true},           /* s2 acknowledges attempt 1 */
-    {0, true},           /* coordinator: tree complete, capacity short */
+    {1, true},            /* s1 acknowledges attempt 1 ... and is delayed */
+    {2, true},            /* s2 acknowledges attempt 1 */
+    {0, true},            /* coordinator: tree complete, capacity short */
     {XD_COMPLETE, false}, /* the long task on s2 finishes */
-    {2, true},           /* s2 advertises the freed cluster */
-    {0, true},           /* coordinator retries: attempt 2 */
-    {2, true},           /* s2 acts on attempt 2 */
-    {0, true},           /* coordinator acts on attempt 2 */
-    /* then s1 resumes and everyone runs round-robin */
+    {2, true},            /* s2 advertises the freed cluster */
+    {0, true},            /* coordinator retries: attempt 2 */
+    {2, true},            /* s2 acts on attempt 2 */
+    {0, true},            /* coordinator acts on attempt 2 */
+                          /* then s1 resumes and everyone runs round-robin */
 };
 
 /* ------------------------------------------------------------------------ */
 /* Tests                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void expect_proven_mode(const xscenario *sc, bool needs_retry, bool needs_ev,
-                               bool split) {
+static void expect_proven_mode(const xscenario *sc, bool needs_retry, bool needs_ev, bool split) {
   xctx c;
   int f = x_explore(&c, sc, &X_REAL, split);
   assert_int_equal(f, XF_OK);
@@ -743,10 +775,8 @@ static void expect_proven_mode(const xscenario *sc, bool needs_retry, bool needs
   /* the bound keeps a drain at two attempts: a retry happens only when the
    * advertised capacity already suffices */
   assert_true(c.max_attempts <= 2);
-  if (needs_retry)
-    assert_true(c.term_retry > 0);
-  if (needs_ev)
-    assert_true(c.term_ev_in_drain > 0);
+  if (needs_retry) assert_true(c.term_retry > 0);
+  if (needs_ev) assert_true(c.term_ev_in_drain > 0);
   x_teardown(&c);
 }
 
@@ -903,7 +933,7 @@ typedef struct tenv {
   _Atomic int cohort[TS]; /* staged blocks of the current cohort per scheduler */
   _Atomic uint64_t mask;  /* blocks of the current cohort staged so far */
   _Atomic int need;
-  _Atomic int round;      /* next round to request */
+  _Atomic int round; /* next round to request */
   _Atomic int launched;
   _Atomic int bad;
   uint64_t deadline;
@@ -933,14 +963,14 @@ static void t_launch(void *env, int64_t task) {
       task != atomic_load_explicit(&e->launched, memory_order_relaxed))
     atomic_store_explicit(&e->bad, 2, memory_order_relaxed);
   for (int i = 0; i < e->nsched; i++) /* the cohort runs; the completer frees it */
-    atomic_fetch_add_explicit(&e->held[i], atomic_exchange_explicit(&e->cohort[i], 0, memory_order_relaxed),
+    atomic_fetch_add_explicit(&e->held[i],
+                              atomic_exchange_explicit(&e->cohort[i], 0, memory_order_relaxed),
                               memory_order_relaxed);
   atomic_fetch_add_explicit(&e->launched, 1, memory_order_relaxed);
 }
 static bool t_ended(void *env) {
   tenv *e = env;
-  return atomic_load_explicit(&e->bad, memory_order_relaxed) != 0 ||
-         pto_now_ns() > e->deadline;
+  return atomic_load_explicit(&e->bad, memory_order_relaxed) != 0 || pto_now_ns() > e->deadline;
 }
 static const drain_ops t_ops = {t_capacity, t_stage, t_launch, t_ended};
 
@@ -956,17 +986,14 @@ static bool t_sched_iter(void *arg) {
   tenv *e = t->e;
   int i = t->p.sched;
   int r = drain_step(&e->s, &t->p, &t_ops, e);
-  if (r != DRAIN_NONE)
-    return r != DRAIN_WAITING;
+  if (r != DRAIN_NONE) return r != DRAIN_WAITING;
   if (t_ended(e) || atomic_load_explicit(&e->launched, memory_order_relaxed) >= e->rounds) {
     t->done = true;
     return true;
   }
-  if (drain_active(&e->s))
-    return false;
+  if (drain_active(&e->s)) return false;
   int rd = atomic_load_explicit(&e->round, memory_order_relaxed);
-  if (rd >= e->rounds || rd % e->nsched != i)
-    return false;
+  if (rd >= e->rounds || rd % e->nsched != i) return false;
   if (atomic_load_explicit(&e->launched, memory_order_relaxed) != rd)
     return false; /* the previous round's cohort is still being launched */
   /* dispatch one long task on this scheduler, then ask for a full cohort */
