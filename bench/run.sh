@@ -221,6 +221,7 @@ declare -A LAST_MS
 FAILS=0
 : >"$OUT_DIR/conf.tmp"
 say "$MODE mode: $WORKERS workers, $ROUNDS round(s) of A B B A over ${#RUN_SYSTEMS[@]} systems: $TOTAL runs"
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 T_RUN0=$(date +%s%N)
 for ((k = 0; k < TOTAL; k++)); do
   r=${PLAN_R[$k]}; w=${PLAN_W[$k]}; s=${PLAN_S[$k]}
@@ -263,6 +264,8 @@ say "aggregating $RAW"
   echo "gcc: $(gcc -dumpfullversion 2>/dev/null), clang: $(clang -dumpversion 2>/dev/null)," \
     "StarPU: $(pkg-config --modversion starpu-1.3 2>/dev/null)"
   echo "calibrated kernel: $IPUS iterations/us"
+  # Other load on the machine lowers every system's efficiency: say how much there was.
+  echo "load average (1/5/15 min) before the runs: $LOAD0, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
   sed 's/^CONF,\([^,]*\),/config \1: /' "$OUT_DIR/conf.txt"
 } >"$OUT_DIR/machine.txt"
 awk -F, -v systems="${RUN_SYSTEMS[*]}" -v plotdir="$OUT_DIR/plotdata" \

@@ -39,6 +39,9 @@ static void add_stats(pto_run_stats *sum, const pto_run_stats *s) {
   if (s->cohort_spread_max_us > sum->cohort_spread_max_us)
     sum->cohort_spread_max_us = s->cohort_spread_max_us;
   sum->cohort_spread_sum_us += s->cohort_spread_sum_us;
+  if (s->drain_latency_max_us > sum->drain_latency_max_us)
+    sum->drain_latency_max_us = s->drain_latency_max_us;
+  sum->drain_latency_sum_us += s->drain_latency_sum_us;
 }
 
 int scene_run_rounds(pto_chip *chip, const pto_scene_opts *o, pto_orch_fn fn, void *arg,

@@ -39,6 +39,9 @@ static void print_stats(const pto_run_stats *s, int rounds) {
            (unsigned long long)s->drains, (unsigned long long)s->drain_attempts,
            (unsigned long long)s->drain_max_attempts, s->cohort_spread_max_us,
            s->sync_tasks ? s->cohort_spread_sum_us / (double)s->sync_tasks : 0.0);
+  if (s->drains)
+    printf("  drain latency (entry to cohort start): mean %.1f us, max %.1f us\n",
+           s->drain_latency_sum_us / (double)s->drains, s->drain_latency_max_us);
 }
 
 static int cmd_run(int argc, char **argv) {

@@ -98,6 +98,8 @@ typedef struct pto_run_stats {
   uint64_t drain_max_attempts;
   double cohort_spread_max_us; /* last block start - first block start */
   double cohort_spread_sum_us;
+  double drain_latency_max_us; /* drain entry to cohort start */
+  double drain_latency_sum_us;
 } pto_run_stats;
 
 typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);

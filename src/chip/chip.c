@@ -357,6 +357,8 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
   st->drain_max_attempts = ds.max_attempts;
   st->cohort_spread_max_us = (double)atomic_load(&r->spread_max_ns) / 1000.0;
   st->cohort_spread_sum_us = (double)atomic_load(&r->spread_sum_ns) / 1000.0;
+  st->drain_latency_max_us = (double)atomic_load(&r->drain_lat_max_ns) / 1000.0;
+  st->drain_latency_sum_us = (double)atomic_load(&r->drain_lat_sum_ns) / 1000.0;
 }
 
 int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,

@@ -439,6 +439,7 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
   atomic_store_explicit(&t->fanin, 1, memory_order_relaxed); /* the submit guard */
   atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
+  atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
   atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
   t->dep_begin = r->dep_head;

@@ -85,6 +85,7 @@ typedef struct task {
   int32_t next_block;                             /* under the ready queue's lock */
   _Atomic uint64_t first_start_ns, last_start_ns; /* sync_start spread */
   _Atomic int32_t cohort_go;                      /* sync_start: blocks start when nonzero */
+  _Atomic uint64_t drain_ns; /* sync_start: when its drain began (relaxed; stats only) */
 } task;
 
 /* One dependency: consumer waits for producer. Node i belongs to the
@@ -204,6 +205,7 @@ typedef struct pto_run {
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;
   _Atomic uint64_t spread_max_ns, spread_sum_ns;
+  _Atomic uint64_t drain_lat_max_ns, drain_lat_sum_ns;
   int orch_track;
 } pto_run;
 

@@ -63,15 +63,19 @@ static int rq_claim(ready_queue *q, int max, task **ts, int32_t *blocks) {
 
 /* ---- completion ---- */
 
+static void stat_max(_Atomic uint64_t *max, uint64_t v) {
+  uint64_t m = atomic_load_explicit(max, memory_order_relaxed);
+  while (v > m && !atomic_compare_exchange_weak_explicit(max, &m, v, memory_order_relaxed,
+                                                         memory_order_relaxed)) {
+  }
+}
+
 static void record_spread(pto_run *r, task *t) {
   uint64_t a = atomic_load_explicit(&t->first_start_ns, memory_order_relaxed);
   uint64_t b = atomic_load_explicit(&t->last_start_ns, memory_order_relaxed);
   uint64_t d = b > a ? b - a : 0;
   atomic_fetch_add_explicit(&r->spread_sum_ns, d, memory_order_relaxed);
-  uint64_t m = atomic_load_explicit(&r->spread_max_ns, memory_order_relaxed);
-  while (d > m && !atomic_compare_exchange_weak_explicit(
-                      &r->spread_max_ns, &m, d, memory_order_relaxed, memory_order_relaxed)) {
-  }
+  stat_max(&r->spread_max_ns, d);
 }
 
 /* Completes t: closes its fanout list, releases consumers (each becomes
@@ -314,6 +318,12 @@ static void gang_stage(sched *s, task *t, int first, int n) {
 }
 
 static void gang_launch(pto_run *r, task *t) {
+  uint64_t began = atomic_load_explicit(&t->drain_ns, memory_order_relaxed);
+  if (began) {
+    uint64_t d = pto_now_ns() - began;
+    atomic_fetch_add_explicit(&r->drain_lat_sum_ns, d, memory_order_relaxed);
+    stat_max(&r->drain_lat_max_ns, d);
+  }
   /* release: every staged payload is visible before a core starts the block */
   atomic_store_explicit(&t->cohort_go, 1, memory_order_release);
   for (int i = 0; i < r->ncores; i++)
@@ -363,9 +373,13 @@ static bool dispatch_sync(sched *s) {
       gang_launch(r, t);
       atomic_fetch_add_explicit(&r->sync_fast, 1, memory_order_relaxed);
       did = true;
-    } else if (drain_request(&r->drain, s->id, t->id, t->block_num)) {
-      rq_pop_locked(q); /* the drain owns it now */
-      did = true;
+    } else {
+      /* stamped before the request publishes the drain (stats only) */
+      atomic_store_explicit(&t->drain_ns, pto_now_ns(), memory_order_relaxed);
+      if (drain_request(&r->drain, s->id, t->id, t->block_num)) {
+        rq_pop_locked(q); /* the drain owns it now */
+        did = true;
+      }
     }
   }
   pthread_mutex_unlock(&q->lock);
