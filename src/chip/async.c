@@ -57,7 +57,7 @@ int pto_chip_async_complete(pto_chip *chip, uint64_t token) {
              (unsigned long long)token);
     return PTO_EASYNC_INVALID;
   }
-  atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&r->async_done, 1, memory_order_relaxed); /* watchdog progress */
   sched_task_done_unit(r, t, 1);
   return PTO_OK;
 }

@@ -336,12 +336,12 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
     if (r->scheds[s].first_ns < s0) s0 = r->scheds[s].first_ns;
     if (r->scheds[s].last_ns > s1) s1 = r->scheds[s].last_ns;
   }
+  /* the schedulers see every block end, so their last activity ends the device span */
   d0 = s0;
   d1 = s1;
   for (int i = 0; i < r->ncores; i++) {
     if (!r->cores[i].first_ns) continue;
     if (r->cores[i].first_ns < d0) d0 = r->cores[i].first_ns;
-    if (r->cores[i].last_ns > d1) d1 = r->cores[i].last_ns;
   }
   if (s0 != UINT64_MAX) st->sched_us = span_us(s0, s1);
   if (d0 != UINT64_MAX) st->device_us = span_us(d0, d1);

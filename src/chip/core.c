@@ -79,11 +79,12 @@ void *core_main(void *arg) {
     if (gang) note_cohort_start(t, t0);
     atomic_store_explicit(&c->cur_start_ns, t0, memory_order_relaxed); /* watchdog, advisory */
     atomic_store_explicit(&c->cur_task, id, memory_order_relaxed);
+    pto_busy_begin();
     int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
+    pto_busy_end();
     atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
-    uint64_t t1 = pto_now_ns();
-    c->last_ns = t1;
     if (r->trace) {
+      uint64_t t1 = pto_now_ns();
       /* A MIX block spans cores: the first records the block, the others its parts. */
       int part = c->type == PTO_CORE_AIC ? 0 : p.sub_block + (k->aic ? 1 : 0);
       if (part == 0)

@@ -477,7 +477,6 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   if (t->sync_start) atomic_fetch_add_explicit(&r->sync_tasks, 1, memory_order_relaxed);
   /* release: slot contents visible to whoever reads `submitted` (watchdog) */
   atomic_store_explicit(&r->submitted, id + 1, memory_order_release);
-  atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
   if (r->trace)
     trace_slice_deps(r->trace, r->orch_track, "submit", "orch", t0, pto_now_ns(), id, -1, r->depbuf,
                      (int)nd);
@@ -654,7 +653,6 @@ void orch_finish(pto_run *r) {
     }
   }
   atomic_store_explicit(&r->orch_done, 1, memory_order_release); /* watchdog reads it */
-  atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
   /* No deadline here: the watchdog turns any stall into a latched error. */
   while (!orch_wait_completions(r, INT64_MAX, all_completed, r, UINT64_MAX)) {
   }

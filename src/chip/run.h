@@ -132,7 +132,7 @@ typedef struct core {
   pto_event ev;                /* the core parks here */
   _Atomic int64_t cur_task;    /* watchdog: running task or -1 (relaxed) */
   _Atomic uint64_t cur_start_ns;
-  uint64_t first_ns, last_ns; /* activity span, core-private until join */
+  uint64_t first_ns; /* first block start; core-private until join */
   int trace_track;
 } core;
 
@@ -181,7 +181,7 @@ typedef struct pto_run {
   _Atomic int32_t status;    /* latched first error */
   _Atomic int32_t stop;      /* threads exit when set */
   _Atomic int32_t orch_done;
-  _Atomic uint64_t progress;  /* bumped on every submit/dispatch/completion */
+  _Atomic uint64_t async_done; /* async completions (watchdog progress) */
   _Atomic uint64_t ready_gen; /* bumped on every ready push */
   _Atomic uint64_t drain_gen; /* bumped on every drain step that publishes */
   _Atomic uint64_t blocks;

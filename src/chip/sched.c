@@ -116,7 +116,6 @@ static void complete_task(pto_run *r, task *first) {
     /* seq_cst: pairs with orch_wait_completions (store wake_at, then re-check):
      * either the orchestrator sees this completion or we see its wake_at */
     int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
-    atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
     if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
       pto_event_signal(&r->orch_ev);
   }
@@ -173,7 +172,6 @@ static bool poll_completions(sched *s) {
       did = true;
     }
   }
-  if (did) s->last_ns = pto_now_ns();
   return did;
 }
 
@@ -284,7 +282,6 @@ static bool dispatch_normal(sched *s) {
     did |= dispatch_shape(s, order[i], 0);
   did |= dispatch_shape(s, SHAPE_AIC, 1);
   did |= dispatch_shape(s, SHAPE_AIV, 1);
-  if (did) atomic_fetch_add_explicit(&s->run->progress, 1, memory_order_relaxed);
   return did;
 }
 
@@ -328,7 +325,6 @@ static void gang_launch(pto_run *r, task *t) {
   atomic_store_explicit(&t->cohort_go, 1, memory_order_release);
   for (int i = 0; i < r->ncores; i++)
     pto_event_signal(&r->cores[i].ev);
-  atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
 }
 
 static int op_capacity(void *env, int sched_id) {
@@ -419,6 +415,7 @@ void *sched_main(void *arg) {
   s->first_ns = pto_now_ns();
   s->last_ns = s->first_ns;
   uint32_t att = 0;
+  bool busy = false; /* did work since the last time it went idle */
   while (!run_stopping(r)) {
     sched_wait w = {s, atomic_load_explicit(&r->ready_gen, memory_order_acquire),
                     atomic_load_explicit(&r->drain_gen, memory_order_acquire)};
@@ -444,10 +441,15 @@ void *sched_main(void *arg) {
       did |= d;
     }
     if (did) {
-      s->last_ns = pto_now_ns();
+      busy = true;
       continue;
     }
-    pto_wait(&s->ev, sched_has_work, &w, pto_now_ns() + 50000000ull);
+    /* every wake-up source signals s->ev: completions, ready tasks, drain
+     * steps, shutdown; the clock is read only when going idle */
+    if (busy) s->last_ns = pto_now_ns();
+    busy = false;
+    pto_wait(&s->ev, sched_has_work, &w, UINT64_MAX);
   }
+  if (busy) s->last_ns = pto_now_ns();
   return NULL;
 }

@@ -73,15 +73,29 @@ static void report_stall(pto_run *r, uint64_t idle_ms) {
   }
 }
 
+/* Progress is derived from the counters the run keeps anyway: any submit,
+ * dispatch, block end, completion, drain step or async completion moves it. */
+static uint64_t progress(pto_run *r) {
+  uint64_t p = (uint64_t)atomic_load_explicit(&r->submitted, memory_order_relaxed) +
+               (uint64_t)atomic_load_explicit(&r->completed, memory_order_relaxed) +
+               atomic_load_explicit(&r->drain_gen, memory_order_relaxed) +
+               atomic_load_explicit(&r->async_done, memory_order_relaxed) +
+               (uint64_t)atomic_load_explicit(&r->orch_done, memory_order_relaxed);
+  for (int i = 0; i < r->ncores; i++)
+    p += atomic_load_explicit(&r->cores[i].dispatched, memory_order_relaxed) +
+         atomic_load_explicit(&r->cores[i].finished, memory_order_relaxed);
+  return p;
+}
+
 void *watchdog_main(void *arg) {
   pto_run *r = arg;
   uint64_t period = (uint64_t)r->cfg->watchdog_ms * 1000000ull / 8;
   if (period > 100000000ull) period = 100000000ull;
-  uint64_t last = atomic_load_explicit(&r->progress, memory_order_relaxed);
+  uint64_t last = progress(r);
   uint64_t last_ns = pto_now_ns();
   while (!run_stopping(r)) {
     pto_wait(&r->watchdog_ev, stopped, r, pto_now_ns() + period);
-    uint64_t p = atomic_load_explicit(&r->progress, memory_order_relaxed);
+    uint64_t p = progress(r);
     uint64_t now = pto_now_ns();
     if (p != last) {
       last = p;

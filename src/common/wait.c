@@ -32,21 +32,28 @@ static void futex_park(pto_event *ev, uint32_t seen, uint64_t ns) {
 }
 
 void pto_event_signal(pto_event *ev) {
-  /* seq_cst pairs with the waiter's seq_cst increment of `waiters` and its
-   * re-read of `seq`: either the waiter sees the new seq and does not park,
-   * or we see waiters > 0 and wake it (Dekker-style). */
+  /* The fence orders the caller's state change before the load of
+   * `waiters`; it pairs with the waiter's seq_cst increment of `waiters`
+   * followed by its re-check of the condition (Dekker): either we see the
+   * waiter and wake it, or it sees the new state and does not park. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&ev->waiters, memory_order_relaxed) == 0) return;
+  /* A waiter parks on the seq value it read before announcing itself, so
+   * the bump makes its futex wait return at once if it has not slept yet. */
   atomic_fetch_add_explicit(&ev->seq, 1, memory_order_seq_cst);
-  if (atomic_load_explicit(&ev->waiters, memory_order_seq_cst) != 0) futex_wake_all(ev);
+  futex_wake_all(ev);
 }
 
 unsigned pto_wait_spin_budget(void) { return SPIN_BUDGET; }
 
-/* Threads spinning right now, process-wide. Spinning only pays while a CPU
- * is free for the thread that will satisfy the condition, so at most
- * ncpu - 1 threads spin at once; the others go straight to yield and park. */
-static _Atomic unsigned spinners;
+/* Threads that occupy a CPU right now, process-wide: those spinning in
+ * pto_wait and those inside pto_busy_begin/end (running a kernel).
+ * Spinning only pays while a CPU is free for the thread that will satisfy
+ * the condition; when every CPU is taken, a spinner would steal the time
+ * slice of the very thread it waits for, so it yields and parks instead. */
+static _Atomic unsigned occupied;
 
-static unsigned max_spinners(void) {
+static unsigned ncpus(void) {
   static _Atomic unsigned cached; /* racing writers store the same value */
   unsigned m = atomic_load_explicit(&cached, memory_order_relaxed);
   if (m == 0) {
@@ -57,20 +64,24 @@ static unsigned max_spinners(void) {
   return m;
 }
 
+/* relaxed: a heuristic count; no data is published through it */
+void pto_busy_begin(void) { atomic_fetch_add_explicit(&occupied, 1, memory_order_relaxed); }
+void pto_busy_end(void) { atomic_fetch_sub_explicit(&occupied, 1, memory_order_relaxed); }
+
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   if (cond(arg)) return true;
   /* relaxed: a heuristic count, no data is published through it */
-  if (atomic_fetch_add_explicit(&spinners, 1, memory_order_relaxed) < max_spinners()) {
+  if (atomic_fetch_add_explicit(&occupied, 1, memory_order_relaxed) < ncpus()) {
     unsigned spins = pto_wait_spin_budget();
     for (unsigned i = 0; i < spins; i++) {
       if (cond(arg)) {
-        atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&occupied, 1, memory_order_relaxed);
         return true;
       }
       pto_cpu_relax();
     }
   }
-  atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&occupied, 1, memory_order_relaxed);
   for (int i = 0; i < YIELDS; i++) {
     if (cond(arg)) return true;
     sched_yield();

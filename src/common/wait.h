@@ -4,9 +4,10 @@
  * correct and reasonably fast.
  *
  * An event is a generation counter: a waker changes the state it guards,
- * then calls pto_event_signal(), which bumps the counter (seq_cst) and
- * wakes parked waiters. A waiter reads the counter before re-checking its
- * condition, so a signal between check and park is never lost. */
+ * then calls pto_event_signal(), which (only if someone waits) bumps the
+ * counter and wakes parked waiters. A waiter reads the counter, announces
+ * itself, then re-checks its condition before parking on that counter
+ * value, so a signal between check and park is never lost. */
 #ifndef PTO_WAIT_H
 #define PTO_WAIT_H
 
@@ -30,8 +31,12 @@ typedef bool (*pto_cond_fn)(void *arg);
  * NULL the wait polls with a growing sleep (up to 1 ms) instead of parking. */
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns);
 
-/* Spin iterations before yielding (only while fewer than ncpu-1 threads
- * spin; the others skip straight to yield and park). */
+/* Brackets CPU-bound work (a kernel) so that waiters know the CPU is
+ * taken: pto_wait spins only while fewer threads than CPUs spin or work. */
+void pto_busy_begin(void);
+void pto_busy_end(void);
+
+/* Spin iterations before yielding (only while a CPU is free). */
 unsigned pto_wait_spin_budget(void);
 
 static inline void pto_cpu_relax(void) {
