@@ -216,7 +216,6 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
   if (!r->slots || !r->deps || !r->async || !r->cores || !r->scheds) goto nomem;
-  for (uint32_t i = 0; i < r->nslots; i++) r->slots[i].id = PTO_TASK_NONE;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     task **items = malloc(sizeof(task *) * r->nslots);

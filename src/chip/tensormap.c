@@ -1,10 +1,23 @@
-/* tensormap.c — dependency inference from tensor regions (see tensormap.h). */
+/* tensormap.c — dependency inference from tensor regions (see tensormap.h).
+ *
+ * Index: an entry lives in the bucket of (base buffer, first 4 KiB chunk of
+ * the bytes its view touches), so tasks working on different parts of one
+ * big buffer do not share a chain. A lookup scans the chunks its own view
+ * touches, widened down by the longest span any stored narrow view has
+ * (so an entry that starts earlier but reaches into the view is found).
+ * Views spanning more than WIDE_CHUNKS chunks go to one per-buffer "wide"
+ * bucket, which every lookup on that buffer also scans. Stale entries
+ * (retired tasks) are dropped while scanning. */
 #include "chip/tensormap.h"
 
 #include <stdlib.h>
 
 #include "common/region.h"
 #include "pto/status.h"
+
+#define CHUNK_SHIFT 12
+#define WIDE_CHUNKS 16
+#define WIDE_KEY UINT64_MAX
 
 struct tmap_entry {
   pto_tensor view;
@@ -13,9 +26,18 @@ struct tmap_entry {
   int32_t next; /* bucket chain or free list, -1 = end */
 };
 
-static uint32_t bucket_of(const tmap *m, const void *buf) {
-  uint64_t h = ((uint64_t)(uintptr_t)buf >> 4) * 0x9E3779B97F4A7C15ull;
+static uint32_t bucket_of(const tmap *m, const void *buf, uint64_t chunk) {
+  uint64_t h = ((uint64_t)(uintptr_t)buf >> 4) ^ (chunk * 0xD6E8FEB86659FD93ull);
+  h *= 0x9E3779B97F4A7C15ull;
   return (uint32_t)(h >> 32) & (m->nbuckets - 1);
+}
+
+/* First and last chunk (relative to the buffer) of the bytes a view touches. */
+static void chunks_of(const pto_tensor *v, uint64_t *c0, uint64_t *c1) {
+  int64_t lo, hi;
+  region_bytes(v, &lo, &hi);
+  *c0 = (uint64_t)lo >> CHUNK_SHIFT;
+  *c1 = (uint64_t)(hi > lo ? hi - 1 : lo) >> CHUNK_SHIFT;
 }
 
 int tmap_init(tmap *m, uint32_t capacity) {
@@ -44,11 +66,23 @@ void tmap_destroy(tmap *m) {
 void tmap_clear(tmap *m) {
   for (uint32_t b = 0; b < m->nbuckets; b++)
     m->buckets[b] = -1;
-  for (uint32_t i = 0; i < m->capacity; i++)
-    m->pool[i].next = (int32_t)i + 1;
-  m->pool[m->capacity - 1].next = -1;
-  m->free_head = 0;
+  /* The pool is handed out in order first (fresh), then from the free list,
+   * so a large, mostly unused pool is never touched. */
+  m->fresh = 0;
+  m->free_head = -1;
   m->used = 0;
+  m->max_span = 1;
+}
+
+/* An unused entry; the caller checked used < capacity. */
+static int32_t entry_alloc(tmap *m) {
+  int32_t i = m->free_head;
+  if (i >= 0)
+    m->free_head = m->pool[i].next;
+  else
+    i = (int32_t)m->fresh++;
+  m->used++;
+  return i;
 }
 
 static void entry_free(tmap *m, int32_t i) {
@@ -73,11 +107,11 @@ static void purge_chain(tmap *m, int32_t *link, int64_t oldest_live) {
 
 static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0; }
 
-/* Walks the bucket of view->buf: reports conflicting live entries; when
+/* Walks one bucket: reports conflicting live entries on view->buf; when
  * `record` is set, also drops entries the new write covers. */
-static void scan(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
-                 tmap_dep_fn dep, void *arg, bool record) {
-  int32_t *link = &m->buckets[bucket_of(m, view->buf)];
+static void scan_bucket(tmap *m, uint32_t b, const pto_tensor *view, tmap_mode mode, int64_t task,
+                        int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+  int32_t *link = &m->buckets[b];
   while (*link >= 0) {
     tmap_entry *e = &m->pool[*link];
     if (e->task < oldest_live) { /* retired: it completed, nobody waits for it */
@@ -100,22 +134,45 @@ static void scan(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, 
   }
 }
 
+/* Every bucket that may hold an entry overlapping `view`. A chunk bucket
+ * is shared by colliding keys, so a bucket may be visited twice; the
+ * second visit only re-reports dependencies (deduplicated by callers). */
+static void scan(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task,
+                 int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+  uint64_t c0, c1;
+  chunks_of(view, &c0, &c1);
+  scan_bucket(m, bucket_of(m, view->buf, WIDE_KEY), view, mode, task, oldest_live, dep, arg,
+              record);
+  uint64_t from = c0 >= m->max_span - 1 ? c0 - (m->max_span - 1) : 0;
+  uint64_t n = c1 - from + 1;
+  if (n > m->nbuckets) { /* a view wider than the table: every bucket, once */
+    for (uint32_t b = 0; b < m->nbuckets; b++)
+      scan_bucket(m, b, view, mode, task, oldest_live, dep, arg, record);
+    return;
+  }
+  for (uint64_t c = from; c <= c1; c++)
+    scan_bucket(m, bucket_of(m, view->buf, c), view, mode, task, oldest_live, dep, arg, record);
+}
+
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
                 tmap_dep_fn dep, void *arg) {
-  if (m->free_head < 0) {
+  if (m->used == m->capacity) {
     for (uint32_t b = 0; b < m->nbuckets; b++)
       purge_chain(m, &m->buckets[b], oldest_live);
-    if (m->free_head < 0) return PTO_ETENSORMAP_OVERFLOW;
+    if (m->used == m->capacity) return PTO_ETENSORMAP_OVERFLOW;
   }
   scan(m, view, mode, task, oldest_live, dep, arg, true);
-  int32_t i = m->free_head;
+  int32_t i = entry_alloc(m);
   tmap_entry *e = &m->pool[i];
-  m->free_head = e->next;
-  m->used++;
   e->view = *view;
   e->task = task;
   e->mode = (int32_t)mode;
-  int32_t *head = &m->buckets[bucket_of(m, view->buf)];
+  uint64_t c0, c1;
+  chunks_of(view, &c0, &c1);
+  uint64_t span = c1 - c0 + 1;
+  uint64_t key = span > WIDE_CHUNKS ? WIDE_KEY : c0;
+  if (span <= WIDE_CHUNKS && span > m->max_span) m->max_span = (uint32_t)span;
+  int32_t *head = &m->buckets[bucket_of(m, view->buf, key)];
   e->next = *head;
   *head = i;
   return PTO_OK;

@@ -33,6 +33,8 @@ typedef struct tmap {
   int32_t *buckets;  /* head entry index per bucket, -1 = empty */
   tmap_entry *pool;
   int32_t free_head; /* free list through tmap_entry.next */
+  uint32_t fresh;    /* entries [fresh, capacity) were never used */
+  uint32_t max_span;   /* most 4 KiB chunks a stored narrow view spans */
 } tmap;
 
 int tmap_init(tmap *m, uint32_t capacity);

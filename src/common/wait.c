@@ -12,7 +12,7 @@
 
 #define PARK_MAX_NS 20000000ull /* re-check at least every 20 ms */
 #define YIELDS      4
-#define SPIN_BUDGET 2000u /* ~ a few microseconds of pause instructions */
+#define SPIN_NS 5000u /* spin this long before yielding: a few hand-offs' worth */
 
 void pto_event_init(pto_event *ev, bool process_shared) {
   atomic_init(&ev->seq, 0);
@@ -44,7 +44,21 @@ void pto_event_signal(pto_event *ev) {
   futex_wake_all(ev);
 }
 
-unsigned pto_wait_spin_budget(void) { return SPIN_BUDGET; }
+unsigned pto_wait_spin_budget(void) {
+  /* Calibrated once: a pause costs from ~1 ns to ~40 ns depending on the
+   * CPU, so the budget is set in time, not in iterations. */
+  static _Atomic unsigned budget; /* racing first callers store similar values */
+  unsigned b = atomic_load_explicit(&budget, memory_order_relaxed);
+  if (b == 0) {
+    uint64_t t0 = pto_now_ns();
+    for (int i = 0; i < 1000; i++) pto_cpu_relax();
+    uint64_t per = (pto_now_ns() - t0) / 1000;
+    b = per ? (unsigned)(SPIN_NS / per) : SPIN_NS;
+    if (b < 16) b = 16;
+    atomic_store_explicit(&budget, b, memory_order_relaxed);
+  }
+  return b;
+}
 
 /* Threads that occupy a CPU right now, process-wide: those spinning in
  * pto_wait and those inside pto_busy_begin/end (running a kernel).

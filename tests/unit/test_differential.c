@@ -27,6 +27,10 @@
 #define ROWS      12
 #define COLS      12
 #define NELEM     (ROWS * COLS)
+/* Rows may be padded (row stride > COLS) so that views span several 4 KiB
+ * chunks of a buffer, as the TensorMap indexes by chunk. */
+#define MAX_STRIDE 1100
+#define BUFELEMS  (ROWS * MAX_STRIDE)
 #define MAX_TASKS 48
 #define MAX_IN    3
 
@@ -90,15 +94,16 @@ typedef struct gtask {
 typedef struct graph {
   int n;
   gtask t[MAX_TASKS];
-  uint32_t init[NBUF][NELEM];
+  int row_stride;
+  uint32_t init[NBUF][BUFELEMS];
 } graph;
 
 /* A random view of buffer `b` (never self-overlapping). */
-static pto_tensor random_view(int b) {
+static pto_tensor random_view(int b, int row_stride) {
   pto_tensor base, v;
-  int64_t shape[2] = {ROWS, COLS};
-  pto_tensor_init(&base, (void *)(intptr_t)(b + 1), sizeof(uint32_t) * NELEM, PTO_U8 + 0, 2, shape);
-  base.dtype = PTO_I32;
+  int64_t shape[2] = {ROWS, COLS}, strides[2] = {row_stride, 1};
+  pto_tensor_init_strided(&base, (void *)(intptr_t)(b + 1), sizeof(uint32_t) * BUFELEMS, PTO_I32,
+                          2, shape, strides, 0);
   int kind = rnd_in(0, 4);
   int r0 = rnd_in(0, ROWS - 1), c0 = rnd_in(0, COLS - 1);
   int64_t start[2] = {r0, c0};
@@ -113,8 +118,8 @@ static pto_tensor random_view(int b) {
   }
   case 2: { /* every other column of some rows */
     int64_t vs[2] = {rnd_in(1, ROWS - r0), rnd_in(1, (COLS - c0 + 1) / 2)};
-    int64_t st[2] = {COLS, 2};
-    pto_tensor_view(&base, 2, vs, st, r0 * COLS + c0, &v);
+    int64_t st[2] = {row_stride, 2};
+    pto_tensor_view(&base, 2, vs, st, r0 * row_stride + c0, &v);
     break;
   }
   case 3: { /* a run of whole rows, reshaped to 1-D */
@@ -123,7 +128,8 @@ static pto_tensor random_view(int b) {
     pto_tensor s;
     pto_tensor_slice(&base, st2, s2, &s);
     int64_t flat = rows * COLS;
-    pto_tensor_reshape(&s, 1, &flat, &v);
+    if (row_stride != COLS || pto_tensor_reshape(&s, 1, &flat, &v) != PTO_OK)
+      v = s; /* padded rows are not contiguous: keep the 2-D view */
     break;
   }
   default: /* the whole buffer */ v = base; break;
@@ -133,8 +139,10 @@ static pto_tensor random_view(int b) {
 
 static void random_graph(graph *g) {
   memset(g, 0, sizeof *g);
+  static const int strides[] = {COLS, 300, MAX_STRIDE};
+  g->row_stride = strides[rnd_in(0, 2)];
   for (int b = 0; b < NBUF; b++)
-    for (int i = 0; i < NELEM; i++)
+    for (int i = 0; i < BUFELEMS; i++)
       g->init[b][i] = rnd();
   int ntasks = rnd_in(4, MAX_TASKS - 4);
   int ntmp = 0;
@@ -150,7 +158,7 @@ static void random_graph(graph *g) {
       int64_t sh[2] = {rnd_in(1, 6), rnd_in(1, 6)};
       pto_tensor_desc(&a->view[0], PTO_I32, 2, sh);
       a->acc[1] = PTO_INPUT;
-      a->view[1] = random_view(rnd_in(0, NBUF - 1));
+      a->view[1] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
       a->tmp_out = ntmp;
       a->tmp_in = -1;
       a->k = rnd();
@@ -160,7 +168,7 @@ static void random_graph(graph *g) {
       c->kind = 0;
       c->nt = 2;
       c->acc[0] = rnd_in(0, 1) ? PTO_INOUT : PTO_OUTPUT_EXISTING;
-      c->view[0] = random_view(rnd_in(0, NBUF - 1));
+      c->view[0] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
       c->acc[1] = PTO_INPUT;
       c->tmp_out = -1;
       c->tmp_in = ntmp++;
@@ -179,10 +187,10 @@ static void random_graph(graph *g) {
       t->nt = 1 + rnd_in(0, MAX_IN);
       t->acc[0] = rnd_in(0, 1) ? PTO_INOUT : PTO_OUTPUT_EXISTING;
       t->rw = t->acc[0] == PTO_INOUT;
-      t->view[0] = random_view(rnd_in(0, NBUF - 1));
+      t->view[0] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
       for (int k = 1; k < t->nt; k++) {
         t->acc[k] = PTO_INPUT;
-        t->view[k] = random_view(rnd_in(0, NBUF - 1));
+        t->view[k] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
       }
       t->k = rnd();
       t->blocks = rnd_in(1, 4);
@@ -201,7 +209,7 @@ static void random_graph(graph *g) {
  * byte sets by enumeration on the small buffers. */
 static bool views_touch(const pto_tensor *a, const pto_tensor *b) {
   if (a->buf != b->buf) return false;
-  static unsigned char mark[NELEM];
+  static unsigned char mark[BUFELEMS];
   memset(mark, 0, sizeof mark);
   for (int64_t i = 0; i < pto_tensor_numel(a); i++)
     mark[((uint32_t *)pto_tensor_at_linear(a, i) - (uint32_t *)a->buf)] = 1;
@@ -211,14 +219,14 @@ static bool views_touch(const pto_tensor *a, const pto_tensor *b) {
 }
 
 /* Rebase views from buffer indexes onto real memory. */
-static pto_tensor bind(const pto_tensor *v, uint32_t bufs[NBUF][NELEM]) {
+static pto_tensor bind(const pto_tensor *v, uint32_t bufs[NBUF][BUFELEMS]) {
   pto_tensor t = *v;
   t.buf = bufs[(intptr_t)v->buf - 1];
   return t;
 }
 
 static void fix_blocks(graph *g) {
-  static uint32_t probe[NBUF][NELEM];
+  static uint32_t probe[NBUF][BUFELEMS];
   for (int i = 0; i < g->n; i++) {
     gtask *t = &g->t[i];
     if (t->kind != 0 || t->blocks == 1 || t->acc[0] == PTO_OUTPUT) continue;
@@ -233,7 +241,7 @@ static void fix_blocks(graph *g) {
 
 /* ---- sequential reference ---- */
 
-static void run_reference(const graph *g, uint32_t bufs[NBUF][NELEM]) {
+static void run_reference(const graph *g, uint32_t bufs[NBUF][BUFELEMS]) {
   static uint32_t tmp[MAX_TASKS][NELEM];
   pto_tensor tmpv[MAX_TASKS];
   memcpy(bufs, g->init, sizeof g->init);
@@ -261,7 +269,7 @@ static void run_reference(const graph *g, uint32_t bufs[NBUF][NELEM]) {
 
 typedef struct pto_graph_run {
   const graph *g;
-  uint32_t (*bufs)[NELEM];
+  uint32_t (*bufs)[BUFELEMS];
   int kid;
 } pto_graph_run;
 
@@ -310,11 +318,11 @@ static void orchestrate(pto_orch *o, void *arg) {
 /* A runtime-allocated OUTPUT starts with whatever the heap held; the
  * kernel for OUTPUT never reads it (rw = 0), so no zeroing is needed. */
 
-static void print_buffers(const char *label, uint32_t b[NBUF][NELEM]) {
+static void print_buffers(const char *label, uint32_t b[NBUF][BUFELEMS], int row_stride) {
   for (int k = 0; k < NBUF; k++) {
     fprintf(stderr, "%s buffer %d:", label, k);
-    for (int i = 0; i < NELEM; i++)
-      fprintf(stderr, "%s%08x", i % COLS ? " " : "\n  ", b[k][i]);
+    for (int i = 0; i < NELEM; i++) /* the logical [ROWS, COLS] grid; padding is never written */
+      fprintf(stderr, "%s%08x", i % COLS ? " " : "\n  ", b[k][i / COLS * row_stride + i % COLS]);
     fprintf(stderr, "\n");
   }
 }
@@ -326,7 +334,7 @@ static void test_random_graphs(void **state) {
   e = getenv("PTO_DIFF_SEED");
   uint64_t seed = e ? strtoull(e, NULL, 0) : 20261130;
   static graph g;
-  static uint32_t got[NBUF][NELEM], want[NBUF][NELEM];
+  static uint32_t got[NBUF][BUFELEMS], want[NBUF][BUFELEMS];
   int tasks = 0;
   for (int gi = 0; gi < graphs; gi++) {
     rng_state = seed * 1000003u + (uint64_t)gi;
@@ -357,12 +365,12 @@ static void test_random_graphs(void **state) {
     if (rc != PTO_OK || memcmp(got, want, sizeof got) != 0) {
       fprintf(stderr,
               "graph %d (seed %llu): %d tasks, clusters %d, schedulers %d, task_slots %u, "
-              "dep_entries %u, heap %zu: status %s\n",
+              "dep_entries %u, heap %zu, row stride %d: status %s\n",
               gi, (unsigned long long)seed, g.n, cfg.clusters, cfg.schedulers, cfg.task_slots,
-              cfg.dep_entries, cfg.heap_bytes, pto_status_name(rc));
+              cfg.dep_entries, cfg.heap_bytes, g.row_stride, pto_status_name(rc));
       pto_error_print(&err, stderr);
-      print_buffers("actual", got);
-      print_buffers("expected", want);
+      print_buffers("actual", got, g.row_stride);
+      print_buffers("expected", want, g.row_stride);
       fail_msg("pto and the sequential execution differ (graph %d)", gi);
     }
     tasks += (int)st.tasks;
@@ -404,7 +412,7 @@ static int slow_mix(const pto_kctx *c) {
 static void test_oracle_detects_missing_edges(void **state) {
   (void)state;
   static graph g;
-  static uint32_t got[NBUF][NELEM], want[NBUF][NELEM];
+  static uint32_t got[NBUF][BUFELEMS], want[NBUF][BUFELEMS];
   int differing = 0;
   for (int gi = 0; gi < 40 && !differing; gi++) {
     rng_state = 777 + (uint64_t)gi;
