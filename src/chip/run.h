@@ -53,7 +53,7 @@ struct pto_chip {
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
 
 /* fanout_head values besides a node index */
-#define FANOUT_EMPTY ((int64_t)-1)
+#define FANOUT_EMPTY  ((int64_t)-1)
 #define FANOUT_CLOSED ((int64_t)-2)
 
 /* One task slot. Written by the orchestrator before the task is published
@@ -182,8 +182,8 @@ typedef struct pto_run {
   _Atomic int32_t stop;      /* threads exit when set */
   _Atomic int32_t orch_done;
   _Atomic uint64_t async_done; /* async completions (watchdog progress) */
-  _Atomic uint64_t ready_gen; /* bumped on every ready push */
-  _Atomic uint64_t drain_gen; /* bumped on every drain step that publishes */
+  _Atomic uint64_t ready_gen;  /* bumped on every ready push */
+  _Atomic uint64_t drain_gen;  /* bumped on every drain step that publishes */
   _Atomic uint64_t blocks;
   ready_queue queues[SHAPE_COUNT];
   ready_queue sync_queue;

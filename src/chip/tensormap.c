@@ -17,9 +17,10 @@
 
 #define CHUNK_SHIFT 12
 #define WIDE_CHUNKS 16
-#define WIDE_KEY UINT64_MAX
+#define WIDE_KEY    UINT64_MAX
 
 struct tmap_entry {
+  int64_t lo, hi; /* bytes of buf the view touches: the cheap first test */
   pto_tensor view;
   int64_t task;
   int32_t mode;
@@ -32,12 +33,19 @@ static uint32_t bucket_of(const tmap *m, const void *buf, uint64_t chunk) {
   return (uint32_t)(h >> 32) & (m->nbuckets - 1);
 }
 
-/* First and last chunk (relative to the buffer) of the bytes a view touches. */
-static void chunks_of(const pto_tensor *v, uint64_t *c0, uint64_t *c1) {
+/* A lookup: the view, its byte range and its chunks, computed once. */
+typedef struct probe {
+  const pto_tensor *view;
   int64_t lo, hi;
-  region_bytes(v, &lo, &hi);
-  *c0 = (uint64_t)lo >> CHUNK_SHIFT;
-  *c1 = (uint64_t)(hi > lo ? hi - 1 : lo) >> CHUNK_SHIFT;
+  uint64_t c0, c1; /* first and last 4 KiB chunk (relative to the buffer) */
+} probe;
+
+static probe probe_of(const pto_tensor *v) {
+  probe p = {v, 0, 0, 0, 0};
+  region_bytes(v, &p.lo, &p.hi);
+  p.c0 = (uint64_t)p.lo >> CHUNK_SHIFT;
+  p.c1 = (uint64_t)(p.hi > p.lo ? p.hi - 1 : p.lo) >> CHUNK_SHIFT;
+  return p;
 }
 
 int tmap_init(tmap *m, uint32_t capacity) {
@@ -109,8 +117,9 @@ static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0
 
 /* Walks one bucket: reports conflicting live entries on view->buf; when
  * `record` is set, also drops entries the new write covers. */
-static void scan_bucket(tmap *m, uint32_t b, const pto_tensor *view, tmap_mode mode, int64_t task,
+static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
                         int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+  const pto_tensor *view = p->view;
   int32_t *link = &m->buckets[b];
   while (*link >= 0) {
     tmap_entry *e = &m->pool[*link];
@@ -120,8 +129,8 @@ static void scan_bucket(tmap *m, uint32_t b, const pto_tensor *view, tmap_mode m
       entry_free(m, dead);
       continue;
     }
-    if (e->view.buf == view->buf && e->task != task && conflicts(e->mode, mode) &&
-        region_overlap(&e->view, view)) {
+    if (e->view.buf == view->buf && e->lo < p->hi && p->lo < e->hi && e->task != task &&
+        conflicts(e->mode, mode) && region_overlap(&e->view, view)) {
       dep(arg, e->task);
       if (record && (mode & TMAP_WRITE) && region_covers(view, &e->view)) {
         int32_t dead = *link; /* the new writer orders after it: later tasks need only that */
@@ -137,21 +146,19 @@ static void scan_bucket(tmap *m, uint32_t b, const pto_tensor *view, tmap_mode m
 /* Every bucket that may hold an entry overlapping `view`. A chunk bucket
  * is shared by colliding keys, so a bucket may be visited twice; the
  * second visit only re-reports dependencies (deduplicated by callers). */
-static void scan(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task,
-                 int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
-  uint64_t c0, c1;
-  chunks_of(view, &c0, &c1);
-  scan_bucket(m, bucket_of(m, view->buf, WIDE_KEY), view, mode, task, oldest_live, dep, arg,
-              record);
-  uint64_t from = c0 >= m->max_span - 1 ? c0 - (m->max_span - 1) : 0;
-  uint64_t n = c1 - from + 1;
+static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
+                 tmap_dep_fn dep, void *arg, bool record) {
+  const void *buf = p->view->buf;
+  scan_bucket(m, bucket_of(m, buf, WIDE_KEY), p, mode, task, oldest_live, dep, arg, record);
+  uint64_t from = p->c0 >= m->max_span - 1 ? p->c0 - (m->max_span - 1) : 0;
+  uint64_t n = p->c1 - from + 1;
   if (n > m->nbuckets) { /* a view wider than the table: every bucket, once */
     for (uint32_t b = 0; b < m->nbuckets; b++)
-      scan_bucket(m, b, view, mode, task, oldest_live, dep, arg, record);
+      scan_bucket(m, b, p, mode, task, oldest_live, dep, arg, record);
     return;
   }
-  for (uint64_t c = from; c <= c1; c++)
-    scan_bucket(m, bucket_of(m, view->buf, c), view, mode, task, oldest_live, dep, arg, record);
+  for (uint64_t c = from; c <= p->c1; c++)
+    scan_bucket(m, bucket_of(m, buf, c), p, mode, task, oldest_live, dep, arg, record);
 }
 
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
@@ -161,16 +168,17 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
       purge_chain(m, &m->buckets[b], oldest_live);
     if (m->used == m->capacity) return PTO_ETENSORMAP_OVERFLOW;
   }
-  scan(m, view, mode, task, oldest_live, dep, arg, true);
+  probe p = probe_of(view);
+  scan(m, &p, mode, task, oldest_live, dep, arg, true);
   int32_t i = entry_alloc(m);
   tmap_entry *e = &m->pool[i];
+  e->lo = p.lo;
+  e->hi = p.hi;
   e->view = *view;
   e->task = task;
   e->mode = (int32_t)mode;
-  uint64_t c0, c1;
-  chunks_of(view, &c0, &c1);
-  uint64_t span = c1 - c0 + 1;
-  uint64_t key = span > WIDE_CHUNKS ? WIDE_KEY : c0;
+  uint64_t span = p.c1 - p.c0 + 1;
+  uint64_t key = span > WIDE_CHUNKS ? WIDE_KEY : p.c0;
   if (span <= WIDE_CHUNKS && span > m->max_span) m->max_span = (uint32_t)span;
   int32_t *head = &m->buckets[bucket_of(m, view->buf, key)];
   e->next = *head;
@@ -180,5 +188,6 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
 
 void tmap_conflicts(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t oldest_live,
                     tmap_dep_fn dep, void *arg) {
-  scan(m, view, mode, -1, oldest_live, dep, arg, false);
+  probe p = probe_of(view);
+  scan(m, &p, mode, -1, oldest_live, dep, arg, false);
 }

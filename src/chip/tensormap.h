@@ -34,7 +34,7 @@ typedef struct tmap {
   tmap_entry *pool;
   int32_t free_head; /* free list through tmap_entry.next */
   uint32_t fresh;    /* entries [fresh, capacity) were never used */
-  uint32_t max_span;   /* most 4 KiB chunks a stored narrow view spans */
+  uint32_t max_span; /* most 4 KiB chunks a stored narrow view spans */
 } tmap;
 
 int tmap_init(tmap *m, uint32_t capacity);

@@ -12,7 +12,7 @@
 
 #define PARK_MAX_NS 20000000ull /* re-check at least every 20 ms */
 #define YIELDS      4
-#define SPIN_NS 5000u /* spin this long before yielding: a few hand-offs' worth */
+#define SPIN_NS     5000u /* spin this long before yielding: a few hand-offs' worth */
 
 void pto_event_init(pto_event *ev, bool process_shared) {
   atomic_init(&ev->seq, 0);
@@ -51,7 +51,8 @@ unsigned pto_wait_spin_budget(void) {
   unsigned b = atomic_load_explicit(&budget, memory_order_relaxed);
   if (b == 0) {
     uint64_t t0 = pto_now_ns();
-    for (int i = 0; i < 1000; i++) pto_cpu_relax();
+    for (int i = 0; i < 1000; i++)
+      pto_cpu_relax();
     uint64_t per = (pto_now_ns() - t0) / 1000;
     b = per ? (unsigned)(SPIN_NS / per) : SPIN_NS;
     if (b < 16) b = 16;

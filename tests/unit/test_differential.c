@@ -23,16 +23,16 @@
 
 #include "pto/pto.h"
 
-#define NBUF      3
-#define ROWS      12
-#define COLS      12
-#define NELEM     (ROWS * COLS)
+#define NBUF  3
+#define ROWS  12
+#define COLS  12
+#define NELEM (ROWS * COLS)
 /* Rows may be padded (row stride > COLS) so that views span several 4 KiB
  * chunks of a buffer, as the TensorMap indexes by chunk. */
 #define MAX_STRIDE 1100
-#define BUFELEMS  (ROWS * MAX_STRIDE)
-#define MAX_TASKS 48
-#define MAX_IN    3
+#define BUFELEMS   (ROWS * MAX_STRIDE)
+#define MAX_TASKS  48
+#define MAX_IN     3
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define DEFAULT_GRAPHS 200
@@ -102,8 +102,8 @@ typedef struct graph {
 static pto_tensor random_view(int b, int row_stride) {
   pto_tensor base, v;
   int64_t shape[2] = {ROWS, COLS}, strides[2] = {row_stride, 1};
-  pto_tensor_init_strided(&base, (void *)(intptr_t)(b + 1), sizeof(uint32_t) * BUFELEMS, PTO_I32,
-                          2, shape, strides, 0);
+  pto_tensor_init_strided(&base, (void *)(intptr_t)(b + 1), sizeof(uint32_t) * BUFELEMS, PTO_I32, 2,
+                          shape, strides, 0);
   int kind = rnd_in(0, 4);
   int r0 = rnd_in(0, ROWS - 1), c0 = rnd_in(0, COLS - 1);
   int64_t start[2] = {r0, c0};
