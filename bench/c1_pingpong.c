@@ -4,10 +4,8 @@
  * trials of the half round trip (one store + notify + wait), for 8 B and
  * 64 KiB by default (sizes in bytes on the command line).
  *
- * Build (from a pto build directory, e.g. build/):
- *   cc -O2 -std=c11 -D_GNU_SOURCE -I../include -I../src -I../examples \
- *      ../bench/c1_pingpong.c examples/libpto_scenes.a src/libpto.a -lpthread -lrt -lm
- * Run: ./a.out [bytes...] */
+ * Built with the suite (-DPTO_BUILD_BENCH=ON, as bench/run.sh does):
+ *   build-bench/bench/bench_c1_pingpong [bytes...] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -44,7 +44,7 @@ static int err_invalid_args_run(const pto_scene_opts *opts, pto_scene_report *re
   if (rc) return cs_setup_failed(chip, rep, rc, "err_invalid_args");
   scene_expect_error(chip, ia_orch, &st, PTO_EINVAL, rep);
   cs_expect_details(rep, "tensor argument 1");
-  cs_expect_details(rep, "invalid view");
+  cs_expect_details(rep, "but the buffer has");
   cs_expect(rep, st.rc_bad == PTO_EINVAL, "the bad submit returned %s", pto_status_name(st.rc_bad));
   cs_expect(rep, st.rc_after == PTO_EINVAL, "the submit after it returned %s, not the latched code",
             pto_status_name(st.rc_after));

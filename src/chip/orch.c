@@ -310,13 +310,15 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
     }
     for (int i = 0; i < a->ntensors; i++) {
       const pto_tensor *t = &a->tensors[i];
-      int rc = a->access[i] == PTO_OUTPUT ? tensor_check_shape(t->dtype, t->ndims, t->shape, NULL)
-                                          : tensor_check(t, false);
-      if (rc)
-        return submit_fail(r, PTO_EINVAL,
-                           "tensor argument %d (%s): invalid view (ndims %d, dtype %d; needs ndims "
-                           "1..%d, shapes >= 1, strides > 0, a buffer, all elements inside it)",
-                           i, access_name(a->access[i]), t->ndims, t->dtype, PTO_MAX_DIMS);
+      char why[160];
+      const char *bad = a->access[i] == PTO_OUTPUT
+                            ? (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL)
+                                   ? "dtype, ndims (1..5) or a shape (>= 1) is invalid"
+                                   : NULL)
+                            : tensor_problem(t, false, why, sizeof why);
+      if (bad)
+        return submit_fail(r, PTO_EINVAL, "tensor argument %d (%s): %s", i,
+                           access_name(a->access[i]), bad);
     }
   }
   *shape_out = sh;

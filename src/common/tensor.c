@@ -6,18 +6,19 @@
  * memcmp. */
 #include "common/tensor_check.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "pto/status.h"
 
 static const size_t dtype_sizes[PTO_DTYPE_COUNT] = {
-  [PTO_F32] = 4, [PTO_F16] = 2, [PTO_BF16] = 2, [PTO_I32] = 4, [PTO_I16] = 2,
-  [PTO_I8] = 1,  [PTO_U8] = 1,  [PTO_I64] = 8,  [PTO_F64] = 8,
+    [PTO_F32] = 4, [PTO_F16] = 2, [PTO_BF16] = 2, [PTO_I32] = 4, [PTO_I16] = 2,
+    [PTO_I8] = 1,  [PTO_U8] = 1,  [PTO_I64] = 8,  [PTO_F64] = 8,
 };
 
 static const char *const dtype_names[PTO_DTYPE_COUNT] = {
-  [PTO_F32] = "f32", [PTO_F16] = "f16", [PTO_BF16] = "bf16", [PTO_I32] = "i32", [PTO_I16] = "i16",
-  [PTO_I8] = "i8",   [PTO_U8] = "u8",   [PTO_I64] = "i64",   [PTO_F64] = "f64",
+    [PTO_F32] = "f32", [PTO_F16] = "f16", [PTO_BF16] = "bf16", [PTO_I32] = "i32", [PTO_I16] = "i16",
+    [PTO_I8] = "i8",   [PTO_U8] = "u8",   [PTO_I64] = "i64",   [PTO_F64] = "f64",
 };
 
 static bool dtype_ok(int32_t dt) { return dt >= 0 && dt < PTO_DTYPE_COUNT; }
@@ -53,16 +54,36 @@ bool tensor_span(const pto_tensor *t, int64_t *first, int64_t *end) {
   return true;
 }
 
-int tensor_check(const pto_tensor *t, bool allow_null_buf) {
-  if (!t) return PTO_EINVAL;
-  if (!t->buf && !allow_null_buf) return PTO_EINVAL;
+/* The first broken rule, as a sentence in why[n] (when why is not NULL);
+ * NULL when the view is valid. One implementation for tensor_check() and
+ * for the runtime's error details. */
+const char *tensor_problem(const pto_tensor *t, bool allow_null_buf, char *why, size_t n) {
+#define PROBLEM(...) return (why && n ? (snprintf(why, n, __VA_ARGS__), why) : "invalid view")
+  if (!t) PROBLEM("the tensor is NULL");
+  if (!t->buf && !allow_null_buf) PROBLEM("buf is NULL");
+  if (!dtype_ok(t->dtype)) PROBLEM("dtype %d is not a pto_dtype", t->dtype);
+  if (t->ndims < 1 || t->ndims > PTO_MAX_DIMS)
+    PROBLEM("ndims %d is outside 1..%d", t->ndims, PTO_MAX_DIMS);
+  for (int d = 0; d < t->ndims; d++) {
+    if (t->shape[d] < 1) PROBLEM("shape[%d] is %lld (< 1)", d, (long long)t->shape[d]);
+    if (t->stride[d] < 1) PROBLEM("stride[%d] is %lld (must be > 0)", d, (long long)t->stride[d]);
+  }
+  if (t->offset < 0) PROBLEM("offset %lld is negative", (long long)t->offset);
   /* the packed size must be representable too: copy_out writes numel elements */
-  if (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL) != PTO_OK) return PTO_EINVAL;
   int64_t first, end, end_bytes;
-  if (!tensor_span(t, &first, &end)) return PTO_EINVAL;
-  if (__builtin_mul_overflow(end, (int64_t)dtype_sizes[t->dtype], &end_bytes)) return PTO_EINVAL;
-  if ((uint64_t)end_bytes > (uint64_t)t->buf_bytes) return PTO_EINVAL;
-  return PTO_OK;
+  if (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL) != PTO_OK ||
+      !tensor_span(t, &first, &end) ||
+      __builtin_mul_overflow(end, (int64_t)dtype_sizes[t->dtype], &end_bytes))
+    PROBLEM("its size or extent overflows 64 bits");
+  if ((uint64_t)end_bytes > (uint64_t)t->buf_bytes)
+    PROBLEM("it reaches byte %lld but the buffer has %zu bytes", (long long)end_bytes,
+            t->buf_bytes);
+  return NULL;
+#undef PROBLEM
+}
+
+int tensor_check(const pto_tensor *t, bool allow_null_buf) {
+  return tensor_problem(t, allow_null_buf, NULL, 0) ? PTO_EINVAL : PTO_OK;
 }
 
 int pto_tensor_validate(const pto_tensor *t) { return tensor_check(t, false); }
@@ -171,7 +192,8 @@ int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape, p
   if (!out || check_src(src) != PTO_OK || !pto_tensor_is_contiguous(src)) return PTO_EINVAL;
   if (tensor_check_shape(src->dtype, ndims, shape, NULL) != PTO_OK) return PTO_EINVAL;
   int64_t n = 1;
-  for (int d = 0; d < ndims; d++) n *= shape[d]; /* bounded by tensor_check_shape */
+  for (int d = 0; d < ndims; d++)
+    n *= shape[d]; /* bounded by tensor_check_shape */
   if (n != pto_tensor_numel(src)) return PTO_EINVAL;
   pto_tensor v;
   memset(&v, 0, sizeof v);
@@ -227,7 +249,8 @@ static char *elem_addr(const pto_tensor *t, int64_t elem) {
 
 void *pto_tensor_at(const pto_tensor *t, const int64_t *idx) {
   int64_t e = t->offset;
-  for (int d = 0; d < t->ndims; d++) e += idx[d] * t->stride[d];
+  for (int d = 0; d < t->ndims; d++)
+    e += idx[d] * t->stride[d];
   return elem_addr(t, e);
 }
 
@@ -252,14 +275,18 @@ static void tensor_walk(const pto_tensor *t, char *packed, bool to_packed) {
   for (;;) {
     char *v = (char *)t->buf + (size_t)base * es;
     if (row_s == 1) {
-      if (to_packed) memcpy(packed, v, (size_t)row_n * es);
-      else memcpy(v, packed, (size_t)row_n * es);
+      if (to_packed)
+        memcpy(packed, v, (size_t)row_n * es);
+      else
+        memcpy(v, packed, (size_t)row_n * es);
       packed += (size_t)row_n * es;
     } else {
       for (int64_t i = 0; i < row_n; i++, packed += es) {
         char *e = v + (size_t)(i * row_s) * es;
-        if (to_packed) memcpy(packed, e, es);
-        else memcpy(e, packed, es);
+        if (to_packed)
+          memcpy(packed, e, es);
+        else
+          memcpy(e, packed, es);
       }
     }
     int d = last - 1;

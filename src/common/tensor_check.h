@@ -6,6 +6,7 @@
 #define PTO_TENSOR_CHECK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pto/tensor.h"
@@ -15,6 +16,10 @@
  * and that every element lies inside buf_bytes. buf must be non-NULL unless
  * allow_null_buf (an OUTPUT descriptor not yet backed by memory). */
 int tensor_check(const pto_tensor *t, bool allow_null_buf);
+
+/* The first rule tensor_check() finds broken, as a sentence written to
+ * why[n] (e.g. "stride[1] is 0 (must be > 0)"), or NULL when valid. */
+const char *tensor_problem(const pto_tensor *t, bool allow_null_buf, char *why, size_t n);
 
 /* PTO_OK or PTO_EINVAL: dtype in range, ndims in 1..PTO_MAX_DIMS, every
  * shape >= 1 and the packed byte size fits in int64 (written to *bytes when
