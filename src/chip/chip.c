@@ -409,6 +409,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
   } else {
     pto_orch orch = {r};
+    pto_wait_thread_begin(); /* the orchestrator counts as one of the run's threads */
     r->orch_start_ns = pto_now_ns();
     fn(&orch, arg);
     r->orch_end_ns = pto_now_ns();
@@ -416,6 +417,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
       trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,
                   r->orch_end_ns, -1, -1);
     orch_finish(r); /* waits for every task, or the latched error */
+    pto_wait_thread_end();
   }
   if (!run_join(r)) chip->broken = true;
   atomic_store_explicit(&chip->cur_run, NULL, memory_order_release);

@@ -39,6 +39,7 @@ static void note_cohort_start(task *t, uint64_t now) {
 }
 
 void *core_main(void *arg) {
+  pto_wait_thread_begin();
   core *c = arg;
   pto_run *r = c->run;
   const kernel_rec *kernels = r->chip->kernels;
@@ -79,9 +80,7 @@ void *core_main(void *arg) {
     if (gang) note_cohort_start(t, t0);
     atomic_store_explicit(&c->cur_start_ns, t0, memory_order_relaxed); /* watchdog, advisory */
     atomic_store_explicit(&c->cur_task, id, memory_order_relaxed);
-    pto_busy_begin();
     int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
-    pto_busy_end();
     atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     if (r->trace) {
       uint64_t t1 = pto_now_ns();
@@ -104,5 +103,6 @@ void *core_main(void *arg) {
     atomic_store_explicit(&c->finished, next, memory_order_release);
     pto_event_signal(&r->scheds[c->sched].ev);
   }
+  pto_wait_thread_end();
   return NULL;
 }

@@ -409,6 +409,7 @@ static void trace_phase(sched *s, const char *name, uint64_t t0, bool did, int64
 }
 
 void *sched_main(void *arg) {
+  pto_wait_thread_begin();
   sched *s = arg;
   pto_run *r = s->run;
   this_sched = s;
@@ -451,5 +452,6 @@ void *sched_main(void *arg) {
     pto_wait(&s->ev, sched_has_work, &w, UINT64_MAX);
   }
   if (busy) s->last_ns = pto_now_ns();
+  pto_wait_thread_end();
   return NULL;
 }

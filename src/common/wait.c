@@ -61,42 +61,54 @@ unsigned pto_wait_spin_budget(void) {
   return b;
 }
 
-/* Threads that occupy a CPU right now, process-wide: those spinning in
- * pto_wait and those inside pto_busy_begin/end (running a kernel).
- * Spinning only pays while a CPU is free for the thread that will satisfy
- * the condition; when every CPU is taken, a spinner would steal the time
- * slice of the very thread it waits for, so it yields and parks instead. */
-static _Atomic unsigned occupied;
+/* Runnable pto threads, process-wide: registered threads (cores,
+ * schedulers, the orchestrator during a run) count while they are not
+ * parked. Spinning only pays while a CPU is free for the thread that will
+ * satisfy the condition; when every CPU is taken, a spinner would steal the
+ * time slice of the very thread it waits for, so it yields and parks
+ * instead. Relaxed throughout: a heuristic count, no data is published
+ * through it. */
+static _Atomic int runnable;
+static _Thread_local bool registered;
 
-static unsigned ncpus(void) {
-  static _Atomic unsigned cached; /* racing writers store the same value */
-  unsigned m = atomic_load_explicit(&cached, memory_order_relaxed);
+static int ncpus(void) {
+  static _Atomic int cached; /* racing writers store the same value */
+  int m = atomic_load_explicit(&cached, memory_order_relaxed);
   if (m == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    m = n > 1 ? (unsigned)n : 1;
+    m = n > 1 ? (int)n : 1;
     atomic_store_explicit(&cached, m, memory_order_relaxed);
   }
   return m;
 }
 
-/* relaxed: a heuristic count; no data is published through it */
-void pto_busy_begin(void) { atomic_fetch_add_explicit(&occupied, 1, memory_order_relaxed); }
-void pto_busy_end(void) { atomic_fetch_sub_explicit(&occupied, 1, memory_order_relaxed); }
+void pto_wait_thread_begin(void) {
+  registered = true;
+  atomic_fetch_add_explicit(&runnable, 1, memory_order_relaxed);
+}
+
+void pto_wait_thread_end(void) {
+  registered = false;
+  atomic_fetch_sub_explicit(&runnable, 1, memory_order_relaxed);
+}
+
+/* Parking takes a registered thread off the CPU count until it wakes. */
+static void park_begin(void) {
+  if (registered) atomic_fetch_sub_explicit(&runnable, 1, memory_order_relaxed);
+}
+static void park_end(void) {
+  if (registered) atomic_fetch_add_explicit(&runnable, 1, memory_order_relaxed);
+}
 
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   if (cond(arg)) return true;
-  /* relaxed: a heuristic count, no data is published through it */
-  if (atomic_fetch_add_explicit(&occupied, 1, memory_order_relaxed) < ncpus()) {
+  if (atomic_load_explicit(&runnable, memory_order_relaxed) <= ncpus()) {
     unsigned spins = pto_wait_spin_budget();
     for (unsigned i = 0; i < spins; i++) {
-      if (cond(arg)) {
-        atomic_fetch_sub_explicit(&occupied, 1, memory_order_relaxed);
-        return true;
-      }
+      if (cond(arg)) return true;
       pto_cpu_relax();
     }
   }
-  atomic_fetch_sub_explicit(&occupied, 1, memory_order_relaxed);
   for (int i = 0; i < YIELDS; i++) {
     if (cond(arg)) return true;
     sched_yield();
@@ -115,6 +127,7 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
       return cond(arg);
     }
     uint64_t left = deadline_ns - now;
+    park_begin();
     if (ev) {
       futex_park(ev, seen, left < PARK_MAX_NS ? left : PARK_MAX_NS);
       atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
@@ -124,5 +137,6 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
       nanosleep(&ts, NULL);
       if (sleep_ns < 1000000) sleep_ns *= 2;
     }
+    park_end();
   }
 }

@@ -31,10 +31,11 @@ typedef bool (*pto_cond_fn)(void *arg);
  * NULL the wait polls with a growing sleep (up to 1 ms) instead of parking. */
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns);
 
-/* Brackets CPU-bound work (a kernel) so that waiters know the CPU is
- * taken: pto_wait spins only while fewer threads than CPUs spin or work. */
-void pto_busy_begin(void);
-void pto_busy_end(void);
+/* Registers the calling thread as one of pto's own (a core, a scheduler,
+ * the orchestrator during a run) until the matching end: pto_wait spins
+ * only while no more registered threads are runnable than there are CPUs. */
+void pto_wait_thread_begin(void);
+void pto_wait_thread_end(void);
 
 /* Spin iterations before yielding (about 5 us; only while a CPU is free). */
 unsigned pto_wait_spin_budget(void);
