@@ -37,6 +37,7 @@ static inline void dist_config(const pto_scene_opts *o, int nchips, pto_chip_ini
   cfg->lease_wait_ms = 60000; /* parallel test runs share device ids: wait, don't fail */
   cfg->fault_inject = o->fault_inject;
   cfg->fault_seed = o->seed;
+  cfg->trace_path = o->trace; /* one merged trace, one process per rank */
 }
 
 /* Chip orchestration: submits kernel scalars[0] with this rank's tensors. */

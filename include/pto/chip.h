@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pto/kernel.h"
 #include "pto/status.h"
@@ -119,7 +120,7 @@ int pto_chip_async_complete(pto_chip *chip, uint64_t token);
 int pto_chip_set_trace(pto_chip *chip, const char *path);
 
 /* Prints "NAME: hint\n  details" for a failed run to the stream. */
-void pto_error_print(const pto_error_info *err, void *stream /* FILE* */);
+void pto_error_print(const pto_error_info *err, FILE *stream);
 
 #ifdef __cplusplus
 }

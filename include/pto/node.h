@@ -61,6 +61,8 @@ typedef struct pto_node_config {
   bool fault_inject;          /* debug: remote stores land late and out of order */
   uint64_t fault_seed;
   bool quiet;                 /* no log lines on stderr (lease waits, failures) */
+  const char *trace_path;     /* each pto_node_run writes one Chrome/Perfetto trace here, one
+                                 process per chip rank (NULL = off; copied at create) */
 } pto_node_config;
 
 /* Fills defaults (chip: pto_chip_config_init). */

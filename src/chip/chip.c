@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "chip/run.h"
+#include "chip/trace_hooks.h"
 #include "common/clock.h"
 
 void pto_chip_config_init(pto_chip_config *cfg) {
@@ -63,6 +64,12 @@ int pto_chip_set_trace(pto_chip *chip, const char *path) {
   free(chip->trace_path);
   chip->trace_path = path ? strdup(path) : NULL;
   return path && !chip->trace_path ? PTO_ENOMEM : PTO_OK;
+}
+
+void chip_set_trace_process(pto_chip *chip, int pid, const char *name, uint64_t origin_ns) {
+  chip->trace_pid = pid;
+  snprintf(chip->trace_name, sizeof chip->trace_name, "%s", name ? name : "");
+  chip->trace_origin_ns = origin_ns;
 }
 
 int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id) {
@@ -154,7 +161,7 @@ void run_fail_stall(pto_run *r, pto_stall_class stall, pto_task_id task_id, int 
   va_end(ap);
 }
 
-void pto_error_print(const pto_error_info *e, void *stream) {
+void pto_error_print(const pto_error_info *e, FILE *stream) {
   FILE *f = stream ? stream : stderr;
   if (!e || e->code == 0) return;
   fprintf(f, "%s: %s\n", pto_status_name(e->code), pto_strerror(e->code));
@@ -223,7 +230,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
     ready_queue_init(rq, r->nslots, items);
   }
   if (chip->trace_path) {
-    r->trace = trace_create(0, "chip");
+    r->trace = trace_create(chip->trace_pid, chip->trace_name[0] ? chip->trace_name : "chip");
     if (!r->trace) goto nomem;
     r->orch_track = trace_track(r->trace, "orchestrator");
   }
@@ -425,6 +432,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   rc = atomic_load(&r->status);
   if (stats) run_stats(r, host0, host1, stats);
   if (err) *err = r->err;
+  if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
   if (r->trace && chip->trace_path && trace_write(r->trace, chip->trace_path) != 0 && rc == 0)
     rc = PTO_ESYSTEM;
   if (chip->broken) {

@@ -2,10 +2,18 @@
  * runs the kernel block in the payload, publishes "finished" for that
  * dispatch id. Gang blocks (sync_start) wait for their cohort's start. */
 #include "chip/run.h"
+#include "chip/trace_hooks.h"
 #include "common/clock.h"
 
 bool pto_kctx_cancelled(const pto_kctx *ctx) {
   return ctx && ctx->run && run_stopping((const pto_run *)ctx->run);
+}
+
+pto_trace *core_trace(const pto_kctx *ctx, int *track) {
+  const pto_run *r = ctx ? ctx->run : NULL;
+  if (!r || !r->trace) return NULL;
+  *track = r->cores[ctx->core_id].trace_track;
+  return r->trace;
 }
 
 typedef struct core_wait {

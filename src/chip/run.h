@@ -44,6 +44,9 @@ struct pto_chip {
   int nkernels;
   kernel_rec kernels[PTO_MAX_KERNELS];
   char *trace_path;
+  int trace_pid;            /* the trace's process (a node chip's rank) */
+  char trace_name[32];      /* its name; "" = "chip" */
+  uint64_t trace_origin_ns; /* time zero shared by a node run's ranks; 0 = none */
   bool broken; /* a core thread could not be joined: no more runs */
   _Atomic int running;
   uint32_t run_seq;                /* runs started; tags async tokens */

@@ -2,11 +2,13 @@
  * (all before anything is written), translation of a view into window
  * offsets, strided views cut into contiguous runs for the backend, chunked
  * put/get with staging, and signals with deadlines. Shared by every
- * backend. */
+ * backend. When the chip run records a trace, each op is a "comm" slice on
+ * the calling core's track. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "chip/trace_hooks.h"
 #include "common/clock.h"
 #include "comm/comm.h"
 #include "comm/signal.h"
@@ -73,6 +75,31 @@ static int lockstep(const pto_tensor *a, const pto_tensor *b, run_fn fn, void *a
     left -= k;
   }
   return 0;
+}
+
+/* ---- tracing ---- */
+
+/* One op in the trace: begun by op_begin (NULL trace = not recording, the
+ * only cost when tracing is off), recorded by op_end whatever it returned. */
+typedef struct op_span {
+  pto_trace *t;
+  int track;
+  uint64_t t0;
+} op_span;
+
+static op_span op_begin(const pto_kctx *ctx) {
+  op_span s = {NULL, -1, 0};
+  s.t = core_trace(ctx, &s.track);
+  if (s.t) s.t0 = pto_now_ns();
+  return s;
+}
+
+static int op_end(const op_span *s, const pto_kctx *ctx, const char *name, const char *key,
+                  int64_t val, int rc) {
+  if (s->t)
+    trace_slice_arg(s->t, s->track, name, "comm", s->t0, pto_now_ns(), ctx->task_id,
+                    ctx->block_idx, key, val);
+  return rc;
 }
 
 /* ---- argument checks ---- */
@@ -198,23 +225,27 @@ static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *lo
 
 int pto_remote_store(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
                      const pto_tensor *src) {
+  op_span sp = op_begin(ctx);
   op_env e;
   int rc = get_env(ctx, dom, peer, true, "remote_store", &e);
-  return rc ? rc : remote_xfer(&e, dst, src, 0);
+  return op_end(&sp, ctx, "remote_store", "peer", peer, rc ? rc : remote_xfer(&e, dst, src, 0));
 }
 
 int pto_remote_store_add(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
                          const pto_tensor *src) {
+  op_span sp = op_begin(ctx);
   op_env e;
   int rc = get_env(ctx, dom, peer, true, "remote_store_add", &e);
-  return rc ? rc : remote_xfer(&e, dst, src, 1);
+  return op_end(&sp, ctx, "remote_store_add", "peer", peer,
+                rc ? rc : remote_xfer(&e, dst, src, 1));
 }
 
 int pto_remote_load(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
                     const pto_tensor *src) {
+  op_span sp = op_begin(ctx);
   op_env e;
   int rc = get_env(ctx, dom, peer, true, "remote_load", &e);
-  return rc ? rc : remote_xfer(&e, src, dst, 2);
+  return op_end(&sp, ctx, "remote_load", "peer", peer, rc ? rc : remote_xfer(&e, src, dst, 2));
 }
 
 /* ---- put / get ---- */
@@ -318,12 +349,14 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
 
 int pto_put(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
             const pto_tensor *src, const pto_xfer_opts *opts) {
-  return bulk(ctx, dom, peer, dst, src, opts, true);
+  op_span sp = op_begin(ctx);
+  return op_end(&sp, ctx, "put", "peer", peer, bulk(ctx, dom, peer, dst, src, opts, true));
 }
 
 int pto_get(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
             const pto_tensor *src, const pto_xfer_opts *opts) {
-  return bulk(ctx, dom, peer, dst, src, opts, false);
+  op_span sp = op_begin(ctx);
+  return op_end(&sp, ctx, "get", "peer", peer, bulk(ctx, dom, peer, dst, src, opts, false));
 }
 
 /* ---- signals ---- */
@@ -346,8 +379,8 @@ static int cell_off(const op_env *e, const pto_tensor *cell, uint64_t *off,
   return 0;
 }
 
-int pto_notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *cell,
-               pto_signal_op op, int32_t v) {
+static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *cell,
+                  pto_signal_op op, int32_t v) {
   op_env e;
   int rc = get_env(ctx, dom, peer, true, "notify", &e);
   if (rc) return rc;
@@ -357,6 +390,12 @@ int pto_notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *
   const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);
   return rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch);
+}
+
+int pto_notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *cell,
+               pto_signal_op op, int32_t v) {
+  op_span sp = op_begin(ctx);
+  return op_end(&sp, ctx, "notify", "peer", peer, notify(ctx, dom, peer, cell, op, v));
 }
 
 typedef struct sig_wait {
@@ -377,8 +416,8 @@ static bool sig_ready(void *arg) {
   return w->cancelled;
 }
 
-int pto_signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, pto_cmp cmp,
-                    int32_t v, int64_t timeout_ms) {
+static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, pto_cmp cmp,
+                       int32_t v, int64_t timeout_ms) {
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "signal_wait", &e);
   if (rc) return rc;
@@ -398,6 +437,13 @@ int pto_signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
                    cmp == PTO_CMP_EQ ? "==" : ">=", v, w.seen, e.c->epoch);
 }
 
+/* In the trace: "wait", args.value = the awaited value. */
+int pto_signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, pto_cmp cmp,
+                    int32_t v, int64_t timeout_ms) {
+  op_span sp = op_begin(ctx);
+  return op_end(&sp, ctx, "wait", "value", v, signal_wait(ctx, dom, cell, cmp, v, timeout_ms));
+}
+
 int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, int32_t *v) {
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "signal_read", &e);
@@ -410,15 +456,18 @@ int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
   return 0;
 }
 
+/* In the trace: "quiet", args.domain. */
 int pto_quiet(const pto_kctx *ctx, pto_domain dom) {
+  op_span sp = op_begin(ctx);
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "quiet", &e);
-  return rc ? rc : e.d->be->quiet(e.d->win, -1, false);
+  if (!rc) rc = e.d->be->quiet(e.d->win, -1, false);
+  return op_end(&sp, ctx, "quiet", "domain", dom, rc);
 }
 
 static bool cancel_cb(void *arg) { return pto_kctx_cancelled((const pto_kctx *)arg); }
 
-int pto_barrier(const pto_kctx *ctx, pto_domain dom) {
+static int barrier(const pto_kctx *ctx, pto_domain dom) {
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "barrier", &e);
   if (rc) return rc;
@@ -433,4 +482,10 @@ int pto_barrier(const pto_kctx *ctx, pto_domain dom) {
   if (rc == 0) return 0;
   if (pto_kctx_cancelled(ctx)) return PTO_ESHUTDOWN;
   return comm_fail(e.c, rc, "barrier timed out: domain %d: %s", d->desc.id, why);
+}
+
+/* In the trace: "barrier", args.domain. */
+int pto_barrier(const pto_kctx *ctx, pto_domain dom) {
+  op_span sp = op_begin(ctx);
+  return op_end(&sp, ctx, "barrier", "domain", dom, barrier(ctx, dom));
 }

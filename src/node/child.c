@@ -2,6 +2,7 @@
  * communication context, created after fork so its threads start in the
  * child) or a host sub-worker. It reports ready, then takes frames from its
  * mailbox until told to exit or its parent is gone. */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "chip/trace_hooks.h"
 #include "common/clock.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
@@ -28,6 +30,11 @@ static bool frame_posted(void *arg) {
 
 static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
                           const node_frame *f, node_reply *r) {
+  if (n->trace_path) { /* the rank is the trace's process; time zero is the node run's */
+    char name[32];
+    snprintf(name, sizeof name, "rank %d (device %d)", slot, n->device_ids[slot]);
+    chip_set_trace_process(chip, slot, name, f->trace_origin_ns);
+  }
   comm_task_begin(comm, f->epoch, f->group);
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
   r->status = pto_chip_run(chip, f->chip_fn, &t, NULL, &r->err);
@@ -44,7 +51,6 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
       snprintf(r->err.details, sizeof r->err.details, "%.180s; %.300s", details, chip_details);
     }
   }
-  (void)n;
 }
 
 void node_child_main(pto_node *n, int slot) {
@@ -62,7 +68,10 @@ void node_child_main(pto_node *n, int slot) {
   if (is_chip) {
     pto_chip_config cfg = n->cfg.chip;
     cfg.env = &comm;
+    char trace[PATH_MAX];
     if (pto_chip_create(&cfg, &chip) != 0 ||
+        (n->trace_path && (!node_rank_trace_path(n, slot, trace, sizeof trace) ||
+                           pto_chip_set_trace(chip, trace) != 0)) ||
         (n->cfg.chip_init && n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg) != 0)) {
       mbox_set_state(mb, CHILD_FAILED, parent_ev);
       _exit(2);

@@ -1,12 +1,14 @@
 /* node.c — the node runtime on the parent side: leases, run-unique names,
  * forking the children, the start-up and control deadlines, node tasks
  * (dependency inference, dispatch of single, group and host tasks,
- * poisoning), domain allocation and release, and the cleanup that leaves
- * no process and no shared object behind when a child dies or hangs. The
- * parent is single-threaded: it forks, and it must not start threads. */
+ * poisoning), domain allocation and release, the merge of the ranks'
+ * trace files, and the cleanup that leaves no process, shared object or
+ * temporary file behind when a child dies or hangs. The parent is
+ * single-threaded: it forks, and it must not start threads. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +19,8 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/trace.h"
+#include "common/trace_json.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
 
@@ -82,6 +86,41 @@ static void unlink_domain(const comm_domain_desc *d) {
     comm_shm_name(d, r, name, sizeof name);
     shm_unlink(name);
   }
+}
+
+/* ---- traces ---- */
+
+bool node_rank_trace_path(const pto_node *n, int rank, char *buf, size_t len) {
+  int k = snprintf(buf, len, "%s.%s.rank%d", n->trace_path, n->prefix + 1, rank);
+  return k > 0 && (size_t)k < len;
+}
+
+static bool trace_loadable(const char *path) {
+  trace_json_doc *d = NULL;
+  int rc = trace_json_load(path, &d, NULL, 0);
+  if (d) trace_json_free(d);
+  return rc == 0;
+}
+
+/* End of a run: merges the ranks' trace files into trace_path (a rank that
+ * ran no chip task wrote none) and removes them, whatever happened. After a
+ * fatal error a killed chip may have left half a file: it is left out.
+ * Returns 0, or the merge's error. */
+static int trace_finish(pto_node *n) {
+  if (!n->trace_path) return 0;
+  int nchips = n->cfg.nchips, k = 0;
+  char(*path)[PATH_MAX] = malloc((size_t)nchips * sizeof *path);
+  const char *in[PTO_NODE_MAX_CHIPS];
+  if (!path) return PTO_ENOMEM;
+  for (int r = 0; r < nchips; r++) {
+    if (!node_rank_trace_path(n, r, path[r], sizeof path[r])) continue; /* checked at create */
+    if (access(path[r], F_OK) == 0 && (!n->fatal || trace_loadable(path[r]))) in[k++] = path[r];
+  }
+  int rc = k ? trace_merge(in, k, n->trace_path) : 0;
+  for (int r = 0; r < nchips; r++)
+    unlink(path[r]);
+  free(path);
+  return rc;
 }
 
 /* ---- children ---- */
@@ -272,6 +311,7 @@ static void dispatch(pto_node *n) {
     f.host_fn = t->host_fn;
     f.host_arg = t->host_arg;
     f.args = t->args;
+    f.trace_origin_ns = n->trace_path ? n->trace_origin_ns : 0;
     f.group_size = k;
     f.group = 0;
     for (int i = 0; i < k; i++)
@@ -379,6 +419,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   if (!n) return PTO_ENOMEM;
   n->cfg = *cfg;
   n->cfg.device_ids = NULL;
+  n->cfg.trace_path = NULL; /* the caller's string; n->trace_path is ours */
   for (int i = 0; i < cfg->nchips; i++) {
     n->device_ids[i] = cfg->device_ids ? cfg->device_ids[i] : i;
     n->lease_fds[i] = -1;
@@ -396,6 +437,19 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   n->parent_pid = getpid();
   snprintf(n->prefix, sizeof n->prefix, "/pto.%d.%u.%06" PRIx64, (int)getpid(), seq++,
            (pto_now_ns() ^ (uint64_t)(uintptr_t)n) & 0xffffff);
+  if (cfg->trace_path) {
+    char probe[PATH_MAX];
+    n->trace_path = strdup(cfg->trace_path);
+    rc = !n->trace_path ? PTO_ENOMEM
+         : !node_rank_trace_path(n, cfg->nchips - 1, probe, sizeof probe) ? PTO_EINVAL : 0;
+    if (rc) {
+      set_err(err, rc, "node config: cannot use trace path '%.200s'", cfg->trace_path);
+      free(n->trace_path);
+      lease_release(n->lease_fds, cfg->nchips);
+      free(n);
+      return rc;
+    }
+  }
   n->nchildren = cfg->nchips + cfg->nworkers;
   n->ctl_bytes = sizeof(node_ctl) + (size_t)n->nchildren * sizeof(node_mbox);
   /* anonymous shared memory: inherited by the children, gone with the last
@@ -409,6 +463,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     if (n->ctl != MAP_FAILED) munmap(n->ctl, n->ctl_bytes);
     if (n->host != MAP_FAILED) munmap(n->host, cfg->host_bytes);
     lease_release(n->lease_fds, cfg->nchips);
+    free(n->trace_path);
     free(n);
     return PTO_ESYSTEM;
   }
@@ -475,6 +530,7 @@ void pto_node_destroy(pto_node *n) {
   munmap(n->host, n->cfg.host_bytes);
   munmap(n->ctl, n->ctl_bytes);
   lease_release(n->lease_fds, n->cfg.nchips);
+  free(n->trace_path);
   free(n);
 }
 
@@ -817,10 +873,17 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   n->base_id = n->oldest_live = n->next_id;
   n->ntasks = 0;
   n->first_err = 0;
+  n->trace_origin_ns = pto_now_ns(); /* every rank's time zero (the clock is machine-wide) */
   pto_node_orch no = {n};
   fn(&no, arg);
   until(n, all_finished, NULL, true, UINT64_MAX, 0);
   release_domains(n);
+  rc = trace_finish(n);
+  if (rc && !n->fatal && !n->first_err) {
+    n->first_err = rc == PTO_ENOMEM ? rc : PTO_ESYSTEM;
+    set_err(&n->first_info, n->first_err, "node trace: cannot merge the ranks' traces into "
+            "'%.300s': %s", n->trace_path, pto_strerror(rc));
+  }
   n->running = false;
   for (int64_t i = 0; i < n->ntasks; i++) free(n->tasks[i].consumers);
   free(n->tasks);

@@ -73,6 +73,8 @@ struct pto_node {
   void *space;          /* reserved address space for windows */
   uint64_t space_used;
   char prefix[48];      /* run-unique shm name prefix, e.g. "/pto.123.0.ab12cd" */
+  char *trace_path;     /* cfg.trace_path, owned; NULL = not tracing */
+  uint64_t trace_origin_ns; /* time zero of the current run's trace */
   pto_comm observer;    /* the orchestrator's view of the domains */
   comm_domain_desc doms[COMM_MAX_DOMAINS];
   bool dom_live[COMM_MAX_DOMAINS];
@@ -92,6 +94,11 @@ struct pto_node {
 struct pto_node_orch {
   pto_node *node;
 };
+
+/* node.c: where chip rank `rank` writes its part of the run's trace:
+ * "<trace_path>.<prefix>.rank<r>", unique to this node. Returns false if
+ * it does not fit in len. */
+bool node_rank_trace_path(const pto_node *n, int rank, char *buf, size_t len);
 
 /* child.c: the loop of a chip or worker child; never returns. */
 void node_child_main(pto_node *n, int slot) __attribute__((noreturn));

@@ -1,0 +1,155 @@
+/* test_dist_trace.c — traces of multi-chip runs: ring_shuffle with a trace
+ * path writes one merged file that passes the schema check, with one
+ * process per rank, block slices on both and the remote store, notify and
+ * wait as "comm" slices of each rank; the ranks' temporary files are gone
+ * afterwards, also when a chip dies during the run. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/trace_json.h"
+#include "common/trace_read.h"
+#include "scenes/dist_scene.h"
+
+/* A fresh directory, so that any leftover file is visible. */
+static void make_dir(char *dir, size_t len) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, len, "%s/pto_dist_trace.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  assert_non_null(mkdtemp(dir));
+}
+
+/* Files in dir besides `keep` (which is removed); then removes dir. */
+static int strays(const char *dir, const char *keep) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, keep)) continue;
+    fprintf(stderr, "left behind: %s/%s\n", dir, e->d_name);
+    n++;
+  }
+  closedir(d);
+  char p[4200];
+  snprintf(p, sizeof p, "%s/%s", dir, keep);
+  unlink(p);
+  rmdir(dir);
+  return n;
+}
+
+typedef struct rank_seen {
+  int blocks, store, notify, wait;
+} rank_seen;
+
+static void test_ring_shuffle_trace(void **state) {
+  (void)state;
+  char dir[4096], path[4200];
+  make_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/rs.json", dir);
+  const pto_scene *s = pto_scene_find("ring_shuffle");
+  assert_non_null(s);
+  pto_scene_opts o = {0};
+  o.rounds = 2; /* each node run rewrites the file */
+  o.trace = path;
+  pto_scene_report rep = {0};
+  assert_int_equal(s->run(&o, &rep), 0);
+  assert_true(rep.verified);
+
+  trace_json_doc *doc = NULL;
+  char err[256] = "";
+  assert_int_equal(trace_json_load(path, &doc, err, sizeof err), 0);
+  const trace_json *root = trace_json_root(doc);
+  if (trace_validate(root, err, sizeof err)) fail_msg("schema: %s", err);
+  trace_summary sum;
+  assert_int_equal(trace_summarize(root, &sum, err, sizeof err), 0);
+  assert_int_equal(sum.dup_blocks, 0);
+  assert_int_equal(sum.blocks, 2); /* one block per rank, of the last round */
+  trace_summary_free(&sum);
+
+  /* pids in the file are rank + 1 */
+  rank_seen seen[3] = {{0}};
+  int processes = 0;
+  const trace_json *evs = trace_json_get(root, "traceEvents");
+  assert_non_null(evs);
+  for (uint32_t i = 0; i < evs->n; i++) {
+    const trace_json *e = &evs->u.items[i];
+    const char *name = trace_json_str(e, "name"), *cat = trace_json_str(e, "cat");
+    double pid = -1;
+    assert_true(trace_json_num(e, "pid", &pid));
+    assert_true(pid >= 1 && pid <= 2);
+    rank_seen *r = &seen[(int)pid];
+    if (name && !strcmp(name, "process_name")) processes++;
+    if (!cat) continue;
+    if (!strcmp(cat, "block")) r->blocks++;
+    if (strcmp(cat, "comm")) continue;
+    double peer = -1;
+    if (!strcmp(name, "remote_store") && trace_json_num(trace_json_get(e, "args"), "peer", &peer))
+      r->store += (int)peer == 2 - (int)pid; /* rank r stores into rank 1 - r */
+    r->notify += !strcmp(name, "notify");
+    r->wait += !strcmp(name, "wait");
+  }
+  assert_int_equal(processes, 2);
+  for (int p = 1; p <= 2; p++) {
+    assert_int_equal(seen[p].blocks, 1);
+    assert_int_equal(seen[p].store, 1);
+    assert_int_equal(seen[p].notify, 1);
+    assert_int_equal(seen[p].wait, 1);
+  }
+  trace_json_free(doc);
+  assert_int_equal(strays(dir, "rs.json"), 0);
+}
+
+/* A chip that dies mid-run: the run fails, and no rank file remains. */
+static int k_die;
+
+static int die_kernel(const pto_kctx *ctx) {
+  if (pto_comm_chip(pto_kctx_comm(ctx)) == 1) abort();
+  return 0;
+}
+
+static int die_init(pto_chip *chip, int rank, void *arg) {
+  return pto_kernel_register_aiv(chip, "die", die_kernel, &k_die);
+}
+
+static void die_node(pto_node_orch *no, void *arg) {
+  const int chips[2] = {0, 1};
+  pto_args a;
+  pto_args_init(&a);
+  dist_scalars(&a, k_die, 0, 1);
+  pto_node_submit_group(no, chips, 2, dist_chip_orch, &a, NULL);
+}
+
+static void test_dead_chip_leaves_no_file(void **state) {
+  (void)state;
+  char dir[4096], path[4200];
+  make_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/dead.json", dir);
+  pto_scene_opts o = {0};
+  o.trace = path;
+  pto_node_config cfg;
+  dist_config(&o, 2, die_init, &cfg);
+  cfg.quiet = true;
+  pto_node *n;
+  pto_error_info err;
+  assert_int_equal(pto_node_create(&cfg, &n, &err), 0);
+  assert_int_equal(pto_node_run(n, die_node, NULL, &err), PTO_ECHIP_DIED);
+  pto_node_destroy(n);
+  /* rank 0's part may have been merged into dead.json; nothing else stays */
+  assert_int_equal(strays(dir, "dead.json"), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_ring_shuffle_trace),
+    cmocka_unit_test(test_dead_chip_leaves_no_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
