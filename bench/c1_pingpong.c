@@ -13,7 +13,7 @@
 #include "common/clock.h"
 #include "scenes/dist_scene.h"
 
-#define ITERS 2000
+#define ITERS  2000
 #define TRIALS 7
 static int k_pp;
 
@@ -69,7 +69,8 @@ int main(int argc, char **argv) {
   int64_t sizes[16] = {8, 64 << 10};
   int ns = 2;
   if (argc > 1)
-    for (ns = 0; ns < argc - 1 && ns < 16; ns++) sizes[ns] = atoll(argv[ns + 1]);
+    for (ns = 0; ns < argc - 1 && ns < 16; ns++)
+      sizes[ns] = atoll(argv[ns + 1]);
   pto_scene_opts o = {0};
   pto_node_config cfg;
   dist_config(&o, 2, pp_init, &cfg);
@@ -93,8 +94,8 @@ int main(int argc, char **argv) {
       t[k] = (double)(pto_now_ns() - t0) / 1e3 / (2.0 * ITERS); /* includes run set-up */
     }
     qsort(t, TRIALS, sizeof t[0], cmp);
-    printf("%lld,%.2f,%.2f,%.2f,%.1f\n", (long long)sizes[s], t[TRIALS / 2], t[0],
-           t[TRIALS - 1], (double)sizes[s] / t[TRIALS / 2]);
+    printf("%lld,%.2f,%.2f,%.2f,%.1f\n", (long long)sizes[s], t[TRIALS / 2], t[0], t[TRIALS - 1],
+           (double)sizes[s] / t[TRIALS / 2]);
   }
   pto_node_destroy(n);
   return 0;

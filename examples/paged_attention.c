@@ -31,12 +31,12 @@
 typedef struct pa_state {
   pa_config cfg;
   int ctx_len[PA_MAX_BATCH];
-  int nblocks[PA_MAX_BATCH];     /* KV blocks of each request */
-  int32_t *block_table;          /* [batch, max_blocks] physical block ids */
+  int nblocks[PA_MAX_BATCH]; /* KV blocks of each request */
+  int32_t *block_table;      /* [batch, max_blocks] physical block ids */
   int max_blocks;
   int64_t cache_blocks;
   float *query, *key_cache, *value_cache, *out;
-  pto_tensor tq, tk, tv, tout;   /* whole-buffer views */
+  pto_tensor tq, tk, tv, tout; /* whole-buffer views */
   pto_kernel_ids ids;
   float scale;
 } pa_state;
@@ -64,8 +64,8 @@ static int pa_setup(pa_state *st, const pa_config *cfg, unsigned seed) {
   memset(st, 0, sizeof *st);
   st->cfg = *cfg;
   const int bsz = cfg->batch, h = cfg->heads, d = cfg->head_dim, bs = cfg->block_size;
-  if (bsz < 1 || bsz > PA_MAX_BATCH || cfg->kv_heads < 1 || h % cfg->kv_heads || d < 1 ||
-      bs < 1 || !cfg->ctx_lens)
+  if (bsz < 1 || bsz > PA_MAX_BATCH || cfg->kv_heads < 1 || h % cfg->kv_heads || d < 1 || bs < 1 ||
+      !cfg->ctx_lens)
     return PTO_EINVAL;
   uint64_t rng = 0x5eed0000ull + seed;
   for (int b = 0; b < bsz; b++) {
@@ -90,7 +90,8 @@ static int pa_setup(pa_state *st, const pa_config *cfg, unsigned seed) {
     pa_free(st);
     return PTO_ENOMEM;
   }
-  for (int64_t i = 0; i < st->cache_blocks; i++) perm[i] = i;
+  for (int64_t i = 0; i < st->cache_blocks; i++)
+    perm[i] = i;
   for (int64_t i = st->cache_blocks - 1; i > 0; i--) {
     int64_t j = (int64_t)(pa_rng(&rng) % (uint64_t)(i + 1)), t = perm[i];
     perm[i] = perm[j];
@@ -104,9 +105,12 @@ static int pa_setup(pa_state *st, const pa_config *cfg, unsigned seed) {
   }
   free(perm);
   /* Queries twice as wide as keys so some rows are peaked, some flat. */
-  for (int64_t i = 0; i < (int64_t)bsz * h * d; i++) st->query[i] = 2.0f * pa_frand(&rng);
-  for (int64_t i = 0; i < kv_elems; i++) st->key_cache[i] = pa_frand(&rng);
-  for (int64_t i = 0; i < kv_elems; i++) st->value_cache[i] = pa_frand(&rng);
+  for (int64_t i = 0; i < (int64_t)bsz * h * d; i++)
+    st->query[i] = 2.0f * pa_frand(&rng);
+  for (int64_t i = 0; i < kv_elems; i++)
+    st->key_cache[i] = pa_frand(&rng);
+  for (int64_t i = 0; i < kv_elems; i++)
+    st->value_cache[i] = pa_frand(&rng);
 
   int64_t qshape[3] = {bsz, h, d};
   int64_t cshape[4] = {st->cache_blocks, bs, cfg->kv_heads, d};
@@ -221,8 +225,7 @@ static void pa_orch(pto_orch *o, void *arg) {
       int rc = pa_group(o, st, b, g);
       int rc_end = pto_scope_end(o);
       if (rc != PTO_OK && pto_orch_status(o) == PTO_OK)
-        pto_orch_fatal(o, "paged attention: request %d, KV head %d: %s", b, g,
-                       pto_status_name(rc));
+        pto_orch_fatal(o, "paged attention: request %d, KV head %d: %s", b, g, pto_status_name(rc));
       if (rc != PTO_OK || rc_end != PTO_OK) return;
     }
   }
@@ -247,7 +250,8 @@ static void pa_reference(const pa_state *st, float *ref) {
         const int64_t phys = st->block_table[b * st->max_blocks + t / bs];
         const float *k = st->key_cache + ((phys * bs + t % bs) * c->kv_heads + g) * d;
         double dot = 0.0;
-        for (int i = 0; i < d; i++) dot += (double)q[i] * k[i];
+        for (int i = 0; i < d; i++)
+          dot += (double)q[i] * k[i];
         sc[t] = dot * st->scale;
         if (sc[t] > mx) mx = sc[t];
       }
@@ -257,10 +261,12 @@ static void pa_reference(const pa_state *st, float *ref) {
         const float *v = st->value_cache + ((phys * bs + t % bs) * c->kv_heads + g) * d;
         const double w = exp(sc[t] - mx);
         sum += w;
-        for (int i = 0; i < d; i++) acc[i] += w * v[i];
+        for (int i = 0; i < d; i++)
+          acc[i] += w * v[i];
       }
       float *o = ref + ((int64_t)b * c->heads + h) * d;
-      for (int i = 0; i < d; i++) o[i] = (float)(acc[i] / sum);
+      for (int i = 0; i < d; i++)
+        o[i] = (float)(acc[i] / sum);
     }
   }
   free(sc);
@@ -323,8 +329,14 @@ static int paged_attention_run(const pto_scene_opts *opts, pto_scene_report *rep
    * size, and a single block. */
   static const int ctx[8] = {1024, 513, 2048, 77, 1500, 128, 1999, 900};
   const pa_config cfg = {
-    .batch = 8, .heads = 16, .kv_heads = 1, .head_dim = 128, .block_size = 128,
-    .ctx_lens = ctx, .sm_blocks = 2, .mm_blocks = 1,
+      .batch = 8,
+      .heads = 16,
+      .kv_heads = 1,
+      .head_dim = 128,
+      .block_size = 128,
+      .ctx_lens = ctx,
+      .sm_blocks = 2,
+      .mm_blocks = 1,
   };
   return paged_attention_scene(&cfg, opts, rep);
 }

@@ -9,15 +9,15 @@
 #define PA_MAX_BATCH 64
 
 typedef struct pa_config {
-  int batch;        /* requests, 1..PA_MAX_BATCH */
-  int heads;        /* query heads per request */
-  int kv_heads;     /* KV heads (divides heads; heads/kv_heads query heads share one) */
+  int batch;    /* requests, 1..PA_MAX_BATCH */
+  int heads;    /* query heads per request */
+  int kv_heads; /* KV heads (divides heads; heads/kv_heads query heads share one) */
   int head_dim;
-  int block_size;   /* tokens per KV cache block */
+  int block_size;      /* tokens per KV cache block */
   const int *ctx_lens; /* context length (tokens, >= 1) of each request */
-  int sm_blocks;    /* SPMD blocks of the online-softmax and normalise tasks */
-  int mm_blocks;    /* SPMD blocks of the two matmuls */
-  int clusters;     /* scene default chip shape (0 = library default) */
+  int sm_blocks;       /* SPMD blocks of the online-softmax and normalise tasks */
+  int mm_blocks;       /* SPMD blocks of the two matmuls */
+  int clusters;        /* scene default chip shape (0 = library default) */
 } pa_config;
 
 /* Builds the inputs, runs the task graph opts->rounds times, checks the

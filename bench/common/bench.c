@@ -43,7 +43,8 @@ __attribute__((noinline)) void bench_kernel_consume(const uint64_t *a, uint64_t 
 
 __attribute__((noinline)) void bench_kernel_reduce(const uint64_t *b, uint64_t *r) {
   uint64_t s = 0;
-  for (int j = 0; j < BENCH_FAN; j++) s += b[j * BENCH_SLOT_WORDS];
+  for (int j = 0; j < BENCH_FAN; j++)
+    s += b[j * BENCH_SLOT_WORDS];
   r[0] = s;
 }
 
@@ -51,7 +52,8 @@ __attribute__((noinline)) void bench_kernel_reduce(const uint64_t *b, uint64_t *
  * so it runs at the multiplier's latency whatever the compiler does, and
  * iterations per microsecond are a property of the core alone. */
 __attribute__((noinline)) static uint64_t spin(uint64_t iters, uint64_t x) {
-  for (uint64_t k = 0; k < iters; k++) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  for (uint64_t k = 0; k < iters; k++)
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
   return x;
 }
 
@@ -62,7 +64,8 @@ static uint64_t task_value(int i, uint64_t input_sum) {
 void bench_kernel_task_raw(uint64_t iters, int i, const uint64_t *const *inputs, int ninputs,
                            uint64_t *output) {
   uint64_t s = 0;
-  for (int j = 0; j < ninputs; j++) s += inputs[j][0];
+  for (int j = 0; j < ninputs; j++)
+    s += inputs[j][0];
   uint64_t v = task_value(i, s);
   /* The chain's result feeds the output (it is 0 with probability 2^-64),
    * so the loop cannot be dropped. */
@@ -80,7 +83,8 @@ void bench_graph_task(const bench_graph *g, int i, uint64_t *slots) {
   const uint64_t **inp = in;
   int n = g->dep_start[i + 1] - g->dep_start[i];
   if (n > 256) inp = malloc(sizeof(*inp) * (size_t)n);
-  for (int j = 0; j < n; j++) inp[j] = slots + (size_t)g->dep[g->dep_start[i] + j] * BENCH_SLOT_WORDS;
+  for (int j = 0; j < n; j++)
+    inp[j] = slots + (size_t)g->dep[g->dep_start[i] + j] * BENCH_SLOT_WORDS;
   bench_kernel_task(g, i, inp, n, slots + (size_t)i * BENCH_SLOT_WORDS);
   if (inp != in) free(inp);
 }
@@ -131,7 +135,8 @@ int bench_check_graph(const bench_graph *g, const uint64_t *slots) {
   int bad = 0;
   for (int i = 0; i < g->ntasks && !bad; i++) {
     uint64_t s = 0;
-    for (int j = g->dep_start[i]; j < g->dep_start[i + 1]; j++) s += v[g->dep[j]];
+    for (int j = g->dep_start[i]; j < g->dep_start[i + 1]; j++)
+      s += v[g->dep[j]];
     v[i] = task_value(i, s);
     if (slots[(size_t)i * BENCH_SLOT_WORDS] != v[i]) bad = 1;
   }
@@ -141,8 +146,8 @@ int bench_check_graph(const bench_graph *g, const uint64_t *slots) {
 
 /* ---- Task Bench graphs (docs/benchmarks.md gives the definitions) ---- */
 
-static const char *const pattern_names[BENCH_PATTERN_COUNT] = {
-    "stencil_1d", "tree", "fft", "nearest", "all_to_all"};
+static const char *const pattern_names[BENCH_PATTERN_COUNT] = {"stencil_1d", "tree", "fft",
+                                                               "nearest", "all_to_all"};
 
 const char *bench_pattern_name(bench_pattern p) {
   return (unsigned)p < BENCH_PATTERN_COUNT ? pattern_names[p] : "?";
@@ -155,7 +160,8 @@ static int width_at(const bench_graph *g, int t) {
 
 static int ceil_log2(int w) {
   int s = 0;
-  while ((1 << s) < w) s++;
+  while ((1 << s) < w)
+    s++;
   return s;
 }
 
@@ -168,9 +174,7 @@ static int intervals(const bench_graph *g, int t, int p, int *lo, int *hi) {
     lo[0] = p > 0 ? p - 1 : 0;
     hi[0] = p + 1 < w ? p + 1 : w - 1;
     return 1;
-  case BENCH_TREE:
-    lo[0] = hi[0] = p / 2;
-    return 1;
+  case BENCH_TREE: lo[0] = hi[0] = p / 2; return 1;
   case BENCH_FFT: {
     int sets = ceil_log2(w);
     if (sets == 0) {
@@ -192,8 +196,7 @@ static int intervals(const bench_graph *g, int t, int p, int *lo, int *hi) {
     lo[0] = 0;
     hi[0] = w - 1;
     return 1;
-  default:
-    return 0;
+  default: return 0;
   }
 }
 
@@ -219,7 +222,8 @@ static int graph_build(bench_graph *g, bench_pattern pat, int width, int steps, 
   g->grain_us = grain_us;
   g->iters = (uint64_t)llround(grain_us * ipus);
   int n = 0;
-  for (int t = 0; t < steps; t++) n += width_at(g, t);
+  for (int t = 0; t < steps; t++)
+    n += width_at(g, t);
   g->ntasks = n;
   /* Every task reads at most `width` points (all_to_all), in at most 3
    * intervals (fft). */
@@ -254,7 +258,8 @@ static int graph_build(bench_graph *g, bench_pattern pat, int width, int steps, 
         g->ivl_lo[ni] = lo[j];
         g->ivl_hi[ni] = hi[j];
         ni++;
-        for (int q = lo[j]; q <= hi[j]; q++) g->dep[nd++] = g->row_start[t - 1] + q;
+        for (int q = lo[j]; q <= hi[j]; q++)
+          g->dep[nd++] = g->row_start[t - 1] + q;
       }
       if (nd - g->dep_start[i] > g->max_deps) g->max_deps = nd - g->dep_start[i];
     }
@@ -270,15 +275,15 @@ static int graph_build(bench_graph *g, bench_pattern pat, int width, int steps, 
 typedef struct opts {
   const char *workload;
   int workers;
-  int n;             /* W1/W2 tasks, W4 rounds */
-  int reps;          /* measurements per point in this process */
-  double ipus;       /* kernel iterations per microsecond (0: calibrate here) */
-  double target_us;  /* ideal parallel time of one W3/W5 measurement */
-  int max_tasks;     /* cap on tasks of one W3/W5 measurement */
+  int n;            /* W1/W2 tasks, W4 rounds */
+  int reps;         /* measurements per point in this process */
+  double ipus;      /* kernel iterations per microsecond (0: calibrate here) */
+  double target_us; /* ideal parallel time of one W3/W5 measurement */
+  int max_tasks;    /* cap on tasks of one W3/W5 measurement */
   int min_steps;
-  int width;         /* 0: 2 x workers */
+  int width; /* 0: 2 x workers */
   int radix;
-  double stop_eff;   /* stop a sweep once efficiency falls below this */
+  double stop_eff; /* stop a sweep once efficiency falls below this */
   double grains[64];
   int ngrains;
 } opts;
@@ -368,9 +373,12 @@ static int fail(const bench_system *s, const char *what, const char *params, int
 /* W1, W2, W4: one warm-up run, then `reps` measured runs. */
 static int run_simple(const bench_system *s, const opts *o) {
   enum { CHAIN, INDEP, FANOUT } w;
-  if (!strcmp(o->workload, "chain")) w = CHAIN;
-  else if (!strcmp(o->workload, "indep")) w = INDEP;
-  else w = FANOUT;
+  if (!strcmp(o->workload, "chain"))
+    w = CHAIN;
+  else if (!strcmp(o->workload, "indep"))
+    w = INDEP;
+  else
+    w = FANOUT;
   int n = o->n > 0 ? o->n : (w == FANOUT ? 300 : 20000);
   int nslots = w == INDEP ? n : 2 + BENCH_FAN;
   long tasks = w == FANOUT ? (long)n * (2 + BENCH_FAN) : n;
@@ -394,8 +402,10 @@ static int run_simple(const bench_system *s, const opts *o) {
       ns = s->run_fanout(m, slots);
       bad = ns >= 0 ? bench_check_fanout(m, slots) : 0;
     }
-    if (ns < 0 || bad) rc = fail(s, o->workload, params, ns);
-    else if (r >= 0) raw(s, o->workload, params, tasks, ns, "ns_per_task", (double)ns / tasks);
+    if (ns < 0 || bad)
+      rc = fail(s, o->workload, params, ns);
+    else if (r >= 0)
+      raw(s, o->workload, params, tasks, ns, "ns_per_task", (double)ns / tasks);
   }
   free(slots);
   return rc;
@@ -403,8 +413,10 @@ static int run_simple(const bench_system *s, const opts *o) {
 
 static int run_sweep(const bench_system *s, const opts *o, bench_pattern pat) {
   char wname[32];
-  if (pat == BENCH_NEAREST) snprintf(wname, sizeof(wname), "nearest_r%d", o->radix);
-  else snprintf(wname, sizeof(wname), "%s", bench_pattern_name(pat));
+  if (pat == BENCH_NEAREST)
+    snprintf(wname, sizeof(wname), "nearest_r%d", o->radix);
+  else
+    snprintf(wname, sizeof(wname), "%s", bench_pattern_name(pat));
   int rc = 0;
   int below = 0, crossed = 0;
   /* Two unmeasured warm-ups: the coarsest grain (wakes every worker CPU
@@ -469,8 +481,8 @@ int bench_main(int argc, char **argv, const bench_system *sys) {
   bench_pattern pat = BENCH_PATTERN_COUNT;
   for (int p = 0; p < BENCH_PATTERN_COUNT; p++)
     if (!strcmp(o.workload, pattern_names[p])) pat = (bench_pattern)p;
-  int simple = !strcmp(o.workload, "chain") || !strcmp(o.workload, "indep") ||
-               !strcmp(o.workload, "fanout");
+  int simple =
+      !strcmp(o.workload, "chain") || !strcmp(o.workload, "indep") || !strcmp(o.workload, "fanout");
   if (!simple && pat == BENCH_PATTERN_COUNT) {
     usage(argv[0]);
     return 2;

@@ -38,19 +38,19 @@ typedef enum bench_pattern {
  * systems that can name a range of data in one argument. */
 typedef struct bench_graph {
   bench_pattern pattern;
-  int width;          /* points per step (tree: fewer in its first steps) */
+  int width; /* points per step (tree: fewer in its first steps) */
   int steps;
-  int radix;          /* nearest only */
+  int radix; /* nearest only */
   int ntasks;
-  uint64_t iters;     /* kernel iterations per task */
-  double grain_us;    /* the kernel grain G those iterations take */
-  int *step;          /* [ntasks] step of task i */
-  int *point;         /* [ntasks] point of task i */
-  int *row_start;     /* [steps + 1] first task of each step */
-  int *dep_start;     /* [ntasks + 1] */
-  int *dep;           /* task indices */
-  int *ivl_start;     /* [ntasks + 1] */
-  int *ivl_lo;        /* intervals [lo, hi] of points of step t-1 */
+  uint64_t iters;  /* kernel iterations per task */
+  double grain_us; /* the kernel grain G those iterations take */
+  int *step;       /* [ntasks] step of task i */
+  int *point;      /* [ntasks] point of task i */
+  int *row_start;  /* [steps + 1] first task of each step */
+  int *dep_start;  /* [ntasks + 1] */
+  int *dep;        /* task indices */
+  int *ivl_start;  /* [ntasks + 1] */
+  int *ivl_lo;     /* intervals [lo, hi] of points of step t-1 */
   int *ivl_hi;
   int max_deps;
 } bench_graph;

@@ -80,8 +80,11 @@ static int64_t omp_fanout(int rounds, uint64_t *slots) {
 #pragma omp task depend(in : a[0]) depend(inout : bj[0])
         bench_kernel_consume(a, bj);
       }
-#pragma omp task depend(iterator(j = 0 : BENCH_FAN), in : b[j * BENCH_SLOT_WORDS]) \
-    depend(out : r[0])
+#pragma omp task depend(iterator(j = 0                                                             \
+                                 : BENCH_FAN),                                                     \
+                        in                                                                         \
+                        : b[j * BENCH_SLOT_WORDS]) depend(out                                      \
+                                                          : r[0])
       bench_kernel_reduce(b, r);
     }
   }
@@ -99,8 +102,11 @@ static int64_t omp_graph(const bench_graph *g, uint64_t *slots) {
       int nd = g->dep_start[i + 1] - g->dep_start[i];
       (void)out; /* gcc does not see uses in depend clauses */
       (void)nd;
-#pragma omp task depend(iterator(j = 0 : nd), in : slots[(size_t)dep[j] * BENCH_SLOT_WORDS]) \
-    depend(out : out[0])
+#pragma omp task depend(iterator(j = 0                                                             \
+                                 : nd),                                                            \
+                        in                                                                         \
+                        : slots[(size_t)dep[j] * BENCH_SLOT_WORDS]) depend(out                     \
+                                                                           : out[0])
       bench_graph_task(g, i, slots);
     }
   }

@@ -53,7 +53,8 @@ static int k_task(const pto_kctx *c) {
   int n = 0;
   for (int a = 1; a < c->ntensors; a++) {
     const pto_tensor *t = &c->tensors[a];
-    for (int64_t q = 0; q < t->shape[0] && n < 256; q++) in[n++] = word0(t) + q * t->stride[0];
+    for (int64_t q = 0; q < t->shape[0] && n < 256; q++)
+      in[n++] = word0(t) + q * t->stride[0];
   }
   bench_kernel_task_raw(c->scalars[0], (int)c->scalars[1], in, n, word0(&c->tensors[0]));
   return 0;
@@ -91,8 +92,7 @@ static int pto_bench_init(int workers) {
     rc = pto_kernel_register_aiv(g_chip, k[i].name, k[i].fn, &g_kernel[i]);
   snprintf(g_desc, sizeof(g_desc),
            "%d clusters x %d AIV (%d kernel cores) + %d scheduler(s) + orchestrator thread",
-           cfg.clusters, cfg.aiv_per_cluster, cfg.clusters * cfg.aiv_per_cluster,
-           cfg.schedulers);
+           cfg.clusters, cfg.aiv_per_cluster, cfg.clusters * cfg.aiv_per_cluster, cfg.schedulers);
   return rc;
 }
 
@@ -194,8 +194,8 @@ static void orch_graph(pto_orch *o, void *arg) {
       pto_tensor_slice(&row, start, sh, &v);
       pto_args_output_existing(&a, &v);
       for (int k = g->ivl_start[i]; k < g->ivl_start[i + 1]; k++) {
-        int64_t st[2] = {g->ivl_lo[k], 0}, s2[2] = {g->ivl_hi[k] - g->ivl_lo[k] + 1,
-                                                    BENCH_SLOT_WORDS};
+        int64_t st[2] = {g->ivl_lo[k], 0},
+                s2[2] = {g->ivl_hi[k] - g->ivl_lo[k] + 1, BENCH_SLOT_WORDS};
         pto_tensor_slice(&prev, st, s2, &v);
         pto_args_input(&a, &v);
       }

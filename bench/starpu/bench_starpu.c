@@ -48,7 +48,8 @@ static void task_cpu(void *buffers[], void *cl_arg) {
   int n = (int)STARPU_TASK_GET_NBUFFERS(task) - 1;
   const uint64_t *in[256];
   const uint64_t **inp = n > 256 ? malloc(sizeof(*inp) * (size_t)n) : in;
-  for (int j = 0; j < n; j++) inp[j] = (const uint64_t *)STARPU_VARIABLE_GET_PTR(buffers[1 + j]);
+  for (int j = 0; j < n; j++)
+    inp[j] = (const uint64_t *)STARPU_VARIABLE_GET_PTR(buffers[1 + j]);
   bench_kernel_task(g_graph, i, inp, n, (uint64_t *)STARPU_VARIABLE_GET_PTR(buffers[0]));
   if (inp != in) free(inp);
 }
@@ -98,7 +99,8 @@ static starpu_data_handle_t *reg(uint64_t *slots, int n) {
 }
 
 static void unreg(starpu_data_handle_t *h, int n) {
-  for (int i = 0; i < n; i++) starpu_data_unregister(h[i]);
+  for (int i = 0; i < n; i++)
+    starpu_data_unregister(h[i]);
   free(h);
 }
 
@@ -115,7 +117,8 @@ static int64_t sp_chain(int n, uint64_t *slots) {
   if (!h) return -1;
   int rc = 0;
   int64_t t0 = bench_now_ns();
-  for (int i = 0; i < n && !rc; i++) rc = starpu_task_insert(&cl_rw, STARPU_RW, h[0], 0);
+  for (int i = 0; i < n && !rc; i++)
+    rc = starpu_task_insert(&cl_rw, STARPU_RW, h[0], 0);
   int64_t ns = finish(t0, rc);
   unreg(h, 1);
   return ns;
@@ -126,7 +129,8 @@ static int64_t sp_indep(int n, uint64_t *slots) {
   if (!h) return -1;
   int rc = 0;
   int64_t t0 = bench_now_ns();
-  for (int i = 0; i < n && !rc; i++) rc = starpu_task_insert(&cl_w, STARPU_W, h[i], 0);
+  for (int i = 0; i < n && !rc; i++)
+    rc = starpu_task_insert(&cl_w, STARPU_W, h[i], 0);
   int64_t ns = finish(t0, rc);
   unreg(h, n);
   return ns;
@@ -167,7 +171,8 @@ static int64_t sp_graph(const bench_graph *g, uint64_t *slots) {
     if (h) unreg(h, n);
     return -1;
   }
-  for (int i = 0; i < n; i++) ids[i] = i;
+  for (int i = 0; i < n; i++)
+    ids[i] = i;
   g_graph = g;
   int rc = 0;
   int64_t t0 = bench_now_ns();
@@ -179,8 +184,8 @@ static int64_t sp_graph(const bench_graph *g, uint64_t *slots) {
       d[nd].handle = h[g->dep[j]];
       d[nd++].mode = STARPU_R;
     }
-    rc = starpu_task_insert(&cl_task, STARPU_DATA_MODE_ARRAY, d, nd, STARPU_CL_ARGS_NFREE,
-                            &ids[i], sizeof(int), 0);
+    rc = starpu_task_insert(&cl_task, STARPU_DATA_MODE_ARRAY, d, nd, STARPU_CL_ARGS_NFREE, &ids[i],
+                            sizeof(int), 0);
   }
   int64_t ns = finish(t0, rc);
   unreg(h, n);

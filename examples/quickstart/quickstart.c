@@ -9,18 +9,20 @@ static float a[R][C], b[R][C], y[R][C], rows[R];
 
 static int add(const pto_kctx *k) { /* tensors: a, b, out */
   for (int i = 0; i < R * C; i++)
-    pto_tensor_f32(&k->tensors[2])[i] = pto_tensor_f32(&k->tensors[0])[i] +
-                                        pto_tensor_f32(&k->tensors[1])[i];
+    pto_tensor_f32(&k->tensors[2])[i] =
+        pto_tensor_f32(&k->tensors[0])[i] + pto_tensor_f32(&k->tensors[1])[i];
   return 0;
 }
 static int twice(const pto_kctx *k) { /* tensors: inout */
-  for (int i = 0; i < R * C; i++) pto_tensor_f32(&k->tensors[0])[i] *= 2;
+  for (int i = 0; i < R * C; i++)
+    pto_tensor_f32(&k->tensors[0])[i] *= 2;
   return 0;
 }
 static int row_sum(const pto_kctx *k) { /* tensors: in, out; one block per row */
   const float *in = pto_tensor_f32(&k->tensors[0]) + k->block_idx * C;
   float s = 0;
-  for (int j = 0; j < C; j++) s += in[j];
+  for (int j = 0; j < C; j++)
+    s += in[j];
   pto_tensor_f32(&k->tensors[1])[k->block_idx] = s;
   return 0;
 }
@@ -56,7 +58,8 @@ static void orchestrate(pto_orch *o, void *arg) {
 
 int main(void) {
   for (int i = 0; i < R; i++)
-    for (int j = 0; j < C; j++) a[i][j] = (float)i, b[i][j] = (float)j;
+    for (int j = 0; j < C; j++)
+      a[i][j] = (float)i, b[i][j] = (float)j;
 
   pto_chip_config cfg;
   pto_chip_config_init(&cfg); /* 8 clusters of 1 AIC + 2 AIV, 3 schedulers */
@@ -71,7 +74,8 @@ int main(void) {
   int rc = pto_chip_run(chip, orchestrate, NULL, &st, &err);
   if (rc) pto_error_print(&err, stderr);
   pto_chip_destroy(chip);
-  for (int i = 0; i < R; i++) printf("row %d: %g (expected %g)\n", i, rows[i], 2.0 * (C * i + 28));
+  for (int i = 0; i < R; i++)
+    printf("row %d: %g (expected %g)\n", i, rows[i], 2.0 * (C * i + 28));
   printf("%llu tasks in %.0f us\n", (unsigned long long)st.tasks, st.effective_us);
   for (int i = 0; i < R; i++)
     if (rows[i] != 2.0f * (C * i + 28)) return 1;

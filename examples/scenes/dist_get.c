@@ -68,13 +68,15 @@ static int dist_get_run(const pto_scene_opts *o, pto_scene_report *rep) {
       for (int h = 0; h < 2; h++)
         for (int i = 0; i < DIST_SIZE; i++)
           want[(2 * r + h) * DIST_SIZE + i] = (float)(100 * (1 - r) + i + 1000 * h);
-    rep->verified = scene_check_f32(rep, "get out", pto_tensor_f32(&io[1]), want,
-                                    4 * DIST_SIZE, 0.0f);
+    rep->verified =
+        scene_check_f32(rep, "get out", pto_tensor_f32(&io[1]), want, 4 * DIST_SIZE, 0.0f);
     if (!rep->verified) rc = PTO_EFATAL;
   }
   pto_node_destroy(n);
   return rc;
 }
 
-PTO_SCENE(dist_get, "2 chips: stage, barrier, get from the next rank, with a row offset (dist "
-          "scene 5)", dist_get_run);
+PTO_SCENE(dist_get,
+          "2 chips: stage, barrier, get from the next rank, with a row offset (dist "
+          "scene 5)",
+          dist_get_run);

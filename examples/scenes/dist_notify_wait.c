@@ -14,17 +14,20 @@ static int nw_kernel(const pto_kctx *ctx) {
   int rc = pto_notify(ctx, dom, peer, sig, PTO_SIGNAL_ADD, me + 1);
   if (!rc) rc = pto_signal_wait(ctx, dom, sig, PTO_CMP_GE, 1, -1);
   if (!rc) rc = pto_barrier(ctx, dom); /* every add has landed before we read */
-  return rc ? rc : pto_signal_read(ctx, dom, sig, (int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0));
+  return rc ? rc
+            : pto_signal_read(ctx, dom, sig, (int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0));
 }
 
 static int credit_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
   int me = pto_comm_rank(pto_kctx_comm(ctx), dom), peer = (me + 1) % 2, rc = 0;
   const pto_tensor *sig = &ctx->tensors[0];
-  for (int i = 0; i < 4 && !rc; i++) rc = pto_notify(ctx, dom, peer, sig, PTO_SIGNAL_ADD, 1);
+  for (int i = 0; i < 4 && !rc; i++)
+    rc = pto_notify(ctx, dom, peer, sig, PTO_SIGNAL_ADD, 1);
   if (!rc) rc = pto_signal_wait(ctx, dom, sig, PTO_CMP_GE, 4, -1);
   if (!rc) rc = pto_notify(ctx, dom, me, sig, PTO_SIGNAL_ADD, -4);
-  return rc ? rc : pto_signal_read(ctx, dom, sig, (int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0));
+  return rc ? rc
+            : pto_signal_read(ctx, dom, sig, (int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0));
 }
 
 static int nw_init(pto_chip *chip, int rank, void *arg) {
@@ -82,5 +85,7 @@ static int dist_notify_wait_run(const pto_scene_opts *o, pto_scene_report *rep) 
   return rc;
 }
 
-PTO_SCENE(dist_notify_wait, "2 chips: notify/wait cells [2,1] and credit reset to 0, 3 calls "
-          "each on one domain (dist scenes 6, 7)", dist_notify_wait_run);
+PTO_SCENE(dist_notify_wait,
+          "2 chips: notify/wait cells [2,1] and credit reset to 0, 3 calls "
+          "each on one domain (dist scenes 6, 7)",
+          dist_notify_wait_run);

@@ -60,14 +60,17 @@ static int dist_overlap_run(const pto_scene_opts *o, pto_scene_report *rep) {
     const int src[4] = {1, 0, 2, 1};
     float want[4 * DIST_SIZE];
     for (int k = 0; k < 4; k++)
-      for (int i = 0; i < DIST_SIZE; i++) want[k * DIST_SIZE + i] = (float)(100 * src[k] + i);
-    rep->verified = scene_check_f32(rep, "overlap out [A0 A1 B0 B1]", pto_tensor_f32(&io[1]),
-                                    want, 4 * DIST_SIZE, 0.0f);
+      for (int i = 0; i < DIST_SIZE; i++)
+        want[k * DIST_SIZE + i] = (float)(100 * src[k] + i);
+    rep->verified = scene_check_f32(rep, "overlap out [A0 A1 B0 B1]", pto_tensor_f32(&io[1]), want,
+                                    4 * DIST_SIZE, 0.0f);
     if (!rep->verified) rc = PTO_EFATAL;
   }
   pto_node_destroy(n);
   return rc;
 }
 
-PTO_SCENE(dist_overlap, "3 chips: overlapping domains {0,1} and {1,2}, swaps by remote load "
-          "(dist scene 10)", dist_overlap_run);
+PTO_SCENE(dist_overlap,
+          "3 chips: overlapping domains {0,1} and {1,2}, swaps by remote load "
+          "(dist scene 10)",
+          dist_overlap_run);

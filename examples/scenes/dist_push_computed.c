@@ -10,7 +10,8 @@ static int push_kernel(const pto_kctx *ctx) {
   int peer = (pto_comm_rank(pto_kctx_comm(ctx), dom) + 1) % 2;
   float tile[DIST_SIZE];
   int64_t n = DIST_SIZE;
-  for (int i = 0; i < DIST_SIZE; i++) tile[i] = 2.0f * *(float *)pto_tensor_at_linear(in, i);
+  for (int i = 0; i < DIST_SIZE; i++)
+    tile[i] = 2.0f * *(float *)pto_tensor_at_linear(in, i);
   pto_tensor t;
   pto_tensor_init(&t, tile, sizeof tile, PTO_F32, 1, &n);
   int rc = pto_remote_store(ctx, dom, peer, dst, &t);
@@ -62,7 +63,8 @@ static int dist_push_computed_run(const pto_scene_opts *o, pto_scene_report *rep
   if (dist_status(rep, rc, &err)) {
     float want[2 * DIST_SIZE];
     for (int r = 0; r < 2; r++)
-      for (int i = 0; i < DIST_SIZE; i++) want[r * DIST_SIZE + i] = 2.0f * (float)(100 * (1 - r) + i);
+      for (int i = 0; i < DIST_SIZE; i++)
+        want[r * DIST_SIZE + i] = 2.0f * (float)(100 * (1 - r) + i);
     rep->verified = scene_check_f32(rep, "push_computed out", pto_tensor_f32(&io[1]), want,
                                     2 * DIST_SIZE, 0.0f);
     if (!rep->verified) rc = PTO_EFATAL;

@@ -29,7 +29,8 @@ static int put_kernel(const pto_kctx *ctx) {
   rc = pto_put(ctx, dom, peer, &dst, &stage, NULL);
   static _Thread_local float tile[8 * 128], st[2 * 4 * 64];
   for (int i = 0; i < 8; i++)
-    for (int j = 0; j < 128; j++) tile[i * 128 + j] = mat_val(me, i, j);
+    for (int j = 0; j < 128; j++)
+      tile[i * 128 + j] = mat_val(me, i, j);
   pto_tensor src, stg, src2;
   int64_t nst = 2 * 4 * 64, stsh[2] = {2, 32}, st2[2] = {128, 1};
   pto_tensor_init(&src, tile, sizeof tile, PTO_F32, 2, m);
@@ -70,8 +71,12 @@ static int put_init(pto_chip *chip, int rank, void *arg) {
 static void put_node(pto_node_orch *no, void *arg) {
   pto_tensor *io = arg;
   const int chips[2] = {0, 1};
-  const pto_window_buffer bufs[] = {{"stage", 64 * 4}, {"dst", 64 * 4}, {"mat", 8 * 128 * 4},
-                                    {"rows", 4 * 64 * 4}, {"mat2", 8 * 64 * 4}, {"acc", 4},
+  const pto_window_buffer bufs[] = {{"stage", 64 * 4},
+                                    {"dst", 64 * 4},
+                                    {"mat", 8 * 128 * 4},
+                                    {"rows", 4 * 64 * 4},
+                                    {"mat2", 8 * 64 * 4},
+                                    {"acc", 4},
                                     {"sig", 8}};
   pto_domain dom;
   if (pto_node_domain_create(no, chips, 2, bufs, 7, &dom)) return;
@@ -105,21 +110,26 @@ static int dist_put_run(const pto_scene_opts *o, pto_scene_report *rep) {
     for (int r = 0; r < 2; r++) {
       float *w = want + r * OUT_N;
       int p = 1 - r; /* what rank r received came from its peer */
-      for (int i = 0; i < 64; i++) w[i] = (float)(100 * p + i);
+      for (int i = 0; i < 64; i++)
+        w[i] = (float)(100 * p + i);
       for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 128; j++) w[64 + i * 128 + j] = mat_val(p, i, j);
-      for (int j = 0; j < 64; j++) w[64 + 1024 + 64 + j] = (float)(100 * p + j);
+        for (int j = 0; j < 128; j++)
+          w[64 + i * 128 + j] = mat_val(p, i, j);
+      for (int j = 0; j < 64; j++)
+        w[64 + 1024 + 64 + j] = (float)(100 * p + j);
       for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 64; j++) w[64 + 1024 + 256 + i * 64 + j] = mat_val(p, i, j);
+        for (int j = 0; j < 64; j++)
+          w[64 + 1024 + 256 + i * 64 + j] = mat_val(p, i, j);
       w[OUT_N - 1] = r == 0 ? 42.0f : 0.0f;
     }
-    rep->verified = scene_check_f32(rep, "put out", pto_tensor_f32(&io[1]), want, 2 * OUT_N,
-                                    0.0f);
+    rep->verified = scene_check_f32(rep, "put out", pto_tensor_f32(&io[1]), want, 2 * OUT_N, 0.0f);
     if (!rep->verified) rc = PTO_EFATAL;
   }
   pto_node_destroy(n);
   return rc;
 }
 
-PTO_SCENE(dist_put, "2 chips: put — staged ring swap, pipelined and chunked tiles, atomic add, "
-          "row offset (dist scene 4)", dist_put_run);
+PTO_SCENE(dist_put,
+          "2 chips: put — staged ring swap, pipelined and chunked tiles, atomic add, "
+          "row offset (dist scene 4)",
+          dist_put_run);

@@ -50,7 +50,8 @@ static inline void dist_chip_orch(pto_orch *o, void *arg) {
   for (int i = 0; i < k; i++)
     pto_args_add(&a, (pto_access)na->access[t->group_rank * k + i],
                  &na->tensors[t->group_rank * k + i]);
-  for (int i = 0; i < na->nscalars; i++) pto_args_scalar(&a, na->scalars[i]);
+  for (int i = 0; i < na->nscalars; i++)
+    pto_args_scalar(&a, na->scalars[i]);
   pto_submit_opts so = {.block_num = (int)na->scalars[2] > 0 ? (int)na->scalars[2] : 1};
   pto_submit(o, (int)na->scalars[0], &a, &so, NULL);
 }
@@ -69,7 +70,8 @@ static inline int dist_inputs(pto_node *n, int nrows, pto_tensor *in) {
   int64_t sh[2] = {nrows, DIST_SIZE};
   int rc = pto_node_host_tensor(n, PTO_F32, 2, sh, in);
   for (int r = 0; rc == 0 && r < nrows; r++)
-    for (int i = 0; i < DIST_SIZE; i++) pto_tensor_f32(in)[r * DIST_SIZE + i] = (float)(100 * r + i);
+    for (int i = 0; i < DIST_SIZE; i++)
+      pto_tensor_f32(in)[r * DIST_SIZE + i] = (float)(100 * r + i);
   return rc;
 }
 

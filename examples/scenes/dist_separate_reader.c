@@ -41,7 +41,8 @@ static void sr_node(pto_node_orch *no, void *arg) {
   if (pto_node_domain_create(no, chips, 2, bufs, 1, &dom)) return;
   pto_tensor dst[2];
   int64_t n = DIST_SIZE;
-  for (int r = 0; r < 2; r++) pto_node_window_tensor(no, dom, r, "dst", PTO_F32, 1, &n, &dst[r]);
+  for (int r = 0; r < 2; r++)
+    pto_node_window_tensor(no, dom, r, "dst", PTO_F32, 1, &n, &dst[r]);
   for (int r = 0; r < 2; r++) { /* writers first: chip r writes rank 1-r's dst */
     pto_args a;
     pto_args_init(&a);
@@ -78,7 +79,8 @@ static int dist_separate_reader_run(const pto_scene_opts *o, pto_scene_report *r
   if (dist_status(rep, rc, &err)) {
     float want[2 * DIST_SIZE];
     for (int r = 0; r < 2; r++)
-      for (int i = 0; i < DIST_SIZE; i++) want[r * DIST_SIZE + i] = (float)(100 * (1 - r) + i);
+      for (int i = 0; i < DIST_SIZE; i++)
+        want[r * DIST_SIZE + i] = (float)(100 * (1 - r) + i);
     rep->verified = scene_check_f32(rep, "separate_reader out", pto_tensor_f32(&io[1]), want,
                                     2 * DIST_SIZE, 0.0f);
     if (!rep->verified) rc = PTO_EFATAL;
@@ -87,5 +89,7 @@ static int dist_separate_reader_run(const pto_scene_opts *o, pto_scene_report *r
   return rc;
 }
 
-PTO_SCENE(dist_separate_reader, "2 chips: a reader task on the peer is ordered after the "
-          "writer's remote store (dist scene 8)", dist_separate_reader_run);
+PTO_SCENE(dist_separate_reader,
+          "2 chips: a reader task on the peer is ordered after the "
+          "writer's remote store (dist scene 8)",
+          dist_separate_reader_run);

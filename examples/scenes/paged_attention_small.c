@@ -7,8 +7,15 @@
 static int paged_attention_small_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   static const int ctx[2] = {5, 37};
   const pa_config cfg = {
-    .batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 16, .block_size = 8,
-    .ctx_lens = ctx, .sm_blocks = 3, .mm_blocks = 2, .clusters = 2,
+      .batch = 2,
+      .heads = 4,
+      .kv_heads = 2,
+      .head_dim = 16,
+      .block_size = 8,
+      .ctx_lens = ctx,
+      .sm_blocks = 3,
+      .mm_blocks = 2,
+      .clusters = 2,
   };
   return paged_attention_scene(&cfg, opts, rep);
 }

@@ -14,8 +14,14 @@ static int paged_attention_varlen_run(const pto_scene_opts *opts, pto_scene_repo
     ctx[b] = 1 + (int)((s >> 33) % 1536);
   }
   const pa_config cfg = {
-    .batch = 6, .heads = 16, .kv_heads = 4, .head_dim = 64, .block_size = 64,
-    .ctx_lens = ctx, .sm_blocks = 2, .mm_blocks = 2,
+      .batch = 6,
+      .heads = 16,
+      .kv_heads = 4,
+      .head_dim = 64,
+      .block_size = 64,
+      .ctx_lens = ctx,
+      .sm_blocks = 2,
+      .mm_blocks = 2,
   };
   return paged_attention_scene(&cfg, opts, rep);
 }

@@ -65,7 +65,8 @@ int ring_shuffle_leased(const pto_scene_opts *o, int64_t lease_wait_ms, pto_scen
     if (dist_status(rep, rc, &err)) {
       float want[2 * DIST_SIZE];
       for (int r = 0; r < 2; r++)
-        for (int i = 0; i < DIST_SIZE; i++) want[r * DIST_SIZE + i] = (float)(100 * (1 - r) + i);
+        for (int i = 0; i < DIST_SIZE; i++)
+          want[r * DIST_SIZE + i] = (float)(100 * (1 - r) + i);
       rep->verified = scene_check_f32(rep, "ring_shuffle out", pto_tensor_f32(&io.out), want,
                                       2 * DIST_SIZE, 0.0f);
       if (!rep->verified) rc = PTO_EFATAL;

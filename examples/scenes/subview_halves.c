@@ -75,5 +75,7 @@ static int subview_halves_run(const pto_scene_opts *o, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(subview_halves, "2 chips: halves pushed into sub-views of the peer's buffer (dist "
-          "scene 2)", subview_halves_run);
+PTO_SCENE(subview_halves,
+          "2 chips: halves pushed into sub-views of the peer's buffer (dist "
+          "scene 2)",
+          subview_halves_run);

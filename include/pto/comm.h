@@ -44,10 +44,10 @@ extern "C" {
 typedef int32_t pto_domain;
 #define PTO_DOMAIN_NONE ((pto_domain)-1)
 
-#define PTO_COMM_MAX_RANKS 64   /* ranks per domain */
+#define PTO_COMM_MAX_RANKS   64 /* ranks per domain */
 #define PTO_COMM_MAX_BUFFERS 16 /* named buffers per window */
-#define PTO_COMM_NAME_MAX 32    /* buffer name length, NUL included */
-#define PTO_COMM_ALIGN 64       /* buffer alignment inside a window (>= 32) */
+#define PTO_COMM_NAME_MAX    32 /* buffer name length, NUL included */
+#define PTO_COMM_ALIGN       64 /* buffer alignment inside a window (>= 32) */
 
 /* The per-chip communication context; a kernel finds it in pto_kctx.env
  * on chips of a node. */

@@ -35,8 +35,7 @@ extern "C" {
 
 /* Block `idx` of `num` gets the rows [*lo, *hi) of n (balanced: sizes
  * differ by at most one; blocks past n get an empty range). */
-static inline void pto_split_range(int64_t n, int32_t idx, int32_t num, int64_t *lo,
-                                   int64_t *hi) {
+static inline void pto_split_range(int64_t n, int32_t idx, int32_t num, int64_t *lo, int64_t *hi) {
   if (num < 1) num = 1;
   int64_t q = n / num, r = n % num;
   *lo = idx * q + (idx < r ? idx : r);

@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define PTO_NODE_MAX_CHIPS 64
+#define PTO_NODE_MAX_CHIPS   64
 #define PTO_NODE_MAX_WORKERS 16
 
 typedef struct pto_node pto_node;
@@ -60,9 +60,9 @@ typedef struct pto_node_config {
   int64_t wait_timeout_ms;    /* default in-kernel signal wait, default 10000 */
   bool fault_inject;          /* debug: remote stores land late and out of order */
   uint64_t fault_seed;
-  bool quiet;                 /* no log lines on stderr (lease waits, failures) */
-  const char *trace_path;     /* each pto_node_run writes one Chrome/Perfetto trace here, one
-                                 process per chip rank (NULL = off; copied at create) */
+  bool quiet;             /* no log lines on stderr (lease waits, failures) */
+  const char *trace_path; /* each pto_node_run writes one Chrome/Perfetto trace here, one
+                             process per chip rank (NULL = off; copied at create) */
 } pto_node_config;
 
 /* Fills defaults (chip: pto_chip_config_init). */
@@ -102,14 +102,13 @@ typedef int (*pto_host_fn)(const pto_args *args, void *arg);
 /* Node-task submission. Tensor arguments must live in node host memory or
  * in windows (PTO_OUTPUT is not supported at node level: allocate with
  * pto_node_host_tensor and use OUTPUT_EXISTING). */
-int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
-                    pto_task_id *id);
+int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args, pto_task_id *id);
 int pto_node_submit_group(pto_node_orch *no, const int *chips, int nchips, pto_orch_fn fn,
                           pto_args *args, pto_task_id *id);
 /* worker < 0: any sub-worker. `arg` must be valid in the sub-worker (a
  * pointer into host memory, or a global). */
-int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg,
-                         pto_args *args, pto_task_id *id);
+int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg, pto_args *args,
+                         pto_task_id *id);
 /* Waits for every submitted task. Returns the run status so far. */
 int pto_node_wait_all(pto_node_orch *no);
 /* Copies a tensor out once every earlier writer task of its region finished. */

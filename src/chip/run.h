@@ -47,7 +47,7 @@ struct pto_chip {
   int trace_pid;            /* the trace's process (a node chip's rank) */
   char trace_name[32];      /* its name; "" = "chip" */
   uint64_t trace_origin_ns; /* time zero shared by a node run's ranks; 0 = none */
-  bool broken; /* a core thread could not be joined: no more runs */
+  bool broken;              /* a core thread could not be joined: no more runs */
   _Atomic int running;
   uint32_t run_seq;                /* runs started; tags async tokens */
   struct pto_run *_Atomic cur_run; /* the run in progress (async completions) */

@@ -15,9 +15,9 @@
 #include "comm/comm_backend.h"
 #include "pto/comm.h"
 
-#define COMM_MAX_DOMAINS 16      /* live domains per run */
-#define COMM_HEADER_BYTES 4096   /* window header before the first buffer */
-#define COMM_PREFIX_MAX 64
+#define COMM_MAX_DOMAINS  16   /* live domains per run */
+#define COMM_HEADER_BYTES 4096 /* window header before the first buffer */
+#define COMM_PREFIX_MAX   64
 
 typedef struct comm_buffer_desc {
   char name[PTO_COMM_NAME_MAX];
@@ -32,9 +32,9 @@ struct comm_domain_desc {
   int32_t chips[PTO_COMM_MAX_RANKS]; /* node chip rank of each domain rank */
   int32_t nbuffers;
   comm_buffer_desc buffers[PTO_COMM_MAX_BUFFERS];
-  uint64_t win_bytes;  /* per rank, page-rounded, header included */
-  uint64_t base;       /* rank r's window is mapped at base + r * win_bytes in
-                          every process of the run (reserved before fork) */
+  uint64_t win_bytes;           /* per rank, page-rounded, header included */
+  uint64_t base;                /* rank r's window is mapped at base + r * win_bytes in
+                                   every process of the run (reserved before fork) */
   char prefix[COMM_PREFIX_MAX]; /* shm name prefix: rank r is "<prefix>.r<r>" */
   int64_t wait_timeout_ms;
   uint8_t fault_inject;
@@ -43,20 +43,20 @@ struct comm_domain_desc {
 
 typedef struct comm_dom {
   comm_domain_desc desc;
-  int my_rank;          /* -1: observer (the node orchestrator) */
+  int my_rank; /* -1: observer (the node orchestrator) */
   const comm_backend *be;
   comm_win *win;
-  _Atomic uint32_t barrier_seq;  /* barriers of this task; reset with the epoch */
-  pthread_mutex_t barrier_lock;  /* one barrier at a time per rank */
+  _Atomic uint32_t barrier_seq; /* barriers of this task; reset with the epoch */
+  pthread_mutex_t barrier_lock; /* one barrier at a time per rank */
 } comm_dom;
 
 struct pto_comm {
-  int chip;                 /* node chip rank, -1 for the orchestrator */
-  uint32_t epoch;           /* current node task, tags signals and barriers */
-  uint64_t group;           /* node chips running the current task (bit per chip) */
+  int chip;       /* node chip rank, -1 for the orchestrator */
+  uint32_t epoch; /* current node task, tags signals and barriers */
+  uint64_t group; /* node chips running the current task (bit per chip) */
   comm_dom *doms[COMM_MAX_DOMAINS];
   pthread_mutex_t err_lock;
-  int err_code;             /* first failure of the current task */
+  int err_code; /* first failure of the current task */
   char err_details[384];
 };
 

@@ -39,8 +39,7 @@ typedef struct comm_backend {
                     size_t count);
   /* Completes every earlier put/accumulate to peer, then updates its cell
    * at off with release ordering (epoch-tagged, see signal.h). */
-  int (*signal)(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
-                uint32_t epoch);
+  int (*signal)(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v, uint32_t epoch);
   /* Acquire-load of my own cell word at off. */
   uint64_t (*signal_load)(comm_win *w, uint64_t off);
   /* Parks until my cell may have changed or deadline_ns; returns false

@@ -158,8 +158,8 @@ void comm_space_release(void *base, size_t bytes) {
 void comm_space_unmap(uint64_t addr, uint64_t len) {
   /* back to an inaccessible reservation, so nothing else lands there and a
    * stray access faults instead of reading another object */
-  mmap((void *)(uintptr_t)addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
-       MAP_FIXED, -1, 0);
+  mmap((void *)(uintptr_t)addr, len, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 }
 
 /* ---- public queries ---- */

@@ -45,7 +45,8 @@ int fault_create(uint64_t seed, fault_land_fn land, fault_gap_fn gap, void *arg,
 
 void fault_destroy(fault_queue *q) {
   if (!q) return;
-  for (size_t i = 0; i < q->n; i++) free(q->ops[i].data);
+  for (size_t i = 0; i < q->n; i++)
+    free(q->ops[i].data);
   free(q->ops);
   pthread_mutex_destroy(&q->lock);
   free(q);
@@ -97,7 +98,8 @@ void fault_flush(fault_queue *q, int peer, bool end_of_task) {
     b[j] = t;
   }
   bool inverted = false;
-  for (size_t i = 1; i < nb; i++) inverted |= b[i - 1].seq > b[i].seq;
+  for (size_t i = 1; i < nb; i++)
+    inverted |= b[i - 1].seq > b[i].seq;
   if (nb >= 2 && !inverted) {
     fault_op t = b[0];
     b[0] = b[1];

@@ -21,10 +21,10 @@ typedef enum fault_kind { FAULT_PUT = 0, FAULT_ACC = 1 } fault_kind;
 typedef struct fault_op {
   int peer;
   fault_kind kind;
-  pto_dtype dt;      /* FAULT_ACC */
-  uint64_t off;      /* window offset */
+  pto_dtype dt; /* FAULT_ACC */
+  uint64_t off; /* window offset */
   size_t bytes;
-  uint64_t seq;      /* issue order */
+  uint64_t seq; /* issue order */
   unsigned char *data;
 } fault_op;
 
@@ -35,8 +35,7 @@ typedef void (*fault_gap_fn)(void *arg, const fault_op *landed);
 
 typedef struct fault_queue fault_queue;
 
-int fault_create(uint64_t seed, fault_land_fn land, fault_gap_fn gap, void *arg,
-                 fault_queue **out);
+int fault_create(uint64_t seed, fault_land_fn land, fault_gap_fn gap, void *arg, fault_queue **out);
 void fault_destroy(fault_queue *q);
 /* Holds a copy of `bytes` bytes of src. */
 int fault_hold(fault_queue *q, int peer, fault_kind kind, pto_dtype dt, uint64_t off,

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "chip/trace_hooks.h"
-#include "common/clock.h"
 #include "comm/comm.h"
 #include "comm/signal.h"
+#include "common/clock.h"
 
 /* ---- views ---- */
 
@@ -26,14 +26,16 @@ static bool view_ok(const pto_tensor *t) {
 
 static int64_t numel(const pto_tensor *t) {
   int64_t n = 1;
-  for (int i = 0; i < t->ndims; i++) n *= t->shape[i];
+  for (int i = 0; i < t->ndims; i++)
+    n *= t->shape[i];
   return n;
 }
 
 /* Largest element offset the view touches, relative to its [0..0]. */
 static int64_t span(const pto_tensor *t) {
   int64_t s = 0;
-  for (int i = 0; i < t->ndims; i++) s += (t->shape[i] - 1) * t->stride[i];
+  for (int i = 0; i < t->ndims; i++)
+    s += (t->shape[i] - 1) * t->stride[i];
   return s;
 }
 
@@ -45,7 +47,8 @@ typedef struct view_it {
 
 static int64_t it_off(const view_it *it) { /* element offset from buf */
   int64_t o = it->t->offset;
-  for (int i = 0; i < it->t->ndims; i++) o += it->idx[i] * it->t->stride[i];
+  for (int i = 0; i < it->t->ndims; i++)
+    o += it->idx[i] * it->t->stride[i];
   return o;
 }
 static int64_t it_run(const view_it *it) {
@@ -97,8 +100,8 @@ static op_span op_begin(const pto_kctx *ctx) {
 static int op_end(const op_span *s, const pto_kctx *ctx, const char *name, const char *key,
                   int64_t val, int rc) {
   if (s->t)
-    trace_slice_arg(s->t, s->track, name, "comm", s->t0, pto_now_ns(), ctx->task_id,
-                    ctx->block_idx, key, val);
+    trace_slice_arg(s->t, s->track, name, "comm", s->t0, pto_now_ns(), ctx->task_id, ctx->block_idx,
+                    key, val);
   return rc;
 }
 
@@ -111,8 +114,8 @@ typedef struct op_env {
   int peer;
 } op_env;
 
-static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer,
-                   const char *op, op_env *e) {
+static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer, const char *op,
+                   op_env *e) {
   e->c = ctx ? (pto_comm *)ctx->env : NULL;
   e->op = op;
   e->peer = peer;
@@ -121,8 +124,8 @@ static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer
   if (!e->d)
     return comm_fail(e->c, PTO_EINVAL, "%s: unknown domain %d on chip %d", op, dom, e->c->chip);
   if (e->d->my_rank < 0)
-    return comm_fail(e->c, PTO_EPEER, "%s: chip %d is not a member of domain %d", op,
-                     e->c->chip, dom);
+    return comm_fail(e->c, PTO_EPEER, "%s: chip %d is not a member of domain %d", op, e->c->chip,
+                     dom);
   if (need_peer && (peer < 0 || peer >= e->d->desc.nranks))
     return comm_fail(e->c, PTO_EPEER, "%s: peer %d outside domain %d (ranks 0..%d), from rank %d",
                      op, peer, dom, e->d->desc.nranks - 1, e->d->my_rank);
@@ -167,8 +170,8 @@ static int same_shape_check(const op_env *e, const pto_tensor *dst, const pto_te
                      pto_dtype_name((pto_dtype)dst->dtype), pto_dtype_name((pto_dtype)src->dtype),
                      e->d->desc.id, e->d->my_rank);
   if (numel(dst) != numel(src))
-    return comm_fail(e->c, PTO_EINVAL, "%s: %" PRId64 " vs %" PRId64 " elements", e->op,
-                     numel(dst), numel(src));
+    return comm_fail(e->c, PTO_EINVAL, "%s: %" PRId64 " vs %" PRId64 " elements", e->op, numel(dst),
+                     numel(src));
   return 0;
 }
 
@@ -181,11 +184,11 @@ static bool atomic_dtype(int dt) {
 
 typedef struct xfer {
   op_env *e;
-  uint64_t woff;          /* window offset of the remote view's buf */
-  unsigned char *local;   /* local view's buf */
+  uint64_t woff;        /* window offset of the remote view's buf */
+  unsigned char *local; /* local view's buf */
   size_t es;
   pto_dtype dt;
-  int kind;               /* 0 store, 1 add, 2 load */
+  int kind; /* 0 store, 1 add, 2 load */
 } xfer;
 
 static int xfer_run(void *arg, int64_t remote, int64_t local, int64_t n) {
@@ -204,18 +207,21 @@ static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *lo
   int rc = same_shape_check(e, remote, local);
   if (rc) return rc;
   if (kind == 1 && !atomic_dtype(remote->dtype))
-    return comm_fail(e->c, PTO_EALIGN, "%s: atomic add of dtype %s is not supported (domain %d "
-                     "rank %d -> peer %d)", e->op, pto_dtype_name((pto_dtype)remote->dtype),
-                     e->d->desc.id, e->d->my_rank, e->peer);
+    return comm_fail(e->c, PTO_EALIGN,
+                     "%s: atomic add of dtype %s is not supported (domain %d "
+                     "rank %d -> peer %d)",
+                     e->op, pto_dtype_name((pto_dtype)remote->dtype), e->d->desc.id, e->d->my_rank,
+                     e->peer);
   uint64_t woff;
   const comm_buffer_desc *b;
   rc = win_view(e, remote, kind == 2 ? "src" : "dst", &woff, &b);
   if (rc) return rc;
   size_t es = pto_dtype_size((pto_dtype)remote->dtype);
   if (kind == 1 && woff % es != 0)
-    return comm_fail(e->c, PTO_EALIGN, "%s: destination in buffer '%s' is not aligned to %zu "
-                     "bytes (domain %d rank %d -> peer %d)", e->op, b->name, es, e->d->desc.id,
-                     e->d->my_rank, e->peer);
+    return comm_fail(e->c, PTO_EALIGN,
+                     "%s: destination in buffer '%s' is not aligned to %zu "
+                     "bytes (domain %d rank %d -> peer %d)",
+                     e->op, b->name, es, e->d->desc.id, e->d->my_rank, e->peer);
   xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
   rc = lockstep(remote, local, xfer_run, &x);
   return rc ? comm_fail(e->c, rc, "%s: backend failed (domain %d rank %d -> peer %d)", e->op,
@@ -236,8 +242,7 @@ int pto_remote_store_add(const pto_kctx *ctx, pto_domain dom, int peer, const pt
   op_span sp = op_begin(ctx);
   op_env e;
   int rc = get_env(ctx, dom, peer, true, "remote_store_add", &e);
-  return op_end(&sp, ctx, "remote_store_add", "peer", peer,
-                rc ? rc : remote_xfer(&e, dst, src, 1));
+  return op_end(&sp, ctx, "remote_store_add", "peer", peer, rc ? rc : remote_xfer(&e, dst, src, 1));
 }
 
 int pto_remote_load(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
@@ -318,9 +323,10 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   if (st) {
     if (!view_ok(st) || st->dtype != remote->dtype || !pto_tensor_is_contiguous(st) ||
         numel(st) < chunk_elems)
-      return comm_fail(e.c, PTO_EINVAL, "%s: staging tile must be a contiguous %s tile of at "
-                       "least %" PRId64 " elements", e.op,
-                       pto_dtype_name((pto_dtype)remote->dtype), chunk_elems);
+      return comm_fail(e.c, PTO_EINVAL,
+                       "%s: staging tile must be a contiguous %s tile of at "
+                       "least %" PRId64 " elements",
+                       e.op, pto_dtype_name((pto_dtype)remote->dtype), chunk_elems);
     halves = numel(st) >= 2 * chunk_elems ? 2 : 1;
   }
   int64_t k = 0;
@@ -364,11 +370,13 @@ int pto_get(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst
 static int cell_off(const op_env *e, const pto_tensor *cell, uint64_t *off,
                     const comm_buffer_desc **b) {
   if (view_ok(cell) && cell->dtype != PTO_I64)
-    return comm_fail(e->c, PTO_EALIGN, "%s: signal cell must be an int64 element, not %s "
-                     "(domain %d rank %d)", e->op, pto_dtype_name((pto_dtype)cell->dtype),
-                     e->d->desc.id, e->d->my_rank);
+    return comm_fail(e->c, PTO_EALIGN,
+                     "%s: signal cell must be an int64 element, not %s "
+                     "(domain %d rank %d)",
+                     e->op, pto_dtype_name((pto_dtype)cell->dtype), e->d->desc.id, e->d->my_rank);
   pto_tensor one = view_ok(cell) ? *cell : (pto_tensor){0};
-  for (int i = 0; i < one.ndims; i++) one.shape[i] = 1;
+  for (int i = 0; i < one.ndims; i++)
+    one.shape[i] = 1;
   uint64_t woff;
   int rc = win_view(e, view_ok(cell) ? &one : cell, "signal cell", &woff, b);
   if (rc) return rc;
@@ -476,8 +484,8 @@ static int barrier(const pto_kctx *ctx, pto_domain dom) {
   /* relaxed: the barrier lock orders the counter between this chip's blocks */
   uint32_t seq = atomic_fetch_add_explicit(&d->barrier_seq, 1, memory_order_relaxed) + 1;
   char why[256] = "";
-  rc = d->be->barrier(d->win, e.c->epoch, seq, pto_deadline_ms(d->desc.wait_timeout_ms),
-                      cancel_cb, (void *)ctx, why, sizeof why);
+  rc = d->be->barrier(d->win, e.c->epoch, seq, pto_deadline_ms(d->desc.wait_timeout_ms), cancel_cb,
+                      (void *)ctx, why, sizeof why);
   pthread_mutex_unlock(&d->barrier_lock);
   if (rc == 0) return 0;
   if (pto_kctx_cancelled(ctx)) return PTO_ESHUTDOWN;

@@ -13,22 +13,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/clock.h"
-#include "common/wait.h"
 #include "comm/comm.h"
 #include "comm/fault.h"
 #include "comm/signal.h"
+#include "common/clock.h"
+#include "common/wait.h"
 
-#define SHM_MAGIC 0x70746f77696e3031ull /* "ptowin01" */
+#define SHM_MAGIC    0x70746f77696e3031ull /* "ptowin01" */
 #define FAULT_GAP_MS 500 /* most an end-of-task landing is held for a reading peer */
 
 typedef struct shm_hdr {
   uint64_t magic;
   int32_t dom_id;
   int32_t rank;
-  pto_event ev;              /* signalled by every notify to this rank and barrier arrival */
-  _Atomic uint64_t arrive;   /* barrier: epoch << 32 | seq of the last barrier reached */
-  _Atomic uint32_t task_done;  /* last node task this rank finished */
+  pto_event ev;               /* signalled by every notify to this rank and barrier arrival */
+  _Atomic uint64_t arrive;    /* barrier: epoch << 32 | seq of the last barrier reached */
+  _Atomic uint32_t task_done; /* last node task this rank finished */
 } shm_hdr;
 _Static_assert(sizeof(shm_hdr) <= COMM_HEADER_BYTES, "window header too large");
 
@@ -60,7 +60,10 @@ static float half_to_f32(uint16_t h) {
       u = s;
     } else { /* subnormal: normalise */
       e = 113;
-      while (!(m & 0x400)) { m <<= 1; e--; }
+      while (!(m & 0x400)) {
+        m <<= 1;
+        e--;
+      }
       u = s | e << 23 | (m & 0x3ff) << 13;
     }
   } else if (e == 31) {
@@ -119,8 +122,7 @@ static void amo_add(void *dst, pto_dtype dt, const void *src, size_t count) {
         memcpy(&a, &old, 4);
         a += b;
         memcpy(&nw, &a, 4);
-      } while (!__atomic_compare_exchange_n(p, &old, nw, true, __ATOMIC_RELAXED,
-                                            __ATOMIC_RELAXED));
+      } while (!__atomic_compare_exchange_n(p, &old, nw, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
       break;
     }
     case PTO_F16:
@@ -130,8 +132,7 @@ static void amo_add(void *dst, pto_dtype dt, const void *src, size_t count) {
       do {
         nw = dt == PTO_F16 ? f32_to_half(half_to_f32(old) + half_to_f32(sv))
                            : f32_to_bf16(bf16_to_f32(old) + bf16_to_f32(sv));
-      } while (!__atomic_compare_exchange_n(p, &old, nw, true, __ATOMIC_RELAXED,
-                                            __ATOMIC_RELAXED));
+      } while (!__atomic_compare_exchange_n(p, &old, nw, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
       break;
     }
     case PTO_I32: {
@@ -149,8 +150,7 @@ static void amo_add(void *dst, pto_dtype dt, const void *src, size_t count) {
     case PTO_I8:
       __atomic_fetch_add((int8_t *)dst + i, ((const int8_t *)src)[i], __ATOMIC_RELAXED);
       break;
-    default:
-      return; /* rejected by ops.c before it gets here */
+    default: return; /* rejected by ops.c before it gets here */
     }
   }
 }
@@ -206,8 +206,8 @@ static int map_window(comm_win *w, int r, bool create) {
     close(fd);
     return PTO_ESYSTEM;
   }
-  void *p = mmap(rank_addr(w, r), w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                 fd, 0);
+  void *p =
+      mmap(rank_addr(w, r), w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     if (create) shm_unlink(name);
@@ -359,29 +359,31 @@ static int shm_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadl
   uint64_t want = (uint64_t)epoch << 32 | seq;
   /* release: my earlier stores are visible to whoever sees me arrive */
   atomic_store_explicit(&hdr(w, w->my_rank)->arrive, want, memory_order_release);
-  for (int r = 0; r < w->d.nranks; r++) pto_event_signal(&hdr(w, r)->ev);
+  for (int r = 0; r < w->d.nranks; r++)
+    pto_event_signal(&hdr(w, r)->ev);
   barrier_wait b = {w, want, cancel, cancel_arg, -1};
   pto_wait(&hdr(w, w->my_rank)->ev, barrier_done, &b, deadline_ns);
   if (b.laggard < 0) return 0;
   uint64_t a = atomic_load_explicit(&hdr(w, b.laggard)->arrive, memory_order_relaxed);
-  snprintf(why, why_len, "rank %d waited at barrier %u of task epoch %u; rank %d is at "
+  snprintf(why, why_len,
+           "rank %d waited at barrier %u of task epoch %u; rank %d is at "
            "barrier %u of epoch %u",
            w->my_rank, seq, epoch, b.laggard, (unsigned)(uint32_t)a, (unsigned)sig_epoch(a));
   return PTO_EWAIT_TIMEOUT;
 }
 
 const comm_backend comm_backend_shm = {
-  .name = "shm",
-  .create = shm_create,
-  .attach = shm_attach,
-  .destroy = shm_destroy,
-  .put = shm_put,
-  .get = shm_get,
-  .accumulate = shm_accumulate,
-  .signal = shm_signal,
-  .signal_load = shm_signal_load,
-  .signal_park = shm_signal_park,
-  .task_mark = shm_task_mark,
-  .quiet = shm_quiet,
-  .barrier = shm_barrier,
+    .name = "shm",
+    .create = shm_create,
+    .attach = shm_attach,
+    .destroy = shm_destroy,
+    .put = shm_put,
+    .get = shm_get,
+    .accumulate = shm_accumulate,
+    .signal = shm_signal,
+    .signal_load = shm_signal_load,
+    .signal_park = shm_signal_park,
+    .task_mark = shm_task_mark,
+    .quiet = shm_quiet,
+    .barrier = shm_barrier,
 };

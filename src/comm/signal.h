@@ -30,8 +30,7 @@ static inline bool sig_cmp(int32_t seen, pto_cmp cmp, int32_t v) {
  * epoch than the cell's (a late signal of a finished task) is dropped.
  * Release: every store this thread made (or that happened before it) is
  * visible to the acquire-load of a waiter that sees the new word. */
-static inline void sig_update(_Atomic uint64_t *cell, pto_signal_op op, int32_t v,
-                              uint32_t epoch) {
+static inline void sig_update(_Atomic uint64_t *cell, pto_signal_op op, int32_t v, uint32_t epoch) {
   /* relaxed first read: only a guess for the CAS below */
   uint64_t old = atomic_load_explicit(cell, memory_order_relaxed);
   for (;;) {
@@ -40,8 +39,8 @@ static inline void sig_update(_Atomic uint64_t *cell, pto_signal_op op, int32_t 
     int32_t base = sig_value(old, epoch);
     int32_t nv = op == PTO_SIGNAL_ADD ? (int32_t)((uint32_t)base + (uint32_t)v) : v;
     /* release pairs with the waiter's acquire load in signal_load */
-    if (atomic_compare_exchange_weak_explicit(cell, &old, sig_pack(epoch, nv),
-                                              memory_order_release, memory_order_relaxed))
+    if (atomic_compare_exchange_weak_explicit(cell, &old, sig_pack(epoch, nv), memory_order_release,
+                                              memory_order_relaxed))
       return;
   }
 }

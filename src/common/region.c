@@ -60,7 +60,8 @@ static int view_levels(const pto_tensor *t, region_level *lv) {
   for (int i = 1; i < n; i++) { /* insertion sort: n <= 6 */
     region_level x = lv[i];
     int j = i;
-    for (; j > 0 && lv[j - 1].stride > x.stride; j--) lv[j] = lv[j - 1];
+    for (; j > 0 && lv[j - 1].stride > x.stride; j--)
+      lv[j] = lv[j - 1];
     lv[j] = x;
   }
   return n;
@@ -88,13 +89,15 @@ typedef struct region_box {
 
 /* Fills box for view t over strides s[0..ns) (descending, distinct). False
  * when the view is not nested over s (greedy coordinates not unique). */
-static bool view_box(const pto_tensor *t, const region_level *lv, int nlv, const int64_t *s,
-                     int ns, region_box *box) {
+static bool view_box(const pto_tensor *t, const region_level *lv, int nlv, const int64_t *s, int ns,
+                     region_box *box) {
   int64_t extent[2 * REGION_MAX_LEVELS];
-  for (int k = 0; k < ns; k++) extent[k] = 1;
+  for (int k = 0; k < ns; k++)
+    extent[k] = 1;
   for (int i = 0; i < nlv; i++) {
     int k = 0;
-    while (s[k] != lv[i].stride) k++; /* s holds every stride of lv */
+    while (s[k] != lv[i].stride)
+      k++;                            /* s holds every stride of lv */
     if (extent[k] != 1) return false; /* two dims on one stride: aliasing */
     extent[k] = lv[i].extent;
   }
@@ -131,8 +134,10 @@ static bool boxes(const pto_tensor *a, const pto_tensor *b, region_box *ba, regi
   int i = na - 1, j = nb - 1;
   while (i >= 0 || j >= 0) {
     int64_t x;
-    if (j < 0 || (i >= 0 && la[i].stride >= lb[j].stride)) x = la[i--].stride;
-    else x = lb[j--].stride;
+    if (j < 0 || (i >= 0 && la[i].stride >= lb[j].stride))
+      x = la[i--].stride;
+    else
+      x = lb[j--].stride;
     if (ns == 0 || s[ns - 1] != x) s[ns++] = x;
   }
   if (!view_box(a, la, na, s, ns, ba) || !view_box(b, lb, nb, s, ns, bb)) return false;
@@ -141,8 +146,7 @@ static bool boxes(const pto_tensor *a, const pto_tensor *b, region_box *ba, regi
 }
 
 static bool dtype_valid(const pto_tensor *t) {
-  return t->dtype >= 0 && t->dtype < PTO_DTYPE_COUNT && t->ndims >= 1 &&
-         t->ndims <= PTO_MAX_DIMS;
+  return t->dtype >= 0 && t->dtype < PTO_DTYPE_COUNT && t->ndims >= 1 && t->ndims <= PTO_MAX_DIMS;
 }
 
 bool region_overlap(const pto_tensor *a, const pto_tensor *b) {

@@ -41,29 +41,37 @@ static void ew_rows(ew_op op, const pto_tensor *a, const pto_tensor *b, float x,
     switch (op) {
     case EW_ADD:
       if (so == 1 && sa == 1 && sb == 1) {
-        for (int64_t i = 0; i < n; i++) o[i] = pa[i] + pb[i];
+        for (int64_t i = 0; i < n; i++)
+          o[i] = pa[i] + pb[i];
       } else {
-        for (int64_t i = 0; i < n; i++) o[i * so] = pa[i * sa] + pb[i * sb];
+        for (int64_t i = 0; i < n; i++)
+          o[i * so] = pa[i * sa] + pb[i * sb];
       }
       break;
     case EW_MUL:
       if (so == 1 && sa == 1 && sb == 1) {
-        for (int64_t i = 0; i < n; i++) o[i] = pa[i] * pb[i];
+        for (int64_t i = 0; i < n; i++)
+          o[i] = pa[i] * pb[i];
       } else {
-        for (int64_t i = 0; i < n; i++) o[i * so] = pa[i * sa] * pb[i * sb];
+        for (int64_t i = 0; i < n; i++)
+          o[i * so] = pa[i * sa] * pb[i * sb];
       }
       break;
     case EW_SCALE:
-      for (int64_t i = 0; i < n; i++) o[i * so] = x * pa[i * sa];
+      for (int64_t i = 0; i < n; i++)
+        o[i * so] = x * pa[i * sa];
       break;
     case EW_EXP:
-      for (int64_t i = 0; i < n; i++) o[i * so] = expf(pa[i * sa]);
+      for (int64_t i = 0; i < n; i++)
+        o[i * so] = expf(pa[i * sa]);
       break;
     case EW_COPY:
-      for (int64_t i = 0; i < n; i++) o[i * so] = pa[i * sa];
+      for (int64_t i = 0; i < n; i++)
+        o[i * so] = pa[i * sa];
       break;
     case EW_FILL:
-      for (int64_t i = 0; i < n; i++) o[i * so] = x;
+      for (int64_t i = 0; i < n; i++)
+        o[i * so] = x;
       break;
     }
   }

@@ -9,9 +9,7 @@
 /* C is written while A and B are still being read, so an output that
  * overlaps an input would silently give a wrong product: refuse it (the
  * check is the TensorMap's, conservative for interleaved views). */
-static bool mm_aliases(const pto_tensor *c, const pto_tensor *in) {
-  return region_overlap(c, in);
-}
+static bool mm_aliases(const pto_tensor *c, const pto_tensor *in) { return region_overlap(c, in); }
 
 static int mm_check(const pto_tensor *a, const pto_tensor *b, const pto_tensor *c, kern_mat *ma,
                     kern_mat *mb, kern_mat *mc) {
@@ -28,12 +26,15 @@ static float mm_dot(const float *x, int64_t sx, const float *y, int64_t sy, int6
   int64_t k = 0;
   if (sx == 1 && sy == 1) {
     for (; k + 8 <= n; k += 8) {
-      for (int u = 0; u < 8; u++) acc[u] += x[k + u] * y[k + u];
+      for (int u = 0; u < 8; u++)
+        acc[u] += x[k + u] * y[k + u];
     }
   }
   float s = 0.0f;
-  for (; k < n; k++) s += x[k * sx] * y[k * sy];
-  for (int u = 0; u < 8; u++) s += acc[u];
+  for (; k < n; k++)
+    s += x[k * sx] * y[k * sy];
+  for (int u = 0; u < 8; u++)
+    s += acc[u];
   return s;
 }
 
@@ -42,9 +43,11 @@ static float mm_dot(const float *x, int64_t sx, const float *y, int64_t sy, int6
 static void mm_axpy(float *restrict c, const float *restrict b, float a, int64_t n) {
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
-    for (int u = 0; u < 8; u++) c[j + u] += a * b[j + u];
+    for (int u = 0; u < 8; u++)
+      c[j + u] += a * b[j + u];
   }
-  for (; j < n; j++) c[j] += a * b[j];
+  for (; j < n; j++)
+    c[j] += a * b[j];
 }
 
 /* C (rows of a) op= A·B. The loop order follows the layout: with B and C
@@ -56,7 +59,8 @@ static void mm_rows(const kern_mat *a, const kern_mat *b, const kern_mat *c, boo
     for (int64_t i = 0; i < m; i++) {
       float *ci = kern_at(c, i, 0);
       if (!acc) memset(ci, 0, (size_t)n * sizeof *ci);
-      for (int64_t k = 0; k < kk; k++) mm_axpy(ci, kern_at(b, k, 0), *kern_at(a, i, k), n);
+      for (int64_t k = 0; k < kk; k++)
+        mm_axpy(ci, kern_at(b, k, 0), *kern_at(a, i, k), n);
     }
     return;
   }

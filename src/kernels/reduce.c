@@ -32,7 +32,8 @@ static void rd_lines(rd_op op, const kern_mat *in, const kern_vec *out, bool by_
     }
     return;
   }
-  for (int64_t c = lo; c < hi; c++) out->p[c * out->s] = init;
+  for (int64_t c = lo; c < hi; c++)
+    out->p[c * out->s] = init;
   for (int64_t r = 0; r < in->rows; r++) {
     for (int64_t c = lo; c < hi; c++) {
       float *o = &out->p[c * out->s];

@@ -12,14 +12,25 @@ typedef struct reg_entry {
   size_t id_offset; /* where its id goes in pto_kernel_ids */
 } reg_entry;
 
-#define REG(NAME, AIC) {#NAME, pto_kern_##NAME, AIC, offsetof(pto_kernel_ids, NAME)}
+#define REG(NAME, AIC)                                                                             \
+  { #NAME, pto_kern_##NAME, AIC, offsetof(pto_kernel_ids, NAME) }
 
 static const reg_entry reg_table[] = {
-  REG(add, false),          REG(mul, false),          REG(scale, false),
-  REG(exp, false),          REG(copy, false),         REG(fill, false),
-  REG(matmul, true),        REG(matmul_acc, true),    REG(softmax_rows, false),
-  REG(online_softmax, false), REG(normalize_rows, false), REG(row_sum, false),
-  REG(row_max, false),      REG(col_sum, false),      REG(col_max, false),
+    REG(add, false),
+    REG(mul, false),
+    REG(scale, false),
+    REG(exp, false),
+    REG(copy, false),
+    REG(fill, false),
+    REG(matmul, true),
+    REG(matmul_acc, true),
+    REG(softmax_rows, false),
+    REG(online_softmax, false),
+    REG(normalize_rows, false),
+    REG(row_sum, false),
+    REG(row_max, false),
+    REG(col_sum, false),
+    REG(col_max, false),
 };
 
 int pto_kernels_register(pto_chip *chip, pto_kernel_ids *ids) {

@@ -11,7 +11,8 @@
 static void sm_rows(const kern_mat *in, float scale, const kern_mat *out) {
   for (int64_t r = 0; r < in->rows; r++) {
     float mx = -INFINITY;
-    for (int64_t c = 0; c < in->cols; c++) mx = fmaxf(mx, scale * *kern_at(in, r, c));
+    for (int64_t c = 0; c < in->cols; c++)
+      mx = fmaxf(mx, scale * *kern_at(in, r, c));
     float sum = 0.0f;
     for (int64_t c = 0; c < in->cols; c++) {
       float e = expf(scale * *kern_at(in, r, c) - mx);
@@ -19,7 +20,8 @@ static void sm_rows(const kern_mat *in, float scale, const kern_mat *out) {
       sum += e;
     }
     const float inv = 1.0f / sum;
-    for (int64_t c = 0; c < in->cols; c++) *kern_at(out, r, c) *= inv;
+    for (int64_t c = 0; c < in->cols; c++)
+      *kern_at(out, r, c) *= inv;
   }
 }
 
@@ -70,9 +72,11 @@ static void os_rows(const os_views *v, float scale, int64_t lo, int64_t hi) {
   for (int64_t r = lo; r < hi; r++) {
     float *mr = v->m.p + r * v->m.s, *lr = v->l.p + r * v->l.s;
     float mx = *mr;
-    for (int64_t c = 0; c < t; c++) mx = fmaxf(mx, scale * *kern_at(&v->s, r, c));
+    for (int64_t c = 0; c < t; c++)
+      mx = fmaxf(mx, scale * *kern_at(&v->s, r, c));
     if (mx == -INFINITY) {
-      for (int64_t c = 0; c < t; c++) *kern_at(&v->p, r, c) = 0.0f;
+      for (int64_t c = 0; c < t; c++)
+        *kern_at(&v->p, r, c) = 0.0f;
       continue;
     }
     const float alpha = expf(*mr - mx);
@@ -85,7 +89,8 @@ static void os_rows(const os_views *v, float scale, int64_t lo, int64_t hi) {
     *lr = alpha * *lr + sum;
     *mr = mx;
     if (alpha != 1.0f) {
-      for (int64_t c = 0; c < d; c++) *kern_at(&v->o, r, c) *= alpha;
+      for (int64_t c = 0; c < d; c++)
+        *kern_at(&v->o, r, c) *= alpha;
     }
   }
 }
@@ -124,7 +129,8 @@ static void nr_rows(const kern_mat *o, const kern_vec *l, const kern_mat *out, i
   for (int64_t r = lo; r < hi; r++) {
     const float lr = l->p[r * l->s];
     const float inv = lr != 0.0f ? 1.0f / lr : 0.0f;
-    for (int64_t c = 0; c < o->cols; c++) *kern_at(out, r, c) = *kern_at(o, r, c) * inv;
+    for (int64_t c = 0; c < o->cols; c++)
+      *kern_at(out, r, c) = *kern_at(o, r, c) * inv;
   }
 }
 

@@ -45,7 +45,8 @@ int kern_as_vec(const pto_tensor *t, kern_vec *v) {
 
 int64_t kern_nrows(const pto_tensor *t) {
   int64_t n = 1;
-  for (int d = 0; d < t->ndims - 1; d++) n *= t->shape[d];
+  for (int d = 0; d < t->ndims - 1; d++)
+    n *= t->shape[d];
   return n;
 }
 

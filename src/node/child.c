@@ -105,15 +105,9 @@ void node_child_main(pto_node *n, int slot) {
           snprintf(r.err.details, sizeof r.err.details, "host task returned %d", r.status);
       }
       break;
-    case FRAME_DOM_OPEN:
-      r.status = comm_domain_open(&comm, &f->dom, f->dom_rank);
-      break;
-    case FRAME_DOM_ATTACH:
-      r.status = comm_domain_attach(&comm, f->dom.id);
-      break;
-    case FRAME_DOM_CLOSE:
-      comm_domain_close(&comm, f->dom.id, true);
-      break;
+    case FRAME_DOM_OPEN: r.status = comm_domain_open(&comm, &f->dom, f->dom_rank); break;
+    case FRAME_DOM_ATTACH: r.status = comm_domain_attach(&comm, f->dom.id); break;
+    case FRAME_DOM_CLOSE: comm_domain_close(&comm, f->dom.id, true); break;
     case FRAME_EXIT:
       if (chip) pto_chip_destroy(chip);
       comm_fini(&comm, true);

@@ -34,8 +34,8 @@ typedef struct node_frame {
   int64_t task_id;
   uint32_t epoch;
   int32_t group_rank, group_size;
-  uint64_t group;       /* bit per node chip of the task */
-  pto_orch_fn chip_fn;  /* the same binary is mapped in every child (fork) */
+  uint64_t group;      /* bit per node chip of the task */
+  pto_orch_fn chip_fn; /* the same binary is mapped in every child (fork) */
   pto_host_fn host_fn;
   void *host_arg;
   pto_args args;

@@ -24,8 +24,8 @@
 #include "node/lease.h"
 #include "node/node_internal.h"
 
-#define BLOCK_SLICE_MS 100   /* longest the parent sleeps before re-checking deadlines */
-#define TMAP_ENTRIES 8192
+#define BLOCK_SLICE_MS   100 /* longest the parent sleeps before re-checking deadlines */
+#define TMAP_ENTRIES     8192
 #define NODE_SPACE_ALIGN (2u << 20)
 
 void pto_node_config_init(pto_node_config *cfg) {
@@ -145,7 +145,8 @@ static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
   int st = c->wstatus;
   char how[96];
   if (WIFSIGNALED(st))
-    snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st),
+             strsignal(WTERMSIG(st)));
   else if (WIFEXITED(st) && WEXITSTATUS(st) == 2)
     snprintf(how, sizeof how, "failed to start (chip creation or chip_init failed)");
   else
@@ -219,8 +220,8 @@ static void poison(pto_node *n, node_task *t, int64_t cause) {
   if (finished(t) || t->state == TS_RUNNING) return;
   t->state = TS_FAILED;
   t->status = PTO_EPOISONED;
-  set_err(&t->err, PTO_EPOISONED, "node task %" PRId64 " skipped: its dependency %" PRId64
-          " failed", t->id, cause);
+  set_err(&t->err, PTO_EPOISONED,
+          "node task %" PRId64 " skipped: its dependency %" PRId64 " failed", t->id, cause);
   for (int i = 0; i < t->nconsumers; i++) {
     node_task *c = task_of(n, t->consumers[i]);
     if (c) poison(n, c, t->id);
@@ -355,13 +356,15 @@ static int step(pto_node *n, bool may_dispatch) {
     bool taken = mbox_taken(&n->ctl->mbox[s], c->gen);
     if ((!taken || c->task < 0) && n->cfg.control_timeout_ms >= 0 &&
         age_ms > (uint64_t)n->cfg.control_timeout_ms)
-      return node_fatal(n, PTO_ECONTROL_TIMEOUT, "%s %d (pid %d) did not answer a control "
-                        "message within %" PRId64 " ms", slot_kind(n, s), slot_index(n, s),
-                        (int)c->pid, n->cfg.control_timeout_ms);
+      return node_fatal(n, PTO_ECONTROL_TIMEOUT,
+                        "%s %d (pid %d) did not answer a control "
+                        "message within %" PRId64 " ms",
+                        slot_kind(n, s), slot_index(n, s), (int)c->pid, n->cfg.control_timeout_ms);
     if (c->task >= 0 && n->cfg.task_timeout_ms >= 0 && age_ms > (uint64_t)n->cfg.task_timeout_ms)
-      return node_fatal(n, PTO_ECONTROL_TIMEOUT, "%s %d (pid %d) did not finish node task %"
-                        PRId64 " within %" PRId64 " ms", slot_kind(n, s), slot_index(n, s),
-                        (int)c->pid, c->task, n->cfg.task_timeout_ms);
+      return node_fatal(n, PTO_ECONTROL_TIMEOUT,
+                        "%s %d (pid %d) did not finish node task %" PRId64 " within %" PRId64 " ms",
+                        slot_kind(n, s), slot_index(n, s), (int)c->pid, c->task,
+                        n->cfg.task_timeout_ms);
   }
   if (may_dispatch && n->running) dispatch(n);
   return 0;
@@ -425,8 +428,8 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     n->lease_fds[i] = -1;
   }
   char why[256] = "";
-  int rc = lease_acquire(n->device_ids, cfg->nchips, cfg->lease_wait_ms, cfg->quiet,
-                         n->lease_fds, why, sizeof why);
+  int rc = lease_acquire(n->device_ids, cfg->nchips, cfg->lease_wait_ms, cfg->quiet, n->lease_fds,
+                         why, sizeof why);
   if (rc) {
     set_err(err, rc, "%s", why);
     free(n);
@@ -440,8 +443,9 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   if (cfg->trace_path) {
     char probe[PATH_MAX];
     n->trace_path = strdup(cfg->trace_path);
-    rc = !n->trace_path ? PTO_ENOMEM
-         : !node_rank_trace_path(n, cfg->nchips - 1, probe, sizeof probe) ? PTO_EINVAL : 0;
+    rc = !n->trace_path                                                   ? PTO_ENOMEM
+         : !node_rank_trace_path(n, cfg->nchips - 1, probe, sizeof probe) ? PTO_EINVAL
+                                                                          : 0;
     if (rc) {
       set_err(err, rc, "node config: cannot use trace path '%.200s'", cfg->trace_path);
       free(n->trace_path);
@@ -468,7 +472,8 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     return PTO_ESYSTEM;
   }
   pto_event_init(&n->ctl->parent_ev, true);
-  for (int s = 0; s < n->nchildren; s++) mbox_init(&n->ctl->mbox[s]);
+  for (int s = 0; s < n->nchildren; s++)
+    mbox_init(&n->ctl->mbox[s]);
   comm_init(&n->observer, -1);
   fflush(NULL); /* children must not flush the parent's buffered output */
   for (int s = 0; s < n->nchildren; s++) {
@@ -486,10 +491,10 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
                PTO_ESTARTUP_TIMEOUT);
     if (rc == PTO_ESTARTUP_TIMEOUT) {
       int s = 0;
-      while (s < n->nchildren && mbox_state(&n->ctl->mbox[s]) == CHILD_READY) s++;
+      while (s < n->nchildren && mbox_state(&n->ctl->mbox[s]) == CHILD_READY)
+        s++;
       node_fatal(n, rc, "%s %d (pid %d) did not report ready within %" PRId64 " ms",
-                 slot_kind(n, s), slot_index(n, s), (int)n->child[s].pid,
-                 cfg->startup_timeout_ms);
+                 slot_kind(n, s), slot_index(n, s), (int)n->child[s].pid, cfg->startup_timeout_ms);
     }
   }
   if (n->fatal) {
@@ -548,7 +553,8 @@ int pto_node_host_tensor(pto_node *n, pto_dtype dt, int ndims, const int64_t *sh
   if (!n || !shape || ndims < 1 || ndims > PTO_MAX_DIMS || dt < 0 || dt >= PTO_DTYPE_COUNT)
     return PTO_EINVAL;
   size_t bytes = pto_dtype_size(dt);
-  for (int i = 0; i < ndims; i++) bytes *= (size_t)(shape[i] > 0 ? shape[i] : 0);
+  for (int i = 0; i < ndims; i++)
+    bytes *= (size_t)(shape[i] > 0 ? shape[i] : 0);
   void *p = pto_node_host_alloc(n, bytes ? bytes : 1);
   if (!p) return PTO_ENOMEM;
   return pto_tensor_init(out, p, bytes ? bytes : 1, dt, ndims, shape);
@@ -558,7 +564,8 @@ const char *pto_node_shm_prefix(const pto_node *n) { return n->prefix + 1; }
 
 int pto_node_child_pids(const pto_node *n, int *pids, int max) {
   int k = 0;
-  for (int s = 0; s < n->nchildren && k < max; s++) pids[k++] = (int)n->child[s].pid;
+  for (int s = 0; s < n->nchildren && k < max; s++)
+    pids[k++] = (int)n->child[s].pid;
   return k;
 }
 
@@ -600,8 +607,8 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   if (id) *id = PTO_TASK_NONE;
   if (n->fatal) return n->fatal;
   if (args && args->error) return args->error;
-  if (args && (args->ntensors < 0 || args->ntensors > PTO_MAX_TENSOR_ARGS ||
-               args->nscalars < 0 || args->nscalars > PTO_MAX_SCALAR_ARGS))
+  if (args && (args->ntensors < 0 || args->ntensors > PTO_MAX_TENSOR_ARGS || args->nscalars < 0 ||
+               args->nscalars > PTO_MAX_SCALAR_ARGS))
     return PTO_EINVAL;
   for (int i = 0; args && i < args->ntensors; i++)
     if (args->access[i] == PTO_OUTPUT) return PTO_EINVAL; /* see pto_node_submit */
@@ -621,8 +628,10 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   t->chip_fn = cfn;
   t->host_fn = hfn;
   t->host_arg = harg;
-  if (args) t->args = *args;
-  else pto_args_init(&t->args);
+  if (args)
+    t->args = *args;
+  else
+    pto_args_init(&t->args);
   dep_ctx d = {n, t, false, -1};
   for (int i = 0; i < t->args.ntensors; i++) {
     int m = t->args.access[i];
@@ -649,8 +658,7 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   return step(n, true);
 }
 
-int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
-                    pto_task_id *id) {
+int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args, pto_task_id *id) {
   if (!no) return PTO_EINVAL;
   if (!fn || chip < 0 || chip >= no->node->cfg.nchips) return latch(no->node, PTO_EINVAL, "submit");
   return latch(no->node, submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id), "submit");
@@ -667,18 +675,16 @@ int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_f
     for (int j = 0; j < i; j++)
       if (chips[j] == chips[i]) return latch(no->node, PTO_EINVAL, "submit_group");
   }
-  return latch(no->node, submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id),
-               "submit_group");
+  return latch(no->node, submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id), "submit_group");
 }
 
-int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg,
-                         pto_args *args, pto_task_id *id) {
+int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg, pto_args *args,
+                         pto_task_id *id) {
   if (!no) return PTO_EINVAL;
   if (!fn || no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
     return latch(no->node, PTO_EINVAL, "submit_host");
   int slot = worker < 0 ? -1 : no->node->cfg.nchips + worker;
-  return latch(no->node, submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id),
-               "submit_host");
+  return latch(no->node, submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id), "submit_host");
 }
 
 static bool all_finished(pto_node *n, void *arg) {
@@ -702,8 +708,10 @@ typedef struct read_wait {
 
 static void on_writer(void *arg, int64_t producer) {
   read_wait *w = arg;
-  if (w->n < 64) w->ids[w->n++] = producer;
-  else w->overflow = true;
+  if (w->n < 64)
+    w->ids[w->n++] = producer;
+  else
+    w->overflow = true;
 }
 
 static bool writers_done(pto_node *n, void *arg) {
@@ -834,8 +842,7 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
 int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
                            const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
   if (!no) return PTO_EINVAL;
-  return latch(no->node, domain_create(no, chips, nranks, buffers, nbuffers, out),
-               "domain_create");
+  return latch(no->node, domain_create(no, chips, nranks, buffers, nbuffers, out), "domain_create");
 }
 
 int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
@@ -881,11 +888,14 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   rc = trace_finish(n);
   if (rc && !n->fatal && !n->first_err) {
     n->first_err = rc == PTO_ENOMEM ? rc : PTO_ESYSTEM;
-    set_err(&n->first_info, n->first_err, "node trace: cannot merge the ranks' traces into "
-            "'%.300s': %s", n->trace_path, pto_strerror(rc));
+    set_err(&n->first_info, n->first_err,
+            "node trace: cannot merge the ranks' traces into "
+            "'%.300s': %s",
+            n->trace_path, pto_strerror(rc));
   }
   n->running = false;
-  for (int64_t i = 0; i < n->ntasks; i++) free(n->tasks[i].consumers);
+  for (int64_t i = 0; i < n->ntasks; i++)
+    free(n->tasks[i].consumers);
   free(n->tasks);
   n->tasks = NULL;
   n->ntasks = n->captasks = 0;

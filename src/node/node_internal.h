@@ -16,8 +16,8 @@
 #define NODE_MAX_CHILDREN (PTO_NODE_MAX_CHIPS + PTO_NODE_MAX_WORKERS)
 
 typedef struct node_ctl {
-  pto_event parent_ev;             /* signalled by every child reply/state change */
-  node_mbox mbox[];                /* chips first, then host workers */
+  pto_event parent_ev; /* signalled by every child reply/state change */
+  node_mbox mbox[];    /* chips first, then host workers */
 } node_ctl;
 
 typedef enum task_kind { TASK_CHIP = 0, TASK_HOST = 1 } task_kind;
@@ -26,7 +26,7 @@ typedef enum task_state {
   TS_READY,
   TS_RUNNING,
   TS_DONE,
-  TS_FAILED,      /* ran and failed, or poisoned */
+  TS_FAILED, /* ran and failed, or poisoned */
 } task_state;
 
 typedef struct node_task {
@@ -52,10 +52,10 @@ typedef struct child_slot {
   pid_t pid;
   bool alive;
   int wstatus;
-  int64_t task;        /* running node task id, -1 = none (or a control frame) */
-  uint32_t gen;        /* outstanding frame gen, 0 = none */
+  int64_t task; /* running node task id, -1 = none (or a control frame) */
+  uint32_t gen; /* outstanding frame gen, 0 = none */
   uint64_t posted_ns;
-  node_reply reply;    /* reply of a control frame */
+  node_reply reply; /* reply of a control frame */
   bool replied;
 } child_slot;
 
@@ -70,23 +70,23 @@ struct pto_node {
   size_t ctl_bytes;
   unsigned char *host;
   size_t host_used;
-  void *space;          /* reserved address space for windows */
+  void *space; /* reserved address space for windows */
   uint64_t space_used;
-  char prefix[48];      /* run-unique shm name prefix, e.g. "/pto.123.0.ab12cd" */
-  char *trace_path;     /* cfg.trace_path, owned; NULL = not tracing */
+  char prefix[48];          /* run-unique shm name prefix, e.g. "/pto.123.0.ab12cd" */
+  char *trace_path;         /* cfg.trace_path, owned; NULL = not tracing */
   uint64_t trace_origin_ns; /* time zero of the current run's trace */
-  pto_comm observer;    /* the orchestrator's view of the domains */
+  pto_comm observer;        /* the orchestrator's view of the domains */
   comm_domain_desc doms[COMM_MAX_DOMAINS];
   bool dom_live[COMM_MAX_DOMAINS];
   int32_t next_dom;
-  int fatal;            /* the node is broken (a child died or hung) */
+  int fatal; /* the node is broken (a child died or hung) */
   pto_error_info fatal_err;
   /* the current run */
   bool running;
   tmap tm;
   node_task *tasks;
   int64_t base_id, ntasks, captasks, oldest_live;
-  int64_t next_id;      /* node-lifetime task ids: epochs never repeat */
+  int64_t next_id; /* node-lifetime task ids: epochs never repeat */
   int first_err;
   pto_error_info first_info;
 };

@@ -90,7 +90,8 @@ static bool publish(bool broken, bool fault, unsigned seed) {
   if (rc) fprintf(stderr, "run: %s: %s\n", pto_status_name(rc), err.details);
   assert_int_equal(rc, 0);
   float want[DIST_SIZE];
-  for (int i = 0; i < DIST_SIZE; i++) want[i] = (float)i;
+  for (int i = 0; i < DIST_SIZE; i++)
+    want[i] = (float)i;
   bool ok = memcmp(io.out.buf, want, sizeof want) == 0;
   if (!ok && !broken) {
     pto_scene_report rep = {0};
@@ -112,13 +113,14 @@ static void test_broken_publisher_is_caught(void **state) {
 static void test_correct_publisher_passes(void **state) {
   (void)state;
   assert_true(publish(false, false, 0));
-  for (unsigned seed = 1; seed <= 3; seed++) assert_true(publish(false, true, seed));
+  for (unsigned seed = 1; seed <= 3; seed++)
+    assert_true(publish(false, true, seed));
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_broken_publisher_is_caught),
-    cmocka_unit_test(test_correct_publisher_passes),
+      cmocka_unit_test(test_broken_publisher_is_caught),
+      cmocka_unit_test(test_correct_publisher_passes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

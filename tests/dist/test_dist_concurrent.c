@@ -69,7 +69,7 @@ static void test_two_runs_same_devices(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_two_runs_same_devices),
+      cmocka_unit_test(test_two_runs_same_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

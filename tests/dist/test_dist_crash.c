@@ -32,7 +32,8 @@ static int crash_kernel(const pto_kctx *ctx) {
   pto_comm *c = pto_kctx_comm(ctx);
   if (pto_comm_chip(c) != 1) return 0;
   if (mode == MODE_ABORT) abort();
-  for (;;) pause(); /* a hang that ignores cancellation */
+  for (;;)
+    pause(); /* a hang that ignores cancellation */
 }
 
 static int crash_init(pto_chip *chip, int rank, void *arg) {
@@ -71,8 +72,7 @@ static void no_leftovers(const char *prefix, const int *pids, int npids) {
   }
 }
 
-static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_info *err,
-                           int *rc) {
+static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_info *err, int *rc) {
   pto_scene_opts o = {0};
   pto_node_config cfg;
   dist_config(&o, 2, crash_init, &cfg);
@@ -149,10 +149,10 @@ static void test_stale_objects_are_swept(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_abort_in_chip1),
-    cmocka_unit_test(test_hang_in_chip1),
-    cmocka_unit_test(test_chip1_fails_to_start),
-    cmocka_unit_test(test_stale_objects_are_swept),
+      cmocka_unit_test(test_abort_in_chip1),
+      cmocka_unit_test(test_hang_in_chip1),
+      cmocka_unit_test(test_chip1_fails_to_start),
+      cmocka_unit_test(test_stale_objects_are_swept),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,8 +30,11 @@ static void run_scene(const char *name) {
   }
 }
 
-#define SCENE_TEST(n) \
-  static void test_##n(void **state) { (void)state; run_scene(#n); }
+#define SCENE_TEST(n)                                                                              \
+  static void test_##n(void **state) {                                                             \
+    (void)state;                                                                                   \
+    run_scene(#n);                                                                                 \
+  }
 SCENE_TEST(ring_shuffle)
 SCENE_TEST(subview_halves)
 SCENE_TEST(dist_push_computed)
@@ -44,15 +47,15 @@ SCENE_TEST(dist_overlap)
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_ring_shuffle),         /* scene 1 */
-    cmocka_unit_test(test_subview_halves),       /* scene 2 */
-    cmocka_unit_test(test_dist_push_computed),   /* scene 3 */
-    cmocka_unit_test(test_dist_put),             /* scene 4 */
-    cmocka_unit_test(test_dist_get),             /* scene 5 */
-    cmocka_unit_test(test_dist_notify_wait),     /* scenes 6, 7 */
-    cmocka_unit_test(test_dist_separate_reader), /* scene 8 */
-    cmocka_unit_test(test_dist_epochs),          /* scene 9 */
-    cmocka_unit_test(test_dist_overlap),         /* scene 10 */
+      cmocka_unit_test(test_ring_shuffle),         /* scene 1 */
+      cmocka_unit_test(test_subview_halves),       /* scene 2 */
+      cmocka_unit_test(test_dist_push_computed),   /* scene 3 */
+      cmocka_unit_test(test_dist_put),             /* scene 4 */
+      cmocka_unit_test(test_dist_get),             /* scene 5 */
+      cmocka_unit_test(test_dist_notify_wait),     /* scenes 6, 7 */
+      cmocka_unit_test(test_dist_separate_reader), /* scene 8 */
+      cmocka_unit_test(test_dist_epochs),          /* scene 9 */
+      cmocka_unit_test(test_dist_overlap),         /* scene 10 */
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

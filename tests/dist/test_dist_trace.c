@@ -148,8 +148,8 @@ static void test_dead_chip_leaves_no_file(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_ring_shuffle_trace),
-    cmocka_unit_test(test_dead_chip_leaves_no_file),
+      cmocka_unit_test(test_ring_shuffle_trace),
+      cmocka_unit_test(test_dead_chip_leaves_no_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,8 +33,7 @@ static unsigned run_seq;
 static void setup_dom(fixture *f, bool fault, uint64_t seed) {
   memset(f, 0, sizeof *f);
   assert_int_equal(comm_space_reserve(SPACE, &f->space), 0);
-  pto_window_buffer bufs[] = {{"dst", 64 * 4}, {"sig", 8 * 8}, {"mat", 8 * 128 * 4},
-                              {"small", 16}};
+  pto_window_buffer bufs[] = {{"dst", 64 * 4}, {"sig", 8 * 8}, {"mat", 8 * 128 * 4}, {"small", 16}};
   assert_int_equal(comm_desc_layout(&f->d, bufs, 4), 0);
   f->d.id = 7;
   f->d.nranks = 2;
@@ -57,7 +56,8 @@ static void setup_dom(fixture *f, bool fault, uint64_t seed) {
 }
 
 static void teardown_dom(fixture *f) {
-  for (int r = 0; r < 2; r++) comm_fini(&f->c[r], true);
+  for (int r = 0; r < 2; r++)
+    comm_fini(&f->c[r], true);
   comm_space_release(f->space, SPACE);
 }
 
@@ -79,7 +79,7 @@ static void *ring_rank(void *p) {
   int64_t n64 = 64, one = 1;
   pto_tensor src, dst, sig, mine;
   pto_tensor_init(&src, a->in, sizeof a->in, PTO_F32, 1, &n64);
-  win(f, a->r, "dst", PTO_F32, 1, &n64, &dst);  /* my own copy: symmetric offsets */
+  win(f, a->r, "dst", PTO_F32, 1, &n64, &dst); /* my own copy: symmetric offsets */
   win(f, a->r, "sig", PTO_I64, 1, &one, &sig);
   int peer = (a->r + 1) % 2;
   a->rc = pto_remote_store(&f->k[a->r], 7, peer, &dst, &src);
@@ -98,13 +98,16 @@ static void ring(bool fault, uint64_t seed) {
   for (int r = 0; r < 2; r++) {
     a[r].f = &f;
     a[r].r = r;
-    for (int i = 0; i < 64; i++) a[r].in[i] = (float)(100 * r + i);
+    for (int i = 0; i < 64; i++)
+      a[r].in[i] = (float)(100 * r + i);
     pthread_create(&th[r], NULL, ring_rank, &a[r]);
   }
-  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
   for (int r = 0; r < 2; r++) {
     assert_int_equal(a[r].rc, 0);
-    for (int i = 0; i < 64; i++) assert_true(a[r].out[i] == a[(r + 1) % 2].in[i]);
+    for (int i = 0; i < 64; i++)
+      assert_true(a[r].out[i] == a[(r + 1) % 2].in[i]);
   }
   teardown_dom(&f);
 }
@@ -112,7 +115,8 @@ static void ring(bool fault, uint64_t seed) {
 static void test_ring_threads(void **s) {
   (void)s;
   ring(false, 0);
-  for (uint64_t seed = 1; seed <= 3; seed++) ring(true, seed);
+  for (uint64_t seed = 1; seed <= 3; seed++)
+    ring(true, seed);
 }
 
 static void test_bounds_write_nothing(void **s) {
@@ -120,7 +124,8 @@ static void test_bounds_write_nothing(void **s) {
   fixture f;
   setup_dom(&f, false, 0);
   float v[80];
-  for (int i = 0; i < 80; i++) v[i] = 1.0f;
+  for (int i = 0; i < 80; i++)
+    v[i] = 1.0f;
   int64_t n80 = 80, n64 = 64, n8 = 8;
   pto_tensor src, dst, big, peerdst;
   pto_tensor_init(&src, v, sizeof v, PTO_F32, 1, &n80);
@@ -134,7 +139,8 @@ static void test_bounds_write_nothing(void **s) {
   assert_int_equal(comm_task_error(&f.c[0], det, sizeof det), PTO_EBOUNDS);
   assert_non_null(strstr(det, "domain 7"));
   win(&f, 1, "dst", PTO_F32, 1, &n64, &peerdst);
-  for (int i = 0; i < 64; i++) assert_true(((float *)peerdst.buf)[i] == 0.0f);
+  for (int i = 0; i < 64; i++)
+    assert_true(((float *)peerdst.buf)[i] == 0.0f);
   /* peer outside the domain */
   pto_tensor s8;
   pto_tensor_init(&s8, v, 32, PTO_F32, 1, &n8);
@@ -165,7 +171,8 @@ static void test_bounds_write_nothing(void **s) {
   assert_int_equal(pto_notify(&f.k[0], 7, 1, &dst, PTO_SIGNAL_ADD, 1), PTO_EALIGN);
   pto_tensor small_peer;
   win(&f, 1, "small", PTO_U8, 1, &n8, &small_peer);
-  for (int i = 0; i < 8; i++) assert_int_equal(((uint8_t *)small_peer.buf)[i], 0);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(((uint8_t *)small_peer.buf)[i], 0);
   teardown_dom(&f);
 }
 
@@ -173,7 +180,10 @@ static uint16_t f2h(float x) { /* exact small integers only */
   if (x == 0) return 0;
   int e = 0;
   float m = x;
-  while (m >= 2) { m /= 2; e++; }
+  while (m >= 2) {
+    m /= 2;
+    e++;
+  }
   return (uint16_t)((e + 15) << 10 | (uint16_t)((m - 1) * 1024));
 }
 
@@ -189,13 +199,39 @@ static void test_atomic_add_dtypes(void **s) {
     for (int i = 0; i < 4; i++) {
       int v = 3 + i;
       switch (dt) {
-      case PTO_F32: { float x = (float)v; memcpy(src + 4 * i, &x, 4); break; }
-      case PTO_F16: { uint16_t h = f2h((float)v); memcpy(src + 2 * i, &h, 2); break; }
-      case PTO_BF16: { float x = (float)v; uint32_t u; memcpy(&u, &x, 4);
-        uint16_t h = (uint16_t)(u >> 16); memcpy(src + 2 * i, &h, 2); break; }
-      case PTO_I32: { int32_t x = v; memcpy(src + 4 * i, &x, 4); break; }
-      case PTO_I16: { int16_t x = (int16_t)v; memcpy(src + 2 * i, &x, 2); break; }
-      default: { int8_t x = (int8_t)v; memcpy(src + i, &x, 1); break; }
+      case PTO_F32: {
+        float x = (float)v;
+        memcpy(src + 4 * i, &x, 4);
+        break;
+      }
+      case PTO_F16: {
+        uint16_t h = f2h((float)v);
+        memcpy(src + 2 * i, &h, 2);
+        break;
+      }
+      case PTO_BF16: {
+        float x = (float)v;
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy(src + 2 * i, &h, 2);
+        break;
+      }
+      case PTO_I32: {
+        int32_t x = v;
+        memcpy(src + 4 * i, &x, 4);
+        break;
+      }
+      case PTO_I16: {
+        int16_t x = (int16_t)v;
+        memcpy(src + 2 * i, &x, 2);
+        break;
+      }
+      default: {
+        int8_t x = (int8_t)v;
+        memcpy(src + i, &x, 1);
+        break;
+      }
       }
     }
     pto_tensor ts, td;
@@ -204,17 +240,45 @@ static void test_atomic_add_dtypes(void **s) {
     pto_tensor peer;
     win(&f, 1, "mat", dt, 1, &n4, &peer);
     memset(peer.buf, 0, 16);
-    for (int rep = 0; rep < 3; rep++) assert_int_equal(pto_remote_store_add(&f.k[0], 7, 1, &td, &ts), 0);
+    for (int rep = 0; rep < 3; rep++)
+      assert_int_equal(pto_remote_store_add(&f.k[0], 7, 1, &td, &ts), 0);
     memcpy(got, peer.buf, 16);
     for (int i = 0; i < 4; i++) {
       int want = 3 * (3 + i);
       switch (dt) {
-      case PTO_F32: { float x; memcpy(&x, got + 4 * i, 4); assert_true(x == (float)want); break; }
-      case PTO_F16: { uint16_t h; memcpy(&h, got + 2 * i, 2); assert_int_equal(h, f2h((float)want)); break; }
-      case PTO_BF16: { uint16_t h; memcpy(&h, got + 2 * i, 2); uint32_t u = (uint32_t)h << 16;
-        float x; memcpy(&x, &u, 4); assert_true(x == (float)want); break; }
-      case PTO_I32: { int32_t x; memcpy(&x, got + 4 * i, 4); assert_int_equal(x, want); break; }
-      case PTO_I16: { int16_t x; memcpy(&x, got + 2 * i, 2); assert_int_equal(x, want); break; }
+      case PTO_F32: {
+        float x;
+        memcpy(&x, got + 4 * i, 4);
+        assert_true(x == (float)want);
+        break;
+      }
+      case PTO_F16: {
+        uint16_t h;
+        memcpy(&h, got + 2 * i, 2);
+        assert_int_equal(h, f2h((float)want));
+        break;
+      }
+      case PTO_BF16: {
+        uint16_t h;
+        memcpy(&h, got + 2 * i, 2);
+        uint32_t u = (uint32_t)h << 16;
+        float x;
+        memcpy(&x, &u, 4);
+        assert_true(x == (float)want);
+        break;
+      }
+      case PTO_I32: {
+        int32_t x;
+        memcpy(&x, got + 4 * i, 4);
+        assert_int_equal(x, want);
+        break;
+      }
+      case PTO_I16: {
+        int16_t x;
+        memcpy(&x, got + 2 * i, 2);
+        assert_int_equal(x, want);
+        break;
+      }
       default: assert_int_equal((int8_t)got[i], want);
       }
     }
@@ -235,7 +299,8 @@ static void test_signal_epochs_and_timeout(void **s) {
     comm_task_begin(&f.c[1], epoch, 3);
     assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
     assert_int_equal(v, 0); /* last epoch's credits are invisible */
-    for (int i = 0; i < 4; i++) assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 1), 0);
+    for (int i = 0; i < 4; i++)
+      assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 1), 0);
     assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, PTO_CMP_GE, 4, 100), 0);
     assert_int_equal(pto_notify(&f.k[1], 7, 1, &sig, PTO_SIGNAL_ADD, -4), 0);
     assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
@@ -263,7 +328,8 @@ static void test_put_get_chunked(void **s) {
   fixture f;
   setup_dom(&f, true, 5);
   static float src[8 * 128], stage[2 * 4 * 64], back[8 * 128];
-  for (int i = 0; i < 8 * 128; i++) src[i] = (float)i;
+  for (int i = 0; i < 8 * 128; i++)
+    src[i] = (float)i;
   int64_t sh[2] = {8, 128}, st[1] = {2 * 4 * 64};
   pto_tensor ts, td, tst, tb, peer;
   pto_tensor_init(&ts, src, sizeof src, PTO_F32, 2, sh);
@@ -293,7 +359,8 @@ static void test_fault_injection_holds_and_reorders(void **s) {
   setup_dom(&f, true, 42);
   int64_t n64 = 64, one = 1;
   float v[64];
-  for (int i = 0; i < 64; i++) v[i] = (float)(i + 1);
+  for (int i = 0; i < 64; i++)
+    v[i] = (float)(i + 1);
   pto_tensor src, dst, peer, sig, psig;
   pto_tensor_init(&src, v, sizeof v, PTO_F32, 1, &n64);
   win(&f, 0, "dst", PTO_F32, 1, &n64, &dst);
@@ -302,7 +369,8 @@ static void test_fault_injection_holds_and_reorders(void **s) {
   win(&f, 1, "sig", PTO_I64, 1, &one, &psig);
   assert_int_equal(pto_remote_store(&f.k[0], 7, 1, &dst, &src), 0);
   /* held back: the peer still sees zeros */
-  for (int i = 0; i < 64; i++) assert_true(((float *)peer.buf)[i] == 0.0f);
+  for (int i = 0; i < 64; i++)
+    assert_true(((float *)peer.buf)[i] == 0.0f);
   /* the broken publisher: a plain store into the peer's signal cell is held
    * back too, and lands before the data when the batch lands */
   int64_t word = (int64_t)((uint64_t)1 << 32 | 1);
@@ -312,7 +380,8 @@ static void test_fault_injection_holds_and_reorders(void **s) {
   assert_int_equal(*(int64_t *)psig.buf, 0);
   /* notify lands everything first */
   assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 1), 0);
-  for (int i = 0; i < 64; i++) assert_true(((float *)peer.buf)[i] == v[i]);
+  for (int i = 0; i < 64; i++)
+    assert_true(((float *)peer.buf)[i] == v[i]);
   int32_t seen;
   assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &seen), 0);
   assert_int_equal(seen, 2);
@@ -336,18 +405,23 @@ static void test_fault_order_seeded(void **s) {
     fault_queue *q;
     assert_int_equal(fault_create(99, log_land, NULL, &l, &q), 0);
     char b = 0;
-    for (int i = 0; i < 8; i++) assert_int_equal(fault_hold(q, i % 2, FAULT_PUT, PTO_U8, 0, &b, 1), 0);
+    for (int i = 0; i < 8; i++)
+      assert_int_equal(fault_hold(q, i % 2, FAULT_PUT, PTO_U8, 0, &b, 1), 0);
     fault_flush(q, 1, false); /* only peer 1's four */
     assert_int_equal(l.n, 4);
     assert_int_equal(fault_pending(q), 4);
     bool inverted = false;
-    for (int i = 1; i < 4; i++) inverted |= l.seq[i - 1] > l.seq[i];
+    for (int i = 1; i < 4; i++)
+      inverted |= l.seq[i - 1] > l.seq[i];
     assert_true(inverted);
-    for (int i = 0; i < 4; i++) assert_int_equal(l.seq[i] % 2, 1);
+    for (int i = 0; i < 4; i++)
+      assert_int_equal(l.seq[i] % 2, 1);
     fault_flush(q, -1, false);
     assert_int_equal(l.n, 8);
-    if (rep == 0) memcpy(first, l.seq, sizeof first);
-    else assert_memory_equal(first, l.seq, 8 * sizeof(uint64_t)); /* same seed, same order */
+    if (rep == 0)
+      memcpy(first, l.seq, sizeof first);
+    else
+      assert_memory_equal(first, l.seq, 8 * sizeof(uint64_t)); /* same seed, same order */
     fault_destroy(q);
   }
 }
@@ -359,7 +433,8 @@ typedef struct bar_arg {
 } bar_arg;
 static void *bar_rank(void *p) {
   bar_arg *a = p;
-  for (int i = 0; i < 50 && !a->rc; i++) a->rc = pto_barrier(&a->f->k[a->r], 7);
+  for (int i = 0; i < 50 && !a->rc; i++)
+    a->rc = pto_barrier(&a->f->k[a->r], 7);
   return NULL;
 }
 
@@ -369,8 +444,10 @@ static void test_barrier(void **s) {
   setup_dom(&f, false, 0);
   bar_arg a[2] = {{&f, 0, 0}, {&f, 1, 0}};
   pthread_t th[2];
-  for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, bar_rank, &a[r]);
-  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++)
+    pthread_create(&th[r], NULL, bar_rank, &a[r]);
+  for (int r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
   assert_int_equal(a[0].rc, 0);
   assert_int_equal(a[1].rc, 0);
   /* alone, a barrier times out and says who is missing */
@@ -385,14 +462,14 @@ static void test_barrier(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_ring_threads),
-    cmocka_unit_test(test_bounds_write_nothing),
-    cmocka_unit_test(test_atomic_add_dtypes),
-    cmocka_unit_test(test_signal_epochs_and_timeout),
-    cmocka_unit_test(test_put_get_chunked),
-    cmocka_unit_test(test_fault_injection_holds_and_reorders),
-    cmocka_unit_test(test_fault_order_seeded),
-    cmocka_unit_test(test_barrier),
+      cmocka_unit_test(test_ring_threads),
+      cmocka_unit_test(test_bounds_write_nothing),
+      cmocka_unit_test(test_atomic_add_dtypes),
+      cmocka_unit_test(test_signal_epochs_and_timeout),
+      cmocka_unit_test(test_put_get_chunked),
+      cmocka_unit_test(test_fault_injection_holds_and_reorders),
+      cmocka_unit_test(test_fault_order_seeded),
+      cmocka_unit_test(test_barrier),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

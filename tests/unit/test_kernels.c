@@ -5,6 +5,7 @@
  * online softmax over k chunks against the full softmax; and a few wrappers
  * as SPMD tasks on a real chip. Writes outside an output view are checked
  * to leave the buffer untouched. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
 
 #include <cmocka.h>
 
@@ -61,7 +61,8 @@ static tview mkview(int64_t rows, int64_t cols, layout l) {
   v.before = malloc((size_t)v.mem_n * sizeof(float));
   assert_non_null(v.mem);
   assert_non_null(v.before);
-  for (int64_t i = 0; i < v.mem_n; i++) v.mem[i] = frand();
+  for (int64_t i = 0; i < v.mem_n; i++)
+    v.mem[i] = frand();
   pto_tensor base;
   assert_int_equal(pto_tensor_init(&base, v.mem, (size_t)v.mem_n * sizeof(float), PTO_F32, 2, full),
                    PTO_OK);
@@ -93,7 +94,8 @@ static void assert_outside_untouched(const tview *v) {
   char *in = calloc((size_t)v->mem_n, 1);
   assert_non_null(in);
   for (int64_t i = 0; i < v->t.shape[0]; i++) {
-    for (int64_t j = 0; j < v->t.shape[1]; j++) in[el(&v->t, i, j) - v->mem] = 1;
+    for (int64_t j = 0; j < v->t.shape[1]; j++)
+      in[el(&v->t, i, j) - v->mem] = 1;
   }
   for (int64_t k = 0; k < v->mem_n; k++) {
     if (!in[k]) assert_true(memcmp(&v->mem[k], &v->before[k], sizeof(float)) == 0);
@@ -128,7 +130,10 @@ static int run_blocks(pto_kernel_fn fn, const pto_tensor *tensors, int nt, const
 }
 
 static uint64_t f32_bits(float f) {
-  union { float f; uint32_t u; } v = {.f = f};
+  union {
+    float f;
+    uint32_t u;
+  } v = {.f = f};
   return v.u;
 }
 
@@ -187,16 +192,12 @@ static int ew_kern(ew op, const pto_tensor *a, const pto_tensor *b, float x, con
   case EW_MUL:
     t[0] = *a, t[1] = *b, t[2] = *o;
     return run_blocks(op == EW_ADD ? pto_kern_add : pto_kern_mul, t, 3, s, 0, nblocks);
-  case EW_SCALE:
-    t[0] = *a, t[1] = *o;
-    return run_blocks(pto_kern_scale, t, 2, s, 1, nblocks);
+  case EW_SCALE: t[0] = *a, t[1] = *o; return run_blocks(pto_kern_scale, t, 2, s, 1, nblocks);
   case EW_EXP:
   case EW_COPY:
     t[0] = *a, t[1] = *o;
     return run_blocks(op == EW_EXP ? pto_kern_exp : pto_kern_copy, t, 2, s, 0, nblocks);
-  default:
-    t[0] = *o;
-    return run_blocks(pto_kern_fill, t, 1, s, 1, nblocks);
+  default: t[0] = *o; return run_blocks(pto_kern_fill, t, 1, s, 1, nblocks);
   }
 }
 
@@ -233,7 +234,8 @@ static void test_elementwise_2d(void **state) {
 static void test_elementwise_3d(void **state) {
   (void)state;
   float src[2 * 3 * 4], dst[2 * 3 * 4], ref[2 * 3 * 4];
-  for (int i = 0; i < 24; i++) src[i] = frand(), dst[i] = 0.0f;
+  for (int i = 0; i < 24; i++)
+    src[i] = frand(), dst[i] = 0.0f;
   int64_t shape[3] = {4, 3, 2};
   pto_tensor base, a, o;
   assert_int_equal(pto_tensor_init(&base, src, sizeof src, PTO_F32, 3, shape), PTO_OK);
@@ -245,7 +247,8 @@ static void test_elementwise_3d(void **state) {
   assert_int_equal(run_blocks(pto_kern_scale, t, 2, s, 1, 4), PTO_OK);
   for (int64_t i = 0; i < 2; i++) {
     for (int64_t j = 0; j < 3; j++) {
-      for (int64_t k = 0; k < 4; k++) ref[(i * 3 + j) * 4 + k] = -2.0f * src[(k * 3 + j) * 2 + i];
+      for (int64_t k = 0; k < 4; k++)
+        ref[(i * 3 + j) * 4 + k] = -2.0f * src[(k * 3 + j) * 2 + i];
     }
   }
   assert_memory_equal(dst, ref, sizeof dst);
@@ -256,10 +259,12 @@ static void test_elementwise_inplace(void **state) {
   tview a = mkview(5, 9, L_PAD);
   float copy[45];
   for (int i = 0; i < 5; i++)
-    for (int j = 0; j < 9; j++) copy[i * 9 + j] = *el(&a.t, i, j);
+    for (int j = 0; j < 9; j++)
+      copy[i * 9 + j] = *el(&a.t, i, j);
   assert_int_equal(pto_tile_add(&a.t, &a.t, &a.t), PTO_OK);
   for (int i = 0; i < 5; i++)
-    for (int j = 0; j < 9; j++) assert_close(*el(&a.t, i, j), 2.0 * copy[i * 9 + j], 1e-7);
+    for (int j = 0; j < 9; j++)
+      assert_close(*el(&a.t, i, j), 2.0 * copy[i * 9 + j], 1e-7);
   vfree(&a);
 }
 
@@ -284,15 +289,16 @@ static void test_elementwise_invalid(void **state) {
 
 /* ---- matmul ---- */
 
-static void check_matmul(int64_t m, int64_t k, int64_t n, layout la, layout lb, layout lc,
-                         bool acc, int nblocks) {
+static void check_matmul(int64_t m, int64_t k, int64_t n, layout la, layout lb, layout lc, bool acc,
+                         int nblocks) {
   tview a = mkview(m, k, la), b = mkview(k, n, lb), c = mkview(m, n, lc);
   double *ref = malloc((size_t)(m * n) * sizeof(double));
   assert_non_null(ref);
   for (int64_t i = 0; i < m; i++) {
     for (int64_t j = 0; j < n; j++) {
       double s = acc ? *el(&c.t, i, j) : 0.0;
-      for (int64_t q = 0; q < k; q++) s += (double)*el(&a.t, i, q) * *el(&b.t, q, j);
+      for (int64_t q = 0; q < k; q++)
+        s += (double)*el(&a.t, i, q) * *el(&b.t, q, j);
       ref[i * n + j] = s;
     }
   }
@@ -306,7 +312,8 @@ static void check_matmul(int64_t m, int64_t k, int64_t n, layout la, layout lb, 
   }
   assert_int_equal(rc, PTO_OK);
   for (int64_t i = 0; i < m; i++) {
-    for (int64_t j = 0; j < n; j++) assert_close(*el(&c.t, i, j), ref[i * n + j], 1e-5);
+    for (int64_t j = 0; j < n; j++)
+      assert_close(*el(&c.t, i, j), ref[i * n + j], 1e-5);
   }
   assert_outside_untouched(&c);
   free(ref);
@@ -349,7 +356,8 @@ static void test_matmul_invalid(void **state) {
   /* ... but a leading dim of 1 is */
   int64_t shape1[3] = {1, 4, 5};
   assert_int_equal(pto_tensor_init(&t3, buf, sizeof buf, PTO_F32, 3, shape1), PTO_OK);
-  for (int i = 0; i < 20; i++) buf[i] = 1.0f;
+  for (int i = 0; i < 20; i++)
+    buf[i] = 1.0f;
   assert_int_equal(pto_tile_matmul(&t3, &b2.t, &c.t), PTO_OK);
   /* C overlapping an input is refused; disjoint parts of one buffer are fine */
   tview sq = mkview(4, 8, L_ROW);
@@ -368,9 +376,12 @@ static void test_matmul_invalid(void **state) {
 
 static void ref_softmax_row(const pto_tensor *s, int64_t r, double scale, double *out) {
   double mx = -INFINITY, sum = 0.0;
-  for (int64_t j = 0; j < s->shape[1]; j++) mx = fmax(mx, scale * *el(s, r, j));
-  for (int64_t j = 0; j < s->shape[1]; j++) sum += out[j] = exp(scale * *el(s, r, j) - mx);
-  for (int64_t j = 0; j < s->shape[1]; j++) out[j] /= sum;
+  for (int64_t j = 0; j < s->shape[1]; j++)
+    mx = fmax(mx, scale * *el(s, r, j));
+  for (int64_t j = 0; j < s->shape[1]; j++)
+    sum += out[j] = exp(scale * *el(s, r, j) - mx);
+  for (int64_t j = 0; j < s->shape[1]; j++)
+    out[j] /= sum;
 }
 
 static void test_softmax_rows(void **state) {
@@ -380,7 +391,8 @@ static void test_softmax_rows(void **state) {
   for (int li = 0; li < L_COUNT; li++) {
     for (int nblocks = 0; nblocks <= 4; nblocks += 4) {
       tview in = mkview(r, c, (layout)li), out = mkview(r, c, (layout)((li + 2) % L_COUNT));
-      for (int64_t j = 0; j < c; j++) *el(&in.t, 0, j) *= 40.0f; /* large values: needs the max */
+      for (int64_t j = 0; j < c; j++)
+        *el(&in.t, 0, j) *= 40.0f; /* large values: needs the max */
       snapshot(&out);
       const float scale = 0.5f;
       if (nblocks) {
@@ -392,7 +404,8 @@ static void test_softmax_rows(void **state) {
       }
       for (int64_t i = 0; i < r; i++) {
         ref_softmax_row(&in.t, i, scale, ref);
-        for (int64_t j = 0; j < c; j++) assert_close(*el(&out.t, i, j), ref[j], 1e-5);
+        for (int64_t j = 0; j < c; j++)
+          assert_close(*el(&out.t, i, j), ref[j], 1e-5);
       }
       assert_outside_untouched(&out);
       vfree(&in), vfree(&out);
@@ -403,7 +416,8 @@ static void test_softmax_rows(void **state) {
   pto_tensor t[2] = {in.t, out.t};
   assert_int_equal(run_blocks(pto_kern_softmax_rows, t, 2, NULL, 0, 1), PTO_OK);
   ref_softmax_row(&in.t, 1, 1.0, ref);
-  for (int64_t j = 0; j < 5; j++) assert_close(*el(&out.t, 1, j), ref[j], 1e-6);
+  for (int64_t j = 0; j < 5; j++)
+    assert_close(*el(&out.t, 1, j), ref[j], 1e-6);
   vfree(&in), vfree(&out);
 }
 
@@ -414,10 +428,12 @@ static void test_softmax_rows(void **state) {
 static void check_online(const int64_t *chunks, int nchunks, layout ls, layout lv, int nblocks) {
   const int64_t r = 5, d = 24;
   int64_t t_all = 0;
-  for (int i = 0; i < nchunks; i++) t_all += chunks[i];
+  for (int i = 0; i < nchunks; i++)
+    t_all += chunks[i];
   const float scale = 0.3f;
   tview s = mkview(r, t_all, ls), v = mkview(t_all, d, lv);
-  for (int64_t j = 0; j < t_all; j++) *el(&s.t, 1, j) *= 30.0f; /* a peaked row */
+  for (int64_t j = 0; j < t_all; j++)
+    *el(&s.t, 1, j) *= 30.0f; /* a peaked row */
   tview m = mkview(r, 1, L_PAD), l = mkview(1, r, L_TRANS), o = mkview(r, d, L_PAD);
   tview out = mkview(r, d, L_ROW);
   assert_int_equal(pto_tile_fill(&m.t, -INFINITY), PTO_OK);
@@ -455,14 +471,17 @@ static void check_online(const int64_t *chunks, int nchunks, layout ls, layout l
   assert_non_null(pr);
   for (int64_t i = 0; i < r; i++) {
     double mx = -INFINITY, sum = 0.0;
-    for (int64_t j = 0; j < t_all; j++) mx = fmax(mx, (double)scale * *el(&s.t, i, j));
-    for (int64_t j = 0; j < t_all; j++) sum += exp((double)scale * *el(&s.t, i, j) - mx);
+    for (int64_t j = 0; j < t_all; j++)
+      mx = fmax(mx, (double)scale * *el(&s.t, i, j));
+    for (int64_t j = 0; j < t_all; j++)
+      sum += exp((double)scale * *el(&s.t, i, j) - mx);
     assert_close(*el(&m.t, i, 0), mx, 1e-6);
     assert_close(*el(&l.t, 0, i), sum, 1e-5);
     ref_softmax_row(&s.t, i, scale, pr);
     for (int64_t c = 0; c < d; c++) {
       double acc = 0.0;
-      for (int64_t j = 0; j < t_all; j++) acc += pr[j] * *el(&v.t, j, c);
+      for (int64_t j = 0; j < t_all; j++)
+        acc += pr[j] * *el(&v.t, j, c);
       assert_close(*el(&out.t, i, c), acc, 1e-5);
     }
   }
@@ -504,7 +523,8 @@ static void test_online_softmax_masked(void **state) {
   assert_int_equal(pto_tile_online_softmax(&ts, 1.0f, &tm, &tl, &to, &tp), PTO_OK);
   assert_true(isinf(m[0]) && m[0] < 0);
   assert_true(l[0] == 0.0f);
-  for (int j = 0; j < 3; j++) assert_true(p[j] == 0.0f);
+  for (int j = 0; j < 3; j++)
+    assert_true(p[j] == 0.0f);
   assert_close(m[1], 3.0, 1e-7);
   assert_close(l[1], exp(-2.0) + exp(-1.0) + 1.0, 1e-6);
   assert_int_equal(pto_tile_normalize_rows(&to, &tl, &tout), PTO_OK);
@@ -645,13 +665,15 @@ static void test_runtime_spmd(void **state) {
     assert_close(*el(&sums.t, i, 0), rs, 1e-5);
     for (int64_t k = 0; k < r; k++) {
       double g = 0.0;
-      for (int64_t j = 0; j < c; j++) g += (double)*el(&x.t, i, j) * *el(&x.t, k, j);
+      for (int64_t j = 0; j < c; j++)
+        g += (double)*el(&x.t, i, j) * *el(&x.t, k, j);
       assert_close(*el(&gram.t, i, k), g, 1e-5);
     }
   }
   for (int64_t j = 0; j < c; j++) {
     double mx = -INFINITY;
-    for (int64_t i = 0; i < r; i++) mx = fmax(mx, *el(&x.t, i, j));
+    for (int64_t i = 0; i < r; i++)
+      mx = fmax(mx, *el(&x.t, i, j));
     assert_close(*el(&maxes.t, 0, j), mx, 0.0);
   }
   vfree(&x), vfree(&half), vfree(&sums), vfree(&maxes), vfree(&gram);
@@ -659,19 +681,19 @@ static void test_runtime_spmd(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_split_range),
-    cmocka_unit_test(test_elementwise_2d),
-    cmocka_unit_test(test_elementwise_3d),
-    cmocka_unit_test(test_elementwise_inplace),
-    cmocka_unit_test(test_elementwise_invalid),
-    cmocka_unit_test(test_matmul_layouts),
-    cmocka_unit_test(test_matmul_shapes_and_blocks),
-    cmocka_unit_test(test_matmul_invalid),
-    cmocka_unit_test(test_softmax_rows),
-    cmocka_unit_test(test_online_softmax),
-    cmocka_unit_test(test_online_softmax_masked),
-    cmocka_unit_test(test_reductions),
-    cmocka_unit_test(test_runtime_spmd),
+      cmocka_unit_test(test_split_range),
+      cmocka_unit_test(test_elementwise_2d),
+      cmocka_unit_test(test_elementwise_3d),
+      cmocka_unit_test(test_elementwise_inplace),
+      cmocka_unit_test(test_elementwise_invalid),
+      cmocka_unit_test(test_matmul_layouts),
+      cmocka_unit_test(test_matmul_shapes_and_blocks),
+      cmocka_unit_test(test_matmul_invalid),
+      cmocka_unit_test(test_softmax_rows),
+      cmocka_unit_test(test_online_softmax),
+      cmocka_unit_test(test_online_softmax_masked),
+      cmocka_unit_test(test_reductions),
+      cmocka_unit_test(test_runtime_spmd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,8 +74,8 @@ static void test_lease_exclusive(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_handoff_generations),
-    cmocka_unit_test(test_lease_exclusive),
+      cmocka_unit_test(test_handoff_generations),
+      cmocka_unit_test(test_lease_exclusive),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,7 +66,8 @@ static void test_row_col_tile_blocks_disjoint(void **state) {
     }
   /* 4x4 grid of 2x2 tiles: pairwise disjoint, each inside its row/col block */
   pto_tensor tile[16];
-  for (int k = 0; k < 16; k++) tile[k] = slice2(&m, (k / 4) * 2, (k % 4) * 2, 2, 2);
+  for (int k = 0; k < 16; k++)
+    tile[k] = slice2(&m, (k / 4) * 2, (k % 4) * 2, 2, 2);
   for (int a = 0; a < 16; a++) {
     for (int b = 0; b < 16; b++) {
       assert_true(region_overlap(&tile[a], &tile[b]) == (a == b));
@@ -168,11 +169,16 @@ static uint32_t rnd(uint32_t n) { /* xorshift64*, uniform enough for tests */
 
 /* Bases: row-major tensors over the whole buffer in several dtypes. */
 static pto_tensor random_base(void) {
-  static const struct { pto_dtype dt; int nd; int64_t shape[PTO_MAX_DIMS]; } bases[] = {
-    {PTO_F32, 2, {4, 6}},    {PTO_U8, 2, {8, 12}},       {PTO_F16, 2, {6, 8}},
-    {PTO_I64, 2, {3, 4}},    {PTO_F32, 3, {2, 3, 4}},    {PTO_I16, 3, {4, 3, 4}},
-    {PTO_I8, 1, {96}},       {PTO_F64, 1, {12}},         {PTO_U8, 4, {2, 3, 4, 4}},
-    {PTO_BF16, 5, {2, 2, 3, 2, 2}},
+  static const struct {
+    pto_dtype dt;
+    int nd;
+    int64_t shape[PTO_MAX_DIMS];
+  } bases[] = {
+      {PTO_F32, 2, {4, 6}},      {PTO_U8, 2, {8, 12}},
+      {PTO_F16, 2, {6, 8}},      {PTO_I64, 2, {3, 4}},
+      {PTO_F32, 3, {2, 3, 4}},   {PTO_I16, 3, {4, 3, 4}},
+      {PTO_I8, 1, {96}},         {PTO_F64, 1, {12}},
+      {PTO_U8, 4, {2, 3, 4, 4}}, {PTO_BF16, 5, {2, 2, 3, 2, 2}},
   };
   int k = (int)rnd(sizeof bases / sizeof bases[0]);
   pto_tensor t;
@@ -191,8 +197,9 @@ static pto_tensor random_slice(const pto_tensor *base, bool transpose) {
   pto_tensor s;
   assert_int_equal(pto_tensor_slice(base, st, sh, &s), PTO_OK);
   if (transpose && s.ndims > 1)
-    assert_int_equal(pto_tensor_transpose(&s, (int)rnd((uint32_t)s.ndims),
-                                          (int)rnd((uint32_t)s.ndims), &s), PTO_OK);
+    assert_int_equal(
+        pto_tensor_transpose(&s, (int)rnd((uint32_t)s.ndims), (int)rnd((uint32_t)s.ndims), &s),
+        PTO_OK);
   return s;
 }
 
@@ -212,7 +219,7 @@ static pto_tensor random_strided(void) {
     if (room < 1) continue;
     pto_tensor t;
     assert_int_equal(
-      pto_tensor_init_strided(&t, buf, BUF_BYTES, dt, nd, sh, st, rnd((uint32_t)room)), PTO_OK);
+        pto_tensor_init_strided(&t, buf, BUF_BYTES, dt, nd, sh, st, rnd((uint32_t)room)), PTO_OK);
     return t;
   }
 }
@@ -221,7 +228,8 @@ static pto_tensor random_reshape(const pto_tensor *base) {
   /* a row block of base reshaped to 1-D: contiguous, new strides */
   pto_tensor s = *base;
   int64_t st[PTO_MAX_DIMS] = {0}, sh[PTO_MAX_DIMS];
-  for (int d = 0; d < base->ndims; d++) sh[d] = base->shape[d];
+  for (int d = 0; d < base->ndims; d++)
+    sh[d] = base->shape[d];
   st[0] = rnd((uint32_t)base->shape[0]);
   sh[0] = 1 + rnd((uint32_t)(base->shape[0] - st[0]));
   assert_int_equal(pto_tensor_slice(base, st, sh, &s), PTO_OK);
@@ -238,7 +246,8 @@ static void byte_set(const pto_tensor *t, bool *set) {
     char *p = pto_tensor_at_linear(t, i);
     ptrdiff_t o = p - (char *)buf;
     assert_true(o >= 0 && o + (ptrdiff_t)es <= BUF_BYTES);
-    for (size_t b = 0; b < es; b++) set[o + (ptrdiff_t)b] = true;
+    for (size_t b = 0; b < es; b++)
+      set[o + (ptrdiff_t)b] = true;
   }
 }
 
@@ -319,12 +328,12 @@ static void test_random_brute_force(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_bytes),
-    cmocka_unit_test(test_row_col_tile_blocks_disjoint),
-    cmocka_unit_test(test_covers),
-    cmocka_unit_test(test_interleaved_and_dtypes),
-    cmocka_unit_test(test_different_buffers),
-    cmocka_unit_test(test_random_brute_force),
+      cmocka_unit_test(test_bytes),
+      cmocka_unit_test(test_row_col_tile_blocks_disjoint),
+      cmocka_unit_test(test_covers),
+      cmocka_unit_test(test_interleaved_and_dtypes),
+      cmocka_unit_test(test_different_buffers),
+      cmocka_unit_test(test_random_brute_force),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,35 +10,35 @@
 #include "pto/status.h"
 
 static const int all_codes[] = {
-  PTO_OK,
-  PTO_EINVAL,
-  PTO_ENOMEM,
-  PTO_ESCOPE_DEADLOCK,
-  PTO_EHEAP_DEADLOCK,
-  PTO_ETASK_RING_DEADLOCK,
-  PTO_EDEP_OVERFLOW,
-  PTO_ESYNC_WIDTH,
-  PTO_ETENSOR_WAIT_TIMEOUT,
-  PTO_EFATAL,
-  PTO_ESCOPE_OVERFLOW,
-  PTO_ETENSORMAP_OVERFLOW,
-  PTO_ESCHED_TIMEOUT,
-  PTO_EASYNC_INVALID,
-  PTO_EASYNC_OVERFLOW,
-  PTO_EKERNEL,
-  PTO_ESHUTDOWN,
-  PTO_EBUSY,
-  PTO_EDEVICE_BUSY,
-  PTO_ECHIP_DIED,
-  PTO_ESTARTUP_TIMEOUT,
-  PTO_ECONTROL_TIMEOUT,
-  PTO_EWAIT_TIMEOUT,
-  PTO_EBOUNDS,
-  PTO_EPEER,
-  PTO_EPOISONED,
-  PTO_ESYSTEM,
-  PTO_EMPI,
-  PTO_EALIGN,
+    PTO_OK,
+    PTO_EINVAL,
+    PTO_ENOMEM,
+    PTO_ESCOPE_DEADLOCK,
+    PTO_EHEAP_DEADLOCK,
+    PTO_ETASK_RING_DEADLOCK,
+    PTO_EDEP_OVERFLOW,
+    PTO_ESYNC_WIDTH,
+    PTO_ETENSOR_WAIT_TIMEOUT,
+    PTO_EFATAL,
+    PTO_ESCOPE_OVERFLOW,
+    PTO_ETENSORMAP_OVERFLOW,
+    PTO_ESCHED_TIMEOUT,
+    PTO_EASYNC_INVALID,
+    PTO_EASYNC_OVERFLOW,
+    PTO_EKERNEL,
+    PTO_ESHUTDOWN,
+    PTO_EBUSY,
+    PTO_EDEVICE_BUSY,
+    PTO_ECHIP_DIED,
+    PTO_ESTARTUP_TIMEOUT,
+    PTO_ECONTROL_TIMEOUT,
+    PTO_EWAIT_TIMEOUT,
+    PTO_EBOUNDS,
+    PTO_EPEER,
+    PTO_EPOISONED,
+    PTO_ESYSTEM,
+    PTO_EMPI,
+    PTO_EALIGN,
 };
 #define NCODES (sizeof all_codes / sizeof all_codes[0])
 
@@ -49,7 +49,8 @@ static void test_names_distinct_and_prefixed(void **state) {
     assert_non_null(n);
     assert_int_equal(strncmp(n, "PTO_", 4), 0);
     assert_string_not_equal(n, "PTO_E?");
-    for (size_t j = 0; j < i; j++) assert_string_not_equal(n, pto_status_name(all_codes[j]));
+    for (size_t j = 0; j < i; j++)
+      assert_string_not_equal(n, pto_status_name(all_codes[j]));
   }
 }
 
@@ -85,10 +86,10 @@ static void test_unknown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_names_distinct_and_prefixed),
-    cmocka_unit_test(test_names_match_enum),
-    cmocka_unit_test(test_hints_nonempty_one_line),
-    cmocka_unit_test(test_unknown),
+      cmocka_unit_test(test_names_distinct_and_prefixed),
+      cmocka_unit_test(test_names_match_enum),
+      cmocka_unit_test(test_hints_nonempty_one_line),
+      cmocka_unit_test(test_unknown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,8 @@
 static float fbuf[256];
 
 static void fill_iota(void) {
-  for (int i = 0; i < 256; i++) fbuf[i] = (float)i;
+  for (int i = 0; i < 256; i++)
+    fbuf[i] = (float)i;
 }
 
 /* A 1-D or 2-D view built field by field, for corrupting one field at a time. */
@@ -118,31 +119,44 @@ static void test_validate_each_rule(void **state) {
   (void)state;
   pto_tensor t;
   assert_int_equal(pto_tensor_validate(NULL), PTO_EINVAL);
-  t = good2d(); t.dtype = -1;
+  t = good2d();
+  t.dtype = -1;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.dtype = PTO_DTYPE_COUNT;
+  t = good2d();
+  t.dtype = PTO_DTYPE_COUNT;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.ndims = 0;
+  t = good2d();
+  t.ndims = 0;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.ndims = PTO_MAX_DIMS + 1;
+  t = good2d();
+  t.ndims = PTO_MAX_DIMS + 1;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.shape[1] = 0;
+  t = good2d();
+  t.shape[1] = 0;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.shape[0] = -3;
+  t = good2d();
+  t.shape[0] = -3;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.stride[0] = 0;
+  t = good2d();
+  t.stride[0] = 0;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.stride[1] = -1;
+  t = good2d();
+  t.stride[1] = -1;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.offset = -1;
+  t = good2d();
+  t.offset = -1;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.buf = NULL;
+  t = good2d();
+  t.buf = NULL;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.buf_bytes = 24 * 4 - 1;
+  t = good2d();
+  t.buf_bytes = 24 * 4 - 1;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
-  t = good2d(); t.buf_bytes = 24 * 4;
+  t = good2d();
+  t.buf_bytes = 24 * 4;
   assert_int_equal(pto_tensor_validate(&t), PTO_OK);
-  t = good2d(); t.dtype = PTO_F64; /* same elements, twice the bytes */
+  t = good2d();
+  t.dtype = PTO_F64; /* same elements, twice the bytes */
   assert_int_equal(pto_tensor_validate(&t), PTO_OK);
   t.buf_bytes = 24 * 8 - 1;
   assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
@@ -201,7 +215,7 @@ static void test_slice(void **state) {
 
   pto_tensor keep = s;
   int64_t oob[2] = {3, 2}, neg[2] = {-1, 0}, zero[2] = {0, 3};
-  assert_int_equal(pto_tensor_slice(&t, oob, shape, &s), PTO_EINVAL);  /* 3 + 2 > 4 */
+  assert_int_equal(pto_tensor_slice(&t, oob, shape, &s), PTO_EINVAL); /* 3 + 2 > 4 */
   assert_int_equal(pto_tensor_slice(&t, neg, shape, &s), PTO_EINVAL);
   assert_int_equal(pto_tensor_slice(&t, start, zero, &s), PTO_EINVAL);
   assert_int_equal(pto_tensor_slice(NULL, start, shape, &s), PTO_EINVAL);
@@ -338,18 +352,23 @@ static void check_copy(const pto_tensor *v) {
   fill_iota();
   memset(out, 0xff, sizeof out);
   pto_tensor_copy_out(v, out);
-  for (int64_t i = 0; i < n; i++) assert_true(out[i] == *(float *)pto_tensor_at_linear(v, i));
+  for (int64_t i = 0; i < n; i++)
+    assert_true(out[i] == *(float *)pto_tensor_at_linear(v, i));
   assert_true(out[n] != out[n]); /* the 0xff fill (NaN) past the end is untouched */
 
-  for (int64_t i = 0; i < n; i++) in[i] = -1.0f - (float)i;
+  for (int64_t i = 0; i < n; i++)
+    in[i] = -1.0f - (float)i;
   pto_tensor_copy_in(v, in);
   int64_t touched = 0;
   for (int i = 0; i < 256; i++) {
-    if (fbuf[i] < 0) touched++;
-    else assert_true(fbuf[i] == (float)i);
+    if (fbuf[i] < 0)
+      touched++;
+    else
+      assert_true(fbuf[i] == (float)i);
   }
   assert_int_equal(touched, n);
-  for (int64_t i = 0; i < n; i++) assert_true(*(float *)pto_tensor_at_linear(v, i) == in[i]);
+  for (int64_t i = 0; i < n; i++)
+    assert_true(*(float *)pto_tensor_at_linear(v, i) == in[i]);
 }
 
 static void test_copy(void **state) {
@@ -381,39 +400,37 @@ static void test_copy_bytes(void **state) {
   (void)state;
   /* non-f32 dtypes: u8 column block and an i64 transposed view */
   uint8_t b[64], out[64];
-  for (int i = 0; i < 64; i++) b[i] = (uint8_t)i;
+  for (int i = 0; i < 64; i++)
+    b[i] = (uint8_t)i;
   pto_tensor t, v;
   int64_t shape[2] = {8, 8}, st[2] = {2, 3}, sh[2] = {4, 2};
   assert_int_equal(pto_tensor_init(&t, b, sizeof b, PTO_U8, 2, shape), PTO_OK);
   assert_int_equal(pto_tensor_slice(&t, st, sh, &v), PTO_OK);
   pto_tensor_copy_out(&v, out);
   for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 2; j++) assert_int_equal(out[i * 2 + j], (2 + i) * 8 + 3 + j);
+    for (int j = 0; j < 2; j++)
+      assert_int_equal(out[i * 2 + j], (2 + i) * 8 + 3 + j);
   int64_t q[8], qo[8];
-  for (int i = 0; i < 8; i++) q[i] = 1000 + i;
+  for (int i = 0; i < 8; i++)
+    q[i] = 1000 + i;
   int64_t qs[2] = {2, 4};
   assert_int_equal(pto_tensor_init(&t, q, sizeof q, PTO_I64, 2, qs), PTO_OK);
   assert_int_equal(pto_tensor_transpose(&t, 0, 1, &v), PTO_OK);
   pto_tensor_copy_out(&v, qo);
   for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 2; j++) assert_int_equal(qo[i * 2 + j], 1000 + j * 4 + i);
+    for (int j = 0; j < 2; j++)
+      assert_int_equal(qo[i * 2 + j], 1000 + j * 4 + i);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_dtype),
-    cmocka_unit_test(test_init_contiguous),
-    cmocka_unit_test(test_init_errors),
-    cmocka_unit_test(test_validate_each_rule),
-    cmocka_unit_test(test_desc),
-    cmocka_unit_test(test_slice),
-    cmocka_unit_test(test_view),
-    cmocka_unit_test(test_reshape),
-    cmocka_unit_test(test_transpose),
-    cmocka_unit_test(test_contiguous_unit_dims),
-    cmocka_unit_test(test_at),
-    cmocka_unit_test(test_copy),
-    cmocka_unit_test(test_copy_bytes),
+      cmocka_unit_test(test_dtype),       cmocka_unit_test(test_init_contiguous),
+      cmocka_unit_test(test_init_errors), cmocka_unit_test(test_validate_each_rule),
+      cmocka_unit_test(test_desc),        cmocka_unit_test(test_slice),
+      cmocka_unit_test(test_view),        cmocka_unit_test(test_reshape),
+      cmocka_unit_test(test_transpose),   cmocka_unit_test(test_contiguous_unit_dims),
+      cmocka_unit_test(test_at),          cmocka_unit_test(test_copy),
+      cmocka_unit_test(test_copy_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
