@@ -190,6 +190,9 @@ static void run_destroy(pto_run *r) {
     for (int s = 0; s < r->nsched; s++) {
       free(r->scheds[s].cores);
       free(r->scheds[s].clusters);
+      free(r->scheds[s].spots);
+      free(r->scheds[s].claim_tasks);
+      free(r->scheds[s].claim_blocks);
     }
   free(r->scheds);
   free(r->cores);
@@ -241,7 +244,11 @@ static int run_create(pto_chip *chip, pto_run **out) {
     pto_event_init(&sc->ev, false);
     sc->cores = calloc((size_t)r->ncores, sizeof(core *));
     sc->clusters = calloc((size_t)c->clusters, sizeof(int));
-    if (!sc->cores || !sc->clusters) goto nomem;
+    sc->spots = calloc((size_t)r->ncores, sizeof(core *));
+    sc->claim_tasks = calloc((size_t)r->ncores, sizeof(task *));
+    sc->claim_blocks = calloc((size_t)r->ncores, sizeof(int32_t));
+    if (!sc->cores || !sc->clusters || !sc->spots || !sc->claim_tasks || !sc->claim_blocks)
+      goto nomem;
     if (r->trace) {
       char name[32];
       snprintf(name, sizeof name, "scheduler %d", s);

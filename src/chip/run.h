@@ -145,7 +145,10 @@ typedef struct sched {
   pthread_t thread;
   bool started;
   int ncores;
-  core **cores; /* own cores, cluster by cluster: AIC, AIV, AIV */
+  core **cores;       /* own cores, cluster by cluster: AIC, AIV, AIV */
+  core **spots;       /* scratch for placements: ncores entries */
+  task **claim_tasks; /* scratch for claimed blocks: ncores entries */
+  int32_t *claim_blocks;
   int nclusters;
   int *clusters; /* own cluster ids */
   pto_event ev;

@@ -129,9 +129,8 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
 
 static bool self_can_place(const task *t) {
   sched *s = this_sched;
-  if (!s || t->sync_start || t->block_num > 64) return false;
-  core *spots[3 * 64];
-  return placements(s, (shape)t->shape, 1, spots, t->block_num) >= t->block_num;
+  if (!s || t->sync_start) return false;
+  return placements(s, (shape)t->shape, 1, s->spots, t->block_num) >= t->block_num;
 }
 
 void sched_make_ready(pto_run *r, task *t) {
@@ -218,39 +217,22 @@ static void place_block(sched *s, core **cores, task *t, int32_t block, int ncor
 }
 
 /* Every placement of one block of shape sh on this scheduler's cores, each
- * core used at most once. Single-core shapes may use the pending slot
- * (max_inflight 1); MIX and gang blocks need idle cores (0). */
+ * core used at most once, written to out (per-block groups of cores, AIC
+ * first). Single-core shapes may use a busy core's pending slot
+ * (max_inflight 1); MIX and gang blocks need idle cores (0). At most `max`
+ * blocks; out must hold s->ncores entries. */
 static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int max) {
   pto_run *r = s->run;
+  int pc = per_cluster(r), aic = r->cfg->aic_per_cluster;
   int per = shape_aic(sh) + shape_aiv(sh), n = 0;
   for (int cl = 0; cl < s->nclusters && n < max; cl++) {
-    core *tmp[3];
-    /* a cluster may host several single-core blocks, or one MIX block */
-    for (;;) {
-      if (n >= max || !fit_cluster(s, cl, sh, max_inflight, tmp)) break;
-      bool dup = false;
-      for (int i = 0; i < per && !dup; i++)
-        for (int j = 0; j < n * per && !dup; j++)
-          dup = out[j] == tmp[i];
-      if (dup) {
-        /* try the next free core of the same kind in this cluster */
-        int pc = per_cluster(r), aic = r->cfg->aic_per_cluster;
-        core **cc = &s->cores[cl * pc];
-        core *alt = NULL;
-        if (per != 1) break;
-        for (int k = (sh == SHAPE_AIC ? 0 : aic); k < (sh == SHAPE_AIC ? aic : pc) && !alt; k++) {
-          bool used = false;
-          for (int j = 0; j < n && !used; j++)
-            used = out[j] == cc[k];
-          if (!used && inflight(cc[k]) <= max_inflight) alt = cc[k];
-        }
-        if (!alt) break;
-        tmp[0] = alt;
-      }
-      for (int i = 0; i < per; i++)
-        out[n * per + i] = tmp[i];
-      n++;
-      if (per != 1) break; /* one MIX block per cluster */
+    if (per == 1) { /* every suitable core of the cluster, once */
+      core **cc = &s->cores[cl * pc];
+      int lo = sh == SHAPE_AIC ? 0 : aic, hi = sh == SHAPE_AIC ? aic : pc;
+      for (int k = lo; k < hi && n < max; k++)
+        if (inflight(cc[k]) <= max_inflight) out[n++] = cc[k];
+    } else if (fit_cluster(s, cl, sh, max_inflight, &out[n * per])) {
+      n++; /* one MIX block per cluster */
     }
   }
   return n;
@@ -261,16 +243,12 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   ready_queue *q = &r->queues[sh];
   /* racy peek; a miss is caught on the next wake (ready_gen) */
   if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return false;
-  core *spots[3 * 64];
   int per = shape_aic(sh) + shape_aiv(sh);
-  int max = (int)(sizeof spots / sizeof spots[0]) / per;
-  int n = placements(s, sh, max_inflight, spots, max);
+  int n = placements(s, sh, max_inflight, s->spots, s->ncores);
   if (n == 0) return false;
-  task *ts[3 * 64];
-  int32_t blocks[3 * 64];
-  n = rq_claim(q, n, ts, blocks);
+  n = rq_claim(q, n, s->claim_tasks, s->claim_blocks);
   for (int i = 0; i < n; i++)
-    place_block(s, &spots[i * per], ts[i], blocks[i], per);
+    place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
   if (n) atomic_fetch_add_explicit(&r->blocks, (uint64_t)n, memory_order_relaxed);
   return n > 0;
 }
@@ -296,17 +274,14 @@ static void drain_moved(pto_run *r) {
 }
 
 static int gang_capacity(sched *s, task *t) {
-  core *spots[3 * 64];
-  int per = shape_aic(t->shape) + shape_aiv(t->shape);
-  return placements(s, t->shape, 0, spots, (int)(sizeof spots / sizeof spots[0]) / per);
+  return placements(s, t->shape, 0, s->spots, s->ncores);
 }
 
 static void gang_stage(sched *s, task *t, int first, int n) {
-  core *spots[3 * 64];
   int per = shape_aic(t->shape) + shape_aiv(t->shape);
-  int got = placements(s, t->shape, 0, spots, n);
+  int got = placements(s, t->shape, 0, s->spots, n);
   for (int i = 0; i < got; i++)
-    place_block(s, &spots[i * per], t, first + i, per);
+    place_block(s, &s->spots[i * per], t, first + i, per);
   atomic_fetch_add_explicit(&s->run->blocks, (uint64_t)got, memory_order_relaxed);
   if (got < n)
     run_fail(s->run, PTO_ESCHED_TIMEOUT, t->id, -1,
