@@ -53,6 +53,19 @@ static void report_stall(pto_run *r, uint64_t idle_ms) {
   /* acquire pairs with submit's release: slots of ids below are filled */
   int64_t sub = atomic_load_explicit(&r->submitted, memory_order_acquire);
   int64_t done = atomic_load_explicit(&r->completed, memory_order_acquire);
+  for (uint32_t i = 0; i < r->nasync; i++) {
+    /* acquire pairs with pto_kctx_async_begin's CAS: the slot's task is live */
+    if (!(atomic_load_explicit(&r->async[i].state, memory_order_acquire) & 1)) continue;
+    task *t = atomic_load_explicit(&r->async[i].t, memory_order_relaxed);
+    if (!t) continue;
+    run_fail_stall(
+        r, PTO_STALL_DEP_DEADLOCK, t->id, -1,
+        "no progress for %llu ms: task %lld (%s) waits for an asynchronous completion "
+        "(slot %u) that never came; %lld tasks are unfinished (its dependents wait on it)",
+        (unsigned long long)idle_ms, (long long)t->id, run_kernel_name(r, t), i,
+        (long long)(sub - done));
+    return;
+  }
   if (done < sub) {
     pto_task_id first = PTO_TASK_NONE;
     int64_t lo = sub - (int64_t)r->nslots + 1;
