@@ -378,11 +378,6 @@ static bool sched_has_work(void *p) {
   return false;
 }
 
-/* A scheduler phase as a trace slice, when tracing and when it did work. */
-static void trace_phase(sched *s, const char *name, uint64_t t0, bool did, int64_t arg) {
-  if (did) trace_instant(s->run->trace, s->trace_track, name, "sched", t0, arg);
-}
-
 void *sched_main(void *arg) {
   pto_wait_thread_begin();
   sched *s = arg;
@@ -399,14 +394,18 @@ void *sched_main(void *arg) {
     bool did = poll_completions(s);
     if (r->trace && did)
       trace_slice(r->trace, s->trace_track, "complete", "sched", t0, pto_now_ns(), -1, -1);
+    t0 = r->trace ? pto_now_ns() : 0;
     int st = drain_step(&r->drain, &s->drain, &ops, s);
     if (st != DRAIN_NONE && st != DRAIN_WAITING) {
       drain_moved(r);
       did = true;
+      if (r->trace)
+        trace_slice(r->trace, s->trace_track, "drain", "sched", t0, pto_now_ns(),
+                    drain_task(&r->drain), -1);
     }
     if (r->trace && s->drain.att != att && st != DRAIN_NONE) {
       att = s->drain.att;
-      trace_phase(s, "drain_attempt", pto_now_ns(), true, (int64_t)att);
+      trace_instant(r->trace, s->trace_track, "drain_attempt", "sched", pto_now_ns(), (int64_t)att);
     }
     if (st == DRAIN_NONE && !drain_active(&r->drain)) {
       t0 = r->trace ? pto_now_ns() : 0;
