@@ -57,8 +57,9 @@ void node_child_main(pto_node *n, int slot) {
   /* die with the parent: a crashed node must not leave chips behind */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != n->parent_pid) _exit(1);
-  /* the leases belong to the parent; a child keeps none alive */
-  lease_release(n->lease_fds, n->cfg.nchips);
+  /* the leases belong to the parent: close our copies, never unlock them
+   * (the lock is shared with the parent's descriptor) */
+  lease_close_inherited(n->lease_fds, n->cfg.nchips);
   node_mbox *mb = &n->ctl->mbox[slot];
   pto_event *parent_ev = &n->ctl->parent_ev;
   bool is_chip = slot < n->cfg.nchips;

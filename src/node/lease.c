@@ -107,3 +107,11 @@ void lease_release(int *fds, int n) {
     fds[i] = -1;
   }
 }
+
+void lease_close_inherited(int *fds, int n) {
+  for (int i = 0; i < n; i++) {
+    if (fds[i] < 0) continue;
+    close(fds[i]); /* the parent's descriptor keeps the lock */
+    fds[i] = -1;
+  }
+}

@@ -15,5 +15,9 @@
 int lease_acquire(const int *ids, int n, int64_t wait_ms, bool quiet, int *fds, char *why,
                   size_t why_len);
 void lease_release(int *fds, int n);
+/* In a forked child: closes its copies of the lock descriptors without
+ * unlocking. A flock belongs to the open file description the child shares
+ * with the parent, so LOCK_UN here would drop the parent's lease. */
+void lease_close_inherited(int *fds, int n);
 
 #endif

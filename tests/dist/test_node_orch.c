@@ -1,0 +1,616 @@
+/* test_node_orch.c — the node runtime's orchestration semantics, tested
+ * directly rather than through the communication scenes: dependency
+ * inference between host sub-worker and chip tasks (read-after-write,
+ * write-after-read, write-after-write, with slow producers so that a
+ * missing edge shows up as wrong data), poisoning (a failed chip or host
+ * task is the run's root error; its dependents are skipped and read back
+ * as PTO_EPOISONED; independent tasks still run), group tasks whose ranks
+ * wait on each other, independent single-chip tasks, and a node that runs
+ * again after a failed run (state reset, leases kept, nothing left over).
+ *
+ * The nodes lease device ids of their own (TEST_DEV0, TEST_DEV0 + 1) so
+ * that this file never queues behind the other dist tests' leases. */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "scenes/dist_scene.h"
+
+#define N         64 /* elements of every test tensor */
+#define TEST_DEV0 40
+#define SENTINEL  (-7.0f)
+#define FAIL_CODE (-1234) /* what the failing kernel returns (not a pto status) */
+
+/* Kernel ids: registration order, the same on every chip (chip_init checks). */
+enum { K_ADD = 0, K_FAIL = 1, K_PING = 2 };
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* ---- kernels (run in the chip processes) ---- */
+
+/* out = in + scalar 0, after sleeping scalar 1 ms: a slow reader reads late. */
+static int add_kernel(const pto_kctx *ctx) {
+  sleep_ms((int64_t)DIST_SCALAR(ctx, 1));
+  const float *in = pto_tensor_f32(&ctx->tensors[0]);
+  float *out = pto_tensor_f32(&ctx->tensors[1]);
+  float add = (float)(int64_t)DIST_SCALAR(ctx, 0);
+  for (int i = 0; i < N; i++)
+    out[i] = in[i] + add;
+  return 0;
+}
+
+/* Sleeps scalar 0 ms, then fails without writing its output. */
+static int fail_kernel(const pto_kctx *ctx) {
+  sleep_ms((int64_t)DIST_SCALAR(ctx, 0));
+  return FAIL_CODE;
+}
+
+/* Group kernel over a 2-rank domain: rank 1 waits for rank 0's signal
+ * before answering it, and rank 0 waits for the answer, so neither ends
+ * unless both run at once. Each writes 100 * rank + the value it saw. */
+static int ping_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
+  const pto_tensor *sig = &ctx->tensors[0];
+  int rank = pto_comm_rank(pto_kctx_comm(ctx), dom), rc = 0;
+  if (rank < 0) return rank;
+  if (rank == 0) {
+    sleep_ms(20); /* rank 1 is already waiting */
+    rc = pto_notify(ctx, dom, 1, sig, PTO_SIGNAL_ADD, 1);
+    if (!rc) rc = pto_signal_wait(ctx, dom, sig, PTO_CMP_GE, 1, -1);
+  } else {
+    rc = pto_signal_wait(ctx, dom, sig, PTO_CMP_GE, 1, -1);
+    if (!rc) rc = pto_notify(ctx, dom, 0, sig, PTO_SIGNAL_ADD, 1);
+  }
+  int32_t seen = 0;
+  if (!rc) rc = pto_signal_read(ctx, dom, sig, &seen);
+  if (rc) return rc;
+  float *out = pto_tensor_f32(&ctx->tensors[1]);
+  for (int i = 0; i < N; i++)
+    out[i] = (float)(100 * rank + seen);
+  return 0;
+}
+
+static int orch_init(pto_chip *chip, int rank, void *arg) {
+  (void)rank;
+  (void)arg;
+  int add = -1, fail = -1, ping = -1;
+  if (pto_kernel_register_aiv(chip, "add", add_kernel, &add) ||
+      pto_kernel_register_aiv(chip, "fail", fail_kernel, &fail) ||
+      pto_kernel_register_aiv(chip, "ping", ping_kernel, &ping))
+    return PTO_EFATAL;
+  return add == K_ADD && fail == K_FAIL && ping == K_PING ? 0 : PTO_EFATAL;
+}
+
+/* ---- host sub-worker callbacks (run in the worker processes) ---- */
+
+/* tensor 0 = scalar 0 + i, after sleeping scalar 1 ms. */
+static int host_fill(const pto_args *a, void *arg) {
+  (void)arg;
+  sleep_ms((int64_t)a->scalars[1]);
+  float *out = pto_tensor_f32(&a->tensors[0]);
+  for (int i = 0; i < N; i++)
+    out[i] = (float)((int64_t)a->scalars[0] + i);
+  return 0;
+}
+
+/* tensor 1 = tensor 0 + scalar 0, after sleeping scalar 1 ms. */
+static int host_add(const pto_args *a, void *arg) {
+  (void)arg;
+  sleep_ms((int64_t)a->scalars[1]);
+  const float *in = pto_tensor_f32(&a->tensors[0]);
+  float *out = pto_tensor_f32(&a->tensors[1]);
+  for (int i = 0; i < N; i++)
+    out[i] = in[i] + (float)(int64_t)a->scalars[0];
+  return 0;
+}
+
+/* Sleeps scalar 1 ms, then returns scalar 0 (a pto status), writing nothing. */
+static int host_fail(const pto_args *a, void *arg) {
+  (void)arg;
+  sleep_ms((int64_t)a->scalars[1]);
+  return (int)(int64_t)a->scalars[0];
+}
+
+/* ---- helpers (parent side) ---- */
+
+static pto_node *make_node(void) {
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  static const int devs[2] = {TEST_DEV0, TEST_DEV0 + 1};
+  dist_config(&o, 2, orch_init, &cfg);
+  cfg.device_ids = devs;
+  cfg.nworkers = 2;
+  cfg.chip.clusters = 1;
+  cfg.chip.task_slots = 64;
+  cfg.chip.watchdog_ms = 5000;
+  cfg.host_bytes = 1u << 20;
+  cfg.window_space = 16u << 20;
+  cfg.startup_timeout_ms = 20000;
+  cfg.control_timeout_ms = 5000;
+  cfg.task_timeout_ms = 5000; /* a lost dependency edge fails fast instead of hanging */
+  cfg.wait_timeout_ms = 3000;
+  cfg.quiet = true;
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  return n;
+}
+
+static pto_tensor vec(pto_node *n, float fill) {
+  int64_t sh = N;
+  pto_tensor t;
+  assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &sh, &t), 0);
+  for (int i = 0; i < N; i++)
+    pto_tensor_f32(&t)[i] = fill;
+  return t;
+}
+
+/* Chip task on `chip`: out = in + add (kernel sleeps sleep ms first). */
+static int sub_add(pto_node_orch *no, int chip, const pto_tensor *in, const pto_tensor *out,
+                   int add, int sleep, pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, in);
+  pto_args_output_existing(&a, out);
+  dist_scalars(&a, K_ADD, 2, 1);
+  pto_args_scalar(&a, (uint64_t)(int64_t)add);
+  pto_args_scalar(&a, (uint64_t)sleep);
+  return pto_node_submit(no, chip, dist_chip_orch, &a, id);
+}
+
+/* Chip task on `chip` that fails after sleep ms, declaring `out` as output. */
+static int sub_fail(pto_node_orch *no, int chip, const pto_tensor *out, int sleep,
+                    pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, out);
+  dist_scalars(&a, K_FAIL, 1, 1);
+  pto_args_scalar(&a, (uint64_t)sleep);
+  return pto_node_submit(no, chip, dist_chip_orch, &a, id);
+}
+
+static int sub_host_fill(pto_node_orch *no, int worker, const pto_tensor *out, int base, int sleep,
+                         pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, out);
+  pto_args_scalar(&a, (uint64_t)(int64_t)base);
+  pto_args_scalar(&a, (uint64_t)sleep);
+  return pto_node_submit_host(no, worker, host_fill, NULL, &a, id);
+}
+
+static int sub_host_add(pto_node_orch *no, int worker, const pto_tensor *in, const pto_tensor *out,
+                        int add, int sleep, pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, in);
+  pto_args_output_existing(&a, out);
+  pto_args_scalar(&a, (uint64_t)(int64_t)add);
+  pto_args_scalar(&a, (uint64_t)sleep);
+  return pto_node_submit_host(no, worker, host_add, NULL, &a, id);
+}
+
+static int sub_host_fail(pto_node_orch *no, int worker, const pto_tensor *out, int code, int sleep,
+                         pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, out);
+  pto_args_scalar(&a, (uint64_t)(int64_t)code);
+  pto_args_scalar(&a, (uint64_t)sleep);
+  return pto_node_submit_host(no, worker, host_fail, NULL, &a, id);
+}
+
+/* t[i] == base + step * i for every i (exact: small integers). */
+static bool ramp_is(const pto_tensor *t, float base, float step) {
+  for (int i = 0; i < N; i++)
+    if (pto_tensor_f32(t)[i] != base + step * (float)i) {
+      fprintf(stderr, "element %d: %g, want %g\n", i, (double)pto_tensor_f32(t)[i],
+              (double)(base + step * (float)i));
+      return false;
+    }
+  return true;
+}
+
+static bool all_is(const pto_tensor *t, float v) { return ramp_is(t, v, 0.0f); }
+
+static bool read_is(pto_node_orch *no, const pto_tensor *t, float base, float step) {
+  float buf[N];
+  if (pto_node_read(no, t, buf) != 0) return false;
+  for (int i = 0; i < N; i++)
+    if (buf[i] != base + step * (float)i) return false;
+  return true;
+}
+
+static int count_objects(const char *prefix) {
+  DIR *d = opendir("/dev/shm");
+  int k = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) k++;
+  if (d) closedir(d);
+  return k;
+}
+
+/* Orchestration functions record what they saw here and the test asserts
+ * it after the run (cmocka asserts must not fire inside a run). */
+typedef struct probe {
+  pto_tensor t[12];
+  pto_task_id id[8];
+  int rc[12];
+  bool ok[12];
+  void *extra;
+} probe;
+
+/* ---- 1. dependency inference ---- */
+
+/* host fill X (slow) -> chip 1: Y = X + 1000 (slow) -> host: Z = Y + 5. */
+static void raw_chain(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  p->rc[0] = sub_host_fill(no, -1, &p->t[0], 0, 30, NULL);
+  p->rc[1] = sub_add(no, 1, &p->t[0], &p->t[1], 1000, 20, NULL);
+  p->rc[2] = sub_host_add(no, -1, &p->t[1], &p->t[2], 5, 0, NULL);
+  p->ok[0] = read_is(no, &p->t[2], 1005.0f, 1.0f); /* waits for its writer only */
+  p->rc[3] = pto_node_wait_all(no);
+}
+
+static void test_raw_host_chip_host(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  probe p = {0};
+  p.t[0] = vec(n, SENTINEL);
+  p.t[1] = vec(n, SENTINEL);
+  p.t[2] = vec(n, SENTINEL);
+  pto_error_info err;
+  int rc = pto_node_run(n, raw_chain, &p, &err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(err.code, 0);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(p.rc[i], 0);
+  assert_true(p.ok[0]);
+  assert_true(ramp_is(&p.t[0], 0.0f, 1.0f));
+  assert_true(ramp_is(&p.t[1], 1000.0f, 1.0f));
+  assert_true(ramp_is(&p.t[2], 1005.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
+/* X holds 0..63. chip 0 reads X slowly (Y = X + 1); worker 0 then
+ * overwrites X (500 + i, slowly); worker 1 then overwrites X again
+ * (900 + i). The reader must see the old X and the last writer must win. */
+static void war_waw(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  p->rc[0] = sub_add(no, 0, &p->t[0], &p->t[1], 1, 40, NULL);
+  p->rc[1] = sub_host_fill(no, 0, &p->t[0], 500, 20, NULL);
+  p->rc[2] = sub_host_fill(no, 1, &p->t[0], 900, 0, NULL);
+  /* read-after-write on the chip side: a chip task reads the final X */
+  p->rc[3] = sub_add(no, 1, &p->t[0], &p->t[2], 10, 0, NULL);
+  p->rc[4] = pto_node_wait_all(no);
+}
+
+static void test_war_waw_host_over_chip_reader(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  probe p = {0};
+  p.t[0] = vec(n, 0.0f);
+  for (int i = 0; i < N; i++)
+    pto_tensor_f32(&p.t[0])[i] = (float)i;
+  p.t[1] = vec(n, SENTINEL);
+  p.t[2] = vec(n, SENTINEL);
+  pto_error_info err;
+  int rc = pto_node_run(n, war_waw, &p, &err);
+  assert_int_equal(rc, 0);
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(p.rc[i], 0);
+  assert_true(ramp_is(&p.t[1], 1.0f, 1.0f));   /* the reader saw the old X */
+  assert_true(ramp_is(&p.t[0], 900.0f, 1.0f)); /* the later writer won */
+  assert_true(ramp_is(&p.t[2], 910.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
+/* ---- 2. poisoning ---- */
+
+/* t: 0 A (failed task's output), 1 B = A + 1, 2 C = B + 1 (host), 3 P input,
+ * 4 Q = P + 7 (independent chip), 5 R (independent host fill), 6 D3 output
+ * (dependent submitted after the failure is known), 7 S (independent,
+ * submitted after it). `extra` != NULL: the root is a host task. */
+static void poison_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  if (p->extra)
+    p->rc[0] = sub_host_fail(no, 0, &p->t[0], PTO_EFATAL, 30, &p->id[0]);
+  else
+    p->rc[0] = sub_fail(no, 1, &p->t[0], 30, &p->id[0]);
+  /* submitted while the root still runs: poisoned when it fails */
+  p->rc[1] = sub_add(no, 0, &p->t[0], &p->t[1], 1, 0, &p->id[1]);
+  p->rc[2] = sub_host_add(no, 1, &p->t[1], &p->t[2], 1, 0, &p->id[2]);
+  p->rc[3] = sub_add(no, 0, &p->t[3], &p->t[4], 7, 0, &p->id[3]);
+  p->rc[4] = sub_host_fill(no, 1, &p->t[5], 300, 0, &p->id[4]);
+  p->rc[5] = pto_node_wait_all(no);
+  /* submitted after the failure is known: poisoned at submission */
+  p->rc[6] = sub_add(no, 1, &p->t[0], &p->t[6], 1, 0, &p->id[5]);
+  /* an independent task still runs after the failure */
+  p->rc[7] = sub_add(no, 1, &p->t[3], &p->t[7], 9, 0, &p->id[6]);
+  float buf[N];
+  p->rc[8] = pto_node_read(no, &p->t[1], buf);
+  p->rc[9] = pto_node_read(no, &p->t[2], buf);
+  p->rc[10] = pto_node_read(no, &p->t[6], buf);
+  p->ok[0] = read_is(no, &p->t[4], 7.0f, 1.0f);
+  p->ok[1] = read_is(no, &p->t[5], 300.0f, 1.0f);
+  p->ok[2] = read_is(no, &p->t[7], 9.0f, 1.0f);
+  p->rc[11] = pto_node_wait_all(no);
+}
+
+static void poison_check(bool host_root) {
+  pto_node *n = make_node();
+  probe p = {0};
+  for (int i = 0; i < 8; i++)
+    p.t[i] = vec(n, SENTINEL);
+  for (int i = 0; i < N; i++)
+    pto_tensor_f32(&p.t[3])[i] = (float)i;
+  p.extra = host_root ? (void *)1 : NULL;
+  pto_error_info err;
+  int rc = pto_node_run(n, poison_orch, &p, &err);
+  int want = host_root ? PTO_EFATAL : PTO_EKERNEL;
+  fprintf(stderr, "%s: %s\n", pto_status_name(rc), err.details);
+  /* the run reports the root error, not a poisoned dependent's */
+  assert_int_equal(rc, want);
+  assert_int_equal(err.code, want);
+  char who[64];
+  snprintf(who, sizeof who, "%s, node task %lld", host_root ? "host worker 0" : "chip rank 1",
+           (long long)p.id[0]);
+  assert_non_null(strstr(err.details, who));
+  assert_non_null(strstr(err.details, host_root ? "returned -9" : "returned -1234"));
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(p.rc[i], i == 5 ? want : 0); /* submissions are accepted */
+  for (int i = 0; i < 7; i++)
+    assert_int_not_equal(p.id[i], PTO_TASK_NONE);
+  assert_int_equal(p.rc[11], want);
+  /* the dependents report PTO_EPOISONED and never ran */
+  assert_int_equal(p.rc[8], PTO_EPOISONED);
+  assert_int_equal(p.rc[9], PTO_EPOISONED);
+  assert_int_equal(p.rc[10], PTO_EPOISONED);
+  assert_true(all_is(&p.t[0], SENTINEL));
+  assert_true(all_is(&p.t[1], SENTINEL));
+  assert_true(all_is(&p.t[2], SENTINEL));
+  assert_true(all_is(&p.t[6], SENTINEL));
+  /* the independent tasks ran */
+  assert_true(p.ok[0]);
+  assert_true(p.ok[1]);
+  assert_true(p.ok[2]);
+  assert_true(ramp_is(&p.t[4], 7.0f, 1.0f));
+  assert_true(ramp_is(&p.t[5], 300.0f, 1.0f));
+  assert_true(ramp_is(&p.t[7], 9.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
+static void test_poison_chip_failure(void **state) {
+  (void)state;
+  poison_check(false);
+}
+
+static void test_poison_host_failure(void **state) {
+  (void)state;
+  poison_check(true);
+}
+
+/* Two root failures: the run reports the one that failed first, even
+ * though it was submitted second. */
+static void two_roots(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  p->rc[0] = sub_host_fail(no, 0, &p->t[0], PTO_EFATAL, 300, &p->id[0]);
+  p->rc[1] = sub_fail(no, 0, &p->t[1], 0, &p->id[1]);
+}
+
+static void test_first_root_error_wins(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  probe p = {0};
+  p.t[0] = vec(n, SENTINEL);
+  p.t[1] = vec(n, SENTINEL);
+  pto_error_info err;
+  int rc = pto_node_run(n, two_roots, &p, &err);
+  assert_int_equal(rc, PTO_EKERNEL);
+  char who[64];
+  snprintf(who, sizeof who, "chip rank 0, node task %lld", (long long)p.id[1]);
+  assert_non_null(strstr(err.details, who));
+  pto_node_destroy(n);
+}
+
+/* ---- 3. group tasks and independent single-chip tasks ---- */
+
+/* A 2-rank domain; a group task whose ranks wait on each other writes
+ * rows of t[0]; a host task then reads that output. */
+static void group_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const int chips[2] = {0, 1};
+  const pto_window_buffer bufs[] = {{"sig", 8}};
+  pto_domain dom;
+  p->rc[0] = pto_node_domain_create(no, chips, 2, bufs, 1, &dom);
+  if (p->rc[0]) return;
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < 2; r++) {
+    int64_t one = 1;
+    pto_tensor sig;
+    p->rc[1] |= pto_node_window_tensor(no, dom, r, "sig", PTO_I64, 1, &one, &sig);
+    pto_args_inout(&a, &sig);
+    pto_args_output_existing(&a, &p->t[r]);
+  }
+  dist_scalars(&a, K_PING, 2, 1);
+  pto_args_scalar(&a, (uint64_t)dom);
+  p->rc[2] = pto_node_submit_group(no, chips, 2, dist_chip_orch, &a, NULL);
+  p->rc[3] = sub_host_add(no, -1, &p->t[1], &p->t[2], 1, 0, NULL); /* after the group */
+  p->rc[4] = pto_node_wait_all(no);
+}
+
+static void test_group_ranks_wait_on_each_other(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  probe p = {0};
+  for (int i = 0; i < 3; i++)
+    p.t[i] = vec(n, SENTINEL);
+  pto_error_info err;
+  int rc = pto_node_run(n, group_orch, &p, &err);
+  if (rc) fprintf(stderr, "%s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  for (int i = 0; i < 5; i++)
+    assert_int_equal(p.rc[i], 0);
+  assert_true(all_is(&p.t[0], 1.0f));   /* rank 0 saw rank 1's answer */
+  assert_true(all_is(&p.t[1], 101.0f)); /* rank 1 saw rank 0's signal */
+  assert_true(all_is(&p.t[2], 102.0f));
+  pto_node_destroy(n);
+}
+
+/* Chip 0 and chip 1 each run an independent task from the same input. */
+static void two_singles(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  p->rc[0] = sub_add(no, 0, &p->t[0], &p->t[1], 1, 20, NULL);
+  p->rc[1] = sub_add(no, 1, &p->t[0], &p->t[2], 2, 20, NULL);
+  p->rc[2] = pto_node_wait_all(no);
+}
+
+static void test_independent_tasks_on_two_chips(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  probe p = {0};
+  p.t[0] = vec(n, 0.0f);
+  for (int i = 0; i < N; i++)
+    pto_tensor_f32(&p.t[0])[i] = (float)i;
+  p.t[1] = vec(n, SENTINEL);
+  p.t[2] = vec(n, SENTINEL);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, two_singles, &p, &err), 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(p.rc[i], 0);
+  assert_true(ramp_is(&p.t[0], 0.0f, 1.0f)); /* read-only input untouched */
+  assert_true(ramp_is(&p.t[1], 1.0f, 1.0f));
+  assert_true(ramp_is(&p.t[2], 2.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
+/* ---- 4. a run after a failed run ---- */
+
+/* A domain, a failing chip task writing t[0] and a dependent (t[1]). */
+static void failing_run(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const int chips[2] = {0, 1};
+  const pto_window_buffer bufs[] = {{"sig", 8}};
+  pto_domain dom;
+  p->rc[0] = pto_node_domain_create(no, chips, 2, bufs, 1, &dom);
+  p->rc[1] = sub_fail(no, 0, &p->t[0], 0, &p->id[0]);
+  p->rc[2] = sub_add(no, 1, &p->t[0], &p->t[1], 1, 0, NULL);
+}
+
+static void bad_submit_run(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  p->rc[0] = sub_add(no, 7, &p->t[3], &p->t[4], 1, 0, NULL); /* no chip 7 */
+}
+
+/* The same tensors again: t[0] (the failed task's output) is read and
+ * written, a group task runs over a new domain. */
+static void good_run(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  p->rc[0] = sub_add(no, 1, &p->t[0], &p->t[1], 1, 0, NULL);
+  p->rc[1] = sub_host_fill(no, -1, &p->t[0], 50, 0, NULL);
+  group_orch(no, p->extra);
+  probe *g = p->extra;
+  for (int i = 0; i < 5; i++)
+    p->rc[2] |= g->rc[i];
+}
+
+static void test_run_after_failed_run(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "%s", pto_node_shm_prefix(n));
+  int pids[8], np = pto_node_child_pids(n, pids, 8);
+  assert_int_equal(np, 4);
+  probe p = {0}, g = {0};
+  for (int i = 0; i < 5; i++)
+    p.t[i] = vec(n, SENTINEL);
+  for (int i = 0; i < 3; i++)
+    g.t[i] = vec(n, SENTINEL);
+  pto_error_info err;
+  int rc = pto_node_run(n, failing_run, &p, &err);
+  assert_int_equal(rc, PTO_EKERNEL);
+  assert_int_equal(p.rc[0], 0);
+  assert_non_null(strstr(err.details, "chip rank 0"));
+  assert_true(all_is(&p.t[1], SENTINEL));
+  /* nothing of the run is left; the children live on */
+  assert_int_equal(count_objects(prefix), 0);
+  for (int i = 0; i < np; i++)
+    assert_int_equal(kill(pids[i], 0), 0);
+  /* this node still holds its leases */
+  pto_node_config cfg;
+  static const int devs[2] = {TEST_DEV0, TEST_DEV0 + 1};
+  pto_node_config_init(&cfg);
+  cfg.device_ids = devs;
+  cfg.quiet = true;
+  pto_node *other = NULL;
+  pto_error_info oerr;
+  rc = pto_node_create(&cfg, &other, &oerr);
+  pto_node_destroy(other); /* NULL unless the lease was lost */
+  assert_int_equal(rc, PTO_EDEVICE_BUSY);
+  char holder[64];
+  snprintf(holder, sizeof holder, "leased by pid %d", (int)getpid());
+  assert_non_null(strstr(oerr.details, holder));
+  /* an orchestration-side failure, then a good run again */
+  memset(p.rc, 0, sizeof p.rc);
+  assert_int_equal(pto_node_run(n, bad_submit_run, &p, &err), PTO_EINVAL);
+  assert_int_equal(p.rc[0], PTO_EINVAL);
+  assert_true(all_is(&p.t[4], SENTINEL));
+  for (int i = 0; i < N; i++)
+    pto_tensor_f32(&p.t[0])[i] = (float)(2 * i);
+  memset(p.rc, 0, sizeof p.rc);
+  p.extra = &g;
+  rc = pto_node_run(n, good_run, &p, &err);
+  if (rc) fprintf(stderr, "%s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  assert_int_equal(err.code, 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(p.rc[i], 0);
+  assert_true(ramp_is(&p.t[1], 1.0f, 2.0f)); /* not poisoned by the old run */
+  assert_true(ramp_is(&p.t[0], 50.0f, 1.0f));
+  assert_true(all_is(&g.t[0], 1.0f));
+  assert_true(all_is(&g.t[1], 101.0f));
+  assert_true(all_is(&g.t[2], 102.0f));
+  assert_int_equal(count_objects(prefix), 0);
+  int pids2[8];
+  assert_int_equal(pto_node_child_pids(n, pids2, 8), np);
+  assert_memory_equal(pids, pids2, sizeof(int) * (size_t)np);
+  pto_node_destroy(n);
+  for (int i = 0; i < np; i++) {
+    errno = 0;
+    assert_int_equal(kill(pids[i], 0), -1);
+    assert_int_equal(errno, ESRCH);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_raw_host_chip_host),
+      cmocka_unit_test(test_war_waw_host_over_chip_reader),
+      cmocka_unit_test(test_poison_chip_failure),
+      cmocka_unit_test(test_poison_host_failure),
+      cmocka_unit_test(test_first_root_error_wins),
+      cmocka_unit_test(test_group_ranks_wait_on_each_other),
+      cmocka_unit_test(test_independent_tasks_on_two_chips),
+      cmocka_unit_test(test_run_after_failed_run),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
