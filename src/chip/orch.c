@@ -433,7 +433,6 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   t->scalars = scalars;
   t->heap_end = r->heap.head;
   t->args_end = r->args.head;
-  t->submit_ns = t0;
   atomic_store_explicit(&t->fanout_head, FANOUT_EMPTY, memory_order_relaxed);
   t->next_block = 0;
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);

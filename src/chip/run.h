@@ -77,7 +77,6 @@ typedef struct task {
   uint64_t *scalars;
   uint64_t dep_begin, dep_end; /* this task's dependency nodes (dep ring) */
   uint64_t heap_end, args_end; /* ring heads after this task's allocations */
-  uint64_t submit_ns;
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
   _Atomic int64_t fanout_head;
