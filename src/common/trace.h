@@ -62,5 +62,12 @@ void trace_destroy(pto_trace *t);
  * concatenated, each file's timestamps shifted onto the earliest origin.
  * Returns 0, PTO_EINVAL (a file is not a trace), PTO_ESYSTEM or PTO_ENOMEM. */
 int trace_merge(const char *const *paths, int n, const char *out);
+/* trace_merge for the successive chip runs of a node run, where several
+ * files show the same process (a rank that ran several chip tasks, one file
+ * each, every one numbering its tasks from 0). A recurring process keeps the
+ * metadata of its first file, and each later file's task ids (args.task and
+ * args.deps) are moved past the highest id of its earlier files, so ids stay
+ * unique per process and dependencies keep pointing at the right tasks. */
+int trace_merge_runs(const char *const *paths, int n, const char *out);
 
 #endif

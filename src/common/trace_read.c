@@ -1,5 +1,5 @@
 /* trace_read.c — the schema check, the summary (utilisation, idle gaps,
- * critical path) and trace_merge(), all over documents parsed by
+ * critical path) and trace_merge(_runs)(), all over documents parsed by
  * trace_json. Everything is sort-and-scan over flat arrays: a trace of a
  * large run holds hundreds of thousands of events. */
 #include "common/trace_read.h"
@@ -572,10 +572,52 @@ static uint64_t file_origin(const trace_json *root) {
   return o ? strtoull(o, NULL, 10) : 0;
 }
 
-/* One event with its ts moved by shift_ns (metadata keeps ts 0). */
-static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns) {
+/* Where a process's task ids go when it recurs in several files (the chip
+ * runs of one rank): each file's ids start past those of its earlier files. */
+typedef struct proc_ids {
+  int64_t pid, first_file; /* the file whose metadata names the process */
+  int64_t base, next;      /* this file's offset; the next free id so far */
+} proc_ids;
+
+static proc_ids *proc_find(vec *procs, int64_t pid) {
+  for (size_t k = 0; k < procs->n; k++)
+    if (((proc_ids *)procs->p)[k].pid == pid) return (proc_ids *)procs->p + k;
+  return NULL;
+}
+
+/* args with args.task and every args.deps entry moved up by base. */
+static void put_args(FILE *f, const trace_json *args, int64_t base) {
+  fputc('{', f);
+  for (uint32_t i = 0; i < args->n; i++) {
+    const trace_json *m = &args->u.items[i];
+    if (i) fputc(',', f);
+    trace_json_write_str(f, m->key);
+    fputc(':', f);
+    if (strcmp(m->key, "task") == 0 && m->type == TJ_NUM && is_int(m->u.num) && m->u.num >= 0) {
+      fprintf(f, "%" PRId64, (int64_t)m->u.num + base);
+    } else if (strcmp(m->key, "deps") == 0 && m->type == TJ_ARR) {
+      fputc('[', f);
+      for (uint32_t j = 0; j < m->n; j++) {
+        const trace_json *d = &m->u.items[j];
+        if (j) fputc(',', f);
+        if (d->type == TJ_NUM && is_int(d->u.num) && d->u.num >= 0)
+          fprintf(f, "%" PRId64, (int64_t)d->u.num + base);
+        else
+          trace_json_write(f, d);
+      }
+      fputc(']', f);
+    } else {
+      trace_json_write(f, m);
+    }
+  }
+  fputc('}', f);
+}
+
+/* One event with its ts moved by shift_ns and its task ids by base
+ * (metadata keeps ts 0). */
+static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns, int64_t base) {
   const char *ph = trace_json_str(e, "ph");
-  if (e->type != TJ_OBJ || !shift_ns || (ph && ph[0] == 'M')) {
+  if (e->type != TJ_OBJ || (!shift_ns && !base) || (ph && ph[0] == 'M')) {
     trace_json_write(f, e);
     return;
   }
@@ -585,38 +627,51 @@ static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns) {
     if (i) fputc(',', f);
     trace_json_write_str(f, m->key);
     fputc(':', f);
-    if (strcmp(m->key, "ts") == 0 && m->type == TJ_NUM)
+    if (strcmp(m->key, "ts") == 0 && m->type == TJ_NUM && shift_ns)
       fprintf(f, "%.3f", m->u.num + (double)shift_ns / 1000.0);
+    else if (strcmp(m->key, "args") == 0 && m->type == TJ_OBJ && base)
+      put_args(f, m, base);
     else
       trace_json_write(f, m);
   }
   fputc('}', f);
 }
 
-int trace_merge(const char *const *paths, int n, const char *out) {
+/* The args.task of an event, or -1. */
+static int64_t event_task(const trace_json *e) {
+  int64_t task;
+  return arg_int(e, "task", &task) && task >= 0 ? task : -1;
+}
+
+/* trace_merge (repeat = false) and trace_merge_runs (repeat = true). */
+static int merge(const char *const *paths, int n, const char *out, bool repeat) {
   if (!paths || n <= 0 || !out) return PTO_EINVAL;
   trace_json_doc **docs = calloc((size_t)n, sizeof *docs);
   if (!docs) return PTO_ENOMEM;
   int rc = 0;
   uint64_t origin = 0, dropped = 0;
-  vec pids = {.size = sizeof(pair)}; /* (pid, file) of every process_name */
+  vec procs = {.size = sizeof(proc_ids)}; /* every process named by metadata */
   for (int i = 0; i < n && rc == 0; i++) {
     rc = trace_json_load(paths[i], &docs[i], NULL, 0);
     const trace_json *root = docs[i] ? trace_json_root(docs[i]) : NULL;
     const trace_json *evs = rc == 0 ? event_array(root) : NULL;
     if (rc == 0 && !evs) rc = PTO_EINVAL;
     /* Two files showing the same process are two runs of one rank, not
-     * ranks of one run: merging them would pile their tracks together. */
+     * ranks of one run: unless asked to (repeat), merging them would pile
+     * their tracks together. */
     for (uint32_t j = 0; rc == 0 && j < evs->n; j++) {
       const trace_json *e = &evs->u.items[j];
       const char *name = trace_json_str(e, "name");
       double pid;
       if (!name || strcmp(name, "process_name") != 0 || !trace_json_num(e, "pid", &pid)) continue;
-      for (size_t k = 0; k < pids.n && rc == 0; k++) {
-        const pair *p = (const pair *)pids.p + k;
-        if (p->a == (int64_t)pid && p->b != i) rc = PTO_EINVAL;
-      }
-      if (rc == 0) rc = pair_add(&pids, (int64_t)pid, i);
+      const proc_ids *p = proc_find(&procs, (int64_t)pid);
+      if (p && p->first_file != i && !repeat) rc = PTO_EINVAL;
+      if (p) continue;
+      proc_ids *np = vec_push(&procs);
+      if (!np)
+        rc = PTO_ENOMEM;
+      else
+        *np = (proc_ids){(int64_t)pid, i, 0, 0};
     }
     if (rc == 0) {
       uint64_t o = file_origin(root);
@@ -637,10 +692,23 @@ int trace_merge(const char *const *paths, int n, const char *out) {
       uint64_t o = file_origin(root);
       /* Files without an origin (other tools') are taken as they are. */
       uint64_t shift = o && origin ? o - origin : 0;
+      for (size_t k = 0; k < procs.n; k++) {
+        proc_ids *p = (proc_ids *)procs.p + k;
+        p->base = p->next;
+      }
       for (uint32_t j = 0; j < evs->n; j++) {
+        const trace_json *e = &evs->u.items[j];
+        const char *ph = trace_json_str(e, "ph");
+        double pid = -1;
+        trace_json_num(e, "pid", &pid);
+        proc_ids *p = repeat ? proc_find(&procs, (int64_t)pid) : NULL;
+        /* A recurring process is named once, by its first file. */
+        if (p && ph && ph[0] == 'M' && p->first_file < i) continue;
+        int64_t task = p ? event_task(e) : -1;
+        if (task >= 0 && p->base + task + 1 > p->next) p->next = p->base + task + 1;
         if (!first) fputs(",\n", f);
         first = false;
-        put_shifted(f, &evs->u.items[j], shift);
+        put_shifted(f, e, shift, p ? p->base : 0);
       }
     }
     fprintf(f,
@@ -653,6 +721,14 @@ int trace_merge(const char *const *paths, int n, const char *out) {
   for (int i = 0; i < n; i++)
     trace_json_free(docs[i]);
   free(docs);
-  free(pids.p);
+  free(procs.p);
   return rc;
+}
+
+int trace_merge(const char *const *paths, int n, const char *out) {
+  return merge(paths, n, out, false);
+}
+
+int trace_merge_runs(const char *const *paths, int n, const char *out) {
+  return merge(paths, n, out, true);
 }

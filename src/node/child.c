@@ -30,10 +30,21 @@ static bool frame_posted(void *arg) {
 
 static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
                           const node_frame *f, node_reply *r) {
-  if (n->trace_path) { /* the rank is the trace's process; time zero is the node run's */
-    char name[32];
+  if (n->trace_path) {
+    /* The rank is the trace's process; time zero is the node run's. Each
+     * chip task writes a file of its own (the parent merges them into the
+     * one process, renumbering their task ids). */
+    char name[32], path[PATH_MAX];
     snprintf(name, sizeof name, "rank %d (device %d)", slot, n->device_ids[slot]);
     chip_set_trace_process(chip, slot, name, f->trace_origin_ns);
+    r->status = node_rank_trace_path(n, slot, f->trace_run, path, sizeof path)
+                    ? pto_chip_set_trace(chip, path)
+                    : PTO_EINVAL; /* cannot happen: checked at create with the largest run */
+    if (r->status) {
+      r->err.code = r->status;
+      snprintf(r->err.details, sizeof r->err.details, "cannot set the chip's trace file");
+      return;
+    }
   }
   comm_task_begin(comm, f->epoch, f->group);
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
@@ -69,10 +80,7 @@ void node_child_main(pto_node *n, int slot) {
   if (is_chip) {
     pto_chip_config cfg = n->cfg.chip;
     cfg.env = &comm;
-    char trace[PATH_MAX];
     if (pto_chip_create(&cfg, &chip) != 0 ||
-        (n->trace_path && (!node_rank_trace_path(n, slot, trace, sizeof trace) ||
-                           pto_chip_set_trace(chip, trace) != 0)) ||
         (n->cfg.chip_init && n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg) != 0)) {
       mbox_set_state(mb, CHILD_FAILED, parent_ev);
       _exit(2);

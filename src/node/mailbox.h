@@ -40,6 +40,7 @@ typedef struct node_frame {
   void *host_arg;
   pto_args args;
   uint64_t trace_origin_ns; /* FRAME_TASK: the node run's trace time zero; 0 = not tracing */
+  int32_t trace_run;        /* FRAME_TASK: this rank's chip tasks before it in the node run */
   int32_t dom_rank;
   comm_domain_desc dom;
 } node_frame;

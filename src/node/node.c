@@ -90,8 +90,8 @@ static void unlink_domain(const comm_domain_desc *d) {
 
 /* ---- traces ---- */
 
-bool node_rank_trace_path(const pto_node *n, int rank, char *buf, size_t len) {
-  int k = snprintf(buf, len, "%s.%s.rank%d", n->trace_path, n->prefix + 1, rank);
+bool node_rank_trace_path(const pto_node *n, int rank, int run, char *buf, size_t len) {
+  int k = snprintf(buf, len, "%s.%s.rank%d.%d", n->trace_path, n->prefix + 1, rank, run);
   return k > 0 && (size_t)k < len;
 }
 
@@ -102,24 +102,35 @@ static bool trace_loadable(const char *path) {
   return rc == 0;
 }
 
-/* End of a run: merges the ranks' trace files into trace_path (a rank that
- * ran no chip task wrote none) and removes them, whatever happened. After a
- * fatal error a killed chip may have left half a file: it is left out.
- * Returns 0, or the merge's error. */
+/* End of a run: merges the files of the chip tasks the ranks ran (one file
+ * per chip task, several per rank: trace_merge_runs keeps their task ids
+ * apart) into trace_path and removes them, whatever happened. A task that
+ * failed before its chip ran wrote none; after a fatal error a killed chip
+ * may have left half a file: it is left out. Returns 0, or the merge's
+ * error. */
 static int trace_finish(pto_node *n) {
   if (!n->trace_path) return 0;
-  int nchips = n->cfg.nchips, k = 0;
-  char(*path)[PATH_MAX] = malloc((size_t)nchips * sizeof *path);
-  const char *in[PTO_NODE_MAX_CHIPS];
-  if (!path) return PTO_ENOMEM;
-  for (int r = 0; r < nchips; r++) {
-    if (!node_rank_trace_path(n, r, path[r], sizeof path[r])) continue; /* checked at create */
-    if (access(path[r], F_OK) == 0 && (!n->fatal || trace_loadable(path[r]))) in[k++] = path[r];
-  }
-  int rc = k ? trace_merge(in, k, n->trace_path) : 0;
-  for (int r = 0; r < nchips; r++)
-    unlink(path[r]);
+  int nfiles = 0, k = 0;
+  for (int r = 0; r < n->cfg.nchips; r++)
+    nfiles += n->trace_runs[r];
+  if (!nfiles) return 0;
+  size_t stride = strlen(n->trace_path) + sizeof n->prefix + 32; /* ".rank<r>.<run>" fits */
+  char *path = malloc((size_t)nfiles * stride);
+  const char **in = malloc((size_t)nfiles * sizeof *in);
+  int rc = path && in ? 0 : PTO_ENOMEM;
+  for (int r = 0, i = 0; r < n->cfg.nchips; r++)
+    for (int run = 0; run < n->trace_runs[r]; run++, i++) {
+      char *p = path ? path + (size_t)i * stride : NULL;
+      if (!p || !node_rank_trace_path(n, r, run, p, stride)) continue;
+      if (in && access(p, F_OK) == 0 && (!n->fatal || trace_loadable(p))) in[k++] = p;
+    }
+  if (rc == 0 && k) rc = trace_merge_runs(in, k, n->trace_path);
   free(path);
+  free(in);
+  char p[PATH_MAX]; /* also when out of memory above */
+  for (int r = 0; r < n->cfg.nchips; r++)
+    for (int run = 0; run < n->trace_runs[r]; run++)
+      if (node_rank_trace_path(n, r, run, p, sizeof p)) unlink(p);
   return rc;
 }
 
@@ -322,6 +333,8 @@ static void dispatch(pto_node *n) {
     t->start_ns = pto_now_ns();
     for (int i = 0; i < k; i++) {
       f.group_rank = i;
+      /* each chip task of a rank writes a trace file of its own */
+      f.trace_run = t->kind == TASK_CHIP && n->trace_path ? n->trace_runs[slots[i]]++ : 0;
       post(n, slots[i], &f, t->id);
     }
   }
@@ -443,9 +456,9 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   if (cfg->trace_path) {
     char probe[PATH_MAX];
     n->trace_path = strdup(cfg->trace_path);
-    rc = !n->trace_path                                                   ? PTO_ENOMEM
-         : !node_rank_trace_path(n, cfg->nchips - 1, probe, sizeof probe) ? PTO_EINVAL
-                                                                          : 0;
+    rc = !n->trace_path                                                            ? PTO_ENOMEM
+         : !node_rank_trace_path(n, cfg->nchips - 1, INT_MAX, probe, sizeof probe) ? PTO_EINVAL
+                                                                                   : 0;
     if (rc) {
       set_err(err, rc, "node config: cannot use trace path '%.200s'", cfg->trace_path);
       free(n->trace_path);
@@ -881,6 +894,7 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   n->ntasks = 0;
   n->first_err = 0;
   n->trace_origin_ns = pto_now_ns(); /* every rank's time zero (the clock is machine-wide) */
+  memset(n->trace_runs, 0, sizeof n->trace_runs);
   pto_node_orch no = {n};
   fn(&no, arg);
   until(n, all_finished, NULL, true, UINT64_MAX, 0);

@@ -72,10 +72,11 @@ struct pto_node {
   size_t host_used;
   void *space; /* reserved address space for windows */
   uint64_t space_used;
-  char prefix[48];          /* run-unique shm name prefix, e.g. "/pto.123.0.ab12cd" */
-  char *trace_path;         /* cfg.trace_path, owned; NULL = not tracing */
-  uint64_t trace_origin_ns; /* time zero of the current run's trace */
-  pto_comm observer;        /* the orchestrator's view of the domains */
+  char prefix[48];                    /* run-unique shm name prefix, e.g. "/pto.123.0.ab12cd" */
+  char *trace_path;                   /* cfg.trace_path, owned; NULL = not tracing */
+  uint64_t trace_origin_ns;           /* time zero of the current run's trace */
+  int trace_runs[PTO_NODE_MAX_CHIPS]; /* chip tasks posted per rank this run */
+  pto_comm observer;                  /* the orchestrator's view of the domains */
   comm_domain_desc doms[COMM_MAX_DOMAINS];
   bool dom_live[COMM_MAX_DOMAINS];
   int32_t next_dom;
@@ -95,10 +96,10 @@ struct pto_node_orch {
   pto_node *node;
 };
 
-/* node.c: where chip rank `rank` writes its part of the run's trace:
- * "<trace_path>.<prefix>.rank<r>", unique to this node. Returns false if
- * it does not fit in len. */
-bool node_rank_trace_path(const pto_node *n, int rank, char *buf, size_t len);
+/* node.c: where chip rank `rank` writes the trace of its chip task number
+ * `run` (0, 1, ... within a node run): "<trace_path>.<prefix>.rank<r>.<run>",
+ * unique to this node. Returns false if it does not fit in len. */
+bool node_rank_trace_path(const pto_node *n, int rank, int run, char *buf, size_t len);
 
 /* child.c: the loop of a chip or worker child; never returns. */
 void node_child_main(pto_node *n, int slot) __attribute__((noreturn));

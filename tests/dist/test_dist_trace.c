@@ -1,8 +1,10 @@
 /* test_dist_trace.c — traces of multi-chip runs: ring_shuffle with a trace
  * path writes one merged file that passes the schema check, with one
  * process per rank, block slices on both and the remote store, notify and
- * wait as "comm" slices of each rank; the ranks' temporary files are gone
- * afterwards, also when a chip dies during the run. */
+ * wait as "comm" slices of each rank; a rank that runs several chip tasks in
+ * one node run (dist_epochs) shows all of them, with distinct task ids; the
+ * ranks' temporary files are gone afterwards, also when a chip dies during
+ * the run. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,6 +109,72 @@ static void test_ring_shuffle_trace(void **state) {
   assert_int_equal(strays(dir, "rs.json"), 0);
 }
 
+/* dist_epochs: 3 chip tasks per rank in one node run, each one task of 3
+ * blocks. All 3 appear in the rank's process, as tasks 0, 1, 2. */
+#define EPOCHS       3
+#define EPOCH_BLOCKS 3
+
+typedef struct block_seen {
+  int64_t pid, task, block;
+} block_seen;
+
+static void test_several_chip_tasks_per_rank(void **state) {
+  (void)state;
+  char dir[4096], path[4200];
+  make_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/ep.json", dir);
+  const pto_scene *s = pto_scene_find("dist_epochs");
+  assert_non_null(s);
+  pto_scene_opts o = {0};
+  o.trace = path;
+  pto_scene_report rep = {0};
+  assert_int_equal(s->run(&o, &rep), 0);
+  assert_true(rep.verified);
+
+  trace_json_doc *doc = NULL;
+  char err[256] = "";
+  assert_int_equal(trace_json_load(path, &doc, err, sizeof err), 0);
+  const trace_json *root = trace_json_root(doc);
+  if (trace_validate(root, err, sizeof err)) fail_msg("schema: %s", err);
+  trace_summary sum;
+  assert_int_equal(trace_summarize(root, &sum, err, sizeof err), 0);
+  assert_int_equal(sum.dup_blocks, 0);
+  assert_int_equal(sum.blocks, 2 * EPOCHS * EPOCH_BLOCKS);
+  assert_int_equal(sum.tasks, 2 * EPOCHS); /* distinct (pid, task) with blocks */
+  assert_int_equal(sum.missing_deps, 0);
+  trace_summary_free(&sum);
+
+  block_seen seen[2 * EPOCHS * EPOCH_BLOCKS];
+  int nseen = 0, processes = 0, per_pid[3] = {0};
+  const trace_json *evs = trace_json_get(root, "traceEvents");
+  assert_non_null(evs);
+  for (uint32_t i = 0; i < evs->n; i++) {
+    const trace_json *e = &evs->u.items[i];
+    const char *name = trace_json_str(e, "name"), *cat = trace_json_str(e, "cat");
+    double pid = -1, task = -1, block = -1;
+    assert_true(trace_json_num(e, "pid", &pid));
+    assert_true(pid >= 1 && pid <= 2);
+    if (name && !strcmp(name, "process_name")) processes++;
+    if (!cat || strcmp(cat, "block")) continue;
+    const trace_json *args = trace_json_get(e, "args");
+    assert_true(trace_json_num(args, "task", &task));
+    assert_true(trace_json_num(args, "block", &block));
+    assert_true(task >= 0 && task < EPOCHS); /* one task per chip task, renumbered */
+    assert_true(block >= 0 && block < EPOCH_BLOCKS);
+    assert_true(nseen < 2 * EPOCHS * EPOCH_BLOCKS);
+    block_seen b = {(int64_t)pid, (int64_t)task, (int64_t)block};
+    for (int k = 0; k < nseen; k++)
+      assert_false(seen[k].pid == b.pid && seen[k].task == b.task && seen[k].block == b.block);
+    seen[nseen++] = b;
+    per_pid[(int)pid]++;
+  }
+  assert_int_equal(processes, 2); /* each rank named once, not once per chip task */
+  for (int p = 1; p <= 2; p++)
+    assert_int_equal(per_pid[p], EPOCHS * EPOCH_BLOCKS);
+  trace_json_free(doc);
+  assert_int_equal(strays(dir, "ep.json"), 0);
+}
+
 /* A chip that dies mid-run: the run fails, and no rank file remains. */
 static int k_die;
 
@@ -149,6 +217,7 @@ static void test_dead_chip_leaves_no_file(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_shuffle_trace),
+      cmocka_unit_test(test_several_chip_tasks_per_rank),
       cmocka_unit_test(test_dead_chip_leaves_no_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

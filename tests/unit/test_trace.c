@@ -483,6 +483,92 @@ static void test_merge_ranks(void **state) {
   unlink(out);
 }
 
+/* A rank that ran two chip tasks in one node run: two files of the same
+ * process, each numbering its tasks from 0. trace_merge_runs names the
+ * process once and moves the second file's task ids (and deps) past the
+ * first's. */
+static void write_run(const char *path, int pid, uint64_t t0) {
+  pto_trace *t = trace_create(pid, "rank");
+  int o = trace_track(t, "orchestrator");
+  int c = trace_track(t, "core 0");
+  trace_set_origin(t, BASE);
+  const int64_t dep0[] = {0};
+  trace_slice_deps(t, o, "submit", "orch", t0, t0 + 1 * US, 0, -1, NULL, 0);
+  trace_slice_deps(t, o, "submit", "orch", t0 + 1 * US, t0 + 2 * US, 1, -1, dep0, 1);
+  trace_slice(t, c, "k", "block", t0 + 2 * US, t0 + 12 * US, 0, 0);
+  trace_slice(t, c, "k", "block", t0 + 12 * US, t0 + 22 * US + (uint64_t)pid * US, 1, 0);
+  assert_int_equal(trace_write(t, path), 0);
+  trace_destroy(t);
+}
+
+static void test_merge_runs(void **state) {
+  (void)state;
+  char a[256], b[256], c[256], out[256];
+  tmp_path(a, sizeof a, "run_a");
+  tmp_path(b, sizeof b, "run_b");
+  tmp_path(c, sizeof c, "run_c");
+  tmp_path(out, sizeof out, "runs");
+  write_run(a, 0, BASE);
+  write_run(c, 1, BASE);
+  write_run(b, 0, BASE + 100 * US);
+  const char *const paths[] = {a, c, b};
+  assert_int_equal(trace_merge(paths, 3, out), PTO_EINVAL); /* plain merge refuses */
+  assert_int_equal(trace_merge_runs(paths, 3, out), 0);
+  trace_json_doc *d = load(out);
+  assert_valid(trace_json_root(d));
+  const trace_json *evs = trace_json_get(trace_json_root(d), "traceEvents");
+  int names[3] = {0}, threads[3] = {0}, blocks[3] = {0};
+  for (uint32_t i = 0; i < evs->n; i++) {
+    const trace_json *e = &evs->u.items[i];
+    const char *name = trace_json_str(e, "name"), *cat = trace_json_str(e, "cat");
+    double pid = 0, ts = 0;
+    trace_json_num(e, "pid", &pid);
+    trace_json_num(e, "ts", &ts);
+    assert_true(pid >= 1 && pid <= 2);
+    names[(int)pid] += !strcmp(name, "process_name");
+    threads[(int)pid] += !strcmp(name, "thread_name");
+    if (!cat) continue;
+    int64_t task = arg(e, "task");
+    const trace_json *deps = trace_json_get(trace_json_get(e, "args"), "deps");
+    bool later = ts >= 100.0; /* the second chip run of rank 0 */
+    if (later) assert_true(pid == 1);
+    /* within a run: task 0 is submitted at 0 and runs at 2, task 1 at 1 and 12 */
+    double local = later ? ts - 100.0 : ts;
+    int64_t want = (later ? 2 : 0) + (fabs(local - 1.0) < 1e-6 || fabs(local - 12.0) < 1e-6);
+    assert_int_equal(task, want);
+    if (deps) {
+      assert_int_equal(deps->n, 1);
+      assert_int_equal((int64_t)deps->u.items[0].u.num, later ? 2 : 0);
+    }
+    blocks[(int)pid] += !strcmp(cat, "block");
+  }
+  assert_int_equal(names[1], 1); /* rank 0 named once */
+  assert_int_equal(names[2], 1);
+  assert_int_equal(threads[1], 2); /* its tracks too */
+  assert_int_equal(threads[2], 2);
+  assert_int_equal(blocks[1], 4);
+  assert_int_equal(blocks[2], 2);
+  trace_summary s;
+  char err[256];
+  assert_int_equal(trace_summarize(trace_json_root(d), &s, err, sizeof err), 0);
+  assert_int_equal(s.tasks, 6); /* rank 0: 0..3, rank 1: 0, 1 */
+  assert_int_equal(s.blocks, 6);
+  assert_int_equal(s.dup_blocks, 0);
+  assert_int_equal(s.edges, 3);
+  assert_int_equal(s.missing_deps, 0);
+  /* rank 1's chain (21 us) beats each of rank 0's (20 us): runs do not chain */
+  assert_int_equal(s.critical_tasks, 2);
+  assert_int_equal(s.critical_pid, 2);
+  assert_int_equal(s.critical_last, 1);
+  assert_true(fabs(s.critical_us - 21.0) < 1e-6);
+  trace_summary_free(&s);
+  trace_json_free(d);
+  unlink(a);
+  unlink(b);
+  unlink(c);
+  unlink(out);
+}
+
 /* Off means a NULL trace: every record call is a no-op. */
 static void test_null_trace_is_noop(void **state) {
   (void)state;
@@ -529,6 +615,7 @@ int main(void) {
       cmocka_unit_test(test_json_reader),
       cmocka_unit_test(test_summary_generic_chrome),
       cmocka_unit_test(test_merge_ranks),
+      cmocka_unit_test(test_merge_runs),
       cmocka_unit_test(test_null_trace_is_noop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
