@@ -3,6 +3,7 @@
  * child) or a host sub-worker. It reports ready, then takes frames from its
  * mailbox until told to exit or its parent is gone. */
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,22 @@
 #include "node/node_internal.h"
 
 #define CHILD_POLL_MS 500 /* how often an idle child checks its parent is alive */
+
+static bool never(void *arg) {
+  (void)arg;
+  return false;
+}
+
+/* Runs for the life of the child: while this process is scheduled at all,
+ * the parent sees its heartbeat move (a stopped or frozen process stops it). */
+static void *heartbeat_main(void *arg) {
+  node_mbox *mb = arg;
+  for (;;) {
+    atomic_fetch_add_explicit(&mb->beat, 1, memory_order_relaxed); /* a liveness counter */
+    pto_wait(NULL, never, NULL, pto_deadline_ms(HEARTBEAT_MS));    /* sleeps: no event to wait on */
+  }
+  return NULL;
+}
 
 typedef struct take_wait {
   node_mbox *mb;
@@ -73,6 +90,12 @@ void node_child_main(pto_node *n, int slot) {
   lease_close_inherited(n->lease_fds, n->cfg.nchips);
   node_mbox *mb = &n->ctl->mbox[slot];
   pto_event *parent_ev = &n->ctl->parent_ev;
+  pthread_t hb; /* threads start only after the fork, as every child thread does */
+  if (pthread_create(&hb, NULL, heartbeat_main, mb) != 0) {
+    mbox_set_state(mb, CHILD_FAILED, parent_ev);
+    _exit(2);
+  }
+  pthread_detach(hb);
   bool is_chip = slot < n->cfg.nchips;
   pto_comm comm;
   comm_init(&comm, is_chip ? slot : -1);

@@ -56,10 +56,16 @@ typedef struct node_mbox {
   _Atomic uint32_t taken;  /* last gen the child took */
   _Atomic uint32_t done;   /* last gen the child replied to */
   _Atomic uint32_t state;  /* child_state */
+  _Atomic uint32_t beat;   /* bumped every HEARTBEAT_MS by the child while it lives */
   pto_event to_child;      /* signalled with every post */
   node_frame frame;
   node_reply reply;
 } node_mbox;
+
+/* A child process proves it is not stopped or frozen by bumping its
+ * mailbox's `beat` from a thread of its own; the parent gives up on it after
+ * control_timeout_ms without a beat while it waits for that child. */
+#define HEARTBEAT_MS 100
 
 void mbox_init(node_mbox *mb);
 /* Parent: true when no exchange is outstanding. */

@@ -281,6 +281,8 @@ static void post(pto_node *n, int s, node_frame *f, int64_t task) {
   c->gen = mbox_post(&n->ctl->mbox[s], f);
   c->task = task;
   c->posted_ns = pto_now_ns();
+  c->beat_seen = atomic_load_explicit(&n->ctl->mbox[s].beat, memory_order_relaxed);
+  c->beat_ns = c->posted_ns;
   c->replied = false;
 }
 
@@ -364,6 +366,18 @@ static int step(pto_node *n, bool may_dispatch) {
         c->replied = true;
       }
       continue;
+    }
+    /* relaxed: a liveness counter, nothing is published through it */
+    uint32_t beat = atomic_load_explicit(&n->ctl->mbox[s].beat, memory_order_relaxed);
+    if (beat != c->beat_seen) {
+      c->beat_seen = beat;
+      c->beat_ns = now;
+    } else if (n->cfg.control_timeout_ms >= 0 &&
+               (now - c->beat_ns) / 1000000u > (uint64_t)n->cfg.control_timeout_ms) {
+      return node_fatal(n, PTO_ECONTROL_TIMEOUT,
+                        "%s %d (pid %d) stopped responding: no heartbeat for %" PRId64
+                        " ms (process stopped or frozen)",
+                        slot_kind(n, s), slot_index(n, s), (int)c->pid, n->cfg.control_timeout_ms);
     }
     uint64_t age_ms = (now - c->posted_ns) / 1000000u;
     bool taken = mbox_taken(&n->ctl->mbox[s], c->gen);

@@ -55,6 +55,8 @@ typedef struct child_slot {
   int64_t task; /* running node task id, -1 = none (or a control frame) */
   uint32_t gen; /* outstanding frame gen, 0 = none */
   uint64_t posted_ns;
+  uint32_t beat_seen; /* the child's heartbeat at beat_ns */
+  uint64_t beat_ns;
   node_reply reply; /* reply of a control frame */
   bool replied;
 } child_slot;

@@ -2,6 +2,8 @@
  * chip 1 ends the run within its deadline with PTO_ECHIP_DIED naming rank
  * 1, and afterwards no process and no shared-memory object of that run
  * remains. Also: a chip that hangs (PTO_ECONTROL_TIMEOUT naming the rank),
+ * a chip process that is stopped outright (no task deadline set: its
+ * missing heartbeat ends the run),
  * a chip that fails to start, and leftovers of a crashed run that the next
  * run sweeps without being disturbed. */
 #include <dirent.h>
@@ -25,13 +27,14 @@
 #include "scenes/dist_scene.h"
 
 static int k_crash;
-enum { MODE_ABORT = 1, MODE_HANG = 2 };
+enum { MODE_ABORT = 1, MODE_HANG = 2, MODE_STOP = 3 };
 
 static int crash_kernel(const pto_kctx *ctx) {
   int mode = (int)DIST_SCALAR(ctx, 0);
   pto_comm *c = pto_kctx_comm(ctx);
   if (pto_comm_chip(c) != 1) return 0;
   if (mode == MODE_ABORT) abort();
+  if (mode == MODE_STOP) raise(SIGSTOP); /* the whole process freezes, heartbeat too */
   for (;;)
     pause(); /* a hang that ignores cancellation */
 }
@@ -72,11 +75,13 @@ static void no_leftovers(const char *prefix, const int *pids, int npids) {
   }
 }
 
-static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_info *err, int *rc) {
+static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_info *err, int *rc,
+                           int64_t control_timeout_ms) {
   pto_scene_opts o = {0};
   pto_node_config cfg;
   dist_config(&o, 2, crash_init, &cfg);
   cfg.task_timeout_ms = task_timeout_ms;
+  if (control_timeout_ms > 0) cfg.control_timeout_ms = control_timeout_ms;
   cfg.chip.watchdog_ms = 60000; /* the node's deadline must be the one that fires */
   cfg.chip_init_arg = fail_start ? (void *)1 : NULL;
   cfg.quiet = true;
@@ -88,7 +93,8 @@ static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_i
 static void crash_run(int mode, int expect, int64_t budget_ms) {
   pto_error_info err;
   int rc;
-  pto_node *n = make_node(mode == MODE_HANG ? 500 : -1, false, &err, &rc);
+  pto_node *n =
+      make_node(mode == MODE_HANG ? 500 : -1, false, &err, &rc, mode == MODE_STOP ? 400 : 0);
   assert_int_equal(rc, 0);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "%s", pto_node_shm_prefix(n));
@@ -117,11 +123,16 @@ static void test_hang_in_chip1(void **state) {
   crash_run(MODE_HANG, PTO_ECONTROL_TIMEOUT, 5000);
 }
 
+static void test_chip1_stopped(void **state) {
+  (void)state;
+  crash_run(MODE_STOP, PTO_ECONTROL_TIMEOUT, 5000);
+}
+
 static void test_chip1_fails_to_start(void **state) {
   (void)state;
   pto_error_info err;
   int rc;
-  pto_node *n = make_node(-1, true, &err, &rc);
+  pto_node *n = make_node(-1, true, &err, &rc, 0);
   assert_null(n);
   assert_int_equal(rc, PTO_ECHIP_DIED);
   assert_non_null(strstr(err.details, "chip rank 1"));
@@ -149,9 +160,8 @@ static void test_stale_objects_are_swept(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_abort_in_chip1),
-      cmocka_unit_test(test_hang_in_chip1),
-      cmocka_unit_test(test_chip1_fails_to_start),
+      cmocka_unit_test(test_abort_in_chip1),          cmocka_unit_test(test_hang_in_chip1),
+      cmocka_unit_test(test_chip1_stopped),           cmocka_unit_test(test_chip1_fails_to_start),
       cmocka_unit_test(test_stale_objects_are_swept),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
