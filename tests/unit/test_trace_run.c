@@ -3,11 +3,13 @@
  * hold every submitted block exactly once, on a core's track. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -79,8 +81,17 @@ static uint64_t count_blocks(const trace_json_doc *d) {
 
 /* ---- a small graph on a chip ---- */
 
+/* No block finishes before the orchestration has submitted every task:
+ * the trace records a task's edges to producers still live at its submit
+ * (an edge to a task that already retired constrained nothing), so a slow
+ * orchestrator (sanitizers) must not let producers retire early. */
+static _Atomic int all_submitted;
+
 static int k_noop(const pto_kctx *ctx) {
-  (void)ctx;
+  while (!atomic_load(&all_submitted) && !pto_kctx_cancelled(ctx)) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
   return 0;
 }
 
@@ -102,6 +113,7 @@ static void note(graph *g, int rc) {
 
 static void orch_graph(pto_orch *o, void *arg) {
   graph *g = arg;
+  atomic_store(&all_submitted, 0);
   for (int i = 0; i < NT; i++)
     g->id[i] = PTO_TASK_NONE;
   pto_submit_opts op = {.block_num = 4};
@@ -122,6 +134,7 @@ static void orch_graph(pto_orch *o, void *arg) {
   op = (pto_submit_opts){.block_num = 2, .deps = d5, .ndeps = 2};
   g->blocks[5] = 2, g->kernel[5] = g->mix ? g->kmix : g->kaiv;
   note(g, pto_submit(o, g->kernel[5], NULL, &op, &g->id[5]));
+  atomic_store(&all_submitted, 1);
 }
 
 static pto_chip *make_chip(graph *g) {
