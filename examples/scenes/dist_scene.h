@@ -104,6 +104,9 @@ static inline bool dist_status(pto_scene_report *rep, int rc, const pto_error_in
 
 /* ring_shuffle.c: the scene with a chosen lease wait (0 = fail fast with
  * PTO_EDEVICE_BUSY); used by the concurrent-runs test. */
-int ring_shuffle_leased(const pto_scene_opts *o, int64_t lease_wait_ms, pto_scene_report *rep);
+/* ring_shuffle on the given device ids (NULL: 0 and 1), waiting at most
+ * lease_wait_ms for a leased device. */
+int ring_shuffle_leased(const pto_scene_opts *o, const int *device_ids, int64_t lease_wait_ms,
+                        pto_scene_report *rep);
 
 #endif

@@ -47,10 +47,12 @@ static void ring_node(pto_node_orch *no, void *arg) {
   pto_node_submit_group(no, chips, 2, dist_chip_orch, &a, NULL);
 }
 
-int ring_shuffle_leased(const pto_scene_opts *o, int64_t lease_wait_ms, pto_scene_report *rep) {
+int ring_shuffle_leased(const pto_scene_opts *o, const int *device_ids, int64_t lease_wait_ms,
+                        pto_scene_report *rep) {
   pto_node_config cfg;
   dist_config(o, 2, ring_init, &cfg);
   cfg.lease_wait_ms = lease_wait_ms;
+  if (device_ids) cfg.device_ids = device_ids;
   pto_node *n;
   int rc = pto_node_create(&cfg, &n, &rep->err);
   if (!dist_status(rep, rc, &rep->err)) return rc;
@@ -77,7 +79,7 @@ int ring_shuffle_leased(const pto_scene_opts *o, int64_t lease_wait_ms, pto_scen
 }
 
 static int ring_shuffle_run(const pto_scene_opts *o, pto_scene_report *rep) {
-  return ring_shuffle_leased(o, 60000, rep);
+  return ring_shuffle_leased(o, NULL, 60000, rep);
 }
 
 PTO_SCENE(ring_shuffle, "2 chips: remote store to the next rank, notify, wait (dist scene 1)",

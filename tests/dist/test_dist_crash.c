@@ -151,7 +151,7 @@ static void test_stale_objects_are_swept(void **state) {
   close(fd);
   pto_scene_opts o = {0};
   pto_scene_report rep = {0};
-  assert_int_equal(ring_shuffle_leased(&o, 60000, &rep), 0); /* undisturbed, and sweeps it */
+  assert_int_equal(ring_shuffle_leased(&o, NULL, 60000, &rep), 0); /* undisturbed, and sweeps it */
   assert_true(rep.verified);
   char left[64];
   snprintf(left, sizeof left, "pto.%d.", (int)dead);
