@@ -33,47 +33,21 @@ static int get_init(pto_chip *chip, int rank, void *arg) {
 }
 
 static void get_node(pto_node_orch *no, void *arg) {
-  pto_tensor *io = arg;
   const int chips[2] = {0, 1};
   const pto_window_buffer bufs[] = {{"stage", 2 * DIST_SIZE * 4}};
   pto_domain dom;
-  if (pto_node_domain_create(no, chips, 2, bufs, 1, &dom)) return;
-  pto_args a;
-  pto_args_init(&a);
-  for (int r = 0; r < 2; r++) {
-    pto_tensor in = dist_row(&io[0], r), out = dist_row(&io[1], r);
-    pto_args_input(&a, &in);
-    pto_args_output_existing(&a, &out);
-  }
-  dist_scalars(&a, k_get, 2, 1);
-  pto_args_scalar(&a, (uint64_t)dom);
-  pto_node_submit_group(no, chips, 2, dist_chip_orch, &a, NULL);
+  if (pto_node_domain_create(no, chips, 2, bufs, 1, &dom) == 0)
+    dist_pair_group(no, arg, k_get, dom, false);
 }
 
 static int dist_get_run(const pto_scene_opts *o, pto_scene_report *rep) {
-  pto_node_config cfg;
-  dist_config(o, 2, get_init, &cfg);
-  pto_node *n;
-  int rc = pto_node_create(&cfg, &n, &rep->err);
-  if (!dist_status(rep, rc, &rep->err)) return rc;
-  pto_tensor io[2];
-  int64_t sh[2] = {2, 2 * DIST_SIZE};
-  dist_inputs(n, 2, &io[0]);
-  pto_node_host_tensor(n, PTO_F32, 2, sh, &io[1]);
-  pto_error_info err;
-  rc = pto_node_run(n, get_node, io, &err);
-  if (dist_status(rep, rc, &err)) {
-    float want[4 * DIST_SIZE];
-    for (int r = 0; r < 2; r++)
-      for (int h = 0; h < 2; h++)
-        for (int i = 0; i < DIST_SIZE; i++)
-          want[(2 * r + h) * DIST_SIZE + i] = (float)(100 * (1 - r) + i + 1000 * h);
-    rep->verified =
-        scene_check_f32(rep, "get out", pto_tensor_f32(&io[1]), want, 4 * DIST_SIZE, 0.0f);
-    if (!rep->verified) rc = PTO_EFATAL;
-  }
-  pto_node_destroy(n);
-  return rc;
+  float want[4 * DIST_SIZE];
+  for (int r = 0; r < 2; r++)
+    for (int h = 0; h < 2; h++)
+      for (int i = 0; i < DIST_SIZE; i++)
+        want[(2 * r + h) * DIST_SIZE + i] = (float)(100 * (1 - r) + i + 1000 * h);
+  dist_pair_scene sc = {"get", get_init, get_node, 2 * DIST_SIZE, want, NULL, -1};
+  return dist_run_pair(o, &sc, rep);
 }
 
 PTO_SCENE(dist_get,

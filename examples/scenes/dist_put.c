@@ -69,7 +69,6 @@ static int put_init(pto_chip *chip, int rank, void *arg) {
 }
 
 static void put_node(pto_node_orch *no, void *arg) {
-  pto_tensor *io = arg;
   const int chips[2] = {0, 1};
   const pto_window_buffer bufs[] = {{"stage", 64 * 4},
                                     {"dst", 64 * 4},
@@ -79,54 +78,30 @@ static void put_node(pto_node_orch *no, void *arg) {
                                     {"acc", 4},
                                     {"sig", 8}};
   pto_domain dom;
-  if (pto_node_domain_create(no, chips, 2, bufs, 7, &dom)) return;
-  pto_args a;
-  pto_args_init(&a);
-  for (int r = 0; r < 2; r++) {
-    pto_tensor in = dist_row(&io[0], r), out = dist_row(&io[1], r);
-    pto_args_input(&a, &in);
-    pto_args_output_existing(&a, &out);
-  }
-  dist_scalars(&a, k_put, 2, 1);
-  pto_args_scalar(&a, (uint64_t)dom);
-  pto_node_submit_group(no, chips, 2, dist_chip_orch, &a, NULL);
+  if (pto_node_domain_create(no, chips, 2, bufs, 7, &dom) == 0)
+    dist_pair_group(no, arg, k_put, dom, false);
 }
 
 static int dist_put_run(const pto_scene_opts *o, pto_scene_report *rep) {
-  pto_node_config cfg;
-  dist_config(o, 2, put_init, &cfg);
-  pto_node *n;
-  int rc = pto_node_create(&cfg, &n, &rep->err);
-  if (!dist_status(rep, rc, &rep->err)) return rc;
-  pto_tensor io[2];
-  int64_t sh[2] = {2, OUT_N};
-  dist_inputs(n, 2, &io[0]);
-  pto_node_host_tensor(n, PTO_F32, 2, sh, &io[1]);
-  pto_error_info err;
-  rc = pto_node_run(n, put_node, io, &err);
-  if (dist_status(rep, rc, &err)) {
-    static float want[2 * OUT_N];
-    memset(want, 0, sizeof want);
-    for (int r = 0; r < 2; r++) {
-      float *w = want + r * OUT_N;
-      int p = 1 - r; /* what rank r received came from its peer */
-      for (int i = 0; i < 64; i++)
-        w[i] = (float)(100 * p + i);
-      for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 128; j++)
-          w[64 + i * 128 + j] = mat_val(p, i, j);
+  static float want[2 * OUT_N];
+  memset(want, 0, sizeof want);
+  for (int r = 0; r < 2; r++) {
+    float *w = want + r * OUT_N;
+    int p = 1 - r; /* what rank r received came from its peer */
+    for (int i = 0; i < 64; i++)
+      w[i] = (float)(100 * p + i);
+    for (int i = 0; i < 8; i++)
+      for (int j = 0; j < 128; j++)
+        w[64 + i * 128 + j] = mat_val(p, i, j);
+    for (int j = 0; j < 64; j++)
+      w[64 + 1024 + 64 + j] = (float)(100 * p + j);
+    for (int i = 0; i < 8; i++)
       for (int j = 0; j < 64; j++)
-        w[64 + 1024 + 64 + j] = (float)(100 * p + j);
-      for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 64; j++)
-          w[64 + 1024 + 256 + i * 64 + j] = mat_val(p, i, j);
-      w[OUT_N - 1] = r == 0 ? 42.0f : 0.0f;
-    }
-    rep->verified = scene_check_f32(rep, "put out", pto_tensor_f32(&io[1]), want, 2 * OUT_N, 0.0f);
-    if (!rep->verified) rc = PTO_EFATAL;
+        w[64 + 1024 + 256 + i * 64 + j] = mat_val(p, i, j);
+    w[OUT_N - 1] = r == 0 ? 42.0f : 0.0f;
   }
-  pto_node_destroy(n);
-  return rc;
+  dist_pair_scene sc = {"put", put_init, put_node, OUT_N, want, NULL, -1};
+  return dist_run_pair(o, &sc, rep);
 }
 
 PTO_SCENE(dist_put,

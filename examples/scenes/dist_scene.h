@@ -10,6 +10,8 @@
 #ifndef PTO_DIST_SCENE_H
 #define PTO_DIST_SCENE_H
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "pto/comm.h"
@@ -102,10 +104,87 @@ static inline bool dist_status(pto_scene_report *rep, int rc, const pto_error_in
   return rc == 0;
 }
 
-/* ring_shuffle.c: the scene with a chosen lease wait (0 = fail fast with
- * PTO_EDEVICE_BUSY); used by the concurrent-runs test. */
+/* ---- the shape most 2-chip scenes share ---- */
+
+static const int dist_pair_chips[2] = {0, 1};
+
+/* A domain over chips 0 and 1 with "dst" (DIST_SIZE f32) and "sig". */
+static inline int dist_dst_sig_domain(pto_node_orch *no, pto_domain *dom) {
+  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}, {"sig", 8}};
+  return pto_node_domain_create(no, dist_pair_chips, 2, bufs, 2, dom);
+}
+
+/* One group task on chips 0 and 1 running kernel `kid` (1 block): rank r
+ * gets row r of io[0] (INPUT), then, when dst_sig, its own "dst" and "sig"
+ * window buffers (INOUT: the peer stores and signals into them), then row r
+ * of io[1] (OUTPUT_EXISTING); the scene's scalar 0 is the domain. */
+static inline void dist_pair_group(pto_node_orch *no, const pto_tensor *io, int kid, pto_domain dom,
+                                   bool dst_sig) {
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < 2; r++) {
+    int64_t n = DIST_SIZE, one = 1;
+    pto_tensor in = dist_row(&io[0], r), out = dist_row(&io[1], r), dst, sig;
+    pto_args_input(&a, &in);
+    if (dst_sig) {
+      pto_node_window_tensor(no, dom, r, "dst", PTO_F32, 1, &n, &dst);
+      pto_node_window_tensor(no, dom, r, "sig", PTO_I64, 1, &one, &sig);
+      pto_args_inout(&a, &dst);
+      pto_args_inout(&a, &sig);
+    }
+    pto_args_output_existing(&a, &out);
+  }
+  dist_scalars(&a, kid, dst_sig ? 4 : 2, 1);
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);
+}
+
+/* A 2-chip scene: node orchestration `node_fn` gets io[0] = the inputs
+ * [2, DIST_SIZE] (row r = 100 r + i) and io[1] = a host output [2, out_cols]
+ * zeroed before each of opts->rounds runs; after each run io[1] must equal
+ * want[2 * out_cols] (the whole tensors are printed if not). */
+typedef struct dist_pair_scene {
+  const char *label;
+  pto_chip_init_fn init;
+  void (*node_fn)(pto_node_orch *no, void *io);
+  int64_t out_cols;
+  const float *want;
+  const int *device_ids; /* NULL: 0 and 1 */
+  int64_t lease_wait_ms; /* < 0: dist_config's */
+} dist_pair_scene;
+
+static inline int dist_run_pair(const pto_scene_opts *o, const dist_pair_scene *sc,
+                                pto_scene_report *rep) {
+  pto_node_config cfg;
+  dist_config(o, 2, sc->init, &cfg);
+  if (sc->device_ids) cfg.device_ids = sc->device_ids;
+  if (sc->lease_wait_ms >= 0) cfg.lease_wait_ms = sc->lease_wait_ms;
+  pto_node *n;
+  int rc = pto_node_create(&cfg, &n, &rep->err);
+  if (!dist_status(rep, rc, &rep->err)) return rc;
+  pto_tensor io[2];
+  int64_t sh[2] = {2, sc->out_cols};
+  rc = dist_inputs(n, 2, &io[0]);
+  if (!rc) rc = pto_node_host_tensor(n, PTO_F32, 2, sh, &io[1]);
+  for (int round = 0; rc == 0 && round < (o->rounds > 0 ? o->rounds : 1); round++) {
+    memset(io[1].buf, 0, io[1].buf_bytes);
+    pto_error_info err;
+    rc = pto_node_run(n, sc->node_fn, io, &err);
+    if (dist_status(rep, rc, &err)) {
+      char label[96];
+      snprintf(label, sizeof label, "%s out", sc->label);
+      rep->verified = scene_check_f32(rep, label, pto_tensor_f32(&io[1]), sc->want,
+                                      (size_t)(2 * sc->out_cols), 0.0f);
+      if (!rep->verified) rc = PTO_EFATAL;
+    }
+  }
+  pto_node_destroy(n);
+  return rc;
+}
+
 /* ring_shuffle on the given device ids (NULL: 0 and 1), waiting at most
- * lease_wait_ms for a leased device. */
+ * lease_wait_ms for a leased device (0: fail fast with PTO_EDEVICE_BUSY);
+ * used by the concurrent-runs test. */
 int ring_shuffle_leased(const pto_scene_opts *o, const int *device_ids, int64_t lease_wait_ms,
                         pto_scene_report *rep);
 

@@ -65,28 +65,12 @@ static void sr_node(pto_node_orch *no, void *arg) {
 }
 
 static int dist_separate_reader_run(const pto_scene_opts *o, pto_scene_report *rep) {
-  pto_node_config cfg;
-  dist_config(o, 2, sr_init, &cfg);
-  pto_node *n;
-  int rc = pto_node_create(&cfg, &n, &rep->err);
-  if (!dist_status(rep, rc, &rep->err)) return rc;
-  pto_tensor io[2];
-  int64_t sh[2] = {2, DIST_SIZE};
-  dist_inputs(n, 2, &io[0]);
-  pto_node_host_tensor(n, PTO_F32, 2, sh, &io[1]);
-  pto_error_info err;
-  rc = pto_node_run(n, sr_node, io, &err);
-  if (dist_status(rep, rc, &err)) {
-    float want[2 * DIST_SIZE];
-    for (int r = 0; r < 2; r++)
-      for (int i = 0; i < DIST_SIZE; i++)
-        want[r * DIST_SIZE + i] = (float)(100 * (1 - r) + i);
-    rep->verified = scene_check_f32(rep, "separate_reader out", pto_tensor_f32(&io[1]), want,
-                                    2 * DIST_SIZE, 0.0f);
-    if (!rep->verified) rc = PTO_EFATAL;
-  }
-  pto_node_destroy(n);
-  return rc;
+  float want[2 * DIST_SIZE];
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < DIST_SIZE; i++)
+      want[r * DIST_SIZE + i] = (float)(100 * (1 - r) + i);
+  dist_pair_scene sc = {"separate_reader", sr_init, sr_node, DIST_SIZE, want, NULL, -1};
+  return dist_run_pair(o, &sc, rep);
 }
 
 PTO_SCENE(dist_separate_reader,

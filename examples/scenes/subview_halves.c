@@ -26,53 +26,19 @@ static int halves_init(pto_chip *chip, int rank, void *arg) {
   return pto_kernel_register_aiv(chip, "subview_halves", halves_kernel, &k_halves);
 }
 
-static void halves_node(pto_node_orch *no, void *arg) {
-  pto_tensor *io = arg; /* io[0] input, io[1] output */
-  const int chips[2] = {0, 1};
-  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}, {"sig", 8}};
+static void halves_node(pto_node_orch *no, void *io) {
   pto_domain dom;
-  if (pto_node_domain_create(no, chips, 2, bufs, 2, &dom)) return;
-  pto_args a;
-  pto_args_init(&a);
-  for (int r = 0; r < 2; r++) {
-    int64_t n = DIST_SIZE, one = 1;
-    pto_tensor in = dist_row(&io[0], r), out = dist_row(&io[1], r), dst, sig;
-    pto_node_window_tensor(no, dom, r, "dst", PTO_F32, 1, &n, &dst);
-    pto_node_window_tensor(no, dom, r, "sig", PTO_I64, 1, &one, &sig);
-    pto_args_input(&a, &in);
-    pto_args_inout(&a, &dst);
-    pto_args_inout(&a, &sig);
-    pto_args_output_existing(&a, &out);
-  }
-  dist_scalars(&a, k_halves, 4, 1);
-  pto_args_scalar(&a, (uint64_t)dom);
-  pto_node_submit_group(no, chips, 2, dist_chip_orch, &a, NULL);
+  if (dist_dst_sig_domain(no, &dom) == 0) dist_pair_group(no, io, k_halves, dom, true);
 }
 
 static int subview_halves_run(const pto_scene_opts *o, pto_scene_report *rep) {
-  pto_node_config cfg;
-  dist_config(o, 2, halves_init, &cfg);
-  pto_node *n;
-  int rc = pto_node_create(&cfg, &n, &rep->err);
-  if (!dist_status(rep, rc, &rep->err)) return rc;
-  pto_tensor io[2];
-  int64_t sh[2] = {2, DIST_SIZE};
-  dist_inputs(n, 2, &io[0]);
-  pto_node_host_tensor(n, PTO_F32, 2, sh, &io[1]);
-  pto_error_info err;
-  rc = pto_node_run(n, halves_node, io, &err);
-  if (dist_status(rep, rc, &err)) {
-    float want[2 * DIST_SIZE];
-    for (int i = 0; i < DIST_SIZE; i++) {
-      want[i] = (float)(100 + i);
-      want[DIST_SIZE + i] = (float)i;
-    }
-    rep->verified = scene_check_f32(rep, "subview_halves out", pto_tensor_f32(&io[1]), want,
-                                    2 * DIST_SIZE, 0.0f);
-    if (!rep->verified) rc = PTO_EFATAL;
+  float want[2 * DIST_SIZE];
+  for (int i = 0; i < DIST_SIZE; i++) {
+    want[i] = (float)(100 + i);
+    want[DIST_SIZE + i] = (float)i;
   }
-  pto_node_destroy(n);
-  return rc;
+  dist_pair_scene sc = {"subview_halves", halves_init, halves_node, DIST_SIZE, want, NULL, -1};
+  return dist_run_pair(o, &sc, rep);
 }
 
 PTO_SCENE(subview_halves,

@@ -44,7 +44,8 @@ void pto_event_signal(pto_event *ev) {
   futex_wake_all(ev);
 }
 
-unsigned pto_wait_spin_budget(void) {
+/* Spin iterations before yielding: about SPIN_NS. */
+static unsigned spin_budget(void) {
   /* Calibrated once: a pause costs from ~1 ns to ~40 ns depending on the
    * CPU, so the budget is set in time, not in iterations. */
   static _Atomic unsigned budget; /* racing first callers store similar values */
@@ -103,7 +104,7 @@ static void park_end(void) {
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   if (cond(arg)) return true;
   if (atomic_load_explicit(&runnable, memory_order_relaxed) <= ncpus()) {
-    unsigned spins = pto_wait_spin_budget();
+    unsigned spins = spin_budget();
     for (unsigned i = 0; i < spins; i++) {
       if (cond(arg)) return true;
       pto_cpu_relax();

@@ -37,9 +37,6 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns);
 void pto_wait_thread_begin(void);
 void pto_wait_thread_end(void);
 
-/* Spin iterations before yielding (about 5 us; only while a CPU is free). */
-unsigned pto_wait_spin_budget(void);
-
 static inline void pto_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
