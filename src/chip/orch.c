@@ -204,28 +204,34 @@ typedef struct dep_collect {
   bool oom;
 } dep_collect;
 
-static void collect_dep(void *arg, int64_t producer) {
+/* True when the task being submitted is ordered after producer: retired
+ * (completed) or listed as a dependency. */
+static bool collect_dep(void *arg, int64_t producer) {
   dep_collect *c = arg;
   pto_run *r = c->r;
-  if (producer < r->retired || producer >= c->self) return;
+  if (producer < r->retired) return true;
+  if (producer >= c->self) return false;
   task *p = run_slot(r, producer);
-  if (p->dep_mark == c->self) return; /* already listed */
+  if (p->dep_mark == c->self) return true; /* already listed */
   if (r->depbuf_n == r->depbuf_cap) {
     pto_task_id *n = realloc(r->depbuf, sizeof(pto_task_id) * r->depbuf_cap * 2);
     if (!n) {
       c->oom = true;
-      return;
+      return false;
     }
     r->depbuf = n;
     r->depbuf_cap *= 2;
   }
   p->dep_mark = c->self;
   r->depbuf[r->depbuf_n++] = producer;
+  return true;
 }
 
-static void ignore_dep(void *arg, int64_t producer) {
+/* In a manual scope: no inferred edge, so not ordered after producer. */
+static bool ignore_dep(void *arg, int64_t producer) {
   (void)arg;
   (void)producer;
+  return false;
 }
 
 static bool in_manual_scope(const pto_run *r) {

@@ -1,13 +1,17 @@
 /* tensormap.c — dependency inference from tensor regions (see tensormap.h).
  *
- * Index: an entry lives in the bucket of (base buffer, first 4 KiB chunk of
- * the bytes its view touches), so tasks working on different parts of one
- * big buffer do not share a chain. A lookup scans the chunks its own view
- * touches, widened down by the longest span any stored narrow view has
- * (so an entry that starts earlier but reaches into the view is found).
- * Views spanning more than WIDE_CHUNKS chunks go to one per-buffer "wide"
- * bucket, which every lookup on that buffer also scans. Stale entries
- * (retired tasks) are dropped while scanning. */
+ * Index: by absolute byte address, so every view that may share a byte
+ * with another is found, whatever its base pointer. Chunks come in levels:
+ * a level-L chunk is 4 KiB << 4L bytes (4 KiB, 64 KiB, 1 MiB, ... 2^60).
+ * An entry lives in the bucket of (L, first level-L chunk its bytes touch)
+ * for the smallest L at which its view spans at most SPAN_MAX chunks, so
+ * tasks working on different parts of one big buffer do not share a chain
+ * and a huge view is still one entry. A lookup scans, at each level that
+ * holds entries, the chunks its own view touches, widened down by the
+ * longest span any entry at that level has (so an entry that starts
+ * earlier but reaches into the view is found). Views of ordinary size use
+ * level 0 only: one bucket per 4 KiB chunk they touch, as before levels.
+ * Stale entries (retired tasks) are dropped while scanning. */
 #include "chip/tensormap.h"
 
 #include <stdlib.h>
@@ -16,36 +20,51 @@
 #include "pto/status.h"
 
 #define CHUNK_SHIFT 12
-#define WIDE_CHUNKS 16
-#define WIDE_KEY    UINT64_MAX
+#define LEVEL_SHIFT 4
+#define SPAN_MAX    16 /* chunks an entry may span at its level (1 << LEVEL_SHIFT) */
 
 struct tmap_entry {
-  int64_t lo, hi; /* bytes of buf the view touches: the cheap first test */
+  uint64_t lo, hi; /* absolute bytes the view touches: the cheap first test */
   pto_tensor view;
   int64_t task;
   int32_t mode;
   int32_t next; /* bucket chain or free list, -1 = end */
 };
 
-static uint32_t bucket_of(const tmap *m, const void *buf, uint64_t chunk) {
-  uint64_t h = ((uint64_t)(uintptr_t)buf >> 4) ^ (chunk * 0xD6E8FEB86659FD93ull);
+static unsigned level_shift(int level) { return CHUNK_SHIFT + LEVEL_SHIFT * (unsigned)level; }
+
+static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
+  uint64_t h = chunk * 0xD6E8FEB86659FD93ull ^ ((uint64_t)level << 58);
   h *= 0x9E3779B97F4A7C15ull;
   return (uint32_t)(h >> 32) & (m->nbuckets - 1);
 }
 
-/* A lookup: the view, its byte range and its chunks, computed once. */
+/* A lookup: the view and its absolute byte range, computed once. */
 typedef struct probe {
   const pto_tensor *view;
-  int64_t lo, hi;
-  uint64_t c0, c1; /* first and last 4 KiB chunk (relative to the buffer) */
+  uint64_t lo, last; /* first and last byte */
 } probe;
 
 static probe probe_of(const pto_tensor *v) {
-  probe p = {v, 0, 0, 0, 0};
-  region_bytes(v, &p.lo, &p.hi);
-  p.c0 = (uint64_t)p.lo >> CHUNK_SHIFT;
-  p.c1 = (uint64_t)(p.hi > p.lo ? p.hi - 1 : p.lo) >> CHUNK_SHIFT;
+  probe p = {v, 0, 0};
+  uint64_t hi;
+  region_span(v, &p.lo, &hi);
+  p.last = hi > p.lo ? hi - 1 : p.lo;
   return p;
+}
+
+/* The level an entry for p is stored at, and its first chunk there. */
+static int level_of(const probe *p, uint64_t *chunk, uint32_t *span) {
+  int level = 0;
+  for (;; level++) {
+    unsigned sh = level_shift(level);
+    uint64_t c0 = p->lo >> sh, n = (p->last >> sh) - c0 + 1;
+    if (n <= SPAN_MAX || level == TMAP_LEVELS - 1) {
+      *chunk = c0;
+      *span = (uint32_t)n; /* <= 16 at the top level: 2^64 / 2^60 */
+      return level;
+    }
+  }
 }
 
 int tmap_init(tmap *m, uint32_t capacity) {
@@ -79,7 +98,8 @@ void tmap_clear(tmap *m) {
   m->fresh = 0;
   m->free_head = -1;
   m->used = 0;
-  m->max_span = 1;
+  for (int l = 0; l < TMAP_LEVELS; l++)
+    m->max_span[l] = 0;
 }
 
 /* An unused entry; the caller checked used < capacity. */
@@ -115,8 +135,9 @@ static void purge_chain(tmap *m, int32_t *link, int64_t oldest_live) {
 
 static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0; }
 
-/* Walks one bucket: reports conflicting live entries on view->buf; when
- * `record` is set, also drops entries the new write covers. */
+/* Walks one bucket: reports conflicting live entries whose bytes may meet
+ * the view's; when `record` is set, also drops entries the new write covers
+ * and is ordered after. */
 static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
                         int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
   const pto_tensor *view = p->view;
@@ -129,10 +150,10 @@ static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int
       entry_free(m, dead);
       continue;
     }
-    if (e->view.buf == view->buf && e->lo < p->hi && p->lo < e->hi && e->task != task &&
-        conflicts(e->mode, mode) && region_overlap(&e->view, view)) {
-      dep(arg, e->task);
-      if (record && (mode & TMAP_WRITE) && region_covers(view, &e->view)) {
+    if (e->lo <= p->last && p->lo < e->hi && e->task != task && conflicts(e->mode, mode) &&
+        region_overlap(&e->view, view)) {
+      bool ordered = dep(arg, e->task);
+      if (record && ordered && (mode & TMAP_WRITE) && region_covers(view, &e->view)) {
         int32_t dead = *link; /* the new writer orders after it: later tasks need only that */
         *link = e->next;
         entry_free(m, dead);
@@ -148,17 +169,25 @@ static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int
  * second visit only re-reports dependencies (deduplicated by callers). */
 static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
                  tmap_dep_fn dep, void *arg, bool record) {
-  const void *buf = p->view->buf;
-  scan_bucket(m, bucket_of(m, buf, WIDE_KEY), p, mode, task, oldest_live, dep, arg, record);
-  uint64_t from = p->c0 >= m->max_span - 1 ? p->c0 - (m->max_span - 1) : 0;
-  uint64_t n = p->c1 - from + 1;
-  if (n > m->nbuckets) { /* a view wider than the table: every bucket, once */
+  uint64_t from[TMAP_LEVELS], to[TMAP_LEVELS], total = 0;
+  for (int l = 0; l < TMAP_LEVELS; l++) {
+    if (!m->max_span[l]) continue;
+    unsigned sh = level_shift(l);
+    uint64_t c0 = p->lo >> sh, widen = m->max_span[l] - 1;
+    from[l] = c0 >= widen ? c0 - widen : 0;
+    to[l] = p->last >> sh;
+    total += to[l] - from[l] + 1;
+  }
+  if (total > m->nbuckets) { /* more chunks than buckets: every bucket, once */
     for (uint32_t b = 0; b < m->nbuckets; b++)
       scan_bucket(m, b, p, mode, task, oldest_live, dep, arg, record);
     return;
   }
-  for (uint64_t c = from; c <= p->c1; c++)
-    scan_bucket(m, bucket_of(m, buf, c), p, mode, task, oldest_live, dep, arg, record);
+  for (int l = 0; l < TMAP_LEVELS; l++) {
+    if (!m->max_span[l]) continue;
+    for (uint64_t c = from[l]; c <= to[l]; c++)
+      scan_bucket(m, bucket_of(m, l, c), p, mode, task, oldest_live, dep, arg, record);
+  }
 }
 
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
@@ -173,14 +202,15 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   int32_t i = entry_alloc(m);
   tmap_entry *e = &m->pool[i];
   e->lo = p.lo;
-  e->hi = p.hi;
+  e->hi = p.last + 1;
   e->view = *view;
   e->task = task;
   e->mode = (int32_t)mode;
-  uint64_t span = p.c1 - p.c0 + 1;
-  uint64_t key = span > WIDE_CHUNKS ? WIDE_KEY : p.c0;
-  if (span <= WIDE_CHUNKS && span > m->max_span) m->max_span = (uint32_t)span;
-  int32_t *head = &m->buckets[bucket_of(m, view->buf, key)];
+  uint64_t chunk;
+  uint32_t span;
+  int level = level_of(&p, &chunk, &span);
+  if (span > m->max_span[level]) m->max_span[level] = span;
+  int32_t *head = &m->buckets[bucket_of(m, level, chunk)];
   e->next = *head;
   *head = i;
   return PTO_OK;

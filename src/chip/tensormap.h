@@ -1,15 +1,20 @@
 /* tensormap.h — dependency inference from tensor regions.
  *
- * Keyed by base buffer. Each entry records one earlier access (a reader or
- * a writer task and the view it touched). tmap_access() reports, through a
+ * Keyed by the memory a view touches (absolute byte addresses), not by its
+ * base pointer: views built from an interior pointer, as another dtype over
+ * the same bytes, or over buffers that overlap are compared by their bytes
+ * (common/region.h). Each entry records one earlier access (a reader or a
+ * writer task and the view it touched). tmap_access() reports, through a
  * callback, every earlier task the new access must wait for:
  *   read  -> earlier overlapping writers           (read-after-write)
  *   write -> earlier overlapping writers + readers (write-after-write,
  *                                                   write-after-read)
  * then records the new access. A write that provably covers an older entry
- * replaces it (the new writer already orders after it). Entries of tasks
- * older than `oldest_live` (already retired) are dropped lazily: they have
- * completed, so no one needs to wait for them.
+ * replaces it, but only when the callback says the new task is ordered
+ * after that entry's task (later tasks then need only the writer); a task
+ * that takes no edge (a manual scope) leaves older entries in place.
+ * Entries of tasks older than `oldest_live` (already retired) are dropped
+ * lazily: they have completed, so no one needs to wait for them.
  *
  * Single-threaded: owned by one orchestrator. Reused by the node runtime
  * for node-level tasks. */
@@ -23,7 +28,13 @@
 
 typedef enum tmap_mode { TMAP_READ = 1, TMAP_WRITE = 2, TMAP_READ_WRITE = 3 } tmap_mode;
 
-typedef void (*tmap_dep_fn)(void *arg, int64_t producer_task);
+/* Called for each earlier task the access conflicts with. Returns true when
+ * the new task is now ordered after producer_task (an edge was added, or
+ * the producer has already completed); false when it is not (no edge was
+ * taken). Only then may a covering write drop the producer's entry. */
+typedef bool (*tmap_dep_fn)(void *arg, int64_t producer_task);
+
+#define TMAP_LEVELS 13 /* chunk sizes 4 KiB << 4 * level: 4 KiB .. 2^60 bytes */
 
 typedef struct tmap_entry tmap_entry;
 typedef struct tmap {
@@ -34,7 +45,9 @@ typedef struct tmap {
   tmap_entry *pool;
   int32_t free_head; /* free list through tmap_entry.next */
   uint32_t fresh;    /* entries [fresh, capacity) were never used */
-  uint32_t max_span; /* most 4 KiB chunks a stored narrow view spans */
+  /* most chunks a stored view spans, per level (0: no entry at that level
+   * since the last clear); see tensormap.c */
+  uint32_t max_span[TMAP_LEVELS];
 } tmap;
 
 int tmap_init(tmap *m, uint32_t capacity);

@@ -1,13 +1,20 @@
 /* region.c — overlap and coverage of two tensor views (see region.h).
  *
- * Everything is computed in bytes, so views of different dtypes compare.
- * A view is a set of "levels" (byte stride, extent): one per dim of extent
- * > 1, plus the element's own bytes as level (1, elem_size). Three tests,
- * cheapest first:
+ * Everything is computed on absolute byte addresses (the view's buf plus
+ * its byte offset), so views of different dtypes, views whose base is an
+ * interior pointer of another view's buffer and views of overlapping
+ * buffers all compare. A view is normalised to its byte range [lo, hi)
+ * and a set of "levels" (byte stride, extent): one per dim of extent > 1,
+ * plus the element's own bytes as level (1, elem_size). Tests, cheapest
+ * first:
  *   1. bounding byte ranges: disjoint ranges share nothing;
  *   2. dense views: levels that tile their range exactly (a contiguous view
- *      or a transpose of one) touch every byte of it;
- *   3. nested boxes: over the union of both views' strides, sorted
+ *      or a transpose of one) touch every byte of it, so a dense view
+ *      overlaps any view whose first or last byte lies in its range, and
+ *      covers any view inside its range;
+ *   3. nested boxes: addresses are taken relative to a common origin (the
+ *      lower of the two base pointers, the allocation both views most
+ *      likely came from). Over the union of both views' strides, sorted
  *      descending, greedy division of an address gives unique coordinates
  *      when every level's reach stays below the next-outer stride. Then each
  *      view is exactly a box of coordinates plus a residue below the
@@ -28,22 +35,13 @@ typedef struct region_level {
   int64_t extent;
 } region_level;
 
-/* Bytes [lo, hi) in element units of the view's own buffer. */
-static bool view_range(const pto_tensor *t, int64_t *lo, int64_t *hi) {
-  int64_t first, end, es;
-  if (t->dtype < 0 || t->dtype >= PTO_DTYPE_COUNT) return false;
-  es = (int64_t)pto_dtype_size((pto_dtype)t->dtype);
-  if (!tensor_span(t, &first, &end)) return false;
-  if (__builtin_mul_overflow(first, es, lo) || __builtin_mul_overflow(end, es, hi)) return false;
-  return true;
-}
-
-void region_bytes(const pto_tensor *t, int64_t *lo, int64_t *hi) {
-  if (!view_range(t, lo, hi)) { /* malformed view: claim everything */
-    *lo = 0;
-    *hi = INT64_MAX;
-  }
-}
+/* A view in absolute bytes. */
+typedef struct region_view {
+  uint64_t base;   /* buf */
+  uint64_t lo, hi; /* bytes [lo, hi) it touches (bounding box) */
+  int n;           /* levels with extent > 1, ascending stride */
+  region_level lv[REGION_MAX_LEVELS];
+} region_view;
 
 /* The view's levels with extent > 1, sorted by stride ascending. Returns the
  * count, or -1 on overflow. */
@@ -67,18 +65,45 @@ static int view_levels(const pto_tensor *t, region_level *lv) {
   return n;
 }
 
+/* Normalises t; false for a malformed view or one whose byte addresses
+ * overflow (callers then answer conservatively). */
+static bool view_of(const pto_tensor *t, region_view *v) {
+  if (t->dtype < 0 || t->dtype >= PTO_DTYPE_COUNT || t->ndims < 1 || t->ndims > PTO_MAX_DIMS)
+    return false;
+  int64_t first, end, es = (int64_t)pto_dtype_size((pto_dtype)t->dtype), lo, hi;
+  if (!tensor_span(t, &first, &end) || __builtin_mul_overflow(first, es, &lo) ||
+      __builtin_mul_overflow(end, es, &hi))
+    return false;
+  v->base = (uint64_t)(uintptr_t)t->buf;
+  if (__builtin_add_overflow(v->base, (uint64_t)lo, &v->lo) ||
+      __builtin_add_overflow(v->base, (uint64_t)hi, &v->hi))
+    return false;
+  v->n = view_levels(t, v->lv);
+  return v->n >= 0;
+}
+
+void region_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {
+  region_view v;
+  if (!t || !view_of(t, &v)) { /* malformed view: claim everything */
+    *lo = 0;
+    *hi = UINT64_MAX;
+    return;
+  }
+  *lo = v.lo;
+  *hi = v.hi;
+}
+
 /* Every byte of [lo, hi) is touched: ascending levels tile it exactly. */
-static bool view_dense(const pto_tensor *t) {
-  region_level lv[REGION_MAX_LEVELS];
-  int n = view_levels(t, lv);
-  if (n < 0) return false;
+static bool view_dense(const region_view *v) {
   int64_t expect = 1;
-  for (int i = 0; i < n; i++) {
-    if (lv[i].stride != expect || __builtin_mul_overflow(expect, lv[i].extent, &expect))
+  for (int i = 0; i < v->n; i++) {
+    if (v->lv[i].stride != expect || __builtin_mul_overflow(expect, v->lv[i].extent, &expect))
       return false;
   }
   return true;
 }
+
+static bool in_range(uint64_t x, const region_view *v) { return x >= v->lo && x < v->hi; }
 
 /* A view as a coordinate box over shared strides (descending). */
 typedef struct region_box {
@@ -87,23 +112,21 @@ typedef struct region_box {
   int64_t resid;                     /* bytes below the smallest stride */
 } region_box;
 
-/* Fills box for view t over strides s[0..ns) (descending, distinct). False
- * when the view is not nested over s (greedy coordinates not unique). */
-static bool view_box(const pto_tensor *t, const region_level *lv, int nlv, const int64_t *s, int ns,
-                     region_box *box) {
+/* Fills box for view v, whose first byte is `rel` bytes above the common
+ * origin, over strides s[0..ns) (descending, distinct). False when the view
+ * is not nested over s (greedy coordinates not unique). */
+static bool view_box(const region_view *v, int64_t rel, const int64_t *s, int ns, region_box *box) {
   int64_t extent[2 * REGION_MAX_LEVELS];
   for (int k = 0; k < ns; k++)
     extent[k] = 1;
-  for (int i = 0; i < nlv; i++) {
+  for (int i = 0; i < v->n; i++) {
     int k = 0;
-    while (s[k] != lv[i].stride)
-      k++;                            /* s holds every stride of lv */
+    while (s[k] != v->lv[i].stride)
+      k++;                            /* s holds every stride of v */
     if (extent[k] != 1) return false; /* two dims on one stride: aliasing */
-    extent[k] = lv[i].extent;
+    extent[k] = v->lv[i].extent;
   }
-  int64_t rem, lo, hi;
-  if (!view_range(t, &lo, &hi)) return false;
-  rem = lo;
+  int64_t rem = rel;
   for (int k = 0; k < ns; k++) {
     box->lo[k] = rem / s[k];
     rem %= s[k];
@@ -121,72 +144,65 @@ static bool view_box(const pto_tensor *t, const region_level *lv, int nlv, const
   return true;
 }
 
-/* Boxes of a and b over the union of their strides; false if either view
- * is not nested over it. */
-static bool boxes(const pto_tensor *a, const pto_tensor *b, region_box *ba, region_box *bb,
+/* Boxes of a and b over the union of their strides, relative to the lower
+ * of their base pointers; false if either view is not nested over it. */
+static bool boxes(const region_view *a, const region_view *b, region_box *ba, region_box *bb,
                   int *ns_out) {
-  region_level la[REGION_MAX_LEVELS], lb[REGION_MAX_LEVELS];
-  int na = view_levels(a, la), nb = view_levels(b, lb);
-  if (na < 0 || nb < 0) return false;
+  uint64_t origin = a->base < b->base ? a->base : b->base;
+  if (a->lo - origin > (uint64_t)INT64_MAX || b->lo - origin > (uint64_t)INT64_MAX) return false;
   int64_t s[2 * REGION_MAX_LEVELS];
   int ns = 0;
   /* merge both ascending lists into s descending, without duplicates */
-  int i = na - 1, j = nb - 1;
+  int i = a->n - 1, j = b->n - 1;
   while (i >= 0 || j >= 0) {
     int64_t x;
-    if (j < 0 || (i >= 0 && la[i].stride >= lb[j].stride))
-      x = la[i--].stride;
+    if (j < 0 || (i >= 0 && a->lv[i].stride >= b->lv[j].stride))
+      x = a->lv[i--].stride;
     else
-      x = lb[j--].stride;
+      x = b->lv[j--].stride;
     if (ns == 0 || s[ns - 1] != x) s[ns++] = x;
   }
-  if (!view_box(a, la, na, s, ns, ba) || !view_box(b, lb, nb, s, ns, bb)) return false;
+  if (ns == 0) s[ns++] = 1; /* two single bytes */
+  if (!view_box(a, (int64_t)(a->lo - origin), s, ns, ba) ||
+      !view_box(b, (int64_t)(b->lo - origin), s, ns, bb))
+    return false;
   *ns_out = ns;
   return true;
 }
 
-static bool dtype_valid(const pto_tensor *t) {
-  return t->dtype >= 0 && t->dtype < PTO_DTYPE_COUNT && t->ndims >= 1 && t->ndims <= PTO_MAX_DIMS;
-}
-
 bool region_overlap(const pto_tensor *a, const pto_tensor *b) {
-  if (!dtype_valid(a) || !dtype_valid(b)) return true;
-  int64_t alo, ahi, blo, bhi;
-  if (!view_range(a, &alo, &ahi) || !view_range(b, &blo, &bhi)) return true;
-  if (a->buf != b->buf) {
-    /* Not the contract, but stay safe if one buffer lies inside another:
-     * compare absolute addresses. */
-    uintptr_t pa = (uintptr_t)a->buf, pb = (uintptr_t)b->buf;
-    return pa + (uintptr_t)alo < pb + (uintptr_t)bhi && pb + (uintptr_t)blo < pa + (uintptr_t)ahi;
-  }
-  if (ahi <= blo || bhi <= alo) return false;
+  region_view va, vb;
+  if (!a || !b || !view_of(a, &va) || !view_of(b, &vb)) return true;
+  if (va.hi <= vb.lo || vb.hi <= va.lo) return false;
+  /* a dense view touches every byte of its range; the other view touches
+   * its own first and last byte */
+  if (view_dense(&va) && (in_range(vb.lo, &va) || in_range(vb.hi - 1, &va))) return true;
+  if (view_dense(&vb) && (in_range(va.lo, &vb) || in_range(va.hi - 1, &vb))) return true;
   region_box ba, bb;
   int ns;
-  if (!boxes(a, b, &ba, &bb, &ns)) return true;
+  if (!boxes(&va, &vb, &ba, &bb, &ns)) return true;
   if (ba.resid != bb.resid) return false;
   for (int k = 0; k < ns; k++)
     if (ba.hi[k] < bb.lo[k] || bb.hi[k] < ba.lo[k]) return false;
   return true;
 }
 
-static bool same_view(const pto_tensor *a, const pto_tensor *b) {
-  if (a->buf != b->buf || a->offset != b->offset || a->ndims != b->ndims ||
-      pto_dtype_size((pto_dtype)a->dtype) != pto_dtype_size((pto_dtype)b->dtype))
-    return false;
-  for (int d = 0; d < a->ndims; d++)
-    if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d]) return false;
+/* The same first byte and the same levels: the same set of bytes. */
+static bool same_bytes(const region_view *a, const region_view *b) {
+  if (a->lo != b->lo || a->n != b->n) return false;
+  for (int i = 0; i < a->n; i++)
+    if (a->lv[i].stride != b->lv[i].stride || a->lv[i].extent != b->lv[i].extent) return false;
   return true;
 }
 
 bool region_covers(const pto_tensor *outer, const pto_tensor *inner) {
-  if (!dtype_valid(outer) || !dtype_valid(inner) || outer->buf != inner->buf) return false;
-  int64_t olo, ohi, ilo, ihi;
-  if (!view_range(outer, &olo, &ohi) || !view_range(inner, &ilo, &ihi)) return false;
-  if (ilo < olo || ihi > ohi) return false;
-  if (same_view(outer, inner) || view_dense(outer)) return true;
+  region_view vo, vi;
+  if (!outer || !inner || !view_of(outer, &vo) || !view_of(inner, &vi)) return false;
+  if (vi.lo < vo.lo || vi.hi > vo.hi) return false;
+  if (view_dense(&vo) || same_bytes(&vo, &vi)) return true;
   region_box bo, bi;
   int ns;
-  if (!boxes(outer, inner, &bo, &bi, &ns) || bo.resid != bi.resid) return false;
+  if (!boxes(&vo, &vi, &bo, &bi, &ns) || bo.resid != bi.resid) return false;
   for (int k = 0; k < ns; k++)
     if (bi.lo[k] < bo.lo[k] || bi.hi[k] > bo.hi[k]) return false;
   return true;

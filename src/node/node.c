@@ -614,18 +614,22 @@ typedef struct dep_ctx {
   int64_t cause;
 } dep_ctx;
 
-static void on_dep(void *arg, int64_t producer) {
+/* True: the new task is ordered after producer (done, failed so the new
+ * task is poisoned, or an edge). */
+static bool on_dep(void *arg, int64_t producer) {
   dep_ctx *d = arg;
   node_task *p = task_of(d->n, producer);
-  if (!p || p == d->t || p->state == TS_DONE) return;
+  if (p == d->t) return false;
+  if (!p || p->state == TS_DONE) return true;
   if (p->state == TS_FAILED) {
     d->poisoned = true;
     d->cause = producer;
-    return;
+    return true;
   }
-  if (p->nconsumers && p->consumers[p->nconsumers - 1] == d->t->id) return;
+  if (p->nconsumers && p->consumers[p->nconsumers - 1] == d->t->id) return true;
   add_consumer(p, d->t->id);
   d->t->deps_left++;
+  return true;
 }
 
 static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pto_orch_fn cfn,
@@ -733,12 +737,13 @@ typedef struct read_wait {
   bool overflow;
 } read_wait;
 
-static void on_writer(void *arg, int64_t producer) {
+static bool on_writer(void *arg, int64_t producer) {
   read_wait *w = arg;
   if (w->n < 64)
     w->ids[w->n++] = producer;
   else
     w->overflow = true;
+  return false; /* tmap_conflicts records nothing */
 }
 
 static bool writers_done(pto_node *n, void *arg) {

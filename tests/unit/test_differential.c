@@ -1,12 +1,15 @@
 /* test_differential.c — the oracle for dependency inference.
  *
  * Thousands of random task graphs over overlapping views (slices,
- * transposes, strided and reshaped views) of a few small buffers, with
+ * transposes, strided and reshaped views) of a few small buffers, seen as
+ * i32, i16 or i64 over the same bytes, some built from a raw interior
+ * pointer (base = buffer + the view's offset) instead of the buffer, with
  * multi-block tasks, dummy tasks, explicit dependencies, scopes with
  * runtime-allocated intermediates, and tiny rings. Each graph runs on pto
  * (1-4 schedulers, 1-8 clusters) and, separately, sequentially in
  * submission order; the buffers must match element for element. The kernel
- * is order-sensitive (out = out * 3 + inputs + k), so a missed
+ * is order-sensitive (out = out * 3 + inputs + k, in each view's own
+ * element size), so a missed
  * read-after-write, write-after-write or write-after-read edge changes the
  * result (TSan also reports the race itself).
  *
@@ -47,6 +50,16 @@ static uint32_t rnd(void) {
 }
 static int rnd_in(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
 
+/* Element i of t as an unsigned value of its own size (2, 4 or 8 bytes). */
+static uint64_t load(const pto_tensor *t, int64_t i) {
+  uint64_t v = 0;
+  memcpy(&v, pto_tensor_at_linear(t, i), pto_dtype_size((pto_dtype)t->dtype));
+  return v;
+}
+static void store(const pto_tensor *t, int64_t i, uint64_t v) {
+  memcpy(pto_tensor_at_linear(t, i), &v, pto_dtype_size((pto_dtype)t->dtype));
+}
+
 /* ---- the kernel, shared by pto and the sequential reference ----
  * tensors: [0] output (INOUT or OUTPUT_EXISTING or OUTPUT), [1..] inputs;
  * scalars: [0] k, [1] 1 when the output is also read (INOUT).
@@ -56,19 +69,17 @@ static void mix_block(const pto_tensor *ts, int nt, const uint64_t *sc, int b, i
   const pto_tensor *out = &ts[0];
   int64_t n = pto_tensor_numel(out);
   int64_t lo = n * b / nb, hi = n * (b + 1) / nb;
-  uint32_t tmp[NELEM];
+  uint64_t tmp[2 * NELEM]; /* i16 views have up to twice as many elements */
   for (int64_t i = lo; i < hi; i++) {
-    uint32_t v = (uint32_t)sc[0];
+    uint64_t v = sc[0];
     for (int k = 1; k < nt; k++) {
       int64_t m = pto_tensor_numel(&ts[k]);
-      v += *(uint32_t *)pto_tensor_at_linear(&ts[k], i % m) * (uint32_t)(k + 1);
+      v += load(&ts[k], i % m) * (uint64_t)(k + 1);
     }
     tmp[i - lo] = v;
   }
-  for (int64_t i = lo; i < hi; i++) {
-    uint32_t *o = pto_tensor_at_linear(out, i);
-    *o = (sc[1] ? *o * 3u : 0u) + tmp[i - lo];
-  }
+  for (int64_t i = lo; i < hi; i++)
+    store(out, i, (sc[1] ? load(out, i) * 3u : 0u) + tmp[i - lo]);
 }
 
 static int mix_kernel(const pto_kctx *c) {
@@ -82,7 +93,7 @@ typedef struct gtask {
   int kind; /* 0 kernel, 1 dummy, 2 scope begin, 3 scope end */
   int nt;
   pto_access acc[1 + MAX_IN];
-  pto_tensor view[1 + MAX_IN]; /* buf indexes a buffer: (void *)(intptr_t)(i + 1) */
+  pto_tensor view[1 + MAX_IN]; /* buf encodes buffer i and a byte shift (see bind) */
   int tmp_out;                 /* writes intermediate #tmp_out (OUTPUT), -1 none */
   int tmp_in;                  /* reads intermediate #tmp_in as input 1, -1 none */
   uint64_t k, rw;
@@ -98,16 +109,27 @@ typedef struct graph {
   uint32_t init[NBUF][BUFELEMS];
 } graph;
 
-/* A random view of buffer `b` (never self-overlapping). */
+/* Views name buffer b shifted by `shift` bytes as (void *)((shift << 2) |
+ * (b + 1)); bind() turns that into real memory. */
+static void *buf_code(int b, int64_t shift) { return (void *)(intptr_t)((shift << 2) | (b + 1)); }
+
+/* A random view of buffer `b` (never self-overlapping), as i32 or, over
+ * the same bytes, i16 or i64; sometimes rebuilt from a raw interior
+ * pointer (base = buffer + part of the offset), as an application that
+ * does pointer arithmetic would. */
 static pto_tensor random_view(int b, int row_stride) {
   pto_tensor base, v;
-  int64_t shape[2] = {ROWS, COLS}, strides[2] = {row_stride, 1};
-  pto_tensor_init_strided(&base, (void *)(intptr_t)(b + 1), sizeof(uint32_t) * BUFELEMS, PTO_I32, 2,
-                          shape, strides, 0);
+  static const pto_dtype dts[] = {PTO_I32, PTO_I32, PTO_I16, PTO_I64};
+  pto_dtype dt = dts[rnd_in(0, 3)];
+  const int es = (int)pto_dtype_size(dt); /* row strides are even: i64 rows stay whole */
+  const int cols = COLS * 4 / es, rs = row_stride * 4 / es;
+  int64_t shape[2] = {ROWS, cols}, strides[2] = {rs, 1};
+  pto_tensor_init_strided(&base, buf_code(b, 0), sizeof(uint32_t) * BUFELEMS, dt, 2, shape, strides,
+                          0);
   int kind = rnd_in(0, 4);
-  int r0 = rnd_in(0, ROWS - 1), c0 = rnd_in(0, COLS - 1);
+  int r0 = rnd_in(0, ROWS - 1), c0 = rnd_in(0, cols - 1);
   int64_t start[2] = {r0, c0};
-  int64_t sh[2] = {rnd_in(1, ROWS - r0), rnd_in(1, COLS - c0)};
+  int64_t sh[2] = {rnd_in(1, ROWS - r0), rnd_in(1, cols - c0)};
   switch (kind) {
   case 0: /* rectangular slice */ pto_tensor_slice(&base, start, sh, &v); break;
   case 1: { /* transposed slice */
@@ -117,22 +139,28 @@ static pto_tensor random_view(int b, int row_stride) {
     break;
   }
   case 2: { /* every other column of some rows */
-    int64_t vs[2] = {rnd_in(1, ROWS - r0), rnd_in(1, (COLS - c0 + 1) / 2)};
-    int64_t st[2] = {row_stride, 2};
-    pto_tensor_view(&base, 2, vs, st, r0 * row_stride + c0, &v);
+    int64_t vs[2] = {rnd_in(1, ROWS - r0), rnd_in(1, (cols - c0 + 1) / 2)};
+    int64_t st[2] = {rs, 2};
+    pto_tensor_view(&base, 2, vs, st, r0 * rs + c0, &v);
     break;
   }
   case 3: { /* a run of whole rows, reshaped to 1-D */
     int64_t rows = rnd_in(1, ROWS - r0);
-    int64_t s2[2] = {rows, COLS}, st2[2] = {r0, 0};
+    int64_t s2[2] = {rows, cols}, st2[2] = {r0, 0};
     pto_tensor s;
     pto_tensor_slice(&base, st2, s2, &s);
-    int64_t flat = rows * COLS;
+    int64_t flat = rows * cols;
     if (row_stride != COLS || pto_tensor_reshape(&s, 1, &flat, &v) != PTO_OK)
       v = s; /* padded rows are not contiguous: keep the 2-D view */
     break;
   }
   default: /* the whole buffer */ v = base; break;
+  }
+  if (v.offset > 0 && rnd_in(0, 2) == 0) { /* base = buffer + part of the offset */
+    int64_t shift = rnd_in(1, (int)v.offset);
+    v.buf = buf_code(b, shift * es);
+    v.buf_bytes -= (size_t)(shift * es);
+    v.offset -= shift;
   }
   return v;
 }
@@ -205,24 +233,31 @@ static void random_graph(graph *g) {
   }
 }
 
-/* Multi-block tasks must not read what another block of theirs writes:
- * byte sets by enumeration on the small buffers. */
-static bool views_touch(const pto_tensor *a, const pto_tensor *b) {
-  if (a->buf != b->buf) return false;
-  static unsigned char mark[BUFELEMS];
-  memset(mark, 0, sizeof mark);
-  for (int64_t i = 0; i < pto_tensor_numel(a); i++)
-    mark[((uint32_t *)pto_tensor_at_linear(a, i) - (uint32_t *)a->buf)] = 1;
-  for (int64_t i = 0; i < pto_tensor_numel(b); i++)
-    if (mark[((uint32_t *)pto_tensor_at_linear(b, i) - (uint32_t *)b->buf)]) return true;
-  return false;
-}
-
-/* Rebase views from buffer indexes onto real memory. */
+/* Rebase views from buffer codes onto real memory. */
 static pto_tensor bind(const pto_tensor *v, uint32_t bufs[NBUF][BUFELEMS]) {
   pto_tensor t = *v;
-  t.buf = bufs[(intptr_t)v->buf - 1];
+  intptr_t code = (intptr_t)v->buf;
+  t.buf = (char *)bufs[(code & 3) - 1] + (code >> 2);
   return t;
+}
+
+/* Multi-block tasks must not read what another block of theirs writes:
+ * byte sets by enumeration on the small buffers (views bound to `mem`). */
+static bool views_touch(const pto_tensor *a, const pto_tensor *b, const void *mem) {
+  static unsigned char mark[NBUF * BUFELEMS * sizeof(uint32_t)];
+  memset(mark, 0, sizeof mark);
+  const pto_tensor *v[2] = {a, b};
+  for (int k = 0; k < 2; k++) {
+    size_t es = pto_dtype_size((pto_dtype)v[k]->dtype);
+    for (int64_t i = 0; i < pto_tensor_numel(v[k]); i++) {
+      size_t at = (size_t)((char *)pto_tensor_at_linear(v[k], i) - (const char *)mem);
+      for (size_t j = 0; j < es; j++) {
+        if (k == 1 && mark[at + j]) return true;
+        mark[at + j] = 1;
+      }
+    }
+  }
+  return false;
 }
 
 static void fix_blocks(graph *g) {
@@ -234,7 +269,7 @@ static void fix_blocks(graph *g) {
     for (int k = 1; k < t->nt && t->blocks > 1; k++) {
       if (t->tmp_in >= 0 && k == 1) continue;
       pto_tensor in = bind(&t->view[k], probe);
-      if (views_touch(&o, &in)) t->blocks = 1;
+      if (views_touch(&o, &in, probe)) t->blocks = 1;
     }
   }
 }

@@ -1,7 +1,9 @@
 /* test_region.c — region_overlap/region_covers: exact answers for the
- * block/tile cases the TensorMap relies on, and a randomized brute-force
- * check that the answers are never unsafe (overlap == false only for truly
- * disjoint byte sets, covers == true only for true subsets). */
+ * block/tile cases the TensorMap relies on, views compared by the bytes of
+ * memory they touch however they were built (interior base pointers, other
+ * dtypes, overlapping buffers), and a randomized brute-force check that the
+ * answers are never unsafe (overlap == false only for truly disjoint byte
+ * sets, covers == true only for true subsets). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,13 +38,26 @@ static pto_tensor slice2(const pto_tensor *t, int64_t r0, int64_t c0, int64_t nr
 static void test_bytes(void **state) {
   (void)state;
   pto_tensor m = matrix8(), s = slice2(&m, 2, 3, 2, 4);
-  int64_t lo, hi;
-  region_bytes(&m, &lo, &hi);
+  uint64_t lo, hi, at = (uint64_t)(uintptr_t)mat;
+  region_span(&m, &lo, &hi);
+  assert_int_equal(lo, at);
+  assert_int_equal(hi, at + 256);
+  region_span(&s, &lo, &hi);
+  assert_int_equal(lo, at + (2 * 8 + 3) * 4);
+  assert_int_equal(hi, at + (3 * 8 + 6) * 4 + 4);
+  /* the same bytes from an interior pointer */
+  pto_tensor in;
+  int64_t sh[2] = {2, 4}, st[2] = {8, 1};
+  assert_int_equal(pto_tensor_init_strided(&in, mat + 16, sizeof mat - 64, PTO_F32, 2, sh, st, 3),
+                   PTO_OK);
+  region_span(&in, &lo, &hi);
+  assert_int_equal(lo, at + (2 * 8 + 3) * 4);
+  assert_int_equal(hi, at + (3 * 8 + 6) * 4 + 4);
+  /* a malformed view claims all of memory */
+  in.stride[0] = 0;
+  region_span(&in, &lo, &hi);
   assert_int_equal(lo, 0);
-  assert_int_equal(hi, 256);
-  region_bytes(&s, &lo, &hi);
-  assert_int_equal(lo, (2 * 8 + 3) * 4);
-  assert_int_equal(hi, (3 * 8 + 6) * 4 + 4);
+  assert_int_equal(hi, UINT64_MAX);
 }
 
 static void test_row_col_tile_blocks_disjoint(void **state) {
@@ -151,6 +166,67 @@ static void test_different_buffers(void **state) {
   assert_false(region_covers(&m, &o));
 }
 
+/* The views of issue 8: a writer built on a + 8 and a reader of all of a
+ * share bytes although their base pointers differ. */
+static pto_tensor at_ptr(void *p, size_t bytes, pto_dtype dt, int nd, const int64_t *sh) {
+  pto_tensor t;
+  assert_int_equal(pto_tensor_init(&t, p, bytes, dt, nd, sh), PTO_OK);
+  return t;
+}
+
+static void test_interior_pointers(void **state) {
+  (void)state;
+  pto_tensor m = matrix8();
+  int64_t n8 = 8, n2 = 2, n4 = 4, sh24[2] = {2, 4};
+  /* a + 8 (row 1) as a vector */
+  pto_tensor row1 = at_ptr(mat + 8, 32, PTO_F32, 1, &n8);
+  assert_true(region_overlap(&row1, &m));
+  assert_true(region_overlap(&m, &row1));
+  assert_true(region_covers(&m, &row1));
+  assert_false(region_covers(&row1, &m));
+  pto_tensor s1 = slice2(&m, 1, 0, 1, 8), s0 = slice2(&m, 0, 0, 1, 8);
+  assert_true(region_covers(&row1, &s1) && region_covers(&s1, &row1));
+  assert_false(region_overlap(&row1, &s0));
+  /* exact tiles and columns from a row-start pointer: rows 2..3 */
+  int64_t sh28[2] = {2, 8};
+  pto_tensor rows23 = at_ptr(mat + 16, 64, PTO_F32, 2, sh28), r;
+  int64_t st[2] = {8, 1};
+  assert_int_equal(pto_tensor_init_strided(&r, mat + 16, sizeof mat - 64, PTO_F32, 2, sh24, st, 4),
+                   PTO_OK); /* rows 2..3, columns 4..7 */
+  pto_tensor left = slice2(&m, 2, 0, 2, 4), right = slice2(&m, 2, 4, 2, 4);
+  pto_tensor c4 = slice2(&m, 0, 4, 8, 4);
+  assert_false(region_overlap(&r, &left));
+  assert_true(region_overlap(&r, &right));
+  assert_true(region_covers(&right, &r) && region_covers(&r, &right));
+  assert_true(region_covers(&c4, &r));
+  assert_false(region_covers(&r, &c4));
+  assert_true(region_covers(&rows23, &left)); /* dense: rows 2..3 whole */
+  assert_true(region_covers(&rows23, &r));
+  assert_false(region_overlap(&rows23, &s1));
+  /* another dtype over an interior pointer: bytes 36..43 as two f32 */
+  pto_tensor pair = at_ptr((char *)mat + 36, 8, PTO_F32, 1, &n2);
+  pto_tensor as64 = at_ptr((char *)mat + 32, 32, PTO_F64, 1, &n4); /* row 1 as 4 f64 */
+  assert_true(region_overlap(&pair, &row1));
+  assert_true(region_covers(&as64, &pair));
+  assert_true(region_covers(&row1, &as64) && region_covers(&as64, &row1));
+  assert_false(region_overlap(&pair, &s0));
+  /* two buffers declared over overlapping memory: [a+4, a+12) and [a+8, a+24) */
+  pto_tensor b1 = at_ptr(mat + 4, 32, PTO_F32, 1, &n8), b2;
+  int64_t n16 = 16;
+  b2 = at_ptr(mat + 8, 64, PTO_F32, 1, &n16);
+  assert_true(region_overlap(&b1, &b2));
+  assert_false(region_covers(&b1, &b2));
+  assert_false(region_covers(&b2, &b1));
+  /* an odd column of b2 (as 2x8) vs an even column of the matrix */
+  pto_tensor b2m, odd, even = slice2(&m, 0, 2, 8, 1);
+  assert_int_equal(pto_tensor_reshape(&b2, 2, sh28, &b2m), PTO_OK);
+  int64_t osh[2] = {2, 1}, o0[2] = {0, 3}; /* matrix column 3 (rows 1, 2) */
+  assert_int_equal(pto_tensor_slice(&b2m, o0, osh, &odd), PTO_OK);
+  assert_false(region_overlap(&odd, &even));
+  pto_tensor col3 = slice2(&m, 0, 3, 8, 1);
+  assert_true(region_covers(&col3, &odd));
+}
+
 /* ---- randomized brute force ---- */
 
 #ifndef REGION_TEST_ITERS /* raise both at compile time for a long soak */
@@ -238,6 +314,17 @@ static pto_tensor random_reshape(const pto_tensor *base) {
   return s;
 }
 
+/* The same view rebuilt from a raw interior pointer: part of its offset
+ * moves into the base pointer (as pointer arithmetic would). */
+static pto_tensor rebase(pto_tensor v) {
+  int64_t k = (int64_t)rnd((uint32_t)v.offset + 1), es = (int64_t)pto_dtype_size(v.dtype);
+  v.buf = (char *)v.buf + k * es;
+  v.buf_bytes -= (size_t)(k * es);
+  v.offset -= k;
+  assert_int_equal(pto_tensor_validate(&v), PTO_OK);
+  return v;
+}
+
 static void byte_set(const pto_tensor *t, bool *set) {
   memset(set, 0, BUF_BYTES);
   size_t es = pto_dtype_size((pto_dtype)t->dtype);
@@ -257,12 +344,23 @@ static void test_random_brute_force(void **state) {
   for (int iter = 0; iter < REGION_TEST_ITERS; iter++) {
     pto_tensor a, b;
     bool same_base = false;
-    switch (rnd(4)) {
-    case 0: { /* slices (and transposes) of one base: answers must be exact */
+    switch (rnd(5)) {
+    case 0: { /* slices (and transposes) of one base: answers must be exact,
+               * also when one of them is rebuilt from an interior pointer */
       pto_tensor base = random_base();
       a = random_slice(&base, rnd(3) == 0);
       b = random_slice(&base, rnd(3) == 0);
+      if (rnd(2))
+        a = rebase(a);
+      else if (rnd(2))
+        b = rebase(b);
       same_base = true;
+      break;
+    }
+    case 4: { /* anything, both from interior pointers */
+      pto_tensor ba = random_base(), bb = random_base();
+      a = rebase(rnd(2) ? random_strided() : random_slice(&ba, rnd(2)));
+      b = rebase(rnd(2) ? random_strided() : random_slice(&bb, rnd(2)));
       break;
     }
     case 1: {
@@ -303,8 +401,10 @@ static void test_random_brute_force(void **state) {
     assert_true(ov == region_overlap(&b, &a));
     assert_true(region_covers(&a, &a));
     if (ab || ba) assert_true(ov);
-    int64_t lo, hi;
-    region_bytes(&a, &lo, &hi);
+    uint64_t alo, ahi, at = (uint64_t)(uintptr_t)buf;
+    region_span(&a, &alo, &ahi);
+    assert_true(alo >= at && ahi <= at + BUF_BYTES);
+    int64_t lo = (int64_t)(alo - at), hi = (int64_t)(ahi - at);
     for (int i = 0; i < BUF_BYTES; i++)
       if (sa[i]) assert_true(i >= lo && i < hi);
     assert_true(sa[lo] && sa[hi - 1]); /* the bounding box is tight */
@@ -333,6 +433,7 @@ int main(void) {
       cmocka_unit_test(test_covers),
       cmocka_unit_test(test_interleaved_and_dtypes),
       cmocka_unit_test(test_different_buffers),
+      cmocka_unit_test(test_interior_pointers),
       cmocka_unit_test(test_random_brute_force),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

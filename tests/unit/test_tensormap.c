@@ -1,0 +1,371 @@
+/* test_tensormap.c — dependencies follow the bytes a view touches, and a
+ * covering write drops an older TensorMap entry only when it is ordered
+ * after it.
+ *
+ * Runs through the public API: a slow first task and a fast second task
+ * over the same bytes, built in different ways (an interior pointer as
+ * base, another dtype over the same bytes, a second buffer that lies
+ * inside the first). A missing edge lets the fast task run first, which
+ * shows as a wrong value. Then the manual-scope case: a covering writer in
+ * a manual scope (no edge to the earlier reader) must not take the
+ * reader's entry away from a later automatic writer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "chip/tensormap.h"
+#include "pto/pto.h"
+
+#define NA 64 /* u32 elements of the test buffer */
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Element i of t = the low bytes of v (1..8 bytes). */
+static void store(const pto_tensor *t, int64_t i, uint64_t v) {
+  memcpy(pto_tensor_at_linear(t, i), &v, pto_dtype_size((pto_dtype)t->dtype));
+}
+
+/* tensors[0] = scalar 1 everywhere, after sleeping scalar 0 ms. */
+static int fill_kernel(const pto_kctx *c) {
+  sleep_ms((int64_t)c->scalars[0]);
+  for (int64_t i = 0; i < pto_tensor_numel(&c->tensors[0]); i++)
+    store(&c->tensors[0], i, c->scalars[1]);
+  return 0;
+}
+
+/* The elements of tensors[0], packed, to the bytes of tensors[1] (which
+ * holds them), after sleeping scalar 0 ms. */
+static int copy_kernel(const pto_kctx *c) {
+  sleep_ms((int64_t)c->scalars[0]);
+  const pto_tensor *in = &c->tensors[0];
+  size_t es = pto_dtype_size((pto_dtype)in->dtype);
+  for (int64_t i = 0; i < pto_tensor_numel(in); i++)
+    memcpy((char *)c->tensors[1].buf + (size_t)i * es, pto_tensor_at_linear(in, i), es);
+  return 0;
+}
+
+/* ---- 1. dependencies follow memory, however the views were built ---- */
+
+typedef struct order_case {
+  const char *name;
+  int first_is_write; /* 1: first task fills `first`; 0: first task copies `first` to y */
+  int second_is_write;
+} order_case;
+
+typedef struct order_run {
+  int fill, copy;
+  pto_tensor first, second, y;
+  uint64_t v1, v2;
+} order_run;
+
+static void submit_access(pto_orch *o, const order_run *r, const pto_tensor *t, bool write,
+                          int64_t sleep, uint64_t value) {
+  pto_args a;
+  pto_args_init(&a);
+  if (write) {
+    pto_args_output_existing(&a, t);
+  } else {
+    pto_args_input(&a, t);
+    pto_args_output_existing(&a, &r->y);
+  }
+  pto_args_scalar(&a, (uint64_t)sleep);
+  pto_args_scalar(&a, value);
+  pto_submit(o, write ? r->fill : r->copy, &a, NULL, NULL);
+}
+
+typedef struct order_pair {
+  order_run *r;
+  bool w1, w2;
+} order_pair;
+
+static void orch_pair(pto_orch *o, void *arg) {
+  order_pair *p = arg;
+  submit_access(o, p->r, &p->r->first, p->w1, 150, p->r->v1); /* slow */
+  submit_access(o, p->r, &p->r->second, p->w2, 0, p->r->v2);  /* fast */
+}
+
+static uint32_t a_mem[NA + 16];
+static uint32_t y_mem[NA];
+
+/* Runs `first` then `second` (write = fill, read = copy into y) and compares
+ * a_mem and y_mem with the sequential result. */
+static bool run_pair(const char *what, const pto_tensor *first, bool w1, const pto_tensor *second,
+                     bool w2) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 2;
+  cfg.schedulers = 1;
+  cfg.watchdog_ms = 5000;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  order_run r = {
+      .first = *first, .second = *second, .v1 = 0x5555555555555555ull, .v2 = 0x7777777777777777ull};
+  assert_int_equal(pto_kernel_register_aiv(chip, "fill", fill_kernel, &r.fill), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "copy", copy_kernel, &r.copy), PTO_OK);
+  int64_t ny = NA;
+  assert_int_equal(pto_tensor_init(&r.y, y_mem, sizeof y_mem, PTO_I32, 1, &ny), PTO_OK);
+  /* the sequential result */
+  static uint32_t want_a[NA + 16], want_y[NA];
+  for (int i = 0; i < NA + 16; i++)
+    a_mem[i] = 0x01010101u * (uint32_t)(i + 1);
+  memset(y_mem, 0, sizeof y_mem);
+  pto_kctx k = {0};
+  pto_tensor ts[2];
+  uint64_t sc[2] = {0, 0};
+  const pto_tensor *views[2] = {first, second};
+  bool writes[2] = {w1, w2};
+  uint64_t vals[2] = {r.v1, r.v2};
+  for (int s = 0; s < 2; s++) {
+    ts[0] = *views[s];
+    ts[1] = r.y;
+    sc[1] = vals[s];
+    k.tensors = ts;
+    k.ntensors = writes[s] ? 1 : 2;
+    k.scalars = sc;
+    if (writes[s])
+      fill_kernel(&k);
+    else
+      copy_kernel(&k);
+  }
+  memcpy(want_a, a_mem, sizeof want_a);
+  memcpy(want_y, y_mem, sizeof want_y);
+  /* pto */
+  for (int i = 0; i < NA + 16; i++)
+    a_mem[i] = 0x01010101u * (uint32_t)(i + 1);
+  memset(y_mem, 0, sizeof y_mem);
+  order_pair p = {&r, w1, w2};
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_pair, &p, NULL, &err);
+  pto_chip_destroy(chip);
+  if (rc != PTO_OK) {
+    fprintf(stderr, "%s: run returned %s\n", what, pto_status_name(rc));
+    return false;
+  }
+  for (int i = 0; i < NA + 16; i++)
+    if (a_mem[i] != want_a[i]) {
+      fprintf(stderr, "%s: a[%d] is %08x, sequential order gives %08x\n", what, i, a_mem[i],
+              want_a[i]);
+      return false;
+    }
+  for (int i = 0; i < NA; i++)
+    if (y_mem[i] != want_y[i]) {
+      fprintf(stderr, "%s: y[%d] is %08x, sequential order gives %08x\n", what, i, y_mem[i],
+              want_y[i]);
+      return false;
+    }
+  return true;
+}
+
+static pto_tensor vec_at(void *base, pto_dtype dt, int64_t n) {
+  pto_tensor t;
+  assert_int_equal(pto_tensor_init(&t, base, (size_t)n * pto_dtype_size(dt), dt, 1, &n), PTO_OK);
+  return t;
+}
+
+static void test_interior_pointer_views_are_ordered(void **state) {
+  (void)state;
+  pto_tensor whole = vec_at(a_mem, PTO_I32, NA);
+  pto_tensor inner = vec_at(a_mem + 8, PTO_I32, 8);            /* a + 8 */
+  pto_tensor inner16 = vec_at((char *)a_mem + 74, PTO_I16, 5); /* bytes 74..83 as i16 */
+  pto_tensor wide64 = vec_at(a_mem, PTO_I64, NA / 2);          /* the same bytes as i64 */
+  pto_tensor tail64 = vec_at(a_mem + 6, PTO_I64, 8);           /* a + 6, as i64 */
+  /* a buffer declared inside another: [a+16, a+48) as a 4x8 matrix */
+  pto_tensor inside;
+  int64_t sh[2] = {4, 8};
+  assert_int_equal(pto_tensor_init(&inside, a_mem + 16, 32 * 4, PTO_I32, 2, sh), PTO_OK);
+  pto_tensor col;
+  int64_t cs[2] = {0, 3}, csh[2] = {4, 1};
+  assert_int_equal(pto_tensor_slice(&inside, cs, csh, &col), PTO_OK);
+  /* read-after-write: the reader must see the writer's bytes */
+  int bad = 0;
+  bad += !run_pair("RAW: write a+8, read a", &inner, true, &whole, false);
+  bad += !run_pair("RAW: write a as i64, read a+8", &wide64, true, &inner, false);
+  bad += !run_pair("RAW: write bytes 74..83 as i16, read a", &inner16, true, &whole, false);
+  bad += !run_pair("RAW: write a column of a buffer inside a, read a", &col, true, &whole, false);
+  /* write-after-read: the writer must wait for the slow reader */
+  bad += !run_pair("WAR: read a+8, write a", &inner, false, &whole, true);
+  bad += !run_pair("WAR: read a+6 as i64, write the inner buffer", &tail64, false, &inside, true);
+  /* write-after-write: the last writer wins */
+  bad += !run_pair("WAW: write a+8, then a as i64", &inner, true, &wide64, true);
+  bad += !run_pair("WAW: write the inner column, then bytes 74..83", &col, true, &inner16, true);
+  if (bad) fail_msg("%d of 8 pairs ran out of submission order", bad);
+}
+
+/* ---- 5. a covering write in a manual scope keeps older entries ---- */
+
+static atomic_int x_started, r_done, r_done_seen;
+
+/* The reader R: waits (at most 300 ms) for the later writer X to start; X
+ * must not start before R completes, so R always waits the full time. */
+static int r_kernel(const pto_kctx *c) {
+  (void)c;
+  for (int i = 0; i < 300 && !atomic_load(&x_started); i++)
+    sleep_ms(1);
+  atomic_store(&r_done, 1);
+  return 0;
+}
+static int nop_kernel(const pto_kctx *c) {
+  (void)c;
+  return 0;
+}
+/* The later automatic writer X: records whether R had completed. */
+static int x_kernel(const pto_kctx *c) {
+  (void)c;
+  atomic_store(&r_done_seen, atomic_load(&r_done));
+  atomic_store(&x_started, 1);
+  return 0;
+}
+
+typedef struct manual_run {
+  int r, w, x;
+  pto_tensor t;
+  int rc[4];
+} manual_run;
+
+static void orch_manual(pto_orch *o, void *arg) {
+  manual_run *m = arg;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, &m->t);
+  m->rc[0] = pto_submit(o, m->r, &a, NULL, NULL); /* R (automatic) */
+  m->rc[1] = pto_scope_begin(o, PTO_SCOPE_MANUAL);
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &m->t);
+  m->rc[2] = pto_submit(o, m->w, &a, NULL, NULL); /* W covers R's view, no edge */
+  pto_scope_end(o);
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &m->t);
+  m->rc[3] = pto_submit(o, m->x, &a, NULL, NULL); /* X: write-after-read on R */
+}
+
+static void test_manual_scope_covering_write_keeps_war_edge(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 2;
+  cfg.schedulers = 1;
+  cfg.watchdog_ms = 5000;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  manual_run m = {0};
+  assert_int_equal(pto_kernel_register_aiv(chip, "r", r_kernel, &m.r), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "w", nop_kernel, &m.w), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "x", x_kernel, &m.x), PTO_OK);
+  m.t = vec_at(a_mem, PTO_I32, NA);
+  atomic_store(&x_started, 0);
+  atomic_store(&r_done, 0);
+  atomic_store(&r_done_seen, -1);
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_manual, &m, NULL, &err);
+  pto_chip_destroy(chip);
+  assert_int_equal(rc, PTO_OK);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(m.rc[i], PTO_OK);
+  if (atomic_load(&r_done_seen) != 1)
+    fail_msg("the writer after the manual scope started while the earlier reader was still "
+             "running (r_done seen %d, want 1)",
+             atomic_load(&r_done_seen));
+}
+
+/* ---- the TensorMap itself ---- */
+
+typedef struct seen {
+  int64_t ids[16];
+  int n;
+  bool ordered; /* what the callback answers */
+} seen;
+
+static bool on_dep(void *arg, int64_t producer) {
+  seen *s = arg;
+  for (int i = 0; i < s->n; i++)
+    if (s->ids[i] == producer) return s->ordered;
+  if (s->n < 16) s->ids[s->n++] = producer;
+  return s->ordered;
+}
+
+/* Producers reported for (view, mode) by task `task`, as a bit set. */
+static unsigned access_deps(tmap *m, const pto_tensor *v, tmap_mode mode, int64_t task,
+                            bool ordered) {
+  seen s = {.n = 0, .ordered = ordered};
+  assert_int_equal(tmap_access(m, v, mode, task, 0, on_dep, &s), PTO_OK);
+  unsigned bits = 0;
+  for (int i = 0; i < s.n; i++)
+    bits |= 1u << s.ids[i];
+  return bits;
+}
+
+static void test_tmap_by_bytes_and_ordered_covering(void **state) {
+  (void)state;
+  tmap m;
+  assert_int_equal(tmap_init(&m, 64), PTO_OK);
+  pto_tensor whole = vec_at(a_mem, PTO_I32, NA), inner = vec_at(a_mem + 8, PTO_I32, 8);
+  pto_tensor as64 = vec_at(a_mem, PTO_I64, NA / 2);
+  /* 1 reads a; 2 writes a + 8: write-after-read through another base */
+  assert_int_equal(access_deps(&m, &whole, TMAP_READ, 1, true), 0u);
+  assert_int_equal(access_deps(&m, &inner, TMAP_WRITE, 2, true), 1u << 1);
+  /* 3 writes all of a as i64 but takes no edge (manual scope): entries stay */
+  assert_int_equal(access_deps(&m, &as64, TMAP_WRITE, 3, false), (1u << 1) | (1u << 2));
+  assert_int_equal(m.used, 3u);
+  /* 4 writes a (automatic): waits for 1, 2 and 3, and covering them by
+   * bytes (other base, other dtype) replaces all three */
+  assert_int_equal(access_deps(&m, &whole, TMAP_WRITE, 4, true), (1u << 1) | (1u << 2) | (1u << 3));
+  assert_int_equal(m.used, 1u);
+  assert_int_equal(access_deps(&m, &inner, TMAP_READ, 5, true), 1u << 4);
+  /* a partial write covers nothing: 6 writes a + 8 .. a + 15 as i16 halves */
+  int64_t n4 = 4;
+  pto_tensor half;
+  assert_int_equal(pto_tensor_init(&half, a_mem + 8, 8, PTO_I16, 1, &n4), PTO_OK);
+  assert_int_equal(access_deps(&m, &half, TMAP_WRITE, 6, true), (1u << 4) | (1u << 5));
+  assert_int_equal(m.used, 3u); /* 4 (a), 5 (a + 8 ..) and 6 */
+  tmap_destroy(&m);
+}
+
+/* Views of every size find each other: a huge view is one entry at a
+ * coarse level; small views inside it, at either end, still meet it. */
+static void test_tmap_levels(void **state) {
+  (void)state;
+  static uint8_t big[(8 << 20) + 64];
+  tmap m;
+  assert_int_equal(tmap_init(&m, 256), PTO_OK);
+  int64_t nbig = 8 << 20, one = 1, n100k = 100000;
+  pto_tensor all = vec_at(big, PTO_U8, nbig);
+  pto_tensor first = vec_at(big, PTO_U8, one), last = vec_at(big + nbig - 1, PTO_U8, one);
+  pto_tensor mid = vec_at(big + 3000000, PTO_U8, n100k);
+  pto_tensor after = vec_at(big + nbig, PTO_U8, 64);
+  assert_int_equal(access_deps(&m, &last, TMAP_WRITE, 1, true), 0u);
+  assert_int_equal(access_deps(&m, &mid, TMAP_WRITE, 2, true), 0u);
+  assert_int_equal(access_deps(&m, &all, TMAP_READ, 3, true), (1u << 1) | (1u << 2));
+  assert_int_equal(access_deps(&m, &first, TMAP_WRITE, 4, true), 1u << 3);
+  assert_int_equal(access_deps(&m, &last, TMAP_WRITE, 5, true), (1u << 1) | (1u << 3));
+  assert_int_equal(access_deps(&m, &after, TMAP_WRITE, 6, true), 0u);
+  int64_t n2 = 2;
+  pto_tensor straddle = vec_at(big + nbig - 1, PTO_U8, n2); /* last byte and the next */
+  assert_int_equal(access_deps(&m, &straddle, TMAP_READ, 7, true), (1u << 5) | (1u << 6));
+  /* a malformed view claims all of memory: it meets everything */
+  pto_tensor bad = first;
+  bad.stride[0] = 0;
+  assert_int_equal(access_deps(&m, &bad, TMAP_READ, 8, true),
+                   (1u << 2) | (1u << 4) | (1u << 5) | (1u << 6));
+  assert_int_equal(access_deps(&m, &after, TMAP_WRITE, 9, true), (1u << 6) | (1u << 7) | (1u << 8));
+  tmap_destroy(&m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_interior_pointer_views_are_ordered),
+      cmocka_unit_test(test_manual_scope_covering_write_keeps_war_edge),
+      cmocka_unit_test(test_tmap_by_bytes_and_ordered_covering),
+      cmocka_unit_test(test_tmap_levels),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
