@@ -1,7 +1,8 @@
 /* pto/tensor.h — tensor views: a base buffer plus offset, dtype, shape and
  * strides (in elements, up to PTO_MAX_DIMS dims). Views are plain values;
  * view/slice/reshape/transpose make new views of the same buffer without
- * copying. Dependency inference keys on the base buffer (`buf`). */
+ * copying. Dependency inference follows the bytes of memory a view touches,
+ * however it was built (from `buf` or a pointer into it, in any dtype). */
 #ifndef PTO_TENSOR_H
 #define PTO_TENSOR_H
 
