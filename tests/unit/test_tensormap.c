@@ -8,7 +8,9 @@
  * inside the first). A missing edge lets the fast task run first, which
  * shows as a wrong value. Then the manual-scope case: a covering writer in
  * a manual scope (no edge to the earlier reader) must not take the
- * reader's entry away from a later automatic writer. */
+ * reader's entry away from a later automatic writer. Last, the TensorMap
+ * itself: entries compared by bytes, covering writes that drop entries
+ * only when ordered after them, and views of every size (index levels). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
