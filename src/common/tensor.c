@@ -6,6 +6,7 @@
  * memcmp. */
 #include "common/tensor_check.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,6 +81,38 @@ const char *tensor_problem(const pto_tensor *t, bool allow_null_buf, char *why, 
             t->buf_bytes);
   return NULL;
 #undef PROBLEM
+}
+
+const char *tensor_problem_or_empty(const pto_tensor *t, bool *empty, char *why, size_t n) {
+  *empty = false;
+  if (t && t->ndims >= 1 && t->ndims <= PTO_MAX_DIMS) {
+    bool zero = false, negative = false;
+    for (int d = 0; d < t->ndims; d++) {
+      zero |= t->shape[d] == 0;
+      negative |= t->shape[d] < 0;
+    }
+    if (zero && !negative) { /* check the rest with a 1 in place of each 0 */
+      pto_tensor one = *t;
+      for (int d = 0; d < t->ndims; d++)
+        if (one.shape[d] == 0) one.shape[d] = 1;
+      one.buf_bytes = SIZE_MAX; /* no byte is touched: nothing to bound */
+      const char *bad = tensor_problem(&one, false, why, n);
+      *empty = !bad;
+      return bad;
+    }
+  }
+  return tensor_problem(t, false, why, n);
+}
+
+bool tensor_byte_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {
+  int64_t first, end, es;
+  if (!t || !dtype_ok(t->dtype) || !tensor_span(t, &first, &end)) return false;
+  es = (int64_t)dtype_sizes[t->dtype];
+  if (__builtin_mul_overflow(first, es, &first) || __builtin_mul_overflow(end, es, &end))
+    return false;
+  *lo = (uint64_t)first;
+  *hi = (uint64_t)end;
+  return true;
 }
 
 int tensor_check(const pto_tensor *t, bool allow_null_buf) {

@@ -834,7 +834,10 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   d->nranks = nranks;
   memcpy(d->chips, chips, sizeof(int) * (size_t)nranks);
   uint64_t at = (n->space_used + NODE_SPACE_ALIGN - 1) / NODE_SPACE_ALIGN * NODE_SPACE_ALIGN;
-  if (at + d->win_bytes * (uint64_t)nranks > n->cfg.window_space) return PTO_ENOMEM;
+  uint64_t need; /* checked: huge window buffers must not wrap into "fits" */
+  if (__builtin_mul_overflow(d->win_bytes, (uint64_t)nranks, &need) ||
+      __builtin_add_overflow(need, at, &need) || need > n->cfg.window_space)
+    return PTO_ENOMEM;
   d->base = (uint64_t)(uintptr_t)n->space + at;
   snprintf(d->prefix, sizeof d->prefix, "%s.d%d", n->prefix, d->id);
   d->wait_timeout_ms = n->cfg.wait_timeout_ms;
