@@ -74,39 +74,50 @@ static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer
   return 0;
 }
 
-/* Offset of the view's buf inside a window of the domain (any rank's copy:
- * windows are symmetric), after checking that the view is valid and every
- * byte it touches lies inside one named buffer. */
-static int win_view(const op_env *e, const pto_tensor *t, const char *what, uint64_t *buf_woff,
-                    const comm_buffer_desc **buf) {
-  const comm_domain_desc *d = &e->d->desc;
-  char why[160];
-  const char *bad = tensor_problem(t, false, why, sizeof why);
-  if (bad)
-    return comm_fail(e->c, PTO_EINVAL, "%s: %s is not a valid view: %s (domain %d rank %d)", e->op,
-                     what, bad, d->id, e->d->my_rank);
-  uint64_t a = (uint64_t)(uintptr_t)t->buf, all;
-  if (__builtin_mul_overflow((uint64_t)d->nranks, d->win_bytes, &all) || a < d->base ||
-      a - d->base >= all)
-    return comm_fail(e->c, PTO_EBOUNDS, "%s: %s is not a view of a window buffer of domain %d",
-                     e->op, what, d->id);
-  uint64_t woff = (a - d->base) % d->win_bytes, lo, hi;
-  /* cannot fail for a valid view; the sums stay below 2^64 (woff < win_bytes) */
-  if (!tensor_byte_span(t, &lo, &hi) || __builtin_add_overflow(lo, woff, &lo) ||
-      __builtin_add_overflow(hi, woff, &hi))
-    return comm_fail(e->c, PTO_EINVAL, "%s: %s: its extent overflows 64 bits", e->op, what);
+int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
+                     char *why, size_t n) {
+  char problem[160];
+  const char *bad = tensor_problem(t, false, problem, sizeof problem);
+  if (bad) {
+    snprintf(why, n, "is not a valid view: %s", bad);
+    return PTO_EINVAL;
+  }
+  uint64_t a = (uint64_t)(uintptr_t)t->buf, all, lo, hi;
+  if (d->win_bytes == 0 || __builtin_mul_overflow((uint64_t)d->nranks, d->win_bytes, &all) ||
+      a < d->base || a - d->base >= all) {
+    snprintf(why, n, "is not a view of a window buffer");
+    return PTO_EBOUNDS;
+  }
+  uint64_t w = (a - d->base) % d->win_bytes;
+  /* a valid view's extent fits int64; w < win_bytes, so the sums cannot wrap */
+  if (!tensor_byte_span(t, &lo, &hi) || __builtin_add_overflow(lo, w, &lo) ||
+      __builtin_add_overflow(hi, w, &hi)) {
+    snprintf(why, n, "is not a valid view: its extent overflows 64 bits");
+    return PTO_EINVAL;
+  }
   for (int i = 0; i < d->nbuffers; i++) {
     const comm_buffer_desc *b = &d->buffers[i];
     if (lo < b->offset || lo - b->offset >= b->bytes) continue;
     if (hi - b->offset > b->bytes) break;
-    *buf_woff = woff;
-    *buf = b;
-    return 0;
+    *woff = w;
+    *buf = i;
+    return PTO_OK;
   }
-  return comm_fail(e->c, PTO_EBOUNDS,
-                   "%s: %s region [%" PRIu64 ", %" PRIu64 ") of domain %d (rank %d -> peer %d) "
-                   "is not inside one window buffer",
-                   e->op, what, lo, hi, d->id, e->d->my_rank, e->peer);
+  snprintf(why, n, "region [%" PRIu64 ", %" PRIu64 ") is not inside one window buffer", lo, hi);
+  return PTO_EBOUNDS;
+}
+
+/* comm_view_locate() for an op, failing the task with the details. */
+static int win_view(const op_env *e, const pto_tensor *t, const char *what, uint64_t *buf_woff,
+                    const comm_buffer_desc **buf) {
+  const comm_domain_desc *d = &e->d->desc;
+  char why[240];
+  int i, rc = comm_view_locate(d, t, buf_woff, &i, why, sizeof why);
+  if (rc)
+    return comm_fail(e->c, rc, "%s: %s %s (domain %d rank %d -> peer %d)", e->op, what, why, d->id,
+                     e->d->my_rank, e->peer);
+  *buf = &d->buffers[i];
+  return 0;
 }
 
 /* Both views valid (or empty) with the same dtype and element count;

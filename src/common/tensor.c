@@ -91,11 +91,14 @@ const char *tensor_problem_or_empty(const pto_tensor *t, bool *empty, char *why,
       zero |= t->shape[d] == 0;
       negative |= t->shape[d] < 0;
     }
-    if (zero && !negative) { /* check the rest with a 1 in place of each 0 */
+    if (zero && !negative) {
+      /* it touches no byte, so no extent or bound applies: check the other
+       * rules on one element at offset 0 (a negative offset stays wrong) */
       pto_tensor one = *t;
       for (int d = 0; d < t->ndims; d++)
-        if (one.shape[d] == 0) one.shape[d] = 1;
-      one.buf_bytes = SIZE_MAX; /* no byte is touched: nothing to bound */
+        one.shape[d] = 1;
+      if (one.offset > 0) one.offset = 0;
+      one.buf_bytes = SIZE_MAX;
       const char *bad = tensor_problem(&one, false, why, n);
       *empty = !bad;
       return bad;
@@ -211,6 +214,7 @@ int pto_tensor_view(const pto_tensor *src, int ndims, const int64_t *shape, cons
   memset(&v, 0, sizeof v);
   v.buf = src->buf;
   v.buf_bytes = src->buf_bytes;
+  v.alloc_tag = src->alloc_tag;
   v.dtype = src->dtype;
   v.ndims = ndims;
   if (__builtin_add_overflow(src->offset, offset, &v.offset)) return PTO_EINVAL;
@@ -232,6 +236,7 @@ int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape, p
   memset(&v, 0, sizeof v);
   v.buf = src->buf;
   v.buf_bytes = src->buf_bytes;
+  v.alloc_tag = src->alloc_tag;
   v.offset = src->offset;
   v.dtype = src->dtype;
   v.ndims = ndims;
