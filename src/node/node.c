@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/tensor_check.h"
 #include "common/trace.h"
 #include "common/trace_json.h"
 #include "node/lease.h"
@@ -638,7 +639,8 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
                args->nscalars > PTO_MAX_SCALAR_ARGS))
     return PTO_EINVAL;
   for (int i = 0; args && i < args->ntensors; i++)
-    if (args->access[i] == PTO_OUTPUT) return PTO_EINVAL; /* see pto_node_submit */
+    if (args->access[i] == PTO_OUTPUT || tensor_check(&args->tensors[i], false))
+      return PTO_EINVAL; /* OUTPUT: see pto_node_submit; views: common/tensor.c's checks */
   if (n->ntasks == n->captasks) {
     int64_t cap = n->captasks ? 2 * n->captasks : 64;
     node_task *t = realloc(n->tasks, (size_t)cap * sizeof *t);
@@ -753,7 +755,7 @@ static bool writers_done(pto_node *n, void *arg) {
 
 int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
   pto_node *n = no->node;
-  if (!t || !dst) return PTO_EINVAL;
+  if (!t || !dst || tensor_check(t, false)) return PTO_EINVAL;
   read_wait w = {{0}, 0, false};
   tmap_conflicts(&n->tm, t, TMAP_READ, n->oldest_live, on_writer, &w);
   int rc = until(n, writers_done, &w, true, UINT64_MAX, 0);
