@@ -289,7 +289,7 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
                        "least %" PRId64 " elements%s%s",
                        e.op, pto_dtype_name((pto_dtype)remote->dtype), chunk_elems, bad ? ": " : "",
                        bad ? bad : "");
-    halves = numel(st) >= 2 * chunk_elems ? 2 : 1;
+    halves = numel(st) / 2 >= chunk_elems ? 2 : 1; /* no 2 * n: it could wrap */
   }
   int64_t r0, nr, c0, nc;
   for (int64_t k = 0; tensor_tiles_next(&g, &r0, &nr, &c0, &nc); k++) {
