@@ -71,7 +71,9 @@ typedef enum pto_scope_mode {
   PTO_SCOPE_MANUAL,   /* only explicit dependencies apply inside */
 } pto_scope_mode;
 /* Scopes bound intermediate OUTPUT buffers: they are reclaimed once the
- * scope has ended and all their consumers completed. */
+ * scope has ended and all their consumers completed. An OUTPUT view (and
+ * any view derived from it) may be used only until its scope ends: a later
+ * submit or host read/write of it fails with PTO_EINVAL. */
 int pto_scope_begin(pto_orch *o, pto_scope_mode mode);
 int pto_scope_end(pto_orch *o);
 

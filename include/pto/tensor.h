@@ -36,6 +36,8 @@ typedef struct pto_tensor {
   int32_t ndims;    /* 1..PTO_MAX_DIMS */
   int64_t shape[PTO_MAX_DIMS];
   int64_t stride[PTO_MAX_DIMS]; /* elements, > 0 */
+  uint64_t alloc_tag;           /* set by the runtime on the OUTPUT views it allocates (which
+                                 * allocation, to catch use after its scope); 0 otherwise */
 } pto_tensor;
 
 size_t pto_dtype_size(pto_dtype dt);

@@ -74,6 +74,7 @@ void pto_args_scalar_f32(pto_args *a, float v) {
 
 int orch_setup(pto_run *r) {
   int rc = ring_init(&r->heap, r->cfg->heap_bytes);
+  if (!rc) heap_live_init(&r->live, &r->heap);
   if (!rc) rc = ring_init(&r->args, (uint64_t)r->nslots * 512u);
   if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
   r->depbuf_cap = 64;
@@ -83,6 +84,7 @@ int orch_setup(pto_run *r) {
 }
 
 void orch_teardown(pto_run *r) {
+  heap_live_destroy(&r->live, &r->heap);
   ring_destroy(&r->heap);
   ring_destroy(&r->args);
   tmap_destroy(&r->tm);
@@ -316,12 +318,14 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
     }
     for (int i = 0; i < a->ntensors; i++) {
       const pto_tensor *t = &a->tensors[i];
-      char why[160];
+      char why[200];
       const char *bad = a->access[i] == PTO_OUTPUT
                             ? (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL)
                                    ? "dtype, ndims (1..5) or a shape (>= 1) is invalid"
                                    : NULL)
                             : tensor_problem(t, false, why, sizeof why);
+      if (!bad && a->access[i] != PTO_OUTPUT)
+        bad = heap_live_problem(&r->live, &r->heap, t, why, sizeof why);
       if (bad)
         return submit_fail(r, PTO_EINVAL, "tensor argument %d (%s): %s", i,
                            access_name(a->access[i]), bad);
@@ -365,17 +369,26 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
    * task whose outputs fit the ring at all can always get them once the
    * ring drains (separate pieces could each wait on the other) */
   uint64_t heap_total = 0;
-  for (int i = 0; i < nt; i++)
+  bool wraps = false; /* checked: OUTPUT sizes near 2^62 must not sum to "fits" */
+  char sizes[200] = "";
+  for (int i = 0, len = 0; i < nt; i++)
     if (a->access[i] == PTO_OUTPUT) {
       int64_t bytes;
       tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
-      heap_total += ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+      uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+      wraps |= __builtin_add_overflow(heap_total, padded, &heap_total);
+      if (len >= 0 && len < (int)sizeof sizes)
+        len += snprintf(sizes + len, sizeof sizes - (size_t)len, "%sargument %d: %lld",
+                        len ? ", " : "", i, (long long)bytes);
     }
-  bool has_heap = heap_total > 0;
-  if (!ring_fits(&r->heap, heap_total))
+  bool has_heap = heap_total > 0 || wraps;
+  if (wraps || !ring_fits(&r->heap, heap_total)) {
+    char total[32] = "2^64 or more";
+    if (!wraps) snprintf(total, sizeof total, "%llu", (unsigned long long)heap_total);
     return submit_fail(r, PTO_EHEAP_DEADLOCK,
-                       "OUTPUT buffers of one task need %llu bytes but heap_bytes is %llu",
-                       (unsigned long long)heap_total, (unsigned long long)r->heap.cap);
+                       "OUTPUT buffers of one task need %s bytes (%s) but heap_bytes is %llu",
+                       total, sizes, (unsigned long long)r->heap.cap);
+  }
   if (has_heap) {
     ring_req hr = {&r->heap, heap_total, NULL};
     if (!ring_room(r, &hr) && (rc = orch_wait_room(r, ring_room, &hr, PTO_EHEAP_DEADLOCK,
@@ -390,6 +403,7 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
       d->buf = next;
       d->buf_bytes = (size_t)bytes;
       d->offset = 0;
+      d->alloc_tag = heap_live_tag(&r->heap, next);
       int64_t stride = 1;
       for (int k = d->ndims - 1; k >= 0; k--) {
         d->stride[k] = stride;
@@ -522,6 +536,7 @@ int pto_scope_begin(pto_orch *o, pto_scope_mode mode) {
   if (mode == PTO_SCOPE_AUTO && in_manual_scope(r))
     return submit_fail(r, PTO_EINVAL, "an automatic scope cannot be nested in a manual scope");
   r->scope_depth++;
+  heap_live_scope_begin(&r->live, r->scope_depth, &r->heap);
   r->scopes[r->scope_depth].begin = r->next_id;
   r->scopes[r->scope_depth].mode = mode;
   return PTO_OK;
@@ -539,6 +554,8 @@ int pto_scope_end(pto_orch *o) {
     task *t = run_slot(r, id);
     if (t->scope_depth == r->scope_depth) t->pinned = false;
   }
+  if (heap_live_scope_end(&r->live, r->scope_depth, &r->heap))
+    return submit_fail(r, PTO_ENOMEM, "scope_end: no memory to record its OUTPUT range");
   r->scope_depth--;
   orch_retire(r);
   return PTO_OK;
@@ -590,6 +607,9 @@ static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t
   if (rc) return rc;
   if (!t || tensor_check(t, false))
     return submit_fail(r, PTO_EINVAL, "%s: NULL or invalid tensor view", what);
+  char why[200];
+  const char *stale = heap_live_problem(&r->live, &r->heap, t, why, sizeof why);
+  if (stale) return submit_fail(r, PTO_EINVAL, "%s: %s", what, stale);
   dep_collect dc = {r, r->next_id, false};
   r->depbuf_n = 0;
   tmap_conflicts(&r->tm, t, mode, r->retired, collect_dep, &dc);

@@ -8,6 +8,8 @@
 static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 int ring_init(ring *r, uint64_t cap) {
+  r->base = NULL;
+  if (cap > UINT64_MAX / 2) return PTO_ENOMEM; /* rounding and offsets must not wrap */
   r->cap = round_up(cap ? cap : RING_ALIGN, RING_ALIGN);
   r->base = aligned_alloc(RING_ALIGN, r->cap);
   r->head = r->tail = 0;
@@ -19,9 +21,12 @@ void ring_destroy(ring *r) {
   r->base = NULL;
 }
 
-bool ring_fits(const ring *r, uint64_t n) { return round_up(n, RING_ALIGN) <= r->cap; }
+bool ring_fits(const ring *r, uint64_t n) {
+  return n <= r->cap && round_up(n, RING_ALIGN) <= r->cap;
+}
 
 void *ring_try_alloc(ring *r, uint64_t n) {
+  if (n > r->cap) return NULL; /* before rounding, which could wrap */
   n = round_up(n ? n : 1, RING_ALIGN);
   if (n > r->cap) return NULL;
   if (r->head == r->tail) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "chip/drain.h"
+#include "chip/heap_live.h"
 #include "chip/ring.h"
 #include "chip/tensormap.h"
 #include "common/trace.h"
@@ -175,6 +176,7 @@ typedef struct pto_run {
   pto_task_id retired; /* ids below this are retired */
   uint64_t dep_head, dep_tail;
   ring heap, args;
+  heap_live live; /* which OUTPUT views are still valid */
   tmap tm;
   int scope_depth;
   scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];

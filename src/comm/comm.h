@@ -63,6 +63,12 @@ struct pto_comm {
 /* Fills the layout of a domain (buffers, win_bytes); base/prefix/id are the
  * caller's. Returns PTO_EINVAL on bad names/sizes. */
 int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs);
+/* Where a view lies in a domain's windows [ops.c]: PTO_OK with the window
+ * offset of its buf (*woff) and the one buffer (*buf) that holds every byte
+ * it touches; PTO_EINVAL for an invalid view, PTO_EBOUNDS for one outside
+ * the buffers, with why[n] saying so. Pure (no memory is touched). */
+int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
+                     char *why, size_t n);
 
 void comm_init(pto_comm *c, int chip);
 /* Closes every domain (unlink: also remove my named objects). */

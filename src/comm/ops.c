@@ -12,73 +12,15 @@
 #include "comm/comm.h"
 #include "comm/signal.h"
 #include "common/clock.h"
+#include "common/tensor_check.h"
+#include "common/tensor_walk.h"
 
-/* ---- views ---- */
+/* ---- views ----
+ * Checked by the one view module (common/tensor_check.h): every offset and
+ * extent with overflow checks, each view held to its own buffer, and a view
+ * with a zero in its shape empty (a no-op). Walked by common/tensor_walk.h. */
 
-static bool view_ok(const pto_tensor *t) {
-  if (!t || !t->buf || t->ndims < 1 || t->ndims > PTO_MAX_DIMS || t->dtype < 0 ||
-      t->dtype >= PTO_DTYPE_COUNT || t->offset < 0)
-    return false;
-  for (int i = 0; i < t->ndims; i++)
-    if (t->shape[i] < 0 || t->stride[i] < 1) return false;
-  return true;
-}
-
-static int64_t numel(const pto_tensor *t) {
-  int64_t n = 1;
-  for (int i = 0; i < t->ndims; i++)
-    n *= t->shape[i];
-  return n;
-}
-
-/* Largest element offset the view touches, relative to its [0..0]. */
-static int64_t span(const pto_tensor *t) {
-  int64_t s = 0;
-  for (int i = 0; i < t->ndims; i++)
-    s += (t->shape[i] - 1) * t->stride[i];
-  return s;
-}
-
-/* Walks a view in row-major order as contiguous runs of elements. */
-typedef struct view_it {
-  const pto_tensor *t;
-  int64_t idx[PTO_MAX_DIMS];
-} view_it;
-
-static int64_t it_off(const view_it *it) { /* element offset from buf */
-  int64_t o = it->t->offset;
-  for (int i = 0; i < it->t->ndims; i++)
-    o += it->idx[i] * it->t->stride[i];
-  return o;
-}
-static int64_t it_run(const view_it *it) {
-  int l = it->t->ndims - 1;
-  return it->t->stride[l] == 1 ? it->t->shape[l] - it->idx[l] : 1;
-}
-static void it_adv(view_it *it, int64_t k) {
-  int l = it->t->ndims - 1;
-  it->idx[l] += k;
-  for (int i = l; i > 0 && it->idx[i] >= it->t->shape[i]; i--) {
-    it->idx[i] = 0;
-    it->idx[i - 1]++;
-  }
-}
-
-/* Calls fn(a_off, b_off, n) for matching runs of two views of equal numel. */
-typedef int (*run_fn)(void *arg, int64_t a_off, int64_t b_off, int64_t n);
-static int lockstep(const pto_tensor *a, const pto_tensor *b, run_fn fn, void *arg) {
-  view_it ia = {a, {0}}, ib = {b, {0}};
-  for (int64_t left = numel(a); left > 0;) {
-    int64_t k = it_run(&ia), kb = it_run(&ib);
-    if (kb < k) k = kb;
-    int rc = fn(arg, it_off(&ia), it_off(&ib), k);
-    if (rc) return rc;
-    it_adv(&ia, k);
-    it_adv(&ib, k);
-    left -= k;
-  }
-  return 0;
-}
+static int64_t numel(const pto_tensor *t) { return tensor_walk_numel(t); }
 
 /* ---- tracing ---- */
 
@@ -132,46 +74,75 @@ static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer
   return 0;
 }
 
-/* Offset of the view's buf inside a window of the domain (any rank's copy:
- * windows are symmetric), after checking that every element lies inside
- * one named buffer. */
+int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
+                     char *why, size_t n) {
+  char problem[160];
+  const char *bad = tensor_problem(t, false, problem, sizeof problem);
+  if (bad) {
+    snprintf(why, n, "is not a valid view: %s", bad);
+    return PTO_EINVAL;
+  }
+  uint64_t a = (uint64_t)(uintptr_t)t->buf, all, lo, hi;
+  if (d->win_bytes == 0 || __builtin_mul_overflow((uint64_t)d->nranks, d->win_bytes, &all) ||
+      a < d->base || a - d->base >= all) {
+    snprintf(why, n, "is not a view of a window buffer");
+    return PTO_EBOUNDS;
+  }
+  uint64_t w = (a - d->base) % d->win_bytes;
+  /* a valid view's extent fits int64; w < win_bytes, so the sums cannot wrap */
+  if (!tensor_byte_span(t, &lo, &hi) || __builtin_add_overflow(lo, w, &lo) ||
+      __builtin_add_overflow(hi, w, &hi)) {
+    snprintf(why, n, "is not a valid view: its extent overflows 64 bits");
+    return PTO_EINVAL;
+  }
+  for (int i = 0; i < d->nbuffers; i++) {
+    const comm_buffer_desc *b = &d->buffers[i];
+    if (lo < b->offset || lo - b->offset >= b->bytes) continue;
+    if (hi - b->offset > b->bytes) break;
+    *woff = w;
+    *buf = i;
+    return PTO_OK;
+  }
+  snprintf(why, n, "region [%" PRIu64 ", %" PRIu64 ") is not inside one window buffer", lo, hi);
+  return PTO_EBOUNDS;
+}
+
+/* comm_view_locate() for an op, failing the task with the details. */
 static int win_view(const op_env *e, const pto_tensor *t, const char *what, uint64_t *buf_woff,
                     const comm_buffer_desc **buf) {
   const comm_domain_desc *d = &e->d->desc;
-  if (!view_ok(t))
-    return comm_fail(e->c, PTO_EINVAL, "%s: %s is not a valid view (domain %d rank %d)", e->op,
-                     what, d->id, e->d->my_rank);
-  uint64_t a = (uint64_t)(uintptr_t)t->buf, all = (uint64_t)d->nranks * d->win_bytes;
-  if (a < d->base || a - d->base >= all)
-    return comm_fail(e->c, PTO_EBOUNDS, "%s: %s is not a view of a window buffer of domain %d",
-                     e->op, what, d->id);
-  uint64_t woff = (a - d->base) % d->win_bytes;
-  uint64_t es = pto_dtype_size((pto_dtype)t->dtype);
-  uint64_t lo = woff + (uint64_t)t->offset * es, hi = lo + (uint64_t)(span(t) + 1) * es;
-  for (int i = 0; i < d->nbuffers; i++) {
-    const comm_buffer_desc *b = &d->buffers[i];
-    if (lo < b->offset || lo >= b->offset + b->bytes) continue;
-    if (hi > b->offset + b->bytes) break;
-    *buf_woff = woff;
-    *buf = b;
-    return 0;
-  }
-  return comm_fail(e->c, PTO_EBOUNDS,
-                   "%s: %s region [%" PRIu64 ", %" PRIu64 ") of domain %d (rank %d -> peer %d) "
-                   "is not inside one window buffer",
-                   e->op, what, lo, hi, d->id, e->d->my_rank, e->peer);
+  char why[240];
+  int i, rc = comm_view_locate(d, t, buf_woff, &i, why, sizeof why);
+  if (rc)
+    return comm_fail(e->c, rc, "%s: %s %s (domain %d rank %d -> peer %d)", e->op, what, why, d->id,
+                     e->d->my_rank, e->peer);
+  *buf = &d->buffers[i];
+  return 0;
 }
 
-static int same_shape_check(const op_env *e, const pto_tensor *dst, const pto_tensor *src) {
-  if (!view_ok(dst) || !view_ok(src))
-    return comm_fail(e->c, PTO_EINVAL, "%s: invalid tensor view", e->op);
+/* Both views valid (or empty) with the same dtype and element count;
+ * *empty when there is nothing to move. */
+static int same_shape_check(const op_env *e, const pto_tensor *dst, const pto_tensor *src,
+                            bool remote_src, bool *empty) {
+  const char *dn = remote_src ? "dst (local)" : "dst", *sn = remote_src ? "src" : "src (local)";
+  char why[160];
+  bool de, se;
+  const char *bad = tensor_problem_or_empty(dst, &de, why, sizeof why);
+  if (bad)
+    return comm_fail(e->c, PTO_EINVAL, "%s: %s is not a valid view: %s (domain %d rank %d)", e->op,
+                     dn, bad, e->d->desc.id, e->d->my_rank);
+  bad = tensor_problem_or_empty(src, &se, why, sizeof why);
+  if (bad)
+    return comm_fail(e->c, PTO_EINVAL, "%s: %s is not a valid view: %s (domain %d rank %d)", e->op,
+                     sn, bad, e->d->desc.id, e->d->my_rank);
   if (dst->dtype != src->dtype)
     return comm_fail(e->c, PTO_EINVAL, "%s: dtype %s vs %s (domain %d rank %d)", e->op,
                      pto_dtype_name((pto_dtype)dst->dtype), pto_dtype_name((pto_dtype)src->dtype),
                      e->d->desc.id, e->d->my_rank);
-  if (numel(dst) != numel(src))
-    return comm_fail(e->c, PTO_EINVAL, "%s: %" PRId64 " vs %" PRId64 " elements", e->op, numel(dst),
-                     numel(src));
+  int64_t nd = de ? 0 : numel(dst), ns = se ? 0 : numel(src);
+  if (nd != ns)
+    return comm_fail(e->c, PTO_EINVAL, "%s: %" PRId64 " vs %" PRId64 " elements", e->op, nd, ns);
+  *empty = de;
   return 0;
 }
 
@@ -204,8 +175,10 @@ static int xfer_run(void *arg, int64_t remote, int64_t local, int64_t n) {
 }
 
 static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind) {
-  int rc = same_shape_check(e, remote, local);
-  if (rc) return rc;
+  bool empty;
+  int rc = kind == 2 ? same_shape_check(e, local, remote, true, &empty)
+                     : same_shape_check(e, remote, local, false, &empty);
+  if (rc || empty) return rc; /* an empty view moves nothing */
   if (kind == 1 && !atomic_dtype(remote->dtype))
     return comm_fail(e->c, PTO_EALIGN,
                      "%s: atomic add of dtype %s is not supported (domain %d "
@@ -223,7 +196,7 @@ static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *lo
                      "bytes (domain %d rank %d -> peer %d)",
                      e->op, b->name, es, e->d->desc.id, e->d->my_rank, e->peer);
   xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
-  rc = lockstep(remote, local, xfer_run, &x);
+  rc = tensor_lockstep(remote, local, xfer_run, &x);
   return rc ? comm_fail(e->c, rc, "%s: backend failed (domain %d rank %d -> peer %d)", e->op,
                         e->d->desc.id, e->d->my_rank, e->peer)
             : 0;
@@ -264,20 +237,7 @@ static int local_run(void *arg, int64_t a, int64_t b, int64_t n) {
 }
 static void local_copy(const pto_tensor *dst, const pto_tensor *src) {
   const pto_tensor *t[2] = {dst, src};
-  lockstep(dst, src, local_run, t);
-}
-
-/* The chunk [r0, r0+nr) x [c0, c0+nc) of the last two dims. */
-static pto_tensor chunk_of(const pto_tensor *t, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-  pto_tensor v = *t;
-  int l = t->ndims - 1;
-  v.offset += c0 * t->stride[l];
-  v.shape[l] = nc;
-  if (l > 0) {
-    v.offset += r0 * t->stride[l - 1];
-    v.shape[l - 1] = nr;
-  }
-  return v;
+  tensor_lockstep(dst, src, local_run, t);
 }
 
 /* A contiguous view of `like`'s shape at element `at` of the staging tile. */
@@ -301,8 +261,9 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   if (rc) return rc;
   const pto_tensor *remote = is_put ? dst : src;
   const pto_tensor *local = is_put ? src : dst;
-  rc = same_shape_check(&e, dst, src);
-  if (rc) return rc;
+  bool empty;
+  rc = same_shape_check(&e, dst, src, !is_put, &empty);
+  if (rc || empty) return rc; /* an empty view moves nothing */
   int kind = is_put ? (o && o->atomic_add ? 1 : 0) : 2;
   if (!o || (o->chunk_rows <= 0 && o->chunk_cols <= 0 && !o->staging))
     return remote_xfer(&e, remote, local, kind);
@@ -313,42 +274,41 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   const comm_buffer_desc *b;
   rc = win_view(&e, remote, is_put ? "dst" : "src", &woff, &b); /* whole region first */
   if (rc) return rc;
-  int l = remote->ndims - 1;
-  int64_t rows = l > 0 ? remote->shape[l - 1] : 1, cols = remote->shape[l];
-  int64_t cr = o->chunk_rows > 0 && o->chunk_rows < rows ? o->chunk_rows : rows;
-  int64_t cc = o->chunk_cols > 0 && o->chunk_cols < cols ? o->chunk_cols : cols;
-  int64_t lead = numel(remote) / (rows * cols), chunk_elems = lead * cr * cc;
+  tensor_tiles g;
+  tensor_tiles_init(&g, remote, o->chunk_rows, o->chunk_cols);
+  int64_t chunk_elems = tensor_tiles_max_elems(&g);
   const pto_tensor *st = o->staging;
   int halves = 1;
   if (st) {
-    if (!view_ok(st) || st->dtype != remote->dtype || !pto_tensor_is_contiguous(st) ||
+    char why[160];
+    const char *bad = tensor_problem(st, false, why, sizeof why);
+    if (bad || st->dtype != remote->dtype || !pto_tensor_is_contiguous(st) ||
         numel(st) < chunk_elems)
       return comm_fail(e.c, PTO_EINVAL,
                        "%s: staging tile must be a contiguous %s tile of at "
-                       "least %" PRId64 " elements",
-                       e.op, pto_dtype_name((pto_dtype)remote->dtype), chunk_elems);
-    halves = numel(st) >= 2 * chunk_elems ? 2 : 1;
+                       "least %" PRId64 " elements%s%s",
+                       e.op, pto_dtype_name((pto_dtype)remote->dtype), chunk_elems, bad ? ": " : "",
+                       bad ? bad : "");
+    halves = numel(st) / 2 >= chunk_elems ? 2 : 1; /* no 2 * n: it could wrap */
   }
-  int64_t k = 0;
-  for (int64_t r0 = 0; r0 < rows; r0 += cr) {
-    for (int64_t c0 = 0; c0 < cols; c0 += cc, k++) {
-      int64_t nr = rows - r0 < cr ? rows - r0 : cr, nc = cols - c0 < cc ? cols - c0 : cc;
-      pto_tensor rv = chunk_of(remote, r0, nr, c0, nc), lv = chunk_of(local, r0, nr, c0, nc);
-      if (st) {
-        /* alternate halves: the copy into one overlaps the transfer of the other */
-        pto_tensor sv = staging_view(st, &rv, (k % halves) * chunk_elems);
-        if (is_put) {
-          local_copy(&sv, &lv);
-          rc = remote_xfer(&e, &rv, &sv, kind);
-        } else {
-          rc = remote_xfer(&e, &rv, &sv, kind);
-          if (!rc) local_copy(&lv, &sv);
-        }
+  int64_t r0, nr, c0, nc;
+  for (int64_t k = 0; tensor_tiles_next(&g, &r0, &nr, &c0, &nc); k++) {
+    pto_tensor rv = tensor_tile_of(remote, r0, nr, c0, nc);
+    pto_tensor lv = tensor_tile_of(local, r0, nr, c0, nc);
+    if (st) {
+      /* alternate halves: the copy into one overlaps the transfer of the other */
+      pto_tensor sv = staging_view(st, &rv, (k % halves) * chunk_elems);
+      if (is_put) {
+        local_copy(&sv, &lv);
+        rc = remote_xfer(&e, &rv, &sv, kind);
       } else {
-        rc = remote_xfer(&e, &rv, &lv, kind);
+        rc = remote_xfer(&e, &rv, &sv, kind);
+        if (!rc) local_copy(&lv, &sv);
       }
-      if (rc) return rc;
+    } else {
+      rc = remote_xfer(&e, &rv, &lv, kind);
     }
+    if (rc) return rc;
   }
   return 0;
 }
@@ -367,20 +327,23 @@ int pto_get(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst
 
 /* ---- signals ---- */
 
+/* The cell is element [0..0] of the view: that one element must be a
+ * valid int64 view inside a window buffer, 8-byte aligned. */
 static int cell_off(const op_env *e, const pto_tensor *cell, uint64_t *off,
                     const comm_buffer_desc **b) {
-  if (view_ok(cell) && cell->dtype != PTO_I64)
+  if (cell && cell->dtype != PTO_I64)
     return comm_fail(e->c, PTO_EALIGN,
                      "%s: signal cell must be an int64 element, not %s "
                      "(domain %d rank %d)",
                      e->op, pto_dtype_name((pto_dtype)cell->dtype), e->d->desc.id, e->d->my_rank);
-  pto_tensor one = view_ok(cell) ? *cell : (pto_tensor){0};
-  for (int i = 0; i < one.ndims; i++)
+  pto_tensor one = cell ? *cell : (pto_tensor){0};
+  for (int i = 0; i < one.ndims && i < PTO_MAX_DIMS; i++)
     one.shape[i] = 1;
-  uint64_t woff;
-  int rc = win_view(e, view_ok(cell) ? &one : cell, "signal cell", &woff, b);
+  uint64_t woff, lo, hi;
+  int rc = win_view(e, &one, "signal cell", &woff, b);
   if (rc) return rc;
-  *off = woff + (uint64_t)cell->offset * 8;
+  tensor_byte_span(&one, &lo, &hi); /* checked by win_view */
+  *off = woff + lo;
   if (*off % 8)
     return comm_fail(e->c, PTO_EALIGN, "%s: signal cell in '%s' is not 8-byte aligned", e->op,
                      (*b)->name);

@@ -5,7 +5,9 @@
  * out == src is allowed). Unused dims are zeroed so views compare with
  * memcmp. */
 #include "common/tensor_check.h"
+#include "common/tensor_walk.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,6 +82,41 @@ const char *tensor_problem(const pto_tensor *t, bool allow_null_buf, char *why, 
             t->buf_bytes);
   return NULL;
 #undef PROBLEM
+}
+
+const char *tensor_problem_or_empty(const pto_tensor *t, bool *empty, char *why, size_t n) {
+  *empty = false;
+  if (t && t->ndims >= 1 && t->ndims <= PTO_MAX_DIMS) {
+    bool zero = false, negative = false;
+    for (int d = 0; d < t->ndims; d++) {
+      zero |= t->shape[d] == 0;
+      negative |= t->shape[d] < 0;
+    }
+    if (zero && !negative) {
+      /* it touches no byte, so no extent or bound applies: check the other
+       * rules on one element at offset 0 (a negative offset stays wrong) */
+      pto_tensor one = *t;
+      for (int d = 0; d < t->ndims; d++)
+        one.shape[d] = 1;
+      if (one.offset > 0) one.offset = 0;
+      one.buf_bytes = SIZE_MAX;
+      const char *bad = tensor_problem(&one, false, why, n);
+      *empty = !bad;
+      return bad;
+    }
+  }
+  return tensor_problem(t, false, why, n);
+}
+
+bool tensor_byte_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {
+  int64_t first, end, es;
+  if (!t || !dtype_ok(t->dtype) || !tensor_span(t, &first, &end)) return false;
+  es = (int64_t)dtype_sizes[t->dtype];
+  if (__builtin_mul_overflow(first, es, &first) || __builtin_mul_overflow(end, es, &end))
+    return false;
+  *lo = (uint64_t)first;
+  *hi = (uint64_t)end;
+  return true;
 }
 
 int tensor_check(const pto_tensor *t, bool allow_null_buf) {
@@ -178,6 +215,7 @@ int pto_tensor_view(const pto_tensor *src, int ndims, const int64_t *shape, cons
   memset(&v, 0, sizeof v);
   v.buf = src->buf;
   v.buf_bytes = src->buf_bytes;
+  v.alloc_tag = src->alloc_tag;
   v.dtype = src->dtype;
   v.ndims = ndims;
   if (__builtin_add_overflow(src->offset, offset, &v.offset)) return PTO_EINVAL;
@@ -199,6 +237,7 @@ int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape, p
   memset(&v, 0, sizeof v);
   v.buf = src->buf;
   v.buf_bytes = src->buf_bytes;
+  v.alloc_tag = src->alloc_tag;
   v.offset = src->offset;
   v.dtype = src->dtype;
   v.ndims = ndims;
@@ -263,41 +302,31 @@ void *pto_tensor_at_linear(const pto_tensor *t, int64_t n) {
   return elem_addr(t, e);
 }
 
-/* Walks the view row by row (last dim innermost), copying each row to or
- * from `packed`, which advances through the host array. Rows with unit
- * stride go in one memcpy. */
+/* Copies between the view and `packed` (a host array in row-major order)
+ * run by run, with the one view walker (common/tensor_walk.c): the view
+ * against a packed view of the same shape. */
+typedef struct copy_walk {
+  char *view, *packed;
+  size_t es;
+  bool to_packed;
+} copy_walk;
+
+static int copy_run(void *arg, int64_t v, int64_t p, int64_t n) {
+  const copy_walk *c = arg;
+  char *a = c->view + (size_t)v * c->es, *b = c->packed + (size_t)p * c->es;
+  if (c->to_packed)
+    memcpy(b, a, (size_t)n * c->es);
+  else
+    memcpy(a, b, (size_t)n * c->es);
+  return 0;
+}
+
 static void tensor_walk(const pto_tensor *t, char *packed, bool to_packed) {
-  const size_t es = pto_dtype_size((pto_dtype)t->dtype);
-  const int last = t->ndims - 1;
-  const int64_t row_n = t->shape[last], row_s = t->stride[last];
-  int64_t idx[PTO_MAX_DIMS] = {0};
-  int64_t base = t->offset; /* element index of [idx[0..last-1], 0] */
-  for (;;) {
-    char *v = (char *)t->buf + (size_t)base * es;
-    if (row_s == 1) {
-      if (to_packed)
-        memcpy(packed, v, (size_t)row_n * es);
-      else
-        memcpy(v, packed, (size_t)row_n * es);
-      packed += (size_t)row_n * es;
-    } else {
-      for (int64_t i = 0; i < row_n; i++, packed += es) {
-        char *e = v + (size_t)(i * row_s) * es;
-        if (to_packed)
-          memcpy(packed, e, es);
-        else
-          memcpy(e, packed, es);
-      }
-    }
-    int d = last - 1;
-    for (; d >= 0; d--) { /* odometer over the outer dims */
-      base += t->stride[d];
-      if (++idx[d] < t->shape[d]) break;
-      base -= idx[d] * t->stride[d];
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
+  pto_tensor pk = *t;
+  pk.offset = 0;
+  set_packed_strides(&pk);
+  copy_walk c = {t->buf, packed, pto_dtype_size((pto_dtype)t->dtype), to_packed};
+  tensor_lockstep(t, &pk, copy_run, &c);
 }
 
 void pto_tensor_copy_out(const pto_tensor *t, void *dst) {

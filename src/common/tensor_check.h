@@ -31,4 +31,16 @@ int tensor_check_shape(int32_t dtype, int ndims, const int64_t *shape, int64_t *
  * (then *first and *end are untouched). */
 bool tensor_span(const pto_tensor *t, int64_t *first, int64_t *end);
 
+/* Like tensor_problem() with buf required, except that a view with a zero
+ * in its shape (the rows [lo, lo) pto_split_range gives a surplus block) is
+ * valid and empty: it touches no byte, so its buffer bounds are not
+ * checked. *empty says which. Every other rule still applies: a negative
+ * extent, a bad dtype, stride or offset is a problem. */
+const char *tensor_problem_or_empty(const pto_tensor *t, bool *empty, char *why, size_t n);
+
+/* Byte range [lo, hi) of buf that a valid, non-empty view touches (its
+ * bounding box), computed with overflow checks; false when it does not fit
+ * 64 bits or the view is malformed (then *lo and *hi are untouched). */
+bool tensor_byte_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi);
+
 #endif

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/tensor_check.h"
 #include "common/trace.h"
 #include "common/trace_json.h"
 #include "node/lease.h"
@@ -642,7 +643,8 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
                args->nscalars > PTO_MAX_SCALAR_ARGS))
     return PTO_EINVAL;
   for (int i = 0; args && i < args->ntensors; i++)
-    if (args->access[i] == PTO_OUTPUT) return PTO_EINVAL; /* see pto_node_submit */
+    if (args->access[i] == PTO_OUTPUT || tensor_check(&args->tensors[i], false))
+      return PTO_EINVAL; /* OUTPUT: see pto_node_submit; views: common/tensor.c's checks */
   if (n->ntasks == n->captasks) {
     int64_t cap = n->captasks ? 2 * n->captasks : 64;
     node_task *t = realloc(n->tasks, (size_t)cap * sizeof *t);
@@ -758,7 +760,7 @@ static bool writers_done(pto_node *n, void *arg) {
 
 int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
   pto_node *n = no->node;
-  if (!t || !dst) return PTO_EINVAL;
+  if (!t || !dst || tensor_check(t, false)) return PTO_EINVAL;
   read_wait w = {{0}, 0, false};
   tmap_conflicts(&n->tm, t, TMAP_READ, n->oldest_live, on_writer, &w);
   int rc = until(n, writers_done, &w, true, UINT64_MAX, 0);
@@ -839,7 +841,10 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   d->nranks = nranks;
   memcpy(d->chips, chips, sizeof(int) * (size_t)nranks);
   uint64_t at = (n->space_used + NODE_SPACE_ALIGN - 1) / NODE_SPACE_ALIGN * NODE_SPACE_ALIGN;
-  if (at + d->win_bytes * (uint64_t)nranks > n->cfg.window_space) return PTO_ENOMEM;
+  uint64_t need; /* checked: huge window buffers must not wrap into "fits" */
+  if (__builtin_mul_overflow(d->win_bytes, (uint64_t)nranks, &need) ||
+      __builtin_add_overflow(need, at, &need) || need > n->cfg.window_space)
+    return PTO_ENOMEM;
   d->base = (uint64_t)(uintptr_t)n->space + at;
   snprintf(d->prefix, sizeof d->prefix, "%s.d%d", n->prefix, d->id);
   d->wait_timeout_ms = n->cfg.wait_timeout_ms;

@@ -1,0 +1,216 @@
+/* test_comm_views.c — the view checks of the in-kernel comm ops, on a
+ * 2-rank shm domain driven from one thread (no chip, no node): strides
+ * whose extent wraps 64 bits are refused and write nothing; local views are
+ * held to their own buffer; an empty view (what pto_split_range gives a
+ * surplus block) is a no-op for every op, chunked or not; a signal cell
+ * whose offset wraps is refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "comm/comm.h"
+#include "pto/comm.h"
+
+#define SPACE (16u << 20)
+
+typedef struct fixture {
+  void *space;
+  comm_domain_desc d;
+  pto_comm c[2];
+  pto_kctx k[2];
+} fixture;
+
+static unsigned run_seq;
+
+static void setup_dom(fixture *f) {
+  memset(f, 0, sizeof *f);
+  assert_int_equal(comm_space_reserve(SPACE, &f->space), 0);
+  pto_window_buffer bufs[] = {{"dst", 64 * 4}, {"sig", 8 * 8}, {"mat", 8 * 128 * 4}};
+  assert_int_equal(comm_desc_layout(&f->d, bufs, 3), 0);
+  f->d.id = 7;
+  f->d.nranks = 2;
+  f->d.base = (uint64_t)(uintptr_t)f->space;
+  f->d.wait_timeout_ms = 2000;
+  snprintf(f->d.prefix, sizeof f->d.prefix, "/pto.%d.v%u", (int)getpid(), run_seq++);
+  for (int r = 0; r < 2; r++) {
+    comm_init(&f->c[r], r);
+    assert_int_equal(comm_domain_open(&f->c[r], &f->d, r), 0);
+  }
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(comm_domain_attach(&f->c[r], 7), 0);
+    comm_task_begin(&f->c[r], 1, 3);
+    memset(&f->k[r], 0, sizeof f->k[r]);
+    f->k[r].env = &f->c[r];
+    f->k[r].core_id = r;
+  }
+}
+
+static void teardown_dom(fixture *f) {
+  for (int r = 0; r < 2; r++)
+    comm_fini(&f->c[r], true);
+  comm_space_release(f->space, SPACE);
+}
+
+static void win(fixture *f, int rank, const char *name, pto_dtype dt, int nd, const int64_t *sh,
+                pto_tensor *t) {
+  assert_int_equal(pto_comm_window_tensor(&f->c[0], 7, rank, name, dt, nd, sh, t), 0);
+}
+
+/* Bytes of either window that changed since the last snapshot(). */
+static unsigned char g_snap[2 << 20];
+static void snapshot(fixture *f) {
+  assert_true(2 * f->d.win_bytes <= sizeof g_snap);
+  memcpy(g_snap, f->space, 2 * f->d.win_bytes);
+}
+static size_t dirty(fixture *f) {
+  const unsigned char *w = f->space;
+  size_t n = 0;
+  for (uint64_t i = 0; i < 2 * f->d.win_bytes; i++)
+    n += w[i] != g_snap[i];
+  return n;
+}
+
+static void expect_refused(fixture *f, int rc, int code, const char *needle, const char *what) {
+  char det[384] = "";
+  comm_task_error(&f->c[0], det, sizeof det);
+  if (rc != code || !strstr(det, needle))
+    fprintf(stderr, "%s: returned %s (expected %s), details: %s\n", what, pto_status_name(rc),
+            pto_status_name(code), det);
+  assert_int_equal(rc, code);
+  assert_non_null(strstr(det, needle));
+  comm_task_begin(&f->c[0], 1, 4); /* clear the latched error for the next case */
+}
+
+/* A 2x2 view of "dst" whose strides sum to 2^63 elements: its extent
+ * computed in 64 bits wraps to one element, while [1][0] lies in the next
+ * buffer and [0][1] before the window. */
+static void test_wrapping_strides_write_nothing(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f);
+  snapshot(&f);
+  int64_t n64 = 64, one = 1, two[2] = {2, 2};
+  pto_tensor dst, sig;
+  win(&f, 0, "dst", PTO_F32, 1, &n64, &dst);
+  win(&f, 0, "sig", PTO_I64, 1, &one, &sig);
+  int64_t gap = ((char *)sig.buf - (char *)dst.buf) / 4; /* elements from dst to sig */
+  pto_tensor bad = dst;
+  bad.ndims = 2;
+  bad.shape[0] = 2;
+  bad.shape[1] = 2;
+  bad.stride[0] = (INT64_C(1) << 62) + gap;
+  bad.stride[1] = (INT64_C(1) << 62) - gap;
+  float v[4] = {1, 2, 3, 4};
+  pto_tensor src;
+  pto_tensor_init(&src, v, sizeof v, PTO_F32, 2, two);
+  int rc = pto_remote_store(&f.k[0], 7, 1, &bad, &src);
+  size_t d = dirty(&f);
+  if (rc == 0 || d)
+    fprintf(stderr, "wrapping strides: store returned %d, %zu bytes of the peer's window written\n",
+            rc, d);
+  expect_refused(&f, rc, PTO_EINVAL, "overflows", "remote_store with wrapping strides");
+  assert_int_equal(dirty(&f), 0);
+  /* the same through put, get and store_add */
+  pto_xfer_opts o = {1, 1, NULL, false};
+  expect_refused(&f, pto_put(&f.k[0], 7, 1, &bad, &src, &o), PTO_EINVAL, "overflows", "put");
+  expect_refused(&f, pto_remote_store_add(&f.k[0], 7, 1, &bad, &src), PTO_EINVAL, "overflows",
+                 "store_add");
+  expect_refused(&f, pto_get(&f.k[0], 7, 1, &src, &bad, NULL), PTO_EINVAL, "overflows", "get");
+  assert_int_equal(dirty(&f), 0);
+  teardown_dom(&f);
+}
+
+/* The local side of a transfer is held to its own buffer too. */
+static void test_local_view_outside_its_buffer(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f);
+  snapshot(&f);
+  static float host[1024];
+  int64_t n64 = 64;
+  pto_tensor dst, src;
+  win(&f, 0, "dst", PTO_F32, 1, &n64, &dst);
+  pto_tensor_init(&src, host, sizeof host, PTO_F32, 1, &n64);
+  src.buf_bytes = 16; /* the buffer holds 4 elements, the view reads 64 */
+  int rc = pto_remote_store(&f.k[0], 7, 1, &dst, &src);
+  expect_refused(&f, rc, PTO_EINVAL, "src", "remote_store from a view outside its buffer");
+  assert_int_equal(dirty(&f), 0);
+  teardown_dom(&f);
+}
+
+/* pto_split_range gives surplus blocks lo == hi: a view with 0 rows. */
+static void test_empty_views_are_noops(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f);
+  snapshot(&f);
+  static float host[8 * 128], stage[4 * 64];
+  int64_t sh[2] = {8, 128}, st = 4 * 64;
+  pto_tensor mat, loc, tst;
+  win(&f, 0, "mat", PTO_F32, 2, sh, &mat);
+  pto_tensor_init(&loc, host, sizeof host, PTO_F32, 2, sh);
+  pto_tensor_init(&tst, stage, sizeof stage, PTO_F32, 1, &st);
+  pto_tensor em = mat, el = loc;
+  em.shape[0] = el.shape[0] = 0; /* rows [0, 0) */
+  pto_xfer_opts chunked = {4, 64, NULL, false}, staged = {4, 64, &tst, false};
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &em, &el, &chunked), 0);
+  em.offset = el.offset = 8 * 128; /* rows [8, 8): one past the end */
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &em, &el, &chunked), 0);
+  assert_int_equal(pto_get(&f.k[0], 7, 1, &el, &em, &chunked), 0);
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &em, &el, &staged), 0);
+  assert_int_equal(pto_get(&f.k[0], 7, 1, &el, &em, &staged), 0);
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &em, &el, NULL), 0);
+  assert_int_equal(pto_remote_store(&f.k[0], 7, 1, &em, &el), 0);
+  assert_int_equal(pto_remote_store_add(&f.k[0], 7, 1, &em, &el), 0);
+  assert_int_equal(pto_remote_load(&f.k[0], 7, 1, &el, &em), 0);
+  em.shape[0] = 8; /* empty columns instead */
+  em.shape[1] = el.shape[1] = 0;
+  el.shape[0] = 8;
+  em.offset = el.offset = 0;
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &em, &el, &chunked), 0);
+  assert_int_equal(pto_get(&f.k[0], 7, 1, &el, &em, &staged), 0);
+  assert_int_equal(dirty(&f), 0);
+  char det[384] = "";
+  assert_int_equal(comm_task_error(&f.c[0], det, sizeof det), 0);
+  /* an empty view is still checked for what it is: a negative extent is not empty */
+  em.shape[1] = -1;
+  expect_refused(&f, pto_put(&f.k[0], 7, 1, &em, &el, &chunked), PTO_EINVAL, "shape[1]",
+                 "put with shape -1");
+  teardown_dom(&f);
+}
+
+/* A signal cell whose byte offset wraps to an in-bounds cell. */
+static void test_signal_cell_offset_wraps(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f);
+  snapshot(&f);
+  int64_t one = 1;
+  pto_tensor sig;
+  win(&f, 0, "sig", PTO_I64, 1, &one, &sig);
+  pto_tensor bad = sig;
+  bad.offset = (INT64_C(1) << 61) + 1; /* 8 * offset wraps to byte 8: cell 1 */
+  int rc = pto_notify(&f.k[0], 7, 1, &bad, PTO_SIGNAL_ADD, 1);
+  size_t d = dirty(&f);
+  if (rc == 0 || d)
+    fprintf(stderr, "wrapping cell offset: notify returned %d, %zu bytes written\n", rc, d);
+  expect_refused(&f, rc, PTO_EINVAL, "signal cell", "notify on a wrapping cell offset");
+  assert_int_equal(dirty(&f), 0);
+  teardown_dom(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_wrapping_strides_write_nothing),
+      cmocka_unit_test(test_local_view_outside_its_buffer),
+      cmocka_unit_test(test_empty_views_are_noops),
+      cmocka_unit_test(test_signal_cell_offset_wraps),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,364 @@
+/* test_orch_sizes.c — OUTPUT sizes and OUTPUT lifetimes at submit.
+ *
+ * Sizes: the heap a task's OUTPUTs need is summed with checked arithmetic,
+ * so OUTPUTs whose sizes wrap 64 bits are refused at once (the task never
+ * runs) and a request larger than the heap ring fails at once with the
+ * sizes in the details instead of waiting for back-pressure.
+ *
+ * Lifetimes: a runtime-allocated OUTPUT view is valid until the scope it
+ * was allocated in ends (the run itself for top-level ones). Passing it, or
+ * a view derived from it, to a later submit or host read/write fails with
+ * PTO_EINVAL naming the argument, instead of silently reading whichever
+ * tensor reuses its heap range. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pto/kernels.h"
+#include "pto/pto.h"
+
+typedef struct os_ctx {
+  pto_chip *chip;
+  int fill, copy, count;
+  int rc[8];
+  float out[64];
+  pto_tensor keep; /* a view kept from an earlier scope or run */
+} os_ctx;
+
+static _Atomic int g_runs; /* blocks of the counting kernel that ran */
+
+static int os_count(const pto_kctx *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&g_runs, 1);
+  return PTO_OK;
+}
+
+static int os_setup(void **state) {
+  os_ctx *c = calloc(1, sizeof *c);
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.schedulers = 1;
+  cfg.heap_bytes = 1u << 20;
+  cfg.alloc_timeout_ms = 5000; /* a wait for back-pressure would show */
+  cfg.watchdog_ms = 10000;
+  if (pto_chip_create(&cfg, &c->chip) ||
+      pto_kernel_register_aiv(c->chip, "fill", pto_kern_fill, &c->fill) ||
+      pto_kernel_register_aiv(c->chip, "copy", pto_kern_copy, &c->copy) ||
+      pto_kernel_register_aiv(c->chip, "count", os_count, &c->count))
+    return -1;
+  *state = c;
+  return 0;
+}
+
+static int os_teardown(void **state) {
+  os_ctx *c = *state;
+  pto_chip_destroy(c->chip);
+  free(c);
+  return 0;
+}
+
+static int run(os_ctx *c, pto_orch_fn fn, pto_error_info *err) {
+  for (int i = 0; i < 8; i++)
+    c->rc[i] = 12345;
+  atomic_store(&g_runs, 0);
+  int rc = pto_chip_run(c->chip, fn, c, NULL, err);
+  if (rc) fprintf(stderr, "run: %s: %s\n", pto_status_name(rc), err->details);
+  return rc;
+}
+
+/* ---- sizes ---- */
+
+/* Four OUTPUTs of 2^62 bytes each (plus one small one): their sum wraps. */
+static void orch_wrapping_outputs(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  pto_tensor big[4], small;
+  int64_t n = INT64_C(1) << 60, n16 = 16; /* f32: 2^62 bytes */
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < 4; i++) {
+    pto_tensor_desc(&big[i], PTO_F32, 1, &n);
+    pto_args_output(&a, &big[i]);
+  }
+  pto_tensor_desc(&small, PTO_F32, 1, &n16);
+  pto_args_output(&a, &small);
+  c->rc[0] = pto_submit(o, c->count, &a, NULL, NULL);
+  /* without the small one the wrapped sum is 0: "no heap needed" */
+  pto_args_init(&a);
+  for (int i = 0; i < 4; i++)
+    pto_args_output(&a, &big[i]);
+  c->rc[1] = pto_submit(o, c->count, &a, NULL, NULL);
+}
+
+static void test_output_sizes_wrap(void **state) {
+  os_ctx *c = *state;
+  pto_error_info err;
+  int rc = run(c, orch_wrapping_outputs, &err);
+  if (c->rc[0] != PTO_EHEAP_DEADLOCK || atomic_load(&g_runs) != 0)
+    fprintf(stderr,
+            "wrapping OUTPUT sizes: submit returned %s (expected PTO_EHEAP_DEADLOCK), "
+            "kernel ran %d times (expected 0)\n",
+            pto_status_name(c->rc[0]), atomic_load(&g_runs));
+  assert_int_equal(c->rc[0], PTO_EHEAP_DEADLOCK);
+  assert_int_equal(c->rc[1], PTO_EHEAP_DEADLOCK); /* the latched code */
+  assert_int_equal(atomic_load(&g_runs), 0);
+  assert_int_equal(rc, PTO_EHEAP_DEADLOCK);
+  /* the details name the argument sizes and the heap */
+  assert_non_null(strstr(err.details, "4611686018427387904"));
+  assert_non_null(strstr(err.details, "heap_bytes is 1048576"));
+}
+
+static void orch_too_big(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  pto_tensor t1, t2;
+  int64_t n = 600 * 256; /* f32: 600 KiB, so two need 1.2 MiB > 1 MiB */
+  pto_tensor_desc(&t1, PTO_F32, 1, &n);
+  pto_tensor_desc(&t2, PTO_F32, 1, &n);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output(&a, &t1);
+  pto_args_output(&a, &t2);
+  c->rc[0] = pto_submit(o, c->count, &a, NULL, NULL);
+}
+
+static void test_output_larger_than_heap_fails_at_once(void **state) {
+  os_ctx *c = *state;
+  pto_error_info err;
+  pto_run_stats st;
+  atomic_store(&g_runs, 0);
+  int rc = pto_chip_run(c->chip, orch_too_big, c, &st, &err);
+  assert_int_equal(rc, PTO_EHEAP_DEADLOCK);
+  assert_int_equal(c->rc[0], PTO_EHEAP_DEADLOCK);
+  assert_int_equal(atomic_load(&g_runs), 0);
+  if (st.host_us > 1000000.0)
+    fprintf(stderr, "took %.0f us: waited for back-pressure\n", st.host_us);
+  assert_true(st.host_us < 1000000.0); /* alloc_timeout_ms is 5000 */
+  assert_non_null(strstr(err.details, "1228800"));
+  assert_non_null(strstr(err.details, "heap_bytes is 1048576"));
+}
+
+/* A heap_bytes whose rounding to the ring's alignment wraps (to a ring of
+ * 0 bytes) is refused when the run sets up. */
+static void orch_one_output(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  pto_tensor t;
+  int64_t n = 16;
+  pto_tensor_desc(&t, PTO_F32, 1, &n);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output(&a, &t);
+  c->rc[0] = pto_submit(o, c->count, &a, NULL, NULL);
+}
+
+static void test_heap_bytes_that_wrap(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.schedulers = 1;
+  cfg.heap_bytes = SIZE_MAX - 10;
+  os_ctx c = {0};
+  assert_int_equal(pto_chip_create(&cfg, &c.chip), 0);
+  assert_int_equal(pto_kernel_register_aiv(c.chip, "count", os_count, &c.count), 0);
+  pto_error_info err;
+  int rc = pto_chip_run(c.chip, orch_one_output, &c, NULL, &err);
+  if (rc != PTO_ENOMEM)
+    fprintf(stderr, "heap_bytes 2^64 - 11: run returned %s (expected PTO_ENOMEM): %s\n",
+            pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ENOMEM);
+  assert_non_null(strstr(err.details, "heap_bytes=18446744073709551605"));
+  pto_chip_destroy(c.chip);
+}
+
+/* ---- lifetimes ---- */
+
+static pto_tensor filled(pto_orch *o, os_ctx *c, float v, int *rc) {
+  pto_tensor t;
+  int64_t sh[2] = {4, 16};
+  pto_tensor_desc(&t, PTO_F32, 2, sh);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output(&a, &t);
+  pto_args_scalar_f32(&a, v);
+  *rc = pto_submit(o, c->fill, &a, NULL, NULL);
+  return t;
+}
+
+static int copy_to(pto_orch *o, os_ctx *c, const pto_tensor *in, pto_tensor *out) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, in);
+  pto_args_output(&a, out);
+  return pto_submit(o, c->copy, &a, NULL, NULL);
+}
+
+/* out1 is filled with 1 in a scope that ends; its heap range is reused by
+ * out2 (filled with 2) in the next scope; then out1 is read. */
+static void orch_stale_input(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  pto_tensor out1 = filled(o, c, 1.0f, &c->rc[0]);
+  pto_scope_end(o);
+  pto_orch_wait_task(o, 0, -1); /* retired: its range goes back to the heap */
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  pto_tensor out2 = filled(o, c, 2.0f, &c->rc[1]);
+  if (out2.buf == out1.buf) c->rc[6] = 1; /* the range really was reused */
+  pto_tensor res;
+  int64_t sh[2] = {4, 16};
+  pto_tensor_desc(&res, PTO_F32, 2, sh);
+  c->rc[2] = copy_to(o, c, &out1, &res);
+  if (!c->rc[2]) c->rc[3] = pto_orch_read(o, &res, c->out, -1);
+  pto_scope_end(o);
+}
+
+static void test_stale_output_input(void **state) {
+  os_ctx *c = *state;
+  pto_error_info err;
+  int rc = run(c, orch_stale_input, &err);
+  assert_int_equal(c->rc[0], 0);
+  assert_int_equal(c->rc[1], 0);
+  assert_int_equal(c->rc[6], 1);
+  if (c->rc[2] != PTO_EINVAL)
+    fprintf(stderr,
+            "stale OUTPUT view as INPUT: submit returned %s (expected PTO_EINVAL), "
+            "read %g (out1 held 1, out2 holds 2)\n",
+            pto_status_name(c->rc[2]), (double)c->out[0]);
+  assert_int_equal(c->rc[2], PTO_EINVAL);
+  assert_int_equal(rc, PTO_EINVAL);
+  assert_non_null(strstr(err.details, "tensor argument 0 (INPUT)"));
+  assert_non_null(strstr(err.details, "scope"));
+}
+
+/* Host access, derived views and raw views of an ended scope's output; the
+ * scope just ended, nothing was reallocated yet. */
+typedef enum { USE_READ, USE_WRITE, USE_SLICE, USE_RAW, USE_INOUT } use_kind;
+static use_kind g_use;
+
+static void orch_stale_use(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  pto_tensor out1 = filled(o, c, 1.0f, &c->rc[0]);
+  pto_scope_end(o);
+  pto_tensor v = out1;
+  int64_t start[2] = {1, 0}, shape[2] = {2, 16};
+  switch (g_use) {
+  case USE_READ: c->rc[1] = pto_orch_read(o, &out1, c->out, -1); break;
+  case USE_WRITE: c->rc[1] = pto_orch_write(o, &out1, c->out, -1); break;
+  case USE_SLICE:
+    pto_tensor_slice(&out1, start, shape, &v);
+    c->rc[1] = pto_orch_read(o, &v, c->out, -1);
+    break;
+  case USE_RAW: /* a view built over the runtime's memory by hand */
+    pto_tensor_init(&v, out1.buf, out1.buf_bytes, PTO_I32, 2, out1.shape);
+    c->rc[1] = pto_orch_read(o, &v, c->out, -1);
+    break;
+  case USE_INOUT: {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_inout(&a, &v);
+    pto_args_scalar_f32(&a, 3.0f);
+    c->rc[1] = pto_submit(o, c->fill, &a, NULL, NULL);
+    break;
+  }
+  }
+}
+
+static void test_stale_output_uses(void **state) {
+  os_ctx *c = *state;
+  static const struct {
+    use_kind k;
+    const char *needle;
+  } uses[] = {{USE_READ, "pto_orch_read"},
+              {USE_WRITE, "pto_orch_write"},
+              {USE_SLICE, "pto_orch_read"},
+              {USE_RAW, "pto_orch_read"},
+              {USE_INOUT, "tensor argument 0 (INOUT)"}};
+  for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) {
+    g_use = uses[i].k;
+    pto_error_info err;
+    int rc = run(c, orch_stale_use, &err);
+    if (c->rc[1] != PTO_EINVAL)
+      fprintf(stderr, "use %zu of a stale OUTPUT view returned %s (expected PTO_EINVAL)\n", i,
+              pto_status_name(c->rc[1]));
+    assert_int_equal(c->rc[0], 0);
+    assert_int_equal(c->rc[1], PTO_EINVAL);
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, uses[i].needle));
+    assert_non_null(strstr(err.details, "scope"));
+  }
+}
+
+/* Every legal use keeps working: top-level outputs for the whole run,
+ * scoped outputs (and views derived from them, or built over their memory)
+ * until their scope ends, outputs of an outer scope inside an inner one. */
+static void orch_live_uses(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  int rc = 0, r;
+  pto_tensor top = filled(o, c, 1.0f, &r);
+  rc |= r;
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  pto_tensor s1 = filled(o, c, 2.0f, &r);
+  rc |= r;
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  pto_tensor s2 = filled(o, c, 3.0f, &r);
+  rc |= r;
+  pto_tensor res;
+  int64_t sh[2] = {4, 16}, start[2] = {2, 0}, half[2] = {2, 16};
+  pto_tensor_desc(&res, PTO_F32, 2, sh);
+  rc |= copy_to(o, c, &s1, &res); /* outer scope's output */
+  rc |= copy_to(o, c, &top, &res);
+  pto_tensor sl, raw;
+  pto_tensor_slice(&s2, start, half, &sl);
+  pto_tensor_init(&raw, s2.buf, s2.buf_bytes, PTO_F32, 2, sh);
+  rc |= pto_orch_read(o, &sl, c->out, -1);
+  rc |= pto_orch_read(o, &raw, c->out, -1);
+  pto_scope_end(o);
+  rc |= pto_orch_read(o, &s1, c->out, -1);
+  pto_scope_end(o);
+  rc |= pto_orch_read(o, &top, c->out, -1);
+  c->rc[0] = rc;
+  c->keep = top;
+}
+
+static void orch_use_kept(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  pto_tensor fresh = filled(o, c, 5.0f, &c->rc[0]); /* likely the same address */
+  (void)fresh;
+  c->rc[1] = pto_orch_read(o, &c->keep, c->out, -1);
+}
+
+static void test_live_outputs_and_previous_run(void **state) {
+  os_ctx *c = *state;
+  pto_error_info err;
+  assert_int_equal(run(c, orch_live_uses, &err), 0);
+  assert_int_equal(c->rc[0], 0);
+  assert_true(c->out[0] == 1.0f);
+  /* a top-level output of the previous run is stale in this one */
+  int rc = run(c, orch_use_kept, &err);
+  assert_int_equal(c->rc[0], 0);
+  if (c->rc[1] != PTO_EINVAL)
+    fprintf(stderr, "OUTPUT view of the previous run: read returned %s, saw %g\n",
+            pto_status_name(c->rc[1]), (double)c->out[0]);
+  assert_int_equal(c->rc[1], PTO_EINVAL);
+  assert_int_equal(rc, PTO_EINVAL);
+  assert_non_null(strstr(err.details, "pto_orch_read"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_output_sizes_wrap),
+      cmocka_unit_test(test_output_larger_than_heap_fails_at_once),
+      cmocka_unit_test(test_heap_bytes_that_wrap),
+      cmocka_unit_test(test_stale_output_input),
+      cmocka_unit_test(test_stale_output_uses),
+      cmocka_unit_test(test_live_outputs_and_previous_run),
+  };
+  return cmocka_run_group_tests(tests, os_setup, os_teardown);
+}
