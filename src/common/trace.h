@@ -16,6 +16,7 @@
 #ifndef PTO_TRACE_H
 #define PTO_TRACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct pto_trace pto_trace;
@@ -56,6 +57,9 @@ uint64_t trace_dropped(const pto_trace *t);
  * PTO_ESYSTEM when the file cannot be written, or PTO_ENOMEM when events
  * were dropped (the file is still written and says how many). */
 int trace_write(const pto_trace *t, const char *path);
+/* trace_write that on failure also puts into why[0..whylen) what was wrong:
+ * the file's path and the cause (errno text, or the dropped events). */
+int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whylen);
 void trace_destroy(pto_trace *t);
 
 /* Merges the per-rank files of a multi-chip run into one: their events are
