@@ -52,11 +52,13 @@ for n in "${names[@]}"; do
   mkdir -p "$work" "$art"
   args=()
   [ -d "$seeds" ] && args+=("$seeds")
+  dict="tests/fuzz/fuzz_$n.dict" # optional libFuzzer dictionary
+  [ -f "$dict" ] && dictopt=(-dict="$dict") || dictopt=()
   log="$dir/fuzz/fuzz_$n.log"
   echo "== fuzz_$n: ${seconds} s"
   # The scratch corpus comes first: libFuzzer writes new inputs into it.
   if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-       -artifact_prefix="$art" "$work" "${args[@]}" >"$log" 2>&1; then
+       -artifact_prefix="$art" "${dictopt[@]}" "$work" "${args[@]}" >"$log" 2>&1; then
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     echo "   ok: ${execs:-?} executions, ${rate:-?} exec/s"

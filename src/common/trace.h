@@ -16,6 +16,7 @@
 #ifndef PTO_TRACE_H
 #define PTO_TRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,5 +74,10 @@ int trace_merge(const char *const *paths, int n, const char *out);
  * args.deps) are moved past the highest id of its earlier files, so ids stay
  * unique per process and dependencies keep pointing at the right tasks. */
 int trace_merge_runs(const char *const *paths, int n, const char *out);
+/* trace_merge (repeat false) or trace_merge_runs (repeat true) that on
+ * failure also puts into why[0..whylen) what was wrong: which input, or the
+ * output file and the errno text. */
+int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat, char *why,
+                   size_t whylen);
 
 #endif
