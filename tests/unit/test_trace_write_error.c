@@ -1,16 +1,19 @@
 /* test_trace_write_error.c — a run whose trace cannot be written fails, and
  * its error names the file and the OS's reason (issue 8, item 16): a
  * missing directory (open fails) and a full disk (/dev/full: the writes
- * fail). A run that failed on its own keeps its own error. */
+ * fail). A run that failed on its own keeps its own error. Merging traces
+ * (what a node run does at its end) names the input or output file too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "common/trace.h"
 #include "pto/pto.h"
 
 enum { N = 64 };
@@ -88,11 +91,38 @@ static void test_run_error_stays_first(void **state) {
              pto_status_name(rc), pto_status_name(err.code), err.details);
 }
 
+static void test_merge_names_the_file(void **state) {
+  (void)state;
+  char in[128], why[512];
+  snprintf(in, sizeof in, "/tmp/pto_test_trace_write_error_%d.json", (int)getpid());
+  pto_trace *t = trace_create(0, "p");
+  trace_track(t, "core 0");
+  trace_slice(t, 0, "k", "block", 10, 20, 0, 0);
+  assert_int_equal(trace_write(t, in), 0);
+  trace_destroy(t);
+  const char *ins[] = {in};
+  int rc = trace_merge_ex(ins, 1, "/dev/full", true, why, sizeof why);
+  assert_int_equal(rc, PTO_ESYSTEM);
+  if (!strstr(why, "/dev/full") || !strstr(why, "No space left on device"))
+    fail_msg("merge into /dev/full: '%s'", why);
+  const char *missing[] = {in, "/nonexistent-pto-dir/rank1.json"};
+  rc = trace_merge_ex(missing, 2, "/dev/null", false, why, sizeof why);
+  assert_int_equal(rc, PTO_ESYSTEM);
+  if (!strstr(why, "/nonexistent-pto-dir/rank1.json") || !strstr(why, "No such file"))
+    fail_msg("merge of a missing input: '%s'", why);
+  const char *twice[] = {in, in};
+  rc = trace_merge_ex(twice, 2, "/dev/null", false, why, sizeof why);
+  assert_int_equal(rc, PTO_EINVAL);
+  if (!strstr(why, "same rank")) fail_msg("merge of one rank twice: '%s'", why);
+  unlink(in);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_missing_directory),
       cmocka_unit_test(test_disk_full),
       cmocka_unit_test(test_run_error_stays_first),
+      cmocka_unit_test(test_merge_names_the_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
