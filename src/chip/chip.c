@@ -479,10 +479,12 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
   if (r->trace && chip->trace_path) {
     /* A trace that cannot be written fails a run that succeeded, and says
-     * which file and why (the first error of a failed run stays its cause). */
+     * which file and why (the first error of a failed run stays its cause).
+     * Dropped events (PTO_ENOMEM) do not: the file says how many
+     * (docs/tracing.md). */
     char why[sizeof r->err.details];
     int wrc = trace_write_ex(r->trace, chip->trace_path, why, sizeof why);
-    if (wrc) run_fail(r, wrc, PTO_TASK_NONE, -1, "%s", why);
+    if (wrc && wrc != PTO_ENOMEM) run_fail(r, wrc, PTO_TASK_NONE, -1, "%s", why);
   }
   rc = atomic_load(&r->status);
   if (stats) run_stats(r, host0, host1, stats);
