@@ -445,6 +445,12 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
             PTO_NODE_MAX_CHIPS, PTO_NODE_MAX_WORKERS);
     return PTO_EINVAL;
   }
+  /* The chip configuration is checked here, where its details can be told,
+   * not in the chip processes. */
+  pto_chip *probe = NULL;
+  int crc = pto_chip_create_ex(&cfg->chip, &probe, err);
+  pto_chip_destroy(probe);
+  if (crc) return crc;
   pto_node *n = calloc(1, sizeof *n);
   if (!n) return PTO_ENOMEM;
   n->cfg = *cfg;

@@ -1,6 +1,7 @@
 /* test_chip_create_details.c — pto_chip_create_ex says which field of the
  * configuration is wrong (issue 8, item 16): every invalid field gives
- * PTO_EINVAL with details naming it and its value. */
+ * PTO_EINVAL with details naming it and its value, also through
+ * pto_node_create. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "pto/node.h"
 #include "pto/pto.h"
 
 typedef struct bad_cfg {
@@ -99,11 +101,29 @@ static void test_valid_config_clears_err(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* A node's chip configuration is checked by pto_node_create, which names
+ * the field (the chip processes could only fail without details). */
+static void test_node_names_chip_field(void **state) {
+  (void)state;
+  pto_node_config cfg;
+  pto_node_config_init(&cfg);
+  cfg.nchips = 1;
+  cfg.chip.aiv_per_cluster = 7;
+  pto_node *node = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &node, &err);
+  if (node) pto_node_destroy(node);
+  if (rc != PTO_EINVAL || !strstr(err.details, "aiv_per_cluster = 7"))
+    fail_msg("status %s, details '%s'; expected PTO_EINVAL naming aiv_per_cluster = 7",
+             pto_status_name(rc), err.details);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_each_field_named),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_valid_config_clears_err),
+      cmocka_unit_test(test_node_names_chip_field),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
