@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh                    every target, 20 s each (CI)
 #   scripts/fuzz.sh --seconds 600      longer runs
 #   scripts/fuzz.sh --seconds 60 cli   only fuzz_cli (names with or without fuzz_)
+# The build dir is build-fuzz, or $PTO_FUZZ_BUILD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
       [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --seconds needs a positive integer" >&2; exit 2; }
       seconds=$2
       shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1'" >&2; exit 2 ;;
     *) names+=("${1#fuzz_}"); shift ;;
   esac

@@ -17,7 +17,7 @@ for mode in "${modes[@]}"; do
   case "$mode" in
     plain) san="" ;;
     address|thread) san="$mode" ;;
-    fuzz) scripts/fuzz.sh; continue ;;
+    fuzz) PTO_FUZZ_BUILD=build-test-fuzz scripts/fuzz.sh; continue ;;
     *) echo "unknown mode '$mode' (plain, address, thread, fuzz)" >&2; exit 2 ;;
   esac
   dir="build-test-$mode"
