@@ -184,7 +184,8 @@ static void fuzz_writer(const uint8_t *data, size_t size) {
     if (recs[i].t0 < origin) origin = recs[i].t0;
   if (nrec == 0) origin = 0;
 
-  int fd = memfd_create("fuzz_trace", 0);
+  static int fd = -1; /* one memory file for the process, rewritten each time */
+  if (fd < 0) fd = memfd_create("fuzz_trace", 0);
   CHECK(fd >= 0);
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -195,7 +196,6 @@ static void fuzz_writer(const uint8_t *data, size_t size) {
   char err[256] = "";
   trace_json_doc *doc = NULL;
   int rc = trace_json_load(path, &doc, err, sizeof err);
-  close(fd);
   if (rc) fprintf(stderr, "reading the written trace: %s\n", err);
   CHECK(rc == 0);
   const trace_json *root = trace_json_root(doc);
