@@ -304,9 +304,7 @@ int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whyle
   return rc;
 }
 
-int trace_write(const pto_trace *t, const char *path) {
-  return trace_write_ex(t, path, NULL, 0);
-}
+int trace_write(const pto_trace *t, const char *path) { return trace_write_ex(t, path, NULL, 0); }
 
 void trace_destroy(pto_trace *t) {
   if (!t) return;
