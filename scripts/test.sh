@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Debian packages, when missing) and runs the
-# whole suite three ways: plain, ASan+UBSan, TSan. Warnings are errors.
-#   scripts/test.sh            all three
-#   scripts/test.sh plain      one of: plain address thread
+# whole suite three ways: plain, ASan+UBSan, TSan, then runs every fuzz
+# target for 20 s (scripts/fuzz.sh). Warnings are errors.
+#   scripts/test.sh            all four
+#   scripts/test.sh plain      one of: plain address thread fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,12 +12,13 @@ deps_install build-essential cmake pkg-config libcmocka-dev
 
 jobs=$(nproc)
 modes=("$@")
-[ ${#modes[@]} -eq 0 ] && modes=(plain address thread)
+[ ${#modes[@]} -eq 0 ] && modes=(plain address thread fuzz)
 for mode in "${modes[@]}"; do
   case "$mode" in
     plain) san="" ;;
     address|thread) san="$mode" ;;
-    *) echo "unknown mode '$mode' (plain, address, thread)"; exit 2 ;;
+    fuzz) PTO_FUZZ_BUILD=build-test-fuzz scripts/fuzz.sh; continue ;;
+    *) echo "unknown mode '$mode' (plain, address, thread, fuzz)" >&2; exit 2 ;;
   esac
   dir="build-test-$mode"
   echo "== $mode: configure and build in $dir"

@@ -13,7 +13,7 @@
 #include "common/trace_read.h"
 #include "pto/status.h"
 
-static void usage(FILE *f) {
+void pto_cmd_trace_usage(FILE *f) {
   fputs("usage: pto trace [--check] FILE.json\n"
         "       pto trace --merge OUT.json RANK0.json RANK1.json ...\n"
         "Prints per-track utilisation, the longest idle gaps and the critical path of a\n"
@@ -70,37 +70,24 @@ static void print_summary(const char *path, const trace_summary *s) {
   }
 }
 
-int pto_cmd_trace(int argc, char **argv) {
-  bool check = false;
-  int i = 1;
-  if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-    usage(stdout);
+int pto_cmd_trace(const cli_args *a) {
+  if (a->cmd == CLI_TRACE_HELP) {
+    pto_cmd_trace_usage(stdout);
     return 0;
   }
-  if (argc >= 2 && strcmp(argv[1], "--merge") == 0) {
-    if (argc < 4) {
-      usage(stderr);
-      return 2;
-    }
-    int rc = trace_merge((const char *const *)argv + 3, argc - 3, argv[2]);
+  if (a->cmd == CLI_TRACE_MERGE) {
+    char why[512];
+    int rc = trace_merge_ex((const char *const *)a->in, a->nin, a->out, false, why, sizeof why);
     if (rc) {
-      fprintf(stderr, "pto trace: merging into %s failed: %s\n", argv[2],
-              rc == PTO_EINVAL ? "an input is not a trace, or two inputs show the same rank"
-                               : pto_strerror(rc));
+      fprintf(stderr, "pto trace: merging into %s failed: %s\n", a->out,
+              why[0] ? why : pto_strerror(rc));
       return 1;
     }
-    printf("merged %d files into %s\n", argc - 3, argv[2]);
+    printf("merged %d files into %s\n", a->nin, a->out);
     return 0;
   }
-  if (i < argc && strcmp(argv[i], "--check") == 0) {
-    check = true;
-    i++;
-  }
-  if (i != argc - 1 || argv[i][0] == '-') {
-    usage(stderr);
-    return 2;
-  }
-  const char *path = argv[i];
+  bool check = a->check;
+  const char *path = a->path;
   char err[256];
   trace_json_doc *doc;
   int rc = trace_json_load(path, &doc, err, sizeof err);
@@ -122,14 +109,16 @@ int pto_cmd_trace(int argc, char **argv) {
   if (check) {
     rc = trace_validate(root, err, sizeof err);
     if (rc) {
-      printf("  schema: FAILED: %s\n", err);
+      fprintf(stderr, "pto trace: %s: schema: FAILED: %s\n", path, err);
       status = 1;
     } else if (trace_json_num(trace_json_get(root, "otherData"), "dropped_events", &dropped) &&
                dropped > 0) {
-      printf("  schema: FAILED: the run dropped %.0f events (out of memory)\n", dropped);
+      fprintf(stderr,
+              "pto trace: %s: schema: FAILED: the run dropped %.0f events (out of memory)\n", path,
+              dropped);
       status = 1;
     } else if (s.dup_blocks) {
-      printf("  schema: FAILED: duplicate block slices\n");
+      fprintf(stderr, "pto trace: %s: schema: FAILED: duplicate block slices\n", path);
       status = 1;
     } else {
       printf("  schema: ok\n");

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "cmd_trace.h"
 #include "scene.h"
 
@@ -14,16 +15,6 @@ static void usage(FILE *f) {
          "               [--fault-inject] [--seed N]\n"
          "                                 run one, verify it against a sequential reference\n"
          "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n");
-}
-
-static int int_arg(const char *opt, const char *v) {
-  char *end;
-  long n = v ? strtol(v, &end, 10) : 0;
-  if (!v || *end || n < 1 || n > 1 << 20) {
-    fprintf(stderr, "pto: %s needs a positive integer, got '%s'\n", opt, v ? v : "");
-    exit(2);
-  }
-  return (int)n;
 }
 
 static void print_stats(const pto_run_stats *s, int rounds) {
@@ -44,43 +35,19 @@ static void print_stats(const pto_run_stats *s, int rounds) {
            s->drain_latency_sum_us / (double)s->drains, s->drain_latency_max_us);
 }
 
-static int cmd_run(int argc, char **argv) {
-  pto_scene_opts o = {.rounds = 1, .seed = 1};
-  const char *name = NULL;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--list")) {
-      for (int k = 0; pto_scenes[k]; k++)
-        printf("%-28s %s\n", pto_scenes[k]->name, pto_scenes[k]->summary);
-      return 0;
-    } else if (!strcmp(a, "--clusters")) {
-      o.clusters = int_arg(a, i + 1 < argc ? argv[++i] : NULL);
-    } else if (!strcmp(a, "--schedulers")) {
-      o.schedulers = int_arg(a, i + 1 < argc ? argv[++i] : NULL);
-    } else if (!strcmp(a, "--rounds")) {
-      o.rounds = int_arg(a, i + 1 < argc ? argv[++i] : NULL);
-    } else if (!strcmp(a, "--seed")) {
-      o.seed = (unsigned)int_arg(a, i + 1 < argc ? argv[++i] : NULL);
-    } else if (!strcmp(a, "--trace")) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "pto: --trace needs a file name\n");
-        return 2;
-      }
-      o.trace = argv[++i];
-    } else if (!strcmp(a, "--fault-inject")) {
-      o.fault_inject = true;
-    } else if (a[0] == '-' || name) {
-      fprintf(stderr, "pto run: unexpected argument '%s'\n", a);
-      usage(stderr);
-      return 2;
-    } else {
-      name = a;
-    }
+static int cmd_run(const cli_args *a) {
+  if (a->cmd == CLI_RUN_LIST) {
+    for (int k = 0; pto_scenes[k]; k++)
+      printf("%-28s %s\n", pto_scenes[k]->name, pto_scenes[k]->summary);
+    return 0;
   }
-  if (!name) {
-    usage(stderr);
-    return 2;
-  }
+  pto_scene_opts o = {.clusters = a->clusters,
+                      .schedulers = a->schedulers,
+                      .rounds = a->rounds,
+                      .trace = a->trace,
+                      .fault_inject = a->fault_inject,
+                      .seed = a->seed};
+  const char *name = a->name;
   const pto_scene *sc = pto_scene_find(name);
   if (!sc) {
     fprintf(stderr, "pto run: no scene or example named '%s' (see pto run --list)\n", name);
@@ -93,14 +60,15 @@ static int cmd_run(int argc, char **argv) {
   printf("%s: %s\n", sc->name, sc->summary);
   sc->run(&o, &rep);
   print_stats(&rep.stats, o.rounds);
+  /* Failures go to stderr, the report of a run that did what it should to stdout. */
   if (rep.status && rep.status != rep.expected_status) {
-    printf("FAILED with %s\n", pto_status_name(rep.status));
-    pto_error_print(&rep.err, stdout);
+    fprintf(stderr, "%s: FAILED with %s\n", sc->name, pto_status_name(rep.status));
+    pto_error_print(&rep.err, stderr);
     return 1;
   }
   if (rep.expected_status) {
     if (!rep.verified) {
-      printf("FAILED: %s\n", rep.message);
+      fprintf(stderr, "%s: FAILED: %s\n", sc->name, rep.message);
       return 1;
     }
     printf("verified: the run failed as expected with %s\n", pto_status_name(rep.status));
@@ -108,8 +76,8 @@ static int cmd_run(int argc, char **argv) {
     return 0;
   }
   if (!rep.verified) {
-    printf("FAILED: result differs from the sequential reference: %s\n",
-           rep.message[0] ? rep.message : "(no detail)");
+    fprintf(stderr, "%s: FAILED: result differs from the sequential reference: %s\n", sc->name,
+            rep.message[0] ? rep.message : "(no detail)");
     return 1;
   }
   printf("verified: %s\n", rep.message[0] ? rep.message : "matches the sequential reference");
@@ -118,12 +86,24 @@ static int cmd_run(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  if (argc >= 2 && !strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
-  if (argc >= 2 && !strcmp(argv[1], "trace")) return pto_cmd_trace(argc - 1, argv + 1);
-  if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    usage(stdout);
-    return 0;
+  cli_args a;
+  cli_usage which;
+  char err[256];
+  if (cli_parse(argc, argv, &a, &which, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    if (which == CLI_USAGE_TRACE)
+      pto_cmd_trace_usage(stderr);
+    else
+      usage(stderr);
+    return 2;
   }
-  usage(stderr);
+  switch (a.cmd) {
+  case CLI_HELP: usage(stdout); return 0;
+  case CLI_RUN_LIST:
+  case CLI_RUN: return cmd_run(&a);
+  case CLI_TRACE_HELP:
+  case CLI_TRACE:
+  case CLI_TRACE_MERGE: return pto_cmd_trace(&a);
+  }
   return 2;
 }

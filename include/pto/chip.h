@@ -9,6 +9,7 @@
 #ifndef PTO_CHIP_H
 #define PTO_CHIP_H
 
+#include "pto/export.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,11 +42,13 @@ typedef struct pto_chip_config {
 
 /* Fills defaults, then applies documented environment overrides
  * (PTO_CLUSTERS, PTO_SCHEDULERS, PTO_WATCHDOG_MS). */
-void pto_chip_config_init(pto_chip_config *cfg);
+PTO_API void pto_chip_config_init(pto_chip_config *cfg);
 
-int pto_chip_create(const pto_chip_config *cfg, pto_chip **out);
-void pto_chip_destroy(pto_chip *chip);
-const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
+/* Returns 0 or PTO_EINVAL (a field out of range), PTO_ENOMEM. The details
+ * of a failure: pto_chip_create_ex, declared below with pto_error_info. */
+PTO_API int pto_chip_create(const pto_chip_config *cfg, pto_chip **out);
+PTO_API void pto_chip_destroy(pto_chip *chip);
+PTO_API const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
 
 /* ---- kernels ----
  * A kernel is one function per core type. Exactly one of aic/aiv makes a
@@ -59,10 +62,12 @@ typedef struct pto_kernel_desc {
   int aiv_count; /* 0, 1 or 2; default 1 when aiv is set */
 } pto_kernel_desc;
 
-int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);
+PTO_API int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);
 /* Shorthands for single-core kernels. */
-int pto_kernel_register_aic(pto_chip *chip, const char *name, pto_kernel_fn fn, int *kernel_id);
-int pto_kernel_register_aiv(pto_chip *chip, const char *name, pto_kernel_fn fn, int *kernel_id);
+PTO_API int pto_kernel_register_aic(pto_chip *chip, const char *name, pto_kernel_fn fn,
+                                    int *kernel_id);
+PTO_API int pto_kernel_register_aiv(pto_chip *chip, const char *name, pto_kernel_fn fn,
+                                    int *kernel_id);
 
 /* ---- runs ---- */
 typedef enum pto_stall_class {
@@ -72,7 +77,7 @@ typedef enum pto_stall_class {
   PTO_STALL_DEP_DEADLOCK, /* tasks wait on dependencies that never complete */
   PTO_STALL_ORCH_STARVED, /* the orchestrator submits nothing and is not done */
 } pto_stall_class;
-const char *pto_stall_class_name(pto_stall_class c);
+PTO_API const char *pto_stall_class_name(pto_stall_class c);
 
 typedef struct pto_error_info {
   int code;              /* 0 when the run succeeded */
@@ -82,6 +87,11 @@ typedef struct pto_error_info {
   char kernel[48];       /* kernel name of that task, if any */
   char details[512];     /* one human sentence with the specifics */
 } pto_error_info;
+
+/* pto_chip_create that also says what was wrong: on failure `err` (may be
+ * NULL) holds the code and details naming the field, its value and the
+ * allowed range, e.g. "pto_chip_config: clusters = 0, must be 1..4096". */
+PTO_API int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err);
 
 typedef struct pto_run_stats {
   uint64_t tasks;      /* tasks submitted (dummy tasks included) */
@@ -107,20 +117,20 @@ typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);
 
 /* Runs one orchestration. Returns 0 or the first latched error; `stats` and
  * `err` (either may be NULL) are filled in both cases. */
-int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
-                 pto_error_info *err);
+PTO_API int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
+                         pto_error_info *err);
 
 /* Completes a block that called pto_kctx_async_begin(). Any thread may call
  * it. A token that is not outstanding in the current run (completed twice,
  * from an earlier run, or made up) fails the run with PTO_EASYNC_INVALID. */
-int pto_chip_async_complete(pto_chip *chip, uint64_t token);
+PTO_API int pto_chip_async_complete(pto_chip *chip, uint64_t token);
 
 /* Record a Chrome/Perfetto trace of every following run into `path`
  * (NULL: tracing off, the default). */
-int pto_chip_set_trace(pto_chip *chip, const char *path);
+PTO_API int pto_chip_set_trace(pto_chip *chip, const char *path);
 
 /* Prints "NAME: hint\n  details" for a failed run to the stream. */
-void pto_error_print(const pto_error_info *err, FILE *stream);
+PTO_API void pto_error_print(const pto_error_info *err, FILE *stream);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,7 @@
 #ifndef PTO_COMM_H
 #define PTO_COMM_H
 
+#include "pto/export.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -64,30 +65,30 @@ typedef enum pto_cmp { PTO_CMP_EQ = 0, PTO_CMP_GE = 1 } pto_cmp;
 /* ---- context queries ---- */
 static inline pto_comm *pto_kctx_comm(const pto_kctx *ctx) { return (pto_comm *)ctx->env; }
 /* This chip's rank in the node, or -1. */
-int pto_comm_chip(const pto_comm *c);
+PTO_API int pto_comm_chip(const pto_comm *c);
 /* My rank in the domain (>= 0), or PTO_EPEER when this chip is not a member. */
-int pto_comm_rank(const pto_comm *c, pto_domain dom);
+PTO_API int pto_comm_rank(const pto_comm *c, pto_domain dom);
 /* Number of ranks, or PTO_EINVAL for an unknown domain. */
-int pto_comm_size(const pto_comm *c, pto_domain dom);
+PTO_API int pto_comm_size(const pto_comm *c, pto_domain dom);
 /* A contiguous row-major view of rank `rank`'s copy of buffer `name`
  * (the view must fit the buffer). Valid in every process that mapped the
  * domain: the members and the node's orchestrator. */
-int pto_comm_window_tensor(const pto_comm *c, pto_domain dom, int rank, const char *name,
-                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out);
+PTO_API int pto_comm_window_tensor(const pto_comm *c, pto_domain dom, int rank, const char *name,
+                                   pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out);
 
 /* ---- in-kernel operations ---- */
 
 /* Writes the local tile `src` into the region `dst` of peer's window.
  * dst and src have the same dtype and element count (row-major order). */
-int pto_remote_store(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
-                     const pto_tensor *src);
+PTO_API int pto_remote_store(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+                             const pto_tensor *src);
 /* Atomic element-wise dst += src on the peer (f32, f16, bf16, i32, i16,
  * i8); a mistyped or unaligned destination fails with PTO_EALIGN. */
-int pto_remote_store_add(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
-                         const pto_tensor *src);
+PTO_API int pto_remote_store_add(const pto_kctx *ctx, pto_domain dom, int peer,
+                                 const pto_tensor *dst, const pto_tensor *src);
 /* Reads the region `src` of peer's window into the local tile `dst`. */
-int pto_remote_load(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
-                    const pto_tensor *src);
+PTO_API int pto_remote_load(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+                            const pto_tensor *src);
 
 /* Bulk transfer options: the last two dims are cut into chunk_rows x
  * chunk_cols chunks (0 = whole dim); each chunk goes through `staging` (a
@@ -102,29 +103,30 @@ typedef struct pto_xfer_opts {
 } pto_xfer_opts;
 
 /* put: local src (any local tensor, e.g. my window) -> peer's dst region. */
-int pto_put(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
-            const pto_tensor *src, const pto_xfer_opts *opts);
+PTO_API int pto_put(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+                    const pto_tensor *src, const pto_xfer_opts *opts);
 /* get: peer's src region -> local dst. */
-int pto_get(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
-            const pto_tensor *src, const pto_xfer_opts *opts);
+PTO_API int pto_get(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+                    const pto_tensor *src, const pto_xfer_opts *opts);
 
 /* Signals peer's cell (element [0..] of `cell`, an int64 window view):
  * add `v` or set it to `v`. Releases every earlier store of this chip to
  * that peer first. */
-int pto_notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *cell,
-               pto_signal_op op, int32_t v);
+PTO_API int pto_notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *cell,
+                       pto_signal_op op, int32_t v);
 /* Waits until my own cell == v or >= v (acquire). timeout_ms < 0: the
  * domain's default. Fails with PTO_EWAIT_TIMEOUT naming domain, rank,
  * cell, expected and seen value. */
-int pto_signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, pto_cmp cmp,
-                    int32_t v, int64_t timeout_ms);
+PTO_API int pto_signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
+                            pto_cmp cmp, int32_t v, int64_t timeout_ms);
 /* Current value of my own cell in this task (acquire). */
-int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, int32_t *v);
+PTO_API int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
+                            int32_t *v);
 /* Completes every earlier store of this chip to every peer of the domain. */
-int pto_quiet(const pto_kctx *ctx, pto_domain dom);
+PTO_API int pto_quiet(const pto_kctx *ctx, pto_domain dom);
 /* Quiet, then waits until every rank of the domain reached the same
  * barrier of this node task. One block per rank should call it. */
-int pto_barrier(const pto_kctx *ctx, pto_domain dom);
+PTO_API int pto_barrier(const pto_kctx *ctx, pto_domain dom);
 
 #ifdef __cplusplus
 }

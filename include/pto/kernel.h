@@ -2,6 +2,7 @@
 #ifndef PTO_KERNEL_H
 #define PTO_KERNEL_H
 
+#include "pto/export.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -41,7 +42,7 @@ typedef int (*pto_kernel_fn)(const pto_kctx *ctx);
 
 /* True once the run has failed or is shutting down: a long-running kernel
  * should poll this and return (it is how a stuck kernel is "reset"). */
-bool pto_kctx_cancelled(const pto_kctx *ctx);
+PTO_API bool pto_kctx_cancelled(const pto_kctx *ctx);
 
 /* Asynchronous completion: a kernel that hands its block's completion to
  * something else (a simulated DMA engine, a host thread) calls this before
@@ -49,7 +50,7 @@ bool pto_kctx_cancelled(const pto_kctx *ctx);
  * counts as finished only when pto_chip_async_complete(chip, *token) is
  * called. Fails with PTO_EASYNC_OVERFLOW when more than
  * pto_chip_config.async_slots completions are outstanding. */
-int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token);
+PTO_API int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token);
 
 static inline float pto_kctx_scalar_f32(const pto_kctx *c, int i) {
   union {

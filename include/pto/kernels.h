@@ -23,6 +23,7 @@
 #ifndef PTO_KERNELS_H
 #define PTO_KERNELS_H
 
+#include "pto/export.h"
 #include <stdint.h>
 
 #include "pto/chip.h"
@@ -43,22 +44,22 @@ static inline void pto_split_range(int64_t n, int32_t idx, int32_t num, int64_t 
 }
 
 /* ---- elementwise (AIV) ---- */
-int pto_tile_add(const pto_tensor *a, const pto_tensor *b, const pto_tensor *out);
-int pto_tile_mul(const pto_tensor *a, const pto_tensor *b, const pto_tensor *out);
-int pto_tile_scale(const pto_tensor *in, float alpha, const pto_tensor *out);
-int pto_tile_exp(const pto_tensor *in, const pto_tensor *out);
-int pto_tile_copy(const pto_tensor *in, const pto_tensor *out);
-int pto_tile_fill(const pto_tensor *out, float value);
+PTO_API int pto_tile_add(const pto_tensor *a, const pto_tensor *b, const pto_tensor *out);
+PTO_API int pto_tile_mul(const pto_tensor *a, const pto_tensor *b, const pto_tensor *out);
+PTO_API int pto_tile_scale(const pto_tensor *in, float alpha, const pto_tensor *out);
+PTO_API int pto_tile_exp(const pto_tensor *in, const pto_tensor *out);
+PTO_API int pto_tile_copy(const pto_tensor *in, const pto_tensor *out);
+PTO_API int pto_tile_fill(const pto_tensor *out, float value);
 
 /* ---- matmul (AIC): A [M,K], B [K,N], C [M,N] ---- */
 /* C = A·B */
-int pto_tile_matmul(const pto_tensor *a, const pto_tensor *b, const pto_tensor *c);
+PTO_API int pto_tile_matmul(const pto_tensor *a, const pto_tensor *b, const pto_tensor *c);
 /* C += A·B */
-int pto_tile_matmul_acc(const pto_tensor *a, const pto_tensor *b, const pto_tensor *c);
+PTO_API int pto_tile_matmul_acc(const pto_tensor *a, const pto_tensor *b, const pto_tensor *c);
 
 /* ---- softmax (AIV) ---- */
 /* out[r,:] = softmax(scale * in[r,:]) for every row r. */
-int pto_tile_softmax_rows(const pto_tensor *in, float scale, const pto_tensor *out);
+PTO_API int pto_tile_softmax_rows(const pto_tensor *in, float scale, const pto_tensor *out);
 /* One flash-attention step over a chunk of scores s [R,T], with running
  * row max m [R] (start at -inf), running row sum l [R] (start at 0) and
  * output accumulator o [R,D] (start at 0):
@@ -68,16 +69,17 @@ int pto_tile_softmax_rows(const pto_tensor *in, float scale, const pto_tensor *o
  * after which the caller adds p·V_chunk into o (pto_tile_matmul_acc).
  * Once every chunk is in, o / l (pto_tile_normalize_rows) is
  * softmax(scale * s_all)·V_all. */
-int pto_tile_online_softmax(const pto_tensor *s, float scale, const pto_tensor *m,
-                            const pto_tensor *l, const pto_tensor *o, const pto_tensor *p);
+PTO_API int pto_tile_online_softmax(const pto_tensor *s, float scale, const pto_tensor *m,
+                                    const pto_tensor *l, const pto_tensor *o, const pto_tensor *p);
 /* out[r,:] = o[r,:] / l[r] (o and out [R,D], l a vector of R). */
-int pto_tile_normalize_rows(const pto_tensor *o, const pto_tensor *l, const pto_tensor *out);
+PTO_API int pto_tile_normalize_rows(const pto_tensor *o, const pto_tensor *l,
+                                    const pto_tensor *out);
 
 /* ---- reductions (AIV): in [R,C] ---- */
-int pto_tile_row_sum(const pto_tensor *in, const pto_tensor *out); /* out vector of R */
-int pto_tile_row_max(const pto_tensor *in, const pto_tensor *out); /* out vector of R */
-int pto_tile_col_sum(const pto_tensor *in, const pto_tensor *out); /* out vector of C */
-int pto_tile_col_max(const pto_tensor *in, const pto_tensor *out); /* out vector of C */
+PTO_API int pto_tile_row_sum(const pto_tensor *in, const pto_tensor *out); /* out vector of R */
+PTO_API int pto_tile_row_max(const pto_tensor *in, const pto_tensor *out); /* out vector of R */
+PTO_API int pto_tile_col_sum(const pto_tensor *in, const pto_tensor *out); /* out vector of C */
+PTO_API int pto_tile_col_max(const pto_tensor *in, const pto_tensor *out); /* out vector of C */
 
 /* ---- kernel wrappers ----
  * Argument convention: tN = tensor argument N, sN = scalar argument N (f32
@@ -101,21 +103,21 @@ int pto_tile_col_max(const pto_tensor *in, const pto_tensor *out); /* out vector
  * pto_kern_row_sum/max      t0 in [R,C], t1 out [R]                   -        rows
  * pto_kern_col_sum/max      t0 in [R,C], t1 out [C]                   -        columns
  */
-int pto_kern_add(const pto_kctx *ctx);
-int pto_kern_mul(const pto_kctx *ctx);
-int pto_kern_scale(const pto_kctx *ctx);
-int pto_kern_exp(const pto_kctx *ctx);
-int pto_kern_copy(const pto_kctx *ctx);
-int pto_kern_fill(const pto_kctx *ctx);
-int pto_kern_matmul(const pto_kctx *ctx);
-int pto_kern_matmul_acc(const pto_kctx *ctx);
-int pto_kern_softmax_rows(const pto_kctx *ctx);
-int pto_kern_online_softmax(const pto_kctx *ctx);
-int pto_kern_normalize_rows(const pto_kctx *ctx);
-int pto_kern_row_sum(const pto_kctx *ctx);
-int pto_kern_row_max(const pto_kctx *ctx);
-int pto_kern_col_sum(const pto_kctx *ctx);
-int pto_kern_col_max(const pto_kctx *ctx);
+PTO_API int pto_kern_add(const pto_kctx *ctx);
+PTO_API int pto_kern_mul(const pto_kctx *ctx);
+PTO_API int pto_kern_scale(const pto_kctx *ctx);
+PTO_API int pto_kern_exp(const pto_kctx *ctx);
+PTO_API int pto_kern_copy(const pto_kctx *ctx);
+PTO_API int pto_kern_fill(const pto_kctx *ctx);
+PTO_API int pto_kern_matmul(const pto_kctx *ctx);
+PTO_API int pto_kern_matmul_acc(const pto_kctx *ctx);
+PTO_API int pto_kern_softmax_rows(const pto_kctx *ctx);
+PTO_API int pto_kern_online_softmax(const pto_kctx *ctx);
+PTO_API int pto_kern_normalize_rows(const pto_kctx *ctx);
+PTO_API int pto_kern_row_sum(const pto_kctx *ctx);
+PTO_API int pto_kern_row_max(const pto_kctx *ctx);
+PTO_API int pto_kern_col_sum(const pto_kctx *ctx);
+PTO_API int pto_kern_col_max(const pto_kctx *ctx);
 
 /* Kernel ids of every wrapper above, registered on one chip under the
  * names "add", "mul", ..., "col_max" (matmuls as AIC kernels, the rest as
@@ -127,7 +129,7 @@ typedef struct pto_kernel_ids {
   int row_sum, row_max, col_sum, col_max;
 } pto_kernel_ids;
 
-int pto_kernels_register(pto_chip *chip, pto_kernel_ids *ids);
+PTO_API int pto_kernels_register(pto_chip *chip, pto_kernel_ids *ids);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,7 @@
 #ifndef PTO_NODE_H
 #define PTO_NODE_H
 
+#include "pto/export.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,25 +67,25 @@ typedef struct pto_node_config {
 } pto_node_config;
 
 /* Fills defaults (chip: pto_chip_config_init). */
-void pto_node_config_init(pto_node_config *cfg);
+PTO_API void pto_node_config_init(pto_node_config *cfg);
 
 /* err (may be NULL) receives the details of a failure. */
-int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
+PTO_API int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
 /* Stops the children, releases leases and every shared object. */
-void pto_node_destroy(pto_node *node);
+PTO_API void pto_node_destroy(pto_node *node);
 
 /* Shared host memory visible at the same address in every process of the
  * node (zeroed, 64-byte aligned); lives until pto_node_destroy. */
-void *pto_node_host_alloc(pto_node *node, size_t bytes);
+PTO_API void *pto_node_host_alloc(pto_node *node, size_t bytes);
 /* A contiguous host tensor in that memory. */
-int pto_node_host_tensor(pto_node *node, pto_dtype dt, int ndims, const int64_t *shape,
-                         pto_tensor *out);
+PTO_API int pto_node_host_tensor(pto_node *node, pto_dtype dt, int ndims, const int64_t *shape,
+                                 pto_tensor *out);
 
 typedef void (*pto_node_orch_fn)(pto_node_orch *no, void *arg);
 /* Runs one node orchestration; returns when every task has finished. Domains
  * created during the run are released at its end. Returns 0 or the first
  * root error (err filled in both cases; err->details names the rank). */
-int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
+PTO_API int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
 
 /* What a chip orchestration function receives as its `arg`. */
 typedef struct pto_node_task {
@@ -102,34 +103,35 @@ typedef int (*pto_host_fn)(const pto_args *args, void *arg);
 /* Node-task submission. Tensor arguments must live in node host memory or
  * in windows (PTO_OUTPUT is not supported at node level: allocate with
  * pto_node_host_tensor and use OUTPUT_EXISTING). */
-int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args, pto_task_id *id);
-int pto_node_submit_group(pto_node_orch *no, const int *chips, int nchips, pto_orch_fn fn,
-                          pto_args *args, pto_task_id *id);
+PTO_API int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
+                            pto_task_id *id);
+PTO_API int pto_node_submit_group(pto_node_orch *no, const int *chips, int nchips, pto_orch_fn fn,
+                                  pto_args *args, pto_task_id *id);
 /* worker < 0: any sub-worker. `arg` must be valid in the sub-worker (a
  * pointer into host memory, or a global). */
-int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg, pto_args *args,
-                         pto_task_id *id);
+PTO_API int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg,
+                                 pto_args *args, pto_task_id *id);
 /* Waits for every submitted task. Returns the run status so far. */
-int pto_node_wait_all(pto_node_orch *no);
+PTO_API int pto_node_wait_all(pto_node_orch *no);
 /* Copies a tensor out once every earlier writer task of its region finished. */
-int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst);
-pto_node *pto_node_orch_node(pto_node_orch *no);
+PTO_API int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst);
+PTO_API pto_node *pto_node_orch_node(pto_node_orch *no);
 
 /* Allocates a domain over `nranks` chips (domain rank r is node chip
  * chips[r]) with the named buffers in each window; each rank zeroes its own
  * window before the allocation barrier. Waits for those chips to be idle.
  * The domain is released at the end of the run. */
-int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
-                           const pto_window_buffer *buffers, int nbuffers, pto_domain *out);
+PTO_API int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
+                                   const pto_window_buffer *buffers, int nbuffers, pto_domain *out);
 /* A view of rank `rank`'s copy of window buffer `name`, usable as a task
  * argument (for dependency inference) and readable by the orchestrator. */
-int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
-                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out);
+PTO_API int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
+                                   pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out);
 
 /* The shared-memory name prefix of this node's run (for leak checks). */
-const char *pto_node_shm_prefix(const pto_node *node);
+PTO_API const char *pto_node_shm_prefix(const pto_node *node);
 /* Child process ids (chips first, then workers); returns how many. */
-int pto_node_child_pids(const pto_node *node, int *pids, int max);
+PTO_API int pto_node_child_pids(const pto_node *node, int *pids, int max);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #ifndef PTO_ORCH_H
 #define PTO_ORCH_H
 
+#include "pto/export.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,17 +39,17 @@ typedef struct pto_args {
   uint64_t scalars[PTO_MAX_SCALAR_ARGS];
 } pto_args;
 
-void pto_args_init(pto_args *a);
-void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t);
-void pto_args_input(pto_args *a, const pto_tensor *t);
+PTO_API void pto_args_init(pto_args *a);
+PTO_API void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t);
+PTO_API void pto_args_input(pto_args *a, const pto_tensor *t);
 /* `t` is a descriptor (pto_tensor_desc); submit allocates its buffer and
  * writes it back into *t, so the caller can pass *t to later tasks. */
-void pto_args_output(pto_args *a, pto_tensor *t);
-void pto_args_output_existing(pto_args *a, const pto_tensor *t);
-void pto_args_inout(pto_args *a, const pto_tensor *t);
-void pto_args_nodep(pto_args *a, const pto_tensor *t);
-void pto_args_scalar(pto_args *a, uint64_t v);
-void pto_args_scalar_f32(pto_args *a, float v);
+PTO_API void pto_args_output(pto_args *a, pto_tensor *t);
+PTO_API void pto_args_output_existing(pto_args *a, const pto_tensor *t);
+PTO_API void pto_args_inout(pto_args *a, const pto_tensor *t);
+PTO_API void pto_args_nodep(pto_args *a, const pto_tensor *t);
+PTO_API void pto_args_scalar(pto_args *a, uint64_t v);
+PTO_API void pto_args_scalar_f32(pto_args *a, float v);
 
 typedef struct pto_submit_opts {
   int block_num;           /* >= 1; 0 means 1 */
@@ -60,10 +61,11 @@ typedef struct pto_submit_opts {
 /* Submits kernel `kernel_id` with `args` (may be NULL for no arguments).
  * opts may be NULL (one block). *id (may be NULL) receives the task id.
  * After the run has failed, submits do nothing and return the latched code. */
-int pto_submit(pto_orch *o, int kernel_id, pto_args *args, const pto_submit_opts *opts,
-               pto_task_id *id);
+PTO_API int pto_submit(pto_orch *o, int kernel_id, pto_args *args, const pto_submit_opts *opts,
+                       pto_task_id *id);
 /* A task with no kernel: it only orders its dependencies. */
-int pto_submit_dummy(pto_orch *o, pto_args *args, const pto_submit_opts *opts, pto_task_id *id);
+PTO_API int pto_submit_dummy(pto_orch *o, pto_args *args, const pto_submit_opts *opts,
+                             pto_task_id *id);
 
 #define PTO_MAX_SCOPE_DEPTH 4
 typedef enum pto_scope_mode {
@@ -74,22 +76,22 @@ typedef enum pto_scope_mode {
  * scope has ended and all their consumers completed. An OUTPUT view (and
  * any view derived from it) may be used only until its scope ends: a later
  * submit or host read/write of it fails with PTO_EINVAL. */
-int pto_scope_begin(pto_orch *o, pto_scope_mode mode);
-int pto_scope_end(pto_orch *o);
+PTO_API int pto_scope_begin(pto_orch *o, pto_scope_mode mode);
+PTO_API int pto_scope_end(pto_orch *o);
 
 /* Copy a tensor's data out to a packed row-major array once every earlier
  * writer of the region has completed (deadline in ms; <0 = the watchdog). */
-int pto_orch_read(pto_orch *o, const pto_tensor *t, void *dst, int64_t timeout_ms);
+PTO_API int pto_orch_read(pto_orch *o, const pto_tensor *t, void *dst, int64_t timeout_ms);
 /* Copy data in once every earlier reader and writer of the region completed. */
-int pto_orch_write(pto_orch *o, const pto_tensor *t, const void *src, int64_t timeout_ms);
+PTO_API int pto_orch_write(pto_orch *o, const pto_tensor *t, const void *src, int64_t timeout_ms);
 /* Wait until task `id` has completed. */
-int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms);
+PTO_API int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms);
 
 /* Fails the run with PTO_EFATAL and the formatted details. */
-int pto_orch_fatal(pto_orch *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+PTO_API int pto_orch_fatal(pto_orch *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The run's latched status (0 while healthy). */
-int pto_orch_status(const pto_orch *o);
-pto_chip *pto_orch_chip(pto_orch *o);
+PTO_API int pto_orch_status(const pto_orch *o);
+PTO_API pto_chip *pto_orch_chip(pto_orch *o);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,8 @@
 #ifndef PTO_STATUS_H
 #define PTO_STATUS_H
 
+#include "pto/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -44,9 +46,9 @@ typedef enum pto_status {
 } pto_status;
 
 /* Name of a code, e.g. "PTO_EHEAP_DEADLOCK"; "PTO_E?" for unknown codes. */
-const char *pto_status_name(int status);
+PTO_API const char *pto_status_name(int status);
 /* One-line hint saying what the code means and what usually fixes it. */
-const char *pto_strerror(int status);
+PTO_API const char *pto_strerror(int status);
 
 #ifdef __cplusplus
 }

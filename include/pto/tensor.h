@@ -6,6 +6,7 @@
 #ifndef PTO_TENSOR_H
 #define PTO_TENSOR_H
 
+#include "pto/export.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,42 +41,44 @@ typedef struct pto_tensor {
                                  * allocation, to catch use after its scope); 0 otherwise */
 } pto_tensor;
 
-size_t pto_dtype_size(pto_dtype dt);
-const char *pto_dtype_name(pto_dtype dt);
+PTO_API size_t pto_dtype_size(pto_dtype dt);
+PTO_API const char *pto_dtype_name(pto_dtype dt);
 
 /* Contiguous row-major view over the whole of `buf` (buf_bytes must hold it). */
-int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
-                    const int64_t *shape);
+PTO_API int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
+                            const int64_t *shape);
 /* General strided view: offset and strides in elements. */
-int pto_tensor_init_strided(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
-                            const int64_t *shape, const int64_t *stride, int64_t offset);
+PTO_API int pto_tensor_init_strided(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt,
+                                    int ndims, const int64_t *shape, const int64_t *stride,
+                                    int64_t offset);
 /* Descriptor of a tensor the runtime allocates (an OUTPUT argument). */
-int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_t *shape);
+PTO_API int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_t *shape);
 
 /* Checks ndims, strides, dtype and that every element lies inside buf. */
-int pto_tensor_validate(const pto_tensor *t);
+PTO_API int pto_tensor_validate(const pto_tensor *t);
 
 /* out = src[start[d] : start[d] + shape[d]] in every dim. */
-int pto_tensor_slice(const pto_tensor *src, const int64_t *start, const int64_t *shape,
-                     pto_tensor *out);
+PTO_API int pto_tensor_slice(const pto_tensor *src, const int64_t *start, const int64_t *shape,
+                             pto_tensor *out);
 /* A new strided view relative to src's element [0..0]: any ndims, offset and
  * strides in elements of src's dtype; must stay inside src's buffer. */
-int pto_tensor_view(const pto_tensor *src, int ndims, const int64_t *shape, const int64_t *stride,
-                    int64_t offset, pto_tensor *out);
+PTO_API int pto_tensor_view(const pto_tensor *src, int ndims, const int64_t *shape,
+                            const int64_t *stride, int64_t offset, pto_tensor *out);
 /* Same elements, new shape; src must be contiguous row-major. */
-int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape, pto_tensor *out);
+PTO_API int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape,
+                               pto_tensor *out);
 /* Swap dims d0 and d1 (no copy; strides swap). */
-int pto_tensor_transpose(const pto_tensor *src, int d0, int d1, pto_tensor *out);
+PTO_API int pto_tensor_transpose(const pto_tensor *src, int d0, int d1, pto_tensor *out);
 
-int64_t pto_tensor_numel(const pto_tensor *t);
-int pto_tensor_is_contiguous(const pto_tensor *t);
+PTO_API int64_t pto_tensor_numel(const pto_tensor *t);
+PTO_API int pto_tensor_is_contiguous(const pto_tensor *t);
 /* Address of the element at index idx[0..ndims-1]. No bounds check. */
-void *pto_tensor_at(const pto_tensor *t, const int64_t *idx);
+PTO_API void *pto_tensor_at(const pto_tensor *t, const int64_t *idx);
 /* Address of the n-th element in row-major order of the view. */
-void *pto_tensor_at_linear(const pto_tensor *t, int64_t n);
+PTO_API void *pto_tensor_at_linear(const pto_tensor *t, int64_t n);
 /* Copy the view's elements to/from a packed row-major host array. */
-void pto_tensor_copy_out(const pto_tensor *t, void *dst);
-void pto_tensor_copy_in(const pto_tensor *t, const void *src);
+PTO_API void pto_tensor_copy_out(const pto_tensor *t, void *dst);
+PTO_API void pto_tensor_copy_in(const pto_tensor *t, const void *src);
 
 /* Convenience for float views. */
 static inline float *pto_tensor_f32(const pto_tensor *t) { return (float *)t->buf + t->offset; }

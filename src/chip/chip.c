@@ -30,23 +30,63 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   if ((v = getenv("PTO_WATCHDOG_MS")) && atoi(v) > 0) cfg->watchdog_ms = atoi(v);
 }
 
-int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
-  if (!cfg || !out) return PTO_EINVAL;
-  *out = NULL;
+/* pto_chip_create_ex's failure: the code and one sentence naming the field. */
+static int create_fail(pto_error_info *err, int code, const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    err->code = code;
+    vsnprintf(err->details, sizeof err->details, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err) {
+  if (err) {
+    memset(err, 0, sizeof *err);
+    err->task_id = PTO_TASK_NONE;
+    err->core_id = -1;
+  }
+  if (out) *out = NULL;
+  if (!cfg || !out)
+    return create_fail(err, PTO_EINVAL, "pto_chip_create: %s is NULL", cfg ? "out" : "cfg");
   pto_chip_config c = *cfg;
   if (c.schedulers == 0) c.schedulers = c.clusters < 3 ? c.clusters : 3;
-  if (c.clusters < 1 || c.clusters > 4096 || c.schedulers < 1 || c.schedulers > c.clusters ||
-      c.schedulers > DRAIN_MAX_SCHED || c.aic_per_cluster < 0 || c.aic_per_cluster > 1 ||
-      c.aiv_per_cluster < 0 || c.aiv_per_cluster > 2 ||
-      c.aic_per_cluster + c.aiv_per_cluster == 0 || c.task_slots < 2 || c.dep_entries < 1 ||
-      c.tensormap_entries < 1 || c.heap_bytes < RING_ALIGN || c.watchdog_ms <= 0 ||
-      c.alloc_timeout_ms <= 0 || c.shutdown_ms <= 0 || c.async_slots > 65535)
-    return PTO_EINVAL;
+#define BAD(cond, ...)                                                                             \
+  if (cond) return create_fail(err, PTO_EINVAL, "pto_chip_config: " __VA_ARGS__)
+  BAD(c.clusters < 1 || c.clusters > 4096, "clusters = %d, must be 1..4096", c.clusters);
+  BAD(c.schedulers < 1 || c.schedulers > c.clusters || c.schedulers > DRAIN_MAX_SCHED,
+      "schedulers = %d, must be 1..min(clusters = %d, %d) (0: min(3, clusters))", c.schedulers,
+      c.clusters, DRAIN_MAX_SCHED);
+  BAD(c.aic_per_cluster < 0 || c.aic_per_cluster > 1, "aic_per_cluster = %d, must be 0 or 1",
+      c.aic_per_cluster);
+  BAD(c.aiv_per_cluster < 0 || c.aiv_per_cluster > 2, "aiv_per_cluster = %d, must be 0..2",
+      c.aiv_per_cluster);
+  BAD(c.aic_per_cluster + c.aiv_per_cluster == 0,
+      "aic_per_cluster and aiv_per_cluster are both 0: a cluster needs a core");
+  BAD(c.task_slots < 2, "task_slots = %u, must be at least 2", c.task_slots);
+  BAD(c.dep_entries < 1, "dep_entries = 0, must be at least 1");
+  BAD(c.tensormap_entries < 1, "tensormap_entries = 0, must be at least 1");
+  BAD(c.heap_bytes < RING_ALIGN, "heap_bytes = %zu, must be at least %zu", c.heap_bytes,
+      (size_t)RING_ALIGN);
+  BAD(c.watchdog_ms <= 0, "watchdog_ms = %lld, must be positive", (long long)c.watchdog_ms);
+  BAD(c.alloc_timeout_ms <= 0, "alloc_timeout_ms = %lld, must be positive",
+      (long long)c.alloc_timeout_ms);
+  BAD(c.shutdown_ms <= 0, "shutdown_ms = %lld, must be positive", (long long)c.shutdown_ms);
+  BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
+#undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
-  if (!chip) return PTO_ENOMEM;
+  if (!chip)
+    return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for the chip (%zu bytes)",
+                       sizeof *chip);
   chip->cfg = c;
   *out = chip;
   return PTO_OK;
+}
+
+int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
+  return pto_chip_create_ex(cfg, out, NULL);
 }
 
 void pto_chip_destroy(pto_chip *chip) {
@@ -436,12 +476,19 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   if (!run_join(r)) chip->broken = true;
   atomic_store_explicit(&chip->cur_run, NULL, memory_order_release);
   uint64_t host1 = pto_now_ns();
+  if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
+  if (r->trace && chip->trace_path) {
+    /* A trace that cannot be written fails a run that succeeded, and says
+     * which file and why (the first error of a failed run stays its cause).
+     * Dropped events (PTO_ENOMEM) do not: the file says how many
+     * (docs/tracing.md). */
+    char why[sizeof r->err.details];
+    int wrc = trace_write_ex(r->trace, chip->trace_path, why, sizeof why);
+    if (wrc && wrc != PTO_ENOMEM) run_fail(r, wrc, PTO_TASK_NONE, -1, "%s", why);
+  }
   rc = atomic_load(&r->status);
   if (stats) run_stats(r, host0, host1, stats);
   if (err) *err = r->err;
-  if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
-  if (r->trace && chip->trace_path && trace_write(r->trace, chip->trace_path) != 0 && rc == 0)
-    rc = PTO_ESYSTEM;
   if (chip->broken) {
     /* Threads that never exited still point into the run: leak it on purpose. */
     atomic_store(&chip->running, 0);

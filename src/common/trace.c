@@ -7,6 +7,7 @@
  * after the recording threads have been joined (the join orders them). */
 #include "common/trace.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -241,8 +242,18 @@ static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid
   fputs("}}", f);
 }
 
-int trace_write(const pto_trace *t, const char *path) {
-  if (!t || !path) return PTO_EINVAL;
+/* "trace file PATH: WHAT: errno text" into why[0..n), when asked for. */
+static int write_fail(char *why, size_t n, const char *path, const char *what, int err) {
+  if (why && n) snprintf(why, n, "trace file %s: %s: %s", path, what, strerror(err ? err : EIO));
+  return PTO_ESYSTEM;
+}
+
+int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whylen) {
+  if (why && whylen) why[0] = '\0';
+  if (!t || !path) {
+    if (why && whylen) snprintf(why, whylen, "trace_write: %s is NULL", t ? "path" : "trace");
+    return PTO_EINVAL;
+  }
   uint64_t origin = UINT64_MAX;
   for (int i = 0; i < t->ntracks; i++)
     for (size_t j = 0; j < t->tracks[i].n; j++)
@@ -253,7 +264,7 @@ int trace_write(const pto_trace *t, const char *path) {
     origin = t->origin;
 
   FILE *f = fopen(path, "w");
-  if (!f) return PTO_ESYSTEM;
+  if (!f) return write_fail(why, whylen, path, "cannot open for writing", errno);
   setvbuf(f, NULL, _IOFBF, 1 << 16);
   int pid = t->pid + 1;
   bool first = true;
@@ -276,11 +287,24 @@ int trace_write(const pto_trace *t, const char *path) {
           "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
           "\",\"dropped_events\":%" PRIu64 "}}\n",
           origin, dropped);
-  int rc = ferror(f) ? PTO_ESYSTEM : 0;
-  if (fclose(f) != 0) rc = PTO_ESYSTEM;
-  if (rc == 0 && dropped) rc = PTO_ENOMEM;
+  /* A full disk may only show at the flush in fclose: check both, keep the
+   * first errno. */
+  int rc = 0;
+  errno = 0;
+  if (fflush(f) != 0 || ferror(f)) rc = write_fail(why, whylen, path, "write failed", errno);
+  if (fclose(f) != 0 && rc == 0) rc = write_fail(why, whylen, path, "close failed", errno);
+  if (rc == 0 && dropped) {
+    if (why && whylen)
+      snprintf(why, whylen,
+               "trace file %s: %" PRIu64 " events were dropped (out of memory); the file "
+               "says how many",
+               path, dropped);
+    rc = PTO_ENOMEM;
+  }
   return rc;
 }
+
+int trace_write(const pto_trace *t, const char *path) { return trace_write_ex(t, path, NULL, 0); }
 
 void trace_destroy(pto_trace *t) {
   if (!t) return;

@@ -16,6 +16,8 @@
 #ifndef PTO_TRACE_H
 #define PTO_TRACE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct pto_trace pto_trace;
@@ -56,6 +58,9 @@ uint64_t trace_dropped(const pto_trace *t);
  * PTO_ESYSTEM when the file cannot be written, or PTO_ENOMEM when events
  * were dropped (the file is still written and says how many). */
 int trace_write(const pto_trace *t, const char *path);
+/* trace_write that on failure also puts into why[0..whylen) what was wrong:
+ * the file's path and the cause (errno text, or the dropped events). */
+int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whylen);
 void trace_destroy(pto_trace *t);
 
 /* Merges the per-rank files of a multi-chip run into one: their events are
@@ -69,5 +74,10 @@ int trace_merge(const char *const *paths, int n, const char *out);
  * args.deps) are moved past the highest id of its earlier files, so ids stay
  * unique per process and dependencies keep pointing at the right tasks. */
 int trace_merge_runs(const char *const *paths, int n, const char *out);
+/* trace_merge (repeat false) or trace_merge_runs (repeat true) that on
+ * failure also puts into why[0..whylen) what was wrong: which input, or the
+ * output file and the errno text. */
+int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat, char *why,
+                   size_t whylen);
 
 #endif

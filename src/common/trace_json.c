@@ -475,7 +475,8 @@ void trace_json_write_num(FILE *f, double x) {
     fputs("null", f); /* JSON has no inf/nan */
     return;
   }
-  if (x == (double)(int64_t)x && fabs(x) < 9007199254740992.0) {
+  /* range first: converting a double outside int64_t's range is undefined */
+  if (fabs(x) < 9007199254740992.0 && x == (double)(int64_t)x) {
     fprintf(f, "%lld", (long long)x);
     return;
   }

@@ -4,6 +4,7 @@
  * large run holds hundreds of thousands of events. */
 #include "common/trace_read.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -643,19 +644,39 @@ static int64_t event_task(const trace_json *e) {
   return arg_int(e, "task", &task) && task >= 0 ? task : -1;
 }
 
-/* trace_merge (repeat = false) and trace_merge_runs (repeat = true). */
-static int merge(const char *const *paths, int n, const char *out, bool repeat) {
-  if (!paths || n <= 0 || !out) return PTO_EINVAL;
+/* merge's failure: the code, and why[0..whylen) saying what went wrong. */
+static int merge_fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
+  if (why && whylen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat, char *why,
+                   size_t whylen) {
+  if (why && whylen) why[0] = '\0';
+  if (!paths || n <= 0 || !out)
+    return merge_fail(why, whylen, PTO_EINVAL, "trace merge: %s",
+                      !out ? "no output file" : "no input files");
   trace_json_doc **docs = calloc((size_t)n, sizeof *docs);
-  if (!docs) return PTO_ENOMEM;
+  if (!docs) return merge_fail(why, whylen, PTO_ENOMEM, "trace merge: out of memory");
   int rc = 0;
   uint64_t origin = 0, dropped = 0;
   vec procs = {.size = sizeof(proc_ids)}; /* every process named by metadata */
   for (int i = 0; i < n && rc == 0; i++) {
-    rc = trace_json_load(paths[i], &docs[i], NULL, 0);
+    char lerr[200] = "";
+    rc = trace_json_load(paths[i], &docs[i], lerr, sizeof lerr);
+    if (rc)
+      merge_fail(why, whylen, rc, "trace merge: input %s: %s", paths[i],
+                 lerr[0] ? lerr : pto_strerror(rc));
     const trace_json *root = docs[i] ? trace_json_root(docs[i]) : NULL;
     const trace_json *evs = rc == 0 ? event_array(root) : NULL;
-    if (rc == 0 && !evs) rc = PTO_EINVAL;
+    if (rc == 0 && !evs)
+      rc = merge_fail(why, whylen, PTO_EINVAL, "trace merge: input %s holds no trace events",
+                      paths[i]);
     /* Two files showing the same process are two runs of one rank, not
      * ranks of one run: unless asked to (repeat), merging them would pile
      * their tracks together. */
@@ -665,11 +686,14 @@ static int merge(const char *const *paths, int n, const char *out, bool repeat) 
       double pid;
       if (!name || strcmp(name, "process_name") != 0 || !trace_json_num(e, "pid", &pid)) continue;
       const proc_ids *p = proc_find(&procs, (int64_t)pid);
-      if (p && p->first_file != i && !repeat) rc = PTO_EINVAL;
+      if (p && p->first_file != i && !repeat)
+        rc = merge_fail(why, whylen, PTO_EINVAL,
+                        "trace merge: inputs %s and %s both show process %.0f (the same rank)",
+                        paths[p->first_file], paths[i], pid);
       if (p) continue;
       proc_ids *np = vec_push(&procs);
       if (!np)
-        rc = PTO_ENOMEM;
+        rc = merge_fail(why, whylen, PTO_ENOMEM, "trace merge: out of memory");
       else
         *np = (proc_ids){(int64_t)pid, i, 0, 0};
     }
@@ -682,7 +706,9 @@ static int merge(const char *const *paths, int n, const char *out, bool repeat) 
     }
   }
   FILE *f = rc == 0 ? fopen(out, "w") : NULL;
-  if (rc == 0 && !f) rc = PTO_ESYSTEM;
+  if (rc == 0 && !f)
+    rc = merge_fail(why, whylen, PTO_ESYSTEM, "trace file %s: cannot open for writing: %s", out,
+                    strerror(errno));
   if (rc == 0) {
     bool first = true;
     fputs("{\"traceEvents\":[\n", f);
@@ -715,8 +741,13 @@ static int merge(const char *const *paths, int n, const char *out, bool repeat) 
             "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
             "\",\"dropped_events\":%" PRIu64 ",\"merged_files\":%d}}\n",
             origin, dropped, n);
-    if (ferror(f)) rc = PTO_ESYSTEM;
-    if (fclose(f) != 0) rc = PTO_ESYSTEM;
+    errno = 0;
+    if (fflush(f) != 0 || ferror(f))
+      rc = merge_fail(why, whylen, PTO_ESYSTEM, "trace file %s: write failed: %s", out,
+                      strerror(errno ? errno : EIO));
+    if (fclose(f) != 0 && rc == 0)
+      rc = merge_fail(why, whylen, PTO_ESYSTEM, "trace file %s: close failed: %s", out,
+                      strerror(errno));
   }
   for (int i = 0; i < n; i++)
     trace_json_free(docs[i]);
@@ -726,9 +757,9 @@ static int merge(const char *const *paths, int n, const char *out, bool repeat) 
 }
 
 int trace_merge(const char *const *paths, int n, const char *out) {
-  return merge(paths, n, out, false);
+  return trace_merge_ex(paths, n, out, false, NULL, 0);
 }
 
 int trace_merge_runs(const char *const *paths, int n, const char *out) {
-  return merge(paths, n, out, true);
+  return trace_merge_ex(paths, n, out, true, NULL, 0);
 }

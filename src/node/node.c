@@ -109,7 +109,7 @@ static bool trace_loadable(const char *path) {
  * failed before its chip ran wrote none; after a fatal error a killed chip
  * may have left half a file: it is left out. Returns 0, or the merge's
  * error. */
-static int trace_finish(pto_node *n) {
+static int trace_finish(pto_node *n, char *why, size_t whylen) {
   if (!n->trace_path) return 0;
   int nfiles = 0, k = 0;
   for (int r = 0; r < n->cfg.nchips; r++)
@@ -125,7 +125,7 @@ static int trace_finish(pto_node *n) {
       if (!p || !node_rank_trace_path(n, r, run, p, stride)) continue;
       if (in && access(p, F_OK) == 0 && (!n->fatal || trace_loadable(p))) in[k++] = p;
     }
-  if (rc == 0 && k) rc = trace_merge_runs(in, k, n->trace_path);
+  if (rc == 0 && k) rc = trace_merge_ex(in, k, n->trace_path, true, why, whylen);
   free(path);
   free(in);
   char p[PATH_MAX]; /* also when out of memory above */
@@ -446,6 +446,12 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
             PTO_NODE_MAX_CHIPS, PTO_NODE_MAX_WORKERS);
     return PTO_EINVAL;
   }
+  /* The chip configuration is checked here, where its details can be told,
+   * not in the chip processes. */
+  pto_chip *probe = NULL;
+  int crc = pto_chip_create_ex(&cfg->chip, &probe, err);
+  pto_chip_destroy(probe);
+  if (crc) return crc;
   pto_node *n = calloc(1, sizeof *n);
   if (!n) return PTO_ENOMEM;
   n->cfg = *cfg;
@@ -923,13 +929,14 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   fn(&no, arg);
   until(n, all_finished, NULL, true, UINT64_MAX, 0);
   release_domains(n);
-  rc = trace_finish(n);
+  char why[400] = "";
+  rc = trace_finish(n, why, sizeof why);
   if (rc && !n->fatal && !n->first_err) {
     n->first_err = rc == PTO_ENOMEM ? rc : PTO_ESYSTEM;
     set_err(&n->first_info, n->first_err,
             "node trace: cannot merge the ranks' traces into "
             "'%.300s': %s",
-            n->trace_path, pto_strerror(rc));
+            n->trace_path, why[0] ? why : pto_strerror(rc));
   }
   n->running = false;
   for (int64_t i = 0; i < n->ntasks; i++)

@@ -606,6 +606,30 @@ static void test_null_trace_is_noop(void **state) {
   unlink(path);
 }
 
+/* Numbers beyond int64_t's range are written without converting them to an
+ * integer first (that conversion is undefined: UBSan stops there), and read
+ * back to the same double. Found by tests/fuzz/fuzz_trace_json.c. */
+static void test_write_num_beyond_int64(void **state) {
+  (void)state;
+  const double xs[] = {4.44444e23, -1e300, 9.3e18, -9.3e18, 18446744073709551616.0, 0.5, -3};
+  for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    trace_json_write_num(f, xs[i]);
+    assert_int_equal(fclose(f), 0);
+    trace_json_doc *d = NULL;
+    char err[128];
+    assert_int_equal(trace_json_parse(text, len, &d, err, sizeof err), 0);
+    const trace_json *v = trace_json_root(d);
+    if (v->type != TJ_NUM || v->u.num != xs[i])
+      fail_msg("%.17g written as '%s' reads back as %.17g", xs[i], text, v->u.num);
+    trace_json_free(d);
+    free(text);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_concurrent_record_write_read),
@@ -617,6 +641,7 @@ int main(void) {
       cmocka_unit_test(test_merge_ranks),
       cmocka_unit_test(test_merge_runs),
       cmocka_unit_test(test_null_trace_is_noop),
+      cmocka_unit_test(test_write_num_beyond_int64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

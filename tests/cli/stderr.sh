@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The `pto` command line reports every failure on stderr, naming what was
+# wrong, with a non-zero exit status, and keeps stdout for results
+# (issue 8, item 16).
+#   stderr.sh PTO_BINARY
+set -uo pipefail
+pto=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+# expect STATUS STDERR_PATTERN -- ARGS...: exit status STATUS, stderr
+# matching the pattern (grep -E), and no FAILED/error line on stdout.
+expect() {
+  local want=$1 pat=$2
+  shift 3
+  "$pto" "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  local why=""
+  [ "$got" -eq "$want" ] || why="exit status $got, expected $want"
+  grep -Eq -- "$pat" "$tmp/err" || why="${why:+$why; }stderr does not match '$pat'"
+  if grep -Eiq 'FAILED|error|unknown|needs|cannot|no scene' "$tmp/out"; then
+    why="${why:+$why; }stdout holds an error: $(grep -Ei 'FAILED|error|unknown|needs|cannot|no scene' "$tmp/out" | head -1)"
+  fi
+  if [ -n "$why" ]; then
+    echo "FAILED: pto $*: $why"
+    sed 's/^/  stdout: /' "$tmp/out" | head -5
+    sed 's/^/  stderr: /' "$tmp/err" | head -5
+    fails=$((fails + 1))
+  fi
+}
+
+expect 1 'FAILED with PTO_ESYSTEM' -- run vector_chain --trace /nonexistent-pto-dir/t.json
+expect 1 '/nonexistent-pto-dir/t.json: cannot open for writing: No such file or directory' \
+  -- run vector_chain --trace /nonexistent-pto-dir/t.json
+expect 1 '/dev/full: write failed: No space left on device' -- run vector_chain --trace /dev/full
+expect 2 "no scene or example named 'nosuch'" -- run nosuch
+expect 2 "--clusters needs an integer in 1\.\.[0-9]+, got 'x'" -- run vector_chain --clusters x
+expect 2 "--rounds needs a positive integer" -- run vector_chain --rounds
+expect 2 "unknown option '--bogus'" -- run vector_chain --bogus
+expect 2 "unknown command 'bogus'" -- bogus
+expect 2 'which trace file' -- trace
+expect 1 '/nonexistent-pto-dir/t.json: No such file or directory' -- trace /nonexistent-pto-dir/t.json
+echo '{"traceEvents":[{"ph":"X","name":"k","pid":1,"tid":1,"ts":0,"dur":1}]}' >"$tmp/bad.json"
+expect 1 'schema: FAILED' -- trace --check "$tmp/bad.json"
+expect 1 "/dev/full: write failed: No space left on device" -- trace --merge /dev/full "$tmp/bad.json"
+expect 1 "input $tmp/none.json: cannot open" -- trace --merge "$tmp/o.json" "$tmp/none.json"
+
+if [ "$fails" -gt 0 ]; then
+  echo "$fails CLI error reports are wrong"
+  exit 1
+fi
+echo "cli: every failure on stderr, naming what was wrong"

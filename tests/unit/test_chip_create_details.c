@@ -1,0 +1,129 @@
+/* test_chip_create_details.c — pto_chip_create_ex says which field of the
+ * configuration is wrong (issue 8, item 16): every invalid field gives
+ * PTO_EINVAL with details naming it and its value, also through
+ * pto_node_create. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pto/node.h"
+#include "pto/pto.h"
+
+typedef struct bad_cfg {
+  const char *field; /* must appear in the details */
+  const char *value; /* so must this */
+  void (*apply)(pto_chip_config *c);
+} bad_cfg;
+
+#define BAD(field_, value_, stmt)                                                                  \
+  static void set_##field_##_##value_(pto_chip_config *c) { stmt; }
+BAD(clusters, 0, c->clusters = 0)
+BAD(clusters, 5000, c->clusters = 5000)
+BAD(schedulers, 9, c->schedulers = 9)
+BAD(aic_per_cluster, 2, c->aic_per_cluster = 2)
+BAD(aiv_per_cluster, 3, c->aiv_per_cluster = 3)
+BAD(task_slots, 1, c->task_slots = 1)
+BAD(dep_entries, 0, c->dep_entries = 0)
+BAD(tensormap_entries, 0, c->tensormap_entries = 0)
+BAD(heap_bytes, 8, c->heap_bytes = 8)
+BAD(watchdog_ms, 0, c->watchdog_ms = 0)
+BAD(alloc_timeout_ms, 0, c->alloc_timeout_ms = 0)
+BAD(shutdown_ms, 0, c->shutdown_ms = 0)
+BAD(async_slots, 70000, c->async_slots = 70000)
+static void set_no_cores(pto_chip_config *c) { c->aic_per_cluster = c->aiv_per_cluster = 0; }
+
+static void test_each_field_named(void **state) {
+  (void)state;
+  const bad_cfg cases[] = {
+      {"clusters", "0", set_clusters_0},
+      {"clusters", "5000", set_clusters_5000},
+      {"schedulers", "9", set_schedulers_9},
+      {"aic_per_cluster", "2", set_aic_per_cluster_2},
+      {"aiv_per_cluster", "3", set_aiv_per_cluster_3},
+      {"task_slots", "1", set_task_slots_1},
+      {"dep_entries", "0", set_dep_entries_0},
+      {"tensormap_entries", "0", set_tensormap_entries_0},
+      {"heap_bytes", "8", set_heap_bytes_8},
+      {"watchdog_ms", "0", set_watchdog_ms_0},
+      {"alloc_timeout_ms", "0", set_alloc_timeout_ms_0},
+      {"shutdown_ms", "0", set_shutdown_ms_0},
+      {"async_slots", "70000", set_async_slots_70000},
+      {"aiv_per_cluster", "both 0", set_no_cores},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pto_chip_config cfg;
+    pto_chip_config_init(&cfg);
+    cfg.clusters = 8;
+    cfg.schedulers = 0;
+    cases[i].apply(&cfg);
+    pto_chip *chip = (pto_chip *)&cfg; /* must come back NULL */
+    pto_error_info err;
+    int rc = pto_chip_create_ex(&cfg, &chip, &err);
+    if (rc != PTO_EINVAL || err.code != PTO_EINVAL || chip != NULL)
+      fail_msg("%s = %s: status %s, err.code %s, chip %p; expected PTO_EINVAL and NULL",
+               cases[i].field, cases[i].value, pto_status_name(rc), pto_status_name(err.code),
+               (void *)chip);
+    if (!strstr(err.details, cases[i].field) || !strstr(err.details, cases[i].value))
+      fail_msg("%s = %s: details '%s' do not name the field and its value", cases[i].field,
+               cases[i].value, err.details);
+  }
+}
+
+static void test_null_arguments(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  pto_chip *chip;
+  pto_error_info err;
+  assert_int_equal(pto_chip_create_ex(NULL, &chip, &err), PTO_EINVAL);
+  assert_non_null(strstr(err.details, "cfg"));
+  assert_int_equal(pto_chip_create_ex(&cfg, NULL, &err), PTO_EINVAL);
+  assert_non_null(strstr(err.details, "out"));
+  assert_int_equal(pto_chip_create_ex(&cfg, NULL, NULL), PTO_EINVAL); /* err is optional */
+}
+
+static void test_valid_config_clears_err(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  pto_chip *chip = NULL;
+  pto_error_info err;
+  memset(&err, 0x5a, sizeof err);
+  assert_int_equal(pto_chip_create_ex(&cfg, &chip, &err), PTO_OK);
+  assert_non_null(chip);
+  assert_int_equal(err.code, 0);
+  assert_string_equal(err.details, "");
+  pto_chip_destroy(chip);
+}
+
+/* A node's chip configuration is checked by pto_node_create, which names
+ * the field (the chip processes could only fail without details). */
+static void test_node_names_chip_field(void **state) {
+  (void)state;
+  pto_node_config cfg;
+  pto_node_config_init(&cfg);
+  cfg.nchips = 1;
+  cfg.chip.aiv_per_cluster = 7;
+  pto_node *node = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &node, &err);
+  if (node) pto_node_destroy(node);
+  if (rc != PTO_EINVAL || !strstr(err.details, "aiv_per_cluster = 7"))
+    fail_msg("status %s, details '%s'; expected PTO_EINVAL naming aiv_per_cluster = 7",
+             pto_status_name(rc), err.details);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_each_field_named),
+      cmocka_unit_test(test_null_arguments),
+      cmocka_unit_test(test_valid_config_clears_err),
+      cmocka_unit_test(test_node_names_chip_field),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,128 @@
+/* test_trace_write_error.c — a run whose trace cannot be written fails, and
+ * its error names the file and the OS's reason (issue 8, item 16): a
+ * missing directory (open fails) and a full disk (/dev/full: the writes
+ * fail). A run that failed on its own keeps its own error. Merging traces
+ * (what a node run does at its end) names the input or output file too. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/trace.h"
+#include "pto/pto.h"
+
+enum { N = 64 };
+static float buf[N];
+static int k_inc;
+
+static int inc(const pto_kctx *k) {
+  for (int i = 0; i < N; i++)
+    pto_tensor_f32(&k->tensors[0])[i] += 1.0f;
+  return 0;
+}
+
+static void orchestrate(pto_orch *o, void *arg) {
+  int64_t n = N;
+  pto_tensor t;
+  pto_tensor_init(&t, buf, sizeof buf, PTO_F32, 1, &n);
+  for (int i = 0; i < 3; i++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_inout(&a, &t);
+    pto_submit(o, k_inc, &a, NULL, NULL);
+  }
+  if (arg) pto_orch_fatal(o, "the orchestration gave up");
+}
+
+/* One traced run into `path`; returns its status, err filled. */
+static int traced_run(const char *path, bool fatal, pto_error_info *err) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 2;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "inc", inc, &k_inc), PTO_OK);
+  assert_int_equal(pto_chip_set_trace(chip, path), PTO_OK);
+  memset(buf, 0, sizeof buf);
+  int rc = pto_chip_run(chip, orchestrate, fatal ? (void *)1 : NULL, NULL, err);
+  pto_chip_destroy(chip);
+  return rc;
+}
+
+static void expect_details(const pto_error_info *err, const char *a, const char *b) {
+  if (!strstr(err->details, a) || !strstr(err->details, b))
+    fail_msg("details '%s' should name '%s' and '%s'", err->details, a, b);
+}
+
+static void test_missing_directory(void **state) {
+  (void)state;
+  const char *path = "/nonexistent-pto-dir/run.json";
+  pto_error_info err;
+  int rc = traced_run(path, false, &err);
+  /* the run computed everything; only its trace is missing */
+  assert_true(buf[0] == 3.0f && buf[N - 1] == 3.0f);
+  if (rc != PTO_ESYSTEM || err.code != PTO_ESYSTEM)
+    fail_msg("status %s, err.code %s (details '%s'); expected PTO_ESYSTEM for both",
+             pto_status_name(rc), pto_status_name(err.code), err.details);
+  expect_details(&err, path, "No such file or directory");
+}
+
+static void test_disk_full(void **state) {
+  (void)state;
+  pto_error_info err;
+  int rc = traced_run("/dev/full", false, &err);
+  if (rc != PTO_ESYSTEM || err.code != PTO_ESYSTEM)
+    fail_msg("status %s, err.code %s (details '%s'); expected PTO_ESYSTEM for both",
+             pto_status_name(rc), pto_status_name(err.code), err.details);
+  expect_details(&err, "/dev/full", "No space left on device");
+}
+
+static void test_run_error_stays_first(void **state) {
+  (void)state;
+  pto_error_info err;
+  int rc = traced_run("/nonexistent-pto-dir/run.json", true, &err);
+  if (rc != PTO_EFATAL || err.code != PTO_EFATAL)
+    fail_msg("status %s, err.code %s (details '%s'); expected the run's own PTO_EFATAL",
+             pto_status_name(rc), pto_status_name(err.code), err.details);
+}
+
+static void test_merge_names_the_file(void **state) {
+  (void)state;
+  char in[128], why[512];
+  snprintf(in, sizeof in, "/tmp/pto_test_trace_write_error_%d.json", (int)getpid());
+  pto_trace *t = trace_create(0, "p");
+  trace_track(t, "core 0");
+  trace_slice(t, 0, "k", "block", 10, 20, 0, 0);
+  assert_int_equal(trace_write(t, in), 0);
+  trace_destroy(t);
+  const char *ins[] = {in};
+  int rc = trace_merge_ex(ins, 1, "/dev/full", true, why, sizeof why);
+  assert_int_equal(rc, PTO_ESYSTEM);
+  if (!strstr(why, "/dev/full") || !strstr(why, "No space left on device"))
+    fail_msg("merge into /dev/full: '%s'", why);
+  const char *missing[] = {in, "/nonexistent-pto-dir/rank1.json"};
+  rc = trace_merge_ex(missing, 2, "/dev/null", false, why, sizeof why);
+  assert_int_equal(rc, PTO_ESYSTEM);
+  if (!strstr(why, "/nonexistent-pto-dir/rank1.json") || !strstr(why, "No such file"))
+    fail_msg("merge of a missing input: '%s'", why);
+  const char *twice[] = {in, in};
+  rc = trace_merge_ex(twice, 2, "/dev/null", false, why, sizeof why);
+  assert_int_equal(rc, PTO_EINVAL);
+  if (!strstr(why, "same rank")) fail_msg("merge of one rank twice: '%s'", why);
+  unlink(in);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_missing_directory),
+      cmocka_unit_test(test_disk_full),
+      cmocka_unit_test(test_run_error_stays_first),
+      cmocka_unit_test(test_merge_names_the_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,47 @@
+/* cli_args.h — the `pto` command line, parsed: a function of argc/argv
+ * that runs nothing and prints nothing, so that it can be tested and fuzzed
+ * (tests/fuzz/fuzz_cli.c). main.c runs what it returns. */
+#ifndef PTO_CLI_ARGS_H
+#define PTO_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum cli_cmd {
+  CLI_HELP,        /* pto --help: usage on stdout */
+  CLI_RUN_LIST,    /* pto run --list */
+  CLI_RUN,         /* pto run NAME [options] */
+  CLI_TRACE_HELP,  /* pto trace --help */
+  CLI_TRACE,       /* pto trace [--check] FILE */
+  CLI_TRACE_MERGE, /* pto trace --merge OUT IN... */
+} cli_cmd;
+
+/* Bounds of the integer options (--clusters, --schedulers, --rounds, --seed). */
+#define CLI_INT_MAX (1 << 20)
+
+typedef struct cli_args {
+  cli_cmd cmd;
+  /* CLI_RUN; 0 = not given (the scene's default) for clusters/schedulers */
+  const char *name;
+  int clusters, schedulers, rounds; /* rounds 1 when not given */
+  unsigned seed;                    /* 1 when not given */
+  const char *trace;                /* --trace FILE, or NULL */
+  bool fault_inject;
+  /* CLI_TRACE */
+  bool check;
+  const char *path;
+  /* CLI_TRACE_MERGE: out, then nin input files */
+  const char *out;
+  char *const *in;
+  int nin;
+} cli_args;
+
+/* Which usage text an error should be followed by. */
+typedef enum cli_usage { CLI_USAGE_MAIN, CLI_USAGE_TRACE } cli_usage;
+
+/* Parses argv[0..argc) (argv[0] is the program). Returns 0 with *a filled
+ * (its strings point into argv), or 2 (a usage error) with err naming the
+ * argument that is wrong and *usage saying which usage text applies. */
+int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *err, size_t errlen);
+
+#endif
