@@ -9,7 +9,9 @@
  *    namespace sharing /dev/shm), removes those of a run whose guard is
  *    free or gone, and never touches names of another shape;
  *  - the signal cleanup is installed only over the default action and
- *    removed with the last node. */
+ *    removed with the last node;
+ *  - a second Unix user (uid 65534) is told "device busy" while root holds
+ *    the devices, then gets a working run (leases are machine-wide). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -348,12 +351,80 @@ static void test_handler_only_over_default(void **state) {
   signal(SIGTERM, SIG_DFL);
 }
 
+/* ---- a second Unix user ---- */
+
+static void domain_orch(pto_node_orch *no, void *arg) {
+  (void)arg;
+  static const int chips[2] = {0, 1};
+  pto_window_buffer buf = {"data", 4096};
+  pto_domain dom;
+  pto_node_domain_create(no, chips, 2, &buf, 1, &dom); /* a failure fails the run */
+}
+
+/* In a child that becomes uid 65534: a node on this file's devices, with
+ * no lease wait; exit 0 = a run with a domain worked, 10 + k = create
+ * failed with status -k (details on stderr). */
+static int node_as_other_user(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    pto_node_config cfg;
+    config(&cfg, 2);
+    cfg.lease_wait_ms = 0;
+    pto_node *n = NULL;
+    pto_error_info err;
+    int rc = pto_node_create(&cfg, &n, &err);
+    if (rc) {
+      fprintf(stderr, "uid 65534: node create: %s: %s\n", pto_status_name(rc), err.details);
+      _exit(10 - rc);
+    }
+    rc = pto_node_run(n, domain_orch, NULL, &err);
+    if (rc) fprintf(stderr, "uid 65534: node run: %s: %s\n", pto_status_name(rc), err.details);
+    pto_node_destroy(n);
+    _exit(rc ? 3 : 0);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_second_user_run(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip();
+  /* the lease objects as root's earlier runs of an older pto left them */
+  for (int d = DEV0; d <= DEV0 + 1; d++) {
+    char name[32];
+    snprintf(name, sizeof name, "/pto-lease.dev%d", d);
+    int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(fchown(fd, 0, 0), 0);
+    assert_int_equal(fchmod(fd, 0600), 0);
+    close(fd);
+  }
+  pto_node_config cfg;
+  config(&cfg, 2);
+  pto_node *n = NULL;
+  pto_error_info err;
+  assert_int_equal(pto_node_create(&cfg, &n, &err), 0);
+  int busy = node_as_other_user(); /* root holds the devices */
+  pto_node_destroy(n);
+  int free_run = node_as_other_user();
+  printf("uid 65534 while uid 0 holds the devices: exit %d (want %d: PTO_EDEVICE_BUSY); once "
+         "free: exit %d (want 0: a run with a domain)\n",
+         busy, 10 - PTO_EDEVICE_BUSY, free_run);
+  assert_int_equal(busy, 10 - PTO_EDEVICE_BUSY);
+  assert_int_equal(free_run, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ctrl_c_mid_run),
       cmocka_unit_test(test_sigterm_to_parent),
       cmocka_unit_test(test_sweep_spares_live_runs),
       cmocka_unit_test(test_handler_only_over_default),
+      cmocka_unit_test(test_second_user_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
