@@ -5,9 +5,10 @@
  * locks it (flock, exclusive) and only then gives it a size (it writes its
  * pid). A sweeper opens the guard of each run it finds and tries the lock
  * without blocking: held = live; free and sized = stale (the owner is
- * gone); free and empty = being created (left alone); no guard at all = an
- * orphan (the guard exists before any other object of its run and is
- * unlinked after all of them). The sweeper holds the lock while it
+ * gone); free and empty = being created (left alone); no guard at all =
+ * not a live run of this version (the guard exists before any other object
+ * of its run and is unlinked after all of them): a leftover, or a run of an
+ * older pto, judged by its pid as that version does. The sweeper holds the lock while it
  * unlinks, so an owner never locks a guard that is being swept.
  *
  * Signal cleanup. A fixed registry (no allocation) of the guards this
@@ -23,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -332,7 +334,16 @@ static run_state probe(const char *id, size_t n, int *fd) {
   char name[NAME_MAX_RUN + 16];
   snprintf(name, sizeof name, "/" RUN_GUARD_TAG "%.*s", (int)n, id);
   *fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
-  if (*fd < 0) return errno == ENOENT ? RUN_ORPHAN : RUN_LIVE; /* unreadable: not ours to judge */
+  if (*fd < 0 && errno != ENOENT) return RUN_LIVE; /* unreadable: not ours to judge */
+  if (*fd < 0) {
+    /* No guard: a run of a pto before guards (or leftovers of a run whose
+     * guard is gone). A live run of this version always has its guard, so
+     * only an older run can be live here; judge it as that version would,
+     * by its pid (never worse than before; the guard is what makes it
+     * namespace-safe). */
+    int pid = atoi(id);
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH ? RUN_ORPHAN : RUN_LIVE;
+  }
   struct stat st;
   if (flock(*fd, LOCK_EX | LOCK_NB) != 0 || fstat(*fd, &st) != 0 || st.st_size == 0) {
     close(*fd); /* held (live), or still being created */

@@ -37,8 +37,9 @@ void run_guard_child(const char *prefix, pid_t pid);
 /* The run ended: unlinks every object of the run, the guard last, and
  * drops the guard (and the signal cleanup with the last guard). */
 void run_guard_end(const char *prefix);
-/* Unlinks the objects of runs whose guard is unlocked or gone (names of
- * another shape are never touched). Returns the number unlinked. */
+/* Unlinks the objects of runs whose guard is unlocked, or that have no
+ * guard and whose pid is dead (an older pto's run, or leftovers); names of
+ * another shape are never touched. Returns the number unlinked. */
 int run_guard_sweep(void);
 /* Unlinks every object of run `prefix` (leading '/' optional), the guard
  * last. Async-signal-safe. Returns the number unlinked. */

@@ -34,6 +34,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
+#include "node/run_guard.h"
 #include "pto/comm.h"
 #include "pto/node.h"
 
@@ -136,7 +137,10 @@ static void interrupted_orch(pto_node_orch *no, void *arg) {
 }
 
 static void __attribute__((noreturn)) interrupted_run(int fd) {
-  setpgid(0, 0); /* its own process group, as a shell job: Ctrl-C reaches all of it */
+  setpgid(0, 0);           /* its own process group, as a shell job: Ctrl-C reaches all of it */
+  signal(SIGINT, SIG_DFL); /* as in an interactive shell (a background job may inherit SIG_IGN) */
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
   g_pipe = fd;
   pto_node_config cfg;
   config(&cfg, 2);
@@ -267,18 +271,10 @@ static bool exists(const char *name) {
   return true;
 }
 
-/* A node create runs the sweep. */
-static void sweep_now(void) {
-  pto_node_config cfg;
-  config(&cfg, 1);
-  pto_node *n = NULL;
-  pto_error_info err;
-  assert_int_equal(pto_node_create(&cfg, &n, &err), 0);
-  pto_node_destroy(n);
-}
-
-static void test_sweep_spares_live_runs(void **state) {
-  (void)state;
+/* One scenario; false when the canary (a name of another shape, which this
+ * sweep never touches) vanished: a pid-based sweep of an older pto in
+ * another process interfered, and the outcome says nothing. */
+static bool sweep_scenario(void) {
   pid_t dead = fork(); /* a pid that is surely gone once reaped: what a run in
                           another PID namespace looks like from here */
   if (dead == 0) _exit(0);
@@ -299,24 +295,37 @@ static void test_sweep_spares_live_runs(void **state) {
   close(make_object(stale_w, NULL));
   close(make_object(orphan_w, NULL)); /* its guard is gone */
   close(make_object(other, NULL));
-  sweep_now();
+  run_guard_sweep(); /* what pto_node_create runs first */
   bool kept_live = exists(live_g) && exists(live_w);
-  printf("sweep: live run %s, stale run %s, orphan %s, other name %s\n",
-         kept_live ? "kept" : "UNLINKED", exists(stale_g) || exists(stale_w) ? "KEPT" : "unlinked",
-         exists(orphan_w) ? "KEPT" : "unlinked", exists(other) ? "kept" : "UNLINKED");
   bool stale_gone = !exists(stale_g) && !exists(stale_w) && !exists(orphan_w);
   bool other_kept = exists(other);
+  printf("sweep: live run %s, stale run %s, orphan %s, other name %s\n",
+         kept_live ? "kept" : "UNLINKED", exists(stale_g) || exists(stale_w) ? "KEPT" : "unlinked",
+         exists(orphan_w) ? "KEPT" : "unlinked", other_kept ? "kept" : "UNLINKED");
   /* the live run ends: its objects are stale now */
   close(lg);
-  sweep_now();
+  run_guard_sweep();
   bool live_gone_after = !exists(live_g) && !exists(live_w);
+  other_kept = other_kept && exists(other);
   const char *all[] = {live_g, live_w, stale_g, stale_w, orphan_w, other};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     shm_unlink(all[i]);
+  if (!other_kept) {
+    printf("the canary %s vanished: another process's pid-based sweep interfered; again\n", other);
+    return false;
+  }
   assert_true(kept_live);
   assert_true(stale_gone);
-  assert_true(other_kept);
   assert_true(live_gone_after);
+  return true;
+}
+
+static void test_sweep_spares_live_runs(void **state) {
+  (void)state;
+  bool done = false;
+  for (int i = 0; i < 5 && !done; i++)
+    done = sweep_scenario();
+  assert_true(done);
 }
 
 /* ---- the handler is ours only over the default action ---- */
@@ -325,7 +334,9 @@ static void app_handler(int sig) { (void)sig; }
 
 static void test_handler_only_over_default(void **state) {
   (void)state;
-  struct sigaction sa;
+  struct sigaction sa, saved;
+  assert_int_equal(sigaction(SIGINT, NULL, &saved), 0);
+  signal(SIGINT, SIG_DFL); /* whatever the test runner left */
   pto_node_config cfg;
   config(&cfg, 1);
   pto_node *n = NULL;
@@ -349,6 +360,7 @@ static void test_handler_only_over_default(void **state) {
   assert_int_equal(sigaction(SIGTERM, NULL, &sa), 0);
   assert_true(sa.sa_handler == app_handler);
   signal(SIGTERM, SIG_DFL);
+  sigaction(SIGINT, &saved, NULL);
 }
 
 /* ---- a second Unix user ---- */
