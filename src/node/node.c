@@ -446,7 +446,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     free(n);
     return rc;
   }
-  run_guard_sweep(); /* objects of runs whose guard is free: see run_guard.h */
+  run_guard_sweep(); /* objects of runs that are gone: see run_guard.h */
   static unsigned seq;
   n->parent_pid = getpid();
   snprintf(n->prefix, sizeof n->prefix, "/pto.%d.%u.%06" PRIx64, (int)getpid(), seq++,
