@@ -7,7 +7,9 @@
  *  - the stale sweep of a new run leaves a live run's objects alone even
  *    when the pid in their names looks dead (a run in another PID
  *    namespace sharing /dev/shm), removes those of a run whose guard is
- *    free or gone, and never touches names of another shape;
+ *    free or gone, and never touches names of another shape; and for real:
+ *    a run living as pid N of a new PID namespace, N dead here, keeps its
+ *    objects through another run's sweep and ends well;
  *  - the signal cleanup is installed only over the default action and
  *    removed with the last node;
  *  - a second Unix user (uid 65534) is told "device busy" while root holds
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -328,6 +331,143 @@ static void test_sweep_spares_live_runs(void **state) {
   assert_true(done);
 }
 
+/* ---- a live run in another PID namespace, for real ---- */
+
+static int g_down = -1; /* the inner run's chip task waits for a byte on it */
+
+static void waiting_chip(pto_orch *o, void *arg) {
+  (void)o;
+  (void)arg;
+  if (write(g_pipe, "R", 1) != 1) _exit(9);
+  struct pollfd p = {g_down, POLLIN, 0};
+  poll(&p, 1, 20000); /* bounded: the outer test says when */
+}
+
+static void waiting_orch(pto_node_orch *no, void *arg) {
+  (void)arg;
+  static const int chips[2] = {0, 1};
+  pto_window_buffer buf = {"data", 4096};
+  pto_domain dom;
+  pto_node_domain_create(no, chips, 2, &buf, 1, &dom);
+  pto_node_submit_group(no, chips, 2, waiting_chip, NULL, NULL);
+}
+
+/* The run, as pid `want` of a new PID namespace: 0 = it ran to the end. */
+static int __attribute__((noreturn)) ns_run(int want, int up, int down) {
+  if (unshare(CLONE_NEWPID) != 0) {
+    if (write(up, "skip\n", 5) != 5) _exit(6);
+    _exit(0);
+  }
+  pid_t init = fork(); /* pid 1 of the namespace */
+  if (init < 0) _exit(5);
+  if (init > 0) {
+    int st;
+    waitpid(init, &st, 0);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st));
+  }
+  for (;;) { /* pids are handed out in order: fork until one gets `want` */
+    pid_t r = fork();
+    if (r < 0) _exit(5);
+    if (r == 0) {
+      if (getpid() == want) break;
+      _exit(0);
+    }
+    int st = 0;
+    waitpid(r, &st, 0);
+    if (r == want) _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st));
+    if (r > want) { /* passed it (a sanitizer's helper took it): cannot test */
+      if (write(up, "skip\n", 5) != 5) _exit(6);
+      _exit(0);
+    }
+  }
+  /* pid `want` here; in the test's namespace, pid `want` is dead */
+  g_pipe = up;
+  g_down = down;
+  static const int devs[2] = {DEV0 + 2, DEV0 + 3};
+  pto_node_config cfg;
+  config(&cfg, 2);
+  cfg.device_ids = devs;
+  pto_node *n = NULL;
+  pto_error_info err;
+  if (pto_node_create(&cfg, &n, &err) != 0) _exit(7);
+  char line[96];
+  int len = snprintf(line, sizeof line, "%s %d\n", pto_node_shm_prefix(n), (int)getpid());
+  if (write(up, line, (size_t)len) != len) _exit(6);
+  int rc = pto_node_run(n, waiting_orch, NULL, &err);
+  pto_node_destroy(n);
+  _exit(rc ? 8 : 0);
+}
+
+static void test_live_run_in_other_pid_namespace(void **state) {
+  (void)state;
+  if (geteuid() != 0) skip();
+  int want = 0; /* a pid that is dead here */
+  for (int p = 300; p < 30000 && !want; p++)
+    if (kill(p, 0) != 0 && errno == ESRCH) want = p;
+  assert_true(want > 0);
+  int up[2], down[2];
+  assert_int_equal(pipe(up), 0);
+  assert_int_equal(pipe(down), 0);
+  fflush(NULL);
+  pid_t c = fork();
+  assert_true(c >= 0);
+  if (c == 0) {
+    close(up[0]);
+    close(down[1]);
+    ns_run(want, up[1], down[0]);
+  }
+  close(up[1]);
+  close(down[0]);
+  char head[96] = "", prefix[64] = "";
+  size_t got = 0;
+  struct pollfd p = {up[0], POLLIN, 0};
+  while (got < sizeof head - 1 && poll(&p, 1, 20000) > 0 && read(up[0], head + got, 1) == 1 &&
+         head[got] != '\n')
+    got++;
+  head[got] = 0;
+  if (strcmp(head, "skip") == 0) {
+    waitpid(c, NULL, 0);
+    printf("cannot run as pid %d of a new PID namespace here (unshare refused, or the pid was "
+           "taken): skipped\n",
+           want);
+    skip();
+  }
+  int inner = 0;
+  bool started = sscanf(head, "%63s %d", prefix, &inner) == 2;
+  char r1 = 0, r2 = 0;
+  started = started && poll(&p, 1, 20000) > 0 && read(up[0], &r1, 1) == 1 &&
+            poll(&p, 1, 20000) > 0 && read(up[0], &r2, 1) == 1;
+  char names[512];
+  int before = count_objects(prefix, names, sizeof names);
+  errno = 0;
+  bool looks_dead = kill(inner, 0) != 0 && errno == ESRCH;
+  printf("run %s lives as pid %d of another PID namespace; pid %d here is %s; objects%s\n", prefix,
+         inner, inner, looks_dead ? "dead" : "ALIVE", names);
+  /* another run starts here and sweeps */
+  pto_node_config cfg;
+  config(&cfg, 1);
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  pto_node_destroy(n);
+  int after = count_objects(prefix, names, sizeof names);
+  if (write(down[1], "x", 1) != 1) {
+  }
+  int st = wait_exit(c, 20000);
+  close(up[0]);
+  close(down[1]);
+  printf("after another run's sweep: %d of %d objects left%s; the run ended with exit %d (want "
+         "%d of %d left, exit 0)\n",
+         after, before, names, st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1, before, before);
+  unlink_objects(prefix);
+  assert_true(started);
+  assert_true(looks_dead);
+  assert_int_equal(rc, 0);
+  assert_true(before >= 2); /* its two windows (and its guard) */
+  assert_int_equal(after, before);
+  assert_true(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /* ---- the handler is ours only over the default action ---- */
 
 static void app_handler(int sig) { (void)sig; }
@@ -435,6 +575,7 @@ int main(void) {
       cmocka_unit_test(test_ctrl_c_mid_run),
       cmocka_unit_test(test_sigterm_to_parent),
       cmocka_unit_test(test_sweep_spares_live_runs),
+      cmocka_unit_test(test_live_run_in_other_pid_namespace),
       cmocka_unit_test(test_handler_only_over_default),
       cmocka_unit_test(test_second_user_run),
   };
