@@ -8,11 +8,12 @@
  * gone); free and empty = being created (left alone); no guard at all =
  * not a live run of this version (the guard exists before any other object
  * of its run and is unlinked after all of them): a leftover, or a run of an
- * older pto, judged by its pid as that version does. The sweeper holds the lock while it
- * unlinks, so an owner never locks a guard that is being swept.
+ * older pto, judged by its pid as that version does. The sweeper holds the
+ * lock while it unlinks, so an owner never locks a guard being swept.
  *
  * Signal cleanup. A fixed registry (no allocation) of the guards this
- * process owns; the handler only reads it, with atomics, and calls kill,
+ * process owns; the handler only reads it (a slot's fields are written
+ * before its `live` flag, seq_cst), and calls kill,
  * waitpid, nanosleep, open, getdents64, unlinkat, sigaction, sigprocmask
  * and raise — all async-signal-safe. */
 #include "node/run_guard.h"
