@@ -550,7 +550,7 @@ void pto_node_destroy(pto_node *n) {
     while (!all_exited(n, NULL) && pto_now_ns() < dl)
       pto_wait(&n->ctl->parent_ev, anything, n, pto_now_ns() + 20000000ull);
   }
-  kill_all(n); /* whatever is left: stuck children, domains */
+  kill_all(n);              /* whatever is left: stuck children, domains */
   run_guard_end(n->prefix); /* every object of the run, its guard last */
   comm_fini(&n->observer, false);
   comm_space_release(n->space, n->cfg.window_space);
