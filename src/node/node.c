@@ -550,8 +550,9 @@ void pto_node_destroy(pto_node *n) {
     while (!all_exited(n, NULL) && pto_now_ns() < dl)
       pto_wait(&n->ctl->parent_ev, anything, n, pto_now_ns() + 20000000ull);
   }
-  kill_all(n);              /* whatever is left: stuck children, domains */
-  run_guard_end(n->prefix); /* every object of the run, its guard last */
+  kill_all(n); /* whatever is left: stuck children, domains */
+  /* every object of the run, its guard last */
+  run_guard_end(n->prefix);
   comm_fini(&n->observer, false);
   comm_space_release(n->space, n->cfg.window_space);
   munmap(n->host, n->cfg.host_bytes);
