@@ -46,7 +46,8 @@ typedef struct comm_backend {
    * when the deadline passed. cond(arg) is re-checked by the caller. */
   bool (*signal_park)(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns);
   /* Start (end = false) or end of node task `epoch` on this rank; `group`
-   * has bit c set for every node chip c that runs the same (group) task. */
+   * has bit c set for every node chip c that runs the same (group) task.
+   * end: its kernels finished (marked before the end-of-task quiet). */
   void (*task_mark)(comm_win *w, uint32_t epoch, uint64_t group, bool end);
   /* Completes every earlier put/accumulate (peer < 0: to every peer).
    * end_of_task: the node task ends here. */

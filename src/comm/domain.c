@@ -112,15 +112,18 @@ void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
 
 int comm_task_end(pto_comm *c) {
   int rc = 0;
+  /* first say, in every domain, that this rank's kernels finished (they
+   * read nothing more), then land what is held: peers landing their own
+   * stores for us meanwhile need not wait for us, nor we for them */
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    comm_dom *d = c->doms[i];
+    if (d && d->my_rank >= 0) d->be->task_mark(d->win, c->epoch, c->group, true);
+  }
   for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
     comm_dom *d = c->doms[i];
     if (!d || d->my_rank < 0) continue;
     int r = d->be->quiet(d->win, -1, true);
     if (r && !rc) rc = r;
-  }
-  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
-    comm_dom *d = c->doms[i];
-    if (d && d->my_rank >= 0) d->be->task_mark(d->win, c->epoch, c->group, true);
   }
   return rc;
 }

@@ -20,7 +20,7 @@
 #include "common/wait.h"
 
 #define SHM_MAGIC    0x70746f77696e3031ull /* "ptowin01" */
-#define FAULT_GAP_MS 500 /* most an end-of-task landing is held for a reading peer */
+#define FAULT_GAP_MS 500 /* most the landings of one end of task are held for a reading peer */
 
 typedef struct shm_hdr {
   uint64_t magic;
@@ -28,7 +28,7 @@ typedef struct shm_hdr {
   int32_t rank;
   pto_event ev;               /* signalled by every notify to this rank and barrier arrival */
   _Atomic uint64_t arrive;    /* barrier: epoch << 32 | seq of the last barrier reached */
-  _Atomic uint32_t task_done; /* last node task this rank finished */
+  _Atomic uint32_t task_done; /* last node task whose kernels finished on this rank */
 } shm_hdr;
 _Static_assert(sizeof(shm_hdr) <= COMM_HEADER_BYTES, "window header too large");
 
@@ -39,6 +39,7 @@ struct comm_win {
   fault_queue *fq;                         /* NULL unless fault injection is on */
   uint32_t epoch;                          /* current node task */
   uint64_t group;                          /* node chips of the current task */
+  uint64_t gap_deadline;                   /* end of the pauses of this end of task */
 };
 
 static unsigned char *rank_addr(const comm_win *w, int r) {
@@ -173,20 +174,27 @@ typedef struct gap_wait {
 
 static bool gap_over(void *arg) {
   gap_wait *g = arg;
-  /* acquire pairs with the peer's release store at the end of its task */
-  return atomic_load_explicit(&g->peer->task_done, memory_order_acquire) == g->epoch;
+  /* acquire pairs with the peer's release store at the end of its task.
+   * Wrap-safe "at or after my epoch": a peer that finished a later task
+   * finished this one too (epochs only grow, modulo 2^32). */
+  uint32_t done = atomic_load_explicit(&g->peer->task_done, memory_order_acquire);
+  return (int32_t)(done - g->epoch) >= 0;
 }
 
 /* End of task: the rest of the batch is held back while a peer of the same
- * (group) task still runs — it is the only party that could read the data
- * without pto's ordering — until it finished or FAULT_GAP_MS passed. Peers
- * in other tasks are ordered after this task by node dependencies. */
+ * (group) task still runs its kernels — it is the only party that could
+ * read the data without pto's ordering — until its kernels finished, for at
+ * most FAULT_GAP_MS in all per end of task (the deadline is the batch's, so
+ * pauses never add up). Peers in other tasks are ordered after this task by
+ * node dependencies. A peer that is itself landing its end-of-task batch
+ * has marked its task done first (comm_task_end), so two ranks holding
+ * stores for each other never wait for each other. */
 static void gap(void *arg, const fault_op *landed) {
   comm_win *w = arg;
   int chip = w->d.chips[landed->peer];
   if (chip < 0 || chip >= 64 || !(w->group >> chip & 1)) return;
   gap_wait g = {hdr(w, landed->peer), w->epoch};
-  pto_wait(&g.peer->ev, gap_over, &g, pto_deadline_ms(FAULT_GAP_MS));
+  pto_wait(&g.peer->ev, gap_over, &g, w->gap_deadline);
 }
 
 /* ---- backend ---- */
@@ -321,12 +329,14 @@ static void shm_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end)
   w->epoch = epoch;
   w->group = group;
   if (!end) return;
-  /* release pairs with gap_over of a peer holding stores back for me */
+  /* release pairs with gap_over of a peer holding stores back for me: my
+   * kernels finished, I read nothing more of this task */
   atomic_store_explicit(&h->task_done, epoch, memory_order_release);
   pto_event_signal(&h->ev);
 }
 
 static int shm_quiet(comm_win *w, int peer, bool end_of_task) {
+  if (end_of_task) w->gap_deadline = pto_deadline_ms(FAULT_GAP_MS); /* one for the whole batch */
   if (w->fq) fault_flush(w->fq, peer, end_of_task);
   return 0;
 }

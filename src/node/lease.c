@@ -1,6 +1,19 @@
-/* lease.c — device leases as flock()s on "/pto-lease.dev<N>" objects. The
- * objects are never unlinked: unlinking while another run holds or opens
- * the lock would let two runs lock two different files for one device. */
+/* lease.c — device leases as flock()s on "/pto-lease.dev<N>" objects.
+ *
+ * Device ids are machine-wide, as the devices of a real machine: every
+ * Unix user of the machine leases from the same objects, which are made
+ * mode 0666 (whatever the umask), so a second user gets a free device or
+ * "device busy: device N is leased by pid P (uid U)", never "Permission
+ * denied". An object is opened without O_CREAT when it exists (O_CREAT on
+ * another user's file in sticky /dev/shm fails under
+ * fs.protected_regular), and read-only when it is not writable to us (a
+ * flock needs no write access). An object an older pto left at mode 0600
+ * is made 0666 by its owner's (or root's) next lease; anyone else gets an
+ * error naming its owner, its mode and the remedy.
+ *
+ * The objects are never unlinked: unlinking while another run holds or
+ * opens the lock would let two runs lock two different files for one
+ * device. */
 #include "node/lease.h"
 
 #include <errno.h>
@@ -10,16 +23,58 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/wait.h"
 #include "pto/status.h"
 
-static int holder_pid(int fd) {
-  char buf[24] = {0};
-  if (pread(fd, buf, sizeof buf - 1, 0) <= 0) return 0;
-  return atoi(buf);
+#define LEASE_MODE 0666
+
+/* "pid P (uid U)" of the holder, as it wrote them after locking. */
+static const char *holder(int fd, char *buf, size_t len) {
+  char text[48] = {0};
+  int pid = 0, uid = -1;
+  if (pread(fd, text, sizeof text - 1, 0) > 0) sscanf(text, "%d %d", &pid, &uid);
+  if (uid >= 0)
+    snprintf(buf, len, "pid %d (uid %d)", pid, uid);
+  else
+    snprintf(buf, len, "pid %d", pid);
+  return buf;
+}
+
+/* Opens (or makes) the lease object of device id; PTO_ESYSTEM with `why`
+ * when it cannot. */
+static int open_lease(int id, const char *name, int *out, char *why, size_t why_len) {
+  int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0 && errno == ENOENT) {
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, LEASE_MODE);
+    if (fd < 0 && errno == EEXIST) fd = shm_open(name, O_RDWR | O_CLOEXEC, 0); /* raced */
+  }
+  if (fd < 0 && errno == EACCES) fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) {
+    int err = errno;
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    if (err == EACCES && stat(path, &st) == 0)
+      snprintf(why, why_len,
+               "lease of device %d: cannot open %s, owned by uid %u with mode %04o (left by an "
+               "older pto?): %s; its owner or root can run `chmod 666 %s` (or remove it while "
+               "no run uses device %d)",
+               id, path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), strerror(err), path,
+               id);
+    else
+      snprintf(why, why_len, "lease of device %d: %s: %s", id, name, strerror(err));
+    return PTO_ESYSTEM;
+  }
+  struct stat st;
+  if (fstat(fd, &st) == 0 && (st.st_mode & 0777) != LEASE_MODE &&
+      (st.st_uid == geteuid() || geteuid() == 0))
+    (void)!fchmod(fd, LEASE_MODE); /* made under a umask, or by an older pto */
+  *out = fd;
+  return 0;
 }
 
 typedef struct lock_try {
@@ -38,33 +93,32 @@ static bool try_lock(void *arg) {
 }
 
 static int lease_one(int id, int64_t wait_ms, bool quiet, int *out, char *why, size_t why_len) {
-  char name[48];
+  char name[48], who[48];
   snprintf(name, sizeof name, "/pto-lease.dev%d", id);
-  int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    snprintf(why, why_len, "lease of device %d: %s", id, strerror(errno));
-    return PTO_ESYSTEM;
-  }
+  int fd;
+  int rc = open_lease(id, name, &fd, why, why_len);
+  if (rc) return rc;
   lock_try t = {fd, 0};
   if (!try_lock(&t) && wait_ms > 0) {
     if (!quiet)
-      fprintf(stderr, "pto: device %d is leased by pid %d; waiting up to %lld ms\n", id,
-              holder_pid(fd), (long long)wait_ms);
+      fprintf(stderr, "pto: device %d is leased by %s; waiting up to %lld ms\n", id,
+              holder(fd, who, sizeof who), (long long)wait_ms);
     pto_wait(NULL, try_lock, &t, pto_deadline_ms(wait_ms));
   }
   if (t.err) {
     bool busy = t.err == EWOULDBLOCK || t.err == EINTR;
     if (busy)
-      snprintf(why, why_len, "device busy: device %d is leased by pid %d", id, holder_pid(fd));
+      snprintf(why, why_len, "device busy: device %d is leased by %s", id,
+               holder(fd, who, sizeof who));
     else
       snprintf(why, why_len, "lease of device %d: %s", id, strerror(t.err));
     close(fd);
     return busy ? PTO_EDEVICE_BUSY : PTO_ESYSTEM;
   }
-  char pid[24];
-  int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+  char pid[32];
+  int len = snprintf(pid, sizeof pid, "%d %d\n", (int)getpid(), (int)geteuid());
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
-    /* the pid is only for messages; the lock is what counts */
+    /* the pid is only for messages (read-only: an older pto's object); the lock is what counts */
   }
   *out = fd;
   return 0;

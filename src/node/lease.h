@@ -2,7 +2,8 @@
  * A lease is an exclusive flock on a per-device lock object; the kernel
  * drops it when the holder dies, so a crashed run never leaves a lease
  * behind. A run asking for a leased device waits a bounded time (saying
- * so on stderr) or fails with PTO_EDEVICE_BUSY; it never shares it. */
+ * so on stderr) or fails with PTO_EDEVICE_BUSY; it never shares it. Device
+ * ids are machine-wide: every Unix user leases from the same objects. */
 #ifndef PTO_NODE_LEASE_H
 #define PTO_NODE_LEASE_H
 

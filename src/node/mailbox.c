@@ -26,8 +26,9 @@ uint32_t mbox_post(node_mbox *mb, node_frame *f) {
 }
 
 bool mbox_taken(node_mbox *mb, uint32_t gen) {
-  /* relaxed: only tells the parent that the child is alive and listening */
-  return atomic_load_explicit(&mb->taken, memory_order_relaxed) == gen;
+  /* acquire pairs with the release in mbox_take: the child has finished
+   * copying frame gen, so a later post cannot tear it */
+  return atomic_load_explicit(&mb->taken, memory_order_acquire) == gen;
 }
 
 bool mbox_poll_reply(node_mbox *mb, uint32_t gen, node_reply *r) {
@@ -43,8 +44,9 @@ bool mbox_take(node_mbox *mb, uint32_t last, node_frame *f) {
   if (gen == last) return false;
   *f = mb->frame;
   if (f->gen != gen) return false; /* torn by a newer post: impossible while we owe a reply */
-  /* relaxed: a liveness hint for the parent's control deadline */
-  atomic_store_explicit(&mb->taken, gen, memory_order_relaxed);
+  /* release pairs with mbox_taken: my copy of the frame is complete (the
+   * parent may post over it), and a liveness hint for its control deadline */
+  atomic_store_explicit(&mb->taken, gen, memory_order_release);
   return true;
 }
 

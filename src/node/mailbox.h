@@ -4,7 +4,16 @@
  * with gen g. Every frame and reply carries its generation, and each side
  * accepts only the generation it expects, so a stale frame or a late reply
  * of an earlier exchange can never be taken for the current one. Written
- * as non-blocking steps; the loops in node.c and child.c call them. */
+ * as non-blocking steps; the loops in node.c and child.c call them, and
+ * tests/unit/test_mailbox_explorer.c drives the same steps over every
+ * interleaving of a parent and one or two children (children dying at any
+ * point, stores landing late, an abandoned exchange answered late).
+ *
+ * The parent posts only when the mailbox is idle, or when it gave up on the
+ * outstanding exchange after the child took it (mbox_taken): the child's
+ * copy of that frame is complete, so the new post cannot tear it, and the
+ * late reply of the abandoned generation is never taken for the new one.
+ * (node.c never abandons: a missed deadline kills the run's children.) */
 #ifndef PTO_NODE_MAILBOX_H
 #define PTO_NODE_MAILBOX_H
 
@@ -70,7 +79,8 @@ typedef struct node_mbox {
 void mbox_init(node_mbox *mb);
 /* Parent: true when no exchange is outstanding. */
 bool mbox_idle(node_mbox *mb);
-/* Parent: posts *f (its gen is set) and wakes the child; mailbox must be idle. */
+/* Parent: posts *f (its gen is set) and wakes the child; the mailbox must
+ * be idle or its outstanding frame taken (see above). */
 uint32_t mbox_post(node_mbox *mb, node_frame *f);
 /* Parent: has the child taken gen? */
 bool mbox_taken(node_mbox *mb, uint32_t gen);

@@ -24,6 +24,7 @@
 #include "common/trace_json.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
+#include "node/run_guard.h"
 
 #define BLOCK_SLICE_MS   100 /* longest the parent sleeps before re-checking deadlines */
 #define TMAP_ENTRIES     8192
@@ -63,23 +64,6 @@ static int slot_index(const pto_node *n, int s) {
 }
 
 /* ---- names ---- */
-
-/* Unlinks objects of runs whose process is gone (a crashed run's leftovers
- * cannot collide with ours, whose names are unique, but they hold memory). */
-static void sweep_stale(void) {
-  DIR *d = opendir("/dev/shm");
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    int pid = 0;
-    if (sscanf(e->d_name, "pto.%d.", &pid) != 1 || pid <= 0 || pid == getpid()) continue;
-    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
-    char name[300];
-    snprintf(name, sizeof name, "/%s", e->d_name);
-    shm_unlink(name);
-  }
-  closedir(d);
-}
 
 static void unlink_domain(const comm_domain_desc *d) {
   for (int r = 0; r < d->nranks; r++) {
@@ -469,11 +453,18 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     free(n);
     return rc;
   }
-  sweep_stale();
+  run_guard_sweep(); /* objects of runs that are gone: see run_guard.h */
   static unsigned seq;
   n->parent_pid = getpid();
   snprintf(n->prefix, sizeof n->prefix, "/pto.%d.%u.%06" PRIx64, (int)getpid(), seq++,
            (pto_now_ns() ^ (uint64_t)(uintptr_t)n) & 0xffffff);
+  rc = run_guard_begin(n->prefix, why, sizeof why);
+  if (rc) {
+    set_err(err, rc, "%s", why);
+    lease_release(n->lease_fds, cfg->nchips);
+    free(n);
+    return rc;
+  }
   if (cfg->trace_path) {
     char probe[PATH_MAX];
     n->trace_path = strdup(cfg->trace_path);
@@ -483,6 +474,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     if (rc) {
       set_err(err, rc, "node config: cannot use trace path '%.200s'", cfg->trace_path);
       free(n->trace_path);
+      run_guard_end(n->prefix);
       lease_release(n->lease_fds, cfg->nchips);
       free(n);
       return rc;
@@ -500,6 +492,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     set_err(err, PTO_ESYSTEM, "node: cannot map shared memory: %s", strerror(errno));
     if (n->ctl != MAP_FAILED) munmap(n->ctl, n->ctl_bytes);
     if (n->host != MAP_FAILED) munmap(n->host, cfg->host_bytes);
+    run_guard_end(n->prefix);
     lease_release(n->lease_fds, cfg->nchips);
     free(n->trace_path);
     free(n);
@@ -519,6 +512,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
       break;
     }
     n->child[s] = (child_slot){.pid = pid, .alive = true, .task = -1};
+    run_guard_child(n->prefix, pid);
   }
   if (!n->fatal) {
     rc = until(n, all_started, NULL, false, pto_deadline_ms(cfg->startup_timeout_ms),
@@ -564,6 +558,8 @@ void pto_node_destroy(pto_node *n) {
       pto_wait(&n->ctl->parent_ev, anything, n, pto_now_ns() + 20000000ull);
   }
   kill_all(n); /* whatever is left: stuck children, domains */
+  /* every object of the run, its guard last */
+  run_guard_end(n->prefix);
   comm_fini(&n->observer, false);
   comm_space_release(n->space, n->cfg.window_space);
   munmap(n->host, n->cfg.host_bytes);
