@@ -188,6 +188,53 @@ static void test_host_alloc_size_overflow(void **state) {
   pto_node_destroy(n);
 }
 
+/* Window buffer sizes whose sum wraps must not make a small window. */
+static void huge_domain_orch(pto_node_orch *no, void *arg) {
+  int *rc = arg;
+  const int chips[2] = {0, 1};
+  const pto_window_buffer one[] = {{"a", SIZE_MAX - 8}};
+  const size_t q = (size_t)1 << 62;
+  const pto_window_buffer four[] = {{"a", q}, {"b", q}, {"c", q}, {"d", q}};
+  pto_domain dom;
+  rc[0] = pto_node_domain_create(no, chips, 2, one, 1, &dom);
+  rc[1] = pto_node_domain_create(no, chips, 2, four, 4, &dom);
+}
+
+static void test_domain_size_overflow(void **state) {
+  (void)state;
+  pto_node_config cfg;
+  base_config(&cfg);
+  pto_node *n = make_node_cfg(&cfg);
+  int rc[2] = {0, 0};
+  pto_error_info err;
+  pto_node_run(n, huge_domain_orch, rc, &err);
+  pto_node_destroy(n);
+  for (int i = 0; i < 2; i++)
+    if (rc[i] != PTO_ENOMEM)
+      fprintf(stderr, "domain %d of wrapping size: %s, want PTO_ENOMEM\n", i,
+              pto_status_name(rc[i]));
+  assert_int_equal(rc[0], PTO_ENOMEM);
+  assert_int_equal(rc[1], PTO_ENOMEM);
+}
+
+/* Deadlines too far away to represent mean none; they must not wrap into
+ * the past (a node that could never start). */
+static void test_huge_timeouts(void **state) {
+  (void)state;
+  pto_node_config cfg;
+  base_config(&cfg);
+  cfg.startup_timeout_ms = INT64_MAX;
+  cfg.control_timeout_ms = INT64_MAX;
+  cfg.host_task_timeout_ms = INT64_MAX;
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  if (rc)
+    fprintf(stderr, "create with INT64_MAX timeouts: %s: %s\n", pto_status_name(rc), err.details);
+  if (n) pto_node_destroy(n);
+  assert_int_equal(rc, 0);
+}
+
 /* ---- item: NULL and invalid arguments of every public function ---- */
 
 static void noop_orch(pto_node_orch *no, void *arg) {
@@ -671,6 +718,8 @@ int main(int argc, char **argv) {
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_host_alloc_size_overflow),
+      cmocka_unit_test(test_domain_size_overflow),
+      cmocka_unit_test(test_huge_timeouts),
       cmocka_unit_test(test_null_and_invalid_arguments),
       cmocka_unit_test(test_host_task_deadline),
       cmocka_unit_test(test_startup_does_not_spin),
