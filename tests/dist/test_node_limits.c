@@ -400,6 +400,7 @@ static void test_null_and_invalid_arguments(void **state) {
   int64_t one = 1;
   pto_tensor out;
   int32_t v;
+  assert_null(pto_kctx_comm(NULL));
   assert_int_equal(pto_comm_chip(NULL), -1);
   assert_true(pto_comm_rank(NULL, 1) < 0);
   assert_true(pto_comm_size(NULL, 1) < 0);
