@@ -889,6 +889,16 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   if (args && args->error) return args->error;
   int rc = check_args(n, args, what);
   if (rc) return rc;
+  int64_t gone = n->oldest_live - n->base_id; /* retired: nobody looks them up */
+  if (n->ntasks == n->captasks && gone > 0 && gone >= n->ntasks / 2) {
+    /* drop them instead of growing: the array holds about the live tasks,
+     * not every task of the run (amortized: at least half moved out) */
+    for (int64_t i = 0; i < gone; i++)
+      free(n->tasks[i].consumers);
+    memmove(n->tasks, n->tasks + gone, (size_t)(n->ntasks - gone) * sizeof *n->tasks);
+    n->ntasks -= gone;
+    n->base_id = n->oldest_live;
+  }
   if (n->ntasks == n->captasks) {
     int64_t cap = n->captasks ? 2 * n->captasks : 64;
     size_t bytes;

@@ -688,6 +688,61 @@ static void test_tensormap_full_after_failure(void **state) {
   assert_int_equal(p.refused_rc, PTO_ETENSORMAP_OVERFLOW);
 }
 
+/* The task array holds about the live tasks, not every task of the run:
+ * 12000 tasks (4.9 KiB of state each) behind a 64-entry TensorMap. */
+static long rss_kib(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+typedef struct mem_run {
+  pto_tensor x;
+  int ntasks, fail_at;
+  long rss0, rss1;
+} mem_run;
+
+static void mem_orch(pto_node_orch *no, void *arg) {
+  mem_run *m = arg;
+  m->fail_at = -1;
+  m->rss0 = rss_kib();
+  for (int i = 0; i < m->ntasks; i++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_input(&a, &m->x);
+    if (pto_node_submit_host(no, -1, noop_host, NULL, &a, NULL)) {
+      m->fail_at = i;
+      break;
+    }
+  }
+  m->rss1 = rss_kib();
+}
+
+static void test_task_memory_bounded(void **state) {
+  (void)state;
+  pto_node_config cfg;
+  base_config(&cfg);
+  cfg.tensormap_entries = 64;
+  pto_node *n = make_node_cfg(&cfg);
+  mem_run m;
+  memset(&m, 0, sizeof m);
+  int64_t four = 4;
+  assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &four, &m.x), 0);
+  m.ntasks = 12000;
+  pto_error_info err;
+  int rc = pto_node_run(n, mem_orch, &m, &err);
+  pto_node_destroy(n);
+  fprintf(stderr, "%d tasks: resident memory grew by %ld KiB while submitting\n", m.ntasks,
+          m.rss1 - m.rss0);
+  assert_int_equal(rc, 0);
+  assert_int_equal(m.fail_at, -1);
+  assert_true(m.rss1 - m.rss0 < 20 * 1024);
+}
+
 /* Submission cost per task must not grow with the number of live tasks:
  * 1000 and then 8000 readers wait behind a writer that runs only after
  * all are submitted; every submit used to rescan every live task. */
@@ -727,6 +782,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tensormap_back_pressure_default),
       cmocka_unit_test(test_tensormap_back_pressure_configured),
       cmocka_unit_test(test_tensormap_full_after_failure),
+      cmocka_unit_test(test_task_memory_bounded),
       cmocka_unit_test(test_submit_cost_is_linear),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
