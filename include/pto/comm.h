@@ -63,7 +63,10 @@ typedef enum pto_signal_op { PTO_SIGNAL_ADD = 0, PTO_SIGNAL_SET = 1 } pto_signal
 typedef enum pto_cmp { PTO_CMP_EQ = 0, PTO_CMP_GE = 1 } pto_cmp;
 
 /* ---- context queries ---- */
-static inline pto_comm *pto_kctx_comm(const pto_kctx *ctx) { return (pto_comm *)ctx->env; }
+/* The kernel's communication context (NULL for a NULL ctx). */
+static inline pto_comm *pto_kctx_comm(const pto_kctx *ctx) {
+  return ctx ? (pto_comm *)ctx->env : NULL;
+}
 /* This chip's rank in the node, or -1. */
 PTO_API int pto_comm_chip(const pto_comm *c);
 /* My rank in the domain (>= 0), or PTO_EPEER when this chip is not a member. */

@@ -64,24 +64,38 @@ typedef struct pto_node_config {
   bool quiet;             /* no log lines on stderr (lease waits, failures) */
   const char *trace_path; /* each pto_node_run writes one Chrome/Perfetto trace here, one
                              process per chip rank (NULL = off; copied at create) */
+  /* a host sub-worker task completes, default 60000; < 0: none (a callback
+   * that never returns then hangs the run); the node fails as on a missed
+   * task_timeout_ms */
+  int64_t host_task_timeout_ms;
+  /* node TensorMap: tensor accesses of live node tasks, default 8192, at
+   * least PTO_MAX_TENSOR_ARGS; a submit that finds it full waits for
+   * earlier tasks to finish */
+  uint32_t tensormap_entries;
 } pto_node_config;
 
 /* Fills defaults (chip: pto_chip_config_init). */
 PTO_API void pto_node_config_init(pto_node_config *cfg);
 
-/* err (may be NULL) receives the details of a failure. */
+/* err (may be NULL) receives the details of a failure; an invalid config
+ * (a count, a device id < 0, a size of 0) fails with PTO_EINVAL naming the
+ * field. */
 PTO_API int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
 /* Stops the children, releases leases and every shared object. */
 PTO_API void pto_node_destroy(pto_node *node);
 
 /* Shared host memory visible at the same address in every process of the
- * node (zeroed, 64-byte aligned); lives until pto_node_destroy. */
+ * node (zeroed, 64-byte aligned); lives until pto_node_destroy. NULL when
+ * node is NULL, bytes is 0 or more than is left of cfg.host_bytes. */
 PTO_API void *pto_node_host_alloc(pto_node *node, size_t bytes);
 /* A contiguous host tensor in that memory. */
 PTO_API int pto_node_host_tensor(pto_node *node, pto_dtype dt, int ndims, const int64_t *shape,
                                  pto_tensor *out);
 
 typedef void (*pto_node_orch_fn)(pto_node_orch *no, void *arg);
+/* Every function below returns PTO_EINVAL (NULL for pto_node_orch_node)
+ * when given a NULL handle. */
+
 /* Runs one node orchestration; returns when every task has finished. Domains
  * created during the run are released at its end. Returns 0 or the first
  * root error (err filled in both cases; err->details names the rank). */
@@ -100,9 +114,12 @@ typedef struct pto_node_task {
 /* A host sub-worker task: returns 0 or a negative pto status. */
 typedef int (*pto_host_fn)(const pto_args *args, void *arg);
 
-/* Node-task submission. Tensor arguments must live in node host memory or
- * in windows (PTO_OUTPUT is not supported at node level: allocate with
- * pto_node_host_tensor and use OUTPUT_EXISTING). */
+/* Node-task submission. Tensor arguments must be valid views that lie in
+ * node host memory or in the windows of a live domain (PTO_EINVAL
+ * otherwise: the children could not see any other memory). PTO_OUTPUT is
+ * not supported at node level: allocate with pto_node_host_tensor and use
+ * OUTPUT_EXISTING. When the node TensorMap is full (cfg.tensormap_entries),
+ * a submit waits for earlier tasks to finish, dispatching meanwhile. */
 PTO_API int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
                             pto_task_id *id);
 PTO_API int pto_node_submit_group(pto_node_orch *no, const int *chips, int nchips, pto_orch_fn fn,
@@ -128,9 +145,11 @@ PTO_API int pto_node_domain_create(pto_node_orch *no, const int *chips, int nran
 PTO_API int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
                                    pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out);
 
-/* The shared-memory name prefix of this node's run (for leak checks). */
+/* The shared-memory name prefix of this node's run (for leak checks);
+ * NULL for a NULL node. */
 PTO_API const char *pto_node_shm_prefix(const pto_node *node);
-/* Child process ids (chips first, then workers); returns how many. */
+/* Child process ids (chips first, then workers); returns how many, or
+ * PTO_EINVAL (NULL node or pids, max < 0). */
 PTO_API int pto_node_child_pids(const pto_node *node, int *pids, int max);
 
 #ifdef __cplusplus

@@ -26,10 +26,15 @@ int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbu
     snprintf(d->buffers[i].name, sizeof d->buffers[i].name, "%s", n);
     d->buffers[i].offset = off;
     d->buffers[i].bytes = bufs[i].bytes;
-    off += (bufs[i].bytes + PTO_COMM_ALIGN - 1) / PTO_COMM_ALIGN * PTO_COMM_ALIGN;
+    /* checked: a huge buffer must not wrap the window size to a small one */
+    if (__builtin_add_overflow(off, (uint64_t)bufs[i].bytes, &off) ||
+        __builtin_add_overflow(off, PTO_COMM_ALIGN - 1, &off))
+      return PTO_ENOMEM;
+    off = off / PTO_COMM_ALIGN * PTO_COMM_ALIGN;
   }
   d->nbuffers = nbufs;
-  d->win_bytes = (off + PAGE - 1) / PAGE * PAGE;
+  if (__builtin_add_overflow(off, PAGE - 1, &off)) return PTO_ENOMEM;
+  d->win_bytes = off / PAGE * PAGE;
   return 0;
 }
 

@@ -265,6 +265,11 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   rc = same_shape_check(&e, dst, src, !is_put, &empty);
   if (rc || empty) return rc; /* an empty view moves nothing */
   int kind = is_put ? (o && o->atomic_add ? 1 : 0) : 2;
+  if (o && (o->chunk_rows < 0 || o->chunk_cols < 0))
+    return comm_fail(e.c, PTO_EINVAL,
+                     "%s: chunk_rows %" PRId64 " / chunk_cols %" PRId64
+                     " must be >= 0 (0 = whole dim)",
+                     e.op, o->chunk_rows, o->chunk_cols);
   if (!o || (o->chunk_rows <= 0 && o->chunk_cols <= 0 && !o->staging))
     return remote_xfer(&e, remote, local, kind);
   /* chunking cuts both views the same way: they must have the same shape */
@@ -419,6 +424,7 @@ int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "signal_read", &e);
   if (rc) return rc;
+  if (!v) return comm_fail(e.c, PTO_EINVAL, "signal_read: the result pointer is NULL");
   uint64_t off;
   const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);

@@ -9,8 +9,13 @@ static inline uint64_t pto_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-/* Deadline `ms` from now; ms < 0 means none (UINT64_MAX). */
+/* Deadline `ms` from now; ms < 0 means none (UINT64_MAX), and so does one
+ * too far away to represent (it must not wrap into the past). */
 static inline uint64_t pto_deadline_ms(int64_t ms) {
-  return ms < 0 ? UINT64_MAX : pto_now_ns() + (uint64_t)ms * 1000000ull;
+  uint64_t ns;
+  if (ms < 0 || __builtin_mul_overflow((uint64_t)ms, 1000000ull, &ns) ||
+      __builtin_add_overflow(pto_now_ns(), ns, &ns))
+    return UINT64_MAX;
+  return ns;
 }
 #endif

@@ -76,7 +76,10 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
     if (cerr) { /* the comm details say what the chip's details cannot */
       char chip_details[sizeof r->err.details];
       snprintf(chip_details, sizeof chip_details, "%s", r->err.details);
-      snprintf(r->err.details, sizeof r->err.details, "%.180s; %.300s", details, chip_details);
+      if (chip_details[0])
+        snprintf(r->err.details, sizeof r->err.details, "%.180s; %.300s", details, chip_details);
+      else
+        snprintf(r->err.details, sizeof r->err.details, "%.180s", details);
     }
   }
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/region.h"
 #include "common/tensor_check.h"
 #include "common/trace.h"
 #include "common/trace_json.h"
@@ -26,11 +27,13 @@
 #include "node/node_internal.h"
 #include "node/run_guard.h"
 
-#define BLOCK_SLICE_MS   100 /* longest the parent sleeps before re-checking deadlines */
-#define TMAP_ENTRIES     8192
+#define BLOCK_SLICE_MS   100   /* longest the parent sleeps before re-checking deadlines */
+#define TMAP_ENTRIES     8192  /* default cfg.tensormap_entries */
+#define HOST_TASK_MS     60000 /* default cfg.host_task_timeout_ms */
 #define NODE_SPACE_ALIGN (2u << 20)
 
 void pto_node_config_init(pto_node_config *cfg) {
+  if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
   cfg->nchips = 2;
   pto_chip_config_init(&cfg->chip);
@@ -39,6 +42,8 @@ void pto_node_config_init(pto_node_config *cfg) {
   cfg->startup_timeout_ms = 300000;
   cfg->control_timeout_ms = 30000;
   cfg->task_timeout_ms = -1;
+  cfg->host_task_timeout_ms = HOST_TASK_MS;
+  cfg->tensormap_entries = TMAP_ENTRIES;
   cfg->lease_wait_ms = 0;
   cfg->wait_timeout_ms = 10000;
 }
@@ -100,7 +105,9 @@ static int trace_finish(pto_node *n, char *why, size_t whylen) {
     nfiles += n->trace_runs[r];
   if (!nfiles) return 0;
   size_t stride = strlen(n->trace_path) + sizeof n->prefix + 32; /* ".rank<r>.<run>" fits */
-  char *path = malloc((size_t)nfiles * stride);
+  size_t bytes;
+  bool big = __builtin_mul_overflow((size_t)nfiles, stride, &bytes);
+  char *path = big ? NULL : malloc(bytes);
   const char **in = malloc((size_t)nfiles * sizeof *in);
   int rc = path && in ? 0 : PTO_ENOMEM;
   for (int r = 0, i = 0; r < n->cfg.nchips; r++)
@@ -200,6 +207,41 @@ static node_task *task_of(pto_node *n, int64_t id) {
 }
 static bool finished(const node_task *t) { return t->state == TS_DONE || t->state == TS_FAILED; }
 
+/* ---- ready queues ---- */
+
+static void q_push(pto_node *n, task_queue *q, node_task *t) {
+  t->next_ready = -1;
+  if (q->tail < 0)
+    q->head = t->id;
+  else
+    task_of(n, q->tail)->next_ready = t->id;
+  q->tail = t->id;
+}
+
+/* Unlinks `id` (whose predecessor in q is prev, -1 = none). */
+static void q_unlink(pto_node *n, task_queue *q, int64_t prev, int64_t id) {
+  int64_t next = task_of(n, id)->next_ready;
+  if (prev < 0)
+    q->head = next;
+  else
+    task_of(n, prev)->next_ready = next;
+  if (q->tail == id) q->tail = prev;
+}
+
+static void q_reset(task_queue *q) { q->head = q->tail = -1; }
+
+/* The queue a READY task waits in: its child's, any worker's, or the
+ * group queue. */
+static task_queue *queue_of(pto_node *n, const node_task *t) {
+  if (t->nchildren > 1) return &n->ready_group;
+  return t->children[0] < 0 ? &n->ready_any : &n->ready_slot[t->children[0]];
+}
+
+static void make_ready(pto_node *n, node_task *t) {
+  t->state = TS_READY;
+  q_push(n, queue_of(n, t), t);
+}
+
 static void add_consumer(node_task *p, int64_t id) {
   if (p->nconsumers && p->consumers[p->nconsumers - 1] == id) return;
   if (p->nconsumers == p->capconsumers) {
@@ -214,7 +256,8 @@ static void add_consumer(node_task *p, int64_t id) {
 
 static void poison(pto_node *n, node_task *t, int64_t cause) {
   if (finished(t) || t->state == TS_RUNNING) return;
-  t->state = TS_FAILED;
+  t->state = TS_FAILED; /* a READY one stays queued: dispatch skips it */
+  n->unfinished--;
   t->status = PTO_EPOISONED;
   set_err(&t->err, PTO_EPOISONED,
           "node task %" PRId64 " skipped: its dependency %" PRId64 " failed", t->id, cause);
@@ -226,6 +269,7 @@ static void poison(pto_node *n, node_task *t, int64_t cause) {
 
 static void finish(pto_node *n, node_task *t) {
   t->state = t->status ? TS_FAILED : TS_DONE;
+  n->unfinished--;
   if (t->status && !n->first_err) { /* the first root error; poisoned ones are not roots */
     n->first_err = t->status;
     n->first_info = t->err;
@@ -236,7 +280,7 @@ static void finish(pto_node *n, node_task *t) {
     if (t->status)
       poison(n, c, t->id);
     else if (c->state == TS_WAITING && --c->deps_left == 0)
-      c->state = TS_READY;
+      make_ready(n, c);
   }
   while (n->oldest_live < n->base_id + n->ntasks && task_of(n, n->oldest_live)->state == TS_DONE)
     n->oldest_live++; /* stops at a failure, whose entries must keep poisoning */
@@ -273,57 +317,97 @@ static void post(pto_node *n, int s, node_frame *f, int64_t task) {
 
 static bool reserved_mask[NODE_MAX_CHILDREN]; /* per pass; the parent is single-threaded */
 
-static void dispatch(pto_node *n) {
+static bool slot_free(const pto_node *n, int s) { return !n->child[s].gen && !reserved_mask[s]; }
+
+/* Posts task t to child slots[0..k). */
+static void launch(pto_node *n, node_task *t, const int *slots, int k) {
   static node_frame f; /* large; the parent is single-threaded */
+  memset(&f, 0, sizeof f);
+  f.type = FRAME_TASK;
+  f.task_id = t->id;
+  f.epoch = (uint32_t)(t->id + 1); /* never 0: a zeroed cell belongs to no task */
+  f.chip_fn = t->chip_fn;
+  f.host_fn = t->host_fn;
+  f.host_arg = t->host_arg;
+  f.args = t->args;
+  f.trace_origin_ns = n->trace_path ? n->trace_origin_ns : 0;
+  f.group_size = k;
+  f.group = 0;
+  for (int i = 0; i < k; i++)
+    if (slots[i] < 64) f.group |= 1ull << slots[i];
+  t->state = TS_RUNNING;
+  t->parts_left = k;
+  t->start_ns = pto_now_ns();
+  for (int i = 0; i < k; i++) {
+    f.group_rank = i;
+    /* each chip task of a rank writes a trace file of its own */
+    f.trace_run = t->kind == TASK_CHIP && n->trace_path ? n->trace_runs[slots[i]]++ : 0;
+    post(n, slots[i], &f, t->id);
+  }
+}
+
+/* The first READY task of q (dropping tasks poisoned while queued), or NULL. */
+static node_task *q_first_ready(pto_node *n, task_queue *q) {
+  while (q->head >= 0) {
+    node_task *t = task_of(n, q->head);
+    if (t->state == TS_READY) return t;
+    q_unlink(n, q, -1, q->head);
+  }
+  return NULL;
+}
+
+/* Starts READY tasks on idle children. A task that waits for busy children
+ * keeps them reserved for it, so later tasks cannot starve it. Looks only
+ * at the heads of the ready queues (and at group tasks until no chip is
+ * left free): no pass rescans the live tasks. */
+static void dispatch(pto_node *n) {
   memset(reserved_mask, 0, sizeof reserved_mask);
-  for (int64_t id = n->oldest_live; id < n->base_id + n->ntasks; id++) {
+  int free_chips = 0;
+  for (int s = 0; s < n->cfg.nchips; s++)
+    free_chips += slot_free(n, s);
+  /* group tasks, in the order they became ready: started when all their
+   * chips are free, else those chips are kept for them */
+  for (int64_t prev = -1, id = n->ready_group.head; id >= 0 && free_chips > 0;) {
     node_task *t = task_of(n, id);
-    if (t->state != TS_READY) continue;
-    int slots[PTO_NODE_MAX_CHIPS], k = t->nchildren;
-    bool ok = true;
-    if (t->kind == TASK_HOST && t->children[0] < 0) {
-      ok = false;
-      for (int w = 0; w < n->cfg.nworkers && !ok; w++) {
-        int s = n->cfg.nchips + w;
-        if (!n->child[s].gen && !reserved_mask[s]) {
-          slots[0] = s;
-          ok = true;
-        }
-      }
-      k = 1;
+    int64_t next = t->next_ready;
+    if (t->state != TS_READY) {
+      q_unlink(n, &n->ready_group, prev, id);
     } else {
-      for (int i = 0; i < k; i++) {
-        slots[i] = t->children[i];
-        if (n->child[slots[i]].gen || reserved_mask[slots[i]]) ok = false;
+      bool ok = true;
+      for (int i = 0; i < t->nchildren; i++)
+        ok = ok && slot_free(n, t->children[i]);
+      if (ok) q_unlink(n, &n->ready_group, prev, id);
+      for (int i = 0; i < t->nchildren; i++) {
+        free_chips -= slot_free(n, t->children[i]);
+        reserved_mask[t->children[i]] = true;
+      }
+      if (ok) {
+        launch(n, t, t->children, t->nchildren);
+      } else {
+        prev = id;
       }
     }
-    if (!ok) { /* keep its children for it, so later tasks cannot starve it */
-      for (int i = 0; i < t->nchildren; i++)
-        if (t->children[i] >= 0) reserved_mask[t->children[i]] = true;
-      continue;
+    id = next;
+  }
+  /* single-child tasks: the head of each child's queue */
+  for (int s = 0; s < n->nchildren; s++) {
+    task_queue *q = &n->ready_slot[s];
+    node_task *t = q_first_ready(n, q);
+    if (!t) continue;
+    if (slot_free(n, s)) {
+      q_unlink(n, q, -1, t->id);
+      launch(n, t, &s, 1);
     }
-    memset(&f, 0, sizeof f);
-    f.type = FRAME_TASK;
-    f.task_id = t->id;
-    f.epoch = (uint32_t)(t->id + 1); /* never 0: a zeroed cell belongs to no task */
-    f.chip_fn = t->chip_fn;
-    f.host_fn = t->host_fn;
-    f.host_arg = t->host_arg;
-    f.args = t->args;
-    f.trace_origin_ns = n->trace_path ? n->trace_origin_ns : 0;
-    f.group_size = k;
-    f.group = 0;
-    for (int i = 0; i < k; i++)
-      if (slots[i] < 64) f.group |= 1ull << slots[i];
-    t->state = TS_RUNNING;
-    t->parts_left = k;
-    t->start_ns = pto_now_ns();
-    for (int i = 0; i < k; i++) {
-      f.group_rank = i;
-      /* each chip task of a rank writes a trace file of its own */
-      f.trace_run = t->kind == TASK_CHIP && n->trace_path ? n->trace_runs[slots[i]]++ : 0;
-      post(n, slots[i], &f, t->id);
-    }
+    reserved_mask[s] = true; /* busy, or waited for by its queue */
+  }
+  /* host tasks for any worker: the free, unreserved workers */
+  for (int w = 0; w < n->cfg.nworkers; w++) {
+    int s = n->cfg.nchips + w;
+    if (!slot_free(n, s)) continue;
+    node_task *t = q_first_ready(n, &n->ready_any);
+    if (!t) break;
+    q_unlink(n, &n->ready_any, -1, t->id);
+    launch(n, t, &s, 1);
   }
 }
 
@@ -377,11 +461,21 @@ static int step(pto_node *n, bool may_dispatch) {
                         "%s %d (pid %d) did not finish node task %" PRId64 " within %" PRId64 " ms",
                         slot_kind(n, s), slot_index(n, s), (int)c->pid, c->task,
                         n->cfg.task_timeout_ms);
+    /* a host callback has no watchdog of its own: it gets a deadline by default */
+    if (c->task >= 0 && s >= n->cfg.nchips && n->cfg.host_task_timeout_ms >= 0 &&
+        age_ms > (uint64_t)n->cfg.host_task_timeout_ms)
+      return node_fatal(n, PTO_ECONTROL_TIMEOUT,
+                        "host worker %d (pid %d) did not finish node task %" PRId64
+                        " within %" PRId64 " ms (host_task_timeout_ms)",
+                        slot_index(n, s), (int)c->pid, c->task, n->cfg.host_task_timeout_ms);
   }
   if (may_dispatch && n->running) dispatch(n);
   return 0;
 }
 
+/* A reply arrived or a child died. (A child still starting is no reason
+ * to wake: it signals the parent when its state changes, and a child that
+ * fails to start exits, which reap() sees.) */
 static bool anything(void *arg) {
   pto_node *n = arg;
   for (int s = 0; s < n->nchildren; s++) {
@@ -389,17 +483,29 @@ static bool anything(void *arg) {
     /* relaxed: a wake-up hint; step() re-reads with acquire */
     if (c->gen && atomic_load_explicit(&n->ctl->mbox[s].done, memory_order_relaxed) == c->gen)
       return true;
-    if (mbox_state(&n->ctl->mbox[s]) != CHILD_READY && c->alive) return true;
   }
   return reap(n);
 }
 
 typedef bool (*node_pred)(pto_node *n, void *arg);
 
+typedef struct wake_on {
+  pto_node *n;
+  node_pred pred;
+  void *arg;
+} wake_on;
+
+static bool anything_or(void *arg) {
+  wake_on *w = arg;
+  return anything(w->n) || w->pred(w->n, w->arg);
+}
+
 /* Steps until pred holds, the node fails, or deadline_ns passes (PTO_E* code
- * `late` then). */
+ * `late` then). Sleeps in between until a reply, a death, pred (a child's
+ * state change signals the parent too) or the next deadline check. */
 static int until(pto_node *n, node_pred pred, void *arg, bool may_dispatch, uint64_t deadline_ns,
                  int late) {
+  wake_on w = {n, pred, arg};
   for (;;) {
     int rc = step(n, may_dispatch);
     if (rc) return rc;
@@ -407,11 +513,43 @@ static int until(pto_node *n, node_pred pred, void *arg, bool may_dispatch, uint
     uint64_t now = pto_now_ns();
     if (now >= deadline_ns) return late;
     uint64_t slice = now + BLOCK_SLICE_MS * 1000000ull;
-    pto_wait(&n->ctl->parent_ev, anything, n, slice < deadline_ns ? slice : deadline_ns);
+    pto_wait(&n->ctl->parent_ev, anything_or, &w, slice < deadline_ns ? slice : deadline_ns);
   }
 }
 
 /* ---- create / destroy ---- */
+
+/* Refuses a config that cannot work, naming the field (err filled). */
+static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
+  if (cfg->nchips < 1 || cfg->nchips > PTO_NODE_MAX_CHIPS) {
+    set_err(err, PTO_EINVAL, "node config: nchips is %d, must be 1..%d", cfg->nchips,
+            PTO_NODE_MAX_CHIPS);
+    return false;
+  }
+  if (cfg->nworkers < 0 || cfg->nworkers > PTO_NODE_MAX_WORKERS) {
+    set_err(err, PTO_EINVAL, "node config: nworkers is %d, must be 0..%d", cfg->nworkers,
+            PTO_NODE_MAX_WORKERS);
+    return false;
+  }
+  for (int i = 0; cfg->device_ids && i < cfg->nchips; i++)
+    if (cfg->device_ids[i] < 0) {
+      set_err(err, PTO_EINVAL, "node config: device_ids[%d] is device id %d, must be >= 0", i,
+              cfg->device_ids[i]);
+      return false;
+    }
+  const char *zero = !cfg->host_bytes ? "host_bytes" : !cfg->window_space ? "window_space" : NULL;
+  if (zero) {
+    set_err(err, PTO_EINVAL, "node config: %s is 0", zero);
+    return false;
+  }
+  if (cfg->tensormap_entries < PTO_MAX_TENSOR_ARGS) {
+    set_err(err, PTO_EINVAL,
+            "node config: tensormap_entries is %u, must be at least %d (one task's tensors)",
+            cfg->tensormap_entries, PTO_MAX_TENSOR_ARGS);
+    return false;
+  }
+  return true;
+}
 
 static bool all_started(pto_node *n, void *arg) {
   (void)arg;
@@ -424,12 +562,12 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   pto_error_info local;
   if (!err) err = &local;
   set_err(err, 0, "%s", "");
-  if (!cfg || !out || cfg->nchips < 1 || cfg->nchips > PTO_NODE_MAX_CHIPS || cfg->nworkers < 0 ||
-      cfg->nworkers > PTO_NODE_MAX_WORKERS) {
-    set_err(err, PTO_EINVAL, "node config: nchips must be 1..%d and nworkers 0..%d",
-            PTO_NODE_MAX_CHIPS, PTO_NODE_MAX_WORKERS);
+  if (out) *out = NULL;
+  if (!cfg || !out) {
+    set_err(err, PTO_EINVAL, "pto_node_create: %s is NULL", !cfg ? "cfg" : "out");
     return PTO_EINVAL;
   }
+  if (!config_ok(cfg, err)) return PTO_EINVAL;
   /* The chip configuration is checked here, where its details can be told,
    * not in the chip processes. */
   pto_chip *probe = NULL;
@@ -572,27 +710,33 @@ void pto_node_destroy(pto_node *n) {
 /* ---- host memory ---- */
 
 void *pto_node_host_alloc(pto_node *n, size_t bytes) {
-  size_t at = (n->host_used + 63) & ~(size_t)63;
-  if (!bytes || at + bytes > n->cfg.host_bytes) return NULL;
-  n->host_used = at + bytes;
+  if (!n || !bytes) return NULL;
+  /* host_used <= host_bytes, so `at` cannot wrap; at + bytes can */
+  size_t at = (n->host_used + 63) & ~(size_t)63, end;
+  if (at > n->cfg.host_bytes || __builtin_add_overflow(at, bytes, &end) || end > n->cfg.host_bytes)
+    return NULL;
+  n->host_used = end;
   return n->host + at;
 }
 
 int pto_node_host_tensor(pto_node *n, pto_dtype dt, int ndims, const int64_t *shape,
                          pto_tensor *out) {
-  if (!n || !shape || ndims < 1 || ndims > PTO_MAX_DIMS || dt < 0 || dt >= PTO_DTYPE_COUNT)
+  if (!n || !shape || !out || ndims < 1 || ndims > PTO_MAX_DIMS || dt < 0 || dt >= PTO_DTYPE_COUNT)
     return PTO_EINVAL;
   size_t bytes = pto_dtype_size(dt);
-  for (int i = 0; i < ndims; i++)
-    bytes *= (size_t)(shape[i] > 0 ? shape[i] : 0);
-  void *p = pto_node_host_alloc(n, bytes ? bytes : 1);
+  for (int i = 0; i < ndims; i++) {
+    if (shape[i] < 1) return PTO_EINVAL;
+    if (__builtin_mul_overflow(bytes, (uint64_t)shape[i], &bytes)) return PTO_ENOMEM;
+  }
+  void *p = pto_node_host_alloc(n, bytes);
   if (!p) return PTO_ENOMEM;
-  return pto_tensor_init(out, p, bytes ? bytes : 1, dt, ndims, shape);
+  return pto_tensor_init(out, p, bytes, dt, ndims, shape);
 }
 
-const char *pto_node_shm_prefix(const pto_node *n) { return n->prefix + 1; }
+const char *pto_node_shm_prefix(const pto_node *n) { return n ? n->prefix + 1 : NULL; }
 
 int pto_node_child_pids(const pto_node *n, int *pids, int max) {
+  if (!n || !pids || max < 0) return PTO_EINVAL;
   int k = 0;
   for (int s = 0; s < n->nchildren && k < max; s++)
     pids[k++] = (int)n->child[s].pid;
@@ -635,25 +779,143 @@ static bool on_dep(void *arg, int64_t producer) {
   return true;
 }
 
+/* Where a view may live: node host memory, or the windows of a live
+ * domain (both mapped at the same address in every process of the node).
+ * Returns NULL, or why not (in why[len]). */
+static const char *view_problem(const pto_node *n, const pto_tensor *t, char *why, size_t len) {
+  const char *p = tensor_problem(t, false, why, len);
+  if (p) return p;
+  uint64_t a, z; /* absolute addresses of the bytes it touches */
+  region_span(t, &a, &z);
+  if (a >= (uintptr_t)n->host && z <= (uintptr_t)n->host + n->cfg.host_bytes) return NULL;
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    const comm_domain_desc *d = &n->doms[i];
+    if (n->dom_live[i] && a >= d->base && z <= d->base + d->win_bytes * (uint64_t)d->nranks)
+      return NULL;
+  }
+  snprintf(why, len,
+           "its bytes [%p, %p) are neither node host memory (pto_node_host_tensor) nor a window "
+           "of a live domain (pto_node_window_tensor): the node's other processes cannot see them",
+           (void *)a, (void *)z);
+  return why;
+}
+
+/* Orchestration-side argument errors name what was wrong. */
+static int refuse(pto_node *n, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(pto_node *n, const char *what, const char *fmt, ...) {
+  char msg[sizeof n->first_info.details - 64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (!n->fatal && !n->first_err) {
+    n->first_err = PTO_EINVAL;
+    set_err(&n->first_info, PTO_EINVAL, "node orchestration: %s: %s", what, msg);
+  }
+  return PTO_EINVAL;
+}
+
+static int check_args(pto_node *n, const pto_args *args, const char *what) {
+  if (!args) return 0;
+  if (args->ntensors < 0 || args->ntensors > PTO_MAX_TENSOR_ARGS || args->nscalars < 0 ||
+      args->nscalars > PTO_MAX_SCALAR_ARGS)
+    return refuse(n, what, "args hold %d tensors and %d scalars (at most %d and %d)",
+                  args->ntensors, args->nscalars, PTO_MAX_TENSOR_ARGS, PTO_MAX_SCALAR_ARGS);
+  for (int i = 0; i < args->ntensors; i++) {
+    int m = args->access[i];
+    if (m == PTO_OUTPUT)
+      return refuse(n, what,
+                    "tensor %d is PTO_OUTPUT, which node tasks do not support (use "
+                    "pto_node_host_tensor and PTO_OUTPUT_EXISTING)",
+                    i);
+    if (m != PTO_INPUT && m != PTO_OUTPUT_EXISTING && m != PTO_INOUT && m != PTO_NO_DEP)
+      return refuse(n, what, "tensor %d has access mode %d, not a pto_access", i, m);
+    char why[256];
+    if (view_problem(n, &args->tensors[i], why, sizeof why))
+      return refuse(n, what, "tensor %d: %s", i, why);
+  }
+  return 0;
+}
+
+typedef struct room_wait {
+  int64_t oldest; /* oldest_live when the TensorMap was found full */
+  int64_t want;   /* retire this many tasks before trying again */
+  node_task *self;
+} room_wait;
+
+/* Every task but the one being submitted has finished. */
+static bool others_finished(const pto_node *n, const node_task *self) {
+  return n->unfinished == (finished(self) ? 0 : 1);
+}
+
+static bool tmap_room(pto_node *n, void *arg) {
+  room_wait *w = arg;
+  return n->oldest_live - w->oldest >= w->want || others_finished(n, w->self);
+}
+
+static int refuse_overflow(pto_node *n, const node_task *t) {
+  if (!n->fatal && !n->first_err) {
+    n->first_err = PTO_ETENSORMAP_OVERFLOW;
+    set_err(&n->first_info, PTO_ETENSORMAP_OVERFLOW,
+            "node orchestration: submit of node task %" PRId64 ": the node TensorMap is full "
+            "(%u entries, pto_node_config.tensormap_entries) and cannot drain: node task %" PRId64
+            " failed, and the entries of every task after it are kept so that readers of its "
+            "outputs are poisoned; raise tensormap_entries",
+            t->id, n->tm.capacity, n->oldest_live);
+  }
+  return PTO_ETENSORMAP_OVERFLOW;
+}
+
+/* Records one access of task t, waiting for room while the TensorMap is
+ * full (back-pressure: the children go on running, tasks retire and their
+ * entries are dropped). Full with every other task finished means the
+ * oldest live task failed: its entries and every later task's are kept to
+ * poison later readers, so no room can come. */
+static int record_access(pto_node *n, node_task *t, const pto_tensor *v, tmap_mode mode,
+                         dep_ctx *d) {
+  for (;;) {
+    int rc = tmap_access(&n->tm, v, mode, t->id, n->oldest_live, on_dep, d);
+    if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
+    if (others_finished(n, t)) return refuse_overflow(n, t);
+    /* retry after a sixteenth of the live tasks retired: the purge of a full
+     * map walks all of it, so it must not run for every retired task */
+    room_wait w = {n->oldest_live, 1 + (n->next_id - n->oldest_live) / 16, t};
+    rc = until(n, tmap_room, &w, true, UINT64_MAX, 0);
+    if (rc) return rc;
+  }
+}
+
 static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pto_orch_fn cfn,
-                  pto_host_fn hfn, void *harg, pto_args *args, pto_task_id *id) {
+                  pto_host_fn hfn, void *harg, pto_args *args, pto_task_id *id, const char *what) {
   pto_node *n = no->node;
   if (id) *id = PTO_TASK_NONE;
   if (n->fatal) return n->fatal;
   if (args && args->error) return args->error;
-  if (args && (args->ntensors < 0 || args->ntensors > PTO_MAX_TENSOR_ARGS || args->nscalars < 0 ||
-               args->nscalars > PTO_MAX_SCALAR_ARGS))
-    return PTO_EINVAL;
-  for (int i = 0; args && i < args->ntensors; i++)
-    if (args->access[i] == PTO_OUTPUT || tensor_check(&args->tensors[i], false))
-      return PTO_EINVAL; /* OUTPUT: see pto_node_submit; views: common/tensor.c's checks */
+  int rc = check_args(n, args, what);
+  if (rc) return rc;
+  int64_t gone = n->oldest_live - n->base_id; /* retired: nobody looks them up */
+  if (n->ntasks == n->captasks && gone > 0 && gone >= n->ntasks / 2) {
+    /* drop them instead of growing: the array holds about the live tasks,
+     * not every task of the run (amortized: at least half moved out) */
+    for (int64_t i = 0; i < gone; i++)
+      free(n->tasks[i].consumers);
+    memmove(n->tasks, n->tasks + gone, (size_t)(n->ntasks - gone) * sizeof *n->tasks);
+    n->ntasks -= gone;
+    n->base_id = n->oldest_live;
+  }
   if (n->ntasks == n->captasks) {
     int64_t cap = n->captasks ? 2 * n->captasks : 64;
-    node_task *t = realloc(n->tasks, (size_t)cap * sizeof *t);
+    size_t bytes;
+    node_task *t =
+        __builtin_mul_overflow((size_t)cap, sizeof *t, &bytes) ? NULL : realloc(n->tasks, bytes);
     if (!t) return PTO_ENOMEM;
     n->tasks = t;
     n->captasks = cap;
   }
+  /* the task exists from here on (its producers may finish while a full
+   * TensorMap makes it wait); the extra dependency keeps it from starting
+   * before all its accesses are recorded */
   node_task *t = &n->tasks[n->ntasks];
   memset(t, 0, sizeof *t);
   t->id = n->next_id;
@@ -667,28 +929,34 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
     t->args = *args;
   else
     pto_args_init(&t->args);
+  t->state = TS_WAITING;
+  t->deps_left = 1;
+  t->next_ready = -1;
+  n->ntasks++;
+  n->next_id++;
+  n->unfinished++;
   dep_ctx d = {n, t, false, -1};
-  for (int i = 0; i < t->args.ntensors; i++) {
+  for (int i = 0; i < t->args.ntensors && !rc; i++) {
     int m = t->args.access[i];
     if (m == PTO_NO_DEP) continue;
     tmap_mode mode = m == PTO_INPUT ? TMAP_READ : m == PTO_INOUT ? TMAP_READ_WRITE : TMAP_WRITE;
-    int rc = tmap_access(&n->tm, &t->args.tensors[i], mode, t->id, n->oldest_live, on_dep, &d);
-    if (rc) { /* undo the edges we added: the task does not exist */
-      for (int64_t j = n->oldest_live; j < t->id; j++) {
-        node_task *p = task_of(n, j);
-        if (p && p->nconsumers && p->consumers[p->nconsumers - 1] == t->id) p->nconsumers--;
-      }
-      return rc;
-    }
+    rc = record_access(n, t, &t->args.tensors[i], mode, &d);
   }
-  n->ntasks++;
-  n->next_id++;
+  if (rc) { /* part of its accesses are recorded: it fails, and poisons their readers */
+    if (!finished(t)) {
+      t->status = rc;
+      set_err(&t->err, rc, "node task %" PRId64 " could not be submitted: %s", t->id,
+              pto_strerror(rc));
+      finish(n, t);
+    }
+    return rc;
+  }
   if (id) *id = t->id;
-  if (d.poisoned) {
-    t->deps_left = 0;
+  if (finished(t)) { /* poisoned while it waited for room */
+  } else if (d.poisoned) {
     poison(n, t, d.cause);
-  } else if (t->deps_left == 0) {
-    t->state = TS_READY;
+  } else if (--t->deps_left == 0) {
+    make_ready(n, t);
   }
   return step(n, true);
 }
@@ -696,7 +964,8 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
 int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args, pto_task_id *id) {
   if (!no) return PTO_EINVAL;
   if (!fn || chip < 0 || chip >= no->node->cfg.nchips) return latch(no->node, PTO_EINVAL, "submit");
-  return latch(no->node, submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id), "submit");
+  return latch(no->node, submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id, "submit"),
+               "submit");
 }
 
 int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_fn fn,
@@ -710,7 +979,8 @@ int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_f
     for (int j = 0; j < i; j++)
       if (chips[j] == chips[i]) return latch(no->node, PTO_EINVAL, "submit_group");
   }
-  return latch(no->node, submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id), "submit_group");
+  return latch(no->node, submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id, "submit_group"),
+               "submit_group");
 }
 
 int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg, pto_args *args,
@@ -719,17 +989,17 @@ int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *ar
   if (!fn || no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
     return latch(no->node, PTO_EINVAL, "submit_host");
   int slot = worker < 0 ? -1 : no->node->cfg.nchips + worker;
-  return latch(no->node, submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id), "submit_host");
+  return latch(no->node, submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id, "submit_host"),
+               "submit_host");
 }
 
 static bool all_finished(pto_node *n, void *arg) {
   (void)arg;
-  for (int64_t id = n->oldest_live; id < n->base_id + n->ntasks; id++)
-    if (!finished(task_of(n, id))) return false;
-  return true;
+  return n->unfinished == 0;
 }
 
 int pto_node_wait_all(pto_node_orch *no) {
+  if (!no) return PTO_EINVAL;
   pto_node *n = no->node;
   int rc = until(n, all_finished, NULL, true, UINT64_MAX, 0);
   return rc ? rc : n->first_err;
@@ -761,8 +1031,11 @@ static bool writers_done(pto_node *n, void *arg) {
 }
 
 int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
+  if (!no) return PTO_EINVAL;
   pto_node *n = no->node;
-  if (!t || !dst || tensor_check(t, false)) return PTO_EINVAL;
+  char why[256];
+  if (!dst) return refuse(n, "read", "dst is NULL");
+  if (view_problem(n, t, why, sizeof why)) return refuse(n, "read", "the tensor: %s", why);
   read_wait w = {{0}, 0, false};
   tmap_conflicts(&n->tm, t, TMAP_READ, n->oldest_live, on_writer, &w);
   int rc = until(n, writers_done, &w, true, UINT64_MAX, 0);
@@ -775,7 +1048,7 @@ int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
   return 0;
 }
 
-pto_node *pto_node_orch_node(pto_node_orch *no) { return no->node; }
+pto_node *pto_node_orch_node(pto_node_orch *no) { return no ? no->node : NULL; }
 
 /* ---- domains ---- */
 
@@ -842,10 +1115,9 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   d->id = n->next_dom++;
   d->nranks = nranks;
   memcpy(d->chips, chips, sizeof(int) * (size_t)nranks);
-  uint64_t at = (n->space_used + NODE_SPACE_ALIGN - 1) / NODE_SPACE_ALIGN * NODE_SPACE_ALIGN;
-  uint64_t need; /* checked: huge window buffers must not wrap into "fits" */
-  if (__builtin_mul_overflow(d->win_bytes, (uint64_t)nranks, &need) ||
-      __builtin_add_overflow(need, at, &need) || need > n->cfg.window_space)
+  uint64_t at = (n->space_used + NODE_SPACE_ALIGN - 1) / NODE_SPACE_ALIGN * NODE_SPACE_ALIGN, end;
+  if (__builtin_mul_overflow(d->win_bytes, (uint64_t)nranks, &end) ||
+      __builtin_add_overflow(at, end, &end) || end > n->cfg.window_space)
     return PTO_ENOMEM;
   d->base = (uint64_t)(uintptr_t)n->space + at;
   snprintf(d->prefix, sizeof d->prefix, "%s.d%d", n->prefix, d->id);
@@ -858,7 +1130,7 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   rc = until(n, chips_idle_for_domain, &w, true, UINT64_MAX, 0);
   if (rc) return rc;
   n->dom_live[slot] = true; /* from here on, cleanup unlinks its objects */
-  n->space_used = at + d->win_bytes * (uint64_t)nranks;
+  n->space_used = end;
   /* phase 1: every rank creates and zeroes its window; all replies = the
    * allocation barrier; phase 2: every rank maps its peers */
   rc = control(n, chips, nranks, FRAME_DOM_OPEN, d);
@@ -886,6 +1158,7 @@ int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
 
 int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
                            pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out) {
+  if (!no) return PTO_EINVAL;
   return pto_comm_window_tensor(&no->node->observer, dom, rank, name, dt, ndims, shape, out);
 }
 
@@ -913,11 +1186,16 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
     return n->fatal;
   }
   if (n->running) return PTO_EBUSY;
-  int rc = tmap_init(&n->tm, TMAP_ENTRIES);
+  int rc = tmap_init(&n->tm, n->cfg.tensormap_entries);
   if (rc) return rc;
   n->running = true;
   n->base_id = n->oldest_live = n->next_id;
   n->ntasks = 0;
+  n->unfinished = 0;
+  q_reset(&n->ready_any);
+  q_reset(&n->ready_group);
+  for (int s = 0; s < NODE_MAX_CHILDREN; s++)
+    q_reset(&n->ready_slot[s]);
   n->first_err = 0;
   n->trace_origin_ns = pto_now_ns(); /* every rank's time zero (the clock is machine-wide) */
   memset(n->trace_runs, 0, sizeof n->trace_runs);

@@ -46,7 +46,14 @@ typedef struct node_task {
   int status;
   pto_error_info err;
   uint64_t start_ns;
+  int64_t next_ready; /* next task id in its ready queue, -1 = last */
 } node_task;
+
+/* READY tasks waiting for their children, in the order they became ready,
+ * linked through node_task.next_ready (ids; -1 = empty). */
+typedef struct task_queue {
+  int64_t head, tail;
+} task_queue;
 
 typedef struct child_slot {
   pid_t pid;
@@ -89,7 +96,12 @@ struct pto_node {
   tmap tm;
   node_task *tasks;
   int64_t base_id, ntasks, captasks, oldest_live;
-  int64_t next_id; /* node-lifetime task ids: epochs never repeat */
+  int64_t next_id;    /* node-lifetime task ids: epochs never repeat */
+  int64_t unfinished; /* tasks of the run neither done nor failed */
+  /* dispatch looks only at queue heads, never at every live task */
+  task_queue ready_slot[NODE_MAX_CHILDREN]; /* single-child tasks, by child slot */
+  task_queue ready_any;                     /* host tasks for any worker */
+  task_queue ready_group;                   /* tasks of several chips */
   int first_err;
   pto_error_info first_info;
 };
