@@ -18,9 +18,6 @@ int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbu
   for (int i = 0; i < nbufs; i++) {
     const char *n = bufs[i].name;
     if (!n || !*n || strlen(n) >= PTO_COMM_NAME_MAX || bufs[i].bytes == 0) return PTO_EINVAL;
-    /* the window's layout must fit 64 bits: room for this buffer, its
-     * alignment and the final page rounding */
-    if (bufs[i].bytes > UINT64_MAX / 2 || off > UINT64_MAX / 2 - bufs[i].bytes) return PTO_EINVAL;
     for (int j = 0; j < i; j++)
       if (strcmp(d->buffers[j].name, n) == 0) return PTO_EINVAL;
     snprintf(d->buffers[i].name, sizeof d->buffers[i].name, "%s", n);
