@@ -2,7 +2,9 @@
 # Installs what the tests need (Debian packages, when missing) and runs the
 # whole suite three ways: plain, ASan+UBSan, TSan. Warnings are errors.
 #   scripts/test.sh            all three
-#   scripts/test.sh plain      one of: plain address thread
+#   scripts/test.sh plain      one of: plain address thread park10s
+# park10s is a plain build whose futex parks last up to 10 s instead of
+# 20 ms: every wait must end by a wake-up, so no test may get slower.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,14 +15,17 @@ jobs=$(nproc)
 modes=("$@")
 [ ${#modes[@]} -eq 0 ] && modes=(plain address thread)
 for mode in "${modes[@]}"; do
+  park=""
   case "$mode" in
     plain) san="" ;;
     address|thread) san="$mode" ;;
-    *) echo "unknown mode '$mode' (plain, address, thread)"; exit 2 ;;
+    park10s) san="" park=10000 ;;
+    *) echo "unknown mode '$mode' (plain, address, thread, park10s)"; exit 2 ;;
   esac
   dir="build-test-$mode"
   echo "== $mode: configure and build in $dir"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTO_WERROR=ON -DPTO_SANITIZE="$san" >/dev/null
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTO_WERROR=ON -DPTO_SANITIZE="$san" \
+    -DPTO_PARK_MAX_MS="$park" >/dev/null
   cmake --build "$dir" -j "$jobs" >/dev/null
   echo "== $mode: ctest"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -151,6 +151,7 @@ typedef struct sched {
   int nclusters;
   int *clusters; /* own cluster ids */
   pto_event ev;
+  bool wake_pending; /* scheduler-private: it made tasks ready in this pass */
   drain_part drain;
   uint64_t first_ns, last_ns;
   int trace_track;

@@ -10,7 +10,13 @@
 
 #include "common/clock.h"
 
-#define PARK_MAX_NS 20000000ull /* re-check at least every 20 ms */
+/* A parked waiter re-checks its condition at least this often. A safety
+ * net only, never the mechanism: every waker signals the event, so no wait
+ * may depend on it (the park10s test build sets 10 s to prove that). */
+#ifndef PTO_PARK_MAX_MS
+#define PTO_PARK_MAX_MS 20
+#endif
+#define PARK_MAX_NS ((uint64_t)(PTO_PARK_MAX_MS) * 1000000ull)
 #define YIELDS      4
 #define SPIN_NS     5000u /* spin this long before yielding: a few hand-offs' worth */
 
