@@ -70,7 +70,6 @@ typedef struct task {
   int32_t units_total; /* block_num * cores per block */
   bool sync_start;
   int8_t scope_depth;   /* orch */
-  bool pinned;          /* orch: holds heap outputs of a still-open scope */
   pto_task_id dep_mark; /* orch: last submit that listed it as a producer */
   int32_t ntensors, nscalars;
   pto_tensor *tensors; /* in the args ring */
@@ -179,6 +178,15 @@ typedef struct pto_run {
   tmap tm;
   int scope_depth;
   scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];
+  /* Held OUTPUT heap ranges, oldest first: only these outlive their
+   * task's retirement (the task's slot, arguments and dependency nodes
+   * retire as usual), while their scope is open and then until every task
+   * submitted before the scope ended (its possible readers) has retired */
+  ring_hole *held;
+  pto_task_id *held_task;  /* first task of each range */
+  pto_task_id *held_until; /* free once retired reaches it; INT64_MAX: scope open */
+  int8_t *held_depth;
+  uint32_t nheld, held_cap;
   pto_task_id *depbuf; /* producers of the task being submitted */
   uint32_t depbuf_n, depbuf_cap;
   /* shared */
