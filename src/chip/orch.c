@@ -185,8 +185,12 @@ static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, v
   int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;
   if (batch > inflight) batch = inflight;
   if (batch < 1) batch = 1;
-  /* seq_cst: pairs with the completion path's increment-then-load */
   atomic_store_explicit(&r->orch_wake_at, done + batch, memory_order_seq_cst);
+  /* Dekker with complete_task (state and `completed`, fence, load of
+   * wake_at): cond()'s loads are acquire, not seq_cst, so without the fence
+   * they may pass the store above; then neither side sees the other and the
+   * orchestrator parks on a completion that already happened */
+  atomic_thread_fence(memory_order_seq_cst);
   bool ok = pto_wait(&r->orch_ev, cond, arg, deadline);
   atomic_store_explicit(&r->orch_wake_at, INT64_MAX, memory_order_relaxed);
   return ok;
@@ -429,7 +433,7 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
 
   /* 1. task slot */
   orch_retire(r);
-  char need[96];
+  char need[128];
   snprintf(need, sizeof need, "a slot (task_slots %u)", r->nslots);
   if (!slot_room(r, NULL) && (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK,
                                                   PTO_ESCOPE_DEADLOCK, "task ring", need)))

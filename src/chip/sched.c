@@ -113,9 +113,11 @@ static void complete_task(pto_run *r, task *first) {
     }
     /* release: everything above happens-before retirement of t */
     atomic_store_explicit(&t->state, TASK_DONE, memory_order_release);
-    /* seq_cst: pairs with orch_wait_completions (store wake_at, then re-check):
-     * either the orchestrator sees this completion or we see its wake_at */
     int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
+    /* the fence pairs with orch_wait_completions (store wake_at, fence,
+     * re-check): either the orchestrator sees this completion or we see its
+     * wake_at (tests/unit/test_wait_model.c) */
+    atomic_thread_fence(memory_order_seq_cst);
     if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
       pto_event_signal(&r->orch_ev);
   }
