@@ -44,6 +44,12 @@ int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
     return PTO_EINVAL;
   pto_chip *chip = calloc(1, sizeof *chip);
   if (!chip) return PTO_ENOMEM;
+  chip->nasync = c.async_slots;
+  chip->async = calloc(c.async_slots ? c.async_slots : 1, sizeof *chip->async);
+  if (!chip->async) {
+    free(chip);
+    return PTO_ENOMEM;
+  }
   chip->cfg = c;
   *out = chip;
   return PTO_OK;
@@ -52,6 +58,7 @@ int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
 void pto_chip_destroy(pto_chip *chip) {
   if (!chip) return;
   free(chip->trace_path);
+  free(chip->async);
   free(chip);
 }
 
@@ -185,7 +192,6 @@ static void run_destroy(pto_run *r) {
   free(r->sync_queue.items);
   free(r->slots);
   free(r->deps);
-  free(r->async);
   if (r->scheds)
     for (int s = 0; s < r->nsched; s++) {
       free(r->scheds[s].cores);
@@ -217,15 +223,19 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->ndeps = c->dep_entries;
   r->slots = calloc(r->nslots, sizeof *r->slots);
   r->deps = calloc(r->ndeps, sizeof *r->deps);
-  r->nasync = c->async_slots;
-  r->async = calloc(r->nasync ? r->nasync : 1, sizeof *r->async);
-  r->run_seq = ++chip->run_seq;
+  /* the chip's async slots: one left busy by an earlier run (its
+   * completion never came) is free again; its generation stays stale */
+  r->nasync = chip->nasync;
+  r->async = chip->async;
+  for (uint32_t i = 0; i < r->nasync; i++)
+    atomic_fetch_and_explicit(&r->async[i].state, ~1ull, memory_order_relaxed);
+  chip->run_seq++;
   int per_cluster = c->aic_per_cluster + c->aiv_per_cluster;
   r->ncores = c->clusters * per_cluster;
   r->nsched = c->schedulers;
   r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
-  if (!r->slots || !r->deps || !r->async || !r->cores || !r->scheds) goto nomem;
+  if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     task **items = malloc(sizeof(task *) * r->nslots);
@@ -335,6 +345,11 @@ static bool run_join(pto_run *r) {
   return all;
 }
 
+static bool no_async_calls(void *p) {
+  /* acquire pairs with the completer's release decrement: it is done with the run */
+  return atomic_load_explicit(&((pto_chip *)p)->async_calls, memory_order_seq_cst) == 0;
+}
+
 static double span_us(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1000.0 : 0.0; }
 
 static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats *st) {
@@ -434,7 +449,16 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     pto_wait_thread_end();
   }
   if (!run_join(r)) chip->broken = true;
-  atomic_store_explicit(&chip->cur_run, NULL, memory_order_release);
+  /* seq_cst store, then load of async_calls (Dekker with the completer's
+   * increment, then load of cur_run): a completer either sees no run or
+   * is counted here, and the run is freed only after it left */
+  atomic_store_explicit(&chip->cur_run, NULL, memory_order_seq_cst);
+  if (!pto_wait(NULL, no_async_calls, chip, pto_deadline_ms(r->cfg->shutdown_ms))) {
+    run_fail(r, PTO_ESHUTDOWN, PTO_TASK_NONE, -1,
+             "pto_chip_async_complete did not return within shutdown_ms=%lld",
+             (long long)r->cfg->shutdown_ms);
+    chip->broken = true; /* the run is leaked below: a completer still uses it */
+  }
   uint64_t host1 = pto_now_ns();
   rc = atomic_load(&r->status);
   if (stats) run_stats(r, host0, host1, stats);

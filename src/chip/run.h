@@ -49,8 +49,15 @@ struct pto_chip {
   uint64_t trace_origin_ns; /* time zero shared by a node run's ranks; 0 = none */
   bool broken;              /* a core thread could not be joined: no more runs */
   _Atomic int running;
-  uint32_t run_seq;                /* runs started; tags async tokens */
+  uint32_t run_seq;                /* runs started */
   struct pto_run *_Atomic cur_run; /* the run in progress (async completions) */
+  /* Async completion slots belong to the chip, not to a run: a completer
+   * may come late. Each begin takes a fresh chip-wide generation, so a
+   * token never matches again once its block completed or its run ended. */
+  struct async_slot *async;
+  uint32_t nasync;
+  _Atomic uint64_t async_gen;  /* generations handed out (48 bits in a token) */
+  _Atomic int32_t async_calls; /* pto_chip_async_complete calls in flight */
 };
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
@@ -112,7 +119,8 @@ typedef struct core_payload {
 } core_payload;
 
 /* An outstanding asynchronous completion. `state` is (generation << 1) |
- * busy, so a token from an earlier use of the slot never matches. */
+ * busy, so a token from an earlier use of the slot never matches.
+ * Chip-owned (pto_chip.async); `t` is valid while busy within a run. */
 typedef struct async_slot {
   _Atomic uint64_t state;
   task *_Atomic t; /* relaxed: ordered by the token hand-off and `state` */
@@ -201,9 +209,8 @@ typedef struct pto_run {
   _Atomic uint64_t blocks;
   ready_queue queues[SHAPE_COUNT];
   ready_queue sync_queue;
-  async_slot *async;
+  async_slot *async; /* the chip's slots */
   uint32_t nasync;
-  uint32_t run_seq;
   drain_state drain;
   pthread_mutex_t err_lock;
   pto_error_info err;
