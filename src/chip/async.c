@@ -66,13 +66,21 @@ static int complete(pto_run *r, uint64_t token) {
 
 int pto_chip_async_complete(pto_chip *chip, uint64_t token) {
   if (!chip) return PTO_EINVAL;
-  /* seq_cst increment, then load of cur_run: pairs with pto_chip_run's
-   * store of NULL, then load of async_calls; the run is not freed while
-   * we are counted */
-  atomic_fetch_add_explicit(&chip->async_calls, 1, memory_order_seq_cst);
+  /* Count this call in the current phase, then read the run; all seq_cst,
+   * against pto_chip_run's store of NULL, flip of the phase and wait for
+   * the old phase's count: a call that saw the phase unchanged after
+   * counting itself is waited for; one that saw it flip counts itself in
+   * the new phase (whose run, if any, is ended by the next flip). */
+  uint32_t p;
+  for (;;) {
+    p = atomic_load_explicit(&chip->async_phase, memory_order_seq_cst) & 1u;
+    atomic_fetch_add_explicit(&chip->async_calls[p], 1, memory_order_seq_cst);
+    if ((atomic_load_explicit(&chip->async_phase, memory_order_seq_cst) & 1u) == p) break;
+    atomic_fetch_sub_explicit(&chip->async_calls[p], 1, memory_order_seq_cst);
+  }
   pto_run *r = atomic_load_explicit(&chip->cur_run, memory_order_seq_cst);
   int rc = r ? complete(r, token) : PTO_EASYNC_INVALID; /* no run in progress */
-  /* release: our use of the run happens-before its teardown */
-  atomic_fetch_sub_explicit(&chip->async_calls, 1, memory_order_seq_cst);
+  /* our use of the run happens-before its teardown */
+  atomic_fetch_sub_explicit(&chip->async_calls[p], 1, memory_order_seq_cst);
   return rc;
 }

@@ -346,8 +346,8 @@ static bool run_join(pto_run *r) {
 }
 
 static bool no_async_calls(void *p) {
-  /* acquire pairs with the completer's release decrement: it is done with the run */
-  return atomic_load_explicit(&((pto_chip *)p)->async_calls, memory_order_seq_cst) == 0;
+  /* pairs with the completer's decrement: it is done with the run */
+  return atomic_load_explicit((_Atomic int32_t *)p, memory_order_seq_cst) == 0;
 }
 
 static double span_us(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1000.0 : 0.0; }
@@ -449,11 +449,13 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     pto_wait_thread_end();
   }
   if (!run_join(r)) chip->broken = true;
-  /* seq_cst store, then load of async_calls (Dekker with the completer's
-   * increment, then load of cur_run): a completer either sees no run or
-   * is counted here, and the run is freed only after it left */
+  /* No run, flip the phase, wait for the old phase's calls (all seq_cst,
+   * against pto_chip_async_complete): a completer either sees no run or
+   * is counted in the old phase, and the run is freed only after it left */
   atomic_store_explicit(&chip->cur_run, NULL, memory_order_seq_cst);
-  if (!pto_wait(NULL, no_async_calls, chip, pto_deadline_ms(r->cfg->shutdown_ms))) {
+  uint32_t phase = atomic_fetch_add_explicit(&chip->async_phase, 1, memory_order_seq_cst) & 1u;
+  if (!pto_wait(NULL, no_async_calls, &chip->async_calls[phase],
+                pto_deadline_ms(r->cfg->shutdown_ms))) {
     run_fail(r, PTO_ESHUTDOWN, PTO_TASK_NONE, -1,
              "pto_chip_async_complete did not return within shutdown_ms=%lld",
              (long long)r->cfg->shutdown_ms);

@@ -56,8 +56,12 @@ struct pto_chip {
    * token never matches again once its block completed or its run ended. */
   struct async_slot *async;
   uint32_t nasync;
-  _Atomic uint64_t async_gen;  /* generations handed out (48 bits in a token) */
-  _Atomic int32_t async_calls; /* pto_chip_async_complete calls in flight */
+  _Atomic uint64_t async_gen; /* generations handed out (48 bits in a token) */
+  /* pto_chip_async_complete calls in flight, counted in the current phase;
+   * the end of a run flips the phase and waits for the old one to drain,
+   * so a stream of later calls cannot hold it up */
+  _Atomic uint32_t async_phase;
+  _Atomic int32_t async_calls[2];
 };
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };

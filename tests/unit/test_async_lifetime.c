@@ -99,7 +99,7 @@ static void test_token_from_65536_runs_ago(void **state) {
 
 /* ---- a completer racing with the end of runs ---- */
 
-#define RUNS 300
+#define RUNS 60
 static _Atomic int stop_completer;
 static _Atomic uint64_t calls;
 
