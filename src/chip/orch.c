@@ -84,6 +84,7 @@ int orch_setup(pto_run *r) {
   if (args < ARGS_MAX_BYTES) args = ARGS_MAX_BYTES;
   if (!rc) rc = ring_init(&r->args, args);
   if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
+  r->held_release = INT64_MAX;
   r->depbuf_cap = 64;
   r->depbuf = malloc(sizeof(pto_task_id) * r->depbuf_cap);
   if (!rc && !r->depbuf) rc = PTO_ENOMEM;
@@ -143,13 +144,17 @@ static int hold_push(pto_run *r, pto_task_id id, uint64_t begin) {
 static void hold_end(pto_run *r, pto_task_id from) {
   for (uint32_t i = r->nheld; i > 0 && r->held_task[i - 1] >= from; i--)
     if (r->held_until[i - 1] == INT64_MAX) r->held_until[i - 1] = r->next_id;
+  if (r->next_id < r->held_release) r->held_release = r->next_id;
 }
 
 /* Drops the ended ranges whose readers have all retired. */
 static void hold_release(pto_run *r) {
+  if (r->retired < r->held_release) return; /* nothing due yet */
   uint32_t k = 0;
+  r->held_release = INT64_MAX;
   for (uint32_t i = 0; i < r->nheld; i++) {
     if (r->held_until[i] <= r->retired) continue;
+    if (r->held_until[i] < r->held_release) r->held_release = r->held_until[i];
     r->held[k] = r->held[i];
     r->held_task[k] = r->held_task[i];
     r->held_until[k] = r->held_until[i];

@@ -199,6 +199,7 @@ typedef struct pto_run {
   pto_task_id *held_until; /* free once retired reaches it; INT64_MAX: scope open */
   int8_t *held_depth;
   uint32_t nheld, held_cap;
+  pto_task_id held_release; /* smallest held_until */
   pto_task_id *depbuf; /* producers of the task being submitted */
   uint32_t depbuf_n, depbuf_cap;
   /* shared */
