@@ -162,6 +162,7 @@ static void test_mix_handoff(void **state) {
 #define BLOCK_US 4000
 
 static _Atomic uint64_t root_end_ns, first_start_ns[CLUSTERS], last_end_ns;
+static _Atomic int fan_submitted;
 
 static int k_root(const pto_kctx *c) {
   (void)c;
@@ -184,7 +185,7 @@ static int kid_root, kid_fan;
 
 typedef struct fanout {
   int rc;
-  double worst_first_us, makespan_us;
+  double mid_first_us, worst_first_us, makespan_us;
 } fanout;
 
 static void fanout_orch(pto_orch *o, void *arg) {
@@ -192,6 +193,7 @@ static void fanout_orch(pto_orch *o, void *arg) {
   pto_task_id root, last = PTO_TASK_NONE;
   atomic_store(&root_end_ns, 0);
   atomic_store(&last_end_ns, 0);
+  atomic_store(&fan_submitted, 0);
   for (int i = 0; i < CLUSTERS; i++)
     atomic_store(&first_start_ns[i], 0);
   /* the root waits for its consumers to be submitted: they become ready
@@ -201,22 +203,29 @@ static void fanout_orch(pto_orch *o, void *arg) {
     pto_submit_opts fo = {.deps = &root, .ndeps = 1};
     if ((f->rc = pto_submit(o, kid_fan, NULL, &fo, &last))) return;
   }
+  atomic_store(&fan_submitted, 1);
   for (pto_task_id id = root; id <= last; id++)
     if ((f->rc = pto_orch_wait_task(o, id, 5000))) return;
-  uint64_t r = atomic_load(&root_end_ns), worst = 0;
+  uint64_t r = atomic_load(&root_end_ns);
+  double d[CLUSTERS];
   for (int i = 0; i < CLUSTERS; i++) {
     uint64_t s = atomic_load(&first_start_ns[i]);
-    uint64_t d = s > r ? s - r : 0;
-    if (d > worst) worst = d;
+    d[i] = s > r ? (double)(s - r) / 1000.0 : 0;
   }
-  f->worst_first_us = (double)worst / 1000.0;
+  /* the middle cluster: with a missed wake-up, only the completing
+   * scheduler's 2-3 clusters of 8 start at once */
+  f->mid_first_us = median(d, CLUSTERS);
+  f->worst_first_us = d[CLUSTERS - 1];
   f->makespan_us = (double)(atomic_load(&last_end_ns) - r) / 1000.0;
 }
 
 static int k_gate_root(const pto_kctx *c) {
-  /* long enough for the orchestrator to submit the fan; shorter than a
-   * park, so that schedulers parked at the root's start are still parked */
-  sleep_us(8000);
+  /* until the orchestrator has submitted the fan, then 2 ms more: every
+   * other scheduler is parked, well before its park times out */
+  uint64_t deadline = now_ns() + 2000000000ull;
+  while (!atomic_load(&fan_submitted) && now_ns() < deadline)
+    sleep_us(100);
+  sleep_us(2000);
   return k_root(c);
 }
 
@@ -240,17 +249,18 @@ static void test_wide_fanout(void **state) {
     if (rc) pto_error_print(&err, stderr);
     assert_int_equal(rc, PTO_OK);
     assert_int_equal(f.rc, PTO_OK);
-    first[round] = f.worst_first_us;
+    first[round] = f.mid_first_us;
     span[round] = f.makespan_us;
     if (f.worst_first_us > max_first) max_first = f.worst_first_us;
   }
   pto_chip_destroy(chip);
   double med_first = median(first, ROUNDS), med_span = median(span, ROUNDS);
-  printf("fan-out of %d MIX tasks over %d clusters (%d us blocks): root end -> last cluster's "
-         "first start median %.0f us (max %.0f us); makespan median %.0f us (ideal %d us)\n",
+  printf("fan-out of %d MIX tasks over %d clusters (%d us blocks): root end -> first start "
+         "of the middle cluster, median of rounds %.0f us (last cluster, worst round %.0f us); "
+         "makespan median %.0f us (ideal %d us)\n",
          FAN, CLUSTERS, BLOCK_US, med_first, max_first, med_span, FAN / CLUSTERS * BLOCK_US);
   if (med_first >= 4000.0)
-    fail_msg("fan-out: the last cluster started its first block %.0f us after the root "
+    fail_msg("fan-out: the middle cluster started its first block %.0f us after the root "
              "(median), expected < 4000 us (other schedulers were not woken)",
              med_first);
 }
