@@ -227,9 +227,13 @@ static bool room_cond(void *p) {
 
 static bool heap_room(pto_run *r, void *arg);
 
+/* `need_fmt` describes the request with two unsigned long long values (the
+ * second may go unused); it is formatted only when the wait fails. */
 static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg, int code,
-                          int pinned_code, const char *what, const char *need) {
+                          int pinned_code, const char *what, const char *need_fmt,
+                          unsigned long long n1, unsigned long long n2) {
   room_wait w = {r, room, arg, false};
+  char need[128];
   pto_task_id last = r->retired;
   uint64_t deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
   for (;;) {
@@ -239,6 +243,7 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
       last = r->retired;
       deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
     }
+    if (r->retired == r->next_id) snprintf(need, sizeof need, need_fmt, n1, n2);
     if (r->retired == r->next_id && room == heap_room && r->nheld) {
       uint64_t bytes = 0;
       for (uint32_t i = 0; i < r->nheld; i++)
@@ -337,10 +342,9 @@ static int orch_tmap(pto_run *r, const pto_tensor *view, tmap_mode mode, dep_col
     int rc = tmap_access(&r->tm, view, mode, c->self, r->retired, fn, c);
     if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
     pto_task_id before = r->retired;
-    char need[64];
-    snprintf(need, sizeof need, "an entry (tensormap_entries %u)", r->cfg->tensormap_entries);
     rc = orch_wait_room(r, retired_moved, &before, PTO_ETENSORMAP_OVERFLOW, PTO_ETENSORMAP_OVERFLOW,
-                        "TensorMap", need);
+                        "TensorMap", "an entry (tensormap_entries %llu)", r->cfg->tensormap_entries,
+                        0);
     if (rc) return rc;
   }
 }
@@ -438,10 +442,9 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
 
   /* 1. task slot */
   orch_retire(r);
-  char need[128];
-  snprintf(need, sizeof need, "a slot (task_slots %u)", r->nslots);
-  if (!slot_room(r, NULL) && (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK,
-                                                  PTO_ESCOPE_DEADLOCK, "task ring", need)))
+  if (!slot_room(r, NULL) &&
+      (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK, PTO_ESCOPE_DEADLOCK,
+                           "task ring", "a slot (task_slots %llu)", r->nslots, 0)))
     return rc;
   pto_task_id id = r->next_id;
   task *t = run_slot(r, id);
@@ -449,10 +452,10 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   /* 2. argument storage */
   int nt = a ? a->ntensors : 0, ns = a ? a->nscalars : 0;
   ring_req ar = {&r->args, sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns, NULL};
-  snprintf(need, sizeof need, "%llu bytes of argument storage (argument ring %llu bytes)",
-           (unsigned long long)ar.bytes, (unsigned long long)r->args.cap);
-  if (!ring_room(r, &ar) && (rc = orch_wait_room(r, ring_room, &ar, PTO_ETASK_RING_DEADLOCK,
-                                                 PTO_ESCOPE_DEADLOCK, "argument ring", need)))
+  if (!ring_room(r, &ar) &&
+      (rc = orch_wait_room(
+           r, ring_room, &ar, PTO_ETASK_RING_DEADLOCK, PTO_ESCOPE_DEADLOCK, "argument ring",
+           "%llu bytes of argument storage (argument ring %llu bytes)", ar.bytes, r->args.cap)))
     return rc;
   pto_tensor *tensors = ar.ptr;
   uint64_t *scalars = (uint64_t *)(tensors + nt);
@@ -476,10 +479,11 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
                        (unsigned long long)heap_total, (unsigned long long)r->heap.cap);
   if (has_heap) {
     ring_req hr = {&r->heap, heap_total, NULL};
-    snprintf(need, sizeof need, "%llu contiguous bytes for OUTPUT buffers (heap_bytes %llu)",
-             (unsigned long long)heap_total, (unsigned long long)r->heap.cap);
-    if (!heap_room(r, &hr) && (rc = orch_wait_room(r, heap_room, &hr, PTO_EHEAP_DEADLOCK,
-                                                   PTO_ESCOPE_DEADLOCK, "heap ring", need)))
+    if (!heap_room(r, &hr) &&
+        (rc =
+             orch_wait_room(r, heap_room, &hr, PTO_EHEAP_DEADLOCK, PTO_ESCOPE_DEADLOCK, "heap ring",
+                            "%llu contiguous bytes for OUTPUT buffers (heap_bytes %llu)",
+                            heap_total, r->heap.cap)))
       return rc;
     if (hold_push(r, id, r->heap.head - heap_total))
       return submit_fail(r, PTO_ENOMEM, "could not record the held OUTPUT range");
@@ -517,9 +521,9 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   if (nd > r->ndeps)
     return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,
                        r->ndeps);
-  snprintf(need, sizeof need, "%u entries (dep_entries %u)", nd, r->ndeps);
-  if (!dep_room(r, &nd) && (rc = orch_wait_room(r, dep_room, &nd, PTO_EDEP_OVERFLOW,
-                                                PTO_EDEP_OVERFLOW, "dependency pool", need)))
+  if (!dep_room(r, &nd) &&
+      (rc = orch_wait_room(r, dep_room, &nd, PTO_EDEP_OVERFLOW, PTO_EDEP_OVERFLOW,
+                           "dependency pool", "%llu entries (dep_entries %llu)", nd, r->ndeps)))
     return rc;
   /* The waits above may have retired producers listed earlier: their slots
    * are about to be reused, so they must not be linked or pinned. */
