@@ -200,7 +200,7 @@ typedef struct pto_run {
   int8_t *held_depth;
   uint32_t nheld, held_cap;
   pto_task_id held_release; /* smallest held_until */
-  pto_task_id *depbuf; /* producers of the task being submitted */
+  pto_task_id *depbuf;      /* producers of the task being submitted */
   uint32_t depbuf_n, depbuf_cap;
   /* shared */
   _Atomic int64_t submitted; /* published tasks (release: slot contents) */
