@@ -16,7 +16,7 @@ typedef enum pto_status {
   /* chip (L2) */
   PTO_EINVAL = -1,               /* invalid arguments (details name which) */
   PTO_ENOMEM = -2,               /* host allocation failed */
-  PTO_ESCOPE_DEADLOCK = -3,      /* a scope pins more tasks than the task ring holds */
+  PTO_ESCOPE_DEADLOCK = -3,      /* open scopes hold more OUTPUT buffers than the heap */
   PTO_EHEAP_DEADLOCK = -4,       /* heap ring cannot satisfy an OUTPUT allocation */
   PTO_ETASK_RING_DEADLOCK = -5,  /* task ring full and no reclamation progress */
   PTO_EDEP_OVERFLOW = -6,        /* dependency entry pool exhausted */

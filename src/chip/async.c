@@ -1,13 +1,16 @@
 /* async.c — asynchronous block completion: a kernel hands its block's
  * completion to another party and frees its core; the block finishes when
- * pto_chip_async_complete() presents the token. Tokens carry the run and a
- * per-slot generation, so a stale or repeated token is rejected. */
+ * pto_chip_async_complete() presents the token. The slots belong to the
+ * chip and every begin takes a fresh chip-wide generation, so a repeated,
+ * stale (from any earlier run) or made-up token never matches; a completer
+ * that comes while the run ends is waited for before the run is freed. */
+#include <stdio.h>
+
 #include "chip/run.h"
 
-/* token = run_seq (16 bits) << 48 | generation (32 bits) << 16 | slot (16 bits) */
-static uint64_t make_token(uint32_t run_seq, uint64_t gen, uint32_t slot) {
-  return ((uint64_t)(run_seq & 0xffffu) << 48) | ((gen & 0xffffffffu) << 16) | slot;
-}
+/* token = generation (48 bits) << 16 | slot (16 bits). 2^48 begins on one
+ * chip (one per nanosecond for three days) before a generation repeats. */
+#define GEN_MASK ((1ull << 48) - 1)
 
 int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
   if (!ctx || !ctx->run || !token) return PTO_EINVAL;
@@ -20,29 +23,27 @@ int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
   for (uint32_t i = 0; i < r->nasync; i++) {
     uint64_t s = atomic_load_explicit(&r->async[i].state, memory_order_relaxed);
     if (s & 1) continue;
+    uint64_t gen =
+        (atomic_fetch_add_explicit(&r->chip->async_gen, 1, memory_order_relaxed) + 1) & GEN_MASK;
     /* acquire pairs with the completer's release when it freed the slot */
-    if (!atomic_compare_exchange_strong_explicit(&r->async[i].state, &s, (s + 2) | 1,
+    if (!atomic_compare_exchange_strong_explicit(&r->async[i].state, &s, (gen << 1) | 1,
                                                  memory_order_acquire, memory_order_relaxed))
       continue;
     atomic_store_explicit(&r->async[i].t, t, memory_order_relaxed); /* token hand-off orders it */
     c->defer_current = true;
-    *token = make_token(r->run_seq, (s + 2) >> 1, i);
+    *token = gen << 16 | i;
     return PTO_OK;
   }
   return PTO_EASYNC_OVERFLOW;
 }
 
-int pto_chip_async_complete(pto_chip *chip, uint64_t token) {
-  if (!chip) return PTO_EINVAL;
-  /* acquire pairs with pto_chip_run's release of cur_run */
-  pto_run *r = atomic_load_explicit(&chip->cur_run, memory_order_acquire);
-  if (!r) return PTO_EASYNC_INVALID;
+static int complete(pto_run *r, uint64_t token) {
   uint32_t slot = (uint32_t)(token & 0xffffu);
-  uint64_t gen = (token >> 16) & 0xffffffffu;
-  if ((token >> 48) != (r->run_seq & 0xffffu) || slot >= r->nasync) {
+  uint64_t gen = token >> 16;
+  if (slot >= r->nasync) {
     run_fail(r, PTO_EASYNC_INVALID, PTO_TASK_NONE, -1,
-             "async completion token 0x%llx is not from this run or names no slot",
-             (unsigned long long)token);
+             "async completion token 0x%llx names slot %u but async_slots is %u",
+             (unsigned long long)token, slot, r->nasync);
     return PTO_EASYNC_INVALID;
   }
   async_slot *a = &r->async[slot];
@@ -53,11 +54,33 @@ int pto_chip_async_complete(pto_chip *chip, uint64_t token) {
   if (s != busy || !atomic_compare_exchange_strong_explicit(
                        &a->state, &s, busy & ~1ull, memory_order_acq_rel, memory_order_relaxed)) {
     run_fail(r, PTO_EASYNC_INVALID, PTO_TASK_NONE, -1,
-             "async completion token 0x%llx is not outstanding (completed twice, or stale)",
+             "async completion token 0x%llx is not outstanding (completed twice, from an "
+             "earlier run, or made up)",
              (unsigned long long)token);
     return PTO_EASYNC_INVALID;
   }
   atomic_fetch_add_explicit(&r->async_done, 1, memory_order_relaxed); /* watchdog progress */
   sched_task_done_unit(r, t, 1);
   return PTO_OK;
+}
+
+int pto_chip_async_complete(pto_chip *chip, uint64_t token) {
+  if (!chip) return PTO_EINVAL;
+  /* Count this call in the current phase, then read the run; all seq_cst,
+   * against pto_chip_run's store of NULL, flip of the phase and wait for
+   * the old phase's count: a call that saw the phase unchanged after
+   * counting itself is waited for; one that saw it flip counts itself in
+   * the new phase (whose run, if any, is ended by the next flip). */
+  uint32_t p;
+  for (;;) {
+    p = atomic_load_explicit(&chip->async_phase, memory_order_seq_cst) & 1u;
+    atomic_fetch_add_explicit(&chip->async_calls[p], 1, memory_order_seq_cst);
+    if ((atomic_load_explicit(&chip->async_phase, memory_order_seq_cst) & 1u) == p) break;
+    atomic_fetch_sub_explicit(&chip->async_calls[p], 1, memory_order_seq_cst);
+  }
+  pto_run *r = atomic_load_explicit(&chip->cur_run, memory_order_seq_cst);
+  int rc = r ? complete(r, token) : PTO_EASYNC_INVALID; /* no run in progress */
+  /* our use of the run happens-before its teardown */
+  atomic_fetch_sub_explicit(&chip->async_calls[p], 1, memory_order_seq_cst);
+  return rc;
 }

@@ -80,6 +80,13 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   if (!chip)
     return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for the chip (%zu bytes)",
                        sizeof *chip);
+  chip->nasync = c.async_slots;
+  chip->async = calloc(c.async_slots ? c.async_slots : 1, sizeof *chip->async);
+  if (!chip->async) {
+    free(chip);
+    return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for %u async slots",
+                       c.async_slots);
+  }
   chip->cfg = c;
   *out = chip;
   return PTO_OK;
@@ -92,6 +99,7 @@ int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
 void pto_chip_destroy(pto_chip *chip) {
   if (!chip) return;
   free(chip->trace_path);
+  free(chip->async);
   free(chip);
 }
 
@@ -225,7 +233,6 @@ static void run_destroy(pto_run *r) {
   free(r->sync_queue.items);
   free(r->slots);
   free(r->deps);
-  free(r->async);
   if (r->scheds)
     for (int s = 0; s < r->nsched; s++) {
       free(r->scheds[s].cores);
@@ -257,15 +264,19 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->ndeps = c->dep_entries;
   r->slots = calloc(r->nslots, sizeof *r->slots);
   r->deps = calloc(r->ndeps, sizeof *r->deps);
-  r->nasync = c->async_slots;
-  r->async = calloc(r->nasync ? r->nasync : 1, sizeof *r->async);
-  r->run_seq = ++chip->run_seq;
+  /* the chip's async slots: one left busy by an earlier run (its
+   * completion never came) is free again; its generation stays stale */
+  r->nasync = chip->nasync;
+  r->async = chip->async;
+  for (uint32_t i = 0; i < r->nasync; i++)
+    atomic_fetch_and_explicit(&r->async[i].state, ~1ull, memory_order_relaxed);
+  chip->run_seq++;
   int per_cluster = c->aic_per_cluster + c->aiv_per_cluster;
   r->ncores = c->clusters * per_cluster;
   r->nsched = c->schedulers;
   r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
-  if (!r->slots || !r->deps || !r->async || !r->cores || !r->scheds) goto nomem;
+  if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     task **items = malloc(sizeof(task *) * r->nslots);
@@ -375,6 +386,11 @@ static bool run_join(pto_run *r) {
   return all;
 }
 
+static bool no_async_calls(void *p) {
+  /* pairs with the completer's decrement: it is done with the run */
+  return atomic_load_explicit((_Atomic int32_t *)p, memory_order_seq_cst) == 0;
+}
+
 static double span_us(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1000.0 : 0.0; }
 
 static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats *st) {
@@ -474,7 +490,18 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     pto_wait_thread_end();
   }
   if (!run_join(r)) chip->broken = true;
-  atomic_store_explicit(&chip->cur_run, NULL, memory_order_release);
+  /* No run, flip the phase, wait for the old phase's calls (all seq_cst,
+   * against pto_chip_async_complete): a completer either sees no run or
+   * is counted in the old phase, and the run is freed only after it left */
+  atomic_store_explicit(&chip->cur_run, NULL, memory_order_seq_cst);
+  uint32_t phase = atomic_fetch_add_explicit(&chip->async_phase, 1, memory_order_seq_cst) & 1u;
+  if (!pto_wait(NULL, no_async_calls, &chip->async_calls[phase],
+                pto_deadline_ms(r->cfg->shutdown_ms))) {
+    run_fail(r, PTO_ESHUTDOWN, PTO_TASK_NONE, -1,
+             "pto_chip_async_complete did not return within shutdown_ms=%lld",
+             (long long)r->cfg->shutdown_ms);
+    chip->broken = true; /* the run is leaked below: a completer still uses it */
+  }
   uint64_t host1 = pto_now_ns();
   if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
   if (r->trace && chip->trace_path) {

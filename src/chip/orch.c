@@ -72,11 +72,20 @@ void pto_args_scalar_f32(pto_args *a, float v) {
 
 /* ---- setup / retirement ---- */
 
+/* Argument storage of the largest task: every tensor and scalar slot used. */
+#define ARGS_MAX_BYTES                                                                             \
+  (sizeof(pto_tensor) * PTO_MAX_TENSOR_ARGS + sizeof(uint64_t) * PTO_MAX_SCALAR_ARGS)
+
 int orch_setup(pto_run *r) {
   int rc = ring_init(&r->heap, r->cfg->heap_bytes);
   if (!rc) heap_live_init(&r->live, &r->heap);
-  if (!rc) rc = ring_init(&r->args, (uint64_t)r->nslots * 512u);
+  /* 512 bytes per slot, and never less than one task with the most
+   * arguments a task can have: every valid task fits once the ring drains */
+  uint64_t args = (uint64_t)r->nslots * 512u;
+  if (args < ARGS_MAX_BYTES) args = ARGS_MAX_BYTES;
+  if (!rc) rc = ring_init(&r->args, args);
   if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
+  r->held_release = INT64_MAX;
   r->depbuf_cap = 64;
   r->depbuf = malloc(sizeof(pto_task_id) * r->depbuf_cap);
   if (!rc && !r->depbuf) rc = PTO_ENOMEM;
@@ -90,14 +99,78 @@ void orch_teardown(pto_run *r) {
   tmap_destroy(&r->tm);
   free(r->depbuf);
   r->depbuf = NULL;
+  free(r->held);
+  free(r->held_task);
+  free(r->held_depth);
+  free(r->held_until);
+  r->held = NULL;
+  r->held_task = NULL;
+  r->held_depth = NULL;
+  r->held_until = NULL;
+}
+
+/* Holds [begin, r->heap.head), the OUTPUT buffers of task id, until the
+ * current scope ends (hold_end). Open ranges are a stack: a scope's ranges
+ * are the newest open ones when it ends. Consecutive ranges of one scope
+ * merge, so a scope of many OUTPUT tasks keeps few ranges. */
+static int hold_push(pto_run *r, pto_task_id id, uint64_t begin) {
+  uint32_t n = r->nheld;
+  if (n && r->held_until[n - 1] == INT64_MAX && r->held_depth[n - 1] == r->scope_depth &&
+      r->held[n - 1].end == begin) {
+    r->held[n - 1].end = r->heap.head; /* same scope: the deeper ones already ended */
+    return PTO_OK;
+  }
+  if (n == r->held_cap) {
+    uint32_t cap = r->held_cap ? r->held_cap * 2 : 16;
+    ring_hole *h = realloc(r->held, sizeof *h * cap);
+    if (h) r->held = h;
+    pto_task_id *t = realloc(r->held_task, sizeof *t * cap);
+    if (t) r->held_task = t;
+    pto_task_id *u = realloc(r->held_until, sizeof *u * cap);
+    if (u) r->held_until = u;
+    int8_t *d = realloc(r->held_depth, sizeof *d * cap);
+    if (d) r->held_depth = d;
+    if (!h || !t || !u || !d) return PTO_ENOMEM;
+    r->held_cap = cap;
+  }
+  r->held[n] = (ring_hole){begin, r->heap.head};
+  r->held_task[n] = id;
+  r->held_until[n] = INT64_MAX;
+  r->held_depth[n] = (int8_t)r->scope_depth;
+  r->nheld = n + 1;
+  return PTO_OK;
+}
+
+/* The scope that began at task `from` ends: its ranges stay held until
+ * the tasks submitted so far, which may still read them, have retired. */
+static void hold_end(pto_run *r, pto_task_id from) {
+  for (uint32_t i = r->nheld; i > 0 && r->held_task[i - 1] >= from; i--)
+    if (r->held_until[i - 1] == INT64_MAX) r->held_until[i - 1] = r->next_id;
+  if (r->next_id < r->held_release) r->held_release = r->next_id;
+}
+
+/* Drops the ended ranges whose readers have all retired. */
+static void hold_release(pto_run *r) {
+  if (r->retired < r->held_release) return; /* nothing due yet */
+  uint32_t k = 0;
+  r->held_release = INT64_MAX;
+  for (uint32_t i = 0; i < r->nheld; i++) {
+    if (r->held_until[i] <= r->retired) continue;
+    if (r->held_until[i] < r->held_release) r->held_release = r->held_until[i];
+    r->held[k] = r->held[i];
+    r->held_task[k] = r->held_task[i];
+    r->held_until[k] = r->held_until[i];
+    r->held_depth[k++] = r->held_depth[i];
+  }
+  r->nheld = k;
 }
 
 /* Retires completed tasks in submission order, recycling their slot, heap
- * range, argument storage and dependency nodes. */
+ * range, argument storage and dependency nodes. The heap tail may pass a
+ * range held by an open scope: allocation steps around it (r->held). */
 static void orch_retire(pto_run *r) {
   while (r->retired < r->next_id) {
     task *t = run_slot(r, r->retired);
-    if (t->pinned) break;
     /* acquire pairs with the completing scheduler's release of state/refs:
      * its reads of our buffers happened before we recycle them */
     if (atomic_load_explicit(&t->state, memory_order_acquire) != TASK_DONE) break;
@@ -107,6 +180,7 @@ static void orch_retire(pto_run *r) {
     r->dep_tail = t->dep_end;
     r->retired++;
   }
+  if (r->nheld) hold_release(r);
 }
 
 /* The orchestrator parks on orch_ev until `completed` reaches a threshold,
@@ -118,8 +192,12 @@ static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, v
   int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;
   if (batch > inflight) batch = inflight;
   if (batch < 1) batch = 1;
-  /* seq_cst: pairs with the completion path's increment-then-load */
   atomic_store_explicit(&r->orch_wake_at, done + batch, memory_order_seq_cst);
+  /* Dekker with complete_task (state and `completed`, fence, load of
+   * wake_at): cond()'s loads are acquire, not seq_cst, so without the fence
+   * they may pass the store above; then neither side sees the other and the
+   * orchestrator parks on a completion that already happened */
+  atomic_thread_fence(memory_order_seq_cst);
   bool ok = pto_wait(&r->orch_ev, cond, arg, deadline);
   atomic_store_explicit(&r->orch_wake_at, INT64_MAX, memory_order_relaxed);
   return ok;
@@ -130,39 +208,60 @@ static int latched(const pto_run *r) {
 }
 
 /* Back-pressure: waits until room(r, arg) holds, retiring as tasks finish.
- * Fails fast when the oldest live task is pinned by an open scope (nothing
- * can be reclaimed before the orchestrator ends that scope), and fails with
- * `code` when no task retires within alloc_timeout_ms. */
+ * Fails at once when no task is live, since then nothing can ever free
+ * room: with `pinned_code` when heap ranges held by open scopes are in the
+ * way, else with `code` naming what was asked and the ring's size; fails
+ * with `code` when no task retires within alloc_timeout_ms. */
 typedef struct room_wait {
   pto_run *r;
   bool (*room)(pto_run *r, void *arg);
   void *arg;
+  bool ok; /* room() said yes (it may allocate: never asked again) */
 } room_wait;
 
+/* Also true when no task is live: the caller then fails at once. */
 static bool room_cond(void *p) {
   room_wait *w = p;
   orch_retire(w->r);
-  return w->room(w->r, w->arg) || run_stopping(w->r);
+  if (!w->ok) w->ok = w->room(w->r, w->arg);
+  return w->ok || run_stopping(w->r) || w->r->retired == w->r->next_id;
 }
 
+static bool heap_room(pto_run *r, void *arg);
+
+/* `need_fmt` describes the request with two unsigned long long values (the
+ * second may go unused); it is formatted only when the wait fails. */
 static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg, int code,
-                          int pinned_code, const char *what) {
-  room_wait w = {r, room, arg};
+                          int pinned_code, const char *what, const char *need_fmt,
+                          unsigned long long n1, unsigned long long n2) {
+  room_wait w = {r, room, arg, false};
+  char need[128];
   pto_task_id last = r->retired;
   uint64_t deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
   for (;;) {
-    if (room_cond(&w)) return latched(r);
+    room_cond(&w);
+    if (w.ok || run_stopping(r)) return latched(r);
     if (r->retired != last) { /* progress: restart the deadline */
       last = r->retired;
       deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
     }
-    if (r->retired < r->next_id && run_slot(r, r->retired)->pinned) {
-      task *t = run_slot(r, r->retired);
-      run_fail(r, pinned_code, t->id, -1,
-               "%s full: the oldest live task %lld holds OUTPUT buffers of scope depth %d, which "
-               "is still open, so nothing can be reclaimed (live tasks %lld, task_slots %u)",
-               what, (long long)t->id, t->scope_depth, (long long)(r->next_id - r->retired),
-               r->nslots);
+    if (r->retired == r->next_id) snprintf(need, sizeof need, need_fmt, n1, n2);
+    if (r->retired == r->next_id && room == heap_room && r->nheld) {
+      uint64_t bytes = 0;
+      for (uint32_t i = 0; i < r->nheld; i++)
+        bytes += r->held[i].end - r->held[i].begin;
+      run_fail(r, pinned_code, r->held_task[0], -1,
+               "%s full: OUTPUT buffers of scopes still open hold %llu bytes in %u ranges (the "
+               "oldest from task %lld, scope depth %d) and no task is live, so %s can never be "
+               "found: close scopes sooner",
+               what, (unsigned long long)bytes, r->nheld, (long long)r->held_task[0],
+               r->held_depth[0], need);
+      return latched(r);
+    }
+    if (r->retired == r->next_id) {
+      run_fail(r, code, PTO_TASK_NONE, -1,
+               "%s: %s can never be found: no task is live, so nothing can be reclaimed", what,
+               need);
       return latched(r);
     }
     if (pto_now_ns() >= deadline) {
@@ -173,8 +272,7 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
                (long long)(r->next_id - r->retired));
       return latched(r);
     }
-    /* room() may allocate: once it said yes, it must not be asked again */
-    if (orch_wait_completions(r, r->nslots / 8, room_cond, &w, deadline)) return latched(r);
+    orch_wait_completions(r, r->nslots / 8, room_cond, &w, deadline);
   }
 }
 
@@ -194,6 +292,11 @@ static bool ring_room(pto_run *r, void *arg) {
   (void)r;
   ring_req *q = arg;
   q->ptr = ring_try_alloc(q->ring, q->bytes);
+  return q->ptr != NULL;
+}
+static bool heap_room(pto_run *r, void *arg) {
+  ring_req *q = arg;
+  q->ptr = ring_try_alloc_around(q->ring, q->bytes, r->held, r->nheld);
   return q->ptr != NULL;
 }
 static bool retired_moved(pto_run *r, void *arg) { return r->retired != *(pto_task_id *)arg; }
@@ -248,7 +351,8 @@ static int orch_tmap(pto_run *r, const pto_tensor *view, tmap_mode mode, dep_col
     if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
     pto_task_id before = r->retired;
     rc = orch_wait_room(r, retired_moved, &before, PTO_ETENSORMAP_OVERFLOW, PTO_ETENSORMAP_OVERFLOW,
-                        "TensorMap");
+                        "TensorMap", "an entry (tensormap_entries %llu)", r->cfg->tensormap_entries,
+                        0);
     if (rc) return rc;
   }
 }
@@ -325,7 +429,8 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
                                    : NULL)
                             : tensor_problem(t, false, why, sizeof why);
       if (!bad && a->access[i] != PTO_OUTPUT)
-        bad = heap_live_problem(&r->live, &r->heap, t, why, sizeof why);
+        bad = heap_live_problem(&r->live, &r->heap, r->held, r->held_until, r->nheld, t, why,
+                                sizeof why);
       if (bad)
         return submit_fail(r, PTO_EINVAL, "tensor argument %d (%s): %s", i,
                            access_name(a->access[i]), bad);
@@ -348,8 +453,9 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
 
   /* 1. task slot */
   orch_retire(r);
-  if (!slot_room(r, NULL) && (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK,
-                                                  PTO_ESCOPE_DEADLOCK, "task ring")))
+  if (!slot_room(r, NULL) &&
+      (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK, PTO_ESCOPE_DEADLOCK,
+                           "task ring", "a slot (task_slots %llu)", r->nslots, 0)))
     return rc;
   pto_task_id id = r->next_id;
   task *t = run_slot(r, id);
@@ -357,8 +463,10 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   /* 2. argument storage */
   int nt = a ? a->ntensors : 0, ns = a ? a->nscalars : 0;
   ring_req ar = {&r->args, sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns, NULL};
-  if (!ring_room(r, &ar) && (rc = orch_wait_room(r, ring_room, &ar, PTO_ETASK_RING_DEADLOCK,
-                                                 PTO_ESCOPE_DEADLOCK, "argument ring")))
+  if (!ring_room(r, &ar) &&
+      (rc = orch_wait_room(
+           r, ring_room, &ar, PTO_ETASK_RING_DEADLOCK, PTO_ESCOPE_DEADLOCK, "argument ring",
+           "%llu bytes of argument storage (argument ring %llu bytes)", ar.bytes, r->args.cap)))
     return rc;
   pto_tensor *tensors = ar.ptr;
   uint64_t *scalars = (uint64_t *)(tensors + nt);
@@ -391,9 +499,14 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   }
   if (has_heap) {
     ring_req hr = {&r->heap, heap_total, NULL};
-    if (!ring_room(r, &hr) && (rc = orch_wait_room(r, ring_room, &hr, PTO_EHEAP_DEADLOCK,
-                                                   PTO_EHEAP_DEADLOCK, "heap ring")))
+    if (!heap_room(r, &hr) &&
+        (rc =
+             orch_wait_room(r, heap_room, &hr, PTO_EHEAP_DEADLOCK, PTO_ESCOPE_DEADLOCK, "heap ring",
+                            "%llu contiguous bytes for OUTPUT buffers (heap_bytes %llu)",
+                            heap_total, r->heap.cap)))
       return rc;
+    if (hold_push(r, id, r->heap.head - heap_total))
+      return submit_fail(r, PTO_ENOMEM, "could not record the held OUTPUT range");
     uint8_t *next = hr.ptr;
     for (int i = 0; i < nt; i++) {
       if (a->access[i] != PTO_OUTPUT) continue;
@@ -429,8 +542,9 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   if (nd > r->ndeps)
     return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,
                        r->ndeps);
-  if (!dep_room(r, &nd) && (rc = orch_wait_room(r, dep_room, &nd, PTO_EDEP_OVERFLOW,
-                                                PTO_EDEP_OVERFLOW, "dependency pool")))
+  if (!dep_room(r, &nd) &&
+      (rc = orch_wait_room(r, dep_room, &nd, PTO_EDEP_OVERFLOW, PTO_EDEP_OVERFLOW,
+                           "dependency pool", "%llu entries (dep_entries %llu)", nd, r->ndeps)))
     return rc;
   /* The waits above may have retired producers listed earlier: their slots
    * are about to be reused, so they must not be linked or pinned. */
@@ -446,7 +560,6 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   t->units_total = sh == SHAPE_DUMMY ? 0 : t->block_num * (shape_aic(sh) + shape_aiv(sh));
   t->sync_start = opts && opts->sync_start && sh != SHAPE_DUMMY;
   t->scope_depth = (int8_t)r->scope_depth;
-  t->pinned = has_heap;
   t->ntensors = nt;
   t->nscalars = ns;
   t->tensors = tensors;
@@ -536,7 +649,6 @@ int pto_scope_begin(pto_orch *o, pto_scope_mode mode) {
   if (mode == PTO_SCOPE_AUTO && in_manual_scope(r))
     return submit_fail(r, PTO_EINVAL, "an automatic scope cannot be nested in a manual scope");
   r->scope_depth++;
-  heap_live_scope_begin(&r->live, r->scope_depth, &r->heap);
   r->scopes[r->scope_depth].begin = r->next_id;
   r->scopes[r->scope_depth].mode = mode;
   return PTO_OK;
@@ -548,14 +660,7 @@ int pto_scope_end(pto_orch *o) {
   int rc = latched(r);
   if (rc) return rc;
   if (r->scope_depth == 0) return submit_fail(r, PTO_EINVAL, "scope_end without scope_begin");
-  pto_task_id from = r->scopes[r->scope_depth].begin;
-  if (from < r->retired) from = r->retired;
-  for (pto_task_id id = from; id < r->next_id; id++) {
-    task *t = run_slot(r, id);
-    if (t->scope_depth == r->scope_depth) t->pinned = false;
-  }
-  if (heap_live_scope_end(&r->live, r->scope_depth, &r->heap))
-    return submit_fail(r, PTO_ENOMEM, "scope_end: no memory to record its OUTPUT range");
+  hold_end(r, r->scopes[r->scope_depth].begin);
   r->scope_depth--;
   orch_retire(r);
   return PTO_OK;
@@ -608,7 +713,8 @@ static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t
   if (!t || tensor_check(t, false))
     return submit_fail(r, PTO_EINVAL, "%s: NULL or invalid tensor view", what);
   char why[200];
-  const char *stale = heap_live_problem(&r->live, &r->heap, t, why, sizeof why);
+  const char *stale =
+      heap_live_problem(&r->live, &r->heap, r->held, r->held_until, r->nheld, t, why, sizeof why);
   if (stale) return submit_fail(r, PTO_EINVAL, "%s: %s", what, stale);
   dep_collect dc = {r, r->next_id, false};
   r->depbuf_n = 0;

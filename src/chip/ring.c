@@ -44,3 +44,25 @@ void *ring_try_alloc(ring *r, uint64_t n) {
 void ring_release_to(ring *r, uint64_t end) {
   if (end > r->tail) r->tail = end;
 }
+
+void *ring_try_alloc_around(ring *r, uint64_t n, const ring_hole *held, uint32_t nheld) {
+  n = round_up(n ? n : 1, RING_ALIGN);
+  if (n > r->cap) return NULL;
+  if (r->head == r->tail) r->head = r->tail = round_up(r->head, r->cap); /* as above */
+  uint64_t start = r->head;
+  for (;;) {
+    if (start % r->cap + n > r->cap) start = round_up(start, r->cap);
+    if (start + n - r->tail > r->cap) return NULL;
+    /* A held range's bytes sit at the same physical place on every lap;
+     * one overlapping [start, start + n) moves start to its end. Ranges
+     * inside [tail, head) cannot overlap (the check above). */
+    uint64_t p = start % r->cap, was = start;
+    for (uint32_t i = 0; i < nheld && start == was; i++) {
+      uint64_t a = held[i].begin % r->cap, b = a + (held[i].end - held[i].begin);
+      if (a < p + n && p < b) start += b - p;
+    }
+    if (start == was) break;
+  }
+  r->head = start + n;
+  return r->base + start % r->cap;
+}

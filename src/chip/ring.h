@@ -26,6 +26,14 @@ void *ring_try_alloc(ring *r, uint64_t n);
 void ring_release_to(ring *r, uint64_t end);
 /* Whether an allocation of n bytes could ever fit. */
 bool ring_fits(const ring *r, uint64_t n);
+/* A range [begin, end) of monotonic offsets that stays allocated after the
+ * tail has passed it (OUTPUT buffers of a scope that is still open). */
+typedef struct ring_hole {
+  uint64_t begin, end;
+} ring_hole;
+/* ring_try_alloc that also steps over the bytes of `held` ranges (sorted by
+ * begin): the tail may pass a held range, and the next lap goes around it. */
+void *ring_try_alloc_around(ring *r, uint64_t n, const ring_hole *held, uint32_t nheld);
 static inline uint64_t ring_used(const ring *r) { return r->head - r->tail; }
 
 #endif

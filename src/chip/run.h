@@ -50,8 +50,19 @@ struct pto_chip {
   uint64_t trace_origin_ns; /* time zero shared by a node run's ranks; 0 = none */
   bool broken;              /* a core thread could not be joined: no more runs */
   _Atomic int running;
-  uint32_t run_seq;                /* runs started; tags async tokens */
+  uint32_t run_seq;                /* runs started */
   struct pto_run *_Atomic cur_run; /* the run in progress (async completions) */
+  /* Async completion slots belong to the chip, not to a run: a completer
+   * may come late. Each begin takes a fresh chip-wide generation, so a
+   * token never matches again once its block completed or its run ended. */
+  struct async_slot *async;
+  uint32_t nasync;
+  _Atomic uint64_t async_gen; /* generations handed out (48 bits in a token) */
+  /* pto_chip_async_complete calls in flight, counted in the current phase;
+   * the end of a run flips the phase and waits for the old one to drain,
+   * so a stream of later calls cannot hold it up */
+  _Atomic uint32_t async_phase;
+  _Atomic int32_t async_calls[2];
 };
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
@@ -71,7 +82,6 @@ typedef struct task {
   int32_t units_total; /* block_num * cores per block */
   bool sync_start;
   int8_t scope_depth;   /* orch */
-  bool pinned;          /* orch: holds heap outputs of a still-open scope */
   pto_task_id dep_mark; /* orch: last submit that listed it as a producer */
   int32_t ntensors, nscalars;
   pto_tensor *tensors; /* in the args ring */
@@ -114,7 +124,8 @@ typedef struct core_payload {
 } core_payload;
 
 /* An outstanding asynchronous completion. `state` is (generation << 1) |
- * busy, so a token from an earlier use of the slot never matches. */
+ * busy, so a token from an earlier use of the slot never matches.
+ * Chip-owned (pto_chip.async); `t` is valid while busy within a run. */
 typedef struct async_slot {
   _Atomic uint64_t state;
   task *_Atomic t; /* relaxed: ordered by the token hand-off and `state` */
@@ -152,6 +163,7 @@ typedef struct sched {
   int nclusters;
   int *clusters; /* own cluster ids */
   pto_event ev;
+  bool wake_pending; /* scheduler-private: it made tasks ready in this pass */
   drain_part drain;
   uint64_t first_ns, last_ns;
   int trace_track;
@@ -180,7 +192,17 @@ typedef struct pto_run {
   tmap tm;
   int scope_depth;
   scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];
-  pto_task_id *depbuf; /* producers of the task being submitted */
+  /* Held OUTPUT heap ranges, oldest first: only these outlive their
+   * task's retirement (the task's slot, arguments and dependency nodes
+   * retire as usual), while their scope is open and then until every task
+   * submitted before the scope ended (its possible readers) has retired */
+  ring_hole *held;
+  pto_task_id *held_task;  /* first task of each range */
+  pto_task_id *held_until; /* free once retired reaches it; INT64_MAX: scope open */
+  int8_t *held_depth;
+  uint32_t nheld, held_cap;
+  pto_task_id held_release; /* smallest held_until */
+  pto_task_id *depbuf;      /* producers of the task being submitted */
   uint32_t depbuf_n, depbuf_cap;
   /* shared */
   _Atomic int64_t submitted; /* published tasks (release: slot contents) */
@@ -194,9 +216,8 @@ typedef struct pto_run {
   _Atomic uint64_t blocks;
   ready_queue queues[SHAPE_COUNT];
   ready_queue sync_queue;
-  async_slot *async;
+  async_slot *async; /* the chip's slots */
   uint32_t nasync;
-  uint32_t run_seq;
   drain_state drain;
   pthread_mutex_t err_lock;
   pto_error_info err;

@@ -113,25 +113,26 @@ static void complete_task(pto_run *r, task *first) {
     }
     /* release: everything above happens-before retirement of t */
     atomic_store_explicit(&t->state, TASK_DONE, memory_order_release);
-    /* seq_cst: pairs with orch_wait_completions (store wake_at, then re-check):
-     * either the orchestrator sees this completion or we see its wake_at */
     int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
+    /* the fence pairs with orch_wait_completions (store wake_at, fence,
+     * re-check): either the orchestrator sees this completion or we see its
+     * wake_at (tests/unit/test_wait_model.c) */
+    atomic_thread_fence(memory_order_seq_cst);
     if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
       pto_event_signal(&r->orch_ev);
   }
 }
 
 /* The scheduler running on this thread, if any: it dispatches right after
- * completing, so work it can place itself needs no wake-up of the others. */
+ * its completion pass, so the tasks that pass makes ready need no wake-up
+ * of the others unless some are left in the queues once it has placed what
+ * it can (sched_wake_leftover). Deciding at push time instead, by counting
+ * idle cores, is wrong twice over: a MIX block counted a busy core as free,
+ * and several tasks readied in one pass all counted the same cores; either
+ * way the others slept until their park timed out. */
 static _Thread_local sched *this_sched;
 
-static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int max);
-
-static bool self_can_place(const task *t) {
-  sched *s = this_sched;
-  if (!s || t->sync_start) return false;
-  return placements(s, (shape)t->shape, 1, s->spots, t->block_num) >= t->block_num;
-}
+static void sched_wake_leftover(sched *s);
 
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
@@ -139,13 +140,35 @@ void sched_make_ready(pto_run *r, task *t) {
     return;
   }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
-  bool self = self_can_place(t); /* before the push: t may be claimed at once */
   rq_push(t->sync_start ? &r->sync_queue : &r->queues[t->shape], t);
   /* release pairs with the scheduler's acquire of ready_gen before it parks */
   atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
-  if (self) return; /* a syscall per parked scheduler saved on the critical path */
-  for (int s = 0; s < r->nsched; s++)
-    if (&r->scheds[s] != this_sched) pto_event_signal(&r->scheds[s].ev);
+  sched *s = this_sched;
+  if (s && s->run == r && !t->sync_start) {
+    s->wake_pending = true; /* decided after its dispatch pass */
+    return;
+  }
+  for (int i = 0; i < r->nsched; i++)
+    if (&r->scheds[i] != s) pto_event_signal(&r->scheds[i].ev);
+}
+
+/* After a dispatch pass of a scheduler that made tasks ready: whatever it
+ * could not place goes to the others now. Every push is thus followed by a
+ * wake of all other schedulers or by a dispatch attempt of the pusher that
+ * leaves nothing behind unannounced; a core that frees up later makes its
+ * own scheduler dispatch. */
+static void sched_wake_leftover(sched *s) {
+  if (!s->wake_pending) return;
+  s->wake_pending = false;
+  pto_run *r = s->run;
+  bool left = false;
+  /* relaxed: our own pushes are seen; a later claim by another scheduler
+   * only makes the wake-up unnecessary */
+  for (int q = 0; q < SHAPE_COUNT && !left; q++)
+    left = atomic_load_explicit(&r->queues[q].count, memory_order_relaxed) > 0;
+  if (!left) return; /* a syscall per parked scheduler saved on the critical path */
+  for (int i = 0; i < r->nsched; i++)
+    if (&r->scheds[i] != s) pto_event_signal(&r->scheds[i].ev);
 }
 
 void sched_task_done_unit(pto_run *r, task *t, int units) {
@@ -258,6 +281,9 @@ static bool dispatch_normal(sched *s) {
   bool did = false;
   for (int i = 0; i < SHAPE_COUNT; i++)
     did |= dispatch_shape(s, order[i], 0);
+  /* what no idle core of ours takes goes to the others before we queue
+   * single-core blocks behind our busy cores */
+  sched_wake_leftover(s);
   did |= dispatch_shape(s, SHAPE_AIC, 1);
   did |= dispatch_shape(s, SHAPE_AIV, 1);
   return did;
@@ -415,6 +441,7 @@ void *sched_main(void *arg) {
         trace_slice(r->trace, s->trace_track, "dispatch", "sched", t0, pto_now_ns(), -1, -1);
       did |= d;
     }
+    sched_wake_leftover(s);
     if (did) {
       busy = true;
       continue;

@@ -165,6 +165,7 @@ static void land(void *arg, const fault_op *op) {
     memcpy(dst, op->data, op->bytes);
   else
     amo_add(dst, op->dt, op->data, op->bytes / pto_dtype_size(op->dt));
+  pto_event_signal(&hdr(w, op->peer)->ev); /* the peer may wait on any word it owns */
 }
 
 typedef struct gap_wait {
@@ -289,6 +290,9 @@ static void shm_destroy(comm_win *w, bool unlink) {
 static int shm_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_PUT, PTO_U8, off, src, n);
   memcpy(w->base[peer] + off, src, n);
+  /* a waiter of the peer re-checks only when woken, whatever it waits on
+   * (even a signal cell written by a plain store) */
+  pto_event_signal(&hdr(w, peer)->ev);
   return 0;
 }
 
@@ -302,6 +306,7 @@ static int shm_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, con
                           size_t count) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_ACC, dt, off, src, count * pto_dtype_size(dt));
   amo_add(w->base[peer] + off, dt, src, count);
+  pto_event_signal(&hdr(w, peer)->ev);
   return 0;
 }
 

@@ -19,8 +19,8 @@ static const status_info status_table[] = {
     S(PTO_EINVAL, "invalid argument: see the details for which one (NULL pointer, bad dtype, "
                   "shape, stride or a view outside its buffer)"),
     S(PTO_ENOMEM, "host memory allocation failed: lower ring/heap sizes or free memory"),
-    S(PTO_ESCOPE_DEADLOCK, "one scope pins more live tasks than the task ring holds: raise the "
-                           "task ring size or split the work into smaller scopes"),
+    S(PTO_ESCOPE_DEADLOCK, "open scopes hold more OUTPUT buffers than the heap ring holds: "
+                           "raise heap_bytes or split the work into smaller scopes"),
     S(PTO_EHEAP_DEADLOCK, "heap ring too small for the OUTPUT buffers of one task, or never "
                           "reclaimed: raise heap_bytes or close scopes sooner"),
     S(PTO_ETASK_RING_DEADLOCK, "task ring full and no task can retire: raise the task ring size "

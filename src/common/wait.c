@@ -10,7 +10,13 @@
 
 #include "common/clock.h"
 
-#define PARK_MAX_NS 20000000ull /* re-check at least every 20 ms */
+/* A parked waiter re-checks its condition at least this often. A safety
+ * net only, never the mechanism: every waker signals the event, so no wait
+ * may depend on it (the park10s test build sets 10 s to prove that). */
+#ifndef PTO_PARK_MAX_MS
+#define PTO_PARK_MAX_MS 20
+#endif
+#define PARK_MAX_NS (PTO_PARK_MAX_MS * 1000000ull)
 #define YIELDS      4
 #define SPIN_NS     5000u /* spin this long before yielding: a few hand-offs' worth */
 
@@ -118,6 +124,13 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
   for (;;) {
     uint32_t seen = ev ? atomic_load_explicit(&ev->seq, memory_order_seq_cst) : 0;
     if (ev) atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
+    /* The fence pairs with the one in pto_event_signal (Dekker): the loads
+     * in cond() are relaxed or acquire, and without it they may be served
+     * before our increment is visible (StoreLoad reordering, allowed by C11
+     * and done by weakly ordered CPUs even after a seq_cst RMW): the waker
+     * would read waiters == 0 and skip the wake while we read the old
+     * state and park. tests/unit/test_wait_model.c explores it. */
+    atomic_thread_fence(memory_order_seq_cst);
     if (cond(arg)) {
       if (ev) atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
       return true;

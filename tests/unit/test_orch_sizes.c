@@ -351,6 +351,58 @@ static void test_live_outputs_and_previous_run(void **state) {
   assert_non_null(strstr(err.details, "pto_orch_read"));
 }
 
+/* An output of an open scope stays valid while later scopes' temporaries
+ * wrap the heap ring around it several times (the ring's tail passes its
+ * held range): reads of it, and of a view built over its memory, succeed
+ * and see its data; once its scope ends, they fail. */
+static void orch_held_across_laps(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  int rc = 0, r;
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  pto_tensor x = filled(o, c, 7.0f, &r);
+  rc |= r;
+  for (int i = 0; i < 40; i++) { /* 40 x 64 KiB temporaries: 2.5 laps of 1 MiB */
+    pto_scope_begin(o, PTO_SCOPE_AUTO);
+    pto_tensor tmp;
+    int64_t big[2] = {64, 256};
+    pto_tensor_desc(&tmp, PTO_F32, 2, big);
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_output(&a, &tmp);
+    pto_args_scalar_f32(&a, (float)i);
+    rc |= pto_submit(o, c->fill, &a, NULL, NULL);
+    pto_scope_end(o);
+  }
+  pto_tensor raw;
+  int64_t sh[2] = {4, 16};
+  pto_tensor_init(&raw, x.buf, x.buf_bytes, PTO_F32, 2, sh);
+  c->rc[1] = pto_orch_read(o, &x, c->out, -1);
+  float first = c->out[0];
+  c->rc[2] = pto_orch_read(o, &raw, c->out, -1);
+  c->out[1] = first;
+  pto_scope_end(o);
+  c->rc[3] = pto_orch_read(o, &x, c->out + 2, -1);
+  c->rc[0] = rc;
+}
+
+static void test_output_held_across_heap_laps(void **state) {
+  os_ctx *c = *state;
+  pto_error_info err;
+  int rc = run(c, orch_held_across_laps, &err);
+  if (c->rc[1] || c->rc[2] || c->out[0] != 7.0f || c->out[1] != 7.0f)
+    fprintf(stderr,
+            "output of an open scope after 2.5 heap laps: read %s (saw %g), raw view read %s "
+            "(saw %g); expected PTO_OK and 7 for both\n",
+            pto_status_name(c->rc[1]), (double)c->out[1], pto_status_name(c->rc[2]),
+            (double)c->out[0]);
+  assert_int_equal(c->rc[0], 0);
+  assert_int_equal(c->rc[1], 0);
+  assert_int_equal(c->rc[2], 0);
+  assert_true(c->out[0] == 7.0f && c->out[1] == 7.0f);
+  assert_int_equal(c->rc[3], PTO_EINVAL); /* its scope has ended */
+  assert_int_equal(rc, PTO_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_output_sizes_wrap),
@@ -359,6 +411,7 @@ int main(void) {
       cmocka_unit_test(test_stale_output_input),
       cmocka_unit_test(test_stale_output_uses),
       cmocka_unit_test(test_live_outputs_and_previous_run),
+      cmocka_unit_test(test_output_held_across_heap_laps),
   };
   return cmocka_run_group_tests(tests, os_setup, os_teardown);
 }

@@ -1,0 +1,176 @@
+/* test_async_lifetime.c — asynchronous completion tokens against the
+ * lifetime of runs (chip.h: any thread may call pto_chip_async_complete).
+ *
+ *  - A token stays invalid forever once its block completed: a token
+ *    from 65 536 runs ago must not complete a block of the current run
+ *    (the old token carried a 16-bit run tag). Slots and generations
+ *    belong to the chip, and a generation is never reused.
+ *  - A completer racing with the end of runs (here: one that presents a
+ *    bogus token in a loop while the main thread runs the chip again and
+ *    again) must never touch a freed run: run under ASan, the old code's
+ *    completer read the run after pto_chip_run freed it. */
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "chip/run.h" /* white box: to age the chip by 65 535 runs at once */
+#include "pto/pto.h"
+
+static _Atomic uint64_t token;
+static _Atomic int have_token;
+static int k_async;
+
+static int async_kernel(const pto_kctx *c) {
+  uint64_t t;
+  int rc = pto_kctx_async_begin(c, &t);
+  if (rc) return rc;
+  atomic_store(&token, t);
+  atomic_store(&have_token, 1);
+  return 0;
+}
+
+static uint64_t wait_token(void) {
+  for (int i = 0; i < 20000 && !atomic_load(&have_token); i++) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  assert_true(atomic_load(&have_token));
+  atomic_store(&have_token, 0);
+  return atomic_load(&token);
+}
+
+typedef struct stale_st {
+  uint64_t old, cur;
+  int rc_first, rc_old, rc_cur;
+} stale_st;
+
+static void first_run(pto_orch *o, void *arg) {
+  stale_st *st = arg;
+  pto_submit(o, k_async, NULL, NULL, NULL);
+  st->old = wait_token();
+  st->rc_first = pto_chip_async_complete(pto_orch_chip(o), st->old);
+}
+
+static void later_run(pto_orch *o, void *arg) {
+  stale_st *st = arg;
+  pto_submit(o, k_async, NULL, NULL, NULL);
+  st->cur = wait_token();
+  st->rc_old = pto_chip_async_complete(pto_orch_chip(o), st->old);
+  st->rc_cur = pto_chip_async_complete(pto_orch_chip(o), st->cur);
+}
+
+static pto_chip *make_chip(void) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "async", async_kernel, &k_async), PTO_OK);
+  return chip;
+}
+
+static void test_token_from_65536_runs_ago(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip();
+  stale_st st = {0};
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, first_run, &st, NULL, &err), PTO_OK);
+  assert_int_equal(st.rc_first, PTO_OK);
+  chip->run_seq += 65535; /* as if 65 535 runs had happened since */
+  int rc = pto_chip_run(chip, later_run, &st, NULL, &err);
+  pto_chip_destroy(chip);
+  printf("token 0x%llx of an earlier run presented in a later one: %s (run: %s: %s)\n",
+         (unsigned long long)st.old, pto_status_name(st.rc_old), pto_status_name(rc), err.details);
+  if (st.rc_old != PTO_EASYNC_INVALID)
+    fail_msg("a token completed 65 536 runs ago was accepted (%s), expected PTO_EASYNC_INVALID: "
+             "it completed a block of the current run that nobody completed",
+             pto_status_name(st.rc_old));
+  assert_int_equal(rc, PTO_EASYNC_INVALID); /* chip.h: a stale token fails the run */
+}
+
+/* ---- a completer racing with the end of runs ---- */
+
+#define RUNS 60
+static _Atomic int stop_completer;
+static _Atomic uint64_t calls;
+
+static void *completer(void *arg) {
+  pto_chip *chip = arg;
+  /* lowest priority, on the main thread's CPU: whenever the main thread
+   * wakes (from joining the run's threads, say) it preempts us, often
+   * between our load of the run and our use of it */
+  struct sched_param sp = {0};
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+  while (!atomic_load(&stop_completer)) {
+    pto_chip_async_complete(chip, 0x5eed0000ffffull); /* never a valid token */
+    atomic_fetch_add(&calls, 1);
+  }
+  return NULL;
+}
+
+static void empty_orch(pto_orch *o, void *arg) {
+  (void)o;
+  (void)arg;
+  struct timespec ts = {0, 300000}; /* the completer gets the CPU meanwhile */
+  nanosleep(&ts, NULL);
+}
+
+static void test_late_completer_races_teardown(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  atomic_store(&stop_completer, 0);
+  cpu_set_t all, one;
+  sched_getaffinity(0, sizeof all, &all);
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  sched_setaffinity(0, sizeof one, &one); /* inherited by the completer and the run's threads */
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, completer, chip), 0);
+  int ok = 0, invalid = 0;
+  for (int i = 0; i < RUNS; i++) {
+    pto_error_info err;
+    int rc = pto_chip_run(chip, empty_orch, NULL, NULL, &err);
+    if (rc == PTO_OK)
+      ok++;
+    else if (rc == PTO_EASYNC_INVALID)
+      invalid++;
+    else
+      fail_msg("run %d returned %s: %s", i, pto_status_name(rc), err.details);
+  }
+  atomic_store(&stop_completer, 1);
+  pthread_join(th, NULL);
+  sched_setaffinity(0, sizeof all, &all);
+  printf("%d runs against a looping bogus completer (%llu calls): %d ok, %d failed with "
+         "PTO_EASYNC_INVALID\n",
+         RUNS, (unsigned long long)atomic_load(&calls), ok, invalid);
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, empty_orch, NULL, NULL, &err), PTO_OK);
+  /* with no run in progress, a token is simply invalid */
+  assert_int_equal(pto_chip_async_complete(chip, 1), PTO_EASYNC_INVALID);
+  pto_chip_destroy(chip);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_token_from_65536_runs_ago),
+      cmocka_unit_test(test_late_completer_races_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

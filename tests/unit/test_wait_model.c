@@ -1,0 +1,296 @@
+/* test_wait_model.c — the two wake-up protocols of pto's waits, written as
+ * step functions and explored over every interleaving under a store-buffer
+ * memory model, with and without the seq_cst fences.
+ *
+ *  - eventcount (common/wait.c): the waiter reads seq, increments waiters,
+ *    [fence], re-checks its condition, parks on seq; the waker changes the
+ *    state, fences, reads waiters and, if nonzero, bumps seq and wakes.
+ *  - completion threshold (chip/orch.c orch_wait_completions against
+ *    sched.c complete_task): the orchestrator stores wake_at, [fence], then
+ *    waits on the eventcount for the task's DONE; the completer stores DONE,
+ *    increments completed, [fence], reads wake_at and signals if reached.
+ *
+ * Memory model: each thread has a FIFO store buffer. A store, or the store
+ * half of a read-modify-write, enters the buffer; the buffer drains to
+ * memory one entry at a time, at any moment (a scheduling choice); a load
+ * reads the thread's own newest buffered value, else memory; a fence and a
+ * futex syscall wait until the thread's buffer is empty. This is
+ * StoreLoad reordering, which C11 allows between any store and a later
+ * load that is not seq_cst on both sides (pto's condition loads are relaxed
+ * or acquire), and which weakly ordered CPUs (Arm) perform even after a
+ * seq_cst RMW. It does not model other reorderings (LoadLoad, StoreStore)
+ * or non-multi-copy-atomic stores: what it proves is that the fences close
+ * the StoreLoad window, the only one these protocols depend on. It checks
+ * the protocols, not the compiled code: x86 executes a locked RMW as a full
+ * barrier, so no test on x86 can show the missing fence.
+ *
+ * A lost wake-up is a final state (no step enabled) where the waiter is
+ * parked although the waker has finished. Expected: found without the
+ * waiter-side fence (its trace is printed), none with the fences. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+enum { V_STATE, V_WAITERS, V_SEQ, V_WAKE_AT, V_COMPLETED, NVARS };
+static const char *var_name[NVARS] = {"state", "waiters", "seq", "wake_at", "completed"};
+#define INF  99
+#define BUF  6
+#define DONE 100 /* pc of a finished thread */
+
+typedef struct mstate {
+  int8_t mem[NVARS];
+  int8_t bvar[2][BUF], bval[2][BUF], nbuf[2];
+  int8_t pc[2], reg[2][2];
+  int8_t asleep[2];
+} mstate;
+
+typedef struct model {
+  bool threshold;    /* protocol: false eventcount, true completion threshold */
+  bool waiter_fence; /* fence after waiters++ (the fix in wait.c) */
+  bool orch_fence;   /* fence after storing wake_at (the fix in orch.c) */
+  bool done_fence;   /* fence before loading wake_at (the fix in sched.c) */
+} model;
+
+static int load(const mstate *s, int th, int v) {
+  for (int i = s->nbuf[th] - 1; i >= 0; i--)
+    if (s->bvar[th][i] == v) return s->bval[th][i];
+  return s->mem[v];
+}
+static void store(mstate *s, int th, int v, int val) {
+  assert_true(s->nbuf[th] < BUF);
+  s->bvar[th][s->nbuf[th]] = (int8_t)v;
+  s->bval[th][s->nbuf[th]++] = (int8_t)val;
+}
+static void drain_one(mstate *s, int th) {
+  s->mem[s->bvar[th][0]] = s->bval[th][0];
+  memmove(s->bvar[th], s->bvar[th] + 1, BUF - 1);
+  memmove(s->bval[th], s->bval[th] + 1, BUF - 1);
+  s->nbuf[th]--;
+}
+
+/* Waiter (thread 0): pcs 10.. are the eventcount wait for state != 0. */
+static bool step_waiter(const model *m, mstate *s, char *what) {
+  int *pc = &(int){s->pc[0]};
+  bool ok = true;
+  switch (*pc) {
+  case 0: /* orch: store wake_at = 1 (threshold protocol only) */
+    store(s, 0, V_WAKE_AT, 1);
+    *pc = m->orch_fence ? 1 : 10;
+    sprintf(what, "orch: store wake_at=1");
+    break;
+  case 1:
+    if (s->nbuf[0]) return false;
+    *pc = 10;
+    sprintf(what, "orch: fence");
+    break;
+  case 10:
+    s->reg[0][0] = (int8_t)load(s, 0, V_SEQ);
+    *pc = 11;
+    sprintf(what, "waiter: seen = seq (%d)", s->reg[0][0]);
+    break;
+  case 11:
+    store(s, 0, V_WAITERS, load(s, 0, V_WAITERS) + 1);
+    *pc = m->waiter_fence ? 12 : 13;
+    sprintf(what, "waiter: waiters++ (buffered)");
+    break;
+  case 12:
+    if (s->nbuf[0]) return false;
+    *pc = 13;
+    sprintf(what, "waiter: fence");
+    break;
+  case 13: {
+    int c = load(s, 0, V_STATE);
+    *pc = c ? DONE : 14;
+    sprintf(what, "waiter: re-check state (%d)%s", c, c ? ": done" : "");
+    break;
+  }
+  case 14: /* futex wait: the syscall drains; compares seq in memory */
+    if (s->nbuf[0]) return false;
+    if (s->mem[V_SEQ] != s->reg[0][0]) {
+      *pc = DONE;
+      sprintf(what, "waiter: futex_wait returns (seq moved)");
+    } else {
+      s->asleep[0] = 1;
+      *pc = 15;
+      sprintf(what, "waiter: futex_wait parks");
+    }
+    break;
+  default: ok = false; /* 15: parked, woken by the waker; DONE */
+  }
+  s->pc[0] = (int8_t)*pc;
+  return ok;
+}
+
+/* Waker (thread 1): pcs 20.. are pto_event_signal. */
+static bool step_waker(const model *m, mstate *s, char *what) {
+  int pc = s->pc[1];
+  switch (pc) {
+  case 0:
+    store(s, 1, V_STATE, 1);
+    pc = m->threshold ? 1 : 20;
+    sprintf(what, "waker: store state=1");
+    break;
+  case 1: /* completer: completed++ */
+    store(s, 1, V_COMPLETED, load(s, 1, V_COMPLETED) + 1);
+    pc = m->done_fence ? 2 : 3;
+    sprintf(what, "completer: completed++ (buffered)");
+    break;
+  case 2:
+    if (s->nbuf[1]) return false;
+    pc = 3;
+    sprintf(what, "completer: fence");
+    break;
+  case 3: {
+    int w = load(s, 1, V_WAKE_AT), d = load(s, 1, V_COMPLETED);
+    pc = d >= w ? 20 : DONE;
+    sprintf(what, "completer: wake_at is %d, completed %d: %s", w, d,
+            d >= w ? "signal" : "no signal");
+    break;
+  }
+  case 20: /* pto_event_signal: fence */
+    if (s->nbuf[1]) return false;
+    pc = 21;
+    sprintf(what, "waker: fence");
+    break;
+  case 21: {
+    int w = load(s, 1, V_WAITERS);
+    pc = w ? 22 : DONE;
+    sprintf(what, "waker: waiters is %d%s", w, w ? "" : ": no wake");
+    break;
+  }
+  case 22:
+    store(s, 1, V_SEQ, load(s, 1, V_SEQ) + 1);
+    pc = 23;
+    sprintf(what, "waker: seq++");
+    break;
+  case 23: /* futex wake: the syscall drains */
+    if (s->nbuf[1]) return false;
+    if (s->asleep[0]) {
+      s->asleep[0] = 0;
+      s->pc[0] = DONE;
+    }
+    pc = DONE;
+    sprintf(what, "waker: futex_wake");
+    break;
+  default: return false;
+  }
+  s->pc[1] = (int8_t)pc;
+  return true;
+}
+
+/* ---- exhaustive exploration with a visited set ---- */
+
+typedef struct explorer {
+  const model *m;
+  mstate *seen;
+  size_t nseen, cap;
+  long finals, lost;
+  char trace[64][96];
+  int depth;
+  bool printed;
+} explorer;
+
+static bool visited(explorer *e, const mstate *s) {
+  for (size_t i = 0; i < e->nseen; i++)
+    if (!memcmp(&e->seen[i], s, sizeof *s)) return true;
+  if (e->nseen == e->cap) {
+    e->cap = e->cap ? e->cap * 2 : 1024;
+    e->seen = realloc(e->seen, e->cap * sizeof *s);
+    assert_non_null(e->seen);
+  }
+  e->seen[e->nseen++] = *s;
+  return false;
+}
+
+static void explore(explorer *e, const mstate *s) {
+  if (visited(e, s)) return;
+  bool any = false;
+  for (int choice = 0; choice < 4; choice++) {
+    mstate n = *s;
+    char *what = e->trace[e->depth];
+    bool ok;
+    if (choice == 0)
+      ok = step_waiter(e->m, &n, what);
+    else if (choice == 1)
+      ok = step_waker(e->m, &n, what);
+    else {
+      int th = choice - 2;
+      ok = n.nbuf[th] > 0;
+      if (ok) {
+        sprintf(what, "%s's buffer drains %s=%d", th ? "waker" : "waiter", var_name[n.bvar[th][0]],
+                n.bval[th][0]);
+        drain_one(&n, th);
+      }
+    }
+    if (!ok) continue;
+    any = true;
+    assert_true(e->depth < 63);
+    e->depth++;
+    explore(e, &n);
+    e->depth--;
+  }
+  if (any) return;
+  e->finals++;
+  if (s->pc[1] == DONE && s->asleep[0]) {
+    e->lost++;
+    if (!e->printed) {
+      e->printed = true;
+      printf("  lost wake-up after %d steps:\n", e->depth);
+      for (int i = 0; i < e->depth; i++)
+        printf("    %2d. %s\n", i + 1, e->trace[i]);
+    }
+  }
+}
+
+static long run_model(const char *name, model m) {
+  mstate s;
+  memset(&s, 0, sizeof s);
+  s.mem[V_WAKE_AT] = INF;
+  s.pc[0] = m.threshold ? 0 : 10;
+  explorer e = {.m = &m};
+  printf("%s:\n", name);
+  explore(&e, &s);
+  printf("  %zu states, %ld final states, %ld with a lost wake-up\n", e.nseen, e.finals, e.lost);
+  free(e.seen);
+  assert_true(e.finals > 0);
+  return e.lost;
+}
+
+static void test_eventcount(void **state) {
+  (void)state;
+  long before = run_model("eventcount without the waiter's fence (old wait.c)",
+                          (model){.threshold = false, .waiter_fence = false});
+  long after = run_model("eventcount with the waiter's fence (wait.c)",
+                         (model){.threshold = false, .waiter_fence = true});
+  assert_true(before > 0); /* the model can see the bug it is meant to exclude */
+  assert_int_equal(after, 0);
+}
+
+static void test_completion_threshold(void **state) {
+  (void)state;
+  long before = run_model("completion threshold without fences (old orch.c, sched.c, wait.c)",
+                          (model){.threshold = true});
+  long orch_only = run_model("completion threshold, fences on the orchestrator side only",
+                             (model){.threshold = true, .waiter_fence = true, .orch_fence = true});
+  long after = run_model(
+      "completion threshold with all fences (orch.c, sched.c, wait.c)",
+      (model){.threshold = true, .waiter_fence = true, .orch_fence = true, .done_fence = true});
+  assert_true(before > 0);
+  assert_true(orch_only > 0); /* the completer's fence is needed too */
+  assert_int_equal(after, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_eventcount),
+      cmocka_unit_test(test_completion_threshold),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
