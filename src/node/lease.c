@@ -92,26 +92,32 @@ static bool try_lock(void *arg) {
   return t->err != EWOULDBLOCK && t->err != EINTR; /* a real error ends the wait */
 }
 
+int lease_flock(int fd, int64_t wait_ms) {
+  lock_try t = {fd, 0};
+  if (!try_lock(&t) && wait_ms > 0) pto_wait(NULL, try_lock, &t, pto_deadline_ms(wait_ms));
+  return t.err == EINTR ? EWOULDBLOCK : t.err;
+}
+
 static int lease_one(int id, int64_t wait_ms, bool quiet, int *out, char *why, size_t why_len) {
   char name[48], who[48];
   snprintf(name, sizeof name, "/pto-lease.dev%d", id);
   int fd;
   int rc = open_lease(id, name, &fd, why, why_len);
   if (rc) return rc;
-  lock_try t = {fd, 0};
-  if (!try_lock(&t) && wait_ms > 0) {
+  int err = lease_flock(fd, 0);
+  if (err == EWOULDBLOCK && wait_ms > 0) {
     if (!quiet)
       fprintf(stderr, "pto: device %d is leased by %s; waiting up to %lld ms\n", id,
               holder(fd, who, sizeof who), (long long)wait_ms);
-    pto_wait(NULL, try_lock, &t, pto_deadline_ms(wait_ms));
+    err = lease_flock(fd, wait_ms);
   }
-  if (t.err) {
-    bool busy = t.err == EWOULDBLOCK || t.err == EINTR;
+  if (err) {
+    bool busy = err == EWOULDBLOCK;
     if (busy)
       snprintf(why, why_len, "device busy: device %d is leased by %s", id,
                holder(fd, who, sizeof who));
     else
-      snprintf(why, why_len, "lease of device %d: %s", id, strerror(t.err));
+      snprintf(why, why_len, "lease of device %d: %s", id, strerror(err));
     close(fd);
     return busy ? PTO_EDEVICE_BUSY : PTO_ESYSTEM;
   }

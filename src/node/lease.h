@@ -20,5 +20,9 @@ void lease_release(int *fds, int n);
  * unlocking. A flock belongs to the open file description the child shares
  * with the parent, so LOCK_UN here would drop the parent's lease. */
 void lease_close_inherited(int *fds, int n);
+/* An exclusive flock on fd, waiting up to wait_ms (0: one try). Returns 0,
+ * EWOULDBLOCK when it is still held by another at the deadline, or the
+ * errno of a real failure. */
+int lease_flock(int fd, int64_t wait_ms);
 
 #endif

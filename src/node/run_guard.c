@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "common/wait.h"
+#include "node/lease.h"
 #include "pto/status.h"
 
 #define SHM_DIR          "/dev/shm"
@@ -239,21 +239,6 @@ static void uninstall(void) {
 
 /* ---- the guard ---- */
 
-typedef struct lock_try {
-  int fd;
-  int err;
-} lock_try;
-
-static bool try_lock(void *arg) {
-  lock_try *t = arg;
-  if (flock(t->fd, LOCK_EX | LOCK_NB) == 0) {
-    t->err = 0;
-    return true;
-  }
-  t->err = errno;
-  return t->err != EWOULDBLOCK && t->err != EINTR;
-}
-
 static guard_slot *find(const char *run) {
   for (int i = 0; i < RUN_GUARD_MAX; i++)
     if (atomic_load(&slots[i].live) && atomic_load(&slots[i].owner) == getpid() &&
@@ -287,13 +272,12 @@ int run_guard_begin(const char *prefix, char *why, size_t why_len) {
     return PTO_ESYSTEM;
   }
   /* a sweeper may hold the new, empty guard's lock for a moment */
-  lock_try t = {fd, 0};
-  if (!try_lock(&t)) pto_wait(NULL, try_lock, &t, pto_deadline_ms(GUARD_LOCK_MS));
+  int err = lease_flock(fd, GUARD_LOCK_MS);
   char pid[24];
   int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-  if (t.err || pwrite(fd, pid, (size_t)len, 0) != len) {
-    snprintf(why, why_len, "run guard %s: cannot %s it: %s", name, t.err ? "lock" : "write",
-             strerror(t.err ? t.err : errno));
+  if (err || pwrite(fd, pid, (size_t)len, 0) != len) {
+    snprintf(why, why_len, "run guard %s: cannot %s it: %s", name, err ? "lock" : "write",
+             strerror(err ? err : errno));
     close(fd);
     shm_unlink(name);
     return PTO_ESYSTEM;
