@@ -35,7 +35,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "node/lease.h"
 #include "pto/status.h"
 
