@@ -32,6 +32,13 @@ static bool in_argv(const char *s, int argc, char *const *argv) {
   return false;
 }
 
+/* s lies inside one of argv's strings (--trace=FILE: after the '='). */
+static bool into_argv(const char *s, int argc, char *const *argv) {
+  for (int i = 0; i < argc; i++)
+    if (s >= argv[i] && s <= argv[i] + strlen(argv[i])) return true;
+  return false;
+}
+
 static bool same_str(const char *a, const char *b) {
   return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
@@ -200,7 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case CLI_RUN: {
     CHECK(!strcmp(argv[at], "run"));
     CHECK(a.name && in_argv(a.name, argc, argv) && a.name[0]);
-    CHECK(!a.trace || in_argv(a.trace, argc, argv));
+    CHECK(!a.trace || into_argv(a.trace, argc, argv));
     CHECK(a.clusters >= 0 && a.clusters <= CLI_INT_MAX);
     CHECK(a.schedulers >= 0 && a.schedulers <= CLI_INT_MAX);
     CHECK(a.rounds >= 1 && a.rounds <= CLI_INT_MAX);
