@@ -17,12 +17,12 @@
 #ifndef PTO_NODE_MAILBOX_H
 #define PTO_NODE_MAILBOX_H
 
-#include "common/options.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "comm/comm.h"
+#include "common/options.h"
 #include "common/wait.h"
 #include "pto/chip.h"
 #include "pto/node.h"
