@@ -2,6 +2,7 @@
 #include "common/options.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "pto/status.h"
@@ -50,6 +51,11 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                               "node: deadline of a notify wait between chips"},
     [PTO_OPT_HEARTBEAT_MS] = {"heartbeat_ms", "PTO_HEARTBEAT_MS", 100, 1, 60000,
                               "node: a chip process beats this often (ms)"},
+    [PTO_OPT_NODE_TENSORMAP_ENTRIES] = {"tensormap_entries", "PTO_NODE_TENSORMAP_ENTRIES", 8192, 1,
+                                        1 << 24,
+                                        "node: TensorMap entries of the node orchestrator"},
+    [PTO_OPT_FAULT_GAP_MS] = {"fault_gap_ms", "PTO_FAULT_GAP_MS", 500, 0, 60000,
+                              "fault injection: most a task's remote stores are held back (ms)"},
 };
 
 const pto_option_desc *pto_option_desc_of(pto_opt o) {
@@ -75,6 +81,20 @@ long long pto_option(pto_opt o) {
   const char *s = getenv(d->env);
   long long v;
   return s && parse(s, d->min, d->max, &v) ? v : d->def;
+}
+
+long long pto_option_cached(pto_opt o) {
+  static _Atomic long long value[PTO_OPT_COUNT];
+  static _Atomic unsigned char read[PTO_OPT_COUNT];
+  if ((unsigned)o >= PTO_OPT_COUNT) return 0;
+  /* acquire pairs with the release below; racing first callers store the
+   * same value */
+  if (atomic_load_explicit(&read[o], memory_order_acquire))
+    return atomic_load_explicit(&value[o], memory_order_relaxed);
+  long long v = pto_option(o);
+  atomic_store_explicit(&value[o], v, memory_order_relaxed);
+  atomic_store_explicit(&read[o], 1, memory_order_release);
+  return v;
 }
 
 int pto_options_check(char *err, size_t errlen) {

@@ -32,6 +32,9 @@ typedef enum pto_opt {
   PTO_OPT_NODE_HOST_TASK_MS,
   PTO_OPT_NODE_WAIT_MS,
   PTO_OPT_HEARTBEAT_MS,
+  PTO_OPT_NODE_TENSORMAP_ENTRIES,
+  /* comm: fault injection (pto_node_config.fault_inject) */
+  PTO_OPT_FAULT_GAP_MS,
   PTO_OPT_COUNT
 } pto_opt;
 
@@ -49,6 +52,9 @@ const pto_option_desc *pto_option_desc_of(pto_opt o);
  * value, else the default. Reads the environment on every call: callers on
  * a hot path cache it. */
 long long pto_option(pto_opt o);
+
+/* pto_option, read once per process (for paths that run often). */
+long long pto_option_cached(pto_opt o);
 
 /* 0 when every PTO_* variable of the table that is set holds a valid value;
  * else PTO_EINVAL with err naming the first bad one, its value and the

@@ -29,7 +29,6 @@
 #include "node/run_guard.h"
 
 #define BLOCK_SLICE_MS   100   /* longest the parent sleeps before re-checking deadlines */
-#define TMAP_ENTRIES     8192  /* default cfg.tensormap_entries */
 #define NODE_SPACE_ALIGN (2u << 20)
 
 void pto_node_config_init(pto_node_config *cfg) {
@@ -43,7 +42,7 @@ void pto_node_config_init(pto_node_config *cfg) {
   cfg->control_timeout_ms = pto_option(PTO_OPT_NODE_CONTROL_MS);
   cfg->task_timeout_ms = -1;
   cfg->host_task_timeout_ms = pto_option(PTO_OPT_NODE_HOST_TASK_MS);
-  cfg->tensormap_entries = TMAP_ENTRIES;
+  cfg->tensormap_entries = (uint32_t)pto_option(PTO_OPT_NODE_TENSORMAP_ENTRIES);
   cfg->lease_wait_ms = 0;
   cfg->wait_timeout_ms = pto_option(PTO_OPT_NODE_WAIT_MS);
 }
