@@ -18,8 +18,18 @@ void scene_chip_config(const pto_scene_opts *o, int clusters, int schedulers,
   if (clusters > 0) cfg->clusters = clusters;
   if (schedulers > 0) cfg->schedulers = schedulers;
   if (o && o->clusters > 0) cfg->clusters = o->clusters;
-  if (o && o->schedulers > 0) cfg->schedulers = o->schedulers;
-  if (cfg->schedulers > cfg->clusters) cfg->schedulers = cfg->clusters;
+  /* A shape the command line asks for is not clamped: one the chip cannot
+   * honour is reported here and refused by pto_chip_create. */
+  if (o && o->schedulers > 0) {
+    cfg->schedulers = o->schedulers;
+    if (cfg->schedulers > cfg->clusters)
+      fprintf(stderr,
+              "pto run: --schedulers %d cannot be honoured: the scene runs on %d cluster%s, "
+              "so at most %d schedulers (--clusters N gives more)\n",
+              cfg->schedulers, cfg->clusters, cfg->clusters == 1 ? "" : "s", cfg->clusters);
+  } else if (cfg->schedulers > cfg->clusters) {
+    cfg->schedulers = cfg->clusters; /* the scene's or the environment's default */
+  }
 }
 
 static void add_stats(pto_run_stats *sum, const pto_run_stats *s) {

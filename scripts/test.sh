@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/deps.sh
-deps_install build-essential cmake pkg-config libcmocka-dev
+deps_install build-essential cmake pkg-config libcmocka-dev python3
 
 jobs=$(nproc)
 modes=("$@")

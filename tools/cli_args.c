@@ -1,12 +1,17 @@
-/* cli_args.c — parsing the `pto` command line (see cli_args.h). */
+/* cli_args.c — parsing the `pto` command line with getopt_long (see
+ * cli_args.h). Each level (pto, pto run, pto trace) is one getopt_long
+ * loop; options and operands may come in any order ("-" mode: operands are
+ * returned in place, argv is never permuted). */
 #include "cli_args.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+static int bad(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int bad(char *err, size_t n, const char *fmt, ...) {
   if (err && n) {
     va_list ap;
@@ -17,80 +22,164 @@ static int bad(char *err, size_t n, const char *fmt, ...) {
   return 2;
 }
 
+/* Starts a getopt_long scan of argv[1..argc) afresh (glibc: optind = 0
+ * also resets its internal state); errors are reported by the caller. */
+static void getopt_reset(void) {
+  optind = 0;
+  opterr = 0;
+}
+
+/* The option getopt_long just refused ('?', ':'): its name as written. */
+static const char *refused(int argc, char *const *argv, const struct option *opts) {
+  static char shortopt[3];
+  for (int k = 0; opts[k].name; k++)
+    if (optopt && opts[k].val == optopt) return opts[k].name; /* ':' on a long option */
+  if (optopt) {
+    shortopt[0] = '-', shortopt[1] = (char)optopt, shortopt[2] = '\0';
+    return shortopt;
+  }
+  return optind - 1 < argc && optind >= 1 ? argv[optind - 1] : "?";
+}
+
 /* A decimal integer in 1..CLI_INT_MAX, all of v: digits only (strtol alone
  * would take " 5", "+5"). */
 static int int_arg(const char *opt, const char *v, int *out, char *err, size_t n) {
-  if (!v) return bad(err, n, "pto run: %s needs a positive integer", opt);
   char *end;
   errno = 0;
   long x = v[0] >= '0' && v[0] <= '9' ? strtol(v, &end, 10) : 0;
   if (x == 0 || *end || errno || x < 1 || x > CLI_INT_MAX)
-    return bad(err, n, "pto run: %s needs an integer in 1..%d, got '%s'", opt, CLI_INT_MAX, v);
+    return bad(err, n, "pto run: --%s needs an integer in 1..%d, got '%s'", opt, CLI_INT_MAX, v);
   *out = (int)x;
   return 0;
 }
 
+enum {
+  OPT_CLUSTERS = 256,
+  OPT_SCHEDULERS,
+  OPT_ROUNDS,
+  OPT_SEED,
+  OPT_TRACE,
+  OPT_FAULT,
+  OPT_LIST,
+  OPT_CHECK,
+  OPT_MERGE
+};
+
+static const struct option run_opts[] = {
+    {"clusters", required_argument, NULL, OPT_CLUSTERS},
+    {"schedulers", required_argument, NULL, OPT_SCHEDULERS},
+    {"rounds", required_argument, NULL, OPT_ROUNDS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"fault-inject", no_argument, NULL, OPT_FAULT},
+    {"list", no_argument, NULL, OPT_LIST},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t n) {
   a->cmd = CLI_RUN;
-  for (int i = 0; i < argc; i++) {
-    const char *o = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int rc = 0, seed;
-    if (!strcmp(o, "--list")) {
-      a->cmd = CLI_RUN_LIST; /* lists at once, whatever follows */
-      return 0;
-    } else if (!strcmp(o, "--clusters")) {
-      rc = int_arg(o, v, &a->clusters, err, n), i++;
-    } else if (!strcmp(o, "--schedulers")) {
-      rc = int_arg(o, v, &a->schedulers, err, n), i++;
-    } else if (!strcmp(o, "--rounds")) {
-      rc = int_arg(o, v, &a->rounds, err, n), i++;
-    } else if (!strcmp(o, "--seed")) {
-      rc = int_arg(o, v, &seed, err, n), i++;
+  bool list = false, help = false;
+  getopt_reset();
+  for (int c, rc = 0, seed; (c = getopt_long(argc, argv, "-:h", run_opts, NULL)) != -1;) {
+    switch (c) {
+    case OPT_CLUSTERS: rc = int_arg("clusters", optarg, &a->clusters, err, n); break;
+    case OPT_SCHEDULERS: rc = int_arg("schedulers", optarg, &a->schedulers, err, n); break;
+    case OPT_ROUNDS: rc = int_arg("rounds", optarg, &a->rounds, err, n); break;
+    case OPT_SEED:
+      rc = int_arg("seed", optarg, &seed, err, n);
       if (!rc) a->seed = (unsigned)seed;
-    } else if (!strcmp(o, "--trace")) {
-      if (!v) return bad(err, n, "pto run: --trace needs a file name");
-      a->trace = v, i++;
-    } else if (!strcmp(o, "--fault-inject")) {
-      a->fault_inject = true;
-    } else if (o[0] == '-') {
-      return bad(err, n, "pto run: unknown option '%s'", o);
-    } else if (a->name) {
-      return bad(err, n, "pto run: unexpected argument '%s' (the scene is '%s')", o, a->name);
-    } else {
-      a->name = o;
+      break;
+    case OPT_TRACE: a->trace = optarg; break;
+    case OPT_FAULT: a->fault_inject = true; break;
+    case OPT_LIST: list = true; break;
+    case 'h': help = true; break;
+    case 1: /* an operand: the scene */
+      if (optarg[0] == '-') return bad(err, n, "pto run: unexpected argument '%s'", optarg);
+      if (a->name)
+        return bad(err, n, "pto run: unexpected argument '%s' (the scene is '%s')", optarg,
+                   a->name);
+      a->name = optarg;
+      break;
+    case ':':
+      if (optopt == OPT_TRACE) return bad(err, n, "pto run: --trace needs a file name");
+      return bad(err, n, "pto run: --%s needs a positive integer", refused(argc, argv, run_opts));
+    default: return bad(err, n, "pto run: unknown option '%s'", refused(argc, argv, run_opts));
     }
     if (rc) return rc;
   }
-  if (!a->name) return bad(err, n, "pto run: which scene or example? (pto run --list)");
+  for (int i = optind; i < argc; i++) { /* operands after "--" */
+    if (a->name) return bad(err, n, "pto run: unexpected argument '%s'", argv[i]);
+    a->name = argv[i];
+  }
+  if (help) {
+    a->cmd = CLI_RUN_HELP;
+  } else if (list) {
+    a->cmd = CLI_RUN_LIST;
+  } else if (!a->name || !a->name[0]) {
+    return bad(err, n, "pto run: which scene or example? (pto run --list)");
+  }
   return 0;
 }
 
+static const struct option trace_opts[] = {
+    {"check", no_argument, NULL, OPT_CHECK},
+    {"merge", no_argument, NULL, OPT_MERGE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 static int parse_trace(int argc, char *const *argv, cli_args *a, char *err, size_t n) {
-  if (argc >= 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help"))) {
+  bool merge = false, help = false;
+  int first = 0, nops = 0; /* operands: argv[first .. first + nops), contiguous */
+  getopt_reset();
+  for (int c; (c = getopt_long(argc, argv, "-:h", trace_opts, NULL)) != -1;) {
+    switch (c) {
+    case OPT_CHECK: a->check = true; break;
+    case OPT_MERGE: merge = true; break;
+    case 'h': help = true; break;
+    case 1:
+      if (nops && optind - 1 != first + nops)
+        return bad(err, n, "pto trace: options go before the files ('%s' follows one)", optarg);
+      if (!nops) first = optind - 1;
+      nops++;
+      break;
+    default: return bad(err, n, "pto trace: unknown option '%s'", refused(argc, argv, trace_opts));
+    }
+  }
+  if (optind < argc) { /* operands after "--": all of them there, or none */
+    if (nops)
+      return bad(err, n, "pto trace: unexpected argument '%s' (files go on one side of '--')",
+                 argv[optind]);
+    first = optind;
+    nops = argc - optind;
+  }
+  if (help) {
     a->cmd = CLI_TRACE_HELP;
     return 0;
   }
-  if (argc >= 1 && !strcmp(argv[0], "--merge")) {
-    if (argc < 3) return bad(err, n, "pto trace --merge: needs OUT.json and at least one input");
+  if (merge) {
+    if (a->check) return bad(err, n, "pto trace: --merge and --check do not go together");
+    if (nops < 2) return bad(err, n, "pto trace --merge: needs OUT.json and at least one input");
     a->cmd = CLI_TRACE_MERGE;
-    a->out = argv[1];
-    a->in = argv + 2;
-    a->nin = argc - 2;
+    a->out = argv[first];
+    a->in = argv + first + 1;
+    a->nin = nops - 1;
     return 0;
   }
   a->cmd = CLI_TRACE;
-  int i = 0;
-  if (i < argc && !strcmp(argv[i], "--check")) {
-    a->check = true;
-    i++;
-  }
-  if (i >= argc) return bad(err, n, "pto trace: which trace file?");
-  if (argv[i][0] == '-') return bad(err, n, "pto trace: unknown option '%s'", argv[i]);
-  if (i + 1 < argc) return bad(err, n, "pto trace: unexpected argument '%s'", argv[i + 1]);
-  a->path = argv[i];
+  if (nops == 0) return bad(err, n, "pto trace: which trace file?");
+  if (nops > 1) return bad(err, n, "pto trace: unexpected argument '%s'", argv[first + 1]);
+  a->path = argv[first];
+  if (!a->path[0]) return bad(err, n, "pto trace: the trace file name is empty");
   return 0;
 }
+
+static const struct option main_opts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
 
 int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *err,
               size_t errlen) {
@@ -99,15 +188,29 @@ int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *
   a->seed = 1;
   if (err && errlen) err[0] = '\0';
   *usage = CLI_USAGE_MAIN;
-  if (argc >= 2 && !strcmp(argv[1], "run")) return parse_run(argc - 2, argv + 2, a, err, errlen);
-  if (argc >= 2 && !strcmp(argv[1], "trace")) {
-    *usage = CLI_USAGE_TRACE;
-    return parse_trace(argc - 2, argv + 2, a, err, errlen);
+  /* "+": stop at the command; what follows is the command's. */
+  getopt_reset();
+  for (int c; (c = getopt_long(argc, argv, "+:hV", main_opts, NULL)) != -1;) {
+    switch (c) {
+    case 'h': a->cmd = CLI_HELP; return 0;
+    case 'V': a->cmd = CLI_VERSION; return 0;
+    default: return bad(err, errlen, "pto: unknown option '%s'", refused(argc, argv, main_opts));
+    }
   }
-  if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+  int at = optind;
+  if (at >= argc) return bad(err, errlen, "pto: which command? (run or trace; pto --help)");
+  const char *cmd = argv[at];
+  if (!strcmp(cmd, "run")) {
+    *usage = CLI_USAGE_RUN;
+    return parse_run(argc - at, argv + at, a, err, errlen);
+  }
+  if (!strcmp(cmd, "trace")) {
+    *usage = CLI_USAGE_TRACE;
+    return parse_trace(argc - at, argv + at, a, err, errlen);
+  }
+  if (!strcmp(cmd, "help")) { /* `pto help` as git's */
     a->cmd = CLI_HELP;
     return 0;
   }
-  if (argc < 2) return bad(err, errlen, "pto: which command? (run or trace)");
-  return bad(err, errlen, "pto: unknown command '%s' (run or trace)", argv[1]);
+  return bad(err, errlen, "pto: unknown command '%s' (run or trace; pto --help)", cmd);
 }

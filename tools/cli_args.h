@@ -9,6 +9,8 @@
 
 typedef enum cli_cmd {
   CLI_HELP,        /* pto --help: usage on stdout */
+  CLI_VERSION,     /* pto --version */
+  CLI_RUN_HELP,    /* pto run --help */
   CLI_RUN_LIST,    /* pto run --list */
   CLI_RUN,         /* pto run NAME [options] */
   CLI_TRACE_HELP,  /* pto trace --help */
@@ -37,11 +39,20 @@ typedef struct cli_args {
 } cli_args;
 
 /* Which usage text an error should be followed by. */
-typedef enum cli_usage { CLI_USAGE_MAIN, CLI_USAGE_TRACE } cli_usage;
+typedef enum cli_usage { CLI_USAGE_MAIN, CLI_USAGE_RUN, CLI_USAGE_TRACE } cli_usage;
 
-/* Parses argv[0..argc) (argv[0] is the program). Returns 0 with *a filled
- * (its strings point into argv), or 2 (a usage error) with err naming the
- * argument that is wrong and *usage saying which usage text applies. */
+/* Exit statuses of `pto` (documented in its --help and in pto.1). */
+enum {
+  CLI_EXIT_OK = 0,     /* done; a run matched its reference */
+  CLI_EXIT_FAILED = 1, /* a run failed or differed, a trace failed its check, I/O failed */
+  CLI_EXIT_USAGE = 2,  /* a bad command line or PTO_* environment value */
+};
+
+/* Parses argv[0..argc) (argv[0] is the program) with getopt_long:
+ * `--opt value` and `--opt=value`, -h/--help at every level, --version.
+ * Returns 0 with *a filled (its strings point into argv), or 2 (a usage
+ * error) with err naming the argument that is wrong and *usage saying which
+ * usage text applies. Not reentrant (getopt's state is global). */
 int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *err, size_t errlen);
 
 #endif

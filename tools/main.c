@@ -5,16 +5,45 @@
 
 #include "cli_args.h"
 #include "cmd_trace.h"
+#include "common/options.h"
 #include "scene.h"
 
+static void exit_status(FILE *f) {
+  fputs("Exit status: 0 done (a run matched its reference); 1 a run failed or differed, a trace\n"
+        "failed its check, or writing failed; 2 a bad command line or PTO_* environment value.\n",
+        f);
+}
+
 static void usage(FILE *f) {
-  fprintf(
-      f, "usage:\n"
-         "  pto run --list                 list scenes and examples\n"
-         "  pto run NAME [--clusters N] [--schedulers N] [--rounds N] [--trace FILE.json]\n"
-         "               [--fault-inject] [--seed N]\n"
-         "                                 run one, verify it against a sequential reference\n"
-         "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n");
+  fputs("usage: pto [-h|--help] [-V|--version] COMMAND [ARGS]\n"
+        "  pto run --list                 list scenes and examples\n"
+        "  pto run NAME [--clusters N] [--schedulers N] [--rounds N] [--trace FILE.json]\n"
+        "               [--fault-inject] [--seed N]\n"
+        "                                 run one, verify it against a sequential reference\n"
+        "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n"
+        "`pto COMMAND --help` tells more; options take `--opt value` or `--opt=value`.\n"
+        "\nEnvironment (defaults of every chip and node; an invalid value is an error):\n",
+        f);
+  pto_options_print(f);
+  fputc('\n', f);
+  exit_status(f);
+}
+
+static void run_usage(FILE *f) {
+  fputs("usage: pto run NAME [OPTIONS]\n"
+        "       pto run --list\n"
+        "Runs a scene or example (pto run --list names them) and verifies its result against a\n"
+        "sequential reference; error scenes verify the error they expect.\n"
+        "  --clusters N       clusters of the chip (default: the scene's)\n"
+        "  --schedulers N     scheduler threads, 1..clusters (default: the scene's; a number\n"
+        "                     the scene's chip cannot have is an error, not clamped)\n"
+        "  --rounds N         run N times on one chip (default 1)\n"
+        "  --seed N           seed of the inputs and of fault injection (default 1)\n"
+        "  --trace FILE.json  write a Chrome/Perfetto trace of the run\n"
+        "  --fault-inject     multi-chip scenes: late and reordered remote stores\n"
+        "  -h, --help         this text\n",
+        f);
+  exit_status(f);
 }
 
 static void print_stats(const pto_run_stats *s, int rounds) {
@@ -88,22 +117,34 @@ static int cmd_run(const cli_args *a) {
 int main(int argc, char **argv) {
   cli_args a;
   cli_usage which;
-  char err[256];
+  char err[512];
   if (cli_parse(argc, argv, &a, &which, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     if (which == CLI_USAGE_TRACE)
       pto_cmd_trace_usage(stderr);
+    else if (which == CLI_USAGE_RUN)
+      run_usage(stderr);
     else
-      usage(stderr);
-    return 2;
+      fputs("(pto --help lists the commands)\n", stderr);
+    return CLI_EXIT_USAGE;
   }
   switch (a.cmd) {
-  case CLI_HELP: usage(stdout); return 0;
+  case CLI_HELP: usage(stdout); return CLI_EXIT_OK;
+  case CLI_VERSION: printf("pto %s\n", pto_version()); return CLI_EXIT_OK;
+  case CLI_RUN_HELP: run_usage(stdout); return CLI_EXIT_OK;
+  default: break;
+  }
+  /* A bad PTO_* variable would fail every chip: say so once, up front. */
+  if (pto_options_check(err, sizeof err)) {
+    fprintf(stderr, "pto: %s\n", err);
+    return CLI_EXIT_USAGE;
+  }
+  switch (a.cmd) {
   case CLI_RUN_LIST:
   case CLI_RUN: return cmd_run(&a);
   case CLI_TRACE_HELP:
   case CLI_TRACE:
   case CLI_TRACE_MERGE: return pto_cmd_trace(&a);
+  default: return CLI_EXIT_USAGE;
   }
-  return 2;
 }

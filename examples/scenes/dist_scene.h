@@ -26,7 +26,7 @@ static inline void dist_config(const pto_scene_opts *o, int nchips, pto_chip_ini
   pto_node_config_init(cfg);
   cfg->nchips = nchips;
   cfg->chip.clusters = o->clusters > 0 ? o->clusters : 2;
-  cfg->chip.schedulers = 1;
+  cfg->chip.schedulers = o->schedulers > 0 ? o->schedulers : 1; /* too many: node create says so */
   cfg->chip.task_slots = 256;
   cfg->chip.heap_bytes = 1u << 20;
   cfg->chip.watchdog_ms = 10000;

@@ -6,4 +6,5 @@
 #include "pto/orch.h"
 #include "pto/status.h"
 #include "pto/tensor.h"
+#include "pto/version.h"
 #endif

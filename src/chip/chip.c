@@ -9,25 +9,23 @@
 #include "chip/run.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
+#include "common/options.h"
 
 void pto_chip_config_init(pto_chip_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
-  cfg->clusters = 8;
+  /* Defaults and their environment variables: src/common/options.c. */
+  cfg->clusters = (int)pto_option(PTO_OPT_CLUSTERS);
   cfg->aic_per_cluster = 1;
   cfg->aiv_per_cluster = 2;
-  cfg->schedulers = 0; /* derived: min(3, clusters) */
-  cfg->task_slots = 16384;
-  cfg->heap_bytes = (size_t)256 << 20;
-  cfg->dep_entries = 16384;
-  cfg->tensormap_entries = 65536;
-  cfg->alloc_timeout_ms = 500;
-  cfg->watchdog_ms = 10000;
-  cfg->shutdown_ms = 5000;
-  cfg->async_slots = 64;
-  const char *v;
-  if ((v = getenv("PTO_CLUSTERS")) && atoi(v) > 0) cfg->clusters = atoi(v);
-  if ((v = getenv("PTO_SCHEDULERS")) && atoi(v) > 0) cfg->schedulers = atoi(v);
-  if ((v = getenv("PTO_WATCHDOG_MS")) && atoi(v) > 0) cfg->watchdog_ms = atoi(v);
+  cfg->schedulers = (int)pto_option(PTO_OPT_SCHEDULERS); /* 0: min(3, clusters) */
+  cfg->task_slots = (uint32_t)pto_option(PTO_OPT_TASK_SLOTS);
+  cfg->heap_bytes = (size_t)pto_option(PTO_OPT_HEAP_MB) << 20;
+  cfg->dep_entries = (uint32_t)pto_option(PTO_OPT_DEP_ENTRIES);
+  cfg->tensormap_entries = (uint32_t)pto_option(PTO_OPT_TENSORMAP_ENTRIES);
+  cfg->alloc_timeout_ms = pto_option(PTO_OPT_ALLOC_TIMEOUT_MS);
+  cfg->watchdog_ms = pto_option(PTO_OPT_WATCHDOG_MS);
+  cfg->shutdown_ms = pto_option(PTO_OPT_SHUTDOWN_MS);
+  cfg->async_slots = (uint32_t)pto_option(PTO_OPT_ASYNC_SLOTS);
 }
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
@@ -51,6 +49,11 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   if (out) *out = NULL;
   if (!cfg || !out)
     return create_fail(err, PTO_EINVAL, "pto_chip_create: %s is NULL", cfg ? "out" : "cfg");
+  /* An invalid PTO_* environment value is an error, not silently ignored. */
+  if (pto_options_check(err ? err->details : NULL, err ? sizeof err->details : 0)) {
+    if (err) err->code = PTO_EINVAL;
+    return PTO_EINVAL;
+  }
   pto_chip_config c = *cfg;
   if (c.schedulers == 0) c.schedulers = c.clusters < 3 ? c.clusters : 3;
 #define BAD(cond, ...)                                                                             \

@@ -9,16 +9,25 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/options.h"
 
-/* A parked waiter re-checks its condition at least this often. A safety
- * net only, never the mechanism: every waker signals the event, so no wait
- * may depend on it (the park10s test build sets 10 s to prove that). */
-#ifndef PTO_PARK_MAX_MS
-#define PTO_PARK_MAX_MS 20
-#endif
-#define PARK_MAX_NS (PTO_PARK_MAX_MS * 1000000ull)
-#define YIELDS      4
-#define SPIN_NS     5000u /* spin this long before yielding: a few hand-offs' worth */
+/* A parked waiter re-checks its condition at least every park_max_ms, and
+ * spins about spin_ns before yielding (src/common/options.c; the park
+ * maximum is a build-time option too). The park maximum is a safety net
+ * only, never the mechanism: every waker signals the event, so no wait may
+ * depend on it (the park10s test build sets 10 s to prove that). */
+#define YIELDS 4
+
+/* The park maximum in ns, read from the options table once. */
+static uint64_t park_max_ns(void) {
+  static _Atomic uint64_t ns; /* racing first callers store the same value */
+  uint64_t v = atomic_load_explicit(&ns, memory_order_relaxed);
+  if (v == 0) {
+    v = (uint64_t)pto_option(PTO_OPT_PARK_MAX_MS) * 1000000ull;
+    atomic_store_explicit(&ns, v, memory_order_relaxed);
+  }
+  return v;
+}
 
 void pto_event_init(pto_event *ev, bool process_shared) {
   atomic_init(&ev->seq, 0);
@@ -50,7 +59,7 @@ void pto_event_signal(pto_event *ev) {
   futex_wake_all(ev);
 }
 
-/* Spin iterations before yielding: about SPIN_NS. */
+/* Spin iterations before yielding: about spin_ns. */
 static unsigned spin_budget(void) {
   /* Calibrated once: a pause costs from ~1 ns to ~40 ns depending on the
    * CPU, so the budget is set in time, not in iterations. */
@@ -61,7 +70,8 @@ static unsigned spin_budget(void) {
     for (int i = 0; i < 1000; i++)
       pto_cpu_relax();
     uint64_t per = (pto_now_ns() - t0) / 1000;
-    b = per ? (unsigned)(SPIN_NS / per) : SPIN_NS;
+    uint64_t spin_ns = (uint64_t)pto_option(PTO_OPT_SPIN_NS);
+    b = (unsigned)(per ? spin_ns / per : spin_ns);
     if (b < 16) b = 16;
     atomic_store_explicit(&budget, b, memory_order_relaxed);
   }
@@ -143,7 +153,8 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
     uint64_t left = deadline_ns - now;
     park_begin();
     if (ev) {
-      futex_park(ev, seen, left < PARK_MAX_NS ? left : PARK_MAX_NS);
+      uint64_t park = park_max_ns();
+      futex_park(ev, seen, left < park ? left : park);
       atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
     } else {
       uint64_t ns = left < sleep_ns ? left : sleep_ns;

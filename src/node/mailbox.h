@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "comm/comm.h"
+#include "common/options.h"
 #include "common/wait.h"
 #include "pto/chip.h"
 #include "pto/node.h"
@@ -74,7 +75,7 @@ typedef struct node_mbox {
 /* A child process proves it is not stopped or frozen by bumping its
  * mailbox's `beat` from a thread of its own; the parent gives up on it after
  * control_timeout_ms without a beat while it waits for that child. */
-#define HEARTBEAT_MS 100
+#define HEARTBEAT_MS ((int)pto_option(PTO_OPT_HEARTBEAT_MS)) /* default 100 */
 
 void mbox_init(node_mbox *mb);
 /* Parent: true when no exchange is outstanding. */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/options.h"
 #include "common/region.h"
 #include "common/tensor_check.h"
 #include "common/trace.h"
@@ -28,8 +29,6 @@
 #include "node/run_guard.h"
 
 #define BLOCK_SLICE_MS   100   /* longest the parent sleeps before re-checking deadlines */
-#define TMAP_ENTRIES     8192  /* default cfg.tensormap_entries */
-#define HOST_TASK_MS     60000 /* default cfg.host_task_timeout_ms */
 #define NODE_SPACE_ALIGN (2u << 20)
 
 void pto_node_config_init(pto_node_config *cfg) {
@@ -39,13 +38,13 @@ void pto_node_config_init(pto_node_config *cfg) {
   pto_chip_config_init(&cfg->chip);
   cfg->host_bytes = 64u << 20;
   cfg->window_space = 1u << 30;
-  cfg->startup_timeout_ms = 300000;
-  cfg->control_timeout_ms = 30000;
+  cfg->startup_timeout_ms = pto_option(PTO_OPT_NODE_STARTUP_MS);
+  cfg->control_timeout_ms = pto_option(PTO_OPT_NODE_CONTROL_MS);
   cfg->task_timeout_ms = -1;
-  cfg->host_task_timeout_ms = HOST_TASK_MS;
-  cfg->tensormap_entries = TMAP_ENTRIES;
+  cfg->host_task_timeout_ms = pto_option(PTO_OPT_NODE_HOST_TASK_MS);
+  cfg->tensormap_entries = (uint32_t)pto_option(PTO_OPT_NODE_TENSORMAP_ENTRIES);
   cfg->lease_wait_ms = 0;
-  cfg->wait_timeout_ms = 10000;
+  cfg->wait_timeout_ms = pto_option(PTO_OPT_NODE_WAIT_MS);
 }
 
 static void set_err(pto_error_info *e, int code, const char *fmt, ...)

@@ -4,7 +4,8 @@
  *
  * Oracles: a failure is status 2 with a message naming the problem; a
  * success has every field in range, its strings pointing into argv, integer
- * options equal to the digits given (computed here independently); and the
+ * options equal to the digits given (computed here independently, reading
+ * --opt V, --opt=V and abbreviations as getopt_long does); and the
  * parsed command written back as a canonical argv parses to the same
  * command. */
 #include <stdbool.h>
@@ -31,6 +32,13 @@ static bool in_argv(const char *s, int argc, char *const *argv) {
   return false;
 }
 
+/* s lies inside one of argv's strings (--trace=FILE: after the '='). */
+static bool into_argv(const char *s, int argc, char *const *argv) {
+  for (int i = 0; i < argc; i++)
+    if (s >= argv[i] && s <= argv[i] + strlen(argv[i])) return true;
+  return false;
+}
+
 static bool same_str(const char *a, const char *b) {
   return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
@@ -39,6 +47,8 @@ static bool same_args(const cli_args *a, const cli_args *b) {
   if (a->cmd != b->cmd) return false;
   switch (a->cmd) {
   case CLI_HELP:
+  case CLI_VERSION:
+  case CLI_RUN_HELP:
   case CLI_RUN_LIST:
   case CLI_TRACE_HELP: return true;
   case CLI_RUN:
@@ -55,26 +65,52 @@ static bool same_args(const cli_args *a, const cli_args *b) {
   return false;
 }
 
-/* Reference scan of `pto run ...`: the value of the last `opt V`, where V
- * is taken only when opt is an option (not another option's value); an
+/* Where the command word is: argv[1], or argv[2] after a leading "--"
+ * (top-level options other than "--" end the parse at once). */
+static int command_at(int argc, char *const *argv) {
+  return argc > 2 && !strcmp(argv[1], "--") ? 2 : 1;
+}
+
+/* The long options of `pto run`, and whether each takes a value. */
+static const char *const run_long[] = {"clusters", "schedulers",   "rounds", "seed",
+                                       "trace",    "fault-inject", "list",   "help"};
+static const bool run_takes[] = {true, true, true, true, true, false, false, false};
+enum { NRUN = sizeof run_long / sizeof run_long[0] };
+
+/* The option a word "--NAME" or "--NAME=V" names, as getopt_long decides:
+ * an exact name, else the one option NAME abbreviates; -1 otherwise. */
+static int run_match(const char *word) {
+  const char *name = word + 2;
+  size_t len = strcspn(name, "=");
+  int found = -1, n = 0;
+  for (int k = 0; k < NRUN; k++) {
+    if (strncmp(run_long[k], name, len)) continue;
+    if (strlen(run_long[k]) == len) return k;
+    found = k, n++;
+  }
+  return n == 1 ? found : -1;
+}
+
+/* Reference scan of `pto run ...` as getopt_long reads it (written here
+ * independently of the parser): the value of the last occurrence of the
+ * option `opt`, given as --opt V, --opt=V or an abbreviation of either; an
  * accepted V had digits only, so this is what the parser must have read.
  * -1 when the option is absent. */
 static long last_int(const char *opt, int argc, char *const *argv) {
-  static const char *const valued[] = {"--clusters", "--schedulers", "--rounds", "--seed",
-                                       "--trace"};
   long v = -1;
-  for (int i = 2; i < argc; i++) {
-    bool takes = false;
-    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-      takes |= strcmp(argv[i], valued[k]) == 0;
-    if (!takes || i + 1 >= argc) continue;
-    if (!strcmp(argv[i], opt)) {
-      long x = 0;
-      for (const char *p = argv[i + 1]; *p && x <= CLI_INT_MAX; p++)
-        x = x * 10 + (*p - '0');
-      v = x;
-    }
-    i++; /* the value is not an option */
+  for (int i = command_at(argc, argv) + 1; i < argc; i++) {
+    const char *w = argv[i];
+    if (!strcmp(w, "--")) break;       /* operands only from here */
+    if (strncmp(w, "--", 2)) continue; /* an operand or short options (-h) */
+    int k = run_match(w);
+    if (k < 0 || !run_takes[k]) continue;
+    const char *eq = strchr(w, '=');
+    const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+    if (!val || strcmp(run_long[k], opt + 2)) continue;
+    long x = 0;
+    for (const char *p = val; *p && x <= CLI_INT_MAX; p++)
+      x = x * 10 + (*p - '0');
+    v = x;
   }
   return v;
 }
@@ -85,13 +121,17 @@ static int canonical(const cli_args *a, char **out, char *nums) {
   out[n++] = "pto";
   switch (a->cmd) {
   case CLI_HELP: out[n++] = "--help"; break;
+  case CLI_VERSION: out[n++] = "--version"; break;
+  case CLI_RUN_HELP:
+    out[n++] = "run";
+    out[n++] = "--help";
+    break;
   case CLI_RUN_LIST:
     out[n++] = "run";
     out[n++] = "--list";
     break;
   case CLI_RUN: {
     out[n++] = "run";
-    out[n++] = (char *)a->name;
     const char *opt[] = {"--clusters", "--schedulers", "--rounds", "--seed"};
     long val[] = {a->clusters, a->schedulers, a->rounds, (long)a->seed};
     for (int i = 0; i < 4; i++) {
@@ -105,6 +145,8 @@ static int canonical(const cli_args *a, char **out, char *nums) {
       out[n++] = (char *)a->trace;
     }
     if (a->fault_inject) out[n++] = "--fault-inject";
+    out[n++] = "--"; /* the name may start with '-' */
+    out[n++] = (char *)a->name;
     break;
   }
   case CLI_TRACE_HELP:
@@ -114,11 +156,13 @@ static int canonical(const cli_args *a, char **out, char *nums) {
   case CLI_TRACE:
     out[n++] = "trace";
     if (a->check) out[n++] = "--check";
+    out[n++] = "--";
     out[n++] = (char *)a->path;
     break;
   case CLI_TRACE_MERGE:
     out[n++] = "trace";
     out[n++] = "--merge";
+    out[n++] = "--";
     out[n++] = (char *)a->out;
     for (int i = 0; i < a->nin; i++)
       out[n++] = a->in[i];
@@ -146,7 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[256];
   memset(err, 0x55, sizeof err);
   int rc = cli_parse(argc, argv, &a, &usage, err, sizeof err);
-  CHECK(usage == CLI_USAGE_MAIN || usage == CLI_USAGE_TRACE);
+  CHECK(usage == CLI_USAGE_MAIN || usage == CLI_USAGE_RUN || usage == CLI_USAGE_TRACE);
   if (rc) {
     CHECK(rc == 2);
     CHECK(memchr(err, 0, sizeof err) != NULL);
@@ -154,13 +198,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(buf);
     return 0;
   }
+  const int at = command_at(argc, argv);
   switch (a.cmd) {
-  case CLI_HELP: CHECK(argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))); break;
-  case CLI_RUN_LIST: CHECK(argc >= 3 && !strcmp(argv[1], "run")); break;
+  case CLI_HELP:
+  case CLI_VERSION: CHECK(argc >= 2); break;
+  case CLI_RUN_HELP:
+  case CLI_RUN_LIST: CHECK(argc >= at + 2 && !strcmp(argv[at], "run")); break;
   case CLI_RUN: {
-    CHECK(!strcmp(argv[1], "run"));
-    CHECK(a.name && in_argv(a.name, argc, argv) && a.name[0] != '-');
-    CHECK(!a.trace || in_argv(a.trace, argc, argv));
+    CHECK(!strcmp(argv[at], "run"));
+    CHECK(a.name && in_argv(a.name, argc, argv) && a.name[0]);
+    CHECK(!a.trace || into_argv(a.trace, argc, argv));
     CHECK(a.clusters >= 0 && a.clusters <= CLI_INT_MAX);
     CHECK(a.schedulers >= 0 && a.schedulers <= CLI_INT_MAX);
     CHECK(a.rounds >= 1 && a.rounds <= CLI_INT_MAX);
@@ -176,14 +223,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     break;
   }
-  case CLI_TRACE_HELP: CHECK(!strcmp(argv[1], "trace")); break;
+  case CLI_TRACE_HELP: CHECK(!strcmp(argv[at], "trace")); break;
   case CLI_TRACE:
-    CHECK(!strcmp(argv[1], "trace"));
-    CHECK(a.path && in_argv(a.path, argc, argv) && a.path[0] != '-');
+    CHECK(!strcmp(argv[at], "trace"));
+    CHECK(a.path && in_argv(a.path, argc, argv) && a.path[0]);
     break;
   case CLI_TRACE_MERGE:
-    CHECK(!strcmp(argv[1], "trace") && !strcmp(argv[2], "--merge"));
-    CHECK(a.out == argv[3] && a.in == argv + 4 && a.nin == argc - 4 && a.nin >= 1);
+    /* OUT and the inputs: consecutive words of argv, at least one input */
+    CHECK(!strcmp(argv[at], "trace") && a.nin >= 1);
+    CHECK(a.in > argv + at + 1 && a.in + a.nin <= argv + argc && a.in[-1] == a.out);
     break;
   default: CHECK(!"unknown command");
   }

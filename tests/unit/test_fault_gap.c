@@ -18,11 +18,12 @@
 
 #include "comm/comm.h"
 #include "common/clock.h"
+#include "common/options.h"
 #include "pto/comm.h"
 
 #define SPACE  (16u << 20)
 #define NPUT   6   /* stores held per rank: 5 pauses each at the end of the task */
-#define GAP_MS 500 /* FAULT_GAP_MS of shm.c */
+#define GAP_MS ((int)pto_option(PTO_OPT_FAULT_GAP_MS)) /* FAULT_GAP_MS of shm.c */
 
 typedef struct fixture {
   void *space;

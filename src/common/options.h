@@ -1,0 +1,67 @@
+/* options.h — every tunable of pto in one table (src/common/options.c):
+ * its name, default, environment variable and one-line doc. A default is
+ * read here, never written as a literal where it is used; an environment
+ * variable overrides it. An environment value that is not a decimal integer
+ * in the option's range is an error naming the variable
+ * (pto_options_check, called by pto_chip_create_ex and the CLI), never
+ * silently ignored. See docs/architecture.md, "Options". */
+#ifndef PTO_COMMON_OPTIONS_H
+#define PTO_COMMON_OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum pto_opt {
+  /* chip: pto_chip_config_init's defaults */
+  PTO_OPT_CLUSTERS,
+  PTO_OPT_SCHEDULERS,
+  PTO_OPT_TASK_SLOTS,
+  PTO_OPT_HEAP_MB,
+  PTO_OPT_DEP_ENTRIES,
+  PTO_OPT_TENSORMAP_ENTRIES,
+  PTO_OPT_ALLOC_TIMEOUT_MS,
+  PTO_OPT_WATCHDOG_MS,
+  PTO_OPT_SHUTDOWN_MS,
+  PTO_OPT_ASYNC_SLOTS,
+  /* waits (src/common/wait.c) */
+  PTO_OPT_SPIN_NS,
+  PTO_OPT_PARK_MAX_MS,
+  /* node: pto_node_config_init's defaults and the chip processes */
+  PTO_OPT_NODE_STARTUP_MS,
+  PTO_OPT_NODE_CONTROL_MS,
+  PTO_OPT_NODE_HOST_TASK_MS,
+  PTO_OPT_NODE_WAIT_MS,
+  PTO_OPT_HEARTBEAT_MS,
+  PTO_OPT_NODE_TENSORMAP_ENTRIES,
+  /* comm: fault injection (pto_node_config.fault_inject) */
+  PTO_OPT_FAULT_GAP_MS,
+  PTO_OPT_COUNT
+} pto_opt;
+
+typedef struct pto_option_desc {
+  const char *name; /* the config field or concept it sets */
+  const char *env;  /* environment variable, "PTO_..." */
+  long long def, min, max;
+  const char *doc; /* one line */
+} pto_option_desc;
+
+/* The table's row for `o` (NULL for an out-of-range `o`). */
+const pto_option_desc *pto_option_desc_of(pto_opt o);
+
+/* The option's value: its environment variable when that holds a valid
+ * value, else the default. Reads the environment on every call: callers on
+ * a hot path cache it. */
+long long pto_option(pto_opt o);
+
+/* pto_option, read once per process (for paths that run often). */
+long long pto_option_cached(pto_opt o);
+
+/* 0 when every PTO_* variable of the table that is set holds a valid value;
+ * else PTO_EINVAL with err naming the first bad one, its value and the
+ * range, e.g. "environment: PTO_CLUSTERS='abc' is not an integer in 1..4096". */
+int pto_options_check(char *err, size_t errlen);
+
+/* Lists the environment variables, defaults and docs (for `pto --help`). */
+void pto_options_print(FILE *f);
+
+#endif

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The `pto` command line follows the conventions users know (issue 11):
+# -h/--help at every level (stdout, exit 0), --version, `--opt=value` as well
+# as `--opt value`, options before or after the operand, unknown words named
+# in the error, errors on stderr only with stdout empty, the documented exit
+# statuses (0 done, 1 failed, 2 usage), invalid PTO_* environment values
+# refused by name, and a man page that documents the same options and
+# variables as --help.
+#   conventions.sh PTO_BINARY SOURCE_DIR VERSION
+set -uo pipefail
+pto=$1 src=$2 version=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() {
+  echo "FAILED: $*"
+  sed 's/^/  stdout: /' "$tmp/out" | head -4
+  sed 's/^/  stderr: /' "$tmp/err" | head -4
+  fails=$((fails + 1))
+}
+
+# ok STDOUT_PATTERN -- ARGS...: exit 0, stdout matching, stderr empty.
+ok() {
+  local pat=$1
+  shift 2
+  "$pto" "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -ne 0 ]; then fail "pto $*: exit status $got, expected 0"
+  elif ! grep -Eq -- "$pat" "$tmp/out"; then fail "pto $*: stdout does not match '$pat'"
+  elif [ -s "$tmp/err" ]; then fail "pto $*: wrote to stderr on success"
+  fi
+}
+
+# err STATUS STDERR_PATTERN -- ARGS...: that exit status, stderr matching,
+# stdout empty (a usage error runs nothing).
+err() {
+  local want=$1 pat=$2
+  shift 3
+  "$pto" "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -ne "$want" ]; then fail "pto $*: exit status $got, expected $want"
+  elif ! grep -Eq -- "$pat" "$tmp/err"; then fail "pto $*: stderr does not match '$pat'"
+  elif [ "$want" -eq 2 ] && [ -s "$tmp/out" ]; then fail "pto $*: a usage error wrote to stdout"
+  fi
+}
+
+# help at every level, on stdout
+ok '^usage: pto ' -- --help
+ok '^usage: pto ' -- -h
+ok '^usage: pto ' -- help
+ok '^usage: pto run ' -- run --help
+ok '^usage: pto run ' -- run -h
+ok '^usage: pto run ' -- run vector_chain --help
+ok '^usage: pto trace ' -- trace --help
+ok '^usage: pto trace ' -- trace -h
+ok 'Exit status: 0 done' -- --help
+ok 'Exit status' -- run --help
+# version
+ok "^pto $version\$" -- --version
+ok "^pto $version\$" -- -V
+# --opt=value and --opt value, options before the operand
+ok 'over 2 rounds' -- run vector_chain --clusters=1 --schedulers=1 --rounds=2
+ok 'over 2 rounds' -- run --rounds 2 --clusters 1 vector_chain
+ok "trace written to $tmp/t.json" -- run vector_chain --trace="$tmp/t.json"
+[ -s "$tmp/t.json" ] || fail "pto run --trace=FILE wrote no trace"
+ok 'vector_chain' -- run --list
+# unknown words, named
+err 2 "unknown command 'bogus'" -- bogus
+err 2 "unknown option '--bogus'" -- --bogus
+err 2 "unknown option '-x'" -- -x
+err 2 "unknown option '--bogus=1'" -- run vector_chain --bogus=1
+err 2 "unexpected argument 'extra'" -- run vector_chain extra
+err 2 "unknown option '--bogus'" -- trace --bogus t.json
+err 2 "which command" --
+err 2 "--clusters needs an integer in 1\.\.[0-9]+, got '0'" -- run vector_chain --clusters=0
+err 2 "--clusters needs a positive integer" -- run vector_chain --clusters
+err 2 "--seed needs an integer in 1\.\.[0-9]+, got '-3'" -- run vector_chain --seed -3
+# a shape the scene cannot honour is reported, not clamped
+err 1 "--schedulers 64 cannot be honoured: the scene runs on 2 clusters" -- \
+  run vector_chain --schedulers 64
+err 1 "FAILED with PTO_EINVAL" -- run vector_chain --clusters 1 --schedulers 2
+# invalid environment values, named
+for v in abc -3 0 ' 4' 4x ''; do
+  PTO_CLUSTERS=$v err 2 "environment: PTO_CLUSTERS='$v' is not an integer in 1\.\.4096" -- \
+    run vector_chain
+done
+PTO_WATCHDOG_MS=soon err 2 "PTO_WATCHDOG_MS='soon'" -- run vector_chain
+PTO_SCHEDULERS=x err 2 "PTO_SCHEDULERS='x'" -- run --list
+PTO_CLUSTERS=1 ok 'verified' -- run vector_chain
+# --help lists the environment variables; the man page documents the same
+# variables and options and has the usual sections
+"$pto" --help >"$tmp/help" 2>&1
+vars=$(grep -Eo '^  PTO_[A-Z_]+' "$tmp/help" | tr -d ' ')
+[ "$(wc -l <<<"$vars")" -ge 10 ] || { cp "$tmp/help" "$tmp/out"; : >"$tmp/err"; fail "--help lists too few PTO_ variables"; }
+man=$tmp/pto.1.txt
+sed 's/\\//g' "$src/tools/pto.1" >"$man" # roff escapes out: \-\-trace is --trace
+for sec in NAME SYNOPSIS OPTIONS ENVIRONMENT 'EXIT STATUS'; do
+  grep -q "^\.SH \"\?$sec\"\?\$" "$man" || { : >"$tmp/out"; : >"$tmp/err"; fail "pto.1 has no $sec section"; }
+done
+for v in $vars; do
+  grep -q "$v" "$man" || { : >"$tmp/out"; : >"$tmp/err"; fail "pto.1 does not document $v (pto --help lists it)"; }
+done
+for o in clusters schedulers rounds seed trace fault-inject list check merge help version; do
+  grep -q -- "-\?-$o" "$man" || { : >"$tmp/out"; : >"$tmp/err"; fail "pto.1 does not document --$o"; }
+done
+
+if [ "$fails" -gt 0 ]; then
+  echo "$fails CLI convention checks failed"
+  exit 1
+fi
+echo "cli: help at every level, --version, --opt=value, unknown words named, stderr only for errors, exit statuses, environment checked, man page in step"
