@@ -262,6 +262,7 @@ typedef struct run_arg {
   pto_tensor res; /* [8] i32 */
   int mismatch;   /* < 0: the cases */
   int tasks;      /* node tasks per domain */
+  int quick;      /* f32 and sizes 17, 4097 only */
 } run_arg;
 
 /* One group task on `chips` running `kid` with the domain's scratch; rank
@@ -303,19 +304,21 @@ static void coll_node(pto_node_orch *no, void *arg) {
       pto_node_domain_create(no, sub, 2, b2, 1, &ds))
     return;
   for (int t = 0; t < ra->tasks; t++) {
-    group(no, ra, all, 4, d4, b4[0].bytes, K_CASES, 0, 0);
-    group(no, ra, pair, 2, d2, b2[0].bytes, K_CASES, 4, 0);
+    group(no, ra, all, 4, d4, b4[0].bytes, K_CASES, 0, ra->quick);
+    group(no, ra, pair, 2, d2, b2[0].bytes, K_CASES, 4, ra->quick);
     group(no, ra, sub, 2, ds, b2[0].bytes, K_CASES, 6, 1);
   }
 }
 
-static pto_node *make_node(int nchips) {
+static pto_node *make_node(int nchips, bool fault_inject) {
   static const int devs[4] = {DEV0, DEV0 + 1, DEV0 + 2, DEV0 + 3};
   pto_scene_opts o = {0};
   pto_node_config cfg;
   dist_config(&o, nchips, coll_init, &cfg);
   cfg.device_ids = devs;
   cfg.window_space = 256u << 20;
+  cfg.fault_inject = fault_inject; /* stores land late and out of order until a notify */
+  cfg.fault_seed = 7919;
   pto_node *n = NULL;
   pto_error_info err;
   int rc = pto_node_create(&cfg, &n, &err);
@@ -324,15 +327,17 @@ static pto_node *make_node(int nchips) {
   return n;
 }
 
-/* Every collective, op, dtype and size on {0..3}, {0,1} and {1,2}; two node
- * tasks per domain in each of two runs. */
-static void test_collectives(void **state) {
-  (void)state;
-  pto_node *n = make_node(4);
-  run_arg ra = {.mismatch = -1, .tasks = 2};
+/* Every collective, op, dtype and size on {0..3}, {0,1} and {1,2} (the
+ * sub-domain: f32, sizes 17 and 4097); two node tasks per domain, then a
+ * second run (f32 only) on new domains of the same node. */
+static void run_cases(bool fault_inject, int runs) {
+  pto_node *n = make_node(4, fault_inject);
+  run_arg ra = {.mismatch = -1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int run = 0; run < 2; run++) {
+  for (int run = 0; run < runs; run++) {
+    ra.tasks = run == 0 && !fault_inject ? 2 : 1;
+    ra.quick = run > 0 || fault_inject;
     memset(ra.res.buf, 0xff, 32);
     pto_error_info err;
     int rc = pto_node_run(n, coll_node, &ra, &err);
@@ -348,6 +353,18 @@ static void test_collectives(void **state) {
   pto_node_destroy(n);
 }
 
+static void test_collectives(void **state) {
+  (void)state;
+  run_cases(false, 2);
+}
+
+/* The same (f32) with ordering fault injection: every store may land late
+ * until the notify that publishes it. */
+static void test_collectives_fault_inject(void **state) {
+  (void)state;
+  run_cases(true, 1);
+}
+
 /* Rank 1 calls with one argument different: both ranks fail with
  * PTO_EINVAL naming it, and the run says which. */
 static void test_mismatch(void **state) {
@@ -355,7 +372,7 @@ static void test_mismatch(void **state) {
   static const char *field[] = {"mismatched count",     "mismatched dtype",
                                 "mismatched op",        "mismatched root",
                                 "mismatched algorithm", "mismatched collective"};
-  pto_node *n = make_node(2);
+  pto_node *n = make_node(2, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
@@ -378,6 +395,7 @@ static void test_mismatch(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_collectives),
+      cmocka_unit_test(test_collectives_fault_inject),
       cmocka_unit_test(test_mismatch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
