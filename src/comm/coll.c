@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm/coll_proto.h"
 #include "comm/coll_reduce.h"
 #include "comm/comm.h"
 #include "pto/coll.h"
@@ -204,7 +205,7 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb) {
     k->d.status = PTO_EINVAL;
   }
   if (n > 1 && k->seq > 1 &&
-      (rc = pto_signal_wait(ctx, k->dom, &done, PTO_CMP_GE, (k->seq - 1) * (n - 1), -1)))
+      (rc = pto_signal_wait(ctx, k->dom, &done, PTO_CMP_GE, coll_done_target(k->seq, n), -1)))
     return rc;
   coll_desc mine = k->d;
   pto_tensor dsrc = bytes_view(&mine, sizeof mine, PTO_I64);
@@ -220,7 +221,8 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb) {
     }
     if ((rc = pto_notify(ctx, k->dom, p, &arrive, PTO_SIGNAL_ADD, 1))) return rc;
   }
-  if (n > 1 && (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, k->seq * (n - 1), -1)))
+  if (n > 1 &&
+      (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
     return rc;
   /* every descriptor against mine, before any data is used */
   for (int p = 0; p < n; p++) {
@@ -295,7 +297,6 @@ static int ring_allreduce(coll *k, unsigned char *out) {
   int n = k->n, me = k->me, next = (me + 1) % n, rc;
   pto_dtype dt = (pto_dtype)k->d.dtype;
   pto_tensor ring = cell(k, CELL_RING);
-  int32_t base = (k->seq - 1) * 2 * (n - 1);
   for (int step = 0; step < 2 * (n - 1); step++) {
     bool gather = step >= n - 1;
     int kk = gather ? step - (n - 1) : step;
@@ -309,8 +310,12 @@ static int ring_allreduce(coll *k, unsigned char *out) {
       pto_tensor dst = bytes_view(ring_slot(k, step), (size_t)sl * k->es, dt);
       if ((rc = pto_put(k->ctx, k->dom, next, &dst, &src, NULL))) return rc;
     }
-    if ((rc = pto_notify(k->ctx, k->dom, next, &ring, PTO_SIGNAL_SET, base + step + 1))) return rc;
-    if ((rc = pto_signal_wait(k->ctx, k->dom, &ring, PTO_CMP_GE, base + step + 1, -1))) return rc;
+    if ((rc = pto_notify(k->ctx, k->dom, next, &ring, PTO_SIGNAL_SET,
+                         coll_ring_value(k->seq, n, step))))
+      return rc;
+    if ((rc = pto_signal_wait(k->ctx, k->dom, &ring, PTO_CMP_GE, coll_ring_value(k->seq, n, step),
+                              -1)))
+      return rc;
     if (rl == 0) continue;
     if (gather)
       memcpy(out + (size_t)r0 * k->es, ring_slot(k, step), (size_t)rl * k->es);
