@@ -213,7 +213,8 @@ static int cases_kernel(const pto_kctx *ctx) {
   return rc;
 }
 
-/* scalars: dom, which argument differs on rank 1 (0..5). tensors: scratch,
+/* scalars: dom, which argument differs on rank 1 (0..5; 6, 7: a bad
+ * argument on both ranks). tensors: scratch,
  * the result row [1] (i32: this rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
@@ -240,6 +241,18 @@ static int mismatch_kernel(const pto_kctx *ctx) {
   case 4: /* algorithm */
     rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? PTO_COLL_RING : PTO_COLL_MESH);
     break;
+  case 6: { /* both: a scratch too small for the blocks */
+    pto_tensor small;
+    int64_t at = 0, len = 600;
+    pto_tensor_slice(s, &at, &len, &small);
+    rc = pto_allreduce(ctx, dom, &small, &o, &in, PTO_RED_SUM, PTO_COLL_MESH);
+    break;
+  }
+  case 7: { /* both: a dtype that cannot be reduced */
+    pto_tensor d = local(buf, 8, PTO_F64), od = local(out, 8, PTO_F64);
+    rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
+    break;
+  }
   default: /* collective */
     rc = odd ? pto_allgather(ctx, dom, s, &o, &in16)
              : pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_MESH);
@@ -369,17 +382,19 @@ static void test_collectives_fault_inject(void **state) {
 }
 
 /* Rank 1 calls with one argument different: both ranks fail with
- * PTO_EINVAL naming it, and the run says which. */
+ * PTO_EINVAL naming it, and the run says which; so do arguments bad on
+ * both ranks (a scratch too small, a dtype that cannot be reduced). */
 static void test_mismatch(void **state) {
   (void)state;
-  static const char *field[] = {"mismatched count",     "mismatched dtype",
-                                "mismatched op",        "mismatched root",
-                                "mismatched algorithm", "mismatched collective"};
+  static const char *field[] = {"mismatched count",       "mismatched dtype",
+                                "mismatched op",          "mismatched root",
+                                "mismatched algorithm",   "mismatched collective",
+                                "do not fit the scratch", "dtype f64 cannot be reduced"};
   pto_node *n = make_node(2, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 6; m++) {
+  for (int m = 0; m < 8; m++) {
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
     pto_error_info err;
