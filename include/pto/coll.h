@@ -50,12 +50,14 @@ typedef enum pto_red_op {
 } pto_red_op;
 
 typedef enum pto_coll_algo {
-  PTO_COLL_AUTO = 0, /* mesh below PTO_COLL_RING_MIN_BYTES or with 2 ranks, else ring */
+  PTO_COLL_AUTO = 0, /* mesh below PTO_COLL_RING_MIN_BYTES, else ring */
   PTO_COLL_MESH = 1, /* every rank sends its block to every peer: one step */
   PTO_COLL_RING = 2, /* reduce-scatter then allgather around the ring: 2(n-1) steps */
 } pto_coll_algo;
 
-#define PTO_COLL_RING_MIN_BYTES (1u << 20)
+/* From here the ring beat the mesh on 2 and 4 ranks (bench C2, docs/comm.md):
+ * the mesh reduces every rank's whole block on every rank. */
+#define PTO_COLL_RING_MIN_BYTES (32u << 10)
 
 /* Scratch bytes a collective over nranks needs for blocks of up to
  * block_bytes (0 when nranks is outside 1..PTO_COMM_MAX_RANKS or the size

@@ -345,8 +345,7 @@ int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
     ok = !snprintf(k.why, sizeof k.why, "unknown algorithm %d", (int)algo);
   if (!ok) k.d.status = PTO_EINVAL;
   size_t bytes = ok ? (size_t)k.d.count * k.es : 0;
-  bool ring = algo == PTO_COLL_RING ||
-              (algo == PTO_COLL_AUTO && k.n > 2 && bytes >= PTO_COLL_RING_MIN_BYTES);
+  bool ring = algo == PTO_COLL_RING || (algo == PTO_COLL_AUTO && bytes >= PTO_COLL_RING_MIN_BYTES);
   if (k.n == 1) ring = false;
   if (ok && ring) {
     int64_t s, l;
