@@ -1,0 +1,118 @@
+/* pto/coll.h — collectives over a domain, called from a kernel on every
+ * rank of the domain (one block per rank, one collective at a time per
+ * scratch buffer): allreduce (mesh or ring), allgather, reduce-scatter,
+ * broadcast from any root, all-to-all.
+ *
+ * They are built only on the in-kernel operations of pto/comm.h (put,
+ * notify, signal wait), so they run on every communication backend.
+ *
+ * Each call takes `scratch`: a contiguous view of a window buffer of the
+ * domain (the same buffer and view on every rank) of at least
+ * pto_coll_scratch_bytes(nranks, block_bytes) bytes, where block_bytes is
+ * the largest per-rank block of the calls that use it (allreduce,
+ * allgather, broadcast: the whole src; reduce-scatter: dst; all-to-all: one
+ * of the nranks blocks). Its first bytes hold the collective's signal
+ * cells: every call on it gets the next sequence number of the node task
+ * (cells are epoch-tagged, so a new node task or run starts again at 1 with
+ * no reset), and a rank does not write a peer's scratch before that peer
+ * acknowledged the previous call. Back-to-back calls on one scratch buffer
+ * are therefore safe by construction.
+ *
+ * Every rank publishes a descriptor of its call (collective, sequence,
+ * count, dtype, op, root, algorithm) before any data is used; a rank whose
+ * peers called with other arguments fails with PTO_EINVAL on every rank,
+ * naming each rank's call — never a wrong result. A rank that does not
+ * call makes its peers fail with PTO_EWAIT_TIMEOUT after the domain's wait
+ * timeout. src and dst are contiguous local tensors (a kernel's tile, a
+ * task tensor, or a window buffer other than scratch) of the same dtype.
+ * Reductions: f32, f16, bf16 (computed in f32, rounded per step), i32
+ * (wrapping); mesh reduces in rank order 0..n-1, so every rank gets the
+ * same bits. Moving collectives take any dtype. */
+#ifndef PTO_COLL_H
+#define PTO_COLL_H
+
+#include "pto/export.h"
+#include <stddef.h>
+
+#include "pto/chip.h"
+#include "pto/comm.h"
+#include "pto/node.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pto_red_op {
+  PTO_RED_SUM = 0,
+  PTO_RED_MAX = 1,
+  PTO_RED_MIN = 2,
+  PTO_RED_PROD = 3,
+} pto_red_op;
+
+typedef enum pto_coll_algo {
+  PTO_COLL_AUTO = 0, /* mesh below PTO_COLL_RING_MIN_BYTES, else ring */
+  PTO_COLL_MESH = 1, /* every rank sends its block to every peer: one step */
+  PTO_COLL_RING = 2, /* reduce-scatter then allgather around the ring: 2(n-1) steps */
+} pto_coll_algo;
+
+/* From here the ring beat the mesh on 2 and 4 ranks (bench C2, docs/comm.md):
+ * the mesh reduces every rank's whole block on every rank. */
+#define PTO_COLL_RING_MIN_BYTES (32u << 10)
+
+/* Scratch bytes a collective over nranks needs for blocks of up to
+ * block_bytes (0 when nranks is outside 1..PTO_COMM_MAX_RANKS or the size
+ * overflows). */
+PTO_API size_t pto_coll_scratch_bytes(int nranks, size_t block_bytes);
+
+/* dst = op over every rank's src (same count on every rank). */
+PTO_API int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                          const pto_tensor *dst, const pto_tensor *src, pto_red_op op,
+                          pto_coll_algo algo);
+/* dst (nranks x count) = [src of rank 0, ..., src of rank n-1]. */
+PTO_API int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                          const pto_tensor *dst, const pto_tensor *src);
+/* src holds nranks blocks of dst's count: dst on rank r = op over every
+ * rank's block r. */
+PTO_API int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                               const pto_tensor *dst, const pto_tensor *src, pto_red_op op);
+/* dst on every rank = src of `root` (src is read on the root only and may
+ * be NULL elsewhere). */
+PTO_API int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                          const pto_tensor *dst, const pto_tensor *src, int root);
+/* src and dst hold nranks blocks: dst block s on rank r = src block r of
+ * rank s. */
+PTO_API int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                         const pto_tensor *dst, const pto_tensor *src);
+
+/* ---- node-level calls on host tensors ----
+ * From a node orchestration function: one group task over the chips of
+ * `dom`, each running the collective on its rank's tensors: dst[r] and
+ * src[r] (arrays of nranks tensors in node host memory, shaped as for the
+ * kernel calls above; dst[r] may equal src[r]). `scratch` names a window
+ * buffer of the domain sized with pto_coll_scratch_bytes. Each chip
+ * process must have called pto_coll_register(chip) in the node's
+ * chip_init (a chip that did not fails the task saying so). At most
+ * PTO_MAX_TENSOR_ARGS / 3 ranks (3 tensors per rank in one group task).
+ * Returns PTO_EINVAL for an unknown domain or buffer, a NULL array, a root
+ * outside the domain or too many ranks; errors of the collective itself
+ * (mismatched shapes, ...) fail the task, with details, like the kernel
+ * calls. Ordered after earlier writers of src and before later readers of
+ * dst by node-level dependency inference. */
+PTO_API int pto_coll_register(pto_chip *chip);
+PTO_API int pto_node_allreduce(pto_node_orch *no, pto_domain dom, const char *scratch,
+                               const pto_tensor *dst, const pto_tensor *src, pto_red_op op,
+                               pto_coll_algo algo);
+PTO_API int pto_node_allgather(pto_node_orch *no, pto_domain dom, const char *scratch,
+                               const pto_tensor *dst, const pto_tensor *src);
+PTO_API int pto_node_reduce_scatter(pto_node_orch *no, pto_domain dom, const char *scratch,
+                                    const pto_tensor *dst, const pto_tensor *src, pto_red_op op);
+/* src[r] is read on the root only (other entries are ignored). */
+PTO_API int pto_node_broadcast(pto_node_orch *no, pto_domain dom, const char *scratch,
+                               const pto_tensor *dst, const pto_tensor *src, int root);
+PTO_API int pto_node_alltoall(pto_node_orch *no, pto_domain dom, const char *scratch,
+                              const pto_tensor *dst, const pto_tensor *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,124 @@
+/* coll_node.c — node-level collectives on host tensors: one group task over
+ * the domain's chips, each chip running the collective kernel (registered
+ * by pto_coll_register in its chip_init) on its own rank's tensors. The
+ * kernel calls the in-kernel collectives of coll.c, so the node level
+ * inherits their checks: mismatched or bad arguments fail the task on every
+ * rank with the details. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "node/node_internal.h"
+#include "pto/coll.h"
+
+enum { NK_ALLREDUCE, NK_ALLGATHER, NK_REDUCE_SCATTER, NK_BROADCAST, NK_ALLTOALL };
+
+/* Per chip process (one chip per process): the id pto_coll_register got. */
+static int coll_kernel_id = -1;
+
+/* tensors: scratch, src, dst; scalars: kind, dom, op, algo, root */
+static int coll_kernel(const pto_kctx *ctx) {
+  const pto_tensor *s = &ctx->tensors[0], *src = &ctx->tensors[1], *dst = &ctx->tensors[2];
+  pto_domain dom = (pto_domain)ctx->scalars[1];
+  pto_red_op op = (pto_red_op)ctx->scalars[2];
+  int root = (int)ctx->scalars[4];
+  switch ((int)ctx->scalars[0]) {
+  case NK_ALLREDUCE:
+    return pto_allreduce(ctx, dom, s, dst, src, op, (pto_coll_algo)ctx->scalars[3]);
+  case NK_ALLGATHER: return pto_allgather(ctx, dom, s, dst, src);
+  case NK_REDUCE_SCATTER: return pto_reduce_scatter(ctx, dom, s, dst, src, op);
+  case NK_BROADCAST:
+    return pto_broadcast(ctx, dom, s, dst,
+                         pto_comm_rank(pto_kctx_comm(ctx), dom) == root ? src : NULL, root);
+  default: return pto_alltoall(ctx, dom, s, dst, src);
+  }
+}
+
+int pto_coll_register(pto_chip *chip) {
+  if (!chip) return PTO_EINVAL;
+  if (coll_kernel_id >= 0) return PTO_OK;
+  return pto_kernel_register_aiv(chip, "pto_coll", coll_kernel, &coll_kernel_id);
+}
+
+/* Chip orchestration: this rank's three tensors and the scalars. */
+static void coll_chip_orch(pto_orch *o, void *arg) {
+  const pto_node_task *t = arg;
+  const pto_args *na = t->args;
+  if (coll_kernel_id < 0) {
+    pto_orch_fatal(o,
+                   "node-level collective on chip %d: call pto_coll_register(chip) in the "
+                   "node's chip_init",
+                   t->chip);
+    return;
+  }
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < 3; i++)
+    pto_args_add(&a, (pto_access)na->access[t->group_rank * 3 + i],
+                 &na->tensors[t->group_rank * 3 + i]);
+  for (int i = 0; i < na->nscalars; i++)
+    pto_args_scalar(&a, na->scalars[i]);
+  pto_submit(o, coll_kernel_id, &a, NULL, NULL);
+}
+
+static int node_coll(pto_node_orch *no, pto_domain dom, const char *scratch, const pto_tensor *dst,
+                     const pto_tensor *src, int kind, pto_red_op op, pto_coll_algo algo, int root) {
+  if (!no || !no->node || !scratch || !dst) return PTO_EINVAL;
+  comm_dom *d = comm_find(&no->node->observer, dom);
+  if (!d) return PTO_EINVAL;
+  int n = d->desc.nranks, b = -1;
+  for (int i = 0; i < d->desc.nbuffers; i++)
+    if (!strcmp(d->desc.buffers[i].name, scratch)) b = i;
+  if (b < 0 || 3 * n > PTO_MAX_TENSOR_ARGS) return PTO_EINVAL;
+  if (kind == NK_BROADCAST ? (root < 0 || root >= n || !src) : !src) return PTO_EINVAL;
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < n; r++) {
+    int64_t bytes = (int64_t)d->desc.buffers[b].bytes;
+    pto_tensor s;
+    int rc = pto_node_window_tensor(no, dom, r, scratch, PTO_U8, 1, &bytes, &s);
+    if (rc) return rc;
+    pto_args_inout(&a, &s);
+    bool no_src = kind == NK_BROADCAST && r != root; /* src is read on the root only */
+    bool in_place = !no_src && src[r].buf == dst[r].buf && src[r].offset == dst[r].offset;
+    if (no_src) { /* dst stands in for the unused src, without a dependency */
+      pto_args_nodep(&a, &dst[r]);
+      pto_args_output_existing(&a, &dst[r]);
+    } else if (in_place) {
+      pto_args_inout(&a, &src[r]);
+      pto_args_nodep(&a, &dst[r]);
+    } else {
+      pto_args_input(&a, &src[r]);
+      pto_args_output_existing(&a, &dst[r]);
+    }
+  }
+  pto_args_scalar(&a, (uint64_t)kind);
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_args_scalar(&a, (uint64_t)op);
+  pto_args_scalar(&a, (uint64_t)algo);
+  pto_args_scalar(&a, (uint64_t)root);
+  return pto_node_submit_group(no, d->desc.chips, n, coll_chip_orch, &a, NULL);
+}
+
+int pto_node_allreduce(pto_node_orch *no, pto_domain dom, const char *scratch,
+                       const pto_tensor *dst, const pto_tensor *src, pto_red_op op,
+                       pto_coll_algo algo) {
+  return node_coll(no, dom, scratch, dst, src, NK_ALLREDUCE, op, algo, 0);
+}
+int pto_node_allgather(pto_node_orch *no, pto_domain dom, const char *scratch,
+                       const pto_tensor *dst, const pto_tensor *src) {
+  return node_coll(no, dom, scratch, dst, src, NK_ALLGATHER, PTO_RED_SUM, PTO_COLL_MESH, 0);
+}
+int pto_node_reduce_scatter(pto_node_orch *no, pto_domain dom, const char *scratch,
+                            const pto_tensor *dst, const pto_tensor *src, pto_red_op op) {
+  return node_coll(no, dom, scratch, dst, src, NK_REDUCE_SCATTER, op, PTO_COLL_MESH, 0);
+}
+int pto_node_broadcast(pto_node_orch *no, pto_domain dom, const char *scratch,
+                       const pto_tensor *dst, const pto_tensor *src, int root) {
+  return node_coll(no, dom, scratch, dst, src, NK_BROADCAST, PTO_RED_SUM, PTO_COLL_MESH, root);
+}
+int pto_node_alltoall(pto_node_orch *no, pto_domain dom, const char *scratch, const pto_tensor *dst,
+                      const pto_tensor *src) {
+  return node_coll(no, dom, scratch, dst, src, NK_ALLTOALL, PTO_RED_SUM, PTO_COLL_MESH, 0);
+}

@@ -1,0 +1,22 @@
+/* coll_proto.h — the signal targets of a collective's call protocol
+ * (coll.c), shared with the exhaustive explorer of its cell reuse
+ * (tests/unit/test_coll_explorer.c). Call s (1-based, counted per node task
+ * by the rank's SEQ cell) over n ranks:
+ *   - before writing into any peer: DONE >= coll_done_target(s, n) (every
+ *     peer acknowledged call s-1);
+ *   - before reading what peers wrote: ARRIVE >= coll_arrive_target(s, n);
+ *   - ring step k: the previous rank sets my RING cell to
+ *     coll_ring_value(s, n, k), and I wait for it (>=).
+ * The cells are epoch-tagged (signal.h): a new node task starts at 0. */
+#ifndef PTO_COMM_COLL_PROTO_H
+#define PTO_COMM_COLL_PROTO_H
+
+#include <stdint.h>
+
+static inline int32_t coll_done_target(int32_t s, int n) { return (s - 1) * (n - 1); }
+static inline int32_t coll_arrive_target(int32_t s, int n) { return s * (n - 1); }
+static inline int32_t coll_ring_value(int32_t s, int n, int k) {
+  return (s - 1) * 2 * (n - 1) + k + 1;
+}
+
+#endif

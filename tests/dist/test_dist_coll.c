@@ -1,0 +1,501 @@
+/* test_dist_coll.c — acceptance scene 11 of the node/comm spec on the
+ * shared-memory backend: every collective of pto/coll.h with 2 and 4 ranks
+ * and on a sub-domain (chips {1,2} of 4), every reduction op and dtype
+ * (f32, f16, bf16, i32), sizes 1, 17, 4097 and 65537, all calls of a rank
+ * back-to-back on one scratch buffer (one set of signal cells), in two node
+ * tasks of a run (epochs) and two runs; mismatched arguments reported by
+ * name on every rank. Each rank checks every output against a sequential
+ * reference and prints actual vs expected on a mismatch. */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "comm/half.h"
+#include "pto/coll.h"
+#include "scenes/dist_scene.h"
+
+#define DEV0      80 /* device ids of this file's nodes: 80..83 */
+#define MAX_COUNT 65537
+#define NSIZES    4
+static const int64_t sizes[NSIZES] = {1, 17, 4097, MAX_COUNT};
+static const pto_dtype dtypes[4] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32};
+
+/* kernel ids: registered in this order in every chip process (the node's
+ * process, which submits, never registers them) */
+enum { K_CASES = 0, K_MISMATCH = 1 };
+static int k_cases = -1, k_mismatch = -1;
+
+/* ---- values ---- */
+
+/* Input element i of rank r (exact in every dtype, so any reduction order
+ * gives the reference's bits). */
+static double gen(int r, int64_t i, pto_dtype dt, pto_red_op op) {
+  if (op == PTO_RED_PROD) return (double)((r + i) % 3 + 1);
+  if (dt == PTO_F16 || dt == PTO_BF16) return (double)((100 * r + i) % 64 - 32);
+  return (double)(100 * r + i);
+}
+
+static void put_val(void *p, int64_t i, pto_dtype dt, double v) {
+  switch (dt) {
+  case PTO_F32: ((float *)p)[i] = (float)v; break;
+  case PTO_F16: ((uint16_t *)p)[i] = f32_to_half((float)v); break;
+  case PTO_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+  default: ((int32_t *)p)[i] = (int32_t)v; break;
+  }
+}
+
+static double get_val(const void *p, int64_t i, pto_dtype dt) {
+  switch (dt) {
+  case PTO_F32: return ((const float *)p)[i];
+  case PTO_F16: return half_to_f32(((const uint16_t *)p)[i]);
+  case PTO_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+  default: return ((const int32_t *)p)[i];
+  }
+}
+
+static double red(double a, double b, pto_red_op op) {
+  switch (op) {
+  case PTO_RED_SUM: return a + b;
+  case PTO_RED_MAX: return a > b ? a : b;
+  case PTO_RED_MIN: return a < b ? a : b;
+  default: return a * b;
+  }
+}
+
+static const char *op_names[] = {"sum", "max", "min", "prod"};
+
+/* Compares n elements of out with want(i); prints the first mismatches. */
+typedef double (*want_fn)(int64_t i, const void *arg);
+static int check(const char *what, int rank, const void *out, int64_t n, pto_dtype dt, want_fn want,
+                 const void *arg) {
+  int bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double a = get_val(out, i, dt), w = want(i, arg);
+    /* the expected value as the dtype holds it */
+    unsigned char tmp[8];
+    put_val(tmp, 0, dt, w);
+    w = get_val(tmp, 0, dt);
+    if (a != w && bad++ < 3)
+      fprintf(stderr, "rank %d %s: out[%" PRId64 "] = %g, expected %g\n", rank, what, i, a, w);
+  }
+  if (bad) fprintf(stderr, "rank %d %s: %d of %" PRId64 " elements wrong\n", rank, what, bad, n);
+  return bad;
+}
+
+typedef struct case_arg {
+  int n, me, root;
+  int64_t count;
+  pto_dtype dt;
+  pto_red_op op;
+} case_arg;
+
+static double want_allreduce(int64_t i, const void *p) {
+  const case_arg *c = p;
+  double acc = gen(0, i, c->dt, c->op);
+  for (int r = 1; r < c->n; r++)
+    acc = red(acc, gen(r, i, c->dt, c->op), c->op);
+  return acc;
+}
+static double want_allgather(int64_t i, const void *p) { /* block s = rank s's input */
+  const case_arg *c = p;
+  return gen((int)(i / c->count), i % c->count, c->dt, PTO_RED_SUM);
+}
+static double want_broadcast(int64_t i, const void *p) {
+  const case_arg *c = p;
+  return gen(c->root, i, c->dt, PTO_RED_SUM);
+}
+static double want_reduce_scatter(int64_t i, const void *p) { /* rank r's block of everyone */
+  const case_arg *c = p;
+  int64_t j = c->me * c->count + i;
+  double acc = gen(0, j, c->dt, c->op);
+  for (int r = 1; r < c->n; r++)
+    acc = red(acc, gen(r, j, c->dt, c->op), c->op);
+  return acc;
+}
+/* all-to-all: in[r][d][j] = 1000r + 100d + j -> out[r][s][j] = 1000s + 100r + j */
+static double a2a_val(int r, int d, int64_t j, pto_dtype dt) {
+  double v = 1000.0 * r + 100.0 * d + (double)j;
+  return dt == PTO_F16 || dt == PTO_BF16 ? (double)((int64_t)v % 64) : v;
+}
+static double want_alltoall(int64_t i, const void *p) {
+  const case_arg *c = p;
+  return a2a_val((int)(i / c->count), c->me, i % c->count, c->dt);
+}
+
+/* ---- the kernel: every case back-to-back on one scratch ---- */
+
+static pto_tensor local(void *buf, int64_t n, pto_dtype dt) {
+  pto_tensor t;
+  pto_tensor_init(&t, buf, (size_t)n * pto_dtype_size(dt), dt, 1, &n);
+  return t;
+}
+
+/* scalars: dom, quick (1 = a small set, for the sub-domain). tensors: the
+ * scratch (INOUT), the result row [1] (OUTPUT_EXISTING, i32: wrong count). */
+static int cases_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
+  int quick = (int)DIST_SCALAR(ctx, 1);
+  const pto_tensor *scratch = &ctx->tensors[0];
+  pto_comm *cm = pto_kctx_comm(ctx);
+  int n = pto_comm_size(cm, dom), me = pto_comm_rank(cm, dom), bad = 0, rc = 0;
+  unsigned char *in = malloc((size_t)n * MAX_COUNT * 4), *out = malloc((size_t)n * MAX_COUNT * 4);
+  if (!in || !out) {
+    free(in);
+    free(out);
+    return PTO_ENOMEM;
+  }
+  char what[128];
+  for (int di = 0; di < 4 && !rc; di++) {
+    pto_dtype dt = dtypes[di];
+    if (quick && dt != PTO_F32) continue;
+    for (int si = 0; si < NSIZES && !rc; si++) {
+      int64_t cnt = sizes[si];
+      if (quick && si != 1 && si != 2) continue;
+      case_arg c = {n, me, si % n, cnt, dt, PTO_RED_SUM};
+      pto_tensor tin = local(in, cnt, dt), tout = local(out, cnt, dt);
+      for (int op = 0; op < 4 && !rc; op++) {
+        if (quick && op) break;
+        c.op = (pto_red_op)op;
+        for (int64_t i = 0; i < cnt; i++)
+          put_val(in, i, dt, gen(me, i, dt, c.op));
+        for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_RING && !rc; algo++) {
+          if (algo == PTO_COLL_AUTO && si != 1 && si != 3) continue; /* 17: mesh, 65537: ring */
+          memset(out, 0xff, (size_t)cnt * 4);
+          rc = pto_allreduce(ctx, dom, scratch, &tout, &tin, c.op, (pto_coll_algo)algo);
+          snprintf(what, sizeof what, "allreduce %s %s n=%" PRId64 " algo %d", op_names[op],
+                   pto_dtype_name(dt), cnt, algo);
+          if (!rc) bad += check(what, me, out, cnt, dt, want_allreduce, &c);
+        }
+        /* reduce-scatter: n blocks of cnt */
+        pto_tensor big = local(in, n * cnt, dt);
+        for (int64_t i = 0; i < n * cnt; i++)
+          put_val(in, i, dt, gen(me, i, dt, c.op));
+        if (!rc) rc = pto_reduce_scatter(ctx, dom, scratch, &tout, &big, c.op);
+        snprintf(what, sizeof what, "reduce_scatter %s %s n=%" PRId64, op_names[op],
+                 pto_dtype_name(dt), cnt);
+        if (!rc) bad += check(what, me, out, cnt, dt, want_reduce_scatter, &c);
+      }
+      if (rc) break;
+      /* allgather */
+      c.op = PTO_RED_SUM;
+      for (int64_t i = 0; i < cnt; i++)
+        put_val(in, i, dt, gen(me, i, dt, PTO_RED_SUM));
+      pto_tensor gout = local(out, n * cnt, dt);
+      rc = pto_allgather(ctx, dom, scratch, &gout, &tin);
+      snprintf(what, sizeof what, "allgather %s n=%" PRId64, pto_dtype_name(dt), cnt);
+      if (!rc) bad += check(what, me, out, n * cnt, dt, want_allgather, &c);
+      /* broadcast from root si % n: src only on the root */
+      memset(out, 0xff, (size_t)cnt * 4);
+      if (!rc) rc = pto_broadcast(ctx, dom, scratch, &tout, me == c.root ? &tin : NULL, c.root);
+      snprintf(what, sizeof what, "broadcast root %d %s n=%" PRId64, c.root, pto_dtype_name(dt),
+               cnt);
+      if (!rc) bad += check(what, me, out, cnt, dt, want_broadcast, &c);
+      /* all-to-all */
+      for (int d = 0; d < n; d++)
+        for (int64_t j = 0; j < cnt; j++)
+          put_val(in, d * cnt + j, dt, a2a_val(me, d, j, dt));
+      pto_tensor ain = local(in, n * cnt, dt);
+      if (!rc) rc = pto_alltoall(ctx, dom, scratch, &gout, &ain);
+      snprintf(what, sizeof what, "alltoall %s n=%" PRId64, pto_dtype_name(dt), cnt);
+      if (!rc) bad += check(what, me, out, n * cnt, dt, want_alltoall, &c);
+    }
+  }
+  free(in);
+  free(out);
+  *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = bad;
+  return rc;
+}
+
+/* scalars: dom, which argument differs on rank 1 (0..5; 6, 7: a bad
+ * argument on both ranks). tensors: scratch,
+ * the result row [1] (i32: this rank's status). */
+static int mismatch_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
+  int what = (int)DIST_SCALAR(ctx, 1);
+  int me = pto_comm_rank(pto_kctx_comm(ctx), dom), odd = me == 1;
+  float buf[2 * 17] = {0}, out[2 * 17];
+  int32_t ibuf[17] = {0};
+  pto_tensor in = local(buf, 17, PTO_F32), o = local(out, 17, PTO_F32);
+  pto_tensor in16 = local(buf, 16, PTO_F32), o16 = local(out, 16, PTO_F32);
+  pto_tensor iin = local(ibuf, 17, PTO_I32), iout = local(out, 17, PTO_I32);
+  const pto_tensor *s = &ctx->tensors[0];
+  int rc = 0;
+  switch (what) {
+  case 0: /* count */
+    rc = pto_allreduce(ctx, dom, s, odd ? &o16 : &o, odd ? &in16 : &in, PTO_RED_SUM, PTO_COLL_MESH);
+    break;
+  case 1: /* dtype */
+    rc = pto_allreduce(ctx, dom, s, odd ? &iout : &o, odd ? &iin : &in, PTO_RED_SUM, PTO_COLL_MESH);
+    break;
+  case 2: /* op */
+    rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_MAX : PTO_RED_SUM, PTO_COLL_MESH);
+    break;
+  case 3: /* root */ rc = pto_broadcast(ctx, dom, s, &o, &in, odd ? 1 : 0); break;
+  case 4: /* algorithm */
+    rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? PTO_COLL_RING : PTO_COLL_MESH);
+    break;
+  case 6: { /* both: a scratch too small for the blocks */
+    pto_tensor small;
+    int64_t at = 0, len = 600;
+    pto_tensor_slice(s, &at, &len, &small);
+    rc = pto_allreduce(ctx, dom, &small, &o, &in, PTO_RED_SUM, PTO_COLL_MESH);
+    break;
+  }
+  case 7: { /* both: a dtype that cannot be reduced */
+    pto_tensor d = local(buf, 8, PTO_F64), od = local(out, 8, PTO_F64);
+    rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
+    break;
+  }
+  default: /* collective */
+    rc = odd ? pto_allgather(ctx, dom, s, &o, &in16)
+             : pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_MESH);
+    break;
+  }
+  *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = rc;
+  return rc;
+}
+
+static int coll_init(pto_chip *chip, int rank, void *arg) {
+  (void)rank;
+  (void)arg;
+  int rc = pto_kernel_register_aiv(chip, "coll_cases", cases_kernel, &k_cases);
+  if (!rc) rc = pto_kernel_register_aiv(chip, "coll_mismatch", mismatch_kernel, &k_mismatch);
+  if (!rc) rc = pto_coll_register(chip); /* the node-level calls' kernel */
+  return rc ? rc : k_cases == K_CASES && k_mismatch == K_MISMATCH ? 0 : PTO_EINVAL;
+}
+
+/* ---- node side ---- */
+
+typedef struct run_arg {
+  pto_tensor res; /* [8] i32 */
+  int mismatch;   /* < 0: the cases */
+  int tasks;      /* node tasks per domain */
+  int quick;      /* f32 and sizes 17, 4097 only */
+} run_arg;
+
+/* One group task on `chips` running `kid` with the domain's scratch; rank
+ * r's result goes to res[slot + r]. */
+static void group(pto_node_orch *no, run_arg *ra, const int *chips, int n, pto_domain dom,
+                  size_t sbytes, int kid, int slot, int64_t scalar) {
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < n; r++) {
+    int64_t b = (int64_t)sbytes, at = slot + r, one = 1;
+    pto_tensor sc, res;
+    pto_node_window_tensor(no, dom, r, "scratch", PTO_U8, 1, &b, &sc);
+    pto_tensor_slice(&ra->res, &at, &one, &res);
+    pto_args_inout(&a, &sc);
+    pto_args_output_existing(&a, &res);
+  }
+  dist_scalars(&a, kid, 2, 1);
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_args_scalar(&a, (uint64_t)scalar);
+  pto_node_submit_group(no, chips, n, dist_chip_orch, &a, NULL);
+}
+
+static size_t scratch_bytes(int n) { return pto_coll_scratch_bytes(n, (size_t)MAX_COUNT * 4); }
+
+static void coll_node(pto_node_orch *no, void *arg) {
+  run_arg *ra = arg;
+  static const int all[4] = {0, 1, 2, 3}, pair[2] = {0, 1}, sub[2] = {1, 2};
+  if (ra->mismatch >= 0) {
+    pto_window_buffer b[] = {{"scratch", pto_coll_scratch_bytes(2, 256)}};
+    pto_domain d;
+    if (pto_node_domain_create(no, pair, 2, b, 1, &d)) return;
+    group(no, ra, pair, 2, d, b[0].bytes, K_MISMATCH, 0, ra->mismatch);
+    return;
+  }
+  pto_window_buffer b4[] = {{"scratch", scratch_bytes(4)}}, b2[] = {{"scratch", scratch_bytes(2)}};
+  pto_domain d4, d2, ds;
+  if (pto_node_domain_create(no, all, 4, b4, 1, &d4) ||
+      pto_node_domain_create(no, pair, 2, b2, 1, &d2) ||
+      pto_node_domain_create(no, sub, 2, b2, 1, &ds))
+    return;
+  for (int t = 0; t < ra->tasks; t++) {
+    int quick = ra->quick || t > 0; /* a later task on the same cells: f32 suffices */
+    group(no, ra, all, 4, d4, b4[0].bytes, K_CASES, 0, quick);
+    group(no, ra, pair, 2, d2, b2[0].bytes, K_CASES, 4, quick);
+    group(no, ra, sub, 2, ds, b2[0].bytes, K_CASES, 6, 1);
+  }
+}
+
+static pto_node *make_node(int nchips, bool fault_inject) {
+  static const int devs[4] = {DEV0, DEV0 + 1, DEV0 + 2, DEV0 + 3};
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  dist_config(&o, nchips, coll_init, &cfg);
+  cfg.device_ids = devs;
+  cfg.window_space = 256u << 20;
+  cfg.fault_inject = fault_inject; /* stores land late and out of order until a notify */
+  cfg.fault_seed = 7919;
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  return n;
+}
+
+/* Every collective, op, dtype and size on {0..3}, {0,1} and {1,2} (the
+ * sub-domain: f32, sizes 17 and 4097); two node tasks per domain, then a
+ * second run on new domains of the same node (the later task and run: f32
+ * only). */
+static void run_cases(bool fault_inject, int runs) {
+  pto_node *n = make_node(4, fault_inject);
+  run_arg ra = {.mismatch = -1};
+  int64_t eight = 8;
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
+  for (int run = 0; run < runs; run++) {
+    ra.tasks = run == 0 && !fault_inject ? 2 : 1;
+    ra.quick = run > 0 || fault_inject;
+    memset(ra.res.buf, 0xff, 32);
+    pto_error_info err;
+    int rc = pto_node_run(n, coll_node, &ra, &err);
+    if (rc) fprintf(stderr, "run %d: %s: %s\n", run, pto_status_name(rc), err.details);
+    assert_int_equal(rc, 0);
+    const int32_t *res = ra.res.buf;
+    for (int i = 0; i < 8; i++) {
+      if (res[i] != 0)
+        fprintf(stderr, "run %d: slot %d: %d wrong elements (expected 0)\n", run, i, res[i]);
+      assert_int_equal(res[i], 0);
+    }
+  }
+  pto_node_destroy(n);
+}
+
+static void test_collectives(void **state) {
+  (void)state;
+  run_cases(false, 2);
+}
+
+/* The same (f32) with ordering fault injection: every store may land late
+ * until the notify that publishes it. */
+static void test_collectives_fault_inject(void **state) {
+  (void)state;
+  run_cases(true, 1);
+}
+
+/* Rank 1 calls with one argument different: both ranks fail with
+ * PTO_EINVAL naming it, and the run says which; so do arguments bad on
+ * both ranks (a scratch too small, a dtype that cannot be reduced). */
+static void test_mismatch(void **state) {
+  (void)state;
+  static const char *field[] = {"mismatched count",       "mismatched dtype",
+                                "mismatched op",          "mismatched root",
+                                "mismatched algorithm",   "mismatched collective",
+                                "do not fit the scratch", "dtype f64 cannot be reduced"};
+  pto_node *n = make_node(2, false);
+  run_arg ra = {.tasks = 1};
+  int64_t eight = 8;
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
+  for (int m = 0; m < 8; m++) {
+    ra.mismatch = m;
+    memset(ra.res.buf, 0, 32);
+    pto_error_info err;
+    int rc = pto_node_run(n, coll_node, &ra, &err);
+    const int32_t *res = ra.res.buf;
+    fprintf(stderr, "%s: run %s, rank statuses %s / %s: %s\n", field[m], pto_status_name(rc),
+            pto_status_name(res[0]), pto_status_name(res[1]), err.details);
+    assert_int_not_equal(rc, 0);
+    assert_int_equal(res[0], PTO_EINVAL);
+    assert_int_equal(res[1], PTO_EINVAL);
+    assert_non_null(strstr(err.details, field[m]));
+  }
+  pto_node_destroy(n);
+}
+
+/* ---- node-level calls on host tensors ---- */
+
+#define NL_COUNT 4097
+typedef struct nl_arg {
+  pto_tensor in[4], ar[4], ag[4], rs_in[4], rs[4], bc[4], a2a_in[4], a2a[4], inplace[4];
+} nl_arg;
+
+static void nl_node(pto_node_orch *no, void *arg) {
+  nl_arg *t = arg;
+  static const int all[4] = {0, 1, 2, 3};
+  pto_window_buffer b[] = {{"scratch", pto_coll_scratch_bytes(4, NL_COUNT * 4)}};
+  pto_domain d;
+  if (pto_node_domain_create(no, all, 4, b, 1, &d)) return;
+  /* back-to-back on one scratch: node dependencies order the group tasks */
+  assert_int_equal(pto_node_allreduce(no, d, "scratch", t->ar, t->in, PTO_RED_SUM, PTO_COLL_RING),
+                   0);
+  assert_int_equal(pto_node_allgather(no, d, "scratch", t->ag, t->in), 0);
+  assert_int_equal(pto_node_reduce_scatter(no, d, "scratch", t->rs, t->rs_in, PTO_RED_MAX), 0);
+  assert_int_equal(pto_node_broadcast(no, d, "scratch", t->bc, t->in, 2), 0);
+  assert_int_equal(pto_node_alltoall(no, d, "scratch", t->a2a, t->a2a_in), 0);
+  assert_int_equal(
+      pto_node_allreduce(no, d, "scratch", t->inplace, t->inplace, PTO_RED_PROD, PTO_COLL_MESH), 0);
+  /* bad calls are refused, naming nothing on the chips */
+  assert_int_equal(pto_node_allreduce(no, d, "nope", t->ar, t->in, PTO_RED_SUM, PTO_COLL_MESH),
+                   PTO_EINVAL);
+  assert_int_equal(pto_node_broadcast(no, d, "scratch", t->bc, t->in, 4), PTO_EINVAL);
+}
+
+static int nl_check(const char *what, int r, const pto_tensor *t, want_fn want, case_arg *c) {
+  return check(what, r, t->buf, pto_tensor_numel(t), PTO_F32, want, c);
+}
+
+/* Every collective as a node-level call on host tensors of 4 ranks, the
+ * last in place; checked against the sequential references. */
+static void test_node_level(void **state) {
+  (void)state;
+  pto_node *n = make_node(4, false);
+  static nl_arg t;
+  int64_t one = NL_COUNT, four = 4 * NL_COUNT;
+  for (int r = 0; r < 4; r++) {
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &one, &t.in[r]), 0);
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &one, &t.ar[r]), 0);
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &four, &t.ag[r]), 0);
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &four, &t.rs_in[r]), 0);
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &one, &t.rs[r]), 0);
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &one, &t.bc[r]), 0);
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &four, &t.a2a_in[r]), 0);
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &four, &t.a2a[r]), 0);
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &one, &t.inplace[r]), 0);
+    for (int64_t i = 0; i < NL_COUNT; i++) {
+      put_val(t.in[r].buf, i, PTO_F32, gen(r, i, PTO_F32, PTO_RED_SUM));
+      put_val(t.inplace[r].buf, i, PTO_F32, gen(r, i, PTO_F32, PTO_RED_PROD));
+    }
+    for (int64_t i = 0; i < 4 * NL_COUNT; i++)
+      put_val(t.rs_in[r].buf, i, PTO_F32, gen(r, i, PTO_F32, PTO_RED_MAX));
+    for (int dd = 0; dd < 4; dd++)
+      for (int64_t j = 0; j < NL_COUNT; j++)
+        put_val(t.a2a_in[r].buf, dd * NL_COUNT + j, PTO_F32, a2a_val(r, dd, j, PTO_F32));
+  }
+  pto_error_info err;
+  int rc = pto_node_run(n, nl_node, &t, &err);
+  if (rc) fprintf(stderr, "node-level run: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  int bad = 0;
+  for (int r = 0; r < 4; r++) {
+    case_arg c = {4, r, 2, NL_COUNT, PTO_F32, PTO_RED_SUM};
+    bad += nl_check("node allreduce sum ring", r, &t.ar[r], want_allreduce, &c);
+    bad += nl_check("node allgather", r, &t.ag[r], want_allgather, &c);
+    bad += nl_check("node broadcast root 2", r, &t.bc[r], want_broadcast, &c);
+    bad += nl_check("node alltoall", r, &t.a2a[r], want_alltoall, &c);
+    c.op = PTO_RED_MAX;
+    bad += nl_check("node reduce_scatter max", r, &t.rs[r], want_reduce_scatter, &c);
+    c.op = PTO_RED_PROD;
+    bad += nl_check("node allreduce prod in place", r, &t.inplace[r], want_allreduce, &c);
+  }
+  assert_int_equal(bad, 0);
+  pto_node_destroy(n);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_collectives),
+      cmocka_unit_test(test_collectives_fault_inject),
+      cmocka_unit_test(test_mismatch),
+      cmocka_unit_test(test_node_level),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
