@@ -18,7 +18,7 @@
 #include "scenes/dist_scene.h"
 
 #define N         64
-#define TEST_DEV0 60
+#define TEST_DEV0 64 /* 60, 61 belong to test_dist_concurrent */
 
 static int orch_init(pto_chip *chip, int rank, void *arg) {
   (void)chip;

@@ -21,7 +21,7 @@
 #include "scenes/dist_scene.h"
 
 #define N         64
-#define TEST_DEV0 44
+#define TEST_DEV0 48
 
 static void sleep_ms(int64_t ms) {
   struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
