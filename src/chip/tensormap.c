@@ -24,8 +24,7 @@
 #define SPAN_MAX    16 /* chunks an entry may span at its level (1 << LEVEL_SHIFT) */
 
 struct tmap_entry {
-  uint64_t lo, hi; /* absolute bytes the view touches: the cheap first test */
-  pto_tensor view;
+  region_view rv; /* normalised once, when recorded; rv.lo/hi: the cheap first test */
   int64_t task;
   int32_t mode;
   int32_t next; /* bucket chain or free list, -1 = end */
@@ -39,18 +38,16 @@ static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
   return (uint32_t)(h >> 32) & (m->nbuckets - 1);
 }
 
-/* A lookup: the view and its absolute byte range, computed once. */
+/* A lookup: the view normalised once, and its first and last byte. */
 typedef struct probe {
-  const pto_tensor *view;
-  uint64_t lo, last; /* first and last byte */
+  region_view rv;
+  uint64_t lo, last;
 } probe;
 
-static probe probe_of(const pto_tensor *v) {
-  probe p = {v, 0, 0};
-  uint64_t hi;
-  region_span(v, &p.lo, &hi);
-  p.last = hi > p.lo ? hi - 1 : p.lo;
-  return p;
+static void probe_of(const pto_tensor *v, probe *p) {
+  region_view_init(v, &p->rv);
+  p->lo = p->rv.lo;
+  p->last = p->rv.hi > p->rv.lo ? p->rv.hi - 1 : p->rv.lo;
 }
 
 /* The level an entry for p is stored at, and its first chunk there. */
@@ -140,7 +137,6 @@ static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0
  * and is ordered after. */
 static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
                         int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
-  const pto_tensor *view = p->view;
   int32_t *link = &m->buckets[b];
   while (*link >= 0) {
     tmap_entry *e = &m->pool[*link];
@@ -150,10 +146,10 @@ static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int
       entry_free(m, dead);
       continue;
     }
-    if (e->lo <= p->last && p->lo < e->hi && e->task != task && conflicts(e->mode, mode) &&
-        region_overlap(&e->view, view)) {
+    if (conflicts(e->mode, mode) && e->rv.lo <= p->last && p->lo < e->rv.hi && e->task != task &&
+        region_view_overlap(&e->rv, &p->rv)) {
       bool ordered = dep(arg, e->task);
-      if (record && ordered && (mode & TMAP_WRITE) && region_covers(view, &e->view)) {
+      if (record && ordered && (mode & TMAP_WRITE) && region_view_covers(&p->rv, &e->rv)) {
         int32_t dead = *link; /* the new writer orders after it: later tasks need only that */
         *link = e->next;
         entry_free(m, dead);
@@ -197,13 +193,12 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
       purge_chain(m, &m->buckets[b], oldest_live);
     if (m->used == m->capacity) return PTO_ETENSORMAP_OVERFLOW;
   }
-  probe p = probe_of(view);
+  probe p;
+  probe_of(view, &p);
   scan(m, &p, mode, task, oldest_live, dep, arg, true);
   int32_t i = entry_alloc(m);
   tmap_entry *e = &m->pool[i];
-  e->lo = p.lo;
-  e->hi = p.last + 1;
-  e->view = *view;
+  e->rv = p.rv;
   e->task = task;
   e->mode = (int32_t)mode;
   uint64_t chunk;
@@ -218,6 +213,7 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
 
 void tmap_conflicts(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t oldest_live,
                     tmap_dep_fn dep, void *arg) {
-  probe p = probe_of(view);
+  probe p;
+  probe_of(view, &p);
   scan(m, &p, mode, -1, oldest_live, dep, arg, false);
 }
