@@ -478,19 +478,24 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
    * ring drains (separate pieces could each wait on the other) */
   uint64_t heap_total = 0;
   bool wraps = false; /* checked: OUTPUT sizes near 2^62 must not sum to "fits" */
-  char sizes[200] = "";
-  for (int i = 0, len = 0; i < nt; i++)
+  for (int i = 0; i < nt; i++)
     if (a->access[i] == PTO_OUTPUT) {
       int64_t bytes;
       tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
       uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
       wraps |= __builtin_add_overflow(heap_total, padded, &heap_total);
-      if (len >= 0 && len < (int)sizeof sizes)
-        len += snprintf(sizes + len, sizeof sizes - (size_t)len, "%sargument %d: %lld",
-                        len ? ", " : "", i, (long long)bytes);
     }
   bool has_heap = heap_total > 0 || wraps;
   if (wraps || !ring_fits(&r->heap, heap_total)) {
+    char sizes[200]; /* formatted only here: no 200-byte clear per submit */
+    sizes[0] = '\0';
+    for (int i = 0, len = 0; i < nt; i++)
+      if (a->access[i] == PTO_OUTPUT && len >= 0 && len < (int)sizeof sizes) {
+        int64_t bytes;
+        tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
+        len += snprintf(sizes + len, sizeof sizes - (size_t)len, "%sargument %d: %lld",
+                        len ? ", " : "", i, (long long)bytes);
+      }
     char total[32] = "2^64 or more";
     if (!wraps) snprintf(total, sizeof total, "%llu", (unsigned long long)heap_total);
     return submit_fail(r, PTO_EHEAP_DEADLOCK,

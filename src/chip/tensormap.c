@@ -23,11 +23,11 @@
 #define LEVEL_SHIFT 4
 #define SPAN_MAX    16 /* chunks an entry may span at its level (1 << LEVEL_SHIFT) */
 
-struct tmap_entry {
-  region_view rv; /* normalised once, when recorded; rv.lo/hi: the cheap first test */
+struct tmap_entry { /* the fields a chain walk reads first, first */
   int64_t task;
   int32_t mode;
-  int32_t next; /* bucket chain or free list, -1 = end */
+  int32_t next;   /* bucket chain or free list, -1 = end */
+  region_view rv; /* normalised once, when recorded; rv.lo/hi: the cheap first test */
 };
 
 static unsigned level_shift(int level) { return CHUNK_SHIFT + LEVEL_SHIFT * (unsigned)level; }
