@@ -11,6 +11,8 @@
  * longest span any entry at that level has (so an entry that starts
  * earlier but reaches into the view is found). Views of ordinary size use
  * level 0 only: one bucket per 4 KiB chunk they touch, as before levels.
+ * Each bucket keeps writers and pure readers in separate chains, so a
+ * read, which conflicts only with writers, never walks the readers.
  * Stale entries (retired tasks) are dropped while scanning. */
 #include "chip/tensormap.h"
 
@@ -70,7 +72,7 @@ int tmap_init(tmap *m, uint32_t capacity) {
   m->nbuckets = 64;
   while (m->nbuckets < capacity / 4 && m->nbuckets < (1u << 20))
     m->nbuckets <<= 1;
-  m->buckets = malloc(sizeof(int32_t) * m->nbuckets);
+  m->buckets = malloc(sizeof(int32_t) * 2 * m->nbuckets);
   m->pool = malloc(sizeof(tmap_entry) * capacity);
   if (!m->buckets || !m->pool) {
     tmap_destroy(m);
@@ -88,7 +90,7 @@ void tmap_destroy(tmap *m) {
 }
 
 void tmap_clear(tmap *m) {
-  for (uint32_t b = 0; b < m->nbuckets; b++)
+  for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
     m->buckets[b] = -1;
   /* The pool is handed out in order first (fresh), then from the free list,
    * so a large, mostly unused pool is never touched. */
@@ -137,7 +139,7 @@ static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0
  * and is ordered after. */
 static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
                         int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
-  int32_t *link = &m->buckets[b];
+  int32_t *link = &m->buckets[b]; /* one chain: writers or readers */
   while (*link >= 0) {
     tmap_entry *e = &m->pool[*link];
     if (e->task < oldest_live) { /* retired: it completed, nobody waits for it */
@@ -160,6 +162,15 @@ static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int
   }
 }
 
+/* Bucket b holds two chains: writers (any access with TMAP_WRITE) at
+ * buckets[2b], pure readers at buckets[2b + 1]. Readers conflict only with
+ * writers, so a read walks the writer chain alone. */
+static void scan_chains(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
+                        int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+  scan_bucket(m, 2 * b, p, mode, task, oldest_live, dep, arg, record);
+  if (mode & TMAP_WRITE) scan_bucket(m, 2 * b + 1, p, mode, task, oldest_live, dep, arg, record);
+}
+
 /* Every bucket that may hold an entry overlapping `view`. A chunk bucket
  * is shared by colliding keys, so a bucket may be visited twice; the
  * second visit only re-reports dependencies (deduplicated by callers). */
@@ -176,20 +187,20 @@ static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t 
   }
   if (total > m->nbuckets) { /* more chunks than buckets: every bucket, once */
     for (uint32_t b = 0; b < m->nbuckets; b++)
-      scan_bucket(m, b, p, mode, task, oldest_live, dep, arg, record);
+      scan_chains(m, b, p, mode, task, oldest_live, dep, arg, record);
     return;
   }
   for (int l = 0; l < TMAP_LEVELS; l++) {
     if (!m->max_span[l]) continue;
     for (uint64_t c = from[l]; c <= to[l]; c++)
-      scan_bucket(m, bucket_of(m, l, c), p, mode, task, oldest_live, dep, arg, record);
+      scan_chains(m, bucket_of(m, l, c), p, mode, task, oldest_live, dep, arg, record);
   }
 }
 
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
                 tmap_dep_fn dep, void *arg) {
   if (m->used == m->capacity) {
-    for (uint32_t b = 0; b < m->nbuckets; b++)
+    for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
       purge_chain(m, &m->buckets[b], oldest_live);
     if (m->used == m->capacity) return PTO_ETENSORMAP_OVERFLOW;
   }
@@ -205,7 +216,7 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   uint32_t span;
   int level = level_of(&p, &chunk, &span);
   if (span > m->max_span[level]) m->max_span[level] = span;
-  int32_t *head = &m->buckets[bucket_of(m, level, chunk)];
+  int32_t *head = &m->buckets[2 * bucket_of(m, level, chunk) + (mode == TMAP_READ)];
   e->next = *head;
   *head = i;
   return PTO_OK;

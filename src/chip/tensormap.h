@@ -41,7 +41,7 @@ typedef struct tmap {
   uint32_t capacity; /* entry pool size */
   uint32_t used;     /* live entries */
   uint32_t nbuckets; /* power of two */
-  int32_t *buckets;  /* head entry index per bucket, -1 = empty */
+  int32_t *buckets;  /* 2 heads per bucket (writers, readers), -1 = empty */
   tmap_entry *pool;
   int32_t free_head; /* free list through tmap_entry.next */
   uint32_t fresh;    /* entries [fresh, capacity) were never used */
