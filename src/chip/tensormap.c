@@ -99,6 +99,7 @@ void tmap_clear(tmap *m) {
   m->used = 0;
   for (int l = 0; l < TMAP_LEVELS; l++)
     m->max_span[l] = 0;
+  m->levels = 0;
 }
 
 /* An unused entry; the caller checked used < capacity. */
@@ -177,8 +178,8 @@ static void scan_chains(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int
 static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
                  tmap_dep_fn dep, void *arg, bool record) {
   uint64_t from[TMAP_LEVELS], to[TMAP_LEVELS], total = 0;
-  for (int l = 0; l < TMAP_LEVELS; l++) {
-    if (!m->max_span[l]) continue;
+  for (uint32_t bits = m->levels; bits; bits &= bits - 1) { /* levels in use only */
+    int l = __builtin_ctz(bits);
     unsigned sh = level_shift(l);
     uint64_t c0 = p->lo >> sh, widen = m->max_span[l] - 1;
     from[l] = c0 >= widen ? c0 - widen : 0;
@@ -190,8 +191,8 @@ static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t 
       scan_chains(m, b, p, mode, task, oldest_live, dep, arg, record);
     return;
   }
-  for (int l = 0; l < TMAP_LEVELS; l++) {
-    if (!m->max_span[l]) continue;
+  for (uint32_t bits = m->levels; bits; bits &= bits - 1) {
+    int l = __builtin_ctz(bits);
     for (uint64_t c = from[l]; c <= to[l]; c++)
       scan_chains(m, bucket_of(m, l, c), p, mode, task, oldest_live, dep, arg, record);
   }
@@ -216,6 +217,7 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   uint32_t span;
   int level = level_of(&p, &chunk, &span);
   if (span > m->max_span[level]) m->max_span[level] = span;
+  m->levels |= 1u << level;
   int32_t *head = &m->buckets[2 * bucket_of(m, level, chunk) + (mode == TMAP_READ)];
   e->next = *head;
   *head = i;

@@ -48,6 +48,7 @@ typedef struct tmap {
   /* most chunks a stored view spans, per level (0: no entry at that level
    * since the last clear); see tensormap.c */
   uint32_t max_span[TMAP_LEVELS];
+  uint32_t levels; /* bit l set: max_span[l] != 0 */
 } tmap;
 
 int tmap_init(tmap *m, uint32_t capacity);
