@@ -12,7 +12,8 @@
  * the repository root after building build-plain:
  *   gcc -O2 -Iinclude bench/submit_bench.c build-plain/src/libpto.a \
  *       -lpthread -lm -o /tmp/submit_bench && /tmp/submit_bench
- * Arguments: [tasks per run (default 4096)] [runs (default 15)]. */
+ * Arguments: [tasks per run (default 4096)] [runs (default 15)]
+ * [form: 1 or 4 (default both); one form alone, for a profile]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -119,8 +120,9 @@ int main(int argc, char **argv) {
   pto_chip *chip;
   if (pto_chip_create(&cfg, &chip) || pto_kernel_register_aiv(chip, "empty", k_empty, &g_kernel))
     return 1;
-  double one = median_run(chip, orch_1arg, reps);
-  double four = median_run(chip, orch_4arg, reps);
+  int form = argc > 3 ? atoi(argv[3]) : 0;
+  double one = form == 4 ? 0 : median_run(chip, orch_1arg, reps);
+  double four = form == 1 ? 0 : median_run(chip, orch_4arg, reps);
   printf("submit_bench tasks=%d runs=%d: 1arg %.0f ns/submit, 4arg %.0f ns/submit\n", g_tasks, reps,
          one, four);
   pto_chip_destroy(chip);
