@@ -478,19 +478,24 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
    * ring drains (separate pieces could each wait on the other) */
   uint64_t heap_total = 0;
   bool wraps = false; /* checked: OUTPUT sizes near 2^62 must not sum to "fits" */
-  char sizes[200] = "";
-  for (int i = 0, len = 0; i < nt; i++)
+  for (int i = 0; i < nt; i++)
     if (a->access[i] == PTO_OUTPUT) {
       int64_t bytes;
       tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
       uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
       wraps |= __builtin_add_overflow(heap_total, padded, &heap_total);
-      if (len >= 0 && len < (int)sizeof sizes)
-        len += snprintf(sizes + len, sizeof sizes - (size_t)len, "%sargument %d: %lld",
-                        len ? ", " : "", i, (long long)bytes);
     }
   bool has_heap = heap_total > 0 || wraps;
   if (wraps || !ring_fits(&r->heap, heap_total)) {
+    char sizes[200]; /* formatted only here: no 200-byte clear per submit */
+    sizes[0] = '\0';
+    for (int i = 0, len = 0; i < nt; i++)
+      if (a->access[i] == PTO_OUTPUT && len >= 0 && len < (int)sizeof sizes) {
+        int64_t bytes;
+        tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
+        len += snprintf(sizes + len, sizeof sizes - (size_t)len, "%sargument %d: %lld",
+                        len ? ", " : "", i, (long long)bytes);
+      }
     char total[32] = "2^64 or more";
     if (!wraps) snprintf(total, sizeof total, "%llu", (unsigned long long)heap_total);
     return submit_fail(r, PTO_EHEAP_DEADLOCK,
@@ -571,7 +576,10 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
   atomic_store_explicit(&t->refs, 0, memory_order_relaxed);
   atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
-  atomic_store_explicit(&t->fanin, 1, memory_order_relaxed); /* the submit guard */
+  /* the submit guard, plus every edge counted before any producer can see
+   * its node (one store, not a locked add per edge); an edge to a producer
+   * that already closed its list is undone below (the guard keeps it > 0) */
+  atomic_store_explicit(&t->fanin, 1 + (int32_t)nd, memory_order_relaxed);
   atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
   atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
@@ -587,9 +595,6 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
     /* A consumer pins its producer's slot (and heap outputs) until it
      * completes. Relaxed: only this thread tests refs == 0 (retirement). */
     atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
-    /* Count the edge before p can see the node; undone if p already closed
-     * its list (cannot reach zero: we still hold the submit guard). */
-    atomic_fetch_add_explicit(&t->fanin, 1, memory_order_relaxed);
     /* acquire (load and failed CAS): seeing CLOSED means p's completion,
      * and so its kernel's writes, happen-before this task is published */
     int64_t head = atomic_load_explicit(&p->fanout_head, memory_order_acquire);

@@ -11,6 +11,8 @@
  * longest span any entry at that level has (so an entry that starts
  * earlier but reaches into the view is found). Views of ordinary size use
  * level 0 only: one bucket per 4 KiB chunk they touch, as before levels.
+ * Each bucket keeps writers and pure readers in separate chains, so a
+ * read, which conflicts only with writers, never walks the readers.
  * Stale entries (retired tasks) are dropped while scanning. */
 #include "chip/tensormap.h"
 
@@ -23,12 +25,11 @@
 #define LEVEL_SHIFT 4
 #define SPAN_MAX    16 /* chunks an entry may span at its level (1 << LEVEL_SHIFT) */
 
-struct tmap_entry {
-  uint64_t lo, hi; /* absolute bytes the view touches: the cheap first test */
-  pto_tensor view;
+struct tmap_entry { /* the fields a chain walk reads first, first */
   int64_t task;
   int32_t mode;
-  int32_t next; /* bucket chain or free list, -1 = end */
+  int32_t next;   /* bucket chain or free list, -1 = end */
+  region_view rv; /* normalised once, when recorded; rv.lo/hi: the cheap first test */
 };
 
 static unsigned level_shift(int level) { return CHUNK_SHIFT + LEVEL_SHIFT * (unsigned)level; }
@@ -39,18 +40,16 @@ static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
   return (uint32_t)(h >> 32) & (m->nbuckets - 1);
 }
 
-/* A lookup: the view and its absolute byte range, computed once. */
+/* A lookup: the view normalised once, and its first and last byte. */
 typedef struct probe {
-  const pto_tensor *view;
-  uint64_t lo, last; /* first and last byte */
+  region_view rv;
+  uint64_t lo, last;
 } probe;
 
-static probe probe_of(const pto_tensor *v) {
-  probe p = {v, 0, 0};
-  uint64_t hi;
-  region_span(v, &p.lo, &hi);
-  p.last = hi > p.lo ? hi - 1 : p.lo;
-  return p;
+static void probe_of(const pto_tensor *v, probe *p) {
+  region_view_init(v, &p->rv);
+  p->lo = p->rv.lo;
+  p->last = p->rv.hi > p->rv.lo ? p->rv.hi - 1 : p->rv.lo;
 }
 
 /* The level an entry for p is stored at, and its first chunk there. */
@@ -73,7 +72,7 @@ int tmap_init(tmap *m, uint32_t capacity) {
   m->nbuckets = 64;
   while (m->nbuckets < capacity / 4 && m->nbuckets < (1u << 20))
     m->nbuckets <<= 1;
-  m->buckets = malloc(sizeof(int32_t) * m->nbuckets);
+  m->buckets = malloc(sizeof(int32_t) * 2 * m->nbuckets);
   m->pool = malloc(sizeof(tmap_entry) * capacity);
   if (!m->buckets || !m->pool) {
     tmap_destroy(m);
@@ -91,7 +90,7 @@ void tmap_destroy(tmap *m) {
 }
 
 void tmap_clear(tmap *m) {
-  for (uint32_t b = 0; b < m->nbuckets; b++)
+  for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
     m->buckets[b] = -1;
   /* The pool is handed out in order first (fresh), then from the free list,
    * so a large, mostly unused pool is never touched. */
@@ -100,6 +99,7 @@ void tmap_clear(tmap *m) {
   m->used = 0;
   for (int l = 0; l < TMAP_LEVELS; l++)
     m->max_span[l] = 0;
+  m->levels = 0;
 }
 
 /* An unused entry; the caller checked used < capacity. */
@@ -140,8 +140,7 @@ static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0
  * and is ordered after. */
 static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
                         int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
-  const pto_tensor *view = p->view;
-  int32_t *link = &m->buckets[b];
+  int32_t *link = &m->buckets[b]; /* one chain: writers or readers */
   while (*link >= 0) {
     tmap_entry *e = &m->pool[*link];
     if (e->task < oldest_live) { /* retired: it completed, nobody waits for it */
@@ -150,10 +149,10 @@ static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int
       entry_free(m, dead);
       continue;
     }
-    if (e->lo <= p->last && p->lo < e->hi && e->task != task && conflicts(e->mode, mode) &&
-        region_overlap(&e->view, view)) {
+    if (conflicts(e->mode, mode) && e->rv.lo <= p->last && p->lo < e->rv.hi && e->task != task &&
+        region_view_overlap(&e->rv, &p->rv)) {
       bool ordered = dep(arg, e->task);
-      if (record && ordered && (mode & TMAP_WRITE) && region_covers(view, &e->view)) {
+      if (record && ordered && (mode & TMAP_WRITE) && region_view_covers(&p->rv, &e->rv)) {
         int32_t dead = *link; /* the new writer orders after it: later tasks need only that */
         *link = e->next;
         entry_free(m, dead);
@@ -164,14 +163,23 @@ static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int
   }
 }
 
+/* Bucket b holds two chains: writers (any access with TMAP_WRITE) at
+ * buckets[2b], pure readers at buckets[2b + 1]. Readers conflict only with
+ * writers, so a read walks the writer chain alone. */
+static void scan_chains(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
+                        int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+  scan_bucket(m, 2 * b, p, mode, task, oldest_live, dep, arg, record);
+  if (mode & TMAP_WRITE) scan_bucket(m, 2 * b + 1, p, mode, task, oldest_live, dep, arg, record);
+}
+
 /* Every bucket that may hold an entry overlapping `view`. A chunk bucket
  * is shared by colliding keys, so a bucket may be visited twice; the
  * second visit only re-reports dependencies (deduplicated by callers). */
 static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
                  tmap_dep_fn dep, void *arg, bool record) {
   uint64_t from[TMAP_LEVELS], to[TMAP_LEVELS], total = 0;
-  for (int l = 0; l < TMAP_LEVELS; l++) {
-    if (!m->max_span[l]) continue;
+  for (uint32_t bits = m->levels; bits; bits &= bits - 1) { /* levels in use only */
+    int l = __builtin_ctz(bits);
     unsigned sh = level_shift(l);
     uint64_t c0 = p->lo >> sh, widen = m->max_span[l] - 1;
     from[l] = c0 >= widen ? c0 - widen : 0;
@@ -180,37 +188,37 @@ static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t 
   }
   if (total > m->nbuckets) { /* more chunks than buckets: every bucket, once */
     for (uint32_t b = 0; b < m->nbuckets; b++)
-      scan_bucket(m, b, p, mode, task, oldest_live, dep, arg, record);
+      scan_chains(m, b, p, mode, task, oldest_live, dep, arg, record);
     return;
   }
-  for (int l = 0; l < TMAP_LEVELS; l++) {
-    if (!m->max_span[l]) continue;
+  for (uint32_t bits = m->levels; bits; bits &= bits - 1) {
+    int l = __builtin_ctz(bits);
     for (uint64_t c = from[l]; c <= to[l]; c++)
-      scan_bucket(m, bucket_of(m, l, c), p, mode, task, oldest_live, dep, arg, record);
+      scan_chains(m, bucket_of(m, l, c), p, mode, task, oldest_live, dep, arg, record);
   }
 }
 
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
                 tmap_dep_fn dep, void *arg) {
   if (m->used == m->capacity) {
-    for (uint32_t b = 0; b < m->nbuckets; b++)
+    for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
       purge_chain(m, &m->buckets[b], oldest_live);
     if (m->used == m->capacity) return PTO_ETENSORMAP_OVERFLOW;
   }
-  probe p = probe_of(view);
+  probe p;
+  probe_of(view, &p);
   scan(m, &p, mode, task, oldest_live, dep, arg, true);
   int32_t i = entry_alloc(m);
   tmap_entry *e = &m->pool[i];
-  e->lo = p.lo;
-  e->hi = p.last + 1;
-  e->view = *view;
+  e->rv = p.rv;
   e->task = task;
   e->mode = (int32_t)mode;
   uint64_t chunk;
   uint32_t span;
   int level = level_of(&p, &chunk, &span);
   if (span > m->max_span[level]) m->max_span[level] = span;
-  int32_t *head = &m->buckets[bucket_of(m, level, chunk)];
+  m->levels |= 1u << level;
+  int32_t *head = &m->buckets[2 * bucket_of(m, level, chunk) + (mode == TMAP_READ)];
   e->next = *head;
   *head = i;
   return PTO_OK;
@@ -218,6 +226,7 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
 
 void tmap_conflicts(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t oldest_live,
                     tmap_dep_fn dep, void *arg) {
-  probe p = probe_of(view);
+  probe p;
+  probe_of(view, &p);
   scan(m, &p, mode, -1, oldest_live, dep, arg, false);
 }

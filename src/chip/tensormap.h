@@ -41,13 +41,14 @@ typedef struct tmap {
   uint32_t capacity; /* entry pool size */
   uint32_t used;     /* live entries */
   uint32_t nbuckets; /* power of two */
-  int32_t *buckets;  /* head entry index per bucket, -1 = empty */
+  int32_t *buckets;  /* 2 heads per bucket (writers, readers), -1 = empty */
   tmap_entry *pool;
   int32_t free_head; /* free list through tmap_entry.next */
   uint32_t fresh;    /* entries [fresh, capacity) were never used */
   /* most chunks a stored view spans, per level (0: no entry at that level
    * since the last clear); see tensormap.c */
   uint32_t max_span[TMAP_LEVELS];
+  uint32_t levels; /* bit l set: max_span[l] != 0 */
 } tmap;
 
 int tmap_init(tmap *m, uint32_t capacity);

@@ -28,21 +28,6 @@
 
 #include "common/tensor_check.h"
 
-#define REGION_MAX_LEVELS (PTO_MAX_DIMS + 1)
-
-typedef struct region_level {
-  int64_t stride; /* bytes */
-  int64_t extent;
-} region_level;
-
-/* A view in absolute bytes. */
-typedef struct region_view {
-  uint64_t base;   /* buf */
-  uint64_t lo, hi; /* bytes [lo, hi) it touches (bounding box) */
-  int n;           /* levels with extent > 1, ascending stride */
-  region_level lv[REGION_MAX_LEVELS];
-} region_view;
-
 /* The view's levels with extent > 1, sorted by stride ascending. Returns the
  * count, or -1 on overflow. */
 static int view_levels(const pto_tensor *t, region_level *lv) {
@@ -65,6 +50,16 @@ static int view_levels(const pto_tensor *t, region_level *lv) {
   return n;
 }
 
+/* Every byte of [lo, hi) is touched: ascending levels tile it exactly. */
+static bool view_dense(const region_view *v) {
+  int64_t expect = 1;
+  for (int i = 0; i < v->n; i++) {
+    if (v->lv[i].stride != expect || __builtin_mul_overflow(expect, v->lv[i].extent, &expect))
+      return false;
+  }
+  return true;
+}
+
 /* Normalises t; false for a malformed view or one whose byte addresses
  * overflow (callers then answer conservatively). */
 static bool view_of(const pto_tensor *t, region_view *v) {
@@ -79,28 +74,26 @@ static bool view_of(const pto_tensor *t, region_view *v) {
       __builtin_add_overflow(v->base, (uint64_t)hi, &v->hi))
     return false;
   v->n = view_levels(t, v->lv);
-  return v->n >= 0;
+  if (v->n < 0) return false;
+  v->dense = view_dense(v);
+  return true;
+}
+
+void region_view_init(const pto_tensor *t, region_view *v) {
+  v->known = t && view_of(t, v);
+  if (!v->known) { /* malformed view: claim everything */
+    v->base = v->lo = 0;
+    v->hi = UINT64_MAX;
+    v->n = 0;
+    v->dense = false;
+  }
 }
 
 void region_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {
   region_view v;
-  if (!t || !view_of(t, &v)) { /* malformed view: claim everything */
-    *lo = 0;
-    *hi = UINT64_MAX;
-    return;
-  }
+  region_view_init(t, &v);
   *lo = v.lo;
   *hi = v.hi;
-}
-
-/* Every byte of [lo, hi) is touched: ascending levels tile it exactly. */
-static bool view_dense(const region_view *v) {
-  int64_t expect = 1;
-  for (int i = 0; i < v->n; i++) {
-    if (v->lv[i].stride != expect || __builtin_mul_overflow(expect, v->lv[i].extent, &expect))
-      return false;
-  }
-  return true;
 }
 
 static bool in_range(uint64_t x, const region_view *v) { return x >= v->lo && x < v->hi; }
@@ -170,23 +163,6 @@ static bool boxes(const region_view *a, const region_view *b, region_box *ba, re
   return true;
 }
 
-bool region_overlap(const pto_tensor *a, const pto_tensor *b) {
-  region_view va, vb;
-  if (!a || !b || !view_of(a, &va) || !view_of(b, &vb)) return true;
-  if (va.hi <= vb.lo || vb.hi <= va.lo) return false;
-  /* a dense view touches every byte of its range; the other view touches
-   * its own first and last byte */
-  if (view_dense(&va) && (in_range(vb.lo, &va) || in_range(vb.hi - 1, &va))) return true;
-  if (view_dense(&vb) && (in_range(va.lo, &vb) || in_range(va.hi - 1, &vb))) return true;
-  region_box ba, bb;
-  int ns;
-  if (!boxes(&va, &vb, &ba, &bb, &ns)) return true;
-  if (ba.resid != bb.resid) return false;
-  for (int k = 0; k < ns; k++)
-    if (ba.hi[k] < bb.lo[k] || bb.hi[k] < ba.lo[k]) return false;
-  return true;
-}
-
 /* The same first byte and the same levels: the same set of bytes. */
 static bool same_bytes(const region_view *a, const region_view *b) {
   if (a->lo != b->lo || a->n != b->n) return false;
@@ -195,15 +171,47 @@ static bool same_bytes(const region_view *a, const region_view *b) {
   return true;
 }
 
-bool region_covers(const pto_tensor *outer, const pto_tensor *inner) {
-  region_view vo, vi;
-  if (!outer || !inner || !view_of(outer, &vo) || !view_of(inner, &vi)) return false;
-  if (vi.lo < vo.lo || vi.hi > vo.hi) return false;
-  if (view_dense(&vo) || same_bytes(&vo, &vi)) return true;
+bool region_view_overlap(const region_view *a, const region_view *b) {
+  if (!a->known || !b->known) return true;
+  if (a->hi <= b->lo || b->hi <= a->lo) return false;
+  /* a view touches its first and last byte: views that share either (the
+   * same view again, rows of one buffer) overlap with no algebra */
+  if (a->lo == b->lo || a->hi == b->hi) return true;
+  /* a dense view touches every byte of its range; the other view touches
+   * its own first and last byte */
+  if (a->dense && (in_range(b->lo, a) || in_range(b->hi - 1, a))) return true;
+  if (b->dense && (in_range(a->lo, b) || in_range(a->hi - 1, b))) return true;
+  region_box ba, bb;
+  int ns;
+  if (!boxes(a, b, &ba, &bb, &ns)) return true;
+  if (ba.resid != bb.resid) return false;
+  for (int k = 0; k < ns; k++)
+    if (ba.hi[k] < bb.lo[k] || bb.hi[k] < ba.lo[k]) return false;
+  return true;
+}
+
+bool region_view_covers(const region_view *vo, const region_view *vi) {
+  if (!vo->known || !vi->known) return false;
+  if (vi->lo < vo->lo || vi->hi > vo->hi) return false;
+  if (vo->dense || same_bytes(vo, vi)) return true;
   region_box bo, bi;
   int ns;
-  if (!boxes(&vo, &vi, &bo, &bi, &ns) || bo.resid != bi.resid) return false;
+  if (!boxes(vo, vi, &bo, &bi, &ns) || bo.resid != bi.resid) return false;
   for (int k = 0; k < ns; k++)
     if (bi.lo[k] < bo.lo[k] || bi.hi[k] > bo.hi[k]) return false;
   return true;
+}
+
+bool region_overlap(const pto_tensor *a, const pto_tensor *b) {
+  region_view va, vb;
+  region_view_init(a, &va);
+  region_view_init(b, &vb);
+  return region_view_overlap(&va, &vb);
+}
+
+bool region_covers(const pto_tensor *outer, const pto_tensor *inner) {
+  region_view vo, vi;
+  region_view_init(outer, &vo);
+  region_view_init(inner, &vi);
+  return region_view_covers(&vo, &vi);
 }

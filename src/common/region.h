@@ -12,6 +12,31 @@
 
 #include "pto/tensor.h"
 
+#define REGION_MAX_LEVELS (PTO_MAX_DIMS + 1)
+
+typedef struct region_level {
+  int64_t stride; /* bytes */
+  int64_t extent;
+} region_level;
+
+/* A view normalised to absolute bytes, computed once (region_view_init) and
+ * compared many times: the TensorMap stores it per entry, so no view is
+ * normalised again for each entry it is compared with. */
+typedef struct region_view {
+  uint64_t base;   /* buf */
+  uint64_t lo, hi; /* bytes [lo, hi) it touches (bounding box) */
+  int32_t n;       /* levels with extent > 1, ascending stride */
+  bool known;      /* false: malformed or overflowing view, [0, UINT64_MAX) */
+  bool dense;      /* levels tile [lo, hi) exactly: every byte is touched */
+  region_level lv[REGION_MAX_LEVELS];
+} region_view;
+
+/* Normalises t (NULL or malformed: known = false, claiming all memory). */
+void region_view_init(const pto_tensor *t, region_view *v);
+/* region_overlap and region_covers on normalised views: the same answers. */
+bool region_view_overlap(const region_view *a, const region_view *b);
+bool region_view_covers(const region_view *outer, const region_view *inner);
+
 /* Absolute byte addresses [lo, hi) that the view touches (its bounding
  * box). A malformed view, or one whose addresses overflow, claims all of
  * memory: [0, UINT64_MAX). */

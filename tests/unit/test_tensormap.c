@@ -362,12 +362,39 @@ static void test_tmap_levels(void **state) {
   tmap_destroy(&m);
 }
 
+/* Readers and writers of one chunk (kept in separate chains): a read meets
+ * every writer, including a read-write access, and no reader; a write
+ * meets both; a covering ordered write leaves only itself. */
+static void test_tmap_readers_and_writers(void **state) {
+  (void)state;
+  tmap m;
+  assert_int_equal(tmap_init(&m, 64), PTO_OK);
+  pto_tensor row0 = vec_at(a_mem, PTO_I32, 8), row1 = vec_at(a_mem + 8, PTO_I32, 8);
+  pto_tensor both = vec_at(a_mem, PTO_I32, 16);
+  assert_int_equal(access_deps(&m, &row0, TMAP_WRITE, 1, true), 0u);
+  assert_int_equal(access_deps(&m, &row0, TMAP_READ, 2, true), 1u << 1);
+  assert_int_equal(access_deps(&m, &row0, TMAP_READ, 3, true), 1u << 1);
+  assert_int_equal(access_deps(&m, &row0, TMAP_READ_WRITE, 4, true),
+                   (1u << 1) | (1u << 2) | (1u << 3));
+  assert_int_equal(m.used, 1u); /* 4 covers 1, 2 and 3 and is ordered after them */
+  assert_int_equal(access_deps(&m, &row0, TMAP_READ, 5, true), 1u << 4);
+  assert_int_equal(access_deps(&m, &row1, TMAP_WRITE, 6, true), 0u);
+  assert_int_equal(access_deps(&m, &both, TMAP_READ, 7, true), (1u << 4) | (1u << 6));
+  assert_int_equal(access_deps(&m, &row1, TMAP_READ, 8, true), 1u << 6);
+  assert_int_equal(access_deps(&m, &both, TMAP_WRITE, 9, true),
+                   (1u << 4) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 8));
+  assert_int_equal(m.used, 1u);
+  assert_int_equal(access_deps(&m, &row1, TMAP_READ, 10, true), 1u << 9);
+  tmap_destroy(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_interior_pointer_views_are_ordered),
       cmocka_unit_test(test_manual_scope_covering_write_keeps_war_edge),
       cmocka_unit_test(test_tmap_by_bytes_and_ordered_covering),
       cmocka_unit_test(test_tmap_levels),
+      cmocka_unit_test(test_tmap_readers_and_writers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,130 @@
+/* submit_bench.c — orchestrator cost of pto_submit (public API only), in
+ * ns per submit, for two task forms on 1 cluster x 2 AIV + 1 scheduler:
+ *   1arg: one OUTPUT_EXISTING row of a 64-row buffer (rows rotate), the
+ *         cheapest dependency-tracked task;
+ *   4arg: a Jacobi-like stencil: rows i-1, i, i+1 of grid A as INPUT and
+ *         row i of grid B as OUTPUT_EXISTING, grids swapping every sweep.
+ * Kernels do nothing. Each run times the orchestration function's submit
+ * loop with the orchestrator thread's CPU clock (CLOCK_THREAD_CPUTIME_ID:
+ * its own cost, not the time other threads of a shared machine took from
+ * it; that includes waking the scheduler); the median of REPS runs is printed.
+ * Not part of the build; compile it against a built libpto.a, e.g. from
+ * the repository root after building build-plain:
+ *   gcc -O2 -Iinclude bench/submit_bench.c build-plain/src/libpto.a \
+ *       -lpthread -lm -o /tmp/submit_bench && /tmp/submit_bench
+ * Arguments: [tasks per run (default 4096)] [runs (default 15)]
+ * [form: 1 or 4 (default both); one form alone, for a profile]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "pto/pto.h"
+
+#define ROWS 64
+#define COLS 256
+
+static float grid[2][ROWS][COLS];
+static int g_kernel;
+static int g_tasks = 4096;
+static double g_ns;
+static int g_failed;
+
+static int k_empty(const pto_kctx *c) {
+  (void)c;
+  return 0;
+}
+
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static pto_tensor row(int g, int i) {
+  int64_t n = COLS;
+  pto_tensor t;
+  pto_tensor_init(&t, grid[g][i], sizeof grid[g][i], PTO_F32, 1, &n);
+  return t;
+}
+
+static void orch_1arg(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor rows[ROWS];
+  for (int i = 0; i < ROWS; i++)
+    rows[i] = row(0, i);
+  double t0 = now_ns();
+  for (int k = 0; k < g_tasks; k++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_output_existing(&a, &rows[k % ROWS]);
+    if (pto_submit(o, g_kernel, &a, NULL, NULL)) {
+      g_failed = 1;
+      return;
+    }
+  }
+  g_ns = (now_ns() - t0) / g_tasks;
+}
+
+static void orch_4arg(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor rows[2][ROWS];
+  for (int g = 0; g < 2; g++)
+    for (int i = 0; i < ROWS; i++)
+      rows[g][i] = row(g, i);
+  double t0 = now_ns();
+  for (int k = 0; k < g_tasks; k++) {
+    int sweep = k / ROWS, i = k % ROWS, src = sweep & 1;
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_input(&a, &rows[src][i > 0 ? i - 1 : i]);
+    pto_args_input(&a, &rows[src][i]);
+    pto_args_input(&a, &rows[src][i < ROWS - 1 ? i + 1 : i]);
+    pto_args_output_existing(&a, &rows[!src][i]);
+    if (pto_submit(o, g_kernel, &a, NULL, NULL)) {
+      g_failed = 1;
+      return;
+    }
+  }
+  g_ns = (now_ns() - t0) / g_tasks;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median_run(pto_chip *chip, pto_orch_fn fn, int reps) {
+  double v[256];
+  for (int r = 0; r < reps; r++) {
+    pto_error_info err;
+    if (pto_chip_run(chip, fn, NULL, NULL, &err) || g_failed) {
+      fprintf(stderr, "run failed: %s\n", err.details);
+      exit(1);
+    }
+    v[r] = g_ns;
+  }
+  qsort(v, (size_t)reps, sizeof v[0], cmp);
+  return v[reps / 2];
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) g_tasks = atoi(argv[1]);
+  int reps = argc > 2 ? atoi(argv[2]) : 15;
+  if (g_tasks < 1 || reps < 1 || reps > 256) return 2;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.aic_per_cluster = 0;
+  cfg.aiv_per_cluster = 2;
+  cfg.schedulers = 1;
+  pto_chip *chip;
+  if (pto_chip_create(&cfg, &chip) || pto_kernel_register_aiv(chip, "empty", k_empty, &g_kernel))
+    return 1;
+  int form = argc > 3 ? atoi(argv[3]) : 0;
+  double one = form == 4 ? 0 : median_run(chip, orch_1arg, reps);
+  double four = form == 1 ? 0 : median_run(chip, orch_4arg, reps);
+  printf("submit_bench tasks=%d runs=%d: 1arg %.0f ns/submit, 4arg %.0f ns/submit\n", g_tasks, reps,
+         one, four);
+  pto_chip_destroy(chip);
+  return 0;
+}
