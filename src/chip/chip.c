@@ -24,10 +24,12 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   cfg->watchdog_ms = 10000;
   cfg->shutdown_ms = 5000;
   cfg->async_slots = 64;
+  cfg->sched_threads = 0;
   const char *v;
   if ((v = getenv("PTO_CLUSTERS")) && atoi(v) > 0) cfg->clusters = atoi(v);
   if ((v = getenv("PTO_SCHEDULERS")) && atoi(v) > 0) cfg->schedulers = atoi(v);
   if ((v = getenv("PTO_WATCHDOG_MS")) && atoi(v) > 0) cfg->watchdog_ms = atoi(v);
+  if ((v = getenv("PTO_SCHED_THREADS"))) cfg->sched_threads = atoi(v) != 0;
 }
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
@@ -74,6 +76,8 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   BAD(c.alloc_timeout_ms <= 0, "alloc_timeout_ms = %lld, must be positive",
       (long long)c.alloc_timeout_ms);
   BAD(c.shutdown_ms <= 0, "shutdown_ms = %lld, must be positive", (long long)c.shutdown_ms);
+  BAD(c.sched_threads < 0 || c.sched_threads > 1, "sched_threads = %d, must be 0 or 1",
+      c.sched_threads);
   BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
 #undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
@@ -274,6 +278,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
   int per_cluster = c->aic_per_cluster + c->aiv_per_cluster;
   r->ncores = c->clusters * per_cluster;
   r->nsched = c->schedulers;
+  r->sched_threads = c->sched_threads != 0;
   r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
   if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
@@ -293,6 +298,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
     sc->id = s;
     sc->run = r;
     pto_event_init(&sc->ev, false);
+    role_init(&sc->role);
     sc->cores = calloc((size_t)r->ncores, sizeof(core *));
     sc->clusters = calloc((size_t)c->clusters, sizeof(int));
     sc->spots = calloc((size_t)r->ncores, sizeof(core *));
@@ -466,7 +472,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     rc = pthread_create(&r->cores[i].thread, NULL, core_main, &r->cores[i]);
     r->cores[i].started = rc == 0;
   }
-  for (int s = 0; s < r->nsched && !rc; s++) {
+  for (int s = 0; s < r->nsched && !rc && r->sched_threads; s++) {
     rc = pthread_create(&r->scheds[s].thread, NULL, sched_main, &r->scheds[s]);
     r->scheds[s].started = rc == 0;
   }
