@@ -242,6 +242,7 @@ static void run_destroy(pto_run *r) {
       free(r->scheds[s].cores);
       free(r->scheds[s].clusters);
       free(r->scheds[s].spots);
+      free(r->scheds[s].parked);
       free(r->scheds[s].claim_tasks);
       free(r->scheds[s].claim_blocks);
     }
@@ -302,9 +303,11 @@ static int run_create(pto_chip *chip, pto_run **out) {
     sc->cores = calloc((size_t)r->ncores, sizeof(core *));
     sc->clusters = calloc((size_t)c->clusters, sizeof(int));
     sc->spots = calloc((size_t)r->ncores, sizeof(core *));
+    sc->parked = calloc((size_t)r->ncores, sizeof(core *));
     sc->claim_tasks = calloc((size_t)r->ncores, sizeof(task *));
     sc->claim_blocks = calloc((size_t)r->ncores, sizeof(int32_t));
-    if (!sc->cores || !sc->clusters || !sc->spots || !sc->claim_tasks || !sc->claim_blocks)
+    if (!sc->cores || !sc->clusters || !sc->spots || !sc->parked || !sc->claim_tasks ||
+        !sc->claim_blocks)
       goto nomem;
     if (r->trace) {
       char name[32];

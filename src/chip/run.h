@@ -159,6 +159,7 @@ typedef struct sched {
   int ncores;
   core **cores;       /* own cores, cluster by cluster: AIC, AIV, AIV */
   core **spots;       /* scratch for placements: ncores entries */
+  core **parked;      /* scratch for placements: ncores entries */
   task **claim_tasks; /* scratch for claimed blocks: ncores entries */
   int32_t *claim_blocks;
   int nclusters;

@@ -272,16 +272,29 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
     out[n++] = me;
   else
     me = NULL;
-  for (int cl = 0; cl < s->nclusters && n < max; cl++) {
-    if (per == 1) { /* every suitable core of the cluster, once */
+  if (per == 1) {
+    /* every suitable core once, awake ones first: a parked core costs a
+     * futex wake, and when work is scarce the awake ones keep up alone.
+     * Its event's waiters is read once per core (a relaxed hint that may
+     * change at any time, never a decision about whether it fits) */
+    int lo = sh == SHAPE_AIC ? 0 : aic, hi = sh == SHAPE_AIC ? aic : pc, np = 0;
+    for (int cl = 0; cl < s->nclusters && n < max; cl++) {
       core **cc = &s->cores[cl * pc];
-      int lo = sh == SHAPE_AIC ? 0 : aic, hi = sh == SHAPE_AIC ? aic : pc;
-      for (int k = lo; k < hi && n < max; k++)
-        if (cc[k] != me && inflight(cc[k]) <= max_inflight) out[n++] = cc[k];
-    } else if (fit_cluster(s, cl, sh, max_inflight, &out[n * per])) {
-      n++; /* one MIX block per cluster */
+      for (int k = lo; k < hi && n < max; k++) {
+        core *c = cc[k];
+        if (c == me || inflight(c) > max_inflight) continue;
+        if (atomic_load_explicit(&c->ev.waiters, memory_order_relaxed) == 0)
+          out[n++] = c;
+        else
+          s->parked[np++] = c;
+      }
     }
+    for (int i = 0; i < np && n < max; i++)
+      out[n++] = s->parked[i];
+    return n;
   }
+  for (int cl = 0; cl < s->nclusters && n < max; cl++)
+    if (fit_cluster(s, cl, sh, max_inflight, &out[n * per])) n++; /* one MIX block per cluster */
   return n;
 }
 
