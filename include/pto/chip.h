@@ -37,11 +37,15 @@ typedef struct pto_chip_config {
   int64_t watchdog_ms;        /* no-progress deadline, default 10000 */
   int64_t shutdown_ms;        /* join deadline at the end of a run, default 5000 */
   uint32_t async_slots;       /* outstanding async completions, default 64 */
-  void *env;                  /* passed to kernels as pto_kctx.env */
+  /* 0 (default): scheduling is a role run by whichever pto thread is free
+   * (a core that finished a block, the orchestrator); 1: each scheduler
+   * has its own thread, as the device's AICPU threads (PTO_SCHED_THREADS) */
+  int sched_threads;
+  void *env; /* passed to kernels as pto_kctx.env */
 } pto_chip_config;
 
 /* Fills defaults, then applies documented environment overrides
- * (PTO_CLUSTERS, PTO_SCHEDULERS, PTO_WATCHDOG_MS). */
+ * (PTO_CLUSTERS, PTO_SCHEDULERS, PTO_WATCHDOG_MS, PTO_SCHED_THREADS). */
 PTO_API void pto_chip_config_init(pto_chip_config *cfg);
 
 /* Returns 0 or PTO_EINVAL (a field out of range), PTO_ENOMEM. The details

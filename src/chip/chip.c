@@ -26,6 +26,7 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   cfg->watchdog_ms = pto_option(PTO_OPT_WATCHDOG_MS);
   cfg->shutdown_ms = pto_option(PTO_OPT_SHUTDOWN_MS);
   cfg->async_slots = (uint32_t)pto_option(PTO_OPT_ASYNC_SLOTS);
+  cfg->sched_threads = (int)pto_option(PTO_OPT_SCHED_THREADS);
 }
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
@@ -77,6 +78,8 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   BAD(c.alloc_timeout_ms <= 0, "alloc_timeout_ms = %lld, must be positive",
       (long long)c.alloc_timeout_ms);
   BAD(c.shutdown_ms <= 0, "shutdown_ms = %lld, must be positive", (long long)c.shutdown_ms);
+  BAD(c.sched_threads < 0 || c.sched_threads > 1, "sched_threads = %d, must be 0 or 1",
+      c.sched_threads);
   BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
 #undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
@@ -241,6 +244,7 @@ static void run_destroy(pto_run *r) {
       free(r->scheds[s].cores);
       free(r->scheds[s].clusters);
       free(r->scheds[s].spots);
+      free(r->scheds[s].parked);
       free(r->scheds[s].claim_tasks);
       free(r->scheds[s].claim_blocks);
     }
@@ -277,6 +281,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
   int per_cluster = c->aic_per_cluster + c->aiv_per_cluster;
   r->ncores = c->clusters * per_cluster;
   r->nsched = c->schedulers;
+  r->sched_threads = c->sched_threads != 0;
   r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
   if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
@@ -296,12 +301,15 @@ static int run_create(pto_chip *chip, pto_run **out) {
     sc->id = s;
     sc->run = r;
     pto_event_init(&sc->ev, false);
+    role_init(&sc->role);
     sc->cores = calloc((size_t)r->ncores, sizeof(core *));
     sc->clusters = calloc((size_t)c->clusters, sizeof(int));
     sc->spots = calloc((size_t)r->ncores, sizeof(core *));
+    sc->parked = calloc((size_t)r->ncores, sizeof(core *));
     sc->claim_tasks = calloc((size_t)r->ncores, sizeof(task *));
     sc->claim_blocks = calloc((size_t)r->ncores, sizeof(int32_t));
-    if (!sc->cores || !sc->clusters || !sc->spots || !sc->claim_tasks || !sc->claim_blocks)
+    if (!sc->cores || !sc->clusters || !sc->spots || !sc->parked || !sc->claim_tasks ||
+        !sc->claim_blocks)
       goto nomem;
     if (r->trace) {
       char name[32];
@@ -469,7 +477,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     rc = pthread_create(&r->cores[i].thread, NULL, core_main, &r->cores[i]);
     r->cores[i].started = rc == 0;
   }
-  for (int s = 0; s < r->nsched && !rc; s++) {
+  for (int s = 0; s < r->nsched && !rc && r->sched_threads; s++) {
     rc = pthread_create(&r->scheds[s].thread, NULL, sched_main, &r->scheds[s]);
     r->scheds[s].started = rc == 0;
   }

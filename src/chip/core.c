@@ -50,6 +50,7 @@ void *core_main(void *arg) {
   pto_wait_thread_begin();
   core *c = arg;
   pto_run *r = c->run;
+  sched_bind_core(c);
   const kernel_rec *kernels = r->chip->kernels;
   for (uint64_t next = 1;; next++) {
     core_wait w = {c, next};
@@ -109,7 +110,9 @@ void *core_main(void *arg) {
     c->defer_current = false;
     /* release: the kernel's writes happen-before the scheduler's acquire */
     atomic_store_explicit(&c->finished, next, memory_order_release);
-    pto_event_signal(&r->scheds[c->sched].ev);
+    /* completes the block, releases its fan-out and, most often, places
+     * the next block on this very core, which then runs it at once */
+    sched_kick(r, &r->scheds[c->sched]);
   }
   pto_wait_thread_end();
   return NULL;

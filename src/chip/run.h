@@ -13,6 +13,7 @@
 #include "chip/drain.h"
 #include "chip/heap_live.h"
 #include "chip/ring.h"
+#include "chip/role.h"
 #include "chip/tensormap.h"
 #include "common/trace.h"
 #include "common/wait.h"
@@ -158,13 +159,16 @@ typedef struct sched {
   int ncores;
   core **cores;       /* own cores, cluster by cluster: AIC, AIV, AIV */
   core **spots;       /* scratch for placements: ncores entries */
+  core **parked;      /* scratch for placements: ncores entries */
   task **claim_tasks; /* scratch for claimed blocks: ncores entries */
   int32_t *claim_blocks;
   int nclusters;
-  int *clusters; /* own cluster ids */
-  pto_event ev;
+  int *clusters;     /* own cluster ids */
+  pto_event ev;      /* its thread parks here (sched_threads mode) */
+  role role;         /* whoever runs its passes (the default mode): role.h */
   bool wake_pending; /* scheduler-private: it made tasks ready in this pass */
   drain_part drain;
+  uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;
   int trace_track;
 } sched;
@@ -225,6 +229,7 @@ typedef struct pto_run {
   _Atomic int64_t orch_wake_at; /* completions signal orch_ev once `completed` reaches it */
   pto_event watchdog_ev;
   int ncores, nsched;
+  bool sched_threads; /* cfg->sched_threads: dedicated scheduler threads */
   core *cores;
   sched *scheds;
   pthread_t watchdog;
@@ -261,6 +266,12 @@ const char *run_kernel_name(const pto_run *r, const task *t);
 /* Scheduler side [sched.c] */
 void sched_make_ready(pto_run *r, task *t);
 void sched_task_done_unit(pto_run *r, task *t, int units);
+/* Asks scheduler s for a pass after publishing work for it: runs the pass
+ * here when nobody holds its role (the default), or wakes its thread. */
+void sched_kick(pto_run *r, sched *s);
+/* The calling thread is core c's (its completions prefer c for the next
+ * single-core block). */
+void sched_bind_core(core *c);
 void *sched_main(void *arg);
 void ready_queue_init(ready_queue *q, uint32_t cap, task **storage);
 int shape_aic(shape s);

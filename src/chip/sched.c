@@ -1,7 +1,10 @@
-/* sched.c — scheduler threads: ready queues per resource shape, dispatch
- * onto the scheduler's own cores (one running + one pending slot per core),
+/* sched.c — schedulers: ready queues per resource shape, dispatch onto the
+ * scheduler's own cores (one running + one pending slot per core),
  * completion polling, fanout release with exactly-once readiness, and
- * gang start (sync_start: fast path, or the drain protocol of drain.c). */
+ * gang start (sync_start: fast path, or the drain protocol of drain.c).
+ * A scheduler is a role (role.h): its passes run on whichever pto thread
+ * has work for it (a core that finished a block, the orchestrator that made
+ * a task ready), or, with cfg.sched_threads, on a dedicated thread. */
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +134,11 @@ static void complete_task(pto_run *r, task *first) {
  * and several tasks readied in one pass all counted the same cores; either
  * way the others slept until their park timed out. */
 static _Thread_local sched *this_sched;
+/* The core this thread simulates, if any (role mode: its own completion
+ * pass places the next single-core block on it first, no wake-up). */
+static _Thread_local core *this_core;
+
+void sched_bind_core(core *c) { this_core = c; }
 
 static void sched_wake_leftover(sched *s);
 
@@ -148,8 +156,17 @@ void sched_make_ready(pto_run *r, task *t) {
     s->wake_pending = true; /* decided after its dispatch pass */
     return;
   }
-  for (int i = 0; i < r->nsched; i++)
-    if (&r->scheds[i] != s) pto_event_signal(&r->scheds[i].ev);
+  ready_queue *q = &r->queues[t->shape];
+  for (int i = 0; i < r->nsched; i++) {
+    if (&r->scheds[i] == s) continue;
+    sched_kick(r, &r->scheds[i]);
+    /* role mode: a pass ran or its holder will run one; once the queue is
+     * empty the others have nothing to take (relaxed peek: a stale count
+     * only kicks one more scheduler) */
+    if (!r->sched_threads && !t->sync_start &&
+        atomic_load_explicit(&q->count, memory_order_relaxed) == 0)
+      break;
+  }
 }
 
 /* After a dispatch pass of a scheduler that made tasks ready: whatever it
@@ -168,7 +185,7 @@ static void sched_wake_leftover(sched *s) {
     left = atomic_load_explicit(&r->queues[q].count, memory_order_relaxed) > 0;
   if (!left) return; /* a syscall per parked scheduler saved on the critical path */
   for (int i = 0; i < r->nsched; i++)
-    if (&r->scheds[i] != s) pto_event_signal(&r->scheds[i].ev);
+    if (&r->scheds[i] != s) sched_kick(r, &r->scheds[i]);
 }
 
 void sched_task_done_unit(pto_run *r, task *t, int units) {
@@ -248,16 +265,36 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
   pto_run *r = s->run;
   int pc = per_cluster(r), aic = r->cfg->aic_per_cluster;
   int per = shape_aic(sh) + shape_aiv(sh), n = 0;
-  for (int cl = 0; cl < s->nclusters && n < max; cl++) {
-    if (per == 1) { /* every suitable core of the cluster, once */
+  /* the finishing core first: its next block needs no wake-up */
+  core *me = this_core;
+  if (per == 1 && me && me->run == r && me->sched == s->id &&
+      (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC) && inflight(me) <= max_inflight && max > 0)
+    out[n++] = me;
+  else
+    me = NULL;
+  if (per == 1) {
+    /* every suitable core once, awake ones first: a parked core costs a
+     * futex wake, and when work is scarce the awake ones keep up alone.
+     * Its event's waiters is read once per core (a relaxed hint that may
+     * change at any time, never a decision about whether it fits) */
+    int lo = sh == SHAPE_AIC ? 0 : aic, hi = sh == SHAPE_AIC ? aic : pc, np = 0;
+    for (int cl = 0; cl < s->nclusters && n < max; cl++) {
       core **cc = &s->cores[cl * pc];
-      int lo = sh == SHAPE_AIC ? 0 : aic, hi = sh == SHAPE_AIC ? aic : pc;
-      for (int k = lo; k < hi && n < max; k++)
-        if (inflight(cc[k]) <= max_inflight) out[n++] = cc[k];
-    } else if (fit_cluster(s, cl, sh, max_inflight, &out[n * per])) {
-      n++; /* one MIX block per cluster */
+      for (int k = lo; k < hi && n < max; k++) {
+        core *c = cc[k];
+        if (c == me || inflight(c) > max_inflight) continue;
+        if (atomic_load_explicit(&c->ev.waiters, memory_order_relaxed) == 0)
+          out[n++] = c;
+        else
+          s->parked[np++] = c;
+      }
     }
+    for (int i = 0; i < np && n < max; i++)
+      out[n++] = s->parked[i];
+    return n;
   }
+  for (int cl = 0; cl < s->nclusters && n < max; cl++)
+    if (fit_cluster(s, cl, sh, max_inflight, &out[n * per])) n++; /* one MIX block per cluster */
   return n;
 }
 
@@ -296,7 +333,7 @@ static void drain_moved(pto_run *r) {
   /* release pairs with the acquire in sched_has_work */
   atomic_fetch_add_explicit(&r->drain_gen, 1, memory_order_release);
   for (int s = 0; s < r->nsched; s++)
-    pto_event_signal(&r->scheds[s].ev);
+    sched_kick(r, &r->scheds[s]);
 }
 
 static int gang_capacity(sched *s, task *t) {
@@ -404,6 +441,72 @@ static bool sched_has_work(void *p) {
   return false;
 }
 
+/* One scheduler pass: retire completions, drain step, dispatch. Returns
+ * whether it did anything (then another pass may find more). Runs on the
+ * scheduler's thread, or on the thread holding its role. */
+static bool sched_pass(sched *s) {
+  pto_run *r = s->run;
+  uint64_t t0 = r->trace ? pto_now_ns() : 0;
+  bool did = poll_completions(s);
+  if (r->trace && did)
+    trace_slice(r->trace, s->trace_track, "complete", "sched", t0, pto_now_ns(), -1, -1);
+  t0 = r->trace ? pto_now_ns() : 0;
+  int st = drain_step(&r->drain, &s->drain, &ops, s);
+  if (st != DRAIN_NONE && st != DRAIN_WAITING) {
+    drain_moved(r);
+    did = true;
+    if (r->trace)
+      trace_slice(r->trace, s->trace_track, "drain", "sched", t0, pto_now_ns(),
+                  drain_task(&r->drain), -1);
+  }
+  if (r->trace && s->drain.att != s->trace_att && st != DRAIN_NONE) {
+    s->trace_att = s->drain.att;
+    trace_instant(r->trace, s->trace_track, "drain_attempt", "sched", pto_now_ns(),
+                  (int64_t)s->trace_att);
+  }
+  if (st == DRAIN_NONE && !drain_active(&r->drain)) {
+    t0 = r->trace ? pto_now_ns() : 0;
+    bool d = dispatch_sync(s);
+    if (!drain_active(&r->drain)) d |= dispatch_normal(s);
+    if (r->trace && d)
+      trace_slice(r->trace, s->trace_track, "dispatch", "sched", t0, pto_now_ns(), -1, -1);
+    did |= d;
+  }
+  sched_wake_leftover(s);
+  return did;
+}
+
+/* Role mode: run s's passes here unless another thread holds its role
+ * (which then serves our request, role.h). Passes never block; a pass may
+ * kick another scheduler, which nests at most once per scheduler. */
+static void sched_role_run(sched *s) {
+  pto_run *r = s->run;
+  sched *prev = this_sched;
+  while (role_try_enter(&s->role)) {
+    this_sched = s;
+    if (!s->first_ns) s->first_ns = pto_now_ns();
+    uint32_t seen;
+    bool did, any = false;
+    do {
+      seen = role_snapshot(&s->role);
+      did = sched_pass(s);
+      any |= did;
+    } while ((did || role_more(&s->role, seen)) && !run_stopping(r));
+    if (any) s->last_ns = pto_now_ns();
+    this_sched = prev;
+    if (!role_leave(&s->role, seen)) break;
+  }
+}
+
+void sched_kick(pto_run *r, sched *s) {
+  if (r->sched_threads) {
+    pto_event_signal(&s->ev);
+    return;
+  }
+  role_request(&s->role);
+  sched_role_run(s);
+}
+
 void *sched_main(void *arg) {
   pto_wait_thread_begin();
   sched *s = arg;
@@ -411,38 +514,11 @@ void *sched_main(void *arg) {
   this_sched = s;
   s->first_ns = pto_now_ns();
   s->last_ns = s->first_ns;
-  uint32_t att = 0;
   bool busy = false; /* did work since the last time it went idle */
   while (!run_stopping(r)) {
     sched_wait w = {s, atomic_load_explicit(&r->ready_gen, memory_order_acquire),
                     atomic_load_explicit(&r->drain_gen, memory_order_acquire)};
-    uint64_t t0 = r->trace ? pto_now_ns() : 0;
-    bool did = poll_completions(s);
-    if (r->trace && did)
-      trace_slice(r->trace, s->trace_track, "complete", "sched", t0, pto_now_ns(), -1, -1);
-    t0 = r->trace ? pto_now_ns() : 0;
-    int st = drain_step(&r->drain, &s->drain, &ops, s);
-    if (st != DRAIN_NONE && st != DRAIN_WAITING) {
-      drain_moved(r);
-      did = true;
-      if (r->trace)
-        trace_slice(r->trace, s->trace_track, "drain", "sched", t0, pto_now_ns(),
-                    drain_task(&r->drain), -1);
-    }
-    if (r->trace && s->drain.att != att && st != DRAIN_NONE) {
-      att = s->drain.att;
-      trace_instant(r->trace, s->trace_track, "drain_attempt", "sched", pto_now_ns(), (int64_t)att);
-    }
-    if (st == DRAIN_NONE && !drain_active(&r->drain)) {
-      t0 = r->trace ? pto_now_ns() : 0;
-      bool d = dispatch_sync(s);
-      if (!drain_active(&r->drain)) d |= dispatch_normal(s);
-      if (r->trace && d)
-        trace_slice(r->trace, s->trace_track, "dispatch", "sched", t0, pto_now_ns(), -1, -1);
-      did |= d;
-    }
-    sched_wake_leftover(s);
-    if (did) {
+    if (sched_pass(s)) {
       busy = true;
       continue;
     }

@@ -37,6 +37,9 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                              "deadline for a run's threads to stop and be joined"},
     [PTO_OPT_ASYNC_SLOTS] = {"async_slots", "PTO_ASYNC_SLOTS", 64, 1, 1 << 20,
                              "in-flight asynchronous completions of a chip"},
+    [PTO_OPT_SCHED_THREADS] = {"sched_threads", "PTO_SCHED_THREADS", 0, 0, 1,
+                               "1: a thread per scheduler (the device's AICPU threads); 0: "
+                               "scheduling runs on the cores that finish work"},
     [PTO_OPT_SPIN_NS] = {"spin_ns", "PTO_SPIN_NS", 5000, 0, 1000000000,
                          "a waiter spins this long (ns) before it yields and parks"},
     [PTO_OPT_PARK_MAX_MS] = {"park_max_ms", "PTO_PARK_MAX_MS", PTO_PARK_MAX_MS, 1, DAY_MS,

@@ -1,0 +1,86 @@
+/* role.h — "scheduling is a role, not a thread": the hand-off that lets
+ * whichever pto thread is free (a core that finished a block, the
+ * orchestrator that made a task ready, an async completer) run a
+ * scheduler's pass, one thread at a time, without a lock anyone waits on.
+ *
+ * Each scheduler has one role word pair. Whoever has work for the
+ * scheduler publishes it first (a core's `finished`, a ready-queue push,
+ * a drain word), then requests a pass and tries to take the role:
+ *
+ *   role_request(r);                       // after publishing the work
+ *   while (role_try_enter(r)) {            // else the holder serves it
+ *     uint32_t seen;
+ *     do { seen = role_snapshot(r); did = pass(); }
+ *     while (did || role_more(r, seen));
+ *     if (!role_leave(r, seen)) break;     // re-check after leaving
+ *   }
+ *
+ * Nobody blocks: a thread that finds the role taken leaves its request
+ * behind, and the holder either sees it before leaving (role_more) or after
+ * (role_leave's re-check, Dekker over seq_cst: the requester's increment
+ * and exchange against the holder's release and load), in which case it
+ * takes the role again unless the requester took it itself. Every request
+ * is thus followed by a pass that starts after it. The steps are plain
+ * functions so tests/unit/test_role_explorer.c drives them over every
+ * interleaving of 2-3 threads, with a broken variant (a leave without the
+ * re-check) that loses a request. */
+#ifndef PTO_CHIP_ROLE_H
+#define PTO_CHIP_ROLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct role {
+  _Atomic uint32_t req;  /* requests so far (wraps) */
+  _Atomic uint32_t held; /* 1 while a thread runs the role's passes */
+} role;
+
+static inline void role_init(role *r) {
+  atomic_init(&r->req, 0);
+  atomic_init(&r->held, 0);
+}
+
+/* Step 1, after publishing the work the pass must see. seq_cst: ordered
+ * before the try_enter below against the holder's leave and re-check. */
+static inline void role_request(role *r) {
+  atomic_fetch_add_explicit(&r->req, 1, memory_order_seq_cst);
+}
+
+/* Step 2, one atomic operation each: the role looks free (a cheap peek;
+ * seq_cst: read after our request in the one order of seq_cst operations,
+ * so a holder seen here re-checks after it), then the exchange that takes
+ * it (acquire: the previous holder's passes happen-before ours). */
+static inline bool role_peek_free(role *r) {
+  return atomic_load_explicit(&r->held, memory_order_seq_cst) == 0;
+}
+static inline bool role_exchange(role *r) {
+  return atomic_exchange_explicit(&r->held, 1, memory_order_seq_cst) == 0;
+}
+/* True when the caller now holds the role. */
+static inline bool role_try_enter(role *r) { return role_peek_free(r) && role_exchange(r); }
+
+/* Step 3 (holder): the requests the next pass serves (acquire: pairs with
+ * role_request, so the pass sees the work published before each). */
+static inline uint32_t role_snapshot(role *r) {
+  return atomic_load_explicit(&r->req, memory_order_seq_cst);
+}
+
+/* Step 4 (holder, after a pass): did requests arrive since `seen`? */
+static inline bool role_more(role *r, uint32_t seen) {
+  return atomic_load_explicit(&r->req, memory_order_seq_cst) != seen;
+}
+
+/* Step 5, two atomic operations: release the role, then re-check; true
+ * when a request may have arrived that no holder serves: the caller must
+ * try to enter again. */
+static inline void role_release(role *r) {
+  atomic_store_explicit(&r->held, 0, memory_order_seq_cst);
+}
+static inline bool role_recheck(role *r, uint32_t seen) { return role_more(r, seen); }
+static inline bool role_leave(role *r, uint32_t seen) {
+  role_release(r);
+  return role_recheck(r, seen);
+}
+
+#endif

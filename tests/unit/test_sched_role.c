@@ -1,0 +1,150 @@
+/* test_sched_role.c — scheduling is a role, not a thread: by default a run
+ * has no scheduler threads (a core that finishes a block, or the
+ * orchestrator, runs the scheduler's pass), so on a CPU no thread of pto
+ * spins or parks only to hand work from one core to the next. With
+ * cfg.sched_threads = 1 each scheduler has its own thread again (the
+ * device's AICPU model). Both modes must give the same results; the
+ * differential test and the gang scenes also run in both (ctest names
+ * ending in _sched_threads). */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <cmocka.h>
+
+#include "pto/pto.h"
+
+static int count_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+static _Atomic int seen_threads;
+static _Atomic int chain_counter, chain_bad;
+
+static int k_count(const pto_kctx *c) {
+  (void)c;
+  atomic_store(&seen_threads, count_threads());
+  return 0;
+}
+
+/* A chain link: task i must see exactly i links before it. */
+static int k_link(const pto_kctx *c) {
+  int want = (int)c->scalars[0];
+  if (atomic_fetch_add(&chain_counter, 1) != want) atomic_fetch_add(&chain_bad, 1);
+  return 0;
+}
+
+static int kid_count, kid_link;
+
+typedef struct orch_arg {
+  int links, rc;
+} orch_arg;
+
+static void count_orch(pto_orch *o, void *arg) {
+  orch_arg *a = arg;
+  pto_task_id prev = PTO_TASK_NONE, id;
+  if ((a->rc = pto_submit(o, kid_count, NULL, NULL, &id))) return;
+  for (int i = 0; i < a->links; i++) {
+    pto_submit_opts so = {.deps = prev >= 0 ? &prev : NULL, .ndeps = prev >= 0 ? 1 : 0};
+    pto_args args;
+    pto_args_init(&args);
+    pto_args_scalar(&args, (uint64_t)i);
+    if ((a->rc = pto_submit(o, kid_link, &args, &so, &id))) return;
+    prev = id;
+  }
+}
+
+static pto_chip *make_chip(int clusters, int schedulers, int sched_threads) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = clusters;
+  cfg.schedulers = schedulers;
+  cfg.sched_threads = sched_threads;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "count", k_count, &kid_count), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "link", k_link, &kid_link), PTO_OK);
+  return chip;
+}
+
+static void run_mode(int sched_threads) {
+  const int clusters = 2, schedulers = 2, cores = clusters * 3;
+  pto_chip *chip = make_chip(clusters, schedulers, sched_threads);
+  /* a first run, so helper threads a sanitizer starts on the first
+   * pthread_create are there before we count */
+  orch_arg warm = {.links = 0};
+  assert_int_equal(pto_chip_run(chip, count_orch, &warm, NULL, NULL), PTO_OK);
+  int before = count_threads();
+  atomic_store(&chain_counter, 0);
+  atomic_store(&chain_bad, 0);
+  orch_arg a = {.links = 2000};
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  pto_error_info err;
+  int rc = pto_chip_run(chip, count_orch, &a, NULL, &err);
+  getrusage(RUSAGE_SELF, &r1);
+  if (rc) pto_error_print(&err, stderr);
+  pto_chip_destroy(chip);
+  assert_int_equal(rc, PTO_OK);
+  assert_int_equal(a.rc, PTO_OK);
+  int links = atomic_load(&chain_counter), bad = atomic_load(&chain_bad);
+  if (links != a.links || bad)
+    fail_msg("chain: %d links ran, %d out of order (expected %d in order)", links, bad, a.links);
+  /* the run's threads: its cores, the watchdog, and in sched_threads mode
+   * one per scheduler; the orchestrator is the caller's thread */
+  int want = before + cores + 1 + (sched_threads ? schedulers : 0);
+  int got = atomic_load(&seen_threads);
+  printf("sched_threads=%d: %d threads during the run (expected %d: %d before, %d cores, "
+         "watchdog%s); %.3f voluntary context switches per chain link\n",
+         sched_threads, got, want, before, cores, sched_threads ? ", 2 schedulers" : "",
+         (double)(r1.ru_nvcsw - r0.ru_nvcsw) / a.links);
+  if (got != want)
+    fail_msg("%d threads during a run with sched_threads=%d, expected %d (%d before + %d cores + "
+             "watchdog%s)",
+             got, sched_threads, want, before, cores, sched_threads ? " + 2 schedulers" : "");
+}
+
+static void test_role_default_no_scheduler_threads(void **state) {
+  (void)state;
+  run_mode(0);
+}
+
+static void test_sched_threads_mode(void **state) {
+  (void)state;
+  run_mode(1);
+}
+
+static void test_sched_threads_config_checked(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.sched_threads = 2;
+  pto_chip *chip = NULL;
+  pto_error_info err;
+  assert_int_equal(pto_chip_create_ex(&cfg, &chip, &err), PTO_EINVAL);
+  assert_null(chip);
+  assert_non_null(strstr(err.details, "sched_threads = 2"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_role_default_no_scheduler_threads),
+      cmocka_unit_test(test_sched_threads_mode),
+      cmocka_unit_test(test_sched_threads_config_checked),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
