@@ -247,10 +247,10 @@ struct pto_orch {
 };
 
 /* ---- shared helpers (defined in the file named in brackets) ---- */
-/* Latch the first error and start shutdown [chip.c]. */
+/* Latch the first error and start shutdown [run.c]. */
 void run_fail(pto_run *r, int code, pto_task_id task, int core, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-/* The watchdog's PTO_ESCHED_TIMEOUT with its stall class [chip.c]. */
+/* The watchdog's PTO_ESCHED_TIMEOUT with its stall class [run.c]. */
 void run_fail_stall(pto_run *r, pto_stall_class stall, pto_task_id task, int core, const char *fmt,
                     ...) __attribute__((format(printf, 5, 6)));
 static inline bool run_stopping(const pto_run *r) {

@@ -2,9 +2,10 @@
  * forking the children, the start-up and control deadlines, node tasks
  * (dependency inference, dispatch of single, group and host tasks,
  * poisoning), domain allocation and release, the merge of the ranks'
- * trace files, and the cleanup that leaves no process, shared object or
- * temporary file behind when a child dies or hangs. The parent is
- * single-threaded: it forks, and it must not start threads. */
+ * trace files at the end of a run (rank_trace.c), and the cleanup that
+ * leaves no process, shared object or temporary file behind when a child
+ * dies or hangs. The parent is single-threaded: it forks, and it must not
+ * start threads. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -23,7 +24,6 @@
 #include "common/region.h"
 #include "common/tensor_check.h"
 #include "common/trace.h"
-#include "common/trace_json.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
 #include "node/run_guard.h"
@@ -75,54 +75,6 @@ static void unlink_domain(const comm_domain_desc *d) {
     comm_shm_name(d, r, name, sizeof name);
     shm_unlink(name);
   }
-}
-
-/* ---- traces ---- */
-
-bool node_rank_trace_path(const pto_node *n, int rank, int run, char *buf, size_t len) {
-  int k = snprintf(buf, len, "%s.%s.rank%d.%d", n->trace_path, n->prefix + 1, rank, run);
-  return k > 0 && (size_t)k < len;
-}
-
-static bool trace_loadable(const char *path) {
-  trace_json_doc *d = NULL;
-  int rc = trace_json_load(path, &d, NULL, 0);
-  if (d) trace_json_free(d);
-  return rc == 0;
-}
-
-/* End of a run: merges the files of the chip tasks the ranks ran (one file
- * per chip task, several per rank: trace_merge_runs keeps their task ids
- * apart) into trace_path and removes them, whatever happened. A task that
- * failed before its chip ran wrote none; after a fatal error a killed chip
- * may have left half a file: it is left out. Returns 0, or the merge's
- * error. */
-static int trace_finish(pto_node *n, char *why, size_t whylen) {
-  if (!n->trace_path) return 0;
-  int nfiles = 0, k = 0;
-  for (int r = 0; r < n->cfg.nchips; r++)
-    nfiles += n->trace_runs[r];
-  if (!nfiles) return 0;
-  size_t stride = strlen(n->trace_path) + sizeof n->prefix + 32; /* ".rank<r>.<run>" fits */
-  size_t bytes;
-  bool big = __builtin_mul_overflow((size_t)nfiles, stride, &bytes);
-  char *path = big ? NULL : malloc(bytes);
-  const char **in = malloc((size_t)nfiles * sizeof *in);
-  int rc = path && in ? 0 : PTO_ENOMEM;
-  for (int r = 0, i = 0; r < n->cfg.nchips; r++)
-    for (int run = 0; run < n->trace_runs[r]; run++, i++) {
-      char *p = path ? path + (size_t)i * stride : NULL;
-      if (!p || !node_rank_trace_path(n, r, run, p, stride)) continue;
-      if (in && access(p, F_OK) == 0 && (!n->fatal || trace_loadable(p))) in[k++] = p;
-    }
-  if (rc == 0 && k) rc = trace_merge_ex(in, k, n->trace_path, true, why, whylen);
-  free(path);
-  free(in);
-  char p[PATH_MAX]; /* also when out of memory above */
-  for (int r = 0; r < n->cfg.nchips; r++)
-    for (int run = 0; run < n->trace_runs[r]; run++)
-      if (node_rank_trace_path(n, r, run, p, sizeof p)) unlink(p);
-  return rc;
 }
 
 /* ---- children ---- */
@@ -1203,7 +1155,7 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   until(n, all_finished, NULL, true, UINT64_MAX, 0);
   release_domains(n);
   char why[400] = "";
-  rc = trace_finish(n, why, sizeof why);
+  rc = node_trace_finish(n, why, sizeof why);
   if (rc && !n->fatal && !n->first_err) {
     n->first_err = rc == PTO_ENOMEM ? rc : PTO_ESYSTEM;
     set_err(&n->first_info, n->first_err,

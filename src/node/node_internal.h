@@ -110,10 +110,13 @@ struct pto_node_orch {
   pto_node *node;
 };
 
-/* node.c: where chip rank `rank` writes the trace of its chip task number
+/* rank_trace.c: where chip rank `rank` writes the trace of its chip task number
  * `run` (0, 1, ... within a node run): "<trace_path>.<prefix>.rank<r>.<run>",
  * unique to this node. Returns false if it does not fit in len. */
 bool node_rank_trace_path(const pto_node *n, int rank, int run, char *buf, size_t len);
+/* rank_trace.c: at the end of a node run, merges the ranks' trace files into
+ * trace_path and removes them. Returns 0, or the merge's error (why says more). */
+int node_trace_finish(pto_node *n, char *why, size_t whylen);
 
 /* child.c: the loop of a chip or worker child; never returns. */
 void node_child_main(pto_node *n, int slot) __attribute__((noreturn));
