@@ -21,7 +21,7 @@
 #include "common/options.h"
 #include "common/wait.h"
 
-#define SHM_MAGIC    0x70746f77696e3031ull /* "ptowin01" */
+#define SHM_MAGIC 0x70746f77696e3031ull /* "ptowin01" */
 /* most the landings of one end of task are held for a reading peer (default 500) */
 #define FAULT_GAP_MS pto_option_cached(PTO_OPT_FAULT_GAP_MS)
 

@@ -28,7 +28,7 @@
 #include "node/node_internal.h"
 #include "node/run_guard.h"
 
-#define BLOCK_SLICE_MS   100   /* longest the parent sleeps before re-checking deadlines */
+#define BLOCK_SLICE_MS   100 /* longest the parent sleeps before re-checking deadlines */
 #define NODE_SPACE_ALIGN (2u << 20)
 
 void pto_node_config_init(pto_node_config *cfg) {
