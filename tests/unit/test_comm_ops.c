@@ -15,51 +15,23 @@
 
 #include <cmocka.h>
 
+#include "comm_fixture.h"
+
 #include "comm/comm.h"
 #include "comm/fault.h"
 #include "pto/comm.h"
 
 #define SPACE (64u << 20)
 
-typedef struct fixture {
-  void *space;
-  comm_domain_desc d;
-  pto_comm c[2];
-  pto_kctx k[2];
-} fixture;
-
-static unsigned run_seq;
-
 static void setup_dom(fixture *f, bool fault, uint64_t seed) {
-  memset(f, 0, sizeof *f);
-  assert_int_equal(comm_space_reserve(SPACE, &f->space), 0);
   pto_window_buffer bufs[] = {{"dst", 64 * 4}, {"sig", 8 * 8}, {"mat", 8 * 128 * 4}, {"small", 16}};
-  assert_int_equal(comm_desc_layout(&f->d, bufs, 4), 0);
-  f->d.id = 7;
-  f->d.nranks = 2;
-  f->d.base = (uint64_t)(uintptr_t)f->space;
-  f->d.wait_timeout_ms = 2000;
+  comm_fixture_reserve(f, SPACE, bufs, 4, 7);
   f->d.fault_inject = fault;
   f->d.fault_seed = seed;
-  snprintf(f->d.prefix, sizeof f->d.prefix, "/pto.%d.t%u", (int)getpid(), run_seq++);
-  for (int r = 0; r < 2; r++) {
-    comm_init(&f->c[r], r);
-    assert_int_equal(comm_domain_open(&f->c[r], &f->d, r), 0);
-  }
-  for (int r = 0; r < 2; r++) {
-    assert_int_equal(comm_domain_attach(&f->c[r], 7), 0);
-    comm_task_begin(&f->c[r], 1, 3);
-    memset(&f->k[r], 0, sizeof f->k[r]);
-    f->k[r].env = &f->c[r];
-    f->k[r].core_id = r;
-  }
+  comm_fixture_open(f, 't', 1);
 }
 
-static void teardown_dom(fixture *f) {
-  for (int r = 0; r < 2; r++)
-    comm_fini(&f->c[r], true);
-  comm_space_release(f->space, SPACE);
-}
+static void teardown_dom(fixture *f) { comm_fixture_close(f); }
 
 static void win(fixture *f, int rank, const char *name, pto_dtype dt, int nd, const int64_t *sh,
                 pto_tensor *t) {

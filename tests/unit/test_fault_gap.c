@@ -16,56 +16,28 @@
 
 #include <cmocka.h>
 
+#include "comm_fixture.h"
+
 #include "comm/comm.h"
 #include "common/clock.h"
 #include "common/options.h"
 #include "pto/comm.h"
 
 #define SPACE  (16u << 20)
-#define NPUT   6   /* stores held per rank: 5 pauses each at the end of the task */
+#define NPUT   6 /* stores held per rank: 5 pauses each at the end of the task */
 #define GAP_MS ((int)pto_option(PTO_OPT_FAULT_GAP_MS)) /* FAULT_GAP_MS of shm.c */
 
-typedef struct fixture {
-  void *space;
-  comm_domain_desc d;
-  pto_comm c[2];
-  pto_kctx k[2];
-} fixture;
-
-static unsigned run_seq;
-
 static void setup(fixture *f, uint32_t epoch) {
-  memset(f, 0, sizeof *f);
-  assert_int_equal(comm_space_reserve(SPACE, &f->space), 0);
   pto_window_buffer bufs[] = {{"dst", NPUT * 4}};
-  assert_int_equal(comm_desc_layout(&f->d, bufs, 1), 0);
-  f->d.id = 3;
-  f->d.nranks = 2;
+  comm_fixture_reserve(f, SPACE, bufs, 1, 3);
   f->d.chips[0] = 0;
   f->d.chips[1] = 1;
-  f->d.base = (uint64_t)(uintptr_t)f->space;
-  f->d.wait_timeout_ms = 2000;
   f->d.fault_inject = 1;
   f->d.fault_seed = 5;
-  snprintf(f->d.prefix, sizeof f->d.prefix, "/pto.%d.g%u", (int)getpid(), run_seq++);
-  for (int r = 0; r < 2; r++) {
-    comm_init(&f->c[r], r);
-    assert_int_equal(comm_domain_open(&f->c[r], &f->d, r), 0);
-  }
-  for (int r = 0; r < 2; r++) {
-    assert_int_equal(comm_domain_attach(&f->c[r], 3), 0);
-    comm_task_begin(&f->c[r], epoch, 3); /* one group task on chips 0 and 1 */
-    memset(&f->k[r], 0, sizeof f->k[r]);
-    f->k[r].env = &f->c[r];
-    f->k[r].core_id = r;
-  }
+  comm_fixture_open(f, 'g', epoch);
 }
 
-static void teardown(fixture *f) {
-  for (int r = 0; r < 2; r++)
-    comm_fini(&f->c[r], true);
-  comm_space_release(f->space, SPACE);
-}
+static void teardown(fixture *f) { comm_fixture_close(f); }
 
 /* NPUT single-element stores to the peer, held back by fault injection. */
 static void hold_stores(fixture *f, int r) {
