@@ -69,8 +69,8 @@ def py_kernel(fn: Callable[..., Optional[int]], core: str = "aiv",
               aiv_count: Optional[int] = None, name: Optional[str] = None) -> KernelSpec:
     """A Python kernel: ``fn(ctx, *tensors)`` is called for every block with a
     :class:`KernelContext` and NumPy views of the task's tensors (same memory,
-    valid during the call). Return None or 0, or a negative pto code to fail
-    the run; an exception fails the run with PTO_EKERNEL (KernelError, the
+    valid during the call). Return None or 0, or a negative pto code (an int)
+    to fail the run (other return values are ignored); an exception fails the run with PTO_EKERNEL (KernelError, the
     exception as its ``__cause__``). Each call takes the GIL."""
     if not callable(fn):
         raise invalid(f"py_kernel: {fn!r} is not callable")
@@ -383,7 +383,7 @@ def _pyk_kernel(slot, ctx):
         fn = _slots[slot]
         kc = KernelContext(ctx)
         r = fn(kc, *kc.tensors)
-        return 0 if r is None else int(r)
+        return int(r) if isinstance(r, (int, np.integer)) and not isinstance(r, bool) else 0
     except BaseException as e:  # noqa: B902 - a kernel must never unwind into C
         code = e.code if isinstance(e, Error) and e.code < 0 else PTO_EKERNEL
         _report_kernel_exception(ctx, e)

@@ -45,15 +45,30 @@ def pto_dtype(dtype: Any, what: str = "dtype") -> int:
     return code
 
 
+class _Alias:
+    """A writable NumPy alias of a DLPack import (keeps it alive)."""
+
+    def __init__(self, a: np.ndarray):
+        self.keep = a
+        ai = dict(a.__array_interface__)
+        ai["data"] = (ai["data"][0], False)
+        self.__array_interface__ = ai
+
+
 def as_array(obj: ArrayLike, what: str) -> np.ndarray:
     """A NumPy array over the same memory as ``obj`` (never a copy)."""
     if isinstance(obj, np.ndarray):
         return obj
     if hasattr(obj, "__dlpack__"):
         try:
-            return np.from_dlpack(obj)
-        except (TypeError, ValueError, BufferError, RuntimeError) as e:
+            a = np.from_dlpack(obj)
+        except (TypeError, ValueError, BufferError, RuntimeError, AttributeError) as e:
             raise invalid(f"{what}: DLPack export failed: {e}") from None
+        if not a.flags.writeable:
+            # DLPack (before v1) has no read-only flag and NumPy < 2 imports
+            # read-only by caution: the producer's memory is writable
+            a = np.asarray(_Alias(a))
+        return a
     try:
         mv = memoryview(obj)
     except TypeError:
