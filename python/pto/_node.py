@@ -2,6 +2,7 @@
 node orchestration function in this process."""
 from __future__ import annotations
 
+import gc
 import operator
 import os
 import weakref
@@ -352,6 +353,9 @@ class Node:
         if self._running:
             raise invalid("Node.close: the node is running")
         live = len(self._host)
+        if live:
+            gc.collect()  # arrays held only by reference cycles (tracebacks)
+            live = len(self._host)
         if live:
             raise invalid(f"Node.close: {live} host arrays are still referenced; drop them first")
         lib.pto_node_destroy(self._node)
