@@ -194,12 +194,11 @@ class KernelContext:
         self.cluster_id: int = int(ctx.cluster_id)
         self.core_type: str = "aic" if int(ctx.core_type) == 0 else "aiv"
         self.task_id: int = int(ctx.task_id)
-        ns = int(ctx.nscalars)
         #: scalar arguments as unsigned 64-bit integers
-        self.scalars: tuple = tuple(int(ctx.scalars[i]) for i in range(ns))
+        self.scalars: tuple = tuple(ctx.scalars[0:ctx.nscalars]) if ctx.nscalars else ()
         #: NumPy views of the task's tensors, in argument order
-        self.tensors: tuple = tuple(tensor_to_array(ctx.tensors[i])
-                                    for i in range(int(ctx.ntensors)))
+        ts = ctx.tensors
+        self.tensors: tuple = tuple(tensor_to_array(ts[i]) for i in range(ctx.ntensors))
 
     def scalar_f32(self, i: int) -> float:
         """Scalar ``i`` read as an f32 bit pattern (floats passed to submit)."""

@@ -11,7 +11,8 @@ import numpy as np
 from ._errors import Error, check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
-from ._tensor import (DESC_WORDS, OUTPUT, Arg, New, View, array_desc, as_array, pto_dtype)
+from ._tensor import (DESC_WORDS, OUTPUT, WRITES, Arg, New, View, array_desc, as_array,
+                      pto_dtype)
 
 MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
 MAX_SCALARS = int(lib.PTO_MAX_SCALAR_ARGS)
@@ -90,6 +91,11 @@ class Orch:
     def __init__(self, o, run):
         self._o = o
         self._run = run
+        self._cache: dict = {}  # id(ndarray) -> (array, shape, strides, descriptor words)
+        self._flat = ffi.new("int64_t[]", MAX_TENSORS * DESC_WORDS)
+        self._sc = ffi.new("uint64_t[]", MAX_SCALARS)
+        self._outs = ffi.new("pto_tensor[]", MAX_TENSORS)
+        self._tid = ffi.new("pto_task_id *")
 
     def _live(self):
         if self._o is None:
@@ -101,10 +107,15 @@ class Orch:
             raise invalid(f"{ctx}: {len(args)} tensor arguments, at most {MAX_TENSORS}")
         flat: List[int] = []
         news: List[int] = []
-        keep = self._run.keep
+        cache = self._cache
         for i, a in enumerate(args):
-            what = f"{ctx}: tensor argument {i}"
-            if isinstance(a, New):
+            mode = getattr(a, "mode", None)
+            if mode is None or not (isinstance(a, Arg) or isinstance(a, New)):
+                raise invalid(f"{ctx}: tensor argument {i}: {type(a).__name__} without an access "
+                              "mode; wrap it: pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x) "
+                              "or pto.New(shape)")
+            if mode == OUTPUT:
+                what = f"{ctx}: tensor argument {i}"
                 if len(a.shape) < 1 or len(a.shape) > 5 or min(a.shape) < 1:
                     raise invalid(f"{what}: pto.New shape {a.shape} (1..5 dims, each >= 1)")
                 dt = pto_dtype(a.dtype, what)
@@ -112,20 +123,29 @@ class Orch:
                 flat += [OUTPUT, 0, 0, dt, len(sh), 0] + sh + [0] * (5 - len(sh)) + [1] * 5 + [0]
                 news.append(i)
                 continue
-            if not isinstance(a, Arg):
-                raise invalid(f"{what}: {type(a).__name__} without an access mode; wrap it: "
-                              "pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x) or pto.New(shape)")
             obj = a.obj
+            # fast path: an array already used in this run, same shape and strides
+            # (it is referenced by the run, so its id and data pointer are stable)
+            c = cache.get(id(obj))
+            if (c is not None and c[0] is obj and c[1] == obj.shape and c[2] == obj.strides and
+                    (mode not in WRITES or obj.flags.writeable)):
+                flat.append(mode)
+                flat += c[3]
+                continue
             if isinstance(obj, View):
                 if obj._owner is not self._run:
-                    raise invalid(f"{what}: {obj._what} belongs to another run")
-                flat += obj._desc(a.mode)
-            else:
-                arr = as_array(obj, what)
-                flat += array_desc(arr, a.mode, what)
-                keep.append(arr)  # alive (and not resizable) until the run ends
-                if arr is not obj:
-                    keep.append(obj)
+                    raise invalid(f"{ctx}: tensor argument {i}: {obj._what} belongs to another run")
+                flat += obj._desc(mode)
+                continue
+            what = f"{ctx}: tensor argument {i}"
+            arr = as_array(obj, what)
+            d = array_desc(arr, mode, what)
+            flat += d
+            self._run.keep.append(obj)  # alive (and not resizable) until the run ends
+            if arr is not obj:
+                self._run.keep.append(arr)
+            elif type(obj) is np.ndarray:
+                cache[id(obj)] = (obj, obj.shape, obj.strides, d[1:])
         return flat, news
 
     def submit(self, kernel: Kernel, *args: Union[Arg, New], scalars: Sequence[Any] = (),
@@ -139,39 +159,46 @@ class Orch:
             raise invalid(f"submit: {kernel!r} is not a pto.Kernel (register it with chip.kernel)")
         if kernel._owner is not self._run.chip:
             raise invalid(f"submit: kernel '{kernel.name}' was registered on another chip")
-        return self._submit(o, kernel.id, f"submit '{kernel.name}'", args, scalars, block_num,
-                            sync_start, deps, 0)
+        return self._submit(o, kernel.id, kernel.name, args, scalars, block_num, sync_start, deps,
+                            0)
 
     def dummy(self, *args: Union[Arg, New], deps: Sequence[Any] = ()) -> Task:
         """A task with no kernel: it only orders its tensor arguments and ``deps``."""
-        return self._submit(self._live(), -1, "dummy", args, (), 1, False, deps, 1)
+        return self._submit(self._live(), -1, None, args, (), 1, False, deps, 1)
 
-    def _submit(self, o, kid, ctx, args, scalars, block_num, sync_start, deps, dummy) -> Task:
+    def _submit(self, o, kid, kname, args, scalars, block_num, sync_start, deps, dummy) -> Task:
+        ctx = "dummy" if kname is None else f"submit '{kname}'"  # noqa: F841 (cheap)
         flat, news = self._descs(args, ctx)
-        if len(scalars) > MAX_SCALARS:
-            raise invalid(f"{ctx}: {len(scalars)} scalars, at most {MAX_SCALARS}")
-        sc = [scalar_bits(s, f"{ctx}: scalar {i}") for i, s in enumerate(scalars)]
-        try:
-            bn = operator.index(block_num)
-        except TypeError:
-            raise invalid(f"{ctx}: block_num {block_num!r} is not an int") from None
-        if bn < 1:
-            raise invalid(f"{ctx}: block_num {bn}, must be >= 1")
-        dl = [task_id(d) for d in deps]
+        ns = len(scalars)
+        if ns:
+            if ns > MAX_SCALARS:
+                raise invalid(f"{ctx}: {ns} scalars, at most {MAX_SCALARS}")
+            self._sc[0:ns] = [scalar_bits(s, f"{ctx}: scalar {i}") for i, s in enumerate(scalars)]
+        if block_num.__class__ is not int:
+            try:
+                block_num = operator.index(block_num)
+            except TypeError:
+                raise invalid(f"{ctx}: block_num {block_num!r} is not an int") from None
+        if block_num < 1:
+            raise invalid(f"{ctx}: block_num {block_num}, must be >= 1")
+        nd = len(deps)
+        dl = ffi.new("int64_t[]", [task_id(d) for d in deps]) if nd else ffi.NULL
         n = len(args)
-        outs = ffi.new("pto_tensor[]", max(n, 1)) if news else ffi.NULL
-        tid = ffi.new("pto_task_id *")
-        rc = lib.pyk_submit(o, kid, n, ffi.new("int64_t[]", flat) if flat else ffi.NULL,
-                            len(sc), ffi.new("uint64_t[]", sc) if sc else ffi.NULL, bn,
-                            1 if sync_start else 0, ffi.new("int64_t[]", dl) if dl else ffi.NULL,
-                            len(dl), dummy, outs, tid)
-        check(rc, ctx)
+        if flat:
+            self._flat[0:len(flat)] = flat
+        rc = lib.pyk_submit(o, kid, n, self._flat, ns, self._sc, block_num,
+                            1 if sync_start else 0, dl, nd, dummy, self._outs, self._tid)
+        if rc:
+            check(rc, ctx)
+        tid = int(self._tid[0])
+        if not news:
+            return Task(tid, ())
         views = []
         for i in news:
             t = ffi.new("pto_tensor *")
-            t[0] = outs[i]
-            views.append(OutputView(t, self._run, f"output {i} of task {int(tid[0])}"))
-        return Task(int(tid[0]), tuple(views))
+            t[0] = self._outs[i]
+            views.append(OutputView(t, self._run, f"output {i} of task {tid}"))
+        return Task(tid, tuple(views))
 
     @contextlib.contextmanager
     def scope(self, manual: bool = False) -> Iterator[None]:

@@ -82,17 +82,25 @@ def as_array(obj: ArrayLike, what: str) -> np.ndarray:
 
 def array_desc(a: np.ndarray, mode: int, what: str) -> List[int]:
     """The 17-word descriptor of a NumPy view (same bytes, positive strides)."""
-    dt = pto_dtype(a.dtype, what)
-    if a.ndim > MAX_DIMS:
-        raise invalid(f"{what}: {a.ndim} dims, pto views have at most {MAX_DIMS}")
-    if a.size == 0:
-        raise invalid(f"{what}: empty array (shape {a.shape})")
+    dt = DTYPES.get(a.dtype)
+    if dt is None:
+        dt = pto_dtype(a.dtype, what)  # raises, naming the dtype
+    nd = a.ndim
+    if nd > MAX_DIMS:
+        raise invalid(f"{what}: {nd} dims, pto views have at most {MAX_DIMS}")
     if mode in WRITES and not a.flags.writeable:
         raise invalid(f"{what}: read-only array passed as {MODE_NAMES[mode]} (the task writes it)")
-    shape = list(a.shape) or [1]
     item = a.itemsize
+    ptr = a.__array_interface__["data"][0]
+    shape = a.shape
+    if nd == 1 and a.strides[0] == item and shape[0] > 0:  # the common contiguous vector
+        n = shape[0]
+        return [mode, ptr, n * item, dt, 1, 0, n, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0]
+    if a.size == 0:
+        raise invalid(f"{what}: empty array (shape {shape})")
     strides = []
-    for d, (n, s) in enumerate(zip(a.shape, a.strides)):
+    span = 1
+    for d, (n, s) in enumerate(zip(shape, a.strides)):
         if n == 1:
             strides.append(1)
             continue
@@ -104,13 +112,12 @@ def array_desc(a: np.ndarray, mode: int, what: str) -> List[int]:
             raise invalid(f"{what}: stride of dim {d} ({s} bytes) is not a multiple of the "
                           f"element size ({item})")
         strides.append(s // item)
-    if not strides:
-        strides = [1]
-    nd = len(shape)
-    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
-    ptr = a.__array_interface__["data"][0]
-    return ([mode, ptr, span * item, dt, nd, 0] + shape + [0] * (MAX_DIMS - nd) + strides +
-            [1] * (MAX_DIMS - nd) + [0])
+        span += (n - 1) * (s // item)
+    if nd == 0:
+        shape, strides, nd = (1,), [1], 1
+    pad = MAX_DIMS - nd
+    return ([mode, ptr, span * item, dt, nd, 0] + list(shape) + [0] * pad + strides +
+            [1] * pad + [0])
 
 
 def array_tensor(a: np.ndarray, what: str, writes: bool = False):
@@ -123,17 +130,18 @@ def array_tensor(a: np.ndarray, what: str, writes: bool = False):
 
 def tensor_to_array(t) -> np.ndarray:
     """A NumPy view of the memory a ``pto_tensor`` names (no copy)."""
-    dt = NP_DTYPES.get(int(t.dtype))
+    dt = NP_DTYPES.get(t.dtype)
     if dt is None:
         raise invalid(f"tensor dtype {int(t.dtype)} has no NumPy type")
-    nd = int(t.ndims)
-    shape = tuple(int(t.shape[i]) for i in range(nd))
-    stride = tuple(int(t.stride[i]) for i in range(nd))
+    nd = t.ndims
     item = dt.itemsize
-    span = (1 + sum((n - 1) * s for n, s in zip(shape, stride))) * item
-    base = ffi.cast("char *", t.buf) + int(t.offset) * item
-    flat = np.frombuffer(ffi.buffer(base, span), dtype=dt)
-    return np.lib.stride_tricks.as_strided(flat, shape=shape, strides=[s * item for s in stride])
+    shape = tuple(t.shape[0:nd])
+    stride = t.stride[0:nd]
+    span = 1
+    for n, s in zip(shape, stride):
+        span += (n - 1) * s
+    base = ffi.cast("char *", t.buf) + t.offset * item
+    return np.ndarray(shape, dt, ffi.buffer(base, span * item), 0, tuple(s * item for s in stride))
 
 
 class Arg:

@@ -111,9 +111,9 @@ def raises_in_child(ctx, t):
 
 
 @pytest.fixture(scope="module")
-def node():
+def node(ckernels):
     with pto.Node(2, {"comm_ops": comm_ops, "coll": coll_kernel, "raises": raises_in_child,
-                      "add": "add"},
+                      "add": "add", "axpb": pto.c_kernel(ckernels, "k_axpb")},
                   **node_opts(DEVICE_IDS["node"])) as n:
         yield n
 
@@ -175,6 +175,16 @@ def test_node_level_collectives_and_ref_kernel(node):
     total = src[0] + src[1]
     assert_array(dst, np.stack([total, total]), "allreduce dst")
     assert_array(y, np.stack([total + src[0], total + src[1]]), "add after allreduce")
+
+
+def test_c_kernel_on_node_chips(node):
+    x = node.host_array((2, 16))
+    x[:] = np.arange(32).reshape(2, 16)
+    y = node.host_array((2, 16))
+    node.run(lambda no: no.submit_group([0, 1], node.kernels["axpb"],
+                                        [[pto.In(x[r]), pto.Out(y[r])] for r in range(2)],
+                                        scalars=[1.5], block_num=2))
+    assert_array(y, x * 1.5, "y")
 
 
 def test_kernel_exception_in_a_chip_process(node):
