@@ -34,7 +34,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 def build_ckernels() -> str:
     out = os.path.join(tempfile.mkdtemp(), "libckernels.so")
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-I", os.path.join(ROOT, "include"),
-                    os.path.join(ROOT, "python", "tests", "ckernels.c"), "-o", out], check=True)
+                    os.path.join(ROOT, "python", "tests", "ckernels.c"), "-o", out,
+                    "-L", os.path.dirname(pto.__file__), "-l:libpto.so.0"], check=True)
     return out
 
 

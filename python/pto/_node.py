@@ -243,7 +243,7 @@ class Node:
 
     def __init__(self, nchips: int, kernels: Optional[Mapping[str, Any]] = None, *,
                  device_ids: Optional[Sequence[int]] = None, fault_inject: bool = False,
-                 quiet: bool = True, trace: Optional[str] = None, **options: Any):
+                 quiet: bool = False, trace: Optional[str] = None, **options: Any):
         self._node = None
         cfg = ffi.new("pto_node_config *")
         lib.pto_node_config_init(cfg)

@@ -2,6 +2,7 @@
 #include <time.h>
 
 #include "pto/kernel.h"
+#include "pto/kernels.h"
 
 /* does nothing: the submit-cost benchmark's kernel */
 int k_empty(const pto_kctx *ctx) {
@@ -32,4 +33,10 @@ int k_sleep(const pto_kctx *ctx) {
 int k_fail(const pto_kctx *ctx) {
   (void)ctx;
   return -15;
+}
+
+/* t2 = t0 + t1 through libpto's pto_tile_add: a kernel library that links
+ * libpto (the one the pto package already loaded) */
+int k_tile_add(const pto_kctx *ctx) {
+  return pto_tile_add(&ctx->tensors[0], &ctx->tensors[1], &ctx->tensors[2]);
 }

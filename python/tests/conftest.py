@@ -18,8 +18,11 @@ def ckernels(tmp_path_factory) -> str:
     """Path of tests/ckernels.c built as a shared library."""
     out = str(tmp_path_factory.mktemp("ck") / "libckernels.so")
     cc = os.environ.get("CC", "cc")
+    import pto  # link the libpto.so.0 the package loads, by its soname
+    pkg = os.path.dirname(pto.__file__)
     subprocess.run([cc, "-shared", "-fPIC", "-O2", "-I", os.path.join(ROOT, "include"),
-                    os.path.join(HERE, "ckernels.c"), "-o", out], check=True)
+                    os.path.join(HERE, "ckernels.c"), "-o", out, "-L", pkg, "-l:libpto.so.0"],
+                   check=True)
     return out
 
 

@@ -91,6 +91,14 @@ def test_c_kernel_from_shared_library(chip, ckernels):
     assert_array(y, x * 3, "y")
 
 
+def test_c_kernel_calling_libpto(chip, ckernels):
+    k = chip.kernel(pto.c_kernel(ckernels, "k_tile_add"))
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    y = np.zeros((4, 3), np.float32)
+    chip.run(lambda o: o.submit(k, pto.In(a.T), pto.In(a.T), pto.Out(y)))
+    assert_array(y, 2 * a.T, "y")
+
+
 def test_mix_and_aic_python_kernels():
     with pto.Chip(clusters=1, schedulers=1) as c:
         got = []

@@ -16,7 +16,7 @@ def node_opts(ids, fault=False, seed=0):
     return dict(device_ids=ids, clusters=2, schedulers=1, task_slots=256, heap_bytes=1 << 20,
                 host_bytes=4 << 20, window_space=64 << 20, startup_timeout_ms=30000,
                 control_timeout_ms=10000, wait_timeout_ms=5000, lease_wait_ms=60000,
-                fault_inject=fault, fault_seed=seed)
+                fault_inject=fault, fault_seed=seed, quiet=True)
 
 
 # ---- the kernels (defined before any Node: the chip processes are forks) ----
