@@ -368,7 +368,6 @@ class KernelContext:
 
 # ---- the trampoline's Python side ----
 _node_child = False  # set in the chip processes of a pto.Node
-_kernel_error_sink: Optional[Callable[[BaseException], None]] = None
 
 
 def _in_node_child() -> bool:

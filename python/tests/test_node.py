@@ -106,6 +106,11 @@ def coll_kernel(ctx, inp, scratch, out):
     out[0], out[1:3], out[3], out[4] = ar, ag, bc, mx
 
 
+def bad_remote(ctx, t):
+    dom = ctx.scalars[0]
+    ctx.remote_store(dom, 1 - ctx.rank(dom), np.zeros(4, np.float32), t)  # dst not in a window
+
+
 def raises_in_child(ctx, t):
     raise RuntimeError("a bug in a chip process")
 
@@ -113,7 +118,7 @@ def raises_in_child(ctx, t):
 @pytest.fixture(scope="module")
 def node(ckernels):
     with pto.Node(2, {"comm_ops": comm_ops, "coll": coll_kernel, "raises": raises_in_child,
-                      "add": "add", "axpb": pto.c_kernel(ckernels, "k_axpb")},
+                      "add": "add", "bad_remote": bad_remote, "axpb": pto.c_kernel(ckernels, "k_axpb")},
                   **node_opts(DEVICE_IDS["node"])) as n:
         yield n
 
@@ -213,6 +218,19 @@ def test_node_bad_input(node):
         node.run(lambda no: no.submit_group([0, 1], node.kernels["add"], [[pto.In(h)], []]))
     with pytest.raises(pto.InvalidArgumentError):
         node.run(lambda no: no.domain([0, 5], {"x": 8}))
+
+
+def test_bad_comm_arguments_fail_the_task_with_details(node):
+    t = node.host_array((2, 4))
+
+    def orch(no):
+        dom = no.domain([0, 1], {"x": 16})
+        no.submit_group([0, 1], node.kernels["bad_remote"], [[pto.In(t[0])], [pto.In(t[1])]],
+                        scalars=[dom])
+
+    with pytest.raises(pto.Error) as e:
+        node.run(orch)
+    assert e.value.code in (-1, -35) and e.value.details, str(e.value)
 
 
 def test_close_refused_while_host_arrays_live():
