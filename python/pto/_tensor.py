@@ -2,6 +2,7 @@
 the access-mode markers of task arguments, and runtime-allocated views."""
 from __future__ import annotations
 
+import operator
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -253,7 +254,7 @@ class View:
                 nstride.append(stride[d] * step)
             else:
                 try:
-                    i = int(k)
+                    i = operator.index(k)
                 except TypeError:
                     raise invalid(f"{self._what}: index {k!r} (ints and slices only)") from None
                 if i < 0:

@@ -59,6 +59,19 @@ def test_non_contiguous_where_contiguity_is_needed(chip):
         chip.run(orch)
 
 
+@pytest.mark.parametrize("index,msg", [((5,), "out of range"), ((slice(None, None, -1),), "step"),
+                                       ((0, 0, 0), "3 indices"), ((slice(2, 2),), "empty"),
+                                       (("x",), "ints and slices")])
+def test_bad_view_indexing(chip, index, msg):
+    def orch(o):
+        t = o.submit(fill, pto.New((4, 4)), scalars=[1.0])
+        t.output[index]
+
+    fill = chip.kernel("fill")
+    with pytest.raises(pto.InvalidArgumentError, match=msg):
+        chip.run(orch)
+
+
 def test_read_only_array_as_output(chip):
     a = np.zeros(4, np.float32)
     a.setflags(write=False)

@@ -338,3 +338,33 @@ def test_trace_file(tmp_path):
         k = c.kernel("fill")
         c.run(lambda o: o.submit(k, pto.Out(np.zeros(4, np.float32)), scalars=[1.0]))
     assert p.stat().st_size > 0 and b"traceEvents" in p.read_bytes()
+
+
+def test_mix_c_kernel(ckernels):
+    with pto.Chip(clusters=1, schedulers=1) as c:
+        k = c.kernel(pto.c_kernel(ckernels, "k_empty", core="mix", aic_symbol="k_empty",
+                                  name="mix_empty"))
+        st = c.run(lambda o: o.submit(k, block_num=2))
+    assert st.blocks == 2 and st.tasks == 1, st
+
+
+def test_read_deadline_raises_tensor_wait_timeout(chip, ckernels):
+    slow = chip.kernel(pto.c_kernel(ckernels, "k_sleep"))
+    a = np.zeros(4, np.float32)
+
+    def orch(o):
+        o.submit(slow, pto.Out(a), scalars=[300000])
+        o.read(a, timeout_ms=20)
+
+    with pytest.raises(pto.TensorWaitTimeoutError) as e:
+        chip.run(orch)
+    assert isinstance(e.value, TimeoutError) and e.value.status == "PTO_ETENSOR_WAIT_TIMEOUT"
+
+
+def test_errors_pickle():
+    import pickle
+    e = pto.error_from(-12, "no progress", task=3, core=1, kernel="k", stall="TASK_STUCK")
+    f = pickle.loads(pickle.dumps(e))
+    assert type(f) is pto.SchedTimeoutError and (f.task, f.core, f.kernel, f.details) == (
+        3, 1, "k", "no progress")
+    assert pto.ERRORS[-15] is pto.KernelError and issubclass(pto.KernelError, pto.Error)

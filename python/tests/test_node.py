@@ -243,3 +243,12 @@ def test_close_refused_while_host_arrays_live():
     n.close()
     with pytest.raises(pto.InvalidArgumentError, match="after close"):
         n.host_array(8)
+
+
+def test_node_trace(tmp_path):
+    path = tmp_path / "node.json"
+    with pto.Node(1, {"add": "add"}, trace=str(path), **node_opts(DEVICE_IDS["misc"][1:])) as n:
+        a = n.host_array(8)
+        n.run(lambda no: no.submit(0, n.kernels["add"], pto.In(a), pto.In(a), pto.Out(a)))
+        del a
+    assert b"traceEvents" in path.read_bytes()
