@@ -5,8 +5,9 @@
 # suite (python/tests). Warnings are errors.
 #   scripts/test.sh            all six
 #   scripts/test.sh plain      one of: plain address thread park10s fuzz python
-#   scripts/test.sh python-asan  the Python suite over an ASan build of libpto
-#                                (LD_PRELOAD of libasan; not in the default list)
+#   scripts/test.sh python-asan  the Python suite over an ASan (python-tsan: TSan)
+#                                build of libpto, the sanitizer's runtime
+#                                LD_PRELOADed; not in the default list
 # park10s is a plain build whose futex parks last up to 10 s instead of
 # 20 ms (PTO_PARK_MAX_MS): every wait must end by a wake-up, so a wait that
 # relies on the periodic re-check makes its test 10 s slower (or trips a
@@ -35,8 +36,10 @@ run_python() {
   echo "== $2: pytest"
   local pre=""
   [ "$san" = address ] && pre="$(gcc -print-file-name=libasan.so)"
+  [ "$san" = thread ] && pre="$(gcc -print-file-name=libtsan.so)"
   PYTHONPATH="$PWD/$dir/py" PYTHONDONTWRITEBYTECODE=1 LD_PRELOAD="$pre" \
-    ASAN_OPTIONS=detect_leaks=0 "$py" -m pytest -q -p no:cacheprovider python/tests
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 TSAN_OPTIONS=halt_on_error=1 \
+    "$py" -m pytest -q -p no:cacheprovider python/tests
 }
 
 for mode in "${modes[@]}"; do
@@ -44,11 +47,12 @@ for mode in "${modes[@]}"; do
   case "$mode" in
     python) run_python "" python; continue ;;
     python-asan) run_python address python-asan; continue ;;
+    python-tsan) run_python thread python-tsan; continue ;;
     plain) san="" ;;
     address|thread) san="$mode" ;;
     park10s) san="" park=10000 ;;
     fuzz) PTO_FUZZ_BUILD=build-test-fuzz scripts/fuzz.sh; continue ;;
-    *) echo "unknown mode '$mode' (plain, address, thread, park10s, fuzz, python, python-asan)" >&2
+    *) echo "unknown mode '$mode' (plain address thread park10s fuzz python python-asan python-tsan)" >&2
        exit 2 ;;
   esac
   dir="build-test-$mode"
