@@ -10,6 +10,9 @@
            swapping every sweep.
    Timed with the orchestrator thread's CPU clock (time.thread_time), median
    of the runs, as the C bench does.
+   chain: every task InOut on the same 256-float row (each depends on the
+          one before); its C twin, python/bench/chain_bench.c, is built
+          against the package's libpto and run here, side by side.
 2. Python kernel per-call overhead: one task of N blocks on a single AIV
    core, empty Python kernel vs empty C kernel: (host_us difference) / N.
 
@@ -72,8 +75,16 @@ def main() -> None:
                 o.submit(empty, pto.Out(g[k % 64]))
             out["s"] = (time.thread_time() - t0) / tasks
 
+        def orch_chain(o):
+            r = rows[0][0]
+            t0 = time.thread_time()
+            for _ in range(tasks):
+                o.submit(empty, pto.InOut(r))
+            out["s"] = (time.thread_time() - t0) / tasks
+
         res = {}
-        for name, fn in (("1arg", orch_1arg), ("4arg", orch_4arg), ("fresh", orch_1arg_fresh)):
+        for name, fn in (("1arg", orch_1arg), ("4arg", orch_4arg), ("fresh", orch_1arg_fresh),
+                         ("chain", orch_chain)):
             v = []
             for _ in range(runs):
                 chip.run(fn)
@@ -82,6 +93,15 @@ def main() -> None:
         print(f"python submit tasks={tasks} runs={runs}: 1arg {res['1arg']:.2f} us/submit, "
               f"4arg {res['4arg']:.2f} us/submit, 1arg with a new view per submit "
               f"{res['fresh']:.2f} us/submit")
+        cbin = os.path.join(os.path.dirname(lib), "chain_bench")
+        subprocess.run(["cc", "-O2", "-I", os.path.join(ROOT, "include"),
+                        os.path.join(HERE, "chain_bench.c"), "-o", cbin, "-L",
+                        os.path.dirname(pto.__file__), "-l:libpto.so.0",
+                        "-Wl,-rpath," + os.path.dirname(pto.__file__)], check=True)
+        c_ns = float(subprocess.run([cbin, str(tasks), str(runs)], check=True,
+                                    capture_output=True, text=True).stdout)
+        print(f"chain of {tasks} empty C-kernel tasks (InOut, same row): Python "
+              f"{res['chain']:.2f} us/submit, C {c_ns / 1000:.2f} us/submit")
 
     with pto.Chip(clusters=1, aic_per_cluster=0, aiv_per_cluster=1, schedulers=1) as chip:
         ck = chip.kernel(pto.c_kernel(lib, "k_empty"))
@@ -92,7 +112,7 @@ def main() -> None:
         for name, k in (("c", ck), ("py", pk)):
             v = [chip.run(lambda o: o.submit(k, pto.InOut(a), block_num=n)).host_us
                  for _ in range(max(3, runs // 3))]
-            t[name] = statistics.median(v)
+            t[name] = min(v)  # wall time: the least disturbed run
         print(f"python kernel: {n} blocks of one tensor on one AIV core: C {t['c'] / n:.2f} "
               f"us/block, Python {t['py'] / n:.2f} us/block, overhead "
               f"{(t['py'] - t['c']) / n:.2f} us per call")
