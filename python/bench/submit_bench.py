@@ -107,7 +107,7 @@ def main() -> None:
         ck = chip.kernel(pto.c_kernel(lib, "k_empty"))
         pk = chip.kernel(lambda ctx, *t: None, name="py_empty")
         a = np.zeros(16, np.float32)
-        n = 4096
+        n = min(4096, tasks)
         t = {}
         for name, k in (("c", ck), ("py", pk)):
             v = [chip.run(lambda o: o.submit(k, pto.InOut(a), block_num=n)).host_us
