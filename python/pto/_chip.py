@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from typing import Any, Callable, Dict, List, Optional
 
 from ._errors import Error, error_from_info, invalid
@@ -111,6 +112,7 @@ class Chip:
         self._keep: list = []
         self.kernels: Dict[str, Kernel] = {}
         self._run: Optional[_Run] = None
+        self._run_lock = threading.Lock()  # one run at a time, from any thread
         out = ffi.new("pto_chip **")
         err = ffi.new("pto_error_info *")
         rc = lib.pto_chip_create_ex(cfg, out, err)
@@ -160,17 +162,21 @@ class Chip:
         kernel's exception as ``__cause__``), or the orchestration
         function's own exception."""
         chip = self._live()
-        if self._run is not None:
-            raise invalid("Chip.run: this chip is already running (run is not reentrant)")
-        run = _Run(self, orchestrate, args)
-        h = ffi.new_handle(run)
-        stats = ffi.new("pto_run_stats *")
-        err = ffi.new("pto_error_info *")
-        self._run = run
+        if not self._run_lock.acquire(blocking=False):
+            raise invalid("Chip.run: this chip is already running (run is not reentrant; "
+                          "one run at a time per chip)")
         try:
-            rc = lib.pto_chip_run(chip, lib.pyk_orch_fn(), h, stats, err)
+            run = _Run(self, orchestrate, args)
+            h = ffi.new_handle(run)
+            stats = ffi.new("pto_run_stats *")
+            err = ffi.new("pto_error_info *")
+            self._run = run
+            try:
+                rc = lib.pto_chip_run(chip, lib.pyk_orch_fn(), h, stats, err)
+            finally:
+                self._run = None
         finally:
-            self._run = None
+            self._run_lock.release()
         run.keep.clear()
         exc = run.orch_exc
         if exc is not None and not getattr(exc, "_from_call", False):

@@ -91,7 +91,7 @@ class Orch:
     def __init__(self, o, run):
         self._o = o
         self._run = run
-        self._cache: dict = {}  # id(ndarray) -> (array, shape, strides, descriptor words)
+        self._cache: dict = {}  # id(ndarray) -> (array, shape, strides, dtype, descriptor words)
         self._flat = ffi.new("int64_t[]", MAX_TENSORS * DESC_WORDS)
         self._sc = ffi.new("uint64_t[]", MAX_SCALARS)
         self._outs = ffi.new("pto_tensor[]", MAX_TENSORS)
@@ -128,9 +128,9 @@ class Orch:
             # (it is referenced by the run, so its id and data pointer are stable)
             c = cache.get(id(obj))
             if (c is not None and c[0] is obj and c[1] == obj.shape and c[2] == obj.strides and
-                    (mode not in WRITES or obj.flags.writeable)):
+                    c[3] == obj.dtype and (mode not in WRITES or obj.flags.writeable)):
                 flat.append(mode)
-                flat += c[3]
+                flat += c[4]
                 continue
             if isinstance(obj, View):
                 if obj._owner is not self._run:
@@ -145,7 +145,7 @@ class Orch:
             if arr is not obj:
                 self._run.keep.append(arr)
             elif type(obj) is np.ndarray:
-                cache[id(obj)] = (obj, obj.shape, obj.strides, d[1:])
+                cache[id(obj)] = (obj, obj.shape, obj.strides, obj.dtype, d[1:])
         return flat, news
 
     def submit(self, kernel: Kernel, *args: Union[Arg, New], scalars: Sequence[Any] = (),

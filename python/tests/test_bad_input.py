@@ -196,3 +196,40 @@ def test_handles_used_out_of_their_time(chip):
     chip.close()
     with pytest.raises(pto.InvalidArgumentError, match="after close"):
         chip.kernel("add")
+
+
+def test_in_place_dtype_change_is_seen(chip):
+    """An array reused in a run after `a.dtype = ...` is described anew."""
+    got = []
+    k = chip.kernel(lambda ctx, t: got.append(t.dtype), name="dt")
+    a = np.zeros(4, np.float32)
+
+    def orch(o):
+        o.submit(k, pto.In(a))
+        o.wait(o.submit(k, pto.In(a)))
+        a.dtype = np.int32
+        o.submit(k, pto.In(a))
+
+    chip.run(orch)
+    assert got == [np.float32, np.float32, np.int32], got
+
+
+def test_concurrent_runs_of_one_chip_are_refused(chip, ckernels):
+    import threading
+    slow = chip.kernel(pto.c_kernel(ckernels, "k_sleep"))
+    errors = []
+
+    def second():
+        try:
+            chip.run(lambda o: None)
+        except pto.InvalidArgumentError as e:
+            errors.append(str(e))
+
+    def orch(o):
+        o.submit(slow, scalars=[20000])
+        th = threading.Thread(target=second)
+        th.start()
+        th.join()
+
+    chip.run(orch)
+    assert len(errors) == 1 and "already running" in errors[0], errors
