@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import operator
 import os
+import threading
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -279,6 +280,7 @@ class Node:
         cfg.chip_init_arg = self._handle
         self._host: "weakref.WeakSet[_HostMem]" = weakref.WeakSet()
         self._running = False
+        self._run_lock = threading.Lock()
         out = ffi.new("pto_node **")
         err = ffi.new("pto_error_info *")
         rc = lib.pto_node_create(cfg, out, err)  # forks; the GIL is released meanwhile
@@ -316,16 +318,19 @@ class Node:
         root failure (details name the chip rank), or the orchestration
         function's own exception."""
         node = self._live()
-        if self._running:
-            raise invalid("Node.run: already running")
-        run = _NodeRun(self, orchestrate, args)
-        h = ffi.new_handle(run)
-        err = ffi.new("pto_error_info *")
-        self._running = True
+        if not self._run_lock.acquire(blocking=False):
+            raise invalid("Node.run: already running (one run at a time per node)")
         try:
-            rc = lib.pto_node_run(node, lib.pyk_node_orch_fn(), h, err)
+            run = _NodeRun(self, orchestrate, args)
+            h = ffi.new_handle(run)
+            err = ffi.new("pto_error_info *")
+            self._running = True
+            try:
+                rc = lib.pto_node_run(node, lib.pyk_node_orch_fn(), h, err)
+            finally:
+                self._running = False
         finally:
-            self._running = False
+            self._run_lock.release()
         run.keep.clear()
         if run.exc is not None and not getattr(run.exc, "_from_call", False):
             raise run.exc
