@@ -69,7 +69,8 @@ def py_kernel(fn: Callable[..., Optional[int]], core: str = "aiv",
               aiv_count: Optional[int] = None, name: Optional[str] = None) -> KernelSpec:
     """A Python kernel: ``fn(ctx, *tensors)`` is called for every block with a
     :class:`KernelContext` and NumPy views of the task's tensors (same memory,
-    valid during the call). Return None or 0, or a negative pto code (an int)
+    valid during the call; the views of ``In`` tensors are read-only; at most
+    15 scalars, the binding passes one itself). Return None or 0, or a negative pto code (an int)
     to fail the run (other return values are ignored); an exception fails the run with PTO_EKERNEL (KernelError, the
     exception as its ``__cause__``). Each call takes the GIL."""
     if not callable(fn):
@@ -194,11 +195,20 @@ class KernelContext:
         self.cluster_id: int = int(ctx.cluster_id)
         self.core_type: str = "aic" if int(ctx.core_type) == 0 else "aiv"
         self.task_id: int = int(ctx.task_id)
+        # the last scalar is the binding's: which tensors are INPUTs (read-only here)
+        ns = ctx.nscalars - 1
+        ro = ctx.scalars[ns] if ns >= 0 else 0
         #: scalar arguments as unsigned 64-bit integers
-        self.scalars: tuple = tuple(ctx.scalars[0:ctx.nscalars]) if ctx.nscalars else ()
-        #: NumPy views of the task's tensors, in argument order
+        self.scalars: tuple = tuple(ctx.scalars[0:ns]) if ns > 0 else ()
         ts = ctx.tensors
-        self.tensors: tuple = tuple(tensor_to_array(ts[i]) for i in range(ctx.ntensors))
+        views = []
+        for i in range(ctx.ntensors):
+            v = tensor_to_array(ts[i])
+            if ro >> i & 1:
+                v.flags.writeable = False
+            views.append(v)
+        #: NumPy views of the task's tensors, in argument order (INPUTs read-only)
+        self.tensors: tuple = tuple(views)
 
     def scalar_f32(self, i: int) -> float:
         """Scalar ``i`` read as an f32 bit pattern (floats passed to submit)."""

@@ -15,7 +15,7 @@ from . import _kernel
 from ._chip import fill_chip_config
 from ._errors import Error, check, error_from, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
-from ._orch import MAX_SCALARS, MAX_TENSORS, scalar_bits, task_id
+from ._orch import MAX_SCALARS, MAX_TENSORS, input_mask, scalar_bits, task_id
 from ._pto import ffi, lib
 from ._tensor import (OUTPUT, Arg, New, View, array_desc, as_array, pto_dtype)
 
@@ -140,6 +140,11 @@ class NodeOrch:
             for i, a in enumerate(al):
                 flat += self._desc(a, f"submit '{kernel.name}': chip {ch[g]} tensor {i}")
         sc = [scalar_bits(s, f"submit '{kernel.name}': scalar {i}") for i, s in enumerate(scalars)]
+        if kernel.kind == "py":  # which tensors of a rank are INPUTs (read-only in the kernel)
+            if len(sc) > MAX_SCALARS - 4:
+                raise invalid(f"submit '{kernel.name}': {len(sc)} scalars, at most "
+                              f"{MAX_SCALARS - 4} for a Python kernel on a node")
+            sc.append(input_mask(args[0]))
         bn = operator.index(block_num)
         if bn < 1:
             raise invalid(f"submit '{kernel.name}': block_num {bn}, must be >= 1")

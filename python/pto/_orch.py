@@ -11,7 +11,7 @@ import numpy as np
 from ._errors import Error, check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
-from ._tensor import (DESC_WORDS, OUTPUT, WRITES, Arg, New, View, array_desc, as_array,
+from ._tensor import (DESC_WORDS, INPUT, OUTPUT, WRITES, Arg, New, View, array_desc, as_array,
                       pto_dtype)
 
 MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
@@ -44,6 +44,15 @@ def scalar_bits(v: Any, what: str) -> int:
     if not -(1 << 63) <= i < (1 << 64):
         raise invalid(f"{what}: {i} does not fit 64 bits")
     return i & 0xFFFFFFFFFFFFFFFF
+
+
+def input_mask(args: Sequence[Any]) -> int:
+    """Bit i set: tensor argument i is an INPUT (its view in a Python kernel is read-only)."""
+    m = 0
+    for i, a in enumerate(args):
+        if getattr(a, "mode", None) == INPUT:
+            m |= 1 << i
+    return m
 
 
 class Task:
@@ -160,20 +169,25 @@ class Orch:
         if kernel._owner is not self._run.chip:
             raise invalid(f"submit: kernel '{kernel.name}' was registered on another chip")
         return self._submit(o, kernel.id, kernel.name, args, scalars, block_num, sync_start, deps,
-                            0)
+                            0, kernel.kind == "py")
 
     def dummy(self, *args: Union[Arg, New], deps: Sequence[Any] = ()) -> Task:
         """A task with no kernel: it only orders its tensor arguments and ``deps``."""
         return self._submit(self._live(), -1, None, args, (), 1, False, deps, 1)
 
-    def _submit(self, o, kid, kname, args, scalars, block_num, sync_start, deps, dummy) -> Task:
+    def _submit(self, o, kid, kname, args, scalars, block_num, sync_start, deps, dummy,
+                py=False) -> Task:
         ctx = "dummy" if kname is None else f"submit '{kname}'"  # noqa: F841 (cheap)
         flat, news = self._descs(args, ctx)
         ns = len(scalars)
         if ns:
-            if ns > MAX_SCALARS:
-                raise invalid(f"{ctx}: {ns} scalars, at most {MAX_SCALARS}")
+            if ns > MAX_SCALARS - py:
+                raise invalid(f"{ctx}: {ns} scalars, at most {MAX_SCALARS - py}"
+                              + (" for a Python kernel" if py else ""))
             self._sc[0:ns] = [scalar_bits(s, f"{ctx}: scalar {i}") for i, s in enumerate(scalars)]
+        if py:  # hidden last scalar: which tensors the Python kernel may only read
+            self._sc[ns] = input_mask(args)
+            ns += 1
         if block_num.__class__ is not int:
             try:
                 block_num = operator.index(block_num)

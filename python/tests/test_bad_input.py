@@ -162,8 +162,10 @@ def test_bad_scalars_and_options(chip):
     for bad, msg in (("x", "not an int or float"), (1 << 64, "64 bits"), (1e300, "f32")):
         with pytest.raises(pto.InvalidArgumentError, match=msg):
             run_one(chip, scalars=[bad])
+    with pytest.raises(pto.InvalidArgumentError, match="at most 15 for a Python kernel"):
+        run_one(chip, scalars=[0] * 16)  # one scalar is the binding's
     with pytest.raises(pto.InvalidArgumentError, match="at most 16"):
-        run_one(chip, scalars=[0] * 17)
+        run_one(chip, scalars=[0] * 17, kernel=chip.kernel("fill"))
     with pytest.raises(pto.InvalidArgumentError, match="block_num 0"):
         run_one(chip, block_num=0)
     with pytest.raises(pto.InvalidArgumentError, match="deps"):
@@ -233,3 +235,23 @@ def test_concurrent_runs_of_one_chip_are_refused(chip, ckernels):
 
     chip.run(orch)
     assert len(errors) == 1 and "already running" in errors[0], errors
+
+
+def test_python_kernel_cannot_write_an_input(chip):
+    """INPUT views are read-only in a Python kernel: writing one would be a
+    write the dependency inference does not know about."""
+    def writes_input(ctx, x, y):
+        y[:] = x
+        x[0] = 1  # not allowed: x is In
+
+    k = chip.kernel(writes_input)
+    x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    with pytest.raises(pto.KernelError) as e:
+        chip.run(lambda o: o.submit(k, pto.In(x), pto.Out(y), scalars=[7]))
+    assert isinstance(e.value.__cause__, ValueError) and "read-only" in str(e.value.__cause__)
+    assert x[0] == 0 and (y == x).all()
+    seen = {}
+    k2 = chip.kernel(lambda ctx, x, y, z: seen.update(
+        sc=ctx.scalars, w=(x.flags.writeable, y.flags.writeable, z.flags.writeable)), name="flags")
+    chip.run(lambda o: o.submit(k2, pto.In(x), pto.InOut(y), pto.NoDep(x), scalars=[5, 6]))
+    assert seen == {"sc": (5, 6), "w": (False, True, True)}, seen
