@@ -186,15 +186,10 @@ class KernelContext:
     with that code unless it catches it). Valid only during the call.
     """
 
+    __slots__ = ("_ctx", "scalars", "tensors")
+
     def __init__(self, ctx):
         self._ctx = ctx
-        self.block_idx: int = int(ctx.block_idx)
-        self.block_num: int = int(ctx.block_num)
-        self.sub_block_id: int = int(ctx.sub_block_id)
-        self.core_id: int = int(ctx.core_id)
-        self.cluster_id: int = int(ctx.cluster_id)
-        self.core_type: str = "aic" if int(ctx.core_type) == 0 else "aiv"
-        self.task_id: int = int(ctx.task_id)
         # the last scalar is the binding's: which tensors are INPUTs (read-only here)
         ns = ctx.nscalars - 1
         ro = ctx.scalars[ns] if ns >= 0 else 0
@@ -209,6 +204,41 @@ class KernelContext:
             views.append(v)
         #: NumPy views of the task's tensors, in argument order (INPUTs read-only)
         self.tensors: tuple = tuple(views)
+
+    @property
+    def block_idx(self) -> int:
+        """This block's index, 0..block_num-1."""
+        return self._live().block_idx
+
+    @property
+    def block_num(self) -> int:
+        """The task's number of blocks."""
+        return self._live().block_num
+
+    @property
+    def sub_block_id(self) -> int:
+        """0 or 1 for the two AIV of a MIX block, else 0."""
+        return self._live().sub_block_id
+
+    @property
+    def core_id(self) -> int:
+        """Chip-wide index of the core running the block."""
+        return self._live().core_id
+
+    @property
+    def cluster_id(self) -> int:
+        """The cluster of that core."""
+        return self._live().cluster_id
+
+    @property
+    def core_type(self) -> str:
+        """"aic" or "aiv"."""
+        return "aic" if self._live().core_type == 0 else "aiv"
+
+    @property
+    def task_id(self) -> int:
+        """The task's id."""
+        return self._live().task_id
 
     def scalar_f32(self, i: int) -> float:
         """Scalar ``i`` read as an f32 bit pattern (floats passed to submit)."""

@@ -136,6 +136,9 @@ def tensor_to_array(t) -> np.ndarray:
         raise invalid(f"tensor dtype {int(t.dtype)} has no NumPy type")
     nd = t.ndims
     item = dt.itemsize
+    if nd == 1 and t.stride[0] == 1:  # contiguous vector: the cheap constructor
+        return np.frombuffer(ffi.buffer(ffi.cast("char *", t.buf) + t.offset * item,
+                                        t.shape[0] * item), dt)
     shape = tuple(t.shape[0:nd])
     stride = t.stride[0:nd]
     span = 1
