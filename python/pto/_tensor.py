@@ -214,6 +214,7 @@ class View:
         self._t = t  # pto_tensor * (cdata)
         self._owner = owner  # the run (or node run) the view is valid in
         self._what = what
+        self._words: Optional[List[int]] = None
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -288,8 +289,10 @@ class View:
             src, len(sh), ffi.new("int64_t[]", sh), out))
 
     def _desc(self, mode: int) -> List[int]:
-        t = self._t
-        nd = int(t.ndims)
-        return ([mode, int(ffi.cast("intptr_t", t.buf)), int(t.buf_bytes), int(t.dtype), nd,
-                 int(t.offset)] + [int(t.shape[i]) for i in range(MAX_DIMS)] +
-                [int(t.stride[i]) for i in range(MAX_DIMS)] + [int(t.alloc_tag)])
+        w = self._words
+        if w is None:  # a View never changes: describe it once
+            t = self._t
+            w = self._words = ([int(ffi.cast("intptr_t", t.buf)), int(t.buf_bytes), int(t.dtype),
+                                int(t.ndims), int(t.offset)] + list(t.shape) + list(t.stride) +
+                               [int(t.alloc_tag)])
+        return [mode] + w
