@@ -2,8 +2,9 @@
 
 The cdef below names only what the Python layer uses. Struct fields are
 declared with a trailing ``...;`` so that cffi takes their layout from the
-real headers at compile time (a field whose type differs is a build error);
-nothing here is a hand-copied mirror of a C struct.
+real headers at compile time (integer fields get the header's type; a
+pointer or function type that differs is a build error); nothing here is a
+hand-copied mirror of a C struct.
 
 Environment (read by setup.py): PTO_BUILD_DIR (CMake build tree holding
 src/libpto.so), PTO_SOURCE_DIR (the repository root, for include/).
@@ -360,7 +361,9 @@ def make_ffibuilder(source_dir=None, build_dir=None):
         libraries=["pto"],
         # libpto.so.0 is copied next to the module (setup.py), found by $ORIGIN
         extra_link_args=["-Wl,-rpath,$ORIGIN"],
-        extra_compile_args=["-std=gnu11", "-Wno-unused-function"],
+        extra_compile_args=["-std=gnu11", "-Wno-unused-function",
+                            # a cdef field or function type that differs from the headers
+                            "-Werror=incompatible-pointer-types"],
     )
     return ffi
 
