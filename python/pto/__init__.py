@@ -19,7 +19,8 @@ from ._kernel import (REFERENCE_KERNELS, Kernel, KernelContext, KernelSpec, c_ke
                       ref_kernel)
 from ._orch import Orch, Task, f64
 from ._chip import Chip, RunStats
-from ._node import Domain, Node, NodeOrch, WindowView, coll_scratch_bytes
+from ._node import (Domain, HostContext, HostFn, Node, NodeOrch, WindowView,
+                    coll_scratch_bytes)
 from ._pto import ffi as _ffi, lib as _lib
 
 __version__ = _ffi.string(_lib.pto_version()).decode()
@@ -27,5 +28,6 @@ __version__ = _ffi.string(_lib.pto_version()).decode()
 __all__ = ["Chip", "Orch", "Task", "RunStats", "Kernel", "KernelContext", "KernelSpec",
            "ref_kernel", "c_kernel", "py_kernel", "In", "Out", "InOut", "NoDep", "New", "View",
            "f64", "Error", "ERRORS", "error_from", "status_name", "status_hint", "DTYPES",
-           "REFERENCE_KERNELS", "Node", "NodeOrch", "Domain", "WindowView",
+           "REFERENCE_KERNELS", "Node", "NodeOrch", "Domain", "WindowView", "HostFn",
+           "HostContext",
            "coll_scratch_bytes"] + [c.__name__ for c in ERRORS.values()]

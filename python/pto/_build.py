@@ -210,6 +210,11 @@ int pto_kern_row_max(const pto_kctx *ctx);
 int pto_kern_col_sum(const pto_kctx *ctx);
 int pto_kern_col_max(const pto_kctx *ctx);
 
+typedef struct pto_args {
+  int32_t ntensors; int32_t nscalars; uint8_t access[...]; pto_tensor tensors[...];
+  uint64_t scalars[...]; ...;
+} pto_args;
+
 /* glue (set_source below) */
 int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, int nscalars,
                const uint64_t *scalars, int block_num, int sync_start, const int64_t *deps,
@@ -217,6 +222,9 @@ int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, in
 int pyk_node_submit(pto_node_orch *no, const int *chips, int nchips, int kernel_id,
                     int per_rank, const int64_t *desc, int nscalars, const uint64_t *scalars,
                     int block_num, int sync_start, pto_task_id *id);
+int pyk_node_submit_host(pto_node_orch *no, int worker, int fn_index, int ntensors,
+                         const int64_t *desc, int nscalars, const uint64_t *scalars,
+                         pto_task_id *id);
 int pyk_tensor(pto_tensor *t, const int64_t *d);
 pto_kernel_fn pyk_trampoline(int slot);
 int pyk_ntrampolines(void);
@@ -230,6 +238,7 @@ extern "Python+C" int _pyk_kernel(int slot, const pto_kctx *ctx);
 extern "Python+C" int _pyk_chip_init(pto_chip *chip, int rank, void *arg);
 extern "Python+C" void _pyk_orch(pto_orch *o, void *arg);
 extern "Python+C" void _pyk_node_orch(pto_node_orch *no, void *arg);
+extern "Python+C" int _pyk_host(const pto_args *args, void *arg);
 """
 
 SOURCE = r"""
@@ -244,6 +253,7 @@ int _pyk_kernel(int slot, const pto_kctx *ctx);
 int _pyk_chip_init(pto_chip *chip, int rank, void *arg);
 void _pyk_orch(pto_orch *o, void *arg);
 void _pyk_node_orch(pto_node_orch *no, void *arg);
+int _pyk_host(const pto_args *args, void *arg);
 
 /* One tensor descriptor from Python: 17 int64 words
  * [mode, buf, bytes, dtype, ndims, offset, shape[5], stride[5], alloc_tag]. */
@@ -327,6 +337,22 @@ int pyk_node_submit(pto_node_orch *no, const int *chips, int nchips, int kernel_
   pto_args_scalar(&a, (uint64_t)block_num | ((uint64_t)(sync_start != 0) << 31));
   if (nchips == 1) return pto_node_submit(no, chips[0], pyk_chip_orch, &a, id);
   return pto_node_submit_group(no, chips, nchips, pyk_chip_orch, &a, id);
+}
+
+/* A host sub-worker task running the Python callable number fn_index of the
+ * process-wide table (filled before the node forked, so valid there too). */
+int pyk_node_submit_host(pto_node_orch *no, int worker, int fn_index, int ntensors,
+                         const int64_t *desc, int nscalars, const uint64_t *scalars,
+                         pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < ntensors; i++) {
+    pto_tensor t;
+    pyk_tensor(&t, desc + (size_t)i * PYK_DESC);
+    pto_args_add(&a, (pto_access)desc[(size_t)i * PYK_DESC], &t);
+  }
+  for (int i = 0; i < nscalars; i++) pto_args_scalar(&a, scalars[i]);
+  return pto_node_submit_host(no, worker, _pyk_host, (void *)(intptr_t)fn_index, &a, id);
 }
 
 int pyk_fatal(pto_orch *o, const char *msg) { return pto_orch_fatal(o, "%s", msg); }

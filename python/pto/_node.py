@@ -17,7 +17,8 @@ from ._errors import Error, check, error_from, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
 from ._orch import MAX_SCALARS, MAX_TENSORS, input_mask, scalar_bits, task_id
 from ._pto import ffi, lib
-from ._tensor import (OUTPUT, Arg, New, View, array_desc, as_array, pto_dtype)
+from ._tensor import (INPUT, OUTPUT, Arg, New, View, array_desc, as_array, pto_dtype,
+                      tensor_to_array)
 
 _RED = {"sum": 0, "max": 1, "min": 2, "prod": 3}
 _ALGO = {"auto": 0, "mesh": 1, "ring": 2}
@@ -156,6 +157,36 @@ class NodeOrch:
               f"submit '{kernel.name}' on chips {ch}")
         return int(tid[0])
 
+    def submit_host(self, fn: Union["HostFn", str], *args: Arg, scalars: Sequence[Any] = (),
+                    worker: int = -1) -> int:
+        """A node task on a host sub-worker process (``worker`` < 0: any):
+        ``fn(ctx, *tensors)`` with a :class:`HostContext` and NumPy views of
+        ``args`` (node host arrays or window views; ``In`` views read-only).
+        Return None or 0, or a negative pto code; an exception fails the task
+        with PTO_EKERNEL (its traceback goes to the worker's stderr)."""
+        no = self._live()
+        node = self._run.node
+        if isinstance(fn, str):
+            if fn not in node.host_fns:
+                raise invalid(f"submit_host: no host function '{fn}' (Node(host_fns=...) has "
+                              f"{', '.join(node.host_fns) or 'none'})")
+            fn = node.host_fns[fn]
+        if not isinstance(fn, HostFn) or fn._owner is not node:
+            raise invalid(f"submit_host: {fn!r} is not a host function of this node")
+        if len(args) > MAX_TENSORS or len(scalars) > MAX_SCALARS:
+            raise invalid(f"submit_host '{fn.name}': at most {MAX_TENSORS} tensors and "
+                          f"{MAX_SCALARS} scalars")
+        flat: List[int] = []
+        for i, a in enumerate(args):
+            flat += self._desc(a, f"submit_host '{fn.name}': tensor {i}")
+        sc = [scalar_bits(s, f"submit_host '{fn.name}': scalar {i}") for i, s in enumerate(scalars)]
+        tid = ffi.new("pto_task_id *")
+        check(lib.pyk_node_submit_host(no, operator.index(worker), fn.index, len(args),
+                                       ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
+                                       ffi.new("uint64_t[]", sc) if sc else ffi.NULL, tid),
+              f"submit_host '{fn.name}' (worker {worker})")
+        return int(tid[0])
+
     def wait_all(self) -> None:
         """Wait for every submitted node task."""
         check(lib.pto_node_wait_all(self._live()), "wait_all")
@@ -216,6 +247,33 @@ class NodeOrch:
         self._coll("alltoall", lib.pto_node_alltoall, dom, scratch, dst, src)
 
 
+# Python callables of host sub-worker tasks, process-wide: filled before a
+# Node forks, so an index names the same callable in its worker processes.
+_host_fns: List[Callable] = []
+
+
+class HostFn:
+    """A host sub-worker function of a Node (``Node(host_fns=...)``)."""
+
+    __slots__ = ("name", "index", "_owner")
+
+    def __init__(self, name: str, index: int, owner: "Node"):
+        self.name, self.index, self._owner = name, index, owner
+
+    def __repr__(self) -> str:
+        return f"<pto.HostFn '{self.name}'>"
+
+
+class HostContext:
+    """What a host sub-worker function gets besides its tensors: ``scalars``
+    (uint64 values, as submitted)."""
+
+    __slots__ = ("scalars",)
+
+    def __init__(self, scalars: tuple):
+        self.scalars = scalars
+
+
 class _NodeRun:
     def __init__(self, node: "Node", fn: Callable, args: tuple):
         self.node, self.fn, self.args = node, fn, args
@@ -223,7 +281,7 @@ class _NodeRun:
         self.exc: Optional[BaseException] = None
 
 
-_NODE_OPTIONS = ("host_bytes", "window_space", "startup_timeout_ms", "control_timeout_ms",
+_NODE_OPTIONS = ("nworkers", "host_bytes", "window_space", "startup_timeout_ms", "control_timeout_ms",
                  "task_timeout_ms", "lease_wait_ms", "wait_timeout_ms", "fault_seed",
                  "host_task_timeout_ms", "tensormap_entries")
 
@@ -232,6 +290,9 @@ class Node:
     """``nchips`` chips, each in its own forked process running its own chip
     runtime, driven from this process (``pto_node``).
 
+    ``host_fns`` maps names to Python functions that host sub-worker tasks
+    run (``NodeOrch.submit_host``; ``nworkers`` of them, default 0); like
+    kernels they must exist before the Node does.
     ``kernels`` maps names to kernels (reference kernel names, Python
     callables or KernelSpecs); they are registered in every chip process
     when it starts, so Python kernels must exist before the Node is created
@@ -248,6 +309,7 @@ class Node:
     """
 
     def __init__(self, nchips: int, kernels: Optional[Mapping[str, Any]] = None, *,
+                 host_fns: Optional[Mapping[str, Callable]] = None,
                  device_ids: Optional[Sequence[int]] = None, fault_inject: bool = False,
                  quiet: bool = False, trace: Optional[str] = None, **options: Any):
         self._node = None
@@ -280,6 +342,12 @@ class Node:
                 _kernel._slot_for(s.fn)  # a trampoline slot before the fork
         self.kernels: Dict[str, Kernel] = {s.name: Kernel(s.name, i, s.kind, self)
                                            for i, s in enumerate(self._specs)}
+        self.host_fns: Dict[str, HostFn] = {}
+        for name, f in (host_fns or {}).items():
+            if not callable(f):
+                raise invalid(f"pto.Node: host function '{name}' is not callable")
+            _host_fns.append(f)
+            self.host_fns[str(name)] = HostFn(str(name), len(_host_fns) - 1, self)
         self._handle = ffi.new_handle(self)
         cfg.chip_init = lib.pyk_chip_init_fn()
         cfg.chip_init_arg = self._handle
@@ -422,3 +490,25 @@ def _pyk_node_orch(no, arg):
         run.exc = e
     finally:
         o._no = None
+
+
+@ffi.def_extern()
+def _pyk_host(args, arg):
+    """In a host sub-worker process: run host function number ``arg``."""
+    try:
+        fn = _host_fns[int(ffi.cast("intptr_t", arg))]
+        views = []
+        for i in range(args.ntensors):
+            v = tensor_to_array(args.tensors[i])
+            if args.access[i] == INPUT:
+                v.flags.writeable = False
+            views.append(v)
+        r = fn(HostContext(tuple(args.scalars[0:args.nscalars])), *views)
+        return int(r) if isinstance(r, (int, np.integer)) and not isinstance(r, bool) else 0
+    except BaseException as e:  # noqa: B902
+        import sys
+        import traceback
+        sys.stderr.write("pto: Python host function raised:\n" + "".join(
+            traceback.format_exception(type(e), e, e.__traceback__)))
+        sys.stderr.flush()
+        return e.code if isinstance(e, Error) and e.code < 0 else -15

@@ -115,10 +115,21 @@ def raises_in_child(ctx, t):
     raise RuntimeError("a bug in a chip process")
 
 
+def host_scale(ctx, x, y):
+    """A host sub-worker function: y = x * scalar 0; x is read-only here."""
+    assert not x.flags.writeable
+    y[:] = x * ctx.scalars[0]
+
+
+def host_raises(ctx):
+    raise OSError("host worker bug")
+
+
 @pytest.fixture(scope="module")
 def node(ckernels):
     with pto.Node(2, {"comm_ops": comm_ops, "coll": coll_kernel, "raises": raises_in_child,
                       "add": "add", "bad_remote": bad_remote, "axpb": pto.c_kernel(ckernels, "k_axpb")},
+                  host_fns={"scale": host_scale, "raises": host_raises}, nworkers=1,
                   **node_opts(DEVICE_IDS["node"])) as n:
         yield n
 
@@ -190,6 +201,32 @@ def test_c_kernel_on_node_chips(node):
                                         [[pto.In(x[r]), pto.Out(y[r])] for r in range(2)],
                                         scalars=[1.5], block_num=2))
     assert_array(y, x * 1.5, "y")
+
+
+def test_host_sub_worker_tasks(node):
+    x = node.host_array(16)
+    y = node.host_array(16)
+    z = node.host_array(16)
+
+    def orch(no):  # chip, host worker, chip: each waits for the one before
+        no.submit(1, node.kernels["axpb"], pto.In(z), pto.Out(x), scalars=[5.0])  # x = 5 z
+        no.submit_host("scale", pto.In(x), pto.Out(y), scalars=[3])              # y = 3 x
+        no.submit(0, node.kernels["add"], pto.In(y), pto.In(y), pto.Out(z))      # z = 2 y
+
+    z[:] = 1
+    node.run(orch)
+    assert_array(np.stack([x, y, z]), np.stack([np.full(16, v, np.float32) for v in (5, 15, 30)]),
+                 "x, y, z after the chain")
+    x[:] = np.arange(16)
+    node.run(lambda no: no.submit_host(node.host_fns["scale"], pto.In(x), pto.Out(y),
+                                       scalars=[2], worker=0))
+    assert_array(y, np.arange(16, dtype=np.float32) * 2, "y")
+    with pytest.raises(pto.KernelError):
+        node.run(lambda no: no.submit_host("raises"))
+    with pytest.raises(pto.InvalidArgumentError, match="no host function 'nope'"):
+        node.run(lambda no: no.submit_host("nope"))
+    with pytest.raises(pto.InvalidArgumentError):
+        node.run(lambda no: no.submit_host("scale", pto.In(x), pto.Out(y), worker=3))
 
 
 def test_kernel_exception_in_a_chip_process(node):
