@@ -11,8 +11,8 @@ import numpy as np
 from ._errors import Error, check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
-from ._tensor import (DESC_WORDS, INPUT, OUTPUT, WRITES, Arg, New, View, array_desc, as_array,
-                      pto_dtype)
+from ._tensor import (DESC_WORDS, INPUT, OUTPUT, WRITES, Arg, In, InOut, New, NoDep, Out, View,
+                      array_desc, as_array, pto_dtype)
 
 MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
 MAX_SCALARS = int(lib.PTO_MAX_SCALAR_ARGS)
@@ -44,6 +44,9 @@ def scalar_bits(v: Any, what: str) -> int:
     if not -(1 << 63) <= i < (1 << 64):
         raise invalid(f"{what}: {i} does not fit 64 bits")
     return i & 0xFFFFFFFFFFFFFFFF
+
+
+_MODE_OF = {In: INPUT, Out: 2, InOut: 3, NoDep: 4, New: OUTPUT}
 
 
 def input_mask(args: Sequence[Any]) -> int:
@@ -118,8 +121,10 @@ class Orch:
         news: List[int] = []
         cache = self._cache
         for i, a in enumerate(args):
-            mode = getattr(a, "mode", None)
-            if mode is None or not (isinstance(a, Arg) or isinstance(a, New)):
+            mode = _MODE_OF.get(a.__class__)
+            if mode is None and isinstance(a, (Arg, New)):  # a subclass
+                mode = a.mode
+            if mode is None:
                 raise invalid(f"{ctx}: tensor argument {i}: {type(a).__name__} without an access "
                               "mode; wrap it: pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x) "
                               "or pto.New(shape)")
