@@ -6,8 +6,8 @@ import os
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
-from ._errors import Error, error_from_info, invalid
-from ._kernel import Kernel, KernelSpec, as_spec, register
+from ._errors import error_from_info, invalid
+from ._kernel import Kernel, as_spec, register
 from ._orch import Orch
 from ._pto import ffi, lib
 

@@ -8,11 +8,11 @@ import struct
 import sys
 import threading
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from ._errors import Error, check, error_from, invalid
+from ._errors import Error, check, invalid
 from ._pto import ffi, lib
 from ._tensor import array_tensor, as_array, tensor_to_array
 

@@ -13,11 +13,11 @@ import numpy as np
 
 from . import _kernel
 from ._chip import fill_chip_config
-from ._errors import Error, check, error_from, error_from_info, invalid
+from ._errors import Error, check, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
-from ._orch import MAX_SCALARS, MAX_TENSORS, input_mask, scalar_bits, task_id
+from ._orch import MAX_SCALARS, MAX_TENSORS, input_mask, scalar_bits
 from ._pto import ffi, lib
-from ._tensor import (INPUT, OUTPUT, Arg, New, View, array_desc, as_array, pto_dtype,
+from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, pto_dtype,
                       tensor_to_array)
 
 _RED = {"sum": 0, "max": 1, "min": 2, "prod": 3}

@@ -4,11 +4,11 @@ from __future__ import annotations
 import contextlib
 import operator
 import struct
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._errors import Error, check, invalid
+from ._errors import check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
 from ._tensor import (DESC_WORDS, INPUT, OUTPUT, WRITES, Arg, In, InOut, New, NoDep, Out, View,
