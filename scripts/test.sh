@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Debian packages, when missing) and runs the
 # whole suite four ways: plain, ASan+UBSan, TSan, park10s, then runs every
-# fuzz target for 20 s (scripts/fuzz.sh). Warnings are errors.
-#   scripts/test.sh            all five
-#   scripts/test.sh plain      one of: plain address thread park10s fuzz
+# fuzz target for 20 s (scripts/fuzz.sh), then the Python front end's pytest
+# suite (python/tests). Warnings are errors.
+#   scripts/test.sh            all six
+#   scripts/test.sh plain      one of: plain address thread park10s fuzz python
+#   scripts/test.sh python-asan  the Python suite over an ASan (python-tsan: TSan)
+#                                build of libpto, the sanitizer's runtime
+#                                LD_PRELOADed; not in the default list
 # park10s is a plain build whose futex parks last up to 10 s instead of
 # 20 ms (PTO_PARK_MAX_MS): every wait must end by a wake-up, so a wait that
 # relies on the periodic re-check makes its test 10 s slower (or trips a
@@ -16,15 +20,40 @@ deps_install build-essential cmake pkg-config libcmocka-dev python3
 
 jobs=$(nproc)
 modes=("$@")
-[ ${#modes[@]} -eq 0 ] && modes=(plain address thread park10s fuzz)
+[ ${#modes[@]} -eq 0 ] && modes=(plain address thread park10s fuzz python)
+
+# The Python front end: libpto, the cffi module built against it, pytest.
+# Debian's interpreter (/usr/bin/python3) has the packages deps_install adds.
+run_python() {
+  local san="$1" dir="build-test-$2" py=/usr/bin/python3
+  deps_install python3-dev python3-setuptools python3-numpy python3-pytest python3-cffi
+  echo "== $2: build libpto and the pto module in $dir"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTO_WERROR=ON -DPTO_SANITIZE="$san" \
+    -DPTO_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$dir" -j "$jobs" --target pto_shared >/dev/null
+  (cd python && PTO_BUILD_DIR="../$dir" "$py" setup.py -q build --build-base "../$dir/py-build" \
+    --build-lib "../$dir/py" >/dev/null)
+  echo "== $2: pytest"
+  local pre=""
+  [ "$san" = address ] && pre="$(gcc -print-file-name=libasan.so)"
+  [ "$san" = thread ] && pre="$(gcc -print-file-name=libtsan.so)"
+  PYTHONPATH="$PWD/$dir/py" PYTHONDONTWRITEBYTECODE=1 LD_PRELOAD="$pre" \
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 TSAN_OPTIONS=halt_on_error=1 \
+    "$py" -m pytest -q -p no:cacheprovider python/tests
+}
+
 for mode in "${modes[@]}"; do
   park=""
   case "$mode" in
+    python) run_python "" python; continue ;;
+    python-asan) run_python address python-asan; continue ;;
+    python-tsan) run_python thread python-tsan; continue ;;
     plain) san="" ;;
     address|thread) san="$mode" ;;
     park10s) san="" park=10000 ;;
     fuzz) PTO_FUZZ_BUILD=build-test-fuzz scripts/fuzz.sh; continue ;;
-    *) echo "unknown mode '$mode' (plain, address, thread, park10s, fuzz)" >&2; exit 2 ;;
+    *) echo "unknown mode '$mode' (plain address thread park10s fuzz python python-asan python-tsan)" >&2
+       exit 2 ;;
   esac
   dir="build-test-$mode"
   echo "== $mode: configure and build in $dir"

@@ -1,0 +1,400 @@
+"""cffi builder of pto._pto (API mode): compiled against pto's public headers.
+
+The cdef below names only what the Python layer uses. Struct fields are
+declared with a trailing ``...;`` so that cffi takes their layout from the
+real headers at compile time (integer fields get the header's type; a
+pointer or function type that differs is a build error); nothing here is a
+hand-copied mirror of a C struct.
+
+Environment (read by setup.py): PTO_BUILD_DIR (CMake build tree holding
+src/libpto.so), PTO_SOURCE_DIR (the repository root, for include/).
+"""
+import os
+
+from cffi import FFI
+
+NTRAMP = 256  # Python kernels per process (one C trampoline each)
+
+CDEF = r"""
+#define PTO_MAX_DIMS ...
+#define PTO_MAX_TENSOR_ARGS ...
+#define PTO_MAX_SCALAR_ARGS ...
+#define PTO_MAX_SCOPE_DEPTH ...
+#define PTO_NODE_MAX_CHIPS ...
+#define PTO_NODE_MAX_WORKERS ...
+#define PTO_COMM_MAX_RANKS ...
+#define PTO_COMM_MAX_BUFFERS ...
+#define PTO_COMM_NAME_MAX ...
+#define PTO_VERSION_MAJOR ...
+#define PTO_VERSION_MINOR ...
+#define PTO_VERSION_PATCH ...
+
+typedef int64_t pto_task_id;
+typedef int32_t pto_domain;
+
+typedef struct pto_tensor {
+  void *buf; size_t buf_bytes; int64_t offset; int32_t dtype; int32_t ndims;
+  int64_t shape[...]; int64_t stride[...]; uint64_t alloc_tag; ...;
+} pto_tensor;
+
+typedef enum pto_core_type { PTO_CORE_AIC, PTO_CORE_AIV, ... } pto_core_type;
+
+typedef struct pto_kctx {
+  int32_t block_idx; int32_t block_num; int32_t sub_block_id; int32_t core_id;
+  int32_t cluster_id; pto_core_type core_type; pto_task_id task_id;
+  int32_t ntensors; int32_t nscalars; const pto_tensor *tensors;
+  const uint64_t *scalars; void *env; ...;
+} pto_kctx;
+typedef int (*pto_kernel_fn)(const pto_kctx *ctx);
+
+typedef struct pto_chip pto_chip;
+typedef struct pto_orch pto_orch;
+typedef struct pto_chip_config {
+  int clusters; int aic_per_cluster; int aiv_per_cluster; int schedulers;
+  uint32_t task_slots; size_t heap_bytes; uint32_t dep_entries;
+  uint32_t tensormap_entries; int64_t alloc_timeout_ms; int64_t watchdog_ms;
+  int64_t shutdown_ms; uint32_t async_slots; int sched_threads; void *env; ...;
+} pto_chip_config;
+
+typedef struct pto_kernel_desc {
+  const char *name; pto_kernel_fn aic; pto_kernel_fn aiv; int aiv_count; ...;
+} pto_kernel_desc;
+
+typedef enum pto_stall_class { PTO_STALL_NONE, ... } pto_stall_class;
+typedef struct pto_error_info {
+  int code; pto_stall_class stall; pto_task_id task_id; int core_id;
+  char kernel[...]; char details[...]; ...;
+} pto_error_info;
+
+typedef struct pto_run_stats {
+  uint64_t tasks; uint64_t blocks; double host_us; double device_us; double orch_us;
+  double sched_us; double effective_us; uint64_t sync_tasks; uint64_t sync_fast_launches;
+  uint64_t drains; uint64_t drain_attempts; uint64_t drain_max_attempts;
+  double cohort_spread_max_us; double cohort_spread_sum_us; double drain_latency_max_us;
+  double drain_latency_sum_us; ...;
+} pto_run_stats;
+
+typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);
+
+typedef struct pto_kernel_ids {
+  int add, mul, scale, exp, copy, fill, matmul, matmul_acc, softmax_rows, online_softmax,
+      normalize_rows, row_sum, row_max, col_sum, col_max; ...;
+} pto_kernel_ids;
+
+typedef struct pto_submit_opts {
+  int block_num; bool sync_start; const pto_task_id *deps; int ndeps; ...;
+} pto_submit_opts;
+
+const char *pto_version(void);
+const char *pto_status_name(int status);
+const char *pto_strerror(int status);
+const char *pto_stall_class_name(pto_stall_class c);
+size_t pto_dtype_size(int dt);
+const char *pto_dtype_name(int dt);
+
+void pto_chip_config_init(pto_chip_config *cfg);
+int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err);
+void pto_chip_destroy(pto_chip *chip);
+int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);
+int pto_kernels_register(pto_chip *chip, pto_kernel_ids *ids);
+int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
+                 pto_error_info *err);
+int pto_chip_set_trace(pto_chip *chip, const char *path);
+
+int pto_tensor_validate(const pto_tensor *t);
+int pto_tensor_view(const pto_tensor *src, int ndims, const int64_t *shape,
+                    const int64_t *stride, int64_t offset, pto_tensor *out);
+int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape, pto_tensor *out);
+int pto_tensor_transpose(const pto_tensor *src, int d0, int d1, pto_tensor *out);
+int pto_tensor_desc(pto_tensor *t, int dt, int ndims, const int64_t *shape);
+
+int pto_scope_begin(pto_orch *o, int mode);
+int pto_scope_end(pto_orch *o);
+int pto_orch_read(pto_orch *o, const pto_tensor *t, void *dst, int64_t timeout_ms);
+int pto_orch_write(pto_orch *o, const pto_tensor *t, const void *src, int64_t timeout_ms);
+int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms);
+int pto_orch_status(const pto_orch *o);
+
+/* comm / node */
+typedef struct pto_comm pto_comm;
+typedef struct pto_node pto_node;
+typedef struct pto_node_orch pto_node_orch;
+typedef int (*pto_chip_init_fn)(pto_chip *chip, int chip_rank, void *arg);
+typedef struct pto_node_config {
+  int nchips; const int *device_ids; int nworkers; pto_chip_config chip;
+  pto_chip_init_fn chip_init; void *chip_init_arg; size_t host_bytes; size_t window_space;
+  int64_t startup_timeout_ms; int64_t control_timeout_ms; int64_t task_timeout_ms;
+  int64_t lease_wait_ms; int64_t wait_timeout_ms; bool fault_inject; uint64_t fault_seed;
+  bool quiet; const char *trace_path; int64_t host_task_timeout_ms;
+  uint32_t tensormap_entries; ...;
+} pto_node_config;
+typedef struct pto_window_buffer { const char *name; size_t bytes; ...; } pto_window_buffer;
+typedef void (*pto_node_orch_fn)(pto_node_orch *no, void *arg);
+
+void pto_node_config_init(pto_node_config *cfg);
+int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
+void pto_node_destroy(pto_node *node);
+void *pto_node_host_alloc(pto_node *node, size_t bytes);
+int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
+int pto_node_wait_all(pto_node_orch *no);
+int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst);
+int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
+                           const pto_window_buffer *buffers, int nbuffers, pto_domain *out);
+int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
+                           int dt, int ndims, const int64_t *shape, pto_tensor *out);
+const char *pto_node_shm_prefix(const pto_node *node);
+int pto_node_child_pids(const pto_node *node, int *pids, int max);
+
+typedef struct pto_xfer_opts {
+  int64_t chunk_rows; int64_t chunk_cols; const pto_tensor *staging; bool atomic_add; ...;
+} pto_xfer_opts;
+int pto_comm_chip(const pto_comm *c);
+int pto_comm_rank(const pto_comm *c, pto_domain dom);
+int pto_comm_size(const pto_comm *c, pto_domain dom);
+int pto_remote_store(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+                     const pto_tensor *src);
+int pto_remote_store_add(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+                         const pto_tensor *src);
+int pto_remote_load(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+                    const pto_tensor *src);
+int pto_put(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+            const pto_tensor *src, const pto_xfer_opts *opts);
+int pto_get(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+            const pto_tensor *src, const pto_xfer_opts *opts);
+int pto_notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *cell,
+               int op, int32_t v);
+int pto_signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, int cmp,
+                    int32_t v, int64_t timeout_ms);
+int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, int32_t *v);
+int pto_quiet(const pto_kctx *ctx, pto_domain dom);
+int pto_barrier(const pto_kctx *ctx, pto_domain dom);
+bool pto_kctx_cancelled(const pto_kctx *ctx);
+
+size_t pto_coll_scratch_bytes(int nranks, size_t block_bytes);
+int pto_coll_register(pto_chip *chip);
+int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                  const pto_tensor *dst, const pto_tensor *src, int op, int algo);
+int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                  const pto_tensor *dst, const pto_tensor *src);
+int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                       const pto_tensor *dst, const pto_tensor *src, int op);
+int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                  const pto_tensor *dst, const pto_tensor *src, int root);
+int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                 const pto_tensor *dst, const pto_tensor *src);
+int pto_node_allreduce(pto_node_orch *no, pto_domain dom, const char *scratch,
+                       const pto_tensor *dst, const pto_tensor *src, int op, int algo);
+int pto_node_allgather(pto_node_orch *no, pto_domain dom, const char *scratch,
+                       const pto_tensor *dst, const pto_tensor *src);
+int pto_node_reduce_scatter(pto_node_orch *no, pto_domain dom, const char *scratch,
+                            const pto_tensor *dst, const pto_tensor *src, int op);
+int pto_node_broadcast(pto_node_orch *no, pto_domain dom, const char *scratch,
+                       const pto_tensor *dst, const pto_tensor *src, int root);
+int pto_node_alltoall(pto_node_orch *no, pto_domain dom, const char *scratch,
+                      const pto_tensor *dst, const pto_tensor *src);
+
+/* reference kernels (pto/kernels.h) */
+int pto_kern_add(const pto_kctx *ctx);
+int pto_kern_mul(const pto_kctx *ctx);
+int pto_kern_scale(const pto_kctx *ctx);
+int pto_kern_exp(const pto_kctx *ctx);
+int pto_kern_copy(const pto_kctx *ctx);
+int pto_kern_fill(const pto_kctx *ctx);
+int pto_kern_matmul(const pto_kctx *ctx);
+int pto_kern_matmul_acc(const pto_kctx *ctx);
+int pto_kern_softmax_rows(const pto_kctx *ctx);
+int pto_kern_online_softmax(const pto_kctx *ctx);
+int pto_kern_normalize_rows(const pto_kctx *ctx);
+int pto_kern_row_sum(const pto_kctx *ctx);
+int pto_kern_row_max(const pto_kctx *ctx);
+int pto_kern_col_sum(const pto_kctx *ctx);
+int pto_kern_col_max(const pto_kctx *ctx);
+
+typedef struct pto_args {
+  int32_t ntensors; int32_t nscalars; uint8_t access[...]; pto_tensor tensors[...];
+  uint64_t scalars[...]; ...;
+} pto_args;
+
+/* glue (set_source below) */
+int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, int nscalars,
+               const uint64_t *scalars, int block_num, int sync_start, const int64_t *deps,
+               int ndeps, int dummy, pto_tensor *outs, pto_task_id *id);
+int pyk_node_submit(pto_node_orch *no, const int *chips, int nchips, int kernel_id,
+                    int per_rank, const int64_t *desc, int nscalars, const uint64_t *scalars,
+                    int block_num, int sync_start, pto_task_id *id);
+int pyk_node_submit_host(pto_node_orch *no, int worker, int fn_index, int ntensors,
+                         const int64_t *desc, int nscalars, const uint64_t *scalars,
+                         pto_task_id *id);
+int pyk_tensor(pto_tensor *t, const int64_t *d);
+pto_kernel_fn pyk_trampoline(int slot);
+int pyk_ntrampolines(void);
+pto_chip_init_fn pyk_chip_init_fn(void);
+pto_orch_fn pyk_orch_fn(void);
+pto_node_orch_fn pyk_node_orch_fn(void);
+pto_comm *pyk_comm(const pto_kctx *ctx);
+int pyk_fatal(pto_orch *o, const char *msg);
+
+extern "Python+C" int _pyk_kernel(int slot, const pto_kctx *ctx);
+extern "Python+C" int _pyk_chip_init(pto_chip *chip, int rank, void *arg);
+extern "Python+C" void _pyk_orch(pto_orch *o, void *arg);
+extern "Python+C" void _pyk_node_orch(pto_node_orch *no, void *arg);
+extern "Python+C" int _pyk_host(const pto_args *args, void *arg);
+"""
+
+SOURCE = r"""
+#include <string.h>
+#include "pto/pto.h"
+#include "pto/kernels.h"
+#include "pto/node.h"
+#include "pto/comm.h"
+#include "pto/coll.h"
+
+int _pyk_kernel(int slot, const pto_kctx *ctx);
+int _pyk_chip_init(pto_chip *chip, int rank, void *arg);
+void _pyk_orch(pto_orch *o, void *arg);
+void _pyk_node_orch(pto_node_orch *no, void *arg);
+int _pyk_host(const pto_args *args, void *arg);
+
+/* One tensor descriptor from Python: 17 int64 words
+ * [mode, buf, bytes, dtype, ndims, offset, shape[5], stride[5], alloc_tag]. */
+#define PYK_DESC 17
+int pyk_tensor(pto_tensor *t, const int64_t *d) {
+  memset(t, 0, sizeof *t);
+  t->buf = (void *)(intptr_t)d[1];
+  t->buf_bytes = (size_t)d[2];
+  t->dtype = (int32_t)d[3];
+  t->ndims = (int32_t)d[4];
+  t->offset = d[5];
+  t->alloc_tag = (uint64_t)d[16];
+  if (t->ndims < 1 || t->ndims > PTO_MAX_DIMS) return PTO_EINVAL;
+  for (int i = 0; i < t->ndims; i++) {
+    t->shape[i] = d[6 + i];
+    t->stride[i] = d[11 + i];
+  }
+  return 0;
+}
+
+static void pyk_fill(pto_args *a, int ntensors, const int64_t *desc, pto_tensor *outs) {
+  for (int i = 0; i < ntensors; i++) {
+    const int64_t *d = desc + (size_t)i * PYK_DESC;
+    int mode = (int)d[0];
+    if (mode == PTO_OUTPUT) {
+      pto_tensor_desc(&outs[i], (pto_dtype)d[3], (int)d[4], d + 6);
+      pto_args_output(a, &outs[i]);
+    } else {
+      pto_tensor t;
+      pyk_tensor(&t, d);
+      pto_args_add(a, (pto_access)mode, &t);
+    }
+  }
+}
+
+int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, int nscalars,
+               const uint64_t *scalars, int block_num, int sync_start, const int64_t *deps,
+               int ndeps, int dummy, pto_tensor *outs, pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  pyk_fill(&a, ntensors, desc, outs);
+  for (int i = 0; i < nscalars; i++) pto_args_scalar(&a, scalars[i]);
+  pto_submit_opts so = {.block_num = block_num, .sync_start = sync_start != 0,
+                        .deps = (const pto_task_id *)deps, .ndeps = ndeps};
+  return dummy ? pto_submit_dummy(o, &a, &so, id) : pto_submit(o, kernel_id, &a, &so, id);
+}
+
+/* Node tasks from Python: the generic chip orchestration below submits one
+ * kernel on each chip of the task with that chip's `per_rank` tensors and
+ * the user's scalars. Three hidden scalars go last: kernel id, tensors per
+ * rank, block_num | sync_start << 31; the kernel never sees them. */
+static void pyk_chip_orch(pto_orch *o, void *arg) {
+  const pto_node_task *t = arg;
+  const pto_args *na = t->args;
+  int ns = na->nscalars - 3;
+  int kid = (int)na->scalars[ns], k = (int)na->scalars[ns + 1];
+  uint64_t bs = na->scalars[ns + 2];
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < k; i++)
+    pto_args_add(&a, (pto_access)na->access[t->group_rank * k + i],
+                 &na->tensors[t->group_rank * k + i]);
+  for (int i = 0; i < ns; i++) pto_args_scalar(&a, na->scalars[i]);
+  pto_submit_opts so = {.block_num = (int)(bs & 0x7fffffff), .sync_start = (bs >> 31) & 1};
+  pto_submit(o, kid, &a, &so, NULL);
+}
+
+int pyk_node_submit(pto_node_orch *no, const int *chips, int nchips, int kernel_id,
+                    int per_rank, const int64_t *desc, int nscalars, const uint64_t *scalars,
+                    int block_num, int sync_start, pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < per_rank * nchips; i++) {
+    pto_tensor t;
+    pyk_tensor(&t, desc + (size_t)i * PYK_DESC);
+    pto_args_add(&a, (pto_access)desc[(size_t)i * PYK_DESC], &t);
+  }
+  for (int i = 0; i < nscalars; i++) pto_args_scalar(&a, scalars[i]);
+  pto_args_scalar(&a, (uint64_t)kernel_id);
+  pto_args_scalar(&a, (uint64_t)per_rank);
+  pto_args_scalar(&a, (uint64_t)block_num | ((uint64_t)(sync_start != 0) << 31));
+  if (nchips == 1) return pto_node_submit(no, chips[0], pyk_chip_orch, &a, id);
+  return pto_node_submit_group(no, chips, nchips, pyk_chip_orch, &a, id);
+}
+
+/* A host sub-worker task running the Python callable number fn_index of the
+ * process-wide table (filled before the node forked, so valid there too). */
+int pyk_node_submit_host(pto_node_orch *no, int worker, int fn_index, int ntensors,
+                         const int64_t *desc, int nscalars, const uint64_t *scalars,
+                         pto_task_id *id) {
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < ntensors; i++) {
+    pto_tensor t;
+    pyk_tensor(&t, desc + (size_t)i * PYK_DESC);
+    pto_args_add(&a, (pto_access)desc[(size_t)i * PYK_DESC], &t);
+  }
+  for (int i = 0; i < nscalars; i++) pto_args_scalar(&a, scalars[i]);
+  return pto_node_submit_host(no, worker, _pyk_host, (void *)(intptr_t)fn_index, &a, id);
+}
+
+int pyk_fatal(pto_orch *o, const char *msg) { return pto_orch_fatal(o, "%s", msg); }
+pto_comm *pyk_comm(const pto_kctx *ctx) { return pto_kctx_comm(ctx); }
+pto_chip_init_fn pyk_chip_init_fn(void) { return _pyk_chip_init; }
+pto_orch_fn pyk_orch_fn(void) { return _pyk_orch; }
+pto_node_orch_fn pyk_node_orch_fn(void) { return _pyk_node_orch; }
+
+/* Python kernels: one C entry point per registered callable, so that the
+ * kernel id needs no hidden argument. */
+#define PYK_T(n) static int pyk_t##n(const pto_kctx *c) { return _pyk_kernel(n, c); }
+""" + "".join(f"PYK_T({i})\n" for i in range(NTRAMP)) + r"""
+static const pto_kernel_fn pyk_tramps[] = {""" + ",".join(f"pyk_t{i}" for i in range(NTRAMP)) + r"""};
+int pyk_ntrampolines(void) { return (int)(sizeof pyk_tramps / sizeof pyk_tramps[0]); }
+pto_kernel_fn pyk_trampoline(int slot) {
+  return slot >= 0 && slot < pyk_ntrampolines() ? pyk_tramps[slot] : NULL;
+}
+"""
+
+
+def make_ffibuilder(source_dir=None, build_dir=None):
+    here = os.path.dirname(os.path.abspath(__file__))
+    source_dir = source_dir or os.environ.get("PTO_SOURCE_DIR") or os.path.join(here, "..", "..")
+    build_dir = build_dir or os.environ.get("PTO_BUILD_DIR") or os.path.join(source_dir, "build")
+    ffi = FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source(
+        "pto._pto",
+        SOURCE,
+        include_dirs=[os.path.join(os.path.abspath(source_dir), "include")],
+        library_dirs=[os.path.join(os.path.abspath(build_dir), "src")],
+        libraries=["pto"],
+        # libpto.so.0 is copied next to the module (setup.py), found by $ORIGIN
+        extra_link_args=["-Wl,-rpath,$ORIGIN"],
+        extra_compile_args=["-std=gnu11", "-Wno-unused-function",
+                            # a cdef field or function type that differs from the headers
+                            "-Werror=incompatible-pointer-types"],
+    )
+    return ffi
+
+
+ffibuilder = make_ffibuilder()
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

@@ -1,0 +1,229 @@
+"""pto.Chip: one simulated chip, its kernels and runs."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from typing import Any, Callable, Dict, List, Optional
+
+from ._errors import error_from_info, invalid
+from ._kernel import Kernel, as_spec, register
+from ._orch import Orch
+from ._pto import ffi, lib
+
+CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", "task_slots",
+                "heap_bytes", "dep_entries", "tensormap_entries", "alloc_timeout_ms",
+                "watchdog_ms", "shutdown_ms", "async_slots", "sched_threads")
+
+
+def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
+    """Set pto_chip_config fields from keyword options (None: keep default)."""
+    for k, v in opts.items():
+        if v is None:
+            continue
+        if k not in CHIP_OPTIONS:
+            raise invalid(f"{what}: unknown option '{k}' (options: {', '.join(CHIP_OPTIONS)})")
+        if isinstance(v, bool) and k != "sched_threads":
+            raise invalid(f"{what}: {k} = {v!r} is not an int")
+        try:
+            setattr(cfg, k, int(v))
+        except (OverflowError, TypeError, ValueError) as e:
+            raise invalid(f"{what}: {k} = {v!r}: {e}") from None
+
+
+@dataclasses.dataclass
+class RunStats:
+    """What a run did (pto_run_stats): tasks, blocks and the time spans in µs."""
+    tasks: int
+    blocks: int
+    host_us: float
+    device_us: float
+    orch_us: float
+    sched_us: float
+    effective_us: float
+    sync_tasks: int
+    sync_fast_launches: int
+    drains: int
+    drain_attempts: int
+    drain_max_attempts: int
+    cohort_spread_max_us: float
+    cohort_spread_sum_us: float
+    drain_latency_max_us: float
+    drain_latency_sum_us: float
+
+    @classmethod
+    def _from(cls, st) -> "RunStats":
+        return cls(**{f.name: getattr(st, f.name) for f in dataclasses.fields(cls)})
+
+
+class _Run:
+    """One Chip.run in progress: keeps every array a task uses alive."""
+
+    def __init__(self, chip: "Chip", fn: Callable, args: tuple):
+        self.chip, self.fn, self.args = chip, fn, args
+        self.keep: List[Any] = []
+        self.orch_exc: Optional[BaseException] = None
+        self.kernel_excs: List[BaseException] = []
+
+
+class Chip:
+    """One simulated chip: ``clusters`` clusters of (aic_per_cluster AIC +
+    aiv_per_cluster AIV) cores plus ``schedulers`` schedulers.
+
+    Options are those of ``pto_chip_config`` with the same defaults (None:
+    pto's default, after the PTO_CLUSTERS / PTO_SCHEDULERS / PTO_WATCHDOG_MS
+    / PTO_SCHED_THREADS environment overrides): clusters (8),
+    aic_per_cluster (1), aiv_per_cluster (2), schedulers (min(3,
+    clusters)), task_slots (16384), heap_bytes (256 MiB), dep_entries
+    (16384), tensormap_entries (65536), alloc_timeout_ms (500), watchdog_ms
+    (10000), shutdown_ms (5000), async_slots (64), sched_threads (0).
+    ``trace``: write a Chrome/Perfetto trace of every run to this path.
+
+    Example::
+
+        chip = pto.Chip(clusters=2)
+        add = chip.kernel("add")
+        a, b = np.ones(8, np.float32), np.arange(8, dtype=np.float32)
+        y = np.zeros(8, np.float32)
+        chip.run(lambda o: o.submit(add, pto.In(a), pto.In(b), pto.Out(y)))
+
+    Use as a context manager (or call ``close``) to stop it deterministically.
+    """
+
+    def __init__(self, clusters: Optional[int] = None, *, aic_per_cluster: Optional[int] = None,
+                 aiv_per_cluster: Optional[int] = None, schedulers: Optional[int] = None,
+                 task_slots: Optional[int] = None, heap_bytes: Optional[int] = None,
+                 dep_entries: Optional[int] = None, tensormap_entries: Optional[int] = None,
+                 alloc_timeout_ms: Optional[int] = None, watchdog_ms: Optional[int] = None,
+                 shutdown_ms: Optional[int] = None, async_slots: Optional[int] = None,
+                 sched_threads: Optional[bool] = None, trace: Optional[str] = None):
+        self._chip = None
+        opts = dict(clusters=clusters, aic_per_cluster=aic_per_cluster,
+                    aiv_per_cluster=aiv_per_cluster, schedulers=schedulers,
+                    task_slots=task_slots, heap_bytes=heap_bytes, dep_entries=dep_entries,
+                    tensormap_entries=tensormap_entries, alloc_timeout_ms=alloc_timeout_ms,
+                    watchdog_ms=watchdog_ms, shutdown_ms=shutdown_ms, async_slots=async_slots,
+                    sched_threads=sched_threads)
+        cfg = ffi.new("pto_chip_config *")
+        lib.pto_chip_config_init(cfg)
+        fill_chip_config(cfg, opts, "pto.Chip")
+        self._handle = ffi.new_handle(self)
+        cfg.env = self._handle  # kernels find their chip (for Python kernel exceptions)
+        self._keep: list = []
+        self.kernels: Dict[str, Kernel] = {}
+        self._run: Optional[_Run] = None
+        self._run_lock = threading.Lock()  # one run at a time, from any thread
+        out = ffi.new("pto_chip **")
+        err = ffi.new("pto_error_info *")
+        rc = lib.pto_chip_create_ex(cfg, out, err)
+        if rc:
+            raise error_from_info(rc, err)
+        self._chip = out[0]
+        self._cfg = cfg
+        if trace is not None:
+            self._trace = ffi.new("char[]", os.fsencode(trace))
+            rc = lib.pto_chip_set_trace(self._chip, self._trace)
+            if rc:
+                self.close()
+                raise invalid(f"trace path {trace!r}: pto_chip_set_trace returned {rc}")
+
+    @property
+    def config(self) -> Dict[str, int]:
+        """The effective configuration (defaults and overrides applied)."""
+        return {k: int(getattr(self._cfg, k)) for k in CHIP_OPTIONS}
+
+    def _live(self):
+        if self._chip is None:
+            raise invalid("pto.Chip used after close()")
+        return self._chip
+
+    def kernel(self, spec: Any, name: Optional[str] = None) -> Kernel:
+        """Register a kernel: a reference kernel's name (``"add"``), a Python
+        callable (``fn(ctx, *tensors)``, an AIV kernel; use ``pto.py_kernel``
+        for AIC or MIX) or a KernelSpec from ``pto.ref_kernel``,
+        ``pto.c_kernel`` or ``pto.py_kernel``. Returns the Kernel to submit."""
+        chip = self._live()
+        if self._run is not None:
+            raise invalid("Chip.kernel: register kernels before run, not during one")
+        s = as_spec(spec, name)
+        kid = register(chip, s, self._keep)
+        k = Kernel(s.name, kid, s.kind, self)
+        self.kernels[s.name] = k
+        return k
+
+    def run(self, orchestrate: Callable[..., Any], *args: Any) -> RunStats:
+        """Run ``orchestrate(orch, *args)`` on this thread while the chip
+        executes the tasks it submits; return when all completed.
+
+        The GIL is released while pto works and waits (C kernels run without
+        it; Python kernels and the orchestration function take it). Every
+        array passed to a task stays referenced until the run ends. Raises
+        the Error subclass of the run's first failure (KernelError with the
+        kernel's exception as ``__cause__``), or the orchestration
+        function's own exception."""
+        chip = self._live()
+        if not self._run_lock.acquire(blocking=False):
+            raise invalid("Chip.run: this chip is already running (run is not reentrant; "
+                          "one run at a time per chip)")
+        try:
+            run = _Run(self, orchestrate, args)
+            h = ffi.new_handle(run)
+            stats = ffi.new("pto_run_stats *")
+            err = ffi.new("pto_error_info *")
+            self._run = run
+            try:
+                rc = lib.pto_chip_run(chip, lib.pyk_orch_fn(), h, stats, err)
+            finally:
+                self._run = None
+        finally:
+            self._run_lock.release()
+        run.keep.clear()
+        exc = run.orch_exc
+        if exc is not None and not getattr(exc, "_from_call", False):
+            raise exc
+        if rc:
+            e = error_from_info(rc, err)
+            cause = run.kernel_excs[0] if run.kernel_excs else exc
+            raise e from cause
+        return RunStats._from(stats)
+
+    def _kernel_exception(self, e: BaseException) -> None:
+        run = self._run
+        if run is not None:
+            run.kernel_excs.append(e)
+
+    def close(self) -> None:
+        """Stop the chip's threads and free it (idempotent)."""
+        if self._chip is not None:
+            if self._run is not None:
+                raise invalid("Chip.close: the chip is running")
+            lib.pto_chip_destroy(self._chip)
+            self._chip = None
+
+    def __enter__(self) -> "Chip":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_chip", None) is not None and self._run is None:
+                lib.pto_chip_destroy(self._chip)
+                self._chip = None
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+@ffi.def_extern()
+def _pyk_orch(o, arg):
+    run: _Run = ffi.from_handle(arg)
+    orch = Orch(o, run)
+    try:
+        run.fn(orch, *run.args)
+    except BaseException as e:  # noqa: B902 - must not unwind into C
+        run.orch_exc = e
+        msg = f"Python orchestration raised {type(e).__name__}: {e}"
+        lib.pyk_fatal(o, msg.encode(errors="replace")[:480])
+    finally:
+        orch._o = None

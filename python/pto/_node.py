@@ -1,0 +1,514 @@
+"""pto.Node: several chips, each in its own (forked) process, driven by a
+node orchestration function in this process."""
+from __future__ import annotations
+
+import gc
+import operator
+import os
+import threading
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _kernel
+from ._chip import fill_chip_config
+from ._errors import Error, check, error_from_info, invalid
+from ._kernel import Kernel, KernelSpec, as_spec, register
+from ._orch import MAX_SCALARS, MAX_TENSORS, input_mask, scalar_bits
+from ._pto import ffi, lib
+from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, pto_dtype,
+                      tensor_to_array)
+
+_RED = {"sum": 0, "max": 1, "min": 2, "prod": 3}
+_ALGO = {"auto": 0, "mesh": 1, "ring": 2}
+
+
+def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
+    """Scratch bytes a collective over ``nranks`` needs for blocks of up to ``block_bytes``."""
+    return int(lib.pto_coll_scratch_bytes(int(nranks), int(block_bytes)))
+
+
+class _HostMem:
+    """Owner of one block of node host memory (the base of its NumPy arrays)."""
+
+    def __init__(self, node: "Node", ptr, nbytes: int, shape, dtype):
+        self.node = node
+        self.__array_interface__ = {"data": (int(ffi.cast("intptr_t", ptr)), False),
+                                    "shape": tuple(shape), "typestr": dtype.str, "version": 3}
+
+
+class Domain(int):
+    """A communication domain (an int id: pass it to kernels as a scalar)
+    with its ``chips`` and window ``buffers`` (name -> bytes)."""
+
+    chips: Tuple[int, ...]
+    buffers: Dict[str, int]
+
+    def __new__(cls, dom: int, chips, buffers):
+        d = super().__new__(cls, dom)
+        d.chips, d.buffers = tuple(chips), dict(buffers)
+        return d
+
+
+class WindowView(View):
+    """A view of one rank's copy of a window buffer (from ``NodeOrch.window``)."""
+
+
+class NodeOrch:
+    """The orchestrator of one ``Node.run``: domains, window views, node
+    tasks (one kernel per chip), collectives on host arrays, reads."""
+
+    def __init__(self, no, run: "_NodeRun"):
+        self._no, self._run = no, run
+
+    def _live(self):
+        if self._no is None:
+            raise invalid("pto.NodeOrch used after its orchestration function returned")
+        return self._no
+
+    def domain(self, chips: Sequence[int], buffers: Mapping[str, int]) -> Domain:
+        """A domain over ``chips`` (domain rank r is node chip chips[r]) with
+        window buffers ``{name: bytes}`` in each rank's window (zeroed)."""
+        no = self._live()
+        ch = [operator.index(c) for c in chips]
+        names = [ffi.new("char[]", str(k).encode()) for k in buffers]
+        wb = ffi.new("pto_window_buffer[]", max(1, len(names)))
+        for i, (k, v) in enumerate(buffers.items()):
+            wb[i].name, wb[i].bytes = names[i], int(v)
+        out = ffi.new("pto_domain *")
+        check(lib.pto_node_domain_create(no, ffi.new("int[]", ch), len(ch), wb, len(names), out),
+              f"domain over chips {ch}")
+        return Domain(int(out[0]), ch, buffers)
+
+    def window(self, dom: Domain, rank: int, name: str, dtype: Any,
+               shape: Union[int, Sequence[int]]) -> WindowView:
+        """A view of rank ``rank``'s copy of window buffer ``name`` (a task
+        argument for dependency inference; readable with ``read``)."""
+        sh = [int(shape)] if np.isscalar(shape) else [int(s) for s in shape]
+        t = ffi.new("pto_tensor *")
+        check(lib.pto_node_window_tensor(self._live(), int(dom), int(rank), str(name).encode(),
+                                         pto_dtype(dtype, "window"), len(sh),
+                                         ffi.new("int64_t[]", sh), t),
+              f"window '{name}' of rank {rank}")
+        return WindowView(t, self._run, f"window '{name}' of rank {rank}")
+
+    def _desc(self, a: Any, what: str) -> List[int]:
+        if isinstance(a, New):
+            raise invalid(f"{what}: pto.New is not supported for node tasks; allocate with "
+                          "node.host_array and pass pto.Out(array)")
+        if not isinstance(a, Arg):
+            raise invalid(f"{what}: {type(a).__name__} without an access mode; wrap it: "
+                          "pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x)")
+        if isinstance(a.obj, View):
+            if a.obj._owner is not self._run:
+                raise invalid(f"{what}: {a.obj._what} belongs to another run")
+            return a.obj._desc(a.mode)
+        arr = as_array(a.obj, what)
+        self._run.keep.append(arr)
+        return array_desc(arr, a.mode, what)
+
+    def submit(self, chip: int, kernel: Kernel, *args: Arg, scalars: Sequence[Any] = (),
+               block_num: int = 1, sync_start: bool = False) -> int:
+        """A node task on one chip running ``kernel`` with ``args`` (views of
+        node host arrays or window buffers); returns the node task id."""
+        return self.submit_group([chip], kernel, [list(args)], scalars=scalars,
+                                 block_num=block_num, sync_start=sync_start)
+
+    def submit_group(self, chips: Sequence[int], kernel: Kernel, args: Sequence[Sequence[Arg]],
+                     scalars: Sequence[Any] = (), block_num: int = 1,
+                     sync_start: bool = False) -> int:
+        """One node task dispatched to all ``chips`` at once: chip chips[g]
+        runs ``kernel`` with ``args[g]`` (the same number of tensors for every
+        chip) and ``scalars``. Every rank's tensors are declared, so node-level
+        dependency inference sees all of them. Returns the node task id."""
+        no = self._live()
+        if not isinstance(kernel, Kernel) or kernel._owner is not self._run.node:
+            raise invalid(f"submit: {kernel!r} is not a kernel of this node (Node(kernels=...))")
+        ch = [operator.index(c) for c in chips]
+        if len(args) != len(ch):
+            raise invalid(f"submit '{kernel.name}': {len(args)} argument lists for {len(ch)} chips")
+        k = len(args[0]) if args else 0
+        if any(len(a) != k for a in args):
+            raise invalid(f"submit '{kernel.name}': every chip needs the same number of tensors")
+        if k * len(ch) > MAX_TENSORS:
+            raise invalid(f"submit '{kernel.name}': {k * len(ch)} tensors, at most {MAX_TENSORS}")
+        if len(scalars) > MAX_SCALARS - 3:
+            raise invalid(f"submit '{kernel.name}': {len(scalars)} scalars, at most "
+                          f"{MAX_SCALARS - 3} for node tasks")
+        flat: List[int] = []
+        for g, al in enumerate(args):
+            for i, a in enumerate(al):
+                flat += self._desc(a, f"submit '{kernel.name}': chip {ch[g]} tensor {i}")
+        sc = [scalar_bits(s, f"submit '{kernel.name}': scalar {i}") for i, s in enumerate(scalars)]
+        if kernel.kind == "py":  # which tensors of a rank are INPUTs (read-only in the kernel)
+            if len(sc) > MAX_SCALARS - 4:
+                raise invalid(f"submit '{kernel.name}': {len(sc)} scalars, at most "
+                              f"{MAX_SCALARS - 4} for a Python kernel on a node")
+            sc.append(input_mask(args[0]))
+        bn = operator.index(block_num)
+        if bn < 1:
+            raise invalid(f"submit '{kernel.name}': block_num {bn}, must be >= 1")
+        tid = ffi.new("pto_task_id *")
+        check(lib.pyk_node_submit(no, ffi.new("int[]", ch), len(ch), kernel.id, k,
+                                  ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
+                                  ffi.new("uint64_t[]", sc) if sc else ffi.NULL, bn,
+                                  1 if sync_start else 0, tid),
+              f"submit '{kernel.name}' on chips {ch}")
+        return int(tid[0])
+
+    def submit_host(self, fn: Union["HostFn", str], *args: Arg, scalars: Sequence[Any] = (),
+                    worker: int = -1) -> int:
+        """A node task on a host sub-worker process (``worker`` < 0: any):
+        ``fn(ctx, *tensors)`` with a :class:`HostContext` and NumPy views of
+        ``args`` (node host arrays or window views; ``In`` views read-only).
+        Return None or 0, or a negative pto code; an exception fails the task
+        with PTO_EKERNEL (its traceback goes to the worker's stderr)."""
+        no = self._live()
+        node = self._run.node
+        if isinstance(fn, str):
+            if fn not in node.host_fns:
+                raise invalid(f"submit_host: no host function '{fn}' (Node(host_fns=...) has "
+                              f"{', '.join(node.host_fns) or 'none'})")
+            fn = node.host_fns[fn]
+        if not isinstance(fn, HostFn) or fn._owner is not node:
+            raise invalid(f"submit_host: {fn!r} is not a host function of this node")
+        if len(args) > MAX_TENSORS or len(scalars) > MAX_SCALARS:
+            raise invalid(f"submit_host '{fn.name}': at most {MAX_TENSORS} tensors and "
+                          f"{MAX_SCALARS} scalars")
+        flat: List[int] = []
+        for i, a in enumerate(args):
+            flat += self._desc(a, f"submit_host '{fn.name}': tensor {i}")
+        sc = [scalar_bits(s, f"submit_host '{fn.name}': scalar {i}") for i, s in enumerate(scalars)]
+        tid = ffi.new("pto_task_id *")
+        check(lib.pyk_node_submit_host(no, operator.index(worker), fn.index, len(args),
+                                       ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
+                                       ffi.new("uint64_t[]", sc) if sc else ffi.NULL, tid),
+              f"submit_host '{fn.name}' (worker {worker})")
+        return int(tid[0])
+
+    def wait_all(self) -> None:
+        """Wait for every submitted node task."""
+        check(lib.pto_node_wait_all(self._live()), "wait_all")
+
+    def read(self, x: Union[np.ndarray, View]) -> np.ndarray:
+        """A packed NumPy copy of ``x`` once every earlier writer task finished."""
+        if isinstance(x, View):
+            t, shape, dt = x._t, x.shape, x.dtype
+        else:
+            arr = as_array(x, "read")
+            t = ffi.new("pto_tensor *")
+            lib.pyk_tensor(t, ffi.new("int64_t[]", array_desc(arr, 0, "read")))
+            shape, dt = arr.shape or (1,), arr.dtype
+        out = np.empty(shape, dtype=dt)
+        check(lib.pto_node_read(self._live(), t, ffi.from_buffer(out)), "read")
+        return out
+
+    def _coll(self, name, fn, dom, scratch, dst, src, *extra):
+        n = len(dom.chips) if isinstance(dom, Domain) else len(dst)
+        if len(dst) != n or len(src) != n:
+            raise invalid(f"{name}: need {n} dst and src arrays (one per rank)")
+        dt = ffi.new("pto_tensor[]", n)
+        st = ffi.new("pto_tensor[]", n)
+        for r in range(n):
+            for arr, tt, w, wr in ((dst[r], dt, "dst", True), (src[r], st, "src", False)):
+                if arr is None:
+                    continue
+                a = as_array(arr, f"{name}: {w}[{r}]")
+                if not a.flags.c_contiguous:
+                    raise invalid(f"{name}: {w}[{r}] must be contiguous")
+                self._run.keep.append(a)
+                lib.pyk_tensor(tt + r, ffi.new("int64_t[]", array_desc(
+                    a, 2 if wr else 0, f"{name}: {w}[{r}]")))
+        check(fn(self._live(), int(dom), str(scratch).encode(), dt, st, *extra),
+              f"{name} on domain {int(dom)}")
+
+    def allreduce(self, dom: Domain, scratch: str, dst: Sequence[np.ndarray],
+                  src: Sequence[np.ndarray], op: str = "sum", algo: str = "auto") -> None:
+        """dst[r] = op over every src[r'] (host arrays, one per rank)."""
+        self._coll("allreduce", lib.pto_node_allreduce, dom, scratch, dst, src,
+                   _kernel._pick(_RED, op, "op"), _kernel._pick(_ALGO, algo, "algo"))
+
+    def allgather(self, dom: Domain, scratch: str, dst, src) -> None:
+        """dst[r] (nranks x count) = every rank's src."""
+        self._coll("allgather", lib.pto_node_allgather, dom, scratch, dst, src)
+
+    def reduce_scatter(self, dom: Domain, scratch: str, dst, src, op: str = "sum") -> None:
+        """dst[r] = op over block r of every rank's src."""
+        self._coll("reduce_scatter", lib.pto_node_reduce_scatter, dom, scratch, dst, src,
+                   _kernel._pick(_RED, op, "op"))
+
+    def broadcast(self, dom: Domain, scratch: str, dst, src, root: int) -> None:
+        """dst[r] = src[root] for every rank."""
+        self._coll("broadcast", lib.pto_node_broadcast, dom, scratch, dst, src, int(root))
+
+    def alltoall(self, dom: Domain, scratch: str, dst, src) -> None:
+        """dst block s on rank r = src block r of rank s."""
+        self._coll("alltoall", lib.pto_node_alltoall, dom, scratch, dst, src)
+
+
+# Python callables of host sub-worker tasks, process-wide: filled before a
+# Node forks, so an index names the same callable in its worker processes.
+_host_fns: List[Callable] = []
+
+
+class HostFn:
+    """A host sub-worker function of a Node (``Node(host_fns=...)``)."""
+
+    __slots__ = ("name", "index", "_owner")
+
+    def __init__(self, name: str, index: int, owner: "Node"):
+        self.name, self.index, self._owner = name, index, owner
+
+    def __repr__(self) -> str:
+        return f"<pto.HostFn '{self.name}'>"
+
+
+class HostContext:
+    """What a host sub-worker function gets besides its tensors: ``scalars``
+    (uint64 values, as submitted)."""
+
+    __slots__ = ("scalars",)
+
+    def __init__(self, scalars: tuple):
+        self.scalars = scalars
+
+
+class _NodeRun:
+    def __init__(self, node: "Node", fn: Callable, args: tuple):
+        self.node, self.fn, self.args = node, fn, args
+        self.keep: List[Any] = []
+        self.exc: Optional[BaseException] = None
+
+
+_NODE_OPTIONS = ("nworkers", "host_bytes", "window_space", "startup_timeout_ms", "control_timeout_ms",
+                 "task_timeout_ms", "lease_wait_ms", "wait_timeout_ms", "fault_seed",
+                 "host_task_timeout_ms", "tensormap_entries")
+
+
+class Node:
+    """``nchips`` chips, each in its own forked process running its own chip
+    runtime, driven from this process (``pto_node``).
+
+    ``host_fns`` maps names to Python functions that host sub-worker tasks
+    run (``NodeOrch.submit_host``; ``nworkers`` of them, default 0); like
+    kernels they must exist before the Node does.
+    ``kernels`` maps names to kernels (reference kernel names, Python
+    callables or KernelSpecs); they are registered in every chip process
+    when it starts, so Python kernels must exist before the Node is created
+    (the chip processes are forks of this interpreter taken at creation).
+    ``device_ids``: device ids to lease (default 0..nchips-1). Chip options
+    as for :class:`Chip` (``clusters``, ``schedulers``, ...). Node options
+    as ``pto_node_config``: host_bytes (64 MiB), window_space (1 GiB),
+    startup_timeout_ms, control_timeout_ms, task_timeout_ms, lease_wait_ms
+    (0), wait_timeout_ms (10000), fault_inject, fault_seed, quiet,
+    trace, host_task_timeout_ms, tensormap_entries.
+
+    Create a Node before this process starts threads (it forks). Use it as
+    a context manager or call ``close`` (refused while host arrays live).
+    """
+
+    def __init__(self, nchips: int, kernels: Optional[Mapping[str, Any]] = None, *,
+                 host_fns: Optional[Mapping[str, Callable]] = None,
+                 device_ids: Optional[Sequence[int]] = None, fault_inject: bool = False,
+                 quiet: bool = False, trace: Optional[str] = None, **options: Any):
+        self._node = None
+        cfg = ffi.new("pto_node_config *")
+        lib.pto_node_config_init(cfg)
+        cfg.nchips = operator.index(nchips)
+        chip_opts = {k: options.pop(k) for k in list(options) if k not in _NODE_OPTIONS}
+        fill_chip_config(cfg.chip, chip_opts, "pto.Node")
+        for k, v in options.items():
+            if v is not None:
+                setattr(cfg, k, int(v))
+        cfg.fault_inject, cfg.quiet = bool(fault_inject), bool(quiet)
+        self._keepalive: list = []
+        if device_ids is not None:
+            ids = ffi.new("int[]", [operator.index(i) for i in device_ids])
+            if len(ids) != cfg.nchips:
+                raise invalid(f"pto.Node: {len(ids)} device_ids for {cfg.nchips} chips")
+            cfg.device_ids = ids
+            self._keepalive.append(ids)
+        if trace is not None:
+            tp = ffi.new("char[]", os.fsencode(trace))
+            cfg.trace_path = tp
+            self._keepalive.append(tp)
+        self._specs: List[KernelSpec] = [as_spec(v, str(k)) for k, v in (kernels or {}).items()]
+        for s, k in zip(self._specs, (kernels or {})):
+            s.name = str(k)
+            if s.kind == "c":
+                _kernel._c_symbol(s.path, s.symbol)  # load before the fork
+            if s.kind == "py":
+                _kernel._slot_for(s.fn)  # a trampoline slot before the fork
+        self.kernels: Dict[str, Kernel] = {s.name: Kernel(s.name, i, s.kind, self)
+                                           for i, s in enumerate(self._specs)}
+        self.host_fns: Dict[str, HostFn] = {}
+        for name, f in (host_fns or {}).items():
+            if not callable(f):
+                raise invalid(f"pto.Node: host function '{name}' is not callable")
+            _host_fns.append(f)
+            self.host_fns[str(name)] = HostFn(str(name), len(_host_fns) - 1, self)
+        self._handle = ffi.new_handle(self)
+        cfg.chip_init = lib.pyk_chip_init_fn()
+        cfg.chip_init_arg = self._handle
+        self._host: "weakref.WeakSet[_HostMem]" = weakref.WeakSet()
+        self._running = False
+        self._run_lock = threading.Lock()
+        out = ffi.new("pto_node **")
+        err = ffi.new("pto_error_info *")
+        rc = lib.pto_node_create(cfg, out, err)  # forks; the GIL is released meanwhile
+        if rc:
+            raise error_from_info(rc, err)
+        self._node = out[0]
+        self.nchips = int(cfg.nchips)
+
+    def _live(self):
+        if self._node is None:
+            raise invalid("pto.Node used after close()")
+        return self._node
+
+    def host_array(self, shape: Union[int, Sequence[int]], dtype: Any = np.float32) -> np.ndarray:
+        """A zeroed NumPy array in node host memory (visible to every chip
+        process at the same address): the only arrays node tasks accept
+        besides window views. Lives as long as the array (and the node)."""
+        node = self._live()
+        dt = np.dtype(dtype)
+        pto_dtype(dt, "host_array")
+        sh = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        n = int(np.prod(sh)) * dt.itemsize
+        if n <= 0:
+            raise invalid(f"host_array: shape {sh} is empty")
+        p = lib.pto_node_host_alloc(node, n)
+        if p == ffi.NULL:
+            raise invalid(f"host_array: {n} bytes do not fit what is left of host_bytes")
+        mem = _HostMem(self, p, n, sh, dt)
+        self._host.add(mem)
+        return np.asarray(mem)
+
+    def run(self, orchestrate: Callable[..., Any], *args: Any) -> None:
+        """Run the node orchestration ``orchestrate(node_orch, *args)``;
+        returns when every node task finished. Raises the Error of the first
+        root failure (details name the chip rank), or the orchestration
+        function's own exception."""
+        node = self._live()
+        if not self._run_lock.acquire(blocking=False):
+            raise invalid("Node.run: already running (one run at a time per node)")
+        try:
+            run = _NodeRun(self, orchestrate, args)
+            h = ffi.new_handle(run)
+            err = ffi.new("pto_error_info *")
+            self._running = True
+            try:
+                rc = lib.pto_node_run(node, lib.pyk_node_orch_fn(), h, err)
+            finally:
+                self._running = False
+        finally:
+            self._run_lock.release()
+        run.keep.clear()
+        if run.exc is not None and not getattr(run.exc, "_from_call", False):
+            raise run.exc
+        if rc:
+            raise error_from_info(rc, err) from run.exc
+
+    @property
+    def child_pids(self) -> List[int]:
+        """Process ids of the chip processes."""
+        pids = ffi.new("int[]", 128)
+        n = lib.pto_node_child_pids(self._live(), pids, 128)
+        check(n, "child_pids")
+        return [int(pids[i]) for i in range(n)]
+
+    @property
+    def shm_prefix(self) -> str:
+        """Shared-memory name prefix of this node's objects."""
+        return ffi.string(lib.pto_node_shm_prefix(self._live())).decode()
+
+    def close(self) -> None:
+        """Stop the chip processes and release everything. Refused while
+        arrays from host_array are alive (their memory would go away)."""
+        if self._node is None:
+            return
+        if self._running:
+            raise invalid("Node.close: the node is running")
+        live = len(self._host)
+        if live:
+            gc.collect()  # arrays held only by reference cycles (tracebacks)
+            live = len(self._host)
+        if live:
+            raise invalid(f"Node.close: {live} host arrays are still referenced; drop them first")
+        lib.pto_node_destroy(self._node)
+        self._node = None
+
+    def __enter__(self) -> "Node":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.close()
+        except Error:
+            if exc[0] is None:
+                raise
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_node", None) is not None and not self._running:
+                lib.pto_node_destroy(self._node)
+                self._node = None
+        except Exception:  # pragma: no cover
+            pass
+
+
+@ffi.def_extern()
+def _pyk_chip_init(chip, rank, arg):
+    """In each chip process: register the node's kernels in order."""
+    _kernel._node_child = True
+    try:
+        node: Node = ffi.from_handle(arg)
+        keep = node._keepalive
+        for i, s in enumerate(node._specs):
+            kid = register(chip, s, keep)
+            if kid != i:
+                raise invalid(f"kernel '{s.name}' got id {kid} on chip {rank}, expected {i}")
+        rc = lib.pto_coll_register(chip)
+        return int(rc)
+    except BaseException as e:  # noqa: B902
+        import sys
+        import traceback
+        sys.stderr.write(f"pto: chip {rank}: registering the node's kernels failed:\n" +
+                         "".join(traceback.format_exception(type(e), e, e.__traceback__)))
+        sys.stderr.flush()
+        return e.code if isinstance(e, Error) else -1
+
+
+@ffi.def_extern()
+def _pyk_node_orch(no, arg):
+    run: _NodeRun = ffi.from_handle(arg)
+    o = NodeOrch(no, run)
+    try:
+        run.fn(o, *run.args)
+    except BaseException as e:  # noqa: B902
+        run.exc = e
+    finally:
+        o._no = None
+
+
+@ffi.def_extern()
+def _pyk_host(args, arg):
+    """In a host sub-worker process: run host function number ``arg``."""
+    try:
+        fn = _host_fns[int(ffi.cast("intptr_t", arg))]
+        views = []
+        for i in range(args.ntensors):
+            v = tensor_to_array(args.tensors[i])
+            if args.access[i] == INPUT:
+                v.flags.writeable = False
+            views.append(v)
+        r = fn(HostContext(tuple(args.scalars[0:args.nscalars])), *views)
+        return int(r) if isinstance(r, (int, np.integer)) and not isinstance(r, bool) else 0
+    except BaseException as e:  # noqa: B902
+        import sys
+        import traceback
+        sys.stderr.write("pto: Python host function raised:\n" + "".join(
+            traceback.format_exception(type(e), e, e.__traceback__)))
+        sys.stderr.flush()
+        return e.code if isinstance(e, Error) and e.code < 0 else -15

@@ -1,0 +1,271 @@
+"""What an orchestration function receives: submits, scopes, host access."""
+from __future__ import annotations
+
+import contextlib
+import operator
+import struct
+from typing import Any, Iterator, List, Sequence, Tuple, Union
+
+import numpy as np
+
+from ._errors import check, invalid
+from ._kernel import Kernel
+from ._pto import ffi, lib
+from ._tensor import (DESC_WORDS, INPUT, OUTPUT, WRITES, Arg, In, InOut, New, NoDep, Out, View,
+                      array_desc, as_array, pto_dtype)
+
+MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
+MAX_SCALARS = int(lib.PTO_MAX_SCALAR_ARGS)
+
+
+class f64:
+    """A scalar passed as its f64 bit pattern (plain floats go as f32)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: float):
+        self.value = float(value)
+
+
+def scalar_bits(v: Any, what: str) -> int:
+    """The uint64 a scalar argument is passed as: ints (two's complement),
+    floats as f32 bits (like pto_args_scalar_f32), ``pto.f64(x)`` as f64 bits."""
+    if isinstance(v, f64):
+        return struct.unpack("<Q", struct.pack("<d", v.value))[0]
+    if isinstance(v, (float, np.floating)):
+        try:
+            return struct.unpack("<I", struct.pack("<f", float(v)))[0]
+        except OverflowError:
+            raise invalid(f"{what}: {v} does not fit an f32 (use pto.f64)") from None
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise invalid(f"{what}: {type(v).__name__} {v!r} is not an int or float") from None
+    if not -(1 << 63) <= i < (1 << 64):
+        raise invalid(f"{what}: {i} does not fit 64 bits")
+    return i & 0xFFFFFFFFFFFFFFFF
+
+
+_MODE_OF = {In: INPUT, Out: 2, InOut: 3, NoDep: 4, New: OUTPUT}
+
+
+def input_mask(args: Sequence[Any]) -> int:
+    """Bit i set: tensor argument i is an INPUT (its view in a Python kernel is read-only)."""
+    m = 0
+    for i, a in enumerate(args):
+        if getattr(a, "mode", None) == INPUT:
+            m |= 1 << i
+    return m
+
+
+class Task:
+    """A submitted task: ``id`` (pass it in ``deps``), ``outputs`` (one
+    :class:`View` per ``pto.New`` argument, in argument order)."""
+
+    __slots__ = ("id", "outputs")
+
+    def __init__(self, tid: int, outputs: Tuple[View, ...]):
+        self.id, self.outputs = tid, outputs
+
+    @property
+    def output(self) -> View:
+        """The first (usually only) runtime-allocated output."""
+        if not self.outputs:
+            raise invalid(f"task {self.id} has no pto.New argument")
+        return self.outputs[0]
+
+    def __int__(self) -> int:
+        return self.id
+
+    __index__ = __int__
+
+    def __repr__(self) -> str:
+        return f"<pto.Task {self.id}>"
+
+
+def task_id(d: Any) -> int:
+    if isinstance(d, Task):
+        return d.id
+    try:
+        return operator.index(d)
+    except TypeError:
+        raise invalid(f"deps: {d!r} is not a task") from None
+
+
+class OutputView(View):
+    """A runtime-allocated OUTPUT tensor (valid in its run, until its scope ends)."""
+
+
+class Orch:
+    """The orchestrator of one ``Chip.run``: submit tasks, open scopes, read
+    and write tensor data. Valid only during the orchestration function."""
+
+    def __init__(self, o, run):
+        self._o = o
+        self._run = run
+        self._cache: dict = {}  # id(ndarray) -> (array, shape, strides, dtype, descriptor words)
+        self._flat = ffi.new("int64_t[]", MAX_TENSORS * DESC_WORDS)
+        self._sc = ffi.new("uint64_t[]", MAX_SCALARS)
+        self._outs = ffi.new("pto_tensor[]", MAX_TENSORS)
+        self._tid = ffi.new("pto_task_id *")
+
+    def _live(self):
+        if self._o is None:
+            raise invalid("pto.Orch used after its orchestration function returned")
+        return self._o
+
+    def _descs(self, args: Sequence[Any], ctx: str):
+        if len(args) > MAX_TENSORS:
+            raise invalid(f"{ctx}: {len(args)} tensor arguments, at most {MAX_TENSORS}")
+        flat: List[int] = []
+        news: List[int] = []
+        cache = self._cache
+        for i, a in enumerate(args):
+            mode = _MODE_OF.get(a.__class__)
+            if mode is None and isinstance(a, (Arg, New)):  # a subclass
+                mode = a.mode
+            if mode is None:
+                raise invalid(f"{ctx}: tensor argument {i}: {type(a).__name__} without an access "
+                              "mode; wrap it: pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x) "
+                              "or pto.New(shape)")
+            if mode == OUTPUT:
+                what = f"{ctx}: tensor argument {i}"
+                if len(a.shape) < 1 or len(a.shape) > 5 or min(a.shape) < 1:
+                    raise invalid(f"{what}: pto.New shape {a.shape} (1..5 dims, each >= 1)")
+                dt = pto_dtype(a.dtype, what)
+                sh = list(a.shape)
+                flat += [OUTPUT, 0, 0, dt, len(sh), 0] + sh + [0] * (5 - len(sh)) + [1] * 5 + [0]
+                news.append(i)
+                continue
+            obj = a.obj
+            # fast path: an array already used in this run, same shape and strides
+            # (it is referenced by the run, so its id and data pointer are stable)
+            c = cache.get(id(obj))
+            if (c is not None and c[0] is obj and c[1] == obj.shape and c[2] == obj.strides and
+                    c[3] == obj.dtype and (mode not in WRITES or obj.flags.writeable)):
+                flat.append(mode)
+                flat += c[4]
+                continue
+            if isinstance(obj, View):
+                if obj._owner is not self._run:
+                    raise invalid(f"{ctx}: tensor argument {i}: {obj._what} belongs to another run")
+                flat += obj._desc(mode)
+                continue
+            what = f"{ctx}: tensor argument {i}"
+            arr = as_array(obj, what)
+            d = array_desc(arr, mode, what)
+            flat += d
+            self._run.keep.append(obj)  # alive (and not resizable) until the run ends
+            if arr is not obj:
+                self._run.keep.append(arr)
+            elif type(obj) is np.ndarray:
+                cache[id(obj)] = (obj, obj.shape, obj.strides, obj.dtype, d[1:])
+        return flat, news
+
+    def submit(self, kernel: Kernel, *args: Union[Arg, New], scalars: Sequence[Any] = (),
+               block_num: int = 1, sync_start: bool = False, deps: Sequence[Any] = ()) -> Task:
+        """Submit ``kernel`` with tensor ``args`` (each ``pto.In/Out/InOut/NoDep(array)``
+        or ``pto.New(shape, dtype)``), ``scalars`` (ints, floats as f32,
+        ``pto.f64``), ``block_num`` blocks (SPMD), all blocks started as one
+        cohort with ``sync_start``, and explicit ``deps`` (earlier tasks)."""
+        o = self._live()
+        if not isinstance(kernel, Kernel):
+            raise invalid(f"submit: {kernel!r} is not a pto.Kernel (register it with chip.kernel)")
+        if kernel._owner is not self._run.chip:
+            raise invalid(f"submit: kernel '{kernel.name}' was registered on another chip")
+        return self._submit(o, kernel.id, kernel.name, args, scalars, block_num, sync_start, deps,
+                            0, kernel.kind == "py")
+
+    def dummy(self, *args: Union[Arg, New], deps: Sequence[Any] = ()) -> Task:
+        """A task with no kernel: it only orders its tensor arguments and ``deps``."""
+        return self._submit(self._live(), -1, None, args, (), 1, False, deps, 1)
+
+    def _submit(self, o, kid, kname, args, scalars, block_num, sync_start, deps, dummy,
+                py=False) -> Task:
+        ctx = "dummy" if kname is None else f"submit '{kname}'"  # noqa: F841 (cheap)
+        flat, news = self._descs(args, ctx)
+        ns = len(scalars)
+        if ns:
+            if ns > MAX_SCALARS - py:
+                raise invalid(f"{ctx}: {ns} scalars, at most {MAX_SCALARS - py}"
+                              + (" for a Python kernel" if py else ""))
+            self._sc[0:ns] = [scalar_bits(s, f"{ctx}: scalar {i}") for i, s in enumerate(scalars)]
+        if py:  # hidden last scalar: which tensors the Python kernel may only read
+            self._sc[ns] = input_mask(args)
+            ns += 1
+        if block_num.__class__ is not int:
+            try:
+                block_num = operator.index(block_num)
+            except TypeError:
+                raise invalid(f"{ctx}: block_num {block_num!r} is not an int") from None
+        if block_num < 1:
+            raise invalid(f"{ctx}: block_num {block_num}, must be >= 1")
+        nd = len(deps)
+        dl = ffi.new("int64_t[]", [task_id(d) for d in deps]) if nd else ffi.NULL
+        n = len(args)
+        if flat:
+            self._flat[0:len(flat)] = flat
+        rc = lib.pyk_submit(o, kid, n, self._flat, ns, self._sc, block_num,
+                            1 if sync_start else 0, dl, nd, dummy, self._outs, self._tid)
+        if rc:
+            check(rc, ctx)
+        tid = int(self._tid[0])
+        if not news:
+            return Task(tid, ())
+        views = []
+        for i in news:
+            t = ffi.new("pto_tensor *")
+            t[0] = self._outs[i]
+            views.append(OutputView(t, self._run, f"output {i} of task {tid}"))
+        return Task(tid, tuple(views))
+
+    @contextlib.contextmanager
+    def scope(self, manual: bool = False) -> Iterator[None]:
+        """``with orch.scope():`` bounds the lifetime of ``pto.New`` outputs
+        submitted inside (reclaimed once the scope ended and their consumers
+        completed). ``manual=True``: only explicit deps apply inside."""
+        check(lib.pto_scope_begin(self._live(), 1 if manual else 0), "scope begin")
+        try:
+            yield
+        finally:
+            if self._o is not None:
+                check(lib.pto_scope_end(self._o), "scope end")
+
+    def _tensor(self, x: Any, what: str, writes: bool):
+        if isinstance(x, View):
+            if x._owner is not self._run:
+                raise invalid(f"{what}: {x._what} belongs to another run")
+            return x._t, x.shape, x.dtype
+        if isinstance(x, Arg):
+            x = x.obj
+        arr = as_array(x, what)
+        d = array_desc(arr, 2 if writes else 0, what)
+        t = ffi.new("pto_tensor *")
+        lib.pyk_tensor(t, ffi.new("int64_t[]", d))
+        self._run.keep.append(arr)
+        return t, tuple(arr.shape) or (1,), arr.dtype
+
+    def read(self, x: Union[np.ndarray, View], timeout_ms: int = -1) -> np.ndarray:
+        """A packed NumPy copy of ``x`` (an array or View), taken once every
+        earlier writer of its bytes completed (deadline ``timeout_ms``; < 0:
+        the chip's watchdog)."""
+        t, shape, dt = self._tensor(x, "read", False)
+        out = np.empty(shape, dtype=dt)
+        check(lib.pto_orch_read(self._live(), t, ffi.from_buffer(out), int(timeout_ms)), "read")
+        return out
+
+    def write(self, x: Union[np.ndarray, View], data: Any, timeout_ms: int = -1) -> None:
+        """Copy ``data`` (broadcast to x's shape) into ``x`` once every earlier
+        reader and writer of its bytes completed."""
+        t, shape, dt = self._tensor(x, "write", True)
+        src = np.ascontiguousarray(np.broadcast_to(np.asarray(data, dtype=dt), shape))
+        check(lib.pto_orch_write(self._live(), t, ffi.from_buffer(src), int(timeout_ms)), "write")
+
+    def wait(self, task: Union[Task, int], timeout_ms: int = -1) -> None:
+        """Wait until ``task`` completed."""
+        check(lib.pto_orch_wait_task(self._live(), task_id(task), int(timeout_ms)), "wait")
+
+    @property
+    def status(self) -> int:
+        """The run's latched status (0 while healthy)."""
+        return int(lib.pto_orch_status(self._live()))

@@ -1,0 +1,298 @@
+"""Tensors: NumPy arrays (and buffer-protocol / DLPack objects) as pto views,
+the access-mode markers of task arguments, and runtime-allocated views."""
+from __future__ import annotations
+
+import operator
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ._errors import check, invalid
+from ._pto import ffi, lib
+
+# access modes (pto_access)
+INPUT, OUTPUT, OUTPUT_EXISTING, INOUT, NO_DEP = 0, 1, 2, 3, 4
+MODE_NAMES = {INPUT: "In", OUTPUT: "New", OUTPUT_EXISTING: "Out", INOUT: "InOut", NO_DEP: "NoDep"}
+WRITES = (OUTPUT_EXISTING, INOUT)
+
+#: NumPy dtype -> pto_dtype code (bf16 has no NumPy type)
+DTYPES = {
+    np.dtype(np.float32): 0,
+    np.dtype(np.float16): 1,
+    np.dtype(np.int32): 3,
+    np.dtype(np.int16): 4,
+    np.dtype(np.int8): 5,
+    np.dtype(np.uint8): 6,
+    np.dtype(np.int64): 7,
+    np.dtype(np.float64): 8,
+}
+NP_DTYPES = {v: k for k, v in DTYPES.items()}
+MAX_DIMS = int(lib.PTO_MAX_DIMS)
+DESC_WORDS = 17  # [mode, buf, bytes, dtype, ndims, offset, shape[5], stride[5], alloc_tag]
+
+ArrayLike = Any  # ndarray, buffer-protocol object or DLPack producer
+
+
+def pto_dtype(dtype: Any, what: str = "dtype") -> int:
+    """The pto_dtype code of a NumPy dtype (InvalidArgumentError if pto has none)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise invalid(f"{what}: {dtype!r} is not a dtype ({e})") from None
+    code = DTYPES.get(dt.newbyteorder("=") if dt.byteorder not in "=|" else dt)
+    if code is None or not dt.isnative:
+        names = ", ".join(str(d) for d in DTYPES)
+        raise invalid(f"{what}: dtype {dt} is not supported by pto (native {names})")
+    return code
+
+
+class _Alias:
+    """A writable NumPy alias of a DLPack import (keeps it alive)."""
+
+    def __init__(self, a: np.ndarray):
+        self.keep = a
+        ai = dict(a.__array_interface__)
+        ai["data"] = (ai["data"][0], False)
+        self.__array_interface__ = ai
+
+
+def as_array(obj: ArrayLike, what: str) -> np.ndarray:
+    """A NumPy array over the same memory as ``obj`` (never a copy)."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    if hasattr(obj, "__dlpack__"):
+        try:
+            a = np.from_dlpack(obj)
+        except (TypeError, ValueError, BufferError, RuntimeError, AttributeError) as e:
+            raise invalid(f"{what}: DLPack export failed: {e}") from None
+        if not a.flags.writeable:
+            # DLPack (before v1) has no read-only flag and NumPy < 2 imports
+            # read-only by caution: the producer's memory is writable
+            a = np.asarray(_Alias(a))
+        return a
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise invalid(f"{what}: {type(obj).__name__} is not an array (need a NumPy array, a "
+                      "buffer-protocol object or a DLPack tensor; a list would be copied)") from None
+    try:
+        return np.asarray(mv)
+    except (TypeError, ValueError) as e:
+        raise invalid(f"{what}: buffer format {mv.format!r}: {e}") from None
+
+
+def array_desc(a: np.ndarray, mode: int, what: str) -> List[int]:
+    """The 17-word descriptor of a NumPy view (same bytes, positive strides)."""
+    dt = DTYPES.get(a.dtype)
+    if dt is None:
+        dt = pto_dtype(a.dtype, what)  # raises, naming the dtype
+    nd = a.ndim
+    if nd > MAX_DIMS:
+        raise invalid(f"{what}: {nd} dims, pto views have at most {MAX_DIMS}")
+    if mode in WRITES and not a.flags.writeable:
+        raise invalid(f"{what}: read-only array passed as {MODE_NAMES[mode]} (the task writes it)")
+    item = a.itemsize
+    ptr = a.__array_interface__["data"][0]
+    shape = a.shape
+    if nd == 1 and a.strides[0] == item and shape[0] > 0:  # the common contiguous vector
+        n = shape[0]
+        return [mode, ptr, n * item, dt, 1, 0, n, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0]
+    if a.size == 0:
+        raise invalid(f"{what}: empty array (shape {shape})")
+    strides = []
+    span = 1
+    for d, (n, s) in enumerate(zip(shape, a.strides)):
+        if n == 1:
+            strides.append(1)
+            continue
+        if s <= 0:
+            kind = "negative (a reversed view)" if s < 0 else "zero (a broadcast view)"
+            raise invalid(f"{what}: stride of dim {d} is {kind}; pto views need positive strides "
+                          "(pass a copy: np.ascontiguousarray)")
+        if s % item:
+            raise invalid(f"{what}: stride of dim {d} ({s} bytes) is not a multiple of the "
+                          f"element size ({item})")
+        strides.append(s // item)
+        span += (n - 1) * (s // item)
+    if nd == 0:
+        shape, strides, nd = (1,), [1], 1
+    pad = MAX_DIMS - nd
+    return ([mode, ptr, span * item, dt, nd, 0] + list(shape) + [0] * pad + strides +
+            [1] * pad + [0])
+
+
+def array_tensor(a: np.ndarray, what: str, writes: bool = False):
+    """A ``pto_tensor *`` (cdata) viewing a NumPy array."""
+    d = array_desc(a, OUTPUT_EXISTING if writes else INPUT, what)
+    t = ffi.new("pto_tensor *")
+    lib.pyk_tensor(t, ffi.new("int64_t[]", d))
+    return t
+
+
+def tensor_to_array(t) -> np.ndarray:
+    """A NumPy view of the memory a ``pto_tensor`` names (no copy)."""
+    dt = NP_DTYPES.get(t.dtype)
+    if dt is None:
+        raise invalid(f"tensor dtype {int(t.dtype)} has no NumPy type")
+    nd = t.ndims
+    item = dt.itemsize
+    if nd == 1 and t.stride[0] == 1:  # contiguous vector: the cheap constructor
+        return np.frombuffer(ffi.buffer(ffi.cast("char *", t.buf) + t.offset * item,
+                                        t.shape[0] * item), dt)
+    shape = tuple(t.shape[0:nd])
+    stride = t.stride[0:nd]
+    span = 1
+    for n, s in zip(shape, stride):
+        span += (n - 1) * s
+    base = ffi.cast("char *", t.buf) + t.offset * item
+    return np.ndarray(shape, dt, ffi.buffer(base, span * item), 0, tuple(s * item for s in stride))
+
+
+class Arg:
+    """A tensor argument tagged with its access mode (see In, Out, InOut, NoDep)."""
+
+    __slots__ = ("obj",)
+    mode = INPUT
+
+    def __init__(self, obj: Union[ArrayLike, "View"]):
+        self.obj = obj
+
+    def __repr__(self) -> str:
+        return f"pto.{type(self).__name__}({self.obj!r})"
+
+
+class In(Arg):
+    """INPUT: the task reads it (waits for earlier overlapping writers)."""
+    mode = INPUT
+
+
+class Out(Arg):
+    """OUTPUT_EXISTING: the task writes into this existing array."""
+    mode = OUTPUT_EXISTING
+
+
+class InOut(Arg):
+    """INOUT: the task reads and writes it."""
+    mode = INOUT
+
+
+class NoDep(Arg):
+    """NO_DEP: passed to the kernel, never tracked for dependencies."""
+    mode = NO_DEP
+
+
+class New:
+    """OUTPUT: a new tensor the runtime allocates from the chip's heap ring.
+
+    ``submit`` returns it as a :class:`View` in ``Task.outputs``; pass that
+    view to later tasks and read it with ``Orch.read`` (a NumPy copy). It
+    lives until its scope ends (a later use fails with PTO_EINVAL).
+    """
+
+    __slots__ = ("shape", "dtype")
+    mode = OUTPUT
+
+    def __init__(self, shape: Union[int, Sequence[int]], dtype: Any = np.float32):
+        self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    def __repr__(self) -> str:
+        return f"pto.New({self.shape}, {self.dtype})"
+
+
+class View:
+    """A pto view that is not a NumPy array: a runtime-allocated OUTPUT
+    (``Task.outputs``) or a node window buffer (``NodeOrch.window``).
+
+    Views support basic slicing (``v[2:6, ::2]``, positive steps),
+    ``transpose(d0, d1)``/``.T`` and ``reshape`` without copying, like
+    ``pto_tensor_slice/_transpose/_reshape``. Read their data with the
+    orchestrator's ``read``.
+    """
+
+    def __init__(self, t, owner, what: str):
+        self._t = t  # pto_tensor * (cdata)
+        self._owner = owner  # the run (or node run) the view is valid in
+        self._what = what
+        self._words: Optional[List[int]] = None
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(int(self._t.shape[i]) for i in range(int(self._t.ndims)))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return NP_DTYPES[int(self._t.dtype)]
+
+    @property
+    def ndim(self) -> int:
+        return int(self._t.ndims)
+
+    def __repr__(self) -> str:
+        return f"<pto.View {self._what} shape={self.shape} dtype={self.dtype}>"
+
+    def _derive(self, fn, *a) -> "View":
+        out = ffi.new("pto_tensor *")
+        check(fn(self._t, *a, out), f"{self._what}: view")
+        return type(self)(out, self._owner, self._what)
+
+    def __getitem__(self, key) -> "View":
+        if not isinstance(key, tuple):
+            key = (key,)
+        shape, stride = list(self.shape), [int(self._t.stride[i]) for i in range(self.ndim)]
+        if len(key) > len(shape):
+            raise invalid(f"{self._what}: {len(key)} indices for {len(shape)} dims")
+        off = 0
+        nshape, nstride = [], []
+        for d, n in enumerate(shape):
+            k = key[d] if d < len(key) else slice(None)
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                if step <= 0:
+                    raise invalid(f"{self._what}: slice step {step} in dim {d}; steps must be > 0")
+                cnt = max(0, (stop - start + step - 1) // step)
+                if cnt == 0:
+                    raise invalid(f"{self._what}: empty slice in dim {d}")
+                off += start * stride[d]
+                nshape.append(cnt)
+                nstride.append(stride[d] * step)
+            else:
+                try:
+                    i = operator.index(k)
+                except TypeError:
+                    raise invalid(f"{self._what}: index {k!r} (ints and slices only)") from None
+                if i < 0:
+                    i += n
+                if not 0 <= i < n:
+                    raise invalid(f"{self._what}: index {k} out of range for dim {d} of {n}")
+                off += i * stride[d]
+        if not nshape:
+            nshape, nstride = [1], [1]
+        return self._derive(lambda src, out: lib.pto_tensor_view(
+            src, len(nshape), ffi.new("int64_t[]", nshape), ffi.new("int64_t[]", nstride), off, out))
+
+    def transpose(self, d0: int = 0, d1: int = 1) -> "View":
+        """Swap dims d0 and d1 (no copy)."""
+        return self._derive(lambda src, out: lib.pto_tensor_transpose(src, d0, d1, out))
+
+    @property
+    def T(self) -> "View":
+        """The last two dims swapped."""
+        return self.transpose(self.ndim - 2, self.ndim - 1) if self.ndim >= 2 else self
+
+    def reshape(self, *shape: int) -> "View":
+        """Same elements, new shape (the view must be contiguous)."""
+        if len(shape) == 1 and not np.isscalar(shape[0]):
+            shape = tuple(shape[0])
+        sh = [int(s) for s in shape]
+        return self._derive(lambda src, out: lib.pto_tensor_reshape(
+            src, len(sh), ffi.new("int64_t[]", sh), out))
+
+    def _desc(self, mode: int) -> List[int]:
+        w = self._words
+        if w is None:  # a View never changes: describe it once
+            t = self._t
+            w = self._words = ([int(ffi.cast("intptr_t", t.buf)), int(t.buf_bytes), int(t.dtype),
+                                int(t.ndims), int(t.offset)] + list(t.shape) + list(t.stride) +
+                               [int(t.alloc_tag)])
+        return [mode] + w

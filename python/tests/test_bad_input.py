@@ -1,0 +1,257 @@
+"""Bad input from Python raises a clear pto.Error; nothing crashes."""
+import numpy as np
+import pytest
+
+import pto
+from conftest import assert_array
+
+
+@pytest.fixture
+def chip():
+    with pto.Chip(clusters=1, schedulers=1, watchdog_ms=2000) as c:
+        yield c
+
+
+def run_one(chip, *args, kernel=None, **kw):
+    k = kernel or chip.kernel(lambda ctx, *t: None, name="nop")
+    return chip.run(lambda o: o.submit(k, *args, **kw))
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.complex64, np.uint16, ">f4", "U3", object])
+def test_wrong_dtype(chip, dtype):
+    a = np.zeros(4, dtype=dtype)
+    with pytest.raises(pto.InvalidArgumentError, match="tensor argument 0.*dtype") as e:
+        run_one(chip, pto.In(a))
+    assert e.value.status == "PTO_EINVAL"
+
+
+def test_wrong_dtype_for_a_reference_kernel(chip):
+    add = chip.kernel("add")
+    a = np.zeros(4, np.int32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        run_one(chip, pto.In(a), pto.In(a), pto.Out(a), kernel=add)
+    assert e.value.kernel == "add"
+
+
+@pytest.mark.parametrize("view,why", [
+    (lambda a: a[::-1], "negative"),
+    (lambda a: np.broadcast_to(a[:1], (4,)), "zero"),
+    (lambda a: a.view(np.uint8)[1:13].view(np.float32)[::1], None),  # misaligned is fine
+])
+def test_strides_pto_cannot_express(chip, view, why):
+    a = np.zeros(16, np.float32)
+    v = view(a)
+    if why is None:
+        run_one(chip, pto.In(v))
+        return
+    with pytest.raises(pto.InvalidArgumentError, match=why):
+        run_one(chip, pto.In(v))
+
+
+def test_non_contiguous_where_contiguity_is_needed(chip):
+    a = np.zeros((4, 4), np.float32)
+
+    def orch(o):
+        t = o.submit(chip.kernel("copy"), pto.In(a), pto.New((4, 4)))
+        t.output.T.reshape(16)  # reshape of a transposed view
+
+    with pytest.raises(pto.InvalidArgumentError):
+        chip.run(orch)
+
+
+@pytest.mark.parametrize("index,msg", [((5,), "out of range"), ((slice(None, None, -1),), "step"),
+                                       ((0, 0, 0), "3 indices"), ((slice(2, 2),), "empty"),
+                                       (("x",), "ints and slices")])
+def test_bad_view_indexing(chip, index, msg):
+    def orch(o):
+        t = o.submit(fill, pto.New((4, 4)), scalars=[1.0])
+        t.output[index]
+
+    fill = chip.kernel("fill")
+    with pytest.raises(pto.InvalidArgumentError, match=msg):
+        chip.run(orch)
+
+
+def test_read_only_array_as_output(chip):
+    a = np.zeros(4, np.float32)
+    a.setflags(write=False)
+    run_one(chip, pto.In(a))  # reading is fine
+    for mode in (pto.Out, pto.InOut):
+        with pytest.raises(pto.InvalidArgumentError, match="read-only array passed as"):
+            run_one(chip, mode(a))
+    with pytest.raises(pto.InvalidArgumentError, match="read-only"):
+        run_one(chip, pto.Out(memoryview(b"\0" * 16).cast("f")))
+
+
+def test_resized_array_is_refused_while_in_use(chip, ckernels):
+    slow = chip.kernel(pto.c_kernel(ckernels, "k_sleep"))
+    a = np.zeros(1024, np.float32)
+    ba = bytearray(64)
+    errors = []
+
+    def orch(o):
+        o.submit(slow, pto.InOut(a), pto.InOut(memoryview(ba).cast("f")), scalars=[20000])
+        try:
+            a.resize(1 << 20)
+        except ValueError as e:
+            errors.append(("numpy", str(e)))
+        try:
+            ba.extend(b"x" * 4096)
+        except BufferError as e:
+            errors.append(("bytearray", str(e)))
+
+    chip.run(orch)
+    assert [k for k, _ in errors] == ["numpy", "bytearray"], errors
+    # after the run the arrays are released: resizing works again
+    ba.extend(b"x")
+    assert len(ba) == 65
+
+
+def test_freed_array_stays_alive_until_the_run_ends(chip):
+    inc = chip.kernel(lambda ctx, t: t.__iadd__(1))
+    seen = {}
+
+    def orch(o):
+        a = np.zeros(1 << 16, np.float32)
+        o.submit(inc, pto.InOut(a))
+        o.submit(inc, pto.InOut(a))
+        b = a[::2]
+        seen["b"] = b
+        del a  # the runtime still holds it: no use-after-free
+        import gc
+        gc.collect()
+        o.submit(inc, pto.InOut(b))
+
+    chip.run(orch)
+    assert_array(seen["b"], np.full(1 << 15, 3, np.float32), "b")
+
+
+def test_unknown_kernels(chip, ckernels):
+    with pytest.raises(pto.InvalidArgumentError, match="unknown reference kernel 'nope'"):
+        chip.kernel("nope")
+    with pytest.raises(pto.InvalidArgumentError, match="cannot load library"):
+        chip.kernel(pto.c_kernel("/nonexistent/libk.so", "k"))
+    with pytest.raises(pto.InvalidArgumentError, match="no symbol 'missing'"):
+        chip.kernel(pto.c_kernel(ckernels, "missing"))
+    with pytest.raises(pto.InvalidArgumentError, match="core"):
+        chip.kernel(pto.py_kernel(lambda c: None, core="gpu"))
+    with pytest.raises(pto.InvalidArgumentError, match="not a pto.Kernel"):
+        chip.run(lambda o: o.submit("add"))
+    with pto.Chip(clusters=1) as other:
+        k = other.kernel("add")
+        with pytest.raises(pto.InvalidArgumentError, match="another chip"):
+            chip.run(lambda o: o.submit(k))
+
+
+def test_arguments_without_modes_and_non_arrays(chip):
+    with pytest.raises(pto.InvalidArgumentError, match="without an access mode"):
+        run_one(chip, np.zeros(4, np.float32))
+    with pytest.raises(pto.InvalidArgumentError, match="a list would be copied"):
+        run_one(chip, pto.Out([1.0, 2.0]))
+    with pytest.raises(pto.InvalidArgumentError, match="at most 5"):
+        run_one(chip, pto.In(np.zeros((1,) * 6, np.float32)))
+    with pytest.raises(pto.InvalidArgumentError, match="empty"):
+        run_one(chip, pto.In(np.zeros(0, np.float32)))
+    with pytest.raises(pto.InvalidArgumentError, match="at most 32"):
+        run_one(chip, *[pto.In(np.zeros(1, np.float32))] * 33)
+    with pytest.raises(pto.InvalidArgumentError, match="New shape"):
+        run_one(chip, pto.New((0, 3)))
+
+
+def test_bad_scalars_and_options(chip):
+    for bad, msg in (("x", "not an int or float"), (1 << 64, "64 bits"), (1e300, "f32")):
+        with pytest.raises(pto.InvalidArgumentError, match=msg):
+            run_one(chip, scalars=[bad])
+    with pytest.raises(pto.InvalidArgumentError, match="at most 15 for a Python kernel"):
+        run_one(chip, scalars=[0] * 16)  # one scalar is the binding's
+    with pytest.raises(pto.InvalidArgumentError, match="at most 16"):
+        run_one(chip, scalars=[0] * 17, kernel=chip.kernel("fill"))
+    with pytest.raises(pto.InvalidArgumentError, match="block_num 0"):
+        run_one(chip, block_num=0)
+    with pytest.raises(pto.InvalidArgumentError, match="deps"):
+        run_one(chip, deps=["t"])
+    with pytest.raises(pto.InvalidArgumentError):  # a task that does not exist yet
+        run_one(chip, deps=[12345])
+
+
+def test_handles_used_out_of_their_time(chip):
+    kept = {}
+    k = chip.kernel(lambda ctx, t: kept.setdefault("ctx", ctx), name="keep_ctx")
+    q = chip.kernel(lambda ctx: ctx.quiet(0), name="q")
+
+    def orch(o):
+        kept["orch"] = o
+        kept["out"] = o.submit(k, pto.New(4)).output
+
+    chip.run(orch)
+    with pytest.raises(pto.InvalidArgumentError, match="after its orchestration"):
+        kept["orch"].submit(k)
+    with pytest.raises(pto.InvalidArgumentError, match="after its kernel call"):
+        kept["ctx"].cancelled()
+    with pytest.raises(pto.InvalidArgumentError, match="another run"):
+        chip.run(lambda o: o.submit(k, pto.In(kept["out"])))
+    with pytest.raises(pto.InvalidArgumentError, match="not reentrant"):
+        chip.run(lambda o: chip.run(lambda o2: None))
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        chip.run(lambda o: o.submit(q))
+    assert "need a kernel running on a chip of a pto.Node" in str(e.value.__cause__)
+    chip.close()
+    with pytest.raises(pto.InvalidArgumentError, match="after close"):
+        chip.kernel("add")
+
+
+def test_in_place_dtype_change_is_seen(chip):
+    """An array reused in a run after `a.dtype = ...` is described anew."""
+    got = []
+    k = chip.kernel(lambda ctx, t: got.append(t.dtype), name="dt")
+    a = np.zeros(4, np.float32)
+
+    def orch(o):
+        o.submit(k, pto.In(a))
+        o.wait(o.submit(k, pto.In(a)))
+        a.dtype = np.int32
+        o.submit(k, pto.In(a))
+
+    chip.run(orch)
+    assert got == [np.float32, np.float32, np.int32], got
+
+
+def test_concurrent_runs_of_one_chip_are_refused(chip, ckernels):
+    import threading
+    slow = chip.kernel(pto.c_kernel(ckernels, "k_sleep"))
+    errors = []
+
+    def second():
+        try:
+            chip.run(lambda o: None)
+        except pto.InvalidArgumentError as e:
+            errors.append(str(e))
+
+    def orch(o):
+        o.submit(slow, scalars=[20000])
+        th = threading.Thread(target=second)
+        th.start()
+        th.join()
+
+    chip.run(orch)
+    assert len(errors) == 1 and "already running" in errors[0], errors
+
+
+def test_python_kernel_cannot_write_an_input(chip):
+    """INPUT views are read-only in a Python kernel: writing one would be a
+    write the dependency inference does not know about."""
+    def writes_input(ctx, x, y):
+        y[:] = x
+        x[0] = 1  # not allowed: x is In
+
+    k = chip.kernel(writes_input)
+    x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    with pytest.raises(pto.KernelError) as e:
+        chip.run(lambda o: o.submit(k, pto.In(x), pto.Out(y), scalars=[7]))
+    assert isinstance(e.value.__cause__, ValueError) and "read-only" in str(e.value.__cause__)
+    assert x[0] == 0 and (y == x).all()
+    seen = {}
+    k2 = chip.kernel(lambda ctx, x, y, z: seen.update(
+        sc=ctx.scalars, w=(x.flags.writeable, y.flags.writeable, z.flags.writeable)), name="flags")
+    chip.run(lambda o: o.submit(k2, pto.In(x), pto.InOut(y), pto.NoDep(x), scalars=[5, 6]))
+    assert seen == {"sc": (5, 6), "w": (False, True, True)}, seen

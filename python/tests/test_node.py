@@ -1,0 +1,291 @@
+"""Several chips (pto.Node): the dist scenes in Python, in-kernel comm
+operations and collectives from Python kernels, node-level collectives."""
+import os
+
+import numpy as np
+import pytest
+
+import pto
+from conftest import DEVICE_IDS, assert_array
+
+SIZE, HALF = 64, 32
+ROUNDS = int(os.environ.get("PTO_PY_SCENE_ROUNDS", "200"))
+
+
+def node_opts(ids, fault=False, seed=0):
+    return dict(device_ids=ids, clusters=2, schedulers=1, task_slots=256, heap_bytes=1 << 20,
+                host_bytes=4 << 20, window_space=64 << 20, startup_timeout_ms=30000,
+                control_timeout_ms=10000, wait_timeout_ms=5000, lease_wait_ms=60000,
+                fault_inject=fault, fault_seed=seed, quiet=True)
+
+
+# ---- the kernels (defined before any Node: the chip processes are forks) ----
+def ring_shuffle(ctx, inp, dst, sig, out):
+    """Scene 1: store my input into the next rank's dst, notify, wait, read mine."""
+    dom = ctx.scalars[0]
+    peer = (ctx.rank(dom) + 1) % 2
+    ctx.remote_store(dom, peer, dst, inp)
+    ctx.notify(dom, peer, sig, 1, op="add")
+    ctx.wait(dom, sig, 1, cmp="ge")
+    out[:] = dst
+
+
+def subview_halves(ctx, inp, dst, sig, out):
+    """Scene 2: push my low half into the peer's dst[0:32], the high half into dst[32:64]."""
+    dom = ctx.scalars[0]
+    peer = (ctx.rank(dom) + 1) % 2
+    for h in range(2):
+        ctx.remote_store(dom, peer, dst[h * HALF:(h + 1) * HALF], inp[h * HALF:(h + 1) * HALF])
+    ctx.notify(dom, peer, sig, 1, op="set")
+    ctx.wait(dom, sig, 1, cmp="ge")
+    out[:] = dst
+
+
+def pair_scene(kernel_name, ids, fault, seed, rounds):
+    """Runs a 2-chip scene `rounds` times; io like examples/scenes/dist_scene.h."""
+    with pto.Node(2, {"ring_shuffle": ring_shuffle, "subview_halves": subview_halves},
+                  **node_opts(ids, fault, seed)) as node:
+        inp = node.host_array((2, SIZE))
+        inp[:] = np.arange(SIZE) + 100 * np.arange(2)[:, None]
+        out = node.host_array((2, SIZE))
+        k = node.kernels[kernel_name]
+
+        def orch(no):
+            dom = no.domain([0, 1], {"dst": SIZE * 4, "sig": 8})
+            args = [[pto.In(inp[r]), pto.InOut(no.window(dom, r, "dst", np.float32, SIZE)),
+                     pto.InOut(no.window(dom, r, "sig", np.int64, 1)), pto.Out(out[r])]
+                    for r in range(2)]
+            no.submit_group([0, 1], k, args, scalars=[dom])
+
+        want = {"ring_shuffle": inp[::-1].copy(),
+                "subview_halves": inp[::-1].copy()}[kernel_name]
+        for rnd in range(rounds):
+            out[:] = 0
+            node.run(orch)
+            assert_array(out, want, f"{kernel_name} round {rnd} (fault injection "
+                         f"{'on' if fault else 'off'}, seed {seed}) out")
+        inp = out = None  # Node.close refuses while host arrays live
+
+
+@pytest.mark.parametrize("fault", [False, True], ids=["faults_off", "faults_on"])
+@pytest.mark.parametrize("scene", ["ring_shuffle", "subview_halves"])
+def test_dist_scene(scene, fault):
+    pair_scene(scene, DEVICE_IDS["scenes"], fault, 7919 if fault else 0, ROUNDS)
+
+
+def comm_ops(ctx, inp, a, b, c, sig, out):
+    dom = ctx.scalars[0]
+    r = ctx.rank(dom)
+    peer = 1 - r
+    assert ctx.size(dom) == 2 and ctx.chip == r
+    b[:] = inp * 10
+    ctx.put(dom, peer, a, inp, chunk_cols=16)
+    ctx.remote_store_add(dom, peer, c, np.ones(8, np.float32))
+    ctx.notify(dom, peer, sig, 1, op="set")
+    ctx.wait(dom, sig, 1, cmp="eq")
+    assert ctx.signal_read(dom, sig) == 1
+    ctx.barrier(dom)
+    got = np.zeros(SIZE, np.float32)
+    ctx.get(dom, peer, got, b)
+    part = np.zeros(8, np.float32)
+    ctx.remote_load(dom, peer, part, b[8:16])
+    ctx.quiet(dom)
+    out[0:64], out[64:128], out[128:136], out[136:144] = a, got, part, c
+
+
+def coll_kernel(ctx, inp, scratch, out):
+    dom = ctx.scalars[0]
+    ar = np.zeros(SIZE, np.float32)
+    ctx.allreduce(dom, scratch, ar, inp, op="sum")
+    ag = np.zeros((2, SIZE), np.float32)
+    ctx.allgather(dom, scratch, ag, inp)
+    bc = np.zeros(SIZE, np.float32)
+    ctx.broadcast(dom, scratch, bc, inp if ctx.rank(dom) == 1 else None, root=1)
+    mx = np.zeros(SIZE, np.float32)
+    ctx.allreduce(dom, scratch, mx, inp, op="max", algo="ring")
+    out[0], out[1:3], out[3], out[4] = ar, ag, bc, mx
+
+
+def bad_remote(ctx, t):
+    dom = ctx.scalars[0]
+    ctx.remote_store(dom, 1 - ctx.rank(dom), np.zeros(4, np.float32), t)  # dst not in a window
+
+
+def raises_in_child(ctx, t):
+    raise RuntimeError("a bug in a chip process")
+
+
+def host_scale(ctx, x, y):
+    """A host sub-worker function: y = x * scalar 0; x is read-only here."""
+    assert not x.flags.writeable
+    y[:] = x * ctx.scalars[0]
+
+
+def host_raises(ctx):
+    raise OSError("host worker bug")
+
+
+@pytest.fixture(scope="module")
+def node(ckernels):
+    with pto.Node(2, {"comm_ops": comm_ops, "coll": coll_kernel, "raises": raises_in_child,
+                      "add": "add", "bad_remote": bad_remote, "axpb": pto.c_kernel(ckernels, "k_axpb")},
+                  host_fns={"scale": host_scale, "raises": host_raises}, nworkers=1,
+                  **node_opts(DEVICE_IDS["node"])) as n:
+        yield n
+
+
+def test_comm_ops_from_python_kernels(node):
+    inp = node.host_array((2, SIZE))
+    inp[:] = np.arange(SIZE) + 100 * np.arange(2)[:, None]
+    out = node.host_array((2, 144))
+
+    def orch(no):
+        dom = no.domain([0, 1], {"a": SIZE * 4, "b": SIZE * 4, "c": 32, "sig": 8})
+        w = lambda r, name, dt, n: pto.InOut(no.window(dom, r, name, dt, n))
+        args = [[pto.In(inp[r]), w(r, "a", np.float32, SIZE), w(r, "b", np.float32, SIZE),
+                 w(r, "c", np.float32, 8), w(r, "sig", np.int64, 1), pto.Out(out[r])]
+                for r in range(2)]
+        no.submit_group([0, 1], node.kernels["comm_ops"], args, scalars=[dom])
+        no.wait_all()
+        assert_array(no.read(no.window(dom, 0, "a", np.float32, SIZE)), inp[1], "window a of 0")
+
+    node.run(orch)
+    for r in range(2):
+        p = 1 - r
+        want = np.concatenate([inp[p], inp[p] * 10, inp[p][8:16] * 10, np.ones(8)])
+        assert_array(out[r], want.astype(np.float32), f"rank {r} out")
+
+
+def test_collectives_from_python_kernels(node):
+    inp = node.host_array((2, SIZE))
+    inp[:] = np.arange(SIZE) + 100 * np.arange(2)[:, None]
+    out = node.host_array((2, 5, SIZE))
+    sb = pto.coll_scratch_bytes(2, 2 * SIZE * 4)
+
+    def orch(no):
+        dom = no.domain([0, 1], {"scratch": sb})
+        args = [[pto.In(inp[r]), pto.InOut(no.window(dom, r, "scratch", np.uint8, sb)),
+                 pto.Out(out[r])] for r in range(2)]
+        no.submit_group([0, 1], node.kernels["coll"], args, scalars=[dom])
+
+    node.run(orch)
+    want = np.stack([inp[0] + inp[1], inp[0], inp[1], inp[1], np.maximum(inp[0], inp[1])])
+    for r in range(2):
+        assert_array(out[r], want, f"rank {r} collectives")
+
+
+def test_node_level_collectives_and_ref_kernel(node):
+    src = node.host_array((2, SIZE))
+    src[:] = np.arange(SIZE) * (1 + np.arange(2)[:, None])
+    dst = node.host_array((2, SIZE))
+    y = node.host_array((2, SIZE))
+
+    def orch(no):
+        dom = no.domain([0, 1], {"scratch": pto.coll_scratch_bytes(2, SIZE * 4)})
+        no.allreduce(dom, "scratch", [dst[0], dst[1]], [src[0], src[1]], op="sum")
+        # a reference kernel on each chip, after the allreduce (dependency on dst)
+        no.submit(0, node.kernels["add"], pto.In(dst[0]), pto.In(src[0]), pto.Out(y[0]))
+        no.submit(1, node.kernels["add"], pto.In(dst[1]), pto.In(src[1]), pto.Out(y[1]))
+
+    node.run(orch)
+    total = src[0] + src[1]
+    assert_array(dst, np.stack([total, total]), "allreduce dst")
+    assert_array(y, np.stack([total + src[0], total + src[1]]), "add after allreduce")
+
+
+def test_c_kernel_on_node_chips(node):
+    x = node.host_array((2, 16))
+    x[:] = np.arange(32).reshape(2, 16)
+    y = node.host_array((2, 16))
+    node.run(lambda no: no.submit_group([0, 1], node.kernels["axpb"],
+                                        [[pto.In(x[r]), pto.Out(y[r])] for r in range(2)],
+                                        scalars=[1.5], block_num=2))
+    assert_array(y, x * 1.5, "y")
+
+
+def test_host_sub_worker_tasks(node):
+    x = node.host_array(16)
+    y = node.host_array(16)
+    z = node.host_array(16)
+
+    def orch(no):  # chip, host worker, chip: each waits for the one before
+        no.submit(1, node.kernels["axpb"], pto.In(z), pto.Out(x), scalars=[5.0])  # x = 5 z
+        no.submit_host("scale", pto.In(x), pto.Out(y), scalars=[3])              # y = 3 x
+        no.submit(0, node.kernels["add"], pto.In(y), pto.In(y), pto.Out(z))      # z = 2 y
+
+    z[:] = 1
+    node.run(orch)
+    assert_array(np.stack([x, y, z]), np.stack([np.full(16, v, np.float32) for v in (5, 15, 30)]),
+                 "x, y, z after the chain")
+    x[:] = np.arange(16)
+    node.run(lambda no: no.submit_host(node.host_fns["scale"], pto.In(x), pto.Out(y),
+                                       scalars=[2], worker=0))
+    assert_array(y, np.arange(16, dtype=np.float32) * 2, "y")
+    with pytest.raises(pto.KernelError):
+        node.run(lambda no: no.submit_host("raises"))
+    with pytest.raises(pto.InvalidArgumentError, match="no host function 'nope'"):
+        node.run(lambda no: no.submit_host("nope"))
+    with pytest.raises(pto.InvalidArgumentError):
+        node.run(lambda no: no.submit_host("scale", pto.In(x), pto.Out(y), worker=3))
+
+
+def test_kernel_exception_in_a_chip_process(node):
+    t = node.host_array(4)
+    with pytest.raises(pto.KernelError) as e:
+        node.run(lambda no: no.submit(1, node.kernels["raises"], pto.Out(t)))
+    assert "chip 1" in e.value.details or "rank 1" in e.value.details, str(e.value)
+    # (the chip process prints the traceback on its stderr: the one it inherited)
+    node.run(lambda no: no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(t)))
+
+
+def test_node_bad_input(node):
+    plain = np.zeros(4, np.float32)  # not in node host memory
+    h = node.host_array(4)
+    with pytest.raises(pto.InvalidArgumentError):
+        node.run(lambda no: no.submit(0, node.kernels["add"], pto.In(plain), pto.In(h),
+                                      pto.Out(h)))
+    with pytest.raises(pto.InvalidArgumentError, match="pto.New is not supported"):
+        node.run(lambda no: no.submit(0, node.kernels["add"], pto.In(h), pto.In(h),
+                                      pto.New(4)))
+    with pytest.raises(pto.InvalidArgumentError, match="not a kernel of this node"):
+        with pto.Chip(clusters=1) as c:
+            k = c.kernel("add")
+            node.run(lambda no: no.submit(0, k, pto.In(h)))
+    with pytest.raises(pto.InvalidArgumentError, match="same number of tensors"):
+        node.run(lambda no: no.submit_group([0, 1], node.kernels["add"], [[pto.In(h)], []]))
+    with pytest.raises(pto.InvalidArgumentError):
+        node.run(lambda no: no.domain([0, 5], {"x": 8}))
+
+
+def test_bad_comm_arguments_fail_the_task_with_details(node):
+    t = node.host_array((2, 4))
+
+    def orch(no):
+        dom = no.domain([0, 1], {"x": 16})
+        no.submit_group([0, 1], node.kernels["bad_remote"], [[pto.In(t[0])], [pto.In(t[1])]],
+                        scalars=[dom])
+
+    with pytest.raises(pto.Error) as e:
+        node.run(orch)
+    assert e.value.code in (-1, -35) and e.value.details, str(e.value)
+
+
+def test_close_refused_while_host_arrays_live():
+    n = pto.Node(1, {"add": "add"}, **node_opts(DEVICE_IDS["misc"][:1]))
+    a = n.host_array(8)
+    with pytest.raises(pto.InvalidArgumentError, match="still referenced"):
+        n.close()
+    a[:] = 1  # still valid memory
+    del a
+    n.close()
+    with pytest.raises(pto.InvalidArgumentError, match="after close"):
+        n.host_array(8)
+
+
+def test_node_trace(tmp_path):
+    path = tmp_path / "node.json"
+    with pto.Node(1, {"add": "add"}, trace=str(path), **node_opts(DEVICE_IDS["misc"][1:])) as n:
+        a = n.host_array(8)
+        n.run(lambda no: no.submit(0, n.kernels["add"], pto.In(a), pto.In(a), pto.Out(a)))
+        a = None
+    assert b"traceEvents" in path.read_bytes()
