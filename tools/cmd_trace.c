@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "common/trace.h"
-#include "common/trace_json.h"
-#include "common/trace_read.h"
+#include "trace_json.h"
+#include "trace_read.h"
 #include "pto/status.h"
 
 void pto_cmd_trace_usage(FILE *f) {
@@ -77,7 +77,7 @@ int pto_cmd_trace(const cli_args *a) {
   }
   if (a->cmd == CLI_TRACE_MERGE) {
     char why[512];
-    int rc = trace_merge_ex((const char *const *)a->in, a->nin, a->out, false, why, sizeof why);
+    int rc = trace_merge_ex((const char *const *)a->in, a->nin, a->out, why, sizeof why);
     if (rc) {
       fprintf(stderr, "pto trace: merging into %s failed: %s\n", a->out,
               why[0] ? why : pto_strerror(rc));

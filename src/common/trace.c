@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/trace_json.h"
 #include "pto/status.h"
 
 #define TRACE_FIRST_CAP 1024
@@ -28,7 +27,7 @@ typedef struct trace_event {
   int64_t val;     /* trace_slice_arg's value, or the instant's arg */
   uint32_t deps_off, ndeps;
   int32_t block; /* < 0: none */
-  char ph;       /* 'X' or 'i' */
+  char ph;       /* 'X', 'i', or a flow end: 's', 'f' (val: the flow id) */
 } trace_event;
 
 typedef struct trace_trk {
@@ -45,7 +44,8 @@ struct pto_trace {
   char *process_name;
   trace_trk *tracks;
   int ntracks, cap;
-  uint64_t origin; /* 0: none set */
+  uint64_t origin;    /* 0: none set */
+  int64_t task_base;  /* added to every task id written */
 };
 
 pto_trace *trace_create(int pid, const char *process_name) {
@@ -164,6 +164,40 @@ void trace_instant(pto_trace *t, int track, const char *name, const char *cat, u
   e->val = arg;
 }
 
+void trace_flow(pto_trace *t, int track, char ph, uint64_t ts_ns, uint64_t id) {
+  if (ph != 's' && ph != 'f') return;
+  trace_event *e = trk_push(t, track);
+  if (!e) return;
+  fill_slice(e, "signal", "flow", ts_ns, ts_ns, -1, -1);
+  e->ph = ph;
+  e->val = (int64_t)id;
+}
+
+uint64_t trace_flow_id(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f) {
+  const uint64_t v[6] = {a, b, c, d, e, f};
+  uint64_t h = 14695981039346656037ull; /* FNV-1a, byte by byte */
+  for (int i = 0; i < 6; i++)
+    for (int k = 0; k < 8; k++) {
+      h ^= (v[i] >> (8 * k)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  h &= (1ull << 52) - 1;
+  return h ? h : 1;
+}
+
+void trace_set_task_base(pto_trace *t, int64_t base) {
+  if (t) t->task_base = base;
+}
+
+int64_t trace_task_end(const pto_trace *t) {
+  if (!t) return 0;
+  int64_t hi = -1;
+  for (int i = 0; i < t->ntracks; i++)
+    for (size_t j = 0; j < t->tracks[i].n; j++)
+      if (t->tracks[i].ev[j].task > hi) hi = t->tracks[i].ev[j].task;
+  return t->task_base + hi + 1;
+}
+
 void trace_set_origin(pto_trace *t, uint64_t origin_ns) {
   if (t) t->origin = origin_ns;
 }
@@ -174,6 +208,24 @@ uint64_t trace_dropped(const pto_trace *t) {
     d += t->tracks[i].dropped;
   return d;
 }
+
+void trace_json_write_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p == '\n')
+      fputs("\\n", f);
+    else if (*p == '\t')
+      fputs("\\t", f);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
 
 /* ns -> "us.nnn": integer arithmetic keeps ns precision for any span. */
 static void put_us(FILE *f, uint64_t ns) {
@@ -199,8 +251,21 @@ static void put_meta(FILE *f, bool *first, int pid, int tid, const char *what, c
   fputs("}}", f);
 }
 
-static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid, int tid,
-                      uint64_t origin) {
+static void put_flow_end(FILE *f, const char *name, char ph, uint64_t id, int pid, int tid,
+                         uint64_t ts_rel) {
+  fprintf(f, "{\"name\":\"%s\",\"cat\":\"flow\",\"ph\":\"%c\",%s\"id\":%" PRIu64
+             ",\"pid\":%d,\"tid\":%d,\"ts\":",
+          name, ph, ph == 'f' ? "\"bp\":\"e\"," : "", id, pid, tid);
+  put_us(f, ts_rel);
+}
+
+static void put_event(FILE *f, const pto_trace *t, const trace_trk *k, const trace_event *e,
+                      int pid, int tid, uint64_t origin) {
+  if (e->ph == 's' || e->ph == 'f') {
+    put_flow_end(f, e->name, e->ph, (uint64_t)e->val, pid, tid, e->t0 - origin);
+    fputc('}', f);
+    return;
+  }
   fputs("{\"name\":", f);
   trace_json_write_str(f, e->name);
   fputs(",\"cat\":", f);
@@ -220,7 +285,7 @@ static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid
     sep = ",";
   }
   if (e->task >= 0) {
-    fprintf(f, "%s\"task\":%" PRId64, sep, e->task);
+    fprintf(f, "%s\"task\":%" PRId64, sep, e->task + t->task_base);
     sep = ",";
   }
   if (e->block >= 0) {
@@ -236,10 +301,92 @@ static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid
   if (e->ndeps) {
     fprintf(f, "%s\"deps\":[", sep);
     for (uint32_t i = 0; i < e->ndeps; i++)
-      fprintf(f, "%s%" PRId64, i ? "," : "", k->deps[e->deps_off + i]);
+      fprintf(f, "%s%" PRId64, i ? "," : "", k->deps[e->deps_off + i] + t->task_base);
     fputc(']', f);
   }
   fputs("}}", f);
+}
+
+/* ---- dependency arrows ----
+ * Each edge the file records (a task's args.deps) is drawn as a flow from
+ * the producer to the consumer: a "dep" flow start inside the producer's
+ * last-ending block slice, its finish ("bp":"e": bound to the enclosing
+ * slice) inside the consumer's first-starting one. A task without blocks
+ * (a dummy task) is anchored on its other slice (its "submit"). They are
+ * derived when the file is written, from events recorded anyway, so
+ * recording costs nothing more. */
+
+typedef struct anchor {
+  uint64_t t0, t1;
+  int track; /* -1: none */
+  bool block;
+} anchor;
+
+typedef struct task_anchors {
+  anchor first, last; /* block slices: earliest start, latest end */
+} task_anchors;
+
+static void anchor_offer(task_anchors *a, int track, const trace_event *e) {
+  bool block = e->cat && strcmp(e->cat, "block") == 0;
+  anchor x = {e->t0, e->t1, track, block};
+  if (a->first.track >= 0 && a->first.block && !block) return; /* blocks win */
+  if (a->first.track < 0 || (block && !a->first.block)) {
+    a->first = a->last = x;
+    return;
+  }
+  if (x.t0 < a->first.t0) a->first = x;
+  if (x.t1 > a->last.t1) a->last = x;
+}
+
+static uint64_t anchor_ts(const anchor *a) { return a->t0 + (a->t1 - a->t0) / 2; }
+
+/* The edges' flows; returns how many could not be written (out of memory). */
+static uint64_t put_dep_flows(FILE *f, const pto_trace *t, int pid, uint64_t origin, bool *first) {
+  int64_t hi = -1;
+  uint64_t edges = 0;
+  for (int i = 0; i < t->ntracks; i++)
+    for (size_t j = 0; j < t->tracks[i].n; j++) {
+      const trace_event *e = &t->tracks[i].ev[j];
+      if (e->ph == 'X' && e->task > hi) hi = e->task;
+      edges += e->ph == 'X' ? e->ndeps : 0;
+    }
+  if (hi < 0 || !edges) return 0;
+  task_anchors *a = malloc((size_t)(hi + 1) * sizeof *a);
+  if (!a) return edges;
+  for (int64_t i = 0; i <= hi; i++)
+    a[i].first.track = a[i].last.track = -1;
+  for (int i = 0; i < t->ntracks; i++)
+    for (size_t j = 0; j < t->tracks[i].n; j++) {
+      const trace_event *e = &t->tracks[i].ev[j];
+      if (e->ph == 'X' && e->task >= 0) anchor_offer(&a[e->task], i, e);
+    }
+  for (int i = 0; i < t->ntracks; i++)
+    for (size_t j = 0; j < t->tracks[i].n; j++) {
+      const trace_trk *k = &t->tracks[i];
+      const trace_event *e = &k->ev[j];
+      if (e->ph != 'X' || !e->ndeps || e->task < 0) continue;
+      const anchor *to = &a[e->task].first;
+      for (uint32_t d = 0; d < e->ndeps; d++) {
+        const int64_t *dl = k->deps + e->deps_off;
+        int64_t p = dl[d];
+        if (p < 0 || p > hi || a[p].last.track < 0 || to->track < 0) continue;
+        bool again = false; /* an edge listed twice is drawn once */
+        for (uint32_t x = 0; x < d && !again; x++)
+          again = dl[x] == p;
+        if (again) continue;
+        const anchor *from = &a[p].last;
+        int64_t fp = p + t->task_base, fc = e->task + t->task_base;
+        uint64_t id = trace_flow_id(1, (uint64_t)pid, (uint64_t)fp, (uint64_t)fc, 0, 0);
+        put_sep(f, first);
+        put_flow_end(f, "dep", 's', id, pid, from->track + 1, anchor_ts(from) - origin);
+        fprintf(f, ",\"args\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}}", fp, fc);
+        put_sep(f, first);
+        put_flow_end(f, "dep", 'f', id, pid, to->track + 1, anchor_ts(to) - origin);
+        fprintf(f, ",\"args\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}}", fp, fc);
+      }
+    }
+  free(a);
+  return 0;
 }
 
 /* "trace file PATH: WHAT: errno text" into why[0..n), when asked for. */
@@ -279,10 +426,10 @@ int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whyle
     const trace_trk *k = &t->tracks[i];
     for (size_t j = 0; j < k->n; j++) {
       put_sep(f, &first);
-      put_event(f, k, &k->ev[j], pid, i + 1, origin);
+      put_event(f, t, k, &k->ev[j], pid, i + 1, origin);
     }
   }
-  uint64_t dropped = trace_dropped(t);
+  uint64_t dropped = trace_dropped(t) + put_dep_flows(f, t, pid, origin, &first);
   fprintf(f,
           "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
           "\",\"dropped_events\":%" PRIu64 "}}\n",

@@ -6,6 +6,7 @@
  * ranks' temporary files are gone afterwards, also when a chip dies during
  * the run. */
 #include <dirent.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "common/trace_json.h"
-#include "common/trace_read.h"
+#include "trace_json.h"
+#include "trace_read.h"
 #include "scenes/dist_scene.h"
 
 /* A fresh directory, so that any leftover file is visible. */
@@ -142,6 +143,14 @@ static void test_several_chip_tasks_per_rank(void **state) {
   assert_int_equal(sum.blocks, 2 * EPOCHS * EPOCH_BLOCKS);
   assert_int_equal(sum.tasks, 2 * EPOCHS); /* distinct (pid, task) with blocks */
   assert_int_equal(sum.missing_deps, 0);
+  /* Each epoch each rank sets the peer's cell (notify SET e) and waits for
+   * its own (>= e): one arrow from every notify to the peer's wait. */
+  trace_flow_counts fc;
+  if (trace_check_flows(root, &fc, err, sizeof err)) fail_msg("flows: %s", err);
+  if (fc.signals != 2 * EPOCHS || fc.unmatched != 0 || fc.deps != sum.edges)
+    fail_msg("signal flows %" PRIu64 " (unmatched ends %" PRIu64 "), dep flows %" PRIu64
+             " for %" PRIu64 " edges; expected %d, 0, and as many dep flows as edges",
+             fc.signals, fc.unmatched, fc.deps, sum.edges, 2 * EPOCHS);
   trace_summary_free(&sum);
 
   block_seen seen[2 * EPOCHS * EPOCH_BLOCKS];
