@@ -247,8 +247,8 @@ static int xs_add(vec *v, int64_t pid, int64_t key, int64_t tid, double ts, doub
 }
 
 /* The events' flows and slices into the vectors. */
-static int flows_collect(const trace_json *evs, vec *ends, vec *by_task, vec *by_track,
-                         vec *edges, char *err, size_t errlen) {
+static int flows_collect(const trace_json *evs, vec *ends, vec *by_task, vec *by_track, vec *edges,
+                         char *err, size_t errlen) {
   for (uint32_t i = 0; i < evs->n; i++) {
     const trace_json *e = &evs->u.items[i];
     const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
@@ -297,8 +297,8 @@ static void uniq(vec *v, int (*cmp)(const void *, const void *)) {
   v->n = k;
 }
 
-static int flows_check(vec *ends, vec *by_task, vec *by_track, vec *edges,
-                       trace_flow_counts *c, char *err, size_t errlen) {
+static int flows_check(vec *ends, vec *by_task, vec *by_track, vec *edges, trace_flow_counts *c,
+                       char *err, size_t errlen) {
   sort(ends->p, ends->n, sizeof(flow_end), flow_cmp);
   sort(by_task->p, by_task->n, sizeof(xs), xs_cmp);
   sort(by_track->p, by_track->n, sizeof(xs), xs_cmp);
@@ -315,18 +315,23 @@ static int flows_check(vec *ends, vec *by_task, vec *by_track, vec *edges,
                   f[i].id, f[i].idx, f[j].idx);
       else if (!flow_bound(by_task, by_track, &f[j]))
         rc = verr(err, errlen,
-                  "flow event %u (id %" PRId64 ", ph %c) lies in no %s slice on its track", f[j].idx,
-                  f[j].id, f[j].ph,
-                  f[j].dep ? "of its task's" : f[j].ph == 's' ? "notify" : "wait");
+                  "flow event %u (id %" PRId64 ", ph %c) lies in no %s slice on its track",
+                  f[j].idx, f[j].id, f[j].ph,
+                  f[j].dep         ? "of its task's"
+                  : f[j].ph == 's' ? "notify"
+                                   : "wait");
     }
     if (rc == 0 && f[i].dep && (ns != 1 || nf != 1))
-      rc = verr(err, errlen, "dep flow id %" PRId64 " (task %" PRId64 " -> %" PRId64
-                ") has %zu starts and %zu finishes, not one each", f[i].id, f[i].from, f[i].to,
-                ns, nf);
+      rc = verr(err, errlen,
+                "dep flow id %" PRId64 " (task %" PRId64 " -> %" PRId64
+                ") has %zu starts and %zu finishes, not one each",
+                f[i].id, f[i].from, f[i].to, ns, nf);
     if (rc == 0 && f[i].dep) {
       flow_end *g = vec_push(&drawn);
-      if (!g) rc = PTO_ENOMEM;
-      else *g = f[i];
+      if (!g)
+        rc = PTO_ENOMEM;
+      else
+        *g = f[i];
       c->deps++;
     } else if (rc == 0) {
       c->signals += ns && nf;
@@ -358,8 +363,9 @@ static int flows_check(vec *ends, vec *by_task, vec *by_track, vec *edges,
   for (size_t i = 0; rc == 0 && i < drawn.n; i++) {
     const flow_end *x = (const flow_end *)drawn.p + i;
     if (!find(x, edges->p, edges->n, sizeof *x, edge3_cmp))
-      rc = verr(err, errlen, "dep flow %" PRId64 " -> %" PRId64 " of pid %" PRId64
-                " is no edge in args.deps", x->from, x->to, x->pid);
+      rc = verr(err, errlen,
+                "dep flow %" PRId64 " -> %" PRId64 " of pid %" PRId64 " is no edge in args.deps",
+                x->from, x->to, x->pid);
   }
   free(drawn.p);
   return rc;

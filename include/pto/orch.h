@@ -108,8 +108,10 @@ typedef struct pto_arg {
 PTO_API int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc);
 
 #ifndef __cplusplus
+/* (clang-format cannot lay out _Generic) */
+/* clang-format off */
 #define pto_submit_v(o, kernel_id, ...)                                                            \
-  pto_submit_argv((o), (kernel_id), (const pto_arg[]){__VA_ARGS__},                              \
+  pto_submit_argv((o), (kernel_id), (const pto_arg[]){__VA_ARGS__},                                \
                   (int)(sizeof((const pto_arg[]){__VA_ARGS__}) / sizeof(pto_arg)))
 
 /* Tensors: pto_tensor * (or const pto_tensor *, except for PTO_OUT). */
@@ -157,6 +159,7 @@ static inline pto_arg pto_arg_f32_(float f) {
 #define PTO_SYNC_START ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_SYNC_START, 0, {.u = 1}})
 #define PTO_TASK_ID(p)                                                                             \
   ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_TASK_ID, 0, {.id = _Generic((p), pto_task_id *: (p))}})
+/* clang-format on */
 #endif
 
 #define PTO_MAX_SCOPE_DEPTH 4

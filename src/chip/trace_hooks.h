@@ -41,8 +41,8 @@ static inline void core_trace_flow(const pto_kctx *ctx, char ph, uint64_t id) {
 /* What both ends know: the domain, the rank whose cell it is, the cell's
  * window offset, the node task's epoch and the value the notify set and
  * the wait saw. */
-#define PTO_SIGNAL_FLOW_ID(dom, dst, off, epoch, value)                                           \
-  trace_flow_id(2, (uint64_t)(dom), (uint64_t)(dst), (uint64_t)(off), (uint64_t)(epoch),          \
+#define PTO_SIGNAL_FLOW_ID(dom, dst, off, epoch, value)                                            \
+  trace_flow_id(2, (uint64_t)(dom), (uint64_t)(dst), (uint64_t)(off), (uint64_t)(epoch),           \
                 (uint64_t)(uint32_t)(value))
 
 #endif

@@ -44,8 +44,8 @@ struct pto_trace {
   char *process_name;
   trace_trk *tracks;
   int ntracks, cap;
-  uint64_t origin;    /* 0: none set */
-  int64_t task_base;  /* added to every task id written */
+  uint64_t origin;   /* 0: none set */
+  int64_t task_base; /* added to every task id written */
 };
 
 pto_trace *trace_create(int pid, const char *process_name) {
@@ -226,7 +226,6 @@ void trace_json_write_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-
 /* ns -> "us.nnn": integer arithmetic keeps ns precision for any span. */
 static void put_us(FILE *f, uint64_t ns) {
   fprintf(f, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
@@ -253,8 +252,9 @@ static void put_meta(FILE *f, bool *first, int pid, int tid, const char *what, c
 
 static void put_flow_end(FILE *f, const char *name, char ph, uint64_t id, int pid, int tid,
                          uint64_t ts_rel) {
-  fprintf(f, "{\"name\":\"%s\",\"cat\":\"flow\",\"ph\":\"%c\",%s\"id\":%" PRIu64
-             ",\"pid\":%d,\"tid\":%d,\"ts\":",
+  fprintf(f,
+          "{\"name\":\"%s\",\"cat\":\"flow\",\"ph\":\"%c\",%s\"id\":%" PRIu64
+          ",\"pid\":%d,\"tid\":%d,\"ts\":",
           name, ph, ph == 'f' ? "\"bp\":\"e\"," : "", id, pid, tid);
   put_us(f, ts_rel);
 }

@@ -19,7 +19,8 @@
 
 static int concat_fail(char *why, size_t n, int rc, const char *path, const char *what, int err) {
   if (why && n)
-    snprintf(why, n, "trace file %s: %s%s%s", path, what, err ? ": " : "", err ? strerror(err) : "");
+    snprintf(why, n, "trace file %s: %s%s%s", path, what, err ? ": " : "",
+             err ? strerror(err) : "");
   return rc;
 }
 
@@ -68,7 +69,8 @@ static bool split(char *text, size_t len, const char **body, size_t *blen, uint6
   for (char *p = text; (p = strstr(p, TAIL)) != NULL; p++)
     tail = p; /* the last one: a name could hold the text, escaped, not raw */
   if (!tail || tail < text + h) return false;
-  if (sscanf(tail + strlen(TAIL), "%" SCNu64 "\",\"dropped_events\":%" SCNu64, origin, dropped) != 2)
+  if (sscanf(tail + strlen(TAIL), "%" SCNu64 "\",\"dropped_events\":%" SCNu64, origin, dropped) !=
+      2)
     return false;
   *body = text + h;
   *blen = (size_t)(tail - (text + h));
@@ -112,7 +114,8 @@ static void put_events(FILE *f, const char *body, size_t blen, int *named, int *
 int trace_concat(const char *const *paths, int n, const char *out, char *why, size_t whylen) {
   if (why && whylen) why[0] = '\0';
   if (!paths || n <= 0 || !out) {
-    if (why && whylen) snprintf(why, whylen, "trace concat: %s", out ? "no input files" : "no output file");
+    if (why && whylen)
+      snprintf(why, whylen, "trace concat: %s", out ? "no input files" : "no output file");
     return PTO_EINVAL;
   }
   FILE *f = fopen(out, "w");
@@ -140,14 +143,15 @@ int trace_concat(const char *const *paths, int n, const char *out, char *why, si
     }
     free(text);
   }
-  fprintf(f,
-          TAIL "%" PRIu64 "\",\"dropped_events\":%" PRIu64 ",\"merged_files\":%d}}\n", origin,
+  fprintf(f, TAIL "%" PRIu64 "\",\"dropped_events\":%" PRIu64 ",\"merged_files\":%d}}\n", origin,
           dropped, n);
   errno = 0;
   if (fflush(f) != 0 || ferror(f)) {
-    if (rc == 0) rc = concat_fail(why, whylen, PTO_ESYSTEM, out, "write failed", errno ? errno : EIO);
+    if (rc == 0)
+      rc = concat_fail(why, whylen, PTO_ESYSTEM, out, "write failed", errno ? errno : EIO);
   }
-  if (fclose(f) != 0 && rc == 0) rc = concat_fail(why, whylen, PTO_ESYSTEM, out, "close failed", errno);
+  if (fclose(f) != 0 && rc == 0)
+    rc = concat_fail(why, whylen, PTO_ESYSTEM, out, "close failed", errno);
   return rc;
 }
 

@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
+#include "scenes/dist_scene.h"
 #include "trace_json.h"
 #include "trace_read.h"
-#include "scenes/dist_scene.h"
 
 /* A fresh directory, so that any leftover file is visible. */
 static void make_dir(char *dir, size_t len) {

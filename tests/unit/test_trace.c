@@ -15,9 +15,9 @@
 #include <cmocka.h>
 
 #include "common/trace.h"
+#include "pto/status.h"
 #include "trace_json.h"
 #include "trace_read.h"
-#include "pto/status.h"
 
 #define NTHREADS 4
 #define NTASKS   300 /* per thread */

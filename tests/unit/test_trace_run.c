@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "trace_json.h"
-#include "trace_read.h"
 #include "pto/pto.h"
 #include "scene.h"
+#include "trace_json.h"
+#include "trace_read.h"
 
 static void tmp_path(char *buf, size_t n, const char *tag) {
   const char *dir = getenv("TMPDIR");

@@ -14,8 +14,8 @@
 #include <cmocka.h>
 
 #include "common/trace.h"
-#include "trace_read.h"
 #include "pto/pto.h"
+#include "trace_read.h"
 
 enum { N = 64 };
 static float buf[N];
@@ -154,8 +154,8 @@ static void test_concat_names_the_file(void **state) {
   assert_true(trace_file_complete(a));
   const char *cut[] = {a, half};
   rc = trace_concat(cut, 2, "/dev/null", why, sizeof why);
-  if (rc != PTO_EINVAL || !strstr(why, half)) fail_msg("concat of half a file: %s, '%s'",
-                                                      pto_status_name(rc), why);
+  if (rc != PTO_EINVAL || !strstr(why, half))
+    fail_msg("concat of half a file: %s, '%s'", pto_status_name(rc), why);
   unlink(a);
   unlink(b);
   unlink(half);
@@ -163,10 +163,8 @@ static void test_concat_names_the_file(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_missing_directory),
-      cmocka_unit_test(test_disk_full),
-      cmocka_unit_test(test_run_error_stays_first),
-      cmocka_unit_test(test_merge_names_the_file),
+      cmocka_unit_test(test_missing_directory),     cmocka_unit_test(test_disk_full),
+      cmocka_unit_test(test_run_error_stays_first), cmocka_unit_test(test_merge_names_the_file),
       cmocka_unit_test(test_concat_names_the_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
