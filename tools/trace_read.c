@@ -222,17 +222,39 @@ static bool encloses(const xs *x, double ts) {
 }
 
 /* A flow end lies inside a slice on its own track: of its task (dep), or
- * named notify (a signal's start) or wait (its finish). */
+ * named notify (a signal's start) or wait (its finish). For a dep end, the
+ * task's slices that start by the flow's ts are searched, latest first; for
+ * a signal's, the track's: the notify or wait is the last slice to start
+ * before it (nothing runs on a core inside them), so a few suffice. */
+#define FLOW_LOOKBACK 8
+
+/* Past the last slice of (pid, key) in the sorted v that starts by ts. */
+static size_t xs_upto(const vec *v, int64_t pid, int64_t key, double ts) {
+  size_t lo = 0, hi = v->n;
+  const xs *a = v->p;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    bool before = a[mid].pid < pid ||
+                  (a[mid].pid == pid &&
+                   (a[mid].key < key || (a[mid].key == key && a[mid].ts - FLOW_EPS <= ts)));
+    if (before)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 static bool flow_bound(const vec *by_task, const vec *by_track, const flow_end *f) {
   const vec *v = f->dep ? by_task : by_track;
   int64_t key = f->dep ? (f->ph == 's' ? f->from : f->to) : f->tid;
   const char *want = f->ph == 's' ? "notify" : "wait";
   const xs *a = v->p;
-  for (size_t k = xs_first(v, f->pid, key); k < v->n && a[k].pid == f->pid && a[k].key == key;
-       k++) {
-    if (a[k].ts - FLOW_EPS > f->ts) break;
-    if (a[k].tid == f->tid && encloses(&a[k], f->ts) &&
-        (f->dep || (a[k].name && strcmp(a[k].name, want) == 0)))
+  size_t lo = xs_first(v, f->pid, key), hi = xs_upto(v, f->pid, key, f->ts);
+  for (size_t k = hi, seen = 0; k > lo && (f->dep || seen < FLOW_LOOKBACK); k--, seen++) {
+    const xs *x = &a[k - 1];
+    if (x->tid == f->tid && encloses(x, f->ts) &&
+        (f->dep || (x->name && strcmp(x->name, want) == 0)))
       return true;
   }
   return false;

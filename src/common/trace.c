@@ -324,6 +324,7 @@ typedef struct anchor {
 
 typedef struct task_anchors {
   anchor first, last; /* block slices: earliest start, latest end */
+  int64_t drawn_to;   /* the last consumer an arrow from this task went to */
 } task_anchors;
 
 static void anchor_offer(task_anchors *a, int track, const trace_event *e) {
@@ -353,8 +354,10 @@ static uint64_t put_dep_flows(FILE *f, const pto_trace *t, int pid, uint64_t ori
   if (hi < 0 || !edges) return 0;
   task_anchors *a = malloc((size_t)(hi + 1) * sizeof *a);
   if (!a) return edges;
-  for (int64_t i = 0; i <= hi; i++)
+  for (int64_t i = 0; i <= hi; i++) {
     a[i].first.track = a[i].last.track = -1;
+    a[i].drawn_to = -1;
+  }
   for (int i = 0; i < t->ntracks; i++)
     for (size_t j = 0; j < t->tracks[i].n; j++) {
       const trace_event *e = &t->tracks[i].ev[j];
@@ -367,13 +370,12 @@ static uint64_t put_dep_flows(FILE *f, const pto_trace *t, int pid, uint64_t ori
       if (e->ph != 'X' || !e->ndeps || e->task < 0) continue;
       const anchor *to = &a[e->task].first;
       for (uint32_t d = 0; d < e->ndeps; d++) {
-        const int64_t *dl = k->deps + e->deps_off;
-        int64_t p = dl[d];
+        int64_t p = k->deps[e->deps_off + d];
         if (p < 0 || p > hi || a[p].last.track < 0 || to->track < 0) continue;
-        bool again = false; /* an edge listed twice is drawn once */
-        for (uint32_t x = 0; x < d && !again; x++)
-          again = dl[x] == p;
-        if (again) continue;
+        /* An edge listed twice in the task's list is drawn once (a task's
+         * deps are recorded once, on one slice: trace.h). */
+        if (a[p].drawn_to == e->task) continue;
+        a[p].drawn_to = e->task;
         const anchor *from = &a[p].last;
         int64_t fp = p + t->task_base, fc = e->task + t->task_base;
         uint64_t id = trace_flow_id(1, (uint64_t)pid, (uint64_t)fp, (uint64_t)fc, 0, 0);

@@ -350,6 +350,54 @@ static void test_validate_rejects(void **state) {
   assert_int_equal(validate_text("{\"traceEvents\":{}}"), PTO_EINVAL);
 }
 
+/* The flow checks: a file whose arrows are wrong fails the schema check,
+ * naming what is wrong. Two tasks on one track: 0 in [1, 3], 1 in [5, 7]
+ * with deps [0]; the good arrow starts at 2 (in task 0), finishes at 6. */
+static int validate_flows(const char *flows, char *err, size_t errlen) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "{\"traceEvents\":[" META
+           ",{\"name\":\"k\",\"cat\":\"block\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1,"
+           "\"dur\":2,\"args\":{\"task\":0,\"block\":0}}"
+           ",{\"name\":\"k\",\"cat\":\"block\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":5,"
+           "\"dur\":2,\"args\":{\"task\":1,\"block\":0,\"deps\":[0]}}%s]}",
+           flows);
+  trace_json_doc *d;
+  assert_int_equal(trace_json_parse(text, strlen(text), &d, err, errlen), 0);
+  int rc = trace_validate(trace_json_root(d), err, errlen);
+  trace_json_free(d);
+  return rc;
+}
+
+#define FLOW(ph, id, ts, from, to)                                                                 \
+  ",{\"name\":\"dep\",\"cat\":\"flow\",\"ph\":\"" ph "\",\"id\":" id ",\"pid\":1,\"tid\":1,"       \
+  "\"ts\":" ts ",\"args\":{\"from\":" from ",\"to\":" to "}}"
+
+static void test_validate_checks_flows(void **state) {
+  (void)state;
+  static const struct {
+    const char *flows, *want; /* want: NULL = valid, else in the error */
+  } cases[] = {
+      {FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "6", "0", "1"), NULL},
+      {"", "edge 0 -> 1 of pid 1 has no dep flow"},
+      {FLOW("s", "7", "4", "0", "1") FLOW("f", "7", "6", "0", "1"), "lies in no"},
+      {FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "2", "0", "1"), "lies in no"},
+      {FLOW("s", "7", "2", "0", "1") FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "6", "0", "1"),
+       "2 starts and 1 finishes"},
+      {FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "6", "0", "1") FLOW("s", "8", "6", "1", "0")
+           FLOW("f", "8", "2", "1", "0"),
+       "dep flow 1 -> 0 of pid 1 is no edge"},
+      {FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "6", "0", "0"), "disagree"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char err[256] = "";
+    int rc = validate_flows(cases[i].flows, err, sizeof err);
+    if (cases[i].want ? rc != PTO_EINVAL || !strstr(err, cases[i].want) : rc != 0)
+      fail_msg("case %zu: %s '%s'; expected %s '%s'", i, pto_status_name(rc), err,
+               cases[i].want ? "PTO_EINVAL naming" : "valid", cases[i].want ? cases[i].want : "");
+  }
+}
+
 /* ---- the JSON reader ---- */
 
 static void test_json_reader(void **state) {
@@ -654,6 +702,7 @@ int main(void) {
       cmocka_unit_test(test_summary_known_numbers),
       cmocka_unit_test(test_critical_path_through_span),
       cmocka_unit_test(test_validate_rejects),
+      cmocka_unit_test(test_validate_checks_flows),
       cmocka_unit_test(test_json_reader),
       cmocka_unit_test(test_summary_generic_chrome),
       cmocka_unit_test(test_merge_ranks),
