@@ -39,11 +39,19 @@ typedef struct xp_set {
   size_t size;     /* a power of two */
 } xp_set;
 
-/* FNV-1a over the key's bytes. */
+/* FNV-1a over the key, a word at a time (with a shift to mix the high
+ * bits down), then its last bytes. */
 static inline uint64_t xp_hash(const void *key, size_t len) {
   const unsigned char *p = key;
   uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < len; i++)
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t v;
+    memcpy(&v, p + i, 8);
+    h = (h ^ v) * 1099511628211ull;
+    h ^= h >> 29;
+  }
+  for (; i < len; i++)
     h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
@@ -114,7 +122,10 @@ typedef struct xp_search xp_search;
 typedef struct xp_model {
   size_t state_size; /* bytes of a state */
   size_t key_size;   /* bytes of its key (<= state_size when key is NULL) */
-  int max_depth;     /* a path this long stops the search (XP_DEPTH) */
+  /* Bytes a step copies (0: state_size): a model whose states end in
+   * bytes no step writes (zero from the start) may copy less. */
+  size_t copy_size;
+  int max_depth; /* a path this long stops the search (XP_DEPTH) */
   /* The key of a state; NULL: its first key_size bytes. */
   void (*key)(xp_search *x, const void *state, void *key);
   /* Actions: 0 .. nact - 1. */
@@ -166,11 +177,12 @@ static inline void xp_stop(xp_search *x, int why, int depth) {
   x->stop_depth = depth;
 }
 
-static inline void xp_dfs(xp_search *x, int d) {
+/* have_key: the caller already put the state's key at xp_key_at(x, d). */
+static inline void xp_dfs(xp_search *x, int d, bool have_key) {
   const xp_model *m = x->m;
   void *w = xp_state(x, d);
   uint8_t *k = xp_key_at(x, d);
-  xp_key_of(x, w, k);
+  if (!have_key) xp_key_of(x, w, k);
   bool found;
   size_t id = xp_visit(&x->seen, k, &found);
   if (found) {
@@ -192,7 +204,7 @@ static inline void xp_dfs(xp_search *x, int d) {
   int n = m->nact(x);
   for (int a = 0; a < n; a++) {
     void *nw = xp_state(x, d + 1);
-    memcpy(nw, w, m->state_size);
+    memcpy(nw, w, m->copy_size ? m->copy_size : m->state_size);
     x->path[d] = a;
     int r = m->apply(x, nw, a, d);
     if (r == XP_STOP) {
@@ -207,7 +219,7 @@ static inline void xp_dfs(xp_search *x, int d) {
     }
     any = true;
     x->edges++;
-    xp_dfs(x, d + 1);
+    xp_dfs(x, d + 1, m->unchanged_is_wait);
     if (x->stopped) return;
   }
   if (!any) {
@@ -232,7 +244,7 @@ static inline int xp_run(xp_search *x, const xp_model *m, void *ctx, const void 
   x->path = calloc((size_t)m->max_depth + 2, sizeof *x->path);
   if (!x->stack || !x->kstack || !x->path) xp_oom();
   memcpy(xp_state(x, 0), init, m->state_size);
-  xp_dfs(x, 0);
+  xp_dfs(x, 0, false);
   return x->stopped;
 }
 

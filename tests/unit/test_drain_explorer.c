@@ -477,6 +477,7 @@ static void x_teardown(xctx *c) { free(c->work); }
 static void x_search(xctx *c) {
   const xp_model m = {.state_size = sizeof(xworld),
                       .key_size = c->L,
+                      .copy_size = c->L, /* the slots past nsched stay zero */
                       .max_depth = XDEPTH,
                       .nact = xm_nact,
                       .apply = xm_apply,
