@@ -323,15 +323,15 @@ typedef struct anchor {
 } anchor;
 
 typedef struct task_anchors {
+  int64_t task;
   anchor first, last; /* block slices: earliest start, latest end */
-  int64_t drawn_to;   /* the last consumer an arrow from this task went to */
 } task_anchors;
 
-static void anchor_offer(task_anchors *a, int track, const trace_event *e) {
-  bool block = e->cat && strcmp(e->cat, "block") == 0;
-  anchor x = {e->t0, e->t1, track, block};
-  if (a->first.track >= 0 && a->first.block && !block) return; /* blocks win */
-  if (a->first.track < 0 || (block && !a->first.block)) {
+/* Offers slice x of the task: block slices win over others (a dummy task
+ * has none: its submit slice is taken). */
+static void anchor_offer(task_anchors *a, anchor x) {
+  if (a->first.track >= 0 && a->first.block && !x.block) return;
+  if (a->first.track < 0 || (x.block && !a->first.block)) {
     a->first = a->last = x;
     return;
   }
@@ -341,52 +341,98 @@ static void anchor_offer(task_anchors *a, int track, const trace_event *e) {
 
 static uint64_t anchor_ts(const anchor *a) { return a->t0 + (a->t1 - a->t0) / 2; }
 
-/* The edges' flows; returns how many could not be written (out of memory). */
-static uint64_t put_dep_flows(FILE *f, const pto_trace *t, int pid, uint64_t origin, bool *first) {
-  int64_t hi = -1;
-  uint64_t edges = 0;
+static int ta_cmp(const void *x, const void *y) {
+  const task_anchors *p = x, *q = y;
+  return p->task < q->task ? -1 : p->task > q->task;
+}
+
+typedef struct edge {
+  int64_t from, to;
+} edge;
+
+static int edge_cmp(const void *x, const void *y) {
+  const edge *p = x, *q = y;
+  if (p->from != q->from) return p->from < q->from ? -1 : 1;
+  return p->to < q->to ? -1 : p->to > q->to;
+}
+
+/* Every task's anchors, sorted by task id, into *out (*n of them); edges
+ * into *edges (*nedges, sorted, repeats next to each other). */
+static bool collect_anchors(const pto_trace *t, task_anchors **out, size_t *n, edge **edges,
+                            size_t *nedges) {
+  size_t nx = 0, ne = 0;
   for (int i = 0; i < t->ntracks; i++)
     for (size_t j = 0; j < t->tracks[i].n; j++) {
       const trace_event *e = &t->tracks[i].ev[j];
-      if (e->ph == 'X' && e->task > hi) hi = e->task;
-      edges += e->ph == 'X' ? e->ndeps : 0;
+      if (e->ph != 'X' || e->task < 0) continue;
+      nx++;
+      ne += e->ndeps;
     }
-  if (hi < 0 || !edges) return 0;
-  task_anchors *a = malloc((size_t)(hi + 1) * sizeof *a);
-  if (!a) return edges;
-  for (int64_t i = 0; i <= hi; i++) {
-    a[i].first.track = a[i].last.track = -1;
-    a[i].drawn_to = -1;
+  *out = NULL;
+  *edges = NULL;
+  *n = *nedges = 0;
+  if (!ne) return true;
+  task_anchors *a = malloc(nx * sizeof *a);
+  edge *ed = malloc(ne * sizeof *ed);
+  if (!a || !ed) {
+    free(a);
+    free(ed);
+    return false;
   }
+  size_t k = 0, m = 0;
   for (int i = 0; i < t->ntracks; i++)
     for (size_t j = 0; j < t->tracks[i].n; j++) {
-      const trace_event *e = &t->tracks[i].ev[j];
-      if (e->ph == 'X' && e->task >= 0) anchor_offer(&a[e->task], i, e);
+      const trace_trk *tr = &t->tracks[i];
+      const trace_event *e = &tr->ev[j];
+      if (e->ph != 'X' || e->task < 0) continue;
+      anchor x = {e->t0, e->t1, i, e->cat && strcmp(e->cat, "block") == 0};
+      a[k++] = (task_anchors){e->task, x, x};
+      for (uint32_t d = 0; d < e->ndeps; d++)
+        ed[m++] = (edge){tr->deps[e->deps_off + d], e->task};
     }
-  for (int i = 0; i < t->ntracks; i++)
-    for (size_t j = 0; j < t->tracks[i].n; j++) {
-      const trace_trk *k = &t->tracks[i];
-      const trace_event *e = &k->ev[j];
-      if (e->ph != 'X' || !e->ndeps || e->task < 0) continue;
-      const anchor *to = &a[e->task].first;
-      for (uint32_t d = 0; d < e->ndeps; d++) {
-        int64_t p = k->deps[e->deps_off + d];
-        if (p < 0 || p > hi || a[p].last.track < 0 || to->track < 0) continue;
-        /* An edge listed twice in the task's list is drawn once (a task's
-         * deps are recorded once, on one slice: trace.h). */
-        if (a[p].drawn_to == e->task) continue;
-        a[p].drawn_to = e->task;
-        const anchor *from = &a[p].last;
-        int64_t fp = p + t->task_base, fc = e->task + t->task_base;
-        uint64_t id = trace_flow_id(1, (uint64_t)pid, (uint64_t)fp, (uint64_t)fc, 0, 0);
-        put_sep(f, first);
-        put_flow_end(f, "dep", 's', id, pid, from->track + 1, anchor_ts(from) - origin);
-        fprintf(f, ",\"args\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}}", fp, fc);
-        put_sep(f, first);
-        put_flow_end(f, "dep", 'f', id, pid, to->track + 1, anchor_ts(to) - origin);
-        fprintf(f, ",\"args\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}}", fp, fc);
-      }
+  qsort(a, nx, sizeof *a, ta_cmp);
+  qsort(ed, ne, sizeof *ed, edge_cmp);
+  /* one entry per task: its slices' anchors combined */
+  size_t w = 0;
+  for (size_t i = 0; i < nx; i++) {
+    if (w && a[w - 1].task == a[i].task) {
+      anchor_offer(&a[w - 1], a[i].first);
+      continue;
     }
+    anchor x = a[i].first;
+    a[w] = (task_anchors){a[i].task, {0, 0, -1, false}, {0, 0, -1, false}};
+    anchor_offer(&a[w++], x);
+  }
+  *out = a;
+  *n = w;
+  *edges = ed;
+  *nedges = ne;
+  return true;
+}
+
+/* The edges' flows, each distinct edge whose producer has a slice once;
+ * returns how many could not be written (out of memory). */
+static uint64_t put_dep_flows(FILE *f, const pto_trace *t, int pid, uint64_t origin, bool *first) {
+  task_anchors *a;
+  edge *ed;
+  size_t na, ne;
+  if (!collect_anchors(t, &a, &na, &ed, &ne)) return 1;
+  for (size_t i = 0; i < ne; i++) {
+    if (i && edge_cmp(&ed[i - 1], &ed[i]) == 0) continue;
+    task_anchors kp = {.task = ed[i].from}, kc = {.task = ed[i].to};
+    const task_anchors *p = bsearch(&kp, a, na, sizeof *a, ta_cmp);
+    const task_anchors *c = bsearch(&kc, a, na, sizeof *a, ta_cmp);
+    if (!p || !c) continue; /* a producer the file does not show */
+    int64_t fp = p->task + t->task_base, fc = c->task + t->task_base;
+    uint64_t id = trace_flow_id(1, (uint64_t)pid, (uint64_t)fp, (uint64_t)fc, 0, 0);
+    put_sep(f, first);
+    put_flow_end(f, "dep", 's', id, pid, p->last.track + 1, anchor_ts(&p->last) - origin);
+    fprintf(f, ",\"args\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}}", fp, fc);
+    put_sep(f, first);
+    put_flow_end(f, "dep", 'f', id, pid, c->first.track + 1, anchor_ts(&c->first) - origin);
+    fprintf(f, ",\"args\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}}", fp, fc);
+  }
+  free(ed);
   free(a);
   return 0;
 }

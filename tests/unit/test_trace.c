@@ -1,6 +1,7 @@
 /* test_trace.c — trace recording (concurrent, one thread per track), the
  * JSON it writes (schema), the reader, merging, and the summary numbers of
  * `pto trace` on a hand-built trace whose answers are known. */
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -398,6 +399,32 @@ static void test_validate_checks_flows(void **state) {
   }
 }
 
+/* An edge recorded twice for one task (its deps on two of its slices, with
+ * another consumer of the producer between them in the file) is drawn
+ * once: found by fuzz_trace_json (corpus crash-dep-recorded-twice). */
+static void test_edge_recorded_twice_drawn_once(void **state) {
+  (void)state;
+  char path[256];
+  tmp_path(path, sizeof path, "edge_twice");
+  pto_trace *t = trace_create(0, "p");
+  int a = trace_track(t, "core 0"), b = trace_track(t, "core 1"), c = trace_track(t, "core 2");
+  const int64_t dep0[] = {0};
+  trace_slice(t, a, "k", "block", 100, 200, 0, 0);
+  trace_slice_deps(t, a, "k", "block", 300, 400, 1, 0, dep0, 1);
+  trace_slice_deps(t, b, "k", "block", 300, 400, 2, 0, dep0, 1);
+  trace_slice_deps(t, c, "k", "block", 300, 400, 1, 1, dep0, 1);
+  assert_int_equal(trace_write(t, path), 0);
+  trace_destroy(t);
+  trace_json_doc *d = load(path);
+  trace_flow_counts fc;
+  char err[256] = "";
+  if (trace_check_flows(trace_json_root(d), &fc, err, sizeof err)) fail_msg("flows: %s", err);
+  if (fc.deps != 2 || fc.edges != 2)
+    fail_msg("%" PRIu64 " dep flows for %" PRIu64 " edges; expected 2 and 2", fc.deps, fc.edges);
+  trace_json_free(d);
+  unlink(path);
+}
+
 /* ---- the JSON reader ---- */
 
 static void test_json_reader(void **state) {
@@ -703,6 +730,7 @@ int main(void) {
       cmocka_unit_test(test_critical_path_through_span),
       cmocka_unit_test(test_validate_rejects),
       cmocka_unit_test(test_validate_checks_flows),
+      cmocka_unit_test(test_edge_recorded_twice_drawn_once),
       cmocka_unit_test(test_json_reader),
       cmocka_unit_test(test_summary_generic_chrome),
       cmocka_unit_test(test_merge_ranks),
