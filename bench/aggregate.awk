@@ -11,7 +11,18 @@
 #   ratio_to_pto = median / pto's median for the same row (for ns_per_task
 #   and metg_us, > 1 means pto is better; for efficiency, < 1).
 # Variables: systems (space separated, in display order), plotdir, summary,
-# machine (file included at the top of summary.md).
+# machine (file included at the top of summary.md), grains (the sweep's
+# grains, comma separated, as run.sh passed them to the programs).
+#
+# The input may also be a results.csv (bench/run.sh --replot when raw.csv is
+# gone): its medians, minima and maxima are then taken as they are, only the
+# plot data are written (results.csv on stdout again, no summary.md).
+#
+# Plot data: eff_<workload>_<system>.dat (grain, median, min, max),
+# stop_<workload>.dat (where a system's sweep ended before the finest grain,
+# and why: the programs stop a sweep once it has crossed 50% and then falls
+# below 20%, or stays below 50% for two grains in a row), ns_per_task.dat,
+# metg.dat, vars.gp.
 
 function isort(a, n,    i, j, v) {
   for (i = 2; i <= n; i++) {
@@ -87,9 +98,29 @@ BEGIN {
   nsys = split(systems, sysl, " ")
   cur_inv = ""
   cur_n = 0
+  finest = 0
+  ngr = split(grains, gr, ",")
+  for (i = 1; i <= ngr; i++)
+    if (finest == 0 || gr[i] + 0 < finest) finest = gr[i] + 0
 }
 
-NR == 1 { next }
+NR == 1 {
+  from_results = $1 == "system" && $5 == "median"
+  next
+}
+
+# a results.csv row: system,workload,params,metric,median,min,max,ratio,reps
+from_results {
+  key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
+  keys[++nkeys] = key
+  vals[key] = $5
+  MED[key] = $5 == "inf" ? INF : $5
+  MIN[key] = $6 == "inf" ? INF : $6
+  MAX[key] = $7 == "inf" ? INF : $7
+  seen_row($2, $3, $4)
+  next
+}
+
 {
   inv = $2
   sys = $4
@@ -102,26 +133,35 @@ NR == 1 { next }
     cur_inv = inv
   }
   add(sys, wl, par, met, v)
-  if (!(wl in wseen)) {
-    wseen[wl] = 1
-    nwl++
-    wll[nwl] = wl
-  }
+  seen_row(wl, par, met)
   if (met == "efficiency") {
     cur_sys = sys
     cur_wl = wl
     cur_n++
     cur_g[cur_n] = substr(par, 3) + 0
     cur_e[cur_n] = v + 0
-    if (!((wl SUBSEP par) in gseen)) {
-      gseen[wl SUBSEP par] = 1
-      ng[wl]++
-      glist[wl, ng[wl]] = substr(par, 3) + 0
-    }
+  }
+}
+
+# The workloads in order of appearance, and each sweep's grains.
+function seen_row(wl, par, met) {
+  if (!(wl in wseen)) {
+    wseen[wl] = 1
+    nwl++
+    wll[nwl] = wl
+  }
+  if (met == "efficiency" && !((wl SUBSEP par) in gseen)) {
+    gseen[wl SUBSEP par] = 1
+    ng[wl]++
+    glist[wl, ng[wl]] = substr(par, 3) + 0
   }
 }
 
 END {
+  if (from_results) {
+    plot_data()
+    exit
+  }
   close_sweep()
   print "system,workload,params,metric,median,min,max,ratio_to_pto,reps"
   # Rows grouped by workload, then params, then system in display order.
@@ -153,30 +193,7 @@ END {
     }
   }
 
-  # ---- gnuplot data ----
-  system("mkdir -p '" plotdir "'")
-  printf "" > (plotdir "/vars.gp")
-  close(plotdir "/vars.gp")
-  for (w = 1; w <= nwl; w++) {
-    wl = wll[w]
-    if (!ng[wl]) continue
-    for (s = 1; s <= nsys; s++) {
-      file = plotdir "/eff_" wl "_" sysl[s] ".dat"
-      printf "# G_us median min max\n" > file
-      for (i = 1; i <= ng[wl]; i++) {
-        key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, i] SUBSEP "efficiency"
-        if (key in MED) printf "%s %s %s %s\n", glist[wl, i], MED[key], MIN[key], MAX[key] > file
-      }
-      close(file)
-    }
-  }
-  # Bar charts: one row per workload, 3 columns (median min max) per system,
-  # for the systems that have at least one value (plotdata/vars.gp names
-  # them for plot.gp). METG "inf" (never 50%) is drawn at INF_BAR.
-  bars("ns_per_task", plotdir "/ns_per_task.dat", "ns_systems")
-  bars("metg_us", plotdir "/metg.dat", "metg_systems")
-  print "inf_bar = " INF_BAR >> (plotdir "/vars.gp")
-  close(plotdir "/vars.gp")
+  plot_data()
 
   # ---- summary.md ----
   print "# Benchmark results\n" > summary
@@ -193,6 +210,61 @@ END {
   print "system, bars = min-max), efficiency.png (all patterns), ns_per_task.png," > summary
   print "metg.png." > summary
   close(summary)
+}
+
+# ---- gnuplot data ----
+function plot_data(    w, wl, s, file, i, key, last, prev, stops, why, nstop) {
+  system("mkdir -p '" plotdir "'")
+  printf "" > (plotdir "/vars.gp")
+  close(plotdir "/vars.gp")
+  for (w = 1; w <= nwl; w++) {
+    wl = wll[w]
+    if (!ng[wl]) continue
+    for (s = 1; s <= nsys; s++) {
+      file = plotdir "/eff_" wl "_" sysl[s] ".dat"
+      printf "# G_us median min max\n" > file
+      for (i = 1; i <= ng[wl]; i++) {
+        key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, i] SUBSEP "efficiency"
+        if (key in MED) printf "%s %s %s %s\n", glist[wl, i], MED[key], MIN[key], MAX[key] > file
+      }
+      close(file)
+    }
+    # Where each sweep ended early (before the finest grain), and why.
+    stops = plotdir "/stop_" wl ".dat"
+    printf "# G_us median reason (0: fell below 20%%, 1: two grains below 50%%, 2: other) system\n" > stops
+    for (s = 1; s <= nsys; s++) {
+      last = prev = 0
+      for (i = 1; i <= ng[wl]; i++) {
+        key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, i] SUBSEP "efficiency"
+        if (!(key in MED)) continue
+        if (last == 0 || glist[wl, i] < glist[wl, last]) {
+          prev = last
+          last = i
+        } else if (prev == 0 || glist[wl, i] < glist[wl, prev]) {
+          prev = i
+        }
+      }
+      if (last == 0 || glist[wl, last] <= finest) continue
+      key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, last] SUBSEP "efficiency"
+      why = MED[key] + 0 < 0.2 ? 0 : 2
+      if (why == 2 && prev && MED[key] + 0 < 0.5 &&
+          MED[sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, prev] SUBSEP "efficiency"] + 0 < 0.5)
+        why = 1
+      printf "%s %s %d %s\n", glist[wl, last], MED[key], why, sysl[s] > stops
+      nstop[why]++
+    }
+    close(stops)
+    printf "nstop0_%s = %d; nstop1_%s = %d; nstop2_%s = %d\n", wl, nstop[0], wl, nstop[1], wl,
+      nstop[2] >> (plotdir "/vars.gp")
+    nstop[0] = nstop[1] = nstop[2] = 0
+  }
+  # Bar charts: one row per workload, 3 columns (median min max) per system,
+  # for the systems that have at least one value (plotdata/vars.gp names
+  # them for plot.gp). METG "inf" (never 50%) is drawn at INF_BAR.
+  bars("ns_per_task", plotdir "/ns_per_task.dat", "ns_systems")
+  bars("metg_us", plotdir "/metg.dat", "metg_systems")
+  print "inf_bar = " INF_BAR >> (plotdir "/vars.gp")
+  close(plotdir "/vars.gp")
 }
 
 function findkey(sys, wl, metric,    k, f, key) {

@@ -6,6 +6,7 @@
 #
 #   bench/run.sh            quick mode (under 3 minutes on 2 CPUs)
 #   bench/run.sh --full     full mode (under 20 minutes on 2 CPUs)
+#   bench/run.sh --replot   redraw the plots from the results already there
 #   bench/run.sh --help     all options
 #
 # docs/benchmarks.md says what each workload and figure means.
@@ -22,6 +23,7 @@ INSTALL=1
 BUILD_DIR="$ROOT/build-bench"
 OUT_DIR="$BENCH_DIR/results"
 ONLY=""
+REPLOT=0
 
 usage() {
   cat <<EOF
@@ -36,6 +38,9 @@ usage: bench/run.sh [options]
   --no-install       do not install missing packages, fail instead
   --build-dir DIR    build directory (default: build-bench in the repository)
   --out DIR          results directory (default: bench/results)
+  --replot           run nothing: aggregate the results directory's raw.csv
+                     again (or, without it, read its results.csv) and redraw
+                     the plots
 EOF
 }
 
@@ -50,16 +55,30 @@ while [ $# -gt 0 ]; do
     --no-install) INSTALL=0 ;;
     --build-dir) BUILD_DIR=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
+    --replot) REPLOT=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
   shift
 done
 
+# In --replot the mode is the one the results were measured in.
+if [ "$REPLOT" = 1 ] && [ -f "$OUT_DIR/machine.txt" ]; then
+  m=$(awk -F'[:,] *' '/^mode:/ {print $2; exit}' "$OUT_DIR/machine.txt")
+  case $m in quick | full) MODE=$m ;; esac
+fi
+
 T_START=$(date +%s)
 say() { printf '[bench %s] %s\n' "$(elapsed)" "$*"; }
 elapsed() { local s=$(( $(date +%s) - T_START )); printf '%d:%02d' $((s / 60)) $((s % 60)); }
 mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+# "1 round", "2 rounds"
+plural() { if [ "$1" -eq 1 ]; then printf '%s %s' "$1" "$2"; else printf '%s %ss' "$1" "$2"; fi; }
+# Text written before the plurals were fixed ("1 clusters", "2 round(s)").
+fix_plurals() {
+  sed -E 's/(^|[^0-9])1 clusters/\11 cluster/g; s/(^|[^0-9])1 kernel cores/\11 kernel core/g;
+          s/(^|[^0-9])1 ([a-z]+)\(s\)/\11 \2/g; s/([0-9]+) ([a-z]+)\(s\)/\1 \2s/g'
+}
 
 # ---------------------------------------------------------------- peers ----
 # Each check names the Debian package that provides what it looks for.
@@ -176,7 +195,69 @@ args_of() {
   esac
 }
 
+# ---------------------------------------------------- results and plots ----
+# raw.csv -> results.csv, plot data, summary.md
+aggregate_raw() {
+  say "aggregating $OUT_DIR/raw.csv"
+  awk -F, -v systems="${RUN_SYSTEMS[*]}" -v plotdir="$OUT_DIR/plotdata" -v grains="$GRAINS" \
+    -v summary="$OUT_DIR/summary.md" -v machine="$OUT_DIR/machine.txt" \
+    -f "$BENCH_DIR/aggregate.awk" "$OUT_DIR/raw.csv" >"$OUT_DIR/results.csv.tmp"
+  mv "$OUT_DIR/results.csv.tmp" "$OUT_DIR/results.csv"
+}
+
+draw_plots() {
+  say "drawing plots"
+  local pto_conf sub1 sub2 patterns w
+  pto_conf=$(awk -F': ' '/^config pto: / {print $2; exit}' "$OUT_DIR/machine.txt" | tr -d "'" |
+    fix_plurals)
+  sub1="$WORKERS worker CPUs per system, $MODE mode, $(awk -F': ' '/^cpu:/ {print $2}' \
+    "$OUT_DIR/machine.txt" | tr -d "'" | fix_plurals)"
+  sub2="${pto_conf:+pto: $pto_conf}"
+  patterns=$(for w in $WORKLOADS; do case $w in chain | indep | fanout) ;; *) printf '%s ' "$w" ;; esac; done)
+  if ! gnuplot -e "dir='$OUT_DIR'; sub1='$sub1'; sub2='$sub2'; systems='${RUN_SYSTEMS[*]}'; patterns='$patterns'" \
+    "$BENCH_DIR/plot.gp" 2>>"$OUT_DIR/run.log"; then
+    say "WARNING: gnuplot failed (see $OUT_DIR/run.log)"
+    return 1
+  fi
+}
+
+# --replot: the systems and workloads are those of the results; raw.csv is
+# aggregated again when it is there, else the plot data come from
+# results.csv (summary.md is then left as it is).
+replot() {
+  local src=results.csv w s
+  [ -f "$OUT_DIR/raw.csv" ] && src=raw.csv
+  [ -f "$OUT_DIR/$src" ] || { echo "run.sh: nothing to replot in $OUT_DIR (no raw.csv, no results.csv)" >&2; exit 1; }
+  command -v gnuplot >/dev/null || { echo "run.sh: --replot needs gnuplot" >&2; exit 1; }
+  RUN_SYSTEMS=()
+  for s in $SYSTEMS; do
+    if awk -F, -v s="$s" -v c="$([ $src = raw.csv ] && echo 4 || echo 1)" '$c == s {f = 1; exit} END {exit !f}' \
+      "$OUT_DIR/$src"; then RUN_SYSTEMS+=("$s"); fi
+  done
+  WORKLOADS=""
+  for w in $WORKLOADS_ALL; do
+    if awk -F, -v w="$w" -v c="$([ $src = raw.csv ] && echo 5 || echo 2)" '$c == w {f = 1; exit} END {exit !f}' \
+      "$OUT_DIR/$src"; then WORKLOADS="$WORKLOADS $w"; fi
+  done
+  WORKERS=$(awk -F'[:,] *' '/^mode:/ {for (i = 1; i <= NF; i++) if ($i ~ /worker CPUs/) {print $i + 0; exit}}' \
+    "$OUT_DIR/machine.txt" 2>/dev/null)
+  : "${WORKERS:=?}"
+  say "replotting $OUT_DIR from $src ($MODE mode; systems: ${RUN_SYSTEMS[*]}; grains: $GRAINS)"
+  if [ $src = raw.csv ]; then
+    aggregate_raw
+  else
+    awk -F, -v systems="${RUN_SYSTEMS[*]}" -v plotdir="$OUT_DIR/plotdata" -v grains="$GRAINS" \
+      -f "$BENCH_DIR/aggregate.awk" "$OUT_DIR/results.csv" >/dev/null
+  fi
+  draw_plots
+  say "done: $(cd "$OUT_DIR" && ls *.png 2>/dev/null | tr '\n' ' ')"
+}
+
 # ------------------------------------------------------------------ main ---
+if [ "$REPLOT" = 1 ]; then
+  replot
+  exit 0
+fi
 mkdir -p "$OUT_DIR"
 setup_peers
 build
@@ -220,7 +301,7 @@ TOTAL=${#PLAN_R[@]}
 declare -A LAST_MS
 FAILS=0
 : >"$OUT_DIR/conf.tmp"
-say "$MODE mode: $WORKERS workers, $ROUNDS round(s) of A B B A over ${#RUN_SYSTEMS[@]} systems: $TOTAL runs"
+say "$MODE mode: $(plural "$WORKERS" worker), $(plural "$ROUNDS" round) of A B B A over $(plural ${#RUN_SYSTEMS[@]} system): $TOTAL runs"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 T_RUN0=$(date +%s%N)
 for ((k = 0; k < TOTAL; k++)); do
@@ -255,10 +336,10 @@ sort -u "$OUT_DIR/conf.tmp" >"$OUT_DIR/conf.txt"
 rm -f "$OUT_DIR/conf.tmp"
 
 # ------------------------------------------------------------- results ----
-say "aggregating $RAW"
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "mode: $MODE, $ROUNDS round(s) A B B A, $WORKERS worker CPUs per system"
+  echo "mode: $MODE, $(plural "$ROUNDS" round) A B B A, $WORKERS worker CPUs per system"
+  echo "grains (us, coarse to fine; a sweep stops early once below 50%): $GRAINS"
   echo "cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null), $(nproc) CPUs online"
   echo "kernel: $(uname -sr)"
   echo "gcc: $(gcc -dumpfullversion 2>/dev/null), clang: $(clang -dumpversion 2>/dev/null)," \
@@ -268,26 +349,12 @@ say "aggregating $RAW"
   echo "load average (1/5/15 min) before the runs: $LOAD0, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
   sed 's/^CONF,\([^,]*\),/config \1: /' "$OUT_DIR/conf.txt"
 } >"$OUT_DIR/machine.txt"
-awk -F, -v systems="${RUN_SYSTEMS[*]}" -v plotdir="$OUT_DIR/plotdata" \
-  -v summary="$OUT_DIR/summary.md" -v machine="$OUT_DIR/machine.txt" \
-  -f "$BENCH_DIR/aggregate.awk" "$RAW" >"$OUT_DIR/results.csv"
-
-say "drawing plots"
-PTO_CONF=$(awk -F, '$2 == "pto" {sub(/^CONF,pto,/, ""); print; exit}' "$OUT_DIR/conf.txt" | tr -d "'")
-SUB1="$WORKERS worker CPUs per system, $MODE mode, $(awk -F': ' '/^cpu:/ {print $2}' \
-  "$OUT_DIR/machine.txt" | tr -d "'")"
-SUB2="${PTO_CONF:+pto: $PTO_CONF}"
-if gnuplot -e "dir='$OUT_DIR'; sub1='$SUB1'; sub2='$SUB2'; systems='${RUN_SYSTEMS[*]}'; patterns='$(
-  for w in $WORKLOADS; do case $w in chain|indep|fanout) ;; *) printf '%s ' "$w" ;; esac; done)'" \
-  "$BENCH_DIR/plot.gp" 2>>"$LOG"; then
-  :
-else
-  say "WARNING: gnuplot failed (see $LOG)"
-fi
+aggregate_raw
+draw_plots || true
 
 say "done: $OUT_DIR/results.csv, $OUT_DIR/summary.md, $(cd "$OUT_DIR" && ls *.png 2>/dev/null | tr '\n' ' ')"
 cat "$OUT_DIR/summary.md"
 if [ $FAILS -gt 0 ]; then
-  say "$FAILS run(s) failed; see $LOG"
+  say "$(plural "$FAILS" run) failed; see $LOG"
   exit 1
 fi

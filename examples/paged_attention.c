@@ -131,17 +131,8 @@ static int pa_setup(pa_state *st, const pa_config *cfg, unsigned seed) {
 
 /* ---- the task graph ---- */
 
-static int pa_submit(pto_orch *o, int kernel, pto_args *a, int blocks) {
-  pto_submit_opts so = {.block_num = blocks};
-  return pto_submit(o, kernel, a, &so, NULL);
-}
-
 static int pa_fill(pto_orch *o, const pa_state *st, pto_tensor *t, float v) {
-  pto_args a;
-  pto_args_init(&a);
-  pto_args_output(&a, t);
-  pto_args_scalar_f32(&a, v);
-  return pa_submit(o, st->ids.fill, &a, 1);
+  return pto_submit_v(o, st->ids.fill, PTO_OUT(t), PTO_SCALAR(v));
 }
 
 /* The tasks of request b, KV head g (call inside a scope). */
@@ -182,35 +173,23 @@ static int pa_group(pto_orch *o, const pa_state *st, int b, int g) {
         (rc = pto_tensor_desc(&p, PTO_F32, 2, sshape)))
       return rc;
 
-    pto_args a;
-    pto_args_init(&a); /* S = Q · K^T */
-    pto_args_input(&a, &q);
-    pto_args_input(&a, &kt);
-    pto_args_output(&a, &s);
-    if ((rc = pa_submit(o, st->ids.matmul, &a, c->mm_blocks))) return rc;
-
-    pto_args_init(&a); /* P = exp(scale*S - m'), rescale l and o */
-    pto_args_input(&a, &s);
-    pto_args_inout(&a, &m);
-    pto_args_inout(&a, &l);
-    pto_args_inout(&a, &acc);
-    pto_args_output(&a, &p);
-    pto_args_scalar_f32(&a, st->scale);
-    if ((rc = pa_submit(o, st->ids.online_softmax, &a, c->sm_blocks))) return rc;
-
-    pto_args_init(&a); /* o += P · V */
-    pto_args_input(&a, &p);
-    pto_args_input(&a, &v);
-    pto_args_inout(&a, &acc);
-    if ((rc = pa_submit(o, st->ids.matmul_acc, &a, c->mm_blocks))) return rc;
+    /* S = Q · K^T */
+    if ((rc = pto_submit_v(o, st->ids.matmul, PTO_IN(&q), PTO_IN(&kt), PTO_OUT(&s),
+                           PTO_BLOCKS(c->mm_blocks))))
+      return rc;
+    /* P = exp(scale*S - m'), rescale l and o */
+    if ((rc = pto_submit_v(o, st->ids.online_softmax, PTO_IN(&s), PTO_INOUT(&m), PTO_INOUT(&l),
+                           PTO_INOUT(&acc), PTO_OUT(&p), PTO_SCALAR(st->scale),
+                           PTO_BLOCKS(c->sm_blocks))))
+      return rc;
+    /* o += P · V */
+    if ((rc = pto_submit_v(o, st->ids.matmul_acc, PTO_IN(&p), PTO_IN(&v), PTO_INOUT(&acc),
+                           PTO_BLOCKS(c->mm_blocks))))
+      return rc;
   }
-
-  pto_args a;
-  pto_args_init(&a); /* out = o / l */
-  pto_args_input(&a, &acc);
-  pto_args_input(&a, &l);
-  pto_args_output_existing(&a, &out);
-  return pa_submit(o, st->ids.normalize_rows, &a, c->sm_blocks);
+  /* out = o / l */
+  return pto_submit_v(o, st->ids.normalize_rows, PTO_IN(&acc), PTO_IN(&l), PTO_OUT_EXISTING(&out),
+                      PTO_BLOCKS(c->sm_blocks));
 }
 
 /* One scope per (request, KV head): its S, P, m, l, o are reclaimed as

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "common/trace.h"
-#include "common/trace_json.h"
-#include "common/trace_read.h"
 #include "pto/status.h"
+#include "trace_json.h"
+#include "trace_read.h"
 
 void pto_cmd_trace_usage(FILE *f) {
   fputs("usage: pto trace [--check] FILE.json\n"
@@ -77,7 +77,7 @@ int pto_cmd_trace(const cli_args *a) {
   }
   if (a->cmd == CLI_TRACE_MERGE) {
     char why[512];
-    int rc = trace_merge_ex((const char *const *)a->in, a->nin, a->out, false, why, sizeof why);
+    int rc = trace_merge_ex((const char *const *)a->in, a->nin, a->out, why, sizeof why);
     if (rc) {
       fprintf(stderr, "pto trace: merging into %s failed: %s\n", a->out,
               why[0] ? why : pto_strerror(rc));
@@ -121,7 +121,15 @@ int pto_cmd_trace(const cli_args *a) {
       fprintf(stderr, "pto trace: %s: schema: FAILED: duplicate block slices\n", path);
       status = 1;
     } else {
-      printf("  schema: ok\n");
+      trace_flow_counts fc;
+      trace_check_flows(root, &fc, NULL, 0); /* trace_validate passed it */
+      printf("  arrows: %llu dependency flows (%llu edges), %llu notify-to-wait flows",
+             (unsigned long long)fc.deps, (unsigned long long)fc.edges,
+             (unsigned long long)fc.signals);
+      if (fc.unmatched)
+        printf(" (%llu wait ends without a start: released by adds)",
+               (unsigned long long)fc.unmatched);
+      printf("\n  schema: ok\n");
     }
   }
   trace_summary_free(&s);

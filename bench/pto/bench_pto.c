@@ -91,8 +91,10 @@ static int pto_bench_init(int workers) {
   for (int i = 0; i < K_COUNT && rc == 0; i++)
     rc = pto_kernel_register_aiv(g_chip, k[i].name, k[i].fn, &g_kernel[i]);
   snprintf(g_desc, sizeof(g_desc),
-           "%d clusters x %d AIV (%d kernel cores) + %d scheduler(s) + orchestrator thread",
-           cfg.clusters, cfg.aiv_per_cluster, cfg.clusters * cfg.aiv_per_cluster, cfg.schedulers);
+           "%d cluster%s x %d AIV (%d kernel core%s) + %d scheduler%s + orchestrator thread",
+           cfg.clusters, cfg.clusters == 1 ? "" : "s", cfg.aiv_per_cluster,
+           cfg.clusters * cfg.aiv_per_cluster, cfg.clusters * cfg.aiv_per_cluster == 1 ? "" : "s",
+           cfg.schedulers, cfg.schedulers == 1 ? "" : "s");
   return rc;
 }
 

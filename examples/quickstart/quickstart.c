@@ -1,5 +1,5 @@
-/* quickstart.c — the README's example: y = (a + b) * 2, then sum of rows,
- * as three tasks whose order pto infers from the tensors they touch. */
+/* The README's tour: y = (a + b) * 3, then the sum of each row of y, as
+ * three tasks whose order pto infers from the tensors they touch. */
 #include <stdio.h>
 
 #include "pto/pto.h"
@@ -8,17 +8,19 @@ enum { R = 4, C = 8 };
 static float a[R][C], b[R][C], y[R][C], rows[R];
 
 static int add(const pto_kctx *k) { /* tensors: a, b, out */
+  const float *x = pto_tensor_f32(&k->tensors[0]), *z = pto_tensor_f32(&k->tensors[1]);
+  float *out = pto_tensor_f32(&k->tensors[2]);
   for (int i = 0; i < R * C; i++)
-    pto_tensor_f32(&k->tensors[2])[i] =
-        pto_tensor_f32(&k->tensors[0])[i] + pto_tensor_f32(&k->tensors[1])[i];
+    out[i] = x[i] + z[i];
   return 0;
 }
-static int twice(const pto_kctx *k) { /* tensors: inout */
+static int scale(const pto_kctx *k) { /* tensors: inout; scalar 0: the factor */
+  float *v = pto_tensor_f32(&k->tensors[0]), f = pto_kctx_scalar_f32(k, 0);
   for (int i = 0; i < R * C; i++)
-    pto_tensor_f32(&k->tensors[0])[i] *= 2;
+    v[i] *= f;
   return 0;
 }
-static int row_sum(const pto_kctx *k) { /* tensors: in, out; one block per row */
+static int row_sum(const pto_kctx *k) { /* tensors: in, out; block i sums row i */
   const float *in = pto_tensor_f32(&k->tensors[0]) + k->block_idx * C;
   float s = 0;
   for (int j = 0; j < C; j++)
@@ -27,57 +29,61 @@ static int row_sum(const pto_kctx *k) { /* tensors: in, out; one block per row *
   return 0;
 }
 
-static int k_add, k_twice, k_sum;
+static int k_add, k_scale, k_sum;
 
 static void orchestrate(pto_orch *o, void *arg) {
   (void)arg;
   int64_t shape[2] = {R, C}, n = R;
   pto_tensor ta, tb, ty, tr;
-  pto_tensor_init(&ta, a, sizeof a, PTO_F32, 2, shape);
-  pto_tensor_init(&tb, b, sizeof b, PTO_F32, 2, shape);
-  pto_tensor_init(&ty, y, sizeof y, PTO_F32, 2, shape);
-  pto_tensor_init(&tr, rows, sizeof rows, PTO_F32, 1, &n);
-
-  pto_args args;
-  pto_args_init(&args); /* y = a + b */
-  pto_args_input(&args, &ta);
-  pto_args_input(&args, &tb);
-  pto_args_output_existing(&args, &ty);
-  pto_submit(o, k_add, &args, NULL, NULL);
-
-  pto_args_init(&args); /* y *= 2: waits for the add (it writes y) */
-  pto_args_inout(&args, &ty);
-  pto_submit(o, k_twice, &args, NULL, NULL);
-
-  pto_args_init(&args); /* rows = sum(y, axis 1): R blocks, after the scale */
-  pto_args_input(&args, &ty);
-  pto_args_output_existing(&args, &tr);
-  pto_submit_opts spmd = {.block_num = R};
-  pto_submit(o, k_sum, &args, &spmd, NULL);
+  if (pto_tensor_init(&ta, a, sizeof a, PTO_F32, 2, shape) ||
+      pto_tensor_init(&tb, b, sizeof b, PTO_F32, 2, shape) ||
+      pto_tensor_init(&ty, y, sizeof y, PTO_F32, 2, shape) ||
+      pto_tensor_init(&tr, rows, sizeof rows, PTO_F32, 1, &n)) {
+    pto_orch_fatal(o, "cannot describe the tensors");
+    return;
+  }
+  /* Each submit returns 0 or the run's latched error (then stop). */
+  if (pto_submit_v(o, k_add, PTO_IN(&ta), PTO_IN(&tb), PTO_OUT_EXISTING(&ty))) return;
+  /* y *= 3: after the add, which writes y */
+  if (pto_submit_v(o, k_scale, PTO_INOUT(&ty), PTO_SCALAR(3.0f))) return;
+  /* rows = the sums of y's rows, one block per row: after the scale */
+  pto_submit_v(o, k_sum, PTO_IN(&ty), PTO_OUT_EXISTING(&tr), PTO_BLOCKS(R));
 }
 
 int main(void) {
   for (int i = 0; i < R; i++)
-    for (int j = 0; j < C; j++)
-      a[i][j] = (float)i, b[i][j] = (float)j;
-
+    for (int j = 0; j < C; j++) {
+      a[i][j] = (float)(i + 1);
+      b[i][j] = (float)(j + 1);
+    }
   pto_chip_config cfg;
-  pto_chip_config_init(&cfg); /* 8 clusters of 1 AIC + 2 AIV, 3 schedulers */
+  pto_chip_config_init(&cfg); /* 8 clusters of 1 AIC + 2 AIV */
   pto_chip *chip;
-  if (pto_chip_create(&cfg, &chip)) return 1;
-  pto_kernel_register_aiv(chip, "add", add, &k_add);
-  pto_kernel_register_aiv(chip, "twice", twice, &k_twice);
-  pto_kernel_register_aiv(chip, "row_sum", row_sum, &k_sum);
-
+  int rc = pto_chip_create(&cfg, &chip);
+  if (rc) {
+    fprintf(stderr, "pto_chip_create: %s\n", pto_strerror(rc));
+    return 1;
+  }
+  if ((rc = pto_kernel_register_aiv(chip, "add", add, &k_add)) ||
+      (rc = pto_kernel_register_aiv(chip, "scale", scale, &k_scale)) ||
+      (rc = pto_kernel_register_aiv(chip, "row_sum", row_sum, &k_sum))) {
+    fprintf(stderr, "pto_kernel_register_aiv: %s\n", pto_strerror(rc));
+    pto_chip_destroy(chip);
+    return 1;
+  }
   pto_run_stats st;
   pto_error_info err;
-  int rc = pto_chip_run(chip, orchestrate, NULL, &st, &err);
+  rc = pto_chip_run(chip, orchestrate, NULL, &st, &err);
   if (rc) pto_error_print(&err, stderr);
   pto_chip_destroy(chip);
-  for (int i = 0; i < R; i++)
-    printf("row %d: %g (expected %g)\n", i, rows[i], 2.0 * (C * i + 28));
-  printf("%llu tasks in %.0f us\n", (unsigned long long)st.tasks, st.effective_us);
-  for (int i = 0; i < R; i++)
-    if (rows[i] != 2.0f * (C * i + 28)) return 1;
-  return rc ? 1 : 0;
+  if (rc) return 1;
+  int wrong = 0;
+  for (int i = 0; i < R; i++) {
+    float want = 3.0f * (float)(C * (i + 1) + C * (C + 1) / 2); /* 3 * sum of (i+1) + (j+1) */
+    printf("row %d: sum %g (expected %g)\n", i, rows[i], want);
+    wrong += rows[i] != want;
+  }
+  printf("%llu tasks, %llu blocks, %.0f us: %s\n", (unsigned long long)st.tasks,
+         (unsigned long long)st.blocks, st.effective_us, wrong ? "WRONG" : "ok");
+  return wrong ? 1 : 0;
 }

@@ -67,6 +67,101 @@ PTO_API int pto_submit(pto_orch *o, int kernel_id, pto_args *args, const pto_sub
 PTO_API int pto_submit_dummy(pto_orch *o, pto_args *args, const pto_submit_opts *opts,
                              pto_task_id *id);
 
+/* ---- compact submit ----
+ * One call for the common case, as StarPU's starpu_task_insert:
+ *
+ *   pto_submit_v(o, k_add, PTO_IN(&a), PTO_IN(&b), PTO_OUT(&c));
+ *   pto_submit_v(o, k_scale, PTO_IN(&x), PTO_OUT_EXISTING(&y), PTO_SCALAR(2.5f),
+ *                PTO_BLOCKS(4), PTO_TASK_ID(&id));
+ *
+ * Each argument is made by one of the macros below; the list is counted at
+ * compile time (no terminator). Tensors are numbered in the order they
+ * appear among tensors, scalars among scalars, as with the builder, so
+ * their order relative to each other does not matter. A tensor macro takes
+ * a pto_tensor pointer (const allowed, except for PTO_OUT which writes the
+ * allocated buffer back), PTO_SCALAR an integer or a float (stored as
+ * pto_args_scalar / pto_args_scalar_f32 would); anything else (a double, a
+ * tensor by value, a raw pointer in the list) does not compile. What only
+ * shows at run time (a NULL tensor, more than PTO_MAX_TENSOR_ARGS tensors,
+ * an argument not made by these macros, PTO_BLOCKS(0)) fails the submit as
+ * pto_submit does, with details naming the argument's position (from 1).
+ * Returns pto_submit's result. C only (compound literals). */
+typedef enum pto_arg_kind {
+  PTO_ARGK_TENSOR = 1,
+  PTO_ARGK_SCALAR,
+  PTO_ARGK_BLOCKS,
+  PTO_ARGK_SYNC_START,
+  PTO_ARGK_TASK_ID,
+} pto_arg_kind;
+#define PTO_ARG_MAGIC 0x7A5Cu /* set by every macro: tells their arguments from stray bytes */
+typedef struct pto_arg {
+  uint16_t magic;
+  uint8_t kind; /* pto_arg_kind */
+  uint8_t mode; /* pto_access, for tensors */
+  union {
+    pto_tensor *t;
+    uint64_t u;
+    pto_task_id *id;
+  } v;
+} pto_arg;
+
+PTO_API int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc);
+
+#ifndef __cplusplus
+/* (clang-format cannot lay out _Generic) */
+/* clang-format off */
+#define pto_submit_v(o, kernel_id, ...)                                                            \
+  pto_submit_argv((o), (kernel_id), (const pto_arg[]){__VA_ARGS__},                                \
+                  (int)(sizeof((const pto_arg[]){__VA_ARGS__}) / sizeof(pto_arg)))
+
+/* Tensors: pto_tensor * (or const pto_tensor *, except for PTO_OUT). */
+#define PTO_ARG_TENSOR_(m, tp)                                                                     \
+  ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_TENSOR, (m),                                                \
+             {.t = (pto_tensor *)_Generic((tp), pto_tensor *: (tp), const pto_tensor *: (tp))}})
+#define PTO_IN(tp)           PTO_ARG_TENSOR_(PTO_INPUT, tp)
+#define PTO_OUT(tp)                                                                                \
+  ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_TENSOR, PTO_OUTPUT, {.t = _Generic((tp), pto_tensor *: (tp))}})
+#define PTO_OUT_EXISTING(tp) PTO_ARG_TENSOR_(PTO_OUTPUT_EXISTING, tp)
+#define PTO_INOUT(tp)        PTO_ARG_TENSOR_(PTO_INOUT, tp)
+#define PTO_NODEP(tp)        PTO_ARG_TENSOR_(PTO_NO_DEP, tp)
+
+static inline pto_arg pto_arg_u64_(uint64_t v) {
+  pto_arg a = {PTO_ARG_MAGIC, PTO_ARGK_SCALAR, 0, {.u = v}};
+  return a;
+}
+static inline pto_arg pto_arg_f32_(float f) {
+  union {
+    float f;
+    uint32_t u;
+  } c = {.f = f};
+  return pto_arg_u64_(c.u); /* as pto_args_scalar_f32 */
+}
+/* An integer (any width or sign) or a float; a double is an error: write
+ * 2.5f, or (float)x, for an f32 scalar. */
+#define PTO_SCALAR(x)                                                                              \
+  _Generic((x),                                                                                    \
+      float: pto_arg_f32_,                                                                         \
+      _Bool: pto_arg_u64_,                                                                         \
+      char: pto_arg_u64_,                                                                          \
+      signed char: pto_arg_u64_,                                                                   \
+      unsigned char: pto_arg_u64_,                                                                 \
+      short: pto_arg_u64_,                                                                         \
+      unsigned short: pto_arg_u64_,                                                                \
+      int: pto_arg_u64_,                                                                           \
+      unsigned: pto_arg_u64_,                                                                      \
+      long: pto_arg_u64_,                                                                          \
+      unsigned long: pto_arg_u64_,                                                                 \
+      long long: pto_arg_u64_,                                                                     \
+      unsigned long long: pto_arg_u64_)(x)
+
+/* Options: the pto_submit_opts fields, and where the task id goes. */
+#define PTO_BLOCKS(n) ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_BLOCKS, 0, {.u = (uint64_t)(int64_t)(n)}})
+#define PTO_SYNC_START ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_SYNC_START, 0, {.u = 1}})
+#define PTO_TASK_ID(p)                                                                             \
+  ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_TASK_ID, 0, {.id = _Generic((p), pto_task_id *: (p))}})
+/* clang-format on */
+#endif
+
 #define PTO_MAX_SCOPE_DEPTH 4
 typedef enum pto_scope_mode {
   PTO_SCOPE_AUTO = 0, /* dependencies inferred from tensor regions */

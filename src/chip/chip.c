@@ -126,6 +126,10 @@ void chip_set_trace_process(pto_chip *chip, int pid, const char *name, uint64_t 
   chip->trace_origin_ns = origin_ns;
 }
 
+void chip_set_trace_task_base(pto_chip *chip, int64_t base) { chip->trace_task_base = base; }
+
+int64_t chip_trace_task_end(const pto_chip *chip) { return chip->trace_task_end; }
+
 int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id) {
   if (!chip || !d || !d->name || !kernel_id) return PTO_EINVAL;
   if (chip->nkernels >= PTO_MAX_KERNELS) return PTO_EINVAL;
@@ -245,6 +249,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
     r->trace = trace_create(chip->trace_pid, chip->trace_name[0] ? chip->trace_name : "chip");
     if (!r->trace) goto nomem;
     r->orch_track = trace_track(r->trace, "orchestrator");
+    trace_set_task_base(r->trace, chip->trace_task_base);
   }
   for (int s = 0; s < r->nsched; s++) {
     sched *sc = &r->scheds[s];
@@ -465,6 +470,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   }
   uint64_t host1 = pto_now_ns();
   if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
+  if (r->trace) chip->trace_task_end = trace_task_end(r->trace);
   if (r->trace && chip->trace_path) {
     /* A trace that cannot be written fails a run that succeeded, and says
      * which file and why (the first error of a failed run stays its cause).

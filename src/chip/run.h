@@ -49,6 +49,7 @@ struct pto_chip {
   int trace_pid;            /* the trace's process (a node chip's rank) */
   char trace_name[32];      /* its name; "" = "chip" */
   uint64_t trace_origin_ns; /* time zero shared by a node run's ranks; 0 = none */
+  int64_t trace_task_base, trace_task_end; /* final task ids (chip_set_trace_task_base) */
   bool broken;              /* a core thread could not be joined: no more runs */
   _Atomic int running;
   uint32_t run_seq;                /* runs started */

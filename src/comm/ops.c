@@ -365,7 +365,9 @@ static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tenso
   uint64_t off;
   const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);
-  return rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch);
+  rc = rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch);
+  if (!rc && op == PTO_SIGNAL_SET) core_trace_flow(ctx, 's', PTO_SIGNAL_FLOW_ID(e.d->desc.id, peer, off, e.c->epoch, v));
+  return rc;
 }
 
 int pto_notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *cell,
@@ -404,6 +406,7 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   if (timeout_ms < 0) timeout_ms = e.d->desc.wait_timeout_ms;
   sig_wait w = {ctx, e.d, off, e.c->epoch, cmp, v, 0, false};
   bool ok = e.d->be->signal_park(e.d->win, sig_ready, &w, pto_deadline_ms(timeout_ms));
+  if (ok && !w.cancelled) core_trace_flow(ctx, 'f', PTO_SIGNAL_FLOW_ID(e.d->desc.id, e.d->my_rank, off, e.c->epoch, w.seen));
   if (ok && !w.cancelled) return 0;
   if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
   return comm_fail(e.c, PTO_EWAIT_TIMEOUT,

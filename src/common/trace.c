@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/trace_json.h"
 #include "pto/status.h"
 
 #define TRACE_FIRST_CAP 1024
@@ -28,7 +27,7 @@ typedef struct trace_event {
   int64_t val;     /* trace_slice_arg's value, or the instant's arg */
   uint32_t deps_off, ndeps;
   int32_t block; /* < 0: none */
-  char ph;       /* 'X' or 'i' */
+  char ph;       /* 'X', 'i', or a flow end: 's', 'f' (val: the flow id) */
 } trace_event;
 
 typedef struct trace_trk {
@@ -45,7 +44,8 @@ struct pto_trace {
   char *process_name;
   trace_trk *tracks;
   int ntracks, cap;
-  uint64_t origin; /* 0: none set */
+  uint64_t origin;   /* 0: none set */
+  int64_t task_base; /* added to every task id written */
 };
 
 pto_trace *trace_create(int pid, const char *process_name) {
@@ -164,6 +164,40 @@ void trace_instant(pto_trace *t, int track, const char *name, const char *cat, u
   e->val = arg;
 }
 
+void trace_flow(pto_trace *t, int track, char ph, uint64_t ts_ns, uint64_t id) {
+  if (ph != 's' && ph != 'f') return;
+  trace_event *e = trk_push(t, track);
+  if (!e) return;
+  fill_slice(e, "signal", "flow", ts_ns, ts_ns, -1, -1);
+  e->ph = ph;
+  e->val = (int64_t)id;
+}
+
+uint64_t trace_flow_id(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f) {
+  const uint64_t v[6] = {a, b, c, d, e, f};
+  uint64_t h = 14695981039346656037ull; /* FNV-1a, byte by byte */
+  for (int i = 0; i < 6; i++)
+    for (int k = 0; k < 8; k++) {
+      h ^= (v[i] >> (8 * k)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  h &= (1ull << 52) - 1;
+  return h ? h : 1;
+}
+
+void trace_set_task_base(pto_trace *t, int64_t base) {
+  if (t) t->task_base = base;
+}
+
+int64_t trace_task_end(const pto_trace *t) {
+  if (!t) return 0;
+  int64_t hi = -1;
+  for (int i = 0; i < t->ntracks; i++)
+    for (size_t j = 0; j < t->tracks[i].n; j++)
+      if (t->tracks[i].ev[j].task > hi) hi = t->tracks[i].ev[j].task;
+  return t->task_base + hi + 1;
+}
+
 void trace_set_origin(pto_trace *t, uint64_t origin_ns) {
   if (t) t->origin = origin_ns;
 }
@@ -173,6 +207,23 @@ uint64_t trace_dropped(const pto_trace *t) {
   for (int i = 0; t && i < t->ntracks; i++)
     d += t->tracks[i].dropped;
   return d;
+}
+
+void trace_json_write_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p == '\n')
+      fputs("\\n", f);
+    else if (*p == '\t')
+      fputs("\\t", f);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+  fputc('"', f);
 }
 
 /* ns -> "us.nnn": integer arithmetic keeps ns precision for any span. */
@@ -199,8 +250,22 @@ static void put_meta(FILE *f, bool *first, int pid, int tid, const char *what, c
   fputs("}}", f);
 }
 
-static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid, int tid,
-                      uint64_t origin) {
+static void put_flow_end(FILE *f, const char *name, char ph, uint64_t id, int pid, int tid,
+                         uint64_t ts_rel) {
+  fprintf(f,
+          "{\"name\":\"%s\",\"cat\":\"flow\",\"ph\":\"%c\",%s\"id\":%" PRIu64
+          ",\"pid\":%d,\"tid\":%d,\"ts\":",
+          name, ph, ph == 'f' ? "\"bp\":\"e\"," : "", id, pid, tid);
+  put_us(f, ts_rel);
+}
+
+static void put_event(FILE *f, const pto_trace *t, const trace_trk *k, const trace_event *e,
+                      int pid, int tid, uint64_t origin) {
+  if (e->ph == 's' || e->ph == 'f') {
+    put_flow_end(f, e->name, e->ph, (uint64_t)e->val, pid, tid, e->t0 - origin);
+    fputc('}', f);
+    return;
+  }
   fputs("{\"name\":", f);
   trace_json_write_str(f, e->name);
   fputs(",\"cat\":", f);
@@ -220,7 +285,7 @@ static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid
     sep = ",";
   }
   if (e->task >= 0) {
-    fprintf(f, "%s\"task\":%" PRId64, sep, e->task);
+    fprintf(f, "%s\"task\":%" PRId64, sep, e->task + t->task_base);
     sep = ",";
   }
   if (e->block >= 0) {
@@ -236,10 +301,140 @@ static void put_event(FILE *f, const trace_trk *k, const trace_event *e, int pid
   if (e->ndeps) {
     fprintf(f, "%s\"deps\":[", sep);
     for (uint32_t i = 0; i < e->ndeps; i++)
-      fprintf(f, "%s%" PRId64, i ? "," : "", k->deps[e->deps_off + i]);
+      fprintf(f, "%s%" PRId64, i ? "," : "", k->deps[e->deps_off + i] + t->task_base);
     fputc(']', f);
   }
   fputs("}}", f);
+}
+
+/* ---- dependency arrows ----
+ * Each edge the file records (a task's args.deps) is drawn as a flow from
+ * the producer to the consumer: a "dep" flow start inside the producer's
+ * last-ending block slice, its finish ("bp":"e": bound to the enclosing
+ * slice) inside the consumer's first-starting one. A task without blocks
+ * (a dummy task) is anchored on its other slice (its "submit"). They are
+ * derived when the file is written, from events recorded anyway, so
+ * recording costs nothing more. */
+
+typedef struct anchor {
+  uint64_t t0, t1;
+  int track; /* -1: none */
+  bool block;
+} anchor;
+
+typedef struct task_anchors {
+  int64_t task;
+  anchor first, last; /* block slices: earliest start, latest end */
+} task_anchors;
+
+/* Offers slice x of the task: block slices win over others (a dummy task
+ * has none: its submit slice is taken). */
+static void anchor_offer(task_anchors *a, anchor x) {
+  if (a->first.track >= 0 && a->first.block && !x.block) return;
+  if (a->first.track < 0 || (x.block && !a->first.block)) {
+    a->first = a->last = x;
+    return;
+  }
+  if (x.t0 < a->first.t0) a->first = x;
+  if (x.t1 > a->last.t1) a->last = x;
+}
+
+static uint64_t anchor_ts(const anchor *a) { return a->t0 + (a->t1 - a->t0) / 2; }
+
+static int ta_cmp(const void *x, const void *y) {
+  const task_anchors *p = x, *q = y;
+  return p->task < q->task ? -1 : p->task > q->task;
+}
+
+typedef struct edge {
+  int64_t from, to;
+} edge;
+
+static int edge_cmp(const void *x, const void *y) {
+  const edge *p = x, *q = y;
+  if (p->from != q->from) return p->from < q->from ? -1 : 1;
+  return p->to < q->to ? -1 : p->to > q->to;
+}
+
+/* Every task's anchors, sorted by task id, into *out (*n of them); edges
+ * into *edges (*nedges, sorted, repeats next to each other). */
+static bool collect_anchors(const pto_trace *t, task_anchors **out, size_t *n, edge **edges,
+                            size_t *nedges) {
+  size_t nx = 0, ne = 0;
+  for (int i = 0; i < t->ntracks; i++)
+    for (size_t j = 0; j < t->tracks[i].n; j++) {
+      const trace_event *e = &t->tracks[i].ev[j];
+      if (e->ph != 'X' || e->task < 0) continue;
+      nx++;
+      ne += e->ndeps;
+    }
+  *out = NULL;
+  *edges = NULL;
+  *n = *nedges = 0;
+  if (!ne) return true;
+  task_anchors *a = malloc(nx * sizeof *a);
+  edge *ed = malloc(ne * sizeof *ed);
+  if (!a || !ed) {
+    free(a);
+    free(ed);
+    return false;
+  }
+  size_t k = 0, m = 0;
+  for (int i = 0; i < t->ntracks; i++)
+    for (size_t j = 0; j < t->tracks[i].n; j++) {
+      const trace_trk *tr = &t->tracks[i];
+      const trace_event *e = &tr->ev[j];
+      if (e->ph != 'X' || e->task < 0) continue;
+      anchor x = {e->t0, e->t1, i, e->cat && strcmp(e->cat, "block") == 0};
+      a[k++] = (task_anchors){e->task, x, x};
+      for (uint32_t d = 0; d < e->ndeps; d++)
+        ed[m++] = (edge){tr->deps[e->deps_off + d], e->task};
+    }
+  qsort(a, nx, sizeof *a, ta_cmp);
+  qsort(ed, ne, sizeof *ed, edge_cmp);
+  /* one entry per task: its slices' anchors combined */
+  size_t w = 0;
+  for (size_t i = 0; i < nx; i++) {
+    if (w && a[w - 1].task == a[i].task) {
+      anchor_offer(&a[w - 1], a[i].first);
+      continue;
+    }
+    anchor x = a[i].first;
+    a[w] = (task_anchors){a[i].task, {0, 0, -1, false}, {0, 0, -1, false}};
+    anchor_offer(&a[w++], x);
+  }
+  *out = a;
+  *n = w;
+  *edges = ed;
+  *nedges = ne;
+  return true;
+}
+
+/* The edges' flows, each distinct edge whose producer has a slice once;
+ * returns how many could not be written (out of memory). */
+static uint64_t put_dep_flows(FILE *f, const pto_trace *t, int pid, uint64_t origin, bool *first) {
+  task_anchors *a;
+  edge *ed;
+  size_t na, ne;
+  if (!collect_anchors(t, &a, &na, &ed, &ne)) return 1;
+  for (size_t i = 0; i < ne; i++) {
+    if (i && edge_cmp(&ed[i - 1], &ed[i]) == 0) continue;
+    task_anchors kp = {.task = ed[i].from}, kc = {.task = ed[i].to};
+    const task_anchors *p = bsearch(&kp, a, na, sizeof *a, ta_cmp);
+    const task_anchors *c = bsearch(&kc, a, na, sizeof *a, ta_cmp);
+    if (!p || !c) continue; /* a producer the file does not show */
+    int64_t fp = p->task + t->task_base, fc = c->task + t->task_base;
+    uint64_t id = trace_flow_id(1, (uint64_t)pid, (uint64_t)fp, (uint64_t)fc, 0, 0);
+    put_sep(f, first);
+    put_flow_end(f, "dep", 's', id, pid, p->last.track + 1, anchor_ts(&p->last) - origin);
+    fprintf(f, ",\"args\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}}", fp, fc);
+    put_sep(f, first);
+    put_flow_end(f, "dep", 'f', id, pid, c->first.track + 1, anchor_ts(&c->first) - origin);
+    fprintf(f, ",\"args\":{\"from\":%" PRId64 ",\"to\":%" PRId64 "}}", fp, fc);
+  }
+  free(ed);
+  free(a);
+  return 0;
 }
 
 /* "trace file PATH: WHAT: errno text" into why[0..n), when asked for. */
@@ -279,10 +474,10 @@ int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whyle
     const trace_trk *k = &t->tracks[i];
     for (size_t j = 0; j < k->n; j++) {
       put_sep(f, &first);
-      put_event(f, k, &k->ev[j], pid, i + 1, origin);
+      put_event(f, t, k, &k->ev[j], pid, i + 1, origin);
     }
   }
-  uint64_t dropped = trace_dropped(t);
+  uint64_t dropped = trace_dropped(t) + put_dep_flows(f, t, pid, origin, &first);
   fprintf(f,
           "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
           "\",\"dropped_events\":%" PRIu64 "}}\n",

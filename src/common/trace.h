@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct pto_trace pto_trace;
 
@@ -63,21 +64,34 @@ int trace_write(const pto_trace *t, const char *path);
 int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whylen);
 void trace_destroy(pto_trace *t);
 
-/* Merges the per-rank files of a multi-chip run into one: their events are
- * concatenated, each file's timestamps shifted onto the earliest origin.
- * Returns 0, PTO_EINVAL (a file is not a trace), PTO_ESYSTEM or PTO_ENOMEM. */
-int trace_merge(const char *const *paths, int n, const char *out);
-/* trace_merge for the successive chip runs of a node run, where several
- * files show the same process (a rank that ran several chip tasks, one file
- * each, every one numbering its tasks from 0). A recurring process keeps the
- * metadata of its first file, and each later file's task ids (args.task and
- * args.deps) are moved past the highest id of its earlier files, so ids stay
- * unique per process and dependencies keep pointing at the right tasks. */
-int trace_merge_runs(const char *const *paths, int n, const char *out);
-/* trace_merge (repeat false) or trace_merge_runs (repeat true) that on
- * failure also puts into why[0..whylen) what was wrong: which input, or the
- * output file and the errno text. */
-int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat, char *why,
-                   size_t whylen);
+/* Final task ids: base is added to every task id the file shows (args.task,
+ * args.deps, the flows' ends), so that the successive chip runs of one
+ * node rank, each numbering its tasks from 0, write ids that are unique in
+ * the rank's process and their files merge by concatenation. Default 0. */
+void trace_set_task_base(pto_trace *t, int64_t base);
+/* base + 1 + the highest task id recorded (base when none): the base of
+ * the next run of the same process. */
+int64_t trace_task_end(const pto_trace *t);
+/* One end of a flow arrow between processes (a notify and the wait it
+ * released, on two ranks): ph 's' (start, on the notify) or 'f' (finish, on
+ * the wait), at ts_ns on a track, inside the slice the arrow binds to.
+ * Both ends compute the same id (trace_flow_id) from what each knows. */
+void trace_flow(pto_trace *t, int track, char ph, uint64_t ts_ns, uint64_t id);
+/* A flow id from six numbers (FNV-1a over them, cut to 52 bits so that a
+ * JSON reader with doubles keeps it exact; never 0). */
+uint64_t trace_flow_id(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f);
+
+/* Writes s as a JSON string literal (also the tools' JSON writer). */
+void trace_json_write_str(FILE *f, const char *s);
+
+/* The trace files of one multi-chip run, written by trace_write with the
+ * same origin and final task ids, concatenated into one: their event
+ * arrays are joined, their dropped events summed. Returns 0, PTO_EINVAL (a
+ * file is not one of trace_write's, or its origin differs; why says which),
+ * PTO_ESYSTEM (why: the file and the errno text) or PTO_ENOMEM. */
+int trace_concat(const char *const *paths, int n, const char *out, char *why, size_t whylen);
+/* Whether path holds a whole file as trace_write writes them (a chip
+ * killed while writing leaves half of one). */
+bool trace_file_complete(const char *path);
 
 #endif

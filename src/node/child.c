@@ -49,11 +49,11 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
                           const node_frame *f, node_reply *r) {
   if (n->trace_path) {
     /* The rank is the trace's process; time zero is the node run's. Each
-     * chip task writes a file of its own (the parent merges them into the
-     * one process, renumbering their task ids). */
+     * chip task writes a file of its own (the parent concatenates them). */
     char name[32], path[PATH_MAX];
     snprintf(name, sizeof name, "rank %d (device %d)", slot, n->device_ids[slot]);
     chip_set_trace_process(chip, slot, name, f->trace_origin_ns);
+    chip_set_trace_task_base(chip, f->trace_run ? chip_trace_task_end(chip) : 0); /* final ids */
     r->status = node_rank_trace_path(n, slot, f->trace_run, path, sizeof path)
                     ? pto_chip_set_trace(chip, path)
                     : PTO_EINVAL; /* cannot happen: checked at create with the largest run */

@@ -1,7 +1,8 @@
 /* rank_trace.c — the chip ranks' trace files of a node run: where each rank
  * writes the trace of each chip task it runs (the child names its file, the
- * parent probes and merges), and the merge of them into the node's trace at
- * the end of a run. */
+ * parent probes and joins them), and their concatenation into the node's
+ * trace at the end of a run. Ranks write final task ids and the run's time
+ * origin, so the files need no rewriting. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,6 @@
 #include <unistd.h>
 
 #include "common/trace.h"
-#include "common/trace_json.h"
 #include "node/node_internal.h"
 
 bool node_rank_trace_path(const pto_node *n, int rank, int run, char *buf, size_t len) {
@@ -17,16 +17,10 @@ bool node_rank_trace_path(const pto_node *n, int rank, int run, char *buf, size_
   return k > 0 && (size_t)k < len;
 }
 
-static bool trace_loadable(const char *path) {
-  trace_json_doc *d = NULL;
-  int rc = trace_json_load(path, &d, NULL, 0);
-  if (d) trace_json_free(d);
-  return rc == 0;
-}
-
-/* End of a run: merges the files of the chip tasks the ranks ran (one file
- * per chip task, several per rank: trace_merge_runs keeps their task ids
- * apart) into trace_path and removes them, whatever happened. A task that
+/* End of a run: concatenates the files of the chip tasks the ranks ran (one
+ * file per chip task, several per rank, whose task ids continue one another:
+ * chip_set_trace_task_base) into trace_path and removes them, whatever
+ * happened. A task that
  * failed before its chip ran wrote none; after a fatal error a killed chip
  * may have left half a file: it is left out. Returns 0, or the merge's
  * error. */
@@ -46,9 +40,9 @@ int node_trace_finish(pto_node *n, char *why, size_t whylen) {
     for (int run = 0; run < n->trace_runs[r]; run++, i++) {
       char *p = path ? path + (size_t)i * stride : NULL;
       if (!p || !node_rank_trace_path(n, r, run, p, stride)) continue;
-      if (in && access(p, F_OK) == 0 && (!n->fatal || trace_loadable(p))) in[k++] = p;
+      if (in && access(p, F_OK) == 0 && (!n->fatal || trace_file_complete(p))) in[k++] = p;
     }
-  if (rc == 0 && k) rc = trace_merge_ex(in, k, n->trace_path, true, why, whylen);
+  if (rc == 0 && k) rc = trace_concat(in, k, n->trace_path, why, whylen);
   free(path);
   free(in);
   char p[PATH_MAX]; /* also when out of memory above */

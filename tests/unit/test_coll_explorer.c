@@ -34,10 +34,11 @@
 
 #include "comm/coll_proto.h"
 #include "comm/signal.h"
+#include "explore.h"
 
-#define XR     3 /* most ranks */
-#define XCALLS 3 /* most calls per rank */
-#define XPATH  256
+#define XR     3    /* most ranks */
+#define XCALLS 3    /* most calls per rank */
+#define XPATH  4096 /* longest path explored (never reached) */
 
 enum { C_SEQ, C_ARRIVE, C_DONE, C_N };
 
@@ -69,11 +70,8 @@ typedef struct xrun {
   size_t states;
   bool violated, hung;
   char msg[256];
-  int path[XPATH], depth;
-  /* visited: open addressing on a hash of the state */
-  xstate *seen;
-  uint8_t *used;
-  size_t cap;
+  const int *path; /* the search's, for print_path */
+  int depth;
 } xrun;
 
 /* ---- cells (the real words, or plain counters for the bad variant) ---- */
@@ -147,43 +145,6 @@ static bool act(xrun *x, xstate *s, int a) {
   return true;
 }
 
-/* ---- visited set ---- */
-
-static uint64_t hash(const xstate *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < sizeof *s; i++)
-    h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-static bool visit(xrun *x, const xstate *s) { /* true when new */
-  if (x->states * 2 >= x->cap) {
-    size_t oc = x->cap;
-    xstate *os = x->seen;
-    uint8_t *ou = x->used;
-    x->cap = oc ? oc * 2 : 1 << 16;
-    x->seen = calloc(x->cap, sizeof *x->seen);
-    x->used = calloc(x->cap, 1);
-    assert_non_null(x->seen);
-    assert_non_null(x->used);
-    x->states = 0;
-    for (size_t i = 0; i < oc; i++)
-      if (ou[i]) visit(x, &os[i]);
-    free(os);
-    free(ou);
-  }
-  for (size_t i = hash(s) & (x->cap - 1);; i = (i + 1) & (x->cap - 1)) {
-    if (!x->used[i]) {
-      x->used[i] = 1;
-      x->seen[i] = *s;
-      x->states++;
-      return true;
-    }
-    if (!memcmp(&x->seen[i], s, sizeof *s)) return false;
-  }
-}
-
 static void print_path(const xrun *x) {
   fprintf(stderr, "  interleaving (the rank of each step");
   if (x->epoch == 2) fprintf(stderr, "; %d = the late epoch-1 notify", x->n);
@@ -193,27 +154,30 @@ static void print_path(const xrun *x) {
   fprintf(stderr, "\n");
 }
 
-static void dfs(xrun *x, const xstate *s) {
-  if (x->violated || x->hung || !visit(x, s)) return;
-  bool moved = false;
-  for (int a = 0; a <= x->n && !x->violated && !x->hung; a++) {
-    xstate t = *s;
-    if (!act(x, &t, a)) continue;
-    moved = true;
-    if (x->depth < XPATH) x->path[x->depth] = a;
-    x->depth++;
-    dfs(x, &t);
-    if (!x->violated && !x->hung) x->depth--;
-  }
-  if (!moved && !x->violated) {
-    for (int r = 0; r < x->n; r++)
-      if (s->call[r] < x->calls) {
-        x->hung = true;
-        snprintf(x->msg, sizeof x->msg, "no step possible but rank %d is in call %d (pc %d)", r,
-                 s->seq[r], s->pc[r]);
-        return;
-      }
-  }
+/* ---- search (explore.h) ---- */
+
+static int xm_nact(xp_search *x) { return ((xrun *)x->ctx)->n + 1; }
+
+static int xm_apply(xp_search *x, void *state, int a, int d) {
+  (void)d;
+  xrun *r = x->ctx;
+  if (!act(r, state, a)) return XP_SKIP;
+  return r->violated ? XP_STOP : XP_STEP;
+}
+
+/* No step possible: every rank must have finished its calls. */
+static int xm_final(xp_search *x, const void *state, int d) {
+  (void)d;
+  xrun *r = x->ctx;
+  const xstate *s = state;
+  for (int k = 0; k < r->n; k++)
+    if (s->call[k] < r->calls) {
+      r->hung = true;
+      snprintf(r->msg, sizeof r->msg, "no step possible but rank %d is in call %d (pc %d)", k,
+               s->seq[k], s->pc[k]);
+      return XP_STOP;
+    }
+  return XP_STEP;
 }
 
 /* Explores n ranks x calls; aborted: epoch 2 after the aborted epoch 1.
@@ -233,7 +197,21 @@ static bool explore(const xvariant *v, int n, int calls, bool aborted, bool expe
     s.late = 1;
     x.epoch = 2;
   }
-  dfs(&x, &s);
+  const xp_model m = {.state_size = sizeof(xstate),
+                      .key_size = sizeof(xstate),
+                      .max_depth = XPATH,
+                      .nact = xm_nact,
+                      .apply = xm_apply,
+                      .on_final = xm_final};
+  xp_search xs;
+  int why = xp_run(&xs, &m, &x, &s);
+  x.states = (size_t)xs.states;
+  x.path = xs.path;
+  x.depth = xs.stop_depth;
+  if (why == XP_DEPTH) {
+    x.hung = true;
+    snprintf(x.msg, sizeof x.msg, "a path longer than %d steps", XPATH);
+  }
   bool ok = !x.violated && !x.hung;
   fprintf(stderr, "%s, %d ranks x %d calls%s: %zu states, %s%s%s\n", v->name, n, calls,
           aborted ? " after an aborted task" : "", x.states,
@@ -242,8 +220,7 @@ static bool explore(const xvariant *v, int n, int calls, bool aborted, bool expe
                        : "HANG: ",
           ok ? "" : x.msg, ok == expect_ok ? "" : "  <-- unexpected");
   if (!ok) print_path(&x);
-  free(x.seen);
-  free(x.used);
+  xp_free(&xs);
   return ok;
 }
 

@@ -38,6 +38,7 @@
 #include "common/wait.h"
 
 #include "drain_broken.c" /* the broken variant, test tree only */
+#include "explore.h"
 
 /* ------------------------------------------------------------------------ */
 /* Scenarios and worlds                                                     */
@@ -105,18 +106,13 @@ typedef struct xctx {
   int actor;
   int fail;
   char why[512];
-  FILE *log; /* set while replaying a failing interleaving */
-  int path[XDEPTH + 1];
+  FILE *log;            /* set while replaying a failing interleaving */
+  int path[XDEPTH + 1]; /* the failing interleaving (search) or the schedule (script) */
   int depth;
-  xworld *stack; /* XDEPTH + 2 worlds, one per search depth */
-  /* visited set: a state's key is the bytes of its world up to the last
-   * slot in use (L bytes; padding is zero from the start and never written) */
+  xworld *work; /* 3 worlds: a schedule's current and next, and the replay's */
+  /* A state's key is the bytes of its world up to the last slot in use (L
+   * bytes; padding is zero from the start and never written). */
   size_t L;
-  uint8_t *keys;
-  uint8_t *color; /* 1 = on the current path, 2 = fully explored */
-  size_t nkeys, cap_keys;
-  uint32_t *table; /* state index + 1, 0 = empty */
-  size_t table_size;
   /* figures */
   long states, edges, terminals, term_retry, term_ev_in_drain;
   int max_depth;
@@ -421,7 +417,7 @@ static void x_report(xctx *c, FILE *out) {
   int fail = c->fail;
   char why[sizeof c->why];
   memcpy(why, c->why, sizeof why);
-  xworld *w = &c->stack[XDEPTH + 1];
+  xworld *w = &c->work[2];
   x_world_init(c, w);
   c->log = out;
   for (int i = 0; i < c->depth; i++) {
@@ -439,113 +435,28 @@ static void x_report(xctx *c, FILE *out) {
   memcpy(c->why, why, sizeof why);
 }
 
-/* ---- visited set ---- */
+/* ---- search (explore.h) ---- */
 
-static uint64_t x_hash(const void *key, size_t L) {
-  const unsigned char *k = key;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i + 8 <= L; i += 8) {
-    uint64_t v;
-    memcpy(&v, k + i, 8);
-    h ^= v;
-    h *= 1099511628211ull;
-    h ^= h >> 29;
-  }
-  return h;
+static int xm_nact(xp_search *x) { return x_nact(x->ctx); }
+
+static int xm_apply(xp_search *x, void *state, int a, int d) {
+  (void)d;
+  xctx *c = x->ctx;
+  x_apply(c, state, a);
+  return c->fail ? XP_STOP : XP_STEP;
 }
 
-static void x_table_grow(xctx *c) {
-  size_t ns = c->table_size ? c->table_size * 2 : 1 << 16;
-  uint32_t *t = calloc(ns, sizeof *t);
-  assert_non_null(t);
-  for (size_t id = 0; id < c->nkeys; id++) {
-    size_t h = (size_t)x_hash(c->keys + id * c->L, c->L) & (ns - 1);
-    while (t[h])
-      h = (h + 1) & (ns - 1);
-    t[h] = (uint32_t)id + 1;
-  }
-  free(c->table);
-  c->table = t;
-  c->table_size = ns;
-}
-
-/* Returns the state's index; *found says whether it was there already. */
-static size_t x_visit(xctx *c, const xworld *key, bool *found) {
-  if ((c->nkeys + 1) * 2 > c->table_size) x_table_grow(c);
-  size_t h = (size_t)x_hash(key, c->L) & (c->table_size - 1);
-  while (c->table[h]) {
-    size_t id = c->table[h] - 1;
-    if (memcmp(c->keys + id * c->L, key, c->L) == 0) {
-      *found = true;
-      return id;
-    }
-    h = (h + 1) & (c->table_size - 1);
-  }
-  if (c->nkeys == c->cap_keys) {
-    c->cap_keys = c->cap_keys ? c->cap_keys * 2 : 1 << 14;
-    c->keys = realloc(c->keys, c->cap_keys * c->L);
-    c->color = realloc(c->color, c->cap_keys);
-    assert_non_null(c->keys);
-    assert_non_null(c->color);
-  }
-  size_t id = c->nkeys++;
-  memcpy(c->keys + id * c->L, key, c->L);
-  c->color[id] = 0;
-  c->table[h] = (uint32_t)id + 1;
-  *found = false;
-  return id;
-}
-
-/* ---- search ---- */
-
-static void x_dfs(xctx *c, int d) {
-  xworld *w = &c->stack[d];
-  bool found;
-  size_t id = x_visit(c, w, &found);
-  if (found) {
-    if (c->color[id] == 1) {
-      c->depth = d;
-      xfail(c, XF_CYCLE, "the last step returns to a state already on this path");
-    }
-    return;
-  }
-  c->color[id] = 1;
-  c->states++;
-  if (d > c->max_depth) c->max_depth = d;
-  if (d >= XDEPTH) {
-    c->depth = d;
-    xfail(c, XF_DEPTH, "a path longer than %d steps", XDEPTH);
-    return;
-  }
-  bool any = false;
-  for (int a = 0; a < x_nact(c); a++) {
-    xworld *nw = &c->stack[d + 1];
-    x_copy(c, nw, w);
-    c->path[d] = a;
-    x_apply(c, nw, a);
-    if (c->fail) {
-      c->depth = d + 1;
-      return;
-    }
-    if (x_same(c, w, nw)) continue; /* a wait: nothing changed */
-    any = true;
-    c->edges++;
-    x_dfs(c, d + 1);
-    if (c->fail) return;
-  }
-  if (!any) {
-    c->terminals++;
-    x_check_terminal(c, w);
-    if (c->fail) {
-      c->depth = d;
-      return;
-    }
-    uint64_t att = LD(w->s.max_attempts);
-    if (att > c->max_attempts) c->max_attempts = att;
-    if (att >= 2) c->term_retry++;
-    if (w->ev_in_drain) c->term_ev_in_drain++;
-  }
-  c->color[id] = 2;
+static int xm_final(xp_search *x, const void *state, int d) {
+  (void)d;
+  xctx *c = x->ctx;
+  const xworld *w = state;
+  x_check_terminal(c, w);
+  if (c->fail) return XP_STOP;
+  uint64_t att = LD(w->s.max_attempts);
+  if (att > c->max_attempts) c->max_attempts = att;
+  if (att >= 2) c->term_retry++;
+  if (w->ev_in_drain) c->term_ev_in_drain++;
+  return XP_STEP;
 }
 
 static void x_setup(xctx *c, const xscenario *sc, const xproto *pr, bool split) {
@@ -553,25 +464,45 @@ static void x_setup(xctx *c, const xscenario *sc, const xproto *pr, bool split) 
   c->sc = sc;
   c->pr = pr;
   c->split = split;
-  c->stack = calloc(XDEPTH + 2, sizeof *c->stack);
-  assert_non_null(c->stack);
+  c->work = calloc(3, sizeof *c->work);
+  assert_non_null(c->work);
   c->L =
       offsetof(xworld, s) + offsetof(drain_state, slot) + (size_t)sc->nsched * sizeof(drain_slot);
 }
 
-static void x_teardown(xctx *c) {
-  free(c->stack);
-  free(c->keys);
-  free(c->color);
-  free(c->table);
+static void x_teardown(xctx *c) { free(c->work); }
+
+/* Every state reachable from the initial one, depth first (explore.h); a
+ * step that changes nothing is a wait; a cycle is a livelock. */
+static void x_search(xctx *c) {
+  const xp_model m = {.state_size = sizeof(xworld),
+                      .key_size = c->L,
+                      .copy_size = c->L, /* the slots past nsched stay zero */
+                      .max_depth = XDEPTH,
+                      .nact = xm_nact,
+                      .apply = xm_apply,
+                      .on_final = xm_final,
+                      .unchanged_is_wait = true,
+                      .detect_cycles = true};
+  xp_search x;
+  x_world_init(c, &c->work[0]);
+  int why = xp_run(&x, &m, c, &c->work[0]);
+  if (why == XP_CYCLE) xfail(c, XF_CYCLE, "the last step returns to a state already on this path");
+  if (why == XP_DEPTH) xfail(c, XF_DEPTH, "a path longer than %d steps", XDEPTH);
+  c->depth = x.stop_depth;
+  memcpy(c->path, x.path, (size_t)(why ? x.stop_depth : 0) * sizeof *c->path);
+  c->states = x.states;
+  c->edges = x.edges;
+  c->terminals = x.finals;
+  c->max_depth = x.deepest;
+  xp_free(&x);
 }
 
 /* Explores every interleaving; returns the failure kind (XF_OK if none). */
 static int x_explore(xctx *c, const xscenario *sc, const xproto *pr, bool split) {
   x_setup(c, sc, pr, split);
   uint64_t t0 = pto_now_ns();
-  x_world_init(c, &c->stack[0]);
-  x_dfs(c, 0);
+  x_search(c);
   double ms = (double)(pto_now_ns() - t0) / 1e6;
   if (c->fail)
     x_report(c, stdout);
@@ -599,7 +530,7 @@ typedef struct xdir {
 static int x_script(xctx *c, const xscenario *sc, const xproto *pr, const xdir *dir, int ndir) {
   x_setup(c, sc, pr, false);
   int n = sc->nsched;
-  xworld *w = &c->stack[0], *nw = &c->stack[1];
+  xworld *w = &c->work[0], *nw = &c->work[1];
   x_world_init(c, w);
   for (int i = 0; i <= ndir && !c->fail; i++) {
     bool fair = i == ndir; /* after the script: round-robin to the end */

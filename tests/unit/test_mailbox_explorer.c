@@ -38,6 +38,7 @@
 #include "common/clock.h"
 #include "node/mailbox.h"
 
+#include "explore.h"
 #include "mailbox_broken.c" /* the broken variant, test tree only */
 
 #define XC     2   /* most children */
@@ -120,14 +121,9 @@ typedef struct xctx {
   int fail;
   char why[384];
   FILE *log;
-  int path[XDEPTH + 1];
+  int path[XDEPTH + 1]; /* the failing interleaving */
   int depth;
-  xworld *stack; /* XDEPTH + 2 worlds */
-  xkey *keys;
-  uint8_t *color;
-  size_t nkeys, cap_keys;
-  uint32_t *table;
-  size_t table_size;
+  xworld *replay; /* the world x_report steps */
   long states, edges, terminals, t_done, t_death, t_deadline, t_late, t_died_mid;
   int max_depth;
 } xctx;
@@ -402,7 +398,7 @@ static void x_report(xctx *c, FILE *out) {
   int fail = c->fail;
   char why[sizeof c->why];
   memcpy(why, c->why, sizeof why);
-  xworld *w = &c->stack[XDEPTH + 1];
+  xworld *w = c->replay;
   x_world_init(c, w);
   c->log = out;
   for (int i = 0; i < c->depth; i++) {
@@ -415,113 +411,30 @@ static void x_report(xctx *c, FILE *out) {
   memcpy(c->why, why, sizeof why);
 }
 
-/* ---- visited set ---- */
+/* ---- search (explore.h) ---- */
 
-static uint64_t x_hash(const xkey *k) {
-  const unsigned char *p = (const unsigned char *)k;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < sizeof *k; i++) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
+static void xm_key(xp_search *x, const void *state, void *key) { x_key(x->ctx, state, key); }
+static int xm_nact(xp_search *x) { return x_nact(x->ctx); }
+
+static int xm_apply(xp_search *x, void *state, int a, int d) {
+  (void)d;
+  xctx *c = x->ctx;
+  x_apply(c, state, a);
+  return c->fail ? XP_STOP : XP_STEP;
 }
 
-static void x_table_grow(xctx *c) {
-  size_t ns = c->table_size ? c->table_size * 2 : 1 << 14;
-  uint32_t *t = calloc(ns, sizeof *t);
-  assert_non_null(t);
-  for (size_t id = 0; id < c->nkeys; id++) {
-    size_t h = (size_t)x_hash(&c->keys[id]) & (ns - 1);
-    while (t[h])
-      h = (h + 1) & (ns - 1);
-    t[h] = (uint32_t)id + 1;
-  }
-  free(c->table);
-  c->table = t;
-  c->table_size = ns;
-}
-
-static size_t x_visit(xctx *c, const xkey *k, bool *found) {
-  if ((c->nkeys + 1) * 2 > c->table_size) x_table_grow(c);
-  size_t h = (size_t)x_hash(k) & (c->table_size - 1);
-  while (c->table[h]) {
-    size_t id = c->table[h] - 1;
-    if (memcmp(&c->keys[id], k, sizeof *k) == 0) {
-      *found = true;
-      return id;
-    }
-    h = (h + 1) & (c->table_size - 1);
-  }
-  if (c->nkeys == c->cap_keys) {
-    c->cap_keys = c->cap_keys ? c->cap_keys * 2 : 1 << 12;
-    c->keys = realloc(c->keys, c->cap_keys * sizeof *c->keys);
-    c->color = realloc(c->color, c->cap_keys);
-    assert_non_null(c->keys);
-    assert_non_null(c->color);
-  }
-  size_t id = c->nkeys++;
-  c->keys[id] = *k;
-  c->color[id] = 0;
-  c->table[h] = (uint32_t)id + 1;
-  *found = false;
-  return id;
-}
-
-/* ---- search ---- */
-
-static void x_dfs(xctx *c, int d) {
-  xworld *w = &c->stack[d];
-  xkey k, nk;
-  x_key(c, w, &k);
-  bool found;
-  size_t id = x_visit(c, &k, &found);
-  if (found) {
-    if (c->color[id] == 1) {
-      c->depth = d;
-      xfail(c, XF_CYCLE, "the last step returns to a state already on this path");
-    }
-    return;
-  }
-  c->color[id] = 1;
-  c->states++;
-  if (d > c->max_depth) c->max_depth = d;
-  if (d >= XDEPTH) {
-    c->depth = d;
-    xfail(c, XF_DEPTH, "a path longer than %d steps", XDEPTH);
-    return;
-  }
-  bool any = false;
-  for (int a = 0; a < x_nact(c); a++) {
-    xworld *nw = &c->stack[d + 1];
-    memcpy(nw, w, sizeof *nw);
-    c->path[d] = a;
-    x_apply(c, nw, a);
-    if (c->fail) {
-      c->depth = d + 1;
-      return;
-    }
-    x_key(c, nw, &nk);
-    if (memcmp(&k, &nk, sizeof k) == 0) continue; /* a wait: nothing changed */
-    any = true;
-    c->edges++;
-    x_dfs(c, d + 1);
-    if (c->fail) return;
-  }
-  if (!any) {
-    c->terminals++;
-    x_check_terminal(c, w);
-    if (c->fail) {
-      c->depth = d;
-      return;
-    }
-    c->t_done += w->pphase == PP_DONE;
-    c->t_death += w->pphase == PP_FAILED && w->failed_by == 1;
-    c->t_deadline += w->pphase == PP_FAILED && w->failed_by == 2;
-    c->t_late += w->late_reply;
-    c->t_died_mid += w->died_mid;
-  }
-  c->color[id] = 2;
+static int xm_final(xp_search *x, const void *state, int d) {
+  (void)d;
+  xctx *c = x->ctx;
+  const xworld *w = state;
+  x_check_terminal(c, w);
+  if (c->fail) return XP_STOP;
+  c->t_done += w->pphase == PP_DONE;
+  c->t_death += w->pphase == PP_FAILED && w->failed_by == 1;
+  c->t_deadline += w->pphase == PP_FAILED && w->failed_by == 2;
+  c->t_late += w->late_reply;
+  c->t_died_mid += w->died_mid;
+  return XP_STEP;
 }
 
 static int x_explore(xctx *c, const xscenario *sc, const xproto *pr, bool split) {
@@ -529,12 +442,36 @@ static int x_explore(xctx *c, const xscenario *sc, const xproto *pr, bool split)
   c->sc = sc;
   c->pr = pr;
   c->split = split;
-  c->stack = calloc(XDEPTH + 2, sizeof *c->stack);
-  assert_non_null(c->stack);
+  c->replay = calloc(1, sizeof *c->replay);
+  assert_non_null(c->replay);
   pto_event_init(&x_parent_ev, false);
   uint64_t t0 = pto_now_ns();
-  x_world_init(c, &c->stack[0]);
-  x_dfs(c, 0);
+  /* every reachable state; a step that changes nothing is a wait, a cycle
+   * a livelock */
+  const xp_model m = {.state_size = sizeof(xworld),
+                      .key_size = sizeof(xkey),
+                      .max_depth = XDEPTH,
+                      .key = xm_key,
+                      .nact = xm_nact,
+                      .apply = xm_apply,
+                      .on_final = xm_final,
+                      .unchanged_is_wait = true,
+                      .detect_cycles = true};
+  xworld *init = calloc(1, sizeof *init);
+  assert_non_null(init);
+  x_world_init(c, init);
+  xp_search x;
+  int why = xp_run(&x, &m, c, init);
+  free(init);
+  if (why == XP_CYCLE) xfail(c, XF_CYCLE, "the last step returns to a state already on this path");
+  if (why == XP_DEPTH) xfail(c, XF_DEPTH, "a path longer than %d steps", XDEPTH);
+  c->depth = why ? x.stop_depth : 0;
+  memcpy(c->path, x.path, (size_t)c->depth * sizeof *c->path);
+  c->states = x.states;
+  c->edges = x.edges;
+  c->terminals = x.finals;
+  c->max_depth = x.deepest;
+  xp_free(&x);
   double ms = (double)(pto_now_ns() - t0) / 1e6;
   if (c->fail)
     x_report(c, stdout);
@@ -549,12 +486,7 @@ static int x_explore(xctx *c, const xscenario *sc, const xproto *pr, bool split)
   return c->fail;
 }
 
-static void x_teardown(xctx *c) {
-  free(c->stack);
-  free(c->keys);
-  free(c->color);
-  free(c->table);
-}
+static void x_teardown(xctx *c) { free(c->replay); }
 
 /* ---- scenarios ---- */
 

@@ -39,6 +39,7 @@
 #include <cmocka.h>
 
 #include "chip/role.h"
+#include "explore.h"
 
 enum { V_GOOD = 0, V_LEAVE_NO_RECHECK, V_GUARD_BY_LOAD };
 enum {
@@ -80,27 +81,16 @@ static uint64_t encode(const mstate *s, int k) {
   return v;
 }
 
-/* visited set: open addressing over encoded states (+1, 0 = empty) */
-#define VCAP (1u << 20)
-static uint64_t *visited;
-static bool visit(uint64_t key) {
-  key += 1;
-  uint64_t h = key * 0x9e3779b97f4a7c15ull;
-  for (uint32_t i = (uint32_t)(h >> 44) & (VCAP - 1);; i = (i + 1) & (VCAP - 1)) {
-    if (visited[i] == key) return false;
-    if (!visited[i]) {
-      visited[i] = key;
-      return true;
-    }
-  }
-}
+#define MAX_PATH 256
 
 typedef struct explorer {
   int k, variant;
   uint64_t states, finals;
   bool failed;
   char why[160];
-  int path_t[256], path_pc[256], depth;
+  const int *path_t;     /* the search's path: the core of each step */
+  int path_pc[MAX_PATH]; /* and the pc it stepped from */
+  int depth;
 } explorer;
 
 static void load_role(role *r, const mstate *s) {
@@ -177,7 +167,8 @@ static void violation(explorer *e, const char *fmt, ...) {
   printf("\n");
 }
 
-static void check(explorer *e, const mstate *s) {
+static void check(explorer *e, const mstate *s, int d) {
+  e->depth = d;
   int in_pass = 0, done = 0;
   for (int i = 0; i < e->k; i++) {
     in_pass += s->pc[i] >= PC_SNAP && s->pc[i] <= PC_REL;
@@ -196,22 +187,28 @@ static void check(explorer *e, const mstate *s) {
   if (s->held) violation(e, "every core parked with the role still held");
 }
 
-static void dfs(explorer *e, const mstate *s) {
-  if (e->failed || !visit(encode(s, e->k))) return;
-  e->states++;
-  check(e, s);
-  for (int i = 0; i < e->k && !e->failed; i++) {
-    if (s->pc[i] == PC_DONE) continue;
-    mstate n = *s;
-    if (e->depth < 256) {
-      e->path_t[e->depth] = i;
-      e->path_pc[e->depth] = s->pc[i];
-    }
-    e->depth++;
-    step(e, &n, i);
-    dfs(e, &n);
-    e->depth--;
-  }
+/* ---- search (explore.h) ---- */
+
+static void em_key(xp_search *x, const void *state, void *key) {
+  uint64_t v = encode(state, ((explorer *)x->ctx)->k);
+  memcpy(key, &v, sizeof v);
+}
+static int em_nact(xp_search *x) { return ((explorer *)x->ctx)->k; }
+
+static int em_apply(xp_search *x, void *state, int i, int d) {
+  explorer *e = x->ctx;
+  mstate *n = state;
+  if (n->pc[i] == PC_DONE) return XP_SKIP;
+  e->path_pc[d] = n->pc[i];
+  step(e, n, i);
+  return XP_STEP;
+}
+
+static int em_state(xp_search *x, const void *state, int d) {
+  explorer *e = x->ctx;
+  e->path_t = x->path;
+  check(e, state, d);
+  return e->failed ? XP_STOP : XP_STEP;
 }
 
 static explorer explore(int k, int variant) {
@@ -219,23 +216,26 @@ static explorer explore(int k, int variant) {
   memset(&e, 0, sizeof e);
   e.k = k;
   e.variant = variant;
-  memset(visited, 0, sizeof(uint64_t) * VCAP);
   mstate s;
   memset(&s, 0, sizeof s);
   s.fanin = (uint8_t)k;
-  dfs(&e, &s);
+  const xp_model m = {.state_size = sizeof(mstate),
+                      .key_size = sizeof(uint64_t),
+                      .max_depth = MAX_PATH - 1,
+                      .key = em_key,
+                      .nact = em_nact,
+                      .apply = em_apply,
+                      .on_state = em_state};
+  xp_search x;
+  int why = xp_run(&x, &m, &e, &s);
+  e.states = (uint64_t)x.states;
+  e.path_t = NULL;
+  xp_free(&x);
+  if (why == XP_DEPTH && !e.failed) {
+    e.failed = true;
+    snprintf(e.why, sizeof e.why, "a path longer than %d steps", MAX_PATH - 1);
+  }
   return e;
-}
-
-static int setup(void **st) {
-  (void)st;
-  visited = calloc(VCAP, sizeof *visited);
-  return visited ? 0 : -1;
-}
-static int teardown(void **st) {
-  (void)st;
-  free(visited);
-  return 0;
 }
 
 static void test_role_all_interleavings(void **st) {
@@ -269,5 +269,5 @@ int main(void) {
       cmocka_unit_test(test_role_broken_leave_caught),
       cmocka_unit_test(test_role_broken_guard_caught),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_trace.c — trace recording (concurrent, one thread per track), the
  * JSON it writes (schema), the reader, merging, and the summary numbers of
  * `pto trace` on a hand-built trace whose answers are known. */
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -15,9 +16,9 @@
 #include <cmocka.h>
 
 #include "common/trace.h"
-#include "common/trace_json.h"
-#include "common/trace_read.h"
 #include "pto/status.h"
+#include "trace_json.h"
+#include "trace_read.h"
 
 #define NTHREADS 4
 #define NTASKS   300 /* per thread */
@@ -114,7 +115,7 @@ static void test_concurrent_record_write_read(void **state) {
   const trace_json *evs = trace_json_get(root, "traceEvents");
   static uint8_t seen[NTHREADS * NTASKS][NBLOCKS];
   memset(seen, 0, sizeof seen);
-  int threads_named = 0, deps_seen = 0, instants = 0, comm = 0;
+  int threads_named = 0, deps_seen = 0, instants = 0, comm = 0, flow_ends = 0;
   for (uint32_t i = 0; i < evs->n; i++) {
     const trace_json *e = &evs->u.items[i];
     const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
@@ -130,6 +131,13 @@ static void test_concurrent_record_write_read(void **state) {
     }
     if (ph[0] == 'i') {
       instants++;
+      continue;
+    }
+    if (ph[0] == 's' || ph[0] == 'f') { /* the arrow of task - 1 -> task, once */
+      flow_ends++;
+      assert_string_equal(name, "dep");
+      assert_int_equal(arg(e, "from") + 1, arg(e, "to"));
+      assert_int_equal(arg(e, "to") / NTASKS, (int64_t)tid - 1);
       continue;
     }
     const char *cat = trace_json_str(e, "cat");
@@ -163,6 +171,12 @@ static void test_concurrent_record_write_read(void **state) {
   assert_int_equal(deps_seen, NTHREADS * (NTASKS - 1));
   assert_int_equal(instants, NTHREADS * NTASKS);
   assert_int_equal(comm, NTHREADS * NTASKS);
+  assert_int_equal(flow_ends, 2 * NTHREADS * (NTASKS - 1));
+  trace_flow_counts fc;
+  char ferr[256] = "";
+  if (trace_check_flows(root, &fc, ferr, sizeof ferr)) fail_msg("flows: %s", ferr);
+  assert_int_equal(fc.deps, NTHREADS * (NTASKS - 1));
+  assert_int_equal(fc.edges, NTHREADS * (NTASKS - 1));
 
   trace_summary s;
   char err[256];
@@ -337,6 +351,80 @@ static void test_validate_rejects(void **state) {
   assert_int_equal(validate_text("{\"traceEvents\":{}}"), PTO_EINVAL);
 }
 
+/* The flow checks: a file whose arrows are wrong fails the schema check,
+ * naming what is wrong. Two tasks on one track: 0 in [1, 3], 1 in [5, 7]
+ * with deps [0]; the good arrow starts at 2 (in task 0), finishes at 6. */
+static int validate_flows(const char *flows, char *err, size_t errlen) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "{\"traceEvents\":[" META
+           ",{\"name\":\"k\",\"cat\":\"block\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1,"
+           "\"dur\":2,\"args\":{\"task\":0,\"block\":0}}"
+           ",{\"name\":\"k\",\"cat\":\"block\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":5,"
+           "\"dur\":2,\"args\":{\"task\":1,\"block\":0,\"deps\":[0]}}%s]}",
+           flows);
+  trace_json_doc *d;
+  assert_int_equal(trace_json_parse(text, strlen(text), &d, err, errlen), 0);
+  int rc = trace_validate(trace_json_root(d), err, errlen);
+  trace_json_free(d);
+  return rc;
+}
+
+#define FLOW(ph, id, ts, from, to)                                                                 \
+  ",{\"name\":\"dep\",\"cat\":\"flow\",\"ph\":\"" ph "\",\"id\":" id ",\"pid\":1,\"tid\":1,"       \
+  "\"ts\":" ts ",\"args\":{\"from\":" from ",\"to\":" to "}}"
+
+static void test_validate_checks_flows(void **state) {
+  (void)state;
+  static const struct {
+    const char *flows, *want; /* want: NULL = valid, else in the error */
+  } cases[] = {
+      {FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "6", "0", "1"), NULL},
+      {"", "edge 0 -> 1 of pid 1 has no dep flow"},
+      {FLOW("s", "7", "4", "0", "1") FLOW("f", "7", "6", "0", "1"), "lies in no"},
+      {FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "2", "0", "1"), "lies in no"},
+      {FLOW("s", "7", "2", "0", "1") FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "6", "0", "1"),
+       "2 starts and 1 finishes"},
+      {FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "6", "0", "1") FLOW("s", "8", "6", "1", "0")
+           FLOW("f", "8", "2", "1", "0"),
+       "dep flow 1 -> 0 of pid 1 is no edge"},
+      {FLOW("s", "7", "2", "0", "1") FLOW("f", "7", "6", "0", "0"), "disagree"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char err[256] = "";
+    int rc = validate_flows(cases[i].flows, err, sizeof err);
+    if (cases[i].want ? rc != PTO_EINVAL || !strstr(err, cases[i].want) : rc != 0)
+      fail_msg("case %zu: %s '%s'; expected %s '%s'", i, pto_status_name(rc), err,
+               cases[i].want ? "PTO_EINVAL naming" : "valid", cases[i].want ? cases[i].want : "");
+  }
+}
+
+/* An edge recorded twice for one task (its deps on two of its slices, with
+ * another consumer of the producer between them in the file) is drawn
+ * once: found by fuzz_trace_json (corpus crash-dep-recorded-twice). */
+static void test_edge_recorded_twice_drawn_once(void **state) {
+  (void)state;
+  char path[256];
+  tmp_path(path, sizeof path, "edge_twice");
+  pto_trace *t = trace_create(0, "p");
+  int a = trace_track(t, "core 0"), b = trace_track(t, "core 1"), c = trace_track(t, "core 2");
+  const int64_t dep0[] = {0};
+  trace_slice(t, a, "k", "block", 100, 200, 0, 0);
+  trace_slice_deps(t, a, "k", "block", 300, 400, 1, 0, dep0, 1);
+  trace_slice_deps(t, b, "k", "block", 300, 400, 2, 0, dep0, 1);
+  trace_slice_deps(t, c, "k", "block", 300, 400, 1, 1, dep0, 1);
+  assert_int_equal(trace_write(t, path), 0);
+  trace_destroy(t);
+  trace_json_doc *d = load(path);
+  trace_flow_counts fc;
+  char err[256] = "";
+  if (trace_check_flows(trace_json_root(d), &fc, err, sizeof err)) fail_msg("flows: %s", err);
+  if (fc.deps != 2 || fc.edges != 2)
+    fail_msg("%" PRIu64 " dep flows for %" PRIu64 " edges; expected 2 and 2", fc.deps, fc.edges);
+  trace_json_free(d);
+  unlink(path);
+}
+
 /* ---- the JSON reader ---- */
 
 static void test_json_reader(void **state) {
@@ -484,36 +572,41 @@ static void test_merge_ranks(void **state) {
 }
 
 /* A rank that ran two chip tasks in one node run: two files of the same
- * process, each numbering its tasks from 0. trace_merge_runs names the
- * process once and moves the second file's task ids (and deps) past the
- * first's. */
-static void write_run(const char *path, int pid, uint64_t t0) {
+ * process; the second run's trace starts its task ids where the first's
+ * ended (trace_set_task_base, trace_task_end), so trace_concat joins them
+ * as they are and names the process once. */
+static int64_t write_run(const char *path, int pid, uint64_t t0, int64_t base) {
   pto_trace *t = trace_create(pid, "rank");
   int o = trace_track(t, "orchestrator");
   int c = trace_track(t, "core 0");
   trace_set_origin(t, BASE);
+  trace_set_task_base(t, base);
   const int64_t dep0[] = {0};
   trace_slice_deps(t, o, "submit", "orch", t0, t0 + 1 * US, 0, -1, NULL, 0);
   trace_slice_deps(t, o, "submit", "orch", t0 + 1 * US, t0 + 2 * US, 1, -1, dep0, 1);
   trace_slice(t, c, "k", "block", t0 + 2 * US, t0 + 12 * US, 0, 0);
   trace_slice(t, c, "k", "block", t0 + 12 * US, t0 + 22 * US + (uint64_t)pid * US, 1, 0);
   assert_int_equal(trace_write(t, path), 0);
+  int64_t end = trace_task_end(t);
   trace_destroy(t);
+  return end;
 }
 
-static void test_merge_runs(void **state) {
+static void test_concat_runs(void **state) {
   (void)state;
   char a[256], b[256], c[256], out[256];
   tmp_path(a, sizeof a, "run_a");
   tmp_path(b, sizeof b, "run_b");
   tmp_path(c, sizeof c, "run_c");
   tmp_path(out, sizeof out, "runs");
-  write_run(a, 0, BASE);
-  write_run(c, 1, BASE);
-  write_run(b, 0, BASE + 100 * US);
+  int64_t next = write_run(a, 0, BASE, 0);
+  assert_int_equal(next, 2);
+  assert_int_equal(write_run(c, 1, BASE, 0), 2);
+  assert_int_equal(write_run(b, 0, BASE + 100 * US, next), 4);
   const char *const paths[] = {a, c, b};
-  assert_int_equal(trace_merge(paths, 3, out), PTO_EINVAL); /* plain merge refuses */
-  assert_int_equal(trace_merge_runs(paths, 3, out), 0);
+  assert_int_equal(trace_merge(paths, 3, out), PTO_EINVAL); /* the tool's merge refuses */
+  char why[256] = "";
+  if (trace_concat(paths, 3, out, why, sizeof why)) fail_msg("concat: %s", why);
   trace_json_doc *d = load(out);
   assert_valid(trace_json_root(d));
   const trace_json *evs = trace_json_get(trace_json_root(d), "traceEvents");
@@ -527,7 +620,7 @@ static void test_merge_runs(void **state) {
     assert_true(pid >= 1 && pid <= 2);
     names[(int)pid] += !strcmp(name, "process_name");
     threads[(int)pid] += !strcmp(name, "thread_name");
-    if (!cat) continue;
+    if (!cat || !strcmp(cat, "flow")) continue;
     int64_t task = arg(e, "task");
     const trace_json *deps = trace_json_get(trace_json_get(e, "args"), "deps");
     bool later = ts >= 100.0; /* the second chip run of rank 0 */
@@ -636,10 +729,12 @@ int main(void) {
       cmocka_unit_test(test_summary_known_numbers),
       cmocka_unit_test(test_critical_path_through_span),
       cmocka_unit_test(test_validate_rejects),
+      cmocka_unit_test(test_validate_checks_flows),
+      cmocka_unit_test(test_edge_recorded_twice_drawn_once),
       cmocka_unit_test(test_json_reader),
       cmocka_unit_test(test_summary_generic_chrome),
       cmocka_unit_test(test_merge_ranks),
-      cmocka_unit_test(test_merge_runs),
+      cmocka_unit_test(test_concat_runs),
       cmocka_unit_test(test_null_trace_is_noop),
       cmocka_unit_test(test_write_num_beyond_int64),
   };

@@ -1,6 +1,7 @@
 /* test_trace_run.c — traces of real runs: a small task graph on a chip and
  * the paged_attention scene. Each trace must pass the schema check and
  * hold every submitted block exactly once, on a core's track. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -14,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "common/trace_json.h"
-#include "common/trace_read.h"
 #include "pto/pto.h"
 #include "scene.h"
+#include "trace_json.h"
+#include "trace_read.h"
 
 static void tmp_path(char *buf, size_t n, const char *tag) {
   const char *dir = getenv("TMPDIR");
@@ -65,6 +66,15 @@ static const char *track_name(const trace_json *evs, double pid, double tid) {
 
 /* Block slices (part 0: a MIX block's other cores add args.part) with
  * their counts per (task, block), and the summary's view of the same. */
+/* The trace's arrows: checked (trace_check_flows) and counted; one dep
+ * flow per distinct edge of args.deps, each drawn between its two tasks. */
+static trace_flow_counts flows_of(const trace_json_doc *d) {
+  trace_flow_counts c;
+  char err[256] = "";
+  if (trace_check_flows(trace_json_root(d), &c, err, sizeof err)) fail_msg("flows: %s", err);
+  return c;
+}
+
 static uint64_t count_blocks(const trace_json_doc *d) {
   const trace_json *evs = trace_json_get(trace_json_root(d), "traceEvents");
   uint64_t n = 0;
@@ -190,6 +200,9 @@ static void check_graph_trace(const char *path, const graph *g, const pto_run_st
   assert_int_equal(s.tasks, NT - 1);
   assert_int_equal(s.edges, 5);
   assert_int_equal(s.missing_deps, 0);
+  trace_flow_counts fc = flows_of(d); /* t2 is a dummy: its arrows end on its submit */
+  if (fc.deps != 5 || fc.edges != 5)
+    fail_msg("dep flows %" PRIu64 ", edges %" PRIu64 "; expected 5 and 5", fc.deps, fc.edges);
   assert_true(s.critical_tasks >= 2);
   assert_true(s.critical_us > 0 && s.critical_us <= s.span_us + 1e-6);
   trace_summary_free(&s);
@@ -256,6 +269,13 @@ static void test_paged_attention_trace(void **state) {
   assert_true(s.span_us > 0);
   assert_true(s.gaps_on_cores);
   assert_true(s.critical_us > 0 && s.critical_us <= s.span_us + 1e-6);
+  trace_flow_counts fc = flows_of(d);
+  if (fc.deps == 0 || fc.deps != fc.edges || fc.deps != s.edges - s.missing_deps)
+    fail_msg("paged_attention: %" PRIu64 " dep flows, %" PRIu64 " edges in the trace, "
+             "%" PRIu64 " args.deps entries (%" PRIu64 " to tasks not in it)",
+             fc.deps, fc.edges, s.edges, s.missing_deps);
+  fprintf(stderr, "paged_attention: %" PRIu64 " dep flows for %" PRIu64 " edges\n", fc.deps,
+          s.edges);
   for (size_t i = 0; i < s.ntracks; i++)
     assert_true(s.tracks[i].busy_us <= s.tracks[i].span_us + 1e-6);
   trace_summary_free(&s);

@@ -15,6 +15,7 @@
 
 #include "common/trace.h"
 #include "pto/pto.h"
+#include "trace_read.h"
 
 enum { N = 64 };
 static float buf[N];
@@ -101,28 +102,70 @@ static void test_merge_names_the_file(void **state) {
   assert_int_equal(trace_write(t, in), 0);
   trace_destroy(t);
   const char *ins[] = {in};
-  int rc = trace_merge_ex(ins, 1, "/dev/full", true, why, sizeof why);
+  int rc = trace_merge_ex(ins, 1, "/dev/full", why, sizeof why);
   assert_int_equal(rc, PTO_ESYSTEM);
   if (!strstr(why, "/dev/full") || !strstr(why, "No space left on device"))
     fail_msg("merge into /dev/full: '%s'", why);
   const char *missing[] = {in, "/nonexistent-pto-dir/rank1.json"};
-  rc = trace_merge_ex(missing, 2, "/dev/null", false, why, sizeof why);
+  rc = trace_merge_ex(missing, 2, "/dev/null", why, sizeof why);
   assert_int_equal(rc, PTO_ESYSTEM);
   if (!strstr(why, "/nonexistent-pto-dir/rank1.json") || !strstr(why, "No such file"))
     fail_msg("merge of a missing input: '%s'", why);
   const char *twice[] = {in, in};
-  rc = trace_merge_ex(twice, 2, "/dev/null", false, why, sizeof why);
+  rc = trace_merge_ex(twice, 2, "/dev/null", why, sizeof why);
   assert_int_equal(rc, PTO_EINVAL);
   if (!strstr(why, "same rank")) fail_msg("merge of one rank twice: '%s'", why);
   unlink(in);
 }
 
+/* The node run's concatenation of its ranks' files names what was wrong. */
+static void test_concat_names_the_file(void **state) {
+  (void)state;
+  char a[128], b[128], half[128], why[512];
+  snprintf(a, sizeof a, "/tmp/pto_test_trace_concat_a_%d.json", (int)getpid());
+  snprintf(b, sizeof b, "/tmp/pto_test_trace_concat_b_%d.json", (int)getpid());
+  snprintf(half, sizeof half, "/tmp/pto_test_trace_concat_h_%d.json", (int)getpid());
+  for (int i = 0; i < 2; i++) {
+    pto_trace *t = trace_create(i, "p");
+    trace_track(t, "core 0");
+    trace_set_origin(t, 5 + (uint64_t)i); /* b's origin differs */
+    trace_slice(t, 0, "k", "block", 10, 20, 0, 0);
+    assert_int_equal(trace_write(t, i ? b : a), 0);
+    trace_destroy(t);
+  }
+  const char *ins[] = {a};
+  int rc = trace_concat(ins, 1, "/dev/full", why, sizeof why);
+  if (rc != PTO_ESYSTEM || !strstr(why, "/dev/full") || !strstr(why, "No space left on device"))
+    fail_msg("concat into /dev/full: %s, '%s'", pto_status_name(rc), why);
+  const char *missing[] = {a, "/nonexistent-pto-dir/rank1.json"};
+  rc = trace_concat(missing, 2, "/dev/null", why, sizeof why);
+  if (rc != PTO_ESYSTEM || !strstr(why, "/nonexistent-pto-dir/rank1.json") ||
+      !strstr(why, "No such file"))
+    fail_msg("concat of a missing input: %s, '%s'", pto_status_name(rc), why);
+  const char *two[] = {a, b};
+  rc = trace_concat(two, 2, "/dev/null", why, sizeof why);
+  if (rc != PTO_EINVAL || !strstr(why, b) || !strstr(why, "origin"))
+    fail_msg("concat of two runs' files: %s, '%s'", pto_status_name(rc), why);
+  FILE *f = fopen(half, "w"); /* a chip killed while writing */
+  assert_non_null(f);
+  fputs("{\"traceEvents\":[\n{\"name\":\"k\"", f);
+  fclose(f);
+  assert_false(trace_file_complete(half));
+  assert_true(trace_file_complete(a));
+  const char *cut[] = {a, half};
+  rc = trace_concat(cut, 2, "/dev/null", why, sizeof why);
+  if (rc != PTO_EINVAL || !strstr(why, half))
+    fail_msg("concat of half a file: %s, '%s'", pto_status_name(rc), why);
+  unlink(a);
+  unlink(b);
+  unlink(half);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_missing_directory),
-      cmocka_unit_test(test_disk_full),
-      cmocka_unit_test(test_run_error_stays_first),
-      cmocka_unit_test(test_merge_names_the_file),
+      cmocka_unit_test(test_missing_directory),     cmocka_unit_test(test_disk_full),
+      cmocka_unit_test(test_run_error_stays_first), cmocka_unit_test(test_merge_names_the_file),
+      cmocka_unit_test(test_concat_names_the_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,8 @@
 
 #include <cmocka.h>
 
+#include "explore.h"
+
 enum { V_STATE, V_WAITERS, V_SEQ, V_WAKE_AT, V_COMPLETED, NVARS };
 static const char *var_name[NVARS] = {"state", "waiters", "seq", "wake_at", "completed"};
 #define INF  99
@@ -185,68 +187,59 @@ static bool step_waker(const model *m, mstate *s, char *what) {
   return true;
 }
 
-/* ---- exhaustive exploration with a visited set ---- */
+/* ---- exhaustive exploration (explore.h) ---- */
+
+#define MAX_PATH 64
 
 typedef struct explorer {
   const model *m;
-  mstate *seen;
-  size_t nseen, cap;
-  long finals, lost;
-  char trace[64][96];
-  int depth;
+  long lost;
+  char trace[MAX_PATH + 1][96]; /* trace[d]: what the step at depth d did */
   bool printed;
 } explorer;
 
-static bool visited(explorer *e, const mstate *s) {
-  for (size_t i = 0; i < e->nseen; i++)
-    if (!memcmp(&e->seen[i], s, sizeof *s)) return true;
-  if (e->nseen == e->cap) {
-    e->cap = e->cap ? e->cap * 2 : 1024;
-    e->seen = realloc(e->seen, e->cap * sizeof *s);
-    assert_non_null(e->seen);
-  }
-  e->seen[e->nseen++] = *s;
-  return false;
+/* Actions: the waiter's step, the waker's, and each thread's store buffer
+ * draining its oldest store. */
+static int em_nact(xp_search *x) {
+  (void)x;
+  return 4;
 }
 
-static void explore(explorer *e, const mstate *s) {
-  if (visited(e, s)) return;
-  bool any = false;
-  for (int choice = 0; choice < 4; choice++) {
-    mstate n = *s;
-    char *what = e->trace[e->depth];
-    bool ok;
-    if (choice == 0)
-      ok = step_waiter(e->m, &n, what);
-    else if (choice == 1)
-      ok = step_waker(e->m, &n, what);
-    else {
-      int th = choice - 2;
-      ok = n.nbuf[th] > 0;
-      if (ok) {
-        sprintf(what, "%s's buffer drains %s=%d", th ? "waker" : "waiter", var_name[n.bvar[th][0]],
-                n.bval[th][0]);
-        drain_one(&n, th);
-      }
+static int em_apply(xp_search *x, void *state, int choice, int d) {
+  explorer *e = x->ctx;
+  mstate *n = state;
+  char *what = e->trace[d];
+  bool ok;
+  if (choice == 0)
+    ok = step_waiter(e->m, n, what);
+  else if (choice == 1)
+    ok = step_waker(e->m, n, what);
+  else {
+    int th = choice - 2;
+    ok = n->nbuf[th] > 0;
+    if (ok) {
+      sprintf(what, "%s's buffer drains %s=%d", th ? "waker" : "waiter", var_name[n->bvar[th][0]],
+              n->bval[th][0]);
+      drain_one(n, th);
     }
-    if (!ok) continue;
-    any = true;
-    assert_true(e->depth < 63);
-    e->depth++;
-    explore(e, &n);
-    e->depth--;
   }
-  if (any) return;
-  e->finals++;
+  return ok ? XP_STEP : XP_SKIP;
+}
+
+/* A final state: lost wake-up if the waker is done and the waiter sleeps. */
+static int em_final(xp_search *x, const void *state, int d) {
+  explorer *e = x->ctx;
+  const mstate *s = state;
   if (s->pc[1] == DONE && s->asleep[0]) {
     e->lost++;
     if (!e->printed) {
       e->printed = true;
-      printf("  lost wake-up after %d steps:\n", e->depth);
-      for (int i = 0; i < e->depth; i++)
+      printf("  lost wake-up after %d steps:\n", d);
+      for (int i = 0; i < d; i++)
         printf("    %2d. %s\n", i + 1, e->trace[i]);
     }
   }
+  return XP_STEP;
 }
 
 static long run_model(const char *name, model m) {
@@ -256,10 +249,19 @@ static long run_model(const char *name, model m) {
   s.pc[0] = m.threshold ? 0 : 10;
   explorer e = {.m = &m};
   printf("%s:\n", name);
-  explore(&e, &s);
-  printf("  %zu states, %ld final states, %ld with a lost wake-up\n", e.nseen, e.finals, e.lost);
-  free(e.seen);
-  assert_true(e.finals > 0);
+  const xp_model xm = {.state_size = sizeof(mstate),
+                       .key_size = sizeof(mstate),
+                       .max_depth = MAX_PATH,
+                       .nact = em_nact,
+                       .apply = em_apply,
+                       .on_final = em_final};
+  xp_search x;
+  int why = xp_run(&x, &xm, &e, &s);
+  printf("  %ld states, %ld final states, %ld with a lost wake-up\n", x.states, x.finals, e.lost);
+  long finals = x.finals;
+  xp_free(&x);
+  assert_int_equal(why, XP_DONE); /* no path reached MAX_PATH steps */
+  assert_true(finals > 0);
   return e.lost;
 }
 

@@ -1,8 +1,8 @@
 /* trace_read.c — the schema check, the summary (utilisation, idle gaps,
- * critical path) and trace_merge(_runs)(), all over documents parsed by
+ * critical path) and trace_merge(), all over documents parsed by
  * trace_json. Everything is sort-and-scan over flat arrays: a trace of a
  * large run holds hundreds of thousands of events. */
-#include "common/trace_read.h"
+#include "trace_read.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -129,7 +129,8 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
         else
           rc = pair_add(&procs, (int64_t)pid, 0);
       }
-    } else if (ph[0] == 'X' || ph[0] == 'i' || ph[0] == 'I' || ph[0] == 'B' || ph[0] == 'E') {
+    } else if (ph[0] == 'X' || ph[0] == 'i' || ph[0] == 'I' || ph[0] == 'B' || ph[0] == 'E' ||
+               ph[0] == 's' || ph[0] == 'f') {
       if (ph[0] == 'X' && (!trace_json_num(e, "dur", &dur) || !isfinite(dur) || dur < 0)) {
         rc = verr(err, errlen, "slice %u (%s) lacks a dur >= 0", i, name);
       } else if (ph[0] == 'X' && trace_json_str(e, "cat") &&
@@ -157,6 +158,255 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
   free(threads.p);
   free(procs.p);
   free(used.p);
+  return rc ? rc : trace_check_flows(root, NULL, err, errlen);
+}
+
+/* ---- flows: dependency and signal arrows ---- */
+
+typedef struct flow_end {
+  int64_t id, pid, tid, from, to; /* from, to: a "dep" flow's tasks, else -1 */
+  double ts;
+  uint32_t idx; /* its event, for messages */
+  char ph;
+  bool dep;
+} flow_end;
+
+static int flow_cmp(const void *x, const void *y) {
+  const flow_end *p = x, *q = y;
+  if (p->id != q->id) return p->id < q->id ? -1 : 1;
+  if (p->ph != q->ph) return p->ph == 's' ? -1 : 1;
+  return p->idx < q->idx ? -1 : p->idx > q->idx;
+}
+
+/* An edge (pid, from, to), from the flows or from args.deps. */
+static int edge3_cmp(const void *x, const void *y) {
+  const flow_end *p = x, *q = y;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+  if (p->from != q->from) return p->from < q->from ? -1 : 1;
+  return p->to < q->to ? -1 : p->to > q->to;
+}
+
+/* An X slice, keyed by (pid, key): key is its task (by_task) or its tid
+ * (by_track). */
+typedef struct xs {
+  int64_t pid, key, tid;
+  double ts, end;
+  const char *name;
+} xs;
+
+static int xs_cmp(const void *x, const void *y) {
+  const xs *p = x, *q = y;
+  if (p->pid != q->pid) return p->pid < q->pid ? -1 : 1;
+  if (p->key != q->key) return p->key < q->key ? -1 : 1;
+  return p->ts < q->ts ? -1 : p->ts > q->ts;
+}
+
+/* The first slice of (pid, key) in the sorted v, or where it would be. */
+static size_t xs_first(const vec *v, int64_t pid, int64_t key) {
+  size_t lo = 0, hi = v->n;
+  const xs *a = v->p;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (a[mid].pid < pid || (a[mid].pid == pid && a[mid].key < key))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+#define FLOW_EPS 0.0015 /* us: timestamps have 3 decimals */
+
+static bool encloses(const xs *x, double ts) {
+  return x->ts - FLOW_EPS <= ts && ts <= x->end + FLOW_EPS;
+}
+
+/* A flow end lies inside a slice on its own track: of its task (dep), or
+ * named notify (a signal's start) or wait (its finish). For a dep end, the
+ * task's slices that start by the flow's ts are searched, latest first; for
+ * a signal's, the track's: the notify or wait is the last slice to start
+ * before it (nothing runs on a core inside them), so a few suffice. */
+#define FLOW_LOOKBACK 8
+
+/* Past the last slice of (pid, key) in the sorted v that starts by ts. */
+static size_t xs_upto(const vec *v, int64_t pid, int64_t key, double ts) {
+  size_t lo = 0, hi = v->n;
+  const xs *a = v->p;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    bool before = a[mid].pid < pid ||
+                  (a[mid].pid == pid &&
+                   (a[mid].key < key || (a[mid].key == key && a[mid].ts - FLOW_EPS <= ts)));
+    if (before)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static bool flow_bound(const vec *by_task, const vec *by_track, const flow_end *f) {
+  const vec *v = f->dep ? by_task : by_track;
+  int64_t key = f->dep ? (f->ph == 's' ? f->from : f->to) : f->tid;
+  const char *want = f->ph == 's' ? "notify" : "wait";
+  const xs *a = v->p;
+  size_t lo = xs_first(v, f->pid, key), hi = xs_upto(v, f->pid, key, f->ts);
+  for (size_t k = hi, seen = 0; k > lo && (f->dep || seen < FLOW_LOOKBACK); k--, seen++) {
+    const xs *x = &a[k - 1];
+    if (x->tid == f->tid && encloses(x, f->ts) &&
+        (f->dep || (x->name && strcmp(x->name, want) == 0)))
+      return true;
+  }
+  return false;
+}
+
+static int xs_add(vec *v, int64_t pid, int64_t key, int64_t tid, double ts, double end,
+                  const char *name) {
+  xs *x = vec_push(v);
+  if (!x) return PTO_ENOMEM;
+  *x = (xs){pid, key, tid, ts, end, name};
+  return 0;
+}
+
+/* The events' flows and slices into the vectors. */
+static int flows_collect(const trace_json *evs, vec *ends, vec *by_task, vec *by_track, vec *edges,
+                         char *err, size_t errlen) {
+  for (uint32_t i = 0; i < evs->n; i++) {
+    const trace_json *e = &evs->u.items[i];
+    const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
+    double pid, tid, ts, dur, id;
+    int64_t task;
+    if (!ph || !trace_json_num(e, "pid", &pid) || !trace_json_num(e, "tid", &tid) ||
+        !trace_json_num(e, "ts", &ts))
+      continue;
+    if (ph[0] == 'X' && trace_json_num(e, "dur", &dur)) {
+      bool has_task = arg_int(e, "task", &task);
+      if (xs_add(by_track, (int64_t)pid, (int64_t)tid, (int64_t)tid, ts, ts + dur, name) ||
+          (has_task && xs_add(by_task, (int64_t)pid, task, (int64_t)tid, ts, ts + dur, name)))
+        return PTO_ENOMEM;
+      const trace_json *deps = trace_json_get(trace_json_get(e, "args"), "deps");
+      for (uint32_t d = 0; has_task && deps && deps->type == TJ_ARR && d < deps->n; d++) {
+        const trace_json *v = &deps->u.items[d];
+        if (v->type != TJ_NUM || !is_int(v->u.num)) continue;
+        flow_end *g = vec_push(edges);
+        if (!g) return PTO_ENOMEM;
+        *g = (flow_end){.pid = (int64_t)pid, .from = (int64_t)v->u.num, .to = task};
+      }
+      continue;
+    }
+    if (ph[0] != 's' && ph[0] != 'f') continue;
+    if (!trace_json_num(e, "id", &id) || !is_int(id) || !name)
+      return verr(err, errlen, "flow event %u lacks an integer id or a name", i);
+    flow_end *f = vec_push(ends);
+    if (!f) return PTO_ENOMEM;
+    *f = (flow_end){(int64_t)id, (int64_t)pid, (int64_t)tid, -1, -1, ts, i, ph[0], false};
+    if (strcmp(name, "dep") == 0) {
+      f->dep = true;
+      if (!arg_int(e, "from", &f->from) || !arg_int(e, "to", &f->to))
+        return verr(err, errlen, "dep flow event %u lacks integer args from and to", i);
+    }
+  }
+  return 0;
+}
+
+/* Sorts and removes repeats (by cmp) from v. */
+static void uniq(vec *v, int (*cmp)(const void *, const void *)) {
+  sort(v->p, v->n, v->size, cmp);
+  size_t k = 0;
+  for (size_t i = 0; i < v->n; i++)
+    if (!k || cmp((char *)v->p + (k - 1) * v->size, (char *)v->p + i * v->size) != 0)
+      memmove((char *)v->p + k++ * v->size, (char *)v->p + i * v->size, v->size);
+  v->n = k;
+}
+
+static int flows_check(vec *ends, vec *by_task, vec *by_track, vec *edges, trace_flow_counts *c,
+                       char *err, size_t errlen) {
+  sort(ends->p, ends->n, sizeof(flow_end), flow_cmp);
+  sort(by_task->p, by_task->n, sizeof(xs), xs_cmp);
+  sort(by_track->p, by_track->n, sizeof(xs), xs_cmp);
+  const flow_end *f = ends->p;
+  vec drawn = {.size = sizeof(flow_end)};
+  int rc = 0;
+  for (size_t i = 0; i < ends->n && rc == 0;) {
+    size_t j = i, ns = 0, nf = 0;
+    for (; j < ends->n && f[j].id == f[i].id; j++) {
+      ns += f[j].ph == 's';
+      nf += f[j].ph == 'f';
+      if (f[j].dep != f[i].dep || f[j].from != f[i].from || f[j].to != f[i].to)
+        rc = verr(err, errlen, "flow id %" PRId64 ": events %u and %u disagree on what it joins",
+                  f[i].id, f[i].idx, f[j].idx);
+      else if (!flow_bound(by_task, by_track, &f[j]))
+        rc = verr(err, errlen,
+                  "flow event %u (id %" PRId64 ", ph %c) lies in no %s slice on its track",
+                  f[j].idx, f[j].id, f[j].ph,
+                  f[j].dep         ? "of its task's"
+                  : f[j].ph == 's' ? "notify"
+                                   : "wait");
+    }
+    if (rc == 0 && f[i].dep && (ns != 1 || nf != 1))
+      rc = verr(err, errlen,
+                "dep flow id %" PRId64 " (task %" PRId64 " -> %" PRId64
+                ") has %zu starts and %zu finishes, not one each",
+                f[i].id, f[i].from, f[i].to, ns, nf);
+    if (rc == 0 && f[i].dep) {
+      flow_end *g = vec_push(&drawn);
+      if (!g)
+        rc = PTO_ENOMEM;
+      else
+        *g = f[i];
+      c->deps++;
+    } else if (rc == 0) {
+      c->signals += ns && nf;
+      c->unmatched += ns && nf ? 0 : ns + nf;
+    }
+    i = j;
+  }
+  /* Every edge recorded between two tasks of the file has its arrow, and
+   * every arrow is such an edge. */
+  uniq(edges, edge3_cmp);
+  size_t k = 0;
+  flow_end *e = edges->p;
+  const xs *t = by_task->p;
+  for (size_t i = 0; i < edges->n; i++) {
+    size_t at = xs_first(by_task, e[i].pid, e[i].from);
+    if (at < by_task->n && t[at].pid == e[i].pid && t[at].key == e[i].from) e[k++] = e[i];
+  }
+  edges->n = k;
+  c->edges = k;
+  uniq(&drawn, edge3_cmp);
+  if (rc == 0 && drawn.n != c->deps)
+    rc = verr(err, errlen, "%" PRIu64 " dep flows draw only %zu distinct edges", c->deps, drawn.n);
+  for (size_t i = 0; rc == 0 && i < edges->n; i++) {
+    const flow_end *x = (const flow_end *)edges->p + i;
+    if (!find(x, drawn.p, drawn.n, sizeof *x, edge3_cmp))
+      rc = verr(err, errlen, "edge %" PRId64 " -> %" PRId64 " of pid %" PRId64 " has no dep flow",
+                x->from, x->to, x->pid);
+  }
+  for (size_t i = 0; rc == 0 && i < drawn.n; i++) {
+    const flow_end *x = (const flow_end *)drawn.p + i;
+    if (!find(x, edges->p, edges->n, sizeof *x, edge3_cmp))
+      rc = verr(err, errlen,
+                "dep flow %" PRId64 " -> %" PRId64 " of pid %" PRId64 " is no edge in args.deps",
+                x->from, x->to, x->pid);
+  }
+  free(drawn.p);
+  return rc;
+}
+
+int trace_check_flows(const trace_json *root, trace_flow_counts *out, char *err, size_t errlen) {
+  trace_flow_counts c = {0};
+  const trace_json *evs = event_array(root);
+  if (!evs) return verr(err, errlen, "the trace has no traceEvents array");
+  vec ends = {.size = sizeof(flow_end)}, by_task = {.size = sizeof(xs)},
+      by_track = {.size = sizeof(xs)}, edges = {.size = sizeof(flow_end)};
+  int rc = flows_collect(evs, &ends, &by_task, &by_track, &edges, err, errlen);
+  if (rc == 0) rc = flows_check(&ends, &by_task, &by_track, &edges, &c, err, errlen);
+  if (rc == PTO_ENOMEM) verr(err, errlen, "out of memory");
+  free(ends.p);
+  free(by_task.p);
+  free(by_track.p);
+  free(edges.p);
+  if (out) *out = c;
   return rc;
 }
 
@@ -573,52 +823,21 @@ static uint64_t file_origin(const trace_json *root) {
   return o ? strtoull(o, NULL, 10) : 0;
 }
 
-/* Where a process's task ids go when it recurs in several files (the chip
- * runs of one rank): each file's ids start past those of its earlier files. */
-typedef struct proc_ids {
-  int64_t pid, first_file; /* the file whose metadata names the process */
-  int64_t base, next;      /* this file's offset; the next free id so far */
-} proc_ids;
+/* The processes seen so far, and the file that named each. */
+typedef struct proc_seen {
+  int64_t pid, first_file;
+} proc_seen;
 
-static proc_ids *proc_find(vec *procs, int64_t pid) {
+static proc_seen *proc_find(vec *procs, int64_t pid) {
   for (size_t k = 0; k < procs->n; k++)
-    if (((proc_ids *)procs->p)[k].pid == pid) return (proc_ids *)procs->p + k;
+    if (((proc_seen *)procs->p)[k].pid == pid) return (proc_seen *)procs->p + k;
   return NULL;
 }
 
-/* args with args.task and every args.deps entry moved up by base. */
-static void put_args(FILE *f, const trace_json *args, int64_t base) {
-  fputc('{', f);
-  for (uint32_t i = 0; i < args->n; i++) {
-    const trace_json *m = &args->u.items[i];
-    if (i) fputc(',', f);
-    trace_json_write_str(f, m->key);
-    fputc(':', f);
-    if (strcmp(m->key, "task") == 0 && m->type == TJ_NUM && is_int(m->u.num) && m->u.num >= 0) {
-      fprintf(f, "%" PRId64, (int64_t)m->u.num + base);
-    } else if (strcmp(m->key, "deps") == 0 && m->type == TJ_ARR) {
-      fputc('[', f);
-      for (uint32_t j = 0; j < m->n; j++) {
-        const trace_json *d = &m->u.items[j];
-        if (j) fputc(',', f);
-        if (d->type == TJ_NUM && is_int(d->u.num) && d->u.num >= 0)
-          fprintf(f, "%" PRId64, (int64_t)d->u.num + base);
-        else
-          trace_json_write(f, d);
-      }
-      fputc(']', f);
-    } else {
-      trace_json_write(f, m);
-    }
-  }
-  fputc('}', f);
-}
-
-/* One event with its ts moved by shift_ns and its task ids by base
- * (metadata keeps ts 0). */
-static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns, int64_t base) {
+/* One event with its ts moved by shift_ns (metadata keeps ts 0). */
+static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns) {
   const char *ph = trace_json_str(e, "ph");
-  if (e->type != TJ_OBJ || (!shift_ns && !base) || (ph && ph[0] == 'M')) {
+  if (e->type != TJ_OBJ || !shift_ns || (ph && ph[0] == 'M')) {
     trace_json_write(f, e);
     return;
   }
@@ -628,20 +847,12 @@ static void put_shifted(FILE *f, const trace_json *e, uint64_t shift_ns, int64_t
     if (i) fputc(',', f);
     trace_json_write_str(f, m->key);
     fputc(':', f);
-    if (strcmp(m->key, "ts") == 0 && m->type == TJ_NUM && shift_ns)
+    if (strcmp(m->key, "ts") == 0 && m->type == TJ_NUM)
       fprintf(f, "%.3f", m->u.num + (double)shift_ns / 1000.0);
-    else if (strcmp(m->key, "args") == 0 && m->type == TJ_OBJ && base)
-      put_args(f, m, base);
     else
       trace_json_write(f, m);
   }
   fputc('}', f);
-}
-
-/* The args.task of an event, or -1. */
-static int64_t event_task(const trace_json *e) {
-  int64_t task;
-  return arg_int(e, "task", &task) && task >= 0 ? task : -1;
 }
 
 /* merge's failure: the code, and why[0..whylen) saying what went wrong. */
@@ -655,8 +866,7 @@ static int merge_fail(char *why, size_t whylen, int rc, const char *fmt, ...) {
   return rc;
 }
 
-int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat, char *why,
-                   size_t whylen) {
+int trace_merge_ex(const char *const *paths, int n, const char *out, char *why, size_t whylen) {
   if (why && whylen) why[0] = '\0';
   if (!paths || n <= 0 || !out)
     return merge_fail(why, whylen, PTO_EINVAL, "trace merge: %s",
@@ -665,7 +875,7 @@ int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat
   if (!docs) return merge_fail(why, whylen, PTO_ENOMEM, "trace merge: out of memory");
   int rc = 0;
   uint64_t origin = 0, dropped = 0;
-  vec procs = {.size = sizeof(proc_ids)}; /* every process named by metadata */
+  vec procs = {.size = sizeof(proc_seen)}; /* every process named by metadata */
   for (int i = 0; i < n && rc == 0; i++) {
     char lerr[200] = "";
     rc = trace_json_load(paths[i], &docs[i], lerr, sizeof lerr);
@@ -678,24 +888,23 @@ int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat
       rc = merge_fail(why, whylen, PTO_EINVAL, "trace merge: input %s holds no trace events",
                       paths[i]);
     /* Two files showing the same process are two runs of one rank, not
-     * ranks of one run: unless asked to (repeat), merging them would pile
-     * their tracks together. */
+     * ranks of one run: merging them would pile their tracks together. */
     for (uint32_t j = 0; rc == 0 && j < evs->n; j++) {
       const trace_json *e = &evs->u.items[j];
       const char *name = trace_json_str(e, "name");
       double pid;
       if (!name || strcmp(name, "process_name") != 0 || !trace_json_num(e, "pid", &pid)) continue;
-      const proc_ids *p = proc_find(&procs, (int64_t)pid);
-      if (p && p->first_file != i && !repeat)
+      const proc_seen *p = proc_find(&procs, (int64_t)pid);
+      if (p && p->first_file != i)
         rc = merge_fail(why, whylen, PTO_EINVAL,
                         "trace merge: inputs %s and %s both show process %.0f (the same rank)",
                         paths[p->first_file], paths[i], pid);
       if (p) continue;
-      proc_ids *np = vec_push(&procs);
+      proc_seen *np = vec_push(&procs);
       if (!np)
         rc = merge_fail(why, whylen, PTO_ENOMEM, "trace merge: out of memory");
       else
-        *np = (proc_ids){(int64_t)pid, i, 0, 0};
+        *np = (proc_seen){(int64_t)pid, i};
     }
     if (rc == 0) {
       uint64_t o = file_origin(root);
@@ -718,23 +927,10 @@ int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat
       uint64_t o = file_origin(root);
       /* Files without an origin (other tools') are taken as they are. */
       uint64_t shift = o && origin ? o - origin : 0;
-      for (size_t k = 0; k < procs.n; k++) {
-        proc_ids *p = (proc_ids *)procs.p + k;
-        p->base = p->next;
-      }
       for (uint32_t j = 0; j < evs->n; j++) {
-        const trace_json *e = &evs->u.items[j];
-        const char *ph = trace_json_str(e, "ph");
-        double pid = -1;
-        trace_json_num(e, "pid", &pid);
-        proc_ids *p = repeat ? proc_find(&procs, (int64_t)pid) : NULL;
-        /* A recurring process is named once, by its first file. */
-        if (p && ph && ph[0] == 'M' && p->first_file < i) continue;
-        int64_t task = p ? event_task(e) : -1;
-        if (task >= 0 && p->base + task + 1 > p->next) p->next = p->base + task + 1;
         if (!first) fputs(",\n", f);
         first = false;
-        put_shifted(f, e, shift, p ? p->base : 0);
+        put_shifted(f, &evs->u.items[j], shift);
       }
     }
     fprintf(f,
@@ -757,9 +953,5 @@ int trace_merge_ex(const char *const *paths, int n, const char *out, bool repeat
 }
 
 int trace_merge(const char *const *paths, int n, const char *out) {
-  return trace_merge_ex(paths, n, out, false, NULL, 0);
-}
-
-int trace_merge_runs(const char *const *paths, int n, const char *out) {
-  return trace_merge_ex(paths, n, out, true, NULL, 0);
+  return trace_merge_ex(paths, n, out, NULL, 0);
 }

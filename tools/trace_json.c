@@ -3,7 +3,7 @@
  * a scratch stack and copied into the document's arena once a container
  * closes, so a document is a handful of large allocations however many
  * events it holds. */
-#include "common/trace_json.h"
+#include "trace_json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -451,23 +451,6 @@ bool trace_json_num(const trace_json *obj, const char *key, double *out) {
 const char *trace_json_str(const trace_json *obj, const char *key) {
   const trace_json *v = trace_json_get(obj, key);
   return v && v->type == TJ_STR ? v->u.str : NULL;
-}
-
-void trace_json_write_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p == '\n')
-      fputs("\\n", f);
-    else if (*p == '\t')
-      fputs("\\t", f);
-    else if (*p < 0x20)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
 }
 
 void trace_json_write_num(FILE *f, double x) {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/trace_json.h"
+#include "trace_json.h"
 
 /* Strict check of the format trace_write() emits: a traceEvents array of
  * objects that each have ph, pid, tid and ts; X events have a name and
@@ -21,6 +21,23 @@
  * integer args task and block. Returns 0 or PTO_EINVAL (err says which
  * event and why). */
 int trace_validate(const trace_json *root, char *err, size_t errlen);
+
+/* The flow events (arrows; docs/tracing.md): "dep" flows from a producer
+ * task to a consumer, "signal" flows from a notify to the wait it released
+ * on another rank. */
+typedef struct trace_flow_counts {
+  uint64_t deps;      /* dep flows (one start and one finish each) */
+  uint64_t edges;     /* distinct args.deps edges whose producer is in the file */
+  uint64_t signals;   /* signal flow ids with a start and a finish */
+  uint64_t unmatched; /* signal flow ends without their other end */
+} trace_flow_counts;
+/* Checks the flows: a dep flow has exactly one start, inside a slice of
+ * its producer task on that track, and one finish inside a slice of its
+ * consumer; the dep flows draw exactly the edges of args.deps whose
+ * producer the file shows (each once); a signal flow's start lies in a
+ * "notify" slice, its finish in a "wait" slice. trace_validate runs it.
+ * Returns 0 (counts in *out when out is not NULL) or PTO_EINVAL. */
+int trace_check_flows(const trace_json *root, trace_flow_counts *out, char *err, size_t errlen);
 
 typedef struct trace_track_stat {
   int64_t pid, tid;
@@ -66,5 +83,15 @@ typedef struct trace_summary {
  * PTO_ENOMEM. */
 int trace_summarize(const trace_json *root, trace_summary *s, char *err, size_t errlen);
 void trace_summary_free(trace_summary *s);
+
+/* Merges trace files recorded separately (e.g. one per rank, from other
+ * runs or other tools) into one: their events are
+ * concatenated, each file's timestamps shifted onto the earliest origin.
+ * Returns 0, PTO_EINVAL (a file is not a trace), PTO_ESYSTEM or PTO_ENOMEM. */
+int trace_merge(const char *const *paths, int n, const char *out);
+/* trace_merge that on failure also puts into why[0..whylen) what was
+ * wrong: which input, or the output file and the errno text. (The chip runs
+ * of a node run need no merge: their files concatenate, trace_concat.) */
+int trace_merge_ex(const char *const *paths, int n, const char *out, char *why, size_t whylen);
 
 #endif

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/trace.h" /* trace_json_write_str: the writer's */
+
 typedef enum trace_json_type {
   TJ_NULL = 0,
   TJ_BOOL,
@@ -53,8 +55,6 @@ const char *trace_json_str(const trace_json *obj, const char *key); /* NULL if a
 
 /* Writes v as compact JSON. */
 void trace_json_write(FILE *f, const trace_json *v);
-/* Writes s as a JSON string literal. */
-void trace_json_write_str(FILE *f, const char *s);
 /* Writes a number so that it reads back to the same double. */
 void trace_json_write_num(FILE *f, double x);
 
