@@ -6,11 +6,12 @@
 # Sets PTO_HAVE_MPI (ON/OFF) for the rest of the build.
 #
 # pto_add_mpi_test(NAME <name> NP <n> COMMAND <target-or-program> [args...]
-#                  [TIMEOUT <s>] [RESOURCE_LOCK <locks...>])
+#                  [TIMEOUT <s>] [RESOURCE_LOCK <locks...>] [ENVIRONMENT <VAR=value...>])
 # adds the ctest `mpi.<name>.np<n>` (LABELS mpi) running
 # `mpiexec -np <n> [--oversubscribe] <program> [args]`, with Open MPI's
 # allow-run-as-root settings in its environment. Nothing is added when
-# PTO_HAVE_MPI is OFF.
+# PTO_HAVE_MPI is OFF. PTO_MPIEXEC_IS_OPENMPI says whether mpiexec is Open
+# MPI's (tests of its run-time's own behaviour need it).
 set(PTO_MPI AUTO CACHE STRING "MPI backend: AUTO (when MPI is found), ON (required) or OFF")
 set_property(CACHE PTO_MPI PROPERTY STRINGS AUTO ON OFF)
 string(TOUPPER "${PTO_MPI}" _pto_mpi)
@@ -35,11 +36,13 @@ endif()
 # Open MPI's mpiexec needs --oversubscribe to run more ranks than cores;
 # other implementations do not know the flag (and do not need it).
 set(PTO_MPIEXEC_EXTRA "")
+set(PTO_MPIEXEC_IS_OPENMPI OFF)
 if(PTO_HAVE_MPI AND MPIEXEC_EXECUTABLE)
   execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _pto_mpiexec_v
                   ERROR_VARIABLE _pto_mpiexec_v RESULT_VARIABLE _pto_rc TIMEOUT 20)
   if(_pto_mpiexec_v MATCHES "Open MPI|OpenRTE")
     set(PTO_MPIEXEC_EXTRA --oversubscribe)
+    set(PTO_MPIEXEC_IS_OPENMPI ON)
   endif()
 endif()
 
@@ -47,7 +50,7 @@ function(pto_add_mpi_test)
   if(NOT PTO_HAVE_MPI)
     return()
   endif()
-  cmake_parse_arguments(A "" "NAME;NP;TIMEOUT" "COMMAND;RESOURCE_LOCK" ${ARGN})
+  cmake_parse_arguments(A "" "NAME;NP;TIMEOUT" "COMMAND;RESOURCE_LOCK;ENVIRONMENT" ${ARGN})
   if(NOT A_NAME OR NOT A_NP OR NOT A_COMMAND)
     message(FATAL_ERROR "pto_add_mpi_test: NAME, NP and COMMAND are required")
   endif()
@@ -65,7 +68,7 @@ function(pto_add_mpi_test)
   # mpi_yield_when_idle: ranks oversubscribing the cores yield instead of
   # spinning in MPI's progress loop.
   set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT ${A_TIMEOUT}
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1;${A_ENVIRONMENT}")
   if(A_RESOURCE_LOCK)
     set_tests_properties(${t} PROPERTIES RESOURCE_LOCK "${A_RESOURCE_LOCK}")
   endif()
