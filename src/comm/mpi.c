@@ -381,7 +381,15 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   }
   int err = MPI_Win_create(mine, (MPI_Aint)w->d.win_bytes, 1, MPI_INFO_NULL, w->comm, &w->win);
   if (err != MPI_SUCCESS) {
-    mpi_why(why, n, "MPI_Win_create", err);
+    char msg[200];
+    mpi_why(msg, sizeof msg, "MPI_Win_create", err);
+    /* the usual cause with Open MPI 4.1 over TCP: osc/pt2pt refuses
+     * MPI_THREAD_MULTIPLE and no other one-sided component applies */
+    snprintf(why, n,
+             "%s (is there a one-sided transport that supports MPI_THREAD_MULTIPLE between these "
+             "ranks? Open MPI's osc/pt2pt over TCP is not one: use UCX, --mca pml ucx --mca osc "
+             "ucx, or an RDMA network)",
+             msg);
     return PTO_EMPI;
   }
   w->have_win = true;

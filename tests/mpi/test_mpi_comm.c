@@ -10,17 +10,21 @@
  *   ops     (default) store+notify+wait (fault injection off and on),
  *           remote_load, put/get of strided views, atomic adds of every
  *           dtype, barrier, quiet, the epoch reuse of signal cells, a
- *           sub-domain {1,2} (np >= 4); both window layouts (shared, RMA)
+ *           sub-domain {1,2} (np >= 4); kernel threads of a chip calling
+ *           concurrently; both window layouts (shared, RMA)
  *   coll    the collectives on sizes 1, 17, 4097, 65537 (f32; f16, bf16,
  *           i32 on 17 and 4097), back-to-back on one scratch buffer, in two
  *           tasks (epochs), a mismatch reported on every rank; sub-domain
  *   die     rank 1 exits in the middle of the others' wait: they end with
  *           PTO_EWAIT_TIMEOUT naming the cell (or mpirun ends the job), never
  *           a hang — see the ctest's pass expression
+ *   open    rank 0 prints how opening a domain went (for transports that
+ *           cannot give RMA windows: a named PTO_EMPI, not a crash)
  *   selfinit  MPI not initialised by the program: pto does it
  *   single    MPI initialised with MPI_THREAD_SINGLE: a named PTO_EMPI */
 #include <inttypes.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,11 +69,16 @@ typedef struct dom {
   comm_domain_desc d;
   pto_kctx k;
   int rank; /* in the domain, -1: not a member */
+  bool expect_open_failure;
+  int open_rc;
+  char open_why[400];
 } dom;
 
 static void dom_open(dom *x, int32_t id, const int *chips, int n, const pto_window_buffer *bufs,
                      int nb, bool fault, uint32_t epoch) {
+  bool expect_failure = x->expect_open_failure;
   memset(x, 0, sizeof *x);
+  x->expect_open_failure = expect_failure;
   comm_init(&x->c, me);
   if (comm_desc_layout(&x->d, bufs, nb) != 0) FAIL("comm_desc_layout");
   x->d.id = id;
@@ -85,9 +94,13 @@ static void dom_open(dom *x, int32_t id, const int *chips, int n, const pto_wind
     group |= 1ull << chips[r];
     if (chips[r] == me) x->rank = r;
   }
-  if (x->rank >= 0) CHECK_OK(x, comm_domain_open(&x->c, &x->d, x->rank));
-  MPI_Barrier(MPI_COMM_WORLD); /* the allocation barrier */
   if (x->rank >= 0) {
+    x->open_rc = comm_domain_open(&x->c, &x->d, x->rank);
+    comm_task_error(&x->c, x->open_why, sizeof x->open_why);
+    if (!x->expect_open_failure) CHECK_OK(x, x->open_rc);
+  }
+  MPI_Barrier(MPI_COMM_WORLD); /* the allocation barrier */
+  if (x->rank >= 0 && x->open_rc == 0) {
     CHECK_OK(x, comm_domain_attach(&x->c, id));
     comm_task_begin(&x->c, epoch, group);
   }
@@ -143,7 +156,7 @@ static const int world4[4] = {0, 1, 2, 3};
 static void store_notify_wait(bool fault, bool shared) {
   setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
   pto_window_buffer b[2] = {{"data", DATA_N * 4}, {"cells", 64 * 8}};
-  dom x;
+  dom x = {0};
   dom_open(&x, 10 + fault + 2 * shared, world4, np, b, 2, fault, 7);
   pto_tensor data = win(&x, "data", PTO_F32, DATA_N), cells = win(&x, "cells", PTO_I64, 64);
   pto_tensor c0 = cell_at(&cells, 3);
@@ -182,7 +195,7 @@ static void store_notify_wait(bool fault, bool shared) {
 static void views_load_barrier(bool fault, bool shared) {
   setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
   pto_window_buffer b[2] = {{"mat", 8 * 16 * 4}, {"own", 64 * 4}};
-  dom x;
+  dom x = {0};
   dom_open(&x, 20 + fault + 2 * shared, world4, np, b, 2, fault, 3);
   pto_tensor own = win(&x, "own", PTO_I32, 64);
   int32_t *mine = (int32_t *)own.buf + own.offset;
@@ -259,7 +272,7 @@ static void atomic_adds(bool fault) {
   pto_window_buffer b[6];
   for (int i = 0; i < 6; i++)
     b[i] = (pto_window_buffer){names[i], 64 * 4};
-  dom x;
+  dom x = {0};
   dom_open(&x, 30 + fault, world4, np, b, 6, fault, 5);
   for (int rep = 0; rep < 3; rep++)
     for (int i = 0; i < 6; i++) {
@@ -311,7 +324,7 @@ static void atomic_adds(bool fault) {
 /* A stale notify (an older epoch than the cell's) is dropped, not added. */
 static void stale_signal(void) {
   pto_window_buffer b[1] = {{"cells", 64 * 8}};
-  dom x;
+  dom x = {0};
   dom_open(&x, 40, world4, np, b, 1, false, 9);
   pto_tensor cells = win(&x, "cells", PTO_I64, 64), c = cell_at(&cells, 0);
   int to = (x.rank + 1) % np;
@@ -338,7 +351,7 @@ static void sub_domain(void) {
   if (np < 4) return;
   static const int chips[2] = {1, 2};
   pto_window_buffer b[2] = {{"data", 64 * 4}, {"cells", 64 * 8}};
-  dom x;
+  dom x = {0};
   dom_open(&x, 50, chips, 2, b, 2, true, 4);
   if (x.rank >= 0) {
     CHECK_EQ(pto_comm_size(&x.c, x.d.id), 2, "sub-domain size");
@@ -519,7 +532,7 @@ static void coll_cases(dom *x, const pto_tensor *scratch, bool quick) {
 static void collectives(bool fault) {
   size_t sb = pto_coll_scratch_bytes(np, (size_t)MAX_COUNT * 4);
   pto_window_buffer b[1] = {{"scratch", sb}};
-  dom x;
+  dom x = {0};
   dom_open(&x, 60 + fault, world4, np, b, 1, fault, 11);
   pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
   for (uint32_t epoch = 11; epoch <= 12; epoch++) { /* a second task: epochs */
@@ -542,7 +555,7 @@ static void collectives(bool fault) {
     static const int chips[2] = {1, 2};
     size_t sb2 = pto_coll_scratch_bytes(2, (size_t)MAX_COUNT * 4);
     pto_window_buffer b2[1] = {{"scratch", sb2}};
-    dom y;
+    dom y = {0};
     dom_open(&y, 70 + fault, chips, 2, b2, 1, fault, 2);
     if (y.rank >= 0) {
       pto_tensor s2 = win(&y, "scratch", PTO_U8, (int64_t)sb2);
@@ -556,7 +569,7 @@ static void collectives(bool fault) {
 
 static int die(void) {
   pto_window_buffer b[1] = {{"cells", 64 * 8}};
-  dom x;
+  dom x = {0};
   dom_open(&x, 80, world4, np, b, 1, false, 1);
   x.d.wait_timeout_ms = 2000;
   pto_tensor cells = win(&x, "cells", PTO_I64, 64), c = cell_at(&cells, 0);
@@ -575,6 +588,89 @@ static int die(void) {
   return rc == PTO_EWAIT_TIMEOUT && ms < 4000 ? 0 : 1;
 }
 
+/* Kernel threads of one chip calling concurrently (MPI_THREAD_MULTIPLE):
+ * THREADS threads per rank, thread t stores into slot t of the next rank
+ * and notifies cell t, waits for its own cell t and checks slot t, ROUNDS
+ * times back to back; fault injection on (the queue is shared by the
+ * threads) and off, both window layouts. */
+#define THREADS 4
+#define ROUNDS  40
+#define SLOT_N  256
+
+typedef struct thr {
+  dom *x;
+  int t, bad;
+  pto_kctx k;
+} thr;
+
+static void *thread_main(void *arg) {
+  thr *a = arg;
+  dom *x = a->x;
+  int n = x->d.nranks, to = (x->rank + 1) % n, from = (x->rank + n - 1) % n;
+  int64_t shape = THREADS * SLOT_N, at = a->t * SLOT_N, len = SLOT_N;
+  pto_tensor data, slot, cells, c;
+  pto_comm_window_tensor(&x->c, x->d.id, x->rank, "data", PTO_I32, 1, &shape, &data);
+  pto_tensor_slice(&data, &at, &len, &slot);
+  int64_t nc = 64;
+  pto_comm_window_tensor(&x->c, x->d.id, x->rank, "cells", PTO_I64, 1, &nc, &cells);
+  c = cell_at(&cells, a->t);
+  int32_t v[SLOT_N];
+  pto_tensor tv = local(v, SLOT_N, PTO_I32);
+  const int32_t *got = (const int32_t *)slot.buf + slot.offset;
+  for (int round = 1; round <= ROUNDS && !a->bad; round++) {
+    for (int i = 0; i < SLOT_N; i++)
+      v[i] = round * 100000 + x->rank * 1000 + a->t * 256 + i;
+    int rc = pto_remote_store(&a->k, x->d.id, to, &slot, &tv);
+    if (!rc) rc = pto_notify(&a->k, x->d.id, to, &c, PTO_SIGNAL_ADD, 1);
+    if (!rc) rc = pto_signal_wait(&a->k, x->d.id, &c, PTO_CMP_GE, round, -1);
+    if (rc) {
+      fprintf(stderr, "FAILED rank %d thread %d round %d: %s\n", me, a->t, round,
+              pto_status_name(rc));
+      a->bad = 1;
+      break;
+    }
+    for (int i = 0; i < SLOT_N; i++) {
+      int32_t want = round * 100000 + from * 1000 + a->t * 256 + i;
+      if (got[i] != want) {
+        fprintf(stderr, "FAILED rank %d thread %d round %d: slot[%d] = %d, expected %d\n", me, a->t,
+                round, i, got[i], want);
+        a->bad = 1;
+        break;
+      }
+    }
+    /* the next round's store may overwrite my slot at the peer only after
+     * the peer read it: a second cell (t + 32) acknowledges */
+    pto_tensor ack = cell_at(&cells, 32 + a->t);
+    rc = pto_notify(&a->k, x->d.id, from, &ack, PTO_SIGNAL_ADD, 1);
+    if (!rc) rc = pto_signal_wait(&a->k, x->d.id, &ack, PTO_CMP_GE, round, -1);
+    if (rc) {
+      fprintf(stderr, "FAILED rank %d thread %d ack %d: %s\n", me, a->t, round,
+              pto_status_name(rc));
+      a->bad = 1;
+    }
+  }
+  return NULL;
+}
+
+static void threads(bool fault, bool shared) {
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
+  pto_window_buffer b[2] = {{"data", THREADS * SLOT_N * 4}, {"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 90 + fault + 2 * shared, world4, np, b, 2, fault, 2);
+  pthread_t th[THREADS];
+  thr a[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    a[t] = (thr){&x, t, 0, x.k};
+    a[t].k.core_id = t;
+    pthread_create(&th[t], NULL, thread_main, &a[t]);
+  }
+  for (int t = 0; t < THREADS; t++) {
+    pthread_join(th[t], NULL);
+    failures += a[t].bad;
+  }
+  dom_close(&x);
+}
+
 /* ---- who initialises MPI ---- */
 
 /* selfinit: the program never called MPI_Init: opening a domain (here an
@@ -585,7 +681,7 @@ static int die(void) {
  * MPI_THREAD_MULTIPLE. */
 static int init_modes(const char *mode) {
   pto_window_buffer b[1] = {{"cells", 64 * 8}};
-  dom x;
+  dom x = {0};
   memset(&x, 0, sizeof x);
   comm_desc_layout(&x.d, b, 1);
   x.d.id = 1;
@@ -654,6 +750,7 @@ int main(int argc, char **argv) {
       for (int fault = 0; fault <= 1; fault++) {
         store_notify_wait(fault, shared);
         views_load_barrier(fault, shared);
+        threads(fault, shared);
       }
     }
     setenv("PTO_MPI_SHARED_WINDOWS", "1", 1);
@@ -668,6 +765,13 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "coll") == 0) {
     collectives(false);
     collectives(true);
+  } else if (strcmp(mode, "open") == 0) {
+    /* opening a domain of every rank: rank 0 says how it went */
+    pto_window_buffer b[1] = {{"cells", 64 * 8}};
+    dom x = {.expect_open_failure = true};
+    dom_open(&x, 85, world4, np, b, 1, false, 1);
+    if (me == 0) printf("open: %s: %s\n", pto_status_name(x.open_rc), x.open_why);
+    dom_close(&x);
   } else if (strcmp(mode, "die") == 0) {
     rc = die();
     fflush(stdout);
