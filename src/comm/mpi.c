@@ -466,6 +466,14 @@ static uint64_t mpi_window_base(const comm_win *w) { return (uint64_t)(uintptr_t
 
 static void mpi_destroy(comm_win *w, bool unlink) {
   if (!w) return;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (fin) { /* the program finalised MPI first: its windows went with it */
+    if (w->fq) fault_destroy(w->fq);
+    if (w->space) comm_space_release(w->space, w->space_bytes);
+    free(w);
+    return;
+  }
   if (w->fq) {
     fault_flush(w->fq, -1, false);
     fault_destroy(w->fq);
