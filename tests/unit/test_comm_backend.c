@@ -30,9 +30,8 @@ static void open_fails(uint8_t backend, int want, const char *want_text) {
   char det[400];
   int latched = comm_task_error(&c, det, sizeof det);
   if (rc != want || latched != want || !strstr(det, want_text))
-    fail_msg("backend %d: open returned %s (latched %s, \"%s\"), expected %s with \"%s\"",
-             backend, pto_status_name(rc), pto_status_name(latched), det, pto_status_name(want),
-             want_text);
+    fail_msg("backend %d: open returned %s (latched %s, \"%s\"), expected %s with \"%s\"", backend,
+             pto_status_name(rc), pto_status_name(latched), det, pto_status_name(want), want_text);
   assert_null(comm_find(&c, 3));
   comm_fini(&c, true);
 }
