@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Debian packages, when missing) and runs the
-# whole suite four ways: plain, ASan+UBSan, TSan, park10s, then runs every
-# fuzz target for 20 s (scripts/fuzz.sh), then the Python front end's pytest
+# whole suite four ways: plain, ASan+UBSan, TSan, park10s, then the tests
+# run under mpiexec (label mpi) on a plain build, then runs every fuzz
+# target for 20 s (scripts/fuzz.sh), then the Python front end's pytest
 # suite (python/tests). Warnings are errors.
-#   scripts/test.sh            all six
-#   scripts/test.sh plain      one of: plain address thread park10s fuzz python
+#   scripts/test.sh            all seven
+#   scripts/test.sh plain      one of: plain address thread park10s mpi fuzz python
 #   scripts/test.sh python-asan  the Python suite over an ASan (python-tsan: TSan)
 #                                build of libpto, the sanitizer's runtime
 #                                LD_PRELOADed; not in the default list
+# The mpi tests run only in mode mpi (-DPTO_MPI=ON): Open MPI under ASan and
+# TSan reports its own leaks and races. The sanitizer builds are built
+# without MPI (-DPTO_MPI=OFF), which also keeps that configuration tested;
+# plain and park10s take MPI when it is installed (AUTO).
 # park10s is a plain build whose futex parks last up to 10 s instead of
 # 20 ms (PTO_PARK_MAX_MS): every wait must end by a wake-up, so a wait that
 # relies on the periodic re-check makes its test 10 s slower (or trips a
@@ -16,20 +21,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/deps.sh
-deps_install build-essential cmake pkg-config libcmocka-dev python3
+deps_install build-essential cmake pkg-config libcmocka-dev python3 "${PTO_MPI_PACKAGES[@]}"
 
 jobs=$(nproc)
 modes=("$@")
-[ ${#modes[@]} -eq 0 ] && modes=(plain address thread park10s fuzz python)
+[ ${#modes[@]} -eq 0 ] && modes=(plain address thread park10s mpi fuzz python)
 
 # The Python front end: libpto, the cffi module built against it, pytest.
 # Debian's interpreter (/usr/bin/python3) has the packages deps_install adds.
 run_python() {
-  local san="$1" dir="build-test-$2" py=/usr/bin/python3
+  local san="$1" dir="build-test-$2" py=/usr/bin/python3 mpi=AUTO
+  [ -n "$san" ] && mpi=OFF # Open MPI is noisy under the sanitizers (see above)
   deps_install python3-dev python3-setuptools python3-numpy python3-pytest python3-cffi
   echo "== $2: build libpto and the pto module in $dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTO_WERROR=ON -DPTO_SANITIZE="$san" \
-    -DPTO_BUILD_TESTS=OFF >/dev/null
+    -DPTO_BUILD_TESTS=OFF -DPTO_MPI="$mpi" >/dev/null
   cmake --build "$dir" -j "$jobs" --target pto_shared >/dev/null
   (cd python && PTO_BUILD_DIR="../$dir" "$py" setup.py -q build --build-base "../$dir/py-build" \
     --build-lib "../$dir/py" >/dev/null)
@@ -43,27 +49,30 @@ run_python() {
 }
 
 for mode in "${modes[@]}"; do
-  park=""
+  park="" labels=(-LE mpi)
   case "$mode" in
     python) run_python "" python; continue ;;
     python-asan) run_python address python-asan; continue ;;
     python-tsan) run_python thread python-tsan; continue ;;
     plain) san="" ;;
+    mpi) san="" labels=(-L mpi) ;;
     address|thread) san="$mode" ;;
     park10s) san="" park=10000 ;;
     fuzz) PTO_FUZZ_BUILD=build-test-fuzz scripts/fuzz.sh; continue ;;
-    *) echo "unknown mode '$mode' (plain address thread park10s fuzz python python-asan python-tsan)" >&2
+    *) echo "unknown mode '$mode' (plain address thread park10s mpi fuzz python python-asan python-tsan)" >&2
        exit 2 ;;
   esac
   dir="build-test-$mode"
+  mpi=AUTO
+  case "$mode" in mpi) mpi=ON ;; address|thread) mpi=OFF ;; esac
   echo "== $mode: configure and build in $dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTO_WERROR=ON -DPTO_SANITIZE="$san" \
-    -DPTO_PARK_MAX_MS="$park" >/dev/null
+    -DPTO_PARK_MAX_MS="$park" -DPTO_MPI="$mpi" >/dev/null
   cmake --build "$dir" -j "$jobs" >/dev/null
   echo "== $mode: ctest"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600)
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 600 "${labels[@]}")
 done
 echo "== all test runs passed: ${modes[*]}"

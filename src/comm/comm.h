@@ -38,6 +38,7 @@ struct comm_domain_desc {
   char prefix[COMM_PREFIX_MAX]; /* shm name prefix: rank r is "<prefix>.r<r>" */
   int64_t wait_timeout_ms;
   uint8_t fault_inject;
+  uint8_t backend; /* comm_backend_kind (comm_backend.h): 0 = shared memory */
   uint64_t fault_seed;
 };
 
@@ -73,9 +74,11 @@ int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *w
 void comm_init(pto_comm *c, int chip);
 /* Closes every domain (unlink: also remove my named objects). */
 void comm_fini(pto_comm *c, bool unlink);
-/* Phase 1 (rank) / observer mapping (my_rank = -1, after every rank attached). */
+/* Phase 1 (rank) / observer mapping (my_rank = -1, after every rank attached).
+ * The backend is d->backend's. On failure the details are latched in c
+ * (comm_task_error) until the next comm_task_begin. */
 int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank);
-/* Phase 2: after the allocation barrier. */
+/* Phase 2: after the allocation barrier. Details of a failure as open's. */
 int comm_domain_attach(pto_comm *c, int32_t id);
 void comm_domain_close(pto_comm *c, int32_t id, bool unlink);
 comm_dom *comm_find(const pto_comm *c, int32_t id);

@@ -19,15 +19,33 @@
 typedef struct comm_domain_desc comm_domain_desc;
 typedef struct comm_win comm_win; /* backend-private, one per (process, domain) */
 
+/* The seam with the node runtime: which backend a domain uses
+ * (comm_domain_desc.backend), picked by comm_domain_open (domain.c).
+ *   COMM_BACKEND_SHM (0, a zeroed descriptor): POSIX shared memory between
+ *     the chip processes of one node, windows at desc.base in every process.
+ *   COMM_BACKEND_MPI: MPI-3 RMA windows (src/comm/mpi.c). Domain rank r is
+ *     the process of MPI_COMM_WORLD rank chips[r] (under mpirun, node chip c
+ *     is world rank c). Opening the domain is collective over its ranks (the
+ *     window and its communicator are created there). desc.base and
+ *     desc.prefix are not used: the backend places the windows and
+ *     comm_domain_open takes the base from window_base(). In a build
+ *     without MPI (PTO_MPI=OFF) opening fails with PTO_EMPI, "pto was built
+ *     without MPI". */
+typedef enum comm_backend_kind { COMM_BACKEND_SHM = 0, COMM_BACKEND_MPI = 1 } comm_backend_kind;
+
 /* Stops a blocking backend wait early (the chip run was cancelled). */
 typedef bool (*comm_cancel_fn)(void *arg);
 
 typedef struct comm_backend {
   const char *name;
-  /* Phase 1: create this rank's window and zero it (before the barrier). */
-  int (*create)(const comm_domain_desc *d, int my_rank, comm_win **out);
+  /* Phase 1: create this rank's window and zero it (before the barrier).
+   * On failure, why (may be left "") says what was wrong. */
+  int (*create)(const comm_domain_desc *d, int my_rank, comm_win **out, char *why, size_t why_len);
   /* Phase 2, after every rank created its window: reach every peer. */
-  int (*attach)(comm_win *w);
+  int (*attach)(comm_win *w, char *why, size_t why_len);
+  /* Where rank 0's window lies in this process when the backend placed the
+   * windows itself (rank r's at + r * win_bytes); NULL: at desc.base. */
+  uint64_t (*window_base)(const comm_win *w);
   /* Unmaps; unlink = also remove this rank's named object. */
   void (*destroy)(comm_win *w, bool unlink);
   /* Plain copy of n bytes to peer's window at off (may land late). */
@@ -59,5 +77,8 @@ typedef struct comm_backend {
 } comm_backend;
 
 extern const comm_backend comm_backend_shm;
+#ifdef PTO_HAVE_MPI
+extern const comm_backend comm_backend_mpi;
+#endif
 
 #endif

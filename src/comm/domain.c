@@ -61,18 +61,38 @@ int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank) {
   for (int i = 0; i < COMM_MAX_DOMAINS && slot < 0; i++)
     if (!c->doms[i]) slot = i;
   if (slot < 0) return PTO_EINVAL;
+  const comm_backend *be = NULL;
+  switch (d->backend) {
+  case COMM_BACKEND_SHM: be = &comm_backend_shm; break;
+  case COMM_BACKEND_MPI:
+#ifdef PTO_HAVE_MPI
+    be = &comm_backend_mpi;
+    break;
+#else
+    return comm_fail(c, PTO_EMPI,
+                     "domain %d asks for the MPI backend, but pto was built without MPI "
+                     "(configure with -DPTO_MPI=ON, Open MPI installed)",
+                     d->id);
+#endif
+  default:
+    return comm_fail(c, PTO_EINVAL, "domain %d: unknown communication backend %d", d->id,
+                     (int)d->backend);
+  }
   comm_dom *dom = calloc(1, sizeof *dom);
   if (!dom) return PTO_ENOMEM;
   dom->desc = *d;
   dom->my_rank = my_rank;
-  dom->be = &comm_backend_shm;
+  dom->be = be;
   pthread_mutex_init(&dom->barrier_lock, NULL);
-  int rc = dom->be->create(d, my_rank, &dom->win);
+  char why[256] = "";
+  int rc = dom->be->create(d, my_rank, &dom->win, why, sizeof why);
   if (rc) {
     pthread_mutex_destroy(&dom->barrier_lock);
     free(dom);
-    return rc;
+    return comm_fail(c, rc, "domain %d rank %d: %s backend: %s", d->id, my_rank, be->name,
+                     why[0] ? why : "creating the window failed");
   }
+  if (be->window_base) dom->desc.base = be->window_base(dom->win);
   c->doms[slot] = dom;
   return 0;
 }
@@ -80,9 +100,13 @@ int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank) {
 int comm_domain_attach(pto_comm *c, int32_t id) {
   comm_dom *d = comm_find(c, id);
   if (!d) return PTO_EINVAL;
-  int rc = d->be->attach(d->win);
-  if (rc == 0 && c->epoch) d->be->task_mark(d->win, c->epoch, c->group, false);
-  return rc;
+  char why[256] = "";
+  int rc = d->be->attach(d->win, why, sizeof why);
+  if (rc)
+    return comm_fail(c, rc, "domain %d rank %d: %s backend: %s", id, d->my_rank, d->be->name,
+                     why[0] ? why : "reaching the peers' windows failed");
+  if (c->epoch) d->be->task_mark(d->win, c->epoch, c->group, false);
+  return 0;
 }
 
 void comm_domain_close(pto_comm *c, int32_t id, bool unlink) {

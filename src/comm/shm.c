@@ -171,7 +171,8 @@ static int map_window(comm_win *w, int r, bool create) {
   return 0;
 }
 
-static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out) {
+static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, char *why,
+                      size_t why_len) {
   comm_win *w = calloc(1, sizeof *w);
   if (!w) return PTO_ENOMEM;
   w->d = *d;
@@ -205,7 +206,7 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out) {
   return 0;
 }
 
-static int shm_attach(comm_win *w) {
+static int shm_attach(comm_win *w, char *why, size_t why_len) {
   for (int r = 0; r < w->d.nranks; r++) {
     if (w->base[r]) continue;
     int rc = map_window(w, r, false);

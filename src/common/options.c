@@ -59,6 +59,9 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                                         "node: TensorMap entries of the node orchestrator"},
     [PTO_OPT_FAULT_GAP_MS] = {"fault_gap_ms", "PTO_FAULT_GAP_MS", 500, 0, 60000,
                               "fault injection: most a task's remote stores are held back (ms)"},
+    [PTO_OPT_MPI_SHARED_WINDOWS] = {"mpi_shared_windows", "PTO_MPI_SHARED_WINDOWS", 1, 0, 1,
+                                    "MPI backend: 1: ranks on one host share window memory; "
+                                    "0: MPI RMA windows always"},
 };
 
 const pto_option_desc *pto_option_desc_of(pto_opt o) {

@@ -36,6 +36,8 @@ typedef enum pto_opt {
   PTO_OPT_NODE_TENSORMAP_ENTRIES,
   /* comm: fault injection (pto_node_config.fault_inject) */
   PTO_OPT_FAULT_GAP_MS,
+  /* comm: the MPI backend (src/comm/mpi.c) */
+  PTO_OPT_MPI_SHARED_WINDOWS,
   PTO_OPT_COUNT
 } pto_opt;
 

@@ -1,0 +1,682 @@
+/* mpi.c — the MPI backend: each domain is an MPI communicator of its
+ * ranks (MPI_COMM_WORLD rank chips[r] is domain rank r) with one MPI-3 RMA
+ * window, locked once for the window's life (passive target, lock_all).
+ *
+ * Windows: when every rank of the domain is on this host (and
+ * PTO_MPI_SHARED_WINDOWS is 1), one MPI_Win_allocate_shared segment, so the
+ * peers' windows are mapped here too and RMA on them is a memcpy / a CPU
+ * atomic (Open MPI's osc/sm); otherwise MPI_Win_create on this rank's
+ * slot of a reserved address range (peers' slots stay inaccessible: their
+ * addresses only name offsets). Either way rank r's window is at
+ * window_base() + r * win_bytes in this process.
+ *
+ * Ordering (docs/comm.md, "The MPI backend"): put = MPI_Put, accumulate =
+ * MPI_Accumulate (f16/bf16: compare-and-swap on 32-bit words), both
+ * completed locally before returning (the caller may reuse its buffer);
+ * signal = MPI_Win_flush(peer) — every earlier put/accumulate of this
+ * process to peer is complete at the target — then the epoch-tagged update
+ * of the cell by MPI_Compare_and_swap; signal_load = MPI_Fetch_and_op
+ * (MPI_NO_OP) on my own cell, then MPI_Win_sync, so the data a seen signal
+ * published is visible to this process's loads (unified memory model,
+ * checked at creation). Barrier: arrival words in each rank's header,
+ * written with MPI_Accumulate(MPI_REPLACE) after a flush of everything.
+ * Every wait has a deadline; MPI errors return (MPI_ERRORS_RETURN on the
+ * communicator and the window) as PTO_EMPI. */
+#include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "comm/comm.h"
+#include "comm/fault.h"
+#include "comm/half.h"
+#include "comm/signal.h"
+#include "common/clock.h"
+#include "common/options.h"
+#include "common/wait.h"
+
+#define MPI_CHUNK ((size_t)1 << 30) /* bytes per MPI call: counts are int */
+
+/* The window header (the first COMM_HEADER_BYTES of every window). */
+typedef struct mpi_hdr {
+  /* barrier: arrive[r] = epoch << 32 | seq of the last barrier rank r
+   * reached, written by rank r with MPI_Accumulate(MPI_REPLACE) */
+  uint64_t arrive[PTO_COMM_MAX_RANKS];
+  pto_event ev; /* shared windows: woken by every signal, store and arrival */
+} mpi_hdr;
+_Static_assert(sizeof(mpi_hdr) <= COMM_HEADER_BYTES, "window header too large");
+
+struct comm_win {
+  comm_domain_desc d;
+  int my_rank;
+  MPI_Comm comm; /* the domain's ranks in domain order; MPI_COMM_NULL for an observer */
+  MPI_Win win;
+  bool have_win, locked;
+  bool shared;         /* every window mapped here (MPI_Win_allocate_shared) */
+  unsigned char *base; /* rank 0's window address in this process */
+  void *space;         /* the reserved range of an RMA (not shared) layout */
+  uint64_t space_bytes;
+  fault_queue *fq; /* NULL unless fault injection is on */
+  uint32_t epoch;
+  uint64_t group;
+};
+
+static mpi_hdr *hdr(const comm_win *w, int r) {
+  return (mpi_hdr *)(w->base + (uint64_t)r * w->d.win_bytes);
+}
+
+/* Wakes rank r's waiters when its window is mapped here (shared layout);
+ * an RMA layout's waiters poll. */
+static void wake(comm_win *w, int r) {
+  if (w->shared) pto_event_signal(&hdr(w, r)->ev);
+}
+
+static int64_t wait_ms(const comm_win *w) {
+  return w->d.wait_timeout_ms > 0 ? w->d.wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
+}
+
+static void mpi_why(char *why, size_t n, const char *call, int err) {
+  char msg[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  MPI_Error_string(err, msg, &len);
+  snprintf(why, n, "%s failed: %s", call, msg);
+}
+
+/* ---- MPI itself: initialised with MPI_THREAD_MULTIPLE ---- */
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool pto_initialised_mpi;
+
+static void finalize_at_exit(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+static const char *thread_level_name(int l) {
+  return l == MPI_THREAD_SINGLE       ? "MPI_THREAD_SINGLE"
+         : l == MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
+         : l == MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+         : l == MPI_THREAD_MULTIPLE   ? "MPI_THREAD_MULTIPLE"
+                                      : "an unknown level";
+}
+
+/* MPI ready for the backend: initialises it (MPI_THREAD_MULTIPLE,
+ * finalised at exit) unless the program did; the thread level must be
+ * MPI_THREAD_MULTIPLE, since the core threads of a chip call concurrently. */
+static int mpi_ready(char *why, size_t n) {
+  pthread_mutex_lock(&init_lock);
+  int init = 0, fin = 0, provided = MPI_THREAD_SINGLE, rc = 0;
+  MPI_Finalized(&fin);
+  MPI_Initialized(&init);
+  if (fin) {
+    snprintf(why, n, "MPI was already finalised");
+    rc = PTO_EMPI;
+  } else if (!init) {
+    int err = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+    if (err != MPI_SUCCESS) {
+      mpi_why(why, n, "MPI_Init_thread", err);
+      rc = PTO_EMPI;
+    } else {
+      pto_initialised_mpi = true;
+      atexit(finalize_at_exit);
+    }
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (!rc && provided != MPI_THREAD_MULTIPLE) {
+    snprintf(why, n,
+             "MPI provides %s; pto's MPI backend needs MPI_THREAD_MULTIPLE (the core threads of "
+             "a chip call MPI concurrently)%s",
+             thread_level_name(provided),
+             pto_initialised_mpi ? ""
+                                 : ": initialise MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE)");
+    rc = PTO_EMPI;
+  }
+  pthread_mutex_unlock(&init_lock);
+  return rc;
+}
+
+/* Polls a request until it completes (0), the deadline passes
+ * (PTO_EWAIT_TIMEOUT: the request is left behind — a barrier cannot be
+ * cancelled) or MPI fails (PTO_EMPI). */
+typedef struct req_wait {
+  MPI_Request *req;
+  int err;
+} req_wait;
+
+static bool req_done(void *arg) {
+  req_wait *r = arg;
+  int flag = 0;
+  r->err = MPI_Test(r->req, &flag, MPI_STATUS_IGNORE);
+  return flag || r->err != MPI_SUCCESS;
+}
+
+static int ibarrier(comm_win *w, const char *what, char *why, size_t n) {
+  MPI_Request req;
+  int err = MPI_Ibarrier(w->comm, &req);
+  if (err != MPI_SUCCESS) {
+    mpi_why(why, n, "MPI_Ibarrier", err);
+    return PTO_EMPI;
+  }
+  req_wait r = {&req, MPI_SUCCESS};
+  if (!pto_wait(NULL, req_done, &r, pto_deadline_ms(wait_ms(w)))) {
+    snprintf(why, n, "rank %d: not every rank of the domain reached %s within %lld ms", w->my_rank,
+             what, (long long)wait_ms(w));
+    return PTO_EWAIT_TIMEOUT;
+  }
+  if (r.err != MPI_SUCCESS) {
+    mpi_why(why, n, "MPI_Ibarrier", r.err);
+    return PTO_EMPI;
+  }
+  return 0;
+}
+
+/* ---- moving bytes ---- */
+
+static MPI_Datatype acc_type(pto_dtype dt) {
+  switch (dt) {
+  case PTO_F32: return MPI_FLOAT;
+  case PTO_I32: return MPI_INT32_T;
+  case PTO_I16: return MPI_INT16_T;
+  case PTO_I8: return MPI_INT8_T;
+  default: return MPI_DATATYPE_NULL; /* f16, bf16: no MPI type */
+  }
+}
+
+static int rma_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
+  const unsigned char *p = src;
+  for (size_t at = 0; at < n; at += MPI_CHUNK) {
+    int c = (int)(n - at < MPI_CHUNK ? n - at : MPI_CHUNK);
+    if (MPI_Put(p + at, c, MPI_BYTE, peer, (MPI_Aint)(off + at), c, MPI_BYTE, w->win) !=
+        MPI_SUCCESS)
+      return PTO_EMPI;
+  }
+  /* the caller may reuse src as soon as this returns */
+  return MPI_Win_flush_local(peer, w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
+}
+
+/* f16/bf16 add: compare-and-swap on the aligned 32-bit words that hold the
+ * elements (both halves of a word at once when both are added to); a word
+ * that changed meanwhile is retried with the value the CAS returned. */
+static uint16_t half_add(pto_dtype dt, uint16_t a, uint16_t b) {
+  return dt == PTO_F16 ? f32_to_half(half_to_f32(a) + half_to_f32(b))
+                       : f32_to_bf16(bf16_to_f32(a) + bf16_to_f32(b));
+}
+
+static int cas_add_half(comm_win *w, int peer, uint64_t off, pto_dtype dt, const uint16_t *src,
+                        size_t count) {
+  uint64_t lo = off & ~(uint64_t)3, hi = off + 2 * count;
+  for (uint64_t word = lo; word < hi; word += 4) {
+    uint16_t add[2];
+    bool has[2];
+    for (int h = 0; h < 2; h++) {
+      uint64_t at = word + 2 * (uint64_t)h;
+      has[h] = at >= off && at < hi;
+      add[h] = has[h] ? src[(at - off) / 2] : 0;
+    }
+    uint32_t old = 0, res, nw;
+    if (MPI_Fetch_and_op(NULL, &old, MPI_UINT32_T, peer, (MPI_Aint)word, MPI_NO_OP, w->win) !=
+            MPI_SUCCESS ||
+        MPI_Win_flush(peer, w->win) != MPI_SUCCESS)
+      return PTO_EMPI;
+    for (;;) {
+      uint16_t v[2];
+      memcpy(v, &old, 4);
+      for (int h = 0; h < 2; h++)
+        if (has[h]) v[h] = half_add(dt, v[h], add[h]);
+      memcpy(&nw, v, 4);
+      if (MPI_Compare_and_swap(&nw, &old, &res, MPI_UINT32_T, peer, (MPI_Aint)word, w->win) !=
+              MPI_SUCCESS ||
+          MPI_Win_flush(peer, w->win) != MPI_SUCCESS)
+        return PTO_EMPI;
+      if (res == old) break;
+      old = res;
+    }
+  }
+  return 0;
+}
+
+static int rma_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
+                          size_t count) {
+  MPI_Datatype t = acc_type(dt);
+  if (t == MPI_DATATYPE_NULL) return cas_add_half(w, peer, off, dt, src, count);
+  size_t es = pto_dtype_size(dt), per = MPI_CHUNK / es;
+  const unsigned char *p = src;
+  for (size_t at = 0; at < count; at += per) {
+    int c = (int)(count - at < per ? count - at : per);
+    if (MPI_Accumulate(p + at * es, c, t, peer, (MPI_Aint)(off + at * es), c, t, MPI_SUM, w->win) !=
+        MPI_SUCCESS)
+      return PTO_EMPI;
+  }
+  return MPI_Win_flush_local(peer, w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
+}
+
+/* ---- fault injection: held-back stores land here ---- */
+
+static void land(void *arg, const fault_op *op) {
+  comm_win *w = arg;
+  /* an MPI failure here shows as the data missing at the next wait: the
+   * held store has no caller left to return it to */
+  if (op->kind == FAULT_PUT)
+    rma_put(w, op->peer, op->off, op->data, op->bytes);
+  else
+    rma_accumulate(w, op->peer, op->off, op->dt, op->data, op->bytes / pto_dtype_size(op->dt));
+  wake(w, op->peer);
+}
+
+/* ---- windows ---- */
+
+/* The domain's communicator: world ranks chips[0..nranks) in domain order. */
+static int make_comm(comm_win *w, char *why, size_t n) {
+  const comm_domain_desc *d = &w->d;
+  int wsize, wrank;
+  MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+  MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  for (int r = 0; r < d->nranks; r++) {
+    if (d->chips[r] < 0 || d->chips[r] >= wsize) {
+      snprintf(why, n, "domain rank %d is chip %d, outside MPI_COMM_WORLD (ranks 0..%d)", r,
+               d->chips[r], wsize - 1);
+      return PTO_EINVAL;
+    }
+    for (int q = 0; q < r; q++)
+      if (d->chips[q] == d->chips[r]) {
+        snprintf(why, n, "domain ranks %d and %d are both chip %d", q, r, d->chips[r]);
+        return PTO_EINVAL;
+      }
+  }
+  if (w->my_rank >= 0 && d->chips[w->my_rank] != wrank) {
+    snprintf(why, n, "domain rank %d is chip %d, but this process is MPI_COMM_WORLD rank %d",
+             w->my_rank, d->chips[w->my_rank], wrank);
+    return PTO_EINVAL;
+  }
+  MPI_Group world, g;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  int err = MPI_Group_incl(world, d->nranks, d->chips, &g);
+  MPI_Group_free(&world);
+  if (err != MPI_SUCCESS) {
+    mpi_why(why, n, "MPI_Group_incl", err);
+    return PTO_EMPI;
+  }
+  /* collective over the domain's ranks only; the tag keeps concurrent
+   * creations of different domains apart */
+  err = MPI_Comm_create_group(MPI_COMM_WORLD, g, d->id & 0x7fff, &w->comm);
+  MPI_Group_free(&g);
+  if (err != MPI_SUCCESS) {
+    mpi_why(why, n, "MPI_Comm_create_group", err);
+    return PTO_EMPI;
+  }
+  MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
+  return 0;
+}
+
+/* Every rank of the domain on this host (and shared windows allowed)? */
+static int on_one_host(comm_win *w, bool *yes, char *why, size_t n) {
+  *yes = false;
+  if (!pto_option(PTO_OPT_MPI_SHARED_WINDOWS)) return 0;
+  MPI_Comm node;
+  int err = MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  if (err != MPI_SUCCESS) {
+    mpi_why(why, n, "MPI_Comm_split_type", err);
+    return PTO_EMPI;
+  }
+  int local;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  /* the same answer on every rank: all on one host, or some are not */
+  *yes = local == w->d.nranks;
+  return 0;
+}
+
+static int alloc_shared(comm_win *w, char *why, size_t n) {
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "alloc_shared_noncontig", "false");
+  void *mine;
+  int err = MPI_Win_allocate_shared((MPI_Aint)w->d.win_bytes, 1, info, w->comm, &mine, &w->win);
+  MPI_Info_free(&info);
+  if (err != MPI_SUCCESS) {
+    mpi_why(why, n, "MPI_Win_allocate_shared", err);
+    return PTO_EMPI;
+  }
+  w->have_win = true;
+  /* rank r's window must be at rank 0's + r * win_bytes: views name
+   * windows by address (comm_view_locate) */
+  for (int r = 0; r < w->d.nranks; r++) {
+    MPI_Aint sz;
+    int du;
+    void *p;
+    MPI_Win_shared_query(w->win, r, &sz, &du, &p);
+    if (r == 0) w->base = p;
+    if ((unsigned char *)p != w->base + (uint64_t)r * w->d.win_bytes ||
+        (uint64_t)sz != w->d.win_bytes) {
+      snprintf(why, n,
+               "MPI_Win_allocate_shared placed rank %d's window at offset %td of %zu bytes, "
+               "expected %llu of %llu (set PTO_MPI_SHARED_WINDOWS=0 for RMA windows)",
+               r, (unsigned char *)p - w->base, (size_t)sz,
+               (unsigned long long)(r * w->d.win_bytes), (unsigned long long)w->d.win_bytes);
+      return PTO_EMPI;
+    }
+  }
+  return 0;
+}
+
+static int alloc_rma(comm_win *w, char *why, size_t n) {
+  if (__builtin_mul_overflow((uint64_t)w->d.nranks, w->d.win_bytes, &w->space_bytes) ||
+      comm_space_reserve(w->space_bytes, &w->space) != 0) {
+    w->space = NULL;
+    snprintf(why, n, "cannot reserve %d windows of %llu bytes of address space", w->d.nranks,
+             (unsigned long long)w->d.win_bytes);
+    return PTO_ESYSTEM;
+  }
+  w->base = w->space;
+  if (w->my_rank < 0) return 0; /* an observer names offsets, maps nothing */
+  unsigned char *mine = w->base + (uint64_t)w->my_rank * w->d.win_bytes;
+  if (mmap(mine, w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+           -1, 0) == MAP_FAILED) {
+    snprintf(why, n, "cannot map a window of %llu bytes", (unsigned long long)w->d.win_bytes);
+    return PTO_ESYSTEM;
+  }
+  int err = MPI_Win_create(mine, (MPI_Aint)w->d.win_bytes, 1, MPI_INFO_NULL, w->comm, &w->win);
+  if (err != MPI_SUCCESS) {
+    char msg[200];
+    mpi_why(msg, sizeof msg, "MPI_Win_create", err);
+    /* the usual cause with Open MPI 4.1 over TCP: osc/pt2pt refuses
+     * MPI_THREAD_MULTIPLE and no other one-sided component applies */
+    snprintf(why, n,
+             "%s (is there a one-sided transport that supports MPI_THREAD_MULTIPLE between these "
+             "ranks? Open MPI's osc/pt2pt over TCP is not one: use UCX, --mca pml ucx --mca osc "
+             "ucx, or an RDMA network)",
+             msg);
+    return PTO_EMPI;
+  }
+  w->have_win = true;
+  return 0;
+}
+
+static void mpi_destroy(comm_win *w, bool unlink);
+
+static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, char *why,
+                      size_t why_len) {
+  int rc = mpi_ready(why, why_len);
+  if (rc) return rc;
+  comm_win *w = calloc(1, sizeof *w);
+  if (!w) return PTO_ENOMEM;
+  w->d = *d;
+  w->my_rank = my_rank;
+  w->comm = MPI_COMM_NULL;
+  w->win = MPI_WIN_NULL;
+  if (my_rank < 0) { /* observer: the collective creation is the members' only */
+    rc = alloc_rma(w, why, why_len);
+    goto done;
+  }
+  bool shared = false;
+  rc = make_comm(w, why, why_len);
+  if (!rc) rc = on_one_host(w, &shared, why, why_len);
+  if (!rc) {
+    w->shared = shared;
+    rc = shared ? alloc_shared(w, why, why_len) : alloc_rma(w, why, why_len);
+  }
+  if (!rc) {
+    MPI_Win_set_errhandler(w->win, MPI_ERRORS_RETURN);
+    int *model = NULL, flag = 0;
+    MPI_Win_get_attr(w->win, MPI_WIN_MODEL, &model, &flag);
+    if (!flag || *model != MPI_WIN_UNIFIED) {
+      snprintf(why, why_len,
+               "the MPI window uses the separate memory model; pto's MPI backend needs "
+               "MPI_WIN_UNIFIED (loads of a window must see completed RMA)");
+      rc = PTO_EMPI;
+    }
+  }
+  if (!rc) {
+    /* zero my own window before the allocation barrier: a peer may
+     * signal me as soon as it is past the barrier */
+    mpi_hdr *h = hdr(w, my_rank);
+    memset(h, 0, d->win_bytes);
+    pto_event_init(&h->ev, true);
+    if (d->fault_inject) {
+      uint64_t seed = d->fault_seed ^ ((uint64_t)(uint32_t)d->id << 32) ^ (uint64_t)my_rank;
+      rc = fault_create(seed, land, NULL, w, &w->fq);
+    }
+  }
+done:
+  if (rc) {
+    mpi_destroy(w, false);
+    return rc;
+  }
+  *out = w;
+  return 0;
+}
+
+static int mpi_attach(comm_win *w, char *why, size_t why_len) {
+  if (w->my_rank < 0) return 0;
+  int err = MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win);
+  if (err != MPI_SUCCESS) {
+    mpi_why(why, why_len, "MPI_Win_lock_all", err);
+    return PTO_EMPI;
+  }
+  w->locked = true;
+  /* every rank zeroed its window and holds the lock before anyone writes */
+  return ibarrier(w, "the window attach", why, why_len);
+}
+
+static uint64_t mpi_window_base(const comm_win *w) { return (uint64_t)(uintptr_t)w->base; }
+
+static void mpi_destroy(comm_win *w, bool unlink) {
+  if (!w) return;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (fin) { /* the program finalised MPI first: its windows went with it */
+    if (w->fq) fault_destroy(w->fq);
+    if (w->space) comm_space_release(w->space, w->space_bytes);
+    free(w);
+    return;
+  }
+  if (w->fq) {
+    fault_flush(w->fq, -1, false);
+    fault_destroy(w->fq);
+  }
+  if (w->locked) MPI_Win_unlock_all(w->win);
+  bool all_here = true;
+  if (w->have_win) {
+    /* MPI_Win_free is collective and cannot time out: free only when every
+     * rank is here within the deadline (else the window is leaked — a peer
+     * that died took the job with it, see docs/comm.md) */
+    char why[200];
+    all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
+    if (all_here) MPI_Win_free(&w->win);
+  }
+  if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
+  if (w->space) comm_space_release(w->space, w->space_bytes);
+  free(w);
+}
+
+static int mpi_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
+  if (w->fq) return fault_hold(w->fq, peer, FAULT_PUT, PTO_U8, off, src, n);
+  int rc = rma_put(w, peer, off, src, n);
+  wake(w, peer);
+  return rc;
+}
+
+static int mpi_get(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
+  if (w->fq) fault_flush(w->fq, peer, false);
+  /* earlier puts to peer complete first: MPI orders none of them */
+  if (MPI_Win_flush(peer, w->win) != MPI_SUCCESS) return PTO_EMPI;
+  unsigned char *p = dst;
+  for (size_t at = 0; at < n; at += MPI_CHUNK) {
+    int c = (int)(n - at < MPI_CHUNK ? n - at : MPI_CHUNK);
+    if (MPI_Get(p + at, c, MPI_BYTE, peer, (MPI_Aint)(off + at), c, MPI_BYTE, w->win) !=
+        MPI_SUCCESS)
+      return PTO_EMPI;
+  }
+  return MPI_Win_flush(peer, w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
+}
+
+static int mpi_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
+                          size_t count) {
+  if (w->fq) return fault_hold(w->fq, peer, FAULT_ACC, dt, off, src, count * pto_dtype_size(dt));
+  int rc = rma_accumulate(w, peer, off, dt, src, count);
+  wake(w, peer);
+  return rc;
+}
+
+static int mpi_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
+                      uint32_t epoch) {
+  if (w->fq) fault_flush(w->fq, peer, false);
+  /* my own stores to my window (plain CPU stores) become visible to the
+   * peers' MPI_Get before they see the signal */
+  MPI_Win_sync(w->win);
+  /* the founding rule: every earlier put/accumulate of this process to peer
+   * is complete at the target before the signal can be seen there */
+  if (MPI_Win_flush(peer, w->win) != MPI_SUCCESS) return PTO_EMPI;
+  if (peer == w->my_rank && !w->shared) {
+    /* to myself on an RMA window: a CPU compare-and-swap on my own memory
+     * (Open MPI 4.1's osc/rdma crashes on MPI_Compare_and_swap to self
+     * over the vader transport). Atomic with the peers' updates where the
+     * transport's atomics are the target's CPU atomics (vader and tcp
+     * emulate them at the target); see docs/comm.md, limits. */
+    sig_update((_Atomic uint64_t *)((unsigned char *)hdr(w, peer) + off), op, v, epoch);
+    MPI_Win_sync(w->win);
+    return 0;
+  }
+  /* sig_update (signal.h) as a compare-and-swap loop; the first guess is
+   * a cell of this epoch holding 0, the CAS returns the real word */
+  uint64_t old = sig_pack(epoch, 0), res, nw;
+  for (;;) {
+    uint32_t oe = sig_epoch(old);
+    if (oe != epoch && (int32_t)(epoch - oe) < 0) break; /* stale signal: dropped */
+    int32_t base = sig_value(old, epoch);
+    int32_t nv = op == PTO_SIGNAL_ADD ? (int32_t)((uint32_t)base + (uint32_t)v) : v;
+    nw = sig_pack(epoch, nv);
+    if (MPI_Compare_and_swap(&nw, &old, &res, MPI_UINT64_T, peer, (MPI_Aint)off, w->win) !=
+            MPI_SUCCESS ||
+        MPI_Win_flush(peer, w->win) != MPI_SUCCESS)
+      return PTO_EMPI;
+    if (res == old) break;
+    old = res;
+  }
+  wake(w, peer);
+  return 0;
+}
+
+static uint64_t mpi_signal_load(comm_win *w, uint64_t off) {
+  uint64_t v = 0;
+  /* atomic with respect to the peers' compare-and-swap (same type);
+   * MPI_Win_sync then orders this process's later loads of the window
+   * after it (the public and private copies are one: unified model) */
+  if (MPI_Fetch_and_op(NULL, &v, MPI_UINT64_T, w->my_rank, (MPI_Aint)off, MPI_NO_OP, w->win) !=
+          MPI_SUCCESS ||
+      MPI_Win_flush_local(w->my_rank, w->win) != MPI_SUCCESS)
+    return 0; /* reads as "not yet": the wait then times out, named */
+  MPI_Win_sync(w->win);
+  return v;
+}
+
+static bool mpi_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
+  /* shared windows: the notifier wakes my event; RMA windows: poll with a
+   * growing sleep (pto_wait without an event) */
+  return pto_wait(w->shared ? &hdr(w, w->my_rank)->ev : NULL, cond, arg, deadline_ns);
+}
+
+static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {
+  w->epoch = epoch;
+  w->group = group;
+}
+
+static int mpi_quiet(comm_win *w, int peer, bool end_of_task) {
+  if (w->my_rank < 0) return 0;
+  if (w->fq) fault_flush(w->fq, peer, end_of_task);
+  int err = peer < 0 ? MPI_Win_flush_all(w->win) : MPI_Win_flush(peer, w->win);
+  return err == MPI_SUCCESS ? 0 : PTO_EMPI;
+}
+
+typedef struct barrier_wait {
+  comm_win *w;
+  uint64_t want;
+  comm_cancel_fn cancel;
+  void *cancel_arg;
+  int laggard;
+  uint64_t seen; /* the laggard's arrival word */
+  int err;
+} barrier_wait;
+
+/* Rank r arrived at (epoch, seq) or later: the same epoch and seq >= mine,
+ * or a later epoch (wrap-safe). */
+static bool arrived(uint64_t a, uint64_t want) {
+  uint32_t ae = sig_epoch(a), we = sig_epoch(want);
+  if (ae == we) return (uint32_t)a >= (uint32_t)want;
+  return (int32_t)(ae - we) > 0;
+}
+
+static bool barrier_done(void *arg) {
+  barrier_wait *b = arg;
+  comm_win *w = b->w;
+  uint64_t a[PTO_COMM_MAX_RANKS];
+  /* one atomic read of every arrival word of my header */
+  b->err = MPI_Get_accumulate(NULL, 0, MPI_UINT64_T, a, w->d.nranks, MPI_UINT64_T, w->my_rank,
+                              (MPI_Aint)offsetof(mpi_hdr, arrive), w->d.nranks, MPI_UINT64_T,
+                              MPI_NO_OP, w->win);
+  if (b->err == MPI_SUCCESS) b->err = MPI_Win_flush_local(w->my_rank, w->win);
+  if (b->err != MPI_SUCCESS) return true;
+  MPI_Win_sync(w->win);
+  for (int r = 0; r < w->d.nranks; r++) {
+    if (!arrived(a[r], b->want)) {
+      b->laggard = r;
+      b->seen = a[r];
+      return b->cancel && b->cancel(b->cancel_arg);
+    }
+  }
+  b->laggard = -1;
+  return true;
+}
+
+static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
+                       comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+  if (w->fq) fault_flush(w->fq, -1, false);
+  uint64_t want = (uint64_t)epoch << 32 | seq;
+  /* my earlier stores are complete everywhere before anyone sees me arrive
+   * (plain stores to my own window: MPI_Win_sync) */
+  MPI_Win_sync(w->win);
+  int err = MPI_Win_flush_all(w->win);
+  MPI_Aint at = (MPI_Aint)(offsetof(mpi_hdr, arrive) + sizeof(uint64_t) * (size_t)w->my_rank);
+  for (int r = 0; r < w->d.nranks && err == MPI_SUCCESS; r++)
+    err = MPI_Accumulate(&want, 1, MPI_UINT64_T, r, at, 1, MPI_UINT64_T, MPI_REPLACE, w->win);
+  if (err == MPI_SUCCESS) err = MPI_Win_flush_all(w->win);
+  if (err != MPI_SUCCESS) {
+    mpi_why(why, why_len, "barrier arrival (MPI_Accumulate)", err);
+    return PTO_EMPI;
+  }
+  for (int r = 0; r < w->d.nranks; r++)
+    wake(w, r);
+  barrier_wait b = {w, want, cancel, cancel_arg, -1, 0, MPI_SUCCESS};
+  pto_wait(w->shared ? &hdr(w, w->my_rank)->ev : NULL, barrier_done, &b, deadline_ns);
+  if (b.err != MPI_SUCCESS) {
+    mpi_why(why, why_len, "barrier (MPI_Get_accumulate)", b.err);
+    return PTO_EMPI;
+  }
+  if (b.laggard < 0) return 0;
+  snprintf(why, why_len,
+           "rank %d waited at barrier %u of task epoch %u; rank %d is at barrier %u of epoch %u",
+           w->my_rank, seq, epoch, b.laggard, (unsigned)(uint32_t)b.seen,
+           (unsigned)sig_epoch(b.seen));
+  return PTO_EWAIT_TIMEOUT;
+}
+
+const comm_backend comm_backend_mpi = {
+    .name = "mpi",
+    .create = mpi_create,
+    .attach = mpi_attach,
+    .window_base = mpi_window_base,
+    .destroy = mpi_destroy,
+    .put = mpi_put,
+    .get = mpi_get,
+    .accumulate = mpi_accumulate,
+    .signal = mpi_signal,
+    .signal_load = mpi_signal_load,
+    .signal_park = mpi_signal_park,
+    .task_mark = mpi_task_mark,
+    .quiet = mpi_quiet,
+    .barrier = mpi_barrier,
+};

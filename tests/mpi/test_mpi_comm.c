@@ -1,0 +1,789 @@
+/* test_mpi_comm.c — the comm ops and the collectives on the MPI backend,
+ * under `mpiexec -np N test_mpi_comm [mode]`. Each process is one chip
+ * (MPI_COMM_WORLD rank r = chip r) and creates its domains directly through
+ * the comm layer (comm_domain_open with backend COMM_BACKEND_MPI, then the
+ * allocation barrier, then attach), like tests/unit/comm_fixture.h does for
+ * shared memory; a kernel context whose env is the process's pto_comm calls
+ * the in-kernel operations. Every check prints actual vs expected.
+ *
+ * modes:
+ *   ops     (default) store+notify+wait (fault injection off and on),
+ *           remote_load, put/get of strided views, atomic adds of every
+ *           dtype, barrier, quiet, the epoch reuse of signal cells, a
+ *           sub-domain {1,2} (np >= 4); kernel threads of a chip calling
+ *           concurrently; both window layouts (shared, RMA)
+ *   coll    the collectives on sizes 1, 17, 4097, 65537 (f32; f16, bf16,
+ *           i32 on 17 and 4097), back-to-back on one scratch buffer, in two
+ *           tasks (epochs), a mismatch reported on every rank; sub-domain
+ *   die     rank 1 exits in the middle of the others' wait: they end with
+ *           PTO_EWAIT_TIMEOUT naming the cell (or mpirun ends the job), never
+ *           a hang — see the ctest's pass expression
+ *   open    rank 0 prints how opening a domain went (for transports that
+ *           cannot give RMA windows: a named PTO_EMPI, not a crash)
+ *   selfinit  MPI not initialised by the program: pto does it
+ *   single    MPI initialised with MPI_THREAD_SINGLE: a named PTO_EMPI */
+#include <inttypes.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "comm/half.h"
+#include "common/clock.h"
+#include "pto/coll.h"
+#include "pto/comm.h"
+
+static int me, np, failures;
+
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    fprintf(stderr, "FAILED rank %d %s:%d: ", me, __func__, __LINE__);                             \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fprintf(stderr, "\n");                                                                         \
+    failures++;                                                                                    \
+  } while (0)
+#define CHECK_EQ(actual, expected, what)                                                           \
+  do {                                                                                             \
+    long long a_ = (long long)(actual), e_ = (long long)(expected);                                \
+    if (a_ != e_) FAIL("%s: actual %lld, expected %lld", what, a_, e_);                            \
+  } while (0)
+/* An op returned rc: 0 expected; else print the task's details. */
+#define CHECK_OK(x, rc)                                                                            \
+  do {                                                                                             \
+    int r_ = (rc);                                                                                 \
+    if (r_) {                                                                                      \
+      char det_[400];                                                                              \
+      comm_task_error(&(x)->c, det_, sizeof det_);                                                 \
+      FAIL("%s returned %s, expected PTO_OK: %s", #rc, pto_status_name(r_), det_);                 \
+    }                                                                                              \
+  } while (0)
+
+/* ---- a domain of this process, made through the comm layer ---- */
+
+typedef struct dom {
+  pto_comm c;
+  comm_domain_desc d;
+  pto_kctx k;
+  int rank; /* in the domain, -1: not a member */
+  bool expect_open_failure;
+  int open_rc;
+  char open_why[400];
+} dom;
+
+static void dom_open(dom *x, int32_t id, const int *chips, int n, const pto_window_buffer *bufs,
+                     int nb, bool fault, uint32_t epoch) {
+  bool expect_failure = x->expect_open_failure;
+  memset(x, 0, sizeof *x);
+  x->expect_open_failure = expect_failure;
+  comm_init(&x->c, me);
+  if (comm_desc_layout(&x->d, bufs, nb) != 0) FAIL("comm_desc_layout");
+  x->d.id = id;
+  x->d.nranks = n;
+  x->d.backend = COMM_BACKEND_MPI;
+  x->d.wait_timeout_ms = 5000;
+  x->d.fault_inject = fault;
+  x->d.fault_seed = 12345;
+  x->rank = -1;
+  uint64_t group = 0;
+  for (int r = 0; r < n; r++) {
+    x->d.chips[r] = chips[r];
+    group |= 1ull << chips[r];
+    if (chips[r] == me) x->rank = r;
+  }
+  if (x->rank >= 0) {
+    x->open_rc = comm_domain_open(&x->c, &x->d, x->rank);
+    comm_task_error(&x->c, x->open_why, sizeof x->open_why);
+    if (!x->expect_open_failure) CHECK_OK(x, x->open_rc);
+  }
+  MPI_Barrier(MPI_COMM_WORLD); /* the allocation barrier */
+  if (x->rank >= 0 && x->open_rc == 0) {
+    CHECK_OK(x, comm_domain_attach(&x->c, id));
+    comm_task_begin(&x->c, epoch, group);
+  }
+  x->k.env = &x->c;
+}
+
+static void dom_close(dom *x) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (x->rank >= 0) comm_fini(&x->c, true);
+}
+
+static void dom_task(dom *x, uint32_t epoch) {
+  uint64_t group = 0;
+  for (int r = 0; r < x->d.nranks; r++)
+    group |= 1ull << x->d.chips[r];
+  CHECK_OK(x, comm_task_end(&x->c));
+  /* a group task ends on every rank before the next begins (the node
+   * orders them so): a rank of the next epoch would retag the cells */
+  MPI_Barrier(MPI_COMM_WORLD);
+  comm_task_begin(&x->c, epoch, group);
+}
+
+static pto_tensor win(dom *x, const char *name, pto_dtype dt, int64_t n) {
+  pto_tensor t;
+  if (pto_comm_window_tensor(&x->c, x->d.id, x->rank, name, dt, 1, &n, &t) != 0)
+    FAIL("window tensor %s", name);
+  return t;
+}
+
+static pto_tensor local(void *buf, int64_t n, pto_dtype dt) {
+  pto_tensor t;
+  pto_tensor_init(&t, buf, (size_t)n * pto_dtype_size(dt), dt, 1, &n);
+  return t;
+}
+
+static pto_tensor cell_at(const pto_tensor *cells, int64_t i) {
+  pto_tensor t;
+  int64_t one = 1;
+  pto_tensor_slice(cells, &i, &one, &t);
+  return t;
+}
+
+static const int world4[4] = {0, 1, 2, 3};
+
+/* ---- ops ---- */
+
+#define DATA_N 1000
+
+/* Rank r stores a pattern into rank r+1's "data", notifies; every rank
+ * waits for its cell and checks what rank r-1 stored. `rounds` uses of
+ * the cell back to back in one task, then the same in a new task (epoch):
+ * the cell reads 0 again and counts from 1. */
+static void store_notify_wait(bool fault, bool shared) {
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
+  pto_window_buffer b[2] = {{"data", DATA_N * 4}, {"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 10 + fault + 2 * shared, world4, np, b, 2, fault, 7);
+  pto_tensor data = win(&x, "data", PTO_F32, DATA_N), cells = win(&x, "cells", PTO_I64, 64);
+  pto_tensor c0 = cell_at(&cells, 3);
+  int to = (x.rank + 1) % np, from = (x.rank + np - 1) % np;
+  float src[DATA_N];
+  pto_tensor ts = local(src, DATA_N, PTO_F32);
+  for (uint32_t epoch = 7; epoch <= 8; epoch++) {
+    for (int round = 1; round <= 3; round++) {
+      int32_t seen = -1;
+      CHECK_OK(&x, pto_signal_read(&x.k, x.d.id, &c0, &seen));
+      CHECK_EQ(seen, round - 1, "cell before this round's notify (epoch reuse)");
+      MPI_Barrier(MPI_COMM_WORLD); /* every rank read before anyone notifies */
+      for (int i = 0; i < DATA_N; i++)
+        src[i] = (float)(epoch * 100000 + round * 10000 + x.rank * 1000 + i);
+      CHECK_OK(&x, pto_remote_store(&x.k, x.d.id, to, &data, &ts));
+      CHECK_OK(&x, pto_notify(&x.k, x.d.id, to, &c0, PTO_SIGNAL_ADD, 1));
+      CHECK_OK(&x, pto_signal_wait(&x.k, x.d.id, &c0, PTO_CMP_GE, round, -1));
+      const float *got = (const float *)data.buf + data.offset;
+      int bad = 0;
+      for (int i = 0; i < DATA_N; i++) {
+        float want = (float)(epoch * 100000 + round * 10000 + from * 1000 + i);
+        if (got[i] != want && bad++ < 3)
+          FAIL("fault %d shared %d epoch %u round %d: data[%d] = %g, expected %g", fault, shared,
+               epoch, round, i, got[i], want);
+      }
+      /* nobody overwrites my data before I read it */
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+    dom_task(&x, epoch + 1);
+  }
+  dom_close(&x);
+}
+
+/* remote_load of every peer's window (written locally by its owner before
+ * a barrier), put/get of strided 2-D views, quiet, barrier. */
+static void views_load_barrier(bool fault, bool shared) {
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
+  pto_window_buffer b[2] = {{"mat", 8 * 16 * 4}, {"own", 64 * 4}};
+  dom x = {0};
+  dom_open(&x, 20 + fault + 2 * shared, world4, np, b, 2, fault, 3);
+  pto_tensor own = win(&x, "own", PTO_I32, 64);
+  int32_t *mine = (int32_t *)own.buf + own.offset;
+  for (int i = 0; i < 64; i++)
+    mine[i] = x.rank * 100 + i;
+  CHECK_OK(&x, pto_barrier(&x.k, x.d.id));
+  for (int p = 0; p < np; p++) {
+    int32_t got[64];
+    pto_tensor tg = local(got, 64, PTO_I32);
+    CHECK_OK(&x, pto_remote_load(&x.k, x.d.id, p, &tg, &own));
+    for (int i = 0; i < 64; i++)
+      if (got[i] != p * 100 + i) {
+        FAIL("remote_load from %d: [%d] = %d, expected %d", p, i, got[i], p * 100 + i);
+        break;
+      }
+  }
+  /* put a 4x5 view at (2,3) of an 8x16 matrix of the next rank */
+  int64_t shape[2] = {8, 16}, sub[2] = {4, 5}, sstride[2] = {16, 1};
+  pto_tensor mat;
+  pto_comm_window_tensor(&x.c, x.d.id, x.rank, "mat", PTO_F32, 2, shape, &mat);
+  pto_tensor dst;
+  pto_tensor_init_strided(&dst, mat.buf, mat.buf_bytes, PTO_F32, 2, sub, sstride,
+                          mat.offset + 2 * 16 + 3);
+  float src[20], back[20];
+  for (int i = 0; i < 20; i++)
+    src[i] = (float)(x.rank * 1000 + i);
+  pto_tensor ts, tb;
+  pto_tensor_init(&ts, src, sizeof src, PTO_F32, 2, sub);
+  pto_tensor_init(&tb, back, sizeof back, PTO_F32, 2, sub);
+  int to = (x.rank + 1) % np, from = (x.rank + np - 1) % np;
+  CHECK_OK(&x, pto_put(&x.k, x.d.id, to, &dst, &ts, NULL));
+  /* quiet: the put is complete at the target (fault injection: it landed) */
+  CHECK_OK(&x, pto_quiet(&x.k, x.d.id));
+  CHECK_OK(&x, pto_barrier(&x.k, x.d.id));
+  const float *m = (const float *)mat.buf + mat.offset;
+  for (int r = 0; r < 8; r++)
+    for (int c = 0; c < 16; c++) {
+      bool in = r >= 2 && r < 6 && c >= 3 && c < 8;
+      float want = in ? (float)(from * 1000 + (r - 2) * 5 + (c - 3)) : 0.0f;
+      if (m[r * 16 + c] != want) {
+        FAIL("put view fault %d: mat[%d][%d] = %g, expected %g", fault, r, c, m[r * 16 + c], want);
+        r = 8;
+        break;
+      }
+    }
+  /* get the same view back from the next rank: my own src */
+  memset(back, 0, sizeof back);
+  CHECK_OK(&x, pto_get(&x.k, x.d.id, to, &tb, &dst, NULL));
+  for (int i = 0; i < 20; i++)
+    if (back[i] != src[i]) {
+      FAIL("get view: [%d] = %g, expected %g", i, back[i], src[i]);
+      break;
+    }
+  /* barriers back to back: each rank stores its step into the next rank
+   * before the barrier; after it, the previous rank's step is there */
+  pto_tensor cnt = cell_at(&own, 63);
+  for (int step = 1; step <= 5; step++) {
+    int32_t v = step * 10 + x.rank;
+    pto_tensor tv = local(&v, 1, PTO_I32);
+    CHECK_OK(&x, pto_remote_store(&x.k, x.d.id, to, &cnt, &tv));
+    CHECK_OK(&x, pto_barrier(&x.k, x.d.id));
+    CHECK_EQ(mine[63], step * 10 + from, "value stored before the barrier");
+    CHECK_OK(&x, pto_barrier(&x.k, x.d.id));
+  }
+  dom_close(&x);
+}
+
+/* Atomic adds of every dtype: every rank adds (rank+1) to elements
+ * [1, 34) of each buffer of rank 0 (an odd start: f16/bf16 share 32-bit
+ * words with untouched neighbours); elements 0 and 34 stay 0. */
+static void atomic_adds(bool fault) {
+  static const pto_dtype dts[6] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32, PTO_I16, PTO_I8};
+  static const char *names[6] = {"f32", "f16", "bf16", "i32", "i16", "i8"};
+  pto_window_buffer b[6];
+  for (int i = 0; i < 6; i++)
+    b[i] = (pto_window_buffer){names[i], 64 * 4};
+  dom x = {0};
+  dom_open(&x, 30 + fault, world4, np, b, 6, fault, 5);
+  for (int rep = 0; rep < 3; rep++)
+    for (int i = 0; i < 6; i++) {
+      pto_tensor all = win(&x, names[i], dts[i], 64), part;
+      int64_t at = 1, len = 33;
+      pto_tensor_slice(&all, &at, &len, &part);
+      unsigned char src[33 * 4];
+      for (int j = 0; j < 33; j++) {
+        double v = x.rank + 1;
+        switch (dts[i]) {
+        case PTO_F32: ((float *)src)[j] = (float)v; break;
+        case PTO_F16: ((uint16_t *)src)[j] = f32_to_half((float)v); break;
+        case PTO_BF16: ((uint16_t *)src)[j] = f32_to_bf16((float)v); break;
+        case PTO_I32: ((int32_t *)src)[j] = (int32_t)v; break;
+        case PTO_I16: ((int16_t *)src)[j] = (int16_t)v; break;
+        default: ((int8_t *)src)[j] = (int8_t)v; break;
+        }
+      }
+      pto_tensor ts = local(src, 33, dts[i]);
+      CHECK_OK(&x, pto_remote_store_add(&x.k, x.d.id, 0, &part, &ts));
+    }
+  CHECK_OK(&x, pto_barrier(&x.k, x.d.id));
+  if (x.rank == 0) {
+    double want = 3.0 * np * (np + 1) / 2;
+    for (int i = 0; i < 6; i++) {
+      pto_tensor all = win(&x, names[i], dts[i], 64);
+      const unsigned char *p = (const unsigned char *)all.buf;
+      for (int j = 0; j < 35; j++) {
+        double got;
+        switch (dts[i]) {
+        case PTO_F32: got = ((const float *)p)[j]; break;
+        case PTO_F16: got = half_to_f32(((const uint16_t *)p)[j]); break;
+        case PTO_BF16: got = bf16_to_f32(((const uint16_t *)p)[j]); break;
+        case PTO_I32: got = ((const int32_t *)p)[j]; break;
+        case PTO_I16: got = ((const int16_t *)p)[j]; break;
+        default: got = ((const int8_t *)p)[j]; break;
+        }
+        double w = j >= 1 && j < 34 ? want : 0;
+        if (got != w) {
+          FAIL("atomic add %s fault %d: [%d] = %g, expected %g", names[i], fault, j, got, w);
+          break;
+        }
+      }
+    }
+  }
+  dom_close(&x);
+}
+
+/* A stale notify (an older epoch than the cell's) is dropped, not added. */
+static void stale_signal(void) {
+  pto_window_buffer b[1] = {{"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 40, world4, np, b, 1, false, 9);
+  pto_tensor cells = win(&x, "cells", PTO_I64, 64), c = cell_at(&cells, 0);
+  int to = (x.rank + 1) % np;
+  CHECK_OK(&x, pto_notify(&x.k, x.d.id, to, &c, PTO_SIGNAL_ADD, 1));
+  CHECK_OK(&x, pto_signal_wait(&x.k, x.d.id, &c, PTO_CMP_EQ, 1, -1));
+  MPI_Barrier(MPI_COMM_WORLD);
+  x.c.epoch = 8; /* a late signal of the previous task */
+  CHECK_OK(&x, pto_notify(&x.k, x.d.id, to, &c, PTO_SIGNAL_ADD, 100));
+  x.c.epoch = 9;
+  MPI_Barrier(MPI_COMM_WORLD);
+  int32_t v = -1;
+  CHECK_OK(&x, pto_signal_read(&x.k, x.d.id, &c, &v));
+  CHECK_EQ(v, 1, "cell after a stale notify of epoch 8");
+  /* SET then ADD in the same epoch */
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK_OK(&x, pto_notify(&x.k, x.d.id, to, &c, PTO_SIGNAL_SET, 40));
+  CHECK_OK(&x, pto_notify(&x.k, x.d.id, to, &c, PTO_SIGNAL_ADD, 2));
+  CHECK_OK(&x, pto_signal_wait(&x.k, x.d.id, &c, PTO_CMP_EQ, 42, -1));
+  dom_close(&x);
+}
+
+/* A sub-domain of ranks {1, 2}: the others take no part in its creation. */
+static void sub_domain(void) {
+  if (np < 4) return;
+  static const int chips[2] = {1, 2};
+  pto_window_buffer b[2] = {{"data", 64 * 4}, {"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 50, chips, 2, b, 2, true, 4);
+  if (x.rank >= 0) {
+    CHECK_EQ(pto_comm_size(&x.c, x.d.id), 2, "sub-domain size");
+    CHECK_EQ(pto_comm_rank(&x.c, x.d.id), me - 1, "sub-domain rank");
+    pto_tensor data = win(&x, "data", PTO_I32, 64), cells = win(&x, "cells", PTO_I64, 64);
+    pto_tensor c = cell_at(&cells, 1);
+    int32_t v[64];
+    for (int i = 0; i < 64; i++)
+      v[i] = me * 1000 + i;
+    pto_tensor tv = local(v, 64, PTO_I32);
+    int peer = 1 - x.rank;
+    CHECK_OK(&x, pto_remote_store(&x.k, x.d.id, peer, &data, &tv));
+    CHECK_OK(&x, pto_notify(&x.k, x.d.id, peer, &c, PTO_SIGNAL_ADD, 1));
+    CHECK_OK(&x, pto_signal_wait(&x.k, x.d.id, &c, PTO_CMP_GE, 1, -1));
+    const int32_t *got = (const int32_t *)data.buf;
+    int from = x.d.chips[peer];
+    for (int i = 0; i < 64; i++)
+      if (got[i] != from * 1000 + i) {
+        FAIL("sub-domain data[%d] = %d, expected %d", i, got[i], from * 1000 + i);
+        break;
+      }
+    CHECK_OK(&x, pto_barrier(&x.k, x.d.id));
+    int32_t bad = 0;
+    pto_tensor tb = local(&bad, 1, PTO_I32);
+    CHECK_EQ(pto_remote_store(&x.k, x.d.id, 2, &data, &tb), PTO_EPEER, "store to rank 2 of 2");
+  }
+  dom_close(&x);
+}
+
+/* ---- collectives ---- */
+
+#define MAX_COUNT 65537
+static const int64_t sizes[4] = {1, 17, 4097, MAX_COUNT};
+
+static double gen(int r, int64_t i, pto_dtype dt, pto_red_op op) {
+  if (op == PTO_RED_PROD) return (double)((r + i) % 3 + 1);
+  if (dt == PTO_F16 || dt == PTO_BF16) return (double)((100 * r + i) % 64 - 32);
+  return (double)(100 * r + i);
+}
+static void put_val(void *p, int64_t i, pto_dtype dt, double v) {
+  switch (dt) {
+  case PTO_F32: ((float *)p)[i] = (float)v; break;
+  case PTO_F16: ((uint16_t *)p)[i] = f32_to_half((float)v); break;
+  case PTO_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+  default: ((int32_t *)p)[i] = (int32_t)v; break;
+  }
+}
+static double get_val(const void *p, int64_t i, pto_dtype dt) {
+  switch (dt) {
+  case PTO_F32: return ((const float *)p)[i];
+  case PTO_F16: return half_to_f32(((const uint16_t *)p)[i]);
+  case PTO_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+  default: return ((const int32_t *)p)[i];
+  }
+}
+static double red(double a, double b, pto_red_op op) {
+  switch (op) {
+  case PTO_RED_SUM: return a + b;
+  case PTO_RED_MAX: return a > b ? a : b;
+  case PTO_RED_MIN: return a < b ? a : b;
+  default: return a * b;
+  }
+}
+static double as_dtype(double v, pto_dtype dt) {
+  unsigned char tmp[8];
+  put_val(tmp, 0, dt, v);
+  return get_val(tmp, 0, dt);
+}
+
+/* Compares out[0..n) with want(i) (see the callers); prints the first
+ * mismatches, actual vs expected. */
+static void check_out(const char *what, const void *out, int64_t n, pto_dtype dt,
+                      double (*want)(int64_t, const int64_t *), const int64_t *arg) {
+  int bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double a = get_val(out, i, dt), w = as_dtype(want(i, arg), dt);
+    if (a != w && bad++ < 3) FAIL("%s: out[%" PRId64 "] = %g, expected %g", what, i, a, w);
+  }
+}
+/* arg: {n, me, count, dtype, op, root} */
+static double w_allreduce(int64_t i, const int64_t *a) {
+  double acc = gen(0, i, (pto_dtype)a[3], (pto_red_op)a[4]);
+  for (int r = 1; r < a[0]; r++)
+    acc = red(acc, gen(r, i, (pto_dtype)a[3], (pto_red_op)a[4]), (pto_red_op)a[4]);
+  return acc;
+}
+static double w_reduce_scatter(int64_t i, const int64_t *a) {
+  return w_allreduce(a[1] * a[2] + i, a);
+}
+static double w_allgather(int64_t i, const int64_t *a) {
+  return gen((int)(i / a[2]), i % a[2], (pto_dtype)a[3], PTO_RED_SUM);
+}
+static double w_broadcast(int64_t i, const int64_t *a) {
+  return gen((int)a[5], i, (pto_dtype)a[3], PTO_RED_SUM);
+}
+static double a2a_val(int r, int d, int64_t j) { return (double)((1000 * r + 100 * d + j) % 64); }
+static double w_alltoall(int64_t i, const int64_t *a) {
+  return a2a_val((int)(i / a[2]), (int)a[1], i % a[2]);
+}
+
+static void coll_fail(dom *x, const char *what, int rc) {
+  char det[400];
+  comm_task_error(&x->c, det, sizeof det);
+  FAIL("%s returned %s: %s", what, pto_status_name(rc), det);
+}
+
+static void coll_cases(dom *x, const pto_tensor *scratch, bool quick) {
+  int n = x->d.nranks, r = x->rank;
+  unsigned char *in = malloc((size_t)n * MAX_COUNT * 4), *out = malloc((size_t)n * MAX_COUNT * 4);
+  static const pto_dtype dts[4] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32};
+  static const char *ops[4] = {"sum", "max", "min", "prod"};
+  char what[160];
+  for (int di = 0; di < 4; di++)
+    for (int si = 0; si < 4; si++) {
+      pto_dtype dt = dts[di];
+      int64_t cnt = sizes[si];
+      if (dt != PTO_F32 && (si == 0 || si == 3)) continue; /* other dtypes: 17, 4097 */
+      if (quick && (dt != PTO_F32 || si == 3)) continue;
+      int64_t a[6] = {n, r, cnt, dt, 0, si % n};
+      pto_tensor tin = local(in, cnt, dt), tout = local(out, cnt, dt);
+      for (int op = 0; op < 4; op++) {
+        if (dt == PTO_F32 && op && si != 2) continue; /* f32: every op on 4097 */
+        a[4] = op;
+        for (int64_t i = 0; i < n * cnt; i++)
+          put_val(in, i, dt, gen(r, i, dt, (pto_red_op)op));
+        for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_RING; algo++) {
+          memset(out, 0xff, (size_t)cnt * 4);
+          snprintf(what, sizeof what, "allreduce %s %s count %" PRId64 " algo %d", ops[op],
+                   pto_dtype_name(dt), cnt, algo);
+          int rc = pto_allreduce(&x->k, x->d.id, scratch, &tout, &tin, (pto_red_op)op,
+                                 (pto_coll_algo)algo);
+          if (rc)
+            coll_fail(x, what, rc);
+          else
+            check_out(what, out, cnt, dt, w_allreduce, a);
+        }
+        pto_tensor big = local(in, n * cnt, dt);
+        snprintf(what, sizeof what, "reduce_scatter %s %s count %" PRId64, ops[op],
+                 pto_dtype_name(dt), cnt);
+        int rc = pto_reduce_scatter(&x->k, x->d.id, scratch, &tout, &big, (pto_red_op)op);
+        if (rc)
+          coll_fail(x, what, rc);
+        else
+          check_out(what, out, cnt, dt, w_reduce_scatter, a);
+      }
+      for (int64_t i = 0; i < cnt; i++)
+        put_val(in, i, dt, gen(r, i, dt, PTO_RED_SUM));
+      pto_tensor gout = local(out, n * cnt, dt);
+      snprintf(what, sizeof what, "allgather %s count %" PRId64, pto_dtype_name(dt), cnt);
+      int rc = pto_allgather(&x->k, x->d.id, scratch, &gout, &tin);
+      if (rc)
+        coll_fail(x, what, rc);
+      else
+        check_out(what, out, n * cnt, dt, w_allgather, a);
+      memset(out, 0xff, (size_t)cnt * 4);
+      snprintf(what, sizeof what, "broadcast root %d %s count %" PRId64, (int)a[5],
+               pto_dtype_name(dt), cnt);
+      rc = pto_broadcast(&x->k, x->d.id, scratch, &tout, r == a[5] ? &tin : NULL, (int)a[5]);
+      if (rc)
+        coll_fail(x, what, rc);
+      else
+        check_out(what, out, cnt, dt, w_broadcast, a);
+      for (int d = 0; d < n; d++)
+        for (int64_t j = 0; j < cnt; j++)
+          put_val(in, d * cnt + j, dt, a2a_val(r, d, j));
+      pto_tensor ain = local(in, n * cnt, dt);
+      snprintf(what, sizeof what, "alltoall %s count %" PRId64, pto_dtype_name(dt), cnt);
+      rc = pto_alltoall(&x->k, x->d.id, scratch, &gout, &ain);
+      if (rc)
+        coll_fail(x, what, rc);
+      else
+        check_out(what, out, n * cnt, dt, w_alltoall, a);
+    }
+  free(in);
+  free(out);
+}
+
+static void collectives(bool fault) {
+  size_t sb = pto_coll_scratch_bytes(np, (size_t)MAX_COUNT * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 60 + fault, world4, np, b, 1, fault, 11);
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  for (uint32_t epoch = 11; epoch <= 12; epoch++) { /* a second task: epochs */
+    coll_cases(&x, &scratch, fault);
+    dom_task(&x, epoch + 1);
+  }
+  /* mismatched counts: PTO_EINVAL on every rank, naming the calls */
+  float in[17] = {0}, out[17];
+  pto_tensor ti = local(in, x.rank == 1 ? 16 : 17, PTO_F32),
+             to = local(out, x.rank == 1 ? 16 : 17, PTO_F32);
+  int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_MESH);
+  char det[400];
+  comm_task_error(&x.c, det, sizeof det);
+  CHECK_EQ(rc, PTO_EINVAL, "allreduce with mismatched counts");
+  if (rc == PTO_EINVAL && !strstr(det, "17") && !strstr(det, "16"))
+    FAIL("mismatch details name no count: %s", det);
+  dom_close(&x);
+
+  if (np >= 4) { /* the collectives on a sub-domain {1, 2} */
+    static const int chips[2] = {1, 2};
+    size_t sb2 = pto_coll_scratch_bytes(2, (size_t)MAX_COUNT * 4);
+    pto_window_buffer b2[1] = {{"scratch", sb2}};
+    dom y = {0};
+    dom_open(&y, 70 + fault, chips, 2, b2, 1, fault, 2);
+    if (y.rank >= 0) {
+      pto_tensor s2 = win(&y, "scratch", PTO_U8, (int64_t)sb2);
+      coll_cases(&y, &s2, true);
+    }
+    dom_close(&y);
+  }
+}
+
+/* ---- a rank that dies ---- */
+
+static int die(void) {
+  pto_window_buffer b[1] = {{"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 80, world4, np, b, 1, false, 1);
+  x.d.wait_timeout_ms = 2000;
+  pto_tensor cells = win(&x, "cells", PTO_I64, 64), c = cell_at(&cells, 0);
+  if (x.rank == 1) {
+    usleep(200 * 1000); /* the others are waiting for me now */
+    _exit(3);
+  }
+  uint64_t t0 = pto_now_ns();
+  int rc = pto_signal_wait(&x.k, x.d.id, &c, PTO_CMP_GE, 1, 2000);
+  double ms = (double)(pto_now_ns() - t0) / 1e6;
+  char det[400];
+  comm_task_error(&x.c, det, sizeof det);
+  printf("rank %d: the wait for dead rank 1 ended with %s after %.0f ms: %s\n", me,
+         pto_status_name(rc), ms, det);
+  fflush(stdout);
+  return rc == PTO_EWAIT_TIMEOUT && ms < 4000 ? 0 : 1;
+}
+
+/* Kernel threads of one chip calling concurrently (MPI_THREAD_MULTIPLE):
+ * THREADS threads per rank, thread t stores into slot t of the next rank
+ * and notifies cell t, waits for its own cell t and checks slot t, ROUNDS
+ * times back to back; fault injection on (the queue is shared by the
+ * threads) and off, both window layouts. */
+#define THREADS 4
+#define ROUNDS  40
+#define SLOT_N  256
+
+typedef struct thr {
+  dom *x;
+  int t, bad;
+  pto_kctx k;
+} thr;
+
+static void *thread_main(void *arg) {
+  thr *a = arg;
+  dom *x = a->x;
+  int n = x->d.nranks, to = (x->rank + 1) % n, from = (x->rank + n - 1) % n;
+  int64_t shape = THREADS * SLOT_N, at = a->t * SLOT_N, len = SLOT_N;
+  pto_tensor data, slot, cells, c;
+  pto_comm_window_tensor(&x->c, x->d.id, x->rank, "data", PTO_I32, 1, &shape, &data);
+  pto_tensor_slice(&data, &at, &len, &slot);
+  int64_t nc = 64;
+  pto_comm_window_tensor(&x->c, x->d.id, x->rank, "cells", PTO_I64, 1, &nc, &cells);
+  c = cell_at(&cells, a->t);
+  int32_t v[SLOT_N];
+  pto_tensor tv = local(v, SLOT_N, PTO_I32);
+  const int32_t *got = (const int32_t *)slot.buf + slot.offset;
+  for (int round = 1; round <= ROUNDS && !a->bad; round++) {
+    for (int i = 0; i < SLOT_N; i++)
+      v[i] = round * 100000 + x->rank * 1000 + a->t * 256 + i;
+    int rc = pto_remote_store(&a->k, x->d.id, to, &slot, &tv);
+    if (!rc) rc = pto_notify(&a->k, x->d.id, to, &c, PTO_SIGNAL_ADD, 1);
+    if (!rc) rc = pto_signal_wait(&a->k, x->d.id, &c, PTO_CMP_GE, round, -1);
+    if (rc) {
+      fprintf(stderr, "FAILED rank %d thread %d round %d: %s\n", me, a->t, round,
+              pto_status_name(rc));
+      a->bad = 1;
+      break;
+    }
+    for (int i = 0; i < SLOT_N; i++) {
+      int32_t want = round * 100000 + from * 1000 + a->t * 256 + i;
+      if (got[i] != want) {
+        fprintf(stderr, "FAILED rank %d thread %d round %d: slot[%d] = %d, expected %d\n", me, a->t,
+                round, i, got[i], want);
+        a->bad = 1;
+        break;
+      }
+    }
+    /* the next round's store may overwrite my slot at the peer only after
+     * the peer read it: a second cell (t + 32) acknowledges */
+    pto_tensor ack = cell_at(&cells, 32 + a->t);
+    rc = pto_notify(&a->k, x->d.id, from, &ack, PTO_SIGNAL_ADD, 1);
+    if (!rc) rc = pto_signal_wait(&a->k, x->d.id, &ack, PTO_CMP_GE, round, -1);
+    if (rc) {
+      fprintf(stderr, "FAILED rank %d thread %d ack %d: %s\n", me, a->t, round,
+              pto_status_name(rc));
+      a->bad = 1;
+    }
+  }
+  return NULL;
+}
+
+static void threads(bool fault, bool shared) {
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
+  pto_window_buffer b[2] = {{"data", THREADS * SLOT_N * 4}, {"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 90 + fault + 2 * shared, world4, np, b, 2, fault, 2);
+  pthread_t th[THREADS];
+  thr a[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    a[t] = (thr){&x, t, 0, x.k};
+    a[t].k.core_id = t;
+    pthread_create(&th[t], NULL, thread_main, &a[t]);
+  }
+  for (int t = 0; t < THREADS; t++) {
+    pthread_join(th[t], NULL);
+    failures += a[t].bad;
+  }
+  dom_close(&x);
+}
+
+/* ---- who initialises MPI ---- */
+
+/* selfinit: the program never called MPI_Init: opening a domain (here an
+ * observer's, which needs no rank) initialises MPI with
+ * MPI_THREAD_MULTIPLE; then a 1-rank domain of each process works (a
+ * notify to itself), and pto finalises MPI at exit.
+ * single: MPI initialised with MPI_THREAD_SINGLE: PTO_EMPI naming
+ * MPI_THREAD_MULTIPLE. */
+static int init_modes(const char *mode) {
+  pto_window_buffer b[1] = {{"cells", 64 * 8}};
+  dom x = {0};
+  memset(&x, 0, sizeof x);
+  comm_desc_layout(&x.d, b, 1);
+  x.d.id = 1;
+  x.d.nranks = 1;
+  x.d.backend = COMM_BACKEND_MPI;
+  x.d.wait_timeout_ms = 5000;
+  comm_init(&x.c, -1);
+  int rc = comm_domain_open(&x.c, &x.d, -1);
+  int init = 0, provided = -1;
+  MPI_Initialized(&init);
+  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (init) MPI_Query_thread(&provided);
+  if (strcmp(mode, "single") == 0) {
+    char det[400];
+    comm_task_error(&x.c, det, sizeof det);
+    if (provided == MPI_THREAD_MULTIPLE)
+      printf("single: the MPI library gave MPI_THREAD_MULTIPLE anyway; open %s\n",
+             pto_status_name(rc));
+    else if (rc != PTO_EMPI || !strstr(det, "MPI_THREAD_MULTIPLE"))
+      FAIL("open under thread level %d: %s, expected PTO_EMPI naming MPI_THREAD_MULTIPLE: %s",
+           provided, pto_status_name(rc), det);
+    else if (me == 0)
+      printf("single: %s: %s\n", pto_status_name(rc), det);
+    comm_fini(&x.c, true);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+  }
+  CHECK_OK(&x, rc);
+  CHECK_EQ(init, 1, "MPI initialised by opening a domain");
+  CHECK_EQ(provided, MPI_THREAD_MULTIPLE, "the thread level pto asked for");
+  comm_fini(&x.c, true);
+  /* a 1-rank domain of my own */
+  comm_init(&x.c, me);
+  x.d.chips[0] = me;
+  x.rank = 0;
+  CHECK_OK(&x, comm_domain_open(&x.c, &x.d, 0));
+  CHECK_OK(&x, comm_domain_attach(&x.c, 1));
+  comm_task_begin(&x.c, 1, 1ull << me);
+  x.k.env = &x.c;
+  pto_tensor cells = win(&x, "cells", PTO_I64, 64), c = cell_at(&cells, 5);
+  CHECK_OK(&x, pto_notify(&x.k, 1, 0, &c, PTO_SIGNAL_ADD, 3));
+  CHECK_OK(&x, pto_signal_wait(&x.k, 1, &c, PTO_CMP_EQ, 3, -1));
+  comm_fini(&x.c, true);
+  if (me == 0 && !failures) printf("selfinit: pto initialised MPI with MPI_THREAD_MULTIPLE\n");
+  return failures ? 1 : 0; /* pto finalises MPI at exit */
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "ops";
+  if (strcmp(mode, "selfinit") != 0) {
+    int provided;
+    int want = strcmp(mode, "single") == 0 ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE;
+    MPI_Init_thread(&argc, &argv, want, &provided);
+  }
+  if (strcmp(mode, "selfinit") == 0 || strcmp(mode, "single") == 0) return init_modes(mode);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &np);
+  if (np > 4) {
+    if (me == 0) fprintf(stderr, "run with -np 2..4\n");
+    MPI_Finalize();
+    return 2;
+  }
+  int rc = 0;
+  if (strcmp(mode, "ops") == 0) {
+    for (int shared = 1; shared >= 0; shared--) {
+      for (int fault = 0; fault <= 1; fault++) {
+        store_notify_wait(fault, shared);
+        views_load_barrier(fault, shared);
+        threads(fault, shared);
+      }
+    }
+    setenv("PTO_MPI_SHARED_WINDOWS", "1", 1);
+    atomic_adds(false);
+    atomic_adds(true);
+    setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+    atomic_adds(false);
+    stale_signal();
+    setenv("PTO_MPI_SHARED_WINDOWS", "1", 1);
+    stale_signal();
+    sub_domain();
+  } else if (strcmp(mode, "coll") == 0) {
+    collectives(false);
+    collectives(true);
+  } else if (strcmp(mode, "open") == 0) {
+    /* opening a domain of every rank: rank 0 says how it went */
+    pto_window_buffer b[1] = {{"cells", 64 * 8}};
+    dom x = {.expect_open_failure = true};
+    dom_open(&x, 85, world4, np, b, 1, false, 1);
+    if (me == 0) printf("open: %s: %s\n", pto_status_name(x.open_rc), x.open_why);
+    dom_close(&x);
+  } else if (strcmp(mode, "die") == 0) {
+    rc = die();
+    fflush(stdout);
+    _exit(rc); /* no MPI_Finalize: a peer is gone */
+  } else {
+    if (me == 0) fprintf(stderr, "unknown mode '%s'\n", mode);
+    rc = 2;
+  }
+  int any = 0;
+  MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (me == 0)
+    printf("%s on %d ranks: %s (%d failed checks)\n", mode, np, any ? "FAILED" : "ok", any);
+  MPI_Finalize();
+  return rc ? rc : any ? 1 : 0;
+}
