@@ -4,8 +4,11 @@
 #ifndef PTO_NODE_INTERNAL_H
 #define PTO_NODE_INTERNAL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "chip/tensormap.h"
@@ -102,6 +105,7 @@ struct pto_node {
   task_queue ready_slot[NODE_MAX_CHILDREN]; /* single-child tasks, by child slot */
   task_queue ready_any;                     /* host tasks for any worker */
   task_queue ready_group;                   /* tasks of several chips */
+  bool reserved[NODE_MAX_CHILDREN];         /* per dispatch pass: kept for a waiting task */
   int first_err;
   pto_error_info first_info;
 };
@@ -109,6 +113,70 @@ struct pto_node {
 struct pto_node_orch {
   pto_node *node;
 };
+
+/* Fills *e: code, no task or core, details from fmt. */
+static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...) {
+  memset(e, 0, sizeof *e);
+  e->code = code;
+  e->task_id = PTO_TASK_NONE;
+  e->core_id = -1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->details, sizeof e->details, fmt, ap);
+  va_end(ap);
+}
+
+/* Child slots: chips first, then host workers. */
+static inline const char *slot_kind(const pto_node *n, int s) {
+  return s < n->cfg.nchips ? "chip rank" : "host worker";
+}
+static inline int slot_index(const pto_node *n, int s) {
+  return s < n->cfg.nchips ? s : s - n->cfg.nchips;
+}
+
+/* ---- node_proc.c: the children as processes ---- */
+
+/* Forks every child; a failed fork fails the node. */
+void node_fork_children(pto_node *n);
+/* Reaps children that ended (alive = false, wstatus); true if any did. */
+bool node_reap(pto_node *n);
+/* Kills and reaps every child, unlinks every object of the run. */
+void node_kill_all(pto_node *n);
+/* Fails the node for good (the first call wins): records the error, kills
+ * every child, unlinks every object; returns code. */
+int node_fatal(pto_node *n, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* PTO_ECHIP_DIED (node failed) when a child has died, else 0. */
+int node_check_deaths(pto_node *n);
+/* The heartbeat and the deadlines of child s while a frame is outstanding. */
+int node_check_deadlines(pto_node *n, int s, uint64_t now);
+/* Posts frame f to child s (for node task `task`, -1 = a control frame). */
+void node_post(pto_node *n, int s, node_frame *f, int64_t task);
+/* Unlinks the windows' named objects of a domain. */
+void node_unlink_domain(const comm_domain_desc *d);
+
+/* ---- node_task.c: node tasks and the progress loop ---- */
+
+typedef bool (*node_pred)(pto_node *n, void *arg);
+/* Steps (replies, deaths, deadlines, dispatch when may_dispatch) until pred
+ * holds, the node fails, or deadline_ns passes (returns `late` then). */
+int node_until(pto_node *n, node_pred pred, void *arg, bool may_dispatch, uint64_t deadline_ns,
+               int late);
+/* A wake-up hint for the parent's waits: a reply arrived or a child died. */
+bool node_anything(void *arg);
+/* Every task of the run finished. */
+bool node_all_finished(pto_node *n, void *arg);
+/* An orchestration-side error fails the run too; returns rc. */
+int node_latch(pto_node *n, int rc, const char *what);
+/* Task bookkeeping of a run: begin (TensorMap, queues), end (frees). */
+int node_tasks_begin(pto_node *n);
+void node_tasks_end(pto_node *n);
+
+/* ---- node_domain.c ---- */
+
+/* Releases every domain of the run (control frames unless the node failed). */
+void node_release_domains(pto_node *n);
 
 /* rank_trace.c: where chip rank `rank` writes the trace of its chip task number
  * `run` (0, 1, ... within a node run): "<trace_path>.<prefix>.rank<r>.<run>",
