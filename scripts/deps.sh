@@ -11,3 +11,6 @@ deps_install() {
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
 }
+
+# Open MPI, for the MPI communication backend (PTO_MPI) and its tests.
+PTO_MPI_PACKAGES=(libopenmpi-dev openmpi-bin)
