@@ -18,6 +18,7 @@
 #include "common/options.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
+#include "node/node_mpi.h"
 #include "node/run_guard.h"
 
 void pto_node_config_init(pto_node_config *cfg) {
@@ -77,6 +78,25 @@ static bool all_started(pto_node *n, void *arg) {
   return true;
 }
 
+/* Under mpirun: chip 0 and the host workers as threads of rank 0, chip c
+ * > 0 on rank c (node_mpi.c). A failure fails the node. */
+static void start_mpi_children(pto_node *n) {
+  char why[256] = "";
+  int rc = node_mpi_start(n, why, sizeof why);
+  if (rc) {
+    node_fatal(n, rc, "%s", why);
+    return;
+  }
+  for (int s = 0; s < n->nchildren; s++) {
+    if (s > 0 && s < n->cfg.nchips) continue; /* on its MPI rank */
+    rc = node_start_thread(n, s);
+    if (rc) {
+      node_fatal(n, rc, "cannot start the thread of %s %d", slot_kind(n, s), slot_index(n, s));
+      return;
+    }
+  }
+}
+
 int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err) {
   pto_error_info local;
   if (!err) err = &local;
@@ -87,6 +107,13 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     return PTO_EINVAL;
   }
   if (!config_ok(cfg, err)) return PTO_EINVAL;
+  /* Under mpirun chip c is MPI rank c: ranks > 0 serve rank 0's nodes in
+   * here and never return (node_mpi.h). */
+  bool mpi = node_mpi_detect();
+  if (mpi) {
+    int mrc = node_mpi_enter(cfg, err);
+    if (mrc) return mrc;
+  }
   /* The chip configuration is checked here, where its details can be told,
    * not in the chip processes. */
   pto_chip *probe = NULL;
@@ -96,6 +123,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   pto_node *n = calloc(1, sizeof *n);
   if (!n) return PTO_ENOMEM;
   n->cfg = *cfg;
+  n->mpi = mpi;
   n->cfg.device_ids = NULL;
   n->cfg.trace_path = NULL; /* the caller's string; n->trace_path is ours */
   for (int i = 0; i < cfg->nchips; i++) {
@@ -142,10 +170,24 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   /* anonymous shared memory: inherited by the children, gone with the last
    * process, so it can never outlive the run */
   n->ctl = mmap(NULL, n->ctl_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  n->host = mmap(NULL, cfg->host_bytes, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mpi) { /* at addresses the other ranks can map too */
+    n->host = MAP_FAILED;
+    if (n->ctl != MAP_FAILED && (rc = node_mpi_map(n, why, sizeof why)) != 0) {
+      node_set_err(err, rc, "%s", why);
+      munmap(n->ctl, n->ctl_bytes);
+      node_mpi_unmap(n);
+      run_guard_end(n->prefix);
+      lease_release(n->lease_fds, cfg->nchips);
+      free(n->trace_path);
+      free(n);
+      return rc;
+    }
+  } else {
+    n->host = mmap(NULL, cfg->host_bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  }
   if (n->ctl == MAP_FAILED || n->host == MAP_FAILED ||
-      comm_space_reserve(cfg->window_space, &n->space) != 0) {
+      (!mpi && comm_space_reserve(cfg->window_space, &n->space) != 0)) {
     node_set_err(err, PTO_ESYSTEM, "node: cannot map shared memory: %s", strerror(errno));
     if (n->ctl != MAP_FAILED) munmap(n->ctl, n->ctl_bytes);
     if (n->host != MAP_FAILED) munmap(n->host, cfg->host_bytes);
@@ -159,7 +201,10 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   for (int s = 0; s < n->nchildren; s++)
     mbox_init(&n->ctl->mbox[s]);
   comm_init(&n->observer, -1);
-  node_fork_children(n);
+  if (mpi)
+    start_mpi_children(n);
+  else
+    node_fork_children(n);
   if (!n->fatal) {
     rc = node_until(n, all_started, NULL, false, pto_deadline_ms(cfg->startup_timeout_ms),
                     PTO_ESTARTUP_TIMEOUT);
@@ -204,7 +249,9 @@ void pto_node_destroy(pto_node *n) {
       pto_wait(&n->ctl->parent_ev, node_anything, n, pto_now_ns() + 20000000ull);
   }
   node_kill_all(n); /* whatever is left: stuck children, domains */
+  if (n->mpi) node_mpi_stop(n); /* ends the job if the node failed or a rank is left */
   /* every object of the run, its guard last */
+  node_mpi_unmap(n);
   run_guard_end(n->prefix);
   comm_fini(&n->observer, false);
   comm_space_release(n->space, n->cfg.window_space);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "chip/tensormap.h"
@@ -58,9 +59,20 @@ typedef struct task_queue {
   int64_t head, tail;
 } task_queue;
 
+/* How a child runs: a forked process (without mpirun), a thread of the
+ * parent (under mpirun: chip 0 and the host workers on rank 0), or another
+ * MPI rank (under mpirun: chip c > 0 is rank c, reached through the relay). */
+typedef enum slot_how { SLOT_PROCESS = 0, SLOT_THREAD, SLOT_RANK } slot_how;
+
 typedef struct child_slot {
   pid_t pid;
   bool alive;
+  uint8_t kind;          /* slot_how */
+  pthread_t thread;      /* SLOT_THREAD */
+  _Atomic bool ended;    /* SLOT_THREAD, SLOT_RANK: it left (wstatus set before, release) */
+  bool other_host;       /* SLOT_RANK on another host than rank 0 */
+  char where[80];        /* SLOT_RANK: "MPI rank 2 on host h" */
+  char why[160];         /* SLOT_RANK: why it failed to start */
   int wstatus;
   int64_t task; /* running node task id, -1 = none (or a control frame) */
   uint32_t gen; /* outstanding frame gen, 0 = none */
@@ -73,6 +85,10 @@ typedef struct child_slot {
 
 struct pto_node {
   pto_node_config cfg;
+  bool mpi;                     /* chips are MPI ranks (node_mpi.c) */
+  struct root_relay *mpi_relay; /* rank 0's relay thread */
+  char mpi_host[64];            /* rank 0's host name */
+  char host_shm[64];            /* under MPI: the host memory's shared-memory object */
   int device_ids[PTO_NODE_MAX_CHIPS];
   int lease_fds[PTO_NODE_MAX_CHIPS];
   int nchildren;
@@ -140,6 +156,8 @@ static inline int slot_index(const pto_node *n, int s) {
 
 /* Forks every child; a failed fork fails the node. */
 void node_fork_children(pto_node *n);
+/* Runs child s as a thread of this process (under mpirun, on rank 0). */
+int node_start_thread(pto_node *n, int s);
 /* Reaps children that ended (alive = false, wstatus); true if any did. */
 bool node_reap(pto_node *n);
 /* Kills and reaps every child, unlinks every object of the run. */
@@ -186,7 +204,18 @@ bool node_rank_trace_path(const pto_node *n, int rank, int run, char *buf, size_
  * trace_path and removes them. Returns 0, or the merge's error (why says more). */
 int node_trace_finish(pto_node *n, char *why, size_t whylen);
 
-/* child.c: the loop of a chip or worker child; never returns. */
+/* child.c: how many chips node children created in this process so far.
+ * A process serves one node chip at a time but, under mpirun, one after
+ * another: per-chip state kept in a static (coll_node.c's kernel id) is
+ * valid only for the generation that set it. */
+uint64_t node_chip_generation(void);
+/* child.c: the life of a forked chip or worker child; never returns. */
 void node_child_main(pto_node *n, int slot) __attribute__((noreturn));
+/* child.c: the life of child `slot` in the calling thread: creates its chip
+ * (chip slots), reports ready or failed, serves frames from its mailbox
+ * until FRAME_EXIT (answered once the chip is destroyed) or, with
+ * orphan_check, until the parent process is gone. Returns the exit status
+ * (0; 2: the chip or chip_init failed; 3: out of memory). */
+int node_child_serve(pto_node *n, int slot, bool orphan_check);
 
 #endif
