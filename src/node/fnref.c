@@ -73,9 +73,10 @@ int fnref_encode(const void *p, bool code, fnref *out, char *why, size_t n) {
   dl_iterate_phdr(on_encode, &c);
   if (!c.hits || (code && !c.executable)) {
     snprintf(why, n,
-             "%s %p lies in no loaded %s of this program, so no other process can find it "
-             "(a function must be one of the program or its libraries, not generated code)",
-             code ? "function" : "address", p, code ? "code segment" : "object");
+             "%s %p lies in no loaded %s of this program, so no other process can find it (%s)",
+             code ? "function" : "address", p, code ? "code segment" : "object",
+             code ? "a function must be one of the program or its libraries, not generated code"
+                  : "it must be the address of a global of the program or its libraries");
     return PTO_EINVAL;
   }
   out->object = c.found;

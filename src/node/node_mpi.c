@@ -178,12 +178,15 @@ int node_mpi_enter(const pto_node_config *cfg, pto_error_info *err) {
   }
   fnref f;
   char why[300];
-  if (fnref_encode((const void *)cfg->chip_init, true, &f, why, sizeof why) ||
-      fnref_encode(cfg->chip_init_arg, false, &f, why, sizeof why)) {
+  const char *what =
+      fnref_encode((const void *)cfg->chip_init, true, &f, why, sizeof why) ? "chip_init"
+      : fnref_encode(cfg->chip_init_arg, false, &f, why, sizeof why)        ? "chip_init_arg"
+                                                                            : NULL;
+  if (what) {
     node_set_err(err, PTO_EINVAL,
                  "node config: %s cannot reach the other MPI ranks: %.300s (under mpirun "
                  "chip_init_arg must be NULL or the address of a global)",
-                 f.object || !cfg->chip_init ? "chip_init_arg" : "chip_init", why);
+                 what, why);
     return PTO_EINVAL;
   }
   return 0;

@@ -11,3 +11,23 @@ foreach(np 2 4)
   pto_add_mpi_test(NAME dist_coll NP ${np} COMMAND test_dist_coll TIMEOUT 120
                    RESOURCE_LOCK pto_devices)
 endforeach()
+
+# Node faults under mpirun (tests/mpi/test_node_mpi_faults.c): refusals that
+# name what cannot cross ranks; a rank that dies (SIGKILL: mpirun names it and
+# ends the job) or stops answering (SIGSTOP: rank 0's heartbeat deadline,
+# control_timeout_ms = 2 s, names "chip rank 1 (MPI rank 1 ...)") ends the
+# job within the deadline, leaving no process.
+if(PTO_HAVE_MPI)
+  add_executable(test_node_mpi_faults ${CMAKE_CURRENT_LIST_DIR}/test_node_mpi_faults.c)
+  target_link_libraries(test_node_mpi_faults PRIVATE pto_internal)
+  pto_add_mpi_test(NAME node_refusals NP 2 COMMAND test_node_mpi_faults refusals TIMEOUT 60
+                   RESOURCE_LOCK pto_devices)
+  foreach(mode kill stop)
+    set(t mpi.node_rank_${mode}.np2)
+    add_test(NAME ${t} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/rank_fault.sh ${MPIEXEC_EXECUTABLE}
+                               $<TARGET_FILE:test_node_mpi_faults> ${mode} 10
+                               "rank 1" $<IF:$<STREQUAL:${mode},stop>,stopped.responding,signal.9>)
+    set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 60 RESOURCE_LOCK pto_devices
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+  endforeach()
+endif()
