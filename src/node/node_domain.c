@@ -62,6 +62,21 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
     for (int j = 0; j < i; j++)
       if (chips[i] == chips[j]) return PTO_EINVAL;
   }
+  for (int i = 0; n->mpi && i < nranks; i++) {
+    const child_slot *c = &n->child[chips[i]];
+    if (c->kind == SLOT_RANK && c->other_host) {
+      /* shared-memory windows need every member (and the orchestrator) on one host */
+      if (!n->fatal && !n->first_err) {
+        n->first_err = PTO_EMPI;
+        node_set_err(&n->first_info, PTO_EMPI,
+                     "node orchestration: domain_create: chip rank %d (%s) runs on another "
+                     "host than rank 0, and windows across hosts need the MPI RMA backend, "
+                     "which this node does not use: keep a domain's chips on rank 0's host",
+                     chips[i], c->where);
+      }
+      return PTO_EMPI;
+    }
+  }
   int slot = -1;
   for (int i = 0; i < COMM_MAX_DOMAINS && slot < 0; i++)
     if (!n->dom_live[i]) slot = i;

@@ -31,3 +31,12 @@ if(PTO_HAVE_MPI)
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
   endforeach()
 endif()
+
+# Ring shuffle and a node-level allreduce on 2 ranks, verified: the program
+# scripts/two_hosts.sh runs with one rank per (simulated) host.
+if(PTO_HAVE_MPI)
+  add_executable(test_node_two_ranks ${CMAKE_CURRENT_LIST_DIR}/test_node_two_ranks.c)
+  target_link_libraries(test_node_two_ranks PRIVATE pto_scenes)
+  pto_add_mpi_test(NAME node_two_ranks NP 2 COMMAND test_node_two_ranks TIMEOUT 60
+                   RESOURCE_LOCK pto_devices)
+endif()
