@@ -17,7 +17,14 @@
  * returns the first root error. A chip that dies or does not answer within
  * the deadlines ends the run (PTO_ECHIP_DIED, PTO_ECONTROL_TIMEOUT,
  * PTO_ESTARTUP_TIMEOUT, naming the rank); every child is then killed and
- * every shared-memory object of the run unlinked; the node stays failed. */
+ * every shared-memory object of the run unlinked; the node stays failed.
+ *
+ * Under `mpirun -np N` (docs/node.md, "Under mpirun") node chip c is MPI
+ * rank c: every rank calls pto_node_create; rank 0 returns and orchestrates
+ * (chip 0 and the host sub-workers run as its threads), ranks > 0 serve rank
+ * 0's nodes inside pto_node_create and never return (they exit with status 0
+ * when rank 0's program ends). A node that fails fatally there ends the MPI
+ * job at pto_node_destroy. */
 #ifndef PTO_NODE_H
 #define PTO_NODE_H
 

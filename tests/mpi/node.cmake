@@ -40,3 +40,18 @@ if(PTO_HAVE_MPI)
   pto_add_mpi_test(NAME node_two_ranks NP 2 COMMAND test_node_two_ranks TIMEOUT 60
                    RESOURCE_LOCK pto_devices)
 endif()
+
+# Two hosts (scripts/two_hosts.sh: network namespaces, own host names, a
+# veth pair, Open MPI over TCP), one rank each. Needs root and ip netns (CI
+# runs as root). Today the node uses shared-memory windows, so a domain with
+# a chip on the other host is refused naming it (PTO_EMPI) — what this test
+# asserts (never wrong data or a hang); with the MPI RMA backend for domains
+# across hosts it must print "verified" twice instead.
+if(PTO_HAVE_MPI)
+  add_test(NAME mpi.node_two_hosts.np2
+           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                      $<TARGET_FILE:test_node_two_ranks>)
+  set_tests_properties(mpi.node_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
+    RESOURCE_LOCK "pto_devices;pto_two_hosts"
+    PASS_REGULAR_EXPRESSION "chip rank 1 \\(MPI rank 1 on host pto-host-b\\) runs on another host than rank 0, and windows across hosts need the MPI RMA backend")
+endif()
