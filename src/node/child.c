@@ -77,7 +77,13 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   }
   comm_task_begin(comm, f->epoch, f->group);
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
-  r->status = pto_chip_run(chip, f->chip_fn, &t, NULL, &r->err);
+  pto_run_stats st;
+  memset(&st, 0, sizeof st);
+  r->status = pto_chip_run(chip, f->chip_fn, &t, &st, &r->err);
+  r->tasks = st.tasks;
+  r->blocks = st.blocks;
+  r->host_us = st.host_us;
+  r->device_us = st.device_us;
   int end = comm_task_end(comm);
   char details[384];
   int cerr = comm_task_error(comm, details, sizeof details);

@@ -59,6 +59,8 @@ typedef struct node_reply {
   uint32_t gen;
   int32_t status;
   pto_error_info err;
+  uint64_t tasks, blocks; /* FRAME_TASK on a chip: its pto_run_stats */
+  double host_us, device_us;
 } node_reply;
 
 typedef struct node_mbox {

@@ -248,7 +248,7 @@ void pto_node_destroy(pto_node *n) {
     while (!all_exited(n, NULL) && pto_now_ns() < dl)
       pto_wait(&n->ctl->parent_ev, node_anything, n, pto_now_ns() + 20000000ull);
   }
-  node_kill_all(n); /* whatever is left: stuck children, domains */
+  node_kill_all(n);             /* whatever is left: stuck children, domains */
   if (n->mpi) node_mpi_stop(n); /* ends the job if the node failed or a rank is left */
   /* every object of the run, its guard last */
   node_mpi_unmap(n);
@@ -288,6 +288,12 @@ int pto_node_host_tensor(pto_node *n, pto_dtype dt, int ndims, const int64_t *sh
   return pto_tensor_init(out, p, bytes, dt, ndims, shape);
 }
 
+int pto_node_stats_get(const pto_node *n, pto_node_stats *out) {
+  if (!n || !out) return PTO_EINVAL;
+  *out = n->stats;
+  return 0;
+}
+
 const char *pto_node_shm_prefix(const pto_node *n) { return n ? n->prefix + 1 : NULL; }
 
 int pto_node_child_pids(const pto_node *n, int *pids, int max) {
@@ -318,9 +324,11 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   n->trace_origin_ns = pto_now_ns(); /* every rank's time zero (the clock is machine-wide) */
   memset(n->trace_runs, 0, sizeof n->trace_runs);
   pto_node_orch no = {n};
+  uint64_t t0 = pto_now_ns();
   fn(&no, arg);
   node_until(n, node_all_finished, NULL, true, UINT64_MAX, 0);
   node_release_domains(n);
+  n->stats.run_us = (double)(pto_now_ns() - t0) / 1000.0;
   char why[400] = "";
   rc = node_trace_finish(n, why, sizeof why);
   if (rc && !n->fatal && !n->first_err) {

@@ -4,12 +4,12 @@
 #ifndef PTO_NODE_INTERNAL_H
 #define PTO_NODE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <pthread.h>
 #include <sys/types.h>
 
 #include "chip/tensormap.h"
@@ -67,12 +67,12 @@ typedef enum slot_how { SLOT_PROCESS = 0, SLOT_THREAD, SLOT_RANK } slot_how;
 typedef struct child_slot {
   pid_t pid;
   bool alive;
-  uint8_t kind;          /* slot_how */
-  pthread_t thread;      /* SLOT_THREAD */
-  _Atomic bool ended;    /* SLOT_THREAD, SLOT_RANK: it left (wstatus set before, release) */
-  bool other_host;       /* SLOT_RANK on another host than rank 0 */
-  char where[80];        /* SLOT_RANK: "MPI rank 2 on host h" */
-  char why[160];         /* SLOT_RANK: why it failed to start */
+  uint8_t kind;       /* slot_how */
+  pthread_t thread;   /* SLOT_THREAD */
+  _Atomic bool ended; /* SLOT_THREAD, SLOT_RANK: it left (wstatus set before, release) */
+  bool other_host;    /* SLOT_RANK on another host than rank 0 */
+  char where[80];     /* SLOT_RANK: "MPI rank 2 on host h" */
+  char why[160];      /* SLOT_RANK: why it failed to start */
   int wstatus;
   int64_t task; /* running node task id, -1 = none (or a control frame) */
   uint32_t gen; /* outstanding frame gen, 0 = none */
@@ -124,6 +124,7 @@ struct pto_node {
   bool reserved[NODE_MAX_CHILDREN];         /* per dispatch pass: kept for a waiting task */
   int first_err;
   pto_error_info first_info;
+  pto_node_stats stats; /* of the current (then last) run */
 };
 
 struct pto_node_orch {

@@ -110,6 +110,14 @@ static void part_done(pto_node *n, int s, const node_reply *r) {
   node_task *t = task_of(n, c->task);
   c->task = -1;
   if (!t) return;
+  if (s < n->cfg.nchips) {
+    pto_node_chip_stats *cs = &n->stats.chip[s];
+    cs->node_tasks++;
+    cs->tasks += r->tasks;
+    cs->blocks += r->blocks;
+    cs->host_us += r->host_us;
+    cs->device_us += r->device_us;
+  }
   if (r->status && !t->status) {
     t->status = r->status;
     t->err = r->err;
@@ -503,6 +511,8 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
     pto_args_init(&t->args);
   t->state = TS_WAITING;
   t->deps_left = 1;
+  n->stats.node_tasks++;
+  if (kind == TASK_HOST) n->stats.host_tasks++;
   t->next_ready = -1;
   n->ntasks++;
   n->next_id++;
@@ -637,6 +647,8 @@ int node_tasks_begin(pto_node *n) {
   for (int s = 0; s < NODE_MAX_CHILDREN; s++)
     q_reset(&n->ready_slot[s]);
   n->first_err = 0;
+  memset(&n->stats, 0, sizeof n->stats);
+  n->stats.nchips = n->cfg.nchips;
   return 0;
 }
 
