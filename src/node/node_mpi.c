@@ -28,6 +28,7 @@
 
 #include "common/clock.h"
 #include "node/fnref.h"
+#include "node/host_ship.h"
 #include "node/node_internal.h"
 
 static const char *mpi_env_name(void) {
@@ -67,7 +68,9 @@ void node_mpi_stop(pto_node *n) { (void)n; }
 
 #include <mpi.h>
 
-enum { T_BEGIN = 1, T_FRAME, T_FINAL, T_STATE, T_TAKEN, T_REPLY, T_BEAT, T_ENDED };
+/* T_DATA: host tensors of a task for a chip on another host (rank 0 -> c,
+ * after the frame), the elements it changed (c -> 0, before the reply). */
+enum { T_BEGIN = 1, T_FRAME, T_FINAL, T_STATE, T_TAKEN, T_REPLY, T_BEAT, T_ENDED, T_DATA };
 
 #define POLL_MIN_NS 20000ull          /* relays poll MPI this often right after a message */
 #define POLL_MAX_NS 1000000ull        /* ... and at least this often when idle */
@@ -258,6 +261,7 @@ typedef struct root_relay {
   _Atomic bool stop;
   pto_event ev; /* a post for a remote chip, or stop */
   uint32_t sent[PTO_NODE_MAX_CHIPS];
+  int ship_rc[PTO_NODE_MAX_CHIPS]; /* a malformed diff from chip s */
   MPI_Request req[PTO_NODE_MAX_CHIPS];
   wire_frame out[PTO_NODE_MAX_CHIPS];
   union {
@@ -270,6 +274,19 @@ typedef struct root_relay {
 
 static bool is_rank_slot(const pto_node *n, int s) {
   return s > 0 && s < n->cfg.nchips && n->child[s].kind == SLOT_RANK;
+}
+
+/* The host tensors of task frame f go to chip s on another host, right
+ * after the frame (a blocking send: rank c receives it at once, and never
+ * sends to rank 0 while it owes this task's reply). */
+static void ship_out(pto_node *n, int s, const node_frame *f) {
+  size_t bytes = ship_bytes(&f->args, (uintptr_t)n->host, n->cfg.host_bytes);
+  if (!bytes) return;
+  unsigned char *buf = malloc(bytes);
+  if (!buf) abort(); /* the chip waits for these bytes: no way to go on */
+  ship_pack(&f->args, (uintptr_t)n->host, n->cfg.host_bytes, buf);
+  MPI_Send(buf, (int)bytes, MPI_BYTE, s, T_DATA, g_comm);
+  free(buf);
 }
 
 /* A frame the parent posted for chip s goes out (its function translated:
@@ -301,8 +318,18 @@ static bool send_frames(root_relay *rr) {
     }
     rr->out[s].f.chip_fn = NULL;
     MPI_Isend(&rr->out[s], (int)sizeof rr->out[s], MPI_BYTE, s, T_FRAME, g_comm, &rr->req[s]);
+    if (n->child[s].other_host && rr->out[s].f.type == FRAME_TASK) ship_out(n, s, &rr->out[s].f);
   }
   return busy;
+}
+
+/* What chip s on another host changed in the host tensors of its task:
+ * written before its reply is delivered (it follows on the same channel). A
+ * malformed diff fails that task's reply. */
+static void ship_in(root_relay *rr, int s, const unsigned char *diff, size_t bytes) {
+  pto_node *n = rr->n;
+  rr->ship_rc[s] =
+      ship_apply(&rr->out[s].f.args, (uintptr_t)n->host, n->cfg.host_bytes, diff, bytes);
 }
 
 static bool take_messages(root_relay *rr) {
@@ -317,9 +344,15 @@ static bool take_messages(root_relay *rr) {
     int bytes = 0;
     MPI_Get_count(&st, MPI_BYTE, &bytes);
     int s = st.MPI_SOURCE;
-    if (bytes < 0 || (size_t)bytes > sizeof rr->in) bytes = 0; /* not ours: dropped below */
-    MPI_Recv(&rr->in, (size_t)bytes <= sizeof rr->in ? bytes : 0, MPI_BYTE, s, st.MPI_TAG, g_comm,
-             MPI_STATUS_IGNORE);
+    if (st.MPI_TAG == T_DATA || bytes < 0 || (size_t)bytes > sizeof rr->in) {
+      unsigned char *buf = bytes > 0 ? malloc((size_t)bytes) : NULL;
+      if (bytes > 0 && !buf) abort(); /* the reply must not come without its data */
+      MPI_Recv(buf, buf ? bytes : 0, MPI_BYTE, s, st.MPI_TAG, g_comm, MPI_STATUS_IGNORE);
+      if (st.MPI_TAG == T_DATA && is_rank_slot(n, s)) ship_in(rr, s, buf, (size_t)bytes);
+      free(buf);
+      continue;
+    }
+    MPI_Recv(&rr->in, bytes, MPI_BYTE, s, st.MPI_TAG, g_comm, MPI_STATUS_IGNORE);
     if (!is_rank_slot(n, s)) continue;
     child_slot *c = &n->child[s];
     node_mbox *mb = &n->ctl->mbox[s];
@@ -332,7 +365,15 @@ static bool take_messages(root_relay *rr) {
       mbox_set_state(mb, (child_state)rr->in.st.state, &n->ctl->parent_ev);
       break;
     case T_TAKEN: mbox_mark_taken(mb, rr->in.word); break;
-    case T_REPLY: mbox_reply(mb, &rr->in.reply, &n->ctl->parent_ev); break;
+    case T_REPLY:
+      if (rr->ship_rc[s] && !rr->in.reply.status) {
+        rr->in.reply.status = rr->ship_rc[s];
+        node_set_err(&rr->in.reply.err, rr->ship_rc[s],
+                     "the host tensors chip %d changed came back malformed", s);
+      }
+      rr->ship_rc[s] = 0;
+      mbox_reply(mb, &rr->in.reply, &n->ctl->parent_ev);
+      break;
     case T_BEAT:
       atomic_store_explicit(&mb->beat, rr->in.word, memory_order_relaxed); /* liveness only */
       break;
@@ -460,6 +501,8 @@ typedef struct rank_relay {
   child_state state_sent;
   uint32_t local_gen, remote_gen, beat_sent;
   bool taken_sent, reply_sent;
+  bool other_host;        /* not on rank 0's host: host tensors travel */
+  unsigned char *shipped; /* the host tensors as they came, for the diff */
   char host[64];
   char why[160];
   wire_frame in;
@@ -474,6 +517,32 @@ static void send_state(rank_relay *rr, child_state st) {
   snprintf(w.why, sizeof w.why, "%s", rr->why);
   send_to(0, T_STATE, &w, sizeof w);
   rr->state_sent = st;
+}
+
+/* The host tensors of the task just received (sent right after it), into
+ * this rank's private copy of host memory; kept for the diff. */
+static void ship_take(rank_relay *rr) {
+  pto_node *n = rr->n;
+  const pto_args *a = &rr->in.f.args;
+  size_t bytes = ship_bytes(a, (uintptr_t)n->host, n->cfg.host_bytes);
+  if (!bytes) return;
+  rr->shipped = malloc(bytes);
+  if (!rr->shipped) abort(); /* rank 0 is sending them: no way to go on */
+  MPI_Recv(rr->shipped, (int)bytes, MPI_BYTE, 0, T_DATA, g_comm, MPI_STATUS_IGNORE);
+  ship_unpack(a, (uintptr_t)n->host, n->cfg.host_bytes, rr->shipped);
+}
+
+/* The elements the task changed go back, before its reply. */
+static void ship_back(rank_relay *rr) {
+  pto_node *n = rr->n;
+  unsigned char *diff = NULL;
+  size_t bytes =
+      ship_diff(&rr->in.f.args, (uintptr_t)n->host, n->cfg.host_bytes, rr->shipped, &diff);
+  if (bytes == SIZE_MAX) abort(); /* out of memory: the outputs cannot go back */
+  if (bytes) MPI_Send(diff, (int)bytes, MPI_BYTE, 0, T_DATA, g_comm);
+  free(diff);
+  free(rr->shipped);
+  rr->shipped = NULL;
 }
 
 /* One pass: state, a new frame, taken, the reply, the heartbeat. */
@@ -504,6 +573,7 @@ static bool rank_relay_pass(rank_relay *rr) {
       send_to(0, T_REPLY, &r, sizeof r);
     } else {
       rr->in.f.chip_fn = (pto_orch_fn)fn;
+      if (rr->other_host && rr->in.f.type == FRAME_TASK) ship_take(rr);
       rr->local_gen = mbox_post(mb, &rr->in.f);
       rr->taken_sent = rr->reply_sent = false;
     }
@@ -514,6 +584,7 @@ static bool rank_relay_pass(rank_relay *rr) {
   }
   node_reply r;
   if (rr->local_gen && !rr->reply_sent && mbox_poll_reply(mb, rr->local_gen, &r)) {
+    if (rr->shipped) ship_back(rr);
     r.gen = rr->remote_gen;
     send_to(0, T_REPLY, &r, sizeof r);
     rr->reply_sent = busy = true;
@@ -576,6 +647,7 @@ static void serve_node(const wire_begin *b) {
   void *init = NULL, *arg = NULL;
   char why[300] = "";
   bool same_host = strcmp(b->host, rr->host) == 0;
+  rr->other_host = !same_host;
   int fd = same_host ? shm_open(b->host_shm, O_RDWR, 0) : -1;
   void *host = NULL, *space = NULL;
   if (fnref_decode(&b->chip_init, &init, why, sizeof why) ||

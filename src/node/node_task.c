@@ -391,28 +391,12 @@ static int check_args(pto_node *n, const pto_args *args, const char *what) {
 }
 
 /* Under mpirun: the chip function must be found in the other ranks
- * (fnref), and a chip on another host than rank 0 does not share node
- * host memory, so a tensor there cannot be its argument. */
-static int check_mpi_task(pto_node *n, const int *slots, int k, pto_orch_fn fn,
-                          const pto_args *args, const char *what) {
+ * (fnref). (Host tensors travel to a chip on another host: host_ship.h.) */
+static int check_mpi_task(pto_node *n, pto_orch_fn fn, const char *what) {
   fnref ref;
   char why[300];
   if (fnref_encode((const void *)fn, true, &ref, why, sizeof why))
     return refuse(n, what, "under mpirun, the chip function cannot reach the other ranks: %s", why);
-  for (int i = 0; i < k; i++) {
-    const child_slot *c = &n->child[slots[i]];
-    if (c->kind != SLOT_RANK || !c->other_host || !args) continue;
-    for (int j = 0; j < args->ntensors; j++) {
-      uint64_t a, z;
-      region_span(&args->tensors[j], &a, &z);
-      if (a >= (uintptr_t)n->host && z <= (uintptr_t)n->host + n->cfg.host_bytes)
-        return refuse(n, what,
-                      "tensor %d lies in node host memory, which chip rank %d (%s) does not "
-                      "share: it runs on another host than rank 0, and host tensors are not "
-                      "carried between hosts (use window buffers)",
-                      j, slots[i], c->where);
-    }
-  }
   return 0;
 }
 
@@ -472,7 +456,7 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   if (n->fatal) return n->fatal;
   if (args && args->error) return args->error;
   int rc = check_args(n, args, what);
-  if (!rc && n->mpi && kind == TASK_CHIP) rc = check_mpi_task(n, slots, k, cfn, args, what);
+  if (!rc && n->mpi && kind == TASK_CHIP) rc = check_mpi_task(n, cfn, what);
   if (rc) return rc;
   int64_t gone = n->oldest_live - n->base_id; /* retired: nobody looks them up */
   if (n->ntasks == n->captasks && gone > 0 && gone >= n->ntasks / 2) {
