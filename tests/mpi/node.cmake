@@ -13,15 +13,16 @@ foreach(np 2 4)
 endforeach()
 
 # Node faults under mpirun (tests/mpi/test_node_mpi_faults.c): refusals that
-# name what cannot cross ranks; a rank that dies (SIGKILL: mpirun names it and
+# name what cannot cross ranks; MPI initialised without MPI_THREAD_MULTIPLE; a rank that dies (SIGKILL: mpirun names it and
 # ends the job) or stops answering (SIGSTOP: rank 0's heartbeat deadline,
 # control_timeout_ms = 2 s, names "chip rank 1 (MPI rank 1 ...)") ends the
 # job within the deadline, leaving no process.
 if(PTO_HAVE_MPI)
   add_executable(test_node_mpi_faults ${CMAKE_CURRENT_LIST_DIR}/test_node_mpi_faults.c)
-  target_link_libraries(test_node_mpi_faults PRIVATE pto_internal)
+  target_link_libraries(test_node_mpi_faults PRIVATE pto_internal MPI::MPI_C)
   pto_add_mpi_test(NAME node_refusals NP 2 COMMAND test_node_mpi_faults refusals TIMEOUT 60
                    RESOURCE_LOCK pto_devices)
+  pto_add_mpi_test(NAME node_thread_level NP 2 COMMAND test_node_mpi_faults single TIMEOUT 60)
   foreach(mode kill stop)
     set(t mpi.node_rank_${mode}.np2)
     add_test(NAME ${t} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/rank_fault.sh ${MPIEXEC_EXECUTABLE}

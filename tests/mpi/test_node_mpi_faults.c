@@ -6,6 +6,9 @@
  *              them; then a ring shuffle on the same node still runs.
  *   kill     : chip 1's kernel kills its own process (SIGKILL) mid-task.
  *   stop     : chip 1's kernel stops its own process (SIGSTOP) mid-task.
+ *   single   : (exit 0 when the check holds) the program initialised MPI
+ *              with MPI_THREAD_SINGLE: pto_node_create fails on every rank
+ *              with PTO_EMPI naming the thread level it needs.
  * kill and stop are checked by rank_fault.sh: the job ends within the
  * control deadline, naming rank 1, and leaves no process behind. */
 #include <signal.h>
@@ -13,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <mpi.h>
 
 #include "pto/comm.h"
 #include "pto/node.h"
@@ -180,8 +185,24 @@ static int refusals(void) {
   return fails ? 1 : 0;
 }
 
+static int thread_single(void) {
+  int provided = -1;
+  MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided);
+  pto_node_config cfg = config();
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  fprintf(stderr, "MPI_THREAD_SINGLE (provided %d): %s: %s\n", provided, pto_status_name(rc),
+          err.details);
+  CHECK(rc == PTO_EMPI && strstr(err.details, "pto needs MPI_THREAD_MULTIPLE"), "got %s: %s",
+        pto_status_name(rc), err.details);
+  MPI_Finalize();
+  return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "refusals";
+  if (!strcmp(m, "single")) return thread_single();
   mode = !strcmp(m, "kill") ? 1 : !strcmp(m, "stop") ? 2 : 0;
   if (mode == 0) return refusals();
   pto_node_config cfg = config();
