@@ -57,3 +57,15 @@ if(PTO_HAVE_MPI)
     RESOURCE_LOCK "pto_devices;pto_two_hosts"
     PASS_REGULAR_EXPRESSION "summary: ring_shuffle=PTO_EMPI allreduce=PTO_EMPI host_data=verified")
 endif()
+
+# A build without MPI asked to run under mpirun (the environment mpirun
+# sets): PTO_EMPI, "pto was built without MPI: configure pto with
+# -DPTO_MPI=ON ...". Built only without MPI (scripts/test.sh's sanitizer
+# modes build so).
+if(NOT PTO_HAVE_MPI)
+  add_executable(test_node_no_mpi ${CMAKE_CURRENT_LIST_DIR}/test_node_no_mpi.c)
+  target_link_libraries(test_node_no_mpi PRIVATE pto_internal)
+  add_test(NAME dist.node_no_mpi COMMAND test_node_no_mpi)
+  set_tests_properties(dist.node_no_mpi PROPERTIES LABELS dist TIMEOUT 60
+                       ENVIRONMENT "OMPI_COMM_WORLD_SIZE=2;OMPI_COMM_WORLD_RANK=0")
+endif()
