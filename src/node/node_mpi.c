@@ -30,6 +30,7 @@
 #include "node/fnref.h"
 #include "node/host_ship.h"
 #include "node/node_internal.h"
+#include "node/run_guard.h"
 
 static const char *mpi_env_name(void) {
   static const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"};
@@ -126,6 +127,8 @@ static void at_exit(void) {
   if (g_live) {
     fprintf(stderr, "pto node: rank 0 exits with its node %s: ending the MPI job\n",
             g_live->fatal ? "failed" : "not destroyed (call pto_node_destroy)");
+    /* every object of the run now: MPI_Abort may end us with SIGKILL */
+    run_guard_end(g_live->prefix);
     MPI_Abort(g_comm, 1);
   }
   for (int r = 1; r < g_size; r++)
@@ -479,6 +482,9 @@ void node_mpi_stop(pto_node *n) {
     fprintf(stderr, "pto node: ending the MPI job (MPI_Abort): %s\n",
             n->fatal ? n->fatal_err.details : "a chip did not leave the node in time");
     fflush(stderr);
+    /* every object of the run (also the other ranks' on this host) now:
+     * MPI_Abort may end us with SIGKILL */
+    run_guard_end(n->prefix);
     MPI_Abort(g_comm, 1);
   }
   root_relay *rr = n->mpi_relay;

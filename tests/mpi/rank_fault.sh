@@ -33,6 +33,12 @@ left=$(pgrep -f -x "$prog $mode" || true)
 if [ -n "$left" ]; then
   echo "FAILED: processes left behind: $left"; fail=1
 fi
+objs=$(sed -n 's|^run objects: \(/dev/shm/[^ ]*\)\.\*$|\1|p' "$out" | head -1)
+if [ -z "$objs" ]; then
+  echo "FAILED: the program did not say where its run's objects are"; fail=1
+elif ls "$objs".* >/dev/null 2>&1; then
+  echo "FAILED: objects of the run left behind: $(ls "$objs".* | tr '\n' ' ')"; fail=1
+fi
 rm -f "$out"
 echo "mode $mode: exit $rc after $ms ms"
 exit $fail

@@ -213,6 +213,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "create: %s: %s\n", pto_status_name(rc), err.details);
     return 1;
   }
+  printf("run objects: /dev/shm/%s.*\n", pto_node_shm_prefix(n));
+  fflush(stdout);
   rc = pto_node_run(n, fault_node, NULL, &err);
   fprintf(stderr, "run: %s: %s\n", pto_status_name(rc), err.details);
   pto_node_destroy(n); /* a failed node ends the job here */
