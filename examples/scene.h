@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "pto/node.h"
 #include "pto/pto.h"
 
 typedef struct pto_scene_opts {
@@ -26,6 +27,7 @@ typedef struct pto_scene_report {
   int expected_status; /* error-trigger scenes: the code they expect */
   pto_error_info err;  /* details of `status` */
   pto_run_stats stats; /* summed over rounds (times: of the last round) */
+  pto_node_stats node; /* multi-chip scenes (node.nchips > 0): of the last round */
   char message[512];   /* what was checked, or what differed */
 } pto_scene_report;
 

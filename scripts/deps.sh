@@ -14,3 +14,5 @@ deps_install() {
 
 # Open MPI, for the MPI communication backend (PTO_MPI) and its tests.
 PTO_MPI_PACKAGES=(libopenmpi-dev openmpi-bin)
+# ip (network namespaces) for scripts/two_hosts.sh, the mpi test of two hosts.
+PTO_MPI_PACKAGES+=(iproute2)

@@ -64,6 +64,19 @@ static void print_stats(const pto_run_stats *s, int rounds) {
            s->drain_latency_sum_us / (double)s->drains, s->drain_latency_max_us);
 }
 
+/* Multi-chip scenes: per chip, what its node tasks did (the chip figures
+ * of a node run are the chips', not the orchestrating process's). */
+static void print_node_stats(const pto_node_stats *s) {
+  printf("  node: %d chips  node tasks %llu (host %llu)  last round %.1f us\n", s->nchips,
+         (unsigned long long)s->node_tasks, (unsigned long long)s->host_tasks, s->run_us);
+  for (int c = 0; c < s->nchips && c < PTO_NODE_MAX_CHIPS; c++) {
+    const pto_node_chip_stats *k = &s->chip[c];
+    printf("  chip %d: node tasks %llu  tasks %llu  blocks %llu  Host %.1f us  Device %.1f us\n",
+           c, (unsigned long long)k->node_tasks, (unsigned long long)k->tasks,
+           (unsigned long long)k->blocks, k->host_us, k->device_us);
+  }
+}
+
 static int cmd_run(const cli_args *a) {
   if (a->cmd == CLI_RUN_LIST) {
     for (int k = 0; pto_scenes[k]; k++)
@@ -88,7 +101,10 @@ static int cmd_run(const cli_args *a) {
   rep.err.core_id = -1;
   printf("%s: %s\n", sc->name, sc->summary);
   sc->run(&o, &rep);
-  print_stats(&rep.stats, o.rounds);
+  if (rep.node.nchips > 0)
+    print_node_stats(&rep.node);
+  else
+    print_stats(&rep.stats, o.rounds);
   /* Failures go to stderr, the report of a run that did what it should to stdout. */
   if (rep.status && rep.status != rep.expected_status) {
     fprintf(stderr, "%s: FAILED with %s\n", sc->name, pto_status_name(rep.status));

@@ -74,6 +74,7 @@ static int dist_epochs_run(const pto_scene_opts *o, pto_scene_report *rep) {
   pto_node_host_tensor(n, PTO_F32, 2, sh, &io[1]);
   pto_error_info err;
   rc = pto_node_run(n, epoch_node, io, &err);
+  dist_node_stats(rep, n);
   if (dist_status(rep, rc, &err)) {
     static float want[EPOCHS * 4 * DIST_SIZE];
     for (int e = 1; e <= EPOCHS; e++)

@@ -74,6 +74,7 @@ static int dist_notify_wait_run(const pto_scene_opts *o, pto_scene_report *rep) 
   for (int round = 0; rc == 0 && round < (o->rounds > 0 ? o->rounds : 1); round++) {
     pto_error_info err;
     rc = pto_node_run(n, nw_node, &out, &err);
+    dist_node_stats(rep, n);
     if (dist_status(rep, rc, &err)) {
       int32_t want[2 * CALLS * 2] = {2, 1, 2, 1, 2, 1, 0, 0, 0, 0, 0, 0};
       rep->verified = scene_check_i32(rep, "cells [notify_wait x3, credit_reset x3]",

@@ -56,6 +56,7 @@ static int dist_overlap_run(const pto_scene_opts *o, pto_scene_report *rep) {
   pto_node_host_tensor(n, PTO_F32, 2, sh, &io[1]);
   pto_error_info err;
   rc = pto_node_run(n, overlap_node, io, &err);
+  dist_node_stats(rep, n);
   if (dist_status(rep, rc, &err)) {
     const int src[4] = {1, 0, 2, 1};
     float want[4 * DIST_SIZE];

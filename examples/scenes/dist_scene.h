@@ -95,6 +95,11 @@ static inline void dist_copy(const pto_tensor *dst, const pto_tensor *src) {
   }
 }
 
+/* The node statistics of the last run, for the report (pto run prints them). */
+static inline void dist_node_stats(pto_scene_report *rep, const pto_node *n) {
+  pto_node_stats_get(n, &rep->node);
+}
+
 /* Fills the report of a node run; returns false when it failed. */
 static inline bool dist_status(pto_scene_report *rep, int rc, const pto_error_info *err) {
   rep->status = rc;
@@ -170,6 +175,7 @@ static inline int dist_run_pair(const pto_scene_opts *o, const dist_pair_scene *
     memset(io[1].buf, 0, io[1].buf_bytes);
     pto_error_info err;
     rc = pto_node_run(n, sc->node_fn, io, &err);
+    dist_node_stats(rep, n);
     if (dist_status(rep, rc, &err)) {
       char label[96];
       snprintf(label, sizeof label, "%s out", sc->label);

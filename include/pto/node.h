@@ -17,7 +17,14 @@
  * returns the first root error. A chip that dies or does not answer within
  * the deadlines ends the run (PTO_ECHIP_DIED, PTO_ECONTROL_TIMEOUT,
  * PTO_ESTARTUP_TIMEOUT, naming the rank); every child is then killed and
- * every shared-memory object of the run unlinked; the node stays failed. */
+ * every shared-memory object of the run unlinked; the node stays failed.
+ *
+ * Under `mpirun -np N` (docs/node.md, "Under mpirun") node chip c is MPI
+ * rank c: every rank calls pto_node_create; rank 0 returns and orchestrates
+ * (chip 0 and the host sub-workers run as its threads), ranks > 0 serve rank
+ * 0's nodes inside pto_node_create and never return (they exit with status 0
+ * when rank 0's program ends). A node that fails fatally there ends the MPI
+ * job at pto_node_destroy. */
 #ifndef PTO_NODE_H
 #define PTO_NODE_H
 
@@ -144,6 +151,28 @@ PTO_API int pto_node_domain_create(pto_node_orch *no, const int *chips, int nran
  * argument (for dependency inference) and readable by the orchestrator. */
 PTO_API int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
                                    pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out);
+
+/* What the last pto_node_run did, per chip (chip task statistics summed
+ * over the node tasks each chip ran: pto_run_stats of pto_chip_run). */
+typedef struct pto_node_chip_stats {
+  uint64_t node_tasks; /* node tasks (parts of group tasks included) it ran */
+  uint64_t tasks;      /* chip tasks their orchestrations submitted */
+  uint64_t blocks;     /* kernel blocks executed */
+  double host_us;      /* sum of its pto_chip_run calls */
+  double device_us;    /* sum of their device times */
+} pto_node_chip_stats;
+
+typedef struct pto_node_stats {
+  int nchips;
+  uint64_t node_tasks; /* node tasks of the run (chip, group and host) */
+  uint64_t host_tasks; /* of which host sub-worker tasks */
+  double run_us;       /* the whole pto_node_run */
+  pto_node_chip_stats chip[PTO_NODE_MAX_CHIPS];
+} pto_node_stats;
+
+/* The statistics of the last pto_node_run (zeros before the first); 0, or
+ * PTO_EINVAL for a NULL argument. */
+PTO_API int pto_node_stats_get(const pto_node *node, pto_node_stats *out);
 
 /* The shared-memory name prefix of this node's run (for leak checks);
  * NULL for a NULL node. */

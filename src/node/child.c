@@ -18,18 +18,30 @@
 
 #define CHILD_POLL_MS 500 /* how often an idle child checks its parent is alive */
 
-static bool never(void *arg) {
-  (void)arg;
-  return false;
+/* Chips created by node children in this process (see node_internal.h). */
+static _Atomic uint64_t chip_generation;
+
+uint64_t node_chip_generation(void) {
+  return atomic_load_explicit(&chip_generation, memory_order_acquire);
+}
+
+typedef struct beat_ctx {
+  node_mbox *mb;
+  _Atomic bool stop;
+} beat_ctx;
+
+static bool stopping(void *arg) {
+  /* relaxed: a stop request, nothing is published through it */
+  return atomic_load_explicit(&((beat_ctx *)arg)->stop, memory_order_relaxed);
 }
 
 /* Runs for the life of the child: while this process is scheduled at all,
  * the parent sees its heartbeat move (a stopped or frozen process stops it). */
 static void *heartbeat_main(void *arg) {
-  node_mbox *mb = arg;
-  for (;;) {
-    atomic_fetch_add_explicit(&mb->beat, 1, memory_order_relaxed); /* a liveness counter */
-    pto_wait(NULL, never, NULL, pto_deadline_ms(HEARTBEAT_MS));    /* sleeps: no event to wait on */
+  beat_ctx *b = arg;
+  while (!stopping(b)) {
+    atomic_fetch_add_explicit(&b->mb->beat, 1, memory_order_relaxed); /* a liveness counter */
+    pto_wait(NULL, stopping, b, pto_deadline_ms(HEARTBEAT_MS)); /* sleeps: no event to wait on */
   }
   return NULL;
 }
@@ -65,7 +77,13 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   }
   comm_task_begin(comm, f->epoch, f->group);
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
-  r->status = pto_chip_run(chip, f->chip_fn, &t, NULL, &r->err);
+  pto_run_stats st;
+  memset(&st, 0, sizeof st);
+  r->status = pto_chip_run(chip, f->chip_fn, &t, &st, &r->err);
+  r->tasks = st.tasks;
+  r->blocks = st.blocks;
+  r->host_us = st.host_us;
+  r->device_us = st.device_us;
   int end = comm_task_end(comm);
   char details[384];
   int cerr = comm_task_error(comm, details, sizeof details);
@@ -84,42 +102,19 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   }
 }
 
-void node_child_main(pto_node *n, int slot) {
-  /* die with the parent: a crashed node must not leave chips behind */
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != n->parent_pid) _exit(1);
-  /* the leases belong to the parent: close our copies, never unlock them
-   * (the lock is shared with the parent's descriptor) */
-  lease_close_inherited(n->lease_fds, n->cfg.nchips);
+/* Takes frames until FRAME_EXIT (true: *exit_reply is its reply, to be sent
+ * once the chip is gone) or, for a forked child, until its parent is gone
+ * (false). */
+static bool serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, node_frame *f,
+                  bool orphan_check, node_reply *exit_reply) {
   node_mbox *mb = &n->ctl->mbox[slot];
   pto_event *parent_ev = &n->ctl->parent_ev;
-  pthread_t hb; /* threads start only after the fork, as every child thread does */
-  if (pthread_create(&hb, NULL, heartbeat_main, mb) != 0) {
-    mbox_set_state(mb, CHILD_FAILED, parent_ev);
-    _exit(2);
-  }
-  pthread_detach(hb);
-  bool is_chip = slot < n->cfg.nchips;
-  pto_comm comm;
-  comm_init(&comm, is_chip ? slot : -1);
-  pto_chip *chip = NULL;
-  if (is_chip) {
-    pto_chip_config cfg = n->cfg.chip;
-    cfg.env = &comm;
-    if (pto_chip_create(&cfg, &chip) != 0 ||
-        (n->cfg.chip_init && n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg) != 0)) {
-      mbox_set_state(mb, CHILD_FAILED, parent_ev);
-      _exit(2);
-    }
-  }
-  mbox_set_state(mb, CHILD_READY, parent_ev);
+  bool is_chip = chip != NULL;
   uint32_t last = 0;
-  node_frame *f = malloc(sizeof *f);
-  if (!f) _exit(3);
   for (;;) {
     take_wait tw = {mb, last};
     if (!pto_wait(&mb->to_child, frame_posted, &tw, pto_deadline_ms(CHILD_POLL_MS))) {
-      if (getppid() != n->parent_pid) break; /* orphaned */
+      if (orphan_check && getppid() != n->parent_pid) return false; /* orphaned */
       continue;
     }
     if (!mbox_take(mb, last, f)) continue;
@@ -132,7 +127,7 @@ void node_child_main(pto_node *n, int slot) {
     switch ((frame_type)f->type) {
     case FRAME_TASK:
       if (is_chip) {
-        run_chip_task(n, slot, chip, &comm, f, &r);
+        run_chip_task(n, slot, chip, comm, f, &r);
       } else {
         r.status = f->host_fn(&f->args, f->host_arg);
         r.err.code = r.status;
@@ -140,17 +135,66 @@ void node_child_main(pto_node *n, int slot) {
           snprintf(r.err.details, sizeof r.err.details, "host task returned %d", r.status);
       }
       break;
-    case FRAME_DOM_OPEN: r.status = comm_domain_open(&comm, &f->dom, f->dom_rank); break;
-    case FRAME_DOM_ATTACH: r.status = comm_domain_attach(&comm, f->dom.id); break;
-    case FRAME_DOM_CLOSE: comm_domain_close(&comm, f->dom.id, true); break;
-    case FRAME_EXIT:
-      if (chip) pto_chip_destroy(chip);
-      comm_fini(&comm, true);
-      mbox_reply(mb, &r, parent_ev);
-      free(f);
-      _exit(0);
+    case FRAME_DOM_OPEN: r.status = comm_domain_open(comm, &f->dom, f->dom_rank); break;
+    case FRAME_DOM_ATTACH: r.status = comm_domain_attach(comm, f->dom.id); break;
+    case FRAME_DOM_CLOSE: comm_domain_close(comm, f->dom.id, true); break;
+    case FRAME_EXIT: *exit_reply = r; return true;
     }
     mbox_reply(mb, &r, parent_ev);
   }
-  _exit(0);
+}
+
+void node_child_main(pto_node *n, int slot) {
+  /* die with the parent: a crashed node must not leave chips behind */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != n->parent_pid) _exit(1);
+  /* the leases belong to the parent: close our copies, never unlock them
+   * (the lock is shared with the parent's descriptor) */
+  lease_close_inherited(n->lease_fds, n->cfg.nchips);
+  _exit(node_child_serve(n, slot, true));
+}
+
+int node_child_serve(pto_node *n, int slot, bool orphan_check) {
+  node_mbox *mb = &n->ctl->mbox[slot];
+  pto_event *parent_ev = &n->ctl->parent_ev;
+  beat_ctx beat = {mb, false};
+  pthread_t hb; /* threads start only after the fork, as every child thread does */
+  if (pthread_create(&hb, NULL, heartbeat_main, &beat) != 0) {
+    mbox_set_state(mb, CHILD_FAILED, parent_ev);
+    return 2;
+  }
+  bool is_chip = slot < n->cfg.nchips;
+  pto_comm comm;
+  comm_init(&comm, is_chip ? slot : -1);
+  pto_chip *chip = NULL;
+  int status = 0;
+  node_frame *f = malloc(sizeof *f);
+  if (!f) status = 3;
+  if (!status && is_chip) {
+    pto_chip_config cfg = n->cfg.chip;
+    cfg.env = &comm;
+    if (pto_chip_create(&cfg, &chip) == 0)
+      /* release pairs with node_chip_generation: before chip_init runs */
+      atomic_fetch_add_explicit(&chip_generation, 1, memory_order_release);
+    if (!chip || (n->cfg.chip_init && n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg) != 0))
+      status = 2;
+  }
+  if (status) {
+    mbox_set_state(mb, CHILD_FAILED, parent_ev);
+  }
+  node_reply exit_reply;
+  bool replied = false;
+  if (!status) {
+    mbox_set_state(mb, CHILD_READY, parent_ev);
+    if (!serve(n, slot, chip, &comm, f, orphan_check, &exit_reply)) return 0; /* orphaned */
+    replied = true;
+  }
+  if (chip) pto_chip_destroy(chip);
+  comm_fini(&comm, true);
+  free(f);
+  if (replied) mbox_reply(mb, &exit_reply, parent_ev); /* the chip is gone */
+  /* relaxed: the join below orders the heartbeat's last access */
+  atomic_store_explicit(&beat.stop, true, memory_order_relaxed);
+  pthread_join(hb, NULL);
+  return status;
 }

@@ -14,8 +14,13 @@
 
 enum { NK_ALLREDUCE, NK_ALLGATHER, NK_REDUCE_SCATTER, NK_BROADCAST, NK_ALLTOALL };
 
-/* Per chip process (one chip per process): the id pto_coll_register got. */
+/* Per chip process (one node chip at a time): the id pto_coll_register got,
+ * for the chip of generation coll_gen (node_chip_generation: under mpirun a
+ * rank serves one node's chip after another). */
 static int coll_kernel_id = -1;
+static uint64_t coll_gen;
+
+static int kernel_id(void) { return coll_gen == node_chip_generation() ? coll_kernel_id : -1; }
 
 /* tensors: scratch, src, dst; scalars: kind, dom, op, algo, root */
 static int coll_kernel(const pto_kctx *ctx) {
@@ -37,7 +42,8 @@ static int coll_kernel(const pto_kctx *ctx) {
 
 int pto_coll_register(pto_chip *chip) {
   if (!chip) return PTO_EINVAL;
-  if (coll_kernel_id >= 0) return PTO_OK;
+  if (kernel_id() >= 0) return PTO_OK;
+  coll_gen = node_chip_generation();
   return pto_kernel_register_aiv(chip, "pto_coll", coll_kernel, &coll_kernel_id);
 }
 
@@ -45,7 +51,8 @@ int pto_coll_register(pto_chip *chip) {
 static void coll_chip_orch(pto_orch *o, void *arg) {
   const pto_node_task *t = arg;
   const pto_args *na = t->args;
-  if (coll_kernel_id < 0) {
+  int kid = kernel_id();
+  if (kid < 0) {
     pto_orch_fatal(o,
                    "node-level collective on chip %d: call pto_coll_register(chip) in the "
                    "node's chip_init",
@@ -59,7 +66,7 @@ static void coll_chip_orch(pto_orch *o, void *arg) {
                  &na->tensors[t->group_rank * 3 + i]);
   for (int i = 0; i < na->nscalars; i++)
     pto_args_scalar(&a, na->scalars[i]);
-  pto_submit(o, coll_kernel_id, &a, NULL, NULL);
+  pto_submit(o, kid, &a, NULL, NULL);
 }
 
 static int node_coll(pto_node_orch *no, pto_domain dom, const char *scratch, const pto_tensor *dst,

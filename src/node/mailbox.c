@@ -50,6 +50,20 @@ bool mbox_take(node_mbox *mb, uint32_t last, node_frame *f) {
   return true;
 }
 
+bool mbox_peek(node_mbox *mb, uint32_t last, node_frame *f) {
+  /* acquire pairs with the release in mbox_post: the frame is written (and
+   * stays as it is until its reply, which this relay delivers) */
+  uint32_t gen = atomic_load_explicit(&mb->posted, memory_order_acquire);
+  if (gen == last) return false;
+  *f = mb->frame;
+  return f->gen == gen;
+}
+
+void mbox_mark_taken(node_mbox *mb, uint32_t gen) {
+  /* release pairs with mbox_taken, as in mbox_take */
+  atomic_store_explicit(&mb->taken, gen, memory_order_release);
+}
+
 void mbox_reply(node_mbox *mb, const node_reply *r, pto_event *parent) {
   mb->reply = *r;
   /* release pairs with the parent's acquire in mbox_poll_reply / mbox_idle */

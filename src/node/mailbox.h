@@ -59,6 +59,8 @@ typedef struct node_reply {
   uint32_t gen;
   int32_t status;
   pto_error_info err;
+  uint64_t tasks, blocks; /* FRAME_TASK on a chip: its pto_run_stats */
+  double host_us, device_us;
 } node_reply;
 
 typedef struct node_mbox {
@@ -91,6 +93,12 @@ bool mbox_poll_reply(node_mbox *mb, uint32_t gen, node_reply *r);
 bool mbox_take(node_mbox *mb, uint32_t last, node_frame *f);
 /* Child: publishes the reply of gen and wakes the parent. */
 void mbox_reply(node_mbox *mb, const node_reply *r, pto_event *parent);
+/* Relay on the parent's side (node_mpi.c), standing in for a child in
+ * another process: copies frame gen > last into *f without taking it (the
+ * remote child takes it: mbox_mark_taken); false when none is posted. */
+bool mbox_peek(node_mbox *mb, uint32_t last, node_frame *f);
+/* Relay: the remote child took gen. */
+void mbox_mark_taken(node_mbox *mb, uint32_t gen);
 /* Child: reports start-up success or failure. */
 void mbox_set_state(node_mbox *mb, child_state s, pto_event *parent);
 child_state mbox_state(node_mbox *mb);

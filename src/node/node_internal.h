@@ -4,8 +4,12 @@
 #ifndef PTO_NODE_INTERNAL_H
 #define PTO_NODE_INTERNAL_H
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "chip/tensormap.h"
@@ -55,9 +59,20 @@ typedef struct task_queue {
   int64_t head, tail;
 } task_queue;
 
+/* How a child runs: a forked process (without mpirun), a thread of the
+ * parent (under mpirun: chip 0 and the host workers on rank 0), or another
+ * MPI rank (under mpirun: chip c > 0 is rank c, reached through the relay). */
+typedef enum slot_how { SLOT_PROCESS = 0, SLOT_THREAD, SLOT_RANK } slot_how;
+
 typedef struct child_slot {
   pid_t pid;
   bool alive;
+  uint8_t kind;       /* slot_how */
+  pthread_t thread;   /* SLOT_THREAD */
+  _Atomic bool ended; /* SLOT_THREAD, SLOT_RANK: it left (wstatus set before, release) */
+  bool other_host;    /* SLOT_RANK on another host than rank 0 */
+  char where[80];     /* SLOT_RANK: "MPI rank 2 on host h" */
+  char why[160];      /* SLOT_RANK: why it failed to start */
   int wstatus;
   int64_t task; /* running node task id, -1 = none (or a control frame) */
   uint32_t gen; /* outstanding frame gen, 0 = none */
@@ -70,6 +85,10 @@ typedef struct child_slot {
 
 struct pto_node {
   pto_node_config cfg;
+  bool mpi;                     /* chips are MPI ranks (node_mpi.c) */
+  struct root_relay *mpi_relay; /* rank 0's relay thread */
+  char mpi_host[64];            /* rank 0's host name */
+  char host_shm[64];            /* under MPI: the host memory's shared-memory object */
   int device_ids[PTO_NODE_MAX_CHIPS];
   int lease_fds[PTO_NODE_MAX_CHIPS];
   int nchildren;
@@ -102,13 +121,81 @@ struct pto_node {
   task_queue ready_slot[NODE_MAX_CHILDREN]; /* single-child tasks, by child slot */
   task_queue ready_any;                     /* host tasks for any worker */
   task_queue ready_group;                   /* tasks of several chips */
+  bool reserved[NODE_MAX_CHILDREN];         /* per dispatch pass: kept for a waiting task */
   int first_err;
   pto_error_info first_info;
+  pto_node_stats stats; /* of the current (then last) run */
 };
 
 struct pto_node_orch {
   pto_node *node;
 };
+
+/* Fills *e: code, no task or core, details from fmt. */
+static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...) {
+  memset(e, 0, sizeof *e);
+  e->code = code;
+  e->task_id = PTO_TASK_NONE;
+  e->core_id = -1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->details, sizeof e->details, fmt, ap);
+  va_end(ap);
+}
+
+/* Child slots: chips first, then host workers. */
+static inline const char *slot_kind(const pto_node *n, int s) {
+  return s < n->cfg.nchips ? "chip rank" : "host worker";
+}
+static inline int slot_index(const pto_node *n, int s) {
+  return s < n->cfg.nchips ? s : s - n->cfg.nchips;
+}
+
+/* ---- node_proc.c: the children as processes ---- */
+
+/* Forks every child; a failed fork fails the node. */
+void node_fork_children(pto_node *n);
+/* Runs child s as a thread of this process (under mpirun, on rank 0). */
+int node_start_thread(pto_node *n, int s);
+/* Reaps children that ended (alive = false, wstatus); true if any did. */
+bool node_reap(pto_node *n);
+/* Kills and reaps every child, unlinks every object of the run. */
+void node_kill_all(pto_node *n);
+/* Fails the node for good (the first call wins): records the error, kills
+ * every child, unlinks every object; returns code. */
+int node_fatal(pto_node *n, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* PTO_ECHIP_DIED (node failed) when a child has died, else 0. */
+int node_check_deaths(pto_node *n);
+/* The heartbeat and the deadlines of child s while a frame is outstanding. */
+int node_check_deadlines(pto_node *n, int s, uint64_t now);
+/* Posts frame f to child s (for node task `task`, -1 = a control frame). */
+void node_post(pto_node *n, int s, node_frame *f, int64_t task);
+/* Unlinks the windows' named objects of a domain. */
+void node_unlink_domain(const comm_domain_desc *d);
+
+/* ---- node_task.c: node tasks and the progress loop ---- */
+
+typedef bool (*node_pred)(pto_node *n, void *arg);
+/* Steps (replies, deaths, deadlines, dispatch when may_dispatch) until pred
+ * holds, the node fails, or deadline_ns passes (returns `late` then). */
+int node_until(pto_node *n, node_pred pred, void *arg, bool may_dispatch, uint64_t deadline_ns,
+               int late);
+/* A wake-up hint for the parent's waits: a reply arrived or a child died. */
+bool node_anything(void *arg);
+/* Every task of the run finished. */
+bool node_all_finished(pto_node *n, void *arg);
+/* An orchestration-side error fails the run too; returns rc. */
+int node_latch(pto_node *n, int rc, const char *what);
+/* Task bookkeeping of a run: begin (TensorMap, queues), end (frees). */
+int node_tasks_begin(pto_node *n);
+void node_tasks_end(pto_node *n);
+
+/* ---- node_domain.c ---- */
+
+/* Releases every domain of the run (control frames unless the node failed). */
+void node_release_domains(pto_node *n);
 
 /* rank_trace.c: where chip rank `rank` writes the trace of its chip task number
  * `run` (0, 1, ... within a node run): "<trace_path>.<prefix>.rank<r>.<run>",
@@ -118,7 +205,18 @@ bool node_rank_trace_path(const pto_node *n, int rank, int run, char *buf, size_
  * trace_path and removes them. Returns 0, or the merge's error (why says more). */
 int node_trace_finish(pto_node *n, char *why, size_t whylen);
 
-/* child.c: the loop of a chip or worker child; never returns. */
+/* child.c: how many chips node children created in this process so far.
+ * A process serves one node chip at a time but, under mpirun, one after
+ * another: per-chip state kept in a static (coll_node.c's kernel id) is
+ * valid only for the generation that set it. */
+uint64_t node_chip_generation(void);
+/* child.c: the life of a forked chip or worker child; never returns. */
 void node_child_main(pto_node *n, int slot) __attribute__((noreturn));
+/* child.c: the life of child `slot` in the calling thread: creates its chip
+ * (chip slots), reports ready or failed, serves frames from its mailbox
+ * until FRAME_EXIT (answered once the chip is destroyed) or, with
+ * orphan_check, until the parent process is gone. Returns the exit status
+ * (0; 2: the chip or chip_init failed; 3: out of memory). */
+int node_child_serve(pto_node *n, int slot, bool orphan_check);
 
 #endif

@@ -51,6 +51,11 @@ ok '^usage: pto ' -- -h
 ok '^usage: pto ' -- help
 ok '^usage: pto run ' -- run --help
 ok '^usage: pto run ' -- run -h
+# multi-chip scenes print node statistics per chip, not the empty chip line
+# (stderr may say it waits for a device another test holds)
+"$pto" run ring_shuffle >"$tmp/out" 2>"$tmp/err" &&
+  grep -Eq '^  chip 1: node tasks 1  tasks 1  blocks 1  Host [0-9.]+ us' "$tmp/out" ||
+  fail "pto run ring_shuffle: no per-chip node statistics on stdout"
 ok '^usage: pto run ' -- run vector_chain --help
 ok '^usage: pto trace ' -- trace --help
 ok '^usage: pto trace ' -- trace -h

@@ -287,6 +287,30 @@ static void test_raw_host_chip_host(void **state) {
   assert_true(ramp_is(&p.t[0], 0.0f, 1.0f));
   assert_true(ramp_is(&p.t[1], 1000.0f, 1.0f));
   assert_true(ramp_is(&p.t[2], 1005.0f, 1.0f));
+  /* the run's statistics: 3 node tasks, 2 on host workers, 1 on chip 1
+   * (one chip task, one block, of at least the kernel's 20 ms sleep) */
+  pto_node_stats st;
+  assert_int_equal(pto_node_stats_get(n, &st), 0);
+  fprintf(stderr,
+          "stats: nchips %d, node tasks %llu (host %llu), run %.1f us; chip 0: %llu/%llu/%llu; "
+          "chip 1: %llu node tasks, %llu tasks, %llu blocks, host %.1f us\n",
+          st.nchips, (unsigned long long)st.node_tasks, (unsigned long long)st.host_tasks,
+          st.run_us, (unsigned long long)st.chip[0].node_tasks,
+          (unsigned long long)st.chip[0].tasks, (unsigned long long)st.chip[0].blocks,
+          (unsigned long long)st.chip[1].node_tasks, (unsigned long long)st.chip[1].tasks,
+          (unsigned long long)st.chip[1].blocks, st.chip[1].host_us);
+  assert_int_equal(st.nchips, 2);
+  assert_int_equal(st.node_tasks, 3);
+  assert_int_equal(st.host_tasks, 2);
+  assert_int_equal(st.chip[0].node_tasks, 0);
+  assert_int_equal(st.chip[0].blocks, 0);
+  assert_int_equal(st.chip[1].node_tasks, 1);
+  assert_int_equal(st.chip[1].tasks, 1);
+  assert_int_equal(st.chip[1].blocks, 1);
+  assert_true(st.chip[1].host_us >= 20000.0);
+  assert_true(st.run_us >= st.chip[1].host_us);
+  assert_int_equal(pto_node_stats_get(NULL, &st), PTO_EINVAL);
+  assert_int_equal(pto_node_stats_get(n, NULL), PTO_EINVAL);
   pto_node_destroy(n);
 }
 

@@ -1,0 +1,81 @@
+#!/bin/sh
+# two_hosts.sh — a node on two "hosts" under mpirun: two network namespaces
+# on this machine joined by a veth pair (10.231.0.1/24 and 10.231.0.2/24, a
+# private test range), each with its own host name (a UTS namespace), so Open
+# MPI sees two hosts and talks TCP between them (btl tcp,self; OOB and BTL on
+# the veth only). One rank in each; the program (default: the ring shuffle
+# and a node-level allreduce, verified: tests/mpi/test_node_two_ranks.c)
+# prints what it verified or the named error that stopped it.
+#
+#   scripts/two_hosts.sh [BUILD_DIR] [PROGRAM [ARGS...]]
+#
+# Needs root (ip netns, unshare), iproute2 and Open MPI's mpirun. Cleans up
+# the namespaces and the veth pair on exit, also when interrupted. Exit
+# status: the job's (0 when everything was verified), 2 when the namespaces
+# cannot be made here (the reason is printed).
+set -u
+build=${1:-build-plain}
+[ $# -gt 0 ] && shift
+prog=${1:-$build/tests/test_node_two_ranks}
+[ $# -gt 0 ] && shift
+
+A=pto2h_a B=pto2h_b HA=pto-host-a HB=pto-host-b
+IPA=10.231.0.1 IPB=10.231.0.2 NET=10.231.0.0/24
+say() { echo "two_hosts: $*"; }
+
+if [ "$(id -u)" != 0 ]; then say "needs root (ip netns, unshare)"; exit 2; fi
+for t in ip unshare mpirun; do
+  command -v $t >/dev/null 2>&1 || { say "needs $t"; exit 2; }
+done
+[ -x "$prog" ] || { say "no program $prog (build it first: cmake --build $build)"; exit 2; }
+prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog")
+
+tmp=$(mktemp -d)
+cleanup() {
+  ip netns del $A 2>/dev/null
+  ip netns del $B 2>/dev/null # deleting a namespace deletes its end of the veth
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+cleanup_quiet() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
+cleanup_quiet # leftovers of an interrupted earlier run
+
+say "namespaces $A ($HA, $IPA) and $B ($HB, $IPB), veth pair"
+if ! { ip netns add $A && ip netns add $B &&
+  ip link add pto2h-va netns $A type veth peer name pto2h-vb netns $B &&
+  ip -n $A addr add $IPA/24 dev pto2h-va && ip -n $B addr add $IPB/24 dev pto2h-vb &&
+  ip -n $A link set pto2h-va up && ip -n $B link set pto2h-vb up &&
+  ip -n $A link set lo up && ip -n $B link set lo up; }; then
+  say "cannot create the namespaces or the veth pair here"
+  exit 2
+fi
+if command -v ping >/dev/null 2>&1; then
+  ip netns exec $A ping -c 1 -W 2 $IPB >/dev/null 2>&1 && say "veth: $IPA reaches $IPB" ||
+    say "veth: ping $IPA -> $IPB failed (continuing)"
+fi
+
+# Both names resolve inside the namespaces (a private /etc/hosts, bound in a
+# mount namespace of each rank's process tree only).
+printf '127.0.0.1 localhost\n%s %s\n%s %s\n' $IPA $HA $IPB $HB >"$tmp/hosts"
+printf '%s slots=1\n%s slots=1\n' $HA $HB >"$tmp/hostfile"
+# Open MPI starts its daemon on "host B" through this agent instead of ssh:
+# the command runs in namespace B, under B's host name.
+cat >"$tmp/agent" <<AGENT
+#!/bin/sh
+host=\$1; shift
+exec ip netns exec $B unshare --uts --mount sh -c 'hostname $HB && mount --bind $tmp/hosts /etc/hosts && exec sh -c "\$0"' "\$*"
+AGENT
+chmod +x "$tmp/agent"
+
+say "mpirun -np 2 (one rank on $HA, one on $HB, TCP over the veth): $prog $*"
+ip netns exec $A unshare --uts --mount sh -c '
+  hostname '$HA' && mount --bind '"$tmp/hosts"' /etc/hosts && exec "$@"' sh \
+  env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
+  timeout -k 5 120 mpirun -np 2 --hostfile "$tmp/hostfile" --map-by node \
+  --mca plm_rsh_agent "$tmp/agent" --mca btl tcp,self \
+  --mca oob_tcp_if_include $NET --mca btl_tcp_if_include $NET \
+  -x OMPI_MCA_mpi_yield_when_idle "$prog" "$@"
+rc=$?
+say "job exit status $rc"
+exit $rc

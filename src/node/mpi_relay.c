@@ -1,0 +1,386 @@
+/* mpi_relay.c — the two relays that carry the node's mailbox protocol over
+ * MPI messages (under mpirun, node_mpi.c; the messages are listed in
+ * mpi_relay.h). Each applies what it receives to a mailbox with the real
+ * mbox_* steps: rank 0's relay stands in for the child on the parent's
+ * mailbox of every chip on another rank; rank c's relay stands in for the
+ * parent on its chip's own mailbox. A slot has one exchange outstanding at
+ * a time (the parent posts only to an idle mailbox), and MPI delivers the
+ * messages between two ranks in order, so a frame's data comes after it and
+ * a task's changed host data before its reply. */
+#include "node/mpi_relay.h"
+
+#ifdef PTO_HAVE_MPI
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "node/fnref.h"
+#include "node/host_ship.h"
+
+#define POLL_MIN_NS 20000ull   /* relays poll MPI this often right after a message */
+#define POLL_MAX_NS 1000000ull /* ... and at least this often when idle */
+
+void relay_send(MPI_Comm comm, int rank, int tag, const void *p, size_t bytes) {
+  MPI_Send(p, (int)bytes, MPI_BYTE, rank, tag, comm);
+}
+
+void relay_send_state(MPI_Comm comm, child_state st, const char *host, const char *why) {
+  wire_state w;
+  memset(&w, 0, sizeof w);
+  w.state = (int32_t)st;
+  w.pid = (int32_t)getpid();
+  snprintf(w.host, sizeof w.host, "%s", host);
+  snprintf(w.why, sizeof w.why, "%s", why);
+  relay_send(comm, 0, T_STATE, &w, sizeof w);
+}
+
+/* ---- rank 0's relay ---- */
+
+struct root_relay {
+  pto_node *n;
+  MPI_Comm comm;
+  pthread_t thread;
+  _Atomic bool stop;
+  pto_event ev; /* a post for a remote chip, or stop */
+  uint32_t sent[PTO_NODE_MAX_CHIPS];
+  int ship_rc[PTO_NODE_MAX_CHIPS]; /* a malformed diff from chip s */
+  MPI_Request req[PTO_NODE_MAX_CHIPS];
+  wire_frame out[PTO_NODE_MAX_CHIPS];
+  union {
+    wire_state st;
+    node_reply reply;
+    uint32_t word;
+    int32_t status;
+  } in;
+};
+
+static bool is_rank_slot(const pto_node *n, int s) {
+  return s > 0 && s < n->cfg.nchips && n->child[s].kind == SLOT_RANK;
+}
+
+/* The host tensors of task frame f go to chip s on another host, right
+ * after the frame (a blocking send: rank c receives it at once, and never
+ * sends to rank 0 while it owes this task's reply). */
+static void ship_out(MPI_Comm rr_comm, pto_node *n, int s, const node_frame *f) {
+  size_t bytes = ship_bytes(&f->args, (uintptr_t)n->host, n->cfg.host_bytes);
+  if (!bytes) return;
+  unsigned char *buf = malloc(bytes);
+  if (!buf) abort(); /* the chip waits for these bytes: no way to go on */
+  ship_pack(&f->args, (uintptr_t)n->host, n->cfg.host_bytes, buf);
+  MPI_Send(buf, (int)bytes, MPI_BYTE, s, T_DATA, rr_comm);
+  free(buf);
+}
+
+/* A frame the parent posted for chip s goes out (its function translated:
+ * submit checked that it can be). */
+static bool send_frames(root_relay *rr) {
+  pto_node *n = rr->n;
+  MPI_Comm rr_comm = rr->comm;
+  bool busy = false;
+  for (int s = 1; s < n->cfg.nchips; s++) {
+    if (!is_rank_slot(n, s)) continue;
+    if (rr->req[s] != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Test(&rr->req[s], &done, MPI_STATUS_IGNORE);
+      if (!done) continue;
+    }
+    node_mbox *mb = &n->ctl->mbox[s];
+    if (!mbox_peek(mb, rr->sent[s], &rr->out[s].f)) continue;
+    rr->sent[s] = rr->out[s].f.gen;
+    busy = true;
+    char why[300];
+    if (fnref_encode((const void *)rr->out[s].f.chip_fn, true, &rr->out[s].chip_fn, why,
+                     sizeof why)) {
+      node_reply r;
+      memset(&r, 0, sizeof r);
+      r.gen = rr->out[s].f.gen;
+      r.status = PTO_EINVAL;
+      node_set_err(&r.err, PTO_EINVAL, "%.400s", why);
+      mbox_reply(mb, &r, &n->ctl->parent_ev);
+      continue;
+    }
+    rr->out[s].f.chip_fn = NULL;
+    MPI_Isend(&rr->out[s], (int)sizeof rr->out[s], MPI_BYTE, s, T_FRAME, rr_comm, &rr->req[s]);
+    if (n->child[s].other_host && rr->out[s].f.type == FRAME_TASK)
+      ship_out(rr->comm, n, s, &rr->out[s].f);
+  }
+  return busy;
+}
+
+/* What chip s on another host changed in the host tensors of its task:
+ * written before its reply is delivered (it follows on the same channel). A
+ * malformed diff fails that task's reply. */
+static void ship_in(root_relay *rr, int s, const unsigned char *diff, size_t bytes) {
+  pto_node *n = rr->n;
+  rr->ship_rc[s] =
+      ship_apply(&rr->out[s].f.args, (uintptr_t)n->host, n->cfg.host_bytes, diff, bytes);
+}
+
+static bool take_messages(root_relay *rr) {
+  pto_node *n = rr->n;
+  MPI_Comm rr_comm = rr->comm;
+  bool busy = false;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, rr_comm, &flag, &st);
+    if (!flag) return busy;
+    busy = true;
+    int bytes = 0;
+    MPI_Get_count(&st, MPI_BYTE, &bytes);
+    int s = st.MPI_SOURCE;
+    if (st.MPI_TAG == T_DATA || bytes < 0 || (size_t)bytes > sizeof rr->in) {
+      unsigned char *buf = bytes > 0 ? malloc((size_t)bytes) : NULL;
+      if (bytes > 0 && !buf) abort(); /* the reply must not come without its data */
+      MPI_Recv(buf, buf ? bytes : 0, MPI_BYTE, s, st.MPI_TAG, rr_comm, MPI_STATUS_IGNORE);
+      if (st.MPI_TAG == T_DATA && is_rank_slot(n, s)) ship_in(rr, s, buf, (size_t)bytes);
+      free(buf);
+      continue;
+    }
+    MPI_Recv(&rr->in, bytes, MPI_BYTE, s, st.MPI_TAG, rr_comm, MPI_STATUS_IGNORE);
+    if (!is_rank_slot(n, s)) continue;
+    child_slot *c = &n->child[s];
+    node_mbox *mb = &n->ctl->mbox[s];
+    switch (st.MPI_TAG) {
+    case T_STATE:
+      c->pid = rr->in.st.pid;
+      snprintf(c->where, sizeof c->where, "MPI rank %d on host %.40s", s, rr->in.st.host);
+      snprintf(c->why, sizeof c->why, "%s", rr->in.st.why);
+      c->other_host = strcmp(rr->in.st.host, n->mpi_host) != 0;
+      mbox_set_state(mb, (child_state)rr->in.st.state, &n->ctl->parent_ev);
+      break;
+    case T_TAKEN: mbox_mark_taken(mb, rr->in.word); break;
+    case T_REPLY:
+      if (rr->ship_rc[s] && !rr->in.reply.status) {
+        rr->in.reply.status = rr->ship_rc[s];
+        node_set_err(&rr->in.reply.err, rr->ship_rc[s],
+                     "the host tensors chip %d changed came back malformed", s);
+      }
+      rr->ship_rc[s] = 0;
+      mbox_reply(mb, &rr->in.reply, &n->ctl->parent_ev);
+      break;
+    case T_BEAT:
+      atomic_store_explicit(&mb->beat, rr->in.word, memory_order_relaxed); /* liveness only */
+      break;
+    case T_ENDED:
+      c->wstatus = (rr->in.status & 0xff) << 8; /* as an exit status */
+      /* release pairs with node_reap's acquire: wstatus is set */
+      atomic_store_explicit(&c->ended, true, memory_order_release);
+      pto_event_signal(&n->ctl->parent_ev);
+      break;
+    default: break;
+    }
+  }
+}
+
+static bool root_news(void *arg) {
+  root_relay *rr = arg;
+  /* relaxed: hints; send_frames re-reads with acquire */
+  if (atomic_load_explicit(&rr->stop, memory_order_relaxed)) return true;
+  for (int s = 1; s < rr->n->cfg.nchips; s++)
+    if (is_rank_slot(rr->n, s) &&
+        atomic_load_explicit(&rr->n->ctl->mbox[s].posted, memory_order_relaxed) != rr->sent[s])
+      return true;
+  return false;
+}
+
+static void *root_relay_main(void *arg) {
+  root_relay *rr = arg;
+  uint64_t pause = POLL_MIN_NS;
+  while (!atomic_load_explicit(&rr->stop, memory_order_acquire)) {
+    bool busy = send_frames(rr);
+    busy = take_messages(rr) || busy;
+    pause = busy ? POLL_MIN_NS : (pause * 2 > POLL_MAX_NS ? POLL_MAX_NS : pause * 2);
+    if (!busy) pto_wait(&rr->ev, root_news, rr, pto_now_ns() + pause);
+  }
+  for (int s = 1; s < rr->n->cfg.nchips; s++)
+    if (rr->req[s] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&rr->req[s]);
+      MPI_Request_free(&rr->req[s]);
+    }
+  return NULL;
+}
+
+root_relay *root_relay_start(pto_node *n, MPI_Comm comm) {
+  root_relay *rr = calloc(1, sizeof *rr);
+  if (!rr) return NULL;
+  rr->n = n;
+  rr->comm = comm;
+  pto_event_init(&rr->ev, false);
+  for (int s = 0; s < PTO_NODE_MAX_CHIPS; s++)
+    rr->req[s] = MPI_REQUEST_NULL;
+  if (pthread_create(&rr->thread, NULL, root_relay_main, rr) != 0) {
+    free(rr);
+    return NULL;
+  }
+  return rr;
+}
+
+void root_relay_wake(root_relay *rr) {
+  if (rr) pto_event_signal(&rr->ev);
+}
+
+void root_relay_stop(root_relay *rr) {
+  if (!rr) return;
+  atomic_store_explicit(&rr->stop, true, memory_order_release);
+  pto_event_signal(&rr->ev);
+  pthread_join(rr->thread, NULL);
+  free(rr);
+}
+
+/* ---- rank c's relay ---- */
+
+struct rank_relay {
+  pto_node *n;
+  MPI_Comm comm;
+  pthread_t thread;
+  int slot;
+  _Atomic bool stop;
+  child_state state_sent;
+  uint32_t local_gen, remote_gen, beat_sent;
+  bool taken_sent, reply_sent;
+  bool other_host;        /* not on rank 0's host: host tensors travel */
+  unsigned char *shipped; /* the host tensors as they came, for the diff */
+  char host[64];
+  wire_frame in;
+};
+
+static void send_state(rank_relay *rr, child_state st) {
+  relay_send_state(rr->comm, st, rr->host, "");
+  rr->state_sent = st;
+}
+
+/* The host tensors of the task just received (sent right after it), into
+ * this rank's private copy of host memory; kept for the diff. */
+static void ship_take(rank_relay *rr) {
+  pto_node *n = rr->n;
+  const pto_args *a = &rr->in.f.args;
+  size_t bytes = ship_bytes(a, (uintptr_t)n->host, n->cfg.host_bytes);
+  if (!bytes) return;
+  rr->shipped = malloc(bytes);
+  if (!rr->shipped) abort(); /* rank 0 is sending them: no way to go on */
+  MPI_Recv(rr->shipped, (int)bytes, MPI_BYTE, 0, T_DATA, rr->comm, MPI_STATUS_IGNORE);
+  ship_unpack(a, (uintptr_t)n->host, n->cfg.host_bytes, rr->shipped);
+}
+
+/* The elements the task changed go back, before its reply. */
+static void ship_back(rank_relay *rr) {
+  pto_node *n = rr->n;
+  unsigned char *diff = NULL;
+  size_t bytes =
+      ship_diff(&rr->in.f.args, (uintptr_t)n->host, n->cfg.host_bytes, rr->shipped, &diff);
+  if (bytes == SIZE_MAX) abort(); /* out of memory: the outputs cannot go back */
+  if (bytes) MPI_Send(diff, (int)bytes, MPI_BYTE, 0, T_DATA, rr->comm);
+  free(diff);
+  free(rr->shipped);
+  rr->shipped = NULL;
+}
+
+/* One pass: state, a new frame, taken, the reply, the heartbeat. */
+static bool rank_relay_pass(rank_relay *rr) {
+  node_mbox *mb = &rr->n->ctl->mbox[rr->slot];
+  bool busy = false;
+  child_state st = mbox_state(mb);
+  if (st != rr->state_sent) {
+    send_state(rr, st);
+    busy = true;
+  }
+  int flag = 0;
+  MPI_Status ms;
+  MPI_Iprobe(0, T_FRAME, rr->comm, &flag, &ms);
+  if (flag) {
+    busy = true;
+    MPI_Recv(&rr->in, (int)sizeof rr->in, MPI_BYTE, 0, T_FRAME, rr->comm, MPI_STATUS_IGNORE);
+    rr->remote_gen = rr->in.f.gen;
+    void *fn = NULL;
+    char why[300];
+    if (fnref_decode(&rr->in.chip_fn, &fn, why, sizeof why)) {
+      node_reply r;
+      memset(&r, 0, sizeof r);
+      r.gen = rr->remote_gen;
+      r.status = PTO_EINVAL;
+      node_set_err(&r.err, PTO_EINVAL, "chip function of node task %" PRId64 ": %.400s",
+                   rr->in.f.task_id, why);
+      relay_send(rr->comm, 0, T_REPLY, &r, sizeof r);
+    } else {
+      rr->in.f.chip_fn = (pto_orch_fn)fn;
+      if (rr->other_host && rr->in.f.type == FRAME_TASK) ship_take(rr);
+      rr->local_gen = mbox_post(mb, &rr->in.f);
+      rr->taken_sent = rr->reply_sent = false;
+    }
+  }
+  if (rr->local_gen && !rr->taken_sent && mbox_taken(mb, rr->local_gen)) {
+    relay_send(rr->comm, 0, T_TAKEN, &rr->remote_gen, sizeof rr->remote_gen);
+    rr->taken_sent = busy = true;
+  }
+  node_reply r;
+  if (rr->local_gen && !rr->reply_sent && mbox_poll_reply(mb, rr->local_gen, &r)) {
+    if (rr->shipped) ship_back(rr);
+    r.gen = rr->remote_gen;
+    relay_send(rr->comm, 0, T_REPLY, &r, sizeof r);
+    rr->reply_sent = busy = true;
+  }
+  uint32_t beat = atomic_load_explicit(&mb->beat, memory_order_relaxed); /* liveness only */
+  if (beat != rr->beat_sent) {
+    relay_send(rr->comm, 0, T_BEAT, &beat, sizeof beat);
+    rr->beat_sent = beat;
+  }
+  return busy;
+}
+
+static bool rank_news(void *arg) {
+  rank_relay *rr = arg;
+  node_mbox *mb = &rr->n->ctl->mbox[rr->slot];
+  /* relaxed: hints; the pass re-reads with acquire */
+  return atomic_load_explicit(&rr->stop, memory_order_relaxed) ||
+         atomic_load_explicit(&mb->state, memory_order_relaxed) != (uint32_t)rr->state_sent ||
+         (rr->local_gen && !rr->reply_sent &&
+          atomic_load_explicit(&mb->done, memory_order_relaxed) == rr->local_gen);
+}
+
+static void *rank_relay_main(void *arg) {
+  rank_relay *rr = arg;
+  uint64_t pause = POLL_MIN_NS;
+  for (;;) {
+    bool stop = atomic_load_explicit(&rr->stop, memory_order_acquire);
+    bool busy = rank_relay_pass(rr);
+    if (stop) break; /* one pass after the service ended: its last reply is out */
+    pause = busy ? POLL_MIN_NS : (pause * 2 > POLL_MAX_NS ? POLL_MAX_NS : pause * 2);
+    if (!busy) pto_wait(&rr->n->ctl->parent_ev, rank_news, rr, pto_now_ns() + pause);
+  }
+  return NULL;
+}
+
+rank_relay *rank_relay_start(pto_node *n, int slot, MPI_Comm comm, bool other_host,
+                             const char *host) {
+  rank_relay *rr = calloc(1, sizeof *rr);
+  if (!rr) return NULL;
+  rr->n = n;
+  rr->slot = slot;
+  rr->comm = comm;
+  rr->other_host = other_host;
+  snprintf(rr->host, sizeof rr->host, "%s", host);
+  if (pthread_create(&rr->thread, NULL, rank_relay_main, rr) != 0) {
+    free(rr);
+    return NULL;
+  }
+  return rr;
+}
+
+void rank_relay_stop(rank_relay *rr) {
+  if (!rr) return;
+  atomic_store_explicit(&rr->stop, true, memory_order_release);
+  pto_event_signal(&rr->n->ctl->parent_ev);
+  pthread_join(rr->thread, NULL);
+  free(rr->shipped);
+  free(rr);
+}
+
+#else
+typedef int pto_mpi_relay_not_built; /* without MPI: an empty file is not ISO C */
+#endif

@@ -1,0 +1,59 @@
+/* mpi_relay.h — the relays that carry the node's mailbox protocol over MPI
+ * (under mpirun; node_mpi.c starts them, mpi_relay.c runs them). Messages,
+ * on pto's private duplicate of MPI_COMM_WORLD:
+ *   rank 0 -> rank c: BEGIN (a node's configuration: rank c starts chip c),
+ *     FRAME (a mailbox frame; its chip function as a fnref), DATA (after a
+ *     task frame for a chip on another host: its host tensors), FINAL (rank
+ *     0's program ends);
+ *   rank c -> rank 0: STATE (ready or failed, with its pid, host and why),
+ *     TAKEN, DATA (the host-tensor elements a task changed, before its
+ *     reply), REPLY, BEAT (its heartbeat counter), ENDED (it left the node,
+ *     with its exit status). */
+#ifndef PTO_NODE_MPI_RELAY_H
+#define PTO_NODE_MPI_RELAY_H
+
+#ifdef PTO_HAVE_MPI
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "node/fnref.h"
+#include "node/node_internal.h"
+
+enum { T_BEGIN = 1, T_FRAME, T_FINAL, T_STATE, T_TAKEN, T_REPLY, T_BEAT, T_ENDED, T_DATA };
+
+typedef struct wire_frame {
+  node_frame f; /* f.chip_fn travels as chip_fn below */
+  fnref chip_fn;
+} wire_frame;
+
+typedef struct wire_state {
+  int32_t state, pid;
+  char host[64];
+  char why[160];
+} wire_state;
+
+/* A blocking send of bytes to rank (pto's messages are small, or the
+ * receiver is waiting for them). */
+void relay_send(MPI_Comm comm, int rank, int tag, const void *p, size_t bytes);
+/* Rank c: tells rank 0 its chip's state (with this pid, host and why). */
+void relay_send_state(MPI_Comm comm, child_state st, const char *host, const char *why);
+
+/* Rank 0: one relay thread for every chip slot of kind SLOT_RANK; NULL when
+ * it cannot start. wake: a frame was posted; stop: joins it. */
+typedef struct root_relay root_relay;
+root_relay *root_relay_start(pto_node *n, MPI_Comm comm);
+void root_relay_wake(root_relay *rr);
+void root_relay_stop(root_relay *rr);
+
+/* Rank c: the relay of its chip's mailbox (slot); other_host: not on rank
+ * 0's host, so host tensors travel. stop (after the chip's service ended)
+ * makes one last pass, so the exit frame's reply is out, then joins it. */
+typedef struct rank_relay rank_relay;
+rank_relay *rank_relay_start(pto_node *n, int slot, MPI_Comm comm, bool other_host,
+                             const char *host);
+void rank_relay_stop(rank_relay *rr);
+
+#endif
+#endif

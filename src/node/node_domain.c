@@ -1,0 +1,149 @@
+/* node_domain.c — domains on the parent side: allocation of a domain's
+ * windows in the reserved address space, the two control phases every
+ * member chip answers (open and zero my window; attach the peers after the
+ * allocation barrier), the orchestrator's own view of the windows (window
+ * tensors, reads), and the release of every domain at the end of a run. */
+#include <stdio.h>
+#include <string.h>
+
+#include "node/node_internal.h"
+
+#define NODE_SPACE_ALIGN (2u << 20)
+
+typedef struct ctl_wait {
+  const int *slots;
+  int k;
+} ctl_wait;
+
+static bool slots_idle(pto_node *n, void *arg) {
+  ctl_wait *w = arg;
+  for (int i = 0; i < w->k; i++)
+    if (n->child[w->slots[i]].gen) return false;
+  return true;
+}
+
+/* Posts one control frame per chip and waits for every reply. */
+static int control(pto_node *n, const int *slots, int k, frame_type type,
+                   const comm_domain_desc *d) {
+  static node_frame f;
+  ctl_wait w = {slots, k};
+  int rc = node_until(n, slots_idle, &w, false, UINT64_MAX, 0);
+  if (rc) return rc;
+  for (int i = 0; i < k; i++) {
+    memset(&f, 0, sizeof f);
+    f.type = type;
+    f.dom = *d;
+    f.dom_rank = i;
+    node_post(n, slots[i], &f, -1);
+  }
+  rc = node_until(n, slots_idle, &w, false, UINT64_MAX, 0);
+  if (rc) return rc;
+  for (int i = 0; i < k; i++)
+    if (n->child[slots[i]].reply.status) return n->child[slots[i]].reply.status;
+  return 0;
+}
+
+static bool chips_idle_for_domain(pto_node *n, void *arg) {
+  ctl_wait *w = arg;
+  for (int i = 0; i < w->k; i++) {
+    if (n->child[w->slots[i]].gen) return false;
+    n->reserved[w->slots[i]] = true;
+  }
+  return true;
+}
+
+static int domain_create(pto_node_orch *no, const int *chips, int nranks,
+                         const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
+  pto_node *n = no ? no->node : NULL;
+  if (!n || !chips || !out || nranks < 1 || nranks > PTO_COMM_MAX_RANKS) return PTO_EINVAL;
+  if (n->fatal) return n->fatal;
+  for (int i = 0; i < nranks; i++) {
+    if (chips[i] < 0 || chips[i] >= n->cfg.nchips) return PTO_EINVAL;
+    for (int j = 0; j < i; j++)
+      if (chips[i] == chips[j]) return PTO_EINVAL;
+  }
+  for (int i = 0; n->mpi && i < nranks; i++) {
+    const child_slot *c = &n->child[chips[i]];
+    if (c->kind == SLOT_RANK && c->other_host) {
+      /* shared-memory windows need every member (and the orchestrator) on one host */
+      if (!n->fatal && !n->first_err) {
+        n->first_err = PTO_EMPI;
+        node_set_err(&n->first_info, PTO_EMPI,
+                     "node orchestration: domain_create: chip rank %d (%s) runs on another "
+                     "host than rank 0, and windows across hosts need the MPI RMA backend, "
+                     "which this node does not use: keep a domain's chips on rank 0's host",
+                     chips[i], c->where);
+      }
+      return PTO_EMPI;
+    }
+  }
+  int slot = -1;
+  for (int i = 0; i < COMM_MAX_DOMAINS && slot < 0; i++)
+    if (!n->dom_live[i]) slot = i;
+  if (slot < 0) return PTO_EINVAL;
+  comm_domain_desc *d = &n->doms[slot];
+  memset(d, 0, sizeof *d);
+  int rc = comm_desc_layout(d, buffers, nbuffers);
+  if (rc) return rc;
+  d->id = n->next_dom++;
+  d->nranks = nranks;
+  memcpy(d->chips, chips, sizeof(int) * (size_t)nranks);
+  uint64_t at = (n->space_used + NODE_SPACE_ALIGN - 1) / NODE_SPACE_ALIGN * NODE_SPACE_ALIGN, end;
+  if (__builtin_mul_overflow(d->win_bytes, (uint64_t)nranks, &end) ||
+      __builtin_add_overflow(at, end, &end) || end > n->cfg.window_space)
+    return PTO_ENOMEM;
+  d->base = (uint64_t)(uintptr_t)n->space + at;
+  snprintf(d->prefix, sizeof d->prefix, "%s.d%d", n->prefix, d->id);
+  d->wait_timeout_ms = n->cfg.wait_timeout_ms;
+  d->fault_inject = n->cfg.fault_inject;
+  d->fault_seed = n->cfg.fault_seed;
+  /* the member chips finish what they run; nothing new is dispatched to
+   * them meanwhile (chips_idle_for_domain reserves them) */
+  ctl_wait w = {chips, nranks};
+  rc = node_until(n, chips_idle_for_domain, &w, true, UINT64_MAX, 0);
+  if (rc) return rc;
+  n->dom_live[slot] = true; /* from here on, cleanup unlinks its objects */
+  n->space_used = end;
+  /* phase 1: every rank creates and zeroes its window; all replies = the
+   * allocation barrier; phase 2: every rank maps its peers */
+  rc = control(n, chips, nranks, FRAME_DOM_OPEN, d);
+  if (!rc) rc = control(n, chips, nranks, FRAME_DOM_ATTACH, d);
+  if (!rc) {
+    rc = comm_domain_open(&n->observer, d, -1);
+    if (!rc) rc = comm_domain_attach(&n->observer, d->id);
+  }
+  if (rc) {
+    if (!n->fatal) control(n, chips, nranks, FRAME_DOM_CLOSE, d);
+    comm_domain_close(&n->observer, d->id, false);
+    node_unlink_domain(d);
+    n->dom_live[slot] = false;
+    return rc;
+  }
+  *out = d->id;
+  return 0;
+}
+
+int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
+                           const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
+  if (!no) return PTO_EINVAL;
+  return node_latch(no->node, domain_create(no, chips, nranks, buffers, nbuffers, out),
+                    "domain_create");
+}
+
+int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
+                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out) {
+  if (!no) return PTO_EINVAL;
+  return pto_comm_window_tensor(&no->node->observer, dom, rank, name, dt, ndims, shape, out);
+}
+
+void node_release_domains(pto_node *n) {
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    if (!n->dom_live[i]) continue;
+    comm_domain_desc *d = &n->doms[i];
+    if (!n->fatal) control(n, d->chips, d->nranks, FRAME_DOM_CLOSE, d);
+    comm_domain_close(&n->observer, d->id, false);
+    node_unlink_domain(d);
+    n->dom_live[i] = false;
+  }
+  n->space_used = 0;
+}

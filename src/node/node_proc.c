@@ -1,0 +1,246 @@
+/* node_proc.c — the node's children as processes: forking them (before
+ * any thread starts), reaping them, telling how one ended, the deadlines
+ * and heartbeats a child must keep while the parent waits for it, posting
+ * a frame to a child's mailbox, and the cleanup that kills every child and
+ * unlinks every object of the run when one dies or hangs (node_fatal). */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "node/node_internal.h"
+#include "node/node_mpi.h"
+#include "node/run_guard.h"
+
+/* ---- names ---- */
+
+void node_unlink_domain(const comm_domain_desc *d) {
+  for (int r = 0; r < d->nranks; r++) {
+    char name[COMM_PREFIX_MAX + 16];
+    comm_shm_name(d, r, name, sizeof name);
+    shm_unlink(name);
+  }
+}
+
+/* ---- children ---- */
+
+bool node_reap(pto_node *n) {
+  bool died = false;
+  for (int s = 0; s < n->nchildren; s++) {
+    child_slot *c = &n->child[s];
+    if (!c->alive) continue;
+    if (c->kind != SLOT_PROCESS) {
+      /* acquire pairs with the release that set `ended` after wstatus */
+      if (!atomic_load_explicit(&c->ended, memory_order_acquire)) continue;
+      if (c->kind == SLOT_THREAD) pthread_join(c->thread, NULL);
+      c->alive = false;
+      died = true;
+      continue;
+    }
+    int st;
+    if (waitpid(c->pid, &st, WNOHANG) == c->pid) {
+      c->alive = false;
+      c->wstatus = st;
+      died = true;
+    }
+  }
+  return died;
+}
+
+static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
+  const child_slot *c = &n->child[s];
+  int st = c->wstatus;
+  char how[96];
+  if (WIFSIGNALED(st))
+    snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st),
+             strsignal(WTERMSIG(st)));
+  else if (WIFEXITED(st) && WEXITSTATUS(st) == 2)
+    snprintf(how, sizeof how, "failed to start (chip creation or chip_init failed)");
+  else
+    snprintf(how, sizeof how, "exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  if (c->kind == SLOT_RANK)
+    snprintf(buf, len, "chip rank %d (%.70s, device %d, pid %d) %s%s%.60s", s, c->where,
+             n->device_ids[s], (int)c->pid, how, c->why[0] ? ": " : "", c->why);
+  else if (s < n->cfg.nchips)
+    snprintf(buf, len, "chip rank %d (device %d, pid %d) %s", s, n->device_ids[s], (int)c->pid,
+             how);
+  else
+    snprintf(buf, len, "host worker %d (pid %d) %s", s - n->cfg.nchips, (int)c->pid, how);
+}
+
+/* Kills every child, unlinks every object of the run; the node stays failed.
+ * (Threads and MPI ranks cannot be killed one by one: node_mpi_stop ends
+ * the job when any is left.) */
+void node_kill_all(pto_node *n) {
+  for (int s = 0; s < n->nchildren; s++)
+    if (n->child[s].alive && n->child[s].kind == SLOT_PROCESS) kill(n->child[s].pid, SIGKILL);
+  for (int s = 0; s < n->nchildren; s++) {
+    child_slot *c = &n->child[s];
+    if (!c->alive || c->kind != SLOT_PROCESS) continue;
+    while (waitpid(c->pid, &c->wstatus, 0) < 0 && errno == EINTR) {
+    }
+    c->alive = false;
+  }
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    if (!n->dom_live[i]) continue;
+    node_unlink_domain(&n->doms[i]);
+    comm_domain_close(&n->observer, n->doms[i].id, false);
+    n->dom_live[i] = false;
+  }
+  n->space_used = 0;
+}
+
+int node_fatal(pto_node *n, int code, const char *fmt, ...) {
+  if (n->fatal) return n->fatal;
+  n->fatal = code;
+  memset(&n->fatal_err, 0, sizeof n->fatal_err);
+  n->fatal_err.code = code;
+  n->fatal_err.task_id = PTO_TASK_NONE;
+  n->fatal_err.core_id = -1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(n->fatal_err.details, sizeof n->fatal_err.details, fmt, ap);
+  va_end(ap);
+  node_kill_all(n);
+  if (!n->cfg.quiet)
+    fprintf(stderr, "pto node: %s: %s\n", pto_status_name(code), n->fatal_err.details);
+  return code;
+}
+
+/* A dead child fails the node (PTO_ECHIP_DIED, naming it). */
+int node_check_deaths(pto_node *n) {
+  node_reap(n); /* the wait condition may have reaped already: look at `alive` */
+  for (int s = 0; s < n->nchildren; s++)
+    if (!n->child[s].alive) {
+      char d[400];
+      describe_exit(n, s, d, sizeof d);
+      return node_fatal(n, PTO_ECHIP_DIED, "%s", d);
+    }
+  return 0;
+}
+
+/* "(pid P)", or for a chip on another MPI rank "(MPI rank c on host h, pid P)". */
+static const char *who(const pto_node *n, int s, char *buf, size_t len) {
+  const child_slot *c = &n->child[s];
+  if (c->kind == SLOT_RANK)
+    snprintf(buf, len, "(%s, pid %d)", c->where, (int)c->pid);
+  else
+    snprintf(buf, len, "(pid %d)", (int)c->pid);
+  return buf;
+}
+
+/* While the parent waits for child s (an outstanding frame): its heartbeat
+ * must move, a control frame be answered and a task finished within their
+ * deadlines; a miss fails the node (PTO_ECONTROL_TIMEOUT, naming it). */
+int node_check_deadlines(pto_node *n, int s, uint64_t now) {
+  child_slot *c = &n->child[s];
+  char w[128];
+  /* relaxed: a liveness counter, nothing is published through it */
+  uint32_t beat = atomic_load_explicit(&n->ctl->mbox[s].beat, memory_order_relaxed);
+  if (beat != c->beat_seen) {
+    c->beat_seen = beat;
+    c->beat_ns = now;
+  } else if (n->cfg.control_timeout_ms >= 0 &&
+             (now - c->beat_ns) / 1000000u > (uint64_t)n->cfg.control_timeout_ms) {
+    return node_fatal(
+        n, PTO_ECONTROL_TIMEOUT,
+        "%s %d %s stopped responding: no heartbeat for %" PRId64 " ms (process stopped or frozen)",
+        slot_kind(n, s), slot_index(n, s), who(n, s, w, sizeof w), n->cfg.control_timeout_ms);
+  }
+  uint64_t age_ms = (now - c->posted_ns) / 1000000u;
+  bool taken = mbox_taken(&n->ctl->mbox[s], c->gen);
+  if ((!taken || c->task < 0) && n->cfg.control_timeout_ms >= 0 &&
+      age_ms > (uint64_t)n->cfg.control_timeout_ms)
+    return node_fatal(n, PTO_ECONTROL_TIMEOUT,
+                      "%s %d %s did not answer a control "
+                      "message within %" PRId64 " ms",
+                      slot_kind(n, s), slot_index(n, s), who(n, s, w, sizeof w),
+                      n->cfg.control_timeout_ms);
+  if (c->task >= 0 && n->cfg.task_timeout_ms >= 0 && age_ms > (uint64_t)n->cfg.task_timeout_ms)
+    return node_fatal(n, PTO_ECONTROL_TIMEOUT,
+                      "%s %d %s did not finish node task %" PRId64 " within %" PRId64 " ms",
+                      slot_kind(n, s), slot_index(n, s), who(n, s, w, sizeof w), c->task,
+                      n->cfg.task_timeout_ms);
+  /* a host callback has no watchdog of its own: it gets a deadline by default */
+  if (c->task >= 0 && s >= n->cfg.nchips && n->cfg.host_task_timeout_ms >= 0 &&
+      age_ms > (uint64_t)n->cfg.host_task_timeout_ms)
+    return node_fatal(n, PTO_ECONTROL_TIMEOUT,
+                      "host worker %d (pid %d) did not finish node task %" PRId64 " within %" PRId64
+                      " ms (host_task_timeout_ms)",
+                      slot_index(n, s), (int)c->pid, c->task, n->cfg.host_task_timeout_ms);
+  return 0;
+}
+
+/* ---- frames ---- */
+
+void node_post(pto_node *n, int s, node_frame *f, int64_t task) {
+  child_slot *c = &n->child[s];
+  c->gen = mbox_post(&n->ctl->mbox[s], f);
+  c->task = task;
+  c->posted_ns = pto_now_ns();
+  c->beat_seen = atomic_load_explicit(&n->ctl->mbox[s].beat, memory_order_relaxed);
+  c->beat_ns = c->posted_ns;
+  c->replied = false;
+  if (c->kind == SLOT_RANK) node_mpi_posted(n, s);
+}
+
+/* ---- fork ---- */
+
+/* Forks every child (the parent must not have started threads). On a
+ * failed fork the node is failed (node_fatal) and the rest not started. */
+void node_fork_children(pto_node *n) {
+  fflush(NULL); /* children must not flush the parent's buffered output */
+  for (int s = 0; s < n->nchildren; s++) {
+    pid_t pid = fork();
+    if (pid == 0) node_child_main(n, s);
+    if (pid < 0) {
+      node_fatal(n, PTO_ESYSTEM, "fork of %s %d failed: %s", slot_kind(n, s), slot_index(n, s),
+                 strerror(errno));
+      break;
+    }
+    n->child[s] = (child_slot){.pid = pid, .alive = true, .task = -1};
+    run_guard_child(n->prefix, pid);
+  }
+}
+
+/* ---- threads (under mpirun, on rank 0) ---- */
+
+typedef struct thread_arg {
+  pto_node *n;
+  int slot;
+} thread_arg;
+
+static void *child_thread(void *arg) {
+  thread_arg a = *(thread_arg *)arg;
+  free(arg);
+  child_slot *c = &a.n->child[a.slot];
+  int status = node_child_serve(a.n, a.slot, false);
+  c->wstatus = (status & 0xff) << 8; /* as an exit status */
+  /* release pairs with node_reap's acquire: wstatus is set */
+  atomic_store_explicit(&c->ended, true, memory_order_release);
+  pto_event_signal(&a.n->ctl->parent_ev);
+  return NULL;
+}
+
+/* Runs child s as a thread of this process (chip 0 and the host workers of
+ * rank 0 under mpirun, where the parent does not fork). */
+int node_start_thread(pto_node *n, int s) {
+  child_slot *c = &n->child[s];
+  *c = (child_slot){.pid = getpid(), .alive = true, .kind = SLOT_THREAD, .task = -1};
+  thread_arg *a = malloc(sizeof *a);
+  if (!a) return PTO_ENOMEM;
+  *a = (thread_arg){n, s};
+  if (pthread_create(&c->thread, NULL, child_thread, a) != 0) {
+    free(a);
+    c->alive = false;
+    return PTO_ESYSTEM;
+  }
+  return 0;
+}

@@ -1,0 +1,647 @@
+/* node_task.c — node tasks on the parent side: dependency inference
+ * through the node TensorMap (read-after-write, write-after-write,
+ * write-after-read, by the bytes a view touches; back-pressure when it is
+ * full), the ready queues and the dispatch of single, group and host tasks
+ * to idle children, completion and poisoning, and the progress loop that
+ * collects replies and checks the children while the orchestration waits
+ * (node_step, node_until). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/region.h"
+#include "common/tensor_check.h"
+#include "node/fnref.h"
+#include "node/node_internal.h"
+
+#define BLOCK_SLICE_MS 100 /* longest the parent sleeps before re-checking deadlines */
+
+/* ---- tasks ---- */
+
+static node_task *task_of(pto_node *n, int64_t id) {
+  return id >= n->base_id && id < n->base_id + n->ntasks ? &n->tasks[id - n->base_id] : NULL;
+}
+static bool finished(const node_task *t) { return t->state == TS_DONE || t->state == TS_FAILED; }
+
+/* ---- ready queues ---- */
+
+static void q_push(pto_node *n, task_queue *q, node_task *t) {
+  t->next_ready = -1;
+  if (q->tail < 0)
+    q->head = t->id;
+  else
+    task_of(n, q->tail)->next_ready = t->id;
+  q->tail = t->id;
+}
+
+/* Unlinks `id` (whose predecessor in q is prev, -1 = none). */
+static void q_unlink(pto_node *n, task_queue *q, int64_t prev, int64_t id) {
+  int64_t next = task_of(n, id)->next_ready;
+  if (prev < 0)
+    q->head = next;
+  else
+    task_of(n, prev)->next_ready = next;
+  if (q->tail == id) q->tail = prev;
+}
+
+static void q_reset(task_queue *q) { q->head = q->tail = -1; }
+
+/* The queue a READY task waits in: its child's, any worker's, or the
+ * group queue. */
+static task_queue *queue_of(pto_node *n, const node_task *t) {
+  if (t->nchildren > 1) return &n->ready_group;
+  return t->children[0] < 0 ? &n->ready_any : &n->ready_slot[t->children[0]];
+}
+
+static void make_ready(pto_node *n, node_task *t) {
+  t->state = TS_READY;
+  q_push(n, queue_of(n, t), t);
+}
+
+static void add_consumer(node_task *p, int64_t id) {
+  if (p->nconsumers && p->consumers[p->nconsumers - 1] == id) return;
+  if (p->nconsumers == p->capconsumers) {
+    int cap = p->capconsumers ? 2 * p->capconsumers : 4;
+    int64_t *c = realloc(p->consumers, (size_t)cap * sizeof *c);
+    if (!c) abort(); /* a few bytes: no sane recovery */
+    p->consumers = c;
+    p->capconsumers = cap;
+  }
+  p->consumers[p->nconsumers++] = id;
+}
+
+static void poison(pto_node *n, node_task *t, int64_t cause) {
+  if (finished(t) || t->state == TS_RUNNING) return;
+  t->state = TS_FAILED; /* a READY one stays queued: dispatch skips it */
+  n->unfinished--;
+  t->status = PTO_EPOISONED;
+  node_set_err(&t->err, PTO_EPOISONED,
+               "node task %" PRId64 " skipped: its dependency %" PRId64 " failed", t->id, cause);
+  for (int i = 0; i < t->nconsumers; i++) {
+    node_task *c = task_of(n, t->consumers[i]);
+    if (c) poison(n, c, t->id);
+  }
+}
+
+static void finish(pto_node *n, node_task *t) {
+  t->state = t->status ? TS_FAILED : TS_DONE;
+  n->unfinished--;
+  if (t->status && !n->first_err) { /* the first root error; poisoned ones are not roots */
+    n->first_err = t->status;
+    n->first_info = t->err;
+  }
+  for (int i = 0; i < t->nconsumers; i++) {
+    node_task *c = task_of(n, t->consumers[i]);
+    if (!c) continue;
+    if (t->status)
+      poison(n, c, t->id);
+    else if (c->state == TS_WAITING && --c->deps_left == 0)
+      make_ready(n, c);
+  }
+  while (n->oldest_live < n->base_id + n->ntasks && task_of(n, n->oldest_live)->state == TS_DONE)
+    n->oldest_live++; /* stops at a failure, whose entries must keep poisoning */
+}
+
+static void part_done(pto_node *n, int s, const node_reply *r) {
+  child_slot *c = &n->child[s];
+  node_task *t = task_of(n, c->task);
+  c->task = -1;
+  if (!t) return;
+  if (s < n->cfg.nchips) {
+    pto_node_chip_stats *cs = &n->stats.chip[s];
+    cs->node_tasks++;
+    cs->tasks += r->tasks;
+    cs->blocks += r->blocks;
+    cs->host_us += r->host_us;
+    cs->device_us += r->device_us;
+  }
+  if (r->status && !t->status) {
+    t->status = r->status;
+    t->err = r->err;
+    t->err.code = r->status;
+    char d[sizeof t->err.details];
+    snprintf(d, sizeof d, "%s", r->err.details);
+    snprintf(t->err.details, sizeof t->err.details, "%s %d, node task %" PRId64 ": %.440s",
+             slot_kind(n, s), slot_index(n, s), t->id, d);
+  }
+  if (--t->parts_left == 0) finish(n, t);
+}
+
+/* ---- progress ---- */
+
+static bool slot_free(const pto_node *n, int s) { return !n->child[s].gen && !n->reserved[s]; }
+
+/* Posts task t to child slots[0..k). */
+static void launch(pto_node *n, node_task *t, const int *slots, int k) {
+  static node_frame f; /* large; the parent is single-threaded */
+  memset(&f, 0, sizeof f);
+  f.type = FRAME_TASK;
+  f.task_id = t->id;
+  f.epoch = (uint32_t)(t->id + 1); /* never 0: a zeroed cell belongs to no task */
+  f.chip_fn = t->chip_fn;
+  f.host_fn = t->host_fn;
+  f.host_arg = t->host_arg;
+  f.args = t->args;
+  f.trace_origin_ns = n->trace_path ? n->trace_origin_ns : 0;
+  f.group_size = k;
+  f.group = 0;
+  for (int i = 0; i < k; i++)
+    if (slots[i] < 64) f.group |= 1ull << slots[i];
+  t->state = TS_RUNNING;
+  t->parts_left = k;
+  t->start_ns = pto_now_ns();
+  for (int i = 0; i < k; i++) {
+    f.group_rank = i;
+    /* each chip task of a rank writes a trace file of its own */
+    f.trace_run = t->kind == TASK_CHIP && n->trace_path ? n->trace_runs[slots[i]]++ : 0;
+    node_post(n, slots[i], &f, t->id);
+  }
+}
+
+/* The first READY task of q (dropping tasks poisoned while queued), or NULL. */
+static node_task *q_first_ready(pto_node *n, task_queue *q) {
+  while (q->head >= 0) {
+    node_task *t = task_of(n, q->head);
+    if (t->state == TS_READY) return t;
+    q_unlink(n, q, -1, q->head);
+  }
+  return NULL;
+}
+
+/* Starts READY tasks on idle children. A task that waits for busy children
+ * keeps them reserved for it, so later tasks cannot starve it. Looks only
+ * at the heads of the ready queues (and at group tasks until no chip is
+ * left free): no pass rescans the live tasks. */
+static void dispatch(pto_node *n) {
+  memset(n->reserved, 0, sizeof n->reserved);
+  int free_chips = 0;
+  for (int s = 0; s < n->cfg.nchips; s++)
+    free_chips += slot_free(n, s);
+  /* group tasks, in the order they became ready: started when all their
+   * chips are free, else those chips are kept for them */
+  for (int64_t prev = -1, id = n->ready_group.head; id >= 0 && free_chips > 0;) {
+    node_task *t = task_of(n, id);
+    int64_t next = t->next_ready;
+    if (t->state != TS_READY) {
+      q_unlink(n, &n->ready_group, prev, id);
+    } else {
+      bool ok = true;
+      for (int i = 0; i < t->nchildren; i++)
+        ok = ok && slot_free(n, t->children[i]);
+      if (ok) q_unlink(n, &n->ready_group, prev, id);
+      for (int i = 0; i < t->nchildren; i++) {
+        free_chips -= slot_free(n, t->children[i]);
+        n->reserved[t->children[i]] = true;
+      }
+      if (ok) {
+        launch(n, t, t->children, t->nchildren);
+      } else {
+        prev = id;
+      }
+    }
+    id = next;
+  }
+  /* single-child tasks: the head of each child's queue */
+  for (int s = 0; s < n->nchildren; s++) {
+    task_queue *q = &n->ready_slot[s];
+    node_task *t = q_first_ready(n, q);
+    if (!t) continue;
+    if (slot_free(n, s)) {
+      q_unlink(n, q, -1, t->id);
+      launch(n, t, &s, 1);
+    }
+    n->reserved[s] = true; /* busy, or waited for by its queue */
+  }
+  /* host tasks for any worker: the free, unreserved workers */
+  for (int w = 0; w < n->cfg.nworkers; w++) {
+    int s = n->cfg.nchips + w;
+    if (!slot_free(n, s)) continue;
+    node_task *t = q_first_ready(n, &n->ready_any);
+    if (!t) break;
+    q_unlink(n, &n->ready_any, -1, t->id);
+    launch(n, t, &s, 1);
+  }
+}
+
+/* One non-blocking step: deaths, replies, deadlines, then dispatch. */
+static int step(pto_node *n, bool may_dispatch) {
+  if (n->fatal) return n->fatal;
+  int rc = node_check_deaths(n);
+  if (rc) return rc;
+  uint64_t now = pto_now_ns();
+  for (int s = 0; s < n->nchildren; s++) {
+    child_slot *c = &n->child[s];
+    if (!c->gen) continue;
+    node_reply r;
+    if (mbox_poll_reply(&n->ctl->mbox[s], c->gen, &r)) {
+      c->gen = 0;
+      if (c->task >= 0) {
+        part_done(n, s, &r);
+      } else {
+        c->reply = r;
+        c->replied = true;
+      }
+      continue;
+    }
+    rc = node_check_deadlines(n, s, now);
+    if (rc) return rc;
+  }
+  if (may_dispatch && n->running) dispatch(n);
+  return 0;
+}
+
+/* A reply arrived or a child died. (A child still starting is no reason
+ * to wake: it signals the parent when its state changes, and a child that
+ * fails to start exits, which reap() sees.) */
+bool node_anything(void *arg) {
+  pto_node *n = arg;
+  for (int s = 0; s < n->nchildren; s++) {
+    child_slot *c = &n->child[s];
+    /* relaxed: a wake-up hint; step() re-reads with acquire */
+    if (c->gen && atomic_load_explicit(&n->ctl->mbox[s].done, memory_order_relaxed) == c->gen)
+      return true;
+  }
+  return node_reap(n);
+}
+
+typedef struct wake_on {
+  pto_node *n;
+  node_pred pred;
+  void *arg;
+} wake_on;
+
+static bool anything_or(void *arg) {
+  wake_on *w = arg;
+  return node_anything(w->n) || w->pred(w->n, w->arg);
+}
+
+/* Steps until pred holds, the node fails, or deadline_ns passes (PTO_E* code
+ * `late` then). Sleeps in between until a reply, a death, pred (a child's
+ * state change signals the parent too) or the next deadline check. */
+int node_until(pto_node *n, node_pred pred, void *arg, bool may_dispatch, uint64_t deadline_ns,
+               int late) {
+  wake_on w = {n, pred, arg};
+  for (;;) {
+    int rc = step(n, may_dispatch);
+    if (rc) return rc;
+    if (pred(n, arg)) return 0;
+    uint64_t now = pto_now_ns();
+    if (now >= deadline_ns) return late;
+    uint64_t slice = now + BLOCK_SLICE_MS * 1000000ull;
+    pto_wait(&n->ctl->parent_ev, anything_or, &w, slice < deadline_ns ? slice : deadline_ns);
+  }
+}
+
+/* An orchestration-side error also fails the run (like a chip's submit). */
+int node_latch(pto_node *n, int rc, const char *what) {
+  if (rc && !n->fatal && !n->first_err) {
+    n->first_err = rc;
+    node_set_err(&n->first_info, rc, "node orchestration: %s failed: %s", what, pto_strerror(rc));
+  }
+  return rc;
+}
+
+/* ---- submission ---- */
+
+typedef struct dep_ctx {
+  pto_node *n;
+  node_task *t;
+  bool poisoned;
+  int64_t cause;
+} dep_ctx;
+
+/* True: the new task is ordered after producer (done, failed so the new
+ * task is poisoned, or an edge). */
+static bool on_dep(void *arg, int64_t producer) {
+  dep_ctx *d = arg;
+  node_task *p = task_of(d->n, producer);
+  if (p == d->t) return false;
+  if (!p || p->state == TS_DONE) return true;
+  if (p->state == TS_FAILED) {
+    d->poisoned = true;
+    d->cause = producer;
+    return true;
+  }
+  if (p->nconsumers && p->consumers[p->nconsumers - 1] == d->t->id) return true;
+  add_consumer(p, d->t->id);
+  d->t->deps_left++;
+  return true;
+}
+
+/* Where a view may live: node host memory, or the windows of a live
+ * domain (both mapped at the same address in every process of the node).
+ * Returns NULL, or why not (in why[len]). */
+static const char *view_problem(const pto_node *n, const pto_tensor *t, char *why, size_t len) {
+  const char *p = tensor_problem(t, false, why, len);
+  if (p) return p;
+  uint64_t a, z; /* absolute addresses of the bytes it touches */
+  region_span(t, &a, &z);
+  if (a >= (uintptr_t)n->host && z <= (uintptr_t)n->host + n->cfg.host_bytes) return NULL;
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    const comm_domain_desc *d = &n->doms[i];
+    if (n->dom_live[i] && a >= d->base && z <= d->base + d->win_bytes * (uint64_t)d->nranks)
+      return NULL;
+  }
+  snprintf(why, len,
+           "its bytes [%p, %p) are neither node host memory (pto_node_host_tensor) nor a window "
+           "of a live domain (pto_node_window_tensor): the node's other processes cannot see them",
+           (void *)a, (void *)z);
+  return why;
+}
+
+/* Orchestration-side argument errors name what was wrong. */
+static int refuse(pto_node *n, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(pto_node *n, const char *what, const char *fmt, ...) {
+  char msg[sizeof n->first_info.details - 64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (!n->fatal && !n->first_err) {
+    n->first_err = PTO_EINVAL;
+    node_set_err(&n->first_info, PTO_EINVAL, "node orchestration: %s: %s", what, msg);
+  }
+  return PTO_EINVAL;
+}
+
+static int check_args(pto_node *n, const pto_args *args, const char *what) {
+  if (!args) return 0;
+  if (args->ntensors < 0 || args->ntensors > PTO_MAX_TENSOR_ARGS || args->nscalars < 0 ||
+      args->nscalars > PTO_MAX_SCALAR_ARGS)
+    return refuse(n, what, "args hold %d tensors and %d scalars (at most %d and %d)",
+                  args->ntensors, args->nscalars, PTO_MAX_TENSOR_ARGS, PTO_MAX_SCALAR_ARGS);
+  for (int i = 0; i < args->ntensors; i++) {
+    int m = args->access[i];
+    if (m == PTO_OUTPUT)
+      return refuse(n, what,
+                    "tensor %d is PTO_OUTPUT, which node tasks do not support (use "
+                    "pto_node_host_tensor and PTO_OUTPUT_EXISTING)",
+                    i);
+    if (m != PTO_INPUT && m != PTO_OUTPUT_EXISTING && m != PTO_INOUT && m != PTO_NO_DEP)
+      return refuse(n, what, "tensor %d has access mode %d, not a pto_access", i, m);
+    char why[256];
+    if (view_problem(n, &args->tensors[i], why, sizeof why))
+      return refuse(n, what, "tensor %d: %s", i, why);
+  }
+  return 0;
+}
+
+/* Under mpirun: the chip function must be found in the other ranks
+ * (fnref). (Host tensors travel to a chip on another host: host_ship.h.) */
+static int check_mpi_task(pto_node *n, pto_orch_fn fn, const char *what) {
+  fnref ref;
+  char why[300];
+  if (fnref_encode((const void *)fn, true, &ref, why, sizeof why))
+    return refuse(n, what, "under mpirun, the chip function cannot reach the other ranks: %s", why);
+  return 0;
+}
+
+typedef struct room_wait {
+  int64_t oldest; /* oldest_live when the TensorMap was found full */
+  int64_t want;   /* retire this many tasks before trying again */
+  node_task *self;
+} room_wait;
+
+/* Every task but the one being submitted has finished. */
+static bool others_finished(const pto_node *n, const node_task *self) {
+  return n->unfinished == (finished(self) ? 0 : 1);
+}
+
+static bool tmap_room(pto_node *n, void *arg) {
+  room_wait *w = arg;
+  return n->oldest_live - w->oldest >= w->want || others_finished(n, w->self);
+}
+
+static int refuse_overflow(pto_node *n, const node_task *t) {
+  if (!n->fatal && !n->first_err) {
+    n->first_err = PTO_ETENSORMAP_OVERFLOW;
+    node_set_err(
+        &n->first_info, PTO_ETENSORMAP_OVERFLOW,
+        "node orchestration: submit of node task %" PRId64 ": the node TensorMap is full "
+        "(%u entries, pto_node_config.tensormap_entries) and cannot drain: node task %" PRId64
+        " failed, and the entries of every task after it are kept so that readers of its "
+        "outputs are poisoned; raise tensormap_entries",
+        t->id, n->tm.capacity, n->oldest_live);
+  }
+  return PTO_ETENSORMAP_OVERFLOW;
+}
+
+/* Records one access of task t, waiting for room while the TensorMap is
+ * full (back-pressure: the children go on running, tasks retire and their
+ * entries are dropped). Full with every other task finished means the
+ * oldest live task failed: its entries and every later task's are kept to
+ * poison later readers, so no room can come. */
+static int record_access(pto_node *n, node_task *t, const pto_tensor *v, tmap_mode mode,
+                         dep_ctx *d) {
+  for (;;) {
+    int rc = tmap_access(&n->tm, v, mode, t->id, n->oldest_live, on_dep, d);
+    if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
+    if (others_finished(n, t)) return refuse_overflow(n, t);
+    /* retry after a sixteenth of the live tasks retired: the purge of a full
+     * map walks all of it, so it must not run for every retired task */
+    room_wait w = {n->oldest_live, 1 + (n->next_id - n->oldest_live) / 16, t};
+    rc = node_until(n, tmap_room, &w, true, UINT64_MAX, 0);
+    if (rc) return rc;
+  }
+}
+
+static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pto_orch_fn cfn,
+                  pto_host_fn hfn, void *harg, pto_args *args, pto_task_id *id, const char *what) {
+  pto_node *n = no->node;
+  if (id) *id = PTO_TASK_NONE;
+  if (n->fatal) return n->fatal;
+  if (args && args->error) return args->error;
+  int rc = check_args(n, args, what);
+  if (!rc && n->mpi && kind == TASK_CHIP) rc = check_mpi_task(n, cfn, what);
+  if (rc) return rc;
+  int64_t gone = n->oldest_live - n->base_id; /* retired: nobody looks them up */
+  if (n->ntasks == n->captasks && gone > 0 && gone >= n->ntasks / 2) {
+    /* drop them instead of growing: the array holds about the live tasks,
+     * not every task of the run (amortized: at least half moved out) */
+    for (int64_t i = 0; i < gone; i++)
+      free(n->tasks[i].consumers);
+    memmove(n->tasks, n->tasks + gone, (size_t)(n->ntasks - gone) * sizeof *n->tasks);
+    n->ntasks -= gone;
+    n->base_id = n->oldest_live;
+  }
+  if (n->ntasks == n->captasks) {
+    int64_t cap = n->captasks ? 2 * n->captasks : 64;
+    size_t bytes;
+    node_task *t =
+        __builtin_mul_overflow((size_t)cap, sizeof *t, &bytes) ? NULL : realloc(n->tasks, bytes);
+    if (!t) return PTO_ENOMEM;
+    n->tasks = t;
+    n->captasks = cap;
+  }
+  /* the task exists from here on (its producers may finish while a full
+   * TensorMap makes it wait); the extra dependency keeps it from starting
+   * before all its accesses are recorded */
+  node_task *t = &n->tasks[n->ntasks];
+  memset(t, 0, sizeof *t);
+  t->id = n->next_id;
+  t->kind = kind;
+  t->nchildren = k;
+  memcpy(t->children, slots, sizeof(int) * (size_t)k);
+  t->chip_fn = cfn;
+  t->host_fn = hfn;
+  t->host_arg = harg;
+  if (args)
+    t->args = *args;
+  else
+    pto_args_init(&t->args);
+  t->state = TS_WAITING;
+  t->deps_left = 1;
+  n->stats.node_tasks++;
+  if (kind == TASK_HOST) n->stats.host_tasks++;
+  t->next_ready = -1;
+  n->ntasks++;
+  n->next_id++;
+  n->unfinished++;
+  dep_ctx d = {n, t, false, -1};
+  for (int i = 0; i < t->args.ntensors && !rc; i++) {
+    int m = t->args.access[i];
+    if (m == PTO_NO_DEP) continue;
+    tmap_mode mode = m == PTO_INPUT ? TMAP_READ : m == PTO_INOUT ? TMAP_READ_WRITE : TMAP_WRITE;
+    rc = record_access(n, t, &t->args.tensors[i], mode, &d);
+  }
+  if (rc) { /* part of its accesses are recorded: it fails, and poisons their readers */
+    if (!finished(t)) {
+      t->status = rc;
+      node_set_err(&t->err, rc, "node task %" PRId64 " could not be submitted: %s", t->id,
+                   pto_strerror(rc));
+      finish(n, t);
+    }
+    return rc;
+  }
+  if (id) *id = t->id;
+  if (finished(t)) { /* poisoned while it waited for room */
+  } else if (d.poisoned) {
+    poison(n, t, d.cause);
+  } else if (--t->deps_left == 0) {
+    make_ready(n, t);
+  }
+  return step(n, true);
+}
+
+int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args, pto_task_id *id) {
+  if (!no) return PTO_EINVAL;
+  if (!fn || chip < 0 || chip >= no->node->cfg.nchips)
+    return node_latch(no->node, PTO_EINVAL, "submit");
+  return node_latch(no->node, submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id, "submit"),
+                    "submit");
+}
+
+int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_fn fn,
+                          pto_args *args, pto_task_id *id) {
+  if (!no) return PTO_EINVAL;
+  if (!fn || !chips || k < 1 || k > no->node->cfg.nchips)
+    return node_latch(no->node, PTO_EINVAL, "submit_group");
+  for (int i = 0; i < k; i++) {
+    if (chips[i] < 0 || chips[i] >= no->node->cfg.nchips)
+      return node_latch(no->node, PTO_EINVAL, "submit_group");
+    for (int j = 0; j < i; j++)
+      if (chips[j] == chips[i]) return node_latch(no->node, PTO_EINVAL, "submit_group");
+  }
+  return node_latch(no->node,
+                    submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id, "submit_group"),
+                    "submit_group");
+}
+
+int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg, pto_args *args,
+                         pto_task_id *id) {
+  if (!no) return PTO_EINVAL;
+  if (!fn || no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
+    return node_latch(no->node, PTO_EINVAL, "submit_host");
+  int slot = worker < 0 ? -1 : no->node->cfg.nchips + worker;
+  return node_latch(no->node,
+                    submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id, "submit_host"),
+                    "submit_host");
+}
+
+bool node_all_finished(pto_node *n, void *arg) {
+  (void)arg;
+  return n->unfinished == 0;
+}
+
+int pto_node_wait_all(pto_node_orch *no) {
+  if (!no) return PTO_EINVAL;
+  pto_node *n = no->node;
+  int rc = node_until(n, node_all_finished, NULL, true, UINT64_MAX, 0);
+  return rc ? rc : n->first_err;
+}
+
+typedef struct read_wait {
+  int64_t ids[64];
+  int n;
+  bool overflow;
+} read_wait;
+
+static bool on_writer(void *arg, int64_t producer) {
+  read_wait *w = arg;
+  if (w->n < 64)
+    w->ids[w->n++] = producer;
+  else
+    w->overflow = true;
+  return false; /* tmap_conflicts records nothing */
+}
+
+static bool writers_done(pto_node *n, void *arg) {
+  read_wait *w = arg;
+  if (w->overflow) return node_all_finished(n, NULL);
+  for (int i = 0; i < w->n; i++) {
+    node_task *t = task_of(n, w->ids[i]);
+    if (t && !finished(t)) return false;
+  }
+  return true;
+}
+
+int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
+  if (!no) return PTO_EINVAL;
+  pto_node *n = no->node;
+  char why[256];
+  if (!dst) return refuse(n, "read", "dst is NULL");
+  if (view_problem(n, t, why, sizeof why)) return refuse(n, "read", "the tensor: %s", why);
+  read_wait w = {{0}, 0, false};
+  tmap_conflicts(&n->tm, t, TMAP_READ, n->oldest_live, on_writer, &w);
+  int rc = node_until(n, writers_done, &w, true, UINT64_MAX, 0);
+  if (rc) return rc;
+  for (int i = 0; i < w.n; i++) {
+    node_task *p = task_of(n, w.ids[i]);
+    if (p && p->state == TS_FAILED) return PTO_EPOISONED;
+  }
+  pto_tensor_copy_out(t, dst);
+  return 0;
+}
+
+/* ---- runs ---- */
+
+/* Empty task bookkeeping and queues for a new run. */
+int node_tasks_begin(pto_node *n) {
+  int rc = tmap_init(&n->tm, n->cfg.tensormap_entries);
+  if (rc) return rc;
+  n->base_id = n->oldest_live = n->next_id;
+  n->ntasks = 0;
+  n->unfinished = 0;
+  q_reset(&n->ready_any);
+  q_reset(&n->ready_group);
+  for (int s = 0; s < NODE_MAX_CHILDREN; s++)
+    q_reset(&n->ready_slot[s]);
+  n->first_err = 0;
+  memset(&n->stats, 0, sizeof n->stats);
+  n->stats.nchips = n->cfg.nchips;
+  return 0;
+}
+
+/* Frees the run's tasks and TensorMap. */
+void node_tasks_end(pto_node *n) {
+  for (int64_t i = 0; i < n->ntasks; i++)
+    free(n->tasks[i].consumers);
+  free(n->tasks);
+  n->tasks = NULL;
+  n->ntasks = n->captasks = 0;
+  tmap_destroy(&n->tm);
+}

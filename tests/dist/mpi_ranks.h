@@ -1,0 +1,31 @@
+/* mpi_ranks.h — how many node chips a dist test program can have: under
+ * mpirun (node chip c is MPI rank c) the world size mpirun started, else
+ * no limit (chips are forked). The programs run the same checks either way;
+ * under `mpirun -np 2` those that need more chips are listed as not run at
+ * that size (they run at -np 4). */
+#ifndef PTO_TEST_MPI_RANKS_H
+#define PTO_TEST_MPI_RANKS_H
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static inline int dist_chips_available(void) {
+  static const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+  for (int i = 0; i < 2; i++) {
+    const char *v = getenv(names[i]);
+    if (v && atoi(v) > 0) return atoi(v);
+  }
+  return INT_MAX;
+}
+
+/* Rank 0 (or a run without mpirun) says so; the others are silent (they
+ * serve chips inside pto_node_create and never get back to it). */
+static inline void dist_not_run(const char *test, int chips, int have) {
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (rank && atoi(rank) != 0) return;
+  fprintf(stderr, "%s: needs %d chips, mpirun started %d ranks: not run at this size\n", test,
+          chips, have);
+}
+
+#endif

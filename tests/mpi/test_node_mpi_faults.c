@@ -1,0 +1,222 @@
+/* test_node_mpi_faults.c — a node under mpirun when something is wrong.
+ *
+ *   refusals : (exit 0 when every check holds) a chip function that no other
+ *              rank can find, a node wider than the ranks mpirun started and
+ *              a chip_init_arg on the heap are refused with PTO_EINVAL naming
+ *              them; then a ring shuffle on the same node still runs.
+ *   kill     : chip 1's kernel kills its own process (SIGKILL) mid-task.
+ *   stop     : chip 1's kernel stops its own process (SIGSTOP) mid-task.
+ *   single   : (exit 0 when the check holds) the program initialised MPI
+ *              with MPI_THREAD_SINGLE: pto_node_create fails on every rank
+ *              with PTO_EMPI naming the thread level it needs.
+ * kill and stop are checked by rank_fault.sh: the job ends within the
+ * control deadline, naming rank 1, and leaves no process behind. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "pto/comm.h"
+#include "pto/node.h"
+
+#define DEV0 116 /* device ids of this program: 116, 117 */
+
+static int k_fault = -1, k_ring = -1;
+static int mode; /* 0 refusals, 1 kill, 2 stop */
+
+static int fault_kernel(const pto_kctx *ctx) {
+  pto_comm *c = pto_kctx_comm(ctx);
+  if (pto_comm_chip(c) == 1) raise(mode == 1 ? SIGKILL : SIGSTOP);
+  return 0;
+}
+
+/* rank r stores its 4 floats into its peer's "dst", notifies, waits */
+static int ring_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)ctx->scalars[0];
+  const pto_tensor *in = &ctx->tensors[0], *dst = &ctx->tensors[1], *sig = &ctx->tensors[2];
+  int peer = (pto_comm_rank(pto_kctx_comm(ctx), dom) + 1) % 2;
+  int rc = pto_remote_store(ctx, dom, peer, dst, in);
+  if (!rc) rc = pto_notify(ctx, dom, peer, sig, PTO_SIGNAL_ADD, 1);
+  if (!rc) rc = pto_signal_wait(ctx, dom, sig, PTO_CMP_GE, 1, -1);
+  if (!rc) memcpy(ctx->tensors[3].buf, dst->buf, 4 * sizeof(float));
+  return rc;
+}
+
+static int init(pto_chip *chip, int rank, void *arg) {
+  (void)rank;
+  (void)arg;
+  int rc = pto_kernel_register_aiv(chip, "fault", fault_kernel, &k_fault);
+  return rc ? rc : pto_kernel_register_aiv(chip, "ring", ring_kernel, &k_ring);
+}
+
+static void chip_orch(pto_orch *o, void *arg) {
+  const pto_node_task *t = arg;
+  const pto_args *na = t->args;
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < 4 && na->ntensors == 8; i++)
+    pto_args_add(&a, (pto_access)na->access[4 * t->group_rank + i],
+                 &na->tensors[4 * t->group_rank + i]);
+  for (int i = 1; i < na->nscalars; i++)
+    pto_args_scalar(&a, na->scalars[i]);
+  pto_submit(o, (int)na->scalars[0], &a, NULL, NULL);
+}
+
+static const int pair[2] = {0, 1};
+
+static void fault_node(pto_node_orch *no, void *arg) {
+  (void)arg;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_scalar(&a, (uint64_t)k_fault);
+  pto_node_submit_group(no, pair, 2, chip_orch, &a, NULL);
+}
+
+typedef struct ring_io {
+  pto_tensor in[2], out[2];
+  int bad_rc;
+  char bad_why[512];
+} ring_io;
+
+static void ring_node(pto_node_orch *no, void *arg) {
+  ring_io *io = arg;
+  /* a chip function no other rank can find: refused, naming it */
+  unsigned char *heap = calloc(1, 64);
+  pto_args b;
+  pto_args_init(&b);
+  io->bad_rc = pto_node_submit(no, 1, (pto_orch_fn)(void *)heap, &b, NULL);
+  free(heap);
+  const pto_window_buffer bufs[] = {{"dst", 16}, {"sig", 8}};
+  pto_domain dom;
+  if (pto_node_domain_create(no, pair, 2, bufs, 2, &dom)) return;
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < 2; r++) {
+    int64_t four = 4, one = 1;
+    pto_tensor dst, sig;
+    pto_node_window_tensor(no, dom, r, "dst", PTO_F32, 1, &four, &dst);
+    pto_node_window_tensor(no, dom, r, "sig", PTO_I64, 1, &one, &sig);
+    pto_args_input(&a, &io->in[r]);
+    pto_args_inout(&a, &dst);
+    pto_args_inout(&a, &sig);
+    pto_args_output_existing(&a, &io->out[r]);
+  }
+  pto_args_scalar(&a, (uint64_t)k_ring);
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_node_submit_group(no, pair, 2, chip_orch, &a, NULL);
+}
+
+static pto_node_config config(void) {
+  static const int devs[2] = {DEV0, DEV0 + 1};
+  pto_node_config cfg;
+  pto_node_config_init(&cfg);
+  cfg.nchips = 2;
+  cfg.device_ids = devs;
+  cfg.chip.clusters = 1;
+  cfg.chip.schedulers = 1;
+  cfg.chip.task_slots = 64;
+  cfg.chip.heap_bytes = 1u << 20;
+  cfg.chip_init = init;
+  cfg.host_bytes = 1u << 20;
+  cfg.window_space = 16u << 20;
+  cfg.startup_timeout_ms = 30000;
+  cfg.control_timeout_ms = 2000; /* a stopped rank is named after 2 s */
+  cfg.lease_wait_ms = 60000;
+  return cfg;
+}
+
+static int fails;
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "FAILED: %s: ", #cond);                                                      \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+      fails++;                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static int refusals(void) {
+  pto_error_info err;
+  pto_node *n = NULL;
+  /* wider than the job */
+  pto_node_config wide = config();
+  wide.nchips = 64;
+  int rc = pto_node_create(&wide, &n, &err);
+  fprintf(stderr, "64 chips: %s: %s\n", pto_status_name(rc), err.details);
+  CHECK(rc == PTO_EINVAL && strstr(err.details, "nchips is 64, but mpirun started"), "got %s: %s",
+        pto_status_name(rc), err.details);
+  /* a chip_init_arg on the heap */
+  pto_node_config heap_arg = config();
+  heap_arg.chip_init_arg = malloc(8);
+  rc = pto_node_create(&heap_arg, &n, &err);
+  free(heap_arg.chip_init_arg);
+  fprintf(stderr, "heap chip_init_arg: %s: %s\n", pto_status_name(rc), err.details);
+  CHECK(rc == PTO_EINVAL && strstr(err.details, "chip_init_arg cannot reach the other MPI ranks"),
+        "got %s: %s", pto_status_name(rc), err.details);
+  /* a good node: the bad submit is refused, the ring shuffle runs */
+  pto_node_config cfg = config();
+  rc = pto_node_create(&cfg, &n, &err);
+  CHECK(rc == 0, "create: %s: %s", pto_status_name(rc), err.details);
+  if (rc) return 1;
+  static ring_io io;
+  int64_t four = 4;
+  for (int r = 0; r < 2; r++) {
+    pto_node_host_tensor(n, PTO_F32, 1, &four, &io.in[r]);
+    pto_node_host_tensor(n, PTO_F32, 1, &four, &io.out[r]);
+    for (int i = 0; i < 4; i++)
+      ((float *)io.in[r].buf)[i] = (float)(10 * r + i);
+  }
+  rc = pto_node_run(n, ring_node, &io, &err);
+  fprintf(stderr, "bad chip function: %s; run: %s: %s\n", pto_status_name(io.bad_rc),
+          pto_status_name(rc), err.details);
+  CHECK(io.bad_rc == PTO_EINVAL, "submit of a heap address: %s", pto_status_name(io.bad_rc));
+  CHECK(rc == PTO_EINVAL && strstr(err.details, "lies in no loaded code segment"), "run: %s: %s",
+        pto_status_name(rc), err.details);
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < 4; i++) {
+      float got = ((float *)io.out[r].buf)[i], want = (float)(10 * (1 - r) + i);
+      CHECK(got == want, "out[%d][%d] = %g, expected %g", r, i, got, want);
+    }
+  pto_node_destroy(n);
+  return fails ? 1 : 0;
+}
+
+static int thread_single(void) {
+  int provided = -1;
+  MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided);
+  pto_node_config cfg = config();
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  fprintf(stderr, "MPI_THREAD_SINGLE (provided %d): %s: %s\n", provided, pto_status_name(rc),
+          err.details);
+  CHECK(rc == PTO_EMPI && strstr(err.details, "pto needs MPI_THREAD_MULTIPLE"), "got %s: %s",
+        pto_status_name(rc), err.details);
+  MPI_Finalize();
+  return fails ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  const char *m = argc > 1 ? argv[1] : "refusals";
+  if (!strcmp(m, "single")) return thread_single();
+  mode = !strcmp(m, "kill") ? 1 : !strcmp(m, "stop") ? 2 : 0;
+  if (mode == 0) return refusals();
+  pto_node_config cfg = config();
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  if (rc) {
+    fprintf(stderr, "create: %s: %s\n", pto_status_name(rc), err.details);
+    return 1;
+  }
+  printf("run objects: /dev/shm/%s.*\n", pto_node_shm_prefix(n));
+  fflush(stdout);
+  rc = pto_node_run(n, fault_node, NULL, &err);
+  fprintf(stderr, "run: %s: %s\n", pto_status_name(rc), err.details);
+  pto_node_destroy(n); /* a failed node ends the job here */
+  return rc ? 1 : 0;
+}
