@@ -3,7 +3,7 @@
 # examples/quickstart/quickstart.c, compiles without a warning under -Wall
 # -Wextra -Werror against the built library, runs, and prints the sums it
 # computed, each equal to the expected value, and "ok".
-#   readme_tour.sh SOURCE_DIR CC LIBPTO_A
+#   readme_tour.sh SOURCE_DIR CC LIBPTO_SO
 set -uo pipefail
 src=$1 cc=$2 lib=$3
 tmp=$(mktemp -d)
@@ -15,7 +15,7 @@ if ! diff -u "$src/examples/quickstart/quickstart.c" "$tmp/tour.c"; then
   echo "FAILED: the README's tour differs from examples/quickstart/quickstart.c (diff above)"
   exit 1
 fi
-if ! "$cc" -std=c11 -Wall -Wextra -Werror -I"$src/include" "$tmp/tour.c" "$lib" -lpthread -lrt -lm \
+if ! "$cc" -std=c11 -Wall -Wextra -Werror -I"$src/include" "$tmp/tour.c" "$lib" -Wl,-rpath,"$(dirname "$lib")" \
   -o "$tmp/tour" 2>"$tmp/cc.log"; then
   cat "$tmp/cc.log"
   echo "FAILED: the README's tour does not compile cleanly with -Wall -Wextra -Werror"
