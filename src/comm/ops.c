@@ -370,7 +370,9 @@ static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tenso
   /* the arrow joins this notify to the wait that observes the word it
    * wrote (for an add: the sum after it; a later add's wait is another's) */
   if (!rc && written)
-    core_trace_flow(ctx, 's', PTO_SIGNAL_FLOW_ID(e.d->desc.id, peer, off, e.c->epoch, sig_value(written, e.c->epoch)));
+    core_trace_flow(
+        ctx, 's',
+        PTO_SIGNAL_FLOW_ID(e.d->desc.id, peer, off, e.c->epoch, sig_value(written, e.c->epoch)));
   return rc;
 }
 
@@ -414,7 +416,8 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   bool ok = e.d->be->signal_park(e.d->win, sig_ready, &w, pto_deadline_ms(timeout_ms));
   /* a word of this task's epoch was written by a notify: its arrow ends here */
   if (ok && !w.cancelled && sig_epoch(w.word) == e.c->epoch)
-    core_trace_flow(ctx, 'f', PTO_SIGNAL_FLOW_ID(e.d->desc.id, e.d->my_rank, off, e.c->epoch, w.seen));
+    core_trace_flow(ctx, 'f',
+                    PTO_SIGNAL_FLOW_ID(e.d->desc.id, e.d->my_rank, off, e.c->epoch, w.seen));
   if (ok && !w.cancelled) return 0;
   if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
   return comm_fail(e.c, PTO_EWAIT_TIMEOUT,
