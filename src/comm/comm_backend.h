@@ -56,8 +56,10 @@ typedef struct comm_backend {
   int (*accumulate)(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
                     size_t count);
   /* Completes every earlier put/accumulate to peer, then updates its cell
-   * at off with release ordering (epoch-tagged, see signal.h). */
-  int (*signal)(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v, uint32_t epoch);
+   * at off with release ordering (epoch-tagged, see signal.h); *written =
+   * the word it wrote, 0 when the update was dropped as stale. */
+  int (*signal)(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v, uint32_t epoch,
+                uint64_t *written);
   /* Acquire-load of my own cell word at off. */
   uint64_t (*signal_load)(comm_win *w, uint64_t off);
   /* Parks until my cell may have changed or deadline_ns; returns false

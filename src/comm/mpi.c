@@ -523,7 +523,8 @@ static int mpi_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, con
 }
 
 static int mpi_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
-                      uint32_t epoch) {
+                      uint32_t epoch, uint64_t *written) {
+  *written = 0;
   if (w->fq) fault_flush(w->fq, peer, false);
   /* my own stores to my window (plain CPU stores) become visible to the
    * peers' MPI_Get before they see the signal */
@@ -537,7 +538,7 @@ static int mpi_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int
      * over the vader transport). Atomic with the peers' updates where the
      * transport's atomics are the target's CPU atomics (vader and tcp
      * emulate them at the target); see docs/comm.md, limits. */
-    sig_update((_Atomic uint64_t *)((unsigned char *)hdr(w, peer) + off), op, v, epoch);
+    *written = sig_update((_Atomic uint64_t *)((unsigned char *)hdr(w, peer) + off), op, v, epoch);
     MPI_Win_sync(w->win);
     return 0;
   }
@@ -545,16 +546,16 @@ static int mpi_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int
    * a cell of this epoch holding 0, the CAS returns the real word */
   uint64_t old = sig_pack(epoch, 0), res, nw;
   for (;;) {
-    uint32_t oe = sig_epoch(old);
-    if (oe != epoch && (int32_t)(epoch - oe) < 0) break; /* stale signal: dropped */
-    int32_t base = sig_value(old, epoch);
-    int32_t nv = op == PTO_SIGNAL_ADD ? (int32_t)((uint32_t)base + (uint32_t)v) : v;
-    nw = sig_pack(epoch, nv);
+    nw = sig_next(old, op, v, epoch);
+    if (!nw) break; /* stale signal: dropped */
     if (MPI_Compare_and_swap(&nw, &old, &res, MPI_UINT64_T, peer, (MPI_Aint)off, w->win) !=
             MPI_SUCCESS ||
         MPI_Win_flush(peer, w->win) != MPI_SUCCESS)
       return PTO_EMPI;
-    if (res == old) break;
+    if (res == old) {
+      *written = nw;
+      break;
+    }
     old = res;
   }
   wake(w, peer);

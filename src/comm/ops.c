@@ -365,8 +365,14 @@ static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tenso
   uint64_t off;
   const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);
-  rc = rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch);
-  if (!rc && op == PTO_SIGNAL_SET) core_trace_flow(ctx, 's', PTO_SIGNAL_FLOW_ID(e.d->desc.id, peer, off, e.c->epoch, v));
+  uint64_t written = 0;
+  rc = rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch, &written);
+  /* the arrow joins this notify to the wait that observes the word it
+   * wrote (for an add: the sum after it; a later add's wait is another's) */
+  if (!rc && written)
+    core_trace_flow(
+        ctx, 's',
+        PTO_SIGNAL_FLOW_ID(e.d->desc.id, peer, off, e.c->epoch, sig_value(written, e.c->epoch)));
   return rc;
 }
 
@@ -383,12 +389,14 @@ typedef struct sig_wait {
   uint32_t epoch;
   pto_cmp cmp;
   int32_t v, seen;
+  uint64_t word; /* the cell word that satisfied the wait */
   bool cancelled;
 } sig_wait;
 
 static bool sig_ready(void *arg) {
   sig_wait *w = arg;
-  w->seen = sig_value(w->d->be->signal_load(w->d->win, w->off), w->epoch);
+  w->word = w->d->be->signal_load(w->d->win, w->off);
+  w->seen = sig_value(w->word, w->epoch);
   if (sig_cmp(w->seen, w->cmp, w->v)) return true;
   w->cancelled = pto_kctx_cancelled(w->ctx);
   return w->cancelled;
@@ -404,9 +412,12 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   rc = cell_off(&e, cell, &off, &b);
   if (rc) return rc;
   if (timeout_ms < 0) timeout_ms = e.d->desc.wait_timeout_ms;
-  sig_wait w = {ctx, e.d, off, e.c->epoch, cmp, v, 0, false};
+  sig_wait w = {ctx, e.d, off, e.c->epoch, cmp, v, 0, 0, false};
   bool ok = e.d->be->signal_park(e.d->win, sig_ready, &w, pto_deadline_ms(timeout_ms));
-  if (ok && !w.cancelled) core_trace_flow(ctx, 'f', PTO_SIGNAL_FLOW_ID(e.d->desc.id, e.d->my_rank, off, e.c->epoch, w.seen));
+  /* a word of this task's epoch was written by a notify: its arrow ends here */
+  if (ok && !w.cancelled && sig_epoch(w.word) == e.c->epoch)
+    core_trace_flow(ctx, 'f',
+                    PTO_SIGNAL_FLOW_ID(e.d->desc.id, e.d->my_rank, off, e.c->epoch, w.seen));
   if (ok && !w.cancelled) return 0;
   if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
   return comm_fail(e.c, PTO_EWAIT_TIMEOUT,

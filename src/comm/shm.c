@@ -257,9 +257,9 @@ static int shm_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, con
 }
 
 static int shm_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
-                      uint32_t epoch) {
+                      uint32_t epoch, uint64_t *written) {
   if (w->fq) fault_flush(w->fq, peer, false);
-  sig_update((_Atomic uint64_t *)(w->base[peer] + off), op, v, epoch);
+  *written = sig_update((_Atomic uint64_t *)(w->base[peer] + off), op, v, epoch);
   pto_event_signal(&hdr(w, peer)->ev);
   return 0;
 }

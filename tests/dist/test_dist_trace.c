@@ -234,6 +234,11 @@ static void test_dead_chip_leaves_no_file(void **state) {
  * wrote final task ids, 0..5), and 2 ranks x 2 chip tasks notify-to-wait
  * flows, every end matched. */
 static int k_fill, k_step, k_signal;
+/* 0: the signal kernel sets the peer's cell to 1 and waits for >= 1; n > 0:
+ * it adds 1 to the peer's cell n times and waits for >= n, so the n-th add
+ * releases the wait (its arrow) and the others release none (unmatched
+ * starts). Set before the node forks its chips. */
+static int arrow_adds;
 
 static int step_kernel(const pto_kctx *ctx) {
   float *x = pto_tensor_f32(&ctx->tensors[0]);
@@ -245,8 +250,12 @@ static int step_kernel(const pto_kctx *ctx) {
 static int signal_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)ctx->scalars[0];
   int me = pto_comm_rank(pto_kctx_comm(ctx), dom);
-  int rc = pto_notify(ctx, dom, 1 - me, &ctx->tensors[1], PTO_SIGNAL_SET, 1);
-  return rc ? rc : pto_signal_wait(ctx, dom, &ctx->tensors[1], PTO_CMP_GE, 1, -1);
+  int rc = 0;
+  if (arrow_adds == 0) rc = pto_notify(ctx, dom, 1 - me, &ctx->tensors[1], PTO_SIGNAL_SET, 1);
+  for (int i = 0; i < arrow_adds && !rc; i++)
+    rc = pto_notify(ctx, dom, 1 - me, &ctx->tensors[1], PTO_SIGNAL_ADD, 1);
+  int want = arrow_adds ? arrow_adds : 1;
+  return rc ? rc : pto_signal_wait(ctx, dom, &ctx->tensors[1], PTO_CMP_GE, want, -1);
 }
 
 static int arrows_init(pto_chip *chip, int rank, void *arg) {
@@ -286,8 +295,9 @@ static void arrows_node(pto_node_orch *no, void *arg) {
   }
 }
 
-static void test_two_chip_arrows(void **state) {
-  (void)state;
+static void two_chip_arrows(int adds) {
+  arrow_adds = adds;
+  const uint64_t unmatched = adds > 1 ? 4 * (uint64_t)(adds - 1) : 0;
   char dir[4096], path[4200];
   make_dir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/arrows.json", dir);
@@ -315,13 +325,16 @@ static void test_two_chip_arrows(void **state) {
           "2-chip run: %" PRIu64 " tasks, %" PRIu64 " args.deps edges, %" PRIu64
           " dep flows, %" PRIu64 " notify-to-wait flows, %" PRIu64 " unmatched ends\n",
           sum.tasks, sum.edges, fc.deps, fc.signals, fc.unmatched);
-  if (sum.edges != 8 || sum.missing_deps != 0 || fc.deps != 8 || fc.edges != 8 || fc.signals != 4 ||
-      fc.unmatched != 0 || sum.dup_blocks != 0)
-    fail_msg("edges %" PRIu64 " (missing %" PRIu64 "), dep flows %" PRIu64 " over %" PRIu64
+  /* An edge is recorded when the producer is still in flight at submit: 8
+   * at most (2 per chip task), fewer when a kernel finished first (a
+   * loaded machine); every recorded edge has its arrow, and only those. */
+  if (sum.edges > 8 || sum.edges < 1 || sum.missing_deps != 0 || fc.deps != sum.edges ||
+      fc.edges != sum.edges || fc.signals != 4 || fc.unmatched != unmatched || sum.dup_blocks != 0)
+    fail_msg("%d adds: edges %" PRIu64 " (missing %" PRIu64 "), dep flows %" PRIu64 " over %" PRIu64
              " edges, signal flows %" PRIu64 " (unmatched %" PRIu64 "), duplicate blocks %" PRIu64
-             "; expected 8 (0), 8 over 8, 4 (0), 0",
-             sum.edges, sum.missing_deps, fc.deps, fc.edges, fc.signals, fc.unmatched,
-             sum.dup_blocks);
+             "; expected 1..8 (0), as many over as many, 4 (%" PRIu64 "), 0",
+             adds, sum.edges, sum.missing_deps, fc.deps, fc.edges, fc.signals, fc.unmatched,
+             sum.dup_blocks, unmatched);
   /* final ids: each rank's tasks are 0..5, its dep flows join t -> t + 1
    * within one chip task (0->1, 1->2, 3->4, 4->5) */
   const trace_json *evs = trace_json_get(root, "traceEvents");
@@ -340,11 +353,21 @@ static void test_two_chip_arrows(void **state) {
     per_rank[(int)pid]++;
   }
   assert_int_equal(processes, 2);
-  assert_int_equal(per_rank[1], 4);
-  assert_int_equal(per_rank[2], 4);
+  assert_int_equal(per_rank[1] + per_rank[2], (int)sum.edges);
   trace_summary_free(&sum);
   trace_json_free(doc);
   assert_int_equal(strays(dir, "arrows.json"), 0);
+}
+
+static void test_two_chip_arrows(void **state) {
+  (void)state;
+  two_chip_arrows(0);
+}
+
+/* Notifies that add: the arrow starts at the add whose sum the wait saw. */
+static void test_two_chip_arrows_add(void **state) {
+  (void)state;
+  two_chip_arrows(3);
 }
 
 int main(void) {
@@ -353,6 +376,7 @@ int main(void) {
       cmocka_unit_test(test_several_chip_tasks_per_rank),
       cmocka_unit_test(test_dead_chip_leaves_no_file),
       cmocka_unit_test(test_two_chip_arrows),
+      cmocka_unit_test(test_two_chip_arrows_add),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
