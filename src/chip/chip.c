@@ -480,11 +480,26 @@ static bool run_end(pto_run *r, uint64_t phase) {
   int stuck = w.from < r->ncores ? w.from : -1;
   pto_task_id id =
       stuck >= 0 ? atomic_load_explicit(&r->cores[stuck].cur_task, memory_order_relaxed) : -1;
-  run_fail(r, PTO_ESHUTDOWN, id, stuck,
-           "%s %d did not leave the run within shutdown_ms=%lld (a kernel that ignores "
+  char who[64];
+  if (stuck >= 0)
+    snprintf(who, sizeof who, "core %d (task %lld)", stuck, (long long)id);
+  else if (w.from < r->ncores + r->nsched)
+    snprintf(who, sizeof who, "scheduler thread %d", w.from - r->ncores);
+  else
+    snprintf(who, sizeof who, "the watchdog");
+  char what[200];
+  snprintf(what, sizeof what,
+           "%s did not leave the run within shutdown_ms=%lld (a kernel that ignores "
            "pto_kctx_cancelled?); the chip runs again once it has left",
-           stuck >= 0 ? "core" : "scheduler thread",
-           stuck >= 0 ? stuck : w.from - r->ncores, (long long)r->cfg->shutdown_ms);
+           who, (long long)r->cfg->shutdown_ms);
+  pthread_mutex_lock(&r->err_lock);
+  bool latched = atomic_load_explicit(&r->status, memory_order_relaxed) != 0;
+  if (latched) { /* the run's cause stays first; the chip's state is said after it */
+    size_t n = strlen(r->err.details);
+    snprintf(r->err.details + n, sizeof r->err.details - n, "%s%s", n ? "; then " : "", what);
+  }
+  pthread_mutex_unlock(&r->err_lock);
+  if (!latched) run_fail(r, PTO_ESHUTDOWN, id, stuck, "%s", what);
   return false;
 }
 
