@@ -4,7 +4,9 @@
  * AIV) and 5 clusters, dependency tracking on (the task has one
  * OUTPUT_EXISTING argument). Each case runs WARMUP runs first, then RUNS
  * timed runs, each checked (status and task count); it prints the median,
- * the 10th and 90th percentiles and the maximum.
+ * the 10th and 90th percentiles and the maximum. Last, the CPU time the
+ * process spends per second while a chip of 8 clusters (24 cores) sits idle
+ * between two runs (its threads parked).
  * Not part of the build; compile it against a built libpto.a, e.g. from
  * the repository root after building build-plain:
  *   gcc -O2 -Iinclude bench/run_bench.c build-plain/src/libpto.a \
@@ -12,6 +14,7 @@
  * Arguments: [runs per case (default 1000)]. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "pto/pto.h"
@@ -86,6 +89,31 @@ static int bench(int clusters, const char *name, pto_orch_fn fn, uint64_t tasks,
   return 0;
 }
 
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static int idle_cpu(void) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 8;
+  pto_chip *chip;
+  if (pto_chip_create(&cfg, &chip) || pto_kernel_register_aiv(chip, "empty", k_empty, &g_kernel))
+    return 1;
+  for (int i = 0; i < 3; i++)
+    if (pto_chip_run(chip, orch_one, NULL, NULL, NULL)) return 1;
+  struct timespec idle = {2, 0};
+  double c0 = cpu_s(), w0 = now_us();
+  nanosleep(&idle, NULL);
+  double c1 = cpu_s(), w1 = now_us();
+  printf("idle chip (8 clusters, 24 cores) between runs: %.2f ms CPU per second\n",
+         (c1 - c0) * 1e3 / ((w1 - w0) / 1e6));
+  pto_chip_destroy(chip);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int runs = argc > 1 ? atoi(argv[1]) : 1000;
   if (runs < 10) runs = 10;
@@ -95,5 +123,5 @@ int main(int argc, char **argv) {
     if (bench(clusters[c], "empty", orch_empty, 0, runs)) return 1;
     if (bench(clusters[c], "1-task", orch_one, 1, runs)) return 1;
   }
-  return 0;
+  return idle_cpu();
 }

@@ -116,11 +116,17 @@ static void core_serve(core *c) {
 }
 
 /* The core's thread: made at the chip's first run, parked between runs
- * (run_enter), returns when the chip is destroyed. */
+ * (run_enter), enters a run at its first dispatch, returns when the chip
+ * is destroyed. */
+static bool core_dispatched(void *arg) {
+  /* relaxed: core_has_work re-reads with acquire */
+  return atomic_load_explicit(&((core *)arg)->dispatched, memory_order_relaxed) != 0;
+}
+
 void *core_main(void *arg) {
   core *c = arg;
   sched_bind_core(c);
-  while (run_enter(c->run, &c->ev, &c->entered, &c->last_gen)) {
+  while (run_enter(c->run, &c->ev, &c->entered, &c->last_gen, core_dispatched, c)) {
     pto_wait_thread_begin();
     core_serve(c);
     pto_wait_thread_end();

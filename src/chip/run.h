@@ -283,9 +283,13 @@ static inline task *run_slot(pto_run *r, pto_task_id id) {
 const char *run_kernel_name(const pto_run *r, const task *t);
 
 /* Lifecycle of a chip thread [run.c]: parks the calling thread (on ev)
- * until a run it has not served is in progress and enters it (returns true),
- * or until the chip is destroyed (returns false). */
-bool run_enter(pto_run *r, pto_event *ev, _Atomic uint64_t *entered, uint64_t *last_gen);
+ * until a run it has not served is in progress and want(arg) says that run
+ * has work for it, and enters it (returns true), or until the chip is
+ * destroyed (returns false). want reads state the run's reset zeroed; who
+ * makes it true signals ev. */
+typedef bool (*run_want_fn)(void *arg);
+bool run_enter(pto_run *r, pto_event *ev, _Atomic uint64_t *entered, uint64_t *last_gen,
+               run_want_fn want, void *arg);
 /* Leaves the run entered last (after its last touch of the run's state). */
 void run_leave(pto_run *r, _Atomic uint64_t *entered);
 static inline uint64_t run_phase_gen(uint64_t phase) { return phase >> 1; }

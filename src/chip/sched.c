@@ -532,10 +532,18 @@ static void sched_serve(sched *s) {
 /* A dedicated scheduler thread (sched_threads mode): made at the chip's
  * first run, parked between runs (run_enter), returns when the chip is
  * destroyed. */
+/* Whether the run in progress has given s anything to do yet (every
+ * source signals s->ev): a ready task, a drain step, a block end. */
+static bool sched_wanted(void *arg) {
+  sched *s = arg;
+  sched_wait w = {s, 0, 0};
+  return sched_has_work(&w);
+}
+
 void *sched_main(void *arg) {
   sched *s = arg;
   this_sched = s;
-  while (run_enter(s->run, &s->ev, &s->entered, &s->last_gen)) {
+  while (run_enter(s->run, &s->ev, &s->entered, &s->last_gen, sched_wanted, s)) {
     pto_wait_thread_begin();
     sched_serve(s);
     pto_wait_thread_end();

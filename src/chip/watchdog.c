@@ -147,8 +147,7 @@ void *watchdog_main(void *arg) {
     if (!(ph & 1)) { /* between runs: park until the next one */
       w.phase = ph;
       atomic_store_explicit(&r->wd_idle, 1, memory_order_seq_cst);
-      while (!wd_new_phase(&w))
-        pto_wait(&r->watchdog_ev, wd_new_phase, &w, UINT64_MAX);
+      pto_wait_idle(&r->watchdog_ev, wd_new_phase, &w);
       atomic_store_explicit(&r->wd_idle, 0, memory_order_relaxed);
       continue;
     }
