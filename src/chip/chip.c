@@ -391,6 +391,7 @@ static void run_reset(pto_run *r) {
    * completion never came) is free again; its generation stays stale */
   for (uint32_t i = 0; i < r->nasync; i++)
     atomic_fetch_and_explicit(&r->async[i].state, ~1ull, memory_order_relaxed);
+  r->async_gen0 = atomic_load_explicit(&r->chip->async_gen, memory_order_relaxed) & ((1ull << 48) - 1);
   drain_init(&r->drain, r->nsched);
   for (int s = 0; s < r->nsched; s++) {
     sched *sc = &r->scheds[s];

@@ -229,6 +229,7 @@ typedef struct pto_run {
   ready_queue sync_queue;
   async_slot *async; /* the chip's slots */
   uint32_t nasync;
+  uint64_t async_gen0; /* chip->async_gen when the run began: older tokens are stale */
   drain_state drain;
   pthread_mutex_t err_lock;
   pto_error_info err;

@@ -536,8 +536,14 @@ static void sched_serve(sched *s) {
  * source signals s->ev): a ready task, a drain step, a block end. */
 static bool sched_wanted(void *arg) {
   sched *s = arg;
-  sched_wait w = {s, 0, 0};
-  return sched_has_work(&w);
+  pto_run *r = s->run;
+  /* atomics only: the reset of the run may be storing them right now */
+  if (atomic_load_explicit(&r->ready_gen, memory_order_relaxed) ||
+      atomic_load_explicit(&r->drain_gen, memory_order_relaxed))
+    return true;
+  for (int i = 0; i < s->ncores; i++)
+    if (atomic_load_explicit(&s->cores[i]->finished, memory_order_relaxed)) return true;
+  return false;
 }
 
 void *sched_main(void *arg) {

@@ -12,6 +12,8 @@
  *    long after its run ended; the next run says the chip cannot run yet
  *    and which core holds it, the one after it returned runs normally and
  *    the straggler's late block shows in no later run;
+ *  - an async completion of run N that comes during run N+1 is refused
+ *    (PTO_EASYNC_INVALID to its caller) and leaves run N+1 alone;
  *  - pto_chip_destroy with a kernel still stuck returns within
  *    shutdown_ms; the straggler frees the chip when it returns (ASan);
  *  - the watchdog's window is per run: runs that each idle for most of
@@ -479,6 +481,72 @@ static void test_destroy_with_stuck_kernel(void **state) {
   sleep_us(100000);
 }
 
+/* ---- a late async completer of run N ---- */
+
+static _Atomic uint64_t async_token;
+static int k_async_keep(const pto_kctx *c) {
+  uint64_t t;
+  int rc = pto_kctx_async_begin(c, &t);
+  if (!rc) atomic_store(&async_token, t);
+  return rc;
+}
+static int kid_async_keep;
+
+typedef struct late {
+  int phase;
+  uint64_t token;
+  int rc_late;
+  int64_t a[4];
+} late;
+
+static void late_orch(pto_orch *o, void *arg) {
+  late *l = arg;
+  if (l->phase == 0) { /* run N: a block goes async, then the run fails */
+    pto_submit(o, kid_async_keep, NULL, NULL, NULL);
+    while (!atomic_load(&async_token))
+      sleep_us(200);
+    pto_submit(o, K.fail, NULL, NULL, NULL);
+    return;
+  }
+  /* run N+1: run N's completer comes late, in the middle of this run */
+  pto_tensor t = vec(l->a, 4);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_args_scalar(&a, 40);
+  pto_submit_opts so = {.block_num = 4};
+  pto_submit(o, K.put, &a, &so, NULL);
+  l->rc_late = pto_chip_async_complete(pto_orch_chip(o), l->token);
+  pto_submit(o, K.put, &a, &so, NULL);
+}
+
+static void test_late_async_completer(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(1, 10000, 2000);
+  assert_int_equal(pto_kernel_register_aiv(chip, "async_keep", k_async_keep, &kid_async_keep),
+                   PTO_OK);
+  atomic_store(&async_token, 0);
+  late l = {0};
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, late_orch, &l, NULL, &err), PTO_EKERNEL);
+  l.token = atomic_load(&async_token);
+  l.phase = 1;
+  pto_run_stats st;
+  int rc = pto_chip_run(chip, late_orch, &l, &st, &err);
+  printf("run N's token 0x%llx completed during run N+1: %s; run N+1: %s%s%s\n",
+         (unsigned long long)l.token, pto_status_name(l.rc_late), pto_status_name(rc),
+         rc ? ": " : "", rc ? err.details : "");
+  if (rc)
+    fail_msg("a late completion of run N failed run N+1: %s: %s", pto_status_name(rc),
+             err.details);
+  assert_int_equal(l.rc_late, PTO_EASYNC_INVALID); /* the completer is told */
+  assert_int_equal(st.tasks, 2);
+  assert_int_equal(st.blocks, 8);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(l.a[i], 40 + i);
+  pto_chip_destroy(chip);
+}
+
 /* ---- the watchdog's window is per run ---- */
 
 static void idle_orch(pto_orch *o, void *arg) {
@@ -515,6 +583,7 @@ int main(void) {
       cmocka_unit_test(test_dep_mark_of_earlier_run),
       cmocka_unit_test(test_straggler_does_not_reach_next_run),
       cmocka_unit_test(test_destroy_with_stuck_kernel),
+      cmocka_unit_test(test_late_async_completer),
       cmocka_unit_test(test_watchdog_window_per_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
