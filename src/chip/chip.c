@@ -391,7 +391,8 @@ static void run_reset(pto_run *r) {
    * completion never came) is free again; its generation stays stale */
   for (uint32_t i = 0; i < r->nasync; i++)
     atomic_fetch_and_explicit(&r->async[i].state, ~1ull, memory_order_relaxed);
-  r->async_gen0 = atomic_load_explicit(&r->chip->async_gen, memory_order_relaxed) & ((1ull << 48) - 1);
+  r->async_gen0 =
+      atomic_load_explicit(&r->chip->async_gen, memory_order_relaxed) & ((1ull << 48) - 1);
   drain_init(&r->drain, r->nsched);
   for (int s = 0; s < r->nsched; s++) {
     sched *sc = &r->scheds[s];
@@ -454,8 +455,8 @@ static bool all_left(void *p) {
   pto_run *r = w->r;
   /* acquire (seq_cst): each thread's last touch of the run happens-before */
   for (; w->from < r->ncores + r->nsched; w->from++) {
-    _Atomic uint64_t *e = w->from < r->ncores ? &r->cores[w->from].entered
-                                              : &r->scheds[w->from - r->ncores].entered;
+    _Atomic uint64_t *e =
+        w->from < r->ncores ? &r->cores[w->from].entered : &r->scheds[w->from - r->ncores].entered;
     if (atomic_load_explicit(e, memory_order_seq_cst) == w->gen) return false;
   }
   return atomic_load_explicit(&r->wd_busy, memory_order_seq_cst) == 0;
@@ -515,8 +516,9 @@ static bool stragglers_left(pto_run *r, char *why, size_t n) {
              "pto_kctx_cancelled); this chip runs again once it returns, or create a new chip",
              c->id, (long long)atomic_load_explicit(&c->cur_task, memory_order_relaxed));
   } else {
-    snprintf(why, n, "a thread of an earlier run has not left it; this chip runs again once it "
-                     "has, or create a new chip");
+    snprintf(why, n,
+             "a thread of an earlier run has not left it; this chip runs again once it "
+             "has, or create a new chip");
   }
   return false;
 }
@@ -650,7 +652,8 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   if (rc) r->trace = NULL;
   int trc = rc;
   if (!rc) rc = make_threads(r);
-  uint64_t phase = (run_phase_gen(atomic_load_explicit(&r->phase, memory_order_relaxed)) + 1) << 1 | 1;
+  uint64_t phase =
+      (run_phase_gen(atomic_load_explicit(&r->phase, memory_order_relaxed)) + 1) << 1 | 1;
   atomic_store_explicit(&chip->cur_run, r, memory_order_release); /* async completers */
   /* seq_cst: the reset happens-before any thread's entry (run_enter), and
    * against the watchdog's store of wd_idle (it parks only after) */

@@ -52,8 +52,9 @@ struct pto_chip {
   bool broken;              /* a completer never left a run: no more runs */
   bool stuck;               /* a thread of the last run has not left it yet (chip.c) */
   _Atomic int running;
-  struct pto_run *run; /* the run state and its threads: made at the first
-                        * run, reset by each run, freed by destroy (chip.c) */
+  /* the run state and its threads: made at the first run, reset by each
+   * run, freed by destroy (chip.c) */
+  struct pto_run *run;
   uint32_t run_seq;                /* runs started */
   struct pto_run *_Atomic cur_run; /* the run in progress (async completions) */
   /* Async completion slots belong to the chip, not to a run: a completer
@@ -170,14 +171,15 @@ typedef struct sched {
   int nclusters;
   int *clusters;     /* own cluster ids */
   pto_event ev;      /* its thread parks here (sched_threads mode) */
-  _Atomic uint64_t entered; /* as core.entered, for its thread */
-  uint64_t last_gen;
   role role;         /* whoever runs its passes (the default mode): role.h */
   bool wake_pending; /* scheduler-private: it made tasks ready in this pass */
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;
   int trace_track;
+  /* its thread's part in runs, as core.entered and core.last_gen */
+  _Atomic uint64_t entered;
+  uint64_t last_gen;
 } sched;
 
 typedef struct scope_rec {
@@ -249,11 +251,11 @@ typedef struct pto_run {
    * is reset only when no thread is inside; every field below `lifecycle`
    * that a run changes is reset by run_reset (chip.c). */
   _Atomic uint64_t phase;
-  _Atomic int32_t quit;     /* pto_chip_destroy: threads return */
-  _Atomic int32_t alive;    /* threads not yet returned, + 1 for the chip */
-  pto_event ended_ev;       /* a thread leaving a run signals it */
-  _Atomic int32_t wd_busy;  /* the watchdog is reading the run's state */
-  _Atomic int32_t wd_idle;  /* the watchdog is parked until the next run */
+  _Atomic int32_t quit;    /* pto_chip_destroy: threads return */
+  _Atomic int32_t alive;   /* threads not yet returned, + 1 for the chip */
+  pto_event ended_ev;      /* a thread leaving a run signals it */
+  _Atomic int32_t wd_busy; /* the watchdog is reading the run's state */
+  _Atomic int32_t wd_idle; /* the watchdog is parked until the next run */
   /* stats */
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;

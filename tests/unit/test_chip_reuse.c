@@ -157,11 +157,23 @@ static pto_tensor vec(int64_t *buf, int64_t n) {
 
 /* ---- many runs of varied shapes, failures interleaved ---- */
 
-enum { SH_EMPTY, SH_CHAIN, SH_FANOUT, SH_MIX, SH_BLOCKS, SH_GANG, SH_SCOPED, SH_KERNEL_ERROR,
-       SH_CANCELLED, SH_WATCHDOG, SH_BAD_SUBMIT, SH_COUNT };
+enum {
+  SH_EMPTY,
+  SH_CHAIN,
+  SH_FANOUT,
+  SH_MIX,
+  SH_BLOCKS,
+  SH_GANG,
+  SH_SCOPED,
+  SH_KERNEL_ERROR,
+  SH_CANCELLED,
+  SH_WATCHDOG,
+  SH_BAD_SUBMIT,
+  SH_COUNT
+};
 static const char *const sh_name[SH_COUNT] = {
-    "empty", "chain", "fan-out", "MIX", "blocks", "sync_start gang", "scoped OUTPUT",
-    "kernel error", "cancelled kernel", "watchdog", "bad submit"};
+    "empty",         "chain",        "fan-out",          "MIX",      "blocks",    "sync_start gang",
+    "scoped OUTPUT", "kernel error", "cancelled kernel", "watchdog", "bad submit"};
 
 typedef struct vrun {
   int shape, run;
@@ -236,20 +248,14 @@ static void varied_orch(pto_orch *o, void *arg) {
     pto_scope_end(o);
     break;
   }
-  case SH_KERNEL_ERROR:
-    v->rc = pto_submit(o, K.fail, NULL, NULL, NULL);
-    break;
+  case SH_KERNEL_ERROR: v->rc = pto_submit(o, K.fail, NULL, NULL, NULL); break;
   case SH_CANCELLED: /* a polling kernel runs while another fails */
     pto_submit(o, K.poll, NULL, NULL, NULL);
     sleep_us(2000);
     pto_submit(o, K.fail, NULL, NULL, NULL);
     break;
-  case SH_WATCHDOG:
-    pto_submit(o, K.async_lost, NULL, NULL, NULL);
-    break;
-  case SH_BAD_SUBMIT:
-    v->rc = pto_submit(o, 9999, NULL, NULL, NULL);
-    break;
+  case SH_WATCHDOG: pto_submit(o, K.async_lost, NULL, NULL, NULL); break;
+  case SH_BAD_SUBMIT: v->rc = pto_submit(o, 9999, NULL, NULL, NULL); break;
   }
 }
 
@@ -319,7 +325,8 @@ static void test_many_runs_varied(void **state) {
     const char *bad = check_varied(&v, rc, &st, &err, why, sizeof why);
     if (!bad && v.shape == SH_CANCELLED && atomic_load(&polled_out) != before_out + 1)
       bad = "the polling kernel did not return after the run was cancelled";
-    if (bad) fail_msg("run %d (%s, after %d runs of this chip): %s", run, sh_name[v.shape], run, bad);
+    if (bad)
+      fail_msg("run %d (%s, after %d runs of this chip): %s", run, sh_name[v.shape], run, bad);
     counts[v.shape]++;
   }
   pto_chip_destroy(chip);
@@ -472,7 +479,8 @@ static void test_destroy_with_stuck_kernel(void **state) {
   uint64_t ms = now_ms() - t0;
   printf("pto_chip_destroy with a kernel stuck: %llu ms (shutdown_ms = 100)\n",
          (unsigned long long)ms);
-  if (ms > 2000) fail_msg("pto_chip_destroy took %llu ms with shutdown_ms = 100", (unsigned long long)ms);
+  if (ms > 2000)
+    fail_msg("pto_chip_destroy took %llu ms with shutdown_ms = 100", (unsigned long long)ms);
   /* the straggler returns into the destroyed chip's state, leaves and
    * frees it (ASan: no use after free, no leak) */
   atomic_store(&stuck_release, 1);
@@ -537,8 +545,7 @@ static void test_late_async_completer(void **state) {
          (unsigned long long)l.token, pto_status_name(l.rc_late), pto_status_name(rc),
          rc ? ": " : "", rc ? err.details : "");
   if (rc)
-    fail_msg("a late completion of run N failed run N+1: %s: %s", pto_status_name(rc),
-             err.details);
+    fail_msg("a late completion of run N failed run N+1: %s: %s", pto_status_name(rc), err.details);
   assert_int_equal(l.rc_late, PTO_EASYNC_INVALID); /* the completer is told */
   assert_int_equal(st.tasks, 2);
   assert_int_equal(st.blocks, 8);

@@ -123,8 +123,7 @@ static void run_mode(int sched_threads) {
   if (before != want || got != want)
     fail_msg("%d threads after the first run and %d during the second with sched_threads=%d, "
              "expected %d (%d before + %d cores + watchdog%s)",
-             before, got, sched_threads, want, base, cores,
-             sched_threads ? " + 2 schedulers" : "");
+             before, got, sched_threads, want, base, cores, sched_threads ? " + 2 schedulers" : "");
 }
 
 static void test_role_default_no_scheduler_threads(void **state) {
