@@ -4,7 +4,8 @@
  *
  *  - many runs of varied shapes (chains, fan-out, MIX, several blocks,
  *    sync_start gangs, scoped OUTPUT buffers) with failures interleaved (a
- *    kernel error, a cancelled kernel, a watchdog timeout, a bad submit):
+ *    kernel error, a cancelled kernel, a watchdog timeout, a bad submit,
+ *    a task ring that stays full past alloc_timeout_ms):
  *    every run's status, results and stats are its own;
  *  - a dependency mark left in a task slot by run N must not drop a
  *    dependency in run N+1 (task ids restart at 0, slots are reused);
@@ -107,6 +108,13 @@ static int k_copy(const pto_kctx *c) {
   i64(c, 1)[0] = i64(c, 0)[0];
   return 0;
 }
+/* the head of a chain that outlasts alloc_timeout_ms: returns when the
+ * run is cancelled (or after 5 s), without writing */
+static int k_slow_head(const pto_kctx *c) {
+  for (int i = 0; i < 5000 && !pto_kctx_cancelled(c); i++)
+    sleep_us(1000);
+  return 0;
+}
 /* ignores cancellation until released */
 static _Atomic int stuck_release, stuck_in, stuck_out;
 static int k_stuck(const pto_kctx *c) {
@@ -119,7 +127,7 @@ static int k_stuck(const pto_kctx *c) {
 }
 
 typedef struct kids {
-  int inc, put, mix, gang, dbl, fail, poll, async_lost, slow_write, copy, stuck;
+  int inc, put, mix, gang, dbl, fail, poll, async_lost, slow_write, copy, stuck, slow_head;
 } kids;
 static kids K;
 
@@ -130,6 +138,8 @@ static pto_chip *make_chip(int clusters, int64_t watchdog_ms, int64_t shutdown_m
   cfg.watchdog_ms = watchdog_ms;
   cfg.shutdown_ms = shutdown_ms;
   cfg.task_slots = 64; /* small rings: slots and argument storage wrap within a run */
+  cfg.alloc_timeout_ms =
+      watchdog_ms / 2; /* a ring full that long fails a run, before the watchdog */
   pto_chip *chip;
   assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "inc", k_inc, &K.inc), PTO_OK);
@@ -146,6 +156,7 @@ static pto_chip *make_chip(int clusters, int64_t watchdog_ms, int64_t shutdown_m
                    PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "copy", k_copy, &K.copy), PTO_OK);
   assert_int_equal(pto_kernel_register_aic(chip, "stuck", k_stuck, &K.stuck), PTO_OK);
+  assert_int_equal(pto_kernel_register_aic(chip, "slow_head", k_slow_head, &K.slow_head), PTO_OK);
   return chip;
 }
 
@@ -169,11 +180,13 @@ enum {
   SH_CANCELLED,
   SH_WATCHDOG,
   SH_BAD_SUBMIT,
+  SH_RING_TIMEOUT,
   SH_COUNT
 };
-static const char *const sh_name[SH_COUNT] = {
-    "empty",         "chain",        "fan-out",          "MIX",      "blocks",    "sync_start gang",
-    "scoped OUTPUT", "kernel error", "cancelled kernel", "watchdog", "bad submit"};
+static const char *const sh_name[SH_COUNT] = {"empty",         "chain",        "fan-out",
+                                              "MIX",           "blocks",       "sync_start gang",
+                                              "scoped OUTPUT", "kernel error", "cancelled kernel",
+                                              "watchdog",      "bad submit",   "task ring timeout"};
 
 typedef struct vrun {
   int shape, run;
@@ -256,6 +269,18 @@ static void varied_orch(pto_orch *o, void *arg) {
     break;
   case SH_WATCHDOG: pto_submit(o, K.async_lost, NULL, NULL, NULL); break;
   case SH_BAD_SUBMIT: v->rc = pto_submit(o, 9999, NULL, NULL, NULL); break;
+  case SH_RING_TIMEOUT: { /* a slow head of a chain longer than task_slots */
+    pto_tensor t = vec(v->a, 1);
+    pto_args_init(&a);
+    pto_args_inout(&a, &t);
+    v->rc = pto_submit(o, K.slow_head, &a, NULL, NULL);
+    for (int i = 0; i < 100 && !v->rc; i++) {
+      pto_args_init(&a);
+      pto_args_inout(&a, &t);
+      v->rc = pto_submit(o, K.inc, &a, NULL, NULL);
+    }
+    break;
+  }
   }
 }
 
@@ -265,6 +290,7 @@ static const char *check_varied(const vrun *v, int rc, const pto_run_stats *st,
   int want_rc = v->shape == SH_KERNEL_ERROR || v->shape == SH_CANCELLED ? PTO_EKERNEL
                 : v->shape == SH_WATCHDOG                               ? PTO_ESCHED_TIMEOUT
                 : v->shape == SH_BAD_SUBMIT                             ? PTO_EINVAL
+                : v->shape == SH_RING_TIMEOUT                           ? PTO_ETASK_RING_DEADLOCK
                                                                         : PTO_OK;
   if (rc != want_rc) {
     snprintf(why, n, "returned %s (%.200s), expected %s", pto_status_name(rc), err->details,
@@ -275,8 +301,8 @@ static const char *check_varied(const vrun *v, int rc, const pto_run_stats *st,
     snprintf(why, n, "err.code %s, expected %s", pto_status_name(err->code), pto_status_name(rc));
     return why;
   }
-  static const uint64_t tasks[SH_COUNT] = {0, 150, 100, 1, 1, 1, 2, 1, 2, 1, 0};
-  static const uint64_t blocks[SH_COUNT] = {0, 150, 100, 4, 37, 4, 9, 1, 2, 1, 0};
+  static const uint64_t tasks[SH_COUNT] = {0, 150, 100, 1, 1, 1, 2, 1, 2, 1, 0, 64};
+  static const uint64_t blocks[SH_COUNT] = {0, 150, 100, 4, 37, 4, 9, 1, 2, 1, 0, 0};
   if (st->tasks != tasks[v->shape] || (rc == 0 && st->blocks != blocks[v->shape])) {
     snprintf(why, n, "stats: %llu tasks, %llu blocks, expected %llu, %llu",
              (unsigned long long)st->tasks, (unsigned long long)st->blocks,
@@ -309,10 +335,10 @@ static const char *check_varied(const vrun *v, int rc, const pto_run_stats *st,
 
 static void test_many_runs_varied(void **state) {
   (void)state;
-  pto_chip *chip = make_chip(2, 60, 2000);
+  pto_chip *chip = make_chip(2, 120, 2000);
   int counts[SH_COUNT] = {0};
   /* a permutation of shapes, so each shape follows several others */
-  for (int run = 0; run < 3 * SH_COUNT * 2; run++) {
+  for (int run = 0; run < SH_COUNT * 5; run++) {
     vrun v;
     memset(&v, 0, sizeof v);
     v.run = run;
@@ -330,7 +356,7 @@ static void test_many_runs_varied(void **state) {
     counts[v.shape]++;
   }
   pto_chip_destroy(chip);
-  printf("%d runs on one chip:", 3 * SH_COUNT * 2);
+  printf("%d runs on one chip:", SH_COUNT * 5);
   for (int s = 0; s < SH_COUNT; s++)
     printf(" %s x%d%s", sh_name[s], counts[s], s + 1 < SH_COUNT ? "," : "\n");
   for (int s = 0; s < SH_COUNT; s++)
