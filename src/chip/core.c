@@ -115,14 +115,15 @@ static void core_serve(core *c) {
   }
 }
 
-/* The core's thread: made at the chip's first run, parked between runs
- * (run_enter), enters a run at its first dispatch, returns when the chip
- * is destroyed. */
+/* Whether the run in progress has dispatched a block to the core yet. */
 static bool core_dispatched(void *arg) {
   /* relaxed: core_has_work re-reads with acquire */
   return atomic_load_explicit(&((core *)arg)->dispatched, memory_order_relaxed) != 0;
 }
 
+/* The core's thread: made at the chip's first run, parked between runs
+ * (run_enter), enters a run at its first dispatch, returns when the chip
+ * is destroyed. */
 void *core_main(void *arg) {
   core *c = arg;
   sched_bind_core(c);

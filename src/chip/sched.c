@@ -529,9 +529,6 @@ static void sched_serve(sched *s) {
   if (busy) s->last_ns = pto_now_ns();
 }
 
-/* A dedicated scheduler thread (sched_threads mode): made at the chip's
- * first run, parked between runs (run_enter), returns when the chip is
- * destroyed. */
 /* Whether the run in progress has given s anything to do yet (every
  * source signals s->ev): a ready task, a drain step, a block end. */
 static bool sched_wanted(void *arg) {
@@ -546,6 +543,9 @@ static bool sched_wanted(void *arg) {
   return false;
 }
 
+/* A dedicated scheduler thread (sched_threads mode): made at the chip's
+ * first run, parked between runs (run_enter), returns when the chip is
+ * destroyed. */
 void *sched_main(void *arg) {
   sched *s = arg;
   this_sched = s;
