@@ -17,6 +17,8 @@
  *    (PTO_EASYNC_INVALID to its caller) and leaves run N+1 alone;
  *  - pto_chip_destroy with a kernel still stuck returns within
  *    shutdown_ms; the straggler frees the chip when it returns (ASan);
+ *  - a run wakes only the cores it uses: back-to-back one-task runs are
+ *    entered by one core each, empty runs by none;
  *  - the watchdog's window is per run: runs that each idle for most of
  *    watchdog_ms, back to back, never time out. */
 #include <setjmp.h>
@@ -30,6 +32,7 @@
 
 #include <cmocka.h>
 
+#include "chip/run.h" /* white box: which threads took part in a run */
 #include "pto/pto.h"
 
 static void sleep_us(long us) {
@@ -580,6 +583,59 @@ static void test_late_async_completer(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- a run wakes only the cores it uses ---- */
+
+static void one_task_orch(pto_orch *o, void *arg) {
+  pto_tensor t = vec(arg, 1);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_args_scalar(&a, 5);
+  pto_submit(o, K.put, &a, NULL, NULL);
+}
+
+static void empty_orch(pto_orch *o, void *arg) {
+  (void)o;
+  (void)arg;
+}
+
+/* Cores that took part in the run just ended (their last generation). */
+static int cores_in_last_run(pto_chip *chip) {
+  pto_run *r = chip->run;
+  uint64_t gen = run_phase_gen(atomic_load(&r->phase));
+  int n = 0;
+  for (int i = 0; i < r->ncores; i++)
+    n += r->cores[i].last_gen == gen;
+  return n;
+}
+
+static void test_run_wakes_only_its_cores(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(5, 10000, 2000); /* 15 cores */
+  int64_t x = 0;
+  int more = 0, empty_woke = 0;
+  for (int i = 0; i < 200; i++) {
+    bool empty = i % 4 == 3;
+    assert_int_equal(pto_chip_run(chip, empty ? empty_orch : one_task_orch, &x, NULL, NULL),
+                     PTO_OK);
+    int n = cores_in_last_run(chip);
+    if (empty)
+      empty_woke += n;
+    else
+      more += n != 1;
+  }
+  printf("200 back-to-back runs on 15 cores: %d one-task runs entered by more than one core, "
+         "%d core entries in empty runs\n",
+         more, empty_woke);
+  if (more || empty_woke)
+    fail_msg("%d one-task runs were entered by more than one core and empty runs by %d cores "
+             "(expected only the core that ran the task: each entry costs the end of the run a "
+             "wake-up and a wait)",
+             more, empty_woke);
+  assert_int_equal(x, 5);
+  pto_chip_destroy(chip);
+}
+
 /* ---- the watchdog's window is per run ---- */
 
 static void idle_orch(pto_orch *o, void *arg) {
@@ -617,6 +673,7 @@ int main(void) {
       cmocka_unit_test(test_straggler_does_not_reach_next_run),
       cmocka_unit_test(test_destroy_with_stuck_kernel),
       cmocka_unit_test(test_late_async_completer),
+      cmocka_unit_test(test_run_wakes_only_its_cores),
       cmocka_unit_test(test_watchdog_window_per_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
