@@ -125,10 +125,11 @@ PTO_API int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stat
                          pto_error_info *err);
 
 /* Completes a block that called pto_kctx_async_begin(). Any thread may call
- * it, also while the run ends. A token that is not outstanding in the
- * current run (completed twice, from an earlier run, or made up) fails the
- * run with PTO_EASYNC_INVALID; with no run in progress it returns
- * PTO_EASYNC_INVALID. */
+ * it, also while the run ends. A token of an earlier run (its block ended
+ * with that run) returns PTO_EASYNC_INVALID and leaves the current run
+ * alone; one of the current run that is not outstanding (completed twice)
+ * or a made-up one fails the run with PTO_EASYNC_INVALID; with no run in
+ * progress it returns PTO_EASYNC_INVALID. */
 PTO_API int pto_chip_async_complete(pto_chip *chip, uint64_t token);
 
 /* Record a Chrome/Perfetto trace of every following run into `path`

@@ -2,8 +2,9 @@
  * completion to another party and frees its core; the block finishes when
  * pto_chip_async_complete() presents the token. The slots belong to the
  * chip and every begin takes a fresh chip-wide generation, so a repeated,
- * stale (from any earlier run) or made-up token never matches; a completer
- * that comes while the run ends is waited for before the run is freed. */
+ * stale (from any earlier run) or made-up token never matches; one of an
+ * earlier run is refused without failing the current run. A completer that
+ * comes while the run ends is waited for before the run is reset. */
 #include <stdio.h>
 
 #include "chip/run.h"
@@ -40,6 +41,10 @@ int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
 static int complete(pto_run *r, uint64_t token) {
   uint32_t slot = (uint32_t)(token & 0xffffu);
   uint64_t gen = token >> 16;
+  /* a straggler of an earlier run (its block ended with that run) is
+   * refused without touching this run: every generation handed out before
+   * this run began is at most async_gen0 */
+  if (gen <= r->async_gen0) return PTO_EASYNC_INVALID;
   if (slot >= r->nasync) {
     run_fail(r, PTO_EASYNC_INVALID, PTO_TASK_NONE, -1,
              "async completion token 0x%llx names slot %u but async_slots is %u",
@@ -54,8 +59,7 @@ static int complete(pto_run *r, uint64_t token) {
   if (s != busy || !atomic_compare_exchange_strong_explicit(
                        &a->state, &s, busy & ~1ull, memory_order_acq_rel, memory_order_relaxed)) {
     run_fail(r, PTO_EASYNC_INVALID, PTO_TASK_NONE, -1,
-             "async completion token 0x%llx is not outstanding (completed twice, from an "
-             "earlier run, or made up)",
+             "async completion token 0x%llx is not outstanding (completed twice or made up)",
              (unsigned long long)token);
     return PTO_EASYNC_INVALID;
   }

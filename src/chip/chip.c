@@ -102,11 +102,22 @@ int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
   return pto_chip_create_ex(cfg, out, NULL);
 }
 
+static void run_quit(pto_run *r);
+static void chip_release(pto_chip *chip);
+static void chip_free(pto_chip *chip);
+
+/* Joins the chip's threads (against shutdown_ms) and frees it. A thread
+ * stuck in a kernel is left behind and frees the chip when it returns; a
+ * chip whose async completer never left a run is leaked (it may still use
+ * it). */
 void pto_chip_destroy(pto_chip *chip) {
   if (!chip) return;
-  free(chip->trace_path);
-  free(chip->async);
-  free(chip);
+  if (!chip->run) {
+    chip_free(chip);
+    return;
+  }
+  run_quit(chip->run);
+  if (!chip->broken) chip_release(chip);
 }
 
 const pto_chip_config *pto_chip_get_config(const pto_chip *chip) {
@@ -181,9 +192,13 @@ void pto_error_print(const pto_error_info *e, FILE *stream) {
   if (e->details[0]) fprintf(f, "  %s\n", e->details);
 }
 
-/* ---- run setup and teardown ---- */
+/* ---- the chip's run state and threads ----
+ * Made at the chip's first run (run_create, make_threads), reset by every
+ * run in time proportional to what the previous run used (run_reset), and
+ * freed by pto_chip_destroy, or by the last thread to return when destroy
+ * had to leave a thread stuck in a kernel behind (chip_release). */
 
-static void run_destroy(pto_run *r) {
+static void run_free(pto_run *r) {
   orch_teardown(r);
   for (int q = 0; q < SHAPE_COUNT; q++) {
     pthread_mutex_destroy(&r->queues[q].lock);
@@ -209,6 +224,41 @@ static void run_destroy(pto_run *r) {
   free(r);
 }
 
+static void chip_free(pto_chip *chip) {
+  if (chip->run) run_free(chip->run);
+  free(chip->trace_path);
+  free(chip->async);
+  free(chip);
+}
+
+/* Drops one reference (a thread's, or the chip's own at destroy); the last
+ * one frees the chip. */
+static void chip_release(pto_chip *chip) {
+  /* acq_rel: every thread's last touch happens-before the free */
+  if (atomic_fetch_sub_explicit(&chip->run->alive, 1, memory_order_acq_rel) == 1) chip_free(chip);
+}
+
+static void *core_thread(void *arg) {
+  core *c = arg;
+  core_main(c);
+  chip_release(c->run->chip);
+  return NULL;
+}
+
+static void *sched_thread(void *arg) {
+  sched *s = arg;
+  sched_main(s);
+  chip_release(s->run->chip);
+  return NULL;
+}
+
+static void *watchdog_thread(void *arg) {
+  pto_run *r = arg;
+  watchdog_main(r);
+  chip_release(r->chip);
+  return NULL;
+}
+
 static int run_create(pto_chip *chip, pto_run **out) {
   const pto_chip_config *c = &chip->cfg;
   pto_run *r = calloc(1, sizeof *r);
@@ -216,22 +266,18 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->chip = chip;
   r->cfg = c;
   pthread_mutex_init(&r->err_lock, NULL);
-  r->err.task_id = PTO_TASK_NONE;
-  r->err.core_id = -1;
   pto_event_init(&r->orch_ev, false);
-  atomic_init(&r->orch_wake_at, INT64_MAX);
   pto_event_init(&r->watchdog_ev, false);
+  pto_event_init(&r->ended_ev, false);
+  atomic_init(&r->phase, 0);
+  atomic_init(&r->quit, 0);
+  atomic_init(&r->alive, 1); /* the chip's own reference */
   r->nslots = c->task_slots;
   r->ndeps = c->dep_entries;
   r->slots = calloc(r->nslots, sizeof *r->slots);
   r->deps = calloc(r->ndeps, sizeof *r->deps);
-  /* the chip's async slots: one left busy by an earlier run (its
-   * completion never came) is free again; its generation stays stale */
   r->nasync = chip->nasync;
   r->async = chip->async;
-  for (uint32_t i = 0; i < r->nasync; i++)
-    atomic_fetch_and_explicit(&r->async[i].state, ~1ull, memory_order_relaxed);
-  chip->run_seq++;
   int per_cluster = c->aic_per_cluster + c->aiv_per_cluster;
   r->ncores = c->clusters * per_cluster;
   r->nsched = c->schedulers;
@@ -245,18 +291,12 @@ static int run_create(pto_chip *chip, pto_run **out) {
     if (!items) goto nomem;
     ready_queue_init(rq, r->nslots, items);
   }
-  if (chip->trace_path) {
-    r->trace = trace_create(chip->trace_pid, chip->trace_name[0] ? chip->trace_name : "chip");
-    if (!r->trace) goto nomem;
-    r->orch_track = trace_track(r->trace, "orchestrator");
-    trace_set_task_base(r->trace, chip->trace_task_base);
-  }
   for (int s = 0; s < r->nsched; s++) {
     sched *sc = &r->scheds[s];
     sc->id = s;
     sc->run = r;
     pto_event_init(&sc->ev, false);
-    role_init(&sc->role);
+    atomic_init(&sc->entered, 0);
     sc->cores = calloc((size_t)r->ncores, sizeof(core *));
     sc->clusters = calloc((size_t)c->clusters, sizeof(int));
     sc->spots = calloc((size_t)r->ncores, sizeof(core *));
@@ -266,11 +306,6 @@ static int run_create(pto_chip *chip, pto_run **out) {
     if (!sc->cores || !sc->clusters || !sc->spots || !sc->parked || !sc->claim_tasks ||
         !sc->claim_blocks)
       goto nomem;
-    if (r->trace) {
-      char name[32];
-      snprintf(name, sizeof name, "scheduler %d", s);
-      sc->trace_track = trace_track(r->trace, name);
-    }
   }
   for (int cl = 0; cl < c->clusters; cl++) {
     sched *sc = &r->scheds[cl % r->nsched];
@@ -284,29 +319,213 @@ static int run_create(pto_chip *chip, pto_run **out) {
       co->type = k < c->aic_per_cluster ? PTO_CORE_AIC : PTO_CORE_AIV;
       co->run = r;
       pto_event_init(&co->ev, false);
-      atomic_init(&co->cur_task, PTO_TASK_NONE);
+      atomic_init(&co->entered, 0);
       sc->cores[sc->ncores++] = co;
-      if (r->trace) {
-        char name[48];
-        snprintf(name, sizeof name, "cluster %d %s%d", cl, co->type == PTO_CORE_AIC ? "AIC" : "AIV",
-                 co->type == PTO_CORE_AIC ? 0 : k - c->aic_per_cluster);
-        co->trace_track = trace_track(r->trace, name);
-      }
     }
   }
-  drain_init(&r->drain, r->nsched);
-  for (int s = 0; s < r->nsched; s++)
-    drain_part_init(&r->scheds[s].drain, s);
   int rc = orch_setup(r);
   if (rc) {
-    run_destroy(r);
+    run_free(r);
     return rc;
   }
   *out = r;
   return PTO_OK;
 nomem:
-  run_destroy(r);
+  run_free(r);
   return PTO_ENOMEM;
+}
+
+/* Starts the threads not started yet (all of them at the first run; after
+ * a failed pthread_create, the rest at a later run). They park at once. */
+static int make_threads(pto_run *r) {
+  int rc = 0;
+  for (int i = 0; i < r->ncores && !rc; i++) {
+    if (r->cores[i].started) continue;
+    atomic_fetch_add_explicit(&r->alive, 1, memory_order_relaxed);
+    rc = pthread_create(&r->cores[i].thread, NULL, core_thread, &r->cores[i]);
+    r->cores[i].started = rc == 0;
+  }
+  for (int s = 0; s < r->nsched && !rc && r->sched_threads; s++) {
+    if (r->scheds[s].started) continue;
+    atomic_fetch_add_explicit(&r->alive, 1, memory_order_relaxed);
+    rc = pthread_create(&r->scheds[s].thread, NULL, sched_thread, &r->scheds[s]);
+    r->scheds[s].started = rc == 0;
+  }
+  if (!rc && !r->watchdog_started) {
+    atomic_fetch_add_explicit(&r->alive, 1, memory_order_relaxed);
+    rc = pthread_create(&r->watchdog, NULL, watchdog_thread, r);
+    r->watchdog_started = rc == 0;
+  }
+  if (rc) atomic_fetch_sub_explicit(&r->alive, 1, memory_order_relaxed); /* not started */
+  return rc;
+}
+
+/* Everything a run changes, back to its state before the first run. Runs
+ * only while no thread is inside a run (run_enter/run_leave), so plain
+ * stores suffice; the publication of the next phase orders them. O(cores +
+ * schedulers + async slots), plus what the orchestrator's state used. */
+static void run_reset(pto_run *r) {
+  atomic_store_explicit(&r->submitted, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->completed, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->status, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->stop, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->orch_done, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->async_done, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->ready_gen, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->drain_gen, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->blocks, 0, memory_order_relaxed);
+  for (int q = 0; q <= SHAPE_COUNT; q++) {
+    ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
+    rq->head = 0;
+    atomic_store_explicit(&rq->count, 0, memory_order_relaxed);
+  }
+  memset(&r->err, 0, sizeof r->err);
+  r->err.task_id = PTO_TASK_NONE;
+  r->err.core_id = -1;
+  atomic_store_explicit(&r->orch_wake_at, INT64_MAX, memory_order_relaxed);
+  r->orch_start_ns = r->orch_end_ns = 0;
+  atomic_store_explicit(&r->sync_fast, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->sync_tasks, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->spread_max_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->spread_sum_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->drain_lat_max_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->drain_lat_sum_ns, 0, memory_order_relaxed);
+  r->orch_track = 0;
+  /* the chip's async slots: one left busy by an earlier run (its
+   * completion never came) is free again; its generation stays stale */
+  for (uint32_t i = 0; i < r->nasync; i++)
+    atomic_fetch_and_explicit(&r->async[i].state, ~1ull, memory_order_relaxed);
+  r->async_gen0 =
+      atomic_load_explicit(&r->chip->async_gen, memory_order_relaxed) & ((1ull << 48) - 1);
+  drain_init(&r->drain, r->nsched);
+  for (int s = 0; s < r->nsched; s++) {
+    sched *sc = &r->scheds[s];
+    role_init(&sc->role);
+    sc->wake_pending = false;
+    drain_part_init(&sc->drain, s);
+    sc->trace_att = 0;
+    sc->first_ns = sc->last_ns = 0;
+    sc->trace_track = 0;
+  }
+  for (int i = 0; i < r->ncores; i++) {
+    core *co = &r->cores[i];
+    co->defer_current = false;
+    atomic_store_explicit(&co->dispatched, 0, memory_order_relaxed);
+    atomic_store_explicit(&co->finished, 0, memory_order_relaxed);
+    memset(co->slot, 0, sizeof co->slot);
+    co->issued = co->seen = 0;
+    atomic_store_explicit(&co->cur_task, PTO_TASK_NONE, memory_order_relaxed);
+    atomic_store_explicit(&co->cur_start_ns, 0, memory_order_relaxed);
+    co->first_ns = 0;
+    co->trace_track = 0;
+  }
+  orch_reset(r);
+}
+
+/* This run's trace and its tracks, when the chip records one. */
+static int run_trace_begin(pto_run *r) {
+  pto_chip *chip = r->chip;
+  if (!chip->trace_path) return PTO_OK;
+  r->trace = trace_create(chip->trace_pid, chip->trace_name[0] ? chip->trace_name : "chip");
+  if (!r->trace) return PTO_ENOMEM;
+  r->orch_track = trace_track(r->trace, "orchestrator");
+  trace_set_task_base(r->trace, chip->trace_task_base);
+  for (int s = 0; s < r->nsched; s++) {
+    char name[32];
+    snprintf(name, sizeof name, "scheduler %d", s);
+    r->scheds[s].trace_track = trace_track(r->trace, name);
+  }
+  int per_cluster = r->cfg->aic_per_cluster + r->cfg->aiv_per_cluster;
+  for (int i = 0; i < r->ncores; i++) {
+    core *co = &r->cores[i];
+    int k = i % per_cluster;
+    char name[48];
+    snprintf(name, sizeof name, "cluster %d %s%d", co->cluster,
+             co->type == PTO_CORE_AIC ? "AIC" : "AIV",
+             co->type == PTO_CORE_AIC ? 0 : k - r->cfg->aic_per_cluster);
+    co->trace_track = trace_track(r->trace, name);
+  }
+  return PTO_OK;
+}
+
+/* Threads still inside run `gen`, scanned from `from` on. */
+typedef struct left_wait {
+  pto_run *r;
+  uint64_t gen;
+  int from; /* cores [0, from) and then schedulers have left */
+} left_wait;
+
+static bool all_left(void *p) {
+  left_wait *w = p;
+  pto_run *r = w->r;
+  /* acquire (seq_cst): each thread's last touch of the run happens-before */
+  for (; w->from < r->ncores + r->nsched; w->from++) {
+    _Atomic uint64_t *e =
+        w->from < r->ncores ? &r->cores[w->from].entered : &r->scheds[w->from - r->ncores].entered;
+    if (atomic_load_explicit(e, memory_order_seq_cst) == w->gen) return false;
+  }
+  return atomic_load_explicit(&r->wd_busy, memory_order_seq_cst) == 0;
+}
+
+/* Ends run `phase`: no thread enters it any more, those inside are told to
+ * stop and woken, and are waited for against shutdown_ms. Returns false
+ * when one is still inside (a kernel that ignores pto_kctx_cancelled): the
+ * run's state then stays as it is until that thread has left. */
+static bool run_end(pto_run *r, uint64_t phase) {
+  atomic_store_explicit(&r->stop, 1, memory_order_release); /* pairs with run_stopping() */
+  atomic_store_explicit(&r->phase, phase & ~1ull, memory_order_seq_cst);
+  uint64_t gen = run_phase_gen(phase);
+  /* wake only the threads inside: parked ones stay parked (no syscall) */
+  for (int i = 0; i < r->ncores; i++)
+    if (atomic_load_explicit(&r->cores[i].entered, memory_order_seq_cst) == gen)
+      pto_event_signal(&r->cores[i].ev);
+  for (int s = 0; s < r->nsched; s++)
+    if (atomic_load_explicit(&r->scheds[s].entered, memory_order_seq_cst) == gen)
+      pto_event_signal(&r->scheds[s].ev);
+  left_wait w = {r, gen, 0};
+  if (pto_wait(&r->ended_ev, all_left, &w, pto_deadline_ms(r->cfg->shutdown_ms))) return true;
+  int stuck = w.from < r->ncores ? w.from : -1;
+  pto_task_id id =
+      stuck >= 0 ? atomic_load_explicit(&r->cores[stuck].cur_task, memory_order_relaxed) : -1;
+  char who[64];
+  if (stuck >= 0)
+    snprintf(who, sizeof who, "core %d (task %lld)", stuck, (long long)id);
+  else if (w.from < r->ncores + r->nsched)
+    snprintf(who, sizeof who, "scheduler thread %d", w.from - r->ncores);
+  else
+    snprintf(who, sizeof who, "the watchdog");
+  char what[200];
+  snprintf(what, sizeof what,
+           "%s did not leave the run within shutdown_ms=%lld (a kernel that ignores "
+           "pto_kctx_cancelled?); the chip runs again once it has left",
+           who, (long long)r->cfg->shutdown_ms);
+  pthread_mutex_lock(&r->err_lock);
+  bool latched = atomic_load_explicit(&r->status, memory_order_relaxed) != 0;
+  if (latched) { /* the run's cause stays first; the chip's state is said after it */
+    size_t n = strlen(r->err.details);
+    snprintf(r->err.details + n, sizeof r->err.details - n, "%s%s", n ? "; then " : "", what);
+  }
+  pthread_mutex_unlock(&r->err_lock);
+  if (!latched) run_fail(r, PTO_ESHUTDOWN, id, stuck, "%s", what);
+  return false;
+}
+
+/* A run that ended with a thread still inside: has it left since? */
+static bool stragglers_left(pto_run *r, char *why, size_t n) {
+  left_wait w = {r, run_phase_gen(atomic_load_explicit(&r->phase, memory_order_relaxed)), 0};
+  if (all_left(&w)) return true;
+  if (w.from < r->ncores) {
+    core *c = &r->cores[w.from];
+    snprintf(why, n,
+             "core %d is still running task %lld of an earlier run (its kernel ignores "
+             "pto_kctx_cancelled); this chip runs again once it returns, or create a new chip",
+             c->id, (long long)atomic_load_explicit(&c->cur_task, memory_order_relaxed));
+  } else {
+    snprintf(why, n,
+             "a thread of an earlier run has not left it; this chip runs again once it "
+             "has, or create a new chip");
+  }
+  return false;
 }
 
 static bool join_deadline(pthread_t th, uint64_t deadline) {
@@ -323,33 +542,24 @@ static bool join_deadline(pthread_t th, uint64_t deadline) {
   return pthread_timedjoin_np(th, NULL, &ts) == 0;
 }
 
-/* Stops every thread; returns false if some could not be joined in time. */
-static bool run_join(pto_run *r) {
-  atomic_store_explicit(&r->stop, 1, memory_order_release); /* pairs with run_stopping() */
-  run_wake_all(r);
-  uint64_t deadline = pto_deadline_ms(r->cfg->shutdown_ms);
-  bool all = true;
-  int stuck_core = -1;
-  for (int s = 0; s < r->nsched; s++)
-    if (r->scheds[s].started && !join_deadline(r->scheds[s].thread, deadline)) {
-      pthread_detach(r->scheds[s].thread);
-      all = false;
-    }
+/* Destroy's side: every thread is told to return and joined against one
+ * deadline; one that does not return in time (stuck in a kernel) is
+ * detached and frees the chip itself when it finally returns. */
+static void run_quit(pto_run *r) {
+  atomic_store_explicit(&r->quit, 1, memory_order_release);
   for (int i = 0; i < r->ncores; i++)
-    if (r->cores[i].started && !join_deadline(r->cores[i].thread, deadline)) {
+    pto_event_signal(&r->cores[i].ev);
+  for (int s = 0; s < r->nsched; s++)
+    pto_event_signal(&r->scheds[s].ev);
+  pto_event_signal(&r->watchdog_ev);
+  uint64_t deadline = pto_deadline_ms(r->cfg->shutdown_ms);
+  for (int s = 0; s < r->nsched; s++)
+    if (r->scheds[s].started && !join_deadline(r->scheds[s].thread, deadline))
+      pthread_detach(r->scheds[s].thread);
+  for (int i = 0; i < r->ncores; i++)
+    if (r->cores[i].started && !join_deadline(r->cores[i].thread, deadline))
       pthread_detach(r->cores[i].thread);
-      all = false;
-      stuck_core = i;
-    }
-  if (r->watchdog_started && !join_deadline(r->watchdog, deadline)) {
-    pthread_detach(r->watchdog);
-    all = false;
-  }
-  if (!all)
-    run_fail(r, PTO_ESHUTDOWN, PTO_TASK_NONE, stuck_core,
-             "a thread did not exit within shutdown_ms=%lld; the chip is unusable",
-             (long long)r->cfg->shutdown_ms);
-  return all;
+  if (r->watchdog_started && !join_deadline(r->watchdog, deadline)) pthread_detach(r->watchdog);
 }
 
 static bool no_async_calls(void *p) {
@@ -415,33 +625,48 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   if (!chip) EARLY_FAIL(PTO_EINVAL, "pto_chip_run: chip is NULL");
   if (!fn) EARLY_FAIL(PTO_EINVAL, "pto_chip_run: orchestration function is NULL");
   if (chip->broken)
-    EARLY_FAIL(PTO_ESHUTDOWN, "chip has a thread that never exited; create a new chip");
+    EARLY_FAIL(PTO_ESHUTDOWN, "an async completer never left an earlier run of this chip; "
+                              "create a new chip");
   int expected = 0;
   if (!atomic_compare_exchange_strong(&chip->running, &expected, 1))
     EARLY_FAIL(PTO_EBUSY, "pto_chip_run: this chip is already running");
   uint64_t host0 = pto_now_ns();
-  pto_run *r = NULL;
-  int rc = run_create(chip, &r);
-  if (rc) {
-    atomic_store(&chip->running, 0);
-    EARLY_FAIL(rc, "could not set up the run (rings: task_slots=%u heap_bytes=%zu)",
-               chip->cfg.task_slots, chip->cfg.heap_bytes);
+  int rc = PTO_OK;
+  if (!chip->run) {
+    rc = run_create(chip, &chip->run);
+    if (rc) {
+      atomic_store(&chip->running, 0);
+      EARLY_FAIL(rc, "could not set up the run (rings: task_slots=%u heap_bytes=%zu)",
+                 chip->cfg.task_slots, chip->cfg.heap_bytes);
+    }
   }
-  /* start threads: cores, schedulers, watchdog */
-  for (int i = 0; i < r->ncores && !rc; i++) {
-    rc = pthread_create(&r->cores[i].thread, NULL, core_main, &r->cores[i]);
-    r->cores[i].started = rc == 0;
+  pto_run *r = chip->run;
+  if (chip->stuck) {
+    char why[sizeof err->details];
+    if (!stragglers_left(r, why, sizeof why)) {
+      atomic_store(&chip->running, 0);
+      EARLY_FAIL(PTO_ESHUTDOWN, "%s", why);
+    }
+    chip->stuck = false; /* it has left: the run's state is ours again */
+    if (r->trace) trace_destroy(r->trace);
+    r->trace = NULL;
   }
-  for (int s = 0; s < r->nsched && !rc && r->sched_threads; s++) {
-    rc = pthread_create(&r->scheds[s].thread, NULL, sched_main, &r->scheds[s]);
-    r->scheds[s].started = rc == 0;
-  }
-  if (!rc) {
-    rc = pthread_create(&r->watchdog, NULL, watchdog_main, r);
-    r->watchdog_started = rc == 0;
-  }
+  run_reset(r);
+  chip->run_seq++;
+  rc = run_trace_begin(r);
+  if (rc) r->trace = NULL;
+  int trc = rc;
+  if (!rc) rc = make_threads(r);
+  uint64_t phase =
+      (run_phase_gen(atomic_load_explicit(&r->phase, memory_order_relaxed)) + 1) << 1 | 1;
   atomic_store_explicit(&chip->cur_run, r, memory_order_release); /* async completers */
-  if (rc) {
+  /* seq_cst: the reset happens-before any thread's entry (run_enter), and
+   * against the watchdog's store of wd_idle (it parks only after) */
+  atomic_store_explicit(&r->phase, phase, memory_order_seq_cst);
+  if (atomic_load_explicit(&r->wd_idle, memory_order_seq_cst)) pto_event_signal(&r->watchdog_ev);
+  if (trc) {
+    run_fail(r, trc, PTO_TASK_NONE, -1, "could not set up the run's trace (out of memory)");
+  } else if (rc) {
     run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
   } else {
     pto_orch orch = {r};
@@ -455,19 +680,20 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     orch_finish(r); /* waits for every task, or the latched error */
     pto_wait_thread_end();
   }
-  if (!run_join(r)) chip->broken = true;
+  if (!run_end(r, phase)) chip->stuck = true;
   /* No run, flip the phase, wait for the old phase's calls (all seq_cst,
    * against pto_chip_async_complete): a completer either sees no run or
-   * is counted in the old phase, and the run is freed only after it left */
+   * is counted in the old phase, and the run is reset only after it left */
   atomic_store_explicit(&chip->cur_run, NULL, memory_order_seq_cst);
-  uint32_t phase = atomic_fetch_add_explicit(&chip->async_phase, 1, memory_order_seq_cst) & 1u;
-  if (!pto_wait(NULL, no_async_calls, &chip->async_calls[phase],
+  uint32_t aphase = atomic_fetch_add_explicit(&chip->async_phase, 1, memory_order_seq_cst) & 1u;
+  if (!pto_wait(NULL, no_async_calls, &chip->async_calls[aphase],
                 pto_deadline_ms(r->cfg->shutdown_ms))) {
     run_fail(r, PTO_ESHUTDOWN, PTO_TASK_NONE, -1,
              "pto_chip_async_complete did not return within shutdown_ms=%lld",
              (long long)r->cfg->shutdown_ms);
-    chip->broken = true; /* the run is leaked below: a completer still uses it */
+    chip->broken = true; /* the run is never reset or freed: a completer still uses it */
   }
+  orch_end(r);
   uint64_t host1 = pto_now_ns();
   if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
   if (r->trace) chip->trace_task_end = trace_task_end(r->trace);
@@ -483,13 +709,11 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   rc = atomic_load(&r->status);
   if (stats) run_stats(r, host0, host1, stats);
   if (err) *err = r->err;
-  if (chip->broken) {
-    /* Threads that never exited still point into the run: leak it on purpose. */
-    atomic_store(&chip->running, 0);
-    return rc ? rc : PTO_ESHUTDOWN;
+  if (r->trace && !chip->stuck) { /* a thread still inside may write to it */
+    trace_destroy(r->trace);
+    r->trace = NULL;
   }
-  run_destroy(r);
   atomic_store(&chip->running, 0);
-  return rc;
+  return rc ? rc : chip->stuck || chip->broken ? PTO_ESHUTDOWN : PTO_OK;
 #undef EARLY_FAIL
 }

@@ -1,6 +1,7 @@
 /* core.c — a simulated core: waits for its dispatch register to move,
  * runs the kernel block in the payload, publishes "finished" for that
- * dispatch id. Gang blocks (sync_start) wait for their cohort's start. */
+ * dispatch id. Gang blocks (sync_start) wait for their cohort's start. Its
+ * thread serves run after run of the chip (core_main). */
 #include "chip/run.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
@@ -46,11 +47,9 @@ static void note_cohort_start(task *t, uint64_t now) {
   }
 }
 
-void *core_main(void *arg) {
-  pto_wait_thread_begin();
-  core *c = arg;
+/* One run: blocks until the run stops (dispatch ids restart at 1 each run). */
+static void core_serve(core *c) {
   pto_run *r = c->run;
-  sched_bind_core(c);
   const kernel_rec *kernels = r->chip->kernels;
   for (uint64_t next = 1;; next++) {
     core_wait w = {c, next};
@@ -114,6 +113,25 @@ void *core_main(void *arg) {
      * the next block on this very core, which then runs it at once */
     sched_kick(r, &r->scheds[c->sched]);
   }
-  pto_wait_thread_end();
+}
+
+/* Whether the run in progress has dispatched a block to the core yet. */
+static bool core_dispatched(void *arg) {
+  /* relaxed: core_has_work re-reads with acquire */
+  return atomic_load_explicit(&((core *)arg)->dispatched, memory_order_relaxed) != 0;
+}
+
+/* The core's thread: made at the chip's first run, parked between runs
+ * (run_enter), enters a run at its first dispatch, returns when the chip
+ * is destroyed. */
+void *core_main(void *arg) {
+  core *c = arg;
+  sched_bind_core(c);
+  while (run_enter(c->run, &c->ev, &c->entered, &c->last_gen, core_dispatched, c)) {
+    pto_wait_thread_begin();
+    core_serve(c);
+    pto_wait_thread_end();
+    run_leave(c->run, &c->entered);
+  }
   return NULL;
 }

@@ -92,6 +92,20 @@ int orch_setup(pto_run *r) {
   return rc;
 }
 
+void orch_reset(pto_run *r) {
+  r->next_id = r->retired = 0;
+  r->dep_head = r->dep_tail = 0;
+  r->args.head = r->args.tail = 0;
+  heap_live_init(&r->live, &r->heap); /* after every offset of earlier runs */
+  tmap_clear(&r->tm);
+  r->scope_depth = 0;
+  r->nheld = 0;
+  r->held_release = INT64_MAX;
+  r->depbuf_n = 0;
+}
+
+void orch_end(pto_run *r) { heap_live_destroy(&r->live, &r->heap); }
+
 void orch_teardown(pto_run *r) {
   heap_live_destroy(&r->live, &r->heap);
   ring_destroy(&r->heap);
@@ -565,6 +579,7 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   t->units_total = sh == SHAPE_DUMMY ? 0 : t->block_num * (shape_aic(sh) + shape_aiv(sh));
   t->sync_start = opts && opts->sync_start && sh != SHAPE_DUMMY;
   t->scope_depth = (int8_t)r->scope_depth;
+  t->dep_mark = PTO_TASK_NONE; /* a mark left in the slot by an earlier run is not ours */
   t->ntensors = nt;
   t->nscalars = ns;
   t->tensors = tensors;

@@ -50,8 +50,12 @@ struct pto_chip {
   char trace_name[32];      /* its name; "" = "chip" */
   uint64_t trace_origin_ns; /* time zero shared by a node run's ranks; 0 = none */
   int64_t trace_task_base, trace_task_end; /* final task ids (chip_set_trace_task_base) */
-  bool broken;              /* a core thread could not be joined: no more runs */
+  bool broken;              /* a completer never left a run: no more runs */
+  bool stuck;               /* a thread of the last run has not left it yet (chip.c) */
   _Atomic int running;
+  /* the run state and its threads: made at the first run, reset by each
+   * run, freed by destroy (chip.c) */
+  struct pto_run *run;
   uint32_t run_seq;                /* runs started */
   struct pto_run *_Atomic cur_run; /* the run in progress (async completions) */
   /* Async completion slots belong to the chip, not to a run: a completer
@@ -145,7 +149,9 @@ typedef struct core {
   core_payload slot[2];        /* by dispatch id & 1 */
   uint64_t issued;             /* scheduler-private copy of dispatched */
   uint64_t seen;               /* scheduler-private: completions processed */
-  pto_event ev;                /* the core parks here */
+  pto_event ev;                /* the core parks here, in a run and between runs */
+  _Atomic uint64_t entered;    /* generation of the run it serves, 0: none (run_enter) */
+  uint64_t last_gen;           /* thread-private: last generation served or skipped */
   _Atomic int64_t cur_task;    /* watchdog: running task or -1 (relaxed) */
   _Atomic uint64_t cur_start_ns;
   uint64_t first_ns; /* first block start; core-private until join */
@@ -172,6 +178,9 @@ typedef struct sched {
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;
   int trace_track;
+  /* its thread's part in runs, as core.entered and core.last_gen */
+  _Atomic uint64_t entered;
+  uint64_t last_gen;
 } sched;
 
 typedef struct scope_rec {
@@ -223,6 +232,7 @@ typedef struct pto_run {
   ready_queue sync_queue;
   async_slot *async; /* the chip's slots */
   uint32_t nasync;
+  uint64_t async_gen0; /* chip->async_gen when the run began: older tokens are stale */
   drain_state drain;
   pthread_mutex_t err_lock;
   pto_error_info err;
@@ -235,6 +245,18 @@ typedef struct pto_run {
   sched *scheds;
   pthread_t watchdog;
   bool watchdog_started;
+  /* Lifecycle (chip.c): the threads are made at the chip's first run and
+   * serve run after run. `phase` is generation << 1 | 1 while run number
+   * `generation` is in progress, generation << 1 between runs. A thread
+   * takes part in a run only through run_enter/run_leave, so a run's state
+   * is reset only when no thread is inside; every field below `lifecycle`
+   * that a run changes is reset by run_reset (chip.c). */
+  _Atomic uint64_t phase;
+  _Atomic int32_t quit;    /* pto_chip_destroy: threads return */
+  _Atomic int32_t alive;   /* threads not yet returned, + 1 for the chip */
+  pto_event ended_ev;      /* a thread leaving a run signals it */
+  _Atomic int32_t wd_busy; /* the watchdog is reading the run's state */
+  _Atomic int32_t wd_idle; /* the watchdog is parked until the next run */
   /* stats */
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;
@@ -264,6 +286,18 @@ static inline task *run_slot(pto_run *r, pto_task_id id) {
 }
 const char *run_kernel_name(const pto_run *r, const task *t);
 
+/* Lifecycle of a chip thread [run.c]: parks the calling thread (on ev)
+ * until a run it has not served is in progress and want(arg) says that run
+ * has work for it, and enters it (returns true), or until the chip is
+ * destroyed (returns false). want reads state the run's reset zeroed; who
+ * makes it true signals ev. */
+typedef bool (*run_want_fn)(void *arg);
+bool run_enter(pto_run *r, pto_event *ev, _Atomic uint64_t *entered, uint64_t *last_gen,
+               run_want_fn want, void *arg);
+/* Leaves the run entered last (after its last touch of the run's state). */
+void run_leave(pto_run *r, _Atomic uint64_t *entered);
+static inline uint64_t run_phase_gen(uint64_t phase) { return phase >> 1; }
+
 /* Scheduler side [sched.c] */
 void sched_make_ready(pto_run *r, task *t);
 void sched_task_done_unit(pto_run *r, task *t, int units);
@@ -286,6 +320,11 @@ void *watchdog_main(void *arg);
 
 /* Orchestrator [orch.c] */
 int orch_setup(pto_run *r);
+/* Before each run: the orchestrator's state as after orch_setup, in time
+ * proportional to what the previous run used. */
+void orch_reset(pto_run *r);
+/* After each run: moves the process-wide heap clock past it (heap_live.h). */
+void orch_end(pto_run *r);
 void orch_teardown(pto_run *r);
 void orch_finish(pto_run *r);
 

@@ -507,11 +507,9 @@ void sched_kick(pto_run *r, sched *s) {
   sched_role_run(s);
 }
 
-void *sched_main(void *arg) {
-  pto_wait_thread_begin();
-  sched *s = arg;
+/* One run of a dedicated scheduler thread: passes until the run stops. */
+static void sched_serve(sched *s) {
   pto_run *r = s->run;
-  this_sched = s;
   s->first_ns = pto_now_ns();
   s->last_ns = s->first_ns;
   bool busy = false; /* did work since the last time it went idle */
@@ -529,6 +527,33 @@ void *sched_main(void *arg) {
     pto_wait(&s->ev, sched_has_work, &w, UINT64_MAX);
   }
   if (busy) s->last_ns = pto_now_ns();
-  pto_wait_thread_end();
+}
+
+/* Whether the run in progress has given s anything to do yet (every
+ * source signals s->ev): a ready task, a drain step, a block end. */
+static bool sched_wanted(void *arg) {
+  sched *s = arg;
+  pto_run *r = s->run;
+  /* atomics only: the reset of the run may be storing them right now */
+  if (atomic_load_explicit(&r->ready_gen, memory_order_relaxed) ||
+      atomic_load_explicit(&r->drain_gen, memory_order_relaxed))
+    return true;
+  for (int i = 0; i < s->ncores; i++)
+    if (atomic_load_explicit(&s->cores[i]->finished, memory_order_relaxed)) return true;
+  return false;
+}
+
+/* A dedicated scheduler thread (sched_threads mode): made at the chip's
+ * first run, parked between runs (run_enter), returns when the chip is
+ * destroyed. */
+void *sched_main(void *arg) {
+  sched *s = arg;
+  this_sched = s;
+  while (run_enter(s->run, &s->ev, &s->entered, &s->last_gen, sched_wanted, s)) {
+    pto_wait_thread_begin();
+    sched_serve(s);
+    pto_wait_thread_end();
+    run_leave(s->run, &s->entered);
+  }
   return NULL;
 }

@@ -78,6 +78,7 @@ int tmap_init(tmap *m, uint32_t capacity) {
     tmap_destroy(m);
     return PTO_ENOMEM;
   }
+  m->fresh = UINT32_MAX; /* every bucket, once */
   tmap_clear(m);
   return PTO_OK;
 }
@@ -90,8 +91,22 @@ void tmap_destroy(tmap *m) {
 }
 
 void tmap_clear(tmap *m) {
-  for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
-    m->buckets[b] = -1;
+  if (m->fresh < m->nbuckets) {
+    /* O(entries used since the last clear): every live entry is one of
+     * them, so emptying their buckets empties every chain */
+    for (uint32_t i = 0; i < m->fresh; i++) {
+      probe p = {m->pool[i].rv, m->pool[i].rv.lo, 0};
+      p.last = p.rv.hi > p.rv.lo ? p.rv.hi - 1 : p.rv.lo;
+      uint64_t chunk;
+      uint32_t span;
+      int level = level_of(&p, &chunk, &span);
+      uint32_t b = bucket_of(m, level, chunk);
+      m->buckets[2 * b] = m->buckets[2 * b + 1] = -1;
+    }
+  } else {
+    for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
+      m->buckets[b] = -1;
+  }
   /* The pool is handed out in order first (fresh), then from the free list,
    * so a large, mostly unused pool is never touched. */
   m->fresh = 0;

@@ -4,8 +4,6 @@
 #include "chip/run.h"
 #include "common/clock.h"
 
-static bool stopped(void *p) { return run_stopping((pto_run *)p); }
-
 static bool queues_nonempty(pto_run *r, task **head) {
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
@@ -100,23 +98,76 @@ static uint64_t progress(pto_run *r) {
   return p;
 }
 
+/* ---- the watchdog's thread: one per chip, across runs ----
+ * Between runs it parks with no deadline (wd_idle set: the next run wakes
+ * it). In a run it ticks every watchdog_ms / 8 (at most 100 ms); it is not
+ * woken at a run's end, so back-to-back runs cost it nothing: its next tick
+ * sees a new generation and starts a fresh window, or none and parks. It
+ * reads a run's state only between wd_busy = 1 and 0, after checking that
+ * its run is still in progress (seq_cst, against pto_chip_run's store of
+ * the ended phase and wait for wd_busy == 0, Dekker), so the end of a run
+ * never waits for a sleeping watchdog and the reset never races with it. */
+
+typedef struct wd_wait {
+  pto_run *r;
+  uint64_t phase; /* the phase it watches, 0: none */
+} wd_wait;
+
+static bool wd_quit(pto_run *r) { return atomic_load_explicit(&r->quit, memory_order_acquire); }
+
+/* A run is in progress that is not the one watched, or the chip goes. */
+static bool wd_new_phase(void *p) {
+  wd_wait *w = p;
+  uint64_t ph = atomic_load_explicit(&w->r->phase, memory_order_seq_cst);
+  return wd_quit(w->r) || ph != w->phase;
+}
+
+/* Enters the critical section if run `phase` is still in progress. */
+static bool wd_begin(pto_run *r, uint64_t phase) {
+  atomic_store_explicit(&r->wd_busy, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&r->phase, memory_order_seq_cst) == phase) return true;
+  atomic_store_explicit(&r->wd_busy, 0, memory_order_seq_cst);
+  pto_event_signal(&r->ended_ev);
+  return false;
+}
+
+static void wd_end(pto_run *r) {
+  atomic_store_explicit(&r->wd_busy, 0, memory_order_seq_cst); /* release: our reads are done */
+  pto_event_signal(&r->ended_ev);
+}
+
 void *watchdog_main(void *arg) {
   pto_run *r = arg;
   uint64_t period = (uint64_t)r->cfg->watchdog_ms * 1000000ull / 8;
   if (period > 100000000ull) period = 100000000ull;
-  uint64_t last = progress(r);
-  uint64_t last_ns = pto_now_ns();
-  while (!run_stopping(r)) {
-    pto_wait(&r->watchdog_ev, stopped, r, pto_now_ns() + period);
-    uint64_t p = progress(r);
-    uint64_t now = pto_now_ns();
+  wd_wait w = {r, 0};
+  uint64_t last = 0, last_ns = 0;
+  while (!wd_quit(r)) {
+    uint64_t ph = atomic_load_explicit(&r->phase, memory_order_seq_cst);
+    if (!(ph & 1)) { /* between runs: park until the next one */
+      w.phase = ph;
+      atomic_store_explicit(&r->wd_idle, 1, memory_order_seq_cst);
+      pto_wait_idle(&r->watchdog_ev, wd_new_phase, &w);
+      atomic_store_explicit(&r->wd_idle, 0, memory_order_relaxed);
+      continue;
+    }
+    if (ph != w.phase) { /* a run it has not watched: a fresh window */
+      if (!wd_begin(r, ph)) continue;
+      w.phase = ph;
+      last = progress(r);
+      last_ns = pto_now_ns();
+      wd_end(r);
+    }
+    pto_wait(&r->watchdog_ev, wd_new_phase, &w, pto_now_ns() + period);
+    if (!wd_begin(r, w.phase)) continue; /* the run ended (or another began) */
+    uint64_t p = progress(r), now = pto_now_ns();
     if (p != last) {
       last = p;
       last_ns = now;
-      continue;
-    }
-    if (!run_stopping(r) && now - last_ns >= (uint64_t)r->cfg->watchdog_ms * 1000000ull)
+    } else if (!run_stopping(r) && now - last_ns >= (uint64_t)r->cfg->watchdog_ms * 1000000ull) {
       report_stall(r, (now - last_ns) / 1000000ull);
+    }
+    wd_end(r);
   }
   return NULL;
 }

@@ -165,3 +165,21 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
     park_end();
   }
 }
+
+void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg) {
+  if (pto_wait(ev, cond, arg, pto_now_ns() + park_max_ns())) return;
+  for (;;) { /* as pto_wait's park, without a timeout */
+    uint32_t seen = atomic_load_explicit(&ev->seq, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with pto_event_signal's */
+    if (cond(arg)) {
+      atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+      return;
+    }
+    park_begin();
+    int op = ev->shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE;
+    syscall(SYS_futex, (uint32_t *)&ev->seq, op, seen, NULL, NULL, 0);
+    atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+    park_end();
+  }
+}

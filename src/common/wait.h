@@ -31,6 +31,12 @@ typedef bool (*pto_cond_fn)(void *arg);
  * NULL the wait polls with a growing sleep (up to 1 ms) instead of parking. */
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns);
 
+/* For a thread with nothing to do until cond(arg) holds (a chip's thread
+ * between runs): waits as pto_wait for up to the park maximum, then parks
+ * with no timeout, so an idle thread costs no CPU. No deadline: only for
+ * waits whose waker always signals ev (a lost wake-up would never end). */
+void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg);
+
 /* Registers the calling thread as one of pto's own (a core, a scheduler,
  * the orchestrator during a run) until the matching end: pto_wait spins
  * only while no more registered threads are runnable than there are CPUs. */

@@ -388,6 +388,50 @@ static void test_tmap_readers_and_writers(void **state) {
   tmap_destroy(&m);
 }
 
+/* tmap_clear between runs: in time proportional to the entries used
+ * (few: only their buckets are emptied) or every bucket (many); either way
+ * no entry of before the clear is found after it, at any level, and the
+ * map works as new. Task ids restart after a clear, as in a chip's runs. */
+static void clear_case(int nfill) {
+  static uint8_t big[(8 << 20) + 64];
+  tmap m;
+  assert_int_equal(tmap_init(&m, 1024), PTO_OK); /* 256 buckets */
+  int64_t nbig = 8 << 20, n100k = 100000, one = 1;
+  pto_tensor all = vec_at(big, PTO_U8, nbig), mid = vec_at(big + 3000000, PTO_U8, n100k);
+  for (int round = 0; round < 3; round++) {
+    assert_int_equal(access_deps(&m, &all, TMAP_WRITE, 1, true), 0u);
+    assert_int_equal(access_deps(&m, &mid, TMAP_READ, 2, true), 1u << 1);
+    for (int i = 0; i < nfill; i++) { /* a 4 KiB chunk of its own each */
+      pto_tensor v = vec_at(big + (size_t)i * 4096 % (size_t)nbig, PTO_U8, one);
+      seen sn = {.n = 0, .ordered = false}; /* no edge: every entry stays */
+      assert_int_equal(tmap_access(&m, &v, TMAP_READ, 3, 0, on_dep, &sn), PTO_OK);
+    }
+    unsigned used = m.used;
+    tmap_clear(&m);
+    /* a new task (id 7) writes one byte: nothing of before meets it; then
+     * a write of the whole buffer (more chunks than buckets: every bucket
+     * is scanned) meets task 7 alone */
+    int64_t one_b = 1;
+    pto_tensor last = vec_at(big + nbig - 1, PTO_U8, one_b);
+    unsigned first = access_deps(&m, &last, TMAP_WRITE, 7, true);
+    seen sn = {.n = 0, .ordered = true};
+    tmap_conflicts(&m, &all, TMAP_WRITE, 0, on_dep, &sn);
+    if (first || sn.n != 1 || sn.ids[0] != 7)
+      fail_msg("round %d, %d entries filled (%u in use): after tmap_clear a new write met "
+               "tasks 0x%x and a write of the whole buffer met %d task(s), first %lld (expected "
+               "none, then task 7 alone)",
+               round, nfill, used, first, sn.n, sn.n ? (long long)sn.ids[0] : -1LL);
+    tmap_clear(&m);
+  }
+  tmap_destroy(&m);
+}
+
+static void test_tmap_clear_few_and_many(void **state) {
+  (void)state;
+  clear_case(10);  /* 12 entries < 256 buckets: only theirs are emptied */
+  clear_case(400); /* 402 entries: every bucket */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_interior_pointer_views_are_ordered),
@@ -395,6 +439,7 @@ int main(void) {
       cmocka_unit_test(test_tmap_by_bytes_and_ordered_covering),
       cmocka_unit_test(test_tmap_levels),
       cmocka_unit_test(test_tmap_readers_and_writers),
+      cmocka_unit_test(test_tmap_clear_few_and_many),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,680 @@
+/* test_chip_reuse.c — one chip, many runs (docs/chip.md, "Run lifecycle"):
+ * the chip's threads and run state are made at its first run and reset by
+ * every later one, so nothing of run N may show in run N+1.
+ *
+ *  - many runs of varied shapes (chains, fan-out, MIX, several blocks,
+ *    sync_start gangs, scoped OUTPUT buffers) with failures interleaved (a
+ *    kernel error, a cancelled kernel, a watchdog timeout, a bad submit,
+ *    a task ring that stays full past alloc_timeout_ms):
+ *    every run's status, results and stats are its own;
+ *  - a dependency mark left in a task slot by run N must not drop a
+ *    dependency in run N+1 (task ids restart at 0, slots are reused);
+ *  - a straggler: a kernel of run N that ignores cancellation and returns
+ *    long after its run ended; the next run says the chip cannot run yet
+ *    and which core holds it, the one after it returned runs normally and
+ *    the straggler's late block shows in no later run;
+ *  - an async completion of run N that comes during run N+1 is refused
+ *    (PTO_EASYNC_INVALID to its caller) and leaves run N+1 alone;
+ *  - pto_chip_destroy with a kernel still stuck returns within
+ *    shutdown_ms; the straggler frees the chip when it returns (ASan);
+ *  - a run wakes only the cores it uses: back-to-back one-task runs are
+ *    entered by one core each, empty runs by none;
+ *  - the watchdog's window is per run: runs that each idle for most of
+ *    watchdog_ms, back to back, never time out. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "chip/run.h" /* white box: which threads took part in a run */
+#include "pto/pto.h"
+
+static void sleep_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- kernels ---- */
+
+static int64_t *i64(const pto_kctx *c, int i) { return (int64_t *)c->tensors[i].buf; }
+
+/* INOUT t0[0] += 1 */
+static int k_inc(const pto_kctx *c) {
+  i64(c, 0)[0]++;
+  return 0;
+}
+/* t0[block] = scalar0 + block */
+static int k_put(const pto_kctx *c) {
+  i64(c, 0)[c->block_idx] = (int64_t)c->scalars[0] + c->block_idx;
+  return 0;
+}
+/* MIX: t0[block * 3 + part] = scalar0 (part 0 AIC, 1-2 the AIVs) */
+static int k_mix_aic(const pto_kctx *c) {
+  i64(c, 0)[c->block_idx * 3] = (int64_t)c->scalars[0];
+  return 0;
+}
+static int k_mix_aiv(const pto_kctx *c) {
+  i64(c, 0)[c->block_idx * 3 + 1 + c->sub_block_id] = (int64_t)c->scalars[0];
+  return 0;
+}
+/* sync_start gang: every block counts itself in t0[0] and waits for all */
+static int k_gang(const pto_kctx *c) {
+  _Atomic int64_t *n = (_Atomic int64_t *)i64(c, 0);
+  atomic_fetch_add(n, 1);
+  while (atomic_load(n) < c->block_num)
+    if (pto_kctx_cancelled(c)) return -1;
+  return 0;
+}
+/* t1[i] = t0[i] * 2 for an INPUT t0 of 8 values */
+static int k_double(const pto_kctx *c) {
+  for (int i = 0; i < 8; i++)
+    i64(c, 1)[i] = i64(c, 0)[i] * 2;
+  return 0;
+}
+static int k_fail(const pto_kctx *c) {
+  (void)c;
+  return 7; /* not a pto status: PTO_EKERNEL */
+}
+/* polls cancellation and returns when told: the well-behaved long kernel */
+static _Atomic int polled_out;
+static int k_poll(const pto_kctx *c) {
+  while (!pto_kctx_cancelled(c))
+    sleep_us(200);
+  atomic_fetch_add(&polled_out, 1);
+  return 0;
+}
+/* begins an async completion that never comes */
+static int k_async_lost(const pto_kctx *c) {
+  uint64_t t;
+  return pto_kctx_async_begin(c, &t);
+}
+/* sleeps, then writes scalar0 to t0[0] */
+static int k_slow_write(const pto_kctx *c) {
+  sleep_us(20000);
+  i64(c, 0)[0] = (int64_t)c->scalars[0];
+  return 0;
+}
+/* t1[0] = t0[0] */
+static int k_copy(const pto_kctx *c) {
+  i64(c, 1)[0] = i64(c, 0)[0];
+  return 0;
+}
+/* the head of a chain that outlasts alloc_timeout_ms: returns when the
+ * run is cancelled (or after 5 s), without writing */
+static int k_slow_head(const pto_kctx *c) {
+  for (int i = 0; i < 5000 && !pto_kctx_cancelled(c); i++)
+    sleep_us(1000);
+  return 0;
+}
+/* ignores cancellation until released */
+static _Atomic int stuck_release, stuck_in, stuck_out;
+static int k_stuck(const pto_kctx *c) {
+  (void)c;
+  atomic_store(&stuck_in, 1);
+  while (!atomic_load(&stuck_release))
+    sleep_us(1000);
+  atomic_store(&stuck_out, 1);
+  return 0;
+}
+
+typedef struct kids {
+  int inc, put, mix, gang, dbl, fail, poll, async_lost, slow_write, copy, stuck, slow_head;
+} kids;
+static kids K;
+
+static pto_chip *make_chip(int clusters, int64_t watchdog_ms, int64_t shutdown_ms) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = clusters;
+  cfg.watchdog_ms = watchdog_ms;
+  cfg.shutdown_ms = shutdown_ms;
+  cfg.task_slots = 64; /* small rings: slots and argument storage wrap within a run */
+  cfg.alloc_timeout_ms =
+      watchdog_ms / 2; /* a ring full that long fails a run, before the watchdog */
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "inc", k_inc, &K.inc), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "put", k_put, &K.put), PTO_OK);
+  pto_kernel_desc mix = {.name = "mix", .aic = k_mix_aic, .aiv = k_mix_aiv, .aiv_count = 2};
+  assert_int_equal(pto_kernel_register(chip, &mix, &K.mix), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "gang", k_gang, &K.gang), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "double", k_double, &K.dbl), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "fail", k_fail, &K.fail), PTO_OK);
+  assert_int_equal(pto_kernel_register_aic(chip, "poll", k_poll, &K.poll), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "async_lost", k_async_lost, &K.async_lost),
+                   PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "slow_write", k_slow_write, &K.slow_write),
+                   PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "copy", k_copy, &K.copy), PTO_OK);
+  assert_int_equal(pto_kernel_register_aic(chip, "stuck", k_stuck, &K.stuck), PTO_OK);
+  assert_int_equal(pto_kernel_register_aic(chip, "slow_head", k_slow_head, &K.slow_head), PTO_OK);
+  return chip;
+}
+
+static pto_tensor vec(int64_t *buf, int64_t n) {
+  pto_tensor t;
+  pto_tensor_init(&t, buf, sizeof *buf * (size_t)n, PTO_I64, 1, &n);
+  return t;
+}
+
+/* ---- many runs of varied shapes, failures interleaved ---- */
+
+enum {
+  SH_EMPTY,
+  SH_CHAIN,
+  SH_FANOUT,
+  SH_MIX,
+  SH_BLOCKS,
+  SH_GANG,
+  SH_SCOPED,
+  SH_KERNEL_ERROR,
+  SH_CANCELLED,
+  SH_WATCHDOG,
+  SH_BAD_SUBMIT,
+  SH_RING_TIMEOUT,
+  SH_COUNT
+};
+static const char *const sh_name[SH_COUNT] = {"empty",         "chain",        "fan-out",
+                                              "MIX",           "blocks",       "sync_start gang",
+                                              "scoped OUTPUT", "kernel error", "cancelled kernel",
+                                              "watchdog",      "bad submit",   "task ring timeout"};
+
+typedef struct vrun {
+  int shape, run;
+  int64_t a[200]; /* results */
+  int64_t b[8];
+  int rc; /* first failing call in the orchestration */
+} vrun;
+
+static void varied_orch(pto_orch *o, void *arg) {
+  vrun *v = arg;
+  pto_args a;
+  switch (v->shape) {
+  case SH_EMPTY: break;
+  case SH_CHAIN: { /* 150 tasks: more than task_slots, so slots wrap */
+    pto_tensor t = vec(v->a, 1);
+    for (int i = 0; i < 150 && !v->rc; i++) {
+      pto_args_init(&a);
+      pto_args_inout(&a, &t);
+      v->rc = pto_submit(o, K.inc, &a, NULL, NULL);
+    }
+    break;
+  }
+  case SH_FANOUT: /* 100 independent tasks */
+    for (int i = 0; i < 100 && !v->rc; i++) {
+      pto_tensor t = vec(&v->a[i], 1);
+      pto_args_init(&a);
+      pto_args_output_existing(&a, &t);
+      pto_args_scalar(&a, (uint64_t)(v->run * 1000 + i));
+      v->rc = pto_submit(o, K.put, &a, NULL, NULL);
+    }
+    break;
+  case SH_MIX: {
+    pto_tensor t = vec(v->a, 3 * 4);
+    pto_args_init(&a);
+    pto_args_output_existing(&a, &t);
+    pto_args_scalar(&a, (uint64_t)v->run);
+    pto_submit_opts so = {.block_num = 4};
+    v->rc = pto_submit(o, K.mix, &a, &so, NULL);
+    break;
+  }
+  case SH_BLOCKS: {
+    pto_tensor t = vec(v->a, 37);
+    pto_args_init(&a);
+    pto_args_output_existing(&a, &t);
+    pto_args_scalar(&a, (uint64_t)v->run);
+    pto_submit_opts so = {.block_num = 37};
+    v->rc = pto_submit(o, K.put, &a, &so, NULL);
+    break;
+  }
+  case SH_GANG: {
+    pto_tensor t = vec(v->a, 1);
+    pto_args_init(&a);
+    pto_args_inout(&a, &t);
+    pto_submit_opts so = {.block_num = 4, .sync_start = true};
+    v->rc = pto_submit(o, K.gang, &a, &so, NULL);
+    break;
+  }
+  case SH_SCOPED: { /* a scoped OUTPUT, doubled into the caller's memory */
+    int64_t shape = 8;
+    pto_tensor tmp, dst = vec(v->b, 8);
+    pto_scope_begin(o, PTO_SCOPE_AUTO);
+    pto_tensor_desc(&tmp, PTO_I64, 1, &shape);
+    pto_args_init(&a);
+    pto_args_output(&a, &tmp);
+    pto_args_scalar(&a, (uint64_t)v->run);
+    pto_submit_opts so = {.block_num = 8};
+    v->rc = pto_submit(o, K.put, &a, &so, NULL);
+    pto_args_init(&a);
+    pto_args_input(&a, &tmp);
+    pto_args_output_existing(&a, &dst);
+    if (!v->rc) v->rc = pto_submit(o, K.dbl, &a, NULL, NULL);
+    pto_scope_end(o);
+    break;
+  }
+  case SH_KERNEL_ERROR: v->rc = pto_submit(o, K.fail, NULL, NULL, NULL); break;
+  case SH_CANCELLED: /* a polling kernel runs while another fails */
+    pto_submit(o, K.poll, NULL, NULL, NULL);
+    sleep_us(2000);
+    pto_submit(o, K.fail, NULL, NULL, NULL);
+    break;
+  case SH_WATCHDOG: pto_submit(o, K.async_lost, NULL, NULL, NULL); break;
+  case SH_BAD_SUBMIT: v->rc = pto_submit(o, 9999, NULL, NULL, NULL); break;
+  case SH_RING_TIMEOUT: { /* a slow head of a chain longer than task_slots */
+    pto_tensor t = vec(v->a, 1);
+    pto_args_init(&a);
+    pto_args_inout(&a, &t);
+    v->rc = pto_submit(o, K.slow_head, &a, NULL, NULL);
+    for (int i = 0; i < 100 && !v->rc; i++) {
+      pto_args_init(&a);
+      pto_args_inout(&a, &t);
+      v->rc = pto_submit(o, K.inc, &a, NULL, NULL);
+    }
+    break;
+  }
+  }
+}
+
+/* The result a run of this shape must leave, or a sentence why not. */
+static const char *check_varied(const vrun *v, int rc, const pto_run_stats *st,
+                                const pto_error_info *err, char *why, size_t n) {
+  int want_rc = v->shape == SH_KERNEL_ERROR || v->shape == SH_CANCELLED ? PTO_EKERNEL
+                : v->shape == SH_WATCHDOG                               ? PTO_ESCHED_TIMEOUT
+                : v->shape == SH_BAD_SUBMIT                             ? PTO_EINVAL
+                : v->shape == SH_RING_TIMEOUT                           ? PTO_ETASK_RING_DEADLOCK
+                                                                        : PTO_OK;
+  if (rc != want_rc) {
+    snprintf(why, n, "returned %s (%.200s), expected %s", pto_status_name(rc), err->details,
+             pto_status_name(want_rc));
+    return why;
+  }
+  if (err->code != rc) {
+    snprintf(why, n, "err.code %s, expected %s", pto_status_name(err->code), pto_status_name(rc));
+    return why;
+  }
+  static const uint64_t tasks[SH_COUNT] = {0, 150, 100, 1, 1, 1, 2, 1, 2, 1, 0, 64};
+  static const uint64_t blocks[SH_COUNT] = {0, 150, 100, 4, 37, 4, 9, 1, 2, 1, 0, 0};
+  if (st->tasks != tasks[v->shape] || (rc == 0 && st->blocks != blocks[v->shape])) {
+    snprintf(why, n, "stats: %llu tasks, %llu blocks, expected %llu, %llu",
+             (unsigned long long)st->tasks, (unsigned long long)st->blocks,
+             (unsigned long long)tasks[v->shape], (unsigned long long)blocks[v->shape]);
+    return why;
+  }
+  for (int i = 0; i < 200; i++) {
+    int64_t want = 0;
+    switch (v->shape) {
+    case SH_CHAIN: want = i == 0 ? 150 : 0; break;
+    case SH_FANOUT: want = i < 100 ? v->run * 1000 + i : 0; break;
+    case SH_MIX: want = i < 12 ? v->run : 0; break;
+    case SH_BLOCKS: want = i < 37 ? v->run + i : 0; break;
+    case SH_GANG: want = i == 0 ? 4 : 0; break;
+    default: break;
+    }
+    if (v->a[i] != want) {
+      snprintf(why, n, "a[%d] = %lld, expected %lld", i, (long long)v->a[i], (long long)want);
+      return why;
+    }
+  }
+  for (int i = 0; i < 8 && v->shape == SH_SCOPED; i++)
+    if (v->b[i] != 2 * (v->run + i)) {
+      snprintf(why, n, "b[%d] = %lld, expected %lld", i, (long long)v->b[i],
+               (long long)(2 * (v->run + i)));
+      return why;
+    }
+  return NULL;
+}
+
+static void test_many_runs_varied(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(2, 120, 2000);
+  int counts[SH_COUNT] = {0};
+  /* a permutation of shapes, so each shape follows several others */
+  for (int run = 0; run < SH_COUNT * 5; run++) {
+    vrun v;
+    memset(&v, 0, sizeof v);
+    v.run = run;
+    v.shape = (run * 7 + run / SH_COUNT) % SH_COUNT;
+    pto_run_stats st;
+    pto_error_info err;
+    int before_out = atomic_load(&polled_out);
+    int rc = pto_chip_run(chip, varied_orch, &v, &st, &err);
+    char why[512];
+    const char *bad = check_varied(&v, rc, &st, &err, why, sizeof why);
+    if (!bad && v.shape == SH_CANCELLED && atomic_load(&polled_out) != before_out + 1)
+      bad = "the polling kernel did not return after the run was cancelled";
+    if (bad)
+      fail_msg("run %d (%s, after %d runs of this chip): %s", run, sh_name[v.shape], run, bad);
+    counts[v.shape]++;
+  }
+  pto_chip_destroy(chip);
+  printf("%d runs on one chip:", SH_COUNT * 5);
+  for (int s = 0; s < SH_COUNT; s++)
+    printf(" %s x%d%s", sh_name[s], counts[s], s + 1 < SH_COUNT ? "," : "\n");
+  for (int s = 0; s < SH_COUNT; s++)
+    assert_true(counts[s] >= 3);
+}
+
+/* ---- a dependency mark left in a slot by an earlier run ---- */
+
+typedef struct mark_run {
+  int64_t x, y, junk[4];
+  int64_t run;
+} mark_run;
+
+/* tasks 0, 1: junk; 2: slow write of x; 3, 4: junk; 5: y = x. In run N
+ * the submit of task 5 marks task 2's slot with "listed by task 5"; in
+ * run N+1 task 5 must still wait for task 2. */
+static void mark_orch(pto_orch *o, void *arg) {
+  mark_run *m = arg;
+  pto_tensor x = vec(&m->x, 1), y = vec(&m->y, 1);
+  for (int i = 0; i < 6; i++) {
+    pto_args a;
+    pto_args_init(&a);
+    if (i == 2) {
+      pto_args_output_existing(&a, &x);
+      pto_args_scalar(&a, (uint64_t)m->run);
+      pto_submit(o, K.slow_write, &a, NULL, NULL);
+    } else if (i == 5) {
+      pto_args_input(&a, &x);
+      pto_args_output_existing(&a, &y);
+      pto_submit(o, K.copy, &a, NULL, NULL);
+    } else {
+      pto_tensor j = vec(&m->junk[i < 2 ? i : i - 1], 1);
+      pto_args_output_existing(&a, &j);
+      pto_args_scalar(&a, 0);
+      pto_submit(o, K.put, &a, NULL, NULL);
+    }
+  }
+}
+
+static void test_dep_mark_of_earlier_run(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(1, 10000, 2000);
+  mark_run m = {0};
+  for (int run = 1; run <= 3; run++) {
+    m.run = run;
+    pto_error_info err;
+    int rc = pto_chip_run(chip, mark_orch, &m, NULL, &err);
+    if (rc) fail_msg("run %d: %s: %s", run, pto_status_name(rc), err.details);
+    if (m.y != run)
+      fail_msg("run %d: task 5 read x = %lld, expected %d: it did not wait for task 2 (a "
+               "dependency mark left in task 2's slot by run %d dropped the edge)",
+               run, (long long)m.y, run, run - 1);
+  }
+  pto_chip_destroy(chip);
+}
+
+/* ---- a straggler from run N ---- */
+
+typedef struct strag {
+  int with_stuck;
+  int64_t a[16];
+} strag;
+
+static void strag_orch(pto_orch *o, void *arg) {
+  strag *s = arg;
+  if (s->with_stuck) {
+    pto_submit(o, K.stuck, NULL, NULL, NULL);
+    while (!atomic_load(&stuck_in))
+      sleep_us(200);
+    pto_submit(o, K.fail, NULL, NULL, NULL);
+    return;
+  }
+  pto_tensor t = vec(s->a, 16);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_args_scalar(&a, 100);
+  pto_submit_opts so = {.block_num = 16};
+  pto_submit(o, K.put, &a, &so, NULL);
+}
+
+static void test_straggler_does_not_reach_next_run(void **state) {
+  (void)state;
+  atomic_store(&stuck_release, 0);
+  atomic_store(&stuck_in, 0);
+  atomic_store(&stuck_out, 0);
+  pto_chip *chip = make_chip(1, 10000, 100);
+  strag s = {.with_stuck = 1};
+  pto_error_info err;
+  /* run N: a kernel fails while another never looks at cancellation */
+  int rc = pto_chip_run(chip, strag_orch, &s, NULL, &err);
+  printf("run N: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_EKERNEL);
+  if (!strstr(err.details, "did not leave the run"))
+    fail_msg("run N's error does not say that core 0 is still inside it: \"%s\"", err.details);
+  /* run N+1, the straggler still inside: refused, naming the core */
+  s.with_stuck = 0;
+  rc = pto_chip_run(chip, strag_orch, &s, NULL, &err);
+  printf("run N+1 (straggler inside): %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ESHUTDOWN);
+  if (!strstr(err.details, "core 0 is still running task 0"))
+    fail_msg("run N+1 does not name the core that holds the chip: \"%s\"", err.details);
+  for (int i = 0; i < 16; i++)
+    assert_int_equal(s.a[i], 0); /* nothing ran */
+  /* the straggler returns: it finishes its block in run N's state */
+  atomic_store(&stuck_release, 1);
+  while (!atomic_load(&stuck_out))
+    sleep_us(200);
+  uint64_t t0 = now_ms();
+  do {
+    pto_run_stats st;
+    rc = pto_chip_run(chip, strag_orch, &s, &st, &err);
+    if (rc == PTO_ESHUTDOWN) { /* it is on its way out */
+      assert_true(now_ms() - t0 < 5000);
+      sleep_us(1000);
+      continue;
+    }
+    if (rc) fail_msg("run N+2: %s: %s", pto_status_name(rc), err.details);
+    if (st.tasks != 1 || st.blocks != 16)
+      fail_msg("run N+2: %llu tasks, %llu blocks, expected 1 and 16 (run N's late block must not "
+               "count in it)",
+               (unsigned long long)st.tasks, (unsigned long long)st.blocks);
+  } while (rc);
+  for (int i = 0; i < 16; i++)
+    assert_int_equal(s.a[i], 100 + i);
+  /* and again, with the error record clean */
+  memset(s.a, 0, sizeof s.a);
+  assert_int_equal(pto_chip_run(chip, strag_orch, &s, NULL, &err), PTO_OK);
+  assert_int_equal(err.code, PTO_OK);
+  assert_int_equal(err.task_id, PTO_TASK_NONE);
+  assert_int_equal(s.a[15], 115);
+  pto_chip_destroy(chip);
+}
+
+static void test_destroy_with_stuck_kernel(void **state) {
+  (void)state;
+  atomic_store(&stuck_release, 0);
+  atomic_store(&stuck_in, 0);
+  atomic_store(&stuck_out, 0);
+  pto_chip *chip = make_chip(1, 10000, 100);
+  strag s = {.with_stuck = 1};
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, strag_orch, &s, NULL, &err), PTO_EKERNEL);
+  uint64_t t0 = now_ms();
+  pto_chip_destroy(chip); /* must not wait for the kernel */
+  uint64_t ms = now_ms() - t0;
+  printf("pto_chip_destroy with a kernel stuck: %llu ms (shutdown_ms = 100)\n",
+         (unsigned long long)ms);
+  if (ms > 2000)
+    fail_msg("pto_chip_destroy took %llu ms with shutdown_ms = 100", (unsigned long long)ms);
+  /* the straggler returns into the destroyed chip's state, leaves and
+   * frees it (ASan: no use after free, no leak) */
+  atomic_store(&stuck_release, 1);
+  while (!atomic_load(&stuck_out))
+    sleep_us(200);
+  sleep_us(100000);
+}
+
+/* ---- a late async completer of run N ---- */
+
+static _Atomic uint64_t async_token;
+static int k_async_keep(const pto_kctx *c) {
+  uint64_t t;
+  int rc = pto_kctx_async_begin(c, &t);
+  if (!rc) atomic_store(&async_token, t);
+  return rc;
+}
+static int kid_async_keep;
+
+typedef struct late {
+  int phase;
+  uint64_t token;
+  int rc_late;
+  int64_t a[4];
+} late;
+
+static void late_orch(pto_orch *o, void *arg) {
+  late *l = arg;
+  if (l->phase == 0) { /* run N: a block goes async, then the run fails */
+    pto_submit(o, kid_async_keep, NULL, NULL, NULL);
+    while (!atomic_load(&async_token))
+      sleep_us(200);
+    pto_submit(o, K.fail, NULL, NULL, NULL);
+    return;
+  }
+  /* run N+1: run N's completer comes late, in the middle of this run */
+  pto_tensor t = vec(l->a, 4);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_args_scalar(&a, 40);
+  pto_submit_opts so = {.block_num = 4};
+  pto_submit(o, K.put, &a, &so, NULL);
+  l->rc_late = pto_chip_async_complete(pto_orch_chip(o), l->token);
+  pto_submit(o, K.put, &a, &so, NULL);
+}
+
+static void test_late_async_completer(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(1, 10000, 2000);
+  assert_int_equal(pto_kernel_register_aiv(chip, "async_keep", k_async_keep, &kid_async_keep),
+                   PTO_OK);
+  atomic_store(&async_token, 0);
+  late l = {0};
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, late_orch, &l, NULL, &err), PTO_EKERNEL);
+  l.token = atomic_load(&async_token);
+  l.phase = 1;
+  pto_run_stats st;
+  int rc = pto_chip_run(chip, late_orch, &l, &st, &err);
+  printf("run N's token 0x%llx completed during run N+1: %s; run N+1: %s%s%s\n",
+         (unsigned long long)l.token, pto_status_name(l.rc_late), pto_status_name(rc),
+         rc ? ": " : "", rc ? err.details : "");
+  if (rc)
+    fail_msg("a late completion of run N failed run N+1: %s: %s", pto_status_name(rc), err.details);
+  assert_int_equal(l.rc_late, PTO_EASYNC_INVALID); /* the completer is told */
+  assert_int_equal(st.tasks, 2);
+  assert_int_equal(st.blocks, 8);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(l.a[i], 40 + i);
+  pto_chip_destroy(chip);
+}
+
+/* ---- a run wakes only the cores it uses ---- */
+
+static void one_task_orch(pto_orch *o, void *arg) {
+  pto_tensor t = vec(arg, 1);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_args_scalar(&a, 5);
+  pto_submit(o, K.put, &a, NULL, NULL);
+}
+
+static void empty_orch(pto_orch *o, void *arg) {
+  (void)o;
+  (void)arg;
+}
+
+/* Cores that took part in the run just ended (their last generation). */
+static int cores_in_last_run(pto_chip *chip) {
+  pto_run *r = chip->run;
+  uint64_t gen = run_phase_gen(atomic_load(&r->phase));
+  int n = 0;
+  for (int i = 0; i < r->ncores; i++)
+    n += r->cores[i].last_gen == gen;
+  return n;
+}
+
+static void test_run_wakes_only_its_cores(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(5, 10000, 2000); /* 15 cores */
+  int64_t x = 0;
+  int more = 0, empty_woke = 0;
+  for (int i = 0; i < 200; i++) {
+    bool empty = i % 4 == 3;
+    assert_int_equal(pto_chip_run(chip, empty ? empty_orch : one_task_orch, &x, NULL, NULL),
+                     PTO_OK);
+    int n = cores_in_last_run(chip);
+    if (empty)
+      empty_woke += n;
+    else
+      more += n != 1;
+  }
+  printf("200 back-to-back runs on 15 cores: %d one-task runs entered by more than one core, "
+         "%d core entries in empty runs\n",
+         more, empty_woke);
+  if (more || empty_woke)
+    fail_msg("%d one-task runs were entered by more than one core and empty runs by %d cores "
+             "(expected only the core that ran the task: each entry costs the end of the run a "
+             "wake-up and a wait)",
+             more, empty_woke);
+  assert_int_equal(x, 5);
+  pto_chip_destroy(chip);
+}
+
+/* ---- the watchdog's window is per run ---- */
+
+static void idle_orch(pto_orch *o, void *arg) {
+  (void)o;
+  sleep_us(*(long *)arg);
+}
+
+static void test_watchdog_window_per_run(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(1, 80, 2000);
+  long idle_us = 50000; /* 5/8 of watchdog_ms, run after run */
+  for (int i = 0; i < 8; i++) {
+    pto_error_info err;
+    int rc = pto_chip_run(chip, idle_orch, &idle_us, NULL, &err);
+    if (rc)
+      fail_msg("run %d, idle for 50 ms with watchdog_ms = 80: %s: %s (the watchdog carried its "
+               "window over from an earlier run)",
+               i, pto_status_name(rc), err.details);
+  }
+  /* and it still fires in a later run */
+  long long_us = 400000;
+  pto_error_info err;
+  int rc = pto_chip_run(chip, idle_orch, &long_us, NULL, &err);
+  printf("a run idle for 400 ms with watchdog_ms = 80: %s (%s)\n", pto_status_name(rc),
+         pto_stall_class_name(err.stall));
+  assert_int_equal(rc, PTO_ESCHED_TIMEOUT);
+  assert_int_equal(err.stall, PTO_STALL_ORCH_STARVED);
+  pto_chip_destroy(chip);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_many_runs_varied),
+      cmocka_unit_test(test_dep_mark_of_earlier_run),
+      cmocka_unit_test(test_straggler_does_not_reach_next_run),
+      cmocka_unit_test(test_destroy_with_stuck_kernel),
+      cmocka_unit_test(test_late_async_completer),
+      cmocka_unit_test(test_run_wakes_only_its_cores),
+      cmocka_unit_test(test_watchdog_window_per_run),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
