@@ -25,15 +25,63 @@ int shape_aiv(shape s) {
 
 /* ---- ready queues ---- */
 
+_Static_assert(sizeof(task *) == sizeof(_Atomic uint64_t), "cells reuse the items storage");
+
 void ready_queue_init(ready_queue *q, uint32_t cap, task **storage) {
   pthread_mutex_init(&q->lock, NULL);
   q->items = storage;
   q->cap = cap;
   q->head = 0;
   atomic_init(&q->count, 0);
+  /* the shape queues use the storage as their cells (the sync queue, as
+   * tasks: it is initialised here too and never touches lf) */
+  rq_init(&q->lf, (_Atomic uint64_t *)(void *)storage, cap);
 }
 
-static void rq_push(ready_queue *q, task *t) {
+/* The shape queues (lock-free, ready_queue.h). */
+static void rq_push(pto_run *r, ready_queue *q, task *t) {
+  uint64_t p = rq_push_claim(&q->lf);
+  rq_push_publish(&q->lf, p, (uint32_t)(t - r->slots));
+}
+
+static task *rq_pop(pto_run *r, ready_queue *q) {
+  uint64_t h = rq_pop_head(&q->lf);
+  uint32_t idx;
+  for (;;) {
+    if (!rq_pop_cell(&q->lf, h, &idx)) return NULL;
+    if (rq_pop_take(&q->lf, &h)) return &r->slots[idx];
+  }
+}
+
+static uint64_t rq_queued(ready_queue *q) { return rq_size(&q->lf); }
+
+/* Claims up to `max` blocks from the head of q, across tasks; returns how
+ * many, with the task and block index of each. A task is popped whole; the
+ * popper owns its next_block, and pushes it back (to the tail) when it
+ * took only some of its blocks, for the next claim or another scheduler
+ * (*requeued: someone must be told). */
+static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks,
+                    bool *requeued) {
+  int n = 0;
+  while (n < max) {
+    task *t = rq_pop(r, q);
+    if (!t) break;
+    while (n < max && t->next_block < t->block_num) {
+      ts[n] = t;
+      blocks[n++] = t->next_block++;
+    }
+    if (t->next_block < t->block_num) {
+      rq_push(r, q, t); /* before any block of it is dispatched */
+      /* release: as in sched_make_ready (scheduler threads wait on it) */
+      if (r->sched_threads) atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
+      *requeued = true;
+    }
+  }
+  return n;
+}
+
+/* The sync_start queue (locked: its head waits until a whole gang fits). */
+static void sync_push(ready_queue *q, task *t) {
   pthread_mutex_lock(&q->lock);
   uint32_t n = atomic_load_explicit(&q->count, memory_order_relaxed);
   q->items[(q->head + n) % q->cap] = t;
@@ -45,23 +93,6 @@ static void rq_push(ready_queue *q, task *t) {
 static void rq_pop_locked(ready_queue *q) {
   q->head = (q->head + 1) % q->cap;
   atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed); /* under the lock */
-}
-
-/* Claims up to `max` blocks from the head of q, across tasks; returns how
- * many, with the task and block index of each. */
-static int rq_claim(ready_queue *q, int max, task **ts, int32_t *blocks) {
-  int n = 0;
-  pthread_mutex_lock(&q->lock);
-  while (n < max && atomic_load_explicit(&q->count, memory_order_relaxed) > 0) {
-    task *t = q->items[q->head];
-    while (n < max && t->next_block < t->block_num) {
-      ts[n] = t;
-      blocks[n++] = t->next_block++;
-    }
-    if (t->next_block == t->block_num) rq_pop_locked(q);
-  }
-  pthread_mutex_unlock(&q->lock);
-  return n;
 }
 
 /* ---- completion ---- */
@@ -148,9 +179,14 @@ void sched_make_ready(pto_run *r, task *t) {
     return;
   }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
-  rq_push(t->sync_start ? &r->sync_queue : &r->queues[t->shape], t);
-  /* release pairs with the scheduler's acquire of ready_gen before it parks */
-  atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
+  if (t->sync_start)
+    sync_push(&r->sync_queue, t);
+  else
+    rq_push(r, &r->queues[t->shape], t);
+  /* release pairs with a scheduler thread's acquire of ready_gen before it
+   * parks; only scheduler threads wait on it (role mode: every push is
+   * followed by a pass, below) */
+  if (r->sched_threads) atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
   sched *s = this_sched;
   if (s && s->run == r && !t->sync_start) {
     s->wake_pending = true; /* decided after its dispatch pass */
@@ -163,9 +199,7 @@ void sched_make_ready(pto_run *r, task *t) {
     /* role mode: a pass ran or its holder will run one; once the queue is
      * empty the others have nothing to take (relaxed peek: a stale count
      * only kicks one more scheduler) */
-    if (!r->sched_threads && !t->sync_start &&
-        atomic_load_explicit(&q->count, memory_order_relaxed) == 0)
-      break;
+    if (!r->sched_threads && !t->sync_start && rq_queued(q) == 0) break;
   }
 }
 
@@ -182,7 +216,7 @@ static void sched_wake_leftover(sched *s) {
   /* relaxed: our own pushes are seen; a later claim by another scheduler
    * only makes the wake-up unnecessary */
   for (int q = 0; q < SHAPE_COUNT && !left; q++)
-    left = atomic_load_explicit(&r->queues[q].count, memory_order_relaxed) > 0;
+    left = rq_queued(&r->queues[q]) > 0;
   if (!left) return; /* a syscall per parked scheduler saved on the critical path */
   for (int i = 0; i < r->nsched; i++)
     if (&r->scheds[i] != s) sched_kick(r, &r->scheds[i]);
@@ -301,12 +335,14 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
 static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   pto_run *r = s->run;
   ready_queue *q = &r->queues[sh];
-  /* racy peek; a miss is caught on the next wake (ready_gen) */
-  if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return false;
+  /* racy peek; a miss is caught by the pass its pusher requests after it */
+  if (rq_queued(q) == 0) return false;
   int per = shape_aic(sh) + shape_aiv(sh);
   int n = placements(s, sh, max_inflight, s->spots, s->ncores);
   if (n == 0) return false;
-  n = rq_claim(q, n, s->claim_tasks, s->claim_blocks);
+  bool requeued = false;
+  n = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, &requeued);
+  if (requeued) s->wake_pending = true; /* blocks left for the others */
   for (int i = 0; i < n; i++)
     place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
   if (n) atomic_fetch_add_explicit(&r->blocks, (uint64_t)n, memory_order_relaxed);
