@@ -84,7 +84,9 @@ void *core_main(void *arg) {
         .env = r->cfg->env,
         .run = r,
     };
-    uint64_t t0 = pto_now_ns();
+    /* the precise clock where a figure needs it (trace, first block, gang
+     * spread); else the coarse one: the watchdog reads it in ms */
+    uint64_t t0 = r->trace || gang || !c->first_ns ? pto_now_ns() : pto_now_coarse_ns();
     if (!c->first_ns) c->first_ns = t0;
     if (gang) note_cohort_start(t, t0);
     atomic_store_explicit(&c->cur_start_ns, t0, memory_order_relaxed); /* watchdog, advisory */

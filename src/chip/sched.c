@@ -260,7 +260,9 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   c->slot[d & 1] = (core_payload){t, block, sub, false};
   /* release: the payload is written before the core sees the new id */
   atomic_store_explicit(&c->dispatched, d, memory_order_release);
-  pto_event_signal(&c->ev);
+  /* the finishing core placing its own next block is awake: no signal
+   * (and no fence) needed, it reads `dispatched` before it waits */
+  if (c != this_core) pto_event_signal(&c->ev);
   (void)s;
 }
 
@@ -528,7 +530,11 @@ static void sched_role_run(sched *s) {
       did = sched_pass(s);
       any |= did;
     } while ((did || role_more(&s->role, seen)) && !run_stopping(r));
-    if (any) s->last_ns = pto_now_ns();
+    /* the clock is read when the chip looks drained (the run's last
+     * activity, run_stats) rather than after every pass: relaxed, stats */
+    if (any && atomic_load_explicit(&r->completed, memory_order_relaxed) ==
+                   atomic_load_explicit(&r->submitted, memory_order_relaxed))
+      s->last_ns = pto_now_ns();
     this_sched = prev;
     if (!role_leave(&s->role, seen)) break;
   }
