@@ -172,6 +172,33 @@ static _Thread_local core *this_core;
 void sched_bind_core(core *c) { this_core = c; }
 
 static void sched_wake_leftover(sched *s);
+static void sched_role_run(sched *s, bool leftover);
+
+/* A requester that is no core (the orchestrator) asks scheduler sc for a
+ * pass: the idle core pulling for it serves the request when it can take
+ * a block of this shape (role.h), else the requester runs the pass.
+ * Returns true when it was left to the puller. */
+static bool sched_request(pto_run *r, sched *sc, shape sh) {
+  role_request(&sc->role);
+  int p = role_puller(&sc->role);
+  if (p >= 0 && (r->cores[p].type == PTO_CORE_AIC) == (sh == SHAPE_AIC)) {
+    pto_event_signal(&r->cores[p].ev); /* a fence and a load while it spins */
+    return true;
+  }
+  sched_role_run(sc, false);
+  return false;
+}
+
+bool sched_ready_queued(pto_run *r) {
+  for (int q = 0; q < SHAPE_COUNT; q++)
+    if (rq_queued(&r->queues[q]) > 0) return true;
+  return false;
+}
+
+void sched_pull(pto_run *r, sched *s) {
+  (void)r;
+  sched_role_run(s, true);
+}
 
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
@@ -193,9 +220,18 @@ void sched_make_ready(pto_run *r, task *t) {
     return;
   }
   ready_queue *q = &r->queues[t->shape];
+  /* a single-core block readied by a thread that is no core (the
+   * orchestrator) may be left to an idle core that pulls */
+  bool delegable = !r->sched_threads && !t->sync_start && !this_core && !s &&
+                   shape_aic(t->shape) + shape_aiv(t->shape) == 1;
   for (int i = 0; i < r->nsched; i++) {
     if (&r->scheds[i] == s) continue;
-    sched_kick(r, &r->scheds[i]);
+    if (delegable) {
+      /* the puller's pass tells the others what it leaves (leftover) */
+      if (sched_request(r, &r->scheds[i], t->shape)) break;
+    } else {
+      sched_kick(r, &r->scheds[i]);
+    }
     /* role mode: a pass ran or its holder will run one; once the queue is
      * empty the others have nothing to take (relaxed peek: a stale count
      * only kicks one more scheduler) */
@@ -517,11 +553,14 @@ static bool sched_pass(sched *s) {
 /* Role mode: run s's passes here unless another thread holds its role
  * (which then serves our request, role.h). Passes never block; a pass may
  * kick another scheduler, which nests at most once per scheduler. */
-static void sched_role_run(sched *s) {
+static void sched_role_run(sched *s, bool leftover) {
   pto_run *r = s->run;
   sched *prev = this_sched;
   while (role_try_enter(&s->role)) {
     this_sched = s;
+    /* a pull serves a requester that kicked no other scheduler: what this
+     * pass cannot place goes to them (sched_wake_leftover) */
+    if (leftover) s->wake_pending = true;
     if (!s->first_ns) s->first_ns = pto_now_ns();
     uint32_t seen;
     bool did, any = false;
@@ -546,7 +585,7 @@ void sched_kick(pto_run *r, sched *s) {
     return;
   }
   role_request(&s->role);
-  sched_role_run(s);
+  sched_role_run(s, false);
 }
 
 void *sched_main(void *arg) {
