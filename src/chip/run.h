@@ -220,7 +220,7 @@ typedef struct pto_run {
   _Atomic int32_t stop;      /* threads exit when set */
   _Atomic int32_t orch_done;
   _Atomic uint64_t async_done; /* async completions (watchdog progress) */
-  _Atomic uint64_t ready_gen;  /* bumped on every ready push */
+  _Atomic uint64_t ready_gen;  /* sched_threads mode: bumped on every ready push */
   _Atomic uint64_t drain_gen;  /* bumped on every drain step that publishes */
   _Atomic uint64_t blocks;
   ready_queue queues[SHAPE_COUNT];
