@@ -1,32 +1,36 @@
-/* ready_queue.h — the ready queue of one resource shape, without a lock:
- * a bounded FIFO of task slot indexes that any pto thread pushes to (the
- * orchestrator, a core completing a producer) and any scheduler's role
- * holder pops from, one atomic read-modify-write per push and per pop.
+/* ready_queue.h — the ready queue of one resource shape: a bounded FIFO of
+ * task slot indexes that any pto thread pushes to without a lock (the
+ * orchestrator, a core completing a producer: one fetch_add and one store)
+ * and that schedulers claim blocks from in order.
  *
  * Positions are 64-bit counters that never wrap in practice: `tail` is the
- * next position to push, `head` the next to pop; position p lives in cell
- * p % cap. A cell is one word, ((p + 1) << RQ_IDX_BITS) | slot index,
- * tagged with its position, so a popper tells "position h is written" from
- * "cell still holds the previous lap" by the tag alone:
+ * next position to push, `head` the task whose blocks are being claimed;
+ * position p lives in cell p % cap. A cell is one word,
+ * ((p + 1) << RQ_IDX_BITS) | slot index, tagged with its position, so a
+ * claimer tells "position h is published" from "the cell still holds the
+ * previous lap" by the tag alone:
  *
- *   push:  p = rq_push_claim(q);  rq_push_publish(q, p, idx);
- *   pop:   h = rq_pop_head(q);
- *          again: if (!rq_pop_cell(q, h, &idx)) -> empty (or h not yet
- *                 published: its pusher requests a pass after publishing);
- *                 if (!rq_pop_take(q, &h)) goto again;   -> idx is ours
+ *   push:   p = rq_push_claim(q);  rq_push_publish(q, p, idx);
+ *   claim (claimers hold the queue's claim lock, sched.c: a task's blocks
+ *          are claimed from the head in order, and the head moves only
+ *          when the last block of its task is taken):
+ *           h = rq_pop_head(q);
+ *           while (rq_pop_cell(q, h, &idx)) {   // else empty, or h not yet
+ *             take blocks of idx;               // published: its pusher
+ *             if (none left) rq_pop_advance(q, ++h); else break;
+ *           }                                   // requests a pass after
  *
- * No cell is overwritten before it is popped, without a check: a task is
- * in the queue at most once (it is made ready exactly once; a popper that
- * re-pushes the rest of a multi-block task popped it first), and only live
- * tasks are queued, at most cap = task_slots of them. So when position p
- * is pushed, the cap positions p - cap .. p - 1 cannot all be unpopped
- * (with p they would be cap + 1 distinct live tasks); pops go in position
- * order, so p - cap was popped, and that pop happens-before the push (pop
- * p - cap -> a later pop of the same slot's task -> ... -> its retirement
- * and the slot's next submit; or p - cap's own release of the head, which
- * every later pop acquires). tests/unit/test_ready_explorer.c checks the
- * invariant, FIFO order and exactly-once claiming over every interleaving
- * of 2-3 threads, with broken variants caught.
+ * No cell is overwritten before its task was fully claimed, without a
+ * check: a task is made ready (pushed) exactly once, and only live tasks
+ * are queued, at most cap = task_slots of them. When position p is pushed,
+ * the cap positions p - cap .. p - 1 cannot all still be queued (with p
+ * they would be cap + 1 distinct live tasks: a slot that appears twice was
+ * retired in between, so fully claimed, and the head moves in order), so
+ * the head had passed p - cap, and that move happens-before the push
+ * (through the claim lock and the task's run, completion, retirement and
+ * the slot's next submit). tests/unit/test_ready_explorer.c checks the
+ * invariant, FIFO block order and exactly-once claiming over every
+ * interleaving of 2-3 threads, with broken variants caught.
  *
  * Each step is one atomic operation, so the explorer drives the real
  * functions one at a time. */
@@ -80,23 +84,24 @@ static inline void rq_push_publish(rq *q, uint64_t p, uint32_t idx) {
   atomic_store_explicit(&q->cells[p % q->cap], rq_word(p, idx), memory_order_release);
 }
 
-/* Pop, step 1: the position to try (relaxed: rq_pop_take validates it). */
+/* Claim, step 1: the head position (claimers serialise on their lock; the
+ * load is atomic for the watchdog's and rq_size's unlocked peeks). */
 static inline uint64_t rq_pop_head(rq *q) {
   return atomic_load_explicit(&q->head, memory_order_relaxed);
 }
-/* Pop, step 2: is position h published? Then *idx is its task (valid only
- * if step 3 succeeds). Acquire pairs with rq_push_publish. */
+/* Claim, step 2: is position h published? Then *idx is its task. Acquire
+ * pairs with rq_push_publish. */
 static inline bool rq_pop_cell(rq *q, uint64_t h, uint32_t *idx) {
   uint64_t w = atomic_load_explicit(&q->cells[h % q->cap], memory_order_acquire);
   *idx = (uint32_t)(w & RQ_IDX_MASK);
   return rq_word_is(w, h);
 }
-/* Pop, step 3: takes position *h; on failure *h is the head now. acq_rel:
- * pops are ordered one after the other (each acquires the previous one's
- * release), which the no-overwrite argument above relies on. */
-static inline bool rq_pop_take(rq *q, uint64_t *h) {
-  return atomic_compare_exchange_strong_explicit(&q->head, h, *h + 1, memory_order_acq_rel,
-                                                 memory_order_relaxed);
+/* Claim, step 3, once every block of the head task is claimed: the head
+ * moves to h. Release: the claimer's reads of the cell happen-before a
+ * later claimer's (the lock orders them too) and before any overwrite of
+ * the cell (the capacity argument above). */
+static inline void rq_pop_advance(rq *q, uint64_t h) {
+  atomic_store_explicit(&q->head, h, memory_order_release);
 }
 
 /* Queued positions, a racy hint (claimed but unpublished ones count). */

@@ -97,7 +97,7 @@ typedef struct task {
   _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
   _Atomic int32_t refs;  /* registered consumers not yet completed */
   _Atomic int32_t units_done;
-  int32_t next_block; /* owned by whoever popped it (or the sync queue's lock) */
+  int32_t next_block; /* under its ready queue's lock */
   _Atomic uint64_t first_start_ns, last_start_ns; /* sync_start spread */
   _Atomic int32_t cohort_go;                      /* sync_start: blocks start when nonzero */
   _Atomic uint64_t drain_ns; /* sync_start: when its drain began (relaxed; stats only) */
@@ -110,9 +110,10 @@ typedef struct dep_node {
   int64_t next; /* next node of the producer's fanout list, -1 = end */
 } dep_node;
 
-/* A ready queue per resource shape is lock-free (`lf`, ready_queue.h; its
- * cells are `items`' storage); the sync_start queue, whose head waits for
- * room for its whole gang, uses the lock and the fields below it. */
+/* A ready queue per resource shape (`lf`, ready_queue.h; its cells are
+ * `items`' storage): pushes take no lock, claimers of blocks take `lock`.
+ * The sync_start queue, whose head waits for room for its whole gang, uses
+ * the lock and the fields below it. */
 typedef struct ready_queue {
   rq lf;
   pthread_mutex_t lock;

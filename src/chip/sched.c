@@ -44,39 +44,30 @@ static void rq_push(pto_run *r, ready_queue *q, task *t) {
   rq_push_publish(&q->lf, p, (uint32_t)(t - r->slots));
 }
 
-static task *rq_pop(pto_run *r, ready_queue *q) {
-  uint64_t h = rq_pop_head(&q->lf);
-  uint32_t idx;
-  for (;;) {
-    if (!rq_pop_cell(&q->lf, h, &idx)) return NULL;
-    if (rq_pop_take(&q->lf, &h)) return &r->slots[idx];
-  }
-}
-
 static uint64_t rq_queued(ready_queue *q) { return rq_size(&q->lf); }
 
-/* Claims up to `max` blocks from the head of q, across tasks; returns how
- * many, with the task and block index of each. A task is popped whole; the
- * popper owns its next_block, and pushes it back (to the tail) when it
- * took only some of its blocks, for the next claim or another scheduler
- * (*requeued: someone must be told). */
-static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks,
-                    bool *requeued) {
+/* Claims up to `max` blocks from the head of q, across tasks, in queue
+ * order; returns how many, with the task and block index of each. Pushers
+ * never take the lock; claimers (the role holders of several schedulers
+ * sharing the queue) do, once per claim of many blocks, so that the blocks
+ * of the head task are claimed before any of the next: chips that run the
+ * same graph dispatch in the same order (a collective's ranks rely on it).
+ * With one scheduler the lock is never contended. */
+static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks) {
   int n = 0;
-  while (n < max) {
-    task *t = rq_pop(r, q);
-    if (!t) break;
+  uint32_t idx;
+  pthread_mutex_lock(&q->lock);
+  uint64_t h = rq_pop_head(&q->lf);
+  while (n < max && rq_pop_cell(&q->lf, h, &idx)) {
+    task *t = &r->slots[idx];
     while (n < max && t->next_block < t->block_num) {
       ts[n] = t;
       blocks[n++] = t->next_block++;
     }
-    if (t->next_block < t->block_num) {
-      rq_push(r, q, t); /* before any block of it is dispatched */
-      /* release: as in sched_make_ready (scheduler threads wait on it) */
-      if (r->sched_threads) atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
-      *requeued = true;
-    }
+    if (t->next_block < t->block_num) break; /* stays at the head */
+    rq_pop_advance(&q->lf, ++h);             /* t may retire after this */
   }
+  pthread_mutex_unlock(&q->lock);
   return n;
 }
 
@@ -378,9 +369,7 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   int per = shape_aic(sh) + shape_aiv(sh);
   int n = placements(s, sh, max_inflight, s->spots, s->ncores);
   if (n == 0) return false;
-  bool requeued = false;
-  n = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, &requeued);
-  if (requeued) s->wake_pending = true; /* blocks left for the others */
+  n = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
   for (int i = 0; i < n; i++)
     place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
   if (n) atomic_fetch_add_explicit(&r->blocks, (uint64_t)n, memory_order_relaxed);

@@ -1,29 +1,29 @@
-/* test_ready_explorer.c — the lock-free ready queue (src/chip/ready_queue.h)
- * as used by src/chip/sched.c, explored over every interleaving of 2 and 3
+/* test_ready_explorer.c — the ready queue (src/chip/ready_queue.h) as used
+ * by src/chip/sched.c, explored over every interleaving of 2 and 3
  * threads, with broken variants caught.
  *
- * Model: threads run scripts of two operations, each made of the real
- * inline step functions, one atomic operation per step, on a queue loaded
- * from and stored back to the explored state (interleavings are
- * sequentially consistent):
- *   PUSH t    rq_push_claim, rq_push_publish          (sched_make_ready)
- *   CLAIM m   pop tasks until m blocks are claimed or the queue looks
- *             empty: rq_pop_head, rq_pop_cell, rq_pop_take; the popper
- *             owns the task's next_block, takes blocks, and pushes the task
- *             back when it left some (sched.c rq_claim)
+ * Model: threads run scripts of two operations made of the real inline
+ * step functions, one atomic operation per step, on a queue loaded from
+ * and stored back to the explored state (interleavings are sequentially
+ * consistent):
+ *   PUSH t    rq_push_claim, rq_push_publish           (sched_make_ready)
+ *   CLAIM m   under the claimers' lock (sched.c rq_claim): LOCK, then
+ *             rq_pop_head, then per task rq_pop_cell (published? else
+ *             done), take up to m blocks of it, rq_pop_advance when its
+ *             last block is taken, else UNLOCK with it left at the head
  * A depth-first search with a visited set (a 64-bit hash of each state)
  * checks:
- *  - a publish never overwrites a position nobody popped (the capacity
- *    argument of ready_queue.h: at most cap tasks are queued);
- *  - at most one thread owns a task at a time;
- *  - tasks of one pusher are first popped in push order (FIFO);
- *  - in every final state, after popping what is left, every block of every
- *    task was claimed exactly once and the queue is empty.
+ *  - a publish never overwrites a position whose task was not fully
+ *    claimed (the capacity argument of ready_queue.h);
+ *  - blocks are claimed in queue order: every block of a task a pusher
+ *    pushed first is claimed before any block of its next;
+ *  - in every final state, after claiming what is left, every block of
+ *    every task was claimed exactly once and the queue is empty.
  * Broken variants, each must be caught with the interleaving printed:
- *  - POP_BY_STORE: a pop that checks the head, then stores head + 1 (no
- *    compare-and-swap): two threads pop the same task, a block runs twice;
+ *  - NO_TAG: a claimer that trusts tail > head instead of the cell's tag
+ *    takes last lap's word, a task claimed twice or one claimed early;
  *  - CAP_TOO_SMALL: one cell fewer than the tasks that may be queued: a
- *    publish overwrites a task nobody popped. */
+ *    publish overwrites a task nobody claimed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -37,20 +37,20 @@
 
 #include "chip/ready_queue.h"
 
-enum { V_GOOD = 0, V_POP_BY_STORE, V_CAP_TOO_SMALL };
+enum { V_GOOD = 0, V_NO_TAG, V_CAP_TOO_SMALL };
 enum {
   PC_NEXT, /* start the script's next operation */
   PC_PUSH_CLAIM,
   PC_PUSH_PUB,
+  PC_LOCK, /* the claimers' lock (free: take it; else wait here) */
   PC_POP_HEAD,
-  PC_POP_CELL,
-  PC_POP_TAKE,
-  PC_POP_STORE, /* broken variant: the store after the check */
-  PC_TAKE,      /* claim blocks of the owned task (thread-local) */
+  PC_POP_CELL, /* published? then take blocks (claimer-private) */
+  PC_ADVANCE,  /* rq_pop_advance after the task's last block */
+  PC_UNLOCK,
   PC_DONE
 };
-static const char *pc_name[] = {"NEXT",     "PUSH_CLAIM", "PUSH_PUB", "POP_HEAD", "POP_CELL",
-                                "POP_TAKE", "POP_STORE",  "TAKE",     "DONE"};
+static const char *pc_name[] = {"NEXT",     "PUSH_CLAIM", "PUSH_PUB", "LOCK", "POP_HEAD",
+                                "POP_CELL", "ADVANCE",    "UNLOCK",   "DONE"};
 
 #define MAXT   3 /* threads */
 #define MAXN   3 /* tasks */
@@ -71,11 +71,11 @@ typedef struct scenario {
 
 typedef struct mstate {
   uint64_t head, tail, cells[MAXN];
-  uint8_t next_block[MAXN], owner[MAXN], pushed_by[MAXN], first_pop[MAXN];
-  uint8_t claims[MAXN][MAXB];
-  uint8_t pops;
-  uint8_t pc[MAXT], opi[MAXT], want[MAXT], cur[MAXT], idx[MAXT];
   uint64_t p[MAXT], h[MAXT];
+  uint8_t next_block[MAXN], first_claim[MAXN], last_claim[MAXN];
+  uint8_t claims[MAXN][MAXB];
+  uint8_t nclaims, lock;
+  uint8_t pc[MAXT], opi[MAXT], want[MAXT], cur[MAXT];
 } mstate;
 
 /* visited set: open addressing over 64-bit state hashes (0 = empty) */
@@ -145,12 +145,18 @@ static void publish(explorer *e, rq *q, mstate *s, int i) {
   uint64_t prev = word_pos(old);
   if (p >= (uint64_t)e->cap && (prev != p - (uint64_t)e->cap || prev >= s->head))
     violation(e,
-              "publish of position %llu overwrote position %llu, which nobody popped "
+              "publish of position %llu overwrote position %llu, which nobody claimed "
               "(head %llu): task %u lost",
               (unsigned long long)p, (unsigned long long)prev, (unsigned long long)s->head,
               (unsigned)(old & RQ_IDX_MASK));
   rq_push_publish(q, p, s->cur[i]);
-  if (s->owner[s->cur[i]] == i + 1) s->owner[s->cur[i]] = 0; /* re-push ends ownership */
+}
+
+static void claim_block(mstate *s, int t) {
+  s->claims[t][s->next_block[t]++]++;
+  s->nclaims++;
+  if (!s->first_claim[t]) s->first_claim[t] = s->nclaims;
+  s->last_claim[t] = s->nclaims;
 }
 
 /* One step of thread i. */
@@ -168,11 +174,10 @@ static void step(explorer *e, mstate *s, int i) {
     s->opi[i]++;
     if (o->kind == 1) {
       s->cur[i] = (uint8_t)o->arg;
-      s->pushed_by[o->arg] = (uint8_t)(i + 1);
       s->pc[i] = PC_PUSH_CLAIM;
     } else {
       s->want[i] = (uint8_t)o->arg;
-      s->pc[i] = PC_POP_HEAD;
+      s->pc[i] = PC_LOCK;
     }
     break;
   }
@@ -182,8 +187,13 @@ static void step(explorer *e, mstate *s, int i) {
     break;
   case PC_PUSH_PUB:
     publish(e, &q, s, i);
-    /* after a re-push, a claim goes on popping */
-    s->pc[i] = s->want[i] > 0 ? PC_POP_HEAD : PC_NEXT;
+    s->pc[i] = PC_NEXT;
+    break;
+  case PC_LOCK:
+    if (!s->lock) {
+      s->lock = (uint8_t)(i + 1);
+      s->pc[i] = PC_POP_HEAD;
+    }
     break;
   case PC_POP_HEAD:
     s->h[i] = rq_pop_head(&q);
@@ -191,49 +201,29 @@ static void step(explorer *e, mstate *s, int i) {
     break;
   case PC_POP_CELL: {
     uint32_t idx;
-    if (rq_pop_cell(&q, s->h[i], &idx)) {
-      s->idx[i] = (uint8_t)idx;
-      s->pc[i] = e->variant == V_POP_BY_STORE ? PC_POP_STORE : PC_POP_TAKE;
-    } else {
-      s->want[i] = 0; /* looks empty: the claim ends */
-      s->pc[i] = PC_NEXT;
+    bool ok = rq_pop_cell(&q, s->h[i], &idx);
+    if (e->variant == V_NO_TAG) ok = s->tail > s->h[i]; /* broken: trusts the tail */
+    if (s->want[i] == 0 || !ok) {
+      s->pc[i] = PC_UNLOCK;
+      break;
     }
-    break;
-  }
-  case PC_POP_TAKE: {
-    uint64_t h = s->h[i];
-    if (rq_pop_take(&q, &h)) {
-      s->cur[i] = s->idx[i];
-      if (s->first_pop[s->idx[i]] == 0) s->first_pop[s->idx[i]] = ++s->pops;
-      s->pc[i] = PC_TAKE;
-    } else {
-      s->h[i] = h;
-      s->pc[i] = PC_POP_CELL;
-    }
-    break;
-  }
-  case PC_POP_STORE: /* broken: the head was checked by POP_CELL's load only */
-    atomic_store(&q.head, s->h[i] + 1);
-    s->cur[i] = s->idx[i];
-    if (s->first_pop[s->idx[i]] == 0) s->first_pop[s->idx[i]] = ++s->pops;
-    s->pc[i] = PC_TAKE;
-    break;
-  case PC_TAKE: {
-    int t = s->cur[i];
-    if (s->owner[t]) violation(e, "threads %d and %d own task %d at once", s->owner[t] - 1, i, t);
-    s->owner[t] = (uint8_t)(i + 1);
+    int t = (int)idx;
     while (s->want[i] > 0 && s->next_block[t] < sc->blocks[t]) {
-      s->claims[t][s->next_block[t]++]++;
+      claim_block(s, t);
       s->want[i]--;
     }
-    if (s->next_block[t] < sc->blocks[t]) {
-      s->pc[i] = PC_PUSH_CLAIM; /* the rest goes back, as in rq_claim */
-    } else {
-      s->owner[t] = 0; /* dispatched: done with it */
-      s->pc[i] = s->want[i] > 0 ? PC_POP_HEAD : PC_NEXT;
-    }
+    s->pc[i] = s->next_block[t] < sc->blocks[t] ? PC_UNLOCK : PC_ADVANCE;
     break;
   }
+  case PC_ADVANCE:
+    rq_pop_advance(&q, ++s->h[i]);
+    s->pc[i] = PC_POP_CELL;
+    break;
+  case PC_UNLOCK:
+    s->lock = 0;
+    s->want[i] = 0;
+    s->pc[i] = PC_NEXT;
+    break;
   default: break;
   }
   store_q(&q, e, s);
@@ -244,31 +234,33 @@ static void check_final(explorer *e, const mstate *s0) {
   mstate s = *s0;
   rq q;
   load_q(&q, e, &s);
-  /* pop what is left, one thread, as a later pass would */
-  for (;;) {
-    uint64_t h = rq_pop_head(&q);
-    uint32_t idx;
-    if (!rq_pop_cell(&q, h, &idx) || !rq_pop_take(&q, &h)) break;
-    if (s.first_pop[idx] == 0) s.first_pop[idx] = ++s.pops;
+  /* claim what is left, one thread, as a later pass would */
+  uint64_t h = rq_pop_head(&q);
+  uint32_t idx;
+  while (rq_pop_cell(&q, h, &idx)) {
     while (s.next_block[idx] < sc->blocks[idx])
-      s.claims[idx][s.next_block[idx]++]++;
+      claim_block(&s, (int)idx);
+    rq_pop_advance(&q, ++h);
   }
   store_q(&q, e, &s);
   if (s.head != s.tail)
-    violation(e, "queue not empty at the end: head %llu tail %llu (a task nobody can pop)",
+    violation(e, "queue not empty at the end: head %llu tail %llu (a task nobody can claim)",
               (unsigned long long)s.head, (unsigned long long)s.tail);
   for (int t = 0; t < sc->ntasks; t++)
     for (int b = 0; b < sc->blocks[t]; b++)
       if (s.claims[t][b] != 1)
         violation(e, "block %d of task %d claimed %u times (expected 1)", b, t, s.claims[t][b]);
-  /* FIFO: a pusher's tasks are first popped in its push order */
+  /* queue order: a pusher's task is fully claimed before its next starts */
   for (int i = 0; i < sc->nthreads; i++) {
     int last = -1;
     for (int k = 0; k < MAXOPS; k++) {
       const op *o = &sc->ops[i][k];
       if (o->kind != 1) continue;
-      if (last >= 0 && s.first_pop[o->arg] < s.first_pop[last])
-        violation(e, "task %d pushed after task %d by thread %d but popped first", o->arg, last, i);
+      if (last >= 0 && s.first_claim[o->arg] < s.last_claim[last])
+        violation(e,
+                  "a block of task %d, pushed after task %d by thread %d, claimed before "
+                  "task %d's last",
+                  o->arg, last, i, last);
       last = o->arg;
     }
   }
@@ -286,7 +278,7 @@ static void dfs(explorer *e, const mstate *s) {
     return;
   }
   for (int i = 0; i < e->sc->nthreads && !e->failed; i++) {
-    if (s->pc[i] == PC_DONE) continue;
+    if (s->pc[i] == PC_DONE || (s->pc[i] == PC_LOCK && s->lock)) continue;
     mstate n = *s;
     if (e->depth < 256) {
       e->path_t[e->depth] = i;
@@ -315,13 +307,13 @@ static explorer explore(const scenario *sc, int variant) {
   return e;
 }
 
-/* cap = tasks: with re-pushes, positions wrap around the cells */
+/* cap = tasks: a second operation's pushes wrap around the cells */
 static const scenario scenarios[] = {
-    /* one pusher, one claimer taking a block at a time: re-push of B */
+    /* one pusher, one claimer taking a block at a time: B stays at the head */
     {"push A,B(2) | claim 1, claim 2", 2, 2, {1, 2}, {{{1, 0}, {1, 1}}, {{2, 1}, {2, 2}}}},
     /* two pushers, one claimer: FIFO per pusher, publish order */
     {"push A(2) | push B | claim 2", 3, 2, {2, 1}, {{{1, 0}}, {{1, 1}}, {{2, 2}}}},
-    /* two claimers share a task's blocks through re-pushes; one cell */
+    /* two claimers share a task's blocks; one cell */
     {"push A(2) | claim 1 | claim 1", 3, 1, {2}, {{{1, 0}}, {{2, 1}}, {{2, 1}}}},
     /* three tasks, a pusher of two, a claimer that pushes too */
     {"push A,B | push C(2) | claim 1, claim 2",
@@ -356,26 +348,23 @@ static void test_ready_all_interleavings(void **st) {
   }
 }
 
-static void test_ready_broken_pop_by_store_caught(void **st) {
+static void test_ready_broken_no_tag_caught(void **st) {
   (void)st;
-  explorer e = explore(&scenarios[2], V_POP_BY_STORE);
+  explorer e = explore(&scenarios[1], V_NO_TAG);
   assert_true(e.failed); /* printed above with its interleaving */
-  assert_non_null(strstr(e.why, "own task"));
-  e = explore(&scenarios[4], V_POP_BY_STORE);
-  assert_true(e.failed);
 }
 
 static void test_ready_broken_cap_caught(void **st) {
   (void)st;
   explorer e = explore(&scenarios[1], V_CAP_TOO_SMALL);
   assert_true(e.failed);
-  assert_non_null(strstr(e.why, "nobody popped"));
+  assert_non_null(strstr(e.why, "nobody claimed"));
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ready_all_interleavings),
-      cmocka_unit_test(test_ready_broken_pop_by_store_caught),
+      cmocka_unit_test(test_ready_broken_no_tag_caught),
       cmocka_unit_test(test_ready_broken_cap_caught),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
