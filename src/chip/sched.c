@@ -559,9 +559,10 @@ static void sched_role_run(sched *s, bool leftover) {
       any |= did;
     } while ((did || role_more(&s->role, seen)) && !run_stopping(r));
     /* the clock is read when the chip looks drained (the run's last
-     * activity, run_stats) rather than after every pass: relaxed, stats */
-    if (any && atomic_load_explicit(&r->completed, memory_order_relaxed) ==
-                   atomic_load_explicit(&r->submitted, memory_order_relaxed))
+     * activity, run_stats) rather than after every pass, and once at
+     * least (a run whose last completion is async): relaxed, stats */
+    if (any && (!s->last_ns || atomic_load_explicit(&r->completed, memory_order_relaxed) ==
+                                   atomic_load_explicit(&r->submitted, memory_order_relaxed)))
       s->last_ns = pto_now_ns();
     this_sched = prev;
     if (!role_leave(&s->role, seen)) break;
