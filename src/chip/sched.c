@@ -52,11 +52,14 @@ static uint64_t rq_queued(ready_queue *q) { return rq_size(&q->lf); }
  * sharing the queue) do, once per claim of many blocks, so that the blocks
  * of the head task are claimed before any of the next: chips that run the
  * same graph dispatch in the same order (a collective's ranks rely on it).
- * With one scheduler the lock is never contended. */
+ * With one scheduler there is no lock to take: passes of one scheduler
+ * never overlap (role.h), and the sched_threads mode has one thread. */
 static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks) {
   int n = 0;
   uint32_t idx;
-  pthread_mutex_lock(&q->lock);
+  /* one scheduler: its role (or its thread) is the only claimer already */
+  bool lock = r->nsched > 1;
+  if (lock) pthread_mutex_lock(&q->lock);
   uint64_t h = rq_pop_head(&q->lf);
   while (n < max && rq_pop_cell(&q->lf, h, &idx)) {
     task *t = &r->slots[idx];
@@ -67,7 +70,7 @@ static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blo
     if (t->next_block < t->block_num) break; /* stays at the head */
     rq_pop_advance(&q->lf, ++h);             /* t may retire after this */
   }
-  pthread_mutex_unlock(&q->lock);
+  if (lock) pthread_mutex_unlock(&q->lock);
   return n;
 }
 
