@@ -5,6 +5,7 @@
 #include "chip/run.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
+#include "common/options.h"
 
 bool pto_kctx_cancelled(const pto_kctx *ctx) {
   return ctx && ctx->run && run_stopping((const pto_run *)ctx->run);
@@ -20,6 +21,7 @@ pto_trace *core_trace(const pto_kctx *ctx, int *track) {
 typedef struct core_wait {
   core *c;
   uint64_t next;
+  uint32_t seen; /* pulling: the scheduler's requests served so far */
 } core_wait;
 
 static bool core_has_work(void *p) {
@@ -27,6 +29,45 @@ static bool core_has_work(void *p) {
   /* acquire pairs with the scheduler's release of `dispatched`: payload */
   return atomic_load_explicit(&w->c->dispatched, memory_order_acquire) >= w->next ||
          run_stopping(w->c->run);
+}
+
+static role *core_role(core *c) { return &c->run->scheds[c->sched].role; }
+
+static bool core_pull_cond(void *p) {
+  core_wait *w = p;
+  return core_has_work(w) || role_more(core_role(w->c), w->seen);
+}
+
+/* Serves the requests left to this core as its scheduler's puller. */
+static void pull_serve(core_wait *w) {
+  w->seen = role_snapshot(core_role(w->c));
+  sched_pull(w->c->run, &w->c->run->scheds[w->c->sched]);
+}
+
+/* Waits for the next dispatch. In role mode an idle core first stands in
+ * as its scheduler's puller for a while (role.h): the orchestrator then
+ * leaves the passes for the blocks it makes ready to this core, which
+ * places them, most often on itself. Then it waits as any core does. */
+static void core_wait_work(core_wait *w) {
+  core *c = w->c;
+  pto_run *r = c->run;
+  role *ro = core_role(c);
+  /* only a core that would spin pulls: with every CPU taken it parks, and
+   * the orchestrator runs the pass as before */
+  if (!r->sched_threads && pto_wait_may_spin()) {
+    w->seen = role_snapshot(ro); /* before pull_begin: role.h */
+    if (role_pull_begin(ro, c->id)) {
+      if (sched_ready_queued(r)) pull_serve(w);
+      /* the window: the spin budget, then the plain wait below */
+      uint64_t until = pto_now_ns() + (uint64_t)pto_option_cached(PTO_OPT_SPIN_NS);
+      while (!core_has_work(w) && pto_wait(&c->ev, core_pull_cond, w, until))
+        if (role_more(ro, w->seen)) pull_serve(w);
+      role_pull_end(ro);
+      if (role_more(ro, w->seen)) pull_serve(w); /* the re-check */
+    }
+  }
+  while (!core_has_work(w))
+    pto_wait(&c->ev, core_has_work, w, UINT64_MAX);
 }
 
 static bool cohort_started(void *p) {
@@ -52,9 +93,8 @@ static void core_serve(core *c) {
   pto_run *r = c->run;
   const kernel_rec *kernels = r->chip->kernels;
   for (uint64_t next = 1;; next++) {
-    core_wait w = {c, next};
-    while (!core_has_work(&w))
-      pto_wait(&c->ev, core_has_work, &w, UINT64_MAX);
+    core_wait w = {c, next, 0};
+    if (!core_has_work(&w)) core_wait_work(&w);
     if (run_stopping(r)) break;
     const core_payload p = c->slot[next & 1];
     task *t = p.t;
@@ -83,7 +123,9 @@ static void core_serve(core *c) {
         .env = r->cfg->env,
         .run = r,
     };
-    uint64_t t0 = pto_now_ns();
+    /* the precise clock where a figure needs it (trace, first block, gang
+     * spread); else the coarse one: the watchdog reads it in ms */
+    uint64_t t0 = r->trace || gang || !c->first_ns ? pto_now_ns() : pto_now_coarse_ns();
     if (!c->first_ns) c->first_ns = t0;
     if (gang) note_cohort_start(t, t0);
     atomic_store_explicit(&c->cur_start_ns, t0, memory_order_relaxed); /* watchdog, advisory */

@@ -32,13 +32,15 @@
 #include <stdint.h>
 
 typedef struct role {
-  _Atomic uint32_t req;  /* requests so far (wraps) */
-  _Atomic uint32_t held; /* 1 while a thread runs the role's passes */
+  _Atomic uint32_t req;   /* requests so far (wraps) */
+  _Atomic uint32_t held;  /* 1 while a thread runs the role's passes */
+  _Atomic int32_t puller; /* 1 + the idle core that serves requests, 0: none */
 } role;
 
 static inline void role_init(role *r) {
   atomic_init(&r->req, 0);
   atomic_init(&r->held, 0);
+  atomic_init(&r->puller, 0);
 }
 
 /* Step 1, after publishing the work the pass must see. seq_cst: ordered
@@ -81,6 +83,44 @@ static inline bool role_recheck(role *r, uint32_t seen) { return role_more(r, se
 static inline bool role_leave(role *r, uint32_t seen) {
   role_release(r);
   return role_recheck(r, seen);
+}
+
+/* ---- an idle core pulls ----
+ *
+ * A requester that is not one of the scheduler's cores (the orchestrator
+ * that made a task ready) need not run the pass itself when an idle core
+ * of the scheduler stands in as its puller: it requests, and leaves the
+ * pass to the puller, which is spinning for work anyway.
+ *
+ *   requester:  role_request(r);                   // after the push
+ *               if (role_puller(r) >= 0) signal that core; else run as above
+ *   puller:     seen = role_snapshot(r);
+ *               if (!role_pull_begin(r, me)) -> not the puller, plain wait
+ *               if (anything queued) serve(&seen);     // requests before seen
+ *               while waiting: if (role_more(r, seen)) serve(&seen);
+ *               role_pull_end(r);
+ *               if (role_more(r, seen)) serve(&seen);  // the re-check
+ *   serve(&seen): seen = role_snapshot(r); run the role loop above (no new
+ *               request: the holder, if any, serves the pending ones)
+ *
+ * Dekker over seq_cst again: a requester that saw the puller requested
+ * before reading it, so before the puller's role_pull_end, whose re-check
+ * then sees the request; one that read no puller runs the pass itself. A
+ * request before the puller's first snapshot is not lost either: that
+ * snapshot reads it (seq_cst), so the push before it is visible and the
+ * queue check after role_pull_begin finds it. test_role_explorer.c
+ * explores it, with a broken variant (an end without the re-check). */
+static inline bool role_pull_begin(role *r, int core_id) {
+  int32_t none = 0;
+  return atomic_compare_exchange_strong_explicit(&r->puller, &none, core_id + 1,
+                                                 memory_order_seq_cst, memory_order_relaxed);
+}
+static inline void role_pull_end(role *r) {
+  atomic_store_explicit(&r->puller, 0, memory_order_seq_cst);
+}
+/* The puller's core id, or -1. */
+static inline int role_puller(role *r) {
+  return atomic_load_explicit(&r->puller, memory_order_seq_cst) - 1;
 }
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "chip/drain.h"
 #include "chip/heap_live.h"
+#include "chip/ready_queue.h"
 #include "chip/ring.h"
 #include "chip/role.h"
 #include "chip/tensormap.h"
@@ -101,7 +102,7 @@ typedef struct task {
   _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
   _Atomic int32_t refs;  /* registered consumers not yet completed */
   _Atomic int32_t units_done;
-  int32_t next_block;                             /* under the ready queue's lock */
+  int32_t next_block; /* under its ready queue's lock */
   _Atomic uint64_t first_start_ns, last_start_ns; /* sync_start spread */
   _Atomic int32_t cohort_go;                      /* sync_start: blocks start when nonzero */
   _Atomic uint64_t drain_ns; /* sync_start: when its drain began (relaxed; stats only) */
@@ -114,7 +115,12 @@ typedef struct dep_node {
   int64_t next; /* next node of the producer's fanout list, -1 = end */
 } dep_node;
 
+/* A ready queue per resource shape (`lf`, ready_queue.h; its cells are
+ * `items`' storage): pushes take no lock, claimers of blocks take `lock`.
+ * The sync_start queue, whose head waits for room for its whole gang, uses
+ * the lock and the fields below it. */
 typedef struct ready_queue {
+  rq lf;
   pthread_mutex_t lock;
   task **items;
   uint32_t cap, head;
@@ -225,7 +231,7 @@ typedef struct pto_run {
   _Atomic int32_t stop;      /* threads exit when set */
   _Atomic int32_t orch_done;
   _Atomic uint64_t async_done; /* async completions (watchdog progress) */
-  _Atomic uint64_t ready_gen;  /* bumped on every ready push */
+  _Atomic uint64_t ready_gen;  /* sched_threads mode: bumped on every ready push */
   _Atomic uint64_t drain_gen;  /* bumped on every drain step that publishes */
   _Atomic uint64_t blocks;
   ready_queue queues[SHAPE_COUNT];
@@ -304,6 +310,11 @@ void sched_task_done_unit(pto_run *r, task *t, int units);
 /* Asks scheduler s for a pass after publishing work for it: runs the pass
  * here when nobody holds its role (the default), or wakes its thread. */
 void sched_kick(pto_run *r, sched *s);
+/* Role mode, an idle core of s that pulls for it: serves the requests
+ * pending (role.h), as a pass of its own or through the holder. */
+void sched_pull(pto_run *r, sched *s);
+/* Whether any shape's ready queue looks non-empty (a relaxed hint). */
+bool sched_ready_queued(pto_run *r);
 /* The calling thread is core c's (its completions prefer c for the next
  * single-core block). */
 void sched_bind_core(core *c);

@@ -25,15 +25,57 @@ int shape_aiv(shape s) {
 
 /* ---- ready queues ---- */
 
+_Static_assert(sizeof(task *) == sizeof(_Atomic uint64_t), "cells reuse the items storage");
+
 void ready_queue_init(ready_queue *q, uint32_t cap, task **storage) {
   pthread_mutex_init(&q->lock, NULL);
   q->items = storage;
   q->cap = cap;
   q->head = 0;
   atomic_init(&q->count, 0);
+  /* the shape queues use the storage as their cells (the sync queue, as
+   * tasks: it is initialised here too and never touches lf) */
+  rq_init(&q->lf, (_Atomic uint64_t *)(void *)storage, cap);
 }
 
-static void rq_push(ready_queue *q, task *t) {
+/* The shape queues (lock-free, ready_queue.h). */
+static void rq_push(pto_run *r, ready_queue *q, task *t) {
+  uint64_t p = rq_push_claim(&q->lf);
+  rq_push_publish(&q->lf, p, (uint32_t)(t - r->slots));
+}
+
+static uint64_t rq_queued(ready_queue *q) { return rq_size(&q->lf); }
+
+/* Claims up to `max` blocks from the head of q, across tasks, in queue
+ * order; returns how many, with the task and block index of each. Pushers
+ * never take the lock; claimers (the role holders of several schedulers
+ * sharing the queue) do, once per claim of many blocks, so that the blocks
+ * of the head task are claimed before any of the next: chips that run the
+ * same graph dispatch in the same order (a collective's ranks rely on it).
+ * With one scheduler there is no lock to take: passes of one scheduler
+ * never overlap (role.h), and the sched_threads mode has one thread. */
+static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks) {
+  int n = 0;
+  uint32_t idx;
+  /* one scheduler: its role (or its thread) is the only claimer already */
+  bool lock = r->nsched > 1;
+  if (lock) pthread_mutex_lock(&q->lock);
+  uint64_t h = rq_pop_head(&q->lf);
+  while (n < max && rq_pop_cell(&q->lf, h, &idx)) {
+    task *t = &r->slots[idx];
+    while (n < max && t->next_block < t->block_num) {
+      ts[n] = t;
+      blocks[n++] = t->next_block++;
+    }
+    if (t->next_block < t->block_num) break; /* stays at the head */
+    rq_pop_advance(&q->lf, ++h);             /* t may retire after this */
+  }
+  if (lock) pthread_mutex_unlock(&q->lock);
+  return n;
+}
+
+/* The sync_start queue (locked: its head waits until a whole gang fits). */
+static void sync_push(ready_queue *q, task *t) {
   pthread_mutex_lock(&q->lock);
   uint32_t n = atomic_load_explicit(&q->count, memory_order_relaxed);
   q->items[(q->head + n) % q->cap] = t;
@@ -45,23 +87,6 @@ static void rq_push(ready_queue *q, task *t) {
 static void rq_pop_locked(ready_queue *q) {
   q->head = (q->head + 1) % q->cap;
   atomic_fetch_sub_explicit(&q->count, 1, memory_order_relaxed); /* under the lock */
-}
-
-/* Claims up to `max` blocks from the head of q, across tasks; returns how
- * many, with the task and block index of each. */
-static int rq_claim(ready_queue *q, int max, task **ts, int32_t *blocks) {
-  int n = 0;
-  pthread_mutex_lock(&q->lock);
-  while (n < max && atomic_load_explicit(&q->count, memory_order_relaxed) > 0) {
-    task *t = q->items[q->head];
-    while (n < max && t->next_block < t->block_num) {
-      ts[n] = t;
-      blocks[n++] = t->next_block++;
-    }
-    if (t->next_block == t->block_num) rq_pop_locked(q);
-  }
-  pthread_mutex_unlock(&q->lock);
-  return n;
 }
 
 /* ---- completion ---- */
@@ -141,6 +166,33 @@ static _Thread_local core *this_core;
 void sched_bind_core(core *c) { this_core = c; }
 
 static void sched_wake_leftover(sched *s);
+static void sched_role_run(sched *s, bool leftover);
+
+/* A requester that is no core (the orchestrator) asks scheduler sc for a
+ * pass: the idle core pulling for it serves the request when it can take
+ * a block of this shape (role.h), else the requester runs the pass.
+ * Returns true when it was left to the puller. */
+static bool sched_request(pto_run *r, sched *sc, shape sh) {
+  role_request(&sc->role);
+  int p = role_puller(&sc->role);
+  if (p >= 0 && (r->cores[p].type == PTO_CORE_AIC) == (sh == SHAPE_AIC)) {
+    pto_event_signal(&r->cores[p].ev); /* a fence and a load while it spins */
+    return true;
+  }
+  sched_role_run(sc, false);
+  return false;
+}
+
+bool sched_ready_queued(pto_run *r) {
+  for (int q = 0; q < SHAPE_COUNT; q++)
+    if (rq_queued(&r->queues[q]) > 0) return true;
+  return false;
+}
+
+void sched_pull(pto_run *r, sched *s) {
+  (void)r;
+  sched_role_run(s, true);
+}
 
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
@@ -148,24 +200,36 @@ void sched_make_ready(pto_run *r, task *t) {
     return;
   }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
-  rq_push(t->sync_start ? &r->sync_queue : &r->queues[t->shape], t);
-  /* release pairs with the scheduler's acquire of ready_gen before it parks */
-  atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
+  if (t->sync_start)
+    sync_push(&r->sync_queue, t);
+  else
+    rq_push(r, &r->queues[t->shape], t);
+  /* release pairs with a scheduler thread's acquire of ready_gen before it
+   * parks; only scheduler threads wait on it (role mode: every push is
+   * followed by a pass, below) */
+  if (r->sched_threads) atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
   sched *s = this_sched;
   if (s && s->run == r && !t->sync_start) {
     s->wake_pending = true; /* decided after its dispatch pass */
     return;
   }
   ready_queue *q = &r->queues[t->shape];
+  /* a single-core block readied by a thread that is no core (the
+   * orchestrator) may be left to an idle core that pulls */
+  bool delegable = !r->sched_threads && !t->sync_start && !this_core && !s &&
+                   shape_aic(t->shape) + shape_aiv(t->shape) == 1;
   for (int i = 0; i < r->nsched; i++) {
     if (&r->scheds[i] == s) continue;
-    sched_kick(r, &r->scheds[i]);
+    if (delegable) {
+      /* the puller's pass tells the others what it leaves (leftover) */
+      if (sched_request(r, &r->scheds[i], t->shape)) break;
+    } else {
+      sched_kick(r, &r->scheds[i]);
+    }
     /* role mode: a pass ran or its holder will run one; once the queue is
      * empty the others have nothing to take (relaxed peek: a stale count
      * only kicks one more scheduler) */
-    if (!r->sched_threads && !t->sync_start &&
-        atomic_load_explicit(&q->count, memory_order_relaxed) == 0)
-      break;
+    if (!r->sched_threads && !t->sync_start && rq_queued(q) == 0) break;
   }
 }
 
@@ -182,7 +246,7 @@ static void sched_wake_leftover(sched *s) {
   /* relaxed: our own pushes are seen; a later claim by another scheduler
    * only makes the wake-up unnecessary */
   for (int q = 0; q < SHAPE_COUNT && !left; q++)
-    left = atomic_load_explicit(&r->queues[q].count, memory_order_relaxed) > 0;
+    left = rq_queued(&r->queues[q]) > 0;
   if (!left) return; /* a syscall per parked scheduler saved on the critical path */
   for (int i = 0; i < r->nsched; i++)
     if (&r->scheds[i] != s) sched_kick(r, &r->scheds[i]);
@@ -226,7 +290,9 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   c->slot[d & 1] = (core_payload){t, block, sub, false};
   /* release: the payload is written before the core sees the new id */
   atomic_store_explicit(&c->dispatched, d, memory_order_release);
-  pto_event_signal(&c->ev);
+  /* the finishing core placing its own next block is awake: no signal
+   * (and no fence) needed, it reads `dispatched` before it waits */
+  if (c != this_core) pto_event_signal(&c->ev);
   (void)s;
 }
 
@@ -301,12 +367,12 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
 static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   pto_run *r = s->run;
   ready_queue *q = &r->queues[sh];
-  /* racy peek; a miss is caught on the next wake (ready_gen) */
-  if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return false;
+  /* racy peek; a miss is caught by the pass its pusher requests after it */
+  if (rq_queued(q) == 0) return false;
   int per = shape_aic(sh) + shape_aiv(sh);
   int n = placements(s, sh, max_inflight, s->spots, s->ncores);
   if (n == 0) return false;
-  n = rq_claim(q, n, s->claim_tasks, s->claim_blocks);
+  n = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
   for (int i = 0; i < n; i++)
     place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
   if (n) atomic_fetch_add_explicit(&r->blocks, (uint64_t)n, memory_order_relaxed);
@@ -479,11 +545,14 @@ static bool sched_pass(sched *s) {
 /* Role mode: run s's passes here unless another thread holds its role
  * (which then serves our request, role.h). Passes never block; a pass may
  * kick another scheduler, which nests at most once per scheduler. */
-static void sched_role_run(sched *s) {
+static void sched_role_run(sched *s, bool leftover) {
   pto_run *r = s->run;
   sched *prev = this_sched;
   while (role_try_enter(&s->role)) {
     this_sched = s;
+    /* a pull serves a requester that kicked no other scheduler: what this
+     * pass cannot place goes to them (sched_wake_leftover) */
+    if (leftover) s->wake_pending = true;
     if (!s->first_ns) s->first_ns = pto_now_ns();
     uint32_t seen;
     bool did, any = false;
@@ -492,7 +561,12 @@ static void sched_role_run(sched *s) {
       did = sched_pass(s);
       any |= did;
     } while ((did || role_more(&s->role, seen)) && !run_stopping(r));
-    if (any) s->last_ns = pto_now_ns();
+    /* the clock is read when the chip looks drained (the run's last
+     * activity, run_stats) rather than after every pass, and once at
+     * least (a run whose last completion is async): relaxed, stats */
+    if (any && (!s->last_ns || atomic_load_explicit(&r->completed, memory_order_relaxed) ==
+                                   atomic_load_explicit(&r->submitted, memory_order_relaxed)))
+      s->last_ns = pto_now_ns();
     this_sched = prev;
     if (!role_leave(&s->role, seen)) break;
   }
@@ -504,7 +578,7 @@ void sched_kick(pto_run *r, sched *s) {
     return;
   }
   role_request(&s->role);
-  sched_role_run(s);
+  sched_role_run(s, false);
 }
 
 /* One run of a dedicated scheduler thread: passes until the run stops. */

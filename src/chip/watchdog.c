@@ -5,15 +5,22 @@
 #include "common/clock.h"
 
 static bool queues_nonempty(pto_run *r, task **head) {
-  for (int q = 0; q <= SHAPE_COUNT; q++) {
-    ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
-    pthread_mutex_lock(&rq->lock);
-    bool any = atomic_load_explicit(&rq->count, memory_order_relaxed) > 0;
-    if (any) *head = rq->items[rq->head];
-    pthread_mutex_unlock(&rq->lock);
-    if (any) return true;
+  for (int q = 0; q < SHAPE_COUNT; q++) {
+    /* lock-free shape queues (ready_queue.h): the task at the head, if
+     * published (a diagnostic snapshot) */
+    rq *lf = &r->queues[q].lf;
+    uint32_t idx;
+    if (rq_pop_cell(lf, rq_pop_head(lf), &idx)) {
+      *head = &r->slots[idx];
+      return true;
+    }
   }
-  return false;
+  ready_queue *rq = &r->sync_queue;
+  pthread_mutex_lock(&rq->lock);
+  bool any = atomic_load_explicit(&rq->count, memory_order_relaxed) > 0;
+  if (any) *head = rq->items[rq->head];
+  pthread_mutex_unlock(&rq->lock);
+  return any;
 }
 
 static void report_stall(pto_run *r, uint64_t idle_ms) {

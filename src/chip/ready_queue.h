@@ -1,0 +1,114 @@
+/* ready_queue.h — the ready queue of one resource shape: a bounded FIFO of
+ * task slot indexes that any pto thread pushes to without a lock (the
+ * orchestrator, a core completing a producer: one fetch_add and one store)
+ * and that schedulers claim blocks from in order.
+ *
+ * Positions are 64-bit counters that never wrap in practice: `tail` is the
+ * next position to push, `head` the task whose blocks are being claimed;
+ * position p lives in cell p % cap. A cell is one word,
+ * ((p + 1) << RQ_IDX_BITS) | slot index, tagged with its position, so a
+ * claimer tells "position h is published" from "the cell still holds the
+ * previous lap" by the tag alone:
+ *
+ *   push:   p = rq_push_claim(q);  rq_push_publish(q, p, idx);
+ *   claim (claimers hold the queue's claim lock, sched.c: a task's blocks
+ *          are claimed from the head in order, and the head moves only
+ *          when the last block of its task is taken):
+ *           h = rq_pop_head(q);
+ *           while (rq_pop_cell(q, h, &idx)) {   // else empty, or h not yet
+ *             take blocks of idx;               // published: its pusher
+ *             if (none left) rq_pop_advance(q, ++h); else break;
+ *           }                                   // requests a pass after
+ *
+ * No cell is overwritten before its task was fully claimed, without a
+ * check: a task is made ready (pushed) exactly once, and only live tasks
+ * are queued, at most cap = task_slots of them. When position p is pushed,
+ * the cap positions p - cap .. p - 1 cannot all still be queued (with p
+ * they would be cap + 1 distinct live tasks: a slot that appears twice was
+ * retired in between, so fully claimed, and the head moves in order), so
+ * the head had passed p - cap, and that move happens-before the push
+ * (through the claim lock and the task's run, completion, retirement and
+ * the slot's next submit). tests/unit/test_ready_explorer.c checks the
+ * invariant, FIFO block order and exactly-once claiming over every
+ * interleaving of 2-3 threads, with broken variants caught.
+ *
+ * Each step is one atomic operation, so the explorer drives the real
+ * functions one at a time. */
+#ifndef PTO_CHIP_READY_QUEUE_H
+#define PTO_CHIP_READY_QUEUE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* task_slots <= 1 << 24 (src/common/options.c), so a slot index fits */
+#define RQ_IDX_BITS 25
+#define RQ_IDX_MASK ((UINT64_C(1) << RQ_IDX_BITS) - 1)
+
+typedef struct rq {
+  _Atomic uint64_t head; /* next position to pop */
+  char pad_head[56];     /* pushers and poppers on their own lines */
+  _Atomic uint64_t tail; /* next position to push */
+  char pad_tail[56];
+  _Atomic uint64_t *cells; /* cap words */
+  uint64_t cap;
+} rq;
+
+static inline uint64_t rq_word(uint64_t pos, uint32_t idx) {
+  return ((pos + 1) << RQ_IDX_BITS) | idx;
+}
+static inline bool rq_word_is(uint64_t w, uint64_t pos) {
+  return (w >> RQ_IDX_BITS) == (((pos + 1) << RQ_IDX_BITS) >> RQ_IDX_BITS);
+}
+
+/* Every cell starts as if its previous lap (position i - cap) had been
+ * pushed and popped. */
+static inline void rq_init(rq *q, _Atomic uint64_t *cells, uint64_t cap) {
+  atomic_init(&q->head, 0);
+  atomic_init(&q->tail, 0);
+  q->cells = cells;
+  q->cap = cap;
+  for (uint64_t i = 0; i < cap; i++)
+    atomic_init(&cells[i], rq_word(i - cap, 0));
+}
+
+/* Push, step 1: claims position p. Relaxed: the position carries no data;
+ * the cell's release store publishes the task. */
+static inline uint64_t rq_push_claim(rq *q) {
+  return atomic_fetch_add_explicit(&q->tail, 1, memory_order_relaxed);
+}
+/* Push, step 2: release pairs with rq_pop_cell's acquire: everything the
+ * pusher wrote to the task (state, blocks claimed so far) is visible to
+ * its popper. */
+static inline void rq_push_publish(rq *q, uint64_t p, uint32_t idx) {
+  atomic_store_explicit(&q->cells[p % q->cap], rq_word(p, idx), memory_order_release);
+}
+
+/* Claim, step 1: the head position (claimers serialise on their lock; the
+ * load is atomic for the watchdog's and rq_size's unlocked peeks). */
+static inline uint64_t rq_pop_head(rq *q) {
+  return atomic_load_explicit(&q->head, memory_order_relaxed);
+}
+/* Claim, step 2: is position h published? Then *idx is its task. Acquire
+ * pairs with rq_push_publish. */
+static inline bool rq_pop_cell(rq *q, uint64_t h, uint32_t *idx) {
+  uint64_t w = atomic_load_explicit(&q->cells[h % q->cap], memory_order_acquire);
+  *idx = (uint32_t)(w & RQ_IDX_MASK);
+  return rq_word_is(w, h);
+}
+/* Claim, step 3, once every block of the head task is claimed: the head
+ * moves to h. Release: the claimer's reads of the cell happen-before a
+ * later claimer's (the lock orders them too) and before any overwrite of
+ * the cell (the capacity argument above). */
+static inline void rq_pop_advance(rq *q, uint64_t h) {
+  atomic_store_explicit(&q->head, h, memory_order_release);
+}
+
+/* Queued positions, a racy hint (claimed but unpublished ones count). */
+static inline uint64_t rq_size(rq *q) {
+  uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+  uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+  return t > h ? t - h : 0;
+}
+
+#endif

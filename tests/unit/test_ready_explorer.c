@@ -1,0 +1,371 @@
+/* test_ready_explorer.c — the ready queue (src/chip/ready_queue.h) as used
+ * by src/chip/sched.c, explored over every interleaving of 2 and 3
+ * threads, with broken variants caught.
+ *
+ * Model: threads run scripts of two operations made of the real inline
+ * step functions, one atomic operation per step, on a queue loaded from
+ * and stored back to the explored state (interleavings are sequentially
+ * consistent):
+ *   PUSH t    rq_push_claim, rq_push_publish           (sched_make_ready)
+ *   CLAIM m   under the claimers' lock (sched.c rq_claim): LOCK, then
+ *             rq_pop_head, then per task rq_pop_cell (published? else
+ *             done), take up to m blocks of it, rq_pop_advance when its
+ *             last block is taken, else UNLOCK with it left at the head
+ * A depth-first search with a visited set (a 64-bit hash of each state)
+ * checks:
+ *  - a publish never overwrites a position whose task was not fully
+ *    claimed (the capacity argument of ready_queue.h);
+ *  - blocks are claimed in queue order: every block of a task a pusher
+ *    pushed first is claimed before any block of its next;
+ *  - in every final state, after claiming what is left, every block of
+ *    every task was claimed exactly once and the queue is empty.
+ * Broken variants, each must be caught with the interleaving printed:
+ *  - NO_TAG: a claimer that trusts tail > head instead of the cell's tag
+ *    takes last lap's word, a task claimed twice or one claimed early;
+ *  - CAP_TOO_SMALL: one cell fewer than the tasks that may be queued: a
+ *    publish overwrites a task nobody claimed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "chip/ready_queue.h"
+
+enum { V_GOOD = 0, V_NO_TAG, V_CAP_TOO_SMALL };
+enum {
+  PC_NEXT, /* start the script's next operation */
+  PC_PUSH_CLAIM,
+  PC_PUSH_PUB,
+  PC_LOCK, /* the claimers' lock (free: take it; else wait here) */
+  PC_POP_HEAD,
+  PC_POP_CELL, /* published? then take blocks (claimer-private) */
+  PC_ADVANCE,  /* rq_pop_advance after the task's last block */
+  PC_UNLOCK,
+  PC_DONE
+};
+static const char *pc_name[] = {"NEXT",     "PUSH_CLAIM", "PUSH_PUB", "LOCK", "POP_HEAD",
+                                "POP_CELL", "ADVANCE",    "UNLOCK",   "DONE"};
+
+#define MAXT   3 /* threads */
+#define MAXN   3 /* tasks */
+#define MAXB   2 /* blocks per task */
+#define MAXOPS 3
+
+typedef struct op {
+  int kind; /* 0 none, 1 push, 2 claim */
+  int arg;  /* push: task; claim: blocks */
+} op;
+
+typedef struct scenario {
+  const char *name;
+  int nthreads, ntasks;
+  int blocks[MAXN];
+  op ops[MAXT][MAXOPS];
+} scenario;
+
+typedef struct mstate {
+  uint64_t head, tail, cells[MAXN];
+  uint64_t p[MAXT], h[MAXT];
+  uint8_t next_block[MAXN], first_claim[MAXN], last_claim[MAXN];
+  uint8_t claims[MAXN][MAXB];
+  uint8_t nclaims, lock;
+  uint8_t pc[MAXT], opi[MAXT], want[MAXT], cur[MAXT];
+} mstate;
+
+/* visited set: open addressing over 64-bit state hashes (0 = empty) */
+#define VCAP (1u << 20)
+static uint64_t *visited;
+static bool visit(const mstate *s) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char *b = (const unsigned char *)s;
+  for (size_t i = 0; i < sizeof *s; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
+  if (!h) h = 1;
+  for (uint32_t i = (uint32_t)(h >> 44) & (VCAP - 1);; i = (i + 1) & (VCAP - 1)) {
+    if (visited[i] == h) return false;
+    if (!visited[i]) {
+      visited[i] = h;
+      return true;
+    }
+  }
+}
+
+typedef struct explorer {
+  const scenario *sc;
+  int variant, cap;
+  uint64_t states, finals;
+  bool failed;
+  char why[200];
+  int path_t[256], path_pc[256], depth;
+} explorer;
+
+static _Atomic uint64_t cellmem[MAXN];
+
+static void load_q(rq *q, const explorer *e, const mstate *s) {
+  q->cells = cellmem;
+  q->cap = (uint64_t)e->cap;
+  atomic_store(&q->head, s->head);
+  atomic_store(&q->tail, s->tail);
+  for (int i = 0; i < e->cap; i++)
+    atomic_store(&cellmem[i], s->cells[i]);
+}
+static void store_q(const rq *q, const explorer *e, mstate *s) {
+  s->head = atomic_load(&q->head);
+  s->tail = atomic_load(&q->tail);
+  for (int i = 0; i < e->cap; i++)
+    s->cells[i] = atomic_load(&cellmem[i]);
+}
+
+static void violation(explorer *e, const char *fmt, ...) {
+  if (e->failed) return;
+  e->failed = true;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->why, sizeof e->why, fmt, ap);
+  va_end(ap);
+  printf("ready explorer (%s, variant %d): %s\n  interleaving:", e->sc->name, e->variant, e->why);
+  for (int d = 0; d < e->depth && d < 256; d++)
+    printf(" t%d:%s", e->path_t[d], pc_name[e->path_pc[d]]);
+  printf("\n");
+}
+
+/* The position whose word a cell holds (its tag minus one). */
+static uint64_t word_pos(uint64_t w) { return (w >> RQ_IDX_BITS) - 1; }
+
+static void publish(explorer *e, rq *q, mstate *s, int i) {
+  uint64_t p = s->p[i];
+  uint64_t old = atomic_load(&q->cells[p % q->cap]);
+  /* the previous occupant: position p - cap (none on the first lap) */
+  uint64_t prev = word_pos(old);
+  if (p >= (uint64_t)e->cap && (prev != p - (uint64_t)e->cap || prev >= s->head))
+    violation(e,
+              "publish of position %llu overwrote position %llu, which nobody claimed "
+              "(head %llu): task %u lost",
+              (unsigned long long)p, (unsigned long long)prev, (unsigned long long)s->head,
+              (unsigned)(old & RQ_IDX_MASK));
+  rq_push_publish(q, p, s->cur[i]);
+}
+
+static void claim_block(mstate *s, int t) {
+  s->claims[t][s->next_block[t]++]++;
+  s->nclaims++;
+  if (!s->first_claim[t]) s->first_claim[t] = s->nclaims;
+  s->last_claim[t] = s->nclaims;
+}
+
+/* One step of thread i. */
+static void step(explorer *e, mstate *s, int i) {
+  const scenario *sc = e->sc;
+  rq q;
+  load_q(&q, e, s);
+  switch (s->pc[i]) {
+  case PC_NEXT: {
+    const op *o = s->opi[i] < MAXOPS ? &sc->ops[i][s->opi[i]] : NULL;
+    if (!o || o->kind == 0) {
+      s->pc[i] = PC_DONE;
+      break;
+    }
+    s->opi[i]++;
+    if (o->kind == 1) {
+      s->cur[i] = (uint8_t)o->arg;
+      s->pc[i] = PC_PUSH_CLAIM;
+    } else {
+      s->want[i] = (uint8_t)o->arg;
+      s->pc[i] = PC_LOCK;
+    }
+    break;
+  }
+  case PC_PUSH_CLAIM:
+    s->p[i] = rq_push_claim(&q);
+    s->pc[i] = PC_PUSH_PUB;
+    break;
+  case PC_PUSH_PUB:
+    publish(e, &q, s, i);
+    s->pc[i] = PC_NEXT;
+    break;
+  case PC_LOCK:
+    if (!s->lock) {
+      s->lock = (uint8_t)(i + 1);
+      s->pc[i] = PC_POP_HEAD;
+    }
+    break;
+  case PC_POP_HEAD:
+    s->h[i] = rq_pop_head(&q);
+    s->pc[i] = PC_POP_CELL;
+    break;
+  case PC_POP_CELL: {
+    uint32_t idx;
+    bool ok = rq_pop_cell(&q, s->h[i], &idx);
+    if (e->variant == V_NO_TAG) ok = s->tail > s->h[i]; /* broken: trusts the tail */
+    if (s->want[i] == 0 || !ok) {
+      s->pc[i] = PC_UNLOCK;
+      break;
+    }
+    int t = (int)idx;
+    while (s->want[i] > 0 && s->next_block[t] < sc->blocks[t]) {
+      claim_block(s, t);
+      s->want[i]--;
+    }
+    s->pc[i] = s->next_block[t] < sc->blocks[t] ? PC_UNLOCK : PC_ADVANCE;
+    break;
+  }
+  case PC_ADVANCE:
+    rq_pop_advance(&q, ++s->h[i]);
+    s->pc[i] = PC_POP_CELL;
+    break;
+  case PC_UNLOCK:
+    s->lock = 0;
+    s->want[i] = 0;
+    s->pc[i] = PC_NEXT;
+    break;
+  default: break;
+  }
+  store_q(&q, e, s);
+}
+
+static void check_final(explorer *e, const mstate *s0) {
+  const scenario *sc = e->sc;
+  mstate s = *s0;
+  rq q;
+  load_q(&q, e, &s);
+  /* claim what is left, one thread, as a later pass would */
+  uint64_t h = rq_pop_head(&q);
+  uint32_t idx;
+  while (rq_pop_cell(&q, h, &idx)) {
+    while (s.next_block[idx] < sc->blocks[idx])
+      claim_block(&s, (int)idx);
+    rq_pop_advance(&q, ++h);
+  }
+  store_q(&q, e, &s);
+  if (s.head != s.tail)
+    violation(e, "queue not empty at the end: head %llu tail %llu (a task nobody can claim)",
+              (unsigned long long)s.head, (unsigned long long)s.tail);
+  for (int t = 0; t < sc->ntasks; t++)
+    for (int b = 0; b < sc->blocks[t]; b++)
+      if (s.claims[t][b] != 1)
+        violation(e, "block %d of task %d claimed %u times (expected 1)", b, t, s.claims[t][b]);
+  /* queue order: a pusher's task is fully claimed before its next starts */
+  for (int i = 0; i < sc->nthreads; i++) {
+    int last = -1;
+    for (int k = 0; k < MAXOPS; k++) {
+      const op *o = &sc->ops[i][k];
+      if (o->kind != 1) continue;
+      if (last >= 0 && s.first_claim[o->arg] < s.last_claim[last])
+        violation(e,
+                  "a block of task %d, pushed after task %d by thread %d, claimed before "
+                  "task %d's last",
+                  o->arg, last, i, last);
+      last = o->arg;
+    }
+  }
+}
+
+static void dfs(explorer *e, const mstate *s) {
+  if (e->failed || !visit(s)) return;
+  e->states++;
+  int done = 0;
+  for (int i = 0; i < e->sc->nthreads; i++)
+    done += s->pc[i] == PC_DONE;
+  if (done == e->sc->nthreads) {
+    e->finals++;
+    check_final(e, s);
+    return;
+  }
+  for (int i = 0; i < e->sc->nthreads && !e->failed; i++) {
+    if (s->pc[i] == PC_DONE || (s->pc[i] == PC_LOCK && s->lock)) continue;
+    mstate n = *s;
+    if (e->depth < 256) {
+      e->path_t[e->depth] = i;
+      e->path_pc[e->depth] = s->pc[i];
+    }
+    e->depth++;
+    step(e, &n, i);
+    dfs(e, &n);
+    e->depth--;
+  }
+}
+
+static explorer explore(const scenario *sc, int variant) {
+  explorer e;
+  memset(&e, 0, sizeof e);
+  e.sc = sc;
+  e.variant = variant;
+  e.cap = sc->ntasks - (variant == V_CAP_TOO_SMALL ? 1 : 0);
+  memset(visited, 0, sizeof(uint64_t) * VCAP);
+  mstate s;
+  memset(&s, 0, sizeof s);
+  rq q;
+  rq_init(&q, cellmem, (uint64_t)e.cap);
+  store_q(&q, &e, &s);
+  dfs(&e, &s);
+  return e;
+}
+
+/* cap = tasks: a second operation's pushes wrap around the cells */
+static const scenario scenarios[] = {
+    /* one pusher, one claimer taking a block at a time: B stays at the head */
+    {"push A,B(2) | claim 1, claim 2", 2, 2, {1, 2}, {{{1, 0}, {1, 1}}, {{2, 1}, {2, 2}}}},
+    /* two pushers, one claimer: FIFO per pusher, publish order */
+    {"push A(2) | push B | claim 2", 3, 2, {2, 1}, {{{1, 0}}, {{1, 1}}, {{2, 2}}}},
+    /* two claimers share a task's blocks; one cell */
+    {"push A(2) | claim 1 | claim 1", 3, 1, {2}, {{{1, 0}}, {{2, 1}}, {{2, 1}}}},
+    /* three tasks, a pusher of two, a claimer that pushes too */
+    {"push A,B | push C(2) | claim 1, claim 2",
+     3,
+     3,
+     {1, 1, 2},
+     {{{1, 0}, {1, 1}}, {{1, 2}}, {{2, 1}, {2, 2}}}},
+    /* two claimers racing for two tasks pushed by a third */
+    {"push A,B(2) | claim 2 | claim 1", 3, 2, {1, 2}, {{{1, 0}, {1, 1}}, {{2, 2}}, {{2, 1}}}},
+};
+#define NSC (int)(sizeof scenarios / sizeof scenarios[0])
+
+static int setup(void **st) {
+  (void)st;
+  visited = calloc(VCAP, sizeof *visited);
+  return visited ? 0 : -1;
+}
+static int teardown(void **st) {
+  (void)st;
+  free(visited);
+  return 0;
+}
+
+static void test_ready_all_interleavings(void **st) {
+  (void)st;
+  for (int i = 0; i < NSC; i++) {
+    explorer e = explore(&scenarios[i], V_GOOD);
+    printf("ready explorer: %s: %llu states, %llu final: %s\n", scenarios[i].name,
+           (unsigned long long)e.states, (unsigned long long)e.finals, e.failed ? e.why : "ok");
+    assert_false(e.failed);
+    assert_true(e.finals > 0);
+  }
+}
+
+static void test_ready_broken_no_tag_caught(void **st) {
+  (void)st;
+  explorer e = explore(&scenarios[1], V_NO_TAG);
+  assert_true(e.failed); /* printed above with its interleaving */
+}
+
+static void test_ready_broken_cap_caught(void **st) {
+  (void)st;
+  explorer e = explore(&scenarios[1], V_CAP_TOO_SMALL);
+  assert_true(e.failed);
+  assert_non_null(strstr(e.why, "nobody claimed"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ready_all_interleavings),
+      cmocka_unit_test(test_ready_broken_no_tag_caught),
+      cmocka_unit_test(test_ready_broken_cap_caught),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
