@@ -50,6 +50,13 @@ if ! { ip netns add $A && ip netns add $B &&
   say "cannot create the namespaces or the veth pair here"
   exit 2
 fi
+# UCX takes only interfaces whose operstate is "up"; a new veth pair gets
+# there a moment after "ip link set up" (the kernel's link watch)
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  [ "$(ip netns exec $A cat /sys/class/net/pto2h-va/operstate)" = up ] &&
+    [ "$(ip netns exec $B cat /sys/class/net/pto2h-vb/operstate)" = up ] && break
+  sleep 0.5
+done
 if command -v ping >/dev/null 2>&1; then
   ip netns exec $A ping -c 1 -W 2 $IPB >/dev/null 2>&1 && say "veth: $IPA reaches $IPB" ||
     say "veth: ping $IPA -> $IPB failed (continuing)"
@@ -73,8 +80,9 @@ ip netns exec $A unshare --uts --mount sh -c '
   hostname '$HA' && mount --bind '"$tmp/hosts"' /etc/hosts && exec "$@"' sh \
   env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
   timeout -k 5 120 mpirun -np 2 --hostfile "$tmp/hostfile" --map-by node \
-  --mca plm_rsh_agent "$tmp/agent" --mca btl tcp,self \
+  --mca plm_rsh_agent "$tmp/agent" --mca pml ob1 --mca btl tcp,self \
   --mca oob_tcp_if_include $NET --mca btl_tcp_if_include $NET \
+  --mca osc ucx -x UCX_TLS=tcp,self \
   -x OMPI_MCA_mpi_yield_when_idle "$prog" "$@"
 rc=$?
 say "job exit status $rc"

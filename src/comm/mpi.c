@@ -7,7 +7,10 @@
  * peers' windows are mapped here too and RMA on them is a memcpy / a CPU
  * atomic (Open MPI's osc/sm); otherwise MPI_Win_create on this rank's
  * slot of a reserved address range (peers' slots stay inaccessible: their
- * addresses only name offsets). Either way rank r's window is at
+ * addresses only name offsets). The range is desc.base when the caller
+ * placed the windows (the node: its window space, reserved at one address
+ * in every rank, so views passed by address agree; always this RMA
+ * layout), else one reserved here. Either way rank r's window is at
  * window_base() + r * win_bytes in this process.
  *
  * Ordering (docs/comm.md, "The MPI backend"): put = MPI_Put, accumulate =
@@ -56,7 +59,8 @@ struct comm_win {
   bool have_win, locked;
   bool shared;         /* every window mapped here (MPI_Win_allocate_shared) */
   unsigned char *base; /* rank 0's window address in this process */
-  void *space;         /* the reserved range of an RMA (not shared) layout */
+  void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
+  bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
   uint64_t space_bytes;
   fault_queue *fq; /* NULL unless fault injection is on */
   uint32_t epoch;
@@ -364,16 +368,23 @@ static int alloc_shared(comm_win *w, char *why, size_t n) {
 }
 
 static int alloc_rma(comm_win *w, char *why, size_t n) {
-  if (__builtin_mul_overflow((uint64_t)w->d.nranks, w->d.win_bytes, &w->space_bytes) ||
-      comm_space_reserve(w->space_bytes, &w->space) != 0) {
+  if (w->d.base) {
+    /* placed by the caller (the node): [base, base + nranks * win_bytes)
+     * is reserved (PROT_NONE) at the same address in every process, so
+     * window views passed between processes by address agree */
+    w->base = (unsigned char *)(uintptr_t)w->d.base;
+  } else if (__builtin_mul_overflow((uint64_t)w->d.nranks, w->d.win_bytes, &w->space_bytes) ||
+             comm_space_reserve(w->space_bytes, &w->space) != 0) {
     w->space = NULL;
     snprintf(why, n, "cannot reserve %d windows of %llu bytes of address space", w->d.nranks,
              (unsigned long long)w->d.win_bytes);
     return PTO_ESYSTEM;
+  } else {
+    w->base = w->space;
   }
-  w->base = w->space;
   if (w->my_rank < 0) return 0; /* an observer names offsets, maps nothing */
   unsigned char *mine = w->base + (uint64_t)w->my_rank * w->d.win_bytes;
+  w->mapped = true;
   if (mmap(mine, w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
            -1, 0) == MAP_FAILED) {
     snprintf(why, n, "cannot map a window of %llu bytes", (unsigned long long)w->d.win_bytes);
@@ -383,12 +394,12 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   if (err != MPI_SUCCESS) {
     char msg[200];
     mpi_why(msg, sizeof msg, "MPI_Win_create", err);
-    /* the usual cause with Open MPI 4.1 over TCP: osc/pt2pt refuses
-     * MPI_THREAD_MULTIPLE and no other one-sided component applies */
+    /* the usual cause with Open MPI 4.1 over TCP: osc/pt2pt (picked when
+     * osc/ucx is not asked for) refuses MPI_THREAD_MULTIPLE */
     snprintf(why, n,
              "%s (is there a one-sided transport that supports MPI_THREAD_MULTIPLE between these "
-             "ranks? Open MPI's osc/pt2pt over TCP is not one: use UCX, --mca pml ucx --mca osc "
-             "ucx, or an RDMA network)",
+             "ranks? Open MPI's osc/pt2pt over TCP is not one: ask for osc/ucx, --mca osc ucx "
+             "or OMPI_MCA_osc=ucx, with UCX_TLS=tcp,self between hosts without RDMA)",
              msg);
     return PTO_EMPI;
   }
@@ -414,7 +425,8 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   }
   bool shared = false;
   rc = make_comm(w, why, why_len);
-  if (!rc) rc = on_one_host(w, &shared, why, why_len);
+  /* windows placed at desc.base cannot be MPI_Win_allocate_shared's */
+  if (!rc && !d->base) rc = on_one_host(w, &shared, why, why_len);
   if (!rc) {
     w->shared = shared;
     rc = shared ? alloc_shared(w, why, why_len) : alloc_rma(w, why, why_len);
@@ -464,12 +476,22 @@ static int mpi_attach(comm_win *w, char *why, size_t why_len) {
 
 static uint64_t mpi_window_base(const comm_win *w) { return (uint64_t)(uintptr_t)w->base; }
 
+/* My slot of an RMA layout back to an inaccessible reservation (the
+ * caller's range stays reserved; a range of my own is released after). */
+static void unmap_mine(comm_win *w) {
+  if (!w->mapped) return;
+  comm_space_unmap((uint64_t)(uintptr_t)(w->base + (uint64_t)w->my_rank * w->d.win_bytes),
+                   w->d.win_bytes);
+  w->mapped = false;
+}
+
 static void mpi_destroy(comm_win *w, bool unlink) {
   if (!w) return;
   int fin = 0;
   MPI_Finalized(&fin);
   if (fin) { /* the program finalised MPI first: its windows went with it */
     if (w->fq) fault_destroy(w->fq);
+    unmap_mine(w);
     if (w->space) comm_space_release(w->space, w->space_bytes);
     free(w);
     return;
@@ -489,6 +511,9 @@ static void mpi_destroy(comm_win *w, bool unlink) {
     if (all_here) MPI_Win_free(&w->win);
   }
   if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
+  /* a window MPI_Win_free did not take (a peer missing) stays mapped: the
+   * library may still write into it */
+  if (all_here) unmap_mine(w);
   if (w->space) comm_space_release(w->space, w->space_bytes);
   free(w);
 }
