@@ -586,8 +586,22 @@ static int mpi_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int
   return 0;
 }
 
+/* Incoming RMA that the target applies itself (osc/ucx over TCP: the
+ * peers' puts and atomics arrive as active messages) needs this process to
+ * progress MPI while it waits. Open MPI 4.1's osc/ucx gives each thread a
+ * UCX worker of its own, and a thread's RMA calls progress that worker
+ * only; an MPI call that runs the general progress engine (MPI_Iprobe)
+ * drives the window's main worker too, where the peers' operations land.
+ * Without it a rank whose threads only wait on their cells never applies
+ * the peer's notify (tests/mpi: mpi.ops_osc_ucx.np2 timed out). */
+static void progress(comm_win *w) {
+  int flag = 0;
+  if (!w->shared) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, MPI_STATUS_IGNORE);
+}
+
 static uint64_t mpi_signal_load(comm_win *w, uint64_t off) {
   uint64_t v = 0;
+  progress(w);
   /* atomic with respect to the peers' compare-and-swap (same type);
    * MPI_Win_sync then orders this process's later loads of the window
    * after it (the public and private copies are one: unified model) */
@@ -640,6 +654,7 @@ static bool barrier_done(void *arg) {
   comm_win *w = b->w;
   uint64_t a[PTO_COMM_MAX_RANKS];
   /* one atomic read of every arrival word of my header */
+  progress(w);
   b->err = MPI_Get_accumulate(NULL, 0, MPI_UINT64_T, a, w->d.nranks, MPI_UINT64_T, w->my_rank,
                               (MPI_Aint)offsetof(mpi_hdr, arrive), w->d.nranks, MPI_UINT64_T,
                               MPI_NO_OP, w->win);

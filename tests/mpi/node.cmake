@@ -33,8 +33,9 @@ if(PTO_HAVE_MPI)
   endforeach()
 endif()
 
-# Ring shuffle and a node-level allreduce on 2 ranks, verified: the program
-# scripts/two_hosts.sh runs with one rank per (simulated) host.
+# Ring shuffle, a node-level allreduce, host data and window reads on 2
+# ranks, verified: the program scripts/two_hosts.sh runs with one rank per
+# (simulated) host.
 if(PTO_HAVE_MPI)
   add_executable(test_node_two_ranks ${CMAKE_CURRENT_LIST_DIR}/test_node_two_ranks.c)
   target_link_libraries(test_node_two_ranks PRIVATE pto_scenes)
@@ -43,20 +44,21 @@ if(PTO_HAVE_MPI)
 endif()
 
 # Two hosts (scripts/two_hosts.sh: network namespaces, own host names, a
-# veth pair, Open MPI over TCP), one rank each. Needs root and ip netns (CI
-# runs as root; where namespaces cannot be made, e.g. an unprivileged
-# container, the script says why and exits 2: the test is reported not run). Host tensors travel with the task (host_ship.c): host_data
-# must be verified. Windows are shared memory today, so a domain with a chip
-# on the other host is refused naming it (PTO_EMPI) — asserted too (never
-# wrong data or a hang); with the MPI RMA backend for domains across hosts
-# ring_shuffle and allreduce must say "verified" instead.
+# veth pair, Open MPI over TCP with osc/ucx for the windows), one rank each.
+# Needs root and ip netns (CI runs as root; where namespaces cannot be made,
+# e.g. an unprivileged container, the script says why and exits 2: the test
+# is reported not run). Host tensors travel with the task (host_ship.c); a
+# domain across the hosts gets MPI RMA windows: ring shuffle and the
+# allreduce verified; rank 0 reads chip 0's window and is refused chip 1's,
+# named ("across": the program expects the refusal).
 if(PTO_HAVE_MPI)
   add_test(NAME mpi.node_two_hosts.np2
            COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
-                      $<TARGET_FILE:test_node_two_ranks>)
+                      $<TARGET_FILE:test_node_two_ranks> across)
   set_tests_properties(mpi.node_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
     RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
-    PASS_REGULAR_EXPRESSION "summary: ring_shuffle=PTO_EMPI allreduce=PTO_EMPI host_data=verified")
+    PASS_REGULAR_EXPRESSION
+    "summary: ring_shuffle=verified allreduce=verified host_data=verified window_read=verified")
 endif()
 
 # A build without MPI asked to run under mpirun (the environment mpirun
