@@ -72,3 +72,16 @@ if(NOT PTO_HAVE_MPI)
   set_tests_properties(dist.node_no_mpi PROPERTIES LABELS dist TIMEOUT 60
                        ENVIRONMENT "OMPI_COMM_WORLD_SIZE=2;OMPI_COMM_WORLD_RANK=0")
 endif()
+
+# Every comm op of tests/mpi/test_mpi_comm.c (RMA windows: one rank per
+# host) across the two hosts of scripts/two_hosts.sh, osc/ucx over TCP, 4
+# threads per rank in the store / notify / wait rounds: all checks pass,
+# no hang (the RMA calls of a process take turns: src/comm/mpi.c lock()).
+if(PTO_HAVE_MPI)
+  add_test(NAME mpi.ops_two_hosts.np2
+           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                      $<TARGET_FILE:test_mpi_comm> ops)
+  set_tests_properties(mpi.ops_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
+    RESOURCE_LOCK pto_two_hosts SKIP_RETURN_CODE 2
+    PASS_REGULAR_EXPRESSION "ops on 2 ranks: ok \\(0 failed checks\\)")
+endif()
