@@ -2,9 +2,11 @@
 # two_hosts.sh — a node on two "hosts" under mpirun: two network namespaces
 # on this machine joined by a veth pair (10.231.0.1/24 and 10.231.0.2/24, a
 # private test range), each with its own host name (a UTS namespace), so Open
-# MPI sees two hosts and talks TCP between them (btl tcp,self; OOB and BTL on
-# the veth only). One rank in each; the program (default: the ring shuffle
-# and a node-level allreduce, verified: tests/mpi/test_node_two_ranks.c)
+# MPI sees two hosts and talks TCP between them (pml ob1, btl tcp,self; OOB
+# and BTL on the veth only; one-sided: osc/ucx with UCX over TCP, the
+# component that supports MPI_THREAD_MULTIPLE there). One rank in each; the
+# program (default: tests/mpi/test_node_two_ranks.c with "across": the ring
+# shuffle, a node-level allreduce, host data and window reads, verified)
 # prints what it verified or the named error that stopped it.
 #
 #   scripts/two_hosts.sh [BUILD_DIR] [PROGRAM [ARGS...]]
@@ -16,8 +18,13 @@
 set -u
 build=${1:-build-plain}
 [ $# -gt 0 ] && shift
-prog=${1:-$build/tests/test_node_two_ranks}
-[ $# -gt 0 ] && shift
+if [ $# -gt 0 ]; then
+  prog=$1
+  shift
+else # the default program, told that its ranks are on two hosts
+  prog=$build/tests/test_node_two_ranks
+  set -- across
+fi
 
 A=pto2h_a B=pto2h_b HA=pto-host-a HB=pto-host-b
 IPA=10.231.0.1 IPB=10.231.0.2 NET=10.231.0.0/24

@@ -259,6 +259,7 @@ static int window_read(bool across) {
       if (io.got[r][i] != (float)(r + 1) && bad++ < 5)
         fprintf(stderr, "window_read rank %d [%d]: %g, expected %g\n", r, i, io.got[r][i],
                 (float)(r + 1));
+  if (!bad && across) printf("window_read: refused: %s\n", err.details);
   verdict[3] = bad ? "wrong" : "verified";
   if (!bad)
     printf("window_read: %s\n", across ? "chip 0's read back, chip 1's (another host) refused, "
