@@ -63,7 +63,7 @@ struct comm_win {
   void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
   bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
   uint64_t space_bytes;
-  fault_queue *fq; /* NULL unless fault injection is on */
+  fault_queue *fq;    /* NULL unless fault injection is on */
   pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
   bool serial;
   uint32_t epoch;
@@ -564,7 +564,7 @@ static int get_u(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
 }
 
 static int accumulate_u(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
-                          size_t count) {
+                        size_t count) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_ACC, dt, off, src, count * pto_dtype_size(dt));
   int rc = rma_accumulate(w, peer, off, dt, src, count);
   wake(w, peer);
@@ -572,7 +572,7 @@ static int accumulate_u(comm_win *w, int peer, uint64_t off, pto_dtype dt, const
 }
 
 static int signal_u(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
-                      uint32_t epoch) {
+                    uint32_t epoch) {
   if (w->fq) fault_flush(w->fq, peer, false);
   /* my own stores to my window (plain CPU stores) become visible to the
    * peers' MPI_Get before they see the signal */
@@ -699,7 +699,7 @@ static bool barrier_done(void *arg) {
 }
 
 static int barrier_u(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
-                       comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+                     comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   lock(w);
   if (w->fq) fault_flush(w->fq, -1, false);
   uint64_t want = (uint64_t)epoch << 32 | seq;
