@@ -146,29 +146,6 @@ int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const ch
   return pto_comm_window_tensor(&no->node->observer, dom, rank, name, dt, ndims, shape, out);
 }
 
-const char *node_window_elsewhere(const pto_node *n, uint64_t a, uint64_t z, char *why,
-                                  size_t len) {
-  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
-    const comm_domain_desc *d = &n->doms[i];
-    if (!n->dom_live[i] || d->backend != COMM_BACKEND_MPI || z <= d->base ||
-        a >= d->base + d->win_bytes * (uint64_t)d->nranks)
-      continue;
-    /* RMA windows: each rank maps its own only; rank 0's process holds
-     * chip 0's (a thread of it) */
-    for (int r = 0; r < d->nranks; r++) {
-      uint64_t w0 = d->base + (uint64_t)r * d->win_bytes, w1 = w0 + d->win_bytes;
-      if (d->chips[r] == 0 || z <= w0 || a >= w1) continue;
-      snprintf(why, len,
-               "its bytes lie in domain %d's window of rank %d (chip %d, %s), an MPI RMA window "
-               "(the domain spans hosts) that only chip %d maps: copy it to node host memory "
-               "in a task on chip %d and read that",
-               d->id, r, d->chips[r], n->child[d->chips[r]].where, d->chips[r], d->chips[r]);
-      return why;
-    }
-  }
-  return NULL;
-}
-
 void node_release_domains(pto_node *n) {
   for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
     if (!n->dom_live[i]) continue;

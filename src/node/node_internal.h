@@ -196,10 +196,6 @@ void node_tasks_end(pto_node *n);
 
 /* Releases every domain of the run (control frames unless the node failed). */
 void node_release_domains(pto_node *n);
-/* NULL when the bytes [a, z) are mapped in this (rank 0's) process as far
- * as windows go, else why not (in why[len]): a window of an MPI (across
- * hosts) domain that belongs to a chip other than chip 0. */
-const char *node_window_elsewhere(const pto_node *n, uint64_t a, uint64_t z, char *why, size_t len);
 
 /* rank_trace.c: where chip rank `rank` writes the trace of its chip task number
  * `run` (0, 1, ... within a node run): "<trace_path>.<prefix>.rank<r>.<run>",
