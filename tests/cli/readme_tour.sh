@@ -3,9 +3,11 @@
 # examples/quickstart/quickstart.c, compiles without a warning under -Wall
 # -Wextra -Werror against the built library, runs, and prints the sums it
 # computed, each equal to the expected value, and "ok".
-#   readme_tour.sh SOURCE_DIR CC LIBPTO_A
+#   readme_tour.sh SOURCE_DIR CC LIBPTO_A [LIBS]
+# LIBS: what the static library needs beyond libc (";"-separated, as CMake
+# lists: the MPI libraries of a build with MPI).
 set -uo pipefail
-src=$1 cc=$2 lib=$3
+src=$1 cc=$2 lib=$3 libs=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 awk '/^## A tour of the API/ {tour = 1} tour && /^```c$/ {on = 1; next} on && /^```$/ {exit} on' \
@@ -15,7 +17,7 @@ if ! diff -u "$src/examples/quickstart/quickstart.c" "$tmp/tour.c"; then
   echo "FAILED: the README's tour differs from examples/quickstart/quickstart.c (diff above)"
   exit 1
 fi
-if ! "$cc" -std=c11 -Wall -Wextra -Werror -I"$src/include" "$tmp/tour.c" "$lib" -lpthread -lrt -lm \
+if ! "$cc" -std=c11 -Wall -Wextra -Werror -I"$src/include" "$tmp/tour.c" "$lib" ${libs//;/ } -lpthread -lrt -lm \
   -o "$tmp/tour" 2>"$tmp/cc.log"; then
   cat "$tmp/cc.log"
   echo "FAILED: the README's tour does not compile cleanly with -Wall -Wextra -Werror"
