@@ -85,3 +85,21 @@ if(PTO_HAVE_MPI)
     RESOURCE_LOCK pto_two_hosts SKIP_RETURN_CODE 2
     PASS_REGULAR_EXPRESSION "ops on 2 ranks: ok \\(0 failed checks\\)")
 endif()
+
+# The acceptance scenes (the eight 2-chip ones; scene 10 needs 3 chips) and
+# scene 11's collectives at 2 ranks (the 4-chip node-level case is listed as
+# not run) with their two chips on the two hosts: windows are MPI RMA windows.
+if(PTO_HAVE_MPI)
+  foreach(t dist_scenes dist_coll)
+    add_test(NAME mpi.${t}_two_hosts.np2
+             COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                        $<TARGET_FILE:test_${t}>)
+  endforeach()
+  set_tests_properties(mpi.dist_scenes_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
+                       "\\[  PASSED  \\] 8 test\\(s\\)")
+  set_tests_properties(mpi.dist_coll_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
+                       "\\[  PASSED  \\] 3 test\\(s\\)")
+  set_tests_properties(mpi.dist_scenes_two_hosts.np2 mpi.dist_coll_two_hosts.np2 PROPERTIES
+    LABELS mpi TIMEOUT 150 RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
+    FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
+endif()
