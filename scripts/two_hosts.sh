@@ -2,9 +2,11 @@
 # two_hosts.sh — a node on two "hosts" under mpirun: two network namespaces
 # on this machine joined by a veth pair (10.231.0.1/24 and 10.231.0.2/24, a
 # private test range), each with its own host name (a UTS namespace), so Open
-# MPI sees two hosts and talks TCP between them (btl tcp,self; OOB and BTL on
-# the veth only). One rank in each; the program (default: the ring shuffle
-# and a node-level allreduce, verified: tests/mpi/test_node_two_ranks.c)
+# MPI sees two hosts and talks TCP between them (pml ob1, btl tcp,self; OOB
+# and BTL on the veth only; one-sided: osc/ucx with UCX over TCP, the
+# component that supports MPI_THREAD_MULTIPLE there). One rank in each; the
+# program (default: tests/mpi/test_node_two_ranks.c with "across": the ring
+# shuffle, a node-level allreduce, host data and window reads, verified)
 # prints what it verified or the named error that stopped it.
 #
 #   scripts/two_hosts.sh [BUILD_DIR] [PROGRAM [ARGS...]]
@@ -16,8 +18,13 @@
 set -u
 build=${1:-build-plain}
 [ $# -gt 0 ] && shift
-prog=${1:-$build/tests/test_node_two_ranks}
-[ $# -gt 0 ] && shift
+if [ $# -gt 0 ]; then
+  prog=$1
+  shift
+else # the default program, told that its ranks are on two hosts
+  prog=$build/tests/test_node_two_ranks
+  set -- across
+fi
 
 A=pto2h_a B=pto2h_b HA=pto-host-a HB=pto-host-b
 IPA=10.231.0.1 IPB=10.231.0.2 NET=10.231.0.0/24
@@ -50,6 +57,13 @@ if ! { ip netns add $A && ip netns add $B &&
   say "cannot create the namespaces or the veth pair here"
   exit 2
 fi
+# UCX takes only interfaces whose operstate is "up"; a new veth pair gets
+# there a moment after "ip link set up" (the kernel's link watch)
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  [ "$(ip netns exec $A cat /sys/class/net/pto2h-va/operstate)" = up ] &&
+    [ "$(ip netns exec $B cat /sys/class/net/pto2h-vb/operstate)" = up ] && break
+  sleep 0.5
+done
 if command -v ping >/dev/null 2>&1; then
   ip netns exec $A ping -c 1 -W 2 $IPB >/dev/null 2>&1 && say "veth: $IPA reaches $IPB" ||
     say "veth: ping $IPA -> $IPB failed (continuing)"
@@ -73,8 +87,9 @@ ip netns exec $A unshare --uts --mount sh -c '
   hostname '$HA' && mount --bind '"$tmp/hosts"' /etc/hosts && exec "$@"' sh \
   env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
   timeout -k 5 120 mpirun -np 2 --hostfile "$tmp/hostfile" --map-by node \
-  --mca plm_rsh_agent "$tmp/agent" --mca btl tcp,self \
+  --mca plm_rsh_agent "$tmp/agent" --mca pml ob1 --mca btl tcp,self \
   --mca oob_tcp_if_include $NET --mca btl_tcp_if_include $NET \
+  --mca osc ucx -x UCX_TLS=tcp,self \
   -x OMPI_MCA_mpi_yield_when_idle "$prog" "$@"
 rc=$?
 say "job exit status $rc"

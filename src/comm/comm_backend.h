@@ -26,8 +26,10 @@ typedef struct comm_win comm_win; /* backend-private, one per (process, domain) 
  *   COMM_BACKEND_MPI: MPI-3 RMA windows (src/comm/mpi.c). Domain rank r is
  *     the process of MPI_COMM_WORLD rank chips[r] (under mpirun, node chip c
  *     is world rank c). Opening the domain is collective over its ranks (the
- *     window and its communicator are created there). desc.base and
- *     desc.prefix are not used: the backend places the windows and
+ *     window and its communicator are created there). desc.prefix is not
+ *     used. desc.base 0: the backend places the windows; else the caller
+ *     reserved [base, base + nranks * win_bytes) (PROT_NONE) in this
+ *     process and each rank's RMA window is created on its slot there.
  *     comm_domain_open takes the base from window_base(). In a build
  *     without MPI (PTO_MPI=OFF) opening fails with PTO_EMPI, "pto was built
  *     without MPI". */

@@ -7,7 +7,10 @@
  * peers' windows are mapped here too and RMA on them is a memcpy / a CPU
  * atomic (Open MPI's osc/sm); otherwise MPI_Win_create on this rank's
  * slot of a reserved address range (peers' slots stay inaccessible: their
- * addresses only name offsets). Either way rank r's window is at
+ * addresses only name offsets). The range is desc.base when the caller
+ * placed the windows (the node: its window space, reserved at one address
+ * in every rank, so views passed by address agree; always this RMA
+ * layout), else one reserved here. Either way rank r's window is at
  * window_base() + r * win_bytes in this process.
  *
  * Ordering (docs/comm.md, "The MPI backend"): put = MPI_Put, accumulate =
@@ -23,6 +26,7 @@
  * Every wait has a deadline; MPI errors return (MPI_ERRORS_RETURN on the
  * communicator and the window) as PTO_EMPI. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,15 +60,31 @@ struct comm_win {
   bool have_win, locked;
   bool shared;         /* every window mapped here (MPI_Win_allocate_shared) */
   unsigned char *base; /* rank 0's window address in this process */
-  void *space;         /* the reserved range of an RMA (not shared) layout */
+  void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
+  bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
   uint64_t space_bytes;
-  fault_queue *fq; /* NULL unless fault injection is on */
+  fault_queue *fq;    /* NULL unless fault injection is on */
+  pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
+  bool serial;
   uint32_t epoch;
   uint64_t group;
 };
 
 static mpi_hdr *hdr(const comm_win *w, int r) {
   return (mpi_hdr *)(w->base + (uint64_t)r * w->d.win_bytes);
+}
+
+/* An RMA layout's MPI calls take turns per process: Open MPI 4.1's osc/ucx
+ * over TCP, with several threads of a process in RMA calls at once, spins
+ * in UCX's locks without getting anywhere (across hosts the 4-thread rounds
+ * of tests/mpi ops never finished). Held for a call sequence, never across
+ * a wait; recursive (held-back fault-injection stores land under it). The
+ * shared layout (CPU stores and atomics) does not take it. */
+static void lock(comm_win *w) {
+  if (w->serial) pthread_mutex_lock(&w->mu);
+}
+static void unlock(comm_win *w) {
+  if (w->serial) pthread_mutex_unlock(&w->mu);
 }
 
 /* Wakes rank r's waiters when its window is mapped here (shared layout);
@@ -364,16 +384,23 @@ static int alloc_shared(comm_win *w, char *why, size_t n) {
 }
 
 static int alloc_rma(comm_win *w, char *why, size_t n) {
-  if (__builtin_mul_overflow((uint64_t)w->d.nranks, w->d.win_bytes, &w->space_bytes) ||
-      comm_space_reserve(w->space_bytes, &w->space) != 0) {
+  if (w->d.base) {
+    /* placed by the caller (the node): [base, base + nranks * win_bytes)
+     * is reserved (PROT_NONE) at the same address in every process, so
+     * window views passed between processes by address agree */
+    w->base = (unsigned char *)(uintptr_t)w->d.base;
+  } else if (__builtin_mul_overflow((uint64_t)w->d.nranks, w->d.win_bytes, &w->space_bytes) ||
+             comm_space_reserve(w->space_bytes, &w->space) != 0) {
     w->space = NULL;
     snprintf(why, n, "cannot reserve %d windows of %llu bytes of address space", w->d.nranks,
              (unsigned long long)w->d.win_bytes);
     return PTO_ESYSTEM;
+  } else {
+    w->base = w->space;
   }
-  w->base = w->space;
   if (w->my_rank < 0) return 0; /* an observer names offsets, maps nothing */
   unsigned char *mine = w->base + (uint64_t)w->my_rank * w->d.win_bytes;
+  w->mapped = true;
   if (mmap(mine, w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
            -1, 0) == MAP_FAILED) {
     snprintf(why, n, "cannot map a window of %llu bytes", (unsigned long long)w->d.win_bytes);
@@ -383,12 +410,12 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   if (err != MPI_SUCCESS) {
     char msg[200];
     mpi_why(msg, sizeof msg, "MPI_Win_create", err);
-    /* the usual cause with Open MPI 4.1 over TCP: osc/pt2pt refuses
-     * MPI_THREAD_MULTIPLE and no other one-sided component applies */
+    /* the usual cause with Open MPI 4.1 over TCP: osc/pt2pt (picked when
+     * osc/ucx is not asked for) refuses MPI_THREAD_MULTIPLE */
     snprintf(why, n,
              "%s (is there a one-sided transport that supports MPI_THREAD_MULTIPLE between these "
-             "ranks? Open MPI's osc/pt2pt over TCP is not one: use UCX, --mca pml ucx --mca osc "
-             "ucx, or an RDMA network)",
+             "ranks? Open MPI's osc/pt2pt over TCP is not one: ask for osc/ucx, --mca osc ucx "
+             "or OMPI_MCA_osc=ucx, with UCX_TLS=tcp,self between hosts without RDMA)",
              msg);
     return PTO_EMPI;
   }
@@ -406,6 +433,11 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   if (!w) return PTO_ENOMEM;
   w->d = *d;
   w->my_rank = my_rank;
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&w->mu, &ma);
+  pthread_mutexattr_destroy(&ma);
   w->comm = MPI_COMM_NULL;
   w->win = MPI_WIN_NULL;
   if (my_rank < 0) { /* observer: the collective creation is the members' only */
@@ -414,9 +446,11 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   }
   bool shared = false;
   rc = make_comm(w, why, why_len);
-  if (!rc) rc = on_one_host(w, &shared, why, why_len);
+  /* windows placed at desc.base cannot be MPI_Win_allocate_shared's */
+  if (!rc && !d->base) rc = on_one_host(w, &shared, why, why_len);
   if (!rc) {
     w->shared = shared;
+    w->serial = !shared;
     rc = shared ? alloc_shared(w, why, why_len) : alloc_rma(w, why, why_len);
   }
   if (!rc) {
@@ -464,13 +498,24 @@ static int mpi_attach(comm_win *w, char *why, size_t why_len) {
 
 static uint64_t mpi_window_base(const comm_win *w) { return (uint64_t)(uintptr_t)w->base; }
 
+/* My slot of an RMA layout back to an inaccessible reservation (the
+ * caller's range stays reserved; a range of my own is released after). */
+static void unmap_mine(comm_win *w) {
+  if (!w->mapped) return;
+  comm_space_unmap((uint64_t)(uintptr_t)(w->base + (uint64_t)w->my_rank * w->d.win_bytes),
+                   w->d.win_bytes);
+  w->mapped = false;
+}
+
 static void mpi_destroy(comm_win *w, bool unlink) {
   if (!w) return;
   int fin = 0;
   MPI_Finalized(&fin);
   if (fin) { /* the program finalised MPI first: its windows went with it */
     if (w->fq) fault_destroy(w->fq);
+    unmap_mine(w);
     if (w->space) comm_space_release(w->space, w->space_bytes);
+    pthread_mutex_destroy(&w->mu);
     free(w);
     return;
   }
@@ -489,18 +534,22 @@ static void mpi_destroy(comm_win *w, bool unlink) {
     if (all_here) MPI_Win_free(&w->win);
   }
   if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
+  /* a window MPI_Win_free did not take (a peer missing) stays mapped: the
+   * library may still write into it */
+  if (all_here) unmap_mine(w);
   if (w->space) comm_space_release(w->space, w->space_bytes);
+  pthread_mutex_destroy(&w->mu);
   free(w);
 }
 
-static int mpi_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
+static int put_u(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_PUT, PTO_U8, off, src, n);
   int rc = rma_put(w, peer, off, src, n);
   wake(w, peer);
   return rc;
 }
 
-static int mpi_get(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
+static int get_u(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
   if (w->fq) fault_flush(w->fq, peer, false);
   /* earlier puts to peer complete first: MPI orders none of them */
   if (MPI_Win_flush(peer, w->win) != MPI_SUCCESS) return PTO_EMPI;
@@ -514,16 +563,16 @@ static int mpi_get(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
   return MPI_Win_flush(peer, w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
 }
 
-static int mpi_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
-                          size_t count) {
+static int accumulate_u(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
+                        size_t count) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_ACC, dt, off, src, count * pto_dtype_size(dt));
   int rc = rma_accumulate(w, peer, off, dt, src, count);
   wake(w, peer);
   return rc;
 }
 
-static int mpi_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
-                      uint32_t epoch, uint64_t *written) {
+static int signal_u(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
+                    uint32_t epoch, uint64_t *written) {
   *written = 0;
   if (w->fq) fault_flush(w->fq, peer, false);
   /* my own stores to my window (plain CPU stores) become visible to the
@@ -562,8 +611,22 @@ static int mpi_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int
   return 0;
 }
 
-static uint64_t mpi_signal_load(comm_win *w, uint64_t off) {
+/* Incoming RMA that the target applies itself (osc/ucx over TCP: the
+ * peers' puts and atomics arrive as active messages) needs this process to
+ * progress MPI while it waits. Open MPI 4.1's osc/ucx gives each thread a
+ * UCX worker of its own, and a thread's RMA calls progress that worker
+ * only; an MPI call that runs the general progress engine (MPI_Iprobe)
+ * drives the window's main worker too, where the peers' operations land.
+ * Without it a rank whose threads only wait on their cells never applies
+ * the peer's notify (tests/mpi: mpi.ops_osc_ucx.np2 timed out). */
+static void progress(comm_win *w) {
+  int flag = 0;
+  if (!w->shared) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, MPI_STATUS_IGNORE);
+}
+
+static uint64_t signal_load_u(comm_win *w, uint64_t off) {
   uint64_t v = 0;
+  progress(w);
   /* atomic with respect to the peers' compare-and-swap (same type);
    * MPI_Win_sync then orders this process's later loads of the window
    * after it (the public and private copies are one: unified model) */
@@ -586,7 +649,7 @@ static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end)
   w->group = group;
 }
 
-static int mpi_quiet(comm_win *w, int peer, bool end_of_task) {
+static int quiet_u(comm_win *w, int peer, bool end_of_task) {
   if (w->my_rank < 0) return 0;
   if (w->fq) fault_flush(w->fq, peer, end_of_task);
   int err = peer < 0 ? MPI_Win_flush_all(w->win) : MPI_Win_flush(peer, w->win);
@@ -616,12 +679,15 @@ static bool barrier_done(void *arg) {
   comm_win *w = b->w;
   uint64_t a[PTO_COMM_MAX_RANKS];
   /* one atomic read of every arrival word of my header */
+  lock(w);
+  progress(w);
   b->err = MPI_Get_accumulate(NULL, 0, MPI_UINT64_T, a, w->d.nranks, MPI_UINT64_T, w->my_rank,
                               (MPI_Aint)offsetof(mpi_hdr, arrive), w->d.nranks, MPI_UINT64_T,
                               MPI_NO_OP, w->win);
   if (b->err == MPI_SUCCESS) b->err = MPI_Win_flush_local(w->my_rank, w->win);
+  if (b->err == MPI_SUCCESS) MPI_Win_sync(w->win);
+  unlock(w);
   if (b->err != MPI_SUCCESS) return true;
-  MPI_Win_sync(w->win);
   for (int r = 0; r < w->d.nranks; r++) {
     if (!arrived(a[r], b->want)) {
       b->laggard = r;
@@ -633,8 +699,9 @@ static bool barrier_done(void *arg) {
   return true;
 }
 
-static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
-                       comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+static int barrier_u(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
+                     comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+  lock(w);
   if (w->fq) fault_flush(w->fq, -1, false);
   uint64_t want = (uint64_t)epoch << 32 | seq;
   /* my earlier stores are complete everywhere before anyone sees me arrive
@@ -645,6 +712,7 @@ static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadl
   for (int r = 0; r < w->d.nranks && err == MPI_SUCCESS; r++)
     err = MPI_Accumulate(&want, 1, MPI_UINT64_T, r, at, 1, MPI_UINT64_T, MPI_REPLACE, w->win);
   if (err == MPI_SUCCESS) err = MPI_Win_flush_all(w->win);
+  unlock(w);
   if (err != MPI_SUCCESS) {
     mpi_why(why, why_len, "barrier arrival (MPI_Accumulate)", err);
     return PTO_EMPI;
@@ -663,6 +731,52 @@ static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadl
            w->my_rank, seq, epoch, b.laggard, (unsigned)(uint32_t)b.seen,
            (unsigned)sig_epoch(b.seen));
   return PTO_EWAIT_TIMEOUT;
+}
+
+/* ---- the operations, under the window's lock (RMA layout) ---- */
+
+static int mpi_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
+  lock(w);
+  int rc = put_u(w, peer, off, src, n);
+  unlock(w);
+  return rc;
+}
+static int mpi_get(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
+  lock(w);
+  int rc = get_u(w, peer, off, dst, n);
+  unlock(w);
+  return rc;
+}
+static int mpi_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
+                          size_t count) {
+  lock(w);
+  int rc = accumulate_u(w, peer, off, dt, src, count);
+  unlock(w);
+  return rc;
+}
+static int mpi_signal(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
+                      uint32_t epoch, uint64_t *written) {
+  lock(w);
+  int rc = signal_u(w, peer, off, op, v, epoch, written);
+  unlock(w);
+  return rc;
+}
+static uint64_t mpi_signal_load(comm_win *w, uint64_t off) {
+  lock(w);
+  uint64_t v = signal_load_u(w, off);
+  unlock(w);
+  return v;
+}
+static int mpi_quiet(comm_win *w, int peer, bool end_of_task) {
+  lock(w);
+  int rc = quiet_u(w, peer, end_of_task);
+  unlock(w);
+  return rc;
+}
+/* barrier_u locks around its arrival, barrier_done around each look */
+static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
+                       comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+  return barrier_u(w, epoch, seq, deadline_ns, cancel, cancel_arg, why, why_len);
 }
 
 const comm_backend comm_backend_mpi = {

@@ -102,6 +102,22 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   }
 }
 
+/* A domain control frame (open, attach) with the comm layer's details of
+ * its failure in the reply (the backend's why: an MPI error, say). */
+static void dom_control(pto_comm *c, const node_frame *f, node_reply *r) {
+  pthread_mutex_lock(&c->err_lock);
+  c->err_code = 0; /* between tasks: an earlier task's error is reported */
+  c->err_details[0] = 0;
+  pthread_mutex_unlock(&c->err_lock);
+  r->status = f->type == FRAME_DOM_OPEN ? comm_domain_open(c, &f->dom, f->dom_rank)
+                                        : comm_domain_attach(c, f->dom.id);
+  if (!r->status) return;
+  r->err.code = r->status;
+  pthread_mutex_lock(&c->err_lock);
+  snprintf(r->err.details, sizeof r->err.details, "%s", c->err_details);
+  pthread_mutex_unlock(&c->err_lock);
+}
+
 /* Takes frames until FRAME_EXIT (true: *exit_reply is its reply, to be sent
  * once the chip is gone) or, for a forked child, until its parent is gone
  * (false). */
@@ -135,8 +151,8 @@ static bool serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, node_fr
           snprintf(r.err.details, sizeof r.err.details, "host task returned %d", r.status);
       }
       break;
-    case FRAME_DOM_OPEN: r.status = comm_domain_open(comm, &f->dom, f->dom_rank); break;
-    case FRAME_DOM_ATTACH: r.status = comm_domain_attach(comm, f->dom.id); break;
+    case FRAME_DOM_OPEN:
+    case FRAME_DOM_ATTACH: dom_control(comm, f, &r); break;
     case FRAME_DOM_CLOSE: comm_domain_close(comm, f->dom.id, true); break;
     case FRAME_EXIT: *exit_reply = r; return true;
     }

@@ -2,7 +2,9 @@
  * windows in the reserved address space, the two control phases every
  * member chip answers (open and zero my window; attach the peers after the
  * allocation barrier), the orchestrator's own view of the windows (window
- * tensors, reads), and the release of every domain at the end of a run. */
+ * tensors, reads; under mpirun a domain with a chip on another host than
+ * rank 0 has MPI RMA windows, of which rank 0 maps chip 0's only), and the
+ * release of every domain at the end of a run. */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,8 +40,19 @@ static int control(pto_node *n, const int *slots, int k, frame_type type,
   }
   rc = node_until(n, slots_idle, &w, false, UINT64_MAX, 0);
   if (rc) return rc;
-  for (int i = 0; i < k; i++)
-    if (n->child[slots[i]].reply.status) return n->child[slots[i]].reply.status;
+  for (int i = 0; i < k; i++) {
+    const child_slot *c = &n->child[slots[i]];
+    if (!c->reply.status) continue;
+    if (type != FRAME_DOM_CLOSE && !n->fatal && !n->first_err) {
+      /* the chip's own words: the backend's reason (an MPI error, say) */
+      n->first_err = c->reply.status;
+      node_set_err(&n->first_info, c->reply.status,
+                   "node orchestration: domain_create: chip %d%s%s: %s", slots[i],
+                   c->where[0] ? ", " : "", c->where,
+                   c->reply.err.details[0] ? c->reply.err.details : pto_strerror(c->reply.status));
+    }
+    return c->reply.status;
+  }
   return 0;
 }
 
@@ -62,21 +75,11 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
     for (int j = 0; j < i; j++)
       if (chips[i] == chips[j]) return PTO_EINVAL;
   }
-  for (int i = 0; n->mpi && i < nranks; i++) {
-    const child_slot *c = &n->child[chips[i]];
-    if (c->kind == SLOT_RANK && c->other_host) {
-      /* shared-memory windows need every member (and the orchestrator) on one host */
-      if (!n->fatal && !n->first_err) {
-        n->first_err = PTO_EMPI;
-        node_set_err(&n->first_info, PTO_EMPI,
-                     "node orchestration: domain_create: chip rank %d (%s) runs on another "
-                     "host than rank 0, and windows across hosts need the MPI RMA backend, "
-                     "which this node does not use: keep a domain's chips on rank 0's host",
-                     chips[i], c->where);
-      }
-      return PTO_EMPI;
-    }
-  }
+  /* a chip on another host than rank 0 cannot map a POSIX shared-memory
+   * window of rank 0's host: such a domain gets MPI RMA windows */
+  bool across = false;
+  for (int i = 0; n->mpi && i < nranks; i++)
+    across = across || (n->child[chips[i]].kind == SLOT_RANK && n->child[chips[i]].other_host);
   int slot = -1;
   for (int i = 0; i < COMM_MAX_DOMAINS && slot < 0; i++)
     if (!n->dom_live[i]) slot = i;
@@ -87,11 +90,15 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   if (rc) return rc;
   d->id = n->next_dom++;
   d->nranks = nranks;
+  d->backend = across ? COMM_BACKEND_MPI : COMM_BACKEND_SHM;
   memcpy(d->chips, chips, sizeof(int) * (size_t)nranks);
   uint64_t at = (n->space_used + NODE_SPACE_ALIGN - 1) / NODE_SPACE_ALIGN * NODE_SPACE_ALIGN, end;
   if (__builtin_mul_overflow(d->win_bytes, (uint64_t)nranks, &end) ||
       __builtin_add_overflow(at, end, &end) || end > n->cfg.window_space)
     return PTO_ENOMEM;
+  /* the same address in every process of the node (under mpirun every
+   * rank reserved the window space at rank 0's address): the MPI backend
+   * creates rank r's RMA window on its slot here too */
   d->base = (uint64_t)(uintptr_t)n->space + at;
   snprintf(d->prefix, sizeof d->prefix, "%s.d%d", n->prefix, d->id);
   d->wait_timeout_ms = n->cfg.wait_timeout_ms;
@@ -105,7 +112,10 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   n->dom_live[slot] = true; /* from here on, cleanup unlinks its objects */
   n->space_used = end;
   /* phase 1: every rank creates and zeroes its window; all replies = the
-   * allocation barrier; phase 2: every rank maps its peers */
+   * allocation barrier; phase 2: every rank maps its peers. control()
+   * posts to every member before it waits for any: the MPI backend's
+   * creation is collective over the members (MPI_Comm_create_group,
+   * MPI_Win_create), and so is its attach (MPI_Win_lock_all + barrier) */
   rc = control(n, chips, nranks, FRAME_DOM_OPEN, d);
   if (!rc) rc = control(n, chips, nranks, FRAME_DOM_ATTACH, d);
   if (!rc) {

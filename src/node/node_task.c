@@ -390,6 +390,42 @@ static int check_args(pto_node *n, const pto_args *args, const char *what) {
   return 0;
 }
 
+/* NULL when the bytes [a, z) are mapped in this (rank 0's) process as far
+ * as windows go, else why not: under mpirun a domain with a chip on another
+ * host has MPI RMA windows (node_domain.c), of which each rank maps its
+ * own only, and rank 0's process holds chip 0's (a thread of it). */
+static const char *window_elsewhere(const pto_node *n, uint64_t a, uint64_t z, char *why,
+                                    size_t len) {
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    const comm_domain_desc *d = &n->doms[i];
+    if (!n->dom_live[i] || d->backend != COMM_BACKEND_MPI || z <= d->base ||
+        a >= d->base + d->win_bytes * (uint64_t)d->nranks)
+      continue;
+    for (int r = 0; r < d->nranks; r++) {
+      uint64_t w0 = d->base + (uint64_t)r * d->win_bytes, w1 = w0 + d->win_bytes;
+      if (d->chips[r] == 0 || z <= w0 || a >= w1) continue;
+      snprintf(why, len,
+               "its bytes lie in domain %d's window of rank %d (chip %d, %s), an MPI RMA window "
+               "(the domain spans hosts) that only chip %d maps: copy it to node host memory "
+               "in a task on chip %d and read that",
+               d->id, r, d->chips[r], n->child[d->chips[r]].where, d->chips[r], d->chips[r]);
+      return why;
+    }
+  }
+  return NULL;
+}
+
+/* Rank 0's process touches the tensor itself (a read, a host task): under
+ * mpirun its bytes must not lie in a window only another rank maps. */
+static int check_here(pto_node *n, const pto_tensor *t, const char *what, int i) {
+  if (!n->mpi) return 0;
+  uint64_t a, z;
+  region_span(t, &a, &z);
+  char why[384];
+  if (!window_elsewhere(n, a, z, why, sizeof why)) return 0;
+  return i < 0 ? refuse(n, what, "the tensor: %s", why) : refuse(n, what, "tensor %d: %s", i, why);
+}
+
 /* Under mpirun: the chip function must be found in the other ranks
  * (fnref). (Host tensors travel to a chip on another host: host_ship.h.) */
 static int check_mpi_task(pto_node *n, pto_orch_fn fn, const char *what) {
@@ -457,6 +493,8 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   if (args && args->error) return args->error;
   int rc = check_args(n, args, what);
   if (!rc && n->mpi && kind == TASK_CHIP) rc = check_mpi_task(n, cfn, what);
+  for (int i = 0; !rc && kind == TASK_HOST && args && i < args->ntensors; i++)
+    rc = check_here(n, &args->tensors[i], what, i);
   if (rc) return rc;
   int64_t gone = n->oldest_live - n->base_id; /* retired: nobody looks them up */
   if (n->ntasks == n->captasks && gone > 0 && gone >= n->ntasks / 2) {
@@ -605,9 +643,11 @@ int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
   char why[256];
   if (!dst) return refuse(n, "read", "dst is NULL");
   if (view_problem(n, t, why, sizeof why)) return refuse(n, "read", "the tensor: %s", why);
+  int rc = check_here(n, t, "read", -1);
+  if (rc) return rc;
   read_wait w = {{0}, 0, false};
   tmap_conflicts(&n->tm, t, TMAP_READ, n->oldest_live, on_writer, &w);
-  int rc = node_until(n, writers_done, &w, true, UINT64_MAX, 0);
+  rc = node_until(n, writers_done, &w, true, UINT64_MAX, 0);
   if (rc) return rc;
   for (int i = 0; i < w.n; i++) {
     node_task *p = task_of(n, w.ids[i]);

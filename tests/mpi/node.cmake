@@ -33,8 +33,9 @@ if(PTO_HAVE_MPI)
   endforeach()
 endif()
 
-# Ring shuffle and a node-level allreduce on 2 ranks, verified: the program
-# scripts/two_hosts.sh runs with one rank per (simulated) host.
+# Ring shuffle, a node-level allreduce, host data and window reads on 2
+# ranks, verified: the program scripts/two_hosts.sh runs with one rank per
+# (simulated) host.
 if(PTO_HAVE_MPI)
   add_executable(test_node_two_ranks ${CMAKE_CURRENT_LIST_DIR}/test_node_two_ranks.c)
   target_link_libraries(test_node_two_ranks PRIVATE pto_scenes)
@@ -43,20 +44,21 @@ if(PTO_HAVE_MPI)
 endif()
 
 # Two hosts (scripts/two_hosts.sh: network namespaces, own host names, a
-# veth pair, Open MPI over TCP), one rank each. Needs root and ip netns (CI
-# runs as root; where namespaces cannot be made, e.g. an unprivileged
-# container, the script says why and exits 2: the test is reported not run). Host tensors travel with the task (host_ship.c): host_data
-# must be verified. Windows are shared memory today, so a domain with a chip
-# on the other host is refused naming it (PTO_EMPI) — asserted too (never
-# wrong data or a hang); with the MPI RMA backend for domains across hosts
-# ring_shuffle and allreduce must say "verified" instead.
+# veth pair, Open MPI over TCP with osc/ucx for the windows), one rank each.
+# Needs root and ip netns (CI runs as root; where namespaces cannot be made,
+# e.g. an unprivileged container, the script says why and exits 2: the test
+# is reported not run). Host tensors travel with the task (host_ship.c); a
+# domain across the hosts gets MPI RMA windows: ring shuffle and the
+# allreduce verified; rank 0 reads chip 0's window and is refused chip 1's,
+# named ("across": the program expects the refusal).
 if(PTO_HAVE_MPI)
   add_test(NAME mpi.node_two_hosts.np2
            COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
-                      $<TARGET_FILE:test_node_two_ranks>)
+                      $<TARGET_FILE:test_node_two_ranks> across)
   set_tests_properties(mpi.node_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
     RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
-    PASS_REGULAR_EXPRESSION "summary: ring_shuffle=PTO_EMPI allreduce=PTO_EMPI host_data=verified")
+    PASS_REGULAR_EXPRESSION
+    "summary: ring_shuffle=verified allreduce=verified host_data=verified window_read=verified")
 endif()
 
 # A build without MPI asked to run under mpirun (the environment mpirun
@@ -69,4 +71,35 @@ if(NOT PTO_HAVE_MPI)
   add_test(NAME dist.node_no_mpi COMMAND test_node_no_mpi)
   set_tests_properties(dist.node_no_mpi PROPERTIES LABELS dist TIMEOUT 60
                        ENVIRONMENT "OMPI_COMM_WORLD_SIZE=2;OMPI_COMM_WORLD_RANK=0")
+endif()
+
+# Every comm op of tests/mpi/test_mpi_comm.c (RMA windows: one rank per
+# host) across the two hosts of scripts/two_hosts.sh, osc/ucx over TCP, 4
+# threads per rank in the store / notify / wait rounds: all checks pass,
+# no hang (the RMA calls of a process take turns: src/comm/mpi.c lock()).
+if(PTO_HAVE_MPI)
+  add_test(NAME mpi.ops_two_hosts.np2
+           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                      $<TARGET_FILE:test_mpi_comm> ops)
+  set_tests_properties(mpi.ops_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
+    RESOURCE_LOCK pto_two_hosts SKIP_RETURN_CODE 2
+    PASS_REGULAR_EXPRESSION "ops on 2 ranks: ok \\(0 failed checks\\)")
+endif()
+
+# The acceptance scenes (the eight 2-chip ones; scene 10 needs 3 chips) and
+# scene 11's collectives at 2 ranks (the 4-chip node-level case is listed as
+# not run) with their two chips on the two hosts: windows are MPI RMA windows.
+if(PTO_HAVE_MPI)
+  foreach(t dist_scenes dist_coll)
+    add_test(NAME mpi.${t}_two_hosts.np2
+             COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                        $<TARGET_FILE:test_${t}>)
+  endforeach()
+  set_tests_properties(mpi.dist_scenes_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
+                       "\\[  PASSED  \\] 8 test\\(s\\)")
+  set_tests_properties(mpi.dist_coll_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
+                       "\\[  PASSED  \\] 3 test\\(s\\)")
+  set_tests_properties(mpi.dist_scenes_two_hosts.np2 mpi.dist_coll_two_hosts.np2 PROPERTIES
+    LABELS mpi TIMEOUT 150 RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
+    FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
 endif()

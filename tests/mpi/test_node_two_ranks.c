@@ -10,6 +10,7 @@
  * "summary: ring_shuffle=S allreduce=S host_data=S" (S: verified, or the
  * status that stopped it). Exit 0 when all three are verified. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +34,21 @@ static int scale_kernel(const pto_kctx *ctx) {
   return 0;
 }
 
+#define WR_COUNT 64
+static int k_fill = -1;
+
+static int fill_kernel(const pto_kctx *ctx) {
+  const pto_tensor *w = &ctx->tensors[0];
+  for (int64_t i = 0; i < pto_tensor_numel(w); i++)
+    *(float *)pto_tensor_at_linear(w, i) = (float)(ctx->scalars[0] + 1);
+  return 0;
+}
+
 static int init(pto_chip *chip, int rank, void *arg) {
   (void)rank;
   (void)arg;
   int rc = pto_coll_register(chip);
+  if (!rc) rc = pto_kernel_register_aiv(chip, "fill", fill_kernel, &k_fill);
   return rc ? rc : pto_kernel_register_aiv(chip, "scale", scale_kernel, &k_scale);
 }
 
@@ -87,7 +99,7 @@ static void hd_node(pto_node_orch *no, void *arg) {
 
 static float val(int r, int i) { return (float)((r + 1) * (i % 101)) * 0.5f; }
 
-static const char *verdict[3]; /* ring_shuffle, allreduce, host_data */
+static const char *verdict[4]; /* ring_shuffle, allreduce, host_data, window_read */
 
 static pto_node *make_node(const char *what) {
   static const int devs[2] = {DEV0, DEV0 + 1};
@@ -182,12 +194,90 @@ static int ring_shuffle(void) {
   return 0;
 }
 
-int main(void) {
+/* Window read: chip r fills its own window buffer "w" with r + 1 (a group
+ * task), then the orchestrator reads both windows with pto_node_read. On
+ * one host they are shared memory and both read back; across hosts
+ * (argument "across") they are MPI RMA windows, rank 0's process maps chip
+ * 0's only, and reading chip 1's is refused, named (PTO_EINVAL, "MPI RMA
+ * window"), never garbage and never a fault. */
+static void wr_chip(pto_orch *o, void *arg) {
+  const pto_node_task *t = arg;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t->args->tensors[t->group_rank]);
+  pto_args_scalar(&a, (uint64_t)t->group_rank);
+  pto_submit(o, (int)t->args->scalars[0], &a, NULL, NULL);
+}
+
+typedef struct wr_io {
+  float got[2][WR_COUNT];
+  int rc[2];
+} wr_io;
+
+static void wr_node(pto_node_orch *no, void *arg) {
+  wr_io *io = arg;
+  static const int pair[2] = {0, 1};
+  pto_window_buffer b[] = {{"w", WR_COUNT * sizeof(float)}};
+  pto_domain dom;
+  io->rc[0] = io->rc[1] = -1;
+  if (pto_node_domain_create(no, pair, 2, b, 1, &dom)) return;
+  pto_tensor w[2];
+  int64_t n = WR_COUNT;
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < 2; r++) {
+    pto_node_window_tensor(no, dom, r, "w", PTO_F32, 1, &n, &w[r]);
+    pto_args_output_existing(&a, &w[r]);
+  }
+  pto_args_scalar(&a, (uint64_t)k_fill);
+  if (pto_node_submit_group(no, pair, 2, wr_chip, &a, NULL)) return;
+  for (int r = 0; r < 2; r++)
+    io->rc[r] = pto_node_read(no, &w[r], io->got[r]);
+}
+
+static int window_read(bool across) {
+  pto_node *n = make_node("window_read");
+  if (!n) return 1;
+  static wr_io io;
+  pto_error_info err;
+  int rc = pto_node_run(n, wr_node, &io, &err), bad = 0;
+  /* expected: chip 0's window reads back; chip 1's too on one host, and
+   * across hosts the run fails with the read's named refusal */
+  int want_rc1 = across ? PTO_EINVAL : PTO_OK;
+  if (rc != want_rc1 || io.rc[0] != PTO_OK || io.rc[1] != want_rc1) {
+    fprintf(stderr, "window_read: run %s, read rank 0 %s, rank 1 %s; expected %s, OK, %s (%s)\n",
+            pto_status_name(rc), pto_status_name(io.rc[0]), pto_status_name(io.rc[1]),
+            pto_status_name(want_rc1), pto_status_name(want_rc1), rc ? err.details : "");
+    bad++;
+  } else if (across && !strstr(err.details, "MPI RMA window")) {
+    fprintf(stderr, "window_read: details \"%s\", expected them to name the MPI RMA window\n",
+            err.details);
+    bad++;
+  }
+  for (int r = 0; !bad && r < (across ? 1 : 2); r++)
+    for (int i = 0; i < WR_COUNT; i++)
+      if (io.got[r][i] != (float)(r + 1) && bad++ < 5)
+        fprintf(stderr, "window_read rank %d [%d]: %g, expected %g\n", r, i, io.got[r][i],
+                (float)(r + 1));
+  if (!bad && across) printf("window_read: refused: %s\n", err.details);
+  verdict[3] = bad ? "wrong" : "verified";
+  if (!bad)
+    printf("window_read: %s\n", across ? "chip 0's read back, chip 1's (another host) refused, "
+                                         "named"
+                                       : "both windows read back");
+  pto_node_destroy(n);
+  return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  bool across = argc > 1 && !strcmp(argv[1], "across");
   int bad = ring_shuffle();
   bad += allreduce();
   bad += host_data();
-  printf("summary: ring_shuffle=%s allreduce=%s host_data=%s\n", verdict[0] ? verdict[0] : "?",
-         verdict[1] ? verdict[1] : "?", verdict[2] ? verdict[2] : "?");
+  bad += window_read(across);
+  printf("summary: ring_shuffle=%s allreduce=%s host_data=%s window_read=%s\n",
+         verdict[0] ? verdict[0] : "?", verdict[1] ? verdict[1] : "?",
+         verdict[2] ? verdict[2] : "?", verdict[3] ? verdict[3] : "?");
   fflush(stdout);
   return bad ? 1 : 0;
 }
