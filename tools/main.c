@@ -71,8 +71,8 @@ static void print_node_stats(const pto_node_stats *s) {
          (unsigned long long)s->node_tasks, (unsigned long long)s->host_tasks, s->run_us);
   for (int c = 0; c < s->nchips && c < PTO_NODE_MAX_CHIPS; c++) {
     const pto_node_chip_stats *k = &s->chip[c];
-    printf("  chip %d: node tasks %llu  tasks %llu  blocks %llu  Host %.1f us  Device %.1f us\n",
-           c, (unsigned long long)k->node_tasks, (unsigned long long)k->tasks,
+    printf("  chip %d: node tasks %llu  tasks %llu  blocks %llu  Host %.1f us  Device %.1f us\n", c,
+           (unsigned long long)k->node_tasks, (unsigned long long)k->tasks,
            (unsigned long long)k->blocks, k->host_us, k->device_us);
   }
 }

@@ -47,12 +47,12 @@ struct pto_chip {
   int nkernels;
   kernel_rec kernels[PTO_MAX_KERNELS];
   char *trace_path;
-  int trace_pid;            /* the trace's process (a node chip's rank) */
-  char trace_name[32];      /* its name; "" = "chip" */
-  uint64_t trace_origin_ns; /* time zero shared by a node run's ranks; 0 = none */
+  int trace_pid;                           /* the trace's process (a node chip's rank) */
+  char trace_name[32];                     /* its name; "" = "chip" */
+  uint64_t trace_origin_ns;                /* time zero shared by a node run's ranks; 0 = none */
   int64_t trace_task_base, trace_task_end; /* final task ids (chip_set_trace_task_base) */
-  bool broken;              /* a completer never left a run: no more runs */
-  bool stuck;               /* a thread of the last run has not left it yet (chip.c) */
+  bool broken;                             /* a completer never left a run: no more runs */
+  bool stuck; /* a thread of the last run has not left it yet (chip.c) */
   _Atomic int running;
   /* the run state and its threads: made at the first run, reset by each
    * run, freed by destroy (chip.c) */
@@ -102,7 +102,7 @@ typedef struct task {
   _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
   _Atomic int32_t refs;  /* registered consumers not yet completed */
   _Atomic int32_t units_done;
-  int32_t next_block; /* under its ready queue's lock */
+  int32_t next_block;                             /* under its ready queue's lock */
   _Atomic uint64_t first_start_ns, last_start_ns; /* sync_start spread */
   _Atomic int32_t cohort_go;                      /* sync_start: blocks start when nonzero */
   _Atomic uint64_t drain_ns; /* sync_start: when its drain began (relaxed; stats only) */
