@@ -40,10 +40,33 @@ static void futex_wake_all(pto_event *ev) {
   syscall(SYS_futex, (uint32_t *)&ev->seq, op, 0x7fffffff, NULL, NULL, 0);
 }
 
+/* Parks on ev while its seq is still `seen`, for at most ns (UINT64_MAX:
+ * no timeout). */
 static void futex_park(pto_event *ev, uint32_t seen, uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
   int op = ev->shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE;
-  syscall(SYS_futex, (uint32_t *)&ev->seq, op, seen, &ts, NULL, 0);
+  syscall(SYS_futex, (uint32_t *)&ev->seq, op, seen, ns == UINT64_MAX ? NULL : &ts, NULL, 0);
+}
+
+/* The waiter's half of the event protocol: reads the seq to park on,
+ * announces itself in `waiters`, then re-checks cond. True (and announced
+ * no more) when cond holds; else the caller parks on *seen and then leaves
+ * `waiters` (retreat). The fence pairs with the one in pto_event_signal
+ * (Dekker): the loads in cond() are relaxed or acquire, and without it they
+ * may be served before our increment is visible (StoreLoad reordering,
+ * allowed by C11 and done by weakly ordered CPUs even after a seq_cst RMW):
+ * the waker would read waiters == 0 and skip the wake while we read the old
+ * state and park. tests/unit/test_wait_model.c explores it. */
+static bool announce(pto_event *ev, pto_cond_fn cond, void *arg, uint32_t *seen) {
+  *seen = atomic_load_explicit(&ev->seq, memory_order_seq_cst);
+  atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!cond(arg)) return false;
+  atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+  return true;
+}
+static void retreat(pto_event *ev) {
+  atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
 }
 
 void pto_event_signal(pto_event *ev) {
@@ -152,22 +175,11 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
   }
   uint64_t sleep_ns = 1000;
   for (;;) {
-    uint32_t seen = ev ? atomic_load_explicit(&ev->seq, memory_order_seq_cst) : 0;
-    if (ev) atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
-    /* The fence pairs with the one in pto_event_signal (Dekker): the loads
-     * in cond() are relaxed or acquire, and without it they may be served
-     * before our increment is visible (StoreLoad reordering, allowed by C11
-     * and done by weakly ordered CPUs even after a seq_cst RMW): the waker
-     * would read waiters == 0 and skip the wake while we read the old
-     * state and park. tests/unit/test_wait_model.c explores it. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (cond(arg)) {
-      if (ev) atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
-      return true;
-    }
+    uint32_t seen = 0;
+    if (ev ? announce(ev, cond, arg, &seen) : cond(arg)) return true;
     uint64_t now = pto_now_ns();
     if (now >= deadline_ns) {
-      if (ev) atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+      if (ev) retreat(ev);
       return cond(arg);
     }
     uint64_t left = deadline_ns - now;
@@ -175,7 +187,7 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
     if (ev) {
       uint64_t park = park_max_ns();
       futex_park(ev, seen, left < park ? left : park);
-      atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+      retreat(ev);
     } else {
       uint64_t ns = left < sleep_ns ? left : sleep_ns;
       struct timespec ts = {0, (long)ns};
@@ -188,18 +200,10 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
 
 void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg) {
   if (pto_wait(ev, cond, arg, pto_now_ns() + park_max_ns())) return;
-  for (;;) { /* as pto_wait's park, without a timeout */
-    uint32_t seen = atomic_load_explicit(&ev->seq, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
-    atomic_thread_fence(memory_order_seq_cst); /* pairs with pto_event_signal's */
-    if (cond(arg)) {
-      atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
-      return;
-    }
+  for (uint32_t seen; !announce(ev, cond, arg, &seen);) { /* as pto_wait's park, no timeout */
     park_begin();
-    int op = ev->shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE;
-    syscall(SYS_futex, (uint32_t *)&ev->seq, op, seen, NULL, NULL, 0);
-    atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
+    futex_park(ev, seen, UINT64_MAX);
+    retreat(ev);
     park_end();
   }
 }
