@@ -41,7 +41,7 @@ static bool core_pull_cond(void *p) {
 /* Serves the requests left to this core as its scheduler's puller. */
 static void pull_serve(core_wait *w) {
   w->seen = role_snapshot(core_role(w->c));
-  sched_pull(w->c->run, &w->c->run->scheds[w->c->sched]);
+  sched_pull(&w->c->run->scheds[w->c->sched]);
 }
 
 /* Waits for the next dispatch. In role mode an idle core first stands in

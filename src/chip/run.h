@@ -312,7 +312,7 @@ void sched_task_done_unit(pto_run *r, task *t, int units);
 void sched_kick(pto_run *r, sched *s);
 /* Role mode, an idle core of s that pulls for it: serves the requests
  * pending (role.h), as a pass of its own or through the holder. */
-void sched_pull(pto_run *r, sched *s);
+void sched_pull(sched *s);
 /* Whether any shape's ready queue looks non-empty (a relaxed hint). */
 bool sched_ready_queued(pto_run *r);
 /* The calling thread is core c's (its completions prefer c for the next

@@ -189,8 +189,7 @@ bool sched_ready_queued(pto_run *r) {
   return false;
 }
 
-void sched_pull(pto_run *r, sched *s) {
-  (void)r;
+void sched_pull(sched *s) {
   sched_role_run(s, true);
 }
 
