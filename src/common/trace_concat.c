@@ -81,6 +81,12 @@ static int meta_pid(const char *line, size_t len) {
   return m ? atoi(m + sizeof key - 1) : -1;
 }
 
+static bool has_pid(const int *named, int n, int pid) {
+  for (int i = 0; i < n; i++)
+    if (named[i] == pid) return true;
+  return false;
+}
+
 /* body's events, one a line, the metadata of processes in named[0..*nnamed)
  * left out (a rank's later chip tasks show the same process and tracks as
  * its first); the processes body names are added to named. */
@@ -92,13 +98,8 @@ static void put_events(FILE *f, const char *body, size_t blen, int *named, int *
     size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
     if (len && p[len - 1] == ',') len--; /* events are separated by ",\n" */
     int pid = meta_pid(p, len);
-    bool skip = false;
-    for (int i = 0; i < before && pid >= 0; i++)
-      skip = skip || named[i] == pid;
-    bool known = skip;
-    for (int i = before; i < *nnamed && pid >= 0; i++)
-      known = known || named[i] == pid;
-    if (pid >= 0 && !known && *nnamed < cap) named[(*nnamed)++] = pid;
+    bool skip = pid >= 0 && has_pid(named, before, pid);
+    if (pid >= 0 && !has_pid(named, *nnamed, pid) && *nnamed < cap) named[(*nnamed)++] = pid;
     if (!skip && len) {
       if (!*first) fputs(",\n", f);
       *first = false;
