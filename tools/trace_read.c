@@ -201,20 +201,6 @@ static int xs_cmp(const void *x, const void *y) {
   return p->ts < q->ts ? -1 : p->ts > q->ts;
 }
 
-/* The first slice of (pid, key) in the sorted v, or where it would be. */
-static size_t xs_first(const vec *v, int64_t pid, int64_t key) {
-  size_t lo = 0, hi = v->n;
-  const xs *a = v->p;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (a[mid].pid < pid || (a[mid].pid == pid && a[mid].key < key))
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
 #define FLOW_EPS 0.0015 /* us: timestamps have 3 decimals */
 
 static bool encloses(const xs *x, double ts) {
@@ -243,6 +229,11 @@ static size_t xs_upto(const vec *v, int64_t pid, int64_t key, double ts) {
       hi = mid;
   }
   return lo;
+}
+
+/* The first slice of (pid, key) in the sorted v, or where it would be. */
+static size_t xs_first(const vec *v, int64_t pid, int64_t key) {
+  return xs_upto(v, pid, key, -INFINITY);
 }
 
 static bool flow_bound(const vec *by_task, const vec *by_track, const flow_end *f) {

@@ -274,11 +274,14 @@ int pyk_tensor(pto_tensor *t, const int64_t *d) {
   return 0;
 }
 
-static void pyk_fill(pto_args *a, int ntensors, const int64_t *desc, pto_tensor *outs) {
+/* The tensors (descriptors) and scalars into a; an output is allocated
+ * into outs[i] when outs is given, else added as it is. */
+static void pyk_fill(pto_args *a, int ntensors, const int64_t *desc, pto_tensor *outs,
+                     int nscalars, const uint64_t *scalars) {
   for (int i = 0; i < ntensors; i++) {
     const int64_t *d = desc + (size_t)i * PYK_DESC;
     int mode = (int)d[0];
-    if (mode == PTO_OUTPUT) {
+    if (mode == PTO_OUTPUT && outs) {
       pto_tensor_desc(&outs[i], (pto_dtype)d[3], (int)d[4], d + 6);
       pto_args_output(a, &outs[i]);
     } else {
@@ -287,6 +290,7 @@ static void pyk_fill(pto_args *a, int ntensors, const int64_t *desc, pto_tensor 
       pto_args_add(a, (pto_access)mode, &t);
     }
   }
+  for (int i = 0; i < nscalars; i++) pto_args_scalar(a, scalars[i]);
 }
 
 int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, int nscalars,
@@ -294,8 +298,7 @@ int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, in
                int ndeps, int dummy, pto_tensor *outs, pto_task_id *id) {
   pto_args a;
   pto_args_init(&a);
-  pyk_fill(&a, ntensors, desc, outs);
-  for (int i = 0; i < nscalars; i++) pto_args_scalar(&a, scalars[i]);
+  pyk_fill(&a, ntensors, desc, outs, nscalars, scalars);
   pto_submit_opts so = {.block_num = block_num, .sync_start = sync_start != 0,
                         .deps = (const pto_task_id *)deps, .ndeps = ndeps};
   return dummy ? pto_submit_dummy(o, &a, &so, id) : pto_submit(o, kernel_id, &a, &so, id);
@@ -326,12 +329,7 @@ int pyk_node_submit(pto_node_orch *no, const int *chips, int nchips, int kernel_
                     int block_num, int sync_start, pto_task_id *id) {
   pto_args a;
   pto_args_init(&a);
-  for (int i = 0; i < per_rank * nchips; i++) {
-    pto_tensor t;
-    pyk_tensor(&t, desc + (size_t)i * PYK_DESC);
-    pto_args_add(&a, (pto_access)desc[(size_t)i * PYK_DESC], &t);
-  }
-  for (int i = 0; i < nscalars; i++) pto_args_scalar(&a, scalars[i]);
+  pyk_fill(&a, per_rank * nchips, desc, NULL, nscalars, scalars);
   pto_args_scalar(&a, (uint64_t)kernel_id);
   pto_args_scalar(&a, (uint64_t)per_rank);
   pto_args_scalar(&a, (uint64_t)block_num | ((uint64_t)(sync_start != 0) << 31));
@@ -346,12 +344,7 @@ int pyk_node_submit_host(pto_node_orch *no, int worker, int fn_index, int ntenso
                          pto_task_id *id) {
   pto_args a;
   pto_args_init(&a);
-  for (int i = 0; i < ntensors; i++) {
-    pto_tensor t;
-    pyk_tensor(&t, desc + (size_t)i * PYK_DESC);
-    pto_args_add(&a, (pto_access)desc[(size_t)i * PYK_DESC], &t);
-  }
-  for (int i = 0; i < nscalars; i++) pto_args_scalar(&a, scalars[i]);
+  pyk_fill(&a, ntensors, desc, NULL, nscalars, scalars);
   return pto_node_submit_host(no, worker, _pyk_host, (void *)(intptr_t)fn_index, &a, id);
 }
 

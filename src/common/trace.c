@@ -395,13 +395,10 @@ static bool collect_anchors(const pto_trace *t, task_anchors **out, size_t *n, e
   /* one entry per task: its slices' anchors combined */
   size_t w = 0;
   for (size_t i = 0; i < nx; i++) {
-    if (w && a[w - 1].task == a[i].task) {
+    if (w && a[w - 1].task == a[i].task)
       anchor_offer(&a[w - 1], a[i].first);
-      continue;
-    }
-    anchor x = a[i].first;
-    a[w] = (task_anchors){a[i].task, {0, 0, -1, false}, {0, 0, -1, false}};
-    anchor_offer(&a[w++], x);
+    else
+      a[w++] = a[i]; /* {task, x, x}: as x offered to no anchor */
   }
   *out = a;
   *n = w;
@@ -463,7 +460,7 @@ int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whyle
   setvbuf(f, NULL, _IOFBF, 1 << 16);
   int pid = t->pid + 1;
   bool first = true;
-  fputs("{\"traceEvents\":[\n", f);
+  fputs(TRACE_FILE_HEAD, f);
   put_meta(f, &first, pid, 0, "process_name", "name", t->process_name, 0);
   put_meta(f, &first, pid, 0, "process_sort_index", "sort_index", NULL, t->pid);
   for (int i = 0; i < t->ntracks; i++) {
@@ -478,10 +475,7 @@ int trace_write_ex(const pto_trace *t, const char *path, char *why, size_t whyle
     }
   }
   uint64_t dropped = trace_dropped(t) + put_dep_flows(f, t, pid, origin, &first);
-  fprintf(f,
-          "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
-          "\",\"dropped_events\":%" PRIu64 "}}\n",
-          origin, dropped);
+  fprintf(f, TRACE_FILE_TAIL "%" PRIu64 "\",\"dropped_events\":%" PRIu64 "}}\n", origin, dropped);
   /* A full disk may only show at the flush in fclose: check both, keep the
    * first errno. */
   int rc = 0;

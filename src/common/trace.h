@@ -84,6 +84,11 @@ uint64_t trace_flow_id(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t 
 /* Writes s as a JSON string literal (also the tools' JSON writer). */
 void trace_json_write_str(FILE *f, const char *s);
 
+/* The fixed text before a trace file's events and after them, up to its
+ * origin: what trace_write writes and trace_concat looks for. */
+#define TRACE_FILE_HEAD "{\"traceEvents\":[\n"
+#define TRACE_FILE_TAIL "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\""
+
 /* The trace files of one multi-chip run, written by trace_write with the
  * same origin and final task ids, concatenated into one: their event
  * arrays are joined, their dropped events summed. Returns 0, PTO_EINVAL (a

@@ -14,9 +14,6 @@
 #include "common/trace.h"
 #include "pto/status.h"
 
-#define HEAD "{\"traceEvents\":[\n"
-#define TAIL "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\""
-
 static int concat_fail(char *why, size_t n, int rc, const char *path, const char *what, int err) {
   if (why && n)
     snprintf(why, n, "trace file %s: %s%s%s", path, what, err ? ": " : "",
@@ -63,14 +60,14 @@ static int slurp(const char *path, char **buf, size_t *len, char *why, size_t n)
  * origin and dropped count; false when the file is not one of ours. */
 static bool split(char *text, size_t len, const char **body, size_t *blen, uint64_t *origin,
                   uint64_t *dropped) {
-  size_t h = strlen(HEAD);
-  if (len < h || memcmp(text, HEAD, h) != 0) return false;
+  size_t h = strlen(TRACE_FILE_HEAD);
+  if (len < h || memcmp(text, TRACE_FILE_HEAD, h) != 0) return false;
   char *tail = NULL;
-  for (char *p = text; (p = strstr(p, TAIL)) != NULL; p++)
+  for (char *p = text; (p = strstr(p, TRACE_FILE_TAIL)) != NULL; p++)
     tail = p; /* the last one: a name could hold the text, escaped, not raw */
   if (!tail || tail < text + h) return false;
-  if (sscanf(tail + strlen(TAIL), "%" SCNu64 "\",\"dropped_events\":%" SCNu64, origin, dropped) !=
-      2)
+  if (sscanf(tail + strlen(TRACE_FILE_TAIL), "%" SCNu64 "\",\"dropped_events\":%" SCNu64, origin,
+             dropped) != 2)
     return false;
   *body = text + h;
   *blen = (size_t)(tail - (text + h));
@@ -84,6 +81,12 @@ static int meta_pid(const char *line, size_t len) {
   return m ? atoi(m + sizeof key - 1) : -1;
 }
 
+static bool has_pid(const int *named, int n, int pid) {
+  for (int i = 0; i < n; i++)
+    if (named[i] == pid) return true;
+  return false;
+}
+
 /* body's events, one a line, the metadata of processes in named[0..*nnamed)
  * left out (a rank's later chip tasks show the same process and tracks as
  * its first); the processes body names are added to named. */
@@ -95,13 +98,8 @@ static void put_events(FILE *f, const char *body, size_t blen, int *named, int *
     size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
     if (len && p[len - 1] == ',') len--; /* events are separated by ",\n" */
     int pid = meta_pid(p, len);
-    bool skip = false;
-    for (int i = 0; i < before && pid >= 0; i++)
-      skip = skip || named[i] == pid;
-    bool known = skip;
-    for (int i = before; i < *nnamed && pid >= 0; i++)
-      known = known || named[i] == pid;
-    if (pid >= 0 && !known && *nnamed < cap) named[(*nnamed)++] = pid;
+    bool skip = pid >= 0 && has_pid(named, before, pid);
+    if (pid >= 0 && !has_pid(named, *nnamed, pid) && *nnamed < cap) named[(*nnamed)++] = pid;
     if (!skip && len) {
       if (!*first) fputs(",\n", f);
       *first = false;
@@ -123,7 +121,7 @@ int trace_concat(const char *const *paths, int n, const char *out, char *why, si
   uint64_t origin = 0, dropped = 0;
   int rc = 0, named[256], nnamed = 0;
   bool first = true;
-  fputs(HEAD, f);
+  fputs(TRACE_FILE_HEAD, f);
   for (int i = 0; i < n && rc == 0; i++) {
     char *text;
     size_t len, blen;
@@ -143,8 +141,8 @@ int trace_concat(const char *const *paths, int n, const char *out, char *why, si
     }
     free(text);
   }
-  fprintf(f, TAIL "%" PRIu64 "\",\"dropped_events\":%" PRIu64 ",\"merged_files\":%d}}\n", origin,
-          dropped, n);
+  fprintf(f, TRACE_FILE_TAIL "%" PRIu64 "\",\"dropped_events\":%" PRIu64 ",\"merged_files\":%d}}\n",
+          origin, dropped, n);
   errno = 0;
   if (fflush(f) != 0 || ferror(f)) {
     if (rc == 0)
