@@ -511,29 +511,22 @@ static void mpi_destroy(comm_win *w, bool unlink) {
   if (!w) return;
   int fin = 0;
   MPI_Finalized(&fin);
-  if (fin) { /* the program finalised MPI first: its windows went with it */
-    if (w->fq) fault_destroy(w->fq);
-    unmap_mine(w);
-    if (w->space) comm_space_release(w->space, w->space_bytes);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
-    return;
-  }
-  if (w->fq) {
-    fault_flush(w->fq, -1, false);
-    fault_destroy(w->fq);
-  }
-  if (w->locked) MPI_Win_unlock_all(w->win);
   bool all_here = true;
-  if (w->have_win) {
-    /* MPI_Win_free is collective and cannot time out: free only when every
-     * rank is here within the deadline (else the window is leaked — a peer
-     * that died took the job with it, see docs/comm.md) */
-    char why[200];
-    all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
-    if (all_here) MPI_Win_free(&w->win);
+  /* fin: the program finalised MPI first, its windows went with it */
+  if (!fin) {
+    if (w->fq) fault_flush(w->fq, -1, false);
+    if (w->locked) MPI_Win_unlock_all(w->win);
+    if (w->have_win) {
+      /* MPI_Win_free is collective and cannot time out: free only when every
+       * rank is here within the deadline (else the window is leaked — a peer
+       * that died took the job with it, see docs/comm.md) */
+      char why[200];
+      all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
+      if (all_here) MPI_Win_free(&w->win);
+    }
+    if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
   }
-  if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
+  if (w->fq) fault_destroy(w->fq);
   /* a window MPI_Win_free did not take (a peer missing) stays mapped: the
    * library may still write into it */
   if (all_here) unmap_mine(w);
