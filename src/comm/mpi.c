@@ -527,10 +527,13 @@ static void mpi_destroy(comm_win *w, bool unlink) {
     if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
   }
   if (w->fq) fault_destroy(w->fq);
-  /* a window MPI_Win_free did not take (a peer missing) stays mapped: the
-   * library may still write into it */
-  if (all_here) unmap_mine(w);
-  if (w->space) comm_space_release(w->space, w->space_bytes);
+  /* a window MPI_Win_free did not take (a peer missing) stays mapped, and
+   * so does a range reserved here around it: the library may still write
+   * into it */
+  if (all_here) {
+    unmap_mine(w);
+    comm_space_release(w->space, w->space_bytes);
+  }
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
