@@ -65,9 +65,6 @@ struct comm_win {
   uint64_t space_bytes;
   fault_queue *fq;    /* NULL unless fault injection is on */
   pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
-  bool serial;
-  uint32_t epoch;
-  uint64_t group;
 };
 
 static mpi_hdr *hdr(const comm_win *w, int r) {
@@ -81,10 +78,10 @@ static mpi_hdr *hdr(const comm_win *w, int r) {
  * a wait; recursive (held-back fault-injection stores land under it). The
  * shared layout (CPU stores and atomics) does not take it. */
 static void lock(comm_win *w) {
-  if (w->serial) pthread_mutex_lock(&w->mu);
+  if (!w->shared) pthread_mutex_lock(&w->mu);
 }
 static void unlock(comm_win *w) {
-  if (w->serial) pthread_mutex_unlock(&w->mu);
+  if (!w->shared) pthread_mutex_unlock(&w->mu);
 }
 
 /* Wakes rank r's waiters when its window is mapped here (shared layout);
@@ -92,6 +89,10 @@ static void unlock(comm_win *w) {
 static void wake(comm_win *w, int r) {
   if (w->shared) pto_event_signal(&hdr(w, r)->ev);
 }
+
+/* What my waiters park on: the event of my header (shared layout), else
+ * nothing — pto_wait then polls with a growing sleep. */
+static pto_event *my_ev(comm_win *w) { return w->shared ? &hdr(w, w->my_rank)->ev : NULL; }
 
 static int64_t wait_ms(const comm_win *w) {
   return w->d.wait_timeout_ms > 0 ? w->d.wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
@@ -450,7 +451,6 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   if (!rc && !d->base) rc = on_one_host(w, &shared, why, why_len);
   if (!rc) {
     w->shared = shared;
-    w->serial = !shared;
     rc = shared ? alloc_shared(w, why, why_len) : alloc_rma(w, why, why_len);
   }
   if (!rc) {
@@ -511,33 +511,29 @@ static void mpi_destroy(comm_win *w, bool unlink) {
   if (!w) return;
   int fin = 0;
   MPI_Finalized(&fin);
-  if (fin) { /* the program finalised MPI first: its windows went with it */
-    if (w->fq) fault_destroy(w->fq);
-    unmap_mine(w);
-    if (w->space) comm_space_release(w->space, w->space_bytes);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
-    return;
-  }
-  if (w->fq) {
-    fault_flush(w->fq, -1, false);
-    fault_destroy(w->fq);
-  }
-  if (w->locked) MPI_Win_unlock_all(w->win);
   bool all_here = true;
-  if (w->have_win) {
-    /* MPI_Win_free is collective and cannot time out: free only when every
-     * rank is here within the deadline (else the window is leaked — a peer
-     * that died took the job with it, see docs/comm.md) */
-    char why[200];
-    all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
-    if (all_here) MPI_Win_free(&w->win);
+  /* fin: the program finalised MPI first, its windows went with it */
+  if (!fin) {
+    if (w->fq) fault_flush(w->fq, -1, false);
+    if (w->locked) MPI_Win_unlock_all(w->win);
+    if (w->have_win) {
+      /* MPI_Win_free is collective and cannot time out: free only when every
+       * rank is here within the deadline (else the window is leaked — a peer
+       * that died took the job with it, see docs/comm.md) */
+      char why[200];
+      all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
+      if (all_here) MPI_Win_free(&w->win);
+    }
+    if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
   }
-  if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
-  /* a window MPI_Win_free did not take (a peer missing) stays mapped: the
-   * library may still write into it */
-  if (all_here) unmap_mine(w);
-  if (w->space) comm_space_release(w->space, w->space_bytes);
+  if (w->fq) fault_destroy(w->fq);
+  /* a window MPI_Win_free did not take (a peer missing) stays mapped, and
+   * so does a range reserved here around it: the library may still write
+   * into it */
+  if (all_here) {
+    unmap_mine(w);
+    comm_space_release(w->space, w->space_bytes);
+  }
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
@@ -639,15 +635,11 @@ static uint64_t signal_load_u(comm_win *w, uint64_t off) {
 }
 
 static bool mpi_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
-  /* shared windows: the notifier wakes my event; RMA windows: poll with a
-   * growing sleep (pto_wait without an event) */
-  return pto_wait(w->shared ? &hdr(w, w->my_rank)->ev : NULL, cond, arg, deadline_ns);
+  return pto_wait(my_ev(w), cond, arg, deadline_ns);
 }
 
-static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {
-  w->epoch = epoch;
-  w->group = group;
-}
+/* nothing to mark: this backend keeps no state per task */
+static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {}
 
 static int quiet_u(comm_win *w, int peer, bool end_of_task) {
   if (w->my_rank < 0) return 0;
@@ -699,8 +691,9 @@ static bool barrier_done(void *arg) {
   return true;
 }
 
-static int barrier_u(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
-                     comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+/* locks around its arrival, barrier_done around each look */
+static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
+                       comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   lock(w);
   if (w->fq) fault_flush(w->fq, -1, false);
   uint64_t want = (uint64_t)epoch << 32 | seq;
@@ -720,7 +713,7 @@ static int barrier_u(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadlin
   for (int r = 0; r < w->d.nranks; r++)
     wake(w, r);
   barrier_wait b = {w, want, cancel, cancel_arg, -1, 0, MPI_SUCCESS};
-  pto_wait(w->shared ? &hdr(w, w->my_rank)->ev : NULL, barrier_done, &b, deadline_ns);
+  pto_wait(my_ev(w), barrier_done, &b, deadline_ns);
   if (b.err != MPI_SUCCESS) {
     mpi_why(why, why_len, "barrier (MPI_Get_accumulate)", b.err);
     return PTO_EMPI;
@@ -772,11 +765,6 @@ static int mpi_quiet(comm_win *w, int peer, bool end_of_task) {
   int rc = quiet_u(w, peer, end_of_task);
   unlock(w);
   return rc;
-}
-/* barrier_u locks around its arrival, barrier_done around each look */
-static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
-                       comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
-  return barrier_u(w, epoch, seq, deadline_ns, cancel, cancel_arg, why, why_len);
 }
 
 const comm_backend comm_backend_mpi = {

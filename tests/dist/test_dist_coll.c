@@ -19,9 +19,10 @@
 
 #include "mpi_ranks.h"
 
-#include "comm/half.h"
 #include "pto/coll.h"
 #include "scenes/dist_scene.h"
+
+#include "../unit/coll_values.h"
 
 #define DEV0      80 /* device ids of this file's nodes: 80..83 */
 #define MAX_COUNT 65537
@@ -34,42 +35,7 @@ static const pto_dtype dtypes[4] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32};
 enum { K_CASES = 0, K_MISMATCH = 1 };
 static int k_cases = -1, k_mismatch = -1;
 
-/* ---- values ---- */
-
-/* Input element i of rank r (exact in every dtype, so any reduction order
- * gives the reference's bits). */
-static double gen(int r, int64_t i, pto_dtype dt, pto_red_op op) {
-  if (op == PTO_RED_PROD) return (double)((r + i) % 3 + 1);
-  if (dt == PTO_F16 || dt == PTO_BF16) return (double)((100 * r + i) % 64 - 32);
-  return (double)(100 * r + i);
-}
-
-static void put_val(void *p, int64_t i, pto_dtype dt, double v) {
-  switch (dt) {
-  case PTO_F32: ((float *)p)[i] = (float)v; break;
-  case PTO_F16: ((uint16_t *)p)[i] = f32_to_half((float)v); break;
-  case PTO_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-  default: ((int32_t *)p)[i] = (int32_t)v; break;
-  }
-}
-
-static double get_val(const void *p, int64_t i, pto_dtype dt) {
-  switch (dt) {
-  case PTO_F32: return ((const float *)p)[i];
-  case PTO_F16: return half_to_f32(((const uint16_t *)p)[i]);
-  case PTO_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-  default: return ((const int32_t *)p)[i];
-  }
-}
-
-static double red(double a, double b, pto_red_op op) {
-  switch (op) {
-  case PTO_RED_SUM: return a + b;
-  case PTO_RED_MAX: return a > b ? a : b;
-  case PTO_RED_MIN: return a < b ? a : b;
-  default: return a * b;
-  }
-}
+/* ---- values: gen, put_val, get_val, red (coll_values.h) ---- */
 
 static const char *op_names[] = {"sum", "max", "min", "prod"};
 
@@ -79,11 +45,7 @@ static int check(const char *what, int rank, const void *out, int64_t n, pto_dty
                  const void *arg) {
   int bad = 0;
   for (int64_t i = 0; i < n; i++) {
-    double a = get_val(out, i, dt), w = want(i, arg);
-    /* the expected value as the dtype holds it */
-    unsigned char tmp[8];
-    put_val(tmp, 0, dt, w);
-    w = get_val(tmp, 0, dt);
+    double a = get_val(out, i, dt), w = as_dtype(want(i, arg), dt);
     if (a != w && bad++ < 3)
       fprintf(stderr, "rank %d %s: out[%" PRId64 "] = %g, expected %g\n", rank, what, i, a, w);
   }
