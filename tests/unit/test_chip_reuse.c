@@ -169,6 +169,17 @@ static pto_tensor vec(int64_t *buf, int64_t n) {
   return t;
 }
 
+/* put: value + i into buf[i], one block per element. */
+static int submit_put(pto_orch *o, int64_t *buf, int n, uint64_t value) {
+  pto_tensor t = vec(buf, n);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_args_scalar(&a, value);
+  pto_submit_opts so = {.block_num = n};
+  return pto_submit(o, K.put, &a, &so, NULL);
+}
+
 /* ---- many runs of varied shapes, failures interleaved ---- */
 
 enum {
@@ -230,15 +241,7 @@ static void varied_orch(pto_orch *o, void *arg) {
     v->rc = pto_submit(o, K.mix, &a, &so, NULL);
     break;
   }
-  case SH_BLOCKS: {
-    pto_tensor t = vec(v->a, 37);
-    pto_args_init(&a);
-    pto_args_output_existing(&a, &t);
-    pto_args_scalar(&a, (uint64_t)v->run);
-    pto_submit_opts so = {.block_num = 37};
-    v->rc = pto_submit(o, K.put, &a, &so, NULL);
-    break;
-  }
+  case SH_BLOCKS: v->rc = submit_put(o, v->a, 37, (uint64_t)v->run); break;
   case SH_GANG: {
     pto_tensor t = vec(v->a, 1);
     pto_args_init(&a);
@@ -432,13 +435,7 @@ static void strag_orch(pto_orch *o, void *arg) {
     pto_submit(o, K.fail, NULL, NULL, NULL);
     return;
   }
-  pto_tensor t = vec(s->a, 16);
-  pto_args a;
-  pto_args_init(&a);
-  pto_args_output_existing(&a, &t);
-  pto_args_scalar(&a, 100);
-  pto_submit_opts so = {.block_num = 16};
-  pto_submit(o, K.put, &a, &so, NULL);
+  submit_put(o, s->a, 16, 100);
 }
 
 static void test_straggler_does_not_reach_next_run(void **state) {
@@ -546,15 +543,9 @@ static void late_orch(pto_orch *o, void *arg) {
     return;
   }
   /* run N+1: run N's completer comes late, in the middle of this run */
-  pto_tensor t = vec(l->a, 4);
-  pto_args a;
-  pto_args_init(&a);
-  pto_args_output_existing(&a, &t);
-  pto_args_scalar(&a, 40);
-  pto_submit_opts so = {.block_num = 4};
-  pto_submit(o, K.put, &a, &so, NULL);
+  submit_put(o, l->a, 4, 40);
   l->rc_late = pto_chip_async_complete(pto_orch_chip(o), l->token);
-  pto_submit(o, K.put, &a, &so, NULL);
+  submit_put(o, l->a, 4, 40);
 }
 
 static void test_late_async_completer(void **state) {

@@ -48,6 +48,8 @@
 
 #include <cmocka.h>
 
+#include "explore.h"
+
 enum { V_GOOD = 0, V_ENTER_NO_RECHECK, V_END_SCANS_FIRST };
 static const char *variant_name[] = {"good", "enter without re-check",
                                      "end scans before the ended phase"};
@@ -93,27 +95,12 @@ static uint64_t encode(const mstate *s, int k) {
   return v;
 }
 
-/* ---- visited set: open addressing on the encoded state ---- */
-#define VCAP (1u << 20)
-static uint64_t *visited;
-static bool visit(uint64_t key) {
-  uint64_t h = (key + 1) * 0x9E3779B97F4A7C15ull;
-  for (uint32_t i = (uint32_t)(h >> 44) & (VCAP - 1);; i = (i + 1) & (VCAP - 1)) {
-    if (visited[i] == key + 1) return false;
-    if (!visited[i]) {
-      visited[i] = key + 1;
-      return true;
-    }
-  }
-}
-
 /* ---- one step ---- */
 typedef struct ctx {
   int k, variant;
   char why[200];
-  int trail[256]; /* who stepped: core i, or -1 - choice for main */
-  int depth, bad_depth;
-  int bad_trail[256];
+  int bad_depth;
+  int bad_trail[256]; /* who stepped: core i, or -1 - choice for main */
   uint64_t states;
 } ctx;
 
@@ -245,37 +232,43 @@ static bool step(const ctx *x, mstate *s, int t, int c, char *why) {
   return false;
 }
 
-/* Depth-first over every interleaving; false once a violation is found. */
-static bool explore(ctx *x, const mstate *s) {
-  if (!visit(encode(s, x->k))) return true;
-  x->states++;
-  bool any = false;
-  for (int t = -1; t < x->k; t++)
-    for (int c = 0; c <= (t < 0 ? x->k : 0); c++) {
-      mstate n = *s;
-      char why[200];
-      if (!step(x, &n, t, c, why)) continue;
-      any = true;
-      x->trail[x->depth++] = t < 0 ? -1 - c : t;
-      if (why[0]) {
-        snprintf(x->why, sizeof x->why, "%s", why);
-        x->bad_depth = x->depth;
-        memcpy(x->bad_trail, x->trail, sizeof x->trail);
-        return false;
-      }
-      assert_true(x->depth < 255);
-      bool ok = explore(x, &n);
-      x->depth--;
-      if (!ok) return false;
-    }
-  if (!any && s->mpc != M_DONE) {
-    snprintf(x->why, sizeof x->why, "deadlock: main at %s of run %d, nothing can move",
-             m_name[s->mpc], s->gen);
-    x->bad_depth = x->depth;
-    memcpy(x->bad_trail, x->trail, sizeof x->trail);
-    return false;
-  }
-  return true;
+/* ---- search (explore.h) ---- */
+
+/* Actions: 0 .. k, main with that choice; k + 1 .. 2k, core a - k - 1. */
+static int who(const ctx *x, int a) { return a <= x->k ? -1 - a : a - x->k - 1; }
+
+/* Keeps the path to the violation (its last step at depth - 1) and why. */
+static int bad(xp_search *xs, int depth, const char *why) {
+  ctx *x = xs->ctx;
+  snprintf(x->why, sizeof x->why, "%s", why);
+  x->bad_depth = depth;
+  for (int d = 0; d < depth; d++)
+    x->bad_trail[d] = who(x, xs->path[d]);
+  return XP_STOP;
+}
+
+static void em_key(xp_search *xs, const void *state, void *key) {
+  uint64_t v = encode(state, ((ctx *)xs->ctx)->k);
+  memcpy(key, &v, sizeof v);
+}
+static int em_nact(xp_search *xs) { return 2 * ((ctx *)xs->ctx)->k + 1; }
+
+static int em_apply(xp_search *xs, void *state, int a, int d) {
+  const ctx *x = xs->ctx;
+  int t = a <= x->k ? -1 : a - x->k - 1;
+  char why[200];
+  if (!step(x, state, t, t < 0 ? a : 0, why)) return XP_SKIP;
+  return why[0] ? bad(xs, d + 1, why) : XP_STEP;
+}
+
+/* A state in which nothing can move is a deadlock unless main is done. */
+static int em_final(xp_search *xs, const void *state, int d) {
+  const mstate *s = state;
+  if (s->mpc == M_DONE) return XP_STEP;
+  char why[200];
+  snprintf(why, sizeof why, "deadlock: main at %s of run %d, nothing can move", m_name[s->mpc],
+           s->gen);
+  return bad(xs, d, why);
 }
 
 static void print_trail(const ctx *x) {
@@ -303,10 +296,21 @@ static bool run_variant(int variant, int k, ctx *x) {
   memset(x, 0, sizeof *x);
   x->k = k;
   x->variant = variant;
-  memset(visited, 0, sizeof(uint64_t) * VCAP);
   mstate s = {0};
   s.gen = 1;
-  bool ok = explore(x, &s);
+  const xp_model m = {.state_size = sizeof(mstate),
+                      .key_size = sizeof(uint64_t),
+                      .max_depth = 255,
+                      .key = em_key,
+                      .nact = em_nact,
+                      .apply = em_apply,
+                      .on_final = em_final};
+  xp_search xs;
+  int why = xp_run(&xs, &m, x, &s);
+  x->states = (uint64_t)xs.states;
+  xp_free(&xs);
+  assert_true(why != XP_DEPTH);
+  bool ok = why == XP_DONE;
   printf("%s, %d core%s, %d runs: %llu states, %s\n", variant_name[variant], k, k > 1 ? "s" : "",
          RUNS, (unsigned long long)x->states, ok ? "no violation" : x->why);
   return ok;
@@ -314,8 +318,6 @@ static bool run_variant(int variant, int k, ctx *x) {
 
 static void test_lifecycle_protocol(void **state) {
   (void)state;
-  visited = calloc(VCAP, sizeof *visited);
-  assert_non_null(visited);
   ctx x;
   for (int k = 1; k <= MAXW; k++)
     if (!run_variant(V_GOOD, k, &x)) {
@@ -326,7 +328,6 @@ static void test_lifecycle_protocol(void **state) {
     if (run_variant(v, MAXW, &x)) fail_msg("broken variant '%s' was not caught", variant_name[v]);
     print_trail(&x);
   }
-  free(visited);
 }
 
 int main(void) {

@@ -37,6 +37,8 @@
 
 #include "chip/role.h"
 
+#include "explore.h"
+
 enum { V_GOOD = 0, V_END_NO_RECHECK, V_SNAP_LATE };
 enum {
   PC_START,
@@ -74,30 +76,16 @@ typedef struct mstate {
   uint8_t pc[MAXK], ret[MAXK], pseen[MAXK], rseen[MAXK], did[MAXK];
 } mstate;
 
-/* visited set: open addressing over the state bytes as a key */
-#define VCAP (1u << 20)
-static uint64_t *visited;
-static bool visit(const mstate *s) {
-  uint64_t key = 1469598103934665603ull;
-  const unsigned char *b = (const unsigned char *)s;
-  for (size_t i = 0; i < sizeof *s; i++)
-    key = (key ^ b[i]) * 1099511628211ull;
-  if (!key) key = 1;
-  for (uint32_t i = (uint32_t)(key >> 44) & (VCAP - 1);; i = (i + 1) & (VCAP - 1)) {
-    if (visited[i] == key) return false;
-    if (!visited[i]) {
-      visited[i] = key;
-      return true;
-    }
-  }
-}
+#define MAX_PATH 256
 
 typedef struct explorer {
   int k, variant;
   uint64_t states, finals;
   bool failed;
   char why[160];
-  int path_t[256], path_pc[256], depth;
+  const int *path_t;     /* the search's path: the thread of each step */
+  int path_pc[MAX_PATH]; /* and the pc it stepped from */
+  int depth;
 } explorer;
 
 static void load_role(role *r, const mstate *s) {
@@ -221,12 +209,13 @@ static void violation(explorer *e, const char *fmt, ...) {
   vsnprintf(e->why, sizeof e->why, fmt, ap);
   va_end(ap);
   printf("pull explorer (%d threads, variant %d): %s\n  interleaving:", e->k, e->variant, e->why);
-  for (int d = 0; d < e->depth && d < 256; d++)
+  for (int d = 0; d < e->depth; d++)
     printf(" %c:%s", "OPH"[e->path_t[d]], pc_name[e->path_pc[d]]);
   printf("\n");
 }
 
-static void check(explorer *e, const mstate *s) {
+static void check(explorer *e, const mstate *s, int d) {
+  e->depth = d;
   int in_pass = 0, done = 0;
   for (int i = 0; i < e->k; i++) {
     in_pass += s->pc[i] >= PC_SNAP && s->pc[i] <= PC_REL;
@@ -243,22 +232,24 @@ static void check(explorer *e, const mstate *s) {
   if (s->puller) violation(e, "every thread is done with a puller still named");
 }
 
-static void dfs(explorer *e, const mstate *s) {
-  if (e->failed || !visit(s)) return;
-  e->states++;
-  check(e, s);
-  for (int i = 0; i < e->k && !e->failed; i++) {
-    if (s->pc[i] == PC_DONE) continue;
-    mstate n = *s;
-    if (e->depth < 256) {
-      e->path_t[e->depth] = i;
-      e->path_pc[e->depth] = s->pc[i];
-    }
-    e->depth++;
-    step(e, &n, i);
-    dfs(e, &n);
-    e->depth--;
-  }
+/* ---- search (explore.h) ---- */
+
+static int em_nact(xp_search *x) { return ((explorer *)x->ctx)->k; }
+
+static int em_apply(xp_search *x, void *state, int i, int d) {
+  explorer *e = x->ctx;
+  mstate *n = state;
+  if (n->pc[i] == PC_DONE) return XP_SKIP;
+  e->path_pc[d] = n->pc[i];
+  step(e, n, i);
+  return XP_STEP;
+}
+
+static int em_state(xp_search *x, const void *state, int d) {
+  explorer *e = x->ctx;
+  e->path_t = x->path;
+  check(e, state, d);
+  return e->failed ? XP_STOP : XP_STEP;
 }
 
 static explorer explore(int k, int variant) {
@@ -266,22 +257,24 @@ static explorer explore(int k, int variant) {
   memset(&e, 0, sizeof e);
   e.k = k;
   e.variant = variant;
-  memset(visited, 0, sizeof(uint64_t) * VCAP);
   mstate s;
   memset(&s, 0, sizeof s);
-  dfs(&e, &s);
+  const xp_model m = {.state_size = sizeof(mstate),
+                      .key_size = sizeof(mstate),
+                      .max_depth = MAX_PATH - 1,
+                      .nact = em_nact,
+                      .apply = em_apply,
+                      .on_state = em_state};
+  xp_search x;
+  int why = xp_run(&x, &m, &e, &s);
+  e.states = (uint64_t)x.states;
+  e.path_t = NULL;
+  xp_free(&x);
+  if (why == XP_DEPTH && !e.failed) {
+    e.failed = true;
+    snprintf(e.why, sizeof e.why, "a path longer than %d steps", MAX_PATH - 1);
+  }
   return e;
-}
-
-static int setup(void **st) {
-  (void)st;
-  visited = calloc(VCAP, sizeof *visited);
-  return visited ? 0 : -1;
-}
-static int teardown(void **st) {
-  (void)st;
-  free(visited);
-  return 0;
 }
 
 static void test_pull_all_interleavings(void **st) {
@@ -315,5 +308,5 @@ int main(void) {
       cmocka_unit_test(test_pull_broken_end_caught),
       cmocka_unit_test(test_pull_broken_snap_caught),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,8 +11,7 @@
  *             rq_pop_head, then per task rq_pop_cell (published? else
  *             done), take up to m blocks of it, rq_pop_advance when its
  *             last block is taken, else UNLOCK with it left at the head
- * A depth-first search with a visited set (a 64-bit hash of each state)
- * checks:
+ * A depth-first search with a visited set (explore.h) checks:
  *  - a publish never overwrites a position whose task was not fully
  *    claimed (the capacity argument of ready_queue.h);
  *  - blocks are claimed in queue order: every block of a task a pusher
@@ -36,6 +35,7 @@
 #include <cmocka.h>
 
 #include "chip/ready_queue.h"
+#include "explore.h"
 
 enum { V_GOOD = 0, V_NO_TAG, V_CAP_TOO_SMALL };
 enum {
@@ -78,23 +78,7 @@ typedef struct mstate {
   uint8_t pc[MAXT], opi[MAXT], want[MAXT], cur[MAXT];
 } mstate;
 
-/* visited set: open addressing over 64-bit state hashes (0 = empty) */
-#define VCAP (1u << 20)
-static uint64_t *visited;
-static bool visit(const mstate *s) {
-  uint64_t h = 1469598103934665603ull;
-  const unsigned char *b = (const unsigned char *)s;
-  for (size_t i = 0; i < sizeof *s; i++)
-    h = (h ^ b[i]) * 1099511628211ull;
-  if (!h) h = 1;
-  for (uint32_t i = (uint32_t)(h >> 44) & (VCAP - 1);; i = (i + 1) & (VCAP - 1)) {
-    if (visited[i] == h) return false;
-    if (!visited[i]) {
-      visited[i] = h;
-      return true;
-    }
-  }
-}
+#define MAX_PATH 256
 
 typedef struct explorer {
   const scenario *sc;
@@ -102,7 +86,9 @@ typedef struct explorer {
   uint64_t states, finals;
   bool failed;
   char why[200];
-  int path_t[256], path_pc[256], depth;
+  const int *path_t;     /* the search's path: the thread of each step */
+  int path_pc[MAX_PATH]; /* and the pc it stepped from */
+  int depth;
 } explorer;
 
 static _Atomic uint64_t cellmem[MAXN];
@@ -130,7 +116,7 @@ static void violation(explorer *e, const char *fmt, ...) {
   vsnprintf(e->why, sizeof e->why, fmt, ap);
   va_end(ap);
   printf("ready explorer (%s, variant %d): %s\n  interleaving:", e->sc->name, e->variant, e->why);
-  for (int d = 0; d < e->depth && d < 256; d++)
+  for (int d = 0; d < e->depth; d++)
     printf(" t%d:%s", e->path_t[d], pc_name[e->path_pc[d]]);
   printf("\n");
 }
@@ -266,29 +252,32 @@ static void check_final(explorer *e, const mstate *s0) {
   }
 }
 
-static void dfs(explorer *e, const mstate *s) {
-  if (e->failed || !visit(s)) return;
-  e->states++;
-  int done = 0;
+/* ---- search (explore.h) ---- */
+
+static int em_nact(xp_search *x) { return ((explorer *)x->ctx)->sc->nthreads; }
+
+static int em_apply(xp_search *x, void *state, int i, int d) {
+  explorer *e = x->ctx;
+  mstate *n = state;
+  if (n->pc[i] == PC_DONE || (n->pc[i] == PC_LOCK && n->lock)) return XP_SKIP;
+  e->path_t = x->path;
+  e->path_pc[d] = n->pc[i];
+  e->depth = d + 1;
+  step(e, n, i);
+  return e->failed ? XP_STOP : XP_STEP;
+}
+
+/* A state where every thread is done is final: check it. */
+static int em_state(xp_search *x, const void *state, int d) {
+  explorer *e = x->ctx;
+  const mstate *s = state;
   for (int i = 0; i < e->sc->nthreads; i++)
-    done += s->pc[i] == PC_DONE;
-  if (done == e->sc->nthreads) {
-    e->finals++;
-    check_final(e, s);
-    return;
-  }
-  for (int i = 0; i < e->sc->nthreads && !e->failed; i++) {
-    if (s->pc[i] == PC_DONE || (s->pc[i] == PC_LOCK && s->lock)) continue;
-    mstate n = *s;
-    if (e->depth < 256) {
-      e->path_t[e->depth] = i;
-      e->path_pc[e->depth] = s->pc[i];
-    }
-    e->depth++;
-    step(e, &n, i);
-    dfs(e, &n);
-    e->depth--;
-  }
+    if (s->pc[i] != PC_DONE) return XP_STEP;
+  e->finals++;
+  e->path_t = x->path;
+  e->depth = d;
+  check_final(e, s);
+  return e->failed ? XP_STOP : XP_STEP;
 }
 
 static explorer explore(const scenario *sc, int variant) {
@@ -297,13 +286,26 @@ static explorer explore(const scenario *sc, int variant) {
   e.sc = sc;
   e.variant = variant;
   e.cap = sc->ntasks - (variant == V_CAP_TOO_SMALL ? 1 : 0);
-  memset(visited, 0, sizeof(uint64_t) * VCAP);
   mstate s;
   memset(&s, 0, sizeof s);
   rq q;
   rq_init(&q, cellmem, (uint64_t)e.cap);
   store_q(&q, &e, &s);
-  dfs(&e, &s);
+  const xp_model m = {.state_size = sizeof(mstate),
+                      .key_size = sizeof(mstate),
+                      .max_depth = MAX_PATH - 1,
+                      .nact = em_nact,
+                      .apply = em_apply,
+                      .on_state = em_state};
+  xp_search x;
+  int why = xp_run(&x, &m, &e, &s);
+  e.states = (uint64_t)x.states;
+  e.path_t = NULL;
+  xp_free(&x);
+  if (why == XP_DEPTH && !e.failed) {
+    e.failed = true;
+    snprintf(e.why, sizeof e.why, "a path longer than %d steps", MAX_PATH - 1);
+  }
   return e;
 }
 
@@ -325,17 +327,6 @@ static const scenario scenarios[] = {
     {"push A,B(2) | claim 2 | claim 1", 3, 2, {1, 2}, {{{1, 0}, {1, 1}}, {{2, 2}}, {{2, 1}}}},
 };
 #define NSC (int)(sizeof scenarios / sizeof scenarios[0])
-
-static int setup(void **st) {
-  (void)st;
-  visited = calloc(VCAP, sizeof *visited);
-  return visited ? 0 : -1;
-}
-static int teardown(void **st) {
-  (void)st;
-  free(visited);
-  return 0;
-}
 
 static void test_ready_all_interleavings(void **st) {
   (void)st;
@@ -367,5 +358,5 @@ int main(void) {
       cmocka_unit_test(test_ready_broken_no_tag_caught),
       cmocka_unit_test(test_ready_broken_cap_caught),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, NULL, NULL);
 }
