@@ -132,16 +132,21 @@ struct pto_node_orch {
 };
 
 /* Fills *e: code, no task or core, details from fmt. */
-static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...) {
+static inline void node_set_verr(pto_error_info *e, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static inline void node_set_verr(pto_error_info *e, int code, const char *fmt, va_list ap) {
   memset(e, 0, sizeof *e);
   e->code = code;
   e->task_id = PTO_TASK_NONE;
   e->core_id = -1;
+  vsnprintf(e->details, sizeof e->details, fmt, ap);
+}
+static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->details, sizeof e->details, fmt, ap);
+  node_set_verr(e, code, fmt, ap);
   va_end(ap);
 }
 
