@@ -326,13 +326,10 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   n->stats.run_us = (double)(pto_now_ns() - t0) / 1000.0;
   char why[400] = "";
   rc = node_trace_finish(n, why, sizeof why);
-  if (rc && !n->fatal && !n->first_err) {
-    n->first_err = rc == PTO_ENOMEM ? rc : PTO_ESYSTEM;
-    node_set_err(&n->first_info, n->first_err,
-                 "node trace: cannot merge the ranks' traces into "
-                 "'%.300s': %s",
-                 n->trace_path, why[0] ? why : pto_strerror(rc));
-  }
+  if (rc)
+    node_first_err(n, rc == PTO_ENOMEM ? rc : PTO_ESYSTEM,
+                   "node trace: cannot merge the ranks' traces into '%.300s': %s", n->trace_path,
+                   why[0] ? why : pto_strerror(rc));
   n->running = false;
   node_tasks_end(n);
   if (n->fatal) {

@@ -43,14 +43,11 @@ static int control(pto_node *n, const int *slots, int k, frame_type type,
   for (int i = 0; i < k; i++) {
     const child_slot *c = &n->child[slots[i]];
     if (!c->reply.status) continue;
-    if (type != FRAME_DOM_CLOSE && !n->fatal && !n->first_err) {
-      /* the chip's own words: the backend's reason (an MPI error, say) */
-      n->first_err = c->reply.status;
-      node_set_err(&n->first_info, c->reply.status,
-                   "node orchestration: domain_create: chip %d%s%s: %s", slots[i],
-                   c->where[0] ? ", " : "", c->where,
-                   c->reply.err.details[0] ? c->reply.err.details : pto_strerror(c->reply.status));
-    }
+    if (type != FRAME_DOM_CLOSE) /* the chip's own words: the backend's reason (an MPI error) */
+      node_first_err(n, c->reply.status, "node orchestration: domain_create: chip %d%s%s: %s",
+                     slots[i], c->where[0] ? ", " : "", c->where,
+                     c->reply.err.details[0] ? c->reply.err.details
+                                             : pto_strerror(c->reply.status));
     return c->reply.status;
   }
   return 0;

@@ -174,6 +174,10 @@ void node_kill_all(pto_node *n);
 /* Fails the node for good (the first call wins): records the error, kills
  * every child, unlinks every object; returns code. */
 int node_fatal(pto_node *n, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Records the run's first error (code, details from fmt) unless the node
+ * failed or the run has one already; returns code. */
+int node_first_err(pto_node *n, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* PTO_ECHIP_DIED (node failed) when a child has died, else 0. */
 int node_check_deaths(pto_node *n);
 /* The heartbeat and the deadlines of child s while a frame is outstanding. */

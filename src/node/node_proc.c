@@ -110,6 +110,16 @@ int node_fatal(pto_node *n, int code, const char *fmt, ...) {
   return code;
 }
 
+int node_first_err(pto_node *n, int code, const char *fmt, ...) {
+  if (n->fatal || n->first_err) return code;
+  n->first_err = code;
+  va_list ap;
+  va_start(ap, fmt);
+  node_set_verr(&n->first_info, code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
 /* A dead child fails the node (PTO_ECHIP_DIED, naming it). */
 int node_check_deaths(pto_node *n) {
   node_reap(n); /* the wait condition may have reaped already: look at `alive` */
