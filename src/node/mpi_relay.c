@@ -166,7 +166,12 @@ static bool take_messages(root_relay *rr) {
     case T_BEAT:
       atomic_store_explicit(&mb->beat, rr->in.word, memory_order_relaxed); /* liveness only */
       break;
-    case T_ENDED: node_slot_ended(n, s, rr->in.status); break;
+    case T_ENDED:
+      c->wstatus = (rr->in.status & 0xff) << 8; /* as an exit status */
+      /* release pairs with node_reap's acquire: wstatus is set */
+      atomic_store_explicit(&c->ended, true, memory_order_release);
+      pto_event_signal(&n->ctl->parent_ev);
+      break;
     default: break;
     }
   }

@@ -164,9 +164,6 @@ static inline int slot_index(const pto_node *n, int s) {
 void node_fork_children(pto_node *n);
 /* Runs child s as a thread of this process (under mpirun, on rank 0). */
 int node_start_thread(pto_node *n, int s);
-/* A SLOT_THREAD or SLOT_RANK child s left with exit code status: sets its
- * wstatus, then publishes `ended` (release) and wakes the parent. */
-void node_slot_ended(pto_node *n, int s, int status);
 /* Reaps children that ended (alive = false, wstatus); true if any did. */
 bool node_reap(pto_node *n);
 /* Kills and reaps every child, unlinks every object of the run. */

@@ -226,16 +226,13 @@ typedef struct thread_arg {
 static void *child_thread(void *arg) {
   thread_arg a = *(thread_arg *)arg;
   free(arg);
-  node_slot_ended(a.n, a.slot, node_child_serve(a.n, a.slot, false));
-  return NULL;
-}
-
-void node_slot_ended(pto_node *n, int s, int status) {
-  child_slot *c = &n->child[s];
+  child_slot *c = &a.n->child[a.slot];
+  int status = node_child_serve(a.n, a.slot, false);
   c->wstatus = (status & 0xff) << 8; /* as an exit status */
   /* release pairs with node_reap's acquire: wstatus is set */
   atomic_store_explicit(&c->ended, true, memory_order_release);
-  pto_event_signal(&n->ctl->parent_ev);
+  pto_event_signal(&a.n->ctl->parent_ev);
+  return NULL;
 }
 
 /* Runs child s as a thread of this process (chip 0 and the host workers of
