@@ -38,15 +38,15 @@ done
 prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog")
 
 tmp=$(mktemp -d)
+# deleting a namespace deletes its end of the veth
+del_namespaces() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
 cleanup() {
-  ip netns del $A 2>/dev/null
-  ip netns del $B 2>/dev/null # deleting a namespace deletes its end of the veth
+  del_namespaces
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
-cleanup_quiet() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
-cleanup_quiet # leftovers of an interrupted earlier run
+del_namespaces # leftovers of an interrupted earlier run
 
 say "namespaces $A ($HA, $IPA) and $B ($HB, $IPB), veth pair"
 if ! { ip netns add $A && ip netns add $B &&

@@ -195,20 +195,17 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
     if (!chip || (n->cfg.chip_init && n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg) != 0))
       status = 2;
   }
+  node_reply exit_reply;
   if (status) {
     mbox_set_state(mb, CHILD_FAILED, parent_ev);
-  }
-  node_reply exit_reply;
-  bool replied = false;
-  if (!status) {
+  } else {
     mbox_set_state(mb, CHILD_READY, parent_ev);
     if (!serve(n, slot, chip, &comm, f, orphan_check, &exit_reply)) return 0; /* orphaned */
-    replied = true;
   }
   if (chip) pto_chip_destroy(chip);
   comm_fini(&comm, true);
   free(f);
-  if (replied) mbox_reply(mb, &exit_reply, parent_ev); /* the chip is gone */
+  if (!status) mbox_reply(mb, &exit_reply, parent_ev); /* the chip is gone */
   /* relaxed: the join below orders the heartbeat's last access */
   atomic_store_explicit(&beat.stop, true, memory_order_relaxed);
   pthread_join(hb, NULL);

@@ -4,7 +4,7 @@
  * with gen g. Every frame and reply carries its generation, and each side
  * accepts only the generation it expects, so a stale frame or a late reply
  * of an earlier exchange can never be taken for the current one. Written
- * as non-blocking steps; the loops in node.c and child.c call them, and
+ * as non-blocking steps; the loops in node_task.c and child.c call them, and
  * tests/unit/test_mailbox_explorer.c drives the same steps over every
  * interleaving of a parent and one or two children (children dying at any
  * point, stores landing late, an abandoned exchange answered late).
@@ -13,7 +13,7 @@
  * outstanding exchange after the child took it (mbox_taken): the child's
  * copy of that frame is complete, so the new post cannot tear it, and the
  * late reply of the abandoned generation is never taken for the new one.
- * (node.c never abandons: a missed deadline kills the run's children.) */
+ * (the node never abandons: a missed deadline kills the run's children.) */
 #ifndef PTO_NODE_MAILBOX_H
 #define PTO_NODE_MAILBOX_H
 
@@ -93,7 +93,7 @@ bool mbox_poll_reply(node_mbox *mb, uint32_t gen, node_reply *r);
 bool mbox_take(node_mbox *mb, uint32_t last, node_frame *f);
 /* Child: publishes the reply of gen and wakes the parent. */
 void mbox_reply(node_mbox *mb, const node_reply *r, pto_event *parent);
-/* Relay on the parent's side (node_mpi.c), standing in for a child in
+/* Relay on the parent's side (mpi_relay.c), standing in for a child in
  * another process: copies frame gen > last into *f without taking it (the
  * remote child takes it: mbox_mark_taken); false when none is posted. */
 bool mbox_peek(node_mbox *mb, uint32_t last, node_frame *f);

@@ -25,6 +25,12 @@
 #define POLL_MIN_NS 20000ull   /* relays poll MPI this often right after a message */
 #define POLL_MAX_NS 1000000ull /* ... and at least this often when idle */
 
+/* The next idle pause: back to the shortest after a message, else doubled
+ * up to the longest. */
+static uint64_t next_pause(uint64_t pause, bool busy) {
+  return busy ? POLL_MIN_NS : (pause * 2 > POLL_MAX_NS ? POLL_MAX_NS : pause * 2);
+}
+
 void relay_send(MPI_Comm comm, int rank, int tag, const void *p, size_t bytes) {
   MPI_Send(p, (int)bytes, MPI_BYTE, rank, tag, comm);
 }
@@ -96,10 +102,7 @@ static bool send_frames(root_relay *rr) {
     char why[300];
     if (fnref_encode((const void *)rr->out[s].f.chip_fn, true, &rr->out[s].chip_fn, why,
                      sizeof why)) {
-      node_reply r;
-      memset(&r, 0, sizeof r);
-      r.gen = rr->out[s].f.gen;
-      r.status = PTO_EINVAL;
+      node_reply r = {.gen = rr->out[s].f.gen, .status = PTO_EINVAL};
       node_set_err(&r.err, PTO_EINVAL, "%.400s", why);
       mbox_reply(mb, &r, &n->ctl->parent_ev);
       continue;
@@ -110,15 +113,6 @@ static bool send_frames(root_relay *rr) {
       ship_out(rr->comm, n, s, &rr->out[s].f);
   }
   return busy;
-}
-
-/* What chip s on another host changed in the host tensors of its task:
- * written before its reply is delivered (it follows on the same channel). A
- * malformed diff fails that task's reply. */
-static void ship_in(root_relay *rr, int s, const unsigned char *diff, size_t bytes) {
-  pto_node *n = rr->n;
-  rr->ship_rc[s] =
-      ship_apply(&rr->out[s].f.args, (uintptr_t)n->host, n->cfg.host_bytes, diff, bytes);
 }
 
 static bool take_messages(root_relay *rr) {
@@ -138,7 +132,12 @@ static bool take_messages(root_relay *rr) {
       unsigned char *buf = bytes > 0 ? malloc((size_t)bytes) : NULL;
       if (bytes > 0 && !buf) abort(); /* the reply must not come without its data */
       MPI_Recv(buf, buf ? bytes : 0, MPI_BYTE, s, st.MPI_TAG, rr_comm, MPI_STATUS_IGNORE);
-      if (st.MPI_TAG == T_DATA && is_rank_slot(n, s)) ship_in(rr, s, buf, (size_t)bytes);
+      /* what chip s on another host changed in the host tensors of its task:
+       * written before its reply is delivered (it follows on the same
+       * channel); a malformed diff fails that reply */
+      if (st.MPI_TAG == T_DATA && is_rank_slot(n, s))
+        rr->ship_rc[s] = ship_apply(&rr->out[s].f.args, (uintptr_t)n->host, n->cfg.host_bytes, buf,
+                                    (size_t)bytes);
       free(buf);
       continue;
     }
@@ -195,7 +194,7 @@ static void *root_relay_main(void *arg) {
   while (!atomic_load_explicit(&rr->stop, memory_order_acquire)) {
     bool busy = send_frames(rr);
     busy = take_messages(rr) || busy;
-    pause = busy ? POLL_MIN_NS : (pause * 2 > POLL_MAX_NS ? POLL_MAX_NS : pause * 2);
+    pause = next_pause(pause, busy);
     if (!busy) pto_wait(&rr->ev, root_news, rr, pto_now_ns() + pause);
   }
   for (int s = 1; s < rr->n->cfg.nchips; s++)
@@ -300,10 +299,7 @@ static bool rank_relay_pass(rank_relay *rr) {
     void *fn = NULL;
     char why[300];
     if (fnref_decode(&rr->in.chip_fn, &fn, why, sizeof why)) {
-      node_reply r;
-      memset(&r, 0, sizeof r);
-      r.gen = rr->remote_gen;
-      r.status = PTO_EINVAL;
+      node_reply r = {.gen = rr->remote_gen, .status = PTO_EINVAL};
       node_set_err(&r.err, PTO_EINVAL, "chip function of node task %" PRId64 ": %.400s",
                    rr->in.f.task_id, why);
       relay_send(rr->comm, 0, T_REPLY, &r, sizeof r);
@@ -350,7 +346,7 @@ static void *rank_relay_main(void *arg) {
     bool stop = atomic_load_explicit(&rr->stop, memory_order_acquire);
     bool busy = rank_relay_pass(rr);
     if (stop) break; /* one pass after the service ended: its last reply is out */
-    pause = busy ? POLL_MIN_NS : (pause * 2 > POLL_MAX_NS ? POLL_MAX_NS : pause * 2);
+    pause = next_pause(pause, busy);
     if (!busy) pto_wait(&rr->n->ctl->parent_ev, rank_news, rr, pto_now_ns() + pause);
   }
   return NULL;

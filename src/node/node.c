@@ -135,8 +135,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
                          why, sizeof why);
   if (rc) {
     node_set_err(err, rc, "%s", why);
-    free(n);
-    return rc;
+    goto fail_node;
   }
   run_guard_sweep(); /* objects of runs that are gone: see run_guard.h */
   static unsigned seq;
@@ -146,9 +145,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   rc = run_guard_begin(n->prefix, why, sizeof why);
   if (rc) {
     node_set_err(err, rc, "%s", why);
-    lease_release(n->lease_fds, cfg->nchips);
-    free(n);
-    return rc;
+    goto fail_lease;
   }
   if (cfg->trace_path) {
     char probe[PATH_MAX];
@@ -158,11 +155,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
                                                                                    : 0;
     if (rc) {
       node_set_err(err, rc, "node config: cannot use trace path '%.200s'", cfg->trace_path);
-      free(n->trace_path);
-      run_guard_end(n->prefix);
-      lease_release(n->lease_fds, cfg->nchips);
-      free(n);
-      return rc;
+      goto fail_guard;
     }
   }
   n->nchildren = cfg->nchips + cfg->nworkers;
@@ -174,13 +167,7 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
     n->host = MAP_FAILED;
     if (n->ctl != MAP_FAILED && (rc = node_mpi_map(n, why, sizeof why)) != 0) {
       node_set_err(err, rc, "%s", why);
-      munmap(n->ctl, n->ctl_bytes);
-      node_mpi_unmap(n);
-      run_guard_end(n->prefix);
-      lease_release(n->lease_fds, cfg->nchips);
-      free(n->trace_path);
-      free(n);
-      return rc;
+      goto fail_maps;
     }
   } else {
     n->host = mmap(NULL, cfg->host_bytes, PROT_READ | PROT_WRITE,
@@ -189,13 +176,8 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   if (n->ctl == MAP_FAILED || n->host == MAP_FAILED ||
       (!mpi && comm_space_reserve(cfg->window_space, &n->space) != 0)) {
     node_set_err(err, PTO_ESYSTEM, "node: cannot map shared memory: %s", strerror(errno));
-    if (n->ctl != MAP_FAILED) munmap(n->ctl, n->ctl_bytes);
-    if (n->host != MAP_FAILED) munmap(n->host, cfg->host_bytes);
-    run_guard_end(n->prefix);
-    lease_release(n->lease_fds, cfg->nchips);
-    free(n->trace_path);
-    free(n);
-    return PTO_ESYSTEM;
+    rc = PTO_ESYSTEM;
+    goto fail_maps;
   }
   pto_event_init(&n->ctl->parent_ev, true);
   for (int s = 0; s < n->nchildren; s++)
@@ -225,6 +207,19 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   n->next_dom = 1;
   *out = n;
   return 0;
+  /* a failed start: undone in reverse (the pieces not made yet are skipped) */
+fail_maps:
+  if (n->ctl != MAP_FAILED) munmap(n->ctl, n->ctl_bytes);
+  if (n->host != MAP_FAILED) munmap(n->host, cfg->host_bytes);
+  node_mpi_unmap(n); /* nothing unless node_mpi_map named its object */
+fail_guard:
+  free(n->trace_path);
+  run_guard_end(n->prefix);
+fail_lease:
+  lease_release(n->lease_fds, cfg->nchips);
+fail_node:
+  free(n);
+  return rc;
 }
 
 static bool all_exited(pto_node *n, void *arg) {
@@ -331,13 +326,10 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   n->stats.run_us = (double)(pto_now_ns() - t0) / 1000.0;
   char why[400] = "";
   rc = node_trace_finish(n, why, sizeof why);
-  if (rc && !n->fatal && !n->first_err) {
-    n->first_err = rc == PTO_ENOMEM ? rc : PTO_ESYSTEM;
-    node_set_err(&n->first_info, n->first_err,
-                 "node trace: cannot merge the ranks' traces into "
-                 "'%.300s': %s",
-                 n->trace_path, why[0] ? why : pto_strerror(rc));
-  }
+  if (rc)
+    node_first_err(n, rc == PTO_ENOMEM ? rc : PTO_ESYSTEM,
+                   "node trace: cannot merge the ranks' traces into '%.300s': %s", n->trace_path,
+                   why[0] ? why : pto_strerror(rc));
   n->running = false;
   node_tasks_end(n);
   if (n->fatal) {

@@ -43,17 +43,24 @@ static int control(pto_node *n, const int *slots, int k, frame_type type,
   for (int i = 0; i < k; i++) {
     const child_slot *c = &n->child[slots[i]];
     if (!c->reply.status) continue;
-    if (type != FRAME_DOM_CLOSE && !n->fatal && !n->first_err) {
-      /* the chip's own words: the backend's reason (an MPI error, say) */
-      n->first_err = c->reply.status;
-      node_set_err(&n->first_info, c->reply.status,
-                   "node orchestration: domain_create: chip %d%s%s: %s", slots[i],
-                   c->where[0] ? ", " : "", c->where,
-                   c->reply.err.details[0] ? c->reply.err.details : pto_strerror(c->reply.status));
-    }
+    if (type != FRAME_DOM_CLOSE) /* the chip's own words: the backend's reason (an MPI error) */
+      node_first_err(n, c->reply.status, "node orchestration: domain_create: chip %d%s%s: %s",
+                     slots[i], c->where[0] ? ", " : "", c->where,
+                     c->reply.err.details[0] ? c->reply.err.details
+                                             : pto_strerror(c->reply.status));
     return c->reply.status;
   }
   return 0;
+}
+
+/* Releases live domain i: its chips close it (unless the node failed), the
+ * observer's view goes, its named objects are unlinked. */
+static void release_domain(pto_node *n, int i) {
+  comm_domain_desc *d = &n->doms[i];
+  if (!n->fatal) control(n, d->chips, d->nranks, FRAME_DOM_CLOSE, d);
+  comm_domain_close(&n->observer, d->id, false);
+  node_unlink_domain(d);
+  n->dom_live[i] = false;
 }
 
 static bool chips_idle_for_domain(pto_node *n, void *arg) {
@@ -123,10 +130,7 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
     if (!rc) rc = comm_domain_attach(&n->observer, d->id);
   }
   if (rc) {
-    if (!n->fatal) control(n, chips, nranks, FRAME_DOM_CLOSE, d);
-    comm_domain_close(&n->observer, d->id, false);
-    node_unlink_domain(d);
-    n->dom_live[slot] = false;
+    release_domain(n, slot);
     return rc;
   }
   *out = d->id;
@@ -147,13 +151,7 @@ int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const ch
 }
 
 void node_release_domains(pto_node *n) {
-  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
-    if (!n->dom_live[i]) continue;
-    comm_domain_desc *d = &n->doms[i];
-    if (!n->fatal) control(n, d->chips, d->nranks, FRAME_DOM_CLOSE, d);
-    comm_domain_close(&n->observer, d->id, false);
-    node_unlink_domain(d);
-    n->dom_live[i] = false;
-  }
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++)
+    if (n->dom_live[i]) release_domain(n, i);
   n->space_used = 0;
 }

@@ -132,16 +132,21 @@ struct pto_node_orch {
 };
 
 /* Fills *e: code, no task or core, details from fmt. */
-static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...) {
+static inline void node_set_verr(pto_error_info *e, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static inline void node_set_verr(pto_error_info *e, int code, const char *fmt, va_list ap) {
   memset(e, 0, sizeof *e);
   e->code = code;
   e->task_id = PTO_TASK_NONE;
   e->core_id = -1;
+  vsnprintf(e->details, sizeof e->details, fmt, ap);
+}
+static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void node_set_err(pto_error_info *e, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->details, sizeof e->details, fmt, ap);
+  node_set_verr(e, code, fmt, ap);
   va_end(ap);
 }
 
@@ -166,6 +171,10 @@ void node_kill_all(pto_node *n);
 /* Fails the node for good (the first call wins): records the error, kills
  * every child, unlinks every object; returns code. */
 int node_fatal(pto_node *n, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Records the run's first error (code, details from fmt) unless the node
+ * failed or the run has one already; returns code. */
+int node_first_err(pto_node *n, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* PTO_ECHIP_DIED (node failed) when a child has died, else 0. */
 int node_check_deaths(pto_node *n);
 /* The heartbeat and the deadlines of child s while a frame is outstanding. */

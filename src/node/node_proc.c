@@ -100,17 +100,23 @@ void node_kill_all(pto_node *n) {
 int node_fatal(pto_node *n, int code, const char *fmt, ...) {
   if (n->fatal) return n->fatal;
   n->fatal = code;
-  memset(&n->fatal_err, 0, sizeof n->fatal_err);
-  n->fatal_err.code = code;
-  n->fatal_err.task_id = PTO_TASK_NONE;
-  n->fatal_err.core_id = -1;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(n->fatal_err.details, sizeof n->fatal_err.details, fmt, ap);
+  node_set_verr(&n->fatal_err, code, fmt, ap);
   va_end(ap);
   node_kill_all(n);
   if (!n->cfg.quiet)
     fprintf(stderr, "pto node: %s: %s\n", pto_status_name(code), n->fatal_err.details);
+  return code;
+}
+
+int node_first_err(pto_node *n, int code, const char *fmt, ...) {
+  if (n->fatal || n->first_err) return code;
+  n->first_err = code;
+  va_list ap;
+  va_start(ap, fmt);
+  node_set_verr(&n->first_info, code, fmt, ap);
+  va_end(ap);
   return code;
 }
 

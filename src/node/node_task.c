@@ -297,11 +297,8 @@ int node_until(pto_node *n, node_pred pred, void *arg, bool may_dispatch, uint64
 
 /* An orchestration-side error also fails the run (like a chip's submit). */
 int node_latch(pto_node *n, int rc, const char *what) {
-  if (rc && !n->fatal && !n->first_err) {
-    n->first_err = rc;
-    node_set_err(&n->first_info, rc, "node orchestration: %s failed: %s", what, pto_strerror(rc));
-  }
-  return rc;
+  return rc ? node_first_err(n, rc, "node orchestration: %s failed: %s", what, pto_strerror(rc))
+            : 0;
 }
 
 /* ---- submission ---- */
@@ -361,11 +358,7 @@ static int refuse(pto_node *n, const char *what, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (!n->fatal && !n->first_err) {
-    n->first_err = PTO_EINVAL;
-    node_set_err(&n->first_info, PTO_EINVAL, "node orchestration: %s: %s", what, msg);
-  }
-  return PTO_EINVAL;
+  return node_first_err(n, PTO_EINVAL, "node orchestration: %s: %s", what, msg);
 }
 
 static int check_args(pto_node *n, const pto_args *args, const char *what) {
@@ -453,17 +446,13 @@ static bool tmap_room(pto_node *n, void *arg) {
 }
 
 static int refuse_overflow(pto_node *n, const node_task *t) {
-  if (!n->fatal && !n->first_err) {
-    n->first_err = PTO_ETENSORMAP_OVERFLOW;
-    node_set_err(
-        &n->first_info, PTO_ETENSORMAP_OVERFLOW,
-        "node orchestration: submit of node task %" PRId64 ": the node TensorMap is full "
-        "(%u entries, pto_node_config.tensormap_entries) and cannot drain: node task %" PRId64
-        " failed, and the entries of every task after it are kept so that readers of its "
-        "outputs are poisoned; raise tensormap_entries",
-        t->id, n->tm.capacity, n->oldest_live);
-  }
-  return PTO_ETENSORMAP_OVERFLOW;
+  return node_first_err(
+      n, PTO_ETENSORMAP_OVERFLOW,
+      "node orchestration: submit of node task %" PRId64 ": the node TensorMap is full "
+      "(%u entries, pto_node_config.tensormap_entries) and cannot drain: node task %" PRId64
+      " failed, and the entries of every task after it are kept so that readers of its "
+      "outputs are poisoned; raise tensormap_entries",
+      t->id, n->tm.capacity, n->oldest_live);
 }
 
 /* Records one access of task t, waiting for room while the TensorMap is
