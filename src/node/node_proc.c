@@ -153,17 +153,22 @@ int node_check_deadlines(pto_node *n, int s, uint64_t now) {
   if (beat != c->beat_seen) {
     c->beat_seen = beat;
     c->beat_ns = now;
-  } else if (n->cfg.control_timeout_ms >= 0 &&
-             (now - c->beat_ns) / 1000000u > (uint64_t)n->cfg.control_timeout_ms) {
-    return node_fatal(
-        n, PTO_ECONTROL_TIMEOUT,
-        "%s %d %s stopped responding: no heartbeat for %" PRId64 " ms (process stopped or frozen)",
-        slot_kind(n, s), slot_index(n, s), who(n, s, w, sizeof w), n->cfg.control_timeout_ms);
   }
+  /* Both deadlines below are control_timeout_ms, from the last beat and
+   * from the frame's post: a child whose heartbeat stopped as well (for
+   * several periods) is stopped or frozen, whichever deadline ran out
+   * first, and is named so; one that beats but does not answer is slow. */
+  uint64_t silent_ms = (now - c->beat_ns) / 1000000u;
   uint64_t age_ms = (now - c->posted_ns) / 1000000u;
   bool taken = mbox_taken(&n->ctl->mbox[s], c->gen);
-  if ((!taken || c->task < 0) && n->cfg.control_timeout_ms >= 0 &&
-      age_ms > (uint64_t)n->cfg.control_timeout_ms)
+  bool unanswered = (!taken || c->task < 0) && age_ms > (uint64_t)n->cfg.control_timeout_ms;
+  if (n->cfg.control_timeout_ms >= 0 && (silent_ms > (uint64_t)n->cfg.control_timeout_ms ||
+                                         (unanswered && silent_ms > 5u * (uint64_t)HEARTBEAT_MS)))
+    return node_fatal(n, PTO_ECONTROL_TIMEOUT,
+                      "%s %d %s stopped responding: no heartbeat for %" PRIu64
+                      " ms (process stopped or frozen)",
+                      slot_kind(n, s), slot_index(n, s), who(n, s, w, sizeof w), silent_ms);
+  if (unanswered && n->cfg.control_timeout_ms >= 0)
     return node_fatal(n, PTO_ECONTROL_TIMEOUT,
                       "%s %d %s did not answer a control "
                       "message within %" PRId64 " ms",
