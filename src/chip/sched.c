@@ -189,9 +189,7 @@ bool sched_ready_queued(pto_run *r) {
   return false;
 }
 
-void sched_pull(sched *s) {
-  sched_role_run(s, true);
-}
+void sched_pull(sched *s) { sched_role_run(s, true); }
 
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
