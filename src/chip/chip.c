@@ -261,7 +261,7 @@ static void *watchdog_thread(void *arg) {
 
 static int run_create(pto_chip *chip, pto_run **out) {
   const pto_chip_config *c = &chip->cfg;
-  pto_run *r = calloc(1, sizeof *r);
+  pto_run *r = cacheline_calloc(1, sizeof *r);
   if (!r) return PTO_ENOMEM;
   r->chip = chip;
   r->cfg = c;
@@ -274,7 +274,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
   atomic_init(&r->alive, 1); /* the chip's own reference */
   r->nslots = c->task_slots;
   r->ndeps = c->dep_entries;
-  r->slots = calloc(r->nslots, sizeof *r->slots);
+  r->slots = cacheline_calloc(r->nslots, sizeof *r->slots);
   r->deps = calloc(r->ndeps, sizeof *r->deps);
   r->nasync = chip->nasync;
   r->async = chip->async;
@@ -282,14 +282,15 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->ncores = c->clusters * per_cluster;
   r->nsched = c->schedulers;
   r->sched_threads = c->sched_threads != 0;
-  r->cores = calloc((size_t)r->ncores, sizeof *r->cores);
-  r->scheds = calloc((size_t)r->nsched, sizeof *r->scheds);
+  r->cores = cacheline_calloc((size_t)r->ncores, sizeof *r->cores);
+  r->scheds = cacheline_calloc((size_t)r->nsched, sizeof *r->scheds);
   if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
-    task **items = malloc(sizeof(task *) * r->nslots);
+    uint64_t cap = rq_cap_for(r->nslots); /* room for every live task */
+    task **items = malloc(sizeof(task *) * cap);
     if (!items) goto nomem;
-    ready_queue_init(rq, r->nslots, items);
+    ready_queue_init(rq, (uint32_t)cap, items);
   }
   for (int s = 0; s < r->nsched; s++) {
     sched *sc = &r->scheds[s];
@@ -373,7 +374,6 @@ static void run_reset(pto_run *r) {
   atomic_store_explicit(&r->async_done, 0, memory_order_relaxed);
   atomic_store_explicit(&r->ready_gen, 0, memory_order_relaxed);
   atomic_store_explicit(&r->drain_gen, 0, memory_order_relaxed);
-  atomic_store_explicit(&r->blocks, 0, memory_order_relaxed);
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     rq->head = 0;
@@ -405,6 +405,7 @@ static void run_reset(pto_run *r) {
     drain_part_init(&sc->drain, s);
     sc->trace_att = 0;
     sc->first_ns = sc->last_ns = 0;
+    sc->blocks = 0;
     sc->trace_track = 0;
   }
   for (int i = 0; i < r->ncores; i++) {
@@ -572,11 +573,11 @@ static double span_us(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) /
 static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats *st) {
   memset(st, 0, sizeof *st);
   st->tasks = (uint64_t)atomic_load(&r->submitted);
-  st->blocks = atomic_load(&r->blocks);
   st->host_us = span_us(host0, host1);
   st->orch_us = span_us(r->orch_start_ns, r->orch_end_ns);
   uint64_t s0 = UINT64_MAX, s1 = 0, d0 = UINT64_MAX, d1 = 0;
   for (int s = 0; s < r->nsched; s++) {
+    st->blocks += r->scheds[s].blocks;
     if (!r->scheds[s].first_ns) continue;
     if (r->scheds[s].first_ns < s0) s0 = r->scheds[s].first_ns;
     if (r->scheds[s].last_ns > s1) s1 = r->scheds[s].last_ns;

@@ -600,13 +600,14 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
   atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
   t->dep_begin = r->dep_head;
-  for (uint32_t i = 0; i < nd; i++) {
-    uint64_t idx = r->dep_head++;
-    dep_node *n = &r->deps[idx % r->ndeps];
-    n->producer = r->depbuf[i];
-    n->consumer = id;
-    n->next = -1;
+  uint32_t idx = nd ? (uint32_t)(r->dep_head % r->ndeps) : 0;
+  for (uint32_t i = 0; i < nd; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {
+    r->dep_head++;
+    dep_node *n = &r->deps[idx];
     task *p = run_slot(r, r->depbuf[i]);
+    n->producer = p;
+    n->consumer = t;
+    n->next = -1;
     /* A consumer pins its producer's slot (and heap outputs) until it
      * completes. Relaxed: only this thread tests refs == 0 (retirement). */
     atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);

@@ -5,7 +5,7 @@
  *
  * Positions are 64-bit counters that never wrap in practice: `tail` is the
  * next position to push, `head` the task whose blocks are being claimed;
- * position p lives in cell p % cap. A cell is one word,
+ * position p lives in cell p % cap (cap a power of two). A cell is one word,
  * ((p + 1) << RQ_IDX_BITS) | slot index, tagged with its position, so a
  * claimer tells "position h is published" from "the cell still holds the
  * previous lap" by the tag alone:
@@ -41,17 +41,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/cacheline.h"
+
 /* task_slots <= 1 << 24 (src/common/options.c), so a slot index fits */
 #define RQ_IDX_BITS 25
 #define RQ_IDX_MASK ((UINT64_C(1) << RQ_IDX_BITS) - 1)
 
 typedef struct rq {
-  _Atomic uint64_t head; /* next position to pop */
-  char pad_head[56];     /* pushers and poppers on their own lines */
-  _Atomic uint64_t tail; /* next position to push */
-  char pad_tail[56];
-  _Atomic uint64_t *cells; /* cap words */
-  uint64_t cap;
+  /* pushers and poppers on their own lines */
+  PTO_LINE_ALIGNED _Atomic uint64_t head; /* next position to pop */
+  PTO_LINE_ALIGNED _Atomic uint64_t tail; /* next position to push */
+  PTO_LINE_ALIGNED _Atomic uint64_t *cells; /* cap words */
+  uint64_t cap;                             /* a power of two (a mask, not a division) */
 } rq;
 
 static inline uint64_t rq_word(uint64_t pos, uint32_t idx) {
@@ -61,8 +62,17 @@ static inline bool rq_word_is(uint64_t w, uint64_t pos) {
   return (w >> RQ_IDX_BITS) == (((pos + 1) << RQ_IDX_BITS) >> RQ_IDX_BITS);
 }
 
+/* The capacity for queues of at most n live tasks: cells must hold cap
+ * words. */
+static inline uint64_t rq_cap_for(uint64_t n) {
+  uint64_t cap = 1;
+  while (cap < n)
+    cap <<= 1;
+  return cap;
+}
+
 /* Every cell starts as if its previous lap (position i - cap) had been
- * pushed and popped. */
+ * pushed and popped. cap is a power of two (rq_cap_for). */
 static inline void rq_init(rq *q, _Atomic uint64_t *cells, uint64_t cap) {
   atomic_init(&q->head, 0);
   atomic_init(&q->tail, 0);
@@ -81,7 +91,7 @@ static inline uint64_t rq_push_claim(rq *q) {
  * pusher wrote to the task (state, blocks claimed so far) is visible to
  * its popper. */
 static inline void rq_push_publish(rq *q, uint64_t p, uint32_t idx) {
-  atomic_store_explicit(&q->cells[p % q->cap], rq_word(p, idx), memory_order_release);
+  atomic_store_explicit(&q->cells[p & (q->cap - 1)], rq_word(p, idx), memory_order_release);
 }
 
 /* Claim, step 1: the head position (claimers serialise on their lock; the
@@ -92,7 +102,7 @@ static inline uint64_t rq_pop_head(rq *q) {
 /* Claim, step 2: is position h published? Then *idx is its task. Acquire
  * pairs with rq_push_publish. */
 static inline bool rq_pop_cell(rq *q, uint64_t h, uint32_t *idx) {
-  uint64_t w = atomic_load_explicit(&q->cells[h % q->cap], memory_order_acquire);
+  uint64_t w = atomic_load_explicit(&q->cells[h & (q->cap - 1)], memory_order_acquire);
   *idx = (uint32_t)(w & RQ_IDX_MASK);
   return rq_word_is(w, h);
 }

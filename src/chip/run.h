@@ -16,6 +16,7 @@
 #include "chip/ring.h"
 #include "chip/role.h"
 #include "chip/tensormap.h"
+#include "common/cacheline.h"
 #include "common/trace.h"
 #include "common/wait.h"
 #include "pto/chip.h"
@@ -80,9 +81,11 @@ enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
 
 /* One task slot. Written by the orchestrator before the task is published
  * (the guard decrement of `fanin` or a dependency's completion, both
- * acq_rel), read-only afterwards except for the atomics. */
+ * acq_rel), read-only afterwards except for the atomics. Slots start on
+ * a cache line: the orchestrator fills one while cores complete its
+ * neighbours. */
 typedef struct task {
-  pto_task_id id;
+  PTO_LINE_ALIGNED pto_task_id id;
   int32_t kernel; /* -1: dummy */
   int32_t shape;
   int32_t block_num;
@@ -108,10 +111,12 @@ typedef struct task {
   _Atomic uint64_t drain_ns; /* sync_start: when its drain began (relaxed; stats only) */
 } task;
 
-/* One dependency: consumer waits for producer. Node i belongs to the
- * consumer that allocated it and links into the producer's fanout list. */
+/* One dependency: consumer waits for producer (their slots: the node
+ * lives no longer than either task). Node i belongs to the consumer that
+ * allocated it and links into the producer's fanout list, which holds
+ * indexes into the pool (deps[], not the ever-growing dep_head). */
 typedef struct dep_node {
-  pto_task_id producer, consumer;
+  task *producer, *consumer;
   int64_t next; /* next node of the producer's fanout list, -1 = end */
 } dep_node;
 
@@ -144,7 +149,7 @@ typedef struct async_slot {
 } async_slot;
 
 typedef struct core {
-  int id, cluster, sched;
+  PTO_LINE_ALIGNED int id, cluster, sched; /* cores are written by their own threads */
   pto_core_type type;
   struct pto_run *run;
   pthread_t thread;
@@ -165,7 +170,7 @@ typedef struct core {
 } core;
 
 typedef struct sched {
-  int id;
+  PTO_LINE_ALIGNED int id;
   struct pto_run *run;
   pthread_t thread;
   bool started;
@@ -180,6 +185,7 @@ typedef struct sched {
   pto_event ev;      /* its thread parks here (sched_threads mode) */
   role role;         /* whoever runs its passes (the default mode): role.h */
   bool wake_pending; /* scheduler-private: it made tasks ready in this pass */
+  uint64_t blocks;   /* scheduler-private: blocks it dispatched this run */
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;
@@ -224,16 +230,18 @@ typedef struct pto_run {
   pto_task_id held_release; /* smallest held_until */
   pto_task_id *depbuf;      /* producers of the task being submitted */
   uint32_t depbuf_n, depbuf_cap;
-  /* shared */
-  _Atomic int64_t submitted; /* published tasks (release: slot contents) */
-  _Atomic int64_t completed; /* completed tasks (release pairs with orch acquire) */
-  _Atomic int32_t status;    /* latched first error */
-  _Atomic int32_t stop;      /* threads exit when set */
+  /* shared, on lines by writer: the orchestrator's fields above and the
+   * counters every completion or dispatch bumps below must not share a
+   * line (each submit would miss on the line a completion just wrote) */
+  PTO_LINE_ALIGNED _Atomic int64_t submitted; /* published tasks (release: slot contents) */
+  PTO_LINE_ALIGNED _Atomic int32_t status;    /* latched first error */
+  _Atomic int32_t stop;                       /* threads exit when set */
   _Atomic int32_t orch_done;
-  _Atomic uint64_t async_done; /* async completions (watchdog progress) */
-  _Atomic uint64_t ready_gen;  /* sched_threads mode: bumped on every ready push */
-  _Atomic uint64_t drain_gen;  /* bumped on every drain step that publishes */
-  _Atomic uint64_t blocks;
+  PTO_LINE_ALIGNED _Atomic int64_t completed; /* completed tasks (release pairs with orch acquire) */
+  _Atomic int64_t orch_wake_at; /* completions signal orch_ev once `completed` reaches it */
+  _Atomic uint64_t async_done;  /* async completions (watchdog progress) */
+  _Atomic uint64_t ready_gen;   /* sched_threads mode: bumped on every ready push */
+  _Atomic uint64_t drain_gen;   /* bumped on every drain step that publishes */
   ready_queue queues[SHAPE_COUNT];
   ready_queue sync_queue;
   async_slot *async; /* the chip's slots */
@@ -242,8 +250,7 @@ typedef struct pto_run {
   drain_state drain;
   pthread_mutex_t err_lock;
   pto_error_info err;
-  pto_event orch_ev;            /* orchestrator waits here (completions) */
-  _Atomic int64_t orch_wake_at; /* completions signal orch_ev once `completed` reaches it */
+  pto_event orch_ev; /* orchestrator waits here (completions) */
   pto_event watchdog_ev;
   int ncores, nsched;
   bool sched_threads; /* cfg->sched_threads: dedicated scheduler threads */

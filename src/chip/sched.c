@@ -122,8 +122,8 @@ static void complete_task(pto_run *r, task *first) {
      * our kernel's writes visible to a consumer that finds the list closed */
     int64_t node = atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED, memory_order_acq_rel);
     while (node >= 0) {
-      const dep_node *n = &r->deps[(uint64_t)node % r->ndeps];
-      task *c = run_slot(r, n->consumer);
+      const dep_node *n = &r->deps[node];
+      task *c = n->consumer;
       node = n->next; /* read before the release: c may retire right after */
       /* acq_rel: our kernel's writes happen-before c runs; pairs with the
        * other producers' decrements and the submit guard */
@@ -134,10 +134,10 @@ static void complete_task(pto_run *r, task *first) {
           sched_make_ready(r, c);
       }
     }
-    for (uint64_t i = t->dep_begin; i < t->dep_end; i++) {
-      task *p = run_slot(r, r->deps[i % r->ndeps].producer);
+    uint32_t idx = t->dep_end > t->dep_begin ? (uint32_t)(t->dep_begin % r->ndeps) : 0;
+    for (uint64_t i = t->dep_begin; i < t->dep_end; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {
       /* release pairs with the orchestrator's acquire before recycling p */
-      atomic_fetch_sub_explicit(&p->refs, 1, memory_order_release);
+      atomic_fetch_sub_explicit(&r->deps[idx].producer->refs, 1, memory_order_release);
     }
     /* release: everything above happens-before retirement of t */
     atomic_store_explicit(&t->state, TASK_DONE, memory_order_release);
@@ -372,7 +372,7 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   n = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
   for (int i = 0; i < n; i++)
     place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
-  if (n) atomic_fetch_add_explicit(&r->blocks, (uint64_t)n, memory_order_relaxed);
+  s->blocks += (uint64_t)n;
   return n > 0;
 }
 
@@ -408,7 +408,7 @@ static void gang_stage(sched *s, task *t, int first, int n) {
   int got = placements(s, t->shape, 0, s->spots, n);
   for (int i = 0; i < got; i++)
     place_block(s, &s->spots[i * per], t, first + i, per);
-  atomic_fetch_add_explicit(&s->run->blocks, (uint64_t)got, memory_order_relaxed);
+  s->blocks += (uint64_t)got;
   if (got < n)
     run_fail(s->run, PTO_ESCHED_TIMEOUT, t->id, -1,
              "scheduler %d could stage only %d of %d blocks of sync_start task %lld", s->id, got, n,

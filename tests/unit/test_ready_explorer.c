@@ -54,6 +54,7 @@ static const char *pc_name[] = {"NEXT",     "PUSH_CLAIM", "PUSH_PUB", "LOCK", "P
 
 #define MAXT   3 /* threads */
 #define MAXN   3 /* tasks */
+#define MAXC   4 /* cells: MAXN rounded up to a power of two */
 #define MAXB   2 /* blocks per task */
 #define MAXOPS 3
 
@@ -70,7 +71,7 @@ typedef struct scenario {
 } scenario;
 
 typedef struct mstate {
-  uint64_t head, tail, cells[MAXN];
+  uint64_t head, tail, cells[MAXC];
   uint64_t p[MAXT], h[MAXT];
   uint8_t next_block[MAXN], first_claim[MAXN], last_claim[MAXN];
   uint8_t claims[MAXN][MAXB];
@@ -91,7 +92,7 @@ typedef struct explorer {
   int depth;
 } explorer;
 
-static _Atomic uint64_t cellmem[MAXN];
+static _Atomic uint64_t cellmem[MAXC];
 
 static void load_q(rq *q, const explorer *e, const mstate *s) {
   q->cells = cellmem;
@@ -126,7 +127,7 @@ static uint64_t word_pos(uint64_t w) { return (w >> RQ_IDX_BITS) - 1; }
 
 static void publish(explorer *e, rq *q, mstate *s, int i) {
   uint64_t p = s->p[i];
-  uint64_t old = atomic_load(&q->cells[p % q->cap]);
+  uint64_t old = atomic_load(&q->cells[p & (q->cap - 1)]);
   /* the previous occupant: position p - cap (none on the first lap) */
   uint64_t prev = word_pos(old);
   if (p >= (uint64_t)e->cap && (prev != p - (uint64_t)e->cap || prev >= s->head))
@@ -285,7 +286,10 @@ static explorer explore(const scenario *sc, int variant) {
   memset(&e, 0, sizeof e);
   e.sc = sc;
   e.variant = variant;
-  e.cap = sc->ntasks - (variant == V_CAP_TOO_SMALL ? 1 : 0);
+  /* cells for every task (a power of two, as the chip's); one lap too
+   * small in the broken variant */
+  e.cap = (int)rq_cap_for((uint64_t)sc->ntasks);
+  if (variant == V_CAP_TOO_SMALL) e.cap /= 2;
   mstate s;
   memset(&s, 0, sizeof s);
   rq q;
@@ -309,7 +313,8 @@ static explorer explore(const scenario *sc, int variant) {
   return e;
 }
 
-/* cap = tasks: a second operation's pushes wrap around the cells */
+/* cap = tasks (rounded up to a power of two): a second operation's pushes
+ * wrap around the cells */
 static const scenario scenarios[] = {
     /* one pusher, one claimer taking a block at a time: B stays at the head */
     {"push A,B(2) | claim 1, claim 2", 2, 2, {1, 2}, {{{1, 0}, {1, 1}}, {{2, 1}, {2, 2}}}},
