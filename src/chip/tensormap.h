@@ -43,6 +43,7 @@ typedef struct tmap {
   uint32_t nbuckets; /* power of two */
   int32_t *buckets;  /* 2 heads per bucket (writers, readers), -1 = empty */
   tmap_entry *pool;
+  struct region_view *views; /* the view of pool[i], normalised when recorded */
   int32_t free_head; /* free list through tmap_entry.next */
   uint32_t fresh;    /* entries [fresh, capacity) were never used */
   /* most chunks a stored view spans, per level (0: no entry at that level
