@@ -473,6 +473,12 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
     return rc;
   pto_task_id id = r->next_id;
   task *t = run_slot(r, id);
+  /* The slots a few submits ahead were last written by the cores that
+   * completed their previous tasks: fetch them for writing now, so that
+   * filling them then does not wait on those lines. */
+  const task *ahead = run_slot(r, id + 4);
+  for (size_t off = 0; off < sizeof *ahead; off += PTO_CACHELINE)
+    __builtin_prefetch((const char *)ahead + off, 1);
 
   /* 2. argument storage */
   int nt = a ? a->ntensors : 0, ns = a ? a->nscalars : 0;
@@ -486,6 +492,10 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   uint64_t *scalars = (uint64_t *)(tensors + nt);
   if (nt) memcpy(tensors, a->tensors, sizeof(pto_tensor) * (size_t)nt);
   if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
+  /* the next submits' argument storage, as the slots above (past the
+   * ring's end the hint is simply wasted: a prefetch never faults) */
+  for (size_t off = 0; off < 4 * PTO_CACHELINE; off += PTO_CACHELINE)
+    __builtin_prefetch((const char *)ar.ptr + ar.bytes + off, 1);
 
   /* 3. heap for OUTPUT tensors: one contiguous allocation per task, so a
    * task whose outputs fit the ring at all can always get them once the
@@ -592,14 +602,16 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   atomic_store_explicit(&t->refs, 0, memory_order_relaxed);
   atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
   /* the submit guard, plus every edge counted before any producer can see
-   * its node (one store, not a locked add per edge); an edge to a producer
-   * that already closed its list is undone below (the guard keeps it > 0) */
+   * its node (one store, not a locked add per edge); the edges to
+   * producers that already closed their lists are undone with the guard
+   * (which keeps it > 0 until then) */
   atomic_store_explicit(&t->fanin, 1 + (int32_t)nd, memory_order_relaxed);
   atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
   atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
   atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
   t->dep_begin = r->dep_head;
+  uint32_t linked = 0; /* edges whose producer may still decrement fanin */
   uint32_t idx = nd ? (uint32_t)(r->dep_head % r->ndeps) : 0;
   for (uint32_t i = 0; i < nd; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {
     r->dep_head++;
@@ -615,16 +627,15 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
      * and so its kernel's writes, happen-before this task is published */
     int64_t head = atomic_load_explicit(&p->fanout_head, memory_order_acquire);
     for (;;) {
-      if (head == FANOUT_CLOSED) {
-        atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_relaxed);
-        break;
-      }
+      if (head == FANOUT_CLOSED) break; /* its edge is undone with the guard, below */
       n->next = head;
       /* release pairs with complete_task's exchange: node contents and the
        * fanin increment are visible to the producer */
       if (atomic_compare_exchange_weak_explicit(&p->fanout_head, &head, (int64_t)idx,
-                                                memory_order_release, memory_order_acquire))
+                                                memory_order_release, memory_order_acquire)) {
+        linked++;
         break;
+      }
     }
   }
   t->dep_end = r->dep_head;
@@ -636,8 +647,13 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
     trace_slice_deps(r->trace, r->orch_track, "submit", "orch", t0, pto_now_ns(), id, -1, r->depbuf,
                      (int)nd);
   if (id_out) *id_out = id;
-  /* drop the guard: acq_rel pairs with producers' decrements */
-  if (atomic_fetch_sub_explicit(&t->fanin, 1, memory_order_acq_rel) == 1) sched_make_ready(r, t);
+  /* drop the guard and the edges to producers that had already closed
+   * their lists, in one step: acq_rel pairs with producers' decrements.
+   * With no producer linked nobody else touches fanin: the task is ready,
+   * and its push to a ready queue publishes the slot (release) */
+  int32_t undo = 1 + (int32_t)(nd - linked);
+  if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
+    sched_make_ready(r, t);
   return PTO_OK;
 }
 
