@@ -52,15 +52,15 @@ static void core_wait_work(core_wait *w) {
   core *c = w->c;
   pto_run *r = c->run;
   role *ro = core_role(c);
-  /* only a core that would spin pulls: with every CPU taken it parks, and
-   * the orchestrator runs the pass as before */
-  if (!r->sched_threads && pto_wait_may_spin()) {
+  if (!r->sched_threads) {
     w->seen = role_snapshot(ro); /* before pull_begin: role.h */
     if (role_pull_begin(ro, c->id)) {
       if (sched_ready_queued(r)) pull_serve(w);
-      /* the window: the spin budget, then the plain wait below */
+      /* the window: spin_ns, spinning while a CPU is free, else yielding,
+       * but never parked (a requester then pays no futex wake); then the
+       * plain wait below */
       uint64_t until = pto_now_ns() + (uint64_t)pto_option_cached(PTO_OPT_SPIN_NS);
-      while (!core_has_work(w) && pto_wait(&c->ev, core_pull_cond, w, until))
+      while (!core_has_work(w) && pto_wait_unparked(core_pull_cond, w, until))
         if (role_more(ro, w->seen)) pull_serve(w);
       role_pull_end(ro);
       if (role_more(ro, w->seen)) pull_serve(w); /* the re-check */

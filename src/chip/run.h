@@ -185,6 +185,7 @@ typedef struct sched {
   pto_event ev;      /* its thread parks here (sched_threads mode) */
   role role;         /* whoever runs its passes (the default mode): role.h */
   bool wake_pending; /* scheduler-private: it made tasks ready in this pass */
+  bool again;        /* scheduler-private: its last pass moved the drain */
   uint64_t blocks;   /* scheduler-private: blocks it dispatched this run */
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */

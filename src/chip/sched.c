@@ -505,8 +505,11 @@ static bool sched_has_work(void *p) {
 }
 
 /* One scheduler pass: retire completions, drain step, dispatch. Returns
- * whether it did anything (then another pass may find more). Runs on the
- * scheduler's thread, or on the thread holding its role. */
+ * whether it did anything. Runs on the scheduler's thread, or on the
+ * thread holding its role. Another pass can find more only after a drain
+ * step (s->again): the tasks its completions made ready on its own queues
+ * were dispatched in this very pass, and everything else that brings work
+ * (a block's end, a push by another thread) requests a pass (role.h). */
 static bool sched_pass(sched *s) {
   pto_run *r = s->run;
   uint64_t t0 = r->trace ? pto_now_ns() : 0;
@@ -515,7 +518,8 @@ static bool sched_pass(sched *s) {
     trace_slice(r->trace, s->trace_track, "complete", "sched", t0, pto_now_ns(), -1, -1);
   t0 = r->trace ? pto_now_ns() : 0;
   int st = drain_step(&r->drain, &s->drain, &ops, s);
-  if (st != DRAIN_NONE && st != DRAIN_WAITING) {
+  s->again = st != DRAIN_NONE && st != DRAIN_WAITING;
+  if (s->again) {
     drain_moved(r);
     did = true;
     if (r->trace)
@@ -552,12 +556,11 @@ static void sched_role_run(sched *s, bool leftover) {
     if (leftover) s->wake_pending = true;
     if (!s->first_ns) s->first_ns = pto_now_ns();
     uint32_t seen;
-    bool did, any = false;
+    bool any = false;
     do {
       seen = role_snapshot(&s->role);
-      did = sched_pass(s);
-      any |= did;
-    } while ((did || role_more(&s->role, seen)) && !run_stopping(r));
+      any |= sched_pass(s);
+    } while ((s->again || role_more(&s->role, seen)) && !run_stopping(r));
     /* the clock is read when the chip looks drained (the run's last
      * activity, run_stats) rather than after every pass, and once at
      * least (a run whose last completion is async): relaxed, stats */

@@ -160,6 +160,14 @@ static bool spin(pto_cond_fn cond, void *arg) {
   return false;
 }
 
+bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
+  for (;;) {
+    if (cond(arg)) return true;
+    if (cpu_free() ? spin(cond, arg) : (sched_yield(), cond(arg))) return true;
+    if (pto_now_ns() >= deadline_ns) return false;
+  }
+}
+
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   if (cond(arg)) return true;
   if (cpu_free() && spin(cond, arg)) return true;

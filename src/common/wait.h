@@ -31,6 +31,12 @@ typedef bool (*pto_cond_fn)(void *arg);
  * NULL the wait polls with a growing sleep (up to 1 ms) instead of parking. */
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns);
 
+/* Waits as pto_wait but never parks: spins while a CPU is free, else
+ * yields, until cond(arg) (true) or the deadline (false). For a short
+ * window in which a waker must not pay a futex wake (an idle core that
+ * pulls work, core.c); the caller then waits as usual. */
+bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
+
 /* For a thread with nothing to do until cond(arg) holds (a chip's thread
  * between runs): waits as pto_wait for up to the park maximum, then parks
  * with no timeout, so an idle thread costs no CPU. No deadline: only for
