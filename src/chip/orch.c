@@ -584,7 +584,7 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   /* 5. fill the slot, then link into producers' fanout lists */
   t->id = id;
   t->kernel = kernel_id;
-  t->shape = sh;
+  t->shape = (int8_t)sh;
   t->block_num = opts && opts->block_num ? opts->block_num : 1;
   t->units_total = sh == SHAPE_DUMMY ? 0 : t->block_num * (shape_aic(sh) + shape_aiv(sh));
   t->sync_start = opts && opts->sync_start && sh != SHAPE_DUMMY;

@@ -82,34 +82,41 @@ enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
 /* One task slot. Written by the orchestrator before the task is published
  * (the guard decrement of `fanin` or a dependency's completion, both
  * acq_rel), read-only afterwards except for the atomics. Slots start on
- * a cache line: the orchestrator fills one while cores complete its
- * neighbours. */
+ * a cache line, and their fields are grouped into lines by who writes
+ * them, so that linking a consumer to a producer that a core is running
+ * does not wait on the line that core is writing:
+ *   line 0, read-only once published (cores read it at dispatch and run);
+ *   line 1, the producer side: consumers link into fanout_head and pin
+ *           `refs` (orchestrator), completion closes the list and
+ *           consumers' completions unpin; plus the orchestrator's own;
+ *   line 2, execution: readiness, claiming, block ends, gang start. */
 typedef struct task {
   PTO_LINE_ALIGNED pto_task_id id;
-  int32_t kernel; /* -1: dummy */
-  int32_t shape;
-  int32_t block_num;
-  int32_t units_total; /* block_num * cores per block */
-  bool sync_start;
-  int8_t scope_depth;   /* orch */
-  pto_task_id dep_mark; /* orch: last submit that listed it as a producer */
-  int32_t ntensors, nscalars;
   pto_tensor *tensors; /* in the args ring */
   uint64_t *scalars;
   uint64_t dep_begin, dep_end; /* this task's dependency nodes (dep ring) */
-  uint64_t heap_end, args_end; /* ring heads after this task's allocations */
+  int32_t kernel;              /* -1: dummy */
+  int32_t block_num;
+  int32_t units_total; /* block_num * cores per block */
+  int32_t ntensors, nscalars;
+  int8_t shape; /* enum shape */
+  bool sync_start;
+  int8_t scope_depth; /* orch */
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
-  _Atomic int64_t fanout_head;
-  _Atomic int32_t state;
+  PTO_LINE_ALIGNED _Atomic int64_t fanout_head;
+  _Atomic int32_t refs;        /* registered consumers not yet completed */
+  pto_task_id dep_mark;        /* orch: last submit that listed it as a producer */
+  uint64_t heap_end, args_end; /* orch: ring heads after this task's allocations */
+  PTO_LINE_ALIGNED _Atomic int32_t state;
   _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
-  _Atomic int32_t refs;  /* registered consumers not yet completed */
   _Atomic int32_t units_done;
   int32_t next_block;                             /* under its ready queue's lock */
-  _Atomic uint64_t first_start_ns, last_start_ns; /* sync_start spread */
   _Atomic int32_t cohort_go;                      /* sync_start: blocks start when nonzero */
+  _Atomic uint64_t first_start_ns, last_start_ns; /* sync_start spread */
   _Atomic uint64_t drain_ns; /* sync_start: when its drain began (relaxed; stats only) */
 } task;
+_Static_assert(sizeof(task) == 3 * PTO_CACHELINE, "a task slot is three cache lines");
 
 /* One dependency: consumer waits for producer (their slots: the node
  * lives no longer than either task). Node i belongs to the consumer that
