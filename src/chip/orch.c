@@ -822,7 +822,8 @@ void orch_finish(pto_run *r) {
       pto_scope_end(&o);
     }
   }
-  atomic_store_explicit(&r->orch_done, 1, memory_order_release); /* watchdog reads it */
+  atomic_store_explicit(&r->orch_done, 1, memory_order_seq_cst); /* watchdog reads it */
+  sched_orch_done(r);
   /* No deadline here: the watchdog turns any stall into a latched error. */
   while (!orch_wait_completions(r, INT64_MAX, all_completed, r, UINT64_MAX)) {
   }

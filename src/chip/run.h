@@ -325,6 +325,9 @@ void sched_task_done_unit(pto_run *r, task *t, int units);
 /* Asks scheduler s for a pass after publishing work for it: runs the pass
  * here when nobody holds its role (the default), or wakes its thread. */
 void sched_kick(pto_run *r, sched *s);
+/* The orchestration ended (orch_done set): the schedulers' last activity
+ * is stamped even when the last block ended before (run_stats). */
+void sched_orch_done(pto_run *r);
 /* Role mode, an idle core of s that pulls for it: serves the requests
  * pending (role.h), as a pass of its own or through the holder. */
 void sched_pull(sched *s);

@@ -561,15 +561,30 @@ static void sched_role_run(sched *s, bool leftover) {
       seen = role_snapshot(&s->role);
       any |= sched_pass(s);
     } while ((s->again || role_more(&s->role, seen)) && !run_stopping(r));
-    /* the clock is read when the chip looks drained (the run's last
-     * activity, run_stats) rather than after every pass, and once at
-     * least (a run whose last completion is async): relaxed, stats */
-    if (any && (!s->last_ns || atomic_load_explicit(&r->completed, memory_order_relaxed) ==
-                                   atomic_load_explicit(&r->submitted, memory_order_relaxed)))
+    /* The run's last activity (run_stats): the clock is read at the first
+     * pass, then only once the orchestration has ended, when a pass may
+     * be the last (orch_done: a line nobody writes during the run, unlike
+     * `submitted`, which a read here per pass would take from the
+     * orchestrator at every submit). sched_orch_done covers a last block
+     * that ended before. Relaxed: stats. */
+    if ((any && !s->last_ns) || atomic_load_explicit(&r->orch_done, memory_order_relaxed))
       s->last_ns = pto_now_ns();
     this_sched = prev;
     if (!role_leave(&s->role, seen)) break;
   }
+}
+
+void sched_orch_done(pto_run *r) {
+  if (r->sched_threads) return; /* their threads stamp when going idle */
+  /* Dekker with complete_task (completed, fence, then this pass's load of
+   * orch_done): either that pass saw orch_done and stamped, or we see its
+   * completion here and a pass of each scheduler stamps now */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&r->completed, memory_order_relaxed) !=
+      atomic_load_explicit(&r->submitted, memory_order_relaxed))
+    return;
+  for (int i = 0; i < r->nsched; i++)
+    sched_kick(r, &r->scheds[i]);
 }
 
 void sched_kick(pto_run *r, sched *s) {
