@@ -49,8 +49,8 @@
 
 typedef struct rq {
   /* pushers and poppers on their own lines */
-  PTO_LINE_ALIGNED _Atomic uint64_t head; /* next position to pop */
-  PTO_LINE_ALIGNED _Atomic uint64_t tail; /* next position to push */
+  PTO_LINE_ALIGNED _Atomic uint64_t head;   /* next position to pop */
+  PTO_LINE_ALIGNED _Atomic uint64_t tail;   /* next position to push */
   PTO_LINE_ALIGNED _Atomic uint64_t *cells; /* cap words */
   uint64_t cap;                             /* a power of two (a mask, not a division) */
 } rq;

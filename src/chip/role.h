@@ -90,10 +90,13 @@ static inline bool role_leave(role *r, uint32_t seen) {
  * A requester that is not one of the scheduler's cores (the orchestrator
  * that made a task ready) need not run the pass itself when an idle core
  * of the scheduler stands in as its puller: it requests, and leaves the
- * pass to the puller, which is spinning for work anyway.
+ * pass to the puller, which is waiting for work anyway (spinning, or
+ * yielding when every CPU is taken).
  *
  *   requester:  role_request(r);                   // after the push
- *               if (role_puller(r) >= 0) signal that core; else run as above
+ *               if (role_puller(r) < 0) run as above   // else left to it
+ *               (no signal: a puller polls the requests and never parks
+ *               while it is the puller, core.c)
  *   puller:     seen = role_snapshot(r);
  *               if (!role_pull_begin(r, me)) -> not the puller, plain wait
  *               if (anything queued) serve(&seen);     // requests before seen

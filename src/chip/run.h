@@ -245,7 +245,8 @@ typedef struct pto_run {
   PTO_LINE_ALIGNED _Atomic int32_t status;    /* latched first error */
   _Atomic int32_t stop;                       /* threads exit when set */
   _Atomic int32_t orch_done;
-  PTO_LINE_ALIGNED _Atomic int64_t completed; /* completed tasks (release pairs with orch acquire) */
+  PTO_LINE_ALIGNED _Atomic int64_t
+      completed;                /* completed tasks (release pairs with orch acquire) */
   _Atomic int64_t orch_wake_at; /* completions signal orch_ev once `completed` reaches it */
   _Atomic uint64_t async_done;  /* async completions (watchdog progress) */
   _Atomic uint64_t ready_gen;   /* sched_threads mode: bumped on every ready push */

@@ -175,10 +175,9 @@ static void sched_role_run(sched *s, bool leftover);
 static bool sched_request(pto_run *r, sched *sc, shape sh) {
   role_request(&sc->role);
   int p = role_puller(&sc->role);
-  if (p >= 0 && (r->cores[p].type == PTO_CORE_AIC) == (sh == SHAPE_AIC)) {
-    pto_event_signal(&r->cores[p].ev); /* a fence and a load while it spins */
-    return true;
-  }
+  /* no signal: a puller never parks while it pulls (core.c), it polls the
+   * requests */
+  if (p >= 0 && (r->cores[p].type == PTO_CORE_AIC) == (sh == SHAPE_AIC)) return true;
   sched_role_run(sc, false);
   return false;
 }

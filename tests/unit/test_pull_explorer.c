@@ -10,7 +10,7 @@
  * atomic operation of the real inline functions of role.h on a role word
  * loaded from and stored back to the explored state (interleavings are
  * sequentially consistent, as the seq_cst operations of role.h make them):
- *   O:  PUSH  REQ  LOADP -> puller seen: done (it signals the puller)
+ *   O:  PUSH  REQ  LOADP -> puller seen: done (the puller polls requests)
  *                        -> none: the role loop (as test_role_explorer)
  *   P:  SNAP0 (seen = role_snapshot)  BEGIN (role_pull_begin; lost: done)
  *       QCHK  (anything queued -> serve)  POLL (role_more(seen) -> serve)
@@ -128,7 +128,7 @@ static void step(const explorer *e, mstate *s, int i) {
     break;
   case PC_LOADP:
     if (role_puller(&r) >= 0)
-      s->pc[i] = PC_DONE; /* left to the puller (signalled) */
+      s->pc[i] = PC_DONE; /* left to the puller (it polls) */
     else
       loop_then(s, i, PC_DONE);
     break;
