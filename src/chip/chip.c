@@ -274,7 +274,8 @@ static int run_create(pto_chip *chip, pto_run **out) {
   atomic_init(&r->alive, 1); /* the chip's own reference */
   r->nslots = c->task_slots;
   r->ndeps = c->dep_entries;
-  r->slots = cacheline_calloc(r->nslots, sizeof *r->slots);
+  r->slot_mask = (uint32_t)rq_cap_for(r->nslots) - 1;
+  r->slots = cacheline_calloc((size_t)r->slot_mask + 1, sizeof *r->slots);
   r->deps = calloc(r->ndeps, sizeof *r->deps);
   r->nasync = chip->nasync;
   r->async = chip->async;
@@ -287,7 +288,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
   if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
-    uint64_t cap = rq_cap_for(r->nslots); /* room for every live task */
+    uint64_t cap = (uint64_t)r->slot_mask + 1; /* room for every live task and slot index */
     task **items = malloc(sizeof(task *) * cap);
     if (!items) goto nomem;
     ready_queue_init(rq, (uint32_t)cap, items);

@@ -213,8 +213,9 @@ typedef struct pto_run {
   const pto_chip_config *cfg;
   pto_trace *trace; /* NULL when tracing is off */
   /* task ring */
-  task *slots;
-  uint32_t nslots;
+  task *slots;     /* slot_mask + 1 of them: id & slot_mask is id's slot */
+  uint32_t nslots; /* live tasks at most (task_slots) */
+  uint32_t slot_mask; /* nslots rounded up to a power of two, minus one */
   dep_node *deps;
   uint32_t ndeps;
   /* orch-owned */
@@ -304,7 +305,8 @@ static inline bool run_stopping(const pto_run *r) {
 }
 void run_wake_all(pto_run *r);
 static inline task *run_slot(pto_run *r, pto_task_id id) {
-  return &r->slots[(uint64_t)id % r->nslots];
+  /* a mask, not a division: ids live at once span fewer than nslots */
+  return &r->slots[(uint64_t)id & r->slot_mask];
 }
 const char *run_kernel_name(const pto_run *r, const task *t);
 
