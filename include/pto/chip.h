@@ -101,9 +101,10 @@ typedef struct pto_run_stats {
   uint64_t tasks;      /* tasks submitted (dummy tasks included) */
   uint64_t blocks;     /* kernel blocks executed */
   double host_us;      /* whole pto_chip_run call */
-  double device_us;    /* first to last core/scheduler activity */
+  double device_us;    /* first to last core/scheduler activity (see sched_us) */
   double orch_us;      /* orchestration function span */
-  double sched_us;     /* first to last scheduler activity */
+  double sched_us;     /* first to last scheduler activity: its last pass, or
+                        * the orchestration's end if every block ended before */
   double effective_us; /* max end - min start of orch and schedulers */
   /* gang start (sync_start) */
   uint64_t sync_tasks;

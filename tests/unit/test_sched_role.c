@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -126,6 +127,75 @@ static void run_mode(int sched_threads) {
              before, got, sched_threads, want, base, cores, sched_threads ? " + 2 schedulers" : "");
 }
 
+/* ---- run spans: the schedulers' last activity (run_stats) ---- */
+
+static int k_sleep(const pto_kctx *c) {
+  struct timespec ts = {0, (long)c->scalars[0] * 1000000L};
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+typedef struct span_arg {
+  int kid, block_ms, host_ms, rc;
+} span_arg;
+
+/* One task of block_ms; with host_ms, the orchestration waits for it and
+ * then works on the host for host_ms before it returns. */
+static void span_orch(pto_orch *o, void *arg) {
+  span_arg *a = arg;
+  pto_args args;
+  pto_args_init(&args);
+  pto_args_scalar(&args, (uint64_t)a->block_ms);
+  pto_task_id id;
+  if ((a->rc = pto_submit(o, a->kid, &args, NULL, &id)) || !a->host_ms) return;
+  if ((a->rc = pto_orch_wait_task(o, id, 10000))) return;
+  struct timespec ts = {0, (long)a->host_ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static void run_span(int sched_threads, int block_ms, int host_ms, pto_run_stats *st) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.schedulers = 1;
+  cfg.sched_threads = sched_threads;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  span_arg a = {.block_ms = block_ms, .host_ms = host_ms};
+  assert_int_equal(pto_kernel_register_aiv(chip, "sleep", k_sleep, &a.kid), PTO_OK);
+  pto_error_info err;
+  int rc = pto_chip_run(chip, span_orch, &a, st, &err);
+  if (rc) pto_error_print(&err, stderr);
+  pto_chip_destroy(chip);
+  assert_int_equal(rc, PTO_OK);
+  assert_int_equal(a.rc, PTO_OK);
+}
+
+/* The last block ends after the orchestration: the schedulers' span (and
+ * the device's) reaches it. Then the orchestration ends after the last
+ * block: the span reaches the orchestration's end (pto_run_stats). */
+static void test_run_spans_reach_the_last_activity(void **state) {
+  (void)state;
+  for (int mode = 0; mode < 2; mode++) {
+    pto_run_stats st;
+    run_span(mode, 30, 0, &st);
+    printf("sched_threads=%d, a 30 ms block after the orchestration: orch %.0f us, sched %.0f "
+           "us, device %.0f us, effective %.0f us\n",
+           mode, st.orch_us, st.sched_us, st.device_us, st.effective_us);
+    if (st.sched_us < 29000 || st.device_us < 29000 || st.effective_us < 29000)
+      fail_msg("sched_threads=%d: sched_us %.0f, device_us %.0f, effective_us %.0f: each must "
+               "cover the 30 ms block that ended last",
+               mode, st.sched_us, st.device_us, st.effective_us);
+    run_span(mode, 1, 30, &st);
+    printf("sched_threads=%d, 30 ms of host work after a 1 ms block: orch %.0f us, sched %.0f "
+           "us, device %.0f us, effective %.0f us\n",
+           mode, st.orch_us, st.sched_us, st.device_us, st.effective_us);
+    if (st.effective_us < 30000 || st.effective_us < st.orch_us)
+      fail_msg("sched_threads=%d: effective_us %.0f must cover the orchestration (%.0f us)", mode,
+               st.effective_us, st.orch_us);
+  }
+}
+
 static void test_role_default_no_scheduler_threads(void **state) {
   (void)state;
   run_mode(0);
@@ -153,6 +223,7 @@ int main(void) {
       cmocka_unit_test(test_role_default_no_scheduler_threads),
       cmocka_unit_test(test_sched_threads_mode),
       cmocka_unit_test(test_sched_threads_config_checked),
+      cmocka_unit_test(test_run_spans_reach_the_last_activity),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
