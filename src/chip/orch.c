@@ -185,10 +185,12 @@ static void hold_release(pto_run *r) {
 static void orch_retire(pto_run *r) {
   while (r->retired < r->next_id) {
     task *t = run_slot(r, r->retired);
-    /* acquire pairs with the completing scheduler's release of state/refs:
-     * its reads of our buffers happened before we recycle them */
+    /* acquire pairs with the completing scheduler's release of `state`:
+     * the task's use of its slot and arguments happened before we recycle
+     * them. Its consumers need neither: they read its OUTPUT buffers,
+     * whose heap range its scope holds until they have retired (hold_*),
+     * and their dependency nodes are their own. */
     if (atomic_load_explicit(&t->state, memory_order_acquire) != TASK_DONE) break;
-    if (atomic_load_explicit(&t->refs, memory_order_acquire) != 0) break;
     ring_release_to(&r->heap, t->heap_end);
     ring_release_to(&r->args, t->args_end);
     r->dep_tail = t->dep_end;
@@ -576,7 +578,7 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
                            "dependency pool", "%llu entries (dep_entries %llu)", nd, r->ndeps)))
     return rc;
   /* The waits above may have retired producers listed earlier: their slots
-   * are about to be reused, so they must not be linked or pinned. */
+   * are about to be reused, so they must not be linked. */
   nd = 0;
   for (uint32_t i = 0; i < r->depbuf_n; i++)
     if (r->depbuf[i] >= r->retired) r->depbuf[nd++] = r->depbuf[i];
@@ -599,7 +601,6 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   atomic_store_explicit(&t->fanout_head, FANOUT_EMPTY, memory_order_relaxed);
   t->next_block = 0;
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
-  atomic_store_explicit(&t->refs, 0, memory_order_relaxed);
   atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
   /* the submit guard, plus every edge counted before any producer can see
    * its node (one store, not a locked add per edge); the edges to
@@ -617,12 +618,8 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
     r->dep_head++;
     dep_node *n = &r->deps[idx];
     task *p = run_slot(r, r->depbuf[i]);
-    n->producer = p;
     n->consumer = t;
     n->next = -1;
-    /* A consumer pins its producer's slot (and heap outputs) until it
-     * completes. Relaxed: only this thread tests refs == 0 (retirement). */
-    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
     /* acquire (load and failed CAS): seeing CLOSED means p's completion,
      * and so its kernel's writes, happen-before this task is published */
     int64_t head = atomic_load_explicit(&p->fanout_head, memory_order_acquire);

@@ -86,9 +86,9 @@ enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
  * them, so that linking a consumer to a producer that a core is running
  * does not wait on the line that core is writing:
  *   line 0, read-only once published (cores read it at dispatch and run);
- *   line 1, the producer side: consumers link into fanout_head and pin
- *           `refs` (orchestrator), completion closes the list and
- *           consumers' completions unpin; plus the orchestrator's own;
+ *   line 1, the producer side: consumers link into fanout_head
+ *           (orchestrator), completion closes the list; plus the
+ *           orchestrator's own;
  *   line 2, execution: readiness, claiming, block ends, gang start. */
 typedef struct task {
   PTO_LINE_ALIGNED pto_task_id id;
@@ -105,7 +105,6 @@ typedef struct task {
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
   PTO_LINE_ALIGNED _Atomic int64_t fanout_head;
-  _Atomic int32_t refs;        /* registered consumers not yet completed */
   pto_task_id dep_mark;        /* orch: last submit that listed it as a producer */
   uint64_t heap_end, args_end; /* orch: ring heads after this task's allocations */
   PTO_LINE_ALIGNED _Atomic int32_t state;
@@ -118,12 +117,13 @@ typedef struct task {
 } task;
 _Static_assert(sizeof(task) == 3 * PTO_CACHELINE, "a task slot is three cache lines");
 
-/* One dependency: consumer waits for producer (their slots: the node
- * lives no longer than either task). Node i belongs to the consumer that
- * allocated it and links into the producer's fanout list, which holds
- * indexes into the pool (deps[], not the ever-growing dep_head). */
+/* One dependency: its consumer waits for the producer whose fanout list
+ * the node is linked into. Node i belongs to the consumer (its slot: the
+ * node lives no longer than it) and links into the producer's fanout
+ * list, which holds indexes into the pool (deps[], not the ever-growing
+ * dep_head). */
 typedef struct dep_node {
-  task *producer, *consumer;
+  task *consumer;
   int64_t next; /* next node of the producer's fanout list, -1 = end */
 } dep_node;
 

@@ -134,11 +134,6 @@ static void complete_task(pto_run *r, task *first) {
           sched_make_ready(r, c);
       }
     }
-    uint32_t idx = t->dep_end > t->dep_begin ? (uint32_t)(t->dep_begin % r->ndeps) : 0;
-    for (uint64_t i = t->dep_begin; i < t->dep_end; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {
-      /* release pairs with the orchestrator's acquire before recycling p */
-      atomic_fetch_sub_explicit(&r->deps[idx].producer->refs, 1, memory_order_release);
-    }
     /* release: everything above happens-before retirement of t */
     atomic_store_explicit(&t->state, TASK_DONE, memory_order_release);
     int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
