@@ -417,7 +417,6 @@ static void run_reset(pto_run *r) {
     memset(co->slot, 0, sizeof co->slot);
     co->issued = co->seen = 0;
     atomic_store_explicit(&co->cur_task, PTO_TASK_NONE, memory_order_relaxed);
-    atomic_store_explicit(&co->cur_start_ns, 0, memory_order_relaxed);
     co->first_ns = 0;
     co->trace_track = 0;
   }

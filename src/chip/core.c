@@ -123,13 +123,13 @@ static void core_serve(core *c) {
         .env = r->cfg->env,
         .run = r,
     };
-    /* the precise clock where a figure needs it (trace, first block, gang
-     * spread); else the coarse one: the watchdog reads it in ms */
-    uint64_t t0 = r->trace || gang || !c->first_ns ? pto_now_ns() : pto_now_coarse_ns();
+    /* the clock only where a figure needs it (trace, first block, gang
+     * spread): the watchdog needs no start time (a block that runs through
+     * a stall started before it, watchdog.c) */
+    uint64_t t0 = r->trace || gang || !c->first_ns ? pto_now_ns() : 0;
     if (!c->first_ns) c->first_ns = t0;
     if (gang) note_cohort_start(t, t0);
-    atomic_store_explicit(&c->cur_start_ns, t0, memory_order_relaxed); /* watchdog, advisory */
-    atomic_store_explicit(&c->cur_task, id, memory_order_relaxed);
+    atomic_store_explicit(&c->cur_task, id, memory_order_relaxed); /* watchdog, advisory */
     int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
     atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     if (r->trace) {

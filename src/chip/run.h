@@ -171,7 +171,6 @@ typedef struct core {
   _Atomic uint64_t entered;    /* generation of the run it serves, 0: none (run_enter) */
   uint64_t last_gen;           /* thread-private: last generation served or skipped */
   _Atomic int64_t cur_task;    /* watchdog: running task or -1 (relaxed) */
-  _Atomic uint64_t cur_start_ns;
   uint64_t first_ns; /* first block start; core-private until join */
   int trace_track;
 } core;

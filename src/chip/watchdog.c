@@ -24,27 +24,24 @@ static bool queues_nonempty(pto_run *r, task **head) {
 }
 
 static void report_stall(pto_run *r, uint64_t idle_ms) {
-  /* 1. a block that runs and runs */
+  /* 1. a block that runs and runs: every block running now started
+   * before the stall (a start follows a dispatch, which is progress), so
+   * the oldest task among them is named, running for idle_ms at least */
   int stuck = -1;
-  uint64_t oldest = UINT64_MAX;
+  pto_task_id id = PTO_TASK_NONE;
   for (int i = 0; i < r->ncores; i++) {
-    core *c = &r->cores[i];
-    if (atomic_load_explicit(&c->cur_task, memory_order_relaxed) == PTO_TASK_NONE) continue;
-    uint64_t s = atomic_load_explicit(&c->cur_start_ns, memory_order_relaxed);
-    if (s < oldest) {
-      oldest = s;
+    pto_task_id t = atomic_load_explicit(&r->cores[i].cur_task, memory_order_relaxed);
+    if (t != PTO_TASK_NONE && (stuck < 0 || t < id)) {
+      id = t;
       stuck = i;
     }
   }
   if (stuck >= 0) {
-    pto_task_id id = atomic_load_explicit(&r->cores[stuck].cur_task, memory_order_relaxed);
-    run_fail_stall(
-        r, PTO_STALL_TASK_STUCK, id, stuck,
-        "no progress for %llu ms: task %lld has been running on core %d (cluster %d, %s) "
-        "for %llu ms",
-        (unsigned long long)idle_ms, (long long)id, stuck, r->cores[stuck].cluster,
-        r->cores[stuck].type == PTO_CORE_AIC ? "AIC" : "AIV",
-        (unsigned long long)((pto_now_ns() - oldest) / 1000000ull));
+    run_fail_stall(r, PTO_STALL_TASK_STUCK, id, stuck,
+                   "no progress for %llu ms: task %lld has been running on core %d (cluster %d, "
+                   "%s) all that time",
+                   (unsigned long long)idle_ms, (long long)id, stuck, r->cores[stuck].cluster,
+                   r->cores[stuck].type == PTO_CORE_AIC ? "AIC" : "AIV");
     return;
   }
   task *head = NULL;
