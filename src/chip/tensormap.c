@@ -185,30 +185,39 @@ static void drop(tmap *m, int32_t i) {
 
 static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0; }
 
-/* One live entry met by a lookup: reports it when it conflicts and its
- * bytes meet the view's; when `record` is set, also drops it when the new
- * write covers it and is ordered after it. */
-static void visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, int64_t task, tmap_dep_fn dep,
-                  void *arg, bool record) {
+/* The cheap first test of a live entry: it conflicts with the access, its
+ * byte range meets the probe's, and it is another task's. */
+static inline bool may_meet(const tmap_entry *e, const probe *p, tmap_mode mode, int64_t task) {
+  return conflicts(e->mode, mode) && e->lo <= p->last && p->lo < e->hi && e->task != task;
+}
+
+/* A live entry that passed may_meet: reports it when its bytes meet the
+ * view's; when `record` is set, also drops it when the new write covers it
+ * and is ordered after it. Inlined in both walks: it runs for every
+ * entry whose range meets the probe's. */
+static inline __attribute__((always_inline)) void
+visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void *arg, bool record) {
   const tmap_entry *e = &m->pool[i];
-  if (conflicts(e->mode, mode) && e->lo <= p->last && p->lo < e->hi && e->task != task &&
-      region_view_overlap(&m->views[i], &p->rv)) {
+  if (region_view_overlap(&m->views[i], &p->rv)) {
     bool ordered = dep(arg, e->task);
     if (record && ordered && (mode & TMAP_WRITE) && region_view_covers(&p->rv, &m->views[i]))
       drop(m, i); /* the new writer orders after it: later tasks need only that */
   }
 }
 
-/* Walks one chain (writers or readers of one bucket). */
-static void scan_chain(tmap *m, uint32_t h, const probe *p, tmap_mode mode, int64_t task,
-                       int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+/* Walks one chain (writers or readers of one bucket); inlined in the
+ * chunk loop, which calls it for mostly empty or short chains. */
+static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h, const probe *p,
+                                                             tmap_mode mode, int64_t task,
+                                                             int64_t oldest_live, tmap_dep_fn dep,
+                                                             void *arg, bool record) {
   for (int32_t i = m->buckets[h]; i >= 0;) {
     const tmap_entry *e = &m->pool[i];
     int32_t next = e->next;    /* i may be dropped */
     if (e->task < oldest_live) /* retired: it completed, nobody waits for it */
       drop(m, i);
-    else
-      visit(m, i, p, mode, task, dep, arg, record);
+    else if (may_meet(e, p, mode, task))
+      visit(m, i, p, mode, dep, arg, record);
     i = next;
   }
 }
@@ -217,11 +226,12 @@ static void scan_chain(tmap *m, uint32_t h, const probe *p, tmap_mode mode, int6
 static void scan_level(tmap *m, int level, const probe *p, tmap_mode mode, int64_t task,
                        int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
   for (int32_t i = m->level_head[level]; i >= 0;) {
+    const tmap_entry *e = &m->pool[i];
     int32_t next = m->links[i].lnext; /* i may be dropped */
-    if (m->pool[i].task < oldest_live)
+    if (e->task < oldest_live)
       drop(m, i);
-    else
-      visit(m, i, p, mode, task, dep, arg, record);
+    else if (may_meet(e, p, mode, task))
+      visit(m, i, p, mode, dep, arg, record);
     i = next;
   }
 }
