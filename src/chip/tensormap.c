@@ -143,7 +143,7 @@ void tmap_clear(tmap *m) {
   for (int l = 0; l < TMAP_LEVELS; l++) {
     m->max_span[l] = 0;
     m->level_used[l] = 0;
-    m->level_head[l] = -1;
+    m->level_head[l] = m->level_tail[l] = -1;
   }
   m->levels = 0;
 }
@@ -173,7 +173,10 @@ static void drop(tmap *m, int32_t i) {
     m->level_head[l] = k->lnext;
   else
     m->links[k->lprev].lnext = k->lnext;
-  if (k->lnext >= 0) m->links[k->lnext].lprev = k->lprev;
+  if (k->lnext >= 0)
+    m->links[k->lnext].lprev = k->lprev;
+  else
+    m->level_tail[l] = k->lprev;
   if (--m->level_used[l] == 0) { /* no entry reaches across from an earlier chunk */
     m->max_span[l] = 0;
     m->levels &= ~(1u << l);
@@ -279,6 +282,18 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   probe p;
   probe_of(view, &p);
   scan(m, &p, mode, task, oldest_live, dep, arg, true);
+  uint64_t chunk;
+  uint32_t span;
+  int level = level_of(&p, &chunk, &span);
+  /* Entries are recorded in task order, so a level list's tail is its
+   * oldest: up to two retired ones go now. Entries that no lookup visits
+   * again (a fresh slot per task) are thus dropped anyway, the pool stays
+   * about as large as the live entries, and the entry reused is warm. */
+  for (int n = 0; n < 2; n++) {
+    int32_t old = m->level_tail[level];
+    if (old < 0 || m->pool[old].task >= oldest_live) break;
+    drop(m, old);
+  }
   int32_t i = entry_alloc(m);
   tmap_entry *e = &m->pool[i];
   tmap_link *k = &m->links[i];
@@ -287,9 +302,6 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   e->hi = p.rv.hi;
   e->task = task;
   e->mode = (int32_t)mode;
-  uint64_t chunk;
-  uint32_t span;
-  int level = level_of(&p, &chunk, &span);
   if (span > m->max_span[level]) m->max_span[level] = span;
   m->levels |= 1u << level;
   uint32_t h = 2 * bucket_of(m, level, chunk) + (mode == TMAP_READ);
@@ -300,7 +312,10 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   k->level = level;
   k->lprev = -1;
   k->lnext = m->level_head[level];
-  if (k->lnext >= 0) m->links[k->lnext].lprev = i;
+  if (k->lnext >= 0)
+    m->links[k->lnext].lprev = i;
+  else
+    m->level_tail[level] = i;
   m->level_head[level] = i;
   m->level_used[level]++;
   return PTO_OK;

@@ -54,7 +54,8 @@ typedef struct tmap {
   uint32_t max_span[TMAP_LEVELS];
   uint32_t levels;                  /* bit l set: level l holds entries */
   uint32_t level_used[TMAP_LEVELS]; /* entries stored at each level */
-  int32_t level_head[TMAP_LEVELS];  /* list of them, -1 = empty */
+  int32_t level_head[TMAP_LEVELS];  /* list of them, newest first, -1 = empty */
+  int32_t level_tail[TMAP_LEVELS];  /* the oldest of them, -1 = empty */
 } tmap;
 
 int tmap_init(tmap *m, uint32_t capacity);
