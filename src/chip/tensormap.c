@@ -21,7 +21,8 @@
  *
  * Chains and level lists are doubly linked (back links in the cold
  * m->links[]), so any entry is dropped in O(1) from either walk. Stale
- * entries (retired tasks) are dropped while walking; a level that empties
+ * entries (retired tasks) are dropped while walking, and each access drops
+ * up to two from the oldest end of its level's list; a level that empties
  * forgets its longest span. */
 #include "chip/tensormap.h"
 
