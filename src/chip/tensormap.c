@@ -2,18 +2,28 @@
  *
  * Index: by absolute byte address, so every view that may share a byte
  * with another is found, whatever its base pointer. Chunks come in levels:
- * a level-L chunk is 4 KiB << 4L bytes (4 KiB, 64 KiB, 1 MiB, ... 2^60).
- * An entry lives in the bucket of (L, first level-L chunk its bytes touch)
- * for the smallest L at which its view spans at most SPAN_MAX chunks, so
- * tasks working on different parts of one big buffer do not share a chain
- * and a huge view is still one entry. A lookup scans, at each level that
- * holds entries, the chunks its own view touches, widened down by the
- * longest span any entry at that level has (so an entry that starts
- * earlier but reaches into the view is found). Views of ordinary size use
- * level 0 only: one bucket per 4 KiB chunk they touch, as before levels.
- * Each bucket keeps writers and pure readers in separate chains, so a
- * read, which conflicts only with writers, never walks the readers.
- * Stale entries (retired tasks) are dropped while scanning. */
+ * a level-L chunk is 64 << 2L bytes (64 B, 256 B, 1 KiB, 4 KiB, ...
+ * 2^62 B). An entry lives in the bucket of (L, first level-L chunk its
+ * bytes touch) for the smallest L at which its view spans at most
+ * SPAN_MAX (4) chunks, so views of different bytes rarely share a chain,
+ * even 64-byte slots of one buffer, and a huge view is still one entry.
+ *
+ * A lookup visits each level that holds entries. There it either scans
+ * the chunks its own view touches, widened down by the longest span any
+ * entry at that level has (so an entry that starts earlier but reaches
+ * into the view is found), or, when those chunks outnumber the level's
+ * entries, walks the level's list of entries instead. Per level it costs
+ * at most min(chunks, entries) plus the entries met in those chains: a
+ * small probe pays for a few buckets per level in use, and a 1 MiB probe
+ * over fine entries pays for the entries, not for 16384 chunks. Each
+ * bucket keeps writers and pure readers in separate chains, so a read,
+ * which conflicts only with writers, never walks the readers.
+ *
+ * Chains and level lists are doubly linked (back links in the cold
+ * m->links[]), so any entry is dropped in O(1) from either walk. Stale
+ * entries (retired tasks) are dropped while walking, and each access drops
+ * up to two from the oldest end of its level's list; a level that empties
+ * forgets its longest span. */
 #include "chip/tensormap.h"
 
 #include <stdlib.h>
@@ -21,9 +31,9 @@
 #include "common/region.h"
 #include "pto/status.h"
 
-#define CHUNK_SHIFT 12
-#define LEVEL_SHIFT 4
-#define SPAN_MAX    16 /* chunks an entry may span at its level (1 << LEVEL_SHIFT) */
+#define CHUNK_SHIFT 6
+#define LEVEL_SHIFT 2
+#define SPAN_MAX    4 /* chunks an entry may span at its level (1 << LEVEL_SHIFT) */
 
 /* What a chain walk reads of every entry, 32 bytes: two to a cache line.
  * The normalised view (m->views[i], 144 bytes) is read only for entries
@@ -35,11 +45,20 @@ struct tmap_entry {
   int32_t next; /* bucket chain or free list, -1 = end */
 };
 
+/* Read and written only when an entry is recorded or dropped, and when a
+ * lookup walks a level's list. */
+struct tmap_link {
+  int32_t prev;         /* chain: previous entry, or -1 - (head index in buckets) */
+  int32_t lprev, lnext; /* level list, -1 = end (lprev -1: first) */
+  int32_t level;
+};
+
 static unsigned level_shift(int level) { return CHUNK_SHIFT + LEVEL_SHIFT * (unsigned)level; }
 
 static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
-  uint64_t h = chunk * 0xD6E8FEB86659FD93ull ^ ((uint64_t)level << 58);
-  h *= 0x9E3779B97F4A7C15ull;
+  /* a level-l chunk number has at most 58 - 2l bits: the key is unique */
+  uint64_t h = (chunk | (uint64_t)level << 59) * 0xD6E8FEB86659FD93ull;
+  h = (h ^ h >> 29) * 0x9E3779B97F4A7C15ull;
   return (uint32_t)(h >> 32) & (m->nbuckets - 1);
 }
 
@@ -63,22 +82,29 @@ static int level_of(const probe *p, uint64_t *chunk, uint32_t *span) {
     uint64_t c0 = p->lo >> sh, n = (p->last >> sh) - c0 + 1;
     if (n <= SPAN_MAX || level == TMAP_LEVELS - 1) {
       *chunk = c0;
-      *span = (uint32_t)n; /* <= 16 at the top level: 2^64 / 2^60 */
+      *span = (uint32_t)n; /* <= 4 at the top level: 2^64 / 2^62 */
       return level;
     }
   }
 }
 
+/* The chain head (index into m->buckets) of an entry recorded as (level,
+ * view lo, mode). */
+static uint32_t head_of(const tmap *m, int level, uint64_t lo, int32_t mode) {
+  return 2 * bucket_of(m, level, lo >> level_shift(level)) + (mode == TMAP_READ);
+}
+
 int tmap_init(tmap *m, uint32_t capacity) {
-  if (capacity == 0) return PTO_EINVAL;
+  if (capacity == 0 || capacity > INT32_MAX) return PTO_EINVAL;
   m->capacity = capacity;
   m->nbuckets = 64;
   while (m->nbuckets < capacity / 4 && m->nbuckets < (1u << 20))
     m->nbuckets <<= 1;
   m->buckets = malloc(sizeof(int32_t) * 2 * m->nbuckets);
   m->pool = malloc(sizeof(tmap_entry) * capacity);
+  m->links = malloc(sizeof(tmap_link) * capacity);
   m->views = malloc(sizeof(region_view) * capacity);
-  if (!m->buckets || !m->pool || !m->views) {
+  if (!m->buckets || !m->pool || !m->links || !m->views) {
     tmap_destroy(m);
     return PTO_ENOMEM;
   }
@@ -90,9 +116,11 @@ int tmap_init(tmap *m, uint32_t capacity) {
 void tmap_destroy(tmap *m) {
   free(m->buckets);
   free(m->pool);
+  free(m->links);
   free(m->views);
   m->buckets = NULL;
   m->pool = NULL;
+  m->links = NULL;
   m->views = NULL;
 }
 
@@ -101,13 +129,8 @@ void tmap_clear(tmap *m) {
     /* O(entries used since the last clear): every live entry is one of
      * them, so emptying their buckets empties every chain */
     for (uint32_t i = 0; i < m->fresh; i++) {
-      probe p = {m->views[i], m->views[i].lo, 0};
-      p.last = p.rv.hi > p.rv.lo ? p.rv.hi - 1 : p.rv.lo;
-      uint64_t chunk;
-      uint32_t span;
-      int level = level_of(&p, &chunk, &span);
-      uint32_t b = bucket_of(m, level, chunk);
-      m->buckets[2 * b] = m->buckets[2 * b + 1] = -1;
+      uint32_t h = head_of(m, m->links[i].level, m->pool[i].lo, TMAP_WRITE);
+      m->buckets[h] = m->buckets[h + 1] = -1;
     }
   } else {
     for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
@@ -118,8 +141,11 @@ void tmap_clear(tmap *m) {
   m->fresh = 0;
   m->free_head = -1;
   m->used = 0;
-  for (int l = 0; l < TMAP_LEVELS; l++)
+  for (int l = 0; l < TMAP_LEVELS; l++) {
     m->max_span[l] = 0;
+    m->level_used[l] = 0;
+    m->level_head[l] = m->level_tail[l] = -1;
+  }
   m->levels = 0;
 }
 
@@ -134,117 +160,165 @@ static int32_t entry_alloc(tmap *m) {
   return i;
 }
 
-static void entry_free(tmap *m, int32_t i) {
+/* Unlinks entry i from its chain and its level's list and frees it. */
+static void drop(tmap *m, int32_t i) {
+  tmap_link *k = &m->links[i];
+  int32_t next = m->pool[i].next;
+  if (k->prev < 0)
+    m->buckets[-1 - k->prev] = next;
+  else
+    m->pool[k->prev].next = next;
+  if (next >= 0) m->links[next].prev = k->prev;
+  int l = k->level;
+  if (k->lprev < 0)
+    m->level_head[l] = k->lnext;
+  else
+    m->links[k->lprev].lnext = k->lnext;
+  if (k->lnext >= 0)
+    m->links[k->lnext].lprev = k->lprev;
+  else
+    m->level_tail[l] = k->lprev;
+  if (--m->level_used[l] == 0) { /* no entry reaches across from an earlier chunk */
+    m->max_span[l] = 0;
+    m->levels &= ~(1u << l);
+  }
   m->pool[i].next = m->free_head;
   m->free_head = i;
   m->used--;
 }
 
-/* Drops entries of retired tasks in one bucket chain. */
-static void purge_chain(tmap *m, int32_t *link, int64_t oldest_live) {
-  while (*link >= 0) {
-    tmap_entry *e = &m->pool[*link];
-    if (e->task < oldest_live) {
-      int32_t dead = *link;
-      *link = e->next;
-      entry_free(m, dead);
-    } else {
-      link = &e->next;
-    }
-  }
-}
-
 static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0; }
 
-/* Walks one bucket: reports conflicting live entries whose bytes may meet
- * the view's; when `record` is set, also drops entries the new write covers
- * and is ordered after. */
-static void scan_bucket(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
-                        int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
-  int32_t *link = &m->buckets[b]; /* one chain: writers or readers */
-  while (*link >= 0) {
-    tmap_entry *e = &m->pool[*link];
-    if (e->task < oldest_live) { /* retired: it completed, nobody waits for it */
-      int32_t dead = *link;
-      *link = e->next;
-      entry_free(m, dead);
-      continue;
-    }
-    if (conflicts(e->mode, mode) && e->lo <= p->last && p->lo < e->hi && e->task != task &&
-        region_view_overlap(&m->views[*link], &p->rv)) {
-      bool ordered = dep(arg, e->task);
-      if (record && ordered && (mode & TMAP_WRITE) &&
-          region_view_covers(&p->rv, &m->views[*link])) {
-        int32_t dead = *link; /* the new writer orders after it: later tasks need only that */
-        *link = e->next;
-        entry_free(m, dead);
-        continue;
-      }
-    }
-    link = &e->next;
+/* The cheap first test of a live entry: it conflicts with the access, its
+ * byte range meets the probe's, and it is another task's. */
+static inline bool may_meet(const tmap_entry *e, const probe *p, tmap_mode mode, int64_t task) {
+  return conflicts(e->mode, mode) && e->lo <= p->last && p->lo < e->hi && e->task != task;
+}
+
+/* A live entry that passed may_meet: reports it when its bytes meet the
+ * view's; when `record` is set, also drops it when the new write covers it
+ * and is ordered after it. Inlined in both walks: it runs for every
+ * entry whose range meets the probe's. */
+static inline __attribute__((always_inline)) void
+visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void *arg, bool record) {
+  const tmap_entry *e = &m->pool[i];
+  if (region_view_overlap(&m->views[i], &p->rv)) {
+    bool ordered = dep(arg, e->task);
+    if (record && ordered && (mode & TMAP_WRITE) && region_view_covers(&p->rv, &m->views[i]))
+      drop(m, i); /* the new writer orders after it: later tasks need only that */
   }
 }
 
-/* Bucket b holds two chains: writers (any access with TMAP_WRITE) at
- * buckets[2b], pure readers at buckets[2b + 1]. Readers conflict only with
- * writers, so a read walks the writer chain alone. */
-static void scan_chains(tmap *m, uint32_t b, const probe *p, tmap_mode mode, int64_t task,
-                        int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
-  scan_bucket(m, 2 * b, p, mode, task, oldest_live, dep, arg, record);
-  if (mode & TMAP_WRITE) scan_bucket(m, 2 * b + 1, p, mode, task, oldest_live, dep, arg, record);
+/* Walks one chain (writers or readers of one bucket); inlined in the
+ * chunk loop, which calls it for mostly empty or short chains. */
+static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h, const probe *p,
+                                                             tmap_mode mode, int64_t task,
+                                                             int64_t oldest_live, tmap_dep_fn dep,
+                                                             void *arg, bool record) {
+  for (int32_t i = m->buckets[h]; i >= 0;) {
+    const tmap_entry *e = &m->pool[i];
+    int32_t next = e->next;    /* i may be dropped */
+    if (e->task < oldest_live) /* retired: it completed, nobody waits for it */
+      drop(m, i);
+    else if (may_meet(e, p, mode, task))
+      visit(m, i, p, mode, dep, arg, record);
+    i = next;
+  }
 }
 
-/* Every bucket that may hold an entry overlapping `view`. A chunk bucket
- * is shared by colliding keys, so a bucket may be visited twice; the
- * second visit only re-reports dependencies (deduplicated by callers). */
+/* Walks every entry stored at `level`. */
+static void scan_level(tmap *m, int level, const probe *p, tmap_mode mode, int64_t task,
+                       int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+  for (int32_t i = m->level_head[level]; i >= 0;) {
+    const tmap_entry *e = &m->pool[i];
+    int32_t next = m->links[i].lnext; /* i may be dropped */
+    if (e->task < oldest_live)
+      drop(m, i);
+    else if (may_meet(e, p, mode, task))
+      visit(m, i, p, mode, dep, arg, record);
+    i = next;
+  }
+}
+
+/* Every entry that may overlap the probe, level by level: the buckets of
+ * the chunks it may share with an entry there, or the level's list when
+ * that is shorter. Bucket b holds two chains: writers (any access with
+ * TMAP_WRITE) at buckets[2b], pure readers at buckets[2b + 1]; a read
+ * walks the writer chain alone. A chunk bucket is shared by colliding
+ * keys, so a bucket may be visited twice; the second visit only re-reports
+ * dependencies (deduplicated by callers). */
 static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
                  tmap_dep_fn dep, void *arg, bool record) {
-  uint64_t from[TMAP_LEVELS], to[TMAP_LEVELS], total = 0;
   for (uint32_t bits = m->levels; bits; bits &= bits - 1) { /* levels in use only */
     int l = __builtin_ctz(bits);
+    if (!(m->levels & (1u << l))) continue; /* emptied by this lookup */
     unsigned sh = level_shift(l);
     uint64_t c0 = p->lo >> sh, widen = m->max_span[l] - 1;
-    from[l] = c0 >= widen ? c0 - widen : 0;
-    to[l] = p->last >> sh;
-    total += to[l] - from[l] + 1;
-  }
-  if (total > m->nbuckets) { /* more chunks than buckets: every bucket, once */
-    for (uint32_t b = 0; b < m->nbuckets; b++)
-      scan_chains(m, b, p, mode, task, oldest_live, dep, arg, record);
-    return;
-  }
-  for (uint32_t bits = m->levels; bits; bits &= bits - 1) {
-    int l = __builtin_ctz(bits);
-    for (uint64_t c = from[l]; c <= to[l]; c++)
-      scan_chains(m, bucket_of(m, l, c), p, mode, task, oldest_live, dep, arg, record);
+    uint64_t from = c0 >= widen ? c0 - widen : 0, to = p->last >> sh;
+    if (to - from >= m->level_used[l]) { /* more chunks than entries */
+      scan_level(m, l, p, mode, task, oldest_live, dep, arg, record);
+      continue;
+    }
+    for (uint64_t c = from; c <= to; c++) {
+      uint32_t h = 2 * bucket_of(m, l, c);
+      scan_chain(m, h, p, mode, task, oldest_live, dep, arg, record);
+      if (mode & TMAP_WRITE) scan_chain(m, h + 1, p, mode, task, oldest_live, dep, arg, record);
+    }
   }
 }
 
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
                 tmap_dep_fn dep, void *arg) {
   if (m->used == m->capacity) {
-    for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
-      purge_chain(m, &m->buckets[b], oldest_live);
+    for (uint32_t bits = m->levels; bits; bits &= bits - 1) {
+      int l = __builtin_ctz(bits);
+      for (int32_t i = m->level_head[l]; i >= 0;) {
+        int32_t next = m->links[i].lnext;
+        if (m->pool[i].task < oldest_live) drop(m, i);
+        i = next;
+      }
+    }
     if (m->used == m->capacity) return PTO_ETENSORMAP_OVERFLOW;
   }
   probe p;
   probe_of(view, &p);
   scan(m, &p, mode, task, oldest_live, dep, arg, true);
+  uint64_t chunk;
+  uint32_t span;
+  int level = level_of(&p, &chunk, &span);
+  /* Entries are recorded in task order, so a level list's tail is its
+   * oldest: up to two retired ones go now. Entries that no lookup visits
+   * again (a fresh slot per task) are thus dropped anyway, the pool stays
+   * about as large as the live entries, and the entry reused is warm. */
+  for (int n = 0; n < 2; n++) {
+    int32_t old = m->level_tail[level];
+    if (old < 0 || m->pool[old].task >= oldest_live) break;
+    drop(m, old);
+  }
   int32_t i = entry_alloc(m);
   tmap_entry *e = &m->pool[i];
+  tmap_link *k = &m->links[i];
   m->views[i] = p.rv;
   e->lo = p.rv.lo;
   e->hi = p.rv.hi;
   e->task = task;
   e->mode = (int32_t)mode;
-  uint64_t chunk;
-  uint32_t span;
-  int level = level_of(&p, &chunk, &span);
   if (span > m->max_span[level]) m->max_span[level] = span;
   m->levels |= 1u << level;
-  int32_t *head = &m->buckets[2 * bucket_of(m, level, chunk) + (mode == TMAP_READ)];
-  e->next = *head;
-  *head = i;
+  uint32_t h = 2 * bucket_of(m, level, chunk) + (mode == TMAP_READ);
+  e->next = m->buckets[h];
+  k->prev = -1 - (int32_t)h;
+  if (e->next >= 0) m->links[e->next].prev = i;
+  m->buckets[h] = i;
+  k->level = level;
+  k->lprev = -1;
+  k->lnext = m->level_head[level];
+  if (k->lnext >= 0)
+    m->links[k->lnext].lprev = i;
+  else
+    m->level_tail[level] = i;
+  m->level_head[level] = i;
+  m->level_used[level]++;
   return PTO_OK;
 }
 

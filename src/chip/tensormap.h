@@ -34,22 +34,28 @@ typedef enum tmap_mode { TMAP_READ = 1, TMAP_WRITE = 2, TMAP_READ_WRITE = 3 } tm
  * taken). Only then may a covering write drop the producer's entry. */
 typedef bool (*tmap_dep_fn)(void *arg, int64_t producer_task);
 
-#define TMAP_LEVELS 13 /* chunk sizes 4 KiB << 4 * level: 4 KiB .. 2^60 bytes */
+/* Level-L chunks are 64 << 2L bytes: 64 B .. 2^62 B (see tensormap.c). */
+#define TMAP_LEVELS 29
 
 typedef struct tmap_entry tmap_entry;
+typedef struct tmap_link tmap_link;
 typedef struct tmap {
   uint32_t capacity; /* entry pool size */
   uint32_t used;     /* live entries */
   uint32_t nbuckets; /* power of two */
   int32_t *buckets;  /* 2 heads per bucket (writers, readers), -1 = empty */
   tmap_entry *pool;
+  tmap_link *links;          /* chain back links and level lists of pool[i] */
   struct region_view *views; /* the view of pool[i], normalised when recorded */
-  int32_t free_head; /* free list through tmap_entry.next */
-  uint32_t fresh;    /* entries [fresh, capacity) were never used */
-  /* most chunks a stored view spans, per level (0: no entry at that level
-   * since the last clear); see tensormap.c */
+  int32_t free_head;         /* free list through tmap_entry.next */
+  uint32_t fresh;            /* entries [fresh, capacity) were never used */
+  /* most chunks a stored view spans, per level (0: no entry at that level);
+   * see tensormap.c */
   uint32_t max_span[TMAP_LEVELS];
-  uint32_t levels; /* bit l set: max_span[l] != 0 */
+  uint32_t levels;                  /* bit l set: level l holds entries */
+  uint32_t level_used[TMAP_LEVELS]; /* entries stored at each level */
+  int32_t level_head[TMAP_LEVELS];  /* list of them, newest first, -1 = empty */
+  int32_t level_tail[TMAP_LEVELS];  /* the oldest of them, -1 = empty */
 } tmap;
 
 int tmap_init(tmap *m, uint32_t capacity);

@@ -432,6 +432,195 @@ static void test_tmap_clear_few_and_many(void **state) {
   clear_case(400); /* 402 entries: every bucket */
 }
 
+/* ---- fine chunks, levels and the per-level entry lists ---- */
+
+#define NT 1100 /* task ids of the tests below */
+
+typedef struct set {
+  bool has[NT];
+  bool ordered;
+  int n; /* distinct producers */
+} set;
+
+static bool on_set(void *arg, int64_t producer) {
+  set *s = arg;
+  if (producer < 0 || producer >= NT) fail_msg("producer %lld out of range", (long long)producer);
+  if (!s->has[producer]) s->n++;
+  s->has[producer] = true;
+  return s->ordered;
+}
+
+/* Fails naming the first task where the reported set differs from want. */
+static void expect_set(const char *what, const set *got, const bool *want) {
+  for (int t = 0; t < NT; t++)
+    if (got->has[t] != want[t])
+      fail_msg("%s: task %d %s (reported %d producers)", what, t,
+               want[t] ? "expected but not reported" : "reported but not expected", got->n);
+}
+
+/* Views whose ends lie on, just before and just after the chunk bounds of
+ * the first levels (64 B, 256 B, 1 KiB, 4 KiB, 16 KiB), each recorded as a
+ * write that takes no edge (so every entry stays), then every view probed
+ * as a read and as a write: the producers are exactly the recorded views
+ * that share a byte with it (brute force over byte ranges). */
+static void test_tmap_fine_chunks_at_level_bounds(void **state) {
+  (void)state;
+  static _Alignas(65536) uint8_t buf[65536];
+  static const int64_t bounds[] = {64, 256, 1024, 4096, 16384};
+  int64_t lo[NT], len[NT];
+  int n = 0;
+  for (int b = 0; b < 5; b++)
+    for (int k = 1; k <= 3; k++)
+      for (int d = -1; d <= 1; d++) {
+        int64_t at = bounds[b] * k + d; /* a bound, or a byte either side of it */
+        /* ending there, starting there, and straddling it */
+        int64_t l1 = bounds[b] / 2 + 1, l2 = bounds[b] + 3;
+        int64_t s[3][2] = {{at - l1, l1}, {at, l2}, {at - l2 / 2, l2}};
+        for (int v = 0; v < 3 && n < NT - 1; v++)
+          if (s[v][0] >= 0 && s[v][0] + s[v][1] <= (int64_t)sizeof buf) {
+            lo[n] = s[v][0];
+            len[n] = s[v][1];
+            n++;
+          }
+      }
+  tmap m;
+  assert_int_equal(tmap_init(&m, 1024), PTO_OK);
+  for (int i = 0; i < n; i++) {
+    pto_tensor v = vec_at(buf + lo[i], PTO_U8, len[i]);
+    set s = {.ordered = false};
+    assert_int_equal(tmap_access(&m, &v, TMAP_WRITE, i, 0, on_set, &s), PTO_OK);
+  }
+  assert_int_equal(m.used, (unsigned)n);
+  for (int i = 0; i < n; i++)
+    for (int mode = TMAP_READ; mode <= TMAP_WRITE; mode++) {
+      pto_tensor v = vec_at(buf + lo[i], PTO_U8, len[i]);
+      set s = {.ordered = true};
+      tmap_conflicts(&m, &v, (tmap_mode)mode, 0, on_set, &s);
+      bool want[NT] = {false};
+      for (int j = 0; j < n; j++)
+        want[j] = lo[j] < lo[i] + len[i] && lo[i] < lo[j] + len[j];
+      char what[96];
+      snprintf(what, sizeof what, "%s of [%lld, +%lld)", mode == TMAP_READ ? "read" : "write",
+               (long long)lo[i], (long long)len[i]);
+      expect_set(what, &s, want);
+    }
+  tmap_destroy(&m);
+}
+
+/* A 1 MiB probe over 1024 live 64-byte entries (16384 level-0 chunks, far
+ * more than entries: the level's entry list is walked): it meets exactly
+ * the live writers; entries of retired tasks are dropped on the way; a
+ * covering ordered write then drops every live one; the lists stay sound
+ * (the map keeps working, and a second round gives the same answers). */
+static void test_tmap_big_probe_over_fine_entries(void **state) {
+  (void)state;
+  static _Alignas(64) uint8_t mib[1 << 20];
+  tmap m;
+  assert_int_equal(tmap_init(&m, 2048), PTO_OK);
+  pto_tensor all = vec_at(mib, PTO_U8, 1 << 20);
+  for (int round = 0; round < 2; round++) {
+    for (int t = 0; t < 1024; t++) { /* line 16 t + t / 64 + round: scattered, distinct */
+      size_t line = ((size_t)t * 16 + (size_t)t / 64 + (size_t)round) % 16384;
+      pto_tensor v = vec_at(mib + line * 64, PTO_U8, 64);
+      set s = {.ordered = true};
+      assert_int_equal(tmap_access(&m, &v, TMAP_WRITE, t, 0, on_set, &s), PTO_OK);
+      if (s.n) fail_msg("round %d: line of task %d met %d earlier writers", round, t, s.n);
+    }
+    assert_int_equal(m.used, 1024u);
+    /* tasks below 300 retired: dropped while the list is walked, not reported */
+    set r = {.ordered = true};
+    assert_int_equal(tmap_access(&m, &all, TMAP_READ, 1024, 300, on_set, &r), PTO_OK);
+    bool want[NT] = {false};
+    for (int t = 300; t < 1024; t++)
+      want[t] = true;
+    expect_set("1 MiB read", &r, want);
+    assert_int_equal(m.used, 1024u - 300u + 1u);
+    /* a byte inside line of task 500 meets it (and the reader 1024) alone */
+    size_t line500 = ((size_t)500 * 16 + 500 / 64 + (size_t)round) % 16384;
+    pto_tensor b = vec_at(mib + line500 * 64 + 63, PTO_U8, 1);
+    set w = {.ordered = false};
+    tmap_conflicts(&m, &b, TMAP_WRITE, 300, on_set, &w);
+    memset(want, 0, sizeof want);
+    want[500] = want[1024] = true;
+    expect_set("a byte of line 500", &w, want);
+    /* a covering write ordered after all: only itself remains */
+    set c = {.ordered = true};
+    assert_int_equal(tmap_access(&m, &all, TMAP_WRITE, 1025, 300, on_set, &c), PTO_OK);
+    want[1025] = false;
+    for (int t = 300; t < 1025; t++)
+      want[t] = true;
+    expect_set("1 MiB write", &c, want);
+    assert_int_equal(m.used, 1u);
+    uint32_t at_levels = 0;
+    for (int l = 0; l < TMAP_LEVELS; l++)
+      at_levels += m.level_used[l];
+    assert_int_equal(at_levels, 1u);
+    assert_int_equal(m.level_used[0], 0u); /* level 0 emptied: it is skipped now */
+    assert_int_equal(m.levels & 1u, 0u);
+    tmap_clear(&m);
+  }
+  tmap_destroy(&m);
+}
+
+/* Entries of many levels and tasks dropped in any order, from chains and
+ * from level lists, while the map keeps answering exactly: a small pool
+ * (64 entries) overflows and purges retired tasks through the level
+ * lists; after each access the producers equal a brute-force replay. */
+static void test_tmap_drops_keep_lists_sound(void **state) {
+  (void)state;
+  static _Alignas(4096) uint8_t buf[1 << 16];
+  enum { CAP = 64, STEPS = 1000 };
+  struct rec {
+    int64_t lo, len, task;
+    int mode;
+    bool live;
+  } recs[STEPS];
+  int nrec = 0;
+  tmap m;
+  assert_int_equal(tmap_init(&m, CAP), PTO_OK);
+  uint32_t x = 12345;
+  for (int t = 0; t < STEPS; t++) {
+    x = x * 1103515245u + 12345u;
+    int64_t len = (int64_t)1 << ((x >> 8) % 17);   /* 1 B .. 64 KiB */
+    int64_t lo = (int64_t)((x >> 4) % (1u << 16)); /* anywhere, clipped */
+    if (lo + len > (1 << 16)) lo = (1 << 16) - len;
+    int mode = 1 + (int)((x >> 28) % 3);
+    bool ordered = (x >> 27) & 1;
+    int64_t oldest = t - 40;
+    pto_tensor v = vec_at(buf + lo, PTO_U8, len);
+    set s = {.ordered = ordered};
+    int rc = tmap_access(&m, &v, (tmap_mode)mode, t, oldest, on_set, &s);
+    bool want[NT] = {false};
+    for (int j = 0; j < nrec; j++) {
+      struct rec *e = &recs[j];
+      if (!e->live || e->task < oldest) continue;
+      bool meet = e->lo < lo + len && lo < e->lo + e->len;
+      if (meet && ((e->mode | mode) & TMAP_WRITE)) want[e->task] = true;
+    }
+    if (rc == PTO_ETENSORMAP_OVERFLOW) { /* nothing recorded, nothing reported */
+      if (s.n) fail_msg("task %d: overflow but %d producers reported", t, s.n);
+      continue;
+    }
+    assert_int_equal(rc, PTO_OK);
+    char what[64];
+    snprintf(what, sizeof what, "task %d: %d bytes at %lld", t, (int)len, (long long)lo);
+    expect_set(what, &s, want);
+    for (int j = 0; j < nrec; j++) { /* covered and ordered after: gone */
+      struct rec *e = &recs[j];
+      if (e->live && want[e->task] && ordered && (mode & TMAP_WRITE) && lo <= e->lo &&
+          e->lo + e->len <= lo + len)
+        e->live = false;
+    }
+    recs[nrec++] = (struct rec){lo, len, t, mode, true};
+    uint32_t at_levels = 0;
+    for (int l = 0; l < TMAP_LEVELS; l++)
+      at_levels += m.level_used[l];
+    if (at_levels != m.used)
+      fail_msg("task %d: %u entries in level lists, %u in use", t, at_levels, m.used);
+  }
+  tmap_destroy(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_interior_pointer_views_are_ordered),
@@ -440,6 +629,9 @@ int main(void) {
       cmocka_unit_test(test_tmap_levels),
       cmocka_unit_test(test_tmap_readers_and_writers),
       cmocka_unit_test(test_tmap_clear_few_and_many),
+      cmocka_unit_test(test_tmap_fine_chunks_at_level_bounds),
+      cmocka_unit_test(test_tmap_big_probe_over_fine_entries),
+      cmocka_unit_test(test_tmap_drops_keep_lists_sound),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
