@@ -171,7 +171,7 @@ typedef struct core {
   _Atomic uint64_t entered;    /* generation of the run it serves, 0: none (run_enter) */
   uint64_t last_gen;           /* thread-private: last generation served or skipped */
   _Atomic int64_t cur_task;    /* watchdog: running task or -1 (relaxed) */
-  uint64_t first_ns; /* first block start; core-private until join */
+  uint64_t first_ns;           /* first block start; core-private until join */
   int trace_track;
 } core;
 
@@ -212,8 +212,8 @@ typedef struct pto_run {
   const pto_chip_config *cfg;
   pto_trace *trace; /* NULL when tracing is off */
   /* task ring */
-  task *slots;     /* slot_mask + 1 of them: id & slot_mask is id's slot */
-  uint32_t nslots; /* live tasks at most (task_slots) */
+  task *slots;        /* slot_mask + 1 of them: id & slot_mask is id's slot */
+  uint32_t nslots;    /* live tasks at most (task_slots) */
   uint32_t slot_mask; /* nslots rounded up to a power of two, minus one */
   dep_node *deps;
   uint32_t ndeps;
