@@ -611,7 +611,6 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
   atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
-  t->dep_begin = r->dep_head;
   uint32_t linked = 0; /* edges whose producer may still decrement fanin */
   uint32_t idx = nd ? (uint32_t)(r->dep_head % r->ndeps) : 0;
   for (uint32_t i = 0; i < nd; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {

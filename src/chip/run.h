@@ -94,8 +94,8 @@ typedef struct task {
   PTO_LINE_ALIGNED pto_task_id id;
   pto_tensor *tensors; /* in the args ring */
   uint64_t *scalars;
-  uint64_t dep_begin, dep_end; /* this task's dependency nodes (dep ring) */
-  int32_t kernel;              /* -1: dummy */
+  uint64_t dep_end; /* dep ring head after this task's nodes (its retirement frees them) */
+  int32_t kernel;   /* -1: dummy */
   int32_t block_num;
   int32_t units_total; /* block_num * cores per block */
   int32_t ntensors, nscalars;

@@ -209,6 +209,20 @@ visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void 
   }
 }
 
+/* One entry of either walk: dropped when retired, else visited when its
+ * range meets the probe's. Inlined in both walks, which call it for every
+ * entry they pass. */
+static inline __attribute__((always_inline)) void check(tmap *m, int32_t i, const probe *p,
+                                                        tmap_mode mode, int64_t task,
+                                                        int64_t oldest_live, tmap_dep_fn dep,
+                                                        void *arg, bool record) {
+  const tmap_entry *e = &m->pool[i];
+  if (e->task < oldest_live) /* retired: it completed, nobody waits for it */
+    drop(m, i);
+  else if (may_meet(e, p, mode, task))
+    visit(m, i, p, mode, dep, arg, record);
+}
+
 /* Walks one chain (writers or readers of one bucket); inlined in the
  * chunk loop, which calls it for mostly empty or short chains. */
 static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h, const probe *p,
@@ -216,12 +230,8 @@ static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h
                                                              int64_t oldest_live, tmap_dep_fn dep,
                                                              void *arg, bool record) {
   for (int32_t i = m->buckets[h]; i >= 0;) {
-    const tmap_entry *e = &m->pool[i];
-    int32_t next = e->next;    /* i may be dropped */
-    if (e->task < oldest_live) /* retired: it completed, nobody waits for it */
-      drop(m, i);
-    else if (may_meet(e, p, mode, task))
-      visit(m, i, p, mode, dep, arg, record);
+    int32_t next = m->pool[i].next; /* i may be dropped */
+    check(m, i, p, mode, task, oldest_live, dep, arg, record);
     i = next;
   }
 }
@@ -230,12 +240,8 @@ static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h
 static void scan_level(tmap *m, int level, const probe *p, tmap_mode mode, int64_t task,
                        int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
   for (int32_t i = m->level_head[level]; i >= 0;) {
-    const tmap_entry *e = &m->pool[i];
     int32_t next = m->links[i].lnext; /* i may be dropped */
-    if (e->task < oldest_live)
-      drop(m, i);
-    else if (may_meet(e, p, mode, task))
-      visit(m, i, p, mode, dep, arg, record);
+    check(m, i, p, mode, task, oldest_live, dep, arg, record);
     i = next;
   }
 }

@@ -9,13 +9,6 @@ static inline uint64_t pto_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-/* The same clock at the kernel's tick resolution (a few ms), several times
- * cheaper to read: for advisory stamps that only the watchdog compares. */
-static inline uint64_t pto_now_coarse_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 /* Deadline `ms` from now; ms < 0 means none (UINT64_MAX), and so does one
  * too far away to represent (it must not wrap into the past). */
 static inline uint64_t pto_deadline_ms(int64_t ms) {

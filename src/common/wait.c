@@ -145,7 +145,6 @@ static void park_end(void) {
 static bool cpu_free(void) {
   return atomic_load_explicit(&runnable, memory_order_relaxed) <= ncpus();
 }
-bool pto_wait_may_spin(void) { return cpu_free(); }
 
 /* Spins about spin_ns while cond is false and a CPU stays free for every
  * runnable pto thread; re-checks the count every few iterations, so that a

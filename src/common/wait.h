@@ -48,9 +48,6 @@ void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg);
  * only while no more registered threads are runnable than there are CPUs. */
 void pto_wait_thread_begin(void);
 void pto_wait_thread_end(void);
-/* Whether a pto_wait() called now would spin: no more registered threads
- * are runnable than there are CPUs (a relaxed hint). */
-bool pto_wait_may_spin(void);
 
 static inline void pto_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
