@@ -258,4 +258,19 @@ static inline void xp_free(xp_search *x) {
   x->path = NULL;
 }
 
+/* The whole search for a model whose failures the callbacks record: runs
+ * it, frees it, counts the states seen, and reports a path that reached
+ * max_depth as a failure (when none was recorded) with that said in why. */
+static inline void xp_explore(const xp_model *m, void *ctx, const void *init, uint64_t *states,
+                              bool *failed, char *why, size_t why_len) {
+  xp_search x;
+  int stop = xp_run(&x, m, ctx, init);
+  *states = (uint64_t)x.states;
+  xp_free(&x);
+  if (stop == XP_DEPTH && !*failed) {
+    *failed = true;
+    snprintf(why, why_len, "a path longer than %d steps", m->max_depth);
+  }
+}
+
 #endif

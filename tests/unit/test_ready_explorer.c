@@ -301,15 +301,8 @@ static explorer explore(const scenario *sc, int variant) {
                       .nact = em_nact,
                       .apply = em_apply,
                       .on_state = em_state};
-  xp_search x;
-  int why = xp_run(&x, &m, &e, &s);
-  e.states = (uint64_t)x.states;
+  xp_explore(&m, &e, &s, &e.states, &e.failed, e.why, sizeof e.why);
   e.path_t = NULL;
-  xp_free(&x);
-  if (why == XP_DEPTH && !e.failed) {
-    e.failed = true;
-    snprintf(e.why, sizeof e.why, "a path longer than %d steps", MAX_PATH - 1);
-  }
   return e;
 }
 
