@@ -41,11 +41,20 @@ typedef struct pto_chip_config {
    * (a core that finished a block, the orchestrator); 1: each scheduler
    * has its own thread, as the device's AICPU threads (PTO_SCHED_THREADS) */
   int sched_threads;
+  /* 1 (default): once the orchestration function has returned, until the
+   * run ends, each core thread that took part in the run is bound to a CPU
+   * of its own (core i to the i-th CPU, modulo their number, of those the
+   * orchestrator's thread may use; a node chip counts on from the lower
+   * ranks' cores): left to the OS, two cores that hand work to each other
+   * often share one CPU while the other idles. While the orchestrator
+   * submits, the OS places them. 0: the OS always does (PTO_SPREAD_CORES) */
+  int spread_cores;
   void *env; /* passed to kernels as pto_kctx.env */
 } pto_chip_config;
 
 /* Fills defaults, then applies documented environment overrides
- * (PTO_CLUSTERS, PTO_SCHEDULERS, PTO_WATCHDOG_MS, PTO_SCHED_THREADS). */
+ * (PTO_CLUSTERS, PTO_SCHEDULERS, PTO_WATCHDOG_MS, PTO_SCHED_THREADS,
+ * PTO_SPREAD_CORES, and the others of `pto options`). */
 PTO_API void pto_chip_config_init(pto_chip_config *cfg);
 
 /* Returns 0 or PTO_EINVAL (a field out of range), PTO_ENOMEM. The details

@@ -53,7 +53,8 @@ typedef struct pto_chip_config {
   int clusters; int aic_per_cluster; int aiv_per_cluster; int schedulers;
   uint32_t task_slots; size_t heap_bytes; uint32_t dep_entries;
   uint32_t tensormap_entries; int64_t alloc_timeout_ms; int64_t watchdog_ms;
-  int64_t shutdown_ms; uint32_t async_slots; int sched_threads; void *env; ...;
+  int64_t shutdown_ms; uint32_t async_slots; int sched_threads; int spread_cores; void *env;
+  ...;
 } pto_chip_config;
 
 typedef struct pto_kernel_desc {

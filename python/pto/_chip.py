@@ -13,7 +13,7 @@ from ._pto import ffi, lib
 
 CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", "task_slots",
                 "heap_bytes", "dep_entries", "tensormap_entries", "alloc_timeout_ms",
-                "watchdog_ms", "shutdown_ms", "async_slots", "sched_threads")
+                "watchdog_ms", "shutdown_ms", "async_slots", "sched_threads", "spread_cores")
 
 
 def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
@@ -23,7 +23,7 @@ def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
             continue
         if k not in CHIP_OPTIONS:
             raise invalid(f"{what}: unknown option '{k}' (options: {', '.join(CHIP_OPTIONS)})")
-        if isinstance(v, bool) and k != "sched_threads":
+        if isinstance(v, bool) and k not in ("sched_threads", "spread_cores"):
             raise invalid(f"{what}: {k} = {v!r} is not an int")
         try:
             setattr(cfg, k, int(v))
@@ -72,11 +72,12 @@ class Chip:
 
     Options are those of ``pto_chip_config`` with the same defaults (None:
     pto's default, after the PTO_CLUSTERS / PTO_SCHEDULERS / PTO_WATCHDOG_MS
-    / PTO_SCHED_THREADS environment overrides): clusters (8),
+    / PTO_SCHED_THREADS / PTO_SPREAD_CORES environment overrides): clusters (8),
     aic_per_cluster (1), aiv_per_cluster (2), schedulers (min(3,
     clusters)), task_slots (16384), heap_bytes (256 MiB), dep_entries
     (16384), tensormap_entries (65536), alloc_timeout_ms (500), watchdog_ms
-    (10000), shutdown_ms (5000), async_slots (64), sched_threads (0).
+    (10000), shutdown_ms (5000), async_slots (64), sched_threads (0),
+    spread_cores (1: while the orchestrator waits, a CPU per core thread).
     ``trace``: write a Chrome/Perfetto trace of every run to this path.
 
     Example::
@@ -96,14 +97,15 @@ class Chip:
                  dep_entries: Optional[int] = None, tensormap_entries: Optional[int] = None,
                  alloc_timeout_ms: Optional[int] = None, watchdog_ms: Optional[int] = None,
                  shutdown_ms: Optional[int] = None, async_slots: Optional[int] = None,
-                 sched_threads: Optional[bool] = None, trace: Optional[str] = None):
+                 sched_threads: Optional[bool] = None, spread_cores: Optional[bool] = None,
+                 trace: Optional[str] = None):
         self._chip = None
         opts = dict(clusters=clusters, aic_per_cluster=aic_per_cluster,
                     aiv_per_cluster=aiv_per_cluster, schedulers=schedulers,
                     task_slots=task_slots, heap_bytes=heap_bytes, dep_entries=dep_entries,
                     tensormap_entries=tensormap_entries, alloc_timeout_ms=alloc_timeout_ms,
                     watchdog_ms=watchdog_ms, shutdown_ms=shutdown_ms, async_slots=async_slots,
-                    sched_threads=sched_threads)
+                    sched_threads=sched_threads, spread_cores=spread_cores)
         cfg = ffi.new("pto_chip_config *")
         lib.pto_chip_config_init(cfg)
         fill_chip_config(cfg, opts, "pto.Chip")

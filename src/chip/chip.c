@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chip/node_hooks.h"
 #include "chip/run.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
@@ -27,6 +28,7 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   cfg->shutdown_ms = pto_option(PTO_OPT_SHUTDOWN_MS);
   cfg->async_slots = (uint32_t)pto_option(PTO_OPT_ASYNC_SLOTS);
   cfg->sched_threads = (int)pto_option(PTO_OPT_SCHED_THREADS);
+  cfg->spread_cores = (int)pto_option(PTO_OPT_SPREAD_CORES);
 }
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
@@ -80,6 +82,8 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   BAD(c.shutdown_ms <= 0, "shutdown_ms = %lld, must be positive", (long long)c.shutdown_ms);
   BAD(c.sched_threads < 0 || c.sched_threads > 1, "sched_threads = %d, must be 0 or 1",
       c.sched_threads);
+  BAD(c.spread_cores < 0 || c.spread_cores > 1, "spread_cores = %d, must be 0 or 1",
+      c.spread_cores);
   BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
 #undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
@@ -136,6 +140,8 @@ void chip_set_trace_process(pto_chip *chip, int pid, const char *name, uint64_t 
   snprintf(chip->trace_name, sizeof chip->trace_name, "%s", name ? name : "");
   chip->trace_origin_ns = origin_ns;
 }
+
+void chip_set_cpu_first(pto_chip *chip, int first) { chip->cpu_first = first; }
 
 void chip_set_trace_task_base(pto_chip *chip, int64_t base) { chip->trace_task_base = base; }
 
@@ -672,9 +678,11 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   } else {
     pto_orch orch = {r};
     pto_wait_thread_begin(); /* the orchestrator counts as one of the run's threads */
+    spread_end(r);           /* the OS places the cores while the orchestrator submits */
     r->orch_start_ns = pto_now_ns();
     fn(&orch, arg);
     r->orch_end_ns = pto_now_ns();
+    spread_begin(r); /* until the last task: a CPU per core */
     if (r->trace)
       trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,
                   r->orch_end_ns, -1, -1);

@@ -6,6 +6,7 @@
 #define PTO_CHIP_RUN_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -53,7 +54,8 @@ struct pto_chip {
   uint64_t trace_origin_ns;                /* time zero shared by a node run's ranks; 0 = none */
   int64_t trace_task_base, trace_task_end; /* final task ids (chip_set_trace_task_base) */
   bool broken;                             /* a completer never left a run: no more runs */
-  bool stuck; /* a thread of the last run has not left it yet (chip.c) */
+  bool stuck;    /* a thread of the last run has not left it yet (chip.c) */
+  int cpu_first; /* spread_cores: core i runs on CPU cpu_first + i (node_hooks.h) */
   _Atomic int running;
   /* the run state and its threads: made at the first run, reset by each
    * run, freed by destroy (chip.c) */
@@ -162,6 +164,7 @@ typedef struct core {
   pthread_t thread;
   bool started;
   bool defer_current;          /* core-private: the running kernel went async */
+  bool spread;                 /* orch: bound to a CPU of its own (spread.c) */
   _Atomic uint64_t dispatched; /* last dispatch id; release pairs with core's acquire */
   _Atomic uint64_t finished;   /* last finished id; release pairs with scheduler's acquire */
   core_payload slot[2];        /* by dispatch id & 1 */
@@ -279,6 +282,9 @@ typedef struct pto_run {
   pto_event ended_ev;      /* a thread leaving a run signals it */
   _Atomic int32_t wd_busy; /* the watchdog is reading the run's state */
   _Atomic int32_t wd_idle; /* the watchdog is parked until the next run */
+  /* orch: the CPUs the cores are spread over (spread.c); kept from one
+   * run's end to the next run's start, when the cores are let go */
+  cpu_set_t spread_cpus;
   /* stats */
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;
@@ -348,6 +354,12 @@ void *core_main(void *arg);
 
 /* Watchdog [watchdog.c] */
 void *watchdog_main(void *arg);
+
+/* A CPU per core [spread.c], called by the orchestrator's thread: binds
+ * the cores that took part in the run once its orchestration function has
+ * returned (cfg->spread_cores), and lets them go before the next one runs. */
+void spread_begin(pto_run *r);
+void spread_end(pto_run *r);
 
 /* Orchestrator [orch.c] */
 int orch_setup(pto_run *r);

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "chip/node_hooks.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
 #include "node/lease.h"
@@ -189,9 +190,13 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
   if (!status && is_chip) {
     pto_chip_config cfg = n->cfg.chip;
     cfg.env = &comm;
-    if (pto_chip_create(&cfg, &chip) == 0)
+    if (pto_chip_create(&cfg, &chip) == 0) {
+      /* the ranks' cores spread over the CPUs, each rank after the lower ones */
+      int per = cfg.clusters * (cfg.aic_per_cluster + cfg.aiv_per_cluster);
+      chip_set_cpu_first(chip, slot * per);
       /* release pairs with node_chip_generation: before chip_init runs */
       atomic_fetch_add_explicit(&chip_generation, 1, memory_order_release);
+    }
     if (!chip || (n->cfg.chip_init && n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg) != 0))
       status = 2;
   }
