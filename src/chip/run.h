@@ -157,27 +157,41 @@ typedef struct async_slot {
   task *_Atomic t; /* relaxed: ordered by the token hand-off and `state` */
 } async_slot;
 
+/* A simulated core, in cache lines by writer: its own thread's, the
+ * dispatcher's (whoever holds its scheduler's role), and what neither
+ * writes during a run. A role holder other than the core itself (the
+ * orchestrator, another core) then misses only on what the core wrote. */
 typedef struct core {
-  PTO_LINE_ALIGNED int id, cluster, sched; /* cores are written by their own threads */
+  /* set up once; read by everyone */
+  PTO_LINE_ALIGNED int id, cluster, sched;
   pto_core_type type;
   struct pto_run *run;
   pthread_t thread;
   bool started;
-  bool defer_current;          /* core-private: the running kernel went async */
-  bool spread;                 /* orch: bound to a CPU of its own (spread.c) */
-  _Atomic uint64_t dispatched; /* last dispatch id; release pairs with core's acquire */
-  _Atomic uint64_t finished;   /* last finished id; release pairs with scheduler's acquire */
-  core_payload slot[2];        /* by dispatch id & 1 */
-  uint64_t issued;             /* scheduler-private copy of dispatched */
-  uint64_t seen;               /* scheduler-private: completions processed */
-  pto_event ev;                /* the core parks here, in a run and between runs */
-  _Atomic uint64_t entered;    /* generation of the run it serves, 0: none (run_enter) */
-  uint64_t last_gen;           /* thread-private: last generation served or skipped */
-  _Atomic int64_t cur_task;    /* watchdog: running task or -1 (relaxed) */
-  uint64_t first_ns;           /* first block start; core-private until join */
+  bool spread;              /* orch: bound to a CPU of its own (spread.c) */
+  _Atomic uint64_t entered; /* generation of the run it serves, 0: none (run_enter) */
+  uint64_t last_gen;        /* thread-private: last generation served or skipped */
   int trace_track;
+  /* the dispatcher's: the payload, the register the core polls, and the
+   * scheduler-private counts */
+  PTO_LINE_ALIGNED _Atomic uint64_t
+      dispatched;       /* last dispatch id; release pairs with core's acquire */
+  core_payload slot[2]; /* by dispatch id & 1 */
+  uint64_t issued;      /* scheduler-private copy of dispatched */
+  uint64_t seen;        /* scheduler-private: completions processed */
+  /* the core's own */
+  PTO_LINE_ALIGNED _Atomic uint64_t
+      finished;             /* last finished id; release pairs with scheduler's acquire */
+  _Atomic int64_t cur_task; /* watchdog: running task or -1 (relaxed) */
+  bool defer_current;       /* core-private: the running kernel went async */
+  uint64_t first_ns;        /* first block start; core-private until join */
+  /* the core parks here, in a run and between runs (waiters: the core;
+   * seq: whoever signals) */
+  PTO_LINE_ALIGNED pto_event ev;
 } core;
 
+/* A scheduler, in cache lines by writer: set up once; the role word pair
+ * (every requester, holder and puller); what only the role holder writes. */
 typedef struct sched {
   PTO_LINE_ALIGNED int id;
   struct pto_run *run;
@@ -190,19 +204,20 @@ typedef struct sched {
   task **claim_tasks; /* scratch for claimed blocks: ncores entries */
   int32_t *claim_blocks;
   int nclusters;
-  int *clusters;     /* own cluster ids */
-  pto_event ev;      /* its thread parks here (sched_threads mode) */
-  role role;         /* whoever runs its passes (the default mode): role.h */
-  bool wake_pending; /* scheduler-private: it made tasks ready in this pass */
-  bool again;        /* scheduler-private: its last pass moved the drain */
-  uint64_t blocks;   /* scheduler-private: blocks it dispatched this run */
-  drain_part drain;
-  uint32_t trace_att; /* last drain attempt traced */
-  uint64_t first_ns, last_ns;
+  int *clusters; /* own cluster ids */
   int trace_track;
   /* its thread's part in runs, as core.entered and core.last_gen */
   _Atomic uint64_t entered;
   uint64_t last_gen;
+  PTO_LINE_ALIGNED role role; /* whoever runs its passes (the default mode): role.h */
+  pto_event ev;               /* its thread parks here (sched_threads mode) */
+  /* the role holder's (or its thread's) */
+  PTO_LINE_ALIGNED bool wake_pending; /* it made tasks ready in this pass */
+  bool again;                         /* its last pass moved the drain */
+  uint64_t blocks;                    /* blocks it dispatched this run */
+  drain_part drain;
+  uint32_t trace_att; /* last drain attempt traced */
+  uint64_t first_ns, last_ns;
 } sched;
 
 typedef struct scope_rec {
