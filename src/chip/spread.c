@@ -1,19 +1,34 @@
-/* spread.c — a CPU per core thread while the orchestrator waits for a
- * run's last tasks (pto_chip_config.spread_cores).
+/* spread.c — which CPUs a run's threads may use (pto_chip_config.
+ * spread_cores): two placements, each while it pays (measured,
+ * docs/benchmarks.md "Where the threads run").
  *
- * Left to the OS, the core threads of a run often end up stacked on one
- * CPU while another idles: a core that hands a block to a parked one wakes
- * it on its own CPU, and neither then looks idle enough to be moved
- * (measured on 2 CPUs: a third of the runs of a fine-grained graph ran at
- * half speed, docs/benchmarks.md "Core threads on CPUs of their own").
+ * The orchestrator alone, while it runs far ahead of the cores. Once more
+ * than max(64, 4 x cores) tasks are live and the ready queues hold a block
+ * per core (the cores have a backlog: the orchestrator's pace does not
+ * gate them), the orchestrator is bound to the CPU it is on and the cores
+ * to the others, so that its submissions no longer share a CPU with cores
+ * that wake, yield and park around them. It ends, at most once per run, as
+ * soon as that CPU may idle: at the orchestrator's first wait (for ring
+ * room, a task, the end of the run), or, should it stop submitting in its
+ * own code, at the watchdog's second tick without a submit. Any of those
+ * threads ends it; an atomic exchange makes one of them do it.
+ *
+ * A CPU per core, once the orchestration function has returned. Left to
+ * the OS, the core threads of a run often end up stacked on one CPU while
+ * another idles: a core that hands a block to a parked one wakes it on its
+ * own CPU, and neither then looks idle enough to be moved (on 2 CPUs,
+ * about one run in seven of a fine-grained graph ran at half speed).
  * Binding every core for good costs as much the other way: the
  * orchestrator, a thread of the user's, then shares a CPU with a bound
  * core while a parked core's CPU idles. So the cores are bound only once
  * the orchestration function has returned (the orchestrator then waits,
  * parked, for the last tasks), and let go when the next run's
  * orchestration starts. Only the cores that took part in the run are
- * moved: a run costs two system calls per such core. The orchestrator's
- * thread owns this state. */
+ * moved: a run costs two system calls per such core.
+ *
+ * Every bind is best effort: a thread that cannot be bound runs where it
+ * may. The orchestrator's own CPUs are restored before its function
+ * returns to pto. */
 #include "chip/run.h"
 #include "common/cpu_bind.h"
 
@@ -37,4 +52,34 @@ void spread_end(pto_run *r) {
     (void)cpu_unbind_thread(c->thread, &r->spread_cpus); /* best effort, as the bind */
     c->spread = false;
   }
+}
+
+void spread_orch_alone(pto_run *r) {
+  r->alone_tried = true;
+  int me = sched_getcpu();
+  if (!r->cfg->spread_cores || cpu_set_of_self(&r->alone_cpus) != 0 ||
+      CPU_COUNT(&r->alone_cpus) < 2 || me < 0 || !CPU_ISSET(me, &r->alone_cpus))
+    return;
+  cpu_set_t one, rest = r->alone_cpus;
+  CPU_ZERO(&one);
+  CPU_SET(me, &one);
+  CPU_CLR(me, &rest);
+  r->orch_thread = pthread_self();
+  if (pthread_setaffinity_np(r->orch_thread, sizeof one, &one) != 0) return;
+  for (int i = 0; i < r->ncores; i++)
+    if (r->cores[i].started) (void)pthread_setaffinity_np(r->cores[i].thread, sizeof rest, &rest);
+  /* release: the CPU set and the thread are written before a sharer reads them */
+  atomic_store_explicit(&r->alone, 1, memory_order_release);
+}
+
+void spread_orch_share(pto_run *r) {
+  /* acq_rel: one caller (orchestrator or watchdog) undoes what the
+   * orchestrator set up before its release store */
+  if (!atomic_load_explicit(&r->alone, memory_order_relaxed) ||
+      !atomic_exchange_explicit(&r->alone, 0, memory_order_acq_rel))
+    return;
+  for (int i = 0; i < r->ncores; i++)
+    if (r->cores[i].started)
+      (void)pthread_setaffinity_np(r->cores[i].thread, sizeof r->alone_cpus, &r->alone_cpus);
+  (void)pthread_setaffinity_np(r->orch_thread, sizeof r->alone_cpus, &r->alone_cpus);
 }
