@@ -76,6 +76,7 @@ struct pto_chip {
 };
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
+enum { ALONE_NO = 0, ALONE_YES, ALONE_ENDING }; /* pto_run.alone */
 
 /* fanout_head values besides a node index */
 #define FANOUT_EMPTY  ((int64_t)-1)
@@ -300,7 +301,8 @@ typedef struct pto_run {
   /* orch: the CPUs the cores are spread over (spread.c); kept from one
    * run's end to the next run's start, when the cores are let go */
   cpu_set_t spread_cpus;
-  /* The orchestrator alone on a CPU (spread.c): `alone` is 1 while it is;
+  /* The orchestrator alone on a CPU (spread.c): `alone` is ALONE_YES while
+   * it is, ALONE_ENDING while the orchestrator or the watchdog ends it;
    * the CPUs it had and its thread are written before (orch) */
   _Atomic int32_t alone;
   cpu_set_t alone_cpus;

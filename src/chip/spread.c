@@ -1,6 +1,7 @@
 /* spread.c — which CPUs a run's threads may use (pto_chip_config.
- * spread_cores): two placements, each while it pays (measured,
- * docs/benchmarks.md "Where the threads run").
+ * spread_cores): two placements, each while it pays (docs/chip.md "Where
+ * the threads run"; measured in docs/benchmarks.md, "Core threads on CPUs
+ * of their own" and "The orchestrator on a CPU of its own").
  *
  * The orchestrator alone, while it runs far ahead of the cores. Once more
  * than max(64, 4 x cores) tasks are live and the ready queues hold a block
@@ -10,8 +11,9 @@
  * that wake, yield and park around them. It ends, at most once per run, as
  * soon as that CPU may idle: at the orchestrator's first wait (for ring
  * room, a task, the end of the run), or, should it stop submitting in its
- * own code, at the watchdog's second tick without a submit. Any of those
- * threads ends it; an atomic exchange makes one of them do it.
+ * own code, at the watchdog's second tick without a submit. Either thread
+ * ends it (a compare-and-swap picks one; the other waits the few system
+ * calls it takes), so it is over when the orchestrator's wait begins.
  *
  * A CPU per core, once the orchestration function has returned. Left to
  * the OS, the core threads of a run often end up stacked on one CPU while
@@ -49,7 +51,7 @@ void spread_end(pto_run *r) {
   for (int i = 0; i < r->ncores; i++) {
     core *c = &r->cores[i];
     if (!c->spread) continue;
-    (void)cpu_unbind_thread(c->thread, &r->spread_cpus); /* best effort, as the bind */
+    (void)cpu_allow_thread(c->thread, &r->spread_cpus); /* best effort, as the bind */
     c->spread = false;
   }
 }
@@ -65,21 +67,28 @@ void spread_orch_alone(pto_run *r) {
   CPU_SET(me, &one);
   CPU_CLR(me, &rest);
   r->orch_thread = pthread_self();
-  if (pthread_setaffinity_np(r->orch_thread, sizeof one, &one) != 0) return;
+  if (cpu_allow_thread(r->orch_thread, &one) != 0) return;
   for (int i = 0; i < r->ncores; i++)
-    if (r->cores[i].started) (void)pthread_setaffinity_np(r->cores[i].thread, sizeof rest, &rest);
-  /* release: the CPU set and the thread are written before a sharer reads them */
-  atomic_store_explicit(&r->alone, 1, memory_order_release);
+    if (r->cores[i].started) (void)cpu_allow_thread(r->cores[i].thread, &rest);
+  /* release: the CPU set and the thread are written before an ender reads them */
+  atomic_store_explicit(&r->alone, ALONE_YES, memory_order_release);
 }
 
 void spread_orch_share(pto_run *r) {
-  /* acq_rel: one caller (orchestrator or watchdog) undoes what the
-   * orchestrator set up before its release store */
-  if (!atomic_load_explicit(&r->alone, memory_order_relaxed) ||
-      !atomic_exchange_explicit(&r->alone, 0, memory_order_acq_rel))
+  int32_t s = ALONE_YES;
+  if (atomic_load_explicit(&r->alone, memory_order_relaxed) == ALONE_NO) return;
+  /* acq_rel: the winner reads what the orchestrator wrote before its
+   * release store, and its system calls happen-before its release below */
+  if (atomic_compare_exchange_strong_explicit(&r->alone, &s, ALONE_ENDING, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+    for (int i = 0; i < r->ncores; i++)
+      if (r->cores[i].started) (void)cpu_allow_thread(r->cores[i].thread, &r->alone_cpus);
+    (void)cpu_allow_thread(r->orch_thread, &r->alone_cpus);
+    atomic_store_explicit(&r->alone, ALONE_NO, memory_order_release);
     return;
-  for (int i = 0; i < r->ncores; i++)
-    if (r->cores[i].started)
-      (void)pthread_setaffinity_np(r->cores[i].thread, sizeof r->alone_cpus, &r->alone_cpus);
-  (void)pthread_setaffinity_np(r->orch_thread, sizeof r->alone_cpus, &r->alone_cpus);
+  }
+  /* the other thread is ending it: a few system calls, never a wait on
+   * anything else */
+  while (atomic_load_explicit(&r->alone, memory_order_acquire) == ALONE_ENDING)
+    sched_yield();
 }

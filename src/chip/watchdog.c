@@ -169,7 +169,7 @@ void *watchdog_main(void *arg) {
     /* an orchestrator alone on its CPU that submitted nothing for a whole
      * tick is busy in its own code, or idle: the cores get its CPU back */
     int64_t sub = atomic_load_explicit(&r->submitted, memory_order_relaxed);
-    if (atomic_load_explicit(&r->alone, memory_order_relaxed) && sub == last_sub)
+    if (atomic_load_explicit(&r->alone, memory_order_relaxed) == ALONE_YES && sub == last_sub)
       spread_orch_share(r);
     last_sub = sub;
     uint64_t p = progress(r), now = pto_now_ns();

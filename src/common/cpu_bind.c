@@ -1,4 +1,4 @@
-/* cpu_bind.c — binding a thread to one CPU of a set. */
+/* cpu_bind.c — which CPUs a thread may run on. */
 #include "common/cpu_bind.h"
 
 #include <errno.h>
@@ -22,6 +22,6 @@ int cpu_bind_thread(pthread_t t, const cpu_set_t *set, int k) {
   return EINVAL; /* cannot happen: k < n */
 }
 
-int cpu_unbind_thread(pthread_t t, const cpu_set_t *set) {
+int cpu_allow_thread(pthread_t t, const cpu_set_t *set) {
   return pthread_setaffinity_np(t, sizeof *set, set);
 }

@@ -1,4 +1,4 @@
-/* cpu_bind.h — binding a thread to one CPU of a set, and letting it go. */
+/* cpu_bind.h — which CPUs a thread may run on: one of a set, or a set. */
 #ifndef PTO_COMMON_CPU_BIND_H
 #define PTO_COMMON_CPU_BIND_H
 
@@ -12,7 +12,8 @@ int cpu_set_of_self(cpu_set_t *set);
  * Returns 0, or an errno value (t keeps its CPUs). */
 int cpu_bind_thread(pthread_t t, const cpu_set_t *set, int k);
 
-/* Lets thread t run on every CPU of set again; 0, or an errno value. */
-int cpu_unbind_thread(pthread_t t, const cpu_set_t *set);
+/* Lets thread t run on every CPU of set (and only those); 0, or an errno
+ * value. */
+int cpu_allow_thread(pthread_t t, const cpu_set_t *set);
 
 #endif

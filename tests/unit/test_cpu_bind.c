@@ -1,6 +1,6 @@
 /* test_cpu_bind.c — src/common/cpu_bind.c: binding a thread to the k-th
- * CPU of a set (k modulo the set's size, negative k too), letting it go,
- * and the errors it reports instead of binding nowhere. */
+ * CPU of a set (k modulo the set's size, negative k too), letting it run
+ * on a set again, and the errors it reports instead of binding nowhere. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -41,7 +41,7 @@ static void test_k_counts_modulo_the_set(void **state) {
       fail();
     }
   }
-  assert_int_equal(cpu_unbind_thread(pthread_self(), &all), 0);
+  assert_int_equal(cpu_allow_thread(pthread_self(), &all), 0);
   cpu_set_t s;
   assert_int_equal(cpu_set_of_self(&s), 0);
   assert_true(CPU_EQUAL(&s, &all));
