@@ -682,7 +682,6 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     r->orch_start_ns = pto_now_ns();
     fn(&orch, arg);
     r->orch_end_ns = pto_now_ns();
-    spread_orch_share(r);
     spread_begin(r); /* until the last task: a CPU per core */
     if (r->trace)
       trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,

@@ -175,7 +175,7 @@ static int xfer_run(void *arg, int64_t remote, int64_t local, int64_t n) {
 }
 
 static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind) {
-  bool empty;
+  bool empty = false; /* set by the check when it returns 0 */
   int rc = kind == 2 ? same_shape_check(e, local, remote, true, &empty)
                      : same_shape_check(e, remote, local, false, &empty);
   if (rc || empty) return rc; /* an empty view moves nothing */
@@ -186,7 +186,7 @@ static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *lo
                      e->op, pto_dtype_name((pto_dtype)remote->dtype), e->d->desc.id, e->d->my_rank,
                      e->peer);
   uint64_t woff;
-  const comm_buffer_desc *b;
+  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = win_view(e, remote, kind == 2 ? "src" : "dst", &woff, &b);
   if (rc) return rc;
   size_t es = pto_dtype_size((pto_dtype)remote->dtype);
@@ -276,7 +276,7 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   if (dst->ndims != src->ndims || memcmp(dst->shape, src->shape, sizeof(int64_t) * dst->ndims))
     return comm_fail(e.c, PTO_EINVAL, "%s: chunked transfer needs equal shapes", e.op);
   uint64_t woff;
-  const comm_buffer_desc *b;
+  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = win_view(&e, remote, is_put ? "dst" : "src", &woff, &b); /* whole region first */
   if (rc) return rc;
   tensor_tiles g;
@@ -363,7 +363,7 @@ static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tenso
   if (op != PTO_SIGNAL_ADD && op != PTO_SIGNAL_SET)
     return comm_fail(e.c, PTO_EINVAL, "notify: unknown signal op %d", (int)op);
   uint64_t off;
-  const comm_buffer_desc *b;
+  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = cell_off(&e, cell, &off, &b);
   uint64_t written = 0;
   rc = rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch, &written);
@@ -408,7 +408,7 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   int rc = get_env(ctx, dom, 0, false, "signal_wait", &e);
   if (rc) return rc;
   uint64_t off;
-  const comm_buffer_desc *b;
+  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = cell_off(&e, cell, &off, &b);
   if (rc) return rc;
   if (timeout_ms < 0) timeout_ms = e.d->desc.wait_timeout_ms;
@@ -440,7 +440,7 @@ int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
   if (rc) return rc;
   if (!v) return comm_fail(e.c, PTO_EINVAL, "signal_read: the result pointer is NULL");
   uint64_t off;
-  const comm_buffer_desc *b;
+  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = cell_off(&e, cell, &off, &b);
   if (rc) return rc;
   *v = sig_value(e.d->be->signal_load(e.d->win, off), e.c->epoch);

@@ -41,9 +41,8 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                                "1: a thread per scheduler (the device's AICPU threads); 0: "
                                "scheduling runs on the cores that finish work"},
     [PTO_OPT_SPREAD_CORES] = {"spread_cores", "PTO_SPREAD_CORES", 1, 0, 1,
-                              "1: a chip's orchestrator far ahead of busy cores gets a CPU of its "
-                              "own, and once it waits for the last tasks each core gets one; 0: "
-                              "the OS places them"},
+                              "1: while a chip's orchestrator waits for its last tasks, each core "
+                              "thread runs on a CPU of its own; 0: the OS places them"},
     [PTO_OPT_SPIN_NS] = {"spin_ns", "PTO_SPIN_NS", 5000, 0, 1000000000,
                          "a waiter spins this long (ns) before it yields and parks"},
     [PTO_OPT_PARK_MAX_MS] = {"park_max_ms", "PTO_PARK_MAX_MS", PTO_PARK_MAX_MS, 1, DAY_MS,
