@@ -363,7 +363,7 @@ static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tenso
   if (op != PTO_SIGNAL_ADD && op != PTO_SIGNAL_SET)
     return comm_fail(e.c, PTO_EINVAL, "notify: unknown signal op %d", (int)op);
   uint64_t off;
-  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
+  const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);
   uint64_t written = 0;
   rc = rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch, &written);
@@ -408,7 +408,7 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   int rc = get_env(ctx, dom, 0, false, "signal_wait", &e);
   if (rc) return rc;
   uint64_t off;
-  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
+  const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);
   if (rc) return rc;
   if (timeout_ms < 0) timeout_ms = e.d->desc.wait_timeout_ms;
@@ -440,7 +440,7 @@ int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
   if (rc) return rc;
   if (!v) return comm_fail(e.c, PTO_EINVAL, "signal_read: the result pointer is NULL");
   uint64_t off;
-  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
+  const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);
   if (rc) return rc;
   *v = sig_value(e.d->be->signal_load(e.d->win, off), e.c->epoch);
