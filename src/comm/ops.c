@@ -276,7 +276,7 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   if (dst->ndims != src->ndims || memcmp(dst->shape, src->shape, sizeof(int64_t) * dst->ndims))
     return comm_fail(e.c, PTO_EINVAL, "%s: chunked transfer needs equal shapes", e.op);
   uint64_t woff;
-  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
+  const comm_buffer_desc *b;
   rc = win_view(&e, remote, is_put ? "dst" : "src", &woff, &b); /* whole region first */
   if (rc) return rc;
   tensor_tiles g;
