@@ -88,8 +88,9 @@ static int k_fail(const pto_kctx *c) {
   return 7; /* not a pto status: PTO_EKERNEL */
 }
 /* polls cancellation and returns when told: the well-behaved long kernel */
-static _Atomic int polled_out;
+static _Atomic int polled_in, polled_out;
 static int k_poll(const pto_kctx *c) {
+  atomic_fetch_add(&polled_in, 1);
   while (!pto_kctx_cancelled(c))
     sleep_us(200);
   atomic_fetch_add(&polled_out, 1);
@@ -268,11 +269,16 @@ static void varied_orch(pto_orch *o, void *arg) {
     break;
   }
   case SH_KERNEL_ERROR: v->rc = pto_submit(o, K.fail, NULL, NULL, NULL); break;
-  case SH_CANCELLED: /* a polling kernel runs while another fails */
+  case SH_CANCELLED: { /* a polling kernel runs while another fails */
+    int in = atomic_load(&polled_in);
     pto_submit(o, K.poll, NULL, NULL, NULL);
-    sleep_us(2000);
+    /* it has started (not a fixed sleep: a slow machine under TSan once
+     * took longer, and the failure then cancelled a kernel never begun) */
+    for (uint64_t t0 = now_ms(); atomic_load(&polled_in) == in && now_ms() - t0 < 5000;)
+      sleep_us(200);
     pto_submit(o, K.fail, NULL, NULL, NULL);
     break;
+  }
   case SH_WATCHDOG: pto_submit(o, K.async_lost, NULL, NULL, NULL); break;
   case SH_BAD_SUBMIT: v->rc = pto_submit(o, 9999, NULL, NULL, NULL); break;
   case SH_RING_TIMEOUT: { /* a slow head of a chain longer than task_slots */
