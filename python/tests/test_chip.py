@@ -36,6 +36,11 @@ def test_config_options_and_bad_values():
     assert e.value.status == "PTO_EINVAL" and "clusters = 0" in e.value.details
     with pytest.raises(pto.InvalidArgumentError, match="unknown option"):
         pto.Node(1, bogus=3)
+    with pto.Chip(clusters=1, spread_cores=False) as c:
+        assert c.config["spread_cores"] == 0
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        pto.Chip(spread_cores=2)
+    assert "spread_cores = 2, must be 0 or 1" in e.value.details
 
 
 def test_help_is_useful():
