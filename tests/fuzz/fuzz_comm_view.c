@@ -26,31 +26,11 @@
 #include "common/tensor_check.h"
 #include "common/tensor_walk.h"
 
+#include "fuzz_input.h"
+
 #define MAX_ELEMS 4096
 
 typedef __int128 i128;
-
-typedef struct input {
-  const uint8_t *p;
-  size_t n;
-} input;
-
-static uint64_t take(input *in, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++) {
-    v = v << 8 | (in->n ? *in->p : 0);
-    if (in->n) {
-      in->p++;
-      in->n--;
-    }
-  }
-  return v;
-}
-
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (!(c)) __builtin_trap();                                                                    \
-  } while (0)
 
 /* A stride, offset or shift: mostly small, sometimes near a power of two,
  * sometimes anything. */

@@ -28,26 +28,12 @@
 #include "pto/status.h"
 #include "pto/tensor.h"
 
+#include "fuzz_input.h"
+
 #define BUF_BYTES 192
 #define MAX_ENUM  4096 /* views with more elements are not enumerated */
 
 static _Alignas(16) uint8_t mem[BUF_BYTES];
-
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (!(c)) __builtin_trap();                                                                    \
-  } while (0)
-
-typedef struct input {
-  const uint8_t *p;
-  size_t n;
-} input;
-
-static uint8_t u8(input *in) {
-  if (!in->n) return 0;
-  in->n--;
-  return *in->p++;
-}
 
 /* Mostly small values; sometimes a raw 64-bit one (overflow paths). */
 static int64_t num(input *in, int64_t small_max) {

@@ -26,22 +26,13 @@
 #include "pto/status.h"
 #include "pto/tensor.h"
 
+#include "fuzz_input.h"
+
 #define MEM_BYTES  4096
 #define BUF_BYTES  3072 /* buffer 0: mem[0, 3072), buffer 1: mem[1024, 4096) */
 #define MAX_ACCESS 64
 
 static _Alignas(4096) uint8_t mem[MEM_BYTES];
-
-typedef struct input {
-  const uint8_t *p;
-  size_t n;
-} input;
-
-static uint8_t u8(input *in) {
-  if (!in->n) return 0;
-  in->n--;
-  return *in->p++;
-}
 
 typedef struct access {
   pto_tensor t;
