@@ -68,6 +68,22 @@ static bool want(const char *name) {
     if (!strcmp(sel[i], name)) return true;
   return nsel == 0;
 }
+/* n accesses: task i writes part[i % (nparts + 1)], and every
+ * (nparts + 1)-th task reads `all` instead; 1024 tasks live. */
+static void parts_then_all(const char *name, const pto_tensor *part, int nparts,
+                           const pto_tensor *all, int n) {
+  tmap m;
+  tmap_init(&m, 16384);
+  double t0 = now();
+  for (int i = 0; i < n; i++) {
+    if (i % (nparts + 1) == nparts)
+      must(tmap_access(&m, all, TMAP_READ, i, i - 1024, dep, NULL));
+    else
+      must(tmap_access(&m, &part[i % (nparts + 1)], TMAP_WRITE, i, i - 1024, dep, NULL));
+  }
+  printf("%s %6.1f ns/access\n", name, (now() - t0) / n);
+  tmap_destroy(&m);
+}
 int main(int argc, char **argv) {
   nsel = argc - 1;
   sel = argv + 1;
@@ -102,26 +118,16 @@ int main(int argc, char **argv) {
   }
   /* fan-out/fan-in: 64 slots of 256 floats (64 KiB); every 65th task reads all */
   if (want("fanout")) {
-    tmap_init(&m, 16384);
     pto_tensor slot[64], all = vec(big, 64 * 256);
     for (int s = 0; s < 64; s++) {
       int64_t st = s * 256, n = 256;
       pto_tensor_slice(&all, &st, &n, &slot[s]);
     }
-    t0 = now();
-    for (int i = 0; i < N; i++) {
-      if (i % 65 == 64)
-        must(tmap_access(&m, &all, TMAP_READ, i, i - 1024, dep, NULL));
-      else
-        must(tmap_access(&m, &slot[i % 65], TMAP_WRITE, i, i - 1024, dep, NULL));
-    }
-    printf("fanout       %6.1f ns/access\n", (now() - t0) / N);
-    tmap_destroy(&m);
+    parts_then_all("fanout      ", slot, 64, &all, N);
   }
   /* row blocks of a 4 MiB matrix (1024 x 1024 f32): 16 blocks of 64 rows (256 KiB) written, the
    * whole read */
   if (want("big-blocks")) {
-    tmap_init(&m, 16384);
     pto_tensor mat, blk[16];
     int64_t sh[2] = {1024, 1024};
     pto_tensor_init(&mat, big, sizeof big, PTO_F32, 2, sh);
@@ -129,15 +135,7 @@ int main(int argc, char **argv) {
       int64_t st[2] = {b * 64, 0}, s2[2] = {64, 1024};
       pto_tensor_slice(&mat, st, s2, &blk[b]);
     }
-    t0 = now();
-    for (int i = 0; i < N; i++) {
-      if (i % 17 == 16)
-        must(tmap_access(&m, &mat, TMAP_READ, i, i - 1024, dep, NULL));
-      else
-        must(tmap_access(&m, &blk[i % 17], TMAP_WRITE, i, i - 1024, dep, NULL));
-    }
-    printf("big blocks   %6.1f ns/access\n", (now() - t0) / N);
-    tmap_destroy(&m);
+    parts_then_all("big blocks  ", blk, 16, &mat, N);
   }
   /* W2-like: task i writes 64-byte slot i (mod 65536) of one 4 MiB array */
   if (want("slots64")) {
