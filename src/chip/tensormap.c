@@ -74,14 +74,14 @@ static void probe_of(const pto_tensor *v, probe *p) {
   p->last = p->rv.hi > p->rv.lo ? p->rv.hi - 1 : p->rv.lo;
 }
 
-/* The level an entry for p is stored at, and its first chunk there. */
-static int level_of(const probe *p, uint64_t *chunk, uint32_t *span) {
+/* The level an entry for p is stored at, and the chunks it spans there
+ * (its chain: head_of). */
+static int level_of(const probe *p, uint32_t *span) {
   int level = 0;
   for (;; level++) {
     unsigned sh = level_shift(level);
     uint64_t c0 = p->lo >> sh, n = (p->last >> sh) - c0 + 1;
     if (n <= SPAN_MAX || level == TMAP_LEVELS - 1) {
-      *chunk = c0;
       *span = (uint32_t)n; /* <= 4 at the top level: 2^64 / 2^62 */
       return level;
     }
@@ -289,9 +289,8 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   probe p;
   probe_of(view, &p);
   scan(m, &p, mode, task, oldest_live, dep, arg, true);
-  uint64_t chunk;
   uint32_t span;
-  int level = level_of(&p, &chunk, &span);
+  int level = level_of(&p, &span);
   /* Entries are recorded in task order, so a level list's tail is its
    * oldest: up to two retired ones go now. Entries that no lookup visits
    * again (a fresh slot per task) are thus dropped anyway, the pool stays
@@ -311,7 +310,7 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   e->mode = (int32_t)mode;
   if (span > m->max_span[level]) m->max_span[level] = span;
   m->levels |= 1u << level;
-  uint32_t h = 2 * bucket_of(m, level, chunk) + (mode == TMAP_READ);
+  uint32_t h = head_of(m, level, p.rv.lo, (int32_t)mode);
   e->next = m->buckets[h];
   k->prev = -1 - (int32_t)h;
   if (e->next >= 0) m->links[e->next].prev = i;
