@@ -52,6 +52,7 @@ static void add_stats(pto_run_stats *sum, const pto_run_stats *s) {
   if (s->drain_latency_max_us > sum->drain_latency_max_us)
     sum->drain_latency_max_us = s->drain_latency_max_us;
   sum->drain_latency_sum_us += s->drain_latency_sum_us;
+  sum->pull_holds += s->pull_holds;
 }
 
 int scene_run_rounds(pto_chip *chip, const pto_scene_opts *o, pto_orch_fn fn, void *arg,

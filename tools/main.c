@@ -62,6 +62,9 @@ static void print_stats(const pto_run_stats *s, int rounds) {
   if (s->drains)
     printf("  drain latency (entry to cohort start): mean %.1f us, max %.1f us\n",
            s->drain_latency_sum_us / (double)s->drains, s->drain_latency_max_us);
+  if (s->pull_holds)
+    printf("  pull holds %llu (an idle core waited before it looked for short blocks)\n",
+           (unsigned long long)s->pull_holds);
 }
 
 /* Multi-chip scenes: per chip, what its node tasks did (the chip figures

@@ -125,6 +125,9 @@ typedef struct pto_run_stats {
   double cohort_spread_sum_us;
   double drain_latency_max_us; /* drain entry to cohort start */
   double drain_latency_sum_us;
+  /* times an idle core held off looking for work, its blocks being short
+   * (PTO_PULL_HOLD_NS) */
+  uint64_t pull_holds;
 } pto_run_stats;
 
 typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);

@@ -50,6 +50,7 @@ class RunStats:
     cohort_spread_sum_us: float
     drain_latency_max_us: float
     drain_latency_sum_us: float
+    pull_holds: int
 
     @classmethod
     def _from(cls, st) -> "RunStats":

@@ -424,6 +424,9 @@ static void run_reset(pto_run *r) {
     co->issued = co->seen = 0;
     atomic_store_explicit(&co->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     co->first_ns = 0;
+    co->nblocks = 0;
+    co->block_ns = 0;
+    co->holds = 0;
     co->trace_track = 0;
   }
   orch_reset(r);
@@ -611,6 +614,8 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
   st->cohort_spread_sum_us = (double)atomic_load(&r->spread_sum_ns) / 1000.0;
   st->drain_latency_max_us = (double)atomic_load(&r->drain_lat_max_ns) / 1000.0;
   st->drain_latency_sum_us = (double)atomic_load(&r->drain_lat_sum_ns) / 1000.0;
+  for (int i = 0; i < r->ncores; i++)
+    st->pull_holds += r->cores[i].holds;
 }
 
 int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,

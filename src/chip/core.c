@@ -2,6 +2,7 @@
  * runs the kernel block in the payload, publishes "finished" for that
  * dispatch id. Gang blocks (sync_start) wait for their cohort's start. Its
  * thread serves run after run of the chip (core_main). */
+#include "chip/pull_hold.h"
 #include "chip/run.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
@@ -21,7 +22,9 @@ pto_trace *core_trace(const pto_kctx *ctx, int *track) {
 typedef struct core_wait {
   core *c;
   uint64_t next;
-  uint32_t seen; /* pulling: the scheduler's requests served so far */
+  uint32_t seen;      /* pulling: the scheduler's requests served so far */
+  uint64_t period;    /* pulling: looks for work once per period ns; 0: always (pull_hold.h) */
+  uint64_t next_look; /* pulling, with a period: the time of the next look */
 } core_wait;
 
 static bool core_has_work(void *p) {
@@ -33,9 +36,33 @@ static bool core_has_work(void *p) {
 
 static role *core_role(core *c) { return &c->run->scheds[c->sched].role; }
 
+/* The orchestrator waits for completions (a task, room in a ring, the
+ * run's end): nothing piles up behind a hold then (pull_hold.h). Relaxed:
+ * a hint. A line that only the begin and end of such a wait write, so a
+ * holding core polls it without taking anyone's line. */
+static bool orch_waits(const pto_run *r) {
+  return atomic_load_explicit(&r->orch_wake_at, memory_order_relaxed) != INT64_MAX;
+}
+
 static bool core_pull_cond(void *p) {
   core_wait *w = p;
+  if (w->period) {
+    if (orch_waits(w->c->run)) {
+      w->period = 0; /* from now on, continuously */
+    } else {
+      uint64_t now = pto_now_ns();
+      if (now < w->next_look) return run_stopping(w->c->run);
+      w->next_look = now + w->period;
+    }
+  }
   return core_has_work(w) || role_more(core_role(w->c), w->seen);
+}
+
+/* A hold ends early when the run stops or the orchestrator begins to wait
+ * (orch_wake_at is a line nobody writes meanwhile). */
+static bool hold_over(void *p) {
+  const pto_run *r = ((core_wait *)p)->c->run;
+  return run_stopping(r) || orch_waits(r);
 }
 
 /* Serves the requests left to this core as its scheduler's puller. */
@@ -47,7 +74,9 @@ static void pull_serve(core_wait *w) {
 /* Waits for the next dispatch. In role mode an idle core first stands in
  * as its scheduler's puller for a while (role.h): the orchestrator then
  * leaves the passes for the blocks it makes ready to this core, which
- * places them, most often on itself. Then it waits as any core does. */
+ * places them, most often on itself; when its blocks are short it looks
+ * for them only once per pull_hold_ns (pull_hold.h). Then it waits as any
+ * core does. */
 static void core_wait_work(core_wait *w) {
   core *c = w->c;
   pto_run *r = c->run;
@@ -55,6 +84,14 @@ static void core_wait_work(core_wait *w) {
   if (!r->sched_threads) {
     w->seen = role_snapshot(ro); /* before pull_begin: role.h */
     if (role_pull_begin(ro, c->id)) {
+      w->period = orch_waits(r)
+                      ? 0
+                      : pull_period(c->block_ns, (uint64_t)pto_option_cached(PTO_OPT_PULL_HOLD_NS));
+      if (w->period) { /* the first look, too, after a period (pull_hold.h) */
+        c->holds++;
+        w->next_look = pto_now_ns() + w->period;
+        if (pto_wait_unparked(hold_over, w, w->next_look)) w->period = 0;
+      }
       if (sched_ready_queued(r)) pull_serve(w);
       /* the window: spin_ns, spinning while a CPU is free, else yielding,
        * but never parked (a requester then pays no futex wake); then the
@@ -93,7 +130,7 @@ static void core_serve(core *c) {
   pto_run *r = c->run;
   const kernel_rec *kernels = r->chip->kernels;
   for (uint64_t next = 1;; next++) {
-    core_wait w = {c, next, 0};
+    core_wait w = {c, next, 0, 0, 0};
     if (!core_has_work(&w)) core_wait_work(&w);
     if (run_stopping(r)) break;
     const core_payload p = c->slot[next & 1];
@@ -126,12 +163,17 @@ static void core_serve(core *c) {
     /* the clock only where a figure needs it (trace, first block, gang
      * spread): the watchdog needs no start time (a block that runs through
      * a stall started before it, watchdog.c) */
-    uint64_t t0 = r->trace || gang || !c->first_ns ? pto_now_ns() : 0;
+    bool timed = (++c->nblocks & (PULL_TIMED_EVERY - 1)) == 0; /* pull_hold.h */
+    uint64_t t0 = r->trace || gang || timed || !c->first_ns ? pto_now_ns() : 0;
     if (!c->first_ns) c->first_ns = t0;
     if (gang) note_cohort_start(t, t0);
     atomic_store_explicit(&c->cur_task, id, memory_order_relaxed); /* watchdog, advisory */
     int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
     atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
+    if (timed) {
+      uint64_t d = pto_now_ns() - t0;
+      c->block_ns = pull_block_avg(c->block_ns, d);
+    }
     if (r->trace) {
       uint64_t t1 = pto_now_ns();
       /* A MIX block spans cores: the first records the block, the others its parts. */

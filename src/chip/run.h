@@ -185,6 +185,9 @@ typedef struct core {
   _Atomic int64_t cur_task; /* watchdog: running task or -1 (relaxed) */
   bool defer_current;       /* core-private: the running kernel went async */
   uint64_t first_ns;        /* first block start; core-private until join */
+  uint32_t nblocks;         /* core-private: blocks run this run (pull_hold.h) */
+  uint64_t block_ns;        /* core-private: timed blocks' running average; 0: none yet */
+  uint64_t holds;           /* core-private until join: pull holds this run */
   /* the core parks here, in a run and between runs (waiters: the core;
    * seq: whoever signals) */
   PTO_LINE_ALIGNED pto_event ev;
@@ -260,15 +263,19 @@ typedef struct pto_run {
    * counters every completion or dispatch bumps below must not share a
    * line (each submit would miss on the line a completion just wrote) */
   PTO_LINE_ALIGNED _Atomic int64_t submitted; /* published tasks (release: slot contents) */
-  PTO_LINE_ALIGNED _Atomic int32_t status;    /* latched first error */
-  _Atomic int32_t stop;                       /* threads exit when set */
+  /* completions signal orch_ev once `completed` reaches it; INT64_MAX
+   * while the orchestrator does not wait. Read at every completion and by
+   * idle cores that hold (pull_hold.h), written only when a wait begins or
+   * ends: a line of its own */
+  PTO_LINE_ALIGNED _Atomic int64_t orch_wake_at;
+  PTO_LINE_ALIGNED _Atomic int32_t status; /* latched first error */
+  _Atomic int32_t stop;                    /* threads exit when set */
   _Atomic int32_t orch_done;
   PTO_LINE_ALIGNED _Atomic int64_t
-      completed;                /* completed tasks (release pairs with orch acquire) */
-  _Atomic int64_t orch_wake_at; /* completions signal orch_ev once `completed` reaches it */
-  _Atomic uint64_t async_done;  /* async completions (watchdog progress) */
-  _Atomic uint64_t ready_gen;   /* sched_threads mode: bumped on every ready push */
-  _Atomic uint64_t drain_gen;   /* bumped on every drain step that publishes */
+      completed;               /* completed tasks (release pairs with orch acquire) */
+  _Atomic uint64_t async_done; /* async completions (watchdog progress) */
+  _Atomic uint64_t ready_gen;  /* sched_threads mode: bumped on every ready push */
+  _Atomic uint64_t drain_gen;  /* bumped on every drain step that publishes */
   ready_queue queues[SHAPE_COUNT];
   ready_queue sync_queue;
   async_slot *async; /* the chip's slots */

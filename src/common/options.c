@@ -43,6 +43,9 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
     [PTO_OPT_SPREAD_CORES] = {"spread_cores", "PTO_SPREAD_CORES", 1, 0, 1,
                               "1: while a chip's orchestrator waits for its last tasks, each core "
                               "thread runs on a CPU of its own; 0: the OS places them"},
+    [PTO_OPT_PULL_HOLD_NS] = {"pull_hold_ns", "PTO_PULL_HOLD_NS", 2000, 0, 10000000,
+                              "an idle core whose blocks run under a quarter of this looks for "
+                              "work once per this many ns; 0: continuously"},
     [PTO_OPT_SPIN_NS] = {"spin_ns", "PTO_SPIN_NS", 5000, 0, 1000000000,
                          "a waiter spins this long (ns) before it yields and parks"},
     [PTO_OPT_PARK_MAX_MS] = {"park_max_ms", "PTO_PARK_MAX_MS", PTO_PARK_MAX_MS, 1, DAY_MS,

@@ -1,0 +1,44 @@
+/* pull_hold.h — how often an idle core looks for work while it pulls for
+ * its scheduler (core.c, role.h): continuously, unless its blocks have been
+ * running under a quarter of pull_hold_ns (PTO_PULL_HOLD_NS), when it
+ * looks once per pull_hold_ns, the first time too.
+ *
+ * Why: handing a block that short to an idle core costs more than the
+ * block. Each look of the idle core takes the lines its requesters and
+ * dispatchers write (the scheduler's requests, its own dispatch register)
+ * from them, so their next request or dispatch waits for the line to come
+ * back: a cache-line round trip per block, for blocks that take less.
+ * Looking once per hold instead lets short blocks pile up while the busy
+ * threads keep their lines, and a pass then places several at once. Work
+ * is never lost by it, only started later: a requester that finds the
+ * puller leaves the pass to it, which serves every request at its next
+ * look (role.h), and a block placed on the core waits at most one hold.
+ * Nor does anything pile up while the orchestrator waits for completions
+ * (a task it waits for, room in a ring, the run's end): the core then
+ * looks continuously (core.c), so a loop that submits a short block and
+ * waits for it pays no hold.
+ * Measured in docs/benchmarks.md ("An idle core looks for short blocks
+ * less often").
+ *
+ * A core times one block in PULL_TIMED_EVERY (two clock reads) and keeps
+ * a running average, reset at each run's start (0: no block timed yet, so
+ * no hold). */
+#ifndef PTO_CHIP_PULL_HOLD_H
+#define PTO_CHIP_PULL_HOLD_H
+
+#include <stdint.h>
+
+#define PULL_TIMED_EVERY 16 /* a power of two */
+
+/* The running average after a block of `ns` (weight 1/4: a change of
+ * kernels shows within a few timed blocks). */
+static inline uint64_t pull_block_avg(uint64_t avg, uint64_t ns) {
+  return avg ? (3 * avg + ns) / 4 : ns;
+}
+
+/* How often to look for work, in ns; 0: continuously. */
+static inline uint64_t pull_period(uint64_t block_avg_ns, uint64_t hold_ns) {
+  return block_avg_ns && block_avg_ns < hold_ns / 4 ? hold_ns : 0;
+}
+
+#endif

@@ -1,0 +1,208 @@
+/* test_pull_hold.c — an idle core looks for short blocks only once per
+ * pull_hold_ns (src/chip/pull_hold.h, src/chip/core.c).
+ *  - the rule: no hold before a block was timed; a hold for blocks under a
+ *    quarter of pull_hold_ns, none at or above it, none with 0; the
+ *    running average of timed blocks.
+ * Runs with the largest hold, 10 ms (this program sets PTO_PULL_HOLD_NS
+ * before any option is read), on two cores: a warm-up of two-block tasks
+ * until both cores have timed blocks, then ROUND_TRIPS tasks one at a time,
+ * each submitted once the one before has run. Every block must run exactly
+ * once, and:
+ *  - short blocks, the orchestration watching a flag the kernel sets (it
+ *    waits for nothing of pto's): idle cores hold (pto_run_stats.pull_holds
+ *    > 0);
+ *  - blocks longer than a quarter of the hold, the same way: no core holds;
+ *  - short blocks, each waited for with pto_orch_wait_task: a hold ends
+ *    when the orchestrator waits, so the round trips together take less
+ *    than half of ROUND_TRIPS holds (held, each would take about one). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "chip/pull_hold.h" /* white box: the rule */
+#include "pto/pto.h"
+
+#define HOLD_NS     10000000 /* the option's maximum */
+#define LONG_NS     (HOLD_NS / 4 + HOLD_NS / 10)
+#define ROUND_TRIPS 20
+#define WARM_BLOCKS (2 * PULL_TIMED_EVERY) /* per core, before the round trips */
+#define TASKS_MAX   4096                   /* warm-up tasks at most */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void test_rule(void **state) {
+  (void)state;
+  assert_int_equal(pull_period(0, 2000), 0); /* nothing timed yet */
+  assert_int_equal(pull_period(100, 2000), 2000);
+  assert_int_equal(pull_period(499, 2000), 2000);
+  assert_int_equal(pull_period(500, 2000), 0); /* a quarter: long enough */
+  assert_int_equal(pull_period(9000, 2000), 0);
+  assert_int_equal(pull_period(100, 0), 0);      /* the option off */
+  assert_int_equal(pull_block_avg(0, 800), 800); /* the first timed block */
+  assert_int_equal(pull_block_avg(800, 0), 600);
+  assert_int_equal(pull_block_avg(800, 1600), 1000);
+}
+
+/* ---- runs ---- */
+
+static _Atomic int ran[TASKS_MAX + ROUND_TRIPS];
+static _Atomic int per_core[2];
+static uint64_t block_ns; /* how long a block runs: 0, or LONG_NS */
+static int kid;
+
+static int k_block(const pto_kctx *c) {
+  if (block_ns) {
+    uint64_t end = now_ns() + block_ns;
+    while (now_ns() < end) {
+    }
+  }
+  atomic_fetch_add(&ran[c->scalars[0]], 1);
+  atomic_fetch_add(&per_core[c->core_id], 1);
+  return 0;
+}
+
+typedef struct job {
+  bool wait_task;    /* round trips wait with pto_orch_wait_task, else watch ran[] */
+  int warm;          /* warm-up tasks submitted */
+  uint64_t trips_ns; /* the round trips, together */
+} job;
+
+static int submit(pto_orch *o, uint64_t i, int blocks, pto_task_id *id) {
+  pto_submit_opts so = {.block_num = blocks};
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_scalar(&a, i);
+  return pto_submit(o, kid, &a, &so, id);
+}
+
+static void orch(pto_orch *o, void *arg) {
+  job *j = arg;
+  /* one task at a time, so both cores are idle when the next comes and
+   * take a block each */
+  while (j->warm < TASKS_MAX &&
+         (atomic_load(&per_core[0]) < WARM_BLOCKS || atomic_load(&per_core[1]) < WARM_BLOCKS)) {
+    pto_task_id id;
+    assert_int_equal(submit(o, (uint64_t)j->warm++, 2, &id), 0);
+    assert_int_equal(pto_orch_wait_task(o, id, -1), 0);
+  }
+  uint64_t t0 = now_ns();
+  for (int k = 0; k < ROUND_TRIPS; k++) {
+    pto_task_id id;
+    assert_int_equal(submit(o, (uint64_t)(TASKS_MAX + k), 1, &id), 0);
+    if (j->wait_task) {
+      assert_int_equal(pto_orch_wait_task(o, id, -1), 0);
+    } else {
+      uint64_t end = now_ns() + 5000000000u; /* a lost task fails the case, not the suite */
+      while (!atomic_load(&ran[TASKS_MAX + k]) && now_ns() < end) {
+      }
+    }
+  }
+  j->trips_ns = now_ns() - t0;
+}
+
+static pto_run_stats run(bool wait_task, uint64_t block, job *j) {
+  memset(ran, 0, sizeof ran);
+  memset(per_core, 0, sizeof per_core);
+  block_ns = block;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.aic_per_cluster = 0;
+  cfg.aiv_per_cluster = 2;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "block", k_block, &kid), 0);
+  *j = (job){wait_task, 0, 0};
+  pto_run_stats st;
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch, j, &st, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, 0);
+  pto_chip_destroy(chip);
+  printf("blocks of %s; warm-up: %d two-block tasks, blocks per core %d and %d; %d round trips "
+         "(%s): %.3f ms; pull holds %llu\n",
+         block ? "3.5 ms" : "no work", j->warm, atomic_load(&per_core[0]),
+         atomic_load(&per_core[1]), ROUND_TRIPS,
+         wait_task ? "pto_orch_wait_task" : "watching a flag", (double)j->trips_ns / 1e6,
+         (unsigned long long)st.pull_holds);
+  for (int i = 0; i < j->warm; i++)
+    if (atomic_load(&ran[i]) != 2) {
+      print_error("warm-up task %d ran %d blocks, expected 2\n", i, atomic_load(&ran[i]));
+      fail();
+    }
+  for (int k = 0; k < ROUND_TRIPS; k++)
+    if (atomic_load(&ran[TASKS_MAX + k]) != 1) {
+      print_error("round trip %d ran %d blocks, expected 1\n", k, atomic_load(&ran[TASKS_MAX + k]));
+      fail();
+    }
+  if (atomic_load(&per_core[0]) < WARM_BLOCKS || atomic_load(&per_core[1]) < WARM_BLOCKS) {
+    print_error("after %d warm-up tasks a core has run fewer than %d blocks\n", j->warm,
+                WARM_BLOCKS);
+    fail();
+  }
+  return st;
+}
+
+static void test_short_blocks_are_held(void **state) {
+  (void)state;
+  job j;
+  pto_run_stats st = run(false, 0, &j);
+  if (st.pull_holds == 0) {
+    print_error("short blocks with pull_hold_ns %s: no idle core held, expected some\n",
+                getenv("PTO_PULL_HOLD_NS"));
+    fail();
+  }
+}
+
+static void test_long_blocks_are_not_held(void **state) {
+  (void)state;
+  job j;
+  pto_run_stats st = run(false, LONG_NS, &j);
+  if (st.pull_holds != 0) {
+    print_error("blocks of %llu ns with pull_hold_ns %s: idle cores held %llu times, expected "
+                "none (a block longer than a quarter of the hold)\n",
+                (unsigned long long)LONG_NS, getenv("PTO_PULL_HOLD_NS"),
+                (unsigned long long)st.pull_holds);
+    fail();
+  }
+}
+
+static void test_no_hold_while_the_orchestrator_waits(void **state) {
+  (void)state;
+  job j;
+  run(true, 0, &j);
+  const uint64_t max_ns = (uint64_t)ROUND_TRIPS * HOLD_NS / 2;
+  if (j.trips_ns >= max_ns) {
+    print_error("%d round trips of short blocks, each waited for with pto_orch_wait_task, took "
+                "%.3f ms with pull_hold_ns %s, expected less than %.3f ms: an idle core held "
+                "while the orchestrator waited\n",
+                ROUND_TRIPS, (double)j.trips_ns / 1e6, getenv("PTO_PULL_HOLD_NS"),
+                (double)max_ns / 1e6);
+    fail();
+  }
+}
+
+int main(void) {
+  /* before the first option is read (once per process) */
+  setenv("PTO_PULL_HOLD_NS", "10000000", 1);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rule),
+      cmocka_unit_test(test_short_blocks_are_held),
+      cmocka_unit_test(test_long_blocks_are_not_held),
+      cmocka_unit_test(test_no_hold_while_the_orchestrator_waits),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
