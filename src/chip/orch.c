@@ -182,6 +182,15 @@ static void hold_release(pto_run *r) {
 /* Retires completed tasks in submission order, recycling their slot, heap
  * range, argument storage and dependency nodes. The heap tail may pass a
  * range held by an open scope: allocation steps around it (r->held). */
+
+/* A submit retires only once per RETIRE_EVERY of them. Retiring reads the
+ * state of the oldest live task, which in a chain is the task a core is
+ * completing at that moment: a read at every submit took that line from
+ * the core just before it wrote it (11% of W1's samples in orch_retire,
+ * docs/benchmarks.md). Nothing waits for the lag: whatever lacks room (a
+ * ring, the TensorMap) retires at once before it waits (room_cond), and so
+ * do host accesses, scope ends and the run's end. */
+#define RETIRE_EVERY 32
 static void orch_retire(pto_run *r) {
   while (r->retired < r->next_id) {
     task *t = run_slot(r, r->retired);
@@ -467,8 +476,8 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   if ((rc = validate(r, kernel_id, a, opts, &sh))) return rc;
   uint64_t t0 = r->trace ? pto_now_ns() : 0;
 
-  /* 1. task slot */
-  orch_retire(r);
+  /* 1. task slot (retiring once per RETIRE_EVERY submits) */
+  if (r->next_id % RETIRE_EVERY == 0) orch_retire(r);
   if (!slot_room(r, NULL) &&
       (rc = orch_wait_room(r, slot_room, NULL, PTO_ETASK_RING_DEADLOCK, PTO_ESCOPE_DEADLOCK,
                            "task ring", "a slot (task_slots %llu)", r->nslots, 0)))
