@@ -84,6 +84,7 @@ int orch_setup(pto_run *r) {
   uint64_t args = (uint64_t)r->nslots * 512u;
   if (args < ARGS_MAX_BYTES) args = ARGS_MAX_BYTES;
   if (!rc) rc = ring_init(&r->args, args);
+  if (!rc) ring_populate(&r->args);
   if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
   r->held_release = INT64_MAX;
   r->depbuf_cap = 64;

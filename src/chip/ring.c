@@ -2,6 +2,7 @@
 #include "chip/ring.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "pto/status.h"
 
@@ -15,6 +16,8 @@ int ring_init(ring *r, uint64_t cap) {
   r->head = r->tail = 0;
   return r->base ? PTO_OK : PTO_ENOMEM;
 }
+
+void ring_populate(ring *r) { memset(r->base, 0, r->cap); }
 
 void ring_destroy(ring *r) {
   free(r->base);

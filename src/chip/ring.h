@@ -18,6 +18,11 @@ typedef struct ring {
 } ring;
 
 int ring_init(ring *r, uint64_t cap);
+/* Touches every page of the ring now, so that no run pays their first-use
+ * faults (the argument ring: a run of a few thousand tasks would fault in
+ * a page per 30 or so submits; not the heap ring, whose size is the
+ * user's and whose bytes may never be used). */
+void ring_populate(ring *r);
 void ring_destroy(ring *r);
 /* Contiguous allocation of n bytes (rounded to RING_ALIGN), or NULL when the
  * ring has no room now. Never wraps an allocation around the end. */
