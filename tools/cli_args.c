@@ -81,7 +81,7 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
   a->cmd = CLI_RUN;
   bool list = false, help = false;
   getopt_reset();
-  for (int c, rc = 0, seed; (c = getopt_long(argc, argv, "-:h", run_opts, NULL)) != -1;) {
+  for (int c, rc = 0, seed = 0; (c = getopt_long(argc, argv, "-:h", run_opts, NULL)) != -1;) {
     switch (c) {
     case OPT_CLUSTERS: rc = int_arg("clusters", optarg, &a->clusters, err, n); break;
     case OPT_SCHEDULERS: rc = int_arg("schedulers", optarg, &a->schedulers, err, n); break;

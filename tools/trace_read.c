@@ -266,7 +266,7 @@ static int flows_collect(const trace_json *evs, vec *ends, vec *by_task, vec *by
     const trace_json *e = &evs->u.items[i];
     const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
     double pid, tid, ts, dur, id;
-    int64_t task;
+    int64_t task = 0; /* read only when arg_int found it (gcc -O3 cannot tell) */
     if (!ph || !trace_json_num(e, "pid", &pid) || !trace_json_num(e, "tid", &tid) ||
         !trace_json_num(e, "ts", &ts))
       continue;
