@@ -41,13 +41,17 @@ typedef struct pto_chip_config {
    * (a core that finished a block, the orchestrator); 1: each scheduler
    * has its own thread, as the device's AICPU threads (PTO_SCHED_THREADS) */
   int sched_threads;
-  /* 1 (default): once the orchestration function has returned, until the
-   * run ends, each core thread that took part in the run is bound to a CPU
-   * of its own (core i to the i-th CPU, modulo their number, of those the
-   * orchestrator's thread may use; a node chip counts on from the lower
-   * ranks' cores): left to the OS, two cores that hand work to each other
-   * often share one CPU while the other idles. While the orchestrator
-   * submits, the OS places them. 0: the OS always does (PTO_SPREAD_CORES) */
+  /* Which CPUs the run's threads may use (src/chip/spread.c). 1
+   * (default): while the orchestrator runs far ahead of cores that have a
+   * backlog of short blocks (under a quarter of PTO_PULL_HOLD_NS, timed
+   * by the cores), it is bound to its CPU and the cores to the others, until its
+   * first wait (or the watchdog's second tick without a submit); once the
+   * orchestration function has returned, until the run ends, each core
+   * that took part is bound to a CPU of its own (core i to the i-th CPU,
+   * modulo their number, of those the orchestrator's thread may use; a
+   * node chip counts on from the lower ranks' cores). Otherwise the OS
+   * places them; the orchestrator's CPUs are restored before the function
+   * returns to pto. 0: the OS always does (PTO_SPREAD_CORES) */
   int spread_cores;
   void *env; /* passed to kernels as pto_kctx.env */
 } pto_chip_config;

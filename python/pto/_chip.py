@@ -78,7 +78,8 @@ class Chip:
     clusters)), task_slots (16384), heap_bytes (256 MiB), dep_entries
     (16384), tensormap_entries (65536), alloc_timeout_ms (500), watchdog_ms
     (10000), shutdown_ms (5000), async_slots (64), sched_threads (0),
-    spread_cores (1: while the orchestrator waits, a CPU per core thread).
+    spread_cores (1: pto binds the orchestrator and the core threads to CPUs
+    while that pays, src/chip/spread.c).
     ``trace``: write a Chrome/Perfetto trace of every run to this path.
 
     Example::

@@ -428,7 +428,7 @@ static void run_reset(pto_run *r) {
     atomic_store_explicit(&co->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     co->first_ns = 0;
     co->nblocks = 0;
-    co->block_ns = 0;
+    atomic_store_explicit(&co->block_ns, 0, memory_order_relaxed);
     co->holds = 0;
     co->trace_track = 0;
   }
@@ -690,6 +690,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     r->orch_start_ns = pto_now_ns();
     fn(&orch, arg);
     r->orch_end_ns = pto_now_ns();
+    spread_orch_share(r);
     spread_begin(r); /* until the last task: a CPU per core */
     if (r->trace)
       trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,

@@ -84,9 +84,9 @@ static void core_wait_work(core_wait *w) {
   if (!r->sched_threads) {
     w->seen = role_snapshot(ro); /* before pull_begin: role.h */
     if (role_pull_begin(ro, c->id)) {
-      w->period = orch_waits(r)
-                      ? 0
-                      : pull_period(c->block_ns, (uint64_t)pto_option_cached(PTO_OPT_PULL_HOLD_NS));
+      uint64_t avg = atomic_load_explicit(&c->block_ns, memory_order_relaxed);
+      w->period =
+          orch_waits(r) ? 0 : pull_period(avg, (uint64_t)pto_option_cached(PTO_OPT_PULL_HOLD_NS));
       if (w->period) { /* the first look, too, after a period (pull_hold.h) */
         c->holds++;
         w->next_look = pto_now_ns() + w->period;
@@ -172,7 +172,8 @@ static void core_serve(core *c) {
     atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     if (timed) {
       uint64_t d = pto_now_ns() - t0;
-      c->block_ns = pull_block_avg(c->block_ns, d);
+      uint64_t avg = atomic_load_explicit(&c->block_ns, memory_order_relaxed);
+      atomic_store_explicit(&c->block_ns, pull_block_avg(avg, d), memory_order_relaxed);
     }
     if (r->trace) {
       uint64_t t1 = pto_now_ns();

@@ -95,6 +95,8 @@ int orch_setup(pto_run *r) {
 
 void orch_reset(pto_run *r) {
   r->next_id = r->retired = 0;
+  r->alone_tried = false;
+  r->ahead_at = r->ncores * 4 > 64 ? r->ncores * 4 : 64;
   r->dep_head = r->dep_tail = 0;
   r->args.head = r->args.tail = 0;
   heap_live_init(&r->live, &r->heap); /* after every offset of earlier runs */
@@ -214,6 +216,7 @@ static void orch_retire(pto_run *r) {
  * completions (bounded by what is in flight). Returns cond's result. */
 static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg,
                                   uint64_t deadline) {
+  spread_orch_share(r); /* a waiting orchestrator leaves its CPU to the cores */
   int64_t done = atomic_load_explicit(&r->completed, memory_order_relaxed);
   int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;
   if (batch > inflight) batch = inflight;
@@ -646,6 +649,11 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   }
   t->dep_end = r->dep_head;
   r->next_id = id + 1;
+  /* far ahead of cores with a backlog: a CPU of its own (spread.c); the
+   * queues are peeked once per 64 submits, and only until it was tried */
+  if (!r->alone_tried && (id & 63) == 63 && r->next_id - r->retired > r->ahead_at &&
+      sched_queued_blocks(r) >= (uint64_t)r->ncores && spread_blocks_short(r))
+    spread_orch_alone(r);
   if (t->sync_start) atomic_fetch_add_explicit(&r->sync_tasks, 1, memory_order_relaxed);
   /* release: slot contents visible to whoever reads `submitted` (watchdog) */
   atomic_store_explicit(&r->submitted, id + 1, memory_order_release);

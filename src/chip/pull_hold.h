@@ -26,6 +26,7 @@
 #ifndef PTO_CHIP_PULL_HOLD_H
 #define PTO_CHIP_PULL_HOLD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define PULL_TIMED_EVERY 16 /* a power of two */
@@ -36,9 +37,16 @@ static inline uint64_t pull_block_avg(uint64_t avg, uint64_t ns) {
   return avg ? (3 * avg + ns) / 4 : ns;
 }
 
+/* Whether blocks of this running average are short: under a quarter of
+ * the hold (and timed at all). The orchestrator takes a CPU of its own
+ * only while every core's blocks are short (spread.c). */
+static inline bool pull_blocks_short(uint64_t block_avg_ns, uint64_t hold_ns) {
+  return block_avg_ns && block_avg_ns < hold_ns / 4;
+}
+
 /* How often to look for work, in ns; 0: continuously. */
 static inline uint64_t pull_period(uint64_t block_avg_ns, uint64_t hold_ns) {
-  return block_avg_ns && block_avg_ns < hold_ns / 4 ? hold_ns : 0;
+  return pull_blocks_short(block_avg_ns, hold_ns) ? hold_ns : 0;
 }
 
 #endif

@@ -76,6 +76,7 @@ struct pto_chip {
 };
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
+enum { ALONE_NO = 0, ALONE_YES, ALONE_ENDING }; /* pto_run.alone */
 
 /* fanout_head values besides a node index */
 #define FANOUT_EMPTY  ((int64_t)-1)
@@ -186,8 +187,10 @@ typedef struct core {
   bool defer_current;       /* core-private: the running kernel went async */
   uint64_t first_ns;        /* first block start; core-private until join */
   uint32_t nblocks;         /* core-private: blocks run this run (pull_hold.h) */
-  uint64_t block_ns;        /* core-private: timed blocks' running average; 0: none yet */
-  uint64_t holds;           /* core-private until join: pull holds this run */
+  /* timed blocks' running average, 0: none yet; written by the core only,
+   * read by the orchestrator too (spread.c; relaxed: a hint) */
+  _Atomic uint64_t block_ns;
+  uint64_t holds; /* core-private until join: pull holds this run */
   /* the core parks here, in a run and between runs (waiters: the core;
    * seq: whoever signals) */
   PTO_LINE_ALIGNED pto_event ev;
@@ -307,6 +310,14 @@ typedef struct pto_run {
   /* orch: the CPUs the cores are spread over (spread.c); kept from one
    * run's end to the next run's start, when the cores are let go */
   cpu_set_t spread_cpus;
+  /* The orchestrator alone on a CPU (spread.c): `alone` is ALONE_YES while
+   * it is, ALONE_ENDING while the orchestrator or the watchdog ends it;
+   * the CPUs it had and its thread are written before (orch) */
+  _Atomic int32_t alone;
+  cpu_set_t alone_cpus;
+  pthread_t orch_thread;
+  bool alone_tried; /* orch: this run has looked at a CPU of its own */
+  int64_t ahead_at; /* orch: live tasks from which it may take a CPU of its own */
   /* stats */
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;
@@ -363,6 +374,8 @@ void sched_orch_done(pto_run *r);
 void sched_pull(sched *s);
 /* Whether any shape's ready queue looks non-empty (a relaxed hint). */
 bool sched_ready_queued(pto_run *r);
+/* Blocks queued in the shape queues, a relaxed hint. */
+uint64_t sched_queued_blocks(pto_run *r);
 /* The calling thread is core c's (its completions prefer c for the next
  * single-core block). */
 void sched_bind_core(core *c);
@@ -377,11 +390,21 @@ void *core_main(void *arg);
 /* Watchdog [watchdog.c] */
 void *watchdog_main(void *arg);
 
-/* A CPU per core [spread.c], called by the orchestrator's thread: binds
- * the cores that took part in the run once its orchestration function has
- * returned (cfg->spread_cores), and lets them go before the next one runs. */
+/* Which CPUs a run's threads may use [spread.c] (cfg->spread_cores).
+ * The orchestrator's thread calls spread_begin once its orchestration
+ * function has returned (the cores that took part in the run get a CPU
+ * each) and spread_end before the next one runs (they are let go);
+ * spread_orch_alone when it runs far ahead of cores with a backlog (a CPU
+ * of its own, at most once per run); spread_orch_share, from it or the
+ * watchdog, ends that. */
 void spread_begin(pto_run *r);
 void spread_end(pto_run *r);
+void spread_orch_alone(pto_run *r);
+/* Whether every core that timed blocks this run (pull_hold.h) has short
+ * ones, and one did: the orchestrator's own CPU then costs the cores
+ * little (relaxed reads, a hint). */
+bool spread_blocks_short(pto_run *r);
+void spread_orch_share(pto_run *r);
 
 /* Orchestrator [orch.c] */
 int orch_setup(pto_run *r);

@@ -185,6 +185,13 @@ bool sched_ready_queued(pto_run *r) {
 
 void sched_pull(sched *s) { sched_role_run(s, true); }
 
+uint64_t sched_queued_blocks(pto_run *r) {
+  uint64_t n = 0;
+  for (int q = 0; q < SHAPE_COUNT; q++)
+    n += rq_queued(&r->queues[q]);
+  return n;
+}
+
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
     complete_task(r, t);

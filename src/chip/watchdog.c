@@ -146,6 +146,7 @@ void *watchdog_main(void *arg) {
   if (period > 100000000ull) period = 100000000ull;
   wd_wait w = {r, 0};
   uint64_t last = 0, last_ns = 0;
+  int64_t last_sub = -1; /* submits at the last tick (spread.c) */
   while (!wd_quit(r)) {
     uint64_t ph = atomic_load_explicit(&r->phase, memory_order_seq_cst);
     if (!(ph & 1)) { /* between runs: park until the next one */
@@ -160,10 +161,17 @@ void *watchdog_main(void *arg) {
       w.phase = ph;
       last = progress(r);
       last_ns = pto_now_ns();
+      last_sub = -1;
       wd_end(r);
     }
     pto_wait(&r->watchdog_ev, wd_new_phase, &w, pto_now_ns() + period);
     if (!wd_begin(r, w.phase)) continue; /* the run ended (or another began) */
+    /* an orchestrator alone on its CPU that submitted nothing for a whole
+     * tick is busy in its own code, or idle: the cores get its CPU back */
+    int64_t sub = atomic_load_explicit(&r->submitted, memory_order_relaxed);
+    if (atomic_load_explicit(&r->alone, memory_order_relaxed) == ALONE_YES && sub == last_sub)
+      spread_orch_share(r);
+    last_sub = sub;
     uint64_t p = progress(r), now = pto_now_ns();
     if (p != last) {
       last = p;

@@ -1,5 +1,5 @@
-/* test_spread.c — a CPU per core while the orchestrator waits for a run's
- * last tasks (pto_chip_config.spread_cores, src/chip/spread.c).
+/* test_spread.c — which CPUs a run's threads may use
+ * (pto_chip_config.spread_cores, src/chip/spread.c).
  *
  * Each case runs a two-block task on a chip of two cores: both blocks start,
  * the orchestration function returns, and each block then reads the CPUs its
@@ -10,7 +10,21 @@
  *    run on every CPU again;
  *  - spread_cores = 0: the cores keep every CPU throughout;
  *  - on a machine that gives the test one CPU there is nothing to spread:
- *    the cores keep that CPU. */
+ *    the cores keep that CPU.
+ * And, after a warm-up of two-block tasks that lets each core time its
+ * blocks (src/chip/pull_hold.h), with both cores held by a blocker and 200
+ * ready tasks queued behind them (the orchestrator far ahead of cores with
+ * a backlog):
+ *  - warmed up with short blocks, the orchestrator runs on one CPU, and
+ *    the cores on all the others, until its function returns (then the
+ *    test's thread has all its CPUs again);
+ *  - its first wait (pto_orch_wait_task) gives its CPU back at once;
+ *  - an orchestrator that stops submitting in its own code gets it back
+ *    from the watchdog within a few ticks;
+ *  - warmed up with blocks of 4 ms (longer than a quarter of
+ *    PTO_PULL_HOLD_NS, which this program sets to 10 ms), it keeps every
+ *    CPU: real kernels need the CPU more than the orchestrator does;
+ *  - spread_cores = 0 never does any of it. */
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -27,6 +42,7 @@
 #include "pto/pto.h"
 
 #define WAIT_MS 5000
+#define LONG_NS 4000000 /* a warm-up block longer than a quarter of PTO_PULL_HOLD_NS */
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -116,6 +132,234 @@ static void probe_run(pto_chip *chip, bool after, bool expect_bound) {
   assert_int_equal(atomic_load(&P.seen), 2);
 }
 
+/* ---- the orchestrator alone while it runs far ahead ---- */
+
+typedef struct ahead {
+  _Atomic int blocked;  /* blocker blocks running */
+  _Atomic int check;    /* blockers: record your CPUs now */
+  _Atomic int recorded; /* blockers that did */
+  _Atomic int go;       /* blockers: return */
+  cpu_set_t cpus[2];    /* blockers' CPUs, per core id */
+} ahead;
+
+static ahead A;
+
+static bool wait_flag(_Atomic int *f, int v) {
+  uint64_t end = now_ms() + WAIT_MS;
+  while (atomic_load(f) < v && now_ms() < end)
+    sleep_ms(1);
+  return atomic_load(f) >= v;
+}
+
+/* Holds its core until `go`, recording its CPUs when asked. */
+static int k_block(const pto_kctx *c) {
+  atomic_fetch_add(&A.blocked, 1);
+  while (!atomic_load(&A.check) && !pto_kctx_cancelled(c))
+    sleep_ms(1);
+  sched_getaffinity(0, sizeof A.cpus[0], &A.cpus[c->core_id]);
+  atomic_fetch_add(&A.recorded, 1);
+  while (!atomic_load(&A.go) && !pto_kctx_cancelled(c))
+    sleep_ms(1);
+  return 0;
+}
+
+static int k_noop(const pto_kctx *c) {
+  (void)c;
+  return 0;
+}
+
+/* Runs for scalar 0 ns (the warm-up's blocks). */
+static int k_busy(const pto_kctx *c) {
+  uint64_t ns = c->scalars[0];
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
+             (uint64_t)t0.tv_nsec <
+         ns);
+  return 0;
+}
+
+static int kid_block, kid_noop, kid_busy;
+
+/* How the orchestration ends its time alone (or checks it never began). */
+typedef enum { END_RETURN, END_WAIT, END_IDLE, END_NONE } ahead_end;
+
+typedef struct ahead_case {
+  ahead_end end;
+  uint64_t warm_ns; /* how long the warm-up's blocks run: 0, or LONG_NS */
+  int alone_cpu;    /* the orchestrator's only CPU while ahead, -1: more */
+  uint64_t idle_ms; /* END_IDLE: how long until it had every CPU again */
+  bool free_after;  /* END_WAIT/END_IDLE: every CPU again afterwards */
+  pto_task_id blocker;
+} ahead_case;
+
+static void orch_ahead(pto_orch *o, void *arg) {
+  ahead_case *k = arg;
+  pto_submit_opts so = {.block_num = 2};
+  pto_args a;
+  /* the warm-up: 64 blocks per core, each core times 4 of them; one task at
+   * a time, so both cores are idle when the next comes and take a block each */
+  for (int i = 0; i < 64; i++) {
+    pto_task_id id;
+    pto_args_init(&a);
+    pto_args_scalar(&a, k->warm_ns);
+    assert_int_equal(pto_submit(o, kid_busy, &a, &so, &id), 0);
+    assert_int_equal(pto_orch_wait_task(o, id, WAIT_MS), 0);
+  }
+  pto_args_init(&a);
+  assert_int_equal(pto_submit(o, kid_block, &a, &so, &k->blocker), 0);
+  assert_true(wait_flag(&A.blocked, 2)); /* both cores are held */
+  /* 200 ready tasks queue behind them: far ahead of cores with a backlog */
+  for (int i = 0; i < 200; i++) {
+    pto_args_init(&a);
+    assert_int_equal(pto_submit(o, kid_noop, &a, NULL, NULL), 0);
+  }
+  cpu_set_t s;
+  sched_getaffinity(0, sizeof s, &s);
+  k->alone_cpu = only_cpu(&s);
+  atomic_store(&A.check, 1);
+  assert_true(wait_flag(&A.recorded, 2));
+  switch (k->end) {
+  case END_WAIT:
+    atomic_store(&A.go, 1);
+    assert_int_equal(pto_orch_wait_task(o, k->blocker, WAIT_MS), 0);
+    sched_getaffinity(0, sizeof s, &s);
+    k->free_after = CPU_EQUAL(&s, &all_cpus);
+    break;
+  case END_IDLE: { /* busy in its own code: no submit, no wait */
+    uint64_t t0 = now_ms();
+    do {
+      sched_getaffinity(0, sizeof s, &s);
+      if (CPU_EQUAL(&s, &all_cpus)) break;
+      sleep_ms(5);
+    } while (now_ms() - t0 < WAIT_MS);
+    k->idle_ms = now_ms() - t0;
+    k->free_after = CPU_EQUAL(&s, &all_cpus);
+    atomic_store(&A.go, 1);
+    break;
+  }
+  default: atomic_store(&A.go, 1);
+  }
+}
+
+static pto_chip *make_chip(int spread);
+
+static void ahead_run(int spread, ahead_case *k) {
+  memset(&A, 0, sizeof A);
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.aic_per_cluster = 0;
+  cfg.aiv_per_cluster = 2;
+  cfg.spread_cores = spread;
+  cfg.watchdog_ms = 8000; /* ticks every 100 ms; the blockers never stall it */
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "block", k_block, &kid_block), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "noop", k_noop, &kid_noop), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "busy", k_busy, &kid_busy), 0);
+  assert_int_equal(pto_chip_run(chip, orch_ahead, k, NULL, NULL), 0);
+  cpu_set_t s;
+  sched_getaffinity(0, sizeof s, &s);
+  if (!CPU_EQUAL(&s, &all_cpus)) {
+    print_error("after the run the test's thread may run on %d CPUs, expected its %d again\n",
+                CPU_COUNT(&s), nall);
+    fail();
+  }
+  pto_chip_destroy(chip);
+}
+
+/* While alone: the orchestrator on one CPU, each core on every other one. */
+static void expect_alone(const ahead_case *k) {
+  printf("ahead of a backlog: the orchestrator on CPU #%d of %d\n", k->alone_cpu, nall);
+  if (nall < 2) {
+    assert_int_equal(k->alone_cpu, 0); /* its one CPU, as before */
+    return;
+  }
+  if (k->alone_cpu < 0) {
+    print_error("far ahead of cores with a backlog, the orchestrator may still run on every CPU\n");
+    fail();
+  }
+  for (int i = 0; i < 2; i++) {
+    cpu_set_t want = all_cpus;
+    int cpu = 0;
+    for (int j = 0; cpu < CPU_SETSIZE; cpu++)
+      if (CPU_ISSET(cpu, &all_cpus) && j++ == k->alone_cpu) break;
+    CPU_CLR(cpu, &want);
+    if (!CPU_EQUAL(&A.cpus[i], &want)) {
+      print_error("core %d may run on %d CPUs (CPU #%d of the orchestrator's %s), expected the %d "
+                  "others\n",
+                  i, CPU_COUNT(&A.cpus[i]), k->alone_cpu,
+                  CPU_ISSET(cpu, &A.cpus[i]) ? "among them" : "not", nall - 1);
+      fail();
+    }
+  }
+}
+
+static void test_the_orchestrator_runs_alone_while_far_ahead(void **state) {
+  (void)state;
+  ahead_case k = {.end = END_RETURN};
+  ahead_run(1, &k);
+  expect_alone(&k);
+}
+
+static void test_its_first_wait_gives_its_cpu_back(void **state) {
+  (void)state;
+  ahead_case k = {.end = END_WAIT};
+  ahead_run(1, &k);
+  expect_alone(&k);
+  if (!k.free_after) {
+    print_error("after pto_orch_wait_task the orchestrator still runs alone on a CPU\n");
+    fail();
+  }
+}
+
+static void test_the_watchdog_gives_an_idle_orchestrators_cpu_back(void **state) {
+  (void)state;
+  ahead_case k = {.end = END_IDLE};
+  ahead_run(1, &k);
+  expect_alone(&k);
+  printf("no submit and no wait: every CPU again after %llu ms (watchdog ticks: 100 ms)\n",
+         (unsigned long long)k.idle_ms);
+  if (nall > 1 && (!k.free_after || k.idle_ms > 1000)) {
+    print_error("an orchestrator that stopped submitting kept its CPU for %llu ms; expected "
+                "back within two or three watchdog ticks (100 ms each)\n",
+                (unsigned long long)k.idle_ms);
+    fail();
+  }
+}
+
+static void test_long_blocks_never_set_it_alone(void **state) {
+  (void)state;
+  ahead_case k = {.end = END_RETURN, .warm_ns = LONG_NS};
+  ahead_run(1, &k);
+  printf("blocks of %d ms, then ahead of a backlog: the orchestrator on CPU #%d of %d (-1: "
+         "more)\n",
+         LONG_NS / 1000000, k.alone_cpu, nall);
+  if (nall > 1 && k.alone_cpu >= 0) {
+    print_error("with blocks of %d ms the orchestrator ran on CPU #%d alone; expected every CPU: "
+                "long blocks need the cores' CPUs\n",
+                LONG_NS / 1000000, k.alone_cpu);
+    fail();
+  }
+  for (int i = 0; i < 2; i++)
+    assert_true(CPU_EQUAL(&A.cpus[i], &all_cpus));
+}
+
+static void test_spread_cores_0_never_sets_it_alone(void **state) {
+  (void)state;
+  ahead_case k = {.end = END_RETURN};
+  ahead_run(0, &k);
+  if (nall > 1 && k.alone_cpu >= 0) {
+    print_error("spread_cores = 0, yet the orchestrator ran on CPU #%d alone\n", k.alone_cpu);
+    fail();
+  }
+  for (int i = 0; i < 2; i++)
+    assert_true(CPU_EQUAL(&A.cpus[i], &all_cpus));
+}
+
 static pto_chip *make_chip(int spread) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
@@ -199,6 +443,10 @@ static void test_spread_cores_0_leaves_them_to_the_os(void **state) {
 }
 
 int main(void) {
+  /* blocks are short under a quarter of this, 2.5 ms: the warm-up's empty
+   * blocks are, also under a sanitizer, and its blocks of LONG_NS are not
+   * (set before the first option is read, once per process) */
+  setenv("PTO_PULL_HOLD_NS", "10000000", 1);
   sched_getaffinity(0, sizeof all_cpus, &all_cpus);
   nall = CPU_COUNT(&all_cpus);
   printf("the test may use %d CPUs\n", nall);
@@ -206,6 +454,11 @@ int main(void) {
       cmocka_unit_test(test_spread_while_the_orchestrator_waits),
       cmocka_unit_test(test_a_node_rank_counts_on_from_its_first_cpu),
       cmocka_unit_test(test_spread_cores_0_leaves_them_to_the_os),
+      cmocka_unit_test(test_the_orchestrator_runs_alone_while_far_ahead),
+      cmocka_unit_test(test_its_first_wait_gives_its_cpu_back),
+      cmocka_unit_test(test_the_watchdog_gives_an_idle_orchestrators_cpu_back),
+      cmocka_unit_test(test_long_blocks_never_set_it_alone),
+      cmocka_unit_test(test_spread_cores_0_never_sets_it_alone),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
