@@ -42,7 +42,7 @@
 #include "pto/pto.h"
 
 #define WAIT_MS 5000
-#define LONG_NS 4000000 /* a warm-up block longer than a quarter of PTO_PULL_HOLD_NS */
+#define LONG_NS 4000000 /* 4 ms: a warm-up block longer than a quarter of PTO_PULL_HOLD_NS */
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -331,33 +331,32 @@ static void test_the_watchdog_gives_an_idle_orchestrators_cpu_back(void **state)
   }
 }
 
-static void test_long_blocks_never_set_it_alone(void **state) {
-  (void)state;
-  ahead_case k = {.end = END_RETURN, .warm_ns = LONG_NS};
-  ahead_run(1, &k);
-  printf("blocks of %d ms, then ahead of a backlog: the orchestrator on CPU #%d of %d (-1: "
-         "more)\n",
-         LONG_NS / 1000000, k.alone_cpu, nall);
-  if (nall > 1 && k.alone_cpu >= 0) {
-    print_error("with blocks of %d ms the orchestrator ran on CPU #%d alone; expected every CPU: "
-                "long blocks need the cores' CPUs\n",
-                LONG_NS / 1000000, k.alone_cpu);
+/* Ahead of a backlog, yet the orchestrator kept every CPU, and so did the
+ * cores. */
+static void expect_never_alone(const ahead_case *k, const char *why) {
+  printf("%s, then ahead of a backlog: the orchestrator on CPU #%d of %d (-1: more)\n", why,
+         k->alone_cpu, nall);
+  if (nall > 1 && k->alone_cpu >= 0) {
+    print_error("%s, yet the orchestrator ran on CPU #%d alone; expected every CPU\n", why,
+                k->alone_cpu);
     fail();
   }
   for (int i = 0; i < 2; i++)
     assert_true(CPU_EQUAL(&A.cpus[i], &all_cpus));
 }
 
+static void test_long_blocks_never_set_it_alone(void **state) {
+  (void)state;
+  ahead_case k = {.end = END_RETURN, .warm_ns = LONG_NS};
+  ahead_run(1, &k);
+  expect_never_alone(&k, "blocks of 4 ms (long blocks need the cores' CPUs)");
+}
+
 static void test_spread_cores_0_never_sets_it_alone(void **state) {
   (void)state;
   ahead_case k = {.end = END_RETURN};
   ahead_run(0, &k);
-  if (nall > 1 && k.alone_cpu >= 0) {
-    print_error("spread_cores = 0, yet the orchestrator ran on CPU #%d alone\n", k.alone_cpu);
-    fail();
-  }
-  for (int i = 0; i < 2; i++)
-    assert_true(CPU_EQUAL(&A.cpus[i], &all_cpus));
+  expect_never_alone(&k, "spread_cores = 0");
 }
 
 static pto_chip *make_chip(int spread) {
