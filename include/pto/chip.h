@@ -44,10 +44,10 @@ typedef struct pto_chip_config {
   /* Which CPUs the run's threads may use (src/chip/spread.c). 1
    * (default): while the orchestrator runs far ahead of cores that have a
    * backlog of short blocks (under a quarter of PTO_PULL_HOLD_NS, timed
-   * by the cores), it is bound to its CPU and the cores to the others, until its
-   * first wait (or the watchdog's second tick without a submit); once the
-   * orchestration function has returned, until the run ends, each core
-   * that took part is bound to a CPU of its own (core i to the i-th CPU,
+   * by the cores), it is bound to its CPU and the cores to the others,
+   * until its first wait (or the watchdog's second tick without a submit);
+   * once the orchestration function has returned, until the run ends, each
+   * core that took part is bound to a CPU of its own (core i to the i-th CPU,
    * modulo their number, of those the orchestrator's thread may use; a
    * node chip counts on from the lower ranks' cores). Otherwise the OS
    * places them; the orchestrator's CPUs are restored before the function

@@ -10,14 +10,12 @@
  * this run, pull_hold.h, averages under a quarter of PTO_PULL_HOLD_NS:
  * with real kernels the cores need every CPU more than the orchestrator
  * needs one, as paged_attention showed), the orchestrator is bound to the
- * CPU it is on and the cores
- * to the others, so that its submissions no longer share a CPU with cores
- * that wake, yield and park around them. It ends, at most once per run, as
- * soon as that CPU may idle: at the orchestrator's first wait (for ring
- * room, a task, the end of the run), or, should it stop submitting in its
- * own code, at the watchdog's second tick without a submit. Either thread
- * ends it (a compare-and-swap picks one; the other waits the few system
- * calls it takes), so it is over when the orchestrator's wait begins.
+ * CPU it is on and the cores to the others, so that its submissions no
+ * longer share a CPU with cores that wake, yield and park around them. It ends, at most once per
+ * run, as soon as that CPU may idle: at the orchestrator's first wait (for ring room, a task, the
+ * end of the run), or, should it stop submitting in its own code, at the watchdog's second tick
+ * without a submit. Either thread ends it (a compare-and-swap picks one; the other waits the few
+ * system calls it takes), so it is over when the orchestrator's wait begins.
  *
  * A CPU per core, once the orchestration function has returned. Left to
  * the OS, the core threads of a run often end up stacked on one CPU while
