@@ -69,6 +69,8 @@ def test_reference_kernels_and_stats(chip):
     assert_array(z, ((a + b) * 0.5) @ w, "z")
     assert st.tasks == 3 and st.blocks == 6, st
     assert st.host_us > 0
+    # 6 blocks: no core has timed 16 of its own, so none held (pull_hold.h)
+    assert st.pull_holds == 0, st
 
 
 def test_python_kernel_blocks_and_scalars(chip):
