@@ -161,8 +161,9 @@ static void core_serve(core *c) {
         .run = r,
     };
     /* the clock only where a figure needs it (trace, first block, gang
-     * spread): the watchdog needs no start time (a block that runs through
-     * a stall started before it, watchdog.c) */
+     * spread, one block in 16 for pull_hold.h): the watchdog needs no start
+     * time (a block that runs through a stall started before it,
+     * watchdog.c) */
     bool timed = (++c->nblocks & (PULL_TIMED_EVERY - 1)) == 0; /* pull_hold.h */
     uint64_t t0 = r->trace || gang || timed || !c->first_ns ? pto_now_ns() : 0;
     if (!c->first_ns) c->first_ns = t0;
