@@ -282,9 +282,9 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->ndeps = c->dep_entries;
   r->slot_mask = (uint32_t)rq_cap_for(r->nslots) - 1;
   r->slots = cacheline_calloc((size_t)r->slot_mask + 1, sizeof *r->slots);
-  r->deps = calloc(r->ndeps, sizeof *r->deps);
-  /* touched now, as the argument ring (ring_populate): calloc leaves a
-   * large block's pages to be faulted in at first use */
+  /* written now, as the argument ring (ring_populate): calloc would leave
+   * a large block's pages to be faulted in at first use */
+  r->deps = malloc(sizeof *r->deps * r->ndeps);
   if (r->deps) memset(r->deps, 0, sizeof *r->deps * r->ndeps);
   r->nasync = chip->nasync;
   r->async = chip->async;

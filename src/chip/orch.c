@@ -96,7 +96,6 @@ int orch_setup(pto_run *r) {
 void orch_reset(pto_run *r) {
   r->next_id = r->retired = 0;
   r->alone_tried = false;
-  r->ahead_at = r->ncores * 4 > 64 ? r->ncores * 4 : 64;
   r->dep_head = r->dep_tail = 0;
   r->args.head = r->args.tail = 0;
   heap_live_init(&r->live, &r->heap); /* after every offset of earlier runs */
@@ -182,10 +181,6 @@ static void hold_release(pto_run *r) {
   r->nheld = k;
 }
 
-/* Retires completed tasks in submission order, recycling their slot, heap
- * range, argument storage and dependency nodes. The heap tail may pass a
- * range held by an open scope: allocation steps around it (r->held). */
-
 /* A submit retires only once per RETIRE_EVERY of them. Retiring reads the
  * state of the oldest live task, which in a chain is the task a core is
  * completing at that moment: a read at every submit took that line from
@@ -194,6 +189,10 @@ static void hold_release(pto_run *r) {
  * ring, the TensorMap) retires at once before it waits (room_cond), and so
  * do host accesses, scope ends and the run's end. */
 #define RETIRE_EVERY 32
+
+/* Retires completed tasks in submission order, recycling their slot, heap
+ * range, argument storage and dependency nodes. The heap tail may pass a
+ * range held by an open scope: allocation steps around it (r->held). */
 static void orch_retire(pto_run *r) {
   while (r->retired < r->next_id) {
     task *t = run_slot(r, r->retired);
@@ -649,11 +648,9 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
   }
   t->dep_end = r->dep_head;
   r->next_id = id + 1;
-  /* far ahead of cores with a backlog: a CPU of its own (spread.c); the
-   * queues are peeked once per 64 submits, and only until it was tried */
-  if (!r->alone_tried && (id & 63) == 63 && r->next_id - r->retired > r->ahead_at &&
-      sched_queued_blocks(r) >= (uint64_t)r->ncores && spread_blocks_short(r))
-    spread_orch_alone(r);
+  /* far ahead of cores with a backlog of short blocks: a CPU of its own
+   * (spread.c), looked at once per 64 submits until it was tried */
+  if (!r->alone_tried && (id & 63) == 63) spread_orch_ahead(r);
   if (t->sync_start) atomic_fetch_add_explicit(&r->sync_tasks, 1, memory_order_relaxed);
   /* release: slot contents visible to whoever reads `submitted` (watchdog) */
   atomic_store_explicit(&r->submitted, id + 1, memory_order_release);

@@ -316,8 +316,7 @@ typedef struct pto_run {
   _Atomic int32_t alone;
   cpu_set_t alone_cpus;
   pthread_t orch_thread;
-  bool alone_tried; /* orch: this run has looked at a CPU of its own */
-  int64_t ahead_at; /* orch: live tasks from which it may take a CPU of its own */
+  bool alone_tried; /* orch: this run has taken (or failed to take) a CPU of its own */
   /* stats */
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;
@@ -394,16 +393,12 @@ void *watchdog_main(void *arg);
  * The orchestrator's thread calls spread_begin once its orchestration
  * function has returned (the cores that took part in the run get a CPU
  * each) and spread_end before the next one runs (they are let go);
- * spread_orch_alone when it runs far ahead of cores with a backlog (a CPU
- * of its own, at most once per run); spread_orch_share, from it or the
- * watchdog, ends that. */
+ * spread_orch_ahead every 64 submits until it has tried (a CPU of its own
+ * while it runs far ahead of cores with a backlog of short blocks, at most
+ * once per run); spread_orch_share, from it or the watchdog, ends that. */
 void spread_begin(pto_run *r);
 void spread_end(pto_run *r);
-void spread_orch_alone(pto_run *r);
-/* Whether every core that timed blocks this run (pull_hold.h) has short
- * ones, and one did: the orchestrator's own CPU then costs the cores
- * little (relaxed reads, a hint). */
-bool spread_blocks_short(pto_run *r);
+void spread_orch_ahead(pto_run *r);
 void spread_orch_share(pto_run *r);
 
 /* Orchestrator [orch.c] */

@@ -60,7 +60,9 @@ void spread_end(pto_run *r) {
   }
 }
 
-bool spread_blocks_short(pto_run *r) {
+/* Whether every core that timed blocks this run (pull_hold.h) has short
+ * ones, and one did (relaxed reads: a hint). */
+static bool blocks_short(pto_run *r) {
   uint64_t hold = (uint64_t)pto_option_cached(PTO_OPT_PULL_HOLD_NS);
   bool timed = false;
   for (int i = 0; i < r->ncores; i++) {
@@ -72,7 +74,7 @@ bool spread_blocks_short(pto_run *r) {
   return timed;
 }
 
-void spread_orch_alone(pto_run *r) {
+static void orch_alone(pto_run *r) {
   r->alone_tried = true;
   int me = sched_getcpu();
   if (!r->cfg->spread_cores || cpu_set_of_self(&r->alone_cpus) != 0 ||
@@ -88,6 +90,15 @@ void spread_orch_alone(pto_run *r) {
     if (r->cores[i].started) (void)cpu_allow_thread(r->cores[i].thread, &rest);
   /* release: the CPU set and the thread are written before an ender reads them */
   atomic_store_explicit(&r->alone, ALONE_YES, memory_order_release);
+}
+
+void spread_orch_ahead(pto_run *r) {
+  /* live tasks (counted to the last retirement, at most RETIRE_EVERY (orch.c)
+   * behind), a queued block per core, short blocks */
+  int64_t ahead_at = r->ncores * 4 > 64 ? r->ncores * 4 : 64;
+  if (r->next_id - r->retired > ahead_at && sched_queued_blocks(r) >= (uint64_t)r->ncores &&
+      blocks_short(r))
+    orch_alone(r);
 }
 
 void spread_orch_share(pto_run *r) {

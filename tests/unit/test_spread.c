@@ -244,19 +244,24 @@ static void orch_ahead(pto_orch *o, void *arg) {
   }
 }
 
-static pto_chip *make_chip(int spread);
-
-static void ahead_run(int spread, ahead_case *k) {
-  memset(&A, 0, sizeof A);
+/* One cluster of two AIV cores; watchdog_ms 0: the default. */
+static pto_chip *two_core_chip(int spread, int64_t watchdog_ms) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.clusters = 1;
   cfg.aic_per_cluster = 0;
   cfg.aiv_per_cluster = 2;
   cfg.spread_cores = spread;
-  cfg.watchdog_ms = 8000; /* ticks every 100 ms; the blockers never stall it */
+  if (watchdog_ms) cfg.watchdog_ms = watchdog_ms;
   pto_chip *chip = NULL;
   assert_int_equal(pto_chip_create(&cfg, &chip), 0);
+  return chip;
+}
+
+static void ahead_run(int spread, ahead_case *k) {
+  memset(&A, 0, sizeof A);
+  /* the watchdog ticks every 100 ms; the blockers never stall it */
+  pto_chip *chip = two_core_chip(spread, 8000);
   assert_int_equal(pto_kernel_register_aiv(chip, "block", k_block, &kid_block), 0);
   assert_int_equal(pto_kernel_register_aiv(chip, "noop", k_noop, &kid_noop), 0);
   assert_int_equal(pto_kernel_register_aiv(chip, "busy", k_busy, &kid_busy), 0);
@@ -298,18 +303,23 @@ static void expect_alone(const ahead_case *k) {
   }
 }
 
-static void test_the_orchestrator_runs_alone_while_far_ahead(void **state) {
-  (void)state;
-  ahead_case k = {.end = END_RETURN};
+/* A run warmed up with short blocks, ending its time alone by `end`: it
+ * must have run alone first. */
+static ahead_case alone_run(ahead_end end) {
+  ahead_case k = {.end = end};
   ahead_run(1, &k);
   expect_alone(&k);
+  return k;
+}
+
+static void test_the_orchestrator_runs_alone_while_far_ahead(void **state) {
+  (void)state;
+  alone_run(END_RETURN);
 }
 
 static void test_its_first_wait_gives_its_cpu_back(void **state) {
   (void)state;
-  ahead_case k = {.end = END_WAIT};
-  ahead_run(1, &k);
-  expect_alone(&k);
+  ahead_case k = alone_run(END_WAIT);
   if (!k.free_after) {
     print_error("after pto_orch_wait_task the orchestrator still runs alone on a CPU\n");
     fail();
@@ -318,9 +328,7 @@ static void test_its_first_wait_gives_its_cpu_back(void **state) {
 
 static void test_the_watchdog_gives_an_idle_orchestrators_cpu_back(void **state) {
   (void)state;
-  ahead_case k = {.end = END_IDLE};
-  ahead_run(1, &k);
-  expect_alone(&k);
+  ahead_case k = alone_run(END_IDLE);
   printf("no submit and no wait: every CPU again after %llu ms (watchdog ticks: 100 ms)\n",
          (unsigned long long)k.idle_ms);
   if (nall > 1 && (!k.free_after || k.idle_ms > 1000)) {
@@ -360,14 +368,7 @@ static void test_spread_cores_0_never_sets_it_alone(void **state) {
 }
 
 static pto_chip *make_chip(int spread) {
-  pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = 1;
-  cfg.aic_per_cluster = 0;
-  cfg.aiv_per_cluster = 2;
-  cfg.spread_cores = spread;
-  pto_chip *chip = NULL;
-  assert_int_equal(pto_chip_create(&cfg, &chip), 0);
+  pto_chip *chip = two_core_chip(spread, 0);
   assert_int_equal(pto_kernel_register_aiv(chip, "probe", k_probe, &kid), 0);
   return chip;
 }
