@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/cpu_bind.h"
 #include "common/options.h"
 
 /* A parked waiter re-checks its condition at least every park_max_ms, and
@@ -111,11 +112,20 @@ static unsigned spin_budget(void) {
 static _Atomic int runnable;
 static _Thread_local bool registered;
 
-static int ncpus(void) {
+/* The CPUs pto's threads may run on: the affinity of the first thread that
+ * asks (the chip's threads inherit their creator's, and each asks before
+ * spread.c binds it anywhere), not the machine's online count, which under
+ * taskset or a container's cpuset promises CPUs that are not ours: pinned
+ * to one CPU, a waiter then spun for its waker's whole time slice, and a
+ * one-task run took 52-58 us instead of 7. Read once: later changes of
+ * the process's affinity are not seen. A CPU quota (cgroup cpu.max) is not
+ * an affinity and is not seen either. */
+int pto_wait_cpus(void) {
   static _Atomic int cached; /* racing writers store the same value */
   int m = atomic_load_explicit(&cached, memory_order_relaxed);
   if (m == 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    long n = cpu_set_of_self(&set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
     m = n > 1 ? (int)n : 1;
     atomic_store_explicit(&cached, m, memory_order_relaxed);
   }
@@ -143,7 +153,7 @@ static void park_end(void) {
 /* True while every runnable pto thread has a CPU of its own, so that a
  * spinner steals nobody's time slice (the caller counts as runnable). */
 static bool cpu_free(void) {
-  return atomic_load_explicit(&runnable, memory_order_relaxed) <= ncpus();
+  return atomic_load_explicit(&runnable, memory_order_relaxed) <= pto_wait_cpus();
 }
 
 /* Spins about spin_ns while cond is false and a CPU stays free for every

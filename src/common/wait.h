@@ -43,6 +43,9 @@ bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
  * waits whose waker always signals ev (a lost wake-up would never end). */
 void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg);
 
+/* CPUs a spinner may count on: the first asker's affinity (wait.c). */
+int pto_wait_cpus(void);
+
 /* Registers the calling thread as one of pto's own (a core, a scheduler,
  * the orchestrator during a run) until the matching end: pto_wait spins
  * only while no more registered threads are runnable than there are CPUs. */
