@@ -65,6 +65,9 @@ static void print_stats(const pto_run_stats *s, int rounds) {
   if (s->pull_holds)
     printf("  pull holds %llu (an idle core waited before it looked for short blocks)\n",
            (unsigned long long)s->pull_holds);
+  if (s->steals)
+    printf("  steals %llu (an idle core ran a block pending on a busy one)\n",
+           (unsigned long long)s->steals);
 }
 
 /* Multi-chip scenes: per chip, what its node tasks did (the chip figures

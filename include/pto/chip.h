@@ -132,6 +132,8 @@ typedef struct pto_run_stats {
   /* times an idle core held off looking for work, its blocks being short
    * (PTO_PULL_HOLD_NS) */
   uint64_t pull_holds;
+  /* blocks pending on a busy core that an idle core ran instead */
+  uint64_t steals;
 } pto_run_stats;
 
 typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);

@@ -51,6 +51,7 @@ class RunStats:
     drain_latency_max_us: float
     drain_latency_sum_us: float
     pull_holds: int
+    steals: int
 
     @classmethod
     def _from(cls, st) -> "RunStats":

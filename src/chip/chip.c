@@ -415,7 +415,7 @@ static void run_reset(pto_run *r) {
     drain_part_init(&sc->drain, s);
     sc->trace_att = 0;
     sc->first_ns = sc->last_ns = 0;
-    sc->blocks = 0;
+    sc->blocks = sc->steals = 0;
     sc->trace_track = 0;
   }
   for (int i = 0; i < r->ncores; i++) {
@@ -423,6 +423,7 @@ static void run_reset(pto_run *r) {
     co->defer_current = false;
     atomic_store_explicit(&co->dispatched, 0, memory_order_relaxed);
     atomic_store_explicit(&co->finished, 0, memory_order_relaxed);
+    atomic_store_explicit(&co->claim, 0, memory_order_relaxed);
     memset(co->slot, 0, sizeof co->slot);
     co->issued = co->seen = 0;
     atomic_store_explicit(&co->cur_task, PTO_TASK_NONE, memory_order_relaxed);
@@ -590,6 +591,7 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
   uint64_t s0 = UINT64_MAX, s1 = 0, d0 = UINT64_MAX, d1 = 0;
   for (int s = 0; s < r->nsched; s++) {
     st->blocks += r->scheds[s].blocks;
+    st->steals += r->scheds[s].steals;
     if (!r->scheds[s].first_ns) continue;
     if (r->scheds[s].first_ns < s0) s0 = r->scheds[s].first_ns;
     if (r->scheds[s].last_ns > s1) s1 = r->scheds[s].last_ns;

@@ -4,6 +4,7 @@
  * thread serves run after run of the chip (core_main). */
 #include "chip/pull_hold.h"
 #include "chip/run.h"
+#include "chip/steal.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
 #include "common/options.h"
@@ -133,6 +134,15 @@ static void core_serve(core *c) {
     core_wait w = {c, next, 0, 0, 0};
     if (!core_has_work(&w)) core_wait_work(&w);
     if (run_stopping(r)) break;
+    if (!steal_claim(&c->claim, next)) {
+      /* an idle core runs it instead (steal.h): published finished, its
+       * slot deferred, so the poll counts it without completing it */
+      steal_lost(&c->claim, next);
+      c->slot[next & 1].deferred = true;
+      atomic_store_explicit(&c->finished, next, memory_order_release);
+      sched_kick(r, &r->scheds[c->sched]);
+      continue;
+    }
     const core_payload p = c->slot[next & 1];
     task *t = p.t;
     if (t->sync_start) {

@@ -184,7 +184,10 @@ typedef struct core {
   PTO_LINE_ALIGNED _Atomic uint64_t
       finished;             /* last finished id; release pairs with scheduler's acquire */
   _Atomic int64_t cur_task; /* watchdog: running task or -1 (relaxed) */
-  bool defer_current;       /* core-private: the running kernel went async */
+  /* the last dispatch id it claimed or lost to a taker (steal.h): the core
+   * and, for its pending block, the role holder */
+  _Atomic uint64_t claim;
+  bool defer_current; /* core-private: the running kernel went async */
   uint64_t first_ns;        /* first block start; core-private until join */
   uint32_t nblocks;         /* core-private: blocks run this run (pull_hold.h) */
   /* timed blocks' running average, 0: none yet; written by the core only,
@@ -221,6 +224,7 @@ typedef struct sched {
   PTO_LINE_ALIGNED bool wake_pending; /* it made tasks ready in this pass */
   bool again;                         /* its last pass moved the drain */
   uint64_t blocks;                    /* blocks it dispatched this run */
+  uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chip/run.h"
+#include "chip/steal.h"
 #include "common/clock.h"
 
 int shape_aic(shape s) { return s == SHAPE_AIC || s == SHAPE_AIC_AIV || s == SHAPE_AIC_AIV2; }
@@ -377,6 +378,43 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   return n > 0;
 }
 
+/* Whether core c of ours is idle and awake: a block placed on it starts
+ * without a wake-up (the thread running this pass, or one not parked;
+ * waiters is a relaxed hint, as in placements). */
+static bool idle_awake(const core *c) {
+  return inflight(c) == 0 &&
+         (c == this_core || atomic_load_explicit(&c->ev.waiters, memory_order_relaxed) == 0);
+}
+
+/* Each idle, awake core of ours takes a single-core block pending on a
+ * busy core of its type (steal.h): called when nothing queued was left
+ * for it, so the block would otherwise wait out the busy core's running
+ * one. The payload is ours to read: this role's holders wrote it. */
+static bool steal_pending(sched *s) {
+  bool did = false;
+  /* first what costs nothing: the counts are this role's own lines */
+  int busy = 0;
+  for (int j = 0; j < s->ncores; j++)
+    busy += inflight(s->cores[j]) == 2;
+  for (int i = 0; i < s->ncores && busy > 0; i++) {
+    core *x = s->cores[i];
+    if (!idle_awake(x)) continue;
+    for (int j = 0; j < s->ncores; j++) {
+      core *c = s->cores[j];
+      if (c == x || c->type != x->type || inflight(c) != 2) continue;
+      uint64_t p = c->issued;
+      const core_payload moved = c->slot[p & 1];
+      if (moved.t->sync_start || !steal_take(&c->claim, p)) continue;
+      core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
+      s->steals++;
+      busy--;
+      did = true;
+      break;
+    }
+  }
+  return did;
+}
+
 static bool dispatch_normal(sched *s) {
   static const shape order[] = {SHAPE_AIC_AIV2, SHAPE_AIC_AIV, SHAPE_AIV2, SHAPE_AIC, SHAPE_AIV};
   bool did = false;
@@ -387,6 +425,8 @@ static bool dispatch_normal(sched *s) {
   sched_wake_leftover(s);
   did |= dispatch_shape(s, SHAPE_AIC, 1);
   did |= dispatch_shape(s, SHAPE_AIV, 1);
+  /* a core still idle now found nothing queued of its type */
+  did |= steal_pending(s);
   return did;
 }
 

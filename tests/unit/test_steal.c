@@ -1,0 +1,115 @@
+/* test_steal.c — an idle core takes a block pending on a busy one
+ * (src/chip/steal.h; sched.c steal_pending, core.c's claim).
+ *
+ * On 1 cluster x 2 AIV + 1 scheduler, two blocks start together; the one
+ * on core 0 runs 300 ms (LONG), the one on core 1 5 ms (SHORT): the kernel
+ * picks its length by the core it landed on. Once both run, LATE is
+ * submitted: no core is idle, so it goes to the pending slot of the first
+ * busy core in placement order, core 0, behind LONG. Core 1 falls idle
+ * after SHORT and must take it, long before LONG ends. Each block runs
+ * exactly once, on the core that took it, and the run reports one steal
+ * (pto_run_stats.steals). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "pto/pto.h"
+
+#define LONG_MS  300
+#define SHORT_MS 5
+
+static int g_k;
+static _Atomic int g_running, g_ran[3], g_core[3];
+static _Atomic uint64_t g_start[3], g_end[3];
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* scalar 0: 0 for the first two blocks (LONG on core 0, SHORT on core 1),
+ * 2 for LATE (1 ms) */
+static int k_timed(const pto_kctx *c) {
+  int which = c->scalars[0] == 2 ? 2 : c->core_id == 0 ? 0 : 1;
+  uint64_t ms = which == 0 ? LONG_MS : which == 1 ? SHORT_MS : 1;
+  atomic_store(&g_start[which], now_ns());
+  atomic_store(&g_core[which], c->core_id);
+  atomic_fetch_add(&g_ran[which], 1);
+  atomic_fetch_add(&g_running, 1);
+  uint64_t until = now_ns() + ms * 1000000u;
+  while (now_ns() < until && !pto_kctx_cancelled(c)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  atomic_store(&g_end[which], now_ns());
+  return 0;
+}
+
+static void submit(pto_orch *o, int which) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_scalar(&a, (uint64_t)which);
+  assert_int_equal(pto_submit(o, g_k, &a, NULL, NULL), 0);
+}
+
+static void orch(pto_orch *o, void *arg) {
+  (void)arg;
+  submit(o, 0);
+  submit(o, 0);
+  while (atomic_load(&g_running) < 2) { /* both cores busy */
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  submit(o, 2);
+}
+
+static void test_idle_core_takes_the_pending_block(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.aic_per_cluster = 0;
+  cfg.aiv_per_cluster = 2;
+  cfg.schedulers = 1;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "timed", k_timed, &g_k), 0);
+  pto_run_stats st;
+  pto_error_info err;
+  if (pto_chip_run(chip, orch, NULL, &st, &err) != 0) {
+    print_error("run failed: %s\n", err.details);
+    fail();
+  }
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(atomic_load(&g_ran[i]), 1);
+  uint64_t late_start = atomic_load(&g_start[2]), long_end = atomic_load(&g_end[0]);
+  if (late_start >= long_end || atomic_load(&g_core[2]) == atomic_load(&g_core[0])) {
+    print_error("LATE started %.1f ms after LONG's start, on core %d (LONG on core %d, %.1f ms): "
+                "expected on the other core, before LONG ended; steals %llu\n",
+                (double)(late_start - atomic_load(&g_start[0])) / 1e6, atomic_load(&g_core[2]),
+                atomic_load(&g_core[0]), (double)(long_end - atomic_load(&g_start[0])) / 1e6,
+                (unsigned long long)st.steals);
+    fail();
+  }
+  assert_int_equal(st.blocks, 3);
+  assert_int_equal(st.steals, 1);
+  printf("LATE ran %.1f ms after LONG started (LONG %d ms), steals %llu\n",
+         (double)(late_start - atomic_load(&g_start[0])) / 1e6, LONG_MS,
+         (unsigned long long)st.steals);
+  pto_chip_destroy(chip);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_idle_core_takes_the_pending_block),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
