@@ -188,8 +188,8 @@ typedef struct core {
    * and, for its pending block, the role holder */
   _Atomic uint64_t claim;
   bool defer_current; /* core-private: the running kernel went async */
-  uint64_t first_ns;        /* first block start; core-private until join */
-  uint32_t nblocks;         /* core-private: blocks run this run (pull_hold.h) */
+  uint64_t first_ns;  /* first block start; core-private until join */
+  uint32_t nblocks;   /* core-private: blocks run this run (pull_hold.h) */
   /* timed blocks' running average, 0: none yet; written by the core only,
    * read by the orchestrator too (spread.c; relaxed: a hint) */
   _Atomic uint64_t block_ns;

@@ -113,13 +113,15 @@ static _Atomic int runnable;
 static _Thread_local bool registered;
 
 /* The CPUs pto's threads may run on: the affinity of the first thread that
- * asks (the chip's threads inherit their creator's, and each asks before
- * spread.c binds it anywhere), not the machine's online count, which under
- * taskset or a container's cpuset promises CPUs that are not ours: pinned
- * to one CPU, a waiter then spun for its waker's whole time slice, and a
- * one-task run took 52-58 us instead of 7. Read once: later changes of
- * the process's affinity are not seen. A CPU quota (cgroup cpu.max) is not
- * an affinity and is not seen either. */
+ * asks, not the machine's online count, which under taskset or a
+ * container's cpuset promises CPUs that are not ours: pinned to one CPU, a
+ * waiter then spun away its waker's time slice (a one-task run on 8
+ * clusters took 52-58 us; 35-37 with the right count). The first to ask
+ * is a thread pto never bound: the first registration (the orchestrator's,
+ * at a run's start, on the user's thread) or a chip thread's first wait
+ * (it inherited its creator's affinity); spread.c binds threads only
+ * later. Read once: later changes of the process's affinity are not seen.
+ * A CPU quota (cgroup cpu.max) is not an affinity and is not seen either. */
 int pto_wait_cpus(void) {
   static _Atomic int cached; /* racing writers store the same value */
   int m = atomic_load_explicit(&cached, memory_order_relaxed);
@@ -133,6 +135,7 @@ int pto_wait_cpus(void) {
 }
 
 void pto_wait_thread_begin(void) {
+  (void)pto_wait_cpus(); /* read before anything of pto's is bound */
   registered = true;
   atomic_fetch_add_explicit(&runnable, 1, memory_order_relaxed);
 }
