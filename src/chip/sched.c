@@ -107,12 +107,27 @@ static void record_spread(pto_run *r, task *t) {
   stat_max(&r->spread_max_ns, d);
 }
 
+#define RELEASE_ORDERED 16 /* consumers a completion releases in submission order */
+#define DUMMY_STACK     64 /* dummy consumers completed inline before recursing */
+
+/* Drops consumer c's fanin for a producer that completed: whoever drops it
+ * to zero makes c ready (a dummy: onto the caller's work stack). acq_rel:
+ * our kernel's writes happen-before c runs; pairs with the other
+ * producers' decrements and the submit guard. */
+static void release_consumer(pto_run *r, task *c, task **stack, int *top) {
+  if (atomic_fetch_sub_explicit(&c->fanin, 1, memory_order_acq_rel) != 1) return;
+  if (c->shape == SHAPE_DUMMY && *top < DUMMY_STACK)
+    stack[(*top)++] = c;
+  else
+    sched_make_ready(r, c);
+}
+
 /* Completes t: closes its fanout list, releases consumers (each becomes
  * ready exactly once: whoever drops its fanin to zero), releases the
  * producers it pinned, and marks it DONE. Dummy consumers complete inline,
  * through a small work stack instead of recursion. */
 static void complete_task(pto_run *r, task *first) {
-  task *stack[64];
+  task *stack[DUMMY_STACK];
   int top = 0;
   stack[top++] = first;
   while (top > 0) {
@@ -122,17 +137,26 @@ static void complete_task(pto_run *r, task *first) {
      * pairs with the orchestrator's release CAS of each node; release makes
      * our kernel's writes visible to a consumer that finds the list closed */
     int64_t node = atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED, memory_order_acq_rel);
-    while (node >= 0) {
-      const dep_node *n = &r->deps[node];
-      task *c = n->consumer;
-      node = n->next; /* read before the release: c may retire right after */
-      /* acq_rel: our kernel's writes happen-before c runs; pairs with the
-       * other producers' decrements and the submit guard */
-      if (atomic_fetch_sub_explicit(&c->fanin, 1, memory_order_acq_rel) == 1) {
-        if (c->shape == SHAPE_DUMMY && top < (int)(sizeof stack / sizeof stack[0]))
-          stack[top++] = c;
-        else
-          sched_make_ready(r, c);
+    /* The list is newest first. Up to RELEASE_ORDERED consumers are read
+     * first and released oldest first, in submission order, as they would
+     * have queued had they been ready at submit: in a tree, the first
+     * child continues the critical path. Reading ahead is safe: no
+     * consumer of ours can become ready, and retire, before our decrement.
+     * A longer list is released in its own order. */
+    task *first_few[RELEASE_ORDERED];
+    int n = 0;
+    for (; node >= 0 && n < RELEASE_ORDERED; node = r->deps[node].next)
+      first_few[n++] = r->deps[node].consumer;
+    if (node < 0) {
+      while (n > 0)
+        release_consumer(r, first_few[--n], stack, &top);
+    } else {
+      for (int i = 0; i < n; i++)
+        release_consumer(r, first_few[i], stack, &top);
+      while (node >= 0) {
+        task *c = r->deps[node].consumer;
+        node = r->deps[node].next; /* read before the release: c may retire right after */
+        release_consumer(r, c, stack, &top);
       }
     }
     /* release: everything above happens-before retirement of t */
