@@ -56,12 +56,19 @@ static bool is_int(double x) {
   return isfinite(x) && x == floor(x) && fabs(x) < 9007199254740992.0;
 }
 
-/* An integer member of the event's args, or false. */
-static bool arg_int(const trace_json *ev, const char *key, int64_t *out) {
+/* An integer member of an object (an event's pid, tid or id), or false: a
+ * number that is no exact int64 (1e40, 0.5) names nothing, and casting it
+ * would be undefined. */
+static bool obj_int(const trace_json *obj, const char *key, int64_t *out) {
   double x;
-  if (!trace_json_num(trace_json_get(ev, "args"), key, &x) || !is_int(x)) return false;
+  if (!trace_json_num(obj, key, &x) || !is_int(x)) return false;
   *out = (int64_t)x;
   return true;
+}
+
+/* An integer member of the event's args, or false. */
+static bool arg_int(const trace_json *ev, const char *key, int64_t *out) {
+  return obj_int(trace_json_get(ev, "args"), key, out);
 }
 
 static const trace_json *event_array(const trace_json *root) {
@@ -265,15 +272,16 @@ static int flows_collect(const trace_json *evs, vec *ends, vec *by_task, vec *by
   for (uint32_t i = 0; i < evs->n; i++) {
     const trace_json *e = &evs->u.items[i];
     const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
-    double pid, tid, ts, dur, id;
+    double ts, dur;
+    int64_t pid, tid, id;
     int64_t task = 0; /* read only when arg_int found it (gcc -O3 cannot tell) */
-    if (!ph || !trace_json_num(e, "pid", &pid) || !trace_json_num(e, "tid", &tid) ||
+    if (!ph || !obj_int(e, "pid", &pid) || !obj_int(e, "tid", &tid) ||
         !trace_json_num(e, "ts", &ts))
       continue;
     if (ph[0] == 'X' && trace_json_num(e, "dur", &dur)) {
       bool has_task = arg_int(e, "task", &task);
-      if (xs_add(by_track, (int64_t)pid, (int64_t)tid, (int64_t)tid, ts, ts + dur, name) ||
-          (has_task && xs_add(by_task, (int64_t)pid, task, (int64_t)tid, ts, ts + dur, name)))
+      if (xs_add(by_track, pid, tid, tid, ts, ts + dur, name) ||
+          (has_task && xs_add(by_task, pid, task, tid, ts, ts + dur, name)))
         return PTO_ENOMEM;
       const trace_json *deps = trace_json_get(trace_json_get(e, "args"), "deps");
       for (uint32_t d = 0; has_task && deps && deps->type == TJ_ARR && d < deps->n; d++) {
@@ -281,16 +289,16 @@ static int flows_collect(const trace_json *evs, vec *ends, vec *by_task, vec *by
         if (v->type != TJ_NUM || !is_int(v->u.num)) continue;
         flow_end *g = vec_push(edges);
         if (!g) return PTO_ENOMEM;
-        *g = (flow_end){.pid = (int64_t)pid, .from = (int64_t)v->u.num, .to = task};
+        *g = (flow_end){.pid = pid, .from = (int64_t)v->u.num, .to = task};
       }
       continue;
     }
     if (ph[0] != 's' && ph[0] != 'f') continue;
-    if (!trace_json_num(e, "id", &id) || !is_int(id) || !name)
+    if (!obj_int(e, "id", &id) || !name)
       return verr(err, errlen, "flow event %u lacks an integer id or a name", i);
     flow_end *f = vec_push(ends);
     if (!f) return PTO_ENOMEM;
-    *f = (flow_end){(int64_t)id, (int64_t)pid, (int64_t)tid, -1, -1, ts, i, ph[0], false};
+    *f = (flow_end){id, pid, tid, -1, -1, ts, i, ph[0], false};
     if (strcmp(name, "dep") == 0) {
       f->dep = true;
       if (!arg_int(e, "from", &f->from) || !arg_int(e, "to", &f->to))
@@ -508,9 +516,10 @@ static int collect(const trace_json *evs, trace_summary *s, vec *slices, vec *me
   for (uint32_t i = 0; i < evs->n && rc == 0; i++) {
     const trace_json *e = &evs->u.items[i];
     const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
-    double pid = 0, tid = 0, ts = 0, dur = 0;
+    double ts = 0, dur = 0;
+    int64_t pid = 0, tid = 0;
     s->events++;
-    if (!ph || !trace_json_num(e, "pid", &pid) || !trace_json_num(e, "tid", &tid))
+    if (!ph || !obj_int(e, "pid", &pid) || !obj_int(e, "tid", &tid))
       continue; /* not an event this summary can place */
     if (ph[0] == 'M' && name) {
       bool tname = strcmp(name, "thread_name") == 0;
@@ -522,7 +531,7 @@ static int collect(const trace_json *evs, trace_summary *s, vec *slices, vec *me
         break;
       }
       int64_t sort = 0;
-      *m = (meta){(int64_t)pid, (int64_t)tid, NULL, 0, false};
+      *m = (meta){pid, tid, NULL, 0, false};
       if (tname)
         m->name = trace_json_str(trace_json_get(e, "args"), "name");
       else if (arg_int(e, "sort_index", &sort))
@@ -537,14 +546,14 @@ static int collect(const trace_json *evs, trace_summary *s, vec *slices, vec *me
         rc = PTO_ENOMEM;
         break;
       }
-      *sl = (slice){(int64_t)pid, (int64_t)tid, ts, ts + dur, e, false};
+      *sl = (slice){pid, tid, ts, ts + dur, e, false};
     } else if (ph[0] == 'B' || ph[0] == 'E') {
       be_ev *b = vec_push(&be);
       if (!b) {
         rc = PTO_ENOMEM;
         break;
       }
-      *b = (be_ev){(int64_t)pid, (int64_t)tid, i, e};
+      *b = (be_ev){pid, tid, i, e};
     }
   }
   /* B/E: a stack per thread, in file order. */
@@ -883,19 +892,19 @@ int trace_merge_ex(const char *const *paths, int n, const char *out, char *why, 
     for (uint32_t j = 0; rc == 0 && j < evs->n; j++) {
       const trace_json *e = &evs->u.items[j];
       const char *name = trace_json_str(e, "name");
-      double pid;
-      if (!name || strcmp(name, "process_name") != 0 || !trace_json_num(e, "pid", &pid)) continue;
-      const proc_seen *p = proc_find(&procs, (int64_t)pid);
+      int64_t pid;
+      if (!name || strcmp(name, "process_name") != 0 || !obj_int(e, "pid", &pid)) continue;
+      const proc_seen *p = proc_find(&procs, pid);
       if (p && p->first_file != i)
         rc = merge_fail(why, whylen, PTO_EINVAL,
-                        "trace merge: inputs %s and %s both show process %.0f (the same rank)",
-                        paths[p->first_file], paths[i], pid);
+                        "trace merge: inputs %s and %s both show process %lld (the same rank)",
+                        paths[p->first_file], paths[i], (long long)pid);
       if (p) continue;
       proc_seen *np = vec_push(&procs);
       if (!np)
         rc = merge_fail(why, whylen, PTO_ENOMEM, "trace merge: out of memory");
       else
-        *np = (proc_seen){(int64_t)pid, i};
+        *np = (proc_seen){pid, i};
     }
     if (rc == 0) {
       uint64_t o = file_origin(root);

@@ -514,6 +514,29 @@ static void test_summary_generic_chrome(void **state) {
   trace_json_free(d);
 }
 
+/* A pid or tid that is no exact int64 (beyond its range, or a fraction)
+ * names no track: the summary skips the event. It cast it before, which is
+ * undefined for 1e40 (UBSan aborted: found by fuzz_trace_json, corpus
+ * crash-summary-tid-beyond-int64) and placed it on a made-up track. */
+static void test_summary_skips_ids_that_are_no_integers(void **state) {
+  (void)state;
+  const char *text = "[{\"name\":\"a\",\"ph\":\"X\",\"pid\":1,\"tid\":1e40,\"ts\":1,\"dur\":1},"
+                     "{\"name\":\"b\",\"ph\":\"X\",\"pid\":-1e300,\"tid\":1,\"ts\":1,\"dur\":1},"
+                     "{\"name\":\"c\",\"ph\":\"X\",\"pid\":1,\"tid\":0.5,\"ts\":1,\"dur\":1},"
+                     "{\"name\":\"d\",\"ph\":\"B\",\"pid\":1,\"tid\":1e40,\"ts\":1},"
+                     "{\"name\":\"e\",\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":4,\"dur\":2}]";
+  trace_json_doc *d;
+  char err[256];
+  assert_int_equal(trace_json_parse(text, strlen(text), &d, err, sizeof err), 0);
+  trace_summary s;
+  assert_int_equal(trace_summarize(trace_json_root(d), &s, err, sizeof err), 0);
+  if (s.slices != 1 || s.ntracks != 1)
+    fail_msg("%" PRIu64 " slices on %d tracks; expected 1 on 1 (only e has integer ids)",
+             (uint64_t)s.slices, (int)s.ntracks);
+  trace_summary_free(&s);
+  trace_json_free(d);
+}
+
 /* ---- multi-chip: one file per rank, merged ---- */
 
 static void test_merge_ranks(void **state) {
@@ -733,6 +756,7 @@ int main(void) {
       cmocka_unit_test(test_edge_recorded_twice_drawn_once),
       cmocka_unit_test(test_json_reader),
       cmocka_unit_test(test_summary_generic_chrome),
+      cmocka_unit_test(test_summary_skips_ids_that_are_no_integers),
       cmocka_unit_test(test_merge_ranks),
       cmocka_unit_test(test_concat_runs),
       cmocka_unit_test(test_null_trace_is_noop),
