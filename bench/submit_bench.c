@@ -106,8 +106,8 @@ static _Atomic int g_open;
 static int g_gate_kernel;
 
 static int k_gate(const pto_kctx *c) {
-  (void)c;
-  while (!atomic_load_explicit(&g_open, memory_order_acquire)) {
+  /* a failed run cancels it: it never outwaits the run */
+  while (!atomic_load_explicit(&g_open, memory_order_acquire) && !pto_kctx_cancelled(c)) {
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
   }
@@ -173,11 +173,10 @@ int main(int argc, char **argv) {
   int form = argc > 3 ? atoi(argv[3]) : 0;
   double one = form == 4 ? 0 : median_run(chip, orch_1arg, reps);
   double four = form == 1 ? 0 : median_run(chip, orch_4arg, reps);
-  int all = g_tasks;
-  g_tasks = g_tasks < GATED_MAX ? g_tasks : GATED_MAX;
+  int all = g_tasks, gated = all < GATED_MAX ? all : GATED_MAX;
+  g_tasks = gated; /* the loops' count, for the gated forms */
   double one_g = form == 4 ? 0 : median_run(chip, orch_1arg_gated, reps);
   double four_g = form == 1 ? 0 : median_run(chip, orch_4arg_gated, reps);
-  int gated = g_tasks;
   g_tasks = all;
   printf("submit_bench tasks=%d runs=%d: 1arg %.0f ns/submit, 4arg %.0f ns/submit; gated (%d "
          "tasks): 1arg %.0f ns/submit, 4arg %.0f ns/submit\n",

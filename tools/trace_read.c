@@ -56,14 +56,18 @@ static bool is_int(double x) {
   return isfinite(x) && x == floor(x) && fabs(x) < 9007199254740992.0;
 }
 
-/* An integer member of an object (an event's pid, tid or id), or false: a
+/* A JSON value that is an integer (a pid, tid, id or task), or false: a
  * number that is no exact int64 (1e40, 0.5) names nothing, and casting it
- * would be undefined. */
-static bool obj_int(const trace_json *obj, const char *key, int64_t *out) {
-  double x;
-  if (!trace_json_num(obj, key, &x) || !is_int(x)) return false;
-  *out = (int64_t)x;
+ * would be undefined. Every integer the reader takes goes through here. */
+static bool json_int(const trace_json *v, int64_t *out) {
+  if (!v || v->type != TJ_NUM || !is_int(v->u.num)) return false;
+  *out = (int64_t)v->u.num;
   return true;
+}
+
+/* An integer member of an object, or false. */
+static bool obj_int(const trace_json *obj, const char *key, int64_t *out) {
+  return json_int(trace_json_get(obj, key), out);
 }
 
 /* An integer member of the event's args, or false. */
@@ -111,14 +115,14 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
   int rc = 0;
   for (uint32_t i = 0; i < evs->n && rc == 0; i++) {
     const trace_json *e = &evs->u.items[i];
-    double pid, tid, ts, dur;
+    double ts, dur;
+    int64_t pid, tid;
     const char *ph = trace_json_str(e, "ph"), *name = trace_json_str(e, "name");
     if (e->type != TJ_OBJ) {
       rc = verr(err, errlen, "event %u is not an object", i);
     } else if (!ph || strlen(ph) != 1) {
       rc = verr(err, errlen, "event %u has no one-letter ph", i);
-    } else if (!trace_json_num(e, "pid", &pid) || !is_int(pid) || !trace_json_num(e, "tid", &tid) ||
-               !is_int(tid)) {
+    } else if (!obj_int(e, "pid", &pid) || !obj_int(e, "tid", &tid)) {
       rc = verr(err, errlen, "event %u (ph %s) lacks an integer pid or tid", i, ph);
     } else if (!trace_json_num(e, "ts", &ts) || !isfinite(ts) || ts < 0) {
       rc = verr(err, errlen, "event %u (ph %s) lacks a ts >= 0", i, ph);
@@ -132,9 +136,9 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
         if (!trace_json_str(args, "name"))
           rc = verr(err, errlen, "metadata event %u (%s) has no args.name", i, name);
         else if (name[0] == 't')
-          rc = pair_add(&threads, (int64_t)pid, (int64_t)tid);
+          rc = pair_add(&threads, pid, tid);
         else
-          rc = pair_add(&procs, (int64_t)pid, 0);
+          rc = pair_add(&procs, pid, 0);
       }
     } else if (ph[0] == 'X' || ph[0] == 'i' || ph[0] == 'I' || ph[0] == 'B' || ph[0] == 'E' ||
                ph[0] == 's' || ph[0] == 'f') {
@@ -146,7 +150,7 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
         if (!arg_int(e, "task", &task) || task < 0 || !arg_int(e, "block", &block) || block < 0)
           rc = verr(err, errlen, "block slice %u (%s) lacks integer args task and block", i, name);
       }
-      if (rc == 0) rc = pair_add(&used, (int64_t)pid, (int64_t)tid);
+      if (rc == 0) rc = pair_add(&used, pid, tid);
     }
   }
   if (rc == 0) {
@@ -285,11 +289,11 @@ static int flows_collect(const trace_json *evs, vec *ends, vec *by_task, vec *by
         return PTO_ENOMEM;
       const trace_json *deps = trace_json_get(trace_json_get(e, "args"), "deps");
       for (uint32_t d = 0; has_task && deps && deps->type == TJ_ARR && d < deps->n; d++) {
-        const trace_json *v = &deps->u.items[d];
-        if (v->type != TJ_NUM || !is_int(v->u.num)) continue;
+        int64_t from;
+        if (!json_int(&deps->u.items[d], &from)) continue;
         flow_end *g = vec_push(edges);
         if (!g) return PTO_ENOMEM;
-        *g = (flow_end){.pid = pid, .from = (int64_t)v->u.num, .to = task};
+        *g = (flow_end){.pid = pid, .from = from, .to = task};
       }
       continue;
     }
@@ -608,12 +612,13 @@ static int critical_path(trace_summary *s, const slice *sl, size_t n) {
     }
     *r = (task_rec){sl[i].pid, task, sl[i].ts, sl[i].end, sl[i].block};
     for (uint32_t j = 0; has_deps && j < deps->n && rc == 0; j++) {
-      if (deps->u.items[j].type != TJ_NUM || !is_int(deps->u.items[j].u.num)) continue;
+      int64_t from;
+      if (!json_int(&deps->u.items[j], &from)) continue;
       edge *e = vec_push(&edges);
       if (!e)
         rc = PTO_ENOMEM;
       else
-        *e = (edge){sl[i].pid, task, (int64_t)deps->u.items[j].u.num};
+        *e = (edge){sl[i].pid, task, from};
     }
   }
   if (rc) goto out;

@@ -303,6 +303,13 @@ static bool poll_completions(sched *s) {
 
 /* ---- placement on own cores ---- */
 
+/* Whether core c is parked on its event: a block placed on it costs a
+ * futex wake. Its waiters count, a relaxed hint that may change at any
+ * time, never a decision about whether a block fits. */
+static bool core_parked(const core *c) {
+  return atomic_load_explicit(&c->ev.waiters, memory_order_relaxed) != 0;
+}
+
 static int per_cluster(const pto_run *r) {
   return r->cfg->aic_per_cluster + r->cfg->aiv_per_cluster;
 }
@@ -363,16 +370,15 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
     me = NULL;
   if (per == 1) {
     /* every suitable core once, awake ones first: a parked core costs a
-     * futex wake, and when work is scarce the awake ones keep up alone.
-     * Its event's waiters is read once per core (a relaxed hint that may
-     * change at any time, never a decision about whether it fits) */
+     * futex wake, and when work is scarce the awake ones keep up alone
+     * (core_parked, read once per core) */
     int lo = sh == SHAPE_AIC ? 0 : aic, hi = sh == SHAPE_AIC ? aic : pc, np = 0;
     for (int cl = 0; cl < s->nclusters && n < max; cl++) {
       core **cc = &s->cores[cl * pc];
       for (int k = lo; k < hi && n < max; k++) {
         core *c = cc[k];
         if (c == me || inflight(c) > max_inflight) continue;
-        if (atomic_load_explicit(&c->ev.waiters, memory_order_relaxed) == 0)
+        if (!core_parked(c))
           out[n++] = c;
         else
           s->parked[np++] = c;
@@ -403,17 +409,18 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
 }
 
 /* Whether core c of ours is idle and awake: a block placed on it starts
- * without a wake-up (the thread running this pass, or one not parked;
- * waiters is a relaxed hint, as in placements). */
+ * without a wake-up (the thread running this pass, or one not parked). */
 static bool idle_awake(const core *c) {
-  return inflight(c) == 0 &&
-         (c == this_core || atomic_load_explicit(&c->ev.waiters, memory_order_relaxed) == 0);
+  return inflight(c) == 0 && (c == this_core || !core_parked(c));
 }
 
 /* Each idle, awake core of ours takes a single-core block pending on a
  * busy core of its type (steal.h): called when nothing queued was left
  * for it, so the block would otherwise wait out the busy core's running
- * one. The payload is ours to read: this role's holders wrote it. */
+ * one. A pending block is always a single-core block of its core's type
+ * and never a gang's (MIX and sync_start blocks are placed on idle cores
+ * only, max_inflight 0). The payload is ours to read: this role's holders
+ * wrote it. */
 static bool steal_pending(sched *s) {
   bool did = false;
   /* first what costs nothing: the counts are this role's own lines */
@@ -428,7 +435,7 @@ static bool steal_pending(sched *s) {
       if (c == x || c->type != x->type || inflight(c) != 2) continue;
       uint64_t p = c->issued;
       const core_payload moved = c->slot[p & 1];
-      if (moved.t->sync_start || !steal_take(&c->claim, p)) continue;
+      if (!steal_take(&c->claim, p)) continue;
       core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
       s->steals++;
       busy--;

@@ -29,8 +29,8 @@ static int g_order[MAXN];
 static float g_buf[64];
 
 static int k_gate(const pto_kctx *c) {
-  (void)c;
-  while (!atomic_load_explicit(&g_open, memory_order_acquire)) {
+  /* a failed run cancels it: it never outwaits the run */
+  while (!atomic_load_explicit(&g_open, memory_order_acquire) && !pto_kctx_cancelled(c)) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }

@@ -64,7 +64,9 @@ static void orch(pto_orch *o, void *arg) {
   (void)arg;
   submit(o, 0);
   submit(o, 0);
-  while (atomic_load(&g_running) < 2) { /* both cores busy */
+  /* both cores busy (both blocks start even on one core, LONG's end
+   * bounding the wait), unless the run has failed */
+  while (atomic_load(&g_running) < 2 && pto_orch_status(o) == 0) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }
