@@ -9,9 +9,13 @@
  *   workers odd:  clusters = workers, 1 AIV per cluster;
  *   no AIC cores (these kernels are AIV kernels);
  *   schedulers = pto's default min(3, clusters).
+ * PTO_BENCH_AIV=1 makes it one AIV per cluster for any `workers`, and
+ * PTO_SCHEDULERS sets the schedulers (at most one per cluster), so that
+ * several schedulers can be measured on two CPUs.
  * The orchestrator (the calling thread) and the scheduler threads come on
  * top, as the StarPU submitting thread does. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -63,7 +67,10 @@ static int k_task(const pto_kctx *c) {
 static int pto_bench_init(int workers) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
-  if (workers % 2 == 0) {
+  /* PTO_BENCH_AIV=1: one AIV per cluster (clusters = workers) whatever the
+   * parity, to measure several schedulers (PTO_SCHEDULERS) on few CPUs */
+  const char *aiv = getenv("PTO_BENCH_AIV");
+  if (workers % 2 == 0 && !(aiv && strcmp(aiv, "1") == 0)) {
     cfg.clusters = workers / 2;
     cfg.aiv_per_cluster = 2;
   } else {

@@ -417,6 +417,14 @@ static void run_reset(pto_run *r) {
     sc->first_ns = sc->last_ns = 0;
     sc->blocks = sc->steals = 0;
     sc->trace_track = 0;
+    /* every core idle: all its cores of each type */
+    uint32_t n[2] = {0, 0};
+    for (int i = 0; i < sc->ncores; i++)
+      n[sc->cores[i]->type == PTO_CORE_AIV]++;
+    for (int t = 0; t < 2; t++) {
+      sc->idle_cores[t] = n[t];
+      atomic_store_explicit(&sc->idle[t], n[t], memory_order_relaxed);
+    }
   }
   for (int i = 0; i < r->ncores; i++) {
     core *co = &r->cores[i];

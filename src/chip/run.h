@@ -219,12 +219,18 @@ typedef struct sched {
   _Atomic uint64_t entered;
   uint64_t last_gen;
   PTO_LINE_ALIGNED role role; /* whoever runs its passes (the default mode): role.h */
-  pto_event ev;               /* its thread parks here (sched_threads mode) */
+  /* Its idle cores by type (PTO_CORE_AIC, PTO_CORE_AIV) as of its last
+   * pass, for the other schedulers' passes (sched.c, others_idle): its
+   * role holder writes a count when it changed; others read it relaxed, a
+   * hint. Kept only with several schedulers. */
+  PTO_LINE_ALIGNED _Atomic uint32_t idle[2];
+  pto_event ev; /* its thread parks here (sched_threads mode) */
   /* the role holder's (or its thread's) */
   PTO_LINE_ALIGNED bool wake_pending; /* it made tasks ready in this pass */
   bool again;                         /* its last pass moved the drain */
   uint64_t blocks;                    /* blocks it dispatched this run */
   uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
+  uint32_t idle_cores[2]; /* its cores by type with nothing in flight (published: idle) */
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;

@@ -293,6 +293,7 @@ static bool poll_completions(sched *s) {
     uint64_t f = atomic_load_explicit(&c->finished, memory_order_acquire);
     while (c->seen < f) {
       c->seen++;
+      s->idle_cores[c->type] += c->seen == c->issued; /* it fell idle */
       const core_payload *p = &c->slot[c->seen & 1];
       if (!p->deferred) sched_task_done_unit(r, p->t, 1);
       did = true;
@@ -316,6 +317,7 @@ static int per_cluster(const pto_run *r) {
 static inline uint64_t inflight(const core *c) { return c->issued - c->seen; }
 
 static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub) {
+  s->idle_cores[c->type] -= c->issued == c->seen; /* it was idle */
   uint64_t d = ++c->issued;
   c->slot[d & 1] = (core_payload){t, block, sub, false};
   /* release: the payload is written before the core sees the new id */
@@ -323,7 +325,6 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   /* the finishing core placing its own next block is awake: no signal
    * (and no fence) needed, it reads `dispatched` before it waits */
   if (c != this_core) pto_event_signal(&c->ev);
-  (void)s;
 }
 
 /* Finds the cores of cluster `cl` (index into s->clusters) for one block of
@@ -446,6 +447,45 @@ static bool steal_pending(sched *s) {
   return did;
 }
 
+/* Whether another scheduler had an idle core of this type at the end of
+ * its last pass (its idle hint). */
+static bool others_idle(sched *s, pto_core_type type) {
+  pto_run *r = s->run;
+  for (int i = 0; i < r->nsched; i++)
+    if (&r->scheds[i] != s && atomic_load_explicit(&r->scheds[i].idle[type], memory_order_relaxed))
+      return true;
+  return false;
+}
+
+/* Publishes s's idle cores by type for others_idle (several schedulers
+ * only), storing a count only when it changed: the line is read by the
+ * other schedulers' passes. */
+static void publish_idle(sched *s) {
+  if (s->run->nsched == 1) return;
+  for (int t = 0; t < 2; t++)
+    if (atomic_load_explicit(&s->idle[t], memory_order_relaxed) != s->idle_cores[t])
+      atomic_store_explicit(&s->idle[t], s->idle_cores[t], memory_order_relaxed);
+}
+
+/* A single-core block goes to a busy core's pending slot only when no
+ * other scheduler has an idle core of its type: there it starts at once,
+ * here it would wait out the busy core's block. What this pass leaves in
+ * the queue is not lost: every push requests a pass of each scheduler
+ * (sched_make_ready's loop, or sched_wake_leftover's kicks), so a
+ * scheduler that has an idle core at its pass places it there; one that
+ * has none places it pending unless it, in turn, sees another idle; and
+ * if the hints mislead them all (a pass that just took its last idle core
+ * publishes at its end), every core is busy and the first block to end
+ * brings a pass that takes it, the soonest it could have started anyway.
+ * With one scheduler nothing changes. */
+static bool dispatch_pending(sched *s, shape sh) {
+  pto_run *r = s->run;
+  pto_core_type type = sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV;
+  /* the hints only when there is something to place */
+  if (r->nsched > 1 && rq_queued(&r->queues[sh]) > 0 && others_idle(s, type)) return false;
+  return dispatch_shape(s, sh, 1);
+}
+
 static bool dispatch_normal(sched *s) {
   static const shape order[] = {SHAPE_AIC_AIV2, SHAPE_AIC_AIV, SHAPE_AIV2, SHAPE_AIC, SHAPE_AIV};
   bool did = false;
@@ -454,10 +494,11 @@ static bool dispatch_normal(sched *s) {
   /* what no idle core of ours takes goes to the others before we queue
    * single-core blocks behind our busy cores */
   sched_wake_leftover(s);
-  did |= dispatch_shape(s, SHAPE_AIC, 1);
-  did |= dispatch_shape(s, SHAPE_AIV, 1);
+  did |= dispatch_pending(s, SHAPE_AIC);
+  did |= dispatch_pending(s, SHAPE_AIV);
   /* a core still idle now found nothing queued of its type */
   did |= steal_pending(s);
+  publish_idle(s);
   return did;
 }
 
