@@ -20,7 +20,7 @@ int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
   if (c->defer_current) return PTO_EINVAL; /* one async completion per block */
   /* the block this core is running: the dispatch after the last finished one */
   uint64_t cur = atomic_load_explicit(&c->finished, memory_order_relaxed) + 1;
-  task *t = c->slot[cur & 1].t;
+  task *t = payload_task(&c->slot[cur & 1]);
   for (uint32_t i = 0; i < r->nasync; i++) {
     uint64_t s = atomic_load_explicit(&r->async[i].state, memory_order_relaxed);
     if (s & 1) continue;

@@ -423,7 +423,9 @@ static void run_reset(pto_run *r) {
       n[sc->cores[i]->type == PTO_CORE_AIV]++;
     for (int t = 0; t < 2; t++) {
       sc->idle_cores[t] = n[t];
+      sc->pending_cores[t] = 0;
       atomic_store_explicit(&sc->idle[t], n[t], memory_order_relaxed);
+      atomic_store_explicit(&sc->pending[t], 0, memory_order_relaxed);
     }
   }
   for (int i = 0; i < r->ncores; i++) {
@@ -432,7 +434,8 @@ static void run_reset(pto_run *r) {
     atomic_store_explicit(&co->dispatched, 0, memory_order_relaxed);
     atomic_store_explicit(&co->finished, 0, memory_order_relaxed);
     atomic_store_explicit(&co->claim, 0, memory_order_relaxed);
-    memset(co->slot, 0, sizeof co->slot);
+    for (int k = 0; k < 2; k++)
+      payload_set(&co->slot[k], NULL, 0, 0);
     co->issued = co->seen = 0;
     atomic_store_explicit(&co->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     co->first_ns = 0;

@@ -110,7 +110,7 @@ static void core_wait_work(core_wait *w) {
 
 static bool cohort_started(void *p) {
   core_wait *w = p;
-  task *t = w->c->slot[w->next & 1].t;
+  task *t = payload_task(&w->c->slot[w->next & 1]);
   /* acquire pairs with gang_launch's release */
   return atomic_load_explicit(&t->cohort_go, memory_order_acquire) != 0 || run_stopping(w->c->run);
 }
@@ -143,7 +143,7 @@ static void core_serve(core *c) {
       sched_kick(r, &r->scheds[c->sched]);
       continue;
     }
-    const core_payload p = c->slot[next & 1];
+    const payload p = payload_get(&c->slot[next & 1]);
     task *t = p.t;
     if (t->sync_start) {
       while (!cohort_started(&w))

@@ -142,13 +142,40 @@ typedef struct ready_queue {
   _Atomic uint32_t count; /* written under lock; peeked without it */
 } ready_queue;
 
-/* What a core runs: written by its scheduler before `dispatched` moves. */
+/* What a core runs: written by its scheduler before `dispatched` moves.
+ * The block's fields are relaxed atomics because another scheduler's role
+ * holder may read a pending one before it takes it (steal.h), while the
+ * slot's owner may be writing the block two dispatches later; such a
+ * read is kept only if the take succeeds, which proves it was not.
+ * payload_set / payload_get access them. */
 typedef struct core_payload {
-  task *t;
-  int32_t block;
-  int32_t sub_block;
+  task *_Atomic t;
+  _Atomic int32_t block;
+  _Atomic int32_t sub_block;
   bool deferred; /* written by the core: completion comes from pto_chip_async_complete */
 } core_payload;
+
+/* A block as read from a slot. */
+typedef struct payload {
+  task *t;
+  int32_t block, sub_block;
+} payload;
+
+static inline void payload_set(core_payload *p, task *t, int32_t block, int32_t sub) {
+  atomic_store_explicit(&p->t, t, memory_order_relaxed);
+  atomic_store_explicit(&p->block, block, memory_order_relaxed);
+  atomic_store_explicit(&p->sub_block, sub, memory_order_relaxed);
+  p->deferred = false;
+}
+
+static inline task *payload_task(const core_payload *p) {
+  return atomic_load_explicit(&p->t, memory_order_relaxed);
+}
+
+static inline payload payload_get(const core_payload *p) {
+  return (payload){payload_task(p), atomic_load_explicit(&p->block, memory_order_relaxed),
+                   atomic_load_explicit(&p->sub_block, memory_order_relaxed)};
+}
 
 /* An outstanding asynchronous completion. `state` is (generation << 1) |
  * busy, so a token from an earlier use of the slot never matches.
@@ -219,18 +246,20 @@ typedef struct sched {
   _Atomic uint64_t entered;
   uint64_t last_gen;
   PTO_LINE_ALIGNED role role; /* whoever runs its passes (the default mode): role.h */
-  /* Its idle cores by type (PTO_CORE_AIC, PTO_CORE_AIV) as of its last
-   * pass, for the other schedulers' passes (sched.c, others_idle): its
-   * role holder writes a count when it changed; others read it relaxed, a
-   * hint. Kept only with several schedulers. */
-  PTO_LINE_ALIGNED _Atomic uint32_t idle[2];
+  /* Its idle cores and its cores with a pending block, by type
+   * (PTO_CORE_AIC, PTO_CORE_AIV), as of its last pass, for the other
+   * schedulers' passes (sched.c: others_idle, steal_pending): its role
+   * holder stores a count when it changed; others read it relaxed, a hint.
+   * Kept only with several schedulers. */
+  PTO_LINE_ALIGNED _Atomic uint32_t idle[2], pending[2];
   pto_event ev; /* its thread parks here (sched_threads mode) */
   /* the role holder's (or its thread's) */
   PTO_LINE_ALIGNED bool wake_pending; /* it made tasks ready in this pass */
   bool again;                         /* its last pass moved the drain */
   uint64_t blocks;                    /* blocks it dispatched this run */
   uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
-  uint32_t idle_cores[2]; /* its cores by type with nothing in flight (published: idle) */
+  uint32_t idle_cores[2];    /* its cores by type with nothing in flight (published: idle) */
+  uint32_t pending_cores[2]; /* its cores by type with a pending block (published: pending) */
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;

@@ -284,6 +284,10 @@ void sched_task_done_unit(pto_run *r, task *t, int units) {
   if (done == total) complete_task(r, t);
 }
 
+/* A core's blocks in flight as its scheduler sees them: 0 idle, 1
+ * running, 2 running with one pending. */
+static inline uint64_t inflight(const core *c) { return c->issued - c->seen; }
+
 static bool poll_completions(sched *s) {
   pto_run *r = s->run;
   bool did = false;
@@ -293,9 +297,11 @@ static bool poll_completions(sched *s) {
     uint64_t f = atomic_load_explicit(&c->finished, memory_order_acquire);
     while (c->seen < f) {
       c->seen++;
-      s->idle_cores[c->type] += c->seen == c->issued; /* it fell idle */
+      uint64_t left = inflight(c);
+      s->idle_cores[c->type] += left == 0;    /* it fell idle */
+      s->pending_cores[c->type] -= left == 1; /* its pending block runs */
       const core_payload *p = &c->slot[c->seen & 1];
-      if (!p->deferred) sched_task_done_unit(r, p->t, 1);
+      if (!p->deferred) sched_task_done_unit(r, payload_task(p), 1);
       did = true;
     }
   }
@@ -314,12 +320,13 @@ static bool core_parked(const core *c) {
 static int per_cluster(const pto_run *r) {
   return r->cfg->aic_per_cluster + r->cfg->aiv_per_cluster;
 }
-static inline uint64_t inflight(const core *c) { return c->issued - c->seen; }
 
 static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub) {
-  s->idle_cores[c->type] -= c->issued == c->seen; /* it was idle */
+  uint64_t before = inflight(c);
+  s->idle_cores[c->type] -= before == 0;    /* it was idle */
+  s->pending_cores[c->type] += before == 1; /* this one is pending */
   uint64_t d = ++c->issued;
-  c->slot[d & 1] = (core_payload){t, block, sub, false};
+  payload_set(&c->slot[d & 1], t, block, sub);
   /* release: the payload is written before the core sees the new id */
   atomic_store_explicit(&c->dispatched, d, memory_order_release);
   /* the finishing core placing its own next block is awake: no signal
@@ -415,34 +422,60 @@ static bool idle_awake(const core *c) {
   return inflight(c) == 0 && (c == this_core || !core_parked(c));
 }
 
+/* Our idle core x takes the block pending on core c of another
+ * scheduler, if c has one (steal.h, "another scheduler's core"). c's
+ * counts are its role's, so c's own words tell: its last dispatch d, not
+ * claimed yet (claim d - 1), while it still runs d - 1 (finished below
+ * d - 1). d's payload, read before the take, is d's when the take
+ * succeeds: the claim stayed d - 1 from our read of it to the take, so d
+ * had not finished and the slot could not be reused (by d + 2). */
+static bool steal_foreign(sched *s, core *x, core *c) {
+  /* acquire: d's payload, written before `dispatched` moved */
+  uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_acquire);
+  if (d < 2 || atomic_load_explicit(&c->claim, memory_order_acquire) != d - 1 ||
+      atomic_load_explicit(&c->finished, memory_order_acquire) >= d - 1)
+    return false;
+  const payload moved = payload_get(&c->slot[d & 1]);
+  if (!steal_take(&c->claim, d)) return false;
+  core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
+  return true;
+}
+
 /* Each idle, awake core of ours takes a single-core block pending on a
  * busy core of its type (steal.h): called when nothing queued was left
  * for it, so the block would otherwise wait out the busy core's running
  * one. A pending block is always a single-core block of its core's type
  * and never a gang's (MIX and sync_start blocks are placed on idle cores
- * only, max_inflight 0). The payload is ours to read: this role's holders
- * wrote it. */
+ * only, max_inflight 0). Our own cores' first: their counts and payloads
+ * are this role's. Then, with several schedulers, the cores of those
+ * whose published counts show a pending block of the type. */
 static bool steal_pending(sched *s) {
+  pto_run *r = s->run;
   bool did = false;
-  /* first what costs nothing: the counts are this role's own lines */
-  int busy = 0;
-  for (int j = 0; j < s->ncores; j++)
-    busy += inflight(s->cores[j]) == 2;
-  for (int i = 0; i < s->ncores && busy > 0; i++) {
+  for (int i = 0; i < s->ncores; i++) {
     core *x = s->cores[i];
-    if (!idle_awake(x)) continue;
-    for (int j = 0; j < s->ncores; j++) {
+    if (!s->idle_cores[x->type] || !idle_awake(x)) continue;
+    bool took = false;
+    for (int j = 0; j < s->ncores && s->pending_cores[x->type] && !took; j++) {
       core *c = s->cores[j];
-      if (c == x || c->type != x->type || inflight(c) != 2) continue;
+      if (c->type != x->type || inflight(c) != 2) continue;
       uint64_t p = c->issued;
-      const core_payload moved = c->slot[p & 1];
+      const payload moved = payload_get(&c->slot[p & 1]);
       if (!steal_take(&c->claim, p)) continue;
       core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
-      s->steals++;
-      busy--;
-      did = true;
-      break;
+      took = true;
     }
+    for (int o = 0; o < r->nsched && !took; o++) {
+      sched *other = &r->scheds[o];
+      if (other == s || !atomic_load_explicit(&other->pending[x->type], memory_order_relaxed))
+        continue;
+      for (int j = 0; j < other->ncores && !took; j++) {
+        core *c = other->cores[j];
+        took = c->type == x->type && steal_foreign(s, x, c);
+      }
+    }
+    s->steals += took;
+    did |= took;
   }
   return did;
 }
@@ -457,14 +490,20 @@ static bool others_idle(sched *s, pto_core_type type) {
   return false;
 }
 
-/* Publishes s's idle cores by type for others_idle (several schedulers
- * only), storing a count only when it changed: the line is read by the
- * other schedulers' passes. */
-static void publish_idle(sched *s) {
+static void publish(_Atomic uint32_t *hint, uint32_t v) {
+  if (atomic_load_explicit(hint, memory_order_relaxed) != v)
+    atomic_store_explicit(hint, v, memory_order_relaxed);
+}
+
+/* Publishes s's idle cores and pending blocks by type, for the other
+ * schedulers' passes (several schedulers only), storing a count only when
+ * it changed: those passes read the line. */
+static void publish_counts(sched *s) {
   if (s->run->nsched == 1) return;
-  for (int t = 0; t < 2; t++)
-    if (atomic_load_explicit(&s->idle[t], memory_order_relaxed) != s->idle_cores[t])
-      atomic_store_explicit(&s->idle[t], s->idle_cores[t], memory_order_relaxed);
+  for (int t = 0; t < 2; t++) {
+    publish(&s->idle[t], s->idle_cores[t]);
+    publish(&s->pending[t], s->pending_cores[t]);
+  }
 }
 
 /* A single-core block goes to a busy core's pending slot only when no
@@ -498,7 +537,7 @@ static bool dispatch_normal(sched *s) {
   did |= dispatch_pending(s, SHAPE_AIV);
   /* a core still idle now found nothing queued of its type */
   did |= steal_pending(s);
-  publish_idle(s);
+  publish_counts(s);
   return did;
 }
 

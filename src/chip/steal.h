@@ -22,10 +22,26 @@
  * published finished without running, its slot marked deferred, so the
  * completion poll counts it (c->seen moves on) without completing its
  * unit: the idle core's run completes it. The holder reads the payload it
- * (or an earlier holder, through the role's acquire) wrote. Each step is
+ * (or an earlier holder, through the role's acquire) wrote.
+ *
+ * Another scheduler's core: the role holder of a scheduler whose idle
+ * core found nothing queued may take a block pending on a core of another
+ * scheduler (sched.c, steal_foreign). That core's counts and payloads are
+ * its own role's, so the taker reads the core's words instead:
+ *   d = dispatched (acquire); claim == d - 1 (d not claimed yet);
+ *   finished < d - 1 (the core still runs d - 1); read d's payload from
+ *   slot d & 1; then steal_take(&c->claim, d)
+ * The payload is read before the take and kept only if the take
+ * succeeds: the claim was then d - 1 from that read to the take, so d had
+ * not finished and its slot could not hold d + 2 yet (the owner reuses a
+ * slot only after it saw the block in it finished). Read after the take,
+ * it could: the core publishes d finished at once, and the owner may
+ * dispatch d + 1 and d + 2. The payload's fields are relaxed atomics for
+ * that early read (run.h, core_payload). Each step is
  * one atomic operation, so tests/unit/test_steal_explorer.c drives the
  * real functions over every interleaving, with broken variants (a take or
- * a claim that checks and then writes) caught. */
+ * a claim that checks and then writes, a foreign take that reads the
+ * payload after taking) caught. */
 #ifndef PTO_CHIP_STEAL_H
 #define PTO_CHIP_STEAL_H
 

@@ -8,7 +8,9 @@
  * busy core in placement order, core 0, behind LONG. Core 1 falls idle
  * after SHORT and must take it, long before LONG ends. Each block runs
  * exactly once, on the core that took it, and the run reports one steal
- * (pto_run_stats.steals). */
+ * (pto_run_stats.steals). Then the same on 2 clusters x 1 AIV + 2
+ * schedulers: the idle core is the other scheduler's (before that was
+ * possible, LATE started 300 ms after LONG's start). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -73,14 +75,17 @@ static void orch(pto_orch *o, void *arg) {
   submit(o, 2);
 }
 
-static void test_idle_core_takes_the_pending_block(void **state) {
-  (void)state;
+/* clusters x aiv AIV cores (core 0 and core 1 first), `schedulers` */
+static void run_case(int clusters, int aiv, int schedulers) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
-  cfg.clusters = 1;
+  cfg.clusters = clusters;
   cfg.aic_per_cluster = 0;
-  cfg.aiv_per_cluster = 2;
-  cfg.schedulers = 1;
+  cfg.aiv_per_cluster = aiv;
+  cfg.schedulers = schedulers;
+  atomic_store(&g_running, 0);
+  for (int i = 0; i < 3; i++)
+    atomic_store(&g_ran[i], 0);
   pto_chip *chip;
   assert_int_equal(pto_chip_create(&cfg, &chip), 0);
   assert_int_equal(pto_kernel_register_aiv(chip, "timed", k_timed, &g_k), 0);
@@ -103,15 +108,29 @@ static void test_idle_core_takes_the_pending_block(void **state) {
   }
   assert_int_equal(st.blocks, 3);
   assert_int_equal(st.steals, 1);
-  printf("LATE ran %.1f ms after LONG started (LONG %d ms), steals %llu\n",
+  printf("%d scheduler%s: LATE ran %.1f ms after LONG started (LONG %d ms), steals %llu\n",
+         schedulers, schedulers == 1 ? "" : "s",
          (double)(late_start - atomic_load(&g_start[0])) / 1e6, LONG_MS,
          (unsigned long long)st.steals);
   pto_chip_destroy(chip);
 }
 
+static void test_idle_core_takes_the_pending_block(void **state) {
+  (void)state;
+  run_case(1, 2, 1);
+}
+
+/* The idle core is another scheduler's: its pass takes the block pending
+ * on a core of the first. */
+static void test_from_another_scheduler(void **state) {
+  (void)state;
+  run_case(2, 1, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_idle_core_takes_the_pending_block),
+      cmocka_unit_test(test_from_another_scheduler),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
