@@ -452,30 +452,40 @@ static bool steal_foreign(sched *s, core *x, core *c) {
 static bool steal_pending(sched *s) {
   pto_run *r = s->run;
   bool did = false;
-  for (int i = 0; i < s->ncores; i++) {
-    core *x = s->cores[i];
-    if (!s->idle_cores[x->type] || !idle_awake(x)) continue;
-    bool took = false;
-    for (int j = 0; j < s->ncores && s->pending_cores[x->type] && !took; j++) {
-      core *c = s->cores[j];
-      if (c->type != x->type || inflight(c) != 2) continue;
-      uint64_t p = c->issued;
-      const payload moved = payload_get(&c->slot[p & 1]);
-      if (!steal_take(&c->claim, p)) continue;
-      core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
-      took = true;
-    }
-    for (int o = 0; o < r->nsched && !took; o++) {
-      sched *other = &r->scheds[o];
-      if (other == s || !atomic_load_explicit(&other->pending[x->type], memory_order_relaxed))
-        continue;
-      for (int j = 0; j < other->ncores && !took; j++) {
-        core *c = other->cores[j];
-        took = c->type == x->type && steal_foreign(s, x, c);
+  for (int type = 0; type < 2; type++) {
+    /* first what costs nothing: this role's counts, the others' hints
+     * (lines rarely written); only then the idle cores' event lines */
+    if (!s->idle_cores[type]) continue;
+    bool foreign = false;
+    for (int o = 0; o < r->nsched && !foreign; o++)
+      foreign = &r->scheds[o] != s &&
+                atomic_load_explicit(&r->scheds[o].pending[type], memory_order_relaxed);
+    if (!s->pending_cores[type] && !foreign) continue;
+    for (int i = 0; i < s->ncores; i++) {
+      core *x = s->cores[i];
+      if (x->type != (pto_core_type)type || !idle_awake(x)) continue;
+      bool took = false;
+      for (int j = 0; j < s->ncores && s->pending_cores[type] && !took; j++) {
+        core *c = s->cores[j];
+        if (c->type != x->type || inflight(c) != 2) continue;
+        uint64_t p = c->issued;
+        const payload moved = payload_get(&c->slot[p & 1]);
+        if (!steal_take(&c->claim, p)) continue;
+        core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
+        took = true;
       }
+      for (int o = 0; o < r->nsched && foreign && !took; o++) {
+        sched *other = &r->scheds[o];
+        if (other == s || !atomic_load_explicit(&other->pending[type], memory_order_relaxed))
+          continue;
+        for (int j = 0; j < other->ncores && !took; j++) {
+          core *c = other->cores[j];
+          took = c->type == x->type && steal_foreign(s, x, c);
+        }
+      }
+      s->steals += took;
+      did |= took;
     }
-    s->steals += took;
-    did |= took;
   }
   return did;
 }
