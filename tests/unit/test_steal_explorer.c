@@ -51,11 +51,18 @@ static const char *c_name[] = {"FIN1", "CLAIM", "CLAIM(store)", "RUN",
 enum { A_C, A_POLL, A_TAKE2, A_TAKE2ND, A_DISP3, A_TAKE3, A_NACT };
 static const char *a_name[] = {"C", "H POLL", "H TAKE2", "H TAKE2(store)", "H DISP3", "H TAKE3"};
 
-typedef struct mstate {
+/* Core C and its owner's counts, shared by both models. */
+typedef struct cstate {
   uint64_t claim;
-  uint8_t finished, dispatched, seen, deferred[4];
-  uint8_t ran[4], units[4]; /* per id: runs (C or X), units counted */
-  uint8_t cpc, cn, tmp;     /* C: pc, the id it is on, a loaded value */
+  uint8_t finished, dispatched, seen;
+  uint8_t slot[2];            /* the block each payload slot holds (id & 1) */
+  uint8_t deferred[5];        /* per dispatch id: published lost */
+  uint8_t ran[5], units[5];   /* per block: runs (C or a taker), units counted */
+  uint8_t cpc, cn, tmp, last; /* C: pc, the id it is on, a loaded value, its last id */
+} cstate;
+
+typedef struct mstate {
+  cstate c;
   uint8_t took2, took3, htmp, taking;
 } mstate;
 
@@ -70,7 +77,9 @@ static int nact(xp_search *x) {
   return A_NACT;
 }
 
-static int step_c(const ctx *e, mstate *s) {
+/* C's next step (variant: V_GOOD or a broken claim or mark). It runs
+ * the block its dispatch id's slot holds. */
+static int step_c(int variant, cstate *s) {
   _Atomic uint64_t w;
   atomic_init(&w, s->claim);
   switch (s->cpc) {
@@ -80,8 +89,8 @@ static int step_c(const ctx *e, mstate *s) {
     s->cpc = C_CLAIM;
     return XP_STEP;
   case C_CLAIM:
-    if (s->cn > 3 || s->dispatched < s->cn) return XP_SKIP; /* waits for a dispatch */
-    if (e->variant == V_CLAIM_LOAD_STORE) {
+    if (s->cn > s->last || s->dispatched < s->cn) return XP_SKIP; /* waits for a dispatch */
+    if (variant == V_CLAIM_LOAD_STORE) {
       s->tmp = (uint8_t)(atomic_load(&w) == (uint64_t)s->cn - 1); /* then stores, below */
       s->cpc = C_CLAIM2ND;
       return XP_STEP;
@@ -98,13 +107,13 @@ static int step_c(const ctx *e, mstate *s) {
     }
     return XP_STEP;
   case C_RUN:
-    s->ran[s->cn]++;
+    s->ran[s->slot[s->cn & 1]]++;
     s->cpc = C_PUB;
     return XP_STEP;
   case C_LOST:
     steal_lost(&w, s->cn);
     s->claim = atomic_load(&w);
-    s->cpc = e->variant == V_NO_MARK ? C_PUB : C_MARK;
+    s->cpc = variant == V_NO_MARK ? C_PUB : C_MARK;
     return XP_STEP;
   case C_MARK:
     s->deferred[s->cn] = 1;
@@ -113,16 +122,27 @@ static int step_c(const ctx *e, mstate *s) {
   case C_PUB:
     s->finished = s->cn;
     s->cn++;
-    s->cpc = s->cn > 3 ? C_DONE : C_CLAIM;
+    s->cpc = s->cn > s->last ? C_DONE : C_CLAIM;
     return XP_STEP;
   default: return XP_SKIP;
   }
 }
 
+/* The owner's completion poll: seen moves to finished, a unit counted
+ * for each block that was not lost (deferred). */
+static int poll_c(cstate *s) {
+  if (s->seen >= s->finished) return XP_SKIP;
+  while (s->seen < s->finished) {
+    s->seen++;
+    if (s->seen >= 2 && !s->deferred[s->seen]) s->units[s->slot[s->seen & 1]]++;
+  }
+  return XP_STEP;
+}
+
 /* X runs a block it was given and completes its unit. */
 static void x_runs(mstate *s, int id) {
-  s->ran[id]++;
-  s->units[id]++;
+  s->c.ran[id]++;
+  s->c.units[id]++;
 }
 
 static int apply(xp_search *x, void *state, int a, int d) {
@@ -130,19 +150,13 @@ static int apply(xp_search *x, void *state, int a, int d) {
   const ctx *e = x->ctx;
   mstate *s = state;
   _Atomic uint64_t w;
-  atomic_init(&w, s->claim);
+  atomic_init(&w, s->c.claim);
   switch (a) {
-  case A_C: return step_c(e, s);
-  case A_POLL:
-    if (s->seen >= s->finished) return XP_SKIP;
-    while (s->seen < s->finished) {
-      s->seen++;
-      if (s->seen >= 2 && !s->deferred[s->seen]) s->units[s->seen]++;
-    }
-    return XP_STEP;
+  case A_C: return step_c(e->variant, &s->c);
+  case A_POLL: return poll_c(&s->c);
   case A_TAKE2:
     /* the holder's view: issued 2, seen 0 */
-    if (s->took2 || s->taking || s->seen != 0) return XP_SKIP;
+    if (s->took2 || s->taking || s->c.seen != 0) return XP_SKIP;
     s->took2 = 1;
     if (e->variant == V_TAKE_LOAD_STORE) {
       s->htmp = (uint8_t)(atomic_load(&w) == 1);
@@ -150,26 +164,27 @@ static int apply(xp_search *x, void *state, int a, int d) {
       return XP_STEP;
     }
     if (steal_take(&w, 2)) x_runs(s, 2);
-    s->claim = atomic_load(&w);
+    s->c.claim = atomic_load(&w);
     return XP_STEP;
   case A_TAKE2ND:
     if (!s->taking) return XP_SKIP;
     s->taking = 0;
     if (s->htmp) {
-      s->claim = 2 | STEAL_TAKEN;
+      s->c.claim = 2 | STEAL_TAKEN;
       x_runs(s, 2);
     }
     return XP_STEP;
   case A_DISP3:
     /* one in flight in the holder's view (issued 2, seen 1) */
-    if (s->dispatched != 2 || s->seen != 1 || s->taking) return XP_SKIP;
-    s->dispatched = 3;
+    if (s->c.dispatched != 2 || s->c.seen != 1 || s->taking) return XP_SKIP;
+    s->c.dispatched = 3;
+    s->c.slot[1] = 3;
     return XP_STEP;
   case A_TAKE3:
-    if (s->took3 || s->dispatched != 3 || s->seen != 1) return XP_SKIP; /* issued 3 - seen 1 */
+    if (s->took3 || s->c.dispatched != 3 || s->c.seen != 1) return XP_SKIP; /* issued 3 - seen 1 */
     s->took3 = 1;
     if (steal_take(&w, 3)) x_runs(s, 3);
-    s->claim = atomic_load(&w);
+    s->c.claim = atomic_load(&w);
     return XP_STEP;
   default: return XP_SKIP;
   }
@@ -179,17 +194,17 @@ static int on_final(xp_search *x, const void *state, int d) {
   (void)d;
   ctx *e = x->ctx;
   const mstate *s = state;
-  int last = s->dispatched;
+  int last = s->c.dispatched;
   for (int id = 2; id <= last; id++)
-    if (s->ran[id] != 1 || s->units[id] != 1) {
+    if (s->c.ran[id] != 1 || s->c.units[id] != 1) {
       snprintf(e->why, sizeof e->why, "block %d ran %d times, its unit was counted %d times", id,
-               s->ran[id], s->units[id]);
+               s->c.ran[id], s->c.units[id]);
       e->failed = true;
       return XP_STOP;
     }
-  if (last == 3 && (s->cpc != C_DONE || s->claim != 3)) {
-    snprintf(e->why, sizeof e->why, "the core ended at %s with claim word %#llx", c_name[s->cpc],
-             (unsigned long long)s->claim);
+  if (last == 3 && (s->c.cpc != C_DONE || s->c.claim != 3)) {
+    snprintf(e->why, sizeof e->why, "the core ended at %s with claim word %#llx", c_name[s->c.cpc],
+             (unsigned long long)s->c.claim);
     e->failed = true;
     return XP_STOP;
   }
@@ -200,10 +215,10 @@ static void print_path(xp_search *xs, const mstate *init) {
   mstate s = *init;
   for (int d = 0; d < xs->stop_depth; d++) {
     int a = xs->path[d];
-    const char *what = a == A_C ? c_name[s.cpc] : a_name[a];
+    const char *what = a == A_C ? c_name[s.c.cpc] : a_name[a];
     apply(xs, &s, a, d);
     printf("    %-15s -> claim %#llx finished %d dispatched %d seen %d\n", what,
-           (unsigned long long)s.claim, s.finished, s.dispatched, s.seen);
+           (unsigned long long)s.c.claim, s.c.finished, s.c.dispatched, s.c.seen);
   }
 }
 
@@ -211,9 +226,12 @@ static bool run_variant(int variant) {
   ctx e = {variant, false, ""};
   mstate s;
   memset(&s, 0, sizeof s);
-  s.claim = 1; /* C claimed id 1 and runs it */
-  s.dispatched = 2;
-  s.cpc = C_FIN1;
+  s.c.claim = 1; /* C claimed id 1 and runs it */
+  s.c.dispatched = 2;
+  s.c.slot[1] = 1;
+  s.c.slot[0] = 2;
+  s.c.last = 3;
+  s.c.cpc = C_FIN1;
   const xp_model m = {.state_size = sizeof(mstate),
                       .key_size = sizeof(mstate),
                       .max_depth = 64,
@@ -265,10 +283,7 @@ enum { FA_C, FA_POLL, FA_DISP, FA_F, FA_NACT };
 static const char *fa_name[] = {"C", "O POLL", "O DISP"};
 
 typedef struct fstate {
-  uint64_t claim;
-  uint8_t finished, dispatched, seen, slot[2], deferred[5];
-  uint8_t ran[5], units[5];
-  uint8_t cpc, cn;     /* C: pc, the dispatch id it is on */
+  cstate c;            /* C (last id 4) and O's counts */
   uint8_t fpc, fd, fb; /* F: pc, the id D it read, the block it read */
 } fstate;
 
@@ -277,77 +292,40 @@ static int fnact(xp_search *x) {
   return FA_NACT;
 }
 
-/* C, as in the first model, up to dispatch id 4. */
-static int fstep_c(fstate *s) {
-  _Atomic uint64_t w;
-  atomic_init(&w, s->claim);
-  switch (s->cpc) {
-  case C_FIN1:
-    s->finished = 1;
-    s->cn = 2;
-    s->cpc = C_CLAIM;
-    return XP_STEP;
-  case C_CLAIM:
-    if (s->cn > 4 || s->dispatched < s->cn) return XP_SKIP;
-    s->cpc = steal_claim(&w, s->cn) ? C_RUN : C_LOST;
-    s->claim = atomic_load(&w);
-    return XP_STEP;
-  case C_RUN:
-    s->ran[s->slot[s->cn & 1]]++;
-    s->cpc = C_PUB;
-    return XP_STEP;
-  case C_LOST:
-    steal_lost(&w, s->cn);
-    s->claim = atomic_load(&w);
-    s->cpc = C_MARK;
-    return XP_STEP;
-  case C_MARK:
-    s->deferred[s->cn] = 1;
-    s->cpc = C_PUB;
-    return XP_STEP;
-  case C_PUB:
-    s->finished = s->cn;
-    s->cn++;
-    s->cpc = s->cn > 4 ? C_DONE : C_CLAIM;
-    return XP_STEP;
-  default: return XP_SKIP;
-  }
-}
-
 static int fstep_f(int variant, fstate *s) {
   _Atomic uint64_t w;
-  atomic_init(&w, s->claim);
+  atomic_init(&w, s->c.claim);
   switch (s->fpc) {
   case F_D:
-    s->fd = s->dispatched;
+    s->fd = s->c.dispatched;
     s->fpc = F_CLAIM;
     return XP_STEP;
-  case F_CLAIM: s->fpc = s->claim == (uint64_t)s->fd - 1 ? F_FIN : F_DONE; return XP_STEP;
+  case F_CLAIM: s->fpc = s->c.claim == (uint64_t)s->fd - 1 ? F_FIN : F_DONE; return XP_STEP;
   case F_FIN:
-    s->fpc = s->finished < s->fd - 1 ? (variant == FV_READ_AFTER_TAKE ? F_TAKE : F_READ) : F_DONE;
+    s->fpc = s->c.finished < s->fd - 1 ? (variant == FV_READ_AFTER_TAKE ? F_TAKE : F_READ) : F_DONE;
     return XP_STEP;
   case F_READ:
-    s->fb = s->slot[s->fd & 1];
+    s->fb = s->c.slot[s->fd & 1];
     s->fpc = F_TAKE;
     return XP_STEP;
   case F_TAKE: {
     bool took = steal_take(&w, s->fd);
-    s->claim = atomic_load(&w);
+    s->c.claim = atomic_load(&w);
     if (!took) {
       s->fpc = F_DONE;
     } else if (variant == FV_READ_AFTER_TAKE) {
       s->fpc = F_READ_AFTER;
     } else {
-      s->ran[s->fb]++;
-      s->units[s->fb]++;
+      s->c.ran[s->fb]++;
+      s->c.units[s->fb]++;
       s->fpc = F_DONE;
     }
     return XP_STEP;
   }
   case F_READ_AFTER:
-    s->fb = s->slot[s->fd & 1];
-    s->ran[s->fb]++;
-    s->units[s->fb]++;
+    s->fb = s->c.slot[s->fd & 1];
+    s->c.ran[s->fb]++;
+    s->c.units[s->fb]++;
     s->fpc = F_DONE;
     return XP_STEP;
   default: return XP_SKIP;
@@ -359,18 +337,12 @@ static int fapply(xp_search *x, void *state, int a, int d) {
   const ctx *e = x->ctx;
   fstate *s = state;
   switch (a) {
-  case FA_C: return fstep_c(s);
-  case FA_POLL:
-    if (s->seen >= s->finished) return XP_SKIP;
-    while (s->seen < s->finished) {
-      s->seen++;
-      if (s->seen >= 2 && !s->deferred[s->seen]) s->units[s->slot[s->seen & 1]]++;
-    }
-    return XP_STEP;
+  case FA_C: return step_c(V_GOOD, &s->c);
+  case FA_POLL: return poll_c(&s->c);
   case FA_DISP: /* O: the next id, when C has at most one in flight */
-    if (s->dispatched >= 4 || s->dispatched - s->seen > 1) return XP_SKIP;
-    s->dispatched++;
-    s->slot[s->dispatched & 1] = s->dispatched;
+    if (s->c.dispatched >= 4 || s->c.dispatched - s->c.seen > 1) return XP_SKIP;
+    s->c.dispatched++;
+    s->c.slot[s->c.dispatched & 1] = s->c.dispatched;
     return XP_STEP;
   case FA_F: return fstep_f(e->variant, s);
   default: return XP_SKIP;
@@ -382,9 +354,9 @@ static int fon_final(xp_search *x, const void *state, int d) {
   ctx *e = x->ctx;
   const fstate *s = state;
   for (int b = 2; b <= 4; b++)
-    if (s->ran[b] != 1 || s->units[b] != 1) {
+    if (s->c.ran[b] != 1 || s->c.units[b] != 1) {
       snprintf(e->why, sizeof e->why, "block %d ran %d times, its unit was counted %d times", b,
-               s->ran[b], s->units[b]);
+               s->c.ran[b], s->c.units[b]);
       e->failed = true;
       return XP_STOP;
     }
@@ -395,10 +367,11 @@ static void fprint_path(xp_search *xs, const fstate *init) {
   fstate s = *init;
   for (int d = 0; d < xs->stop_depth; d++) {
     int a = xs->path[d];
-    const char *what = a == FA_C ? c_name[s.cpc] : a == FA_F ? f_name[s.fpc] : fa_name[a];
+    const char *what = a == FA_C ? c_name[s.c.cpc] : a == FA_F ? f_name[s.fpc] : fa_name[a];
     fapply(xs, &s, a, d);
     printf("    %-15s -> claim %#llx finished %d dispatched %d seen %d slots %d %d\n", what,
-           (unsigned long long)s.claim, s.finished, s.dispatched, s.seen, s.slot[0], s.slot[1]);
+           (unsigned long long)s.c.claim, s.c.finished, s.c.dispatched, s.c.seen, s.c.slot[0],
+           s.c.slot[1]);
   }
 }
 
@@ -406,11 +379,12 @@ static bool run_foreign(int variant) {
   ctx e = {variant, false, ""};
   fstate s;
   memset(&s, 0, sizeof s);
-  s.claim = 1; /* C claimed id 1 and runs it */
-  s.dispatched = 2;
-  s.slot[1] = 1;
-  s.slot[0] = 2;
-  s.cpc = C_FIN1;
+  s.c.claim = 1; /* C claimed id 1 and runs it */
+  s.c.dispatched = 2;
+  s.c.slot[1] = 1;
+  s.c.slot[0] = 2;
+  s.c.last = 4;
+  s.c.cpc = C_FIN1;
   const xp_model m = {.state_size = sizeof(fstate),
                       .key_size = sizeof(fstate),
                       .max_depth = 64,
