@@ -547,7 +547,6 @@ static bool dispatch_normal(sched *s) {
   did |= dispatch_pending(s, SHAPE_AIV);
   /* a core still idle now found nothing queued of its type */
   did |= steal_pending(s);
-  publish_counts(s);
   return did;
 }
 
@@ -702,6 +701,7 @@ static bool sched_pass(sched *s) {
     did |= d;
   }
   sched_wake_leftover(s);
+  publish_counts(s); /* what this pass polled, dispatched or staged */
   return did;
 }
 
