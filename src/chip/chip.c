@@ -420,7 +420,7 @@ static void run_reset(pto_run *r) {
     /* every core idle: all its cores of each type */
     uint32_t n[2] = {0, 0};
     for (int i = 0; i < sc->ncores; i++)
-      n[sc->cores[i]->type == PTO_CORE_AIV]++;
+      n[sc->cores[i]->type]++; /* PTO_CORE_AIC, PTO_CORE_AIV */
     for (int t = 0; t < 2; t++) {
       sc->idle_cores[t] = n[t];
       sc->pending_cores[t] = 0;
