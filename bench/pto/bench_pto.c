@@ -78,10 +78,10 @@ static int pto_bench_init(int workers) {
     cfg.aiv_per_cluster = 1;
   }
   cfg.aic_per_cluster = 0;
-  /* pto's default is min(3, clusters); init filled it for its default
-   * cluster count (or from PTO_SCHEDULERS), so apply the rule again. */
+  /* pto's default: init leaves 0, which pto_chip_create makes min(3,
+   * clusters); PTO_SCHEDULERS, if set, at most one per cluster. (Turning
+   * 0 into 1 here gave every chip of 2 or more clusters one scheduler.) */
   if (cfg.schedulers > cfg.clusters) cfg.schedulers = cfg.clusters;
-  if (cfg.schedulers < 1) cfg.schedulers = 1;
   int rc = pto_chip_create(&cfg, &g_chip);
   if (rc != 0) {
     fprintf(stderr, "pto_chip_create: %s: %s\n", pto_status_name(rc), pto_strerror(rc));
@@ -97,11 +97,12 @@ static int pto_bench_init(int workers) {
                   {"task", k_task}};
   for (int i = 0; i < K_COUNT && rc == 0; i++)
     rc = pto_kernel_register_aiv(g_chip, k[i].name, k[i].fn, &g_kernel[i]);
+  int nsched = pto_chip_get_config(g_chip)->schedulers; /* as resolved */
   snprintf(g_desc, sizeof(g_desc),
            "%d cluster%s x %d AIV (%d kernel core%s) + %d scheduler%s + orchestrator thread",
            cfg.clusters, cfg.clusters == 1 ? "" : "s", cfg.aiv_per_cluster,
            cfg.clusters * cfg.aiv_per_cluster, cfg.clusters * cfg.aiv_per_cluster == 1 ? "" : "s",
-           cfg.schedulers, cfg.schedulers == 1 ? "" : "s");
+           nsched, nsched == 1 ? "" : "s");
   return rc;
 }
 
