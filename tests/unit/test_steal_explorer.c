@@ -128,6 +128,17 @@ static int step_c(int variant, cstate *s) {
   }
 }
 
+/* C has claimed dispatch id 1 and runs it; id 2 is pending; ids up to
+ * `last` will be dispatched. */
+static void c_start(cstate *c, int last) {
+  c->claim = 1;
+  c->dispatched = 2;
+  c->slot[1] = 1;
+  c->slot[0] = 2;
+  c->last = (uint8_t)last;
+  c->cpc = C_FIN1;
+}
+
 /* The owner's completion poll: seen moves to finished, a unit counted
  * for each block that was not lost (deferred). */
 static int poll_c(cstate *s) {
@@ -226,12 +237,7 @@ static bool run_variant(int variant) {
   ctx e = {variant, false, ""};
   mstate s;
   memset(&s, 0, sizeof s);
-  s.c.claim = 1; /* C claimed id 1 and runs it */
-  s.c.dispatched = 2;
-  s.c.slot[1] = 1;
-  s.c.slot[0] = 2;
-  s.c.last = 3;
-  s.c.cpc = C_FIN1;
+  c_start(&s.c, 3);
   const xp_model m = {.state_size = sizeof(mstate),
                       .key_size = sizeof(mstate),
                       .max_depth = 64,
@@ -379,12 +385,7 @@ static bool run_foreign(int variant) {
   ctx e = {variant, false, ""};
   fstate s;
   memset(&s, 0, sizeof s);
-  s.c.claim = 1; /* C claimed id 1 and runs it */
-  s.c.dispatched = 2;
-  s.c.slot[1] = 1;
-  s.c.slot[0] = 2;
-  s.c.last = 4;
-  s.c.cpc = C_FIN1;
+  c_start(&s.c, 4);
   const xp_model m = {.state_size = sizeof(fstate),
                       .key_size = sizeof(fstate),
                       .max_depth = 64,
