@@ -401,102 +401,17 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
   return n;
 }
 
-static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
+/* Whether another scheduler's published counts (publish_counts) show an
+ * idle core of this type (pending false) or a pending block of it (true):
+ * hints, lines their role holders write only when a count changes. */
+static bool others_show(sched *s, int type, bool pending) {
   pto_run *r = s->run;
-  ready_queue *q = &r->queues[sh];
-  /* racy peek; a miss is caught by the pass its pusher requests after it */
-  if (rq_queued(q) == 0) return false;
-  int per = shape_aic(sh) + shape_aiv(sh);
-  int n = placements(s, sh, max_inflight, s->spots, s->ncores);
-  if (n == 0) return false;
-  n = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
-  for (int i = 0; i < n; i++)
-    place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
-  s->blocks += (uint64_t)n;
-  return n > 0;
-}
-
-/* Whether core c of ours is idle and awake: a block placed on it starts
- * without a wake-up (the thread running this pass, or one not parked). */
-static bool idle_awake(const core *c) {
-  return inflight(c) == 0 && (c == this_core || !core_parked(c));
-}
-
-/* Our idle core x takes the block pending on core c of another
- * scheduler, if c has one (steal.h, "another scheduler's core"). c's
- * counts are its role's, so c's own words tell: its last dispatch d, not
- * claimed yet (claim d - 1), while it still runs d - 1 (finished below
- * d - 1). d's payload, read before the take, is d's when the take
- * succeeds: the claim stayed d - 1 from our read of it to the take, so d
- * had not finished and the slot could not be reused (by d + 2). */
-static bool steal_foreign(sched *s, core *x, core *c) {
-  /* acquire: d's payload, written before `dispatched` moved */
-  uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_acquire);
-  if (d < 2 || atomic_load_explicit(&c->claim, memory_order_acquire) != d - 1 ||
-      atomic_load_explicit(&c->finished, memory_order_acquire) >= d - 1)
-    return false;
-  const payload moved = payload_get(&c->slot[d & 1]);
-  if (!steal_take(&c->claim, d)) return false;
-  core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
-  return true;
-}
-
-/* Each idle, awake core of ours takes a single-core block pending on a
- * busy core of its type (steal.h): called when nothing queued was left
- * for it, so the block would otherwise wait out the busy core's running
- * one. A pending block is always a single-core block of its core's type
- * and never a gang's (MIX and sync_start blocks are placed on idle cores
- * only, max_inflight 0). Our own cores' first: their counts and payloads
- * are this role's. Then, with several schedulers, the cores of those
- * whose published counts show a pending block of the type. */
-static bool steal_pending(sched *s) {
-  pto_run *r = s->run;
-  bool did = false;
-  for (int type = 0; type < 2; type++) {
-    /* first what costs nothing: this role's counts, the others' hints
-     * (lines rarely written); only then the idle cores' event lines */
-    if (!s->idle_cores[type]) continue;
-    bool foreign = false;
-    for (int o = 0; o < r->nsched && !foreign; o++)
-      foreign = &r->scheds[o] != s &&
-                atomic_load_explicit(&r->scheds[o].pending[type], memory_order_relaxed);
-    if (!s->pending_cores[type] && !foreign) continue;
-    for (int i = 0; i < s->ncores; i++) {
-      core *x = s->cores[i];
-      if (x->type != (pto_core_type)type || !idle_awake(x)) continue;
-      bool took = false;
-      for (int j = 0; j < s->ncores && s->pending_cores[type] && !took; j++) {
-        core *c = s->cores[j];
-        if (c->type != x->type || inflight(c) != 2) continue;
-        uint64_t p = c->issued;
-        const payload moved = payload_get(&c->slot[p & 1]);
-        if (!steal_take(&c->claim, p)) continue;
-        core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
-        took = true;
-      }
-      for (int o = 0; o < r->nsched && foreign && !took; o++) {
-        sched *other = &r->scheds[o];
-        if (other == s || !atomic_load_explicit(&other->pending[type], memory_order_relaxed))
-          continue;
-        for (int j = 0; j < other->ncores && !took; j++) {
-          core *c = other->cores[j];
-          took = c->type == x->type && steal_foreign(s, x, c);
-        }
-      }
-      s->steals += took;
-      did |= took;
-    }
-  }
-  return did;
-}
-
-/* Whether another scheduler had an idle core of this type at the end of
- * its last pass (its idle hint). */
-static bool others_idle(sched *s, pto_core_type type) {
-  pto_run *r = s->run;
-  for (int i = 0; i < r->nsched; i++)
-    if (&r->scheds[i] != s && atomic_load_explicit(&r->scheds[i].idle[type], memory_order_relaxed))
+  for (int i = 0; i < r->nsched; i++) {
+    sched *o = &r->scheds[i];
+    if (o != s &&
+        atomic_load_explicit(pending ? &o->pending[type] : &o->idle[type], memory_order_relaxed))
       return true;
+  }
   return false;
 }
 
@@ -516,23 +431,109 @@ static void publish_counts(sched *s) {
   }
 }
 
-/* A single-core block goes to a busy core's pending slot only when no
- * other scheduler has an idle core of its type: there it starts at once,
- * here it would wait out the busy core's block. What this pass leaves in
- * the queue is not lost: every push requests a pass of each scheduler
- * (sched_make_ready's loop, or sched_wake_leftover's kicks), so a
- * scheduler that has an idle core at its pass places it there; one that
- * has none places it pending unless it, in turn, sees another idle; and
- * if the hints mislead them all (a pass that just took its last idle core
- * publishes at its end), every core is busy and the first block to end
- * brings a pass that takes it, the soonest it could have started anyway.
- * With one scheduler nothing changes. */
-static bool dispatch_pending(sched *s, shape sh) {
+/* Places queued blocks of shape sh on this scheduler's cores with at most
+ * max_inflight in flight. A single-core block goes to a busy core's
+ * pending slot (max_inflight 1) only when no other scheduler has an idle
+ * core of its type: there it starts at once, here it would wait out the
+ * busy core's block. What is left in the queue is not lost: every push
+ * requests a pass of each scheduler (sched_make_ready's loop, or
+ * sched_wake_leftover's kicks), so a scheduler that has an idle core at
+ * its pass places it there; one that has none places it pending unless
+ * it, in turn, sees another idle; and if the hints mislead them all (a
+ * pass that just took its last idle core publishes at its end), every
+ * core is busy and the first block to end brings a pass that takes it,
+ * the soonest it could have started anyway. */
+static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   pto_run *r = s->run;
-  pto_core_type type = sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV;
-  /* the hints only when there is something to place */
-  if (r->nsched > 1 && rq_queued(&r->queues[sh]) > 0 && others_idle(s, type)) return false;
-  return dispatch_shape(s, sh, 1);
+  ready_queue *q = &r->queues[sh];
+  /* racy peek; a miss is caught by the pass its pusher requests after it */
+  if (rq_queued(q) == 0) return false;
+  if (max_inflight > 0 && r->nsched > 1 &&
+      others_show(s, sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV, false))
+    return false;
+  int per = shape_aic(sh) + shape_aiv(sh);
+  int n = placements(s, sh, max_inflight, s->spots, s->ncores);
+  if (n == 0) return false;
+  n = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
+  for (int i = 0; i < n; i++)
+    place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
+  s->blocks += (uint64_t)n;
+  return n > 0;
+}
+
+/* Whether core c of ours is idle and awake: a block placed on it starts
+ * without a wake-up (the thread running this pass, or one not parked). */
+static bool idle_awake(const core *c) {
+  return inflight(c) == 0 && (c == this_core || !core_parked(c));
+}
+
+/* Moves dispatch id d, pending on core c, to our idle core x if the take
+ * wins (steal.h). The payload is read before the take and used only if it
+ * wins: the claim was d - 1 throughout, so d's slot still held d. */
+static bool take_pending(sched *s, core *x, core *c, uint64_t d) {
+  const payload moved = payload_get(&c->slot[d & 1]);
+  if (!steal_take(&c->claim, d)) return false;
+  core_dispatch(s, x, moved.t, moved.block, moved.sub_block);
+  return true;
+}
+
+/* The block pending on core c of another scheduler, if any (steal.h,
+ * "another scheduler's core"): c's counts are its role's, so c's own
+ * words tell: its last dispatch d, not claimed yet (claim d - 1), while it
+ * still runs d - 1 (finished below d - 1). 0: none. */
+static uint64_t foreign_pending(const core *c) {
+  /* acquire: d's payload, written before `dispatched` moved */
+  uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_acquire);
+  if (d < 2 || atomic_load_explicit(&c->claim, memory_order_acquire) != d - 1 ||
+      atomic_load_explicit(&c->finished, memory_order_acquire) >= d - 1)
+    return 0;
+  return d;
+}
+
+/* Our idle core x takes a block pending on a busy core of its type: one
+ * of ours first (their counts are this role's), then, when `foreign`, one
+ * of the schedulers whose published counts show one. */
+static bool take_for(sched *s, core *x, bool foreign) {
+  for (int j = 0; j < s->ncores && s->pending_cores[x->type]; j++) {
+    core *c = s->cores[j];
+    if (c->type == x->type && inflight(c) == 2 && take_pending(s, x, c, c->issued)) return true;
+  }
+  pto_run *r = s->run;
+  for (int o = 0; o < r->nsched && foreign; o++) {
+    sched *other = &r->scheds[o];
+    if (other == s || !atomic_load_explicit(&other->pending[x->type], memory_order_relaxed))
+      continue;
+    for (int j = 0; j < other->ncores; j++) {
+      core *c = other->cores[j];
+      uint64_t d = c->type == x->type ? foreign_pending(c) : 0;
+      if (d && take_pending(s, x, c, d)) return true;
+    }
+  }
+  return false;
+}
+
+/* Each idle, awake core of ours takes a single-core block pending on a
+ * busy core of its type (steal.h): called when nothing queued was left
+ * for it, so the block would otherwise wait out the busy core's running
+ * one. A pending block is always a single-core block of its core's type
+ * and never a gang's (MIX and sync_start blocks are placed on idle cores
+ * only, max_inflight 0). */
+static bool steal_pending(sched *s) {
+  bool did = false;
+  for (int type = 0; type < 2; type++) {
+    /* first what costs nothing: this role's counts, the others' hints;
+     * only then the idle cores' event lines (idle_awake) */
+    if (!s->idle_cores[type]) continue;
+    bool foreign = others_show(s, type, true);
+    if (!s->pending_cores[type] && !foreign) continue;
+    for (int i = 0; i < s->ncores; i++) {
+      core *x = s->cores[i];
+      if (x->type != (pto_core_type)type || !idle_awake(x) || !take_for(s, x, foreign)) continue;
+      s->steals++;
+      did = true;
+    }
+  }
+  return did;
 }
 
 static bool dispatch_normal(sched *s) {
@@ -543,8 +544,8 @@ static bool dispatch_normal(sched *s) {
   /* what no idle core of ours takes goes to the others before we queue
    * single-core blocks behind our busy cores */
   sched_wake_leftover(s);
-  did |= dispatch_pending(s, SHAPE_AIC);
-  did |= dispatch_pending(s, SHAPE_AIV);
+  did |= dispatch_shape(s, SHAPE_AIC, 1);
+  did |= dispatch_shape(s, SHAPE_AIV, 1);
   /* a core still idle now found nothing queued of its type */
   did |= steal_pending(s);
   return did;

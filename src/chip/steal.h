@@ -26,7 +26,7 @@
  *
  * Another scheduler's core: the role holder of a scheduler whose idle
  * core found nothing queued may take a block pending on a core of another
- * scheduler (sched.c, steal_foreign). That core's counts and payloads are
+ * scheduler (sched.c, foreign_pending, take_pending). That core's counts and payloads are
  * its own role's, so the taker reads the core's words instead:
  *   d = dispatched (acquire); claim == d - 1 (d not claimed yet);
  *   finished < d - 1 (the core still runs d - 1); read d's payload from

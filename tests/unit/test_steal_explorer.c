@@ -222,8 +222,8 @@ static int on_final(xp_search *x, const void *state, int d) {
   return XP_DONE;
 }
 
-static void print_path(xp_search *xs, const mstate *init) {
-  mstate s = *init;
+static void print_path(xp_search *xs, const void *init) {
+  mstate s = *(const mstate *)init;
   for (int d = 0; d < xs->stop_depth; d++) {
     int a = xs->path[d];
     const char *what = a == A_C ? c_name[s.c.cpc] : a_name[a];
@@ -233,8 +233,23 @@ static void print_path(xp_search *xs, const mstate *init) {
   }
 }
 
-static bool run_variant(int variant) {
+/* Explores model m from `init`, prints the counts (and, on a violation,
+ * the interleaving, replayed by `print`); true when nothing was violated. */
+static bool explore(const xp_model *m, int variant, const char *label, const void *init,
+                    void (*print)(xp_search *, const void *)) {
   ctx e = {variant, false, ""};
+  xp_search xs;
+  int why = xp_run(&xs, m, &e, init);
+  assert_true(why != XP_DEPTH);
+  bool ok = why == XP_DONE;
+  printf("%s: %ld states, %ld final, %s\n", label, xs.states, xs.finals,
+         ok ? "no violation" : e.why);
+  if (!ok) print(&xs, init);
+  xp_free(&xs);
+  return ok;
+}
+
+static bool run_variant(int variant) {
   mstate s;
   memset(&s, 0, sizeof s);
   c_start(&s.c, 3);
@@ -244,15 +259,7 @@ static bool run_variant(int variant) {
                       .nact = nact,
                       .apply = apply,
                       .on_final = on_final};
-  xp_search xs;
-  int why = xp_run(&xs, &m, &e, &s);
-  assert_true(why != XP_DEPTH);
-  bool ok = why == XP_DONE;
-  printf("%s: %ld states, %ld final, %s\n", variant_name[variant], xs.states, xs.finals,
-         ok ? "no violation" : e.why);
-  if (!ok) print_path(&xs, &s);
-  xp_free(&xs);
-  return ok;
+  return explore(&m, variant, variant_name[variant], &s, print_path);
 }
 
 static void test_steal_protocol(void **state) {
@@ -369,8 +376,8 @@ static int fon_final(xp_search *x, const void *state, int d) {
   return XP_DONE;
 }
 
-static void fprint_path(xp_search *xs, const fstate *init) {
-  fstate s = *init;
+static void fprint_path(xp_search *xs, const void *init) {
+  fstate s = *(const fstate *)init;
   for (int d = 0; d < xs->stop_depth; d++) {
     int a = xs->path[d];
     const char *what = a == FA_C ? c_name[s.c.cpc] : a == FA_F ? f_name[s.fpc] : fa_name[a];
@@ -382,7 +389,6 @@ static void fprint_path(xp_search *xs, const fstate *init) {
 }
 
 static bool run_foreign(int variant) {
-  ctx e = {variant, false, ""};
   fstate s;
   memset(&s, 0, sizeof s);
   c_start(&s.c, 4);
@@ -392,15 +398,9 @@ static bool run_foreign(int variant) {
                       .nact = fnact,
                       .apply = fapply,
                       .on_final = fon_final};
-  xp_search xs;
-  int why = xp_run(&xs, &m, &e, &s);
-  assert_true(why != XP_DEPTH);
-  bool ok = why == XP_DONE;
-  printf("another scheduler, %s: %ld states, %ld final, %s\n", fvariant_name[variant], xs.states,
-         xs.finals, ok ? "no violation" : e.why);
-  if (!ok) fprint_path(&xs, &s);
-  xp_free(&xs);
-  return ok;
+  char label[64];
+  snprintf(label, sizeof label, "another scheduler, %s", fvariant_name[variant]);
+  return explore(&m, variant, label, &s, fprint_path);
 }
 
 static void test_steal_from_another_scheduler(void **state) {
