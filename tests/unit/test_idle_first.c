@@ -1,5 +1,5 @@
 /* test_idle_first.c — a single-core block goes to an idle core of any
- * scheduler before a busy core's pending slot (sched.c, dispatch_pending).
+ * scheduler before a busy core's pending slot (sched.c, dispatch_shape).
  *
  * The default chip shape: 8 clusters x (1 AIC + 2 AIV), 3 schedulers, so
  * 16 AIV cores, at most 6 of them a scheduler's. 16 AIV blocks that can
