@@ -276,8 +276,9 @@ static void test_steal_protocol(void **state) {
  * (issued - seen <= 1), dispatches ids 3 and 4 into the slots (id & 1:
  * id 4 reuses id 2's slot), and a thief F, the role holder of another
  * scheduler, which cannot read O's counts and reads C's words instead,
- * one step each (sched.c, foreign_pending and take_pending): D (dispatched); CLAIM (claim
- * == D - 1, else it gives up); FIN (finished < D - 1, else it gives up);
+ * one step each (sched.c, foreign_pending and take_pending): D
+ * (dispatched); CLAIM (claim == D - 1, else it gives up); FIN (finished
+ * < D - 1, else it gives up);
  * READ (the block in slot D & 1); TAKE (steal_take(D): F's idle core runs
  * the block it read and completes its unit). F tries once, from any
  * point. Each slot holds a block id; C runs, and O's poll counts, the
