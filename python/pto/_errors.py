@@ -85,6 +85,7 @@ _TABLE = [
     ("KernelError", -15, ()),
     ("ShutdownError", -16, ()),
     ("BusyError", -17, ()),
+    ("InternalError", -18, ()),
     ("DeviceBusyError", -30, ()),
     ("ChipDiedError", -31, ()),
     ("StartupTimeoutError", -32, (TimeoutError,)),

@@ -384,8 +384,10 @@ static void run_reset(pto_run *r) {
   atomic_store_explicit(&r->async_done, 0, memory_order_relaxed);
   atomic_store_explicit(&r->ready_gen, 0, memory_order_relaxed);
   atomic_store_explicit(&r->drain_gen, 0, memory_order_relaxed);
+  /* a failed run may leave ready tasks queued: none of them is run N+1's */
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
+    rq_discard(&rq->lf);
     rq->head = 0;
     atomic_store_explicit(&rq->count, 0, memory_order_relaxed);
   }

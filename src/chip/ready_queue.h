@@ -121,4 +121,18 @@ static inline uint64_t rq_size(rq *q) {
   return t > h ? t - h : 0;
 }
 
+/* Between runs, with no thread inside a run (so every claimed position was
+ * published): drops whatever a failed run left queued, in O(1). The head
+ * jumps to the tail and the cells keep their tags: a position below the
+ * new head is never read again, a cell is next written for a position at
+ * or above it (p - cap < head: nobody waits on the word it replaces), and
+ * the capacity argument above starts again from an empty queue, among
+ * the tasks of the new run only. Without it, run N+1 claims run N's stale
+ * cells: old blocks run again, or a push overwrites the cell the head
+ * waits on (test_ready_explorer models it, test_chip_reuse shows it). */
+static inline void rq_discard(rq *q) {
+  atomic_store_explicit(&q->head, atomic_load_explicit(&q->tail, memory_order_relaxed),
+                        memory_order_relaxed);
+}
+
 #endif

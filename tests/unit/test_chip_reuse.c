@@ -20,8 +20,13 @@
  *  - a run wakes only the cores it uses: back-to-back one-task runs are
  *    entered by one core each, empty runs by none;
  *  - the watchdog's window is per run: runs that each idle for most of
- *    watchdog_ms, back to back, never time out. */
+ *    watchdog_ms, back to back, never time out;
+ *  - a run that fails while ready tasks are still queued (a kernel error,
+ *    pto_orch_fatal, a watchdog timeout), with the default role and with
+ *    scheduler threads: none of its queued blocks runs in the next run,
+ *    whose one task runs once and writes its output. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -29,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -130,8 +136,18 @@ static int k_stuck(const pto_kctx *c) {
   return 0;
 }
 
+/* holds its AIV core until the orchestrator opens the gate (or the run is
+ * cancelled), then returns scalar0 (0, or an error) */
+static _Atomic int gate_in, gate_open;
+static int k_gate(const pto_kctx *c) {
+  atomic_fetch_add(&gate_in, 1);
+  while (!atomic_load(&gate_open) && !pto_kctx_cancelled(c))
+    sleep_us(200);
+  return (int)c->scalars[0];
+}
+
 typedef struct kids {
-  int inc, put, mix, gang, dbl, fail, poll, async_lost, slow_write, copy, stuck, slow_head;
+  int inc, put, mix, gang, dbl, fail, poll, async_lost, slow_write, copy, stuck, slow_head, gate;
 } kids;
 static kids K;
 
@@ -161,6 +177,7 @@ static pto_chip *make_chip(int clusters, int64_t watchdog_ms, int64_t shutdown_m
   assert_int_equal(pto_kernel_register_aiv(chip, "copy", k_copy, &K.copy), PTO_OK);
   assert_int_equal(pto_kernel_register_aic(chip, "stuck", k_stuck, &K.stuck), PTO_OK);
   assert_int_equal(pto_kernel_register_aic(chip, "slow_head", k_slow_head, &K.slow_head), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "gate", k_gate, &K.gate), PTO_OK);
   return chip;
 }
 
@@ -663,6 +680,123 @@ static void test_watchdog_window_per_run(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- a run that fails with ready work queued ---- */
+
+enum { QF_KERNEL_ERROR, QF_ORCH_FATAL, QF_WATCHDOG, QF_COUNT };
+static const char *const qf_name[QF_COUNT] = {"kernel error", "pto_orch_fatal", "watchdog"};
+
+typedef struct queued_run {
+  int how;          /* QF_*: how run N fails */
+  int64_t a[64];    /* run N: what its queued put tasks write */
+  int64_t x;        /* run N+1: its one task's output */
+  uint64_t value;   /* what run N+1 writes */
+} queued_run;
+
+/* Run N: both AIV cores of the one cluster are held by gate tasks; 40
+ * independent put tasks queue behind them (the AIV shape queue); then the
+ * run fails, with the puts still queued. */
+static void queued_fail_orch(pto_orch *o, void *arg) {
+  queued_run *q = arg;
+  atomic_store(&gate_open, 0);
+  int in = atomic_load(&gate_in);
+  for (int i = 0; i < 2; i++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_scalar(&a, q->how == QF_KERNEL_ERROR && i == 0 ? 7 : 0);
+    pto_submit(o, K.gate, &a, NULL, NULL);
+  }
+  for (uint64_t t0 = now_ms(); atomic_load(&gate_in) < in + 2 && now_ms() - t0 < 5000;)
+    sleep_us(200);
+  for (int i = 0; i < 40; i++) {
+    pto_tensor t = vec(&q->a[i], 1);
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_output_existing(&a, &t);
+    pto_args_scalar(&a, 1000 + (uint64_t)i);
+    pto_submit(o, K.put, &a, NULL, NULL);
+  }
+  switch (q->how) {
+  case QF_KERNEL_ERROR: atomic_store(&gate_open, 1); break;
+  case QF_ORCH_FATAL: pto_orch_fatal(o, "the orchestration gives up with work queued"); break;
+  case QF_WATCHDOG: break; /* the gates hold until the watchdog cancels the run */
+  }
+}
+
+/* Run N+1: one put of q->value into x. */
+static void queued_next_orch(pto_orch *o, void *arg) {
+  queued_run *q = arg;
+  pto_tensor t = vec(&q->x, 1);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_args_scalar(&a, q->value);
+  pto_submit(o, K.put, &a, NULL, NULL);
+}
+
+/* A hang is a failure that says what hung (a safety net: every run ends
+ * well within it). */
+static const char *volatile hang_what = "";
+static void on_hang(int sig) {
+  (void)sig;
+  static const char msg[] = "hung for 30 s: ";
+  (void)!write(2, msg, sizeof msg - 1);
+  (void)!write(2, hang_what, strlen(hang_what));
+  (void)!write(2, "\n", 1);
+  _exit(1);
+}
+
+static void test_failed_run_with_work_queued(void **state) {
+  (void)state;
+  static const int want_rc[QF_COUNT] = {PTO_EKERNEL, PTO_EFATAL, PTO_ESCHED_TIMEOUT};
+  for (int threads = 0; threads < 2; threads++)
+    for (int how = 0; how < QF_COUNT; how++) {
+      pto_chip_config cfg;
+      pto_chip_config_init(&cfg);
+      cfg.clusters = 1;
+      cfg.sched_threads = threads;
+      cfg.task_slots = 64;
+      cfg.watchdog_ms = how == QF_WATCHDOG ? 200 : 10000;
+      pto_chip *chip;
+      assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+      assert_int_equal(pto_kernel_register_aiv(chip, "put", k_put, &K.put), PTO_OK);
+      assert_int_equal(pto_kernel_register_aiv(chip, "gate", k_gate, &K.gate), PTO_OK);
+      for (int round = 0; round < 3; round++) {
+        static queued_run q;
+        memset(&q, 0, sizeof q);
+        q.how = how;
+        pto_error_info err;
+        int rc = pto_chip_run(chip, queued_fail_orch, &q, NULL, &err);
+        if (rc != want_rc[how])
+          fail_msg("%s, %s, round %d: the failing run returned %s (%s), expected %s",
+                   qf_name[how], threads ? "sched_threads" : "role", round, pto_status_name(rc),
+                   err.details, pto_status_name(want_rc[how]));
+        int64_t before[64];
+        memcpy(before, q.a, sizeof before);
+        q.value = 77 + (uint64_t)round;
+        pto_run_stats st;
+        static char what[128];
+        snprintf(what, sizeof what, "%s, %s, round %d: the run after the failed one", qf_name[how],
+                 threads ? "sched_threads" : "role", round);
+        hang_what = what;
+        signal(SIGALRM, on_hang);
+        alarm(30);
+        rc = pto_chip_run(chip, queued_next_orch, &q, &st, &err);
+        alarm(0);
+        int stale = 0;
+        for (int i = 0; i < 64; i++)
+          stale += q.a[i] != before[i];
+        if (rc != PTO_OK || q.x != (int64_t)q.value || st.tasks != 1 || st.blocks != 1 || stale)
+          fail_msg("%s, %s, round %d: the run after it returned %s (%s), x = %lld (expected "
+                   "%llu), %llu tasks and %llu blocks (expected 1 and 1), %d queued blocks of "
+                   "the failed run ran in it",
+                   qf_name[how], threads ? "sched_threads" : "role", round, pto_status_name(rc),
+                   err.details, (long long)q.x, (unsigned long long)q.value,
+                   (unsigned long long)st.tasks, (unsigned long long)st.blocks, stale);
+      }
+      pto_chip_destroy(chip);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_many_runs_varied),
@@ -672,6 +806,7 @@ int main(void) {
       cmocka_unit_test(test_late_async_completer),
       cmocka_unit_test(test_run_wakes_only_its_cores),
       cmocka_unit_test(test_watchdog_window_per_run),
+      cmocka_unit_test(test_failed_run_with_work_queued),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
