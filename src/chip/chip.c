@@ -713,7 +713,10 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     orch_finish(r); /* waits for every task, or the latched error */
     pto_wait_thread_end();
   }
-  if (!run_end(r, phase)) chip->stuck = true;
+  if (!run_end(r, phase))
+    chip->stuck = true;
+  else if (!atomic_load(&r->status))
+    run_books_broken(r, true, 0); /* what it leaves is proven empty, or named */
   /* No run, flip the phase, wait for the old phase's calls (all seq_cst,
    * against pto_chip_async_complete): a completer either sees no run or
    * is counted in the old phase, and the run is reset only after it left */

@@ -821,7 +821,9 @@ pto_chip *pto_orch_chip(pto_orch *o) { return o && o->run ? o->run->chip : NULL;
 static bool all_completed(void *p) {
   pto_run *r = p;
   /* acquire pairs with the release increment in the completion path */
-  return run_stopping(r) || atomic_load_explicit(&r->completed, memory_order_acquire) ==
+  /* >=: more completions than tasks (a defect) must end the wait too, for
+   * the run's end to name it (run_books_broken) instead of hanging */
+  return run_stopping(r) || atomic_load_explicit(&r->completed, memory_order_acquire) >=
                                 atomic_load_explicit(&r->submitted, memory_order_relaxed);
 }
 

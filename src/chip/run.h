@@ -37,6 +37,12 @@ typedef enum shape {
   SHAPE_DUMMY = SHAPE_COUNT,
 } shape;
 
+static inline const char *shape_name(int s) {
+  static const char *const names[SHAPE_COUNT] = {"AIC", "AIV", "AIV x2", "AIC + AIV",
+                                                 "AIC + AIV x2"};
+  return s >= 0 && s < SHAPE_COUNT ? names[s] : "dummy";
+}
+
 typedef struct kernel_rec {
   char name[48];
   pto_kernel_fn aic, aiv;
@@ -427,6 +433,13 @@ void *core_main(void *arg);
 
 /* Watchdog [watchdog.c] */
 void *watchdog_main(void *arg);
+/* pto's own bookkeeping, which no program can break [watchdog.c]: at most
+ * `submitted` completions; no queue position claimed and never published;
+ * once the run `ended` successfully (no thread inside), every task
+ * completed and every ready queue empty. A breach (a defect in pto) is
+ * latched as PTO_EINTERNAL naming it, instead of passing as success, a
+ * hang or a misnamed stall; returns whether it latched one. */
+bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms);
 
 /* Which CPUs a run's threads may use [spread.c] (cfg->spread_cores).
  * The orchestrator's thread calls spread_begin once its orchestration

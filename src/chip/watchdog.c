@@ -1,6 +1,8 @@
 /* watchdog.c — turns any stall into PTO_ESCHED_TIMEOUT naming what is
  * stuck: a running task (and its core), ready work nobody dispatches, a
- * dependency deadlock, or an orchestrator that stopped submitting. */
+ * dependency deadlock, or an orchestrator that stopped submitting; and a
+ * stall or a run's end that breaks pto's own bookkeeping into
+ * PTO_EINTERNAL naming the breach. */
 #include "chip/run.h"
 #include "common/clock.h"
 
@@ -23,7 +25,40 @@ static bool queues_nonempty(pto_run *r, task **head) {
   return any;
 }
 
+bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
+  char when[64] = "at the run's end";
+  if (!ended) snprintf(when, sizeof when, "after %llu ms without progress", (unsigned long long)idle_ms);
+  int64_t sub = atomic_load_explicit(&r->submitted, memory_order_acquire);
+  int64_t done = atomic_load_explicit(&r->completed, memory_order_acquire);
+  if (done > sub || (ended && done != sub)) {
+    run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
+             "%s: %lld task completions counted for %lld submitted tasks (a block ran that no "
+             "task of this run dispatched, or a task completed twice)",
+             when, (long long)done, (long long)sub);
+    return true;
+  }
+  for (int q = 0; q < SHAPE_COUNT; q++) {
+    rq *lf = &r->queues[q].lf;
+    uint64_t h = rq_pop_head(lf), n = rq_size(lf);
+    uint32_t idx;
+    if (!n || (!ended && rq_pop_cell(lf, h, &idx))) continue;
+    if (ended)
+      run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
+               "%s: the %s ready queue still holds %llu positions from %llu on, after every task "
+               "completed",
+               when, shape_name(q), (unsigned long long)n, (unsigned long long)h);
+    else
+      run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
+               "%s: the %s ready queue's head, position %llu, was claimed by a push that never "
+               "published it: no later ready task of that shape can be dispatched",
+               when, shape_name(q), (unsigned long long)h);
+    return true;
+  }
+  return false;
+}
+
 static void report_stall(pto_run *r, uint64_t idle_ms) {
+  if (run_books_broken(r, false, idle_ms)) return;
   /* 1. a block that runs and runs: every block running now started
    * before the stall (a start follows a dispatch, which is progress), so
    * the oldest task among them is named, running for idle_ms at least */
