@@ -1,6 +1,6 @@
 /* test_differential.c — the oracle for dependency inference.
  *
- * Thousands of random task graphs over overlapping views (slices,
+ * Thousands of random task graphs (diff_graph.h) over overlapping views (slices,
  * transposes, strided and reshaped views) of a few small buffers, seen as
  * i32, i16 or i64 over the same bytes, some built from a raw interior
  * pointer (base = buffer + the view's offset) instead of the buffer, with
@@ -26,341 +26,13 @@
 
 #include "pto/pto.h"
 
-#define NBUF  3
-#define ROWS  12
-#define COLS  12
-#define NELEM (ROWS * COLS)
-/* Rows may be padded (row stride > COLS) so that views span several 4 KiB
- * chunks of a buffer, as the TensorMap indexes by chunk. */
-#define MAX_STRIDE 1100
-#define BUFELEMS   (ROWS * MAX_STRIDE)
-#define MAX_TASKS  48
-#define MAX_IN     3
+#include "diff_graph.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define DEFAULT_GRAPHS 200
 #else
 #define DEFAULT_GRAPHS 2000
 #endif
-
-static uint64_t rng_state;
-static uint32_t rnd(void) {
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(rng_state >> 33);
-}
-static int rnd_in(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
-
-/* Element i of t as an unsigned value of its own size (2, 4 or 8 bytes). */
-static uint64_t load(const pto_tensor *t, int64_t i) {
-  uint64_t v = 0;
-  memcpy(&v, pto_tensor_at_linear(t, i), pto_dtype_size((pto_dtype)t->dtype));
-  return v;
-}
-static void store(const pto_tensor *t, int64_t i, uint64_t v) {
-  memcpy(pto_tensor_at_linear(t, i), &v, pto_dtype_size((pto_dtype)t->dtype));
-}
-
-/* ---- the kernel, shared by pto and the sequential reference ----
- * tensors: [0] output (INOUT or OUTPUT_EXISTING or OUTPUT), [1..] inputs;
- * scalars: [0] k, [1] 1 when the output is also read (INOUT).
- * Block b of B handles the output elements [b*n/B, (b+1)*n/B) in row-major
- * order of the output view; inputs are read at (i mod numel(input)). */
-static void mix_block(const pto_tensor *ts, int nt, const uint64_t *sc, int b, int nb) {
-  const pto_tensor *out = &ts[0];
-  int64_t n = pto_tensor_numel(out);
-  int64_t lo = n * b / nb, hi = n * (b + 1) / nb;
-  uint64_t tmp[2 * NELEM]; /* i16 views have up to twice as many elements */
-  for (int64_t i = lo; i < hi; i++) {
-    uint64_t v = sc[0];
-    for (int k = 1; k < nt; k++) {
-      int64_t m = pto_tensor_numel(&ts[k]);
-      v += load(&ts[k], i % m) * (uint64_t)(k + 1);
-    }
-    tmp[i - lo] = v;
-  }
-  for (int64_t i = lo; i < hi; i++)
-    store(out, i, (sc[1] ? load(out, i) * 3u : 0u) + tmp[i - lo]);
-}
-
-static int mix_kernel(const pto_kctx *c) {
-  mix_block(c->tensors, c->ntensors, c->scalars, c->block_idx, c->block_num);
-  return 0;
-}
-
-/* ---- random graphs ---- */
-
-typedef struct gtask {
-  int kind; /* 0 kernel, 1 dummy, 2 scope begin, 3 scope end */
-  int nt;
-  pto_access acc[1 + MAX_IN];
-  pto_tensor view[1 + MAX_IN]; /* buf encodes buffer i and a byte shift (see bind) */
-  int tmp_out;                 /* writes intermediate #tmp_out (OUTPUT), -1 none */
-  int tmp_in;                  /* reads intermediate #tmp_in as input 1, -1 none */
-  uint64_t k, rw;
-  int blocks;
-  int ndeps;
-  int deps[2]; /* earlier graph task indexes (kernel or dummy) */
-} gtask;
-
-typedef struct graph {
-  int n;
-  gtask t[MAX_TASKS];
-  int row_stride;
-  uint32_t init[NBUF][BUFELEMS];
-} graph;
-
-/* Views name buffer b shifted by `shift` bytes as (void *)((shift << 2) |
- * (b + 1)); bind() turns that into real memory. */
-static void *buf_code(int b, int64_t shift) { return (void *)(intptr_t)((shift << 2) | (b + 1)); }
-
-/* A random view of buffer `b` (never self-overlapping), as i32 or, over
- * the same bytes, i16 or i64; sometimes rebuilt from a raw interior
- * pointer (base = buffer + part of the offset), as an application that
- * does pointer arithmetic would. */
-static pto_tensor random_view(int b, int row_stride) {
-  pto_tensor base, v;
-  static const pto_dtype dts[] = {PTO_I32, PTO_I32, PTO_I16, PTO_I64};
-  pto_dtype dt = dts[rnd_in(0, 3)];
-  const int es = (int)pto_dtype_size(dt); /* row strides are even: i64 rows stay whole */
-  const int cols = COLS * 4 / es, rs = row_stride * 4 / es;
-  int64_t shape[2] = {ROWS, cols}, strides[2] = {rs, 1};
-  pto_tensor_init_strided(&base, buf_code(b, 0), sizeof(uint32_t) * BUFELEMS, dt, 2, shape, strides,
-                          0);
-  int kind = rnd_in(0, 4);
-  int r0 = rnd_in(0, ROWS - 1), c0 = rnd_in(0, cols - 1);
-  int64_t start[2] = {r0, c0};
-  int64_t sh[2] = {rnd_in(1, ROWS - r0), rnd_in(1, cols - c0)};
-  switch (kind) {
-  case 0: /* rectangular slice */ pto_tensor_slice(&base, start, sh, &v); break;
-  case 1: { /* transposed slice */
-    pto_tensor s;
-    pto_tensor_slice(&base, start, sh, &s);
-    pto_tensor_transpose(&s, 0, 1, &v);
-    break;
-  }
-  case 2: { /* every other column of some rows */
-    int64_t vs[2] = {rnd_in(1, ROWS - r0), rnd_in(1, (cols - c0 + 1) / 2)};
-    int64_t st[2] = {rs, 2};
-    pto_tensor_view(&base, 2, vs, st, r0 * rs + c0, &v);
-    break;
-  }
-  case 3: { /* a run of whole rows, reshaped to 1-D */
-    int64_t rows = rnd_in(1, ROWS - r0);
-    int64_t s2[2] = {rows, cols}, st2[2] = {r0, 0};
-    pto_tensor s;
-    pto_tensor_slice(&base, st2, s2, &s);
-    int64_t flat = rows * cols;
-    if (row_stride != COLS || pto_tensor_reshape(&s, 1, &flat, &v) != PTO_OK)
-      v = s; /* padded rows are not contiguous: keep the 2-D view */
-    break;
-  }
-  default: /* the whole buffer */ v = base; break;
-  }
-  if (v.offset > 0 && rnd_in(0, 2) == 0) { /* base = buffer + part of the offset */
-    int64_t shift = rnd_in(1, (int)v.offset);
-    v.buf = buf_code(b, shift * es);
-    v.buf_bytes -= (size_t)(shift * es);
-    v.offset -= shift;
-  }
-  return v;
-}
-
-static void random_graph(graph *g) {
-  memset(g, 0, sizeof *g);
-  static const int strides[] = {COLS, 300, MAX_STRIDE};
-  g->row_stride = strides[rnd_in(0, 2)];
-  for (int b = 0; b < NBUF; b++)
-    for (int i = 0; i < BUFELEMS; i++)
-      g->init[b][i] = rnd();
-  int ntasks = rnd_in(4, MAX_TASKS - 4);
-  int ntmp = 0;
-  for (int i = 0; g->n < ntasks; i++) {
-    bool pair = rnd_in(0, 5) == 0 && g->n + 4 <= MAX_TASKS;
-    if (pair) { /* scope { tmp = f(view) ; view2 (+)= g(tmp) } */
-      gtask *s = &g->t[g->n++];
-      s->kind = 2;
-      gtask *a = &g->t[g->n++];
-      a->kind = 0;
-      a->nt = 2;
-      a->acc[0] = PTO_OUTPUT;
-      int64_t sh[2] = {rnd_in(1, 6), rnd_in(1, 6)};
-      pto_tensor_desc(&a->view[0], PTO_I32, 2, sh);
-      a->acc[1] = PTO_INPUT;
-      a->view[1] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
-      a->tmp_out = ntmp;
-      a->tmp_in = -1;
-      a->k = rnd();
-      a->rw = 0;
-      a->blocks = 1;
-      gtask *c = &g->t[g->n++];
-      c->kind = 0;
-      c->nt = 2;
-      c->acc[0] = rnd_in(0, 1) ? PTO_INOUT : PTO_OUTPUT_EXISTING;
-      c->view[0] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
-      c->acc[1] = PTO_INPUT;
-      c->tmp_out = -1;
-      c->tmp_in = ntmp++;
-      c->k = rnd();
-      c->rw = c->acc[0] == PTO_INOUT;
-      c->blocks = rnd_in(1, 3);
-      g->t[g->n++].kind = 3;
-      continue;
-    }
-    gtask *t = &g->t[g->n];
-    t->tmp_out = t->tmp_in = -1;
-    if (rnd_in(0, 9) == 0) {
-      t->kind = 1; /* dummy with explicit deps on earlier tasks */
-    } else {
-      t->kind = 0;
-      t->nt = 1 + rnd_in(0, MAX_IN);
-      t->acc[0] = rnd_in(0, 1) ? PTO_INOUT : PTO_OUTPUT_EXISTING;
-      t->rw = t->acc[0] == PTO_INOUT;
-      t->view[0] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
-      for (int k = 1; k < t->nt; k++) {
-        t->acc[k] = PTO_INPUT;
-        t->view[k] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
-      }
-      t->k = rnd();
-      t->blocks = rnd_in(1, 4);
-    }
-    int nprev = 0, prev[MAX_TASKS];
-    for (int j = 0; j < g->n; j++)
-      if (g->t[j].kind <= 1) prev[nprev++] = j;
-    t->ndeps = nprev && rnd_in(0, 3) == 0 ? rnd_in(1, nprev < 2 ? nprev : 2) : 0;
-    for (int d = 0; d < t->ndeps; d++)
-      t->deps[d] = prev[rnd_in(0, nprev - 1)];
-    g->n++;
-  }
-}
-
-/* Rebase views from buffer codes onto real memory. */
-static pto_tensor bind(const pto_tensor *v, uint32_t bufs[NBUF][BUFELEMS]) {
-  pto_tensor t = *v;
-  intptr_t code = (intptr_t)v->buf;
-  t.buf = (char *)bufs[(code & 3) - 1] + (code >> 2);
-  return t;
-}
-
-/* Multi-block tasks must not read what another block of theirs writes:
- * byte sets by enumeration on the small buffers (views bound to `mem`). */
-static bool views_touch(const pto_tensor *a, const pto_tensor *b, const void *mem) {
-  static unsigned char mark[NBUF * BUFELEMS * sizeof(uint32_t)];
-  memset(mark, 0, sizeof mark);
-  const pto_tensor *v[2] = {a, b};
-  for (int k = 0; k < 2; k++) {
-    size_t es = pto_dtype_size((pto_dtype)v[k]->dtype);
-    for (int64_t i = 0; i < pto_tensor_numel(v[k]); i++) {
-      size_t at = (size_t)((char *)pto_tensor_at_linear(v[k], i) - (const char *)mem);
-      for (size_t j = 0; j < es; j++) {
-        if (k == 1 && mark[at + j]) return true;
-        mark[at + j] = 1;
-      }
-    }
-  }
-  return false;
-}
-
-static void fix_blocks(graph *g) {
-  static uint32_t probe[NBUF][BUFELEMS];
-  for (int i = 0; i < g->n; i++) {
-    gtask *t = &g->t[i];
-    if (t->kind != 0 || t->blocks == 1 || t->acc[0] == PTO_OUTPUT) continue;
-    pto_tensor o = bind(&t->view[0], probe);
-    for (int k = 1; k < t->nt && t->blocks > 1; k++) {
-      if (t->tmp_in >= 0 && k == 1) continue;
-      pto_tensor in = bind(&t->view[k], probe);
-      if (views_touch(&o, &in, probe)) t->blocks = 1;
-    }
-  }
-}
-
-/* ---- sequential reference ---- */
-
-static void run_reference(const graph *g, uint32_t bufs[NBUF][BUFELEMS]) {
-  static uint32_t tmp[MAX_TASKS][NELEM];
-  pto_tensor tmpv[MAX_TASKS];
-  memcpy(bufs, g->init, sizeof g->init);
-  for (int i = 0; i < g->n; i++) {
-    const gtask *t = &g->t[i];
-    if (t->kind != 0) continue;
-    pto_tensor ts[1 + MAX_IN];
-    for (int k = 0; k < t->nt; k++)
-      ts[k] = bind(&t->view[k], bufs);
-    if (t->tmp_out >= 0) {
-      ts[0] = t->view[0];
-      ts[0].buf = tmp[t->tmp_out];
-      ts[0].buf_bytes = sizeof tmp[0];
-      memset(tmp[t->tmp_out], 0, sizeof tmp[0]);
-      tmpv[t->tmp_out] = ts[0];
-    }
-    if (t->tmp_in >= 0) ts[1] = tmpv[t->tmp_in];
-    uint64_t sc[2] = {t->k, t->rw};
-    for (int b = 0; b < t->blocks; b++)
-      mix_block(ts, t->nt, sc, b, t->blocks);
-  }
-}
-
-/* ---- pto ---- */
-
-typedef struct pto_graph_run {
-  const graph *g;
-  uint32_t (*bufs)[BUFELEMS];
-  int kid;
-} pto_graph_run;
-
-static void orchestrate(pto_orch *o, void *arg) {
-  pto_graph_run *pr = arg;
-  const graph *g = pr->g;
-  pto_task_id ids[MAX_TASKS];
-  pto_tensor tmpv[MAX_TASKS];
-  for (int i = 0; i < g->n; i++) {
-    const gtask *t = &g->t[i];
-    ids[i] = PTO_TASK_NONE;
-    if (t->kind == 2) {
-      pto_scope_begin(o, PTO_SCOPE_AUTO);
-      continue;
-    }
-    if (t->kind == 3) {
-      pto_scope_end(o);
-      continue;
-    }
-    pto_task_id deps[2];
-    for (int d = 0; d < t->ndeps; d++)
-      deps[d] = ids[t->deps[d]];
-    pto_submit_opts opts = {.block_num = t->blocks, .deps = deps, .ndeps = t->ndeps};
-    if (t->kind == 1) {
-      pto_submit_dummy(o, NULL, &opts, &ids[i]);
-      continue;
-    }
-    pto_args a;
-    pto_args_init(&a);
-    pto_tensor views[1 + MAX_IN];
-    for (int k = 0; k < t->nt; k++) {
-      views[k] = t->tmp_out >= 0 && k == 0 ? t->view[0] : bind(&t->view[k], pr->bufs);
-      if (t->tmp_in >= 0 && k == 1) views[k] = tmpv[t->tmp_in];
-      if (t->acc[k] == PTO_OUTPUT)
-        pto_args_output(&a, &views[k]);
-      else
-        pto_args_add(&a, t->acc[k], &views[k]);
-    }
-    pto_args_scalar(&a, t->k);
-    pto_args_scalar(&a, t->rw);
-    pto_submit(o, pr->kid, &a, &opts, &ids[i]);
-    if (t->tmp_out >= 0) tmpv[t->tmp_out] = views[0];
-  }
-}
-
-/* A runtime-allocated OUTPUT starts with whatever the heap held; the
- * kernel for OUTPUT never reads it (rw = 0), so no zeroing is needed. */
-
-static void print_buffers(const char *label, uint32_t b[NBUF][BUFELEMS], int row_stride) {
-  for (int k = 0; k < NBUF; k++) {
-    fprintf(stderr, "%s buffer %d:", label, k);
-    for (int i = 0; i < NELEM; i++) /* the logical [ROWS, COLS] grid; padding is never written */
-      fprintf(stderr, "%s%08x", i % COLS ? " " : "\n  ", b[k][i / COLS * row_stride + i % COLS]);
-    fprintf(stderr, "\n");
-  }
-}
 
 static void test_random_graphs(void **state) {
   (void)state;
@@ -400,7 +72,7 @@ static void test_random_graphs(void **state) {
     } else {
       cfg = *pto_chip_get_config(chip);
     }
-    pto_graph_run pr = {&g, got, kid};
+    pto_graph_run pr = {.g = &g, .bufs = got, .kid = kid, .fail_at = -1};
     memcpy(got, g.init, sizeof got);
     pto_error_info err;
     pto_run_stats st;
@@ -474,7 +146,7 @@ static void test_oracle_detects_missing_edges(void **state) {
     cfg.schedulers = 2;
     pto_chip *chip;
     assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
-    pto_graph_run pr = {&g, got, -1};
+    pto_graph_run pr = {.g = &g, .bufs = got, .kid = -1, .fail_at = -1};
     pto_kernel_register_aiv(chip, "slow_mix", slow_mix, &pr.kid);
     memcpy(got, g.init, sizeof got);
     assert_int_equal(pto_chip_run(chip, orchestrate_nodep, &pr, NULL, NULL), PTO_OK);
