@@ -27,7 +27,8 @@ static bool queues_nonempty(pto_run *r, task **head) {
 
 bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
   char when[64] = "at the run's end";
-  if (!ended) snprintf(when, sizeof when, "after %llu ms without progress", (unsigned long long)idle_ms);
+  if (!ended)
+    snprintf(when, sizeof when, "after %llu ms without progress", (unsigned long long)idle_ms);
   int64_t sub = atomic_load_explicit(&r->submitted, memory_order_acquire);
   int64_t done = atomic_load_explicit(&r->completed, memory_order_acquire);
   if (done > sub || (ended && done != sub)) {

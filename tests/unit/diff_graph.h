@@ -32,8 +32,6 @@
 #define MAX_TASKS  48
 #define MAX_IN     3
 
-
-
 static uint64_t rng_state;
 static uint32_t rnd(void) {
   rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -312,7 +310,8 @@ static void orchestrate(pto_orch *o, void *arg) {
   for (int i = 0; i < g->n; i++) {
     const gtask *t = &g->t[i];
     ids[i] = PTO_TASK_NONE;
-    if (i == pr->fail_at && pr->fatal) pto_orch_fatal(o, "the orchestration gives up at task %d", i);
+    if (i == pr->fail_at && pr->fatal)
+      pto_orch_fatal(o, "the orchestration gives up at task %d", i);
     if (t->kind == 2) {
       pto_scope_begin(o, PTO_SCOPE_AUTO);
       continue;

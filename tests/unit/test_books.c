@@ -91,8 +91,8 @@ static void test_breaches_are_named(void **state) {
     int rc = pto_chip_run(chip, breach_orch, &b, NULL, &err);
     printf("breach %d: %s: %s\n", kind, pto_status_name(rc), err.details);
     if (rc != PTO_EINTERNAL || !strstr(err.details, want[kind]))
-      fail_msg("breach %d: %s (%s), expected PTO_EINTERNAL with \"%s\"", kind,
-               pto_status_name(rc), err.details, want[kind]);
+      fail_msg("breach %d: %s (%s), expected PTO_EINTERNAL with \"%s\"", kind, pto_status_name(rc),
+               err.details, want[kind]);
     int64_t x = 0;
     rc = pto_chip_run(chip, next_orch, &x, NULL, &err);
     if (rc != PTO_OK || x != 42)

@@ -686,10 +686,10 @@ enum { QF_KERNEL_ERROR, QF_ORCH_FATAL, QF_WATCHDOG, QF_COUNT };
 static const char *const qf_name[QF_COUNT] = {"kernel error", "pto_orch_fatal", "watchdog"};
 
 typedef struct queued_run {
-  int how;          /* QF_*: how run N fails */
-  int64_t a[64];    /* run N: what its queued put tasks write */
-  int64_t x;        /* run N+1: its one task's output */
-  uint64_t value;   /* what run N+1 writes */
+  int how;        /* QF_*: how run N fails */
+  int64_t a[64];  /* run N: what its queued put tasks write */
+  int64_t x;      /* run N+1: its one task's output */
+  uint64_t value; /* what run N+1 writes */
 } queued_run;
 
 /* Run N: both AIV cores of the one cluster are held by gate tasks; 40
@@ -767,9 +767,9 @@ static void test_failed_run_with_work_queued(void **state) {
         pto_error_info err;
         int rc = pto_chip_run(chip, queued_fail_orch, &q, NULL, &err);
         if (rc != want_rc[how])
-          fail_msg("%s, %s, round %d: the failing run returned %s (%s), expected %s",
-                   qf_name[how], threads ? "sched_threads" : "role", round, pto_status_name(rc),
-                   err.details, pto_status_name(want_rc[how]));
+          fail_msg("%s, %s, round %d: the failing run returned %s (%s), expected %s", qf_name[how],
+                   threads ? "sched_threads" : "role", round, pto_status_name(rc), err.details,
+                   pto_status_name(want_rc[how]));
         int64_t before[64];
         memcpy(before, q.a, sizeof before);
         q.value = 77 + (uint64_t)round;

@@ -8,9 +8,11 @@
  * operations of run.c and chip.c guarantee:
  *   main, for g = 1, 2:
  *     RESET     the run state becomes run g's (no thread may be inside:
- *               checked), dispatched[] = 0, ran = 0
+ *               checked), dispatched[] = 0, ran = 0, the ready queue
+ *               emptied (rq_discard)
  *     PUBLISH   phase = g << 1 | 1
- *     DISPATCH  one block to core 0, to core 1, or none (every choice)
+ *     DISPATCH  one block to core 0, to core 1, none, or one left queued
+ *               undispatched (every choice; a queued one fails the run)
  *     WAITDONE  until the block ran (the orchestrator waits for the task),
  *               or at once (the run failed: its blocks are abandoned)
  *     END       stop and phase = g << 1 (one store: stop is set first)
@@ -24,8 +26,9 @@
  *               dispatched -> WAIT
  *     ENTER     last = gen(ph); entered = gen(ph)
  *     RECHECK   phase == ph -> INSIDE, else entered = 0 -> WAIT
- *     INSIDE    touches the run's state (must be run gen(ph)'s: checked)
- *               and runs its block
+ *     INSIDE    touches the run's state (must be run gen(ph)'s: checked),
+ *               claims from the ready queue (a block there must be run
+ *               gen(ph)'s: checked) and runs its block
  *     STOPWAIT  until phase != ph (the run ended)
  *     LEAVE     entered = 0 -> WAIT
  * A depth-first search with a visited set checks: no RESET while a core
@@ -36,7 +39,9 @@
  *  - ENTER_NO_RECHECK: a core enters without re-reading phase after its
  *    store of entered (the end misses it and resets under it);
  *  - END_SCANS_FIRST: the end reads entered[] before it stores the ended
- *    phase (a core that enters in between is missed). */
+ *    phase (a core that enters in between is missed);
+ *  - OLD_RESET: the reset leaves the ready queue as the failed run left
+ *    it (chip.c before rq_discard): run 2's core claims run 1's block. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -50,9 +55,10 @@
 
 #include "explore.h"
 
-enum { V_GOOD = 0, V_ENTER_NO_RECHECK, V_END_SCANS_FIRST };
+enum { V_GOOD = 0, V_ENTER_NO_RECHECK, V_END_SCANS_FIRST, V_OLD_RESET };
 static const char *variant_name[] = {"good", "enter without re-check",
-                                     "end scans before the ended phase"};
+                                     "end scans before the ended phase",
+                                     "reset keeps the ready queue"};
 
 enum { M_RESET, M_PUBLISH, M_DISPATCH, M_WAITDONE, M_END, M_SCAN, M_WAITLEFT, M_DONE };
 static const char *m_name[] = {"RESET", "PUBLISH", "DISPATCH", "WAITDONE",
@@ -70,6 +76,7 @@ typedef struct mstate {
   uint8_t target;     /* dispatched core + 1, 0: none */
   uint8_t scan;       /* SCAN / WAITLEFT: which core; END_SCANS_FIRST: scanned all */
   uint8_t ran;        /* the run's block ran */
+  uint8_t queued;     /* the run whose block waits in the ready queue, 0: none */
   uint8_t must[MAXW]; /* END_SCANS_FIRST: main saw core i inside */
   uint8_t dispatched[MAXW];
   uint8_t pc[MAXW], last[MAXW], entered[MAXW], ph[MAXW];
@@ -84,6 +91,7 @@ static uint64_t encode(const mstate *s, int k) {
   v = v * 4 + s->target;
   v = v * 4 + s->scan;
   v = v * 2 + s->ran;
+  v = v * 4 + s->queued;
   for (int i = 0; i < k; i++) {
     v = v * 2 + s->must[i];
     v = v * 2 + s->dispatched[i];
@@ -119,6 +127,7 @@ static bool step(const ctx *x, mstate *s, int t, int c, char *why) {
         }
       s->owner = s->gen;
       s->ran = 0;
+      if (x->variant != V_OLD_RESET) s->queued = 0;
       for (int i = 0; i < x->k; i++)
         s->dispatched[i] = 0;
       s->mpc = M_PUBLISH;
@@ -129,13 +138,17 @@ static bool step(const ctx *x, mstate *s, int t, int c, char *why) {
       s->mpc = M_DISPATCH;
       return true;
     case M_DISPATCH:
-      if (c > x->k) return false;
+      if (c > x->k + 1) return false;
+      if (c == x->k + 1) { /* queued, never dispatched: the run fails */
+        s->queued = s->gen;
+        c = 0;
+      }
       s->target = (uint8_t)c;
       if (c) s->dispatched[c - 1] = 1;
       s->mpc = M_WAITDONE;
       return true;
     case M_WAITDONE: /* c = 1: the run failed, nobody waits for the block */
-      if (c > 1 || (c == 0 && s->target && !s->ran)) return false;
+      if (c > 1 || (c == 0 && ((s->target && !s->ran) || s->queued == s->gen))) return false;
       s->scan = 0;
       if (x->variant == V_END_SCANS_FIRST) { /* reads entered[] first */
         for (int i = 0; i < x->k; i++)
@@ -217,6 +230,11 @@ static bool step(const ctx *x, mstate *s, int t, int c, char *why) {
                i, s->entered[i], s->owner, s->phase);
       return true;
     }
+    if (s->queued && s->queued != s->entered[i]) {
+      snprintf(why, 200, "core %d claims a block that the failed run %d left queued, in run %d", i,
+               s->queued, s->entered[i]);
+      return true;
+    }
     if (s->dispatched[i]) s->ran = 1;
     s->pc[i] = W_STOPWAIT;
     return true;
@@ -234,8 +252,9 @@ static bool step(const ctx *x, mstate *s, int t, int c, char *why) {
 
 /* ---- search (explore.h) ---- */
 
-/* Actions: 0 .. k, main with that choice; k + 1 .. 2k, core a - k - 1. */
-static int who(const ctx *x, int a) { return a <= x->k ? -1 - a : a - x->k - 1; }
+/* Actions: 0 .. k + 1, main with that choice; k + 2 .. 2k + 1, core
+ * a - k - 2. */
+static int who(const ctx *x, int a) { return a <= x->k + 1 ? -1 - a : a - x->k - 2; }
 
 /* Keeps the path to the violation (its last step at depth - 1) and why. */
 static int bad(xp_search *xs, int depth, const char *why) {
@@ -251,11 +270,11 @@ static void em_key(xp_search *xs, const void *state, void *key) {
   uint64_t v = encode(state, ((ctx *)xs->ctx)->k);
   memcpy(key, &v, sizeof v);
 }
-static int em_nact(xp_search *xs) { return 2 * ((ctx *)xs->ctx)->k + 1; }
+static int em_nact(xp_search *xs) { return 2 * ((ctx *)xs->ctx)->k + 2; }
 
 static int em_apply(xp_search *xs, void *state, int a, int d) {
   const ctx *x = xs->ctx;
-  int t = a <= x->k ? -1 : a - x->k - 1;
+  int t = a <= x->k + 1 ? -1 : a - x->k - 2;
   char why[200];
   if (!step(x, state, t, t < 0 ? a : 0, why)) return XP_SKIP;
   return why[0] ? bad(xs, d + 1, why) : XP_STEP;
@@ -284,7 +303,8 @@ static void print_trail(const ctx *x) {
     if (t < 0)
       printf("    main   %-9s%s -> phase %d\n", what,
              !c                    ? ""
-             : s.mpc == M_WAITDONE ? " (a block to a core)"
+             : s.mpc == M_WAITDONE ? (s.queued == s.gen && !s.target ? " (a block left queued)"
+                                                                     : " (a block to a core)")
                                    : " (the run failed)",
              s.phase);
     else
@@ -324,7 +344,7 @@ static void test_lifecycle_protocol(void **state) {
       print_trail(&x);
       fail_msg("the lifecycle protocol fails with %d cores: %s", k, x.why);
     }
-  for (int v = V_ENTER_NO_RECHECK; v <= V_END_SCANS_FIRST; v++) {
+  for (int v = V_ENTER_NO_RECHECK; v <= V_OLD_RESET; v++) {
     if (run_variant(v, MAXW, &x)) fail_msg("broken variant '%s' was not caught", variant_name[v]);
     print_trail(&x);
   }

@@ -18,11 +18,22 @@
  *    pushed first is claimed before any block of its next;
  *  - in every final state, after claiming what is left, every block of
  *    every task was claimed exactly once and the queue is empty.
+ * Runs N and N+1: in the scenarios with a reset, run N fails with
+ * whatever its scripts left queued (its leftovers are never claimed), the
+ * chip resets the queue between the runs (chip.c run_reset: rq_discard,
+ * an action enabled once every thread is done and the lock is free), and
+ * the threads run run N+1's scripts on the same cells, whose capacity
+ * covers one run's live tasks only. Checked besides: run N+1 never claims
+ * a position pushed in run N, and its final state is as above for its
+ * own tasks.
  * Broken variants, each must be caught with the interleaving printed:
  *  - NO_TAG: a claimer that trusts tail > head instead of the cell's tag
  *    takes last lap's word, a task claimed twice or one claimed early;
  *  - CAP_TOO_SMALL: one cell fewer than the tasks that may be queued: a
- *    publish overwrites a task nobody claimed. */
+ *    publish overwrites a task nobody claimed;
+ *  - OLD_RESET: the reset that left the shape queues' positions as they
+ *    were: run N+1 claims run N's stale cells (its blocks run again), or
+ *    a push of run N+1 overwrites the cell its head waits on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -37,7 +48,7 @@
 #include "chip/ready_queue.h"
 #include "explore.h"
 
-enum { V_GOOD = 0, V_NO_TAG, V_CAP_TOO_SMALL };
+enum { V_GOOD = 0, V_NO_TAG, V_CAP_TOO_SMALL, V_OLD_RESET };
 enum {
   PC_NEXT, /* start the script's next operation */
   PC_PUSH_CLAIM,
@@ -47,14 +58,15 @@ enum {
   PC_POP_CELL, /* published? then take blocks (claimer-private) */
   PC_ADVANCE,  /* rq_pop_advance after the task's last block */
   PC_UNLOCK,
-  PC_DONE
+  PC_DONE,
+  PC_RESET /* in a path: the reset between the runs */
 };
 static const char *pc_name[] = {"NEXT",     "PUSH_CLAIM", "PUSH_PUB", "LOCK", "POP_HEAD",
-                                "POP_CELL", "ADVANCE",    "UNLOCK",   "DONE"};
+                                "POP_CELL", "ADVANCE",    "UNLOCK",   "DONE", "RESET"};
 
 #define MAXT   3 /* threads */
-#define MAXN   3 /* tasks */
-#define MAXC   4 /* cells: MAXN rounded up to a power of two */
+#define MAXN   6 /* tasks, of both runs */
+#define MAXC   4 /* cells: one run's tasks rounded up to a power of two */
 #define MAXB   2 /* blocks per task */
 #define MAXOPS 3
 
@@ -68,6 +80,10 @@ typedef struct scenario {
   int nthreads, ntasks;
   int blocks[MAXN];
   op ops[MAXT][MAXOPS];
+  /* > 0: run N has tasks 0..reset_at-1 and fails; after the reset, the
+   * threads run ops2 (run N+1, tasks reset_at..ntasks-1) */
+  int reset_at;
+  op ops2[MAXT][MAXOPS];
 } scenario;
 
 typedef struct mstate {
@@ -77,6 +93,8 @@ typedef struct mstate {
   uint8_t claims[MAXN][MAXB];
   uint8_t nclaims, lock;
   uint8_t pc[MAXT], opi[MAXT], want[MAXT], cur[MAXT];
+  uint8_t run;         /* 0: run N, 1: run N+1 (after the reset) */
+  uint64_t reset_tail; /* run N's tail at the reset: its positions lie below */
 } mstate;
 
 #define MAX_PATH 256
@@ -153,7 +171,7 @@ static void step(explorer *e, mstate *s, int i) {
   load_q(&q, e, s);
   switch (s->pc[i]) {
   case PC_NEXT: {
-    const op *o = s->opi[i] < MAXOPS ? &sc->ops[i][s->opi[i]] : NULL;
+    const op *o = s->opi[i] < MAXOPS ? &(s->run ? sc->ops2 : sc->ops)[i][s->opi[i]] : NULL;
     if (!o || o->kind == 0) {
       s->pc[i] = PC_DONE;
       break;
@@ -194,6 +212,10 @@ static void step(explorer *e, mstate *s, int i) {
       s->pc[i] = PC_UNLOCK;
       break;
     }
+    if (s->run && s->h[i] < s->reset_tail)
+      violation(e,
+                "run N+1 claimed position %llu, queued by the failed run N: its task %u runs again",
+                (unsigned long long)s->h[i], (unsigned)idx);
     int t = (int)idx;
     while (s->want[i] > 0 && s->next_block[t] < sc->blocks[t]) {
       claim_block(s, t);
@@ -225,6 +247,10 @@ static void check_final(explorer *e, const mstate *s0) {
   uint64_t h = rq_pop_head(&q);
   uint32_t idx;
   while (rq_pop_cell(&q, h, &idx)) {
+    if (s.run && h < s.reset_tail)
+      violation(e,
+                "run N+1 claimed position %llu, queued by the failed run N: its task %u runs again",
+                (unsigned long long)h, idx);
     while (s.next_block[idx] < sc->blocks[idx])
       claim_block(&s, (int)idx);
     rq_pop_advance(&q, ++h);
@@ -235,13 +261,13 @@ static void check_final(explorer *e, const mstate *s0) {
               (unsigned long long)s.head, (unsigned long long)s.tail);
   for (int t = 0; t < sc->ntasks; t++)
     for (int b = 0; b < sc->blocks[t]; b++)
-      if (s.claims[t][b] != 1)
+      if (t < sc->reset_at ? s.claims[t][b] > 1 : s.claims[t][b] != 1)
         violation(e, "block %d of task %d claimed %u times (expected 1)", b, t, s.claims[t][b]);
   /* queue order: a pusher's task is fully claimed before its next starts */
   for (int i = 0; i < sc->nthreads; i++) {
     int last = -1;
     for (int k = 0; k < MAXOPS; k++) {
-      const op *o = &sc->ops[i][k];
+      const op *o = &(sc->reset_at ? sc->ops2 : sc->ops)[i][k];
       if (o->kind != 1) continue;
       if (last >= 0 && s.first_claim[o->arg] < s.last_claim[last])
         violation(e,
@@ -255,11 +281,43 @@ static void check_final(explorer *e, const mstate *s0) {
 
 /* ---- search (explore.h) ---- */
 
-static int em_nact(xp_search *x) { return ((explorer *)x->ctx)->sc->nthreads; }
+/* Action nthreads, in the scenarios with a reset: the end of the failed
+ * run N and the chip's reset, once every thread has left it. */
+static int em_nact(xp_search *x) {
+  const scenario *sc = ((explorer *)x->ctx)->sc;
+  return sc->nthreads + (sc->reset_at > 0);
+}
+
+static bool all_done(const explorer *e, const mstate *s) {
+  for (int i = 0; i < e->sc->nthreads; i++)
+    if (s->pc[i] != PC_DONE) return false;
+  return true;
+}
+
+static void reset_step(explorer *e, mstate *s) {
+  rq q;
+  load_q(&q, e, s);
+  s->reset_tail = s->tail;
+  if (e->variant != V_OLD_RESET) rq_discard(&q);
+  store_q(&q, e, s);
+  s->run = 1;
+  for (int i = 0; i < e->sc->nthreads; i++) {
+    s->pc[i] = PC_NEXT;
+    s->opi[i] = 0;
+  }
+}
 
 static int em_apply(xp_search *x, void *state, int i, int d) {
   explorer *e = x->ctx;
   mstate *n = state;
+  if (i == e->sc->nthreads) {
+    if (n->run || n->lock || !all_done(e, n)) return XP_SKIP;
+    e->path_t = x->path;
+    e->path_pc[d] = PC_RESET;
+    e->depth = d + 1;
+    reset_step(e, n);
+    return e->failed ? XP_STOP : XP_STEP;
+  }
   if (n->pc[i] == PC_DONE || (n->pc[i] == PC_LOCK && n->lock)) return XP_SKIP;
   e->path_t = x->path;
   e->path_pc[d] = n->pc[i];
@@ -272,8 +330,7 @@ static int em_apply(xp_search *x, void *state, int i, int d) {
 static int em_state(xp_search *x, const void *state, int d) {
   explorer *e = x->ctx;
   const mstate *s = state;
-  for (int i = 0; i < e->sc->nthreads; i++)
-    if (s->pc[i] != PC_DONE) return XP_STEP;
+  if (!all_done(e, s) || (e->sc->reset_at && !s->run)) return XP_STEP;
   e->finals++;
   e->path_t = x->path;
   e->depth = d;
@@ -288,7 +345,9 @@ static explorer explore(const scenario *sc, int variant) {
   e.variant = variant;
   /* cells for every task (a power of two, as the chip's); one lap too
    * small in the broken variant */
-  e.cap = (int)rq_cap_for((uint64_t)sc->ntasks);
+  int per_run = sc->reset_at ? sc->reset_at : sc->ntasks;
+  if (sc->ntasks - sc->reset_at > per_run) per_run = sc->ntasks - sc->reset_at;
+  e.cap = (int)rq_cap_for((uint64_t)per_run);
   if (variant == V_CAP_TOO_SMALL) e.cap /= 2;
   mstate s;
   memset(&s, 0, sizeof s);
@@ -310,19 +369,57 @@ static explorer explore(const scenario *sc, int variant) {
  * wrap around the cells */
 static const scenario scenarios[] = {
     /* one pusher, one claimer taking a block at a time: B stays at the head */
-    {"push A,B(2) | claim 1, claim 2", 2, 2, {1, 2}, {{{1, 0}, {1, 1}}, {{2, 1}, {2, 2}}}},
+    {"push A,B(2) | claim 1, claim 2",
+     2,
+     2,
+     {1, 2},
+     {{{1, 0}, {1, 1}}, {{2, 1}, {2, 2}}},
+     0,
+     {{{0, 0}}}},
     /* two pushers, one claimer: FIFO per pusher, publish order */
-    {"push A(2) | push B | claim 2", 3, 2, {2, 1}, {{{1, 0}}, {{1, 1}}, {{2, 2}}}},
+    {"push A(2) | push B | claim 2", 3, 2, {2, 1}, {{{1, 0}}, {{1, 1}}, {{2, 2}}}, 0, {{{0, 0}}}},
     /* two claimers share a task's blocks; one cell */
-    {"push A(2) | claim 1 | claim 1", 3, 1, {2}, {{{1, 0}}, {{2, 1}}, {{2, 1}}}},
+    {"push A(2) | claim 1 | claim 1", 3, 1, {2}, {{{1, 0}}, {{2, 1}}, {{2, 1}}}, 0, {{{0, 0}}}},
     /* three tasks, a pusher of two, a claimer that pushes too */
     {"push A,B | push C(2) | claim 1, claim 2",
      3,
      3,
      {1, 1, 2},
-     {{{1, 0}, {1, 1}}, {{1, 2}}, {{2, 1}, {2, 2}}}},
+     {{{1, 0}, {1, 1}}, {{1, 2}}, {{2, 1}, {2, 2}}},
+     0,
+     {{{0, 0}}}},
     /* two claimers racing for two tasks pushed by a third */
-    {"push A,B(2) | claim 2 | claim 1", 3, 2, {1, 2}, {{{1, 0}, {1, 1}}, {{2, 2}}, {{2, 1}}}},
+    {"push A,B(2) | claim 2 | claim 1",
+     3,
+     2,
+     {1, 2},
+     {{{1, 0}, {1, 1}}, {{2, 2}}, {{2, 1}}},
+     0,
+     {{{0, 0}}}},
+    /* run N fails with A's second block queued; run N+1 pushes and claims B */
+    {"run N: push A(2) | claim 1; reset; run N+1: push B | claim 1",
+     2,
+     2,
+     {2, 1},
+     {{{1, 0}}, {{2, 1}}},
+     1,
+     {{{1, 1}}, {{2, 1}}}},
+    /* run N fails with A and B queued, unclaimed; run N+1 fills every cell */
+    {"run N: push A,B; reset; run N+1: push C,D | push E,F",
+     2,
+     6,
+     {1, 1, 1, 1, 1, 1},
+     {{{1, 0}, {1, 1}}},
+     2,
+     {{{1, 2}, {1, 3}}, {{1, 4}, {1, 5}}}},
+    /* a claim of run N races the pushes; two claimers in run N+1 */
+    {"run N: push A,B(2) | claim 1; reset; run N+1: push C | claim 1 | claim 1",
+     3,
+     3,
+     {1, 2, 2},
+     {{{1, 0}, {1, 1}}, {{2, 1}}},
+     2,
+     {{{1, 2}}, {{2, 1}}, {{2, 1}}}},
 };
 #define NSC (int)(sizeof scenarios / sizeof scenarios[0])
 
@@ -350,11 +447,30 @@ static void test_ready_broken_cap_caught(void **st) {
   assert_non_null(strstr(e.why, "nobody claimed"));
 }
 
+/* The reset that left the positions as they were (chip.c before
+ * rq_discard): every reset scenario catches it, by a push of run N+1 over
+ * a cell of run N that nobody claimed (the head waits on it forever) or by
+ * run N+1 claiming a stale block of run N; both kinds are among them. */
+static void test_ready_broken_old_reset_caught(void **st) {
+  (void)st;
+  int overwrote = 0, ran_again = 0;
+  for (int i = 0; i < NSC; i++) {
+    if (!scenarios[i].reset_at) continue;
+    explorer e = explore(&scenarios[i], V_OLD_RESET);
+    assert_true(e.failed);
+    overwrote += strstr(e.why, "nobody claimed") != NULL;
+    ran_again += strstr(e.why, "queued by the failed run N") != NULL;
+  }
+  assert_true(overwrote > 0);
+  assert_true(ran_again > 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ready_all_interleavings),
       cmocka_unit_test(test_ready_broken_no_tag_caught),
       cmocka_unit_test(test_ready_broken_cap_caught),
+      cmocka_unit_test(test_ready_broken_old_reset_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

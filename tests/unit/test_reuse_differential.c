@@ -107,8 +107,7 @@ static pto_chip *random_chip(kids *k, bool *short_watchdog) {
   assert_int_equal(pto_kernel_register_aiv(chip, "mix", mix_kernel, &k->mix), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "fail", k_fail, &k->fail), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "lost", k_lost, &k->lost), PTO_OK);
-  assert_int_equal(pto_kernel_register_aiv(chip, "bad_token", k_bad_token, &k->bad_token),
-                   PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "bad_token", k_bad_token, &k->bad_token), PTO_OK);
   return chip;
 }
 
@@ -169,7 +168,8 @@ static void test_runs_after_failed_runs(void **state) {
     int how = rnd_in(0, F_COUNT - 1);
     if (how == F_WATCHDOG && (!short_watchdog || rnd_in(0, 3))) how = F_KERNEL;
     pto_graph_run pr = {.g = &g, .bufs = got, .kid = k.mix, .fatal = how == F_FATAL};
-    pr.fail_at = how == F_FATAL ? rnd_in(0, g.n - 1) : kernels[rnd_in(0, nk / 2)]; /* early: more left queued */
+    pr.fail_at = how == F_FATAL ? rnd_in(0, g.n - 1)
+                                : kernels[rnd_in(0, nk / 2)]; /* early: more left queued */
     pr.fail_kid = how == F_KERNEL ? k.fail : how == F_WATCHDOG ? k.lost : k.bad_token;
     memcpy(got, g.init, sizeof got);
     snprintf(hang_what, sizeof hang_what, "pair %d (seed %llu): the run failing by %s", pair,
@@ -191,8 +191,9 @@ static void test_runs_after_failed_runs(void **state) {
     fix_blocks(&g);
     pr = (pto_graph_run){.g = &g, .bufs = got, .kid = k.mix, .fail_at = -1};
     memcpy(got, g.init, sizeof got);
-    snprintf(hang_what, sizeof hang_what, "pair %d (seed %llu): the run after the one failing by %s",
-             pair, (unsigned long long)seed, f_name[how]);
+    snprintf(hang_what, sizeof hang_what,
+             "pair %d (seed %llu): the run after the one failing by %s", pair,
+             (unsigned long long)seed, f_name[how]);
     rc = run_timed(chip, &pr, &st, &err);
     run_reference(&g, want);
     if (rc != PTO_OK || memcmp(got, want, sizeof got) != 0) {
