@@ -222,6 +222,10 @@ static void run_free(pto_run *r) {
       free(r->scheds[s].parked);
       free(r->scheds[s].claim_tasks);
       free(r->scheds[s].claim_blocks);
+      free(r->scheds[s].sets[0].at);
+      free(r->scheds[s].sets[0].pos);
+      free(r->scheds[s].sets[1].at);
+      free(r->scheds[s].cl_mark);
     }
   free(r->scheds);
   free(r->cores);
@@ -314,8 +318,14 @@ static int run_create(pto_chip *chip, pto_run **out) {
     sc->parked = calloc((size_t)r->ncores, sizeof(core *));
     sc->claim_tasks = calloc((size_t)r->ncores, sizeof(task *));
     sc->claim_blocks = calloc((size_t)r->ncores, sizeof(int32_t));
+    /* the two core sets share one position array (items: indexes in cores) */
+    int own = (c->clusters + r->nsched - 1) / r->nsched * per_cluster;
+    sc->sets[0].at = malloc(sizeof(int) * (size_t)own);
+    sc->sets[1].at = malloc(sizeof(int) * (size_t)own);
+    sc->sets[0].pos = sc->sets[1].pos = malloc(sizeof(int) * (size_t)own);
+    sc->cl_mark = calloc((size_t)c->clusters, sizeof(uint32_t));
     if (!sc->cores || !sc->clusters || !sc->spots || !sc->parked || !sc->claim_tasks ||
-        !sc->claim_blocks)
+        !sc->claim_blocks || !sc->sets[0].at || !sc->sets[1].at || !sc->sets[0].pos || !sc->cl_mark)
       goto nomem;
   }
   for (int cl = 0; cl < c->clusters; cl++) {
@@ -331,6 +341,8 @@ static int run_create(pto_chip *chip, pto_run **out) {
       co->run = r;
       pto_event_init(&co->ev, false);
       atomic_init(&co->entered, 0);
+      co->sched_idx = sc->ncores;
+      cs_add(&sc->sets[co->type], co->sched_idx);
       sc->cores[sc->ncores++] = co;
     }
   }
@@ -419,14 +431,10 @@ static void run_reset(pto_run *r) {
     sc->first_ns = sc->last_ns = 0;
     sc->blocks = sc->steals = 0;
     sc->trace_track = 0;
-    /* every core idle: all its cores of each type */
-    uint32_t n[2] = {0, 0};
-    for (int i = 0; i < sc->ncores; i++)
-      n[sc->cores[i]->type]++; /* PTO_CORE_AIC, PTO_CORE_AIV */
-    for (int t = 0; t < 2; t++) {
-      sc->idle_cores[t] = n[t];
-      sc->pending_cores[t] = 0;
-      atomic_store_explicit(&sc->idle[t], n[t], memory_order_relaxed);
+    /* every core idle */
+    for (int t = 0; t < 2; t++) { /* PTO_CORE_AIC, PTO_CORE_AIV */
+      cs_reset(&sc->sets[t]);
+      atomic_store_explicit(&sc->idle[t], (uint32_t)cs_idle(&sc->sets[t]), memory_order_relaxed);
       atomic_store_explicit(&sc->pending[t], 0, memory_order_relaxed);
     }
   }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chip/core_sets.h"
 #include "chip/drain.h"
 #include "chip/heap_live.h"
 #include "chip/ready_queue.h"
@@ -198,6 +199,7 @@ typedef struct async_slot {
 typedef struct core {
   /* set up once; read by everyone */
   PTO_LINE_ALIGNED int id, cluster, sched;
+  int sched_idx; /* its index in its scheduler's cores (and core sets) */
   pto_core_type type;
   struct pto_run *run;
   pthread_t thread;
@@ -264,8 +266,12 @@ typedef struct sched {
   bool again;                         /* its last pass moved the drain */
   uint64_t blocks;                    /* blocks it dispatched this run */
   uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
-  uint32_t idle_cores[2];    /* its cores by type with nothing in flight (published: idle) */
-  uint32_t pending_cores[2]; /* its cores by type with a pending block (published: pending) */
+  /* its cores by type (PTO_CORE_AIC, PTO_CORE_AIV) and blocks in flight:
+   * idle ones (published: idle), ones with a pending block (published:
+   * pending), and the busy ones a pass polls (core_sets.h) */
+  core_set sets[2];
+  uint32_t *cl_mark; /* scratch for placements: a cluster's last stamp */
+  uint32_t cl_stamp;
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;

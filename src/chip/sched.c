@@ -288,21 +288,24 @@ void sched_task_done_unit(pto_run *r, task *t, int units) {
  * running, 2 running with one pending. */
 static inline uint64_t inflight(const core *c) { return c->issued - c->seen; }
 
+/* Polls the cores with blocks in flight, only them (core_sets.h: the walk
+ * up the busy segments meets each once while completed ones move down). */
 static bool poll_completions(sched *s) {
   pto_run *r = s->run;
   bool did = false;
-  for (int i = 0; i < s->ncores; i++) {
-    core *c = s->cores[i];
-    /* acquire pairs with the core's release of `finished`: its kernel's writes */
-    uint64_t f = atomic_load_explicit(&c->finished, memory_order_acquire);
-    while (c->seen < f) {
-      c->seen++;
-      uint64_t left = inflight(c);
-      s->idle_cores[c->type] += left == 0;    /* it fell idle */
-      s->pending_cores[c->type] -= left == 1; /* its pending block runs */
-      const core_payload *p = &c->slot[c->seen & 1];
-      if (!p->deferred) sched_task_done_unit(r, payload_task(p), 1);
-      did = true;
+  for (int t = 0; t < 2; t++) {
+    core_set *set = &s->sets[t];
+    for (int p = set->end[0]; p < set->n; p++) {
+      core *c = s->cores[set->at[p]];
+      /* acquire pairs with the core's release of `finished`: its kernel's writes */
+      uint64_t f = atomic_load_explicit(&c->finished, memory_order_acquire);
+      while (c->seen < f) {
+        cs_down(set, c->sched_idx, (int)inflight(c));
+        c->seen++;
+        const core_payload *pl = &c->slot[c->seen & 1];
+        if (!pl->deferred) sched_task_done_unit(r, payload_task(pl), 1);
+        did = true;
+      }
     }
   }
   return did;
@@ -322,9 +325,7 @@ static int per_cluster(const pto_run *r) {
 }
 
 static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub) {
-  uint64_t before = inflight(c);
-  s->idle_cores[c->type] -= before == 0;    /* it was idle */
-  s->pending_cores[c->type] += before == 1; /* this one is pending */
+  cs_up(&s->sets[c->type], c->sched_idx, (int)inflight(c));
   uint64_t d = ++c->issued;
   payload_set(&c->slot[d & 1], t, block, sub);
   /* release: the payload is written before the core sees the new id */
@@ -360,44 +361,56 @@ static void place_block(sched *s, core **cores, task *t, int32_t block, int ncor
     core_dispatch(s, cores[i], t, block, cores[i]->type == PTO_CORE_AIV ? sub++ : 0);
 }
 
-/* Every placement of one block of shape sh on this scheduler's cores, each
- * core used at most once, written to out (per-block groups of cores, AIC
- * first). Single-core shapes may use a busy core's pending slot
- * (max_inflight 1); MIX and gang blocks need idle cores (0). At most `max`
- * blocks; out must hold s->ncores entries. */
+/* Cores looked at for being awake beyond the ones a placement needs: the
+ * idle segment's top is the likeliest awake (core_sets.h), so a few
+ * looks find the awake ones without reading every idle core's line. */
+#define AWAKE_LOOKS 8
+
+/* Placements of up to `max` blocks of shape sh on this scheduler's cores,
+ * each core used at most once, written to out (per-block groups of cores,
+ * AIC first). Single-core shapes may use a busy core's pending slot
+ * (max_inflight 1); MIX and gang blocks need idle cores (0). The cores
+ * looked at are the candidates only (core_sets.h), at most max +
+ * AWAKE_LOOKS of them once enough are found; out must hold s->ncores
+ * entries. */
 static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int max) {
   pto_run *r = s->run;
-  int pc = per_cluster(r), aic = r->cfg->aic_per_cluster;
   int per = shape_aic(sh) + shape_aiv(sh), n = 0;
-  /* the finishing core first: its next block needs no wake-up */
-  core *me = this_core;
-  if (per == 1 && me && me->run == r && me->sched == s->id &&
-      (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC) && inflight(me) <= max_inflight && max > 0)
-    out[n++] = me;
-  else
-    me = NULL;
   if (per == 1) {
-    /* every suitable core once, awake ones first: a parked core costs a
-     * futex wake, and when work is scarce the awake ones keep up alone
-     * (core_parked, read once per core) */
-    int lo = sh == SHAPE_AIC ? 0 : aic, hi = sh == SHAPE_AIC ? aic : pc, np = 0;
-    for (int cl = 0; cl < s->nclusters && n < max; cl++) {
-      core **cc = &s->cores[cl * pc];
-      for (int k = lo; k < hi && n < max; k++) {
-        core *c = cc[k];
-        if (c == me || inflight(c) > max_inflight) continue;
-        if (!core_parked(c))
-          out[n++] = c;
-        else
-          s->parked[np++] = c;
-      }
+    const core_set *set = &s->sets[sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV];
+    /* the finishing core first: its next block needs no wake-up */
+    core *me = this_core;
+    if (me && me->run == r && me->sched == s->id &&
+        (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC) && inflight(me) <= max_inflight && max > 0)
+      out[n++] = me;
+    else
+      me = NULL;
+    /* then idle cores, most recently idle first, then (max_inflight 1)
+     * running ones; awake ones first: a parked core costs a futex wake,
+     * and when work is scarce the awake ones keep up alone */
+    int hi = max_inflight ? set->end[1] : set->end[0], np = 0, looks = 0;
+    for (int k = 0; k < hi && n < max; k++) {
+      core *c = s->cores[set->at[k < set->end[0] ? set->end[0] - 1 - k : k]];
+      if (c == me) continue;
+      if (looks++ < max + AWAKE_LOOKS && core_parked(c))
+        s->parked[np++] = c;
+      else
+        out[n++] = c;
     }
     for (int i = 0; i < np && n < max; i++)
       out[n++] = s->parked[i];
     return n;
   }
-  for (int cl = 0; cl < s->nclusters && n < max; cl++)
+  /* MIX: the clusters of the idle cores that bound the shape, each once */
+  int pc = per_cluster(r);
+  const core_set *set = &s->sets[shape_aic(sh) ? PTO_CORE_AIC : PTO_CORE_AIV];
+  uint32_t stamp = ++s->cl_stamp;
+  for (int k = set->end[0] - 1; k >= 0 && n < max; k--) {
+    int cl = set->at[k] / pc;
+    if (s->cl_mark[cl] == stamp) continue;
+    s->cl_mark[cl] = stamp;
     if (fit_cluster(s, cl, sh, max_inflight, &out[n * per])) n++; /* one MIX block per cluster */
+  }
   return n;
 }
 
@@ -426,8 +439,8 @@ static void publish(_Atomic uint32_t *hint, uint32_t v) {
 static void publish_counts(sched *s) {
   if (s->run->nsched == 1) return;
   for (int t = 0; t < 2; t++) {
-    publish(&s->idle[t], s->idle_cores[t]);
-    publish(&s->pending[t], s->pending_cores[t]);
+    publish(&s->idle[t], (uint32_t)cs_idle(&s->sets[t]));
+    publish(&s->pending[t], (uint32_t)cs_pending(&s->sets[t]));
   }
 }
 
@@ -452,13 +465,22 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
       others_show(s, sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV, false))
     return false;
   int per = shape_aic(sh) + shape_aiv(sh);
-  int n = placements(s, sh, max_inflight, s->spots, s->ncores);
-  if (n == 0) return false;
-  n = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
-  for (int i = 0; i < n; i++)
-    place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
-  s->blocks += (uint64_t)n;
-  return n > 0;
+  /* as many placements as blocks are queued, at most: a queued task has
+   * one at least; while every placement found a block, twice as many */
+  uint64_t queued = rq_queued(q);
+  int batch = queued < (uint64_t)s->ncores ? (int)queued : s->ncores, placed = 0;
+  for (;;) {
+    int n = placements(s, sh, max_inflight, s->spots, batch);
+    if (n == 0) break;
+    int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
+    for (int i = 0; i < got; i++)
+      place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
+    placed += got;
+    if (got < n || batch >= s->ncores) break;
+    batch = batch > s->ncores / 2 ? s->ncores : 2 * batch;
+  }
+  s->blocks += (uint64_t)placed;
+  return placed > 0;
 }
 
 /* Whether core c of ours is idle and awake: a block placed on it starts
@@ -494,9 +516,10 @@ static uint64_t foreign_pending(const core *c) {
  * of ours first (their counts are this role's), then, when `foreign`, one
  * of the schedulers whose published counts show one. */
 static bool take_for(sched *s, core *x, bool foreign) {
-  for (int j = 0; j < s->ncores && s->pending_cores[x->type]; j++) {
-    core *c = s->cores[j];
-    if (c->type == x->type && inflight(c) == 2 && take_pending(s, x, c, c->issued)) return true;
+  const core_set *set = &s->sets[x->type];
+  for (int p = set->end[1]; p < set->n; p++) { /* ours with a pending block */
+    core *c = s->cores[set->at[p]];
+    if (take_pending(s, x, c, c->issued)) return true;
   }
   pto_run *r = s->run;
   for (int o = 0; o < r->nsched && foreign; o++) {
@@ -523,12 +546,15 @@ static bool steal_pending(sched *s) {
   for (int type = 0; type < 2; type++) {
     /* first what costs nothing: this role's counts, the others' hints;
      * only then the idle cores' event lines (idle_awake) */
-    if (!s->idle_cores[type]) continue;
+    core_set *set = &s->sets[type];
+    if (!cs_idle(set)) continue;
     bool foreign = others_show(s, type, true);
-    if (!s->pending_cores[type] && !foreign) continue;
-    for (int i = 0; i < s->ncores; i++) {
-      core *x = s->cores[i];
-      if (x->type != (pto_core_type)type || !idle_awake(x) || !take_for(s, x, foreign)) continue;
+    if (!cs_pending(set) && !foreign) continue;
+    /* the idle cores, top down: one that takes a block leaves the idle
+     * segment by its top (core_sets.h), so each is looked at once */
+    for (int k = cs_idle(set) - 1; k >= 0; k--) {
+      core *x = s->cores[set->at[k]];
+      if (!idle_awake(x) || !take_for(s, x, foreign)) continue;
       s->steals++;
       did = true;
     }
@@ -660,9 +686,15 @@ static bool sched_has_work(void *p) {
   if (run_stopping(r)) return true;
   if (atomic_load_explicit(&r->ready_gen, memory_order_acquire) != w->gen) return true;
   if (atomic_load_explicit(&r->drain_gen, memory_order_acquire) != w->drain_gen) return true;
-  for (int i = 0; i < s->ncores; i++)
-    if (atomic_load_explicit(&s->cores[i]->finished, memory_order_relaxed) != s->cores[i]->seen)
-      return true;
+  /* only cores with blocks in flight can finish one (the sets are this
+   * thread's own: it is the scheduler) */
+  for (int t = 0; t < 2; t++) {
+    const core_set *set = &s->sets[t];
+    for (int p = set->end[0]; p < set->n; p++) {
+      const core *c = s->cores[set->at[p]];
+      if (atomic_load_explicit(&c->finished, memory_order_relaxed) != c->seen) return true;
+    }
+  }
   return false;
 }
 
