@@ -72,7 +72,9 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   BAD(c.aic_per_cluster + c.aiv_per_cluster == 0,
       "aic_per_cluster and aiv_per_cluster are both 0: a cluster needs a core");
   BAD(c.task_slots < 2, "task_slots = %u, must be at least 2", c.task_slots);
-  BAD(c.dep_entries < 1, "dep_entries = 0, must be at least 1");
+  BAD(c.dep_entries < 1 || c.dep_entries > INT32_MAX - 1,
+      "dep_entries = %u, must be 1..%d (a task's dependencies are counted in an int32)",
+      c.dep_entries, INT32_MAX - 1);
   BAD(c.tensormap_entries < 1, "tensormap_entries = 0, must be at least 1");
   BAD(c.heap_bytes < RING_ALIGN, "heap_bytes = %zu, must be at least %zu", c.heap_bytes,
       (size_t)RING_ALIGN);
@@ -699,7 +701,8 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   } else if (rc) {
     run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
   } else {
-    pto_orch orch = {r};
+    /* the orchestrator is this thread: calls on orch are made here (orch_gate) */
+    pto_orch orch = {r, pthread_self()};
     pto_wait_thread_begin(); /* the orchestrator counts as one of the run's threads */
     spread_end(r);           /* the OS places the cores while the orchestrator submits */
     r->orch_start_ns = pto_now_ns();

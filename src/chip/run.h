@@ -370,8 +370,13 @@ typedef struct pto_run {
   int orch_track;
 } pto_run;
 
+/* The handle an orchestration function gets. `owner` is the thread that
+ * runs it (the caller of pto_chip_run): the orchestrator's state (rings,
+ * TensorMap, scopes, next_id) has that one writer and no lock, so every
+ * call that touches it is made there (orch_gate). */
 struct pto_orch {
   pto_run *run;
+  pthread_t owner;
 };
 
 /* ---- shared helpers (defined in the file named in brackets) ---- */
@@ -462,5 +467,20 @@ void orch_reset(pto_run *r);
 void orch_end(pto_run *r);
 void orch_teardown(pto_run *r);
 void orch_finish(pto_run *r);
+/* Refuses `call` made on o from a thread other than its owner: fails the
+ * run with PTO_EINVAL naming the rule (a code alone would let a caller
+ * that ignores it pass a graph with a task missing as a success), and
+ * touches nothing of the orchestrator's. Returns PTO_EINVAL. */
+int orch_refuse_thread(pto_orch *o, const char *call);
+/* The entry of every orchestrator call but pto_orch_fatal / _status /
+ * _chip (which any thread may make during the run): PTO_EINVAL without a
+ * run or from another thread (refused, above), else the latched status.
+ * A pthread_self() and a compare: nothing on the submit path notices. */
+static inline int orch_gate(pto_orch *o, const char *call) {
+  if (!o || !o->run) return PTO_EINVAL;
+  if (__builtin_expect(!pthread_equal(pthread_self(), o->owner), 0))
+    return orch_refuse_thread(o, call);
+  return atomic_load_explicit(&o->run->status, memory_order_acquire);
+}
 
 #endif
