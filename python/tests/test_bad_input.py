@@ -31,6 +31,16 @@ def test_wrong_dtype_for_a_reference_kernel(chip):
     with pytest.raises(pto.InvalidArgumentError) as e:
         run_one(chip, pto.In(a), pto.In(a), pto.Out(a), kernel=add)
     assert e.value.kernel == "add"
+    # the details name the argument, what it got and what the kernel needs
+    assert "add: tensor 0 (a) is i32, needs f32" in e.value.details, e.value.details
+
+
+def test_wrong_shape_for_a_reference_kernel(chip):
+    add = chip.kernel("add")
+    a, y = np.zeros((4, 8), np.float32), np.zeros((4, 4), np.float32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        run_one(chip, pto.In(a), pto.In(a), pto.Out(y), kernel=add)
+    assert "add: shapes a [4, 8], b [4, 8], out [4, 4]" in e.value.details, e.value.details
 
 
 @pytest.mark.parametrize("view,why", [
