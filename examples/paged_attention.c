@@ -321,5 +321,5 @@ static int paged_attention_run(const pto_scene_opts *opts, pto_scene_report *rep
 }
 
 PTO_SCENE_WITH(paged_attention,
-          "decode-step paged attention: 8 requests x 16 heads x 128, KV blocks of 128",
-          paged_attention_run, PTO_SCENE_RANDOM);
+               "decode-step paged attention: 8 requests x 16 heads x 128, KV blocks of 128",
+               paged_attention_run, PTO_SCENE_RANDOM);

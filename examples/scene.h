@@ -46,7 +46,7 @@ typedef struct pto_scene {
   unsigned flags; /* PTO_SCENE_* */
 } pto_scene;
 
-#define PTO_SCENE_WITH(NAME, SUMMARY, FN, FLAGS)                                                  \
+#define PTO_SCENE_WITH(NAME, SUMMARY, FN, FLAGS)                                                   \
   const pto_scene pto_scene__##NAME = {#NAME, SUMMARY, FN, FLAGS}
 #define PTO_SCENE(NAME, SUMMARY, FN) PTO_SCENE_WITH(NAME, SUMMARY, FN, 0)
 

@@ -214,7 +214,8 @@ int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *
     switch (c) {
     case 'h': a->cmd = CLI_HELP; return 0;
     case 'V':
-      if (optind < argc) return bad(err, errlen, "pto --version: unexpected argument '%s'", argv[optind]);
+      if (optind < argc)
+        return bad(err, errlen, "pto --version: unexpected argument '%s'", argv[optind]);
       a->cmd = CLI_VERSION;
       return 0;
     default: return bad(err, errlen, "pto: unknown option '%s'", refused(argc, argv, main_opts));

@@ -25,7 +25,13 @@ typedef enum cli_cmd {
  * cli_int_range: --clusters and --schedulers take the chip's
  * (PTO_CLUSTERS_MAX, PTO_SCHEDULERS_MAX of src/common/options.h, which
  * pto_chip_create checks against), --rounds and --seed 1..CLI_INT_MAX. */
-typedef enum cli_int { CLI_INT_CLUSTERS, CLI_INT_SCHEDULERS, CLI_INT_ROUNDS, CLI_INT_SEED, CLI_INT_COUNT } cli_int;
+typedef enum cli_int {
+  CLI_INT_CLUSTERS,
+  CLI_INT_SCHEDULERS,
+  CLI_INT_ROUNDS,
+  CLI_INT_SEED,
+  CLI_INT_COUNT
+} cli_int;
 
 /* The option's name (without "--") and its range, min..max. */
 const char *cli_int_range(cli_int which, int *min, int *max);

@@ -96,7 +96,8 @@ static void print_node_stats(const pto_node_stats *s) {
 static int check_scene_options(const cli_args *a, const pto_scene *sc) {
   const bool multi = sc->flags & PTO_SCENE_MULTI_CHIP;
   if (a->fault_inject && !multi) {
-    fprintf(stderr, "pto run: --fault-inject: %s runs one chip, there are no remote stores to delay\n",
+    fprintf(stderr,
+            "pto run: --fault-inject: %s runs one chip, there are no remote stores to delay\n",
             sc->name);
     return CLI_EXIT_USAGE;
   }

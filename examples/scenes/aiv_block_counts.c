@@ -127,4 +127,4 @@ static int aiv_block_counts_run(const pto_scene_opts *opts, pto_scene_report *re
 }
 
 PTO_SCENE_WITH(aiv_block_counts, "AIV block counts 4..96 and MIX (AIC+2 AIV) 2..48, all in flight",
-          aiv_block_counts_run, PTO_SCENE_RANDOM);
+               aiv_block_counts_run, PTO_SCENE_RANDOM);

@@ -184,5 +184,6 @@ static int all_shapes_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE_WITH(all_shapes, "all 5 resource shapes (AIC, AIV, MIX AIV2, AIC+AIV, AIC+AIV2) in one graph",
-          all_shapes_run, PTO_SCENE_RANDOM);
+PTO_SCENE_WITH(all_shapes,
+               "all 5 resource shapes (AIC, AIV, MIX AIV2, AIC+AIV, AIC+AIV2) in one graph",
+               all_shapes_run, PTO_SCENE_RANDOM);

@@ -92,6 +92,6 @@ static int dist_epochs_run(const pto_scene_opts *o, pto_scene_report *rep) {
 }
 
 PTO_SCENE_WITH(dist_epochs,
-          "2 chips: publisher sets the signal to the epoch, two waiters per rank, "
-          "3 epochs without reset (dist scene 9)",
-          dist_epochs_run, PTO_SCENE_MULTI_CHIP);
+               "2 chips: publisher sets the signal to the epoch, two waiters per rank, "
+               "3 epochs without reset (dist scene 9)",
+               dist_epochs_run, PTO_SCENE_MULTI_CHIP);

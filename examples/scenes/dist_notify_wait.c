@@ -87,6 +87,6 @@ static int dist_notify_wait_run(const pto_scene_opts *o, pto_scene_report *rep) 
 }
 
 PTO_SCENE_WITH(dist_notify_wait,
-          "2 chips: notify/wait cells [2,1] and credit reset to 0, 3 calls "
-          "each on one domain (dist scenes 6, 7)",
-          dist_notify_wait_run, PTO_SCENE_MULTI_CHIP);
+               "2 chips: notify/wait cells [2,1] and credit reset to 0, 3 calls "
+               "each on one domain (dist scenes 6, 7)",
+               dist_notify_wait_run, PTO_SCENE_MULTI_CHIP);

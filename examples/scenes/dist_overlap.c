@@ -72,6 +72,6 @@ static int dist_overlap_run(const pto_scene_opts *o, pto_scene_report *rep) {
 }
 
 PTO_SCENE_WITH(dist_overlap,
-          "3 chips: overlapping domains {0,1} and {1,2}, swaps by remote load "
-          "(dist scene 10)",
-          dist_overlap_run, PTO_SCENE_MULTI_CHIP);
+               "3 chips: overlapping domains {0,1} and {1,2}, swaps by remote load "
+               "(dist scene 10)",
+               dist_overlap_run, PTO_SCENE_MULTI_CHIP);

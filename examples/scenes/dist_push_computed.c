@@ -40,4 +40,4 @@ static int dist_push_computed_run(const pto_scene_opts *o, pto_scene_report *rep
 }
 
 PTO_SCENE_WITH(dist_push_computed, "2 chips: push of a computed tile 2*in (dist scene 3)",
-          dist_push_computed_run, PTO_SCENE_MULTI_CHIP);
+               dist_push_computed_run, PTO_SCENE_MULTI_CHIP);

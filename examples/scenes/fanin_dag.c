@@ -127,4 +127,5 @@ static int fanin_dag_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE_WITH(fanin_dag, "many-fanin DAG: 64 writers x 64 readers of the whole tensor", fanin_dag_run, PTO_SCENE_RANDOM);
+PTO_SCENE_WITH(fanin_dag, "many-fanin DAG: 64 writers x 64 readers of the whole tensor",
+               fanin_dag_run, PTO_SCENE_RANDOM);

@@ -108,4 +108,5 @@ static int matmul_add_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE_WITH(matmul_add, "alternating matmul (AIC) and add (AIV) tasks, 6 layers", matmul_add_run, PTO_SCENE_RANDOM);
+PTO_SCENE_WITH(matmul_add, "alternating matmul (AIC) and add (AIV) tasks, 6 layers", matmul_add_run,
+               PTO_SCENE_RANDOM);

@@ -137,4 +137,4 @@ static int tensor_data_run(const pto_scene_opts *opts, pto_scene_report *rep) {
 }
 
 PTO_SCENE_WITH(tensor_data, "get/set tensor data from the orchestrator in the middle of a graph",
-          tensor_data_run, PTO_SCENE_RANDOM);
+               tensor_data_run, PTO_SCENE_RANDOM);

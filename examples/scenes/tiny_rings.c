@@ -123,5 +123,6 @@ static int tiny_rings_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE_WITH(tiny_rings, "tiny rings (4 slots, 1 KiB heap, 8 deps) forcing rotation and reclamation",
-          tiny_rings_run, PTO_SCENE_RANDOM);
+PTO_SCENE_WITH(tiny_rings,
+               "tiny rings (4 slots, 1 KiB heap, 8 deps) forcing rotation and reclamation",
+               tiny_rings_run, PTO_SCENE_RANDOM);

@@ -94,5 +94,6 @@ static int vector_chain_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE_WITH(vector_chain, "chain of 5 AIV tasks with an inner scope (intermediates from the heap)",
-          vector_chain_run, PTO_SCENE_RANDOM);
+PTO_SCENE_WITH(vector_chain,
+               "chain of 5 AIV tasks with an inner scope (intermediates from the heap)",
+               vector_chain_run, PTO_SCENE_RANDOM);

@@ -124,5 +124,6 @@ static int war_order_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE_WITH(war_order, "write-after-read: a writer waits for earlier readers of overlapping views",
-          war_order_run, PTO_SCENE_RANDOM);
+PTO_SCENE_WITH(war_order,
+               "write-after-read: a writer waits for earlier readers of overlapping views",
+               war_order_run, PTO_SCENE_RANDOM);

@@ -155,4 +155,4 @@ static int wide_mix_pair_run(const pto_scene_opts *opts, pto_scene_report *rep) 
 }
 
 PTO_SCENE_WITH(wide_mix_pair, "two wide MIX tasks ready together, claimed in one pop",
-          wide_mix_pair_run, PTO_SCENE_RANDOM);
+               wide_mix_pair_run, PTO_SCENE_RANDOM);

@@ -47,7 +47,7 @@ typedef enum pto_opt {
  * checks and the CLI: a chip has 1..PTO_CLUSTERS_MAX clusters and
  * 1..PTO_SCHEDULERS_MAX schedulers (the drain protocol's slots,
  * src/chip/drain.h), and no more schedulers than clusters. */
-#define PTO_CLUSTERS_MAX 4096
+#define PTO_CLUSTERS_MAX   4096
 #define PTO_SCHEDULERS_MAX 64
 
 typedef struct pto_option_desc {

@@ -65,8 +65,8 @@ int pto_tile_col_max(const pto_tensor *in, const pto_tensor *out) {
 }
 
 static int rd_kern(rd_op op, bool by_row, const pto_kctx *ctx) {
-  const char *kernel = by_row ? (op == RD_SUM ? "row_sum" : "row_max")
-                              : (op == RD_SUM ? "col_sum" : "col_max");
+  const char *kernel =
+      by_row ? (op == RD_SUM ? "row_sum" : "row_max") : (op == RD_SUM ? "col_sum" : "col_max");
   if (kern_args(ctx, kernel, "in, out", 2, 0) != PTO_OK) return PTO_EINVAL;
   kern_mat mi;
   kern_vec vo;

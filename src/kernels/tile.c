@@ -97,8 +97,8 @@ int kern_args(const pto_kctx *ctx, const char *kernel, const char *names, int nt
     return pto_kctx_fail(ctx, PTO_EINVAL,
                          "%s: got %d tensors and %d scalars, needs %d tensors (%s) and %s%d "
                          "scalar%s",
-                         kernel, ctx->ntensors, ctx->nscalars, nt, names, ns ? "at least " : "",
-                         ns, ns == 1 ? "" : "s");
+                         kernel, ctx->ntensors, ctx->nscalars, nt, names, ns ? "at least " : "", ns,
+                         ns == 1 ? "" : "s");
   char name[32];
   for (int i = 0; i < nt; i++) {
     const pto_tensor *t = &ctx->tensors[i];

@@ -724,7 +724,8 @@ static void test_wrong_arguments_are_named(void **state) {
   assert_int_equal(pto_tensor_init(&b.t[2], g, sizeof g, PTO_F32, 2, s48), PTO_OK);
   expect_details(chip, &b, "returned -1: add: tensor 1 (b) is i32, needs f32");
   assert_int_equal(pto_tensor_init(&b.t[1], f, sizeof f, PTO_F32, 2, s44), PTO_OK);
-  expect_details(chip, &b, "add: shapes a [4, 8], b [4, 4], out [4, 8]; needs the inputs of out's shape");
+  expect_details(chip, &b,
+                 "add: shapes a [4, 8], b [4, 4], out [4, 8]; needs the inputs of out's shape");
   b.nt = 2;
   expect_details(chip, &b, "add: got 2 tensors and 0 scalars, needs 3 tensors (a, b, out)");
   b.kernel = ids.matmul;
@@ -734,7 +735,8 @@ static void test_wrong_arguments_are_named(void **state) {
   b.kernel = ids.row_sum;
   b.nt = 2;
   assert_int_equal(pto_tensor_init(&b.t[1], g, sizeof g, PTO_F32, 1, &s8), PTO_OK);
-  expect_details(chip, &b, "row_sum: shapes in [4, 8], out [8]; needs in [R, C] (leading dims 1) and out [R]");
+  expect_details(
+      chip, &b, "row_sum: shapes in [4, 8], out [8]; needs in [R, C] (leading dims 1) and out [R]");
   pto_chip_destroy(chip);
 }
 
