@@ -124,9 +124,13 @@ def _c_symbol(path: str, symbol: str):
     try:
         dll = _libs.get(path)
         if dll is None:
-            # libpto's symbols made global first: a kernel library that calls
+            # libpto's symbols made global first (the copy next to this
+            # module, which is loaded already): a kernel library that calls
             # pto_* functions then loads without being linked with -lpto
-            ctypes.CDLL("libpto.so.%d" % lib.PTO_VERSION_MAJOR, mode=ctypes.RTLD_GLOBAL)
+            libpto = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                  "libpto.so.%d" % lib.PTO_VERSION_MAJOR)
+            ctypes.CDLL(libpto if os.path.exists(libpto) else os.path.basename(libpto),
+                        mode=ctypes.RTLD_GLOBAL)
             dll = ctypes.CDLL(path)
             _libs[path] = dll
     except OSError as e:
