@@ -94,6 +94,7 @@ size_t pto_dtype_size(int dt);
 const char *pto_dtype_name(int dt);
 
 void pto_chip_config_init(pto_chip_config *cfg);
+const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
 int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err);
 void pto_chip_destroy(pto_chip *chip);
 int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);
@@ -170,6 +171,7 @@ int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
 int pto_quiet(const pto_kctx *ctx, pto_domain dom);
 int pto_barrier(const pto_kctx *ctx, pto_domain dom);
 bool pto_kctx_cancelled(const pto_kctx *ctx);
+int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...);
 
 size_t pto_coll_scratch_bytes(int nranks, size_t block_bytes);
 int pto_coll_register(pto_chip *chip);

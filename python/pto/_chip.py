@@ -133,8 +133,10 @@ class Chip:
 
     @property
     def config(self) -> Dict[str, int]:
-        """The effective configuration (defaults and overrides applied)."""
-        return {k: int(getattr(self._cfg, k)) for k in CHIP_OPTIONS}
+        """The effective configuration (defaults, overrides and pto's choices
+        applied: ``schedulers`` is the count the chip runs, never 0)."""
+        cfg = lib.pto_chip_get_config(self._live())
+        return {k: int(getattr(cfg, k)) for k in CHIP_OPTIONS}
 
     def _live(self):
         if self._chip is None:

@@ -126,10 +126,19 @@ def _c_symbol(path: str, symbol: str):
     try:
         dll = _libs.get(path)
         if dll is None:
+            # libpto's symbols made global first (the copy next to this
+            # module, which is loaded already): a kernel library that calls
+            # pto_* functions then loads without being linked with -lpto
+            libpto = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                  "libpto.so.%d" % lib.PTO_VERSION_MAJOR)
+            ctypes.CDLL(libpto if os.path.exists(libpto) else os.path.basename(libpto),
+                        mode=ctypes.RTLD_GLOBAL)
             dll = ctypes.CDLL(path)
             _libs[path] = dll
     except OSError as e:
-        raise invalid(f"c_kernel: cannot load library '{path}': {e}") from None
+        hint = (" (a symbol the library uses is defined by none loaded: link the library with "
+                "the libraries it needs)") if "undefined symbol" in str(e) else ""
+        raise invalid(f"c_kernel: cannot load library '{path}': {e}{hint}") from None
     try:
         f = getattr(dll, symbol)
     except AttributeError:
@@ -464,7 +473,9 @@ def _pyk_kernel(slot, ctx):
     except BaseException as e:  # noqa: B902 - a kernel must never unwind into C
         code = e.code if isinstance(e, Error) and e.code < 0 else PTO_EKERNEL
         _report_kernel_exception(ctx, e)
-        return code
+        # the exception's type and text end the run's details
+        why = f"{type(e).__name__}: {e}".encode(errors="replace")
+        return lib.pto_kctx_fail(ctx, code, b"%s", ffi.new("char[]", why))
     finally:
         if kc is not None:
             kc._ctx = None

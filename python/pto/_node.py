@@ -14,7 +14,7 @@ import numpy as np
 from . import _kernel
 from ._chip import fill_chip_config
 from ._cint import c_int, set_int_field
-from ._errors import Error, check, error_from_info, invalid
+from ._errors import Error, check, error_from, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
 from ._orch import MAX_SCALARS, MAX_TENSORS, input_mask, scalar_bits
 from ._pto import ffi, lib
@@ -292,6 +292,23 @@ _NODE_OPTIONS = ("nworkers", "host_bytes", "window_space", "startup_timeout_ms",
                  "host_task_timeout_ms", "tensormap_entries")
 
 
+# The variables by which libpto knows it runs under mpirun (node_mpi.c).
+_MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
+_PTO_EMPI = -39  # pto/status.h
+
+
+def _refuse_under_mpirun() -> None:
+    """Under mpirun pto_node_create makes the MPI ranks the node's chips and
+    needs the kernels and chip_init_arg at addresses every rank's program
+    shares, which a Python program's are not: say so before anything starts."""
+    found = [v for v in _MPI_ENV if v in os.environ]
+    if found:
+        raise error_from(_PTO_EMPI, (
+            f"pto.Node does not run under mpirun ({found[0]} is set): from Python a node's "
+            "chips are forked processes of this interpreter; run the program without mpirun "
+            "(C programs can run a node under mpirun, docs/node.md)"))
+
+
 class Node:
     """``nchips`` chips, each in its own forked process running its own chip
     runtime, driven from this process (``pto_node``).
@@ -312,6 +329,8 @@ class Node:
 
     Create a Node before this process starts threads (it forks). Use it as
     a context manager or call ``close`` (refused while host arrays live).
+    Not under ``mpirun``: there pto's chips are the MPI ranks, which a
+    Python program's kernels cannot reach; it raises ``MPIError`` at once.
     """
 
     def __init__(self, nchips: int, kernels: Optional[Mapping[str, Any]] = None, *,
@@ -319,6 +338,7 @@ class Node:
                  device_ids: Optional[Sequence[int]] = None, fault_inject: bool = False,
                  quiet: bool = False, trace: Optional[str] = None, **options: Any):
         self._node = None
+        _refuse_under_mpirun()
         cfg = ffi.new("pto_node_config *")
         lib.pto_node_config_init(cfg)
         set_int_field(cfg, "nchips", nchips, "pto.Node")

@@ -31,6 +31,16 @@ def test_wrong_dtype_for_a_reference_kernel(chip):
     with pytest.raises(pto.InvalidArgumentError) as e:
         run_one(chip, pto.In(a), pto.In(a), pto.Out(a), kernel=add)
     assert e.value.kernel == "add"
+    # the details name the argument, what it got and what the kernel needs
+    assert "add: tensor 0 (a) is i32, needs f32" in e.value.details, e.value.details
+
+
+def test_wrong_shape_for_a_reference_kernel(chip):
+    add = chip.kernel("add")
+    a, y = np.zeros((4, 8), np.float32), np.zeros((4, 4), np.float32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        run_one(chip, pto.In(a), pto.In(a), pto.Out(y), kernel=add)
+    assert "add: shapes a [4, 8], b [4, 8], out [4, 4]" in e.value.details, e.value.details
 
 
 @pytest.mark.parametrize("view,why", [
@@ -271,19 +281,32 @@ def test_handles_used_out_of_their_time(chip):
 
 
 def test_in_place_dtype_change_is_seen(chip):
-    """An array reused in a run after `a.dtype = ...` is described anew."""
+    """An array reused in a run after `a.dtype = ...` is described anew.
+    Readers of the same bytes are not ordered among themselves: the
+    orchestration waits for both earlier readers before it changes the dtype,
+    and the first of them sleeps, so a wait that did not hold would show."""
+    import time
     got = []
-    k = chip.kernel(lambda ctx, t: got.append(t.dtype), name="dt")
+
+    def dt(ctx, t):
+        time.sleep(ctx.scalars[0] / 1e3)
+        got.append((ctx.scalars[1], t.dtype))
+
+    k = chip.kernel(dt, name="dt")
     a = np.zeros(4, np.float32)
 
     def orch(o):
-        o.submit(k, pto.In(a))
-        o.wait(o.submit(k, pto.In(a)))
+        t0 = o.submit(k, pto.In(a), scalars=[50, 0])  # 50 ms: the other core runs t1 first
+        t1 = o.submit(k, pto.In(a), scalars=[0, 1])
+        o.wait(t0)
+        o.wait(t1)
         a.dtype = np.int32
-        o.submit(k, pto.In(a))
+        o.submit(k, pto.In(a), scalars=[0, 2])
 
     chip.run(orch)
-    assert got == [np.float32, np.float32, np.int32], got
+    # t0 and t1 in either order; t2 (the only int32 one) after both
+    assert sorted(got[:2], key=lambda r: r[0]) == [(0, np.float32), (1, np.float32)], got
+    assert got[2] == (2, np.int32), got
 
 
 def test_concurrent_runs_of_one_chip_are_refused(chip, ckernels):

@@ -61,10 +61,11 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   if (c.schedulers == 0) c.schedulers = c.clusters < 3 ? c.clusters : 3;
 #define BAD(cond, ...)                                                                             \
   if (cond) return create_fail(err, PTO_EINVAL, "pto_chip_config: " __VA_ARGS__)
-  BAD(c.clusters < 1 || c.clusters > 4096, "clusters = %d, must be 1..4096", c.clusters);
-  BAD(c.schedulers < 1 || c.schedulers > c.clusters || c.schedulers > DRAIN_MAX_SCHED,
+  BAD(c.clusters < 1 || c.clusters > PTO_CLUSTERS_MAX, "clusters = %d, must be 1..%d", c.clusters,
+      PTO_CLUSTERS_MAX);
+  BAD(c.schedulers < 1 || c.schedulers > c.clusters || c.schedulers > PTO_SCHEDULERS_MAX,
       "schedulers = %d, must be 1..min(clusters = %d, %d) (0: min(3, clusters))", c.schedulers,
-      c.clusters, DRAIN_MAX_SCHED);
+      c.clusters, PTO_SCHEDULERS_MAX);
   BAD(c.aic_per_cluster < 0 || c.aic_per_cluster > 1, "aic_per_cluster = %d, must be 0 or 1",
       c.aic_per_cluster);
   BAD(c.aiv_per_cluster < 0 || c.aiv_per_cluster > 2, "aiv_per_cluster = %d, must be 0..2",

@@ -33,6 +33,15 @@ if(PTO_HAVE_MPI)
   endforeach()
 endif()
 
+# `pto run` of a multi-chip scene under mpiexec: one title and one report
+# (rank 0's), not one per rank.
+if(PTO_HAVE_MPI)
+  add_test(NAME mpi.cli_one_title.np2 COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli_one_title.sh
+                                              ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
+  set_tests_properties(mpi.cli_one_title.np2 PROPERTIES LABELS mpi TIMEOUT 150 RESOURCE_LOCK pto_devices
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+endif()
+
 # Ring shuffle, a node-level allreduce, host data and window reads on 2
 # ranks, verified: the program scripts/two_hosts.sh runs with one rank per
 # (simulated) host.
