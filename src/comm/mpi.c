@@ -779,6 +779,7 @@ const comm_backend comm_backend_mpi = {
     .signal = mpi_signal,
     .signal_load = mpi_signal_load,
     .signal_park = mpi_signal_park,
+    .wake = wake,
     .task_mark = mpi_task_mark,
     .quiet = mpi_quiet,
     .barrier = mpi_barrier,

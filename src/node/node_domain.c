@@ -54,10 +54,14 @@ static int control(pto_node *n, const int *slots, int k, frame_type type,
 }
 
 /* Releases live domain i: its chips close it (unless the node failed), the
- * observer's view goes, its named objects are unlinked. */
+ * observer's view goes, its named objects are unlinked. A node that failed
+ * (before or during the close) released it already in node_kill_all, which
+ * first stops the chip threads of this process that may wait on it: then
+ * nothing is left to do here. */
 static void release_domain(pto_node *n, int i) {
   comm_domain_desc *d = &n->doms[i];
-  if (!n->fatal) control(n, d->chips, d->nranks, FRAME_DOM_CLOSE, d);
+  if (n->dom_live[i] && !n->fatal) control(n, d->chips, d->nranks, FRAME_DOM_CLOSE, d);
+  if (!n->dom_live[i]) return;
   comm_domain_close(&n->observer, d->id, false);
   node_unlink_domain(d);
   n->dom_live[i] = false;

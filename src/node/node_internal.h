@@ -109,6 +109,7 @@ struct pto_node {
   bool dom_live[COMM_MAX_DOMAINS];
   int32_t next_dom;
   int fatal; /* the node is broken (a child died or hung) */
+  uint64_t stop_deadline_ns; /* node_kill_all: threads to be joined by then; 0 = none stopped */
   pto_error_info fatal_err;
   /* the current run */
   bool running;
