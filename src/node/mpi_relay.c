@@ -21,9 +21,11 @@
 #include "common/clock.h"
 #include "node/fnref.h"
 #include "node/host_ship.h"
+#include "node/proc_watch.h"
 
 #define POLL_MIN_NS 20000ull   /* relays poll MPI this often right after a message */
 #define POLL_MAX_NS 1000000ull /* ... and at least this often when idle */
+#define WATCH_NS    20000000ull /* rank 0 looks at the chip ranks' processes this often */
 
 /* The next idle pause: back to the shortest after a message, else doubled
  * up to the longest. */
@@ -40,6 +42,7 @@ void relay_send_state(MPI_Comm comm, child_state st, const char *host, const cha
   memset(&w, 0, sizeof w);
   w.state = (int32_t)st;
   w.pid = (int32_t)getpid();
+  if (!proc_start_time(w.pid, &w.start)) w.start = 0;
   snprintf(w.host, sizeof w.host, "%s", host);
   snprintf(w.why, sizeof w.why, "%s", why);
   relay_send(comm, 0, T_STATE, &w, sizeof w);
@@ -53,6 +56,7 @@ struct root_relay {
   pthread_t thread;
   _Atomic bool stop;
   pto_event ev; /* a post for a remote chip, or stop */
+  uint64_t next_watch; /* when to look at the chip ranks' processes again */
   uint32_t sent[PTO_NODE_MAX_CHIPS];
   int ship_rc[PTO_NODE_MAX_CHIPS]; /* a malformed diff from chip s */
   MPI_Request req[PTO_NODE_MAX_CHIPS];
@@ -151,6 +155,13 @@ static bool take_messages(root_relay *rr) {
       snprintf(c->where, sizeof c->where, "MPI rank %d on host %.40s", s, rr->in.st.host);
       snprintf(c->why, sizeof c->why, "%s", rr->in.st.why);
       c->other_host = strcmp(rr->in.st.host, n->mpi_host) != 0;
+      /* watched only when its pid names the same process here (the same
+       * host and PID namespace) */
+      uint64_t start = 0;
+      c->watch_start = !c->other_host && rr->in.st.start && proc_start_time(c->pid, &start) &&
+                               start == rr->in.st.start
+                           ? start
+                           : 0;
       mbox_set_state(mb, (child_state)rr->in.st.state, &n->ctl->parent_ev);
       break;
     case T_TAKEN: mbox_mark_taken(mb, rr->in.word); break;
@@ -177,6 +188,30 @@ static bool take_messages(root_relay *rr) {
   }
 }
 
+/* A chip rank of this host whose process is gone is ended now, with its
+ * exit status when the kernel still shows it (a zombie not reaped yet),
+ * else with the status unknown: mpirun reaps it, and while it keeps the
+ * job running (orte_abort_on_non_zero_status 0) it tells the other ranks
+ * nothing. A rank that called exit() has said so itself (ENDED). */
+static void watch_ranks(root_relay *rr) {
+  pto_node *n = rr->n;
+  for (int s = 1; s < n->cfg.nchips; s++) {
+    child_slot *c = &n->child[s];
+    /* acquire: a rank that ended (ENDED) is not looked at again */
+    if (!is_rank_slot(n, s) || !c->watch_start ||
+        atomic_load_explicit(&c->ended, memory_order_acquire))
+      continue;
+    int st = 0;
+    proc_state ps = proc_look(c->pid, c->watch_start, &st);
+    if (ps == PROC_RUNS) continue;
+    c->wstatus = st;
+    c->status_unknown = ps == PROC_GONE;
+    /* release pairs with node_reap's acquire: wstatus is set */
+    atomic_store_explicit(&c->ended, true, memory_order_release);
+    pto_event_signal(&n->ctl->parent_ev);
+  }
+}
+
 static bool root_news(void *arg) {
   root_relay *rr = arg;
   /* relaxed: hints; send_frames re-reads with acquire */
@@ -194,6 +229,11 @@ static void *root_relay_main(void *arg) {
   while (!atomic_load_explicit(&rr->stop, memory_order_acquire)) {
     bool busy = send_frames(rr);
     busy = take_messages(rr) || busy;
+    uint64_t now = pto_now_ns();
+    if (now >= rr->next_watch) { /* after the messages: an ENDED comes first */
+      watch_ranks(rr);
+      rr->next_watch = now + WATCH_NS;
+    }
     pause = next_pause(pause, busy);
     if (!busy) pto_wait(&rr->ev, root_news, rr, pto_now_ns() + pause);
   }

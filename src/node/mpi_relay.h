@@ -5,10 +5,11 @@
  *     FRAME (a mailbox frame; its chip function as a fnref), DATA (after a
  *     task frame for a chip on another host: its host tensors), FINAL (rank
  *     0's program ends);
- *   rank c -> rank 0: STATE (ready or failed, with its pid, host and why),
- *     TAKEN, DATA (the host-tensor elements a task changed, before its
- *     reply), REPLY, BEAT (its heartbeat counter), ENDED (it left the node,
- *     with its exit status). */
+ *   rank c -> rank 0: STATE (ready or failed, with its pid, start time, host
+ *     and why), TAKEN, DATA (the host-tensor elements a task changed, before
+ *     its reply), REPLY, BEAT (its heartbeat counter), ENDED (it left the
+ *     node, with its exit status; also sent by a rank that calls exit()
+ *     while it serves a node, from its exit path). */
 #ifndef PTO_NODE_MPI_RELAY_H
 #define PTO_NODE_MPI_RELAY_H
 
@@ -30,6 +31,7 @@ typedef struct wire_frame {
 
 typedef struct wire_state {
   int32_t state, pid;
+  uint64_t start; /* the process's start time (proc_watch.h), 0 = unknown */
   char host[64];
   char why[160];
 } wire_state;
@@ -41,7 +43,9 @@ void relay_send(MPI_Comm comm, int rank, int tag, const void *p, size_t bytes);
 void relay_send_state(MPI_Comm comm, child_state st, const char *host, const char *why);
 
 /* Rank 0: one relay thread for every chip slot of kind SLOT_RANK; NULL when
- * it cannot start. wake: a frame was posted; stop: joins it. */
+ * it cannot start. It also watches the processes of the chip ranks on rank
+ * 0's host (proc_watch.h): one that is gone is reported ended at once.
+ * wake: a frame was posted; stop: joins it. */
 typedef struct root_relay root_relay;
 root_relay *root_relay_start(pto_node *n, MPI_Comm comm);
 void root_relay_wake(root_relay *rr);

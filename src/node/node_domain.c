@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/options.h"
 #include "node/node_internal.h"
 
 #define NODE_SPACE_ALIGN (2u << 20)
@@ -87,8 +88,9 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
       if (chips[i] == chips[j]) return PTO_EINVAL;
   }
   /* a chip on another host than rank 0 cannot map a POSIX shared-memory
-   * window of rank 0's host: such a domain gets MPI RMA windows */
-  bool across = false;
+   * window of rank 0's host: such a domain gets MPI RMA windows, as every
+   * domain does under mpirun with PTO_MPI_SHARED_WINDOWS=0 */
+  bool across = n->mpi && !pto_option(PTO_OPT_MPI_SHARED_WINDOWS);
   for (int i = 0; n->mpi && i < nranks; i++)
     across = across || (n->child[chips[i]].kind == SLOT_RANK && n->child[chips[i]].other_host);
   int slot = -1;

@@ -73,6 +73,8 @@ typedef struct child_slot {
   bool other_host;    /* SLOT_RANK on another host than rank 0 */
   char where[80];     /* SLOT_RANK: "MPI rank 2 on host h" */
   char why[160];      /* SLOT_RANK: why it failed to start */
+  uint64_t watch_start; /* SLOT_RANK on this host: its process's start time (proc_watch.h) */
+  bool status_unknown;  /* SLOT_RANK: its process is gone, its exit status unknown here */
   int wstatus;
   int64_t task; /* running node task id, -1 = none (or a control frame) */
   uint32_t gen; /* outstanding frame gen, 0 = none */

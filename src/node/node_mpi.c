@@ -82,7 +82,8 @@ typedef struct wire_begin {
 static MPI_Comm g_comm = MPI_COMM_NULL;
 static int g_rank = -1, g_size;
 static bool g_inited_by_us;
-static pto_node *g_live; /* rank 0: the node of this job, NULL between nodes */
+static pto_node *g_live;       /* rank 0: the node of this job, NULL between nodes */
+static _Atomic bool g_serving; /* ranks > 0: serving a node's chip (serve_node) */
 
 static void nap(uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
@@ -299,6 +300,21 @@ void node_mpi_stop(pto_node *n) {
 
 /* ---- ranks > 0 ---- */
 
+/* The exit path of a rank > 0 (on_exit: it gets the status): a process
+ * that calls exit() while it serves a node's chip (a kernel or chip_init
+ * calling exit, say) tells rank 0 how it ended, so that rank 0 names the
+ * status at once (PTO_ECHIP_DIED) instead of a missing heartbeat later.
+ * _exit and signals leave no such word; rank 0 then sees the process gone
+ * (proc_watch.h). */
+static void last_word(int status, void *arg) {
+  (void)arg;
+  /* exchange: said once, also when several threads exit at once */
+  if (!atomic_exchange_explicit(&g_serving, false, memory_order_acq_rel)) return;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) send_to(0, T_ENDED, &status, sizeof status);
+}
+
 /* Rank c's part of one node: its chip, served until the node's exit frame. */
 static void serve_node(const wire_begin *b) {
   int slot = b->slot, status = 2;
@@ -348,7 +364,9 @@ static void serve_node(const wire_begin *b) {
     relay_send_state(g_comm, CHILD_FAILED, host, "cannot start the relay thread");
   } else {
     /* the relay reports ready or failed (chip creation, chip_init) */
+    atomic_store_explicit(&g_serving, true, memory_order_release);
     status = node_child_serve(n, slot, false);
+    atomic_store_explicit(&g_serving, false, memory_order_release);
     rank_relay_stop(rr); /* after one last pass: the exit frame's reply is out */
   }
   munmap(hmem, b->host_bytes);
@@ -361,6 +379,7 @@ ended:
 }
 
 static void serve_forever(void) {
+  on_exit(last_word, NULL);
   wire_begin *b = malloc(sizeof *b);
   uint64_t pause = POLL_MIN_NS;
   for (;;) {

@@ -58,8 +58,12 @@ bool node_reap(pto_node *n) {
 static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
   const child_slot *c = &n->child[s];
   int st = c->wstatus;
-  char how[96];
-  if (WIFSIGNALED(st))
+  char how[256];
+  if (c->status_unknown) /* a rank's process, gone without a word (proc_watch.h) */
+    snprintf(how, sizeof how,
+             "exited: its process is gone without a word to rank 0 (_exit or a signal); its "
+             "exit status is known to mpirun only");
+  else if (WIFSIGNALED(st))
     snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st),
              strsignal(WTERMSIG(st)));
   else if (WIFEXITED(st) && WEXITSTATUS(st) == 2)
@@ -67,7 +71,7 @@ static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
   else
     snprintf(how, sizeof how, "exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
   if (c->kind == SLOT_RANK)
-    snprintf(buf, len, "chip rank %d (%.70s, device %d, pid %d) %s%s%.60s", s, c->where,
+    snprintf(buf, len, "chip rank %d (%.70s, device %d, pid %d) %.160s%s%.60s", s, c->where,
              n->device_ids[s], (int)c->pid, how, c->why[0] ? ": " : "", c->why);
   else if (s < n->cfg.nchips)
     snprintf(buf, len, "chip rank %d (device %d, pid %d) %s", s, n->device_ids[s], (int)c->pid,
