@@ -432,6 +432,47 @@ static int alloc_shared(comm_win *w, char *why, size_t n) {
   return 0;
 }
 
+/* The one-sided components the job allows: Open MPI's MCA parameter
+ * "osc" (a control variable of the MPI tool interface, set by --mca osc
+ * or OMPI_MCA_osc); "" when it is not set (Open MPI then tries all it has)
+ * or cannot be read. */
+static void osc_selection(char *buf, size_t n) {
+  buf[0] = 0;
+  int provided, idx, count;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+  MPI_T_cvar_handle h;
+  char val[256] = "";
+  if (MPI_T_cvar_get_index("osc", &idx) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+    if (count > 0 && (size_t)count <= sizeof val && MPI_T_cvar_read(h, val) == MPI_SUCCESS)
+      snprintf(buf, n, "%s", val);
+    MPI_T_cvar_handle_free(&h);
+  }
+  MPI_T_finalize();
+  const char *env = getenv("OMPI_MCA_osc");
+  if (!buf[0] && env) snprintf(buf, n, "%s", env);
+}
+
+/* Why MPI_Win_create may have failed, naming the components that refused
+ * when the job chose them (kept short: the reason travels in 256 bytes). */
+static void win_create_hint(char *hint, size_t n) {
+  char osc[96];
+  osc_selection(osc, sizeof osc);
+  if (!osc[0]) /* Open MPI 4.1 over TCP then picks osc/pt2pt */
+    snprintf(hint, n,
+             "MCA parameter osc not set: Open MPI's default one-sided components refused; over "
+             "TCP: osc/pt2pt, which refuses MPI_THREAD_MULTIPLE");
+  else if (strcmp(osc, "sm") == 0)
+    snprintf(hint, n,
+             "the job allows osc=sm only (MCA parameter osc): osc/sm makes shared windows "
+             "(MPI_Win_allocate_shared), not MPI_Win_create's");
+  else
+    snprintf(hint, n,
+             "the job allows osc=%s (MCA parameter osc): none of those made an RMA window with "
+             "MPI_THREAD_MULTIPLE here",
+             osc);
+}
+
 static int alloc_rma(comm_win *w, char *why, size_t n) {
   if (w->d.base) {
     /* placed by the caller (the node): [base, base + nranks * win_bytes)
@@ -457,15 +498,11 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   }
   int err = MPI_Win_create(mine, (MPI_Aint)w->d.win_bytes, 1, MPI_INFO_NULL, w->comm, &w->win);
   if (err != MPI_SUCCESS) {
-    char msg[200];
+    char msg[200], hint[300];
     mpi_why(msg, sizeof msg, "MPI_Win_create", err);
-    /* the usual cause with Open MPI 4.1 over TCP: osc/pt2pt (picked when
-     * osc/ucx is not asked for) refuses MPI_THREAD_MULTIPLE */
-    snprintf(why, n,
-             "%s (is there a one-sided transport that supports MPI_THREAD_MULTIPLE between these "
-             "ranks? Open MPI's osc/pt2pt over TCP is not one: ask for osc/ucx, --mca osc ucx "
-             "or OMPI_MCA_osc=ucx, with UCX_TLS=tcp,self between hosts without RDMA)",
-             msg);
+    win_create_hint(hint, sizeof hint);
+    snprintf(why, n, "%s (%s: ask for osc/ucx, --mca osc ucx; UCX_TLS=tcp,self across hosts)", msg,
+             hint);
     return PTO_EMPI;
   }
   w->have_win = true;
