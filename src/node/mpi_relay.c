@@ -192,7 +192,9 @@ static bool take_messages(root_relay *rr) {
  * exit status when the kernel still shows it (a zombie not reaped yet),
  * else with the status unknown: mpirun reaps it, and while it keeps the
  * job running (orte_abort_on_non_zero_status 0) it tells the other ranks
- * nothing. A rank that called exit() has said so itself (ENDED). */
+ * nothing. A rank that called exit() has said so itself (ENDED): its
+ * message was sent before it was gone, so the messages are taken once more
+ * before the status is called unknown. */
 static void watch_ranks(root_relay *rr) {
   pto_node *n = rr->n;
   for (int s = 1; s < n->cfg.nchips; s++) {
@@ -204,6 +206,8 @@ static void watch_ranks(root_relay *rr) {
     int st = 0;
     proc_state ps = proc_look(c->pid, c->watch_start, &st);
     if (ps == PROC_RUNS) continue;
+    take_messages(rr);
+    if (atomic_load_explicit(&c->ended, memory_order_acquire)) continue;
     c->wstatus = st;
     c->status_unknown = ps == PROC_GONE;
     /* release pairs with node_reap's acquire: wstatus is set */

@@ -101,24 +101,63 @@ static void send_to(int rank, int tag, const void *p, size_t bytes) {
 
 /* ---- the end of the job (rank 0) ---- */
 
-static void at_exit(void) {
-  if (g_live) {
-    fprintf(stderr, "pto node: rank 0 exits with its node %s: ending the MPI job\n",
-            g_live->fatal ? "failed" : "not destroyed (call pto_node_destroy)");
-    /* every object of the run now: MPI_Abort may end us with SIGKILL */
-    run_guard_end(g_live->prefix);
-    MPI_Abort(g_comm, 1);
-  }
+/* A node still live when rank 0's program ends (`how`: exits, finalises
+ * MPI) ends the job: its ranks cannot be released one by one. */
+static void end_with_live_node(const char *how) {
+  if (!g_live) return;
+  fprintf(stderr, "pto node: rank 0 %s with its node %s: ending the MPI job\n", how,
+          g_live->fatal ? "failed" : "not destroyed (call pto_node_destroy)");
+  /* every object of the run now: MPI_Abort may end us with SIGKILL */
+  run_guard_end(g_live->prefix);
+  MPI_Abort(g_comm, 1);
+}
+
+/* The other ranks leave their service loop, finalise MPI and exit 0. Once. */
+static void release_ranks(void) {
+  if (g_comm == MPI_COMM_NULL) return;
   for (int r = 1; r < g_size; r++)
     send_to(r, T_FINAL, NULL, 0);
+  MPI_Comm_free(&g_comm);
+}
+
+/* A program that initialised MPI itself finalises it: MPI_Finalize first
+ * deletes the attributes of MPI_COMM_SELF, while MPI still works, so pto
+ * releases the other ranks here (they wait in pto_node_create, and would
+ * keep rank 0's MPI_Finalize waiting for them for ever). */
+static int at_finalize(MPI_Comm comm, int key, void *val, void *extra) {
+  (void)comm;
+  (void)key;
+  (void)val;
+  (void)extra;
+  end_with_live_node("finalises MPI");
+  release_ranks();
+  return MPI_SUCCESS;
+}
+
+/* The program's end without MPI_Finalize (pto initialised MPI, or the
+ * program forgot to finalise it): the same release, then pto finalises
+ * what it initialised. */
+static void at_exit(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (fin) return; /* at_finalize did it all */
+  end_with_live_node("exits");
+  release_ranks();
   if (g_inited_by_us) MPI_Finalize();
 }
 
 static void serve_forever(void) __attribute__((noreturn));
 
 static int mpi_init(pto_error_info *err) {
+  int inited = 0, fin = 0, provided = MPI_THREAD_SINGLE;
+  MPI_Finalized(&fin);
+  if (fin) {
+    node_set_err(err, PTO_EMPI,
+                 "node under mpirun: MPI was finalised (rank 0's MPI_Finalize also released the "
+                 "other ranks): create every node before MPI_Finalize");
+    return PTO_EMPI;
+  }
   if (g_comm != MPI_COMM_NULL) return 0;
-  int inited = 0, provided = MPI_THREAD_SINGLE;
   MPI_Initialized(&inited);
   if (!inited) {
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
@@ -140,7 +179,12 @@ static int mpi_init(pto_error_info *err) {
   MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
   MPI_Comm_rank(g_comm, &g_rank);
   MPI_Comm_size(g_comm, &g_size);
-  if (g_rank == 0) atexit(at_exit);
+  if (g_rank == 0) {
+    atexit(at_exit);
+    int key;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &key, NULL);
+    MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL);
+  }
   return 0;
 }
 
@@ -407,7 +451,9 @@ static void serve_forever(void) {
   int status = b ? 0 : 3; /* 3: out of memory, as a forked child */
   free(b);
   MPI_Comm_free(&g_comm);
-  if (g_inited_by_us) MPI_Finalize();
+  /* also when the program initialised MPI: its own MPI_Finalize, after
+   * pto_node_create, never runs on this rank */
+  MPI_Finalize();
   exit(status);
 }
 

@@ -52,6 +52,20 @@ if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
   endforeach()
 endif()
 
+# A program that initialises MPI itself and finalises it at its end
+# (tests/mpi/test_node_own_mpi.c): two nodes one after the other, each a
+# node-level allreduce over every rank, checked; rank 0's MPI_Finalize
+# releases the other ranks, and the job exits 0 (an MPI_Finalize that does
+# not return within 20 s fails the program, naming it).
+if(PTO_HAVE_MPI)
+  add_executable(test_node_own_mpi ${CMAKE_CURRENT_LIST_DIR}/test_node_own_mpi.c)
+  target_link_libraries(test_node_own_mpi PRIVATE pto_internal MPI::MPI_C)
+  foreach(np 2 4)
+    pto_add_mpi_test(NAME node_own_mpi NP ${np} COMMAND test_node_own_mpi TIMEOUT 60
+                     RESOURCE_LOCK pto_devices)
+  endforeach()
+endif()
+
 # Ring shuffle, a node-level allreduce, host data and window reads on 2
 # ranks, verified: the program scripts/two_hosts.sh runs with one rank per
 # (simulated) host.
