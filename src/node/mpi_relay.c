@@ -23,8 +23,8 @@
 #include "node/host_ship.h"
 #include "node/proc_watch.h"
 
-#define POLL_MIN_NS 20000ull   /* relays poll MPI this often right after a message */
-#define POLL_MAX_NS 1000000ull /* ... and at least this often when idle */
+#define POLL_MIN_NS 20000ull    /* relays poll MPI this often right after a message */
+#define POLL_MAX_NS 1000000ull  /* ... and at least this often when idle */
 #define WATCH_NS    20000000ull /* rank 0 looks at the chip ranks' processes this often */
 
 /* The next idle pause: back to the shortest after a message, else doubled
@@ -55,7 +55,7 @@ struct root_relay {
   MPI_Comm comm;
   pthread_t thread;
   _Atomic bool stop;
-  pto_event ev; /* a post for a remote chip, or stop */
+  pto_event ev;        /* a post for a remote chip, or stop */
   uint64_t next_watch; /* when to look at the chip ranks' processes again */
   uint32_t sent[PTO_NODE_MAX_CHIPS];
   int ship_rc[PTO_NODE_MAX_CHIPS]; /* a malformed diff from chip s */

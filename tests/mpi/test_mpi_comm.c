@@ -361,7 +361,8 @@ static void add_beside_put(bool shared, pto_dtype dt) {
     }
     int lost = 0, stores = 0;
     int32_t finished = 0;
-    for (uint16_t round = 1; !finished || stores < 2 * ADD_N; round = (uint16_t)(round % 30000 + 1)) {
+    for (uint16_t round = 1; !finished || stores < 2 * ADD_N;
+         round = (uint16_t)(round % 30000 + 1)) {
       for (int k = 0; k < 2; k++) {
         uint16_t v = round, back = 0;
         pto_tensor tv = local(&v, 1, dt), tb = local(&back, 1, dt);
@@ -383,8 +384,8 @@ static void add_beside_put(bool shared, pto_dtype dt) {
     const uint16_t *p = (const uint16_t *)h.buf + h.offset;
     CHECK_EQ(p[1], want, "element 1 after the adds (bits)");
     CHECK_EQ(p[2], want, "element 2 after the adds (bits)");
-    printf("add_beside_put %s shared %d: %d stores beside %d adds, %d lost\n", name, shared,
-           stores, 2 * ADD_N, lost);
+    printf("add_beside_put %s shared %d: %d stores beside %d adds, %d lost\n", name, shared, stores,
+           2 * ADD_N, lost);
   }
   dom_close(&x);
 }
