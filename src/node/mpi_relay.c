@@ -22,10 +22,12 @@
 #include "node/fnref.h"
 #include "node/host_ship.h"
 #include "node/proc_watch.h"
+#include "node/run_guard.h"
 
-#define POLL_MIN_NS 20000ull    /* relays poll MPI this often right after a message */
-#define POLL_MAX_NS 1000000ull  /* ... and at least this often when idle */
-#define WATCH_NS    20000000ull /* rank 0 looks at the chip ranks' processes this often */
+#define POLL_MIN_NS   20000ull     /* relays poll MPI this often right after a message */
+#define POLL_MAX_NS   1000000ull   /* ... and at least this often when idle */
+#define WATCH_NS      20000000ull  /* how often a relay looks at the other side's processes */
+#define GONE_GRACE_NS 100000000ull /* a gone rank's own word (ENDED) may still be on its way */
 
 /* The next idle pause: back to the shortest after a message, else doubled
  * up to the longest. */
@@ -46,6 +48,19 @@ void relay_send_state(MPI_Comm comm, child_state st, const char *host, const cha
   snprintf(w.host, sizeof w.host, "%s", host);
   snprintf(w.why, sizeof w.why, "%s", why);
   relay_send(comm, 0, T_STATE, &w, sizeof w);
+}
+
+void relay_check_root(const root_proc *root, int rank, const char *prefix) {
+  int st;
+  if (!root->start || proc_look(root->pid, root->start, &st) == PROC_RUNS) return;
+  fprintf(stderr,
+          "pto node: chip rank %d (MPI rank %d): rank 0 (pid %d), which runs the node, is gone: "
+          "ending the MPI job (MPI_Abort)\n",
+          rank, rank, (int)root->pid);
+  if (prefix) run_guard_unlink_all(prefix);
+  /* the job fails (mpirun, keeping it running, would otherwise exit 0) */
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  _exit(1);
 }
 
 /* ---- rank 0's relay ---- */
@@ -192,10 +207,10 @@ static bool take_messages(root_relay *rr) {
  * exit status when the kernel still shows it (a zombie not reaped yet),
  * else with the status unknown: mpirun reaps it, and while it keeps the
  * job running (orte_abort_on_non_zero_status 0) it tells the other ranks
- * nothing. A rank that called exit() has said so itself (ENDED): its
- * message was sent before it was gone, so the messages are taken once more
- * before the status is called unknown. */
-static void watch_ranks(root_relay *rr) {
+ * nothing. A rank that called exit() has said so itself (ENDED), before
+ * it was gone: its word is awaited GONE_GRACE_NS, while the relay goes on
+ * taking messages, before the status is called unknown. */
+static void watch_ranks(root_relay *rr, uint64_t now) {
   pto_node *n = rr->n;
   for (int s = 1; s < n->cfg.nchips; s++) {
     child_slot *c = &n->child[s];
@@ -206,8 +221,8 @@ static void watch_ranks(root_relay *rr) {
     int st = 0;
     proc_state ps = proc_look(c->pid, c->watch_start, &st);
     if (ps == PROC_RUNS) continue;
-    take_messages(rr);
-    if (atomic_load_explicit(&c->ended, memory_order_acquire)) continue;
+    if (ps == PROC_GONE && !c->gone_ns) c->gone_ns = now;
+    if (ps == PROC_GONE && now - c->gone_ns < GONE_GRACE_NS) continue;
     c->wstatus = st;
     c->status_unknown = ps == PROC_GONE;
     /* release pairs with node_reap's acquire: wstatus is set */
@@ -235,7 +250,7 @@ static void *root_relay_main(void *arg) {
     busy = take_messages(rr) || busy;
     uint64_t now = pto_now_ns();
     if (now >= rr->next_watch) { /* after the messages: an ENDED comes first */
-      watch_ranks(rr);
+      watch_ranks(rr, now);
       rr->next_watch = now + WATCH_NS;
     }
     pause = next_pause(pause, busy);
@@ -283,6 +298,8 @@ struct rank_relay {
   MPI_Comm comm;
   pthread_t thread;
   int slot;
+  root_proc root;      /* rank 0's process (relay_check_root) */
+  uint64_t next_watch; /* when to look at it again */
   _Atomic bool stop;
   child_state state_sent;
   uint32_t local_gen, remote_gen, beat_sent;
@@ -390,6 +407,11 @@ static void *rank_relay_main(void *arg) {
     bool stop = atomic_load_explicit(&rr->stop, memory_order_acquire);
     bool busy = rank_relay_pass(rr);
     if (stop) break; /* one pass after the service ended: its last reply is out */
+    uint64_t now = pto_now_ns();
+    if (now >= rr->next_watch) {
+      relay_check_root(&rr->root, rr->slot, rr->n->prefix);
+      rr->next_watch = now + WATCH_NS;
+    }
     pause = next_pause(pause, busy);
     if (!busy) pto_wait(&rr->n->ctl->parent_ev, rank_news, rr, pto_now_ns() + pause);
   }
@@ -397,11 +419,12 @@ static void *rank_relay_main(void *arg) {
 }
 
 rank_relay *rank_relay_start(pto_node *n, int slot, MPI_Comm comm, bool other_host,
-                             const char *host) {
+                             const char *host, root_proc root) {
   rank_relay *rr = calloc(1, sizeof *rr);
   if (!rr) return NULL;
   rr->n = n;
   rr->slot = slot;
+  rr->root = root;
   rr->comm = comm;
   rr->other_host = other_host;
   snprintf(rr->host, sizeof rr->host, "%s", host);

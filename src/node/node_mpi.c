@@ -22,6 +22,7 @@
 #include "node/fnref.h"
 #include "node/mpi_relay.h"
 #include "node/node_internal.h"
+#include "node/proc_watch.h"
 #include "node/run_guard.h"
 
 static const char *mpi_env_name(void) {
@@ -71,6 +72,7 @@ typedef struct wire_begin {
   pto_node_config cfg; /* its pointers are cleared; the two below travel as fnrefs */
   fnref chip_init, chip_init_arg;
   int32_t slot;
+  root_proc root; /* rank 0's process (its start time: 0 when it cannot be read) */
   int32_t device_ids[PTO_NODE_MAX_CHIPS];
   uint64_t host_addr, host_bytes, space_addr, space_bytes;
   char prefix[48];
@@ -84,6 +86,7 @@ static int g_rank = -1, g_size;
 static bool g_inited_by_us;
 static pto_node *g_live;       /* rank 0: the node of this job, NULL between nodes */
 static _Atomic bool g_serving; /* ranks > 0: serving a node's chip (serve_node) */
+static root_proc g_root;       /* ranks > 0: rank 0's process, from the last node's begin */
 
 static void nap(uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
@@ -295,6 +298,8 @@ int node_mpi_start(pto_node *n, char *why, size_t len) {
   fnref_encode((const void *)n->cfg.chip_init, true, &b->chip_init, w, sizeof w); /* checked */
   fnref_encode(n->cfg.chip_init_arg, false, &b->chip_init_arg, w, sizeof w);
   memcpy(b->device_ids, n->device_ids, sizeof b->device_ids);
+  b->root.pid = (int32_t)getpid();
+  if (!proc_start_time(b->root.pid, &b->root.start)) b->root.start = 0;
   b->host_addr = (uint64_t)(uintptr_t)n->host;
   b->host_bytes = n->cfg.host_bytes;
   b->space_addr = (uint64_t)(uintptr_t)n->space;
@@ -403,7 +408,9 @@ static void serve_node(const wire_begin *b) {
   n->cfg.chip_init_arg = arg;
   n->host = hmem;
   n->space = space;
-  rank_relay *rr = rank_relay_start(n, slot, g_comm, !same_host, host);
+  /* rank 0's pid means the same process here only on its host */
+  g_root = same_host ? b->root : (root_proc){0, 0};
+  rank_relay *rr = rank_relay_start(n, slot, g_comm, !same_host, host, g_root);
   if (!rr) {
     relay_send_state(g_comm, CHILD_FAILED, host, "cannot start the relay thread");
   } else {
@@ -431,6 +438,7 @@ static void serve_forever(void) {
     MPI_Status st;
     MPI_Iprobe(0, MPI_ANY_TAG, g_comm, &flag, &st);
     if (!flag) {
+      relay_check_root(&g_root, g_rank, NULL); /* between nodes: no objects of ours */
       nap(pause);
       pause = pause * 2 > POLL_MAX_NS ? POLL_MAX_NS : pause * 2;
       continue;

@@ -1,15 +1,17 @@
 #!/bin/sh
 # rank_death.sh MPIEXEC PROGRAM LAYOUT RUNS
 # A rank that dies while mpirun keeps the job running
-# (orte_abort_on_non_zero_status 0): runs `PROGRAM exit` and `PROGRAM _exit`
-# (test_node_mpi_faults, -np 3: chip 1 calls exit(3) or _exit(3) in the
-# middle of ring allreduces of 1 Mi f32) RUNS times each through
+# (orte_abort_on_non_zero_status 0): runs `PROGRAM exit`, `PROGRAM _exit`
+# and `PROGRAM root_exit` (test_node_mpi_faults, -np 3: chip 1 calls
+# exit(3) or _exit(3) in the middle of ring allreduces of 1 Mi f32; in
+# root_exit chip 0 does, ending rank 0) RUNS times each through
 # rank_fault.sh, with the domain's windows in shared memory (LAYOUT shm) or
 # MPI RMA windows (LAYOUT rma: PTO_MPI_SHARED_WINDOWS=0). Every run must
-# end within 10 s naming rank 1's exit (PTO_ECHIP_DIED; exit(3): "exited
-# with status 3"), with no segmentation fault and no process or object of
-# the run left. Prints one line per run and a summary; exits 1 if any run
-# failed (its whole output is printed).
+# end within 10 s, named: rank 0 names rank 1's exit (PTO_ECHIP_DIED;
+# exit(3): "exited with status 3"), or ranks 1 and 2 name rank 0 gone;
+# with no segmentation fault and no process or object of the run left.
+# Prints one line per run and a summary; exits 1 if any run failed (its
+# whole output is printed).
 set -u
 mpiexec=$1 prog=$2 layout=$3 runs=$4
 here=$(dirname "$0")
@@ -21,13 +23,15 @@ case $layout in
 esac
 log=$(mktemp)
 bad=0 slowest=0
-for mode in exit _exit; do
-  want="exited"
-  [ "$mode" = exit ] && want="exited with status 3"
+for mode in exit _exit root_exit; do
+  case $mode in
+    exit) want="PTO_ECHIP_DIED: chip rank 1 \(MPI rank 1 .*\) exited with status 3" ;;
+    _exit) want="PTO_ECHIP_DIED: chip rank 1 \(MPI rank 1 .*\) exited" ;;
+    root_exit) want="chip rank [12] \(MPI rank [12]\): rank 0 \(pid [0-9]+\), which runs the node, is gone" ;;
+  esac
   i=1
   while [ "$i" -le "$runs" ]; do
-    sh "$here/rank_fault.sh" "$mpiexec" "$prog" "$mode" 10 \
-       "PTO_ECHIP_DIED: chip rank 1 \(MPI rank 1 .*\) $want" >"$log" 2>&1
+    sh "$here/rank_fault.sh" "$mpiexec" "$prog" "$mode" 10 "$want" >"$log" 2>&1
     rc=$?
     ms=$(sed -n 's/^mode .*: exit .* after \([0-9]*\) ms$/\1/p' "$log")
     [ -n "$ms" ] && [ "$ms" -gt "$slowest" ] && slowest=$ms
@@ -35,10 +39,10 @@ for mode in exit _exit; do
       bad=$((bad + 1))
       cat "$log"
     fi
-    echo "rank_death $layout $mode run $i: $([ "$rc" -eq 0 ] && echo named || echo FAILED) after ${ms:-?} ms: $(grep -m1 '^run: ' "$log")"
+    echo "rank_death $layout $mode run $i: $([ "$rc" -eq 0 ] && echo named || echo FAILED) after ${ms:-?} ms: $(grep -m1 -E '^run: |which runs the node, is gone' "$log")"
     i=$((i + 1))
   done
 done
 rm -f "$log"
-echo "rank_death $layout: $((2 * runs - bad)) of $((2 * runs)) runs named within 10 s (slowest $slowest ms), $bad failed"
+echo "rank_death $layout: $((3 * runs - bad)) of $((3 * runs)) runs named within 10 s (slowest $slowest ms), $bad failed"
 [ "$bad" -eq 0 ]

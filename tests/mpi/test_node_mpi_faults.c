@@ -9,9 +9,11 @@
  *   single   : (exit 0 when the check holds) the program initialised MPI
  *              with MPI_THREAD_SINGLE: pto_node_create fails on every rank
  *              with PTO_EMPI naming the thread level it needs.
- *   exit, _exit : (-np 3) three chips run ring allreduces of 1 Mi f32 in one
- *              kernel, back to back; chip 1 calls exit(3) or _exit(3) in its
- *              third, while chips 0 and 2 wait in theirs for its data (run
+ *   exit, _exit, root_exit : (-np 3) three chips run ring allreduces of
+ *              1 Mi f32 in one kernel, back to back; chip 1 calls exit(3)
+ *              or _exit(3) in its third (root_exit: chip 0, a thread of
+ *              rank 0, calls _exit(3): rank 0's process is gone), while the
+ *              other chips wait in theirs for its data (run
  *              with orte_abort_on_non_zero_status 0, so that mpirun does
  *              not end the job itself; PTO_MPI_SHARED_WINDOWS=0: the
  *              domain's windows are MPI RMA windows instead of shared memory).
@@ -33,7 +35,7 @@
 #define DEV0 116 /* device ids of this program: 116, 117 (and 120 for a third chip) */
 
 static int k_fault = -1, k_ring = -1, k_die = -1;
-static int mode; /* 0 refusals, 1 kill, 2 stop, 3 exit, 4 _exit */
+static int mode; /* 0 refusals, 1 kill, 2 stop, 3 exit, 4 _exit, 5 root_exit */
 
 #define DIE_COUNT  (1 << 20) /* f32 per allreduce */
 #define DIE_ROUNDS 6         /* allreduces per kernel; chip 1 leaves in the third */
@@ -56,12 +58,13 @@ static int ring_kernel(const pto_kctx *ctx) {
   return rc;
 }
 
-/* tensors: this rank's scratch, src, dst (its own window); scalar: the domain */
+/* tensors: this rank's scratch, src, dst (its own window); scalar: the domain.
+ * The victim (chip 1; chip 0 in root_exit) leaves in its third allreduce. */
 static int die_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)ctx->scalars[0];
   const pto_tensor *scratch = &ctx->tensors[0], *src = &ctx->tensors[1], *dst = &ctx->tensors[2];
   for (int i = 0; i < DIE_ROUNDS; i++) {
-    if (pto_comm_chip(pto_kctx_comm(ctx)) == 1 && i == 2) {
+    if (pto_comm_chip(pto_kctx_comm(ctx)) == (mode == 5 ? 0 : 1) && i == 2) {
       if (mode == 3) exit(3);
       _exit(3);
     }
@@ -270,11 +273,12 @@ static int thread_single(void) {
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "refusals";
   if (!strcmp(m, "single")) return thread_single();
-  mode = !strcmp(m, "kill")    ? 1
-         : !strcmp(m, "stop")  ? 2
-         : !strcmp(m, "exit")  ? 3
-         : !strcmp(m, "_exit") ? 4
-                               : 0;
+  mode = !strcmp(m, "kill")        ? 1
+         : !strcmp(m, "stop")      ? 2
+         : !strcmp(m, "exit")      ? 3
+         : !strcmp(m, "_exit")     ? 4
+         : !strcmp(m, "root_exit") ? 5
+                                   : 0;
   if (mode == 0) return refusals();
   pto_node_config cfg = config();
   if (mode >= 3) {
