@@ -135,7 +135,7 @@ static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, no
   for (;;) {
     take_wait tw = {mb, last};
     bool woken = pto_wait(&mb->to_child, frame_posted, &tw, pto_deadline_ms(CHILD_POLL_MS));
-    /* acquire pairs with node_stop_threads' release store */
+    /* acquire pairs with the release store of stop_threads (node_proc.c) */
     if (atomic_load_explicit(&mb->stop, memory_order_acquire)) return SERVE_STOPPED;
     if (!woken) {
       if (orphan_check && getppid() != n->parent_pid) return SERVE_ORPHANED;
