@@ -38,7 +38,9 @@ left=$(pgrep -f -x "$prog $mode" || true)
 if [ -n "$left" ]; then
   echo "FAILED: processes left behind: $left"; fail=1
 fi
-objs=$(sed -n 's|^run objects: \(/dev/shm/[^ ]*\)\.\*$|\1|p' "$out" | head -1)
+# anywhere in a line: Open MPI's own messages may be written into the middle
+# of it
+objs=$(sed -n 's|.*run objects: \(/dev/shm/pto\.[0-9a-f.]*[0-9a-f]\)\.\*.*|\1|p' "$out" | head -1)
 if [ -z "$objs" ]; then
   echo "FAILED: the program did not say where its run's objects are"; fail=1
 elif ls "$objs".* >/dev/null 2>&1; then
