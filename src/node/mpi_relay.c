@@ -53,10 +53,16 @@ void relay_send_state(MPI_Comm comm, child_state st, const char *host, const cha
 void relay_check_root(const root_proc *root, int rank, const char *prefix) {
   int st;
   if (!root->start || proc_look(root->pid, root->start, &st) == PROC_RUNS) return;
-  fprintf(stderr,
-          "pto node: chip rank %d (MPI rank %d): rank 0 (pid %d), which runs the node, is gone: "
-          "ending the MPI job (MPI_Abort)\n",
-          rank, rank, (int)root->pid);
+  /* one write: mpirun forwards the ranks' output in the pieces they write,
+   * between the other ranks' (Open MPI's own complaints about the dead
+   * peer among them) */
+  char msg[200];
+  int len = snprintf(msg, sizeof msg,
+                     "pto node: chip rank %d (MPI rank %d): rank 0 (pid %d), which runs the node, "
+                     "is gone: ending the MPI job (MPI_Abort)\n",
+                     rank, rank, (int)root->pid);
+  if (write(2, msg, (size_t)len) < 0) { /* nowhere else to say it */
+  }
   if (prefix) run_guard_unlink_all(prefix);
   /* the job fails (mpirun, keeping it running, would otherwise exit 0) */
   MPI_Abort(MPI_COMM_WORLD, 1);
