@@ -159,6 +159,9 @@ typedef struct core_payload {
   _Atomic int32_t block;
   _Atomic int32_t sub_block;
   bool deferred; /* written by the core: completion comes from pto_chip_async_complete */
+  /* the dispatcher's own: a single-core block of no gang, which another
+   * block may wait behind and an idle core may take (sched.c, steal.h) */
+  bool movable;
 } core_payload;
 
 /* A block as read from a slot. */
@@ -266,6 +269,10 @@ typedef struct sched {
   uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
   uint32_t idle_cores[2];    /* its cores by type with nothing in flight (published: idle) */
   uint32_t pending_cores[2]; /* its cores by type with a pending block (published: pending) */
+  /* this pass's news, a bit per type (1 << PTO_CORE_AIC / AIV): a core
+   * fell idle, a block went behind a busy core or was left queued for
+   * another scheduler (sched.c, steal_or_hand_over) */
+  uint8_t news;
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;
