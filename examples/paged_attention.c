@@ -269,7 +269,7 @@ int paged_attention_scene(const pa_config *cfg, const pto_scene_opts *opts, pto_
   scene_chip_config(opts, cfg->clusters, 0, &cc);
   if (!ref) {
     rc = PTO_ENOMEM;
-  } else if ((rc = pto_chip_create(&cc, &chip)) == PTO_OK &&
+  } else if ((rc = scene_chip_create(&cc, &chip, rep)) == PTO_OK &&
              (rc = pto_kernels_register(chip, &st.ids)) == PTO_OK) {
     memset(st.out, 0xff, n * sizeof *st.out); /* NaN: an unwritten output cannot pass */
     rc = scene_run_rounds(chip, opts, pa_orch, &st, rep);
@@ -320,6 +320,6 @@ static int paged_attention_run(const pto_scene_opts *opts, pto_scene_report *rep
   return paged_attention_scene(&cfg, opts, rep);
 }
 
-PTO_SCENE(paged_attention,
-          "decode-step paged attention: 8 requests x 16 heads x 128, KV blocks of 128",
-          paged_attention_run);
+PTO_SCENE_WITH(paged_attention,
+               "decode-step paged attention: 8 requests x 16 heads x 128, KV blocks of 128",
+               paged_attention_run, PTO_SCENE_RANDOM);

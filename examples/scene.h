@@ -28,16 +28,27 @@ typedef struct pto_scene_report {
   pto_error_info err;  /* details of `status` */
   pto_run_stats stats; /* summed over rounds (times: of the last round) */
   pto_node_stats node; /* multi-chip scenes (node.nchips > 0): of the last round */
+  bool config_refused; /* the chip or node refused its configuration (err says why) */
   char message[512];   /* what was checked, or what differed */
 } pto_scene_report;
+
+/* What a scene's options act on (pto run refuses --seed and --fault-inject
+ * where they would do nothing). */
+enum {
+  PTO_SCENE_RANDOM = 1,     /* --seed seeds its inputs */
+  PTO_SCENE_MULTI_CHIP = 2, /* a node of chips: --fault-inject applies, --seed seeds it */
+};
 
 typedef struct pto_scene {
   const char *name;
   const char *summary;
   int (*run)(const pto_scene_opts *opts, pto_scene_report *rep);
+  unsigned flags; /* PTO_SCENE_* */
 } pto_scene;
 
-#define PTO_SCENE(NAME, SUMMARY, FN) const pto_scene pto_scene__##NAME = {#NAME, SUMMARY, FN}
+#define PTO_SCENE_WITH(NAME, SUMMARY, FN, FLAGS)                                                   \
+  const pto_scene pto_scene__##NAME = {#NAME, SUMMARY, FN, FLAGS}
+#define PTO_SCENE(NAME, SUMMARY, FN) PTO_SCENE_WITH(NAME, SUMMARY, FN, 0)
 
 extern const pto_scene *const pto_scenes[]; /* NULL-terminated, sorted */
 const pto_scene *pto_scene_find(const char *name);
@@ -46,6 +57,10 @@ const pto_scene *pto_scene_find(const char *name);
  * overrides, then the command line's. */
 void scene_chip_config(const pto_scene_opts *opts, int clusters, int schedulers,
                        pto_chip_config *cfg);
+/* pto_chip_create_ex and pto_node_create with the details in rep->err, and
+ * rep->config_refused set when the configuration was refused (PTO_EINVAL). */
+int scene_chip_create(const pto_chip_config *cfg, pto_chip **chip, pto_scene_report *rep);
+int scene_node_create(const pto_node_config *cfg, pto_node **node, pto_scene_report *rep);
 /* Runs `fn` opts->rounds times on `chip`, summing stats into rep; stops at
  * the first failed round. Returns that round's status. */
 int scene_run_rounds(pto_chip *chip, const pto_scene_opts *opts, pto_orch_fn fn, void *arg,

@@ -19,17 +19,23 @@ void scene_chip_config(const pto_scene_opts *o, int clusters, int schedulers,
   if (schedulers > 0) cfg->schedulers = schedulers;
   if (o && o->clusters > 0) cfg->clusters = o->clusters;
   /* A shape the command line asks for is not clamped: one the chip cannot
-   * honour is reported here and refused by pto_chip_create. */
-  if (o && o->schedulers > 0) {
+   * honour is refused by pto_chip_create, and pto run says why. */
+  if (o && o->schedulers > 0)
     cfg->schedulers = o->schedulers;
-    if (cfg->schedulers > cfg->clusters)
-      fprintf(stderr,
-              "pto run: --schedulers %d cannot be honoured: the scene runs on %d cluster%s, "
-              "so at most %d schedulers (--clusters N gives more)\n",
-              cfg->schedulers, cfg->clusters, cfg->clusters == 1 ? "" : "s", cfg->clusters);
-  } else if (cfg->schedulers > cfg->clusters) {
+  else if (cfg->schedulers > cfg->clusters)
     cfg->schedulers = cfg->clusters; /* the scene's or the environment's default */
-  }
+}
+
+int scene_chip_create(const pto_chip_config *cfg, pto_chip **chip, pto_scene_report *rep) {
+  int rc = pto_chip_create_ex(cfg, chip, &rep->err);
+  rep->config_refused = rc == PTO_EINVAL;
+  return rc;
+}
+
+int scene_node_create(const pto_node_config *cfg, pto_node **node, pto_scene_report *rep) {
+  int rc = pto_node_create(cfg, node, &rep->err);
+  rep->config_refused = rc == PTO_EINVAL;
+  return rc;
 }
 
 static void add_stats(pto_run_stats *sum, const pto_run_stats *s) {

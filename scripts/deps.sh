@@ -16,3 +16,9 @@ deps_install() {
 PTO_MPI_PACKAGES=(libopenmpi-dev openmpi-bin)
 # ip (network namespaces) for scripts/two_hosts.sh, the mpi test of two hosts.
 PTO_MPI_PACKAGES+=(iproute2)
+
+# The Python front end (scripts/python.sh): Debian's interpreter, NumPy and
+# cffi, what pip needs to build it in a venv (venv, setuptools, wheel), and
+# pytest for its suite.
+PTO_PYTHON_PACKAGES=(python3 python3-dev python3-venv python3-setuptools python3-wheel python3-numpy
+  python3-cffi python3-pytest)

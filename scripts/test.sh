@@ -21,7 +21,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/deps.sh
-deps_install build-essential cmake pkg-config libcmocka-dev python3 "${PTO_MPI_PACKAGES[@]}"
+# The Python packages too: cli.readme_python (plain builds) makes a venv.
+deps_install build-essential cmake pkg-config libcmocka-dev "${PTO_MPI_PACKAGES[@]}" \
+  "${PTO_PYTHON_PACKAGES[@]}"
 
 jobs=$(nproc)
 modes=("$@")
@@ -32,7 +34,6 @@ modes=("$@")
 run_python() {
   local san="$1" dir="build-test-$2" py=/usr/bin/python3 mpi=AUTO
   [ -n "$san" ] && mpi=OFF # Open MPI is noisy under the sanitizers (see above)
-  deps_install python3-dev python3-setuptools python3-numpy python3-pytest python3-cffi
   echo "== $2: build libpto and the pto module in $dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTO_WERROR=ON -DPTO_SANITIZE="$san" \
     -DPTO_BUILD_TESTS=OFF -DPTO_MPI="$mpi" >/dev/null

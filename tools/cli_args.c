@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/options.h"
+
 static int bad(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int bad(char *err, size_t n, const char *fmt, ...) {
   if (err && n) {
@@ -41,14 +43,31 @@ static const char *refused(int argc, char *const *argv, const struct option *opt
   return optind - 1 < argc && optind >= 1 ? argv[optind - 1] : "?";
 }
 
-/* A decimal integer in 1..CLI_INT_MAX, all of v: digits only (strtol alone
- * would take " 5", "+5"). */
-static int int_arg(const char *opt, const char *v, int *out, char *err, size_t n) {
+const char *cli_int_range(cli_int which, int *min, int *max) {
+  static const struct {
+    const char *name;
+    int max;
+  } opts[CLI_INT_COUNT] = {
+      [CLI_INT_CLUSTERS] = {"clusters", PTO_CLUSTERS_MAX},
+      [CLI_INT_SCHEDULERS] = {"schedulers", PTO_SCHEDULERS_MAX},
+      [CLI_INT_ROUNDS] = {"rounds", CLI_INT_MAX},
+      [CLI_INT_SEED] = {"seed", CLI_INT_MAX},
+  };
+  *min = 1;
+  *max = opts[which].max;
+  return opts[which].name;
+}
+
+/* A decimal integer in the option's range, all of v: digits only (strtol
+ * alone would take " 5", "+5"). */
+static int int_arg(cli_int which, const char *v, int *out, char *err, size_t n) {
+  int lo, hi;
+  const char *opt = cli_int_range(which, &lo, &hi);
   char *end;
   errno = 0;
   long x = v[0] >= '0' && v[0] <= '9' ? strtol(v, &end, 10) : 0;
-  if (x == 0 || *end || errno || x < 1 || x > CLI_INT_MAX)
-    return bad(err, n, "pto run: --%s needs an integer in 1..%d, got '%s'", opt, CLI_INT_MAX, v);
+  if (x == 0 || *end || errno || x < lo || x > hi)
+    return bad(err, n, "pto run: --%s needs an integer in %d..%d, got '%s'", opt, lo, hi, v);
   *out = (int)x;
   return 0;
 }
@@ -83,12 +102,12 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
   getopt_reset();
   for (int c, rc = 0, seed = 0; (c = getopt_long(argc, argv, "-:h", run_opts, NULL)) != -1;) {
     switch (c) {
-    case OPT_CLUSTERS: rc = int_arg("clusters", optarg, &a->clusters, err, n); break;
-    case OPT_SCHEDULERS: rc = int_arg("schedulers", optarg, &a->schedulers, err, n); break;
-    case OPT_ROUNDS: rc = int_arg("rounds", optarg, &a->rounds, err, n); break;
+    case OPT_CLUSTERS: rc = int_arg(CLI_INT_CLUSTERS, optarg, &a->clusters, err, n); break;
+    case OPT_SCHEDULERS: rc = int_arg(CLI_INT_SCHEDULERS, optarg, &a->schedulers, err, n); break;
+    case OPT_ROUNDS: rc = int_arg(CLI_INT_ROUNDS, optarg, &a->rounds, err, n); break;
     case OPT_SEED:
-      rc = int_arg("seed", optarg, &seed, err, n);
-      if (!rc) a->seed = (unsigned)seed;
+      rc = int_arg(CLI_INT_SEED, optarg, &seed, err, n);
+      if (!rc) a->seed = (unsigned)seed, a->seed_set = true;
       break;
     case OPT_TRACE: a->trace = optarg; break;
     case OPT_FAULT: a->fault_inject = true; break;
@@ -115,6 +134,7 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
   if (help) {
     a->cmd = CLI_RUN_HELP;
   } else if (list) {
+    if (a->name) return bad(err, n, "pto run --list: unexpected argument '%s'", a->name);
     a->cmd = CLI_RUN_LIST;
   } else if (!a->name || !a->name[0]) {
     return bad(err, n, "pto run: which scene or example? (pto run --list)");
@@ -193,7 +213,11 @@ int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *
   for (int c; (c = getopt_long(argc, argv, "+:hV", main_opts, NULL)) != -1;) {
     switch (c) {
     case 'h': a->cmd = CLI_HELP; return 0;
-    case 'V': a->cmd = CLI_VERSION; return 0;
+    case 'V':
+      if (optind < argc)
+        return bad(err, errlen, "pto --version: unexpected argument '%s'", argv[optind]);
+      a->cmd = CLI_VERSION;
+      return 0;
     default: return bad(err, errlen, "pto: unknown option '%s'", refused(argc, argv, main_opts));
     }
   }

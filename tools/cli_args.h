@@ -18,8 +18,23 @@ typedef enum cli_cmd {
   CLI_TRACE_MERGE, /* pto trace --merge OUT IN... */
 } cli_cmd;
 
-/* Bounds of the integer options (--clusters, --schedulers, --rounds, --seed). */
+/* Bound of --rounds and --seed. */
 #define CLI_INT_MAX (1 << 20)
+
+/* The integer options of `pto run`. Their ranges come from one place,
+ * cli_int_range: --clusters and --schedulers take the chip's
+ * (PTO_CLUSTERS_MAX, PTO_SCHEDULERS_MAX of src/common/options.h, which
+ * pto_chip_create checks against), --rounds and --seed 1..CLI_INT_MAX. */
+typedef enum cli_int {
+  CLI_INT_CLUSTERS,
+  CLI_INT_SCHEDULERS,
+  CLI_INT_ROUNDS,
+  CLI_INT_SEED,
+  CLI_INT_COUNT
+} cli_int;
+
+/* The option's name (without "--") and its range, min..max. */
+const char *cli_int_range(cli_int which, int *min, int *max);
 
 typedef struct cli_args {
   cli_cmd cmd;
@@ -27,6 +42,7 @@ typedef struct cli_args {
   const char *name;
   int clusters, schedulers, rounds; /* rounds 1 when not given */
   unsigned seed;                    /* 1 when not given */
+  bool seed_set;                    /* --seed given */
   const char *trace;                /* --trace FILE, or NULL */
   bool fault_inject;
   /* CLI_TRACE */

@@ -1,7 +1,9 @@
 /* main.c — the `pto` command line: run scenes and examples, summarise traces. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli_args.h"
 #include "cmd_trace.h"
@@ -30,19 +32,26 @@ static void usage(FILE *f) {
 }
 
 static void run_usage(FILE *f) {
-  fputs("usage: pto run NAME [OPTIONS]\n"
-        "       pto run --list\n"
-        "Runs a scene or example (pto run --list names them) and verifies its result against a\n"
-        "sequential reference; error scenes verify the error they expect.\n"
-        "  --clusters N       clusters of the chip (default: the scene's)\n"
-        "  --schedulers N     scheduler threads, 1..clusters (default: the scene's; a number\n"
-        "                     the scene's chip cannot have is an error, not clamped)\n"
-        "  --rounds N         run N times on one chip (default 1)\n"
-        "  --seed N           seed of the inputs and of fault injection (default 1)\n"
-        "  --trace FILE.json  write a Chrome/Perfetto trace of the run\n"
-        "  --fault-inject     multi-chip scenes: late and reordered remote stores\n"
-        "  -h, --help         this text\n",
-        f);
+  int lo[CLI_INT_COUNT], hi[CLI_INT_COUNT];
+  for (int i = 0; i < CLI_INT_COUNT; i++)
+    cli_int_range((cli_int)i, &lo[i], &hi[i]);
+  fprintf(f,
+          "usage: pto run NAME [OPTIONS]\n"
+          "       pto run --list\n"
+          "Runs a scene or example (pto run --list names them) and verifies its result against a\n"
+          "sequential reference; error scenes verify the error they expect.\n"
+          "  --clusters N       clusters of the chip, %d..%d (default: the scene's)\n"
+          "  --schedulers N     scheduler threads, %d..min(clusters, %d) (default: the scene's;\n"
+          "                     a number the scene's chip cannot have is an error, not clamped)\n"
+          "  --rounds N         run N times on one chip, %d..%d (default 1)\n"
+          "  --seed N           seed of the inputs and of fault injection, %d..%d (default 1;\n"
+          "                     only for scenes with random inputs or --fault-inject)\n"
+          "  --trace FILE.json  write a Chrome/Perfetto trace of the run\n"
+          "  --fault-inject     multi-chip scenes: late and reordered remote stores\n"
+          "  -h, --help         this text\n",
+          lo[CLI_INT_CLUSTERS], hi[CLI_INT_CLUSTERS], lo[CLI_INT_SCHEDULERS],
+          hi[CLI_INT_SCHEDULERS], lo[CLI_INT_ROUNDS], hi[CLI_INT_ROUNDS], lo[CLI_INT_SEED],
+          hi[CLI_INT_SEED]);
   exit_status(f);
 }
 
@@ -83,6 +92,39 @@ static void print_node_stats(const pto_node_stats *s) {
   }
 }
 
+/* Options the scene would ignore are refused (exit 2), naming why. */
+static int check_scene_options(const cli_args *a, const pto_scene *sc) {
+  const bool multi = sc->flags & PTO_SCENE_MULTI_CHIP;
+  if (a->fault_inject && !multi) {
+    fprintf(stderr,
+            "pto run: --fault-inject: %s runs one chip, there are no remote stores to delay\n",
+            sc->name);
+    return CLI_EXIT_USAGE;
+  }
+  if (a->seed_set && !(sc->flags & PTO_SCENE_RANDOM) && !(multi && a->fault_inject)) {
+    fprintf(stderr, "pto run: --seed: %s has no random inputs%s, nothing to seed\n", sc->name,
+            multi ? " (and --fault-inject is off)" : "");
+    return CLI_EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* The trace file is opened before the run, so that a path that cannot be
+ * written is reported at once, not after the whole run. A file that was not
+ * there is removed again: the run writes it. */
+static int check_trace_path(const char *path) {
+  struct stat st;
+  const bool existed = stat(path, &st) == 0;
+  FILE *f = fopen(path, "a");
+  if (!f) {
+    fprintf(stderr, "pto run: --trace %s: cannot write it: %s\n", path, strerror(errno));
+    return CLI_EXIT_FAILED;
+  }
+  fclose(f);
+  if (!existed) remove(path);
+  return 0;
+}
+
 static int cmd_run(const cli_args *a) {
   if (a->cmd == CLI_RUN_LIST) {
     for (int k = 0; pto_scenes[k]; k++)
@@ -99,28 +141,44 @@ static int cmd_run(const cli_args *a) {
   const pto_scene *sc = pto_scene_find(name);
   if (!sc) {
     fprintf(stderr, "pto run: no scene or example named '%s' (see pto run --list)\n", name);
-    return 2;
+    return CLI_EXIT_USAGE;
   }
+  int rc = check_scene_options(a, sc);
+  if (!rc && a->trace) rc = check_trace_path(a->trace);
+  if (rc) return rc;
   pto_scene_report rep;
   memset(&rep, 0, sizeof rep);
   rep.err.task_id = PTO_TASK_NONE;
   rep.err.core_id = -1;
-  printf("%s: %s\n", sc->name, sc->summary);
   sc->run(&o, &rep);
+  /* The title comes after the run: under mpirun the ranks > 0 of a
+   * multi-chip scene never return from pto_node_create (they serve rank 0
+   * and exit), so only rank 0 prints. */
+  const bool failed = rep.status && rep.status != rep.expected_status;
+  if (failed && rep.config_refused && (a->clusters || a->schedulers)) {
+    /* the shape the command line asked for: a usage error */
+    fprintf(stderr, "pto run: %s cannot run with", sc->name);
+    if (a->clusters) fprintf(stderr, " --clusters %d", a->clusters);
+    if (a->schedulers) fprintf(stderr, " --schedulers %d", a->schedulers);
+    fprintf(stderr, ": %s\n", rep.err.details);
+    return CLI_EXIT_USAGE;
+  }
+  printf("%s: %s\n", sc->name, sc->summary);
+  /* Failures go to stderr, the report of a run that did what it should
+   * (statistics included) to stdout. */
+  if (failed) {
+    fprintf(stderr, "%s: FAILED with %s\n", sc->name, pto_status_name(rep.status));
+    pto_error_print(&rep.err, stderr);
+    return CLI_EXIT_FAILED;
+  }
   if (rep.node.nchips > 0)
     print_node_stats(&rep.node);
   else
     print_stats(&rep.stats, o.rounds);
-  /* Failures go to stderr, the report of a run that did what it should to stdout. */
-  if (rep.status && rep.status != rep.expected_status) {
-    fprintf(stderr, "%s: FAILED with %s\n", sc->name, pto_status_name(rep.status));
-    pto_error_print(&rep.err, stderr);
-    return 1;
-  }
   if (rep.expected_status) {
     if (!rep.verified) {
       fprintf(stderr, "%s: FAILED: %s\n", sc->name, rep.message);
-      return 1;
+      return CLI_EXIT_FAILED;
     }
     printf("verified: the run failed as expected with %s\n", pto_status_name(rep.status));
     pto_error_print(&rep.err, stdout);
@@ -129,7 +187,7 @@ static int cmd_run(const cli_args *a) {
   if (!rep.verified) {
     fprintf(stderr, "%s: FAILED: result differs from the sequential reference: %s\n", sc->name,
             rep.message[0] ? rep.message : "(no detail)");
-    return 1;
+    return CLI_EXIT_FAILED;
   }
   printf("verified: %s\n", rep.message[0] ? rep.message : "matches the sequential reference");
   if (o.trace) printf("  trace written to %s\n", o.trace);

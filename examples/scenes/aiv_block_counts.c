@@ -73,7 +73,7 @@ static int aiv_block_counts_run(const pto_scene_opts *opts, pto_scene_report *re
   pto_chip_config cfg;
   scene_chip_config(opts, 0, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "spmd_aiv", bc_kernel, &st->k_aiv);
   if (!rc) {
     pto_kernel_desc d = {.name = "spmd_mix", .aic = bc_kernel, .aiv = bc_kernel, .aiv_count = 2};
@@ -126,5 +126,5 @@ static int aiv_block_counts_run(const pto_scene_opts *opts, pto_scene_report *re
   return rc;
 }
 
-PTO_SCENE(aiv_block_counts, "AIV block counts 4..96 and MIX (AIC+2 AIV) 2..48, all in flight",
-          aiv_block_counts_run);
+PTO_SCENE_WITH(aiv_block_counts, "AIV block counts 4..96 and MIX (AIC+2 AIV) 2..48, all in flight",
+               aiv_block_counts_run, PTO_SCENE_RANDOM);

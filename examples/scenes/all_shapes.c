@@ -133,7 +133,7 @@ static int all_shapes_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 4, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   for (int s = 0; s < AS_SHAPES && !rc; s++) {
     pto_kernel_desc d = {.name = as_shapes[s].name,
                          .aic = as_shapes[s].aic ? as_kernel : NULL,
@@ -184,5 +184,6 @@ static int all_shapes_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(all_shapes, "all 5 resource shapes (AIC, AIV, MIX AIV2, AIC+AIV, AIC+AIV2) in one graph",
-          all_shapes_run);
+PTO_SCENE_WITH(all_shapes,
+               "all 5 resource shapes (AIC, AIV, MIX AIV2, AIC+AIV, AIC+AIV2) in one graph",
+               all_shapes_run, PTO_SCENE_RANDOM);

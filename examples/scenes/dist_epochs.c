@@ -66,7 +66,7 @@ static int dist_epochs_run(const pto_scene_opts *o, pto_scene_report *rep) {
   pto_node_config cfg;
   dist_config(o, 2, epoch_init, &cfg);
   pto_node *n;
-  int rc = pto_node_create(&cfg, &n, &rep->err);
+  int rc = scene_node_create(&cfg, &n, rep);
   if (!dist_status(rep, rc, &rep->err)) return rc;
   pto_tensor io[2];
   int64_t sh[2] = {EPOCHS * 4, DIST_SIZE};
@@ -91,7 +91,7 @@ static int dist_epochs_run(const pto_scene_opts *o, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(dist_epochs,
-          "2 chips: publisher sets the signal to the epoch, two waiters per rank, "
-          "3 epochs without reset (dist scene 9)",
-          dist_epochs_run);
+PTO_SCENE_WITH(dist_epochs,
+               "2 chips: publisher sets the signal to the epoch, two waiters per rank, "
+               "3 epochs without reset (dist scene 9)",
+               dist_epochs_run, PTO_SCENE_MULTI_CHIP);

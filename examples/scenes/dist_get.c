@@ -50,7 +50,7 @@ static int dist_get_run(const pto_scene_opts *o, pto_scene_report *rep) {
   return dist_run_pair(o, &sc, rep);
 }
 
-PTO_SCENE(dist_get,
-          "2 chips: stage, barrier, get from the next rank, with a row offset (dist "
-          "scene 5)",
-          dist_get_run);
+PTO_SCENE_WITH(dist_get,
+               "2 chips: stage, barrier, get from the next rank, with a row offset (dist "
+               "scene 5)",
+               dist_get_run, PTO_SCENE_MULTI_CHIP);

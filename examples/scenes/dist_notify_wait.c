@@ -66,7 +66,7 @@ static int dist_notify_wait_run(const pto_scene_opts *o, pto_scene_report *rep) 
   pto_node_config cfg;
   dist_config(o, 2, nw_init, &cfg);
   pto_node *n;
-  int rc = pto_node_create(&cfg, &n, &rep->err);
+  int rc = scene_node_create(&cfg, &n, rep);
   if (!dist_status(rep, rc, &rep->err)) return rc;
   pto_tensor out;
   int64_t sh = 2 * CALLS * 2;
@@ -86,7 +86,7 @@ static int dist_notify_wait_run(const pto_scene_opts *o, pto_scene_report *rep) 
   return rc;
 }
 
-PTO_SCENE(dist_notify_wait,
-          "2 chips: notify/wait cells [2,1] and credit reset to 0, 3 calls "
-          "each on one domain (dist scenes 6, 7)",
-          dist_notify_wait_run);
+PTO_SCENE_WITH(dist_notify_wait,
+               "2 chips: notify/wait cells [2,1] and credit reset to 0, 3 calls "
+               "each on one domain (dist scenes 6, 7)",
+               dist_notify_wait_run, PTO_SCENE_MULTI_CHIP);

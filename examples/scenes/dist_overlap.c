@@ -48,7 +48,7 @@ static int dist_overlap_run(const pto_scene_opts *o, pto_scene_report *rep) {
   pto_node_config cfg;
   dist_config(o, 3, swap_init, &cfg);
   pto_node *n;
-  int rc = pto_node_create(&cfg, &n, &rep->err);
+  int rc = scene_node_create(&cfg, &n, rep);
   if (!dist_status(rep, rc, &rep->err)) return rc;
   pto_tensor io[2];
   int64_t sh[2] = {4, DIST_SIZE};
@@ -71,7 +71,7 @@ static int dist_overlap_run(const pto_scene_opts *o, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(dist_overlap,
-          "3 chips: overlapping domains {0,1} and {1,2}, swaps by remote load "
-          "(dist scene 10)",
-          dist_overlap_run);
+PTO_SCENE_WITH(dist_overlap,
+               "3 chips: overlapping domains {0,1} and {1,2}, swaps by remote load "
+               "(dist scene 10)",
+               dist_overlap_run, PTO_SCENE_MULTI_CHIP);

@@ -39,5 +39,5 @@ static int dist_push_computed_run(const pto_scene_opts *o, pto_scene_report *rep
   return dist_run_pair(o, &sc, rep);
 }
 
-PTO_SCENE(dist_push_computed, "2 chips: push of a computed tile 2*in (dist scene 3)",
-          dist_push_computed_run);
+PTO_SCENE_WITH(dist_push_computed, "2 chips: push of a computed tile 2*in (dist scene 3)",
+               dist_push_computed_run, PTO_SCENE_MULTI_CHIP);

@@ -104,7 +104,7 @@ static int dist_put_run(const pto_scene_opts *o, pto_scene_report *rep) {
   return dist_run_pair(o, &sc, rep);
 }
 
-PTO_SCENE(dist_put,
-          "2 chips: put — staged ring swap, pipelined and chunked tiles, atomic add, "
-          "row offset (dist scene 4)",
-          dist_put_run);
+PTO_SCENE_WITH(dist_put,
+               "2 chips: put — staged ring swap, pipelined and chunked tiles, atomic add, "
+               "row offset (dist scene 4)",
+               dist_put_run, PTO_SCENE_MULTI_CHIP);

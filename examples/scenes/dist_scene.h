@@ -165,7 +165,7 @@ static inline int dist_run_pair(const pto_scene_opts *o, const dist_pair_scene *
   if (sc->device_ids) cfg.device_ids = sc->device_ids;
   if (sc->lease_wait_ms >= 0) cfg.lease_wait_ms = sc->lease_wait_ms;
   pto_node *n;
-  int rc = pto_node_create(&cfg, &n, &rep->err);
+  int rc = scene_node_create(&cfg, &n, rep);
   if (!dist_status(rep, rc, &rep->err)) return rc;
   pto_tensor io[2];
   int64_t sh[2] = {2, sc->out_cols};

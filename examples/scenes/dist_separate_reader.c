@@ -73,7 +73,7 @@ static int dist_separate_reader_run(const pto_scene_opts *o, pto_scene_report *r
   return dist_run_pair(o, &sc, rep);
 }
 
-PTO_SCENE(dist_separate_reader,
-          "2 chips: a reader task on the peer is ordered after the "
-          "writer's remote store (dist scene 8)",
-          dist_separate_reader_run);
+PTO_SCENE_WITH(dist_separate_reader,
+               "2 chips: a reader task on the peer is ordered after the "
+               "writer's remote store (dist scene 8)",
+               dist_separate_reader_run, PTO_SCENE_MULTI_CHIP);

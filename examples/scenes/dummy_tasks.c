@@ -130,7 +130,7 @@ static int dummy_tasks_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 4, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "write", dt_write, &st->k_write);
   if (!rc) rc = pto_kernel_register_aiv(chip, "copy_add", dt_copy_add, &st->k_copy_add);
   const int rounds = opts->rounds > 0 ? opts->rounds : 1;

@@ -35,7 +35,7 @@ static int empty_chain_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 0, 0, &cfg);
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "inc", ec_inc, &st.kernel);
   if (!rc) rc = scene_run_rounds(chip, opts, ec_orch, &st, rep);
   pto_chip_destroy(chip);

@@ -55,7 +55,7 @@ static int err_async_invalid_run(const pto_scene_opts *opts, pto_scene_report *r
   scene_chip_config(opts, 1, 0, &cfg);
   cfg.env = &st;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "async", ai_async, &st.k_async);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_async_invalid");
   st.bogus = true;

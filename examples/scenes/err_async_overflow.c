@@ -32,7 +32,7 @@ static int err_async_overflow_run(const pto_scene_opts *opts, pto_scene_report *
   cfg.async_slots = 2;
   cfg.env = &st;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "async", ao_async, &st.k_async);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_async_overflow");
   scene_expect_error(chip, ao_orch, &st, PTO_EASYNC_OVERFLOW, rep);

@@ -65,7 +65,7 @@ static int err_dep_overflow_run(const pto_scene_opts *opts, pto_scene_report *re
   cfg.dep_entries = 4;
   cfg.alloc_timeout_ms = 150;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "hang_write", do_hang_write, &st.k_hang_write);
   if (!rc) rc = pto_kernel_register_aiv(chip, "copy", pto_kern_copy, &st.k_copy);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_dep_overflow");

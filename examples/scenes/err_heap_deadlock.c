@@ -25,7 +25,7 @@ static int err_heap_deadlock_run(const pto_scene_opts *opts, pto_scene_report *r
   scene_chip_config(opts, 1, 0, &cfg);
   cfg.heap_bytes = 1024;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &st.k_fill);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_heap_deadlock");
   scene_expect_error(chip, hd_orch, &st, PTO_EHEAP_DEADLOCK, rep);

@@ -39,7 +39,7 @@ static int err_invalid_args_run(const pto_scene_opts *opts, pto_scene_report *re
   pto_chip_config cfg;
   scene_chip_config(opts, 1, 0, &cfg);
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &st.k_fill);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_invalid_args");
   scene_expect_error(chip, ia_orch, &st, PTO_EINVAL, rep);

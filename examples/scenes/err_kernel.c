@@ -46,7 +46,7 @@ static int err_kernel_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   scene_chip_config(opts, 2, 0, &cfg);
   cfg.env = &st;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &st.k_fill);
   if (!rc) rc = pto_kernel_register_aiv(chip, "bad_kernel", ek_bad, &st.k_bad);
   if (!rc) rc = pto_kernel_register_aiv(chip, "copy", pto_kern_copy, &st.k_copy);

@@ -35,7 +35,7 @@ static int err_orch_starved_run(const pto_scene_opts *opts, pto_scene_report *re
   scene_chip_config(opts, 1, 0, &cfg);
   cfg.watchdog_ms = 300;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &st.k_fill);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_orch_starved");
   scene_expect_error(chip, os_orch, &st, PTO_ESCHED_TIMEOUT, rep);

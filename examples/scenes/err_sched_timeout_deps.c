@@ -35,7 +35,7 @@ static int err_sched_timeout_deps_run(const pto_scene_opts *opts, pto_scene_repo
   scene_chip_config(opts, 2, 0, &cfg);
   cfg.watchdog_ms = 300;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "lost_async", tdp_async, &st.k_async);
   if (!rc) rc = pto_kernel_register_aiv(chip, "copy", pto_kern_copy, &st.k_copy);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_sched_timeout_deps");

@@ -40,7 +40,7 @@ static int err_sched_timeout_stuck_run(const pto_scene_opts *opts, pto_scene_rep
   cfg.watchdog_ms = 300;
   cfg.env = &st;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aic(chip, "hang", ts_hang, &st.k_hang);
   if (!rc) rc = pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &st.k_fill);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_sched_timeout_stuck");

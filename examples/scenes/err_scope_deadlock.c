@@ -37,7 +37,7 @@ static int err_scope_deadlock_run(const pto_scene_opts *opts, pto_scene_report *
   cfg.task_slots = 4;
   cfg.heap_bytes = 1024;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &st.k_fill);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_scope_deadlock");
   scene_expect_error(chip, sd_orch, &st, PTO_ESCOPE_DEADLOCK, rep);

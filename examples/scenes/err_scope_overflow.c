@@ -22,7 +22,7 @@ static int err_scope_overflow_run(const pto_scene_opts *opts, pto_scene_report *
   pto_chip_config cfg;
   scene_chip_config(opts, 1, 0, &cfg);
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_scope_overflow");
   scene_expect_error(chip, so_orch, &st, PTO_ESCOPE_OVERFLOW, rep);
   cs_expect(rep, st.depth_failed == 5, "scope_begin failed at depth %d, expected 5",

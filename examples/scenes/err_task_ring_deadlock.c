@@ -36,7 +36,7 @@ static int err_task_ring_deadlock_run(const pto_scene_opts *opts, pto_scene_repo
   cfg.alloc_timeout_ms = 200;
   cfg.watchdog_ms = 5000; /* the allocation deadline must come first */
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "hang", cs_hang_kernel, &st.k_hang);
   if (!rc) rc = pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &st.k_fill);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_task_ring_deadlock");

@@ -34,7 +34,7 @@ static int err_tensor_wait_timeout_run(const pto_scene_opts *opts, pto_scene_rep
   scene_chip_config(opts, 1, 0, &cfg);
   cfg.watchdog_ms = 5000; /* the read's deadline must come first */
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "hang", cs_hang_kernel, &st.k_hang);
   if (!rc) rc = pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &st.k_fill);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_tensor_wait_timeout");

@@ -41,7 +41,7 @@ static int err_tensormap_overflow_run(const pto_scene_opts *opts, pto_scene_repo
   cfg.tensormap_entries = 8;
   cfg.alloc_timeout_ms = 150;
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "hang", cs_hang_kernel, &st.k_hang);
   if (!rc) rc = pto_kernel_register_aiv(chip, "copy", pto_kern_copy, &st.k_copy);
   if (rc) return cs_setup_failed(chip, rep, rc, "err_tensormap_overflow");

@@ -88,7 +88,7 @@ static int fanin_dag_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 0, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernels_register(chip, &st->k);
   if (!rc) rc = scene_run_rounds(chip, opts, fd_orch, st, rep);
   if (rc) {
@@ -127,4 +127,5 @@ static int fanin_dag_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(fanin_dag, "many-fanin DAG: 64 writers x 64 readers of the whole tensor", fanin_dag_run);
+PTO_SCENE_WITH(fanin_dag, "many-fanin DAG: 64 writers x 64 readers of the whole tensor",
+               fanin_dag_run, PTO_SCENE_RANDOM);

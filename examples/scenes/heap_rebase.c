@@ -60,7 +60,7 @@ static int heap_rebase_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   scene_chip_config(opts, 2, 0, &cfg);
   cfg.heap_bytes = HR_HEAP;
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernels_register(chip, &st->k);
   if (!rc) rc = scene_run_rounds(chip, opts, hr_orch, st, rep);
   if (rc) {

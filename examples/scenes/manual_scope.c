@@ -100,7 +100,7 @@ static int manual_scope_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 4, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernel_register_aiv(chip, "op", ms_op, &st->k_op);
   if (!rc) rc = pto_kernel_register_aiv(chip, "slow_add", ms_slow_add, &st->k_add);
   const int rounds = opts->rounds > 0 ? opts->rounds : 1;

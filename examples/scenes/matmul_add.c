@@ -88,7 +88,7 @@ static int matmul_add_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 4, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernels_register(chip, &st->k);
   if (!rc) rc = scene_run_rounds(chip, opts, ma_orch, st, rep);
   if (rc) {
@@ -108,4 +108,5 @@ static int matmul_add_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(matmul_add, "alternating matmul (AIC) and add (AIV) tasks, 6 layers", matmul_add_run);
+PTO_SCENE_WITH(matmul_add, "alternating matmul (AIC) and add (AIV) tasks, 6 layers", matmul_add_run,
+               PTO_SCENE_RANDOM);

@@ -20,5 +20,6 @@ static int paged_attention_small_run(const pto_scene_opts *opts, pto_scene_repor
   return paged_attention_scene(&cfg, opts, rep);
 }
 
-PTO_SCENE(paged_attention_small, "paged attention, tiny shapes (2 requests, GQA 4:2, blocks of 8)",
-          paged_attention_small_run);
+PTO_SCENE_WITH(paged_attention_small,
+               "paged attention, tiny shapes (2 requests, GQA 4:2, blocks of 8)",
+               paged_attention_small_run, PTO_SCENE_RANDOM);

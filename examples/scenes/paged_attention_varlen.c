@@ -26,5 +26,5 @@ static int paged_attention_varlen_run(const pto_scene_opts *opts, pto_scene_repo
   return paged_attention_scene(&cfg, opts, rep);
 }
 
-PTO_SCENE(paged_attention_varlen, "paged attention, GQA 16:4, ragged context lengths 1..1536",
-          paged_attention_varlen_run);
+PTO_SCENE_WITH(paged_attention_varlen, "paged attention, GQA 16:4, ragged context lengths 1..1536",
+               paged_attention_varlen_run, PTO_SCENE_RANDOM);

@@ -44,5 +44,5 @@ static int ring_shuffle_run(const pto_scene_opts *o, pto_scene_report *rep) {
   return ring_shuffle_leased(o, NULL, -1, rep);
 }
 
-PTO_SCENE(ring_shuffle, "2 chips: remote store to the next rank, notify, wait (dist scene 1)",
-          ring_shuffle_run);
+PTO_SCENE_WITH(ring_shuffle, "2 chips: remote store to the next rank, notify, wait (dist scene 1)",
+               ring_shuffle_run, PTO_SCENE_MULTI_CHIP);

@@ -61,7 +61,7 @@ static int spmd_blocks_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 3, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   for (int t = 0; t < SB_TASKS && !rc; t++) {
     pto_kernel_desc d = {.name = sb_tasks[t].name,
                          .aic = sb_tasks[t].aic ? sb_kernel : NULL,

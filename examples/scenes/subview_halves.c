@@ -41,7 +41,7 @@ static int subview_halves_run(const pto_scene_opts *o, pto_scene_report *rep) {
   return dist_run_pair(o, &sc, rep);
 }
 
-PTO_SCENE(subview_halves,
-          "2 chips: halves pushed into sub-views of the peer's buffer (dist "
-          "scene 2)",
-          subview_halves_run);
+PTO_SCENE_WITH(subview_halves,
+               "2 chips: halves pushed into sub-views of the peer's buffer (dist "
+               "scene 2)",
+               subview_halves_run, PTO_SCENE_MULTI_CHIP);

@@ -19,7 +19,7 @@ static void sync_aiv_orch(pto_orch *o, void *arg) {
 static int sync_aiv_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   ss_scene *sc = calloc(1, sizeof *sc);
   if (!sc) return cs_run_failed(rep, PTO_ENOMEM, "sync_aiv");
-  int rc = ss_scene_open(sc, "sync_aiv", opts, 0, 0);
+  int rc = ss_scene_open(sc, "sync_aiv", opts, 0, 0, rep);
   const int c = rc ? 1 : sc->cfg->clusters, ns = rc ? 1 : sc->cfg->schedulers;
   const int aiv = rc ? 1 : sc->cfg->aiv_per_cluster;
   const int share = c / ns * aiv; /* AIV cores of the smallest scheduler */

@@ -120,7 +120,7 @@ static int sync_barrier_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 0, 0, &cfg);
   pto_chip *chip = NULL;
-  int rc = pto_chip_create(&cfg, &chip);
+  int rc = scene_chip_create(&cfg, &chip, rep);
   const pto_chip_config *c = rc ? &cfg : pto_chip_get_config(chip);
   pto_kernel_desc mix = {.name = "barrier_mix", .aic = sb_kernel, .aiv = sb_kernel, .aiv_count = 2};
   if (!rc) rc = pto_kernel_register_aiv(chip, "barrier_aiv", sb_kernel, &st->kid[SS_AIV]);

@@ -41,7 +41,7 @@ static bool se_expect_reject(ss_scene *sc, ss_kind kind, pto_scene_report *rep) 
 static int sync_edge_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   ss_scene *sc = calloc(1, sizeof *sc);
   if (!sc) return cs_run_failed(rep, PTO_ENOMEM, "sync_edge");
-  int rc = ss_scene_open(sc, "sync_edge", opts, 0, 0);
+  int rc = ss_scene_open(sc, "sync_edge", opts, 0, 0, rep);
   for (int k = 0; k < SS_KINDS && !rc; k++) {
     rc = ss_add(sc, (ss_kind)k, 1, SS_WAIT_ALL, 0, true);
     if (!rc) rc = ss_add(sc, (ss_kind)k, ss_max_width(sc->cfg, (ss_kind)k), SS_WAIT_ALL, 0, true);

@@ -10,7 +10,7 @@
 static int sync_normal_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   ss_scene *sc = calloc(1, sizeof *sc);
   if (!sc) return cs_run_failed(rep, PTO_ENOMEM, "sync_normal");
-  int rc = ss_scene_open(sc, "sync_normal", opts, 0, 0);
+  int rc = ss_scene_open(sc, "sync_normal", opts, 0, 0, rep);
   const int c = rc ? 0 : sc->cfg->clusters;
   const int mix[] = {1, 2, c / 2, c - 1, c};
   for (size_t i = 0; i < sizeof mix / sizeof mix[0] && !rc; i++)

@@ -26,7 +26,7 @@ static void sync_retry_orch(pto_orch *o, void *arg) {
 static int sync_retry_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   ss_scene *sc = calloc(1, sizeof *sc);
   if (!sc) return cs_run_failed(rep, PTO_ENOMEM, "sync_retry");
-  int rc = ss_scene_open(sc, "sync_retry", opts, 0, 0);
+  int rc = ss_scene_open(sc, "sync_retry", opts, 0, 0, rep);
   if (!rc) rc = ss_add(sc, SS_MIX, 1, SS_STARTED | SS_DONE, SR_HOLD_US, false);
   if (!rc) rc = ss_add(sc, SS_MIX, sc->cfg->clusters, SS_WAIT_ALL | SS_PROBE, 0, true);
   for (int r = 0; r < ss_rounds(opts) && !rc && (r == 0 || rep->verified); r++) {

@@ -248,12 +248,12 @@ typedef struct ss_scene {
 /* Creates the chip (scene defaults: clusters, schedulers; 0 = pto's) and
  * registers the kernels. */
 static inline int ss_scene_open(ss_scene *sc, const char *name, const pto_scene_opts *opts,
-                                int clusters, int schedulers) {
+                                int clusters, int schedulers, pto_scene_report *rep) {
   memset(sc, 0, sizeof *sc);
   sc->name = name;
   pto_chip_config cfg;
   scene_chip_config(opts, clusters, schedulers, &cfg);
-  int rc = pto_chip_create(&cfg, &sc->chip);
+  int rc = scene_chip_create(&cfg, &sc->chip, rep);
   if (rc) return rc;
   sc->cfg = pto_chip_get_config(sc->chip);
   rc = ss_register(sc->chip, &sc->k);

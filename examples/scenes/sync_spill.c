@@ -15,7 +15,7 @@
 static int sync_spill_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   ss_scene *sc = calloc(1, sizeof *sc);
   if (!sc) return cs_run_failed(rep, PTO_ENOMEM, "sync_spill");
-  int rc = ss_scene_open(sc, "sync_spill", opts, 0, 0);
+  int rc = ss_scene_open(sc, "sync_spill", opts, 0, 0, rep);
   int gang[2] = {-1, -1};
   for (int g = 0; g < 2 && !rc; g++) {
     const ss_kind kind = g == 0 ? SS_MIX : SS_AIV;

@@ -30,7 +30,7 @@ static void sync_starvation_orch(pto_orch *o, void *arg) {
 static int sync_starvation_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   ss_scene *sc = calloc(1, sizeof *sc);
   if (!sc) return cs_run_failed(rep, PTO_ENOMEM, "sync_starvation");
-  int rc = ss_scene_open(sc, "sync_starvation", opts, 0, 0);
+  int rc = ss_scene_open(sc, "sync_starvation", opts, 0, 0, rep);
   const int c = rc ? 1 : sc->cfg->clusters;
   int gang[2], ng = 0;
   for (int i = 0; i < SV_NORMAL && !rc; i++) {

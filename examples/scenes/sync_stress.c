@@ -27,7 +27,7 @@ static void sync_stress_orch(pto_orch *o, void *arg) {
 static int sync_stress_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   ss_scene *sc = calloc(1, sizeof *sc);
   if (!sc) return cs_run_failed(rep, PTO_ENOMEM, "sync_stress");
-  int rc = ss_scene_open(sc, "sync_stress", opts, 0, 0);
+  int rc = ss_scene_open(sc, "sync_stress", opts, 0, 0, rep);
   const int c = rc ? 1 : ss_max_width(sc->cfg, SS_MIX), a = rc ? 1 : ss_max_width(sc->cfg, SS_AIV);
   const int mix[] = {c, c / 2, 1, c - 1, 2}, aiv[] = {a, a / 2, 3, a - 1};
   for (int r = 0; r < ST_ROUNDS && !rc; r++) {

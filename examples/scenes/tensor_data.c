@@ -113,7 +113,7 @@ static int tensor_data_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 2, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernels_register(chip, &st->k);
   if (!rc) rc = pto_kernel_register_aiv(chip, "slow_scale", td_slow_scale, &st->k_slow_scale);
   const int rounds = opts->rounds > 0 ? opts->rounds : 1;
@@ -136,5 +136,5 @@ static int tensor_data_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(tensor_data, "get/set tensor data from the orchestrator in the middle of a graph",
-          tensor_data_run);
+PTO_SCENE_WITH(tensor_data, "get/set tensor data from the orchestrator in the middle of a graph",
+               tensor_data_run, PTO_SCENE_RANDOM);

@@ -87,7 +87,7 @@ static int tiny_rings_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   cfg.dep_entries = 8;
   cfg.tensormap_entries = 32;
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernels_register(chip, &st->k);
   const int rounds = opts->rounds > 0 ? opts->rounds : 1;
   pto_scene_opts one = *opts;
@@ -123,5 +123,6 @@ static int tiny_rings_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(tiny_rings, "tiny rings (4 slots, 1 KiB heap, 8 deps) forcing rotation and reclamation",
-          tiny_rings_run);
+PTO_SCENE_WITH(tiny_rings,
+               "tiny rings (4 slots, 1 KiB heap, 8 deps) forcing rotation and reclamation",
+               tiny_rings_run, PTO_SCENE_RANDOM);

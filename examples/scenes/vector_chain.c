@@ -71,7 +71,7 @@ static int vector_chain_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   int rc = cs_view2(&st->ta, st->a, PTO_F32, VC_ROWS, VC_COLS);
   if (!rc) rc = cs_view2(&st->tb, st->b, PTO_F32, VC_ROWS, VC_COLS);
   if (!rc) rc = cs_view2(&st->tout, st->out, PTO_F32, VC_ROWS, VC_COLS);
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernels_register(chip, &st->k);
   if (!rc) rc = scene_run_rounds(chip, opts, vc_orch, st, rep);
   if (rc) {
@@ -94,5 +94,6 @@ static int vector_chain_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(vector_chain, "chain of 5 AIV tasks with an inner scope (intermediates from the heap)",
-          vector_chain_run);
+PTO_SCENE_WITH(vector_chain,
+               "chain of 5 AIV tasks with an inner scope (intermediates from the heap)",
+               vector_chain_run, PTO_SCENE_RANDOM);

@@ -102,7 +102,7 @@ static int war_order_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   pto_chip_config cfg;
   scene_chip_config(opts, 4, 0, &cfg);
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernels_register(chip, &st->k);
   if (!rc) rc = pto_kernel_register_aiv(chip, "slow_copy", wo_slow_copy, &st->k_slow_copy);
   const int rounds = opts->rounds > 0 ? opts->rounds : 1;
@@ -124,5 +124,6 @@ static int war_order_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return rc;
 }
 
-PTO_SCENE(war_order, "write-after-read: a writer waits for earlier readers of overlapping views",
-          war_order_run);
+PTO_SCENE_WITH(war_order,
+               "write-after-read: a writer waits for earlier readers of overlapping views",
+               war_order_run, PTO_SCENE_RANDOM);

@@ -98,7 +98,7 @@ static int wide_mix_pair_run(const pto_scene_opts *opts, pto_scene_report *rep) 
   scene_chip_config(opts, 0, 0, &cfg);
   cfg.env = st;
   pto_chip *chip = NULL;
-  if (!rc) rc = pto_chip_create(&cfg, &chip);
+  if (!rc) rc = scene_chip_create(&cfg, &chip, rep);
   if (!rc) rc = pto_kernels_register(chip, &st->k);
   if (!rc) {
     pto_kernel_desc d = {.name = "wide_mix", .aic = wm_kernel, .aiv = wm_kernel, .aiv_count = 2};
@@ -154,5 +154,5 @@ static int wide_mix_pair_run(const pto_scene_opts *opts, pto_scene_report *rep) 
   return rc;
 }
 
-PTO_SCENE(wide_mix_pair, "two wide MIX tasks ready together, claimed in one pop",
-          wide_mix_pair_run);
+PTO_SCENE_WITH(wide_mix_pair, "two wide MIX tasks ready together, claimed in one pop",
+               wide_mix_pair_run, PTO_SCENE_RANDOM);

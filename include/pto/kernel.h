@@ -44,6 +44,14 @@ typedef int (*pto_kernel_fn)(const pto_kctx *ctx);
  * should poll this and return (it is how a stuck kernel is "reset"). */
 PTO_API bool pto_kctx_cancelled(const pto_kctx *ctx);
 
+/* A kernel that fails says why: `return pto_kctx_fail(ctx, PTO_EINVAL,
+ * "tensor 0 (a) is int32, needs float32");` records the reason (printf
+ * format, truncated to about 300 characters) and returns `code`; the run's
+ * error details then end with it, after the kernel, block and core. Call it
+ * only on the way out of a failing kernel. */
+PTO_API int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Asynchronous completion: a kernel that hands its block's completion to
  * something else (a simulated DMA engine, a host thread) calls this before
  * returning. The core is free as soon as the kernel returns, but the block

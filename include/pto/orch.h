@@ -4,7 +4,14 @@
  * Tensor arguments are tagged by access mode; the runtime infers the
  * dependency graph from the regions they cover so that the tasks execute as
  * if submitted sequentially (read-after-write, write-after-write and
- * write-after-read are all ordered). */
+ * write-after-read are all ordered).
+ *
+ * Threads: a pto_orch belongs to the thread running the orchestration
+ * function. Submits, scopes and host reads, writes and waits are made on
+ * that thread only; from another thread they do nothing, return
+ * PTO_EINVAL and fail the run naming the rule. pto_orch_fatal,
+ * pto_orch_status and pto_orch_chip may be called from any thread while
+ * the run is in progress. */
 #ifndef PTO_ORCH_H
 #define PTO_ORCH_H
 
@@ -52,7 +59,7 @@ PTO_API void pto_args_scalar(pto_args *a, uint64_t v);
 PTO_API void pto_args_scalar_f32(pto_args *a, float v);
 
 typedef struct pto_submit_opts {
-  int block_num;           /* >= 1; 0 means 1 */
+  int block_num;           /* >= 1; 0 means 1; times the kernel's cores per block <= INT32_MAX */
   bool sync_start;         /* all blocks resident and started as one cohort */
   const pto_task_id *deps; /* explicit extra dependencies (earlier tasks) */
   int ndeps;
@@ -182,7 +189,8 @@ PTO_API int pto_orch_write(pto_orch *o, const pto_tensor *t, const void *src, in
 /* Wait until task `id` has completed. */
 PTO_API int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms);
 
-/* Fails the run with PTO_EFATAL and the formatted details. */
+/* Fails the run with PTO_EFATAL and the formatted details (from any
+ * thread while the run is in progress). */
 PTO_API int pto_orch_fatal(pto_orch *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The run's latched status (0 while healthy). */
 PTO_API int pto_orch_status(const pto_orch *o);

@@ -94,6 +94,7 @@ size_t pto_dtype_size(int dt);
 const char *pto_dtype_name(int dt);
 
 void pto_chip_config_init(pto_chip_config *cfg);
+const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
 int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err);
 void pto_chip_destroy(pto_chip *chip);
 int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);
@@ -170,6 +171,7 @@ int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
 int pto_quiet(const pto_kctx *ctx, pto_domain dom);
 int pto_barrier(const pto_kctx *ctx, pto_domain dom);
 bool pto_kctx_cancelled(const pto_kctx *ctx);
+int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...);
 
 size_t pto_coll_scratch_bytes(int nranks, size_t block_bytes);
 int pto_coll_register(pto_chip *chip);
@@ -230,10 +232,13 @@ int pyk_tensor(pto_tensor *t, const int64_t *d);
 pto_kernel_fn pyk_trampoline(int slot);
 int pyk_ntrampolines(void);
 pto_chip_init_fn pyk_chip_init_fn(void);
-pto_orch_fn pyk_orch_fn(void);
 pto_node_orch_fn pyk_node_orch_fn(void);
 pto_comm *pyk_comm(const pto_kctx *ctx);
 int pyk_fatal(pto_orch *o, const char *msg);
+int pyk_foreign_call(pto_orch *o, int call);
+int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info *err,
+                 int python_sigint);
+int pyk_sigint_tripped(void);
 
 extern "Python+C" int _pyk_kernel(int slot, const pto_kctx *ctx);
 extern "Python+C" int _pyk_chip_init(pto_chip *chip, int rank, void *arg);
@@ -243,6 +248,9 @@ extern "Python+C" int _pyk_host(const pto_args *args, void *arg);
 """
 
 SOURCE = r"""
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "pto/pto.h"
 #include "pto/kernels.h"
@@ -350,9 +358,90 @@ int pyk_node_submit_host(pto_node_orch *no, int worker, int fn_index, int ntenso
 }
 
 int pyk_fatal(pto_orch *o, const char *msg) { return pto_orch_fatal(o, "%s", msg); }
+
+/* An Orch call made from a thread other than the orchestrator's: the C
+ * call it stands for, which pto refuses there before reading any argument
+ * (it fails the run, naming the rule and the call). */
+int pyk_foreign_call(pto_orch *o, int call) {
+  switch (call) {
+  case 0: return pto_submit(o, 0, NULL, NULL, NULL);
+  case 1: return pto_submit_dummy(o, NULL, NULL, NULL);
+  case 2: return pto_scope_begin(o, PTO_SCOPE_AUTO);
+  case 3: return pto_orch_read(o, NULL, NULL, 0);
+  case 4: return pto_orch_write(o, NULL, NULL, 0);
+  default: return pto_orch_wait_task(o, 0, 0);
+  }
+}
 pto_comm *pyk_comm(const pto_kctx *ctx) { return pto_kctx_comm(ctx); }
+/* Ctrl-C during a chip run. Python runs a signal's handler on the main
+ * thread between bytecodes; during pto_chip_run that thread waits in C,
+ * so Python alone would raise KeyboardInterrupt only once the run ended by
+ * itself. While runs are in progress, a handler of ours stands in front of
+ * Python's for SIGINT: it counts the signal, then calls Python's handler
+ * as before. A Python kernel that starts after the count moved raises
+ * KeyboardInterrupt instead of running (_kernel.py), which fails the run:
+ * nothing more is dispatched, the run ends and is cleaned up as any failed
+ * run, and Python then raises the KeyboardInterrupt its handler recorded.
+ * Arming and disarming happen inside pyk_chip_run, one C call, so no
+ * KeyboardInterrupt can come between them and the run. */
+static pthread_mutex_t pyk_sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static int pyk_sig_runs, pyk_sig_ours;      /* under pyk_sig_lock */
+static _Atomic int pyk_sig_armed;            /* runs in progress */
+static _Atomic unsigned pyk_sigints, pyk_sig_since;
+static struct sigaction pyk_sig_prev;       /* Python's */
+
+static void pyk_on_sigint(int sig, siginfo_t *si, void *uc) {
+  atomic_fetch_add(&pyk_sigints, 1); /* lock-free: safe in a handler */
+  if (pyk_sig_prev.sa_flags & SA_SIGINFO)
+    pyk_sig_prev.sa_sigaction(sig, si, uc);
+  else if (pyk_sig_prev.sa_handler != SIG_DFL && pyk_sig_prev.sa_handler != SIG_IGN)
+    pyk_sig_prev.sa_handler(sig);
+}
+
+static void pyk_sigint_arm(int python_sigint) {
+  pthread_mutex_lock(&pyk_sig_lock);
+  if (pyk_sig_runs++ == 0) {
+    atomic_store(&pyk_sig_since, atomic_load(&pyk_sigints));
+    struct sigaction sa;
+    /* only in front of Python's own handler (SIG_DFL ends the process anyway) */
+    if (python_sigint && sigaction(SIGINT, NULL, &pyk_sig_prev) == 0) {
+      sa = pyk_sig_prev;
+      sa.sa_sigaction = pyk_on_sigint;
+      sa.sa_flags |= SA_SIGINFO;
+      pyk_sig_ours = sigaction(SIGINT, &sa, NULL) == 0;
+    }
+    atomic_store(&pyk_sig_armed, 1);
+  }
+  pthread_mutex_unlock(&pyk_sig_lock);
+}
+
+static void pyk_sigint_disarm(void) {
+  pthread_mutex_lock(&pyk_sig_lock);
+  if (--pyk_sig_runs == 0) {
+    atomic_store(&pyk_sig_armed, 0);
+    struct sigaction cur;
+    /* Python's back, unless someone set another handler meanwhile */
+    if (pyk_sig_ours && sigaction(SIGINT, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+        cur.sa_sigaction == pyk_on_sigint)
+      sigaction(SIGINT, &pyk_sig_prev, NULL);
+    pyk_sig_ours = 0;
+  }
+  pthread_mutex_unlock(&pyk_sig_lock);
+}
+
+int pyk_sigint_tripped(void) {
+  return atomic_load(&pyk_sig_armed) && atomic_load(&pyk_sigints) != atomic_load(&pyk_sig_since);
+}
+
+int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info *err,
+                 int python_sigint) {
+  pyk_sigint_arm(python_sigint);
+  int rc = pto_chip_run(chip, _pyk_orch, arg, stats, err);
+  pyk_sigint_disarm();
+  return rc;
+}
+
 pto_chip_init_fn pyk_chip_init_fn(void) { return _pyk_chip_init; }
-pto_orch_fn pyk_orch_fn(void) { return _pyk_orch; }
 pto_node_orch_fn pyk_node_orch_fn(void) { return _pyk_node_orch; }
 
 /* Python kernels: one C entry point per registered callable, so that the

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
+from ._cint import set_int_field
 from ._errors import error_from_info, invalid
 from ._kernel import Kernel, as_spec, register
 from ._orch import Orch
@@ -25,10 +27,7 @@ def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
             raise invalid(f"{what}: unknown option '{k}' (options: {', '.join(CHIP_OPTIONS)})")
         if isinstance(v, bool) and k not in ("sched_threads", "spread_cores"):
             raise invalid(f"{what}: {k} = {v!r} is not an int")
-        try:
-            setattr(cfg, k, int(v))
-        except (OverflowError, TypeError, ValueError) as e:
-            raise invalid(f"{what}: {k} = {v!r}: {e}") from None
+        set_int_field(cfg, k, v, what)
 
 
 @dataclasses.dataclass
@@ -134,8 +133,10 @@ class Chip:
 
     @property
     def config(self) -> Dict[str, int]:
-        """The effective configuration (defaults and overrides applied)."""
-        return {k: int(getattr(self._cfg, k)) for k in CHIP_OPTIONS}
+        """The effective configuration (defaults, overrides and pto's choices
+        applied: ``schedulers`` is the count the chip runs, never 0)."""
+        cfg = lib.pto_chip_get_config(self._live())
+        return {k: int(getattr(cfg, k)) for k in CHIP_OPTIONS}
 
     def _live(self):
         if self._chip is None:
@@ -165,7 +166,8 @@ class Chip:
         array passed to a task stays referenced until the run ends. Raises
         the Error subclass of the run's first failure (KernelError with the
         kernel's exception as ``__cause__``), or the orchestration
-        function's own exception."""
+        function's own exception. Ctrl-C cancels the run at the next Python
+        kernel: KeyboardInterrupt. The Orch takes calls from this thread only."""
         chip = self._live()
         if not self._run_lock.acquire(blocking=False):
             raise invalid("Chip.run: this chip is already running (run is not reentrant; "
@@ -177,7 +179,9 @@ class Chip:
             err = ffi.new("pto_error_info *")
             self._run = run
             try:
-                rc = lib.pto_chip_run(chip, lib.pyk_orch_fn(), h, stats, err)
+                # Ctrl-C cancels the run at the next Python kernel (_build.py)
+                py_sigint = callable(signal.getsignal(signal.SIGINT))
+                rc = lib.pyk_chip_run(chip, h, stats, err, py_sigint)
             finally:
                 self._run = None
         finally:
@@ -231,4 +235,4 @@ def _pyk_orch(o, arg):
         msg = f"Python orchestration raised {type(e).__name__}: {e}"
         lib.pyk_fatal(o, msg.encode(errors="replace")[:480])
     finally:
-        orch._o = None
+        orch._end()

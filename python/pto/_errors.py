@@ -5,6 +5,10 @@ from typing import Dict, Optional, Type
 
 from ._pto import ffi, lib
 
+# What `from ._errors import *` gives the package: the error classes only
+# (ERRORS' values, appended below), not this module's helpers or imports.
+__all__ = ["Error"]
+
 
 def status_name(code: int) -> str:
     """The name of a pto status code, e.g. ``"PTO_EHEAP_DEADLOCK"``."""
@@ -110,6 +114,7 @@ for _name, _code, _bases in _TABLE:
     })
     ERRORS[_code] = _cls
     globals()[_name] = _cls
+    __all__.append(_name)
 del _name, _code, _bases, _cls
 
 

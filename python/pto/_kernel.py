@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from ._cint import c_int
 from ._errors import Error, check, invalid
 from ._pto import ffi, lib
 from ._tensor import array_tensor, as_array, tensor_to_array
@@ -71,8 +72,9 @@ def py_kernel(fn: Callable[..., Optional[int]], core: str = "aiv",
     :class:`KernelContext` and NumPy views of the task's tensors (same memory,
     valid during the call; the views of ``In`` tensors are read-only; at most
     15 scalars, the binding passes one itself). Return None or 0, or a negative pto code (an int)
-    to fail the run (other return values are ignored); an exception fails the run with PTO_EKERNEL (KernelError, the
-    exception as its ``__cause__``). Each call takes the GIL."""
+    to fail the run (any other value fails it too, naming the value); an exception fails the run
+    with PTO_EKERNEL (KernelError, the exception as its ``__cause__``). Each call takes the GIL;
+    after Ctrl-C the next call cancels the run instead (KeyboardInterrupt)."""
     if not callable(fn):
         raise invalid(f"py_kernel: {fn!r} is not callable")
     return KernelSpec("py", name or getattr(fn, "__name__", "python_kernel"), core, aiv_count,
@@ -124,10 +126,19 @@ def _c_symbol(path: str, symbol: str):
     try:
         dll = _libs.get(path)
         if dll is None:
+            # libpto's symbols made global first (the copy next to this
+            # module, which is loaded already): a kernel library that calls
+            # pto_* functions then loads without being linked with -lpto
+            libpto = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                  "libpto.so.%d" % lib.PTO_VERSION_MAJOR)
+            ctypes.CDLL(libpto if os.path.exists(libpto) else os.path.basename(libpto),
+                        mode=ctypes.RTLD_GLOBAL)
             dll = ctypes.CDLL(path)
             _libs[path] = dll
     except OSError as e:
-        raise invalid(f"c_kernel: cannot load library '{path}': {e}") from None
+        hint = (" (a symbol the library uses is defined by none loaded: link the library with "
+                "the libraries it needs)") if "undefined symbol" in str(e) else ""
+        raise invalid(f"c_kernel: cannot load library '{path}': {e}{hint}") from None
     try:
         f = getattr(dll, symbol)
     except AttributeError:
@@ -172,7 +183,15 @@ def _pick(table: Dict[str, int], v: Any, what: str) -> int:
         if v not in table:
             raise invalid(f"{what}: {v!r}, must be one of {', '.join(table)}")
         return table[v]
-    return int(v)
+    return c_int(v, what)
+
+
+def _dom(d: Any, op: str) -> int:
+    return c_int(d, f"{op}: domain", "int32_t")
+
+
+def _peer(p: Any, op: str) -> int:
+    return c_int(p, f"{op}: peer")
 
 
 class KernelContext:
@@ -276,14 +295,16 @@ class KernelContext:
 
     def rank(self, dom: int) -> int:
         """My rank in domain ``dom``."""
-        r = lib.pto_comm_rank(self._comm(), int(dom))
-        check(r, f"rank(domain {int(dom)})")
+        d = _dom(dom, "rank")
+        r = lib.pto_comm_rank(self._comm(), d)
+        check(r, f"rank(domain {d})")
         return int(r)
 
     def size(self, dom: int) -> int:
         """Number of ranks of domain ``dom``."""
-        r = lib.pto_comm_size(self._comm(), int(dom))
-        check(r, f"size(domain {int(dom)})")
+        d = _dom(dom, "size")
+        r = lib.pto_comm_size(self._comm(), d)
+        check(r, f"size(domain {d})")
         return int(r)
 
     @staticmethod
@@ -293,24 +314,29 @@ class KernelContext:
     def remote_store(self, dom: int, peer: int, dst: np.ndarray, src: np.ndarray) -> None:
         """Write local ``src`` into region ``dst`` (a view of my window) of peer's window."""
         self._comm()
-        check(lib.pto_remote_store(self._ctx, int(dom), int(peer), self._t(dst, "dst"),
+        check(lib.pto_remote_store(self._ctx, _dom(dom, "remote_store"),
+                                   _peer(peer, "remote_store"), self._t(dst, "dst"),
                                    self._t(src, "src")), "remote_store")
 
     def remote_store_add(self, dom: int, peer: int, dst: np.ndarray, src: np.ndarray) -> None:
         """Atomic ``dst += src`` on the peer."""
         self._comm()
-        check(lib.pto_remote_store_add(self._ctx, int(dom), int(peer), self._t(dst, "dst"),
+        check(lib.pto_remote_store_add(self._ctx, _dom(dom, "remote_store_add"),
+                                       _peer(peer, "remote_store_add"), self._t(dst, "dst"),
                                        self._t(src, "src")), "remote_store_add")
 
     def remote_load(self, dom: int, peer: int, dst: np.ndarray, src: np.ndarray) -> None:
         """Read region ``src`` of peer's window into local ``dst``."""
         self._comm()
-        check(lib.pto_remote_load(self._ctx, int(dom), int(peer), self._t(dst, "dst", True),
+        check(lib.pto_remote_load(self._ctx, _dom(dom, "remote_load"),
+                                  _peer(peer, "remote_load"), self._t(dst, "dst", True),
                                   self._t(src, "src")), "remote_load")
 
     def _xfer(self, chunk_rows, chunk_cols, staging, atomic_add):
         o = ffi.new("pto_xfer_opts *")
-        o.chunk_rows, o.chunk_cols, o.atomic_add = int(chunk_rows), int(chunk_cols), atomic_add
+        o.chunk_rows = c_int(chunk_rows, "chunk_rows", "int64_t")
+        o.chunk_cols = c_int(chunk_cols, "chunk_cols", "int64_t")
+        o.atomic_add = atomic_add
         keep = None
         if staging is not None:
             keep = self._t(staging, "staging", True)
@@ -323,7 +349,7 @@ class KernelContext:
         """Bulk transfer local ``src`` -> peer's ``dst`` (pto_put)."""
         self._comm()
         o, _k = self._xfer(chunk_rows, chunk_cols, staging, atomic_add)
-        check(lib.pto_put(self._ctx, int(dom), int(peer), self._t(dst, "dst"),
+        check(lib.pto_put(self._ctx, _dom(dom, "put"), _peer(peer, "put"), self._t(dst, "dst"),
                           self._t(src, "src"), o), "put")
 
     def get(self, dom: int, peer: int, dst: np.ndarray, src: np.ndarray, *, chunk_rows: int = 0,
@@ -331,64 +357,68 @@ class KernelContext:
         """Bulk transfer peer's ``src`` -> local ``dst`` (pto_get)."""
         self._comm()
         o, _k = self._xfer(chunk_rows, chunk_cols, staging, False)
-        check(lib.pto_get(self._ctx, int(dom), int(peer), self._t(dst, "dst", True),
-                          self._t(src, "src"), o), "get")
+        check(lib.pto_get(self._ctx, _dom(dom, "get"), _peer(peer, "get"),
+                          self._t(dst, "dst", True), self._t(src, "src"), o), "get")
 
     def notify(self, dom: int, peer: int, cell: np.ndarray, value: int = 1,
                op: str = "add") -> None:
         """Signal peer's ``cell`` (int64 window view): op "add" or "set" ``value``;
         releases my earlier stores to that peer first."""
         self._comm()
-        check(lib.pto_notify(self._ctx, int(dom), int(peer), self._t(cell, "cell"),
-                             _pick(_OPS, op, "notify op"), int(value)), "notify")
+        check(lib.pto_notify(self._ctx, _dom(dom, "notify"), _peer(peer, "notify"),
+                             self._t(cell, "cell"), _pick(_OPS, op, "notify op"),
+                             c_int(value, "notify: value", "int32_t")), "notify")
 
     def wait(self, dom: int, cell: np.ndarray, value: int, cmp: str = "ge",
              timeout_ms: int = -1) -> None:
         """Wait until my ``cell`` == / >= ``value`` (acquire); WaitTimeoutError after
         ``timeout_ms`` (< 0: the node's wait_timeout_ms)."""
         self._comm()
-        check(lib.pto_signal_wait(self._ctx, int(dom), self._t(cell, "cell"),
-                                  _pick(_CMPS, cmp, "wait cmp"), int(value), int(timeout_ms)),
-              "wait")
+        check(lib.pto_signal_wait(self._ctx, _dom(dom, "wait"), self._t(cell, "cell"),
+                                  _pick(_CMPS, cmp, "wait cmp"),
+                                  c_int(value, "wait: value", "int32_t"),
+                                  c_int(timeout_ms, "wait: timeout_ms", "int64_t")), "wait")
 
     def signal_read(self, dom: int, cell: np.ndarray) -> int:
         """Current value of my ``cell`` in this task."""
         self._comm()
         v = ffi.new("int32_t *")
-        check(lib.pto_signal_read(self._ctx, int(dom), self._t(cell, "cell"), v), "signal_read")
+        check(lib.pto_signal_read(self._ctx, _dom(dom, "signal_read"), self._t(cell, "cell"), v),
+              "signal_read")
         return int(v[0])
 
     def quiet(self, dom: int) -> None:
         """Complete every earlier store of this chip to every peer of ``dom``."""
         self._comm()
-        check(lib.pto_quiet(self._ctx, int(dom)), "quiet")
+        check(lib.pto_quiet(self._ctx, _dom(dom, "quiet")), "quiet")
 
     def barrier(self, dom: int) -> None:
         """Quiet, then wait for every rank of ``dom`` (one block per rank)."""
         self._comm()
-        check(lib.pto_barrier(self._ctx, int(dom)), "barrier")
+        check(lib.pto_barrier(self._ctx, _dom(dom, "barrier")), "barrier")
 
     # -- collectives (pto/coll.h); scratch: a window-buffer view sized with coll_scratch_bytes
     def allreduce(self, dom: int, scratch: np.ndarray, dst: np.ndarray, src: np.ndarray,
                   op: str = "sum", algo: str = "auto") -> None:
         """dst = op over every rank's src."""
         self._comm()
-        check(lib.pto_allreduce(self._ctx, int(dom), self._t(scratch, "scratch"),
+        check(lib.pto_allreduce(self._ctx, _dom(dom, "allreduce"), self._t(scratch, "scratch"),
                                 self._t(dst, "dst", True), self._t(src, "src"),
                                 _pick(_RED, op, "op"), _pick(_ALGO, algo, "algo")), "allreduce")
 
     def allgather(self, dom: int, scratch: np.ndarray, dst: np.ndarray, src: np.ndarray) -> None:
         """dst (nranks x count) = every rank's src, in rank order."""
         self._comm()
-        check(lib.pto_allgather(self._ctx, int(dom), self._t(scratch, "scratch"),
+        check(lib.pto_allgather(self._ctx, _dom(dom, "allgather"), self._t(scratch, "scratch"),
                                 self._t(dst, "dst", True), self._t(src, "src")), "allgather")
 
     def reduce_scatter(self, dom: int, scratch: np.ndarray, dst: np.ndarray, src: np.ndarray,
                        op: str = "sum") -> None:
         """dst on rank r = op over every rank's block r of src."""
         self._comm()
-        check(lib.pto_reduce_scatter(self._ctx, int(dom), self._t(scratch, "scratch"),
-                                     self._t(dst, "dst", True), self._t(src, "src"),
+        check(lib.pto_reduce_scatter(self._ctx, _dom(dom, "reduce_scatter"),
+                                     self._t(scratch, "scratch"), self._t(dst, "dst", True),
+                                     self._t(src, "src"),
                                      _pick(_RED, op, "op")), "reduce_scatter")
 
     def broadcast(self, dom: int, scratch: np.ndarray, dst: np.ndarray,
@@ -396,13 +426,14 @@ class KernelContext:
         """dst on every rank = src of ``root``."""
         self._comm()
         s = self._t(src, "src") if src is not None else ffi.NULL
-        check(lib.pto_broadcast(self._ctx, int(dom), self._t(scratch, "scratch"),
-                                self._t(dst, "dst", True), s, int(root)), "broadcast")
+        check(lib.pto_broadcast(self._ctx, _dom(dom, "broadcast"), self._t(scratch, "scratch"),
+                                self._t(dst, "dst", True), s, c_int(root, "broadcast: root")),
+              "broadcast")
 
     def alltoall(self, dom: int, scratch: np.ndarray, dst: np.ndarray, src: np.ndarray) -> None:
         """dst block s on rank r = src block r of rank s."""
         self._comm()
-        check(lib.pto_alltoall(self._ctx, int(dom), self._t(scratch, "scratch"),
+        check(lib.pto_alltoall(self._ctx, _dom(dom, "alltoall"), self._t(scratch, "scratch"),
                                self._t(dst, "dst", True), self._t(src, "src")), "alltoall")
 
 
@@ -414,18 +445,37 @@ def _in_node_child() -> bool:
     return _node_child
 
 
+def kernel_code(r: Any, what: str) -> int:
+    """The status a Python kernel (or host function) hands back to C: None
+    is 0; an int that fits an int32 passes as it is (0 succeeds, any other
+    value fails the run, pto's details naming it); anything else raises,
+    naming the value (cffi would print a warning and pass 0: success)."""
+    if r is None:
+        return 0
+    if isinstance(r, (int, np.integer)) and not isinstance(r, bool) and -(1 << 31) <= r < 1 << 31:
+        return int(r)
+    s = repr(r)
+    raise ValueError(f"{what} returned {s if len(s) <= 80 else s[:77] + '...'}: it must return "
+                     "None, 0 or a negative pto status code (an int)")
+
+
 @ffi.def_extern()
 def _pyk_kernel(slot, ctx):
     kc = None
     try:
         fn = _slots[slot]
+        if lib.pyk_sigint_tripped():  # Ctrl-C: the run is cancelled (_build.py)
+            raise KeyboardInterrupt("SIGINT (Ctrl-C) during the run: the run is cancelled at "
+                                    "this Python kernel, which did not run")
         kc = KernelContext(ctx)
         r = fn(kc, *kc.tensors)
-        return int(r) if isinstance(r, (int, np.integer)) and not isinstance(r, bool) else 0
+        return kernel_code(r, f"Python kernel '{getattr(fn, '__name__', fn)}'")
     except BaseException as e:  # noqa: B902 - a kernel must never unwind into C
         code = e.code if isinstance(e, Error) and e.code < 0 else PTO_EKERNEL
         _report_kernel_exception(ctx, e)
-        return code
+        # the exception's type and text end the run's details
+        why = f"{type(e).__name__}: {e}".encode(errors="replace")
+        return lib.pto_kctx_fail(ctx, code, b"%s", ffi.new("char[]", why))
     finally:
         if kc is not None:
             kc._ctx = None

@@ -3,7 +3,7 @@ node orchestration function in this process."""
 from __future__ import annotations
 
 import gc
-import operator
+import math
 import os
 import threading
 import weakref
@@ -13,7 +13,8 @@ import numpy as np
 
 from . import _kernel
 from ._chip import fill_chip_config
-from ._errors import Error, check, error_from_info, invalid
+from ._cint import c_int, set_int_field
+from ._errors import Error, check, error_from, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
 from ._orch import MAX_SCALARS, MAX_TENSORS, input_mask, scalar_bits
 from ._pto import ffi, lib
@@ -26,7 +27,9 @@ _ALGO = {"auto": 0, "mesh": 1, "ring": 2}
 
 def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
     """Scratch bytes a collective over ``nranks`` needs for blocks of up to ``block_bytes``."""
-    return int(lib.pto_coll_scratch_bytes(int(nranks), int(block_bytes)))
+    return int(lib.pto_coll_scratch_bytes(c_int(nranks, "coll_scratch_bytes: nranks"),
+                                          c_int(block_bytes, "coll_scratch_bytes: block_bytes",
+                                                "size_t")))
 
 
 class _HostMem:
@@ -71,11 +74,11 @@ class NodeOrch:
         """A domain over ``chips`` (domain rank r is node chip chips[r]) with
         window buffers ``{name: bytes}`` in each rank's window (zeroed)."""
         no = self._live()
-        ch = [operator.index(c) for c in chips]
+        ch = [c_int(c, "domain: chip") for c in chips]
         names = [ffi.new("char[]", str(k).encode()) for k in buffers]
         wb = ffi.new("pto_window_buffer[]", max(1, len(names)))
         for i, (k, v) in enumerate(buffers.items()):
-            wb[i].name, wb[i].bytes = names[i], int(v)
+            wb[i].name, wb[i].bytes = names[i], c_int(v, f"domain: buffer '{k}' bytes", "size_t")
         out = ffi.new("pto_domain *")
         check(lib.pto_node_domain_create(no, ffi.new("int[]", ch), len(ch), wb, len(names), out),
               f"domain over chips {ch}")
@@ -85,9 +88,12 @@ class NodeOrch:
                shape: Union[int, Sequence[int]]) -> WindowView:
         """A view of rank ``rank``'s copy of window buffer ``name`` (a task
         argument for dependency inference; readable with ``read``)."""
-        sh = [int(shape)] if np.isscalar(shape) else [int(s) for s in shape]
+        what = f"window '{name}'"
+        sh = ([c_int(shape, f"{what}: shape", "int64_t")] if np.isscalar(shape) else
+              [c_int(s, f"{what}: shape[{i}]", "int64_t") for i, s in enumerate(shape)])
         t = ffi.new("pto_tensor *")
-        check(lib.pto_node_window_tensor(self._live(), int(dom), int(rank), str(name).encode(),
+        check(lib.pto_node_window_tensor(self._live(), c_int(dom, f"{what}: domain", "int32_t"),
+                                         c_int(rank, f"{what}: rank"), str(name).encode(),
                                          pto_dtype(dtype, "window"), len(sh),
                                          ffi.new("int64_t[]", sh), t),
               f"window '{name}' of rank {rank}")
@@ -125,7 +131,7 @@ class NodeOrch:
         no = self._live()
         if not isinstance(kernel, Kernel) or kernel._owner is not self._run.node:
             raise invalid(f"submit: {kernel!r} is not a kernel of this node (Node(kernels=...))")
-        ch = [operator.index(c) for c in chips]
+        ch = [c_int(c, f"submit '{kernel.name}': chip") for c in chips]
         if len(args) != len(ch):
             raise invalid(f"submit '{kernel.name}': {len(args)} argument lists for {len(ch)} chips")
         k = len(args[0]) if args else 0
@@ -146,9 +152,7 @@ class NodeOrch:
                 raise invalid(f"submit '{kernel.name}': {len(sc)} scalars, at most "
                               f"{MAX_SCALARS - 4} for a Python kernel on a node")
             sc.append(input_mask(args[0]))
-        bn = operator.index(block_num)
-        if bn < 1:
-            raise invalid(f"submit '{kernel.name}': block_num {bn}, must be >= 1")
+        bn = c_int(block_num, f"submit '{kernel.name}': block_num", "int", lo=1)
         tid = ffi.new("pto_task_id *")
         check(lib.pyk_node_submit(no, ffi.new("int[]", ch), len(ch), kernel.id, k,
                                   ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
@@ -181,7 +185,8 @@ class NodeOrch:
             flat += self._desc(a, f"submit_host '{fn.name}': tensor {i}")
         sc = [scalar_bits(s, f"submit_host '{fn.name}': scalar {i}") for i, s in enumerate(scalars)]
         tid = ffi.new("pto_task_id *")
-        check(lib.pyk_node_submit_host(no, operator.index(worker), fn.index, len(args),
+        check(lib.pyk_node_submit_host(no, c_int(worker, f"submit_host '{fn.name}': worker"),
+                                       fn.index, len(args),
                                        ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
                                        ffi.new("uint64_t[]", sc) if sc else ffi.NULL, tid),
               f"submit_host '{fn.name}' (worker {worker})")
@@ -220,8 +225,8 @@ class NodeOrch:
                 self._run.keep.append(a)
                 lib.pyk_tensor(tt + r, ffi.new("int64_t[]", array_desc(
                     a, 2 if wr else 0, f"{name}: {w}[{r}]")))
-        check(fn(self._live(), int(dom), str(scratch).encode(), dt, st, *extra),
-              f"{name} on domain {int(dom)}")
+        d = c_int(dom, f"{name}: domain", "int32_t")
+        check(fn(self._live(), d, str(scratch).encode(), dt, st, *extra), f"{name} on domain {d}")
 
     def allreduce(self, dom: Domain, scratch: str, dst: Sequence[np.ndarray],
                   src: Sequence[np.ndarray], op: str = "sum", algo: str = "auto") -> None:
@@ -240,7 +245,8 @@ class NodeOrch:
 
     def broadcast(self, dom: Domain, scratch: str, dst, src, root: int) -> None:
         """dst[r] = src[root] for every rank."""
-        self._coll("broadcast", lib.pto_node_broadcast, dom, scratch, dst, src, int(root))
+        self._coll("broadcast", lib.pto_node_broadcast, dom, scratch, dst, src,
+                   c_int(root, "broadcast: root"))
 
     def alltoall(self, dom: Domain, scratch: str, dst, src) -> None:
         """dst block s on rank r = src block r of rank s."""
@@ -286,6 +292,23 @@ _NODE_OPTIONS = ("nworkers", "host_bytes", "window_space", "startup_timeout_ms",
                  "host_task_timeout_ms", "tensormap_entries")
 
 
+# The variables by which libpto knows it runs under mpirun (node_mpi.c).
+_MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK")
+_PTO_EMPI = -39  # pto/status.h
+
+
+def _refuse_under_mpirun() -> None:
+    """Under mpirun pto_node_create makes the MPI ranks the node's chips and
+    needs the kernels and chip_init_arg at addresses every rank's program
+    shares, which a Python program's are not: say so before anything starts."""
+    found = [v for v in _MPI_ENV if v in os.environ]
+    if found:
+        raise error_from(_PTO_EMPI, (
+            f"pto.Node does not run under mpirun ({found[0]} is set): from Python a node's "
+            "chips are forked processes of this interpreter; run the program without mpirun "
+            "(C programs can run a node under mpirun, docs/node.md)"))
+
+
 class Node:
     """``nchips`` chips, each in its own forked process running its own chip
     runtime, driven from this process (``pto_node``).
@@ -306,6 +329,8 @@ class Node:
 
     Create a Node before this process starts threads (it forks). Use it as
     a context manager or call ``close`` (refused while host arrays live).
+    Not under ``mpirun``: there pto's chips are the MPI ranks, which a
+    Python program's kernels cannot reach; it raises ``MPIError`` at once.
     """
 
     def __init__(self, nchips: int, kernels: Optional[Mapping[str, Any]] = None, *,
@@ -313,18 +338,19 @@ class Node:
                  device_ids: Optional[Sequence[int]] = None, fault_inject: bool = False,
                  quiet: bool = False, trace: Optional[str] = None, **options: Any):
         self._node = None
+        _refuse_under_mpirun()
         cfg = ffi.new("pto_node_config *")
         lib.pto_node_config_init(cfg)
-        cfg.nchips = operator.index(nchips)
+        set_int_field(cfg, "nchips", nchips, "pto.Node")
         chip_opts = {k: options.pop(k) for k in list(options) if k not in _NODE_OPTIONS}
         fill_chip_config(cfg.chip, chip_opts, "pto.Node")
         for k, v in options.items():
             if v is not None:
-                setattr(cfg, k, int(v))
+                set_int_field(cfg, k, v, "pto.Node")
         cfg.fault_inject, cfg.quiet = bool(fault_inject), bool(quiet)
         self._keepalive: list = []
         if device_ids is not None:
-            ids = ffi.new("int[]", [operator.index(i) for i in device_ids])
+            ids = ffi.new("int[]", [c_int(i, "pto.Node: device_ids") for i in device_ids])
             if len(ids) != cfg.nchips:
                 raise invalid(f"pto.Node: {len(ids)} device_ids for {cfg.nchips} chips")
             cfg.device_ids = ids
@@ -374,11 +400,12 @@ class Node:
         node = self._live()
         dt = np.dtype(dtype)
         pto_dtype(dt, "host_array")
-        sh = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-        n = int(np.prod(sh)) * dt.itemsize
+        sh = ((c_int(shape, "host_array: shape", "int64_t"),) if np.isscalar(shape) else
+              tuple(c_int(s, f"host_array: shape[{i}]", "int64_t") for i, s in enumerate(shape)))
+        n = math.prod(sh) * dt.itemsize
         if n <= 0:
             raise invalid(f"host_array: shape {sh} is empty")
-        p = lib.pto_node_host_alloc(node, n)
+        p = lib.pto_node_host_alloc(node, c_int(n, f"host_array: shape {sh}: bytes", "size_t"))
         if p == ffi.NULL:
             raise invalid(f"host_array: {n} bytes do not fit what is left of host_bytes")
         mem = _HostMem(self, p, n, sh, dt)
@@ -504,7 +531,7 @@ def _pyk_host(args, arg):
                 v.flags.writeable = False
             views.append(v)
         r = fn(HostContext(tuple(args.scalars[0:args.nscalars])), *views)
-        return int(r) if isinstance(r, (int, np.integer)) and not isinstance(r, bool) else 0
+        return _kernel.kernel_code(r, f"Python host function '{getattr(fn, '__name__', fn)}'")
     except BaseException as e:  # noqa: B902
         import sys
         import traceback

@@ -4,10 +4,12 @@ from __future__ import annotations
 import contextlib
 import operator
 import struct
+import threading
 from typing import Any, Iterator, List, Sequence, Tuple, Union
 
 import numpy as np
 
+from ._cint import INT_MAX, c_int
 from ._errors import check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
@@ -83,36 +85,62 @@ class Task:
         return f"<pto.Task {self.id}>"
 
 
-def task_id(d: Any) -> int:
+def task_id(d: Any, what: str = "deps") -> int:
     if isinstance(d, Task):
         return d.id
-    try:
-        return operator.index(d)
-    except TypeError:
-        raise invalid(f"deps: {d!r} is not a task") from None
+    return c_int(d, f"{what}: task", "int64_t")
 
 
 class OutputView(View):
     """A runtime-allocated OUTPUT tensor (valid in its run, until its scope ends)."""
 
 
+# Orch calls from another thread: the C call pto refuses there (_build.py)
+_FOREIGN = {"submit": 0, "dummy": 1, "scope": 2, "read": 3, "write": 4, "wait": 5}
+_get_ident = threading.get_ident  # once per submit: no module attribute lookup
+
+
 class Orch:
     """The orchestrator of one ``Chip.run``: submit tasks, open scopes, read
-    and write tensor data. Valid only during the orchestration function."""
+    and write tensor data. Valid only during the orchestration function, and
+    only on its thread (``status`` excepted): a call from another thread
+    raises InvalidArgumentError and fails the run (docs/python.md)."""
 
     def __init__(self, o, run):
         self._o = o
         self._run = run
+        self._thread = _get_ident()  # the orchestration function's
+        self._end_lock = threading.Lock()  # a refusal holds it: _o stays valid meanwhile
         self._cache: dict = {}  # id(ndarray) -> (array, shape, strides, dtype, descriptor words)
         self._flat = ffi.new("int64_t[]", MAX_TENSORS * DESC_WORDS)
         self._sc = ffi.new("uint64_t[]", MAX_SCALARS)
         self._outs = ffi.new("pto_tensor[]", MAX_TENSORS)
         self._tid = ffi.new("pto_task_id *")
 
-    def _live(self):
+    def _live(self, call: str = "submit"):
+        if _get_ident() != self._thread:
+            self._refuse_thread(call)
         if self._o is None:
             raise invalid("pto.Orch used after its orchestration function returned")
         return self._o
+
+    def _refuse_thread(self, call: str) -> None:
+        # Before anything of this Orch's is touched (its buffers are the
+        # owner's). pto refuses the same C call from this thread and fails
+        # the run, naming the rule; the lock keeps the orchestration from
+        # returning (and its pto_orch from going away) during that call.
+        with self._end_lock:
+            if self._o is not None:
+                lib.pyk_foreign_call(self._o, _FOREIGN[call])
+        raise invalid(f"Orch.{call} called from a thread other than the one running the "
+                      "orchestration function: an Orch takes calls from that thread only "
+                      "(submitting from several threads is not supported); nothing was done, "
+                      "and the run fails")
+
+    def _end(self) -> None:
+        """The orchestration function returned: the Orch is no longer valid."""
+        with self._end_lock:
+            self._o = None
 
     def _descs(self, args: Sequence[Any], ctx: str):
         if len(args) > MAX_TENSORS:
@@ -178,7 +206,7 @@ class Orch:
 
     def dummy(self, *args: Union[Arg, New], deps: Sequence[Any] = ()) -> Task:
         """A task with no kernel: it only orders its tensor arguments and ``deps``."""
-        return self._submit(self._live(), -1, None, args, (), 1, False, deps, 1)
+        return self._submit(self._live("dummy"), -1, None, args, (), 1, False, deps, 1)
 
     def _submit(self, o, kid, kname, args, scalars, block_num, sync_start, deps, dummy,
                 py=False) -> Task:
@@ -193,13 +221,8 @@ class Orch:
         if py:  # hidden last scalar: which tensors the Python kernel may only read
             self._sc[ns] = input_mask(args)
             ns += 1
-        if block_num.__class__ is not int:
-            try:
-                block_num = operator.index(block_num)
-            except TypeError:
-                raise invalid(f"{ctx}: block_num {block_num!r} is not an int") from None
-        if block_num < 1:
-            raise invalid(f"{ctx}: block_num {block_num}, must be >= 1")
+        if block_num.__class__ is not int or not 0 < block_num <= INT_MAX:
+            block_num = c_int(block_num, f"{ctx}: block_num", "int", lo=1)
         nd = len(deps)
         dl = ffi.new("int64_t[]", [task_id(d) for d in deps]) if nd else ffi.NULL
         n = len(args)
@@ -224,7 +247,7 @@ class Orch:
         """``with orch.scope():`` bounds the lifetime of ``pto.New`` outputs
         submitted inside (reclaimed once the scope ended and their consumers
         completed). ``manual=True``: only explicit deps apply inside."""
-        check(lib.pto_scope_begin(self._live(), 1 if manual else 0), "scope begin")
+        check(lib.pto_scope_begin(self._live("scope"), 1 if manual else 0), "scope begin")
         try:
             yield
         finally:
@@ -249,23 +272,32 @@ class Orch:
         """A packed NumPy copy of ``x`` (an array or View), taken once every
         earlier writer of its bytes completed (deadline ``timeout_ms``; < 0:
         the chip's watchdog)."""
+        o = self._live("read")
+        tmo = c_int(timeout_ms, "read: timeout_ms", "int64_t")
         t, shape, dt = self._tensor(x, "read", False)
         out = np.empty(shape, dtype=dt)
-        check(lib.pto_orch_read(self._live(), t, ffi.from_buffer(out), int(timeout_ms)), "read")
+        check(lib.pto_orch_read(o, t, ffi.from_buffer(out), tmo), "read")
         return out
 
     def write(self, x: Union[np.ndarray, View], data: Any, timeout_ms: int = -1) -> None:
         """Copy ``data`` (broadcast to x's shape) into ``x`` once every earlier
         reader and writer of its bytes completed."""
+        o = self._live("write")
+        tmo = c_int(timeout_ms, "write: timeout_ms", "int64_t")
         t, shape, dt = self._tensor(x, "write", True)
         src = np.ascontiguousarray(np.broadcast_to(np.asarray(data, dtype=dt), shape))
-        check(lib.pto_orch_write(self._live(), t, ffi.from_buffer(src), int(timeout_ms)), "write")
+        check(lib.pto_orch_write(o, t, ffi.from_buffer(src), tmo), "write")
 
     def wait(self, task: Union[Task, int], timeout_ms: int = -1) -> None:
         """Wait until ``task`` completed."""
-        check(lib.pto_orch_wait_task(self._live(), task_id(task), int(timeout_ms)), "wait")
+        o = self._live("wait")
+        check(lib.pto_orch_wait_task(o, task_id(task, "wait"),
+                                     c_int(timeout_ms, "wait: timeout_ms", "int64_t")), "wait")
 
     @property
     def status(self) -> int:
-        """The run's latched status (0 while healthy)."""
-        return int(lib.pto_orch_status(self._live()))
+        """The run's latched status (0 while healthy); from any thread."""
+        with self._end_lock:
+            if self._o is None:
+                raise invalid("pto.Orch used after its orchestration function returned")
+            return int(lib.pto_orch_status(self._o))

@@ -2,12 +2,14 @@
 the access-mode markers of task arguments, and runtime-allocated views."""
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._errors import check, invalid
+from ._cint import c_int
+from ._errors import error_from, invalid
 from ._pto import ffi, lib
 
 # access modes (pto_access)
@@ -193,7 +195,9 @@ class New:
     mode = OUTPUT
 
     def __init__(self, shape: Union[int, Sequence[int]], dtype: Any = np.float32):
-        self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        self.shape = ((c_int(shape, "pto.New: shape", "int64_t"),) if np.isscalar(shape) else
+                      tuple(c_int(s, f"pto.New: shape[{i}]", "int64_t")
+                            for i, s in enumerate(shape)))
         self.dtype = np.dtype(dtype)
 
     def __repr__(self) -> str:
@@ -231,10 +235,24 @@ class View:
     def __repr__(self) -> str:
         return f"<pto.View {self._what} shape={self.shape} dtype={self.dtype}>"
 
-    def _derive(self, fn, *a) -> "View":
+    def _derive(self, fn, what: str) -> "View":
         out = ffi.new("pto_tensor *")
-        check(fn(self._t, *a, out), f"{self._what}: view")
+        rc = fn(self._t, out)
+        if rc:
+            # not an orchestrator call: nothing in the run records it, so
+            # the error is raised as it is, with its own details
+            raise error_from(rc, f"{self._what}: {what}")
         return type(self)(out, self._owner, self._what)
+
+    def _contiguous(self) -> bool:
+        """Packed row-major (dims of size 1 may have any stride)."""
+        want = 1
+        for d in reversed(range(self.ndim)):
+            n = int(self._t.shape[d])
+            if n != 1 and int(self._t.stride[d]) != want:
+                return False
+            want *= n
+        return True
 
     def __getitem__(self, key) -> "View":
         if not isinstance(key, tuple):
@@ -268,12 +286,15 @@ class View:
                 off += i * stride[d]
         if not nshape:
             nshape, nstride = [1], [1]
-        return self._derive(lambda src, out: lib.pto_tensor_view(
-            src, len(nshape), ffi.new("int64_t[]", nshape), ffi.new("int64_t[]", nstride), off, out))
+        sh, st, nd = ffi.new("int64_t[]", nshape), ffi.new("int64_t[]", nstride), len(nshape)
+        return self._derive(lambda src, out: lib.pto_tensor_view(src, nd, sh, st, off, out),
+                            f"index {key!r}")
 
     def transpose(self, d0: int = 0, d1: int = 1) -> "View":
         """Swap dims d0 and d1 (no copy)."""
-        return self._derive(lambda src, out: lib.pto_tensor_transpose(src, d0, d1, out))
+        what = f"transpose({d0!r}, {d1!r}) of a {self.ndim}-dim view"
+        i0, i1 = (c_int(d, f"{self._what}: {what}: dim", "int", 0, self.ndim - 1) for d in (d0, d1))
+        return self._derive(lambda src, out: lib.pto_tensor_transpose(src, i0, i1, out), what)
 
     @property
     def T(self) -> "View":
@@ -284,9 +305,17 @@ class View:
         """Same elements, new shape (the view must be contiguous)."""
         if len(shape) == 1 and not np.isscalar(shape[0]):
             shape = tuple(shape[0])
-        sh = [int(s) for s in shape]
+        sh = [c_int(s, f"{self._what}: reshape: shape[{i}]", "int64_t")
+              for i, s in enumerate(shape)]
+        n = math.prod(self.shape)
+        what = f"reshape of shape {self.shape} to {tuple(sh)}"
+        if not self._contiguous():
+            what += (": pto reshapes contiguous views only, and this one is not (a transposed or "
+                     "strided view); reshape before slicing or transposing, or read a copy")
+        elif not 1 <= len(sh) <= MAX_DIMS or min(sh) < 1 or math.prod(sh) != n:
+            what += f": the new shape needs 1..{MAX_DIMS} dims, each >= 1, and {n} elements"
         return self._derive(lambda src, out: lib.pto_tensor_reshape(
-            src, len(sh), ffi.new("int64_t[]", sh), out))
+            src, len(sh), ffi.new("int64_t[]", sh), out), what)
 
     def _desc(self, mode: int) -> List[int]:
         w = self._words

@@ -31,6 +31,16 @@ def test_wrong_dtype_for_a_reference_kernel(chip):
     with pytest.raises(pto.InvalidArgumentError) as e:
         run_one(chip, pto.In(a), pto.In(a), pto.Out(a), kernel=add)
     assert e.value.kernel == "add"
+    # the details name the argument, what it got and what the kernel needs
+    assert "add: tensor 0 (a) is i32, needs f32" in e.value.details, e.value.details
+
+
+def test_wrong_shape_for_a_reference_kernel(chip):
+    add = chip.kernel("add")
+    a, y = np.zeros((4, 8), np.float32), np.zeros((4, 4), np.float32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        run_one(chip, pto.In(a), pto.In(a), pto.Out(y), kernel=add)
+    assert "add: shapes a [4, 8], b [4, 8], out [4, 4]" in e.value.details, e.value.details
 
 
 @pytest.mark.parametrize("view,why", [
@@ -50,13 +60,14 @@ def test_strides_pto_cannot_express(chip, view, why):
 
 def test_non_contiguous_where_contiguity_is_needed(chip):
     a = np.zeros((4, 4), np.float32)
+    cp = chip.kernel("copy")  # registered before the run (not inside it)
 
-    def orch(o):
-        t = o.submit(chip.kernel("copy"), pto.In(a), pto.New((4, 4)))
-        t.output.T.reshape(16)  # reshape of a transposed view
-
-    with pytest.raises(pto.InvalidArgumentError):
-        chip.run(orch)
+    with pytest.raises(pto.InvalidArgumentError, match="reshapes contiguous views only"):
+        chip.run(lambda o: o.submit(cp, pto.In(a), pto.New((4, 4))).output.T.reshape(16))
+    with pytest.raises(pto.InvalidArgumentError, match="16 elements"):
+        chip.run(lambda o: o.submit(cp, pto.In(a), pto.New((4, 4))).output.reshape(15))
+    with pytest.raises(pto.InvalidArgumentError, match="transpose"):
+        chip.run(lambda o: o.submit(cp, pto.In(a), pto.New((4, 4))).output.transpose(0, 2))
 
 
 @pytest.mark.parametrize("index,msg", [((5,), "out of range"), ((slice(None, None, -1),), "step"),
@@ -108,7 +119,10 @@ def test_resized_array_is_refused_while_in_use(chip, ckernels):
 
 
 def test_freed_array_stays_alive_until_the_run_ends(chip):
-    inc = chip.kernel(lambda ctx, t: t.__iadd__(1))
+    def inc_(ctx, t):
+        t += 1
+
+    inc = chip.kernel(inc_)
     seen = {}
 
     def orch(o):
@@ -174,9 +188,75 @@ def test_bad_scalars_and_options(chip):
         run_one(chip, deps=[12345])
 
 
+BIG = 1 << 40  # fits no C int; 1 << 70 fits no int64 either
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda o, k, a: o.submit(k, pto.In(a), block_num=BIG), "block_num"),
+    (lambda o, k, a: o.submit(k, pto.In(a), block_num=-BIG), "block_num"),
+    (lambda o, k, a: o.submit(k, pto.In(a), block_num=2.0), "block_num"),
+    (lambda o, k, a: o.submit(k, pto.In(a), deps=[1 << 70]), "deps"),
+    (lambda o, k, a: o.submit(k, pto.New((1 << 70, 2))), "shape"),
+    (lambda o, k, a: o.read(a, timeout_ms=1 << 70), "timeout_ms"),
+    (lambda o, k, a: o.write(a, 0, timeout_ms=-(1 << 70)), "timeout_ms"),
+    (lambda o, k, a: o.wait(1 << 70), "wait"),
+    (lambda o, k, a: o.wait(o.submit(k, pto.In(a)), timeout_ms=1 << 70), "timeout_ms"),
+    (lambda o, k, a: o.submit(k, pto.New((4, 4))).output.reshape(1 << 70), "reshape"),
+    (lambda o, k, a: o.submit(k, pto.New((4, 4))).output.transpose(BIG, 0), "transpose"),
+])
+def test_integers_that_do_not_fit_c(chip, call, name):
+    """Every int the front end passes to C is range-checked: an
+    InvalidArgumentError naming it, never cffi's bare OverflowError."""
+    k = chip.kernel(lambda ctx, *t: None, name="nop")
+    a = np.zeros(4, np.float32)
+    with pytest.raises(pto.InvalidArgumentError, match=name):
+        chip.run(lambda o: call(o, k, a))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pto.Chip(clusters=1, task_slots=1 << 40),
+    lambda: pto.Chip(clusters=1 << 40),
+    lambda: pto.Chip(clusters=1, watchdog_ms=1 << 70),
+    lambda: pto.Node(1 << 40),
+    lambda: pto.Node(2, device_ids=[BIG, 0]),
+    lambda: pto.Node(2, host_bytes=-1),
+    lambda: pto.coll_scratch_bytes(BIG, 4),
+    lambda: pto.coll_scratch_bytes(2, -1),
+])
+def test_integers_that_do_not_fit_c_outside_runs(make):
+    with pytest.raises(pto.InvalidArgumentError, match="must be"):
+        make()
+
+
+@pytest.mark.parametrize("value,code", [
+    (-(1 << 40), pto.KernelError), (1 << 40, pto.KernelError), ("x", pto.KernelError),
+    (2.5, pto.KernelError), (np.zeros(2), pto.KernelError), (True, pto.KernelError),
+    (5, pto.KernelError), (-9, pto.FatalError), (None, None), (0, None), (np.int32(0), None),
+])
+def test_python_kernel_return_values(chip, value, code):
+    """None or 0 is success; an int32 is pto's code (any other value fails
+    the run); anything else fails it naming the value (cffi turned
+    -(1 << 40) into 0: success)."""
+    k = chip.kernel(lambda ctx: value, name="ret")
+    if code is None:
+        chip.run(lambda o: o.submit(k))
+        return
+    with pytest.raises(code) as e:
+        chip.run(lambda o: o.submit(k))
+    if type(value) is int and -(1 << 31) <= value < 1 << 31:
+        assert f"returned {value}" in e.value.details
+    else:
+        assert isinstance(e.value.__cause__, ValueError)
+        assert f"returned {repr(value)[:20]}" in str(e.value.__cause__)
+
+
 def test_handles_used_out_of_their_time(chip):
     kept = {}
-    k = chip.kernel(lambda ctx, t: kept.setdefault("ctx", ctx), name="keep_ctx")
+
+    def keep_ctx(ctx, t):
+        kept["ctx"] = ctx
+
+    k = chip.kernel(keep_ctx)
     q = chip.kernel(lambda ctx: ctx.quiet(0), name="q")
 
     def orch(o):
@@ -201,19 +281,32 @@ def test_handles_used_out_of_their_time(chip):
 
 
 def test_in_place_dtype_change_is_seen(chip):
-    """An array reused in a run after `a.dtype = ...` is described anew."""
+    """An array reused in a run after `a.dtype = ...` is described anew.
+    Readers of the same bytes are not ordered among themselves: the
+    orchestration waits for both earlier readers before it changes the dtype,
+    and the first of them sleeps, so a wait that did not hold would show."""
+    import time
     got = []
-    k = chip.kernel(lambda ctx, t: got.append(t.dtype), name="dt")
+
+    def dt(ctx, t):
+        time.sleep(ctx.scalars[0] / 1e3)
+        got.append((ctx.scalars[1], t.dtype))
+
+    k = chip.kernel(dt, name="dt")
     a = np.zeros(4, np.float32)
 
     def orch(o):
-        o.submit(k, pto.In(a))
-        o.wait(o.submit(k, pto.In(a)))
+        t0 = o.submit(k, pto.In(a), scalars=[50, 0])  # 50 ms: the other core runs t1 first
+        t1 = o.submit(k, pto.In(a), scalars=[0, 1])
+        o.wait(t0)
+        o.wait(t1)
         a.dtype = np.int32
-        o.submit(k, pto.In(a))
+        o.submit(k, pto.In(a), scalars=[0, 2])
 
     chip.run(orch)
-    assert got == [np.float32, np.float32, np.int32], got
+    # t0 and t1 in either order; t2 (the only int32 one) after both
+    assert sorted(got[:2], key=lambda r: r[0]) == [(0, np.float32), (1, np.float32)], got
+    assert got[2] == (2, np.int32), got
 
 
 def test_concurrent_runs_of_one_chip_are_refused(chip, ckernels):

@@ -1,4 +1,5 @@
 """Chips, runs, tensors as NumPy views, kernels of the three kinds."""
+import os
 import pydoc
 import threading
 import time
@@ -23,7 +24,9 @@ def test_config_defaults_match_c():
     with pto.Chip() as c:
         got = c.config
     for k, v in got.items():
-        assert v == int(getattr(cfg, k)), f"{k}: Python default {v}, C default {getattr(cfg, k)}"
+        if k != "schedulers":  # C's 0 means min(3, clusters): config shows that count
+            assert v == int(getattr(cfg, k)), f"{k}: Python default {v}, C default {getattr(cfg, k)}"
+    assert got["schedulers"] == min(3, got["clusters"]), got
     assert got["aiv_per_cluster"] == 2 and got["task_slots"] == 16384
 
 
@@ -107,6 +110,30 @@ def test_c_kernel_calling_libpto(chip, ckernels):
     assert_array(y, 2 * a.T, "y")
 
 
+def test_c_kernel_library_not_linked_with_libpto(chip, tmp_path):
+    """A kernel library that calls libpto but was built without -lpto loads
+    (libpto's symbols are global); one that needs a symbol nothing defines is
+    refused with a hint."""
+    import subprocess
+    from conftest import HERE
+    so = str(tmp_path / "libnolink.so")
+    subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-I",
+                    os.path.join(HERE, "..", "..", "include"), os.path.join(HERE, "ckernels.c"),
+                    "-o", so], check=True)
+    k = chip.kernel(pto.c_kernel(so, "k_tile_add"))
+    a = np.arange(6, dtype=np.float32)
+    y = np.zeros(6, np.float32)
+    chip.run(lambda o: o.submit(k, pto.In(a), pto.In(a), pto.Out(y)))
+    assert_array(y, 2 * a, "y")
+    src = tmp_path / "missing.c"
+    src.write_text("int no_such_function(void);\nint k(void) { return no_such_function(); }\n")
+    bad = str(tmp_path / "libmissing.so")
+    subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", str(src), "-o", bad], check=True)
+    with pytest.raises(pto.InvalidArgumentError, match="undefined symbol: no_such_function.*link "
+                       "the library with the libraries it needs"):
+        chip.kernel(pto.c_kernel(bad, "k"))
+
+
 def test_mix_and_aic_python_kernels():
     with pto.Chip(clusters=1, schedulers=1) as c:
         got = []
@@ -170,9 +197,17 @@ def test_new_outputs_views_scope_read_write(chip):
     assert_array(res["copy"], want.reshape(12), "copy")
 
 
+def inc_(ctx, t):  # a kernel returns None (or an int code), not the array
+    t += 1
+
+
+def twice_(ctx, t):
+    t *= 2
+
+
 def test_host_read_write_waits_for_tasks(chip, ckernels):
     slow = chip.kernel(pto.c_kernel(ckernels, "k_sleep"))
-    inc = chip.kernel(lambda ctx, t: t.__iadd__(1))
+    inc = chip.kernel(inc_)
     a = np.zeros(8, np.float32)
     got = {}
 
@@ -216,7 +251,7 @@ def test_nodep_deps_dummy_sync_start(chip):
 
 
 def test_manual_scope(chip):
-    inc = chip.kernel(lambda ctx, t: t.__iadd__(1))
+    inc = chip.kernel(inc_)
     a = np.zeros(4, np.float32)
 
     def orch(o):
@@ -229,7 +264,7 @@ def test_manual_scope(chip):
 
 
 def test_buffer_protocol_and_dlpack(chip):
-    twice = chip.kernel(lambda ctx, t: t.__imul__(2))
+    twice = chip.kernel(twice_)
 
     class DL:  # exposes only DLPack, like a CPU torch tensor
         def __init__(self, a):
@@ -269,6 +304,9 @@ def test_python_kernel_exception_is_the_cause(chip):
     with pytest.raises(pto.KernelError) as e:
         chip.run(lambda o: o.submit(k, pto.Out(np.zeros(2, np.float32))))
     assert isinstance(e.value.__cause__, ZeroDivisionError) and e.value.kernel == "boom"
+    # the exception's type and text are in the details (and so in str(e))
+    assert e.value.details.endswith(": ZeroDivisionError: kernel bug"), e.value.details
+    assert "ZeroDivisionError: kernel bug" in str(e.value), str(e.value)
     # the chip is usable after a failed run
     ok = chip.kernel(lambda ctx, t: None, name="ok")
     chip.run(lambda o: o.submit(ok, pto.Out(np.zeros(2, np.float32))))

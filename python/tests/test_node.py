@@ -289,3 +289,12 @@ def test_node_trace(tmp_path):
         n.run(lambda no: no.submit(0, n.kernels["add"], pto.In(a), pto.In(a), pto.Out(a)))
         a = None
     assert b"traceEvents" in path.read_bytes()
+
+
+@pytest.mark.parametrize("var", ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"])
+def test_node_refuses_mpirun_at_once(monkeypatch, var):
+    """Under mpirun (as libpto detects it) pto.Node says, before anything
+    starts, that it does not run there, in Python's terms."""
+    monkeypatch.setenv(var, "2")
+    with pytest.raises(pto.MPIError, match=f"pto.Node does not run under mpirun \\({var} is set\\)"):
+        pto.Node(2, {}, device_ids=DEVICE_IDS["misc"])

@@ -61,10 +61,11 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   if (c.schedulers == 0) c.schedulers = c.clusters < 3 ? c.clusters : 3;
 #define BAD(cond, ...)                                                                             \
   if (cond) return create_fail(err, PTO_EINVAL, "pto_chip_config: " __VA_ARGS__)
-  BAD(c.clusters < 1 || c.clusters > 4096, "clusters = %d, must be 1..4096", c.clusters);
-  BAD(c.schedulers < 1 || c.schedulers > c.clusters || c.schedulers > DRAIN_MAX_SCHED,
+  BAD(c.clusters < 1 || c.clusters > PTO_CLUSTERS_MAX, "clusters = %d, must be 1..%d", c.clusters,
+      PTO_CLUSTERS_MAX);
+  BAD(c.schedulers < 1 || c.schedulers > c.clusters || c.schedulers > PTO_SCHEDULERS_MAX,
       "schedulers = %d, must be 1..min(clusters = %d, %d) (0: min(3, clusters))", c.schedulers,
-      c.clusters, DRAIN_MAX_SCHED);
+      c.clusters, PTO_SCHEDULERS_MAX);
   BAD(c.aic_per_cluster < 0 || c.aic_per_cluster > 1, "aic_per_cluster = %d, must be 0 or 1",
       c.aic_per_cluster);
   BAD(c.aiv_per_cluster < 0 || c.aiv_per_cluster > 2, "aiv_per_cluster = %d, must be 0..2",
@@ -72,7 +73,9 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   BAD(c.aic_per_cluster + c.aiv_per_cluster == 0,
       "aic_per_cluster and aiv_per_cluster are both 0: a cluster needs a core");
   BAD(c.task_slots < 2, "task_slots = %u, must be at least 2", c.task_slots);
-  BAD(c.dep_entries < 1, "dep_entries = 0, must be at least 1");
+  BAD(c.dep_entries < 1 || c.dep_entries > INT32_MAX - 1,
+      "dep_entries = %u, must be 1..%d (a task's dependencies are counted in an int32)",
+      c.dep_entries, INT32_MAX - 1);
   BAD(c.tensormap_entries < 1, "tensormap_entries = 0, must be at least 1");
   BAD(c.heap_bytes < RING_ALIGN, "heap_bytes = %zu, must be at least %zu", c.heap_bytes,
       (size_t)RING_ALIGN);
@@ -320,8 +323,8 @@ static int run_create(pto_chip *chip, pto_run **out) {
     sc->claim_blocks = calloc((size_t)r->ncores, sizeof(int32_t));
     /* the two core sets share one position array (items: indexes in cores) */
     int own = (c->clusters + r->nsched - 1) / r->nsched * per_cluster;
-    sc->sets[0].at = malloc(sizeof(int) * (size_t)own);
-    sc->sets[1].at = malloc(sizeof(int) * (size_t)own);
+    sc->sets[0].at = malloc(sizeof(_Atomic int) * (size_t)own);
+    sc->sets[1].at = malloc(sizeof(_Atomic int) * (size_t)own);
     sc->sets[0].pos = sc->sets[1].pos = malloc(sizeof(int) * (size_t)own);
     sc->cl_mark = calloc((size_t)c->clusters, sizeof(uint32_t));
     if (!sc->cores || !sc->clusters || !sc->spots || !sc->parked || !sc->claim_tasks ||
@@ -707,7 +710,8 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   } else if (rc) {
     run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
   } else {
-    pto_orch orch = {r};
+    /* the orchestrator is this thread: calls on orch are made here (orch_gate) */
+    pto_orch orch = {r, pthread_self()};
     pto_wait_thread_begin(); /* the orchestrator counts as one of the run's threads */
     spread_end(r);           /* the OS places the cores while the orchestrator submits */
     r->orch_start_ns = pto_now_ns();

@@ -2,6 +2,7 @@
  * runs the kernel block in the payload, publishes "finished" for that
  * dispatch id. Gang blocks (sync_start) wait for their cohort's start. Its
  * thread serves run after run of the chip (core_main). */
+#include "chip/kernel_why.h"
 #include "chip/pull_hold.h"
 #include "chip/run.h"
 #include "chip/steal.h"
@@ -198,8 +199,9 @@ static void core_serve(core *c) {
     }
     if (rc != 0) {
       int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
-      run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d", k->name,
-               p.block, block_num, c->id, rc);
+      const char *why = kernel_why_take(&ctx); /* pto_kctx_fail's reason, if it gave one */
+      run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d%s%s", k->name,
+               p.block, block_num, c->id, rc, why[0] ? ": " : "", why);
     }
     c->slot[next & 1].deferred = c->defer_current;
     c->defer_current = false;

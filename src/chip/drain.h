@@ -52,7 +52,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define DRAIN_MAX_SCHED 64
+#include "common/options.h"
+
+#define DRAIN_MAX_SCHED PTO_SCHEDULERS_MAX /* a slot per scheduler */
 /* Block ranges are packed in 16 bits each next to the attempt tag. */
 #define DRAIN_MAX_BLOCKS 0xffff
 

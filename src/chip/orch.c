@@ -399,6 +399,16 @@ static int submit_fail(pto_run *r, int code, const char *fmt, ...) {
   return latched(r);
 }
 
+int orch_refuse_thread(pto_orch *o, const char *call) {
+  /* only the latch: next_id and the rest are the owner's to read */
+  run_fail(o->run, PTO_EINVAL, PTO_TASK_NONE, -1,
+           "%s called from a thread other than the one running the orchestration function: a "
+           "pto_orch takes submits, scopes, host reads and writes and waits from that thread "
+           "only (submitting from several threads is not supported); the call did nothing",
+           call);
+  return PTO_EINVAL;
+}
+
 static const char *access_name(int a) {
   static const char *n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP"};
   return a >= 0 && a <= PTO_NO_DEP ? n[a] : "?";
@@ -423,6 +433,18 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
   }
   int blocks = o && o->block_num ? o->block_num : 1;
   if (blocks < 1) return submit_fail(r, PTO_EINVAL, "block_num %d < 1", o->block_num);
+  /* the task completes when units_done, an int32, reaches blocks x cores
+   * per block (at most 3): a product that wraps would complete it early
+   * (or never) */
+  if (blocks > INT32_MAX / 3 && sh != SHAPE_DUMMY) {
+    int per_block = shape_aic(sh) + shape_aiv(sh);
+    if (blocks > INT32_MAX / per_block)
+      return submit_fail(r, PTO_EINVAL,
+                         "block_num %d x %d cores per block (kernel '%s') is %lld units, more "
+                         "than %d: at most %d blocks",
+                         blocks, per_block, r->chip->kernels[kernel_id].name,
+                         (long long)blocks * per_block, INT32_MAX, INT32_MAX / per_block);
+  }
   if (o && o->sync_start && kernel_id != -1) {
     int max = sh == SHAPE_AIV ? c->clusters * c->aiv_per_cluster : c->clusters;
     if (blocks > max)
@@ -468,13 +490,10 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
   return PTO_OK;
 }
 
-static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts *opts,
+/* One submit on the owner's thread of a healthy run (orch_gate passed). */
+static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts *opts,
                   pto_task_id *id_out) {
-  if (id_out) *id_out = PTO_TASK_NONE;
-  if (!o || !o->run) return PTO_EINVAL;
-  pto_run *r = o->run;
-  int rc = latched(r);
-  if (rc) return rc;
+  int rc;
   int sh = SHAPE_DUMMY;
   if ((rc = validate(r, kernel_id, a, opts, &sh))) return rc;
   uint64_t t0 = r->trace ? pto_now_ns() : 0;
@@ -670,22 +689,26 @@ static int submit(pto_orch *o, int kernel_id, pto_args *a, const pto_submit_opts
 
 int pto_submit(pto_orch *o, int kernel_id, pto_args *args, const pto_submit_opts *opts,
                pto_task_id *id) {
-  if (o && o->run && kernel_id == -1) /* -1 is the dummy marker internally */
+  if (id) *id = PTO_TASK_NONE;
+  int rc = orch_gate(o, "pto_submit");
+  if (rc) return rc;
+  if (kernel_id == -1) /* -1 is the dummy marker internally */
     return submit_fail(o->run, PTO_EINVAL, "unknown kernel id -1");
-  return submit(o, kernel_id, args, opts, id);
+  return submit(o->run, kernel_id, args, opts, id);
 }
 
 int pto_submit_dummy(pto_orch *o, pto_args *args, const pto_submit_opts *opts, pto_task_id *id) {
-  return submit(o, -1, args, opts, id);
+  if (id) *id = PTO_TASK_NONE;
+  int rc = orch_gate(o, "pto_submit_dummy");
+  return rc ? rc : submit(o->run, -1, args, opts, id);
 }
 
 /* ---- scopes ---- */
 
 int pto_scope_begin(pto_orch *o, pto_scope_mode mode) {
-  if (!o || !o->run) return PTO_EINVAL;
-  pto_run *r = o->run;
-  int rc = latched(r);
+  int rc = orch_gate(o, "pto_scope_begin");
   if (rc) return rc;
+  pto_run *r = o->run;
   if (mode != PTO_SCOPE_AUTO && mode != PTO_SCOPE_MANUAL)
     return submit_fail(r, PTO_EINVAL, "scope_begin: unknown mode %d", (int)mode);
   if (r->scope_depth >= PTO_MAX_SCOPE_DEPTH) {
@@ -703,10 +726,9 @@ int pto_scope_begin(pto_orch *o, pto_scope_mode mode) {
 }
 
 int pto_scope_end(pto_orch *o) {
-  if (!o || !o->run) return PTO_EINVAL;
-  pto_run *r = o->run;
-  int rc = latched(r);
+  int rc = orch_gate(o, "pto_scope_end");
   if (rc) return rc;
+  pto_run *r = o->run;
   if (r->scope_depth == 0) return submit_fail(r, PTO_EINVAL, "scope_end without scope_begin");
   hold_end(r, r->scopes[r->scope_depth].begin);
   r->scope_depth--;
@@ -752,12 +774,10 @@ static int wait_tasks(pto_run *r, uint32_t n, int64_t timeout_ms, const char *wh
   return latched(r);
 }
 
+/* Waits for the tasks that touch t's bytes (o passed orch_gate). */
 static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t timeout_ms,
                        const char *what) {
-  if (!o || !o->run) return PTO_EINVAL;
   pto_run *r = o->run;
-  int rc = latched(r);
-  if (rc) return rc;
   if (!t || tensor_check(t, false))
     return submit_fail(r, PTO_EINVAL, "%s: NULL or invalid tensor view", what);
   char why[200];
@@ -775,24 +795,27 @@ static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t
 }
 
 int pto_orch_read(pto_orch *o, const pto_tensor *t, void *dst, int64_t timeout_ms) {
-  if (!dst && o && o->run) return submit_fail(o->run, PTO_EINVAL, "pto_orch_read: dst is NULL");
-  int rc = host_access(o, t, TMAP_READ, timeout_ms, "pto_orch_read");
+  int rc = orch_gate(o, "pto_orch_read");
+  if (rc) return rc;
+  if (!dst) return submit_fail(o->run, PTO_EINVAL, "pto_orch_read: dst is NULL");
+  rc = host_access(o, t, TMAP_READ, timeout_ms, "pto_orch_read");
   if (!rc) pto_tensor_copy_out(t, dst);
   return rc;
 }
 
 int pto_orch_write(pto_orch *o, const pto_tensor *t, const void *src, int64_t timeout_ms) {
-  if (!src && o && o->run) return submit_fail(o->run, PTO_EINVAL, "pto_orch_write: src is NULL");
-  int rc = host_access(o, t, TMAP_WRITE, timeout_ms, "pto_orch_write");
+  int rc = orch_gate(o, "pto_orch_write");
+  if (rc) return rc;
+  if (!src) return submit_fail(o->run, PTO_EINVAL, "pto_orch_write: src is NULL");
+  rc = host_access(o, t, TMAP_WRITE, timeout_ms, "pto_orch_write");
   if (!rc) pto_tensor_copy_in(t, src);
   return rc;
 }
 
 int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
-  if (!o || !o->run) return PTO_EINVAL;
-  pto_run *r = o->run;
-  int rc = latched(r);
+  int rc = orch_gate(o, "pto_orch_wait_task");
   if (rc) return rc;
+  pto_run *r = o->run;
   if (id < 0 || id >= r->next_id)
     return submit_fail(r, PTO_EINVAL, "pto_orch_wait_task: %lld is not a submitted task",
                        (long long)id);
@@ -800,6 +823,8 @@ int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
   return wait_tasks(r, 1, timeout_ms, "pto_orch_wait_task");
 }
 
+/* Any thread may call it during the run: run_fail is the latch every
+ * thread of a run reports through. */
 int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
   if (!o || !o->run) return PTO_EINVAL;
   char msg[400] = "";
@@ -831,7 +856,7 @@ void orch_finish(pto_run *r) {
   if (r->scope_depth > 0 && !latched(r)) {
     /* an orchestration that forgets scope_end is not an error: close them */
     while (r->scope_depth > 0) {
-      pto_orch o = {r};
+      pto_orch o = {r, pthread_self()}; /* the orchestrator's thread */
       pto_scope_end(&o);
     }
   }

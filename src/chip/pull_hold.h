@@ -17,8 +17,8 @@
  * (a task it waits for, room in a ring, the run's end): the core then
  * looks continuously (core.c), so a loop that submits a short block and
  * waits for it pays no hold.
- * Measured in docs/benchmarks.md ("An idle core looks for short blocks
- * less often").
+ * Measured in bench/results/history.md ("An idle core looks for short
+ * blocks less often").
  *
  * A core times one block in PULL_TIMED_EVERY (two clock reads) and keeps
  * a running average, reset at each run's start (0: no block timed yet, so

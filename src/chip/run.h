@@ -160,6 +160,9 @@ typedef struct core_payload {
   _Atomic int32_t block;
   _Atomic int32_t sub_block;
   bool deferred; /* written by the core: completion comes from pto_chip_async_complete */
+  /* the dispatcher's own: a single-core block of no gang, which another
+   * block may wait behind and an idle core may take (sched.c, steal.h) */
+  bool movable;
 } core_payload;
 
 /* A block as read from a slot. */
@@ -272,6 +275,10 @@ typedef struct sched {
   core_set sets[2];
   uint32_t *cl_mark; /* scratch for placements: a cluster's last stamp */
   uint32_t cl_stamp;
+  /* this pass's news, a bit per type (1 << PTO_CORE_AIC / AIV): a core
+   * fell idle, a block went behind a busy core or was left queued for
+   * another scheduler (sched.c, steal_or_hand_over) */
+  uint8_t news;
   drain_part drain;
   uint32_t trace_att; /* last drain attempt traced */
   uint64_t first_ns, last_ns;
@@ -376,8 +383,13 @@ typedef struct pto_run {
   int orch_track;
 } pto_run;
 
+/* The handle an orchestration function gets. `owner` is the thread that
+ * runs it (the caller of pto_chip_run): the orchestrator's state (rings,
+ * TensorMap, scopes, next_id) has that one writer and no lock, so every
+ * call that touches it is made there (orch_gate). */
 struct pto_orch {
   pto_run *run;
+  pthread_t owner;
 };
 
 /* ---- shared helpers (defined in the file named in brackets) ---- */
@@ -468,5 +480,20 @@ void orch_reset(pto_run *r);
 void orch_end(pto_run *r);
 void orch_teardown(pto_run *r);
 void orch_finish(pto_run *r);
+/* Refuses `call` made on o from a thread other than its owner: fails the
+ * run with PTO_EINVAL naming the rule (a code alone would let a caller
+ * that ignores it pass a graph with a task missing as a success), and
+ * touches nothing of the orchestrator's. Returns PTO_EINVAL. */
+int orch_refuse_thread(pto_orch *o, const char *call);
+/* The entry of every orchestrator call but pto_orch_fatal / _status /
+ * _chip (which any thread may make during the run): PTO_EINVAL without a
+ * run or from another thread (refused, above), else the latched status.
+ * A pthread_self() and a compare: nothing on the submit path notices. */
+static inline int orch_gate(pto_orch *o, const char *call) {
+  if (!o || !o->run) return PTO_EINVAL;
+  if (__builtin_expect(!pthread_equal(pthread_self(), o->owner), 0))
+    return orch_refuse_thread(o, call);
+  return atomic_load_explicit(&o->run->status, memory_order_acquire);
+}
 
 #endif

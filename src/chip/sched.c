@@ -295,13 +295,14 @@ static bool poll_completions(sched *s) {
   bool did = false;
   for (int t = 0; t < 2; t++) {
     core_set *set = &s->sets[t];
-    for (int p = set->end[0]; p < set->n; p++) {
-      core *c = s->cores[set->at[p]];
+    for (int p = cs_end(set, 0); p < cs_size(set); p++) {
+      core *c = s->cores[cs_at(set, p)];
       /* acquire pairs with the core's release of `finished`: its kernel's writes */
       uint64_t f = atomic_load_explicit(&c->finished, memory_order_acquire);
       while (c->seen < f) {
         cs_down(set, c->sched_idx, (int)inflight(c));
         c->seen++;
+        s->news |= (uint8_t)((inflight(c) == 0) << t); /* it fell idle */
         const core_payload *pl = &c->slot[c->seen & 1];
         if (!pl->deferred) sched_task_done_unit(r, payload_task(pl), 1);
         did = true;
@@ -325,14 +326,27 @@ static int per_cluster(const pto_run *r) {
 }
 
 static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub) {
-  cs_up(&s->sets[c->type], c->sched_idx, (int)inflight(c));
+  uint64_t before = inflight(c);
+  cs_up(&s->sets[c->type], c->sched_idx, (int)before);
+  s->news |= (uint8_t)((before == 1) << c->type); /* a block behind a busy core */
   uint64_t d = ++c->issued;
   payload_set(&c->slot[d & 1], t, block, sub);
+  c->slot[d & 1].movable = shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start;
   /* release: the payload is written before the core sees the new id */
   atomic_store_explicit(&c->dispatched, d, memory_order_release);
   /* the finishing core placing its own next block is awake: no signal
    * (and no fence) needed, it reads `dispatched` before it waits */
   if (c != this_core) pto_event_signal(&c->ev);
+}
+
+/* Whether core c may take one more block with at most `max_inflight` in
+ * flight: a pending block goes only behind a single-core block of no gang
+ * (movable), so that of a core's two blocks in flight either may move to
+ * an idle core (steal.h: the first one, when the core has claimed
+ * neither). */
+static bool has_room(const core *c, uint64_t max_inflight) {
+  uint64_t n = inflight(c);
+  return n == 0 || (n <= max_inflight && c->slot[c->issued & 1].movable);
 }
 
 /* Finds the cores of cluster `cl` (index into s->clusters) for one block of
@@ -344,11 +358,11 @@ static bool fit_cluster(sched *s, int cl, shape sh, uint64_t max_inflight, core 
   core **cc = &s->cores[cl * pc];
   int n = 0, need_aiv = shape_aiv(sh);
   if (shape_aic(sh)) {
-    if (!aic || inflight(cc[0]) > max_inflight) return false;
+    if (!aic || !has_room(cc[0], max_inflight)) return false;
     out[n++] = cc[0];
   }
   for (int k = aic; k < pc && need_aiv > 0; k++)
-    if (inflight(cc[k]) <= max_inflight) {
+    if (has_room(cc[k], max_inflight)) {
       out[n++] = cc[k];
       need_aiv--;
     }
@@ -366,6 +380,25 @@ static void place_block(sched *s, core **cores, task *t, int32_t block, int ncor
  * looks find the awake ones without reading every idle core's line. */
 #define AWAKE_LOOKS 8
 
+/* Up to max idle cores of the set (but `skip`), awake ones first (the
+ * thread running this pass, or one not parked): a parked core costs a
+ * futex wake, and when work is scarce the awake ones keep up alone. The
+ * idle segment is read from its top, max + AWAKE_LOOKS cores at most. */
+static int idle_awake_first(sched *s, const core_set *set, core *skip, core **out, int max) {
+  int n = 0, np = 0;
+  for (int k = cs_idle(set) - 1; k >= 0 && n < max && n + np < max + AWAKE_LOOKS; k--) {
+    core *c = s->cores[cs_at(set, k)];
+    if (c == skip) continue;
+    if (c != this_core && core_parked(c))
+      s->parked[np++] = c;
+    else
+      out[n++] = c;
+  }
+  for (int i = 0; i < np && n < max; i++)
+    out[n++] = s->parked[i];
+  return n;
+}
+
 /* Placements of up to `max` blocks of shape sh on this scheduler's cores,
  * each core used at most once, written to out (per-block groups of cores,
  * AIC first). Single-core shapes may use a busy core's pending slot
@@ -381,32 +414,25 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
     /* the finishing core first: its next block needs no wake-up */
     core *me = this_core;
     if (me && me->run == r && me->sched == s->id &&
-        (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC) && inflight(me) <= max_inflight && max > 0)
+        (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC) && has_room(me, max_inflight) && max > 0)
       out[n++] = me;
     else
       me = NULL;
-    /* then idle cores, most recently idle first, then (max_inflight 1)
-     * running ones; awake ones first: a parked core costs a futex wake,
-     * and when work is scarce the awake ones keep up alone */
-    int hi = max_inflight ? set->end[1] : set->end[0], np = 0, looks = 0;
-    for (int k = 0; k < hi && n < max; k++) {
-      core *c = s->cores[set->at[k < set->end[0] ? set->end[0] - 1 - k : k]];
-      if (c == me) continue;
-      if (looks++ < max + AWAKE_LOOKS && core_parked(c))
-        s->parked[np++] = c;
-      else
-        out[n++] = c;
+    /* then idle cores, awake ones first, then (max_inflight 1) running
+     * ones with room behind their block */
+    n += idle_awake_first(s, set, me, out + n, max - n);
+    for (int p = cs_end(set, 0); p < cs_end(set, 1) && max_inflight && n < max; p++) {
+      core *c = s->cores[cs_at(set, p)];
+      if (c != me && has_room(c, max_inflight)) out[n++] = c;
     }
-    for (int i = 0; i < np && n < max; i++)
-      out[n++] = s->parked[i];
     return n;
   }
   /* MIX: the clusters of the idle cores that bound the shape, each once */
   int pc = per_cluster(r);
   const core_set *set = &s->sets[shape_aic(sh) ? PTO_CORE_AIC : PTO_CORE_AIV];
   uint32_t stamp = ++s->cl_stamp;
-  for (int k = set->end[0] - 1; k >= 0 && n < max; k--) {
-    int cl = set->at[k] / pc;
+  for (int k = cs_idle(set) - 1; k >= 0 && n < max; k--) {
+    int cl = cs_at(set, k) / pc;
     if (s->cl_mark[cl] == stamp) continue;
     s->cl_mark[cl] = stamp;
     if (fit_cluster(s, cl, sh, max_inflight, &out[n * per])) n++; /* one MIX block per cluster */
@@ -414,33 +440,44 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
   return n;
 }
 
-/* Whether another scheduler's published counts (publish_counts) show an
- * idle core of this type (pending false) or a pending block of it (true):
- * hints, lines their role holders write only when a count changes. */
+/* What scheduler o's published counts (publish_counts) show: its idle
+ * cores of this type (pending false) or its pending blocks of it (true):
+ * hints, lines its role holders write only when a count changes or a pass
+ * has news. seq_cst: the second half of the Dekker pair of
+ * steal_or_hand_over (a plain load on x86). */
+static uint32_t shown(const sched *o, int type, bool pending) {
+  return atomic_load_explicit(pending ? &o->pending[type] : &o->idle[type], memory_order_seq_cst);
+}
+
+/* Whether another scheduler's published counts show one. */
 static bool others_show(sched *s, int type, bool pending) {
   pto_run *r = s->run;
-  for (int i = 0; i < r->nsched; i++) {
-    sched *o = &r->scheds[i];
-    if (o != s &&
-        atomic_load_explicit(pending ? &o->pending[type] : &o->idle[type], memory_order_relaxed))
-      return true;
-  }
+  for (int i = 0; i < r->nsched; i++)
+    if (&r->scheds[i] != s && shown(&r->scheds[i], type, pending)) return true;
   return false;
 }
 
-static void publish(_Atomic uint32_t *hint, uint32_t v) {
-  if (atomic_load_explicit(hint, memory_order_relaxed) != v)
-    atomic_store_explicit(hint, v, memory_order_relaxed);
+/* A count stored when it changed, or, `news`, always and seq_cst: the
+ * first half of the Dekker pair (steal_or_hand_over). Release either way
+ * (a plain store on x86): a pass that reads a count sees the dispatches
+ * the role made before storing it. */
+static void publish(_Atomic uint32_t *hint, uint32_t v, bool news) {
+  if (news)
+    atomic_store_explicit(hint, v, memory_order_seq_cst);
+  else if (atomic_load_explicit(hint, memory_order_relaxed) != v)
+    atomic_store_explicit(hint, v, memory_order_release);
 }
 
 /* Publishes s's idle cores and pending blocks by type, for the other
  * schedulers' passes (several schedulers only), storing a count only when
- * it changed: those passes read the line. */
+ * it changed (those passes read the line), or, for a type this pass has
+ * news of (s->news), always (steal_or_hand_over). */
 static void publish_counts(sched *s) {
   if (s->run->nsched == 1) return;
   for (int t = 0; t < 2; t++) {
-    publish(&s->idle[t], (uint32_t)cs_idle(&s->sets[t]));
-    publish(&s->pending[t], (uint32_t)cs_pending(&s->sets[t]));
+    bool news = s->news & (1u << t);
+    publish(&s->idle[t], (uint32_t)cs_idle(&s->sets[t]), news);
+    publish(&s->pending[t], (uint32_t)cs_pending(&s->sets[t]), news);
   }
 }
 
@@ -462,8 +499,10 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   /* racy peek; a miss is caught by the pass its pusher requests after it */
   if (rq_queued(q) == 0) return false;
   if (max_inflight > 0 && r->nsched > 1 &&
-      others_show(s, sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV, false))
+      others_show(s, sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV, false)) {
+    s->news |= (uint8_t)(1u << (sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV)); /* handed over */
     return false;
+  }
   int per = shape_aic(sh) + shape_aiv(sh);
   /* as many placements as blocks are queued, at most: a queued task has
    * one at least; while every placement found a block, twice as many */
@@ -483,15 +522,9 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   return placed > 0;
 }
 
-/* Whether core c of ours is idle and awake: a block placed on it starts
- * without a wake-up (the thread running this pass, or one not parked). */
-static bool idle_awake(const core *c) {
-  return inflight(c) == 0 && (c == this_core || !core_parked(c));
-}
-
-/* Moves dispatch id d, pending on core c, to our idle core x if the take
- * wins (steal.h). The payload is read before the take and used only if it
- * wins: the claim was d - 1 throughout, so d's slot still held d. */
+/* Moves dispatch id d, not started on core c, to our idle core x if the
+ * take wins (steal.h). The payload is read before the take and used only
+ * if it wins: the claim was d - 1 throughout, so d's slot still held d. */
 static bool take_pending(sched *s, core *x, core *c, uint64_t d) {
   const payload moved = payload_get(&c->slot[d & 1]);
   if (!steal_take(&c->claim, d)) return false;
@@ -499,65 +532,118 @@ static bool take_pending(sched *s, core *x, core *c, uint64_t d) {
   return true;
 }
 
-/* The block pending on core c of another scheduler, if any (steal.h,
- * "another scheduler's core"): c's counts are its role's, so c's own
- * words tell: its last dispatch d, not claimed yet (claim d - 1), while it
- * still runs d - 1 (finished below d - 1). 0: none. */
-static uint64_t foreign_pending(const core *c) {
+/* The block core c (ours or another scheduler's) has not started while
+ * another of its blocks is ahead of it or behind it, read from c's own
+ * words (steal.h, steal_target): its last dispatch d, its claim word, its
+ * last finished id. 0: none. */
+static uint64_t core_pending(const core *c) {
   /* acquire: d's payload, written before `dispatched` moved */
   uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_acquire);
-  if (d < 2 || atomic_load_explicit(&c->claim, memory_order_acquire) != d - 1 ||
-      atomic_load_explicit(&c->finished, memory_order_acquire) >= d - 1)
-    return 0;
-  return d;
+  if (d < 2) return 0;
+  uint64_t k = atomic_load_explicit(&c->claim, memory_order_acquire);
+  return steal_target(d, k, atomic_load_explicit(&c->finished, memory_order_acquire));
 }
 
-/* Our idle core x takes a block pending on a busy core of its type: one
- * of ours first (their counts are this role's), then, when `foreign`, one
- * of the schedulers whose published counts show one. */
+/* Our idle core x takes core c's block that has not started, if it has
+ * one: a failed take means c's claim word moved on (it claimed a block),
+ * so it reads c's words again. */
+static bool take_from(sched *s, core *x, core *c) {
+  for (uint64_t p; (p = core_pending(c)) != 0;)
+    if (take_pending(s, x, c, p)) return true;
+  return false;
+}
+
+/* Our idle core x takes a block pending on a core of its type: one of
+ * ours first (with two in flight by this role's counts), then, when
+ * `foreign`, one of the schedulers whose published counts show one. */
 static bool take_for(sched *s, core *x, bool foreign) {
   const core_set *set = &s->sets[x->type];
-  for (int p = set->end[1]; p < set->n; p++) { /* ours with a pending block */
-    core *c = s->cores[set->at[p]];
-    if (take_pending(s, x, c, c->issued)) return true;
-  }
+  for (int p = cs_end(set, 1); p < cs_size(set); p++) /* ours with two blocks in flight */
+    if (take_from(s, x, s->cores[cs_at(set, p)])) return true;
   pto_run *r = s->run;
   for (int o = 0; o < r->nsched && foreign; o++) {
     sched *other = &r->scheds[o];
-    if (other == s || !atomic_load_explicit(&other->pending[x->type], memory_order_relaxed))
-      continue;
-    for (int j = 0; j < other->ncores; j++) {
-      core *c = other->cores[j];
-      uint64_t d = c->type == x->type ? foreign_pending(c) : 0;
-      if (d && take_pending(s, x, c, d)) return true;
-    }
+    if (other == s || !shown(other, x->type, true)) continue;
+    /* its cores with two blocks in flight, as its role holder's core set
+     * shows them now: a racy read of valid core indexes (core_sets.h),
+     * each one's words then say what may be taken */
+    const core_set *os = &other->sets[x->type];
+    for (int p = cs_end(os, 1), n = cs_size(os); p < n; p++)
+      if (take_from(s, x, other->cores[cs_at(os, p)])) return true;
   }
   return false;
 }
 
-/* Each idle, awake core of ours takes a single-core block pending on a
- * busy core of its type (steal.h): called when nothing queued was left
- * for it, so the block would otherwise wait out the busy core's running
- * one. A pending block is always a single-core block of its core's type
- * and never a gang's (MIX and sync_start blocks are placed on idle cores
- * only, max_inflight 0). */
+/* Each idle core of ours takes a single-core block pending on a busy core
+ * of its type (steal.h): called when nothing queued was left for it, so
+ * the block would otherwise wait out the busy core's running one. Awake
+ * cores first (the thread running this pass, or one not parked); a parked
+ * one costs a futex wake, which is still the shorter wait. Both blocks of
+ * a core with two in flight are single-core blocks of its type and of no
+ * gang (has_room: MIX and sync_start blocks are placed on idle cores
+ * only, and nothing goes behind them). */
 static bool steal_pending(sched *s) {
   bool did = false;
   for (int type = 0; type < 2; type++) {
     /* first what costs nothing: this role's counts, the others' hints;
-     * only then the idle cores' event lines (idle_awake) */
+     * only then the idle cores' event lines (core_parked) */
     core_set *set = &s->sets[type];
     if (!cs_idle(set)) continue;
-    bool foreign = others_show(s, type, true);
-    if (!cs_pending(set) && !foreign) continue;
-    /* the idle cores, top down: one that takes a block leaves the idle
-     * segment by its top (core_sets.h), so each is looked at once */
-    for (int k = cs_idle(set) - 1; k >= 0; k--) {
-      core *x = s->cores[set->at[k]];
-      if (!idle_awake(x) || !take_for(s, x, foreign)) continue;
+    uint32_t theirs = 0; /* blocks the other schedulers show pending */
+    for (int i = 0; i < s->run->nsched; i++)
+      if (&s->run->scheds[i] != s) theirs += shown(&s->run->scheds[i], type, true);
+    bool foreign = theirs > 0;
+    int pending = cs_pending(set) + (int)theirs;
+    if (!pending) continue;
+    /* as many idle cores as there are blocks to take (by the counts and
+     * hints), awake ones first */
+    int n = idle_awake_first(s, set, NULL, s->spots, pending);
+    /* once one finds nothing, nothing is left for the next */
+    for (int i = 0; i < n && take_for(s, s->spots[i], foreign); i++) {
       s->steals++;
       did = true;
     }
+  }
+  return did;
+}
+
+/* Every other scheduler showing an idle core of a type we have news of,
+ * while a block of that type waits here (behind a busy core of ours, or
+ * queued because they showed one) and no core of ours of the type idles:
+ * kicked, their next pass takes it (steal.h, "nobody left out"). */
+static void hand_over(sched *s) {
+  pto_run *r = s->run;
+  for (int type = 0; type < 2; type++) {
+    if (!(s->news & (1u << type)) || cs_idle(&s->sets[type])) continue;
+    if (!cs_pending(&s->sets[type]) &&
+        rq_queued(&r->queues[type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV]) == 0)
+      continue;
+    for (int i = 0; i < r->nsched; i++) {
+      sched *o = &r->scheds[i];
+      if (o != s && shown(o, type, false)) sched_kick(r, o);
+    }
+  }
+}
+
+/* The end of a dispatch: idle cores take pending blocks, and blocks that
+ * wait here go to the other schedulers' idle cores. With several
+ * schedulers, a pass with news (a core of ours fell idle, a block went
+ * behind a busy core or was left queued for another scheduler) stores its
+ * counts of that type, seq_cst, then reads the others' (seq_cst, shows):
+ * the Dekker pair of steal.h. In the one order of seq_cst operations,
+ * either this pass's loads follow a concurrent pass's stores, or that
+ * pass's loads follow ours; a load that reads such a store also acquires
+ * the dispatch before it, so a block shown pending is found in its core's
+ * words. (seq_cst operations rather than a fence: ThreadSanitizer models
+ * them, and on x86 the store costs what the fence would.) */
+static bool steal_or_hand_over(sched *s) {
+  bool several = s->run->nsched > 1;
+  if (several && s->news) publish_counts(s);
+  bool did = steal_pending(s);
+  if (several && s->news) {
+    if (did) publish_counts(s);
+    hand_over(s);
+    s->news = 0; /* published */
   }
   return did;
 }
@@ -573,7 +659,7 @@ static bool dispatch_normal(sched *s) {
   did |= dispatch_shape(s, SHAPE_AIC, 1);
   did |= dispatch_shape(s, SHAPE_AIV, 1);
   /* a core still idle now found nothing queued of its type */
-  did |= steal_pending(s);
+  did |= steal_or_hand_over(s);
   return did;
 }
 
@@ -677,6 +763,7 @@ static bool dispatch_sync(sched *s) {
 typedef struct sched_wait {
   sched *s;
   uint64_t gen, drain_gen;
+  uint32_t req; /* the kicks (role requests) served so far */
 } sched_wait;
 
 static bool sched_has_work(void *p) {
@@ -686,12 +773,13 @@ static bool sched_has_work(void *p) {
   if (run_stopping(r)) return true;
   if (atomic_load_explicit(&r->ready_gen, memory_order_acquire) != w->gen) return true;
   if (atomic_load_explicit(&r->drain_gen, memory_order_acquire) != w->drain_gen) return true;
+  if (role_more(&s->role, w->req)) return true;
   /* only cores with blocks in flight can finish one (the sets are this
    * thread's own: it is the scheduler) */
   for (int t = 0; t < 2; t++) {
     const core_set *set = &s->sets[t];
-    for (int p = set->end[0]; p < set->n; p++) {
-      const core *c = s->cores[set->at[p]];
+    for (int p = cs_end(set, 0); p < cs_size(set); p++) {
+      const core *c = s->cores[cs_at(set, p)];
       if (atomic_load_explicit(&c->finished, memory_order_relaxed) != c->seen) return true;
     }
   }
@@ -735,6 +823,7 @@ static bool sched_pass(sched *s) {
   }
   sched_wake_leftover(s);
   publish_counts(s); /* what this pass polled, dispatched or staged */
+  s->news = 0;
   return did;
 }
 
@@ -783,11 +872,14 @@ void sched_orch_done(pto_run *r) {
 }
 
 void sched_kick(pto_run *r, sched *s) {
+  /* a request in either mode: a scheduler thread counts them too, so a
+   * kick that publishes nothing else it polls (another scheduler's hand
+   * over, steal.h) still brings a pass */
+  role_request(&s->role);
   if (r->sched_threads) {
     pto_event_signal(&s->ev);
     return;
   }
-  role_request(&s->role);
   sched_role_run(s, false);
 }
 
@@ -799,7 +891,8 @@ static void sched_serve(sched *s) {
   bool busy = false; /* did work since the last time it went idle */
   while (!run_stopping(r)) {
     sched_wait w = {s, atomic_load_explicit(&r->ready_gen, memory_order_acquire),
-                    atomic_load_explicit(&r->drain_gen, memory_order_acquire)};
+                    atomic_load_explicit(&r->drain_gen, memory_order_acquire),
+                    role_snapshot(&s->role)};
     if (sched_pass(s)) {
       busy = true;
       continue;

@@ -1,7 +1,7 @@
 /* spread.c — which CPUs a run's threads may use (pto_chip_config.
  * spread_cores): two placements, each while it pays (docs/chip.md "Where
- * the threads run"; measured in docs/benchmarks.md, "Core threads on CPUs
- * of their own" and "The orchestrator on a CPU of its own").
+ * the threads run"; measured in bench/results/history.md, "Core threads on
+ * CPUs of their own" and "The orchestrator on a CPU of its own").
  *
  * The orchestrator alone, while it runs far ahead of the cores. Once more
  * than max(64, 4 x cores) tasks are live, the ready queues hold a block

@@ -15,7 +15,8 @@
  *       steal_lost(&c->claim, n);             // the next claim expects n
  *       mark n's slot deferred; publish finished = n; request a pass
  *     } else run block n
- *   role holder, for core c with a pending block p (issued - seen == 2):
+ *   role holder, for core c with two blocks in flight (issued - seen == 2):
+ *     p = steal_target(...)                   // which one has not started
  *     if (steal_take(&c->claim, p)) dispatch p's payload to the idle core
  *
  * Whoever moves the claim from p - 1 first decides. A lost block is
@@ -24,24 +25,57 @@
  * unit: the idle core's run completes it. The holder reads the payload it
  * (or an earlier holder, through the role's acquire) wrote.
  *
+ * Which block: a core's words say what it has not started. With d its
+ * last dispatch id and k its claim word, k == d - 1 while it runs d - 1
+ * (finished below d - 1): d waits behind it and is taken. k == d - 2 while
+ * it has claimed neither d - 1 nor d (a core still waking from its futex,
+ * or between two blocks): d - 1 is taken, with the same compare-and-swap
+ * (d - 2 to d - 1 | STEAL_TAKEN), and the core runs d. Taking only d, and
+ * only after the core claimed d - 1, lost the block for good: every take
+ * before the claim failed, and the claim itself tells nobody, so d waited
+ * out d - 1 while the idle core idled (steal_target; unit.test_steal_waking).
+ * A failed take means the word moved on; the taker reads the words again
+ * (bounded: the word only grows). Either block may move: a core gets a
+ * second block in flight only behind a single-core block of no gang
+ * (sched.c, has_room; payload `movable`), never behind a part of a MIX
+ * block or a gang's block, which must stay where they were placed.
+ *
  * Another scheduler's core: the role holder of a scheduler whose idle
  * core found nothing queued may take a block pending on a core of another
- * scheduler (sched.c, foreign_pending, take_pending). That core's counts and payloads are
- * its own role's, so the taker reads the core's words instead:
- *   d = dispatched (acquire); claim == d - 1 (d not claimed yet);
- *   finished < d - 1 (the core still runs d - 1); read d's payload from
- *   slot d & 1; then steal_take(&c->claim, d)
+ * scheduler (sched.c, core_pending, take_pending). That core's counts and
+ * payloads are its own role's, so the taker reads the core's words instead:
+ *   d = dispatched (acquire); k = claim; f = finished;
+ *   p = steal_target(d, k, f); read p's payload from slot p & 1;
+ *   then steal_take(&c->claim, p)
  * The payload is read before the take and kept only if the take
- * succeeds: the claim was then d - 1 from that read to the take, so d had
- * not finished and its slot could not hold d + 2 yet (the owner reuses a
+ * succeeds: the claim was then p - 1 from that read to the take, so p had
+ * not finished and its slot could not hold p + 2 yet (the owner reuses a
  * slot only after it saw the block in it finished). Read after the take,
- * it could: the core publishes d finished at once, and the owner may
- * dispatch d + 1 and d + 2. The payload's fields are relaxed atomics for
- * that early read (run.h, core_payload). Each step is
- * one atomic operation, so tests/unit/test_steal_explorer.c drives the
- * real functions over every interleaving, with broken variants (a take or
- * a claim that checks and then writes, a foreign take that reads the
- * payload after taking) caught. */
+ * it could: the core publishes p finished at once, and the owner may
+ * dispatch p + 1 and p + 2. The payload's fields are relaxed atomics for
+ * that early read (run.h, core_payload).
+ *
+ * Nobody left out: the schedulers see each other's idle cores and pending
+ * blocks only through counts each publishes (sched.c, publish_counts), so
+ * a pass that puts a block behind a busy core, or leaves one queued for
+ * another scheduler, and a pass that sees a core of its own fall idle,
+ * are a Dekker pair: each stores its counts, then reads the others', both
+ * seq_cst. The first then hands the block over (kicks each
+ * scheduler showing an idle core of its type, whose next pass takes it),
+ * the second takes what the others show pending; at least one of them
+ * sees the other. Published at the end of a pass instead, with the look
+ * before it, both could miss each other and nothing would retry. Any idle
+ * core takes, a parked one too (a futex wake, after the awake ones): the
+ * block would otherwise wait out a running one of unknown length.
+ *
+ * Each step is one atomic operation, so tests/unit/test_steal_explorer.c
+ * drives the real functions over every interleaving, with broken variants
+ * (a take or a claim that checks and then writes, a foreign take that
+ * reads the payload after taking) caught, and checks the liveness above
+ * (no block pending behind a running one, or queued, while a core of its
+ * type idles, once nothing can move), with broken variants (a take only
+ * after the claim, the counts published after the look, no kick for a
+ * queued block, takes by awake cores only) caught. */
 #ifndef PTO_CHIP_STEAL_H
 #define PTO_CHIP_STEAL_H
 
@@ -74,6 +108,17 @@ static inline bool steal_take(_Atomic uint64_t *claim, uint64_t p) {
   uint64_t want = p - 1;
   return atomic_compare_exchange_strong_explicit(claim, &want, p | STEAL_TAKEN,
                                                  memory_order_acq_rel, memory_order_relaxed);
+}
+
+/* The dispatch id a taker may take from a core whose last dispatch id is
+ * d, claim word k and last finished id f (read in that order), or 0: the
+ * first block it has not claimed, when another block of its is ahead of it
+ * (running: k == d - 1, f < d - 1) or behind it (k == d - 2). A marked
+ * word (a take not yet seen by the core) leaves it one block at most. */
+static inline uint64_t steal_target(uint64_t d, uint64_t k, uint64_t f) {
+  if (d < 2 || (k & STEAL_TAKEN)) return 0;
+  if (k == d - 2) return d - 1;
+  return k == d - 1 && f < d - 1 ? d : 0;
 }
 
 #endif

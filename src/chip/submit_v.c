@@ -24,9 +24,9 @@ static int argv_fail(pto_orch *o, int pos, const char *fmt, ...) {
 }
 
 int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc) {
-  if (!o || !o->run) return PTO_EINVAL;
-  int rc = atomic_load_explicit(&o->run->status, memory_order_acquire);
-  if (rc) return rc; /* after a failure submits do nothing, as pto_submit */
+  /* after a failure submits do nothing, as pto_submit; the owner's thread only */
+  int rc = orch_gate(o, "pto_submit_v");
+  if (rc) return rc;
   if (argc < 0 || (argc > 0 && !argv))
     return argv_fail(o, 0, "no argument list (%d arguments)", argc);
   pto_args a;

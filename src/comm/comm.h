@@ -59,6 +59,11 @@ struct pto_comm {
   pthread_mutex_t err_lock;
   int err_code; /* first failure of the current task */
   char err_details[384];
+  /* Set by the node when it stops this chip (a thread of the node's own
+   * process: node_proc.c): every wait of its kernels ends at once with
+   * PTO_ESHUTDOWN, before the node unmaps the windows they wait on. NULL:
+   * never stopped so (a forked chip is killed instead). */
+  const _Atomic uint32_t *stop;
 };
 
 /* Fills the layout of a domain (buffers, win_bytes); base/prefix/id are the
@@ -81,6 +86,12 @@ int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank);
 /* Phase 2: after the allocation barrier. Details of a failure as open's. */
 int comm_domain_attach(pto_comm *c, int32_t id);
 void comm_domain_close(pto_comm *c, int32_t id, bool unlink);
+/* Has the node stopped this chip (c->stop)? */
+bool comm_stopping(const pto_comm *c);
+/* Wakes the waiters of node chip `chip` in every domain of c where that
+ * chip's window is mapped (the node's observer: the waiters then see
+ * comm_stopping); elsewhere they poll and see it at their next look. */
+void comm_wake(pto_comm *c, int chip);
 comm_dom *comm_find(const pto_comm *c, int32_t id);
 
 /* Start of a node task run by the node chips in `group` (bit per chip):

@@ -67,6 +67,9 @@ typedef struct comm_backend {
   /* Parks until my cell may have changed or deadline_ns; returns false
    * when the deadline passed. cond(arg) is re-checked by the caller. */
   bool (*signal_park)(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns);
+  /* Wakes rank's waiters parked in signal_park or barrier, when rank's
+   * window is mapped in this process (waiters that poll need no wake). */
+  void (*wake)(comm_win *w, int rank);
   /* Start (end = false) or end of node task `epoch` on this rank; `group`
    * has bit c set for every node chip c that runs the same (group) task.
    * end: its kernels finished (marked before the end-of-task quiet). */

@@ -47,6 +47,19 @@ void comm_fini(pto_comm *c, bool unlink) {
   pthread_mutex_destroy(&c->err_lock);
 }
 
+bool comm_stopping(const pto_comm *c) {
+  /* acquire pairs with the node's release store when it stops the chip */
+  return c && c->stop && atomic_load_explicit(c->stop, memory_order_acquire) != 0;
+}
+
+void comm_wake(pto_comm *c, int chip) {
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    comm_dom *d = c->doms[i];
+    for (int r = 0; d && r < d->desc.nranks; r++)
+      if (d->desc.chips[r] == chip) d->be->wake(d->win, r);
+  }
+}
+
 comm_dom *comm_find(const pto_comm *c, int32_t id) {
   if (!c) return NULL;
   for (int i = 0; i < COMM_MAX_DOMAINS; i++)

@@ -14,7 +14,8 @@
  * window_base() + r * win_bytes in this process.
  *
  * Ordering (docs/comm.md, "The MPI backend"): put = MPI_Put, accumulate =
- * MPI_Accumulate (f16/bf16: compare-and-swap on 32-bit words), both
+ * MPI_Accumulate (f16/bf16: get, add and put under a lock word in the
+ * target's header, cas_add_half), both
  * completed locally before returning (the caller may reuse its buffer);
  * signal = MPI_Win_flush(peer) — every earlier put/accumulate of this
  * process to peer is complete at the target — then the epoch-tagged update
@@ -49,6 +50,9 @@ typedef struct mpi_hdr {
    * reached, written by rank r with MPI_Accumulate(MPI_REPLACE) */
   uint64_t arrive[PTO_COMM_MAX_RANKS];
   pto_event ev; /* shared windows: woken by every signal, store and arrival */
+  /* f16/bf16 adds into this window: 0 free, else the holder's rank + 1
+   * (cas_add_half) */
+  uint64_t add_lock;
 } mpi_hdr;
 _Static_assert(sizeof(mpi_hdr) <= COMM_HEADER_BYTES, "window header too large");
 
@@ -219,43 +223,87 @@ static int rma_put(comm_win *w, int peer, uint64_t off, const void *src, size_t 
   return MPI_Win_flush_local(peer, w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
 }
 
-/* f16/bf16 add: compare-and-swap on the aligned 32-bit words that hold the
- * elements (both halves of a word at once when both are added to); a word
- * that changed meanwhile is retried with the value the CAS returned. */
+/* Incoming RMA that the target applies itself (osc/ucx over TCP: the
+ * peers' puts and atomics arrive as active messages) needs this process to
+ * progress MPI while it waits. Open MPI 4.1's osc/ucx gives each thread a
+ * UCX worker of its own, and a thread's RMA calls progress that worker
+ * only; an MPI call that runs the general progress engine (MPI_Iprobe)
+ * drives the window's main worker too, where the peers' operations land.
+ * Without it a rank whose threads only wait on their cells never applies
+ * the peer's notify (tests/mpi: mpi.ops_osc_ucx.np2 timed out). */
+static void progress(comm_win *w) {
+  int flag = 0;
+  if (!w->shared) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, MPI_STATUS_IGNORE);
+}
+
+/* f16/bf16 add (MPI has no type for them): under the target window's add
+ * lock, get the elements, add, put exactly their bytes back, flush, release.
+ * Atomic with every other f16/bf16 add (all take the lock), and never
+ * writes a byte outside the elements: a compare-and-swap of the 32-bit word
+ * around an element wrote its neighbour back, undoing a peer's concurrent
+ * MPI_Put to it (MPI makes accumulate operations atomic with each other
+ * only, and osc/sm and osc/rdma over vader compare-and-swap by a get and a
+ * put); a 16-bit MPI_Compare_and_swap would not, but osc/ucx cannot do
+ * one (UCX has no 16-bit atomics: it retries for ever). */
 static uint16_t half_add(pto_dtype dt, uint16_t a, uint16_t b) {
   return dt == PTO_F16 ? f32_to_half(half_to_f32(a) + half_to_f32(b))
                        : f32_to_bf16(bf16_to_f32(a) + bf16_to_f32(b));
 }
 
+#define ADD_LOCK_OFF ((MPI_Aint)offsetof(mpi_hdr, add_lock))
+#define HALF_CHUNK   2048 /* elements per hold of the lock */
+
+/* Compare-and-swap of peer's add lock word: *seen = the word before. To
+ * myself on an RMA window a CPU compare-and-swap, as a signal to myself
+ * (signal_u says why). */
+static int add_lock_cas(comm_win *w, int peer, uint64_t expect, uint64_t want, uint64_t *seen) {
+  if (peer == w->my_rank && !w->shared) {
+    *seen = expect;
+    atomic_compare_exchange_strong((_Atomic uint64_t *)&hdr(w, peer)->add_lock, seen, want);
+    MPI_Win_sync(w->win);
+    return 0;
+  }
+  if (MPI_Compare_and_swap(&want, &expect, seen, MPI_UINT64_T, peer, ADD_LOCK_OFF, w->win) !=
+          MPI_SUCCESS ||
+      MPI_Win_flush(peer, w->win) != MPI_SUCCESS)
+    return PTO_EMPI;
+  return 0;
+}
+
+typedef struct add_lock_wait {
+  comm_win *w;
+  int peer, err;
+} add_lock_wait;
+
+static bool add_lock_taken(void *arg) {
+  add_lock_wait *a = arg;
+  uint64_t seen = 1;
+  progress(a->w); /* the holder's release may need this process to progress */
+  a->err = add_lock_cas(a->w, a->peer, 0, (uint64_t)a->w->my_rank + 1, &seen);
+  return a->err || seen == 0;
+}
+
 static int cas_add_half(comm_win *w, int peer, uint64_t off, pto_dtype dt, const uint16_t *src,
                         size_t count) {
-  uint64_t lo = off & ~(uint64_t)3, hi = off + 2 * count;
-  for (uint64_t word = lo; word < hi; word += 4) {
-    uint16_t add[2];
-    bool has[2];
-    for (int h = 0; h < 2; h++) {
-      uint64_t at = word + 2 * (uint64_t)h;
-      has[h] = at >= off && at < hi;
-      add[h] = has[h] ? src[(at - off) / 2] : 0;
-    }
-    uint32_t old = 0, res, nw;
-    if (MPI_Fetch_and_op(NULL, &old, MPI_UINT32_T, peer, (MPI_Aint)word, MPI_NO_OP, w->win) !=
-            MPI_SUCCESS ||
-        MPI_Win_flush(peer, w->win) != MPI_SUCCESS)
-      return PTO_EMPI;
-    for (;;) {
-      uint16_t v[2];
-      memcpy(v, &old, 4);
-      for (int h = 0; h < 2; h++)
-        if (has[h]) v[h] = half_add(dt, v[h], add[h]);
-      memcpy(&nw, v, 4);
-      if (MPI_Compare_and_swap(&nw, &old, &res, MPI_UINT32_T, peer, (MPI_Aint)word, w->win) !=
-              MPI_SUCCESS ||
-          MPI_Win_flush(peer, w->win) != MPI_SUCCESS)
-        return PTO_EMPI;
-      if (res == old) break;
-      old = res;
-    }
+  uint16_t cur[HALF_CHUNK];
+  for (size_t at = 0; at < count; at += HALF_CHUNK) {
+    size_t n = count - at < HALF_CHUNK ? count - at : HALF_CHUNK;
+    MPI_Aint where = (MPI_Aint)(off + 2 * at);
+    add_lock_wait a = {w, peer, 0};
+    if (!pto_wait(NULL, add_lock_taken, &a, pto_deadline_ms(wait_ms(w)))) return PTO_EWAIT_TIMEOUT;
+    if (a.err) return a.err;
+    int err = MPI_Get(cur, (int)n, MPI_UINT16_T, peer, where, (int)n, MPI_UINT16_T, w->win);
+    if (err == MPI_SUCCESS) err = MPI_Win_flush(peer, w->win);
+    for (size_t i = 0; err == MPI_SUCCESS && i < n; i++)
+      cur[i] = half_add(dt, cur[i], src[at + i]);
+    if (err == MPI_SUCCESS)
+      err = MPI_Put(cur, (int)n, MPI_UINT16_T, peer, where, (int)n, MPI_UINT16_T, w->win);
+    /* complete at the target before the next holder reads */
+    if (err == MPI_SUCCESS) err = MPI_Win_flush(peer, w->win);
+    uint64_t seen;
+    int rc = add_lock_cas(w, peer, (uint64_t)w->my_rank + 1, 0, &seen);
+    if (err != MPI_SUCCESS) return PTO_EMPI;
+    if (rc) return rc;
   }
   return 0;
 }
@@ -384,6 +432,47 @@ static int alloc_shared(comm_win *w, char *why, size_t n) {
   return 0;
 }
 
+/* The one-sided components the job allows: Open MPI's MCA parameter
+ * "osc" (a control variable of the MPI tool interface, set by --mca osc
+ * or OMPI_MCA_osc); "" when it is not set (Open MPI then tries all it has)
+ * or cannot be read. */
+static void osc_selection(char *buf, size_t n) {
+  buf[0] = 0;
+  int provided, idx, count;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+  MPI_T_cvar_handle h;
+  char val[256] = "";
+  if (MPI_T_cvar_get_index("osc", &idx) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+    if (count > 0 && (size_t)count <= sizeof val && MPI_T_cvar_read(h, val) == MPI_SUCCESS)
+      snprintf(buf, n, "%s", val);
+    MPI_T_cvar_handle_free(&h);
+  }
+  MPI_T_finalize();
+  const char *env = getenv("OMPI_MCA_osc");
+  if (!buf[0] && env) snprintf(buf, n, "%s", env);
+}
+
+/* Why MPI_Win_create may have failed, naming the components that refused
+ * when the job chose them (kept short: the reason travels in 256 bytes). */
+static void win_create_hint(char *hint, size_t n) {
+  char osc[96];
+  osc_selection(osc, sizeof osc);
+  if (!osc[0]) /* Open MPI 4.1 over TCP then picks osc/pt2pt */
+    snprintf(hint, n,
+             "MCA parameter osc not set: Open MPI's default one-sided components refused; over "
+             "TCP: osc/pt2pt, which refuses MPI_THREAD_MULTIPLE");
+  else if (strcmp(osc, "sm") == 0)
+    snprintf(hint, n,
+             "the job allows osc=sm only (MCA parameter osc): osc/sm makes shared windows "
+             "(MPI_Win_allocate_shared), not MPI_Win_create's");
+  else
+    snprintf(hint, n,
+             "the job allows osc=%s (MCA parameter osc): none of those made an RMA window with "
+             "MPI_THREAD_MULTIPLE here",
+             osc);
+}
+
 static int alloc_rma(comm_win *w, char *why, size_t n) {
   if (w->d.base) {
     /* placed by the caller (the node): [base, base + nranks * win_bytes)
@@ -409,15 +498,11 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   }
   int err = MPI_Win_create(mine, (MPI_Aint)w->d.win_bytes, 1, MPI_INFO_NULL, w->comm, &w->win);
   if (err != MPI_SUCCESS) {
-    char msg[200];
+    char msg[200], hint[300];
     mpi_why(msg, sizeof msg, "MPI_Win_create", err);
-    /* the usual cause with Open MPI 4.1 over TCP: osc/pt2pt (picked when
-     * osc/ucx is not asked for) refuses MPI_THREAD_MULTIPLE */
-    snprintf(why, n,
-             "%s (is there a one-sided transport that supports MPI_THREAD_MULTIPLE between these "
-             "ranks? Open MPI's osc/pt2pt over TCP is not one: ask for osc/ucx, --mca osc ucx "
-             "or OMPI_MCA_osc=ucx, with UCX_TLS=tcp,self between hosts without RDMA)",
-             msg);
+    win_create_hint(hint, sizeof hint);
+    snprintf(why, n, "%s (%s: ask for osc/ucx, --mca osc ucx; UCX_TLS=tcp,self across hosts)", msg,
+             hint);
     return PTO_EMPI;
   }
   w->have_win = true;
@@ -607,19 +692,6 @@ static int signal_u(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32
   return 0;
 }
 
-/* Incoming RMA that the target applies itself (osc/ucx over TCP: the
- * peers' puts and atomics arrive as active messages) needs this process to
- * progress MPI while it waits. Open MPI 4.1's osc/ucx gives each thread a
- * UCX worker of its own, and a thread's RMA calls progress that worker
- * only; an MPI call that runs the general progress engine (MPI_Iprobe)
- * drives the window's main worker too, where the peers' operations land.
- * Without it a rank whose threads only wait on their cells never applies
- * the peer's notify (tests/mpi: mpi.ops_osc_ucx.np2 timed out). */
-static void progress(comm_win *w) {
-  int flag = 0;
-  if (!w->shared) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &flag, MPI_STATUS_IGNORE);
-}
-
 static uint64_t signal_load_u(comm_win *w, uint64_t off) {
   uint64_t v = 0;
   progress(w);
@@ -779,6 +851,7 @@ const comm_backend comm_backend_mpi = {
     .signal = mpi_signal,
     .signal_load = mpi_signal_load,
     .signal_park = mpi_signal_park,
+    .wake = wake,
     .task_mark = mpi_task_mark,
     .quiet = mpi_quiet,
     .barrier = mpi_barrier,

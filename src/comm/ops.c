@@ -384,6 +384,7 @@ int pto_notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *
 
 typedef struct sig_wait {
   const pto_kctx *ctx;
+  const pto_comm *c;
   comm_dom *d;
   uint64_t off;
   uint32_t epoch;
@@ -398,7 +399,7 @@ static bool sig_ready(void *arg) {
   w->word = w->d->be->signal_load(w->d->win, w->off);
   w->seen = sig_value(w->word, w->epoch);
   if (sig_cmp(w->seen, w->cmp, w->v)) return true;
-  w->cancelled = pto_kctx_cancelled(w->ctx);
+  w->cancelled = pto_kctx_cancelled(w->ctx) || comm_stopping(w->c);
   return w->cancelled;
 }
 
@@ -412,13 +413,19 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   rc = cell_off(&e, cell, &off, &b);
   if (rc) return rc;
   if (timeout_ms < 0) timeout_ms = e.d->desc.wait_timeout_ms;
-  sig_wait w = {ctx, e.d, off, e.c->epoch, cmp, v, 0, 0, false};
+  sig_wait w = {ctx, e.c, e.d, off, e.c->epoch, cmp, v, 0, 0, false};
   bool ok = e.d->be->signal_park(e.d->win, sig_ready, &w, pto_deadline_ms(timeout_ms));
   /* a word of this task's epoch was written by a notify: its arrow ends here */
   if (ok && !w.cancelled && sig_epoch(w.word) == e.c->epoch)
     core_trace_flow(ctx, 'f',
                     PTO_SIGNAL_FLOW_ID(e.d->desc.id, e.d->my_rank, off, e.c->epoch, w.seen));
   if (ok && !w.cancelled) return 0;
+  if (comm_stopping(e.c))
+    return comm_fail(e.c, PTO_ESHUTDOWN,
+                     "wait ended: the node stopped chip %d (the node failed) while domain %d "
+                     "rank %d waited on cell %s[%" PRIu64 "] for %s %d, saw %d",
+                     e.c->chip, e.d->desc.id, e.d->my_rank, b->name, (off - b->offset) / 8,
+                     cmp == PTO_CMP_EQ ? "==" : ">=", v, w.seen);
   if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
   return comm_fail(e.c, PTO_EWAIT_TIMEOUT,
                    "wait timed out: domain %d rank %d cell %s[%" PRIu64 "] waited %" PRId64
@@ -456,7 +463,10 @@ int pto_quiet(const pto_kctx *ctx, pto_domain dom) {
   return op_end(&sp, ctx, "quiet", "domain", dom, rc);
 }
 
-static bool cancel_cb(void *arg) { return pto_kctx_cancelled((const pto_kctx *)arg); }
+static bool cancel_cb(void *arg) {
+  const pto_kctx *ctx = arg;
+  return pto_kctx_cancelled(ctx) || comm_stopping((const pto_comm *)ctx->env);
+}
 
 static int barrier(const pto_kctx *ctx, pto_domain dom) {
   op_env e;
@@ -471,6 +481,10 @@ static int barrier(const pto_kctx *ctx, pto_domain dom) {
                       (void *)ctx, why, sizeof why);
   pthread_mutex_unlock(&d->barrier_lock);
   if (rc == 0) return 0;
+  if (comm_stopping(e.c))
+    return comm_fail(e.c, PTO_ESHUTDOWN,
+                     "barrier ended: the node stopped chip %d (the node failed): domain %d: %s",
+                     e.c->chip, d->desc.id, why);
   if (pto_kctx_cancelled(ctx)) return PTO_ESHUTDOWN;
   return comm_fail(e.c, rc, "barrier timed out: domain %d: %s", d->desc.id, why);
 }

@@ -274,6 +274,10 @@ static bool shm_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64
   return pto_wait(&hdr(w, w->my_rank)->ev, cond, arg, deadline_ns);
 }
 
+static void shm_wake(comm_win *w, int rank) {
+  if (w->base[rank]) pto_event_signal(&hdr(w, rank)->ev);
+}
+
 static void shm_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {
   if (w->my_rank < 0) return;
   shm_hdr *h = hdr(w, w->my_rank);
@@ -344,6 +348,7 @@ const comm_backend comm_backend_shm = {
     .signal = shm_signal,
     .signal_load = shm_signal_load,
     .signal_park = shm_signal_park,
+    .wake = shm_wake,
     .task_mark = shm_task_mark,
     .quiet = shm_quiet,
     .barrier = shm_barrier,

@@ -17,9 +17,9 @@
 #define DAY_MS (24ll * 3600 * 1000)
 
 static const pto_option_desc table[PTO_OPT_COUNT] = {
-    [PTO_OPT_CLUSTERS] = {"clusters", "PTO_CLUSTERS", 8, 1, 4096,
+    [PTO_OPT_CLUSTERS] = {"clusters", "PTO_CLUSTERS", 8, 1, PTO_CLUSTERS_MAX,
                           "clusters of a chip (1 AIC + 2 AIV cores each)"},
-    [PTO_OPT_SCHEDULERS] = {"schedulers", "PTO_SCHEDULERS", 0, 0, 4096,
+    [PTO_OPT_SCHEDULERS] = {"schedulers", "PTO_SCHEDULERS", 0, 0, PTO_SCHEDULERS_MAX,
                             "scheduler threads of a chip (0: min(3, clusters))"},
     [PTO_OPT_TASK_SLOTS] = {"task_slots", "PTO_TASK_SLOTS", 16384, 2, 1 << 24,
                             "task ring slots of a chip"},

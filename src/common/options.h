@@ -43,6 +43,13 @@ typedef enum pto_opt {
   PTO_OPT_COUNT
 } pto_opt;
 
+/* The chip's shape limits, shared by the table's rows, pto_chip_create's
+ * checks and the CLI: a chip has 1..PTO_CLUSTERS_MAX clusters and
+ * 1..PTO_SCHEDULERS_MAX schedulers (the drain protocol's slots,
+ * src/chip/drain.h), and no more schedulers than clusters. */
+#define PTO_CLUSTERS_MAX   4096
+#define PTO_SCHEDULERS_MAX 64
+
 typedef struct pto_option_desc {
   const char *name; /* the config field or concept it sets */
   const char *env;  /* environment variable, "PTO_..." */

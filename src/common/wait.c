@@ -188,7 +188,7 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
    * context switch each way, no syscall for the waker). Measured against
    * parking at once (which makes every hand-off a futex wake-up and a
    * preemption of the waker): W2 1.3-1.9x slower, W4 1.1-1.3x, 2-4x the
-   * context switches on 2 CPUs (docs/benchmarks.md). */
+   * context switches on 2 CPUs (bench/results/history.md). */
   for (int i = 0; i < YIELDS; i++) {
     if (cond(arg)) return true;
     sched_yield();

@@ -106,25 +106,26 @@ int pto_tile_fill(const pto_tensor *out, float value) {
 
 /* Wrapper: inputs are t0 (and t1), the output is the next tensor, the
  * scalar (scale, fill) is s0. */
-static int ew_kern(ew_op op, const pto_kctx *ctx) {
+static int ew_kern(ew_op op, const char *kernel, const pto_kctx *ctx) {
   const int nin = ew_inputs(op);
   const int ns = (op == EW_SCALE || op == EW_FILL) ? 1 : 0;
-  if (kern_argc(ctx, nin + 1, ns) != PTO_OK) return PTO_EINVAL;
+  static const char *const names[] = {"out", "in, out", "a, b, out"};
+  if (kern_args(ctx, kernel, names[nin], nin + 1, ns) != PTO_OK) return PTO_EINVAL;
   const pto_tensor *a = nin >= 1 ? &ctx->tensors[0] : NULL;
   const pto_tensor *b = nin >= 2 ? &ctx->tensors[1] : NULL;
   const pto_tensor *out = &ctx->tensors[nin];
   const float x = ns ? pto_kctx_scalar_f32(ctx, 0) : 0.0f;
-  int rc = ew_check(op, a, b, out);
-  if (rc != PTO_OK) return rc;
+  if (ew_check(op, a, b, out) != PTO_OK)
+    return kern_bad_shapes(ctx, kernel, names[nin], "the inputs of out's shape");
   int64_t lo, hi;
   pto_split_range(kern_nrows(out), ctx->block_idx, ctx->block_num, &lo, &hi);
   ew_rows(op, a, b, x, out, lo, hi);
   return PTO_OK;
 }
 
-int pto_kern_add(const pto_kctx *ctx) { return ew_kern(EW_ADD, ctx); }
-int pto_kern_mul(const pto_kctx *ctx) { return ew_kern(EW_MUL, ctx); }
-int pto_kern_scale(const pto_kctx *ctx) { return ew_kern(EW_SCALE, ctx); }
-int pto_kern_exp(const pto_kctx *ctx) { return ew_kern(EW_EXP, ctx); }
-int pto_kern_copy(const pto_kctx *ctx) { return ew_kern(EW_COPY, ctx); }
-int pto_kern_fill(const pto_kctx *ctx) { return ew_kern(EW_FILL, ctx); }
+int pto_kern_add(const pto_kctx *ctx) { return ew_kern(EW_ADD, "add", ctx); }
+int pto_kern_mul(const pto_kctx *ctx) { return ew_kern(EW_MUL, "mul", ctx); }
+int pto_kern_scale(const pto_kctx *ctx) { return ew_kern(EW_SCALE, "scale", ctx); }
+int pto_kern_exp(const pto_kctx *ctx) { return ew_kern(EW_EXP, "exp", ctx); }
+int pto_kern_copy(const pto_kctx *ctx) { return ew_kern(EW_COPY, "copy", ctx); }
+int pto_kern_fill(const pto_kctx *ctx) { return ew_kern(EW_FILL, "fill", ctx); }

@@ -88,10 +88,13 @@ int pto_tile_matmul_acc(const pto_tensor *a, const pto_tensor *b, const pto_tens
 }
 
 static int mm_kern(const pto_kctx *ctx, bool acc) {
-  if (kern_argc(ctx, 3, 0) != PTO_OK) return PTO_EINVAL;
+  const char *kernel = acc ? "matmul_acc" : "matmul";
+  if (kern_args(ctx, kernel, "A, B, C", 3, 0) != PTO_OK) return PTO_EINVAL;
   kern_mat ma, mb, mc;
   if (mm_check(&ctx->tensors[0], &ctx->tensors[1], &ctx->tensors[2], &ma, &mb, &mc) != PTO_OK)
-    return PTO_EINVAL;
+    return kern_bad_shapes(ctx, kernel, "A, B, C",
+                           "A [M, K], B [K, N], C [M, N] (leading dims 1), C overlapping "
+                           "neither A nor B");
   int64_t lo, hi;
   pto_split_range(mc.rows, ctx->block_idx, ctx->block_num, &lo, &hi);
   if (lo >= hi) return PTO_OK;

@@ -65,10 +65,15 @@ int pto_tile_col_max(const pto_tensor *in, const pto_tensor *out) {
 }
 
 static int rd_kern(rd_op op, bool by_row, const pto_kctx *ctx) {
-  if (kern_argc(ctx, 2, 0) != PTO_OK) return PTO_EINVAL;
+  const char *kernel =
+      by_row ? (op == RD_SUM ? "row_sum" : "row_max") : (op == RD_SUM ? "col_sum" : "col_max");
+  if (kern_args(ctx, kernel, "in, out", 2, 0) != PTO_OK) return PTO_EINVAL;
   kern_mat mi;
   kern_vec vo;
-  if (rd_check(&ctx->tensors[0], &ctx->tensors[1], by_row, &mi, &vo) != PTO_OK) return PTO_EINVAL;
+  if (rd_check(&ctx->tensors[0], &ctx->tensors[1], by_row, &mi, &vo) != PTO_OK)
+    return kern_bad_shapes(ctx, kernel, "in, out",
+                           by_row ? "in [R, C] (leading dims 1) and out [R]"
+                                  : "in [R, C] (leading dims 1) and out [C]");
   int64_t lo, hi;
   pto_split_range(vo.n, ctx->block_idx, ctx->block_num, &lo, &hi);
   rd_lines(op, &mi, &vo, by_row, lo, hi);

@@ -38,9 +38,11 @@ int pto_tile_softmax_rows(const pto_tensor *in, float scale, const pto_tensor *o
 }
 
 int pto_kern_softmax_rows(const pto_kctx *ctx) {
-  if (kern_argc(ctx, 2, 0) != PTO_OK) return PTO_EINVAL;
+  if (kern_args(ctx, "softmax_rows", "in, out", 2, 0) != PTO_OK) return PTO_EINVAL;
   kern_mat mi, mo;
-  if (sm_check(&ctx->tensors[0], &ctx->tensors[1], &mi, &mo) != PTO_OK) return PTO_EINVAL;
+  if (sm_check(&ctx->tensors[0], &ctx->tensors[1], &mi, &mo) != PTO_OK)
+    return kern_bad_shapes(ctx, "softmax_rows", "in, out",
+                           "in and out of one shape [R, C] (leading dims 1)");
   const float scale = ctx->nscalars >= 1 ? pto_kctx_scalar_f32(ctx, 0) : 1.0f;
   int64_t lo, hi;
   pto_split_range(mi.rows, ctx->block_idx, ctx->block_num, &lo, &hi);
@@ -104,10 +106,13 @@ int pto_tile_online_softmax(const pto_tensor *s, float scale, const pto_tensor *
 }
 
 int pto_kern_online_softmax(const pto_kctx *ctx) {
-  if (kern_argc(ctx, 5, 1) != PTO_OK) return PTO_EINVAL;
+  static const char names[] = "s, m, l, o, p";
+  if (kern_args(ctx, "online_softmax", names, 5, 1) != PTO_OK) return PTO_EINVAL;
   const pto_tensor *t = ctx->tensors;
   os_views v;
-  if (os_check(&t[0], &t[1], &t[2], &t[3], &t[4], &v) != PTO_OK) return PTO_EINVAL;
+  if (os_check(&t[0], &t[1], &t[2], &t[3], &t[4], &v) != PTO_OK)
+    return kern_bad_shapes(ctx, "online_softmax", names,
+                           "s [R, C], m [R], l [R], o [R, D], p [R, C] (leading dims 1)");
   int64_t lo, hi;
   pto_split_range(v.s.rows, ctx->block_idx, ctx->block_num, &lo, &hi);
   os_rows(&v, pto_kctx_scalar_f32(ctx, 0), lo, hi);
@@ -143,11 +148,12 @@ int pto_tile_normalize_rows(const pto_tensor *o, const pto_tensor *l, const pto_
 }
 
 int pto_kern_normalize_rows(const pto_kctx *ctx) {
-  if (kern_argc(ctx, 3, 0) != PTO_OK) return PTO_EINVAL;
+  if (kern_args(ctx, "normalize_rows", "o, l, out", 3, 0) != PTO_OK) return PTO_EINVAL;
   kern_mat mo, mout;
   kern_vec vl;
   if (nr_check(&ctx->tensors[0], &ctx->tensors[1], &ctx->tensors[2], &mo, &vl, &mout) != PTO_OK)
-    return PTO_EINVAL;
+    return kern_bad_shapes(ctx, "normalize_rows", "o, l, out",
+                           "o [R, D], l [R], out [R, D] (leading dims 1)");
   int64_t lo, hi;
   pto_split_range(mo.rows, ctx->block_idx, ctx->block_num, &lo, &hi);
   nr_rows(&mo, &vl, &mout, lo, hi);

@@ -2,6 +2,9 @@
  * vectors and rows of N-d views (see tile.h). */
 #include "kernels/tile.h"
 
+#include <stdio.h>
+#include <string.h>
+
 bool kern_f32_ok(const pto_tensor *t) {
   return t && t->dtype == PTO_F32 && pto_tensor_validate(t) == PTO_OK;
 }
@@ -65,4 +68,59 @@ bool kern_same_shape(const pto_tensor *a, const pto_tensor *b) {
     if (a->shape[d] != b->shape[d]) return false;
   }
   return true;
+}
+
+/* Tensor i's name in the list "a, b, out" (into buf). */
+static const char *arg_name(const char *names, int i, char *buf, size_t n) {
+  const char *p = names;
+  for (int k = 0; k < i && p; k++) {
+    p = strchr(p, ',');
+    if (p) p += 2;
+  }
+  if (!p) return "?";
+  size_t len = strcspn(p, ",");
+  snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), p);
+  return buf;
+}
+
+/* "[4, 8]" */
+static const char *shape_str(const pto_tensor *t, char *buf, size_t n) {
+  int at = snprintf(buf, n, "[");
+  for (int d = 0; d < t->ndims && at < (int)n; d++)
+    at += snprintf(buf + at, n - (size_t)at, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+  if (at < (int)n) snprintf(buf + at, n - (size_t)at, "]");
+  return buf;
+}
+
+int kern_args(const pto_kctx *ctx, const char *kernel, const char *names, int nt, int ns) {
+  if (ctx->ntensors != nt || ctx->nscalars < ns)
+    return pto_kctx_fail(ctx, PTO_EINVAL,
+                         "%s: got %d tensors and %d scalars, needs %d tensors (%s) and %s%d "
+                         "scalar%s",
+                         kernel, ctx->ntensors, ctx->nscalars, nt, names, ns ? "at least " : "", ns,
+                         ns == 1 ? "" : "s");
+  char name[32];
+  for (int i = 0; i < nt; i++) {
+    const pto_tensor *t = &ctx->tensors[i];
+    if (t->dtype != PTO_F32)
+      return pto_kctx_fail(ctx, PTO_EINVAL,
+                           "%s: tensor %d (%s) is %s, needs f32 (the reference kernels take "
+                           "float32 only)",
+                           kernel, i, arg_name(names, i, name, sizeof name),
+                           pto_dtype_name(t->dtype));
+    if (pto_tensor_validate(t) != PTO_OK)
+      return pto_kctx_fail(ctx, PTO_EINVAL, "%s: tensor %d (%s) is not a valid view of its buffer",
+                           kernel, i, arg_name(names, i, name, sizeof name));
+  }
+  return PTO_OK;
+}
+
+int kern_bad_shapes(const pto_kctx *ctx, const char *kernel, const char *names, const char *need) {
+  char got[256], name[32], shape[64];
+  int at = 0;
+  for (int i = 0; i < ctx->ntensors && at < (int)sizeof got; i++)
+    at += snprintf(got + at, sizeof got - (size_t)at, "%s%s %s", i ? ", " : "",
+                   arg_name(names, i, name, sizeof name),
+                   shape_str(&ctx->tensors[i], shape, sizeof shape));
+  return pto_kctx_fail(ctx, PTO_EINVAL, "%s: shapes %s; needs %s", kernel, got, need);
 }

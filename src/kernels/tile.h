@@ -50,9 +50,15 @@ static inline kern_mat kern_rows(const kern_mat *m, int64_t lo, int64_t hi) {
   return s;
 }
 
-/* PTO_EINVAL unless the kernel got exactly nt tensors and at least ns scalars. */
-static inline int kern_argc(const pto_kctx *ctx, int nt, int ns) {
-  return ctx->ntensors == nt && ctx->nscalars >= ns ? PTO_OK : PTO_EINVAL;
-}
+/* A reference kernel's arguments, checked before it runs; a failed check
+ * returns PTO_EINVAL with the reason given by pto_kctx_fail, naming the
+ * kernel, the argument, what it got and what it needs. `names` lists the
+ * tensors as the kernel documents them ("a, b, out").
+ *  - kern_args: exactly nt tensors, at least ns scalars, every tensor a
+ *    valid float32 view (the reference kernels take float32 only);
+ *  - kern_bad_shapes: for a failed shape check, every tensor's shape and
+ *    `need`, the rule they break ("a, b and out of one shape"). */
+int kern_args(const pto_kctx *ctx, const char *kernel, const char *names, int nt, int ns);
+int kern_bad_shapes(const pto_kctx *ctx, const char *kernel, const char *names, const char *need);
 
 #endif

@@ -54,8 +54,9 @@ typedef struct take_wait {
 
 static bool frame_posted(void *arg) {
   take_wait *t = arg;
-  /* relaxed: mbox_take re-reads with acquire */
-  return atomic_load_explicit(&t->mb->posted, memory_order_relaxed) != t->last;
+  /* relaxed: mbox_take re-reads with acquire; the stop is re-read with acquire */
+  return atomic_load_explicit(&t->mb->posted, memory_order_relaxed) != t->last ||
+         atomic_load_explicit(&t->mb->stop, memory_order_relaxed);
 }
 
 static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
@@ -119,19 +120,25 @@ static void dom_control(pto_comm *c, const node_frame *f, node_reply *r) {
   pthread_mutex_unlock(&c->err_lock);
 }
 
-/* Takes frames until FRAME_EXIT (true: *exit_reply is its reply, to be sent
- * once the chip is gone) or, for a forked child, until its parent is gone
- * (false). */
-static bool serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, node_frame *f,
-                  bool orphan_check, node_reply *exit_reply) {
+/* How serve() ended: FRAME_EXIT (its reply is sent once the chip is gone),
+ * the parent process gone (a forked child), or stopped by the parent (a
+ * thread of the parent's process: mb->stop). */
+typedef enum serve_end { SERVE_EXIT, SERVE_ORPHANED, SERVE_STOPPED } serve_end;
+
+/* Takes frames until one of serve_end; *exit_reply is FRAME_EXIT's reply. */
+static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, node_frame *f,
+                       bool orphan_check, node_reply *exit_reply) {
   node_mbox *mb = &n->ctl->mbox[slot];
   pto_event *parent_ev = &n->ctl->parent_ev;
   bool is_chip = chip != NULL;
   uint32_t last = 0;
   for (;;) {
     take_wait tw = {mb, last};
-    if (!pto_wait(&mb->to_child, frame_posted, &tw, pto_deadline_ms(CHILD_POLL_MS))) {
-      if (orphan_check && getppid() != n->parent_pid) return false; /* orphaned */
+    bool woken = pto_wait(&mb->to_child, frame_posted, &tw, pto_deadline_ms(CHILD_POLL_MS));
+    /* acquire pairs with the release store of stop_threads (node_proc.c) */
+    if (atomic_load_explicit(&mb->stop, memory_order_acquire)) return SERVE_STOPPED;
+    if (!woken) {
+      if (orphan_check && getppid() != n->parent_pid) return SERVE_ORPHANED;
       continue;
     }
     if (!mbox_take(mb, last, f)) continue;
@@ -155,7 +162,7 @@ static bool serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, node_fr
     case FRAME_DOM_OPEN:
     case FRAME_DOM_ATTACH: dom_control(comm, f, &r); break;
     case FRAME_DOM_CLOSE: comm_domain_close(comm, f->dom.id, true); break;
-    case FRAME_EXIT: *exit_reply = r; return true;
+    case FRAME_EXIT: *exit_reply = r; return SERVE_EXIT;
     }
     mbox_reply(mb, &r, parent_ev);
   }
@@ -183,6 +190,7 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
   bool is_chip = slot < n->cfg.nchips;
   pto_comm comm;
   comm_init(&comm, is_chip ? slot : -1);
+  comm.stop = &mb->stop; /* its kernels' waits end when the parent stops this child */
   pto_chip *chip = NULL;
   int status = 0;
   node_frame *f = malloc(sizeof *f);
@@ -201,16 +209,18 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
       status = 2;
   }
   node_reply exit_reply;
+  serve_end end = SERVE_STOPPED;
   if (status) {
     mbox_set_state(mb, CHILD_FAILED, parent_ev);
   } else {
     mbox_set_state(mb, CHILD_READY, parent_ev);
-    if (!serve(n, slot, chip, &comm, f, orphan_check, &exit_reply)) return 0; /* orphaned */
+    end = serve(n, slot, chip, &comm, f, orphan_check, &exit_reply);
+    if (end == SERVE_ORPHANED) return 0; /* a forked child: _exit follows */
   }
   if (chip) pto_chip_destroy(chip);
   comm_fini(&comm, true);
   free(f);
-  if (!status) mbox_reply(mb, &exit_reply, parent_ev); /* the chip is gone */
+  if (end == SERVE_EXIT) mbox_reply(mb, &exit_reply, parent_ev); /* the chip is gone */
   /* relaxed: the join below orders the heartbeat's last access */
   atomic_store_explicit(&beat.stop, true, memory_order_relaxed);
   pthread_join(hb, NULL);

@@ -69,6 +69,8 @@ typedef struct node_mbox {
   _Atomic uint32_t done;   /* last gen the child replied to */
   _Atomic uint32_t state;  /* child_state */
   _Atomic uint32_t beat;   /* bumped every HEARTBEAT_MS by the child while it lives */
+  _Atomic uint32_t stop;   /* parent: leave now, a child that is a thread of the parent
+                              (node_proc.c, stop_threads) */
   pto_event to_child;      /* signalled with every post */
   node_frame frame;
   node_reply reply;

@@ -21,9 +21,13 @@
 #include "common/clock.h"
 #include "node/fnref.h"
 #include "node/host_ship.h"
+#include "node/proc_watch.h"
+#include "node/run_guard.h"
 
-#define POLL_MIN_NS 20000ull   /* relays poll MPI this often right after a message */
-#define POLL_MAX_NS 1000000ull /* ... and at least this often when idle */
+#define POLL_MIN_NS   20000ull     /* relays poll MPI this often right after a message */
+#define POLL_MAX_NS   1000000ull   /* ... and at least this often when idle */
+#define WATCH_NS      20000000ull  /* how often a relay looks at the other side's processes */
+#define GONE_GRACE_NS 100000000ull /* a gone rank's own word (ENDED) may still be on its way */
 
 /* The next idle pause: back to the shortest after a message, else doubled
  * up to the longest. */
@@ -40,9 +44,29 @@ void relay_send_state(MPI_Comm comm, child_state st, const char *host, const cha
   memset(&w, 0, sizeof w);
   w.state = (int32_t)st;
   w.pid = (int32_t)getpid();
+  if (!proc_start_time(w.pid, &w.start)) w.start = 0;
   snprintf(w.host, sizeof w.host, "%s", host);
   snprintf(w.why, sizeof w.why, "%s", why);
   relay_send(comm, 0, T_STATE, &w, sizeof w);
+}
+
+void relay_check_root(const root_proc *root, int rank, const char *prefix) {
+  int st;
+  if (!root->start || proc_look(root->pid, root->start, &st) == PROC_RUNS) return;
+  /* one write: mpirun forwards the ranks' output in the pieces they write,
+   * between the other ranks' (Open MPI's own complaints about the dead
+   * peer among them) */
+  char msg[200];
+  int len = snprintf(msg, sizeof msg,
+                     "pto node: chip rank %d (MPI rank %d): rank 0 (pid %d), which runs the node, "
+                     "is gone: ending the MPI job (MPI_Abort)\n",
+                     rank, rank, (int)root->pid);
+  if (write(2, msg, (size_t)len) < 0) { /* nowhere else to say it */
+  }
+  if (prefix) run_guard_unlink_all(prefix);
+  /* the job fails (mpirun, keeping it running, would otherwise exit 0) */
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  _exit(1);
 }
 
 /* ---- rank 0's relay ---- */
@@ -52,7 +76,8 @@ struct root_relay {
   MPI_Comm comm;
   pthread_t thread;
   _Atomic bool stop;
-  pto_event ev; /* a post for a remote chip, or stop */
+  pto_event ev;        /* a post for a remote chip, or stop */
+  uint64_t next_watch; /* when to look at the chip ranks' processes again */
   uint32_t sent[PTO_NODE_MAX_CHIPS];
   int ship_rc[PTO_NODE_MAX_CHIPS]; /* a malformed diff from chip s */
   MPI_Request req[PTO_NODE_MAX_CHIPS];
@@ -151,6 +176,13 @@ static bool take_messages(root_relay *rr) {
       snprintf(c->where, sizeof c->where, "MPI rank %d on host %.40s", s, rr->in.st.host);
       snprintf(c->why, sizeof c->why, "%s", rr->in.st.why);
       c->other_host = strcmp(rr->in.st.host, n->mpi_host) != 0;
+      /* watched only when its pid names the same process here (the same
+       * host and PID namespace) */
+      uint64_t start = 0;
+      c->watch_start = !c->other_host && rr->in.st.start && proc_start_time(c->pid, &start) &&
+                               start == rr->in.st.start
+                           ? start
+                           : 0;
       mbox_set_state(mb, (child_state)rr->in.st.state, &n->ctl->parent_ev);
       break;
     case T_TAKEN: mbox_mark_taken(mb, rr->in.word); break;
@@ -177,6 +209,34 @@ static bool take_messages(root_relay *rr) {
   }
 }
 
+/* A chip rank of this host whose process is gone is ended now, with its
+ * exit status when the kernel still shows it (a zombie not reaped yet),
+ * else with the status unknown: mpirun reaps it, and while it keeps the
+ * job running (orte_abort_on_non_zero_status 0) it tells the other ranks
+ * nothing. A rank that called exit() has said so itself (ENDED), before
+ * it was gone: its word is awaited GONE_GRACE_NS, while the relay goes on
+ * taking messages, before the status is called unknown. */
+static void watch_ranks(root_relay *rr, uint64_t now) {
+  pto_node *n = rr->n;
+  for (int s = 1; s < n->cfg.nchips; s++) {
+    child_slot *c = &n->child[s];
+    /* acquire: a rank that ended (ENDED) is not looked at again */
+    if (!is_rank_slot(n, s) || !c->watch_start ||
+        atomic_load_explicit(&c->ended, memory_order_acquire))
+      continue;
+    int st = 0;
+    proc_state ps = proc_look(c->pid, c->watch_start, &st);
+    if (ps == PROC_RUNS) continue;
+    if (ps == PROC_GONE && !c->gone_ns) c->gone_ns = now;
+    if (ps == PROC_GONE && now - c->gone_ns < GONE_GRACE_NS) continue;
+    c->wstatus = st;
+    c->status_unknown = ps == PROC_GONE;
+    /* release pairs with node_reap's acquire: wstatus is set */
+    atomic_store_explicit(&c->ended, true, memory_order_release);
+    pto_event_signal(&n->ctl->parent_ev);
+  }
+}
+
 static bool root_news(void *arg) {
   root_relay *rr = arg;
   /* relaxed: hints; send_frames re-reads with acquire */
@@ -194,6 +254,11 @@ static void *root_relay_main(void *arg) {
   while (!atomic_load_explicit(&rr->stop, memory_order_acquire)) {
     bool busy = send_frames(rr);
     busy = take_messages(rr) || busy;
+    uint64_t now = pto_now_ns();
+    if (now >= rr->next_watch) { /* after the messages: an ENDED comes first */
+      watch_ranks(rr, now);
+      rr->next_watch = now + WATCH_NS;
+    }
     pause = next_pause(pause, busy);
     if (!busy) pto_wait(&rr->ev, root_news, rr, pto_now_ns() + pause);
   }
@@ -239,6 +304,8 @@ struct rank_relay {
   MPI_Comm comm;
   pthread_t thread;
   int slot;
+  root_proc root;      /* rank 0's process (relay_check_root) */
+  uint64_t next_watch; /* when to look at it again */
   _Atomic bool stop;
   child_state state_sent;
   uint32_t local_gen, remote_gen, beat_sent;
@@ -346,6 +413,11 @@ static void *rank_relay_main(void *arg) {
     bool stop = atomic_load_explicit(&rr->stop, memory_order_acquire);
     bool busy = rank_relay_pass(rr);
     if (stop) break; /* one pass after the service ended: its last reply is out */
+    uint64_t now = pto_now_ns();
+    if (now >= rr->next_watch) {
+      relay_check_root(&rr->root, rr->slot, rr->n->prefix);
+      rr->next_watch = now + WATCH_NS;
+    }
     pause = next_pause(pause, busy);
     if (!busy) pto_wait(&rr->n->ctl->parent_ev, rank_news, rr, pto_now_ns() + pause);
   }
@@ -353,11 +425,12 @@ static void *rank_relay_main(void *arg) {
 }
 
 rank_relay *rank_relay_start(pto_node *n, int slot, MPI_Comm comm, bool other_host,
-                             const char *host) {
+                             const char *host, root_proc root) {
   rank_relay *rr = calloc(1, sizeof *rr);
   if (!rr) return NULL;
   rr->n = n;
   rr->slot = slot;
+  rr->root = root;
   rr->comm = comm;
   rr->other_host = other_host;
   snprintf(rr->host, sizeof rr->host, "%s", host);

@@ -5,10 +5,11 @@
  *     FRAME (a mailbox frame; its chip function as a fnref), DATA (after a
  *     task frame for a chip on another host: its host tensors), FINAL (rank
  *     0's program ends);
- *   rank c -> rank 0: STATE (ready or failed, with its pid, host and why),
- *     TAKEN, DATA (the host-tensor elements a task changed, before its
- *     reply), REPLY, BEAT (its heartbeat counter), ENDED (it left the node,
- *     with its exit status). */
+ *   rank c -> rank 0: STATE (ready or failed, with its pid, start time, host
+ *     and why), TAKEN, DATA (the host-tensor elements a task changed, before
+ *     its reply), REPLY, BEAT (its heartbeat counter), ENDED (it left the
+ *     node, with its exit status; also sent by a rank that calls exit()
+ *     while it serves a node, from its exit path). */
 #ifndef PTO_NODE_MPI_RELAY_H
 #define PTO_NODE_MPI_RELAY_H
 
@@ -30,6 +31,7 @@ typedef struct wire_frame {
 
 typedef struct wire_state {
   int32_t state, pid;
+  uint64_t start; /* the process's start time (proc_watch.h), 0 = unknown */
   char host[64];
   char why[160];
 } wire_state;
@@ -40,19 +42,35 @@ void relay_send(MPI_Comm comm, int rank, int tag, const void *p, size_t bytes);
 /* Rank c: tells rank 0 its chip's state (with this pid, host and why). */
 void relay_send_state(MPI_Comm comm, child_state st, const char *host, const char *why);
 
+/* Rank 0's process as rank c sees it: watched when it runs on rank c's
+ * host (start != 0, proc_watch.h). */
+typedef struct root_proc {
+  int32_t pid;
+  uint64_t start;
+} root_proc;
+/* Rank c: when rank 0's process is gone (it runs the node: nothing can go
+ * on, and mpirun, keeping the job running, would leave this rank waiting
+ * for ever), says so, removes the objects of the run named prefix (NULL:
+ * none, between nodes) as rank 0 would have, and ends the job
+ * (MPI_Abort). */
+void relay_check_root(const root_proc *root, int rank, const char *prefix);
+
 /* Rank 0: one relay thread for every chip slot of kind SLOT_RANK; NULL when
- * it cannot start. wake: a frame was posted; stop: joins it. */
+ * it cannot start. It also watches the processes of the chip ranks on rank
+ * 0's host (proc_watch.h): one that is gone is reported ended at once.
+ * wake: a frame was posted; stop: joins it. */
 typedef struct root_relay root_relay;
 root_relay *root_relay_start(pto_node *n, MPI_Comm comm);
 void root_relay_wake(root_relay *rr);
 void root_relay_stop(root_relay *rr);
 
 /* Rank c: the relay of its chip's mailbox (slot); other_host: not on rank
- * 0's host, so host tensors travel. stop (after the chip's service ended)
+ * 0's host, so host tensors travel; root: rank 0's process, watched
+ * (relay_check_root) while the chip serves. stop (after the chip's service ended)
  * makes one last pass, so the exit frame's reply is out, then joins it. */
 typedef struct rank_relay rank_relay;
 rank_relay *rank_relay_start(pto_node *n, int slot, MPI_Comm comm, bool other_host,
-                             const char *host);
+                             const char *host, root_proc root);
 void rank_relay_stop(rank_relay *rr);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/options.h"
 #include "node/node_internal.h"
 
 #define NODE_SPACE_ALIGN (2u << 20)
@@ -54,10 +55,14 @@ static int control(pto_node *n, const int *slots, int k, frame_type type,
 }
 
 /* Releases live domain i: its chips close it (unless the node failed), the
- * observer's view goes, its named objects are unlinked. */
+ * observer's view goes, its named objects are unlinked. A node that failed
+ * (before or during the close) released it already in node_kill_all, which
+ * first stops the chip threads of this process that may wait on it: then
+ * nothing is left to do here. */
 static void release_domain(pto_node *n, int i) {
   comm_domain_desc *d = &n->doms[i];
-  if (!n->fatal) control(n, d->chips, d->nranks, FRAME_DOM_CLOSE, d);
+  if (n->dom_live[i] && !n->fatal) control(n, d->chips, d->nranks, FRAME_DOM_CLOSE, d);
+  if (!n->dom_live[i]) return;
   comm_domain_close(&n->observer, d->id, false);
   node_unlink_domain(d);
   n->dom_live[i] = false;
@@ -83,8 +88,9 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
       if (chips[i] == chips[j]) return PTO_EINVAL;
   }
   /* a chip on another host than rank 0 cannot map a POSIX shared-memory
-   * window of rank 0's host: such a domain gets MPI RMA windows */
-  bool across = false;
+   * window of rank 0's host: such a domain gets MPI RMA windows, as every
+   * domain does under mpirun with PTO_MPI_SHARED_WINDOWS=0 */
+  bool across = n->mpi && !pto_option(PTO_OPT_MPI_SHARED_WINDOWS);
   for (int i = 0; n->mpi && i < nranks; i++)
     across = across || (n->child[chips[i]].kind == SLOT_RANK && n->child[chips[i]].other_host);
   int slot = -1;

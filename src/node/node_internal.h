@@ -67,12 +67,15 @@ typedef enum slot_how { SLOT_PROCESS = 0, SLOT_THREAD, SLOT_RANK } slot_how;
 typedef struct child_slot {
   pid_t pid;
   bool alive;
-  uint8_t kind;       /* slot_how */
-  pthread_t thread;   /* SLOT_THREAD */
-  _Atomic bool ended; /* SLOT_THREAD, SLOT_RANK: it left (wstatus set before, release) */
-  bool other_host;    /* SLOT_RANK on another host than rank 0 */
-  char where[80];     /* SLOT_RANK: "MPI rank 2 on host h" */
-  char why[160];      /* SLOT_RANK: why it failed to start */
+  uint8_t kind;         /* slot_how */
+  pthread_t thread;     /* SLOT_THREAD */
+  _Atomic bool ended;   /* SLOT_THREAD, SLOT_RANK: it left (wstatus set before, release) */
+  bool other_host;      /* SLOT_RANK on another host than rank 0 */
+  char where[80];       /* SLOT_RANK: "MPI rank 2 on host h" */
+  char why[160];        /* SLOT_RANK: why it failed to start */
+  uint64_t watch_start; /* SLOT_RANK on this host: its process's start time (proc_watch.h) */
+  bool status_unknown;  /* SLOT_RANK: its process is gone, its exit status unknown here */
+  uint64_t gone_ns;     /* SLOT_RANK: when rank 0's relay first saw its process gone */
   int wstatus;
   int64_t task; /* running node task id, -1 = none (or a control frame) */
   uint32_t gen; /* outstanding frame gen, 0 = none */
@@ -108,7 +111,8 @@ struct pto_node {
   comm_domain_desc doms[COMM_MAX_DOMAINS];
   bool dom_live[COMM_MAX_DOMAINS];
   int32_t next_dom;
-  int fatal; /* the node is broken (a child died or hung) */
+  int fatal;                 /* the node is broken (a child died or hung) */
+  uint64_t stop_deadline_ns; /* node_kill_all: threads to be joined by then; 0 = none stopped */
   pto_error_info fatal_err;
   /* the current run */
   bool running;

@@ -22,6 +22,7 @@
 #include "node/fnref.h"
 #include "node/mpi_relay.h"
 #include "node/node_internal.h"
+#include "node/proc_watch.h"
 #include "node/run_guard.h"
 
 static const char *mpi_env_name(void) {
@@ -71,6 +72,7 @@ typedef struct wire_begin {
   pto_node_config cfg; /* its pointers are cleared; the two below travel as fnrefs */
   fnref chip_init, chip_init_arg;
   int32_t slot;
+  root_proc root; /* rank 0's process (its start time: 0 when it cannot be read) */
   int32_t device_ids[PTO_NODE_MAX_CHIPS];
   uint64_t host_addr, host_bytes, space_addr, space_bytes;
   char prefix[48];
@@ -82,7 +84,9 @@ typedef struct wire_begin {
 static MPI_Comm g_comm = MPI_COMM_NULL;
 static int g_rank = -1, g_size;
 static bool g_inited_by_us;
-static pto_node *g_live; /* rank 0: the node of this job, NULL between nodes */
+static pto_node *g_live;       /* rank 0: the node of this job, NULL between nodes */
+static _Atomic bool g_serving; /* ranks > 0: serving a node's chip (serve_node) */
+static root_proc g_root;       /* ranks > 0: rank 0's process, from the last node's begin */
 
 static void nap(uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
@@ -100,24 +104,63 @@ static void send_to(int rank, int tag, const void *p, size_t bytes) {
 
 /* ---- the end of the job (rank 0) ---- */
 
-static void at_exit(void) {
-  if (g_live) {
-    fprintf(stderr, "pto node: rank 0 exits with its node %s: ending the MPI job\n",
-            g_live->fatal ? "failed" : "not destroyed (call pto_node_destroy)");
-    /* every object of the run now: MPI_Abort may end us with SIGKILL */
-    run_guard_end(g_live->prefix);
-    MPI_Abort(g_comm, 1);
-  }
+/* A node still live when rank 0's program ends (`how`: exits, finalises
+ * MPI) ends the job: its ranks cannot be released one by one. */
+static void end_with_live_node(const char *how) {
+  if (!g_live) return;
+  fprintf(stderr, "pto node: rank 0 %s with its node %s: ending the MPI job\n", how,
+          g_live->fatal ? "failed" : "not destroyed (call pto_node_destroy)");
+  /* every object of the run now: MPI_Abort may end us with SIGKILL */
+  run_guard_end(g_live->prefix);
+  MPI_Abort(g_comm, 1);
+}
+
+/* The other ranks leave their service loop, finalise MPI and exit 0. Once. */
+static void release_ranks(void) {
+  if (g_comm == MPI_COMM_NULL) return;
   for (int r = 1; r < g_size; r++)
     send_to(r, T_FINAL, NULL, 0);
+  MPI_Comm_free(&g_comm);
+}
+
+/* A program that initialised MPI itself finalises it: MPI_Finalize first
+ * deletes the attributes of MPI_COMM_SELF, while MPI still works, so pto
+ * releases the other ranks here (they wait in pto_node_create, and would
+ * keep rank 0's MPI_Finalize waiting for them for ever). */
+static int at_finalize(MPI_Comm comm, int key, void *val, void *extra) {
+  (void)comm;
+  (void)key;
+  (void)val;
+  (void)extra;
+  end_with_live_node("finalises MPI");
+  release_ranks();
+  return MPI_SUCCESS;
+}
+
+/* The program's end without MPI_Finalize (pto initialised MPI, or the
+ * program forgot to finalise it): the same release, then pto finalises
+ * what it initialised. */
+static void at_exit(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (fin) return; /* at_finalize did it all */
+  end_with_live_node("exits");
+  release_ranks();
   if (g_inited_by_us) MPI_Finalize();
 }
 
 static void serve_forever(void) __attribute__((noreturn));
 
 static int mpi_init(pto_error_info *err) {
+  int inited = 0, fin = 0, provided = MPI_THREAD_SINGLE;
+  MPI_Finalized(&fin);
+  if (fin) {
+    node_set_err(err, PTO_EMPI,
+                 "node under mpirun: MPI was finalised (rank 0's MPI_Finalize also released the "
+                 "other ranks): create every node before MPI_Finalize");
+    return PTO_EMPI;
+  }
   if (g_comm != MPI_COMM_NULL) return 0;
-  int inited = 0, provided = MPI_THREAD_SINGLE;
   MPI_Initialized(&inited);
   if (!inited) {
     if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
@@ -139,7 +182,12 @@ static int mpi_init(pto_error_info *err) {
   MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
   MPI_Comm_rank(g_comm, &g_rank);
   MPI_Comm_size(g_comm, &g_size);
-  if (g_rank == 0) atexit(at_exit);
+  if (g_rank == 0) {
+    atexit(at_exit);
+    int key;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &key, NULL);
+    MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL);
+  }
   return 0;
 }
 
@@ -250,6 +298,8 @@ int node_mpi_start(pto_node *n, char *why, size_t len) {
   fnref_encode((const void *)n->cfg.chip_init, true, &b->chip_init, w, sizeof w); /* checked */
   fnref_encode(n->cfg.chip_init_arg, false, &b->chip_init_arg, w, sizeof w);
   memcpy(b->device_ids, n->device_ids, sizeof b->device_ids);
+  b->root.pid = (int32_t)getpid();
+  if (!proc_start_time(b->root.pid, &b->root.start)) b->root.start = 0;
   b->host_addr = (uint64_t)(uintptr_t)n->host;
   b->host_bytes = n->cfg.host_bytes;
   b->space_addr = (uint64_t)(uintptr_t)n->space;
@@ -299,6 +349,21 @@ void node_mpi_stop(pto_node *n) {
 
 /* ---- ranks > 0 ---- */
 
+/* The exit path of a rank > 0 (on_exit: it gets the status): a process
+ * that calls exit() while it serves a node's chip (a kernel or chip_init
+ * calling exit, say) tells rank 0 how it ended, so that rank 0 names the
+ * status at once (PTO_ECHIP_DIED) instead of a missing heartbeat later.
+ * _exit and signals leave no such word; rank 0 then sees the process gone
+ * (proc_watch.h). */
+static void last_word(int status, void *arg) {
+  (void)arg;
+  /* exchange: said once, also when several threads exit at once */
+  if (!atomic_exchange_explicit(&g_serving, false, memory_order_acq_rel)) return;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) send_to(0, T_ENDED, &status, sizeof status);
+}
+
 /* Rank c's part of one node: its chip, served until the node's exit frame. */
 static void serve_node(const wire_begin *b) {
   int slot = b->slot, status = 2;
@@ -343,12 +408,16 @@ static void serve_node(const wire_begin *b) {
   n->cfg.chip_init_arg = arg;
   n->host = hmem;
   n->space = space;
-  rank_relay *rr = rank_relay_start(n, slot, g_comm, !same_host, host);
+  /* rank 0's pid means the same process here only on its host */
+  g_root = same_host ? b->root : (root_proc){0, 0};
+  rank_relay *rr = rank_relay_start(n, slot, g_comm, !same_host, host, g_root);
   if (!rr) {
     relay_send_state(g_comm, CHILD_FAILED, host, "cannot start the relay thread");
   } else {
     /* the relay reports ready or failed (chip creation, chip_init) */
+    atomic_store_explicit(&g_serving, true, memory_order_release);
     status = node_child_serve(n, slot, false);
+    atomic_store_explicit(&g_serving, false, memory_order_release);
     rank_relay_stop(rr); /* after one last pass: the exit frame's reply is out */
   }
   munmap(hmem, b->host_bytes);
@@ -361,6 +430,7 @@ ended:
 }
 
 static void serve_forever(void) {
+  on_exit(last_word, NULL);
   wire_begin *b = malloc(sizeof *b);
   uint64_t pause = POLL_MIN_NS;
   for (;;) {
@@ -368,6 +438,7 @@ static void serve_forever(void) {
     MPI_Status st;
     MPI_Iprobe(0, MPI_ANY_TAG, g_comm, &flag, &st);
     if (!flag) {
+      relay_check_root(&g_root, g_rank, NULL); /* between nodes: no objects of ours */
       nap(pause);
       pause = pause * 2 > POLL_MAX_NS ? POLL_MAX_NS : pause * 2;
       continue;
@@ -388,7 +459,9 @@ static void serve_forever(void) {
   int status = b ? 0 : 3; /* 3: out of memory, as a forked child */
   free(b);
   MPI_Comm_free(&g_comm);
-  if (g_inited_by_us) MPI_Finalize();
+  /* also when the program initialised MPI: its own MPI_Finalize, after
+   * pto_node_create, never runs on this rank */
+  MPI_Finalize();
   exit(status);
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/options.h"
 #include "node/node_internal.h"
 #include "node/node_mpi.h"
 #include "node/run_guard.h"
@@ -57,8 +58,12 @@ bool node_reap(pto_node *n) {
 static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
   const child_slot *c = &n->child[s];
   int st = c->wstatus;
-  char how[96];
-  if (WIFSIGNALED(st))
+  char how[256];
+  if (c->status_unknown) /* a rank's process, gone without a word (proc_watch.h) */
+    snprintf(how, sizeof how,
+             "exited: its process is gone without a word to rank 0 (_exit or a signal); its "
+             "exit status is known to mpirun only");
+  else if (WIFSIGNALED(st))
     snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st),
              strsignal(WTERMSIG(st)));
   else if (WIFEXITED(st) && WEXITSTATUS(st) == 2)
@@ -66,7 +71,7 @@ static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
   else
     snprintf(how, sizeof how, "exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
   if (c->kind == SLOT_RANK)
-    snprintf(buf, len, "chip rank %d (%.70s, device %d, pid %d) %s%s%.60s", s, c->where,
+    snprintf(buf, len, "chip rank %d (%.70s, device %d, pid %d) %.160s%s%.60s", s, c->where,
              n->device_ids[s], (int)c->pid, how, c->why[0] ? ": " : "", c->why);
   else if (s < n->cfg.nchips)
     snprintf(buf, len, "chip rank %d (device %d, pid %d) %s", s, n->device_ids[s], (int)c->pid,
@@ -75,9 +80,47 @@ static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
     snprintf(buf, len, "host worker %d (pid %d) %s", s - n->cfg.nchips, (int)c->pid, how);
 }
 
+static bool no_thread_left(void *arg) {
+  pto_node *n = arg;
+  node_reap(n); /* joins the threads that ended */
+  for (int s = 0; s < n->nchildren; s++)
+    if (n->child[s].alive && n->child[s].kind == SLOT_THREAD) return false;
+  return true;
+}
+
+/* Stops every child that is a thread of this process (under mpirun: chip 0
+ * and the host workers of rank 0) and joins it. This comes before any
+ * window is unmapped: chip 0's kernels may be waiting on one (in the same
+ * address range as the observer's view, on rank 0). A stopped chip's waits
+ * end at once (comm_stopping; the observer's view of its windows wakes the
+ * parked ones), its run fails and the thread leaves; a host worker leaves
+ * after its callback. Returns false when one is still running at the
+ * control deadline (counted from the first stop): a kernel or callback
+ * that never returns keeps the windows mapped. */
+static bool stop_threads(pto_node *n) {
+  for (int s = 0; s < n->nchildren; s++) {
+    child_slot *c = &n->child[s];
+    if (!c->alive || c->kind != SLOT_THREAD) continue;
+    node_mbox *mb = &n->ctl->mbox[s];
+    /* release pairs with the acquire loads in serve() and comm_stopping */
+    atomic_store_explicit(&mb->stop, 1, memory_order_release);
+    pto_event_signal(&mb->to_child);
+    if (s < n->cfg.nchips) comm_wake(&n->observer, s);
+    if (!n->stop_deadline_ns) {
+      int64_t ms = n->cfg.control_timeout_ms >= 0 ? n->cfg.control_timeout_ms
+                                                  : pto_option(PTO_OPT_SHUTDOWN_MS);
+      n->stop_deadline_ns = pto_deadline_ms(ms);
+    }
+  }
+  while (!no_thread_left(n) && pto_now_ns() < n->stop_deadline_ns)
+    pto_wait(&n->ctl->parent_ev, no_thread_left, n, n->stop_deadline_ns);
+  return no_thread_left(n);
+}
+
 /* Kills every child, unlinks every object of the run; the node stays failed.
- * (Threads and MPI ranks cannot be killed one by one: node_mpi_stop ends
- * the job when any is left.) */
+ * Children that are threads are stopped and joined first (stop_threads);
+ * MPI ranks cannot be killed one by one: node_mpi_stop ends the job when
+ * any is left. */
 void node_kill_all(pto_node *n) {
   for (int s = 0; s < n->nchildren; s++)
     if (n->child[s].alive && n->child[s].kind == SLOT_PROCESS) kill(n->child[s].pid, SIGKILL);
@@ -88,10 +131,13 @@ void node_kill_all(pto_node *n) {
     }
     c->alive = false;
   }
+  bool joined = stop_threads(n);
   for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
     if (!n->dom_live[i]) continue;
     node_unlink_domain(&n->doms[i]);
-    comm_domain_close(&n->observer, n->doms[i].id, false);
+    /* a thread still running may still use the mapping: it stays (the
+     * job then ends with MPI_Abort, node_mpi_stop) */
+    if (joined) comm_domain_close(&n->observer, n->doms[i].id, false);
     n->dom_live[i] = false;
   }
   n->space_used = 0;

@@ -399,9 +399,12 @@ static const char *window_elsewhere(const pto_node *n, uint64_t a, uint64_t z, c
       if (d->chips[r] == 0 || z <= w0 || a >= w1) continue;
       snprintf(why, len,
                "its bytes lie in domain %d's window of rank %d (chip %d, %s), an MPI RMA window "
-               "(the domain spans hosts) that only chip %d maps: copy it to node host memory "
-               "in a task on chip %d and read that",
-               d->id, r, d->chips[r], n->child[d->chips[r]].where, d->chips[r], d->chips[r]);
+               "(%s) that only chip %d maps: copy it to node host memory in a task on chip %d "
+               "and read that",
+               d->id, r, d->chips[r], n->child[d->chips[r]].where,
+               pto_option(PTO_OPT_MPI_SHARED_WINDOWS) ? "the domain spans hosts"
+                                                      : "PTO_MPI_SHARED_WINDOWS is 0",
+               d->chips[r], d->chips[r]);
       return why;
     }
   }

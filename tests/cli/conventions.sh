@@ -81,10 +81,23 @@ err 2 "which command" --
 err 2 "--clusters needs an integer in 1\.\.[0-9]+, got '0'" -- run vector_chain --clusters=0
 err 2 "--clusters needs a positive integer" -- run vector_chain --clusters
 err 2 "--seed needs an integer in 1\.\.[0-9]+, got '-3'" -- run vector_chain --seed -3
-# a shape the scene cannot honour is reported, not clamped
-err 1 "--schedulers 64 cannot be honoured: the scene runs on 2 clusters" -- \
+# every option's range is the chip's: refused at once, naming the range
+err 2 "--clusters needs an integer in 1\.\.4096, got '5000'" -- run views --clusters 5000
+err 2 "--schedulers needs an integer in 1\.\.64, got '65'" -- run views --schedulers 65
+# a shape the scene's chip cannot have is a usage error naming the cause, not
+# clamped (chip and node scenes alike), and nothing goes to stdout
+err 2 "vector_chain cannot run with --schedulers 64: pto_chip_config: schedulers = 64, must be 1\.\.min\(clusters = 2" -- \
   run vector_chain --schedulers 64
-err 1 "FAILED with PTO_EINVAL" -- run vector_chain --clusters 1 --schedulers 2
+err 2 "cannot run with --clusters 1 --schedulers 2: pto_chip_config: schedulers = 2" -- \
+  run vector_chain --clusters 1 --schedulers 2
+err 2 "ring_shuffle cannot run with --schedulers 3: .*schedulers = 3" -- run ring_shuffle --schedulers 3
+# extra operands and options that would do nothing are refused
+err 2 "pto run --list: unexpected argument 'extra'" -- run --list extra
+err 2 "pto --version: unexpected argument 'extra'" -- --version extra
+err 2 "--seed: views has no random inputs" -- run views --seed 3
+err 2 "--seed: ring_shuffle has no random inputs \(and --fault-inject is off\)" -- run ring_shuffle --seed 3
+err 2 "--fault-inject: views runs one chip" -- run views --fault-inject
+ok 'verified' -- run vector_chain --seed 3
 # invalid environment values, named
 for v in abc -3 0 ' 4' 4x ''; do
   PTO_CLUSTERS=$v err 2 "environment: PTO_CLUSTERS='$v' is not an integer in 1\.\.4096" -- \

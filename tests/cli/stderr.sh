@@ -30,10 +30,27 @@ expect() {
   fi
 }
 
-expect 1 'FAILED with PTO_ESYSTEM' -- run vector_chain --trace /nonexistent-pto-dir/t.json
-expect 1 '/nonexistent-pto-dir/t.json: cannot open for writing: No such file or directory' \
-  -- run vector_chain --trace /nonexistent-pto-dir/t.json
+# a trace path that cannot be written is reported before the run: a million
+# rounds would take hours (the timeout is a safety net only)
+timeout 60 "$pto" run vector_chain --rounds 1000000 --trace /nonexistent-pto-dir/t.json \
+  >"$tmp/out" 2>"$tmp/err"
+got=$?
+if [ $got -ne 1 ] || [ -s "$tmp/out" ] ||
+  ! grep -q -- '--trace /nonexistent-pto-dir/t.json: cannot write it: No such file or directory' "$tmp/err"; then
+  echo "FAILED: pto run --trace to a missing directory: exit $got (expected 1, before the run)"
+  sed 's/^/  stdout: /' "$tmp/out" | head -5
+  sed 's/^/  stderr: /' "$tmp/err" | head -5
+  fails=$((fails + 1))
+fi
+"$pto" run vector_chain --trace "$tmp/t.json" >/dev/null 2>&1
+[ -s "$tmp/t.json" ] || { echo "FAILED: pto run --trace FILE wrote no trace"; fails=$((fails + 1)); }
 expect 1 '/dev/full: write failed: No space left on device' -- run vector_chain --trace /dev/full
+# a failed run prints no statistics block
+if grep -q 'tasks [0-9]*  blocks' "$tmp/out"; then
+  echo "FAILED: a failed run printed statistics on stdout:"
+  sed 's/^/  stdout: /' "$tmp/out" | head -5
+  fails=$((fails + 1))
+fi
 expect 2 "no scene or example named 'nosuch'" -- run nosuch
 expect 2 "--clusters needs an integer in 1\.\.[0-9]+, got 'x'" -- run vector_chain --clusters x
 expect 2 "--rounds needs a positive integer" -- run vector_chain --rounds

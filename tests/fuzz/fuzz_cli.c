@@ -54,7 +54,8 @@ static bool same_args(const cli_args *a, const cli_args *b) {
   case CLI_RUN:
     return same_str(a->name, b->name) && a->clusters == b->clusters &&
            a->schedulers == b->schedulers && a->rounds == b->rounds && a->seed == b->seed &&
-           same_str(a->trace, b->trace) && a->fault_inject == b->fault_inject;
+           a->seed_set == b->seed_set && same_str(a->trace, b->trace) &&
+           a->fault_inject == b->fault_inject;
   case CLI_TRACE: return a->check == b->check && same_str(a->path, b->path);
   case CLI_TRACE_MERGE:
     if (!same_str(a->out, b->out) || a->nin != b->nin) return false;
@@ -135,7 +136,7 @@ static int canonical(const cli_args *a, char **out, char *nums) {
     const char *opt[] = {"--clusters", "--schedulers", "--rounds", "--seed"};
     long val[] = {a->clusters, a->schedulers, a->rounds, (long)a->seed};
     for (int i = 0; i < 4; i++) {
-      if (!val[i]) continue;
+      if (!val[i] || (i == 3 && !a->seed_set)) continue;
       out[n++] = (char *)opt[i];
       snprintf(nums + 16 * i, 16, "%ld", val[i]);
       out[n++] = nums + 16 * i;
@@ -208,13 +209,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(!strcmp(argv[at], "run"));
     CHECK(a.name && in_argv(a.name, argc, argv) && a.name[0]);
     CHECK(!a.trace || into_argv(a.trace, argc, argv));
-    CHECK(a.clusters >= 0 && a.clusters <= CLI_INT_MAX);
-    CHECK(a.schedulers >= 0 && a.schedulers <= CLI_INT_MAX);
-    CHECK(a.rounds >= 1 && a.rounds <= CLI_INT_MAX);
-    CHECK(a.seed >= 1 && a.seed <= CLI_INT_MAX);
     const char *opt[] = {"--clusters", "--schedulers", "--rounds", "--seed"};
     long got[] = {a.clusters, a.schedulers, a.rounds, (long)a.seed};
     long dflt[] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; i++) { /* given: in the option's range; else the default */
+      int lo, hi;
+      cli_int_range((cli_int)i, &lo, &hi);
+      CHECK(got[i] == dflt[i] || (got[i] >= lo && got[i] <= hi));
+    }
     for (int i = 0; i < 4; i++) {
       long want = last_int(opt[i], argc, argv);
       if (got[i] != (want < 0 ? dflt[i] : want))

@@ -1,33 +1,88 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, then builds the quickstart
-# against it twice: with find_package(pto) and with pkg-config; checks that
-# the header, the library, the CMake package and pto.pc agree on the version,
-# and that the licence, the docs and the man page are installed.
+# Installs pto into a temporary prefix and uses it as a user's project
+# would, in the build as configured and in a second build of the other MPI
+# setting (built here, in BUILD_DIR/install-check-mpi-on|off, kept between
+# runs): the quickstart is built against every exported target with
+# find_package(pto) (pto::pto, pto::pto_shared, pto::pto_static), and with
+# each pkg-config command of the README's "Using pto from your project"
+# (shared with an rpath, and libpto.a with `pkg-config --static`). Every
+# program runs without LD_LIBRARY_PATH; those linked statically must not
+# need libpto.so. Checks that the header, the library, the CMake package and
+# pto.pc agree on the version, and that the licence, the docs and the man
+# page are installed.
 #   check.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$1 src=$2
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 # The version, from its one home: include/pto/version.h.
 want=$(sed -n 's/^#define PTO_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$src/include/pto/version.h" |
   paste -sd.)
 [[ "$want" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "FAILED: cannot read the version from pto/version.h: '$want'"; exit 1; }
-for f in share/doc/pto/LICENSE share/doc/pto/README.md share/doc/pto/architecture.md share/man/man1/pto.1 \
-  include/pto/version.h; do
-  [ -s "$tmp/prefix/$f" ] || { echo "FAILED: the install has no $f"; exit 1; }
-done
-cmake -S "$src/tests/install" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
-  -DQUICKSTART_SOURCE="$src/examples/quickstart/quickstart.c" -DPTO_EXPECT_VERSION="$want" >/dev/null
-cmake --build "$tmp/consumer" >/dev/null
-LD_LIBRARY_PATH="$tmp/prefix/lib:$tmp/prefix/lib64:${LD_LIBRARY_PATH:-}" "$tmp/consumer/quickstart_installed"
-libdir=$(ls -d "$tmp"/prefix/lib*/pkgconfig | head -1)
-flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs pto)
-cc -std=c11 "$src/examples/quickstart/quickstart.c" $flags -o "$tmp/qs_pkgconfig"
-LD_LIBRARY_PATH="$(dirname "$libdir"):${LD_LIBRARY_PATH:-}" "$tmp/qs_pkgconfig"
-got=$(PKG_CONFIG_PATH="$libdir" pkg-config --modversion pto)
-[ "$got" = "$want" ] || { echo "FAILED: pto.pc says version '$got', pto/version.h says '$want'"; exit 1; }
-cat >"$tmp/v.c" <<'C'
+qs="$src/examples/quickstart/quickstart.c"
+
+fail() { echo "FAILED ($label): $*"; exit 1; }
+# needs_libpto PROGRAM: whether it has libpto.so.N as a DT_NEEDED entry
+needs_libpto() { readelf -d "$1" | grep -q 'NEEDED.*\[libpto\.so'; }
+# run_quickstart PROGRAM WHAT: runs it with no LD_LIBRARY_PATH, checks "ok"
+run_quickstart() {
+  local out
+  out=$(env -u LD_LIBRARY_PATH "$1" 2>&1) || { echo "$out"; fail "$2: exited with $?"; }
+  grep -qE '^3 tasks, 6 blocks, [0-9]+ us: ok$' <<<"$out" || { echo "$out"; fail "$2: no '... ok' line"; }
+}
+
+# The README's pkg-config command lines (those starting "cc app.c").
+readme_cc=$(awk '/^## Using pto from your project/ {s = 1; next} s && /^## / {exit}
+  s && /^```/ {b = !b; next} s && b && /^cc app\.c/' "$src/README.md")
+[ "$(grep -c . <<<"$readme_cc")" -ge 2 ] ||
+  { echo "FAILED: README.md's 'Using pto from your project' has no 'cc app.c' lines (shared and static)"; exit 1; }
+
+# check_prefix PREFIX LABEL MPI(0|1)
+check_prefix() {
+  local prefix=$1 mpi=$3 t f libdir pc got
+  label=$2
+  for f in share/doc/pto/LICENSE share/doc/pto/README.md share/doc/pto/architecture.md share/man/man1/pto.1 \
+    include/pto/version.h; do
+    [ -s "$prefix/$f" ] || fail "the install has no $f"
+  done
+  libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
+  libdir=${libdir%/pkgconfig}
+  if [ "$mpi" = 1 ]; then
+    grep -q 'find_dependency(MPI' "$libdir/cmake/pto/ptoConfig.cmake" ||
+      fail "ptoConfig.cmake does not find MPI, which libpto links"
+  fi
+  # CMake: every exported target
+  cmake -S "$src/tests/install" -B "$tmp/consumer-$label" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DQUICKSTART_SOURCE="$qs" -DPTO_EXPECT_VERSION="$want" >"$tmp/log" 2>&1 ||
+    { cat "$tmp/log"; fail "find_package(pto): the consumer does not configure"; }
+  cmake --build "$tmp/consumer-$label" >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "the consumer does not build"; }
+  for t in pto pto_shared pto_static; do
+    run_quickstart "$tmp/consumer-$label/quickstart_$t" "pto::$t"
+    if [ $t = pto_static ]; then
+      needs_libpto "$tmp/consumer-$label/quickstart_$t" && fail "pto::$t: the program needs libpto.so"
+    else
+      needs_libpto "$tmp/consumer-$label/quickstart_$t" || fail "pto::$t: the program does not link libpto.so"
+    fi
+  done
+  # pkg-config: the README's lines, as written, for app.c = the quickstart
+  pc="$tmp/pc-$label"
+  mkdir -p "$pc"
+  cp "$qs" "$pc/app.c"
+  local i=0 line
+  while IFS= read -r line; do
+    i=$((i + 1))
+    (cd "$pc" && PKG_CONFIG_PATH="$libdir/pkgconfig" eval "$line -o app$i") >"$tmp/log" 2>&1 ||
+      { cat "$tmp/log"; fail "README line '$line' does not build"; }
+    run_quickstart "$pc/app$i" "README line '$line'"
+    if [[ "$line" == *--static* ]]; then
+      needs_libpto "$pc/app$i" && fail "README line '$line': the program needs libpto.so"
+    else
+      needs_libpto "$pc/app$i" || fail "README line '$line': the program does not link libpto.so"
+    fi
+  done <<<"$readme_cc"
+  got=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --modversion pto)
+  [ "$got" = "$want" ] || fail "pto.pc says version '$got', pto/version.h says '$want'"
+  cat >"$pc/v.c" <<'C'
 #include <stdio.h>
 #include <string.h>
 #include <pto/pto.h>
@@ -38,9 +93,39 @@ int main(void) {
   return strcmp(h, pto_version()) != 0;
 }
 C
-cc -std=c11 "$tmp/v.c" $flags -o "$tmp/v"
-got=$(LD_LIBRARY_PATH="$(dirname "$libdir"):${LD_LIBRARY_PATH:-}" "$tmp/v") ||
-  { echo "FAILED: pto_version() is '$got', the header says otherwise"; exit 1; }
-[ "$got" = "$want" ] || { echo "FAILED: pto_version() is '$got', pto/version.h says '$want'"; exit 1; }
-echo "install: version $want in the header, pto_version(), the CMake package and pto.pc"
-echo "install: find_package(pto) and pkg-config both build and run the quickstart"
+  cc -std=c11 "$pc/v.c" $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs pto) \
+    -Wl,-rpath,"$libdir" -o "$pc/v"
+  got=$("$pc/v") || fail "pto_version() is '$got', the header says otherwise"
+  [ "$got" = "$want" ] || fail "pto_version() is '$got', pto/version.h says '$want'"
+  echo "install ($label): version $want in the header, pto_version(), the CMake package and pto.pc"
+  echo "install ($label): pto::pto, pto::pto_shared, pto::pto_static and the README's $i pkg-config lines build and run"
+}
+
+# has_mpi LIBPTO_SO: whether that libpto links libmpi
+has_mpi() { readelf -d "$1" | grep -q 'NEEDED.*\[libmpi'; }
+
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+so=$(ls "$tmp"/prefix/lib*/libpto.so | head -1)
+mpi=0 other=ON
+has_mpi "$so" && mpi=1 other=OFF
+check_prefix "$tmp/prefix" "MPI $([ $mpi = 1 ] && echo on || echo off)" $mpi
+
+# The other MPI setting: a second build of the library and the CLI only
+# (a Debug build, no tests: it is here to be installed, not measured).
+ob="$build/install-check-mpi-${other,,}"
+if ! cmake -S "$src" -B "$ob" -DCMAKE_BUILD_TYPE=Debug -DPTO_BUILD_TESTS=OFF -DPTO_MPI=$other >"$tmp/log" 2>&1; then
+  if [ $other = ON ] && grep -q 'Could NOT find MPI' "$tmp/log"; then
+    echo "install: MPI is not installed here, so only the build without MPI was checked"
+    exit 0
+  fi
+  cat "$tmp/log"
+  echo "FAILED: cannot configure the PTO_MPI=$other build in $ob"
+  exit 1
+fi
+cmake --build "$ob" --target pto_shared pto_static pto_cli >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; echo "FAILED: cannot build the PTO_MPI=$other build in $ob"; exit 1; }
+cmake --install "$ob" --prefix "$tmp/prefix-other" >/dev/null
+so=$(ls "$tmp"/prefix-other/lib*/libpto.so | head -1)
+if [ $other = ON ]; then has_mpi "$so" || { echo "FAILED: the PTO_MPI=ON build does not link libmpi"; exit 1; }; fi
+if [ $other = OFF ]; then has_mpi "$so" && { echo "FAILED: the PTO_MPI=OFF build links libmpi"; exit 1; }; fi
+check_prefix "$tmp/prefix-other" "MPI ${other,,}" $([ $other = ON ] && echo 1 || echo 0)

@@ -33,6 +33,54 @@ if(PTO_HAVE_MPI)
   endforeach()
 endif()
 
+# `pto run` of a multi-chip scene under mpiexec: one title and one report
+# (rank 0's), not one per rank.
+if(PTO_HAVE_MPI)
+  add_test(NAME mpi.cli_one_title.np2 COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli_one_title.sh
+                                              ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
+  set_tests_properties(mpi.cli_one_title.np2 PROPERTIES LABELS mpi TIMEOUT 150 RESOURCE_LOCK pto_devices
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+endif()
+
+# A rank that dies mid-kernel while mpirun keeps the job running
+# (orte_abort_on_non_zero_status 0, what docs/comm.md recommends for named
+# errors): three chips run ring allreduces of 1 Mi f32 and chip 1 calls
+# exit(3) (its exit path tells rank 0 the status) or _exit(3) (rank 0 sees
+# its process gone): rank 0 names it at once (PTO_ECHIP_DIED), stops and
+# joins chip 0's thread before it unmaps a window; or chip 0 calls _exit(3),
+# ending rank 0: ranks 1 and 2 see its process gone and end the job, named.
+# Every run ends within 10 s: no segmentation fault, no process or object
+# of the run left. rank_death.sh runs each mode twice on shared-memory
+# windows and once on MPI RMA windows (each run of those takes about 3 s);
+# `rank_death.sh mpiexec PROGRAM shm 50` (and rma) is the long run.
+if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
+  foreach(layout shm rma)
+    set(t mpi.node_rank_death_${layout}.np3)
+    set(runs 2)
+    if(layout STREQUAL "rma")
+      set(runs 1)
+    endif()
+    add_test(NAME ${t} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/rank_death.sh ${MPIEXEC_EXECUTABLE}
+                               $<TARGET_FILE:test_node_mpi_faults> ${layout} ${runs})
+    set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 120 RESOURCE_LOCK pto_devices
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+  endforeach()
+endif()
+
+# A program that initialises MPI itself and finalises it at its end
+# (tests/mpi/test_node_own_mpi.c): two nodes one after the other, each a
+# node-level allreduce over every rank, checked; rank 0's MPI_Finalize
+# releases the other ranks, and the job exits 0 (an MPI_Finalize that does
+# not return within 20 s fails the program, naming it).
+if(PTO_HAVE_MPI)
+  add_executable(test_node_own_mpi ${CMAKE_CURRENT_LIST_DIR}/test_node_own_mpi.c)
+  target_link_libraries(test_node_own_mpi PRIVATE pto_internal MPI::MPI_C)
+  foreach(np 2 4)
+    pto_add_mpi_test(NAME node_own_mpi NP ${np} COMMAND test_node_own_mpi TIMEOUT 60
+                     RESOURCE_LOCK pto_devices)
+  endforeach()
+endif()
+
 # Ring shuffle, a node-level allreduce, host data and window reads on 2
 # ranks, verified: the program scripts/two_hosts.sh runs with one rank per
 # (simulated) host.

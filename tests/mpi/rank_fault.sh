@@ -1,15 +1,17 @@
 #!/bin/sh
 # rank_fault.sh MPIEXEC PROGRAM MODE LIMIT_S PATTERN...
-# Runs `MPIEXEC -np 2 PROGRAM MODE` (test_node_mpi_faults: chip 1 = rank 1
-# kills or stops itself mid-task) and checks that the job fails, ends within
-# LIMIT_S seconds, prints every PATTERN (grep -E), and leaves no process of
-# PROGRAM behind. Prints the job's output, and actual vs expected on failure.
+# Runs `MPIEXEC -np NP PROGRAM MODE` (NP from the environment, default 2;
+# test_node_mpi_faults: chip 1 = rank 1 kills, stops or exits itself
+# mid-task) and checks that the job fails, ends within LIMIT_S seconds,
+# prints every PATTERN (grep -E), crashes nowhere (no segmentation fault),
+# and leaves no process of PROGRAM and no object of the run behind. Prints
+# the job's output, and actual vs expected on failure.
 set -u
 mpiexec=$1 prog=$2 mode=$3 limit=$4
 shift 4
 out=$(mktemp)
 start=$(date +%s%N)
-timeout -k 5 $((limit + 30)) "$mpiexec" -np 2 --oversubscribe "$prog" "$mode" >"$out" 2>&1
+timeout -k 5 $((limit + 30)) "$mpiexec" -np "${NP:-2}" --oversubscribe "$prog" "$mode" >"$out" 2>&1
 rc=$?
 ms=$((($(date +%s%N) - start) / 1000000))
 cat "$out"
@@ -28,12 +30,17 @@ for p in "$@"; do
     echo "FAILED: the output does not say /$p/"; fail=1
   fi
 done
+if grep -Eq "Segmentation fault|signal 11|SIGSEGV" "$out"; then
+  echo "FAILED: a process crashed (segmentation fault)"; fail=1
+fi
 sleep 0.5
 left=$(pgrep -f -x "$prog $mode" || true)
 if [ -n "$left" ]; then
   echo "FAILED: processes left behind: $left"; fail=1
 fi
-objs=$(sed -n 's|^run objects: \(/dev/shm/[^ ]*\)\.\*$|\1|p' "$out" | head -1)
+# anywhere in a line: Open MPI's own messages may be written into the middle
+# of it
+objs=$(sed -n 's|.*run objects: \(/dev/shm/pto\.[0-9a-f.]*[0-9a-f]\)\.\*.*|\1|p' "$out" | head -1)
 if [ -z "$objs" ]; then
   echo "FAILED: the program did not say where its run's objects are"; fail=1
 elif ls "$objs".* >/dev/null 2>&1; then

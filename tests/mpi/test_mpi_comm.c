@@ -9,7 +9,9 @@
  * modes:
  *   ops     (default) store+notify+wait (fault injection off and on),
  *           remote_load, put/get of strided views, atomic adds of every
- *           dtype, barrier, quiet, the epoch reuse of signal cells, a
+ *           dtype, f16/bf16 adds next to concurrent stores to the other
+ *           half of their words (no store lost), barrier, quiet, the
+ *           epoch reuse of signal cells, a
  *           sub-domain {1,2} (np >= 4); kernel threads of a chip calling
  *           concurrently; both window layouts (shared, RMA)
  *   coll    the collectives on sizes 1, 17, 4097, 65537 (f32; f16, bf16,
@@ -320,6 +322,70 @@ static void atomic_adds(bool fault) {
         }
       }
     }
+  }
+  dom_close(&x);
+}
+
+/* f16 and bf16 atomic adds next to plain stores: rank 1 adds 1 to
+ * elements 1 and 2 of rank 0's buffer ADD_N times, while rank 0 stores
+ * its round number into elements 0 and 3 (the other halves of the 32-bit
+ * words around them) and reads each back at once. An add that wrote back
+ * the whole word would undo a store that landed between its read and its
+ * write: rank 0 would read an older round. No store may be lost, and the
+ * adds all count. */
+#define ADD_N 1000
+
+static void add_beside_put(bool shared, pto_dtype dt) {
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
+  pto_window_buffer b[2] = {{"h", 64}, {"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 35 + 2 * shared + (dt == PTO_BF16), world4, np, b, 2, false, 5);
+  pto_tensor h = win(&x, "h", dt, 32), cells = win(&x, "cells", PTO_I64, 64);
+  pto_tensor done = cell_at(&cells, 0);
+  const char *name = dt == PTO_F16 ? "f16" : "bf16";
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (x.rank == 1) {
+    int64_t at = 1, two = 2;
+    pto_tensor mid;
+    pto_tensor_slice(&h, &at, &two, &mid);
+    uint16_t one = dt == PTO_F16 ? f32_to_half(1.0f) : f32_to_bf16(1.0f), src[2] = {one, one};
+    pto_tensor ts = local(src, 2, dt);
+    for (int i = 0; i < ADD_N; i++)
+      CHECK_OK(&x, pto_remote_store_add(&x.k, x.d.id, 0, &mid, &ts));
+    CHECK_OK(&x, pto_notify(&x.k, x.d.id, 0, &done, PTO_SIGNAL_ADD, 1));
+  } else if (x.rank == 0) {
+    pto_tensor e[2];
+    for (int k = 0; k < 2; k++) {
+      int64_t at = k ? 3 : 0, one = 1;
+      pto_tensor_slice(&h, &at, &one, &e[k]);
+    }
+    int lost = 0, stores = 0;
+    int32_t finished = 0;
+    for (uint16_t round = 1; !finished || stores < 2 * ADD_N;
+         round = (uint16_t)(round % 30000 + 1)) {
+      for (int k = 0; k < 2; k++) {
+        uint16_t v = round, back = 0;
+        pto_tensor tv = local(&v, 1, dt), tb = local(&back, 1, dt);
+        CHECK_OK(&x, pto_remote_store(&x.k, x.d.id, 0, &e[k], &tv));
+        CHECK_OK(&x, pto_remote_load(&x.k, x.d.id, 0, &tb, &e[k]));
+        stores++;
+        if (back != v && lost++ < 3)
+          FAIL("%s shared %d: element %d read back %u right after the store of %u: the store "
+               "was lost",
+               name, shared, k ? 3 : 0, back, v);
+      }
+      CHECK_OK(&x, pto_signal_read(&x.k, x.d.id, &done, &finished));
+    }
+    CHECK_OK(&x, pto_signal_wait(&x.k, x.d.id, &done, PTO_CMP_GE, 1, -1));
+    uint16_t want = 0;
+    for (int i = 0; i < ADD_N; i++)
+      want = dt == PTO_F16 ? f32_to_half(half_to_f32(want) + 1.0f)
+                           : f32_to_bf16(bf16_to_f32(want) + 1.0f);
+    const uint16_t *p = (const uint16_t *)h.buf + h.offset;
+    CHECK_EQ(p[1], want, "element 1 after the adds (bits)");
+    CHECK_EQ(p[2], want, "element 2 after the adds (bits)");
+    printf("add_beside_put %s shared %d: %d stores beside %d adds, %d lost\n", name, shared, stores,
+           2 * ADD_N, lost);
   }
   dom_close(&x);
 }
@@ -748,6 +814,11 @@ int main(int argc, char **argv) {
     atomic_adds(true);
     setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
     atomic_adds(false);
+    for (int shared = 1; shared >= 0; shared--) {
+      add_beside_put(shared, PTO_F16);
+      add_beside_put(shared, PTO_BF16);
+    }
+    setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
     stale_signal();
     setenv("PTO_MPI_SHARED_WINDOWS", "1", 1);
     stale_signal();

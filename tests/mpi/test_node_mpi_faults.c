@@ -9,8 +9,17 @@
  *   single   : (exit 0 when the check holds) the program initialised MPI
  *              with MPI_THREAD_SINGLE: pto_node_create fails on every rank
  *              with PTO_EMPI naming the thread level it needs.
- * kill and stop are checked by rank_fault.sh: the job ends within the
- * control deadline, naming rank 1, and leaves no process behind. */
+ *   exit, _exit, root_exit : (-np 3) three chips run ring allreduces of
+ *              1 Mi f32 in one kernel, back to back; chip 1 calls exit(3)
+ *              or _exit(3) in its third (root_exit: chip 0, a thread of
+ *              rank 0, calls _exit(3): rank 0's process is gone), while the
+ *              other chips wait in theirs for its data (run
+ *              with orte_abort_on_non_zero_status 0, so that mpirun does
+ *              not end the job itself; PTO_MPI_SHARED_WINDOWS=0: the
+ *              domain's windows are MPI RMA windows instead of shared memory).
+ * kill, stop, exit and _exit are checked by rank_fault.sh: the job ends
+ * within the deadline, naming rank 1, and leaves no process or object
+ * behind. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,13 +28,17 @@
 
 #include <mpi.h>
 
+#include "pto/coll.h"
 #include "pto/comm.h"
 #include "pto/node.h"
 
-#define DEV0 116 /* device ids of this program: 116, 117 */
+#define DEV0 116 /* device ids of this program: 116, 117 (and 120 for a third chip) */
 
-static int k_fault = -1, k_ring = -1;
-static int mode; /* 0 refusals, 1 kill, 2 stop */
+static int k_fault = -1, k_ring = -1, k_die = -1;
+static int mode; /* 0 refusals, 1 kill, 2 stop, 3 exit, 4 _exit, 5 root_exit */
+
+#define DIE_COUNT  (1 << 20) /* f32 per allreduce */
+#define DIE_ROUNDS 6         /* allreduces per kernel; chip 1 leaves in the third */
 
 static int fault_kernel(const pto_kctx *ctx) {
   pto_comm *c = pto_kctx_comm(ctx);
@@ -45,10 +58,27 @@ static int ring_kernel(const pto_kctx *ctx) {
   return rc;
 }
 
+/* tensors: this rank's scratch, src, dst (its own window); scalar: the domain.
+ * The victim (chip 1; chip 0 in root_exit) leaves in its third allreduce. */
+static int die_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)ctx->scalars[0];
+  const pto_tensor *scratch = &ctx->tensors[0], *src = &ctx->tensors[1], *dst = &ctx->tensors[2];
+  for (int i = 0; i < DIE_ROUNDS; i++) {
+    if (pto_comm_chip(pto_kctx_comm(ctx)) == (mode == 5 ? 0 : 1) && i == 2) {
+      if (mode == 3) exit(3);
+      _exit(3);
+    }
+    int rc = pto_allreduce(ctx, dom, scratch, dst, src, PTO_RED_SUM, PTO_COLL_RING);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 static int init(pto_chip *chip, int rank, void *arg) {
   (void)rank;
   (void)arg;
   int rc = pto_kernel_register_aiv(chip, "fault", fault_kernel, &k_fault);
+  if (!rc) rc = pto_kernel_register_aiv(chip, "die", die_kernel, &k_die);
   return rc ? rc : pto_kernel_register_aiv(chip, "ring", ring_kernel, &k_ring);
 }
 
@@ -65,7 +95,47 @@ static void chip_orch(pto_orch *o, void *arg) {
   pto_submit(o, (int)na->scalars[0], &a, NULL, NULL);
 }
 
-static const int pair[2] = {0, 1};
+static const int pair[2] = {0, 1}, trio[3] = {0, 1, 2};
+
+/* group rank r's three tensors (scratch, src, dst) and the domain */
+static void die_orch(pto_orch *o, void *arg) {
+  const pto_node_task *t = arg;
+  const pto_args *na = t->args;
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < 3; i++)
+    pto_args_add(&a, (pto_access)na->access[3 * t->group_rank + i],
+                 &na->tensors[3 * t->group_rank + i]);
+  pto_args_scalar(&a, na->scalars[0]);
+  pto_submit(o, k_die, &a, NULL, NULL);
+}
+
+static void die_node(pto_node_orch *no, void *arg) {
+  (void)arg;
+  size_t sb = pto_coll_scratch_bytes(3, DIE_COUNT * sizeof(float));
+  const pto_window_buffer bufs[] = {
+      {"scratch", sb}, {"src", DIE_COUNT * sizeof(float)}, {"dst", DIE_COUNT * sizeof(float)}};
+  pto_domain dom;
+  int rc = pto_node_domain_create(no, trio, 3, bufs, 3, &dom);
+  if (rc) {
+    fprintf(stderr, "domain_create: %s\n", pto_status_name(rc));
+    return;
+  }
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < 3; r++) {
+    int64_t bytes = (int64_t)sb, count = DIE_COUNT;
+    pto_tensor s, src, dst;
+    pto_node_window_tensor(no, dom, r, "scratch", PTO_U8, 1, &bytes, &s);
+    pto_node_window_tensor(no, dom, r, "src", PTO_F32, 1, &count, &src);
+    pto_node_window_tensor(no, dom, r, "dst", PTO_F32, 1, &count, &dst);
+    pto_args_inout(&a, &s);
+    pto_args_input(&a, &src);
+    pto_args_output_existing(&a, &dst);
+  }
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_node_submit_group(no, trio, 3, die_orch, &a, NULL);
+}
 
 static void fault_node(pto_node_orch *no, void *arg) {
   (void)arg;
@@ -203,9 +273,22 @@ static int thread_single(void) {
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "refusals";
   if (!strcmp(m, "single")) return thread_single();
-  mode = !strcmp(m, "kill") ? 1 : !strcmp(m, "stop") ? 2 : 0;
+  mode = !strcmp(m, "kill")        ? 1
+         : !strcmp(m, "stop")      ? 2
+         : !strcmp(m, "exit")      ? 3
+         : !strcmp(m, "_exit")     ? 4
+         : !strcmp(m, "root_exit") ? 5
+                                   : 0;
   if (mode == 0) return refusals();
   pto_node_config cfg = config();
+  if (mode >= 3) {
+    static const int devs[3] = {DEV0, DEV0 + 1, DEV0 + 4};
+    cfg.nchips = 3;
+    cfg.device_ids = devs;
+    cfg.host_bytes = 1u << 20;
+    cfg.window_space = 256u << 20;
+    cfg.wait_timeout_ms = 10000; /* the survivors' waits: longer than the control deadline */
+  }
   pto_node *n = NULL;
   pto_error_info err;
   int rc = pto_node_create(&cfg, &n, &err);
@@ -215,8 +298,16 @@ int main(int argc, char **argv) {
   }
   printf("run objects: /dev/shm/%s.*\n", pto_node_shm_prefix(n));
   fflush(stdout);
-  rc = pto_node_run(n, fault_node, NULL, &err);
+  rc = pto_node_run(n, mode >= 3 ? die_node : fault_node, NULL, &err);
   fprintf(stderr, "run: %s: %s\n", pto_status_name(rc), err.details);
+  if (mode >= 3) {
+    /* the program goes on for a while before it destroys the failed node:
+     * nothing of the node may still run on windows it released */
+    usleep(500 * 1000);
+    pto_error_info again;
+    int rc2 = pto_node_run(n, die_node, NULL, &again);
+    fprintf(stderr, "a later run: %s: %s\n", pto_status_name(rc2), again.details);
+  }
   pto_node_destroy(n); /* a failed node ends the job here */
   return rc ? 1 : 0;
 }

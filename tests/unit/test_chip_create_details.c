@@ -29,6 +29,8 @@ BAD(aic_per_cluster, 2, c->aic_per_cluster = 2)
 BAD(aiv_per_cluster, 3, c->aiv_per_cluster = 3)
 BAD(task_slots, 1, c->task_slots = 1)
 BAD(dep_entries, 0, c->dep_entries = 0)
+/* a task's fanin (1 + its dependencies, at most dep_entries) is an int32 */
+BAD(dep_entries, 2147483647, c->dep_entries = 2147483647)
 BAD(tensormap_entries, 0, c->tensormap_entries = 0)
 BAD(heap_bytes, 8, c->heap_bytes = 8)
 BAD(watchdog_ms, 0, c->watchdog_ms = 0)
@@ -47,6 +49,7 @@ static void test_each_field_named(void **state) {
       {"aiv_per_cluster", "3", set_aiv_per_cluster_3},
       {"task_slots", "1", set_task_slots_1},
       {"dep_entries", "0", set_dep_entries_0},
+      {"dep_entries", "2147483647", set_dep_entries_2147483647},
       {"tensormap_entries", "0", set_tensormap_entries_0},
       {"heap_bytes", "8", set_heap_bytes_8},
       {"watchdog_ms", "0", set_watchdog_ms_0},

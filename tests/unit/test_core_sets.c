@@ -25,7 +25,8 @@ static int rnd(int n) {
 }
 
 typedef struct fixture {
-  int at[2][N], pos[N];
+  _Atomic int at[2][N];
+  int pos[N];
   core_set set[2];
   int type[N], level[N]; /* the model */
 } fixture;
@@ -50,15 +51,15 @@ static void check(const fixture *f, const char *when) {
       if (f->type[i] != t) continue;
       members++;
       count[f->level[i]]++;
-      if (s->at[s->pos[i]] != i)
-        fail_msg("%s: item %d at %d holds %d", when, i, s->pos[i], s->at[s->pos[i]]);
+      if (cs_at(s, s->pos[i]) != i)
+        fail_msg("%s: item %d at %d holds %d", when, i, s->pos[i], cs_at(s, s->pos[i]));
       if (cs_level(s, i) != f->level[i])
         fail_msg("%s: item %d at level %d, the model says %d", when, i, cs_level(s, i),
                  f->level[i]);
     }
-    assert_int_equal(s->n, members);
+    assert_int_equal(cs_size(s), members);
     assert_int_equal(cs_idle(s), count[0]);
-    assert_int_equal(s->end[1] - s->end[0], count[1]);
+    assert_int_equal(cs_end(s, 1) - cs_end(s, 0), count[1]);
     assert_int_equal(cs_pending(s), count[2]);
   }
 }
@@ -108,8 +109,8 @@ static void test_poll_walk_meets_each_busy_item_once(void **state) {
       busy_before[i] = f.level[i] > 0;
     for (int t = 0; t < 2; t++) {
       core_set *s = &f.set[t];
-      for (int p = s->end[0]; p < s->n; p++) {
-        int i = s->at[p];
+      for (int p = cs_end(s, 0); p < cs_size(s); p++) {
+        int i = cs_at(s, p);
         met[i]++;
         for (int k = rnd(f.level[i] + 1); k > 0; k--) {
           cs_down(s, i, f.level[i]);
@@ -143,7 +144,7 @@ static void test_idle_walk_with_takes(void **state) {
     for (int t = 0; t < 2; t++) {
       core_set *s = &f.set[t];
       for (int k = cs_idle(s) - 1; k >= 0; k--) {
-        int i = s->at[k];
+        int i = cs_at(s, k);
         met[i]++;
         if (rnd(2)) {
           cs_up(s, i, 0);

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "pto/chip.h"
 #include "pto/kernels.h"
 #include "pto/orch.h"
 #include "pto/status.h"
@@ -679,6 +680,66 @@ static void test_runtime_spmd(void **state) {
   vfree(&x), vfree(&half), vfree(&sums), vfree(&maxes), vfree(&gram);
 }
 
+/* A reference kernel given a wrong argument fails the run with details
+ * that name the kernel, the argument, what it got and what it needs. */
+typedef struct bad_case {
+  int kernel;
+  pto_tensor t[3];
+  int nt;
+} bad_case;
+
+static void bad_orch(pto_orch *o, void *arg) {
+  bad_case *b = arg;
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < b->nt; i++)
+    pto_args_nodep(&a, &b->t[i]);
+  pto_submit(o, b->kernel, &a, NULL, NULL);
+}
+
+static void expect_details(pto_chip *chip, bad_case *b, const char *want) {
+  pto_error_info err;
+  int st = pto_chip_run(chip, bad_orch, b, NULL, &err);
+  assert_int_equal(st, PTO_EINVAL);
+  if (!strstr(err.details, want))
+    fail_msg("details: \"%s\"\n  expected them to contain \"%s\"", err.details, want);
+}
+
+static void test_wrong_arguments_are_named(void **state) {
+  (void)state;
+  static float f[32], g[32];
+  static int32_t i32[32];
+  int64_t s48[2] = {4, 8}, s44[2] = {4, 4}, s8 = 8;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.schedulers = 1;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  pto_kernel_ids ids;
+  assert_int_equal(pto_kernels_register(chip, &ids), PTO_OK);
+  bad_case b = {.kernel = ids.add, .nt = 3};
+  assert_int_equal(pto_tensor_init(&b.t[0], f, sizeof f, PTO_F32, 2, s48), PTO_OK);
+  assert_int_equal(pto_tensor_init(&b.t[1], i32, sizeof i32, PTO_I32, 2, s48), PTO_OK);
+  assert_int_equal(pto_tensor_init(&b.t[2], g, sizeof g, PTO_F32, 2, s48), PTO_OK);
+  expect_details(chip, &b, "returned -1: add: tensor 1 (b) is i32, needs f32");
+  assert_int_equal(pto_tensor_init(&b.t[1], f, sizeof f, PTO_F32, 2, s44), PTO_OK);
+  expect_details(chip, &b,
+                 "add: shapes a [4, 8], b [4, 4], out [4, 8]; needs the inputs of out's shape");
+  b.nt = 2;
+  expect_details(chip, &b, "add: got 2 tensors and 0 scalars, needs 3 tensors (a, b, out)");
+  b.kernel = ids.matmul;
+  b.nt = 3;
+  assert_int_equal(pto_tensor_init(&b.t[1], f, sizeof f, PTO_F32, 2, s48), PTO_OK);
+  expect_details(chip, &b, "matmul: shapes A [4, 8], B [4, 8], C [4, 8]; needs A [M, K], B [K, N]");
+  b.kernel = ids.row_sum;
+  b.nt = 2;
+  assert_int_equal(pto_tensor_init(&b.t[1], g, sizeof g, PTO_F32, 1, &s8), PTO_OK);
+  expect_details(
+      chip, &b, "row_sum: shapes in [4, 8], out [8]; needs in [R, C] (leading dims 1) and out [R]");
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_split_range),
@@ -694,6 +755,7 @@ int main(void) {
       cmocka_unit_test(test_online_softmax_masked),
       cmocka_unit_test(test_reductions),
       cmocka_unit_test(test_runtime_spmd),
+      cmocka_unit_test(test_wrong_arguments_are_named),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,12 @@
-/* test_orch_sizes.c — OUTPUT sizes and OUTPUT lifetimes at submit.
+/* test_orch_sizes.c — counts and sizes at submit, and OUTPUT lifetimes.
  *
  * Sizes: the heap a task's OUTPUTs need is summed with checked arithmetic,
  * so OUTPUTs whose sizes wrap 64 bits are refused at once (the task never
  * runs) and a request larger than the heap ring fails at once with the
- * sizes in the details instead of waiting for back-pressure.
+ * sizes in the details instead of waiting for back-pressure. Counts: a
+ * task's blocks times the cores of a block (the units the scheduler counts
+ * to complete it) must fit an int32; a block_num whose product wraps is
+ * refused with PTO_EINVAL naming it, and no block runs.
  *
  * Lifetimes: a runtime-allocated OUTPUT view is valid until the scope it
  * was allocated in ends (the run itself for top-level ones). Passing it, or
@@ -27,6 +30,7 @@
 typedef struct os_ctx {
   pto_chip *chip;
   int fill, copy, count;
+  int mix2, mix3; /* MIX kernels: 1 AIC + 1 AIV, 1 AIC + 2 AIV */
   int rc[8];
   float out[64];
   pto_tensor keep; /* a view kept from an earlier scope or run */
@@ -52,7 +56,9 @@ static int os_setup(void **state) {
   if (pto_chip_create(&cfg, &c->chip) ||
       pto_kernel_register_aiv(c->chip, "fill", pto_kern_fill, &c->fill) ||
       pto_kernel_register_aiv(c->chip, "copy", pto_kern_copy, &c->copy) ||
-      pto_kernel_register_aiv(c->chip, "count", os_count, &c->count))
+      pto_kernel_register_aiv(c->chip, "count", os_count, &c->count) ||
+      pto_kernel_register(c->chip, &(pto_kernel_desc){"mix2", os_count, os_count, 1}, &c->mix2) ||
+      pto_kernel_register(c->chip, &(pto_kernel_desc){"mix3", os_count, os_count, 2}, &c->mix3))
     return -1;
   *state = c;
   return 0;
@@ -175,6 +181,53 @@ static void test_heap_bytes_that_wrap(void **state) {
   assert_int_equal(rc, PTO_ENOMEM);
   assert_non_null(strstr(err.details, "heap_bytes=18446744073709551605"));
   pto_chip_destroy(c.chip);
+}
+
+/* A block count whose units (blocks x cores per block) wrap an int32:
+ * 1431655766 x 3 is 2^32 + 2, which wrapped to 2 units; 2^30 x 2 is 2^31,
+ * which wrapped negative. Each is refused before anything runs, through
+ * pto_submit and through the compact submit. */
+static int g_kernel, g_blocks, g_compact;
+
+static void orch_many_blocks(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  if (g_compact) {
+    c->rc[0] = pto_submit_v(o, g_kernel, PTO_BLOCKS(g_blocks));
+  } else {
+    pto_submit_opts so = {.block_num = g_blocks};
+    c->rc[0] = pto_submit(o, g_kernel, NULL, &so, NULL);
+  }
+  c->rc[1] = pto_submit(o, c->count, NULL, NULL, NULL); /* after the refusal: not run */
+}
+
+static void test_block_units_overflow(void **state) {
+  os_ctx *c = *state;
+  const struct {
+    int kernel, blocks;
+    const char *needle;
+  } cases[] = {
+      {c->mix3, 1431655766, "block_num 1431655766 x 3 cores"},
+      {c->mix2, 1 << 30, "block_num 1073741824 x 2 cores"},
+  };
+  for (size_t i = 0; i < 2 * sizeof cases / sizeof cases[0]; i++) {
+    g_kernel = cases[i / 2].kernel;
+    g_blocks = cases[i / 2].blocks;
+    g_compact = (int)(i % 2);
+    pto_error_info err;
+    int rc = run(c, orch_many_blocks, &err);
+    if (c->rc[0] != PTO_EINVAL || atomic_load(&g_runs) != 0)
+      fprintf(stderr,
+              "block_num %d of a %d-core MIX kernel (%s): submit returned %s (expected "
+              "PTO_EINVAL), run %s, kernel ran %d times (expected 0)\n",
+              g_blocks, cases[i / 2].kernel == c->mix3 ? 3 : 2,
+              g_compact ? "pto_submit_v" : "pto_submit", pto_status_name(c->rc[0]),
+              pto_status_name(rc), atomic_load(&g_runs));
+    assert_int_equal(c->rc[0], PTO_EINVAL);
+    assert_int_equal(c->rc[1], PTO_EINVAL); /* the latched code */
+    assert_int_equal(atomic_load(&g_runs), 0);
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, cases[i / 2].needle));
+  }
 }
 
 /* ---- lifetimes ---- */
@@ -408,6 +461,7 @@ int main(void) {
       cmocka_unit_test(test_output_sizes_wrap),
       cmocka_unit_test(test_output_larger_than_heap_fails_at_once),
       cmocka_unit_test(test_heap_bytes_that_wrap),
+      cmocka_unit_test(test_block_units_overflow),
       cmocka_unit_test(test_stale_output_input),
       cmocka_unit_test(test_stale_output_uses),
       cmocka_unit_test(test_live_outputs_and_previous_run),

@@ -1,0 +1,34 @@
+/* kernel_why.c — pto_kctx_fail: a failing kernel's reason, in a buffer of
+ * the thread running it (a kernel runs on one core thread from start to
+ * return), tagged with its block so that a reason left by a kernel that
+ * then returned 0 is never attached to another block's failure. */
+#include "chip/kernel_why.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+static _Thread_local struct {
+  pto_task_id task;
+  int32_t block, core;
+  char text[320];
+} why = {.task = PTO_TASK_NONE};
+
+int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...) {
+  if (!ctx || !fmt) return code;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why.text, sizeof why.text, fmt, ap);
+  va_end(ap);
+  why.task = ctx->task_id;
+  why.block = ctx->block_idx;
+  why.core = ctx->core_id;
+  return code;
+}
+
+const char *kernel_why_take(const pto_kctx *ctx) {
+  const bool mine =
+      why.task == ctx->task_id && why.block == ctx->block_idx && why.core == ctx->core_id;
+  why.task = PTO_TASK_NONE;
+  return mine ? why.text : "";
+}
