@@ -1,16 +1,20 @@
 /* test_steal.c — an idle core takes a block pending on a busy one
  * (src/chip/steal.h; sched.c steal_pending, core.c's claim).
  *
- * On 1 cluster x 2 AIV + 1 scheduler, two blocks start together; the one
- * on core 0 runs 300 ms (LONG), the one on core 1 5 ms (SHORT): the kernel
- * picks its length by the core it landed on. Once both run, LATE is
- * submitted: no core is idle, so it goes to the pending slot of the first
- * busy core in placement order, core 0, behind LONG. Core 1 falls idle
- * after SHORT and must take it, long before LONG ends. Each block runs
- * exactly once, on the core that took it, and the run reports one steal
- * (pto_run_stats.steals). Then the same on 2 clusters x 1 AIV + 2
- * schedulers: the idle core is the other scheduler's (before that was
- * possible, LATE started 300 ms after LONG's start). */
+ * On 1 cluster x 2 AIV + 1 scheduler, two blocks start together and
+ * wait until LATE has been submitted: no core is idle then, so LATE goes
+ * to the pending slot of one of the busy cores. The block on that core
+ * then runs 300 ms (LONG), the other 5 ms (SHORT): each reads its own
+ * core's dispatch register (white box) to know which it is, so the test
+ * does not depend on which busy core the scheduler chose, nor on the
+ * orchestrator being scheduled within SHORT's 5 ms (it once was not, on a
+ * loaded machine: SHORT had ended and LATE went to its idle core, no
+ * steal). The core of SHORT falls idle and must take LATE, long before
+ * LONG ends. Each block runs exactly once, on the core that took it, and
+ * the run reports one steal (pto_run_stats.steals). Then the same on 2
+ * clusters x 1 AIV + 2 schedulers: the idle core is the other
+ * scheduler's (before that was possible, LATE started 300 ms after
+ * LONG's start). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -22,13 +26,14 @@
 
 #include <cmocka.h>
 
+#include "chip/run.h" /* white box: a core's dispatch register */
 #include "pto/pto.h"
 
 #define LONG_MS  300
 #define SHORT_MS 5
 
 static int g_k;
-static _Atomic int g_running, g_ran[3], g_core[3];
+static _Atomic int g_running, g_ran[3], g_core[3], g_late_submitted;
 static _Atomic uint64_t g_start[3], g_end[3];
 
 static uint64_t now_ns(void) {
@@ -37,15 +42,29 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* scalar 0: 0 for the first two blocks (LONG on core 0, SHORT on core 1),
- * 2 for LATE (1 ms) */
+/* Whether LATE waits in the pending slot of the core running this block
+ * (its second dispatch). */
+static bool late_behind_me(const pto_kctx *c) {
+  const pto_run *r = c->run;
+  return atomic_load(&r->cores[c->core_id].dispatched) == 2;
+}
+
+/* scalar 0: 0 for the first two blocks (LONG where LATE waits behind it,
+ * SHORT on the other core), 2 for LATE (1 ms) */
 static int k_timed(const pto_kctx *c) {
-  int which = c->scalars[0] == 2 ? 2 : c->core_id == 0 ? 0 : 1;
+  int which = 2;
+  if (c->scalars[0] != 2) {
+    atomic_fetch_add(&g_running, 1);
+    while (!atomic_load(&g_late_submitted) && !pto_kctx_cancelled(c)) {
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+    which = late_behind_me(c) ? 0 : 1;
+  }
   uint64_t ms = which == 0 ? LONG_MS : which == 1 ? SHORT_MS : 1;
   atomic_store(&g_start[which], now_ns());
   atomic_store(&g_core[which], c->core_id);
   atomic_fetch_add(&g_ran[which], 1);
-  atomic_fetch_add(&g_running, 1);
   uint64_t until = now_ns() + ms * 1000000u;
   while (now_ns() < until && !pto_kctx_cancelled(c)) {
     struct timespec ts = {0, 200000};
@@ -66,13 +85,14 @@ static void orch(pto_orch *o, void *arg) {
   (void)arg;
   submit(o, 0);
   submit(o, 0);
-  /* both cores busy (both blocks start even on one core, LONG's end
-   * bounding the wait), unless the run has failed */
+  /* both cores busy (they wait for LATE's submit), unless the run has
+   * failed */
   while (atomic_load(&g_running) < 2 && pto_orch_status(o) == 0) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
   }
   submit(o, 2);
+  atomic_store(&g_late_submitted, 1);
 }
 
 /* clusters x aiv AIV cores (core 0 and core 1 first), `schedulers` */
@@ -84,6 +104,7 @@ static void run_case(int clusters, int aiv, int schedulers) {
   cfg.aiv_per_cluster = aiv;
   cfg.schedulers = schedulers;
   atomic_store(&g_running, 0);
+  atomic_store(&g_late_submitted, 0);
   for (int i = 0; i < 3; i++)
     atomic_store(&g_ran[i], 0);
   pto_chip *chip;
