@@ -318,9 +318,11 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   n->running = true;
   n->trace_origin_ns = pto_now_ns(); /* every rank's time zero (the clock is machine-wide) */
   memset(n->trace_runs, 0, sizeof n->trace_runs);
-  pto_node_orch no = {n};
+  atomic_store_explicit(&n->foreign_call, NULL, memory_order_relaxed);
+  pto_node_orch no = {n, pthread_self()};
   uint64_t t0 = pto_now_ns();
   fn(&no, arg);
+  node_latch_foreign(n);
   node_until(n, node_all_finished, NULL, true, UINT64_MAX, 0);
   node_release_domains(n);
   n->stats.run_us = (double)(pto_now_ns() - t0) / 1000.0;

@@ -145,14 +145,14 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
 
 int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
                            const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
-  if (!no) return PTO_EINVAL;
+  if (!no || node_orch_foreign(no, "domain_create")) return PTO_EINVAL;
   return node_latch(no->node, domain_create(no, chips, nranks, buffers, nbuffers, out),
                     "domain_create");
 }
 
 int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
                            pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out) {
-  if (!no) return PTO_EINVAL;
+  if (!no || node_orch_foreign(no, "window_tensor")) return PTO_EINVAL;
   return pto_comm_window_tensor(&no->node->observer, dom, rank, name, dt, ndims, shape, out);
 }
 

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,12 +129,32 @@ struct pto_node {
   bool reserved[NODE_MAX_CHILDREN];         /* per dispatch pass: kept for a waiting task */
   int first_err;
   pto_error_info first_info;
+  /* a call refused on a thread other than the orchestration's, by name:
+   * the only thing that thread writes (node_orch_foreign); the owner
+   * latches it (node_latch_foreign) */
+  _Atomic(const char *) foreign_call;
   pto_node_stats stats; /* of the current (then last) run */
 };
 
+/* The handle a node orchestration gets. `owner` is the thread running it
+ * (pto_node_run's caller): the node's tasks, TensorMap, domains and error
+ * latch have that one writer and no lock. */
 struct pto_node_orch {
   pto_node *node;
+  pthread_t owner;
 };
+
+/* Whether a call of the node orchestration API comes from another thread
+ * than the orchestration's: then it does nothing but leave its name for
+ * the owner to latch, and its caller returns PTO_EINVAL. A node
+ * orchestrator has one thread, as a chip's (docs/node.md). */
+static inline bool node_orch_foreign(pto_node_orch *no, const char *call) {
+  if (pthread_equal(pthread_self(), no->owner)) return false;
+  atomic_store_explicit(&no->node->foreign_call, call, memory_order_release);
+  return true;
+}
+/* Owner thread: a refused foreign call fails the run, named [node_task.c]. */
+void node_latch_foreign(pto_node *n);
 
 /* Fills *e: code, no task or core, details from fmt. */
 static inline void node_set_verr(pto_error_info *e, int code, const char *fmt, va_list ap)

@@ -297,8 +297,18 @@ int node_until(pto_node *n, node_pred pred, void *arg, bool may_dispatch, uint64
 
 /* An orchestration-side error also fails the run (like a chip's submit). */
 int node_latch(pto_node *n, int rc, const char *what) {
+  node_latch_foreign(n);
   return rc ? node_first_err(n, rc, "node orchestration: %s failed: %s", what, pto_strerror(rc))
             : 0;
+}
+
+void node_latch_foreign(pto_node *n) {
+  const char *call = atomic_exchange_explicit(&n->foreign_call, NULL, memory_order_acquire);
+  if (call)
+    node_first_err(n, PTO_EINVAL,
+                   "pto_node_%s was called from a thread other than the one running the node's "
+                   "orchestration; a node orchestrator takes calls from its own thread only",
+                   call);
 }
 
 /* ---- submission ---- */
@@ -558,7 +568,7 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
 }
 
 int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args, pto_task_id *id) {
-  if (!no) return PTO_EINVAL;
+  if (!no || node_orch_foreign(no, "submit")) return PTO_EINVAL;
   if (!fn || chip < 0 || chip >= no->node->cfg.nchips)
     return node_latch(no->node, PTO_EINVAL, "submit");
   return node_latch(no->node, submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id, "submit"),
@@ -567,7 +577,7 @@ int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
 
 int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_fn fn,
                           pto_args *args, pto_task_id *id) {
-  if (!no) return PTO_EINVAL;
+  if (!no || node_orch_foreign(no, "submit_group")) return PTO_EINVAL;
   if (!fn || !chips || k < 1 || k > no->node->cfg.nchips)
     return node_latch(no->node, PTO_EINVAL, "submit_group");
   for (int i = 0; i < k; i++) {
@@ -583,7 +593,7 @@ int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_f
 
 int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg, pto_args *args,
                          pto_task_id *id) {
-  if (!no) return PTO_EINVAL;
+  if (!no || node_orch_foreign(no, "submit_host")) return PTO_EINVAL;
   if (!fn || no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
     return node_latch(no->node, PTO_EINVAL, "submit_host");
   int slot = worker < 0 ? -1 : no->node->cfg.nchips + worker;
@@ -598,8 +608,9 @@ bool node_all_finished(pto_node *n, void *arg) {
 }
 
 int pto_node_wait_all(pto_node_orch *no) {
-  if (!no) return PTO_EINVAL;
+  if (!no || node_orch_foreign(no, "wait_all")) return PTO_EINVAL;
   pto_node *n = no->node;
+  node_latch_foreign(n);
   int rc = node_until(n, node_all_finished, NULL, true, UINT64_MAX, 0);
   return rc ? rc : n->first_err;
 }
@@ -630,8 +641,9 @@ static bool writers_done(pto_node *n, void *arg) {
 }
 
 int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
-  if (!no) return PTO_EINVAL;
+  if (!no || node_orch_foreign(no, "read")) return PTO_EINVAL;
   pto_node *n = no->node;
+  node_latch_foreign(n);
   char why[256];
   if (!dst) return refuse(n, "read", "dst is NULL");
   if (view_problem(n, t, why, sizeof why)) return refuse(n, "read", "the tensor: %s", why);

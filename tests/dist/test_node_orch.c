@@ -6,12 +6,14 @@
  * task is the run's root error; its dependents are skipped and read back
  * as PTO_EPOISONED; independent tasks still run), group tasks whose ranks
  * wait on each other, independent single-chip tasks, and a node that runs
- * again after a failed run (state reset, leases kept, nothing left over).
+ * again after a failed run (state reset, leases kept, nothing left over),
+ * and calls from a thread other than the orchestration's, refused.
  *
  * The nodes lease device ids of their own (TEST_DEV0, TEST_DEV0 + 1) so
  * that this file never queues behind the other dist tests' leases. */
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -557,6 +559,75 @@ static void good_run(pto_node_orch *no, void *arg) {
     p->rc[2] |= g->rc[i];
 }
 
+/* ---- a second thread on one node orchestrator ---- */
+
+typedef struct foreign {
+  pto_node_orch *no;
+  pto_tensor in, out, mine;
+  int rc_submit, rc_host, rc_read, rc_wait, rc_domain;
+} foreign;
+
+static void *foreign_calls(void *arg) {
+  foreign *f = arg;
+  f->rc_submit = sub_add(f->no, 0, &f->in, &f->out, 1, 0, NULL);
+  f->rc_host = sub_host_fill(f->no, 0, &f->out, 5, 0, NULL);
+  float buf[N];
+  f->rc_read = pto_node_read(f->no, &f->in, buf);
+  f->rc_wait = pto_node_wait_all(f->no);
+  int chips[2] = {0, 1};
+  pto_domain d;
+  f->rc_domain = pto_node_domain_create(f->no, chips, 2, NULL, 0, &d);
+  return NULL;
+}
+
+/* The orchestration submits one task of its own, then lets another thread
+ * make every kind of call; each is refused and changes nothing. */
+static void foreign_run(pto_node_orch *no, void *arg) {
+  foreign *f = arg;
+  f->no = no;
+  assert_int_equal(sub_host_fill(no, 1, &f->mine, 7, 0, NULL), 0);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, foreign_calls, f), 0);
+  pthread_join(th, NULL);
+}
+
+static void own_only_run(pto_node_orch *no, void *arg) {
+  foreign *f = arg;
+  assert_int_equal(sub_host_fill(no, 0, &f->mine, 3, 0, NULL), 0);
+}
+
+static void test_calls_from_another_thread_refused(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  foreign f;
+  memset(&f, 0, sizeof f);
+  f.in = vec(n, 1.0f);
+  f.out = vec(n, SENTINEL);
+  f.mine = vec(n, SENTINEL);
+  pto_error_info err;
+  int rc = pto_node_run(n, foreign_run, &f, &err);
+  printf("a second thread's calls: submit %s, submit_host %s, read %s, wait_all %s, "
+         "domain_create %s; the run %s: %s\n",
+         pto_status_name(f.rc_submit), pto_status_name(f.rc_host), pto_status_name(f.rc_read),
+         pto_status_name(f.rc_wait), pto_status_name(f.rc_domain), pto_status_name(rc),
+         err.details);
+  assert_int_equal(f.rc_submit, PTO_EINVAL);
+  assert_int_equal(f.rc_host, PTO_EINVAL);
+  assert_int_equal(f.rc_read, PTO_EINVAL);
+  assert_int_equal(f.rc_wait, PTO_EINVAL);
+  assert_int_equal(f.rc_domain, PTO_EINVAL);
+  assert_int_equal(rc, PTO_EINVAL);
+  assert_non_null(strstr(err.details, "from a thread other than the one running"));
+  assert_true(all_is(&f.out, SENTINEL));     /* nothing of theirs ran */
+  assert_true(ramp_is(&f.mine, 7.0f, 1.0f)); /* the owner's task did */
+  /* and the node runs again */
+  memset(&f, 0, sizeof f);
+  f.mine = vec(n, SENTINEL);
+  assert_int_equal(pto_node_run(n, own_only_run, &f, &err), 0);
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
 static void test_run_after_failed_run(void **state) {
   (void)state;
   pto_node *n = make_node();
@@ -635,6 +706,7 @@ int main(void) {
       cmocka_unit_test(test_group_ranks_wait_on_each_other),
       cmocka_unit_test(test_independent_tasks_on_two_chips),
       cmocka_unit_test(test_run_after_failed_run),
+      cmocka_unit_test(test_calls_from_another_thread_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
