@@ -222,6 +222,24 @@ static void random_graph(graph *g) {
   }
 }
 
+/* A random chip for a graph: 1-8 clusters, 1-4 schedulers, tiny to large
+ * rings and TensorMap. The watchdog and ring timeouts are safety nets only
+ * (no graph needs them): long enough that a loaded machine cannot turn a
+ * slow run into a failure. */
+static inline void random_chip_config(pto_chip_config *cfg) {
+  pto_chip_config_init(cfg);
+  cfg->clusters = rnd_in(1, 8);
+  cfg->schedulers = rnd_in(1, cfg->clusters < 4 ? cfg->clusters : 4);
+  static const uint32_t slots[] = {4, 8, 64, 1024};
+  static const uint32_t depn[] = {16, 64, 4096};
+  cfg->task_slots = slots[rnd_in(0, 3)];
+  cfg->dep_entries = depn[rnd_in(0, 2)];
+  cfg->heap_bytes = rnd_in(0, 1) ? 4096 : 1 << 20;
+  cfg->tensormap_entries = rnd_in(0, 1) ? 32 : 4096;
+  cfg->watchdog_ms = 10000;
+  cfg->alloc_timeout_ms = 5000;
+}
+
 /* Rebase views from buffer codes onto real memory. */
 static pto_tensor bind(const pto_tensor *v, uint32_t bufs[NBUF][BUFELEMS]) {
   pto_tensor t = *v;

@@ -26,7 +26,6 @@
  *    scheduler threads: none of its queued blocks runs in the next run,
  *    whose one task runs once and writes its output. */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -34,11 +33,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "chip/run.h" /* white box: which threads took part in a run */
+#include "hang_alarm.h"
 #include "pto/pto.h"
 
 static void sleep_us(long us) {
@@ -733,18 +732,6 @@ static void queued_next_orch(pto_orch *o, void *arg) {
   pto_submit(o, K.put, &a, NULL, NULL);
 }
 
-/* A hang is a failure that says what hung (a safety net: every run ends
- * well within it). */
-static const char *volatile hang_what = "";
-static void on_hang(int sig) {
-  (void)sig;
-  static const char msg[] = "hung for 30 s: ";
-  (void)!write(2, msg, sizeof msg - 1);
-  (void)!write(2, hang_what, strlen(hang_what));
-  (void)!write(2, "\n", 1);
-  _exit(1);
-}
-
 static void test_failed_run_with_work_queued(void **state) {
   (void)state;
   static const int want_rc[QF_COUNT] = {PTO_EKERNEL, PTO_EFATAL, PTO_ESCHED_TIMEOUT};
@@ -774,14 +761,12 @@ static void test_failed_run_with_work_queued(void **state) {
         memcpy(before, q.a, sizeof before);
         q.value = 77 + (uint64_t)round;
         pto_run_stats st;
-        static char what[128];
+        char what[128];
         snprintf(what, sizeof what, "%s, %s, round %d: the run after the failed one", qf_name[how],
                  threads ? "sched_threads" : "role", round);
-        hang_what = what;
-        signal(SIGALRM, on_hang);
-        alarm(30);
+        hang_alarm_arm(what, 30);
         rc = pto_chip_run(chip, queued_next_orch, &q, &st, &err);
-        alarm(0);
+        hang_alarm_disarm();
         int stale = 0;
         for (int i = 0; i < 64; i++)
           stale += q.a[i] != before[i];

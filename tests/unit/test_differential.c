@@ -48,19 +48,7 @@ static void test_random_graphs(void **state) {
     random_graph(&g);
     fix_blocks(&g);
     pto_chip_config cfg;
-    pto_chip_config_init(&cfg);
-    cfg.clusters = rnd_in(1, 8);
-    cfg.schedulers = rnd_in(1, cfg.clusters < 4 ? cfg.clusters : 4);
-    static const uint32_t slots[] = {4, 8, 64, 1024};
-    static const uint32_t depn[] = {16, 64, 4096};
-    cfg.task_slots = slots[rnd_in(0, 3)];
-    cfg.dep_entries = depn[rnd_in(0, 2)];
-    cfg.heap_bytes = rnd_in(0, 1) ? 4096 : 1 << 20;
-    cfg.tensormap_entries = rnd_in(0, 1) ? 32 : 4096;
-    /* safety nets only (no graph needs them): long enough that a loaded
-     * machine cannot turn a slow run into a failure */
-    cfg.watchdog_ms = 10000;
-    cfg.alloc_timeout_ms = 5000;
+    random_chip_config(&cfg);
     /* every odd graph runs on the chip of the graph before it, so a chip's
      * second run sees the state its first run left (slots, rings, marks,
      * TensorMap, threads) and must still equal sequential execution */

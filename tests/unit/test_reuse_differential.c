@@ -18,7 +18,6 @@
  *
  * PTO_REUSE_PAIRS and PTO_REUSE_SEED override the count and the seed. */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -34,6 +32,7 @@
 #include "pto/pto.h"
 
 #include "diff_graph.h"
+#include "hang_alarm.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define DEFAULT_PAIRS 200
@@ -70,38 +69,17 @@ static int k_bad_token(const pto_kctx *c) {
   return 0;
 }
 
-/* A hang is a failure that says which run hung (a safety net: every run
- * ends well within it). */
-static char hang_what[160];
-static void on_hang(int sig) {
-  (void)sig;
-  static const char msg[] = "hung for 60 s: ";
-  (void)!write(2, msg, sizeof msg - 1);
-  (void)!write(2, hang_what, strlen(hang_what));
-  (void)!write(2, "\n", 1);
-  _exit(1);
-}
-
 typedef struct kids {
   int mix, fail, lost, bad_token;
 } kids;
 
 static pto_chip *random_chip(kids *k, bool *short_watchdog) {
   pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = rnd_in(1, 8);
-  cfg.schedulers = rnd_in(1, cfg.clusters < 4 ? cfg.clusters : 4);
+  random_chip_config(&cfg);
   cfg.sched_threads = rnd_in(0, 1);
-  static const uint32_t slots[] = {4, 8, 64, 1024};
-  static const uint32_t depn[] = {16, 64, 4096};
-  cfg.task_slots = slots[rnd_in(0, 3)];
-  cfg.dep_entries = depn[rnd_in(0, 2)];
-  cfg.heap_bytes = rnd_in(0, 1) ? 4096 : 1 << 20;
-  cfg.tensormap_entries = rnd_in(0, 1) ? 32 : 4096;
   /* a safety net, except on the chips whose runs may fail by the watchdog */
   *short_watchdog = rnd_in(0, 4) == 0;
-  cfg.watchdog_ms = *short_watchdog ? 200 : 10000;
-  cfg.alloc_timeout_ms = 5000;
+  if (*short_watchdog) cfg.watchdog_ms = 200;
   pto_chip *chip;
   assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "mix", mix_kernel, &k->mix), PTO_OK);
@@ -120,11 +98,11 @@ static uint64_t left_queued(pto_chip *chip) {
   return n;
 }
 
-static int run_timed(pto_chip *chip, pto_graph_run *pr, pto_run_stats *st, pto_error_info *err) {
-  signal(SIGALRM, on_hang);
-  alarm(60);
+static int run_timed(pto_chip *chip, pto_graph_run *pr, const char *what, pto_run_stats *st,
+                     pto_error_info *err) {
+  hang_alarm_arm(what, 60);
   int rc = pto_chip_run(chip, orchestrate, pr, st, err);
-  alarm(0);
+  hang_alarm_disarm();
   return rc;
 }
 
@@ -172,11 +150,12 @@ static void test_runs_after_failed_runs(void **state) {
                                 : kernels[rnd_in(0, nk / 2)]; /* early: more left queued */
     pr.fail_kid = how == F_KERNEL ? k.fail : how == F_WATCHDOG ? k.lost : k.bad_token;
     memcpy(got, g.init, sizeof got);
-    snprintf(hang_what, sizeof hang_what, "pair %d (seed %llu): the run failing by %s", pair,
+    char what[160];
+    snprintf(what, sizeof what, "pair %d (seed %llu): the run failing by %s", pair,
              (unsigned long long)seed, f_name[how]);
     pto_error_info err;
     pto_run_stats st;
-    int rc = run_timed(chip, &pr, &st, &err);
+    int rc = run_timed(chip, &pr, what, &st, &err);
     if (rc != f_code[how]) {
       describe("the failing run", pair, seed, chip, &g);
       pto_error_print(&err, stderr);
@@ -191,10 +170,9 @@ static void test_runs_after_failed_runs(void **state) {
     fix_blocks(&g);
     pr = (pto_graph_run){.g = &g, .bufs = got, .kid = k.mix, .fail_at = -1};
     memcpy(got, g.init, sizeof got);
-    snprintf(hang_what, sizeof hang_what,
-             "pair %d (seed %llu): the run after the one failing by %s", pair,
+    snprintf(what, sizeof what, "pair %d (seed %llu): the run after the one failing by %s", pair,
              (unsigned long long)seed, f_name[how]);
-    rc = run_timed(chip, &pr, &st, &err);
+    rc = run_timed(chip, &pr, what, &st, &err);
     run_reference(&g, want);
     if (rc != PTO_OK || memcmp(got, want, sizeof got) != 0) {
       describe("the run after a failed one", pair, seed, chip, &g);
