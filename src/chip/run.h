@@ -259,7 +259,7 @@ typedef struct sched {
   PTO_LINE_ALIGNED role role; /* whoever runs its passes (the default mode): role.h */
   /* Its idle cores and its cores with a pending block, by type
    * (PTO_CORE_AIC, PTO_CORE_AIV), as of its last pass, for the other
-   * schedulers' passes (sched.c: others_show): its role
+   * schedulers' passes (sched.c: others_shown): its role
    * holder stores a count when it changed; others read it relaxed, a hint.
    * Kept only with several schedulers. */
   PTO_LINE_ALIGNED _Atomic uint32_t idle[2], pending[2];

@@ -449,12 +449,13 @@ static uint32_t shown(const sched *o, int type, bool pending) {
   return atomic_load_explicit(pending ? &o->pending[type] : &o->idle[type], memory_order_seq_cst);
 }
 
-/* Whether another scheduler's published counts show one. */
-static bool others_show(sched *s, int type, bool pending) {
+/* What the other schedulers' published counts show, summed. */
+static uint32_t others_shown(sched *s, int type, bool pending) {
   pto_run *r = s->run;
+  uint32_t n = 0;
   for (int i = 0; i < r->nsched; i++)
-    if (&r->scheds[i] != s && shown(&r->scheds[i], type, pending)) return true;
-  return false;
+    if (&r->scheds[i] != s) n += shown(&r->scheds[i], type, pending);
+  return n;
 }
 
 /* A count stored when it changed, or, `news`, always and seq_cst: the
@@ -496,17 +497,18 @@ static void publish_counts(sched *s) {
 static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   pto_run *r = s->run;
   ready_queue *q = &r->queues[sh];
-  /* racy peek; a miss is caught by the pass its pusher requests after it */
-  if (rq_queued(q) == 0) return false;
-  if (max_inflight > 0 && r->nsched > 1 &&
-      others_show(s, sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV, false)) {
-    s->news |= (uint8_t)(1u << (sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV)); /* handed over */
+  /* racy peek, read once; a miss is caught by the pass its pusher
+   * requests after it */
+  uint64_t queued = rq_queued(q);
+  if (queued == 0) return false;
+  int type = sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV;
+  if (max_inflight > 0 && r->nsched > 1 && others_shown(s, type, false)) {
+    s->news |= (uint8_t)(1u << type); /* handed over */
     return false;
   }
   int per = shape_aic(sh) + shape_aiv(sh);
   /* as many placements as blocks are queued, at most: a queued task has
    * one at least; while every placement found a block, twice as many */
-  uint64_t queued = rq_queued(q);
   int batch = queued < (uint64_t)s->ncores ? (int)queued : s->ncores, placed = 0;
   for (;;) {
     int n = placements(s, sh, max_inflight, s->spots, batch);
@@ -589,9 +591,7 @@ static bool steal_pending(sched *s) {
      * only then the idle cores' event lines (core_parked) */
     core_set *set = &s->sets[type];
     if (!cs_idle(set)) continue;
-    uint32_t theirs = 0; /* blocks the other schedulers show pending */
-    for (int i = 0; i < s->run->nsched; i++)
-      if (&s->run->scheds[i] != s) theirs += shown(&s->run->scheds[i], type, true);
+    uint32_t theirs = others_shown(s, type, true); /* blocks the others show pending */
     bool foreign = theirs > 0;
     int pending = cs_pending(set) + (int)theirs;
     if (!pending) continue;
