@@ -382,7 +382,10 @@ static int make_threads(pto_run *r) {
     rc = pthread_create(&r->watchdog, NULL, watchdog_thread, r);
     r->watchdog_started = rc == 0;
   }
-  if (rc) atomic_fetch_sub_explicit(&r->alive, 1, memory_order_relaxed); /* not started */
+  if (rc)
+    atomic_fetch_sub_explicit(&r->alive, 1, memory_order_relaxed); /* not started */
+  else
+    pto_wait_reserve(atomic_load_explicit(&r->alive, memory_order_relaxed));
   return rc;
 }
 
@@ -399,6 +402,7 @@ static void run_reset(pto_run *r) {
   atomic_store_explicit(&r->async_done, 0, memory_order_relaxed);
   atomic_store_explicit(&r->ready_gen, 0, memory_order_relaxed);
   atomic_store_explicit(&r->drain_gen, 0, memory_order_relaxed);
+  wb_reset(&r->wake, pto_wait_cpus());
   /* a failed run may leave ready tasks queued: none of them is run N+1's */
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
@@ -429,6 +433,7 @@ static void run_reset(pto_run *r) {
     sched *sc = &r->scheds[s];
     role_init(&sc->role);
     sc->wake_pending = false;
+    sc->starved = false;
     drain_part_init(&sc->drain, s);
     sc->trace_att = 0;
     sc->first_ns = sc->last_ns = 0;
@@ -447,6 +452,7 @@ static void run_reset(pto_run *r) {
     atomic_store_explicit(&co->dispatched, 0, memory_order_relaxed);
     atomic_store_explicit(&co->finished, 0, memory_order_relaxed);
     atomic_store_explicit(&co->claim, 0, memory_order_relaxed);
+    atomic_store_explicit(&co->woken, 0, memory_order_relaxed);
     for (int k = 0; k < 2; k++)
       payload_set(&co->slot[k], NULL, 0, 0);
     co->issued = co->seen = 0;

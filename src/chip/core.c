@@ -135,6 +135,11 @@ static void core_serve(core *c) {
     core_wait w = {c, next, 0, 0, 0};
     if (!core_has_work(&w)) core_wait_work(&w);
     if (run_stopping(r)) break;
+    /* woken for this block: its place in the wake budget goes back, and
+     * blocks left queued for want of it get a pass (wake_budget.h) */
+    if (wb_awake(&r->wake, &c->woken))
+      for (int i = 0; i < r->nsched; i++)
+        sched_kick(r, &r->scheds[i]);
     if (!steal_claim(&c->claim, next)) {
       /* an idle core runs it instead (steal.h): published finished, its
        * slot deferred, so the poll counts it without completing it */

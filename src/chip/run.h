@@ -18,6 +18,7 @@
 #include "chip/ring.h"
 #include "chip/role.h"
 #include "chip/tensormap.h"
+#include "chip/wake_budget.h"
 #include "common/cacheline.h"
 #include "common/trace.h"
 #include "common/wait.h"
@@ -216,8 +217,10 @@ typedef struct core {
   PTO_LINE_ALIGNED _Atomic uint64_t
       dispatched;       /* last dispatch id; release pairs with core's acquire */
   core_payload slot[2]; /* by dispatch id & 1 */
-  uint64_t issued;      /* scheduler-private copy of dispatched */
-  uint64_t seen;        /* scheduler-private: completions processed */
+  _Atomic uint32_t
+      woken; /* counted as waking (wake_budget.h): set by the dispatcher, cleared by the core */
+  uint64_t issued; /* scheduler-private copy of dispatched */
+  uint64_t seen;   /* scheduler-private: completions processed */
   /* the core's own */
   PTO_LINE_ALIGNED _Atomic uint64_t
       finished;             /* last finished id; release pairs with scheduler's acquire */
@@ -267,6 +270,7 @@ typedef struct sched {
   /* the role holder's (or its thread's) */
   PTO_LINE_ALIGNED bool wake_pending; /* it made tasks ready in this pass */
   bool again;                         /* its last pass moved the drain */
+  bool starved;                       /* its pass left a parked core idle for want of wake budget */
   uint64_t blocks;                    /* blocks it dispatched this run */
   uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
   /* its cores by type (PTO_CORE_AIC, PTO_CORE_AIV) and blocks in flight:
@@ -337,6 +341,9 @@ typedef struct pto_run {
   _Atomic uint64_t async_done; /* async completions (watchdog progress) */
   _Atomic uint64_t ready_gen;  /* sched_threads mode: bumped on every ready push */
   _Atomic uint64_t drain_gen;  /* bumped on every drain step that publishes */
+  /* parked cores woken and not yet running (wake_budget.h): every pass
+   * that wakes a core and every woken core write it */
+  PTO_LINE_ALIGNED wake_budget wake;
   ready_queue queues[SHAPE_COUNT];
   ready_queue sync_queue;
   async_slot *async; /* the chip's slots */

@@ -335,8 +335,12 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   /* release: the payload is written before the core sees the new id */
   atomic_store_explicit(&c->dispatched, d, memory_order_release);
   /* the finishing core placing its own next block is awake: no signal
-   * (and no fence) needed, it reads `dispatched` before it waits */
-  if (c != this_core) pto_event_signal(&c->ev);
+   * (and no fence) needed, it reads `dispatched` before it waits; a
+   * parked one counts against the run's wake budget until it runs */
+  if (c != this_core) {
+    if (core_parked(c)) wb_woke(&s->run->wake, &c->woken);
+    pto_event_signal(&c->ev);
+  }
 }
 
 /* Whether core c may take one more block with at most `max_inflight` in
@@ -383,10 +387,17 @@ static void place_block(sched *s, core **cores, task *t, int32_t block, int ncor
 /* Up to max idle cores of the set (but `skip`), awake ones first (the
  * thread running this pass, or one not parked): a parked core costs a
  * futex wake, and when work is scarce the awake ones keep up alone. The
- * idle segment is read from its top, max + AWAKE_LOOKS cores at most. */
-static int idle_awake_first(sched *s, const core_set *set, core *skip, core **out, int max) {
+ * idle segment is read from its top, max + AWAKE_LOOKS cores at most.
+ * Parked ones, when `budgeted`, only as many as the run's wake budget
+ * allows: a pass that leaves one out for want of it is `starved`
+ * (wake_budget.h). A gang's blocks must all start together: not budgeted. */
+static int idle_awake_first(sched *s, const core_set *set, core *skip, core **out, int max,
+                            bool budgeted) {
   int n = 0, np = 0;
-  for (int k = cs_idle(set) - 1; k >= 0 && n < max && n + np < max + AWAKE_LOOKS; k--) {
+  /* parked ones beyond what the budget lets it wake are looked at only
+   * to find awake ones behind them, AWAKE_LOOKS at most */
+  int room = budgeted ? wb_allowance(&s->run->wake) : max, use = max < room ? max : room;
+  for (int k = cs_idle(set) - 1; k >= 0 && n < max && n + np < use + AWAKE_LOOKS; k--) {
     core *c = s->cores[cs_at(set, k)];
     if (c == skip) continue;
     if (c != this_core && core_parked(c))
@@ -394,8 +405,11 @@ static int idle_awake_first(sched *s, const core_set *set, core *skip, core **ou
     else
       out[n++] = c;
   }
-  for (int i = 0; i < np && n < max; i++)
+  int awake = n;
+  for (int i = 0; i < np && i < room && n < max; i++)
     out[n++] = s->parked[i];
+  /* blocks want more cores, idle ones are left, and the budget is spent */
+  if (n < max && n - awake == room && cs_idle(set) > n + (skip != NULL)) s->starved = true;
   return n;
 }
 
@@ -404,9 +418,11 @@ static int idle_awake_first(sched *s, const core_set *set, core *skip, core **ou
  * AIC first). Single-core shapes may use a busy core's pending slot
  * (max_inflight 1); MIX and gang blocks need idle cores (0). The cores
  * looked at are the candidates only (core_sets.h), at most max +
- * AWAKE_LOOKS of them once enough are found; out must hold s->ncores
+ * AWAKE_LOOKS of them once enough are found; parked ones within the wake
+ * budget when `budgeted` (a gang's are not); out must hold s->ncores
  * entries. */
-static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int max) {
+static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int max,
+                      bool budgeted) {
   pto_run *r = s->run;
   int per = shape_aic(sh) + shape_aiv(sh), n = 0;
   if (per == 1) {
@@ -420,7 +436,7 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
       me = NULL;
     /* then idle cores, awake ones first, then (max_inflight 1) running
      * ones with room behind their block */
-    n += idle_awake_first(s, set, me, out + n, max - n);
+    n += idle_awake_first(s, set, me, out + n, max - n, budgeted);
     for (int p = cs_end(set, 0); p < cs_end(set, 1) && max_inflight && n < max; p++) {
       core *c = s->cores[cs_at(set, p)];
       if (c != me && has_room(c, max_inflight)) out[n++] = c;
@@ -506,12 +522,16 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
     s->news |= (uint8_t)(1u << type); /* handed over */
     return false;
   }
+  /* an idle core of ours left parked for want of wake budget: the block
+   * waits in the queue for the pass a woken core asks for (wake_budget.h),
+   * not behind a busy core */
+  if (max_inflight > 0 && cs_idle(&s->sets[type]) > 0) return false;
   int per = shape_aic(sh) + shape_aiv(sh);
   /* as many placements as blocks are queued, at most: a queued task has
    * one at least; while every placement found a block, twice as many */
   int batch = queued < (uint64_t)s->ncores ? (int)queued : s->ncores, placed = 0;
   for (;;) {
-    int n = placements(s, sh, max_inflight, s->spots, batch);
+    int n = placements(s, sh, max_inflight, s->spots, batch, true);
     if (n == 0) break;
     int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
     for (int i = 0; i < got; i++)
@@ -597,7 +617,7 @@ static bool steal_pending(sched *s) {
     if (!pending) continue;
     /* as many idle cores as there are blocks to take (by the counts and
      * hints), awake ones first */
-    int n = idle_awake_first(s, set, NULL, s->spots, pending);
+    int n = idle_awake_first(s, set, NULL, s->spots, pending, true);
     /* once one finds nothing, nothing is left for the next */
     for (int i = 0; i < n && take_for(s, s->spots[i], foreign); i++) {
       s->steals++;
@@ -674,12 +694,12 @@ static void drain_moved(pto_run *r) {
 }
 
 static int gang_capacity(sched *s, task *t) {
-  return placements(s, t->shape, 0, s->spots, s->ncores);
+  return placements(s, t->shape, 0, s->spots, s->ncores, false);
 }
 
 static void gang_stage(sched *s, task *t, int first, int n) {
   int per = shape_aic(t->shape) + shape_aiv(t->shape);
-  int got = placements(s, t->shape, 0, s->spots, n);
+  int got = placements(s, t->shape, 0, s->spots, n, false);
   for (int i = 0; i < got; i++)
     place_block(s, &s->spots[i * per], t, first + i, per);
   s->blocks += (uint64_t)got;
@@ -820,6 +840,12 @@ static bool sched_pass(sched *s) {
     if (r->trace && d)
       trace_slice(r->trace, s->trace_track, "dispatch", "sched", t0, pto_now_ns(), -1, -1);
     did |= d;
+  }
+  /* parked cores left idle for want of wake budget: either room appeared
+   * (pass again) or a woken core sees `starved` and asks for a pass */
+  if (s->starved) {
+    s->starved = false;
+    did |= wb_starve(&r->wake);
   }
   sched_wake_leftover(s);
   publish_counts(s); /* what this pass polled, dispatched or staged */

@@ -46,6 +46,12 @@ void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg);
 /* CPUs a spinner may count on: the first asker's affinity (wait.c). */
 int pto_wait_cpus(void);
 
+/* Makes the process's futex wake-ups cost O(1) with `threads` of pto's
+ * threads parked: grows a per-process futex hash (Linux 6.16+) to a
+ * bucket per thread, never shrinking it; a hint, without effect on older
+ * kernels or a process on the global hash. */
+void pto_wait_reserve(int threads);
+
 /* Registers the calling thread as one of pto's own (a core, a scheduler,
  * the orchestrator during a run) until the matching end: pto_wait spins
  * only while no more registered threads are runnable than there are CPUs. */
