@@ -332,15 +332,17 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   uint64_t d = ++c->issued;
   payload_set(&c->slot[d & 1], t, block, sub);
   c->slot[d & 1].movable = shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start;
-  /* release: the payload is written before the core sees the new id */
-  atomic_store_explicit(&c->dispatched, d, memory_order_release);
   /* the finishing core placing its own next block is awake: no signal
    * (and no fence) needed, it reads `dispatched` before it waits; a
-   * parked one counts against the run's wake budget until it runs */
-  if (c != this_core) {
-    if (core_parked(c)) wb_woke(&s->run->wake, &c->woken);
-    pto_event_signal(&c->ev);
-  }
+   * parked one counts against the run's wake budget until it runs,
+   * flagged before the dispatch is published, so the core that sees the
+   * dispatch sees the flag and gives the count back (wake_budget.h) */
+  bool wake = c != this_core;
+  if (wake && core_parked(c)) wb_woke(&s->run->wake, &c->woken);
+  /* release: the payload (and the flag) are written before the core sees
+   * the new id */
+  atomic_store_explicit(&c->dispatched, d, memory_order_release);
+  if (wake) pto_event_signal(&c->ev);
 }
 
 /* Whether core c may take one more block with at most `max_inflight` in

@@ -63,32 +63,61 @@ static inline int wb_allowance(wake_budget *b) {
 
 /* Pass, placing a block on a core it believes parked: counts it as
  * waking unless it already is (the core has not run since). Only the
- * core's scheduler's role holder sets the flag, so load and store
+ * core's scheduler's role holder sets the flag, so a load and a store
  * suffice; counted before the flag is set, so the core's decrement never
- * precedes the increment it pairs with. */
-static inline void wb_woke(wake_budget *b, _Atomic uint32_t *woken) {
-  if (atomic_load_explicit(woken, memory_order_relaxed)) return;
+ * precedes the increment it pairs with. One atomic operation a step: */
+static inline bool wb_counted(_Atomic uint32_t *woken) {
+  return atomic_load_explicit(woken, memory_order_relaxed) != 0;
+}
+static inline void wb_count(wake_budget *b) {
   atomic_fetch_add_explicit(&b->waking, 1, memory_order_relaxed);
+}
+static inline void wb_flag(_Atomic uint32_t *woken) {
   atomic_store_explicit(woken, 1, memory_order_seq_cst);
+}
+static inline void wb_woke(wake_budget *b, _Atomic uint32_t *woken) {
+  if (wb_counted(woken)) return;
+  wb_count(b);
+  wb_flag(woken);
 }
 
 /* Pass, having left blocks queued while parked cores idle: the first half
- * of the Dekker pair. True when room appeared meanwhile: pass again. */
-static inline bool wb_starve(wake_budget *b) {
+ * of the Dekker pair, a store then a load. True when room appeared
+ * meanwhile: pass again. */
+static inline void wb_mark_starved(wake_budget *b) {
   atomic_store_explicit(&b->starved, 1, memory_order_seq_cst);
+}
+static inline bool wb_room(wake_budget *b) {
   return atomic_load_explicit(&b->waking, memory_order_seq_cst) < b->limit;
 }
+static inline bool wb_starve(wake_budget *b) {
+  wb_mark_starved(b);
+  return wb_room(b);
+}
 
-/* Core, after its wait: gives its place back if it was counted. True when
- * a pass went without: the caller kicks every scheduler. A relaxed load of
- * the core's own flag first (the line its dispatch register is on), so a
- * core that was not woken pays nothing. */
-static inline bool wb_awake(wake_budget *b, _Atomic uint32_t *woken) {
-  if (!atomic_load_explicit(woken, memory_order_relaxed)) return false;
+/* Core, after its wait: gives its place back if it was counted (a
+ * relaxed load of its own flag first, on the line of its dispatch
+ * register, so a core that was not woken pays nothing), then the second
+ * half of the Dekker pair: the decrement, then a load of `starved` and,
+ * if set, the exchange that makes one core the one that asks. True when a
+ * pass went without: the caller kicks every scheduler. */
+static inline void wb_unflag(_Atomic uint32_t *woken) {
   atomic_store_explicit(woken, 0, memory_order_relaxed);
+}
+static inline void wb_give_back(wake_budget *b) {
   atomic_fetch_sub_explicit(&b->waking, 1, memory_order_seq_cst);
-  return atomic_load_explicit(&b->starved, memory_order_seq_cst) &&
-         atomic_exchange_explicit(&b->starved, 0, memory_order_seq_cst);
+}
+static inline bool wb_starved_seen(wake_budget *b) {
+  return atomic_load_explicit(&b->starved, memory_order_seq_cst) != 0;
+}
+static inline bool wb_starved_take(wake_budget *b) {
+  return atomic_exchange_explicit(&b->starved, 0, memory_order_seq_cst) != 0;
+}
+static inline bool wb_awake(wake_budget *b, _Atomic uint32_t *woken) {
+  if (!wb_counted(woken)) return false;
+  wb_unflag(woken);
+  wb_give_back(b);
+  return wb_starved_seen(b) && wb_starved_take(b);
 }
 
 #endif
