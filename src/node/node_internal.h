@@ -97,6 +97,7 @@ struct pto_node {
   int lease_fds[PTO_NODE_MAX_CHIPS];
   int nchildren;
   child_slot child[NODE_MAX_CHILDREN];
+  uint64_t reaped_ns; /* the parent's last look for deaths (node_reap_due) */
   pid_t parent_pid;
   node_ctl *ctl;
   size_t ctl_bytes;
@@ -191,6 +192,9 @@ void node_fork_children(pto_node *n);
 int node_start_thread(pto_node *n, int s);
 /* Reaps children that ended (alive = false, wstatus); true if any did. */
 bool node_reap(pto_node *n);
+/* node_reap at most once per REAP_PERIOD_NS (node_proc.c): what the
+ * progress loop and its wait condition look for deaths with. */
+bool node_reap_due(pto_node *n);
 /* Kills and reaps every child, unlinks every object of the run. */
 void node_kill_all(pto_node *n);
 /* Fails the node for good (the first call wins): records the error, kills

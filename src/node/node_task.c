@@ -264,7 +264,7 @@ bool node_anything(void *arg) {
     if (c->gen && atomic_load_explicit(&n->ctl->mbox[s].done, memory_order_relaxed) == c->gen)
       return true;
   }
-  return node_reap(n);
+  return node_reap_due(n);
 }
 
 typedef struct wake_on {
