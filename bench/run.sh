@@ -5,8 +5,8 @@
 # repetitions, every system under the same allocator rule, writes
 # bench/results/results.csv and summary.md, and draws the PNG plots.
 #
-#   bench/run.sh            quick mode (under 3 minutes on 2 CPUs)
-#   bench/run.sh --full     full mode (under 20 minutes on 2 CPUs)
+#   bench/run.sh            quick mode (3-4 minutes on 2 quiet CPUs)
+#   bench/run.sh --full     full mode (20-25 minutes on 2 quiet CPUs)
 #   bench/run.sh --replot   redraw the plots from the results already there
 #   bench/run.sh --help     all options
 #
@@ -36,8 +36,8 @@ PRE_EXECS=10
 usage() {
   cat <<EOF
 usage: bench/run.sh [options]
-  --quick            small sizes, 2 rounds (default; < 3 min on 2 CPUs)
-  --full             larger sizes, finer sweep, 3 rounds (< 20 min on 2 CPUs)
+  --quick            small sizes, 2 rounds (default; 3-4 min on 2 quiet CPUs)
+  --full             larger sizes, finer sweep, 3 rounds (20-25 min on 2 quiet CPUs)
   --workers N        worker CPUs for every system (default: CPUs available)
   --rounds N         A B B A rounds (each gives every system 2 repetitions)
   --systems "A B"    subset of: $SYSTEMS_ALL
