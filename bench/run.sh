@@ -359,6 +359,7 @@ for s in "${RUN_SYSTEMS[@]}"; do
   for c in $(bench_cmd "$(bin_of "$s")" classes | awk -F, '/^CLASSES,/ {print $3}'); do
     HAS_CLASS[$s/$c]=1
   done
+  [ -n "${HAS_CLASS[$s/dynamic]:-}" ] || say "WARNING: $(bin_of "$s") names no class; $s is skipped"
 done
 
 say "calibrating the compute-bound kernel"
@@ -410,7 +411,7 @@ T_RUN0=$(date +%s%N)
 for ((k = 0; k < TOTAL; k++)); do
   r=${PLAN_R[$k]}; w=${PLAN_W[$k]}; c=${PLAN_C[$k]}; s=${PLAN_S[$k]}
   # Time left: each remaining run is assumed to take what the same
-  # (workload, system) took last time, else the mean run so far.
+  # (workload, class, system) took last time, else the mean run so far.
   eta="?"
   if [ $k -gt 0 ]; then
     mean=$(( ($(date +%s%N) - T_RUN0) / 1000000 / k ))
