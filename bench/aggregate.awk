@@ -1,28 +1,33 @@
 # bench/aggregate.awk — turns bench/results/raw.csv into results.csv (on
 # stdout), the gnuplot data files and summary.md. Plain POSIX awk (mawk).
 #
-# raw.csv: round,invocation,RAW,system,workload,params,tasks,wall_ns,metric,value
-# results.csv: system,workload,params,metric,median,min,max,ratio_to_pto,reps
+# raw.csv: round,invocation,RAW,system,workload,params,tasks,wall_ns,metric,value,class,alloc
+# results.csv: system,workload,params,metric,median,min,max,ratio_to_pto,reps,class,alloc
+#   class: dynamic (the graph built as it runs) or prebuilt (built once,
+#   executed again); alloc: the allocator rule the run was under. Files
+#   written before the classes (no class column) are read as dynamic.
 #   ns_per_task rows (W1 chain, W2 indep, W4 fanout): wall / tasks;
 #   efficiency rows (W3/W5, params G=<kernel grain us>): work / (wall x workers);
 #   metg_us rows (W3/W5, params eff=50%): METG(50%) in us of kernel grain,
 #   one value per sweep (invocation), interpolated (log scale) between the
 #   last grain at >= 50% and the first below; "inf" when no grain reached 50%.
-#   ratio_to_pto = median / pto's median for the same row (for ns_per_task
-#   and metg_us, > 1 means pto is better; for efficiency, < 1).
+#   ratio_to_pto = median / pto's median for the same row and class (for
+#   ns_per_task and metg_us, > 1 means pto is better; for efficiency, < 1).
 # Variables: systems (space separated, in display order), plotdir, summary,
-# machine (file included at the top of summary.md), grains (the sweep's
-# grains, comma separated, as run.sh passed them to the programs).
+# machine (file included at the top of summary.md), rule (the allocator
+# rule, one line, for the top of summary.md), grains (the sweep's grains,
+# comma separated, as run.sh passed them to the programs).
 #
 # The input may also be a results.csv (bench/run.sh --replot when raw.csv is
 # gone): its medians, minima and maxima are then taken as they are, only the
 # plot data are written (results.csv on stdout again, no summary.md).
 #
-# Plot data: eff_<workload>_<system>.dat (grain, median, min, max),
-# stop_<workload>.dat (where a system's sweep ended before the finest grain,
-# and why: the programs stop a sweep once it has crossed 50% and then falls
-# below 20%, or stays below 50% for two grains in a row), ns_per_task.dat,
-# metg.dat, vars.gp.
+# Plot data (the efficiency sweeps and METG: dynamic class):
+# eff_<workload>_<system>.dat (grain, median, min, max), stop_<workload>.dat
+# (where a system's sweep ended before the finest grain, and why: the
+# programs stop a sweep once it has crossed 50% and then falls below 20%,
+# or stays below 50% for two grains in a row), ns_per_task.dat (dynamic),
+# ns_per_task_prebuilt.dat, metg.dat, vars.gp.
 
 function isort(a, n,    i, j, v) {
   for (i = 2; i <= n; i++) {
@@ -50,8 +55,10 @@ function fmt(x) {
   return sprintf("%.4g", x)
 }
 
-function add(sys, wl, par, met, v,    key) {
-  key = sys SUBSEP wl SUBSEP par SUBSEP met
+function add(sys, wl, par, met, v, cls, alloc,    key) {
+  key = sys SUBSEP wl SUBSEP par SUBSEP met SUBSEP cls
+  ALLOC[key] = alloc
+  class_sys[sys SUBSEP cls] = 1
   if (!(key in vals)) {
     vals[key] = v
     nkeys++
@@ -80,7 +87,7 @@ function close_sweep(    i, best, g, e, metg) {
       if (cur_g[i] < cur_g[best] && (nx == 0 || cur_g[i] > cur_g[nx])) nx = i
     if (nx == 0) {
       metg = cur_g[best]
-      upper[cur_sys SUBSEP cur_wl] = 1
+      upper[cur_sys SUBSEP cur_wl SUBSEP cur_cls] = 1
     } else {
       g = cur_g[nx]
       e = cur_e[nx]
@@ -88,7 +95,7 @@ function close_sweep(    i, best, g, e, metg) {
       metg = exp(log(cur_g[best]) + metg)
     }
   }
-  add(cur_sys, cur_wl, "eff=50%", "metg_us", metg)
+  add(cur_sys, cur_wl, "eff=50%", "metg_us", metg, cur_cls, cur_alloc)
   cur_n = 0
 }
 
@@ -99,6 +106,7 @@ BEGIN {
   cur_inv = ""
   cur_n = 0
   finest = 0
+  ncls = split("dynamic prebuilt", clsl, " ")
   ngr = split(grains, gr, ",")
   for (i = 1; i <= ngr; i++)
     if (finest == 0 || gr[i] + 0 < finest) finest = gr[i] + 0
@@ -109,10 +117,12 @@ NR == 1 {
   next
 }
 
-# a results.csv row: system,workload,params,metric,median,min,max,ratio,reps
+# a results.csv row: system,workload,params,metric,median,min,max,ratio,reps,class,alloc
 from_results {
-  key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
+  key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4 SUBSEP ($10 == "" ? "dynamic" : $10)
   keys[++nkeys] = key
+  ALLOC[key] = $11
+  class_sys[$1 SUBSEP ($10 == "" ? "dynamic" : $10)] = 1
   vals[key] = $5
   MED[key] = $5 == "inf" ? INF : $5
   MIN[key] = $6 == "inf" ? INF : $6
@@ -128,15 +138,18 @@ from_results {
   par = $6
   met = $9
   v = $10
+  cls = $11 == "" ? "dynamic" : $11
   if (inv != cur_inv) {
     close_sweep()
     cur_inv = inv
   }
-  add(sys, wl, par, met, v)
+  add(sys, wl, par, met, v, cls, $12)
   seen_row(wl, par, met)
   if (met == "efficiency") {
     cur_sys = sys
     cur_wl = wl
+    cur_cls = cls
+    cur_alloc = $12
     cur_n++
     cur_g[cur_n] = substr(par, 3) + 0
     cur_e[cur_n] = v + 0
@@ -163,29 +176,32 @@ END {
     exit
   }
   close_sweep()
-  print "system,workload,params,metric,median,min,max,ratio_to_pto,reps"
-  # Rows grouped by workload, then params, then system in display order.
+  print "system,workload,params,metric,median,min,max,ratio_to_pto,reps,class,alloc"
+  # Rows grouped by class, then workload, then params, then system in
+  # display order.
+  for (c = 1; c <= ncls; c++)
   for (w = 1; w <= nwl; w++) {
     wl = wll[w]
     for (k = 1; k <= nkeys; k++) {
       split(keys[k], f, SUBSEP)
-      if (f[2] != wl || ((wl SUBSEP f[3] SUBSEP f[4]) in done_par)) continue
-      done_par[wl SUBSEP f[3] SUBSEP f[4]] = 1
-      pkey = "pto" SUBSEP wl SUBSEP f[3] SUBSEP f[4]
+      row = f[5] SUBSEP wl SUBSEP f[3] SUBSEP f[4]
+      if (f[5] != clsl[c] || f[2] != wl || (row in done_par)) continue
+      done_par[row] = 1
+      pkey = "pto" SUBSEP wl SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]
       pmed = ""
       if (pkey in vals) {
         stats(pkey)
         pmed = S_med
       }
       for (s = 1; s <= nsys; s++) {
-        key = sysl[s] SUBSEP wl SUBSEP f[3] SUBSEP f[4]
+        key = sysl[s] SUBSEP wl SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]
         if (!(key in vals)) continue
         stats(key)
         ratio = ""
         if (pmed != "" && pmed + 0 > 0 && pmed + 0 < INF && S_med + 0 < INF)
           ratio = sprintf("%.3g", S_med / pmed)
-        printf "%s,%s,%s,%s,%s,%s,%s,%s,%d\n", sysl[s], wl, f[3], f[4], fmt(S_med), fmt(S_min),
-          fmt(S_max), ratio, S_n
+        printf "%s,%s,%s,%s,%s,%s,%s,%s,%d,%s,%s\n", sysl[s], wl, f[3], f[4], fmt(S_med),
+          fmt(S_min), fmt(S_max), ratio, S_n, f[5], ALLOC[key]
         MED[key] = S_med
         MIN[key] = S_min
         MAX[key] = S_max
@@ -197,19 +213,75 @@ END {
 
   # ---- summary.md ----
   print "# Benchmark results\n" > summary
+  if (rule != "") print "**Allocator rule, the same for every system:** " rule "\n" > summary
   print "```" > summary
   while ((getline line < machine) > 0) print line > summary
   print "```\n" > summary
   print "Each cell: median (min-max) over all repetitions; x = ratio to pto's median" > summary
-  print "(> 1: pto is faster / finer).\n" > summary
+  print "in the same class (> 1: pto is faster / finer).\n" > summary
+  print "## Dynamic class: the graph built as it runs\n" > summary
+  print "The clock covers building (submitting) the graph and executing it, and no" > summary
+  print "teardown.\n" > summary
   table("ns per task (W1 chain, W2 independent, W4 fan-out/fan-in; empty kernels)",
-    "ns_per_task")
+    "ns_per_task", "dynamic")
   table("METG(50%) in us of kernel grain (W3 stencil_1d, W5 patterns); smaller is better",
-    "metg_us")
+    "metg_us", "dynamic")
+  print "## Prebuilt class: a graph built once, executed again\n" > summary
+  if (!has_class("prebuilt")) {
+    print "Not run.\n" > summary
+  } else {
+    print "The graph is built once, outside the clock; the clock covers one execution" > summary
+    print "(the mean of several, after one unmeasured). What each system re-executes:" > summary
+    print "the `config <system> prebuilt` lines above.\n" > summary
+    table("ns per task, one execution of the prebuilt graph", "ns_per_task", "prebuilt")
+    table("METG(50%) in us of kernel grain, prebuilt graphs", "metg_us", "prebuilt")
+    if (!(("pto" SUBSEP "prebuilt") in class_sys))
+      print "pto's captured-graph replay is not in this class yet.\n" > summary
+    own_ratio_table()
+  }
   print "Plots: efficiency_<pattern>.png (efficiency vs kernel grain, one line per" > summary
   print "system, bars = min-max), efficiency.png (all patterns), ns_per_task.png," > summary
-  print "metg.png." > summary
+  print "metg.png (dynamic class); ns_per_task_prebuilt.png (prebuilt class)." > summary
   close(summary)
+}
+
+function has_class(cls,    k, f) {
+  for (k = 1; k <= nkeys; k++) {
+    split(keys[k], f, SUBSEP)
+    if (f[5] == cls) return 1
+  }
+  return 0
+}
+
+# Prebuilt ÷ dynamic for each system that has both: what building the graph
+# weighs in its dynamic figure.
+function own_ratio_table(    s, w, wl, row, kd, kp, any) {
+  row = "| workload |"
+  for (s = 1; s <= nsys; s++)
+    if ((sysl[s] SUBSEP "prebuilt") in class_sys) row = row " " sysl[s] " |"
+  print "### Prebuilt ÷ dynamic, same system (ns per task medians)\n" > summary
+  print row > summary
+  gsub(/ [^|]+ \|/, "---|", row)
+  print row > summary
+  for (w = 1; w <= nwl; w++) {
+    wl = wll[w]
+    if (ng[wl] > 0) continue
+    row = "| " label(wl) " |"
+    any = 0
+    for (s = 1; s <= nsys; s++) {
+      if (!((sysl[s] SUBSEP "prebuilt") in class_sys)) continue
+      kd = findkey(sysl[s], wl, "ns_per_task", "dynamic")
+      kp = findkey(sysl[s], wl, "ns_per_task", "prebuilt")
+      if (kd != "" && kp != "" && (kd in MED) && (kp in MED) && MED[kd] + 0 > 0) {
+        row = row " " sprintf("%.2g", MED[kp] / MED[kd]) " |"
+        any = 1
+      } else {
+        row = row " - |"
+      }
+    }
+    if (any) print row > summary
+  }
+  print "" > summary
 }
 
 # ---- gnuplot data ----
@@ -224,7 +296,7 @@ function plot_data(    w, wl, s, file, i, key, last, prev, stops, why, nstop) {
       file = plotdir "/eff_" wl "_" sysl[s] ".dat"
       printf "# G_us median min max\n" > file
       for (i = 1; i <= ng[wl]; i++) {
-        key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, i] SUBSEP "efficiency"
+        key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, i] SUBSEP "efficiency" SUBSEP "dynamic"
         if (key in MED) printf "%s %s %s %s\n", glist[wl, i], MED[key], MIN[key], MAX[key] > file
       }
       close(file)
@@ -235,7 +307,7 @@ function plot_data(    w, wl, s, file, i, key, last, prev, stops, why, nstop) {
     for (s = 1; s <= nsys; s++) {
       last = prev = 0
       for (i = 1; i <= ng[wl]; i++) {
-        key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, i] SUBSEP "efficiency"
+        key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, i] SUBSEP "efficiency" SUBSEP "dynamic"
         if (!(key in MED)) continue
         if (last == 0 || glist[wl, i] < glist[wl, last]) {
           prev = last
@@ -245,10 +317,10 @@ function plot_data(    w, wl, s, file, i, key, last, prev, stops, why, nstop) {
         }
       }
       if (last == 0 || glist[wl, last] <= finest) continue
-      key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, last] SUBSEP "efficiency"
+      key = sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, last] SUBSEP "efficiency" SUBSEP "dynamic"
       why = MED[key] + 0 < 0.2 ? 0 : 2
       if (why == 2 && prev && MED[key] + 0 < 0.5 &&
-          MED[sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, prev] SUBSEP "efficiency"] + 0 < 0.5)
+          MED[sysl[s] SUBSEP wl SUBSEP "G=" glist[wl, prev] SUBSEP "efficiency" SUBSEP "dynamic"] + 0 < 0.5)
         why = 1
       printf "%s %s %d %s\n", glist[wl, last], MED[key], why, sysl[s] > stops
       nstop[why]++
@@ -261,30 +333,31 @@ function plot_data(    w, wl, s, file, i, key, last, prev, stops, why, nstop) {
   # Bar charts: one row per workload, 3 columns (median min max) per system,
   # for the systems that have at least one value (plotdata/vars.gp names
   # them for plot.gp). METG "inf" (never 50%) is drawn at INF_BAR.
-  bars("ns_per_task", plotdir "/ns_per_task.dat", "ns_systems")
-  bars("metg_us", plotdir "/metg.dat", "metg_systems")
+  bars("ns_per_task", "dynamic", plotdir "/ns_per_task.dat", "ns_systems")
+  bars("ns_per_task", "prebuilt", plotdir "/ns_per_task_prebuilt.dat", "ns_pre_systems")
+  bars("metg_us", "dynamic", plotdir "/metg.dat", "metg_systems")
   print "inf_bar = " INF_BAR >> (plotdir "/vars.gp")
   close(plotdir "/vars.gp")
 }
 
-function findkey(sys, wl, metric,    k, f, key) {
+function findkey(sys, wl, metric, cls,    k, f, key) {
   key = ""
   for (k = 1; k <= nkeys; k++) {
     split(keys[k], f, SUBSEP)
-    if (f[1] == sys && f[2] == wl && f[4] == metric) key = keys[k]
+    if (f[1] == sys && f[2] == wl && f[4] == metric && f[5] == cls) key = keys[k]
   }
   return key
 }
 
 function barval(x) { return x + 0 >= INF ? INF_BAR : x }
 
-function bars(metric, file, varname,    s, w, wl, key, have, list, n) {
+function bars(metric, cls, file, varname,    s, w, wl, key, have, list, n, row, any) {
   list = ""
   n = 0
   for (s = 1; s <= nsys; s++) {
     have[s] = 0
     for (w = 1; w <= nwl; w++) {
-      key = findkey(sysl[s], wll[w], metric)
+      key = findkey(sysl[s], wll[w], metric, cls)
       if (key != "" && (key in MED)) have[s] = 1
     }
     if (have[s]) list = list (n++ ? " " : "") sysl[s]
@@ -296,16 +369,19 @@ function bars(metric, file, varname,    s, w, wl, key, have, list, n) {
   for (w = 1; w <= nwl; w++) {
     wl = wll[w]
     if ((metric == "metg_us") != (ng[wl] > 0)) continue
-    printf "%s", label(wl) > file
+    row = label(wl)
+    any = 0
     for (s = 1; s <= nsys; s++) {
       if (!have[s]) continue
-      key = findkey(sysl[s], wl, metric)
-      if (key != "" && (key in MED))
-        printf " %s %s %s", barval(MED[key]), barval(MIN[key]), barval(MAX[key]) > file
-      else
-        printf " NaN NaN NaN" > file
+      key = findkey(sysl[s], wl, metric, cls)
+      if (key != "" && (key in MED)) {
+        row = row " " barval(MED[key]) " " barval(MIN[key]) " " barval(MAX[key])
+        any = 1
+      } else {
+        row = row " NaN NaN NaN"
+      }
     }
-    printf "\n" > file
+    if (any) print row > file
   }
   close(file)
 }
@@ -318,44 +394,62 @@ function label(wl) {
   return "W5_" wl
 }
 
-function table(title, metric,    s, w, wl, key, k, f, row, pk, cell) {
-  print "## " title "\n" > summary
+# One table of `metric` in class `cls`: a column per system that has rows
+# in the class. In the prebuilt class, once pto is in it, two more
+# columns: pto's replay against the best peer's dynamic figure and against
+# oneTBB re-executing its prebuilt graph.
+function table(title, metric, cls,    s, w, wl, key, row, pk, cell, vs, best, kb, i, any, head, sep,
+              body, nbody) {
+  vs = cls == "prebuilt" && metric == "ns_per_task" && (("pto" SUBSEP cls) in class_sys)
   row = "| workload |"
-  for (s = 1; s <= nsys; s++) row = row " " sysl[s] " |"
-  print row > summary
-  row = "|---|"
-  for (s = 1; s <= nsys; s++) row = row "---|"
-  print row > summary
+  for (s = 1; s <= nsys; s++)
+    if ((sysl[s] SUBSEP cls) in class_sys) row = row " " sysl[s] " |"
+  if (vs) row = row " pto ÷ best peer, dynamic | pto ÷ tbb, prebuilt |"
+  head = row
+  gsub(/ [^|]+ \|/, "---|", row)
+  sep = row
+  any = 0
   for (w = 1; w <= nwl; w++) {
     wl = wll[w]
     if ((metric == "metg_us") != (ng[wl] > 0)) continue
+    pk = findkey("pto", wl, metric, cls)
     row = "| " label(wl) " |"
-    pk = ""
     for (s = 1; s <= nsys; s++) {
-      key = ""
-      for (k = 1; k <= nkeys; k++) {
-        split(keys[k], f, SUBSEP)
-        if (f[1] == sysl[s] && f[2] == wl && f[4] == metric) key = keys[k]
-      }
-      if (sysl[s] == "pto") pk = key
-    }
-    for (s = 1; s <= nsys; s++) {
-      key = ""
-      for (k = 1; k <= nkeys; k++) {
-        split(keys[k], f, SUBSEP)
-        if (f[1] == sysl[s] && f[2] == wl && f[4] == metric) key = keys[k]
-      }
+      if (!((sysl[s] SUBSEP cls) in class_sys)) continue
+      key = findkey(sysl[s], wl, metric, cls)
       if (key == "" || !(key in MED)) {
         row = row " - |"
         continue
       }
-      cell = (upper[sysl[s] SUBSEP wl] ? "<=" : "") fmt(MED[key])
+      any = 1
+      cell = (upper[sysl[s] SUBSEP wl SUBSEP cls] ? "<=" : "") fmt(MED[key])
       cell = cell " (" fmt(MIN[key]) "-" fmt(MAX[key]) ")"
       if (pk != "" && (pk in MED) && MED[pk] + 0 > 0 && MED[pk] + 0 < INF && MED[key] + 0 < INF)
         cell = cell " x" sprintf("%.2g", MED[key] / MED[pk])
       row = row " " cell " |"
     }
-    print row > summary
+    if (vs) {
+      best = ""
+      for (s = 1; s <= nsys; s++) {
+        if (sysl[s] == "pto") continue
+        kb = findkey(sysl[s], wl, metric, "dynamic")
+        if (kb != "" && (kb in MED) && (best == "" || MED[kb] + 0 < best + 0)) best = MED[kb]
+      }
+      kb = findkey("tbb", wl, metric, "prebuilt")
+      if (pk == "" || !(pk in MED)) best = kb = ""
+      row = row " " (best + 0 > 0 ? sprintf("%.2f", MED[pk] / best) : "-") " |"
+      if (kb != "" && (kb in MED) && MED[kb] + 0 > 0)
+        row = row " " sprintf("%.2f", MED[pk] / MED[kb]) " |"
+      else
+        row = row " - |"
+    }
+    body[++nbody] = row
   }
-  print "" > summary
+  if (any) {
+    print "### " title "\n" > summary
+    print head > summary
+    print sep > summary
+    for (i = 1; i <= nbody; i++) print body[i] > summary
+    print "" > summary
+  }
 }

@@ -3,7 +3,8 @@
 #              patterns='stencil_1d fft ...'" plot.gp
 # efficiency_<pattern>.png  efficiency vs kernel grain per system (Task Bench's figure)
 # efficiency.png            all patterns on one page
-# ns_per_task.png           W1/W2/W4 ns per task per system, bars = min..max
+# ns_per_task.png           W1/W2/W4 ns per task per system, bars = min..max (dynamic class)
+# ns_per_task_prebuilt.png  the same for graphs built once and executed again (prebuilt class)
 # metg.png                  METG(50%) per pattern per system, bars = min..max
 # Where a system's sweep stopped before the finest grain, its last point is
 # marked with why (plotdata/stop_<pattern>.dat): below 20% efficiency, or a
@@ -92,11 +93,23 @@ set xtics nomirror
 
 if (words(ns_systems) > 0) {
   set output dir.'/ns_per_task.png'
-  set title "Overhead per task with empty kernels (median; bars: min to max; lower is better)\n".subtitle
+  set title "Dynamic class: overhead per task with empty kernels, graph built as it runs\n".\
+            "(median; bars: min to max; lower is better)\n".subtitle
   set ylabel "ns per task"
   plot for [i=1:words(ns_systems)] data.'/ns_per_task.dat' \
          using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
          lc rgb color(word(ns_systems, i)) title word(ns_systems, i)
+  unset output
+}
+
+if (exists("ns_pre_systems") && words(ns_pre_systems) > 0) {
+  set output dir.'/ns_per_task_prebuilt.png'
+  set title "Prebuilt class: ns per task of one execution of a graph built once, empty kernels\n".\
+            "(median; bars: min to max; lower is better)\n".subtitle
+  set ylabel "ns per task"
+  plot for [i=1:words(ns_pre_systems)] data.'/ns_per_task_prebuilt.dat' \
+         using (column(3*i-1)):(column(3*i)):(column(3*i+1)):xtic(1) \
+         lc rgb color(word(ns_pre_systems, i)) title word(ns_pre_systems, i)
   unset output
 }
 

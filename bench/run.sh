@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # bench/run.sh — the benchmark suite in one command: installs the peers from
 # Debian packages if missing, builds pto and every benchmark program, runs
-# the workloads in A B B A order with repetitions, writes
+# the workloads of both classes (dynamic, prebuilt) in A B B A order with
+# repetitions, every system under the same allocator rule, writes
 # bench/results/results.csv and summary.md, and draws the PNG plots.
 #
-#   bench/run.sh            quick mode (under 3 minutes on 2 CPUs)
-#   bench/run.sh --full     full mode (under 20 minutes on 2 CPUs)
+#   bench/run.sh            quick mode (3-4 minutes on 2 quiet CPUs)
+#   bench/run.sh --full     full mode (20-25 minutes on 2 quiet CPUs)
 #   bench/run.sh --replot   redraw the plots from the results already there
 #   bench/run.sh --help     all options
 #
@@ -24,17 +25,27 @@ BUILD_DIR="$ROOT/build-bench"
 OUT_DIR="$BENCH_DIR/results"
 ONLY=""
 REPLOT=0
+ALLOC=thp
+CLASSES_ALL="dynamic prebuilt"
+CLASSES="$CLASSES_ALL"
+# The prebuilt class runs these workloads (the sweeps' programs support it
+# too: `-c prebuilt` on a pattern).
+PREBUILT_WORKLOADS="chain indep fanout"
+PRE_EXECS=10
 
 usage() {
   cat <<EOF
 usage: bench/run.sh [options]
-  --quick            small sizes, 2 rounds (default; < 3 min on 2 CPUs)
-  --full             larger sizes, finer sweep, 3 rounds (< 20 min on 2 CPUs)
+  --quick            small sizes, 2 rounds (default; 3-4 min on 2 quiet CPUs)
+  --full             larger sizes, finer sweep, 3 rounds (20-25 min on 2 quiet CPUs)
   --workers N        worker CPUs for every system (default: CPUs available)
   --rounds N         A B B A rounds (each gives every system 2 repetitions)
   --systems "A B"    subset of: $SYSTEMS_ALL
   --only "W ..."     subset of workloads: chain indep fanout stencil_1d fft
                      nearest_r3 nearest_r5 tree all_to_all
+  --classes "C ..."  subset of classes: $CLASSES_ALL (prebuilt: $PREBUILT_WORKLOADS)
+  --alloc RULE       allocator rule for every system: thp (default) or default
+                     (docs/benchmarks.md, "The allocator rule")
   --no-install       do not install missing packages, fail instead
   --build-dir DIR    build directory (default: build-bench in the repository)
   --out DIR          results directory (default: bench/results)
@@ -52,6 +63,8 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift ;;
     --systems) SYSTEMS=$2; shift ;;
     --only) ONLY=$2; shift ;;
+    --classes) CLASSES=$2; shift ;;
+    --alloc) ALLOC=$2; shift ;;
     --no-install) INSTALL=0 ;;
     --build-dir) BUILD_DIR=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
@@ -60,6 +73,17 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
   shift
+done
+
+case $ALLOC in
+  thp | default) ;;
+  *) echo "run.sh: --alloc $ALLOC: the rule is thp or default" >&2; exit 2 ;;
+esac
+for c in $CLASSES; do
+  case $c in
+    dynamic | prebuilt) ;;
+    *) echo "run.sh: --classes: unknown class '$c' (dynamic, prebuilt)" >&2; exit 2 ;;
+  esac
 done
 
 # In --replot the mode is the one the results were measured in.
@@ -169,6 +193,53 @@ bin_of() {
   esac
 }
 
+# ------------------------------------------------------- allocator rule ----
+# Every system runs under one allocator rule, set on each program's command
+# line (bench_cmd below, the only way the suite starts a program). A first
+# touch of a 4 KiB page costs 11-14 us on some VMs (about 50x the usual):
+# a system that allocates per task inside its timed window pays that where
+# one that allocates once, up front, does not, and the figure is then the
+# machine's, not the systems'.
+#   thp      glibc malloc on transparent huge pages
+#            (GLIBC_TUNABLES=glibc.malloc.hugetlb=1: glibc 2.35 or later,
+#            THP "always" or "madvise"); oneTBB's own allocator, which its
+#            tasks use when libtbbmalloc is installed, is asked for huge
+#            pages too (TBB_MALLOC_USE_HUGE_PAGES=1);
+#   default  each allocator's defaults (both variables removed).
+# When thp is asked for and this machine cannot give it, the suite runs the
+# default rule and says so: on the terminal, in machine.txt, at the top of
+# summary.md, and as "default-fallback" in the alloc column of the CSVs.
+ALLOC_ENV=()
+ALLOC_LINE=""
+alloc_rule() {
+  local why="" thp glibc
+  thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true)
+  glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}' || true)
+  if [ "$ALLOC" = thp ]; then
+    if [ -z "$glibc" ]; then
+      why="the C library is not glibc"
+    elif [ "$(printf '%s\n2.35\n' "$glibc" | sort -V | head -1)" != 2.35 ]; then
+      why="glibc $glibc has no glibc.malloc.hugetlb (2.35 or later has)"
+    elif [ -z "$thp" ]; then
+      why="this kernel has no transparent huge pages"
+    elif [ "$thp" = never ]; then
+      why="transparent huge pages are off (never)"
+    fi
+    [ -z "$why" ] || ALLOC=default-fallback
+  fi
+  if [ "$ALLOC" = thp ]; then
+    ALLOC_ENV=(GLIBC_TUNABLES=glibc.malloc.hugetlb=1 TBB_MALLOC_USE_HUGE_PAGES=1)
+    ALLOC_LINE="thp: glibc malloc on transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1; glibc $glibc, THP $thp); oneTBB's allocator asked for huge pages too (TBB_MALLOC_USE_HUGE_PAGES=1)"
+  else
+    ALLOC_ENV=(-u GLIBC_TUNABLES -u TBB_MALLOC_USE_HUGE_PAGES)
+    ALLOC_LINE="default: each allocator's defaults (4 KiB pages${thp:+ unless THP is always; THP $thp})"
+    [ -z "$why" ] || ALLOC_LINE="FALLBACK, thp was asked for but $why; $ALLOC_LINE"
+  fi
+}
+# A benchmark program's command line, under the allocator rule (and a
+# 10-minute limit).
+bench_cmd() { timeout 600 env "${ALLOC_ENV[@]}" "$@"; }
+
 # ------------------------------------------------------------- the plan ----
 # Sizes per mode. Sweep points have ~TARGET_US of ideal parallel work,
 # capped at MAX_TASKS tasks (the finest grains then run shorter).
@@ -199,8 +270,10 @@ args_of() {
 # raw.csv -> results.csv, plot data, summary.md
 aggregate_raw() {
   say "aggregating $OUT_DIR/raw.csv"
+  local rule
+  rule=$(sed -n 's/^allocator rule[^:]*: //p' "$OUT_DIR/machine.txt" 2>/dev/null | head -1)
   awk -F, -v systems="${RUN_SYSTEMS[*]}" -v plotdir="$OUT_DIR/plotdata" -v grains="$GRAINS" \
-    -v summary="$OUT_DIR/summary.md" -v machine="$OUT_DIR/machine.txt" \
+    -v summary="$OUT_DIR/summary.md" -v machine="$OUT_DIR/machine.txt" -v rule="$rule" \
     -f "$BENCH_DIR/aggregate.awk" "$OUT_DIR/raw.csv" >"$OUT_DIR/results.csv.tmp"
   mv "$OUT_DIR/results.csv.tmp" "$OUT_DIR/results.csv"
 }
@@ -274,13 +347,28 @@ export STARPU_HOME="$BUILD_DIR/starpu-home"
 export STARPU_SILENT=1
 mkdir -p "$STARPU_HOME"
 
+alloc_rule
+case $ALLOC_LINE in
+  FALLBACK*) say "WARNING: allocator rule $ALLOC_LINE" ;;
+  *) say "allocator rule for every system: $ALLOC_LINE" ;;
+esac
+
+# The classes each system runs (its program says: `classes`).
+declare -A HAS_CLASS
+for s in "${RUN_SYSTEMS[@]}"; do
+  for c in $(bench_cmd "$(bin_of "$s")" classes | awk -F, '/^CLASSES,/ {print $3}'); do
+    HAS_CLASS[$s/$c]=1
+  done
+  [ -n "${HAS_CLASS[$s/dynamic]:-}" ] || say "WARNING: $(bin_of "$s") names no class; $s is skipped"
+done
+
 say "calibrating the compute-bound kernel"
-IPUS=$("$(bin_of "${RUN_SYSTEMS[0]}")" calibrate | awk -F, '/^CAL,/ {print $2}')
+IPUS=$(bench_cmd "$(bin_of "${RUN_SYSTEMS[0]}")" calibrate | awk -F, '/^CAL,/ {print $2}')
 say "kernel: $IPUS iterations per microsecond (one core, best of 9)"
 
 RAW="$OUT_DIR/raw.csv"
 LOG="$OUT_DIR/run.log"
-echo "round,invocation,tag,system,workload,params,tasks,wall_ns,metric,value" >"$RAW"
+echo "round,invocation,tag,system,workload,params,tasks,wall_ns,metric,value,class,alloc" >"$RAW"
 : >"$LOG"
 
 # A B B A: each round runs every workload with the systems in order, then in
@@ -290,47 +378,66 @@ for ((i = ${#RUN_SYSTEMS[@]} - 1; i >= 0; i--)); do ORDER+=("${RUN_SYSTEMS[$i]}"
 # Even rounds take the workloads in reverse order too, so that a burst of
 # outside load does not always land on the same workloads.
 WORKLOADS_REV=$(echo $WORKLOADS | tr ' ' '\n' | tac | tr '\n' ' ')
-PLAN_R=(); PLAN_W=(); PLAN_S=()
+# The classes of a workload: dynamic for all, prebuilt for PREBUILT_WORKLOADS.
+classes_of() {
+  local c
+  for c in $CLASSES; do
+    case "$c" in
+      dynamic) echo dynamic ;;
+      prebuilt) case " $PREBUILT_WORKLOADS " in *" $1 "*) echo prebuilt ;; esac ;;
+    esac
+  done
+}
+PLAN_R=(); PLAN_W=(); PLAN_C=(); PLAN_S=()
 for ((r = 1; r <= ROUNDS; r++)); do
   if [ $((r % 2)) = 1 ]; then wl_order=$WORKLOADS; else wl_order=$WORKLOADS_REV; fi
   for w in $wl_order; do
-    for s in "${ORDER[@]}"; do PLAN_R+=("$r"); PLAN_W+=("$w"); PLAN_S+=("$s"); done
+    for c in $(classes_of "$w"); do
+      for s in "${ORDER[@]}"; do
+        [ -n "${HAS_CLASS[$s/$c]:-}" ] || continue
+        PLAN_R+=("$r"); PLAN_W+=("$w"); PLAN_C+=("$c"); PLAN_S+=("$s")
+      done
+    done
   done
 done
 TOTAL=${#PLAN_R[@]}
 declare -A LAST_MS
 FAILS=0
 : >"$OUT_DIR/conf.tmp"
+: >"$OUT_DIR/mem.txt"
 say "$MODE mode: $(plural "$WORKERS" worker), $(plural "$ROUNDS" round) of A B B A over $(plural ${#RUN_SYSTEMS[@]} system): $TOTAL runs"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 T_RUN0=$(date +%s%N)
 for ((k = 0; k < TOTAL; k++)); do
-  r=${PLAN_R[$k]}; w=${PLAN_W[$k]}; s=${PLAN_S[$k]}
+  r=${PLAN_R[$k]}; w=${PLAN_W[$k]}; c=${PLAN_C[$k]}; s=${PLAN_S[$k]}
   # Time left: each remaining run is assumed to take what the same
-  # (workload, system) took last time, else the mean run so far.
+  # (workload, class, system) took last time, else the mean run so far.
   eta="?"
   if [ $k -gt 0 ]; then
     mean=$(( ($(date +%s%N) - T_RUN0) / 1000000 / k ))
     left=0
     for ((j = k; j < TOTAL; j++)); do
-      left=$(( left + ${LAST_MS[${PLAN_W[$j]}/${PLAN_S[$j]}]:-$mean} ))
+      left=$(( left + ${LAST_MS[${PLAN_W[$j]}/${PLAN_C[$j]}/${PLAN_S[$j]}]:-$mean} ))
     done
     eta=$(mmss $(( left / 1000 )))
   fi
-  printf '[bench %s] [%3d/%d] round %d/%d  %-11s %-9s  time left ~%s\n' "$(elapsed)" $((k + 1)) \
-    "$TOTAL" "$r" "$ROUNDS" "$w" "$s" "$eta"
+  printf '[bench %s] [%3d/%d] round %d/%d  %-11s %-8s %-9s  time left ~%s\n' "$(elapsed)" \
+    $((k + 1)) "$TOTAL" "$r" "$ROUNDS" "$w" "$c" "$s" "$eta"
   t0=$(date +%s%N)
   rc=0
   # shellcheck disable=SC2046
-  out=$(timeout 600 "$(bin_of "$s")" $(args_of "$w") -w "$WORKERS" 2>>"$LOG") || rc=$?
-  printf '%s\n' "$out" | awk -F, -v r="$r" -v k=$((k + 1)) '/^RAW,/ {print r "," k "," $0}' >>"$RAW"
-  printf '%s\n' "$out" | grep '^CONF,' | head -1 >>"$OUT_DIR/conf.tmp" || true
+  out=$(bench_cmd "$(bin_of "$s")" $(args_of "$w") -w "$WORKERS" -c "$c" \
+    -e "$PRE_EXECS" 2>>"$LOG") || rc=$?
+  printf '%s\n' "$out" | awk -F, -v r="$r" -v k=$((k + 1)) -v a="$ALLOC" \
+    '/^RAW,/ {print r "," k "," $0 "," a}' >>"$RAW"
+  printf '%s\n' "$out" | grep '^CONF,' >>"$OUT_DIR/conf.tmp" || true
+  printf '%s\n' "$out" | grep '^MEM,' >>"$OUT_DIR/mem.txt" || true
   if [ $rc -ne 0 ]; then
     FAILS=$((FAILS + 1))
-    say "WARNING: $s $w failed with status $rc (see $LOG)"
-    echo "FAILED: $s $w round $r status $rc" >>"$LOG"
+    say "WARNING: $s $w ($c) failed with status $rc (see $LOG)"
+    echo "FAILED: $s $w $c round $r status $rc" >>"$LOG"
   fi
-  LAST_MS[$w/$s]=$(( ($(date +%s%N) - t0) / 1000000 ))
+  LAST_MS[$w/$c/$s]=$(( ($(date +%s%N) - t0) / 1000000 ))
 done
 sort -u "$OUT_DIR/conf.tmp" >"$OUT_DIR/conf.txt"
 rm -f "$OUT_DIR/conf.tmp"
@@ -339,6 +446,11 @@ rm -f "$OUT_DIR/conf.tmp"
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "mode: $MODE, $(plural "$ROUNDS" round) A B B A, $WORKERS worker CPUs per system"
+  echo "allocator rule (every system's command line): $ALLOC_LINE"
+  echo "classes: $(for c in $CLASSES; do case $c in
+    dynamic) printf 'dynamic (every workload; clock: build + execution, no teardown) ' ;;
+    prebuilt) printf 'prebuilt (%s; built once, clock: one execution, mean of %d) ' \
+      "$PREBUILT_WORKLOADS" "$PRE_EXECS" ;; esac; done)"
   echo "grains (us, coarse to fine; a sweep stops early once below 50%): $GRAINS"
   echo "cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null), $(nproc) CPUs online"
   echo "kernel: $(uname -sr)"
@@ -348,6 +460,11 @@ rm -f "$OUT_DIR/conf.tmp"
   # Other load on the machine lowers every system's efficiency: say how much there was.
   echo "load average (1/5/15 min) before the runs: $LOAD0, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
   sed 's/^CONF,\([^,]*\),/config \1: /' "$OUT_DIR/conf.txt"
+  # Whether the rule took: each program's huge pages and first touches.
+  awk -F, '{ k = $2 " " $3; if (!(k in lo) || $6 + 0 < lo[k]) lo[k] = $6 + 0
+               if ($6 + 0 > hi[k]) hi[k] = $6 + 0; if ($5 + 0 > h[k]) h[k] = $5 + 0 }
+    END { for (k in lo) printf "memory %s: minor page faults per program run %d-%d, AnonHugePages at exit up to %d KiB\n", k, lo[k], hi[k], h[k] }' \
+    "$OUT_DIR/mem.txt" | sort
 } >"$OUT_DIR/machine.txt"
 aggregate_raw
 draw_plots || true

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define MIX_K 0x9E3779B97F4A7C15ull
@@ -286,13 +287,17 @@ typedef struct opts {
   double stop_eff; /* stop a sweep once efficiency falls below this */
   double grains[64];
   int ngrains;
+  bench_class cls;
+  int execs; /* prebuilt: timed executions of one build per measurement */
 } opts;
+
+static const char *const class_names[BENCH_CLASS_COUNT] = {"dynamic", "prebuilt"};
 
 static void usage(const char *prog) {
   fprintf(stderr,
           "usage: %s WORKLOAD [options]\n"
           "  WORKLOAD: chain | indep | fanout | stencil_1d | tree | fft | nearest | all_to_all\n"
-          "            | calibrate\n"
+          "            | calibrate | classes (the classes this system runs)\n"
           "  -w N    worker CPUs (default: CPUs this process may use)\n"
           "  -n N    tasks (chain, indep) or rounds (fanout)   [20000 / 300]\n"
           "  -r N    measurements per point                    [1]\n"
@@ -302,7 +307,9 @@ static void usage(const char *prog) {
           "  -m N    most tasks in one sweep point             [4000]\n"
           "  -W N    graph width (default 2 x workers)\n"
           "  -R N    radix for nearest                         [3]\n"
-          "  -s X    stop the sweep below this efficiency      [0.2]\n",
+          "  -s X    stop the sweep below this efficiency      [0.2]\n"
+          "  -c C    class: dynamic | prebuilt                 [dynamic]\n"
+          "  -e N    prebuilt: timed executions per build      [10]\n",
           prog);
 }
 
@@ -316,6 +323,8 @@ static int parse(int argc, char **argv, opts *o) {
   o->min_steps = 16;
   o->radix = 3;
   o->stop_eff = 0.2;
+  o->cls = BENCH_DYNAMIC;
+  o->execs = 10;
   static const double dflt[] = {1000, 500, 200, 100, 50, 20, 10, 5, 2, 1};
   o->ngrains = (int)(sizeof(dflt) / sizeof(dflt[0]));
   memcpy(o->grains, dflt, sizeof(dflt));
@@ -336,6 +345,18 @@ static int parse(int argc, char **argv, opts *o) {
     case 'W': o->width = atoi(v); break;
     case 'R': o->radix = atoi(v); break;
     case 's': o->stop_eff = atof(v); break;
+    case 'e': o->execs = atoi(v); break;
+    case 'c': {
+      int c = 0;
+      while (c < BENCH_CLASS_COUNT && strcmp(v, class_names[c]) != 0)
+        c++;
+      if (c == BENCH_CLASS_COUNT) {
+        fprintf(stderr, "-c %s: unknown class (dynamic or prebuilt)\n", v);
+        return -1;
+      }
+      o->cls = (bench_class)c;
+      break;
+    }
     case 'g': {
       o->ngrains = 0;
       char *dup = strdup(v), *save = NULL;
@@ -348,66 +369,121 @@ static int parse(int argc, char **argv, opts *o) {
     default: return -1;
     }
   }
-  if (o->workers < 1 || o->reps < 1 || o->max_tasks < 1) return -1;
+  if (o->workers < 1 || o->reps < 1 || o->max_tasks < 1 || o->execs < 1) return -1;
   if (o->width <= 0) o->width = 2 * o->workers;
   if (o->radix < 1) o->radix = 1;
   return 0;
 }
 
-static void raw(const bench_system *s, const char *workload, const char *params, long tasks,
-                int64_t wall_ns, const char *metric, double value) {
-  printf("RAW,%s,%s,%s,%ld,%lld,%s,%.6g\n", s->name, workload, params, tasks, (long long)wall_ns,
-         metric, value);
+static void raw(const bench_system *s, const opts *o, const char *workload, const char *params,
+                long tasks, int64_t wall_ns, const char *metric, double value) {
+  printf("RAW,%s,%s,%s,%ld,%lld,%s,%.6g,%s\n", s->name, workload, params, tasks, (long long)wall_ns,
+         metric, value, class_names[o->cls]);
   fflush(stdout);
 }
 
-static int fail(const bench_system *s, const char *what, const char *params, int64_t rc) {
-  if (rc < 0)
-    fprintf(stderr, "%s: %s %s: run failed (%lld)\n", s->name, what, params, (long long)rc);
-  else
+/* What a measurement returns when it did not give a time. */
+enum { FAILED = -1, WRONG = -2 };
+
+static void fail(const bench_system *s, const char *what, const char *params, int64_t rc) {
+  if (rc == WRONG)
     fprintf(stderr, "%s: %s %s: WRONG RESULT (a dependency was not honoured)\n", s->name, what,
             params);
-  return 1;
+  else
+    fprintf(stderr, "%s: %s %s: run failed\n", s->name, what, params);
+}
+
+static int slot_count(const bench_work *w) {
+  switch (w->kind) {
+  case BENCH_INDEP: return w->n;
+  case BENCH_GRAPH: return w->g->ntasks;
+  default: return 2 + BENCH_FAN; /* W1 uses slot 0, W4 all of them */
+  }
+}
+
+static int check(const bench_work *w) {
+  switch (w->kind) {
+  case BENCH_CHAIN: return bench_check_chain(w->n, w->slots);
+  case BENCH_INDEP: return bench_check_indep(w->n, w->slots);
+  case BENCH_FANOUT: return bench_check_fanout(w->n, w->slots);
+  default: return bench_check_graph(w->g, w->slots);
+  }
+}
+
+static int64_t run_dynamic(const bench_system *s, const bench_work *w) {
+  switch (w->kind) {
+  case BENCH_CHAIN: return s->run_chain(w->n, w->slots);
+  case BENCH_INDEP: return s->run_indep(w->n, w->slots);
+  case BENCH_FANOUT: return s->run_fanout(w->n, w->slots);
+  default: return s->run_graph(w->g, w->slots);
+  }
+}
+
+/* Zeroes the slots, runs `w` once and checks the result: the wall ns of
+ * the run as the system measured it, FAILED or WRONG. */
+static int64_t once_dynamic(const bench_system *s, const bench_work *w) {
+  memset(w->slots, 0, (size_t)slot_count(w) * BENCH_SLOT_BYTES);
+  int64_t ns = run_dynamic(s, w);
+  if (ns < 0) return FAILED;
+  return check(w) == 0 ? ns : WRONG;
+}
+
+/* Builds `w` once, executes it once unmeasured (a first execution's
+ * costs are in neither class's figure), then `execs` times, each timed
+ * here around exec() alone and checked: the mean wall ns of one execution,
+ * FAILED or WRONG. */
+static int64_t once_prebuilt(const bench_system *s, const opts *o, const bench_work *w) {
+  const bench_prebuilt *p = s->prebuilt;
+  void *graph = p->build(w);
+  if (!graph) return FAILED;
+  int64_t sum = 0;
+  for (int e = -1; e < o->execs && sum >= 0; e++) {
+    memset(w->slots, 0, (size_t)slot_count(w) * BENCH_SLOT_BYTES);
+    int64_t t0 = bench_now_ns();
+    int rc = p->exec(graph);
+    int64_t t1 = bench_now_ns();
+    if (rc != 0)
+      sum = FAILED;
+    else if (check(w) != 0)
+      sum = WRONG;
+    else if (e >= 0)
+      sum += t1 - t0;
+  }
+  p->destroy(graph);
+  return sum < 0 ? sum : sum / o->execs;
+}
+
+/* One measurement of `w` in the class `o` asks for; negative after saying
+ * what failed. */
+static int64_t measure(const bench_system *s, const opts *o, const bench_work *w, const char *what,
+                       const char *params) {
+  int64_t ns = o->cls == BENCH_PREBUILT ? once_prebuilt(s, o, w) : once_dynamic(s, w);
+  if (ns < 0) fail(s, what, params, ns);
+  return ns;
 }
 
 /* W1, W2, W4: one warm-up run, then `reps` measured runs. */
 static int run_simple(const bench_system *s, const opts *o) {
-  enum { CHAIN, INDEP, FANOUT } w;
-  if (!strcmp(o->workload, "chain"))
-    w = CHAIN;
-  else if (!strcmp(o->workload, "indep"))
-    w = INDEP;
-  else
-    w = FANOUT;
-  int n = o->n > 0 ? o->n : (w == FANOUT ? 300 : 20000);
-  int nslots = w == INDEP ? n : 2 + BENCH_FAN;
-  long tasks = w == FANOUT ? (long)n * (2 + BENCH_FAN) : n;
-  uint64_t *slots = bench_slots_alloc(nslots);
-  if (!slots) return 1;
+  bench_kind kind = !strcmp(o->workload, "chain")   ? BENCH_CHAIN
+                    : !strcmp(o->workload, "indep") ? BENCH_INDEP
+                                                    : BENCH_FANOUT;
+  int n = o->n > 0 ? o->n : (kind == BENCH_FANOUT ? 300 : 20000);
+  long tasks = kind == BENCH_FANOUT ? (long)n * (2 + BENCH_FAN) : n;
+  bench_work w = {.kind = kind, .n = n};
+  w.slots = bench_slots_alloc(slot_count(&w));
+  if (!w.slots) return 1;
   char params[64];
   snprintf(params, sizeof(params), "n=%d", n);
   int rc = 0;
   for (int r = -1; r < o->reps && !rc; r++) {
-    int m = r < 0 ? (n / 10 > 10 ? n / 10 : 10) : n; /* warm-up: a tenth */
-    memset(slots, 0, (size_t)nslots * BENCH_SLOT_BYTES);
-    int64_t ns;
-    int bad;
-    if (w == CHAIN) {
-      ns = s->run_chain(m, slots);
-      bad = ns >= 0 ? bench_check_chain(m, slots) : 0;
-    } else if (w == INDEP) {
-      ns = s->run_indep(m, slots);
-      bad = ns >= 0 ? bench_check_indep(m, slots) : 0;
-    } else {
-      ns = s->run_fanout(m, slots);
-      bad = ns >= 0 ? bench_check_fanout(m, slots) : 0;
-    }
-    if (ns < 0 || bad)
-      rc = fail(s, o->workload, params, ns);
+    w.n = r < 0 ? (n / 10 > 10 ? n / 10 : 10) : n; /* warm-up: a tenth */
+    int64_t ns = measure(s, o, &w, o->workload, params);
+    if (ns < 0)
+      rc = 1;
     else if (r >= 0)
-      raw(s, o->workload, params, tasks, ns, "ns_per_task", (double)ns / tasks);
+      raw(s, o, o->workload, params, tasks, ns, "ns_per_task", (double)ns / tasks);
   }
-  free(slots);
+  free(w.slots);
   return rc;
 }
 
@@ -434,8 +510,8 @@ static int run_sweep(const bench_system *s, const opts *o, bench_pattern pat) {
     }
     bench_graph g;
     if (graph_build(&g, pat, o->width, steps, o->radix, grain, o->ipus) != 0) return 1;
-    uint64_t *slots = bench_slots_alloc(g.ntasks);
-    if (!slots) {
+    bench_work w = {.kind = BENCH_GRAPH, .g = &g, .slots = bench_slots_alloc(g.ntasks)};
+    if (!w.slots) {
       graph_free(&g);
       return 1;
     }
@@ -443,18 +519,17 @@ static int run_sweep(const bench_system *s, const opts *o, bench_pattern pat) {
     snprintf(params, sizeof(params), "G=%g", grain);
     double eff_sum = 0;
     for (int r = 0; r < (gi < 0 ? 1 : o->reps) && !rc; r++) {
-      memset(slots, 0, (size_t)g.ntasks * BENCH_SLOT_BYTES);
-      int64_t ns = s->run_graph(&g, slots);
-      if (ns < 0 || bench_check_graph(&g, slots) != 0) {
-        rc = fail(s, wname, params, ns);
+      int64_t ns = measure(s, o, &w, wname, params);
+      if (ns < 0) {
+        rc = 1;
         break;
       }
       if (gi < 0) break;
       double eff = (double)g.ntasks * grain * 1000.0 / ((double)ns * o->workers);
       eff_sum += eff;
-      raw(s, wname, params, g.ntasks, ns, "efficiency", eff);
+      raw(s, o, wname, params, g.ntasks, ns, "efficiency", eff);
     }
-    free(slots);
+    free(w.slots);
     graph_free(&g);
     if (gi < 0 || rc) continue;
     /* Stop once the curve has crossed the 50% line and stays well below
@@ -468,6 +543,23 @@ static int run_sweep(const bench_system *s, const opts *o, bench_pattern pat) {
   return rc;
 }
 
+/* Whether the allocator rule took: the process's anonymous memory on
+ * transparent huge pages at the end, and its minor page faults (first
+ * touches of a page), as one MEM line. */
+static void memory_line(const bench_system *s, const opts *o) {
+  long huge_kib = -1;
+  FILE *f = fopen("/proc/self/smaps_rollup", "r");
+  if (f) {
+    char line[256];
+    while (fgets(line, sizeof(line), f))
+      if (sscanf(line, "AnonHugePages: %ld kB", &huge_kib) == 1) break;
+    fclose(f);
+  }
+  struct rusage ru;
+  long minflt = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : -1;
+  printf("MEM,%s,%s,%s,%ld,%ld\n", s->name, class_names[o->cls], o->workload, huge_kib, minflt);
+}
+
 int bench_main(int argc, char **argv, const bench_system *sys) {
   opts o;
   if (parse(argc, argv, &o) != 0) {
@@ -477,6 +569,16 @@ int bench_main(int argc, char **argv, const bench_system *sys) {
   if (!strcmp(o.workload, "calibrate")) {
     printf("CAL,%.3f\n", calibrate());
     return 0;
+  }
+  if (!strcmp(o.workload, "classes")) {
+    printf("CLASSES,%s,%s%s\n", sys->name, class_names[BENCH_DYNAMIC],
+           sys->prebuilt ? " prebuilt" : "");
+    return 0;
+  }
+  if (o.cls == BENCH_PREBUILT && !sys->prebuilt) {
+    fprintf(stderr, "%s: this system has no prebuilt class (see '%s classes')\n", sys->name,
+            argv[0]);
+    return 2;
   }
   bench_pattern pat = BENCH_PATTERN_COUNT;
   for (int p = 0; p < BENCH_PATTERN_COUNT; p++)
@@ -493,7 +595,10 @@ int bench_main(int argc, char **argv, const bench_system *sys) {
     return 1;
   }
   if (sys->describe) printf("CONF,%s,%s\n", sys->name, sys->describe());
+  if (o.cls == BENCH_PREBUILT)
+    printf("CONF,%s %s,%s\n", sys->name, class_names[o.cls], sys->prebuilt->how);
   int rc = simple ? run_simple(sys, &o) : run_sweep(sys, &o, pat);
   sys->fini();
+  if (!rc) memory_line(sys, &o);
   return rc;
 }

@@ -4,8 +4,9 @@
  * line and the output lines the driver (bench/run.sh) parses.
  *
  * Each system (pto, OpenMP, StarPU, TBB) implements the callbacks of
- * bench_system once; bench_main() runs the workloads, so every system
- * gets the same graph, the same kernel and the same measurement. */
+ * bench_system once (and, for the prebuilt class, a bench_prebuilt);
+ * bench_main() runs the workloads, so every system gets the same graph,
+ * the same kernel and the same measurement. */
 #ifndef PTO_BENCH_H
 #define PTO_BENCH_H
 
@@ -55,12 +56,44 @@ typedef struct bench_graph {
   int max_deps;
 } bench_graph;
 
+/* The two workload classes (docs/benchmarks.md, "Two classes"):
+ *   dynamic:  the graph is built (submitted) as it runs; the clock covers
+ *             build + execution;
+ *   prebuilt: a graph built or captured once, outside the clock, then
+ *             executed again; the clock covers one execution. */
+typedef enum bench_class { BENCH_DYNAMIC = 0, BENCH_PREBUILT, BENCH_CLASS_COUNT } bench_class;
+
+typedef enum bench_kind { BENCH_CHAIN = 0, BENCH_INDEP, BENCH_FANOUT, BENCH_GRAPH } bench_kind;
+
+/* One workload instance, as the prebuilt class hands it to a system: the
+ * same work as the matching run_* callback below. */
+typedef struct bench_work {
+  bench_kind kind;
+  int n;                /* W1/W2: tasks; W4: rounds; W3/W5: unused */
+  const bench_graph *g; /* W3/W5 only */
+  uint64_t *slots;      /* the harness's data slots, the same on every execution */
+} bench_work;
+
+/* A system's prebuilt class: one adapter of three calls. The harness zeroes
+ * the slots before each execution, times exec() alone with its own clock and
+ * checks the slots after it; build() and destroy() are outside the clock. */
+typedef struct bench_prebuilt {
+  /* One line: what "built once, executed again" means for this system. */
+  const char *how;
+  /* Builds (or captures) the graph of w once; NULL on failure. */
+  void *(*build)(const bench_work *w);
+  /* Executes it once, to completion; 0 on success. */
+  int (*exec)(void *graph);
+  void (*destroy)(void *graph);
+} bench_prebuilt;
+
 /* One system under test. The harness owns the data slots (zeroed before
  * each run, checked after it); each run_* callback does the whole workload
  * once on them and returns its wall time in ns, measured by the system
- * itself around what a user waits for: submission + execution. One-time
- * setup outside that (e.g. registering data handles) is excluded, as
- * docs/benchmarks.md says. A negative return fails the program. */
+ * itself around what a user waits for: submission + execution, and no
+ * teardown. One-time setup outside that (e.g. registering data handles) is
+ * excluded, as docs/benchmarks.md says. A negative return fails the
+ * program. */
 typedef struct bench_system {
   const char *name;
   int (*init)(int workers);
@@ -76,6 +109,8 @@ typedef struct bench_system {
   int64_t (*run_graph)(const bench_graph *g, uint64_t *slots);
   /* One line describing the configuration used (may be NULL). */
   const char *(*describe)(void);
+  /* The prebuilt class, or NULL: the system is then not run in it. */
+  const bench_prebuilt *prebuilt;
 } bench_system;
 
 /* Parses the command line, runs the workload, prints the RAW lines. */

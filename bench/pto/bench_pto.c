@@ -13,7 +13,10 @@
  * PTO_SCHEDULERS sets the schedulers (at most one per cluster), so that
  * several schedulers can be measured on two CPUs.
  * The orchestrator (the calling thread) and the scheduler threads come on
- * top, as the StarPU submitting thread does. */
+ * top, as the StarPU submitting thread does.
+ *
+ * Prebuilt class: not yet; it comes with captured graphs (a bench_prebuilt
+ * whose build captures the orchestration and whose exec replays it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

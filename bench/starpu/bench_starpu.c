@@ -5,7 +5,13 @@
  * StarPU runs `workers` CPU worker threads; the main thread only submits.
  * Registering the data handles is one-time setup in StarPU's model (a user
  * registers data once and submits many tasks on it), so it is done before
- * the clock starts and unregistered after it stops. */
+ * the clock starts and unregistered after it stops.
+ *
+ * StarPU has no prebuilt class: StarPU 1.3 has no graph object to execute
+ * again. A task kept with `destroy = 0` can be submitted again, but each
+ * submission goes through dependency inference on its handles (or needs
+ * its dependencies declared again) and scheduling, which is the dynamic
+ * path. */
 #include <starpu.h>
 #include <stdio.h>
 #include <stdlib.h>
