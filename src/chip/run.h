@@ -381,6 +381,9 @@ typedef struct pto_run {
   _Atomic uint64_t spread_max_ns, spread_sum_ns;
   _Atomic uint64_t drain_lat_max_ns, drain_lat_sum_ns;
   int orch_track;
+  /* orch: the graph this run's orchestration is recording (graph.c), set
+   * and cleared around the orchestration function; NULL otherwise */
+  struct pto_graph *capture;
 } pto_run;
 
 /* The handle an orchestration function gets. `owner` is the thread that
@@ -470,6 +473,15 @@ void spread_begin(pto_run *r);
 void spread_end(pto_run *r);
 void spread_orch_ahead(pto_run *r);
 void spread_orch_share(pto_run *r);
+
+/* Captured graphs [graph.c] (pto/graph.h). While r->capture is set,
+ * submit records each task it publishes (its producers: preds) and
+ * nothing retires; a call the record cannot hold (a host access, a ring
+ * that only retirement could make room in) fails the run as PTO_EGRAPH
+ * naming `what`, through graph_capture_refuse. Both return the run's
+ * latched status. */
+int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint32_t npreds);
+int graph_capture_refuse(pto_run *r, const char *what);
 
 /* Orchestrator [orch.c] */
 int orch_setup(pto_run *r);
