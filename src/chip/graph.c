@@ -173,6 +173,8 @@ void pto_graph_destroy(pto_graph *g) {
   free(g->scalars);
   free(g->preds);
   free(g->bufs);
+  free(g->bufmap);
+  free(g->mark);
   free(g->succ);
   free(g->fanin);
   free(g->roots);

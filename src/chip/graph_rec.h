@@ -25,6 +25,7 @@ typedef struct graph_task {
   uint32_t arg0, scalar0; /* first tensor / scalar in the arrays */
   uint32_t pred0, npred;  /* predecessors: preds[pred0 ..] (trace arrows) */
   uint32_t succ0, nsucc;  /* successors: succ[succ0 ..] (built at the end) */
+  int64_t pre;            /* every task up to pre is its ancestor (graph_record.c) */
 } graph_task;
 
 /* Where a tensor argument's base comes from at a launch. */
@@ -60,6 +61,9 @@ struct pto_graph {
   uint32_t npreds, preds_cap;
   graph_buf *bufs;
   uint32_t nbufs, bufs_cap;
+  int32_t *bufmap; /* buffer index + 1 by base pointer (graph_record.c) */
+  uint32_t bufmap_cap;
+  uint32_t *mark;     /* tasks_cap: scratch stamps of the producer reduction */
   uint64_t heap_span; /* heap bytes the capture used, from the ring's base */
   /* built once the capture has ended */
   uint32_t *succ;  /* successors by producer, newest first (as a fanout list) */

@@ -609,6 +609,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   for (int i = 0; opts && i < opts->ndeps; i++)
     collect_dep(&dc, opts->deps[i]);
   if (dc.oom) return submit_fail(r, PTO_ENOMEM, "dependency list allocation failed");
+  if (r->capture) r->depbuf_n = graph_capture_reduce(r, r->depbuf, r->depbuf_n);
   uint32_t nd = r->depbuf_n;
   if (nd > r->ndeps)
     return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,

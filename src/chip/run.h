@@ -474,12 +474,15 @@ void spread_end(pto_run *r);
 void spread_orch_ahead(pto_run *r);
 void spread_orch_share(pto_run *r);
 
-/* Captured graphs [graph.c] (pto/graph.h). While r->capture is set,
- * submit records each task it publishes (its producers: preds) and
- * nothing retires; a call the record cannot hold (a host access, a ring
+/* Captured graphs [graph_record.c] (pto/graph.h). While r->capture is
+ * set, submit first reduces the producers of the task being submitted to
+ * those no other of them follows (graph_capture_reduce: the kept ones,
+ * compacted, are the edges it links), then records the task it publishes
+ * with them (graph_capture_task), and nothing retires; a call the record cannot hold (a host access, a ring
  * that only retirement could make room in) fails the run as PTO_EGRAPH
  * naming `what`, through graph_capture_refuse. Both return the run's
  * latched status. */
+uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t npreds);
 int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint32_t npreds);
 int graph_capture_refuse(pto_run *r, const char *what);
 
