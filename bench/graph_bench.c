@@ -4,8 +4,9 @@
  *   - the flagship paged attention decode step (examples/paged_attention.c,
  *     8 requests x 16 heads x 128, 309 tasks) on a default chip: STEPS
  *     dynamic runs, then one capture and STEPS launches, REPS times; it
- *     prints the mean Effective µs (pto_run_stats.effective_us) and wall
- *     µs per step of each, and checks the output of each block of steps;
+ *     prints the mean Effective µs (pto_run_stats.effective_us), wall µs
+ *     and orchestration µs (orch_us: the submits, or the replay's slot
+ *     fill) per step of each, and checks the output of each block of steps;
  *   - empty-kernel graphs as bench/pto builds them, on bench/pto's chip for
  *     `workers` kernel cores (docs/benchmarks.md): W1 (a chain of N tasks
  *     INOUT on one slot), W2 (N tasks on distinct slots), W4 (1 producer ->
@@ -68,32 +69,35 @@ static void bench_pa(int steps, int reps) {
   printf("paged attention decode step (%llu tasks, %llu blocks), %d clusters: %d steps, %d "
          "times\n",
          (unsigned long long)s.tasks, (unsigned long long)s.blocks, cfg.clusters, steps, reps);
-  printf("  %-8s %12s %12s %s\n", "mode", "effective_us", "wall_us", "per step, mean of the steps");
+  printf("  %-8s %12s %12s %12s %s\n", "mode", "effective_us", "wall_us", "orch_us",
+         "per step, mean of the steps");
   for (int r = 0; r < reps; r++) {
-    double eff = 0, wall = 0;
+    double eff = 0, wall = 0, orch = 0;
     pa_clear_output(st);
     for (int i = 0; i < steps; i++) {
       double t0 = now_us();
       if ((rc = pto_chip_run(chip, pa_step, st, &s, &err))) die("dynamic step", rc, &err);
       wall += now_us() - t0;
       eff += s.effective_us;
+      orch += s.orch_us;
     }
     if (!pa_verify(st)) die("dynamic output check", PTO_EINTERNAL, NULL);
-    printf("  %-8s %12.1f %12.1f\n", "dynamic", eff / steps, wall / steps);
+    printf("  %-8s %12.1f %12.1f %12.1f\n", "dynamic", eff / steps, wall / steps, orch / steps);
     pto_graph *g;
     pa_clear_output(st);
     if ((rc = pto_graph_capture(chip, pa_step, st, &g, NULL, &err))) die("capture", rc, &err);
     if (!pa_verify(st)) die("capture output check", PTO_EINTERNAL, NULL);
-    eff = wall = 0;
+    eff = wall = orch = 0;
     pa_clear_output(st);
     for (int i = 0; i < steps; i++) {
       double t0 = now_us();
       if ((rc = pto_graph_launch(chip, g, NULL, &s, &err))) die("launch", rc, &err);
       wall += now_us() - t0;
       eff += s.effective_us;
+      orch += s.orch_us;
     }
     if (!pa_verify(st)) die("replay output check", PTO_EINTERNAL, NULL);
-    printf("  %-8s %12.1f %12.1f\n", "replay", eff / steps, wall / steps);
+    printf("  %-8s %12.1f %12.1f %12.1f\n", "replay", eff / steps, wall / steps, orch / steps);
     pto_graph_destroy(g);
   }
   pa_flagship_delete(st);

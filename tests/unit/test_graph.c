@@ -218,6 +218,15 @@ static void refused(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b, c
   launch_check(chip, g, 30);
 }
 
+/* Hands out the heap address of an OUTPUT buffer of N i32. */
+static void orch_heap_view(pto_orch *o, void *arg) {
+  pto_tensor *t = arg, x;
+  int64_t shape[1] = {N};
+  view(&x, X);
+  pto_tensor_desc(t, PTO_I32, 1, shape);
+  submit(o, PTO_OUTPUT, t, &x, 0, 1);
+}
+
 static void test_refusals(void **state) {
   (void)state;
   pto_chip *chip = new_chip(2);
@@ -240,6 +249,11 @@ static void test_refusals(void **state) {
   /* aliasing: partly overlapping */
   bind3(b, mem, mem + N, mem + N + N / 2);
   refused(chip, g, &gb, "bound buffers 1 and 2 overlap (512 bytes apart) but were disjoint");
+  /* a buffer in the chip's heap, where a launch puts the OUTPUT buffers */
+  pto_tensor heap_view;
+  assert_int_equal(pto_chip_run(chip, orch_heap_view, &heap_view, NULL, NULL), PTO_OK);
+  bind3(b, mem, mem + N, heap_view.buf);
+  refused(chip, g, &gb, "buffer 2 is bound inside the chip's heap");
   /* counts */
   gb.nbuffers = 2;
   refused(chip, g, &gb, "bindings give 2 buffers, the graph has 3");
