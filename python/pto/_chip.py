@@ -292,6 +292,7 @@ class Graph:
 
     def __init__(self, chip: Chip, g, keep: List[Any]):
         self._g, self.chip = g, chip
+        self._keep = list(keep)  # every object the capture's tasks used: launches use them too
         info = ffi.new("pto_graph_info *")
         lib.pto_graph_get_info(g, info)
         self.tasks, self.edges = int(info.tasks), int(info.edges)
@@ -333,7 +334,7 @@ class Graph:
         if self._g is not None:
             lib.pto_graph_destroy(self._g)
             self._g = None
-        self.buffers = []
+        self.buffers, self._keep = [], []
 
     def __del__(self) -> None:
         try:

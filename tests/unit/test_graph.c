@@ -36,7 +36,7 @@ static int k_affine(const pto_kctx *c) {
 static int kid;
 
 /* The program captured: tmp = f(x); y = g(tmp) in a scope; y (+)= h(x)
- * in 4 blocks; z = f(y) once more; scalars k0..k3. */
+ * in 4 blocks started as one cohort; z = f(y) once more; scalars k0..k3. */
 typedef struct prog {
   int32_t *x, *y, *z;
   uint64_t k[4];
@@ -49,6 +49,7 @@ static void view(pto_tensor *t, int32_t *p) {
   pto_tensor_init(t, p, sizeof(int32_t) * N, PTO_I32, 1, shape);
 }
 
+/* blocks < 0: -blocks blocks started as one cohort (sync_start) */
 static void submit(pto_orch *o, pto_access out_mode, pto_tensor *out, const pto_tensor *in,
                    uint64_t k, int blocks) {
   pto_args a;
@@ -60,7 +61,7 @@ static void submit(pto_orch *o, pto_access out_mode, pto_tensor *out, const pto_
   pto_args_input(&a, in);
   pto_args_scalar(&a, k);
   pto_args_scalar(&a, out_mode == PTO_INOUT);
-  pto_submit_opts op = {.block_num = blocks};
+  pto_submit_opts op = {.block_num = blocks < 0 ? -blocks : blocks, .sync_start = blocks < 0};
   pto_submit(o, kid, &a, &op, NULL);
 }
 
@@ -76,7 +77,7 @@ static void orchestrate(pto_orch *o, void *arg) {
   submit(o, PTO_OUTPUT, &tmp, &x, p->k[0], 1);
   submit(o, PTO_OUTPUT_EXISTING, &y, &tmp, p->k[1], 2);
   pto_scope_end(o);
-  submit(o, PTO_INOUT, &y, &x, p->k[2], 4);
+  submit(o, PTO_INOUT, &y, &x, p->k[2], -4); /* a gang */
   if (p->host) {
     int32_t first[N];
     pto_orch_read(o, &y, first, -1);
@@ -153,6 +154,7 @@ static void launch_check(pto_chip *chip, pto_graph *g, int seed) {
   assert_int_equal(rc, PTO_OK);
   assert_int_equal(st.tasks, 4);
   assert_int_equal(st.blocks, 8);
+  assert_int_equal(st.sync_tasks, 1);
   reference(x, wy, wz, k);
   assert_memory_equal(y, wy, sizeof wy);
   assert_memory_equal(z, wz, sizeof wz);
