@@ -68,9 +68,11 @@ static int overlaps(const graph_buf *bufs, uint8_t *const *bases, uint32_t n,
 
 static int add_pair(void *arg, int32_t a, int32_t b, int64_t dist) {
   pto_graph *g = arg;
-  graph_pair *p = realloc(g->pairs, sizeof *p * (g->npairs + 1)); /* pairs are few */
-  if (!p) return PTO_ENOMEM;
-  g->pairs = p;
+  if ((g->npairs & (g->npairs - 1)) == 0) { /* 0, 1, 2, 4, ...: doubling */
+    graph_pair *p = realloc(g->pairs, sizeof *p * (g->npairs ? 2 * g->npairs : 1));
+    if (!p) return PTO_ENOMEM;
+    g->pairs = p;
+  }
   g->pairs[g->npairs++] = (graph_pair){a, b, dist};
   return 0;
 }

@@ -1,6 +1,6 @@
 /* graph_record.c — what submit records while a capture runs (run.h:
- * graph_capture_task, graph_capture_refuse), into the record of
- * graph_rec.h. On the orchestrator's thread. */
+ * graph_capture_reduce, graph_capture_task, graph_capture_refuse), into
+ * the record of graph_rec.h. On the orchestrator's thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
