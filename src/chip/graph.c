@@ -253,7 +253,6 @@ static int graph_check(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b
            PTO_EGRAPH;
   if (nb < 0 || ns < 0) return snprintf(why, n, "negative binding count"), PTO_EGRAPH;
   const ring *heap = chip->run ? &chip->run->heap : NULL;
-  bool moved = false;
   for (uint32_t i = 0; i < g->nbufs; i++) {
     const pto_tensor *t = nb ? &b->buffers[i] : NULL;
     uint8_t *base = t && t->buf ? t->buf : g->bufs[i].buf;
@@ -274,11 +273,12 @@ static int graph_check(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b
                         i),
                PTO_EGRAPH;
     }
-    moved |= base != g->bases[i];
-    g->bases[i] = base;
+    if (base != g->bases[i]) { /* the views no longer hold the bases: even if a */
+      g->bases[i] = base;      /* later buffer is refused, the next launch rebases */
+      g->rebased = false;
+    }
   }
-  if (moved) g->rebased = false;
-  if (moved || !g->rebased) {
+  if (!g->rebased) { /* bases moved: the overlaps are checked again */
     pair_check c = {g, 0, why, n};
     int rc = overlaps(g->bufs, g->bases, g->nbufs, check_pair, &c);
     if (rc == PTO_ENOMEM) snprintf(why, n, "out of memory checking the bindings' overlap");

@@ -251,6 +251,22 @@ static void test_refusals(void **state) {
   /* aliasing: partly overlapping */
   bind3(b, mem, mem + N, mem + N + N / 2);
   refused(chip, g, &gb, "bound buffers 1 and 2 overlap (512 bytes apart) but were disjoint");
+  /* a refusal after a buffer moved, then the same bindings mended: the
+   * launch must read the moved buffer (a rebase the refusal left half done
+   * must not pass for done) */
+  uint64_t k1[4] = {1, 2, 3, 4};
+  int32_t wy1[N], wz1[N];
+  bind3(b, mem, mem + N, mem + 2 * N);
+  assert_int_equal(pto_graph_launch(chip, g, &gb, NULL, NULL), PTO_OK);
+  fill(mem + 3 * N, 33);
+  b[0].buf = mem + 3 * N; /* x moves; y is refused; z stays */
+  b[1].dtype = PTO_F32;
+  assert_int_equal(pto_graph_launch(chip, g, &gb, NULL, NULL), PTO_EGRAPH);
+  b[1].dtype = PTO_I32;
+  reference(mem + 3 * N, wy1, wz1, k1);
+  assert_int_equal(pto_graph_launch(chip, g, &gb, NULL, NULL), PTO_OK);
+  assert_memory_equal(mem + N, wy1, sizeof wy1);
+  assert_memory_equal(mem + 2 * N, wz1, sizeof wz1);
   /* a buffer in the chip's heap, where a launch puts the OUTPUT buffers */
   pto_tensor heap_view;
   assert_int_equal(pto_chip_run(chip, orch_heap_view, &heap_view, NULL, NULL), PTO_OK);
