@@ -9,7 +9,7 @@
  * Capture runs the orchestration once, as pto_chip_run does (its results
  * are valid), and records every task: kernel, block count, sync_start, its
  * arguments, and the dependency edges pto inferred (scopes and explicit
- * dependencies included). A launch refills the chip's task slots from the
+ * dependencies included; an edge that other edges imply is left out). A launch refills the chip's task slots from the
  * record, with each task's fanin from a precomputed array and each task's
  * successors as precomputed lists, and releases the tasks with no
  * predecessor: no TensorMap, no per-task inference.
@@ -75,9 +75,8 @@ typedef struct pto_graph_info {
   uint64_t heap_bytes; /* heap a launch allocates for OUTPUT buffers */
 } pto_graph_info;
 PTO_API int pto_graph_get_info(const pto_graph *graph, pto_graph_info *info);
-/* Bound buffer i (0 .. buffers - 1) as captured: buf, buf_bytes, dtype
- * (a one-dimensional view of u8 shape is not implied: only these three
- * fields are meaningful). */
+/* Bound buffer i (0 .. buffers - 1) as captured: buf, buf_bytes and dtype
+ * are set, every other field is zero (it describes a buffer, not a view). */
 PTO_API int pto_graph_buffer(const pto_graph *graph, int i, pto_tensor *out);
 
 typedef struct pto_graph_bindings {
