@@ -476,6 +476,45 @@ static void test_capture_keeps_needed_edges(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* A graph launched again while its launch runs (here from its own
+ * kernel, so without timing) is refused, and the running launch is not
+ * disturbed. */
+static pto_chip *busy_chip;
+static pto_graph *busy_graph;
+static int busy_rc;
+static char busy_why[512];
+static int k_relaunch(const pto_kctx *c) {
+  (void)c;
+  pto_error_info err;
+  busy_rc = pto_graph_launch(busy_chip, busy_graph, NULL, NULL, &err);
+  snprintf(busy_why, sizeof busy_why, "%s", err.details);
+  return 0;
+}
+static void orch_relaunch(pto_orch *o, void *arg) {
+  int kid_relaunch = *(int *)arg;
+  pto_submit_v(o, kid_relaunch);
+}
+
+static void test_launch_while_launched(void **state) {
+  (void)state;
+  pto_chip *chip = new_chip(1);
+  int k;
+  assert_int_equal(pto_kernel_register_aiv(chip, "relaunch", k_relaunch, &k), PTO_OK);
+  busy_chip = chip;
+  busy_graph = NULL;
+  assert_int_equal(pto_graph_capture(chip, orch_relaunch, &k, &busy_graph, NULL, NULL), PTO_OK);
+  /* the capture's own run launched a NULL graph */
+  assert_int_equal(busy_rc, PTO_EGRAPH);
+  busy_rc = 0;
+  assert_int_equal(pto_graph_launch(chip, busy_graph, NULL, NULL, NULL), PTO_OK);
+  assert_int_equal(busy_rc, PTO_EGRAPH);
+  assert_non_null(strstr(busy_why, "the graph is being launched by another thread"));
+  /* and once it ended, it launches again */
+  assert_int_equal(pto_graph_launch(chip, busy_graph, NULL, NULL, NULL), PTO_OK);
+  pto_graph_destroy(busy_graph);
+  pto_chip_destroy(chip);
+}
+
 /* A replay's trace: every block of every task once, and the edges. */
 static void test_replay_trace(void **state) {
   (void)state;
@@ -508,9 +547,13 @@ static void test_replay_trace(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_capture_and_replay), cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_overlap_refusals),   cmocka_unit_test(test_capture_refusals),
-      cmocka_unit_test(test_replay_trace),       cmocka_unit_test(test_capture_keeps_needed_edges),
+      cmocka_unit_test(test_capture_and_replay),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_overlap_refusals),
+      cmocka_unit_test(test_capture_refusals),
+      cmocka_unit_test(test_replay_trace),
+      cmocka_unit_test(test_capture_keeps_needed_edges),
+      cmocka_unit_test(test_launch_while_launched),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
