@@ -236,7 +236,7 @@ END {
     table("ns per task, one execution of the prebuilt graph", "ns_per_task", "prebuilt")
     table("METG(50%) in us of kernel grain, prebuilt graphs", "metg_us", "prebuilt")
     if (!(("pto" SUBSEP "prebuilt") in class_sys))
-      print "pto's captured-graph replay is not in this class yet.\n" > summary
+      print "pto did not run in this class (it has one: bench_pto -c prebuilt).\n" > summary
     own_ratio_table()
   }
   print "Plots: efficiency_<pattern>.png (efficiency vs kernel grain, one line per" > summary

@@ -303,21 +303,64 @@ int paged_attention_scene(const pa_config *cfg, const pto_scene_opts *opts, pto_
   return rc;
 }
 
+/* Variable lengths: partial last blocks, an exact multiple of the block
+ * size, and a single block. */
+static const int pa_flagship_ctx[8] = {1024, 513, 2048, 77, 1500, 128, 1999, 900};
+static const pa_config pa_flagship = {
+    .batch = 8,
+    .heads = 16,
+    .kv_heads = 1,
+    .head_dim = 128,
+    .block_size = 128,
+    .ctx_lens = pa_flagship_ctx,
+    .sm_blocks = 2,
+    .mm_blocks = 1,
+};
+
 static int paged_attention_run(const pto_scene_opts *opts, pto_scene_report *rep) {
-  /* Variable lengths: partial last blocks, an exact multiple of the block
-   * size, and a single block. */
-  static const int ctx[8] = {1024, 513, 2048, 77, 1500, 128, 1999, 900};
-  const pa_config cfg = {
-      .batch = 8,
-      .heads = 16,
-      .kv_heads = 1,
-      .head_dim = 128,
-      .block_size = 128,
-      .ctx_lens = ctx,
-      .sm_blocks = 2,
-      .mm_blocks = 1,
-  };
-  return paged_attention_scene(&cfg, opts, rep);
+  return paged_attention_scene(&pa_flagship, opts, rep);
+}
+
+/* ---- the flagship's step, for measurements ---- */
+
+pa_state *pa_flagship_new(pto_chip *chip, unsigned seed) {
+  pa_state *st = malloc(sizeof *st);
+  if (!st) return NULL;
+  if (pa_setup(st, &pa_flagship, seed) != PTO_OK) {
+    free(st);
+    return NULL;
+  }
+  if (pto_kernels_register(chip, &st->ids) != PTO_OK) {
+    pa_flagship_delete(st);
+    return NULL;
+  }
+  return st;
+}
+
+void pa_step(pto_orch *o, void *st) { pa_orch(o, st); }
+
+void pa_clear_output(pa_state *st) {
+  const pa_config *c = &st->cfg;
+  memset(st->out, 0xff, (size_t)c->batch * c->heads * c->head_dim * sizeof(float)); /* NaN */
+}
+
+bool pa_verify(pa_state *st) {
+  const pa_config *c = &st->cfg;
+  const size_t n = (size_t)c->batch * c->heads * c->head_dim;
+  float *ref = malloc(n * sizeof *ref);
+  if (!ref) return false;
+  pa_reference(st, ref);
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++)
+    ok = fabsf(st->out[i] - ref[i]) <= 1e-4f; /* false for NaN: an unwritten output */
+  free(ref);
+  return ok;
+}
+
+void pa_flagship_delete(pa_state *st) {
+  if (!st) return;
+  pa_free(st);
+  free(st);
 }
 
 PTO_SCENE_WITH(paged_attention,

@@ -25,4 +25,16 @@ typedef struct pa_config {
  * scene ran (verdict in rep), or the first error. */
 int paged_attention_scene(const pa_config *cfg, const pto_scene_opts *opts, pto_scene_report *rep);
 
+/* The flagship scene's decode step, for measurements (bench/graph_bench.c):
+ * its inputs, with the kernels registered on chip (NULL: out of memory or
+ * a registration failed); pa_step(orch, st), the orchestration of one
+ * step; pa_clear_output fills the output with NaN; pa_verify checks it
+ * against the sequential attention (1e-4). */
+typedef struct pa_state pa_state;
+pa_state *pa_flagship_new(pto_chip *chip, unsigned seed);
+void pa_step(pto_orch *o, void *st);
+void pa_clear_output(pa_state *st);
+bool pa_verify(pa_state *st);
+void pa_flagship_delete(pa_state *st);
+
 #endif

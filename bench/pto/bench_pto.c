@@ -15,8 +15,12 @@
  * The orchestrator (the calling thread) and the scheduler threads come on
  * top, as the StarPU submitting thread does.
  *
- * Prebuilt class: not yet; it comes with captured graphs (a bench_prebuilt
- * whose build captures the orchestration and whose exec replays it). */
+ * Prebuilt class: build() captures the orchestration (pto/graph.h: a real,
+ * untimed run, whose writes the harness clears before each execution) on a
+ * chip of the same shape whose rings hold a whole graph live at once
+ * (task_slots, dep_entries and tensormap_entries raised, docs/graphs.md);
+ * exec() launches it: no TensorMap, no inference. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +71,13 @@ static int k_task(const pto_kctx *c) {
   return 0;
 }
 
-static int pto_bench_init(int workers) {
+static int g_workers;
+
+/* The chip of the configuration rule for `workers` CPUs, its kernels
+ * registered in K_* order (so g_kernel[] holds on every such chip);
+ * `whole_graph`: rings that hold the largest workload's graph live at once,
+ * for a capture. */
+static int make_chip(int workers, bool whole_graph, pto_chip **out) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   /* PTO_BENCH_AIV=1: one AIV per cluster (clusters = workers) whatever the
@@ -85,7 +95,12 @@ static int pto_bench_init(int workers) {
    * clusters); PTO_SCHEDULERS, if set, at most one per cluster. (Turning
    * 0 into 1 here gave every chip of 2 or more clusters one scheduler.) */
   if (cfg.schedulers > cfg.clusters) cfg.schedulers = cfg.clusters;
-  int rc = pto_chip_create(&cfg, &g_chip);
+  if (whole_graph) { /* full mode: 10^5 tasks, about 3 edges each (W4) */
+    if (cfg.task_slots < 1u << 17) cfg.task_slots = 1u << 17;
+    if (cfg.dep_entries < 1u << 19) cfg.dep_entries = 1u << 19;
+    if (cfg.tensormap_entries < 1u << 18) cfg.tensormap_entries = 1u << 18;
+  }
+  int rc = pto_chip_create(&cfg, out);
   if (rc != 0) {
     fprintf(stderr, "pto_chip_create: %s: %s\n", pto_status_name(rc), pto_strerror(rc));
     return rc;
@@ -99,14 +114,21 @@ static int pto_bench_init(int workers) {
                   {"reduce", k_reduce},
                   {"task", k_task}};
   for (int i = 0; i < K_COUNT && rc == 0; i++)
-    rc = pto_kernel_register_aiv(g_chip, k[i].name, k[i].fn, &g_kernel[i]);
-  int nsched = pto_chip_get_config(g_chip)->schedulers; /* as resolved */
+    rc = pto_kernel_register_aiv(*out, k[i].name, k[i].fn, &g_kernel[i]);
+  return rc;
+}
+
+static int pto_bench_init(int workers) {
+  g_workers = workers;
+  int rc = make_chip(workers, false, &g_chip);
+  if (rc) return rc;
+  const pto_chip_config *cfg = pto_chip_get_config(g_chip); /* as resolved */
+  int cores = cfg->clusters * cfg->aiv_per_cluster;
   snprintf(g_desc, sizeof(g_desc),
            "%d cluster%s x %d AIV (%d kernel core%s) + %d scheduler%s + orchestrator thread",
-           cfg.clusters, cfg.clusters == 1 ? "" : "s", cfg.aiv_per_cluster,
-           cfg.clusters * cfg.aiv_per_cluster, cfg.clusters * cfg.aiv_per_cluster == 1 ? "" : "s",
-           nsched, nsched == 1 ? "" : "s");
-  return rc;
+           cfg->clusters, cfg->clusters == 1 ? "" : "s", cfg->aiv_per_cluster, cores,
+           cores == 1 ? "" : "s", cfg->schedulers, cfg->schedulers == 1 ? "" : "s");
+  return 0;
 }
 
 static void pto_bench_fini(void) {
@@ -253,6 +275,55 @@ static int64_t pto_bench_graph(const bench_graph *g, uint64_t *slots) {
   return run(orch_graph, &j);
 }
 
+/* ---- prebuilt class: a captured graph, replayed ---- */
+
+typedef struct pre_graph {
+  pto_chip *chip; /* the capture's: a graph launches on its own chip */
+  pto_graph *graph;
+  job j;
+} pre_graph;
+
+static void pre_destroy(void *p_) {
+  pre_graph *p = p_;
+  if (!p) return;
+  pto_graph_destroy(p->graph);
+  pto_chip_destroy(p->chip);
+  free(p);
+}
+
+static void *pre_build(const bench_work *w) {
+  static const pto_orch_fn fn[] = {[BENCH_CHAIN] = orch_chain,
+                                   [BENCH_INDEP] = orch_indep,
+                                   [BENCH_FANOUT] = orch_fanout,
+                                   [BENCH_GRAPH] = orch_graph};
+  pre_graph *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->j = (job){.n = w->n, .slots = w->slots, .g = w->g};
+  pto_error_info err;
+  int rc = make_chip(g_workers, true, &p->chip);
+  if (!rc) rc = pto_graph_capture(p->chip, fn[w->kind], &p->j, &p->graph, NULL, &err);
+  if (rc) {
+    if (p->chip) pto_error_print(&err, stderr);
+    pre_destroy(p);
+    return NULL;
+  }
+  return p;
+}
+
+static int pre_exec(void *p_) {
+  pre_graph *p = p_;
+  pto_run_stats st;
+  pto_error_info err;
+  int rc = pto_graph_launch(p->chip, p->graph, NULL, &st, &err);
+  if (rc) pto_error_print(&err, stderr);
+  return rc;
+}
+
+static const bench_prebuilt pto_prebuilt = {
+    "the orchestration captured once (pto_graph_capture), each execution a pto_graph_launch: "
+    "precomputed fanins and successor lists, no TensorMap",
+    pre_build, pre_exec, pre_destroy};
+
 int main(int argc, char **argv) {
   static const bench_system sys = {
       .name = "pto",
@@ -263,6 +334,7 @@ int main(int argc, char **argv) {
       .run_fanout = pto_bench_fanout,
       .run_graph = pto_bench_graph,
       .describe = pto_bench_describe,
+      .prebuilt = &pto_prebuilt,
   };
   return bench_main(argc, argv, &sys);
 }

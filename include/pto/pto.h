@@ -2,6 +2,7 @@
 #ifndef PTO_PTO_H
 #define PTO_PTO_H
 #include "pto/chip.h"
+#include "pto/graph.h"
 #include "pto/kernel.h"
 #include "pto/orch.h"
 #include "pto/status.h"

@@ -240,6 +240,21 @@ int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info
                  int python_sigint);
 int pyk_sigint_tripped(void);
 
+typedef struct pto_graph pto_graph;
+typedef struct pto_graph_info {
+  int64_t tasks; int64_t edges; int32_t buffers; int32_t scalars; uint64_t heap_bytes; ...;
+} pto_graph_info;
+typedef struct pto_graph_bindings {
+  const pto_tensor *buffers; int32_t nbuffers; int32_t nscalars; const uint64_t *scalars; ...;
+} pto_graph_bindings;
+int pto_graph_get_info(const pto_graph *graph, pto_graph_info *info);
+int pto_graph_buffer(const pto_graph *graph, int i, pto_tensor *out);
+void pto_graph_destroy(pto_graph *graph);
+int pyk_graph_capture(pto_chip *chip, void *arg, pto_graph **graph, pto_run_stats *stats,
+                      pto_error_info *err, int python_sigint);
+int pyk_graph_launch(pto_chip *chip, pto_graph *graph, const pto_graph_bindings *b,
+                     pto_run_stats *stats, pto_error_info *err, int python_sigint);
+
 extern "Python+C" int _pyk_kernel(int slot, const pto_kctx *ctx);
 extern "Python+C" int _pyk_chip_init(pto_chip *chip, int rank, void *arg);
 extern "Python+C" void _pyk_orch(pto_orch *o, void *arg);
@@ -437,6 +452,24 @@ int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info
                  int python_sigint) {
   pyk_sigint_arm(python_sigint);
   int rc = pto_chip_run(chip, _pyk_orch, arg, stats, err);
+  pyk_sigint_disarm();
+  return rc;
+}
+
+/* A capture runs the Python orchestration as pyk_chip_run does; a
+ * launch runs no Python orchestration, only the kernels. */
+int pyk_graph_capture(pto_chip *chip, void *arg, pto_graph **graph, pto_run_stats *stats,
+                      pto_error_info *err, int python_sigint) {
+  pyk_sigint_arm(python_sigint);
+  int rc = pto_graph_capture(chip, _pyk_orch, arg, graph, stats, err);
+  pyk_sigint_disarm();
+  return rc;
+}
+
+int pyk_graph_launch(pto_chip *chip, pto_graph *graph, const pto_graph_bindings *b,
+                     pto_run_stats *stats, pto_error_info *err, int python_sigint) {
+  pyk_sigint_arm(python_sigint);
+  int rc = pto_graph_launch(chip, graph, b, stats, err);
   pyk_sigint_disarm();
   return rc;
 }

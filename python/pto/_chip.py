@@ -7,10 +7,13 @@ import signal
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
+import numpy as np
+
 from ._cint import set_int_field
 from ._errors import error_from_info, invalid
 from ._kernel import Kernel, as_spec, register
-from ._orch import Orch
+from ._orch import Orch, scalar_bits
+from ._tensor import array_desc, as_array
 from ._pto import ffi, lib
 
 CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", "task_slots",
@@ -169,11 +172,19 @@ class Chip:
         function's own exception. Ctrl-C cancels the run at the next Python
         kernel: KeyboardInterrupt. The Orch takes calls from this thread only."""
         chip = self._live()
+        run = _Run(self, orchestrate, args)
+        stats = self._in_run("Chip.run", run,
+                             lambda h, st, err, sig: lib.pyk_chip_run(chip, h, st, err, sig))
+        run.keep.clear()
+        return stats
+
+    def _in_run(self, what: str, run: _Run, call: Callable) -> RunStats:
+        """call(handle, stats, err, python_sigint) as this chip's one run,
+        with run as the current _Run; raises the run's error."""
         if not self._run_lock.acquire(blocking=False):
-            raise invalid("Chip.run: this chip is already running (run is not reentrant; "
+            raise invalid(f"{what}: this chip is already running (run is not reentrant; "
                           "one run at a time per chip)")
         try:
-            run = _Run(self, orchestrate, args)
             h = ffi.new_handle(run)
             stats = ffi.new("pto_run_stats *")
             err = ffi.new("pto_error_info *")
@@ -181,20 +192,68 @@ class Chip:
             try:
                 # Ctrl-C cancels the run at the next Python kernel (_build.py)
                 py_sigint = callable(signal.getsignal(signal.SIGINT))
-                rc = lib.pyk_chip_run(chip, h, stats, err, py_sigint)
+                rc = call(h, stats, err, py_sigint)
             finally:
                 self._run = None
         finally:
             self._run_lock.release()
-        run.keep.clear()
         exc = run.orch_exc
         if exc is not None and not getattr(exc, "_from_call", False):
+            run.keep.clear()
             raise exc
         if rc:
+            run.keep.clear()
             e = error_from_info(rc, err)
             cause = run.kernel_excs[0] if run.kernel_excs else exc
             raise e from cause
         return RunStats._from(stats)
+
+    def capture(self, orchestrate: Callable[..., Any], *args: Any) -> "Graph":
+        """Run ``orchestrate(orch, *args)`` as ``run`` does (a real run: its
+        results are valid) and record it as a :class:`Graph` that
+        ``launch`` replays without dependency inference (pto/graph.h).
+        The orchestration may not read, write or wait on the host side
+        (GraphError), and the whole graph must fit the chip's rings at once."""
+        chip = self._live()
+        run = _Run(self, orchestrate, args)
+        out = ffi.new("pto_graph **")
+        self._in_run("Chip.capture", run,
+                     lambda h, st, err, sig: lib.pyk_graph_capture(chip, h, out, st, err, sig))
+        return Graph(self, out[0], run.keep)
+
+    def launch(self, graph: "Graph", bind: Any = None, scalars: Any = None) -> RunStats:
+        """Replay ``graph`` (captured on this chip) with new arrays bound:
+        ``bind`` is a list of arrays in ``graph.buffers`` order (None keeps
+        one) or a dict from buffer index (``graph.index(array)``) to array,
+        each of the captured one's dtype and byte span; ``scalars`` gives every
+        scalar argument anew, in submission order (``graph.scalars`` of
+        them). Refusals raise GraphError, and nothing runs."""
+        chip = self._live()
+        if not isinstance(graph, Graph) or graph._g is None:
+            raise invalid("Chip.launch: not a live pto.Graph")
+        b = ffi.new("pto_graph_bindings *")
+        keep: List[Any] = [b]
+        if bind is not None:
+            news = graph._bindings(bind)
+            ts = ffi.new("pto_tensor[]", max(len(news), 1))
+            for i, a in enumerate(news):
+                if a is not None:
+                    d = array_desc(as_array(a, f"launch: buffer {i}"), 0, f"launch: buffer {i}")
+                    ts[i].buf, ts[i].buf_bytes, ts[i].dtype = ffi.cast("void *", d[1]), d[2], d[3]
+                    keep.append(a)
+            b.buffers, b.nbuffers = ts, len(news)
+            keep.append(ts)
+        if scalars is not None:
+            sc = ffi.new("uint64_t[]", [scalar_bits(v, f"launch: scalar {i}")
+                                        for i, v in enumerate(scalars)] or [0])
+            b.scalars, b.nscalars = sc, len(scalars)
+            keep.append(sc)
+        run = _Run(self, None, ())
+        run.keep = keep
+        stats = self._in_run("Chip.launch", run, lambda h, st, err, sig: lib.pyk_graph_launch(
+            chip, graph._g, b, st, err, sig))
+        keep.clear()
+        return stats
 
     def _kernel_exception(self, e: BaseException) -> None:
         run = self._run
@@ -220,6 +279,66 @@ class Chip:
             if getattr(self, "_chip", None) is not None and self._run is None:
                 lib.pto_chip_destroy(self._chip)
                 self._chip = None
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+class Graph:
+    """An orchestration captured by ``Chip.capture``, replayed by
+    ``Chip.launch``. ``buffers``: the arrays it bound, in order of first use
+    (one per distinct base pointer; None for memory that is no array the
+    orchestration passed); ``tasks``, ``edges``, ``scalars``: its counts.
+    It keeps its captured arrays alive; ``close`` frees it."""
+
+    def __init__(self, chip: Chip, g, keep: List[Any]):
+        self._g, self.chip = g, chip
+        self._keep = list(keep)  # every object the capture's tasks used: launches use them too
+        info = ffi.new("pto_graph_info *")
+        lib.pto_graph_get_info(g, info)
+        self.tasks, self.edges = int(info.tasks), int(info.edges)
+        self.scalars, self.heap_bytes = int(info.scalars), int(info.heap_bytes)
+        by_ptr = {}
+        for a in keep:
+            if isinstance(a, np.ndarray):
+                by_ptr.setdefault(a.__array_interface__["data"][0], a)
+        t = ffi.new("pto_tensor *")
+        self.buffers: List[Optional[np.ndarray]] = []
+        for i in range(info.buffers):
+            lib.pto_graph_buffer(g, i, t)
+            self.buffers.append(by_ptr.get(int(ffi.cast("uintptr_t", t.buf))))
+
+    def index(self, array: Any) -> int:
+        """The buffer index of an array the capture bound (by identity)."""
+        for i, a in enumerate(self.buffers):
+            if a is array:
+                return i
+        raise invalid("Graph.index: not an array the graph bound (graph.buffers lists them)")
+
+    def _bindings(self, bind: Any) -> List[Any]:
+        if isinstance(bind, dict):
+            news: List[Any] = [None] * len(self.buffers)
+            for i, new in bind.items():
+                if not isinstance(i, int) or not 0 <= i < len(news):
+                    raise invalid(f"Chip.launch: bind key {i!r} is not a buffer index "
+                                  f"(0..{len(news) - 1}; Graph.index finds one)")
+                news[i] = new
+            return news
+        news = list(bind)
+        if len(news) != len(self.buffers):
+            raise invalid(f"Chip.launch: bind lists {len(news)} arrays, the graph bound "
+                          f"{len(self.buffers)}")
+        return news
+
+    def close(self) -> None:
+        """Free the graph (idempotent)."""
+        if self._g is not None:
+            lib.pto_graph_destroy(self._g)
+            self._g = None
+        self.buffers, self._keep = [], []
+
+    def __del__(self) -> None:
+        try:
+            self.close()
         except Exception:  # pragma: no cover - interpreter shutdown
             pass
 

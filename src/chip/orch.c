@@ -194,6 +194,7 @@ static void hold_release(pto_run *r) {
  * range, argument storage and dependency nodes. The heap tail may pass a
  * range held by an open scope: allocation steps around it (r->held). */
 static void orch_retire(pto_run *r) {
+  if (r->capture) return; /* a captured graph keeps every task (graph.c) */
   while (r->retired < r->next_id) {
     task *t = run_slot(r, r->retired);
     /* acquire pairs with the completing scheduler's release of `state`:
@@ -264,6 +265,14 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
                           unsigned long long n1, unsigned long long n2) {
   room_wait w = {r, room, arg, false};
   char need[128];
+  if (r->capture) { /* nothing retires: no room will come */
+    room_cond(&w);
+    if (w.ok || run_stopping(r)) return latched(r);
+    char full[200];
+    snprintf(need, sizeof need, need_fmt, n1, n2);
+    snprintf(full, sizeof full, "%s full, %s not found", what, need);
+    return graph_capture_refuse(r, full);
+  }
   pto_task_id last = r->retired;
   uint64_t deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
   for (;;) {
@@ -600,6 +609,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   for (int i = 0; opts && i < opts->ndeps; i++)
     collect_dep(&dc, opts->deps[i]);
   if (dc.oom) return submit_fail(r, PTO_ENOMEM, "dependency list allocation failed");
+  if (r->capture) r->depbuf_n = graph_capture_reduce(r, r->depbuf, r->depbuf_n);
   uint32_t nd = r->depbuf_n;
   if (nd > r->ndeps)
     return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,
@@ -642,6 +652,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
   atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
+  if (r->capture && (rc = graph_capture_task(r, t, r->depbuf, nd))) return rc;
   uint32_t linked = 0; /* edges whose producer may still decrement fanin */
   uint32_t idx = nd ? (uint32_t)(r->dep_head % r->ndeps) : 0;
   for (uint32_t i = 0; i < nd; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {
@@ -778,6 +789,7 @@ static int wait_tasks(pto_run *r, uint32_t n, int64_t timeout_ms, const char *wh
 static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t timeout_ms,
                        const char *what) {
   pto_run *r = o->run;
+  if (r->capture) return graph_capture_refuse(r, what);
   if (!t || tensor_check(t, false))
     return submit_fail(r, PTO_EINVAL, "%s: NULL or invalid tensor view", what);
   char why[200];
@@ -816,6 +828,7 @@ int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
   int rc = orch_gate(o, "pto_orch_wait_task");
   if (rc) return rc;
   pto_run *r = o->run;
+  if (r->capture) return graph_capture_refuse(r, "pto_orch_wait_task");
   if (id < 0 || id >= r->next_id)
     return submit_fail(r, PTO_EINVAL, "pto_orch_wait_task: %lld is not a submitted task",
                        (long long)id);

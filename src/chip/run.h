@@ -388,6 +388,9 @@ typedef struct pto_run {
   _Atomic uint64_t spread_max_ns, spread_sum_ns;
   _Atomic uint64_t drain_lat_max_ns, drain_lat_sum_ns;
   int orch_track;
+  /* orch: the graph this run's orchestration is recording (graph.c), set
+   * and cleared around the orchestration function; NULL otherwise */
+  struct pto_graph *capture;
 } pto_run;
 
 /* The handle an orchestration function gets. `owner` is the thread that
@@ -477,6 +480,18 @@ void spread_begin(pto_run *r);
 void spread_end(pto_run *r);
 void spread_orch_ahead(pto_run *r);
 void spread_orch_share(pto_run *r);
+
+/* Captured graphs [graph_record.c] (pto/graph.h). While r->capture is
+ * set, submit first reduces the producers of the task being submitted to
+ * those no other of them follows (graph_capture_reduce: the kept ones,
+ * compacted, are the edges it links), then records the task it publishes
+ * with them (graph_capture_task), and nothing retires; a call the record cannot hold (a host access, a ring
+ * that only retirement could make room in) fails the run as PTO_EGRAPH
+ * naming `what`, through graph_capture_refuse. Both return the run's
+ * latched status. */
+uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t npreds);
+int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint32_t npreds);
+int graph_capture_refuse(pto_run *r, const char *what);
 
 /* Orchestrator [orch.c] */
 int orch_setup(pto_run *r);

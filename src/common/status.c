@@ -48,6 +48,10 @@ static const status_info status_table[] = {
     S(PTO_EBUSY, "the chip is already running: wait for the current run to finish"),
     S(PTO_EINTERNAL, "pto's own bookkeeping is inconsistent (a defect in pto, not in the "
                      "program): the details say what; please report them"),
+    S(PTO_EGRAPH, "a captured graph cannot run as asked (a binding of another size or dtype, "
+                  "bound buffers that overlap differently from capture, another chip, a host "
+                  "access while capturing, a graph larger than the rings): the details say "
+                  "which; capture again for the new case"),
     S(PTO_EDEVICE_BUSY, "device id already leased by another run: pick another device or wait "
                         "for the other run to end"),
     S(PTO_ECHIP_DIED, "a chip process exited or crashed: see its log for the cause"),

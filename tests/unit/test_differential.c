@@ -13,6 +13,11 @@
  * read-after-write, write-after-write or write-after-read edge changes the
  * result (TSan also reports the race itself).
  *
+ * Each graph is also captured (pto/graph.h) on a chip of the same shape
+ * whose rings hold a whole graph, and replayed 3 times with new data, new
+ * scalars and its buffers moved, each replay equal to sequential
+ * execution of the graph with that data.
+ *
  * PTO_DIFF_GRAPHS and PTO_DIFF_SEED override the count and the seed. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +39,70 @@
 #define DEFAULT_GRAPHS 2000
 #endif
 
+/* Captures g on chip and replays it 3 times: new initial data and new k
+ * scalars each time, the buffers bound to other memory (buffer b's views,
+ * shifted or not, move with it); each replay must equal the sequential
+ * execution of the graph so changed. Returns the tasks run. */
+static int capture_and_replay(pto_chip *chip, int kid, const graph *g, int gi) {
+  static uint32_t mem[3][NBUF][BUFELEMS], want[NBUF][BUFELEMS];
+  static graph g2;
+  pto_graph_run pr = {.g = g, .bufs = mem[0], .kid = kid, .fail_at = -1};
+  memcpy(mem[0], g->init, sizeof g->init);
+  pto_graph *cg = NULL;
+  pto_error_info err;
+  int rc = pto_graph_capture(chip, orchestrate, &pr, &cg, NULL, &err);
+  run_reference(g, want);
+  if (rc != PTO_OK || memcmp(mem[0], want, sizeof want) != 0) {
+    pto_error_print(&err, stderr);
+    fail_msg("graph %d: the capture run differs from sequential execution (%s)", gi,
+             pto_status_name(rc));
+  }
+  pto_graph_info info;
+  pto_graph_get_info(cg, &info);
+  pto_tensor binds[NBUF * 64];
+  assert_true(info.buffers <= NBUF * 64);
+  int tasks = 0;
+  for (int rep = 1; rep <= 3; rep++) {
+    g2 = *g;
+    uint64_t scalars[2 * MAX_TASKS];
+    int ns = 0;
+    for (int i = 0; i < g2.n; i++)
+      if (g2.t[i].kind == 0) {
+        g2.t[i].k = rnd();
+        scalars[ns++] = g2.t[i].k;
+        scalars[ns++] = g2.t[i].rw;
+      }
+    assert_int_equal(ns, info.scalars);
+    for (int b = 0; b < NBUF; b++)
+      for (int i = 0; i < BUFELEMS; i++)
+        g2.init[b][i] = rnd();
+    uint32_t(*to)[BUFELEMS] = mem[rep % 3]; /* replays 1, 2 move; 3 is the capture's memory */
+    memcpy(to, g2.init, sizeof g2.init);
+    for (int i = 0; i < info.buffers; i++) {
+      pto_graph_buffer(cg, i, &binds[i]);
+      for (int b = 0; b < NBUF; b++) {
+        char *from = (char *)mem[0][b];
+        if ((char *)binds[i].buf >= from && (char *)binds[i].buf < from + sizeof mem[0][b])
+          binds[i].buf = (char *)to[b] + ((char *)binds[i].buf - from);
+      }
+    }
+    pto_graph_bindings gb = {binds, info.buffers, ns, scalars};
+    pto_run_stats st;
+    rc = pto_graph_launch(chip, cg, &gb, &st, &err);
+    run_reference(&g2, want);
+    if (rc != PTO_OK || memcmp(to, want, sizeof want) != 0) {
+      fprintf(stderr, "graph %d, replay %d: status %s\n", gi, rep, pto_status_name(rc));
+      pto_error_print(&err, stderr);
+      print_buffers("actual", to, g->row_stride);
+      print_buffers("expected", want, g->row_stride);
+      fail_msg("a replay and the sequential execution differ (graph %d, replay %d)", gi, rep);
+    }
+    tasks += (int)st.tasks;
+  }
+  pto_graph_destroy(cg);
+  return tasks;
+}
+
 static void test_random_graphs(void **state) {
   (void)state;
   const char *e = getenv("PTO_DIFF_GRAPHS");
@@ -42,7 +111,7 @@ static void test_random_graphs(void **state) {
   uint64_t seed = e ? strtoull(e, NULL, 0) : 20261130;
   static graph g;
   static uint32_t got[NBUF][BUFELEMS], want[NBUF][BUFELEMS];
-  int tasks = 0;
+  int tasks = 0, replayed = 0;
   for (int gi = 0; gi < graphs; gi++) {
     rng_state = seed * 1000003u + (uint64_t)gi;
     random_graph(&g);
@@ -52,11 +121,17 @@ static void test_random_graphs(void **state) {
     /* every odd graph runs on the chip of the graph before it, so a chip's
      * second run sees the state its first run left (slots, rings, marks,
      * TensorMap, threads) and must still equal sequential execution */
-    static pto_chip *chip;
-    static int kid;
+    static pto_chip *chip, *gchip; /* gchip: the captures', rings for a whole graph */
+    static int kid, gkid;
     if (gi % 2 == 0) {
       assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
       assert_int_equal(pto_kernel_register_aiv(chip, "mix", mix_kernel, &kid), PTO_OK);
+      pto_chip_config gcfg = cfg;
+      gcfg.task_slots = MAX_TASKS;
+      gcfg.dep_entries = gcfg.tensormap_entries = 4096;
+      gcfg.heap_bytes = 1 << 20;
+      assert_int_equal(pto_chip_create(&gcfg, &gchip), PTO_OK);
+      assert_int_equal(pto_kernel_register_aiv(gchip, "mix", mix_kernel, &gkid), PTO_OK);
     } else {
       cfg = *pto_chip_get_config(chip);
     }
@@ -65,10 +140,6 @@ static void test_random_graphs(void **state) {
     pto_error_info err;
     pto_run_stats st;
     int rc = pto_chip_run(chip, orchestrate, &pr, &st, &err);
-    if (gi % 2 == 1 || gi + 1 == graphs) {
-      pto_chip_destroy(chip);
-      chip = NULL;
-    }
     run_reference(&g, want);
     if (rc != PTO_OK || memcmp(got, want, sizeof got) != 0) {
       fprintf(stderr,
@@ -83,8 +154,16 @@ static void test_random_graphs(void **state) {
       fail_msg("pto and the sequential execution differ (graph %d)", gi);
     }
     tasks += (int)st.tasks;
+    replayed += capture_and_replay(gchip, gkid, &g, gi);
+    if (gi % 2 == 1 || gi + 1 == graphs) {
+      pto_chip_destroy(chip);
+      pto_chip_destroy(gchip);
+      chip = gchip = NULL;
+    }
   }
-  printf("differential: %d graphs, %d tasks, all equal to sequential execution\n", graphs, tasks);
+  printf("differential: %d graphs, %d tasks, all equal to sequential execution; each captured "
+         "and replayed 3 times with new data, %d tasks, all equal\n",
+         graphs, tasks, replayed);
 }
 
 #if !defined(__SANITIZE_THREAD__)

@@ -1,0 +1,417 @@
+/* graph.c — captured graphs (pto/graph.h): the record (graph_rec.h, filled
+ * by graph_record.c) turned into replayable arrays, the checks a launch
+ * makes before it starts a run, and the replay itself, an orchestration
+ * function that fills the task slots from the arrays.
+ *
+ * Why a capture keeps every task live (orch_retire does nothing while it
+ * runs): the TensorMap forgets a producer once it retires, and so would
+ * the record's edges to it; a replay starts with no task done, so it needs
+ * every edge. It also keeps every heap byte allocated once, so the
+ * capture's heap layout is one valid placement of all OUTPUT buffers at
+ * once, which a launch reproduces at a new base. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chip/graph_rec.h"
+#include "chip/run.h"
+#include "common/clock.h"
+#include "pto/graph.h"
+
+/* ---- the record made replayable ---- */
+
+static int cmp_pair(const void *x, const void *y) {
+  const graph_pair *a = x, *b = y;
+  if (a->a != b->a) return a->a < b->a ? -1 : 1;
+  return a->b < b->b ? -1 : a->b > b->b;
+}
+
+typedef struct buf_order {
+  const uint8_t *lo;
+  uint64_t hi;
+  int32_t i;
+} buf_order;
+
+static int cmp_order(const void *x, const void *y) {
+  const buf_order *a = x, *b = y;
+  if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* Overlapping pairs of intervals, by a sweep over them sorted by start:
+ * calls fn for each (i < j as buffer indexes). O(n log n + pairs). */
+static int overlaps(const graph_buf *bufs, uint8_t *const *bases, uint32_t n,
+                    int (*fn)(void *, int32_t, int32_t, int64_t), void *arg) {
+  buf_order *o = malloc(sizeof *o * (n ? n : 1));
+  if (!o) return PTO_ENOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    const uint8_t *b = bases ? bases[i] : bufs[i].buf;
+    o[i] = (buf_order){b, (uint64_t)(uintptr_t)b + bufs[i].bytes, (int32_t)i};
+  }
+  qsort(o, n, sizeof *o, cmp_order);
+  int rc = 0;
+  for (uint32_t i = 0; i < n && !rc; i++)
+    for (uint32_t j = i + 1; j < n && !rc && (uint64_t)(uintptr_t)o[j].lo < o[i].hi; j++) {
+      int32_t a = o[i].i, b = o[j].i;
+      int64_t dist = o[j].lo - o[i].lo;
+      if (a > b) {
+        int32_t s = a;
+        a = b;
+        b = s;
+        dist = -dist;
+      }
+      rc = fn(arg, a, b, dist);
+    }
+  free(o);
+  return rc;
+}
+
+static int add_pair(void *arg, int32_t a, int32_t b, int64_t dist) {
+  pto_graph *g = arg;
+  if ((g->npairs & (g->npairs - 1)) == 0) { /* 0, 1, 2, 4, ...: doubling */
+    graph_pair *p = realloc(g->pairs, sizeof *p * (g->npairs ? 2 * g->npairs : 1));
+    if (!p) return PTO_ENOMEM;
+    g->pairs = p;
+  }
+  g->pairs[g->npairs++] = (graph_pair){a, b, dist};
+  return 0;
+}
+
+/* Successor lists from the predecessor lists, the initial fanins, the
+ * roots, and the capture's overlapping buffer pairs. */
+static int graph_build(pto_graph *g) {
+  uint32_t n = g->ntasks;
+  g->fanin = calloc(n ? n : 1, sizeof *g->fanin);
+  g->succ = malloc(sizeof *g->succ * (g->npreds ? g->npreds : 1));
+  g->roots = malloc(sizeof *g->roots * (n ? n : 1));
+  g->run_views = malloc(sizeof *g->run_views * (g->nargs ? g->nargs : 1));
+  g->run_scalars = malloc(sizeof *g->run_scalars * (g->nscalars ? g->nscalars : 1));
+  g->bases = calloc(g->nbufs + 1, sizeof *g->bases);
+  if (!g->fanin || !g->succ || !g->roots || !g->run_views || !g->run_scalars || !g->bases)
+    return PTO_ENOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    graph_task *t = &g->tasks[i];
+    g->fanin[i] = (int32_t)t->npred;
+    for (uint32_t k = 0; k < t->npred; k++)
+      g->tasks[g->preds[t->pred0 + k]].nsucc++;
+    if (!t->npred) g->roots[g->nroots++] = i;
+    g->nsync += t->sync_start;
+  }
+  uint32_t at = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    g->tasks[i].succ0 = at;
+    at += g->tasks[i].nsucc;
+    g->tasks[i].nsucc = 0;
+  }
+  /* newest consumer first, as a fanout list is: a completion releases its
+   * first few consumers oldest first (sched.c, RELEASE_ORDERED) */
+  for (uint32_t i = n; i > 0; i--) {
+    graph_task *t = &g->tasks[i - 1];
+    for (uint32_t k = 0; k < t->npred; k++) {
+      graph_task *p = &g->tasks[g->preds[t->pred0 + k]];
+      g->succ[p->succ0 + p->nsucc++] = i - 1;
+    }
+  }
+  int rc = overlaps(g->bufs, NULL, g->nbufs, add_pair, g);
+  if (!rc && g->npairs) qsort(g->pairs, g->npairs, sizeof *g->pairs, cmp_pair);
+  return rc;
+}
+
+/* The orchestration a capture runs: the caller's, with the run recording. */
+typedef struct capture_call {
+  pto_orch_fn fn;
+  void *arg;
+  pto_graph *g;
+} capture_call;
+
+static void capture_orch(pto_orch *o, void *arg) {
+  capture_call *c = arg;
+  pto_run *r = o->run;
+  r->capture = c->g;
+  c->fn(o, c->arg);
+  r->capture = NULL; /* retirement resumes: the run's end retires everything */
+}
+
+int pto_graph_capture(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **graph,
+                      pto_run_stats *stats, pto_error_info *err) {
+  if (graph) *graph = NULL;
+  pto_graph *g = calloc(1, sizeof *g);
+  if (!graph || !g || !fn) {
+    free(g);
+    if (err) {
+      memset(err, 0, sizeof *err);
+      err->task_id = PTO_TASK_NONE;
+      err->core_id = -1;
+      err->code = g ? PTO_EGRAPH : PTO_ENOMEM;
+      snprintf(err->details, sizeof err->details, "pto_graph_capture: %s",
+               !g       ? "out of memory"
+               : !graph ? "graph (the result) is NULL"
+                        : "orchestration function is NULL");
+    }
+    return g ? PTO_EGRAPH : PTO_ENOMEM;
+  }
+  g->chip = chip;
+  capture_call c = {fn, arg, g};
+  int rc = pto_chip_run(chip, capture_orch, &c, stats, err);
+  if (!rc && (rc = graph_build(g)) != 0 && err) {
+    err->code = rc;
+    snprintf(err->details, sizeof err->details,
+             "pto_graph_capture: out of memory building "
+             "the graph's arrays");
+  }
+  if (rc) {
+    pto_graph_destroy(g);
+    return rc;
+  }
+  *graph = g;
+  return PTO_OK;
+}
+
+void pto_graph_destroy(pto_graph *g) {
+  if (!g) return;
+  free(g->tasks);
+  free(g->views);
+  free(g->args);
+  free(g->scalars);
+  free(g->preds);
+  free(g->bufs);
+  free(g->bufmap);
+  free(g->mark);
+  free(g->succ);
+  free(g->fanin);
+  free(g->roots);
+  free(g->pairs);
+  free(g->run_views);
+  free(g->run_scalars);
+  free(g->bases);
+  free(g);
+}
+
+int pto_graph_get_info(const pto_graph *g, pto_graph_info *info) {
+  if (!g || !info) return PTO_EGRAPH;
+  *info =
+      (pto_graph_info){g->ntasks, g->npreds, (int32_t)g->nbufs, (int32_t)g->nscalars, g->heap_span};
+  return PTO_OK;
+}
+
+int pto_graph_buffer(const pto_graph *g, int i, pto_tensor *out) {
+  if (!g || !out || i < 0 || (uint32_t)i >= g->nbufs) return PTO_EGRAPH;
+  memset(out, 0, sizeof *out);
+  out->buf = g->bufs[i].buf;
+  out->buf_bytes = g->bufs[i].bytes;
+  out->dtype = g->bufs[i].dtype;
+  return PTO_OK;
+}
+
+/* ---- launch: the checks before any run starts ---- */
+
+typedef struct pair_check {
+  const pto_graph *g;
+  uint32_t found;
+  char *why;
+  size_t n;
+} pair_check;
+
+/* Two bound buffers overlap now: they must have, at the same distance. */
+static int check_pair(void *arg, int32_t a, int32_t b, int64_t dist) {
+  pair_check *c = arg;
+  graph_pair key = {a, b, 0};
+  const graph_pair *p =
+      c->g->npairs ? bsearch(&key, c->g->pairs, c->g->npairs, sizeof key, cmp_pair) : NULL;
+  if (p && p->dist == dist) {
+    c->found++;
+    return 0;
+  }
+  if (p)
+    snprintf(c->why, c->n,
+             "bound buffers %d and %d overlap %lld bytes apart, but were %lld bytes apart at "
+             "capture: the captured dependencies follow the old overlap",
+             a, b, (long long)dist, (long long)p->dist);
+  else
+    snprintf(c->why, c->n,
+             "bound buffers %d and %d overlap (%lld bytes apart) but were disjoint at capture: "
+             "the captured graph has no edges between their tasks",
+             a, b, (long long)dist);
+  return PTO_EGRAPH;
+}
+
+static int graph_check(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b, char *why,
+                       size_t n) {
+  if (chip != g->chip)
+    return snprintf(why, n,
+                    "the graph was captured on another chip: its kernel ids, rings and "
+                    "heap are that chip's"),
+           PTO_EGRAPH;
+  int32_t nb = b ? b->nbuffers : 0, ns = b ? b->nscalars : 0;
+  if (nb && (nb != (int32_t)g->nbufs || !b->buffers))
+    return snprintf(why, n, "bindings give %d buffers%s, the graph has %u (or 0: as captured)", nb,
+                    b->buffers ? "" : " (buffers NULL)", g->nbufs),
+           PTO_EGRAPH;
+  if (ns && (ns != (int32_t)g->nscalars || !b->scalars))
+    return snprintf(why, n, "bindings give %d scalars%s, the graph has %u (or 0: as captured)", ns,
+                    b->scalars ? "" : " (scalars NULL)", g->nscalars),
+           PTO_EGRAPH;
+  if (nb < 0 || ns < 0) return snprintf(why, n, "negative binding count"), PTO_EGRAPH;
+  const ring *heap = chip->run ? &chip->run->heap : NULL;
+  for (uint32_t i = 0; i < g->nbufs; i++) {
+    const pto_tensor *t = nb ? &b->buffers[i] : NULL;
+    uint8_t *base = t && t->buf ? t->buf : g->bufs[i].buf;
+    if (t && t->buf) {
+      if (t->buf_bytes != g->bufs[i].bytes)
+        return snprintf(why, n, "buffer %u is bound to %zu bytes, captured with %zu", i,
+                        t->buf_bytes, g->bufs[i].bytes),
+               PTO_EGRAPH;
+      if (t->dtype != g->bufs[i].dtype)
+        return snprintf(why, n, "buffer %u is bound as %s, captured as %s", i,
+                        pto_dtype_name((pto_dtype)t->dtype),
+                        pto_dtype_name((pto_dtype)g->bufs[i].dtype)),
+               PTO_EGRAPH;
+      if (heap && base < heap->base + heap->cap && base + t->buf_bytes > heap->base)
+        return snprintf(why, n,
+                        "buffer %u is bound inside the chip's heap, where the launch "
+                        "places the graph's OUTPUT buffers",
+                        i),
+               PTO_EGRAPH;
+    }
+    if (base != g->bases[i]) { /* the views no longer hold the bases: even if a */
+      g->bases[i] = base;      /* later buffer is refused, the next launch rebases */
+      g->rebased = false;
+    }
+  }
+  if (!g->rebased) { /* bases moved: the overlaps are checked again */
+    pair_check c = {g, 0, why, n};
+    int rc = overlaps(g->bufs, g->bases, g->nbufs, check_pair, &c);
+    if (rc == PTO_ENOMEM) snprintf(why, n, "out of memory checking the bindings' overlap");
+    if (rc) {
+      g->rebased = false; /* the bases above are not what the views hold */
+      return rc;
+    }
+    if (c.found != g->npairs)
+      return g->rebased = false,
+             snprintf(why, n,
+                      "%u bound buffer pairs that overlapped at capture no longer "
+                      "overlap: the captured dependencies follow the old overlap",
+                      g->npairs - c.found),
+             PTO_EGRAPH;
+  }
+  if (ns)
+    memcpy(g->run_scalars, b->scalars, sizeof(uint64_t) * (size_t)ns);
+  else if (g->nscalars)
+    memcpy(g->run_scalars, g->scalars, sizeof(uint64_t) * g->nscalars);
+  return PTO_OK;
+}
+
+/* ---- the replay: an orchestration that fills the slots ---- */
+
+static void replay_orch(pto_orch *o, void *arg) {
+  pto_graph *g = arg;
+  pto_run *r = o->run;
+  uint64_t t0 = pto_now_ns();
+  uint8_t *piece = NULL;
+  if (g->heap_span) {
+    /* the heap is empty at a run's start: the piece is its first bytes */
+    piece = ring_try_alloc(&r->heap, g->heap_span);
+    if (!piece) {
+      run_fail(r, PTO_EGRAPH, PTO_TASK_NONE, -1,
+               "launch: %llu heap bytes for the graph's OUTPUT buffers not free (heap_bytes %llu)",
+               (unsigned long long)g->heap_span, (unsigned long long)r->heap.cap);
+      return;
+    }
+  }
+  if (!g->rebased || g->bases[g->nbufs] != piece) {
+    for (uint32_t i = 0; i < g->nargs; i++) {
+      pto_tensor *v = &g->run_views[i];
+      *v = g->views[i];
+      if (g->args[i].buffer >= 0) {
+        v->buf = g->bases[g->args[i].buffer];
+      } else {
+        v->buf = piece + g->args[i].delta;
+        /* the capture's allocation is gone, and only the orchestrator's
+         * checks read a tag (a replay makes none): untagged, as a view
+         * built by hand over heap memory */
+        v->alloc_tag = 0;
+      }
+    }
+    g->bases[g->nbufs] = piece;
+    g->rebased = true;
+  }
+  /* every slot, fanin and fanout list before the first task is made ready
+   * (its push releases them all): no task runs while they are written */
+  uint32_t n = g->ntasks;
+  for (uint32_t i = 0; i < n; i++) {
+    const graph_task *gt = &g->tasks[i];
+    task *t = &r->slots[i];
+    t->id = i;
+    t->kernel = gt->kernel;
+    t->shape = gt->shape;
+    t->block_num = gt->block_num;
+    t->units_total = gt->units_total;
+    t->sync_start = gt->sync_start;
+    t->scope_depth = 0;
+    t->dep_mark = PTO_TASK_NONE;
+    t->ntensors = gt->ntensors;
+    t->nscalars = gt->nscalars;
+    t->tensors = g->run_views + gt->arg0;
+    t->scalars = g->run_scalars + gt->scalar0;
+    t->heap_end = r->heap.head;
+    t->args_end = r->args.head;
+    t->dep_end = g->npreds;
+    /* the successor list as dependency nodes, in the pool's first entries */
+    for (uint32_t k = 0; k < gt->nsucc; k++) {
+      dep_node *d = &r->deps[gt->succ0 + k];
+      d->consumer = &r->slots[g->succ[gt->succ0 + k]];
+      d->next = k + 1 < gt->nsucc ? (int64_t)(gt->succ0 + k + 1) : -1;
+    }
+    atomic_store_explicit(&t->fanout_head, gt->nsucc ? (int64_t)gt->succ0 : FANOUT_EMPTY,
+                          memory_order_relaxed);
+    t->next_block = 0;
+    atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
+    atomic_store_explicit(&t->fanin, g->fanin[i], memory_order_relaxed);
+    atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
+  }
+  r->dep_head = g->npreds;
+  r->next_id = n;
+  if (g->nsync) atomic_fetch_add_explicit(&r->sync_tasks, g->nsync, memory_order_relaxed);
+  /* release: slot contents visible to whoever reads `submitted` (watchdog) */
+  atomic_store_explicit(&r->submitted, n, memory_order_release);
+  if (r->trace) { /* the submits a dynamic run shows, with their arrows */
+    uint64_t t1 = pto_now_ns();
+    for (uint32_t i = 0; i < n; i++)
+      trace_slice_deps(r->trace, r->orch_track, "replay", "orch", t0, t1, i, -1,
+                       g->preds + g->tasks[i].pred0, (int)g->tasks[i].npred);
+  }
+  for (uint32_t i = 0; i < g->nroots; i++)
+    sched_make_ready(r, &r->slots[g->roots[i]]);
+}
+
+static int refuse(int rc, const char *why, pto_run_stats *stats, pto_error_info *err) {
+  if (stats) memset(stats, 0, sizeof *stats);
+  if (err) {
+    memset(err, 0, sizeof *err);
+    err->task_id = PTO_TASK_NONE;
+    err->core_id = -1;
+    err->code = rc;
+    snprintf(err->details, sizeof err->details, "pto_graph_launch refused: %s", why);
+  }
+  return rc;
+}
+
+int pto_graph_launch(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
+                     pto_run_stats *stats, pto_error_info *err) {
+  char why[400];
+  int idle = 0;
+  if (!g) return refuse(PTO_EGRAPH, "graph is NULL", stats, err);
+  if (!atomic_compare_exchange_strong(&g->busy, &idle, 1))
+    return refuse(PTO_EGRAPH, "the graph is being launched by another thread", stats, err);
+  int rc = graph_check(chip, g, b, why, sizeof why);
+  if (rc)
+    refuse(rc, why, stats, err);
+  else
+    rc = pto_chip_run(chip, replay_orch, g, stats, err);
+  atomic_store(&g->busy, 0);
+  return rc;
+}

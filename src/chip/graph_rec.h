@@ -1,0 +1,87 @@
+/* graph_rec.h — the record of a captured graph (pto/graph.h), shared by
+ * graph_record.c (what submit records while a capture runs: it depends on
+ * no chip file but run.c) and graph.c (the public calls, which run the
+ * chip). */
+#ifndef PTO_CHIP_GRAPH_REC_H
+#define PTO_CHIP_GRAPH_REC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pto/chip.h"
+#include "pto/graph.h"
+#include "pto/orch.h"
+#include "pto/tensor.h"
+
+/* One task of the record: slot fields, and where its arguments, edges
+ * and predecessors start in the graph's arrays. */
+typedef struct graph_task {
+  int32_t kernel; /* -1: dummy */
+  int32_t block_num, units_total;
+  int32_t ntensors, nscalars;
+  int8_t shape;
+  bool sync_start;
+  uint32_t arg0, scalar0; /* first tensor / scalar in the arrays */
+  uint32_t pred0, npred;  /* predecessors: preds[pred0 ..] (trace arrows) */
+  uint32_t succ0, nsucc;  /* successors: succ[succ0 ..] (built at the end) */
+  int64_t pre;            /* every task up to pre is its ancestor (graph_record.c) */
+} graph_task;
+
+/* Where a tensor argument's base comes from at a launch. */
+typedef struct graph_arg {
+  int32_t buffer; /* bound buffer index, or -1: the launch's heap piece */
+  int64_t delta;  /* bytes from that base to the view's buf */
+} graph_arg;
+
+typedef struct graph_buf {
+  uint8_t *buf;
+  size_t bytes;
+  int32_t dtype;
+} graph_buf;
+
+/* Two bound buffers that overlapped at capture, and by how much apart. */
+typedef struct graph_pair {
+  int32_t a, b; /* a < b */
+  int64_t dist; /* buf_b - buf_a */
+} graph_pair;
+
+struct pto_graph {
+  pto_chip *chip;
+  int status; /* the capture's own failure, latched as the run's */
+  /* tasks and their arguments, as recorded */
+  graph_task *tasks;
+  uint32_t ntasks, tasks_cap;
+  pto_tensor *views; /* every tensor argument as captured */
+  graph_arg *args;   /* and where its base comes from */
+  uint32_t nargs, args_cap, views_cap;
+  uint64_t *scalars;
+  uint32_t nscalars, scalars_cap;
+  pto_task_id *preds;
+  uint32_t npreds, preds_cap;
+  graph_buf *bufs;
+  uint32_t nbufs, bufs_cap;
+  int32_t *bufmap; /* buffer index + 1 by base pointer (graph_record.c) */
+  uint32_t bufmap_cap;
+  uint32_t *mark;     /* tasks_cap: scratch stamps of the producer reduction */
+  uint64_t heap_span; /* heap bytes the capture used, from the ring's base */
+  /* built once the capture has ended */
+  uint32_t *succ;  /* successors by producer, newest first (as a fanout list) */
+  int32_t *fanin;  /* each task's predecessors: its initial fanin */
+  uint32_t *roots; /* tasks with no predecessor, in submission order */
+  uint32_t nroots;
+  uint32_t nsync;    /* sync_start tasks */
+  graph_pair *pairs; /* overlapping buffer pairs, sorted by (a, b) */
+  uint32_t npairs;
+  /* a launch's: the rebased views and scalars, and the bases they were
+   * rebased for (the same bases again need no rebase) */
+  pto_tensor *run_views;
+  uint64_t *run_scalars;
+  uint8_t **bases; /* nbufs + 1: the last is the heap piece */
+  bool rebased;
+  /* a launch in progress: the arrays above are its (two threads launching
+   * one graph at once would write them under each other) */
+  _Atomic int busy;
+};
+
+#endif
