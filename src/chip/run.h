@@ -49,6 +49,7 @@ typedef struct kernel_rec {
   pto_kernel_fn aic, aiv;
   int aiv_count;
   shape shape;
+  bool skip_read_check; /* checking mode runs it once per block (contract.c) */
 } kernel_rec;
 
 struct pto_chip {
@@ -381,6 +382,9 @@ typedef struct pto_run {
   _Atomic uint64_t spread_max_ns, spread_sum_ns;
   _Atomic uint64_t drain_lat_max_ns, drain_lat_sum_ns;
   int orch_track;
+  /* checking mode's state (contract.c), NULL when off; orch */
+  struct contract *contract;
+  uint64_t contract_blocks; /* orch: blocks it ran (stats.blocks), reset by it */
 } pto_run;
 
 /* The handle an orchestration function gets. `owner` is the thread that
