@@ -58,3 +58,10 @@ def test_correct_program_passes_and_env_turns_it_on(monkeypatch):
     with pytest.raises(pto.InvalidArgumentError) as e:
         pto.Chip(clusters=1)
     assert "PTO_CHECK = 'everything', must be 'contracts' or 'off'" in e.value.details
+
+
+def test_node_runs_refuse_checking_mode(monkeypatch):
+    monkeypatch.setenv("PTO_CHECK", "contracts")
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        pto.Node(1)
+    assert "checking mode (PTO_CHECK) does not cover node runs" in e.value.details
