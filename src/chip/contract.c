@@ -61,7 +61,7 @@ typedef struct changed {
 typedef struct scratch {
   uint8_t *lo; /* the real range */
   size_t len;
-  uint8_t *before, *mem; /* the copy as given to the kernel, and as it left it */
+  uint8_t *mem; /* its copy, as given to the kernel's second run */
 } scratch;
 
 struct contract {
@@ -76,6 +76,8 @@ struct contract {
   size_t nchg, chg_cap;
   scratch scr[PTO_MAX_TENSOR_ARGS];
   int nscr;
+  uint8_t *pool; /* the scratch copies' storage */
+  size_t pool_cap;
   int (*cl_cores)[3]; /* per cluster: its AIC, AIV 0, AIV 1 (-1: none) */
   bool *busy;         /* per core: given to a part of the unit */
 };
@@ -389,6 +391,7 @@ void contract_end(pto_run *r) {
   free(c->wr.v);
   free(c->rd.v);
   free(c->chg);
+  free(c->pool);
   free(c->access);
   free(c->cl_cores);
   free(c->busy);
@@ -661,22 +664,32 @@ static void commit_writes(struct contract *c) {
   c->nchg = 0;
 }
 
-static void scratch_free(struct contract *c) {
-  for (int i = 0; i < c->nscr; i++) {
-    free(c->scr[i].before);
-    free(c->scr[i].mem);
-  }
-  c->nscr = 0;
-}
-
 /* The bytes of [p, p + n) as they were before the unit (the snapshot). */
 static const uint8_t *before_of(const struct contract *c, const uint8_t *p) {
   int64_t i = kbuf_find(c, (uintptr_t)p);
   return i < 0 ? NULL : c->bufs[i].snap + (p - c->bufs[i].lo);
 }
 
-/* Scratch copies of t's argument buffers, every byte outside the read set
- * flipped; tensors[] get t's views moved onto them. */
+static uint64_t word(const uint8_t *p) {
+  uint64_t w;
+  memcpy(&w, p, sizeof w);
+  return w;
+}
+
+/* dst = src with every byte flipped (a word at a time). */
+static void flip_copy(uint8_t *dst, const uint8_t *src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w = ~word(src + i);
+    memcpy(dst + i, &w, sizeof w);
+  }
+  for (; i < n; i++)
+    dst[i] = (uint8_t)~src[i];
+}
+
+/* Scratch copies of t's argument buffers (in c->pool, kept from unit to
+ * unit), every byte outside the read set flipped; tensors[] get t's views
+ * moved onto them. */
 static bool scratch_make(pto_run *r, task *t, pto_tensor *tensors) {
   struct contract *c = r->contract;
   brun spans[PTO_MAX_TENSOR_ARGS];
@@ -687,24 +700,33 @@ static bool scratch_make(pto_run *r, task *t, pto_tensor *tensors) {
                            (uintptr_t)t->tensors[i].buf + t->tensors[i].buf_bytes};
   runs rs = {spans, (size_t)ns, (size_t)ns, false};
   runs_finish(&rs, false);
+  size_t total = 0;
+  for (size_t j = 0; j < rs.n; j++)
+    total += spans[j].hi - spans[j].lo;
+  if (total > c->pool_cap) {
+    free(c->pool);
+    c->pool_cap = 0;
+    c->pool = malloc(total);
+    if (!c->pool) return false;
+    c->pool_cap = total;
+  }
   c->nscr = 0;
+  uint8_t *at = c->pool;
   for (size_t j = 0; j < rs.n; j++) {
-    scratch *s = &c->scr[c->nscr++];
-    s->lo = (uint8_t *)spans[j].lo;
-    s->len = spans[j].hi - spans[j].lo;
-    s->before = malloc(s->len);
-    s->mem = malloc(s->len);
-    const uint8_t *pre = before_of(c, s->lo);
-    if (!s->before || !s->mem || !pre) return false;
-    for (size_t i = 0; i < s->len; i++)
-      s->before[i] = (uint8_t)~pre[i];
+    scratch *sc = &c->scr[c->nscr++];
+    sc->lo = (uint8_t *)spans[j].lo;
+    sc->len = spans[j].hi - spans[j].lo;
+    sc->mem = at;
+    at += sc->len;
+    const uint8_t *pre = before_of(c, sc->lo);
+    if (!pre) return false;
+    flip_copy(sc->mem, pre, sc->len);
     for (size_t k = runs_from(&c->rd, spans[j].lo); k < c->rd.n && c->rd.v[k].lo < spans[j].hi;
          k++) {
       uintptr_t a = c->rd.v[k].lo > spans[j].lo ? c->rd.v[k].lo : spans[j].lo;
       uintptr_t z = c->rd.v[k].hi < spans[j].hi ? c->rd.v[k].hi : spans[j].hi;
-      memcpy(s->before + (a - spans[j].lo), pre + (a - spans[j].lo), z - a);
+      memcpy(sc->mem + (a - spans[j].lo), pre + (a - spans[j].lo), z - a);
     }
-    memcpy(s->mem, s->before, s->len);
   }
   for (int i = 0; i < t->ntensors; i++) {
     tensors[i] = t->tensors[i];
@@ -719,27 +741,61 @@ static bool scratch_make(pto_run *r, task *t, pto_tensor *tensors) {
   return true;
 }
 
+/* The first byte of n where the runs disagree (real[i] != scr[i]) while
+ * either changed it (real from pre; scr from pre, or from ~pre where the
+ * bytes were flipped), or -1. A word at a time: most words neither run
+ * changed. */
+static int64_t first_disagreement(const uint8_t *real, const uint8_t *pre, const uint8_t *scr,
+                                  size_t n, bool flipped) {
+  const uint64_t inv = flipped ? ~0ull : 0;
+  for (size_t i = 0; i < n;) {
+    if (i + 8 <= n) {
+      uint64_t rw = word(real + i), pw = word(pre + i), sw = word(scr + i);
+      if (((rw ^ pw) | (sw ^ pw ^ inv)) == 0 || rw == sw) {
+        i += 8;
+        continue;
+      }
+    }
+    for (size_t end = i + 8 < n ? i + 8 : n; i < end; i++) {
+      uint8_t before = flipped ? (uint8_t)~pre[i] : pre[i];
+      if (real[i] != scr[i] && (real[i] != pre[i] || scr[i] != before)) return (int64_t)i;
+    }
+  }
+  return -1;
+}
+
 /* Where either run changed a byte, both must have left the same value. */
 static bool check_reads(pto_run *r, task *t, const char *unit) {
   struct contract *c = r->contract;
   for (int j = 0; j < c->nscr; j++) {
-    const scratch *s = &c->scr[j];
-    const uint8_t *pre = before_of(c, s->lo), *real = s->lo;
-    for (size_t i = 0; i < s->len; i++) {
-      if (real[i] == s->mem[i] || (real[i] == pre[i] && s->mem[i] == s->before[i])) continue;
-      uintptr_t x = (uintptr_t)s->lo + i;
-      int arg = arg_of(c, r, t, x, writes);
-      const pto_tensor *v = &t->tensors[arg];
-      contract_fail(
-          r, t, arg,
-          "task %lld (kernel '%s') %s reads memory it did not declare: argument %d's byte "
-          "%llu came out 0x%02x, but 0x%02x when every byte outside its INPUT/INOUT views "
-          "was flipped (declare what it reads as INPUT or INOUT; a kernel that is not "
-          "deterministic opts out with pto_kernel_skip_read_check)",
-          (long long)t->id, run_kernel_name(r, t), unit, arg,
-          (unsigned long long)(x - (uintptr_t)v->buf), real[i], s->mem[i]);
-      return false;
+    const scratch *sc = &c->scr[j];
+    const uint8_t *pre = before_of(c, sc->lo), *real = sc->lo;
+    /* segments of the span: flipped ones, and the read runs kept as they were */
+    uintptr_t lo = (uintptr_t)sc->lo, hi = lo + sc->len, x = lo;
+    size_t k = runs_from(&c->rd, lo);
+    int64_t bad = -1;
+    while (x < hi && bad < 0) {
+      bool in = k < c->rd.n && c->rd.v[k].lo <= x;
+      uintptr_t end = in ? c->rd.v[k].hi : k < c->rd.n ? c->rd.v[k].lo : hi;
+      if (end > hi) end = hi;
+      size_t off = x - lo;
+      int64_t at = first_disagreement(real + off, pre + off, sc->mem + off, end - x, !in);
+      if (at >= 0) bad = (int64_t)off + at;
+      if (in) k++;
+      x = end;
     }
+    if (bad < 0) continue;
+    uintptr_t b = lo + (uint64_t)bad;
+    int arg = arg_of(c, r, t, b, writes);
+    const pto_tensor *v = &t->tensors[arg];
+    contract_fail(r, t, arg,
+                  "task %lld (kernel '%s') %s reads memory it did not declare: argument %d's byte "
+                  "%llu came out 0x%02x, but 0x%02x when every byte outside its INPUT/INOUT views "
+                  "was flipped (declare what it reads as INPUT or INOUT; a kernel that is not "
+                  "deterministic opts out with pto_kernel_skip_read_check)",
+                  (long long)t->id, run_kernel_name(r, t), unit, arg,
+                  (unsigned long long)(b - (uintptr_t)v->buf), real[bad], sc->mem[bad]);
+    return false;
   }
   return true;
 }
@@ -788,7 +844,7 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
   commit_writes(c);
   ok = true;
 out:
-  scratch_free(c);
+  c->nscr = 0;
   free(parts);
   return ok;
 }
