@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "chip/contract.h"
 #include "cli_args.h"
 #include "cmd_trace.h"
 #include "common/options.h"
@@ -20,13 +21,18 @@ static void usage(FILE *f) {
   fputs("usage: pto [-h|--help] [-V|--version] COMMAND [ARGS]\n"
         "  pto run --list                 list scenes and examples\n"
         "  pto run NAME [--clusters N] [--schedulers N] [--rounds N] [--trace FILE.json]\n"
-        "               [--fault-inject] [--seed N]\n"
+        "               [--fault-inject] [--seed N] [--check]\n"
         "                                 run one, verify it against a sequential reference\n"
         "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n"
         "`pto COMMAND --help` tells more; options take `--opt value` or `--opt=value`.\n"
         "\nEnvironment (defaults of every chip and node; an invalid value is an error):\n",
         f);
   pto_options_print(f);
+  fputs("  PTO_CHECK                contracts: checking mode for every chip (docs/contracts.md) "
+        "(default off)\n"
+        "  PTO_CHECK_SEED           the seed of checking mode's order (default 0: from the "
+        "clock)\n",
+        f);
   fputc('\n', f);
   exit_status(f);
 }
@@ -232,6 +238,13 @@ int main(int argc, char **argv) {
   /* A bad PTO_* variable would fail every chip: say so once, up front. */
   if (pto_options_check(err, sizeof err)) {
     fprintf(stderr, "pto: %s\n", err);
+    return CLI_EXIT_USAGE;
+  }
+  pto_chip_config probe; /* PTO_CHECK and PTO_CHECK_SEED, outside the options table */
+  pto_chip_config_init(&probe);
+  const char *check_problem = contract_config_problem(&probe);
+  if (check_problem) {
+    fprintf(stderr, "pto: %s\n", check_problem);
     return CLI_EXIT_USAGE;
   }
   switch (a.cmd) {

@@ -11,7 +11,8 @@
  * byte outside the task's OUTPUT / INOUT views is a breach.
  *
  * Then the unit runs again on scratch copies of its arguments' buffers, in
- * which every byte outside its INPUT / INOUT views is flipped: where either
+ * which every byte outside its INPUT / INOUT / OUTPUT_EXISTING views (reads()
+ * says why those) is flipped: where either
  * run changed a byte, both must have left the same value, or the kernel's
  * writes depend on memory it did not declare.
  *
@@ -94,14 +95,15 @@ static bool seed_parse(const char *s, uint64_t *out) {
   return true;
 }
 
+/* PTO_CHECK's value: 1 contracts, 0 off (or unset, empty), -1 not understood. */
+static int mode_parse(const char *m) {
+  if (!m || !*m || !strcmp(m, "off") || !strcmp(m, "0")) return 0;
+  return !strcmp(m, "contracts") || !strcmp(m, "1") ? 1 : -1;
+}
+
 void contract_config_env(pto_chip_config *cfg) {
   const char *m = getenv("PTO_CHECK");
-  if (m && *m) {
-    if (!strcmp(m, "contracts") || !strcmp(m, "1"))
-      cfg->check = 1;
-    else if (strcmp(m, "off") && strcmp(m, "0"))
-      cfg->check = -1;
-  }
+  if (m && *m) cfg->check = mode_parse(m);
   const char *s = getenv("PTO_CHECK_SEED");
   if (s && !seed_parse(s, &cfg->check_seed)) cfg->check = -1;
 }
@@ -114,8 +116,7 @@ const char *contract_config_problem(const pto_chip_config *cfg) {
   if (s && !seed_parse(s, &seed))
     snprintf(why, sizeof why,
              "PTO_CHECK_SEED = '%.40s', must be a decimal integer (0: a seed from the clock)", s);
-  else if (m && *m && strcmp(m, "contracts") && strcmp(m, "1") && strcmp(m, "off") &&
-           strcmp(m, "0"))
+  else if (mode_parse(m) < 0)
     snprintf(why, sizeof why, "PTO_CHECK = '%.40s', must be 'contracts' or 'off'", m);
   else
     snprintf(why, sizeof why, "check = %d, must be 0 (off) or 1 (contracts)", cfg->check);

@@ -9,8 +9,8 @@
  * completed. Around each unit it compares the bytes of every buffer that a
  * task not yet completed was passed (writes outside the task's OUTPUT /
  * INOUT views), then runs the unit again on copies of its arguments'
- * buffers with every byte outside its INPUT / INOUT views flipped (reads it
- * did not declare). A breach fails the run with PTO_ECONTRACT. */
+ * buffers with every byte outside its INPUT / INOUT / OUTPUT_EXISTING views
+ * flipped (reads it did not declare). A breach fails the run with PTO_ECONTRACT. */
 #ifndef PTO_CHIP_CONTRACT_H
 #define PTO_CHIP_CONTRACT_H
 
