@@ -37,6 +37,10 @@ typedef struct pto_scene_report {
 enum {
   PTO_SCENE_RANDOM = 1,     /* --seed seeds its inputs */
   PTO_SCENE_MULTI_CHIP = 2, /* a node of chips: --fault-inject applies, --seed seeds it */
+  /* it verifies how the scheduler runs blocks in time (fast path, drains,
+   * a kernel the orchestrator waits to see start): checking mode, which
+   * runs blocks one at a time instead, does not apply (--check refuses it) */
+  PTO_SCENE_SCHEDULING = 4,
 };
 
 typedef struct pto_scene {

@@ -93,6 +93,7 @@ static const struct option run_opts[] = {
     {"fault-inject", no_argument, NULL, OPT_FAULT},
     {"list", no_argument, NULL, OPT_LIST},
     {"help", no_argument, NULL, 'h'},
+    {"check", no_argument, NULL, OPT_CHECK},
     {NULL, 0, NULL, 0},
 };
 
@@ -113,6 +114,7 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
     case OPT_FAULT: a->fault_inject = true; break;
     case OPT_LIST: list = true; break;
     case 'h': help = true; break;
+    case OPT_CHECK: a->run_check = true; break;
     case 1: /* an operand: the scene */
       if (optarg[0] == '-') return bad(err, n, "pto run: unexpected argument '%s'", optarg);
       if (a->name)

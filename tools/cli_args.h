@@ -52,6 +52,7 @@ typedef struct cli_args {
   const char *out;
   char *const *in;
   int nin;
+  bool run_check; /* CLI_RUN: --check, checking mode (PTO_CHECK=contracts) */
 } cli_args;
 
 /* Which usage text an error should be followed by. */

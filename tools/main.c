@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "chip/contract.h"
 #include "cli_args.h"
 #include "cmd_trace.h"
 #include "common/options.h"
@@ -20,13 +21,18 @@ static void usage(FILE *f) {
   fputs("usage: pto [-h|--help] [-V|--version] COMMAND [ARGS]\n"
         "  pto run --list                 list scenes and examples\n"
         "  pto run NAME [--clusters N] [--schedulers N] [--rounds N] [--trace FILE.json]\n"
-        "               [--fault-inject] [--seed N]\n"
+        "               [--fault-inject] [--seed N] [--check]\n"
         "                                 run one, verify it against a sequential reference\n"
         "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n"
         "`pto COMMAND --help` tells more; options take `--opt value` or `--opt=value`.\n"
         "\nEnvironment (defaults of every chip and node; an invalid value is an error):\n",
         f);
   pto_options_print(f);
+  fputs("  PTO_CHECK                contracts: checking mode for every chip (docs/contracts.md) "
+        "(default off)\n"
+        "  PTO_CHECK_SEED           the seed of checking mode's order (default 0: from the "
+        "clock)\n",
+        f);
   fputc('\n', f);
   exit_status(f);
 }
@@ -35,23 +41,26 @@ static void run_usage(FILE *f) {
   int lo[CLI_INT_COUNT], hi[CLI_INT_COUNT];
   for (int i = 0; i < CLI_INT_COUNT; i++)
     cli_int_range((cli_int)i, &lo[i], &hi[i]);
-  fprintf(f,
-          "usage: pto run NAME [OPTIONS]\n"
-          "       pto run --list\n"
-          "Runs a scene or example (pto run --list names them) and verifies its result against a\n"
-          "sequential reference; error scenes verify the error they expect.\n"
-          "  --clusters N       clusters of the chip, %d..%d (default: the scene's)\n"
-          "  --schedulers N     scheduler threads, %d..min(clusters, %d) (default: the scene's;\n"
-          "                     a number the scene's chip cannot have is an error, not clamped)\n"
-          "  --rounds N         run N times on one chip, %d..%d (default 1)\n"
-          "  --seed N           seed of the inputs and of fault injection, %d..%d (default 1;\n"
-          "                     only for scenes with random inputs or --fault-inject)\n"
-          "  --trace FILE.json  write a Chrome/Perfetto trace of the run\n"
-          "  --fault-inject     multi-chip scenes: late and reordered remote stores\n"
-          "  -h, --help         this text\n",
-          lo[CLI_INT_CLUSTERS], hi[CLI_INT_CLUSTERS], lo[CLI_INT_SCHEDULERS],
-          hi[CLI_INT_SCHEDULERS], lo[CLI_INT_ROUNDS], hi[CLI_INT_ROUNDS], lo[CLI_INT_SEED],
-          hi[CLI_INT_SEED]);
+  fprintf(
+      f,
+      "usage: pto run NAME [OPTIONS]\n"
+      "       pto run --list\n"
+      "Runs a scene or example (pto run --list names them) and verifies its result against a\n"
+      "sequential reference; error scenes verify the error they expect.\n"
+      "  --clusters N       clusters of the chip, %d..%d (default: the scene's)\n"
+      "  --schedulers N     scheduler threads, %d..min(clusters, %d) (default: the scene's;\n"
+      "                     a number the scene's chip cannot have is an error, not clamped)\n"
+      "  --rounds N         run N times on one chip, %d..%d (default 1)\n"
+      "  --seed N           seed of the inputs and of fault injection, %d..%d (default 1;\n"
+      "                     only for scenes with random inputs or --fault-inject)\n"
+      "  --trace FILE.json  write a Chrome/Perfetto trace of the run\n"
+      "  --fault-inject     multi-chip scenes: late and reordered remote stores\n"
+      "  --check            checking mode (PTO_CHECK=contracts, docs/contracts.md): blocks run\n"
+      "                     one at a time in a random order the graph allows, each checked\n"
+      "                     against its task's declared arguments (PTO_CHECK_SEED: the order)\n"
+      "  -h, --help         this text\n",
+      lo[CLI_INT_CLUSTERS], hi[CLI_INT_CLUSTERS], lo[CLI_INT_SCHEDULERS], hi[CLI_INT_SCHEDULERS],
+      lo[CLI_INT_ROUNDS], hi[CLI_INT_ROUNDS], lo[CLI_INT_SEED], hi[CLI_INT_SEED]);
   exit_status(f);
 }
 
@@ -106,6 +115,15 @@ static int check_scene_options(const cli_args *a, const pto_scene *sc) {
             multi ? " (and --fault-inject is off)" : "");
     return CLI_EXIT_USAGE;
   }
+  if (a->run_check && (sc->flags & (PTO_SCENE_SCHEDULING | PTO_SCENE_MULTI_CHIP))) {
+    fprintf(stderr,
+            "pto run: --check: %s %s, which checking mode does not cover (docs/contracts.md)\n",
+            sc->name,
+            sc->flags & PTO_SCENE_MULTI_CHIP
+                ? "runs a node of chips with remote stores into windows"
+                : "verifies how the scheduler runs blocks in time (fast path, drains, overlap)");
+    return CLI_EXIT_USAGE;
+  }
   return 0;
 }
 
@@ -143,6 +161,9 @@ static int cmd_run(const cli_args *a) {
     fprintf(stderr, "pto run: no scene or example named '%s' (see pto run --list)\n", name);
     return CLI_EXIT_USAGE;
   }
+  /* checking mode for every chip the scene makes, as the variable would
+   * (a node's chip processes inherit it) */
+  if (a->run_check) setenv("PTO_CHECK", "contracts", 1);
   int rc = check_scene_options(a, sc);
   if (!rc && a->trace) rc = check_trace_path(a->trace);
   if (rc) return rc;
@@ -217,6 +238,13 @@ int main(int argc, char **argv) {
   /* A bad PTO_* variable would fail every chip: say so once, up front. */
   if (pto_options_check(err, sizeof err)) {
     fprintf(stderr, "pto: %s\n", err);
+    return CLI_EXIT_USAGE;
+  }
+  pto_chip_config probe; /* PTO_CHECK and PTO_CHECK_SEED, outside the options table */
+  pto_chip_config_init(&probe);
+  const char *check_problem = contract_config_problem(&probe);
+  if (check_problem) {
+    fprintf(stderr, "pto: %s\n", check_problem);
     return CLI_EXIT_USAGE;
   }
   switch (a.cmd) {

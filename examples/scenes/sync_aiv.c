@@ -47,5 +47,5 @@ static int sync_aiv_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return ss_finish(sc, rep, rc);
 }
 
-PTO_SCENE(sync_aiv, "sync_start AIV tasks: fast path on one scheduler, drain across all",
-          sync_aiv_run);
+PTO_SCENE_WITH(sync_aiv, "sync_start AIV tasks: fast path on one scheduler, drain across all",
+               sync_aiv_run, PTO_SCENE_SCHEDULING);

@@ -54,5 +54,5 @@ static int sync_retry_run(const pto_scene_opts *opts, pto_scene_report *rep) {
   return ss_finish(sc, rep, rc);
 }
 
-PTO_SCENE(sync_retry, "full-width sync_start MIX task waits for a long task: drain retries",
-          sync_retry_run);
+PTO_SCENE_WITH(sync_retry, "full-width sync_start MIX task waits for a long task: drain retries",
+               sync_retry_run, PTO_SCENE_SCHEDULING);

@@ -68,5 +68,5 @@ static int sync_starvation_run(const pto_scene_opts *opts, pto_scene_report *rep
   return ss_finish(sc, rep, rc);
 }
 
-PTO_SCENE(sync_starvation, "18 normal + 2 sync_start MIX tasks: gangs are not starved",
-          sync_starvation_run);
+PTO_SCENE_WITH(sync_starvation, "18 normal + 2 sync_start MIX tasks: gangs are not starved",
+               sync_starvation_run, PTO_SCENE_SCHEDULING);

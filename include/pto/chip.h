@@ -54,6 +54,16 @@ typedef struct pto_chip_config {
    * returns to pto. 0: the OS always does (PTO_SPREAD_CORES) */
   int spread_cores;
   void *env; /* passed to kernels as pto_kctx.env */
+  /* Checking mode (docs/contracts.md). 0 (default): off; 1: every block
+   * is checked against its task's declared arguments: blocks run one at a
+   * time, in a random order the graph allows, and a write outside the
+   * OUTPUT/INOUT views, a write into an INPUT or a read outside the
+   * INPUT/INOUT views fails the run with PTO_ECONTRACT
+   * (PTO_CHECK=contracts) */
+  int check;
+  /* the seed of that order; 0 (default): one from the clock. A failed
+   * run's details give the seed that repeats it (PTO_CHECK_SEED) */
+  uint64_t check_seed;
 } pto_chip_config;
 
 /* Fills defaults, then applies documented environment overrides
@@ -86,6 +96,13 @@ PTO_API int pto_kernel_register_aic(pto_chip *chip, const char *name, pto_kernel
 PTO_API int pto_kernel_register_aiv(pto_chip *chip, const char *name, pto_kernel_fn fn,
                                     int *kernel_id);
 
+/* Checking mode runs each block a second time on copies of its buffers
+ * with the bytes it did not declare as read flipped, and expects the same
+ * writes: a kernel whose writes vary from run to run (timing, a random
+ * source, a global counter) opts out of that read check here. Its writes
+ * are still checked. */
+PTO_API int pto_kernel_skip_read_check(pto_chip *chip, int kernel_id);
+
 /* ---- runs ---- */
 typedef enum pto_stall_class {
   PTO_STALL_NONE = 0,
@@ -103,6 +120,7 @@ typedef struct pto_error_info {
   int core_id;           /* the core involved, or -1 */
   char kernel[48];       /* kernel name of that task, if any */
   char details[512];     /* one human sentence with the specifics */
+  int32_t arg;           /* PTO_ECONTRACT: the task's argument it names (from 0), or -1 */
 } pto_error_info;
 
 /* pto_chip_create that also says what was wrong: on failure `err` (may be

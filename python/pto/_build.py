@@ -54,6 +54,7 @@ typedef struct pto_chip_config {
   uint32_t task_slots; size_t heap_bytes; uint32_t dep_entries;
   uint32_t tensormap_entries; int64_t alloc_timeout_ms; int64_t watchdog_ms;
   int64_t shutdown_ms; uint32_t async_slots; int sched_threads; int spread_cores; void *env;
+  int check; uint64_t check_seed;
   ...;
 } pto_chip_config;
 
@@ -64,7 +65,7 @@ typedef struct pto_kernel_desc {
 typedef enum pto_stall_class { PTO_STALL_NONE, ... } pto_stall_class;
 typedef struct pto_error_info {
   int code; pto_stall_class stall; pto_task_id task_id; int core_id;
-  char kernel[...]; char details[...]; ...;
+  char kernel[...]; char details[...]; int32_t arg; ...;
 } pto_error_info;
 
 typedef struct pto_run_stats {
@@ -98,6 +99,7 @@ const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
 int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err);
 void pto_chip_destroy(pto_chip *chip);
 int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);
+int pto_kernel_skip_read_check(pto_chip *chip, int kernel_id);
 int pto_kernels_register(pto_chip *chip, pto_kernel_ids *ids);
 int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
                  pto_error_info *err);

@@ -18,7 +18,9 @@ from ._pto import ffi, lib
 
 CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", "task_slots",
                 "heap_bytes", "dep_entries", "tensormap_entries", "alloc_timeout_ms",
-                "watchdog_ms", "shutdown_ms", "async_slots", "sched_threads", "spread_cores")
+                "watchdog_ms", "shutdown_ms", "async_slots", "sched_threads", "spread_cores",
+                "check", "check_seed")
+_BOOL_OPTIONS = ("sched_threads", "spread_cores", "check")
 
 
 def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
@@ -28,7 +30,7 @@ def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
             continue
         if k not in CHIP_OPTIONS:
             raise invalid(f"{what}: unknown option '{k}' (options: {', '.join(CHIP_OPTIONS)})")
-        if isinstance(v, bool) and k not in ("sched_threads", "spread_cores"):
+        if isinstance(v, bool) and k not in _BOOL_OPTIONS:
             raise invalid(f"{what}: {k} = {v!r} is not an int")
         set_int_field(cfg, k, v, what)
 
@@ -68,6 +70,9 @@ class _Run:
         self.keep: List[Any] = []
         self.orch_exc: Optional[BaseException] = None
         self.kernel_excs: List[BaseException] = []
+        # checking mode: each task's tensor arguments, to name the one a
+        # ContractError points at
+        self.task_args: Optional[Dict[int, tuple]] = {} if chip._check else None
 
 
 class Chip:
@@ -82,7 +87,10 @@ class Chip:
     (16384), tensormap_entries (65536), alloc_timeout_ms (500), watchdog_ms
     (10000), shutdown_ms (5000), async_slots (64), sched_threads (0),
     spread_cores (1: pto binds the orchestrator and the core threads to CPUs
-    while that pays, src/chip/spread.c).
+    while that pays, src/chip/spread.c), check (False: checking mode,
+    docs/contracts.md; PTO_CHECK=contracts turns it on too: a kernel that
+    touches memory its task did not declare raises pto.ContractError naming
+    the argument), check_seed (0: from the clock; PTO_CHECK_SEED).
     ``trace``: write a Chrome/Perfetto trace of every run to this path.
 
     Example::
@@ -103,14 +111,16 @@ class Chip:
                  alloc_timeout_ms: Optional[int] = None, watchdog_ms: Optional[int] = None,
                  shutdown_ms: Optional[int] = None, async_slots: Optional[int] = None,
                  sched_threads: Optional[bool] = None, spread_cores: Optional[bool] = None,
-                 trace: Optional[str] = None):
+                 trace: Optional[str] = None, check: Optional[bool] = None,
+                 check_seed: Optional[int] = None):
         self._chip = None
         opts = dict(clusters=clusters, aic_per_cluster=aic_per_cluster,
                     aiv_per_cluster=aiv_per_cluster, schedulers=schedulers,
                     task_slots=task_slots, heap_bytes=heap_bytes, dep_entries=dep_entries,
                     tensormap_entries=tensormap_entries, alloc_timeout_ms=alloc_timeout_ms,
                     watchdog_ms=watchdog_ms, shutdown_ms=shutdown_ms, async_slots=async_slots,
-                    sched_threads=sched_threads, spread_cores=spread_cores)
+                    sched_threads=sched_threads, spread_cores=spread_cores, check=check,
+                    check_seed=check_seed)
         cfg = ffi.new("pto_chip_config *")
         lib.pto_chip_config_init(cfg)
         fill_chip_config(cfg, opts, "pto.Chip")
@@ -127,6 +137,7 @@ class Chip:
             raise error_from_info(rc, err)
         self._chip = out[0]
         self._cfg = cfg
+        self._check = bool(lib.pto_chip_get_config(self._chip).check)
         if trace is not None:
             self._trace = ffi.new("char[]", os.fsencode(trace))
             rc = lib.pto_chip_set_trace(self._chip, self._trace)
@@ -146,16 +157,22 @@ class Chip:
             raise invalid("pto.Chip used after close()")
         return self._chip
 
-    def kernel(self, spec: Any, name: Optional[str] = None) -> Kernel:
+    def kernel(self, spec: Any, name: Optional[str] = None, *,
+               read_check: bool = True) -> Kernel:
         """Register a kernel: a reference kernel's name (``"add"``), a Python
         callable (``fn(ctx, *tensors)``, an AIV kernel; use ``pto.py_kernel``
         for AIC or MIX) or a KernelSpec from ``pto.ref_kernel``,
-        ``pto.c_kernel`` or ``pto.py_kernel``. Returns the Kernel to submit."""
+        ``pto.c_kernel`` or ``pto.py_kernel``. Returns the Kernel to submit.
+        ``read_check=False``: checking mode does not run it a second time to
+        find undeclared reads (a kernel whose writes vary from run to run;
+        pto_kernel_skip_read_check)."""
         chip = self._live()
         if self._run is not None:
             raise invalid("Chip.kernel: register kernels before run, not during one")
         s = as_spec(spec, name)
         kid = register(chip, s, self._keep)
+        if not read_check:
+            lib.pto_kernel_skip_read_check(chip, kid)
         k = Kernel(s.name, kid, s.kind, self)
         self.kernels[s.name] = k
         return k
@@ -204,6 +221,11 @@ class Chip:
         if rc:
             run.keep.clear()
             e = error_from_info(rc, err)
+            if run.task_args is not None and e.task is not None and int(err.arg) >= 0:
+                e.arg = int(err.arg)
+                targs = run.task_args.get(e.task, ())
+                if e.arg < len(targs):
+                    e.array = getattr(targs[e.arg], "obj", targs[e.arg])
             cause = run.kernel_excs[0] if run.kernel_excs else exc
             raise e from cause
         return RunStats._from(stats)

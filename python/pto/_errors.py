@@ -1,7 +1,7 @@
 """pto.Error and one subclass per pto status code."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 from ._pto import ffi, lib
 
@@ -27,10 +27,15 @@ class Error(Exception):
     ``hint`` (pto's one-line explanation), ``details`` (the specifics: which
     argument, task, rank...), ``task`` (task id or None), ``core`` (core id
     or None), ``kernel`` (kernel name or None), ``stall`` (stall class name
-    for PTO_ESCHED_TIMEOUT, else None).
+    for PTO_ESCHED_TIMEOUT, else None). A ContractError (PTO_ECONTRACT,
+    checking mode) also has ``arg`` (the index of the task's tensor argument
+    it names, or None) and ``array`` (the object passed there: the NumPy
+    array, or the output view of a ``pto.New``).
     """
 
     code: int = 0
+    arg: Optional[int] = None
+    array: Any = None
 
     def __init__(self, code: Optional[int] = None, details: str = "", *, task: Optional[int] = None,
                  core: Optional[int] = None, kernel: Optional[str] = None,
@@ -91,6 +96,7 @@ _TABLE = [
     ("BusyError", -17, ()),
     ("InternalError", -18, ()),
     ("GraphError", -19, ()),
+    ("ContractError", -20, ()),
     ("DeviceBusyError", -30, ()),
     ("ChipDiedError", -31, ()),
     ("StartupTimeoutError", -32, (TimeoutError,)),

@@ -234,12 +234,19 @@ class Orch:
             check(rc, ctx)
         tid = int(self._tid[0])
         if not news:
+            if self._run.task_args is not None:
+                self._run.task_args[tid] = args
             return Task(tid, ())
         views = []
         for i in news:
             t = ffi.new("pto_tensor *")
             t[0] = self._outs[i]
             views.append(OutputView(t, self._run, f"output {i} of task {tid}"))
+        if self._run.task_args is not None:  # a pto.New is named by its output view
+            named = list(args)
+            for i, v in zip(news, views):
+                named[i] = v
+            self._run.task_args[tid] = tuple(named)
         return Task(tid, tuple(views))
 
     @contextlib.contextmanager

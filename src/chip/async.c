@@ -7,6 +7,7 @@
  * comes while the run ends is waited for before the run is reset. */
 #include <stdio.h>
 
+#include "chip/contract.h"
 #include "chip/run.h"
 
 /* token = generation (48 bits) << 16 | slot (16 bits). 2^48 begins on one
@@ -16,6 +17,7 @@
 int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
   if (!ctx || !ctx->run || !token) return PTO_EINVAL;
   pto_run *r = (pto_run *)ctx->run;
+  if (r->contract) return contract_async_refused(r, ctx);
   core *c = &r->cores[ctx->core_id];
   if (c->defer_current) return PTO_EINVAL; /* one async completion per block */
   /* the block this core is running: the dispatch after the last finished one */

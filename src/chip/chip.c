@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chip/contract.h"
 #include "chip/node_hooks.h"
 #include "chip/run.h"
 #include "chip/trace_hooks.h"
@@ -29,6 +30,7 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   cfg->async_slots = (uint32_t)pto_option(PTO_OPT_ASYNC_SLOTS);
   cfg->sched_threads = (int)pto_option(PTO_OPT_SCHED_THREADS);
   cfg->spread_cores = (int)pto_option(PTO_OPT_SPREAD_CORES);
+  contract_config_env(cfg); /* PTO_CHECK, PTO_CHECK_SEED */
 }
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
@@ -48,6 +50,7 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
     memset(err, 0, sizeof *err);
     err->task_id = PTO_TASK_NONE;
     err->core_id = -1;
+    err->arg = -1;
   }
   if (out) *out = NULL;
   if (!cfg || !out)
@@ -87,6 +90,8 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
       c.sched_threads);
   BAD(c.spread_cores < 0 || c.spread_cores > 1, "spread_cores = %d, must be 0 or 1",
       c.spread_cores);
+  const char *check_problem = contract_config_problem(&c);
+  BAD(check_problem, "%s", check_problem);
   BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
 #undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
@@ -160,6 +165,7 @@ int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id
   k->aic = d->aic;
   k->aiv = d->aiv;
   k->aiv_count = aiv;
+  k->skip_read_check = false;
   if (d->aic)
     k->shape = aiv == 0 ? SHAPE_AIC : aiv == 1 ? SHAPE_AIC_AIV : SHAPE_AIC_AIV2;
   else
@@ -413,6 +419,7 @@ static void run_reset(pto_run *r) {
   memset(&r->err, 0, sizeof r->err);
   r->err.task_id = PTO_TASK_NONE;
   r->err.core_id = -1;
+  r->err.arg = -1;
   atomic_store_explicit(&r->orch_wake_at, INT64_MAX, memory_order_relaxed);
   r->orch_start_ns = r->orch_end_ns = 0;
   atomic_store_explicit(&r->sync_fast, 0, memory_order_relaxed);
@@ -651,6 +658,7 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
   st->drain_latency_sum_us = (double)atomic_load(&r->drain_lat_sum_ns) / 1000.0;
   for (int i = 0; i < r->ncores; i++)
     st->pull_holds += r->cores[i].holds;
+  st->blocks += r->contract_blocks; /* checking mode ran them (contract.c) */
 }
 
 int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
@@ -660,6 +668,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     memset(err, 0, sizeof *err);
     err->task_id = PTO_TASK_NONE;
     err->core_id = -1;
+    err->arg = -1;
   }
 #define EARLY_FAIL(rc_, ...)                                                                       \
   do {                                                                                             \
@@ -721,6 +730,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     pto_wait_thread_begin(); /* the orchestrator counts as one of the run's threads */
     spread_end(r);           /* the OS places the cores while the orchestrator submits */
     r->orch_start_ns = pto_now_ns();
+    if (r->cfg->check == 1) contract_begin(r); /* fails the run itself */
     fn(&orch, arg);
     r->orch_end_ns = pto_now_ns();
     spread_orch_share(r);
@@ -735,6 +745,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     chip->stuck = true;
   else if (!atomic_load(&r->status))
     run_books_broken(r, true, 0); /* what it leaves is proven empty, or named */
+  contract_end(r);                /* a failed run's details get the seed */
   /* No run, flip the phase, wait for the old phase's calls (all seq_cst,
    * against pto_chip_async_complete): a completer either sees no run or
    * is counted in the old phase, and the run is reset only after it left */

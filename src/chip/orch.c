@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chip/contract.h"
 #include "chip/run.h"
 #include "common/clock.h"
 #include "common/tensor_check.h"
@@ -216,6 +217,8 @@ static void orch_retire(pto_run *r) {
  * completions (bounded by what is in flight). Returns cond's result. */
 static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg,
                                   uint64_t deadline) {
+  /* checking mode: this thread runs the ready tasks itself (contract.h) */
+  if (r->contract && contract_drain(r, cond, arg, sched_task_done_unit)) return true;
   spread_orch_share(r); /* a waiting orchestrator leaves its CPU to the cores */
   int64_t done = atomic_load_explicit(&r->completed, memory_order_relaxed);
   int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;
@@ -692,6 +695,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
    * their lists, in one step: acq_rel pairs with producers' decrements.
    * With no producer linked nobody else touches fanin: the task is ready,
    * and its push to a ready queue publishes the slot (release) */
+  if (r->contract) contract_submit(r, t, a);
   int32_t undo = 1 + (int32_t)(nd - linked);
   if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
     sched_make_ready(r, t);

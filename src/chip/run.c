@@ -29,6 +29,7 @@ static void run_latch(pto_run *r, int code, pto_stall_class stall, pto_task_id t
     r->err.stall = stall;
     r->err.task_id = task_id;
     r->err.core_id = core_id;
+    r->err.arg = -1; /* PTO_ECONTRACT sets it after (contract.c) */
     if (task_id >= 0 && task_id < atomic_load_explicit(&r->submitted, memory_order_acquire)) {
       task *t = run_slot(r, task_id);
       if (t->id == task_id)

@@ -50,6 +50,7 @@ typedef struct kernel_rec {
   pto_kernel_fn aic, aiv;
   int aiv_count;
   shape shape;
+  bool skip_read_check; /* checking mode runs it once per block (contract.c) */
 } kernel_rec;
 
 struct pto_chip {
@@ -391,6 +392,9 @@ typedef struct pto_run {
   /* orch: the graph this run's orchestration is recording (graph.c), set
    * and cleared around the orchestration function; NULL otherwise */
   struct pto_graph *capture;
+  /* checking mode's state (contract.c), NULL when off; orch */
+  struct contract *contract;
+  uint64_t contract_blocks; /* orch: blocks it ran (stats.blocks), reset by it */
 } pto_run;
 
 /* The handle an orchestration function gets. `owner` is the thread that

@@ -52,6 +52,9 @@ static const status_info status_table[] = {
                   "bound buffers that overlap differently from capture, another chip, a host "
                   "access while capturing, a graph larger than the rings): the details say "
                   "which; capture again for the new case"),
+    S(PTO_ECONTRACT, "a kernel touched memory its task did not declare (checking mode): declare "
+                     "what it writes as OUTPUT/INOUT and what it reads as INPUT/INOUT; the "
+                     "details name the task, argument and byte"),
     S(PTO_EDEVICE_BUSY, "device id already leased by another run: pick another device or wait "
                         "for the other run to end"),
     S(PTO_ECHIP_DIED, "a chip process exited or crashed: see its log for the cause"),

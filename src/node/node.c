@@ -68,6 +68,13 @@ static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
                  cfg->tensormap_entries, PTO_MAX_TENSOR_ARGS);
     return false;
   }
+  if (cfg->chip.check) { /* a peer's remote store would pass for the chip's own stray write */
+    node_set_err(err, PTO_EINVAL,
+                 "node config: chip.check is %d: checking mode (PTO_CHECK) does not cover node "
+                 "runs (remote stores into windows, host tasks; docs/contracts.md)",
+                 cfg->chip.check);
+    return false;
+  }
   return true;
 }
 

@@ -106,6 +106,9 @@ done
 PTO_WATCHDOG_MS=soon err 2 "PTO_WATCHDOG_MS='soon'" -- run vector_chain
 PTO_SCHEDULERS=x err 2 "PTO_SCHEDULERS='x'" -- run --list
 PTO_CLUSTERS=1 ok 'verified' -- run vector_chain
+PTO_CHECK=everything err 2 "PTO_CHECK = 'everything', must be 'contracts' or 'off'" -- run vector_chain
+PTO_CHECK_SEED=12x err 2 "PTO_CHECK_SEED = '12x', must be a decimal integer" -- run --list
+PTO_CHECK=contracts ok 'verified' -- run vector_chain
 # --help lists the environment variables; the man page documents the same
 # variables and options and has the usual sections
 "$pto" --help >"$tmp/help" 2>&1
