@@ -32,6 +32,7 @@ typedef enum pto_status {
   PTO_ESHUTDOWN = -16,           /* a thread did not exit within the shutdown deadline */
   PTO_EBUSY = -17,               /* the chip is already running */
   PTO_EINTERNAL = -18,           /* pto's own state is inconsistent: a defect in pto */
+  PTO_EREPLAY = -21,             /* schedule replay diverged, or the record is unreadable */
   /* comm and node (L3+) */
   PTO_EDEVICE_BUSY = -30,     /* device id leased by another run */
   PTO_ECHIP_DIED = -31,       /* a chip process exited or crashed */

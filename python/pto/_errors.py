@@ -90,6 +90,7 @@ _TABLE = [
     ("ShutdownError", -16, ()),
     ("BusyError", -17, ()),
     ("InternalError", -18, ()),
+    ("ReplayError", -21, ()),
     ("DeviceBusyError", -30, ()),
     ("ChipDiedError", -31, ()),
     ("StartupTimeoutError", -32, (TimeoutError,)),

@@ -8,6 +8,7 @@
 
 #include "chip/node_hooks.h"
 #include "chip/run.h"
+#include "chip/schedule.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
 #include "common/options.h"
@@ -29,6 +30,10 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   cfg->async_slots = (uint32_t)pto_option(PTO_OPT_ASYNC_SLOTS);
   cfg->sched_threads = (int)pto_option(PTO_OPT_SCHED_THREADS);
   cfg->spread_cores = (int)pto_option(PTO_OPT_SPREAD_CORES);
+  cfg->schedule_seed = (uint64_t)pto_option(PTO_OPT_SCHEDULE_SEED);
+  const char *rec = getenv("PTO_RECORD"), *rep = getenv("PTO_REPLAY");
+  cfg->record_path = rec && rec[0] ? rec : NULL;
+  cfg->replay_path = rep && rep[0] ? rep : NULL;
 }
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
@@ -100,7 +105,17 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
     return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for %u async slots",
                        c.async_slots);
   }
+  /* the paths are the chip's own copies */
   chip->cfg = c;
+  chip->cfg.record_path = c.record_path ? strdup(c.record_path) : NULL;
+  chip->cfg.replay_path = c.replay_path ? strdup(c.replay_path) : NULL;
+  if ((c.record_path && !chip->cfg.record_path) || (c.replay_path && !chip->cfg.replay_path)) {
+    free((char *)chip->cfg.record_path);
+    free((char *)chip->cfg.replay_path);
+    free(chip->async);
+    free(chip);
+    return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for the record paths");
+  }
   *out = chip;
   return PTO_OK;
 }
@@ -240,6 +255,8 @@ static void run_free(pto_run *r) {
 static void chip_free(pto_chip *chip) {
   if (chip->run) run_free(chip->run);
   free(chip->trace_path);
+  free((char *)chip->cfg.record_path);
+  free((char *)chip->cfg.replay_path);
   free(chip->async);
   free(chip);
 }
@@ -693,6 +710,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     r->trace = NULL;
   }
   run_reset(r);
+  schedule_begin(r); /* before any thread enters: they read r->ctl */
   chip->run_seq++;
   rc = run_trace_begin(r);
   if (rc) r->trace = NULL;
@@ -709,6 +727,8 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     run_fail(r, trc, PTO_TASK_NONE, -1, "could not set up the run's trace (out of memory)");
   } else if (rc) {
     run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
+  } else if (r->ctl && atomic_load(&r->status)) {
+    /* a controlled schedule that could not begin (a bad record): no orchestration */
   } else {
     /* the orchestrator is this thread: calls on orch are made here (orch_gate) */
     pto_orch orch = {r, pthread_self()};
@@ -741,6 +761,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
              (long long)r->cfg->shutdown_ms);
     chip->broken = true; /* the run is never reset or freed: a completer still uses it */
   }
+  schedule_end(r, chip->stuck || chip->broken); /* the record, whatever the result */
   orch_end(r);
   uint64_t host1 = pto_now_ns();
   if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "chip/run.h"
+#include "chip/schedule.h"
 #include "common/clock.h"
 #include "common/tensor_check.h"
 
@@ -215,6 +216,7 @@ static void orch_retire(pto_run *r) {
  * completions (bounded by what is in flight). Returns cond's result. */
 static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg,
                                   uint64_t deadline) {
+  if (r->ctl) return schedule_wait(r, cond, arg, deadline); /* it runs what is waited for */
   spread_orch_share(r); /* a waiting orchestrator leaves its CPU to the cores */
   int64_t done = atomic_load_explicit(&r->completed, memory_order_relaxed);
   int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;
@@ -684,6 +686,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int32_t undo = 1 + (int32_t)(nd - linked);
   if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
     sched_make_ready(r, t);
+  if (r->ctl) schedule_after_submit(r);
   return PTO_OK;
 }
 

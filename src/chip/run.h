@@ -381,6 +381,9 @@ typedef struct pto_run {
   _Atomic uint64_t spread_max_ns, spread_sum_ns;
   _Atomic uint64_t drain_lat_max_ns, drain_lat_sum_ns;
   int orch_track;
+  /* a controlled schedule's controller (schedule.h), or NULL: set before
+   * the run's threads enter it, by schedule_begin */
+  struct sched_ctl *ctl;
 } pto_run;
 
 /* The handle an orchestration function gets. `owner` is the thread that

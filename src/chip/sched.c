@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chip/run.h"
+#include "chip/schedule.h"
 #include "chip/steal.h"
 #include "common/clock.h"
 
@@ -220,6 +221,10 @@ uint64_t sched_queued_blocks(pto_run *r) {
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
     complete_task(r, t);
+    return;
+  }
+  if (r->ctl) { /* a controlled schedule chooses when and where it runs */
+    schedule_ready(r, t);
     return;
   }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
@@ -872,6 +877,10 @@ void sched_orch_done(pto_run *r) {
 }
 
 void sched_kick(pto_run *r, sched *s) {
+  if (r->ctl) { /* no passes: the controller dispatches and completes */
+    schedule_kick(r);
+    return;
+  }
   /* a request in either mode: a scheduler thread counts them too, so a
    * kick that publishes nothing else it polls (another scheduler's hand
    * over, steal.h) still brings a pass */

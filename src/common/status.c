@@ -48,6 +48,9 @@ static const status_info status_table[] = {
     S(PTO_EBUSY, "the chip is already running: wait for the current run to finish"),
     S(PTO_EINTERNAL, "pto's own bookkeeping is inconsistent (a defect in pto, not in the "
                      "program): the details say what; please report them"),
+    S(PTO_EREPLAY, "the run departed from the schedule record it replays, or the record is "
+                   "unreadable: the details name the line; replay the same program, inputs "
+                   "and chip configuration, or record again"),
     S(PTO_EDEVICE_BUSY, "device id already leased by another run: pick another device or wait "
                         "for the other run to end"),
     S(PTO_ECHIP_DIED, "a chip process exited or crashed: see its log for the cause"),
