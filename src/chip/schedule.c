@@ -186,6 +186,8 @@ static void exec_start(sched_ctl *x, const action *a, int nb) {
     }
   }
   if (t->sync_start) {
+    /* the whole gang on idle cores at once: the fast path's launch */
+    atomic_fetch_add_explicit(&r->sync_fast, 1, memory_order_relaxed);
     /* release: every block's payload before any of them starts */
     atomic_store_explicit(&t->cohort_go, 1, memory_order_release);
     for (int j = 0; j < x->first[nb]; j++)
