@@ -382,8 +382,11 @@ typedef struct pto_run {
   _Atomic uint64_t drain_lat_max_ns, drain_lat_sum_ns;
   int orch_track;
   /* a controlled schedule's controller (schedule.h), or NULL: set before
-   * the run's threads enter it, by schedule_begin */
+   * the run's threads enter it, by schedule_begin; with it the intake of
+   * the tasks made ready (schedule_ready, called through this pointer
+   * so that sched.c, which schedule.c calls, does not depend on it) */
   struct sched_ctl *ctl;
+  void (*ctl_ready)(struct pto_run *r, struct task *t);
 } pto_run;
 
 /* The handle an orchestration function gets. `owner` is the thread that

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "chip/run.h"
-#include "chip/schedule.h"
 #include "chip/steal.h"
 #include "common/clock.h"
 
@@ -224,7 +223,7 @@ void sched_make_ready(pto_run *r, task *t) {
     return;
   }
   if (r->ctl) { /* a controlled schedule chooses when and where it runs */
-    schedule_ready(r, t);
+    r->ctl_ready(r, t);
     return;
   }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
@@ -877,8 +876,9 @@ void sched_orch_done(pto_run *r) {
 }
 
 void sched_kick(pto_run *r, sched *s) {
-  if (r->ctl) { /* no passes: the controller dispatches and completes */
-    schedule_kick(r);
+  if (r->ctl) { /* no passes: the controller (on the orchestrator's thread,
+                 * schedule.h) dispatches and completes */
+    pto_event_signal(&r->orch_ev);
     return;
   }
   /* a request in either mode: a scheduler thread counts them too, so a

@@ -2,7 +2,7 @@
  * set of enabled actions, their execution on the cores, the choice of the
  * next one (from a seed: schedule_pct.h; from a record: replay), and the
  * record it writes. Runs on the orchestrator's thread only, but for
- * schedule_kick and schedule_async_arrived. */
+ * schedule_async_arrived (any thread). */
 #include "chip/schedule.h"
 
 #include <stdarg.h>
@@ -79,7 +79,8 @@ static action act_take(sched_ctl *x, uint32_t i) {
   return a;
 }
 
-void schedule_ready(pto_run *r, task *t) {
+/* r->ctl_ready: a task became ready. */
+static void schedule_ready(pto_run *r, task *t) {
   sched_ctl *x = r->ctl;
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
   if (t->sync_start) {
@@ -89,8 +90,6 @@ void schedule_ready(pto_run *r, task *t) {
   for (int32_t b = 0; b < t->block_num; b++)
     act_add(x, ACT_START, t, b, 0, pct_prio(&x->pct));
 }
-
-void schedule_kick(pto_run *r) { pto_event_signal(&r->orch_ev); }
 
 void schedule_async_arrived(pto_run *r, task *t) {
   sched_ctl *x = r->ctl;
@@ -527,6 +526,7 @@ int schedule_begin(pto_run *r) {
   }
   pthread_mutex_init(&x->lock, NULL);
   x->r = r;
+  r->ctl_ready = schedule_ready;
   x->record = c->record_path != NULL;
   x->replay = c->replay_path != NULL;
   x->replay_path = c->replay_path;

@@ -33,16 +33,14 @@ int schedule_begin(struct pto_run *r);
  * controller (kept while `stuck`: a thread may still use it). */
 void schedule_end(struct pto_run *r, bool stuck);
 
-/* Hooks, taken only when r->ctl is set. */
-/* A task became ready (instead of a ready queue). */
-void schedule_ready(struct pto_run *r, struct task *t);
+/* Hooks, taken only when r->ctl is set. A task that becomes ready goes
+ * to the controller through r->ctl_ready instead of a ready queue, and a
+ * core's request for a pass wakes the orchestrator (sched.c). */
 /* The orchestrator submitted a task: actions may run now. */
 void schedule_after_submit(struct pto_run *r);
 /* Instead of parking until cond: executes actions until cond holds (or
  * the run stops, or the deadline passes). Returns cond's result. */
 bool schedule_wait(struct pto_run *r, pto_cond_fn cond, void *arg, uint64_t deadline);
-/* A core finished a block, or something else asked for a pass. */
-void schedule_kick(struct pto_run *r);
 /* pto_chip_async_complete presented task t's token (any thread). */
 void schedule_async_arrived(struct pto_run *r, struct task *t);
 
