@@ -44,6 +44,7 @@ typedef struct sched_ctl {
   /* a start's placement: nb blocks, block i on cores[first[i] .. first[i+1]) */
   int32_t *blocks;
   int *first, *cores;
+  int *units; /* scratch: the clusters or cores a placement draws from */
   /* the record being made */
   rec_buf body;
   char point;         /* 'O' or 'W': the hook that runs actions now */
@@ -58,6 +59,31 @@ typedef struct sched_ctl {
 
 /* ---- the action set ---- */
 
+/* The enabled actions are a binary max-heap by priority (PCT runs the
+ * highest first): a choice among thousands of ready blocks costs
+ * O(log n). A replay finds its recorded action by a scan instead. */
+static void act_swap(action *h, uint32_t i, uint32_t j) {
+  action a = h[i];
+  h[i] = h[j];
+  h[j] = a;
+}
+
+static void sift_up(action *h, uint32_t i) {
+  for (uint32_t p; i > 0 && h[i].prio > h[p = (i - 1) / 2].prio; i = p)
+    act_swap(h, i, p);
+}
+
+static void sift_down(action *h, uint32_t n, uint32_t i) {
+  for (;;) {
+    uint32_t l = 2 * i + 1, m = i;
+    if (l < n && h[l].prio > h[m].prio) m = l;
+    if (l + 1 < n && h[l + 1].prio > h[m].prio) m = l + 1;
+    if (m == i) return;
+    act_swap(h, i, m);
+    i = m;
+  }
+}
+
 static void act_add(sched_ctl *x, int kind, task *t, int32_t block, int32_t units, uint64_t prio) {
   if (x->nacts == x->cap) {
     uint32_t cap = x->cap ? x->cap * 2 : 256;
@@ -70,12 +96,17 @@ static void act_add(sched_ctl *x, int kind, task *t, int32_t block, int32_t unit
     x->acts = a;
     x->cap = cap;
   }
-  x->acts[x->nacts++] = (action){(uint8_t)kind, t, t->id, block, units, prio};
+  x->acts[x->nacts] = (action){(uint8_t)kind, t, t->id, block, units, prio};
+  sift_up(x->acts, x->nacts++);
 }
 
 static action act_take(sched_ctl *x, uint32_t i) {
   action a = x->acts[i];
-  x->acts[i] = x->acts[--x->nacts]; /* the set has no order: choices go by priority */
+  x->acts[i] = x->acts[--x->nacts];
+  if (i < x->nacts) {
+    sift_down(x->acts, x->nacts, i);
+    sift_up(x->acts, i);
+  }
   return a;
 }
 
@@ -272,13 +303,10 @@ static int place_random(sched_ctl *x, const action *a) {
    * blocks any core of their type: units are clusters or cores */
   bool by_cluster = per > 1;
   int nunits = by_cluster ? c->clusters : r->ncores;
-  int *units = malloc(sizeof *units * (size_t)nunits);
-  int n = 0;
-  if (units)
-    for (int u = 0; u < nunits; u++)
-      if (by_cluster || (r->cores[u].type == PTO_CORE_AIC) == (naic == 1)) units[n++] = u;
-  if (!units || n < nb) { /* validate() admits only blocks the chip can hold */
-    free(units);
+  int *units = x->units, n = 0;
+  for (int u = 0; u < nunits; u++)
+    if (by_cluster || (r->cores[u].type == PTO_CORE_AIC) == (naic == 1)) units[n++] = u;
+  if (n < nb) { /* validate() admits only blocks the chip can hold */
     run_fail(r, PTO_EINTERNAL, t->id, -1,
              "controlled schedule: no room for %d blocks of shape %s on this chip", nb,
              shape_name(t->shape));
@@ -303,13 +331,16 @@ static int place_random(sched_ctl *x, const action *a) {
       if (k2 != skip && nc - x->first[i] < per) x->cores[nc++] = u * pc + c->aic_per_cluster + k2;
   }
   x->first[nb] = nc;
-  free(units);
   return nb;
 }
 
 static bool step_seeded(sched_ctl *x) {
-  uint32_t i = pct_pick(&x->pct, x->acts, x->nacts, sizeof *x->acts, offsetof(action, prio));
-  action a = act_take(x, i);
+  uint64_t low;
+  if (pct_step(&x->pct, &low)) { /* a change point: the first in line goes last */
+    x->acts[0].prio = low;
+    sift_down(x->acts, x->nacts, 0);
+  }
+  action a = act_take(x, 0);
   int nb = a.kind == ACT_START ? place_random(x, &a) : 0;
   if (a.kind == ACT_START && !nb) return false;
   exec_action(x, a, nb);
@@ -458,8 +489,7 @@ void schedule_after_submit(pto_run *r) {
   }
   /* PCT: the orchestrator is one more thread; actions of a higher
    * priority than its own run before it submits on */
-  while (!run_stopping(r) && x->nacts &&
-         pct_best(x->acts, x->nacts, sizeof *x->acts, offsetof(action, prio)) > x->pct.orch_prio)
+  while (!run_stopping(r) && x->nacts && x->acts[0].prio > x->pct.orch_prio)
     if (!step_seeded(x)) return;
 }
 
@@ -500,6 +530,7 @@ static void ctl_free(sched_ctl *x) {
   free(x->blocks);
   free(x->first);
   free(x->cores);
+  free(x->units);
   rec_buf_free(&x->body);
   rec_close(&x->rd);
   pthread_mutex_destroy(&x->lock);
@@ -517,9 +548,10 @@ int schedule_begin(pto_run *r) {
     x->blocks = malloc(sizeof *x->blocks * (size_t)max);
     x->first = malloc(sizeof *x->first * (size_t)(max + 1));
     x->cores = malloc(sizeof *x->cores * (size_t)max);
+    x->units = malloc(sizeof *x->units * (size_t)max);
   }
-  if (!x || !x->blocks || !x->first || !x->cores) {
-    if (x) free(x->blocks), free(x->first), free(x->cores);
+  if (!x || !x->blocks || !x->first || !x->cores || !x->units) {
+    if (x) free(x->blocks), free(x->first), free(x->cores), free(x->units);
     free(x);
     run_fail(r, PTO_ENOMEM, PTO_TASK_NONE, -1, "controlled schedule: out of memory");
     return PTO_ENOMEM;

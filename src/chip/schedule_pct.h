@@ -17,7 +17,7 @@
 #ifndef PTO_CHIP_SCHEDULE_PCT_H
 #define PTO_CHIP_SCHEDULE_PCT_H
 
-#include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define PCT_DEPTH      3          /* d: change points per window */
@@ -60,40 +60,16 @@ static inline void pct_init(pct *p, uint64_t seed) {
   p->orch_prio = pct_prio(p);
 }
 
-#define PCT_PRIO(base, i, stride, off) (*(uint64_t *)((char *)(base) + (size_t)(i) * (stride) + (off)))
-
-/* The highest priority among n items (each a uint64_t at `off` in an
- * element of `stride` bytes); its index in *at. */
-static inline uint64_t pct_best_at(void *items, uint32_t n, size_t stride, size_t off,
-                                   uint32_t *at) {
-  uint64_t best = 0;
-  *at = 0;
-  for (uint32_t i = 0; i < n; i++)
-    if (PCT_PRIO(items, i, stride, off) > best) {
-      best = PCT_PRIO(items, i, stride, off);
-      *at = i;
-    }
-  return best;
-}
-
-static inline uint64_t pct_best(void *items, uint32_t n, size_t stride, size_t off) {
-  uint32_t at;
-  return pct_best_at(items, n, stride, off, &at);
-}
-
-/* Chooses the next of n > 0 enabled items: the highest priority, unless
- * this step is a change point, which demotes it first. */
-static inline uint32_t pct_pick(pct *p, void *items, uint32_t n, size_t stride, size_t off) {
+/* The next step: true when it is a change point, where the action about
+ * to run (the highest priority) gets *low, below every priority so far. */
+static inline bool pct_step(pct *p, uint64_t *low) {
   if (++p->step > p->window_end) pct_window(p, p->step, p->window_end + 1);
-  uint32_t at;
-  pct_best_at(items, n, stride, off, &at);
   for (int i = 0; i < PCT_DEPTH; i++)
     if (p->change[i] == p->step) {
-      PCT_PRIO(items, at, stride, off) = PCT_LOW - 1 - p->demoted++;
-      pct_best_at(items, n, stride, off, &at);
-      break;
+      *low = PCT_LOW - 1 - p->demoted++;
+      return true;
     }
-  return at;
+  return false;
 }
 
 #endif
