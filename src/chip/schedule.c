@@ -234,7 +234,7 @@ static void exec_start(sched_ctl *x, const action *a, int nb) {
       r->scheds[c->sched].blocks += j == x->first[i];
       c->seen = c->issued;
       if (c->slot[c->issued & 1].deferred)
-        act_add(x, ACT_ASYNC, t, x->blocks[i], 0, a->prio); /* completes when its token comes */
+        act_add(x, ACT_ASYNC, t, x->blocks[i], 0, pct_prio_last(&x->pct)); /* when its token comes */
       else
         units++;
     }
@@ -336,7 +336,9 @@ static int place_random(sched_ctl *x, const action *a) {
 
 static bool step_seeded(sched_ctl *x) {
   uint64_t low;
-  if (pct_step(&x->pct, &low)) { /* a change point: the first in line goes last */
+  /* a change point: the first in line goes last (an async completion is
+   * last already) */
+  if (pct_step(&x->pct, &low) && x->acts[0].kind != ACT_ASYNC) {
     x->acts[0].prio = low;
     sift_down(x->acts, x->nacts, 0);
   }

@@ -9,7 +9,10 @@
  * Here a "thread" is an action of the controlled schedule (schedule.c): a
  * block's start, which passes its priority on to its completion (so a
  * demotion delays a completion's publication), and the orchestrator,
- * which runs on while its priority beats every enabled action. k is not
+ * which runs on while its priority beats every enabled action. An
+ * asynchronous completion waits for a token from outside the run, which
+ * may need the other blocks to run first: it goes only when nothing else
+ * can (pct_prio_last), in a random order among those pending. k is not
  * known ahead, so the steps come in windows of doubling length (64, 128,
  * ...), each with d change points drawn uniformly in it: d per doubling
  * of the run's length. Deterministic: one splitmix64 stream from the
@@ -45,6 +48,11 @@ static inline uint64_t pct_below(pct *p, uint64_t n) { return pct_next(p) % n; }
 
 /* A fresh thread's priority: above every demoted one. */
 static inline uint64_t pct_prio(pct *p) { return PCT_LOW + (pct_next(p) >> 1); }
+
+/* A priority below every other, demoted ones included (their lowest is
+ * PCT_LOW minus the demotions so far): for what runs only once nothing
+ * else can, in a random order among its kind. */
+static inline uint64_t pct_prio_last(pct *p) { return pct_next(p) >> (64 - 18); }
 
 static inline void pct_window(pct *p, uint64_t first, uint64_t span) {
   for (int i = 0; i < PCT_DEPTH; i++)
