@@ -81,6 +81,18 @@ for s in vector_chain matmul_add fanin_dag manual_scope views war_order all_shap
     fail "$s: $(tail -1 "$tmp/ok.out") $(head -1 "$tmp/ok.err")"
 done
 echo "16 correct scenes: every one of $seeds seeds passed"
+# Error scenes whose failure does not need blocks to overlap fail as they
+# expect under seeds too (err_async_overflow: its blocks' async completions
+# wait until no block is left to start, so the third and fourth find no
+# slot, as in a free run).
+for s in err_async_overflow err_kernel err_fatal err_heap_deadlock err_invalid_args \
+  err_scope_deadlock err_scope_overflow err_sched_timeout_deps err_sched_timeout_stuck; do
+  for seed in 1 2; do
+    "$pto" run "$s" --schedule-seed "$seed" >"$tmp/ok.out" 2>"$tmp/ok.err" ||
+      fail "$s, seed $seed: $(head -1 "$tmp/ok.err")"
+  done
+done
+echo "9 error scenes: each failed as it expects under seeds 1 and 2"
 
 # 5. Divergence and bad records: PTO_EREPLAY naming where.
 expect_ereplay() { # PATTERN -- ARGS...
