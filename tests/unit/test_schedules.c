@@ -8,6 +8,8 @@
  *  - which cores run what: a MIX kernel and a gang (sync_start) record
  *    the cores each part ran on; the replay puts every part on the same
  *    core (and re-records the same record);
+ *  - the trace of a replay shows the recorded run's blocks in the same
+ *    order on the same tracks;
  *  - a replay the program departs from, or on another chip shape, fails
  *    with PTO_EREPLAY naming what differs. */
 #include <pthread.h>
@@ -24,6 +26,7 @@
 #include <cmocka.h>
 
 #include "pto/pto.h"
+#include "trace_read.h"
 
 static void temp_path(char *path, size_t n, const char *what) {
   const char *dir = getenv("TMPDIR");
@@ -216,9 +219,10 @@ static void where_orch(pto_orch *o, void *arg) {
   assert_int_equal(pto_submit(o, k->gang, &a, &gang, NULL), PTO_OK);
 }
 
-static int run_where(const pto_chip_config *cfg, pto_error_info *err) {
+static int run_where_traced(const pto_chip_config *cfg, const char *trace, pto_error_info *err) {
   pto_chip *chip;
   assert_int_equal(pto_chip_create(cfg, &chip), PTO_OK);
+  if (trace) assert_int_equal(pto_chip_set_trace(chip, trace), PTO_OK);
   kids k;
   pto_kernel_desc mix = {.name = "mix", .aic = k_where, .aiv = k_where, .aiv_count = 2};
   assert_int_equal(pto_kernel_register(chip, &mix, &k.mix), PTO_OK);
@@ -227,6 +231,10 @@ static int run_where(const pto_chip_config *cfg, pto_error_info *err) {
   int rc = pto_chip_run(chip, where_orch, &k, NULL, err);
   pto_chip_destroy(chip);
   return rc;
+}
+
+static int run_where(const pto_chip_config *cfg, pto_error_info *err) {
+  return run_where_traced(cfg, NULL, err);
 }
 
 static void test_cores_replayed(void **state) {
@@ -265,6 +273,96 @@ static void test_cores_replayed(void **state) {
   remove(rerec);
 }
 
+/* ---- traces ---- */
+
+typedef struct slice {
+  double ts;
+  int64_t task, block, part, tid;
+} slice;
+
+static int64_t arg_of(const trace_json *ev, const char *key) {
+  double x = 0; /* a block's first part has no args.part */
+  trace_json_num(trace_json_get(ev, "args"), key, &x);
+  return (int64_t)x;
+}
+
+static int by_time(const void *a, const void *b) {
+  const slice *x = a, *y = b;
+  return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static int by_place(const void *a, const void *b) {
+  const slice *x = a, *y = b;
+  if (x->block != y->block) return x->block < y->block ? -1 : 1;
+  return (x->part > y->part) - (x->part < y->part);
+}
+
+/* The block slices of a trace in start order, but for what one action of
+ * the schedule started together (the parts of a MIX block; every block of
+ * gang task `gang`), whose clocks may read either way: in block and part
+ * order. Returns how many. */
+static int block_order(const char *path, int64_t gang, slice *out, int max) {
+  char err[256] = "";
+  trace_json_doc *d = NULL;
+  assert_int_equal(trace_json_load(path, &d, err, sizeof err), 0);
+  const trace_json *evs = trace_json_get(trace_json_root(d), "traceEvents");
+  assert_non_null(evs);
+  int n = 0;
+  for (uint32_t i = 0; i < evs->n; i++) {
+    const trace_json *e = &evs->u.items[i];
+    const char *cat = trace_json_str(e, "cat"), *ph = trace_json_str(e, "ph");
+    if (!cat || !ph || ph[0] != 'X' || strcmp(cat, "block") != 0) continue;
+    double ts = 0, tid = 0;
+    trace_json_num(e, "ts", &ts);
+    trace_json_num(e, "tid", &tid);
+    assert_true(n < max);
+    out[n++] = (slice){ts, arg_of(e, "task"), arg_of(e, "block"), arg_of(e, "part"), (int64_t)tid};
+  }
+  trace_json_free(d);
+  qsort(out, (size_t)n, sizeof *out, by_time);
+  for (int i = 0, j; i < n; i = j) {
+    for (j = i + 1; j < n && out[j].task == out[i].task &&
+                    (out[i].task == gang || out[j].block == out[i].block);
+         j++) {
+    }
+    qsort(out + i, (size_t)(j - i), sizeof *out, by_place);
+  }
+  return n;
+}
+
+static void test_trace_order_replayed(void **state) {
+  (void)state;
+  char rec[256], t1[256], t2[256];
+  temp_path(rec, sizeof rec, "trace");
+  temp_path(t1, sizeof t1, "trace1");
+  temp_path(t2, sizeof t2, "trace2");
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 4;
+  cfg.schedule_seed = 5;
+  cfg.record_path = rec;
+  pto_error_info err;
+  assert_int_equal(run_where_traced(&cfg, t1, &err), PTO_OK);
+  cfg.schedule_seed = 0;
+  cfg.record_path = NULL;
+  cfg.replay_path = rec;
+  assert_int_equal(run_where_traced(&cfg, t2, &err), PTO_OK);
+  static slice a[64], b[64];
+  int na = block_order(t1, 1, a, 64), nb = block_order(t2, 1, b, 64);
+  /* every part of 3 MIX blocks (AIC + 2 AIV) and of a 4-block gang */
+  assert_int_equal(na, MIX_BLOCKS * 3 + GANG_BLOCKS);
+  assert_int_equal(nb, na);
+  for (int i = 0; i < na; i++) {
+    assert_int_equal(a[i].task, b[i].task);
+    assert_int_equal(a[i].block, b[i].block);
+    assert_int_equal(a[i].part, b[i].part);
+    assert_int_equal(a[i].tid, b[i].tid); /* the same core's track */
+  }
+  remove(rec);
+  remove(t1);
+  remove(t2);
+}
+
 /* ---- divergence ---- */
 
 static void test_divergence_named(void **state) {
@@ -297,6 +395,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_async_completions),
       cmocka_unit_test(test_cores_replayed),
+      cmocka_unit_test(test_trace_order_replayed),
       cmocka_unit_test(test_divergence_named),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
