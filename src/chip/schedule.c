@@ -185,7 +185,8 @@ static bool all_finished(void *p) {
 
 static void record_point(sched_ctl *x) {
   if (!x->record || x->point_written) return;
-  rec_buf_printf(&x->body, "%c %lld\n", x->point, (long long)x->r->next_id);
+  rec_item it = {.kind = REC_ORCH, .task = x->r->next_id, .kernel = x->point == 'W'};
+  rec_buf_item(&x->body, &it);
   x->point_written = true;
 }
 
@@ -195,13 +196,9 @@ static void exec_start(sched_ctl *x, const action *a, int nb) {
   pto_run *r = x->r;
   task *t = a->t;
   if (x->record) {
-    rec_buf_printf(&x->body, "S %lld %d", (long long)t->id, t->kernel);
-    for (int i = 0; i < nb; i++) {
-      rec_buf_printf(&x->body, " %d:", x->blocks[i]);
-      for (int j = x->first[i]; j < x->first[i + 1]; j++)
-        rec_buf_printf(&x->body, j > x->first[i] ? ".%d" : "%d", x->cores[j]);
-    }
-    rec_buf_printf(&x->body, "\n");
+    rec_item it = {.kind = REC_START, .task = t->id, .kernel = t->kernel, .nblocks = nb,
+                   .blocks = x->blocks, .first = x->first, .cores = x->cores};
+    rec_buf_item(&x->body, &it);
   }
   for (int i = 0; i < nb; i++) {
     int sub = 0;
@@ -272,12 +269,14 @@ static void exec_action(sched_ctl *x, action a, int nb) {
   switch (a.kind) {
   case ACT_START: exec_start(x, &a, nb); break;
   case ACT_DONE:
-    if (x->record)
-      rec_buf_printf(&x->body, "D %lld %d %d\n", (long long)a.id, a.block, a.units);
+    if (x->record) {
+      rec_item it = {.kind = REC_DONE, .task = a.id, .block = a.block, .units = a.units};
+      rec_buf_item(&x->body, &it);
+    }
     sched_task_done_unit(r, a.t, a.units);
     break;
   case ACT_ASYNC: {
-    if (x->record) rec_buf_printf(&x->body, "A %lld\n", (long long)a.id);
+    if (x->record) rec_buf_item(&x->body, &(rec_item){.kind = REC_ASYNC, .task = a.id});
     /* its token may not have come yet: waited for here (the watchdog
      * names one that never comes) */
     arrival_wait w = {x, a.id, false};

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rec_buf_printf(rec_buf *b, const char *fmt, ...) {
+static void rec_buf_printf(rec_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rec_buf_printf(rec_buf *b, const char *fmt, ...) {
   if (b->oom) return;
   for (;;) {
     va_list ap;
@@ -35,6 +36,26 @@ void rec_buf_printf(rec_buf *b, const char *fmt, ...) {
     }
     b->data = d;
     b->cap = cap;
+  }
+}
+
+void rec_buf_item(rec_buf *b, const rec_item *it) {
+  switch (it->kind) {
+  case REC_ORCH: rec_buf_printf(b, "%c %lld\n", it->kernel ? 'W' : 'O', (long long)it->task); break;
+  case REC_START:
+    rec_buf_printf(b, "S %lld %d", (long long)it->task, it->kernel);
+    for (int i = 0; i < it->nblocks; i++) {
+      rec_buf_printf(b, " %d:", it->blocks[i]);
+      for (int j = it->first[i]; j < it->first[i + 1]; j++)
+        rec_buf_printf(b, j > it->first[i] ? ".%d" : "%d", it->cores[j]);
+    }
+    rec_buf_printf(b, "\n");
+    break;
+  case REC_DONE:
+    rec_buf_printf(b, "D %lld %d %d\n", (long long)it->task, it->block, it->units);
+    break;
+  case REC_ASYNC: rec_buf_printf(b, "A %lld\n", (long long)it->task); break;
+  case REC_END: break;
   }
 }
 
@@ -109,26 +130,41 @@ int rec_open(rec_reader *rd, const char *path, char *why, size_t n) {
     snprintf(why, n, "schedule record %s: cannot open: %s", path, strerror(errno));
     return -1;
   }
-  size_t cap = 1 << 16;
-  rd->text = malloc(cap + 1);
-  for (size_t got; rd->text && (got = fread(rd->text + rd->len, 1, cap - rd->len, f)) > 0;) {
-    rd->len += got;
-    if (rd->len == cap) {
-      char *t = realloc(rd->text, cap * 2 + 1);
+  size_t cap = 1 << 16, len = 0;
+  char *text = malloc(cap);
+  for (size_t got; text && (got = fread(text + len, 1, cap - len, f)) > 0;) {
+    len += got;
+    if (len == cap) {
+      char *t = realloc(text, cap * 2);
       if (!t) {
-        free(rd->text);
-        rd->text = NULL;
+        free(text);
+        text = NULL;
         break;
       }
-      rd->text = t;
+      text = t;
       cap *= 2;
     }
   }
   fclose(f);
+  if (!text) {
+    snprintf(why, n, "schedule record %s: out of memory reading it", path);
+    return -1;
+  }
+  int rc = rec_open_text(rd, text, len, path, why, n);
+  free(text);
+  return rc;
+}
+
+int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *path, char *why,
+                  size_t n) {
+  memset(rd, 0, sizeof *rd);
+  rd->text = malloc(len + 1);
   if (!rd->text) {
     snprintf(why, n, "schedule record %s: out of memory reading it", path);
     return -1;
   }
+  if (len) memcpy(rd->text, text, len);
+  rd->len = len;
   rd->text[rd->len] = '\0';
   /* truncated: the last line must be "end" */
   if (rd->len < 4 || memcmp(rd->text + rd->len - 4, "end\n", 4) != 0 ||
@@ -174,10 +210,9 @@ int rec_open(rec_reader *rd, const char *path, char *why, size_t n) {
     s = next_line(rd);
     if (!s) BAD_LINE("\"tasks N blocks N\"");
     if (strncmp(s, "kernel ", 7) != 0) {
-      rd->pos = at; /* not a kernel: read again below */
+      rd->text[rd->pos - 1] = '\n'; /* the NUL next_line wrote over it */
+      rd->pos = at;                  /* not a kernel: read again below */
       rd->line = line;
-      /* the NUL written over its '\n' is put back */
-      rd->text[at + strlen(rd->text + at)] = '\n';
       break;
     }
     s += 6;
@@ -228,9 +263,9 @@ int rec_next(rec_reader *rd, rec_item *it, char *why, size_t n) {
   char k = s[0];
   if (strcmp(s, "end") == 0) {
     it->kind = REC_END;
-    rd->line--; /* read again: stays at the end */
-    rd->pos -= 4;
-    rd->text[rd->pos + 3] = '\n';
+    rd->text[rd->pos - 1] = '\n'; /* the NUL next_line wrote over it */
+    rd->pos = (size_t)(s - rd->text); /* read again: stays at the end */
+    rd->line--;
     return 0;
   }
   s++;

@@ -33,7 +33,6 @@ typedef struct rec_buf { /* the body of a record being made */
   bool oom;
 } rec_buf;
 
-void rec_buf_printf(rec_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rec_buf_free(rec_buf *b);
 
 typedef struct rec_header {
@@ -75,9 +74,15 @@ typedef struct rec_reader {
   int cap_blocks, cap_first, cap_cores;
 } rec_reader;
 
+/* Appends item's line (not REC_END: rec_write ends the record). */
+void rec_buf_item(rec_buf *b, const rec_item *it);
+
 /* Reads the whole record and its header; 0, or -1 with why (naming the
  * line). A record without its "end" line is refused as truncated. */
 int rec_open(rec_reader *rd, const char *path, char *why, size_t n);
+/* The same over text[0..len) (copied), `name` standing for the file. */
+int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *name, char *why,
+                  size_t n);
 /* The next item (REC_END after the last); -1 with why on a bad line. */
 int rec_next(rec_reader *rd, rec_item *it, char *why, size_t n);
 void rec_close(rec_reader *rd);
