@@ -169,8 +169,9 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
     return bad(err, n, "pto run: --replay makes the record's choices: no --%s with it",
                a->schedule_seed ? "schedule-seed" : "fuzz-schedules");
   if (a->schedule_seed && a->fuzz_schedules)
-    return bad(err, n, "pto run: --schedule-seed and --fuzz-schedules do not go together "
-                       "(--fuzz-schedules N tries seeds 1..N)");
+    return bad(err, n,
+               "pto run: --schedule-seed and --fuzz-schedules do not go together "
+               "(--fuzz-schedules N tries seeds 1..N)");
   return 0;
 }
 

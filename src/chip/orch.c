@@ -213,12 +213,11 @@ static void orch_retire(pto_run *r) {
 
 /* The orchestrator parks on orch_ev until `completed` reaches a threshold,
  * so that a full ring does not cost a wake-up per completion: `batch` more
- * completions (bounded by what is in flight). Returns cond's result. */
-/* noinline: gcc 12 -fsanitize=thread rejects (-Wtsan) its fence when it
- * shares a function with the call to schedule_wait */
-__attribute__((noinline))
-static bool orch_park_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg,
-                                  uint64_t deadline) {
+ * completions (bounded by what is in flight). Returns cond's result.
+ * noinline: gcc 12 -fsanitize=thread rejects (-Wtsan) its fence when it
+ * shares a function with the call to schedule_wait. */
+static __attribute__((noinline)) bool
+orch_park_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg, uint64_t deadline) {
   spread_orch_share(r); /* a waiting orchestrator leaves its CPU to the cores */
   int64_t done = atomic_load_explicit(&r->completed, memory_order_relaxed);
   int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;

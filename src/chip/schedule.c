@@ -196,8 +196,13 @@ static void exec_start(sched_ctl *x, const action *a, int nb) {
   pto_run *r = x->r;
   task *t = a->t;
   if (x->record) {
-    rec_item it = {.kind = REC_START, .task = t->id, .kernel = t->kernel, .nblocks = nb,
-                   .blocks = x->blocks, .first = x->first, .cores = x->cores};
+    rec_item it = {.kind = REC_START,
+                   .task = t->id,
+                   .kernel = t->kernel,
+                   .nblocks = nb,
+                   .blocks = x->blocks,
+                   .first = x->first,
+                   .cores = x->cores};
     rec_buf_item(&x->body, &it);
   }
   for (int i = 0; i < nb; i++) {
@@ -230,8 +235,8 @@ static void exec_start(sched_ctl *x, const action *a, int nb) {
       core *c = &r->cores[x->cores[j]];
       r->scheds[c->sched].blocks += j == x->first[i];
       c->seen = c->issued;
-      if (c->slot[c->issued & 1].deferred)
-        act_add(x, ACT_ASYNC, t, x->blocks[i], 0, pct_prio_last(&x->pct)); /* when its token comes */
+      if (c->slot[c->issued & 1].deferred) /* it completes when its token comes */
+        act_add(x, ACT_ASYNC, t, x->blocks[i], 0, pct_prio_last(&x->pct));
       else
         units++;
     }
@@ -375,15 +380,14 @@ static bool place_recorded(sched_ctl *x, const action *a, const rec_item *it) {
     for (int j = it->first[i]; j < it->first[i + 1]; j++) {
       int cid = it->cores[j];
       bool aic_slot = naic && j == it->first[i];
-      bool bad = cid < 0 || cid >= r->ncores ||
-                 (r->cores[cid].type == PTO_CORE_AIC) != aic_slot ||
+      bool bad = cid < 0 || cid >= r->ncores || (r->cores[cid].type == PTO_CORE_AIC) != aic_slot ||
                  r->cores[cid].cluster != r->cores[it->cores[it->first[i]]].cluster;
       for (int k = it->first[0]; k < j && !bad; k++)
         bad = it->cores[k] == cid;
       if (bad) {
         diverge(x, t->id, it->line,
-                "core %d cannot run block %d of task %lld (shape %s) on this chip as recorded",
-                cid, want, (long long)t->id, shape_name(t->shape));
+                "core %d cannot run block %d of task %lld (shape %s) on this chip as recorded", cid,
+                want, (long long)t->id, shape_name(t->shape));
         return false;
       }
       x->cores[j] = cid;
@@ -509,9 +513,9 @@ bool schedule_wait(pto_run *r, pto_cond_fn cond, void *arg, uint64_t deadline) {
         diverge(x, PTO_TASK_NONE, it->line,
                 "the program waits (%lld tasks submitted, %lld completed) where the record %s",
                 (long long)r->next_id, (long long)atomic_load(&r->completed),
-                it->kind == REC_END      ? "ends"
+                it->kind == REC_END    ? "ends"
                 : it->kind == REC_ORCH ? "has no action for it"
-                                         : "has none of its actions left");
+                                       : "has none of its actions left");
       }
     } else {
       stepped = x->nacts && step_seeded(x);
@@ -573,7 +577,8 @@ int schedule_begin(pto_run *r) {
       return PTO_EREPLAY;
     }
     const rec_header *h = &x->rd.h;
-    if (h->clusters != c->clusters || h->aic != c->aic_per_cluster || h->aiv != c->aiv_per_cluster) {
+    if (h->clusters != c->clusters || h->aic != c->aic_per_cluster ||
+        h->aiv != c->aiv_per_cluster) {
       diverge(x, PTO_TASK_NONE, 3,
               "recorded on %d clusters of %d AIC + %d AIV, this chip has %d of %d + %d",
               h->clusters, h->aic, h->aiv, c->clusters, c->aic_per_cluster, c->aiv_per_cluster);
@@ -614,8 +619,9 @@ void schedule_end(pto_run *r, bool stuck) {
     const char *names[PTO_MAX_KERNELS];
     for (int k = 0; k < r->chip->nkernels; k++)
       names[k] = r->chip->kernels[k].name;
-    rec_header h = {x->pct.seed, c->clusters, c->aic_per_cluster, c->aiv_per_cluster,
-                    r->chip->nkernels, names, tasks, x->blocks_run};
+    rec_header h = {
+        x->pct.seed, c->clusters, c->aic_per_cluster, c->aiv_per_cluster, r->chip->nkernels,
+        names,       tasks,       x->blocks_run};
     char why[300];
     if (rec_write(c->record_path, &h, &x->body, why, sizeof why))
       run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "%s", why);

@@ -29,11 +29,11 @@
 
 typedef struct pct {
   uint64_t seed, state;
-  uint64_t step;                /* actions chosen so far */
-  uint64_t window_end;          /* the current window's last step */
-  uint64_t change[PCT_DEPTH];   /* its change points */
-  uint64_t demoted;             /* demotions so far: each goes below the last */
-  uint64_t orch_prio;           /* the orchestrator's priority */
+  uint64_t step;              /* actions chosen so far */
+  uint64_t window_end;        /* the current window's last step */
+  uint64_t change[PCT_DEPTH]; /* its change points */
+  uint64_t demoted;           /* demotions so far: each goes below the last */
+  uint64_t orch_prio;         /* the orchestrator's priority */
 } pct;
 
 static inline uint64_t pct_next(pct *p) { /* splitmix64 */

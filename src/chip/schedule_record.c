@@ -198,8 +198,7 @@ int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *path
   s = next_line(rd);
   if (!s || strncmp(s, "chip", 4) != 0) BAD_LINE("\"chip CLUSTERS AIC AIV\"");
   s += 4;
-  if (!num(&s, 1, 1 << 20, &v[0]) || !num(&s, 0, 1, &v[1]) || !num(&s, 0, 2, &v[2]) ||
-      !line_end(s))
+  if (!num(&s, 1, 1 << 20, &v[0]) || !num(&s, 0, 1, &v[1]) || !num(&s, 0, 2, &v[2]) || !line_end(s))
     BAD_LINE("\"chip CLUSTERS AIC AIV\"");
   rd->h.clusters = (int)v[0];
   rd->h.aic = (int)v[1];
@@ -211,7 +210,7 @@ int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *path
     if (!s) BAD_LINE("\"tasks N blocks N\"");
     if (strncmp(s, "kernel ", 7) != 0) {
       rd->text[rd->pos - 1] = '\n'; /* the NUL next_line wrote over it */
-      rd->pos = at;                  /* not a kernel: read again below */
+      rd->pos = at;                 /* not a kernel: read again below */
       rd->line = line;
       break;
     }
@@ -263,7 +262,7 @@ int rec_next(rec_reader *rd, rec_item *it, char *why, size_t n) {
   char k = s[0];
   if (strcmp(s, "end") == 0) {
     it->kind = REC_END;
-    rd->text[rd->pos - 1] = '\n'; /* the NUL next_line wrote over it */
+    rd->text[rd->pos - 1] = '\n';     /* the NUL next_line wrote over it */
     rd->pos = (size_t)(s - rd->text); /* read again: stays at the end */
     rd->line--;
     return 0;
@@ -289,8 +288,7 @@ int rec_next(rec_reader *rd, rec_item *it, char *why, size_t n) {
     break;
   case 'D':
     it->kind = REC_DONE;
-    ok = num(&s, 0, INT64_MAX, &v) && num(&s, 0, INT32_MAX, &w) && num(&s, 1, 3, &u) &&
-         line_end(s);
+    ok = num(&s, 0, INT64_MAX, &v) && num(&s, 0, INT32_MAX, &w) && num(&s, 1, 3, &u) && line_end(s);
     it->task = v;
     it->block = (int32_t)w;
     it->units = (int32_t)u;

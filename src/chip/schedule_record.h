@@ -51,10 +51,10 @@ typedef enum rec_kind { REC_END = 0, REC_ORCH, REC_START, REC_DONE, REC_ASYNC } 
 typedef struct rec_item {
   rec_kind kind;
   int line;
-  int64_t task; /* S D A: the task; O W: tasks submitted */
+  int64_t task;   /* S D A: the task; O W: tasks submitted */
   int32_t kernel; /* S: the kernel; O: 0, W: 1 */
-  int32_t block; /* D: the block */
-  int32_t units; /* D */
+  int32_t block;  /* D: the block */
+  int32_t units;  /* D */
   /* S: nblocks blocks; block i on cores[first[i] .. first[i + 1]) */
   int nblocks;
   int32_t *blocks;

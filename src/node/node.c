@@ -65,7 +65,7 @@ static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
   /* every chip would write (or read) the one file, and remote ranks could
    * not even read its name: schedule records cover one chip
    * (docs/schedules.md) */
-  const char *rec = cfg->chip.record_path ? "record_path (PTO_RECORD)"
+  const char *rec = cfg->chip.record_path   ? "record_path (PTO_RECORD)"
                     : cfg->chip.replay_path ? "replay_path (PTO_REPLAY)"
                                             : NULL;
   if (rec) {

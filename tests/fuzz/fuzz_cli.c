@@ -75,9 +75,9 @@ static int command_at(int argc, char *const *argv) {
 }
 
 /* The long options of `pto run`, and whether each takes a value. */
-static const char *const run_long[] = {
-    "clusters", "schedulers", "rounds",        "seed",           "trace",  "fault-inject",
-    "list",     "help",       "schedule-seed", "fuzz-schedules", "record", "replay"};
+static const char *const run_long[] = {"clusters",      "schedulers",     "rounds", "seed",
+                                       "trace",         "fault-inject",   "list",   "help",
+                                       "schedule-seed", "fuzz-schedules", "record", "replay"};
 static const bool run_takes[] = {true,  true,  true, true, true, false,
                                  false, false, true, true, true, true};
 enum { NRUN = sizeof run_long / sizeof run_long[0] };
@@ -137,10 +137,10 @@ static int canonical(const cli_args *a, char **out, char *nums) {
     break;
   case CLI_RUN: {
     out[n++] = "run";
-    const char *opt[] = {"--clusters", "--schedulers", "--rounds", "--seed", "--schedule-seed",
-                         "--fuzz-schedules"};
-    long val[] = {a->clusters,       a->schedulers,     a->rounds,
-                  (long)a->seed,     a->schedule_seed,  a->fuzz_schedules};
+    const char *opt[] = {"--clusters", "--schedulers",    "--rounds",
+                         "--seed",     "--schedule-seed", "--fuzz-schedules"};
+    long val[] = {a->clusters,   a->schedulers,    a->rounds,
+                  (long)a->seed, a->schedule_seed, a->fuzz_schedules};
     for (int i = 0; i < 6; i++) {
       if (!val[i] || (i == 3 && !a->seed_set)) continue;
       out[n++] = (char *)opt[i];
@@ -223,10 +223,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* a replay makes the record's choices: no seed beside it, nor two */
     CHECK(!a.replay || (!a.schedule_seed && !a.fuzz_schedules));
     CHECK(!a.schedule_seed || !a.fuzz_schedules);
-    const char *opt[] = {"--clusters", "--schedulers", "--rounds", "--seed", "--schedule-seed",
-                         "--fuzz-schedules"};
-    long got[] = {a.clusters, a.schedulers, a.rounds, (long)a.seed, a.schedule_seed,
-                  a.fuzz_schedules};
+    const char *opt[] = {"--clusters", "--schedulers",    "--rounds",
+                         "--seed",     "--schedule-seed", "--fuzz-schedules"};
+    long got[] = {a.clusters,   a.schedulers,    a.rounds,
+                  (long)a.seed, a.schedule_seed, a.fuzz_schedules};
     long dflt[] = {0, 0, 1, 1, 0, 0};
     for (int i = 0; i < 6; i++) { /* given: in the option's range; else the default */
       int lo, hi;

@@ -227,7 +227,8 @@ static void test_recorded_graphs_replay(void **state) {
     if (rc != PTO_OK || memcmp(got, want, sizeof got) != 0) {
       pto_error_print(&err, stderr);
       fail_msg("graph %d under schedule seed %d: %s, buffers %s the sequential execution", gi,
-               gi + 1, pto_status_name(rc), memcmp(got, want, sizeof got) ? "differ from" : "equal");
+               gi + 1, pto_status_name(rc),
+               memcmp(got, want, sizeof got) ? "differ from" : "equal");
     }
     cfg.schedule_seed = 0;
     cfg.replay_path = rec;
