@@ -52,6 +52,8 @@ const char *cli_int_range(cli_int which, int *min, int *max) {
       [CLI_INT_SCHEDULERS] = {"schedulers", PTO_SCHEDULERS_MAX},
       [CLI_INT_ROUNDS] = {"rounds", CLI_INT_MAX},
       [CLI_INT_SEED] = {"seed", CLI_INT_MAX},
+      [CLI_INT_SCHEDULE_SEED] = {"schedule-seed", CLI_INT_MAX},
+      [CLI_INT_FUZZ_SCHEDULES] = {"fuzz-schedules", CLI_INT_MAX},
   };
   *min = 1;
   *max = opts[which].max;
@@ -81,7 +83,11 @@ enum {
   OPT_FAULT,
   OPT_LIST,
   OPT_CHECK,
-  OPT_MERGE
+  OPT_MERGE,
+  OPT_SCHEDULE_SEED,
+  OPT_FUZZ_SCHEDULES,
+  OPT_RECORD,
+  OPT_REPLAY,
 };
 
 static const struct option run_opts[] = {
@@ -94,6 +100,10 @@ static const struct option run_opts[] = {
     {"list", no_argument, NULL, OPT_LIST},
     {"help", no_argument, NULL, 'h'},
     {"check", no_argument, NULL, OPT_CHECK},
+    {"schedule-seed", required_argument, NULL, OPT_SCHEDULE_SEED},
+    {"fuzz-schedules", required_argument, NULL, OPT_FUZZ_SCHEDULES},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"replay", required_argument, NULL, OPT_REPLAY},
     {NULL, 0, NULL, 0},
 };
 
@@ -111,6 +121,19 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
       if (!rc) a->seed = (unsigned)seed, a->seed_set = true;
       break;
     case OPT_TRACE: a->trace = optarg; break;
+    case OPT_SCHEDULE_SEED:
+      rc = int_arg(CLI_INT_SCHEDULE_SEED, optarg, &a->schedule_seed, err, n);
+      break;
+    case OPT_FUZZ_SCHEDULES:
+      rc = int_arg(CLI_INT_FUZZ_SCHEDULES, optarg, &a->fuzz_schedules, err, n);
+      break;
+    case OPT_RECORD:
+    case OPT_REPLAY:
+      if (!optarg[0])
+        return bad(err, n, "pto run: --%s needs a file name",
+                   c == OPT_RECORD ? "record" : "replay");
+      *(c == OPT_RECORD ? &a->record : &a->replay) = optarg;
+      break;
     case OPT_FAULT: a->fault_inject = true; break;
     case OPT_LIST: list = true; break;
     case 'h': help = true; break;
@@ -124,6 +147,9 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
       break;
     case ':':
       if (optopt == OPT_TRACE) return bad(err, n, "pto run: --trace needs a file name");
+      if (optopt == OPT_RECORD || optopt == OPT_REPLAY)
+        return bad(err, n, "pto run: --%s needs a file name",
+                   optopt == OPT_RECORD ? "record" : "replay");
       return bad(err, n, "pto run: --%s needs a positive integer", refused(argc, argv, run_opts));
     default: return bad(err, n, "pto run: unknown option '%s'", refused(argc, argv, run_opts));
     }
@@ -141,6 +167,13 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
   } else if (!a->name || !a->name[0]) {
     return bad(err, n, "pto run: which scene or example? (pto run --list)");
   }
+  if (a->replay && (a->schedule_seed || a->fuzz_schedules))
+    return bad(err, n, "pto run: --replay makes the record's choices: no --%s with it",
+               a->schedule_seed ? "schedule-seed" : "fuzz-schedules");
+  if (a->schedule_seed && a->fuzz_schedules)
+    return bad(err, n,
+               "pto run: --schedule-seed and --fuzz-schedules do not go together "
+               "(--fuzz-schedules N tries seeds 1..N)");
   return 0;
 }
 

@@ -30,6 +30,8 @@ typedef enum cli_int {
   CLI_INT_SCHEDULERS,
   CLI_INT_ROUNDS,
   CLI_INT_SEED,
+  CLI_INT_SCHEDULE_SEED,
+  CLI_INT_FUZZ_SCHEDULES,
   CLI_INT_COUNT
 } cli_int;
 
@@ -53,6 +55,11 @@ typedef struct cli_args {
   char *const *in;
   int nin;
   bool run_check; /* CLI_RUN: --check, checking mode (PTO_CHECK=contracts) */
+  /* CLI_RUN, controlled schedules (docs/schedules.md); 0 / NULL: not given */
+  int schedule_seed;  /* --schedule-seed N */
+  int fuzz_schedules; /* --fuzz-schedules N: seeds 1..N */
+  const char *record; /* --record FILE */
+  const char *replay; /* --replay FILE */
 } cli_args;
 
 /* Which usage text an error should be followed by. */

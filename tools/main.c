@@ -58,9 +58,18 @@ static void run_usage(FILE *f) {
       "  --check            checking mode (PTO_CHECK=contracts, docs/contracts.md): blocks run\n"
       "                     one at a time in a random order the graph allows, each checked\n"
       "                     against its task's declared arguments (PTO_CHECK_SEED: the order)\n"
-      "  -h, --help         this text\n",
+      "  -h, --help         this text\n"
+      "Controlled schedules (one chip; docs/schedules.md): blocks run one at a time, in an\n"
+      "order that is chosen, not raced for.\n"
+      "  --schedule-seed N  every scheduling choice drawn from seed N, %d..%d (PCT)\n"
+      "  --fuzz-schedules N run with seeds 1..N (%d..%d), report the failing ones\n"
+      "  --record FILE      write the run's choices to FILE (with --fuzz-schedules: the\n"
+      "                     first failing seed's)\n"
+      "  --replay FILE      make the choices FILE recorded; a departure is PTO_EREPLAY\n",
       lo[CLI_INT_CLUSTERS], hi[CLI_INT_CLUSTERS], lo[CLI_INT_SCHEDULERS], hi[CLI_INT_SCHEDULERS],
-      lo[CLI_INT_ROUNDS], hi[CLI_INT_ROUNDS], lo[CLI_INT_SEED], hi[CLI_INT_SEED]);
+      lo[CLI_INT_ROUNDS], hi[CLI_INT_ROUNDS], lo[CLI_INT_SEED], hi[CLI_INT_SEED],
+      lo[CLI_INT_SCHEDULE_SEED], hi[CLI_INT_SCHEDULE_SEED], lo[CLI_INT_FUZZ_SCHEDULES],
+      hi[CLI_INT_FUZZ_SCHEDULES]);
   exit_status(f);
 }
 
@@ -143,6 +152,91 @@ static int check_trace_path(const char *path) {
   return 0;
 }
 
+/* Whether a scene's run did what it should (what cmd_run reports as exit 0). */
+static bool scene_passed(const pto_scene_report *rep) {
+  if (rep->status && rep->status != rep->expected_status) return false;
+  return rep->verified;
+}
+
+static void scene_run(const pto_scene *sc, const pto_scene_opts *o, pto_scene_report *rep) {
+  memset(rep, 0, sizeof *rep);
+  rep->err.task_id = PTO_TASK_NONE;
+  rep->err.core_id = -1;
+  sc->run(o, rep);
+}
+
+/* The controlled-schedule options reach the scene's chip through the
+ * environment its pto_chip_config_init reads (PTO_SCHEDULE_SEED,
+ * PTO_RECORD, PTO_REPLAY). */
+static int schedule_env(const cli_args *a, const pto_scene *sc) {
+  if (!a->schedule_seed && !a->fuzz_schedules && !a->record && !a->replay) return 0;
+  if (sc->flags & PTO_SCENE_MULTI_CHIP) {
+    fprintf(stderr,
+            "pto run: %s runs several chips; controlled schedules (--schedule-seed, "
+            "--fuzz-schedules, --record, --replay) cover one chip only\n",
+            sc->name);
+    return CLI_EXIT_USAGE;
+  }
+  char v[32];
+  snprintf(v, sizeof v, "%d", a->schedule_seed);
+  if ((a->schedule_seed && setenv("PTO_SCHEDULE_SEED", v, 1)) ||
+      (a->record && setenv("PTO_RECORD", a->record, 1)) ||
+      (a->replay && setenv("PTO_REPLAY", a->replay, 1))) {
+    fprintf(stderr, "pto run: setenv: %s\n", strerror(errno));
+    return CLI_EXIT_FAILED;
+  }
+  return 0;
+}
+
+static void print_record_size(const char *path, uint64_t tasks) {
+  struct stat st;
+  if (stat(path, &st) != 0) return;
+  printf("  schedule record %s: %lld bytes, %.1f bytes per task\n", path, (long long)st.st_size,
+         tasks ? (double)st.st_size / (double)tasks : 0.0);
+}
+
+/* --fuzz-schedules N: the scene under seeds 1..N; the failing ones are
+ * listed, and with --record the first failing seed's record is kept. */
+static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts *o) {
+  char part[4096] = "";
+  if (a->record) {
+    snprintf(part, sizeof part, "%s.part", a->record);
+    if (setenv("PTO_RECORD", part, 1)) return CLI_EXIT_FAILED;
+  }
+  int failed = 0, first = 0;
+  printf("%s: %s\n", sc->name, sc->summary);
+  for (int seed = 1; seed <= a->fuzz_schedules; seed++) {
+    char v[32];
+    snprintf(v, sizeof v, "%d", seed);
+    if (setenv("PTO_SCHEDULE_SEED", v, 1)) return CLI_EXIT_FAILED;
+    pto_scene_report rep;
+    scene_run(sc, o, &rep);
+    if (scene_passed(&rep)) continue;
+    failed++;
+    fprintf(stderr, "schedule seed %d: FAILED: %s%s%s\n", seed,
+            rep.status && rep.status != rep.expected_status ? pto_status_name(rep.status) : "",
+            rep.status && rep.status != rep.expected_status ? ": " : "",
+            rep.status && rep.status != rep.expected_status ? rep.err.details : rep.message);
+    if (!first) {
+      first = seed;
+      if (a->record && rename(part, a->record) != 0)
+        fprintf(stderr, "pto run: --record %s: %s\n", a->record, strerror(errno));
+    }
+  }
+  if (a->record) remove(part);
+  printf("fuzz-schedules: %d seeds, %d failed", a->fuzz_schedules, failed);
+  if (!failed) {
+    printf("\n");
+    return CLI_EXIT_OK;
+  }
+  printf(" (the first: seed %d; pto run %s --schedule-seed %d reproduces it)\n", first, sc->name,
+         first);
+  if (a->record)
+    printf("  the record of seed %d is %s: pto run %s --replay %s\n", first, a->record, sc->name,
+           a->record);
+  return CLI_EXIT_FAILED;
+}
+
 static int cmd_run(const cli_args *a) {
   if (a->cmd == CLI_RUN_LIST) {
     for (int k = 0; pto_scenes[k]; k++)
@@ -166,12 +260,11 @@ static int cmd_run(const cli_args *a) {
   if (a->run_check) setenv("PTO_CHECK", "contracts", 1);
   int rc = check_scene_options(a, sc);
   if (!rc && a->trace) rc = check_trace_path(a->trace);
+  if (!rc) rc = schedule_env(a, sc);
   if (rc) return rc;
+  if (a->fuzz_schedules) return cmd_fuzz(a, sc, &o);
   pto_scene_report rep;
-  memset(&rep, 0, sizeof rep);
-  rep.err.task_id = PTO_TASK_NONE;
-  rep.err.core_id = -1;
-  sc->run(&o, &rep);
+  scene_run(sc, &o, &rep);
   /* The title comes after the run: under mpirun the ranks > 0 of a
    * multi-chip scene never return from pto_node_create (they serve rank 0
    * and exit), so only rank 0 prints. */
@@ -187,6 +280,9 @@ static int cmd_run(const cli_args *a) {
   printf("%s: %s\n", sc->name, sc->summary);
   /* Failures go to stderr, the report of a run that did what it should
    * (statistics included) to stdout. */
+  if (a->schedule_seed && !scene_passed(&rep))
+    fprintf(stderr, "%s: the run's schedule seed was %d\n", sc->name, a->schedule_seed);
+  if (a->record) print_record_size(a->record, rep.stats.tasks);
   if (failed) {
     fprintf(stderr, "%s: FAILED with %s\n", sc->name, pto_status_name(rep.status));
     pto_error_print(&rep.err, stderr);

@@ -64,11 +64,24 @@ typedef struct pto_chip_config {
   /* the seed of that order; 0 (default): one from the clock. A failed
    * run's details give the seed that repeats it (PTO_CHECK_SEED) */
   uint64_t check_seed;
+  /* Controlled schedules (docs/schedules.md). With any of these set, the
+   * run's blocks execute one at a time (a gang's or a MIX block's cores
+   * together), every scheduling choice made by one controller:
+   * schedule_seed != 0 draws each choice from the seed
+   * (PTO_SCHEDULE_SEED): same seed, same program, same schedule;
+   * record_path (PTO_RECORD) writes the choices to that file at the end
+   * of each run; replay_path (PTO_REPLAY) makes them from a record, and a
+   * run that departs from it fails with PTO_EREPLAY naming where. The
+   * paths are copied by pto_chip_create. */
+  uint64_t schedule_seed;
+  const char *record_path;
+  const char *replay_path;
 } pto_chip_config;
 
 /* Fills defaults, then applies documented environment overrides
  * (PTO_CLUSTERS, PTO_SCHEDULERS, PTO_WATCHDOG_MS, PTO_SCHED_THREADS,
- * PTO_SPREAD_CORES, and the others of `pto options`). */
+ * PTO_SPREAD_CORES, PTO_SCHEDULE_SEED, PTO_RECORD, PTO_REPLAY, and the
+ * others of `pto options`). */
 PTO_API void pto_chip_config_init(pto_chip_config *cfg);
 
 /* Returns 0 or PTO_EINVAL (a field out of range), PTO_ENOMEM. The details

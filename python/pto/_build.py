@@ -55,6 +55,7 @@ typedef struct pto_chip_config {
   uint32_t tensormap_entries; int64_t alloc_timeout_ms; int64_t watchdog_ms;
   int64_t shutdown_ms; uint32_t async_slots; int sched_threads; int spread_cores; void *env;
   int check; uint64_t check_seed;
+  uint64_t schedule_seed; const char *record_path; const char *replay_path;
   ...;
 } pto_chip_config;
 

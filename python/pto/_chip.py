@@ -75,6 +75,26 @@ class _Run:
         self.task_args: Optional[Dict[int, tuple]] = {} if chip._check else None
 
 
+def _schedule_config(cfg, seed: Optional[int], record: Optional[str],
+                     replay: Optional[str]) -> list:
+    """Set the controlled-schedule fields; returns the path buffers, which
+    must live until pto_chip_create has copied them."""
+    if seed is not None:
+        if isinstance(seed, bool):
+            raise invalid(f"pto.Chip: schedule_seed = {seed!r} is not an int")
+        set_int_field(cfg, "schedule_seed", seed, "pto.Chip")
+    keep = []
+    for field, path in (("record_path", record), ("replay_path", replay)):
+        if path is None:
+            continue
+        if not isinstance(path, (str, bytes, os.PathLike)) or not os.fsencode(path):
+            raise invalid(f"pto.Chip: {field.split('_')[0]} = {path!r} is not a file name")
+        buf = ffi.new("char[]", os.fsencode(path))
+        keep.append(buf)
+        setattr(cfg, field, buf)
+    return keep
+
+
 class Chip:
     """One simulated chip: ``clusters`` clusters of (aic_per_cluster AIC +
     aiv_per_cluster AIV) cores plus ``schedulers`` schedulers.
@@ -92,6 +112,12 @@ class Chip:
     touches memory its task did not declare raises pto.ContractError naming
     the argument), check_seed (0: from the clock; PTO_CHECK_SEED).
     ``trace``: write a Chrome/Perfetto trace of every run to this path.
+
+    Controlled schedules (docs/schedules.md; one chip): ``schedule_seed``
+    (a nonzero int) draws every scheduling choice of every run from the
+    seed, blocks running one at a time; ``record`` writes each run's
+    choices to that file; ``replay`` makes the choices of such a record,
+    and a run that departs from it raises ReplayError naming the line.
 
     Example::
 
@@ -112,7 +138,8 @@ class Chip:
                  shutdown_ms: Optional[int] = None, async_slots: Optional[int] = None,
                  sched_threads: Optional[bool] = None, spread_cores: Optional[bool] = None,
                  trace: Optional[str] = None, check: Optional[bool] = None,
-                 check_seed: Optional[int] = None):
+                 check_seed: Optional[int] = None, schedule_seed: Optional[int] = None,
+                 record: Optional[str] = None, replay: Optional[str] = None):
         self._chip = None
         opts = dict(clusters=clusters, aic_per_cluster=aic_per_cluster,
                     aiv_per_cluster=aiv_per_cluster, schedulers=schedulers,
@@ -124,6 +151,7 @@ class Chip:
         cfg = ffi.new("pto_chip_config *")
         lib.pto_chip_config_init(cfg)
         fill_chip_config(cfg, opts, "pto.Chip")
+        paths = _schedule_config(cfg, schedule_seed, record, replay)  # alive until create
         self._handle = ffi.new_handle(self)
         cfg.env = self._handle  # kernels find their chip (for Python kernel exceptions)
         self._keep: list = []

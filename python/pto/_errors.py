@@ -97,6 +97,7 @@ _TABLE = [
     ("InternalError", -18, ()),
     ("GraphError", -19, ()),
     ("ContractError", -20, ()),
+    ("ReplayError", -21, ()),
     ("DeviceBusyError", -30, ()),
     ("ChipDiedError", -31, ()),
     ("StartupTimeoutError", -32, (TimeoutError,)),

@@ -9,6 +9,7 @@
 
 #include "chip/contract.h"
 #include "chip/run.h"
+#include "chip/schedule.h"
 
 /* token = generation (48 bits) << 16 | slot (16 bits). 2^48 begins on one
  * chip (one per nanosecond for three days) before a generation repeats. */
@@ -66,7 +67,10 @@ static int complete(pto_run *r, uint64_t token) {
     return PTO_EASYNC_INVALID;
   }
   atomic_fetch_add_explicit(&r->async_done, 1, memory_order_relaxed); /* watchdog progress */
-  sched_task_done_unit(r, t, 1);
+  if (r->ctl)
+    schedule_async_arrived(r, t); /* its controller processes it where it chooses */
+  else
+    sched_task_done_unit(r, t, 1);
   return PTO_OK;
 }
 

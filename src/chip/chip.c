@@ -9,6 +9,7 @@
 #include "chip/contract.h"
 #include "chip/node_hooks.h"
 #include "chip/run.h"
+#include "chip/schedule.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
 #include "common/options.h"
@@ -31,6 +32,10 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   cfg->sched_threads = (int)pto_option(PTO_OPT_SCHED_THREADS);
   cfg->spread_cores = (int)pto_option(PTO_OPT_SPREAD_CORES);
   contract_config_env(cfg); /* PTO_CHECK, PTO_CHECK_SEED */
+  cfg->schedule_seed = (uint64_t)pto_option(PTO_OPT_SCHEDULE_SEED);
+  const char *rec = getenv("PTO_RECORD"), *rep = getenv("PTO_REPLAY");
+  cfg->record_path = rec && rec[0] ? rec : NULL;
+  cfg->replay_path = rep && rep[0] ? rep : NULL;
 }
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
@@ -92,6 +97,12 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
       c.spread_cores);
   const char *check_problem = contract_config_problem(&c);
   BAD(check_problem, "%s", check_problem);
+  /* both run the blocks one at a time on the orchestrator's thread, each
+   * by its own order: one run cannot follow both */
+  BAD(c.check && (c.schedule_seed || c.record_path || c.replay_path),
+      "check = %d with a controlled schedule (schedule_seed, record_path or replay_path): "
+      "checking mode and controlled schedules cannot be combined; use one at a time",
+      c.check);
   BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
 #undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
@@ -105,7 +116,17 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
     return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for %u async slots",
                        c.async_slots);
   }
+  /* the paths are the chip's own copies */
   chip->cfg = c;
+  chip->cfg.record_path = c.record_path ? strdup(c.record_path) : NULL;
+  chip->cfg.replay_path = c.replay_path ? strdup(c.replay_path) : NULL;
+  if ((c.record_path && !chip->cfg.record_path) || (c.replay_path && !chip->cfg.replay_path)) {
+    free((char *)chip->cfg.record_path);
+    free((char *)chip->cfg.replay_path);
+    free(chip->async);
+    free(chip);
+    return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for the record paths");
+  }
   *out = chip;
   return PTO_OK;
 }
@@ -246,6 +267,8 @@ static void run_free(pto_run *r) {
 static void chip_free(pto_chip *chip) {
   if (chip->run) run_free(chip->run);
   free(chip->trace_path);
+  free((char *)chip->cfg.record_path);
+  free((char *)chip->cfg.replay_path);
   free(chip->async);
   free(chip);
 }
@@ -708,6 +731,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     r->trace = NULL;
   }
   run_reset(r);
+  schedule_begin(r); /* before any thread enters: they read r->ctl */
   chip->run_seq++;
   rc = run_trace_begin(r);
   if (rc) r->trace = NULL;
@@ -724,6 +748,8 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     run_fail(r, trc, PTO_TASK_NONE, -1, "could not set up the run's trace (out of memory)");
   } else if (rc) {
     run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
+  } else if (r->ctl && atomic_load(&r->status)) {
+    /* a controlled schedule that could not begin (a bad record): no orchestration */
   } else {
     /* the orchestrator is this thread: calls on orch are made here (orch_gate) */
     pto_orch orch = {r, pthread_self()};
@@ -758,6 +784,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
              (long long)r->cfg->shutdown_ms);
     chip->broken = true; /* the run is never reset or freed: a completer still uses it */
   }
+  schedule_end(r, chip->stuck || chip->broken); /* the record, whatever the result */
   orch_end(r);
   uint64_t host1 = pto_now_ns();
   if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);

@@ -9,6 +9,7 @@
 
 #include "chip/contract.h"
 #include "chip/run.h"
+#include "chip/schedule.h"
 #include "common/clock.h"
 #include "common/tensor_check.h"
 
@@ -214,11 +215,11 @@ static void orch_retire(pto_run *r) {
 
 /* The orchestrator parks on orch_ev until `completed` reaches a threshold,
  * so that a full ring does not cost a wake-up per completion: `batch` more
- * completions (bounded by what is in flight). Returns cond's result. */
-static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg,
-                                  uint64_t deadline) {
-  /* checking mode: this thread runs the ready tasks itself (contract.h) */
-  if (r->contract && contract_drain(r, cond, arg, sched_task_done_unit)) return true;
+ * completions (bounded by what is in flight). Returns cond's result.
+ * noinline: gcc 12 -fsanitize=thread rejects (-Wtsan) its fence when it
+ * shares a function with the call to schedule_wait. */
+static __attribute__((noinline)) bool
+orch_park_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg, uint64_t deadline) {
   spread_orch_share(r); /* a waiting orchestrator leaves its CPU to the cores */
   int64_t done = atomic_load_explicit(&r->completed, memory_order_relaxed);
   int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;
@@ -233,6 +234,16 @@ static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, v
   bool ok = pto_wait(&r->orch_ev, cond, arg, deadline);
   atomic_store_explicit(&r->orch_wake_at, INT64_MAX, memory_order_relaxed);
   return ok;
+}
+
+/* Every wait of the orchestrator: under a controlled schedule its
+ * controller runs what is waited for (schedule.h), else it parks. */
+static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg,
+                                  uint64_t deadline) {
+  /* checking mode: this thread runs the ready tasks itself (contract.h) */
+  if (r->contract && contract_drain(r, cond, arg, sched_task_done_unit)) return true;
+  if (r->ctl) return schedule_wait(r, cond, arg, deadline);
+  return orch_park_completions(r, batch, cond, arg, deadline);
 }
 
 static int latched(const pto_run *r) {
@@ -699,6 +710,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int32_t undo = 1 + (int32_t)(nd - linked);
   if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
     sched_make_ready(r, t);
+  if (r->ctl) schedule_after_submit(r);
   return PTO_OK;
 }
 

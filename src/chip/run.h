@@ -395,6 +395,12 @@ typedef struct pto_run {
   /* checking mode's state (contract.c), NULL when off; orch */
   struct contract *contract;
   uint64_t contract_blocks; /* orch: blocks it ran (stats.blocks), reset by it */
+  /* a controlled schedule's controller (schedule.h), or NULL: set before
+   * the run's threads enter it, by schedule_begin; with it the intake of
+   * the tasks made ready (schedule_ready, called through this pointer
+   * so that sched.c, which schedule.c calls, does not depend on it) */
+  struct sched_ctl *ctl;
+  void (*ctl_ready)(struct pto_run *r, struct task *t);
 } pto_run;
 
 /* The handle an orchestration function gets. `owner` is the thread that

@@ -227,6 +227,10 @@ void sched_make_ready(pto_run *r, task *t) {
     contract_ready(r, t);
     return;
   }
+  if (r->ctl) { /* a controlled schedule chooses when and where it runs */
+    r->ctl_ready(r, t);
+    return;
+  }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
   if (t->sync_start)
     sync_push(&r->sync_queue, t);
@@ -905,6 +909,11 @@ void sched_orch_done(pto_run *r) {
 }
 
 void sched_kick(pto_run *r, sched *s) {
+  if (r->ctl) { /* no passes: the controller (on the orchestrator's thread,
+                 * schedule.h) dispatches and completes */
+    pto_event_signal(&r->orch_ev);
+    return;
+  }
   /* a request in either mode: a scheduler thread counts them too, so a
    * kick that publishes nothing else it polls (another scheduler's hand
    * over, steal.h) still brings a pass */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "pto/status.h"
@@ -69,6 +70,9 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
     [PTO_OPT_MPI_SHARED_WINDOWS] = {"mpi_shared_windows", "PTO_MPI_SHARED_WINDOWS", 1, 0, 1,
                                     "MPI backend: 1: ranks on one host share window memory; "
                                     "0: MPI RMA windows always"},
+    [PTO_OPT_SCHEDULE_SEED] = {"schedule_seed", "PTO_SCHEDULE_SEED", 0, 0, INT64_MAX,
+                               "nonzero: every scheduling choice of a chip is drawn from this "
+                               "seed, blocks running one at a time (docs/schedules.md)"},
 };
 
 const pto_option_desc *pto_option_desc_of(pto_opt o) {

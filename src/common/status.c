@@ -55,6 +55,9 @@ static const status_info status_table[] = {
     S(PTO_ECONTRACT, "a kernel touched memory its task did not declare (checking mode): declare "
                      "what it writes as OUTPUT/INOUT and what it reads as INPUT/INOUT; the "
                      "details name the task, argument and byte"),
+    S(PTO_EREPLAY, "the run departed from the schedule record it replays, or the record is "
+                   "unreadable: the details name the line; replay the same program, inputs "
+                   "and chip configuration, or record again"),
     S(PTO_EDEVICE_BUSY, "device id already leased by another run: pick another device or wait "
                         "for the other run to end"),
     S(PTO_ECHIP_DIED, "a chip process exited or crashed: see its log for the cause"),

@@ -62,6 +62,19 @@ static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
     node_set_err(err, PTO_EINVAL, "node config: %s is 0", zero);
     return false;
   }
+  /* every chip would write (or read) the one file, and remote ranks could
+   * not even read its name: schedule records cover one chip
+   * (docs/schedules.md) */
+  const char *rec = cfg->chip.record_path   ? "record_path (PTO_RECORD)"
+                    : cfg->chip.replay_path ? "replay_path (PTO_REPLAY)"
+                                            : NULL;
+  if (rec) {
+    node_set_err(err, PTO_EINVAL,
+                 "node config: chip.%s is set; schedule records cover one chip run by "
+                 "pto_chip_run, not the chips of a node",
+                 rec);
+    return false;
+  }
   if (cfg->tensormap_entries < PTO_MAX_TENSOR_ARGS) {
     node_set_err(err, PTO_EINVAL,
                  "node config: tensormap_entries is %u, must be at least %d (one task's tensors)",

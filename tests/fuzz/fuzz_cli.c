@@ -55,7 +55,9 @@ static bool same_args(const cli_args *a, const cli_args *b) {
     return same_str(a->name, b->name) && a->clusters == b->clusters &&
            a->schedulers == b->schedulers && a->rounds == b->rounds && a->seed == b->seed &&
            a->seed_set == b->seed_set && same_str(a->trace, b->trace) &&
-           a->fault_inject == b->fault_inject;
+           a->fault_inject == b->fault_inject && a->schedule_seed == b->schedule_seed &&
+           a->fuzz_schedules == b->fuzz_schedules && same_str(a->record, b->record) &&
+           same_str(a->replay, b->replay);
   case CLI_TRACE: return a->check == b->check && same_str(a->path, b->path);
   case CLI_TRACE_MERGE:
     if (!same_str(a->out, b->out) || a->nin != b->nin) return false;
@@ -73,9 +75,11 @@ static int command_at(int argc, char *const *argv) {
 }
 
 /* The long options of `pto run`, and whether each takes a value. */
-static const char *const run_long[] = {"clusters", "schedulers",   "rounds", "seed",
-                                       "trace",    "fault-inject", "list",   "help"};
-static const bool run_takes[] = {true, true, true, true, true, false, false, false};
+static const char *const run_long[] = {"clusters",      "schedulers",     "rounds", "seed",
+                                       "trace",         "fault-inject",   "list",   "help",
+                                       "schedule-seed", "fuzz-schedules", "record", "replay"};
+static const bool run_takes[] = {true,  true,  true, true, true, false,
+                                 false, false, true, true, true, true};
 enum { NRUN = sizeof run_long / sizeof run_long[0] };
 
 /* The option a word "--NAME" or "--NAME=V" names, as getopt_long decides:
@@ -133,18 +137,23 @@ static int canonical(const cli_args *a, char **out, char *nums) {
     break;
   case CLI_RUN: {
     out[n++] = "run";
-    const char *opt[] = {"--clusters", "--schedulers", "--rounds", "--seed"};
-    long val[] = {a->clusters, a->schedulers, a->rounds, (long)a->seed};
-    for (int i = 0; i < 4; i++) {
+    const char *opt[] = {"--clusters", "--schedulers",    "--rounds",
+                         "--seed",     "--schedule-seed", "--fuzz-schedules"};
+    long val[] = {a->clusters,   a->schedulers,    a->rounds,
+                  (long)a->seed, a->schedule_seed, a->fuzz_schedules};
+    for (int i = 0; i < 6; i++) {
       if (!val[i] || (i == 3 && !a->seed_set)) continue;
       out[n++] = (char *)opt[i];
       snprintf(nums + 16 * i, 16, "%ld", val[i]);
       out[n++] = nums + 16 * i;
     }
-    if (a->trace) {
-      out[n++] = "--trace";
-      out[n++] = (char *)a->trace;
-    }
+    const char *sopt[] = {"--trace", "--record", "--replay"};
+    const char *sval[] = {a->trace, a->record, a->replay};
+    for (int i = 0; i < 3; i++)
+      if (sval[i]) {
+        out[n++] = (char *)sopt[i];
+        out[n++] = (char *)sval[i];
+      }
     if (a->fault_inject) out[n++] = "--fault-inject";
     out[n++] = "--"; /* the name may start with '-' */
     out[n++] = (char *)a->name;
@@ -209,15 +218,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(!strcmp(argv[at], "run"));
     CHECK(a.name && in_argv(a.name, argc, argv) && a.name[0]);
     CHECK(!a.trace || into_argv(a.trace, argc, argv));
-    const char *opt[] = {"--clusters", "--schedulers", "--rounds", "--seed"};
-    long got[] = {a.clusters, a.schedulers, a.rounds, (long)a.seed};
-    long dflt[] = {0, 0, 1, 1};
-    for (int i = 0; i < 4; i++) { /* given: in the option's range; else the default */
+    CHECK(!a.record || (into_argv(a.record, argc, argv) && a.record[0]));
+    CHECK(!a.replay || (into_argv(a.replay, argc, argv) && a.replay[0]));
+    /* a replay makes the record's choices: no seed beside it, nor two */
+    CHECK(!a.replay || (!a.schedule_seed && !a.fuzz_schedules));
+    CHECK(!a.schedule_seed || !a.fuzz_schedules);
+    const char *opt[] = {"--clusters", "--schedulers",    "--rounds",
+                         "--seed",     "--schedule-seed", "--fuzz-schedules"};
+    long got[] = {a.clusters,   a.schedulers,    a.rounds,
+                  (long)a.seed, a.schedule_seed, a.fuzz_schedules};
+    long dflt[] = {0, 0, 1, 1, 0, 0};
+    for (int i = 0; i < 6; i++) { /* given: in the option's range; else the default */
       int lo, hi;
       cli_int_range((cli_int)i, &lo, &hi);
       CHECK(got[i] == dflt[i] || (got[i] >= lo && got[i] <= hi));
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
       long want = last_int(opt[i], argc, argv);
       if (got[i] != (want < 0 ? dflt[i] : want))
         fprintf(stderr, "%s: parsed %ld, the arguments say %ld\n", opt[i], got[i], want);
@@ -239,7 +255,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   char *again[MAXARGS + 8];
-  char nums[64];
+  char nums[96];
   int n = canonical(&a, again, nums);
   cli_args b;
   rc = cli_parse(n, again, &b, &usage, err, sizeof err);

@@ -210,6 +210,12 @@ static void test_async_and_bad_values_refused(void **state) {
   assert_int_equal(pto_chip_create_ex(&cfg, &chip, &err), PTO_EINVAL);
   assert_non_null(strstr(err.details, "PTO_CHECK_SEED = '12x', must be a decimal integer"));
   unsetenv("PTO_CHECK_SEED");
+  /* checking mode and a controlled schedule both order the blocks */
+  pto_chip_config_init(&cfg);
+  cfg.check = 1;
+  cfg.schedule_seed = 7;
+  assert_int_equal(pto_chip_create_ex(&cfg, &chip, &err), PTO_EINVAL);
+  assert_non_null(strstr(err.details, "cannot be combined"));
 }
 
 int main(void) {

@@ -30,6 +30,7 @@ static const int all_codes[] = {
     PTO_EBUSY,
     PTO_EINTERNAL,
     PTO_EGRAPH,
+    PTO_EREPLAY,
     PTO_EDEVICE_BUSY,
     PTO_ECHIP_DIED,
     PTO_ESTARTUP_TIMEOUT,
