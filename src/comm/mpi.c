@@ -37,39 +37,13 @@
 #include "comm/comm.h"
 #include "comm/fault.h"
 #include "comm/half.h"
+#include "comm/mpi_win.h"
 #include "comm/signal.h"
 #include "common/clock.h"
 #include "common/options.h"
 #include "common/wait.h"
 
 #define MPI_CHUNK ((size_t)1 << 30) /* bytes per MPI call: counts are int */
-
-/* The window header (the first COMM_HEADER_BYTES of every window). */
-typedef struct mpi_hdr {
-  /* barrier: arrive[r] = epoch << 32 | seq of the last barrier rank r
-   * reached, written by rank r with MPI_Accumulate(MPI_REPLACE) */
-  uint64_t arrive[PTO_COMM_MAX_RANKS];
-  pto_event ev; /* shared windows: woken by every signal, store and arrival */
-  /* f16/bf16 adds into this window: 0 free, else the holder's rank + 1
-   * (cas_add_half) */
-  uint64_t add_lock;
-} mpi_hdr;
-_Static_assert(sizeof(mpi_hdr) <= COMM_HEADER_BYTES, "window header too large");
-
-struct comm_win {
-  comm_domain_desc d;
-  int my_rank;
-  MPI_Comm comm; /* the domain's ranks in domain order; MPI_COMM_NULL for an observer */
-  MPI_Win win;
-  bool have_win, locked;
-  bool shared;         /* every window mapped here (MPI_Win_allocate_shared) */
-  unsigned char *base; /* rank 0's window address in this process */
-  void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
-  bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
-  uint64_t space_bytes;
-  fault_queue *fq;    /* NULL unless fault injection is on */
-  pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
-};
 
 static mpi_hdr *hdr(const comm_win *w, int r) {
   return (mpi_hdr *)(w->base + (uint64_t)r * w->d.win_bytes);
@@ -525,6 +499,8 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   pthread_mutex_init(&w->mu, &ma);
   pthread_mutexattr_destroy(&ma);
   w->comm = MPI_COMM_NULL;
+  for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++)
+    w->bcomm[i] = MPI_COMM_NULL;
   w->win = MPI_WIN_NULL;
   if (my_rank < 0) { /* observer: the collective creation is the members' only */
     rc = alloc_rma(w, why, why_len);
@@ -532,6 +508,7 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   }
   bool shared = false;
   rc = make_comm(w, why, why_len);
+  if (!rc) rc = mpi_coll_open(w, why, why_len);
   /* windows placed at desc.base cannot be MPI_Win_allocate_shared's */
   if (!rc && !d->base) rc = on_one_host(w, &shared, why, why_len);
   if (!rc) {
@@ -609,6 +586,7 @@ static void mpi_destroy(comm_win *w, bool unlink) {
       all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
       if (all_here) MPI_Win_free(&w->win);
     }
+    mpi_coll_close(w, all_here);
     if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
   }
   if (w->fq) fault_destroy(w->fq);
@@ -855,4 +833,5 @@ const comm_backend comm_backend_mpi = {
     .task_mark = mpi_task_mark,
     .quiet = mpi_quiet,
     .barrier = mpi_barrier,
+    .coll = mpi_coll,
 };

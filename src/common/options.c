@@ -69,6 +69,9 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
     [PTO_OPT_MPI_SHARED_WINDOWS] = {"mpi_shared_windows", "PTO_MPI_SHARED_WINDOWS", 1, 0, 1,
                                     "MPI backend: 1: ranks on one host share window memory; "
                                     "0: MPI RMA windows always"},
+    [PTO_OPT_COLL_REPRODUCIBLE] = {"coll_reproducible", "PTO_COLL_REPRODUCIBLE", 0, 0, 1,
+                                   "1: every collective reduction is computed in rank order "
+                                   "(bit-identical on every path; PTO_RED_REPRODUCIBLE per call)"},
 };
 
 const pto_option_desc *pto_option_desc_of(pto_opt o) {

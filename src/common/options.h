@@ -40,6 +40,7 @@ typedef enum pto_opt {
   PTO_OPT_FAULT_GAP_MS,
   /* comm: the MPI backend (src/comm/mpi.c) */
   PTO_OPT_MPI_SHARED_WINDOWS,
+  PTO_OPT_COLL_REPRODUCIBLE,
   PTO_OPT_COUNT
 } pto_opt;
 

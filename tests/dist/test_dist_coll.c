@@ -177,9 +177,9 @@ static int cases_kernel(const pto_kctx *ctx) {
   return rc;
 }
 
-/* scalars: dom, which argument differs on rank 1 (0..5; 6, 7: a bad
- * argument on both ranks). tensors: scratch,
- * the result row [1] (i32: this rank's status). */
+/* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
+ * one rank; 6, 7: a bad argument on both ranks). tensors: scratch, the result row [1] (i32: this
+ * rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
   int what = (int)DIST_SCALAR(ctx, 1);
@@ -212,8 +212,15 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = pto_allreduce(ctx, dom, &small, &o, &in, PTO_RED_SUM, PTO_COLL_MESH);
     break;
   }
+  case 8: /* algorithm: auto (MPI's collectives on the MPI backend) against mesh */
+    rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? PTO_COLL_AUTO : PTO_COLL_MESH);
+    break;
+  case 9: /* op: reproducible on one rank only */
+    rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
+                       PTO_COLL_AUTO);
+    break;
   case 7: { /* both: a dtype that cannot be reduced */
-    pto_tensor d = local(buf, 8, PTO_F64), od = local(out, 8, PTO_F64);
+    pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
     rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
     break;
   }
@@ -362,12 +369,13 @@ static void test_mismatch(void **state) {
   static const char *field[] = {"mismatched count",       "mismatched dtype",
                                 "mismatched op",          "mismatched root",
                                 "mismatched algorithm",   "mismatched collective",
-                                "do not fit the scratch", "dtype f64 cannot be reduced"};
+                                "do not fit the scratch", "dtype i64 cannot be reduced",
+                                "mismatched algorithm",   "mismatched op"};
   pto_node *n = make_node(2, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 8; m++) {
+  for (int m = 0; m < 10; m++) {
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
     pto_error_info err;
