@@ -129,7 +129,7 @@ static int cases_kernel(const pto_kctx *ctx) {
         c.op = (pto_red_op)op;
         for (int64_t i = 0; i < cnt; i++)
           put_val(in, i, dt, gen(me, i, dt, c.op));
-        for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_RING && !rc; algo++) {
+        for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MPI && !rc; algo++) {
           if (algo == PTO_COLL_AUTO && si != 1 && si != 3) continue; /* 17: mesh, 65537: ring */
           memset(out, 0xff, (size_t)cnt * 4);
           rc = pto_allreduce(ctx, dom, scratch, &tout, &tin, c.op, (pto_coll_algo)algo);
