@@ -210,13 +210,18 @@ static unsigned char *desc_at(const coll *k, int p) {
   return k->base + HDR_CELLS + (size_t)p * DESC_BYTES;
 }
 
-/* Every rank's descriptor (all[p]) against mine, before any data is used:
- * 0 when every rank made my call with valid arguments; else the call fails
- * on this rank naming the difference (every rank finds one). */
-static int check_descs(coll *k, const coll_desc *all) {
+/* Every rank's descriptor (rank p's at first + p * stride bytes) against
+ * mine, before any data is used: 0 when every rank made my call with valid
+ * arguments; else the call fails on this rank naming the difference (every
+ * rank finds one). */
+static const coll_desc *desc_of(const void *first, size_t stride, int p) {
+  return (const coll_desc *)((const unsigned char *)first + (size_t)p * stride);
+}
+
+static int check_descs(coll *k, const void *all, size_t stride) {
   const char *name = kind_name(k->d.kind);
   for (int p = 0; p < k->n; p++) {
-    const coll_desc *o = p == k->me ? &k->d : &all[p];
+    const coll_desc *o = p == k->me ? &k->d : desc_of(all, stride, p);
     const char *field = o->kind != k->d.kind     ? "collective"
                         : o->seq != k->d.seq     ? "call number"
                         : o->count != k->d.count ? "count"
@@ -244,8 +249,8 @@ static int check_descs(coll *k, const coll_desc *all) {
     return comm_fail(k->c, (int)k->d.status, "%s #%" PRId64 " on domain %d rank %d: %s", name,
                      k->d.seq, k->dom, k->me, k->why);
   for (int p = 0; p < k->n; p++)
-    if (p != k->me && all[p].status)
-      return comm_fail(k->c, (int)all[p].status,
+    if (p != k->me && desc_of(all, stride, p)->status)
+      return comm_fail(k->c, (int)desc_of(all, stride, p)->status,
                        "%s #%" PRId64 " on domain %d: rank %d called with invalid arguments (rank "
                        "%d stops too)",
                        name, k->d.seq, k->dom, p, k->me);
@@ -284,11 +289,27 @@ static int native(coll *k, comm_coll_call *call, const char *what) {
                    k->me, what, why);
 }
 
+/* What each rank contributes to the first allgather of a call through the
+ * backend: its descriptor, and its data when that fits FUSE_BYTES. Every
+ * call gathers the same record size (ranks whose counts differ must still
+ * meet in one matching MPI call, and name the difference), and a call
+ * whose data fits is then complete: the result comes from the records, in
+ * rank order, with no second collective (measured: an 8-byte allreduce
+ * took two MPI collectives' time, docs/comm.md). */
+#define FUSE_BYTES 256
+typedef struct coll_rec {
+  coll_desc d;
+  unsigned char data[FUSE_BYTES];
+} coll_rec;
+
 /* Steps 1-3 through the backend: the call number is this rank's count of
- * calls on the scratch buffer in this task, and every rank's descriptor
- * comes with one allgather. The descriptors live on the heap: a gather that
- * did not complete may still write them, so they are then left behind. */
-static int native_exchange(coll *k, size_t bb) {
+ * calls on the scratch buffer in this task, and every rank's record comes
+ * with one allgather. On 0, *recs holds them (the caller frees it). The
+ * records live on the heap: a gather that did not complete may still write
+ * them, so they are then left behind. `payload` (my data, `pbytes`) goes
+ * into my record when it fits. */
+static int native_exchange(coll *k, size_t bb, const void *payload, size_t pbytes,
+                           coll_rec **recs) {
   if (k->d.status == 0 && bb > k->slot) {
     /* the same limit as the algorithms on the scratch, which any rank may
      * pick with algorithm= */
@@ -301,22 +322,29 @@ static int native_exchange(coll *k, size_t bb) {
     k->cd->coll_calls[k->buf].calls = 0;
   }
   k->d.seq = ++k->cd->coll_calls[k->buf].calls;
-  coll_desc *all = malloc((size_t)(k->n + 1) * sizeof *all);
+  coll_rec *all = malloc((size_t)(k->n + 1) * sizeof *all);
   if (!all)
     return comm_fail(k->c, PTO_ENOMEM, "%s: no memory for %d descriptors", kind_name(k->d.kind),
                      k->n);
-  all[k->n] = k->d;
+  all[k->n].d = k->d;
+  if (k->d.status == 0 && payload && pbytes <= FUSE_BYTES) memcpy(all[k->n].data, payload, pbytes);
   comm_coll_call call = {.kind = COMM_ALLGATHER,
-                         .dtype = PTO_I64,
-                         .count = DESC_BYTES / 8,
+                         .dtype = PTO_U8,
+                         .count = sizeof(coll_rec),
                          .src = &all[k->n],
                          .dst = all};
   int rc = native(k, &call, "the descriptors of the other ranks");
   if (rc == PTO_EWAIT_TIMEOUT || rc == PTO_ESHUTDOWN) return rc; /* `all` left behind */
-  if (!rc) rc = check_descs(k, all);
-  free(all);
+  if (!rc) rc = check_descs(k, all, sizeof all[0]);
+  if (rc)
+    free(all);
+  else
+    *recs = all;
   return rc;
 }
+
+/* Rank p's data in the records. */
+static const unsigned char *rec_data(const coll_rec *r, int p) { return r[p].data; }
 
 /* Does the call take the backend's collective for its data? The same
  * answer on every rank: it depends only on the checked descriptor. MPI
@@ -337,7 +365,11 @@ typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
 static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb) {
   const pto_kctx *ctx = k->ctx;
   int n = k->n, rc;
-  if (k->cd && k->cd->be->coll && (rc = native_exchange(k, bb))) return rc;
+  if (k->cd && k->cd->be->coll) {
+    coll_rec *recs;
+    if ((rc = native_exchange(k, bb, NULL, 0, &recs))) return rc;
+    free(recs);
+  }
   pto_tensor seq = cell(k, CELL_SEQ), arrive = cell(k, CELL_ARRIVE), done = cell(k, CELL_DONE);
   int32_t prev;
   if ((rc = pto_signal_read(ctx, k->dom, &seq, &prev))) return rc;
@@ -372,7 +404,7 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb) {
   coll_desc all[PTO_COMM_MAX_RANKS];
   for (int p = 0; p < n; p++)
     memcpy(&all[p], p == k->me ? (const void *)&k->d : desc_at(k, p), sizeof all[p]);
-  return check_descs(k, all);
+  return check_descs(k, all, sizeof all[0]);
 }
 
 /* Step 5. */
@@ -524,11 +556,19 @@ int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
   bool repro = reproducible(&k);
   if (native_data(&k, true)) {
     /* reproducible: every rank's block, folded here in rank order */
-    void *all = stage(&k, repro, (size_t)k.n * bytes);
-    if ((rc = native_exchange(&k, bytes))) {
+    bool fused = bytes <= FUSE_BYTES;
+    void *all = stage(&k, repro && !fused, (size_t)k.n * bytes);
+    coll_rec *recs;
+    if ((rc = native_exchange(&k, bytes, in, bytes, &recs))) {
       free(all);
       return rc;
     }
+    if (fused) { /* the data came with the descriptors: rank order */
+      fold(&k, out, rec_data(recs, 0), sizeof *recs);
+      free(recs);
+      return 0;
+    }
+    free(recs);
     if (repro) {
       comm_coll_call call = {.kind = COMM_ALLGATHER,
                              .dtype = (pto_dtype)k.d.dtype,
@@ -596,11 +636,18 @@ int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
   const void *in = ok ? elem0(src) : NULL;
   unsigned char *out = ok ? elem0(dst) : NULL;
   if (native_data(&k, false)) {
-    void *copy = stage(&k, overlap(in, bb, out, (size_t)k.n * bb), bb);
-    if ((rc = native_exchange(&k, bb))) {
+    bool fused = bb <= FUSE_BYTES;
+    void *copy = stage(&k, !fused && overlap(in, bb, out, (size_t)k.n * bb), bb);
+    coll_rec *recs;
+    if ((rc = native_exchange(&k, bb, in, bb, &recs))) {
       free(copy);
       return rc;
     }
+    if (fused)
+      for (int p = 0; p < k.n; p++)
+        memmove(out + (size_t)p * bb, rec_data(recs, p), bb);
+    free(recs);
+    if (fused) return 0;
     comm_coll_call call = {.kind = COMM_ALLGATHER,
                            .dtype = (pto_dtype)k.d.dtype,
                            .count = k.d.count,
@@ -630,7 +677,11 @@ int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
   size_t bb = ok ? (size_t)k.d.count * k.es : 0;
   const void *in = ok && root == k.me ? elem0(src) : NULL;
   if (native_data(&k, false)) {
-    if ((rc = native_exchange(&k, bb))) return rc;
+    coll_rec *recs;
+    if ((rc = native_exchange(&k, bb, in, bb, &recs))) return rc;
+    if (bb <= FUSE_BYTES) memmove(elem0(dst), rec_data(recs, root), bb);
+    free(recs);
+    if (bb <= FUSE_BYTES) return 0;
     /* the root moves src into dst, which MPI_Ibcast then sends */
     comm_coll_call call = {.kind = COMM_BROADCAST,
                            .dtype = (pto_dtype)k.d.dtype,
@@ -678,13 +729,19 @@ int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *sc
      * in rank order */
     bool repro = reproducible(&k);
     size_t all_bytes = (size_t)k.n * b.bb;
-    void *all = stage(&k, repro, all_bytes);
-    void *copy = stage(&k, !repro && overlap(b.in, all_bytes, out, b.bb), all_bytes);
-    if ((rc = native_exchange(&k, b.bb))) {
+    bool fused = all_bytes <= FUSE_BYTES;
+    void *all = stage(&k, repro && !fused, all_bytes);
+    void *copy = stage(&k, !repro && !fused && overlap(b.in, all_bytes, out, b.bb), all_bytes);
+    coll_rec *recs;
+    if ((rc = native_exchange(&k, b.bb, b.in, all_bytes, &recs))) {
       free(all);
       free(copy);
       return rc;
     }
+    if (fused) /* every rank's block for me came with the descriptors */
+      fold(&k, out, rec_data(recs, 0) + (size_t)k.me * b.bb, sizeof *recs);
+    free(recs);
+    if (fused) return 0;
     comm_coll_call call = {.kind = repro ? COMM_ALLTOALL : COMM_REDUCE_SCATTER,
                            .dtype = (pto_dtype)k.d.dtype,
                            .op = (int)(k.d.op & ~PTO_RED_REPRODUCIBLE),
@@ -718,11 +775,18 @@ int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
   unsigned char *out = ok ? elem0(dst) : NULL;
   if (native_data(&k, false)) {
     size_t all_bytes = (size_t)k.n * b.bb;
-    void *copy = stage(&k, overlap(b.in, all_bytes, out, all_bytes), all_bytes);
-    if ((rc = native_exchange(&k, b.bb))) {
+    bool fused = all_bytes <= FUSE_BYTES;
+    void *copy = stage(&k, !fused && overlap(b.in, all_bytes, out, all_bytes), all_bytes);
+    coll_rec *recs;
+    if ((rc = native_exchange(&k, b.bb, b.in, all_bytes, &recs))) {
       free(copy);
       return rc;
     }
+    if (fused)
+      for (int p = 0; p < k.n; p++)
+        memmove(out + (size_t)p * b.bb, rec_data(recs, p) + (size_t)k.me * b.bb, b.bb);
+    free(recs);
+    if (fused) return 0;
     comm_coll_call call = {.kind = COMM_ALLTOALL,
                            .dtype = (pto_dtype)k.d.dtype,
                            .count = k.d.count,
