@@ -10,8 +10,8 @@
  * blocks (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's
  * collectives on this backend), pto-mesh and pto-ring (allreduce: the RMA
  * algorithms on the windows), pto-repro (allreduce, PTO_RED_REPRODUCIBLE),
- * and MPI's call. put/get: rank 0 to rank 1, pto_put + pto_quiet and
- * pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an
+ * and MPI's call (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put +
+ * pto_quiet and pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an
  * MPI_Win_allocate window. Each trial times back-to-back calls; printed
  * (CSV, rank 0): the median over trials of the slowest rank's µs per call,
  * and the min and max. PTO_MPI_SHARED_WINDOWS=0 measures RMA windows
@@ -74,6 +74,11 @@ static int one(bench *b, const char *coll, const char *sys, int64_t bytes) {
   bool mpi = strncmp(sys, "MPI", 3) == 0;
   pto_tensor ti = f32(b->in, n), to = f32(b->out, n);
   if (strcmp(coll, "allreduce") == 0) {
+    if (strcmp(sys, "MPI_Iallreduce") == 0) { /* what a nonblocking call costs in MPI itself */
+      MPI_Request r;
+      int rc = MPI_Iallreduce(b->in, b->out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
+      return rc ? rc : MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
     if (mpi) return MPI_Allreduce(b->in, b->out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     int op = strcmp(sys, "pto-repro") == 0 ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM;
     pto_coll_algo a = strcmp(sys, "pto-mesh") == 0   ? PTO_COLL_MESH
@@ -207,6 +212,7 @@ int main(int argc, char **argv) {
         measure(&b, one, colls[ci], "pto-mesh", bytes);
         measure(&b, one, colls[ci], "pto-ring", bytes);
         measure(&b, one, colls[ci], "pto-repro", bytes);
+        measure(&b, one, colls[ci], "MPI_Iallreduce", bytes);
       }
       measure(&b, one, colls[ci], mpi_names[ci], bytes);
     }

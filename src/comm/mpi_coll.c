@@ -9,8 +9,7 @@
  *
  * Progress: the kernel thread that called issues the request and tests it
  * itself (MPI_THREAD_MULTIPLE, which the backend requires anyway), never
- * parking: it spins while pto's threads leave a CPU free and yields
- * otherwise (pto_wait_unparked), until the request completes, the domain's
+ * parking (poll, below), until the request completes, the domain's
  * deadline passes or the run is cancelled. A relay thread would add two
  * hand-offs per call (kernel to relay, relay back) on the latency that
  * matters most for small messages, and MPI's progress needs a thread
@@ -20,11 +19,14 @@
  * A request that did not complete cannot be withdrawn (MPI has no cancel
  * for collectives): its buffer is marked broken and every later call on it
  * fails at once, naming the reason, instead of matching the wrong call. */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "comm/coll_reduce.h"
 #include "comm/mpi_win.h"
+#include "common/clock.h"
+#include "common/options.h"
 #include "common/wait.h"
 
 /* ---- f16 and bf16: MPI has no type for them; a user op on MPI_UINT16_T
@@ -157,6 +159,24 @@ static bool req_ready(void *arg) {
   return p->cancelled;
 }
 
+/* Tests the request until it completes or the deadline: spins about
+ * PTO_SPIN_NS while pto's threads leave a CPU free (pto_wait_unparked),
+ * then yields once, and again. The yield is for the peer ranks, which are
+ * other processes: pto's count of runnable threads does not see them, and
+ * on a loaded or oversubscribed host a rank that never yields takes the
+ * time slice of the rank it waits for (Open MPI's own waits yield so with
+ * mpi_yield_when_idle). */
+static bool poll(req_poll *p, uint64_t deadline_ns) {
+  uint64_t slice = (uint64_t)pto_option_cached(PTO_OPT_SPIN_NS);
+  for (;;) {
+    uint64_t now = pto_now_ns();
+    if (now >= deadline_ns) return req_ready(p);
+    uint64_t until = deadline_ns - now > slice ? now + slice : deadline_ns;
+    if (pto_wait_unparked(req_ready, p, until)) return true;
+    sched_yield();
+  }
+}
+
 int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
              void *cancel_arg, char *why, size_t why_len) {
   if (c->buf < 0 || c->buf >= w->d.nbuffers || w->bcomm[c->buf] == MPI_COMM_NULL) {
@@ -178,7 +198,7 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_ca
     return PTO_EMPI;
   }
   req_poll p = {&req, MPI_SUCCESS, cancel, cancel_arg, false};
-  bool done = pto_wait_unparked(req_ready, &p, deadline_ns);
+  bool done = poll(&p, deadline_ns);
   if (done && !p.cancelled && p.err == MPI_SUCCESS) return 0;
   if (done && !p.cancelled) {
     err_why(why, why_len, call_name(c->kind), p.err);
