@@ -194,7 +194,15 @@ int main(int argc, char **argv) {
   b.out = malloc((size_t)maxb * (size_t)np);
   for (int64_t i = 0; i < maxb / 4; i++)
     b.in[i] = (float)(me + i % 7);
-  MPI_Win_allocate((MPI_Aint)maxb, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &b.mbase, &b.mwin);
+  /* MPI's window of the same kind as pto's: MPI_Win_allocate (on one host
+   * Open MPI's osc/sm, as pto's shared windows), or MPI_Win_create on
+   * memory of the program (as pto's RMA windows) */
+  if (strcmp(windows, "rma") == 0) {
+    b.mbase = calloc(1, (size_t)maxb);
+    MPI_Win_create(b.mbase, (MPI_Aint)maxb, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &b.mwin);
+  } else {
+    MPI_Win_allocate((MPI_Aint)maxb, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &b.mbase, &b.mwin);
+  }
   MPI_Win_lock_all(MPI_MODE_NOCHECK, b.mwin);
 
   if (me == 0) printf("ranks,windows,collective,size_bytes,system,us_median,us_min,us_max\n");
@@ -223,6 +231,7 @@ int main(int argc, char **argv) {
   }
   MPI_Win_unlock_all(b.mwin);
   MPI_Win_free(&b.mwin);
+  if (strcmp(windows, "rma") == 0) free(b.mbase);
   free(b.in);
   free(b.out);
   comm_fini(&b.c, true);

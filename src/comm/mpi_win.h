@@ -6,11 +6,15 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "comm/comm.h"
 #include "comm/fault.h"
 #include "common/wait.h"
+
+#define MPI_BOUNCE_BYTES (64u << 10)
+#define MPI_BOUNCE_PUT   4096u /* puts up to this size use the bounce buffer */
 
 /* The window header (the first COMM_HEADER_BYTES of every window). */
 typedef struct mpi_hdr {
@@ -37,6 +41,14 @@ struct comm_win {
   uint64_t space_bytes;
   fault_queue *fq;    /* NULL unless fault injection is on */
   pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
+  /* RMA layout: peers (bit per rank) with puts or accumulates of this
+   * process not flushed since (mpi.c, flush_dirty) */
+  _Atomic uint64_t dirty;
+  /* RMA layout: small puts leave from a copy here, so that they need no
+   * MPI_Win_flush_local before the caller reuses its buffer (mpi.c,
+   * rma_put); bytes in use until every dirty peer was flushed */
+  size_t bounce_used;
+  unsigned char bounce[MPI_BOUNCE_BYTES];
   /* The collectives of each window buffer (mpi_coll.c): a duplicate of comm
    * per buffer, since collectives on one scratch buffer come in the same
    * order on every rank but those on different buffers may interleave;
