@@ -16,7 +16,8 @@
  *           concurrently; both window layouts (shared, RMA)
  *   coll    the collectives on sizes 1, 17, 4097, 65537 (f32; f16, bf16,
  *           i32 on 17 and 4097), back-to-back on one scratch buffer, in two
- *           tasks (epochs), a mismatch reported on every rank; sub-domain
+ *           tasks (epochs), a mismatch reported on every rank; sub-domain;
+ *           two threads per rank, each calling on its own scratch buffer
  *   repro   f32 sum allreduce (and reduce-scatter) with PTO_RED_REPRODUCIBLE
  *           (or PTO_COLL_REPRODUCIBLE=1 in the environment): bit-identical
  *           to the rank-order sum on MPI's collectives, mesh and ring, at
@@ -610,6 +611,75 @@ static void collectives(bool fault) {
   }
 }
 
+/* ---- collectives from several threads of a rank ---- */
+
+/* Thread t of every rank runs CT_CALLS allreduces on its own scratch
+ * buffer, with a count of its own (above the 256 bytes that travel with
+ * the descriptors, so each is an MPI_Iallreduce after the records): the
+ * threads of a rank issue their calls in any order relative to each other,
+ * which MPI matches correctly only on a communicator per scratch buffer. */
+#define CT_THREADS 2
+#define CT_CALLS   40
+typedef struct ct_arg {
+  dom *x;
+  int t, bad;
+  pto_kctx k;
+} ct_arg;
+
+static void *ct_main(void *arg) {
+  ct_arg *a = arg;
+  int64_t n = a->t == 0 ? 100 : 3000;
+  char name[8];
+  snprintf(name, sizeof name, "s%d", a->t);
+  size_t sb = pto_coll_scratch_bytes(np, 3000 * 4);
+  pto_tensor scratch = win(a->x, name, PTO_U8, (int64_t)sb);
+  float *in = malloc((size_t)n * 4), *out = malloc((size_t)n * 4);
+  pto_tensor ti = local(in, n, PTO_F32), to = local(out, n, PTO_F32);
+  for (int c = 0; c < CT_CALLS && !a->bad; c++) {
+    for (int64_t i = 0; i < n; i++)
+      in[i] = (float)(me * 1000 + a->t * 7 + c + i % 13);
+    int rc = pto_allreduce(&a->k, a->x->d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+    if (rc) {
+      char det[400];
+      comm_task_error(&a->x->c, det, sizeof det);
+      fprintf(stderr, "FAILED rank %d thread %d call %d: %s: %s\n", me, a->t, c,
+              pto_status_name(rc), det);
+      a->bad++;
+      break;
+    }
+    for (int64_t i = 0; i < n && !a->bad; i++) {
+      float want = (float)(1000 * np * (np - 1) / 2 + np * (a->t * 7 + c + i % 13));
+      if (out[i] != want) {
+        fprintf(stderr, "FAILED rank %d thread %d call %d: out[%lld] = %g, expected %g\n", me, a->t,
+                c, (long long)i, out[i], want);
+        a->bad++;
+      }
+    }
+  }
+  free(in);
+  free(out);
+  return NULL;
+}
+
+static void coll_threads(void) {
+  size_t sb = pto_coll_scratch_bytes(np, 3000 * 4);
+  pto_window_buffer b[CT_THREADS] = {{"s0", sb}, {"s1", sb}};
+  dom x = {0};
+  dom_open(&x, 97, world4, np, b, CT_THREADS, false, 1);
+  pthread_t th[CT_THREADS];
+  ct_arg a[CT_THREADS];
+  for (int t = 0; t < CT_THREADS; t++) {
+    a[t] = (ct_arg){&x, t, 0, x.k};
+    a[t].k.core_id = t;
+    pthread_create(&th[t], NULL, ct_main, &a[t]);
+  }
+  for (int t = 0; t < CT_THREADS; t++) {
+    pthread_join(th[t], NULL);
+    failures += a[t].bad;
+  }
+  dom_close(&x);
+}
+
 /* ---- reproducible reductions ---- */
 
 /* An f32 whose magnitude varies over 2^-20..2^20 with i and r, so that the
@@ -1010,6 +1080,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "coll") == 0) {
     collectives(false);
     collectives(true);
+    coll_threads();
   } else if (strcmp(mode, "repro") == 0) {
     reproducible();
   } else if (strcmp(mode, "coll_missing") == 0) {
