@@ -56,6 +56,9 @@ typedef struct comm_dom {
     uint32_t epoch;
     int32_t calls;
   } coll_calls[PTO_COMM_MAX_BUFFERS];
+  /* How long this process's signal waits on the domain took lately, ns
+   * (ops.c, wait_spin): a running average, relaxed (a heuristic). */
+  _Atomic uint64_t wait_ns;
 } comm_dom;
 
 struct pto_comm {
