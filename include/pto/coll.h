@@ -32,7 +32,9 @@
  * On the MPI backend, PTO_COLL_AUTO (and PTO_COLL_MPI) run MPI's own
  * nonblocking collectives on a communicator of the domain's ranks, after
  * the descriptors were compared over MPI too; mesh and ring stay
- * selectable. With PTO_RED_REPRODUCIBLE or-ed into the op (or the
+ * selectable. There, "one collective at a time per scratch buffer" is per
+ * window buffer: two scratch views in one window buffer share its
+ * communicator. With PTO_RED_REPRODUCIBLE or-ed into the op (or the
  * environment variable PTO_COLL_REPRODUCIBLE=1) a reduction is computed in
  * rank order ((x0 op x1) op x2) ... on every path, so its bits do not
  * depend on the size, the algorithm, the backend or the rank count's

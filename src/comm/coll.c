@@ -26,7 +26,17 @@
  *      each a put into the next rank's ring slot and a SET of its RING cell
  *      to (s-1)2(n-1)+k+1, then a wait on mine for the same value;
  *   5. notify DONE +1 to every peer.
- * Every wait has the domain's deadline (PTO_EWAIT_TIMEOUT names the cell). */
+ * Every wait has the domain's deadline (PTO_EWAIT_TIMEOUT names the cell).
+ *
+ * On a backend with collectives of its own (comm_backend.coll: the MPI
+ * backend's MPI collectives), every call first gathers each rank's record
+ * (descriptor, and data of up to FUSE_BYTES) there and compares the
+ * descriptors the same way; then a call whose data came with the records
+ * is done, PTO_COLL_AUTO/MPI calls run the backend's collective on their
+ * data, and mesh/ring run steps 1-5 above. Reproducible reductions
+ * (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE) fold every rank's block in
+ * rank order on every path: the mesh instead of the ring, and on the
+ * backend's collectives a gather then a local fold. */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
