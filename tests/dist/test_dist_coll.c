@@ -93,6 +93,21 @@ static double want_alltoall(int64_t i, const void *p) {
   return a2a_val((int)(i / c->count), c->me, i % c->count, c->dt);
 }
 
+/* An f32 of magnitude 2^-10..2^10 from (r, i): sums of these change their
+ * bits with their order. */
+static float order_val(int r, int64_t i) {
+  uint32_t h = (uint32_t)(r + 1) * 2654435761u ^ (uint32_t)i * 40503u;
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  h ^= h >> 15;
+  float v = (float)((int)(h % 2001) - 1000);
+  for (int e = (int)((h >> 11) % 21); e > 10; e--)
+    v *= 2.0f;
+  for (int e = (int)((h >> 11) % 21); e < 10; e++)
+    v *= 0.5f;
+  return v;
+}
+
 /* ---- the kernel: every case back-to-back on one scratch ---- */
 
 static pto_tensor local(void *buf, int64_t n, pto_dtype dt) {
@@ -169,6 +184,29 @@ static int cases_kernel(const pto_kctx *ctx) {
       if (!rc) rc = pto_alltoall(ctx, dom, scratch, &gout, &ain);
       snprintf(what, sizeof what, "alltoall %s n=%" PRId64, pto_dtype_name(dt), cnt);
       if (!rc) bad += check(what, me, out, n * cnt, dt, want_alltoall, &c);
+    }
+  }
+  /* reproducible: an f32 sum whose bits depend on the order of the sum
+   * (magnitudes 2^-10..2^10), with PTO_RED_REPRODUCIBLE bit-identical to
+   * the rank-order sum with every algorithm */
+  for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MPI && !rc && !quick; algo++) {
+    float *fi = (float *)in, *fo = (float *)out;
+    for (int64_t i = 0; i < MAX_COUNT; i++)
+      fi[i] = order_val(me, i);
+    pto_tensor tin = local(in, MAX_COUNT, PTO_F32), tout = local(out, MAX_COUNT, PTO_F32);
+    rc = pto_allreduce(ctx, dom, scratch, &tout, &tin,
+                       (pto_red_op)(PTO_RED_SUM | PTO_RED_REPRODUCIBLE), (pto_coll_algo)algo);
+    for (int64_t i = 0, shown = 0; i < MAX_COUNT && !rc; i++) {
+      float acc = order_val(0, i);
+      for (int r = 1; r < n; r++)
+        acc += order_val(r, i);
+      if (memcmp(&acc, &fo[i], sizeof acc) == 0) continue;
+      bad++;
+      if (shown++ < 3)
+        fprintf(stderr,
+                "rank %d: reproducible allreduce algo %d out[%" PRId64
+                "] = %a, the rank-order sum %a\n",
+                me, algo, i, (double)fo[i], (double)acc);
     }
   }
   free(in);
