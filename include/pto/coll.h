@@ -25,9 +25,20 @@
  * call makes its peers fail with PTO_EWAIT_TIMEOUT after the domain's wait
  * timeout. src and dst are contiguous local tensors (a kernel's tile, a
  * task tensor, or a window buffer other than scratch) of the same dtype.
- * Reductions: f32, f16, bf16 (computed in f32, rounded per step), i32
- * (wrapping); mesh reduces in rank order 0..n-1, so every rank gets the
- * same bits. Moving collectives take any dtype. */
+ * Reductions: f32, f64, f16, bf16 (computed in f32, rounded per step),
+ * i32 (wrapping); mesh reduces in rank order 0..n-1, so every rank gets the
+ * same bits. Moving collectives take any dtype.
+ *
+ * On the MPI backend, PTO_COLL_AUTO (and PTO_COLL_MPI) run MPI's own
+ * nonblocking collectives on a communicator of the domain's ranks, after
+ * the descriptors were compared over MPI too; mesh and ring stay
+ * selectable. There, "one collective at a time per scratch buffer" is per
+ * window buffer: two scratch views in one window buffer share its
+ * communicator. With PTO_RED_REPRODUCIBLE or-ed into the op (or the
+ * environment variable PTO_COLL_REPRODUCIBLE=1) a reduction is computed in
+ * rank order ((x0 op x1) op x2) ... on every path, so its bits do not
+ * depend on the size, the algorithm, the backend or the rank count's
+ * splitting of the work (docs/comm.md, "Reproducible reductions"). */
 #ifndef PTO_COLL_H
 #define PTO_COLL_H
 
@@ -47,12 +58,17 @@ typedef enum pto_red_op {
   PTO_RED_MAX = 1,
   PTO_RED_MIN = 2,
   PTO_RED_PROD = 3,
+  /* or-ed into an op: reduce in rank order on every path (bit-identical
+   * results for any size, algorithm, backend); every rank must ask alike */
+  PTO_RED_REPRODUCIBLE = 0x100,
 } pto_red_op;
 
 typedef enum pto_coll_algo {
-  PTO_COLL_AUTO = 0, /* mesh below PTO_COLL_RING_MIN_BYTES, else ring */
+  PTO_COLL_AUTO = 0, /* MPI backend: MPI's collectives; else mesh below
+                        PTO_COLL_RING_MIN_BYTES, ring from there */
   PTO_COLL_MESH = 1, /* every rank sends its block to every peer: one step */
   PTO_COLL_RING = 2, /* reduce-scatter then allgather around the ring: 2(n-1) steps */
+  PTO_COLL_MPI = 3,  /* the backend's own collectives (MPI's); as AUTO where it has none */
 } pto_coll_algo;
 
 /* From here the ring beat the mesh on 2 and 4 ranks (bench C2, docs/comm.md):

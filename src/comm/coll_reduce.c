@@ -6,7 +6,7 @@
 #include "comm/half.h"
 
 bool coll_reduce_dtype_ok(pto_dtype dt) {
-  return dt == PTO_F32 || dt == PTO_F16 || dt == PTO_BF16 || dt == PTO_I32;
+  return dt == PTO_F32 || dt == PTO_F64 || dt == PTO_F16 || dt == PTO_BF16 || dt == PTO_I32;
 }
 
 bool coll_reduce_op_ok(pto_red_op op) { return op >= PTO_RED_SUM && op <= PTO_RED_PROD; }
@@ -17,11 +17,20 @@ const char *coll_red_op_name(pto_red_op op) {
   case PTO_RED_MAX: return "max";
   case PTO_RED_MIN: return "min";
   case PTO_RED_PROD: return "prod";
+  default: return "?";
   }
-  return "?";
 }
 
 static inline float red_f32(float a, float b, pto_red_op op) {
+  switch (op) {
+  case PTO_RED_SUM: return a + b;
+  case PTO_RED_MAX: return b > a ? b : a;
+  case PTO_RED_MIN: return b < a ? b : a;
+  default: return a * b;
+  }
+}
+
+static inline double red_f64(double a, double b, pto_red_op op) {
   switch (op) {
   case PTO_RED_SUM: return a + b;
   case PTO_RED_MAX: return b > a ? b : a;
@@ -46,6 +55,13 @@ void coll_reduce(void *acc, const void *x, int64_t n, pto_dtype dt, pto_red_op o
     const float *b = x;
     for (int64_t i = 0; i < n; i++)
       a[i] = red_f32(a[i], b[i], op);
+    break;
+  }
+  case PTO_F64: {
+    double *a = acc;
+    const double *b = x;
+    for (int64_t i = 0; i < n; i++)
+      a[i] = red_f64(a[i], b[i], op);
     break;
   }
   case PTO_I32: {

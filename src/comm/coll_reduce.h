@@ -1,6 +1,6 @@
 /* coll_reduce.h — element-wise reduction of the collectives: acc = acc op x
- * for f32, f16, bf16 (computed in f32, rounded to nearest even) and i32
- * (wrapping). */
+ * for f32, f64, f16, bf16 (computed in f32, rounded to nearest even) and
+ * i32 (wrapping). */
 #ifndef PTO_COMM_COLL_REDUCE_H
 #define PTO_COMM_COLL_REDUCE_H
 

@@ -49,6 +49,16 @@ typedef struct comm_dom {
   comm_win *win;
   _Atomic uint32_t barrier_seq; /* barriers of this task; reset with the epoch */
   pthread_mutex_t barrier_lock; /* one barrier at a time per rank */
+  /* Collectives per scratch buffer in the current task (coll.c): the call
+   * number a rank publishes when the backend runs them (one collective at
+   * a time per scratch buffer, so only one thread writes an entry). */
+  struct {
+    uint32_t epoch;
+    int32_t calls;
+  } coll_calls[PTO_COMM_MAX_BUFFERS];
+  /* How long this process's signal waits on the domain took lately, ns
+   * (ops.c, wait_spin): a running average, relaxed (a heuristic). */
+  _Atomic uint64_t wait_ns;
 } comm_dom;
 
 struct pto_comm {

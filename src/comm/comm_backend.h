@@ -38,6 +38,32 @@ typedef enum comm_backend_kind { COMM_BACKEND_SHM = 0, COMM_BACKEND_MPI = 1 } co
 /* Stops a blocking backend wait early (the chip run was cancelled). */
 typedef bool (*comm_cancel_fn)(void *arg);
 
+/* A collective a backend runs with its own transport's collectives
+ * (comm_backend.coll; coll.c decides when). Every rank of the domain makes
+ * the same call (coll.c checks the descriptors first); calls on one
+ * scratch buffer (`buf`, the window buffer the scratch lies in) are issued
+ * in the same order on every rank, calls on different buffers may
+ * interleave, so a backend keeps them apart per buffer. */
+typedef enum comm_coll_kind {
+  COMM_ALLREDUCE = 1,
+  COMM_ALLGATHER = 2,
+  COMM_REDUCE_SCATTER = 3,
+  COMM_BROADCAST = 4,
+  COMM_ALLTOALL = 5,
+} comm_coll_kind;
+
+typedef struct comm_coll_call {
+  comm_coll_kind kind;
+  pto_dtype dtype;
+  int op;          /* a reducible pto_red_op (allreduce, reduce-scatter) */
+  int root;        /* broadcast */
+  int64_t count;   /* elements per block: allgather/alltoall/reduce-scatter
+                      move nranks blocks */
+  const void *src; /* == dst: in place (allreduce); broadcast: unused */
+  void *dst;
+  int buf;
+} comm_coll_call;
+
 typedef struct comm_backend {
   const char *name;
   /* Phase 1: create this rank's window and zero it (before the barrier).
@@ -81,6 +107,13 @@ typedef struct comm_backend {
    * Fills why (for the error details) on timeout or cancellation. */
   int (*barrier)(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadline_ns,
                  comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len);
+  /* Optional (NULL: the backend has no collectives of its own): runs c and
+   * returns 0 once the result is in c->dst on this rank; PTO_EWAIT_TIMEOUT
+   * at the deadline, PTO_ESHUTDOWN when cancel(cancel_arg), PTO_EMPI, with
+   * why filled. A call that did not complete cannot be withdrawn: it may
+   * still write c->dst, and later calls on its buffer fail at once. */
+  int (*coll)(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
+              void *cancel_arg, char *why, size_t why_len);
 } comm_backend;
 
 extern const comm_backend comm_backend_shm;

@@ -37,39 +37,13 @@
 #include "comm/comm.h"
 #include "comm/fault.h"
 #include "comm/half.h"
+#include "comm/mpi_win.h"
 #include "comm/signal.h"
 #include "common/clock.h"
 #include "common/options.h"
 #include "common/wait.h"
 
 #define MPI_CHUNK ((size_t)1 << 30) /* bytes per MPI call: counts are int */
-
-/* The window header (the first COMM_HEADER_BYTES of every window). */
-typedef struct mpi_hdr {
-  /* barrier: arrive[r] = epoch << 32 | seq of the last barrier rank r
-   * reached, written by rank r with MPI_Accumulate(MPI_REPLACE) */
-  uint64_t arrive[PTO_COMM_MAX_RANKS];
-  pto_event ev; /* shared windows: woken by every signal, store and arrival */
-  /* f16/bf16 adds into this window: 0 free, else the holder's rank + 1
-   * (cas_add_half) */
-  uint64_t add_lock;
-} mpi_hdr;
-_Static_assert(sizeof(mpi_hdr) <= COMM_HEADER_BYTES, "window header too large");
-
-struct comm_win {
-  comm_domain_desc d;
-  int my_rank;
-  MPI_Comm comm; /* the domain's ranks in domain order; MPI_COMM_NULL for an observer */
-  MPI_Win win;
-  bool have_win, locked;
-  bool shared;         /* every window mapped here (MPI_Win_allocate_shared) */
-  unsigned char *base; /* rank 0's window address in this process */
-  void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
-  bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
-  uint64_t space_bytes;
-  fault_queue *fq;    /* NULL unless fault injection is on */
-  pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
-};
 
 static mpi_hdr *hdr(const comm_win *w, int r) {
   return (mpi_hdr *)(w->base + (uint64_t)r * w->d.win_bytes);
@@ -211,7 +185,62 @@ static MPI_Datatype acc_type(pto_dtype dt) {
   }
 }
 
+/* An RMA layout's put or accumulate to peer was issued: the next get from,
+ * signal to or quiet of peer must flush it. */
+static void mark_dirty(comm_win *w, int peer) {
+  if (!w->shared) atomic_fetch_or(&w->dirty, 1ull << peer);
+}
+
+/* Completes my earlier puts and accumulates to peer at the target (peer <
+ * 0: to every peer). On an RMA layout only when some were issued since the
+ * last flush: MPI_Win_flush costs a round trip through the transport even
+ * with nothing to complete (a small get took two, 3.2 us against
+ * MPI_Get + flush's 1.9 on osc/rdma, one host). The caller holds the
+ * window's lock, so a flush that cleared a bit has completed before
+ * another thread sees the bit clear. The shared layout always flushes (a
+ * memory barrier there). */
+static int flush_dirty(comm_win *w, int peer) {
+  int err = MPI_SUCCESS;
+  if (w->shared) {
+    err = peer < 0 ? MPI_Win_flush_all(w->win) : MPI_Win_flush(peer, w->win);
+  } else if (peer >= 0) {
+    if (atomic_fetch_and(&w->dirty, ~(1ull << peer)) & (1ull << peer))
+      err = MPI_Win_flush(peer, w->win);
+  } else {
+    /* a few peers one by one: MPI_Win_flush_all visits every rank */
+    uint64_t bits = atomic_exchange(&w->dirty, 0);
+    if (__builtin_popcountll(bits) > 2)
+      return MPI_Win_flush_all(w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
+    for (; bits && err == MPI_SUCCESS; bits &= bits - 1)
+      err = MPI_Win_flush(__builtin_ctzll(bits), w->win);
+  }
+  return err == MPI_SUCCESS ? 0 : PTO_EMPI;
+}
+
+/* A small put on an RMA layout: from a copy in the bounce buffer, with no
+ * MPI_Win_flush_local (the caller's buffer is free at once anyway). The
+ * copies are free again once every dirty peer was flushed (a flush
+ * completes a put at the origin too); a full buffer flushes them all. The
+ * window's lock is held (puts, and held stores landing, run under it).
+ * Measured: a small put + quiet took 2.8 us against MPI_Put +
+ * MPI_Win_flush's 1.8 with the flush_local (osc/rdma, one host). */
+static int bounce_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
+  if (atomic_load(&w->dirty) == 0) w->bounce_used = 0;
+  if (w->bounce_used + n > MPI_BOUNCE_BYTES) {
+    if (flush_dirty(w, -1)) return PTO_EMPI;
+    w->bounce_used = 0;
+  }
+  unsigned char *b = w->bounce + w->bounce_used;
+  memcpy(b, src, n);
+  w->bounce_used += (n + 63) & ~(size_t)63;
+  if (MPI_Put(b, (int)n, MPI_BYTE, peer, (MPI_Aint)off, (int)n, MPI_BYTE, w->win) != MPI_SUCCESS)
+    return PTO_EMPI;
+  mark_dirty(w, peer);
+  return 0;
+}
+
 static int rma_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
+  if (!w->shared && n <= MPI_BOUNCE_PUT) return bounce_put(w, peer, off, src, n);
   const unsigned char *p = src;
   for (size_t at = 0; at < n; at += MPI_CHUNK) {
     int c = (int)(n - at < MPI_CHUNK ? n - at : MPI_CHUNK);
@@ -219,6 +248,7 @@ static int rma_put(comm_win *w, int peer, uint64_t off, const void *src, size_t 
         MPI_SUCCESS)
       return PTO_EMPI;
   }
+  mark_dirty(w, peer);
   /* the caller may reuse src as soon as this returns */
   return MPI_Win_flush_local(peer, w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
 }
@@ -320,6 +350,7 @@ static int rma_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, con
         MPI_SUCCESS)
       return PTO_EMPI;
   }
+  mark_dirty(w, peer);
   return MPI_Win_flush_local(peer, w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
 }
 
@@ -525,6 +556,8 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   pthread_mutex_init(&w->mu, &ma);
   pthread_mutexattr_destroy(&ma);
   w->comm = MPI_COMM_NULL;
+  for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++)
+    w->bcomm[i] = MPI_COMM_NULL;
   w->win = MPI_WIN_NULL;
   if (my_rank < 0) { /* observer: the collective creation is the members' only */
     rc = alloc_rma(w, why, why_len);
@@ -532,6 +565,7 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   }
   bool shared = false;
   rc = make_comm(w, why, why_len);
+  if (!rc) rc = mpi_coll_open(w, why, why_len);
   /* windows placed at desc.base cannot be MPI_Win_allocate_shared's */
   if (!rc && !d->base) rc = on_one_host(w, &shared, why, why_len);
   if (!rc) {
@@ -609,6 +643,7 @@ static void mpi_destroy(comm_win *w, bool unlink) {
       all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
       if (all_here) MPI_Win_free(&w->win);
     }
+    mpi_coll_close(w, all_here);
     if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
   }
   if (w->fq) fault_destroy(w->fq);
@@ -633,7 +668,7 @@ static int put_u(comm_win *w, int peer, uint64_t off, const void *src, size_t n)
 static int get_u(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
   if (w->fq) fault_flush(w->fq, peer, false);
   /* earlier puts to peer complete first: MPI orders none of them */
-  if (MPI_Win_flush(peer, w->win) != MPI_SUCCESS) return PTO_EMPI;
+  if (flush_dirty(w, peer)) return PTO_EMPI;
   unsigned char *p = dst;
   for (size_t at = 0; at < n; at += MPI_CHUNK) {
     int c = (int)(n - at < MPI_CHUNK ? n - at : MPI_CHUNK);
@@ -661,7 +696,7 @@ static int signal_u(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32
   MPI_Win_sync(w->win);
   /* the founding rule: every earlier put/accumulate of this process to peer
    * is complete at the target before the signal can be seen there */
-  if (MPI_Win_flush(peer, w->win) != MPI_SUCCESS) return PTO_EMPI;
+  if (flush_dirty(w, peer)) return PTO_EMPI;
   if (peer == w->my_rank && !w->shared) {
     /* to myself on an RMA window: a CPU compare-and-swap on my own memory
      * (Open MPI 4.1's osc/rdma crashes on MPI_Compare_and_swap to self
@@ -716,8 +751,7 @@ static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end)
 static int quiet_u(comm_win *w, int peer, bool end_of_task) {
   if (w->my_rank < 0) return 0;
   if (w->fq) fault_flush(w->fq, peer, end_of_task);
-  int err = peer < 0 ? MPI_Win_flush_all(w->win) : MPI_Win_flush(peer, w->win);
-  return err == MPI_SUCCESS ? 0 : PTO_EMPI;
+  return flush_dirty(w, peer);
 }
 
 typedef struct barrier_wait {
@@ -772,7 +806,7 @@ static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadl
   /* my earlier stores are complete everywhere before anyone sees me arrive
    * (plain stores to my own window: MPI_Win_sync) */
   MPI_Win_sync(w->win);
-  int err = MPI_Win_flush_all(w->win);
+  int err = flush_dirty(w, -1) ? MPI_ERR_OTHER : MPI_SUCCESS;
   MPI_Aint at = (MPI_Aint)(offsetof(mpi_hdr, arrive) + sizeof(uint64_t) * (size_t)w->my_rank);
   for (int r = 0; r < w->d.nranks && err == MPI_SUCCESS; r++)
     err = MPI_Accumulate(&want, 1, MPI_UINT64_T, r, at, 1, MPI_UINT64_T, MPI_REPLACE, w->win);
@@ -855,4 +889,5 @@ const comm_backend comm_backend_mpi = {
     .task_mark = mpi_task_mark,
     .quiet = mpi_quiet,
     .barrier = mpi_barrier,
+    .coll = mpi_coll,
 };

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/tensor_check.h"
 #include "common/tensor_walk.h"
+#include "common/wait.h"
 
 /* ---- views ----
  * Checked by the one view module (common/tensor_check.h): every offset and
@@ -403,6 +404,28 @@ static bool sig_ready(void *arg) {
   return w->cancelled;
 }
 
+/* A signal wait first spins for about the round trip it expects — twice
+ * the running average of this process's recent waits on the domain, when
+ * that is under WAIT_SPIN_MAX_NS — before the backend's wait (which spins
+ * PTO_SPIN_NS, yields, then parks): a notify that comes a little later
+ * than the backend's spin then costs no futex wake-up and sleep on either
+ * side. The spin is pto_wait_unparked's: only while pto's runnable threads
+ * leave a CPU free, a yield otherwise, so it never spins past the CPUs the
+ * process may use. Waits longer than the limit (a peer computing) push the
+ * average up and turn the spin off. */
+#define WAIT_SPIN_MAX_NS 50000ull
+
+static uint64_t wait_spin(const comm_dom *d) {
+  uint64_t avg = atomic_load_explicit(&d->wait_ns, memory_order_relaxed);
+  return avg < WAIT_SPIN_MAX_NS / 2 ? 2 * avg : 0;
+}
+
+static void wait_learn(comm_dom *d, uint64_t ns) {
+  if (ns > 4 * WAIT_SPIN_MAX_NS) ns = 4 * WAIT_SPIN_MAX_NS;
+  uint64_t avg = atomic_load_explicit(&d->wait_ns, memory_order_relaxed);
+  atomic_store_explicit(&d->wait_ns, (3 * avg + ns) / 4, memory_order_relaxed);
+}
+
 static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, pto_cmp cmp,
                        int32_t v, int64_t timeout_ms) {
   op_env e;
@@ -414,7 +437,11 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   if (rc) return rc;
   if (timeout_ms < 0) timeout_ms = e.d->desc.wait_timeout_ms;
   sig_wait w = {ctx, e.c, e.d, off, e.c->epoch, cmp, v, 0, 0, false};
-  bool ok = e.d->be->signal_park(e.d->win, sig_ready, &w, pto_deadline_ms(timeout_ms));
+  uint64_t t0 = pto_now_ns(), deadline = pto_deadline_ms(timeout_ms), spin = wait_spin(e.d);
+  bool ok =
+      (spin && pto_wait_unparked(sig_ready, &w, t0 + spin < deadline ? t0 + spin : deadline)) ||
+      e.d->be->signal_park(e.d->win, sig_ready, &w, deadline);
+  wait_learn(e.d, pto_now_ns() - t0);
   /* a word of this task's epoch was written by a notify: its arrow ends here */
   if (ok && !w.cancelled && sig_epoch(w.word) == e.c->epoch)
     core_trace_flow(ctx, 'f',

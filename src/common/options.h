@@ -42,6 +42,7 @@ typedef enum pto_opt {
   PTO_OPT_MPI_SHARED_WINDOWS,
   /* chip: controlled schedules (docs/schedules.md) */
   PTO_OPT_SCHEDULE_SEED,
+  PTO_OPT_COLL_REPRODUCIBLE,
   PTO_OPT_COUNT
 } pto_opt;
 

@@ -93,6 +93,21 @@ static double want_alltoall(int64_t i, const void *p) {
   return a2a_val((int)(i / c->count), c->me, i % c->count, c->dt);
 }
 
+/* An f32 of magnitude 2^-10..2^10 from (r, i): sums of these change their
+ * bits with their order. */
+static float order_val(int r, int64_t i) {
+  uint32_t h = (uint32_t)(r + 1) * 2654435761u ^ (uint32_t)i * 40503u;
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  h ^= h >> 15;
+  float v = (float)((int)(h % 2001) - 1000);
+  for (int e = (int)((h >> 11) % 21); e > 10; e--)
+    v *= 2.0f;
+  for (int e = (int)((h >> 11) % 21); e < 10; e++)
+    v *= 0.5f;
+  return v;
+}
+
 /* ---- the kernel: every case back-to-back on one scratch ---- */
 
 static pto_tensor local(void *buf, int64_t n, pto_dtype dt) {
@@ -129,7 +144,7 @@ static int cases_kernel(const pto_kctx *ctx) {
         c.op = (pto_red_op)op;
         for (int64_t i = 0; i < cnt; i++)
           put_val(in, i, dt, gen(me, i, dt, c.op));
-        for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_RING && !rc; algo++) {
+        for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MPI && !rc; algo++) {
           if (algo == PTO_COLL_AUTO && si != 1 && si != 3) continue; /* 17: mesh, 65537: ring */
           memset(out, 0xff, (size_t)cnt * 4);
           rc = pto_allreduce(ctx, dom, scratch, &tout, &tin, c.op, (pto_coll_algo)algo);
@@ -171,15 +186,38 @@ static int cases_kernel(const pto_kctx *ctx) {
       if (!rc) bad += check(what, me, out, n * cnt, dt, want_alltoall, &c);
     }
   }
+  /* reproducible: an f32 sum whose bits depend on the order of the sum
+   * (magnitudes 2^-10..2^10), with PTO_RED_REPRODUCIBLE bit-identical to
+   * the rank-order sum with every algorithm */
+  for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MPI && !rc && !quick; algo++) {
+    float *fi = (float *)in, *fo = (float *)out;
+    for (int64_t i = 0; i < MAX_COUNT; i++)
+      fi[i] = order_val(me, i);
+    pto_tensor tin = local(in, MAX_COUNT, PTO_F32), tout = local(out, MAX_COUNT, PTO_F32);
+    rc = pto_allreduce(ctx, dom, scratch, &tout, &tin,
+                       (pto_red_op)(PTO_RED_SUM | PTO_RED_REPRODUCIBLE), (pto_coll_algo)algo);
+    for (int64_t i = 0, shown = 0; i < MAX_COUNT && !rc; i++) {
+      float acc = order_val(0, i);
+      for (int r = 1; r < n; r++)
+        acc += order_val(r, i);
+      if (memcmp(&acc, &fo[i], sizeof acc) == 0) continue;
+      bad++;
+      if (shown++ < 3)
+        fprintf(stderr,
+                "rank %d: reproducible allreduce algo %d out[%" PRId64
+                "] = %a, the rank-order sum %a\n",
+                me, algo, i, (double)fo[i], (double)acc);
+    }
+  }
   free(in);
   free(out);
   *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = bad;
   return rc;
 }
 
-/* scalars: dom, which argument differs on rank 1 (0..5; 6, 7: a bad
- * argument on both ranks). tensors: scratch,
- * the result row [1] (i32: this rank's status). */
+/* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
+ * one rank; 6, 7: a bad argument on both ranks). tensors: scratch, the result row [1] (i32: this
+ * rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
   int what = (int)DIST_SCALAR(ctx, 1);
@@ -212,8 +250,15 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = pto_allreduce(ctx, dom, &small, &o, &in, PTO_RED_SUM, PTO_COLL_MESH);
     break;
   }
+  case 8: /* algorithm: auto (MPI's collectives on the MPI backend) against mesh */
+    rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? PTO_COLL_AUTO : PTO_COLL_MESH);
+    break;
+  case 9: /* op: reproducible on one rank only */
+    rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
+                       PTO_COLL_AUTO);
+    break;
   case 7: { /* both: a dtype that cannot be reduced */
-    pto_tensor d = local(buf, 8, PTO_F64), od = local(out, 8, PTO_F64);
+    pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
     rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
     break;
   }
@@ -362,12 +407,13 @@ static void test_mismatch(void **state) {
   static const char *field[] = {"mismatched count",       "mismatched dtype",
                                 "mismatched op",          "mismatched root",
                                 "mismatched algorithm",   "mismatched collective",
-                                "do not fit the scratch", "dtype f64 cannot be reduced"};
+                                "do not fit the scratch", "dtype i64 cannot be reduced",
+                                "mismatched algorithm",   "mismatched op"};
   pto_node *n = make_node(2, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 8; m++) {
+  for (int m = 0; m < 10; m++) {
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
     pto_error_info err;

@@ -16,7 +16,18 @@
  *           concurrently; both window layouts (shared, RMA)
  *   coll    the collectives on sizes 1, 17, 4097, 65537 (f32; f16, bf16,
  *           i32 on 17 and 4097), back-to-back on one scratch buffer, in two
- *           tasks (epochs), a mismatch reported on every rank; sub-domain
+ *           tasks (epochs), a mismatch reported on every rank; sub-domain;
+ *           two threads per rank, each calling on its own scratch buffer
+ *   repro   f32 sum allreduce (and reduce-scatter) with PTO_RED_REPRODUCIBLE
+ *           (or PTO_COLL_REPRODUCIBLE=1 in the environment): bit-identical
+ *           to the rank-order sum on MPI's collectives, mesh and ring, at
+ *           1 Ki to 1 Mi elements, on 2 to 5 ranks; f64 once
+ *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
+ *           collectives ends with PTO_EWAIT_TIMEOUT naming the call, the
+ *           next call on that scratch fails at once naming why; rank 1's
+ *           late call with another count fails naming the mismatch
+ *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
+ *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
  *   die     rank 1 exits in the middle of the others' wait: they end with
  *           PTO_EWAIT_TIMEOUT naming the cell (or mpirun ends the job), never
  *           a hang — see the ctest's pass expression
@@ -25,6 +36,7 @@
  *   selfinit  MPI not initialised by the program: pto does it
  *   single    MPI initialised with MPI_THREAD_SINGLE: a named PTO_EMPI */
 #include <inttypes.h>
+#include <math.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -511,7 +523,7 @@ static void coll_cases(dom *x, const pto_tensor *scratch, bool quick) {
         a[4] = op;
         for (int64_t i = 0; i < n * cnt; i++)
           put_val(in, i, dt, gen(r, i, dt, (pto_red_op)op));
-        for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_RING; algo++) {
+        for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MPI; algo++) {
           memset(out, 0xff, (size_t)cnt * 4);
           snprintf(what, sizeof what, "allreduce %s %s count %" PRId64 " algo %d", ops[op],
                    pto_dtype_name(dt), cnt, algo);
@@ -597,6 +609,248 @@ static void collectives(bool fault) {
     }
     dom_close(&y);
   }
+}
+
+/* ---- collectives from several threads of a rank ---- */
+
+/* Thread t of every rank runs CT_CALLS allreduces on its own scratch
+ * buffer, with a count of its own (above the 256 bytes that travel with
+ * the descriptors, so each is an MPI_Iallreduce after the records): the
+ * threads of a rank issue their calls in any order relative to each other,
+ * which MPI matches correctly only on a communicator per scratch buffer. */
+#define CT_THREADS 2
+#define CT_CALLS   40
+typedef struct ct_arg {
+  dom *x;
+  int t, bad;
+  pto_kctx k;
+} ct_arg;
+
+static void *ct_main(void *arg) {
+  ct_arg *a = arg;
+  int64_t n = a->t == 0 ? 100 : 3000;
+  char name[8];
+  snprintf(name, sizeof name, "s%d", a->t);
+  size_t sb = pto_coll_scratch_bytes(np, 3000 * 4);
+  pto_tensor scratch = win(a->x, name, PTO_U8, (int64_t)sb);
+  float *in = malloc((size_t)n * 4), *out = malloc((size_t)n * 4);
+  pto_tensor ti = local(in, n, PTO_F32), to = local(out, n, PTO_F32);
+  for (int c = 0; c < CT_CALLS && !a->bad; c++) {
+    for (int64_t i = 0; i < n; i++)
+      in[i] = (float)(me * 1000 + a->t * 7 + c + i % 13);
+    int rc = pto_allreduce(&a->k, a->x->d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+    if (rc) {
+      char det[400];
+      comm_task_error(&a->x->c, det, sizeof det);
+      fprintf(stderr, "FAILED rank %d thread %d call %d: %s: %s\n", me, a->t, c,
+              pto_status_name(rc), det);
+      a->bad++;
+      break;
+    }
+    for (int64_t i = 0; i < n && !a->bad; i++) {
+      float want = (float)(1000 * np * (np - 1) / 2 + np * (a->t * 7 + c + i % 13));
+      if (out[i] != want) {
+        fprintf(stderr, "FAILED rank %d thread %d call %d: out[%lld] = %g, expected %g\n", me, a->t,
+                c, (long long)i, out[i], want);
+        a->bad++;
+      }
+    }
+  }
+  free(in);
+  free(out);
+  return NULL;
+}
+
+static void coll_threads(void) {
+  size_t sb = pto_coll_scratch_bytes(np, 3000 * 4);
+  pto_window_buffer b[CT_THREADS] = {{"s0", sb}, {"s1", sb}};
+  dom x = {0};
+  dom_open(&x, 97, world4, np, b, CT_THREADS, false, 1);
+  pthread_t th[CT_THREADS];
+  ct_arg a[CT_THREADS];
+  for (int t = 0; t < CT_THREADS; t++) {
+    a[t] = (ct_arg){&x, t, 0, x.k};
+    a[t].k.core_id = t;
+    pthread_create(&th[t], NULL, ct_main, &a[t]);
+  }
+  for (int t = 0; t < CT_THREADS; t++) {
+    pthread_join(th[t], NULL);
+    failures += a[t].bad;
+  }
+  dom_close(&x);
+}
+
+/* ---- reproducible reductions ---- */
+
+/* An f32 whose magnitude varies over 2^-20..2^20 with i and r, so that the
+ * order of a sum changes its bits. */
+static float repro_val(int r, int64_t i) {
+  uint32_t h = (uint32_t)(r * 2654435761u) ^ (uint32_t)((uint64_t)i * 40503u + 7u);
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  h ^= h >> 15;
+  return ldexpf((float)((int)(h % 2001) - 1000), (int)((h >> 11) % 41) - 20);
+}
+
+#define REPRO_MAX (1 << 20)
+
+/* Every element's bits against the rank-order sum; returns bad elements. */
+static int repro_check(const char *what, const float *out, int64_t cnt, int n, int64_t first) {
+  int bad = 0;
+  for (int64_t i = 0; i < cnt; i++) {
+    float acc = repro_val(0, first + i);
+    for (int r = 1; r < n; r++)
+      acc += repro_val(r, first + i);
+    if (memcmp(&acc, &out[i], sizeof acc) != 0 && bad++ < 3)
+      FAIL("%s: out[%" PRId64 "] = %a, the rank-order sum is %a", what, i, (double)out[i],
+           (double)acc);
+  }
+  return bad;
+}
+
+static void reproducible(void) {
+  /* PTO_COLL_REPRODUCIBLE=1 in the environment: the plain op must do */
+  const char *env = getenv("PTO_COLL_REPRODUCIBLE");
+  int flag = env && strcmp(env, "1") == 0 ? 0 : PTO_RED_REPRODUCIBLE;
+  int chips[8];
+  for (int r = 0; r < np; r++)
+    chips[r] = r;
+  size_t sb = pto_coll_scratch_bytes(np, (size_t)REPRO_MAX * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 90, chips, np, b, 1, false, 1);
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  float *in = malloc((size_t)np * REPRO_MAX * 4), *out = malloc((size_t)REPRO_MAX * 4);
+  static const int64_t counts[3] = {1024, 65536 + 7, REPRO_MAX};
+  static const char *algos[4] = {"auto", "mesh", "ring", "mpi"};
+  char what[128];
+  for (int si = 0; si < 3; si++) {
+    int64_t cnt = counts[si];
+    for (int64_t i = 0; i < cnt; i++)
+      in[i] = repro_val(x.rank, i);
+    pto_tensor tin = local(in, cnt, PTO_F32), tout = local(out, cnt, PTO_F32);
+    for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MPI; algo++) {
+      memset(out, 0xff, (size_t)cnt * 4);
+      snprintf(what, sizeof what, "reproducible allreduce %s count %" PRId64 " on %d ranks",
+               algos[algo], cnt, np);
+      int rc = pto_allreduce(&x.k, x.d.id, &scratch, &tout, &tin, (pto_red_op)(PTO_RED_SUM | flag),
+                             (pto_coll_algo)algo);
+      if (rc)
+        coll_fail(&x, what, rc);
+      else
+        repro_check(what, out, cnt, np, 0);
+    }
+    /* reduce-scatter: block r of every rank is its elements [r cnt, (r+1) cnt) */
+    int64_t blk = cnt / np;
+    for (int64_t i = 0; i < blk * np; i++)
+      in[i] = repro_val(x.rank, i);
+    pto_tensor big = local(in, blk * np, PTO_F32), bout = local(out, blk, PTO_F32);
+    snprintf(what, sizeof what, "reproducible reduce_scatter count %" PRId64 " on %d ranks", blk,
+             np);
+    int rc =
+        pto_reduce_scatter(&x.k, x.d.id, &scratch, &bout, &big, (pto_red_op)(PTO_RED_SUM | flag));
+    if (rc)
+      coll_fail(&x, what, rc);
+    else
+      repro_check(what, out, blk, np, x.rank * blk);
+  }
+  /* f64: the rank-order sum of the same values */
+  double *din = (double *)in, *dout = (double *)out;
+  for (int64_t i = 0; i < 1000; i++)
+    din[i] = (double)repro_val(x.rank, i) * 1.0000001;
+  pto_tensor di = local(din, 1000, PTO_F64), dd = local(dout, 1000, PTO_F64);
+  for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MESH; algo++) {
+    int rc = pto_allreduce(&x.k, x.d.id, &scratch, &dd, &di, (pto_red_op)(PTO_RED_SUM | flag),
+                           (pto_coll_algo)algo);
+    if (rc) {
+      coll_fail(&x, "reproducible f64 allreduce", rc);
+      continue;
+    }
+    for (int64_t i = 0, bad = 0; i < 1000; i++) {
+      double acc = (double)repro_val(0, i) * 1.0000001;
+      for (int r = 1; r < np; r++)
+        acc += (double)repro_val(r, i) * 1.0000001;
+      if (memcmp(&acc, &dout[i], sizeof acc) != 0 && bad++ < 3)
+        FAIL("reproducible f64 allreduce %s: out[%" PRId64 "] = %a, the rank-order sum is %a",
+             algos[algo], i, dout[i], acc);
+    }
+  }
+  free(in);
+  free(out);
+  dom_close(&x);
+  if (me == 0 && !failures)
+    printf("repro: bit-identical to the rank-order sum on %d ranks (%s)\n", np,
+           flag ? "PTO_RED_REPRODUCIBLE" : "PTO_COLL_REPRODUCIBLE=1");
+}
+
+/* ---- a collective on MPI's collectives that a rank misses, or dies in ---- */
+
+static int coll_missing(void) {
+  size_t sb = pto_coll_scratch_bytes(np, 64 * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 95, world4, np, b, 1, false, 1);
+  comm_find(&x.c, x.d.id)->desc.wait_timeout_ms = 500;
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  float in[64] = {0}, out[64];
+  pto_tensor ti = local(in, 64, PTO_F32), to = local(out, 64, PTO_F32);
+  char det[400];
+  if (x.rank == 0) {
+    int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+    comm_task_error(&x.c, det, sizeof det);
+    CHECK_EQ(rc, PTO_EWAIT_TIMEOUT, "allreduce rank 1 does not call");
+    if (!strstr(det, "allreduce #1 timed out") || !strstr(det, "did not complete"))
+      FAIL("the timeout names no call: %s", det);
+    printf("rank 0: %s: %s\n", pto_status_name(rc), det);
+    comm_task_begin(&x.c, 1, 3); /* clears the latched error, same task */
+    rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+    comm_task_error(&x.c, det, sizeof det);
+    CHECK_EQ(rc, PTO_EMPI, "the next allreduce on that scratch");
+    if (!strstr(det, "out of step")) FAIL("the refusal says not why: %s", det);
+    printf("rank 0 again: %s: %s\n", pto_status_name(rc), det);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (x.rank == 1) {
+    /* late, and with another count: it meets rank 0's pending call and
+     * names the mismatch */
+    pto_tensor t16 = local(in, 16, PTO_F32), o16 = local(out, 16, PTO_F32);
+    int rc = pto_allreduce(&x.k, x.d.id, &scratch, &o16, &t16, PTO_RED_SUM, PTO_COLL_AUTO);
+    comm_task_error(&x.c, det, sizeof det);
+    CHECK_EQ(rc, PTO_EINVAL, "rank 1's late allreduce");
+    if (!strstr(det, "mismatched count")) FAIL("rank 1's late call names no mismatch: %s", det);
+    printf("rank 1: %s: %s\n", pto_status_name(rc), det);
+  }
+  dom_close(&x);
+  return failures ? 1 : 0;
+}
+
+static int coll_die(void) {
+  size_t sb = pto_coll_scratch_bytes(np, 4096 * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 96, world4, np, b, 1, false, 1);
+  comm_find(&x.c, x.d.id)->desc.wait_timeout_ms = 2000;
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  static float in[4096], out[4096];
+  pto_tensor ti = local(in, 4096, PTO_F32), to = local(out, 4096, PTO_F32);
+  for (int i = 0; i < 3; i++) { /* rank 1 leaves in the third */
+    if (x.rank == 1 && i == 2) {
+      usleep(200 * 1000); /* the others are waiting for me now */
+      _exit(3);
+    }
+    uint64_t t0 = pto_now_ns();
+    int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+    if (i < 2) {
+      CHECK_OK(&x, rc);
+      continue;
+    }
+    double ms = (double)(pto_now_ns() - t0) / 1e6;
+    char det[400];
+    comm_task_error(&x.c, det, sizeof det);
+    printf("rank %d: the allreduce with dead rank 1 ended with %s after %.0f ms: %s\n", me,
+           pto_status_name(rc), ms, det);
+  }
+  return failures ? 1 : 0;
 }
 
 /* ---- a rank that dies ---- */
@@ -795,8 +1049,8 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "selfinit") == 0 || strcmp(mode, "single") == 0) return init_modes(mode);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &np);
-  if (np > 4) {
-    if (me == 0) fprintf(stderr, "run with -np 2..4\n");
+  if (np > (strcmp(mode, "repro") == 0 ? 8 : 4)) {
+    if (me == 0) fprintf(stderr, "run with -np 2..4 (repro: 2..8)\n");
     MPI_Finalize();
     return 2;
   }
@@ -826,6 +1080,15 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "coll") == 0) {
     collectives(false);
     collectives(true);
+    coll_threads();
+  } else if (strcmp(mode, "repro") == 0) {
+    reproducible();
+  } else if (strcmp(mode, "coll_missing") == 0) {
+    rc = coll_missing();
+  } else if (strcmp(mode, "coll_die") == 0) {
+    rc = coll_die();
+    fflush(stdout);
+    _exit(rc); /* no MPI_Finalize: a peer is gone */
   } else if (strcmp(mode, "open") == 0) {
     /* opening a domain of every rank: rank 0 says how it went */
     pto_window_buffer b[1] = {{"cells", 64 * 8}};

@@ -1,0 +1,240 @@
+/* coll_mpi.c — pto's collectives and put/get on the MPI backend against
+ * Open MPI's, in the same mpirun, on the same buffers. Each process is one
+ * chip (MPI_COMM_WORLD rank r = chip r) with one domain of every rank and
+ * calls from its main thread as a kernel would.
+ *
+ *   mpiexec -np N bench_coll_mpi [--trials T] [--max BYTES] [--quick]
+ *
+ * Sizes 8 B to --max (default 16 MiB), by 8x. A size is the bytes of each
+ * rank's src (allreduce, allgather, broadcast), or of its whole src of N
+ * blocks (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's
+ * collectives on this backend), pto-mesh and pto-ring (allreduce: the RMA
+ * algorithms on the windows), pto-repro (allreduce, PTO_RED_REPRODUCIBLE),
+ * and MPI's call (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put +
+ * pto_quiet and pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an
+ * MPI_Win_allocate window. Each trial times back-to-back calls; printed
+ * (CSV, rank 0): the median over trials of the slowest rank's µs per call,
+ * and the min and max. PTO_MPI_SHARED_WINDOWS=0 measures RMA windows
+ * instead of the shared windows of one host. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "common/clock.h"
+#include "pto/coll.h"
+
+static int me, np, trials = 5;
+static const char *windows;
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double slowest(double us) {
+  double m;
+  MPI_Allreduce(&us, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+typedef struct bench {
+  pto_comm c;
+  pto_kctx k;
+  pto_tensor scratch;
+  float *in, *out;
+  MPI_Win mwin;
+  void *mbase;
+} bench;
+
+typedef int (*call_fn)(bench *b, const char *coll, const char *sys, int64_t bytes);
+
+static int iters_for(int64_t bytes) {
+  int64_t it = ((int64_t)32 << 20) / (bytes > 0 ? bytes : 1);
+  return it < 3 ? 3 : it > 300 ? 300 : (int)it;
+}
+
+static void fail(bench *b, const char *what, int rc) {
+  char det[400];
+  comm_task_error(&b->c, det, sizeof det);
+  fprintf(stderr, "rank %d: %s: %s: %s\n", me, what, pto_status_name(rc), det);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static pto_tensor f32(void *p, int64_t n) {
+  pto_tensor t;
+  pto_tensor_init(&t, p, (size_t)n * 4, PTO_F32, 1, &n);
+  return t;
+}
+
+/* One call of collective `coll` by system `sys` on `bytes`. */
+static int one(bench *b, const char *coll, const char *sys, int64_t bytes) {
+  int64_t n = bytes / 4, blk = n / np;
+  bool mpi = strncmp(sys, "MPI", 3) == 0;
+  pto_tensor ti = f32(b->in, n), to = f32(b->out, n);
+  if (strcmp(coll, "allreduce") == 0) {
+    if (strcmp(sys, "MPI_Iallreduce") == 0) { /* what a nonblocking call costs in MPI itself */
+      MPI_Request r;
+      int rc = MPI_Iallreduce(b->in, b->out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
+      return rc ? rc : MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+    if (mpi) return MPI_Allreduce(b->in, b->out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int op = strcmp(sys, "pto-repro") == 0 ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM;
+    pto_coll_algo a = strcmp(sys, "pto-mesh") == 0   ? PTO_COLL_MESH
+                      : strcmp(sys, "pto-ring") == 0 ? PTO_COLL_RING
+                                                     : PTO_COLL_AUTO;
+    return pto_allreduce(&b->k, 1, &b->scratch, &to, &ti, (pto_red_op)op, a);
+  }
+  if (strcmp(coll, "allgather") == 0) {
+    if (mpi)
+      return MPI_Allgather(b->in, (int)n, MPI_FLOAT, b->out, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    pto_tensor g = f32(b->out, n * np);
+    return pto_allgather(&b->k, 1, &b->scratch, &g, &ti);
+  }
+  if (strcmp(coll, "broadcast") == 0) {
+    if (mpi) return MPI_Bcast(b->out, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    return pto_broadcast(&b->k, 1, &b->scratch, &to, me == 0 ? &ti : NULL, 0);
+  }
+  if (strcmp(coll, "reduce_scatter") == 0) {
+    if (mpi)
+      return MPI_Reduce_scatter_block(b->in, b->out, (int)blk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    pto_tensor big = f32(b->in, blk * np), o = f32(b->out, blk);
+    return pto_reduce_scatter(&b->k, 1, &b->scratch, &o, &big, PTO_RED_SUM);
+  }
+  /* alltoall */
+  if (mpi)
+    return MPI_Alltoall(b->in, (int)blk, MPI_FLOAT, b->out, (int)blk, MPI_FLOAT, MPI_COMM_WORLD);
+  pto_tensor big = f32(b->in, blk * np), o = f32(b->out, blk * np);
+  return pto_alltoall(&b->k, 1, &b->scratch, &o, &big);
+}
+
+/* put/get: rank 0 to rank 1 only; the others wait in the barrier. */
+static int one_rma(bench *b, const char *coll, const char *sys, int64_t bytes) {
+  if (me != 0) return 0;
+  bool put = strcmp(coll, "put") == 0;
+  if (strncmp(sys, "MPI", 3) == 0) {
+    int rc = put ? MPI_Put(b->in, (int)bytes, MPI_BYTE, 1, 0, (int)bytes, MPI_BYTE, b->mwin)
+                 : MPI_Get(b->out, (int)bytes, MPI_BYTE, 1, 0, (int)bytes, MPI_BYTE, b->mwin);
+    return rc ? rc : MPI_Win_flush(1, b->mwin);
+  }
+  int64_t n = bytes / 4;
+  pto_tensor local = f32(put ? b->in : b->out, n), remote;
+  /* the peer's copy of the buffer: rank 1's window */
+  pto_comm_window_tensor(&b->c, 1, 1, "data", PTO_F32, 1, &n, &remote);
+  if (!put) return pto_get(&b->k, 1, 1, &local, &remote, NULL);
+  int rc = pto_put(&b->k, 1, 1, &remote, &local, NULL);
+  return rc ? rc : pto_quiet(&b->k, 1);
+}
+
+static void measure(bench *b, call_fn fn, const char *coll, const char *sys, int64_t bytes) {
+  double t[100];
+  int iters = iters_for(bytes), rc = fn(b, coll, sys, bytes); /* warm-up */
+  for (int tr = 0; tr < trials && !rc; tr++) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t t0 = pto_now_ns();
+    for (int i = 0; i < iters && !rc; i++)
+      rc = fn(b, coll, sys, bytes);
+    t[tr] = slowest((double)(pto_now_ns() - t0) / iters / 1e3);
+  }
+  if (rc) fail(b, coll, rc);
+  qsort(t, (size_t)trials, sizeof t[0], cmp);
+  if (me == 0)
+    printf("%d,%s,%s,%lld,%s,%.2f,%.2f,%.2f\n", np, windows, coll, (long long)bytes, sys,
+           t[trials / 2], t[0], t[trials - 1]);
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &np);
+  int64_t maxb = 16 << 20;
+  bool quick = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
+      trials = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc)
+      maxb = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--quick") == 0)
+      quick = true;
+  }
+  if (trials < 1 || trials > 100 || maxb < 8 || np < 2) {
+    if (me == 0) fprintf(stderr, "--trials 1..100, --max >= 8, at least 2 ranks\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const char *sw = getenv("PTO_MPI_SHARED_WINDOWS");
+  windows = sw && strcmp(sw, "0") == 0 ? "rma" : "shm";
+
+  bench b;
+  memset(&b, 0, sizeof b);
+  pto_window_buffer bufs[2] = {{"scratch", pto_coll_scratch_bytes(np, (size_t)maxb)},
+                               {"data", (size_t)maxb}};
+  comm_domain_desc d;
+  memset(&d, 0, sizeof d);
+  comm_desc_layout(&d, bufs, 2);
+  d.id = 1;
+  d.nranks = np;
+  d.backend = COMM_BACKEND_MPI;
+  d.wait_timeout_ms = 60000;
+  for (int r = 0; r < np; r++)
+    d.chips[r] = r;
+  comm_init(&b.c, me);
+  int rc = comm_domain_open(&b.c, &d, me);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (!rc) rc = comm_domain_attach(&b.c, 1);
+  if (rc) fail(&b, "domain", rc);
+  comm_task_begin(&b.c, 1, (np < 64 ? (1ull << np) : 0) - 1);
+  b.k.env = &b.c;
+  int64_t sb = (int64_t)bufs[0].bytes;
+  pto_comm_window_tensor(&b.c, 1, me, "scratch", PTO_U8, 1, &sb, &b.scratch);
+  b.in = malloc((size_t)maxb);
+  b.out = malloc((size_t)maxb * (size_t)np);
+  for (int64_t i = 0; i < maxb / 4; i++)
+    b.in[i] = (float)(me + i % 7);
+  /* MPI's window of the same kind as pto's: MPI_Win_allocate (on one host
+   * Open MPI's osc/sm, as pto's shared windows), or MPI_Win_create on
+   * memory of the program (as pto's RMA windows) */
+  if (strcmp(windows, "rma") == 0) {
+    b.mbase = calloc(1, (size_t)maxb);
+    MPI_Win_create(b.mbase, (MPI_Aint)maxb, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &b.mwin);
+  } else {
+    MPI_Win_allocate((MPI_Aint)maxb, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &b.mbase, &b.mwin);
+  }
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, b.mwin);
+
+  if (me == 0) printf("ranks,windows,collective,size_bytes,system,us_median,us_min,us_max\n");
+  static const char *colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                "alltoall"};
+  static const char *mpi_names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block",
+                                    "MPI_Bcast", "MPI_Alltoall"};
+  int64_t step = quick ? 64 : 8;
+  for (int64_t bytes = 8; bytes <= maxb; bytes *= step) {
+    for (int ci = 0; ci < 5; ci++) {
+      /* reduce-scatter and all-to-all split the size into np blocks */
+      if (ci == 2 || ci == 4 ? bytes < 4 * np : false) continue;
+      measure(&b, one, colls[ci], "pto", bytes);
+      if (ci == 0) {
+        measure(&b, one, colls[ci], "pto-mesh", bytes);
+        measure(&b, one, colls[ci], "pto-ring", bytes);
+        measure(&b, one, colls[ci], "pto-repro", bytes);
+        measure(&b, one, colls[ci], "MPI_Iallreduce", bytes);
+      }
+      measure(&b, one, colls[ci], mpi_names[ci], bytes);
+    }
+    measure(&b, one_rma, "put", "pto", bytes);
+    measure(&b, one_rma, "put", "MPI_Put+flush", bytes);
+    measure(&b, one_rma, "get", "pto", bytes);
+    measure(&b, one_rma, "get", "MPI_Get+flush", bytes);
+  }
+  MPI_Win_unlock_all(b.mwin);
+  MPI_Win_free(&b.mwin);
+  if (strcmp(windows, "rma") == 0) free(b.mbase);
+  free(b.in);
+  free(b.out);
+  comm_fini(&b.c, true);
+  MPI_Finalize();
+  return 0;
+}

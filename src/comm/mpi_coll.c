@@ -1,0 +1,211 @@
+/* mpi_coll.c — the MPI backend's own collectives: a pto collective whose
+ * descriptors agree on every rank (coll.c checks them first) becomes the
+ * matching nonblocking MPI collective (MPI_Iallreduce, MPI_Iallgather,
+ * MPI_Ireduce_scatter_block, MPI_Ibcast, MPI_Ialltoall) on a communicator
+ * of the domain's ranks, one per window buffer: calls on one scratch buffer
+ * come in the same order on every rank (one collective at a time per
+ * scratch), calls on different buffers may interleave between threads, and
+ * MPI matches collectives on a communicator by their order.
+ *
+ * Progress: the kernel thread that called issues the request and tests it
+ * itself (MPI_THREAD_MULTIPLE, which the backend requires anyway), never
+ * parking (poll, below), until the request completes, the domain's
+ * deadline passes or the run is cancelled. A relay thread would add two
+ * hand-offs per call (kernel to relay, relay back) on the latency that
+ * matters most for small messages, and MPI's progress needs a thread
+ * calling into MPI either way (docs/comm.md, "Collectives on the MPI
+ * backend").
+ *
+ * A request that did not complete cannot be withdrawn (MPI has no cancel
+ * for collectives): its buffer is marked broken and every later call on it
+ * fails at once, naming the reason, instead of matching the wrong call. */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/coll_reduce.h"
+#include "comm/mpi_win.h"
+#include "common/clock.h"
+#include "common/options.h"
+#include "common/wait.h"
+
+/* ---- f16 and bf16: MPI has no type for them; a user op on MPI_UINT16_T
+ * computes in f32 and rounds per step, as coll_reduce does ---- */
+
+#define HALF_OP(name, dt, op)                                                                      \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {                             \
+    (void)t;                                                                                       \
+    coll_reduce(inout, in, *len, dt, op);                                                          \
+  }
+HALF_OP(f16_sum, PTO_F16, PTO_RED_SUM)
+HALF_OP(f16_max, PTO_F16, PTO_RED_MAX)
+HALF_OP(f16_min, PTO_F16, PTO_RED_MIN)
+HALF_OP(f16_prod, PTO_F16, PTO_RED_PROD)
+HALF_OP(bf16_sum, PTO_BF16, PTO_RED_SUM)
+HALF_OP(bf16_max, PTO_BF16, PTO_RED_MAX)
+HALF_OP(bf16_min, PTO_BF16, PTO_RED_MIN)
+HALF_OP(bf16_prod, PTO_BF16, PTO_RED_PROD)
+
+static MPI_User_function *const half_fns[2][4] = {
+    {f16_sum, f16_max, f16_min, f16_prod},
+    {bf16_sum, bf16_max, bf16_min, bf16_prod},
+};
+static MPI_Op half_ops[2][4];
+static pthread_once_t half_once = PTHREAD_ONCE_INIT;
+
+/* Created once, kept until MPI_Finalize (which frees them). */
+static void half_ops_create(void) {
+  for (int d = 0; d < 2; d++)
+    for (int o = 0; o < 4; o++)
+      if (MPI_Op_create(half_fns[d][o], 1, &half_ops[d][o]) != MPI_SUCCESS)
+        half_ops[d][o] = MPI_OP_NULL;
+}
+
+static MPI_Op red_op(pto_dtype dt, int op) {
+  if (dt == PTO_F16 || dt == PTO_BF16) {
+    pthread_once(&half_once, half_ops_create);
+    return half_ops[dt == PTO_BF16][op & 3];
+  }
+  static const MPI_Op ops[4] = {MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD};
+  return ops[op & 3];
+}
+
+static MPI_Datatype red_type(pto_dtype dt) {
+  switch (dt) {
+  case PTO_F32: return MPI_FLOAT;
+  case PTO_F64: return MPI_DOUBLE;
+  case PTO_I32: return MPI_INT32_T;
+  case PTO_F16:
+  case PTO_BF16: return MPI_UINT16_T;
+  default: return MPI_DATATYPE_NULL;
+  }
+}
+
+static void err_why(char *why, size_t n, const char *call, int err) {
+  char msg[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  MPI_Error_string(err, msg, &len);
+  snprintf(why, n, "%s failed: %s", call, msg);
+}
+
+int mpi_coll_open(comm_win *w, char *why, size_t why_len) {
+  if (w->my_rank < 0) return 0;
+  for (int i = 0; i < w->d.nbuffers; i++) {
+    int err = MPI_Comm_dup(w->comm, &w->bcomm[i]);
+    if (err != MPI_SUCCESS) {
+      w->bcomm[i] = MPI_COMM_NULL;
+      err_why(why, why_len, "MPI_Comm_dup (the collectives' communicators)", err);
+      return PTO_EMPI;
+    }
+    MPI_Comm_set_errhandler(w->bcomm[i], MPI_ERRORS_RETURN);
+  }
+  return 0;
+}
+
+void mpi_coll_close(comm_win *w, bool all_here) {
+  for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++)
+    /* a broken buffer's request is still pending: its communicator stays */
+    if (w->bcomm[i] != MPI_COMM_NULL && all_here && !w->bbroken[i]) MPI_Comm_free(&w->bcomm[i]);
+}
+
+static const char *call_name(comm_coll_kind k) {
+  switch (k) {
+  case COMM_ALLREDUCE: return "MPI_Iallreduce";
+  case COMM_ALLGATHER: return "MPI_Iallgather";
+  case COMM_REDUCE_SCATTER: return "MPI_Ireduce_scatter_block";
+  case COMM_BROADCAST: return "MPI_Ibcast";
+  case COMM_ALLTOALL: return "MPI_Ialltoall";
+  }
+  return "?";
+}
+
+/* Issues c on comm. Counts fit int: coll.c sends larger calls elsewhere. */
+static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *req) {
+  size_t es = pto_dtype_size(c->dtype);
+  int bytes = (int)((size_t)c->count * es), count = (int)c->count;
+  const void *src = c->src == c->dst ? MPI_IN_PLACE : c->src;
+  switch (c->kind) {
+  case COMM_ALLREDUCE:
+    return MPI_Iallreduce(src, c->dst, count, red_type(c->dtype), red_op(c->dtype, c->op), comm,
+                          req);
+  case COMM_ALLGATHER:
+    return MPI_Iallgather(c->src, bytes, MPI_BYTE, c->dst, bytes, MPI_BYTE, comm, req);
+  case COMM_REDUCE_SCATTER:
+    return MPI_Ireduce_scatter_block(c->src, c->dst, count, red_type(c->dtype),
+                                     red_op(c->dtype, c->op), comm, req);
+  case COMM_BROADCAST:
+    if (me == c->root && c->src != c->dst) memmove(c->dst, c->src, (size_t)bytes);
+    return MPI_Ibcast(c->dst, bytes, MPI_BYTE, c->root, comm, req);
+  case COMM_ALLTOALL:
+    return MPI_Ialltoall(c->src, bytes, MPI_BYTE, c->dst, bytes, MPI_BYTE, comm, req);
+  }
+  return MPI_ERR_ARG;
+}
+
+typedef struct req_poll {
+  MPI_Request *req;
+  int err;
+  comm_cancel_fn cancel;
+  void *cancel_arg;
+  bool cancelled;
+} req_poll;
+
+static bool req_ready(void *arg) {
+  req_poll *p = arg;
+  int flag = 0;
+  p->err = MPI_Test(p->req, &flag, MPI_STATUS_IGNORE);
+  if (flag || p->err != MPI_SUCCESS) return true;
+  p->cancelled = p->cancel && p->cancel(p->cancel_arg);
+  return p->cancelled;
+}
+
+/* Tests the request until it completes or the deadline: spins about
+ * PTO_SPIN_NS while pto's threads leave a CPU free (pto_wait_unparked),
+ * then yields once, and again. The yield is for the peer ranks, which are
+ * other processes: pto's count of runnable threads does not see them, and
+ * on a loaded or oversubscribed host a rank that never yields takes the
+ * time slice of the rank it waits for (Open MPI's own waits yield so with
+ * mpi_yield_when_idle). */
+static bool poll(req_poll *p, uint64_t deadline_ns) {
+  uint64_t slice = (uint64_t)pto_option_cached(PTO_OPT_SPIN_NS);
+  for (;;) {
+    uint64_t now = pto_now_ns();
+    if (now >= deadline_ns) return req_ready(p);
+    uint64_t until = deadline_ns - now > slice ? now + slice : deadline_ns;
+    if (pto_wait_unparked(req_ready, p, until)) return true;
+    sched_yield();
+  }
+}
+
+int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
+             void *cancel_arg, char *why, size_t why_len) {
+  if (c->buf < 0 || c->buf >= w->d.nbuffers || w->bcomm[c->buf] == MPI_COMM_NULL) {
+    snprintf(why, why_len, "no communicator for window buffer %d", c->buf);
+    return PTO_EINVAL;
+  }
+  if (w->bbroken[c->buf]) {
+    snprintf(why, why_len,
+             "an earlier collective on window buffer %s did not complete (timed out or "
+             "stopped) and MPI cannot withdraw it: the buffer's collectives are out of step "
+             "(use another scratch buffer, or a new run)",
+             w->d.buffers[c->buf].name);
+    return PTO_EMPI;
+  }
+  MPI_Request req;
+  int err = start(c, w->bcomm[c->buf], w->my_rank, &req);
+  if (err != MPI_SUCCESS) {
+    err_why(why, why_len, call_name(c->kind), err);
+    return PTO_EMPI;
+  }
+  req_poll p = {&req, MPI_SUCCESS, cancel, cancel_arg, false};
+  bool done = poll(&p, deadline_ns);
+  if (done && !p.cancelled && p.err == MPI_SUCCESS) return 0;
+  if (done && !p.cancelled) {
+    err_why(why, why_len, call_name(c->kind), p.err);
+    return PTO_EMPI;
+  }
+  w->bbroken[c->buf] = true; /* the request stays in flight */
+  snprintf(why, why_len, "%s on window buffer %s %s", call_name(c->kind), w->d.buffers[c->buf].name,
+           p.cancelled ? "was stopped" : "did not complete (a rank did not call it, or died)");
+  return p.cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
+}

@@ -1,0 +1,69 @@
+/* mpi_win.h — private to the MPI backend (mpi.c, mpi_coll.c): the window
+ * header every rank's window begins with, and the per-(process, domain)
+ * state of a window. */
+#ifndef PTO_COMM_MPI_WIN_H
+#define PTO_COMM_MPI_WIN_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "comm/comm.h"
+#include "comm/fault.h"
+#include "common/wait.h"
+
+#define MPI_BOUNCE_BYTES (64u << 10)
+#define MPI_BOUNCE_PUT   4096u /* puts up to this size use the bounce buffer */
+
+/* The window header (the first COMM_HEADER_BYTES of every window). */
+typedef struct mpi_hdr {
+  /* barrier: arrive[r] = epoch << 32 | seq of the last barrier rank r
+   * reached, written by rank r with MPI_Accumulate(MPI_REPLACE) */
+  uint64_t arrive[PTO_COMM_MAX_RANKS];
+  pto_event ev; /* shared windows: woken by every signal, store and arrival */
+  /* f16/bf16 adds into this window: 0 free, else the holder's rank + 1
+   * (cas_add_half) */
+  uint64_t add_lock;
+} mpi_hdr;
+_Static_assert(sizeof(mpi_hdr) <= COMM_HEADER_BYTES, "window header too large");
+
+struct comm_win {
+  comm_domain_desc d;
+  int my_rank;
+  MPI_Comm comm; /* the domain's ranks in domain order; MPI_COMM_NULL for an observer */
+  MPI_Win win;
+  bool have_win, locked;
+  bool shared;         /* every window mapped here (MPI_Win_allocate_shared) */
+  unsigned char *base; /* rank 0's window address in this process */
+  void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
+  bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
+  uint64_t space_bytes;
+  fault_queue *fq;    /* NULL unless fault injection is on */
+  pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
+  /* RMA layout: peers (bit per rank) with puts or accumulates of this
+   * process not flushed since (mpi.c, flush_dirty) */
+  _Atomic uint64_t dirty;
+  /* RMA layout: small puts leave from a copy here, so that they need no
+   * MPI_Win_flush_local before the caller reuses its buffer (mpi.c,
+   * rma_put); bytes in use until every dirty peer was flushed */
+  size_t bounce_used;
+  unsigned char bounce[MPI_BOUNCE_BYTES];
+  /* The collectives of each window buffer (mpi_coll.c): a duplicate of comm
+   * per buffer, since collectives on one scratch buffer come in the same
+   * order on every rank but those on different buffers may interleave;
+   * broken: a call on it did not complete, so its order is lost. */
+  MPI_Comm bcomm[PTO_COMM_MAX_BUFFERS];
+  bool bbroken[PTO_COMM_MAX_BUFFERS];
+};
+
+/* The backend's own collectives (mpi_coll.c): the communicators of each
+ * window buffer, made at window creation (collective over the domain's
+ * ranks) and freed with the window (all_here: every rank reached the
+ * release). */
+int mpi_coll_open(comm_win *w, char *why, size_t why_len);
+void mpi_coll_close(comm_win *w, bool all_here);
+int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
+             void *cancel_arg, char *why, size_t why_len);
+
+#endif
