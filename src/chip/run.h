@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chip/commute.h"
 #include "chip/core_sets.h"
 #include "chip/drain.h"
 #include "chip/heap_live.h"
@@ -112,6 +113,8 @@ typedef struct task {
   int8_t shape; /* enum shape */
   bool sync_start;
   int8_t scope_depth; /* orch */
+  bool commute;       /* has COMMUTE views: excluded from overlapping ones (commute.h) */
+  int8_t priority;    /* 0 .. PTO_PRIORITY_MAX: its ready queue level (ready_queue.h) */
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
   PTO_LINE_ALIGNED _Atomic int64_t fanout_head;
@@ -306,6 +309,7 @@ typedef struct pto_run {
   ring heap, args;
   heap_live live; /* which OUTPUT views are still valid */
   tmap tm;
+  cm_table cm; /* COMMUTE tasks held and waiting (commute.h; its lock) */
   int scope_depth;
   scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];
   /* Held OUTPUT heap ranges, oldest first: only these outlive their

@@ -126,6 +126,8 @@ static void release_consumer(pto_run *r, task *c, task **stack, int *top) {
  * ready exactly once: whoever drops its fanin to zero), releases the
  * producers it pinned, and marks it DONE. Dummy consumers complete inline,
  * through a small work stack instead of recursion. */
+static void commute_release(pto_run *r, task *t);
+
 static void complete_task(pto_run *r, task *first) {
   task *stack[DUMMY_STACK];
   int top = 0;
@@ -133,6 +135,9 @@ static void complete_task(pto_run *r, task *first) {
   while (top > 0) {
     task *t = stack[--top];
     if (t->sync_start) record_spread(r, t);
+    /* before its consumers: a later non-COMMUTE access waits for this
+     * completion anyway, and waiters get the bytes as early as possible */
+    if (t->commute) commute_release(r, t);
     /* Close the list: no consumer links itself after this. acq_rel: acquire
      * pairs with the orchestrator's release CAS of each node; release makes
      * our kernel's writes visible to a consumer that finds the list closed */
@@ -217,11 +222,44 @@ uint64_t sched_queued_blocks(pto_run *r) {
   return n;
 }
 
+static void queue_ready(pto_run *r, task *t);
+
+/* A COMMUTE task that became ready takes its bytes, or waits in the table
+ * for the holder it conflicts with (commute.h): false then. */
+static bool commute_acquire(pto_run *r, task *t) {
+  pthread_mutex_lock(&r->cm.lock);
+  bool held = cm_acquire(&r->cm, (int32_t)(t - r->slots), cm_views_conflict, &r->cm);
+  pthread_mutex_unlock(&r->cm.lock);
+  return held;
+}
+
+/* t completed: its bytes go to the tasks waiting on it that can now take
+ * them, queued once the lock is dropped (queueing may run passes). The
+ * lock also orders t's kernel writes before a granted task's run. */
+static void commute_release(pto_run *r, task *t) {
+  pthread_mutex_lock(&r->cm.lock);
+  int32_t g = cm_release(&r->cm, (int32_t)(t - r->slots), cm_views_conflict, &r->cm);
+  pthread_mutex_unlock(&r->cm.lock);
+  while (g >= 0) {
+    /* read before queueing: once queued, g may run, complete and be
+     * released, which rewrites its link */
+    int32_t next = r->cm.links[g].wait_next;
+    queue_ready(r, &r->slots[g]);
+    g = next;
+  }
+}
+
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
     complete_task(r, t);
     return;
   }
+  if (t->commute && !commute_acquire(r, t)) return; /* its holder's release queues it */
+  queue_ready(r, t);
+}
+
+/* Queues ready task t and asks for the passes that place it. */
+static void queue_ready(pto_run *r, task *t) {
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
   if (t->sync_start)
     sync_push(&r->sync_queue, t);

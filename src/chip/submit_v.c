@@ -44,7 +44,7 @@ int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc) {
       case PTO_ARGK_TENSOR:
         if (pass) break;
         if (!x->v.t) return argv_fail(o, i + 1, "NULL tensor");
-        if (x->mode > PTO_NO_DEP)
+        if (x->mode > PTO_COMMUTE)
           return argv_fail(o, i + 1, "bad access mode %u", (unsigned)x->mode);
         if (a.ntensors == PTO_MAX_TENSOR_ARGS)
           return argv_fail(o, i + 1, "more than %d tensor arguments", PTO_MAX_TENSOR_ARGS);

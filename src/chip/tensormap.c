@@ -187,7 +187,9 @@ static void drop(tmap *m, int32_t i) {
   m->used--;
 }
 
-static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0; }
+static bool conflicts(int32_t a, int32_t b) {
+  return ((a | b) & TMAP_WRITE) != 0 && !(a & b & TMAP_COMMUTE);
+}
 
 /* The cheap first test of a live entry: it conflicts with the access, its
  * byte range meets the probe's, and it is another task's. */
@@ -204,7 +206,8 @@ visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void 
   const tmap_entry *e = &m->pool[i];
   if (region_view_overlap(&m->views[i], &p->rv)) {
     bool ordered = dep(arg, e->task);
-    if (record && ordered && (mode & TMAP_WRITE) && region_view_covers(&p->rv, &m->views[i]))
+    if (record && ordered && (mode & (TMAP_WRITE | TMAP_COMMUTE)) == TMAP_WRITE &&
+        region_view_covers(&p->rv, &m->views[i]))
       drop(m, i); /* the new writer orders after it: later tasks need only that */
   }
 }

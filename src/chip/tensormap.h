@@ -26,7 +26,18 @@
 
 #include "pto/tensor.h"
 
-typedef enum tmap_mode { TMAP_READ = 1, TMAP_WRITE = 2, TMAP_READ_WRITE = 3 } tmap_mode;
+/* TMAP_COMMUTE marks a commutative read-write (PTO_COMMUTE): it conflicts
+ * with every access as a write does, except with another COMMUTE access,
+ * which it is not ordered against (commute.h excludes them at run time),
+ * and it never drops an older entry it covers (a later COMMUTE access
+ * still needs that entry's task). */
+typedef enum tmap_mode {
+  TMAP_READ = 1,
+  TMAP_WRITE = 2,
+  TMAP_READ_WRITE = 3,
+  TMAP_COMMUTE = 4,
+  TMAP_COMMUTE_RW = 7,
+} tmap_mode;
 
 /* Called for each earlier task the access conflicts with. Returns true when
  * the new task is now ordered after producer_task (an edge was added, or

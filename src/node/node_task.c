@@ -384,6 +384,11 @@ static int check_args(pto_node *n, const pto_args *args, const char *what) {
                     "tensor %d is PTO_OUTPUT, which node tasks do not support (use "
                     "pto_node_host_tensor and PTO_OUTPUT_EXISTING)",
                     i);
+    if (m == PTO_COMMUTE)
+      return refuse(n, what,
+                    "tensor %d is PTO_COMMUTE, which node tasks do not support (the chip "
+                    "tasks a node submits do; use PTO_INOUT here)",
+                    i);
     if (m != PTO_INPUT && m != PTO_OUTPUT_EXISTING && m != PTO_INOUT && m != PTO_NO_DEP)
       return refuse(n, what, "tensor %d has access mode %d, not a pto_access", i, m);
     char why[256];
