@@ -109,6 +109,7 @@ typedef enum pto_arg_kind {
   PTO_ARGK_BLOCKS,
   PTO_ARGK_SYNC_START,
   PTO_ARGK_TASK_ID,
+  PTO_ARGK_PRIORITY,
 } pto_arg_kind;
 #define PTO_ARG_MAGIC 0x7A5Cu /* set by every macro: tells their arguments from stray bytes */
 typedef struct pto_arg {
@@ -175,6 +176,8 @@ static inline pto_arg pto_arg_f32_(float f) {
 /* Options: the pto_submit_opts fields, and where the task id goes. */
 #define PTO_BLOCKS(n) ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_BLOCKS, 0, {.u = (uint64_t)(int64_t)(n)}})
 #define PTO_SYNC_START ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_SYNC_START, 0, {.u = 1}})
+#define PTO_PRIORITY(n)                                                                            \
+  ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_PRIORITY, 0, {.u = (uint64_t)(int64_t)(n)}})
 #define PTO_TASK_ID(p)                                                                             \
   ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_TASK_ID, 0, {.id = _Generic((p), pto_task_id *: (p))}})
 /* clang-format on */

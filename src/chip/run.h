@@ -145,7 +145,10 @@ typedef struct dep_node {
  * The sync_start queue, whose head waits for room for its whole gang, uses
  * the lock and the fields below it. */
 typedef struct ready_queue {
-  rq lf;
+  rq lf;                     /* priority 0 (priority.h) */
+  rq up[PTO_PRIORITY_MAX];   /* priorities 1 .. PTO_PRIORITY_MAX (shape queues only) */
+  _Atomic int32_t up_used;   /* a push went to `up` this run (priority.h) */
+  _Atomic uint64_t *up_cells; /* their cells */
   pthread_mutex_t lock;
   task **items;
   uint32_t cap, head;
@@ -446,7 +449,9 @@ uint64_t sched_queued_blocks(pto_run *r);
  * single-core block). */
 void sched_bind_core(core *c);
 void *sched_main(void *arg);
-void ready_queue_init(ready_queue *q, uint32_t cap, task **storage);
+/* up_cells: PTO_PRIORITY_MAX * cap words for the priority levels, or
+ * NULL (the sync_start queue) */
+void ready_queue_init(ready_queue *q, uint32_t cap, task **storage, _Atomic uint64_t *up_cells);
 int shape_aic(shape s);
 int shape_aiv(shape s);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "chip/priority.h"
 #include "chip/run.h"
 #include "chip/steal.h"
 #include "common/clock.h"
@@ -28,7 +29,7 @@ int shape_aiv(shape s) {
 
 _Static_assert(sizeof(task *) == sizeof(_Atomic uint64_t), "cells reuse the items storage");
 
-void ready_queue_init(ready_queue *q, uint32_t cap, task **storage) {
+void ready_queue_init(ready_queue *q, uint32_t cap, task **storage, _Atomic uint64_t *up_cells) {
   pthread_mutex_init(&q->lock, NULL);
   q->items = storage;
   q->cap = cap;
@@ -37,39 +38,70 @@ void ready_queue_init(ready_queue *q, uint32_t cap, task **storage) {
   /* the shape queues use the storage as their cells (the sync queue, as
    * tasks: it is initialised here too and never touches lf) */
   rq_init(&q->lf, (_Atomic uint64_t *)(void *)storage, cap);
+  q->up_cells = up_cells;
+  atomic_init(&q->up_used, 0);
+  for (int l = 0; l < PTO_PRIORITY_MAX && up_cells; l++)
+    rq_init(&q->up[l], up_cells + (size_t)l * cap, cap);
 }
 
-/* The shape queues (lock-free, ready_queue.h). */
+/* The shape queues (lock-free, ready_queue.h), a FIFO per priority level
+ * (priority.h). */
 static void rq_push(pto_run *r, ready_queue *q, task *t) {
-  uint64_t p = rq_push_claim(&q->lf);
-  rq_push_publish(&q->lf, p, (uint32_t)(t - r->slots));
+  prio_mark(q, t->priority);
+  rq *lv = prio_queue(q, t->priority);
+  uint64_t p = rq_push_claim(lv);
+  rq_push_publish(lv, p, (uint32_t)(t - r->slots));
 }
 
-static uint64_t rq_queued(ready_queue *q) { return rq_size(&q->lf); }
+static uint64_t rq_queued(ready_queue *q) { return prio_queued(q); }
 
-/* Claims up to `max` blocks from the head of q, across tasks, in queue
- * order; returns how many, with the task and block index of each. Pushers
- * never take the lock; claimers (the role holders of several schedulers
- * sharing the queue) do, once per claim of many blocks, so that the blocks
- * of the head task are claimed before any of the next: chips that run the
- * same graph dispatch in the same order (a collective's ranks rely on it).
- * With one scheduler there is no lock to take: passes of one scheduler
- * never overlap (role.h), and the sched_threads mode has one thread. */
-static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks) {
+/* Claims up to `max` blocks from the head of level queue lv, across tasks,
+ * in queue order (only the head task's remaining blocks when
+ * `partial_only` and the head is partly claimed; none when it is not). */
+static int rq_claim_level(pto_run *r, rq *lv, int max, task **ts, int32_t *blocks,
+                          bool partial_only) {
   int n = 0;
   uint32_t idx;
-  /* one scheduler: its role (or its thread) is the only claimer already */
-  bool lock = r->nsched > 1;
-  if (lock) pthread_mutex_lock(&q->lock);
-  uint64_t h = rq_pop_head(&q->lf);
-  while (n < max && rq_pop_cell(&q->lf, h, &idx)) {
+  uint64_t h = rq_pop_head(lv);
+  while (n < max && rq_pop_cell(lv, h, &idx)) {
     task *t = &r->slots[idx];
+    if (partial_only && t->next_block == 0) break;
     while (n < max && t->next_block < t->block_num) {
       ts[n] = t;
       blocks[n++] = t->next_block++;
     }
     if (t->next_block < t->block_num) break; /* stays at the head */
-    rq_pop_advance(&q->lf, ++h);             /* t may retire after this */
+    rq_pop_advance(lv, ++h);                 /* t may retire after this */
+    if (partial_only) break;
+  }
+  return n;
+}
+
+/* Claims up to `max` blocks of q, returns how many, with the task and
+ * block index of each: first the rest of a partly claimed task, then the
+ * levels from the highest down (priority.h). Behind a busy core
+ * (`behind_busy`), only level 0 and only while the levels above are
+ * empty. Pushers never take the lock; claimers (the role holders of
+ * several schedulers sharing the queue) do, once per claim of many
+ * blocks, so that the blocks of a task are claimed before any other's:
+ * chips that run the same graph dispatch in the same order (a
+ * collective's ranks rely on it). With one scheduler there is no lock to
+ * take: passes of one scheduler never overlap (role.h), and the
+ * sched_threads mode has one thread. */
+static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks,
+                    bool behind_busy) {
+  /* one scheduler: its role (or its thread) is the only claimer already */
+  bool lock = r->nsched > 1;
+  if (lock) pthread_mutex_lock(&q->lock);
+  int n = 0;
+  if (!prio_up_used(q)) {
+    n = rq_claim_level(r, &q->lf, max, ts, blocks, false);
+  } else if (!behind_busy || !prio_up_queued(q)) {
+    int top = behind_busy ? 0 : PTO_PRIORITY_MAX;
+    for (int l = top; l >= 0 && n == 0; l--) /* at most one task is partly claimed */
+      n = rq_claim_level(r, prio_queue(q, l), max, ts, blocks, true);
+    for (int l = top; l >= 0 && n < max; l--)
+      n += rq_claim_level(r, prio_queue(q, l), max - n, ts + n, blocks + n, false);
   }
   if (lock) pthread_mutex_unlock(&q->lock);
   return n;
@@ -551,7 +583,7 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   for (;;) {
     int n = placements(s, sh, max_inflight, s->spots, batch);
     if (n == 0) break;
-    int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
+    int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0);
     for (int i = 0; i < got; i++)
       place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
     placed += got;

@@ -64,6 +64,13 @@ int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc) {
         opts.block_num = (int)x->v.u;
         break;
       case PTO_ARGK_SYNC_START: opts.sync_start = true; break;
+      case PTO_ARGK_PRIORITY:
+        if (pass) break;
+        if ((int64_t)x->v.u < 0 || (int64_t)x->v.u > PTO_PRIORITY_MAX)
+          return argv_fail(o, i + 1, "PTO_PRIORITY(%" PRId64 "): between 0 and %d",
+                           (int64_t)x->v.u, PTO_PRIORITY_MAX);
+        opts.priority = (int)x->v.u;
+        break;
       case PTO_ARGK_TASK_ID:
         if (!x->v.id) return argv_fail(o, i + 1, "PTO_TASK_ID(NULL)");
         id = x->v.id;
