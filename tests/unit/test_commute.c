@@ -9,7 +9,8 @@
  * pass a run by luck, never fail a correct one). Concurrency of disjoint
  * ones: two commute tasks on the two halves of one buffer each wait until
  * the other has started (a rendezvous), with a 10 s deadline as the safety
- * net: serialised, the first would wait out the deadline and report it. */
+ * net: serialised, the first would wait out the deadline and report it.
+ * And the trace marks COMMUTE blocks and blocks of a priority. */
 #include <setjmp.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -18,8 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -213,6 +216,63 @@ static void test_disjoint_run_together(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* The trace shows a COMMUTE task's blocks with "commute": its priority,
+ * and other tasks of a priority above 0 with "priority". */
+static void orch_traced(pto_orch *o, void *arg) {
+  fixture *f = arg;
+  for (int i = 0; i < 6; i++) {
+    pto_tensor v = bin_view(f->bins, 0);
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_commute(&a, &v);
+    pto_args_scalar(&a, 0);
+    pto_args_scalar(&a, 1);
+    pto_submit_opts opts = {.priority = i % 2 ? 2 : 0};
+    pto_submit(o, f->k_add, &a, &opts, NULL);
+  }
+  pto_tensor all;
+  int64_t shape[1] = {NBINS};
+  pto_tensor_init(&all, f->bins, sizeof f->bins, PTO_I32, 1, shape);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_inout(&a, &all);
+  pto_args_scalar(&a, 1);
+  pto_submit_opts opts = {.priority = 3};
+  pto_submit(o, f->k_scale, &a, &opts, NULL);
+}
+
+static int count(const char *text, const char *what) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, what)) != NULL; p++)
+    n++;
+  return n;
+}
+
+static void test_trace_marks(void **state) {
+  (void)state;
+  fixture f;
+  memset(&f, 0, sizeof f);
+  pto_chip *chip;
+  assert_int_equal(setup_chip(&chip, &f, 2, 1), PTO_OK);
+  char path[] = "/tmp/pto_test_commute_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(pto_chip_set_trace(chip, path), PTO_OK);
+  assert_int_equal(pto_chip_run(chip, orch_traced, &f, NULL, NULL), PTO_OK);
+  pto_chip_destroy(chip);
+  FILE *in = fopen(path, "r");
+  assert_non_null(in);
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text - 1, in);
+  text[n] = '\0';
+  fclose(in);
+  unlink(path);
+  assert_int_equal(count(text, "\"commute\":0"), 3);
+  assert_int_equal(count(text, "\"commute\":2"), 3);
+  assert_int_equal(count(text, "\"priority\":3"), 1);
+}
+
 /* Bad input: a fifth COMMUTE argument, a priority out of range. */
 static void orch_bad(pto_orch *o, void *arg) {
   fixture *f = arg;
@@ -251,6 +311,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_groups_exclusive_and_ordered),
       cmocka_unit_test(test_disjoint_run_together),
+      cmocka_unit_test(test_trace_marks),
       cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
