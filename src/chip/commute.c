@@ -4,6 +4,7 @@
 #include "chip/commute.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "pto/status.h"
 
@@ -37,7 +38,6 @@ static void held_add(cm_table *c, int32_t t) {
   l->held_next = c->held_head;
   if (c->held_head >= 0) c->links[c->held_head].held_prev = t;
   c->held_head = t;
-  l->wait_head = l->wait_tail = -1;
 }
 
 static void held_remove(cm_table *c, int32_t t) {
@@ -50,9 +50,9 @@ static void held_remove(cm_table *c, int32_t t) {
 }
 
 /* The first held task that conflicts with t, or -1. */
-static int32_t first_conflict(cm_table *c, int32_t t, cm_conflict_fn f, void *env) {
+static int32_t first_conflict(cm_table *c, int32_t t, const cm_ops *ops) {
   for (int32_t h = c->held_head; h >= 0; h = c->links[h].held_next)
-    if (f(env, t, h)) return h;
+    if (ops->conflict(ops->env, t, h)) return h;
   return -1;
 }
 
@@ -66,8 +66,10 @@ static void wait_on(cm_table *c, int32_t holder, int32_t t) {
   h->wait_tail = t;
 }
 
-bool cm_acquire(cm_table *c, int32_t t, cm_conflict_fn f, void *env) {
-  int32_t h = first_conflict(c, t, f, env);
+bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
+  cm_link *l = &c->links[t];
+  l->wait_head = l->wait_tail = -1; /* new in the table: nobody waits on it yet */
+  int32_t h = first_conflict(c, t, ops);
   if (h >= 0) {
     wait_on(c, h, t);
     return false;
@@ -76,12 +78,28 @@ bool cm_acquire(cm_table *c, int32_t t, cm_conflict_fn f, void *env) {
   return true;
 }
 
-int32_t cm_release(cm_table *c, int32_t t, cm_conflict_fn f, void *env) {
+int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
   held_remove(c, t);
+  cm_link *l = &c->links[t];
+  int32_t w = l->wait_head;
+  if (w >= 0 && ops->same(ops->env, w, t)) { /* t's bytes, and t's waiters, pass to w */
+    cm_link *x = &c->links[w];
+    int32_t rest = x->wait_next;
+    held_add(c, w);
+    if (rest >= 0) {
+      if (x->wait_tail >= 0)
+        c->links[x->wait_tail].wait_next = rest;
+      else
+        x->wait_head = rest;
+      x->wait_tail = l->wait_tail;
+    }
+    x->wait_next = -1;
+    return w;
+  }
   int32_t granted = -1, last = -1;
-  for (int32_t w = c->links[t].wait_head; w >= 0;) {
+  while (w >= 0) {
     int32_t next = c->links[w].wait_next; /* w moves to another list */
-    int32_t h = first_conflict(c, w, f, env);
+    int32_t h = first_conflict(c, w, ops);
     if (h >= 0) {
       wait_on(c, h, w);
     } else {
@@ -107,4 +125,11 @@ bool cm_views_conflict(void *env, int32_t a, int32_t b) {
           region_view_overlap(&x->views[i], &y->views[j]))
         return true;
   return false;
+}
+
+bool cm_views_same(void *env, int32_t a, int32_t b) {
+  const cm_table *c = env;
+  const cm_link *x = &c->links[a], *y = &c->links[b];
+  return x->nviews == y->nviews &&
+         memcmp(x->views, y->views, sizeof *x->views * (size_t)x->nviews) == 0;
 }

@@ -17,6 +17,13 @@
  *   release: t leaves the held set; each of its waiters, oldest first,
  *            acquires (granted: queued by the releaser once the lock is
  *            dropped) or waits on the held task it now conflicts with.
+ *            When the oldest waiter has exactly t's views (an
+ *            accumulation into one tensor: the common case), it is
+ *            granted and inherits the rest of t's waiters whole, in O(1):
+ *            held tasks never share bytes, so none conflicts with it, and
+ *            every waiter of t conflicts with t's bytes, so with it. (Each
+ *            release retrying every waiter made a histogram of 10^5 adds
+ *            into 64 bins cost 9.6 us per task, 2.6x its INOUT chains.)
  * It never deadlocks: a task holds all its bytes or none (no hold and
  * wait), no core or thread ever blocks on it (a task that cannot acquire
  * is parked in the table, not on a core), and a waiter always waits on a
@@ -58,8 +65,14 @@ typedef struct cm_link {
   int32_t wait_next;            /* next in the list this task is on (waiters or granted) */
 } cm_link;
 
-/* Whether slot a's COMMUTE bytes meet slot b's. */
-typedef bool (*cm_conflict_fn)(void *env, int32_t a, int32_t b);
+/* How two tasks' COMMUTE views compare: conflict (some bytes meet) and
+ * same (exactly the same views: every task that conflicts with one
+ * conflicts with the other). */
+typedef struct cm_ops {
+  bool (*conflict)(void *env, int32_t a, int32_t b);
+  bool (*same)(void *env, int32_t a, int32_t b);
+  void *env;
+} cm_ops;
 
 typedef struct cm_table {
   pthread_mutex_t lock; /* the run's wrappers take it; the step functions below do not */
@@ -76,14 +89,17 @@ void cm_reset(cm_table *c);
 /* The step functions, called with the lock held (the explorer drives them
  * as atomic steps). Acquire: true when t is now held; false when it waits
  * on a holder (it will be granted by that holder's release). */
-bool cm_acquire(cm_table *c, int32_t t, cm_conflict_fn f, void *env);
+bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops);
 /* Release of held t: returns the first task granted (the rest follow by
  * wait_next, -1 ends), which the caller queues after dropping the lock. */
-int32_t cm_release(cm_table *c, int32_t t, cm_conflict_fn f, void *env);
+int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops);
 /* Whether held or waiting tasks remain (a successful run ends with none). */
 bool cm_busy(const cm_table *c);
 
-/* The real conflict: any view of a overlaps any view of b (env: the table). */
+/* The real comparisons, by the tasks' normalised views (env: the table):
+ * any view of a overlaps any view of b; a's views are b's, byte for byte
+ * (the orchestrator zeroes them before it fills them in). */
 bool cm_views_conflict(void *env, int32_t a, int32_t b);
+bool cm_views_same(void *env, int32_t a, int32_t b);
 
 #endif

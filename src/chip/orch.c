@@ -549,6 +549,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   if (ncm) { /* normalised once here, compared at every acquire (commute.h) */
     cm_link *cl = &r->cm.links[id & r->slot_mask];
     region_view *views = (region_view *)(scalars + ns);
+    memset(views, 0, sizeof *views * (size_t)ncm); /* padding too: cm_views_same compares bytes */
     cl->views = views;
     cl->nviews = 0;
     for (int i = 0; i < nt; i++)

@@ -13,7 +13,13 @@
  * and only while every higher level is empty: a pending block starts when
  * that core's running one ends, so placing a low block there while a
  * higher one waits for an idle core would run the low one first; a
- * higher block waits in its queue for the first idle core instead. So
+ * higher block waits in its queue for the first idle core instead. Nor
+ * does any block go behind a running block of a priority above 0: that
+ * block's successor (the next block of a critical path) then finds its
+ * core free when it becomes ready, instead of waiting out a pending low
+ * block (bench/commute: a chain of 100 1 ms tasks with 100 independent
+ * ones on 2 cores took 148 ms with priorities that stopped at the queues,
+ * against 166 without and the 100 it can take). So
  * every pending block is of level 0, and an idle core that takes one
  * (steal.h, its own scheduler's or another's) takes it only after the
  * queues of its type are empty: work taken from another core is never

@@ -260,7 +260,8 @@ static void queue_ready(pto_run *r, task *t);
  * for the holder it conflicts with (commute.h): false then. */
 static bool commute_acquire(pto_run *r, task *t) {
   pthread_mutex_lock(&r->cm.lock);
-  bool held = cm_acquire(&r->cm, (int32_t)(t - r->slots), cm_views_conflict, &r->cm);
+  const cm_ops ops = {cm_views_conflict, cm_views_same, &r->cm};
+  bool held = cm_acquire(&r->cm, (int32_t)(t - r->slots), &ops);
   pthread_mutex_unlock(&r->cm.lock);
   return held;
 }
@@ -270,7 +271,8 @@ static bool commute_acquire(pto_run *r, task *t) {
  * lock also orders t's kernel writes before a granted task's run. */
 static void commute_release(pto_run *r, task *t) {
   pthread_mutex_lock(&r->cm.lock);
-  int32_t g = cm_release(&r->cm, (int32_t)(t - r->slots), cm_views_conflict, &r->cm);
+  const cm_ops ops = {cm_views_conflict, cm_views_same, &r->cm};
+  int32_t g = cm_release(&r->cm, (int32_t)(t - r->slots), &ops);
   pthread_mutex_unlock(&r->cm.lock);
   while (g >= 0) {
     /* read before queueing: once queued, g may run, complete and be
@@ -401,7 +403,10 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   s->news |= (uint8_t)((before == 1) << c->type); /* a block behind a busy core */
   uint64_t d = ++c->issued;
   payload_set(&c->slot[d & 1], t, block, sub);
-  c->slot[d & 1].movable = shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start;
+  /* nothing waits behind a block of a priority above 0 (priority.h): its
+   * successor, the critical path's next block, finds its core free */
+  c->slot[d & 1].movable =
+      shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start && t->priority == 0;
   /* release: the payload is written before the core sees the new id */
   atomic_store_explicit(&c->dispatched, d, memory_order_release);
   /* the finishing core placing its own next block is awake: no signal

@@ -54,7 +54,7 @@ typedef struct tmap {
   uint32_t capacity; /* entry pool size */
   uint32_t used;     /* live entries */
   uint32_t nbuckets; /* power of two */
-  int32_t *buckets;  /* 2 heads per bucket (writers, readers), -1 = empty */
+  int32_t *buckets;  /* 3 heads per bucket (writers, readers, COMMUTE), -1 = empty */
   tmap_entry *pool;
   tmap_link *links;          /* chain back links and level lists of pool[i] */
   struct region_view *views; /* the view of pool[i], normalised when recorded */
