@@ -51,8 +51,12 @@ static void held_remove(cm_table *c, int32_t t) {
 
 /* The first held task that conflicts with t, or -1. */
 static int32_t first_conflict(cm_table *c, int32_t t, const cm_ops *ops) {
-  for (int32_t h = c->held_head; h >= 0; h = c->links[h].held_next)
-    if (ops->conflict(ops->env, t, h)) return h;
+  const cm_link *l = &c->links[t];
+  for (int32_t h = c->held_head; h >= 0; h = c->links[h].held_next) {
+    const cm_link *x = &c->links[h];
+    /* the spans first, inline: most held tasks are elsewhere */
+    if (x->hi > l->lo && l->hi > x->lo && ops->conflict(ops->env, t, h)) return h;
+  }
   return -1;
 }
 

@@ -58,6 +58,7 @@
 typedef struct cm_link {
   /* the orchestrator's, written before the task is published */
   const region_view *views; /* its COMMUTE views, nviews of them */
+  uint64_t lo, hi;          /* the bytes they span: the first test (cm_acquire, cm_release) */
   int32_t nviews;
   /* under the table's lock */
   int32_t held_prev, held_next; /* the held set, a doubly linked list */

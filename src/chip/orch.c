@@ -552,8 +552,15 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     memset(views, 0, sizeof *views * (size_t)ncm); /* padding too: cm_views_same compares bytes */
     cl->views = views;
     cl->nviews = 0;
+    cl->lo = UINT64_MAX;
+    cl->hi = 0;
     for (int i = 0; i < nt; i++)
-      if (a->access[i] == PTO_COMMUTE) region_view_init(&tensors[i], &views[cl->nviews++]);
+      if (a->access[i] == PTO_COMMUTE) {
+        region_view *v = &views[cl->nviews++];
+        region_view_init(&tensors[i], v);
+        if (v->lo < cl->lo) cl->lo = v->lo;
+        if (v->hi > cl->hi) cl->hi = v->hi;
+      }
   }
   /* the next submits' argument storage, as the slots above (past the
    * ring's end the hint is simply wasted: a prefetch never faults) */

@@ -59,6 +59,14 @@ bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
                when, shape_name(q), (unsigned long long)h);
     return true;
   }
+  /* with no thread inside, nobody changes the COMMUTE table: every task
+   * completed, so none may be left holding bytes or waiting for them */
+  if (ended && cm_busy(&r->cm)) {
+    run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
+             "%s: the COMMUTE table still holds task slot %d after every task completed", when,
+             (int)r->cm.held_head);
+    return true;
+  }
   return false;
 }
 

@@ -11,8 +11,8 @@
  * the other has started (a rendezvous), with a 10 s deadline as the safety
  * net: serialised, the first would wait out the deadline and report it.
  * And the trace marks COMMUTE blocks and blocks of a priority. */
-#include <setjmp.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -36,8 +36,8 @@
 #define MAX_PATH 64
 
 enum { P_NEW, P_CHECKED, P_WAIT, P_GRANTED, P_QUEUED, P_RUN, P_QUEUEING, P_DONE };
-static const char *const pc_name[] = {"ready",   "checked", "wait", "granted",
-                                      "queued",  "run",     "queue", "done"};
+static const char *const pc_name[] = {"ready",  "checked", "wait",  "granted",
+                                      "queued", "run",     "queue", "done"};
 enum { V_REAL, V_SPLIT_ACQUIRE, V_FIRST_GRANT_ONLY, V_SAME_BY_OVERLAP };
 
 typedef struct mstate {
@@ -215,6 +215,9 @@ static explorer explore(const uint8_t *mask, int variant, int da, int db) {
   memset(&s, 0, sizeof s);
   s.held_head = -1;
   for (int t = 0; t < NT; t++) {
+    /* the span of its byte mask, as the orchestrator's lo/hi */
+    s.links[t].lo = (uint64_t)__builtin_ctz(mask[t]);
+    s.links[t].hi = 32u - (uint64_t)__builtin_clz(mask[t]);
     s.cursor[t] = s.seen[t] = -1;
     s.links[t].wait_head = s.links[t].wait_tail = s.links[t].wait_next = -1;
   }
@@ -232,7 +235,7 @@ static explorer explore(const uint8_t *mask, int variant, int da, int db) {
   return e;
 }
 
-static const uint8_t CHAIN[NT] = {0x3, 0x6, 0x4};   /* 0-1, 1-2 overlap; 0, 2 disjoint */
+static const uint8_t CHAIN[NT] = {0x3, 0x6, 0x4};    /* 0-1, 1-2 overlap; 0, 2 disjoint */
 static const uint8_t ONE_BYTE[NT] = {0x1, 0x1, 0x1}; /* all on one byte */
 static const uint8_t OVER_TWO[NT] = {0x1, 0x2, 0x3}; /* 0, 1 disjoint; 2 over both */
 static const uint8_t TWO_SAME[NT] = {0x1, 0x1, 0x3}; /* 0, 1 the same bytes; 2 over more */
@@ -249,8 +252,8 @@ static void test_every_interleaving(void **st) {
                {"two the same", TWO_SAME, -1, -1}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     explorer e = explore(cases[i].mask, V_REAL, cases[i].da, cases[i].db);
-    printf("commute explorer: %s, %llu states: %s%s\n", cases[i].name,
-           (unsigned long long)e.states, e.failed ? e.why : "ok",
+    printf("commute explorer: %s, %llu states: %s%s\n", cases[i].name, (unsigned long long)e.states,
+           e.failed ? e.why : "ok",
            cases[i].da >= 0 ? (e.together ? ", disjoint tasks ran at once" : ", NEVER at once")
                             : "");
     assert_false(e.failed);

@@ -115,13 +115,13 @@ static void run_case(int sched_threads) {
   for (int k = 0; k < total && bad < 0; k++) {
     int i = g_seq[k];
     if (i < 0 || i >= NTASKS || ++ran[i] > f.blocks[i] ||
-        (k > 0 && f.prio[i] > f.prio[g_seq[k - 1]]) ||
-        (k > 0 && ran[i] > 1 && g_seq[k - 1] != i))
+        (k > 0 && f.prio[i] > f.prio[g_seq[k - 1]]) || (k > 0 && ran[i] > 1 && g_seq[k - 1] != i))
       bad = k;
   }
   if (bad >= 0) {
-    fprintf(stderr, "sched_threads %d: block %d started task %d (priority %d) out of order; "
-                    "started (task:priority):",
+    fprintf(stderr,
+            "sched_threads %d: block %d started task %d (priority %d) out of order; "
+            "started (task:priority):",
             sched_threads, bad, g_seq[bad], f.prio[g_seq[bad]]);
     for (int i = 0; i < total && i < 24; i++)
       fprintf(stderr, " %d:%d", g_seq[i], f.prio[g_seq[i]]);
