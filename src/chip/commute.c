@@ -13,6 +13,7 @@ int cm_init(cm_table *c, uint32_t nslots) {
   if (!c->links) return PTO_ENOMEM;
   c->n = nslots;
   pthread_mutex_init(&c->lock, NULL);
+  c->held_head = -1; /* nothing held yet: cm_reset walks the held set */
   cm_reset(c);
   return PTO_OK;
 }
@@ -26,14 +27,26 @@ void cm_destroy(cm_table *c) {
 
 void cm_reset(cm_table *c) {
   /* a failed run may leave tasks held or waiting: their links are
-   * rewritten when their slots are next acquired, so only the head counts */
+   * rewritten when their slots are next acquired, but a held flag is read
+   * through a hint before that, so the held ones are let go */
+  for (int32_t h = c->held_head; h >= 0; h = c->links[h].held_next)
+    c->links[h].held = 0;
   c->held_head = -1;
+  for (int i = 0; i < CM_HINTS; i++)
+    c->hint[i] = -1;
+}
+
+static uint32_t hint_of(const cm_link *l) {
+  uint64_t h = (l->lo ^ (l->hi * 0x9E3779B97F4A7C15ull)) * 0xD6E8FEB86659FD93ull;
+  return (uint32_t)(h >> 56) & (CM_HINTS - 1);
 }
 
 bool cm_busy(const cm_table *c) { return c->held_head >= 0; }
 
 static void held_add(cm_table *c, int32_t t) {
   cm_link *l = &c->links[t];
+  l->held = 1;
+  c->hint[hint_of(l)] = t;
   l->held_prev = -1;
   l->held_next = c->held_head;
   if (c->held_head >= 0) c->links[c->held_head].held_prev = t;
@@ -42,6 +55,7 @@ static void held_add(cm_table *c, int32_t t) {
 
 static void held_remove(cm_table *c, int32_t t) {
   cm_link *l = &c->links[t];
+  l->held = 0;
   if (l->held_prev >= 0)
     c->links[l->held_prev].held_next = l->held_next;
   else
@@ -73,7 +87,13 @@ static void wait_on(cm_table *c, int32_t holder, int32_t t) {
 bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
   cm_link *l = &c->links[t];
   l->wait_head = l->wait_tail = -1; /* new in the table: nobody waits on it yet */
-  int32_t h = first_conflict(c, t, ops);
+  l->held = 0;
+  int32_t h = c->hint[hint_of(l)];
+  if (h >= 0 && h != t && c->links[h].held && ops->same(ops->env, t, h)) {
+    wait_on(c, h, t); /* the same bytes as a held task: no scan */
+    return false;
+  }
+  h = first_conflict(c, t, ops);
   if (h >= 0) {
     wait_on(c, h, t);
     return false;

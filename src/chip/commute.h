@@ -24,6 +24,9 @@
  *            every waiter of t conflicts with t's bytes, so with it. (Each
  *            release retrying every waiter made a histogram of 10^5 adds
  *            into 64 bins cost 9.6 us per task, 2.6x its INOUT chains.)
+ *            Likewise an acquire whose views are exactly those of a held
+ *            task found by its span (cm_table.hint) waits on it at once;
+ *            only an acquire that may succeed scans the held set.
  * It never deadlocks: a task holds all its bytes or none (no hold and
  * wait), no core or thread ever blocks on it (a task that cannot acquire
  * is parked in the table, not on a core), and a waiter always waits on a
@@ -64,6 +67,7 @@ typedef struct cm_link {
   int32_t held_prev, held_next; /* the held set, a doubly linked list */
   int32_t wait_head, wait_tail; /* tasks waiting on this one, oldest first */
   int32_t wait_next;            /* next in the list this task is on (waiters or granted) */
+  int32_t held;                 /* 1 while in the held set */
 } cm_link;
 
 /* How two tasks' COMMUTE views compare: conflict (some bytes meet) and
@@ -75,11 +79,18 @@ typedef struct cm_ops {
   void *env;
 } cm_ops;
 
+#define CM_HINTS 256 /* cm_table.hint entries (a power of two) */
+
 typedef struct cm_table {
   pthread_mutex_t lock; /* the run's wrappers take it; the step functions below do not */
   cm_link *links;       /* by task slot */
   uint32_t n;
   int32_t held_head; /* -1: none */
+  /* The last task held with a given span (by a hash of lo, hi), -1 none:
+   * an acquire whose views are exactly a held task's waits on it without
+   * scanning the held set (a stale or colliding entry only costs the
+   * scan) */
+  int32_t hint[CM_HINTS];
 } cm_table;
 
 int cm_init(cm_table *c, uint32_t nslots);

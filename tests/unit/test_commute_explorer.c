@@ -41,14 +41,15 @@ static const char *const pc_name[] = {"ready",  "checked", "wait",  "granted",
 enum { V_REAL, V_SPLIT_ACQUIRE, V_FIRST_GRANT_ONLY, V_SAME_BY_OVERLAP };
 
 typedef struct mstate {
-  cm_link links[NT];
+  cm_link links[NT]; /* zeroed first: their padding stays zero */
+  int32_t hint[CM_HINTS];
   int32_t held_head;
   uint8_t pc[NT];
   int8_t cursor[NT]; /* the releaser's next granted task to queue, -1 none */
   int8_t seen[NT];   /* split acquire: the holder its check found, -1 none */
   uint8_t pad[3];    /* states are hashed and compared bytewise */
 } mstate;
-_Static_assert(sizeof(mstate) == 3 * sizeof(cm_link) + 16, "no implicit padding");
+_Static_assert(sizeof(mstate) == NT * sizeof(cm_link) + CM_HINTS * 4 + 16, "no implicit padding");
 
 typedef struct explorer {
   const uint8_t *mask;
@@ -104,6 +105,7 @@ static void split_commit(mstate *s, int t) {
     l->held_next = s->held_head;
     if (s->held_head >= 0) s->links[s->held_head].held_prev = t;
     s->held_head = t;
+    l->held = 1;
     s->pc[t] = P_QUEUED;
     return;
   }
@@ -121,6 +123,7 @@ static int step(explorer *e, mstate *s, int t) {
   c.links = s->links;
   c.n = NT;
   c.held_head = s->held_head;
+  memcpy(c.hint, s->hint, sizeof c.hint);
   switch (s->pc[t]) {
   case P_NEW:
     if (e->variant == V_SPLIT_ACQUIRE) {
@@ -160,6 +163,7 @@ static int step(explorer *e, mstate *s, int t) {
   default: return XP_SKIP; /* waiting, granted, done: another task moves it */
   }
   s->held_head = c.held_head;
+  memcpy(s->hint, c.hint, sizeof c.hint);
   return XP_STEP;
 }
 
@@ -214,6 +218,8 @@ static explorer explore(const uint8_t *mask, int variant, int da, int db) {
   mstate s;
   memset(&s, 0, sizeof s);
   s.held_head = -1;
+  for (int i = 0; i < CM_HINTS; i++)
+    s.hint[i] = -1;
   for (int t = 0; t < NT; t++) {
     /* the span of its byte mask, as the orchestrator's lo/hi */
     s.links[t].lo = (uint64_t)__builtin_ctz(mask[t]);
