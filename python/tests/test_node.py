@@ -251,6 +251,10 @@ def test_node_bad_input(node):
         with pto.Chip(clusters=1) as c:
             k = c.kernel("add")
             node.run(lambda no: no.submit(0, k, pto.In(h)))
+    with pytest.raises(pto.InvalidArgumentError,
+                       match="PTO_COMMUTE, which node tasks do not support"):
+        node.run(lambda no: no.submit(0, node.kernels["add"], pto.In(h), pto.In(h),
+                                      pto.Commute(h)))
     with pytest.raises(pto.InvalidArgumentError, match="same number of tensors"):
         node.run(lambda no: no.submit_group([0, 1], node.kernels["add"], [[pto.In(h)], []]))
     with pytest.raises(pto.InvalidArgumentError):
