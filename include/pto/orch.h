@@ -33,6 +33,11 @@ typedef enum pto_access {
   PTO_OUTPUT_EXISTING, /* write into an existing buffer */
   PTO_INOUT,           /* read and write */
   PTO_NO_DEP,          /* passed through, never tracked */
+  /* read and write, in any order with the other COMMUTE accesses to the
+   * same bytes but never at the same time (an accumulation: StarPU's
+   * STARPU_RW | STARPU_COMMUTE, OpenMP's mutexinoutset); ordered as INOUT
+   * against every other access. At most 4 per task (docs/chip.md) */
+  PTO_COMMUTE,
 } pto_access;
 
 typedef struct pto_args {
@@ -55,6 +60,7 @@ PTO_API void pto_args_output(pto_args *a, pto_tensor *t);
 PTO_API void pto_args_output_existing(pto_args *a, const pto_tensor *t);
 PTO_API void pto_args_inout(pto_args *a, const pto_tensor *t);
 PTO_API void pto_args_nodep(pto_args *a, const pto_tensor *t);
+PTO_API void pto_args_commute(pto_args *a, const pto_tensor *t);
 PTO_API void pto_args_scalar(pto_args *a, uint64_t v);
 PTO_API void pto_args_scalar_f32(pto_args *a, float v);
 
@@ -63,7 +69,11 @@ typedef struct pto_submit_opts {
   bool sync_start;         /* all blocks resident and started as one cohort */
   const pto_task_id *deps; /* explicit extra dependencies (earlier tasks) */
   int ndeps;
+  /* 0 (the default) .. PTO_PRIORITY_MAX: ready blocks of a higher priority
+   * are dispatched first (docs/chip.md, Priorities) */
+  int priority;
 } pto_submit_opts;
+#define PTO_PRIORITY_MAX 3
 
 /* Submits kernel `kernel_id` with `args` (may be NULL for no arguments).
  * opts may be NULL (one block). *id (may be NULL) receives the task id.
@@ -99,6 +109,7 @@ typedef enum pto_arg_kind {
   PTO_ARGK_BLOCKS,
   PTO_ARGK_SYNC_START,
   PTO_ARGK_TASK_ID,
+  PTO_ARGK_PRIORITY,
 } pto_arg_kind;
 #define PTO_ARG_MAGIC 0x7A5Cu /* set by every macro: tells their arguments from stray bytes */
 typedef struct pto_arg {
@@ -131,6 +142,7 @@ PTO_API int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int
 #define PTO_OUT_EXISTING(tp) PTO_ARG_TENSOR_(PTO_OUTPUT_EXISTING, tp)
 #define PTO_INOUT(tp)        PTO_ARG_TENSOR_(PTO_INOUT, tp)
 #define PTO_NODEP(tp)        PTO_ARG_TENSOR_(PTO_NO_DEP, tp)
+#define PTO_COMMUTE(tp)      PTO_ARG_TENSOR_(PTO_COMMUTE, tp)
 
 static inline pto_arg pto_arg_u64_(uint64_t v) {
   pto_arg a = {PTO_ARG_MAGIC, PTO_ARGK_SCALAR, 0, {.u = v}};
@@ -164,6 +176,8 @@ static inline pto_arg pto_arg_f32_(float f) {
 /* Options: the pto_submit_opts fields, and where the task id goes. */
 #define PTO_BLOCKS(n) ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_BLOCKS, 0, {.u = (uint64_t)(int64_t)(n)}})
 #define PTO_SYNC_START ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_SYNC_START, 0, {.u = 1}})
+#define PTO_PRIORITY(n)                                                                            \
+  ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_PRIORITY, 0, {.u = (uint64_t)(int64_t)(n)}})
 #define PTO_TASK_ID(p)                                                                             \
   ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_TASK_ID, 0, {.id = _Generic((p), pto_task_id *: (p))}})
 /* clang-format on */

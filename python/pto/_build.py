@@ -224,7 +224,7 @@ typedef struct pto_args {
 /* glue (set_source below) */
 int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, int nscalars,
                const uint64_t *scalars, int block_num, int sync_start, const int64_t *deps,
-               int ndeps, int dummy, pto_tensor *outs, pto_task_id *id);
+               int ndeps, int dummy, pto_tensor *outs, pto_task_id *id, int priority);
 int pyk_node_submit(pto_node_orch *no, const int *chips, int nchips, int kernel_id,
                     int per_rank, const int64_t *desc, int nscalars, const uint64_t *scalars,
                     int block_num, int sync_start, pto_task_id *id);
@@ -322,12 +322,12 @@ static void pyk_fill(pto_args *a, int ntensors, const int64_t *desc, pto_tensor 
 
 int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, int nscalars,
                const uint64_t *scalars, int block_num, int sync_start, const int64_t *deps,
-               int ndeps, int dummy, pto_tensor *outs, pto_task_id *id) {
+               int ndeps, int dummy, pto_tensor *outs, pto_task_id *id, int priority) {
   pto_args a;
   pto_args_init(&a);
   pyk_fill(&a, ntensors, desc, outs, nscalars, scalars);
   pto_submit_opts so = {.block_num = block_num, .sync_start = sync_start != 0,
-                        .deps = (const pto_task_id *)deps, .ndeps = ndeps};
+                        .deps = (const pto_task_id *)deps, .ndeps = ndeps, .priority = priority};
   return dummy ? pto_submit_dummy(o, &a, &so, id) : pto_submit(o, kernel_id, &a, &so, id);
 }
 

@@ -13,7 +13,7 @@ from ._cint import INT_MAX, c_int
 from ._errors import check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
-from ._tensor import (DESC_WORDS, INPUT, OUTPUT, WRITES, Arg, In, InOut, New, NoDep, Out, View,
+from ._tensor import (DESC_WORDS, INPUT, OUTPUT, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
                       array_desc, as_array, pto_dtype)
 
 MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
@@ -48,7 +48,7 @@ def scalar_bits(v: Any, what: str) -> int:
     return i & 0xFFFFFFFFFFFFFFFF
 
 
-_MODE_OF = {In: INPUT, Out: 2, InOut: 3, NoDep: 4, New: OUTPUT}
+_MODE_OF = {In: INPUT, Out: 2, InOut: 3, NoDep: 4, Commute: 5, New: OUTPUT}
 
 
 def input_mask(args: Sequence[Any]) -> int:
@@ -154,7 +154,7 @@ class Orch:
                 mode = a.mode
             if mode is None:
                 raise invalid(f"{ctx}: tensor argument {i}: {type(a).__name__} without an access "
-                              "mode; wrap it: pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x) "
+                              "mode; wrap it: pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x), pto.Commute(x) "
                               "or pto.New(shape)")
             if mode == OUTPUT:
                 what = f"{ctx}: tensor argument {i}"
@@ -191,25 +191,27 @@ class Orch:
         return flat, news
 
     def submit(self, kernel: Kernel, *args: Union[Arg, New], scalars: Sequence[Any] = (),
-               block_num: int = 1, sync_start: bool = False, deps: Sequence[Any] = ()) -> Task:
-        """Submit ``kernel`` with tensor ``args`` (each ``pto.In/Out/InOut/NoDep(array)``
-        or ``pto.New(shape, dtype)``), ``scalars`` (ints, floats as f32,
-        ``pto.f64``), ``block_num`` blocks (SPMD), all blocks started as one
-        cohort with ``sync_start``, and explicit ``deps`` (earlier tasks)."""
+               block_num: int = 1, sync_start: bool = False, deps: Sequence[Any] = (),
+               priority: int = 0) -> Task:
+        """Submit ``kernel`` with tensor ``args`` (each ``pto.In/Out/InOut/NoDep/
+        Commute(array)`` or ``pto.New(shape, dtype)``), ``scalars`` (ints, floats
+        as f32, ``pto.f64``), ``block_num`` blocks (SPMD), all blocks started as
+        one cohort with ``sync_start``, explicit ``deps`` (earlier tasks), and a
+        ``priority`` (0 .. 3: ready blocks of a higher one are dispatched first)."""
         o = self._live()
         if not isinstance(kernel, Kernel):
             raise invalid(f"submit: {kernel!r} is not a pto.Kernel (register it with chip.kernel)")
         if kernel._owner is not self._run.chip:
             raise invalid(f"submit: kernel '{kernel.name}' was registered on another chip")
         return self._submit(o, kernel.id, kernel.name, args, scalars, block_num, sync_start, deps,
-                            0, kernel.kind == "py")
+                            0, kernel.kind == "py", priority)
 
     def dummy(self, *args: Union[Arg, New], deps: Sequence[Any] = ()) -> Task:
         """A task with no kernel: it only orders its tensor arguments and ``deps``."""
         return self._submit(self._live("dummy"), -1, None, args, (), 1, False, deps, 1)
 
     def _submit(self, o, kid, kname, args, scalars, block_num, sync_start, deps, dummy,
-                py=False) -> Task:
+                py=False, priority=0) -> Task:
         ctx = "dummy" if kname is None else f"submit '{kname}'"  # noqa: F841 (cheap)
         flat, news = self._descs(args, ctx)
         ns = len(scalars)
@@ -223,13 +225,16 @@ class Orch:
             ns += 1
         if block_num.__class__ is not int or not 0 < block_num <= INT_MAX:
             block_num = c_int(block_num, f"{ctx}: block_num", "int", lo=1)
+        if priority.__class__ is not int:
+            priority = c_int(priority, f"{ctx}: priority", "int")
         nd = len(deps)
         dl = ffi.new("int64_t[]", [task_id(d) for d in deps]) if nd else ffi.NULL
         n = len(args)
         if flat:
             self._flat[0:len(flat)] = flat
         rc = lib.pyk_submit(o, kid, n, self._flat, ns, self._sc, block_num,
-                            1 if sync_start else 0, dl, nd, dummy, self._outs, self._tid)
+                            1 if sync_start else 0, dl, nd, dummy, self._outs, self._tid,
+                            priority)
         if rc:
             check(rc, ctx)
         tid = int(self._tid[0])

@@ -13,9 +13,10 @@ from ._errors import error_from, invalid
 from ._pto import ffi, lib
 
 # access modes (pto_access)
-INPUT, OUTPUT, OUTPUT_EXISTING, INOUT, NO_DEP = 0, 1, 2, 3, 4
-MODE_NAMES = {INPUT: "In", OUTPUT: "New", OUTPUT_EXISTING: "Out", INOUT: "InOut", NO_DEP: "NoDep"}
-WRITES = (OUTPUT_EXISTING, INOUT)
+INPUT, OUTPUT, OUTPUT_EXISTING, INOUT, NO_DEP, COMMUTE = 0, 1, 2, 3, 4, 5
+MODE_NAMES = {INPUT: "In", OUTPUT: "New", OUTPUT_EXISTING: "Out", INOUT: "InOut", NO_DEP: "NoDep",
+              COMMUTE: "Commute"}
+WRITES = (OUTPUT_EXISTING, INOUT, COMMUTE)
 
 #: NumPy dtype -> pto_dtype code (bf16 has no NumPy type)
 DTYPES = {
@@ -181,6 +182,14 @@ class InOut(Arg):
 class NoDep(Arg):
     """NO_DEP: passed to the kernel, never tracked for dependencies."""
     mode = NO_DEP
+
+
+class Commute(Arg):
+    """COMMUTE: the task reads and writes it, in any order with the other
+    COMMUTE tasks on the same bytes but never at the same time (an
+    accumulation); ordered as InOut against every other access. At most 4
+    per task."""
+    mode = COMMUTE
 
 
 class New:

@@ -1,6 +1,7 @@
 """Several chips (pto.Node): the dist scenes in Python, in-kernel comm
 operations and collectives from Python kernels, node-level collectives."""
 import os
+import time
 
 import numpy as np
 import pytest
@@ -125,10 +126,35 @@ def host_raises(ctx):
     raise OSError("host worker bug")
 
 
+def commute_add(ctx, acc, inside):
+    """acc (Commute) += scalar 0, counting itself in inside[0] (NoDep, host
+    memory the chips share) and the most it saw in inside[1]: read, sleep,
+    write, so two tasks inside at once show."""
+    inside[0] += 1
+    inside[1] = max(inside[1], inside[0])
+    time.sleep(0.002)
+    acc[0] += ctx.scalars[0]
+    inside[0] -= 1
+
+
+def commute_meet(ctx, half, flags):
+    """Two Commute tasks on disjoint halves: each waits until the other has
+    started (flags, NoDep); 10 s later it gives up and says so in flags[2]."""
+    me = ctx.scalars[0]
+    flags[me] = 1
+    deadline = time.monotonic() + 10
+    while not flags[1 - me]:
+        if time.monotonic() > deadline:
+            flags[2] = 1
+            return
+        time.sleep(0.0005)
+
+
 @pytest.fixture(scope="module")
 def node(ckernels):
     with pto.Node(2, {"comm_ops": comm_ops, "coll": coll_kernel, "raises": raises_in_child,
-                      "add": "add", "bad_remote": bad_remote, "axpb": pto.c_kernel(ckernels, "k_axpb")},
+                      "add": "add", "bad_remote": bad_remote, "axpb": pto.c_kernel(ckernels, "k_axpb"),
+                      "commute_add": commute_add, "commute_meet": commute_meet},
                   host_fns={"scale": host_scale, "raises": host_raises}, nworkers=1,
                   **node_opts(DEVICE_IDS["node"])) as n:
         yield n
@@ -238,6 +264,26 @@ def test_kernel_exception_in_a_chip_process(node):
     node.run(lambda no: no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(t)))
 
 
+def test_node_commute_tasks_exclude_on_shared_bytes_only(node):
+    """Node tasks with pto.Commute on the same host bytes, alternating
+    between the two chips, never run at once and sum as in any order;
+    two on disjoint halves of one array run at once (a rendezvous)."""
+    acc = node.host_array(1, np.int64)
+    inside = node.host_array(2, np.int64)
+    acc[:] = 0
+    inside[:] = 0
+    node.run(lambda no: [no.submit(i % 2, node.kernels["commute_add"], pto.Commute(acc),
+                                   pto.NoDep(inside), scalars=[i + 1]) for i in range(16)])
+    assert int(acc[0]) == sum(range(1, 17)), acc
+    assert int(inside[1]) == 1, f"{int(inside[1])} commute tasks inside at once"
+    pair = node.host_array(8, np.int64)
+    flags = node.host_array(3, np.int64)
+    flags[:] = 0
+    node.run(lambda no: [no.submit(h, node.kernels["commute_meet"], pto.Commute(pair[4 * h:4 * h + 4]),
+                                   pto.NoDep(flags), scalars=[h]) for h in range(2)])
+    assert list(flags) == [1, 1, 0], list(flags)
+
+
 def test_node_bad_input(node):
     plain = np.zeros(4, np.float32)  # not in node host memory
     h = node.host_array(4)
@@ -251,6 +297,10 @@ def test_node_bad_input(node):
         with pto.Chip(clusters=1) as c:
             k = c.kernel("add")
             node.run(lambda no: no.submit(0, k, pto.In(h)))
+    h8 = node.host_array(8)
+    with pytest.raises(pto.InvalidArgumentError, match="at most 4 COMMUTE arguments"):
+        node.run(lambda no: no.submit(0, node.kernels["add"],
+                                      *[pto.Commute(h8[i:i + 1]) for i in range(5)]))
     with pytest.raises(pto.InvalidArgumentError, match="same number of tensors"):
         node.run(lambda no: no.submit_group([0, 1], node.kernels["add"], [[pto.In(h)], []]))
     with pytest.raises(pto.InvalidArgumentError):

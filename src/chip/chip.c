@@ -239,6 +239,7 @@ static void run_free(pto_run *r) {
   for (int q = 0; q < SHAPE_COUNT; q++) {
     pthread_mutex_destroy(&r->queues[q].lock);
     free(r->queues[q].items);
+    free(r->queues[q].up_cells);
   }
   pthread_mutex_destroy(&r->sync_queue.lock);
   free(r->sync_queue.items);
@@ -335,8 +336,14 @@ static int run_create(pto_chip *chip, pto_run **out) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     uint64_t cap = (uint64_t)r->slot_mask + 1; /* room for every live task and slot index */
     task **items = malloc(sizeof(task *) * cap);
-    if (!items) goto nomem;
-    ready_queue_init(rq, (uint32_t)cap, items);
+    /* the shape queues' priority levels (priority.h) */
+    _Atomic uint64_t *up = q < SHAPE_COUNT ? malloc(sizeof *up * cap * PTO_PRIORITY_MAX) : NULL;
+    if (!items || (q < SHAPE_COUNT && !up)) {
+      free(items);
+      free(up);
+      goto nomem;
+    }
+    ready_queue_init(rq, (uint32_t)cap, items, up);
   }
   for (int s = 0; s < r->nsched; s++) {
     sched *sc = &r->scheds[s];
@@ -436,6 +443,9 @@ static void run_reset(pto_run *r) {
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     rq_discard(&rq->lf);
+    for (int l = 0; l < PTO_PRIORITY_MAX && rq->up_cells; l++)
+      rq_discard(&rq->up[l]);
+    atomic_store_explicit(&rq->up_used, 0, memory_order_relaxed);
     rq->head = 0;
     atomic_store_explicit(&rq->count, 0, memory_order_relaxed);
   }

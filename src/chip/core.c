@@ -161,6 +161,9 @@ static void core_serve(core *c) {
     const pto_task_id id = t->id;
     const int32_t block_num = t->block_num;
     const bool gang = t->sync_start;
+    /* what the trace shows of it besides its name (docs/tracing.md) */
+    const char *mark = t->commute ? "commute" : t->priority ? "priority" : NULL;
+    const int prio = t->priority;
     pto_kctx ctx = {
         .block_idx = p.block,
         .block_num = t->block_num,
@@ -196,8 +199,11 @@ static void core_serve(core *c) {
       uint64_t t1 = pto_now_ns();
       /* A MIX block spans cores: the first records the block, the others its parts. */
       int part = c->type == PTO_CORE_AIC ? 0 : p.sub_block + (k->aic ? 1 : 0);
-      if (part == 0)
+      if (part == 0 && !mark)
         trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block);
+      else if (part == 0) /* a COMMUTE task's blocks: "commute": its priority */
+        trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block, mark,
+                        prio);
       else
         trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block, "part",
                         part);

@@ -32,7 +32,7 @@ static void args_error(pto_args *a, int arg) {
 void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t) {
   if (!a) return;
   int i = a->ntensors;
-  if (!t || a->nscalars > 0 || i >= PTO_MAX_TENSOR_ARGS || (unsigned)mode > PTO_NO_DEP) {
+  if (!t || a->nscalars > 0 || i >= PTO_MAX_TENSOR_ARGS || (unsigned)mode > PTO_COMMUTE) {
     args_error(a, i);
     if (i < PTO_MAX_TENSOR_ARGS)
       a->ntensors++; /* keep counting to name the culprit */
@@ -53,6 +53,7 @@ void pto_args_output_existing(pto_args *a, const pto_tensor *t) {
 }
 void pto_args_inout(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_INOUT, t); }
 void pto_args_nodep(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_NO_DEP, t); }
+void pto_args_commute(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_COMMUTE, t); }
 
 void pto_args_scalar(pto_args *a, uint64_t v) {
   if (!a) return;
@@ -74,9 +75,11 @@ void pto_args_scalar_f32(pto_args *a, float v) {
 
 /* ---- setup / retirement ---- */
 
-/* Argument storage of the largest task: every tensor and scalar slot used. */
+/* Argument storage of the largest task: every tensor and scalar slot used,
+ * and the normalised views of its COMMUTE arguments (commute.h). */
 #define ARGS_MAX_BYTES                                                                             \
-  (sizeof(pto_tensor) * PTO_MAX_TENSOR_ARGS + sizeof(uint64_t) * PTO_MAX_SCALAR_ARGS)
+  (sizeof(pto_tensor) * PTO_MAX_TENSOR_ARGS + sizeof(uint64_t) * PTO_MAX_SCALAR_ARGS +            \
+   sizeof(region_view) * PTO_MAX_COMMUTE_ARGS)
 
 int orch_setup(pto_run *r) {
   int rc = ring_init(&r->heap, r->cfg->heap_bytes);
@@ -88,6 +91,7 @@ int orch_setup(pto_run *r) {
   if (!rc) rc = ring_init(&r->args, args);
   if (!rc) ring_populate(&r->args);
   if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
+  if (!rc) rc = cm_init(&r->cm, r->slot_mask + 1);
   r->held_release = INT64_MAX;
   r->depbuf_cap = 64;
   r->depbuf = malloc(sizeof(pto_task_id) * r->depbuf_cap);
@@ -102,6 +106,7 @@ void orch_reset(pto_run *r) {
   r->args.head = r->args.tail = 0;
   heap_live_init(&r->live, &r->heap); /* after every offset of earlier runs */
   tmap_clear(&r->tm);
+  cm_reset(&r->cm);
   r->scope_depth = 0;
   r->nheld = 0;
   r->held_release = INT64_MAX;
@@ -115,6 +120,7 @@ void orch_teardown(pto_run *r) {
   ring_destroy(&r->heap);
   ring_destroy(&r->args);
   tmap_destroy(&r->tm);
+  cm_destroy(&r->cm);
   free(r->depbuf);
   r->depbuf = NULL;
   free(r->held);
@@ -433,8 +439,8 @@ int orch_refuse_thread(pto_orch *o, const char *call) {
 }
 
 static const char *access_name(int a) {
-  static const char *n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP"};
-  return a >= 0 && a <= PTO_NO_DEP ? n[a] : "?";
+  static const char *n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP", "COMMUTE"};
+  return a >= 0 && a <= PTO_COMMUTE ? n[a] : "?";
 }
 
 static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_submit_opts *o,
@@ -475,6 +481,9 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
                          "sync_start task of %d blocks can never be co-resident: at most %d (%s)",
                          blocks, max, sh == SHAPE_AIV ? "AIV cores" : "clusters");
   }
+  if (o && (o->priority < 0 || o->priority > PTO_PRIORITY_MAX))
+    return submit_fail(r, PTO_EINVAL, "priority %d: must be 0..%d", o->priority,
+                       PTO_PRIORITY_MAX);
   if (o && (o->ndeps < 0 || (o->ndeps > 0 && !o->deps)))
     return submit_fail(r, PTO_EINVAL, "explicit deps: ndeps %d with deps %s", o->ndeps,
                        o->deps ? "set" : "NULL");
@@ -493,6 +502,12 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
       return submit_fail(r, PTO_EINVAL, "argument %d: NULL tensor or bad access mode",
                          a->error_arg);
     }
+    int ncommute = 0;
+    for (int i = 0; i < a->ntensors; i++)
+      if (a->access[i] == PTO_COMMUTE && ++ncommute > PTO_MAX_COMMUTE_ARGS)
+        return submit_fail(r, PTO_EINVAL,
+                           "tensor argument %d (COMMUTE): a task has at most %d COMMUTE arguments",
+                           i, PTO_MAX_COMMUTE_ARGS);
     for (int i = 0; i < a->ntensors; i++) {
       const pto_tensor *t = &a->tensors[i];
       char why[200];
@@ -537,8 +552,14 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     __builtin_prefetch((const char *)ahead + off, 1);
 
   /* 2. argument storage */
-  int nt = a ? a->ntensors : 0, ns = a ? a->nscalars : 0;
-  ring_req ar = {&r->args, sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns, NULL};
+  int nt = a ? a->ntensors : 0, ns = a ? a->nscalars : 0, ncm = 0;
+  for (int i = 0; i < nt; i++)
+    ncm += a->access[i] == PTO_COMMUTE;
+  if (kernel_id == -1) ncm = 0; /* a dummy runs nothing: nothing to exclude */
+  ring_req ar = {&r->args,
+                 sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns +
+                     sizeof(region_view) * (size_t)ncm,
+                 NULL};
   if (!ring_room(r, &ar) &&
       (rc = orch_wait_room(
            r, ring_room, &ar, PTO_ETASK_RING_DEADLOCK, PTO_ESCOPE_DEADLOCK, "argument ring",
@@ -548,6 +569,22 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   uint64_t *scalars = (uint64_t *)(tensors + nt);
   if (nt) memcpy(tensors, a->tensors, sizeof(pto_tensor) * (size_t)nt);
   if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
+  if (ncm) { /* normalised once here, compared at every acquire (commute.h) */
+    cm_link *cl = &r->cm.links[id & r->slot_mask];
+    region_view *views = (region_view *)(scalars + ns);
+    memset(views, 0, sizeof *views * (size_t)ncm); /* padding too: cm_views_same compares bytes */
+    cl->views = views;
+    cl->nviews = 0;
+    cl->lo = UINT64_MAX;
+    cl->hi = 0;
+    for (int i = 0; i < nt; i++)
+      if (a->access[i] == PTO_COMMUTE) {
+        region_view *v = &views[cl->nviews++];
+        region_view_init(&tensors[i], v);
+        if (v->lo < cl->lo) cl->lo = v->lo;
+        if (v->hi > cl->hi) cl->hi = v->hi;
+      }
+  }
   /* the next submits' argument storage, as the slots above (past the
    * ring's end the hint is simply wasted: a prefetch never faults) */
   for (size_t off = 0; off < 4 * PTO_CACHELINE; off += PTO_CACHELINE)
@@ -616,7 +653,8 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   dep_collect dc = {r, id, false};
   r->depbuf_n = 0;
   for (int i = 0; i < nt; i++) {
-    static const int mode_of[] = {TMAP_READ, TMAP_WRITE, TMAP_WRITE, TMAP_READ_WRITE, 0};
+    static const int mode_of[] = {TMAP_READ,       TMAP_WRITE, TMAP_WRITE, TMAP_READ_WRITE, 0,
+                                  TMAP_COMMUTE_RW};
     int m = mode_of[a->access[i]];
     if (m && (rc = orch_tmap(r, &tensors[i], (tmap_mode)m, &dc))) return rc;
   }
@@ -646,6 +684,8 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->units_total = sh == SHAPE_DUMMY ? 0 : t->block_num * (shape_aic(sh) + shape_aiv(sh));
   t->sync_start = opts && opts->sync_start && sh != SHAPE_DUMMY;
   t->scope_depth = (int8_t)r->scope_depth;
+  t->commute = ncm > 0;
+  t->priority = (int8_t)(opts ? opts->priority : 0);
   t->dep_mark = PTO_TASK_NONE; /* a mark left in the slot by an earlier run is not ours */
   t->ntensors = nt;
   t->nscalars = ns;

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chip/commute.h"
 #include "chip/core_sets.h"
 #include "chip/drain.h"
 #include "chip/heap_live.h"
@@ -114,6 +115,8 @@ typedef struct task {
   int8_t shape; /* enum shape */
   bool sync_start;
   int8_t scope_depth; /* orch */
+  bool commute;       /* has COMMUTE views: excluded from overlapping ones (commute.h) */
+  int8_t priority;    /* 0 .. PTO_PRIORITY_MAX: its ready queue level (ready_queue.h) */
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
   PTO_LINE_ALIGNED _Atomic int64_t fanout_head;
@@ -144,7 +147,10 @@ typedef struct dep_node {
  * The sync_start queue, whose head waits for room for its whole gang, uses
  * the lock and the fields below it. */
 typedef struct ready_queue {
-  rq lf;
+  rq lf;                     /* priority 0 (priority.h) */
+  rq up[PTO_PRIORITY_MAX];   /* priorities 1 .. PTO_PRIORITY_MAX (shape queues only) */
+  _Atomic int32_t up_used;   /* a push went to `up` this run (priority.h) */
+  _Atomic uint64_t *up_cells; /* their cells */
   pthread_mutex_t lock;
   task **items;
   uint32_t cap, head;
@@ -311,6 +317,7 @@ typedef struct pto_run {
   ring heap, args;
   heap_live live; /* which OUTPUT views are still valid */
   tmap tm;
+  cm_table cm; /* COMMUTE tasks held and waiting (commute.h; its lock) */
   int scope_depth;
   scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];
   /* Held OUTPUT heap ranges, oldest first: only these outlive their
@@ -462,7 +469,9 @@ uint64_t sched_queued_blocks(pto_run *r);
  * single-core block). */
 void sched_bind_core(core *c);
 void *sched_main(void *arg);
-void ready_queue_init(ready_queue *q, uint32_t cap, task **storage);
+/* up_cells: PTO_PRIORITY_MAX * cap words for the priority levels, or
+ * NULL (the sync_start queue) */
+void ready_queue_init(ready_queue *q, uint32_t cap, task **storage, _Atomic uint64_t *up_cells);
 int shape_aic(shape s);
 int shape_aiv(shape s);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chip/contract.h"
+#include "chip/priority.h"
 #include "chip/run.h"
 #include "chip/steal.h"
 #include "common/clock.h"
@@ -29,7 +30,7 @@ int shape_aiv(shape s) {
 
 _Static_assert(sizeof(task *) == sizeof(_Atomic uint64_t), "cells reuse the items storage");
 
-void ready_queue_init(ready_queue *q, uint32_t cap, task **storage) {
+void ready_queue_init(ready_queue *q, uint32_t cap, task **storage, _Atomic uint64_t *up_cells) {
   pthread_mutex_init(&q->lock, NULL);
   q->items = storage;
   q->cap = cap;
@@ -38,39 +39,70 @@ void ready_queue_init(ready_queue *q, uint32_t cap, task **storage) {
   /* the shape queues use the storage as their cells (the sync queue, as
    * tasks: it is initialised here too and never touches lf) */
   rq_init(&q->lf, (_Atomic uint64_t *)(void *)storage, cap);
+  q->up_cells = up_cells;
+  atomic_init(&q->up_used, 0);
+  for (int l = 0; l < PTO_PRIORITY_MAX && up_cells; l++)
+    rq_init(&q->up[l], up_cells + (size_t)l * cap, cap);
 }
 
-/* The shape queues (lock-free, ready_queue.h). */
+/* The shape queues (lock-free, ready_queue.h), a FIFO per priority level
+ * (priority.h). */
 static void rq_push(pto_run *r, ready_queue *q, task *t) {
-  uint64_t p = rq_push_claim(&q->lf);
-  rq_push_publish(&q->lf, p, (uint32_t)(t - r->slots));
+  prio_mark(q, t->priority);
+  rq *lv = prio_queue(q, t->priority);
+  uint64_t p = rq_push_claim(lv);
+  rq_push_publish(lv, p, (uint32_t)(t - r->slots));
 }
 
-static uint64_t rq_queued(ready_queue *q) { return rq_size(&q->lf); }
+static uint64_t rq_queued(ready_queue *q) { return prio_queued(q); }
 
-/* Claims up to `max` blocks from the head of q, across tasks, in queue
- * order; returns how many, with the task and block index of each. Pushers
- * never take the lock; claimers (the role holders of several schedulers
- * sharing the queue) do, once per claim of many blocks, so that the blocks
- * of the head task are claimed before any of the next: chips that run the
- * same graph dispatch in the same order (a collective's ranks rely on it).
- * With one scheduler there is no lock to take: passes of one scheduler
- * never overlap (role.h), and the sched_threads mode has one thread. */
-static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks) {
+/* Claims up to `max` blocks from the head of level queue lv, across tasks,
+ * in queue order (only the head task's remaining blocks when
+ * `partial_only` and the head is partly claimed; none when it is not). */
+static int rq_claim_level(pto_run *r, rq *lv, int max, task **ts, int32_t *blocks,
+                          bool partial_only) {
   int n = 0;
   uint32_t idx;
-  /* one scheduler: its role (or its thread) is the only claimer already */
-  bool lock = r->nsched > 1;
-  if (lock) pthread_mutex_lock(&q->lock);
-  uint64_t h = rq_pop_head(&q->lf);
-  while (n < max && rq_pop_cell(&q->lf, h, &idx)) {
+  uint64_t h = rq_pop_head(lv);
+  while (n < max && rq_pop_cell(lv, h, &idx)) {
     task *t = &r->slots[idx];
+    if (partial_only && t->next_block == 0) break;
     while (n < max && t->next_block < t->block_num) {
       ts[n] = t;
       blocks[n++] = t->next_block++;
     }
     if (t->next_block < t->block_num) break; /* stays at the head */
-    rq_pop_advance(&q->lf, ++h);             /* t may retire after this */
+    rq_pop_advance(lv, ++h);                 /* t may retire after this */
+    if (partial_only) break;
+  }
+  return n;
+}
+
+/* Claims up to `max` blocks of q, returns how many, with the task and
+ * block index of each: first the rest of a partly claimed task, then the
+ * levels from the highest down (priority.h). Behind a busy core
+ * (`behind_busy`), only level 0 and only while the levels above are
+ * empty. Pushers never take the lock; claimers (the role holders of
+ * several schedulers sharing the queue) do, once per claim of many
+ * blocks, so that the blocks of a task are claimed before any other's:
+ * chips that run the same graph dispatch in the same order (a
+ * collective's ranks rely on it). With one scheduler there is no lock to
+ * take: passes of one scheduler never overlap (role.h), and the
+ * sched_threads mode has one thread. */
+static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks,
+                    bool behind_busy) {
+  /* one scheduler: its role (or its thread) is the only claimer already */
+  bool lock = r->nsched > 1;
+  if (lock) pthread_mutex_lock(&q->lock);
+  int n = 0;
+  if (!prio_up_used(q)) {
+    n = rq_claim_level(r, &q->lf, max, ts, blocks, false);
+  } else if (!behind_busy || !prio_up_queued(q)) {
+    int top = behind_busy ? 0 : PTO_PRIORITY_MAX;
+    for (int l = top; l >= 0 && n == 0; l--) /* at most one task is partly claimed */
+      n = rq_claim_level(r, prio_queue(q, l), max, ts, blocks, true);
+    for (int l = top; l >= 0 && n < max; l--)
+      n += rq_claim_level(r, prio_queue(q, l), max - n, ts + n, blocks + n, false);
   }
   if (lock) pthread_mutex_unlock(&q->lock);
   return n;
@@ -127,6 +159,8 @@ static void release_consumer(pto_run *r, task *c, task **stack, int *top) {
  * ready exactly once: whoever drops its fanin to zero), releases the
  * producers it pinned, and marks it DONE. Dummy consumers complete inline,
  * through a small work stack instead of recursion. */
+static void commute_release(pto_run *r, task *t);
+
 static void complete_task(pto_run *r, task *first) {
   task *stack[DUMMY_STACK];
   int top = 0;
@@ -134,6 +168,9 @@ static void complete_task(pto_run *r, task *first) {
   while (top > 0) {
     task *t = stack[--top];
     if (t->sync_start) record_spread(r, t);
+    /* before its consumers: a later non-COMMUTE access waits for this
+     * completion anyway, and waiters get the bytes as early as possible */
+    if (t->commute) commute_release(r, t);
     /* Close the list: no consumer links itself after this. acq_rel: acquire
      * pairs with the orchestrator's release CAS of each node; release makes
      * our kernel's writes visible to a consumer that finds the list closed */
@@ -218,11 +255,48 @@ uint64_t sched_queued_blocks(pto_run *r) {
   return n;
 }
 
+static void queue_ready(pto_run *r, task *t);
+
+/* A COMMUTE task that became ready takes its bytes, or waits in the table
+ * for the holder it conflicts with (commute.h): false then. */
+static bool commute_acquire(pto_run *r, task *t) {
+  pthread_mutex_lock(&r->cm.lock);
+  const cm_ops ops = {cm_views_conflict, cm_views_same, &r->cm};
+  bool held = cm_acquire(&r->cm, (int32_t)(t - r->slots), &ops);
+  pthread_mutex_unlock(&r->cm.lock);
+  return held;
+}
+
+/* t completed: its bytes go to the tasks waiting on it that can now take
+ * them, queued once the lock is dropped (queueing may run passes). The
+ * lock also orders t's kernel writes before a granted task's run. */
+static void commute_release(pto_run *r, task *t) {
+  pthread_mutex_lock(&r->cm.lock);
+  const cm_ops ops = {cm_views_conflict, cm_views_same, &r->cm};
+  int32_t g = cm_release(&r->cm, (int32_t)(t - r->slots), &ops);
+  pthread_mutex_unlock(&r->cm.lock);
+  while (g >= 0) {
+    /* read before queueing: once queued, g may run, complete and be
+     * released, which rewrites its link */
+    int32_t next = r->cm.links[g].wait_next;
+    queue_ready(r, &r->slots[g]);
+    g = next;
+  }
+}
+
 void sched_make_ready(pto_run *r, task *t) {
   if (t->shape == SHAPE_DUMMY) {
     complete_task(r, t);
     return;
   }
+  if (t->commute && !commute_acquire(r, t)) return; /* its holder's release queues it */
+  queue_ready(r, t);
+}
+
+/* Queues ready task t and asks for the passes that place it; under
+ * checking mode or a controlled schedule, hands it to the orchestrator's
+ * thread instead (after the COMMUTE acquire: exclusion holds there too). */
+static void queue_ready(pto_run *r, task *t) {
   if (r->contract) { /* checking mode: the orchestrator runs it (contract.h) */
     contract_ready(r, t);
     return;
@@ -340,7 +414,10 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   s->news |= (uint8_t)((before == 1) << c->type); /* a block behind a busy core */
   uint64_t d = ++c->issued;
   payload_set(&c->slot[d & 1], t, block, sub);
-  c->slot[d & 1].movable = shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start;
+  /* nothing waits behind a block of a priority above 0 (priority.h): its
+   * successor, the critical path's next block, finds its core free */
+  c->slot[d & 1].movable =
+      shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start && t->priority == 0;
   /* the finishing core placing its own next block is awake: no signal
    * (and no fence) needed, it reads `dispatched` before it waits; a
    * parked one counts against the run's wake budget until it runs,
@@ -544,7 +621,7 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   for (;;) {
     int n = placements(s, sh, max_inflight, s->spots, batch, true);
     if (n == 0) break;
-    int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks);
+    int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0);
     for (int i = 0; i < got; i++)
       place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
     placed += got;

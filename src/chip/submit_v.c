@@ -44,7 +44,7 @@ int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc) {
       case PTO_ARGK_TENSOR:
         if (pass) break;
         if (!x->v.t) return argv_fail(o, i + 1, "NULL tensor");
-        if (x->mode > PTO_NO_DEP)
+        if (x->mode > PTO_COMMUTE)
           return argv_fail(o, i + 1, "bad access mode %u", (unsigned)x->mode);
         if (a.ntensors == PTO_MAX_TENSOR_ARGS)
           return argv_fail(o, i + 1, "more than %d tensor arguments", PTO_MAX_TENSOR_ARGS);
@@ -64,6 +64,13 @@ int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc) {
         opts.block_num = (int)x->v.u;
         break;
       case PTO_ARGK_SYNC_START: opts.sync_start = true; break;
+      case PTO_ARGK_PRIORITY:
+        if (pass) break;
+        if ((int64_t)x->v.u < 0 || (int64_t)x->v.u > PTO_PRIORITY_MAX)
+          return argv_fail(o, i + 1, "PTO_PRIORITY(%" PRId64 "): between 0 and %d",
+                           (int64_t)x->v.u, PTO_PRIORITY_MAX);
+        opts.priority = (int)x->v.u;
+        break;
       case PTO_ARGK_TASK_ID:
         if (!x->v.id) return argv_fail(o, i + 1, "PTO_TASK_ID(NULL)");
         id = x->v.id;

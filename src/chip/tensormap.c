@@ -34,6 +34,10 @@
 #define CHUNK_SHIFT 6
 #define LEVEL_SHIFT 2
 #define SPAN_MAX    4 /* chunks an entry may span at its level (1 << LEVEL_SHIFT) */
+/* chains per bucket: writers, pure readers, COMMUTE accesses (which a
+ * COMMUTE access does not walk: a group of 10^5 accumulations into one
+ * tensor would otherwise walk every live member at each submit) */
+#define CHAINS 3
 
 /* What a chain walk reads of every entry, 32 bytes: two to a cache line.
  * The normalised view (m->views[i], 144 bytes) is read only for entries
@@ -91,7 +95,8 @@ static int level_of(const probe *p, uint32_t *span) {
 /* The chain head (index into m->buckets) of an entry recorded as (level,
  * view lo, mode). */
 static uint32_t head_of(const tmap *m, int level, uint64_t lo, int32_t mode) {
-  return 2 * bucket_of(m, level, lo >> level_shift(level)) + (mode == TMAP_READ);
+  return CHAINS * bucket_of(m, level, lo >> level_shift(level)) +
+         (mode == TMAP_READ ? 1 : (mode & TMAP_COMMUTE) ? 2 : 0);
 }
 
 int tmap_init(tmap *m, uint32_t capacity) {
@@ -100,7 +105,7 @@ int tmap_init(tmap *m, uint32_t capacity) {
   m->nbuckets = 64;
   while (m->nbuckets < capacity / 4 && m->nbuckets < (1u << 20))
     m->nbuckets <<= 1;
-  m->buckets = malloc(sizeof(int32_t) * 2 * m->nbuckets);
+  m->buckets = malloc(sizeof(int32_t) * CHAINS * m->nbuckets);
   m->pool = malloc(sizeof(tmap_entry) * capacity);
   m->links = malloc(sizeof(tmap_link) * capacity);
   m->views = malloc(sizeof(region_view) * capacity);
@@ -130,10 +135,10 @@ void tmap_clear(tmap *m) {
      * them, so emptying their buckets empties every chain */
     for (uint32_t i = 0; i < m->fresh; i++) {
       uint32_t h = head_of(m, m->links[i].level, m->pool[i].lo, TMAP_WRITE);
-      m->buckets[h] = m->buckets[h + 1] = -1;
+      m->buckets[h] = m->buckets[h + 1] = m->buckets[h + 2] = -1;
     }
   } else {
-    for (uint32_t b = 0; b < 2 * m->nbuckets; b++)
+    for (uint32_t b = 0; b < CHAINS * m->nbuckets; b++)
       m->buckets[b] = -1;
   }
   /* The pool is handed out in order first (fresh), then from the free list,
@@ -187,7 +192,9 @@ static void drop(tmap *m, int32_t i) {
   m->used--;
 }
 
-static bool conflicts(int32_t a, int32_t b) { return ((a | b) & TMAP_WRITE) != 0; }
+static bool conflicts(int32_t a, int32_t b) {
+  return ((a | b) & TMAP_WRITE) != 0 && !(a & b & TMAP_COMMUTE);
+}
 
 /* The cheap first test of a live entry: it conflicts with the access, its
  * byte range meets the probe's, and it is another task's. */
@@ -204,7 +211,8 @@ visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void 
   const tmap_entry *e = &m->pool[i];
   if (region_view_overlap(&m->views[i], &p->rv)) {
     bool ordered = dep(arg, e->task);
-    if (record && ordered && (mode & TMAP_WRITE) && region_view_covers(&p->rv, &m->views[i]))
+    if (record && ordered && (mode & (TMAP_WRITE | TMAP_COMMUTE)) == TMAP_WRITE &&
+        region_view_covers(&p->rv, &m->views[i]))
       drop(m, i); /* the new writer orders after it: later tasks need only that */
   }
 }
@@ -248,9 +256,10 @@ static void scan_level(tmap *m, int level, const probe *p, tmap_mode mode, int64
 
 /* Every entry that may overlap the probe, level by level: the buckets of
  * the chunks it may share with an entry there, or the level's list when
- * that is shorter. Bucket b holds two chains: writers (any access with
- * TMAP_WRITE) at buckets[2b], pure readers at buckets[2b + 1]; a read
- * walks the writer chain alone. A chunk bucket is shared by colliding
+ * that is shorter. Bucket b holds three chains: plain writers at
+ * buckets[3b], pure readers at buckets[3b + 1], COMMUTE accesses at
+ * buckets[3b + 2]; a read walks the writers and the COMMUTE accesses, a
+ * COMMUTE access the writers and the readers. A chunk bucket is shared by colliding
  * keys, so a bucket may be visited twice; the second visit only re-reports
  * dependencies (deduplicated by callers). */
 static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
@@ -266,9 +275,11 @@ static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t 
       continue;
     }
     for (uint64_t c = from; c <= to; c++) {
-      uint32_t h = 2 * bucket_of(m, l, c);
+      uint32_t h = CHAINS * bucket_of(m, l, c);
       scan_chain(m, h, p, mode, task, oldest_live, dep, arg, record);
       if (mode & TMAP_WRITE) scan_chain(m, h + 1, p, mode, task, oldest_live, dep, arg, record);
+      if (!(mode & TMAP_COMMUTE))
+        scan_chain(m, h + 2, p, mode, task, oldest_live, dep, arg, record);
     }
   }
 }

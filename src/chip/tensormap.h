@@ -26,7 +26,18 @@
 
 #include "pto/tensor.h"
 
-typedef enum tmap_mode { TMAP_READ = 1, TMAP_WRITE = 2, TMAP_READ_WRITE = 3 } tmap_mode;
+/* TMAP_COMMUTE marks a commutative read-write (PTO_COMMUTE): it conflicts
+ * with every access as a write does, except with another COMMUTE access,
+ * which it is not ordered against (commute.h excludes them at run time),
+ * and it never drops an older entry it covers (a later COMMUTE access
+ * still needs that entry's task). */
+typedef enum tmap_mode {
+  TMAP_READ = 1,
+  TMAP_WRITE = 2,
+  TMAP_READ_WRITE = 3,
+  TMAP_COMMUTE = 4,
+  TMAP_COMMUTE_RW = 7,
+} tmap_mode;
 
 /* Called for each earlier task the access conflicts with. Returns true when
  * the new task is now ordered after producer_task (an edge was added, or
@@ -43,7 +54,7 @@ typedef struct tmap {
   uint32_t capacity; /* entry pool size */
   uint32_t used;     /* live entries */
   uint32_t nbuckets; /* power of two */
-  int32_t *buckets;  /* 2 heads per bucket (writers, readers), -1 = empty */
+  int32_t *buckets;  /* 3 heads per bucket (writers, readers, COMMUTE), -1 = empty */
   tmap_entry *pool;
   tmap_link *links;          /* chain back links and level lists of pool[i] */
   struct region_view *views; /* the view of pool[i], normalised when recorded */

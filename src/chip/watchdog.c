@@ -3,20 +3,23 @@
  * dependency deadlock, or an orchestrator that stopped submitting; and a
  * stall or a run's end that breaks pto's own bookkeeping into
  * PTO_EINTERNAL naming the breach. */
+#include "chip/priority.h"
 #include "chip/run.h"
 #include "common/clock.h"
 
 static bool queues_nonempty(pto_run *r, task **head) {
-  for (int q = 0; q < SHAPE_COUNT; q++) {
-    /* lock-free shape queues (ready_queue.h): the task at the head, if
-     * published (a diagnostic snapshot) */
-    rq *lf = &r->queues[q].lf;
-    uint32_t idx;
-    if (rq_pop_cell(lf, rq_pop_head(lf), &idx)) {
-      *head = &r->slots[idx];
-      return true;
+  for (int q = 0; q < SHAPE_COUNT; q++)
+    for (int l = PTO_PRIORITY_MAX; l >= 0; l--) {
+      /* lock-free shape queues (ready_queue.h), a level per priority
+       * (priority.h): the task at the head, if published (a diagnostic
+       * snapshot) */
+      rq *lf = prio_queue(&r->queues[q], l);
+      uint32_t idx;
+      if (rq_pop_cell(lf, rq_pop_head(lf), &idx)) {
+        *head = &r->slots[idx];
+        return true;
+      }
     }
-  }
   ready_queue *rq = &r->sync_queue;
   pthread_mutex_lock(&rq->lock);
   bool any = atomic_load_explicit(&rq->count, memory_order_relaxed) > 0;
@@ -38,8 +41,9 @@ bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
              when, (long long)done, (long long)sub);
     return true;
   }
-  for (int q = 0; q < SHAPE_COUNT; q++) {
-    rq *lf = &r->queues[q].lf;
+  for (int ql = 0; ql < SHAPE_COUNT * PRIO_LEVELS; ql++) {
+    int q = ql / PRIO_LEVELS;
+    rq *lf = prio_queue(&r->queues[q], ql % PRIO_LEVELS);
     uint64_t h = rq_pop_head(lf), n = rq_size(lf);
     uint32_t idx;
     if (!n || (!ended && rq_pop_cell(lf, h, &idx))) continue;
@@ -53,6 +57,14 @@ bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
                "%s: the %s ready queue's head, position %llu, was claimed by a push that never "
                "published it: no later ready task of that shape can be dispatched",
                when, shape_name(q), (unsigned long long)h);
+    return true;
+  }
+  /* with no thread inside, nobody changes the COMMUTE table: every task
+   * completed, so none may be left holding bytes or waiting for them */
+  if (ended && cm_busy(&r->cm)) {
+    run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
+             "%s: the COMMUTE table still holds task slot %d after every task completed", when,
+             (int)r->cm.held_head);
     return true;
   }
   return false;

@@ -52,6 +52,7 @@ typedef struct node_task {
   pto_error_info err;
   uint64_t start_ns;
   int64_t next_ready; /* next task id in its ready queue, -1 = last */
+  bool commute;       /* has COMMUTE arguments: never runs beside an overlapping one */
 } node_task;
 
 /* READY tasks waiting for their children, in the order they became ready,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chip/commute.h" /* PTO_MAX_COMMUTE_ARGS */
 #include "common/clock.h"
 #include "common/region.h"
 #include "common/tensor_check.h"
@@ -161,6 +162,24 @@ static void launch(pto_node *n, node_task *t, const int *slots, int k) {
   }
 }
 
+/* Whether a COMMUTE view of t overlaps a COMMUTE view of a task running on
+ * a child: t then waits (docs/node.md). The parent alone dispatches, so the
+ * running tasks are the children's, no lock and no table: a few views per
+ * running task, compared by their bytes (common/region.h). */
+static bool commute_busy(const pto_node *n, const node_task *t) {
+  if (!t->commute) return false;
+  for (int s = 0; s < n->nchildren; s++) {
+    const node_task *r = n->child[s].task >= 0 ? task_of((pto_node *)n, n->child[s].task) : NULL;
+    if (!r || r == t || !r->commute || r->state != TS_RUNNING) continue;
+    for (int i = 0; i < t->args.ntensors; i++)
+      for (int j = 0; t->args.access[i] == PTO_COMMUTE && j < r->args.ntensors; j++)
+        if (r->args.access[j] == PTO_COMMUTE &&
+            region_overlap(&t->args.tensors[i], &r->args.tensors[j]))
+          return true;
+  }
+  return false;
+}
+
 /* The first READY task of q (dropping tasks poisoned while queued), or NULL. */
 static node_task *q_first_ready(pto_node *n, task_queue *q) {
   while (q->head >= 0) {
@@ -188,7 +207,7 @@ static void dispatch(pto_node *n) {
     if (t->state != TS_READY) {
       q_unlink(n, &n->ready_group, prev, id);
     } else {
-      bool ok = true;
+      bool ok = !commute_busy(n, t);
       for (int i = 0; i < t->nchildren; i++)
         ok = ok && slot_free(n, t->children[i]);
       if (ok) q_unlink(n, &n->ready_group, prev, id);
@@ -209,7 +228,7 @@ static void dispatch(pto_node *n) {
     task_queue *q = &n->ready_slot[s];
     node_task *t = q_first_ready(n, q);
     if (!t) continue;
-    if (slot_free(n, s)) {
+    if (slot_free(n, s) && !commute_busy(n, t)) {
       q_unlink(n, q, -1, t->id);
       launch(n, t, &s, 1);
     }
@@ -220,7 +239,7 @@ static void dispatch(pto_node *n) {
     int s = n->cfg.nchips + w;
     if (!slot_free(n, s)) continue;
     node_task *t = q_first_ready(n, &n->ready_any);
-    if (!t) break;
+    if (!t || commute_busy(n, t)) break; /* FIFO: the head waits, the rest behind it */
     q_unlink(n, &n->ready_any, -1, t->id);
     launch(n, t, &s, 1);
   }
@@ -377,6 +396,7 @@ static int check_args(pto_node *n, const pto_args *args, const char *what) {
       args->nscalars > PTO_MAX_SCALAR_ARGS)
     return refuse(n, what, "args hold %d tensors and %d scalars (at most %d and %d)",
                   args->ntensors, args->nscalars, PTO_MAX_TENSOR_ARGS, PTO_MAX_SCALAR_ARGS);
+  int ncommute = 0;
   for (int i = 0; i < args->ntensors; i++) {
     int m = args->access[i];
     if (m == PTO_OUTPUT)
@@ -384,7 +404,11 @@ static int check_args(pto_node *n, const pto_args *args, const char *what) {
                     "tensor %d is PTO_OUTPUT, which node tasks do not support (use "
                     "pto_node_host_tensor and PTO_OUTPUT_EXISTING)",
                     i);
-    if (m != PTO_INPUT && m != PTO_OUTPUT_EXISTING && m != PTO_INOUT && m != PTO_NO_DEP)
+    if (m == PTO_COMMUTE && ++ncommute > PTO_MAX_COMMUTE_ARGS)
+      return refuse(n, what, "tensor %d (COMMUTE): a task has at most %d COMMUTE arguments", i,
+                    PTO_MAX_COMMUTE_ARGS);
+    if (m != PTO_INPUT && m != PTO_OUTPUT_EXISTING && m != PTO_INOUT && m != PTO_NO_DEP &&
+        m != PTO_COMMUTE)
       return refuse(n, what, "tensor %d has access mode %d, not a pto_access", i, m);
     char why[256];
     if (view_problem(n, &args->tensors[i], why, sizeof why))
@@ -533,6 +557,8 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
     t->args = *args;
   else
     pto_args_init(&t->args);
+  for (int i = 0; i < t->args.ntensors; i++)
+    t->commute |= t->args.access[i] == PTO_COMMUTE;
   t->state = TS_WAITING;
   t->deps_left = 1;
   n->stats.node_tasks++;
@@ -545,7 +571,10 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   for (int i = 0; i < t->args.ntensors && !rc; i++) {
     int m = t->args.access[i];
     if (m == PTO_NO_DEP) continue;
-    tmap_mode mode = m == PTO_INPUT ? TMAP_READ : m == PTO_INOUT ? TMAP_READ_WRITE : TMAP_WRITE;
+    tmap_mode mode = m == PTO_INPUT     ? TMAP_READ
+                     : m == PTO_INOUT   ? TMAP_READ_WRITE
+                     : m == PTO_COMMUTE ? TMAP_COMMUTE_RW
+                                        : TMAP_WRITE;
     rc = record_access(n, t, &t->args.tensors[i], mode, &d);
   }
   if (rc) { /* part of its accesses are recorded: it fails, and poisons their readers */

@@ -10,7 +10,12 @@
  * runtime-allocated intermediates. The kernel is order-sensitive (out =
  * out * 3 + inputs + k, in each view's own element size), so a missed
  * read-after-write, write-after-write or write-after-read edge changes
- * the result. Test-only: every function is used by both tests. */
+ * the result. COMMUTE outputs (i32 views only) add instead (out = out +
+ * inputs + k, modulo 2^32): the tasks of a COMMUTE group may run in any
+ * order, and every order gives the sequential result exactly, while a
+ * missed exclusion loses an update and a missed edge against a plain
+ * access changes it. Every task has a random priority, which must not
+ * change any result. Test-only: every function is used by both tests. */
 #ifndef PTO_TESTS_DIFF_GRAPH_H
 #define PTO_TESTS_DIFF_GRAPH_H
 
@@ -50,8 +55,9 @@ static void store(const pto_tensor *t, int64_t i, uint64_t v) {
 }
 
 /* ---- the kernel, shared by pto and the sequential reference ----
- * tensors: [0] output (INOUT or OUTPUT_EXISTING or OUTPUT), [1..] inputs;
- * scalars: [0] k, [1] 1 when the output is also read (INOUT).
+ * tensors: [0] output (INOUT, OUTPUT_EXISTING, OUTPUT or COMMUTE), [1..]
+ * inputs; scalars: [0] k, [1] 1 when the output is also read (INOUT), 2
+ * when it is added to (COMMUTE).
  * Block b of B handles the output elements [b*n/B, (b+1)*n/B) in row-major
  * order of the output view; inputs are read at (i mod numel(input)). */
 static void mix_block(const pto_tensor *ts, int nt, const uint64_t *sc, int b, int nb) {
@@ -67,8 +73,10 @@ static void mix_block(const pto_tensor *ts, int nt, const uint64_t *sc, int b, i
     }
     tmp[i - lo] = v;
   }
+  /* scalar 1: 0 write, 1 read-write (x3), 2 COMMUTE add */
+  uint64_t keep = sc[1] == 1 ? 3u : sc[1] == 2 ? 1u : 0u;
   for (int64_t i = lo; i < hi; i++)
-    store(out, i, (sc[1] ? load(out, i) * 3u : 0u) + tmp[i - lo]);
+    store(out, i, load(out, i) * keep + tmp[i - lo]);
 }
 
 static int mix_kernel(const pto_kctx *c) {
@@ -88,7 +96,8 @@ typedef struct gtask {
   uint64_t k, rw;
   int blocks;
   int ndeps;
-  int deps[2]; /* earlier graph task indexes (kernel or dummy) */
+  int deps[2];  /* earlier graph task indexes (kernel or dummy) */
+  int priority; /* 0 .. PTO_PRIORITY_MAX */
 } gtask;
 
 typedef struct graph {
@@ -106,10 +115,10 @@ static void *buf_code(int b, int64_t shift) { return (void *)(intptr_t)((shift <
  * the same bytes, i16 or i64; sometimes rebuilt from a raw interior
  * pointer (base = buffer + part of the offset), as an application that
  * does pointer arithmetic would. */
-static pto_tensor random_view(int b, int row_stride) {
+static pto_tensor random_view_of(int b, int row_stride, bool i32_only) {
   pto_tensor base, v;
   static const pto_dtype dts[] = {PTO_I32, PTO_I32, PTO_I16, PTO_I64};
-  pto_dtype dt = dts[rnd_in(0, 3)];
+  pto_dtype dt = i32_only ? PTO_I32 : dts[rnd_in(0, 3)];
   const int es = (int)pto_dtype_size(dt); /* row strides are even: i64 rows stay whole */
   const int cols = COLS * 4 / es, rs = row_stride * 4 / es;
   int64_t shape[2] = {ROWS, cols}, strides[2] = {rs, 1};
@@ -153,6 +162,8 @@ static pto_tensor random_view(int b, int row_stride) {
   }
   return v;
 }
+
+static pto_tensor random_view(int b, int row_stride) { return random_view_of(b, row_stride, false); }
 
 static void random_graph(graph *g) {
   memset(g, 0, sizeof *g);
@@ -202,9 +213,13 @@ static void random_graph(graph *g) {
     } else {
       t->kind = 0;
       t->nt = 1 + rnd_in(0, MAX_IN);
-      t->acc[0] = rnd_in(0, 1) ? PTO_INOUT : PTO_OUTPUT_EXISTING;
-      t->rw = t->acc[0] == PTO_INOUT;
-      t->view[0] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
+      /* a third of them COMMUTE adds, i32 only: adds of one width commute,
+       * an i16 add and an i32 add over the same bytes do not */
+      static const pto_access outs[] = {PTO_INOUT, PTO_OUTPUT_EXISTING, PTO_COMMUTE};
+      t->acc[0] = outs[rnd_in(0, 2)];
+      t->rw = t->acc[0] == PTO_INOUT ? 1 : t->acc[0] == PTO_COMMUTE ? 2 : 0;
+      t->view[0] =
+          random_view_of(rnd_in(0, NBUF - 1), g->row_stride, t->acc[0] == PTO_COMMUTE);
       for (int k = 1; k < t->nt; k++) {
         t->acc[k] = PTO_INPUT;
         t->view[k] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
@@ -218,6 +233,7 @@ static void random_graph(graph *g) {
     t->ndeps = nprev && rnd_in(0, 3) == 0 ? rnd_in(1, nprev < 2 ? nprev : 2) : 0;
     for (int d = 0; d < t->ndeps; d++)
       t->deps[d] = prev[rnd_in(0, nprev - 1)];
+    t->priority = rnd_in(0, PTO_PRIORITY_MAX);
     g->n++;
   }
 }
@@ -341,7 +357,8 @@ static void orchestrate(pto_orch *o, void *arg) {
     pto_task_id deps[2];
     for (int d = 0; d < t->ndeps; d++)
       deps[d] = ids[t->deps[d]];
-    pto_submit_opts opts = {.block_num = t->blocks, .deps = deps, .ndeps = t->ndeps};
+    pto_submit_opts opts = {
+        .block_num = t->blocks, .deps = deps, .ndeps = t->ndeps, .priority = t->priority};
     if (t->kind == 1) {
       pto_submit_dummy(o, NULL, &opts, &ids[i]);
       continue;

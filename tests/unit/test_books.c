@@ -9,6 +9,8 @@
  *  - a ready queue whose head position was claimed and never published: a
  *    later ready task of that shape waits forever, once reported as a
  *    "dependency deadlock (oldest waiting: -1)";
+ *  - a COMMUTE table left holding a task at a successful run's end (its
+ *    bytes would be held from the next run's tasks of that slot);
  *
  * and each time the chip's next run is correct. */
 #include <setjmp.h>
@@ -41,7 +43,13 @@ static void put(pto_orch *o, int64_t *x, uint64_t v) {
   pto_submit(o, k_put_id, &a, NULL, NULL);
 }
 
-enum { BREACH_COMPLETED_AT_END, BREACH_COMPLETED_IN_STALL, BREACH_UNPUBLISHED_HEAD };
+enum {
+  BREACH_COMPLETED_AT_END,
+  BREACH_COMPLETED_IN_STALL,
+  BREACH_UNPUBLISHED_HEAD,
+  BREACH_COMMUTE_HELD,
+  BREACHES
+};
 
 typedef struct breach {
   int kind;
@@ -66,6 +74,12 @@ static void breach_orch(pto_orch *o, void *arg) {
     (void)rq_push_claim(&r->queues[SHAPE_AIV].lf); /* claimed, never published */
     put(o, &b->x, 1);                              /* queued behind it */
     break;
+  case BREACH_COMMUTE_HELD: /* a slot in the held set that nobody releases */
+    pthread_mutex_lock(&r->cm.lock);
+    r->cm.links[3].held_prev = r->cm.links[3].held_next = -1;
+    r->cm.held_head = 3;
+    pthread_mutex_unlock(&r->cm.lock);
+    break;
   }
 }
 
@@ -77,8 +91,9 @@ static void test_breaches_are_named(void **state) {
       "at the run's end: 3 task completions counted for 0 submitted tasks",
       "task completions counted for 0 submitted tasks",
       "the AIV ready queue's head, position 0, was claimed by a push that never published it",
+      "at the run's end: the COMMUTE table still holds task slot 3 after every task completed",
   };
-  for (int kind = 0; kind < 3; kind++) {
+  for (int kind = 0; kind < BREACHES; kind++) {
     pto_chip_config cfg;
     pto_chip_config_init(&cfg);
     cfg.clusters = 1;

@@ -28,7 +28,8 @@
 
 #include <cmocka.h>
 
-#include "chip/run.h" /* white box: what a failed run left queued */
+#include "chip/priority.h" /* white box: what a failed run left queued */
+#include "chip/run.h"
 #include "pto/pto.h"
 
 #include "diff_graph.h"
@@ -89,12 +90,13 @@ static pto_chip *random_chip(kids *k, bool *short_watchdog) {
   return chip;
 }
 
-/* Ready positions a failed run left in the shape queues (reset by the
- * chip's next run). */
+/* Ready positions a failed run left in the shape queues, at every
+ * priority level (reset by the chip's next run). */
 static uint64_t left_queued(pto_chip *chip) {
   uint64_t n = 0;
   for (int q = 0; q < SHAPE_COUNT; q++)
-    n += rq_size(&chip->run->queues[q].lf);
+    for (int l = 0; l < PRIO_LEVELS; l++)
+      n += rq_size(prio_queue(&chip->run->queues[q], l));
   return n;
 }
 
