@@ -147,9 +147,9 @@ typedef struct dep_node {
  * The sync_start queue, whose head waits for room for its whole gang, uses
  * the lock and the fields below it. */
 typedef struct ready_queue {
-  rq lf;                     /* priority 0 (priority.h) */
-  rq up[PTO_PRIORITY_MAX];   /* priorities 1 .. PTO_PRIORITY_MAX (shape queues only) */
-  _Atomic int32_t up_used;   /* a push went to `up` this run (priority.h) */
+  rq lf;                      /* priority 0 (priority.h) */
+  rq up[PTO_PRIORITY_MAX];    /* priorities 1 .. PTO_PRIORITY_MAX (shape queues only) */
+  _Atomic int32_t up_used;    /* a push went to `up` this run (priority.h) */
   _Atomic uint64_t *up_cells; /* their cells */
   pthread_mutex_t lock;
   task **items;
@@ -277,9 +277,10 @@ typedef struct sched {
   /* the role holder's (or its thread's) */
   PTO_LINE_ALIGNED bool wake_pending; /* it made tasks ready in this pass */
   bool again;                         /* its last pass moved the drain */
-  bool starved;                       /* its pass left a parked core idle for want of wake budget */
-  uint64_t blocks;                    /* blocks it dispatched this run */
-  uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
+  bool starved;                       /* its pass left blocks queued for want of wake budget */
+  bool short_of_budget; /* scratch: the last placements left parked cores out for it */
+  uint64_t blocks;      /* blocks it dispatched this run */
+  uint64_t steals;      /* pending blocks it moved to idle cores (steal.h) */
   /* its cores by type (PTO_CORE_AIC, PTO_CORE_AIV) and blocks in flight:
    * idle ones (published: idle), ones with a pending block (published:
    * pending), and the busy ones a pass polls (core_sets.h) */
@@ -504,10 +505,9 @@ void spread_orch_share(pto_run *r);
  * set, submit first reduces the producers of the task being submitted to
  * those no other of them follows (graph_capture_reduce: the kept ones,
  * compacted, are the edges it links), then records the task it publishes
- * with them (graph_capture_task), and nothing retires; a call the record cannot hold (a host access, a ring
- * that only retirement could make room in) fails the run as PTO_EGRAPH
- * naming `what`, through graph_capture_refuse. Both return the run's
- * latched status. */
+ * with them (graph_capture_task), and nothing retires; a call the record cannot hold (a host
+ * access, a ring that only retirement could make room in) fails the run as PTO_EGRAPH naming
+ * `what`, through graph_capture_refuse. Both return the run's latched status. */
 uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t npreds);
 int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint32_t npreds);
 int graph_capture_refuse(pto_run *r, const char *what);

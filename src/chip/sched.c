@@ -477,7 +477,7 @@ static void place_block(sched *s, core **cores, task *t, int32_t block, int ncor
  * futex wake, and when work is scarce the awake ones keep up alone. The
  * idle segment is read from its top, max + AWAKE_LOOKS cores at most.
  * Parked ones, when `budgeted`, only as many as the run's wake budget
- * allows: a pass that leaves one out for want of it is `starved`
+ * allows, noting in s->short_of_budget when that left some out
  * (wake_budget.h). A gang's blocks must all start together: not budgeted. */
 static int idle_awake_first(sched *s, const core_set *set, core *skip, core **out, int max,
                             bool budgeted) {
@@ -497,7 +497,8 @@ static int idle_awake_first(sched *s, const core_set *set, core *skip, core **ou
   for (int i = 0; i < np && i < room && n < max; i++)
     out[n++] = s->parked[i];
   /* blocks want more cores, idle ones are left, and the budget is spent */
-  if (n < max && n - awake == room && cs_idle(set) > n + (skip != NULL)) s->starved = true;
+  if (budgeted && n < max && n - awake == room && cs_idle(set) > n + (skip != NULL))
+    s->short_of_budget = true;
   return n;
 }
 
@@ -618,16 +619,29 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   /* as many placements as blocks are queued, at most: a queued task has
    * one at least; while every placement found a block, twice as many */
   int batch = queued < (uint64_t)s->ncores ? (int)queued : s->ncores, placed = 0;
+  bool short_of_budget; /* the wake budget, not the queue, bounded the last placements */
   for (;;) {
+    s->short_of_budget = false;
     int n = placements(s, sh, max_inflight, s->spots, batch, true);
+    short_of_budget = s->short_of_budget;
     if (n == 0) break;
     int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0);
     for (int i = 0; i < got; i++)
       place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
     placed += got;
-    if (got < n || batch >= s->ncores) break;
+    if (got < n) { /* the queue ran out first */
+      short_of_budget = false;
+      break;
+    }
+    if (batch >= s->ncores) break;
     batch = batch > s->ncores / 2 ? s->ncores : 2 * batch;
   }
+  /* blocks left queued only for want of wake budget: the pass's end asks
+   * a woken core for the next pass (wake_budget.h). Only here: a steal
+   * short of budget leaves a block behind a busy core, which runs it
+   * anyway; taken as starved, a stale pending hint made passes repeat
+   * forever (each found room, took nothing, and was short again) */
+  if (short_of_budget) s->starved = true;
   s->blocks += (uint64_t)placed;
   return placed > 0;
 }
@@ -933,7 +947,7 @@ static bool sched_pass(sched *s) {
    * (pass again) or a woken core sees `starved` and asks for a pass */
   if (s->starved) {
     s->starved = false;
-    did |= wb_starve(&r->wake);
+    if (!run_stopping(r)) did |= wb_starve(&r->wake);
   }
   sched_wake_leftover(s);
   publish_counts(s); /* what this pass polled, dispatched or staged */
