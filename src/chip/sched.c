@@ -947,7 +947,12 @@ static bool sched_pass(sched *s) {
    * (pass again) or a woken core sees `starved` and asks for a pass */
   if (s->starved) {
     s->starved = false;
-    if (!run_stopping(r)) did |= wb_starve(&r->wake);
+    /* room appeared: a pass of our own (a request: the role's loop, or
+     * the scheduler thread's wait, serves it) */
+    if (!run_stopping(r) && wb_starve(&r->wake)) {
+      role_request(&s->role);
+      did = true;
+    }
   }
   sched_wake_leftover(s);
   publish_counts(s); /* what this pass polled, dispatched or staged */
@@ -982,7 +987,14 @@ static void sched_role_run(sched *s, bool leftover) {
     if ((any && !s->last_ns) || atomic_load_explicit(&r->orch_done, memory_order_relaxed))
       s->last_ns = pto_now_ns();
     this_sched = prev;
-    if (!role_leave(&s->role, seen)) break;
+    /* a stopping run's requests need no pass: nothing it places runs.
+     * Serving them kept a core from leaving a failed run: its pass kicked
+     * another scheduler, whose hand-over kicked this one back, each pass
+     * finding the blocks still queued (unit.test_reuse_differential, 'core
+     * 7 is still running task -1 of an earlier run', about 1 run in 10 on
+     * a loaded machine; the stack: sched_role_run > sched_pass >
+     * sched_wake_leftover > sched_kick > sched_role_run > dispatch_shape) */
+    if (!role_leave(&s->role, seen) || run_stopping(r)) break;
   }
 }
 
