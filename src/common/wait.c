@@ -152,6 +152,11 @@ void pto_wait_reserve(int threads) {
   /* -1: no such hash (an older kernel); 0: the global hash, sized for
    * the machine, which the process keeps */
   if (cur <= 0) return;
+  /* a resize costs 30-40 ms (the kernel waits for every futex user to
+   * leave the old hash): only when buckets would average more than 4
+   * waiters, so a small chip's first run pays nothing (8 clusters: 24 ms
+   * for its create and first run with a resize, 6 without) */
+  if (threads <= 4 * cur) return;
   int want = 16;
   while (want < threads && want < FUTEX_SLOTS_MAX)
     want *= 2;
