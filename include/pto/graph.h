@@ -9,8 +9,8 @@
  * Capture runs the orchestration once, as pto_chip_run does (its results
  * are valid), and records every task: kernel, block count, sync_start, its
  * arguments, and the dependency edges pto inferred (scopes and explicit
- * dependencies included; an edge that other edges imply is left out). A launch refills the chip's task slots from the
- * record, with each task's fanin from a precomputed array and each task's
+ * dependencies included; an edge that other edges imply is left out). A launch refills the chip's
+ * task slots from the record, with each task's fanin from a precomputed array and each task's
  * successors as precomputed lists, and releases the tasks with no
  * predecessor: no TensorMap, no per-task inference.
  *

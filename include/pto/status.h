@@ -34,7 +34,7 @@ typedef enum pto_status {
   PTO_EINTERNAL = -18,           /* pto's own state is inconsistent: a defect in pto */
   PTO_EGRAPH = -19,              /* a captured graph's replay was refused, or graph misuse */
   PTO_ECONTRACT = -20, /* checking mode: a kernel touched memory its task did not declare */
-  PTO_EREPLAY = -21,             /* schedule replay diverged, or the record is unreadable */
+  PTO_EREPLAY = -21,   /* schedule replay diverged, or the record is unreadable */
   /* comm and node (L3+) */
   PTO_EDEVICE_BUSY = -30,     /* device id leased by another run */
   PTO_ECHIP_DIED = -31,       /* a chip process exited or crashed */

@@ -78,7 +78,7 @@ void pto_args_scalar_f32(pto_args *a, float v) {
 /* Argument storage of the largest task: every tensor and scalar slot used,
  * and the normalised views of its COMMUTE arguments (commute.h). */
 #define ARGS_MAX_BYTES                                                                             \
-  (sizeof(pto_tensor) * PTO_MAX_TENSOR_ARGS + sizeof(uint64_t) * PTO_MAX_SCALAR_ARGS +            \
+  (sizeof(pto_tensor) * PTO_MAX_TENSOR_ARGS + sizeof(uint64_t) * PTO_MAX_SCALAR_ARGS +             \
    sizeof(region_view) * PTO_MAX_COMMUTE_ARGS)
 
 int orch_setup(pto_run *r) {
@@ -482,8 +482,7 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
                          blocks, max, sh == SHAPE_AIV ? "AIV cores" : "clusters");
   }
   if (o && (o->priority < 0 || o->priority > PTO_PRIORITY_MAX))
-    return submit_fail(r, PTO_EINVAL, "priority %d: must be 0..%d", o->priority,
-                       PTO_PRIORITY_MAX);
+    return submit_fail(r, PTO_EINVAL, "priority %d: must be 0..%d", o->priority, PTO_PRIORITY_MAX);
   if (o && (o->ndeps < 0 || (o->ndeps > 0 && !o->deps)))
     return submit_fail(r, PTO_EINVAL, "explicit deps: ndeps %d with deps %s", o->ndeps,
                        o->deps ? "set" : "NULL");
@@ -653,8 +652,8 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   dep_collect dc = {r, id, false};
   r->depbuf_n = 0;
   for (int i = 0; i < nt; i++) {
-    static const int mode_of[] = {TMAP_READ,       TMAP_WRITE, TMAP_WRITE, TMAP_READ_WRITE, 0,
-                                  TMAP_COMMUTE_RW};
+    static const int mode_of[] = {TMAP_READ,       TMAP_WRITE, TMAP_WRITE,
+                                  TMAP_READ_WRITE, 0,          TMAP_COMMUTE_RW};
     int m = mode_of[a->access[i]];
     if (m && (rc = orch_tmap(r, &tensors[i], (tmap_mode)m, &dc))) return rc;
   }

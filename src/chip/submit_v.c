@@ -67,8 +67,8 @@ int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc) {
       case PTO_ARGK_PRIORITY:
         if (pass) break;
         if ((int64_t)x->v.u < 0 || (int64_t)x->v.u > PTO_PRIORITY_MAX)
-          return argv_fail(o, i + 1, "PTO_PRIORITY(%" PRId64 "): between 0 and %d",
-                           (int64_t)x->v.u, PTO_PRIORITY_MAX);
+          return argv_fail(o, i + 1, "PTO_PRIORITY(%" PRId64 "): between 0 and %d", (int64_t)x->v.u,
+                           PTO_PRIORITY_MAX);
         opts.priority = (int)x->v.u;
         break;
       case PTO_ARGK_TASK_ID:

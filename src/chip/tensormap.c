@@ -95,8 +95,9 @@ static int level_of(const probe *p, uint32_t *span) {
 /* The chain head (index into m->buckets) of an entry recorded as (level,
  * view lo, mode). */
 static uint32_t head_of(const tmap *m, int level, uint64_t lo, int32_t mode) {
-  return CHAINS * bucket_of(m, level, lo >> level_shift(level)) +
-         (mode == TMAP_READ ? 1 : (mode & TMAP_COMMUTE) ? 2 : 0);
+  return CHAINS * bucket_of(m, level, lo >> level_shift(level)) + (mode == TMAP_READ       ? 1
+                                                                   : (mode & TMAP_COMMUTE) ? 2
+                                                                                           : 0);
 }
 
 int tmap_init(tmap *m, uint32_t capacity) {

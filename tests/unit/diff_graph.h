@@ -163,7 +163,9 @@ static pto_tensor random_view_of(int b, int row_stride, bool i32_only) {
   return v;
 }
 
-static pto_tensor random_view(int b, int row_stride) { return random_view_of(b, row_stride, false); }
+static pto_tensor random_view(int b, int row_stride) {
+  return random_view_of(b, row_stride, false);
+}
 
 static void random_graph(graph *g) {
   memset(g, 0, sizeof *g);
@@ -218,8 +220,7 @@ static void random_graph(graph *g) {
       static const pto_access outs[] = {PTO_INOUT, PTO_OUTPUT_EXISTING, PTO_COMMUTE};
       t->acc[0] = outs[rnd_in(0, 2)];
       t->rw = t->acc[0] == PTO_INOUT ? 1 : t->acc[0] == PTO_COMMUTE ? 2 : 0;
-      t->view[0] =
-          random_view_of(rnd_in(0, NBUF - 1), g->row_stride, t->acc[0] == PTO_COMMUTE);
+      t->view[0] = random_view_of(rnd_in(0, NBUF - 1), g->row_stride, t->acc[0] == PTO_COMMUTE);
       for (int k = 1; k < t->nt; k++) {
         t->acc[k] = PTO_INPUT;
         t->view[k] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
