@@ -175,7 +175,17 @@ def register(chip_ptr, spec: KernelSpec, keep: list) -> int:
 _OPS = {"add": 0, "set": 1}
 _CMPS = {"eq": 0, "ge": 1}
 _RED = {"sum": 0, "max": 1, "min": 2, "prod": 3}
-_ALGO = {"auto": 0, "mesh": 1, "ring": 2}
+_REPRODUCIBLE = 0x100  # PTO_RED_REPRODUCIBLE: reduce in rank order on every path
+
+
+def _red(op: Any, reproducible: Any) -> int:
+    """A reduction op's code, with PTO_RED_REPRODUCIBLE or-ed in when asked."""
+    if not isinstance(reproducible, bool):
+        raise invalid(f"reproducible = {reproducible!r} is not a bool")
+    return _pick(_RED, op, "op") | (_REPRODUCIBLE if reproducible else 0)
+
+
+_ALGO = {"auto": 0, "mesh": 1, "ring": 2, "mpi": 3}
 
 
 def _pick(table: Dict[str, int], v: Any, what: str) -> int:
@@ -399,12 +409,14 @@ class KernelContext:
 
     # -- collectives (pto/coll.h); scratch: a window-buffer view sized with coll_scratch_bytes
     def allreduce(self, dom: int, scratch: np.ndarray, dst: np.ndarray, src: np.ndarray,
-                  op: str = "sum", algo: str = "auto") -> None:
-        """dst = op over every rank's src."""
+                  op: str = "sum", algo: str = "auto", reproducible: bool = False) -> None:
+        """dst = op over every rank's src; algo: auto, mesh, ring or mpi (the
+        MPI backend's own collective); reproducible: reduced in rank order,
+        bit-identical on every path (PTO_RED_REPRODUCIBLE)."""
         self._comm()
         check(lib.pto_allreduce(self._ctx, _dom(dom, "allreduce"), self._t(scratch, "scratch"),
                                 self._t(dst, "dst", True), self._t(src, "src"),
-                                _pick(_RED, op, "op"), _pick(_ALGO, algo, "algo")), "allreduce")
+                                _red(op, reproducible), _pick(_ALGO, algo, "algo")), "allreduce")
 
     def allgather(self, dom: int, scratch: np.ndarray, dst: np.ndarray, src: np.ndarray) -> None:
         """dst (nranks x count) = every rank's src, in rank order."""
@@ -413,13 +425,14 @@ class KernelContext:
                                 self._t(dst, "dst", True), self._t(src, "src")), "allgather")
 
     def reduce_scatter(self, dom: int, scratch: np.ndarray, dst: np.ndarray, src: np.ndarray,
-                       op: str = "sum") -> None:
-        """dst on rank r = op over every rank's block r of src."""
+                       op: str = "sum", reproducible: bool = False) -> None:
+        """dst on rank r = op over every rank's block r of src (reproducible:
+        as for allreduce)."""
         self._comm()
         check(lib.pto_reduce_scatter(self._ctx, _dom(dom, "reduce_scatter"),
                                      self._t(scratch, "scratch"), self._t(dst, "dst", True),
                                      self._t(src, "src"),
-                                     _pick(_RED, op, "op")), "reduce_scatter")
+                                     _red(op, reproducible)), "reduce_scatter")
 
     def broadcast(self, dom: int, scratch: np.ndarray, dst: np.ndarray,
                   src: Optional[np.ndarray], root: int) -> None:

@@ -22,7 +22,7 @@ from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, pto_dtype,
                       tensor_to_array)
 
 _RED = {"sum": 0, "max": 1, "min": 2, "prod": 3}
-_ALGO = {"auto": 0, "mesh": 1, "ring": 2}
+_ALGO = {"auto": 0, "mesh": 1, "ring": 2, "mpi": 3}
 
 
 def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
@@ -229,19 +229,24 @@ class NodeOrch:
         check(fn(self._live(), d, str(scratch).encode(), dt, st, *extra), f"{name} on domain {d}")
 
     def allreduce(self, dom: Domain, scratch: str, dst: Sequence[np.ndarray],
-                  src: Sequence[np.ndarray], op: str = "sum", algo: str = "auto") -> None:
-        """dst[r] = op over every src[r'] (host arrays, one per rank)."""
+                  src: Sequence[np.ndarray], op: str = "sum", algo: str = "auto",
+                  reproducible: bool = False) -> None:
+        """dst[r] = op over every src[r'] (host arrays, one per rank); algo:
+        auto, mesh, ring or mpi; reproducible: reduced in rank order,
+        bit-identical on every path (PTO_RED_REPRODUCIBLE)."""
         self._coll("allreduce", lib.pto_node_allreduce, dom, scratch, dst, src,
-                   _kernel._pick(_RED, op, "op"), _kernel._pick(_ALGO, algo, "algo"))
+                   _kernel._red(op, reproducible), _kernel._pick(_ALGO, algo, "algo"))
 
     def allgather(self, dom: Domain, scratch: str, dst, src) -> None:
         """dst[r] (nranks x count) = every rank's src."""
         self._coll("allgather", lib.pto_node_allgather, dom, scratch, dst, src)
 
-    def reduce_scatter(self, dom: Domain, scratch: str, dst, src, op: str = "sum") -> None:
-        """dst[r] = op over block r of every rank's src."""
+    def reduce_scatter(self, dom: Domain, scratch: str, dst, src, op: str = "sum",
+                       reproducible: bool = False) -> None:
+        """dst[r] = op over block r of every rank's src (reproducible: as for
+        allreduce)."""
         self._coll("reduce_scatter", lib.pto_node_reduce_scatter, dom, scratch, dst, src,
-                   _kernel._pick(_RED, op, "op"))
+                   _kernel._red(op, reproducible))
 
     def broadcast(self, dom: Domain, scratch: str, dst, src, root: int) -> None:
         """dst[r] = src[root] for every rank."""
