@@ -137,9 +137,7 @@ static void core_serve(core *c) {
     if (run_stopping(r)) break;
     /* woken for this block: its place in the wake budget goes back, and
      * blocks left queued for want of it get a pass (wake_budget.h) */
-    if (wb_awake(&r->wake, &c->woken))
-      for (int i = 0; i < r->nsched; i++)
-        sched_kick(r, &r->scheds[i]);
+    if (wb_awake(&r->wake, &c->woken)) sched_kick_others(r, NULL);
     if (!steal_claim(&c->claim, next)) {
       /* an idle core runs it instead (steal.h): published finished, its
        * slot deferred, so the poll counts it without completing it */

@@ -278,9 +278,8 @@ typedef struct sched {
   PTO_LINE_ALIGNED bool wake_pending; /* it made tasks ready in this pass */
   bool again;                         /* its last pass moved the drain */
   bool starved;                       /* its pass left blocks queued for want of wake budget */
-  bool short_of_budget; /* scratch: the last placements left parked cores out for it */
-  uint64_t blocks;      /* blocks it dispatched this run */
-  uint64_t steals;      /* pending blocks it moved to idle cores (steal.h) */
+  uint64_t blocks;                    /* blocks it dispatched this run */
+  uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
   /* its cores by type (PTO_CORE_AIC, PTO_CORE_AIV) and blocks in flight:
    * idle ones (published: idle), ones with a pending block (published:
    * pending), and the busy ones a pass polls (core_sets.h) */
@@ -456,6 +455,8 @@ void sched_task_done_unit(pto_run *r, task *t, int units);
 /* Asks scheduler s for a pass after publishing work for it: runs the pass
  * here when nobody holds its role (the default), or wakes its thread. */
 void sched_kick(pto_run *r, sched *s);
+/* sched_kick for every scheduler but `except` (NULL: every one). */
+void sched_kick_others(pto_run *r, const sched *except);
 /* The orchestration ended (orch_done set): the schedulers' last activity
  * is stamped even when the last block ended before (run_stats). */
 void sched_orch_done(pto_run *r);

@@ -354,8 +354,7 @@ static void sched_wake_leftover(sched *s) {
   for (int q = 0; q < SHAPE_COUNT && !left; q++)
     left = rq_queued(&r->queues[q]) > 0;
   if (!left) return; /* a syscall per parked scheduler saved on the critical path */
-  for (int i = 0; i < r->nsched; i++)
-    if (&r->scheds[i] != s) sched_kick(r, &r->scheds[i]);
+  sched_kick_others(r, s);
 }
 
 void sched_task_done_unit(pto_run *r, task *t, int units) {
@@ -476,15 +475,16 @@ static void place_block(sched *s, core **cores, task *t, int32_t block, int ncor
  * thread running this pass, or one not parked): a parked core costs a
  * futex wake, and when work is scarce the awake ones keep up alone. The
  * idle segment is read from its top, max + AWAKE_LOOKS cores at most.
- * Parked ones, when `budgeted`, only as many as the run's wake budget
- * allows, noting in s->short_of_budget when that left some out
- * (wake_budget.h). A gang's blocks must all start together: not budgeted. */
+ * Parked ones, when `short_of_budget` is given, only as many as the run's
+ * wake budget allows, setting *short_of_budget when that left some out
+ * (wake_budget.h); NULL: all of them (a gang's blocks must start
+ * together). */
 static int idle_awake_first(sched *s, const core_set *set, core *skip, core **out, int max,
-                            bool budgeted) {
+                            bool *short_of_budget) {
   int n = 0, np = 0;
   /* parked ones beyond what the budget lets it wake are looked at only
    * to find awake ones behind them, AWAKE_LOOKS at most */
-  int room = budgeted ? wb_allowance(&s->run->wake) : max, use = max < room ? max : room;
+  int room = short_of_budget ? wb_allowance(&s->run->wake) : max, use = max < room ? max : room;
   for (int k = cs_idle(set) - 1; k >= 0 && n < max && n + np < use + AWAKE_LOOKS; k--) {
     core *c = s->cores[cs_at(set, k)];
     if (c == skip) continue;
@@ -497,8 +497,8 @@ static int idle_awake_first(sched *s, const core_set *set, core *skip, core **ou
   for (int i = 0; i < np && i < room && n < max; i++)
     out[n++] = s->parked[i];
   /* blocks want more cores, idle ones are left, and the budget is spent */
-  if (budgeted && n < max && n - awake == room && cs_idle(set) > n + (skip != NULL))
-    s->short_of_budget = true;
+  if (short_of_budget)
+    *short_of_budget = n < max && n - awake == room && cs_idle(set) > n + (skip != NULL);
   return n;
 }
 
@@ -508,10 +508,10 @@ static int idle_awake_first(sched *s, const core_set *set, core *skip, core **ou
  * (max_inflight 1); MIX and gang blocks need idle cores (0). The cores
  * looked at are the candidates only (core_sets.h), at most max +
  * AWAKE_LOOKS of them once enough are found; parked ones within the wake
- * budget when `budgeted` (a gang's are not); out must hold s->ncores
- * entries. */
+ * budget when `short_of_budget` is given (idle_awake_first; a gang passes
+ * NULL); out must hold s->ncores entries. */
 static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int max,
-                      bool budgeted) {
+                      bool *short_of_budget) {
   pto_run *r = s->run;
   int per = shape_aic(sh) + shape_aiv(sh), n = 0;
   if (per == 1) {
@@ -525,7 +525,7 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
       me = NULL;
     /* then idle cores, awake ones first, then (max_inflight 1) running
      * ones with room behind their block */
-    n += idle_awake_first(s, set, me, out + n, max - n, budgeted);
+    n += idle_awake_first(s, set, me, out + n, max - n, short_of_budget);
     for (int p = cs_end(set, 0); p < cs_end(set, 1) && max_inflight && n < max; p++) {
       core *c = s->cores[cs_at(set, p)];
       if (c != me && has_room(c, max_inflight)) out[n++] = c;
@@ -619,11 +619,9 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   /* as many placements as blocks are queued, at most: a queued task has
    * one at least; while every placement found a block, twice as many */
   int batch = queued < (uint64_t)s->ncores ? (int)queued : s->ncores, placed = 0;
-  bool short_of_budget; /* the wake budget, not the queue, bounded the last placements */
+  bool short_of_budget = false; /* the wake budget, not the queue, bounded the last placements */
   for (;;) {
-    s->short_of_budget = false;
-    int n = placements(s, sh, max_inflight, s->spots, batch, true);
-    short_of_budget = s->short_of_budget;
+    int n = placements(s, sh, max_inflight, s->spots, batch, &short_of_budget);
     if (n == 0) break;
     int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0);
     for (int i = 0; i < got; i++)
@@ -719,7 +717,8 @@ static bool steal_pending(sched *s) {
     if (!pending) continue;
     /* as many idle cores as there are blocks to take (by the counts and
      * hints), awake ones first */
-    int n = idle_awake_first(s, set, NULL, s->spots, pending, true);
+    bool short_of_budget; /* a block left pending runs after its busy core's */
+    int n = idle_awake_first(s, set, NULL, s->spots, pending, &short_of_budget);
     /* once one finds nothing, nothing is left for the next */
     for (int i = 0; i < n && take_for(s, s->spots[i], foreign); i++) {
       s->steals++;
@@ -796,12 +795,12 @@ static void drain_moved(pto_run *r) {
 }
 
 static int gang_capacity(sched *s, task *t) {
-  return placements(s, t->shape, 0, s->spots, s->ncores, false);
+  return placements(s, t->shape, 0, s->spots, s->ncores, NULL);
 }
 
 static void gang_stage(sched *s, task *t, int first, int n) {
   int per = shape_aic(t->shape) + shape_aiv(t->shape);
-  int got = placements(s, t->shape, 0, s->spots, n, false);
+  int got = placements(s, t->shape, 0, s->spots, n, NULL);
   for (int i = 0; i < got; i++)
     place_block(s, &s->spots[i * per], t, first + i, per);
   s->blocks += (uint64_t)got;
@@ -1007,8 +1006,12 @@ void sched_orch_done(pto_run *r) {
   if (atomic_load_explicit(&r->completed, memory_order_relaxed) !=
       atomic_load_explicit(&r->submitted, memory_order_relaxed))
     return;
+  sched_kick_others(r, NULL);
+}
+
+void sched_kick_others(pto_run *r, const sched *except) {
   for (int i = 0; i < r->nsched; i++)
-    sched_kick(r, &r->scheds[i]);
+    if (&r->scheds[i] != except) sched_kick(r, &r->scheds[i]);
 }
 
 void sched_kick(pto_run *r, sched *s) {
