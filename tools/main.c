@@ -124,13 +124,11 @@ static int check_scene_options(const cli_args *a, const pto_scene *sc) {
             multi ? " (and --fault-inject is off)" : "");
     return CLI_EXIT_USAGE;
   }
-  if (a->run_check && (sc->flags & (PTO_SCENE_SCHEDULING | PTO_SCENE_MULTI_CHIP))) {
+  if (a->run_check && (sc->flags & PTO_SCENE_SCHEDULING)) {
     fprintf(stderr,
-            "pto run: --check: %s %s, which checking mode does not cover (docs/contracts.md)\n",
-            sc->name,
-            sc->flags & PTO_SCENE_MULTI_CHIP
-                ? "runs a node of chips with remote stores into windows"
-                : "verifies how the scheduler runs blocks in time (fast path, drains, overlap)");
+            "pto run: --check: %s verifies how the scheduler runs blocks in time (fast path, "
+            "drains, overlap), which checking mode does not cover (docs/contracts.md)\n",
+            sc->name);
     return CLI_EXIT_USAGE;
   }
   return 0;
