@@ -33,11 +33,11 @@ static bool covered(const pto_args *a, uint64_t addr, uint64_t len) {
 
 typedef struct walk {
   const pto_args *decl;
-  uint64_t at;  /* address of the peer's window (offset 0) */
+  uint64_t at;   /* address of the peer's window (offset 0) */
   uint64_t woff; /* window offset of the remote view's buf */
   const unsigned char *local;
   size_t es;
-  uint64_t bad; /* out: window offset of the first byte outside */
+  uint64_t bad;      /* out: window offset of the first byte outside */
   unsigned char now; /* out: the byte the op would store there */
 } walk;
 
@@ -61,8 +61,13 @@ int window_check_store(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int 
                        uint64_t woff, const comm_buffer_desc *b, bool add) {
   const pto_args *decl = c->check_args;
   if (!decl) return 0;
-  walk w = {decl, d->desc.base + (uint64_t)peer * d->desc.win_bytes, woff,
-            (const unsigned char *)local->buf, pto_dtype_size((pto_dtype)remote->dtype), 0, 0};
+  walk w = {decl,
+            d->desc.base + (uint64_t)peer * d->desc.win_bytes,
+            woff,
+            (const unsigned char *)local->buf,
+            pto_dtype_size((pto_dtype)remote->dtype),
+            0,
+            0};
   if (!tensor_lockstep(remote, local, check_run, &w)) return 0;
   unsigned char old = 0;
   d->be->get(d->win, peer, w.bad, &old, 1); /* for the report only: 0 if it cannot */

@@ -21,7 +21,8 @@
 
 bool node_check_on(const pto_node *n) { return n->cfg.chip.check == 1; }
 
-bool node_check_before(pto_node *n, node_task *t) {
+bool node_check_before(pto_node *n, node_task *t, int slot) {
+  n->check_slot = slot;
   if (!node_check_on(n) || !n->host_used) return true;
   if (n->check_cap < n->host_used) {
     unsigned char *p = realloc(n->check_snap, n->host_used);
@@ -64,8 +65,8 @@ static const unsigned char *first_stray(const pto_node *n, const node_task *t) {
 }
 
 static const char *access_name(int a) {
-  static const char *const n[] = {"INPUT",  "OUTPUT", "OUTPUT_EXISTING",
-                                  "INOUT",  "NO_DEP", "COMMUTE"};
+  static const char *const n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING",
+                                  "INOUT", "NO_DEP", "COMMUTE"};
   return a >= 0 && a <= PTO_COMMUTE ? n[a] : "?";
 }
 
@@ -77,9 +78,9 @@ void node_check_after(pto_node *n, node_task *t) {
   unsigned old = n->check_snap[at], now = *x;
   char who[64];
   if (t->kind == TASK_HOST)
-    snprintf(who, sizeof who, "host task on worker %d", t->children[0] - n->cfg.nchips);
+    snprintf(who, sizeof who, "host task on worker %d", n->check_slot - n->cfg.nchips);
   else if (t->nchildren == 1)
-    snprintf(who, sizeof who, "chip task on chip %d", t->children[0]);
+    snprintf(who, sizeof who, "chip task on chip %d", n->check_slot);
   else
     snprintf(who, sizeof who, "group task on %d chips", t->nchildren);
   int arg = -1; /* the argument whose buffer holds x, one whose view touches it first */

@@ -140,6 +140,7 @@ struct pto_node {
    * running task was launched */
   unsigned char *check_snap;
   size_t check_cap;
+  int check_slot; /* the running task's (first) child slot */
 };
 
 /* The handle a node orchestration gets. `owner` is the thread running it
@@ -239,9 +240,10 @@ void node_tasks_end(pto_node *n);
 
 /* Checking mode is on for this node (cfg.chip.check). */
 bool node_check_on(const pto_node *n);
-/* Task t is about to be launched: node host memory is snapshot. False
- * (t failed with PTO_ENOMEM) when there is no memory for the snapshot. */
-bool node_check_before(pto_node *n, node_task *t);
+/* Task t is about to be launched on child `slot` (its first): node host
+ * memory is snapshot. False (t failed with PTO_ENOMEM) when there is no
+ * memory for the snapshot. */
+bool node_check_before(pto_node *n, node_task *t, int slot);
 /* Task t's last part replied: a byte of node host memory that changed
  * outside t's OUTPUT_EXISTING / INOUT / NO_DEP / COMMUTE views fails t with
  * PTO_ECONTRACT (unless it failed already). Only one task runs at a time in

@@ -146,7 +146,7 @@ static bool task_finished(pto_node *n, void *arg) {
 /* Posts task t to child slots[0..k). In checking mode it waits for t's end
  * before it returns (one task at a time: node_check.c). */
 static void launch(pto_node *n, node_task *t, const int *slots, int k) {
-  if (!node_check_before(n, t)) {
+  if (!node_check_before(n, t, slots[0])) {
     t->parts_left = 1;
     finish(n, t);
     return;
