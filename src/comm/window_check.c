@@ -21,18 +21,9 @@
 
 static bool is_target(int access) { return access != PTO_INPUT && access != PTO_OUTPUT; }
 
-/* Every byte of [addr, addr + len) lies in one window target. */
-static bool covered(const pto_args *a, uint64_t addr, uint64_t len) {
-  pto_tensor t;
-  int64_t n = (int64_t)len;
-  if (pto_tensor_init(&t, (void *)(uintptr_t)addr, (size_t)len, PTO_U8, 1, &n)) return false;
-  for (int i = 0; i < a->ntensors; i++)
-    if (is_target(a->access[i]) && region_covers(&a->tensors[i], &t)) return true;
-  return false;
-}
-
 typedef struct walk {
-  const pto_args *decl;
+  region_view tv[PTO_MAX_TENSOR_ARGS]; /* the window targets, normalised once */
+  int nt;
   uint64_t at;   /* address of the peer's window (offset 0) */
   uint64_t woff; /* window offset of the remote view's buf */
   const unsigned char *local;
@@ -41,14 +32,26 @@ typedef struct walk {
   unsigned char now; /* out: the byte the op would store there */
 } walk;
 
+/* Every byte of [addr, addr + len) lies in one window target. */
+static bool covered(const walk *w, uint64_t addr, uint64_t len) {
+  pto_tensor t;
+  int64_t n = (int64_t)len;
+  if (pto_tensor_init(&t, (void *)(uintptr_t)addr, (size_t)len, PTO_U8, 1, &n)) return false;
+  region_view r;
+  region_view_init(&t, &r);
+  for (int i = 0; i < w->nt; i++)
+    if (region_view_covers(&w->tv[i], &r)) return true;
+  return false;
+}
+
 /* One contiguous run: covered whole (the common case), else byte by byte
  * (targets may tile it together). Returns 1 at the first byte outside. */
 static int check_run(void *arg, int64_t remote, int64_t local, int64_t n) {
   walk *w = arg;
   uint64_t off = w->woff + (uint64_t)remote * w->es, len = (uint64_t)n * w->es;
-  if (covered(w->decl, w->at + off, len)) return 0;
+  if (covered(w, w->at + off, len)) return 0;
   for (uint64_t i = 0; i < len; i++)
-    if (!covered(w->decl, w->at + off + i, 1)) {
+    if (!covered(w, w->at + off + i, 1)) {
       w->bad = off + i;
       w->now = w->local[(uint64_t)local * w->es + i];
       return 1;
@@ -61,13 +64,13 @@ int window_check_store(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int 
                        uint64_t woff, const comm_buffer_desc *b, bool add) {
   const pto_args *decl = c->check_args;
   if (!decl) return 0;
-  walk w = {decl,
-            d->desc.base + (uint64_t)peer * d->desc.win_bytes,
-            woff,
-            (const unsigned char *)local->buf,
-            pto_dtype_size((pto_dtype)remote->dtype),
-            0,
-            0};
+  walk w = {.nt = 0,
+            .at = d->desc.base + (uint64_t)peer * d->desc.win_bytes,
+            .woff = woff,
+            .local = (const unsigned char *)local->buf,
+            .es = pto_dtype_size((pto_dtype)remote->dtype)};
+  for (int a = 0; a < decl->ntensors; a++)
+    if (is_target(decl->access[a])) region_view_init(&decl->tensors[a], &w.tv[w.nt++]);
   if (!tensor_lockstep(remote, local, check_run, &w)) return 0;
   unsigned char old = 0;
   d->be->get(d->win, peer, w.bad, &old, 1); /* for the report only: 0 if it cannot */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/region.h"
+#include "common/tensor_walk.h"
 #include "node/node_internal.h"
 
 bool node_check_on(const pto_node *n) { return n->cfg.chip.check == 1; }
@@ -51,17 +52,77 @@ static bool view_has(const pto_tensor *v, const unsigned char *x) {
   return pto_tensor_init(&b, (void *)x, 1, PTO_U8, 1, &one) == 0 && region_covers(v, &b);
 }
 
-/* The first changed byte outside t's written views, or NULL. */
-static const unsigned char *first_stray(const pto_node *n, const node_task *t) {
-  const unsigned char *now = n->host, *old = n->check_snap;
-  for (size_t i = 0; i < n->host_used; i++) {
-    if (now[i] == old[i]) continue;
-    bool declared = false;
-    for (int a = 0; a < t->args.ntensors && !declared; a++)
-      declared = writes(t->args.access[a]) && view_has(&t->args.tensors[a], now + i);
-    if (!declared) return now + i;
+/* Byte runs [lo, hi) of host memory offsets, sorted and merged. */
+typedef struct span {
+  size_t lo, hi;
+} span;
+
+typedef struct spans {
+  span *v;
+  size_t n, cap;
+  const pto_node *node;
+  uintptr_t buf; /* of the view being added */
+  size_t es;
+} spans;
+
+static int spans_push(void *arg, int64_t off, int64_t b_off, int64_t k) {
+  (void)b_off;
+  spans *s = arg;
+  uintptr_t lo = s->buf + (uintptr_t)off * s->es, hi = lo + (uintptr_t)k * s->es;
+  uintptr_t h0 = (uintptr_t)s->node->host, h1 = h0 + s->node->host_used;
+  if (hi <= h0 || lo >= h1) return 0; /* a window view: not node host memory */
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    span *nv = realloc(s->v, sizeof *nv * cap);
+    if (!nv) return 1;
+    s->v = nv;
+    s->cap = cap;
   }
-  return NULL;
+  s->v[s->n++] = (span){(lo > h0 ? lo : h0) - h0, (hi < h1 ? hi : h1) - h0};
+  return 0;
+}
+
+static int span_cmp(const void *a, const void *b) {
+  size_t x = ((const span *)a)->lo, y = ((const span *)b)->lo;
+  return x < y ? -1 : x > y;
+}
+
+/* The first byte (offset in host memory) that changed outside t's written
+ * views, -1 if none, -2 when out of memory for the views' runs. */
+static int64_t first_stray(const pto_node *n, const node_task *t) {
+  spans s = {.node = n};
+  for (int a = 0; a < t->args.ntensors; a++) {
+    const pto_tensor *v = &t->args.tensors[a];
+    if (!writes(t->args.access[a])) continue;
+    s.buf = (uintptr_t)v->buf;
+    s.es = pto_dtype_size((pto_dtype)v->dtype);
+    if (tensor_lockstep(v, v, spans_push, &s)) {
+      free(s.v);
+      return -2;
+    }
+  }
+  if (s.n > 1) qsort(s.v, s.n, sizeof *s.v, span_cmp);
+  const unsigned char *now = n->host, *old = n->check_snap;
+  int64_t bad = -1;
+  size_t i = 0, k = 0;
+  while (i < n->host_used && bad < 0) {
+    while (k < s.n && s.v[k].hi <= i)
+      k++;
+    if (k < s.n && s.v[k].lo <= i) { /* written: skip to the run's end */
+      i = s.v[k].hi;
+      continue;
+    }
+    size_t end = k < s.n ? s.v[k].lo : n->host_used;
+    if (memcmp(now + i, old + i, end - i))
+      for (; i < end; i++)
+        if (now[i] != old[i]) {
+          bad = (int64_t)i;
+          break;
+        }
+    i = end;
+  }
+  free(s.v);
+  return bad;
 }
 
 static const char *access_name(int a) {
@@ -72,9 +133,17 @@ static const char *access_name(int a) {
 
 void node_check_after(pto_node *n, node_task *t) {
   if (!node_check_on(n) || t->status || !n->host_used) return;
-  const unsigned char *x = first_stray(n, t);
-  if (!x) return;
-  size_t at = (size_t)(x - n->host);
+  int64_t stray = first_stray(n, t);
+  if (stray == -1) return;
+  if (stray == -2) {
+    t->status = PTO_ENOMEM;
+    t->err.code = PTO_ENOMEM;
+    snprintf(t->err.details, sizeof t->err.details,
+             "node task %" PRId64 ": checking mode: out of memory", t->id);
+    return;
+  }
+  size_t at = (size_t)stray;
+  const unsigned char *x = n->host + at;
   unsigned old = n->check_snap[at], now = *x;
   char who[64];
   if (t->kind == TASK_HOST)
