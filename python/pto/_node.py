@@ -337,7 +337,10 @@ class Node:
     as ``pto_node_config``: host_bytes (64 MiB), window_space (1 GiB),
     startup_timeout_ms, control_timeout_ms, task_timeout_ms, lease_wait_ms
     (0), wait_timeout_ms (10000), fault_inject, fault_seed, quiet,
-    trace, host_task_timeout_ms, tensormap_entries.
+    trace, host_task_timeout_ms, tensormap_entries. ``check=True`` (or
+    ``PTO_CHECK=contracts``) is checking mode (docs/contracts.md, "Node
+    runs"): a ContractError from a host task's stray write names the node
+    task's argument in ``arg`` and ``array``.
 
     Create a Node before this process starts threads (it forks). Use it as
     a context manager or call ``close`` (refused while host arrays live).
