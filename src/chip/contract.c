@@ -72,8 +72,8 @@ struct contract {
   uint32_t nbufs, bufs_cap;
   task **ready;
   uint32_t nready, ready_cap;
-  runs wr, rd; /* the running task's write and read sets */
-  runs sh;     /* of wr: the node task's shared writes (chip_set_node_task) */
+  runs wr, rd;            /* the running task's write and read sets */
+  runs sh;                /* of wr: the node task's shared writes (chip_set_node_task) */
   _Atomic bool unit_comm; /* the unit called a window operation (contract_note_comm) */
   changed *chg;
   size_t nchg, chg_cap;

@@ -288,7 +288,7 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   uint64_t woff;
   const comm_buffer_desc *b;
   rc = win_view(&e, remote, is_put ? "dst" : "src", &woff, &b); /* whole region first */
-  if (!rc && is_put) /* before the first chunk lands */
+  if (!rc && is_put)                                            /* before the first chunk lands */
     rc = window_check_store(e.c, ctx, e.d, peer, e.op, remote, local, woff, b, kind == 1);
   if (rc) return rc;
   tensor_tiles g;
