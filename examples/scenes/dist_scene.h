@@ -123,8 +123,21 @@ static inline int dist_dst_sig_domain(pto_node_orch *no, pto_domain *dom) {
  * gets row r of io[0] (INPUT), then, when dst_sig, its own "dst" and "sig"
  * window buffers (INOUT: the peer stores and signals into them), then row r
  * of io[1] (OUTPUT_EXISTING); the scene's scalar 0 is the domain. */
+static inline void dist_pair_group_targets(pto_node_orch *no, const pto_tensor *io, int kid,
+                                           pto_domain dom, bool dst_sig,
+                                           const pto_window_buffer *targets, int ntargets);
 static inline void dist_pair_group(pto_node_orch *no, const pto_tensor *io, int kid, pto_domain dom,
                                    bool dst_sig) {
+  dist_pair_group_targets(no, io, kid, dom, dst_sig, NULL, 0);
+}
+
+/* dist_pair_group, declaring after the ranks' tensors each rank's window
+ * buffers targets[0..ntargets) whole (as bytes, INOUT): where its peer
+ * stores, the task's window targets (docs/contracts.md, "Node runs").
+ * dist_chip_orch passes the chips only the per-rank tensors before them. */
+static inline void dist_pair_group_targets(pto_node_orch *no, const pto_tensor *io, int kid,
+                                           pto_domain dom, bool dst_sig,
+                                           const pto_window_buffer *targets, int ntargets) {
   pto_args a;
   pto_args_init(&a);
   for (int r = 0; r < 2; r++) {
@@ -139,6 +152,13 @@ static inline void dist_pair_group(pto_node_orch *no, const pto_tensor *io, int 
     }
     pto_args_output_existing(&a, &out);
   }
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < ntargets; i++) {
+      int64_t bytes = (int64_t)targets[i].bytes;
+      pto_tensor v;
+      if (pto_node_window_tensor(no, dom, r, targets[i].name, PTO_U8, 1, &bytes, &v) == 0)
+        pto_args_inout(&a, &v);
+    }
   dist_scalars(&a, kid, dst_sig ? 4 : 2, 1);
   pto_args_scalar(&a, (uint64_t)dom);
   pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);

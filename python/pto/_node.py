@@ -159,6 +159,8 @@ class NodeOrch:
                                   ffi.new("uint64_t[]", sc) if sc else ffi.NULL, bn,
                                   1 if sync_start else 0, tid),
               f"submit '{kernel.name}' on chips {ch}")
+        if self._run.task_args is not None:
+            self._run.task_args[int(tid[0])] = tuple(a for al in args for a in al)
         return int(tid[0])
 
     def submit_host(self, fn: Union["HostFn", str], *args: Arg, scalars: Sequence[Any] = (),
@@ -190,6 +192,8 @@ class NodeOrch:
                                        ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
                                        ffi.new("uint64_t[]", sc) if sc else ffi.NULL, tid),
               f"submit_host '{fn.name}' (worker {worker})")
+        if self._run.task_args is not None:
+            self._run.task_args[int(tid[0])] = tuple(args)
         return int(tid[0])
 
     def wait_all(self) -> None:
@@ -290,6 +294,9 @@ class _NodeRun:
         self.node, self.fn, self.args = node, fn, args
         self.keep: List[Any] = []
         self.exc: Optional[BaseException] = None
+        # checking mode: each node task's tensor arguments, which a
+        # ContractError from the node's own check points at
+        self.task_args: Optional[Dict[int, tuple]] = {} if node._check else None
 
 
 _NODE_OPTIONS = ("nworkers", "host_bytes", "window_space", "startup_timeout_ms", "control_timeout_ms",
@@ -330,7 +337,10 @@ class Node:
     as ``pto_node_config``: host_bytes (64 MiB), window_space (1 GiB),
     startup_timeout_ms, control_timeout_ms, task_timeout_ms, lease_wait_ms
     (0), wait_timeout_ms (10000), fault_inject, fault_seed, quiet,
-    trace, host_task_timeout_ms, tensormap_entries.
+    trace, host_task_timeout_ms, tensormap_entries. ``check=True`` (or
+    ``PTO_CHECK=contracts``) is checking mode (docs/contracts.md, "Node
+    runs"): a ContractError from a host task's stray write names the node
+    task's argument in ``arg`` and ``array``.
 
     Create a Node before this process starts threads (it forks). Use it as
     a context manager or call ``close`` (refused while host arrays live).
@@ -392,6 +402,7 @@ class Node:
             raise error_from_info(rc, err)
         self._node = out[0]
         self.nchips = int(cfg.nchips)
+        self._check = int(cfg.chip.check) == 1
 
     def _live(self):
         if self._node is None:
@@ -440,7 +451,15 @@ class Node:
         if run.exc is not None and not getattr(run.exc, "_from_call", False):
             raise run.exc
         if rc:
-            raise error_from_info(rc, err) from run.exc
+            e = error_from_info(rc, err)
+            if run.task_args is not None and e.task is not None and int(err.arg) >= 0:
+                # a chip's error names its kernel and its chip task's argument;
+                # the node's own check (no kernel) a node task's argument
+                e.arg = int(err.arg)
+                targs = run.task_args.get(e.task, ()) if e.kernel is None else ()
+                if e.arg < len(targs):
+                    e.array = getattr(targs[e.arg], "obj", targs[e.arg])
+            raise e from run.exc
 
     @property
     def child_pids(self) -> List[int]:

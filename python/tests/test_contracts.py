@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import pto
+from conftest import DEVICE_IDS
 
 
 def test_write_into_input_names_the_array():
@@ -60,8 +61,49 @@ def test_correct_program_passes_and_env_turns_it_on(monkeypatch):
     assert "PTO_CHECK = 'everything', must be 'contracts' or 'off'" in e.value.details
 
 
-def test_node_runs_refuse_checking_mode(monkeypatch):
+def _host_copy(ctx, x, out):
+    out[:] = x
+    if ctx.scalars[0]:  # the element after out[0], between the elements of a strided view
+        np.lib.stride_tricks.as_strided(out, shape=(2,), strides=(out.itemsize,))[1] = 7
+
+
+def _store_to_peer(ctx, x, dst):
+    """Stores x into the peer's copy of dst (this rank's InOut window view)."""
+    dom = ctx.scalars[0]
+    ctx.remote_store(dom, (ctx.rank(dom) + 1) % 2, dst, x)
+
+
+def _node_breach(node):
+    """Runs a correct program, then a host task that writes between the
+    elements of its Out view (a column); returns what the ContractError said
+    (no array outlives the call)."""
+    x = node.host_array((2, 8))
+    y = node.host_array((2, 8))
+    x[:] = np.arange(16, dtype=np.float32).reshape(2, 8) + 1
+    col = y[:, 0]
+
+    def correct(no):  # a host task and a remote store into declared windows
+        dom = no.domain([0, 1], {"dst": 32})
+        w = [pto.InOut(no.window(dom, r, "dst", np.float32, 8)) for r in range(2)]
+        no.submit_group([0, 1], node.kernels["store"], [[pto.In(x[r]), w[r]] for r in range(2)],
+                        scalars=[dom])
+        no.submit_host("copy", pto.In(x[1]), pto.Out(y[1]), scalars=[0])
+
+    node.run(correct)
+    np.testing.assert_array_equal(y[1], x[1])
+    with pytest.raises(pto.ContractError) as e:
+        node.run(lambda no: no.submit_host("copy", pto.In(x[0, :2]), pto.Out(col), scalars=[1]))
+    err = e.value
+    return err.status, err.kernel, err.arg, err.array is col, err.details
+
+
+def test_node_host_task_breach_names_the_array(monkeypatch):
     monkeypatch.setenv("PTO_CHECK", "contracts")
-    with pytest.raises(pto.InvalidArgumentError) as e:
-        pto.Node(1)
-    assert "checking mode (PTO_CHECK) does not cover node runs" in e.value.details
+    with pto.Node(2, {"store": _store_to_peer}, host_fns={"copy": _host_copy}, nworkers=1,
+                  device_ids=DEVICE_IDS["contracts"], clusters=1, quiet=True) as node:
+        status, kernel, arg, is_col, details = _node_breach(node)
+    assert status == "PTO_ECONTRACT" and kernel is None
+    assert arg == 1 and is_col
+    assert "(host task on worker 0) wrote outside its declared writes: argument 1" in details
+    # y[0, 1] = 7.0f (00 00 e0 40) first changes at byte 2 of y[0, 1], byte 6 of the column's span
+    assert "byte 6 changed 0x00 -> 0xe0, outside its OUTPUT_EXISTING/INOUT views" in details

@@ -72,7 +72,9 @@ struct contract {
   uint32_t nbufs, bufs_cap;
   task **ready;
   uint32_t nready, ready_cap;
-  runs wr, rd; /* the running task's write and read sets */
+  runs wr, rd;            /* the running task's write and read sets */
+  runs sh;                /* of wr: the node task's shared writes (chip_set_node_task) */
+  _Atomic bool unit_comm; /* the unit called a window operation (contract_note_comm) */
   changed *chg;
   size_t nchg, chg_cap;
   scratch scr[PTO_MAX_TENSOR_ARGS];
@@ -391,6 +393,7 @@ void contract_end(pto_run *r) {
   free(c->ready);
   free(c->wr.v);
   free(c->rd.v);
+  free(c->sh.v);
   free(c->chg);
   free(c->pool);
   free(c->access);
@@ -443,6 +446,24 @@ int contract_async_refused(pto_run *r, const pto_kctx *ctx) {
            "which checking mode cannot check: run this program without PTO_CHECK",
            run_kernel_name(r, t), ctx->block_idx);
   return PTO_ECONTRACT;
+}
+
+void contract_note_comm(const pto_kctx *ctx) {
+  const pto_run *r = ctx ? ctx->run : NULL;
+  /* relaxed: read after the unit's parts were joined */
+  if (r && r->contract) atomic_store_explicit(&r->contract->unit_comm, true, memory_order_relaxed);
+}
+
+const char *contract_kernel_name(const pto_kctx *ctx) {
+  pto_run *r = ctx ? (pto_run *)ctx->run : NULL;
+  return r ? run_kernel_name(r, run_slot(r, ctx->task_id)) : "?";
+}
+
+void chip_set_node_task(pto_chip *chip, bool in_task, const pto_tensor *views, int n) {
+  chip->in_node_task = in_task;
+  chip->nshared_writes = !in_task || n < 0 ? 0 : n > PTO_MAX_TENSOR_ARGS ? PTO_MAX_TENSOR_ARGS : n;
+  for (int i = 0; i < chip->nshared_writes; i++)
+    chip->shared_writes[i] = views[i];
 }
 
 /* Fails the run with PTO_ECONTRACT for task t, naming argument `arg` (-1:
@@ -765,7 +786,18 @@ static int64_t first_disagreement(const uint8_t *real, const uint8_t *pre, const
   return -1;
 }
 
-/* Where either run changed a byte, both must have left the same value. */
+/* Byte x lies in the node task's shared writes and in no view t writes:
+ * another rank may have changed it while the unit ran. */
+static bool shared_only(const struct contract *c, pto_run *r, const task *t, uintptr_t x) {
+  if (!runs_has(&c->sh, x)) return false;
+  const uint8_t *acc = c->access[(uint64_t)t->id & r->slot_mask];
+  for (int i = 0; i < t->ntensors; i++)
+    if (writes(acc[i]) && view_has(&t->tensors[i], x)) return false;
+  return true;
+}
+
+/* Where either run changed a byte, both must have left the same value
+ * (except where other ranks of a node task may write: shared_only). */
 static bool check_reads(pto_run *r, task *t, const char *unit) {
   struct contract *c = r->contract;
   for (int j = 0; j < c->nscr; j++) {
@@ -779,9 +811,13 @@ static bool check_reads(pto_run *r, task *t, const char *unit) {
       bool in = k < c->rd.n && c->rd.v[k].lo <= x;
       uintptr_t end = in ? c->rd.v[k].hi : k < c->rd.n ? c->rd.v[k].lo : hi;
       if (end > hi) end = hi;
-      size_t off = x - lo;
-      int64_t at = first_disagreement(real + off, pre + off, sc->mem + off, end - x, !in);
-      if (at >= 0) bad = (int64_t)off + at;
+      for (uintptr_t y = x; y < end && bad < 0;) {
+        size_t off = y - lo;
+        int64_t at = first_disagreement(real + off, pre + off, sc->mem + off, end - y, !in);
+        if (at < 0) break;
+        if (!shared_only(c, r, t, y + (uint64_t)at)) bad = (int64_t)off + at;
+        y += (uint64_t)at + 1;
+      }
       if (in) k++;
       x = end;
     }
@@ -814,6 +850,7 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
   char unit[48];
   blocks_name(unit, sizeof unit, blocks, nb, t);
   bool ok = false;
+  atomic_store_explicit(&c->unit_comm, false, memory_order_relaxed);
   int np = unit_parts(r, t, blocks, nb, t->tensors, parts);
   int bad = np < 0 ? -2 : unit_run(r, parts, np);
   if (np < 0)
@@ -821,7 +858,8 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
   else if (bad >= 0)
     unit_failed(r, t, &parts[bad], "");
   if (bad != -1 || run_stopping(r) || !check_writes(r, t, unit)) goto out;
-  if (read_check) {
+  /* a second run would repeat the unit's remote stores and signals */
+  if (read_check && !atomic_load_explicit(&c->unit_comm, memory_order_relaxed)) {
     pto_tensor tensors[PTO_MAX_TENSOR_ARGS];
     if (!scratch_make(r, t, tensors)) {
       run_fail(r, PTO_ENOMEM, t->id, -1, "checking mode: out of memory for scratch copies");
@@ -850,22 +888,44 @@ out:
   return ok;
 }
 
-/* Runs t's blocks one at a time in a random order (a gang at once); true
- * when all passed. */
+/* Whether every block of t can have its cores at once (as a gang's). */
+static bool fits_at_once(const pto_run *r, const task *t) {
+  const kernel_rec *k = &r->chip->kernels[t->kernel];
+  int naic = k->aic ? 1 : 0, naiv = k->aiv ? k->aiv_count : 0;
+  int64_t room = 0;
+  for (int cl = 0; cl < r->cfg->clusters; cl++) {
+    const int *cc = r->contract->cl_cores[cl];
+    int aivs = (cc[1] >= 0) + (cc[2] >= 0), n = naiv ? aivs / naiv : 2;
+    if (naic && cc[0] < 0) n = 0;
+    if (naic && n > 1) n = 1;
+    room += n;
+  }
+  return t->block_num <= room;
+}
+
+/* Runs t's blocks one at a time in a random order (a gang at once, and on
+ * a chip of a node every task's blocks that fit: chip_set_node_task);
+ * true when all passed. */
 static bool run_task(pto_run *r, task *t) {
   struct contract *c = r->contract;
   const uint8_t *acc = c->access[(uint64_t)t->id & r->slot_mask];
   c->wr.n = c->rd.n = 0;
-  c->wr.oom = c->rd.oom = false;
+  c->wr.oom = c->rd.oom = c->sh.oom = false;
   bool any_write = false;
   for (int i = 0; i < t->ntensors; i++) {
     if (writes(acc[i])) runs_add_view(&c->wr, &t->tensors[i]), any_write = true;
     if (reads(acc[i])) runs_add_view(&c->rd, &t->tensors[i]);
   }
-  if (c->wr.oom || c->rd.oom) {
+  c->sh.n = 0;
+  for (int i = 0; i < r->chip->nshared_writes; i++) { /* other ranks may write these */
+    runs_add_view(&c->wr, &r->chip->shared_writes[i]);
+    runs_add_view(&c->sh, &r->chip->shared_writes[i]);
+  }
+  if (c->wr.oom || c->rd.oom || c->sh.oom) {
     run_fail(r, PTO_ENOMEM, t->id, -1, "checking mode: out of memory");
     return false;
   }
+  runs_finish(&c->sh, true);
   runs_finish(&c->wr, true);
   runs_finish(&c->rd, true);
   bool read_check = any_write && !r->chip->kernels[t->kernel].skip_read_check;
@@ -884,10 +944,10 @@ static bool run_task(pto_run *r, task *t) {
     order[j] = x;
   }
   bool ok = true;
-  if (t->sync_start) {
+  if (t->sync_start || (nb > 1 && r->chip->in_node_task && fits_at_once(r, t))) {
     ok = check_unit(r, t, order, nb, read_check);
     /* launched whole at once, without a drain: the fast path's count */
-    atomic_fetch_add_explicit(&r->sync_fast, 1, memory_order_relaxed);
+    if (t->sync_start) atomic_fetch_add_explicit(&r->sync_fast, 1, memory_order_relaxed);
   } else
     for (int32_t i = 0; i < nb && ok; i++)
       ok = check_unit(r, t, &order[i], 1, read_check);

@@ -45,5 +45,11 @@ bool contract_drain(pto_run *r, pto_cond_fn cond, void *arg, contract_complete_f
 /* A kernel asked for asynchronous completion in checking mode: refused,
  * failing the run with PTO_ECONTRACT naming it. */
 int contract_async_refused(pto_run *r, const pto_kctx *ctx);
+/* A kernel called a window operation (comm/ops.c): its unit is not run a
+ * second time for the read check, which would repeat its remote effects
+ * (stores, signals) on the peers. No-op outside checking mode. */
+void contract_note_comm(const pto_kctx *ctx);
+/* The name of the kernel running ctx's block ("?" when unknown). */
+const char *contract_kernel_name(const pto_kctx *ctx);
 
 #endif

@@ -10,4 +10,13 @@
  * stacking each rank's first core on the same one [chip.c]. */
 void chip_set_cpu_first(pto_chip *chip, int first);
 
+/* Checking mode: the chip runs a node task (in_task; false between tasks),
+ * which lets any of its ranks write views[0..n) (at most
+ * PTO_MAX_TENSOR_ARGS). Bytes there may change under a unit of this chip
+ * (another rank's writes, a peer's remote store, checked at the peer): the
+ * unit's check leaves them to those checks. And the blocks of a task run
+ * together, as a gang's do: they may wait for signals that a peer's blocks
+ * send only after waiting for this chip's [contract.c]. */
+void chip_set_node_task(pto_chip *chip, bool in_task, const pto_tensor *views, int n);
+
 #endif

@@ -83,6 +83,14 @@ struct pto_chip {
    * so a stream of later calls cannot hold it up */
   _Atomic uint32_t async_phase;
   _Atomic int32_t async_calls[2];
+  /* Checking mode on a chip of a node (node_hooks.h): the views the node
+   * task running now lets any of its ranks write (its OUTPUT_EXISTING,
+   * INOUT, NO_DEP, COMMUTE arguments), which the other ranks and their
+   * remote stores may change while a unit of this chip runs. Set by the
+   * node between chip runs. */
+  pto_tensor shared_writes[PTO_MAX_TENSOR_ARGS];
+  int nshared_writes;
+  bool in_node_task;
 };
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };

@@ -14,6 +14,7 @@
 
 #include "comm/comm_backend.h"
 #include "pto/comm.h"
+#include "pto/orch.h"
 
 #define COMM_MAX_DOMAINS  16   /* live domains per run */
 #define COMM_HEADER_BYTES 4096 /* window header before the first buffer */
@@ -74,6 +75,10 @@ struct pto_comm {
    * PTO_ESHUTDOWN, before the node unmaps the windows they wait on. NULL:
    * never stopped so (a forked chip is killed instead). */
   const _Atomic uint32_t *stop;
+  /* Checking mode (docs/contracts.md, "Node runs"): the arguments of the
+   * node task this chip runs, whose window views are where its remote
+   * stores may land (window_check.c); NULL: not checked. */
+  const pto_args *check_args;
 };
 
 /* Fills the layout of a domain (buffers, win_bytes); base/prefix/id are the

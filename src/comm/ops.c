@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "chip/contract.h"
 #include "chip/trace_hooks.h"
 #include "comm/comm.h"
 #include "comm/signal.h"
+#include "comm/window_check.h"
 #include "common/clock.h"
 #include "common/tensor_check.h"
 #include "common/tensor_walk.h"
@@ -51,6 +53,7 @@ static int op_end(const op_span *s, const pto_kctx *ctx, const char *name, const
 /* ---- argument checks ---- */
 
 typedef struct op_env {
+  const pto_kctx *ctx;
   pto_comm *c;
   comm_dom *d;
   const char *op;
@@ -59,6 +62,7 @@ typedef struct op_env {
 
 static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer, const char *op,
                    op_env *e) {
+  e->ctx = ctx;
   e->c = ctx ? (pto_comm *)ctx->env : NULL;
   e->op = op;
   e->peer = peer;
@@ -72,6 +76,7 @@ static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer
   if (need_peer && (peer < 0 || peer >= e->d->desc.nranks))
     return comm_fail(e->c, PTO_EPEER, "%s: peer %d outside domain %d (ranks 0..%d), from rank %d",
                      op, peer, dom, e->d->desc.nranks - 1, e->d->my_rank);
+  contract_note_comm(ctx);
   return 0;
 }
 
@@ -196,6 +201,10 @@ static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *lo
                      "%s: destination in buffer '%s' is not aligned to %zu "
                      "bytes (domain %d rank %d -> peer %d)",
                      e->op, b->name, es, e->d->desc.id, e->d->my_rank, e->peer);
+  if (kind != 2) {
+    rc = window_check_store(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b, kind == 1);
+    if (rc) return rc;
+  }
   xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
   rc = tensor_lockstep(remote, local, xfer_run, &x);
   return rc ? comm_fail(e->c, rc, "%s: backend failed (domain %d rank %d -> peer %d)", e->op,
@@ -279,6 +288,8 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   uint64_t woff;
   const comm_buffer_desc *b;
   rc = win_view(&e, remote, is_put ? "dst" : "src", &woff, &b); /* whole region first */
+  if (!rc && is_put)                                            /* before the first chunk lands */
+    rc = window_check_store(e.c, ctx, e.d, peer, e.op, remote, local, woff, b, kind == 1);
   if (rc) return rc;
   tensor_tiles g;
   tensor_tiles_init(&g, remote, o->chunk_rows, o->chunk_cols);

@@ -59,6 +59,19 @@ static bool frame_posted(void *arg) {
          atomic_load_explicit(&t->mb->stop, memory_order_relaxed);
 }
 
+/* Checking mode (docs/contracts.md, "Node runs"): the node task's
+ * arguments bound its remote stores (comm/window_check.c), and the views it
+ * lets any rank write are left to the other ranks' checks by this chip's
+ * (chip_set_node_task); on = false clears both. */
+static void check_task_args(pto_chip *chip, pto_comm *comm, const pto_args *a, bool on) {
+  pto_tensor shared[PTO_MAX_TENSOR_ARGS];
+  int ns = 0;
+  for (int i = 0; on && i < a->ntensors; i++)
+    if (a->access[i] != PTO_INPUT) shared[ns++] = a->tensors[i];
+  comm->check_args = on ? a : NULL;
+  chip_set_node_task(chip, on, shared, ns);
+}
+
 static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
                           const node_frame *f, node_reply *r) {
   if (n->trace_path) {
@@ -81,7 +94,9 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
   pto_run_stats st;
   memset(&st, 0, sizeof st);
+  if (n->cfg.chip.check) check_task_args(chip, comm, &f->args, true);
   r->status = pto_chip_run(chip, f->chip_fn, &t, &st, &r->err);
+  if (n->cfg.chip.check) check_task_args(chip, comm, &f->args, false);
   r->tasks = st.tasks;
   r->blocks = st.blocks;
   r->host_us = st.host_us;
@@ -96,7 +111,9 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
     if (cerr) { /* the comm details say what the chip's details cannot */
       char chip_details[sizeof r->err.details];
       snprintf(chip_details, sizeof chip_details, "%s", r->err.details);
-      if (chip_details[0])
+      if (chip_details[0] && cerr == PTO_ECONTRACT) /* the breach itself says the most */
+        snprintf(r->err.details, sizeof r->err.details, "%.384s; %.100s", details, chip_details);
+      else if (chip_details[0])
         snprintf(r->err.details, sizeof r->err.details, "%.180s; %.300s", details, chip_details);
       else
         snprintf(r->err.details, sizeof r->err.details, "%.180s", details);

@@ -136,6 +136,11 @@ struct pto_node {
    * latches it (node_latch_foreign) */
   _Atomic(const char *) foreign_call;
   pto_node_stats stats; /* of the current (then last) run */
+  /* checking mode (node_check.c): node host memory as it was when the
+   * running task was launched */
+  unsigned char *check_snap;
+  size_t check_cap;
+  int check_slot; /* the running task's (first) child slot */
 };
 
 /* The handle a node orchestration gets. `owner` is the thread running it
@@ -230,6 +235,22 @@ int node_latch(pto_node *n, int rc, const char *what);
 /* Task bookkeeping of a run: begin (TensorMap, queues), end (frees). */
 int node_tasks_begin(pto_node *n);
 void node_tasks_end(pto_node *n);
+
+/* ---- node_check.c: checking mode on a node (docs/contracts.md) ---- */
+
+/* Checking mode is on for this node (cfg.chip.check). */
+bool node_check_on(const pto_node *n);
+/* Task t is about to be launched on child `slot` (its first): node host
+ * memory is snapshot. False (t failed with PTO_ENOMEM) when there is no
+ * memory for the snapshot. */
+bool node_check_before(pto_node *n, node_task *t, int slot);
+/* Task t's last part replied: a byte of node host memory that changed
+ * outside t's OUTPUT_EXISTING / INOUT / NO_DEP / COMMUTE views fails t with
+ * PTO_ECONTRACT (unless it failed already). Only one task runs at a time in
+ * checking mode, so every change is t's. */
+void node_check_after(pto_node *n, node_task *t);
+/* Frees the snapshot (pto_node_destroy). */
+void node_check_free(pto_node *n);
 
 /* ---- node_domain.c ---- */
 

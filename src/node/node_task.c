@@ -128,15 +128,29 @@ static void part_done(pto_node *n, int s, const node_reply *r) {
     snprintf(t->err.details, sizeof t->err.details, "%s %d, node task %" PRId64 ": %.440s",
              slot_kind(n, s), slot_index(n, s), t->id, d);
   }
-  if (--t->parts_left == 0) finish(n, t);
+  if (--t->parts_left == 0) {
+    node_check_after(n, t); /* checking mode: its writes to node host memory */
+    finish(n, t);
+  }
 }
 
 /* ---- progress ---- */
 
 static bool slot_free(const pto_node *n, int s) { return !n->child[s].gen && !n->reserved[s]; }
 
-/* Posts task t to child slots[0..k). */
+static bool task_finished(pto_node *n, void *arg) {
+  (void)n;
+  return finished(arg);
+}
+
+/* Posts task t to child slots[0..k). In checking mode it waits for t's end
+ * before it returns (one task at a time: node_check.c). */
 static void launch(pto_node *n, node_task *t, const int *slots, int k) {
+  if (!node_check_before(n, t, slots[0])) {
+    t->parts_left = 1;
+    finish(n, t);
+    return;
+  }
   static node_frame f; /* large; the parent is single-threaded */
   memset(&f, 0, sizeof f);
   f.type = FRAME_TASK;
@@ -160,6 +174,8 @@ static void launch(pto_node *n, node_task *t, const int *slots, int k) {
     f.trace_run = t->kind == TASK_CHIP && n->trace_path ? n->trace_runs[slots[i]]++ : 0;
     node_post(n, slots[i], &f, t->id);
   }
+  /* without dispatch: the wait's steps collect replies and watch deadlines */
+  if (node_check_on(n)) node_until(n, task_finished, t, false, UINT64_MAX, 0);
 }
 
 /* Whether a COMMUTE view of t overlaps a COMMUTE view of a task running on

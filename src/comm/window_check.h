@@ -1,0 +1,24 @@
+/* window_check.h — checking mode on a node (docs/contracts.md, "Node
+ * runs"): a remote store or atomic add must land inside the window targets
+ * its node task declared. */
+#ifndef PTO_COMM_WINDOW_CHECK_H
+#define PTO_COMM_WINDOW_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+
+/* Before an op writes `remote` (a view whose buf lies at window offset
+ * woff, inside buffer b) on rank `peer` of d from `local`: 0 when checking
+ * mode is off (c->check_args NULL) or when every byte it would write lies
+ * in a window view that the node task passes as OUTPUT_EXISTING, INOUT,
+ * NO_DEP or COMMUTE (any rank's copy names the same offsets only on that
+ * rank: the view must be of rank `peer`'s window). Else PTO_ECONTRACT,
+ * latched with details naming the kernel's task, the peer, the buffer, the
+ * first byte outside and its old and new values; nothing is written. */
+int window_check_store(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int peer,
+                       const char *op, const pto_tensor *remote, const pto_tensor *local,
+                       uint64_t woff, const comm_buffer_desc *b, bool add);
+
+#endif

@@ -1,0 +1,280 @@
+/* test_node_contracts.c — checking mode on a node (docs/contracts.md,
+ * "Node runs"): a remote store outside the node task's window targets is
+ * refused and named, one inside them (declared INOUT, or tiled by two
+ * NO_DEP views) lands; a host task that writes past its OUTPUT_EXISTING
+ * view or into its INPUT is named, one that keeps to its views passes
+ * beside a chip task that writes the other half of the same buffer.
+ * Chips as MPI ranks are refused by name. Without
+ * checking mode the breaking programs run unchecked.
+ *
+ * The nodes lease device ids of their own (TEST_DEV0, TEST_DEV0 + 1). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scenes/dist_scene.h"
+
+#define TEST_DEV0 72
+#define HALF      32 /* i32 elements of a window target: half of "dst" */
+
+static int32_t *i32(const pto_tensor *t) { return (int32_t *)t->buf + t->offset; }
+
+enum { K_STORE = 0, K_ROW = 1 }; /* registration order, the same on every chip */
+
+/* ---- kernels (in the chip processes) ---- */
+
+/* Rank r stores scalar (3 + r) i32 elements 0x11 + j into its peer's
+ * "dst" from element 0. */
+static int store_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
+  pto_comm *c = pto_kctx_comm(ctx);
+  int me = pto_comm_rank(c, dom), peer = (me + 1) % 2;
+  int64_t n = (int64_t)DIST_SCALAR(ctx, 1 + me);
+  int32_t tile[DIST_SIZE];
+  for (int j = 0; j < n; j++)
+    tile[j] = 0x11 + j;
+  pto_tensor dst, src;
+  int rc = pto_comm_window_tensor(c, dom, me, "dst", PTO_I32, 1, &n, &dst);
+  if (!rc) rc = pto_tensor_init(&src, tile, sizeof tile, PTO_I32, 1, &n);
+  return rc ? rc : pto_remote_store(ctx, dom, peer, &dst, &src);
+}
+
+/* Its tensor 0 (a row of HALF i32) = 1000 + j. */
+static int row_kernel(const pto_kctx *ctx) {
+  for (int j = 0; j < HALF; j++)
+    *(int32_t *)pto_tensor_at_linear(&ctx->tensors[0], j) = 1000 + j;
+  return 0;
+}
+
+static int contracts_init(pto_chip *chip, int rank, void *arg) {
+  int a = -1, b = -1, rc = pto_kernel_register_aiv(chip, "store_past", store_kernel, &a);
+  if (!rc) rc = pto_kernel_register_aiv(chip, "row", row_kernel, &b);
+  return rc ? rc : a == K_STORE && b == K_ROW ? 0 : PTO_EINVAL;
+}
+
+static pto_node *make_node(bool check) {
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  static const int devs[2] = {TEST_DEV0, TEST_DEV0 + 1};
+  dist_config(&o, 2, contracts_init, &cfg);
+  cfg.device_ids = devs;
+  cfg.nworkers = 1;
+  cfg.chip.clusters = 1;
+  cfg.chip.task_slots = 64;
+  cfg.chip.check = check;
+  cfg.chip.check_seed = 1;
+  cfg.host_bytes = 1u << 20;
+  cfg.window_space = 16u << 20;
+  cfg.quiet = true;
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  if (rc) fprintf(stderr, "pto_node_create: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  return n;
+}
+
+/* What an orchestration saw, asserted after the run. */
+typedef struct probe {
+  int n0, n1;           /* elements rank 0 / rank 1 store */
+  pto_access access;    /* how the window targets are passed */
+  bool split;           /* each target as two views of HALF / 2 */
+  int rc_read[2];       /* reads of rank 1's "dst" halves after the task */
+  int32_t got[2][HALF]; /* rank 1's "dst": declared half, the half past it */
+  pto_tensor x, y;      /* host tensors of the host-task cases */
+} probe;
+
+/* ---- remote stores ---- */
+
+static void store_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
+  pto_domain dom;
+  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom)) return;
+  pto_args a;
+  pto_args_init(&a);
+  int per = p->split ? 2 : 1;
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < per; k++) { /* rank r's window target: its first HALF elements */
+      int64_t n = HALF / per, at = k * n;
+      pto_tensor whole, v;
+      int64_t two = HALF * 2;
+      if (pto_node_window_tensor(no, dom, r, "dst", PTO_I32, 1, &two, &whole)) return;
+      if (pto_tensor_slice(&whole, &at, &n, &v)) return;
+      pto_args_add(&a, p->access, &v);
+    }
+  dist_scalars(&a, K_STORE, per, 1);
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_args_scalar(&a, (uint64_t)p->n0);
+  pto_args_scalar(&a, (uint64_t)p->n1);
+  pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);
+  pto_node_wait_all(no);
+  for (int h = 0; h < 2; h++) { /* rank 1's halves; the second one no task declared */
+    int64_t n = HALF, at = h * HALF, two = HALF * 2;
+    pto_tensor whole, v;
+    p->rc_read[h] = pto_node_window_tensor(no, dom, 1, "dst", PTO_I32, 1, &two, &whole);
+    if (!p->rc_read[h]) p->rc_read[h] = pto_tensor_slice(&whole, &at, &n, &v);
+    if (!p->rc_read[h]) p->rc_read[h] = pto_node_read(no, &v, p->got[h]);
+  }
+}
+
+static int run_store(bool check, probe *p, pto_error_info *err) {
+  pto_node *n = make_node(check);
+  int rc = pto_node_run(n, store_orch, p, err);
+  pto_node_destroy(n);
+  return rc;
+}
+
+static void test_remote_store_outside_target_is_named(void **state) {
+  (void)state;
+  probe p = {.n0 = HALF + 1, .n1 = HALF, .access = PTO_INOUT};
+  pto_error_info err;
+  int rc = run_store(true, &p, &err);
+  fprintf(stderr, "store of %d into a %d-element target: %s: %s\n", p.n0, HALF, pto_status_name(rc),
+          err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "chip rank 0, node task 0: task 0 (kernel 'store_past') "
+                                      "block 0/1: remote_store to rank 1 of domain"));
+  assert_non_null(strstr(err.details, "buffer 'dst' byte 128 is outside the node task's window "
+                                      "targets (0x00, would be 0x31)"));
+  assert_string_equal(err.kernel, "store_past");
+  /* refused whole: not one element landed past the target */
+  assert_int_equal(p.rc_read[1], 0);
+  for (int j = 0; j < HALF; j++)
+    assert_int_equal(p.got[1][j], 0);
+}
+
+static void test_remote_store_inside_targets_lands(void **state) {
+  (void)state;
+  for (int split = 0; split < 2; split++) { /* INOUT whole; NO_DEP in two pieces */
+    probe p = {.n0 = HALF, .n1 = HALF, .access = split ? PTO_NO_DEP : PTO_INOUT, .split = split};
+    pto_error_info err;
+    int rc = run_store(true, &p, &err);
+    if (rc) fprintf(stderr, "split %d: %s: %s\n", split, pto_status_name(rc), err.details);
+    assert_int_equal(rc, 0);
+    assert_int_equal(p.rc_read[0], 0);
+    assert_int_equal(p.rc_read[1], 0);
+    for (int j = 0; j < HALF; j++) {
+      assert_int_equal(p.got[0][j], 0x11 + j);
+      assert_int_equal(p.got[1][j], 0);
+    }
+  }
+}
+
+static void test_remote_store_unchecked_without_checking_mode(void **state) {
+  (void)state;
+  probe p = {.n0 = HALF + 1, .n1 = HALF, .access = PTO_INOUT};
+  pto_error_info err;
+  assert_int_equal(run_store(false, &p, &err), 0);
+  assert_int_equal(p.rc_read[1], 0);
+  assert_int_equal(p.got[1][0], 0x11 + HALF); /* the undeclared element landed */
+}
+
+/* ---- host tasks ---- */
+
+/* x: INPUT, 16 i32; y: OUTPUT_EXISTING, row 0 of a [2, HALF] i32 tensor.
+ * Scalar 0 says how it breaks: 0 not at all, 1 one element past y's row,
+ * 2 writes x[3]. */
+static int host_task(const pto_args *a, void *arg) {
+  (void)arg;
+  int32_t *x = i32(&a->tensors[0]), *y = i32(&a->tensors[1]);
+  int how = (int)a->scalars[0];
+  for (int j = 0; j < HALF + (how == 1); j++)
+    y[j] = x[j % 16] + 0x20;
+  if (how == 2) x[3] = 0x22;
+  return 0;
+}
+
+static void host_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  int64_t at[2] = {0, 0}, sh[2] = {1, HALF}, at1[2] = {1, 0};
+  pto_tensor row0, row1;
+  if (pto_tensor_slice(&p->y, at, sh, &row0) || pto_tensor_slice(&p->y, at1, sh, &row1)) return;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, &p->x);
+  pto_args_output_existing(&a, &row0);
+  pto_args_scalar(&a, (uint64_t)p->n0);
+  pto_node_submit_host(no, -1, host_task, NULL, &a, NULL);
+  if (p->n0 != 0) return; /* the breaches alone: the old value they name is 0 */
+  pto_args b;             /* chip 1 writes the other row of the same buffer */
+  pto_args_init(&b);
+  pto_args_output_existing(&b, &row1);
+  dist_scalars(&b, K_ROW, 1, 1);
+  pto_node_submit(no, 1, dist_chip_orch, &b, NULL);
+}
+
+static int run_host(int how, probe *p, pto_error_info *err) {
+  pto_node *n = make_node(true);
+  int64_t xs = 16, ys[2] = {2, HALF};
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &xs, &p->x), 0);
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 2, ys, &p->y), 0);
+  for (int j = 0; j < 16; j++)
+    i32(&p->x)[j] = j + 1;
+  p->n0 = how;
+  int rc = pto_node_run(n, host_orch, p, err);
+  fprintf(stderr, "host task breaking as %d: %s: %s\n", how, pto_status_name(rc), err->details);
+  if (rc == 0) { /* both rows as written, the input untouched */
+    for (int j = 0; j < HALF; j++) {
+      assert_int_equal(i32(&p->y)[j], j % 16 + 1 + 0x20);
+      assert_int_equal(i32(&p->y)[HALF + j], 1000 + j);
+    }
+  }
+  pto_node_destroy(n);
+  return rc;
+}
+
+static void test_host_task_writes_checked(void **state) {
+  (void)state;
+  probe p = {0};
+  pto_error_info err;
+  assert_int_equal(run_host(0, &p, &err), 0); /* within its views, beside a chip writer */
+  assert_int_equal(run_host(1, &p, &err), PTO_ECONTRACT);
+  assert_int_equal(err.arg, 1);
+  assert_int_equal(err.task_id, 0);
+  assert_non_null(strstr(err.details, "node task 0 (host task on worker 0) wrote outside its "
+                                      "declared writes: argument 1 (OUTPUT_EXISTING, node host "
+                                      "buffer"));
+  assert_non_null(strstr(err.details, "byte 128 changed 0x00 -> 0x21, outside its "
+                                      "OUTPUT_EXISTING/INOUT views"));
+  assert_int_equal(run_host(2, &p, &err), PTO_ECONTRACT);
+  assert_int_equal(err.arg, 0);
+  assert_non_null(strstr(err.details, "argument 0 (INPUT, node host buffer"));
+  assert_non_null(strstr(err.details, "byte 12 changed 0x04 -> 0x22, inside its INPUT view"));
+}
+
+/* Chips as MPI ranks are not covered: refused by name before anything
+ * starts (the launcher's variable is all pto looks at). */
+static void test_mpi_ranks_refused(void **state) {
+  (void)state;
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  dist_config(&o, 2, contracts_init, &cfg);
+  cfg.chip.check = 1;
+  cfg.quiet = true;
+  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  assert_int_equal(rc, PTO_EINVAL);
+  assert_null(n);
+  assert_non_null(strstr(err.details, "checking mode does not cover chips as MPI ranks"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_remote_store_outside_target_is_named),
+      cmocka_unit_test(test_remote_store_inside_targets_lands),
+      cmocka_unit_test(test_remote_store_unchecked_without_checking_mode),
+      cmocka_unit_test(test_host_task_writes_checked),
+      cmocka_unit_test(test_mpi_ranks_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
