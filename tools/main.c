@@ -1,4 +1,5 @@
 /* main.c — the `pto` command line: run scenes and examples, summarise traces. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,18 +166,11 @@ static void scene_run(const pto_scene *sc, const pto_scene_opts *o, pto_scene_re
   sc->run(o, rep);
 }
 
-/* The controlled-schedule options reach the scene's chip through the
- * environment its pto_chip_config_init reads (PTO_SCHEDULE_SEED,
- * PTO_RECORD, PTO_REPLAY). */
+/* The controlled-schedule options reach the scene's chips through the
+ * environment their pto_chip_config_init reads (PTO_SCHEDULE_SEED,
+ * PTO_RECORD, PTO_REPLAY); a node refuses them under mpirun, by name. */
 static int schedule_env(const cli_args *a, const pto_scene *sc) {
   if (!a->schedule_seed && !a->fuzz_schedules && !a->record && !a->replay) return 0;
-  if (sc->flags & PTO_SCENE_MULTI_CHIP) {
-    fprintf(stderr,
-            "pto run: %s runs several chips; controlled schedules (--schedule-seed, "
-            "--fuzz-schedules, --record, --replay) cover one chip only\n",
-            sc->name);
-    return CLI_EXIT_USAGE;
-  }
   char v[32];
   snprintf(v, sizeof v, "%d", a->schedule_seed);
   if ((a->schedule_seed && setenv("PTO_SCHEDULE_SEED", v, 1)) ||
@@ -188,11 +182,70 @@ static int schedule_env(const cli_args *a, const pto_scene *sc) {
   return 0;
 }
 
-static void print_record_size(const char *path, uint64_t tasks) {
+/* A node's record is PATH and its chip tasks' PATH.t<k>.c<c>[.land]
+ * (docs/schedules.md): calls fn on each file of the record at path, with
+ * what follows path in its name ("" for path itself). */
+typedef void (*record_file_fn)(const char *file, const char *suffix, void *arg);
+static void record_files(const char *path, record_file_fn fn, void *arg) {
+  fn(path, "", arg);
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  const char *base = slash ? path + (slash - dir) + 1 : path;
+  if (slash)
+    slash[1] = 0; /* dir keeps its slash */
+  else
+    dir[0] = 0;
+  size_t blen = strlen(base);
+  DIR *d = opendir(dir[0] ? dir : ".");
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+    if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".t", 2) != 0) continue;
+    char file[8192];
+    snprintf(file, sizeof file, "%s%s", dir, e->d_name);
+    fn(file, e->d_name + blen, arg);
+  }
+  if (d) closedir(d);
+}
+
+static void add_size(const char *file, const char *suffix, void *arg) {
+  (void)suffix;
+  struct stat st;
+  if (stat(file, &st) == 0) *(long long *)arg += (long long)st.st_size;
+}
+
+/* The record's size per task: a node's counts its chip tasks and node
+ * tasks (every one a line or more of it). */
+static void print_record_size(const char *path, const pto_scene_report *rep) {
   struct stat st;
   if (stat(path, &st) != 0) return;
-  printf("  schedule record %s: %lld bytes, %.1f bytes per task\n", path, (long long)st.st_size,
-         tasks ? (double)st.st_size / (double)tasks : 0.0);
+  long long bytes = 0;
+  record_files(path, add_size, &bytes);
+  uint64_t tasks = rep->stats.tasks;
+  if (rep->node.nchips > 0) {
+    tasks = rep->node.node_tasks;
+    for (int c = 0; c < rep->node.nchips; c++)
+      tasks += rep->node.chip[c].tasks;
+  }
+  printf("  schedule record %s: %lld bytes, %.1f bytes per task\n", path, bytes,
+         tasks ? (double)bytes / (double)tasks : 0.0);
+}
+
+typedef struct rename_ctx {
+  const char *to;
+  bool failed;
+} rename_ctx;
+
+static void rename_one(const char *file, const char *suffix, void *arg) {
+  rename_ctx *r = arg;
+  char to[8192];
+  snprintf(to, sizeof to, "%s%s", r->to, suffix);
+  if (rename(file, to) != 0) r->failed = true;
+}
+
+static void remove_one(const char *file, const char *suffix, void *arg) {
+  (void)suffix;
+  (void)arg;
+  remove(file);
 }
 
 /* --fuzz-schedules N: the scene under seeds 1..N; the failing ones are
@@ -219,11 +272,12 @@ static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts
             rep.status && rep.status != rep.expected_status ? rep.err.details : rep.message);
     if (!first) {
       first = seed;
-      if (a->record && rename(part, a->record) != 0)
-        fprintf(stderr, "pto run: --record %s: %s\n", a->record, strerror(errno));
+      rename_ctx rn = {a->record, false};
+      if (a->record) record_files(part, rename_one, &rn);
+      if (rn.failed) fprintf(stderr, "pto run: --record %s: %s\n", a->record, strerror(errno));
     }
   }
-  if (a->record) remove(part);
+  if (a->record) record_files(part, remove_one, NULL);
   printf("fuzz-schedules: %d seeds, %d failed", a->fuzz_schedules, failed);
   if (!failed) {
     printf("\n");
@@ -282,7 +336,7 @@ static int cmd_run(const cli_args *a) {
    * (statistics included) to stdout. */
   if (a->schedule_seed && !scene_passed(&rep))
     fprintf(stderr, "%s: the run's schedule seed was %d\n", sc->name, a->schedule_seed);
-  if (a->record) print_record_size(a->record, rep.stats.tasks);
+  if (a->record) print_record_size(a->record, &rep);
   if (failed) {
     fprintf(stderr, "%s: FAILED with %s\n", sc->name, pto_status_name(rep.status));
     pto_error_print(&rep.err, stderr);

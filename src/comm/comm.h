@@ -40,6 +40,10 @@ struct comm_domain_desc {
   uint8_t fault_inject;
   uint8_t backend; /* comm_backend_kind (comm_backend.h): 0 = shared memory */
   uint64_t fault_seed;
+  /* a node run under a controlled schedule (docs/schedules.md): held-back
+   * stores land in a recorded (or replayed) order, and at the end of a task
+   * each landing waits until the reading peer has seen it */
+  uint8_t controlled;
 };
 
 typedef struct comm_dom {

@@ -16,6 +16,7 @@
 #include "chip/tensormap.h"
 #include "comm/comm.h"
 #include "node/mailbox.h"
+#include "node/node_schedule.h"
 #include "pto/node.h"
 
 #define NODE_MAX_CHILDREN (PTO_NODE_MAX_CHIPS + PTO_NODE_MAX_WORKERS)
@@ -136,6 +137,12 @@ struct pto_node {
    * latches it (node_latch_foreign) */
   _Atomic(const char *) foreign_call;
   pto_node_stats stats; /* of the current (then last) run */
+  /* controlled schedules (node_schedule.c): the config's record and replay
+   * paths (owned), the current run's controller, and whether the
+   * orchestration waits (the only place it starts node tasks) */
+  char *sched_record, *sched_replay;
+  node_sched *sched;
+  bool at_wait;
 };
 
 /* The handle a node orchestration gets. `owner` is the thread running it
