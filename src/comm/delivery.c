@@ -15,42 +15,49 @@
 
 #define DELIVERY_VERSION 1
 
+typedef struct text {
+  char *data;
+  size_t len, cap;
+  bool oom; /* a part was lost */
+} text;
+
 static struct {
   pthread_mutex_t lock;
-  bool record, replay;
-  char path[4096];
-  char *text; /* record being made, or the replayed file */
-  size_t len, cap, pos;
-  int line;         /* replay: the line read last */
-  bool oom;         /* record: a line was lost */
-  char bad[300];    /* replay: the first departure */
+  bool record, replay; /* both: the replayed orders are recorded */
+  char rec_path[4096], rep_path[4096];
+  text out; /* the record being made */
+  text in;  /* the replayed file */
+  size_t pos;
+  int line;      /* replay: the line read last */
+  char bad[300]; /* replay: the first departure */
 } dl = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void put(const char *s, size_t k) {
-  if (dl.oom) return;
-  if (dl.len + k + 1 > dl.cap) {
-    size_t cap = dl.cap ? dl.cap * 2 : 1024;
-    while (cap < dl.len + k + 1)
+static void put(text *t, const char *s, size_t k) {
+  if (t->oom) return;
+  if (t->len + k + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    while (cap < t->len + k + 1)
       cap *= 2;
-    char *t = realloc(dl.text, cap);
-    if (!t) {
-      dl.oom = true;
+    char *d = realloc(t->data, cap);
+    if (!d) {
+      t->oom = true;
       return;
     }
-    dl.text = t;
-    dl.cap = cap;
+    t->data = d;
+    t->cap = cap;
   }
-  memcpy(dl.text + dl.len, s, k);
-  dl.len += k;
-  dl.text[dl.len] = 0;
+  memcpy(t->data + t->len, s, k);
+  t->len += k;
+  t->data[t->len] = 0;
 }
 
 static void reset(void) {
-  free(dl.text);
-  dl.text = NULL;
-  dl.len = dl.cap = dl.pos = 0;
+  free(dl.out.data);
+  free(dl.in.data);
+  memset(&dl.out, 0, sizeof dl.out);
+  memset(&dl.in, 0, sizeof dl.in);
+  dl.pos = 0;
   dl.line = 0;
-  dl.oom = false;
   dl.bad[0] = 0;
   dl.record = dl.replay = false;
 }
@@ -60,20 +67,20 @@ int delivery_begin(const char *record_path, const char *replay_path, char *why, 
   reset();
   int rc = 0;
   if (replay_path) {
-    snprintf(dl.path, sizeof dl.path, "%s", replay_path);
+    snprintf(dl.rep_path, sizeof dl.rep_path, "%s", replay_path);
     FILE *f = fopen(replay_path, "r");
     char buf[4096];
     size_t k;
     while (f && (k = fread(buf, 1, sizeof buf, f)) > 0)
-      put(buf, k);
-    if (!f || ferror(f) || dl.oom) {
+      put(&dl.in, buf, k);
+    if (!f || ferror(f) || dl.in.oom) {
       snprintf(why, n, "delivery record %s: cannot be read", replay_path);
       rc = PTO_EREPLAY;
-    } else if (dl.len < 4 || memcmp(dl.text + dl.len - 4, "end\n", 4) != 0) {
+    } else if (dl.in.len < 4 || memcmp(dl.in.data + dl.in.len - 4, "end\n", 4) != 0) {
       snprintf(why, n, "delivery record %s: truncated (it does not end with its \"end\" line)",
                replay_path);
       rc = PTO_EREPLAY;
-    } else if (strncmp(dl.text, "pto-delivery 1\n", 15) != 0) {
+    } else if (strncmp(dl.in.data, "pto-delivery 1\n", 15) != 0) {
       snprintf(why, n, "delivery record %s: line 1 is not \"pto-delivery %d\"", replay_path,
                DELIVERY_VERSION);
       rc = PTO_EREPLAY;
@@ -83,10 +90,11 @@ int delivery_begin(const char *record_path, const char *replay_path, char *why, 
     dl.line = 1;
     dl.replay = rc == 0;
     if (rc) reset();
-  } else if (record_path) {
-    snprintf(dl.path, sizeof dl.path, "%s", record_path);
+  }
+  if (record_path && !rc) {
+    snprintf(dl.rec_path, sizeof dl.rec_path, "%s", record_path);
     dl.record = true;
-    put("pto-delivery 1\n", 15);
+    put(&dl.out, "pto-delivery 1\n", 15);
   }
   pthread_mutex_unlock(&dl.lock);
   return rc;
@@ -94,10 +102,10 @@ int delivery_begin(const char *record_path, const char *replay_path, char *why, 
 
 /* The next line of the replayed record, NUL-terminated in place. */
 static char *next_line(void) {
-  if (dl.pos >= dl.len) return NULL;
-  char *s = dl.text + dl.pos, *e = strchr(s, '\n');
+  if (dl.pos >= dl.in.len) return NULL;
+  char *s = dl.in.data + dl.pos, *e = strchr(s, '\n');
   *e = 0; /* the text ends with "end\n": every line has its newline */
-  dl.pos = (size_t)(e - dl.text) + 1;
+  dl.pos = (size_t)(e - dl.in.data) + 1;
   dl.line++;
   return s;
 }
@@ -153,14 +161,13 @@ static void take(int dom, int peer, size_t nb, size_t *order) {
 
 void delivery_order(int dom, int peer, size_t nb, size_t *order) {
   pthread_mutex_lock(&dl.lock);
+  if (dl.replay && !dl.bad[0]) take(dom, peer, nb, order);
   if (dl.record) {
     char b[64];
-    put(b, (size_t)snprintf(b, sizeof b, "L %d %d %zu", dom, peer, nb));
+    put(&dl.out, b, (size_t)snprintf(b, sizeof b, "L %d %d %zu", dom, peer, nb));
     for (size_t i = 0; i < nb; i++)
-      put(b, (size_t)snprintf(b, sizeof b, " %zu", order[i]));
-    put("\n", 1);
-  } else if (dl.replay && !dl.bad[0]) {
-    take(dom, peer, nb, order);
+      put(&dl.out, b, (size_t)snprintf(b, sizeof b, " %zu", order[i]));
+    put(&dl.out, "\n", 1);
   }
   pthread_mutex_unlock(&dl.lock);
 }
@@ -169,15 +176,16 @@ int delivery_end(char *why, size_t n) {
   pthread_mutex_lock(&dl.lock);
   int rc = 0;
   if (dl.record) {
-    put("end\n", 4);
-    FILE *f = dl.oom ? NULL : fopen(dl.path, "w");
-    bool ok = f && fwrite(dl.text, 1, dl.len, f) == dl.len;
+    put(&dl.out, "end\n", 4);
+    FILE *f = dl.out.oom ? NULL : fopen(dl.rec_path, "w");
+    bool ok = f && fwrite(dl.out.data, 1, dl.out.len, f) == dl.out.len;
     if (f) ok = fclose(f) == 0 && ok;
     if (!ok) {
-      snprintf(why, n, "delivery record %s: cannot be written", dl.path);
+      snprintf(why, n, "delivery record %s: cannot be written", dl.rec_path);
       rc = PTO_ESYSTEM;
     }
-  } else if (dl.replay) {
+  }
+  if (dl.replay) {
     if (!dl.bad[0]) {
       char *s = next_line();
       if (!s || strcmp(s, "end") != 0)
@@ -187,7 +195,7 @@ int delivery_end(char *why, size_t n) {
                  dl.line);
     }
     if (dl.bad[0]) {
-      snprintf(why, n, "replay of %s diverged at %s", dl.path, dl.bad);
+      snprintf(why, n, "replay of %s diverged at %s", dl.rep_path, dl.bad);
       rc = PTO_EREPLAY;
     }
   }

@@ -21,14 +21,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Starts a chip task's deliveries: record to record_path, or take them
- * from replay_path (read whole now; a bad file: PTO_EREPLAY with why).
- * Both NULL: nothing is controlled. */
+/* Starts a chip task's deliveries: take them from replay_path (read whole
+ * now; a bad file: PTO_EREPLAY with why), record them to record_path
+ * (with both, the replayed orders are recorded). Both NULL: nothing is
+ * controlled. */
 int delivery_begin(const char *record_path, const char *replay_path, char *why, size_t n);
 /* A batch of nb stores to `peer` of domain `dom` is about to land in the
- * order order[0..nb) (issue positions, drawn from the seed). Recording:
- * notes it; replaying: replaces it with the record's (a departure is kept
- * for delivery_end, and the drawn order stands). */
+ * order order[0..nb) (issue positions, drawn from the seed). Replaying:
+ * replaces it with the record's (a departure is kept
+ * for delivery_end, and the drawn order stands); with both, the order
+ * used is recorded. */
 void delivery_order(int dom, int peer, size_t nb, size_t *order);
 /* Ends the chip task: writes the record, or checks that the replay used
  * all of it. 0, or PTO_EREPLAY / PTO_ESYSTEM with why. */
