@@ -12,7 +12,6 @@
 
 #include "common/clock.h"
 #include "node/node_internal.h"
-#include "node/node_mpi.h"
 
 #define NODE_SCHED_VERSION 1
 
@@ -33,17 +32,10 @@ struct node_sched {
   int64_t rec_tasks; /* replay: the record's task count */
 };
 
-static uint64_t mix(uint64_t z) { /* splitmix64's finaliser */
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-bool node_sched_refused(const pto_node_config *cfg, pto_error_info *err) {
+bool node_sched_refused(const pto_node_config *cfg, bool mpirun, pto_error_info *err) {
   const pto_chip_config *c = &cfg->chip;
   if (!c->schedule_seed && !c->record_path && !c->replay_path) return false;
-  if (!node_mpi_detect()) return false;
+  if (!mpirun) return false;
   /* the controller orders the forked chips of one machine through the
    * parent; the ranks of an MPI job are not covered */
   node_set_err(err, PTO_EINVAL,
@@ -239,7 +231,7 @@ int node_sched_pick(pto_node *n, struct node_task *const *cand, int k) {
   if (!x->replay) { /* uniform among the ready ones: one splitmix64 step */
     uint64_t z = x->rng;
     x->rng += 0x9e3779b97f4a7c15ull;
-    return (int)(mix(z) % (uint64_t)k);
+    return (int)(node_sched_mix(z) % (uint64_t)k);
   }
   const char *why = NULL;
   int pick = -1;
@@ -299,19 +291,5 @@ void node_sched_launch(pto_node *n, const struct node_task *t, const int *slots,
 
 uint64_t node_sched_fault_seed(const pto_node *n, uint64_t fault_seed) {
   /* a schedule seed draws the delivery orders too */
-  return n->sched ? fault_seed ^ mix(n->sched->seed) : fault_seed;
-}
-
-bool node_sched_chip_task(const pto_node *n, const struct node_frame *f, int slot, uint64_t *seed,
-                          char *rec, char *rep, size_t len) {
-  rec[0] = rep[0] = 0;
-  if (f->sched_task < 0) return false;
-  uint64_t s = n->cfg.chip.schedule_seed;
-  /* each chip task its own stream; a record's seed is at most INT64_MAX */
-  *seed = s ? (mix(s ^ mix((uint64_t)f->sched_task << 8 | (uint64_t)slot)) & INT64_MAX) | 1 : 0;
-  if (n->sched_record)
-    snprintf(rec, len, "%s.t%" PRId64 ".c%d", n->sched_record, f->sched_task, slot);
-  if (n->sched_replay)
-    snprintf(rep, len, "%s.t%" PRId64 ".c%d", n->sched_replay, f->sched_task, slot);
-  return true;
+  return n->sched ? fault_seed ^ node_sched_mix(n->sched->seed) : fault_seed;
 }

@@ -35,7 +35,7 @@ typedef struct node_sched node_sched;
 
 /* pto_node_create, before anything starts: a seed, record or replay under
  * mpirun is refused (err filled; true). */
-bool node_sched_refused(const pto_node_config *cfg, pto_error_info *err);
+bool node_sched_refused(const pto_node_config *cfg, bool mpirun, pto_error_info *err);
 /* pto_node_create: keeps the config's record and replay paths (the chips'
  * own config loses them). */
 int node_sched_config(pto_node *n, const pto_node_config *cfg, pto_error_info *err);
@@ -60,6 +60,8 @@ void node_sched_launch(pto_node *n, const struct node_task *t, const int *slots,
 /* The domain's seed for the order of held-back stores, and whether they
  * land under control. */
 uint64_t node_sched_fault_seed(const pto_node *n, uint64_t fault_seed);
+/* sched_files.c: splitmix64's finaliser, every seed's mixer. */
+uint64_t node_sched_mix(uint64_t z);
 /* Chip side, before a chip task of frame f on chip `slot`: the chip's
  * seed and files (rec, rep: "" when none; the .land files are these with
  * ".land"). false: the task runs without control. */
