@@ -1,5 +1,4 @@
 /* main.c — the `pto` command line: run scenes and examples, summarise traces. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,29 +181,46 @@ static int schedule_env(const cli_args *a, const pto_scene *sc) {
   return 0;
 }
 
-/* A node's record is PATH and its chip tasks' PATH.t<k>.c<c>[.land]
- * (docs/schedules.md): calls fn on each file of the record at path, with
- * what follows path in its name ("" for path itself). */
+/* A node's record is PATH and its chip tasks' PATH.t<k>.c<c> and
+ * PATH.t<k>.c<c>.land (docs/schedules.md), named by PATH's "T k s slots"
+ * lines (slots below its "chips N" are chips): calls fn on each file of
+ * the record at path, with what follows path in its name ("" for path). */
 typedef void (*record_file_fn)(const char *file, const char *suffix, void *arg);
 static void record_files(const char *path, record_file_fn fn, void *arg) {
-  fn(path, "", arg);
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  const char *base = slash ? path + (slash - dir) + 1 : path;
-  if (slash)
-    slash[1] = 0; /* dir keeps its slash */
-  else
-    dir[0] = 0;
-  size_t blen = strlen(base);
-  DIR *d = opendir(dir[0] ? dir : ".");
-  for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
-    if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".t", 2) != 0) continue;
-    char file[8192];
-    snprintf(file, sizeof file, "%s%s", dir, e->d_name);
-    fn(file, e->d_name + blen, arg);
+  FILE *f = fopen(path, "r");
+  char line[512];
+  int nchips = 0;
+  bool node = f && fgets(line, sizeof line, f) && strncmp(line, "pto-node-schedule ", 18) == 0;
+  char (*suffix)[48] = NULL;
+  size_t n = 0, cap = 0;
+  while (node && fgets(line, sizeof line, f)) {
+    long long k;
+    int used;
+    if (sscanf(line, "chips %d", &nchips) == 1) continue;
+    if (sscanf(line, "T %lld %*d%n", &k, &used) != 1) continue;
+    for (char *p = line + used, *e; *p == ' '; p = e) {
+      long c = strtol(p, &e, 10);
+      if (e == p) break;
+      if (c < 0 || c >= nchips) continue; /* a host worker: no files */
+      for (int land = 0; land < 2; land++) {
+        if (n == cap) {
+          cap = cap ? 2 * cap : 16;
+          char(*more)[48] = realloc(suffix, cap * sizeof *suffix);
+          if (!more) break;
+          suffix = more;
+        }
+        if (n < cap) snprintf(suffix[n++], sizeof *suffix, ".t%lld.c%ld%s", k, c, land ? ".land" : "");
+      }
+    }
   }
-  if (d) closedir(d);
+  if (f) fclose(f);
+  fn(path, "", arg);
+  for (size_t i = 0; i < n; i++) {
+    char file[8192];
+    snprintf(file, sizeof file, "%s%s", path, suffix[i]);
+    fn(file, suffix[i], arg);
+  }
+  free(suffix);
 }
 
 static void add_size(const char *file, const char *suffix, void *arg) {
