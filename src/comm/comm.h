@@ -44,6 +44,9 @@ struct comm_domain_desc {
    * stores land in a recorded (or replayed) order, and at the end of a task
    * each landing waits until the reading peer has seen it */
   uint8_t controlled;
+  int32_t run_index; /* controlled: the domain's creation index in its node run, by which
+                        the delivery records name it and its seed is drawn (the id grows
+                        over the node's runs: every run of a seed is then the same) */
 };
 
 typedef struct comm_dom {

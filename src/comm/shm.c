@@ -247,13 +247,14 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
      * sees an initialised header (the barrier orders it anyway) */
     __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
     if (d->fault_inject) {
-      uint64_t seed = d->fault_seed ^ ((uint64_t)(uint32_t)d->id << 32) ^ (uint64_t)my_rank;
+      uint32_t name = (uint32_t)(d->controlled ? d->run_index : d->id);
+      uint64_t seed = d->fault_seed ^ ((uint64_t)name << 32) ^ (uint64_t)my_rank;
       rc = fault_create(seed, land, gap, w, &w->fq);
       if (rc) {
         comm_backend_shm.destroy(w, true);
         return rc;
       }
-      if (d->controlled) fault_set_controlled(w->fq, d->id);
+      if (d->controlled) fault_set_controlled(w->fq, d->run_index);
     }
   }
   *out = w;

@@ -25,7 +25,8 @@ typedef struct rec_launch { /* a T line */
 struct node_sched {
   uint64_t seed, rng;
   bool record, replay, diverged;
-  int64_t first_id; /* the run's first node task id: tasks are named by their index */
+  int64_t first_id;  /* the run's first node task id: tasks are named by their index */
+  int32_t first_dom; /* the run's first domain id: domains likewise */
   /* record: the lines made; replay: the lines read */
   rec_launch *lines;
   int64_t nlines, cap, next;
@@ -168,6 +169,7 @@ int node_sched_begin(pto_node *n) {
   x->record = n->sched_record != NULL;
   x->replay = n->sched_replay != NULL;
   x->first_id = n->next_id;
+  x->first_dom = n->next_dom;
   x->seed = c->schedule_seed;
   n->sched = x;
   if (x->replay) {
@@ -220,6 +222,10 @@ void node_sched_end(pto_node *n) {
     node_first_err(n, PTO_ESYSTEM, "node schedule record %s: cannot be written", n->sched_record);
   sched_free(x);
   n->sched = NULL;
+}
+
+int32_t node_sched_dom_index(const pto_node *n, int32_t id) {
+  return n->sched ? id - n->sched->first_dom : 0;
 }
 
 bool node_sched_on(const pto_node *n) { return n->sched && !n->sched->diverged; }

@@ -57,9 +57,11 @@ int node_sched_pick(pto_node *n, struct node_task *const *cand, int k);
  * index in the run, for the chip's files). */
 void node_sched_launch(pto_node *n, const struct node_task *t, const int *slots, int k,
                        struct node_frame *f);
-/* The domain's seed for the order of held-back stores, and whether they
- * land under control. */
+/* The domain's seed for the order of held-back stores (the schedule
+ * seed's when there is one). */
 uint64_t node_sched_fault_seed(const pto_node *n, uint64_t fault_seed);
+/* Domain `id`'s creation index in the current run (0 without a controller). */
+int32_t node_sched_dom_index(const pto_node *n, int32_t id);
 /* sched_files.c: splitmix64's finaliser, every seed's mixer. */
 uint64_t node_sched_mix(uint64_t z);
 /* Chip side, before a chip task of frame f on chip `slot`: the chip's

@@ -271,9 +271,9 @@ static void test_race_replayed(void **state) {
   snprintf(land, sizeof land, "%s.t0.c0.land", path("race"));
   char *text = slurp(land);
   assert_non_null(text);
-  assert_non_null(strstr(text, "\nL 1 -1 5 ")); /* one batch: 4 quarters and the signal */
+  assert_non_null(strstr(text, "\nL 0 -1 5 ")); /* one batch: 4 quarters and the signal */
   free(text);
-  write_text(land, "pto-delivery 1\nL 1 -1 5 0 0 1 2 3\nend\n");
+  write_text(land, "pto-delivery 1\nL 0 -1 5 0 0 1 2 3\nend\n");
   const pto_scene *sc = pto_scene_find("dist_race_publisher");
   setenv("PTO_REPLAY", path("race"), 1);
   pto_scene_opts o = {0};
