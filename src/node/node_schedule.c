@@ -120,10 +120,11 @@ static int read_record(pto_node *n, node_sched *x, const char *path) {
         rc = node_first_err(n, PTO_EREPLAY, "node schedule record %s: line %d: malformed shape",
                             path, line);
       else if (a != n->cfg.nchips || b != n->cfg.nworkers)
-        rc = node_first_err(n, PTO_EREPLAY,
-                            "replay of %s diverged at line %d: recorded on %lld chips and %lld host "
-                            "workers, this node has %d and %d",
-                            path, line, a, b, n->cfg.nchips, n->cfg.nworkers);
+        rc =
+            node_first_err(n, PTO_EREPLAY,
+                           "replay of %s diverged at line %d: recorded on %lld chips and %lld host "
+                           "workers, this node has %d and %d",
+                           path, line, a, b, n->cfg.nchips, n->cfg.nworkers);
       stage = 3;
     } else if (s[0] == 'T' && s[1] == ' ') {
       rec_launch *l = add_line(x);

@@ -19,7 +19,10 @@ bool node_sched_chip_task(const pto_node *n, const struct node_frame *f, int slo
   if (f->sched_task < 0) return false;
   uint64_t s = n->cfg.chip.schedule_seed;
   /* each chip task its own stream; a record's seed is at most INT64_MAX */
-  *seed = s ? (node_sched_mix(s ^ node_sched_mix((uint64_t)f->sched_task << 8 | (uint64_t)slot)) & INT64_MAX) | 1 : 0;
+  *seed = s ? (node_sched_mix(s ^ node_sched_mix((uint64_t)f->sched_task << 8 | (uint64_t)slot)) &
+               INT64_MAX) |
+                  1
+            : 0;
   if (n->sched_record)
     snprintf(rec, len, "%s.t%" PRId64 ".c%d", n->sched_record, f->sched_task, slot);
   if (n->sched_replay)

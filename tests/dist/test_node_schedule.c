@@ -176,8 +176,7 @@ static void test_order_of_host_and_chip_tasks(void **state) {
 
 static void expect_ereplay(int rc, const pto_error_info *err, const char *want) {
   if (rc != PTO_EREPLAY || !strstr(err->details, want))
-    fail_msg("expected PTO_EREPLAY with '%s', got %s: %s", want, pto_status_name(rc),
-             err->details);
+    fail_msg("expected PTO_EREPLAY with '%s', got %s: %s", want, pto_status_name(rc), err->details);
 }
 
 static void write_text(const char *file, const char *text) {
