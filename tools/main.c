@@ -191,7 +191,7 @@ static void record_files(const char *path, record_file_fn fn, void *arg) {
   char line[512];
   int nchips = 0;
   bool node = f && fgets(line, sizeof line, f) && strncmp(line, "pto-node-schedule ", 18) == 0;
-  char (*suffix)[48] = NULL;
+  char(*suffix)[48] = NULL;
   size_t n = 0, cap = 0;
   while (node && fgets(line, sizeof line, f)) {
     long long k;
@@ -209,7 +209,8 @@ static void record_files(const char *path, record_file_fn fn, void *arg) {
           if (!more) break;
           suffix = more;
         }
-        if (n < cap) snprintf(suffix[n++], sizeof *suffix, ".t%lld.c%ld%s", k, c, land ? ".land" : "");
+        if (n < cap)
+          snprintf(suffix[n++], sizeof *suffix, ".t%lld.c%ld%s", k, c, land ? ".land" : "");
       }
     }
   }

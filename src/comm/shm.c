@@ -115,9 +115,10 @@ static void land(void *arg, const fault_op *op) {
     memcpy(dst, op->data, op->bytes);
   else
     amo_add(dst, op->dt, op->data, op->bytes / pto_dtype_size(op->dt));
-  /* release pairs with the acquire of seen_wait: the landing is visible
+  /* release pairs with the acquire in seen_publish: the landing is visible
    * to whatever the peer does after it counted it */
-  if (w->d.controlled) atomic_fetch_add_explicit(&hdr(w, op->peer)->landed, 1, memory_order_release);
+  if (w->d.controlled)
+    atomic_fetch_add_explicit(&hdr(w, op->peer)->landed, 1, memory_order_release);
   pto_event_signal(&hdr(w, op->peer)->ev); /* the peer may wait on any word it owns */
 }
 
