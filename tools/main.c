@@ -164,18 +164,11 @@ static void scene_run(const pto_scene *sc, const pto_scene_opts *o, pto_scene_re
   sc->run(o, rep);
 }
 
-/* The controlled-schedule options reach the scene's chip through the
- * environment its pto_chip_config_init reads (PTO_SCHEDULE_SEED,
- * PTO_RECORD, PTO_REPLAY). */
+/* The controlled-schedule options reach the scene's chips through the
+ * environment their pto_chip_config_init reads (PTO_SCHEDULE_SEED,
+ * PTO_RECORD, PTO_REPLAY); a node refuses them under mpirun, by name. */
 static int schedule_env(const cli_args *a, const pto_scene *sc) {
   if (!a->schedule_seed && !a->fuzz_schedules && !a->record && !a->replay) return 0;
-  if (sc->flags & PTO_SCENE_MULTI_CHIP) {
-    fprintf(stderr,
-            "pto run: %s runs several chips; controlled schedules (--schedule-seed, "
-            "--fuzz-schedules, --record, --replay) cover one chip only\n",
-            sc->name);
-    return CLI_EXIT_USAGE;
-  }
   char v[32];
   snprintf(v, sizeof v, "%d", a->schedule_seed);
   if ((a->schedule_seed && setenv("PTO_SCHEDULE_SEED", v, 1)) ||
@@ -187,11 +180,88 @@ static int schedule_env(const cli_args *a, const pto_scene *sc) {
   return 0;
 }
 
-static void print_record_size(const char *path, uint64_t tasks) {
+/* A node's record is PATH and its chip tasks' PATH.t<k>.c<c> and
+ * PATH.t<k>.c<c>.land (docs/schedules.md), named by PATH's "T k s slots"
+ * lines (slots below its "chips N" are chips): calls fn on each file of
+ * the record at path, with what follows path in its name ("" for path). */
+typedef void (*record_file_fn)(const char *file, const char *suffix, void *arg);
+static void record_files(const char *path, record_file_fn fn, void *arg) {
+  FILE *f = fopen(path, "r");
+  char line[512];
+  int nchips = 0;
+  bool node = f && fgets(line, sizeof line, f) && strncmp(line, "pto-node-schedule ", 18) == 0;
+  char(*suffix)[48] = NULL;
+  size_t n = 0, cap = 0;
+  while (node && fgets(line, sizeof line, f)) {
+    long long k;
+    int used;
+    if (sscanf(line, "chips %d", &nchips) == 1) continue;
+    if (sscanf(line, "T %lld %*d%n", &k, &used) != 1) continue;
+    for (char *p = line + used, *e; *p == ' '; p = e) {
+      long c = strtol(p, &e, 10);
+      if (e == p) break;
+      if (c < 0 || c >= nchips) continue; /* a host worker: no files */
+      for (int land = 0; land < 2; land++) {
+        if (n == cap) {
+          cap = cap ? 2 * cap : 16;
+          char(*more)[48] = realloc(suffix, cap * sizeof *suffix);
+          if (!more) break;
+          suffix = more;
+        }
+        if (n < cap)
+          snprintf(suffix[n++], sizeof *suffix, ".t%lld.c%ld%s", k, c, land ? ".land" : "");
+      }
+    }
+  }
+  if (f) fclose(f);
+  fn(path, "", arg);
+  for (size_t i = 0; i < n; i++) {
+    char file[8192];
+    snprintf(file, sizeof file, "%s%s", path, suffix[i]);
+    fn(file, suffix[i], arg);
+  }
+  free(suffix);
+}
+
+static void add_size(const char *file, const char *suffix, void *arg) {
+  (void)suffix;
+  struct stat st;
+  if (stat(file, &st) == 0) *(long long *)arg += (long long)st.st_size;
+}
+
+/* The record's size per task: a node's counts its chip tasks and node
+ * tasks (every one a line or more of it). */
+static void print_record_size(const char *path, const pto_scene_report *rep) {
   struct stat st;
   if (stat(path, &st) != 0) return;
-  printf("  schedule record %s: %lld bytes, %.1f bytes per task\n", path, (long long)st.st_size,
-         tasks ? (double)st.st_size / (double)tasks : 0.0);
+  long long bytes = 0;
+  record_files(path, add_size, &bytes);
+  uint64_t tasks = rep->stats.tasks;
+  if (rep->node.nchips > 0) {
+    tasks = rep->node.node_tasks;
+    for (int c = 0; c < rep->node.nchips; c++)
+      tasks += rep->node.chip[c].tasks;
+  }
+  printf("  schedule record %s: %lld bytes, %.1f bytes per task\n", path, bytes,
+         tasks ? (double)bytes / (double)tasks : 0.0);
+}
+
+typedef struct rename_ctx {
+  const char *to;
+  bool failed;
+} rename_ctx;
+
+static void rename_one(const char *file, const char *suffix, void *arg) {
+  rename_ctx *r = arg;
+  char to[8192];
+  snprintf(to, sizeof to, "%s%s", r->to, suffix);
+  if (rename(file, to) != 0) r->failed = true;
+}
+
+static void remove_one(const char *file, const char *suffix, void *arg) {
+  (void)suffix;
+  (void)arg;
+  remove(file);
 }
 
 /* --fuzz-schedules N: the scene under seeds 1..N; the failing ones are
@@ -218,11 +288,12 @@ static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts
             rep.status && rep.status != rep.expected_status ? rep.err.details : rep.message);
     if (!first) {
       first = seed;
-      if (a->record && rename(part, a->record) != 0)
-        fprintf(stderr, "pto run: --record %s: %s\n", a->record, strerror(errno));
+      rename_ctx rn = {a->record, false};
+      if (a->record) record_files(part, rename_one, &rn);
+      if (rn.failed) fprintf(stderr, "pto run: --record %s: %s\n", a->record, strerror(errno));
     }
   }
-  if (a->record) remove(part);
+  if (a->record) record_files(part, remove_one, NULL);
   printf("fuzz-schedules: %d seeds, %d failed", a->fuzz_schedules, failed);
   if (!failed) {
     printf("\n");
@@ -281,7 +352,7 @@ static int cmd_run(const cli_args *a) {
    * (statistics included) to stdout. */
   if (a->schedule_seed && !scene_passed(&rep))
     fprintf(stderr, "%s: the run's schedule seed was %d\n", sc->name, a->schedule_seed);
-  if (a->record) print_record_size(a->record, rep.stats.tasks);
+  if (a->record) print_record_size(a->record, &rep);
   if (failed) {
     fprintf(stderr, "%s: FAILED with %s\n", sc->name, pto_status_name(rep.status));
     pto_error_print(&rep.err, stderr);

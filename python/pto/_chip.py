@@ -75,20 +75,21 @@ class _Run:
         self.task_args: Optional[Dict[int, tuple]] = {} if chip._check else None
 
 
-def _schedule_config(cfg, seed: Optional[int], record: Optional[str],
-                     replay: Optional[str]) -> list:
-    """Set the controlled-schedule fields; returns the path buffers, which
-    must live until pto_chip_create has copied them."""
+def schedule_config(cfg, seed: Optional[int], record: Optional[str],
+                    replay: Optional[str], what: str = "pto.Chip") -> list:
+    """Set the controlled-schedule fields of a pto_chip_config; returns the
+    path buffers, which must live until pto_chip_create (pto_node_create)
+    has copied them."""
     if seed is not None:
         if isinstance(seed, bool):
-            raise invalid(f"pto.Chip: schedule_seed = {seed!r} is not an int")
-        set_int_field(cfg, "schedule_seed", seed, "pto.Chip")
+            raise invalid(f"{what}: schedule_seed = {seed!r} is not an int")
+        set_int_field(cfg, "schedule_seed", seed, what)
     keep = []
     for field, path in (("record_path", record), ("replay_path", replay)):
         if path is None:
             continue
         if not isinstance(path, (str, bytes, os.PathLike)) or not os.fsencode(path):
-            raise invalid(f"pto.Chip: {field.split('_')[0]} = {path!r} is not a file name")
+            raise invalid(f"{what}: {field.split('_')[0]} = {path!r} is not a file name")
         buf = ffi.new("char[]", os.fsencode(path))
         keep.append(buf)
         setattr(cfg, field, buf)
@@ -151,7 +152,7 @@ class Chip:
         cfg = ffi.new("pto_chip_config *")
         lib.pto_chip_config_init(cfg)
         fill_chip_config(cfg, opts, "pto.Chip")
-        paths = _schedule_config(cfg, schedule_seed, record, replay)  # alive until create
+        paths = schedule_config(cfg, schedule_seed, record, replay)  # alive until create
         self._handle = ffi.new_handle(self)
         cfg.env = self._handle  # kernels find their chip (for Python kernel exceptions)
         self._keep: list = []

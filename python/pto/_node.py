@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _kernel
-from ._chip import fill_chip_config
+from ._chip import fill_chip_config, schedule_config
 from ._cint import c_int, set_int_field
 from ._errors import Error, check, error_from, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
@@ -342,6 +342,13 @@ class Node:
     runs"): a ContractError from a host task's stray write names the node
     task's argument in ``arg`` and ``array``.
 
+    Controlled schedules (docs/schedules.md, "Several chips"):
+    ``schedule_seed``, ``record`` and ``replay`` as for :class:`Chip`, for
+    the whole node: node tasks one at a time in the seed's (the record's)
+    order, each chip task under its own chip schedule, and, with
+    ``fault_inject``, the landing order of held-back remote stores. A
+    record is ``record`` and its chip tasks' ``record.t<k>.c<c>[.land]``.
+
     Create a Node before this process starts threads (it forks). Use it as
     a context manager or call ``close`` (refused while host arrays live).
     Not under ``mpirun``: there pto's chips are the MPI ranks, which a
@@ -351,7 +358,9 @@ class Node:
     def __init__(self, nchips: int, kernels: Optional[Mapping[str, Any]] = None, *,
                  host_fns: Optional[Mapping[str, Callable]] = None,
                  device_ids: Optional[Sequence[int]] = None, fault_inject: bool = False,
-                 quiet: bool = False, trace: Optional[str] = None, **options: Any):
+                 quiet: bool = False, trace: Optional[str] = None,
+                 schedule_seed: Optional[int] = None, record: Optional[str] = None,
+                 replay: Optional[str] = None, **options: Any):
         self._node = None
         _refuse_under_mpirun()
         cfg = ffi.new("pto_node_config *")
@@ -363,7 +372,7 @@ class Node:
             if v is not None:
                 set_int_field(cfg, k, v, "pto.Node")
         cfg.fault_inject, cfg.quiet = bool(fault_inject), bool(quiet)
-        self._keepalive: list = []
+        self._keepalive: list = schedule_config(cfg.chip, schedule_seed, record, replay, "pto.Node")
         if device_ids is not None:
             ids = ffi.new("int[]", [c_int(i, "pto.Node: device_ids") for i in device_ids])
             if len(ids) != cfg.nchips:

@@ -172,6 +172,21 @@ void chip_set_trace_process(pto_chip *chip, int pid, const char *name, uint64_t 
 
 void chip_set_cpu_first(pto_chip *chip, int first) { chip->cpu_first = first; }
 
+int chip_set_schedule(pto_chip *chip, uint64_t seed, const char *record, const char *replay) {
+  char *rec = record ? strdup(record) : NULL, *rep = replay ? strdup(replay) : NULL;
+  if ((record && !rec) || (replay && !rep)) {
+    free(rec);
+    free(rep);
+    return PTO_ENOMEM;
+  }
+  free((char *)chip->cfg.record_path);
+  free((char *)chip->cfg.replay_path);
+  chip->cfg.schedule_seed = seed;
+  chip->cfg.record_path = rec;
+  chip->cfg.replay_path = rep;
+  return 0;
+}
+
 void chip_set_trace_task_base(pto_chip *chip, int64_t base) { chip->trace_task_base = base; }
 
 int64_t chip_trace_task_end(const pto_chip *chip) { return chip->trace_task_end; }

@@ -3,6 +3,8 @@
 #ifndef PTO_CHIP_NODE_HOOKS_H
 #define PTO_CHIP_NODE_HOOKS_H
 
+#include <stdint.h>
+
 #include "pto/chip.h"
 
 /* Its core threads are spread from the first-th CPU on (spread_cores), so
@@ -18,5 +20,9 @@ void chip_set_cpu_first(pto_chip *chip, int first);
  * together, as a gang's do: they may wait for signals that a peer's blocks
  * send only after waiting for this chip's [contract.c]. */
 void chip_set_node_task(pto_chip *chip, bool in_task, const pto_tensor *views, int n);
+/* Between runs: the controlled schedule of the chip's next runs (seed 0
+ * and no files: none). A node under a controlled schedule gives each of
+ * its chip tasks its own seed and files (node_schedule.h) [chip.c]. */
+int chip_set_schedule(pto_chip *chip, uint64_t seed, const char *record, const char *replay);
 
 #endif

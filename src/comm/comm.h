@@ -41,6 +41,13 @@ struct comm_domain_desc {
   uint8_t fault_inject;
   uint8_t backend; /* comm_backend_kind (comm_backend.h): 0 = shared memory */
   uint64_t fault_seed;
+  /* a node run under a controlled schedule (docs/schedules.md): held-back
+   * stores land in a recorded (or replayed) order, and at the end of a task
+   * each landing waits until the reading peer has seen it */
+  uint8_t controlled;
+  int32_t run_index; /* controlled: the domain's creation index in its node run, by which
+                        the delivery records name it and its seed is drawn (the id grows
+                        over the node's runs: every run of a seed is then the same) */
 };
 
 typedef struct comm_dom {

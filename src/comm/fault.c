@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/delivery.h"
 #include "pto/status.h"
 
 struct fault_queue {
@@ -21,6 +22,7 @@ struct fault_queue {
   fault_land_fn land;
   fault_gap_fn gap;
   void *arg;
+  int dom; /* >= 0: a controlled node run's domain; orders go through delivery.c */
 };
 
 static uint64_t rng_next(uint64_t *s) { /* splitmix64: deterministic from the seed */
@@ -39,9 +41,12 @@ int fault_create(uint64_t seed, fault_land_fn land, fault_gap_fn gap, void *arg,
   q->land = land;
   q->gap = gap;
   q->arg = arg;
+  q->dom = -1;
   *out = q;
   return 0;
 }
+
+void fault_set_controlled(fault_queue *q, int dom) { q->dom = dom; }
 
 void fault_destroy(fault_queue *q) {
   if (!q) return;
@@ -89,26 +94,39 @@ void fault_flush(fault_queue *q, int peer, bool end_of_task) {
     q->ops[nb++] = t;
   }
   fault_op *b = q->ops;
-  /* seeded shuffle; an identity order is turned into an inversion so a
-   * batch of two or more always lands some later store first */
-  for (size_t i = nb; i > 1; i--) {
-    size_t j = (size_t)(rng_next(&q->rng) % i);
-    fault_op t = b[i - 1];
-    b[i - 1] = b[j];
-    b[j] = t;
-  }
-  bool inverted = false;
-  for (size_t i = 1; i < nb; i++)
-    inverted |= b[i - 1].seq > b[i].seq;
-  if (nb >= 2 && !inverted) {
-    fault_op t = b[0];
-    b[0] = b[1];
-    b[1] = t;
-  }
-  for (size_t i = 0; i < nb; i++) {
-    q->land(q->arg, &b[i]);
-    if (end_of_task && q->gap && i + 1 < nb) q->gap(q->arg, &b[i]);
-    free(b[i].data);
+  /* the landing order, as issue positions in the batch: a seeded shuffle;
+   * an identity order is turned into an inversion so a batch of two or
+   * more always lands some later store first */
+  size_t small[64], *order = nb <= 64 ? small : malloc(nb * sizeof *order);
+  if (!order) { /* no memory for the order: the batch lands in issue order */
+    for (size_t i = 0; i < nb; i++) {
+      q->land(q->arg, &b[i]);
+      free(b[i].data);
+    }
+  } else {
+    for (size_t i = 0; i < nb; i++)
+      order[i] = i;
+    for (size_t i = nb; i > 1; i--) {
+      size_t j = (size_t)(rng_next(&q->rng) % i), t = order[i - 1];
+      order[i - 1] = order[j];
+      order[j] = t;
+    }
+    bool inverted = false;
+    for (size_t i = 1; i < nb; i++)
+      inverted |= order[i - 1] > order[i];
+    if (nb >= 2 && !inverted) {
+      order[0] = 1;
+      order[1] = 0;
+    }
+    /* a controlled node run records the order, or replays the record's */
+    if (q->dom >= 0) delivery_order(q->dom, peer, nb, order);
+    for (size_t i = 0; i < nb; i++) {
+      q->land(q->arg, &b[order[i]]);
+      if (end_of_task && q->gap && i + 1 < nb) q->gap(q->arg, &b[order[i]]);
+    }
+    for (size_t i = 0; i < nb; i++)
+      free(b[i].data);
+    if (order != small) free(order);
   }
   if (q->n > nb) memmove(q->ops, q->ops + nb, (q->n - nb) * sizeof *q->ops);
   q->n -= nb;

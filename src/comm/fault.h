@@ -37,6 +37,9 @@ typedef struct fault_queue fault_queue;
 
 int fault_create(uint64_t seed, fault_land_fn land, fault_gap_fn gap, void *arg, fault_queue **out);
 void fault_destroy(fault_queue *q);
+/* The queue of domain `dom` in a controlled node run: each batch's order
+ * is recorded or replayed (delivery.h). */
+void fault_set_controlled(fault_queue *q, int dom);
 /* Holds a copy of `bytes` bytes of src. */
 int fault_hold(fault_queue *q, int peer, fault_kind kind, pto_dtype dt, uint64_t off,
                const void *src, size_t bytes);

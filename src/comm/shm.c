@@ -32,6 +32,11 @@ typedef struct shm_hdr {
   pto_event ev;               /* signalled by every notify to this rank and barrier arrival */
   _Atomic uint64_t arrive;    /* barrier: epoch << 32 | seq of the last barrier reached */
   _Atomic uint32_t task_done; /* last node task whose kernels finished on this rank */
+  /* controlled runs (desc.controlled): held-back stores landed in this
+   * window so far, and how many of them this rank had seen when it last
+   * found what it waits for not there (a waiting rank reads nothing) */
+  _Atomic uint64_t landed;
+  _Atomic uint64_t seen;
 } shm_hdr;
 _Static_assert(sizeof(shm_hdr) <= COMM_HEADER_BYTES, "window header too large");
 
@@ -110,12 +115,17 @@ static void land(void *arg, const fault_op *op) {
     memcpy(dst, op->data, op->bytes);
   else
     amo_add(dst, op->dt, op->data, op->bytes / pto_dtype_size(op->dt));
+  /* release pairs with the acquire in seen_publish: the landing is visible
+   * to whatever the peer does after it counted it */
+  if (w->d.controlled)
+    atomic_fetch_add_explicit(&hdr(w, op->peer)->landed, 1, memory_order_release);
   pto_event_signal(&hdr(w, op->peer)->ev); /* the peer may wait on any word it owns */
 }
 
 typedef struct gap_wait {
   shm_hdr *peer;
   uint32_t epoch;
+  uint64_t landed; /* controlled: the landings the peer must have seen, else 0 */
 } gap_wait;
 
 static bool gap_over(void *arg) {
@@ -124,7 +134,42 @@ static bool gap_over(void *arg) {
    * Wrap-safe "at or after my epoch": a peer that finished a later task
    * finished this one too (epochs only grow, modulo 2^32). */
   uint32_t done = atomic_load_explicit(&g->peer->task_done, memory_order_acquire);
-  return (int32_t)(done - g->epoch) >= 0;
+  /* acquire pairs with seen_publish: the peer waits again, having looked
+   * at everything landed before it */
+  return (int32_t)(done - g->epoch) >= 0 ||
+         (g->landed && atomic_load_explicit(&g->peer->seen, memory_order_acquire) >= g->landed);
+}
+
+/* Controlled runs: this rank's waits (signal, barrier) go through here.
+ * Before it looks at what it waits for, it takes the count of landings in
+ * its window; when that is not there yet, it publishes the count as seen
+ * and wakes the landers waiting for it (gap): it reads nothing until the
+ * next landing wakes it, so a lander may go on. */
+typedef struct seen_wait {
+  shm_hdr *me;
+  bool (*cond)(void *);
+  void *arg;
+} seen_wait;
+
+static bool seen_publish(void *arg) {
+  seen_wait *s = arg;
+  uint64_t landed = atomic_load_explicit(&s->me->landed, memory_order_acquire);
+  if (s->cond(s->arg)) return true;
+  /* relaxed: only this rank's waiting threads write it (one block runs at
+   * a time under a controlled schedule); the store below releases */
+  if (landed > atomic_load_explicit(&s->me->seen, memory_order_relaxed)) {
+    atomic_store_explicit(&s->me->seen, landed, memory_order_release);
+    pto_event_signal(&s->me->ev);
+  }
+  return false;
+}
+
+/* pto_wait on my event, publishing what I saw in a controlled run. */
+static bool wait_mine(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
+  shm_hdr *me = hdr(w, w->my_rank);
+  if (!w->d.controlled) return pto_wait(&me->ev, cond, arg, deadline_ns);
+  seen_wait s = {me, cond, arg};
+  return pto_wait(&me->ev, seen_publish, &s, deadline_ns);
 }
 
 /* End of task: the rest of the batch is held back while a peer of the same
@@ -139,8 +184,17 @@ static void gap(void *arg, const fault_op *landed) {
   comm_win *w = arg;
   int chip = w->d.chips[landed->peer];
   if (chip < 0 || chip >= 64 || !(w->group >> chip & 1)) return;
-  gap_wait g = {hdr(w, landed->peer), w->epoch};
-  pto_wait(&g.peer->ev, gap_over, &g, w->gap_deadline);
+  gap_wait g = {hdr(w, landed->peer), w->epoch, 0};
+  uint64_t deadline = w->gap_deadline;
+  if (w->d.controlled) {
+    /* each landing, not only the first, waits until the peer has seen it
+     * (it waits again) or is done: what the peer reads is then a function
+     * of the landing order alone. Bounded by the signal wait timeout: a
+     * peer that polls its window by its own means never waits in pto. */
+    g.landed = atomic_load_explicit(&g.peer->landed, memory_order_relaxed);
+    deadline = pto_deadline_ms(w->d.wait_timeout_ms);
+  }
+  pto_wait(&g.peer->ev, gap_over, &g, deadline);
 }
 
 /* ---- backend ---- */
@@ -194,12 +248,14 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
      * sees an initialised header (the barrier orders it anyway) */
     __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
     if (d->fault_inject) {
-      uint64_t seed = d->fault_seed ^ ((uint64_t)(uint32_t)d->id << 32) ^ (uint64_t)my_rank;
+      uint32_t name = (uint32_t)(d->controlled ? d->run_index : d->id);
+      uint64_t seed = d->fault_seed ^ ((uint64_t)name << 32) ^ (uint64_t)my_rank;
       rc = fault_create(seed, land, gap, w, &w->fq);
       if (rc) {
         comm_backend_shm.destroy(w, true);
         return rc;
       }
+      if (d->controlled) fault_set_controlled(w->fq, d->run_index);
     }
   }
   *out = w;
@@ -271,7 +327,7 @@ static uint64_t shm_signal_load(comm_win *w, uint64_t off) {
 }
 
 static bool shm_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
-  return pto_wait(&hdr(w, w->my_rank)->ev, cond, arg, deadline_ns);
+  return wait_mine(w, cond, arg, deadline_ns);
 }
 
 static void shm_wake(comm_win *w, int rank) {
@@ -327,7 +383,7 @@ static int shm_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadl
   for (int r = 0; r < w->d.nranks; r++)
     pto_event_signal(&hdr(w, r)->ev);
   barrier_wait b = {w, want, cancel, cancel_arg, -1};
-  pto_wait(&hdr(w, w->my_rank)->ev, barrier_done, &b, deadline_ns);
+  wait_mine(w, barrier_done, &b, deadline_ns);
   if (b.laggard < 0) return 0;
   uint64_t a = atomic_load_explicit(&hdr(w, b.laggard)->arrive, memory_order_relaxed);
   snprintf(why, why_len,

@@ -71,8 +71,8 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                                     "MPI backend: 1: ranks on one host share window memory; "
                                     "0: MPI RMA windows always"},
     [PTO_OPT_SCHEDULE_SEED] = {"schedule_seed", "PTO_SCHEDULE_SEED", 0, 0, INT64_MAX,
-                               "nonzero: every scheduling choice of a chip is drawn from this "
-                               "seed, blocks running one at a time (docs/schedules.md)"},
+                               "nonzero: every scheduling choice of a chip (or node) is drawn "
+                               "from this seed, blocks running one at a time (docs/schedules.md)"},
     [PTO_OPT_COLL_REPRODUCIBLE] = {"coll_reproducible", "PTO_COLL_REPRODUCIBLE", 0, 0, 1,
                                    "1: every collective reduction is computed in rank order "
                                    "(bit-identical on every path; PTO_RED_REPRODUCIBLE per call)"},

@@ -13,6 +13,7 @@
 
 #include "chip/node_hooks.h"
 #include "chip/trace_hooks.h"
+#include "comm/delivery.h"
 #include "common/clock.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
@@ -90,6 +91,22 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
       return;
     }
   }
+  /* a controlled node schedule: this task's chip schedule and delivery
+   * order, recorded or replayed in files of their own */
+  char rec[PATH_MAX], rep[PATH_MAX], rec_land[PATH_MAX + 8], rep_land[PATH_MAX + 8], why[400];
+  uint64_t seed = 0;
+  bool ctl = node_sched_chip_task(n, f, slot, &seed, rec, rep, sizeof rec);
+  snprintf(rec_land, sizeof rec_land, "%s.land", rec);
+  snprintf(rep_land, sizeof rep_land, "%s.land", rep);
+  r->status = chip_set_schedule(chip, ctl ? seed : 0, rec[0] ? rec : NULL, rep[0] ? rep : NULL);
+  if (!r->status)
+    r->status = delivery_begin(rec[0] ? rec_land : NULL, rep[0] ? rep_land : NULL, why, sizeof why);
+  if (r->status) {
+    r->err.code = r->status;
+    snprintf(r->err.details, sizeof r->err.details, "%s",
+             r->status == PTO_ENOMEM ? "controlled schedule: out of memory" : why);
+    return;
+  }
   comm_task_begin(comm, f->epoch, f->group);
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
   pto_run_stats st;
@@ -102,9 +119,14 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   r->host_us = st.host_us;
   r->device_us = st.device_us;
   int end = comm_task_end(comm);
+  int dend = delivery_end(why, sizeof why);
   char details[384];
   int cerr = comm_task_error(comm, details, sizeof details);
   if (r->status == 0 && end) r->status = end;
+  if (r->status == 0 && dend) {
+    r->status = r->err.code = dend;
+    snprintf(r->err.details, sizeof r->err.details, "%s", why);
+  }
   if (r->status == 0 && cerr) r->status = cerr; /* an op failed but the kernel ignored it */
   if (r->status) {
     r->err.code = r->status;

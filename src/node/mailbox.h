@@ -53,6 +53,7 @@ typedef struct node_frame {
   int32_t trace_run;        /* FRAME_TASK: this rank's chip tasks before it in the node run */
   int32_t dom_rank;
   comm_domain_desc dom;
+  int64_t sched_task; /* FRAME_TASK under a controlled schedule: its index in the run, else -1 */
 } node_frame;
 
 typedef struct node_reply {

@@ -62,19 +62,7 @@ static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
     node_set_err(err, PTO_EINVAL, "node config: %s is 0", zero);
     return false;
   }
-  /* every chip would write (or read) the one file, and remote ranks could
-   * not even read its name: schedule records cover one chip
-   * (docs/schedules.md) */
-  const char *rec = cfg->chip.record_path   ? "record_path (PTO_RECORD)"
-                    : cfg->chip.replay_path ? "replay_path (PTO_REPLAY)"
-                                            : NULL;
-  if (rec) {
-    node_set_err(err, PTO_EINVAL,
-                 "node config: chip.%s is set; schedule records cover one chip run by "
-                 "pto_chip_run, not the chips of a node",
-                 rec);
-    return false;
-  }
+  if (node_sched_refused(cfg, node_mpi_detect(), err)) return false;
   if (cfg->tensormap_entries < PTO_MAX_TENSOR_ARGS) {
     node_set_err(err, PTO_EINVAL,
                  "node config: tensormap_entries is %u, must be at least %d (one task's tensors)",
@@ -146,6 +134,11 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   n->mpi = mpi;
   n->cfg.device_ids = NULL;
   n->cfg.trace_path = NULL; /* the caller's string; n->trace_path is ours */
+  int src = node_sched_config(n, cfg, err);
+  if (src) {
+    free(n);
+    return src;
+  }
   for (int i = 0; i < cfg->nchips; i++) {
     n->device_ids[i] = cfg->device_ids ? cfg->device_ids[i] : i;
     n->lease_fds[i] = -1;
@@ -238,6 +231,7 @@ fail_guard:
 fail_lease:
   lease_release(n->lease_fds, cfg->nchips);
 fail_node:
+  node_sched_free_config(n);
   free(n);
   return rc;
 }
@@ -275,6 +269,7 @@ void pto_node_destroy(pto_node *n) {
   lease_release(n->lease_fds, n->cfg.nchips);
   free(n->trace_path);
   node_check_free(n);
+  node_sched_free_config(n);
   free(n);
 }
 
@@ -342,9 +337,11 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   atomic_store_explicit(&n->foreign_call, NULL, memory_order_relaxed);
   pto_node_orch no = {n, pthread_self()};
   uint64_t t0 = pto_now_ns();
+  node_sched_begin(n); /* a bad replay record fails the run; it runs free */
   fn(&no, arg);
   node_latch_foreign(n);
   node_until(n, node_all_finished, NULL, true, UINT64_MAX, 0);
+  node_sched_end(n);
   node_release_domains(n);
   n->stats.run_us = (double)(pto_now_ns() - t0) / 1000.0;
   char why[400] = "";

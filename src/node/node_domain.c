@@ -116,7 +116,9 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   snprintf(d->prefix, sizeof d->prefix, "%s.d%d", n->prefix, d->id);
   d->wait_timeout_ms = n->cfg.wait_timeout_ms;
   d->fault_inject = n->cfg.fault_inject;
-  d->fault_seed = n->cfg.fault_seed;
+  d->fault_seed = node_sched_fault_seed(n, n->cfg.fault_seed);
+  d->controlled = n->sched != NULL;
+  d->run_index = node_sched_dom_index(n, d->id);
   /* the member chips finish what they run; nothing new is dispatched to
    * them meanwhile (chips_idle_for_domain reserves them) */
   ctl_wait w = {chips, nranks};

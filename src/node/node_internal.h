@@ -16,6 +16,7 @@
 #include "chip/tensormap.h"
 #include "comm/comm.h"
 #include "node/mailbox.h"
+#include "node/node_schedule.h"
 #include "pto/node.h"
 
 #define NODE_MAX_CHILDREN (PTO_NODE_MAX_CHIPS + PTO_NODE_MAX_WORKERS)
@@ -141,6 +142,12 @@ struct pto_node {
   unsigned char *check_snap;
   size_t check_cap;
   int check_slot; /* the running task's (first) child slot */
+  /* controlled schedules (node_schedule.c): the config's record and replay
+   * paths (owned), the current run's controller, and whether the
+   * orchestration waits (the only place it starts node tasks) */
+  char *sched_record, *sched_replay;
+  node_sched *sched;
+  bool at_wait;
 };
 
 /* The handle a node orchestration gets. `owner` is the thread running it

@@ -168,6 +168,7 @@ static void launch(pto_node *n, node_task *t, const int *slots, int k) {
   t->state = TS_RUNNING;
   t->parts_left = k;
   t->start_ns = pto_now_ns();
+  node_sched_launch(n, t, slots, k, &f);
   for (int i = 0; i < k; i++) {
     f.group_rank = i;
     /* each chip task of a rank writes a trace file of its own */
@@ -206,11 +207,45 @@ static node_task *q_first_ready(pto_node *n, task_queue *q) {
   return NULL;
 }
 
+/* Under a controlled schedule: at a wait of the orchestration, when no
+ * child is busy, starts the one READY task (of any queue) the controller
+ * picks; a host task for any worker goes to the first worker. */
+static void dispatch_controlled(pto_node *n) {
+  if (!n->at_wait) return;
+  for (int s = 0; s < n->nchildren; s++)
+    if (n->child[s].gen) return;
+  static node_task *cand[4096]; /* the parent is single-threaded */
+  int k = 0;
+  task_queue *qs[NODE_MAX_CHILDREN + 2];
+  int nq = 0;
+  qs[nq++] = &n->ready_group;
+  qs[nq++] = &n->ready_any;
+  for (int s = 0; s < n->nchildren; s++)
+    qs[nq++] = &n->ready_slot[s];
+  for (int i = 0; i < nq; i++)
+    for (int64_t id = qs[i]->head; id >= 0 && k < 4096; id = task_of(n, id)->next_ready)
+      if (task_of(n, id)->state == TS_READY) cand[k++] = task_of(n, id);
+  int pick = node_sched_pick(n, cand, k);
+  if (pick < 0) return;
+  node_task *t = cand[pick];
+  task_queue *q = queue_of(n, t);
+  int64_t prev = -1;
+  for (int64_t id = q->head; id != t->id; id = task_of(n, id)->next_ready)
+    prev = id;
+  q_unlink(n, q, prev, t->id);
+  int any = n->cfg.nchips;
+  launch(n, t, t->children[0] < 0 ? &any : t->children, t->nchildren);
+}
+
 /* Starts READY tasks on idle children. A task that waits for busy children
  * keeps them reserved for it, so later tasks cannot starve it. Looks only
  * at the heads of the ready queues (and at group tasks until no chip is
  * left free): no pass rescans the live tasks. */
 static void dispatch(pto_node *n) {
+  if (node_sched_on(n)) {
+    dispatch_controlled(n);
+    return;
+  }
   memset(n->reserved, 0, sizeof n->reserved);
   int free_chips = 0;
   for (int s = 0; s < n->cfg.nchips; s++)
@@ -319,12 +354,19 @@ static bool anything_or(void *arg) {
 int node_until(pto_node *n, node_pred pred, void *arg, bool may_dispatch, uint64_t deadline_ns,
                int late) {
   wake_on w = {n, pred, arg};
+  bool outer = n->at_wait;
+  n->at_wait = may_dispatch; /* a controlled schedule starts tasks only here */
   for (;;) {
     int rc = step(n, may_dispatch);
-    if (rc) return rc;
-    if (pred(n, arg)) return 0;
+    if (rc || pred(n, arg)) {
+      n->at_wait = outer;
+      return rc;
+    }
     uint64_t now = pto_now_ns();
-    if (now >= deadline_ns) return late;
+    if (now >= deadline_ns) {
+      n->at_wait = outer;
+      return late;
+    }
     uint64_t slice = now + BLOCK_SLICE_MS * 1000000ull;
     pto_wait(&n->ctl->parent_ev, anything_or, &w, slice < deadline_ns ? slice : deadline_ns);
   }

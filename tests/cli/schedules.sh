@@ -120,14 +120,5 @@ expect_ereplay 'the run submitted 2 tasks, the record 3' -- run race_undeclared 
   --replay "$tmp/count.rec"
 expect_ereplay 'cannot open' -- run race_undeclared --replay "$tmp/none.rec"
 
-# Several chips: refused by name, not half done.
-"$pto" run ring_shuffle --record "$tmp/n.rec" >"$tmp/d.out" 2>"$tmp/d.err"
-[ $? -eq 2 ] && grep -q 'cover one chip only' "$tmp/d.err" ||
-  fail "pto run ring_shuffle --record: not refused as a multi-chip scene"
-PTO_RECORD="$tmp/n.rec" "$pto" run ring_shuffle >"$tmp/d.out" 2>"$tmp/d.err"
-[ $? -eq 1 ] && grep -q 'chip.record_path (PTO_RECORD) is set; schedule records cover one chip' \
-  "$tmp/d.err" || fail "a node with PTO_RECORD set was not refused: $(head -2 "$tmp/d.err")"
-[ -e "$tmp/n.rec" ] && fail "a node run wrote $tmp/n.rec"
-
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -40,6 +40,11 @@ if(PTO_HAVE_MPI)
                                               ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
   set_tests_properties(mpi.cli_one_title.np2 PROPERTIES LABELS mpi TIMEOUT 150 RESOURCE_LOCK pto_devices
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+  # controlled schedules of a node are refused under mpirun, by name
+  add_test(NAME mpi.cli_schedule_refused.np2 COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli_schedule_refused.sh
+                                                     ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
+  set_tests_properties(mpi.cli_schedule_refused.np2 PROPERTIES LABELS mpi TIMEOUT 150
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
 endif()
 
 # A rank that dies mid-kernel while mpirun keeps the job running

@@ -1,0 +1,310 @@
+/* test_node_schedule.c — controlled schedules on a node (docs/schedules.md,
+ * "Several chips"):
+ *   - the order of host tasks and chip tasks is the seed's: three tasks
+ *     that update one host value without declaring it (x = x * m + a each)
+ *     give the same value for the same seed, and more than one value over
+ *     seeds; a record of a seed replays to that value and re-records the
+ *     same files;
+ *   - the landing order of held-back remote stores (dist_race_publisher,
+ *     fault injection on): a failing seed's record replays to the same
+ *     wrong values 5 of 5;
+ *   - departures stop the run with PTO_EREPLAY naming where (a task more,
+ *     a node record cut short, a delivery order changed, a chip file
+ *     missing), and mpirun is refused by name.
+ * Nothing here depends on timing: every choice is the seed's or the
+ * record's. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "scenes/dist_scene.h"
+
+#define TEST_DEV0 70
+
+static char dir[64];
+
+static void update(float *x, const pto_args *a) {
+  *x = *x * (float)a->scalars[0] + (float)a->scalars[1];
+}
+
+static int k_update(const pto_kctx *ctx) {
+  float *x = pto_tensor_f32(&ctx->tensors[0]);
+  *x = *x * (float)ctx->scalars[0] + (float)ctx->scalars[1];
+  return 0;
+}
+
+static int host_update(const pto_args *a, void *arg) {
+  (void)arg;
+  update(pto_tensor_f32(&a->tensors[0]), a);
+  return 0;
+}
+
+static int init(pto_chip *chip, int rank, void *arg) {
+  (void)rank;
+  (void)arg;
+  int k;
+  return pto_kernel_register_aiv(chip, "update", k_update, &k);
+}
+
+static void chip_orch(pto_orch *o, void *arg) {
+  const pto_node_task *t = arg;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_nodep(&a, &t->args->tensors[0]);
+  pto_args_scalar(&a, t->args->scalars[0]);
+  pto_args_scalar(&a, t->args->scalars[1]);
+  pto_submit(o, 0, &a, NULL, NULL);
+}
+
+typedef struct prog {
+  pto_tensor x;
+  int extra; /* tasks more than the three (a departure) */
+} prog;
+
+static void updates(pto_args *a, const pto_tensor *x, int m, int add) {
+  pto_args_init(a);
+  pto_args_nodep(a, x); /* undeclared: the order is the schedule's */
+  pto_args_scalar(a, (uint64_t)m);
+  pto_args_scalar(a, (uint64_t)add);
+}
+
+static void node_fn(pto_node_orch *no, void *arg) {
+  prog *p = arg;
+  pto_args a;
+  updates(&a, &p->x, 2, 1);
+  pto_node_submit_host(no, -1, host_update, NULL, &a, NULL);
+  updates(&a, &p->x, 3, 0);
+  pto_node_submit(no, 0, chip_orch, &a, NULL);
+  updates(&a, &p->x, 1, 5);
+  pto_node_submit(no, 1, chip_orch, &a, NULL);
+  for (int i = 0; i < p->extra; i++) {
+    updates(&a, &p->x, 1, 1);
+    pto_node_submit(no, 1, chip_orch, &a, NULL);
+  }
+}
+
+/* One node run of the three updates from x = 1 under seed / record /
+ * replay; returns its status, *x the value, err the details. */
+static int run_updates(uint64_t seed, const char *record, const char *replay, int extra, float *x,
+                       pto_error_info *err) {
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  dist_config(&o, 2, init, &cfg);
+  static const int devs[2] = {TEST_DEV0, TEST_DEV0 + 1};
+  cfg.device_ids = devs;
+  cfg.nworkers = 1;
+  cfg.chip.schedule_seed = seed;
+  cfg.chip.record_path = record;
+  cfg.chip.replay_path = replay;
+  pto_node *n;
+  int rc = pto_node_create(&cfg, &n, err);
+  assert_int_equal(rc, 0);
+  prog p = {.extra = extra};
+  int64_t one = 1;
+  assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &one, &p.x), 0);
+  *pto_tensor_f32(&p.x) = 1.0f;
+  rc = pto_node_run(n, node_fn, &p, err);
+  *x = *pto_tensor_f32(&p.x);
+  pto_node_destroy(n);
+  return rc;
+}
+
+static char *path(const char *name) {
+  static char buf[4][128];
+  static int k;
+  char *b = buf[k++ % 4];
+  snprintf(b, 128, "%s/%s", dir, name);
+  return b;
+}
+
+static char *slurp(const char *file) {
+  FILE *f = fopen(file, "r");
+  if (!f) return NULL;
+  char *s = calloc(1, 65536);
+  size_t k = fread(s, 1, 65535, f);
+  s[k] = 0;
+  fclose(f);
+  return s;
+}
+
+static bool same_file(const char *a, const char *b) {
+  char *x = slurp(a), *y = slurp(b);
+  bool same = x && y && strcmp(x, y) == 0;
+  free(x);
+  free(y);
+  return same;
+}
+
+static void test_order_of_host_and_chip_tasks(void **state) {
+  (void)state;
+  pto_error_info err;
+  float seen[8] = {0};
+  int distinct = 0;
+  for (uint64_t seed = 1; seed <= 8; seed++) {
+    float a, b;
+    assert_int_equal(run_updates(seed, NULL, NULL, 0, &a, &err), 0);
+    assert_int_equal(run_updates(seed, NULL, NULL, 0, &b, &err), 0);
+    assert_true(a == b); /* the same seed, the same order */
+    bool known = false;
+    for (int i = 0; i < distinct; i++)
+      known |= seen[i] == a;
+    if (!known) seen[distinct++] = a;
+  }
+  /* 6 orders give 6 values; 8 seeds that all drew one order would mean
+   * the seed does not choose */
+  assert_true(distinct >= 2);
+  float r, p;
+  assert_int_equal(run_updates(5, path("u"), NULL, 0, &r, &err), 0);
+  assert_int_equal(run_updates(0, path("v"), path("u"), 0, &p, &err), 0);
+  assert_true(r == p);
+  /* node task 0 is the host task (no chip files), 1 ran on chip 0, 2 on chip 1 */
+  const char *files[] = {"", ".t1.c0", ".t2.c1", ".t1.c0.land", ".t2.c1.land"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    char a[160], b[160];
+    snprintf(a, sizeof a, "%s%s", path("u"), files[i]);
+    snprintf(b, sizeof b, "%s%s", path("v"), files[i]);
+    if (!same_file(a, b)) fail_msg("%s and %s differ", a, b);
+  }
+  char host[160];
+  snprintf(host, sizeof host, "%s.t0.c2", path("u"));
+  assert_null(fopen(host, "r")); /* a host task writes no chip record */
+}
+
+static void expect_ereplay(int rc, const pto_error_info *err, const char *want) {
+  if (rc != PTO_EREPLAY || !strstr(err->details, want))
+    fail_msg("expected PTO_EREPLAY with '%s', got %s: %s", want, pto_status_name(rc), err->details);
+}
+
+static void write_text(const char *file, const char *text) {
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_departures_named(void **state) {
+  (void)state;
+  pto_error_info err;
+  float x;
+  assert_int_equal(run_updates(3, path("d"), NULL, 0, &x, &err), 0);
+  /* a task more than recorded */
+  expect_ereplay(run_updates(0, NULL, path("d"), 1, &x, &err), &err,
+                 "diverged at line 4: the record starts node task 0 with 3 submitted, the run "
+                 "waits with 4");
+  /* the node record cut short */
+  char *text = slurp(path("d"));
+  assert_non_null(text);
+  text[strlen(text) - 4] = 0; /* drops "end\n" */
+  write_text(path("cut"), text);
+  free(text);
+  expect_ereplay(run_updates(0, NULL, path("cut"), 0, &x, &err), &err, "truncated");
+  /* a chip's file missing */
+  char chip[160];
+  snprintf(chip, sizeof chip, "%s.t1.c0", path("d"));
+  text = slurp(chip);
+  assert_non_null(text);
+  remove(chip);
+  expect_ereplay(run_updates(0, NULL, path("d"), 0, &x, &err), &err, ".t1.c0");
+  write_text(chip, text);
+  free(text);
+  /* the same program replays */
+  assert_int_equal(run_updates(0, NULL, path("d"), 0, &x, &err), 0);
+}
+
+static void test_mpirun_refused(void **state) {
+  (void)state;
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  dist_config(&o, 2, init, &cfg);
+  cfg.chip.schedule_seed = 1;
+  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  assert_int_equal(rc, PTO_EINVAL);
+  assert_null(n);
+  assert_non_null(strstr(err.details, "schedule_seed (PTO_SCHEDULE_SEED) is set"));
+  assert_non_null(strstr(err.details, "not under mpirun"));
+}
+
+/* dist_race_publisher under seed / record / replay (its config reads the
+ * environment, as under pto run); *msg: what differed. */
+static int race(const char *seed, const char *record, const char *replay, char *msg, size_t n) {
+  const pto_scene *sc = pto_scene_find("dist_race_publisher");
+  assert_non_null(sc);
+  seed ? setenv("PTO_SCHEDULE_SEED", seed, 1) : unsetenv("PTO_SCHEDULE_SEED");
+  record ? setenv("PTO_RECORD", record, 1) : unsetenv("PTO_RECORD");
+  replay ? setenv("PTO_REPLAY", replay, 1) : unsetenv("PTO_REPLAY");
+  pto_scene_opts o = {0};
+  pto_scene_report rep;
+  memset(&rep, 0, sizeof rep);
+  sc->run(&o, &rep);
+  unsetenv("PTO_SCHEDULE_SEED");
+  unsetenv("PTO_RECORD");
+  unsetenv("PTO_REPLAY");
+  snprintf(msg, n, "%s", rep.message);
+  return rep.status ? rep.status : rep.verified ? 0 : PTO_EFATAL;
+}
+
+static void test_race_replayed(void **state) {
+  (void)state;
+  char msg[512], again[512], seed[16] = "";
+  int failing = 0;
+  for (int s = 1; s <= 20 && !failing; s++) {
+    snprintf(seed, sizeof seed, "%d", s);
+    if (race(seed, path("race"), NULL, msg, sizeof msg) == PTO_EFATAL) failing = s;
+  }
+  assert_true(failing > 0); /* the race shows under some seed */
+  assert_non_null(strstr(msg, "elements differ"));
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(race(NULL, NULL, path("race"), again, sizeof again), PTO_EFATAL);
+    assert_string_equal(again, msg); /* the same wrong values */
+  }
+  /* a delivery order changed: the replay stops naming the line */
+  char land[160];
+  snprintf(land, sizeof land, "%s.t0.c0.land", path("race"));
+  char *text = slurp(land);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "\nL 0 -1 5 ")); /* one batch: 4 quarters and the signal */
+  free(text);
+  write_text(land, "pto-delivery 1\nL 0 -1 5 0 0 1 2 3\nend\n");
+  const pto_scene *sc = pto_scene_find("dist_race_publisher");
+  setenv("PTO_REPLAY", path("race"), 1);
+  pto_scene_opts o = {0};
+  pto_scene_report rep;
+  memset(&rep, 0, sizeof rep);
+  sc->run(&o, &rep);
+  unsetenv("PTO_REPLAY");
+  expect_ereplay(rep.status, &rep.err, "line 2: the order is not a permutation of the batch");
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/pto_node_schedule.XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_order_of_host_and_chip_tasks),
+      cmocka_unit_test(test_departures_named),
+      cmocka_unit_test(test_mpirun_refused),
+      cmocka_unit_test(test_race_replayed),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
