@@ -160,7 +160,10 @@ static void core_serve(core *c) {
     const int32_t block_num = t->block_num;
     const bool gang = t->sync_start;
     /* what the trace shows of it besides its name (docs/tracing.md) */
-    const char *mark = t->commute ? "commute" : t->priority ? "priority" : NULL;
+    const char *mark = t->commute    ? "commute"
+                       : t->redux    ? "redux"
+                       : t->priority ? "priority"
+                                     : NULL;
     const int prio = t->priority;
     pto_kctx ctx = {
         .block_idx = p.block,
