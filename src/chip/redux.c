@@ -143,7 +143,7 @@ static void fold(const pto_chip *chip, int op, int dtype, void *acc, const void 
 }
 
 /* ---- the combine task ----
- * tensors: [0] the reduced view (INOUT), [1] the slab (NO_DEP);
+ * tensors: [0] the reduced view (INOUT), [1] the slab (INPUT);
  * scalars: [0] op, [1] slots used, [2] slot stride in elements. Folds slot
  * by slot, in slot (= submission) order, so each element is
  * ((tensor op s0) op s1) op ... */
@@ -240,7 +240,7 @@ static int flush(pto_run *r, redux_group *g) {
   int64_t n = g->used * g->slot_elems;
   pto_tensor_init(&slab, g->slab, (size_t)n * pto_dtype_size((pto_dtype)g->target.dtype),
                   (pto_dtype)g->target.dtype, 1, &n);
-  pto_args_nodep(&a, &slab);
+  pto_args_input(&a, &slab); /* declared: checking mode sees what it reads */
   pto_args_scalar(&a, (uint64_t)g->op);
   pto_args_scalar(&a, (uint64_t)g->used);
   pto_args_scalar(&a, (uint64_t)g->slot_elems);
@@ -416,7 +416,7 @@ int redux_prepare(pto_run *r, int kernel_id, const pto_args *a, int units, redux
     busy[gi] = true;
     p->group[i] = (int8_t)gi;
   }
-  p->any = true;
+  p->any = nredux > 0;
   return PTO_OK;
 }
 
