@@ -866,12 +866,13 @@ int pto_scope_end(pto_orch *o) {
   if (rc) return rc;
   pto_run *r = o->run;
   if (r->scope_depth == 0) return submit_fail(r, PTO_EINVAL, "scope_end without scope_begin");
-  /* reductions fold before the scope's buffers may go (redux.h) */
-  if ((rc = redux_flush_all(r))) return rc;
+  /* reductions fold before the scope's buffers may go (redux.h); a
+   * failure latches the run, and the scope closes all the same */
+  rc = redux_flush_all(r);
   hold_end(r, r->scopes[r->scope_depth].begin);
   r->scope_depth--;
   orch_retire(r);
-  return PTO_OK;
+  return rc;
 }
 
 /* ---- host access to tensor data ---- */

@@ -394,8 +394,9 @@ int redux_prepare(pto_run *r, int kernel_id, const pto_args *a, int units, redux
     nredux += a->access[i] == PTO_REDUX;
   if (!nredux && x->nopen == 0) return PTO_OK;
   int rc;
-  if (nredux > REDUX_GROUPS)
-    return redux_fail(r, REDUX_GROUPS, "a task has at most %d REDUX arguments", REDUX_GROUPS);
+  for (int i = 0, k = 0; i < nt && nredux > REDUX_GROUPS; i++)
+    if (a->access[i] == PTO_REDUX && ++k > REDUX_GROUPS)
+      return redux_fail(r, i, "a task has at most %d REDUX arguments", REDUX_GROUPS);
   for (int i = 0; i < nt; i++)
     if (a->access[i] == PTO_REDUX && (rc = check_arg(r, kernel_id, a, i, units))) return rc;
   /* the task's other accesses come after the contributions so far */

@@ -10,7 +10,8 @@
  * - a user op's init and combine are the ones used;
  * - the trace names the combine tasks and marks the contributions;
  * - bad input (unknown op, dtype mismatch, a REDUX view overlapping the
- *   task's other arguments, a multi-block contribution, a manual scope)
+ *   task's other arguments, a multi-block contribution, a ninth REDUX
+ *   argument, a manual scope)
  *   fails the run naming what was wrong.
  * Nothing depends on timing. */
 #include <setjmp.h>
@@ -388,6 +389,14 @@ static void orch_bad(pto_orch *o, void *arg) {
     s->f->rc = pto_submit_v(o, s->f->k_contrib, PTO_REDUX(&t, PTO_REDUX_SUM), PTO_BLOCKS(2),
                             PTO_SCALAR(0), PTO_SCALAR(0));
     break;
+  case 4: {
+    pto_args a;
+    pto_args_init(&a);
+    for (int i = 0; i < 9; i++)
+      pto_args_redux(&a, &half, PTO_REDUX_SUM);
+    s->f->rc = pto_submit(o, s->f->k_contrib, &a, NULL, NULL);
+    break;
+  }
   default:
     pto_scope_begin(o, PTO_SCOPE_MANUAL);
     s->f->rc = pto_submit_v(o, s->f->k_contrib, PTO_REDUX(&t, PTO_REDUX_MAX), PTO_SCALAR(2),
@@ -404,11 +413,12 @@ static void test_bad_input(void **state) {
       "tensor argument 0 (REDUX): op 'and' reduces u8 but the view is i32",
       "tensor argument 0 (REDUX): its bytes overlap tensor argument 1 (INPUT)",
       "a contributing task runs one block on one core, but kernel 'contrib' (AIV) x 2 blocks",
+      "tensor argument 8 (REDUX): a task has at most 8 REDUX arguments",
       "tensor argument 0 (REDUX): not inside a manual scope",
   };
   fixture f;
   pto_chip *chip = make_chip(&f, 1, 1, 0);
-  for (int w = 0; w < 5; w++) {
+  for (int w = 0; w < 6; w++) {
     bad_run s = {&f, w, {1, 2, 3, 4, 5, 6, 7, 8}};
     f.rc = 0;
     pto_error_info err;
