@@ -234,16 +234,22 @@ static int flush(pto_run *r, redux_group *g) {
     return latched(r);
   }
   pto_args a;
-  pto_args_init(&a);
-  pto_args_inout(&a, &g->target);
-  pto_tensor slab;
+  /* filled directly, not through the builder (orch.c's): this file
+   * calls no other chip file's functions */
   int64_t n = g->used * g->slot_elems;
-  pto_tensor_init(&slab, g->slab, (size_t)n * pto_dtype_size((pto_dtype)g->target.dtype),
+  a.ntensors = 2;
+  a.nscalars = 3;
+  a.error = 0;
+  a.error_arg = -1;
+  a.access[0] = PTO_INOUT;
+  a.tensors[0] = g->target;
+  a.access[1] = PTO_INPUT; /* declared: checking mode sees what it reads */
+  pto_tensor_init(&a.tensors[1], g->slab, (size_t)n * pto_dtype_size((pto_dtype)g->target.dtype),
                   (pto_dtype)g->target.dtype, 1, &n);
-  pto_args_input(&a, &slab); /* declared: checking mode sees what it reads */
-  pto_args_scalar(&a, (uint64_t)g->op);
-  pto_args_scalar(&a, (uint64_t)g->used);
-  pto_args_scalar(&a, (uint64_t)g->slot_elems);
+  a.outputs[0] = a.outputs[1] = NULL;
+  a.scalars[0] = (uint64_t)g->op;
+  a.scalars[1] = (uint64_t)g->used;
+  a.scalars[2] = (uint64_t)g->slot_elems;
   /* the contributions by explicit edges: their slots are in no TensorMap */
   pto_submit_opts o = {.deps = g->contrib, .ndeps = g->used, .priority = g->priority};
   pto_task_id id = PTO_TASK_NONE;
