@@ -265,14 +265,18 @@ int redux_flush_all(pto_run *r) {
   return rc;
 }
 
+static int flush_overlapping_view(pto_run *r, const region_view *v) {
+  int rc = PTO_OK;
+  for (int i = 0; i < REDUX_GROUPS && !rc; i++)
+    if (r->rx.g[i].open && region_view_overlap(&r->rx.g[i].rv, v)) rc = flush(r, &r->rx.g[i]);
+  return rc;
+}
+
 int redux_flush_overlapping(pto_run *r, const pto_tensor *t) {
   if (r->rx.nopen == 0) return PTO_OK;
   region_view v;
   region_view_init(t, &v);
-  int rc = PTO_OK;
-  for (int i = 0; i < REDUX_GROUPS && !rc; i++)
-    if (r->rx.g[i].open && region_view_overlap(&r->rx.g[i].rv, &v)) rc = flush(r, &r->rx.g[i]);
-  return rc;
+  return flush_overlapping_view(r, &v);
 }
 
 /* The same view: same first byte, dtype, shape and strides. */
@@ -289,7 +293,8 @@ static bool same_view(const pto_tensor *a, const pto_tensor *b) {
 /* Opens a group for view t with op: a slab as large as the heap ring and
  * the dependency pool allow (a quarter of each), up to REDUX_SLOTS_MAX
  * slots. `busy` marks the groups this submit already uses. */
-static int open_group(pto_run *r, const pto_tensor *t, int op, int arg, const bool *busy, int *gi) {
+static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, int op, int arg,
+                      const bool *busy, int *gi) {
   redux_table *x = &r->rx;
   int64_t n = pto_tensor_numel(t);
   size_t es = pto_dtype_size((pto_dtype)t->dtype);
@@ -329,7 +334,7 @@ static int open_group(pto_run *r, const pto_tensor *t, int op, int arg, const bo
   g->priority = 0;
   g->seq = ++x->seq;
   g->target = *t;
-  region_view_init(t, &g->rv);
+  g->rv = *rv;
   g->slab = slab;
   g->slot_elems = (int64_t)(slot / es);
   g->nslots = (int)nslots;
@@ -352,7 +357,8 @@ static bool touches_groups(int m) {
 }
 
 /* The checks of one REDUX argument that need no group. */
-static int check_arg(pto_run *r, int kernel_id, const pto_args *a, int i, int units) {
+static int check_arg(pto_run *r, int kernel_id, const pto_args *a, const region_view *v, int i,
+                     int units) {
   int op = a->redux_op[i];
   const pto_tensor *t = &a->tensors[i];
   if (r->capture)
@@ -383,7 +389,7 @@ static int check_arg(pto_run *r, int kernel_id, const pto_args *a, int i, int un
                       units);
   }
   for (int j = 0; j < a->ntensors; j++)
-    if (j != i && a->access[j] != PTO_OUTPUT && region_overlap(t, &a->tensors[j]))
+    if (j != i && a->access[j] != PTO_OUTPUT && region_view_overlap(&v[i], &v[j]))
       return redux_fail(r, i,
                         "its bytes overlap tensor argument %d (%s): the kernel sees only a "
                         "private copy of a REDUX view, so the task may not access those bytes "
@@ -403,12 +409,14 @@ int redux_prepare(pto_run *r, int kernel_id, const pto_args *a, int units, redux
   for (int i = 0, k = 0; i < nt && nredux > REDUX_GROUPS; i++)
     if (a->access[i] == PTO_REDUX && ++k > REDUX_GROUPS)
       return redux_fail(r, i, "a task has at most %d REDUX arguments", REDUX_GROUPS);
+  region_view v[PTO_MAX_TENSOR_ARGS]; /* each argument's bytes, normalised once */
+  for (int j = 0; j < nt; j++)
+    if (a->access[j] != PTO_OUTPUT) region_view_init(&a->tensors[j], &v[j]);
   for (int i = 0; i < nt; i++)
-    if (a->access[i] == PTO_REDUX && (rc = check_arg(r, kernel_id, a, i, units))) return rc;
+    if (a->access[i] == PTO_REDUX && (rc = check_arg(r, kernel_id, a, v, i, units))) return rc;
   /* the task's other accesses come after the contributions so far */
   for (int j = 0; j < nt && x->nopen; j++)
-    if (touches_groups(a->access[j]) && (rc = redux_flush_overlapping(r, &a->tensors[j])))
-      return rc;
+    if (touches_groups(a->access[j]) && (rc = flush_overlapping_view(r, &v[j]))) return rc;
   bool busy[REDUX_GROUPS] = {false};
   for (int i = 0; i < nt; i++) {
     if (a->access[i] != PTO_REDUX) continue;
@@ -417,8 +425,8 @@ int redux_prepare(pto_run *r, int kernel_id, const pto_args *a, int units, redux
     for (int k = 0; k < REDUX_GROUPS && gi < 0; k++)
       if (x->g[k].open && x->g[k].op == a->redux_op[i] && same_view(&x->g[k].target, t)) gi = k;
     if (gi < 0) { /* a new view or op: what it overlaps is folded first */
-      if ((rc = redux_flush_overlapping(r, t))) return rc;
-      if ((rc = open_group(r, t, a->redux_op[i], i, busy, &gi))) return rc;
+      if ((rc = flush_overlapping_view(r, &v[i]))) return rc;
+      if ((rc = open_group(r, t, &v[i], a->redux_op[i], i, busy, &gi))) return rc;
     }
     busy[gi] = true;
     p->group[i] = (int8_t)gi;
