@@ -116,7 +116,25 @@ static int k_twice(const pto_kctx *c) {
   return 0;
 }
 
+/* tensor 0 (OUTPUT or OUTPUT_EXISTING, any dtype) = scalar 0 (f64 bits) */
+static int k_fill(const pto_kctx *c) {
+  double v;
+  memcpy(&v, &c->scalars[0], sizeof v);
+  for (int64_t i = 0; i < pto_tensor_numel(&c->tensors[0]); i++)
+    put(pto_tensor_at_linear(&c->tensors[0], i), c->tensors[0].dtype, v);
+  return 0;
+}
+
+/* tensor 1 (OUTPUT_EXISTING) = tensor 0 (INPUT), same dtype and count */
+static int k_copy(const pto_kctx *c) {
+  for (int64_t i = 0; i < pto_tensor_numel(&c->tensors[0]); i++)
+    put(pto_tensor_at_linear(&c->tensors[1], i), c->tensors[1].dtype,
+        get(pto_tensor_at_linear(&c->tensors[0], i), c->tensors[0].dtype));
+  return 0;
+}
+
 typedef struct fixture {
+  int k_fill, k_copy;
   int k_contrib, k_twice, k_mix;
   int op_and; /* a user op: bitwise and over u8 */
   int rc;
@@ -147,6 +165,8 @@ static pto_chip *make_chip(fixture *f, int clusters, int schedulers, uint64_t he
   assert_int_equal(pto_kernel_register_aiv(chip, "contrib", k_contrib, &f->k_contrib), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "twice", k_twice, &f->k_twice), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "and", k_and, &f->k_mix), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "fill", k_fill, &f->k_fill), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "copy", k_copy, &f->k_copy), PTO_OK);
   pto_redux_op_desc d = {"and", PTO_U8, u8_and_init, u8_and_combine};
   assert_int_equal(pto_redux_register(chip, &d, &f->op_and), PTO_OK);
   return chip;
@@ -285,6 +305,98 @@ static void test_builtin_ops_all_dtypes(void **state) {
                   names[dt], pto_redux_op_name(chip, op), i, got, got_mid, x, mid);
           fail();
         }
+      }
+  pto_chip_destroy(chip);
+}
+
+/* ---- the heap ring: slabs of open groups, scopes ---- */
+
+#define NVIEWS 6
+
+typedef struct pressure_run {
+  fixture *f;
+  float acc[NVIEWS][NELEM];
+  float out[10][NELEM];
+} pressure_run;
+
+/* Contributions to 6 arrays in turn on a 4 KiB heap: each group's slab
+ * (16 slots of 64 bytes) is a quarter of it, so opening the fifth finds no
+ * room while the others are open: they are folded to make it. */
+static void orch_pressure(pto_orch *o, void *arg) {
+  pressure_run *s = arg;
+  for (int k = 0; k < 40; k++)
+    for (int v = 0; v < NVIEWS; v++) {
+      pto_tensor t;
+      int64_t n = NELEM;
+      pto_tensor_init(&t, s->acc[v], sizeof s->acc[v], PTO_F32, 1, &n);
+      submit_contrib(o, s->f, &t, PTO_REDUX_SUM, k * 10 + v, 0);
+    }
+}
+
+static void test_heap_pressure(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 4096);
+  static pressure_run s;
+  memset(&s, 0, sizeof s);
+  s.f = &f;
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_pressure, &s, NULL, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, PTO_OK);
+  for (int v = 0; v < NVIEWS; v++)
+    for (int i = 0; i < NELEM; i++) {
+      float want = 0;
+      for (int k = 0; k < 40; k++)
+        want += (float)(k * 10 + v + i);
+      assert_true(s.acc[v][i] == want);
+    }
+  pto_chip_destroy(chip);
+}
+
+/* A reduction into a scope's OUTPUT buffer is folded when the scope ends,
+ * while the buffer is still held: a later scope's buffer, which may reuse
+ * its bytes, must come out as written. */
+static void orch_scopes(pto_orch *o, void *arg) {
+  pressure_run *s = arg;
+  for (int round = 0; round < 10; round++) {
+    int64_t n = NELEM;
+    pto_tensor t, u, host;
+    pto_scope_begin(o, PTO_SCOPE_AUTO);
+    pto_tensor_desc(&t, PTO_F32, 1, &n);
+    pto_submit_v(o, s->f->k_fill, PTO_OUT(&t), PTO_SCALAR((uint64_t)0));
+    for (int k = 0; k < 12; k++)
+      submit_contrib(o, s->f, &t, PTO_REDUX_SUM, 1000 + k, 0);
+    pto_scope_end(o);
+    pto_scope_begin(o, PTO_SCOPE_AUTO);
+    pto_tensor_desc(&u, PTO_F32, 1, &n);
+    double v = round + 0.5;
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    pto_submit_v(o, s->f->k_fill, PTO_OUT(&u), PTO_SCALAR(bits));
+    pto_tensor_init(&host, s->out[round], sizeof s->out[round], PTO_F32, 1, &n);
+    pto_submit_v(o, s->f->k_copy, PTO_IN(&u), PTO_OUT_EXISTING(&host));
+    pto_scope_end(o);
+  }
+}
+
+static void test_scope_end_folds(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 4096);
+  static pressure_run s;
+  memset(&s, 0, sizeof s);
+  s.f = &f;
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_scopes, &s, NULL, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, PTO_OK);
+  for (int round = 0; round < 10; round++)
+    for (int i = 0; i < NELEM; i++)
+      if (s.out[round][i] != (float)round + 0.5f) {
+        fprintf(stderr, "round %d element %d: %g, written %g\n", round, i, s.out[round][i],
+                round + 0.5);
+        fail();
       }
   pto_chip_destroy(chip);
 }
@@ -446,6 +558,7 @@ static void test_bad_input(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f32_sum_bit_exact), cmocka_unit_test(test_builtin_ops_all_dtypes),
+      cmocka_unit_test(test_heap_pressure),     cmocka_unit_test(test_scope_end_folds),
       cmocka_unit_test(test_user_op),           cmocka_unit_test(test_trace_names),
       cmocka_unit_test(test_bad_input),
   };
