@@ -234,8 +234,8 @@ static int flush(pto_run *r, redux_group *g) {
     return latched(r);
   }
   pto_args a;
-  /* filled directly, not through the builder (orch.c's): this file
-   * calls no other chip file's functions */
+  /* filled directly, not through orch.c's builder: orch.c calls this
+   * file, so this file calls orch.c only through redux_orch */
   int64_t n = g->used * g->slot_elems;
   a.ntensors = 2;
   a.nscalars = 3;

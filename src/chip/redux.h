@@ -19,8 +19,8 @@
  * the tensor: each writes only its own slot.
  *
  * The orchestrator's services (submit, the heap ring) come through
- * redux_orch, which orch.c fills: this file depends on no other chip
- * file's functions. */
+ * redux_orch, which orch.c fills: orch.c calls redux.c, and redux.c
+ * calls no function of orch.c (no file cycle). */
 #ifndef PTO_CHIP_REDUX_H
 #define PTO_CHIP_REDUX_H
 
