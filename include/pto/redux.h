@@ -3,12 +3,14 @@
  * A task with a PTO_REDUX argument contributes to a reduction of that view
  * (pto_args_redux(&a, &t, op), or PTO_REDUX(&t, op) in pto_submit_v): its
  * kernel sees a private copy of the view (contiguous, same dtype and
- * shape), set to the op's identity, and accumulates into it. The copies of
+ * shape; one per core of the task: each block, each core of a MIX block),
+ * set to the op's identity, and accumulates into it. The copies of
  * consecutive contributions to the same view are combined into the tensor
- * by a "redux_combine" task, in submission order, before the next access
- * to those bytes that is not a contribution with the same op and view, a
- * host read or write of them, the end of the scope or the end of the
- * orchestration. docs/chip.md (Reductions) has the rules. */
+ * by a "redux_combine" task, in submission order (then block, then core),
+ * before the next access to those bytes that is not a contribution with
+ * the same op and view, a host read or write of them, the end of the scope
+ * or the end of the orchestration. docs/chip.md (Reductions) has the
+ * rules. */
 #ifndef PTO_REDUX_H
 #define PTO_REDUX_H
 

@@ -204,7 +204,8 @@ class Redux(Arg):
     identity and accumulates into it; the copies are folded into the array in
     submission order (bit-reproducible) before the next other access to its
     bytes, a read or write of it, the scope's end or the run's end
-    (docs/chip.md, Reductions). One block per contributing task."""
+    (docs/chip.md, Reductions). Each core of a task of several blocks has
+    a copy of its own."""
     __slots__ = ("mode",)
 
     def __init__(self, obj: Union[ArrayLike, "View"], op: Union[str, int] = "sum"):

@@ -76,6 +76,19 @@ def test_redux_max_min_prod():
     assert_array(pr, np.full(2, float(np.prod(vals)), np.float64), "prod")
 
 
+def test_redux_blocks_have_copies_of_their_own():
+    """A task of 4 blocks: each block's copy is its own (each stores, not
+    adds, its block index + 1), so the sum is 1 + 2 + 3 + 4 per task."""
+    def put(ctx, acc):
+        acc[...] = ctx.block_idx + 1
+
+    acc = np.zeros(3, np.int64)
+    with pto.Chip(clusters=2) as chip:
+        k = chip.kernel(pto.py_kernel(put))
+        chip.run(lambda o: [o.submit(k, pto.Redux(acc), block_num=4) for _ in range(5)])
+    assert_array(acc, np.full(3, 5 * 10, np.int64), "sum of the blocks' copies")
+
+
 def test_bad_redux_is_named():
     a = np.zeros(8, np.int32)
     with pto.Chip(clusters=1) as chip:
@@ -89,8 +102,8 @@ def test_bad_redux_is_named():
             chip.run(lambda o: o.submit(k, pto.Redux(a[0:4]), pto.In(a[2:6])))
         assert "its bytes overlap tensor argument 1 (INPUT)" in e.value.details
         with pytest.raises(pto.InvalidArgumentError) as e:
-            chip.run(lambda o: o.submit(k, pto.Redux(a), block_num=2))
-        assert "a contributing task runs one block on one core" in e.value.details
+            chip.run(lambda o: o.submit(k, pto.Redux(a), pto.Redux(a[4:], "max")))
+        assert "its bytes overlap tensor argument 1 (REDUX)" in e.value.details
         ro = np.zeros(4, np.int32)
         ro.flags.writeable = False
         with pytest.raises(pto.InvalidArgumentError, match="read-only array passed as Redux"):

@@ -598,7 +598,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int units = sh == SHAPE_DUMMY ? 0
                                 : (opts && opts->block_num ? opts->block_num : 1) *
                                       (shape_aic(sh) + shape_aiv(sh));
-  if ((rc = redux_prepare(r, kernel_id, a, units, &rp))) return rc;
+  if ((rc = redux_prepare(r, a, units, &rp))) return rc;
 
   /* 1. task slot (retiring once per RETIRE_EVERY submits) */
   if (r->next_id % RETIRE_EVERY == 0) orch_retire(r);
@@ -633,7 +633,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   uint64_t *scalars = (uint64_t *)(tensors + nt);
   if (nt) memcpy(tensors, a->tensors, sizeof(pto_tensor) * (size_t)nt);
   if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
-  if (rp.any) redux_args(r, &rp, a, tensors);
+  if (rp.mask) redux_args(r, &rp, a, tensors);
   if (ncm) { /* normalised once here, compared at every acquire (commute.h) */
     cm_link *cl = &r->cm.links[id & r->slot_mask];
     region_view *views = (region_view *)(scalars + ns);
@@ -751,7 +751,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->sync_start = opts && opts->sync_start && sh != SHAPE_DUMMY;
   t->scope_depth = (int8_t)r->scope_depth;
   t->commute = ncm > 0;
-  t->redux = rp.any;
+  t->redux_args = rp.mask;
   t->priority = (int8_t)(opts ? opts->priority : 0);
   t->dep_mark = PTO_TASK_NONE; /* a mark left in the slot by an earlier run is not ours */
   t->ntensors = nt;
@@ -818,7 +818,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
     sched_make_ready(r, t);
   if (r->ctl) schedule_after_submit(r);
-  if (rp.any) return redux_submitted(r, &rp, a, id, t->priority);
+  if (rp.mask) return redux_submitted(r, &rp, a, id, t->priority);
   return PTO_OK;
 }
 

@@ -229,7 +229,7 @@ static int flush(pto_run *r, redux_group *g) {
   if (!g->open) return PTO_OK;
   g->open = false;
   x->nopen--;
-  if (g->used == 0) { /* reserved by a submit that failed: nothing to fold */
+  if (g->ntasks == 0) { /* reserved by a submit that failed: nothing to fold */
     x->orch.heap_free_after(r, g->slab, r->next_id - 1);
     return latched(r);
   }
@@ -251,7 +251,7 @@ static int flush(pto_run *r, redux_group *g) {
   a.scalars[1] = (uint64_t)g->used;
   a.scalars[2] = (uint64_t)g->slot_elems;
   /* the contributions by explicit edges: their slots are in no TensorMap */
-  pto_submit_opts o = {.deps = g->contrib, .ndeps = g->used, .priority = g->priority};
+  pto_submit_opts o = {.deps = g->contrib, .ndeps = g->ntasks, .priority = g->priority};
   pto_task_id id = PTO_TASK_NONE;
   int rc = x->orch.submit(r, KERNEL_REDUX_COMBINE, &a, &o, &id);
   x->orch.heap_free_after(r, g->slab, id == PTO_TASK_NONE ? r->next_id - 1 : id);
@@ -294,22 +294,22 @@ static bool same_view(const pto_tensor *a, const pto_tensor *b) {
  * the dependency pool allow (a quarter of each), up to REDUX_SLOTS_MAX
  * slots. `busy` marks the groups this submit already uses. */
 static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, int op, int arg,
-                      const bool *busy, int *gi) {
+                      int units, const bool *busy, int *gi) {
   redux_table *x = &r->rx;
-  int64_t n = pto_tensor_numel(t);
   size_t es = pto_dtype_size((pto_dtype)t->dtype);
-  uint64_t slot = ((uint64_t)n * es + PTO_CACHELINE - 1) / PTO_CACHELINE * PTO_CACHELINE;
-  if (slot > r->heap.cap) {
+  uint64_t slot = (uint64_t)redux_slot_elems(t) * es;
+  if (slot * (uint64_t)units > r->heap.cap) {
     run_fail(r, PTO_EHEAP_DEADLOCK, PTO_TASK_NONE, -1,
-             "submit #%lld: tensor argument %d (REDUX): its private copy needs %llu bytes but "
-             "heap_bytes is %llu",
-             (long long)r->next_id, arg, (unsigned long long)slot, (unsigned long long)r->heap.cap);
+             "submit #%lld: tensor argument %d (REDUX): its private copies, one per core of the "
+             "task (%d), need %llu bytes but heap_bytes is %llu",
+             (long long)r->next_id, arg, units, (unsigned long long)(slot * (uint64_t)units),
+             (unsigned long long)r->heap.cap);
     return latched(r);
   }
   uint64_t nslots = REDUX_SLOTS_MAX;
   if (nslots > r->heap.cap / 4 / slot) nslots = r->heap.cap / 4 / slot;
   if (nslots > r->ndeps / 4) nslots = r->ndeps / 4;
-  if (nslots < 1) nslots = 1;
+  if (nslots < (uint64_t)units) nslots = (uint64_t)units;
   int free_g = -1, oldest = -1;
   for (int i = 0; i < REDUX_GROUPS; i++) {
     if (!x->g[i].open && free_g < 0) free_g = i;
@@ -336,9 +336,12 @@ static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, in
   g->target = *t;
   g->rv = *rv;
   g->slab = slab;
-  g->slot_elems = (int64_t)(slot / es);
+  g->slot_elems = redux_slot_elems(t);
   g->nslots = (int)nslots;
   g->used = 0;
+  g->ntasks = 0;
+  g->maxtasks = r->ndeps / 4 < REDUX_SLOTS_MAX ? (int)(r->ndeps / 4) : REDUX_SLOTS_MAX;
+  if (g->maxtasks < 1) g->maxtasks = 1;
   x->nopen++;
   *gi = free_g;
   return PTO_OK;
@@ -357,8 +360,7 @@ static bool touches_groups(int m) {
 }
 
 /* The checks of one REDUX argument that need no group. */
-static int check_arg(pto_run *r, int kernel_id, const pto_args *a, const region_view *v, int i,
-                     int units) {
+static int check_arg(pto_run *r, const pto_args *a, const region_view *v, int i) {
   int op = a->redux_op[i];
   const pto_tensor *t = &a->tensors[i];
   if (r->capture)
@@ -379,15 +381,6 @@ static int check_arg(pto_run *r, int kernel_id, const pto_args *a, const region_
   if (u && u->dtype != t->dtype)
     return redux_fail(r, i, "op '%s' reduces %s but the view is %s", name,
                       pto_dtype_name((pto_dtype)u->dtype), pto_dtype_name((pto_dtype)t->dtype));
-  if (kernel_id != -1 && units != 1) {
-    const kernel_rec *k = &r->chip->kernels[kernel_id];
-    return redux_fail(r, i,
-                      "a contributing task runs one block on one core, but kernel '%s' (%s) x "
-                      "%d block%s is %d cores: submit one task per contribution",
-                      k->name, shape_name(k->shape),
-                      units / (shape_aic(k->shape) + shape_aiv(k->shape)), units == 1 ? "" : "s",
-                      units);
-  }
   for (int j = 0; j < a->ntensors; j++)
     if (j != i && a->access[j] != PTO_OUTPUT && region_view_overlap(&v[i], &v[j]))
       return redux_fail(r, i,
@@ -398,9 +391,10 @@ static int check_arg(pto_run *r, int kernel_id, const pto_args *a, const region_
   return PTO_OK;
 }
 
-int redux_prepare(pto_run *r, int kernel_id, const pto_args *a, int units, redux_plan *p) {
+int redux_prepare(pto_run *r, const pto_args *a, int units, redux_plan *p) {
   redux_table *x = &r->rx;
-  p->any = false;
+  p->mask = 0;
+  p->units = units < 1 ? 1 : units; /* a dummy's copy stays the identity */
   int nt = a ? a->ntensors : 0, nredux = 0;
   for (int i = 0; i < nt; i++)
     nredux += a->access[i] == PTO_REDUX;
@@ -413,7 +407,7 @@ int redux_prepare(pto_run *r, int kernel_id, const pto_args *a, int units, redux
   for (int j = 0; j < nt; j++)
     if (a->access[j] != PTO_OUTPUT) region_view_init(&a->tensors[j], &v[j]);
   for (int i = 0; i < nt; i++)
-    if (a->access[i] == PTO_REDUX && (rc = check_arg(r, kernel_id, a, v, i, units))) return rc;
+    if (a->access[i] == PTO_REDUX && (rc = check_arg(r, a, v, i))) return rc;
   /* the task's other accesses come after the contributions so far */
   for (int j = 0; j < nt && x->nopen; j++)
     if (touches_groups(a->access[j]) && (rc = flush_overlapping_view(r, &v[j]))) return rc;
@@ -424,14 +418,18 @@ int redux_prepare(pto_run *r, int kernel_id, const pto_args *a, int units, redux
     int gi = -1;
     for (int k = 0; k < REDUX_GROUPS && gi < 0; k++)
       if (x->g[k].open && x->g[k].op == a->redux_op[i] && same_view(&x->g[k].target, t)) gi = k;
+    if (gi >= 0 && x->g[gi].used + p->units > x->g[gi].nslots) { /* its copies do not fit */
+      if ((rc = flush(r, &x->g[gi]))) return rc;
+      gi = -1;
+    }
     if (gi < 0) { /* a new view or op: what it overlaps is folded first */
       if ((rc = flush_overlapping_view(r, &v[i]))) return rc;
-      if ((rc = open_group(r, t, &v[i], a->redux_op[i], i, busy, &gi))) return rc;
+      if ((rc = open_group(r, t, &v[i], a->redux_op[i], i, p->units, busy, &gi))) return rc;
     }
     busy[gi] = true;
     p->group[i] = (int8_t)gi;
+    p->mask |= 1u << i;
   }
-  p->any = nredux > 0;
   return PTO_OK;
 }
 
@@ -441,11 +439,14 @@ void redux_args(pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *
     redux_group *g = &r->rx.g[p->group[i]];
     pto_dtype dt = (pto_dtype)g->target.dtype;
     size_t es = pto_dtype_size(dt);
-    void *slot = g->slab + (size_t)(g->used * g->slot_elems) * es;
-    identity(r->chip, g->op, dt, slot, pto_tensor_numel(&g->target));
+    uint8_t *slot = g->slab + (size_t)(g->used * g->slot_elems) * es;
+    for (int u = 0; u < p->units; u++)
+      identity(r->chip, g->op, dt, slot + (size_t)(u * g->slot_elems) * es,
+               pto_tensor_numel(&g->target));
+    /* unit 0's copy; the buffer holds every unit's (redux_unit_tensors) */
     pto_tensor *v = &tensors[i];
     v->buf = slot;
-    v->buf_bytes = (size_t)pto_tensor_numel(&g->target) * es;
+    v->buf_bytes = (size_t)((p->units - 1) * g->slot_elems + pto_tensor_numel(&g->target)) * es;
     v->offset = 0;
     v->alloc_tag = 0;
     int64_t stride = 1;
@@ -462,11 +463,14 @@ int redux_submitted(pto_run *r, const redux_plan *p, const pto_args *a, pto_task
   for (int i = 0; i < a->ntensors; i++) {
     if (a->access[i] != PTO_REDUX) continue;
     redux_group *g = &r->rx.g[p->group[i]];
-    g->contrib[g->used++] = id;
+    g->contrib[g->ntasks++] = id;
+    g->used += p->units;
     if (priority > g->priority) g->priority = priority;
   }
-  for (int i = 0; i < a->ntensors && !rc; i++) /* full: fold now, its slab comes back */
-    if (a->access[i] == PTO_REDUX && r->rx.g[p->group[i]].used == r->rx.g[p->group[i]].nslots)
-      rc = flush(r, &r->rx.g[p->group[i]]);
+  for (int i = 0; i < a->ntensors && !rc; i++) { /* full: fold now, its slab comes back */
+    if (a->access[i] != PTO_REDUX) continue;
+    redux_group *g = &r->rx.g[p->group[i]];
+    if (g->used == g->nslots || g->ntasks == g->maxtasks) rc = flush(r, g);
+  }
   return rc;
 }

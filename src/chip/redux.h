@@ -6,9 +6,10 @@
  *
  * A group is the run of consecutive contributions to one view with one op.
  * Its private copies are slots of one slab taken from the heap ring (with
- * its back-pressure), one slot per contributing task, cache-line apart:
- * slot k is the k-th contribution in submission order. Each slot is set to
- * the op's identity when its task is submitted. When the slab is full, or
+ * its back-pressure), one slot per core of each contributing task (its
+ * blocks times cores per block), cache-line apart, in submission order,
+ * then block, then core in the block. Each slot is set to the op's
+ * identity when its task is submitted. When the slab is full, or
  * before anything else touches the view's bytes, the group is flushed: a
  * combine task (kernel "redux_combine") folds the slots into the tensor in
  * slot order, tensor = ((tensor op s0) op s1) ..., and the slab is freed
@@ -27,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/cacheline.h"
 #include "common/region.h"
 #include "pto/kernel.h"
 #include "pto/orch.h"
@@ -35,6 +37,29 @@
 struct pto_run;
 struct pto_chip;
 struct kernel_rec;
+
+/* A REDUX argument's slots: a task's view of its argument i is its first
+ * unit's copy (contiguous, at offset 0), and unit u (block b, core j of
+ * the block: u = b x cores per block + j, the AIC first) has the copy
+ * redux_slot_elems further on, in the same buffer. */
+static inline int64_t redux_slot_elems(const pto_tensor *v) {
+  int64_t es = (int64_t)pto_dtype_size((pto_dtype)v->dtype);
+  int64_t bytes = pto_tensor_numel(v) * es;
+  return (bytes + PTO_CACHELINE - 1) / PTO_CACHELINE * PTO_CACHELINE / es; /* a line apart */
+}
+
+/* The views unit `unit` of a task sees: its REDUX arguments (bits of
+ * `mask`) moved to its own copy, a buffer of that copy alone. */
+static inline void redux_unit_tensors(const pto_tensor *ts, int nt, uint32_t mask, int unit,
+                                      pto_tensor *out) {
+  for (int i = 0; i < nt; i++) {
+    out[i] = ts[i];
+    if (!(mask >> i & 1)) continue;
+    size_t es = pto_dtype_size((pto_dtype)ts[i].dtype);
+    out[i].buf = (char *)ts[i].buf + (size_t)(unit * redux_slot_elems(&ts[i])) * es;
+    out[i].buf_bytes = (size_t)pto_tensor_numel(&ts[i]) * es;
+  }
+}
 
 /* Open groups at once: a contribution to a new view when all are open
  * flushes the oldest. */
@@ -70,9 +95,10 @@ typedef struct redux_group {
   pto_tensor target; /* the contributions' view */
   region_view rv;    /* its bytes */
   uint8_t *slab;
-  int64_t slot_elems; /* slot stride, in elements */
-  int nslots, used;
-  pto_task_id *contrib; /* REDUX_SLOTS_MAX ids: slot k's task */
+  int64_t slot_elems;   /* slot stride, in elements */
+  int nslots, used;     /* slots in the slab, slots taken */
+  int ntasks, maxtasks; /* contributing tasks, and at most (its combine's edges) */
+  pto_task_id *contrib; /* REDUX_SLOTS_MAX ids: the contributing tasks in order */
 } redux_group;
 
 typedef struct redux_table {
@@ -85,7 +111,8 @@ typedef struct redux_table {
 /* One submit's REDUX arguments: their groups (on the submit's stack, as a
  * flush submits a combine task in the middle of it). */
 typedef struct redux_plan {
-  bool any;
+  uint32_t mask; /* the REDUX arguments */
+  int units;     /* copies per argument: the task's cores (1 for a dummy) */
   int8_t group[PTO_MAX_TENSOR_ARGS];
 } redux_plan;
 
@@ -94,12 +121,12 @@ void redux_reset(redux_table *x);
 void redux_destroy(redux_table *x);
 
 /* Before a submit's slot is taken: checks its REDUX arguments (op, dtype,
- * overlap with the task's other arguments, one block on one core), flushes
+ * overlap with the task's other arguments), flushes
  * the groups that its other tracked arguments touch, and gives each REDUX
  * argument a slot (flushing what is in the way). `units` is the task's
  * blocks times cores per block (0 for a dummy). Returns a latched status
  * on failure, after run_fail. */
-int redux_prepare(struct pto_run *r, int kernel_id, const pto_args *a, int units, redux_plan *p);
+int redux_prepare(struct pto_run *r, const pto_args *a, int units, redux_plan *p);
 /* The task's copy of its arguments: each REDUX argument becomes its slot,
  * set to the op's identity. */
 void redux_args(struct pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *tensors);

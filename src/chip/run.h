@@ -122,10 +122,10 @@ typedef struct task {
   int32_t ntensors, nscalars;
   int8_t shape; /* enum shape */
   bool sync_start;
-  int8_t scope_depth; /* orch */
-  bool commute;       /* has COMMUTE views: excluded from overlapping ones (commute.h) */
-  bool redux;         /* has REDUX arguments (private copies: redux.h); traced as such */
-  int8_t priority;    /* 0 .. PTO_PRIORITY_MAX: its ready queue level (ready_queue.h) */
+  int8_t scope_depth;  /* orch */
+  bool commute;        /* has COMMUTE views: excluded from overlapping ones (commute.h) */
+  int8_t priority;     /* 0 .. PTO_PRIORITY_MAX: its ready queue level (ready_queue.h) */
+  uint32_t redux_args; /* bit i: tensor i is a REDUX argument's slots (redux.h) */
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
   PTO_LINE_ALIGNED _Atomic int64_t fanout_head;

@@ -15,7 +15,7 @@
  * order, and every order gives the sequential result exactly, while a
  * missed exclusion loses an update and a missed edge against a plain
  * access changes it. In half the graphs, REDUX outputs (i32 views only,
- * one block, no input overlapping the output) add or take the signed
+ * 1-4 blocks, no input overlapping the output) add or take the signed
  * maximum: the sequential result exactly, whatever the schedule, as long
  * as the contributions are folded before the next other access to their
  * bytes. Every task has a random priority, which must not change any
@@ -304,9 +304,9 @@ static void fix_blocks(graph *g) {
   for (int i = 0; i < g->n; i++) {
     gtask *t = &g->t[i];
     if (t->kind == 0 && t->acc[0] == PTO_REDUX) {
-      /* a contribution is one block, and reads nothing of what it reduces
-       * (pto refuses an overlap, as region.h decides it) */
-      t->blocks = 1;
+      /* a contribution reads nothing of what it reduces (pto refuses an
+       * overlap, as region.h decides it); its blocks have copies of their
+       * own, so any block count stays */
       pto_tensor o = bind(&t->view[0], probe);
       int nt = 1;
       for (int k = 1; k < t->nt; k++) {

@@ -7,11 +7,12 @@
  *   sequential fold bit for bit, on several chip shapes and runs;
  * - every built-in op over every dtype equals the sequential fold, with
  *   accesses before and after the group and a host read in the middle;
+ * - tasks of several blocks and MIX kernels give every core its own copy,
+ *   folded in block order, then core order (AIC first);
  * - a user op's init and combine are the ones used;
  * - the trace names the combine tasks and marks the contributions;
  * - bad input (unknown op, dtype mismatch, a REDUX view overlapping the
- *   task's other arguments, a multi-block contribution, a ninth REDUX
- *   argument, a manual scope)
+ *   task's other arguments, a ninth REDUX argument, a manual scope)
  *   fails the run naming what was wrong.
  * Nothing depends on timing. */
 #include <setjmp.h>
@@ -401,6 +402,79 @@ static void test_scope_end_folds(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- tasks of several cores ---- */
+
+#define MIX_TASKS  20
+#define MIX_BLOCKS 3
+#define MIX_UNITS  (MIX_BLOCKS * 3) /* AIC + 2 AIV per block */
+
+/* The value unit u of task k stores: sizes apart by 10^8, so the f32 sum
+ * shows the order of the units. */
+static float unit_value(int k, int u) {
+  static const float mags[] = {1e8f, 1.0f, -1e8f, 3e-3f};
+  return (float)(k * 7 + u * 3 + 1) * mags[(k + u) % 4];
+}
+
+/* tensor 0 (REDUX sum, f32, NELEM): this core's copy[i] = unit_value +
+ * i, stored, not added: a copy two cores shared would lose one. */
+static int k_unit(const pto_kctx *c) {
+  int per = 3, u = c->block_idx * per + (c->core_type == PTO_CORE_AIC ? 0 : 1 + c->sub_block_id);
+  float *p = (float *)c->tensors[0].buf + c->tensors[0].offset;
+  for (int i = 0; i < NELEM; i++)
+    p[i] = unit_value((int)c->scalars[0], u) + (float)i;
+  return 0;
+}
+
+typedef struct mix_run {
+  int k_mix, k_aiv;
+  float acc[NELEM];
+} mix_run;
+
+static void orch_mix(pto_orch *o, void *arg) {
+  mix_run *s = arg;
+  pto_tensor t;
+  int64_t n = NELEM;
+  pto_tensor_init(&t, s->acc, sizeof s->acc, PTO_F32, 1, &n);
+  for (int k = 0; k < MIX_TASKS; k++)
+    pto_submit_v(o, s->k_mix, PTO_REDUX(&t, PTO_REDUX_SUM), PTO_SCALAR((uint64_t)k),
+                 PTO_BLOCKS(MIX_BLOCKS));
+}
+
+static void test_multi_core_units(void **state) {
+  (void)state;
+  static const int shapes[][2] = {{1, 1}, {3, 2}, {6, 3}};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+    pto_chip_config cfg;
+    pto_chip_config_init(&cfg);
+    cfg.clusters = shapes[sh][0];
+    cfg.schedulers = shapes[sh][1];
+    cfg.watchdog_ms = 20000;
+    pto_chip *chip = NULL;
+    assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+    mix_run s = {0};
+    pto_kernel_desc d = {.name = "unit", .aic = k_unit, .aiv = k_unit, .aiv_count = 2};
+    assert_int_equal(pto_kernel_register(chip, &d, &s.k_mix), PTO_OK);
+    for (int i = 0; i < NELEM; i++)
+      s.acc[i] = 0.5f;
+    pto_error_info err;
+    int rc = pto_chip_run(chip, orch_mix, &s, NULL, &err);
+    if (rc) pto_error_print(&err, stderr);
+    assert_int_equal(rc, PTO_OK);
+    for (int i = 0; i < NELEM; i++) {
+      float want = 0.5f;
+      for (int k = 0; k < MIX_TASKS; k++)
+        for (int u = 0; u < MIX_UNITS; u++)
+          want = want + (unit_value(k, u) + (float)i);
+      if (memcmp(&s.acc[i], &want, sizeof want) != 0) {
+        fprintf(stderr, "chip %d x %d: element %d = %.9g, sequential %.9g\n", shapes[sh][0],
+                shapes[sh][1], i, s.acc[i], want);
+        fail();
+      }
+    }
+    pto_chip_destroy(chip);
+  }
+}
+
 /* ---- a user op ---- */
 
 typedef struct and_run {
@@ -498,8 +572,8 @@ static void orch_bad(pto_orch *o, void *arg) {
                             PTO_SCALAR(0), PTO_SCALAR(0));
     break;
   case 3:
-    s->f->rc = pto_submit_v(o, s->f->k_contrib, PTO_REDUX(&t, PTO_REDUX_SUM), PTO_BLOCKS(2),
-                            PTO_SCALAR(0), PTO_SCALAR(0));
+    s->f->rc = pto_submit_v(o, s->f->k_contrib, PTO_REDUX(&t, PTO_REDUX_SUM),
+                            PTO_REDUX(&half, PTO_REDUX_MAX), PTO_SCALAR(0), PTO_SCALAR(0));
     break;
   case 4: {
     pto_args a;
@@ -524,7 +598,7 @@ static void test_bad_input(void **state) {
       "tensor argument 0 (REDUX): unknown op 99",
       "tensor argument 0 (REDUX): op 'and' reduces u8 but the view is i32",
       "tensor argument 0 (REDUX): its bytes overlap tensor argument 1 (INPUT)",
-      "a contributing task runs one block on one core, but kernel 'contrib' (AIV) x 2 blocks",
+      "tensor argument 0 (REDUX): its bytes overlap tensor argument 1 (REDUX)",
       "tensor argument 8 (REDUX): a task has at most 8 REDUX arguments",
       "tensor argument 0 (REDUX): not inside a manual scope",
   };
@@ -558,9 +632,9 @@ static void test_bad_input(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f32_sum_bit_exact), cmocka_unit_test(test_builtin_ops_all_dtypes),
-      cmocka_unit_test(test_heap_pressure),     cmocka_unit_test(test_scope_end_folds),
-      cmocka_unit_test(test_user_op),           cmocka_unit_test(test_trace_names),
-      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_heap_pressure),     cmocka_unit_test(test_multi_core_units),
+      cmocka_unit_test(test_scope_end_folds),   cmocka_unit_test(test_user_op),
+      cmocka_unit_test(test_trace_names),       cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
