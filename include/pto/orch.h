@@ -38,6 +38,13 @@ typedef enum pto_access {
    * STARPU_RW | STARPU_COMMUTE, OpenMP's mutexinoutset); ordered as INOUT
    * against every other access. At most 4 per task (docs/chip.md) */
   PTO_COMMUTE,
+  /* a contribution to a reduction (StarPU's STARPU_REDUX, OpenMP's
+   * in_reduction): the kernel sees a private copy of the view, set to the
+   * op's identity, and the copies are combined into the tensor, in
+   * submission order, before the next other access to those bytes. Added
+   * with pto_args_redux or PTO_REDUX(&t, op); ops in pto/redux.h
+   * (docs/chip.md, Reductions) */
+  PTO_REDUX,
 } pto_access;
 
 typedef struct pto_args {
@@ -49,6 +56,7 @@ typedef struct pto_args {
   pto_tensor tensors[PTO_MAX_TENSOR_ARGS];
   pto_tensor *outputs[PTO_MAX_TENSOR_ARGS]; /* caller's tensor for OUTPUT args */
   uint64_t scalars[PTO_MAX_SCALAR_ARGS];
+  int32_t redux_op[PTO_MAX_TENSOR_ARGS]; /* REDUX arguments: their op (pto/redux.h) */
 } pto_args;
 
 PTO_API void pto_args_init(pto_args *a);
@@ -61,6 +69,9 @@ PTO_API void pto_args_output_existing(pto_args *a, const pto_tensor *t);
 PTO_API void pto_args_inout(pto_args *a, const pto_tensor *t);
 PTO_API void pto_args_nodep(pto_args *a, const pto_tensor *t);
 PTO_API void pto_args_commute(pto_args *a, const pto_tensor *t);
+/* A REDUX argument with reduction `op` (PTO_REDUX_SUM, ... or an id from
+ * pto_redux_register; pto/redux.h). */
+PTO_API void pto_args_redux(pto_args *a, const pto_tensor *t, int op);
 PTO_API void pto_args_scalar(pto_args *a, uint64_t v);
 PTO_API void pto_args_scalar_f32(pto_args *a, float v);
 
@@ -120,8 +131,13 @@ typedef struct pto_arg {
     pto_tensor *t;
     uint64_t u;
     pto_task_id *id;
+    const struct pto_redux_ref *rx; /* PTO_REDUX: the tensor and its op */
   } v;
 } pto_arg;
+typedef struct pto_redux_ref {
+  const pto_tensor *t;
+  int op; /* pto/redux.h */
+} pto_redux_ref;
 
 PTO_API int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc);
 
@@ -143,6 +159,12 @@ PTO_API int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int
 #define PTO_INOUT(tp)        PTO_ARG_TENSOR_(PTO_INOUT, tp)
 #define PTO_NODEP(tp)        PTO_ARG_TENSOR_(PTO_NO_DEP, tp)
 #define PTO_COMMUTE(tp)      PTO_ARG_TENSOR_(PTO_COMMUTE, tp)
+/* (the tensor and op travel in a compound literal that lives as long as
+ * the pto_submit_v statement) */
+#define PTO_REDUX(tp, op)                                                                          \
+  ((pto_arg){PTO_ARG_MAGIC, PTO_ARGK_TENSOR, PTO_REDUX,                                          \
+             {.rx = &(const pto_redux_ref){                                                        \
+                  _Generic((tp), pto_tensor *: (tp), const pto_tensor *: (tp)), (op)}}})
 
 static inline pto_arg pto_arg_u64_(uint64_t v) {
   pto_arg a = {PTO_ARG_MAGIC, PTO_ARGK_SCALAR, 0, {.u = v}};

@@ -5,6 +5,7 @@
 #include "pto/graph.h"
 #include "pto/kernel.h"
 #include "pto/orch.h"
+#include "pto/redux.h"
 #include "pto/status.h"
 #include "pto/tensor.h"
 #include "pto/version.h"

@@ -14,7 +14,7 @@ kernels in C or Python. A thin layer over libpto's C API (see docs/python.md).
 """
 from ._errors import *  # noqa: F401,F403 - Error and its subclasses
 from ._errors import ERRORS, Error, error_from, status_hint, status_name
-from ._tensor import DTYPES, Commute, In, InOut, New, NoDep, Out, View
+from ._tensor import DTYPES, Commute, In, InOut, New, NoDep, Out, Redux, View
 from ._kernel import (REFERENCE_KERNELS, Kernel, KernelContext, KernelSpec, c_kernel, py_kernel,
                       ref_kernel)
 from ._orch import Orch, Task, f64
@@ -26,7 +26,7 @@ from ._pto import ffi as _ffi, lib as _lib
 __version__ = _ffi.string(_lib.pto_version()).decode()
 
 __all__ = ["Chip", "Graph", "Orch", "Task", "RunStats", "Kernel", "KernelContext", "KernelSpec",
-           "ref_kernel", "c_kernel", "py_kernel", "In", "Out", "InOut", "NoDep", "Commute", "New", "View",
+           "ref_kernel", "c_kernel", "py_kernel", "In", "Out", "InOut", "NoDep", "Commute", "Redux", "New", "View",
            "f64", "Error", "ERRORS", "error_from", "status_name", "status_hint", "DTYPES",
            "REFERENCE_KERNELS", "Node", "NodeOrch", "Domain", "WindowView", "HostFn",
            "HostContext",

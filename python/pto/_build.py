@@ -307,14 +307,17 @@ static void pyk_fill(pto_args *a, int ntensors, const int64_t *desc, pto_tensor 
                      int nscalars, const uint64_t *scalars) {
   for (int i = 0; i < ntensors; i++) {
     const int64_t *d = desc + (size_t)i * PYK_DESC;
-    int mode = (int)d[0];
+    int mode = (int)(d[0] & 0xff); /* a REDUX argument's word also holds its op */
     if (mode == PTO_OUTPUT && outs) {
       pto_tensor_desc(&outs[i], (pto_dtype)d[3], (int)d[4], d + 6);
       pto_args_output(a, &outs[i]);
     } else {
       pto_tensor t;
       pyk_tensor(&t, d);
-      pto_args_add(a, (pto_access)mode, &t);
+      if (mode == PTO_REDUX)
+        pto_args_redux(a, &t, (int)(d[0] >> 8));
+      else
+        pto_args_add(a, (pto_access)mode, &t);
     }
   }
   for (int i = 0; i < nscalars; i++) pto_args_scalar(a, scalars[i]);

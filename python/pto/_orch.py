@@ -13,7 +13,7 @@ from ._cint import INT_MAX, c_int
 from ._errors import check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
-from ._tensor import (DESC_WORDS, INPUT, OUTPUT, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
+from ._tensor import (DESC_WORDS, INPUT, MODE_MASK, OUTPUT, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
                       array_desc, as_array, pto_dtype)
 
 MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
@@ -154,7 +154,8 @@ class Orch:
                 mode = a.mode
             if mode is None:
                 raise invalid(f"{ctx}: tensor argument {i}: {type(a).__name__} without an access "
-                              "mode; wrap it: pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x), pto.Commute(x) "
+                              "mode; wrap it: pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x), pto.Commute(x), "
+                              "pto.Redux(x, op) "
                               "or pto.New(shape)")
             if mode == OUTPUT:
                 what = f"{ctx}: tensor argument {i}"
@@ -170,7 +171,7 @@ class Orch:
             # (it is referenced by the run, so its id and data pointer are stable)
             c = cache.get(id(obj))
             if (c is not None and c[0] is obj and c[1] == obj.shape and c[2] == obj.strides and
-                    c[3] == obj.dtype and (mode not in WRITES or obj.flags.writeable)):
+                    c[3] == obj.dtype and (mode & MODE_MASK not in WRITES or obj.flags.writeable)):
                 flat.append(mode)
                 flat += c[4]
                 continue
@@ -194,7 +195,7 @@ class Orch:
                block_num: int = 1, sync_start: bool = False, deps: Sequence[Any] = (),
                priority: int = 0) -> Task:
         """Submit ``kernel`` with tensor ``args`` (each ``pto.In/Out/InOut/NoDep/
-        Commute(array)`` or ``pto.New(shape, dtype)``), ``scalars`` (ints, floats
+        Commute(array)``, ``pto.Redux(array, op)`` or ``pto.New(shape, dtype)``), ``scalars`` (ints, floats
         as f32, ``pto.f64``), ``block_num`` blocks (SPMD), all blocks started as
         one cohort with ``sync_start``, explicit ``deps`` (earlier tasks), and a
         ``priority`` (0 .. 3: ready blocks of a higher one are dispatched first)."""

@@ -13,10 +13,14 @@ from ._errors import error_from, invalid
 from ._pto import ffi, lib
 
 # access modes (pto_access)
-INPUT, OUTPUT, OUTPUT_EXISTING, INOUT, NO_DEP, COMMUTE = 0, 1, 2, 3, 4, 5
+# (a REDUX argument's descriptor word is REDUX | op << 8: MODE_MASK takes the mode)
+INPUT, OUTPUT, OUTPUT_EXISTING, INOUT, NO_DEP, COMMUTE, REDUX = 0, 1, 2, 3, 4, 5, 6
+MODE_MASK = 0xFF
 MODE_NAMES = {INPUT: "In", OUTPUT: "New", OUTPUT_EXISTING: "Out", INOUT: "InOut", NO_DEP: "NoDep",
-              COMMUTE: "Commute"}
-WRITES = (OUTPUT_EXISTING, INOUT, COMMUTE)
+              COMMUTE: "Commute", REDUX: "Redux"}
+WRITES = (OUTPUT_EXISTING, INOUT, COMMUTE, REDUX)
+#: built-in reductions of pto.Redux (pto_redux_builtin)
+REDUX_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3}
 
 #: NumPy dtype -> pto_dtype code (bf16 has no NumPy type)
 DTYPES = {
@@ -92,8 +96,9 @@ def array_desc(a: np.ndarray, mode: int, what: str) -> List[int]:
     nd = a.ndim
     if nd > MAX_DIMS:
         raise invalid(f"{what}: {nd} dims, pto views have at most {MAX_DIMS}")
-    if mode in WRITES and not a.flags.writeable:
-        raise invalid(f"{what}: read-only array passed as {MODE_NAMES[mode]} (the task writes it)")
+    if mode & MODE_MASK in WRITES and not a.flags.writeable:
+        raise invalid(f"{what}: read-only array passed as {MODE_NAMES[mode & MODE_MASK]} (the task "
+                      "writes it)")
     item = a.itemsize
     ptr = a.__array_interface__["data"][0]
     shape = a.shape
@@ -190,6 +195,32 @@ class Commute(Arg):
     accumulation); ordered as InOut against every other access. At most 4
     per task."""
     mode = COMMUTE
+
+
+class Redux(Arg):
+    """REDUX: a contribution to a reduction of the array with ``op``
+    (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or the id of an op registered
+    on the chip from C). The kernel sees a private copy set to the op's
+    identity and accumulates into it; the copies are folded into the array in
+    submission order (bit-reproducible) before the next other access to its
+    bytes, a read or write of it, the scope's end or the run's end
+    (docs/chip.md, Reductions). Each core of a task of several blocks has
+    a copy of its own."""
+    __slots__ = ("mode",)
+
+    def __init__(self, obj: Union[ArrayLike, "View"], op: Union[str, int] = "sum"):
+        super().__init__(obj)
+        if isinstance(op, str):
+            code = REDUX_OPS.get(op)
+            if code is None:
+                raise invalid(f"pto.Redux: unknown op {op!r} (the built-ins are "
+                              f"{', '.join(REDUX_OPS)}; a registered op is passed by its id)")
+        else:
+            code = c_int(op, "pto.Redux: op", "int", lo=0, hi=(1 << 23) - 1)
+        self.mode = REDUX | code << 8
+
+    def __repr__(self) -> str:
+        return f"pto.Redux({self.obj!r}, {self.mode >> 8})"
 
 
 class New:

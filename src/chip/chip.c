@@ -127,6 +127,7 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
     free(chip);
     return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for the record paths");
   }
+  redux_kernel_init(&chip->kernels[KERNEL_REDUX_COMBINE], c.aiv_per_cluster);
   *out = chip;
   return PTO_OK;
 }

@@ -837,13 +837,31 @@ static bool check_reads(pto_run *r, task *t, const char *unit) {
   return true;
 }
 
+/* A task of several cores with REDUX arguments: each part gets its own
+ * copy (redux.h), as core.c gives it. */
+static void parts_redux_views(const task *t, const kernel_rec *k, part *parts, int np,
+                              pto_tensor *own) {
+  for (int i = 0; i < np; i++) {
+    const pto_kctx *x = &parts[i].ctx;
+    int unit = x->block_idx * (t->units_total / t->block_num) +
+               (x->core_type == PTO_CORE_AIC ? 0 : x->sub_block_id + (k->aic ? 1 : 0));
+    pto_tensor *mine = own + (size_t)i * (size_t)t->ntensors;
+    redux_unit_tensors(x->tensors, t->ntensors, t->redux_args, unit, mine);
+    parts[i].ctx.tensors = mine;
+  }
+}
+
 /* Runs one unit of t (a block, or the gang) and checks it. */
 static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool read_check) {
   struct contract *c = r->contract;
   const kernel_rec *k = &r->chip->kernels[t->kernel];
   int per = (k->aic ? 1 : 0) + (k->aiv ? k->aiv_count : 0);
   part *parts = malloc(sizeof *parts * (size_t)nb * (size_t)per);
-  if (!parts) {
+  bool own_views = t->redux_args && t->units_total > 1;
+  pto_tensor *own =
+      own_views ? malloc(sizeof *own * (size_t)nb * (size_t)per * (size_t)t->ntensors) : NULL;
+  if (!parts || (own_views && !own)) {
+    free(parts);
     run_fail(r, PTO_ENOMEM, t->id, -1, "checking mode: out of memory");
     return false;
   }
@@ -852,6 +870,7 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
   bool ok = false;
   atomic_store_explicit(&c->unit_comm, false, memory_order_relaxed);
   int np = unit_parts(r, t, blocks, nb, t->tensors, parts);
+  if (own_views && np > 0) parts_redux_views(t, k, parts, np, own);
   int bad = np < 0 ? -2 : unit_run(r, parts, np);
   if (np < 0)
     run_fail(r, PTO_EINTERNAL, t->id, -1, "checking mode: no cores for a %s", unit);
@@ -866,6 +885,7 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
       goto out;
     }
     np = unit_parts(r, t, blocks, nb, tensors, parts);
+    if (own_views && np > 0) parts_redux_views(t, k, parts, np, own);
     bad = unit_run(r, parts, np);
     if (bad >= 0) {
       const part *p = &parts[bad];
@@ -885,6 +905,7 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
 out:
   c->nscr = 0;
   free(parts);
+  free(own);
   return ok;
 }
 
@@ -913,8 +934,14 @@ static bool run_task(pto_run *r, task *t) {
   c->wr.oom = c->rd.oom = c->sh.oom = false;
   bool any_write = false;
   for (int i = 0; i < t->ntensors; i++) {
-    if (writes(acc[i])) runs_add_view(&c->wr, &t->tensors[i]), any_write = true;
-    if (reads(acc[i])) runs_add_view(&c->rd, &t->tensors[i]);
+    /* a REDUX argument: every core's copy (redux.h) */
+    int copies = t->redux_args >> i & 1 ? t->units_total : 1;
+    for (int u = 0; u < copies; u++) {
+      pto_tensor v = t->tensors[i];
+      if (u) v.offset += u * redux_slot_elems(&v);
+      if (writes(acc[i])) runs_add_view(&c->wr, &v), any_write = true;
+      if (reads(acc[i])) runs_add_view(&c->rd, &v);
+    }
   }
   c->sh.n = 0;
   for (int i = 0; i < r->chip->nshared_writes; i++) { /* other ranks may write these */

@@ -160,7 +160,10 @@ static void core_serve(core *c) {
     const int32_t block_num = t->block_num;
     const bool gang = t->sync_start;
     /* what the trace shows of it besides its name (docs/tracing.md) */
-    const char *mark = t->commute ? "commute" : t->priority ? "priority" : NULL;
+    const char *mark = t->commute      ? "commute"
+                       : t->redux_args ? "redux"
+                       : t->priority   ? "priority"
+                                       : NULL;
     const int prio = t->priority;
     pto_kctx ctx = {
         .block_idx = p.block,
@@ -177,6 +180,14 @@ static void core_serve(core *c) {
         .env = r->cfg->env,
         .run = r,
     };
+    /* a REDUX argument of a task of several cores: this core's own copy */
+    pto_tensor own[PTO_MAX_TENSOR_ARGS];
+    if (t->redux_args && t->units_total > 1) {
+      int unit = p.block * (t->units_total / t->block_num) +
+                 (c->type == PTO_CORE_AIC ? 0 : p.sub_block + (k->aic ? 1 : 0));
+      redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
+      ctx.tensors = own;
+    }
     /* the clock only where a figure needs it (trace, first block, gang
      * spread, one block in 16 for pull_hold.h): the watchdog needs no start
      * time (a block that runs through a stall started before it,

@@ -32,7 +32,7 @@ static void args_error(pto_args *a, int arg) {
 void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t) {
   if (!a) return;
   int i = a->ntensors;
-  if (!t || a->nscalars > 0 || i >= PTO_MAX_TENSOR_ARGS || (unsigned)mode > PTO_COMMUTE) {
+  if (!t || a->nscalars > 0 || i >= PTO_MAX_TENSOR_ARGS || (unsigned)mode > PTO_REDUX) {
     args_error(a, i);
     if (i < PTO_MAX_TENSOR_ARGS)
       a->ntensors++; /* keep counting to name the culprit */
@@ -43,6 +43,7 @@ void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t) {
   a->access[i] = (uint8_t)mode;
   a->tensors[i] = *t;
   a->outputs[i] = mode == PTO_OUTPUT ? (pto_tensor *)t : NULL;
+  a->redux_op[i] = PTO_REDUX_SUM; /* pto_args_redux sets its own */
   a->ntensors++;
 }
 
@@ -54,6 +55,12 @@ void pto_args_output_existing(pto_args *a, const pto_tensor *t) {
 void pto_args_inout(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_INOUT, t); }
 void pto_args_nodep(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_NO_DEP, t); }
 void pto_args_commute(pto_args *a, const pto_tensor *t) { pto_args_add(a, PTO_COMMUTE, t); }
+/* The op is checked at submit (redux_prepare), where the chip's ops are known. */
+void pto_args_redux(pto_args *a, const pto_tensor *t, int op) {
+  int i = a ? a->ntensors : 0;
+  pto_args_add(a, PTO_REDUX, t);
+  if (a && a->ntensors == i + 1 && a->error_arg != i) a->redux_op[i] = op;
+}
 
 void pto_args_scalar(pto_args *a, uint64_t v) {
   if (!a) return;
@@ -81,6 +88,12 @@ void pto_args_scalar_f32(pto_args *a, float v) {
   (sizeof(pto_tensor) * PTO_MAX_TENSOR_ARGS + sizeof(uint64_t) * PTO_MAX_SCALAR_ARGS +             \
    sizeof(region_view) * PTO_MAX_COMMUTE_ARGS)
 
+/* what redux.c asks of the orchestrator (redux_orch) */
+static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts *opts,
+                  pto_task_id *id_out);
+static int redux_heap_take(pto_run *r, uint64_t bytes, bool wait, void **ptr);
+static void redux_heap_free_after(pto_run *r, void *ptr, pto_task_id id);
+
 int orch_setup(pto_run *r) {
   int rc = ring_init(&r->heap, r->cfg->heap_bytes);
   if (!rc) heap_live_init(&r->live, &r->heap);
@@ -92,6 +105,7 @@ int orch_setup(pto_run *r) {
   if (!rc) ring_populate(&r->args);
   if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
   if (!rc) rc = cm_init(&r->cm, r->slot_mask + 1);
+  if (!rc) rc = redux_init(&r->rx, &(redux_orch){submit, redux_heap_take, redux_heap_free_after});
   r->held_release = INT64_MAX;
   r->depbuf_cap = 64;
   r->depbuf = malloc(sizeof(pto_task_id) * r->depbuf_cap);
@@ -107,6 +121,7 @@ void orch_reset(pto_run *r) {
   heap_live_init(&r->live, &r->heap); /* after every offset of earlier runs */
   tmap_clear(&r->tm);
   cm_reset(&r->cm);
+  redux_reset(&r->rx);
   r->scope_depth = 0;
   r->nheld = 0;
   r->held_release = INT64_MAX;
@@ -121,6 +136,7 @@ void orch_teardown(pto_run *r) {
   ring_destroy(&r->args);
   tmap_destroy(&r->tm);
   cm_destroy(&r->cm);
+  redux_destroy(&r->rx);
   free(r->depbuf);
   r->depbuf = NULL;
   free(r->held);
@@ -137,6 +153,7 @@ void orch_teardown(pto_run *r) {
  * current scope ends (hold_end). Open ranges are a stack: a scope's ranges
  * are the newest open ones when it ends. Consecutive ranges of one scope
  * merge, so a scope of many OUTPUT tasks keeps few ranges. */
+static int hold_add(pto_run *r, pto_task_id id, uint64_t begin, pto_task_id until);
 static int hold_push(pto_run *r, pto_task_id id, uint64_t begin) {
   uint32_t n = r->nheld;
   if (n && r->held_until[n - 1] == INT64_MAX && r->held_depth[n - 1] == r->scope_depth &&
@@ -144,6 +161,17 @@ static int hold_push(pto_run *r, pto_task_id id, uint64_t begin) {
     r->held[n - 1].end = r->heap.head; /* same scope: the deeper ones already ended */
     return PTO_OK;
   }
+  return hold_add(r, id, begin, INT64_MAX);
+}
+
+/* A REDUX slab's range (redux.h): held whatever scopes do, until its
+ * combine task is known (hold_redux_free); never merged with another */
+#define HOLD_REDUX (INT64_MAX - 1)
+
+/* Appends the range [begin, r->heap.head) of task id, free once `until`
+ * has retired. */
+static int hold_add(pto_run *r, pto_task_id id, uint64_t begin, pto_task_id until) {
+  uint32_t n = r->nheld;
   if (n == r->held_cap) {
     uint32_t cap = r->held_cap ? r->held_cap * 2 : 16;
     ring_hole *h = realloc(r->held, sizeof *h * cap);
@@ -159,7 +187,7 @@ static int hold_push(pto_run *r, pto_task_id id, uint64_t begin) {
   }
   r->held[n] = (ring_hole){begin, r->heap.head};
   r->held_task[n] = id;
-  r->held_until[n] = INT64_MAX;
+  r->held_until[n] = until;
   r->held_depth[n] = (int8_t)r->scope_depth;
   r->nheld = n + 1;
   return PTO_OK;
@@ -358,6 +386,34 @@ static bool heap_room(pto_run *r, void *arg) {
 }
 static bool retired_moved(pto_run *r, void *arg) { return r->retired != *(pto_task_id *)arg; }
 
+/* ---- the heap ring for REDUX slabs (redux_orch) ---- */
+
+static int redux_heap_take(pto_run *r, uint64_t bytes, bool wait, void **ptr) {
+  ring_req hr = {&r->heap, (bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN, NULL};
+  if (!heap_room(r, &hr)) {
+    if (!wait) return 1;
+    int rc = orch_wait_room(r, heap_room, &hr, PTO_EHEAP_DEADLOCK, PTO_ESCOPE_DEADLOCK, "heap ring",
+                            "%llu contiguous bytes for REDUX private copies (heap_bytes %llu)",
+                            hr.bytes, r->heap.cap);
+    if (rc) return rc;
+  }
+  if (hold_add(r, r->next_id, r->heap.head - hr.bytes, HOLD_REDUX)) {
+    run_fail(r, PTO_ENOMEM, PTO_TASK_NONE, -1, "could not record a REDUX slab's heap range");
+    return latched(r);
+  }
+  *ptr = hr.ptr;
+  return PTO_OK;
+}
+
+static void redux_heap_free_after(pto_run *r, void *ptr, pto_task_id id) {
+  for (uint32_t i = 0; i < r->nheld; i++)
+    if (r->held_until[i] == HOLD_REDUX && r->heap.base + r->held[i].begin % r->heap.cap == ptr) {
+      r->held_until[i] = id + 1;
+      if (id + 1 < r->held_release) r->held_release = id + 1;
+      return;
+    }
+}
+
 /* ---- dependency collection ---- */
 
 typedef struct dep_collect {
@@ -439,8 +495,9 @@ int orch_refuse_thread(pto_orch *o, const char *call) {
 }
 
 static const char *access_name(int a) {
-  static const char *n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP", "COMMUTE"};
-  return a >= 0 && a <= PTO_COMMUTE ? n[a] : "?";
+  static const char *n[] = {"INPUT",   "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP",
+                            "COMMUTE", "REDUX"};
+  return a >= 0 && a <= PTO_REDUX ? n[a] : "?";
 }
 
 static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_submit_opts *o,
@@ -448,7 +505,7 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
   const pto_chip_config *c = r->cfg;
   int sh = SHAPE_DUMMY;
   if (kernel_id != -1) {
-    if (kernel_id < 0 || kernel_id >= r->chip->nkernels)
+    if ((kernel_id < 0 || kernel_id >= r->chip->nkernels) && kernel_id != KERNEL_REDUX_COMBINE)
       return submit_fail(r, PTO_EINVAL, "unknown kernel id %d (%d kernels registered)", kernel_id,
                          r->chip->nkernels);
     const kernel_rec *k = &r->chip->kernels[kernel_id];
@@ -515,7 +572,9 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
                                    ? "dtype, ndims (1..5) or a shape (>= 1) is invalid"
                                    : NULL)
                             : tensor_problem(t, false, why, sizeof why);
-      if (!bad && a->access[i] != PTO_OUTPUT)
+      /* a combine task's views were checked with its contributions, and
+       * its slab is the runtime's (redux.h) */
+      if (!bad && a->access[i] != PTO_OUTPUT && kernel_id != KERNEL_REDUX_COMBINE)
         bad = heap_live_problem(&r->live, &r->heap, r->held, r->held_until, r->nheld, t, why,
                                 sizeof why);
       if (bad)
@@ -534,6 +593,12 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int sh = SHAPE_DUMMY;
   if ((rc = validate(r, kernel_id, a, opts, &sh))) return rc;
   uint64_t t0 = r->trace ? pto_now_ns() : 0;
+  /* 0. REDUX arguments: their slots, after folding what this task touches */
+  redux_plan rp;
+  int units = sh == SHAPE_DUMMY ? 0
+                                : (opts && opts->block_num ? opts->block_num : 1) *
+                                      (shape_aic(sh) + shape_aiv(sh));
+  if ((rc = redux_prepare(r, a, units, &rp))) return rc;
 
   /* 1. task slot (retiring once per RETIRE_EVERY submits) */
   if (r->next_id % RETIRE_EVERY == 0) orch_retire(r);
@@ -568,6 +633,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   uint64_t *scalars = (uint64_t *)(tensors + nt);
   if (nt) memcpy(tensors, a->tensors, sizeof(pto_tensor) * (size_t)nt);
   if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
+  if (rp.mask) redux_args(r, &rp, a, tensors);
   if (ncm) { /* normalised once here, compared at every acquire (commute.h) */
     cm_link *cl = &r->cm.links[id & r->slot_mask];
     region_view *views = (region_view *)(scalars + ns);
@@ -652,8 +718,9 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   dep_collect dc = {r, id, false};
   r->depbuf_n = 0;
   for (int i = 0; i < nt; i++) {
-    static const int mode_of[] = {TMAP_READ,       TMAP_WRITE, TMAP_WRITE,
-                                  TMAP_READ_WRITE, 0,          TMAP_COMMUTE_RW};
+    /* a REDUX argument is its private slot: nobody else's bytes */
+    static const int mode_of[] = {TMAP_READ, TMAP_WRITE,      TMAP_WRITE, TMAP_READ_WRITE,
+                                  0,         TMAP_COMMUTE_RW, 0};
     int m = mode_of[a->access[i]];
     if (m && (rc = orch_tmap(r, &tensors[i], (tmap_mode)m, &dc))) return rc;
   }
@@ -684,6 +751,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->sync_start = opts && opts->sync_start && sh != SHAPE_DUMMY;
   t->scope_depth = (int8_t)r->scope_depth;
   t->commute = ncm > 0;
+  t->redux_args = rp.mask;
   t->priority = (int8_t)(opts ? opts->priority : 0);
   t->dep_mark = PTO_TASK_NONE; /* a mark left in the slot by an earlier run is not ours */
   t->ntensors = nt;
@@ -750,6 +818,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
     sched_make_ready(r, t);
   if (r->ctl) schedule_after_submit(r);
+  if (rp.mask) return redux_submitted(r, &rp, a, id, t->priority);
   return PTO_OK;
 }
 
@@ -758,8 +827,9 @@ int pto_submit(pto_orch *o, int kernel_id, pto_args *args, const pto_submit_opts
   if (id) *id = PTO_TASK_NONE;
   int rc = orch_gate(o, "pto_submit");
   if (rc) return rc;
-  if (kernel_id == -1) /* -1 is the dummy marker internally */
-    return submit_fail(o->run, PTO_EINVAL, "unknown kernel id -1");
+  if (kernel_id == -1 || kernel_id == KERNEL_REDUX_COMBINE) /* the runtime's own ids */
+    return submit_fail(o->run, PTO_EINVAL, "unknown kernel id %d (%d kernels registered)",
+                       kernel_id, o->run->chip->nkernels);
   return submit(o->run, kernel_id, args, opts, id);
 }
 
@@ -796,10 +866,13 @@ int pto_scope_end(pto_orch *o) {
   if (rc) return rc;
   pto_run *r = o->run;
   if (r->scope_depth == 0) return submit_fail(r, PTO_EINVAL, "scope_end without scope_begin");
+  /* reductions fold before the scope's buffers may go (redux.h); a
+   * failure latches the run, and the scope closes all the same */
+  rc = redux_flush_all(r);
   hold_end(r, r->scopes[r->scope_depth].begin);
   r->scope_depth--;
   orch_retire(r);
-  return PTO_OK;
+  return rc;
 }
 
 /* ---- host access to tensor data ---- */
@@ -851,6 +924,8 @@ static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t
   const char *stale =
       heap_live_problem(&r->live, &r->heap, r->held, r->held_until, r->nheld, t, why, sizeof why);
   if (stale) return submit_fail(r, PTO_EINVAL, "%s: %s", what, stale);
+  int rc = redux_flush_overlapping(r, t); /* the host sees the folded result */
+  if (rc) return rc;
   dep_collect dc = {r, r->next_id, false};
   r->depbuf_n = 0;
   tmap_conflicts(&r->tm, t, mode, r->retired, collect_dep, &dc);
@@ -921,6 +996,7 @@ static bool all_completed(void *p) {
 }
 
 void orch_finish(pto_run *r) {
+  if (!latched(r)) redux_flush_all(r); /* a failure latches: the wait below ends */
   if (r->scope_depth > 0 && !latched(r)) {
     /* an orchestration that forgets scope_end is not an error: close them */
     while (r->scope_depth > 0) {

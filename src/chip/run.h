@@ -16,6 +16,7 @@
 #include "chip/drain.h"
 #include "chip/heap_live.h"
 #include "chip/ready_queue.h"
+#include "chip/redux.h"
 #include "chip/ring.h"
 #include "chip/role.h"
 #include "chip/tensormap.h"
@@ -57,7 +58,8 @@ typedef struct kernel_rec {
 struct pto_chip {
   pto_chip_config cfg;
   int nkernels;
-  kernel_rec kernels[PTO_MAX_KERNELS];
+  /* and, past the registered ones, the runtime's: KERNEL_REDUX_COMBINE */
+  kernel_rec kernels[PTO_MAX_KERNELS + 1];
   char *trace_path;
   int trace_pid;                           /* the trace's process (a node chip's rank) */
   char trace_name[32];                     /* its name; "" = "chip" */
@@ -91,7 +93,13 @@ struct pto_chip {
   pto_tensor shared_writes[PTO_MAX_TENSOR_ARGS];
   int nshared_writes;
   bool in_node_task;
+  int nredux_ops; /* pto_redux_register: op PTO_REDUX_USER + i is redux_ops[i] */
+  redux_user_op redux_ops[PTO_MAX_REDUX_OPS];
 };
+
+/* The kernel id of the tasks that combine a reduction's private copies
+ * (redux.h): past every id a user can register, so it never shifts theirs */
+#define KERNEL_REDUX_COMBINE PTO_MAX_KERNELS
 
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
 enum { ALONE_NO = 0, ALONE_YES, ALONE_ENDING }; /* pto_run.alone */
@@ -122,9 +130,10 @@ typedef struct task {
   int32_t ntensors, nscalars;
   int8_t shape; /* enum shape */
   bool sync_start;
-  int8_t scope_depth; /* orch */
-  bool commute;       /* has COMMUTE views: excluded from overlapping ones (commute.h) */
-  int8_t priority;    /* 0 .. PTO_PRIORITY_MAX: its ready queue level (ready_queue.h) */
+  int8_t scope_depth;  /* orch */
+  bool commute;        /* has COMMUTE views: excluded from overlapping ones (commute.h) */
+  int8_t priority;     /* 0 .. PTO_PRIORITY_MAX: its ready queue level (ready_queue.h) */
+  uint32_t redux_args; /* bit i: tensor i is a REDUX argument's slots (redux.h) */
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
   PTO_LINE_ALIGNED _Atomic int64_t fanout_head;
@@ -325,7 +334,8 @@ typedef struct pto_run {
   ring heap, args;
   heap_live live; /* which OUTPUT views are still valid */
   tmap tm;
-  cm_table cm; /* COMMUTE tasks held and waiting (commute.h; its lock) */
+  cm_table cm;    /* COMMUTE tasks held and waiting (commute.h; its lock) */
+  redux_table rx; /* open REDUX groups (redux.h) */
   int scope_depth;
   scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];
   /* Held OUTPUT heap ranges, oldest first: only these outlive their

@@ -43,12 +43,16 @@ int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc) {
       switch (x->kind) {
       case PTO_ARGK_TENSOR:
         if (pass) break;
-        if (!x->v.t) return argv_fail(o, i + 1, "NULL tensor");
-        if (x->mode > PTO_COMMUTE)
+        if (!x->v.t || (x->mode == PTO_REDUX && !x->v.rx->t))
+          return argv_fail(o, i + 1, "NULL tensor");
+        if (x->mode > PTO_REDUX)
           return argv_fail(o, i + 1, "bad access mode %u", (unsigned)x->mode);
         if (a.ntensors == PTO_MAX_TENSOR_ARGS)
           return argv_fail(o, i + 1, "more than %d tensor arguments", PTO_MAX_TENSOR_ARGS);
-        pto_args_add(&a, (pto_access)x->mode, x->v.t);
+        if (x->mode == PTO_REDUX)
+          pto_args_redux(&a, x->v.rx->t, x->v.rx->op);
+        else
+          pto_args_add(&a, (pto_access)x->mode, x->v.t);
         break;
       case PTO_ARGK_SCALAR:
         if (!pass) break;

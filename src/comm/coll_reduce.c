@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "comm/half.h"
+#include "common/half.h"
 
 bool coll_reduce_dtype_ok(pto_dtype dt) {
   return dt == PTO_F32 || dt == PTO_F64 || dt == PTO_F16 || dt == PTO_BF16 || dt == PTO_I32;

@@ -36,7 +36,7 @@
 
 #include "comm/comm.h"
 #include "comm/fault.h"
-#include "comm/half.h"
+#include "common/half.h"
 #include "comm/mpi_win.h"
 #include "comm/signal.h"
 #include "common/clock.h"

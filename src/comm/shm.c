@@ -15,7 +15,7 @@
 
 #include "comm/comm.h"
 #include "comm/fault.h"
-#include "comm/half.h"
+#include "common/half.h"
 #include "comm/signal.h"
 #include "common/clock.h"
 #include "common/options.h"

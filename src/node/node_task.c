@@ -462,6 +462,11 @@ static int check_args(pto_node *n, const pto_args *args, const char *what) {
                     "tensor %d is PTO_OUTPUT, which node tasks do not support (use "
                     "pto_node_host_tensor and PTO_OUTPUT_EXISTING)",
                     i);
+    if (m == PTO_REDUX)
+      return refuse(n, what,
+                    "tensor %d is PTO_REDUX, which node tasks do not support (reduce on a chip, or "
+                    "with the collectives)",
+                    i);
     if (m == PTO_COMMUTE && ++ncommute > PTO_MAX_COMMUTE_ARGS)
       return refuse(n, what, "tensor %d (COMMUTE): a task has at most %d COMMUTE arguments", i,
                     PTO_MAX_COMMUTE_ARGS);

@@ -76,11 +76,11 @@ grep -qx 'seed 3' "$tmp/vc.rec" || fail "the record does not name seed 3"
 # docs/schedules.md).
 for s in vector_chain matmul_add fanin_dag manual_scope views war_order all_shapes spmd_blocks \
   wide_mix_pair tiny_rings heap_rebase dummy_tasks tensor_data sync_normal sync_barrier \
-  paged_attention_small; do
+  paged_attention_small redux_dot; do
   "$pto" run "$s" --fuzz-schedules "$seeds" >"$tmp/ok.out" 2>"$tmp/ok.err" ||
     fail "$s: $(tail -1 "$tmp/ok.out") $(head -1 "$tmp/ok.err")"
 done
-echo "16 correct scenes: every one of $seeds seeds passed"
+echo "17 correct scenes: every one of $seeds seeds passed"
 # Error scenes whose failure does not need blocks to overlap fail as they
 # expect under seeds too (err_async_overflow: its blocks' async completions
 # wait until no block is left to start, so the third and fourth find no

@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
-#include "comm/half.h"
+#include "common/half.h"
 #include "common/clock.h"
 #include "pto/coll.h"
 #include "pto/comm.h"

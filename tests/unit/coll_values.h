@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "comm/half.h"
+#include "common/half.h"
 #include "pto/coll.h"
 
 /* Input element i of rank r (exact in every dtype, so any reduction order

@@ -14,8 +14,12 @@
  * inputs + k, modulo 2^32): the tasks of a COMMUTE group may run in any
  * order, and every order gives the sequential result exactly, while a
  * missed exclusion loses an update and a missed edge against a plain
- * access changes it. Every task has a random priority, which must not
- * change any result. Test-only: every function is used by both tests. */
+ * access changes it. In half the graphs, REDUX outputs (i32 views only,
+ * 1-4 blocks, no input overlapping the output) add or take the signed
+ * maximum: the sequential result exactly, whatever the schedule, as long
+ * as the contributions are folded before the next other access to their
+ * bytes. Every task has a random priority, which must not change any
+ * result. Test-only: every function is used by both tests. */
 #ifndef PTO_TESTS_DIFF_GRAPH_H
 #define PTO_TESTS_DIFF_GRAPH_H
 
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/region.h"
 #include "pto/pto.h"
 
 #define NBUF  3
@@ -55,9 +60,10 @@ static void store(const pto_tensor *t, int64_t i, uint64_t v) {
 }
 
 /* ---- the kernel, shared by pto and the sequential reference ----
- * tensors: [0] output (INOUT, OUTPUT_EXISTING, OUTPUT or COMMUTE), [1..]
- * inputs; scalars: [0] k, [1] 1 when the output is also read (INOUT), 2
- * when it is added to (COMMUTE).
+ * tensors: [0] output (INOUT, OUTPUT_EXISTING, OUTPUT, COMMUTE or REDUX),
+ * [1..] inputs; scalars: [0] k, [1] 1 when the output is also read
+ * (INOUT), 2 when it is added to (COMMUTE, REDUX sum), 3 when it takes the
+ * signed i32 maximum (REDUX max).
  * Block b of B handles the output elements [b*n/B, (b+1)*n/B) in row-major
  * order of the output view; inputs are read at (i mod numel(input)). */
 static void mix_block(const pto_tensor *ts, int nt, const uint64_t *sc, int b, int nb) {
@@ -73,10 +79,12 @@ static void mix_block(const pto_tensor *ts, int nt, const uint64_t *sc, int b, i
     }
     tmp[i - lo] = v;
   }
-  /* scalar 1: 0 write, 1 read-write (x3), 2 COMMUTE add */
+  /* scalar 1: 0 write, 1 read-write (x3), 2 add, 3 i32 max */
   uint64_t keep = sc[1] == 1 ? 3u : sc[1] == 2 ? 1u : 0u;
-  for (int64_t i = lo; i < hi; i++)
-    store(out, i, load(out, i) * keep + tmp[i - lo]);
+  for (int64_t i = lo; i < hi; i++) {
+    int32_t a = (int32_t)(uint32_t)load(out, i), b = (int32_t)(uint32_t)tmp[i - lo];
+    store(out, i, sc[1] == 3 ? (uint32_t)(b > a ? b : a) : load(out, i) * keep + tmp[i - lo]);
+  }
 }
 
 static int mix_kernel(const pto_kctx *c) {
@@ -98,6 +106,7 @@ typedef struct gtask {
   int ndeps;
   int deps[2];  /* earlier graph task indexes (kernel or dummy) */
   int priority; /* 0 .. PTO_PRIORITY_MAX */
+  int op;       /* REDUX: PTO_REDUX_SUM or PTO_REDUX_MAX */
 } gtask;
 
 typedef struct graph {
@@ -176,6 +185,7 @@ static void random_graph(graph *g) {
       g->init[b][i] = rnd();
   int ntasks = rnd_in(4, MAX_TASKS - 4);
   int ntmp = 0;
+  bool redux = rnd_in(0, 1); /* half the graphs: the others can be captured */
   for (int i = 0; g->n < ntasks; i++) {
     bool pair = rnd_in(0, 5) == 0 && g->n + 4 <= MAX_TASKS;
     if (pair) { /* scope { tmp = f(view) ; view2 (+)= g(tmp) } */
@@ -215,12 +225,17 @@ static void random_graph(graph *g) {
     } else {
       t->kind = 0;
       t->nt = 1 + rnd_in(0, MAX_IN);
-      /* a third of them COMMUTE adds, i32 only: adds of one width commute,
-       * an i16 add and an i32 add over the same bytes do not */
-      static const pto_access outs[] = {PTO_INOUT, PTO_OUTPUT_EXISTING, PTO_COMMUTE};
-      t->acc[0] = outs[rnd_in(0, 2)];
-      t->rw = t->acc[0] == PTO_INOUT ? 1 : t->acc[0] == PTO_COMMUTE ? 2 : 0;
-      t->view[0] = random_view_of(rnd_in(0, NBUF - 1), g->row_stride, t->acc[0] == PTO_COMMUTE);
+      /* COMMUTE adds and REDUX adds or maxima, i32 only: adds of one width
+       * commute, an i16 add and an i32 add over the same bytes do not */
+      static const pto_access outs[] = {PTO_INOUT, PTO_OUTPUT_EXISTING, PTO_COMMUTE, PTO_REDUX};
+      t->acc[0] = outs[rnd_in(0, redux ? 3 : 2)];
+      t->op = rnd_in(0, 1) ? PTO_REDUX_SUM : PTO_REDUX_MAX;
+      t->rw = t->acc[0] == PTO_INOUT     ? 1
+              : t->acc[0] == PTO_COMMUTE ? 2
+              : t->acc[0] == PTO_REDUX   ? (t->op == PTO_REDUX_SUM ? 2 : 3)
+                                         : 0;
+      t->view[0] = random_view_of(rnd_in(0, NBUF - 1), g->row_stride,
+                                  t->acc[0] == PTO_COMMUTE || t->acc[0] == PTO_REDUX);
       for (int k = 1; k < t->nt; k++) {
         t->acc[k] = PTO_INPUT;
         t->view[k] = random_view(rnd_in(0, NBUF - 1), g->row_stride);
@@ -288,6 +303,21 @@ static void fix_blocks(graph *g) {
   static uint32_t probe[NBUF][BUFELEMS];
   for (int i = 0; i < g->n; i++) {
     gtask *t = &g->t[i];
+    if (t->kind == 0 && t->acc[0] == PTO_REDUX) {
+      /* a contribution reads nothing of what it reduces (pto refuses an
+       * overlap, as region.h decides it); its blocks have copies of their
+       * own, so any block count stays */
+      pto_tensor o = bind(&t->view[0], probe);
+      int nt = 1;
+      for (int k = 1; k < t->nt; k++) {
+        pto_tensor in = bind(&t->view[k], probe);
+        if (region_overlap(&o, &in)) continue;
+        t->acc[nt] = t->acc[k];
+        t->view[nt++] = t->view[k];
+      }
+      t->nt = nt;
+      continue;
+    }
     if (t->kind != 0 || t->blocks == 1 || t->acc[0] == PTO_OUTPUT) continue;
     pto_tensor o = bind(&t->view[0], probe);
     for (int k = 1; k < t->nt && t->blocks > 1; k++) {
@@ -372,6 +402,8 @@ static void orchestrate(pto_orch *o, void *arg) {
       if (t->tmp_in >= 0 && k == 1) views[k] = tmpv[t->tmp_in];
       if (t->acc[k] == PTO_OUTPUT)
         pto_args_output(&a, &views[k]);
+      else if (t->acc[k] == PTO_REDUX)
+        pto_args_redux(&a, &views[k], t->op);
       else
         pto_args_add(&a, t->acc[k], &views[k]);
     }
@@ -380,6 +412,13 @@ static void orchestrate(pto_orch *o, void *arg) {
     pto_submit(o, i == pr->fail_at && !pr->fatal ? pr->fail_kid : pr->kid, &a, &opts, &ids[i]);
     if (t->tmp_out >= 0) tmpv[t->tmp_out] = views[0];
   }
+}
+
+/* Whether g has REDUX arguments (which a captured graph refuses). */
+static inline bool graph_has_redux(const graph *g) {
+  for (int i = 0; i < g->n; i++)
+    if (g->t[i].kind == 0 && g->t[i].acc[0] == PTO_REDUX) return true;
+  return false;
 }
 
 /* A runtime-allocated OUTPUT starts with whatever the heap held; the

@@ -1,8 +1,8 @@
 /* half.h — f16 (IEEE binary16) and bf16 conversions to and from f32, round
- * to nearest even; shared by the backend's atomic add and the collectives'
- * reductions. */
-#ifndef PTO_COMM_HALF_H
-#define PTO_COMM_HALF_H
+ * to nearest even; shared by the backend's atomic add, the collectives'
+ * reductions and the chip's REDUX ops. */
+#ifndef PTO_COMMON_HALF_H
+#define PTO_COMMON_HALF_H
 
 #include <stdint.h>
 #include <string.h>
