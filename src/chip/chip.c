@@ -261,6 +261,7 @@ static void run_free(pto_run *r) {
   free(r->sync_queue.items);
   free(r->slots);
   free(r->deps);
+  free(r->dep_from);
   if (r->scheds)
     for (int s = 0; s < r->nsched; s++) {
       free(r->scheds[s].cores);
@@ -339,6 +340,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
    * a large block's pages to be faulted in at first use */
   r->deps = malloc(sizeof *r->deps * r->ndeps);
   if (r->deps) memset(r->deps, 0, sizeof *r->deps * r->ndeps);
+  r->dep_from = malloc(sizeof *r->dep_from * r->ndeps);
   r->nasync = chip->nasync;
   r->async = chip->async;
   int per_cluster = c->aic_per_cluster + c->aiv_per_cluster;
@@ -347,7 +349,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->sched_threads = c->sched_threads != 0;
   r->cores = cacheline_calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = cacheline_calloc((size_t)r->nsched, sizeof *r->scheds);
-  if (!r->slots || !r->deps || !r->cores || !r->scheds) goto nomem;
+  if (!r->slots || !r->deps || !r->dep_from || !r->cores || !r->scheds) goto nomem;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     uint64_t cap = (uint64_t)r->slot_mask + 1; /* room for every live task and slot index */

@@ -356,6 +356,8 @@ static void replay_orch(pto_orch *o, void *arg) {
     t->heap_end = r->heap.head;
     t->args_end = r->args.head;
     t->dep_end = g->npreds;
+    t->ndeps = 0; /* its nodes are successor lists: nothing for dep_reduce to read */
+    t->pre = -1;
     /* the successor list as dependency nodes, in the pool's first entries */
     for (uint32_t k = 0; k < gt->nsucc; k++) {
       dep_node *d = &r->deps[gt->succ0 + k];

@@ -717,6 +717,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   /* 4. dependencies: inferred from regions, plus explicit ones */
   dep_collect dc = {r, id, false};
   r->depbuf_n = 0;
+  int64_t pre = -1; /* the task's (dep_reduce) */
   for (int i = 0; i < nt; i++) {
     /* a REDUX argument is its private slot: nobody else's bytes */
     static const int mode_of[] = {TMAP_READ, TMAP_WRITE,      TMAP_WRITE, TMAP_READ_WRITE,
@@ -727,7 +728,10 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   for (int i = 0; opts && i < opts->ndeps; i++)
     collect_dep(&dc, opts->deps[i]);
   if (dc.oom) return submit_fail(r, PTO_ENOMEM, "dependency list allocation failed");
-  if (r->capture) r->depbuf_n = graph_capture_reduce(r, r->depbuf, r->depbuf_n);
+  if (r->capture)
+    r->depbuf_n = graph_capture_reduce(r, r->depbuf, r->depbuf_n);
+  else
+    r->depbuf_n = dep_reduce(r, id, r->depbuf, r->depbuf_n, &pre);
   uint32_t nd = r->depbuf_n;
   if (nd > r->ndeps)
     return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,
@@ -780,6 +784,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     r->dep_head++;
     dep_node *n = &r->deps[idx];
     task *p = run_slot(r, r->depbuf[i]);
+    r->dep_from[idx] = r->depbuf[i];
     n->consumer = t;
     n->next = -1;
     /* acquire (load and failed CAS): seeing CLOSED means p's completion,
@@ -798,6 +803,8 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     }
   }
   t->dep_end = r->dep_head;
+  t->ndeps = nd;
+  t->pre = pre;
   r->next_id = id + 1;
   /* far ahead of cores with a backlog of short blocks: a CPU of its own
    * (spread.c), looked at once per 64 submits until it was tried */

@@ -137,7 +137,9 @@ typedef struct task {
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
   PTO_LINE_ALIGNED _Atomic int64_t fanout_head;
-  pto_task_id dep_mark;        /* orch: last submit that listed it as a producer */
+  pto_task_id dep_mark; /* orch: last submit that listed it as a producer */
+  uint32_t ndeps;       /* orch: its dependency nodes, the last before dep_end */
+  int64_t pre;          /* orch: every task up to pre is its ancestor or retired at its submit */
   uint64_t heap_end, args_end; /* orch: ring heads after this task's allocations */
   PTO_LINE_ALIGNED _Atomic int32_t state;
   _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
@@ -326,6 +328,7 @@ typedef struct pto_run {
   uint32_t nslots;    /* live tasks at most (task_slots) */
   uint32_t slot_mask; /* nslots rounded up to a power of two, minus one */
   dep_node *deps;
+  pto_task_id *dep_from; /* orch-owned: node i's producer (dep_reduce.c) */
   uint32_t ndeps;
   /* orch-owned */
   pto_task_id next_id; /* next id to hand out */
@@ -519,6 +522,13 @@ void spread_begin(pto_run *r);
 void spread_end(pto_run *r);
 void spread_orch_ahead(pto_run *r);
 void spread_orch_share(pto_run *r);
+
+/* Dependency reduction [dep_reduce.c]: drops, in place, each producer of
+ * the task `self` being submitted that others of its producers imply, and
+ * returns how many are kept, with the task's `pre` (task.pre). Reads the
+ * listed producers' pre and dependency nodes (task.ndeps before dep_end,
+ * their producers in dep_from) and overwrites dep_marks. */
+uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n, int64_t *pre);
 
 /* Captured graphs [graph_record.c] (pto/graph.h). While r->capture is
  * set, submit first reduces the producers of the task being submitted to

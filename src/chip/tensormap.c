@@ -132,12 +132,12 @@ void tmap_destroy(tmap *m) {
 
 void tmap_clear(tmap *m) {
   if (m->fresh < m->nbuckets) {
-    /* O(entries used since the last clear): every live entry is one of
-     * them, so emptying their buckets empties every chain */
-    for (uint32_t i = 0; i < m->fresh; i++) {
-      uint32_t h = head_of(m, m->links[i].level, m->pool[i].lo, TMAP_WRITE);
-      m->buckets[h] = m->buckets[h + 1] = m->buckets[h + 2] = -1;
-    }
+    /* O(entries used since the last clear): every live chain's head is
+     * one of them, and names its bucket (prev < 0; a dropped entry's stale
+     * name only empties a chain again). Not the bucket of the entry's lo:
+     * a trim (below) moves lo, not the entry. */
+    for (uint32_t i = 0; i < m->fresh; i++)
+      if (m->links[i].prev < 0) m->buckets[-1 - m->links[i].prev] = -1;
   } else {
     for (uint32_t b = 0; b < CHAINS * m->nbuckets; b++)
       m->buckets[b] = -1;
@@ -203,18 +203,46 @@ static inline bool may_meet(const tmap_entry *e, const probe *p, tmap_mode mode,
   return conflicts(e->mode, mode) && e->lo <= p->last && p->lo < e->hi && e->task != task;
 }
 
+/* Entry i's bytes that an ordered write w covers at one end go: later
+ * tasks need the entry's task only for the rest, since w is ordered after
+ * it for those (a part-writer after a whole-buffer reader: without this,
+ * every later writer of a part takes an edge to each whole-buffer reader
+ * still live, and W4's consumers one to every reducer the orchestrator is
+ * ahead of). Dense views only, and only an end: what is left stays dense.
+ * The entry keeps its chain, that of its first chunk before the trim,
+ * which every lookup of its bytes still walks (a lookup walks back
+ * max_span - 1 chunks from its first, and the entry's span only shrank). */
+static void trim(tmap *m, int32_t i, const region_view *w) {
+  region_view *v = &m->views[i];
+  if (!v->known || !v->dense || !w->known || !w->dense) return;
+  uint64_t lo = v->lo, hi = v->hi;
+  if (w->lo <= lo && w->hi > lo && w->hi < hi)
+    lo = w->hi;
+  else if (w->hi >= hi && w->lo > lo && w->lo < hi)
+    hi = w->lo;
+  else
+    return;
+  region_view_bytes(v, lo, hi);
+  m->pool[i].lo = lo;
+  m->pool[i].hi = hi;
+}
+
 /* A live entry that passed may_meet: reports it when its bytes meet the
- * view's; when `record` is set, also drops it when the new write covers it
- * and is ordered after it. Inlined in both walks: it runs for every
- * entry whose range meets the probe's. */
+ * view's; when `record` is set and the new write is ordered after it,
+ * also drops it when the write covers it, or trims the end it covers.
+ * Inlined in both walks: it runs for every entry whose range meets the
+ * probe's. */
 static inline __attribute__((always_inline)) void
 visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void *arg, bool record) {
   const tmap_entry *e = &m->pool[i];
   if (region_view_overlap(&m->views[i], &p->rv)) {
     bool ordered = dep(arg, e->task);
-    if (record && ordered && (mode & (TMAP_WRITE | TMAP_COMMUTE)) == TMAP_WRITE &&
-        region_view_covers(&p->rv, &m->views[i]))
-      drop(m, i); /* the new writer orders after it: later tasks need only that */
+    if (record && ordered && (mode & (TMAP_WRITE | TMAP_COMMUTE)) == TMAP_WRITE) {
+      if (region_view_covers(&p->rv, &m->views[i]))
+        drop(m, i); /* the new writer orders after it: later tasks need only that */
+      else
+        trim(m, i, &p->rv);
+    }
   }
 }
 

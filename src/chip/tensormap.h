@@ -10,9 +10,11 @@
  *   write -> earlier overlapping writers + readers (write-after-write,
  *                                                   write-after-read)
  * then records the new access. A write that provably covers an older entry
- * replaces it, but only when the callback says the new task is ordered
- * after that entry's task (later tasks then need only the writer); a task
- * that takes no edge (a manual scope) leaves older entries in place.
+ * replaces it, and one that covers an end of a dense older entry trims
+ * that end off it, but only when the callback says the new task is
+ * ordered after that entry's task (later tasks then need only the writer
+ * for those bytes); a task that takes no edge (a manual scope) leaves
+ * older entries as they are.
  * Entries of tasks older than `oldest_live` (already retired) are dropped
  * lazily: they have completed, so no one needs to wait for them.
  *

@@ -89,6 +89,13 @@ void region_view_init(const pto_tensor *t, region_view *v) {
   }
 }
 
+void region_view_bytes(region_view *v, uint64_t lo, uint64_t hi) {
+  pto_tensor t;
+  int64_t n = (int64_t)(hi - lo);
+  pto_tensor_init(&t, (void *)(uintptr_t)lo, (size_t)n, PTO_U8, 1, &n);
+  region_view_init(&t, v);
+}
+
 void region_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {
   region_view v;
   region_view_init(t, &v);

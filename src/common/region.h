@@ -33,6 +33,9 @@ typedef struct region_view {
 
 /* Normalises t (NULL or malformed: known = false, claiming all memory). */
 void region_view_init(const pto_tensor *t, region_view *v);
+/* The view of the bytes [lo, hi) (hi > lo), exactly as region_view_init
+ * makes it for a 1-D PTO_U8 tensor over them: dense, one level. */
+void region_view_bytes(region_view *v, uint64_t lo, uint64_t hi);
 /* region_overlap and region_covers on normalised views: the same answers. */
 bool region_view_overlap(const region_view *a, const region_view *b);
 bool region_view_covers(const region_view *outer, const region_view *inner);

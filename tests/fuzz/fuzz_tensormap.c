@@ -11,9 +11,11 @@
  * access. Oracle: every recorded access in a list, brute force: an access
  * must report exactly the live (task >= oldest_live), conflicting (one of
  * the two writes), other-task records whose views region_overlap; a write
- * drops a record it region_covers when its callback said ordered for it;
- * the pool overflows exactly when every entry is live. Any difference
- * prints the access sequence and aborts. */
+ * drops a record it region_covers when its callback said ordered for it,
+ * and trims off a dense record the end that a dense such write covers
+ * (the record becomes a PTO_U8 view of the rest: trim_record, the rule of
+ * tensormap.c's trim written again over tensors); the pool overflows exactly when every entry is
+ * live. Any difference prints the access sequence and aborts. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -113,6 +115,24 @@ static bool make_view(input *in, pto_tensor *t) {
   return true;
 }
 
+/* The oracle's trim (tensormap.c): a dense record whose first or last
+ * bytes a dense ordered write covers keeps the rest, as a PTO_U8 view. */
+static void trim_record(access *r, const pto_tensor *w) {
+  region_view v, x;
+  region_view_init(&r->t, &v);
+  region_view_init(w, &x);
+  if (!v.known || !v.dense || !x.known || !x.dense) return;
+  uint64_t lo = v.lo, hi = v.hi;
+  if (x.lo <= lo && x.hi > lo && x.hi < hi)
+    lo = x.hi;
+  else if (x.hi >= hi && x.lo > lo && x.lo < hi)
+    hi = x.lo;
+  else
+    return;
+  int64_t n = (int64_t)(hi - lo);
+  pto_tensor_init(&r->t, (void *)(uintptr_t)lo, (size_t)n, PTO_U8, 1, &n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   input in = {data, size};
   uint32_t capacity = 1 + u8(&in) % 64;
@@ -171,6 +191,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (r->live && want[r->task] && (a->mode & TMAP_WRITE) &&
             ((a->ordered_bits >> (r->task & 7)) & 1) && region_covers(&a->t, &r->t))
           r->live = false;
+        else if (r->live && want[r->task] && (a->mode & TMAP_WRITE) &&
+                 ((a->ordered_bits >> (r->task & 7)) & 1))
+          trim_record(r, &a->t);
       }
       a->live = true;
     }

@@ -605,11 +605,18 @@ static void test_tmap_drops_keep_lists_sound(void **state) {
     char what[64];
     snprintf(what, sizeof what, "task %d: %d bytes at %lld", t, (int)len, (long long)lo);
     expect_set(what, &s, want);
-    for (int j = 0; j < nrec; j++) { /* covered and ordered after: gone */
+    for (int j = 0; j < nrec; j++) { /* covered and ordered after: gone; an end: trimmed */
       struct rec *e = &recs[j];
-      if (e->live && want[e->task] && ordered && (mode & TMAP_WRITE) && lo <= e->lo &&
-          e->lo + e->len <= lo + len)
+      if (!e->live || !want[e->task] || !ordered || !(mode & TMAP_WRITE)) continue;
+      int64_t end = e->lo + e->len;
+      if (lo <= e->lo && end <= lo + len) {
         e->live = false;
+      } else if (lo <= e->lo && lo + len > e->lo && lo + len < end) {
+        e->lo = lo + len;
+        e->len = end - e->lo;
+      } else if (lo + len >= end && lo > e->lo && lo < end) {
+        e->len = lo - e->lo;
+      }
     }
     recs[nrec++] = (struct rec){lo, len, t, mode, true};
     uint32_t at_levels = 0;
@@ -621,8 +628,74 @@ static void test_tmap_drops_keep_lists_sound(void **state) {
   tmap_destroy(&m);
 }
 
+/* A part-writer after a whole-buffer reader (W4's consumers after its
+ * reducer): each ordered write of an end of the reader's bytes trims them
+ * off the reader's entry, so the next writer of that part waits for the
+ * last writer only, the reader stays for the rest, and goes when the rest
+ * is written. A write inside the reader's bytes (no end) and a strided
+ * reader are not trimmed. Before the trim, every write of a part reported
+ * the reader again: "task 2: task 0 reported but not expected". */
+static void test_tmap_part_writes_trim_a_whole_reader(void **state) {
+  (void)state;
+  static _Alignas(64) uint8_t buf[256];
+  tmap m;
+  assert_int_equal(tmap_init(&m, 64), PTO_OK);
+  struct step {
+    int64_t lo, len;
+    tmap_mode mode;
+    int want[3]; /* producers, -1 ended */
+  } steps[] = {
+      {0, 64, TMAP_READ, {-1}},         /* 0: the reader of [0, 64) */
+      {0, 16, TMAP_WRITE, {0, -1}},     /* 1: its first part: trims [0, 16) off */
+      {0, 16, TMAP_WRITE, {1, -1}},     /* 2: the same part: task 1 only */
+      {24, 8, TMAP_WRITE, {0, -1}},     /* 3: inside [16, 64), no end: no trim */
+      {16, 8, TMAP_WRITE, {0, -1}},     /* 4: the next end: [24, 64) left */
+      {48, 16, TMAP_WRITE, {0, -1}},    /* 5: the last end: [24, 48) left */
+      {60, 4, TMAP_WRITE, {5, -1}},     /* 6: task 5's bytes only */
+      {24, 24, TMAP_WRITE, {0, 3, -1}}, /* 7: the rest: the reader goes */
+      {0, 64, TMAP_WRITE, {2, 4, 5}},   /* 8: never task 0 again (nor 3, 6, 7: not shown) */
+  };
+  int n = (int)(sizeof steps / sizeof steps[0]);
+  for (int t = 0; t < n; t++) {
+    pto_tensor v = vec_at(buf + steps[t].lo, PTO_U8, steps[t].len);
+    set s = {.ordered = true};
+    assert_int_equal(tmap_access(&m, &v, steps[t].mode, t, 0, on_set, &s), PTO_OK);
+    bool want[NT] = {false};
+    for (int k = 0; k < 3 && steps[t].want[k] >= 0; k++)
+      want[steps[t].want[k]] = true;
+    if (t == n - 1) { /* the last write meets tasks 6 and 7 too */
+      want[6] = want[7] = true;
+      want[3] = false; /* covered by 7, which was ordered after it */
+    }
+    char what[48];
+    snprintf(what, sizeof what, "task %d", t);
+    expect_set(what, &s, want);
+  }
+  /* a strided reader keeps all its bytes: its rows are not one range */
+  tmap_clear(&m);
+  pto_tensor rows;
+  int64_t shape[2] = {4, 8}, stride[2] = {32, 1};
+  assert_int_equal(pto_tensor_init_strided(&rows, buf, sizeof buf, PTO_U8, 2, shape, stride, 0),
+                   PTO_OK);
+  set s0 = {.ordered = true};
+  assert_int_equal(tmap_access(&m, &rows, TMAP_READ, 0, 0, on_set, &s0), PTO_OK);
+  for (int t = 1; t <= 2; t++) {
+    pto_tensor first = vec_at(buf, PTO_U8, 16);
+    set s = {.ordered = true};
+    assert_int_equal(tmap_access(&m, &first, TMAP_WRITE, t, 0, on_set, &s), PTO_OK);
+    bool want[NT] = {false};
+    want[0] = true; /* the strided reader, untrimmed, every time */
+    if (t == 2) want[1] = true;
+    char what[48];
+    snprintf(what, sizeof what, "strided reader, task %d", t);
+    expect_set(what, &s, want);
+  }
+  tmap_destroy(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tmap_part_writes_trim_a_whole_reader),
       cmocka_unit_test(test_interior_pointer_views_are_ordered),
       cmocka_unit_test(test_manual_scope_covering_write_keeps_war_edge),
       cmocka_unit_test(test_tmap_by_bytes_and_ordered_covering),

@@ -1,0 +1,107 @@
+/* dep_reduce.c — drops the dependencies of a task being submitted that
+ * others of its dependencies already imply (run.h: dep_reduce).
+ *
+ * Why: the TensorMap orders a write after every live reader of its bytes.
+ * A task that rewrites part of a buffer that whole-buffer readers read
+ * takes an edge to each of them that is still live, although it also
+ * waits for a task that itself waited for them. In bench's W4 (a
+ * producer, 64 consumers of its output, each writing its own row of one
+ * buffer, a reducer reading that buffer whole, the next producer
+ * rewriting the first output), with the orchestrator ahead of the cores,
+ * submit linked 13 edges a task on average (the producer 49 to 66, a
+ * consumer one to each live reducer) where 2 carry the order. Each linked
+ * edge costs the orchestrator a CAS on a line a core may be writing and
+ * its producer's completion a locked decrement of the consumer's fanin
+ * (docs/chip.md, locked instructions per task).
+ *
+ * Each task keeps `pre`: every task up to pre is its ancestor, or had
+ * retired (completed) when it was submitted. Then, as the capture's
+ * reduction does (graph_record.c), producer p of the new task is dropped
+ * when
+ *   1. p <= c(q) for another producer q, where c(q) = q if q->pre >= q - 1
+ *      (every task before q is behind q) and q->pre otherwise; or
+ *   2. p is a recorded dependency of another producer q (its nodes).
+ * Either way the new task starts only after q completes, and q only after
+ * p completed (or p had completed before q was submitted), so p's
+ * completion, and its kernel's writes through the acq_rel chain of fanin
+ * decrements, happen-before the new task as before, and the orders the
+ * graph allows are the same. Only live tasks' slots and nodes are read:
+ * every listed producer is at or after r->retired (collect_dep), and so
+ * is every task up to a pre (pre >= retired - 1 at its submit).
+ *
+ * Cost: O(producers) for rule 1, plus at most REDUCE_LOOKS of the
+ * producers' own nodes for rule 2 (a partial pass only drops fewer: each
+ * drop is sound on its own). A chain's task (one producer) skips both. */
+#include "chip/run.h"
+
+#define REDUCE_LOOKS 64
+
+/* dep_mark of a task implied by a producer of the task `self` being
+ * submitted; never a task id, PTO_TASK_NONE, nor collect_dep's mark (self). */
+static pto_task_id implied_mark(pto_task_id self) { return -2 - self; }
+
+/* c(p): every task up to c(p) is p, an ancestor of p or retired before p's submit. */
+static int64_t covered(const pto_run *r, pto_task_id p) {
+  int64_t pre = run_slot((pto_run *)r, p)->pre;
+  return pre >= p - 1 ? p : pre;
+}
+
+/* Rule 1: keeps the producers no other one covers; returns how many. */
+static uint32_t drop_covered(const pto_run *r, pto_task_id *preds, uint32_t n) {
+  int64_t c1 = -1, c2 = -1; /* the two largest c(p), and whose the first is */
+  pto_task_id who = -1;
+  for (uint32_t i = 0; i < n; i++) {
+    int64_t c = covered(r, preds[i]);
+    if (c > c1) {
+      c2 = c1;
+      c1 = c;
+      who = preds[i];
+    } else if (c > c2) {
+      c2 = c;
+    }
+  }
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (preds[i] > (preds[i] == who ? c2 : c1)) preds[m++] = preds[i];
+  return m;
+}
+
+/* Rule 2: marks the recorded producers of the producers (REDUCE_LOOKS of
+ * them at most), then keeps the unmarked ones; returns how many. */
+static uint32_t drop_recorded(pto_run *r, pto_task_id implied, pto_task_id *preds, uint32_t n) {
+  uint32_t looks = REDUCE_LOOKS;
+  for (uint32_t i = 0; i < n && looks > 0; i++) {
+    const task *q = run_slot(r, preds[i]);
+    uint32_t k = q->ndeps < looks ? q->ndeps : looks;
+    looks -= k;
+    uint64_t node = (q->dep_end - k) % r->ndeps;
+    for (; k > 0; k--, node = node + 1 == r->ndeps ? 0 : node + 1) {
+      pto_task_id p = r->dep_from[node];
+      if (p >= r->retired) run_slot(r, p)->dep_mark = implied;
+    }
+  }
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (run_slot(r, preds[i])->dep_mark != implied) preds[m++] = preds[i];
+  return m;
+}
+
+uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n, int64_t *pre) {
+  const pto_task_id implied = implied_mark(self);
+  if (n >= 2) n = drop_covered(r, preds, n);
+  if (n >= 2) n = drop_recorded(r, implied, preds, n);
+  /* the new task's pre: what its producers cover, then the producers
+   * (and the tasks marked behind them) that follow without a gap */
+  int64_t c = r->retired - 1;
+  for (uint32_t i = 0; i < n; i++) {
+    int64_t ci = covered(r, preds[i]);
+    if (ci > c) c = ci;
+  }
+  while (c + 1 < self) {
+    pto_task_id mark = run_slot(r, c + 1)->dep_mark;
+    if (mark != self && mark != implied) break;
+    c++;
+  }
+  *pre = c;
+  return n;
+}
