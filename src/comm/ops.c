@@ -285,8 +285,8 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   /* chunking cuts both views the same way: they must have the same shape */
   if (dst->ndims != src->ndims || memcmp(dst->shape, src->shape, sizeof(int64_t) * dst->ndims))
     return comm_fail(e.c, PTO_EINVAL, "%s: chunked transfer needs equal shapes", e.op);
-  uint64_t woff;
-  const comm_buffer_desc *b;
+  uint64_t woff = 0;
+  const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = win_view(&e, remote, is_put ? "dst" : "src", &woff, &b); /* whole region first */
   if (!rc && is_put)                                            /* before the first chunk lands */
     rc = window_check_store(e.c, ctx, e.d, peer, e.op, remote, local, woff, b, kind == 1);
