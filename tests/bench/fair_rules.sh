@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark suite's fairness rules, checked without running a benchmark
 # (the peers need not be installed):
-#  1. bench/run.sh starts every benchmark program through bench_cmd, which
-#     puts the allocator rule on its command line;
+#  1. bench/run.sh and bench/commute/run.sh source the rule
+#     (bench/alloc_rule.sh) and start every benchmark program through its
+#     bench_cmd, which puts the allocator rule on its command line;
 #  2. the rule: thp sets glibc's huge-page tunable (and oneTBB's) in the
 #     program's environment; default removes them; thp on a glibc without
 #     the tunable falls back to default and says so;
@@ -13,6 +14,8 @@
 set -uo pipefail
 root=$1
 run_sh=$root/bench/run.sh
+rule_sh=$root/bench/alloc_rule.sh
+commute_sh=$root/bench/commute/run.sh
 awk_file=$root/bench/aggregate.awk
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -28,14 +31,22 @@ bad() {
 direct=$(grep -n '"$(bin_of' "$run_sh" | grep -v 'bench_cmd "$(bin_of' | grep -v '\[ -x ')
 [ -z "$direct" ] || bad "run.sh starts a program without the allocator rule (bench_cmd):
 $direct"
-grep -q '^bench_cmd() {.*"${ALLOC_ENV\[@\]}"' "$run_sh" ||
-  bad "run.sh has no bench_cmd putting ALLOC_ENV on the command line"
+grep -q '^bench_cmd() {.*"${ALLOC_ENV\[@\]}"' "$rule_sh" ||
+  bad "alloc_rule.sh has no bench_cmd putting ALLOC_ENV on the command line"
+for sh in "$run_sh" "$commute_sh"; do
+  grep -q '^\. "\$[A-Z_]*/\(bench/\)\?alloc_rule.sh"' "$sh" ||
+    bad "$(basename "$(dirname "$sh")")/$(basename "$sh") does not source alloc_rule.sh"
+done
+# the commute suite's programs: each through bench_cmd
+direct=$(grep -nE '"\$B/(commute|dot)_' "$commute_sh" | grep -v 'bench_cmd "\$B/')
+[ -z "$direct" ] || bad "commute/run.sh starts a program without the allocator rule (bench_cmd):
+$direct"
 
 # ---- 2. the rule ----
-rule_fn=$(sed -n '/^alloc_rule() {/,/^}/p' "$run_sh")
-cmd_fn=$(grep '^bench_cmd() {' "$run_sh")
+rule_fn=$(sed -n '/^alloc_rule() {/,/^}/p' "$rule_sh")
+cmd_fn=$(grep '^bench_cmd() {' "$rule_sh")
 if [ -z "$rule_fn" ] || [ -z "$cmd_fn" ]; then
-  bad "run.sh has no alloc_rule function"
+  bad "alloc_rule.sh has no alloc_rule function"
 else
   # Runs the rule ALLOC=$1 with PATH=$2 and prints the rule's token, its line
   # and what a program started through bench_cmd sees.
