@@ -3,19 +3,25 @@
  * chip (MPI_COMM_WORLD rank r = chip r) with one domain of every rank and
  * calls from its main thread as a kernel would.
  *
- *   mpiexec -np N bench_coll_mpi [--trials T] [--max BYTES] [--quick]
+ *   mpiexec -np N bench_coll_mpi [--trials T] [--min BYTES] [--max BYTES]
+ *                                [--step F] [--quick] [--only COLL,...]
  *
- * Sizes 8 B to --max (default 16 MiB), by 8x. A size is the bytes of each
- * rank's src (allreduce, allgather, broadcast), or of its whole src of N
- * blocks (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's
- * collectives on this backend), pto-mesh and pto-ring (allreduce: the RMA
- * algorithms on the windows), pto-repro (allreduce, PTO_RED_REPRODUCIBLE),
- * and MPI's call (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put +
- * pto_quiet and pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an
- * MPI_Win_allocate window. Each trial times back-to-back calls; printed
- * (CSV, rank 0): the median over trials of the slowest rank's µs per call,
- * and the min and max. PTO_MPI_SHARED_WINDOWS=0 measures RMA windows
- * instead of the shared windows of one host. */
+ * Sizes --min (default 8 B) to --max (default 16 MiB), by --step (8x;
+ * --quick: 64x); --only keeps the named collectives (allreduce,
+ * allgather, reduce_scatter, broadcast, alltoall, put, get). A size is the
+ * bytes of each rank's src (allreduce, allgather, broadcast), or of its
+ * whole src of N blocks (reduce-scatter, all-to-all). Systems: pto
+ * (PTO_COLL_AUTO: MPI's collectives on this backend), pto-mesh and
+ * pto-ring (allreduce: the RMA algorithms on the windows), pto-repro
+ * (allreduce, PTO_RED_REPRODUCIBLE), and MPI's call (allreduce: also
+ * MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put +
+ * pto_quiet and pto_get against MPI_Put + MPI_Win_flush and MPI_Get +
+ * MPI_Win_flush on an MPI_Win_allocate window. Each trial times
+ * back-to-back calls of every system in turn; printed (CSV, rank 0), per
+ * system: the median over trials of the slowest rank's µs per call, the
+ * min and max, and the median, min and max over trials of its time over
+ * the MPI call's in the same trial. PTO_MPI_SHARED_WINDOWS=0 measures RMA
+ * windows. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,22 +133,45 @@ static int one_rma(bench *b, const char *coll, const char *sys, int64_t bytes) {
   return rc ? rc : pto_quiet(&b->k, 1);
 }
 
-static void measure(bench *b, call_fn fn, const char *coll, const char *sys, int64_t bytes) {
-  double t[100];
-  int iters = iters_for(bytes), rc = fn(b, coll, sys, bytes); /* warm-up */
-  for (int tr = 0; tr < trials && !rc; tr++) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t t0 = pto_now_ns();
-    for (int i = 0; i < iters && !rc; i++)
-      rc = fn(b, coll, sys, bytes);
-    t[tr] = slowest((double)(pto_now_ns() - t0) / iters / 1e3);
-  }
+/* Every system of one (collective, size) point, interleaved: each trial
+ * times every system in turn, so that a change of load on a shared host
+ * falls on all of them alike, and the ratio to the reference (the last
+ * system: Open MPI's call) is taken within the trial. */
+#define MAX_SYS 8
+static void measure(bench *b, call_fn fn, const char *coll, const char *const *sys, int nsys,
+                    int64_t bytes) {
+  static double t[MAX_SYS][100], ratio[MAX_SYS][100];
+  int iters = iters_for(bytes), rc = 0;
+  for (int s = 0; s < nsys && !rc; s++)
+    rc = fn(b, coll, sys[s], bytes); /* warm-up */
+  for (int tr = 0; tr < trials && !rc; tr++)
+    for (int s = 0; s < nsys && !rc; s++) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      uint64_t t0 = pto_now_ns();
+      for (int i = 0; i < iters && !rc; i++)
+        rc = fn(b, coll, sys[s], bytes);
+      t[s][tr] = slowest((double)(pto_now_ns() - t0) / iters / 1e3);
+    }
   if (rc) fail(b, coll, rc);
-  qsort(t, (size_t)trials, sizeof t[0], cmp);
-  if (me == 0)
-    printf("%d,%s,%s,%lld,%s,%.2f,%.2f,%.2f\n", np, windows, coll, (long long)bytes, sys,
-           t[trials / 2], t[0], t[trials - 1]);
+  for (int s = 0; s < nsys; s++) {
+    for (int tr = 0; tr < trials; tr++)
+      ratio[s][tr] = t[s][tr] / t[nsys - 1][tr];
+    qsort(t[s], (size_t)trials, sizeof t[s][0], cmp);
+    qsort(ratio[s], (size_t)trials, sizeof ratio[s][0], cmp);
+    if (me == 0)
+      printf("%d,%s,%s,%lld,%s,%.2f,%.2f,%.2f,%.3f,%.3f,%.3f\n", np, windows, coll,
+             (long long)bytes, sys[s], t[s][trials / 2], t[s][0], t[s][trials - 1],
+             ratio[s][trials / 2], ratio[s][0], ratio[s][trials - 1]);
+  }
   fflush(stdout);
+}
+
+static bool wanted(const char *only, const char *coll) {
+  if (!only) return true;
+  size_t n = strlen(coll);
+  for (const char *p = strstr(only, coll); p; p = strstr(p + 1, coll))
+    if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
+  return false;
 }
 
 int main(int argc, char **argv) {
@@ -150,18 +179,25 @@ int main(int argc, char **argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &np);
-  int64_t maxb = 16 << 20;
-  bool quick = false;
+  int64_t minb = 8, maxb = 16 << 20, step = 8;
+  const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
       trials = atoi(argv[++i]);
     else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc)
       maxb = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--min") == 0 && i + 1 < argc)
+      minb = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--step") == 0 && i + 1 < argc)
+      step = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
-      quick = true;
+      step = 64;
   }
-  if (trials < 1 || trials > 100 || maxb < 8 || np < 2) {
-    if (me == 0) fprintf(stderr, "--trials 1..100, --max >= 8, at least 2 ranks\n");
+  if (trials < 1 || trials > 100 || minb < 8 || maxb < minb || step < 2 || np < 2) {
+    if (me == 0)
+      fprintf(stderr, "--trials 1..100, 8 <= --min <= --max, --step >= 2, at least 2 ranks\n");
     MPI_Finalize();
     return 2;
   }
@@ -205,29 +241,31 @@ int main(int argc, char **argv) {
   }
   MPI_Win_lock_all(MPI_MODE_NOCHECK, b.mwin);
 
-  if (me == 0) printf("ranks,windows,collective,size_bytes,system,us_median,us_min,us_max\n");
+  if (me == 0)
+    printf("ranks,windows,collective,size_bytes,system,us_median,us_min,us_max,"
+           "ratio_median,ratio_min,ratio_max\n");
   static const char *colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
                                 "alltoall"};
   static const char *mpi_names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block",
                                     "MPI_Bcast", "MPI_Alltoall"};
-  int64_t step = quick ? 64 : 8;
-  for (int64_t bytes = 8; bytes <= maxb; bytes *= step) {
+  for (int64_t bytes = minb; bytes <= maxb; bytes *= step) {
     for (int ci = 0; ci < 5; ci++) {
       /* reduce-scatter and all-to-all split the size into np blocks */
-      if (ci == 2 || ci == 4 ? bytes < 4 * np : false) continue;
-      measure(&b, one, colls[ci], "pto", bytes);
+      if ((ci == 2 || ci == 4) && bytes < 4 * np) continue;
+      if (!wanted(only, colls[ci])) continue;
+      const char *sys[MAX_SYS] = {"pto"};
+      int nsys = 1;
       if (ci == 0) {
-        measure(&b, one, colls[ci], "pto-mesh", bytes);
-        measure(&b, one, colls[ci], "pto-ring", bytes);
-        measure(&b, one, colls[ci], "pto-repro", bytes);
-        measure(&b, one, colls[ci], "MPI_Iallreduce", bytes);
+        sys[nsys++] = "pto-mesh";
+        sys[nsys++] = "pto-ring";
+        sys[nsys++] = "pto-repro";
+        sys[nsys++] = "MPI_Iallreduce";
       }
-      measure(&b, one, colls[ci], mpi_names[ci], bytes);
+      sys[nsys++] = mpi_names[ci];
+      measure(&b, one, colls[ci], sys, nsys, bytes);
     }
-    measure(&b, one_rma, "put", "pto", bytes);
-    measure(&b, one_rma, "put", "MPI_Put+flush", bytes);
-    measure(&b, one_rma, "get", "pto", bytes);
-    measure(&b, one_rma, "get", "MPI_Get+flush", bytes);
+    if (wanted(only, "put")) measure(&b, one_rma, "put", (const char *[]){"pto", "MPI_Put+flush"}, 2, bytes);
+    if (wanted(only, "get")) measure(&b, one_rma, "get", (const char *[]){"pto", "MPI_Get+flush"}, 2, bytes);
   }
   MPI_Win_unlock_all(b.mwin);
   MPI_Win_free(&b.mwin);
