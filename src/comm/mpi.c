@@ -643,9 +643,9 @@ static void mpi_destroy(comm_win *w, bool unlink) {
       all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
       if (all_here) MPI_Win_free(&w->win);
     }
-    mpi_coll_close(w, all_here);
     if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);
   }
+  mpi_coll_close(w, all_here, fin);
   if (w->fq) fault_destroy(w->fq);
   /* a window MPI_Win_free did not take (a peer missing) stays mapped, and
    * so does a range reserved here around it: the library may still write
@@ -890,4 +890,5 @@ const comm_backend comm_backend_mpi = {
     .quiet = mpi_quiet,
     .barrier = mpi_barrier,
     .coll = mpi_coll,
+    .exchange = mpi_exchange,
 };
