@@ -268,8 +268,8 @@ int mpi_exchange(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cance
   int n = w->d.nranks, me = w->my_rank, nreq = 0, err = MPI_SUCCESS;
   size_t rec = (x->max_bytes + 63) & ~(size_t)63;
   if (x->max_bytes > INT_MAX || x->hdr_bytes + x->block_bytes > x->max_bytes) {
-    snprintf(why, why_len, "a record of %zu bytes over the bound of %zu", x->hdr_bytes +
-             x->block_bytes, x->max_bytes);
+    snprintf(why, why_len, "a record of %zu bytes over the bound of %zu",
+             x->hdr_bytes + x->block_bytes, x->max_bytes);
     return PTO_EINVAL;
   }
   unsigned char *st = staging(w, x->buf, rec, why, why_len);
@@ -294,8 +294,8 @@ int mpi_exchange(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cance
       memcpy(s, x->hdr, x->hdr_bytes);
       if (b) memcpy(s + x->hdr_bytes, b, x->block_bytes);
     }
-    err = MPI_Isend(s, (int)(x->hdr_bytes + (b ? x->block_bytes : 0)), MPI_BYTE, p, XCHG_TAG,
-                    comm, &req[nreq++]);
+    err = MPI_Isend(s, (int)(x->hdr_bytes + (b ? x->block_bytes : 0)), MPI_BYTE, p, XCHG_TAG, comm,
+                    &req[nreq++]);
   }
   if (err != MPI_SUCCESS) {
     /* the requests already issued stay in flight */
