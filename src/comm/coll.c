@@ -28,15 +28,19 @@
  *   5. notify DONE +1 to every peer.
  * Every wait has the domain's deadline (PTO_EWAIT_TIMEOUT names the cell).
  *
- * On a backend with collectives of its own (comm_backend.coll: the MPI
- * backend's MPI collectives), every call first gathers each rank's record
- * (descriptor, and data of up to FUSE_BYTES) there and compares the
- * descriptors the same way; then a call whose data came with the records
- * is done, PTO_COLL_AUTO/MPI calls run the backend's collective on their
- * data, and mesh/ring run steps 1-5 above. Reproducible reductions
- * (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE) fold every rank's block in
- * rank order on every path: the mesh instead of the ring, and on the
- * backend's collectives a gather then a local fold. */
+ * On a backend with collectives of its own (comm_backend.coll and
+ * .exchange: the MPI backend's), every call first sends each peer one
+ * record (its descriptor, and its block for that peer when the block fits
+ * fuse_bytes: 32 KiB on up to 32 ranks) and receives one from every peer
+ * (the backend's record exchange, point to point), and compares the
+ * descriptors the same way; a call whose data came with the records then
+ * ends with the mesh's last step 4 on them (no step 5: nothing of the
+ * scratch is shared), larger PTO_COLL_AUTO/MPI calls run the backend's
+ * collective on their data, and mesh/ring run steps 1-5 above.
+ * Reproducible reductions (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE)
+ * fold every rank's block in rank order on every path: the mesh instead of
+ * the ring, the records, and above them the backend's gather then a local
+ * fold. */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>

@@ -1,11 +1,13 @@
 /* mpi_coll.c — the MPI backend's own collectives: a pto collective whose
- * descriptors agree on every rank (coll.c checks them first) becomes the
- * matching nonblocking MPI collective (MPI_Iallreduce, MPI_Iallgather,
- * MPI_Ireduce_scatter_block, MPI_Ibcast, MPI_Ialltoall) on a communicator
- * of the domain's ranks, one per window buffer: calls on one scratch buffer
- * come in the same order on every rank (one collective at a time per
- * scratch), calls on different buffers may interleave between threads, and
- * MPI matches collectives on a communicator by their order.
+ * descriptors agree on every rank (coll.c checks them first, in records
+ * every rank sends every peer: mpi_exchange, below, which also carries the
+ * data of small calls) becomes the matching nonblocking MPI collective
+ * (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast,
+ * MPI_Ialltoall) on a communicator of the domain's ranks, one per window
+ * buffer: calls on one scratch buffer come in the same order on every rank
+ * (one collective at a time per scratch), calls on different buffers may
+ * interleave between threads, and MPI matches collectives on a
+ * communicator by their order (and messages between two ranks by theirs).
  *
  * Progress: the kernel thread that called issues the request and tests it
  * itself (MPI_THREAD_MULTIPLE, which the backend requires anyway), never
@@ -17,8 +19,9 @@
  * backend").
  *
  * A request that did not complete cannot be withdrawn (MPI has no cancel
- * for collectives): its buffer is marked broken and every later call on it
- * fails at once, naming the reason, instead of matching the wrong call. */
+ * for collectives, and a send may have been matched): its buffer is marked
+ * broken and every later call on it fails at once, naming the reason,
+ * instead of matching the wrong call. */
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -235,10 +238,10 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_ca
 /* ---- the record exchange: one message to and from every peer ----
  *
  * Point to point, not a collective: Open MPI's nonblocking collectives
- * (libnbc) build a schedule per call, and a gather of the records through
- * MPI_Iallgather cost 2.6 us on 2 ranks where MPI_Isend/MPI_Irecv to the
- * peer took 0.4 and MPI_Allreduce 0.7 (8 bytes, one host, load 1.1;
- * docs/comm.md). Each rank posts a receive of max_bytes per peer (a
+ * (libnbc) build a schedule per call: the 320-byte records through
+ * MPI_Iallgather took 2.6 us on 2 ranks of one host, where MPI_Isend +
+ * MPI_Irecv of 8 bytes to the peer took 0.4 and MPI_Allreduce of 8 bytes
+ * 0.7 (load 1.1-1.6; docs/comm.md). Each rank posts a receive of max_bytes per peer (a
  * smaller message fits it, so ranks whose records differ still meet), and
  * sends its record from a copy in the buffer's staging, so that a call
  * that never completes leaves only the staging behind, not the caller's
