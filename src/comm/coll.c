@@ -31,8 +31,8 @@
  * On a backend with collectives of its own (comm_backend.coll and
  * .exchange: the MPI backend's), every call first sends each peer one
  * record (its descriptor, and its block for that peer when the block fits
- * fuse_limit: 32 KiB for a reduction, 4 KiB otherwise, less on more than
- * 32 ranks) and receives one from every peer
+ * fuse_limit: 4 KiB for allgather and all-to-all, 32 KiB for the others,
+ * less on more than 32 ranks) and receives one from every peer
  * (the backend's record exchange, point to point), and compares the
  * descriptors the same way; a call whose data came with the records then
  * ends with the mesh's last step 4 on them (no step 5: nothing of the
@@ -323,18 +323,21 @@ static size_t fuse_bytes(const coll *k) {
 }
 
 /* The most data a call of mine puts in its records (the bound on a record
- * stays fuse_bytes, whatever the call). Collectives that only move data
- * fuse up to 4 KiB: their records cost a copy into the staging and one out
- * of it that MPI's own collective does not make (allgather of 32 KiB on 2
- * ranks: 2.3x MPI_Allgather's time through the records, 1.9x through a
- * gather of the descriptors and MPI_Iallgather; of 4 KiB 1.4x against
- * 2.0x). A reduction folds the blocks either way. */
+ * stays fuse_bytes, whatever the call). Allgather and all-to-all, where
+ * every rank's block only moves, fuse up to 4 KiB: their records cost a
+ * copy into the staging and one out of it that MPI's own collective does
+ * not make (allgather of 32 KiB on 2 ranks: 2.3x MPI_Allgather's time
+ * through the records, 1.3-2.0x through the descriptors' exchange and
+ * MPI_Iallgather; of 4 KiB 1.35x against 1.84x). A reduction folds the
+ * blocks either way, and a broadcast's records carry the root's block only
+ * (32 KiB: 2.2x MPI_Bcast through the records, 8.2-8.6x through the
+ * descriptors and MPI_Ibcast). */
 #define FUSE_MOVE_MAX ((size_t)4 << 10)
 
 static size_t fuse_limit(const coll *k) {
   size_t b = fuse_bytes(k);
-  bool reduction = k->d.kind == K_ALLREDUCE || k->d.kind == K_REDUCE_SCATTER;
-  return reduction || b < FUSE_MOVE_MAX ? b : FUSE_MOVE_MAX;
+  bool moves = k->d.kind == K_ALLGATHER || k->d.kind == K_ALLTOALL;
+  return !moves || b < FUSE_MOVE_MAX ? b : FUSE_MOVE_MAX;
 }
 
 /* My data for peer p (NULL: none), `bb` bytes, as coll_exchange's. */
