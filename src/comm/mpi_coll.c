@@ -241,11 +241,11 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_ca
  * (libnbc) build a schedule per call: the 320-byte records through
  * MPI_Iallgather took 2.6 us on 2 ranks of one host, where MPI_Isend +
  * MPI_Irecv of 8 bytes to the peer took 0.4 and MPI_Allreduce of 8 bytes
- * 0.7 (load 1.1-1.6; docs/comm.md). Each rank posts a receive of max_bytes per peer (a
- * smaller message fits it, so ranks whose records differ still meet), and
- * sends its record from a copy in the buffer's staging, so that a call
- * that never completes leaves only the staging behind, not the caller's
- * memory. Messages between two ranks on one communicator arrive in the
+ * 0.7 (load 1.1-1.6; docs/comm.md). Each rank posts a receive of
+ * max_bytes per peer (a smaller message fits it, so ranks whose records
+ * differ still meet), and sends its record from a copy in the buffer's
+ * staging, so that a call that never completes leaves only the staging
+ * behind, not the caller's memory. Messages between two ranks on one communicator arrive in the
  * order sent, and every call sends exactly one record to every peer, so
  * the records of one call never meet another call's. */
 #define XCHG_TAG 0x70
