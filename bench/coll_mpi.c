@@ -3,19 +3,25 @@
  * chip (MPI_COMM_WORLD rank r = chip r) with one domain of every rank and
  * calls from its main thread as a kernel would.
  *
- *   mpiexec -np N bench_coll_mpi [--trials T] [--max BYTES] [--quick]
+ *   mpiexec -np N bench_coll_mpi [--trials T] [--min BYTES] [--max BYTES]
+ *                                [--step F] [--quick] [--only COLL,...]
  *
- * Sizes 8 B to --max (default 16 MiB), by 8x. A size is the bytes of each
- * rank's src (allreduce, allgather, broadcast), or of its whole src of N
- * blocks (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's
- * collectives on this backend), pto-mesh and pto-ring (allreduce: the RMA
- * algorithms on the windows), pto-repro (allreduce, PTO_RED_REPRODUCIBLE),
- * and MPI's call (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put +
- * pto_quiet and pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an
- * MPI_Win_allocate window. Each trial times back-to-back calls; printed
- * (CSV, rank 0): the median over trials of the slowest rank's µs per call,
- * and the min and max. PTO_MPI_SHARED_WINDOWS=0 measures RMA windows
- * instead of the shared windows of one host. */
+ * Sizes --min (default 8 B) to --max (default 16 MiB), by --step (8x;
+ * --quick: 64x); --only keeps the named collectives (allreduce,
+ * allgather, reduce_scatter, broadcast, alltoall, put, get). A size is the
+ * bytes of each rank's src (allreduce, allgather, broadcast), or of its
+ * whole src of N blocks (reduce-scatter, all-to-all). Systems: pto
+ * (PTO_COLL_AUTO: MPI's collectives on this backend), pto-mesh and
+ * pto-ring (allreduce: the RMA algorithms on the windows), pto-repro
+ * (allreduce, PTO_RED_REPRODUCIBLE), and MPI's call (allreduce: also
+ * MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put +
+ * pto_quiet and pto_get against MPI_Put + MPI_Win_flush and MPI_Get +
+ * MPI_Win_flush on an MPI_Win_allocate window. Each trial times
+ * back-to-back calls of every system in turn; printed (CSV, rank 0), per
+ * system: the median over trials of the slowest rank's µs per call, the
+ * min and max, and the median, min and max over trials of its time over
+ * the MPI call's in the same trial. PTO_MPI_SHARED_WINDOWS=0 measures RMA
+ * windows. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +54,6 @@ typedef struct bench {
   void *mbase;
 } bench;
 
-typedef int (*call_fn)(bench *b, const char *coll, const char *sys, int64_t bytes);
-
 static int iters_for(int64_t bytes) {
   int64_t it = ((int64_t)32 << 20) / (bytes > 0 ? bytes : 1);
   return it < 3 ? 3 : it > 300 ? 300 : (int)it;
@@ -68,81 +72,130 @@ static pto_tensor f32(void *p, int64_t n) {
   return t;
 }
 
-/* One call of collective `coll` by system `sys` on `bytes`. */
-static int one(bench *b, const char *coll, const char *sys, int64_t bytes) {
+/* One (collective, system, size) point, resolved before it is timed so
+ * that a call is only the call: the collective and system as numbers, and
+ * pto's views made once, as a kernel would hold them. */
+enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_BROADCAST, C_ALLTOALL, C_PUT, C_GET };
+enum { S_PTO, S_MESH, S_RING, S_REPRO, S_IALLREDUCE, S_MPI };
+static const char *const coll_names[] = {
+    "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "put", "get"};
+typedef struct point {
+  int coll, sys;
+  int n, blk; /* elements of a rank's src; of each of its np blocks */
+  pto_tensor in, out, big_in, big_out, blk_out, remote;
+} point;
+
+static point prepare(bench *b, int coll, const char *sys, int64_t bytes) {
+  point pt;
+  memset(&pt, 0, sizeof pt);
+  pt.coll = coll;
+  pt.sys = strcmp(sys, "pto") == 0              ? S_PTO
+           : strcmp(sys, "pto-mesh") == 0       ? S_MESH
+           : strcmp(sys, "pto-ring") == 0       ? S_RING
+           : strcmp(sys, "pto-repro") == 0      ? S_REPRO
+           : strcmp(sys, "MPI_Iallreduce") == 0 ? S_IALLREDUCE
+                                                : S_MPI;
   int64_t n = bytes / 4, blk = n / np;
-  bool mpi = strncmp(sys, "MPI", 3) == 0;
-  pto_tensor ti = f32(b->in, n), to = f32(b->out, n);
-  if (strcmp(coll, "allreduce") == 0) {
-    if (strcmp(sys, "MPI_Iallreduce") == 0) { /* what a nonblocking call costs in MPI itself */
-      MPI_Request r;
-      int rc = MPI_Iallreduce(b->in, b->out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
-      return rc ? rc : MPI_Wait(&r, MPI_STATUS_IGNORE);
-    }
-    if (mpi) return MPI_Allreduce(b->in, b->out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    int op = strcmp(sys, "pto-repro") == 0 ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM;
-    pto_coll_algo a = strcmp(sys, "pto-mesh") == 0   ? PTO_COLL_MESH
-                      : strcmp(sys, "pto-ring") == 0 ? PTO_COLL_RING
-                                                     : PTO_COLL_AUTO;
-    return pto_allreduce(&b->k, 1, &b->scratch, &to, &ti, (pto_red_op)op, a);
-  }
-  if (strcmp(coll, "allgather") == 0) {
-    if (mpi)
-      return MPI_Allgather(b->in, (int)n, MPI_FLOAT, b->out, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
-    pto_tensor g = f32(b->out, n * np);
-    return pto_allgather(&b->k, 1, &b->scratch, &g, &ti);
-  }
-  if (strcmp(coll, "broadcast") == 0) {
-    if (mpi) return MPI_Bcast(b->out, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    return pto_broadcast(&b->k, 1, &b->scratch, &to, me == 0 ? &ti : NULL, 0);
-  }
-  if (strcmp(coll, "reduce_scatter") == 0) {
-    if (mpi)
-      return MPI_Reduce_scatter_block(b->in, b->out, (int)blk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    pto_tensor big = f32(b->in, blk * np), o = f32(b->out, blk);
-    return pto_reduce_scatter(&b->k, 1, &b->scratch, &o, &big, PTO_RED_SUM);
-  }
-  /* alltoall */
-  if (mpi)
-    return MPI_Alltoall(b->in, (int)blk, MPI_FLOAT, b->out, (int)blk, MPI_FLOAT, MPI_COMM_WORLD);
-  pto_tensor big = f32(b->in, blk * np), o = f32(b->out, blk * np);
-  return pto_alltoall(&b->k, 1, &b->scratch, &o, &big);
+  pt.n = (int)n;
+  pt.blk = (int)blk;
+  pt.in = f32(b->in, n);
+  pt.out = f32(b->out, n);
+  pt.big_in = f32(b->in, blk * np);
+  pt.big_out = f32(b->out, coll == C_ALLGATHER ? n * np : blk * np);
+  pt.blk_out = f32(b->out, blk);
+  if (coll == C_PUT || coll == C_GET) /* the peer's copy of the buffer: rank 1's window */
+    pto_comm_window_tensor(&b->c, 1, 1, "data", PTO_F32, 1, &n, &pt.remote);
+  return pt;
 }
 
-/* put/get: rank 0 to rank 1 only; the others wait in the barrier. */
-static int one_rma(bench *b, const char *coll, const char *sys, int64_t bytes) {
+/* One call of the point's collective by its system. */
+static int one(bench *b, const point *pt) {
+  bool mpi = pt->sys >= S_IALLREDUCE;
+  int n = pt->n, blk = pt->blk;
+  switch (pt->coll) {
+  case C_ALLREDUCE:
+    if (pt->sys == S_IALLREDUCE) { /* what a nonblocking call costs in MPI itself */
+      MPI_Request r;
+      int rc = MPI_Iallreduce(b->in, b->out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
+      return rc ? rc : MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+    if (mpi) return MPI_Allreduce(b->in, b->out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return pto_allreduce(&b->k, 1, &b->scratch, &pt->out, &pt->in,
+                         pt->sys == S_REPRO ? (pto_red_op)(PTO_RED_SUM | PTO_RED_REPRODUCIBLE)
+                                            : PTO_RED_SUM,
+                         pt->sys == S_MESH   ? PTO_COLL_MESH
+                         : pt->sys == S_RING ? PTO_COLL_RING
+                                             : PTO_COLL_AUTO);
+  case C_ALLGATHER:
+    if (mpi) return MPI_Allgather(b->in, n, MPI_FLOAT, b->out, n, MPI_FLOAT, MPI_COMM_WORLD);
+    return pto_allgather(&b->k, 1, &b->scratch, &pt->big_out, &pt->in);
+  case C_BROADCAST:
+    if (mpi) return MPI_Bcast(b->out, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    return pto_broadcast(&b->k, 1, &b->scratch, &pt->out, me == 0 ? &pt->in : NULL, 0);
+  case C_REDUCE_SCATTER:
+    if (mpi)
+      return MPI_Reduce_scatter_block(b->in, b->out, blk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return pto_reduce_scatter(&b->k, 1, &b->scratch, &pt->blk_out, &pt->big_in, PTO_RED_SUM);
+  case C_ALLTOALL:
+    if (mpi) return MPI_Alltoall(b->in, blk, MPI_FLOAT, b->out, blk, MPI_FLOAT, MPI_COMM_WORLD);
+    return pto_alltoall(&b->k, 1, &b->scratch, &pt->big_out, &pt->big_in);
+  }
+  /* put/get: rank 0 to rank 1 only; the others wait in the barrier */
   if (me != 0) return 0;
-  bool put = strcmp(coll, "put") == 0;
-  if (strncmp(sys, "MPI", 3) == 0) {
-    int rc = put ? MPI_Put(b->in, (int)bytes, MPI_BYTE, 1, 0, (int)bytes, MPI_BYTE, b->mwin)
-                 : MPI_Get(b->out, (int)bytes, MPI_BYTE, 1, 0, (int)bytes, MPI_BYTE, b->mwin);
+  bool put = pt->coll == C_PUT;
+  if (mpi) {
+    int bytes = 4 * n;
+    int rc = put ? MPI_Put(b->in, bytes, MPI_BYTE, 1, 0, bytes, MPI_BYTE, b->mwin)
+                 : MPI_Get(b->out, bytes, MPI_BYTE, 1, 0, bytes, MPI_BYTE, b->mwin);
     return rc ? rc : MPI_Win_flush(1, b->mwin);
   }
-  int64_t n = bytes / 4;
-  pto_tensor local = f32(put ? b->in : b->out, n), remote;
-  /* the peer's copy of the buffer: rank 1's window */
-  pto_comm_window_tensor(&b->c, 1, 1, "data", PTO_F32, 1, &n, &remote);
-  if (!put) return pto_get(&b->k, 1, 1, &local, &remote, NULL);
-  int rc = pto_put(&b->k, 1, 1, &remote, &local, NULL);
+  if (!put) return pto_get(&b->k, 1, 1, &pt->out, &pt->remote, NULL);
+  int rc = pto_put(&b->k, 1, 1, &pt->remote, &pt->in, NULL);
   return rc ? rc : pto_quiet(&b->k, 1);
 }
 
-static void measure(bench *b, call_fn fn, const char *coll, const char *sys, int64_t bytes) {
-  double t[100];
-  int iters = iters_for(bytes), rc = fn(b, coll, sys, bytes); /* warm-up */
-  for (int tr = 0; tr < trials && !rc; tr++) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t t0 = pto_now_ns();
-    for (int i = 0; i < iters && !rc; i++)
-      rc = fn(b, coll, sys, bytes);
-    t[tr] = slowest((double)(pto_now_ns() - t0) / iters / 1e3);
+/* Every system of one (collective, size) point, interleaved: each trial
+ * times every system in turn, so that a change of load on a shared host
+ * falls on all of them alike, and the ratio to the reference (the last
+ * system: Open MPI's call) is taken within the trial. */
+#define MAX_SYS 8
+static void measure(bench *b, int ci, const char *const *sys, int nsys, int64_t bytes) {
+  static double t[MAX_SYS][100], ratio[MAX_SYS][100];
+  const char *coll = coll_names[ci];
+  point pt[MAX_SYS];
+  int iters = iters_for(bytes), rc = 0;
+  for (int s = 0; s < nsys && !rc; s++) {
+    pt[s] = prepare(b, ci, sys[s], bytes);
+    rc = one(b, &pt[s]); /* warm-up */
   }
+  for (int tr = 0; tr < trials && !rc; tr++)
+    for (int s = 0; s < nsys && !rc; s++) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      uint64_t t0 = pto_now_ns();
+      for (int i = 0; i < iters && !rc; i++)
+        rc = one(b, &pt[s]);
+      t[s][tr] = slowest((double)(pto_now_ns() - t0) / iters / 1e3);
+    }
   if (rc) fail(b, coll, rc);
-  qsort(t, (size_t)trials, sizeof t[0], cmp);
-  if (me == 0)
-    printf("%d,%s,%s,%lld,%s,%.2f,%.2f,%.2f\n", np, windows, coll, (long long)bytes, sys,
-           t[trials / 2], t[0], t[trials - 1]);
+  for (int s = 0; s < nsys; s++) {
+    for (int tr = 0; tr < trials; tr++)
+      ratio[s][tr] = t[s][tr] / t[nsys - 1][tr];
+    qsort(t[s], (size_t)trials, sizeof t[s][0], cmp);
+    qsort(ratio[s], (size_t)trials, sizeof ratio[s][0], cmp);
+    if (me == 0)
+      printf("%d,%s,%s,%lld,%s,%.2f,%.2f,%.2f,%.3f,%.3f,%.3f\n", np, windows, coll,
+             (long long)bytes, sys[s], t[s][trials / 2], t[s][0], t[s][trials - 1],
+             ratio[s][trials / 2], ratio[s][0], ratio[s][trials - 1]);
+  }
   fflush(stdout);
+}
+
+static bool wanted(const char *only, const char *coll) {
+  if (!only) return true;
+  size_t n = strlen(coll);
+  for (const char *p = strstr(only, coll); p; p = strstr(p + 1, coll))
+    if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
+  return false;
 }
 
 int main(int argc, char **argv) {
@@ -150,18 +203,25 @@ int main(int argc, char **argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &np);
-  int64_t maxb = 16 << 20;
-  bool quick = false;
+  int64_t minb = 8, maxb = 16 << 20, step = 8;
+  const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
       trials = atoi(argv[++i]);
     else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc)
       maxb = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--min") == 0 && i + 1 < argc)
+      minb = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--step") == 0 && i + 1 < argc)
+      step = atoll(argv[++i]);
+    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
-      quick = true;
+      step = 64;
   }
-  if (trials < 1 || trials > 100 || maxb < 8 || np < 2) {
-    if (me == 0) fprintf(stderr, "--trials 1..100, --max >= 8, at least 2 ranks\n");
+  if (trials < 1 || trials > 100 || minb < 8 || maxb < minb || step < 2 || np < 2) {
+    if (me == 0)
+      fprintf(stderr, "--trials 1..100, 8 <= --min <= --max, --step >= 2, at least 2 ranks\n");
     MPI_Finalize();
     return 2;
   }
@@ -205,29 +265,29 @@ int main(int argc, char **argv) {
   }
   MPI_Win_lock_all(MPI_MODE_NOCHECK, b.mwin);
 
-  if (me == 0) printf("ranks,windows,collective,size_bytes,system,us_median,us_min,us_max\n");
-  static const char *colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
-                                "alltoall"};
+  if (me == 0)
+    printf("ranks,windows,collective,size_bytes,system,us_median,us_min,us_max,"
+           "ratio_median,ratio_min,ratio_max\n");
   static const char *mpi_names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block",
                                     "MPI_Bcast", "MPI_Alltoall"};
-  int64_t step = quick ? 64 : 8;
-  for (int64_t bytes = 8; bytes <= maxb; bytes *= step) {
+  for (int64_t bytes = minb; bytes <= maxb; bytes *= step) {
     for (int ci = 0; ci < 5; ci++) {
       /* reduce-scatter and all-to-all split the size into np blocks */
-      if (ci == 2 || ci == 4 ? bytes < 4 * np : false) continue;
-      measure(&b, one, colls[ci], "pto", bytes);
-      if (ci == 0) {
-        measure(&b, one, colls[ci], "pto-mesh", bytes);
-        measure(&b, one, colls[ci], "pto-ring", bytes);
-        measure(&b, one, colls[ci], "pto-repro", bytes);
-        measure(&b, one, colls[ci], "MPI_Iallreduce", bytes);
+      if ((ci == C_REDUCE_SCATTER || ci == C_ALLTOALL) && bytes < 4 * np) continue;
+      if (!wanted(only, coll_names[ci])) continue;
+      const char *sys[MAX_SYS] = {"pto"};
+      int nsys = 1;
+      if (ci == C_ALLREDUCE) {
+        sys[nsys++] = "pto-mesh";
+        sys[nsys++] = "pto-ring";
+        sys[nsys++] = "pto-repro";
+        sys[nsys++] = "MPI_Iallreduce";
       }
-      measure(&b, one, colls[ci], mpi_names[ci], bytes);
+      sys[nsys++] = mpi_names[ci];
+      measure(&b, ci, sys, nsys, bytes);
     }
-    measure(&b, one_rma, "put", "pto", bytes);
-    measure(&b, one_rma, "put", "MPI_Put+flush", bytes);
-    measure(&b, one_rma, "get", "pto", bytes);
-    measure(&b, one_rma, "get", "MPI_Get+flush", bytes);
+    if (wanted(only, "put")) measure(&b, C_PUT, (const char *[]){"pto", "MPI_Put+flush"}, 2, bytes);
+    if (wanted(only, "get")) measure(&b, C_GET, (const char *[]){"pto", "MPI_Get+flush"}, 2, bytes);
   }
   MPI_Win_unlock_all(b.mwin);
   MPI_Win_free(&b.mwin);

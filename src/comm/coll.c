@@ -28,15 +28,20 @@
  *   5. notify DONE +1 to every peer.
  * Every wait has the domain's deadline (PTO_EWAIT_TIMEOUT names the cell).
  *
- * On a backend with collectives of its own (comm_backend.coll: the MPI
- * backend's MPI collectives), every call first gathers each rank's record
- * (descriptor, and data of up to FUSE_BYTES) there and compares the
- * descriptors the same way; then a call whose data came with the records
- * is done, PTO_COLL_AUTO/MPI calls run the backend's collective on their
- * data, and mesh/ring run steps 1-5 above. Reproducible reductions
- * (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE) fold every rank's block in
- * rank order on every path: the mesh instead of the ring, and on the
- * backend's collectives a gather then a local fold. */
+ * On a backend with collectives of its own (comm_backend.coll and
+ * .exchange: the MPI backend's), every call first sends each peer one
+ * record (its descriptor, and its block for that peer when the block fits
+ * fuse_limit: 4 KiB for allgather and all-to-all, 32 KiB for the others,
+ * less on more than 32 ranks) and receives one from every peer
+ * (the backend's record exchange, point to point), and compares the
+ * descriptors the same way; a call whose data came with the records then
+ * ends with the mesh's last step 4 on them (no step 5: nothing of the
+ * scratch is shared), larger PTO_COLL_AUTO/MPI calls run the backend's
+ * collective on their data, and mesh/ring run steps 1-5 above.
+ * Reproducible reductions (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE)
+ * fold every rank's block in rank order on every path: the mesh instead of
+ * the ring, the records, and above them the backend's gather then a local
+ * fold. */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -220,18 +225,14 @@ static unsigned char *desc_at(const coll *k, int p) {
   return k->base + HDR_CELLS + (size_t)p * DESC_BYTES;
 }
 
-/* Every rank's descriptor (rank p's at first + p * stride bytes) against
+/* Every rank's descriptor (rank p's at descs[p], 8-aligned; mine is k->d) against
  * mine, before any data is used: 0 when every rank made my call with valid
  * arguments; else the call fails on this rank naming the difference (every
  * rank finds one). */
-static const coll_desc *desc_of(const void *first, size_t stride, int p) {
-  return (const coll_desc *)((const unsigned char *)first + (size_t)p * stride);
-}
-
-static int check_descs(coll *k, const void *all, size_t stride) {
+static int check_descs(coll *k, const unsigned char *const *descs) {
   const char *name = kind_name(k->d.kind);
   for (int p = 0; p < k->n; p++) {
-    const coll_desc *o = p == k->me ? &k->d : desc_of(all, stride, p);
+    const coll_desc *o = p == k->me ? &k->d : (const coll_desc *)descs[p];
     const char *field = o->kind != k->d.kind     ? "collective"
                         : o->seq != k->d.seq     ? "call number"
                         : o->count != k->d.count ? "count"
@@ -259,8 +260,8 @@ static int check_descs(coll *k, const void *all, size_t stride) {
     return comm_fail(k->c, (int)k->d.status, "%s #%" PRId64 " on domain %d rank %d: %s", name,
                      k->d.seq, k->dom, k->me, k->why);
   for (int p = 0; p < k->n; p++)
-    if (p != k->me && desc_of(all, stride, p)->status)
-      return comm_fail(k->c, (int)desc_of(all, stride, p)->status,
+    if (p != k->me && ((const coll_desc *)descs[p])->status)
+      return comm_fail(k->c, (int)((const coll_desc *)descs[p])->status,
                        "%s #%" PRId64 " on domain %d: rank %d called with invalid arguments (rank "
                        "%d stops too)",
                        name, k->d.seq, k->dom, p, k->me);
@@ -274,14 +275,22 @@ static bool cancel_cb(void *arg) {
   return pto_kctx_cancelled(k->ctx) || comm_stopping(k->c);
 }
 
-/* One collective of the backend, with the domain's deadline; a failure is
- * the call's, named (`what`: which stage of the call). */
-static int native(coll *k, comm_coll_call *call, const char *what) {
+/* One collective (call) or record exchange (x) of the backend, with the
+ * domain's deadline; a failure is the call's, named (`what`: which stage
+ * of the call). */
+static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *what) {
   const comm_domain_desc *d = &k->cd->desc;
   int64_t ms = d->wait_timeout_ms > 0 ? d->wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
   char why[300] = "";
-  call->buf = k->buf;
-  int rc = k->cd->be->coll(k->cd->win, call, pto_deadline_ms(ms), cancel_cb, k, why, sizeof why);
+  uint64_t deadline = pto_deadline_ms(ms);
+  int rc;
+  if (call) {
+    call->buf = k->buf;
+    rc = k->cd->be->coll(k->cd->win, call, deadline, cancel_cb, k, why, sizeof why);
+  } else {
+    x->buf = k->buf;
+    rc = k->cd->be->exchange(k->cd->win, x, deadline, cancel_cb, k, why, sizeof why);
+  }
   if (rc == 0) return 0;
   const char *name = kind_name(k->d.kind);
   if (comm_stopping(k->c))
@@ -299,30 +308,52 @@ static int native(coll *k, comm_coll_call *call, const char *what) {
                    k->me, what, why);
 }
 
-/* What each rank contributes to the first allgather of a call through the
- * backend: its descriptor, and its data when that fits FUSE_BYTES. Every
- * call gathers the same record size (ranks whose counts differ must still
- * meet in one matching MPI call, and name the difference), and a call
- * whose data fits is then complete: the result comes from the records, in
- * rank order, with no second collective (measured: an 8-byte allreduce
- * took two MPI collectives' time, docs/comm.md). 256: with 4096 the
- * bigger record doubled an 8-byte allreduce (fastest of 4 runs, 2 ranks:
- * 5.2 us against 2.5 on shared windows, 5.7 against 2.4 on RMA windows)
- * and gained little at 4 KiB (8.5 against 10.2, 7.7 against 10.4). */
-#define FUSE_BYTES 256
-typedef struct coll_rec {
-  coll_desc d;
-  unsigned char data[FUSE_BYTES];
-} coll_rec;
+/* The most data one rank sends a peer in its record (below): FUSE_MAX, or
+ * less on a large domain, so that a buffer's staging (2n records, the
+ * backend's) stays within FUSE_STAGE. It depends on n only, so it is the
+ * same on every rank, and so is the bound on a record. 32 KiB: below it
+ * the records (one message to each peer) beat the descriptors' exchange
+ * followed by MPI_Iallreduce, measured in docs/comm.md. */
+#define FUSE_MAX   ((size_t)32 << 10)
+#define FUSE_STAGE ((size_t)2 << 20)
 
-/* Steps 1-3 through the backend: the call number is this rank's count of
- * calls on the scratch buffer in this task, and every rank's record comes
- * with one allgather. On 0, *recs holds them (the caller frees it). The
- * records live on the heap: a gather that did not complete may still write
- * them, so they are then left behind. `payload` (my data, `pbytes`) goes
- * into my record when it fits. */
-static int native_exchange(coll *k, size_t bb, const void *payload, size_t pbytes,
-                           coll_rec **recs) {
+static size_t fuse_bytes(const coll *k) {
+  size_t b = FUSE_STAGE / (2 * (size_t)k->n) & ~(size_t)63;
+  return b < FUSE_MAX ? b : FUSE_MAX;
+}
+
+/* The most data a call of mine puts in its records (the bound on a record
+ * stays fuse_bytes, whatever the call). Allgather and all-to-all, where
+ * every rank's block only moves, fuse up to 4 KiB: their records cost a
+ * copy into the staging and one out of it that MPI's own collective does
+ * not make (allgather of 32 KiB on 2 ranks: 2.3x MPI_Allgather's time
+ * through the records, 1.3-2.0x through the descriptors' exchange and
+ * MPI_Iallgather; of 4 KiB 1.35x against 1.84x). A reduction folds the
+ * blocks either way, and a broadcast's records carry the root's block only
+ * (32 KiB: 2.2x MPI_Bcast through the records, 8.2-8.6x through the
+ * descriptors and MPI_Ibcast). */
+#define FUSE_MOVE_MAX ((size_t)4 << 10)
+
+static size_t fuse_limit(const coll *k) {
+  size_t b = fuse_bytes(k);
+  bool moves = k->d.kind == K_ALLGATHER || k->d.kind == K_ALLTOALL;
+  return !moves || b < FUSE_MOVE_MAX ? b : FUSE_MOVE_MAX;
+}
+
+/* My data for peer p (NULL: none), `bb` bytes, as coll_exchange's. */
+typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
+
+/* Steps 1-3 through the backend: every rank sends each peer one record,
+ * its descriptor followed by its block for that peer when block is given
+ * and the block fits fuse_limit, and receives one from every peer (the
+ * backend's record exchange: one message each way on the MPI backend).
+ * The call number is this rank's count of calls on the scratch buffer in
+ * this task. The records always go, with or without data, so that ranks
+ * whose arguments differ still meet and every rank names the difference.
+ * On 0 with a block, blk[p] is rank p's block for me (p != me), in the
+ * backend's staging until its next call on the scratch buffer. */
+static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
+                           const unsigned char **blk) {
   if (k->d.status == 0 && bb > k->slot) {
     /* the same limit as the algorithms on the scratch, which any rank may
      * pick with algorithm= */
@@ -335,29 +366,25 @@ static int native_exchange(coll *k, size_t bb, const void *payload, size_t pbyte
     k->cd->coll_calls[k->buf].calls = 0;
   }
   k->d.seq = ++k->cd->coll_calls[k->buf].calls;
-  coll_rec *all = malloc((size_t)(k->n + 1) * sizeof *all);
-  if (!all)
-    return comm_fail(k->c, PTO_ENOMEM, "%s: no memory for %d descriptors", kind_name(k->d.kind),
-                     k->n);
-  all[k->n].d = k->d;
-  if (k->d.status == 0 && payload && pbytes <= FUSE_BYTES) memcpy(all[k->n].data, payload, pbytes);
-  comm_coll_call call = {.kind = COMM_ALLGATHER,
-                         .dtype = PTO_U8,
-                         .count = sizeof(coll_rec),
-                         .src = &all[k->n],
-                         .dst = all};
-  int rc = native(k, &call, "the descriptors of the other ranks");
-  if (rc == PTO_EWAIT_TIMEOUT || rc == PTO_ESHUTDOWN) return rc; /* `all` left behind */
-  if (!rc) rc = check_descs(k, all, sizeof all[0]);
-  if (rc)
-    free(all);
-  else
-    *recs = all;
-  return rc;
+  const void *blocks[PTO_COMM_MAX_RANKS];
+  bool data = block && k->d.status == 0 && bb <= fuse_limit(k);
+  for (int p = 0; data && p < k->n; p++)
+    blocks[p] = block(k, p, arg);
+  const unsigned char *recs[PTO_COMM_MAX_RANKS];
+  comm_exchange x;
+  x.hdr = &k->d;
+  x.hdr_bytes = sizeof k->d;
+  x.blocks = data ? blocks : NULL;
+  x.block_bytes = data ? bb : 0;
+  x.max_bytes = sizeof k->d + fuse_bytes(k);
+  x.recv = recs;
+  int rc = native(k, NULL, &x, "the descriptors of the other ranks");
+  if (rc) return rc;
+  if ((rc = check_descs(k, recs))) return rc;
+  for (int p = 0; blk && p < k->n; p++)
+    blk[p] = p == k->me ? NULL : recs[p] + sizeof k->d;
+  return 0;
 }
-
-/* Rank p's data in the records. */
-static const unsigned char *rec_data(const coll_rec *r, int p) { return r[p].data; }
 
 /* Does the call take the backend's collective for its data? The same
  * answer on every rank: it depends only on the checked descriptor. MPI
@@ -369,20 +396,16 @@ static bool native_data(const coll *k, bool reduction) {
 }
 
 /* Steps 1-3. block(p) = my data for peer p (NULL: none), bytes `bb`.
- * On return 0 every rank called with my arguments and they are valid. On
- * a backend with collectives of its own the descriptors are compared
- * there first, so that ranks that would take different paths (algorithm=)
- * still meet and name the difference. */
-typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
-
-static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb) {
+ * On return 0 every rank called with my arguments and they are valid, and
+ * blk[p] (when given) is rank p's block for me, in its mesh slot (p !=
+ * me). On a backend with collectives of its own the descriptors are
+ * compared there first, so that ranks that would take different paths
+ * (algorithm=) still meet and name the difference. */
+static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
+                         const unsigned char **blk) {
   const pto_kctx *ctx = k->ctx;
   int n = k->n, rc;
-  if (k->cd && k->cd->be->coll) {
-    coll_rec *recs;
-    if ((rc = native_exchange(k, bb, NULL, 0, &recs))) return rc;
-    free(recs);
-  }
+  if (k->cd && k->cd->be->coll && (rc = native_exchange(k, bb, NULL, NULL, NULL))) return rc;
   pto_tensor seq = cell(k, CELL_SEQ), arrive = cell(k, CELL_ARRIVE), done = cell(k, CELL_DONE);
   int32_t prev;
   if ((rc = pto_signal_read(ctx, k->dom, &seq, &prev))) return rc;
@@ -414,10 +437,13 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb) {
   if (n > 1 &&
       (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
     return rc;
-  coll_desc all[PTO_COMM_MAX_RANKS];
+  const unsigned char *descs[PTO_COMM_MAX_RANKS] = {NULL};
   for (int p = 0; p < n; p++)
-    memcpy(&all[p], p == k->me ? (const void *)&k->d : desc_at(k, p), sizeof all[p]);
-  return check_descs(k, all, sizeof all[0]);
+    descs[p] = desc_at(k, p);
+  if ((rc = check_descs(k, descs))) return rc;
+  for (int p = 0; blk && p < n; p++)
+    blk[p] = p == k->me ? NULL : mesh_slot(k, p);
+  return 0;
 }
 
 /* Step 5. */
@@ -500,13 +526,21 @@ static bool red_setup(coll *k, int op) {
 static bool reproducible(const coll *k) { return (k->d.op & PTO_RED_REPRODUCIBLE) != 0; }
 
 /* out = block 0 op block 1 op ... op block n-1, in rank order: the one
- * order every path that promises the same bits uses (mesh, reproducible). */
-static void fold(const coll *k, void *out, const unsigned char *first, size_t stride) {
+ * order every path that promises the same bits uses (mesh, reproducible).
+ * No block overlaps out. */
+static void fold(const coll *k, void *out, const unsigned char *const *blk) {
   size_t bytes = (size_t)k->d.count * k->es;
   pto_red_op op = (pto_red_op)(k->d.op & ~PTO_RED_REPRODUCIBLE);
-  memcpy(out, first, bytes);
+  memcpy(out, blk[0], bytes);
   for (int p = 1; p < k->n; p++)
-    coll_reduce(out, first + (size_t)p * stride, k->d.count, (pto_dtype)k->d.dtype, op);
+    coll_reduce(out, blk[p], k->d.count, (pto_dtype)k->d.dtype, op);
+}
+
+/* blk[p] = first + p * stride for every rank p */
+static void strided(const coll *k, const unsigned char **blk, const unsigned char *first,
+                    size_t stride) {
+  for (int p = 0; p < k->n; p++)
+    blk[p] = first + (size_t)p * stride;
 }
 
 /* Memory a backend collective needs besides src and dst (a gather buffer,
@@ -534,6 +568,16 @@ static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
   return an && bn && x < y + bn && y < x + an;
 }
 
+/* My own block among the mesh's (the last step reads every rank's block
+ * while it writes dst): src itself, or a copy in my own mesh slot (which
+ * only I write) when src overlaps dst. */
+static const unsigned char *own_block(const coll *k, const unsigned char *src, size_t bb,
+                                      const void *dst, size_t dst_bytes) {
+  if (!overlap(src, bb, dst, dst_bytes)) return src;
+  memmove(mesh_slot(k, k->me), src, bb);
+  return mesh_slot(k, k->me);
+}
+
 /* The data step of a moving collective or reduce-scatter through the
  * backend, after native_exchange; src copied first when it overlaps dst. */
 static int native_move(coll *k, comm_coll_call *call, void *copy, size_t src_bytes) {
@@ -541,9 +585,43 @@ static int native_move(coll *k, comm_coll_call *call, void *copy, size_t src_byt
     memcpy(copy, call->src, src_bytes);
     call->src = copy;
   }
-  int rc = native(k, call, "the data");
+  int rc = native(k, call, NULL, "the data");
   unstage(rc, copy);
   return rc;
+}
+
+/* The mesh's last step (rank p's block for me in blk[p], on the windows'
+ * slots or in the backend's records) ends with step 5 on the windows. */
+static int mesh_done(coll *k, bool native_path) { return native_path ? 0 : coll_done(k); }
+
+/* Allreduce through the backend when the data does not come with the
+ * records: reproducible, every rank's block gathered and folded here in
+ * rank order; else the backend's allreduce. */
+static int native_allreduce(coll *k, unsigned char *out, const unsigned char *in, size_t bytes,
+                            void *all) {
+  if (all) {
+    comm_coll_call call = {.kind = COMM_ALLGATHER,
+                           .dtype = (pto_dtype)k->d.dtype,
+                           .count = k->d.count,
+                           .src = in,
+                           .dst = all};
+    int rc = native(k, &call, NULL, "the data");
+    if (!rc) {
+      const unsigned char *blk[PTO_COMM_MAX_RANKS];
+      strided(k, blk, all, bytes);
+      fold(k, out, blk);
+    }
+    unstage(rc, all);
+    return rc;
+  }
+  if (in != out && overlap(in, bytes, out, bytes)) memmove(out, in, bytes);
+  comm_coll_call call = {.kind = COMM_ALLREDUCE,
+                         .dtype = (pto_dtype)k->d.dtype,
+                         .op = (int)(k->d.op & ~PTO_RED_REPRODUCIBLE),
+                         .count = k->d.count,
+                         .src = overlap(in, bytes, out, bytes) ? out : in,
+                         .dst = out};
+  return native(k, &call, NULL, "the data");
 }
 
 int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
@@ -567,66 +645,45 @@ int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
   unsigned char *out = ok ? elem0(dst) : NULL;
   const unsigned char *in = ok ? elem0(src) : NULL;
   bool repro = reproducible(&k);
-  if (native_data(&k, true)) {
-    /* reproducible: every rank's block, folded here in rank order */
-    bool fused = bytes <= FUSE_BYTES;
+  const unsigned char *blk[PTO_COMM_MAX_RANKS];
+  bool nat = native_data(&k, true);
+  if (nat) {
+    /* small: every rank's data comes with the records, folded here in
+     * rank order (so reproducible too) */
+    bool fused = bytes <= fuse_limit(&k);
     void *all = stage(&k, repro && !fused, (size_t)k.n * bytes);
-    coll_rec *recs;
-    if ((rc = native_exchange(&k, bytes, in, bytes, &recs))) {
+    if ((rc = native_exchange(&k, bytes, fused ? whole_block : NULL, in, blk))) {
       free(all);
       return rc;
     }
-    if (fused) { /* the data came with the descriptors: rank order */
-      fold(&k, out, rec_data(recs, 0), sizeof *recs);
-      free(recs);
-      return 0;
-    }
-    free(recs);
-    if (repro) {
-      comm_coll_call call = {.kind = COMM_ALLGATHER,
-                             .dtype = (pto_dtype)k.d.dtype,
-                             .count = k.d.count,
-                             .src = in,
-                             .dst = all};
-      rc = native(&k, &call, "the data");
-      if (!rc) fold(&k, out, all, bytes);
-      unstage(rc, all);
-      return rc;
-    }
-    if (in != out && overlap(in, bytes, out, bytes)) memmove(out, in, bytes);
-    comm_coll_call call = {.kind = COMM_ALLREDUCE,
-                           .dtype = (pto_dtype)k.d.dtype,
-                           .op = (int)(k.d.op & ~PTO_RED_REPRODUCIBLE),
-                           .count = k.d.count,
-                           .src = overlap(in, bytes, out, bytes) ? out : in,
-                           .dst = out};
-    return native(&k, &call, "the data");
-  }
-  /* reproducible: the mesh, which reduces in rank order */
-  bool ring = !repro && (algo == PTO_COLL_RING ||
-                         (algo != PTO_COLL_MESH && bytes >= PTO_COLL_RING_MIN_BYTES));
-  if (k.n == 1) ring = false;
-  if (ok && ring) {
-    int64_t s, l;
-    chunk_of(k.d.count, k.n, 0, &s, &l);
-    if ((size_t)l * k.es > k.ring_slot) {
-      snprintf(k.why, sizeof k.why,
-               "ring chunks of %zu bytes do not fit the scratch's %zu-byte ring slots",
-               (size_t)l * k.es, k.ring_slot);
-      k.d.status = PTO_EINVAL;
-    }
-  }
-  /* ring moves its data after the exchange of descriptors */
-  rc = coll_exchange(&k, ring ? NULL : whole_block, in, ring ? 0 : bytes);
-  if (rc) return rc;
-  if (ring) {
-    memmove(out, in, bytes);
-    rc = ring_allreduce(&k, out);
+    if (!fused) return native_allreduce(&k, out, in, bytes, all);
   } else {
-    memmove(mesh_slot(&k, k.me), in, bytes); /* my own slot: nobody else writes it */
-    fold(&k, out, mesh_slot(&k, 0), k.slot);
+    /* reproducible: the mesh, which reduces in rank order */
+    bool ring = !repro && (algo == PTO_COLL_RING ||
+                           (algo != PTO_COLL_MESH && bytes >= PTO_COLL_RING_MIN_BYTES));
+    if (k.n == 1) ring = false;
+    if (ok && ring) {
+      int64_t s, l;
+      chunk_of(k.d.count, k.n, 0, &s, &l);
+      if ((size_t)l * k.es > k.ring_slot) {
+        snprintf(k.why, sizeof k.why,
+                 "ring chunks of %zu bytes do not fit the scratch's %zu-byte ring slots",
+                 (size_t)l * k.es, k.ring_slot);
+        k.d.status = PTO_EINVAL;
+      }
+    }
+    /* ring moves its data after the exchange of descriptors */
+    rc = coll_exchange(&k, ring ? NULL : whole_block, in, ring ? 0 : bytes, blk);
+    if (rc) return rc;
+    if (ring) {
+      memmove(out, in, bytes);
+      rc = ring_allreduce(&k, out);
+      return rc ? rc : coll_done(&k);
+    }
   }
-  return rc ? rc : coll_done(&k);
+  blk[k.me] = own_block(&k, in, bytes, out, bytes);
+  fold(&k, out, blk);
+  return mesh_done(&k, nat);
 }
 
 /* ---- allgather, broadcast, reduce-scatter, all-to-all ---- */
@@ -635,6 +692,13 @@ static void move_setup(coll *k, const pto_tensor *dst, const pto_tensor *src, in
   k->d.dtype = dst ? dst->dtype : src ? src->dtype : -1;
   k->d.count = count;
   k->es = dtype_size(k->d.dtype);
+}
+
+/* out block p = blk[p], for every rank p */
+static void gather_blocks(const coll *k, unsigned char *out, const unsigned char *const *blk,
+                          size_t bb) {
+  for (int p = 0; p < k->n; p++)
+    memcpy(out + (size_t)p * bb, blk[p], bb);
 }
 
 int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
@@ -648,31 +712,29 @@ int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
   size_t bb = ok ? (size_t)k.d.count * k.es : 0;
   const void *in = ok ? elem0(src) : NULL;
   unsigned char *out = ok ? elem0(dst) : NULL;
-  if (native_data(&k, false)) {
-    bool fused = bb <= FUSE_BYTES;
+  const unsigned char *blk[PTO_COMM_MAX_RANKS];
+  bool nat = native_data(&k, false);
+  if (nat) {
+    bool fused = bb <= fuse_limit(&k);
     void *copy = stage(&k, !fused && overlap(in, bb, out, (size_t)k.n * bb), bb);
-    coll_rec *recs;
-    if ((rc = native_exchange(&k, bb, in, bb, &recs))) {
+    if ((rc = native_exchange(&k, bb, fused ? whole_block : NULL, in, blk))) {
       free(copy);
       return rc;
     }
-    if (fused)
-      for (int p = 0; p < k.n; p++)
-        memmove(out + (size_t)p * bb, rec_data(recs, p), bb);
-    free(recs);
-    if (fused) return 0;
-    comm_coll_call call = {.kind = COMM_ALLGATHER,
-                           .dtype = (pto_dtype)k.d.dtype,
-                           .count = k.d.count,
-                           .src = in,
-                           .dst = out};
-    return native_move(&k, &call, copy, bb);
+    if (!fused) {
+      comm_coll_call call = {.kind = COMM_ALLGATHER,
+                             .dtype = (pto_dtype)k.d.dtype,
+                             .count = k.d.count,
+                             .src = in,
+                             .dst = out};
+      return native_move(&k, &call, copy, bb);
+    }
+  } else if ((rc = coll_exchange(&k, whole_block, in, bb, blk))) {
+    return rc;
   }
-  if ((rc = coll_exchange(&k, whole_block, in, bb))) return rc;
-  memmove(mesh_slot(&k, k.me), in, bb);
-  for (int p = 0; p < k.n; p++)
-    memcpy(out + (size_t)p * bb, mesh_slot(&k, p), bb);
-  return coll_done(&k);
+  blk[k.me] = own_block(&k, in, bb, out, (size_t)k.n * bb);
+  gather_blocks(&k, out, blk, bb);
+  return mesh_done(&k, nat);
 }
 
 int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
@@ -689,27 +751,29 @@ int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
   if (!ok) k.d.status = PTO_EINVAL;
   size_t bb = ok ? (size_t)k.d.count * k.es : 0;
   const void *in = ok && root == k.me ? elem0(src) : NULL;
-  if (native_data(&k, false)) {
-    coll_rec *recs;
-    if ((rc = native_exchange(&k, bb, in, bb, &recs))) return rc;
-    if (bb <= FUSE_BYTES) memmove(elem0(dst), rec_data(recs, root), bb);
-    free(recs);
-    if (bb <= FUSE_BYTES) return 0;
-    /* the root moves src into dst, which MPI_Ibcast then sends */
-    comm_coll_call call = {.kind = COMM_BROADCAST,
-                           .dtype = (pto_dtype)k.d.dtype,
-                           .root = root,
-                           .count = k.d.count,
-                           .src = in,
-                           .dst = elem0(dst)};
-    return native(&k, &call, "the data");
+  const unsigned char *blk[PTO_COMM_MAX_RANKS];
+  bool nat = native_data(&k, false);
+  if (nat) {
+    bool fused = bb <= fuse_limit(&k);
+    if ((rc = native_exchange(&k, bb, fused && in ? whole_block : NULL, in, blk))) return rc;
+    if (!fused) {
+      /* the root moves src into dst, which MPI_Ibcast then sends */
+      comm_coll_call call = {.kind = COMM_BROADCAST,
+                             .dtype = (pto_dtype)k.d.dtype,
+                             .root = root,
+                             .count = k.d.count,
+                             .src = in,
+                             .dst = elem0(dst)};
+      return native(&k, &call, NULL, "the data");
+    }
+  } else if ((rc = coll_exchange(&k, in ? whole_block : NULL, in, bb, blk))) {
+    return rc;
   }
-  if ((rc = coll_exchange(&k, in ? whole_block : NULL, in, bb))) return rc;
   if (root == k.me)
     memmove(elem0(dst), in, bb);
   else
-    memcpy(elem0(dst), mesh_slot(&k, root), bb);
-  return coll_done(&k);
+    memcpy(elem0(dst), blk[root], bb);
+  return mesh_done(&k, nat);
 }
 
 typedef struct blocks {
@@ -737,39 +801,42 @@ int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *sc
   if (!ok) k.d.status = PTO_EINVAL;
   blocks b = {ok ? elem0(src) : NULL, ok ? (size_t)k.d.count * k.es : 0};
   unsigned char *out = ok ? elem0(dst) : NULL;
-  if (native_data(&k, true)) {
-    /* reproducible: every rank's block for me (an all-to-all), folded here
+  const unsigned char *blk[PTO_COMM_MAX_RANKS];
+  bool nat = native_data(&k, true);
+  if (nat) {
+    /* small: every rank's block for me comes with its record; else
+     * reproducible: every rank's block for me (an all-to-all), folded here
      * in rank order */
-    bool repro = reproducible(&k);
+    bool repro = reproducible(&k), fused = b.bb <= fuse_limit(&k);
     size_t all_bytes = (size_t)k.n * b.bb;
-    bool fused = all_bytes <= FUSE_BYTES;
     void *all = stage(&k, repro && !fused, all_bytes);
     void *copy = stage(&k, !repro && !fused && overlap(b.in, all_bytes, out, b.bb), all_bytes);
-    coll_rec *recs;
-    if ((rc = native_exchange(&k, b.bb, b.in, all_bytes, &recs))) {
+    if ((rc = native_exchange(&k, b.bb, fused ? block_p : NULL, &b, blk))) {
       free(all);
       free(copy);
       return rc;
     }
-    if (fused) /* every rank's block for me came with the descriptors */
-      fold(&k, out, rec_data(recs, 0) + (size_t)k.me * b.bb, sizeof *recs);
-    free(recs);
-    if (fused) return 0;
-    comm_coll_call call = {.kind = repro ? COMM_ALLTOALL : COMM_REDUCE_SCATTER,
-                           .dtype = (pto_dtype)k.d.dtype,
-                           .op = (int)(k.d.op & ~PTO_RED_REPRODUCIBLE),
-                           .count = k.d.count,
-                           .src = b.in,
-                           .dst = repro ? all : out};
-    rc = native_move(&k, &call, copy, all_bytes);
-    if (!rc && repro) fold(&k, out, all, b.bb);
-    if (repro) unstage(rc, all);
+    if (!fused) {
+      comm_coll_call call = {.kind = repro ? COMM_ALLTOALL : COMM_REDUCE_SCATTER,
+                             .dtype = (pto_dtype)k.d.dtype,
+                             .op = (int)(k.d.op & ~PTO_RED_REPRODUCIBLE),
+                             .count = k.d.count,
+                             .src = b.in,
+                             .dst = repro ? all : out};
+      rc = native_move(&k, &call, copy, all_bytes);
+      if (!rc && repro) {
+        strided(&k, blk, all, b.bb);
+        fold(&k, out, blk);
+      }
+      if (repro) unstage(rc, all);
+      return rc;
+    }
+  } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
     return rc;
   }
-  if ((rc = coll_exchange(&k, block_p, &b, b.bb))) return rc;
-  memmove(mesh_slot(&k, k.me), b.in + (size_t)k.me * b.bb, b.bb);
-  fold(&k, out, mesh_slot(&k, 0), k.slot);
-  return coll_done(&k);
+  blk[k.me] = own_block(&k, b.in + (size_t)k.me * b.bb, b.bb, out, b.bb);
+  fold(&k, out, blk);
+  return mesh_done(&k, nat);
 }
 
 int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
@@ -786,30 +853,28 @@ int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
   if (!ok) k.d.status = PTO_EINVAL;
   blocks b = {ok ? elem0(src) : NULL, ok ? (size_t)k.d.count * k.es : 0};
   unsigned char *out = ok ? elem0(dst) : NULL;
-  if (native_data(&k, false)) {
-    size_t all_bytes = (size_t)k.n * b.bb;
-    bool fused = all_bytes <= FUSE_BYTES;
+  size_t all_bytes = (size_t)k.n * b.bb;
+  const unsigned char *blk[PTO_COMM_MAX_RANKS];
+  bool nat = native_data(&k, false);
+  if (nat) {
+    bool fused = b.bb <= fuse_limit(&k);
     void *copy = stage(&k, !fused && overlap(b.in, all_bytes, out, all_bytes), all_bytes);
-    coll_rec *recs;
-    if ((rc = native_exchange(&k, b.bb, b.in, all_bytes, &recs))) {
+    if ((rc = native_exchange(&k, b.bb, fused ? block_p : NULL, &b, blk))) {
       free(copy);
       return rc;
     }
-    if (fused)
-      for (int p = 0; p < k.n; p++)
-        memmove(out + (size_t)p * b.bb, rec_data(recs, p) + (size_t)k.me * b.bb, b.bb);
-    free(recs);
-    if (fused) return 0;
-    comm_coll_call call = {.kind = COMM_ALLTOALL,
-                           .dtype = (pto_dtype)k.d.dtype,
-                           .count = k.d.count,
-                           .src = b.in,
-                           .dst = out};
-    return native_move(&k, &call, copy, all_bytes);
+    if (!fused) {
+      comm_coll_call call = {.kind = COMM_ALLTOALL,
+                             .dtype = (pto_dtype)k.d.dtype,
+                             .count = k.d.count,
+                             .src = b.in,
+                             .dst = out};
+      return native_move(&k, &call, copy, all_bytes);
+    }
+  } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
+    return rc;
   }
-  if ((rc = coll_exchange(&k, block_p, &b, b.bb))) return rc;
-  memmove(mesh_slot(&k, k.me), b.in + (size_t)k.me * b.bb, b.bb);
-  for (int p = 0; p < k.n; p++)
-    memcpy(out + (size_t)p * b.bb, mesh_slot(&k, p), b.bb);
-  return coll_done(&k);
+  blk[k.me] = own_block(&k, b.in + (size_t)k.me * b.bb, b.bb, out, all_bytes);
+  gather_blocks(&k, out, blk, b.bb);
+  return mesh_done(&k, nat);
 }

@@ -30,47 +30,51 @@ static inline float red_f32(float a, float b, pto_red_op op) {
   }
 }
 
-static inline double red_f64(double a, double b, pto_red_op op) {
-  switch (op) {
-  case PTO_RED_SUM: return a + b;
-  case PTO_RED_MAX: return b > a ? b : a;
-  case PTO_RED_MIN: return b < a ? b : a;
-  default: return a * b;
+/* One function per dtype and op, with restrict parameters and the loop in
+ * fixed blocks of 16 elements, so that the compiler vectorizes it at -O2
+ * (GCC's cheap cost model vectorizes only loops whose trip count it knows,
+ * and honours restrict on parameters); each element is still the one
+ * scalar operation, so the bits are those of the plain loop. A switch on
+ * the op inside one loop kept it scalar: 1024 f32 took about 2 us of a
+ * 4 KiB allreduce on 2 ranks. */
+#define RED_BLOCK 16
+#define RED_FN(name, T, F)                                                                         \
+  static void name(T *restrict a, const T *restrict b, int64_t n) {                                \
+    int64_t i = 0;                                                                                 \
+    for (; i + RED_BLOCK <= n; i += RED_BLOCK)                                                     \
+      for (int j = 0; j < RED_BLOCK; j++)                                                          \
+        a[i + j] = F(a[i + j], b[i + j]);                                                          \
+    for (; i < n; i++)                                                                             \
+      a[i] = F(a[i], b[i]);                                                                        \
   }
-}
-
-static inline int32_t red_i32(int32_t a, int32_t b, pto_red_op op) {
-  switch (op) {
-  case PTO_RED_SUM: return (int32_t)((uint32_t)a + (uint32_t)b);
-  case PTO_RED_MAX: return b > a ? b : a;
-  case PTO_RED_MIN: return b < a ? b : a;
-  default: return (int32_t)((uint32_t)a * (uint32_t)b);
+#define RED_SUM(u, v)  ((u) + (v))
+#define RED_MAX(u, v)  ((v) > (u) ? (v) : (u))
+#define RED_MIN(u, v)  ((v) < (u) ? (v) : (u))
+#define RED_PROD(u, v) ((u) * (v))
+/* i32 wraps: computed in uint32_t */
+#define RED_USUM(u, v)  ((int32_t)((uint32_t)(u) + (uint32_t)(v)))
+#define RED_UPROD(u, v) ((int32_t)((uint32_t)(u) * (uint32_t)(v)))
+#define RED_FNS(T, SUM, PROD)                                                                      \
+  RED_FN(T##_sum, T, SUM)                                                                          \
+  RED_FN(T##_max, T, RED_MAX)                                                                      \
+  RED_FN(T##_min, T, RED_MIN)                                                                      \
+  RED_FN(T##_prod, T, PROD)
+RED_FNS(float, RED_SUM, RED_PROD)
+RED_FNS(double, RED_SUM, RED_PROD)
+RED_FNS(int32_t, RED_USUM, RED_UPROD)
+#define RED_OPS(T)                                                                                 \
+  switch (op) {                                                                                    \
+  case PTO_RED_SUM: T##_sum(acc, x, n); break;                                                     \
+  case PTO_RED_MAX: T##_max(acc, x, n); break;                                                     \
+  case PTO_RED_MIN: T##_min(acc, x, n); break;                                                     \
+  default: T##_prod(acc, x, n); break;                                                             \
   }
-}
 
 void coll_reduce(void *acc, const void *x, int64_t n, pto_dtype dt, pto_red_op op) {
   switch (dt) {
-  case PTO_F32: {
-    float *a = acc;
-    const float *b = x;
-    for (int64_t i = 0; i < n; i++)
-      a[i] = red_f32(a[i], b[i], op);
-    break;
-  }
-  case PTO_F64: {
-    double *a = acc;
-    const double *b = x;
-    for (int64_t i = 0; i < n; i++)
-      a[i] = red_f64(a[i], b[i], op);
-    break;
-  }
-  case PTO_I32: {
-    int32_t *a = acc;
-    const int32_t *b = x;
-    for (int64_t i = 0; i < n; i++)
-      a[i] = red_i32(a[i], b[i], op);
-    break;
-  }
+  case PTO_F32: RED_OPS(float); break;
+  case PTO_F64: RED_OPS(double); break;
+  case PTO_I32: RED_OPS(int32_t); break;
   case PTO_F16: {
     uint16_t *a = acc;
     const uint16_t *b = x;

@@ -12,7 +12,8 @@
 bool coll_reduce_dtype_ok(pto_dtype dt);
 bool coll_reduce_op_ok(pto_red_op op);
 const char *coll_red_op_name(pto_red_op op);
-/* acc[i] = acc[i] op x[i] for n elements of dtype dt. */
+/* acc[i] = acc[i] op x[i] for n elements of dtype dt; acc and x do not
+ * overlap. */
 void coll_reduce(void *acc, const void *x, int64_t n, pto_dtype dt, pto_red_op op);
 
 #endif

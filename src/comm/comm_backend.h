@@ -64,6 +64,25 @@ typedef struct comm_coll_call {
   int buf;
 } comm_coll_call;
 
+/* A record exchange (comm_backend.exchange): every rank of the domain
+ * sends each peer p one record, hdr (hdr_bytes, the same for every peer)
+ * followed by blocks[p] (block_bytes; no block when blocks or blocks[p] is
+ * NULL), and receives one record from every peer, on the collectives of
+ * window buffer `buf` (ordered with them as comm_coll_call's). A record is
+ * at most max_bytes on every rank (the same bound everywhere, so that ranks
+ * whose calls differ still meet and can name the difference). On 0,
+ * recv[p] (the caller's array of nranks) is rank p's record, 8-aligned
+ * (recv[me] is NULL), valid until the next exchange or collective on buf. */
+typedef struct comm_exchange {
+  int buf;
+  const void *hdr;
+  size_t hdr_bytes;
+  const void *const *blocks; /* nranks entries, or NULL */
+  size_t block_bytes;
+  size_t max_bytes;
+  const unsigned char **recv;
+} comm_exchange;
+
 typedef struct comm_backend {
   const char *name;
   /* Phase 1: create this rank's window and zero it (before the barrier).
@@ -114,6 +133,11 @@ typedef struct comm_backend {
    * still write c->dst, and later calls on its buffer fail at once. */
   int (*coll)(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
               void *cancel_arg, char *why, size_t why_len);
+  /* With coll: runs the record exchange x, with the errors of coll (an
+   * exchange that did not complete may still write the backend's own
+   * buffers, never the caller's). */
+  int (*exchange)(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cancel_fn cancel,
+                  void *cancel_arg, char *why, size_t why_len);
 } comm_backend;
 
 extern const comm_backend comm_backend_shm;

@@ -1,11 +1,13 @@
 /* mpi_coll.c — the MPI backend's own collectives: a pto collective whose
- * descriptors agree on every rank (coll.c checks them first) becomes the
- * matching nonblocking MPI collective (MPI_Iallreduce, MPI_Iallgather,
- * MPI_Ireduce_scatter_block, MPI_Ibcast, MPI_Ialltoall) on a communicator
- * of the domain's ranks, one per window buffer: calls on one scratch buffer
- * come in the same order on every rank (one collective at a time per
- * scratch), calls on different buffers may interleave between threads, and
- * MPI matches collectives on a communicator by their order.
+ * descriptors agree on every rank (coll.c checks them first, in records
+ * every rank sends every peer: mpi_exchange, below, which also carries the
+ * data of small calls) becomes the matching nonblocking MPI collective
+ * (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast,
+ * MPI_Ialltoall) on a communicator of the domain's ranks, one per window
+ * buffer: calls on one scratch buffer come in the same order on every rank
+ * (one collective at a time per scratch), calls on different buffers may
+ * interleave between threads, and MPI matches collectives on a
+ * communicator by their order (and messages between two ranks by theirs).
  *
  * Progress: the kernel thread that called issues the request and tests it
  * itself (MPI_THREAD_MULTIPLE, which the backend requires anyway), never
@@ -17,10 +19,13 @@
  * backend").
  *
  * A request that did not complete cannot be withdrawn (MPI has no cancel
- * for collectives): its buffer is marked broken and every later call on it
- * fails at once, naming the reason, instead of matching the wrong call. */
+ * for collectives, and a send may have been matched): its buffer is marked
+ * broken and every later call on it fails at once, naming the reason,
+ * instead of matching the wrong call. */
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/coll_reduce.h"
@@ -102,10 +107,15 @@ int mpi_coll_open(comm_win *w, char *why, size_t why_len) {
   return 0;
 }
 
-void mpi_coll_close(comm_win *w, bool all_here) {
-  for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++)
-    /* a broken buffer's request is still pending: its communicator stays */
-    if (w->bcomm[i] != MPI_COMM_NULL && all_here && !w->bbroken[i]) MPI_Comm_free(&w->bcomm[i]);
+void mpi_coll_close(comm_win *w, bool all_here, bool finalized) {
+  for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++) {
+    /* a broken buffer's requests are still pending: its communicator and
+     * staging stay */
+    if (w->bbroken[i] && !finalized) continue;
+    if (w->bcomm[i] != MPI_COMM_NULL && all_here && !finalized) MPI_Comm_free(&w->bcomm[i]);
+    free(w->xstage[i]);
+    w->xstage[i] = NULL;
+  }
 }
 
 static const char *call_name(comm_coll_kind k) {
@@ -144,6 +154,7 @@ static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *re
 
 typedef struct req_poll {
   MPI_Request *req;
+  int nreq;
   int err;
   comm_cancel_fn cancel;
   void *cancel_arg;
@@ -153,13 +164,13 @@ typedef struct req_poll {
 static bool req_ready(void *arg) {
   req_poll *p = arg;
   int flag = 0;
-  p->err = MPI_Test(p->req, &flag, MPI_STATUS_IGNORE);
+  p->err = MPI_Testall(p->nreq, p->req, &flag, MPI_STATUSES_IGNORE);
   if (flag || p->err != MPI_SUCCESS) return true;
   p->cancelled = p->cancel && p->cancel(p->cancel_arg);
   return p->cancelled;
 }
 
-/* Tests the request until it completes or the deadline: spins about
+/* Tests the requests until they complete or the deadline: spins about
  * PTO_SPIN_NS while pto's threads leave a CPU free (pto_wait_unparked),
  * then yields once, and again. The yield is for the peer ranks, which are
  * other processes: pto's count of runnable threads does not see them, and
@@ -177,35 +188,128 @@ static bool poll(req_poll *p, uint64_t deadline_ns) {
   }
 }
 
-int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
-             void *cancel_arg, char *why, size_t why_len) {
-  if (c->buf < 0 || c->buf >= w->d.nbuffers || w->bcomm[c->buf] == MPI_COMM_NULL) {
-    snprintf(why, why_len, "no communicator for window buffer %d", c->buf);
+/* The buffer's communicator, or why not (0 when usable). */
+static int usable(comm_win *w, int buf, char *why, size_t why_len) {
+  if (buf < 0 || buf >= w->d.nbuffers || w->bcomm[buf] == MPI_COMM_NULL) {
+    snprintf(why, why_len, "no communicator for window buffer %d", buf);
     return PTO_EINVAL;
   }
-  if (w->bbroken[c->buf]) {
+  if (w->bbroken[buf]) {
     snprintf(why, why_len,
              "an earlier collective on window buffer %s did not complete (timed out or "
              "stopped) and MPI cannot withdraw it: the buffer's collectives are out of step "
              "(use another scratch buffer, or a new run)",
-             w->d.buffers[c->buf].name);
+             w->d.buffers[buf].name);
     return PTO_EMPI;
   }
+  return 0;
+}
+
+/* Tests the requests the call `what` issued on buf to the end: 0 when they
+ * completed; else the buffer is broken when they stay in flight. */
+static int finish(comm_win *w, int buf, req_poll *p, uint64_t deadline_ns, const char *what,
+                  char *why, size_t why_len) {
+  bool done = poll(p, deadline_ns);
+  if (done && !p->cancelled && p->err == MPI_SUCCESS) return 0;
+  if (done && !p->cancelled) {
+    err_why(why, why_len, what, p->err);
+    return PTO_EMPI;
+  }
+  w->bbroken[buf] = true; /* the requests stay in flight */
+  snprintf(why, why_len, "%s on window buffer %s %s", what, w->d.buffers[buf].name,
+           p->cancelled ? "was stopped" : "did not complete (a rank did not call it, or died)");
+  return p->cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
+}
+
+int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
+             void *cancel_arg, char *why, size_t why_len) {
+  int rc = usable(w, c->buf, why, why_len);
+  if (rc) return rc;
   MPI_Request req;
   int err = start(c, w->bcomm[c->buf], w->my_rank, &req);
   if (err != MPI_SUCCESS) {
     err_why(why, why_len, call_name(c->kind), err);
     return PTO_EMPI;
   }
-  req_poll p = {&req, MPI_SUCCESS, cancel, cancel_arg, false};
-  bool done = poll(&p, deadline_ns);
-  if (done && !p.cancelled && p.err == MPI_SUCCESS) return 0;
-  if (done && !p.cancelled) {
-    err_why(why, why_len, call_name(c->kind), p.err);
+  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false};
+  return finish(w, c->buf, &p, deadline_ns, call_name(c->kind), why, why_len);
+}
+
+/* ---- the record exchange: one message to and from every peer ----
+ *
+ * Point to point, not a collective: Open MPI's nonblocking collectives
+ * (libnbc) build a schedule per call: the 320-byte records through
+ * MPI_Iallgather took 2.6 us on 2 ranks of one host, where MPI_Isend +
+ * MPI_Irecv of 8 bytes to the peer took 0.4 and MPI_Allreduce of 8 bytes
+ * 0.7 (load 1.1-1.6; docs/comm.md). Each rank posts a receive of
+ * max_bytes per peer (a smaller message fits it, so ranks whose records
+ * differ still meet), and sends its record from a copy in the buffer's
+ * staging, so that a call that never completes leaves only the staging
+ * behind, not the caller's memory. Messages between two ranks on one communicator arrive in the
+ * order sent, and every call sends exactly one record to every peer, so
+ * the records of one call never meet another call's. */
+#define XCHG_TAG 0x70
+
+/* The buffer's staging of nranks receive and nranks send slots of `rec`
+ * bytes, grown when a call needs bigger slots. */
+static unsigned char *staging(comm_win *w, int buf, size_t rec, char *why, size_t why_len) {
+  if (w->xstage[buf] && w->xrec[buf] >= rec) return w->xstage[buf];
+  free(w->xstage[buf]);
+  w->xrec[buf] = 0;
+  w->xstage[buf] = malloc(2 * (size_t)w->d.nranks * rec);
+  if (!w->xstage[buf])
+    snprintf(why, why_len, "no memory for %d records of %zu bytes", 2 * w->d.nranks, rec);
+  else
+    w->xrec[buf] = rec;
+  return w->xstage[buf];
+}
+
+int mpi_exchange(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cancel_fn cancel,
+                 void *cancel_arg, char *why, size_t why_len) {
+  int rc = usable(w, x->buf, why, why_len);
+  if (rc) return rc;
+  int n = w->d.nranks, me = w->my_rank, nreq = 0, err = MPI_SUCCESS;
+  size_t rec = (x->max_bytes + 63) & ~(size_t)63;
+  if (x->max_bytes > INT_MAX || x->hdr_bytes + x->block_bytes > x->max_bytes) {
+    snprintf(why, why_len, "a record of %zu bytes over the bound of %zu",
+             x->hdr_bytes + x->block_bytes, x->max_bytes);
+    return PTO_EINVAL;
+  }
+  unsigned char *st = staging(w, x->buf, rec, why, why_len);
+  if (!st) return PTO_ENOMEM;
+  unsigned char *rslot = st, *sslot = st + (size_t)n * rec;
+  MPI_Comm comm = w->bcomm[x->buf];
+  MPI_Request req[2 * PTO_COMM_MAX_RANKS];
+  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
+    int p = (me - i + n) % n;
+    err = MPI_Irecv(rslot + (size_t)p * rec, (int)x->max_bytes, MPI_BYTE, p, XCHG_TAG, comm,
+                    &req[nreq++]);
+  }
+  /* one copy when every peer gets the same block (or none) */
+  bool same = true;
+  for (int p = 1; x->blocks && p < n; p++)
+    same = same && x->blocks[p] == x->blocks[0];
+  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
+    int p = (me + i) % n;
+    const void *b = x->blocks ? x->blocks[p] : NULL;
+    unsigned char *s = sslot + (same ? 0 : (size_t)p * rec);
+    if (i == 1 || !same) {
+      memcpy(s, x->hdr, x->hdr_bytes);
+      if (b) memcpy(s + x->hdr_bytes, b, x->block_bytes);
+    }
+    err = MPI_Isend(s, (int)(x->hdr_bytes + (b ? x->block_bytes : 0)), MPI_BYTE, p, XCHG_TAG, comm,
+                    &req[nreq++]);
+  }
+  if (err != MPI_SUCCESS) {
+    /* the requests already issued stay in flight */
+    w->bbroken[x->buf] = nreq > 1;
+    err_why(why, why_len, "MPI_Isend/MPI_Irecv of the records", err);
     return PTO_EMPI;
   }
-  w->bbroken[c->buf] = true; /* the request stays in flight */
-  snprintf(why, why_len, "%s on window buffer %s %s", call_name(c->kind), w->d.buffers[c->buf].name,
-           p.cancelled ? "was stopped" : "did not complete (a rank did not call it, or died)");
-  return p.cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
+  req_poll p = {req, nreq, MPI_SUCCESS, cancel, cancel_arg, false};
+  rc = finish(w, x->buf, &p, deadline_ns, "the exchange of records (MPI_Isend/MPI_Irecv)", why,
+              why_len);
+  for (int q = 0; q < n && !rc; q++)
+    x->recv[q] = q == me ? NULL : rslot + (size_t)q * rec;
+  return rc;
 }

@@ -55,15 +55,23 @@ struct comm_win {
    * broken: a call on it did not complete, so its order is lost. */
   MPI_Comm bcomm[PTO_COMM_MAX_BUFFERS];
   bool bbroken[PTO_COMM_MAX_BUFFERS];
+  /* The record exchanges of each buffer (mpi_coll.c, mpi_exchange): nranks
+   * receive slots then nranks send slots of xrec bytes each, made at the
+   * buffer's first exchange and kept (a broken buffer's stay allocated:
+   * its requests may still write them). */
+  unsigned char *xstage[PTO_COMM_MAX_BUFFERS];
+  size_t xrec[PTO_COMM_MAX_BUFFERS];
 };
 
 /* The backend's own collectives (mpi_coll.c): the communicators of each
  * window buffer, made at window creation (collective over the domain's
  * ranks) and freed with the window (all_here: every rank reached the
- * release). */
+ * release; finalized: MPI_Finalize came first and took them). */
 int mpi_coll_open(comm_win *w, char *why, size_t why_len);
-void mpi_coll_close(comm_win *w, bool all_here);
+void mpi_coll_close(comm_win *w, bool all_here, bool finalized);
 int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
              void *cancel_arg, char *why, size_t why_len);
+int mpi_exchange(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cancel_fn cancel,
+                 void *cancel_arg, char *why, size_t why_len);
 
 #endif

@@ -80,14 +80,9 @@ static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer
   return 0;
 }
 
-int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
-                     char *why, size_t n) {
-  char problem[160];
-  const char *bad = tensor_problem(t, false, problem, sizeof problem);
-  if (bad) {
-    snprintf(why, n, "is not a valid view: %s", bad);
-    return PTO_EINVAL;
-  }
+/* comm_view_locate() for a view already checked valid (tensor_problem). */
+static int view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
+                       char *why, size_t n) {
   uint64_t a = (uint64_t)(uintptr_t)t->buf, all, lo, hi;
   if (d->win_bytes == 0 || __builtin_mul_overflow((uint64_t)d->nranks, d->win_bytes, &all) ||
       a < d->base || a - d->base >= all) {
@@ -113,12 +108,24 @@ int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *w
   return PTO_EBOUNDS;
 }
 
-/* comm_view_locate() for an op, failing the task with the details. */
+int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
+                     char *why, size_t n) {
+  char problem[160];
+  const char *bad = tensor_problem(t, false, problem, sizeof problem);
+  if (bad) {
+    snprintf(why, n, "is not a valid view: %s", bad);
+    return PTO_EINVAL;
+  }
+  return view_locate(d, t, woff, buf, why, n);
+}
+
+/* comm_view_locate() for an op's view, which same_shape_check found valid,
+ * failing the task with the details. */
 static int win_view(const op_env *e, const pto_tensor *t, const char *what, uint64_t *buf_woff,
                     const comm_buffer_desc **buf) {
   const comm_domain_desc *d = &e->d->desc;
   char why[240];
-  int i, rc = comm_view_locate(d, t, buf_woff, &i, why, sizeof why);
+  int i, rc = view_locate(d, t, buf_woff, &i, why, sizeof why);
   if (rc)
     return comm_fail(e->c, rc, "%s: %s %s (domain %d rank %d -> peer %d)", e->op, what, why, d->id,
                      e->d->my_rank, e->peer);
@@ -180,11 +187,9 @@ static int xfer_run(void *arg, int64_t remote, int64_t local, int64_t n) {
   }
 }
 
-static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind) {
-  bool empty = false; /* set by the check when it returns 0 */
-  int rc = kind == 2 ? same_shape_check(e, local, remote, true, &empty)
-                     : same_shape_check(e, remote, local, false, &empty);
-  if (rc || empty) return rc; /* an empty view moves nothing */
+/* A transfer between views same_shape_check passed, not empty. */
+static int checked_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind) {
+  int rc;
   if (kind == 1 && !atomic_dtype(remote->dtype))
     return comm_fail(e->c, PTO_EALIGN,
                      "%s: atomic add of dtype %s is not supported (domain %d "
@@ -210,6 +215,14 @@ static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *lo
   return rc ? comm_fail(e->c, rc, "%s: backend failed (domain %d rank %d -> peer %d)", e->op,
                         e->d->desc.id, e->d->my_rank, e->peer)
             : 0;
+}
+
+static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind) {
+  bool empty = false; /* set by the check when it returns 0 */
+  int rc = kind == 2 ? same_shape_check(e, local, remote, true, &empty)
+                     : same_shape_check(e, remote, local, false, &empty);
+  if (rc || empty) return rc; /* an empty view moves nothing */
+  return checked_xfer(e, remote, local, kind);
 }
 
 int pto_remote_store(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
@@ -281,7 +294,7 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
                      " must be >= 0 (0 = whole dim)",
                      e.op, o->chunk_rows, o->chunk_cols);
   if (!o || (o->chunk_rows <= 0 && o->chunk_cols <= 0 && !o->staging))
-    return remote_xfer(&e, remote, local, kind);
+    return checked_xfer(&e, remote, local, kind); /* checked above, once */
   /* chunking cuts both views the same way: they must have the same shape */
   if (dst->ndims != src->ndims || memcmp(dst->shape, src->shape, sizeof(int64_t) * dst->ndims))
     return comm_fail(e.c, PTO_EINVAL, "%s: chunked transfer needs equal shapes", e.op);

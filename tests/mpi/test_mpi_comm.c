@@ -575,6 +575,57 @@ static void coll_cases(dom *x, const pto_tensor *scratch, bool quick) {
   free(out);
 }
 
+/* Every collective with src and dst overlapping, at sizes whose data
+ * travels with the descriptors (17, 4097) and one that does not (65537):
+ * the mesh's last step writes dst while it reads every rank's block, mine
+ * included, so mine must be read from a copy. allreduce and all-to-all in
+ * place, reduce-scatter into my own block of src, allgather from my own
+ * block of dst. */
+static void coll_overlap(dom *x, const pto_tensor *scratch) {
+  int n = x->d.nranks, r = x->rank;
+  float *buf = malloc((size_t)n * MAX_COUNT * 4);
+  char what[160];
+  for (int si = 1; si < 4; si++) {
+    int64_t cnt = sizes[si], a[6] = {n, r, cnt, PTO_F32, PTO_RED_SUM, 0};
+    for (int64_t i = 0; i < cnt; i++)
+      buf[i] = (float)gen(r, i, PTO_F32, PTO_RED_SUM);
+    pto_tensor t = local(buf, cnt, PTO_F32);
+    snprintf(what, sizeof what, "allreduce in place count %" PRId64, cnt);
+    int rc = pto_allreduce(&x->k, x->d.id, scratch, &t, &t, PTO_RED_SUM, PTO_COLL_AUTO);
+    if (rc)
+      coll_fail(x, what, rc);
+    else
+      check_out(what, buf, cnt, PTO_F32, w_allreduce, a);
+    for (int64_t i = 0; i < n * cnt; i++)
+      buf[i] = (float)gen(r, i, PTO_F32, PTO_RED_SUM);
+    pto_tensor all = local(buf, n * cnt, PTO_F32), mine = local(buf + r * cnt, cnt, PTO_F32);
+    snprintf(what, sizeof what, "reduce_scatter into its own block count %" PRId64, cnt);
+    rc = pto_reduce_scatter(&x->k, x->d.id, scratch, &mine, &all, PTO_RED_SUM);
+    if (rc)
+      coll_fail(x, what, rc);
+    else
+      check_out(what, buf + r * cnt, cnt, PTO_F32, w_reduce_scatter, a);
+    for (int64_t i = 0; i < cnt; i++)
+      buf[r * cnt + i] = (float)gen(r, i, PTO_F32, PTO_RED_SUM);
+    snprintf(what, sizeof what, "allgather from its own block count %" PRId64, cnt);
+    rc = pto_allgather(&x->k, x->d.id, scratch, &all, &mine);
+    if (rc)
+      coll_fail(x, what, rc);
+    else
+      check_out(what, buf, n * cnt, PTO_F32, w_allgather, a);
+    for (int d = 0; d < n; d++)
+      for (int64_t j = 0; j < cnt; j++)
+        buf[d * cnt + j] = (float)a2a_val(r, d, j);
+    snprintf(what, sizeof what, "alltoall in place count %" PRId64, cnt);
+    rc = pto_alltoall(&x->k, x->d.id, scratch, &all, &all);
+    if (rc)
+      coll_fail(x, what, rc);
+    else
+      check_out(what, buf, n * cnt, PTO_F32, w_alltoall, a);
+  }
+  free(buf);
+}
+
 static void collectives(bool fault) {
   size_t sb = pto_coll_scratch_bytes(np, (size_t)MAX_COUNT * 4);
   pto_window_buffer b[1] = {{"scratch", sb}};
@@ -585,6 +636,7 @@ static void collectives(bool fault) {
     coll_cases(&x, &scratch, fault);
     dom_task(&x, epoch + 1);
   }
+  coll_overlap(&x, &scratch);
   /* mismatched counts: PTO_EINVAL on every rank, naming the calls */
   float in[17] = {0}, out[17];
   pto_tensor ti = local(in, x.rank == 1 ? 16 : 17, PTO_F32),
@@ -614,12 +666,14 @@ static void collectives(bool fault) {
 /* ---- collectives from several threads of a rank ---- */
 
 /* Thread t of every rank runs CT_CALLS allreduces on its own scratch
- * buffer, with a count of its own (above the 256 bytes that travel with
- * the descriptors, so each is an MPI_Iallreduce after the records): the
- * threads of a rank issue their calls in any order relative to each other,
- * which MPI matches correctly only on a communicator per scratch buffer. */
+ * buffer, with a count of its own (thread 0: 400 bytes, which travel with
+ * the descriptors; thread 1: 40000, above the 32 KiB that do, so each is
+ * an MPI_Iallreduce after the records): the threads of a rank issue their
+ * calls in any order relative to each other, which MPI matches correctly
+ * only on a communicator per scratch buffer. */
 #define CT_THREADS 2
 #define CT_CALLS   40
+#define CT_BIG     10000
 typedef struct ct_arg {
   dom *x;
   int t, bad;
@@ -628,10 +682,10 @@ typedef struct ct_arg {
 
 static void *ct_main(void *arg) {
   ct_arg *a = arg;
-  int64_t n = a->t == 0 ? 100 : 3000;
+  int64_t n = a->t == 0 ? 100 : CT_BIG;
   char name[8];
   snprintf(name, sizeof name, "s%d", a->t);
-  size_t sb = pto_coll_scratch_bytes(np, 3000 * 4);
+  size_t sb = pto_coll_scratch_bytes(np, CT_BIG * 4);
   pto_tensor scratch = win(a->x, name, PTO_U8, (int64_t)sb);
   float *in = malloc((size_t)n * 4), *out = malloc((size_t)n * 4);
   pto_tensor ti = local(in, n, PTO_F32), to = local(out, n, PTO_F32);
@@ -662,7 +716,7 @@ static void *ct_main(void *arg) {
 }
 
 static void coll_threads(void) {
-  size_t sb = pto_coll_scratch_bytes(np, 3000 * 4);
+  size_t sb = pto_coll_scratch_bytes(np, CT_BIG * 4);
   pto_window_buffer b[CT_THREADS] = {{"s0", sb}, {"s1", sb}};
   dom x = {0};
   dom_open(&x, 97, world4, np, b, CT_THREADS, false, 1);
