@@ -196,7 +196,7 @@ static int checked_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *l
                      "rank %d -> peer %d)",
                      e->op, pto_dtype_name((pto_dtype)remote->dtype), e->d->desc.id, e->d->my_rank,
                      e->peer);
-  uint64_t woff;
+  uint64_t woff = 0;
   const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = win_view(e, remote, kind == 2 ? "src" : "dst", &woff, &b);
   if (rc) return rc;
@@ -369,7 +369,7 @@ static int cell_off(const op_env *e, const pto_tensor *cell, uint64_t *off,
   pto_tensor one = cell ? *cell : (pto_tensor){0};
   for (int i = 0; i < one.ndims && i < PTO_MAX_DIMS; i++)
     one.shape[i] = 1;
-  uint64_t woff, lo, hi;
+  uint64_t woff = 0, lo, hi;
   int rc = win_view(e, &one, "signal cell", &woff, b);
   if (rc) return rc;
   tensor_byte_span(&one, &lo, &hi); /* checked by win_view */
