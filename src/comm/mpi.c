@@ -36,10 +36,10 @@
 
 #include "comm/comm.h"
 #include "comm/fault.h"
-#include "common/half.h"
 #include "comm/mpi_win.h"
 #include "comm/signal.h"
 #include "common/clock.h"
+#include "common/half.h"
 #include "common/options.h"
 #include "common/wait.h"
 

@@ -15,9 +15,9 @@
 
 #include "comm/comm.h"
 #include "comm/fault.h"
-#include "common/half.h"
 #include "comm/signal.h"
 #include "common/clock.h"
+#include "common/half.h"
 #include "common/options.h"
 #include "common/wait.h"
 

@@ -47,8 +47,8 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
-#include "common/half.h"
 #include "common/clock.h"
+#include "common/half.h"
 #include "pto/coll.h"
 #include "pto/comm.h"
 
