@@ -195,7 +195,9 @@ bin_of() {
 
 # ------------------------------------------------------- allocator rule ----
 # alloc_rule and bench_cmd (bench/alloc_rule.sh, shared with
-# bench/commute/run.sh): every program runs under one allocator rule.
+# bench/commute/run.sh): every program runs under one allocator rule
+# (thp, the default: glibc malloc on huge pages, GLIBC_TUNABLES=
+# glibc.malloc.hugetlb=1, for every system).
 . "$BENCH_DIR/alloc_rule.sh"
 
 # ------------------------------------------------------------- the plan ----
