@@ -13,6 +13,7 @@
 # No timing is involved: every run's schedule is a seed's or a record's.
 #   node_schedules.sh PTO_BINARY [SEEDS [FUZZ]]
 set -uo pipefail
+. "$(dirname "$0")/replays.sh"
 pto=$1 seeds=${2:-5} fuzz=${3:-200}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -49,15 +50,7 @@ grep -q ' 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0$' "$tmp/seed.values" ||
   fail "seed $first: no quarter of the destination stayed zero"
 
 # 2. 20 replays of its record give the same wrong values.
-same=0
-for i in $(seq 1 20); do
-  "$pto" run dist_race_publisher --replay "$tmp/race.rec" >/dev/null 2>"$tmp/replay.err"
-  rc=$?
-  grep -A8 ' actual \[128\]' "$tmp/replay.err" >"$tmp/replay.values"
-  if [ "$rc" -eq 1 ] && cmp -s "$tmp/seed.values" "$tmp/replay.values"; then
-    same=$((same + 1))
-  fi
-done
+same=$(replays_alike "$pto" dist_race_publisher "$tmp/race.rec" ' actual \[128\]' 8 "$tmp/seed.values" 20 "$tmp")
 [ "$same" -eq 20 ] || fail "replays of seed $first's record: $same of 20 gave its values"
 echo "dist_race_publisher: $same of 20 replays of seed $first's record gave its wrong values"
 

@@ -13,6 +13,7 @@
 # SEEDS: the correct scenes' seeds (default 20); FUZZ: the race's (default
 # 200; fewer under sanitizers, where every chip costs far more).
 set -uo pipefail
+. "$(dirname "$0")/replays.sh"
 pto=$1 seeds=${2:-20} fuzz=${3:-200}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,15 +47,7 @@ grep -A4 ' actual \[64\]' "$tmp/seed.err" >"$tmp/seed.values"
 [ -s "$tmp/seed.values" ] || fail "seed $first: no values printed"
 
 # 2. 20 replays of its record give the same wrong values.
-same=0
-for i in $(seq 1 20); do
-  "$pto" run race_undeclared --replay "$tmp/race.rec" >/dev/null 2>"$tmp/replay.err"
-  rc=$?
-  grep -A4 ' actual \[64\]' "$tmp/replay.err" >"$tmp/replay.values"
-  if [ "$rc" -eq 1 ] && cmp -s "$tmp/seed.values" "$tmp/replay.values"; then
-    same=$((same + 1))
-  fi
-done
+same=$(replays_alike "$pto" race_undeclared "$tmp/race.rec" ' actual \[64\]' 4 "$tmp/seed.values" 20 "$tmp")
 [ "$same" -eq 20 ] || fail "replays of seed $first's record: $same of 20 gave its values"
 echo "replays of seed $first's record: $same of 20 gave the same wrong values"
 
