@@ -173,6 +173,15 @@ static pto_chip *make_chip(fixture *f, int clusters, int schedulers, uint64_t he
   return chip;
 }
 
+/* Runs fn on chip and fails the test, printing the run's error, unless it
+ * ends with PTO_OK. */
+static void run_ok(pto_chip *chip, pto_orch_fn fn, void *arg) {
+  pto_error_info err;
+  int rc = pto_chip_run(chip, fn, arg, NULL, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, PTO_OK);
+}
+
 static void submit_contrib(pto_orch *o, const fixture *f, const pto_tensor *t, int op, double v,
                            int priority) {
   uint64_t bits;
@@ -226,10 +235,7 @@ static void test_f32_sum_bit_exact(void **state) {
       sum_run r = {&f, {0}};
       for (int i = 0; i < NELEM; i++)
         r.acc[i] = 0.5f;
-      pto_error_info err;
-      int rc = pto_chip_run(chip, orch_sum, &r, NULL, &err);
-      if (rc) pto_error_print(&err, stderr);
-      assert_int_equal(rc, PTO_OK);
+      run_ok(chip, orch_sum, &r);
       for (int i = 0; i < NELEM; i++)
         if (memcmp(&r.acc[i], &want[i], sizeof(float)) != 0) {
           fprintf(stderr, "chip %d x %d heap %d: element %d = %.9g, sequential %.9g\n",
@@ -285,10 +291,7 @@ static void test_builtin_ops_all_dtypes(void **state) {
     for (int op = 0; op < PTO_REDUX_BUILTINS; op++)
       for (int i = 0; i < NELEM; i++)
         put(s.buf[dt][op] + i * pto_dtype_size((pto_dtype)dt), dt, i + 2);
-  pto_error_info err;
-  int rc = pto_chip_run(chip, orch_ops, &s, NULL, &err);
-  if (rc) pto_error_print(&err, stderr);
-  assert_int_equal(rc, PTO_OK);
+  run_ok(chip, orch_ops, &s);
   static const char *names[] = {"f32", "f16", "bf16", "i32", "i16", "i8", "u8", "i64", "f64"};
   for (int dt = 0; dt < PTO_DTYPE_COUNT; dt++)
     for (int op = 0; op < PTO_REDUX_BUILTINS; op++)
@@ -341,10 +344,7 @@ static void test_heap_pressure(void **state) {
   static pressure_run s;
   memset(&s, 0, sizeof s);
   s.f = &f;
-  pto_error_info err;
-  int rc = pto_chip_run(chip, orch_pressure, &s, NULL, &err);
-  if (rc) pto_error_print(&err, stderr);
-  assert_int_equal(rc, PTO_OK);
+  run_ok(chip, orch_pressure, &s);
   for (int v = 0; v < NVIEWS; v++)
     for (int i = 0; i < NELEM; i++) {
       float want = 0;
@@ -388,10 +388,7 @@ static void test_scope_end_folds(void **state) {
   static pressure_run s;
   memset(&s, 0, sizeof s);
   s.f = &f;
-  pto_error_info err;
-  int rc = pto_chip_run(chip, orch_scopes, &s, NULL, &err);
-  if (rc) pto_error_print(&err, stderr);
-  assert_int_equal(rc, PTO_OK);
+  run_ok(chip, orch_scopes, &s);
   for (int round = 0; round < 10; round++)
     for (int i = 0; i < NELEM; i++)
       if (s.out[round][i] != (float)round + 0.5f) {
@@ -456,10 +453,7 @@ static void test_multi_core_units(void **state) {
     assert_int_equal(pto_kernel_register(chip, &d, &s.k_mix), PTO_OK);
     for (int i = 0; i < NELEM; i++)
       s.acc[i] = 0.5f;
-    pto_error_info err;
-    int rc = pto_chip_run(chip, orch_mix, &s, NULL, &err);
-    if (rc) pto_error_print(&err, stderr);
-    assert_int_equal(rc, PTO_OK);
+    run_ok(chip, orch_mix, &s);
     for (int i = 0; i < NELEM; i++) {
       float want = 0.5f;
       for (int k = 0; k < MIX_TASKS; k++)
