@@ -41,13 +41,13 @@
 static pto_task_id implied_mark(pto_task_id self) { return -2 - self; }
 
 /* c(p): every task up to c(p) is p, an ancestor of p or retired before p's submit. */
-static int64_t covered(const pto_run *r, pto_task_id p) {
-  int64_t pre = run_slot((pto_run *)r, p)->pre;
+static int64_t covered(pto_run *r, pto_task_id p) {
+  int64_t pre = run_slot(r, p)->pre;
   return pre >= p - 1 ? p : pre;
 }
 
 /* Rule 1: keeps the producers no other one covers; returns how many. */
-static uint32_t drop_covered(const pto_run *r, pto_task_id *preds, uint32_t n) {
+static uint32_t drop_covered(pto_run *r, pto_task_id *preds, uint32_t n) {
   int64_t c1 = -1, c2 = -1; /* the two largest c(p), and whose the first is */
   pto_task_id who = -1;
   for (uint32_t i = 0; i < n; i++) {
