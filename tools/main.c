@@ -166,7 +166,8 @@ static void scene_run(const pto_scene *sc, const pto_scene_opts *o, pto_scene_re
 
 /* The controlled-schedule options reach the scene's chips through the
  * environment their pto_chip_config_init reads (PTO_SCHEDULE_SEED,
- * PTO_RECORD, PTO_REPLAY); a node refuses them under mpirun, by name. */
+ * PTO_RECORD, PTO_REPLAY); under mpirun rank 0 sends them to the other
+ * ranks with the node's config. */
 static int schedule_env(const cli_args *a, const pto_scene *sc) {
   if (!a->schedule_seed && !a->fuzz_schedules && !a->record && !a->replay) return 0;
   char v[32];
@@ -273,7 +274,6 @@ static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts
     if (setenv("PTO_RECORD", part, 1)) return CLI_EXIT_FAILED;
   }
   int failed = 0, first = 0;
-  printf("%s: %s\n", sc->name, sc->summary);
   for (int seed = 1; seed <= a->fuzz_schedules; seed++) {
     char v[32];
     snprintf(v, sizeof v, "%d", seed);
@@ -294,6 +294,8 @@ static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts
     }
   }
   if (a->record) record_files(part, remove_one, NULL);
+  /* after the runs, as cmd_run: under mpirun only rank 0 gets here */
+  printf("%s: %s\n", sc->name, sc->summary);
   printf("fuzz-schedules: %d seeds, %d failed", a->fuzz_schedules, failed);
   if (!failed) {
     printf("\n");

@@ -363,16 +363,119 @@ static int rma_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, con
   return MPI_Win_flush_local(peer, w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
 }
 
+/* ---- controlled node runs (desc.controlled; docs/schedules.md) ----
+ *
+ * As on shared-memory windows (shm.c), each landing of an end-of-task batch
+ * waits until the reading peer has seen it: until the peer waits again in
+ * pto, having taken the count of landings in its window before it found
+ * its condition false, or has finished its task. The three words live in
+ * the peer's window header and go through MPI's atomics. A landing is
+ * complete at the peer (MPI_Win_flush) before the peer's count grows, so
+ * a count the peer took covers the bytes of those landings. */
+
+#define HDR_WORD(f) ((MPI_Aint)offsetof(mpi_hdr, f))
+
+/* Rank r's header word at off, atomic with the peers' updates; 0 when MPI
+ * fails (a wait then ends at its deadline, named). The window's lock is held. */
+static uint64_t word_load(comm_win *w, int r, MPI_Aint off) {
+  uint64_t v = 0;
+  if (MPI_Fetch_and_op(NULL, &v, MPI_UINT64_T, r, off, MPI_NO_OP, w->win) != MPI_SUCCESS ||
+      MPI_Win_flush(r, w->win) != MPI_SUCCESS)
+    return 0;
+  MPI_Win_sync(w->win);
+  return v;
+}
+
+/* op (MPI_SUM, MPI_REPLACE) v into rank r's header word at off, complete
+ * there when this returns; the word before. The window's lock is held. */
+static uint64_t word_update(comm_win *w, int r, MPI_Aint off, uint64_t v, MPI_Op op) {
+  uint64_t old = 0;
+  if (MPI_Fetch_and_op(&v, &old, MPI_UINT64_T, r, off, op, w->win) == MPI_SUCCESS)
+    MPI_Win_flush(r, w->win);
+  return old;
+}
+
+typedef struct seen_wait {
+  comm_win *w;
+  bool (*cond)(void *);
+  void *arg;
+} seen_wait;
+
+/* My waits' condition in a controlled run: the count of landings in my
+ * window first, then the condition; not there yet, the count is published
+ * as seen (only this rank's waiting threads write it, one block running at
+ * a time under a controlled schedule). */
+static bool seen_publish(void *arg) {
+  seen_wait *s = arg;
+  comm_win *w = s->w;
+  lock(w);
+  uint64_t landed = word_load(w, w->my_rank, HDR_WORD(landed));
+  unlock(w);
+  if (s->cond(s->arg)) return true;
+  if (landed > w->seen) {
+    lock(w);
+    word_update(w, w->my_rank, HDR_WORD(seen), landed, MPI_REPLACE);
+    unlock(w);
+    w->seen = landed;
+    wake(w, w->my_rank);
+  }
+  return false;
+}
+
+/* pto_wait on my event (or polling), publishing what I saw in a controlled run. */
+static bool wait_mine(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
+  if (!w->d.controlled) return pto_wait(my_ev(w), cond, arg, deadline_ns);
+  seen_wait s = {w, cond, arg};
+  return pto_wait(my_ev(w), seen_publish, &s, deadline_ns);
+}
+
+typedef struct gap_wait {
+  comm_win *w;
+  int peer;
+  uint64_t landed; /* the landings the peer must have seen */
+} gap_wait;
+
+static bool gap_over(void *arg) {
+  gap_wait *g = arg;
+  comm_win *w = g->w;
+  lock(w);
+  uint64_t done = word_load(w, g->peer, HDR_WORD(task_done));
+  uint64_t seen = word_load(w, g->peer, HDR_WORD(seen));
+  unlock(w);
+  /* wrap-safe "at or after my epoch", as shm.c's gap_over */
+  return (int32_t)((uint32_t)done - w->epoch) >= 0 || seen >= g->landed;
+}
+
+/* Between the landings of an end-of-task batch (fault.c): in a controlled
+ * run, until the peer, if it runs in this node task, has seen the landing
+ * or finished, for at most the signal wait timeout (a peer that polls its
+ * window by its own means never waits in pto). Free runs land the batch
+ * at once, as before. Never under the window's lock (mpi_quiet). */
+static void gap(void *arg, const fault_op *landed) {
+  comm_win *w = arg;
+  int chip = w->d.chips[landed->peer];
+  if (!w->d.controlled || chip < 0 || chip >= 64 || !(w->group >> chip & 1)) return;
+  gap_wait g = {w, landed->peer, w->landed_at};
+  /* the peer's seen and finish wake its event (shared layout), else poll */
+  pto_wait(w->shared ? &hdr(w, g.peer)->ev : NULL, gap_over, &g, pto_deadline_ms(wait_ms(w)));
+}
+
 /* ---- fault injection: held-back stores land here ---- */
 
 static void land(void *arg, const fault_op *op) {
   comm_win *w = arg;
+  lock(w); /* recursive: most callers hold it already */
   /* an MPI failure here shows as the data missing at the next wait: the
    * held store has no caller left to return it to */
   if (op->kind == FAULT_PUT)
     rma_put(w, op->peer, op->off, op->data, op->bytes);
   else
     rma_accumulate(w, op->peer, op->off, op->dt, op->data, op->bytes / pto_dtype_size(op->dt));
+  /* controlled: complete at the peer, then counted there, so landings
+   * reach it in the order drawn (MPI orders no two puts) */
+  if (w->d.controlled && !flush_dirty(w, op->peer))
+    w->landed_at = word_update(w, op->peer, HDR_WORD(landed), 1, MPI_SUM) + 1;
+  unlock(w);
   wake(w, op->peer);
 }
 
@@ -599,8 +702,11 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
     memset(h, 0, d->win_bytes);
     pto_event_init(&h->ev, true);
     if (d->fault_inject) {
-      uint64_t seed = d->fault_seed ^ ((uint64_t)(uint32_t)d->id << 32) ^ (uint64_t)my_rank;
-      rc = fault_create(seed, land, NULL, w, &w->fq);
+      /* a controlled run names the domain by its index in the run, as shm.c */
+      uint32_t name = (uint32_t)(d->controlled ? d->run_index : d->id);
+      uint64_t seed = d->fault_seed ^ ((uint64_t)name << 32) ^ (uint64_t)my_rank;
+      rc = fault_create(seed, land, gap, w, &w->fq);
+      if (!rc && d->controlled) fault_set_controlled(w->fq, d->run_index);
     }
   }
 done:
@@ -755,11 +861,22 @@ static uint64_t signal_load_u(comm_win *w, uint64_t off) {
 }
 
 static bool mpi_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
-  return pto_wait(my_ev(w), cond, arg, deadline_ns);
+  return wait_mine(w, cond, arg, deadline_ns);
 }
 
-/* nothing to mark: this backend keeps no state per task */
-static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {}
+/* Only a controlled run keeps state per task: the task for its gaps, and,
+ * at its end, that my kernels read nothing more of it (before the batch
+ * of the end of task lands: comm_task_end). */
+static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {
+  if (!w->d.controlled || w->my_rank < 0) return;
+  w->epoch = epoch;
+  w->group = group;
+  if (!end) return;
+  lock(w);
+  word_update(w, w->my_rank, HDR_WORD(task_done), epoch, MPI_REPLACE);
+  unlock(w);
+  wake(w, w->my_rank);
+}
 
 static int quiet_u(comm_win *w, int peer, bool end_of_task) {
   if (w->my_rank < 0) return 0;
@@ -832,7 +949,7 @@ static int mpi_barrier(comm_win *w, uint32_t epoch, uint32_t seq, uint64_t deadl
   for (int r = 0; r < w->d.nranks; r++)
     wake(w, r);
   barrier_wait b = {w, want, cancel, cancel_arg, -1, 0, MPI_SUCCESS};
-  pto_wait(my_ev(w), barrier_done, &b, deadline_ns);
+  wait_mine(w, barrier_done, &b, deadline_ns);
   if (b.err != MPI_SUCCESS) {
     mpi_why(why, why_len, "barrier (MPI_Get_accumulate)", b.err);
     return PTO_EMPI;
@@ -880,6 +997,9 @@ static uint64_t mpi_signal_load(comm_win *w, uint64_t off) {
   return v;
 }
 static int mpi_quiet(comm_win *w, int peer, bool end_of_task) {
+  /* the end of a task lands its batch first, without the window's lock:
+   * a controlled run's gaps wait between the landings */
+  if (w->fq && end_of_task && w->my_rank >= 0) fault_flush(w->fq, peer, true);
   lock(w);
   int rc = quiet_u(w, peer, end_of_task);
   unlock(w);

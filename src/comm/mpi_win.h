@@ -25,6 +25,12 @@ typedef struct mpi_hdr {
   /* f16/bf16 adds into this window: 0 free, else the holder's rank + 1
    * (cas_add_half) */
   uint64_t add_lock;
+  /* controlled node runs (desc.controlled; mpi.c, "Controlled runs"), each
+   * word read and written with MPI's atomics: held-back stores landed in
+   * this window so far (peers add 1 once a landing is complete here); the
+   * count this rank had taken when it last found what it waits for not
+   * there; the epoch of the last node task whose kernels finished here */
+  uint64_t landed, seen, task_done;
 } mpi_hdr;
 _Static_assert(sizeof(mpi_hdr) <= COMM_HEADER_BYTES, "window header too large");
 
@@ -40,6 +46,10 @@ struct comm_win {
   bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
   uint64_t space_bytes;
   fault_queue *fq;    /* NULL unless fault injection is on */
+  uint32_t epoch;     /* controlled: the node task running (mpi_task_mark) */
+  uint64_t group;     /* controlled: its chips */
+  uint64_t seen;      /* controlled: the last count published in my header's seen */
+  uint64_t landed_at; /* controlled: the peer's landed count after my last landing */
   pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
   /* RMA layout: peers (bit per rank) with puts or accumulates of this
    * process not flushed since (mpi.c, flush_dirty) */

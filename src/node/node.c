@@ -62,7 +62,6 @@ static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
     node_set_err(err, PTO_EINVAL, "node config: %s is 0", zero);
     return false;
   }
-  if (node_sched_refused(cfg, node_mpi_detect(), err)) return false;
   if (cfg->tensormap_entries < PTO_MAX_TENSOR_ARGS) {
     node_set_err(err, PTO_EINVAL,
                  "node config: tensormap_entries is %u, must be at least %d (one task's tensors)",

@@ -79,6 +79,10 @@ typedef struct wire_begin {
   char host_shm[64];
   char host[64]; /* rank 0's host name */
   char trace_path[PATH_MAX];
+  /* a controlled schedule's node record and replay (node_sched_config
+   * keeps them off cfg): each rank records or replays its own chip
+   * tasks' files, named after them (sched_files.c) */
+  char sched_record[PATH_MAX], sched_replay[PATH_MAX];
 } wire_begin;
 
 static MPI_Comm g_comm = MPI_COMM_NULL;
@@ -308,6 +312,8 @@ int node_mpi_start(pto_node *n, char *why, size_t len) {
   snprintf(b->host_shm, sizeof b->host_shm, "%s", n->host_shm);
   snprintf(b->host, sizeof b->host, "%s", n->mpi_host);
   snprintf(b->trace_path, sizeof b->trace_path, "%s", n->trace_path ? n->trace_path : "");
+  snprintf(b->sched_record, sizeof b->sched_record, "%s", n->sched_record ? n->sched_record : "");
+  snprintf(b->sched_replay, sizeof b->sched_replay, "%s", n->sched_replay ? n->sched_replay : "");
   for (int s = 1; s < n->cfg.nchips; s++) {
     n->child[s] = (child_slot){.kind = SLOT_RANK, .alive = true, .task = -1};
     snprintf(n->child[s].where, sizeof n->child[s].where, "MPI rank %d", s);
@@ -382,6 +388,8 @@ static void serve_node(const wire_begin *b) {
   memcpy(n->device_ids, b->device_ids, sizeof n->device_ids);
   snprintf(n->prefix, sizeof n->prefix, "%s", b->prefix);
   n->trace_path = b->trace_path[0] ? strdup(b->trace_path) : NULL;
+  n->sched_record = b->sched_record[0] ? strdup(b->sched_record) : NULL;
+  n->sched_replay = b->sched_replay[0] ? strdup(b->sched_replay) : NULL;
   n->ctl = ctl;
   pto_event_init(&ctl->parent_ev, false);
   mbox_init(&ctl->mbox[slot]);
@@ -391,6 +399,9 @@ static void serve_node(const wire_begin *b) {
   void *hmem = NULL, *space = NULL;
   if (fnref_decode(&b->chip_init, &init, why, sizeof why) ||
       fnref_decode(&b->chip_init_arg, &arg, why, sizeof why)) {
+  } else if ((b->sched_record[0] && !n->sched_record) ||
+             (b->sched_replay[0] && !n->sched_replay)) {
+    snprintf(why, sizeof why, "out of memory");
   } else if (same_host && fd < 0) {
     snprintf(why, sizeof why, "cannot open node host memory '%s': %s", b->host_shm,
              strerror(errno));
@@ -425,6 +436,7 @@ static void serve_node(const wire_begin *b) {
 ended:
   send_to(0, T_ENDED, &status, sizeof status);
   if (n) free(n->trace_path);
+  if (n) free(n->sched_record), free(n->sched_replay);
   free(ctl);
   free(n);
 }

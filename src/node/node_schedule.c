@@ -33,21 +33,6 @@ struct node_sched {
   int64_t rec_tasks; /* replay: the record's task count */
 };
 
-bool node_sched_refused(const pto_node_config *cfg, bool mpirun, pto_error_info *err) {
-  const pto_chip_config *c = &cfg->chip;
-  if (!c->schedule_seed && !c->record_path && !c->replay_path) return false;
-  if (!mpirun) return false;
-  /* the controller orders the forked chips of one machine through the
-   * parent; the ranks of an MPI job are not covered */
-  node_set_err(err, PTO_EINVAL,
-               "node config: chip.%s is set; controlled schedules of a node cover its chips as "
-               "processes of one machine, not under mpirun (docs/schedules.md)",
-               c->record_path   ? "record_path (PTO_RECORD)"
-               : c->replay_path ? "replay_path (PTO_REPLAY)"
-                                : "schedule_seed (PTO_SCHEDULE_SEED)");
-  return true;
-}
-
 int node_sched_config(pto_node *n, const pto_node_config *cfg, pto_error_info *err) {
   const pto_chip_config *c = &cfg->chip;
   n->cfg.chip.record_path = n->cfg.chip.replay_path = NULL; /* each chip task gets its own */

@@ -33,9 +33,6 @@ struct node_task;
 struct node_frame;
 typedef struct node_sched node_sched;
 
-/* pto_node_create, before anything starts: a seed, record or replay under
- * mpirun is refused (err filled; true). */
-bool node_sched_refused(const pto_node_config *cfg, bool mpirun, pto_error_info *err);
 /* pto_node_create: keeps the config's record and replay paths (the chips'
  * own config loses them). */
 int node_sched_config(pto_node *n, const pto_node_config *cfg, pto_error_info *err);

@@ -10,7 +10,7 @@
  *     wrong values 5 of 5;
  *   - departures stop the run with PTO_EREPLAY naming where (a task more,
  *     a node record cut short, a delivery order changed, a chip file
- *     missing), and mpirun is refused by name.
+ *     missing); under mpirun: tests/mpi/test_node_mpi_schedule.c.
  * Nothing here depends on timing: every choice is the seed's or the
  * record's. */
 #include <setjmp.h>
@@ -218,23 +218,6 @@ static void test_departures_named(void **state) {
   assert_int_equal(run_updates(0, NULL, path("d"), 0, &x, &err), 0);
 }
 
-static void test_mpirun_refused(void **state) {
-  (void)state;
-  pto_scene_opts o = {0};
-  pto_node_config cfg;
-  dist_config(&o, 2, init, &cfg);
-  cfg.chip.schedule_seed = 1;
-  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
-  pto_node *n = NULL;
-  pto_error_info err;
-  int rc = pto_node_create(&cfg, &n, &err);
-  unsetenv("OMPI_COMM_WORLD_SIZE");
-  assert_int_equal(rc, PTO_EINVAL);
-  assert_null(n);
-  assert_non_null(strstr(err.details, "schedule_seed (PTO_SCHEDULE_SEED) is set"));
-  assert_non_null(strstr(err.details, "not under mpirun"));
-}
-
 /* dist_race_publisher under seed / record / replay (its config reads the
  * environment, as under pto run); *msg: what differed. */
 static int race(const char *seed, const char *record, const char *replay, char *msg, size_t n) {
@@ -303,7 +286,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_order_of_host_and_chip_tasks),
       cmocka_unit_test(test_departures_named),
-      cmocka_unit_test(test_mpirun_refused),
       cmocka_unit_test(test_race_replayed),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

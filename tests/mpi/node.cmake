@@ -40,10 +40,11 @@ if(PTO_HAVE_MPI)
                                               ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
   set_tests_properties(mpi.cli_one_title.np2 PROPERTIES LABELS mpi TIMEOUT 150 RESOURCE_LOCK pto_devices
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
-  # controlled schedules of a node are refused under mpirun, by name
-  add_test(NAME mpi.cli_schedule_refused.np2 COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli_schedule_refused.sh
-                                                     ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
-  set_tests_properties(mpi.cli_schedule_refused.np2 PROPERTIES LABELS mpi TIMEOUT 150
+  # controlled schedules of a node under mpirun, through pto run: the race
+  # caught and replayed, correct scenes fuzzed (cli_schedules.sh)
+  add_test(NAME mpi.cli_schedules.np2 COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli_schedules.sh
+                                              ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
+  set_tests_properties(mpi.cli_schedules.np2 PROPERTIES LABELS mpi TIMEOUT 150 RESOURCE_LOCK pto_devices
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
 endif()
 
@@ -155,4 +156,18 @@ if(PTO_HAVE_MPI)
   set_tests_properties(mpi.dist_scenes_two_hosts.np2 mpi.dist_coll_two_hosts.np2 PROPERTIES
     LABELS mpi TIMEOUT 150 RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
     FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
+endif()
+
+# Controlled schedules of a node whose chips are MPI ranks
+# (tests/mpi/test_node_mpi_schedule.c): correct scenes under seeds, a
+# correct program recorded and replayed to the same files on every rank,
+# the seed's race caught and replayed 20 of 20, departures named by rank,
+# file and line; on shared-memory windows and on MPI RMA windows.
+if(PTO_HAVE_MPI)
+  add_executable(test_node_mpi_schedule ${CMAKE_CURRENT_LIST_DIR}/test_node_mpi_schedule.c)
+  target_link_libraries(test_node_mpi_schedule PRIVATE pto_scenes)
+  pto_add_mpi_test(NAME node_schedule NP 2 COMMAND test_node_mpi_schedule TIMEOUT 120
+                   RESOURCE_LOCK pto_devices)
+  pto_add_mpi_test(NAME node_schedule_rma NP 2 COMMAND test_node_mpi_schedule TIMEOUT 120
+                   RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
 endif()
