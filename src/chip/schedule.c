@@ -30,6 +30,28 @@ typedef struct action {
   uint64_t prio; /* PCT: the highest goes first */
 } action;
 
+/* A core's block that may wait for another chip (a single-core block of
+ * its own: not a MIX block's part, not a gang's), and its waits' hand-over
+ * with the controller (docs/schedules.md, "Blocks that wait"). At a
+ * signal wait the block asks (ASK, with whether its condition held); the
+ * controller answers GO (wait here) or YIELD (the block is parked, its core
+ * kept, and the controller runs other actions); a parked block whose
+ * condition came says READY and waits for GO, which the controller gives
+ * when nothing else is enabled (a resume). */
+enum { PK_IDLE, PK_ASK, PK_GO, PK_YIELD, PK_READY };
+typedef struct park_slot {
+  _Atomic int state; /* release/acquire: the hand-over of the fields below */
+  bool may_yield;    /* set before the dispatch that publishes it */
+  bool cond_now;     /* ASK: the block's condition when it asked */
+  /* the controller's */
+  bool parked;
+  task *t;
+  pto_task_id id;
+  int32_t block;
+  int32_t waits; /* the block's waits so far */
+  uint64_t prio;
+} park_slot;
+
 typedef struct sched_ctl {
   pto_run *r;
   bool replay, record;
@@ -51,6 +73,11 @@ typedef struct sched_ctl {
   bool point_written; /* its marker is in the record being made */
   bool marked;        /* replay: this invocation's marker was consumed */
   int64_t blocks_run;
+  /* blocks that wait (park_slot), by core; how many are parked */
+  park_slot *park;
+  int nparked;
+  action *held; /* scratch: start actions with no free cores now (step_seeded) */
+  uint32_t held_cap;
   /* replay */
   rec_reader rd;
   rec_item next; /* the next item of the record, read ahead */
@@ -170,17 +197,23 @@ typedef struct fin_wait {
   pto_run *r;
   const int *cores;
   int n;
+  park_slot *p; /* a block that may wait: its asks end the wait too */
 } fin_wait;
 
-static bool all_finished(void *p) {
-  fin_wait *w = p;
-  if (run_stopping(w->r)) return true;
+static bool all_finished(const fin_wait *w) {
   for (int i = 0; i < w->n; i++) {
     core *c = &w->r->cores[w->cores[i]];
     /* acquire pairs with the core's release of `finished`: its writes */
     if (atomic_load_explicit(&c->finished, memory_order_acquire) < c->issued) return false;
   }
   return true;
+}
+
+static bool settled(void *p) {
+  fin_wait *w = p;
+  /* acquire pairs with the block's release of ASK: cond_now */
+  return run_stopping(w->r) || all_finished(w) ||
+         (w->p && atomic_load_explicit(&w->p->state, memory_order_acquire) == PK_ASK);
 }
 
 static void record_point(sched_ctl *x) {
@@ -190,8 +223,72 @@ static void record_point(sched_ctl *x) {
   x->point_written = true;
 }
 
+/* Whether a block asking at a wait yields: from the seed's run, when its
+ * condition does not hold and the controller has something else to run (an
+ * enabled action, or a parked block to resume later); from the record, at
+ * the wait it yielded at. */
+static bool yields(sched_ctl *x, park_slot *p) {
+  if (!x->replay) return !p->cond_now && (x->nacts > 0 || x->nparked > 0);
+  const rec_item *it = &x->next;
+  if (x->stopped || it->kind != REC_YIELD || it->task != p->id || it->block != p->block)
+    return false;
+  if (it->units < p->waits) {
+    diverge(x, p->id, it->line, "block %d of task %lld waited %d times without yielding",
+            p->block, (long long)p->id, p->waits);
+    return false;
+  }
+  if (it->units > p->waits) return false;
+  read_next(x);
+  return true;
+}
+
+/* Waits until the blocks on cores[0..n) finished, answering the waits of
+ * a block that may wait (p); false when it yielded (it is parked). */
+static bool run_to_end(sched_ctl *x, const int *cores, int n, park_slot *p) {
+  pto_run *r = x->r;
+  fin_wait w = {r, cores, n, p};
+  for (;;) {
+    pto_wait(&r->orch_ev, settled, &w, UINT64_MAX);
+    if (run_stopping(r) || all_finished(&w)) return true;
+    p->waits++;
+    bool y = yields(x, p);
+    if (y && x->record) {
+      rec_item it = {.kind = REC_YIELD, .task = p->id, .block = p->block, .units = p->waits};
+      rec_buf_item(&x->body, &it);
+    }
+    /* release: the answer after what the controller did; the core's
+     * event wakes the block */
+    atomic_store_explicit(&p->state, y ? PK_YIELD : PK_GO, memory_order_release);
+    pto_event_signal(&r->cores[cores[0]].ev);
+    if (y) {
+      p->parked = true;
+      x->nparked++;
+      return false;
+    }
+  }
+}
+
+/* Block `block` of t ended on cores[0..n): its completion is enabled
+ * (or its async one) with priority prio. */
+static void block_ended(sched_ctl *x, task *t, int32_t block, const int *cores, int n,
+                        uint64_t prio) {
+  pto_run *r = x->r;
+  int units = 0;
+  for (int j = 0; j < n; j++) {
+    core *c = &r->cores[cores[j]];
+    r->scheds[c->sched].blocks += j == 0;
+    c->seen = c->issued;
+    if (c->slot[c->issued & 1].deferred) /* it completes when its token comes */
+      act_add(x, ACT_ASYNC, t, block, 0, pct_prio_last(&x->pct));
+    else
+      units++;
+  }
+  if (units) act_add(x, ACT_DONE, t, block, units, prio);
+}
+
 /* Dispatches nb blocks of t on the placement, runs them to their ends
- * (a gang's blocks start together), and enables their completions. */
+ * (a gang's blocks start together) or, for a single-core block, until it
+ * yields at a wait, and enables their completions. */
 static void exec_start(sched_ctl *x, const action *a, int nb) {
   pto_run *r = x->r;
   task *t = a->t;
@@ -204,6 +301,21 @@ static void exec_start(sched_ctl *x, const action *a, int nb) {
                    .first = x->first,
                    .cores = x->cores};
     rec_buf_item(&x->body, &it);
+  }
+  /* a block alone on its core may wait for other chips without holding
+   * the chip up (docs/schedules.md, "Blocks that wait") */
+  park_slot *p = nb == 1 && !t->sync_start && x->first[1] == 1 ? &x->park[x->cores[0]] : NULL;
+  for (int j = 0; j < x->first[nb]; j++) {
+    park_slot *q = &x->park[x->cores[j]];
+    q->may_yield = q == p;
+    atomic_store_explicit(&q->state, PK_IDLE, memory_order_relaxed); /* dispatch publishes */
+  }
+  if (p) {
+    p->t = t;
+    p->id = t->id;
+    p->block = x->blocks[0];
+    p->prio = a->prio;
+    p->waits = 0;
   }
   for (int i = 0; i < nb; i++) {
     int sub = 0;
@@ -225,23 +337,63 @@ static void exec_start(sched_ctl *x, const action *a, int nb) {
     for (int j = 0; j < x->first[nb]; j++)
       pto_event_signal(&r->cores[x->cores[j]].ev);
   }
-  fin_wait w = {r, x->cores, x->first[nb]};
-  pto_wait(&r->orch_ev, all_finished, &w, UINT64_MAX);
-  if (run_stopping(r)) return;
   x->blocks_run += nb;
-  for (int i = 0; i < nb; i++) {
-    int units = 0;
-    for (int j = x->first[i]; j < x->first[i + 1]; j++) {
-      core *c = &r->cores[x->cores[j]];
-      r->scheds[c->sched].blocks += j == x->first[i];
-      c->seen = c->issued;
-      if (c->slot[c->issued & 1].deferred) /* it completes when its token comes */
-        act_add(x, ACT_ASYNC, t, x->blocks[i], 0, pct_prio_last(&x->pct));
-      else
-        units++;
-    }
-    if (units) act_add(x, ACT_DONE, t, x->blocks[i], units, a->prio);
+  if (!run_to_end(x, x->cores, x->first[nb], p) || run_stopping(r)) return;
+  for (int i = 0; i < nb; i++)
+    block_ended(x, t, x->blocks[i], x->cores + x->first[i], x->first[i + 1] - x->first[i], a->prio);
+}
+
+/* Resumes the block parked on core `cid` (its condition came, or its wait
+ * ended: it finished) and runs it to its end or its next yield. */
+static void exec_resume(sched_ctl *x, int cid) {
+  park_slot *p = &x->park[cid];
+  if (x->record) {
+    rec_item it = {.kind = REC_RESUME, .task = p->id, .block = p->block};
+    rec_buf_item(&x->body, &it);
   }
+  p->parked = false;
+  x->nparked--;
+  /* acquire pairs with the block's release of READY */
+  if (atomic_load_explicit(&p->state, memory_order_acquire) == PK_READY) {
+    atomic_store_explicit(&p->state, PK_GO, memory_order_release);
+    pto_event_signal(&x->r->cores[cid].ev);
+  }
+  if (run_to_end(x, &cid, 1, p) && !run_stopping(x->r))
+    block_ended(x, p->t, p->block, &cid, 1, p->prio);
+}
+
+typedef struct resume_wait {
+  sched_ctl *x;
+  pto_cond_fn cond; /* the orchestrator's, or NULL */
+  void *arg;
+  int want; /* a core, or -1: any parked block */
+  int got;  /* the core whose block can resume */
+} resume_wait;
+
+static bool parked_settled(sched_ctl *x, int cid) {
+  core *c = &x->r->cores[cid];
+  /* acquire: as settled() */
+  return atomic_load_explicit(&x->park[cid].state, memory_order_acquire) == PK_READY ||
+         atomic_load_explicit(&c->finished, memory_order_acquire) >= c->issued;
+}
+
+/* Until a parked block can resume (the wanted one; else, from the seed's
+ * run, the one first in PCT's order among those that can), the
+ * orchestrator's condition holds, or the run stops. */
+static bool resumable(void *arg) {
+  resume_wait *w = arg;
+  sched_ctl *x = w->x;
+  w->got = -1;
+  if (run_stopping(x->r)) return true;
+  if (w->want >= 0) {
+    if (parked_settled(x, w->want)) w->got = w->want;
+  } else {
+    for (int i = 0; i < x->r->ncores; i++)
+      if (x->park[i].parked && parked_settled(x, i) &&
+          (w->got < 0 || x->park[i].prio > x->park[w->got].prio))
+        w->got = i;
+  }
+  return w->got >= 0 || (w->cond && w->cond(w->arg));
 }
 
 static bool arrived_take(sched_ctl *x, pto_task_id id) {
@@ -294,6 +446,29 @@ static void exec_action(sched_ctl *x, action a, int nb) {
 
 /* ---- choices from the seed ---- */
 
+/* The units (clusters for a MIX block or a gang's, else cores of the
+ * block's type) start action a may take now, into x->units: none holding
+ * a parked block. *by_cluster says which. */
+static int free_units(sched_ctl *x, const action *a, bool *by_cluster) {
+  pto_run *r = x->r;
+  task *t = a->t;
+  const pto_chip_config *c = r->cfg;
+  int pc = c->aic_per_cluster + c->aiv_per_cluster;
+  int naic = shape_aic(t->shape), per = naic + shape_aiv(t->shape);
+  /* a MIX block (or a gang's) takes cores of one cluster; single-core
+   * blocks any core of their type: units are clusters or cores */
+  *by_cluster = per > 1;
+  int nunits = *by_cluster ? c->clusters : r->ncores, n = 0;
+  for (int u = 0; u < nunits; u++) {
+    bool busy = false;
+    for (int k = 0; x->nparked && k < (*by_cluster ? pc : 1); k++)
+      busy = busy || x->park[*by_cluster ? u * pc + k : u].parked;
+    if (!busy && (*by_cluster || (r->cores[u].type == PTO_CORE_AIC) == (naic == 1)))
+      x->units[n++] = u;
+  }
+  return n;
+}
+
 /* A placement for start action a: random cores of the block's shape (a
  * MIX block: a random cluster), distinct for a gang's blocks. */
 static int place_random(sched_ctl *x, const action *a) {
@@ -303,14 +478,9 @@ static int place_random(sched_ctl *x, const action *a) {
   int pc = c->aic_per_cluster + c->aiv_per_cluster;
   int naic = shape_aic(t->shape), naiv = shape_aiv(t->shape), per = naic + naiv;
   int nb = t->sync_start ? t->block_num : 1;
-  /* a MIX block (or a gang's) takes cores of one cluster; single-core
-   * blocks any core of their type: units are clusters or cores */
-  bool by_cluster = per > 1;
-  int nunits = by_cluster ? c->clusters : r->ncores;
-  int *units = x->units, n = 0;
-  for (int u = 0; u < nunits; u++)
-    if (by_cluster || (r->cores[u].type == PTO_CORE_AIC) == (naic == 1)) units[n++] = u;
-  if (n < nb) { /* validate() admits only blocks the chip can hold */
+  bool by_cluster;
+  int *units = x->units, n = free_units(x, a, &by_cluster);
+  if (n < nb) { /* validate() admits only blocks the chip can hold; step_seeded waits for parked */
     run_fail(r, PTO_EINTERNAL, t->id, -1,
              "controlled schedule: no room for %d blocks of shape %s on this chip", nb,
              shape_name(t->shape));
@@ -338,6 +508,14 @@ static int place_random(sched_ctl *x, const action *a) {
   return nb;
 }
 
+/* Whether start action a has the cores it needs now (parked blocks hold
+ * theirs); draws nothing from the seed. */
+static bool placeable(sched_ctl *x, const action *a) {
+  bool by_cluster;
+  return a->kind != ACT_START || !x->nparked ||
+         free_units(x, a, &by_cluster) >= (a->t->sync_start ? a->t->block_num : 1);
+}
+
 static bool step_seeded(sched_ctl *x) {
   uint64_t low;
   /* a change point: the first in line goes last (an async completion is
@@ -346,7 +524,26 @@ static bool step_seeded(sched_ctl *x) {
     x->acts[0].prio = low;
     sift_down(x->acts, x->nacts, 0);
   }
-  action a = act_take(x, 0);
+  /* the first in line that can run now: starts without free cores wait
+   * for a parked block to end */
+  uint32_t nheld = 0;
+  if (x->nparked && x->held_cap < x->nacts) {
+    action *h = realloc(x->held, sizeof *h * x->nacts);
+    if (!h) {
+      run_fail(x->r, PTO_ENOMEM, PTO_TASK_NONE, -1, "controlled schedule: out of memory");
+      return false;
+    }
+    x->held = h;
+    x->held_cap = x->nacts;
+  }
+  while (x->nacts && !placeable(x, &x->acts[0]))
+    x->held[nheld++] = act_take(x, 0);
+  bool any = x->nacts > 0;
+  action a = any ? act_take(x, 0) : (action){0};
+  for (uint32_t i = 0; i < nheld; i++)
+    act_add(x, x->held[i].kind, x->held[i].t, x->held[i].block, x->held[i].units,
+            x->held[i].prio);
+  if (!any) return false;
   int nb = a.kind == ACT_START ? place_random(x, &a) : 0;
   if (a.kind == ACT_START && !nb) return false;
   exec_action(x, a, nb);
@@ -381,7 +578,8 @@ static bool place_recorded(sched_ctl *x, const action *a, const rec_item *it) {
       int cid = it->cores[j];
       bool aic_slot = naic && j == it->first[i];
       bool bad = cid < 0 || cid >= r->ncores || (r->cores[cid].type == PTO_CORE_AIC) != aic_slot ||
-                 r->cores[cid].cluster != r->cores[it->cores[it->first[i]]].cluster;
+                 r->cores[cid].cluster != r->cores[it->cores[it->first[i]]].cluster ||
+                 x->park[cid].parked;
       for (int k = it->first[0]; k < j && !bad; k++)
         bad = it->cores[k] == cid;
       if (bad) {
@@ -397,9 +595,37 @@ static bool place_recorded(sched_ctl *x, const action *a, const rec_item *it) {
   return true;
 }
 
+/* A recorded resume: the block parked on the core the record names
+ * resumes once it can (its condition came), as when it was recorded. */
+static bool resume_recorded(sched_ctl *x) {
+  const rec_item *it = &x->next;
+  int cid = -1;
+  for (int i = 0; i < x->r->ncores && cid < 0; i++)
+    if (x->park[i].parked && x->park[i].id == it->task && x->park[i].block == it->block) cid = i;
+  if (cid < 0) {
+    diverge(x, PTO_TASK_NONE, it->line, "the record resumes block %d of task %lld, which is not "
+            "parked at a wait here", it->block, (long long)it->task);
+    return false;
+  }
+  resume_wait w = {x, NULL, NULL, cid, -1};
+  pto_wait(&x->r->orch_ev, resumable, &w, UINT64_MAX);
+  if (w.got < 0) return false; /* the run stops */
+  read_next(x);
+  record_point(x);
+  exec_resume(x, cid);
+  return true;
+}
+
 static bool step_recorded(sched_ctl *x) {
   pto_run *r = x->r;
   rec_item *it = &x->next;
+  if (it->kind == REC_RESUME) return resume_recorded(x);
+  if (it->kind == REC_YIELD) { /* yields are taken where the block waits */
+    diverge(x, it->task >= 0 && it->task < r->next_id ? it->task : PTO_TASK_NONE, it->line,
+            "block %d of task %lld does not wait here (the record has it yield at its wait %d)",
+            it->block, (long long)it->task, it->units);
+    return false;
+  }
   int kind = it->kind == REC_START ? ACT_START : it->kind == REC_DONE ? ACT_DONE : ACT_ASYNC;
   uint32_t i = 0;
   for (; i < x->nacts; i++) {
@@ -431,8 +657,10 @@ static bool step_recorded(sched_ctl *x) {
     nb = it->nblocks;
   }
   act_take(x, i);
-  exec_action(x, a, nb);
+  /* the next item first: a yield of this block follows its start */
   read_next(x);
+  if (x->stopped) return false;
+  exec_action(x, a, nb);
   return true;
 }
 
@@ -519,6 +747,16 @@ bool schedule_wait(pto_run *r, pto_cond_fn cond, void *arg, uint64_t deadline) {
       }
     } else {
       stepped = x->nacts && step_seeded(x);
+      if (!stepped && x->nparked && !run_stopping(r)) {
+        /* nothing else to run: a parked block resumes once it can */
+        resume_wait w = {x, cond, arg, -1, -1};
+        if (!pto_wait(&r->orch_ev, resumable, &w, deadline)) return false;
+        if (w.got >= 0) {
+          record_point(x);
+          exec_resume(x, w.got);
+        }
+        continue;
+      }
     }
     /* nothing to run: only the deadline or the watchdog ends this wait */
     if (!stepped) return pto_wait(&r->orch_ev, cond, arg, deadline);
@@ -536,6 +774,8 @@ static void ctl_free(sched_ctl *x) {
   free(x->first);
   free(x->cores);
   free(x->units);
+  free(x->park);
+  free(x->held);
   rec_buf_free(&x->body);
   rec_close(&x->rd);
   pthread_mutex_destroy(&x->lock);
@@ -554,9 +794,10 @@ int schedule_begin(pto_run *r) {
     x->first = malloc(sizeof *x->first * (size_t)(max + 1));
     x->cores = malloc(sizeof *x->cores * (size_t)max);
     x->units = malloc(sizeof *x->units * (size_t)max);
+    x->park = calloc((size_t)max, sizeof *x->park);
   }
-  if (!x || !x->blocks || !x->first || !x->cores || !x->units) {
-    if (x) free(x->blocks), free(x->first), free(x->cores), free(x->units);
+  if (!x || !x->blocks || !x->first || !x->cores || !x->units || !x->park) {
+    if (x) free(x->blocks), free(x->first), free(x->cores), free(x->units), free(x->park);
     free(x);
     run_fail(r, PTO_ENOMEM, PTO_TASK_NONE, -1, "controlled schedule: out of memory");
     return PTO_ENOMEM;
@@ -630,4 +871,43 @@ void schedule_end(pto_run *r, bool stuck) {
     ctl_free(x);
     r->ctl = NULL;
   }
+}
+
+/* ---- blocks that wait (a core's thread; docs/schedules.md) ---- */
+
+typedef struct park_wait {
+  pto_run *r;
+  park_slot *p;
+  int from; /* the state waited out */
+} park_wait;
+
+static bool state_left(void *arg) {
+  park_wait *w = arg;
+  /* acquire pairs with the controller's release of its answer */
+  return atomic_load_explicit(&w->p->state, memory_order_acquire) != w->from ||
+         run_stopping(w->r);
+}
+
+/* The block hands its state over and waits for the controller's answer. */
+static int hand_over(pto_run *r, park_slot *p, int core_id, int state) {
+  /* release: cond_now before the controller reads it */
+  atomic_store_explicit(&p->state, state, memory_order_release);
+  pto_event_signal(&r->orch_ev);
+  park_wait w = {r, p, state};
+  pto_wait(&r->cores[core_id].ev, state_left, &w, UINT64_MAX);
+  return atomic_load_explicit(&p->state, memory_order_acquire);
+}
+
+bool schedule_block_wait(const pto_kctx *ctx, pto_cond_fn cond, void *arg) {
+  pto_run *r = (pto_run *)ctx->run;
+  sched_ctl *x = r ? r->ctl : NULL;
+  if (!x || !x->park[ctx->core_id].may_yield || run_stopping(r)) return false;
+  park_slot *p = &x->park[ctx->core_id];
+  p->cond_now = cond(arg);
+  return hand_over(r, p, ctx->core_id, PK_ASK) == PK_YIELD;
+}
+
+void schedule_block_resume(const pto_kctx *ctx) {
+  pto_run *r = (pto_run *)ctx->run;
+  if (!run_stopping(r)) hand_over(r, &r->ctl->park[ctx->core_id], ctx->core_id, PK_READY);
 }

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 #include "common/wait.h"
+#include "pto/kernel.h"
 
 struct pto_run;
 struct task;
@@ -43,5 +44,14 @@ void schedule_after_submit(struct pto_run *r);
 bool schedule_wait(struct pto_run *r, pto_cond_fn cond, void *arg, uint64_t deadline);
 /* pto_chip_async_complete presented task t's token (any thread). */
 void schedule_async_arrived(struct pto_run *r, struct task *t);
+
+/* A block's wait for another chip (a signal wait, comm/ops.c), on its
+ * core's thread: under a controlled schedule a block alone on its core
+ * asks the controller before it waits for cond, and true means it yielded
+ * (the controller runs other actions meanwhile): it then waits for cond as
+ * usual and calls schedule_block_resume, which returns once the controller
+ * lets it go on. False (any other block or run): wait as usual. */
+bool schedule_block_wait(const pto_kctx *ctx, pto_cond_fn cond, void *arg);
+void schedule_block_resume(const pto_kctx *ctx);
 
 #endif

@@ -55,6 +55,10 @@ void rec_buf_item(rec_buf *b, const rec_item *it) {
     rec_buf_printf(b, "D %lld %d %d\n", (long long)it->task, it->block, it->units);
     break;
   case REC_ASYNC: rec_buf_printf(b, "A %lld\n", (long long)it->task); break;
+  case REC_YIELD:
+    rec_buf_printf(b, "Y %lld %d %d\n", (long long)it->task, it->block, it->units);
+    break;
+  case REC_RESUME: rec_buf_printf(b, "R %lld %d\n", (long long)it->task, it->block); break;
   case REC_END: break;
   }
 }
@@ -285,6 +289,20 @@ int rec_next(rec_reader *rd, rec_item *it, char *why, size_t n) {
     it->kind = REC_ASYNC;
     ok = num(&s, 0, INT64_MAX, &v) && line_end(s);
     it->task = v;
+    break;
+  case 'Y':
+    it->kind = REC_YIELD;
+    ok = num(&s, 0, INT64_MAX, &v) && num(&s, 0, INT32_MAX, &w) && num(&s, 1, INT32_MAX, &u) &&
+         line_end(s);
+    it->task = v;
+    it->block = (int32_t)w;
+    it->units = (int32_t)u;
+    break;
+  case 'R':
+    it->kind = REC_RESUME;
+    ok = num(&s, 0, INT64_MAX, &v) && num(&s, 0, INT32_MAX, &w) && line_end(s);
+    it->task = v;
+    it->block = (int32_t)w;
     break;
   case 'D':
     it->kind = REC_DONE;

@@ -13,6 +13,8 @@
  *   S 5 1 0:0.1.2 1:3.4.5           a gang (or MIX block): block:cores
  *   D 2 0 1                         block 0 of task 2 completed (1 unit)
  *   A 7                             an async completion of task 7
+ *   Y 3 1 2                         block 1 of task 3 yielded at its 2nd wait
+ *   R 3 1                           block 1 of task 3 resumed
  *   end
  *
  * Written at the end of a run from memory; read whole before a replay.
@@ -46,15 +48,23 @@ typedef struct rec_header {
 /* Writes header + body + "end" to path; 0, or -1 with why. */
 int rec_write(const char *path, const rec_header *h, const rec_buf *body, char *why, size_t n);
 
-typedef enum rec_kind { REC_END = 0, REC_ORCH, REC_START, REC_DONE, REC_ASYNC } rec_kind;
+typedef enum rec_kind {
+  REC_END = 0,
+  REC_ORCH,
+  REC_START,
+  REC_DONE,
+  REC_ASYNC,
+  REC_YIELD,
+  REC_RESUME
+} rec_kind;
 
 typedef struct rec_item {
   rec_kind kind;
   int line;
-  int64_t task;   /* S D A: the task; O W: tasks submitted */
+  int64_t task;   /* S D A Y R: the task; O W: tasks submitted */
   int32_t kernel; /* S: the kernel; O: 0, W: 1 */
-  int32_t block;  /* D: the block */
-  int32_t units;  /* D */
+  int32_t block;  /* D Y R: the block */
+  int32_t units;  /* D; Y: the wait it yielded at (1: its first) */
   /* S: nblocks blocks; block i on cores[first[i] .. first[i + 1]) */
   int nblocks;
   int32_t *blocks;

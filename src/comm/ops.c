@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chip/contract.h"
+#include "chip/schedule.h"
 #include "chip/trace_hooks.h"
 #include "comm/comm.h"
 #include "comm/signal.h"
@@ -461,10 +462,13 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   if (rc) return rc;
   if (timeout_ms < 0) timeout_ms = e.d->desc.wait_timeout_ms;
   sig_wait w = {ctx, e.c, e.d, off, e.c->epoch, cmp, v, 0, 0, false};
+  /* a controlled schedule may run the chip's other blocks meanwhile */
+  bool yielded = schedule_block_wait(ctx, sig_ready, &w);
   uint64_t t0 = pto_now_ns(), deadline = pto_deadline_ms(timeout_ms), spin = wait_spin(e.d);
   bool ok =
       (spin && pto_wait_unparked(sig_ready, &w, t0 + spin < deadline ? t0 + spin : deadline)) ||
       e.d->be->signal_park(e.d->win, sig_ready, &w, deadline);
+  if (yielded) schedule_block_resume(ctx);
   wait_learn(e.d, pto_now_ns() - t0);
   /* a word of this task's epoch was written by a notify: its arrow ends here */
   if (ok && !w.cancelled && sig_epoch(w.word) == e.c->epoch)

@@ -218,10 +218,11 @@ static void test_departures_named(void **state) {
   assert_int_equal(run_updates(0, NULL, path("d"), 0, &x, &err), 0);
 }
 
-/* dist_race_publisher under seed / record / replay (its config reads the
+/* A scene under seed / record / replay (its config reads the
  * environment, as under pto run); *msg: what differed. */
-static int race(const char *seed, const char *record, const char *replay, char *msg, size_t n) {
-  const pto_scene *sc = pto_scene_find("dist_race_publisher");
+static int scene(const char *name, const char *seed, const char *record, const char *replay,
+                 char *msg, size_t n) {
+  const pto_scene *sc = pto_scene_find(name);
   assert_non_null(sc);
   seed ? setenv("PTO_SCHEDULE_SEED", seed, 1) : unsetenv("PTO_SCHEDULE_SEED");
   record ? setenv("PTO_RECORD", record, 1) : unsetenv("PTO_RECORD");
@@ -235,6 +236,10 @@ static int race(const char *seed, const char *record, const char *replay, char *
   unsetenv("PTO_REPLAY");
   snprintf(msg, n, "%s", rep.message);
   return rep.status ? rep.status : rep.verified ? 0 : PTO_EFATAL;
+}
+
+static int race(const char *seed, const char *record, const char *replay, char *msg, size_t n) {
+  return scene("dist_race_publisher", seed, record, replay, msg, n);
 }
 
 static void test_race_replayed(void **state) {
@@ -269,6 +274,102 @@ static void test_race_replayed(void **state) {
   expect_ereplay(rep.status, &rep.err, "line 2: the order is not a permutation of the batch");
 }
 
+/* The node record at path's chip task files (node tasks 0..2 of
+ * dist_epochs, chips 0 and 1) are those at other's; *yields counts their
+ * Y lines. */
+static void same_chip_files(const char *a, const char *b, int *yields) {
+  for (int k = 0; k < 3; k++)
+    for (int c = 0; c < 2; c++) {
+      char fa[160], fb[160];
+      snprintf(fa, sizeof fa, "%s.t%d.c%d", a, k, c);
+      snprintf(fb, sizeof fb, "%s.t%d.c%d", b, k, c);
+      if (!same_file(fa, fb)) fail_msg("%s and %s differ", fa, fb);
+      char *t = slurp(fa);
+      for (char *y = t; y && (y = strstr(y, "\nY ")) != NULL; y++)
+        ++*yields;
+      free(t);
+    }
+}
+
+/* Replaces line `from` (a prefix, at a line's start) of file by `to` plus
+ * that line (before: insert) or that line plus `to` (after). */
+static bool insert_line(const char *file, const char *at, const char *add, bool after) {
+  char *t = slurp(file), *l = t ? strstr(t, at) : NULL;
+  if (!l) {
+    free(t);
+    return false;
+  }
+  char *end = after ? strchr(l, '\n') + 1 : l;
+  char *out = calloc(1, strlen(t) + strlen(add) + 1);
+  memcpy(out, t, (size_t)(end - t));
+  strcat(strcat(out, add), end);
+  write_text(file, out);
+  free(out);
+  free(t);
+  return true;
+}
+
+/* dist_epochs: each chip's two waiting blocks wait for the other chip's
+ * publisher block. One block at a time per chip, with the waiters first on
+ * both chips, waited until the timeout; now a waiting block yields to the
+ * chip's other blocks and resumes once its signal came. Every seed passes,
+ * a record replays to the same files, a yield and resume put into a record
+ * are made as recorded, and a yield where the block does not wait is a
+ * named departure. */
+static void test_waiting_blocks_yield(void **state) {
+  (void)state;
+  char msg[512], seed[16], rec[32], c0[160] = "";
+  int yields = 0, waiter = -1;
+  for (int s = 1; s <= 10; s++) {
+    snprintf(seed, sizeof seed, "%d", s);
+    snprintf(rec, sizeof rec, "ep%d", s);
+    int rc = scene("dist_epochs", seed, path(rec), NULL, msg, sizeof msg);
+    if (rc) fail_msg("dist_epochs, seed %d: %s %s", s, pto_status_name(rc), msg);
+    assert_int_equal(scene("dist_epochs", NULL, path("eq"), path(rec), msg, sizeof msg), 0);
+    same_chip_files(path(rec), path("eq"), &yields);
+    /* chip 0's first waiter (block 1 or 2) in node task 0 that did not
+     * yield, if any, for the yield put into a record below */
+    char file[160];
+    snprintf(file, sizeof file, "%s.t0.c0", path(rec));
+    char *t = slurp(file);
+    for (char *l = t; waiter < 0 && l && (l = strstr(l, "\nS 0 0 ")) != NULL;) {
+      l += 7;
+      char *next = strchr(l, '\n');
+      if (atoi(l) > 0 && next && strncmp(next, "\nY ", 3) != 0) {
+        waiter = atoi(l);
+        snprintf(c0, sizeof c0, "%s", file);
+      }
+    }
+    free(t);
+  }
+  print_message("dist_epochs: 10 of 10 seeds passed and replayed alike, %d yields recorded\n",
+                yields);
+  if (waiter > 0) {
+    /* a yield and its resume put into that record: made as recorded
+     * (the block yields though its signal may be there) */
+    char at[48], add[64];
+    snprintf(at, sizeof at, "S 0 0 %d:", waiter);
+    snprintf(add, sizeof add, "Y 0 %d 1\nR 0 %d\n", waiter, waiter);
+    assert_true(insert_line(c0, at, add, true));
+    c0[strlen(c0) - 6] = 0; /* the node record's path */
+    assert_int_equal(scene("dist_epochs", NULL, path("eq"), c0, msg, sizeof msg), 0);
+    same_chip_files(c0, path("eq"), &yields);
+  }
+  assert_true(yields >= 1); /* recorded, or put in and made */
+  /* a yield of the publisher, which does not wait: named */
+  snprintf(c0, sizeof c0, "%s.t0.c0", path("ep1"));
+  assert_true(insert_line(c0, "S 0 0 0:", "Y 0 0 1\n", true));
+  setenv("PTO_REPLAY", path("ep1"), 1);
+  const pto_scene *sc = pto_scene_find("dist_epochs");
+  pto_scene_opts o = {0};
+  pto_scene_report rep;
+  memset(&rep, 0, sizeof rep);
+  sc->run(&o, &rep);
+  unsetenv("PTO_REPLAY");
+  expect_ereplay(rep.status, &rep.err,
+                 "block 0 of task 0 does not wait here (the record has it yield at its wait 1)");
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/pto_node_schedule.XXXXXX");
@@ -287,6 +388,7 @@ int main(void) {
       cmocka_unit_test(test_order_of_host_and_chip_tasks),
       cmocka_unit_test(test_departures_named),
       cmocka_unit_test(test_race_replayed),
+      cmocka_unit_test(test_waiting_blocks_yield),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,7 +6,8 @@
  * the environment, as under `pto run`; ranks > 0 serve rank 0's nodes one
  * after the other, and write their own chip tasks' files:
  *   - correct programs pass under seeds 1..SEEDS, with fault injection
- *     (ring_shuffle, dist_separate_reader);
+ *     (ring_shuffle, dist_separate_reader, and dist_epochs, whose blocks
+ *     wait for the other rank's publisher block);
  *   - a correct program recorded, then replayed while recording, gives the
  *     verified result and the same files on every rank, rank 1's written
  *     by rank 1;
@@ -132,9 +133,9 @@ static int same_files(const char *a, const char *b, int *chip1) {
 }
 
 static void correct_seeds(void) {
-  const char *scenes[] = {"ring_shuffle", "dist_separate_reader"};
+  const char *scenes[] = {"ring_shuffle", "dist_separate_reader", "dist_epochs"};
   int passed = 0;
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 3; i++)
     for (int s = 1; s <= SEEDS; s++) {
       char seed[16];
       snprintf(seed, sizeof seed, "%d", s);
@@ -144,7 +145,7 @@ static void correct_seeds(void) {
       passed += ok(&r);
     }
   printf("correct programs: %d of %d seeded runs passed (seeds 1..%d, fault injection)\n", passed,
-         2 * SEEDS, SEEDS);
+         3 * SEEDS, SEEDS);
 }
 
 static void record_replay(void) {
