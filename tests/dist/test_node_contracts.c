@@ -4,8 +4,9 @@
  * NO_DEP views) lands; a host task that writes past its OUTPUT_EXISTING
  * view or into its INPUT is named, one that keeps to its views passes
  * beside a chip task that writes the other half of the same buffer.
- * Chips as MPI ranks are refused by name. Without
- * checking mode the breaking programs run unchecked.
+ * Without checking mode the breaking programs run unchecked. The same
+ * program runs under mpiexec -np 2 (ctest mpi.node_contracts.np2), chip 1
+ * then being MPI rank 1: its breach is named from its own process.
  *
  * The nodes lease device ids of their own (TEST_DEV0, TEST_DEV0 + 1). */
 #include <setjmp.h>
@@ -85,8 +86,9 @@ typedef struct probe {
   int n0, n1;           /* elements rank 0 / rank 1 store */
   pto_access access;    /* how the window targets are passed */
   bool split;           /* each target as two views of HALF / 2 */
-  int rc_read[2];       /* reads of rank 1's "dst" halves after the task */
-  int32_t got[2][HALF]; /* rank 1's "dst": declared half, the half past it */
+  int rc_read[2];       /* reads of the peer's "dst" halves after the task */
+  int32_t got[2][HALF]; /* the peer's "dst" (rank 1's; rank 0's when rank 1 breaks):
+                           declared half, the half past it */
   pto_tensor x, y;      /* host tensors of the host-task cases */
 } probe;
 
@@ -115,10 +117,11 @@ static void store_orch(pto_node_orch *no, void *arg) {
   pto_args_scalar(&a, (uint64_t)p->n1);
   pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);
   pto_node_wait_all(no);
-  for (int h = 0; h < 2; h++) { /* rank 1's halves; the second one no task declared */
+  int peer = p->n1 > HALF ? 0 : 1;
+  for (int h = 0; h < 2; h++) { /* the peer's halves; the second one no task declared */
     int64_t n = HALF, at = h * HALF, two = HALF * 2;
     pto_tensor whole, v;
-    p->rc_read[h] = pto_node_window_tensor(no, dom, 1, "dst", PTO_I32, 1, &two, &whole);
+    p->rc_read[h] = pto_node_window_tensor(no, dom, peer, "dst", PTO_I32, 1, &two, &whole);
     if (!p->rc_read[h]) p->rc_read[h] = pto_tensor_slice(&whole, &at, &n, &v);
     if (!p->rc_read[h]) p->rc_read[h] = pto_node_read(no, &v, p->got[h]);
   }
@@ -145,6 +148,24 @@ static void test_remote_store_outside_target_is_named(void **state) {
                                       "targets (0x00, would be 0x31)"));
   assert_string_equal(err.kernel, "store_past");
   /* refused whole: not one element landed past the target */
+  assert_int_equal(p.rc_read[1], 0);
+  for (int j = 0; j < HALF; j++)
+    assert_int_equal(p.got[1][j], 0);
+}
+
+/* The same breach by chip 1 (under mpirun: MPI rank 1, its own process). */
+static void test_remote_store_of_rank_1_is_named(void **state) {
+  (void)state;
+  probe p = {.n0 = HALF, .n1 = HALF + 1, .access = PTO_INOUT};
+  pto_error_info err;
+  int rc = run_store(true, &p, &err);
+  fprintf(stderr, "rank 1's store of %d into a %d-element target: %s: %s\n", p.n1, HALF,
+          pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "chip rank 1, node task 0: task 0 (kernel 'store_past') "
+                                      "block 0/1: remote_store to rank 0 of domain"));
+  assert_non_null(strstr(err.details, "buffer 'dst' byte 128 is outside the node task's window "
+                                      "targets (0x00, would be 0x31)"));
   assert_int_equal(p.rc_read[1], 0);
   for (int j = 0; j < HALF; j++)
     assert_int_equal(p.got[1][j], 0);
@@ -249,32 +270,13 @@ static void test_host_task_writes_checked(void **state) {
   assert_non_null(strstr(err.details, "byte 12 changed 0x04 -> 0x22, inside its INPUT view"));
 }
 
-/* Chips as MPI ranks are not covered: refused by name before anything
- * starts (the launcher's variable is all pto looks at). */
-static void test_mpi_ranks_refused(void **state) {
-  (void)state;
-  pto_scene_opts o = {0};
-  pto_node_config cfg;
-  dist_config(&o, 2, contracts_init, &cfg);
-  cfg.chip.check = 1;
-  cfg.quiet = true;
-  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
-  pto_node *n = NULL;
-  pto_error_info err;
-  int rc = pto_node_create(&cfg, &n, &err);
-  unsetenv("OMPI_COMM_WORLD_SIZE");
-  assert_int_equal(rc, PTO_EINVAL);
-  assert_null(n);
-  assert_non_null(strstr(err.details, "checking mode does not cover chips as MPI ranks"));
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_remote_store_outside_target_is_named),
       cmocka_unit_test(test_remote_store_inside_targets_lands),
       cmocka_unit_test(test_remote_store_unchecked_without_checking_mode),
       cmocka_unit_test(test_host_task_writes_checked),
-      cmocka_unit_test(test_mpi_ranks_refused),
+      cmocka_unit_test(test_remote_store_of_rank_1_is_named),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,11 @@ foreach(np 2 4)
   pto_add_mpi_test(NAME dist_coll NP ${np} COMMAND test_dist_coll TIMEOUT 120
                    RESOURCE_LOCK pto_devices)
 endforeach()
+# checking mode with chip 1 as MPI rank 1 (docs/contracts.md, "Under
+# mpirun"): remote stores outside the window targets named from the
+# breaching rank, stores inside them landing, host tasks' writes checked
+pto_add_mpi_test(NAME node_contracts NP 2 COMMAND test_node_contracts TIMEOUT 120
+                 RESOURCE_LOCK pto_devices)
 
 # Node faults under mpirun (tests/mpi/test_node_mpi_faults.c): refusals that
 # name what cannot cross ranks; MPI initialised without MPI_THREAD_MULTIPLE; a rank that dies (SIGKILL: mpirun names it and
@@ -45,6 +50,11 @@ if(PTO_HAVE_MPI)
   add_test(NAME mpi.cli_schedules.np2 COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli_schedules.sh
                                               ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
   set_tests_properties(mpi.cli_schedules.np2 PROPERTIES LABELS mpi TIMEOUT 150 RESOURCE_LOCK pto_devices
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+  # checking mode under mpirun, through pto run --check (cli_check.sh)
+  add_test(NAME mpi.cli_check.np2 COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli_check.sh
+                                          ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:pto_cli>)
+  set_tests_properties(mpi.cli_check.np2 PROPERTIES LABELS mpi TIMEOUT 150 RESOURCE_LOCK pto_devices
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
 endif()
 
