@@ -30,7 +30,7 @@ static bool read_items(rec_reader *rd, rec_buf *out, int *count) {
       return false;
     }
     if (it.kind == REC_END) return true;
-    CHECK(it.kind >= REC_ORCH && it.kind <= REC_ASYNC);
+    CHECK(it.kind >= REC_ORCH && it.kind <= REC_RESUME);
     if (it.kind == REC_START) {
       CHECK(it.nblocks >= 1 && it.first[0] == 0);
       for (int i = 0; i < it.nblocks; i++)
