@@ -233,8 +233,8 @@ static bool yields(sched_ctl *x, park_slot *p) {
   if (x->stopped || it->kind != REC_YIELD || it->task != p->id || it->block != p->block)
     return false;
   if (it->units < p->waits) {
-    diverge(x, p->id, it->line, "block %d of task %lld waited %d times without yielding",
-            p->block, (long long)p->id, p->waits);
+    diverge(x, p->id, it->line, "block %d of task %lld waited %d times without yielding", p->block,
+            (long long)p->id, p->waits);
     return false;
   }
   if (it->units > p->waits) return false;
@@ -541,8 +541,7 @@ static bool step_seeded(sched_ctl *x) {
   bool any = x->nacts > 0;
   action a = any ? act_take(x, 0) : (action){0};
   for (uint32_t i = 0; i < nheld; i++)
-    act_add(x, x->held[i].kind, x->held[i].t, x->held[i].block, x->held[i].units,
-            x->held[i].prio);
+    act_add(x, x->held[i].kind, x->held[i].t, x->held[i].block, x->held[i].units, x->held[i].prio);
   if (!any) return false;
   int nb = a.kind == ACT_START ? place_random(x, &a) : 0;
   if (a.kind == ACT_START && !nb) return false;
@@ -603,8 +602,10 @@ static bool resume_recorded(sched_ctl *x) {
   for (int i = 0; i < x->r->ncores && cid < 0; i++)
     if (x->park[i].parked && x->park[i].id == it->task && x->park[i].block == it->block) cid = i;
   if (cid < 0) {
-    diverge(x, PTO_TASK_NONE, it->line, "the record resumes block %d of task %lld, which is not "
-            "parked at a wait here", it->block, (long long)it->task);
+    diverge(x, PTO_TASK_NONE, it->line,
+            "the record resumes block %d of task %lld, which is not "
+            "parked at a wait here",
+            it->block, (long long)it->task);
     return false;
   }
   resume_wait w = {x, NULL, NULL, cid, -1};
@@ -884,8 +885,7 @@ typedef struct park_wait {
 static bool state_left(void *arg) {
   park_wait *w = arg;
   /* acquire pairs with the controller's release of its answer */
-  return atomic_load_explicit(&w->p->state, memory_order_acquire) != w->from ||
-         run_stopping(w->r);
+  return atomic_load_explicit(&w->p->state, memory_order_acquire) != w->from || run_stopping(w->r);
 }
 
 /* The block hands its state over and waits for the controller's answer. */

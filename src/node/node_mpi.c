@@ -399,8 +399,7 @@ static void serve_node(const wire_begin *b) {
   void *hmem = NULL, *space = NULL;
   if (fnref_decode(&b->chip_init, &init, why, sizeof why) ||
       fnref_decode(&b->chip_init_arg, &arg, why, sizeof why)) {
-  } else if ((b->sched_record[0] && !n->sched_record) ||
-             (b->sched_replay[0] && !n->sched_replay)) {
+  } else if ((b->sched_record[0] && !n->sched_record) || (b->sched_replay[0] && !n->sched_replay)) {
     snprintf(why, sizeof why, "out of memory");
   } else if (same_host && fd < 0) {
     snprintf(why, sizeof why, "cannot open node host memory '%s': %s", b->host_shm,
