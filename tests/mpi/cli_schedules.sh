@@ -37,7 +37,7 @@ job dist_race_publisher --schedule-seed "$first" >/dev/null 2>"$tmp/seed.err"
 grep -A8 ' actual \[128\]' "$tmp/seed.err" >"$tmp/seed.values"
 [ -s "$tmp/seed.values" ] || fail "seed $first alone printed no wrong values"
 same=0
-for i in 1 2; do
+for _ in 1 2; do
   job dist_race_publisher --replay "$tmp/r" >/dev/null 2>"$tmp/replay.err"
   grep -A8 ' actual \[128\]' "$tmp/replay.err" >"$tmp/replay.values"
   cmp -s "$tmp/seed.values" "$tmp/replay.values" && same=$((same + 1))
