@@ -224,11 +224,12 @@ static void record_point(sched_ctl *x) {
 }
 
 /* Whether a block asking at a wait yields: from the seed's run, when its
- * condition does not hold and the controller has something else to run (an
- * enabled action, or a parked block to resume later); from the record, at
- * the wait it yielded at. */
+ * condition does not hold and the controller has something else to do (an
+ * enabled action, a parked block to resume later, or, after a submit, the
+ * orchestration to go on with: the signal may need a task it has yet to
+ * submit); from the record, at the wait it yielded at. */
 static bool yields(sched_ctl *x, park_slot *p) {
-  if (!x->replay) return !p->cond_now && (x->nacts > 0 || x->nparked > 0);
+  if (!x->replay) return !p->cond_now && (x->nacts > 0 || x->nparked > 0 || x->point == 'O');
   const rec_item *it = &x->next;
   if (x->stopped || it->kind != REC_YIELD || it->task != p->id || it->block != p->block)
     return false;

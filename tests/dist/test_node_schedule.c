@@ -370,6 +370,98 @@ static void test_waiting_blocks_yield(void **state) {
                  "block 0 of task 0 does not wait here (the record has it yield at its wait 1)");
 }
 
+/* ---- a wait for a signal that needs a task not yet submitted ---- */
+
+enum { K_WAIT = 0, K_SIGNAL = 1 };
+
+/* tensors: my "sig" cell, my output element; waits for the peer's signal */
+static int k_wait(const pto_kctx *ctx) {
+  int rc = pto_signal_wait(ctx, (pto_domain)ctx->scalars[0], &ctx->tensors[0], PTO_CMP_GE, 1, -1);
+  if (!rc) *pto_tensor_f32(&ctx->tensors[1]) = 1.0f;
+  return rc;
+}
+
+/* tensors: my "sig" cell; signals the peer's */
+static int k_signal(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)ctx->scalars[0];
+  int peer = (pto_comm_rank(pto_kctx_comm(ctx), dom) + 1) % 2;
+  return pto_notify(ctx, dom, peer, &ctx->tensors[0], PTO_SIGNAL_SET, 1);
+}
+
+static int wait_init(pto_chip *chip, int rank, void *arg) {
+  (void)rank;
+  (void)arg;
+  int a = -1, b = -1, rc = pto_kernel_register_aiv(chip, "wait_peer", k_wait, &a);
+  if (!rc) rc = pto_kernel_register_aiv(chip, "signal_peer", k_signal, &b);
+  return rc ? rc : a == K_WAIT && b == K_SIGNAL ? 0 : PTO_EINVAL;
+}
+
+/* Each chip submits its waiter first, then (independent of it: the cell is
+ * NO_DEP) the task that signals the peer's waiter. */
+static void wait_chip_orch(pto_orch *o, void *arg) {
+  const pto_node_task *t = arg;
+  const pto_tensor *sig = &t->args->tensors[2 * t->group_rank];
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_nodep(&a, sig);
+  pto_args_output_existing(&a, &t->args->tensors[2 * t->group_rank + 1]);
+  pto_args_scalar(&a, t->args->scalars[0]);
+  pto_submit(o, K_WAIT, &a, NULL, NULL);
+  pto_args_init(&a);
+  pto_args_nodep(&a, sig);
+  pto_args_scalar(&a, t->args->scalars[0]);
+  pto_submit(o, K_SIGNAL, &a, NULL, NULL);
+}
+
+static void wait_node_fn(pto_node_orch *no, void *arg) {
+  pto_tensor *out = arg;
+  const pto_window_buffer bufs[] = {{"sig", 8}};
+  pto_domain dom;
+  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom)) return;
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < 2; r++) {
+    int64_t one = 1, at = r;
+    pto_tensor sig, o;
+    if (pto_node_window_tensor(no, dom, r, "sig", PTO_I64, 1, &one, &sig) ||
+        pto_tensor_slice(out, &at, &one, &o))
+      return;
+    pto_args_inout(&a, &sig);
+    pto_args_output_existing(&a, &o);
+  }
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_node_submit_group(no, dist_pair_chips, 2, wait_chip_orch, &a, NULL);
+}
+
+/* A block that waits for a signal which a task its chip has not submitted
+ * yet must send first (through the peer) yields after the submit, so the
+ * orchestration goes on: every seed passes. Waiting in place there, both
+ * chips' waiters held their orchestrations up until the wait timeout under
+ * the seeds that start them before the second submit. */
+static void test_wait_before_the_signalling_submit(void **state) {
+  (void)state;
+  for (uint64_t seed = 1; seed <= 12; seed++) {
+    pto_scene_opts o = {0};
+    pto_node_config cfg;
+    dist_config(&o, 2, wait_init, &cfg);
+    static const int devs[2] = {TEST_DEV0, TEST_DEV0 + 1};
+    cfg.device_ids = devs;
+    cfg.wait_timeout_ms = 2000;
+    cfg.chip.schedule_seed = seed;
+    pto_node *n;
+    pto_error_info err;
+    assert_int_equal(pto_node_create(&cfg, &n, &err), 0);
+    pto_tensor out;
+    int64_t two = 2;
+    assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &two, &out), 0);
+    int rc = pto_node_run(n, wait_node_fn, &out, &err);
+    float got0 = pto_tensor_f32(&out)[0], got1 = pto_tensor_f32(&out)[1];
+    pto_node_destroy(n);
+    if (rc) fail_msg("seed %d: %s: %s", (int)seed, pto_status_name(rc), err.details);
+    assert_true(got0 == 1.0f && got1 == 1.0f);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/pto_node_schedule.XXXXXX");
@@ -389,6 +481,7 @@ int main(void) {
       cmocka_unit_test(test_departures_named),
       cmocka_unit_test(test_race_replayed),
       cmocka_unit_test(test_waiting_blocks_yield),
+      cmocka_unit_test(test_wait_before_the_signalling_submit),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
