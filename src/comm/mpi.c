@@ -403,8 +403,8 @@ typedef struct seen_wait {
 
 /* My waits' condition in a controlled run: the count of landings in my
  * window first, then the condition; not there yet, the count is published
- * as seen (only this rank's waiting threads write it, one block running at
- * a time under a controlled schedule). */
+ * as seen. Only this rank's waiting threads publish, but a block parked at
+ * a wait may wait beside another: the count only grows (MPI_MAX). */
 static bool seen_publish(void *arg) {
   seen_wait *s = arg;
   comm_win *w = s->w;
@@ -412,11 +412,17 @@ static bool seen_publish(void *arg) {
   uint64_t landed = word_load(w, w->my_rank, HDR_WORD(landed));
   unlock(w);
   if (s->cond(s->arg)) return true;
-  if (landed > w->seen) {
+  /* relaxed: a cache of what was published, to skip the RMA call; the
+   * header's word is the one that counts */
+  uint64_t seen = atomic_load_explicit(&w->seen, memory_order_relaxed);
+  while (landed > seen &&
+         !atomic_compare_exchange_weak_explicit(&w->seen, &seen, landed, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+  if (landed > seen) {
     lock(w);
-    word_update(w, w->my_rank, HDR_WORD(seen), landed, MPI_REPLACE);
+    word_update(w, w->my_rank, HDR_WORD(seen), landed, MPI_MAX);
     unlock(w);
-    w->seen = landed;
     wake(w, w->my_rank);
   }
   return false;

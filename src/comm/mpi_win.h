@@ -45,12 +45,12 @@ struct comm_win {
   void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
   bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
   uint64_t space_bytes;
-  fault_queue *fq;    /* NULL unless fault injection is on */
-  uint32_t epoch;     /* controlled: the node task running (mpi_task_mark) */
-  uint64_t group;     /* controlled: its chips */
-  uint64_t seen;      /* controlled: the last count published in my header's seen */
-  uint64_t landed_at; /* controlled: the peer's landed count after my last landing */
-  pthread_mutex_t mu; /* RMA layout: one thread's MPI calls at a time (lock()) */
+  fault_queue *fq;       /* NULL unless fault injection is on */
+  uint32_t epoch;        /* controlled: the node task running (mpi_task_mark) */
+  uint64_t group;        /* controlled: its chips */
+  _Atomic uint64_t seen; /* controlled: the highest count published in my header's seen */
+  uint64_t landed_at;    /* controlled: the peer's landed count after my last landing */
+  pthread_mutex_t mu;    /* RMA layout: one thread's MPI calls at a time (lock()) */
   /* RMA layout: peers (bit per rank) with puts or accumulates of this
    * process not flushed since (mpi.c, flush_dirty) */
   _Atomic uint64_t dirty;

@@ -155,12 +155,16 @@ static bool seen_publish(void *arg) {
   seen_wait *s = arg;
   uint64_t landed = atomic_load_explicit(&s->me->landed, memory_order_acquire);
   if (s->cond(s->arg)) return true;
-  /* relaxed: only this rank's waiting threads write it (one block runs at
-   * a time under a controlled schedule); the store below releases */
-  if (landed > atomic_load_explicit(&s->me->seen, memory_order_relaxed)) {
-    atomic_store_explicit(&s->me->seen, landed, memory_order_release);
-    pto_event_signal(&s->me->ev);
+  /* only this rank's waiting threads write it, but a block parked at a
+   * wait (docs/schedules.md, "Blocks that wait") may wait beside another:
+   * the count only grows. release on success pairs with gap_over's
+   * acquire; a failed exchange rereads relaxed */
+  uint64_t seen = atomic_load_explicit(&s->me->seen, memory_order_relaxed);
+  while (landed > seen &&
+         !atomic_compare_exchange_weak_explicit(&s->me->seen, &seen, landed, memory_order_release,
+                                                memory_order_relaxed)) {
   }
+  if (landed > seen) pto_event_signal(&s->me->ev);
   return false;
 }
 
