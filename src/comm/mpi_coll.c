@@ -29,7 +29,6 @@
 #include <string.h>
 
 #include "comm/coll_reduce.h"
-#include "comm/mpi_relay.h"
 #include "comm/mpi_win.h"
 #include "common/clock.h"
 #include "common/options.h"
@@ -116,8 +115,6 @@ void mpi_coll_close(comm_win *w, bool all_here, bool finalized) {
     if (w->bcomm[i] != MPI_COMM_NULL && all_here && !finalized) MPI_Comm_free(&w->bcomm[i]);
     free(w->xstage[i]);
     w->xstage[i] = NULL;
-    free(w->rjob[i]);
-    w->rjob[i] = NULL;
   }
 }
 
@@ -133,20 +130,10 @@ static const char *call_name(comm_coll_kind k) {
 }
 
 /* Issues c on comm. Counts fit int: coll.c sends larger calls elsewhere. */
-typedef struct coll_issue {
-  const comm_coll_call *c;
-  MPI_Comm comm;
-  int me;
-} coll_issue;
-
-static int start(void *arg, MPI_Request *req, int *nreq) {
-  const coll_issue *a = arg;
-  const comm_coll_call *c = a->c;
+static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *req) {
   size_t es = pto_dtype_size(c->dtype);
   int bytes = (int)((size_t)c->count * es), count = (int)c->count;
   const void *src = c->src == c->dst ? MPI_IN_PLACE : c->src;
-  MPI_Comm comm = a->comm;
-  *nreq = 1;
   switch (c->kind) {
   case COMM_ALLREDUCE:
     return MPI_Iallreduce(src, c->dst, count, red_type(c->dtype), red_op(c->dtype, c->op), comm,
@@ -157,12 +144,11 @@ static int start(void *arg, MPI_Request *req, int *nreq) {
     return MPI_Ireduce_scatter_block(c->src, c->dst, count, red_type(c->dtype),
                                      red_op(c->dtype, c->op), comm, req);
   case COMM_BROADCAST:
-    if (a->me == c->root && c->src != c->dst) memmove(c->dst, c->src, (size_t)bytes);
+    if (me == c->root && c->src != c->dst) memmove(c->dst, c->src, (size_t)bytes);
     return MPI_Ibcast(c->dst, bytes, MPI_BYTE, c->root, comm, req);
   case COMM_ALLTOALL:
     return MPI_Ialltoall(c->src, bytes, MPI_BYTE, c->dst, bytes, MPI_BYTE, comm, req);
   }
-  *nreq = 0;
   return MPI_ERR_ARG;
 }
 
@@ -219,53 +205,34 @@ static int usable(comm_win *w, int buf, char *why, size_t why_len) {
   return 0;
 }
 
-/* Runs the call `what` on buf: issue(arg) issues its requests, which are
- * then tested to the end, by this thread or (PTO_MPI_COLL_RELAY) by the
- * relay thread. 0 when they completed; else the buffer is broken when they
- * stay in flight (issue marks it itself when it fails halfway). */
-static int run(comm_win *w, int buf, int (*issue)(void *, MPI_Request *, int *), void *arg,
-               uint64_t deadline_ns, comm_cancel_fn cancel, void *cancel_arg, const char *what,
-               char *why, size_t why_len) {
-  bool done, cancelled;
-  int err;
-  if (mpi_relay_on()) {
-    mpi_job *j = w->rjob[buf] ? w->rjob[buf] : (w->rjob[buf] = malloc(sizeof *j));
-    if (!j) {
-      snprintf(why, why_len, "no memory for the relay's job");
-      return PTO_ENOMEM;
-    }
-    j->issue = issue;
-    j->arg = arg;
-    done = mpi_relay_run(j, deadline_ns, cancel, cancel_arg, &cancelled);
-    if (!done) w->rjob[buf] = NULL; /* the relay's now */
-    err = done ? j->err : MPI_SUCCESS;
-  } else {
-    MPI_Request req[2 * PTO_COMM_MAX_RANKS];
-    int nreq = 0;
-    err = issue(arg, req, &nreq);
-    req_poll p = {req, nreq, MPI_SUCCESS, cancel, cancel_arg, false};
-    done = err != MPI_SUCCESS || poll(&p, deadline_ns);
-    cancelled = p.cancelled;
-    if (err == MPI_SUCCESS) err = p.err;
-  }
-  if (done && !cancelled && err == MPI_SUCCESS) return 0;
-  if (done && !cancelled) {
-    err_why(why, why_len, what, err);
+/* Tests the requests the call `what` issued on buf to the end: 0 when they
+ * completed; else the buffer is broken when they stay in flight. */
+static int finish(comm_win *w, int buf, req_poll *p, uint64_t deadline_ns, const char *what,
+                  char *why, size_t why_len) {
+  bool done = poll(p, deadline_ns);
+  if (done && !p->cancelled && p->err == MPI_SUCCESS) return 0;
+  if (done && !p->cancelled) {
+    err_why(why, why_len, what, p->err);
     return PTO_EMPI;
   }
   w->bbroken[buf] = true; /* the requests stay in flight */
   snprintf(why, why_len, "%s on window buffer %s %s", what, w->d.buffers[buf].name,
-           cancelled ? "was stopped" : "did not complete (a rank did not call it, or died)");
-  return cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
+           p->cancelled ? "was stopped" : "did not complete (a rank did not call it, or died)");
+  return p->cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
 }
 
 int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
              void *cancel_arg, char *why, size_t why_len) {
   int rc = usable(w, c->buf, why, why_len);
   if (rc) return rc;
-  coll_issue a = {c, w->bcomm[c->buf], w->my_rank};
-  return run(w, c->buf, start, &a, deadline_ns, cancel, cancel_arg, call_name(c->kind), why,
-             why_len);
+  MPI_Request req;
+  int err = start(c, w->bcomm[c->buf], w->my_rank, &req);
+  if (err != MPI_SUCCESS) {
+    err_why(why, why_len, call_name(c->kind), err);
+    return PTO_EMPI;
+  }
+  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false};
+  return finish(w, c->buf, &p, deadline_ns, call_name(c->kind), why, why_len);
 }
 
 /* ---- the record exchange: one message to and from every peer ----
@@ -297,52 +264,11 @@ static unsigned char *staging(comm_win *w, int buf, size_t rec, char *why, size_
   return w->xstage[buf];
 }
 
-typedef struct xchg_issue {
-  comm_win *w;
-  const comm_exchange *x;
-  unsigned char *rslot, *sslot;
-  size_t rec;
-} xchg_issue;
-
-/* Posts the receives of every peer's record and sends mine to every peer. */
-static int xchg_start(void *arg, MPI_Request *req, int *nreq) {
-  const xchg_issue *a = arg;
-  comm_win *w = a->w;
-  const comm_exchange *x = a->x;
-  int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
-  size_t rec = a->rec;
-  MPI_Comm comm = w->bcomm[x->buf];
-  *nreq = 0;
-  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
-    int p = (me - i + n) % n;
-    err = MPI_Irecv(a->rslot + (size_t)p * rec, (int)x->max_bytes, MPI_BYTE, p, XCHG_TAG, comm,
-                    &req[(*nreq)++]);
-  }
-  /* one copy when every peer gets the same block (or none) */
-  bool same = true;
-  for (int p = 1; x->blocks && p < n; p++)
-    same = same && x->blocks[p] == x->blocks[0];
-  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
-    int p = (me + i) % n;
-    const void *b = x->blocks ? x->blocks[p] : NULL;
-    unsigned char *s = a->sslot + (same ? 0 : (size_t)p * rec);
-    if (i == 1 || !same) {
-      memcpy(s, x->hdr, x->hdr_bytes);
-      if (b) memcpy(s + x->hdr_bytes, b, x->block_bytes);
-    }
-    err = MPI_Isend(s, (int)(x->hdr_bytes + (b ? x->block_bytes : 0)), MPI_BYTE, p, XCHG_TAG, comm,
-                    &req[(*nreq)++]);
-  }
-  /* the requests already issued stay in flight */
-  if (err != MPI_SUCCESS) w->bbroken[x->buf] = *nreq > 1;
-  return err;
-}
-
 int mpi_exchange(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cancel_fn cancel,
                  void *cancel_arg, char *why, size_t why_len) {
   int rc = usable(w, x->buf, why, why_len);
   if (rc) return rc;
-  int n = w->d.nranks, me = w->my_rank;
+  int n = w->d.nranks, me = w->my_rank, nreq = 0, err = MPI_SUCCESS;
   size_t rec = (x->max_bytes + 63) & ~(size_t)63;
   if (x->max_bytes > INT_MAX || x->hdr_bytes + x->block_bytes > x->max_bytes) {
     snprintf(why, why_len, "a record of %zu bytes over the bound of %zu",
@@ -351,10 +277,39 @@ int mpi_exchange(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cance
   }
   unsigned char *st = staging(w, x->buf, rec, why, why_len);
   if (!st) return PTO_ENOMEM;
-  xchg_issue a = {w, x, st, st + (size_t)n * rec, rec};
-  rc = run(w, x->buf, xchg_start, &a, deadline_ns, cancel, cancel_arg,
-           "the exchange of records (MPI_Isend/MPI_Irecv)", why, why_len);
+  unsigned char *rslot = st, *sslot = st + (size_t)n * rec;
+  MPI_Comm comm = w->bcomm[x->buf];
+  MPI_Request req[2 * PTO_COMM_MAX_RANKS];
+  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
+    int p = (me - i + n) % n;
+    err = MPI_Irecv(rslot + (size_t)p * rec, (int)x->max_bytes, MPI_BYTE, p, XCHG_TAG, comm,
+                    &req[nreq++]);
+  }
+  /* one copy when every peer gets the same block (or none) */
+  bool same = true;
+  for (int p = 1; x->blocks && p < n; p++)
+    same = same && x->blocks[p] == x->blocks[0];
+  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
+    int p = (me + i) % n;
+    const void *b = x->blocks ? x->blocks[p] : NULL;
+    unsigned char *s = sslot + (same ? 0 : (size_t)p * rec);
+    if (i == 1 || !same) {
+      memcpy(s, x->hdr, x->hdr_bytes);
+      if (b) memcpy(s + x->hdr_bytes, b, x->block_bytes);
+    }
+    err = MPI_Isend(s, (int)(x->hdr_bytes + (b ? x->block_bytes : 0)), MPI_BYTE, p, XCHG_TAG, comm,
+                    &req[nreq++]);
+  }
+  if (err != MPI_SUCCESS) {
+    /* the requests already issued stay in flight */
+    w->bbroken[x->buf] = nreq > 1;
+    err_why(why, why_len, "MPI_Isend/MPI_Irecv of the records", err);
+    return PTO_EMPI;
+  }
+  req_poll p = {req, nreq, MPI_SUCCESS, cancel, cancel_arg, false};
+  rc = finish(w, x->buf, &p, deadline_ns, "the exchange of records (MPI_Isend/MPI_Irecv)", why,
+              why_len);
   for (int q = 0; q < n && !rc; q++)
-    x->recv[q] = q == me ? NULL : a.rslot + (size_t)q * rec;
+    x->recv[q] = q == me ? NULL : rslot + (size_t)q * rec;
   return rc;
 }

@@ -61,10 +61,6 @@ struct comm_win {
    * its requests may still write them). */
   unsigned char *xstage[PTO_COMM_MAX_BUFFERS];
   size_t xrec[PTO_COMM_MAX_BUFFERS];
-  /* PTO_MPI_COLL_RELAY: each buffer's job for the relay thread
-   * (mpi_relay.h), made at its first call; an abandoned job is the
-   * relay's (NULL here) */
-  struct mpi_job *rjob[PTO_COMM_MAX_BUFFERS];
 };
 
 /* The backend's own collectives (mpi_coll.c): the communicators of each

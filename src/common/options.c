@@ -76,9 +76,6 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
     [PTO_OPT_COLL_REPRODUCIBLE] = {"coll_reproducible", "PTO_COLL_REPRODUCIBLE", 0, 0, 1,
                                    "1: every collective reduction is computed in rank order "
                                    "(bit-identical on every path; PTO_RED_REPRODUCIBLE per call)"},
-    [PTO_OPT_MPI_COLL_RELAY] = {"mpi_coll_relay", "PTO_MPI_COLL_RELAY", 0, 0, 1,
-                                "MPI backend: 1: a relay thread makes the collectives' MPI "
-                                "calls; 0: the calling kernel thread does"},
 };
 
 const pto_option_desc *pto_option_desc_of(pto_opt o) {

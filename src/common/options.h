@@ -43,7 +43,6 @@ typedef enum pto_opt {
   /* chip: controlled schedules (docs/schedules.md) */
   PTO_OPT_SCHEDULE_SEED,
   PTO_OPT_COLL_REPRODUCIBLE,
-  PTO_OPT_MPI_COLL_RELAY,
   PTO_OPT_COUNT
 } pto_opt;
 
