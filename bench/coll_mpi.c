@@ -5,24 +5,22 @@
  *
  *   mpiexec -np N bench_coll_mpi [--trials T] [--min BYTES] [--max BYTES]
  *                                [--step F] [--quick] [--only COLL,...]
- *                                [--sizes B,B,...] [--systems SYS,...]
+ *                                [--sizes B,B,...] [--systems SYS,...] [--iters N]
  *
  * Sizes --min (default 8 B) to --max (default 16 MiB), by --step (8x;
  * --quick: 64x), or the list --sizes; --systems keeps the named pto systems
- * (the MPI call, the reference, always runs); --only keeps the named collectives (allreduce,
- * allgather, reduce_scatter, broadcast, alltoall, put, get). A size is the
- * bytes of each rank's src (allreduce, allgather, broadcast), or of its
- * whole src of N blocks (reduce-scatter, all-to-all). Systems: pto
- * (PTO_COLL_AUTO: MPI's collectives on this backend), pto-mesh and
- * pto-ring (allreduce: the RMA algorithms on the windows), pto-repro
- * (allreduce, PTO_RED_REPRODUCIBLE), pto-shm (pto's own collectives, mesh
- * or ring, on the shared-memory backend that a node's forked chips use: a
- * second domain over the same processes, its windows at one address that
- * every rank reserves; left out when some rank cannot reserve it), and
- * MPI's call (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put +
- * pto_quiet and pto_get against MPI_Put + MPI_Win_flush and MPI_Get +
- * MPI_Win_flush on an MPI_Win_allocate window. Each trial times
- * back-to-back calls of every system in turn; printed (CSV, rank 0), per
+ * (the MPI call, the reference, always runs); --iters sets the calls per
+ * trial (default: 32 MiB worth, 3 to 300; more for a profile); --only keeps the named collectives
+ * (allreduce, allgather, reduce_scatter, broadcast, alltoall, put, get). A size is the bytes of
+ * each rank's src (allreduce, allgather, broadcast), or of its whole src of N blocks
+ * (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's collectives on this backend),
+ * pto-mesh and pto-ring (allreduce: the RMA algorithms on the windows), pto-repro (allreduce,
+ * PTO_RED_REPRODUCIBLE), pto-shm (pto's own collectives, mesh or ring, on the shared-memory backend
+ * that a node's forked chips use: a second domain over the same processes, its windows at one
+ * address that every rank reserves; left out when some rank cannot reserve it), and MPI's call
+ * (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put + pto_quiet and
+ * pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an MPI_Win_allocate
+ * window. Each trial times back-to-back calls of every system in turn; printed (CSV, rank 0), per
  * system: the median over trials of the slowest rank's µs per call, the
  * min and max, and the median, min and max over trials of its time over
  * the MPI call's in the same trial. PTO_MPI_SHARED_WINDOWS=0 measures RMA
@@ -38,7 +36,7 @@
 #include "common/clock.h"
 #include "pto/coll.h"
 
-static int me, np, trials = 5;
+static int me, np, trials = 5, fixed_iters; /* --iters: calls per trial, else by size */
 static const char *windows;
 
 static int cmp(const void *a, const void *b) {
@@ -63,6 +61,7 @@ typedef struct bench {
 } bench;
 
 static int iters_for(int64_t bytes) {
+  if (fixed_iters > 0) return fixed_iters;
   int64_t it = ((int64_t)32 << 20) / (bytes > 0 ? bytes : 1);
   return it < 3 ? 3 : it > 300 ? 300 : (int)it;
 }
@@ -273,6 +272,8 @@ int main(int argc, char **argv) {
       step = atoll(argv[++i]);
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
+    else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+      fixed_iters = atoi(argv[++i]);
     else if (strcmp(argv[i], "--systems") == 0 && i + 1 < argc)
       systems = argv[++i];
     else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
@@ -286,7 +287,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nsizes; i++)
       maxb = sizes[i] > maxb ? sizes[i] : maxb, minb = sizes[i] < minb ? sizes[i] : minb;
   } else {
-    for (int64_t bytes = minb; bytes <= maxb && nsizes < 64; bytes *= step > 1 ? step : 2)
+    for (int64_t bytes = minb; bytes <= maxb && nsizes<64; bytes *= step> 1 ? step : 2)
       sizes[nsizes++] = bytes;
   }
   if (trials < 1 || trials > 100 || minb < 8 || maxb < minb || step < 2 || np < 2) {
@@ -348,8 +349,8 @@ int main(int argc, char **argv) {
       /* reduce-scatter and all-to-all split the size into np blocks */
       if ((ci == C_REDUCE_SCATTER || ci == C_ALLTOALL) && bytes < 4 * np) continue;
       if (!wanted(only, coll_names[ci])) continue;
-      const char *sys[MAX_SYS], *cand[] = {"pto", "pto-mesh", "pto-ring", "pto-repro",
-                                             "pto-shm", "MPI_Iallreduce"};
+      const char *sys[MAX_SYS],
+          *cand[] = {"pto", "pto-mesh", "pto-ring", "pto-repro", "pto-shm", "MPI_Iallreduce"};
       int nsys = 0;
       for (int c = 0; c < 6; c++) {
         bool allreduce_only = (c >= 1 && c <= 3) || c == 5;
