@@ -5,19 +5,22 @@
  *
  *   mpiexec -np N bench_coll_mpi [--trials T] [--min BYTES] [--max BYTES]
  *                                [--step F] [--quick] [--only COLL,...]
+ *                                [--sizes B,B,...] [--systems SYS,...] [--iters N]
  *
  * Sizes --min (default 8 B) to --max (default 16 MiB), by --step (8x;
- * --quick: 64x); --only keeps the named collectives (allreduce,
- * allgather, reduce_scatter, broadcast, alltoall, put, get). A size is the
- * bytes of each rank's src (allreduce, allgather, broadcast), or of its
- * whole src of N blocks (reduce-scatter, all-to-all). Systems: pto
- * (PTO_COLL_AUTO: MPI's collectives on this backend), pto-mesh and
- * pto-ring (allreduce: the RMA algorithms on the windows), pto-repro
- * (allreduce, PTO_RED_REPRODUCIBLE), and MPI's call (allreduce: also
- * MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put +
- * pto_quiet and pto_get against MPI_Put + MPI_Win_flush and MPI_Get +
- * MPI_Win_flush on an MPI_Win_allocate window. Each trial times
- * back-to-back calls of every system in turn; printed (CSV, rank 0), per
+ * --quick: 64x), or the list --sizes; --systems keeps the named pto systems
+ * (the MPI call, the reference, always runs); --iters sets the calls per
+ * trial (default: 32 MiB worth, 3 to 300; more for a profile); --only keeps the named collectives
+ * (allreduce, allgather, reduce_scatter, broadcast, alltoall, put, get). A size is the bytes of
+ * each rank's src (allreduce, allgather, broadcast), or of its whole src of N blocks
+ * (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's collectives on this backend),
+ * pto-mesh and pto-ring (allreduce: the RMA algorithms on the windows), pto-repro (allreduce,
+ * PTO_RED_REPRODUCIBLE), pto-shm (pto's own collectives, mesh or ring, on the shared-memory backend
+ * that a node's forked chips use: a second domain over the same processes, its windows at one
+ * address that every rank reserves; left out when some rank cannot reserve it), and MPI's call
+ * (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put + pto_quiet and
+ * pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an MPI_Win_allocate
+ * window. Each trial times back-to-back calls of every system in turn; printed (CSV, rank 0), per
  * system: the median over trials of the slowest rank's µs per call, the
  * min and max, and the median, min and max over trials of its time over
  * the MPI call's in the same trial. PTO_MPI_SHARED_WINDOWS=0 measures RMA
@@ -26,12 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "common/clock.h"
 #include "pto/coll.h"
 
-static int me, np, trials = 5;
+static int me, np, trials = 5, fixed_iters; /* --iters: calls per trial, else by size */
 static const char *windows;
 
 static int cmp(const void *a, const void *b) {
@@ -48,13 +53,15 @@ static double slowest(double us) {
 typedef struct bench {
   pto_comm c;
   pto_kctx k;
-  pto_tensor scratch;
+  pto_tensor scratch, shm_scratch;
+  bool shm; /* the shm domain (2) is open */
   float *in, *out;
   MPI_Win mwin;
   void *mbase;
 } bench;
 
 static int iters_for(int64_t bytes) {
+  if (fixed_iters > 0) return fixed_iters;
   int64_t it = ((int64_t)32 << 20) / (bytes > 0 ? bytes : 1);
   return it < 3 ? 3 : it > 300 ? 300 : (int)it;
 }
@@ -76,7 +83,7 @@ static pto_tensor f32(void *p, int64_t n) {
  * that a call is only the call: the collective and system as numbers, and
  * pto's views made once, as a kernel would hold them. */
 enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_BROADCAST, C_ALLTOALL, C_PUT, C_GET };
-enum { S_PTO, S_MESH, S_RING, S_REPRO, S_IALLREDUCE, S_MPI };
+enum { S_PTO, S_MESH, S_RING, S_REPRO, S_SHM, S_IALLREDUCE, S_MPI };
 static const char *const coll_names[] = {
     "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "put", "get"};
 typedef struct point {
@@ -93,6 +100,7 @@ static point prepare(bench *b, int coll, const char *sys, int64_t bytes) {
            : strcmp(sys, "pto-mesh") == 0       ? S_MESH
            : strcmp(sys, "pto-ring") == 0       ? S_RING
            : strcmp(sys, "pto-repro") == 0      ? S_REPRO
+           : strcmp(sys, "pto-shm") == 0        ? S_SHM
            : strcmp(sys, "MPI_Iallreduce") == 0 ? S_IALLREDUCE
                                                 : S_MPI;
   int64_t n = bytes / 4, blk = n / np;
@@ -112,6 +120,8 @@ static point prepare(bench *b, int coll, const char *sys, int64_t bytes) {
 static int one(bench *b, const point *pt) {
   bool mpi = pt->sys >= S_IALLREDUCE;
   int n = pt->n, blk = pt->blk;
+  int dom = pt->sys == S_SHM ? 2 : 1;
+  const pto_tensor *scratch = pt->sys == S_SHM ? &b->shm_scratch : &b->scratch;
   switch (pt->coll) {
   case C_ALLREDUCE:
     if (pt->sys == S_IALLREDUCE) { /* what a nonblocking call costs in MPI itself */
@@ -120,7 +130,7 @@ static int one(bench *b, const point *pt) {
       return rc ? rc : MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
     if (mpi) return MPI_Allreduce(b->in, b->out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    return pto_allreduce(&b->k, 1, &b->scratch, &pt->out, &pt->in,
+    return pto_allreduce(&b->k, dom, scratch, &pt->out, &pt->in,
                          pt->sys == S_REPRO ? (pto_red_op)(PTO_RED_SUM | PTO_RED_REPRODUCIBLE)
                                             : PTO_RED_SUM,
                          pt->sys == S_MESH   ? PTO_COLL_MESH
@@ -128,17 +138,17 @@ static int one(bench *b, const point *pt) {
                                              : PTO_COLL_AUTO);
   case C_ALLGATHER:
     if (mpi) return MPI_Allgather(b->in, n, MPI_FLOAT, b->out, n, MPI_FLOAT, MPI_COMM_WORLD);
-    return pto_allgather(&b->k, 1, &b->scratch, &pt->big_out, &pt->in);
+    return pto_allgather(&b->k, dom, scratch, &pt->big_out, &pt->in);
   case C_BROADCAST:
     if (mpi) return MPI_Bcast(b->out, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    return pto_broadcast(&b->k, 1, &b->scratch, &pt->out, me == 0 ? &pt->in : NULL, 0);
+    return pto_broadcast(&b->k, dom, scratch, &pt->out, me == 0 ? &pt->in : NULL, 0);
   case C_REDUCE_SCATTER:
     if (mpi)
       return MPI_Reduce_scatter_block(b->in, b->out, blk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    return pto_reduce_scatter(&b->k, 1, &b->scratch, &pt->blk_out, &pt->big_in, PTO_RED_SUM);
+    return pto_reduce_scatter(&b->k, dom, scratch, &pt->blk_out, &pt->big_in, PTO_RED_SUM);
   case C_ALLTOALL:
     if (mpi) return MPI_Alltoall(b->in, blk, MPI_FLOAT, b->out, blk, MPI_FLOAT, MPI_COMM_WORLD);
-    return pto_alltoall(&b->k, 1, &b->scratch, &pt->big_out, &pt->big_in);
+    return pto_alltoall(&b->k, dom, scratch, &pt->big_out, &pt->big_in);
   }
   /* put/get: rank 0 to rank 1 only; the others wait in the barrier */
   if (me != 0) return 0;
@@ -198,13 +208,59 @@ static bool wanted(const char *only, const char *coll) {
   return false;
 }
 
+/* Domain 2: the same ranks and buffers on the shared-memory backend, its
+ * windows at an address rank 0 reserved and every other rank reserves too
+ * (the node reserves it before forking its chips; here the processes are
+ * mpirun's). False, with a note, when some rank cannot. */
+static bool open_shm(bench *b, const pto_window_buffer *bufs) {
+  comm_domain_desc d;
+  memset(&d, 0, sizeof d);
+  comm_desc_layout(&d, bufs, 2);
+  size_t bytes = (size_t)d.win_bytes * (size_t)np;
+  void *base = NULL;
+  uint64_t addr = 0;
+  if (me == 0 && comm_space_reserve(bytes, &base) == 0) addr = (uint64_t)(uintptr_t)base;
+  MPI_Bcast(&addr, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (me != 0 && addr) {
+    base = mmap((void *)(uintptr_t)addr, bytes, PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (base != (void *)(uintptr_t)addr) {
+      if (base != MAP_FAILED) munmap(base, bytes);
+      base = NULL;
+    }
+  }
+  int ok = base != NULL, all;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all) {
+    if (base) munmap(base, bytes);
+    if (me == 0) fprintf(stderr, "pto-shm left out: the window range is taken on some rank\n");
+    return false;
+  }
+  int pid = me == 0 ? (int)getpid() : 0;
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  d.id = 2;
+  d.nranks = np;
+  d.backend = COMM_BACKEND_SHM;
+  d.base = addr;
+  d.wait_timeout_ms = 60000;
+  snprintf(d.prefix, sizeof d.prefix, "/pto_bench_coll.%d", pid);
+  for (int r = 0; r < np; r++)
+    d.chips[r] = r;
+  int rc = comm_domain_open(&b->c, &d, me);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (!rc) rc = comm_domain_attach(&b->c, 2);
+  if (rc) fail(b, "shm domain", rc);
+  return true;
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &np);
-  int64_t minb = 8, maxb = 16 << 20, step = 8;
-  const char *only = NULL;
+  int64_t minb = 8, maxb = 16 << 20, step = 8, sizes[64];
+  int nsizes = 0;
+  const char *only = NULL, *systems = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
       trials = atoi(argv[++i]);
@@ -216,8 +272,23 @@ int main(int argc, char **argv) {
       step = atoll(argv[++i]);
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
+    else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+      fixed_iters = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--systems") == 0 && i + 1 < argc)
+      systems = argv[++i];
+    else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
+      for (char *p = argv[++i]; *p && nsizes < 64; p += *p == ',')
+        sizes[nsizes++] = strtoll(p, &p, 10);
     else if (strcmp(argv[i], "--quick") == 0)
       step = 64;
+  }
+  if (nsizes) {
+    minb = maxb = sizes[0];
+    for (int i = 0; i < nsizes; i++)
+      maxb = sizes[i] > maxb ? sizes[i] : maxb, minb = sizes[i] < minb ? sizes[i] : minb;
+  } else {
+    for (int64_t bytes = minb; bytes <= maxb && nsizes<64; bytes *= step> 1 ? step : 2)
+      sizes[nsizes++] = bytes;
   }
   if (trials < 1 || trials > 100 || minb < 8 || maxb < minb || step < 2 || np < 2) {
     if (me == 0)
@@ -246,10 +317,12 @@ int main(int argc, char **argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (!rc) rc = comm_domain_attach(&b.c, 1);
   if (rc) fail(&b, "domain", rc);
+  b.shm = open_shm(&b, bufs);
   comm_task_begin(&b.c, 1, (np < 64 ? (1ull << np) : 0) - 1);
   b.k.env = &b.c;
   int64_t sb = (int64_t)bufs[0].bytes;
   pto_comm_window_tensor(&b.c, 1, me, "scratch", PTO_U8, 1, &sb, &b.scratch);
+  if (b.shm) pto_comm_window_tensor(&b.c, 2, me, "scratch", PTO_U8, 1, &sb, &b.shm_scratch);
   b.in = malloc((size_t)maxb);
   b.out = malloc((size_t)maxb * (size_t)np);
   for (int64_t i = 0; i < maxb / 4; i++)
@@ -270,18 +343,19 @@ int main(int argc, char **argv) {
            "ratio_median,ratio_min,ratio_max\n");
   static const char *mpi_names[] = {"MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block",
                                     "MPI_Bcast", "MPI_Alltoall"};
-  for (int64_t bytes = minb; bytes <= maxb; bytes *= step) {
+  for (int si = 0; si < nsizes; si++) {
+    int64_t bytes = sizes[si];
     for (int ci = 0; ci < 5; ci++) {
       /* reduce-scatter and all-to-all split the size into np blocks */
       if ((ci == C_REDUCE_SCATTER || ci == C_ALLTOALL) && bytes < 4 * np) continue;
       if (!wanted(only, coll_names[ci])) continue;
-      const char *sys[MAX_SYS] = {"pto"};
-      int nsys = 1;
-      if (ci == C_ALLREDUCE) {
-        sys[nsys++] = "pto-mesh";
-        sys[nsys++] = "pto-ring";
-        sys[nsys++] = "pto-repro";
-        sys[nsys++] = "MPI_Iallreduce";
+      const char *sys[MAX_SYS],
+          *cand[] = {"pto", "pto-mesh", "pto-ring", "pto-repro", "pto-shm", "MPI_Iallreduce"};
+      int nsys = 0;
+      for (int c = 0; c < 6; c++) {
+        bool allreduce_only = (c >= 1 && c <= 3) || c == 5;
+        if ((allreduce_only && ci != C_ALLREDUCE) || (c == 4 && !b.shm)) continue;
+        if (!systems || wanted(systems, cand[c])) sys[nsys++] = cand[c];
       }
       sys[nsys++] = mpi_names[ci];
       measure(&b, ci, sys, nsys, bytes);

@@ -97,6 +97,10 @@ int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbu
  * the buffers, with why[n] saying so. Pure (no memory is touched). */
 int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
                      char *why, size_t n);
+/* comm_view_locate for a view the caller has validated already
+ * (pto_tensor_validate): the collectives check their scratch once. */
+int comm_valid_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
+                           char *why, size_t n);
 
 void comm_init(pto_comm *c, int chip);
 /* Closes every domain (unlink: also remove my named objects). */

@@ -128,15 +128,17 @@ typedef struct comm_backend {
                  comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len);
   /* Optional (NULL: the backend has no collectives of its own): runs c and
    * returns 0 once the result is in c->dst on this rank; PTO_EWAIT_TIMEOUT
-   * at the deadline, PTO_ESHUTDOWN when cancel(cancel_arg), PTO_EMPI, with
-   * why filled. A call that did not complete cannot be withdrawn: it may
-   * still write c->dst, and later calls on its buffer fail at once. */
-  int (*coll)(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
+   * after timeout_ms of waiting (the clock is read only when the call must
+   * wait: a small call that completes at once reads none), PTO_ESHUTDOWN
+   * when cancel(cancel_arg), PTO_EMPI, with why filled. A call that did not
+   * complete cannot be withdrawn: it may still write c->dst, and later calls
+   * on its buffer fail at once. */
+  int (*coll)(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
               void *cancel_arg, char *why, size_t why_len);
   /* With coll: runs the record exchange x, with the errors of coll (an
    * exchange that did not complete may still write the backend's own
    * buffers, never the caller's). */
-  int (*exchange)(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cancel_fn cancel,
+  int (*exchange)(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                   void *cancel_arg, char *why, size_t why_len);
 } comm_backend;
 

@@ -79,9 +79,9 @@ struct comm_win {
  * release; finalized: MPI_Finalize came first and took them). */
 int mpi_coll_open(comm_win *w, char *why, size_t why_len);
 void mpi_coll_close(comm_win *w, bool all_here, bool finalized);
-int mpi_coll(comm_win *w, const comm_coll_call *c, uint64_t deadline_ns, comm_cancel_fn cancel,
+int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
              void *cancel_arg, char *why, size_t why_len);
-int mpi_exchange(comm_win *w, comm_exchange *x, uint64_t deadline_ns, comm_cancel_fn cancel,
+int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                  void *cancel_arg, char *why, size_t why_len);
 
 #endif

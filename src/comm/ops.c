@@ -120,6 +120,11 @@ int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *w
   return view_locate(d, t, woff, buf, why, n);
 }
 
+int comm_valid_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
+                           char *why, size_t n) {
+  return view_locate(d, t, woff, buf, why, n);
+}
+
 /* comm_view_locate() for an op's view, which same_shape_check found valid,
  * failing the task with the details. */
 static int win_view(const op_env *e, const pto_tensor *t, const char *what, uint64_t *buf_woff,
