@@ -127,7 +127,7 @@ int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_t
   uint32_t nt = (uint32_t)t->ntensors, ns = (uint32_t)t->nscalars;
   bool fixed = t->kernel == KERNEL_REDUX_COMBINE;
   uint32_t nredux = (uint32_t)__builtin_popcount(t->redux_args), commute_args = 0;
-  for (uint32_t i = 0; t->commute && i < nt; i++)
+  for (uint32_t i = 0; t->commute && i < nt && i < PTO_MAX_TENSOR_ARGS; i++)
     commute_args |= (uint32_t)(a->access[i] == PTO_COMMUTE) << i;
   uint32_t marks = g->tasks_cap;
   uint32_t *mark = NULL;
