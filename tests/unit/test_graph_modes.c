@@ -16,7 +16,8 @@
  *
  * COMMUTE: a replay excludes COMMUTE tasks on the same bytes from each
  * other, also after another run has used the task slots (a launch must
- * not take a slot's COMMUTE views from whatever ran there last).
+ * not take a slot's COMMUTE views from whatever ran there last); and its
+ * tasks keep their captured priorities (the trace marks them).
  *
  * Nothing depends on timing: the COMMUTE kernels sleep so that tasks left
  * unexcluded would overlap, but the test asserts only that none did. */
@@ -387,8 +388,70 @@ static void test_replayed_commute(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- priorities ---- */
+
+#define NPRIO 12 /* tasks, every other one of priority 2 */
+
+static void orch_prio(pto_orch *o, void *arg) {
+  pto_tensor t;
+  vec(&t, arg, PTO_I32, 64);
+  for (int k = 0; k < NPRIO; k++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_inout(&a, &t);
+    pto_submit_opts so = {.block_num = 2, .priority = k % 2 ? 2 : 0};
+    pto_submit(o, k_plain_id, &a, &so, NULL);
+  }
+}
+
+static int count(const char *text, const char *what) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, what)) != NULL; p++)
+    n++;
+  return n;
+}
+
+/* A replay's tasks keep their captured priorities after another run has
+ * used their slots: the trace marks each block of a prioritised task. */
+static void test_replayed_priority(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 2;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "plain", k_plain, &k_plain_id), PTO_OK);
+  static int32_t buf[64], plain[64];
+  pto_graph *g = NULL;
+  assert_int_equal(pto_graph_capture(chip, orch_prio, buf, &g, NULL, NULL), PTO_OK);
+  run_ok(chip, orch_plain, plain); /* slots filled with tasks of priority 0 */
+  char path[] = "/tmp/pto_test_graph_modes_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(pto_chip_set_trace(chip, path), PTO_OK);
+  assert_int_equal(pto_graph_launch(chip, g, NULL, NULL, NULL), PTO_OK);
+  assert_int_equal(pto_chip_set_trace(chip, NULL), PTO_OK);
+  FILE *in = fopen(path, "r");
+  assert_non_null(in);
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text - 1, in);
+  text[n] = '\0';
+  fclose(in);
+  unlink(path);
+  assert_int_equal(count(text, "\"name\":\"plain\""), 2 * NPRIO);
+  if (count(text, "\"priority\":2") != NPRIO) /* 2 blocks of NPRIO / 2 tasks */
+    fail_msg("the replay marked %d blocks with priority 2, the graph has %d",
+             count(text, "\"priority\":2"), NPRIO);
+  for (int i = 0; i < 64; i++)
+    assert_int_equal(buf[i], i < 2 ? 2 * NPRIO : 0);
+  pto_graph_destroy(g);
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_replayed_redux),
-                                     cmocka_unit_test(test_replayed_commute)};
+                                     cmocka_unit_test(test_replayed_commute),
+                                     cmocka_unit_test(test_replayed_priority)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
