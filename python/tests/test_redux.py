@@ -217,3 +217,15 @@ def test_python_op_errors_are_named():
             chip.run(lambda o: chip.redux_op("late", np.float32, lambda d: 0, np.add))
         ok = chip.redux_op("sum32", np.float32, lambda d: 0.0, np.add)
         chip.run(lambda o: o.submit(k, pto.Redux(a, ok)))  # the chip runs on
+
+
+def test_python_op_limits_and_slots_come_back():
+    """A chip takes 16 ops (the 17th is refused, naming it); the C entry
+    points of a closed chip's ops are given back, so 5 chips of 16 ops in
+    turn (80 registrations, more than the 64 pairs) all register."""
+    for c in range(5):
+        with pto.Chip(clusters=1) as chip:
+            ops = [chip.redux_op(f"op{i}", np.int32, lambda d: 0, np.add) for i in range(16)]
+            assert len({op.id for op in ops}) == 16
+            with pytest.raises(pto.InvalidArgumentError, match="op16.*at most 16 ops per chip"):
+                chip.redux_op("op16", np.int32, lambda d: 0, np.add)
