@@ -32,7 +32,9 @@
  * the caller after a launch: results go to bound buffers.
  *
  * Scalars are numbered in submission order over all tasks (task 0's
- * first); a launch may give all of them anew.
+ * first); a launch may give all of them anew. (The runtime's own tasks,
+ * which combine PTO_REDUX copies, have none in this numbering; a launch
+ * sets those copies to their op's identity again, as submit does.)
  *
  * Refusals (PTO_EGRAPH, the details naming what): a capture whose graph
  * does not fit the chip's rings all at once (every captured task stays

@@ -19,6 +19,7 @@ from ._kernel import (REFERENCE_KERNELS, Kernel, KernelContext, KernelSpec, c_ke
                       ref_kernel)
 from ._orch import Orch, Task, f64
 from ._chip import Chip, Graph, RunStats
+from ._redux import ReduxOp
 from ._node import (Domain, HostContext, HostFn, Node, NodeOrch, WindowView,
                     coll_scratch_bytes)
 from ._pto import ffi as _ffi, lib as _lib
@@ -26,7 +27,7 @@ from ._pto import ffi as _ffi, lib as _lib
 __version__ = _ffi.string(_lib.pto_version()).decode()
 
 __all__ = ["Chip", "Graph", "Orch", "Task", "RunStats", "Kernel", "KernelContext", "KernelSpec",
-           "ref_kernel", "c_kernel", "py_kernel", "In", "Out", "InOut", "NoDep", "Commute", "Redux", "New", "View",
+           "ref_kernel", "c_kernel", "py_kernel", "In", "Out", "InOut", "NoDep", "Commute", "Redux", "ReduxOp", "New", "View",
            "f64", "Error", "ERRORS", "error_from", "status_name", "status_hint", "DTYPES",
            "REFERENCE_KERNELS", "Node", "NodeOrch", "Domain", "WindowView", "HostFn",
            "HostContext",

@@ -14,6 +14,7 @@ import os
 from cffi import FFI
 
 NTRAMP = 256  # Python kernels per process (one C trampoline each)
+NTRAMP_REDUX = 64  # reduction ops registered from Python at once, over all live chips
 
 CDEF = r"""
 #define PTO_MAX_DIMS ...
@@ -234,6 +235,9 @@ int pyk_node_submit_host(pto_node_orch *no, int worker, int fn_index, int ntenso
 int pyk_tensor(pto_tensor *t, const int64_t *d);
 pto_kernel_fn pyk_trampoline(int slot);
 int pyk_ntrampolines(void);
+#define PTO_REDUX_MAX_NAME ...
+int pyr_register(pto_chip *chip, const char *name, int dtype, int slot, int *op);
+int pyr_ntrampolines(void);
 pto_chip_init_fn pyk_chip_init_fn(void);
 pto_node_orch_fn pyk_node_orch_fn(void);
 pto_comm *pyk_comm(const pto_kctx *ctx);
@@ -259,6 +263,8 @@ int pyk_graph_launch(pto_chip *chip, pto_graph *graph, const pto_graph_bindings 
                      pto_run_stats *stats, pto_error_info *err, int python_sigint);
 
 extern "Python+C" int _pyk_kernel(int slot, const pto_kctx *ctx);
+extern "Python+C" void _pyr_init(int slot, void *dst, int64_t n);
+extern "Python+C" void _pyr_combine(int slot, void *acc, const void *src, int64_t n);
 extern "Python+C" int _pyk_chip_init(pto_chip *chip, int rank, void *arg);
 extern "Python+C" void _pyk_orch(pto_orch *o, void *arg);
 extern "Python+C" void _pyk_node_orch(pto_node_orch *no, void *arg);
@@ -277,6 +283,8 @@ SOURCE = r"""
 #include "pto/coll.h"
 
 int _pyk_kernel(int slot, const pto_kctx *ctx);
+void _pyr_init(int slot, void *dst, int64_t n);
+void _pyr_combine(int slot, void *acc, const void *src, int64_t n);
 int _pyk_chip_init(pto_chip *chip, int rank, void *arg);
 void _pyk_orch(pto_orch *o, void *arg);
 void _pyk_node_orch(pto_node_orch *no, void *arg);
@@ -491,6 +499,24 @@ static const pto_kernel_fn pyk_tramps[] = {""" + ",".join(f"pyk_t{i}" for i in r
 int pyk_ntrampolines(void) { return (int)(sizeof pyk_tramps / sizeof pyk_tramps[0]); }
 pto_kernel_fn pyk_trampoline(int slot) {
   return slot >= 0 && slot < pyk_ntrampolines() ? pyk_tramps[slot] : NULL;
+}
+
+/* Reduction ops from Python: an init and a combine entry point per slot
+ * (pto_redux_op_desc's functions take no context), each calling the
+ * slot's Python functions (_redux.py). */
+#define PYR_T(n) \
+  static void pyr_i##n(void *d, int64_t k) { _pyr_init(n, d, k); } \
+  static void pyr_c##n(void *a, const void *s, int64_t k) { _pyr_combine(n, a, s, k); }
+""" + "".join(f"PYR_T({i})\n" for i in range(NTRAMP_REDUX)) + r"""
+static void (*const pyr_inits[])(void *, int64_t) = {""" + ",".join(
+    f"pyr_i{i}" for i in range(NTRAMP_REDUX)) + r"""};
+static void (*const pyr_combines[])(void *, const void *, int64_t) = {""" + ",".join(
+    f"pyr_c{i}" for i in range(NTRAMP_REDUX)) + r"""};
+int pyr_ntrampolines(void) { return (int)(sizeof pyr_inits / sizeof pyr_inits[0]); }
+int pyr_register(pto_chip *chip, const char *name, int dtype, int slot, int *op) {
+  if (slot < 0 || slot >= pyr_ntrampolines()) return PTO_EINVAL;
+  pto_redux_op_desc d = {name, dtype, pyr_inits[slot], pyr_combines[slot]};
+  return pto_redux_register(chip, &d, op);
 }
 """
 

@@ -10,9 +10,10 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from ._cint import set_int_field
-from ._errors import error_from_info, invalid
-from ._kernel import Kernel, as_spec, register
+from ._errors import error_from, error_from_info, invalid
+from ._kernel import PTO_EKERNEL, Kernel, as_spec, register
 from ._orch import Orch, scalar_bits
+from ._redux import ReduxOp, register_op, release_ops
 from ._tensor import array_desc, as_array
 from ._pto import ffi, lib
 
@@ -70,6 +71,8 @@ class _Run:
         self.keep: List[Any] = []
         self.orch_exc: Optional[BaseException] = None
         self.kernel_excs: List[BaseException] = []
+        # (op, "init" or "combine", exception) of reduction ops (_redux.py)
+        self.redux_excs: List[tuple] = []
         # checking mode: each task's tensor arguments, to name the one a
         # ContractError points at
         self.task_args: Optional[Dict[int, tuple]] = {} if chip._check else None
@@ -157,6 +160,8 @@ class Chip:
         cfg.env = self._handle  # kernels find their chip (for Python kernel exceptions)
         self._keep: list = []
         self.kernels: Dict[str, Kernel] = {}
+        self.redux_ops: Dict[str, ReduxOp] = {}
+        self._redux_ops: List[ReduxOp] = []  # every one registered (names may repeat)
         self._run: Optional[_Run] = None
         self._run_lock = threading.Lock()  # one run at a time, from any thread
         out = ffi.new("pto_chip **")
@@ -206,6 +211,29 @@ class Chip:
         self.kernels[s.name] = k
         return k
 
+    def redux_op(self, name: str, dtype: Any, init: Callable[[np.ndarray], Any],
+                 combine: Callable[[np.ndarray, np.ndarray], Any]) -> ReduxOp:
+        """Register a reduction op over ``dtype`` for ``pto.Redux(array, op)``
+        (pto_redux_register): ``init(dst)`` sets the 1-D array ``dst`` (a
+        private copy) to the op's identity, in place or by returning it (a
+        scalar or an array); ``combine(acc, src)`` sets ``acc`` to ``acc op
+        src`` element-wise, in place or by returning it (``src`` is
+        read-only). ``combine`` should be associative; pto folds in
+        submission order (then block, then core), so results are
+        reproducible bit for bit. Both run with the GIL: init at submit on
+        the orchestrator's thread (and at every launch of a captured graph),
+        combine in the runtime's ``redux_combine`` tasks. An exception in
+        either makes the run raise KernelError naming the op once it has
+        ended (the exception as ``__cause__``). At most 16 ops per chip,
+        registered between runs."""
+        chip = self._live()
+        if self._run is not None:
+            raise invalid("Chip.redux_op: register reduction ops before run, not during one")
+        op = register_op(self, chip, name, dtype, init, combine)
+        self.redux_ops[name] = op
+        self._redux_ops.append(op)
+        return op
+
     def run(self, orchestrate: Callable[..., Any], *args: Any) -> RunStats:
         """Run ``orchestrate(orch, *args)`` on this thread while the chip
         executes the tasks it submits; return when all completed.
@@ -247,6 +275,14 @@ class Chip:
         if exc is not None and not getattr(exc, "_from_call", False):
             run.keep.clear()
             raise exc
+        if run.redux_excs and not run.kernel_excs:
+            op, role, e = run.redux_excs[0]
+            if not rc:  # pto's op functions cannot fail: the run ended "well"
+                run.keep.clear()
+                raise error_from(PTO_EKERNEL, f"{what}: reduction op '{op.name}': its {role} "
+                                 f"raised {type(e).__name__}: {e}; what it reduced holds no "
+                                 "valid result") from e
+            run.kernel_excs.append(e)
         if rc:
             run.keep.clear()
             e = error_from_info(rc, err)
@@ -318,6 +354,7 @@ class Chip:
                 raise invalid("Chip.close: the chip is running")
             lib.pto_chip_destroy(self._chip)
             self._chip = None
+            release_ops(self._redux_ops)
 
     def __enter__(self) -> "Chip":
         return self
@@ -330,6 +367,7 @@ class Chip:
             if getattr(self, "_chip", None) is not None and self._run is None:
                 lib.pto_chip_destroy(self._chip)
                 self._chip = None
+                release_ops(self._redux_ops)
         except Exception:  # pragma: no cover - interpreter shutdown
             pass
 

@@ -13,7 +13,8 @@ from ._cint import INT_MAX, c_int
 from ._errors import check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
-from ._tensor import (DESC_WORDS, INPUT, MODE_MASK, OUTPUT, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
+from ._redux import ReduxOp
+from ._tensor import (DESC_WORDS, INPUT, MODE_MASK, OUTPUT, REDUX, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
                       array_desc, as_array, pto_dtype)
 
 MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
@@ -152,6 +153,10 @@ class Orch:
             mode = _MODE_OF.get(a.__class__)
             if mode is None and isinstance(a, (Arg, New)):  # a subclass
                 mode = a.mode
+                if (mode & MODE_MASK == REDUX and isinstance(a.op, ReduxOp) and
+                        a.op.chip() is not self._run.chip):
+                    raise invalid(f"{ctx}: tensor argument {i}: pto.Redux op {a.op!r} is "
+                                  "registered on another chip (op ids are per chip)")
             if mode is None:
                 raise invalid(f"{ctx}: tensor argument {i}: {type(a).__name__} without an access "
                               "mode; wrap it: pto.In(x), pto.Out(x), pto.InOut(x), pto.NoDep(x), pto.Commute(x), "

@@ -199,17 +199,19 @@ class Commute(Arg):
 
 class Redux(Arg):
     """REDUX: a contribution to a reduction of the array with ``op``
-    (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or the id of an op registered
-    on the chip from C). The kernel sees a private copy set to the op's
+    (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, a :class:`ReduxOp` from
+    ``Chip.redux_op``, or the id of an op registered on the chip from C;
+    an op of another chip is refused at submit). The kernel sees a private copy set to the op's
     identity and accumulates into it; the copies are folded into the array in
     submission order (bit-reproducible) before the next other access to its
     bytes, a read or write of it, the scope's end or the run's end
     (docs/chip.md, Reductions). Each core of a task of several blocks has
     a copy of its own."""
-    __slots__ = ("mode",)
+    __slots__ = ("mode", "op")
 
-    def __init__(self, obj: Union[ArrayLike, "View"], op: Union[str, int] = "sum"):
+    def __init__(self, obj: Union[ArrayLike, "View"], op: Any = "sum"):
         super().__init__(obj)
+        self.op = op  # a ReduxOp is checked against the submitting chip
         if isinstance(op, str):
             code = REDUX_OPS.get(op)
             if code is None:

@@ -353,9 +353,12 @@ static int run_create(pto_chip *chip, pto_run **out) {
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     uint64_t cap = (uint64_t)r->slot_mask + 1; /* room for every live task and slot index */
-    task **items = malloc(sizeof(task *) * cap);
-    /* the shape queues' priority levels (priority.h) */
-    _Atomic uint64_t *up = q < SHAPE_COUNT ? malloc(sizeof *up * cap * PTO_PRIORITY_MAX) : NULL;
+    /* zeroed, as rq_init needs: pages of cells no push reaches are never
+     * touched (ready_queue.h); the shape queues' priority levels
+     * (priority.h) are 3 x cap words each that a run without priorities
+     * never touches */
+    task **items = calloc(cap, sizeof(task *));
+    _Atomic uint64_t *up = q < SHAPE_COUNT ? calloc(cap * PTO_PRIORITY_MAX, sizeof *up) : NULL;
     if (!items || (q < SHAPE_COUNT && !up)) {
       free(items);
       free(up);

@@ -157,3 +157,20 @@ bool cm_views_same(void *env, int32_t a, int32_t b) {
   return x->nviews == y->nviews &&
          memcmp(x->views, y->views, sizeof *x->views * (size_t)x->nviews) == 0;
 }
+
+void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, int nt,
+                   uint32_t mask) {
+  int n = __builtin_popcount(mask);
+  memset(views, 0, sizeof *views * (size_t)n); /* padding too: cm_views_same compares bytes */
+  l->views = views;
+  l->nviews = 0;
+  l->lo = UINT64_MAX;
+  l->hi = 0;
+  for (int i = 0; i < nt; i++)
+    if (mask >> i & 1) {
+      region_view *v = &views[l->nviews++];
+      region_view_init(&tensors[i], v);
+      if (v->lo < l->lo) l->lo = v->lo;
+      if (v->hi > l->hi) l->hi = v->hi;
+    }
+}

@@ -114,4 +114,11 @@ bool cm_busy(const cm_table *c);
 bool cm_views_conflict(void *env, int32_t a, int32_t b);
 bool cm_views_same(void *env, int32_t a, int32_t b);
 
+/* Sets l's views (the orchestrator's part) from tensors whose bit is set
+ * in mask: views[] (room for one per bit) gets them normalised, zeroed
+ * first; lo and hi their span. At submit, and at a launch of a captured
+ * graph for its rebased views. */
+void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, int nt,
+                   uint32_t mask);
+
 #endif

@@ -87,7 +87,9 @@ static int graph_build(pto_graph *g) {
   g->run_views = malloc(sizeof *g->run_views * (g->nargs ? g->nargs : 1));
   g->run_scalars = malloc(sizeof *g->run_scalars * (g->nscalars ? g->nscalars : 1));
   g->bases = calloc(g->nbufs + 1, sizeof *g->bases);
-  if (!g->fanin || !g->succ || !g->roots || !g->run_views || !g->run_scalars || !g->bases)
+  g->run_cm = malloc(sizeof *g->run_cm * (g->ncm ? g->ncm : 1));
+  if (!g->fanin || !g->succ || !g->roots || !g->run_views || !g->run_scalars || !g->bases ||
+      !g->run_cm)
     return PTO_ENOMEM;
   for (uint32_t i = 0; i < n; i++) {
     graph_task *t = &g->tasks[i];
@@ -129,6 +131,9 @@ static void capture_orch(pto_orch *o, void *arg) {
   pto_run *r = o->run;
   r->capture = c->g;
   c->fn(o, c->arg);
+  /* the reductions left open fold now, while the record still takes
+   * their combine tasks (the run's end would fold them unrecorded) */
+  if (!atomic_load_explicit(&r->status, memory_order_acquire)) redux_flush_all(r);
   r->capture = NULL; /* retirement resumes: the run's end retires everything */
 }
 
@@ -173,6 +178,8 @@ void pto_graph_destroy(pto_graph *g) {
   free(g->views);
   free(g->args);
   free(g->scalars);
+  free(g->fixed);
+  free(g->inits);
   free(g->preds);
   free(g->bufs);
   free(g->bufmap);
@@ -183,6 +190,7 @@ void pto_graph_destroy(pto_graph *g) {
   free(g->pairs);
   free(g->run_views);
   free(g->run_scalars);
+  free(g->run_cm);
   free(g->bases);
   free(g);
 }
@@ -347,12 +355,18 @@ static void replay_orch(pto_orch *o, void *arg) {
     t->block_num = gt->block_num;
     t->units_total = gt->units_total;
     t->sync_start = gt->sync_start;
+    t->priority = gt->priority;
+    t->redux_args = gt->redux_args;
+    t->commute = gt->commute_args != 0;
+    if (t->commute) /* the views that exclude each other, as submit sets them */
+      cm_link_views(&r->cm.links[i], g->run_cm + gt->cm0, g->run_views + gt->arg0, gt->ntensors,
+                    gt->commute_args);
     t->scope_depth = 0;
     t->dep_mark = PTO_TASK_NONE;
     t->ntensors = gt->ntensors;
     t->nscalars = gt->nscalars;
     t->tensors = g->run_views + gt->arg0;
-    t->scalars = g->run_scalars + gt->scalar0;
+    t->scalars = (gt->fixed ? g->fixed : g->run_scalars) + gt->scalar0;
     t->heap_end = r->heap.head;
     t->args_end = r->args.head;
     t->dep_end = g->npreds;
@@ -375,6 +389,12 @@ static void replay_orch(pto_orch *o, void *arg) {
     atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
     atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
   }
+  /* the REDUX copies start from the op's identity at every launch, as at
+   * submit: the capture's copies hold its contributions, and a launch's
+   * contributions accumulate into what they find */
+  for (uint32_t i = 0; i < g->ninits; i++)
+    redux_identity_copies(r->chip, g->inits[i].op, &g->run_views[g->inits[i].arg],
+                          g->inits[i].units);
   r->dep_head = g->npreds;
   r->next_id = n;
   if (g->nsync) atomic_fetch_add_explicit(&r->sync_tasks, g->nsync, memory_order_relaxed);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/region.h"
 #include "pto/chip.h"
 #include "pto/graph.h"
 #include "pto/orch.h"
@@ -22,7 +23,12 @@ typedef struct graph_task {
   int32_t ntensors, nscalars;
   int8_t shape;
   bool sync_start;
-  uint32_t arg0, scalar0; /* first tensor / scalar in the arrays */
+  int8_t priority;
+  bool fixed;             /* a runtime task (a REDUX combine): its scalars are not bound */
+  uint32_t redux_args;    /* bit i: tensor i is a REDUX argument's copies (the slot's) */
+  uint32_t commute_args;  /* bit i: tensor i is a COMMUTE view */
+  uint32_t arg0, scalar0; /* first tensor / scalar in the arrays (fixed: in `fixed`) */
+  uint32_t cm0;           /* its COMMUTE views: run_cm[cm0 ..] */
   uint32_t pred0, npred;  /* predecessors: preds[pred0 ..] (trace arrows) */
   uint32_t succ0, nsucc;  /* successors: succ[succ0 ..] (built at the end) */
   int64_t pre;            /* every task up to pre is its ancestor (graph_record.c) */
@@ -33,6 +39,15 @@ typedef struct graph_arg {
   int32_t buffer; /* bound buffer index, or -1: the launch's heap piece */
   int64_t delta;  /* bytes from that base to the view's buf */
 } graph_arg;
+
+/* A REDUX argument's private copies, set to the op's identity at each
+ * launch as at submit (redux_identity_copies): the argument's view in
+ * run_views, and how many copies it has. */
+typedef struct graph_init {
+  uint32_t arg;
+  int32_t op;
+  int32_t units;
+} graph_init;
 
 typedef struct graph_buf {
   uint8_t *buf;
@@ -57,6 +72,11 @@ struct pto_graph {
   uint32_t nargs, args_cap, views_cap;
   uint64_t *scalars;
   uint32_t nscalars, scalars_cap;
+  uint64_t *fixed; /* the scalars of runtime tasks (graph_task.fixed), as captured */
+  uint32_t nfixed, fixed_cap;
+  graph_init *inits; /* every REDUX argument, in submission order */
+  uint32_t ninits, inits_cap;
+  uint32_t ncm; /* COMMUTE views over all tasks */
   pto_task_id *preds;
   uint32_t npreds, preds_cap;
   graph_buf *bufs;
@@ -77,7 +97,8 @@ struct pto_graph {
    * rebased for (the same bases again need no rebase) */
   pto_tensor *run_views;
   uint64_t *run_scalars;
-  uint8_t **bases; /* nbufs + 1: the last is the heap piece */
+  region_view *run_cm; /* the COMMUTE views of run_views, normalised at each launch */
+  uint8_t **bases;     /* nbufs + 1: the last is the heap piece */
   bool rebased;
   /* a launch in progress: the arrays above are its (two threads launching
    * one graph at once would write them under each other) */

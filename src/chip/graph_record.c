@@ -115,9 +115,20 @@ uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t n) {
   return m;
 }
 
-int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint32_t npreds) {
+/* Whether p is in the chip's heap (a launch places it in its piece). */
+static bool in_heap(const pto_run *r, const void *p) {
+  const uint8_t *b = p;
+  return b >= r->heap.base && b < r->heap.base + r->heap.cap;
+}
+
+int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_task_id *preds,
+                       uint32_t npreds) {
   pto_graph *g = r->capture;
   uint32_t nt = (uint32_t)t->ntensors, ns = (uint32_t)t->nscalars;
+  bool fixed = t->kernel == KERNEL_REDUX_COMBINE;
+  uint32_t nredux = (uint32_t)__builtin_popcount(t->redux_args), commute_args = 0;
+  for (uint32_t i = 0; t->commute && i < nt && i < PTO_MAX_TENSOR_ARGS; i++)
+    commute_args |= (uint32_t)(a->access[i] == PTO_COMMUTE) << i;
   uint32_t marks = g->tasks_cap;
   uint32_t *mark = NULL;
   if (!graph_grow((void **)&g->tasks, &g->tasks_cap, g->ntasks + 1, sizeof *g->tasks) ||
@@ -130,9 +141,11 @@ int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint
     memset(mark + marks, 0, sizeof *mark * (g->tasks_cap - marks));
     g->mark = mark;
   }
-  bool ok =
-      graph_grow((void **)&g->scalars, &g->scalars_cap, g->nscalars + ns, sizeof *g->scalars) &&
-      graph_grow((void **)&g->preds, &g->preds_cap, g->npreds + npreds, sizeof *g->preds);
+  bool ok = (fixed ? graph_grow((void **)&g->fixed, &g->fixed_cap, g->nfixed + ns, sizeof *g->fixed)
+                   : graph_grow((void **)&g->scalars, &g->scalars_cap, g->nscalars + ns,
+                                sizeof *g->scalars)) &&
+            graph_grow((void **)&g->inits, &g->inits_cap, g->ninits + nredux, sizeof *g->inits) &&
+            graph_grow((void **)&g->preds, &g->preds_cap, g->npreds + npreds, sizeof *g->preds);
   ok = ok && graph_grow((void **)&g->args, &g->args_cap, g->nargs + nt, sizeof *g->args) &&
        graph_grow((void **)&g->views, &g->views_cap, g->nargs + nt, sizeof *g->views);
   if (!ok) {
@@ -140,27 +153,32 @@ int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint
              (long long)t->id);
     return PTO_ENOMEM;
   }
-  const uint8_t *heap = r->heap.base;
   for (uint32_t i = 0; i < nt; i++) {
     const pto_tensor *v = &t->tensors[i];
-    graph_arg *a = &g->args[g->nargs + i];
-    const uint8_t *p = v->buf;
-    if (p >= heap && p < heap + r->heap.cap) {
+    graph_arg *ga = &g->args[g->nargs + i];
+    if (t->redux_args >> i & 1) {
+      /* v is the copies, in the heap; the reduced view's buffer is
+       * numbered at its first contribution, the user's first use of it
+       * (its combine task comes later) */
+      if (!in_heap(r, a->tensors[i].buf) && bound_buffer(g, &a->tensors[i]) < 0) goto oom;
+      g->inits[g->ninits++] =
+          (graph_init){g->nargs + i, a->redux_op[i], t->units_total ? t->units_total : 1};
+    }
+    if (in_heap(r, v->buf)) {
       /* the capture's heap starts at the ring's base and never wraps
        * (graph.h): the offset from the base is the offset in the piece */
-      a->buffer = -1;
-      a->delta = p - heap;
+      ga->buffer = -1;
+      ga->delta = (const uint8_t *)v->buf - r->heap.base;
     } else {
-      a->buffer = bound_buffer(g, v);
-      if (a->buffer < 0) {
-        run_fail(r, PTO_ENOMEM, t->id, -1, "capture: out of memory recording a buffer");
-        return PTO_ENOMEM;
-      }
-      a->delta = 0;
+      ga->buffer = bound_buffer(g, v);
+      if (ga->buffer < 0) goto oom;
+      ga->delta = 0;
     }
     g->views[g->nargs + i] = *v;
   }
-  if (ns) memcpy(g->scalars + g->nscalars, t->scalars, sizeof(uint64_t) * ns);
+  if (ns)
+    memcpy(fixed ? g->fixed + g->nfixed : g->scalars + g->nscalars, t->scalars,
+           sizeof(uint64_t) * ns);
   if (npreds) memcpy(g->preds + g->npreds, preds, sizeof(pto_task_id) * npreds);
   /* the largest c of its producers (the kept ones': a dropped one is at
    * most another's c), then each producer right after it (ascending) */
@@ -171,15 +189,36 @@ int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint
   }
   for (uint32_t k = 0; k < npreds; k++)
     if (preds[k] == pre + 1) pre = preds[k];
-  g->tasks[g->ntasks++] = (graph_task){
-      t->kernel, t->block_num, t->units_total, t->ntensors, t->nscalars, t->shape, t->sync_start,
-      g->nargs,  g->nscalars,  g->npreds,      npreds,      0,           0,        pre};
+  g->tasks[g->ntasks++] = (graph_task){.kernel = t->kernel,
+                                       .block_num = t->block_num,
+                                       .units_total = t->units_total,
+                                       .ntensors = t->ntensors,
+                                       .nscalars = t->nscalars,
+                                       .shape = t->shape,
+                                       .sync_start = t->sync_start,
+                                       .priority = t->priority,
+                                       .fixed = fixed,
+                                       .redux_args = t->redux_args,
+                                       .commute_args = commute_args,
+                                       .arg0 = g->nargs,
+                                       .scalar0 = fixed ? g->nfixed : g->nscalars,
+                                       .cm0 = g->ncm,
+                                       .pred0 = g->npreds,
+                                       .npred = npreds,
+                                       .pre = pre};
   g->nargs += nt;
-  g->nscalars += ns;
+  if (fixed)
+    g->nfixed += ns;
+  else
+    g->nscalars += ns;
+  g->ncm += (uint32_t)__builtin_popcount(commute_args);
   g->npreds += npreds;
   if (r->heap.head > r->heap.tail && r->heap.head - r->heap.tail > g->heap_span)
     g->heap_span = r->heap.head - r->heap.tail;
   return PTO_OK;
+oom:
+  run_fail(r, PTO_ENOMEM, t->id, -1, "capture: out of memory recording a buffer");
+  return PTO_ENOMEM;
 }
 
 int graph_capture_refuse(pto_run *r, const char *what) {

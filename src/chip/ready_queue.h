@@ -71,15 +71,22 @@ static inline uint64_t rq_cap_for(uint64_t n) {
   return cap;
 }
 
-/* Every cell starts as if its previous lap (position i - cap) had been
- * pushed and popped. cap is a power of two (rq_cap_for). */
+/* cells: cap words, all zero (calloc'd), which rq_init does not write. A
+ * zero word is no position's: a tag is (p + 1) mod 2^39, nonzero for every
+ * position a queue reaches (p < 2^39 - 1), so a zero cell reads as "not
+ * published" exactly as a previous lap's word would. It is read only for
+ * its first-lap position (a cell i still zero has had no push: the tail is
+ * at most i), and the first push to position i >= cap finds the word of
+ * i - cap there, as before. Not writing them keeps a queue's untouched
+ * pages out of the process's memory: the priority levels' queues
+ * (priority.h) of a run that uses none cost nothing, and a queue's cells
+ * become resident only as far as its pushes have reached. cap is a power
+ * of two (rq_cap_for). */
 static inline void rq_init(rq *q, _Atomic uint64_t *cells, uint64_t cap) {
   atomic_init(&q->head, 0);
   atomic_init(&q->tail, 0);
   q->cells = cells;
   q->cap = cap;
-  for (uint64_t i = 0; i < cap; i++)
-    atomic_init(&cells[i], rq_word(i - cap, 0));
 }
 
 /* Push, step 1: claims position p. Relaxed: the position carries no data;

@@ -363,9 +363,6 @@ static bool touches_groups(int m) {
 static int check_arg(pto_run *r, const pto_args *a, const region_view *v, int i) {
   int op = a->redux_op[i];
   const pto_tensor *t = &a->tensors[i];
-  if (r->capture)
-    return graph_capture_refuse(r, "a REDUX argument (its private copies are set at submit, "
-                                   "which a launch does not repeat)");
   if (r->scope_depth > 0 && r->scopes[r->scope_depth].mode == PTO_SCOPE_MANUAL)
     return redux_fail(r, i,
                       "not inside a manual scope: the combine task is ordered by inferred "
@@ -433,6 +430,13 @@ int redux_prepare(pto_run *r, const pto_args *a, int units, redux_plan *p) {
   return PTO_OK;
 }
 
+void redux_identity_copies(const pto_chip *chip, int op, const pto_tensor *v, int units) {
+  size_t es = pto_dtype_size((pto_dtype)v->dtype);
+  for (int u = 0; u < units; u++)
+    identity(chip, op, v->dtype, (uint8_t *)v->buf + (size_t)(u * redux_slot_elems(v)) * es,
+             pto_tensor_numel(v));
+}
+
 void redux_args(pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *tensors) {
   for (int i = 0; i < a->ntensors; i++) {
     if (a->access[i] != PTO_REDUX) continue;
@@ -440,9 +444,6 @@ void redux_args(pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *
     pto_dtype dt = (pto_dtype)g->target.dtype;
     size_t es = pto_dtype_size(dt);
     uint8_t *slot = g->slab + (size_t)(g->used * g->slot_elems) * es;
-    for (int u = 0; u < p->units; u++)
-      identity(r->chip, g->op, dt, slot + (size_t)(u * g->slot_elems) * es,
-               pto_tensor_numel(&g->target));
     /* unit 0's copy; the buffer holds every unit's (redux_unit_tensors) */
     pto_tensor *v = &tensors[i];
     v->buf = slot;
@@ -454,6 +455,7 @@ void redux_args(pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *
       v->stride[d] = stride;
       stride *= v->shape[d];
     }
+    redux_identity_copies(r->chip, g->op, v, p->units);
   }
 }
 

@@ -130,6 +130,11 @@ int redux_prepare(struct pto_run *r, const pto_args *a, int units, redux_plan *p
 /* The task's copy of its arguments: each REDUX argument becomes its slot,
  * set to the op's identity. */
 void redux_args(struct pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *tensors);
+/* Sets the `units` private copies of a REDUX argument's view v (unit 0's
+ * copy, as redux_args makes it; the others redux_slot_elems apart) to the
+ * op's identity: at submit, and again at every launch of a captured graph
+ * (graph.c), on the orchestrator's thread before the task is published. */
+void redux_identity_copies(const struct pto_chip *chip, int op, const pto_tensor *v, int units);
 /* After the task was published as `id`: records it in its groups and
  * flushes the groups it filled. */
 int redux_submitted(struct pto_run *r, const redux_plan *p, const pto_args *a, pto_task_id id,

@@ -538,7 +538,8 @@ uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n
  * access, a ring that only retirement could make room in) fails the run as PTO_EGRAPH naming
  * `what`, through graph_capture_refuse. Both return the run's latched status. */
 uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t npreds);
-int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint32_t npreds);
+int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_task_id *preds,
+                       uint32_t npreds);
 int graph_capture_refuse(pto_run *r, const char *what);
 
 /* Orchestrator [orch.c] */

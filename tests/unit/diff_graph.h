@@ -414,7 +414,7 @@ static void orchestrate(pto_orch *o, void *arg) {
   }
 }
 
-/* Whether g has REDUX arguments (which a captured graph refuses). */
+/* Whether g has REDUX arguments. */
 static inline bool graph_has_redux(const graph *g) {
   for (int i = 0; i < g->n; i++)
     if (g->t[i].kind == 0 && g->t[i].acc[0] == PTO_REDUX) return true;

@@ -352,6 +352,8 @@ static explorer explore(const scenario *sc, int variant) {
   mstate s;
   memset(&s, 0, sizeof s);
   rq q;
+  for (int i = 0; i < e.cap; i++) /* zeroed, as the chip's calloc'd cells (rq_init) */
+    atomic_store(&cellmem[i], 0);
   rq_init(&q, cellmem, (uint64_t)e.cap);
   store_q(&q, &e, &s);
   const xp_model m = {.state_size = sizeof(mstate),
