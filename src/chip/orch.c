@@ -558,6 +558,20 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
       return submit_fail(r, PTO_EINVAL, "argument %d: NULL tensor or bad access mode",
                          a->error_arg);
     }
+    /* pto_args is a public struct: one filled by hand has passed none of
+     * the builder's checks, and every later step trusts its counts */
+    if (a->ntensors < 0 || a->ntensors > PTO_MAX_TENSOR_ARGS)
+      return submit_fail(r, PTO_EINVAL, "pto_args.ntensors is %d: must be 0..%d", a->ntensors,
+                         PTO_MAX_TENSOR_ARGS);
+    if (a->nscalars < 0 || a->nscalars > PTO_MAX_SCALAR_ARGS)
+      return submit_fail(r, PTO_EINVAL, "pto_args.nscalars is %d: must be 0..%d", a->nscalars,
+                         PTO_MAX_SCALAR_ARGS);
+    for (int i = 0; i < a->ntensors; i++)
+      if (a->access[i] > PTO_REDUX)
+        return submit_fail(r, PTO_EINVAL,
+                           "tensor argument %d: pto_args.access[%d] is %d, not a pto_access "
+                           "(0..%d)",
+                           i, i, a->access[i], PTO_REDUX);
     int ncommute = 0;
     for (int i = 0; i < a->ntensors; i++)
       if (a->access[i] == PTO_COMMUTE && ++ncommute > PTO_MAX_COMMUTE_ARGS)
