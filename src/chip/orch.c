@@ -600,6 +600,38 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
   return PTO_OK;
 }
 
+/* The heap bytes of a task's OUTPUT buffers (their views in `ts`, already
+ * validated) in one allocation: true when the sum wraps (sizes near 2^62
+ * must not sum to "fits"). */
+static bool outputs_bytes(const pto_args *a, const pto_tensor *ts, uint64_t *total) {
+  bool wraps = false;
+  *total = 0;
+  for (int i = 0; a && i < a->ntensors; i++)
+    if (a->access[i] == PTO_OUTPUT) {
+      int64_t bytes;
+      tensor_check_shape(ts[i].dtype, ts[i].ndims, ts[i].shape, &bytes);
+      uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+      wraps |= __builtin_add_overflow(*total, padded, total);
+    }
+  return wraps;
+}
+
+/* Before a submit takes its slot: when its OUTPUT buffers find no room in
+ * the heap ring now and REDUX groups are open, the groups are folded
+ * first. Their slabs are heap that only a fold gives back, and a fold is
+ * a submit, which may not happen once this one holds its slot: waiting
+ * for room could be waiting for the slabs, which nothing would free (a
+ * whole-heap OUTPUT after contributions was refused as a scope deadlock).
+ * Folding early keeps the result: groups fold in submission order. */
+static int fold_for_outputs(pto_run *r, const pto_args *a) {
+  if (r->rx.nopen == 0 || !a) return PTO_OK;
+  uint64_t total;
+  if (outputs_bytes(a, a->tensors, &total) || total == 0) return PTO_OK;
+  ring h = r->heap; /* tried on a copy: nothing is allocated */
+  if (ring_try_alloc_around(&h, total, r->held, r->nheld)) return PTO_OK;
+  return redux_flush_all(r);
+}
+
 /* One submit on the owner's thread of a healthy run (orch_gate passed). */
 static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts *opts,
                   pto_task_id *id_out) {
@@ -612,7 +644,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int units = sh == SHAPE_DUMMY ? 0
                                 : (opts && opts->block_num ? opts->block_num : 1) *
                                       (shape_aic(sh) + shape_aiv(sh));
-  if ((rc = redux_prepare(r, a, units, &rp))) return rc;
+  if ((rc = fold_for_outputs(r, a)) || (rc = redux_prepare(r, a, units, &rp))) return rc;
 
   /* 1. task slot (retiring once per RETIRE_EVERY submits) */
   if (r->next_id % RETIRE_EVERY == 0) orch_retire(r);
@@ -673,14 +705,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
    * task whose outputs fit the ring at all can always get them once the
    * ring drains (separate pieces could each wait on the other) */
   uint64_t heap_total = 0;
-  bool wraps = false; /* checked: OUTPUT sizes near 2^62 must not sum to "fits" */
-  for (int i = 0; i < nt; i++)
-    if (a->access[i] == PTO_OUTPUT) {
-      int64_t bytes;
-      tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
-      uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
-      wraps |= __builtin_add_overflow(heap_total, padded, &heap_total);
-    }
+  bool wraps = outputs_bytes(a, tensors, &heap_total);
   bool has_heap = heap_total > 0 || wraps;
   if (wraps || !ring_fits(&r->heap, heap_total)) {
     char sizes[200]; /* formatted only here: no 200-byte clear per submit */

@@ -355,6 +355,55 @@ static void test_heap_pressure(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* Contributions (their group's slab a quarter of the 4 KiB heap), then an
+ * OUTPUT buffer of the whole heap in a scope: only the group's fold gives the slab
+ * back, so the allocation folds the open groups instead of waiting for
+ * room that nothing else can free (it was refused as a scope deadlock). */
+typedef struct whole_run {
+  fixture *f;
+  float acc[NELEM];
+  float out[NELEM];
+} whole_run;
+
+static void orch_whole_heap(pto_orch *o, void *arg) {
+  whole_run *s = arg;
+  pto_tensor t, big, host, head;
+  int64_t n = NELEM, nbig = 4096 / sizeof(float);
+  pto_tensor_init(&t, s->acc, sizeof s->acc, PTO_F32, 1, &n);
+  for (int k = 0; k < 3; k++)
+    submit_contrib(o, s->f, &t, PTO_REDUX_SUM, k + 1, 0);
+  pto_scope_begin(o, PTO_SCOPE_AUTO); /* the big buffer goes back at its end */
+  pto_tensor_desc(&big, PTO_F32, 1, &nbig);
+  pto_submit_v(o, s->f->k_fill, PTO_OUT(&big), PTO_SCALAR((uint64_t)0));
+  int64_t zero = 0;
+  pto_tensor_slice(&big, &zero, &n, &head);
+  pto_tensor_init(&host, s->out, sizeof s->out, PTO_F32, 1, &n);
+  pto_submit_v(o, s->f->k_copy, PTO_IN(&head), PTO_OUT_EXISTING(&host));
+  pto_scope_end(o);
+  for (int k = 3; k < 6; k++) /* a new group, after the fold */
+    submit_contrib(o, s->f, &t, PTO_REDUX_SUM, k + 1, 0);
+}
+
+static void test_whole_heap_after_contributions(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 4096);
+  whole_run s;
+  memset(&s, 0, sizeof s);
+  for (int i = 0; i < NELEM; i++)
+    s.out[i] = -1;
+  s.f = &f;
+  for (int round = 0; round < 2; round++) { /* and again on the same chip */
+    memset(s.acc, 0, sizeof s.acc);
+    run_ok(chip, orch_whole_heap, &s);
+    for (int i = 0; i < NELEM; i++) {
+      assert_true(s.acc[i] == (float)(21 + 6 * i)); /* 1 + ... + 6, and i per contribution */
+      assert_true(s.out[i] == 0.0f);
+    }
+  }
+  pto_chip_destroy(chip);
+}
+
 /* A reduction into a scope's OUTPUT buffer is folded when the scope ends,
  * while the buffer is still held: a later scope's buffer, which may reuse
  * its bytes, must come out as written. */
@@ -627,6 +676,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f32_sum_bit_exact), cmocka_unit_test(test_builtin_ops_all_dtypes),
       cmocka_unit_test(test_heap_pressure),     cmocka_unit_test(test_multi_core_units),
+      cmocka_unit_test(test_whole_heap_after_contributions),
       cmocka_unit_test(test_scope_end_folds),   cmocka_unit_test(test_user_op),
       cmocka_unit_test(test_trace_names),       cmocka_unit_test(test_bad_input),
   };
