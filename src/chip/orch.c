@@ -156,8 +156,12 @@ void orch_teardown(pto_run *r) {
 static int hold_add(pto_run *r, pto_task_id id, uint64_t begin, pto_task_id until);
 static int hold_push(pto_run *r, pto_task_id id, uint64_t begin) {
   uint32_t n = r->nheld;
+  /* never merged across the ring's physical end (begin at a lap's start):
+   * ring_try_alloc_around and heap_live take a range's bytes as one
+   * physical interval, so one that wrapped missed its bytes at the start
+   * of the ring, and a later buffer was placed on them */
   if (n && r->held_until[n - 1] == INT64_MAX && r->held_depth[n - 1] == r->scope_depth &&
-      r->held[n - 1].end == begin) {
+      r->held[n - 1].end == begin && begin % r->heap.cap != 0) {
     r->held[n - 1].end = r->heap.head; /* same scope: the deeper ones already ended */
     return PTO_OK;
   }
