@@ -227,8 +227,8 @@ static void test_scope_range_across_the_ring_end(void **state) {
   for (int k = 1; k <= 5; k++)
     for (int m = 1; m < k; m++)
       if (j.b[k] && j.b[m] && (size_t)((char *)j.b[k] - (char *)j.b[m] + bytes - 1) < 2 * bytes - 1)
-        fail_msg("buffers B%d and B%d of one open scope share bytes (%p, %p)", m, k,
-                 (void *)j.b[m], (void *)j.b[k]);
+        fail_msg("buffers B%d and B%d of one open scope share bytes (%p, %p)", m, k, (void *)j.b[m],
+                 (void *)j.b[k]);
   if (j.rc5) { /* refused: no room, rightly */
     assert_int_equal(rc, j.rc5);
     assert_true(rc == PTO_ESCOPE_DEADLOCK || rc == PTO_EHEAP_DEADLOCK);

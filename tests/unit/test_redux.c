@@ -674,11 +674,15 @@ static void test_bad_input(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_f32_sum_bit_exact), cmocka_unit_test(test_builtin_ops_all_dtypes),
-      cmocka_unit_test(test_heap_pressure),     cmocka_unit_test(test_multi_core_units),
+      cmocka_unit_test(test_f32_sum_bit_exact),
+      cmocka_unit_test(test_builtin_ops_all_dtypes),
+      cmocka_unit_test(test_heap_pressure),
+      cmocka_unit_test(test_multi_core_units),
       cmocka_unit_test(test_whole_heap_after_contributions),
-      cmocka_unit_test(test_scope_end_folds),   cmocka_unit_test(test_user_op),
-      cmocka_unit_test(test_trace_names),       cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_scope_end_folds),
+      cmocka_unit_test(test_user_op),
+      cmocka_unit_test(test_trace_names),
+      cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

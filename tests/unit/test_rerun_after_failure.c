@@ -45,8 +45,8 @@
 #include "hang_alarm.h"
 #include "pto/pto.h"
 
-#define N          8            /* elements of the test buffers */
-#define HEAP_BYTES (64u << 10)  /* every chip's heap ring */
+#define N          8           /* elements of the test buffers */
+#define HEAP_BYTES (64u << 10) /* every chip's heap ring */
 #define NLOG       64
 
 /* ---- kernels ---- */
@@ -199,18 +199,18 @@ static void heap_fill(pto_orch *o, uint64_t bytes) {
 /* ---- how run N fails ---- */
 
 enum {
-  FAIL_KERNEL,    /* the blocker returns an error */
-  FAIL_FATAL,     /* pto_orch_fatal while the blocker runs */
-  FAIL_WATCHDOG,  /* the blocker never returns: the watchdog stops the run */
-  FAIL_RING,      /* a scope holds more OUTPUT buffers than the heap ring */
-  FAIL_SUBMIT,    /* a submit of an unknown kernel */
-  FAIL_CONTRACT,  /* checking mode: a kernel writes outside its views */
+  FAIL_KERNEL,   /* the blocker returns an error */
+  FAIL_FATAL,    /* pto_orch_fatal while the blocker runs */
+  FAIL_WATCHDOG, /* the blocker never returns: the watchdog stops the run */
+  FAIL_RING,     /* a scope holds more OUTPUT buffers than the heap ring */
+  FAIL_SUBMIT,   /* a submit of an unknown kernel */
+  FAIL_CONTRACT, /* checking mode: a kernel writes outside its views */
   FAIL_MODES
 };
 
-static const char *const mode_names[FAIL_MODES] = {"kernel error", "pto_orch_fatal", "watchdog",
-                                                   "heap ring deadlock", "bad submit",
-                                                   "contract breach"};
+static const char *const mode_names[FAIL_MODES] = {"kernel error", "pto_orch_fatal",
+                                                   "watchdog",     "heap ring deadlock",
+                                                   "bad submit",   "contract breach"};
 
 static bool code_of(int mode, int rc) {
   switch (mode) {
@@ -350,8 +350,8 @@ static void run_good_fn(pto_chip *chip, pto_orch_fn fn, fx *f, const char *after
              dirty[0] ? dirty : "clean");
   for (int i = 0; i < N; i++) {
     if (f->x[i] != 100 + i + 136 || f->y[i] != 100 + i + 210)
-      fail_msg("%s: element %d: COMMUTE sum %lld (want %lld), REDUX sum %lld (want %lld)", what,
-               i, (long long)f->x[i], (long long)(100 + i + 136), (long long)f->y[i],
+      fail_msg("%s: element %d: COMMUTE sum %lld (want %lld), REDUX sum %lld (want %lld)", what, i,
+               (long long)f->x[i], (long long)(100 + i + 136), (long long)f->y[i],
                (long long)(100 + i + 210));
   }
   int n = atomic_load(&nlog);
@@ -385,7 +385,8 @@ static void run_failing(pto_chip *chip, pto_orch_fn fn, fx *f, const char *featu
   hang_alarm_arm(what, 60);
   int rc = pto_chip_run(chip, fn, f, NULL, &err);
   hang_alarm_disarm();
-  if (!code_of(f->mode, rc)) fail_msg("%s: returned %s: %s", what, pto_status_name(rc), err.details);
+  if (!code_of(f->mode, rc))
+    fail_msg("%s: returned %s: %s", what, pto_status_name(rc), err.details);
 }
 
 /* ---- COMMUTE ---- */
@@ -589,7 +590,8 @@ static void launch(pto_chip *chip, pto_graph *g, int64_t *x, int fail, int expec
   hang_alarm_disarm();
   if (rc != expect) fail_msg("%s: %s %s", what, pto_status_name(rc), err.details);
   for (int i = 0; !expect && i < N; i++)
-    if (x[i] != i + 36) fail_msg("%s: element %d is %lld, want %d", what, i, (long long)x[i], i + 36);
+    if (x[i] != i + 36)
+      fail_msg("%s: element %d is %lld, want %d", what, i, (long long)x[i], i + 36);
 }
 
 static void test_graph(void **state) {
