@@ -160,6 +160,9 @@ static pto_chip *make_chip(fixture *f, int clusters, int schedulers, uint64_t he
   cfg.clusters = clusters;
   cfg.schedulers = schedulers;
   cfg.watchdog_ms = 20000;
+  /* heap waits end when folds retire: on a loaded machine no retirement
+   * may come for a while, which is not a deadlock */
+  cfg.alloc_timeout_ms = 20000;
   if (heap) cfg.heap_bytes = heap;
   pto_chip *chip = NULL;
   assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
