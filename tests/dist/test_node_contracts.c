@@ -170,18 +170,17 @@ static void test_remote_store_inside_targets_lands(void **state) {
 
 /* Runs on one node: a failed run's window targets bound nothing in the
  * next. Run 1 declares the whole of "dst" on both ranks; rank 0 stores
- * HALF + 1 elements (inside), rank 1 past the buffer's end (the run
- * fails). Run 2 declares HALF elements: rank 0's same store of HALF + 1
- * must be refused at byte 128, not passed by run 1's targets. Run 3 keeps
- * to its targets and lands. */
+ * HALF + 1 elements (inside), rank 1's kernel fails (a store of 0
+ * elements: no view). Run 2 declares HALF elements: rank 0's same store of
+ * HALF + 1 must be refused at byte 128, not passed by run 1's targets.
+ * Run 3 keeps to its targets and lands. */
 static void test_failed_run_leaves_no_targets(void **state) {
   (void)state;
   pto_node *n = make_node(true);
   pto_error_info err;
-  probe p1 = {.n0 = HALF + 1, .n1 = DIST_SIZE + 1, .access = PTO_INOUT, .decl = DIST_SIZE};
+  probe p1 = {.n0 = HALF + 1, .n1 = 0, .access = PTO_INOUT, .decl = DIST_SIZE};
   int rc = pto_node_run(n, store_orch, &p1, &err);
-  fprintf(stderr, "run 1 (rank 1 stores past the buffer): %s: %s\n", pto_status_name(rc),
-          err.details);
+  fprintf(stderr, "run 1 (rank 1's kernel fails): %s: %s\n", pto_status_name(rc), err.details);
   assert_int_not_equal(rc, 0);
   probe p2 = {.n0 = HALF + 1, .n1 = HALF, .access = PTO_INOUT};
   rc = pto_node_run(n, store_orch, &p2, &err);
