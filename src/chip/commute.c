@@ -36,6 +36,22 @@ void cm_reset(cm_table *c) {
     c->hint[i] = -1;
 }
 
+void cm_set_views(cm_link *l, region_view *views, const pto_tensor *ts, int nt, uint32_t mask) {
+  /* padding too: cm_views_same compares bytes */
+  memset(views, 0, sizeof *views * (size_t)__builtin_popcount(mask));
+  l->views = views;
+  l->nviews = 0;
+  l->lo = UINT64_MAX;
+  l->hi = 0;
+  for (int i = 0; i < nt; i++)
+    if (mask >> i & 1) {
+      region_view *v = &views[l->nviews++];
+      region_view_init(&ts[i], v);
+      if (v->lo < l->lo) l->lo = v->lo;
+      if (v->hi > l->hi) l->hi = v->hi;
+    }
+}
+
 static uint32_t hint_of(const cm_link *l) {
   uint64_t h = (l->lo ^ (l->hi * 0x9E3779B97F4A7C15ull)) * 0xD6E8FEB86659FD93ull;
   return (uint32_t)(h >> 56) & (CM_HINTS - 1);

@@ -98,6 +98,11 @@ void cm_destroy(cm_table *c);
 /* No task held or waiting (a run's start, with no thread inside). */
 void cm_reset(cm_table *c);
 
+/* Sets l's views (the caller's storage, one per bit of mask) to the
+ * normalised COMMUTE views ts[i], i in mask, with their span: a submit
+ * (orch.c) and a graph launch (graph.c), before the task is published. */
+void cm_set_views(cm_link *l, region_view *views, const pto_tensor *ts, int nt, uint32_t mask);
+
 /* The step functions, called with the lock held (the explorer drives them
  * as atomic steps). Acquire: true when t is now held; false when it waits
  * on a holder (it will be granted by that holder's release). */

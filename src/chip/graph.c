@@ -87,7 +87,12 @@ static int graph_build(pto_graph *g) {
   g->run_views = malloc(sizeof *g->run_views * (g->nargs ? g->nargs : 1));
   g->run_scalars = malloc(sizeof *g->run_scalars * (g->nscalars ? g->nscalars : 1));
   g->bases = calloc(g->nbufs + 1, sizeof *g->bases);
-  if (!g->fanin || !g->succ || !g->roots || !g->run_views || !g->run_scalars || !g->bases)
+  uint32_t ncm = 0;
+  for (uint32_t i = 0; i < n; i++)
+    ncm += (uint32_t)__builtin_popcount(g->tasks[i].commute_mask);
+  g->cm_views = malloc(sizeof *g->cm_views * (ncm ? ncm : 1));
+  if (!g->fanin || !g->succ || !g->roots || !g->run_views || !g->run_scalars || !g->bases ||
+      !g->cm_views)
     return PTO_ENOMEM;
   for (uint32_t i = 0; i < n; i++) {
     graph_task *t = &g->tasks[i];
@@ -184,6 +189,7 @@ void pto_graph_destroy(pto_graph *g) {
   free(g->run_views);
   free(g->run_scalars);
   free(g->bases);
+  free(g->cm_views);
   free(g);
 }
 
@@ -338,9 +344,14 @@ static void replay_orch(pto_orch *o, void *arg) {
   /* every slot, fanin and fanout list before the first task is made ready
    * (its push releases them all): no task runs while they are written */
   uint32_t n = g->ntasks;
+  region_view *cm_views = g->cm_views;
   for (uint32_t i = 0; i < n; i++) {
     const graph_task *gt = &g->tasks[i];
     task *t = &r->slots[i];
+    /* every field a submit sets: the slot holds an earlier run's task */
+    t->commute = gt->commute_mask != 0;
+    t->priority = gt->priority;
+    t->redux_args = 0; /* a capture refuses REDUX arguments */
     t->id = i;
     t->kernel = gt->kernel;
     t->shape = gt->shape;
@@ -353,6 +364,10 @@ static void replay_orch(pto_orch *o, void *arg) {
     t->nscalars = gt->nscalars;
     t->tensors = g->run_views + gt->arg0;
     t->scalars = g->run_scalars + gt->scalar0;
+    if (t->commute) { /* their views where this launch placed them */
+      cm_set_views(&r->cm.links[i], cm_views, t->tensors, gt->ntensors, gt->commute_mask);
+      cm_views += __builtin_popcount(gt->commute_mask);
+    }
     t->heap_end = r->heap.head;
     t->args_end = r->args.head;
     t->dep_end = g->npreds;

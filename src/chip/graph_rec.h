@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/region.h"
 #include "pto/chip.h"
 #include "pto/graph.h"
 #include "pto/orch.h"
@@ -26,6 +27,9 @@ typedef struct graph_task {
   uint32_t pred0, npred;  /* predecessors: preds[pred0 ..] (trace arrows) */
   uint32_t succ0, nsucc;  /* successors: succ[succ0 ..] (built at the end) */
   int64_t pre;            /* every task up to pre is its ancestor (graph_record.c) */
+  /* what else a submit sets in the slot, which a launch sets from here */
+  uint32_t commute_mask; /* its COMMUTE arguments: their views excluded at a launch too */
+  int8_t priority;
 } graph_task;
 
 /* Where a tensor argument's base comes from at a launch. */
@@ -73,6 +77,7 @@ struct pto_graph {
   uint32_t nsync;    /* sync_start tasks */
   graph_pair *pairs; /* overlapping buffer pairs, sorted by (a, b) */
   uint32_t npairs;
+  region_view *cm_views; /* the COMMUTE arguments' views at a launch, by task */
   /* a launch's: the rebased views and scalars, and the bases they were
    * rebased for (the same bases again need no rebase) */
   pto_tensor *run_views;

@@ -115,7 +115,8 @@ uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t n) {
   return m;
 }
 
-int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint32_t npreds) {
+int graph_capture_task(pto_run *r, const task *t, uint32_t cm_mask, const pto_task_id *preds,
+                       uint32_t npreds) {
   pto_graph *g = r->capture;
   uint32_t nt = (uint32_t)t->ntensors, ns = (uint32_t)t->nscalars;
   uint32_t marks = g->tasks_cap;
@@ -173,7 +174,8 @@ int graph_capture_task(pto_run *r, const task *t, const pto_task_id *preds, uint
     if (preds[k] == pre + 1) pre = preds[k];
   g->tasks[g->ntasks++] = (graph_task){
       t->kernel, t->block_num, t->units_total, t->ntensors, t->nscalars, t->shape, t->sync_start,
-      g->nargs,  g->nscalars,  g->npreds,      npreds,      0,           0,        pre};
+      g->nargs,  g->nscalars,  g->npreds,      npreds,      0,           0,        pre,
+      cm_mask,   t->priority};
   g->nargs += nt;
   g->nscalars += ns;
   g->npreds += npreds;

@@ -667,9 +667,10 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
 
   /* 2. argument storage */
   int nt = a ? a->ntensors : 0, ns = a ? a->nscalars : 0, ncm = 0;
+  uint32_t cm_mask = 0; /* the COMMUTE arguments */
   for (int i = 0; i < nt; i++)
-    ncm += a->access[i] == PTO_COMMUTE;
-  if (kernel_id == -1) ncm = 0; /* a dummy runs nothing: nothing to exclude */
+    if (a->access[i] == PTO_COMMUTE) cm_mask |= 1u << i, ncm++;
+  if (kernel_id == -1) ncm = 0, cm_mask = 0; /* a dummy runs nothing: nothing to exclude */
   ring_req ar = {&r->args,
                  sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns +
                      sizeof(region_view) * (size_t)ncm,
@@ -684,22 +685,9 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   if (nt) memcpy(tensors, a->tensors, sizeof(pto_tensor) * (size_t)nt);
   if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
   if (rp.mask) redux_args(r, &rp, a, tensors);
-  if (ncm) { /* normalised once here, compared at every acquire (commute.h) */
-    cm_link *cl = &r->cm.links[id & r->slot_mask];
-    region_view *views = (region_view *)(scalars + ns);
-    memset(views, 0, sizeof *views * (size_t)ncm); /* padding too: cm_views_same compares bytes */
-    cl->views = views;
-    cl->nviews = 0;
-    cl->lo = UINT64_MAX;
-    cl->hi = 0;
-    for (int i = 0; i < nt; i++)
-      if (a->access[i] == PTO_COMMUTE) {
-        region_view *v = &views[cl->nviews++];
-        region_view_init(&tensors[i], v);
-        if (v->lo < cl->lo) cl->lo = v->lo;
-        if (v->hi > cl->hi) cl->hi = v->hi;
-      }
-  }
+  if (ncm) /* normalised once here, compared at every acquire (commute.h) */
+    cm_set_views(&r->cm.links[id & r->slot_mask], (region_view *)(scalars + ns), tensors, nt,
+                 cm_mask);
   /* the next submits' argument storage, as the slots above (past the
    * ring's end the hint is simply wasted: a prefetch never faults) */
   for (size_t off = 0; off < 4 * PTO_CACHELINE; off += PTO_CACHELINE)
@@ -820,7 +808,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
   atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
-  if (r->capture && (rc = graph_capture_task(r, t, r->depbuf, nd))) return rc;
+  if (r->capture && (rc = graph_capture_task(r, t, cm_mask, r->depbuf, nd))) return rc;
   uint32_t linked = 0; /* edges whose producer may still decrement fanin */
   uint32_t idx = nd ? (uint32_t)(r->dep_head % r->ndeps) : 0;
   for (uint32_t i = 0; i < nd; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {

@@ -616,12 +616,127 @@ static void test_graph(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- a launch after dynamic runs: what a slot kept from them ----
+ * A replay fills the task slots from the record, not by submits: every
+ * field a submit sets must be set from the record too, or a launch runs
+ * with what the slot's task of an earlier run left (a REDUX argument's
+ * copies, COMMUTE exclusion or its absence, a priority). */
+
+static int k_blocks_id, k_meet_id;
+
+/* tensor 0 (OUTPUT_EXISTING, i64): element [block] = block + 1 */
+static int k_blocks(const pto_kctx *c) {
+  ((int64_t *)c->tensors[0].buf)[c->block_idx] = c->block_idx + 1;
+  return 0;
+}
+
+/* tensor 0 (COMMUTE, i64): adds 1 to element 0, and notes whether another
+ * k_meet was inside at the same time (it waits up to 500 ms for one, so
+ * that two unexcluded ones meet; excluded ones never do) */
+static _Atomic int inside, met;
+static int k_meet(const pto_kctx *c) {
+  if (atomic_fetch_add(&inside, 1) != 0) atomic_store(&met, 1);
+  for (int i = 0; i < 2500 && atomic_load(&inside) < 2 && !pto_kctx_cancelled(c); i++)
+    usleep(200);
+  if (atomic_load(&inside) > 1) atomic_store(&met, 1);
+  ((int64_t *)c->tensors[0].buf)[0] += 1;
+  atomic_fetch_sub(&inside, 1);
+  return 0;
+}
+
+typedef struct slot_fx {
+  int64_t x[8];
+  int64_t pad[40]; /* a shifted block lands here */
+  int64_t c[N];
+  int64_t y[N];
+} slot_fx;
+
+/* task 0: 4 blocks write x, at priority 2 */
+static void blocks_orch(pto_orch *o, void *arg) {
+  slot_fx *s = arg;
+  pto_tensor t;
+  int64_t n = 8;
+  pto_tensor_init(&t, s->x, sizeof s->x, PTO_I64, 1, &n);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_submit_opts so = {.block_num = 4, .priority = 2};
+  pto_submit(o, k_blocks_id, &a, &so, NULL);
+}
+
+/* tasks 0 and 1: two COMMUTE tasks on c */
+static void meet_orch(pto_orch *o, void *arg) {
+  slot_fx *s = arg;
+  for (int k = 0; k < 2; k++) {
+    pto_tensor t = vec(s->c);
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_commute(&a, &t);
+    pto_submit(o, k_meet_id, &a, NULL, NULL);
+  }
+}
+
+/* A failed dynamic run whose tasks 0 and 1 are a REDUX contribution and a
+ * plain add, at priority 0. */
+static void slot_fill_orch(pto_orch *o, void *arg) {
+  slot_fx *s = arg;
+  contrib(o, s->y, 1, false);
+  add(o, s->c, PTO_INOUT, 1, false);
+  pto_orch_fatal(o, "run N stops here on purpose");
+}
+
+static void test_graph_after_dynamic_runs(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(2, 2, 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "blocks", k_blocks, &k_blocks_id), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "meet", k_meet, &k_meet_id), PTO_OK);
+  static slot_fx s;
+  memset(&s, 0, sizeof s);
+  pto_graph *gb = NULL, *gm = NULL;
+  pto_error_info err;
+  atomic_store(&met, 0);
+  assert_int_equal(pto_graph_capture(chip, blocks_orch, &s, &gb, NULL, &err), PTO_OK);
+  assert_int_equal(pto_graph_capture(chip, meet_orch, &s, &gm, NULL, &err), PTO_OK);
+  assert_int_equal(atomic_load(&met), 0); /* the capture run excludes them */
+  for (int round = 0; round < 2; round++) {
+    assert_int_equal(pto_chip_run(chip, slot_fill_orch, &s, NULL, &err), PTO_EFATAL);
+    memset(&s, 0, sizeof s);
+    hang_alarm_arm("a launch after a failed dynamic run", 60);
+    int rc = pto_graph_launch(chip, gb, NULL, NULL, &err);
+    hang_alarm_disarm();
+    if (rc) fail_msg("the blocks graph: %s: %s", pto_status_name(rc), err.details);
+    for (int b = 0; b < 4; b++)
+      if (s.x[b] != b + 1)
+        fail_msg("round %d: block %d wrote x[%d] = %lld, want %d (it saw a REDUX copy left in "
+                 "its slot by the run before)",
+                 round, b, b, (long long)s.x[b], b + 1);
+    for (int i = 0; i < 40; i++)
+      if (s.pad[i]) fail_msg("round %d: a block wrote past x, at pad[%d]", round, i);
+    int prio = chip->run->slots[0].priority;
+    if (prio != 2)
+      fail_msg("round %d: the replayed task 0 has priority %d, captured 2", round, prio);
+    assert_int_equal(pto_chip_run(chip, slot_fill_orch, &s, NULL, &err), PTO_EFATAL);
+    s.c[0] = 0;
+    atomic_store(&met, 0);
+    hang_alarm_arm("a launch after a failed dynamic run", 60);
+    rc = pto_graph_launch(chip, gm, NULL, NULL, &err);
+    hang_alarm_disarm();
+    if (rc) fail_msg("the COMMUTE graph: %s: %s", pto_status_name(rc), err.details);
+    if (atomic_load(&met))
+      fail_msg("round %d: the replay's two COMMUTE tasks on the same bytes ran at once", round);
+    assert_int_equal(s.c[0], 2);
+  }
+  pto_graph_destroy(gb);
+  pto_graph_destroy(gm);
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_commute),    cmocka_unit_test(test_redux),
       cmocka_unit_test(test_priority),   cmocka_unit_test(test_checked),
       cmocka_unit_test(test_controlled), cmocka_unit_test(test_replay_diverged),
-      cmocka_unit_test(test_graph),
+      cmocka_unit_test(test_graph),      cmocka_unit_test(test_graph_after_dynamic_runs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
