@@ -172,10 +172,10 @@ int graph_capture_task(pto_run *r, const task *t, uint32_t cm_mask, const pto_ta
   }
   for (uint32_t k = 0; k < npreds; k++)
     if (preds[k] == pre + 1) pre = preds[k];
-  g->tasks[g->ntasks++] = (graph_task){
-      t->kernel, t->block_num, t->units_total, t->ntensors, t->nscalars, t->shape, t->sync_start,
-      g->nargs,  g->nscalars,  g->npreds,      npreds,      0,           0,        pre,
-      cm_mask,   t->priority};
+  g->tasks[g->ntasks++] = (graph_task){t->kernel,   t->block_num, t->units_total, t->ntensors,
+                                       t->nscalars, t->shape,     t->sync_start,  g->nargs,
+                                       g->nscalars, g->npreds,    npreds,         0,
+                                       0,           pre,          cm_mask,        t->priority};
   g->nargs += nt;
   g->nscalars += ns;
   g->npreds += npreds;
