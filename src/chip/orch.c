@@ -336,9 +336,19 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
     }
     if (r->retired == r->next_id) snprintf(need, sizeof need, need_fmt, n1, n2);
     if (r->retired == r->next_id && room == heap_room && r->nheld) {
-      uint64_t bytes = 0;
-      for (uint32_t i = 0; i < r->nheld; i++)
+      uint64_t bytes = 0, copies = 0;
+      for (uint32_t i = 0; i < r->nheld; i++) {
         bytes += r->held[i].end - r->held[i].begin;
+        if (r->held_until[i] == HOLD_REDUX) copies += r->held[i].end - r->held[i].begin;
+      }
+      if (copies == bytes) { /* no scope holds anything: open groups' slabs, the task's own */
+        run_fail(r, code, PTO_TASK_NONE, -1,
+                 "%s full: REDUX private copies hold %llu bytes (this task's and those of "
+                 "contributions not yet folded) and no task is live, so %s can never be found: "
+                 "a task's REDUX copies and its OUTPUT buffers must fit heap_bytes together",
+                 what, (unsigned long long)bytes, need);
+        return latched(r);
+      }
       run_fail(r, pinned_code, r->held_task[0], -1,
                "%s full: OUTPUT buffers of scopes still open hold %llu bytes in %u ranges (the "
                "oldest from task %lld, scope depth %d) and no task is live, so %s can never be "

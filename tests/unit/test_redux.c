@@ -407,6 +407,34 @@ static void test_whole_heap_after_contributions(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* One task whose REDUX copies and OUTPUT buffers together exceed the heap
+ * ring can never run: refused as that, not as open scopes (there are
+ * none; it was "close scopes sooner"). */
+static void orch_copies_and_output(pto_orch *o, void *arg) {
+  whole_run *s = arg;
+  pto_tensor t, big;
+  int64_t n = NELEM, nbig = 4096 / sizeof(float);
+  pto_tensor_init(&t, s->acc, sizeof s->acc, PTO_F32, 1, &n);
+  pto_tensor_desc(&big, PTO_F32, 1, &nbig);
+  pto_submit_v(o, s->f->k_contrib, PTO_REDUX(&t, PTO_REDUX_SUM), PTO_OUT(&big),
+               PTO_SCALAR((uint64_t)PTO_REDUX_SUM), PTO_SCALAR(0));
+}
+
+static void test_copies_and_output_over_the_heap(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 4096);
+  whole_run s;
+  memset(&s, 0, sizeof s);
+  s.f = &f;
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_copies_and_output, &s, NULL, &err);
+  if (rc != PTO_EHEAP_DEADLOCK || !strstr(err.details, "REDUX private copies hold 1024 bytes"))
+    fail_msg("%s: %s", pto_status_name(rc), err.details);
+  run_ok(chip, orch_whole_heap, &s); /* and the chip runs on */
+  pto_chip_destroy(chip);
+}
+
 /* A reduction into a scope's OUTPUT buffer is folded when the scope ends,
  * while the buffer is still held: a later scope's buffer, which may reuse
  * its bytes, must come out as written. */
@@ -682,6 +710,7 @@ int main(void) {
       cmocka_unit_test(test_heap_pressure),
       cmocka_unit_test(test_multi_core_units),
       cmocka_unit_test(test_whole_heap_after_contributions),
+      cmocka_unit_test(test_copies_and_output_over_the_heap),
       cmocka_unit_test(test_scope_end_folds),
       cmocka_unit_test(test_user_op),
       cmocka_unit_test(test_trace_names),
