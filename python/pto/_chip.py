@@ -12,7 +12,7 @@ import numpy as np
 from ._cint import set_int_field
 from ._errors import error_from, error_from_info, invalid
 from ._kernel import PTO_EKERNEL, Kernel, as_spec, register
-from ._orch import Orch, scalar_bits
+from ._orch import Orch, count_of, scalar_bits
 from ._redux import ReduxOp, register_op, release_ops
 from ._tensor import array_desc, as_array
 from ._pto import ffi, lib
@@ -331,6 +331,7 @@ class Chip:
             b.buffers, b.nbuffers = ts, len(news)
             keep.append(ts)
         if scalars is not None:
+            count_of(scalars, "launch: scalars")
             sc = ffi.new("uint64_t[]", [scalar_bits(v, f"launch: scalar {i}")
                                         for i, v in enumerate(scalars)] or [0])
             b.scalars, b.nscalars = sc, len(scalars)

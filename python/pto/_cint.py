@@ -39,9 +39,14 @@ INT_MAX = c_range("int")[1]
 
 
 def c_int(v: Any, what: str, ctype: str = "int", lo: Optional[int] = None,
-          hi: Optional[int] = None) -> int:
+          hi: Optional[int] = None, allow_bool: bool = False) -> int:
     """``v`` as an int that fits ``ctype`` and ``lo..hi`` (each default: the
-    type's own limit); InvalidArgumentError naming ``what`` otherwise."""
+    type's own limit); InvalidArgumentError naming ``what`` otherwise. A
+    bool is refused unless ``allow_bool`` (a flag): Python takes True for
+    1, which as a count, a priority or an op id ("prod") is a mistake that
+    would pass."""
+    if v.__class__ is bool and not allow_bool:
+        raise invalid(f"{what}: bool {v!r} is not an int")
     try:
         i = operator.index(v)
     except TypeError:
@@ -57,7 +62,8 @@ def c_int(v: Any, what: str, ctype: str = "int", lo: Optional[int] = None,
 
 def set_int_field(struct: Any, name: str, v: Any, what: str) -> None:
     """``struct.name = v`` for an integer field of a cffi struct (or a
-    pointer to one), range-checked against the field's own C type."""
+    pointer to one), range-checked against the field's own C type (a bool
+    is taken: config fields include flags)."""
     t = ffi.typeof(struct)
     ctype = dict((t.item if t.kind == "pointer" else t).fields)[name].type.cname
-    setattr(struct, name, c_int(v, f"{what}: {name}", ctype))
+    setattr(struct, name, c_int(v, f"{what}: {name}", ctype, allow_bool=True))

@@ -16,7 +16,7 @@ from ._chip import fill_chip_config, schedule_config
 from ._cint import c_int, set_int_field
 from ._errors import Error, check, error_from, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
-from ._orch import MAX_SCALARS, MAX_TENSORS, input_mask, scalar_bits
+from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, scalar_bits
 from ._pto import ffi, lib
 from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, pto_dtype,
                       tensor_to_array)
@@ -139,7 +139,7 @@ class NodeOrch:
             raise invalid(f"submit '{kernel.name}': every chip needs the same number of tensors")
         if k * len(ch) > MAX_TENSORS:
             raise invalid(f"submit '{kernel.name}': {k * len(ch)} tensors, at most {MAX_TENSORS}")
-        if len(scalars) > MAX_SCALARS - 3:
+        if count_of(scalars, f"submit '{kernel.name}': scalars") > MAX_SCALARS - 3:
             raise invalid(f"submit '{kernel.name}': {len(scalars)} scalars, at most "
                           f"{MAX_SCALARS - 3} for node tasks")
         flat: List[int] = []
@@ -179,7 +179,8 @@ class NodeOrch:
             fn = node.host_fns[fn]
         if not isinstance(fn, HostFn) or fn._owner is not node:
             raise invalid(f"submit_host: {fn!r} is not a host function of this node")
-        if len(args) > MAX_TENSORS or len(scalars) > MAX_SCALARS:
+        ns = count_of(scalars, f"submit_host '{fn.name}': scalars")
+        if len(args) > MAX_TENSORS or ns > MAX_SCALARS:
             raise invalid(f"submit_host '{fn.name}': at most {MAX_TENSORS} tensors and "
                           f"{MAX_SCALARS} scalars")
         flat: List[int] = []

@@ -86,6 +86,15 @@ class Task:
         return f"<pto.Task {self.id}>"
 
 
+def count_of(seq: Any, what: str) -> int:
+    """len(seq), or InvalidArgumentError naming ``what`` when it has none (a
+    number where a list goes)."""
+    try:
+        return len(seq)
+    except TypeError:
+        raise invalid(f"{what}: {type(seq).__name__} {seq!r} is not a sequence") from None
+
+
 def task_id(d: Any, what: str = "deps") -> int:
     if isinstance(d, Task):
         return d.id
@@ -220,7 +229,7 @@ class Orch:
                 py=False, priority=0) -> Task:
         ctx = "dummy" if kname is None else f"submit '{kname}'"  # noqa: F841 (cheap)
         flat, news = self._descs(args, ctx)
-        ns = len(scalars)
+        ns = count_of(scalars, f"{ctx}: scalars")
         if ns:
             if ns > MAX_SCALARS - py:
                 raise invalid(f"{ctx}: {ns} scalars, at most {MAX_SCALARS - py}"
@@ -233,7 +242,7 @@ class Orch:
             block_num = c_int(block_num, f"{ctx}: block_num", "int", lo=1)
         if priority.__class__ is not int:
             priority = c_int(priority, f"{ctx}: priority", "int")
-        nd = len(deps)
+        nd = count_of(deps, f"{ctx}: deps")
         dl = ffi.new("int64_t[]", [task_id(d) for d in deps]) if nd else ffi.NULL
         n = len(args)
         if flat:

@@ -188,6 +188,31 @@ def test_bad_scalars_and_options(chip):
         run_one(chip, deps=[12345])
 
 
+@pytest.mark.parametrize("call,msg", [
+    (lambda k, a: pto.Redux(a, True), "pto.Redux: op: bool True is not an int"),
+    (lambda k, a: run_one_k(k, a, priority=True), "priority: bool True is not an int"),
+    (lambda k, a: run_one_k(k, a, block_num=True), "block_num: bool True is not an int"),
+    (lambda k, a: run_one_k(k, a, scalars=5), "scalars: int 5 is not a sequence"),
+    (lambda k, a: run_one_k(k, a, deps=3), "deps: int 3 is not a sequence"),
+])
+def test_counts_of_the_wrong_kind(chip, call, msg):
+    """A bool where a count, priority or op id goes (True would pass as 1:
+    the op "prod", priority 1), or a number where a list goes, raises
+    InvalidArgumentError naming it, never passes or raises a bare TypeError;
+    the chip runs on."""
+    k = chip.kernel(lambda ctx, *t: None, name="nop")
+    a = np.zeros(4, np.float32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        chip.run(lambda o: call((o, k), a))
+    assert msg in str(e.value), str(e.value)
+    chip.run(lambda o: o.submit(k, pto.InOut(a)))
+
+
+def run_one_k(ok, a, **kw):
+    o, k = ok
+    return o.submit(k, pto.In(a), **kw)
+
+
 BIG = 1 << 40  # fits no C int; 1 << 70 fits no int64 either
 
 

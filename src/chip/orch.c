@@ -156,8 +156,12 @@ void orch_teardown(pto_run *r) {
 static int hold_add(pto_run *r, pto_task_id id, uint64_t begin, pto_task_id until);
 static int hold_push(pto_run *r, pto_task_id id, uint64_t begin) {
   uint32_t n = r->nheld;
+  /* never merged across the ring's physical end (begin at a lap's start):
+   * ring_try_alloc_around and heap_live take a range's bytes as one
+   * physical interval, so one that wrapped missed its bytes at the start
+   * of the ring, and a later buffer was placed on them */
   if (n && r->held_until[n - 1] == INT64_MAX && r->held_depth[n - 1] == r->scope_depth &&
-      r->held[n - 1].end == begin) {
+      r->held[n - 1].end == begin && begin % r->heap.cap != 0) {
     r->held[n - 1].end = r->heap.head; /* same scope: the deeper ones already ended */
     return PTO_OK;
   }
@@ -332,9 +336,19 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
     }
     if (r->retired == r->next_id) snprintf(need, sizeof need, need_fmt, n1, n2);
     if (r->retired == r->next_id && room == heap_room && r->nheld) {
-      uint64_t bytes = 0;
-      for (uint32_t i = 0; i < r->nheld; i++)
+      uint64_t bytes = 0, copies = 0;
+      for (uint32_t i = 0; i < r->nheld; i++) {
         bytes += r->held[i].end - r->held[i].begin;
+        if (r->held_until[i] == HOLD_REDUX) copies += r->held[i].end - r->held[i].begin;
+      }
+      if (copies == bytes) { /* no scope holds anything: open groups' slabs, the task's own */
+        run_fail(r, code, PTO_TASK_NONE, -1,
+                 "%s full: REDUX private copies hold %llu bytes (this task's and those of "
+                 "contributions not yet folded) and no task is live, so %s can never be found: "
+                 "a task's REDUX copies and its OUTPUT buffers must fit heap_bytes together",
+                 what, (unsigned long long)bytes, need);
+        return latched(r);
+      }
       run_fail(r, pinned_code, r->held_task[0], -1,
                "%s full: OUTPUT buffers of scopes still open hold %llu bytes in %u ranges (the "
                "oldest from task %lld, scope depth %d) and no task is live, so %s can never be "
@@ -558,6 +572,20 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
       return submit_fail(r, PTO_EINVAL, "argument %d: NULL tensor or bad access mode",
                          a->error_arg);
     }
+    /* pto_args is a public struct: one filled by hand has passed none of
+     * the builder's checks, and every later step trusts its counts */
+    if (a->ntensors < 0 || a->ntensors > PTO_MAX_TENSOR_ARGS)
+      return submit_fail(r, PTO_EINVAL, "pto_args.ntensors is %d: must be 0..%d", a->ntensors,
+                         PTO_MAX_TENSOR_ARGS);
+    if (a->nscalars < 0 || a->nscalars > PTO_MAX_SCALAR_ARGS)
+      return submit_fail(r, PTO_EINVAL, "pto_args.nscalars is %d: must be 0..%d", a->nscalars,
+                         PTO_MAX_SCALAR_ARGS);
+    for (int i = 0; i < a->ntensors; i++)
+      if (a->access[i] > PTO_REDUX)
+        return submit_fail(r, PTO_EINVAL,
+                           "tensor argument %d: pto_args.access[%d] is %d, not a pto_access "
+                           "(0..%d)",
+                           i, i, a->access[i], PTO_REDUX);
     int ncommute = 0;
     for (int i = 0; i < a->ntensors; i++)
       if (a->access[i] == PTO_COMMUTE && ++ncommute > PTO_MAX_COMMUTE_ARGS)
@@ -586,6 +614,38 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
   return PTO_OK;
 }
 
+/* The heap bytes of a task's OUTPUT buffers (their views in `ts`, already
+ * validated) in one allocation: true when the sum wraps (sizes near 2^62
+ * must not sum to "fits"). */
+static bool outputs_bytes(const pto_args *a, const pto_tensor *ts, uint64_t *total) {
+  bool wraps = false;
+  *total = 0;
+  for (int i = 0; a && i < a->ntensors; i++)
+    if (a->access[i] == PTO_OUTPUT) {
+      int64_t bytes;
+      tensor_check_shape(ts[i].dtype, ts[i].ndims, ts[i].shape, &bytes);
+      uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+      wraps |= __builtin_add_overflow(*total, padded, total);
+    }
+  return wraps;
+}
+
+/* Before a submit takes its slot: when its OUTPUT buffers find no room in
+ * the heap ring now and REDUX groups are open, the groups are folded
+ * first. Their slabs are heap that only a fold gives back, and a fold is
+ * a submit, which may not happen once this one holds its slot: waiting
+ * for room could be waiting for the slabs, which nothing would free (a
+ * whole-heap OUTPUT after contributions was refused as a scope deadlock).
+ * Folding early keeps the result: groups fold in submission order. */
+static int fold_for_outputs(pto_run *r, const pto_args *a) {
+  if (r->rx.nopen == 0 || !a) return PTO_OK;
+  uint64_t total;
+  if (outputs_bytes(a, a->tensors, &total) || total == 0) return PTO_OK;
+  ring h = r->heap; /* tried on a copy: nothing is allocated */
+  if (ring_try_alloc_around(&h, total, r->held, r->nheld)) return PTO_OK;
+  return redux_flush_all(r);
+}
+
 /* One submit on the owner's thread of a healthy run (orch_gate passed). */
 static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts *opts,
                   pto_task_id *id_out) {
@@ -598,7 +658,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int units = sh == SHAPE_DUMMY ? 0
                                 : (opts && opts->block_num ? opts->block_num : 1) *
                                       (shape_aic(sh) + shape_aiv(sh));
-  if ((rc = redux_prepare(r, a, units, &rp))) return rc;
+  if ((rc = fold_for_outputs(r, a)) || (rc = redux_prepare(r, a, units, &rp))) return rc;
 
   /* 1. task slot (retiring once per RETIRE_EVERY submits) */
   if (r->next_id % RETIRE_EVERY == 0) orch_retire(r);
@@ -648,14 +708,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
    * task whose outputs fit the ring at all can always get them once the
    * ring drains (separate pieces could each wait on the other) */
   uint64_t heap_total = 0;
-  bool wraps = false; /* checked: OUTPUT sizes near 2^62 must not sum to "fits" */
-  for (int i = 0; i < nt; i++)
-    if (a->access[i] == PTO_OUTPUT) {
-      int64_t bytes;
-      tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
-      uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
-      wraps |= __builtin_add_overflow(heap_total, padded, &heap_total);
-    }
+  bool wraps = outputs_bytes(a, tensors, &heap_total);
   bool has_heap = heap_total > 0 || wraps;
   if (wraps || !ring_fits(&r->heap, heap_total)) {
     char sizes[200]; /* formatted only here: no 200-byte clear per submit */

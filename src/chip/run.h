@@ -534,9 +534,10 @@ uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n
  * set, submit first reduces the producers of the task being submitted to
  * those no other of them follows (graph_capture_reduce: the kept ones,
  * compacted, are the edges it links), then records the task it publishes
- * with them (graph_capture_task), and nothing retires; a call the record cannot hold (a host
- * access, a ring that only retirement could make room in) fails the run as PTO_EGRAPH naming
- * `what`, through graph_capture_refuse. Both return the run's latched status. */
+ * with them and its COMMUTE arguments (graph_capture_task: cm_mask), and nothing retires; a call
+ * the record cannot hold (a host access, a ring that only retirement could make room in) fails the
+ * run as PTO_EGRAPH naming `what`, through graph_capture_refuse. Both return the run's latched
+ * status. */
 uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t npreds);
 int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_task_id *preds,
                        uint32_t npreds);

@@ -349,6 +349,18 @@ static size_t fuse_limit(const coll *k) {
 /* My data for peer p (NULL: none), `bb` bytes, as coll_exchange's. */
 typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
 
+/* A record of the backend's exchange: the call's descriptor, then its
+ * node task. The call number counts the calls of one task on the scratch
+ * buffer, so a record left in flight by a call of an earlier task that
+ * did not complete (MPI cannot withdraw a send) would pass for the same
+ * call of a later task, and its data for that call's: the epoch, which
+ * never repeats, tells them apart (the generation of a reusable word,
+ * docs/architecture.md). */
+typedef struct coll_rec {
+  coll_desc d;
+  int64_t epoch;
+} coll_rec;
+
 /* Steps 1-3 through the backend: every rank sends each peer one record,
  * its descriptor followed by its block for that peer when block is given
  * and the block fits fuse_limit, and receives one from every peer (the
@@ -377,18 +389,31 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   for (int p = 0; data && p < k->n; p++)
     blocks[p] = block(k, p, arg);
   const unsigned char *recs[PTO_COMM_MAX_RANKS];
+  coll_rec mine = {k->d, k->c->epoch};
   comm_exchange x;
-  x.hdr = &k->d;
-  x.hdr_bytes = sizeof k->d;
+  x.hdr = &mine;
+  x.hdr_bytes = sizeof mine;
   x.blocks = data ? blocks : NULL;
   x.block_bytes = data ? bb : 0;
-  x.max_bytes = sizeof k->d + fuse_bytes(k);
+  x.max_bytes = sizeof mine + fuse_bytes(k);
   x.recv = recs;
   int rc = native(k, NULL, &x, "the descriptors of the other ranks");
   if (rc) return rc;
-  if ((rc = check_descs(k, recs))) return rc;
+  for (int p = 0; p < k->n; p++) {
+    const coll_rec *o = (const coll_rec *)recs[p];
+    if (p != k->me && o->epoch != mine.epoch)
+      return comm_fail(
+          k->c, PTO_EMPI,
+          "%s #%" PRId64 " on domain %d rank %d: rank %d's record is of its call #%" PRId64
+          " of node task epoch %" PRId64 ", this call is of epoch %" PRId64
+          ": that call did not complete and its record was still in flight (the "
+          "scratch buffer's collectives are out of step: use another scratch "
+          "buffer, or a new run)",
+          kind_name(k->d.kind), k->d.seq, k->dom, k->me, p, o->d.seq, o->epoch, mine.epoch);
+  }
+  if ((rc = check_descs(k, recs))) return rc; /* a record begins with its descriptor */
   for (int p = 0; blk && p < k->n; p++)
-    blk[p] = p == k->me ? NULL : recs[p] + sizeof k->d;
+    blk[p] = p == k->me ? NULL : recs[p] + sizeof mine;
   return 0;
 }
 

@@ -86,6 +86,7 @@ typedef struct probe {
   int n0, n1;           /* elements rank 0 / rank 1 store */
   pto_access access;    /* how the window targets are passed */
   bool split;           /* each target as two views of HALF / 2 */
+  int decl;             /* elements of each rank's target (0: HALF) */
   int rc_read[2];       /* reads of the peer's "dst" halves after the task */
   int32_t got[2][HALF]; /* the peer's "dst" (rank 1's; rank 0's when rank 1 breaks):
                            declared half, the half past it */
@@ -104,7 +105,7 @@ static void store_orch(pto_node_orch *no, void *arg) {
   int per = p->split ? 2 : 1;
   for (int r = 0; r < 2; r++)
     for (int k = 0; k < per; k++) { /* rank r's window target: its first HALF elements */
-      int64_t n = HALF / per, at = k * n;
+      int64_t n = (p->decl ? p->decl : HALF) / per, at = k * n;
       pto_tensor whole, v;
       int64_t two = HALF * 2;
       if (pto_node_window_tensor(no, dom, r, "dst", PTO_I32, 1, &two, &whole)) return;
@@ -186,6 +187,37 @@ static void test_remote_store_inside_targets_lands(void **state) {
       assert_int_equal(p.got[1][j], 0);
     }
   }
+}
+
+/* Runs on one node: a failed run's window targets bound nothing in the
+ * next. Run 1 declares the whole of "dst" on both ranks; rank 0 stores
+ * HALF + 1 elements (inside), rank 1's kernel fails (a store of 0
+ * elements: no view). Run 2 declares HALF elements: rank 0's same store of
+ * HALF + 1 must be refused at byte 128, not passed by run 1's targets.
+ * Run 3 keeps to its targets and lands. */
+static void test_failed_run_leaves_no_targets(void **state) {
+  (void)state;
+  pto_node *n = make_node(true);
+  pto_error_info err;
+  probe p1 = {.n0 = HALF + 1, .n1 = 0, .access = PTO_INOUT, .decl = DIST_SIZE};
+  int rc = pto_node_run(n, store_orch, &p1, &err);
+  fprintf(stderr, "run 1 (rank 1's kernel fails): %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_not_equal(rc, 0);
+  probe p2 = {.n0 = HALF + 1, .n1 = HALF, .access = PTO_INOUT};
+  rc = pto_node_run(n, store_orch, &p2, &err);
+  if (rc != PTO_ECONTRACT) fprintf(stderr, "run 2: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "buffer 'dst' byte 128 is outside the node task's window "
+                                      "targets"));
+  probe p3 = {.n0 = HALF, .n1 = HALF, .access = PTO_INOUT};
+  rc = pto_node_run(n, store_orch, &p3, &err);
+  if (rc) fprintf(stderr, "run 3: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  for (int j = 0; j < HALF; j++) {
+    assert_int_equal(p3.got[0][j], 0x11 + j);
+    assert_int_equal(p3.got[1][j], 0);
+  }
+  pto_node_destroy(n);
 }
 
 static void test_remote_store_unchecked_without_checking_mode(void **state) {
@@ -274,6 +306,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_remote_store_outside_target_is_named),
       cmocka_unit_test(test_remote_store_inside_targets_lands),
+      cmocka_unit_test(test_failed_run_leaves_no_targets),
       cmocka_unit_test(test_remote_store_unchecked_without_checking_mode),
       cmocka_unit_test(test_host_task_writes_checked),
       cmocka_unit_test(test_remote_store_of_rank_1_is_named),

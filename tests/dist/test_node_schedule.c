@@ -218,6 +218,43 @@ static void test_departures_named(void **state) {
   assert_int_equal(run_updates(0, NULL, path("d"), 0, &x, &err), 0);
 }
 
+/* Runs on one node replaying one record: run 1 departs from it (a task
+ * more: PTO_EREPLAY), run 2 is the recorded program and replays it to the
+ * recorded value: nothing of run 1's replay (the node record's position,
+ * a chip task's schedule or delivery record) is left for run 2. */
+static void test_replay_after_a_departure_on_one_node(void **state) {
+  (void)state;
+  pto_error_info err;
+  float want;
+  assert_int_equal(run_updates(6, path("r"), NULL, 0, &want, &err), 0);
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  dist_config(&o, 2, init, &cfg);
+  static const int devs[2] = {TEST_DEV0, TEST_DEV0 + 1};
+  cfg.device_ids = devs;
+  cfg.nworkers = 1;
+  cfg.chip.replay_path = path("r");
+  pto_node *n;
+  assert_int_equal(pto_node_create(&cfg, &n, &err), 0);
+  prog p = {.extra = 1};
+  int64_t one = 1;
+  assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &one, &p.x), 0);
+  for (int run = 0; run < 3; run++) {
+    p.extra = run == 0; /* run 1 departs; runs 2 and 3 replay */
+    *pto_tensor_f32(&p.x) = 1.0f;
+    int rc = pto_node_run(n, node_fn, &p, &err);
+    if (run == 0) {
+      expect_ereplay(rc, &err, "with 3 submitted, the run waits with 4");
+      continue;
+    }
+    if (rc) fail_msg("run %d after a departure: %s: %s", run + 1, pto_status_name(rc), err.details);
+    if (*pto_tensor_f32(&p.x) != want)
+      fail_msg("run %d after a departure: x = %g, the record's run gave %g", run + 1,
+               (double)*pto_tensor_f32(&p.x), (double)want);
+  }
+  pto_node_destroy(n);
+}
+
 /* A scene under seed / record / replay (its config reads the
  * environment, as under pto run); *msg: what differed. */
 static int scene(const char *name, const char *seed, const char *record, const char *replay,
@@ -479,6 +516,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_order_of_host_and_chip_tasks),
       cmocka_unit_test(test_departures_named),
+      cmocka_unit_test(test_replay_after_a_departure_on_one_node),
       cmocka_unit_test(test_race_replayed),
       cmocka_unit_test(test_waiting_blocks_yield),
       cmocka_unit_test(test_wait_before_the_signalling_submit),

@@ -26,6 +26,9 @@
  *           collectives ends with PTO_EWAIT_TIMEOUT naming the call, the
  *           next call on that scratch fails at once naming why; rank 1's
  *           late call with another count fails naming the mismatch
+ *   coll_stale  (-np 2) rank 0's allreduce of task 1 times out (rank 1 does
+ *           not call); rank 1's allreduce of task 2 meets rank 0's record
+ *           of task 1 and fails naming it, never takes it for its own
  *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
  *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
  *   die     rank 1 exits in the middle of the others' wait: they end with
@@ -878,6 +881,49 @@ static int coll_missing(void) {
   return failures ? 1 : 0;
 }
 
+/* A call that did not complete leaves its record in flight (MPI cannot
+ * withdraw a send): rank 0's allreduce of task 1, which rank 1 does not
+ * call, times out with its record (its value 7) sent. In task 2 (a new
+ * epoch, same domain) rank 1 calls an allreduce of the same count, its
+ * call #1 too: its receive meets rank 0's record of task 1, which it must
+ * not take for a call of task 2 (it did: PTO_OK, out = 7 + 1, from a call
+ * rank 0 never made). */
+static int coll_stale(void) {
+  size_t sb = pto_coll_scratch_bytes(np, 64 * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 97, world4, np, b, 1, false, 1);
+  comm_find(&x.c, x.d.id)->desc.wait_timeout_ms = 500;
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  float in[16], out[16];
+  pto_tensor ti = local(in, 16, PTO_F32), to = local(out, 16, PTO_F32);
+  char det[400];
+  if (x.rank == 0) {
+    for (int i = 0; i < 16; i++)
+      in[i] = 7;
+    int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+    CHECK_EQ(rc, PTO_EWAIT_TIMEOUT, "rank 0's allreduce of task 1, which rank 1 does not call");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  comm_task_begin(&x.c, 2, 3); /* task 2 of chips 0 and 1 */
+  if (x.rank == 1) {
+    for (int i = 0; i < 16; i++)
+      in[i] = 1, out[i] = 0;
+    int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+    comm_task_error(&x.c, det, sizeof det);
+    if (rc == 0)
+      FAIL("rank 1's allreduce of task 2 returned PTO_OK with out[0] = %g: it took rank 0's "
+           "record of task 1 for a call of task 2, which rank 0 never made",
+           (double)out[0]);
+    else if (!strstr(det, "of node task epoch 1") || !strstr(det, "this call is of epoch 2"))
+      FAIL("rank 1's allreduce of task 2: %s: %s (names no stale record)", pto_status_name(rc),
+           det);
+    printf("rank 1: %s: %s\n", pto_status_name(rc), det);
+  }
+  dom_close(&x);
+  return failures ? 1 : 0;
+}
+
 /* The survivors of a rank that died leave after rank 0 has printed: a
  * rank that _exits makes mpiexec end the whole job, and a survivor that
  * left first could end rank 0 before its line (the one the ctest's
@@ -1161,6 +1207,8 @@ int main(int argc, char **argv) {
     reproducible();
   } else if (strcmp(mode, "coll_missing") == 0) {
     rc = coll_missing();
+  } else if (strcmp(mode, "coll_stale") == 0) {
+    rc = coll_stale();
   } else if (strcmp(mode, "coll_die") == 0) {
     rc = coll_die();
     fflush(stdout);

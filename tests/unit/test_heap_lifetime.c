@@ -141,9 +141,108 @@ static void test_output_outlives_its_retired_producer(void **state) {
              (unsigned long long)(PATTERN + (uint64_t)i));
 }
 
+/* ---- a scope's buffers across the ring's end ----
+ * A heap of 4 buffers. Scope 1's buffer A takes [0, 1) (in buffers) and
+ * stays live (its task waits for `a_go`) while scope 2's B1, B2, B3 take
+ * [1, 4), one held range up to the ring's end. Once all retired, B4
+ * starts the next lap at physical 0, right after B3, so scope 2 holds
+ * offsets [1, 5): a range across the ring's physical end. B5, after B4
+ * retired, must not be placed on B4's bytes (it was: the held range's
+ * physical interval was taken as [1, 5), missing [0, 1)); it finds no
+ * room (scope 2 holds the whole ring), which is the right answer. */
+static _Atomic int a_go;
+static int kid_wait;
+
+/* tensors[0]: OUTPUT; fills it as k_fill once a_go is set */
+static int k_wait_fill(const pto_kctx *c) {
+  while (!atomic_load(&a_go) && !pto_kctx_cancelled(c)) {
+    struct timespec ts = {0, 100000L};
+    nanosleep(&ts, NULL);
+  }
+  return k_fill(c);
+}
+
+typedef struct lap_job {
+  uint64_t *b[6];
+  uint64_t b4_words[WORDS];
+  int rc5;
+} lap_job;
+
+static pto_task_id lap_out(pto_orch *o, int kid, pto_tensor *t, uint64_t pattern) {
+  int64_t shape[1] = {WORDS};
+  pto_tensor_desc(t, PTO_I64, 1, shape);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output(&a, t);
+  pto_args_scalar(&a, pattern);
+  pto_task_id id = PTO_TASK_NONE;
+  pto_submit(o, kid, &a, NULL, &id);
+  return id;
+}
+
+static void lap_orch(pto_orch *o, void *arg) {
+  lap_job *j = arg;
+  pto_tensor t[6];
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  pto_task_id a = lap_out(o, kid_wait, &t[0], PATTERN);
+  pto_scope_end(o);
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  pto_task_id b[4];
+  for (int k = 1; k <= 3; k++) /* while A is live: the ring is never empty */
+    b[k] = lap_out(o, kid_fill, &t[k], (uint64_t)k << 40);
+  atomic_store(&a_go, 1);
+  pto_orch_wait_task(o, a, 10000);
+  for (int k = 1; k <= 3; k++)
+    pto_orch_wait_task(o, b[k], 10000);
+  pto_orch_wait_task(o, lap_out(o, kid_fill, &t[4], 4ull << 40), 10000);
+  /* B5: refused (scope 2 holds the whole ring), or anywhere but B4 */
+  lap_out(o, kid_fill, &t[5], 5ull << 40);
+  j->rc5 = pto_orch_status(o);
+  for (int k = 0; k <= 5; k++)
+    j->b[k] = t[k].buf;
+  if (!j->rc5) pto_orch_read(o, &t[4], j->b4_words, 10000);
+  pto_scope_end(o);
+}
+
+static void test_scope_range_across_the_ring_end(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 2;
+  cfg.heap_bytes = 4 * WORDS * sizeof(uint64_t);
+  cfg.alloc_timeout_ms = 200;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "fill", k_fill, &kid_fill), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "wait_fill", k_wait_fill, &kid_wait), PTO_OK);
+  static lap_job j;
+  pto_error_info err;
+  int rc = pto_chip_run(chip, lap_orch, &j, NULL, &err);
+  pto_chip_destroy(chip);
+  size_t bytes = WORDS * sizeof(uint64_t);
+  for (int k = 0; k <= 4; k++)
+    assert_non_null(j.b[k]);
+  /* the layout the comment describes: B4 starts the second lap */
+  assert_true(j.b[1] == j.b[0] + WORDS && j.b[3] == j.b[0] + 3 * WORDS && j.b[4] == j.b[0]);
+  for (int k = 1; k <= 5; k++)
+    for (int m = 1; m < k; m++)
+      if (j.b[k] && j.b[m] && (size_t)((char *)j.b[k] - (char *)j.b[m] + bytes - 1) < 2 * bytes - 1)
+        fail_msg("buffers B%d and B%d of one open scope share bytes (%p, %p)", m, k, (void *)j.b[m],
+                 (void *)j.b[k]);
+  if (j.rc5) { /* refused: no room, rightly */
+    assert_int_equal(rc, j.rc5);
+    assert_true(rc == PTO_ESCOPE_DEADLOCK || rc == PTO_EHEAP_DEADLOCK);
+  } else {
+    assert_int_equal(rc, PTO_OK);
+    for (int i = 0; i < WORDS; i++)
+      assert_true(j.b4_words[i] == (4ull << 40) + (uint64_t)i);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_output_outlives_its_retired_producer),
+      cmocka_unit_test(test_scope_range_across_the_ring_end),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

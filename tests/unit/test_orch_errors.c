@@ -204,6 +204,49 @@ static void bad_access_mode(pto_orch *o, oe_ctx *c) {
   c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
 }
 
+/* pto_args is a public struct: a program may fill it by hand, bypassing
+ * the builder's checks. Submits one built by the builder (a valid fill of
+ * c->t), then with `edit` applied to its counts or modes. */
+static void submit_hand_built(pto_orch *o, oe_ctx *c, void (*edit)(pto_args *a)) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &c->t);
+  pto_args_scalar_f32(&a, 1.0f);
+  edit(&a);
+  c->rc_bad = pto_submit(o, c->fill, &a, NULL, NULL);
+}
+static void ntensors_negative(pto_args *a) { a->ntensors = -1; }
+static void ntensors_over(pto_args *a) { a->ntensors = PTO_MAX_TENSOR_ARGS + 1; }
+static void nscalars_negative(pto_args *a) { a->nscalars = -2; }
+static void nscalars_over(pto_args *a) { a->nscalars = PTO_MAX_SCALAR_ARGS + 8; }
+static void access_over(pto_args *a) { a->access[0] = 9; }
+static void bad_hand_ntensors_negative(pto_orch *o, oe_ctx *c) {
+  submit_hand_built(o, c, ntensors_negative);
+}
+static void bad_hand_ntensors_over(pto_orch *o, oe_ctx *c) {
+  submit_hand_built(o, c, ntensors_over);
+}
+static void bad_hand_nscalars_negative(pto_orch *o, oe_ctx *c) {
+  submit_hand_built(o, c, nscalars_negative);
+}
+static void bad_hand_nscalars_over(pto_orch *o, oe_ctx *c) {
+  submit_hand_built(o, c, nscalars_over);
+}
+static void bad_hand_access(pto_orch *o, oe_ctx *c) { submit_hand_built(o, c, access_over); }
+
+static void submit_priority(pto_orch *o, oe_ctx *c, int priority) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &c->t);
+  pto_args_scalar_f32(&a, 1.0f);
+  pto_submit_opts so = {.priority = priority};
+  c->rc_bad = pto_submit(o, c->fill, &a, &so, NULL);
+}
+static void bad_priority_over(pto_orch *o, oe_ctx *c) {
+  submit_priority(o, c, PTO_PRIORITY_MAX + 1);
+}
+static void bad_priority_negative(pto_orch *o, oe_ctx *c) { submit_priority(o, c, -1); }
+
 static void bad_kernel_99(pto_orch *o, oe_ctx *c) {
   c->rc_bad = pto_submit(o, 99, NULL, NULL, NULL);
 }
@@ -315,6 +358,18 @@ static const bad_case cases[] = {
     {"NULL tensor", bad_null_tensor, "argument 1: NULL tensor", false, 0},
     {"unknown access mode", bad_access_mode, "argument 0: NULL tensor or bad access mode", false,
      0},
+    {"hand-built args: ntensors -1", bad_hand_ntensors_negative,
+     "pto_args.ntensors is -1: must be 0..32", false, 0},
+    {"hand-built args: ntensors 33", bad_hand_ntensors_over,
+     "pto_args.ntensors is 33: must be 0..32", false, 0},
+    {"hand-built args: nscalars -2", bad_hand_nscalars_negative,
+     "pto_args.nscalars is -2: must be 0..16", false, 0},
+    {"hand-built args: nscalars 24", bad_hand_nscalars_over,
+     "pto_args.nscalars is 24: must be 0..16", false, 0},
+    {"hand-built args: access mode 9", bad_hand_access,
+     "tensor argument 0: pto_args.access[0] is 9, not a pto_access (0..6)", false, 0},
+    {"priority above PTO_PRIORITY_MAX", bad_priority_over, "priority 4: must be 0..3", false, 0},
+    {"negative priority", bad_priority_negative, "priority -1: must be 0..3", false, 0},
     {"unknown kernel 99", bad_kernel_99, "unknown kernel id 99", false, 0},
     {"kernel id -1", bad_kernel_m1, "unknown kernel id -1", false, 0},
     {"kernel id -7", bad_kernel_m7, "unknown kernel id -7", false, 0},
