@@ -233,16 +233,18 @@ static void core_serve(core *c) {
     run_block(c, t, p.block, p.sub_block);
     /* dependencies released where they finish (handoff.h): its task
      * completed here, and the one successor kept run next, here */
-    handoff h = {r, c, next, NULL, 0, false, false};
-    if (handoff_completes(r, c, t))
+    handoff h = {r, c, next, NULL, 0, true, false};
+    if (handoff_completes(r, c, t) && handoff_core_may_keep(r, c, next) && handoff_worth(r, c, t))
       for (;;) {
-        h.keep = handoff_core_may_keep(r, c, next);
         task *kept = sched_complete_here(&h, t); /* t may retire from here on */
         if (!kept || run_stopping(r)) break; /* a stopping run starts no block */
         c->handoffs++;
         run_block(c, kept, 0, 0);
         t = kept;
         if (c->defer_current) break; /* its token completes it */
+        /* a kept block is completed here in any case (no pass could poll
+         * it); whether it may keep one in turn is asked again */
+        h.keep = handoff_core_may_keep(r, c, next);
       }
     c->slot[next & 1].deferred = h.completed || c->defer_current;
     c->defer_current = false;

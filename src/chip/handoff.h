@@ -9,15 +9,17 @@
  * dependent task costs (docs/chip.md). On the hand-off it costs none of
  * them. The core (core.c), after the block of dispatch id d, of task t:
  *
- *   if (handoff_completes(r, c, t))              // t is this block alone
+ *   if (handoff_completes(r, c, t)                // t is this block alone
+ *       && handoff_core_may_keep(r, c, d)         // nothing else wants c
+ *       && handoff_worth(r, c, t))                // a successor may be kept
  *     loop:
- *       h.keep = handoff_core_may_keep(r, c, d)
  *       kept = complete t here (sched.c, sched_complete_here: queue_ready
  *              keeps the first ready successor that handoff_fits, pushes
  *              the others and, if one is kept, announces them at once)
  *       if (!kept) break
  *       run kept (same dispatch id: no claim, nothing published); t = kept
  *       if (kept went asynchronous) break         // its token completes it
+ *       h.keep = handoff_core_may_keep(r, c, d)   // kept ones complete here anyway
  *     slot d deferred (the completion is done), publish finished = d,
  *     sched_handoff_end: the pass the block's end asks for anyway, then
  *     the announces left
@@ -100,6 +102,34 @@ static inline bool handoff_core_may_keep(pto_run *r, core *c, uint64_t d) {
   for (int s = SHAPE_AIV2; s < SHAPE_COUNT; s++) /* MIX shapes: a pass places them first */
     if (prio_queued(&r->queues[s])) return false;
   return true;
+}
+
+/* Consumers a completion's peek looks at (handoff_worth). */
+#define HANDOFF_LOOKS 16
+
+/* Whether completing task t (core c's block, not completed yet) may make
+ * ready a successor c could keep: one of t's newest HANDOFF_LOOKS
+ * consumers waits for t alone and is one block of c's type, or t is
+ * COMMUTE (its end may grant its bytes to a task that waits for them). A
+ * peek at the lines the completion reads next anyway. Without one, the
+ * completion stays in the pass, as without hand-off: its role holder
+ * serves the requests that come meanwhile (an orchestrator's push) in the
+ * same hold, where a completion before the pass would let each take the
+ * role for a pass of its own (W2, independent tasks: 11.1 locked
+ * instructions a task against 10.4). Acquire: the nodes and consumers
+ * linked are published by the orchestrator's release CAS; a consumer
+ * cannot retire before t completes, so its node and slot stay. */
+static inline bool handoff_worth(pto_run *r, const core *c, task *t) {
+  if (t->commute) return true;
+  int mine = c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV;
+  int64_t node = atomic_load_explicit(&t->fanout_head, memory_order_acquire);
+  for (int i = 0; node >= 0 && i < HANDOFF_LOOKS; i++, node = r->deps[node].next) {
+    const task *s = r->deps[node].consumer;
+    if (s->shape == mine && s->block_num == 1 && !s->sync_start &&
+        atomic_load_explicit(&s->fanin, memory_order_relaxed) == 1)
+      return true;
+  }
+  return false;
 }
 
 /* Whether ready task t is the one the finishing core of h keeps. */
