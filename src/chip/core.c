@@ -234,7 +234,7 @@ static void core_serve(core *c) {
     /* dependencies released where they finish (handoff.h): its task
      * completed here, and the one successor kept run next, here */
     handoff h = {r, c, next, NULL, 0, true, false};
-    if (handoff_completes(r, c, t) && handoff_core_may_keep(r, c, next) && handoff_worth(r, c, t))
+    if (handoff_completes(r, c, t) && handoff_worth(r, c, t) && handoff_core_may_keep(r, c, next))
       for (;;) {
         task *kept = sched_complete_here(&h, t); /* t may retire from here on */
         if (!kept || run_stopping(r)) break; /* a stopping run starts no block */

@@ -10,8 +10,8 @@
  * them. The core (core.c), after the block of dispatch id d, of task t:
  *
  *   if (handoff_completes(r, c, t)                // t is this block alone
- *       && handoff_core_may_keep(r, c, d)         // nothing else wants c
- *       && handoff_worth(r, c, t))                // a successor may be kept
+ *       && handoff_worth(r, c, t)                 // a successor may be kept
+ *       && handoff_core_may_keep(r, c, d))        // nothing else wants c
  *     loop:
  *       kept = complete t here (sched.c, sched_complete_here: queue_ready
  *              keeps the first ready successor that handoff_fits, pushes
