@@ -713,7 +713,8 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
     st->pull_holds += r->cores[i].holds;
     st->handoffs += r->cores[i].handoffs;
   }
-  st->blocks += st->handoffs; /* run where their producers ended, by no pass (handoff.h) */
+  /* run where their producers ended, by no pass (handoff.h) */
+  st->blocks += st->handoffs;
   st->blocks += r->contract_blocks; /* checking mode ran them (contract.c) */
 }
 

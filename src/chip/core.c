@@ -190,11 +190,9 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
     if (part == 0 && !mark)
       trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, block);
     else if (part == 0) /* a COMMUTE task's blocks: "commute": its priority */
-      trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, block, mark,
-                      prio);
+      trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, block, mark, prio);
     else
-      trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, block, "part",
-                      part);
+      trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, block, "part", part);
   }
   if (rc != 0) {
     int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
@@ -237,7 +235,8 @@ static void core_serve(core *c) {
     if (handoff_completes(r, c, t) && handoff_worth(r, c, t) && handoff_core_may_keep(r, c, next))
       for (;;) {
         task *kept = sched_complete_here(&h, t); /* t may retire from here on */
-        if (!kept || run_stopping(r)) break; /* a stopping run starts no block */
+        /* a stopping run starts no block */
+        if (!kept || run_stopping(r)) break;
         c->handoffs++;
         run_block(c, kept, 0, 0);
         t = kept;

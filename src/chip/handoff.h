@@ -65,12 +65,12 @@
 typedef struct handoff {
   pto_run *run;
   core *c;
-  uint64_t d;        /* the dispatch id whose block the core ran first */
-  task *kept;        /* the successor it keeps, or NULL */
-  uint32_t pushed;   /* shapes whose queues it pushed to (1 << shape; the
-                      * sync_start queue: 1 << SHAPE_COUNT), not yet announced */
-  bool keep;         /* this completion may keep one (handoff_core_may_keep) */
-  bool completed;    /* it completed a task here: its block's slot is deferred */
+  uint64_t d;      /* the dispatch id whose block the core ran first */
+  task *kept;      /* the successor it keeps, or NULL */
+  uint32_t pushed; /* shapes whose queues it pushed to (1 << shape; the
+                    * sync_start queue: 1 << SHAPE_COUNT), not yet announced */
+  bool keep;       /* this completion may keep one (handoff_core_may_keep) */
+  bool completed;  /* it completed a task here: its block's slot is deferred */
 } handoff;
 
 /* Queued positions at `level` or above, a racy hint. */

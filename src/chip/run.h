@@ -261,8 +261,8 @@ typedef struct core {
    * one kept in a hand-off, handoff.h: then not its slot's) */
   struct task *running;
   uint64_t handoffs; /* core-private until join: blocks it kept and ran (handoff.h) */
-  uint64_t first_ns;  /* first block start; core-private until join */
-  uint32_t nblocks;   /* core-private: blocks run this run (pull_hold.h) */
+  uint64_t first_ns; /* first block start; core-private until join */
+  uint32_t nblocks;  /* core-private: blocks run this run (pull_hold.h) */
   /* timed blocks' running average, 0: none yet; written by the core only,
    * read by the orchestrator too (spread.c; relaxed: a hint) */
   _Atomic uint64_t block_ns;

@@ -492,10 +492,10 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   payload_set(&c->slot[d & 1], t, block, sub);
   /* nothing waits behind a block of a priority above 0 (priority.h): its
    * successor, the critical path's next block, finds its core free */
-  atomic_store_explicit(
-      &c->slot[d & 1].movable,
-      shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start && t->priority == 0,
-      memory_order_relaxed);
+  atomic_store_explicit(&c->slot[d & 1].movable,
+                        shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start &&
+                            t->priority == 0,
+                        memory_order_relaxed);
   /* the finishing core placing its own next block is awake: no signal
    * (and no fence) needed, it reads `dispatched` before it waits; a
    * parked one counts against the run's wake budget until it runs,

@@ -155,8 +155,8 @@ static pto_task_id submit(pto_orch *o, int k, int label, pto_task_id dep, int pr
   if (commute) pto_args_commute(&a, commute);
   pto_args_scalar(&a, (uint64_t)label);
   pto_args_scalar(&a, arg);
-  pto_submit_opts opts = {.block_num = 1, .deps = dep >= 0 ? &dep : NULL, .ndeps = dep >= 0,
-                          .priority = prio};
+  pto_submit_opts opts = {
+      .block_num = 1, .deps = dep >= 0 ? &dep : NULL, .ndeps = dep >= 0, .priority = prio};
   pto_task_id id = -1;
   assert_int_equal(pto_submit(o, k, &a, &opts, &id), PTO_OK);
   return id;
@@ -208,7 +208,8 @@ static int slices_on(const char *path, const char *name, const char *track) {
     const trace_json *e = &evs->u.items[i];
     const char *n = trace_json_str(e, "name");
     const char *tn = trace_json_str(trace_json_get(e, "args"), "name");
-    if (n && tn && !strcmp(n, "thread_name") && strstr(tn, track)) trace_json_num(e, "tid", &want_tid);
+    if (n && tn && !strcmp(n, "thread_name") && strstr(tn, track))
+      trace_json_num(e, "tid", &want_tid);
   }
   int count = 0;
   for (uint32_t i = 0; i < evs->n; i++) {
@@ -253,10 +254,10 @@ static void test_chain_is_kept(void **state) {
 /* ---- priorities ---- */
 
 typedef struct prio_case {
-  int gate_prio;    /* the gate's priority: above 0, nothing waits behind it */
-  int queued_prio;  /* an independent task queued while the gate runs */
-  int succ_prio;    /* the gate's successor */
-  int want[3];      /* labels: 0 gate, 1 queued, 2 successor */
+  int gate_prio;   /* the gate's priority: above 0, nothing waits behind it */
+  int queued_prio; /* an independent task queued while the gate runs */
+  int succ_prio;   /* the gate's successor */
+  int want[3];     /* labels: 0 gate, 1 queued, 2 successor */
   uint64_t handoffs;
 } prio_case;
 

@@ -66,7 +66,7 @@ enum {
   PC_CHECK,
   PC_DONE
 };
-static const char *pc_name[] = {"DEC",  "DEC1", "RUN", "DEC_CHECK", "REQ",   "PEEK", "XCHG",
+static const char *pc_name[] = {"DEC",  "DEC1", "RUN",  "DEC_CHECK", "REQ",   "PEEK", "XCHG",
                                 "SNAP", "PASS", "MORE", "REL",       "CHECK", "DONE"};
 
 #define MAXK 3
