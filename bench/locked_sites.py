@@ -8,7 +8,9 @@ that executes exactly as often: the instruction right after the run when
 nothing jumps to it or into the run, else the one right before the run
 when it is not a branch and nothing jumps into the run past it. Prints
 "name=function+offset weight" lines (weight: locked instructions the probe
-stands for), and "# unprobed function+offset" for a run with neither."""
+stands for; "name=0xaddress" for a function whose name several static
+functions share, which perf would resolve to one of them), and
+"# unprobed function+offset" for a run with neither."""
 import re
 import subprocess
 import sys
@@ -45,6 +47,11 @@ def main():
             t = TARGET.match(text)
             if t:
                 targets.add(int(t.group(2), 16))
+    # perf probes a name shared by several static functions at one of
+    # them: those are probed by address instead
+    count = {}
+    for name, _, _ in funcs:
+        count[name] = count.get(name, 0) + 1
     for name, start, insns in funcs:
         base = name.split(".")[0].replace("@", "_")
         n, i = 0, 0
@@ -65,6 +72,9 @@ def main():
                 site = insns[i - 1][0]
             if site is None:
                 print(f"# unprobed {name}+{insns[i][0] - start}")
+            elif count[name] > 1:
+                print(f"{base}_{n}=0x{site:x} {weight}")
+                n += 1
             else:
                 print(f"{base}_{n}={name}+{site - start} {weight}")
                 n += 1

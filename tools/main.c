@@ -96,6 +96,9 @@ static void print_stats(const pto_run_stats *s, int rounds) {
   if (s->steals)
     printf("  steals %llu (an idle core ran a block pending on a busy one)\n",
            (unsigned long long)s->steals);
+  if (s->handoffs)
+    printf("  hand-offs %llu (a core ran a block its last one made ready, without the queue)\n",
+           (unsigned long long)s->handoffs);
 }
 
 /* Multi-chip scenes: per chip, what its node tasks did (the chip figures

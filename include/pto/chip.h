@@ -165,6 +165,9 @@ typedef struct pto_run_stats {
   uint64_t pull_holds;
   /* blocks pending on a busy core that an idle core ran instead */
   uint64_t steals;
+  /* blocks a core ran right after completing their producer, without the
+   * ready queue or a scheduler pass (a hand-off; counted in `blocks`) */
+  uint64_t handoffs;
 } pto_run_stats;
 
 typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);

@@ -57,6 +57,7 @@ class RunStats:
     drain_latency_sum_us: float
     pull_holds: int
     steals: int
+    handoffs: int
 
     @classmethod
     def _from(cls, st) -> "RunStats":

@@ -75,6 +75,7 @@ def test_reference_kernels_and_stats(chip):
     # 6 blocks: no core has timed 16 of its own, so none held (pull_hold.h)
     assert st.pull_holds == 0, st
     assert 0 <= st.steals <= st.blocks, st
+    assert 0 <= st.handoffs <= st.blocks, st
 
 
 def test_python_kernel_blocks_and_scalars(chip):

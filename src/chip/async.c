@@ -21,9 +21,9 @@ int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
   if (r->contract) return contract_async_refused(r, ctx);
   core *c = &r->cores[ctx->core_id];
   if (c->defer_current) return PTO_EINVAL; /* one async completion per block */
-  /* the block this core is running: the dispatch after the last finished one */
-  uint64_t cur = atomic_load_explicit(&c->finished, memory_order_relaxed) + 1;
-  task *t = payload_task(&c->slot[cur & 1]);
+  /* the block this core is running: not always its dispatch's, which a
+   * hand-off runs others after (handoff.h) */
+  task *t = c->running;
   for (uint32_t i = 0; i < r->nasync; i++) {
     uint64_t s = atomic_load_explicit(&r->async[i].state, memory_order_relaxed);
     if (s & 1) continue;

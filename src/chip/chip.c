@@ -522,6 +522,8 @@ static void run_reset(pto_run *r) {
     co->nblocks = 0;
     atomic_store_explicit(&co->block_ns, 0, memory_order_relaxed);
     co->holds = 0;
+    co->running = NULL;
+    co->handoffs = 0;
     co->trace_track = 0;
   }
   orch_reset(r);
@@ -710,8 +712,12 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
   st->cohort_spread_sum_us = (double)atomic_load(&r->spread_sum_ns) / 1000.0;
   st->drain_latency_max_us = (double)atomic_load(&r->drain_lat_max_ns) / 1000.0;
   st->drain_latency_sum_us = (double)atomic_load(&r->drain_lat_sum_ns) / 1000.0;
-  for (int i = 0; i < r->ncores; i++)
+  for (int i = 0; i < r->ncores; i++) {
     st->pull_holds += r->cores[i].holds;
+    st->handoffs += r->cores[i].handoffs;
+  }
+  /* run where their producers ended, by no pass (handoff.h) */
+  st->blocks += st->handoffs;
   st->blocks += r->contract_blocks; /* checking mode ran them (contract.c) */
 }
 

@@ -2,6 +2,7 @@
  * runs the kernel block in the payload, publishes "finished" for that
  * dispatch id. Gang blocks (sync_start) wait for their cohort's start. Its
  * thread serves run after run of the chip (core_main). */
+#include "chip/handoff.h"
 #include "chip/kernel_why.h"
 #include "chip/pull_hold.h"
 #include "chip/run.h"
@@ -127,10 +128,83 @@ static void note_cohort_start(task *t, uint64_t now) {
   }
 }
 
+/* Runs block `block` (sub-block `sub`) of task t on core c: the kernel,
+ * its trace slice, its failure latched. */
+static void run_block(core *c, task *t, int32_t block, int32_t sub) {
+  pto_run *r = c->run;
+  c->running = t; /* pto_kctx_async_begin's task */
+  const kernel_rec *k = &r->chip->kernels[t->kernel];
+  /* copies: once a block goes async, t may complete and be recycled */
+  const pto_task_id id = t->id;
+  const int32_t block_num = t->block_num;
+  const bool gang = t->sync_start;
+  /* what the trace shows of it besides its name (docs/tracing.md) */
+  const char *mark = t->commute      ? "commute"
+                     : t->redux_args ? "redux"
+                     : t->priority   ? "priority"
+                                     : NULL;
+  const int prio = t->priority;
+  pto_kctx ctx = {
+      .block_idx = block,
+      .block_num = t->block_num,
+      .sub_block_id = sub,
+      .core_id = c->id,
+      .cluster_id = c->cluster,
+      .core_type = c->type,
+      .task_id = t->id,
+      .ntensors = t->ntensors,
+      .nscalars = t->nscalars,
+      .tensors = t->tensors,
+      .scalars = t->scalars,
+      .env = r->cfg->env,
+      .run = r,
+  };
+  /* a REDUX argument of a task of several cores: this core's own copy */
+  pto_tensor own[PTO_MAX_TENSOR_ARGS];
+  if (t->redux_args && t->units_total > 1) {
+    int unit = block * (t->units_total / t->block_num) +
+               (c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0));
+    redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
+    ctx.tensors = own;
+  }
+  /* the clock only where a figure needs it (trace, first block, gang
+   * spread, one block in 16 for pull_hold.h): the watchdog needs no start
+   * time (a block that runs through a stall started before it,
+   * watchdog.c) */
+  bool timed = (++c->nblocks & (PULL_TIMED_EVERY - 1)) == 0; /* pull_hold.h */
+  uint64_t t0 = r->trace || gang || timed || !c->first_ns ? pto_now_ns() : 0;
+  if (!c->first_ns) c->first_ns = t0;
+  if (gang) note_cohort_start(t, t0);
+  atomic_store_explicit(&c->cur_task, id, memory_order_relaxed); /* watchdog, advisory */
+  int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
+  atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
+  if (timed) {
+    uint64_t d = pto_now_ns() - t0;
+    uint64_t avg = atomic_load_explicit(&c->block_ns, memory_order_relaxed);
+    atomic_store_explicit(&c->block_ns, pull_block_avg(avg, d), memory_order_relaxed);
+  }
+  if (r->trace) {
+    uint64_t t1 = pto_now_ns();
+    /* A MIX block spans cores: the first records the block, the others its parts. */
+    int part = c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0);
+    if (part == 0 && !mark)
+      trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, block);
+    else if (part == 0) /* a COMMUTE task's blocks: "commute": its priority */
+      trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, block, mark, prio);
+    else
+      trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, block, "part", part);
+  }
+  if (rc != 0) {
+    int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
+    const char *why = kernel_why_take(&ctx); /* pto_kctx_fail's reason, if it gave one */
+    run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d%s%s", k->name,
+             block, block_num, c->id, rc, why[0] ? ": " : "", why);
+  }
+}
+
 /* One run: blocks until the run stops (dispatch ids restart at 1 each run). */
 static void core_serve(core *c) {
   pto_run *r = c->run;
-  const kernel_rec *kernels = r->chip->kernels;
   for (uint64_t next = 1;; next++) {
     core_wait w = {c, next, 0, 0, 0};
     if (!core_has_work(&w)) core_wait_work(&w);
@@ -154,82 +228,35 @@ static void core_serve(core *c) {
         pto_wait(&c->ev, cohort_started, &w, UINT64_MAX);
       if (run_stopping(r)) break;
     }
-    const kernel_rec *k = &kernels[t->kernel];
-    /* copies: once a block goes async, t may complete and be recycled */
-    const pto_task_id id = t->id;
-    const int32_t block_num = t->block_num;
-    const bool gang = t->sync_start;
-    /* what the trace shows of it besides its name (docs/tracing.md) */
-    const char *mark = t->commute      ? "commute"
-                       : t->redux_args ? "redux"
-                       : t->priority   ? "priority"
-                                       : NULL;
-    const int prio = t->priority;
-    pto_kctx ctx = {
-        .block_idx = p.block,
-        .block_num = t->block_num,
-        .sub_block_id = p.sub_block,
-        .core_id = c->id,
-        .cluster_id = c->cluster,
-        .core_type = c->type,
-        .task_id = t->id,
-        .ntensors = t->ntensors,
-        .nscalars = t->nscalars,
-        .tensors = t->tensors,
-        .scalars = t->scalars,
-        .env = r->cfg->env,
-        .run = r,
-    };
-    /* a REDUX argument of a task of several cores: this core's own copy */
-    pto_tensor own[PTO_MAX_TENSOR_ARGS];
-    if (t->redux_args && t->units_total > 1) {
-      int unit = p.block * (t->units_total / t->block_num) +
-                 (c->type == PTO_CORE_AIC ? 0 : p.sub_block + (k->aic ? 1 : 0));
-      redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
-      ctx.tensors = own;
-    }
-    /* the clock only where a figure needs it (trace, first block, gang
-     * spread, one block in 16 for pull_hold.h): the watchdog needs no start
-     * time (a block that runs through a stall started before it,
-     * watchdog.c) */
-    bool timed = (++c->nblocks & (PULL_TIMED_EVERY - 1)) == 0; /* pull_hold.h */
-    uint64_t t0 = r->trace || gang || timed || !c->first_ns ? pto_now_ns() : 0;
-    if (!c->first_ns) c->first_ns = t0;
-    if (gang) note_cohort_start(t, t0);
-    atomic_store_explicit(&c->cur_task, id, memory_order_relaxed); /* watchdog, advisory */
-    int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
-    atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
-    if (timed) {
-      uint64_t d = pto_now_ns() - t0;
-      uint64_t avg = atomic_load_explicit(&c->block_ns, memory_order_relaxed);
-      atomic_store_explicit(&c->block_ns, pull_block_avg(avg, d), memory_order_relaxed);
-    }
-    if (r->trace) {
-      uint64_t t1 = pto_now_ns();
-      /* A MIX block spans cores: the first records the block, the others its parts. */
-      int part = c->type == PTO_CORE_AIC ? 0 : p.sub_block + (k->aic ? 1 : 0);
-      if (part == 0 && !mark)
-        trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block);
-      else if (part == 0) /* a COMMUTE task's blocks: "commute": its priority */
-        trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block, mark,
-                        prio);
-      else
-        trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, p.block, "part",
-                        part);
-    }
-    if (rc != 0) {
-      int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
-      const char *why = kernel_why_take(&ctx); /* pto_kctx_fail's reason, if it gave one */
-      run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d%s%s", k->name,
-               p.block, block_num, c->id, rc, why[0] ? ": " : "", why);
-    }
-    c->slot[next & 1].deferred = c->defer_current;
+    run_block(c, t, p.block, p.sub_block);
+    /* dependencies released where they finish (handoff.h): its task
+     * completed here, and the one successor kept run next, here */
+    handoff h = {r, c, next, NULL, 0, true, false};
+    if (handoff_completes(r, c, t) && handoff_worth(r, c, t) && handoff_core_may_keep(r, c, next))
+      for (;;) {
+        task *kept = sched_complete_here(&h, t); /* t may retire from here on */
+        /* a stopping run starts no block */
+        if (!kept || run_stopping(r)) break;
+        c->handoffs++;
+        run_block(c, kept, 0, 0);
+        t = kept;
+        if (c->defer_current) break; /* its token completes it */
+        /* a kept block is completed here in any case (no pass could poll
+         * it); whether it may keep one in turn is asked again */
+        h.keep = handoff_core_may_keep(r, c, next);
+      }
+    c->slot[next & 1].deferred = h.completed || c->defer_current;
     c->defer_current = false;
     /* release: the kernel's writes happen-before the scheduler's acquire */
     atomic_store_explicit(&c->finished, next, memory_order_release);
     /* completes the block, releases its fan-out and, most often, places
-     * the next block on this very core, which then runs it at once */
-    sched_kick(r, &r->scheds[c->sched]);
+     * the next block on this very core, which then runs it at once (after
+     * a hand-off: only the poll of the block's end, and the placements of
+     * what the completions here queued) */
+    if (h.completed)
+      sched_handoff_end(&h);
+    else
+      sched_kick(r, &r->scheds[c->sched]);
   }
 }
 

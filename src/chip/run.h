@@ -187,9 +187,11 @@ typedef struct core_payload {
   _Atomic int32_t block;
   _Atomic int32_t sub_block;
   bool deferred; /* written by the core: completion comes from pto_chip_async_complete */
-  /* the dispatcher's own: a single-core block of no gang, which another
-   * block may wait behind and an idle core may take (sched.c, steal.h) */
-  bool movable;
+  /* the dispatcher's: a single-core block of no gang and of priority 0,
+   * which another block may wait behind and an idle core may take
+   * (sched.c, steal.h); the core clears it while it runs a block of a
+   * higher priority that it kept (handoff.h). Relaxed: a hint to passes */
+  _Atomic bool movable;
 } core_payload;
 
 /* A block as read from a slot. */
@@ -255,8 +257,12 @@ typedef struct core {
    * and, for its pending block, the role holder */
   _Atomic uint64_t claim;
   bool defer_current; /* core-private: the running kernel went async */
-  uint64_t first_ns;  /* first block start; core-private until join */
-  uint32_t nblocks;   /* core-private: blocks run this run (pull_hold.h) */
+  /* core-private: the task whose block it runs now (a dispatched one, or
+   * one kept in a hand-off, handoff.h: then not its slot's) */
+  struct task *running;
+  uint64_t handoffs; /* core-private until join: blocks it kept and ran (handoff.h) */
+  uint64_t first_ns; /* first block start; core-private until join */
+  uint32_t nblocks;  /* core-private: blocks run this run (pull_hold.h) */
   /* timed blocks' running average, 0: none yet; written by the core only,
    * read by the orchestrator too (spread.c; relaxed: a hint) */
   _Atomic uint64_t block_ns;
@@ -473,6 +479,14 @@ static inline uint64_t run_phase_gen(uint64_t phase) { return phase >> 1; }
 /* Scheduler side [sched.c] */
 void sched_make_ready(pto_run *r, task *t);
 void sched_task_done_unit(pto_run *r, task *t, int units);
+/* Hand-off (handoff.h), on the finishing core's thread: completes t, its
+ * block's only unit, and returns the ready successor it kept for the
+ * core, or NULL; the other ready ones are queued (announced at once when
+ * one is kept). sched_handoff_end, after the core published its block's
+ * end: the pass that end asks for, and the announces left. */
+struct handoff;
+task *sched_complete_here(struct handoff *h, task *t);
+void sched_handoff_end(struct handoff *h);
 /* Asks scheduler s for a pass after publishing work for it: runs the pass
  * here when nobody holds its role (the default), or wakes its thread. */
 void sched_kick(pto_run *r, sched *s);

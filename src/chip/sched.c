@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chip/contract.h"
+#include "chip/handoff.h"
 #include "chip/priority.h"
 #include "chip/run.h"
 #include "chip/steal.h"
@@ -293,9 +294,18 @@ void sched_make_ready(pto_run *r, task *t) {
   queue_ready(r, t);
 }
 
+/* A hand-off in progress on this thread (handoff.h): set by
+ * sched_complete_here around the completion it makes. */
+static _Thread_local handoff *this_handoff;
+
+static void announce_ready(pto_run *r, int sh, bool sync_start);
+
 /* Queues ready task t and asks for the passes that place it; under
  * checking mode or a controlled schedule, hands it to the orchestrator's
- * thread instead (after the COMMUTE acquire: exclusion holds there too). */
+ * thread instead (after the COMMUTE acquire: exclusion holds there too).
+ * In a hand-off, the first task the finishing core can run next is kept
+ * for it instead, and the passes for the others are asked for once the
+ * completion is done (handoff.h). */
 static void queue_ready(pto_run *r, task *t) {
   if (r->contract) { /* checking mode: the orchestrator runs it (contract.h) */
     contract_ready(r, t);
@@ -306,6 +316,11 @@ static void queue_ready(pto_run *r, task *t) {
     return;
   }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
+  handoff *h = this_handoff;
+  if (h && handoff_fits(h, t)) {
+    h->kept = t;
+    return;
+  }
   if (t->sync_start)
     sync_push(&r->sync_queue, t);
   else
@@ -314,29 +329,85 @@ static void queue_ready(pto_run *r, task *t) {
    * parks; only scheduler threads wait on it (role mode: every push is
    * followed by a pass, below) */
   if (r->sched_threads) atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
+  if (h) {
+    h->pushed |= 1u << (t->sync_start ? SHAPE_COUNT : t->shape);
+    return;
+  }
+  announce_ready(r, t->shape, t->sync_start);
+}
+
+/* Asks for the passes that place a block pushed to shape sh's queue (or,
+ * sync_start, to the gang queue). */
+static void announce_ready(pto_run *r, int sh, bool sync_start) {
   sched *s = this_sched;
-  if (s && s->run == r && !t->sync_start) {
+  if (s && s->run == r && !sync_start) {
     s->wake_pending = true; /* decided after its dispatch pass */
     return;
   }
-  ready_queue *q = &r->queues[t->shape];
+  ready_queue *q = &r->queues[sh];
   /* a single-core block readied by a thread that is no core (the
    * orchestrator) may be left to an idle core that pulls */
-  bool delegable = !r->sched_threads && !t->sync_start && !this_core && !s &&
-                   shape_aic(t->shape) + shape_aiv(t->shape) == 1;
+  bool delegable = !r->sched_threads && !sync_start && !this_core && !s &&
+                   shape_aic((shape)sh) + shape_aiv((shape)sh) == 1;
   for (int i = 0; i < r->nsched; i++) {
     if (&r->scheds[i] == s) continue;
     if (delegable) {
       /* the puller's pass tells the others what it leaves (leftover) */
-      if (sched_request(r, &r->scheds[i], t->shape)) break;
+      if (sched_request(r, &r->scheds[i], (shape)sh)) break;
     } else {
       sched_kick(r, &r->scheds[i]);
     }
     /* role mode: a pass ran or its holder will run one; once the queue is
      * empty the others have nothing to take (relaxed peek: a stale count
      * only kicks one more scheduler) */
-    if (!r->sched_threads && !t->sync_start && rq_queued(q) == 0) break;
+    if (!r->sched_threads && !sync_start && rq_queued(q) == 0) break;
   }
+}
+
+/* The pushes a hand-off made, announced (announce_ready) once per queue,
+ * leaving out scheduler `done` (NULL: none), whose pass ran after them. */
+static void handoff_announce(handoff *h, const sched *done) {
+  pto_run *r = h->run;
+  for (int sh = 0; sh <= SHAPE_COUNT; sh++) {
+    if (!(h->pushed & (1u << sh))) continue;
+    bool sync = sh == SHAPE_COUNT;
+    if (!done) {
+      announce_ready(r, sync ? SHAPE_AIC : sh, sync);
+      continue;
+    }
+    /* the same loop without `done`, and only while blocks are left */
+    for (int i = 0; i < r->nsched; i++) {
+      if (!sync && !r->sched_threads && rq_queued(&r->queues[sh]) == 0) break;
+      if (&r->scheds[i] != done) sched_kick(r, &r->scheds[i]);
+    }
+  }
+  h->pushed = 0;
+}
+
+task *sched_complete_here(handoff *h, task *t) {
+  h->kept = NULL;
+  h->completed = true;
+  this_handoff = h;
+  complete_task(h->run, t); /* its one unit: nobody else counts it */
+  this_handoff = NULL;
+  /* the others of this completion go to the schedulers now, before the
+   * kept block runs; without one kept, after the block's end is
+   * published (sched_handoff_end), in the pass that it asks for anyway */
+  if (h->kept) {
+    /* nothing waits behind a block of a priority above 0 (priority.h):
+     * the kept block stands in the slot's place for the passes' has_room */
+    atomic_store_explicit(&h->c->slot[h->d & 1].movable, h->kept->priority == 0,
+                          memory_order_relaxed);
+    if (h->pushed) handoff_announce(h, NULL);
+  }
+  return h->kept;
+}
+
+void sched_handoff_end(handoff *h) {
+  pto_run *r = h->run;
+  sched *own = &r->scheds[h->c->sched];
+  sched_kick(r, own); /* polls the block's end, places what was pushed */
+  if (h->pushed) handoff_announce(h, own);
 }
 
 /* After a dispatch pass of a scheduler that made tasks ready: whatever it
@@ -361,6 +432,12 @@ void sched_task_done_unit(pto_run *r, task *t, int units) {
   /* read first: once our units count, another thread may complete t and the
    * orchestrator may recycle the slot */
   int total = t->units_total;
+  /* its one unit's end completes it: nothing to count (the thread that
+   * sees the end, whose acquire already covers the kernel's writes) */
+  if (total == units) {
+    complete_task(r, t);
+    return;
+  }
   /* acq_rel: the last unit's thread sees every other block's writes */
   int done = atomic_fetch_add_explicit(&t->units_done, units, memory_order_acq_rel) + units;
   if (done == total) complete_task(r, t);
@@ -415,8 +492,10 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   payload_set(&c->slot[d & 1], t, block, sub);
   /* nothing waits behind a block of a priority above 0 (priority.h): its
    * successor, the critical path's next block, finds its core free */
-  c->slot[d & 1].movable =
-      shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start && t->priority == 0;
+  atomic_store_explicit(&c->slot[d & 1].movable,
+                        shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start &&
+                            t->priority == 0,
+                        memory_order_relaxed);
   /* the finishing core placing its own next block is awake: no signal
    * (and no fence) needed, it reads `dispatched` before it waits; a
    * parked one counts against the run's wake budget until it runs,
@@ -437,7 +516,8 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
  * neither). */
 static bool has_room(const core *c, uint64_t max_inflight) {
   uint64_t n = inflight(c);
-  return n == 0 || (n <= max_inflight && c->slot[c->issued & 1].movable);
+  return n == 0 || (n <= max_inflight &&
+                    atomic_load_explicit(&c->slot[c->issued & 1].movable, memory_order_relaxed));
 }
 
 /* Finds the cores of cluster `cl` (index into s->clusters) for one block of

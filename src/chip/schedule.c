@@ -324,7 +324,7 @@ static void exec_start(sched_ctl *x, const action *a, int nb) {
       core *c = &r->cores[x->cores[j]];
       uint64_t d = ++c->issued;
       payload_set(&c->slot[d & 1], t, x->blocks[i], c->type == PTO_CORE_AIV ? sub++ : 0);
-      c->slot[d & 1].movable = false;
+      atomic_store_explicit(&c->slot[d & 1].movable, false, memory_order_relaxed);
       /* release: the payload before the core sees the new id */
       atomic_store_explicit(&c->dispatched, d, memory_order_release);
       pto_event_signal(&c->ev);

@@ -22,11 +22,20 @@
  *  - in every final state C became ready exactly once, ran exactly once,
  *    and nothing is left in the ready queue (no request lost: a ready
  *    successor never waits for a wake-up nobody sends).
+ * With the hand-off (src/chip/handoff.h), each producer releases two
+ * consumers C0 and C1 (DEC0, DEC1), and a core whose decrement makes one
+ * ready keeps the first such one instead of pushing it (the second is
+ * pushed) and runs it (RUN) before its block's end requests the pass it
+ * asks for anyway (REQ): each consumer must still become ready once (a
+ * push or a keep), run once, and nothing may be left queued.
  * Broken variants, each must be caught with the interleaving printed:
  *  - LEAVE_NO_RECHECK: the holder leaves without re-checking the requests
  *    (a park without re-check): C stays ready, nobody runs it;
  *  - GUARD_BY_LOAD: readiness decided by a load after the decrement
- *    instead of by the decrement's result: C becomes ready twice. */
+ *    instead of by the decrement's result: C becomes ready twice;
+ *  - HANDOFF_NO_REQUEST: a core that kept a consumer skips the request
+ *    after its chain (it ran what it kept): the consumer it pushed beside
+ *    it stays queued. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -41,9 +50,11 @@
 #include "chip/role.h"
 #include "explore.h"
 
-enum { V_GOOD = 0, V_LEAVE_NO_RECHECK, V_GUARD_BY_LOAD };
+enum { V_GOOD = 0, V_LEAVE_NO_RECHECK, V_GUARD_BY_LOAD, V_HANDOFF_NO_REQUEST };
 enum {
   PC_DEC,
+  PC_DEC1, /* hand-off: the second consumer's decrement */
+  PC_RUN,  /* hand-off: run the consumer kept */
   PC_DEC_CHECK,
   PC_REQ,
   PC_PEEK,
@@ -55,28 +66,34 @@ enum {
   PC_CHECK,
   PC_DONE
 };
-static const char *pc_name[] = {"DEC",  "DEC_CHECK", "REQ", "PEEK",  "XCHG", "SNAP",
-                                "PASS", "MORE",      "REL", "CHECK", "DONE"};
+static const char *pc_name[] = {"DEC",  "DEC1", "RUN",  "DEC_CHECK", "REQ",   "PEEK", "XCHG",
+                                "SNAP", "PASS", "MORE", "REL",       "CHECK", "DONE"};
 
 #define MAXK 3
 
+/* per consumer j: fanin[j], ready[j] (pushes and keeps), ran[j]; queued:
+ * a bit per consumer in the ready queue; kept[i]: 1 + the consumer core i
+ * keeps, 0: none */
 typedef struct mstate {
-  uint8_t fanin, req, held, queued, pushes, ran;
-  uint8_t pc[MAXK], seen[MAXK], did[MAXK];
+  uint8_t fanin[2], req, held, queued, ready[2], ran[2];
+  uint8_t pc[MAXK], seen[MAXK], did[MAXK], kept[MAXK];
 } mstate;
 
 static uint64_t encode(const mstate *s, int k) {
   uint64_t v = 0;
-  v = v * 4 + s->fanin;
+  for (int j = 0; j < 2; j++) {
+    v = v * 4 + s->fanin[j];
+    v = v * 4 + s->ready[j];
+    v = v * 4 + s->ran[j];
+  }
   v = v * 8 + s->req;
   v = v * 2 + s->held;
   v = v * 4 + s->queued;
-  v = v * 4 + s->pushes;
-  v = v * 4 + s->ran;
   for (int i = 0; i < k; i++) {
     v = v * 16 + s->pc[i];
     v = v * 8 + s->seen[i];
     v = v * 2 + s->did[i];
+    v = v * 4 + s->kept[i];
   }
   return v;
 }
@@ -85,6 +102,7 @@ static uint64_t encode(const mstate *s, int k) {
 
 typedef struct explorer {
   int k, variant;
+  bool handoff; /* two consumers, the first ready one kept (handoff.h) */
   uint64_t states, finals;
   bool failed;
   char why[160];
@@ -109,21 +127,32 @@ static void step(const explorer *e, mstate *s, int i) {
   load_role(&r, s);
   switch (s->pc[i]) {
   case PC_DEC:
+  case PC_DEC1: {
+    int j = s->pc[i] == PC_DEC1;
     if (e->variant == V_GUARD_BY_LOAD) {
-      s->fanin--;
+      s->fanin[j]--;
       s->pc[i] = PC_DEC_CHECK;
-    } else {
-      if (s->fanin-- == 1) {
-        s->queued++;
-        s->pushes++;
-      }
-      s->pc[i] = PC_REQ;
+      break;
     }
+    if (s->fanin[j]-- == 1) {
+      s->ready[j]++;
+      if (e->handoff && !s->kept[i])
+        s->kept[i] = (uint8_t)(1 + j); /* kept: no push */
+      else
+        s->queued |= (uint8_t)(1u << j);
+    }
+    s->pc[i] = e->handoff && j == 0 ? PC_DEC1 : s->kept[i] ? PC_RUN : PC_REQ;
+    break;
+  }
+  case PC_RUN: /* the kept consumer, on this core, then the block's end */
+    s->ran[s->kept[i] - 1]++;
+    s->kept[i] = 0;
+    s->pc[i] = e->variant == V_HANDOFF_NO_REQUEST ? PC_DONE : PC_REQ;
     break;
   case PC_DEC_CHECK: /* broken: another core's decrement may be seen too */
-    if (s->fanin == 0) {
-      s->queued++;
-      s->pushes++;
+    if (s->fanin[0] == 0) {
+      s->ready[0]++;
+      s->queued |= 1;
     }
     s->pc[i] = PC_REQ;
     break;
@@ -139,7 +168,8 @@ static void step(const explorer *e, mstate *s, int i) {
     break;
   case PC_PASS: /* claim the ready queue, run what it held on this core */
     s->did[i] = s->queued > 0;
-    s->ran += s->queued;
+    for (int j = 0; j < 2; j++)
+      s->ran[j] += (s->queued >> j) & 1;
     s->queued = 0;
     s->pc[i] = PC_MORE;
     break;
@@ -177,13 +207,14 @@ static void check(explorer *e, const mstate *s, int d) {
   if (in_pass > 1) violation(e, "%d cores run the scheduler's pass at once", in_pass);
   if (done < e->k) return;
   e->finals++;
-  if (s->pushes != 1)
-    violation(e, "consumer became ready %u times (expected 1)", s->pushes);
-  else if (s->queued != 0)
-    violation(e, "every core parked with %u ready task(s) left in the queue (lost request)",
-              s->queued);
-  else if (s->ran != 1)
-    violation(e, "consumer ran %u times (expected 1)", s->ran);
+  for (int j = 0; j < (e->handoff ? 2 : 1); j++)
+    if (s->ready[j] != 1)
+      violation(e, "consumer %d became ready %u times (expected 1)", j, s->ready[j]);
+    else if (s->queued != 0)
+      violation(e, "every core parked with ready task(s) 0x%x left in the queue (lost request)",
+                s->queued);
+    else if (s->ran[j] != 1)
+      violation(e, "consumer %d ran %u times (expected 1)", j, s->ran[j]);
   if (s->held) violation(e, "every core parked with the role still held");
 }
 
@@ -211,14 +242,16 @@ static int em_state(xp_search *x, const void *state, int d) {
   return e->failed ? XP_STOP : XP_STEP;
 }
 
-static explorer explore(int k, int variant) {
+static explorer explore(int k, int variant, bool handoff) {
   explorer e;
   memset(&e, 0, sizeof e);
   e.k = k;
   e.variant = variant;
+  e.handoff = handoff;
   mstate s;
   memset(&s, 0, sizeof s);
-  s.fanin = (uint8_t)k;
+  s.fanin[0] = (uint8_t)k;
+  s.fanin[1] = handoff ? (uint8_t)k : 0;
   const xp_model m = {.state_size = sizeof(mstate),
                       .key_size = sizeof(uint64_t),
                       .max_depth = MAX_PATH - 1,
@@ -233,27 +266,36 @@ static explorer explore(int k, int variant) {
 
 static void test_role_all_interleavings(void **st) {
   (void)st;
-  for (int k = 2; k <= MAXK; k++) {
-    explorer e = explore(k, V_GOOD);
-    printf("role explorer: %d cores, %llu states, %llu final: %s\n", k,
-           (unsigned long long)e.states, (unsigned long long)e.finals, e.failed ? e.why : "ok");
-    assert_false(e.failed);
-    assert_true(e.finals > 0);
-  }
+  for (int handoff = 0; handoff < 2; handoff++)
+    for (int k = 2; k <= MAXK; k++) {
+      explorer e = explore(k, V_GOOD, handoff);
+      printf("role explorer%s: %d cores, %llu states, %llu final: %s\n",
+             handoff ? " with hand-off" : "", k, (unsigned long long)e.states,
+             (unsigned long long)e.finals, e.failed ? e.why : "ok");
+      assert_false(e.failed);
+      assert_true(e.finals > 0);
+    }
 }
 
 static void test_role_broken_leave_caught(void **st) {
   (void)st;
-  explorer e = explore(2, V_LEAVE_NO_RECHECK);
+  explorer e = explore(2, V_LEAVE_NO_RECHECK, false);
   assert_true(e.failed); /* printed above with its interleaving */
   assert_non_null(strstr(e.why, "lost request"));
 }
 
 static void test_role_broken_guard_caught(void **st) {
   (void)st;
-  explorer e = explore(2, V_GUARD_BY_LOAD);
+  explorer e = explore(2, V_GUARD_BY_LOAD, false);
   assert_true(e.failed);
   assert_non_null(strstr(e.why, "ready 2 times"));
+}
+
+static void test_handoff_broken_no_request_caught(void **st) {
+  (void)st;
+  explorer e = explore(2, V_HANDOFF_NO_REQUEST, true);
+  assert_true(e.failed);
+  assert_non_null(strstr(e.why, "lost request"));
 }
 
 int main(void) {
@@ -261,6 +303,7 @@ int main(void) {
       cmocka_unit_test(test_role_all_interleavings),
       cmocka_unit_test(test_role_broken_leave_caught),
       cmocka_unit_test(test_role_broken_guard_caught),
+      cmocka_unit_test(test_handoff_broken_no_request_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,142 @@
+/* handoff.h — dependencies released where they finish: a core that
+ * completes a task runs one of the successors that completion makes
+ * ready itself, next, without the ready queue and without a scheduler
+ * pass.
+ *
+ * Through the queue, a successor that the finishing core would run anyway
+ * costs a push, a role request, the role's exchange and release, a
+ * dispatch and the core's claim: 6 of the 12 locked instructions a
+ * dependent task costs (docs/chip.md). On the hand-off it costs none of
+ * them. The core (core.c), after the block of dispatch id d, of task t:
+ *
+ *   if (handoff_completes(r, c, t)                // t is this block alone
+ *       && handoff_worth(r, c, t)                 // a successor may be kept
+ *       && handoff_core_may_keep(r, c, d))        // nothing else wants c
+ *     loop:
+ *       kept = complete t here (sched.c, sched_complete_here: queue_ready
+ *              keeps the first ready successor that handoff_fits, pushes
+ *              the others and, if one is kept, announces them at once)
+ *       if (!kept) break
+ *       run kept (same dispatch id: no claim, nothing published); t = kept
+ *       if (kept went asynchronous) break         // its token completes it
+ *       h.keep = handoff_core_may_keep(r, c, d)   // kept ones complete here anyway
+ *     slot d deferred (the completion is done), publish finished = d,
+ *     sched_handoff_end: the pass the block's end asks for anyway, then
+ *     the announces left
+ *   else: publish finished = d and ask for a pass, as without hand-off
+ *
+ * What a core keeps, and when (every rule re-checked at each link):
+ *   - only a successor the queue would have given this core next: one
+ *     block of one core of its type (SHAPE_AIC on an AIC core, SHAPE_AIV
+ *     on an AIV one), of no gang, with nothing queued at its priority
+ *     level or above in its shape's queue (a kept block never overtakes
+ *     queued work of its level or a higher one: at its level the queue is
+ *     FIFO, and a pass claims the highest level first), and no MIX block
+ *     queued (a pass places those first, and one may need this core);
+ *   - only while no block waits on this core's pending slot (it came
+ *     first), no gang is queued or being drained (the drain waits for
+ *     cores to fall idle), and the run is not stopping;
+ *   - never under checking mode or a controlled schedule (those order
+ *     every block themselves: queue_ready hands the task to them first),
+ *     and never after a block that went asynchronous (its completion
+ *     comes from its token).
+ * The queue checks are racy hints, as a pass's peeks are: work pushed
+ * while the core decides waits for the one block kept, no longer.
+ *
+ * Starvation: a chain can run on one core for as long as each link finds
+ * nothing else this core would have been given (the rules above), which
+ * is what the queue would have done too (the finishing core takes the
+ * next block first, sched.c placements). Work that arrives for this core
+ * (queued at the kept block's level or above, a MIX block, a gang, a
+ * pending block) ends the chain after the block running then.
+ *
+ * Nothing shared is written for a kept block: the task is the core's
+ * alone from its fanin's last drop on (exactly one thread makes a task
+ * ready), so the hand-off adds no step to any protocol. The trace shows
+ * it on the core that ran it, the watchdog sees its `cur_task` and the
+ * completions it counts, and the run's stats count it in `blocks` and
+ * `handoffs`. */
+#ifndef PTO_CHIP_HANDOFF_H
+#define PTO_CHIP_HANDOFF_H
+
+#include "chip/priority.h"
+
+/* One hand-off in progress on a core's thread (sched.c). */
+typedef struct handoff {
+  pto_run *run;
+  core *c;
+  uint64_t d;      /* the dispatch id whose block the core ran first */
+  task *kept;      /* the successor it keeps, or NULL */
+  uint32_t pushed; /* shapes whose queues it pushed to (1 << shape; the
+                    * sync_start queue: 1 << SHAPE_COUNT), not yet announced */
+  bool keep;       /* this completion may keep one (handoff_core_may_keep) */
+  bool completed;  /* it completed a task here: its block's slot is deferred */
+} handoff;
+
+/* Queued positions at `level` or above, a racy hint. */
+static inline uint64_t handoff_queued_from(ready_queue *q, int level) {
+  uint64_t n = level == 0 ? rq_size(&q->lf) : 0;
+  if (prio_up_used(q))
+    for (int l = level > 0 ? level : 1; l <= PTO_PRIORITY_MAX; l++)
+      n += rq_size(prio_queue(q, l));
+  return n;
+}
+
+/* Whether core c, having run the block of dispatch id d, a task of one
+ * unit that stays synchronous, completes that task itself: under no
+ * checking mode and no controlled schedule (they complete every block
+ * themselves). A block it kept is always completed by it (it has no
+ * dispatch id a pass could poll), unless it went asynchronous. */
+static inline bool handoff_completes(const pto_run *r, const core *c, const task *t) {
+  return !r->contract && !r->ctl && t->units_total == 1 && !t->sync_start && !c->defer_current;
+}
+
+/* Whether core c, running dispatch id d, may keep a successor now:
+ * nothing else wants the core (above). */
+static inline bool handoff_core_may_keep(pto_run *r, core *c, uint64_t d) {
+  if (run_stopping(r)) return false;
+  /* acquire is not needed: only whether a block came behind ours */
+  if (atomic_load_explicit(&c->dispatched, memory_order_relaxed) != d) return false;
+  if (atomic_load_explicit(&r->sync_queue.count, memory_order_relaxed) || drain_active(&r->drain))
+    return false;
+  for (int s = SHAPE_AIV2; s < SHAPE_COUNT; s++) /* MIX shapes: a pass places them first */
+    if (prio_queued(&r->queues[s])) return false;
+  return true;
+}
+
+/* Consumers a completion's peek looks at (handoff_worth). */
+#define HANDOFF_LOOKS 16
+
+/* Whether completing task t (core c's block, not completed yet) may make
+ * ready a successor c could keep: one of t's newest HANDOFF_LOOKS
+ * consumers waits for t alone and is one block of c's type, or t is
+ * COMMUTE (its end may grant its bytes to a task that waits for them). A
+ * peek at the lines the completion reads next anyway. Without one, the
+ * completion stays in the pass, as without hand-off: its role holder
+ * serves the requests that come meanwhile (an orchestrator's push) in the
+ * same hold, where a completion before the pass would let each take the
+ * role for a pass of its own (W2, independent tasks: 11.1 locked
+ * instructions a task against 10.4). Acquire: the nodes and consumers
+ * linked are published by the orchestrator's release CAS; a consumer
+ * cannot retire before t completes, so its node and slot stay. */
+static inline bool handoff_worth(pto_run *r, const core *c, task *t) {
+  if (t->commute) return true;
+  int mine = c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV;
+  int64_t node = atomic_load_explicit(&t->fanout_head, memory_order_acquire);
+  for (int i = 0; node >= 0 && i < HANDOFF_LOOKS; i++, node = r->deps[node].next) {
+    const task *s = r->deps[node].consumer;
+    if (s->shape == mine && s->block_num == 1 && !s->sync_start &&
+        atomic_load_explicit(&s->fanin, memory_order_relaxed) == 1)
+      return true;
+  }
+  return false;
+}
+
+/* Whether ready task t is the one the finishing core of h keeps. */
+static inline bool handoff_fits(handoff *h, task *t) {
+  if (!h->keep || h->kept || t->block_num != 1 || t->sync_start) return false;
+  if (t->shape != (h->c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV)) return false;
+  return handoff_queued_from(&h->run->queues[t->shape], t->priority) == 0;
+}
+
+#endif
