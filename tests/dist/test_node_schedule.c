@@ -8,11 +8,14 @@
  *   - the landing order of held-back remote stores (dist_race_publisher,
  *     fault injection on): a failing seed's record replays to the same
  *     wrong values 5 of 5;
+ *   - a traced replay starts each rank's blocks in the recorded order, on
+ *     the recorded cores (dist_epochs; the race's wrong replays too);
  *   - departures stop the run with PTO_EREPLAY naming where (a task more,
  *     a node record cut short, a delivery order changed, a chip file
  *     missing); under mpirun: tests/mpi/test_node_mpi_schedule.c.
  * Nothing here depends on timing: every choice is the seed's or the
  * record's. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +28,7 @@
 #include <cmocka.h>
 
 #include "scenes/dist_scene.h"
+#include "trace_read.h"
 
 #define TEST_DEV0 70
 
@@ -256,15 +260,16 @@ static void test_replay_after_a_departure_on_one_node(void **state) {
 }
 
 /* A scene under seed / record / replay (its config reads the
- * environment, as under pto run); *msg: what differed. */
-static int scene(const char *name, const char *seed, const char *record, const char *replay,
-                 char *msg, size_t n) {
+ * environment, as under pto run), traced to `trace` if set; *msg: what
+ * differed. */
+static int scene_traced(const char *name, const char *seed, const char *record, const char *replay,
+                        const char *trace, char *msg, size_t n) {
   const pto_scene *sc = pto_scene_find(name);
   assert_non_null(sc);
   seed ? setenv("PTO_SCHEDULE_SEED", seed, 1) : unsetenv("PTO_SCHEDULE_SEED");
   record ? setenv("PTO_RECORD", record, 1) : unsetenv("PTO_RECORD");
   replay ? setenv("PTO_REPLAY", replay, 1) : unsetenv("PTO_REPLAY");
-  pto_scene_opts o = {0};
+  pto_scene_opts o = {.trace = trace};
   pto_scene_report rep;
   memset(&rep, 0, sizeof rep);
   sc->run(&o, &rep);
@@ -273,6 +278,11 @@ static int scene(const char *name, const char *seed, const char *record, const c
   unsetenv("PTO_REPLAY");
   snprintf(msg, n, "%s", rep.message);
   return rep.status ? rep.status : rep.verified ? 0 : PTO_EFATAL;
+}
+
+static int scene(const char *name, const char *seed, const char *record, const char *replay,
+                 char *msg, size_t n) {
+  return scene_traced(name, seed, record, replay, NULL, msg, n);
 }
 
 static int race(const char *seed, const char *record, const char *replay, char *msg, size_t n) {
@@ -407,6 +417,102 @@ static void test_waiting_blocks_yield(void **state) {
                  "block 0 of task 0 does not wait here (the record has it yield at its wait 1)");
 }
 
+/* ---- traces of a replayed node run ---- */
+
+typedef struct slice {
+  double ts;
+  int64_t pid, task, block, part, tid;
+} slice;
+
+static int64_t arg_of(const trace_json *ev, const char *key) {
+  double x = 0; /* a block's first part has no args.part */
+  trace_json_num(trace_json_get(ev, "args"), key, &x);
+  return (int64_t)x;
+}
+
+/* by rank (pid), then start; the parts of one block (a MIX block's, whose
+ * clocks may read either way) by part */
+static int by_rank_time(const void *a, const void *b) {
+  const slice *x = a, *y = b;
+  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+  if (x->task == y->task && x->block == y->block) return (x->part > y->part) - (x->part < y->part);
+  return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+/* The block slices of a node trace, each rank's in start order; returns
+ * how many. */
+static int rank_block_order(const char *file, slice *out, int max) {
+  char err[256] = "";
+  trace_json_doc *d = NULL;
+  if (trace_json_load(file, &d, err, sizeof err)) fail_msg("%s: %s", file, err);
+  const trace_json *evs = trace_json_get(trace_json_root(d), "traceEvents");
+  assert_non_null(evs);
+  int n = 0;
+  for (uint32_t i = 0; i < evs->n; i++) {
+    const trace_json *e = &evs->u.items[i];
+    const char *cat = trace_json_str(e, "cat"), *ph = trace_json_str(e, "ph");
+    if (!cat || !ph || ph[0] != 'X' || strcmp(cat, "block") != 0) continue;
+    double ts = 0, pid = 0, tid = 0;
+    trace_json_num(e, "ts", &ts);
+    trace_json_num(e, "pid", &pid);
+    trace_json_num(e, "tid", &tid);
+    if (n == max) fail_msg("%s: more than %d block slices", file, max);
+    out[n++] = (slice){
+        ts, (int64_t)pid, arg_of(e, "task"), arg_of(e, "block"), arg_of(e, "part"), (int64_t)tid};
+  }
+  trace_json_free(d);
+  qsort(out, (size_t)n, sizeof *out, by_rank_time);
+  return n;
+}
+
+/* A recorded node run and its replays, traced: each rank's blocks start in
+ * the recorded order, on the recorded cores (the same track), for a
+ * correct scene and for a race whose replays give the record's wrong
+ * values. */
+static void test_replayed_trace_order(void **state) {
+  (void)state;
+  static const struct {
+    const char *scene, *seed;
+    int rc; /* the recorded run's status: the race fails its check */
+  } runs[] = {{"dist_epochs", "3", 0}, {"dist_race_publisher", NULL, PTO_EFATAL}};
+  char msg[512], again[512];
+  static slice a[4096], b[4096];
+  for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+    const char *seed = runs[r].seed;
+    char s[16];
+    if (!seed) { /* the race's first failing seed */
+      for (int k = 1; k <= 20 && !seed; k++) {
+        snprintf(s, sizeof s, "%d", k);
+        if (race(s, NULL, NULL, msg, sizeof msg) == PTO_EFATAL) seed = s;
+      }
+      assert_non_null(seed);
+    }
+    int rc = scene_traced(runs[r].scene, seed, path("tr"), NULL, path("t1.json"), msg, sizeof msg);
+    if (rc != runs[r].rc)
+      fail_msg("%s, seed %s: %s %s", runs[r].scene, seed, pto_status_name(rc), msg);
+    int na = rank_block_order(path("t1.json"), a, 4096);
+    assert_true(na >= 2);
+    for (int rep = 0; rep < 2; rep++) {
+      rc =
+          scene_traced(runs[r].scene, NULL, NULL, path("tr"), path("t2.json"), again, sizeof again);
+      assert_int_equal(rc, runs[r].rc);
+      assert_string_equal(again, msg);
+      int nb = rank_block_order(path("t2.json"), b, 4096);
+      if (nb != na) fail_msg("%s: %d block slices recorded, %d replayed", runs[r].scene, na, nb);
+      for (int i = 0; i < na; i++)
+        if (a[i].pid != b[i].pid || a[i].task != b[i].task || a[i].block != b[i].block ||
+            a[i].part != b[i].part || a[i].tid != b[i].tid)
+          fail_msg("%s, replay %d: slice %d is rank %" PRId64 " task %" PRId64 " block %" PRId64
+                   " on track %" PRId64 ", recorded rank %" PRId64 " task %" PRId64
+                   " block %" PRId64 " on track %" PRId64,
+                   runs[r].scene, rep + 1, i, b[i].pid - 1, b[i].task, b[i].block, b[i].tid,
+                   a[i].pid - 1, a[i].task, a[i].block, a[i].tid);
+    }
+    print_message("%s: %d block slices, in the recorded order in 2 of 2 replays\n", runs[r].scene,
+                  na);
+  }
+}
+
 /* ---- a wait for a signal that needs a task not yet submitted ---- */
 
 enum { K_WAIT = 0, K_SIGNAL = 1 };
@@ -518,6 +624,7 @@ int main(void) {
       cmocka_unit_test(test_departures_named),
       cmocka_unit_test(test_replay_after_a_departure_on_one_node),
       cmocka_unit_test(test_race_replayed),
+      cmocka_unit_test(test_replayed_trace_order),
       cmocka_unit_test(test_waiting_blocks_yield),
       cmocka_unit_test(test_wait_before_the_signalling_submit),
   };
