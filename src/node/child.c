@@ -192,9 +192,11 @@ static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, no
       if (is_chip) {
         run_chip_task(n, slot, chip, comm, f, &r);
       } else {
-        r.status = f->host_fn(&f->args, f->host_arg);
+        /* checking mode: run twice, the second time on flipped memory */
+        r.status =
+            f->read_check ? node_check_host_run(n, f, &r.err) : f->host_fn(&f->args, f->host_arg);
         r.err.code = r.status;
-        if (r.status)
+        if (r.status && !r.err.details[0])
           snprintf(r.err.details, sizeof r.err.details, "host task returned %d", r.status);
       }
       break;

@@ -3,7 +3,10 @@
  * refused and named, one inside them (declared INOUT, or tiled by two
  * NO_DEP views) lands; a host task that writes past its OUTPUT_EXISTING
  * view or into its INPUT is named, one that keeps to its views passes
- * beside a chip task that writes the other half of the same buffer.
+ * beside a chip task that writes the other half of the same buffer. A host
+ * task whose output depends on node host memory it did not declare (read
+ * through its `arg`) is named, with the argument and byte, unless its
+ * function opted out of the read check (pto_node_skip_read_check).
  * Without checking mode the breaking programs run unchecked. The same
  * program runs under mpiexec -np 2 (ctest mpi.node_contracts.np2), chip 1
  * then being MPI rank 1: its breach is named from its own process.
@@ -90,7 +93,7 @@ typedef struct probe {
   int rc_read[2];       /* reads of the peer's "dst" halves after the task */
   int32_t got[2][HALF]; /* the peer's "dst" (rank 1's; rank 0's when rank 1 breaks):
                            declared half, the half past it */
-  pto_tensor x, y;      /* host tensors of the host-task cases */
+  pto_tensor x, y, z;   /* host tensors of the host-task cases (z: passed as no argument) */
 } probe;
 
 /* ---- remote stores ---- */
@@ -231,15 +234,17 @@ static void test_remote_store_unchecked_without_checking_mode(void **state) {
 
 /* ---- host tasks ---- */
 
-/* x: INPUT, 16 i32; y: OUTPUT_EXISTING, row 0 of a [2, HALF] i32 tensor.
+/* x: INPUT, 16 i32; y: OUTPUT_EXISTING, row 0 of a [2, HALF] i32 tensor;
+ * arg: z, HALF i32 of node host memory that no argument declares.
  * Scalar 0 says how it breaks: 0 not at all, 1 one element past y's row,
- * 2 writes x[3]. */
+ * 2 writes x[3], 3 adds z[j] to y[j], 4 fails when z[0] is not 0. */
 static int host_task(const pto_args *a, void *arg) {
-  (void)arg;
   int32_t *x = i32(&a->tensors[0]), *y = i32(&a->tensors[1]);
+  const int32_t *z = arg;
   int how = (int)a->scalars[0];
+  if (how == 4 && z[0] != 0) return PTO_EINVAL;
   for (int j = 0; j < HALF + (how == 1); j++)
-    y[j] = x[j % 16] + 0x20;
+    y[j] = x[j % 16] + 0x20 + (how == 3 ? z[j % HALF] : 0);
   if (how == 2) x[3] = 0x22;
   return 0;
 }
@@ -254,25 +259,32 @@ static void host_orch(pto_node_orch *no, void *arg) {
   pto_args_input(&a, &p->x);
   pto_args_output_existing(&a, &row0);
   pto_args_scalar(&a, (uint64_t)p->n0);
-  pto_node_submit_host(no, -1, host_task, NULL, &a, NULL);
-  if (p->n0 != 0) return; /* the breaches alone: the old value they name is 0 */
-  pto_args b;             /* chip 1 writes the other row of the same buffer */
+  pto_node_submit_host(no, -1, host_task, p->z.buf, &a, NULL);
+  if (p->n0 == 1 || p->n0 == 2) return; /* the write breaches alone: the old value they name is 0 */
+  pto_args b;                           /* chip 1 writes the other row of the same buffer */
   pto_args_init(&b);
   pto_args_output_existing(&b, &row1);
   dist_scalars(&b, K_ROW, 1, 1);
   pto_node_submit(no, 1, dist_chip_orch, &b, NULL);
 }
 
-static int run_host(int how, probe *p, pto_error_info *err) {
+static int run_host(int how, bool skip_read, probe *p, pto_error_info *err) {
   pto_node *n = make_node(true);
-  int64_t xs = 16, ys[2] = {2, HALF};
+  int64_t xs = 16, ys[2] = {2, HALF}, zs = HALF;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &xs, &p->x), 0);
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 2, ys, &p->y), 0);
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &zs, &p->z), 0); /* zeroed */
+  if (skip_read) assert_int_equal(pto_node_skip_read_check(n, host_task), 0);
   for (int j = 0; j < 16; j++)
     i32(&p->x)[j] = j + 1;
   p->n0 = how;
   int rc = pto_node_run(n, host_orch, p, err);
   fprintf(stderr, "host task breaking as %d: %s: %s\n", how, pto_status_name(rc), err->details);
+  if (how >= 3) /* passed or not, node host memory as the real run left it (z = 0) */
+    for (int j = 0; j < HALF; j++) {
+      assert_int_equal(i32(&p->y)[j], j % 16 + 1 + 0x20);
+      assert_int_equal(i32(&p->z)[j], 0);
+    }
   if (rc == 0) { /* both rows as written, the input untouched */
     for (int j = 0; j < HALF; j++) {
       assert_int_equal(i32(&p->y)[j], j % 16 + 1 + 0x20);
@@ -287,8 +299,8 @@ static void test_host_task_writes_checked(void **state) {
   (void)state;
   probe p = {0};
   pto_error_info err;
-  assert_int_equal(run_host(0, &p, &err), 0); /* within its views, beside a chip writer */
-  assert_int_equal(run_host(1, &p, &err), PTO_ECONTRACT);
+  assert_int_equal(run_host(0, false, &p, &err), 0); /* within its views, beside a chip writer */
+  assert_int_equal(run_host(1, false, &p, &err), PTO_ECONTRACT);
   assert_int_equal(err.arg, 1);
   assert_int_equal(err.task_id, 0);
   assert_non_null(strstr(err.details, "node task 0 (host task on worker 0) wrote outside its "
@@ -296,10 +308,54 @@ static void test_host_task_writes_checked(void **state) {
                                       "buffer"));
   assert_non_null(strstr(err.details, "byte 128 changed 0x00 -> 0x21, outside its "
                                       "OUTPUT_EXISTING/INOUT views"));
-  assert_int_equal(run_host(2, &p, &err), PTO_ECONTRACT);
+  assert_int_equal(run_host(2, false, &p, &err), PTO_ECONTRACT);
   assert_int_equal(err.arg, 0);
   assert_non_null(strstr(err.details, "argument 0 (INPUT, node host buffer"));
   assert_non_null(strstr(err.details, "byte 12 changed 0x04 -> 0x22, inside its INPUT view"));
+}
+
+/* The details a read breach of host_task is named with (its name is not in
+ * the dynamic symbol table: its address). */
+static void read_breach(char *s, size_t n, const char *what) {
+  void *fn;
+  pto_host_fn f = host_task;
+  memcpy(&fn, &f, sizeof fn);
+  snprintf(s, n,
+           "host worker 0, node task 0: host function at %p reads memory it did not "
+           "declare: %s when every byte of node host memory outside its views was flipped "
+           "(declare what it reads as INPUT or INOUT; a host function that is not deterministic "
+           "opts out with pto_node_skip_read_check)",
+           fn, what);
+}
+
+static void test_host_task_undeclared_read_is_named(void **state) {
+  (void)state;
+  probe p = {0};
+  pto_error_info err;
+  char want[sizeof err.details];
+  /* y[0] = x[0] + 0x20 + z[0]: 0x21 with z as it is (0), 0x20 with z flipped (-1) */
+  assert_int_equal(run_host(3, false, &p, &err), PTO_ECONTRACT);
+  read_breach(want, sizeof want, "argument 1's byte 0 came out 0x21, but 0x20");
+  assert_string_equal(err.details, want);
+  assert_int_equal(err.arg, 1);
+  assert_int_equal(err.task_id, 0);
+  assert_string_equal(err.kernel, "");
+  /* it fails only on the flipped memory */
+  assert_int_equal(run_host(4, false, &p, &err), PTO_ECONTRACT);
+  char ret[64];
+  snprintf(ret, sizeof ret, "it returned %d only", PTO_EINVAL);
+  read_breach(want, sizeof want, ret);
+  assert_string_equal(err.details, want);
+  assert_int_equal(err.arg, -1);
+}
+
+/* Opted out, the same host task passes (run_host asserts both rows). */
+static void test_host_task_read_check_opt_out(void **state) {
+  (void)state;
+  probe p = {0};
+  pto_error_info err;
+  assert_int_equal(run_host(3, true, &p, &err), 0);
+  assert_int_equal(run_host(4, true, &p, &err), 0);
 }
 
 int main(void) {
@@ -309,6 +365,8 @@ int main(void) {
       cmocka_unit_test(test_failed_run_leaves_no_targets),
       cmocka_unit_test(test_remote_store_unchecked_without_checking_mode),
       cmocka_unit_test(test_host_task_writes_checked),
+      cmocka_unit_test(test_host_task_undeclared_read_is_named),
+      cmocka_unit_test(test_host_task_read_check_opt_out),
       cmocka_unit_test(test_remote_store_of_rank_1_is_named),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
