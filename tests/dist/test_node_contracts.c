@@ -6,7 +6,9 @@
  * beside a chip task that writes the other half of the same buffer. A host
  * task whose output depends on node host memory it did not declare (read
  * through its `arg`) is named, with the argument and byte, unless its
- * function opted out of the read check (pto_node_skip_read_check).
+ * function opted out of the read check (pto_node_skip_read_check). A remote
+ * load or get of a peer's window bytes that no view of the node task names
+ * is refused and named; one inside a view declared INPUT runs.
  * Without checking mode the breaking programs run unchecked. The same
  * program runs under mpiexec -np 2 (ctest mpi.node_contracts.np2), chip 1
  * then being MPI rank 1: its breach is named from its own process.
@@ -29,7 +31,7 @@
 
 static int32_t *i32(const pto_tensor *t) { return (int32_t *)t->buf + t->offset; }
 
-enum { K_STORE = 0, K_ROW = 1 }; /* registration order, the same on every chip */
+enum { K_STORE = 0, K_ROW = 1, K_LOAD = 2 }; /* registration order, the same on every chip */
 
 /* ---- kernels (in the chip processes) ---- */
 
@@ -49,6 +51,22 @@ static int store_kernel(const pto_kctx *ctx) {
   return rc ? rc : pto_remote_store(ctx, dom, peer, &dst, &src);
 }
 
+/* Rank r reads scalar (3 + r) i32 elements of its peer's "dst" from
+ * element 0: rank 0 with pto_remote_load, rank 1 with pto_get. */
+static int load_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
+  pto_comm *c = pto_kctx_comm(ctx);
+  int me = pto_comm_rank(c, dom), peer = (me + 1) % 2;
+  int64_t n = (int64_t)DIST_SCALAR(ctx, 1 + me);
+  int32_t tile[DIST_SIZE];
+  pto_tensor src, dst;
+  int rc = pto_comm_window_tensor(c, dom, me, "dst", PTO_I32, 1, &n, &src);
+  if (!rc) rc = pto_tensor_init(&dst, tile, sizeof tile, PTO_I32, 1, &n);
+  if (rc) return rc;
+  return me == 0 ? pto_remote_load(ctx, dom, peer, &dst, &src)
+                 : pto_get(ctx, dom, peer, &dst, &src, NULL);
+}
+
 /* Its tensor 0 (a row of HALF i32) = 1000 + j. */
 static int row_kernel(const pto_kctx *ctx) {
   for (int j = 0; j < HALF; j++)
@@ -57,9 +75,10 @@ static int row_kernel(const pto_kctx *ctx) {
 }
 
 static int contracts_init(pto_chip *chip, int rank, void *arg) {
-  int a = -1, b = -1, rc = pto_kernel_register_aiv(chip, "store_past", store_kernel, &a);
+  int a = -1, b = -1, l = -1, rc = pto_kernel_register_aiv(chip, "store_past", store_kernel, &a);
   if (!rc) rc = pto_kernel_register_aiv(chip, "row", row_kernel, &b);
-  return rc ? rc : a == K_STORE && b == K_ROW ? 0 : PTO_EINVAL;
+  if (!rc) rc = pto_kernel_register_aiv(chip, "load_past", load_kernel, &l);
+  return rc ? rc : a == K_STORE && b == K_ROW && l == K_LOAD ? 0 : PTO_EINVAL;
 }
 
 static pto_node *make_node(bool check) {
@@ -90,6 +109,7 @@ typedef struct probe {
   pto_access access;    /* how the window targets are passed */
   bool split;           /* each target as two views of HALF / 2 */
   int decl;             /* elements of each rank's target (0: HALF) */
+  bool load;            /* the ranks load (K_LOAD) instead of storing */
   int rc_read[2];       /* reads of the peer's "dst" halves after the task */
   int32_t got[2][HALF]; /* the peer's "dst" (rank 1's; rank 0's when rank 1 breaks):
                            declared half, the half past it */
@@ -115,7 +135,7 @@ static void store_orch(pto_node_orch *no, void *arg) {
       if (pto_tensor_slice(&whole, &at, &n, &v)) return;
       pto_args_add(&a, p->access, &v);
     }
-  dist_scalars(&a, K_STORE, per, 1);
+  dist_scalars(&a, p->load ? K_LOAD : K_STORE, per, 1);
   pto_args_scalar(&a, (uint64_t)dom);
   pto_args_scalar(&a, (uint64_t)p->n0);
   pto_args_scalar(&a, (uint64_t)p->n1);
@@ -230,6 +250,49 @@ static void test_remote_store_unchecked_without_checking_mode(void **state) {
   assert_int_equal(run_store(false, &p, &err), 0);
   assert_int_equal(p.rc_read[1], 0);
   assert_int_equal(p.got[1][0], 0x11 + HALF); /* the undeclared element landed */
+}
+
+/* ---- remote loads ---- */
+
+static void test_remote_load_outside_views_is_named(void **state) {
+  (void)state;
+  probe p = {.n0 = HALF + 1, .n1 = HALF, .access = PTO_INPUT, .load = true};
+  pto_error_info err;
+  int rc = run_store(true, &p, &err);
+  fprintf(stderr, "load of %d from a %d-element view: %s: %s\n", p.n0, HALF, pto_status_name(rc),
+          err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "chip rank 0, node task 0: task 0 (kernel 'load_past') "
+                                      "block 0/1: remote_load from rank 1 of domain"));
+  assert_non_null(strstr(err.details, "buffer 'dst' byte 128 (0x00) is outside every view of "
+                                      "the node task: reads memory it did not declare (pass "
+                                      "rank 1's view of 'dst' as INPUT or INOUT)"));
+  assert_string_equal(err.kernel, "load_past");
+  probe q = {.n0 = HALF, .n1 = HALF + 1, .access = PTO_INPUT, .load = true}; /* by rank 1 */
+  rc = run_store(true, &q, &err);
+  fprintf(stderr, "rank 1's get of %d: %s: %s\n", q.n1, pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "chip rank 1, node task 0: task 0 (kernel 'load_past') "
+                                      "block 0/1: get from rank 0 of domain"));
+  assert_non_null(strstr(err.details, "buffer 'dst' byte 128 (0x00) is outside every view"));
+}
+
+static void test_remote_load_inside_views_runs(void **state) {
+  (void)state;
+  for (int split = 0; split < 2; split++) { /* INPUT whole; NO_DEP in two pieces */
+    probe p = {.n0 = HALF,
+               .n1 = HALF,
+               .access = split ? PTO_NO_DEP : PTO_INPUT,
+               .split = split,
+               .load = true};
+    pto_error_info err;
+    int rc = run_store(true, &p, &err);
+    if (rc) fprintf(stderr, "split %d: %s: %s\n", split, pto_status_name(rc), err.details);
+    assert_int_equal(rc, 0);
+  }
+  probe p = {.n0 = HALF + 1, .n1 = HALF + 1, .access = PTO_INPUT, .load = true};
+  pto_error_info err;
+  assert_int_equal(run_store(false, &p, &err), 0); /* unchecked without checking mode */
 }
 
 /* ---- host tasks ---- */
@@ -364,6 +427,8 @@ int main(void) {
       cmocka_unit_test(test_remote_store_inside_targets_lands),
       cmocka_unit_test(test_failed_run_leaves_no_targets),
       cmocka_unit_test(test_remote_store_unchecked_without_checking_mode),
+      cmocka_unit_test(test_remote_load_outside_views_is_named),
+      cmocka_unit_test(test_remote_load_inside_views_runs),
       cmocka_unit_test(test_host_task_writes_checked),
       cmocka_unit_test(test_host_task_undeclared_read_is_named),
       cmocka_unit_test(test_host_task_read_check_opt_out),
