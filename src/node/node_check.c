@@ -256,11 +256,13 @@ static void fn_name(pto_host_fn fn, char *s, size_t n) {
 }
 
 /* The memory a host task may reach: node host memory handed out so far,
- * and its arguments' base buffers (windows), sorted and merged. */
+ * and under mpirun its arguments' base buffers (window buffers of chip 0,
+ * which its threads map: check_here in node_task.c), sorted and merged. A
+ * forked sub-worker maps no window: it cannot touch one. */
 static int known_memory(const pto_node *n, const node_frame *f, span *reg) {
   spans s = {reg, 0, 1 + PTO_MAX_TENSOR_ARGS, 0, 0};
   if (f->host_used) reg[s.n++] = (span){(uintptr_t)n->host, (uintptr_t)n->host + f->host_used};
-  for (int i = 0; i < f->args.ntensors; i++) {
+  for (int i = 0; n->mpi && i < f->args.ntensors; i++) {
     const pto_tensor *v = &f->args.tensors[i];
     if (v->buf && v->buf_bytes)
       reg[s.n++] = (span){(uintptr_t)v->buf, (uintptr_t)v->buf + v->buf_bytes};

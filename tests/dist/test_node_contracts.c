@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "mpi_ranks.h"
 #include "scenes/dist_scene.h"
 
 #define TEST_DEV0 72
@@ -412,6 +413,53 @@ static void test_host_task_undeclared_read_is_named(void **state) {
   assert_int_equal(err.arg, -1);
 }
 
+/* A host task adding 1 + j to element j of rank 0's "dst" (a window view,
+ * INOUT), submitted twice: checking mode runs each twice, but the window
+ * must be left as the real runs left it, 2 (1 + j), as without it. Under
+ * mpirun only, where host workers are threads of rank 0 and chip 0's
+ * window is mapped there; a forked host worker maps no window. */
+static int add_one(const pto_args *a, void *arg) {
+  (void)arg;
+  int32_t *w = i32(&a->tensors[0]);
+  for (int j = 0; j < HALF; j++)
+    w[j] += 1 + j;
+  return 0;
+}
+
+static void window_host_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
+  pto_domain dom;
+  int64_t n = HALF;
+  pto_tensor v;
+  p->rc_read[0] = pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom);
+  if (!p->rc_read[0]) p->rc_read[0] = pto_node_window_tensor(no, dom, 0, "dst", PTO_I32, 1, &n, &v);
+  if (p->rc_read[0]) return;
+  for (int k = 0; k < 2; k++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_inout(&a, &v);
+    pto_node_submit_host(no, -1, add_one, NULL, &a, NULL);
+  }
+  p->rc_read[0] = pto_node_read(no, &v, p->got[0]);
+}
+
+static void test_host_task_window_argument_once(void **state) {
+  (void)state;
+  for (int check = 0; check < 2; check++) {
+    pto_node *n = make_node(check);
+    probe p = {0};
+    pto_error_info err;
+    int rc = pto_node_run(n, window_host_orch, &p, &err);
+    if (rc) fprintf(stderr, "check %d: %s: %s\n", check, pto_status_name(rc), err.details);
+    pto_node_destroy(n);
+    assert_int_equal(rc, 0);
+    assert_int_equal(p.rc_read[0], 0);
+    for (int j = 0; j < HALF; j++)
+      assert_int_equal(p.got[0][j], 2 * (1 + j));
+  }
+}
+
 /* Opted out, the same host task passes (run_host asserts both rows). */
 static void test_host_task_read_check_opt_out(void **state) {
   (void)state;
@@ -434,5 +482,11 @@ int main(void) {
       cmocka_unit_test(test_host_task_read_check_opt_out),
       cmocka_unit_test(test_remote_store_of_rank_1_is_named),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest mpi_tests[] = {
+      cmocka_unit_test(test_host_task_window_argument_once),
+  };
+  int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  if (dist_chips_available() != INT_MAX) /* under mpirun (mpi.node_contracts.np2) */
+    failed += cmocka_run_group_tests(mpi_tests, NULL, NULL);
+  return failed;
 }
