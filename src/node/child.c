@@ -261,6 +261,7 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
   if (chip) pto_chip_destroy(chip);
   comm_fini(&comm, true);
   free(f);
+  node_check_host_end(); /* a host worker's copies of checking mode */
   if (end == SERVE_EXIT) mbox_reply(mb, &exit_reply, parent_ev); /* the chip is gone */
   /* relaxed: the join below orders the heartbeat's last access */
   atomic_store_explicit(&beat.stop, true, memory_order_relaxed);

@@ -304,6 +304,18 @@ static int arg_at(const pto_args *a, uintptr_t x) {
   return arg;
 }
 
+/* The sub-worker's copies (before both runs, after the real one), kept
+ * from task to task: fresh pages for every task cost more than the copies
+ * (a thread's: under mpirun host workers are threads of one process). */
+static _Thread_local uint8_t *copies;
+static _Thread_local size_t copies_cap;
+
+void node_check_host_end(void) {
+  free(copies);
+  copies = NULL;
+  copies_cap = 0;
+}
+
 int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err) {
   span reg[1 + PTO_MAX_TENSOR_ARGS];
   int nreg = known_memory(n, f, reg);
@@ -311,9 +323,15 @@ int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err) {
   for (int j = 0; j < nreg; j++)
     total += reg[j].hi - reg[j].lo;
   spans rd = {0};
-  uint8_t *pre = malloc(total ? total : 1), *out = malloc(total ? total : 1);
-  if (!pre || !out || !arg_spans(&f->args, any_access, &rd)) {
-    free(pre), free(out), free(rd.v);
+  if (!copies || copies_cap < 2 * total) {
+    free(copies);
+    copies_cap = 0;
+    copies = malloc(2 * total + 1); /* never 0 bytes: NULL means no memory */
+    if (copies) copies_cap = 2 * total;
+  }
+  uint8_t *pre = copies, *out = copies + total;
+  if (!copies || !arg_spans(&f->args, any_access, &rd)) {
+    free(rd.v);
     snprintf(err->details, sizeof err->details,
              "checking mode: no memory for two copies of the %zu bytes the host task may reach",
              total);
@@ -326,7 +344,7 @@ int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err) {
   }
   int rc = f->host_fn(&f->args, f->host_arg); /* the real run */
   if (rc) {
-    free(pre), free(out), free(rd.v);
+    free(rd.v);
     return rc;
   }
   /* run 1's bytes kept; the memory as before it, flipped outside its views */
@@ -356,7 +374,7 @@ int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err) {
     memcpy((void *)reg[j].lo, out + at, len); /* what the real run left */
     at += len;
   }
-  free(pre), free(out), free(rd.v);
+  free(rd.v);
   if (!rc2 && !bad) return 0;
   char fn[96];
   fn_name(f->host_fn, fn, sizeof fn);

@@ -270,6 +270,8 @@ void node_check_frame(const pto_node *n, const node_task *t, node_frame *f);
  * (the argument whose output differed). Returns the host function's
  * status otherwise. */
 int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err);
+/* A sub-worker leaves: frees its copies of node_check_host_run. */
+void node_check_host_end(void);
 /* Frees the snapshot and the opt-outs (pto_node_destroy). */
 void node_check_free(pto_node *n);
 
