@@ -316,66 +316,56 @@ void node_check_host_end(void) {
   copies_cap = 0;
 }
 
-int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err) {
-  span reg[1 + PTO_MAX_TENSOR_ARGS];
-  int nreg = known_memory(n, f, reg);
-  size_t total = 0;
-  for (int j = 0; j < nreg; j++)
-    total += reg[j].hi - reg[j].lo;
-  spans rd = {0};
-  if (!copies || copies_cap < 2 * total) {
-    free(copies);
-    copies_cap = 0;
-    copies = malloc(2 * total + 1); /* never 0 bytes: NULL means no memory */
-    if (copies) copies_cap = 2 * total;
-  }
-  uint8_t *pre = copies, *out = copies + total;
-  if (!copies || !arg_spans(&f->args, any_access, &rd)) {
-    free(rd.v);
-    snprintf(err->details, sizeof err->details,
-             "checking mode: no memory for two copies of the %zu bytes the host task may reach",
-             total);
-    return PTO_ENOMEM;
-  }
-  size_t at = 0;
+/* Before the real run: the regions' bytes into pre. */
+static void regions_save(const span *reg, int nreg, uint8_t *pre) {
   for (int j = 0; j < nreg; j++) {
-    memcpy(pre + at, (void *)reg[j].lo, reg[j].hi - reg[j].lo);
-    at += reg[j].hi - reg[j].lo;
+    memcpy(pre, (void *)reg[j].lo, reg[j].hi - reg[j].lo);
+    pre += reg[j].hi - reg[j].lo;
   }
-  int rc = f->host_fn(&f->args, f->host_arg); /* the real run */
-  if (rc) {
-    free(rd.v);
-    return rc;
-  }
-  /* run 1's bytes kept; the memory as before it, flipped outside its views */
-  at = 0;
+}
+
+/* After the real run: its bytes into out, and the regions back as they
+ * were before it (pre), every byte outside the views rd flipped. */
+static void regions_flip(const span *reg, int nreg, const uint8_t *pre, uint8_t *out,
+                         const spans *rd) {
   for (int j = 0; j < nreg; j++) {
     uint8_t *m = (uint8_t *)reg[j].lo;
     size_t len = reg[j].hi - reg[j].lo;
-    memcpy(out + at, m, len);
-    probe_flip_copy(m, pre + at, len);
-    for (size_t k = 0; k < rd.n; k++) {
-      uintptr_t a = rd.v[k].lo > reg[j].lo ? rd.v[k].lo : reg[j].lo;
-      uintptr_t z = rd.v[k].hi < reg[j].hi ? rd.v[k].hi : reg[j].hi;
-      if (a < z) memcpy((void *)a, pre + at + (a - reg[j].lo), z - a);
+    memcpy(out, m, len);
+    probe_flip_copy(m, pre, len);
+    for (size_t k = 0; k < rd->n; k++) {
+      uintptr_t a = rd->v[k].lo > reg[j].lo ? rd->v[k].lo : reg[j].lo;
+      uintptr_t z = rd->v[k].hi < reg[j].hi ? rd->v[k].hi : reg[j].hi;
+      if (a < z) memcpy((void *)a, pre + (a - reg[j].lo), z - a);
     }
-    at += len;
+    pre += len;
+    out += len;
   }
-  int rc2 = f->host_fn(&f->args, f->host_arg);
+}
+
+/* After the second run (when `compare`): the first byte where the two runs
+ * disagree (0: none), *real and *flipped its two values; then the regions
+ * as the real run left them (out). */
+static uintptr_t regions_restore(const span *reg, int nreg, const uint8_t *pre, const uint8_t *out,
+                                 const spans *rd, bool compare, unsigned *real, unsigned *flipped) {
   uintptr_t bad = 0;
-  unsigned real = 0, flipped = 0;
-  at = 0;
   for (int j = 0; j < nreg; j++) {
     size_t len = reg[j].hi - reg[j].lo;
-    if (!rc2 && !bad && (bad = first_disagreement(reg[j].lo, reg[j].hi, pre + at, out + at, &rd))) {
-      real = out[at + (bad - reg[j].lo)];
-      flipped = *(const uint8_t *)bad;
+    if (compare && !bad && (bad = first_disagreement(reg[j].lo, reg[j].hi, pre, out, rd))) {
+      *real = out[bad - reg[j].lo];
+      *flipped = *(const uint8_t *)bad;
     }
-    memcpy((void *)reg[j].lo, out + at, len); /* what the real run left */
-    at += len;
+    memcpy((void *)reg[j].lo, out, len);
+    pre += len;
+    out += len;
   }
-  free(rd.v);
-  if (!rc2 && !bad) return 0;
+  return bad;
+}
+
+/* err's details for a read breach: the second run returned rc2, or byte
+ * `bad` came out `real` in the real run and `flipped` in the second. */
+static void read_breach(const pto_node *n, const node_frame *f, int rc2, uintptr_t bad,
+                        unsigned real, unsigned flipped, pto_error_info *err) {
   char fn[96];
   fn_name(f->host_fn, fn, sizeof fn);
   const char *how = "(declare what it reads as INPUT or INOUT; a host function that is not "
@@ -400,6 +390,42 @@ int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err) {
              "host memory came out 0x%02x, but 0x%02x when every byte outside its views was "
              "flipped %s",
              fn, (size_t)(bad - (uintptr_t)n->host), real, flipped, how);
+}
+
+int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err) {
+  span reg[1 + PTO_MAX_TENSOR_ARGS];
+  int nreg = known_memory(n, f, reg);
+  size_t total = 0;
+  for (int j = 0; j < nreg; j++)
+    total += reg[j].hi - reg[j].lo;
+  spans rd = {0};
+  if (!copies || copies_cap < 2 * total) {
+    free(copies);
+    copies_cap = 0;
+    copies = malloc(2 * total + 1); /* never 0 bytes: NULL means no memory */
+    if (copies) copies_cap = 2 * total;
+  }
+  if (!copies || !arg_spans(&f->args, any_access, &rd)) {
+    free(rd.v);
+    snprintf(err->details, sizeof err->details,
+             "checking mode: no memory for two copies of the %zu bytes the host task may reach",
+             total);
+    return PTO_ENOMEM;
+  }
+  uint8_t *pre = copies, *out = copies + total;
+  regions_save(reg, nreg, pre);
+  int rc = f->host_fn(&f->args, f->host_arg); /* the real run */
+  if (rc) {
+    free(rd.v);
+    return rc;
+  }
+  regions_flip(reg, nreg, pre, out, &rd);
+  int rc2 = f->host_fn(&f->args, f->host_arg);
+  unsigned real = 0, flipped = 0;
+  uintptr_t bad = regions_restore(reg, nreg, pre, out, &rd, rc2 == 0, &real, &flipped);
+  free(rd.v);
+  if (!rc2 && !bad) return 0;
+  read_breach(n, f, rc2, bad, real, flipped, err);
   return PTO_ECONTRACT;
 }
 
