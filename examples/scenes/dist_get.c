@@ -37,7 +37,7 @@ static void get_node(pto_node_orch *no, void *arg) {
   const pto_window_buffer bufs[] = {{"stage", 2 * DIST_SIZE * 4}};
   pto_domain dom;
   if (pto_node_domain_create(no, chips, 2, bufs, 1, &dom) == 0)
-    dist_pair_group(no, arg, k_get, dom, false);
+    dist_pair_group_targets(no, arg, k_get, dom, false, bufs, 1); /* stage: peers get it */
 }
 
 static int dist_get_run(const pto_scene_opts *o, pto_scene_report *rep) {

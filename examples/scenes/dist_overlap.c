@@ -1,6 +1,8 @@
 /* dist_overlap.c — acceptance scene 10: 3 chips, overlapping domains
  * A = {0,1} and B = {1,2}; in each domain the two ranks stage their input,
- * barrier, and swap by remote load: outA = [in1, in0], outB = [in2, in1]. */
+ * barrier, and swap by remote load: outA = [in1, in0], outB = [in2, in1].
+ * Each group task declares its ranks' "stage" (INOUT): where its ranks
+ * write and their peers load (docs/contracts.md, "Node runs"). */
 #include "dist_scene.h"
 
 static int k_swap;
@@ -37,6 +39,12 @@ static void overlap_node(pto_node_orch *no, void *arg) {
       pto_tensor in = dist_row(&io[0], groups[g][r]), out = dist_row(&io[1], 2 * g + r);
       pto_args_input(&a, &in);
       pto_args_output_existing(&a, &out);
+    }
+    for (int r = 0; r < 2; r++) { /* each rank's stage: written there, loaded by its peer */
+      pto_tensor stage;
+      int64_t n = DIST_SIZE;
+      if (pto_node_window_tensor(no, dom[g], r, "stage", PTO_F32, 1, &n, &stage)) return;
+      pto_args_inout(&a, &stage);
     }
     dist_scalars(&a, k_swap, 2, 1);
     pto_args_scalar(&a, (uint64_t)dom[g]);

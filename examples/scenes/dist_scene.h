@@ -133,7 +133,8 @@ static inline void dist_pair_group(pto_node_orch *no, const pto_tensor *io, int 
 
 /* dist_pair_group, declaring after the ranks' tensors each rank's window
  * buffers targets[0..ntargets) whole (as bytes, INOUT): where its peer
- * stores, the task's window targets (docs/contracts.md, "Node runs").
+ * stores (the task's window targets) or loads from (docs/contracts.md,
+ * "Node runs").
  * dist_chip_orch passes the chips only the per-rank tensors before them. */
 static inline void dist_pair_group_targets(pto_node_orch *no, const pto_tensor *io, int kid,
                                            pto_domain dom, bool dst_sig,

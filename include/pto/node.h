@@ -135,6 +135,12 @@ PTO_API int pto_node_submit_group(pto_node_orch *no, const int *chips, int nchip
  * pointer into host memory, or a global). */
 PTO_API int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg,
                                  pto_args *args, pto_task_id *id);
+/* Checking mode (docs/contracts.md) runs each host task a second time with
+ * the node host memory outside its views flipped, to find reads it did
+ * not declare; that needs a deterministic host function. One that is not
+ * (timing, a random source, state outside its arguments) opts out here:
+ * its writes are still checked. PTO_EINVAL: node or fn NULL. */
+PTO_API int pto_node_skip_read_check(pto_node *node, pto_host_fn fn);
 /* Waits for every submitted task. Returns the run status so far. */
 PTO_API int pto_node_wait_all(pto_node_orch *no);
 /* Copies a tensor out once every earlier writer task of its region finished. */

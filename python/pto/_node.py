@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import re
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -164,12 +165,15 @@ class NodeOrch:
         return int(tid[0])
 
     def submit_host(self, fn: Union["HostFn", str], *args: Arg, scalars: Sequence[Any] = (),
-                    worker: int = -1) -> int:
+                    worker: int = -1, read_check: bool = True) -> int:
         """A node task on a host sub-worker process (``worker`` < 0: any):
         ``fn(ctx, *tensors)`` with a :class:`HostContext` and NumPy views of
         ``args`` (node host arrays or window views; ``In`` views read-only).
         Return None or 0, or a negative pto code; an exception fails the task
-        with PTO_EKERNEL (its traceback goes to the worker's stderr)."""
+        with PTO_EKERNEL (its traceback goes to the worker's stderr).
+        ``read_check=False``: checking mode does not run it a second time to
+        look for undeclared reads (a function whose writes vary from run to
+        run; ``pto_node_skip_read_check``)."""
         no = self._live()
         node = self._run.node
         if isinstance(fn, str):
@@ -191,10 +195,12 @@ class NodeOrch:
         check(lib.pyk_node_submit_host(no, c_int(worker, f"submit_host '{fn.name}': worker"),
                                        fn.index, len(args),
                                        ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
-                                       ffi.new("uint64_t[]", sc) if sc else ffi.NULL, tid),
+                                       ffi.new("uint64_t[]", sc) if sc else ffi.NULL,
+                                       1 if read_check else 0, tid),
               f"submit_host '{fn.name}' (worker {worker})")
         if self._run.task_args is not None:
             self._run.task_args[int(tid[0])] = tuple(args)
+            self._run.host_names[int(tid[0])] = fn.name
         return int(tid[0])
 
     def wait_all(self) -> None:
@@ -263,6 +269,15 @@ class NodeOrch:
         self._coll("alltoall", lib.pto_node_alltoall, dom, scratch, dst, src)
 
 
+def _python_host_words(details: str, name: str) -> str:
+    """A host task's read-check error in Python's words: every Python host
+    function runs through one C trampoline, which the C details name."""
+    details = re.sub(r"host function ('[^']*'|at 0x[0-9a-f]+)",
+                     lambda m: f"Python host function '{name}'", details)
+    return details.replace("opts out with pto_node_skip_read_check",
+                           "opts out with submit_host(..., read_check=False)")
+
+
 # Python callables of host sub-worker tasks, process-wide: filled before a
 # Node forks, so an index names the same callable in its worker processes.
 _host_fns: List[Callable] = []
@@ -298,6 +313,7 @@ class _NodeRun:
         # checking mode: each node task's tensor arguments, which a
         # ContractError from the node's own check points at
         self.task_args: Optional[Dict[int, tuple]] = {} if node._check else None
+        self.host_names: Dict[int, str] = {}  # checking mode: host tasks' function names
 
 
 _NODE_OPTIONS = ("nworkers", "host_bytes", "window_space", "startup_timeout_ms", "control_timeout_ms",
@@ -462,6 +478,9 @@ class Node:
             raise run.exc
         if rc:
             e = error_from_info(rc, err)
+            name = run.host_names.get(e.task) if e.kernel is None and e.task is not None else None
+            if name is not None and " host function " in e.details:
+                e = error_from(rc, _python_host_words(e.details, name), task=e.task, core=e.core)
             if run.task_args is not None and e.task is not None and int(err.arg) >= 0:
                 # a chip's error names its kernel and its chip task's argument;
                 # the node's own check (no kernel) a node task's argument

@@ -67,6 +67,11 @@ def _host_copy(ctx, x, out):
         np.lib.stride_tricks.as_strided(out, shape=(2,), strides=(out.itemsize,))[1] = 7
 
 
+def _host_peek(ctx, x, out):
+    """out = x + the element after x's row (x[1, 0]), which it does not declare."""
+    out[:] = x + np.lib.stride_tricks.as_strided(x, shape=(9,), strides=(x.itemsize,))[8]
+
+
 def _store_to_peer(ctx, x, dst):
     """Stores x into the peer's copy of dst (this rank's InOut window view)."""
     dom = ctx.scalars[0]
@@ -107,3 +112,27 @@ def test_node_host_task_breach_names_the_array(monkeypatch):
     assert "(host task on worker 0) wrote outside its declared writes: argument 1" in details
     # y[0, 1] = 7.0f (00 00 e0 40) first changes at byte 2 of y[0, 1], byte 6 of the column's span
     assert "byte 6 changed 0x00 -> 0xe0, outside its OUTPUT_EXISTING/INOUT views" in details
+
+
+def test_node_host_task_undeclared_read_names_the_array(monkeypatch):
+    monkeypatch.setenv("PTO_CHECK", "contracts")
+    with pto.Node(2, host_fns={"peek": _host_peek}, nworkers=1,
+                  device_ids=DEVICE_IDS["contracts"], clusters=1, quiet=True) as node:
+        x = node.host_array((2, 8))
+        y = node.host_array((8,))
+        x[:] = np.arange(16, dtype=np.float32).reshape(2, 8) + 1
+        with pytest.raises(pto.ContractError) as e:
+            node.run(lambda no: no.submit_host("peek", pto.In(x[0]), pto.Out(y)))
+        err = e.value
+        assert err.status == "PTO_ECONTRACT" and err.kernel is None
+        assert err.arg == 1 and err.array is y
+        # y[0] = 1 + 9 = 10.0f (00 00 20 41); with x[1, 0] flipped, byte 2 comes out 0x08
+        assert ("host worker 0, node task 0: Python host function 'peek' reads memory it did "
+                "not declare: argument 1's byte 2 came out 0x20, but 0x08 when every byte of "
+                "node host memory outside its views was flipped" in err.details)
+        assert "opts out with submit_host(..., read_check=False)" in err.details
+        np.testing.assert_array_equal(y, x[0] + 9)  # as the real run left it
+        y[:] = 0
+        node.run(lambda no: no.submit_host("peek", pto.In(x[0]), pto.Out(y), read_check=False))
+        np.testing.assert_array_equal(y, x[0] + 9)
+        del x, y, err, e

@@ -30,6 +30,7 @@
 
 #include "chip/kernel_why.h"
 #include "common/clock.h"
+#include "common/read_probe.h"
 #include "common/tensor_walk.h"
 
 #define CHUNK 4096 /* bytes under one hash */
@@ -692,23 +693,6 @@ static const uint8_t *before_of(const struct contract *c, const uint8_t *p) {
   return i < 0 ? NULL : c->bufs[i].snap + (p - c->bufs[i].lo);
 }
 
-static uint64_t word(const uint8_t *p) {
-  uint64_t w;
-  memcpy(&w, p, sizeof w);
-  return w;
-}
-
-/* dst = src with every byte flipped (a word at a time). */
-static void flip_copy(uint8_t *dst, const uint8_t *src, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w = ~word(src + i);
-    memcpy(dst + i, &w, sizeof w);
-  }
-  for (; i < n; i++)
-    dst[i] = (uint8_t)~src[i];
-}
-
 /* Scratch copies of t's argument buffers (in c->pool, kept from unit to
  * unit), every byte outside the read set flipped; tensors[] get t's views
  * moved onto them. */
@@ -742,7 +726,7 @@ static bool scratch_make(pto_run *r, task *t, pto_tensor *tensors) {
     at += sc->len;
     const uint8_t *pre = before_of(c, sc->lo);
     if (!pre) return false;
-    flip_copy(sc->mem, pre, sc->len);
+    probe_flip_copy(sc->mem, pre, sc->len);
     for (size_t k = runs_from(&c->rd, spans[j].lo); k < c->rd.n && c->rd.v[k].lo < spans[j].hi;
          k++) {
       uintptr_t a = c->rd.v[k].lo > spans[j].lo ? c->rd.v[k].lo : spans[j].lo;
@@ -761,29 +745,6 @@ static bool scratch_make(pto_run *r, task *t, pto_tensor *tensors) {
     }
   }
   return true;
-}
-
-/* The first byte of n where the runs disagree (real[i] != scr[i]) while
- * either changed it (real from pre; scr from pre, or from ~pre where the
- * bytes were flipped), or -1. A word at a time: most words neither run
- * changed. */
-static int64_t first_disagreement(const uint8_t *real, const uint8_t *pre, const uint8_t *scr,
-                                  size_t n, bool flipped) {
-  const uint64_t inv = flipped ? ~0ull : 0;
-  for (size_t i = 0; i < n;) {
-    if (i + 8 <= n) {
-      uint64_t rw = word(real + i), pw = word(pre + i), sw = word(scr + i);
-      if (((rw ^ pw) | (sw ^ pw ^ inv)) == 0 || rw == sw) {
-        i += 8;
-        continue;
-      }
-    }
-    for (size_t end = i + 8 < n ? i + 8 : n; i < end; i++) {
-      uint8_t before = flipped ? (uint8_t)~pre[i] : pre[i];
-      if (real[i] != scr[i] && (real[i] != pre[i] || scr[i] != before)) return (int64_t)i;
-    }
-  }
-  return -1;
 }
 
 /* Byte x lies in the node task's shared writes and in no view t writes:
@@ -813,7 +774,7 @@ static bool check_reads(pto_run *r, task *t, const char *unit) {
       if (end > hi) end = hi;
       for (uintptr_t y = x; y < end && bad < 0;) {
         size_t off = y - lo;
-        int64_t at = first_disagreement(real + off, pre + off, sc->mem + off, end - y, !in);
+        int64_t at = probe_first_disagreement(real + off, pre + off, sc->mem + off, end - y, !in);
         if (at < 0) break;
         if (!shared_only(c, r, t, y + (uint64_t)at)) bad = (int64_t)off + at;
         y += (uint64_t)at + 1;

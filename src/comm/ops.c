@@ -212,10 +212,10 @@ static int checked_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *l
                      "%s: destination in buffer '%s' is not aligned to %zu "
                      "bytes (domain %d rank %d -> peer %d)",
                      e->op, b->name, es, e->d->desc.id, e->d->my_rank, e->peer);
-  if (kind != 2) {
-    rc = window_check_store(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b, kind == 1);
-    if (rc) return rc;
-  }
+  rc = kind == 2 ? window_check_load(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b)
+                 : window_check_store(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b,
+                                      kind == 1);
+  if (rc) return rc;
   xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
   rc = tensor_lockstep(remote, local, xfer_run, &x);
   return rc ? comm_fail(e->c, rc, "%s: backend failed (domain %d rank %d -> peer %d)", e->op,
@@ -307,8 +307,9 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
   uint64_t woff = 0;
   const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = win_view(&e, remote, is_put ? "dst" : "src", &woff, &b); /* whole region first */
-  if (!rc && is_put)                                            /* before the first chunk lands */
-    rc = window_check_store(e.c, ctx, e.d, peer, e.op, remote, local, woff, b, kind == 1);
+  if (!rc) /* the whole region, before the first chunk moves */
+    rc = is_put ? window_check_store(e.c, ctx, e.d, peer, e.op, remote, local, woff, b, kind == 1)
+                : window_check_load(e.c, ctx, e.d, peer, e.op, remote, local, woff, b);
   if (rc) return rc;
   tensor_tiles g;
   tensor_tiles_init(&g, remote, o->chunk_rows, o->chunk_cols);

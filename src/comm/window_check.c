@@ -7,7 +7,9 @@
  * the node hands its task's arguments to each chip (pto_comm.check_args),
  * and every remote store and atomic add is held against them before it
  * writes anything: a byte outside fails the op (and the task) with
- * PTO_ECONTRACT naming the byte. Views are compared by the bytes they
+ * PTO_ECONTRACT naming the byte. A remote load or get reads only bytes
+ * of the peer's window that one of the task's views names, of any access
+ * (INPUT included: a declared read). Views are compared by the bytes they
  * touch (common/region.h), at the addresses every process of the node maps
  * the windows at (desc.base + rank * win_bytes). */
 #include "comm/window_check.h"
@@ -20,13 +22,15 @@
 #include "common/tensor_walk.h"
 
 static bool is_target(int access) { return access != PTO_INPUT && access != PTO_OUTPUT; }
+/* OUTPUT is not passed at node level; any other view may be read. */
+static bool is_source(int access) { return access != PTO_OUTPUT; }
 
 typedef struct walk {
   region_view tv[PTO_MAX_TENSOR_ARGS]; /* the window targets, normalised once */
   int nt;
-  uint64_t at;   /* address of the peer's window (offset 0) */
-  uint64_t woff; /* window offset of the remote view's buf */
-  const unsigned char *local;
+  uint64_t at;                /* address of the peer's window (offset 0) */
+  uint64_t woff;              /* window offset of the remote view's buf */
+  const unsigned char *local; /* NULL for a load: nothing to report */
   size_t es;
   uint64_t bad;      /* out: window offset of the first byte outside */
   unsigned char now; /* out: the byte the op would store there */
@@ -53,25 +57,50 @@ static int check_run(void *arg, int64_t remote, int64_t local, int64_t n) {
   for (uint64_t i = 0; i < len; i++)
     if (!covered(w, w->at + off + i, 1)) {
       w->bad = off + i;
-      w->now = w->local[(uint64_t)local * w->es + i];
+      w->now = w->local ? w->local[(uint64_t)local * w->es + i] : 0;
       return 1;
     }
   return 0;
+}
+
+/* Whether every byte of `remote` on rank `peer` lies in a view of the node
+ * task that pick() takes; w's bad and now say where not. */
+static bool within(const pto_args *decl, bool (*pick)(int), const comm_dom *d, int peer,
+                   const pto_tensor *remote, const pto_tensor *local, uint64_t woff, bool load,
+                   walk *w) {
+  *w = (walk){.nt = 0,
+              .at = d->desc.base + (uint64_t)peer * d->desc.win_bytes,
+              .woff = woff,
+              .local = load ? NULL : (const unsigned char *)local->buf,
+              .es = pto_dtype_size((pto_dtype)remote->dtype)};
+  for (int a = 0; a < decl->ntensors; a++)
+    if (pick(decl->access[a])) region_view_init(&decl->tensors[a], &w->tv[w->nt++]);
+  return !tensor_lockstep(remote, local, check_run, w);
+}
+
+int window_check_load(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int peer, const char *op,
+                      const pto_tensor *remote, const pto_tensor *local, uint64_t woff,
+                      const comm_buffer_desc *b) {
+  const pto_args *decl = c->check_args;
+  walk w;
+  if (!decl || within(decl, is_source, d, peer, remote, local, woff, true, &w)) return 0;
+  unsigned char there = 0;
+  d->be->get(d->win, peer, w.bad, &there, 1); /* for the report only: 0 if it cannot */
+  return comm_fail(c, PTO_ECONTRACT,
+                   "task %" PRId64 " (kernel '%s') block %d/%d: %s from rank %d of domain %d: "
+                   "buffer '%s' byte %" PRIu64 " (0x%02x) is outside every view of the node "
+                   "task: reads memory it did not declare (pass rank %d's view of '%s' as INPUT "
+                   "or INOUT)",
+                   ctx->task_id, contract_kernel_name(ctx), ctx->block_idx, ctx->block_num, op,
+                   peer, d->desc.id, b->name, w.bad - b->offset, there, peer, b->name);
 }
 
 int window_check_store(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int peer,
                        const char *op, const pto_tensor *remote, const pto_tensor *local,
                        uint64_t woff, const comm_buffer_desc *b, bool add) {
   const pto_args *decl = c->check_args;
-  if (!decl) return 0;
-  walk w = {.nt = 0,
-            .at = d->desc.base + (uint64_t)peer * d->desc.win_bytes,
-            .woff = woff,
-            .local = (const unsigned char *)local->buf,
-            .es = pto_dtype_size((pto_dtype)remote->dtype)};
-  for (int a = 0; a < decl->ntensors; a++)
-    if (is_target(decl->access[a])) region_view_init(&decl->tensors[a], &w.tv[w.nt++]);
-  if (!tensor_lockstep(remote, local, check_run, &w)) return 0;
+  walk w;
+  if (!decl || within(decl, is_target, d, peer, remote, local, woff, false, &w)) return 0;
   unsigned char old = 0;
   d->be->get(d->win, peer, w.bad, &old, 1); /* for the report only: 0 if it cannot */
   char now[48];

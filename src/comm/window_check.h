@@ -1,6 +1,7 @@
 /* window_check.h — checking mode on a node (docs/contracts.md, "Node
  * runs"): a remote store or atomic add must land inside the window targets
- * its node task declared. */
+ * its node task declared, and a remote load read only bytes one of its
+ * views names. */
 #ifndef PTO_COMM_WINDOW_CHECK_H
 #define PTO_COMM_WINDOW_CHECK_H
 
@@ -20,5 +21,13 @@
 int window_check_store(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int peer,
                        const char *op, const pto_tensor *remote, const pto_tensor *local,
                        uint64_t woff, const comm_buffer_desc *b, bool add);
+/* Before an op reads `remote` (at window offset woff, in buffer b) on rank
+ * `peer` of d into `local`: 0 when checking mode is off or every byte lies
+ * in a view of rank `peer`'s window that the node task passes (any access:
+ * INPUT declares a read). Else PTO_ECONTRACT naming the kernel's task, the
+ * peer, the buffer and the first byte outside; nothing is read. */
+int window_check_load(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int peer, const char *op,
+                      const pto_tensor *remote, const pto_tensor *local, uint64_t woff,
+                      const comm_buffer_desc *b);
 
 #endif

@@ -192,9 +192,11 @@ static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, no
       if (is_chip) {
         run_chip_task(n, slot, chip, comm, f, &r);
       } else {
-        r.status = f->host_fn(&f->args, f->host_arg);
+        /* checking mode: run twice, the second time on flipped memory */
+        r.status =
+            f->read_check ? node_check_host_run(n, f, &r.err) : f->host_fn(&f->args, f->host_arg);
         r.err.code = r.status;
-        if (r.status)
+        if (r.status && !r.err.details[0])
           snprintf(r.err.details, sizeof r.err.details, "host task returned %d", r.status);
       }
       break;
@@ -259,6 +261,7 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
   if (chip) pto_chip_destroy(chip);
   comm_fini(&comm, true);
   free(f);
+  node_check_host_end(); /* a host worker's copies of checking mode */
   if (end == SERVE_EXIT) mbox_reply(mb, &exit_reply, parent_ev); /* the chip is gone */
   /* relaxed: the join below orders the heartbeat's last access */
   atomic_store_explicit(&beat.stop, true, memory_order_relaxed);

@@ -54,6 +54,11 @@ typedef struct node_frame {
   int32_t dom_rank;
   comm_domain_desc dom;
   int64_t sched_task; /* FRAME_TASK under a controlled schedule: its index in the run, else -1 */
+  /* FRAME_TASK of a host task in checking mode: run it a second time on
+   * flipped memory (node_check_host_run), over node host memory's first
+   * host_used bytes */
+  int32_t read_check;
+  uint64_t host_used;
 } node_frame;
 
 typedef struct node_reply {

@@ -141,7 +141,9 @@ struct pto_node {
    * running task was launched */
   unsigned char *check_snap;
   size_t check_cap;
-  int check_slot; /* the running task's (first) child slot */
+  int check_slot;         /* the running task's (first) child slot */
+  pto_host_fn *skip_read; /* host functions out of the read check (pto_node_skip_read_check) */
+  int nskip_read;
   /* controlled schedules (node_schedule.c): the config's record and replay
    * paths (owned), the current run's controller, and whether the
    * orchestration waits (the only place it starts node tasks) */
@@ -256,7 +258,21 @@ bool node_check_before(pto_node *n, node_task *t, int slot);
  * PTO_ECONTRACT (unless it failed already). Only one task runs at a time in
  * checking mode, so every change is t's. */
 void node_check_after(pto_node *n, node_task *t);
-/* Frees the snapshot (pto_node_destroy). */
+/* Fills f's read_check and host_used for task t's launch: a host task in
+ * checking mode whose function did not opt out is run twice by its
+ * sub-worker (node_check_host_run). */
+void node_check_frame(const pto_node *n, const node_task *t, node_frame *f);
+/* In the sub-worker: runs f's host task, then runs it again with every
+ * byte of the memory it may reach (node host memory handed out so far, its
+ * arguments' buffers) outside its views flipped, and puts back what the
+ * first run left. Where either run changed a byte both must have left the
+ * same value, else PTO_ECONTRACT with err's details, task_id and arg set
+ * (the argument whose output differed). Returns the host function's
+ * status otherwise. */
+int node_check_host_run(pto_node *n, const node_frame *f, pto_error_info *err);
+/* A sub-worker leaves: frees its copies of node_check_host_run. */
+void node_check_host_end(void);
+/* Frees the snapshot and the opt-outs (pto_node_destroy). */
 void node_check_free(pto_node *n);
 
 /* ---- node_domain.c ---- */

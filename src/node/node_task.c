@@ -160,6 +160,7 @@ static void launch(pto_node *n, node_task *t, const int *slots, int k) {
   f.host_fn = t->host_fn;
   f.host_arg = t->host_arg;
   f.args = t->args;
+  node_check_frame(n, t, &f);
   f.trace_origin_ns = n->trace_path ? n->trace_origin_ns : 0;
   f.group_size = k;
   f.group = 0;

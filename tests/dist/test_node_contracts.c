@@ -3,7 +3,12 @@
  * refused and named, one inside them (declared INOUT, or tiled by two
  * NO_DEP views) lands; a host task that writes past its OUTPUT_EXISTING
  * view or into its INPUT is named, one that keeps to its views passes
- * beside a chip task that writes the other half of the same buffer.
+ * beside a chip task that writes the other half of the same buffer. A host
+ * task whose output depends on node host memory it did not declare (read
+ * through its `arg`) is named, with the argument and byte, unless its
+ * function opted out of the read check (pto_node_skip_read_check). A remote
+ * load or get of a peer's window bytes that no view of the node task names
+ * is refused and named; one inside a view declared INPUT runs.
  * Without checking mode the breaking programs run unchecked. The same
  * program runs under mpiexec -np 2 (ctest mpi.node_contracts.np2), chip 1
  * then being MPI rank 1: its breach is named from its own process.
@@ -19,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "mpi_ranks.h"
 #include "scenes/dist_scene.h"
 
 #define TEST_DEV0 72
@@ -26,7 +32,7 @@
 
 static int32_t *i32(const pto_tensor *t) { return (int32_t *)t->buf + t->offset; }
 
-enum { K_STORE = 0, K_ROW = 1 }; /* registration order, the same on every chip */
+enum { K_STORE = 0, K_ROW = 1, K_LOAD = 2 }; /* registration order, the same on every chip */
 
 /* ---- kernels (in the chip processes) ---- */
 
@@ -46,6 +52,22 @@ static int store_kernel(const pto_kctx *ctx) {
   return rc ? rc : pto_remote_store(ctx, dom, peer, &dst, &src);
 }
 
+/* Rank r reads scalar (3 + r) i32 elements of its peer's "dst" from
+ * element 0: rank 0 with pto_remote_load, rank 1 with pto_get. */
+static int load_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
+  pto_comm *c = pto_kctx_comm(ctx);
+  int me = pto_comm_rank(c, dom), peer = (me + 1) % 2;
+  int64_t n = (int64_t)DIST_SCALAR(ctx, 1 + me);
+  int32_t tile[DIST_SIZE];
+  pto_tensor src, dst;
+  int rc = pto_comm_window_tensor(c, dom, me, "dst", PTO_I32, 1, &n, &src);
+  if (!rc) rc = pto_tensor_init(&dst, tile, sizeof tile, PTO_I32, 1, &n);
+  if (rc) return rc;
+  return me == 0 ? pto_remote_load(ctx, dom, peer, &dst, &src)
+                 : pto_get(ctx, dom, peer, &dst, &src, NULL);
+}
+
 /* Its tensor 0 (a row of HALF i32) = 1000 + j. */
 static int row_kernel(const pto_kctx *ctx) {
   for (int j = 0; j < HALF; j++)
@@ -54,9 +76,10 @@ static int row_kernel(const pto_kctx *ctx) {
 }
 
 static int contracts_init(pto_chip *chip, int rank, void *arg) {
-  int a = -1, b = -1, rc = pto_kernel_register_aiv(chip, "store_past", store_kernel, &a);
+  int a = -1, b = -1, l = -1, rc = pto_kernel_register_aiv(chip, "store_past", store_kernel, &a);
   if (!rc) rc = pto_kernel_register_aiv(chip, "row", row_kernel, &b);
-  return rc ? rc : a == K_STORE && b == K_ROW ? 0 : PTO_EINVAL;
+  if (!rc) rc = pto_kernel_register_aiv(chip, "load_past", load_kernel, &l);
+  return rc ? rc : a == K_STORE && b == K_ROW && l == K_LOAD ? 0 : PTO_EINVAL;
 }
 
 static pto_node *make_node(bool check) {
@@ -87,10 +110,11 @@ typedef struct probe {
   pto_access access;    /* how the window targets are passed */
   bool split;           /* each target as two views of HALF / 2 */
   int decl;             /* elements of each rank's target (0: HALF) */
+  bool load;            /* the ranks load (K_LOAD) instead of storing */
   int rc_read[2];       /* reads of the peer's "dst" halves after the task */
   int32_t got[2][HALF]; /* the peer's "dst" (rank 1's; rank 0's when rank 1 breaks):
                            declared half, the half past it */
-  pto_tensor x, y;      /* host tensors of the host-task cases */
+  pto_tensor x, y, z;   /* host tensors of the host-task cases (z: passed as no argument) */
 } probe;
 
 /* ---- remote stores ---- */
@@ -112,7 +136,7 @@ static void store_orch(pto_node_orch *no, void *arg) {
       if (pto_tensor_slice(&whole, &at, &n, &v)) return;
       pto_args_add(&a, p->access, &v);
     }
-  dist_scalars(&a, K_STORE, per, 1);
+  dist_scalars(&a, p->load ? K_LOAD : K_STORE, per, 1);
   pto_args_scalar(&a, (uint64_t)dom);
   pto_args_scalar(&a, (uint64_t)p->n0);
   pto_args_scalar(&a, (uint64_t)p->n1);
@@ -229,17 +253,62 @@ static void test_remote_store_unchecked_without_checking_mode(void **state) {
   assert_int_equal(p.got[1][0], 0x11 + HALF); /* the undeclared element landed */
 }
 
+/* ---- remote loads ---- */
+
+static void test_remote_load_outside_views_is_named(void **state) {
+  (void)state;
+  probe p = {.n0 = HALF + 1, .n1 = HALF, .access = PTO_INPUT, .load = true};
+  pto_error_info err;
+  int rc = run_store(true, &p, &err);
+  fprintf(stderr, "load of %d from a %d-element view: %s: %s\n", p.n0, HALF, pto_status_name(rc),
+          err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "chip rank 0, node task 0: task 0 (kernel 'load_past') "
+                                      "block 0/1: remote_load from rank 1 of domain"));
+  assert_non_null(strstr(err.details, "buffer 'dst' byte 128 (0x00) is outside every view of "
+                                      "the node task: reads memory it did not declare (pass "
+                                      "rank 1's view of 'dst' as INPUT or INOUT)"));
+  assert_string_equal(err.kernel, "load_past");
+  probe q = {.n0 = HALF, .n1 = HALF + 1, .access = PTO_INPUT, .load = true}; /* by rank 1 */
+  rc = run_store(true, &q, &err);
+  fprintf(stderr, "rank 1's get of %d: %s: %s\n", q.n1, pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "chip rank 1, node task 0: task 0 (kernel 'load_past') "
+                                      "block 0/1: get from rank 0 of domain"));
+  assert_non_null(strstr(err.details, "buffer 'dst' byte 128 (0x00) is outside every view"));
+}
+
+static void test_remote_load_inside_views_runs(void **state) {
+  (void)state;
+  for (int split = 0; split < 2; split++) { /* INPUT whole; NO_DEP in two pieces */
+    probe p = {.n0 = HALF,
+               .n1 = HALF,
+               .access = split ? PTO_NO_DEP : PTO_INPUT,
+               .split = split,
+               .load = true};
+    pto_error_info err;
+    int rc = run_store(true, &p, &err);
+    if (rc) fprintf(stderr, "split %d: %s: %s\n", split, pto_status_name(rc), err.details);
+    assert_int_equal(rc, 0);
+  }
+  probe p = {.n0 = HALF + 1, .n1 = HALF + 1, .access = PTO_INPUT, .load = true};
+  pto_error_info err;
+  assert_int_equal(run_store(false, &p, &err), 0); /* unchecked without checking mode */
+}
+
 /* ---- host tasks ---- */
 
-/* x: INPUT, 16 i32; y: OUTPUT_EXISTING, row 0 of a [2, HALF] i32 tensor.
+/* x: INPUT, 16 i32; y: OUTPUT_EXISTING, row 0 of a [2, HALF] i32 tensor;
+ * arg: z, HALF i32 of node host memory that no argument declares.
  * Scalar 0 says how it breaks: 0 not at all, 1 one element past y's row,
- * 2 writes x[3]. */
+ * 2 writes x[3], 3 adds z[j] to y[j], 4 fails when z[0] is not 0. */
 static int host_task(const pto_args *a, void *arg) {
-  (void)arg;
   int32_t *x = i32(&a->tensors[0]), *y = i32(&a->tensors[1]);
+  const int32_t *z = arg;
   int how = (int)a->scalars[0];
+  if (how == 4 && z[0] != 0) return PTO_EINVAL;
   for (int j = 0; j < HALF + (how == 1); j++)
-    y[j] = x[j % 16] + 0x20;
+    y[j] = x[j % 16] + 0x20 + (how == 3 ? z[j % HALF] : 0);
   if (how == 2) x[3] = 0x22;
   return 0;
 }
@@ -254,25 +323,32 @@ static void host_orch(pto_node_orch *no, void *arg) {
   pto_args_input(&a, &p->x);
   pto_args_output_existing(&a, &row0);
   pto_args_scalar(&a, (uint64_t)p->n0);
-  pto_node_submit_host(no, -1, host_task, NULL, &a, NULL);
-  if (p->n0 != 0) return; /* the breaches alone: the old value they name is 0 */
-  pto_args b;             /* chip 1 writes the other row of the same buffer */
+  pto_node_submit_host(no, -1, host_task, p->z.buf, &a, NULL);
+  if (p->n0 == 1 || p->n0 == 2) return; /* the write breaches alone: the old value they name is 0 */
+  pto_args b;                           /* chip 1 writes the other row of the same buffer */
   pto_args_init(&b);
   pto_args_output_existing(&b, &row1);
   dist_scalars(&b, K_ROW, 1, 1);
   pto_node_submit(no, 1, dist_chip_orch, &b, NULL);
 }
 
-static int run_host(int how, probe *p, pto_error_info *err) {
+static int run_host(int how, bool skip_read, probe *p, pto_error_info *err) {
   pto_node *n = make_node(true);
-  int64_t xs = 16, ys[2] = {2, HALF};
+  int64_t xs = 16, ys[2] = {2, HALF}, zs = HALF;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &xs, &p->x), 0);
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 2, ys, &p->y), 0);
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &zs, &p->z), 0); /* zeroed */
+  if (skip_read) assert_int_equal(pto_node_skip_read_check(n, host_task), 0);
   for (int j = 0; j < 16; j++)
     i32(&p->x)[j] = j + 1;
   p->n0 = how;
   int rc = pto_node_run(n, host_orch, p, err);
   fprintf(stderr, "host task breaking as %d: %s: %s\n", how, pto_status_name(rc), err->details);
+  if (how >= 3) /* passed or not, node host memory as the real run left it (z = 0) */
+    for (int j = 0; j < HALF; j++) {
+      assert_int_equal(i32(&p->y)[j], j % 16 + 1 + 0x20);
+      assert_int_equal(i32(&p->z)[j], 0);
+    }
   if (rc == 0) { /* both rows as written, the input untouched */
     for (int j = 0; j < HALF; j++) {
       assert_int_equal(i32(&p->y)[j], j % 16 + 1 + 0x20);
@@ -287,8 +363,8 @@ static void test_host_task_writes_checked(void **state) {
   (void)state;
   probe p = {0};
   pto_error_info err;
-  assert_int_equal(run_host(0, &p, &err), 0); /* within its views, beside a chip writer */
-  assert_int_equal(run_host(1, &p, &err), PTO_ECONTRACT);
+  assert_int_equal(run_host(0, false, &p, &err), 0); /* within its views, beside a chip writer */
+  assert_int_equal(run_host(1, false, &p, &err), PTO_ECONTRACT);
   assert_int_equal(err.arg, 1);
   assert_int_equal(err.task_id, 0);
   assert_non_null(strstr(err.details, "node task 0 (host task on worker 0) wrote outside its "
@@ -296,10 +372,101 @@ static void test_host_task_writes_checked(void **state) {
                                       "buffer"));
   assert_non_null(strstr(err.details, "byte 128 changed 0x00 -> 0x21, outside its "
                                       "OUTPUT_EXISTING/INOUT views"));
-  assert_int_equal(run_host(2, &p, &err), PTO_ECONTRACT);
+  assert_int_equal(run_host(2, false, &p, &err), PTO_ECONTRACT);
   assert_int_equal(err.arg, 0);
   assert_non_null(strstr(err.details, "argument 0 (INPUT, node host buffer"));
   assert_non_null(strstr(err.details, "byte 12 changed 0x04 -> 0x22, inside its INPUT view"));
+}
+
+/* The details a read breach of host_task is named with (its name is not in
+ * the dynamic symbol table: its address). */
+static void read_breach(char *s, size_t n, const char *what) {
+  void *fn;
+  pto_host_fn f = host_task;
+  memcpy(&fn, &f, sizeof fn);
+  snprintf(s, n,
+           "host worker 0, node task 0: host function at %p reads memory it did not "
+           "declare: %s when every byte of node host memory outside its views was flipped "
+           "(declare what it reads as INPUT or INOUT; a host function that is not deterministic "
+           "opts out with pto_node_skip_read_check)",
+           fn, what);
+}
+
+static void test_host_task_undeclared_read_is_named(void **state) {
+  (void)state;
+  probe p = {0};
+  pto_error_info err;
+  char want[sizeof err.details];
+  /* y[0] = x[0] + 0x20 + z[0]: 0x21 with z as it is (0), 0x20 with z flipped (-1) */
+  assert_int_equal(run_host(3, false, &p, &err), PTO_ECONTRACT);
+  read_breach(want, sizeof want, "argument 1's byte 0 came out 0x21, but 0x20");
+  assert_string_equal(err.details, want);
+  assert_int_equal(err.arg, 1);
+  assert_int_equal(err.task_id, 0);
+  assert_string_equal(err.kernel, "");
+  /* it fails only on the flipped memory */
+  assert_int_equal(run_host(4, false, &p, &err), PTO_ECONTRACT);
+  char ret[64];
+  snprintf(ret, sizeof ret, "it returned %d only", PTO_EINVAL);
+  read_breach(want, sizeof want, ret);
+  assert_string_equal(err.details, want);
+  assert_int_equal(err.arg, -1);
+}
+
+/* A host task adding 1 + j to element j of rank 0's "dst" (a window view,
+ * INOUT), submitted twice: checking mode runs each twice, but the window
+ * must be left as the real runs left it, 2 (1 + j), as without it. Under
+ * mpirun only, where host workers are threads of rank 0 and chip 0's
+ * window is mapped there; a forked host worker maps no window. */
+static int add_one(const pto_args *a, void *arg) {
+  (void)arg;
+  int32_t *w = i32(&a->tensors[0]);
+  for (int j = 0; j < HALF; j++)
+    w[j] += 1 + j;
+  return 0;
+}
+
+static void window_host_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
+  pto_domain dom;
+  int64_t n = HALF;
+  pto_tensor v;
+  p->rc_read[0] = pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom);
+  if (!p->rc_read[0]) p->rc_read[0] = pto_node_window_tensor(no, dom, 0, "dst", PTO_I32, 1, &n, &v);
+  if (p->rc_read[0]) return;
+  for (int k = 0; k < 2; k++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_inout(&a, &v);
+    pto_node_submit_host(no, -1, add_one, NULL, &a, NULL);
+  }
+  p->rc_read[0] = pto_node_read(no, &v, p->got[0]);
+}
+
+static void test_host_task_window_argument_once(void **state) {
+  (void)state;
+  for (int check = 0; check < 2; check++) {
+    pto_node *n = make_node(check);
+    probe p = {0};
+    pto_error_info err;
+    int rc = pto_node_run(n, window_host_orch, &p, &err);
+    if (rc) fprintf(stderr, "check %d: %s: %s\n", check, pto_status_name(rc), err.details);
+    pto_node_destroy(n);
+    assert_int_equal(rc, 0);
+    assert_int_equal(p.rc_read[0], 0);
+    for (int j = 0; j < HALF; j++)
+      assert_int_equal(p.got[0][j], 2 * (1 + j));
+  }
+}
+
+/* Opted out, the same host task passes (run_host asserts both rows). */
+static void test_host_task_read_check_opt_out(void **state) {
+  (void)state;
+  probe p = {0};
+  pto_error_info err;
+  assert_int_equal(run_host(3, true, &p, &err), 0);
+  assert_int_equal(run_host(4, true, &p, &err), 0);
 }
 
 int main(void) {
@@ -308,8 +475,18 @@ int main(void) {
       cmocka_unit_test(test_remote_store_inside_targets_lands),
       cmocka_unit_test(test_failed_run_leaves_no_targets),
       cmocka_unit_test(test_remote_store_unchecked_without_checking_mode),
+      cmocka_unit_test(test_remote_load_outside_views_is_named),
+      cmocka_unit_test(test_remote_load_inside_views_runs),
       cmocka_unit_test(test_host_task_writes_checked),
+      cmocka_unit_test(test_host_task_undeclared_read_is_named),
+      cmocka_unit_test(test_host_task_read_check_opt_out),
       cmocka_unit_test(test_remote_store_of_rank_1_is_named),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest mpi_tests[] = {
+      cmocka_unit_test(test_host_task_window_argument_once),
+  };
+  int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  if (dist_chips_available() != INT_MAX) /* under mpirun (mpi.node_contracts.np2) */
+    failed += cmocka_run_group_tests(mpi_tests, NULL, NULL);
+  return failed;
 }
