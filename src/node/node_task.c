@@ -509,14 +509,37 @@ static const char *window_elsewhere(const pto_node *n, uint64_t a, uint64_t z, c
   return NULL;
 }
 
-/* Rank 0's process touches the tensor itself (a read, a host task): under
- * mpirun its bytes must not lie in a window only another rank maps. */
+/* NULL when the bytes [a, z) lie in no live domain's window, else why a
+ * forked host worker cannot touch them: on one host the workers are
+ * processes of their own, forked before any domain, that map no window
+ * (the orchestrator does: pto_node_read of a window view works). */
+static const char *window_unmapped_by_workers(const pto_node *n, uint64_t a, uint64_t z, char *why,
+                                              size_t len) {
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    const comm_domain_desc *d = &n->doms[i];
+    uint64_t end = d->base + d->win_bytes * (uint64_t)d->nranks;
+    if (!n->dom_live[i] || z <= d->base || a >= end) continue;
+    int r = (int)(((a > d->base ? a : d->base) - d->base) / d->win_bytes);
+    snprintf(why, len,
+             "its bytes lie in domain %d's window of rank %d (chip %d): host workers are "
+             "processes of their own that map no window: copy it to node host memory "
+             "(pto_node_host_tensor) in a chip task and pass that",
+             d->id, r, d->chips[r]);
+    return why;
+  }
+  return NULL;
+}
+
+/* Rank 0's process touches the tensor (a read), or a host worker does (a
+ * host task): under mpirun (workers are threads of rank 0) its bytes must
+ * not lie in a window only another rank maps; on one host a worker's must
+ * lie in no window at all. */
 static int check_here(pto_node *n, const pto_tensor *t, const char *what, int i) {
-  if (!n->mpi) return 0;
+  if (!n->mpi && i < 0) return 0; /* the orchestrator maps every window */
   uint64_t a, z;
   region_span(t, &a, &z);
   char why[384];
-  if (!window_elsewhere(n, a, z, why, sizeof why)) return 0;
+  if (!(n->mpi ? window_elsewhere : window_unmapped_by_workers)(n, a, z, why, sizeof why)) return 0;
   return i < 0 ? refuse(n, what, "the tensor: %s", why) : refuse(n, what, "tensor %d: %s", i, why);
 }
 

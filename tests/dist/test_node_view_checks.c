@@ -3,6 +3,10 @@
  * strides reach far outside its buffer (or wrap 64 bits) is refused by
  * pto_node_submit_host and pto_node_read with PTO_EINVAL, and the task
  * never runs; a valid view of the same tensor still works.
+ * A host task whose argument lies in a window is refused on one host, where
+ * host workers are processes of their own that map no window (before, the
+ * worker died on its first touch: PTO_ECHIP_DIED); the orchestrator still
+ * reads the window.
  *
  * The node leases a device id of its own (TEST_DEV0). */
 #include <setjmp.h>
@@ -96,9 +100,66 @@ static void test_bad_views_refused(void **state) {
   pto_node_destroy(n);
 }
 
+typedef struct win_ctx {
+  int rc_submit, rc_read;
+  pto_error_info err;
+  float out[N];
+} win_ctx;
+
+static void window_orch(pto_node_orch *no, void *arg) {
+  win_ctx *c = arg;
+  static const int chips[1] = {0};
+  pto_window_buffer wb = {"w", N * sizeof(float)};
+  pto_domain d;
+  if (pto_node_domain_create(no, chips, 1, &wb, 1, &d)) return;
+  int64_t sh = N;
+  pto_tensor w;
+  if (pto_node_window_tensor(no, d, 0, "w", PTO_F32, 1, &sh, &w)) return;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &w);
+  c->rc_submit = pto_node_submit_host(no, 0, host_touch, NULL, &a, NULL);
+  c->rc_read = pto_node_read(no, &w, c->out);
+}
+
+static void test_host_task_window_view_refused(void **state) {
+  (void)state;
+  pto_scene_opts o = {0};
+  pto_node_config cfg;
+  static const int devs[1] = {TEST_DEV0}; /* the first test's node is gone */
+  dist_config(&o, 1, orch_init, &cfg);
+  cfg.device_ids = devs;
+  cfg.nworkers = 1;
+  cfg.chip.clusters = 1;
+  cfg.host_bytes = 1u << 20;
+  cfg.window_space = 16u << 20;
+  cfg.startup_timeout_ms = 20000;
+  cfg.task_timeout_ms = 5000;
+  cfg.quiet = true;
+  pto_node *n = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &n, &err);
+  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  win_ctx c;
+  memset(&c, 0x55, sizeof c);
+  rc = pto_node_run(n, window_orch, &c, &err);
+  if (c.rc_submit != PTO_EINVAL ||
+      !strstr(err.details, "tensor 0: its bytes lie in domain 1's window of rank 0") ||
+      !strstr(err.details, "host workers are processes of their own that map no window"))
+    fail_msg("a host task on a window view: submit returned %s, the run %s: %s (expected "
+             "PTO_EINVAL naming the window)",
+             pto_status_name(c.rc_submit), pto_status_name(rc), err.details);
+  assert_int_equal(c.rc_read, PTO_OK); /* the orchestrator maps the windows */
+  for (int i = 0; i < N; i++)
+    assert_true(c.out[i] == 0.0f); /* zeroed at creation, never written */
+  pto_node_destroy(n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_views_refused),
+      cmocka_unit_test(test_host_task_window_view_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
