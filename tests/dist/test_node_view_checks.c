@@ -68,8 +68,9 @@ static void node_orch(pto_node_orch *no, void *arg) {
   c->rc_good_read = pto_node_read(no, &t, c->out);
 }
 
-static void test_bad_views_refused(void **state) {
-  (void)state;
+/* A node of one chip and one host worker (the tests run one after the
+ * other: each destroys its node before the next leases the device). */
+static pto_node *make_node(void) {
   pto_scene_opts o = {0};
   pto_node_config cfg;
   static const int devs[1] = {TEST_DEV0};
@@ -87,6 +88,13 @@ static void test_bad_views_refused(void **state) {
   int rc = pto_node_create(&cfg, &n, &err);
   if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
   assert_int_equal(rc, 0);
+  return n;
+}
+
+static void test_bad_views_refused(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  pto_error_info err;
   nv_ctx c;
   memset(&c, 0x55, sizeof c);
   pto_node_run(n, node_orch, &c, &err);
@@ -102,7 +110,6 @@ static void test_bad_views_refused(void **state) {
 
 typedef struct win_ctx {
   int rc_submit, rc_read;
-  pto_error_info err;
   float out[N];
 } win_ctx;
 
@@ -124,26 +131,11 @@ static void window_orch(pto_node_orch *no, void *arg) {
 
 static void test_host_task_window_view_refused(void **state) {
   (void)state;
-  pto_scene_opts o = {0};
-  pto_node_config cfg;
-  static const int devs[1] = {TEST_DEV0}; /* the first test's node is gone */
-  dist_config(&o, 1, orch_init, &cfg);
-  cfg.device_ids = devs;
-  cfg.nworkers = 1;
-  cfg.chip.clusters = 1;
-  cfg.host_bytes = 1u << 20;
-  cfg.window_space = 16u << 20;
-  cfg.startup_timeout_ms = 20000;
-  cfg.task_timeout_ms = 5000;
-  cfg.quiet = true;
-  pto_node *n = NULL;
+  pto_node *n = make_node();
   pto_error_info err;
-  int rc = pto_node_create(&cfg, &n, &err);
-  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
-  assert_int_equal(rc, 0);
   win_ctx c;
   memset(&c, 0x55, sizeof c);
-  rc = pto_node_run(n, window_orch, &c, &err);
+  int rc = pto_node_run(n, window_orch, &c, &err);
   if (c.rc_submit != PTO_EINVAL ||
       !strstr(err.details, "tensor 0: its bytes lie in domain 1's window of rank 0") ||
       !strstr(err.details, "host workers are processes of their own that map no window"))
