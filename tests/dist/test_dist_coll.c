@@ -1,7 +1,10 @@
 /* test_dist_coll.c — acceptance scene 11 of the node/comm spec on the
  * shared-memory backend: every collective of pto/coll.h with 2 and 4 ranks
  * and on a sub-domain (chips {1,2} of 4), every reduction op and dtype
- * (f32, f16, bf16, i32), sizes 1, 17, 4097 and 65537, all calls of a rank
+ * (f32, f16, bf16, i32; f64 at the small sizes), sizes 1, 17, 4097 and
+ * 65537, and on both sides of the call table's data limit (a src of
+ * COLL_TABLE_DATA bytes and one element more, for a whole src of one block
+ * and of n blocks: coll_proto.h), all calls of a rank
  * back-to-back on one scratch buffer (one set of signal cells), in two node
  * tasks of a run (epochs) and two runs; mismatched arguments reported by
  * name on every rank. Each rank checks every output against a sequential
@@ -23,12 +26,23 @@
 #include "scenes/dist_scene.h"
 
 #include "../unit/coll_values.h"
+#include "comm/coll_proto.h"
 
 #define DEV0      80 /* device ids of this file's nodes: 80..83 */
 #define MAX_COUNT 65537
-#define NSIZES    4
-static const int64_t sizes[NSIZES] = {1, 17, 4097, MAX_COUNT};
-static const pto_dtype dtypes[4] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32};
+#define NSIZES    8
+#define NDTYPES   5
+static const pto_dtype dtypes[NDTYPES] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32, PTO_F64};
+
+/* Count si for dtype dt on n ranks: the fixed sizes, then a src of
+ * COLL_TABLE_DATA bytes (allreduce, allgather, broadcast: every rank's
+ * data goes with its descriptor) and one element more (it goes by put),
+ * then the same for a whole src of n blocks (reduce-scatter, all-to-all). */
+static int64_t size_at(int si, pto_dtype dt, int n) {
+  static const int64_t fixed[4] = {1, 17, 4097, MAX_COUNT};
+  int64_t limit = COLL_TABLE_DATA / (int64_t)pto_dtype_size(dt);
+  return si < 4 ? fixed[si] : (si < 6 ? limit : limit / n) + (si % 2);
+}
 
 /* kernel ids: registered in this order in every chip process (the node's
  * process, which submits, never registers them) */
@@ -131,12 +145,13 @@ static int cases_kernel(const pto_kctx *ctx) {
     return PTO_ENOMEM;
   }
   char what[128];
-  for (int di = 0; di < 4 && !rc; di++) {
+  for (int di = 0; di < NDTYPES && !rc; di++) {
     pto_dtype dt = dtypes[di];
     if (quick && dt != PTO_F32) continue;
     for (int si = 0; si < NSIZES && !rc; si++) {
-      int64_t cnt = sizes[si];
+      int64_t cnt = size_at(si, dt, n);
       if (quick && si != 1 && si != 2) continue;
+      if (dt == PTO_F64 && (si == 2 || si == 3)) continue; /* the buffers hold 4-byte elements */
       case_arg c = {n, me, si % n, cnt, dt, PTO_RED_SUM};
       pto_tensor tin = local(in, cnt, dt), tout = local(out, cnt, dt);
       for (int op = 0; op < 4 && !rc; op++) {
@@ -145,8 +160,8 @@ static int cases_kernel(const pto_kctx *ctx) {
         for (int64_t i = 0; i < cnt; i++)
           put_val(in, i, dt, gen(me, i, dt, c.op));
         for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MPI && !rc; algo++) {
-          if (algo == PTO_COLL_AUTO && si != 1 && si != 3) continue; /* 17: mesh, 65537: ring */
-          memset(out, 0xff, (size_t)cnt * 4);
+          if (algo == PTO_COLL_AUTO && (si == 0 || si == 2)) continue; /* 17: mesh, 65537: ring */
+          memset(out, 0xff, (size_t)cnt * pto_dtype_size(dt));
           rc = pto_allreduce(ctx, dom, scratch, &tout, &tin, c.op, (pto_coll_algo)algo);
           snprintf(what, sizeof what, "allreduce %s %s n=%" PRId64 " algo %d", op_names[op],
                    pto_dtype_name(dt), cnt, algo);
@@ -171,7 +186,7 @@ static int cases_kernel(const pto_kctx *ctx) {
       snprintf(what, sizeof what, "allgather %s n=%" PRId64, pto_dtype_name(dt), cnt);
       if (!rc) bad += check(what, me, out, n * cnt, dt, want_allgather, &c);
       /* broadcast from root si % n: src only on the root */
-      memset(out, 0xff, (size_t)cnt * 4);
+      memset(out, 0xff, (size_t)cnt * pto_dtype_size(dt));
       if (!rc) rc = pto_broadcast(ctx, dom, scratch, &tout, me == c.root ? &tin : NULL, c.root);
       snprintf(what, sizeof what, "broadcast root %d %s n=%" PRId64, c.root, pto_dtype_name(dt),
                cnt);
@@ -216,7 +231,8 @@ static int cases_kernel(const pto_kctx *ctx) {
 }
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
- * one rank; 6, 7: a bad argument on both ranks). tensors: scratch, the result row [1] (i32: this
+ * one rank, 10: a count whose data goes with the call table on rank 0 and by put on rank 1;
+ * 6, 7: a bad argument on both ranks). tensors: scratch, the result row [1] (i32: this
  * rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
@@ -245,7 +261,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     break;
   case 6: { /* both: a scratch too small for the blocks */
     pto_tensor small;
-    int64_t at = 0, len = 600;
+    int64_t at = 0, len = 1368; /* over the minimum (with the call table), short of 17 floats */
     pto_tensor_slice(s, &at, &len, &small);
     rc = pto_allreduce(ctx, dom, &small, &o, &in, PTO_RED_SUM, PTO_COLL_MESH);
     break;
@@ -253,6 +269,14 @@ static int mismatch_kernel(const pto_kctx *ctx) {
   case 8: /* algorithm: auto (MPI's collectives on the MPI backend) against mesh */
     rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? PTO_COLL_AUTO : PTO_COLL_MESH);
     break;
+  case 10: { /* count, across the call table's data limit */
+    enum { LIM = COLL_TABLE_DATA / 4 };
+    float w[LIM + 1] = {0}, wo[LIM + 1];
+    int64_t cnt = odd ? LIM + 1 : LIM;
+    pto_tensor wi = local(w, cnt, PTO_F32), wt = local(wo, cnt, PTO_F32);
+    rc = pto_allreduce(ctx, dom, s, &wt, &wi, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  }
   case 9: /* op: reproducible on one rank only */
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
                        PTO_COLL_AUTO);
@@ -408,12 +432,13 @@ static void test_mismatch(void **state) {
                                 "mismatched op",          "mismatched root",
                                 "mismatched algorithm",   "mismatched collective",
                                 "do not fit the scratch", "dtype i64 cannot be reduced",
-                                "mismatched algorithm",   "mismatched op"};
+                                "mismatched algorithm",   "mismatched op",
+                                "mismatched count"};
   pto_node *n = make_node(2, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 10; m++) {
+  for (int m = 0; m < 11; m++) {
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
     pto_error_info err;
