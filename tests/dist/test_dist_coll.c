@@ -277,6 +277,9 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = pto_allreduce(ctx, dom, s, &wt, &wi, PTO_RED_SUM, PTO_COLL_AUTO);
     break;
   }
+  case 11: /* rank 1 does not call */
+    rc = odd ? 0 : pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
   case 9: /* op: reproducible on one rank only */
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
                        PTO_COLL_AUTO);
@@ -366,7 +369,8 @@ static void coll_node(pto_node_orch *no, void *arg) {
   }
 }
 
-static pto_node *make_node(int nchips, bool fault_inject) {
+/* wait_ms: the domains' signal wait deadline (0: the default) */
+static pto_node *make_node(int nchips, bool fault_inject, int64_t wait_ms) {
   static const int devs[4] = {DEV0, DEV0 + 1, DEV0 + 2, DEV0 + 3};
   pto_scene_opts o = {0};
   pto_node_config cfg;
@@ -375,6 +379,7 @@ static pto_node *make_node(int nchips, bool fault_inject) {
   cfg.window_space = 256u << 20;
   cfg.fault_inject = fault_inject; /* stores land late and out of order until a notify */
   cfg.fault_seed = 7919;
+  if (wait_ms) cfg.wait_timeout_ms = wait_ms;
   pto_node *n = NULL;
   pto_error_info err;
   int rc = pto_node_create(&cfg, &n, &err);
@@ -389,7 +394,7 @@ static pto_node *make_node(int nchips, bool fault_inject) {
  * only). */
 static void run_cases(bool fault_inject, int runs) {
   int chips = dist_chips_available() >= 4 ? 4 : 2;
-  pto_node *n = make_node(chips, fault_inject);
+  pto_node *n = make_node(chips, fault_inject, 0);
   run_arg ra = {.mismatch = -1, .nchips = chips};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
@@ -434,7 +439,7 @@ static void test_mismatch(void **state) {
                                 "do not fit the scratch", "dtype i64 cannot be reduced",
                                 "mismatched algorithm",   "mismatched op",
                                 "mismatched count"};
-  pto_node *n = make_node(2, false);
+  pto_node *n = make_node(2, false, 0);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
@@ -451,6 +456,29 @@ static void test_mismatch(void **state) {
     assert_int_equal(res[1], PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
   }
+  pto_node_destroy(n);
+}
+
+/* Rank 1 does not call: rank 0's small allreduce (its data would go with
+ * the call table) ends at the domain's deadline with PTO_EWAIT_TIMEOUT
+ * naming the call and the rank it waited for, never a hang. */
+static void test_missing(void **state) {
+  (void)state;
+  pto_node *n = make_node(2, false, 300);
+  run_arg ra = {.tasks = 1, .mismatch = 11};
+  int64_t eight = 8;
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
+  memset(ra.res.buf, 0, 32);
+  pto_error_info err;
+  int rc = pto_node_run(n, coll_node, &ra, &err);
+  const int32_t *res = ra.res.buf;
+  fprintf(stderr, "run %s, rank statuses %s / %s: %s\n", pto_status_name(rc),
+          pto_status_name(res[0]), pto_status_name(res[1]), err.details);
+  assert_int_equal(rc, PTO_EWAIT_TIMEOUT);
+  assert_int_equal(res[0], PTO_EWAIT_TIMEOUT);
+  assert_int_equal(res[1], 0);
+  assert_non_null(strstr(err.details, "allreduce #1 timed out"));
+  assert_non_null(strstr(err.details, "for rank 1's call #1"));
   pto_node_destroy(n);
 }
 
@@ -490,7 +518,7 @@ static int nl_check(const char *what, int r, const pto_tensor *t, want_fn want, 
  * last in place; checked against the sequential references. */
 static void test_node_level(void **state) {
   (void)state;
-  pto_node *n = make_node(4, false);
+  pto_node *n = make_node(4, false, 0);
   static nl_arg t;
   int64_t one = NL_COUNT, four = 4 * NL_COUNT;
   for (int r = 0; r < 4; r++) {
@@ -538,9 +566,8 @@ static void test_node_level(void **state) {
  * listed as not run. */
 int main(void) {
   struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_collectives),
-      cmocka_unit_test(test_collectives_fault_inject),
-      cmocka_unit_test(test_mismatch),
+      cmocka_unit_test(test_collectives), cmocka_unit_test(test_collectives_fault_inject),
+      cmocka_unit_test(test_mismatch),    cmocka_unit_test(test_missing),
       cmocka_unit_test(test_node_level),
   };
   size_t n = 4;
