@@ -9,7 +9,7 @@
  *                         call), DONE (peers finished reading my previous
  *                         call: +1 per peer and call), RING (ring step,
  *                         set by the previous rank)
- *   table   2 x 384       my call table (backends with direct windows,
+ *   table   2 x 4224      my call table (backends with direct windows,
  *                         below): written by me only, read by every peer
  *   descs   n x 64        descriptor of rank p's call, written by p
  *   data    (n+2) x S     mesh: slot p (S bytes) written by rank p;

@@ -261,7 +261,9 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     break;
   case 6: { /* both: a scratch too small for the blocks */
     pto_tensor small;
-    int64_t at = 0, len = 1368; /* over the minimum (with the call table), short of 17 floats */
+    /* the fixed part of a scratch (cells, call table, descriptors) and
+     * 64-byte slots: too small for blocks of 17 floats */
+    int64_t at = 0, len = (int64_t)pto_coll_scratch_bytes(2, 0) - 600;
     pto_tensor_slice(s, &at, &len, &small);
     rc = pto_allreduce(ctx, dom, &small, &o, &in, PTO_RED_SUM, PTO_COLL_MESH);
     break;
@@ -343,7 +345,8 @@ static void coll_node(pto_node_orch *no, void *arg) {
   run_arg *ra = arg;
   static const int all[4] = {0, 1, 2, 3}, pair[2] = {0, 1}, sub[2] = {1, 2};
   if (ra->mismatch >= 0) {
-    pto_window_buffer b[] = {{"scratch", pto_coll_scratch_bytes(2, 256)}};
+    /* blocks up to one element over the call table's limit (case 10) */
+    pto_window_buffer b[] = {{"scratch", pto_coll_scratch_bytes(2, COLL_TABLE_DATA + 4)}};
     pto_domain d;
     if (pto_node_domain_create(no, pair, 2, b, 1, &d)) return;
     group(no, ra, pair, 2, d, b[0].bytes, K_MISMATCH, 0, ra->mismatch);
