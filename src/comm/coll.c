@@ -43,10 +43,12 @@
  * take (the epoch never repeats, docs/architecture.md), and the two slots
  * need no acknowledgement: a peer writes its slot s % 2 again at call
  * s + 2 only after it saw my slot of call s + 1, which I write only after
- * I finished reading call s. Larger calls then run the mesh or ring's
- * steps 1, 2 (data only), 3 (ARRIVE only), 4 and 5, their SEQ cell
- * counting those calls alone (the same ones on every rank: the decision
- * follows the agreed descriptor).
+ * I finished reading call s. Larger calls run step 1, the mesh's data
+ * puts of step 2, then publish their descriptor in the table and wait for
+ * every peer's in place of ARRIVE (the generation's release store
+ * publishes the puts before it: a direct backend's puts land at once),
+ * then steps 4 and 5; their SEQ cell counts those calls alone (the same
+ * ones on every rank: the decision follows the agreed descriptor).
  *
  * On a backend with collectives of its own (comm_backend.coll and
  * .exchange: the MPI backend's), every call first sends each peer one
@@ -424,12 +426,6 @@ static bool table_data(const coll *k, size_t pub_bytes) {
   return k->table != NO_TABLE && k->d.status == 0 && pub_bytes <= COLL_TABLE_DATA;
 }
 
-/* The descriptors alone through the call table, before a call whose data
- * does not go with it (0 without a table). */
-static int table_call_descs(coll *k, size_t bb) {
-  return k->table == NO_TABLE ? 0 : table_exchange(k, bb, NULL, 0, NULL);
-}
-
 /* pubs[p] = rank p's whole src, published in its table: its block for me */
 static void mine_of_each(const coll *k, const unsigned char **pubs, size_t bb) {
   for (int p = 0; p < k->n; p++)
@@ -596,14 +592,15 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   const pto_kctx *ctx = k->ctx;
   int n = k->n, rc;
   if (k->cd && k->cd->be->coll && (rc = native_exchange(k, bb, NULL, NULL, NULL))) return rc;
-  /* the descriptors went through the call table (checked there) */
-  bool descs = k->table == NO_TABLE;
+  /* the call table takes the descriptors and, in place of ARRIVE, says
+   * that the peers' data puts landed */
+  bool table = k->table != NO_TABLE;
   pto_tensor seq = cell(k, CELL_SEQ), arrive = cell(k, CELL_ARRIVE), done = cell(k, CELL_DONE);
   int32_t prev;
   if ((rc = pto_signal_read(ctx, k->dom, &seq, &prev))) return rc;
   k->seq = prev + 1;
   if ((rc = pto_notify(ctx, k->dom, k->me, &seq, PTO_SIGNAL_ADD, 1))) return rc;
-  if (descs) k->d.seq = k->seq;
+  if (!table) k->d.seq = k->seq;
   if (k->d.status == 0 && bb > k->slot) {
     snprintf(k->why, sizeof k->why, "blocks of %zu bytes do not fit the scratch's %zu-byte slots",
              bb, k->slot);
@@ -617,22 +614,28 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   pto_tensor ddst = bytes_view(desc_at(k, k->me), DESC_BYTES, PTO_I64);
   for (int i = 1; i < n; i++) {
     int p = (k->me + i) % n;
-    if (descs && (rc = pto_put(ctx, k->dom, p, &ddst, &dsrc, NULL))) return rc;
+    if (!table && (rc = pto_put(ctx, k->dom, p, &ddst, &dsrc, NULL))) return rc;
     const void *b = k->d.status == 0 && block && bb ? block(k, p, arg) : NULL;
     if (b) {
       pto_tensor src = bytes_view((void *)b, bb, (pto_dtype)k->d.dtype);
       pto_tensor dst = bytes_view(mesh_slot(k, k->me), bb, (pto_dtype)k->d.dtype);
       if ((rc = pto_put(ctx, k->dom, p, &dst, &src, NULL))) return rc;
     }
-    if ((rc = pto_notify(ctx, k->dom, p, &arrive, PTO_SIGNAL_ADD, 1))) return rc;
+    if (!table && (rc = pto_notify(ctx, k->dom, p, &arrive, PTO_SIGNAL_ADD, 1))) return rc;
   }
-  if (n > 1 &&
-      (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
-    return rc;
-  const unsigned char *all[PTO_COMM_MAX_RANKS] = {NULL};
-  for (int p = 0; p < n; p++)
-    all[p] = desc_at(k, p);
-  if (descs && (rc = check_descs(k, all))) return rc;
+  if (table) {
+    /* the generation's release store publishes the puts above too: a
+     * direct backend's puts land at once */
+    if ((rc = table_exchange(k, bb, NULL, 0, NULL))) return rc;
+  } else {
+    if (n > 1 &&
+        (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
+      return rc;
+    const unsigned char *all[PTO_COMM_MAX_RANKS] = {NULL};
+    for (int p = 0; p < n; p++)
+      all[p] = desc_at(k, p);
+    if ((rc = check_descs(k, all))) return rc;
+  }
   for (int p = 0; blk && p < n; p++)
     blk[p] = p == k->me ? NULL : mesh_slot(k, p);
   return 0;
@@ -869,7 +872,6 @@ int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
       fold(&k, out, blk);
       return 0;
     }
-    if ((rc = table_call_descs(&k, ring ? 0 : bytes))) return rc;
     /* ring moves its data after the exchange of descriptors */
     rc = coll_exchange(&k, ring ? NULL : whole_block, in, ring ? 0 : bytes, blk);
     if (rc) return rc;
@@ -931,8 +933,7 @@ int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
     if ((rc = table_exchange(&k, bb, in, bb, blk))) return rc;
     gather_blocks(&k, out, blk, bb);
     return 0;
-  } else if ((rc = table_call_descs(&k, bb)) ||
-             (rc = coll_exchange(&k, whole_block, in, bb, blk))) {
+  } else if ((rc = coll_exchange(&k, whole_block, in, bb, blk))) {
     return rc;
   }
   blk[k.me] = own_block(&k, in, bb, out, (size_t)k.n * bb);
@@ -976,8 +977,7 @@ int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
     else
       memcpy(elem0(dst), blk[root], bb);
     return 0;
-  } else if ((rc = table_call_descs(&k, bb)) ||
-             (rc = coll_exchange(&k, in ? whole_block : NULL, in, bb, blk))) {
+  } else if ((rc = coll_exchange(&k, in ? whole_block : NULL, in, bb, blk))) {
     return rc;
   }
   if (root == k.me)
@@ -1047,8 +1047,7 @@ int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *sc
     mine_of_each(&k, blk, b.bb);
     fold(&k, out, blk);
     return 0;
-  } else if ((rc = table_call_descs(&k, b.bb)) ||
-             (rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
+  } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
     return rc;
   }
   blk[k.me] = own_block(&k, b.in + (size_t)k.me * b.bb, b.bb, out, b.bb);
@@ -1093,8 +1092,7 @@ int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
     mine_of_each(&k, blk, b.bb);
     gather_blocks(&k, out, blk, b.bb);
     return 0;
-  } else if ((rc = table_call_descs(&k, b.bb)) ||
-             (rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
+  } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
     return rc;
   }
   blk[k.me] = own_block(&k, b.in + (size_t)k.me * b.bb, b.bb, out, all_bytes);

@@ -143,9 +143,11 @@ typedef struct comm_backend {
   /* Optional: rank's window as mapped in this process, for the
    * collectives' call table (coll.c): my own stores into my window and
    * loads of peers' words, ordered by release/acquire on the words
-   * themselves and woken with wake, without put or signal. NULL (or a NULL
-   * result): the backend has no such mapping, or its stores must go
-   * through put (fault injection and controlled runs hold them back). */
+   * themselves and woken with wake, without put or signal. Where it gives
+   * one, put lands before it returns (a later release store publishes it).
+   * NULL (or a NULL result): the backend has no such mapping, or its
+   * stores must go through put and signal (fault injection and controlled
+   * runs hold them back). */
   unsigned char *(*direct)(comm_win *w, int rank);
 } comm_backend;
 
