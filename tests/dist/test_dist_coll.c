@@ -130,7 +130,8 @@ static pto_tensor local(void *buf, int64_t n, pto_dtype dt) {
   return t;
 }
 
-/* scalars: dom, quick (1 = a small set, for the sub-domain). tensors: the
+/* scalars: dom, quick (1 = a small set, for the sub-domain; 2 = the calls
+ * whose data goes with the call table only: f32, 17 elements, no ring). tensors: the
  * scratch (INOUT), the result row [1] (OUTPUT_EXISTING, i32: wrong count). */
 static int cases_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
@@ -150,7 +151,7 @@ static int cases_kernel(const pto_kctx *ctx) {
     if (quick && dt != PTO_F32) continue;
     for (int si = 0; si < NSIZES && !rc; si++) {
       int64_t cnt = size_at(si, dt, n);
-      if (quick && si != 1 && si != 2) continue;
+      if (quick && si != 1 && (si != 2 || quick == 2)) continue;
       if (dt == PTO_F64 && (si == 2 || si == 3)) continue; /* the buffers hold 4-byte elements */
       case_arg c = {n, me, si % n, cnt, dt, PTO_RED_SUM};
       pto_tensor tin = local(in, cnt, dt), tout = local(out, cnt, dt);
@@ -161,6 +162,7 @@ static int cases_kernel(const pto_kctx *ctx) {
           put_val(in, i, dt, gen(me, i, dt, c.op));
         for (int algo = PTO_COLL_AUTO; algo <= PTO_COLL_MPI && !rc; algo++) {
           if (algo == PTO_COLL_AUTO && (si == 0 || si == 2)) continue; /* 17: mesh, 65537: ring */
+          if (quick == 2 && algo == PTO_COLL_RING) continue;
           memset(out, 0xff, (size_t)cnt * pto_dtype_size(dt));
           rc = pto_allreduce(ctx, dom, scratch, &tout, &tin, c.op, (pto_coll_algo)algo);
           snprintf(what, sizeof what, "allreduce %s %s n=%" PRId64 " algo %d", op_names[op],
@@ -315,7 +317,7 @@ typedef struct run_arg {
   pto_tensor res; /* [8] i32 */
   int mismatch;   /* < 0: the cases */
   int tasks;      /* node tasks per domain */
-  int quick;      /* f32 and sizes 17, 4097 only */
+  int quick;      /* f32 and sizes 17, 4097 only (2: 17 only, no ring) */
   int nchips;     /* 4: every domain below; 2 (under mpirun -np 2): {0,1} only */
 } run_arg;
 
@@ -357,7 +359,7 @@ static void coll_node(pto_node_orch *no, void *arg) {
   if (ra->nchips == 2) { /* the 2-rank cases alone */
     if (pto_node_domain_create(no, pair, 2, b2, 1, &d2)) return;
     for (int t = 0; t < ra->tasks; t++)
-      group(no, ra, pair, 2, d2, b2[0].bytes, K_CASES, 4, ra->quick || t > 0);
+      group(no, ra, pair, 2, d2, b2[0].bytes, K_CASES, 4, ra->quick ? ra->quick : t > 0);
     return;
   }
   if (pto_node_domain_create(no, all, 4, b4, 1, &d4) ||
@@ -365,15 +367,17 @@ static void coll_node(pto_node_orch *no, void *arg) {
       pto_node_domain_create(no, sub, 2, b2, 1, &ds))
     return;
   for (int t = 0; t < ra->tasks; t++) {
-    int quick = ra->quick || t > 0; /* a later task on the same cells: f32 suffices */
+    /* a later task on the same cells: f32 suffices */
+    int quick = ra->quick ? ra->quick : t > 0;
     group(no, ra, all, 4, d4, b4[0].bytes, K_CASES, 0, quick);
     group(no, ra, pair, 2, d2, b2[0].bytes, K_CASES, 4, quick);
     group(no, ra, sub, 2, ds, b2[0].bytes, K_CASES, 6, 1);
   }
 }
 
-/* wait_ms: the domains' signal wait deadline (0: the default) */
-static pto_node *make_node(int nchips, bool fault_inject, int64_t wait_ms) {
+/* wait_ms: the domains' signal wait deadline (0: the default); check:
+ * checking mode (docs/contracts.md) */
+static pto_node *make_node(int nchips, bool fault_inject, int64_t wait_ms, bool check) {
   static const int devs[4] = {DEV0, DEV0 + 1, DEV0 + 2, DEV0 + 3};
   pto_scene_opts o = {0};
   pto_node_config cfg;
@@ -383,6 +387,8 @@ static pto_node *make_node(int nchips, bool fault_inject, int64_t wait_ms) {
   cfg.fault_inject = fault_inject; /* stores land late and out of order until a notify */
   cfg.fault_seed = 7919;
   if (wait_ms) cfg.wait_timeout_ms = wait_ms;
+  cfg.chip.check = check;
+  cfg.chip.check_seed = 1;
   pto_node *n = NULL;
   pto_error_info err;
   int rc = pto_node_create(&cfg, &n, &err);
@@ -395,15 +401,15 @@ static pto_node *make_node(int nchips, bool fault_inject, int64_t wait_ms) {
  * sub-domain: f32, sizes 17 and 4097); two node tasks per domain, then a
  * second run on new domains of the same node (the later task and run: f32
  * only). */
-static void run_cases(bool fault_inject, int runs) {
+static void run_cases(bool fault_inject, bool check, int runs) {
   int chips = dist_chips_available() >= 4 ? 4 : 2;
-  pto_node *n = make_node(chips, fault_inject, 0);
+  pto_node *n = make_node(chips, fault_inject, 0, check);
   run_arg ra = {.mismatch = -1, .nchips = chips};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
   for (int run = 0; run < runs; run++) {
-    ra.tasks = run == 0 && !fault_inject ? 2 : 1;
-    ra.quick = run > 0 || fault_inject;
+    ra.tasks = run == 0 && !fault_inject && !check ? 2 : 1;
+    ra.quick = check ? 2 : run > 0 || fault_inject;
     memset(ra.res.buf, 0xff, 32);
     pto_error_info err;
     int rc = pto_node_run(n, coll_node, &ra, &err);
@@ -421,14 +427,23 @@ static void run_cases(bool fault_inject, int runs) {
 
 static void test_collectives(void **state) {
   (void)state;
-  run_cases(false, 2);
+  run_cases(false, false, 2);
 }
 
 /* The same (f32) with ordering fault injection: every store may land late
  * until the notify that publishes it. */
 static void test_collectives_fault_inject(void **state) {
   (void)state;
-  run_cases(true, 1);
+  run_cases(true, false, 1);
+}
+
+/* Calls whose data goes with the call table (f32, 17 elements), in
+ * checking mode: a unit that made no window operation runs a second time
+ * on copies of its tensors, so a collective must count as one even when it
+ * makes no put and no notify. */
+static void test_collectives_checked(void **state) {
+  (void)state;
+  run_cases(false, true, 1);
 }
 
 /* Rank 1 calls with one argument different: both ranks fail with
@@ -442,7 +457,7 @@ static void test_mismatch(void **state) {
                                 "do not fit the scratch", "dtype i64 cannot be reduced",
                                 "mismatched algorithm",   "mismatched op",
                                 "mismatched count"};
-  pto_node *n = make_node(2, false, 0);
+  pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
@@ -467,7 +482,7 @@ static void test_mismatch(void **state) {
  * naming the call and the rank it waited for, never a hang. */
 static void test_missing(void **state) {
   (void)state;
-  pto_node *n = make_node(2, false, 300);
+  pto_node *n = make_node(2, false, 300, false);
   run_arg ra = {.tasks = 1, .mismatch = 11};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
@@ -521,7 +536,7 @@ static int nl_check(const char *what, int r, const pto_tensor *t, want_fn want, 
  * last in place; checked against the sequential references. */
 static void test_node_level(void **state) {
   (void)state;
-  pto_node *n = make_node(4, false, 0);
+  pto_node *n = make_node(4, false, 0, false);
   static nl_arg t;
   int64_t one = NL_COUNT, four = 4 * NL_COUNT;
   for (int r = 0; r < 4; r++) {
@@ -569,8 +584,11 @@ static void test_node_level(void **state) {
  * listed as not run. */
 int main(void) {
   struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_collectives), cmocka_unit_test(test_collectives_fault_inject),
-      cmocka_unit_test(test_mismatch),    cmocka_unit_test(test_missing),
+      cmocka_unit_test(test_collectives),
+      cmocka_unit_test(test_collectives_fault_inject),
+      cmocka_unit_test(test_collectives_checked),
+      cmocka_unit_test(test_mismatch),
+      cmocka_unit_test(test_missing),
       cmocka_unit_test(test_node_level),
   };
   size_t n = 4;
