@@ -9,7 +9,7 @@
  *                         call), DONE (peers finished reading my previous
  *                         call: +1 per peer and call), RING (ring step,
  *                         set by the previous rank)
- *   table   2 x 4224      my call table (backends with direct windows,
+ *   table   64 + 2 x 4224 my call table (backends with direct windows,
  *                         below): written by me only, read by every peer
  *   descs   n x 64        descriptor of rank p's call, written by p
  *   data    (n+2) x S     mesh: slot p (S bytes) written by rank p;
@@ -33,7 +33,7 @@
  * On a backend whose windows this process can load and store directly
  * (comm_backend.direct: shm without fault injection or a controlled run),
  * steps 2-3 go through the call table instead: call s (counted per scratch
- * buffer and node task) writes my descriptor, and my whole src when it
+ * and node task, in the table) writes my descriptor, and my whole src when it
  * fits COLL_TABLE_DATA bytes, into my slot s % 2 of my own table, then
  * release-stores the slot's generation (epoch, s) and wakes the peers;
  * every rank waits until every peer's slot s % 2 holds generation (epoch,
@@ -138,7 +138,14 @@ typedef struct coll_slot {
   coll_desc d;
   unsigned char data[COLL_TABLE_DATA]; /* my whole src, when it fits */
 } coll_slot;
-#define TABLE_BYTES (2 * sizeof(coll_slot))
+
+/* A rank's call table: its call count on this scratch, then the slots. */
+typedef struct coll_table {
+  uint64_t calls; /* coll_table_gen(epoch, last call): read and written by me only */
+  unsigned char pad[56];
+  coll_slot slot[2];
+} coll_table;
+#define TABLE_BYTES sizeof(coll_table)
 #define NO_TABLE    UINT64_MAX
 
 typedef struct coll {
@@ -263,7 +270,7 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
   k->cd = comm_find(k->c, dom);
   if (k->cd && (k->cd->be->coll || table_ok(k))) {
     /* the backend keeps the collectives of each window buffer apart; the
-     * call table counts its calls per window buffer too */
+     * call table lies at a window offset */
     uint64_t woff;
     char why[160];
     if (comm_valid_view_locate(&k->cd->desc, scratch, &woff, &k->buf, why, sizeof why))
@@ -326,11 +333,27 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
 
 /* ---- the call table (backends with direct windows) ---- */
 
-static coll_slot *table_slot(const coll *k, int p, int32_t call) {
-  return (coll_slot *)(k->cd->be->direct(k->cd->win, p) + k->table) + coll_table_slot(call);
+static coll_table *table_of(const coll *k, int p) {
+  return (coll_table *)(k->cd->be->direct(k->cd->win, p) + k->table);
 }
 
-/* The next call number on the scratch buffer in this task. */
+static coll_slot *table_slot(const coll *k, int p, int32_t call) {
+  return &table_of(k, p)->slot[coll_table_slot(call)];
+}
+
+/* My next call number on the scratch in this task, counted in my table
+ * (so per scratch, as the SEQ cell: scratch views of one window buffer
+ * used by different threads keep their own counts), epoch-tagged: a new
+ * task starts at 1. */
+static int32_t table_call(coll *k) {
+  coll_table *t = table_of(k, k->me);
+  int32_t c = t->calls >> 32 == k->c->epoch ? (int32_t)(uint32_t)t->calls + 1 : 1;
+  t->calls = coll_table_gen(k->c->epoch, c);
+  return c;
+}
+
+/* The next call number on the scratch buffer in this task (the backend's
+ * own collectives keep theirs apart per buffer). */
 static int32_t next_call(coll *k) {
   if (k->cd->coll_calls[k->buf].epoch != k->c->epoch) {
     k->cd->coll_calls[k->buf].epoch = k->c->epoch;
@@ -379,7 +402,7 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
   /* a window operation, as the ops' own: checking mode must not run the
    * unit a second time (its call would be a second call) */
   contract_note_comm(k->ctx);
-  k->d.seq = next_call(k);
+  k->d.seq = table_call(k);
   coll_slot *mine = table_slot(k, k->me, (int32_t)k->d.seq);
   mine->d = k->d;
   if (pub && k->d.status == 0 && pub_bytes <= COLL_TABLE_DATA) memcpy(mine->data, pub, pub_bytes);

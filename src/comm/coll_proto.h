@@ -30,7 +30,7 @@ static inline int coll_table_slot(int32_t s) { return s & 1; }
 /* The most a call publishes with its descriptor (each rank's whole src;
  * the broadcast's root only): larger calls move their data by put. 4 KiB:
  * up to it the table beat the mesh 3-6x on 2 ranks at 512 B-4 KiB
- * (docs/comm.md), and the scratch grows by 8.25 KiB only. */
+ * (docs/comm.md), and the scratch grows by 8.3 KiB only. */
 #define COLL_TABLE_DATA 4096
 
 #endif

@@ -284,6 +284,24 @@ static int mismatch_kernel(const pto_kctx *ctx) {
   case 11: /* rank 1 does not call */
     rc = odd ? 0 : pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
     break;
+  case 12: { /* two blocks, each back-to-back on its own half of the scratch buffer */
+    int64_t half = (pto_tensor_numel(s) / 2) & ~(int64_t)63, at = ctx->block_idx * half;
+    pto_tensor mine;
+    pto_tensor_slice(s, &at, &half, &mine);
+    for (int i = 0; i < 200 && !rc; i++) {
+      for (int j = 0; j < 16; j++)
+        buf[j] = (float)(1000 * ctx->block_idx + 10 * me + i + j);
+      rc = pto_allreduce(ctx, dom, &mine, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
+      for (int j = 0; j < 16 && !rc; j++)
+        if (out[j] != (float)(2 * (1000 * ctx->block_idx + i + j) + 10)) {
+          fprintf(stderr, "rank %d block %d call %d: out[%d] = %g, expected %g\n", me,
+                  ctx->block_idx, i, j, (double)out[j],
+                  (double)(2 * (1000 * ctx->block_idx + i + j) + 10));
+          rc = PTO_EINVAL;
+        }
+    }
+    return rc; /* both blocks: no result row (one element per rank) */
+  }
   case 9: /* op: reproducible on one rank only */
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
                        PTO_COLL_AUTO);
@@ -318,6 +336,7 @@ typedef struct run_arg {
   int mismatch;   /* < 0: the cases */
   int tasks;      /* node tasks per domain */
   int quick;      /* f32 and sizes 17, 4097 only (2: 17 only, no ring) */
+  int blocks;     /* of each chip's task (0: 1) */
   int nchips;     /* 4: every domain below; 2 (under mpirun -np 2): {0,1} only */
 } run_arg;
 
@@ -335,7 +354,7 @@ static void group(pto_node_orch *no, run_arg *ra, const int *chips, int n, pto_d
     pto_args_inout(&a, &sc);
     pto_args_output_existing(&a, &res);
   }
-  dist_scalars(&a, kid, 2, 1);
+  dist_scalars(&a, kid, 2, ra->blocks > 0 ? ra->blocks : 1);
   pto_args_scalar(&a, (uint64_t)dom);
   pto_args_scalar(&a, (uint64_t)scalar);
   pto_node_submit_group(no, chips, n, dist_chip_orch, &a, NULL);
@@ -500,6 +519,23 @@ static void test_missing(void **state) {
   pto_node_destroy(n);
 }
 
+/* Two blocks of each chip, each making 200 small allreduces on its own
+ * half of one scratch buffer: the ranks' blocks interleave their calls in
+ * different orders, so each scratch view keeps its own call count (in its
+ * call table), as the SEQ cell of the mesh does. */
+static void test_two_scratch_views(void **state) {
+  (void)state;
+  pto_node *n = make_node(2, false, 0, false);
+  run_arg ra = {.tasks = 1, .mismatch = 12, .blocks = 2};
+  int64_t eight = 8;
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
+  pto_error_info err;
+  int rc = pto_node_run(n, coll_node, &ra, &err);
+  if (rc) fprintf(stderr, "run: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  pto_node_destroy(n);
+}
+
 /* ---- node-level calls on host tensors ---- */
 
 #define NL_COUNT 4097
@@ -589,13 +625,14 @@ int main(void) {
       cmocka_unit_test(test_collectives_checked),
       cmocka_unit_test(test_mismatch),
       cmocka_unit_test(test_missing),
-      cmocka_unit_test(test_node_level),
+      cmocka_unit_test(test_two_scratch_views),
+      cmocka_unit_test(test_node_level), /* last: it needs 4 chips */
   };
-  size_t n = 4;
+  size_t n = sizeof tests / sizeof tests[0];
   int have = dist_chips_available();
   if (have < 4) {
-    dist_not_run(tests[3].name, 4, have);
-    n = 3;
+    dist_not_run(tests[n - 1].name, 4, have);
+    n--;
   }
   return _cmocka_run_group_tests("test_dist_coll", tests, n, NULL, NULL);
 }
