@@ -15,9 +15,10 @@
  * each rank's src (allreduce, allgather, broadcast), or of its whole src of N blocks
  * (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's collectives on this backend),
  * pto-mesh and pto-ring (allreduce: the RMA algorithms on the windows), pto-repro (allreduce,
- * PTO_RED_REPRODUCIBLE), pto-shm (pto's own collectives, mesh or ring, on the shared-memory backend
- * that a node's forked chips use: a second domain over the same processes, its windows at one
- * address that every rank reserves; left out when some rank cannot reserve it), and MPI's call
+ * PTO_RED_REPRODUCIBLE), pto-shm (pto's own collectives, call table, mesh or ring, on the
+ * shared-memory backend that a node's forked chips use: a second domain over the same processes,
+ * its windows at one address that every rank reserves; left out when some rank cannot reserve
+ * it), and MPI's call
  * (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put + pto_quiet and
  * pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an MPI_Win_allocate
  * window. Each trial times back-to-back calls of every system in turn; printed (CSV, rank 0), per

@@ -9,6 +9,8 @@
  *                         call), DONE (peers finished reading my previous
  *                         call: +1 per peer and call), RING (ring step,
  *                         set by the previous rank)
+ *   table   64 + 2 x 4224 my call table (backends with direct windows,
+ *                         below): written by me only, read by every peer
  *   descs   n x 64        descriptor of rank p's call, written by p
  *   data    (n+2) x S     mesh: slot p (S bytes) written by rank p;
  *                         ring: 2(n-1) slots, slot k written at step k
@@ -27,6 +29,26 @@
  *      to (s-1)2(n-1)+k+1, then a wait on mine for the same value;
  *   5. notify DONE +1 to every peer.
  * Every wait has the domain's deadline (PTO_EWAIT_TIMEOUT names the cell).
+ *
+ * On a backend whose windows this process can load and store directly
+ * (comm_backend.direct: shm without fault injection or a controlled run),
+ * steps 2-3 go through the call table instead: call s (counted per scratch
+ * and node task, in the table) writes my descriptor, and my whole src when it
+ * fits COLL_TABLE_DATA bytes, into my slot s % 2 of my own table, then
+ * release-stores the slot's generation (epoch, s) and wakes the peers;
+ * every rank waits until every peer's slot s % 2 holds generation (epoch,
+ * s), compares the descriptors, and, when the data came with them, reduces
+ * or copies it straight from the peers' slots in rank order: no put, no
+ * notify, no step 5. The generation makes a stale slot impossible to
+ * take (the epoch never repeats, docs/architecture.md), and the two slots
+ * need no acknowledgement: a peer writes its slot s % 2 again at call
+ * s + 2 only after it saw my slot of call s + 1, which I write only after
+ * I finished reading call s. Larger calls run step 1, the mesh's data
+ * puts of step 2, then publish their descriptor in the table and wait for
+ * every peer's in place of ARRIVE (the generation's release store
+ * publishes the puts before it: a direct backend's puts land at once),
+ * then steps 4 and 5; their SEQ cell counts those calls alone (the same
+ * ones on every rank: the decision follows the agreed descriptor).
  *
  * On a backend with collectives of its own (comm_backend.coll and
  * .exchange: the MPI backend's), every call first sends each peer one
@@ -49,6 +71,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chip/contract.h"
+#include "chip/schedule.h"
 #include "comm/coll_proto.h"
 #include "comm/coll_reduce.h"
 #include "comm/comm.h"
@@ -106,6 +130,24 @@ typedef struct coll_desc {
 } coll_desc;
 _Static_assert(sizeof(coll_desc) == DESC_BYTES, "descriptor size");
 
+/* One slot of a rank's call table: the generation on a line of its own,
+ * written last (release), then what it publishes. */
+typedef struct coll_slot {
+  _Atomic uint64_t gen; /* coll_table_gen(epoch, call) */
+  unsigned char pad[56];
+  coll_desc d;
+  unsigned char data[COLL_TABLE_DATA]; /* my whole src, when it fits */
+} coll_slot;
+
+/* A rank's call table: its call count on this scratch, then the slots. */
+typedef struct coll_table {
+  uint64_t calls; /* coll_table_gen(epoch, last call): read and written by me only */
+  unsigned char pad[56];
+  coll_slot slot[2];
+} coll_table;
+#define TABLE_BYTES sizeof(coll_table)
+#define NO_TABLE    UINT64_MAX
+
 typedef struct coll {
   const pto_kctx *ctx;
   pto_domain dom;
@@ -119,8 +161,9 @@ typedef struct coll {
   int32_t seq;
   coll_desc d;
   size_t es;
-  comm_dom *cd; /* the domain, for the backend's own collectives */
-  int buf;      /* the scratch's window buffer */
+  comm_dom *cd;   /* the domain, for the backend's own collectives */
+  int buf;        /* the scratch's window buffer */
+  uint64_t table; /* window offset of the call table, or NO_TABLE */
   /* this rank's own argument error; last, so that coll_open zeroes the
    * fields before it only (zeroing all of it was a tenth of pto's own
    * work in an 8-byte allreduce on the MPI backend) */
@@ -130,7 +173,7 @@ typedef struct coll {
 size_t pto_coll_scratch_bytes(int nranks, size_t block_bytes) {
   if (nranks < 1 || nranks > PTO_COMM_MAX_RANKS || block_bytes > ((size_t)1 << 48)) return 0;
   size_t n = (size_t)nranks;
-  return 64 + HDR_CELLS + n * DESC_BYTES + (n + 2) * (ALIGN64(block_bytes) + 256);
+  return 64 + HDR_CELLS + TABLE_BYTES + n * DESC_BYTES + (n + 2) * (ALIGN64(block_bytes) + 256);
 }
 
 static pto_tensor bytes_view(void *p, size_t bytes, pto_dtype dt) {
@@ -172,6 +215,17 @@ static bool local_ok(coll *k, const char *what, const pto_tensor *t, int64_t wan
   return true;
 }
 
+/* Does every rank's window lie in this process for the call table? The
+ * same answer on every rank: it depends on the domain's backend and
+ * settings only. */
+static bool table_ok(const coll *k) {
+  const comm_dom *d = k->cd;
+  if (!d->be->direct) return false;
+  for (int p = 0; p < k->n; p++)
+    if (!d->be->direct(d->win, p)) return false;
+  return true;
+}
+
 /* Domain, rank and scratch: without them nothing can be published, so
  * these fail on this rank only. */
 static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
@@ -197,7 +251,7 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
                      name, dom, k->me);
   uintptr_t a = (uintptr_t)elem0(scratch), al = (a + 63) & ~(uintptr_t)63;
   size_t total = (size_t)pto_tensor_numel(scratch) * pto_dtype_size((pto_dtype)scratch->dtype);
-  size_t hdr = HDR_CELLS + (size_t)k->n * DESC_BYTES;
+  size_t hdr = HDR_CELLS + TABLE_BYTES + (size_t)k->n * DESC_BYTES;
   if (total < al - a + hdr + (size_t)(k->n + 2) * 64)
     return comm_fail(k->c, PTO_EINVAL,
                      "%s: scratch of %zu bytes is too small for %d ranks (see "
@@ -212,14 +266,18 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
       k->n > 1 ? ((size_t)(k->n + 2) * k->slot / (size_t)(2 * (k->n - 1))) & ~(size_t)63 : 0;
   k->d.kind = kind;
   k->buf = -1;
+  k->table = NO_TABLE;
   k->cd = comm_find(k->c, dom);
-  if (k->cd && k->cd->be->coll) {
-    /* the backend keeps the collectives of each window buffer apart */
+  if (k->cd && (k->cd->be->coll || table_ok(k))) {
+    /* the backend keeps the collectives of each window buffer apart; the
+     * call table lies at a window offset */
     uint64_t woff;
     char why[160];
     if (comm_valid_view_locate(&k->cd->desc, scratch, &woff, &k->buf, why, sizeof why))
       return comm_fail(k->c, PTO_EINVAL, "%s: scratch %s (domain %d rank %d)", name, why, dom,
                        k->me);
+    if (!k->cd->be->coll)
+      k->table = woff + (uint64_t)(k->base + HDR_CELLS - (unsigned char *)scratch->buf);
   }
   return 0;
 }
@@ -271,6 +329,134 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
                        "%d stops too)",
                        name, k->d.seq, k->dom, p, k->me);
   return 0;
+}
+
+/* ---- the call table (backends with direct windows) ---- */
+
+static coll_table *table_of(const coll *k, int p) {
+  return (coll_table *)(k->cd->be->direct(k->cd->win, p) + k->table);
+}
+
+static coll_slot *table_slot(const coll *k, int p, int32_t call) {
+  return &table_of(k, p)->slot[coll_table_slot(call)];
+}
+
+/* My next call number on the scratch in this task, counted in my table
+ * (so per scratch, as the SEQ cell: scratch views of one window buffer
+ * used by different threads keep their own counts), epoch-tagged: a new
+ * task starts at 1. */
+static int32_t table_call(coll *k) {
+  coll_table *t = table_of(k, k->me);
+  int32_t c = t->calls >> 32 == k->c->epoch ? (int32_t)(uint32_t)t->calls + 1 : 1;
+  t->calls = coll_table_gen(k->c->epoch, c);
+  return c;
+}
+
+/* The next call number on the scratch buffer in this task (the backend's
+ * own collectives keep theirs apart per buffer). */
+static int32_t next_call(coll *k) {
+  if (k->cd->coll_calls[k->buf].epoch != k->c->epoch) {
+    k->cd->coll_calls[k->buf].epoch = k->c->epoch;
+    k->cd->coll_calls[k->buf].calls = 0;
+  }
+  return ++k->cd->coll_calls[k->buf].calls;
+}
+
+typedef struct table_wait {
+  const coll *k;
+  uint64_t gen;
+  int next; /* the peers before it have published the call */
+  bool cancelled;
+} table_wait;
+
+static bool table_ready(void *arg) {
+  table_wait *w = arg;
+  for (; w->next < w->k->n; w->next++) {
+    if (w->next == w->k->me) continue;
+    /* acquire pairs with the peer's release store of the generation: its
+     * descriptor and data are then visible */
+    if (atomic_load_explicit(&table_slot(w->k, w->next, (int32_t)w->k->d.seq)->gen,
+                             memory_order_acquire) != w->gen) {
+      w->cancelled = pto_kctx_cancelled(w->k->ctx) || comm_stopping(w->k->c);
+      return w->cancelled;
+    }
+  }
+  return true;
+}
+
+/* Steps 2-3 on the call table: publishes my descriptor, and pub (my whole
+ * src, pub_bytes) when given and it fits, waits until every peer has
+ * published the same call, and compares the descriptors. bb is the
+ * call's block, held to the scratch's slots as on the other paths (the
+ * same scratch must serve algorithm=). On 0, pubs[p] (when given) is what
+ * rank p published, in its table (mine too: a copy of src, so it never
+ * overlaps dst), until its next call but one. The wait spins, yields,
+ * then parks (the backend's signal_park), with the domain's deadline. */
+static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
+                          const unsigned char **pubs) {
+  if (k->d.status == 0 && bb > k->slot) {
+    snprintf(k->why, sizeof k->why, "blocks of %zu bytes do not fit the scratch's %zu-byte slots",
+             bb, k->slot);
+    k->d.status = PTO_EINVAL;
+  }
+  /* a window operation, as the ops' own: checking mode must not run the
+   * unit a second time (its call would be a second call) */
+  contract_note_comm(k->ctx);
+  k->d.seq = table_call(k);
+  coll_slot *mine = table_slot(k, k->me, (int32_t)k->d.seq);
+  mine->d = k->d;
+  if (pub && k->d.status == 0 && pub_bytes <= COLL_TABLE_DATA) memcpy(mine->data, pub, pub_bytes);
+  table_wait w = {k, coll_table_gen(k->c->epoch, (int32_t)k->d.seq), 0, false};
+  /* release: the descriptor and data above are visible to a peer that
+   * sees the generation */
+  atomic_store_explicit(&mine->gen, w.gen, memory_order_release);
+  const comm_dom *d = k->cd;
+  for (int p = 0; p < k->n; p++)
+    if (p != k->me) d->be->wake(d->win, p);
+  if (!table_ready(&w)) {
+    /* a controlled schedule may run the chip's other blocks meanwhile */
+    bool yielded = schedule_block_wait(k->ctx, table_ready, &w);
+    int64_t ms = d->desc.wait_timeout_ms;
+    bool ok = d->be->signal_park(d->win, table_ready, &w, pto_deadline_ms(ms));
+    if (yielded) schedule_block_resume(k->ctx);
+    const char *name = kind_name(k->d.kind);
+    if (!ok || w.cancelled) {
+      uint64_t seen = atomic_load_explicit(&table_slot(k, w.next, (int32_t)k->d.seq)->gen,
+                                           memory_order_relaxed);
+      if (comm_stopping(k->c))
+        return comm_fail(k->c, PTO_ESHUTDOWN,
+                         "%s #%" PRId64 " ended: the node stopped chip %d (the node failed) "
+                         "while domain %d rank %d waited for rank %d's call",
+                         name, k->d.seq, k->c->chip, k->dom, k->me, w.next);
+      if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
+      return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
+                       "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
+                       " ms for rank %d's call #%" PRId64 " (its call table holds call #%u of "
+                       "task epoch %u) (task epoch %u)",
+                       name, k->d.seq, k->dom, k->me, ms, w.next, k->d.seq,
+                       (unsigned)(uint32_t)seen, (unsigned)(seen >> 32), k->c->epoch);
+    }
+  }
+  const unsigned char *descs[PTO_COMM_MAX_RANKS];
+  for (int p = 0; p < k->n; p++)
+    descs[p] = (const unsigned char *)&table_slot(k, p, (int32_t)k->d.seq)->d;
+  int rc = check_descs(k, descs);
+  for (int p = 0; !rc && pubs && p < k->n; p++)
+    pubs[p] = table_slot(k, p, (int32_t)k->d.seq)->data;
+  return rc;
+}
+
+/* Does the call's data go with the table? pub_bytes: what each rank
+ * publishes (its whole src; on the broadcast's root only). The same answer
+ * on every rank once the descriptors agree. */
+static bool table_data(const coll *k, size_t pub_bytes) {
+  return k->table != NO_TABLE && k->d.status == 0 && pub_bytes <= COLL_TABLE_DATA;
+}
+
+/* pubs[p] = rank p's whole src, published in its table: its block for me */
+static void mine_of_each(const coll *k, const unsigned char **pubs, size_t bb) {
+  for (int p = 0; p < k->n; p++)
+    pubs[p] += (size_t)k->me * bb;
 }
 
 /* ---- through the backend's own collectives (the MPI backend's) ---- */
@@ -379,11 +565,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
              bb, k->slot);
     k->d.status = PTO_EINVAL;
   }
-  if (k->cd->coll_calls[k->buf].epoch != k->c->epoch) {
-    k->cd->coll_calls[k->buf].epoch = k->c->epoch;
-    k->cd->coll_calls[k->buf].calls = 0;
-  }
-  k->d.seq = ++k->cd->coll_calls[k->buf].calls;
+  k->d.seq = next_call(k);
   const void *blocks[PTO_COMM_MAX_RANKS];
   bool data = block && k->d.status == 0 && bb <= fuse_limit(k);
   for (int p = 0; data && p < k->n; p++)
@@ -437,12 +619,15 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   const pto_kctx *ctx = k->ctx;
   int n = k->n, rc;
   if (k->cd && k->cd->be->coll && (rc = native_exchange(k, bb, NULL, NULL, NULL))) return rc;
+  /* the call table takes the descriptors and, in place of ARRIVE, says
+   * that the peers' data puts landed */
+  bool table = k->table != NO_TABLE;
   pto_tensor seq = cell(k, CELL_SEQ), arrive = cell(k, CELL_ARRIVE), done = cell(k, CELL_DONE);
   int32_t prev;
   if ((rc = pto_signal_read(ctx, k->dom, &seq, &prev))) return rc;
   k->seq = prev + 1;
   if ((rc = pto_notify(ctx, k->dom, k->me, &seq, PTO_SIGNAL_ADD, 1))) return rc;
-  k->d.seq = k->seq;
+  if (!table) k->d.seq = k->seq;
   if (k->d.status == 0 && bb > k->slot) {
     snprintf(k->why, sizeof k->why, "blocks of %zu bytes do not fit the scratch's %zu-byte slots",
              bb, k->slot);
@@ -456,22 +641,28 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   pto_tensor ddst = bytes_view(desc_at(k, k->me), DESC_BYTES, PTO_I64);
   for (int i = 1; i < n; i++) {
     int p = (k->me + i) % n;
-    if ((rc = pto_put(ctx, k->dom, p, &ddst, &dsrc, NULL))) return rc;
+    if (!table && (rc = pto_put(ctx, k->dom, p, &ddst, &dsrc, NULL))) return rc;
     const void *b = k->d.status == 0 && block && bb ? block(k, p, arg) : NULL;
     if (b) {
       pto_tensor src = bytes_view((void *)b, bb, (pto_dtype)k->d.dtype);
       pto_tensor dst = bytes_view(mesh_slot(k, k->me), bb, (pto_dtype)k->d.dtype);
       if ((rc = pto_put(ctx, k->dom, p, &dst, &src, NULL))) return rc;
     }
-    if ((rc = pto_notify(ctx, k->dom, p, &arrive, PTO_SIGNAL_ADD, 1))) return rc;
+    if (!table && (rc = pto_notify(ctx, k->dom, p, &arrive, PTO_SIGNAL_ADD, 1))) return rc;
   }
-  if (n > 1 &&
-      (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
-    return rc;
-  const unsigned char *descs[PTO_COMM_MAX_RANKS] = {NULL};
-  for (int p = 0; p < n; p++)
-    descs[p] = desc_at(k, p);
-  if ((rc = check_descs(k, descs))) return rc;
+  if (table) {
+    /* the generation's release store publishes the puts above too: a
+     * direct backend's puts land at once */
+    if ((rc = table_exchange(k, bb, NULL, 0, NULL))) return rc;
+  } else {
+    if (n > 1 &&
+        (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
+      return rc;
+    const unsigned char *all[PTO_COMM_MAX_RANKS] = {NULL};
+    for (int p = 0; p < n; p++)
+      all[p] = desc_at(k, p);
+    if ((rc = check_descs(k, all))) return rc;
+  }
   for (int p = 0; blk && p < n; p++)
     blk[p] = p == k->me ? NULL : mesh_slot(k, p);
   return 0;
@@ -703,6 +894,11 @@ int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
         k.d.status = PTO_EINVAL;
       }
     }
+    if (!ring && table_data(&k, bytes)) {
+      if ((rc = table_exchange(&k, bytes, in, bytes, blk))) return rc;
+      fold(&k, out, blk);
+      return 0;
+    }
     /* ring moves its data after the exchange of descriptors */
     rc = coll_exchange(&k, ring ? NULL : whole_block, in, ring ? 0 : bytes, blk);
     if (rc) return rc;
@@ -760,6 +956,10 @@ int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
                              .dst = out};
       return native_move(&k, &call, copy, bb);
     }
+  } else if (table_data(&k, bb)) {
+    if ((rc = table_exchange(&k, bb, in, bb, blk))) return rc;
+    gather_blocks(&k, out, blk, bb);
+    return 0;
   } else if ((rc = coll_exchange(&k, whole_block, in, bb, blk))) {
     return rc;
   }
@@ -797,6 +997,13 @@ int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
                              .dst = elem0(dst)};
       return native(&k, &call, NULL, "the data");
     }
+  } else if (table_data(&k, bb)) {
+    if ((rc = table_exchange(&k, bb, in, bb, blk))) return rc;
+    if (root == k.me)
+      memmove(elem0(dst), in, bb);
+    else
+      memcpy(elem0(dst), blk[root], bb);
+    return 0;
   } else if ((rc = coll_exchange(&k, in ? whole_block : NULL, in, bb, blk))) {
     return rc;
   }
@@ -862,6 +1069,11 @@ int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *sc
       if (repro) unstage(rc, all);
       return rc;
     }
+  } else if (table_data(&k, (size_t)k.n * b.bb)) {
+    if ((rc = table_exchange(&k, b.bb, b.in, (size_t)k.n * b.bb, blk))) return rc;
+    mine_of_each(&k, blk, b.bb);
+    fold(&k, out, blk);
+    return 0;
   } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
     return rc;
   }
@@ -902,6 +1114,11 @@ int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
                              .dst = out};
       return native_move(&k, &call, copy, all_bytes);
     }
+  } else if (table_data(&k, all_bytes)) {
+    if ((rc = table_exchange(&k, b.bb, b.in, all_bytes, blk))) return rc;
+    mine_of_each(&k, blk, b.bb);
+    gather_blocks(&k, out, blk, b.bb);
+    return 0;
   } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
     return rc;
   }

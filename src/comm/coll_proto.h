@@ -19,4 +19,18 @@ static inline int32_t coll_ring_value(int32_t s, int n, int k) {
   return (s - 1) * 2 * (n - 1) + k + 1;
 }
 
+/* The call table (coll.c, backends with direct windows): call s of node
+ * task `epoch` is in slot coll_table_slot(s) of the caller's table once
+ * that slot's generation is coll_table_gen(epoch, s); epoch 0 is never a
+ * task's, so a zeroed slot never matches. */
+static inline uint64_t coll_table_gen(uint32_t epoch, int32_t s) {
+  return (uint64_t)epoch << 32 | (uint32_t)s;
+}
+static inline int coll_table_slot(int32_t s) { return s & 1; }
+/* The most a call publishes with its descriptor (each rank's whole src;
+ * the broadcast's root only): larger calls move their data by put. 4 KiB:
+ * up to it the table beat the mesh 3-6x on 2 ranks at 512 B-4 KiB
+ * (docs/comm.md), and the scratch grows by 8.3 KiB only. */
+#define COLL_TABLE_DATA 4096
+
 #endif

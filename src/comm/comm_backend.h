@@ -140,6 +140,15 @@ typedef struct comm_backend {
    * buffers, never the caller's). */
   int (*exchange)(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                   void *cancel_arg, char *why, size_t why_len);
+  /* Optional: rank's window as mapped in this process, for the
+   * collectives' call table (coll.c): my own stores into my window and
+   * loads of peers' words, ordered by release/acquire on the words
+   * themselves and woken with wake, without put or signal. Where it gives
+   * one, put lands before it returns (a later release store publishes it).
+   * NULL (or a NULL result): the backend has no such mapping, or its
+   * stores must go through put and signal (fault injection and controlled
+   * runs hold them back). */
+  unsigned char *(*direct)(comm_win *w, int rank);
 } comm_backend;
 
 extern const comm_backend comm_backend_shm;

@@ -338,6 +338,10 @@ static void shm_wake(comm_win *w, int rank) {
   if (w->base[rank]) pto_event_signal(&hdr(w, rank)->ev);
 }
 
+static unsigned char *shm_direct(comm_win *w, int rank) {
+  return w->fq || w->d.controlled ? NULL : w->base[rank];
+}
+
 static void shm_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {
   if (w->my_rank < 0) return;
   shm_hdr *h = hdr(w, w->my_rank);
@@ -412,4 +416,5 @@ const comm_backend comm_backend_shm = {
     .task_mark = shm_task_mark,
     .quiet = shm_quiet,
     .barrier = shm_barrier,
+    .direct = shm_direct,
 };

@@ -21,6 +21,7 @@ static inline double gen(int r, int64_t i, pto_dtype dt, pto_red_op op) {
 static inline void put_val(void *p, int64_t i, pto_dtype dt, double v) {
   switch (dt) {
   case PTO_F32: ((float *)p)[i] = (float)v; break;
+  case PTO_F64: ((double *)p)[i] = v; break;
   case PTO_F16: ((uint16_t *)p)[i] = f32_to_half((float)v); break;
   case PTO_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
   default: ((int32_t *)p)[i] = (int32_t)v; break;
@@ -30,6 +31,7 @@ static inline void put_val(void *p, int64_t i, pto_dtype dt, double v) {
 static inline double get_val(const void *p, int64_t i, pto_dtype dt) {
   switch (dt) {
   case PTO_F32: return ((const float *)p)[i];
+  case PTO_F64: return ((const double *)p)[i];
   case PTO_F16: return half_to_f32(((const uint16_t *)p)[i]);
   case PTO_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
   default: return ((const int32_t *)p)[i];

@@ -1,8 +1,9 @@
 /* explore.h — the depth-first state-space explorer the protocol tests share
  * (test_drain_explorer.c, test_mailbox_explorer.c, test_wait_model.c,
- * test_coll_explorer.c, test_role_explorer.c, test_pull_explorer.c,
- * test_ready_explorer.c, test_lifecycle_explorer.c; docs/architecture.md:
- * protocols are step functions explored exhaustively by tests).
+ * test_coll_explorer.c, test_coll_table_explorer.c, test_role_explorer.c,
+ * test_pull_explorer.c, test_ready_explorer.c, test_lifecycle_explorer.c;
+ * docs/architecture.md: protocols are step functions explored exhaustively
+ * by tests).
  *
  * A model is a fixed-size state and a set of actors; an actor's action
  * steps a copy of the state. The search visits every reachable state once
