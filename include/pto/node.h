@@ -132,7 +132,8 @@ PTO_API int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_arg
 PTO_API int pto_node_submit_group(pto_node_orch *no, const int *chips, int nchips, pto_orch_fn fn,
                                   pto_args *args, pto_task_id *id);
 /* worker < 0: any sub-worker. `arg` must be valid in the sub-worker (a
- * pointer into host memory, or a global). */
+ * pointer into host memory, or a global). On one host the sub-workers are
+ * processes that map no window: a window view among args is PTO_EINVAL. */
 PTO_API int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg,
                                  pto_args *args, pto_task_id *id);
 /* Checking mode (docs/contracts.md) runs each host task a second time with
