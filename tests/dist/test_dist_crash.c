@@ -4,8 +4,10 @@
  * remains. Also: a chip that hangs (PTO_ECONTROL_TIMEOUT naming the rank),
  * a chip process that is stopped outright (no task deadline set: its
  * missing heartbeat ends the run),
- * a chip that fails to start, and leftovers of a crashed run that the next
- * run sweeps without being disturbed. */
+ * a chip that fails to start, a chip that aborts while its peer waits
+ * inside a small collective (the shared-memory call table's wait), and
+ * leftovers of a crashed run that the next run sweeps without being
+ * disturbed. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,10 +26,14 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
+#include "pto/coll.h"
 #include "scenes/dist_scene.h"
 
-static int k_crash;
-enum { MODE_ABORT = 1, MODE_HANG = 2, MODE_STOP = 3 };
+static int k_crash, k_coll_crash;
+/* the kernels' ids in every chip (registered in this order): the node's
+ * parent, which submits, registers none */
+enum { K_CRASH = 0, K_COLL_CRASH = 1 };
+enum { MODE_ABORT = 1, MODE_HANG = 2, MODE_STOP = 3, MODE_COLL_ABORT = 4 };
 
 static int crash_kernel(const pto_kctx *ctx) {
   int mode = (int)DIST_SCALAR(ctx, 0);
@@ -39,20 +45,46 @@ static int crash_kernel(const pto_kctx *ctx) {
     pause(); /* a hang that ignores cancellation */
 }
 
+/* Chip 0 allreduces 16 floats over the domain (scalar 1) and waits in the
+ * call table for chip 1, which aborts 100 ms into its block instead. */
+static int coll_crash_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 1);
+  if (pto_comm_chip(pto_kctx_comm(ctx)) == 1) {
+    usleep(100000);
+    abort();
+  }
+  float in[16] = {1}, out[16];
+  int64_t n = 16;
+  pto_tensor src, dst;
+  pto_tensor_init(&src, in, sizeof in, PTO_F32, 1, &n);
+  pto_tensor_init(&dst, out, sizeof out, PTO_F32, 1, &n);
+  return pto_allreduce(ctx, dom, &ctx->tensors[0], &dst, &src, PTO_RED_SUM, PTO_COLL_AUTO);
+}
+
 static int crash_init(pto_chip *chip, int rank, void *arg) {
   if (arg && rank == 1) return PTO_EFATAL; /* "fails to start" */
-  return pto_kernel_register_aiv(chip, "crash", crash_kernel, &k_crash);
+  int rc = pto_kernel_register_aiv(chip, "crash", crash_kernel, &k_crash);
+  if (!rc) rc = pto_kernel_register_aiv(chip, "coll_crash", coll_crash_kernel, &k_coll_crash);
+  return rc ? rc : k_crash == K_CRASH && k_coll_crash == K_COLL_CRASH ? 0 : PTO_EFATAL;
 }
 
 static void crash_node(pto_node_orch *no, void *arg) {
   const int chips[2] = {0, 1};
-  const pto_window_buffer bufs[] = {{"dst", 256}};
+  int64_t scratch = (int64_t)pto_coll_scratch_bytes(2, 16 * sizeof(float));
+  const pto_window_buffer bufs[] = {{"dst", 256}, {"scratch", (size_t)scratch}};
   pto_domain dom;
-  if (pto_node_domain_create(no, chips, 2, bufs, 1, &dom)) return;
+  if (pto_node_domain_create(no, chips, 2, bufs, 2, &dom)) return;
   pto_args a;
   pto_args_init(&a);
-  dist_scalars(&a, k_crash, 0, 1);
+  bool coll = (intptr_t)arg == MODE_COLL_ABORT;
+  for (int r = 0; coll && r < 2; r++) { /* each rank's scratch */
+    pto_tensor t;
+    if (pto_node_window_tensor(no, dom, r, "scratch", PTO_U8, 1, &scratch, &t)) return;
+    pto_args_inout(&a, &t);
+  }
+  dist_scalars(&a, coll ? K_COLL_CRASH : K_CRASH, coll ? 1 : 0, 1);
   pto_args_scalar(&a, (uint64_t)(intptr_t)arg);
+  pto_args_scalar(&a, (uint64_t)dom);
   pto_node_submit_group(no, chips, 2, dist_chip_orch, &a, NULL);
 }
 
@@ -118,6 +150,11 @@ static void test_abort_in_chip1(void **state) {
   crash_run(MODE_ABORT, PTO_ECHIP_DIED, 5000);
 }
 
+static void test_abort_in_chip1_during_a_collective(void **state) {
+  (void)state;
+  crash_run(MODE_COLL_ABORT, PTO_ECHIP_DIED, 5000);
+}
+
 static void test_hang_in_chip1(void **state) {
   (void)state;
   crash_run(MODE_HANG, PTO_ECONTROL_TIMEOUT, 5000);
@@ -160,8 +197,11 @@ static void test_stale_objects_are_swept(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_abort_in_chip1),          cmocka_unit_test(test_hang_in_chip1),
-      cmocka_unit_test(test_chip1_stopped),           cmocka_unit_test(test_chip1_fails_to_start),
+      cmocka_unit_test(test_abort_in_chip1),
+      cmocka_unit_test(test_abort_in_chip1_during_a_collective),
+      cmocka_unit_test(test_hang_in_chip1),
+      cmocka_unit_test(test_chip1_stopped),
+      cmocka_unit_test(test_chip1_fails_to_start),
       cmocka_unit_test(test_stale_objects_are_swept),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
