@@ -190,8 +190,7 @@ static void wd_end(pto_run *r) {
 
 void *watchdog_main(void *arg) {
   pto_run *r = arg;
-  uint64_t period = (uint64_t)r->cfg->watchdog_ms * 1000000ull / 8;
-  if (period > 100000000ull) period = 100000000ull;
+  uint64_t period = 0; /* a tick: watchdog_ms / 8, at most 100 ms, read per run */
   wd_wait w = {r, 0};
   uint64_t last = 0, last_ns = 0;
   int64_t last_sub = -1; /* submits at the last tick (spread.c) */
@@ -207,6 +206,10 @@ void *watchdog_main(void *arg) {
     if (ph != w.phase) { /* a run it has not watched: a fresh window */
       if (!wd_begin(r, ph)) continue;
       w.phase = ph;
+      /* the config as this run started (read after its phase, like the
+       * run's other state, so a white-box test may change it between runs) */
+      period = (uint64_t)r->cfg->watchdog_ms * 1000000ull / 8;
+      if (period > 100000000ull) period = 100000000ull;
       last = progress(r);
       last_ns = pto_now_ns();
       last_sub = -1;
