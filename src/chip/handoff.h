@@ -104,6 +104,14 @@ static inline bool handoff_core_may_keep(pto_run *r, core *c, uint64_t d) {
   return true;
 }
 
+/* Whether task t is what a core of c's type could keep: one block of one
+ * core of that type (SHAPE_AIC on an AIC core, SHAPE_AIV on an AIV one),
+ * of no gang. */
+static inline bool handoff_kind_fits(const core *c, const task *t) {
+  return t->block_num == 1 && !t->sync_start &&
+         t->shape == (c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV);
+}
+
 /* Consumers a completion's peek looks at (handoff_worth). */
 #define HANDOFF_LOOKS 16
 
@@ -121,12 +129,10 @@ static inline bool handoff_core_may_keep(pto_run *r, core *c, uint64_t d) {
  * cannot retire before t completes, so its node and slot stay. */
 static inline bool handoff_worth(pto_run *r, const core *c, task *t) {
   if (t->commute) return true;
-  int mine = c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV;
   int64_t node = atomic_load_explicit(&t->fanout_head, memory_order_acquire);
   for (int i = 0; node >= 0 && i < HANDOFF_LOOKS; i++, node = r->deps[node].next) {
     const task *s = r->deps[node].consumer;
-    if (s->shape == mine && s->block_num == 1 && !s->sync_start &&
-        atomic_load_explicit(&s->fanin, memory_order_relaxed) == 1)
+    if (handoff_kind_fits(c, s) && atomic_load_explicit(&s->fanin, memory_order_relaxed) == 1)
       return true;
   }
   return false;
@@ -134,8 +140,7 @@ static inline bool handoff_worth(pto_run *r, const core *c, task *t) {
 
 /* Whether ready task t is the one the finishing core of h keeps. */
 static inline bool handoff_fits(handoff *h, task *t) {
-  if (!h->keep || h->kept || t->block_num != 1 || t->sync_start) return false;
-  if (t->shape != (h->c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV)) return false;
+  if (!h->keep || h->kept || !handoff_kind_fits(h->c, t)) return false;
   return handoff_queued_from(&h->run->queues[t->shape], t->priority) == 0;
 }
 

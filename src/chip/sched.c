@@ -336,6 +336,8 @@ static void queue_ready(pto_run *r, task *t) {
   announce_ready(r, t->shape, t->sync_start);
 }
 
+static void kick_others(pto_run *r, int sh, bool sync_start, const sched *skip);
+
 /* Asks for the passes that place a block pushed to shape sh's queue (or,
  * sync_start, to the gang queue). */
 static void announce_ready(pto_run *r, int sh, bool sync_start) {
@@ -344,13 +346,20 @@ static void announce_ready(pto_run *r, int sh, bool sync_start) {
     s->wake_pending = true; /* decided after its dispatch pass */
     return;
   }
+  kick_others(r, sh, sync_start, s);
+}
+
+/* Asks every scheduler but `skip` for a pass (or, for a block the
+ * orchestrator readied, one that pulls), until the queue is empty. */
+static void kick_others(pto_run *r, int sh, bool sync_start, const sched *skip) {
+  const sched *s = this_sched;
   ready_queue *q = &r->queues[sh];
   /* a single-core block readied by a thread that is no core (the
    * orchestrator) may be left to an idle core that pulls */
   bool delegable = !r->sched_threads && !sync_start && !this_core && !s &&
                    shape_aic((shape)sh) + shape_aiv((shape)sh) == 1;
   for (int i = 0; i < r->nsched; i++) {
-    if (&r->scheds[i] == s) continue;
+    if (&r->scheds[i] == skip) continue;
     if (delegable) {
       /* the puller's pass tells the others what it leaves (leftover) */
       if (sched_request(r, &r->scheds[i], (shape)sh)) break;
@@ -371,15 +380,10 @@ static void handoff_announce(handoff *h, const sched *done) {
   for (int sh = 0; sh <= SHAPE_COUNT; sh++) {
     if (!(h->pushed & (1u << sh))) continue;
     bool sync = sh == SHAPE_COUNT;
-    if (!done) {
+    if (!done)
       announce_ready(r, sync ? SHAPE_AIC : sh, sync);
-      continue;
-    }
-    /* the same loop without `done`, and only while blocks are left */
-    for (int i = 0; i < r->nsched; i++) {
-      if (!sync && !r->sched_threads && rq_queued(&r->queues[sh]) == 0) break;
-      if (&r->scheds[i] != done) sched_kick(r, &r->scheds[i]);
-    }
+    else if (sync || r->sched_threads || rq_queued(&r->queues[sh])) /* blocks left */
+      kick_others(r, sync ? SHAPE_AIC : sh, sync, done);
   }
   h->pushed = 0;
 }
