@@ -161,9 +161,11 @@ typedef struct coll {
   int32_t seq;
   coll_desc d;
   size_t es;
-  comm_dom *cd;   /* the domain, for the backend's own collectives */
-  int buf;        /* the scratch's window buffer */
-  uint64_t table; /* window offset of the call table, or NO_TABLE */
+  comm_dom *cd;     /* the domain, for the backend's own collectives */
+  int buf;          /* the scratch's window buffer */
+  uint64_t table;   /* window offset of the call table, or NO_TABLE */
+  uint64_t view_at; /* window offset of base (the backend's records name it) */
+  bool locked;      /* holds the domain's coll_lock of buf (backends with collectives) */
   /* this rank's own argument error; last, so that coll_open zeroes the
    * fields before it only (zeroing all of it was a tenth of pto's own
    * work in an 8-byte allreduce on the MPI backend) */
@@ -276,10 +278,23 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
     if (comm_valid_view_locate(&k->cd->desc, scratch, &woff, &k->buf, why, sizeof why))
       return comm_fail(k->c, PTO_EINVAL, "%s: scratch %s (domain %d rank %d)", name, why, dom,
                        k->me);
+    /* woff: where the scratch's buffer pointer lies; the view begins later */
+    k->view_at = woff + (uint64_t)(k->base - (unsigned char *)scratch->buf);
     if (!k->cd->be->coll)
-      k->table = woff + (uint64_t)(k->base + HDR_CELLS - (unsigned char *)scratch->buf);
+      k->table = k->view_at + HDR_CELLS;
+    else {
+      /* one call at a time per window buffer: comm.h, coll_lock */
+      pthread_mutex_lock(&k->cd->coll_lock[k->buf]);
+      k->locked = true;
+    }
   }
   return 0;
+}
+
+/* The end of a call that coll_open opened: its result, rc. */
+static int coll_close(coll *k, int rc) {
+  if (k->locked) pthread_mutex_unlock(&k->cd->coll_lock[k->buf]);
+  return rc;
 }
 
 static unsigned char *mesh_slot(const coll *k, int p) { return k->data + (size_t)p * k->slot; }
@@ -545,6 +560,11 @@ typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
 typedef struct coll_rec {
   coll_desc d;
   int64_t epoch;
+  /* The scratch view, by its window offset and length: the calls of every
+   * scratch view of one window buffer meet in the order made there
+   * (comm.h, coll_lock), so a call on another view of it is named, never
+   * its data used for this one's. */
+  int64_t view_at, view_bytes;
 } coll_rec;
 
 /* Steps 1-3 through the backend: every rank sends each peer one record,
@@ -571,7 +591,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   for (int p = 0; data && p < k->n; p++)
     blocks[p] = block(k, p, arg);
   const unsigned char *recs[PTO_COMM_MAX_RANKS];
-  coll_rec mine = {k->d, k->c->epoch};
+  coll_rec mine = {k->d, k->c->epoch, (int64_t)k->view_at, (int64_t)k->bytes};
   comm_exchange x;
   x.hdr = &mine;
   x.hdr_bytes = sizeof mine;
@@ -592,6 +612,15 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
           "scratch buffer's collectives are out of step: use another scratch "
           "buffer, or a new run)",
           kind_name(k->d.kind), k->d.seq, k->dom, k->me, p, o->d.seq, o->epoch, mine.epoch);
+    if (p != k->me && (o->view_at != mine.view_at || o->view_bytes != mine.view_bytes))
+      return comm_fail(k->c, PTO_EINVAL,
+                       "%s #%" PRId64 ": mismatched scratch view on domain %d: rank %d called on "
+                       "bytes [%" PRId64 ", +%" PRId64
+                       ") of window buffer '%s', rank %d on [%" PRId64 ", +%" PRId64
+                       "): the calls on one buffer's views meet in the order made "
+                       "(docs/comm.md)",
+                       kind_name(k->d.kind), k->d.seq, k->dom, k->me, mine.view_at, mine.view_bytes,
+                       k->cd->desc.buffers[k->buf].name, p, o->view_at, o->view_bytes);
   }
   if ((rc = check_descs(k, recs))) return rc; /* a record begins with its descriptor */
   for (int p = 0; blk && p < k->n; p++)
@@ -846,71 +875,76 @@ static int native_allreduce(coll *k, unsigned char *out, const unsigned char *in
   return native(k, &call, NULL, "the data");
 }
 
-int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
-                  const pto_tensor *dst, const pto_tensor *src, pto_red_op op, pto_coll_algo algo) {
-  coll k;
-  int rc = coll_open(&k, ctx, dom, scratch, K_ALLREDUCE);
-  if (rc) return rc;
-  k.d.dtype = src ? src->dtype : -1;
-  k.d.count = src ? pto_tensor_numel(src) : -1;
-  k.d.algo = algo;
-  k.es = dtype_size(k.d.dtype);
-  bool ok = local_ok(&k, "src", src, -1) && local_ok(&k, "dst", dst, k.d.count);
+static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src, pto_red_op op,
+                          pto_coll_algo algo) {
+  int rc = 0;
+  k->d.dtype = src ? src->dtype : -1;
+  k->d.count = src ? pto_tensor_numel(src) : -1;
+  k->d.algo = algo;
+  k->es = dtype_size(k->d.dtype);
+  bool ok = local_ok(k, "src", src, -1) && local_ok(k, "dst", dst, k->d.count);
   if (ok)
-    ok = red_setup(&k, (int)op);
+    ok = red_setup(k, (int)op);
   else
-    k.d.op = op;
+    k->d.op = op;
   if (ok && (algo < PTO_COLL_AUTO || algo > PTO_COLL_MPI))
-    ok = !snprintf(k.why, sizeof k.why, "unknown algorithm %d", (int)algo);
-  if (!ok) k.d.status = PTO_EINVAL;
-  size_t bytes = ok ? (size_t)k.d.count * k.es : 0;
+    ok = !snprintf(k->why, sizeof k->why, "unknown algorithm %d", (int)algo);
+  if (!ok) k->d.status = PTO_EINVAL;
+  size_t bytes = ok ? (size_t)k->d.count * k->es : 0;
   unsigned char *out = ok ? elem0(dst) : NULL;
   const unsigned char *in = ok ? elem0(src) : NULL;
-  bool repro = reproducible(&k);
+  bool repro = reproducible(k);
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
-  bool nat = native_data(&k, true);
+  bool nat = native_data(k, true);
   if (nat) {
     /* small: every rank's data comes with the records, folded here in
      * rank order (so reproducible too) */
-    bool fused = bytes <= fuse_limit(&k);
-    void *all = stage(&k, repro && !fused, (size_t)k.n * bytes);
-    if ((rc = native_exchange(&k, bytes, fused ? whole_block : NULL, in, blk))) {
+    bool fused = bytes <= fuse_limit(k);
+    void *all = stage(k, repro && !fused, (size_t)k->n * bytes);
+    if ((rc = native_exchange(k, bytes, fused ? whole_block : NULL, in, blk))) {
       free(all);
       return rc;
     }
-    if (!fused) return native_allreduce(&k, out, in, bytes, all);
+    if (!fused) return native_allreduce(k, out, in, bytes, all);
   } else {
     /* reproducible: the mesh, which reduces in rank order */
     bool ring = !repro && (algo == PTO_COLL_RING ||
                            (algo != PTO_COLL_MESH && bytes >= PTO_COLL_RING_MIN_BYTES));
-    if (k.n == 1) ring = false;
+    if (k->n == 1) ring = false;
     if (ok && ring) {
       int64_t s, l;
-      chunk_of(k.d.count, k.n, 0, &s, &l);
-      if ((size_t)l * k.es > k.ring_slot) {
-        snprintf(k.why, sizeof k.why,
+      chunk_of(k->d.count, k->n, 0, &s, &l);
+      if ((size_t)l * k->es > k->ring_slot) {
+        snprintf(k->why, sizeof k->why,
                  "ring chunks of %zu bytes do not fit the scratch's %zu-byte ring slots",
-                 (size_t)l * k.es, k.ring_slot);
-        k.d.status = PTO_EINVAL;
+                 (size_t)l * k->es, k->ring_slot);
+        k->d.status = PTO_EINVAL;
       }
     }
-    if (!ring && table_data(&k, bytes)) {
-      if ((rc = table_exchange(&k, bytes, in, bytes, blk))) return rc;
-      fold(&k, out, blk);
+    if (!ring && table_data(k, bytes)) {
+      if ((rc = table_exchange(k, bytes, in, bytes, blk))) return rc;
+      fold(k, out, blk);
       return 0;
     }
     /* ring moves its data after the exchange of descriptors */
-    rc = coll_exchange(&k, ring ? NULL : whole_block, in, ring ? 0 : bytes, blk);
+    rc = coll_exchange(k, ring ? NULL : whole_block, in, ring ? 0 : bytes, blk);
     if (rc) return rc;
     if (ring) {
       memmove(out, in, bytes);
-      rc = ring_allreduce(&k, out);
-      return rc ? rc : coll_done(&k);
+      rc = ring_allreduce(k, out);
+      return rc ? rc : coll_done(k);
     }
   }
-  blk[k.me] = own_block(&k, in, bytes, out, bytes);
-  fold(&k, out, blk);
-  return mesh_done(&k, nat);
+  blk[k->me] = own_block(k, in, bytes, out, bytes);
+  fold(k, out, blk);
+  return mesh_done(k, nat);
+}
+
+int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                  const pto_tensor *dst, const pto_tensor *src, pto_red_op op, pto_coll_algo algo) {
+  coll k;
+  int rc = coll_open(&k, ctx, dom, scratch, K_ALLREDUCE);
+  return rc ? rc : coll_close(&k, allreduce_call(&k, dst, src, op, algo));
 }
 
 /* ---- allgather, broadcast, reduce-scatter, all-to-all ---- */
@@ -928,90 +962,99 @@ static void gather_blocks(const coll *k, unsigned char *out, const unsigned char
     memcpy(out + (size_t)p * bb, blk[p], bb);
 }
 
-int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
-                  const pto_tensor *dst, const pto_tensor *src) {
-  coll k;
-  int rc = coll_open(&k, ctx, dom, scratch, K_ALLGATHER);
-  if (rc) return rc;
-  move_setup(&k, dst, src, src ? pto_tensor_numel(src) : -1);
-  bool ok = local_ok(&k, "src", src, -1) && local_ok(&k, "dst", dst, k.d.count * k.n);
-  if (!ok) k.d.status = PTO_EINVAL;
-  size_t bb = ok ? (size_t)k.d.count * k.es : 0;
+static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src) {
+  int rc = 0;
+  move_setup(k, dst, src, src ? pto_tensor_numel(src) : -1);
+  bool ok = local_ok(k, "src", src, -1) && local_ok(k, "dst", dst, k->d.count * k->n);
+  if (!ok) k->d.status = PTO_EINVAL;
+  size_t bb = ok ? (size_t)k->d.count * k->es : 0;
   const void *in = ok ? elem0(src) : NULL;
   unsigned char *out = ok ? elem0(dst) : NULL;
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
-  bool nat = native_data(&k, false);
+  bool nat = native_data(k, false);
   if (nat) {
-    bool fused = bb <= fuse_limit(&k);
-    void *copy = stage(&k, !fused && overlap(in, bb, out, (size_t)k.n * bb), bb);
-    if ((rc = native_exchange(&k, bb, fused ? whole_block : NULL, in, blk))) {
+    bool fused = bb <= fuse_limit(k);
+    void *copy = stage(k, !fused && overlap(in, bb, out, (size_t)k->n * bb), bb);
+    if ((rc = native_exchange(k, bb, fused ? whole_block : NULL, in, blk))) {
       free(copy);
       return rc;
     }
     if (!fused) {
       comm_coll_call call = {.kind = COMM_ALLGATHER,
-                             .dtype = (pto_dtype)k.d.dtype,
-                             .count = k.d.count,
+                             .dtype = (pto_dtype)k->d.dtype,
+                             .count = k->d.count,
                              .src = in,
                              .dst = out};
-      return native_move(&k, &call, copy, bb);
+      return native_move(k, &call, copy, bb);
     }
-  } else if (table_data(&k, bb)) {
-    if ((rc = table_exchange(&k, bb, in, bb, blk))) return rc;
-    gather_blocks(&k, out, blk, bb);
+  } else if (table_data(k, bb)) {
+    if ((rc = table_exchange(k, bb, in, bb, blk))) return rc;
+    gather_blocks(k, out, blk, bb);
     return 0;
-  } else if ((rc = coll_exchange(&k, whole_block, in, bb, blk))) {
+  } else if ((rc = coll_exchange(k, whole_block, in, bb, blk))) {
     return rc;
   }
-  blk[k.me] = own_block(&k, in, bb, out, (size_t)k.n * bb);
-  gather_blocks(&k, out, blk, bb);
-  return mesh_done(&k, nat);
+  blk[k->me] = own_block(k, in, bb, out, (size_t)k->n * bb);
+  gather_blocks(k, out, blk, bb);
+  return mesh_done(k, nat);
+}
+
+int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                  const pto_tensor *dst, const pto_tensor *src) {
+  coll k;
+  int rc = coll_open(&k, ctx, dom, scratch, K_ALLGATHER);
+  return rc ? rc : coll_close(&k, allgather_call(&k, dst, src));
+}
+
+static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src, int root) {
+  int rc = 0;
+  move_setup(k, dst, NULL, dst ? pto_tensor_numel(dst) : -1);
+  k->d.root = root;
+  bool ok = local_ok(k, "dst", dst, -1);
+  if (ok && (root < 0 || root >= k->n))
+    ok = !snprintf(k->why, sizeof k->why, "root %d outside the domain (ranks 0..%d)", root,
+                   k->n - 1);
+  if (ok && root == k->me) ok = local_ok(k, "src (on the root)", src, k->d.count);
+  if (!ok) k->d.status = PTO_EINVAL;
+  size_t bb = ok ? (size_t)k->d.count * k->es : 0;
+  const void *in = ok && root == k->me ? elem0(src) : NULL;
+  const unsigned char *blk[PTO_COMM_MAX_RANKS];
+  bool nat = native_data(k, false);
+  if (nat) {
+    bool fused = bb <= fuse_limit(k);
+    if ((rc = native_exchange(k, bb, fused && in ? whole_block : NULL, in, blk))) return rc;
+    if (!fused) {
+      /* the root moves src into dst, which MPI_Ibcast then sends */
+      comm_coll_call call = {.kind = COMM_BROADCAST,
+                             .dtype = (pto_dtype)k->d.dtype,
+                             .root = root,
+                             .count = k->d.count,
+                             .src = in,
+                             .dst = elem0(dst)};
+      return native(k, &call, NULL, "the data");
+    }
+  } else if (table_data(k, bb)) {
+    if ((rc = table_exchange(k, bb, in, bb, blk))) return rc;
+    if (root == k->me)
+      memmove(elem0(dst), in, bb);
+    else
+      memcpy(elem0(dst), blk[root], bb);
+    return 0;
+  } else if ((rc = coll_exchange(k, in ? whole_block : NULL, in, bb, blk))) {
+    return rc;
+  }
+  if (root == k->me)
+    memmove(elem0(dst), in, bb);
+  else
+    memcpy(elem0(dst), blk[root], bb);
+  return mesh_done(k, nat);
 }
 
 int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
                   const pto_tensor *dst, const pto_tensor *src, int root) {
   coll k;
   int rc = coll_open(&k, ctx, dom, scratch, K_BROADCAST);
-  if (rc) return rc;
-  move_setup(&k, dst, NULL, dst ? pto_tensor_numel(dst) : -1);
-  k.d.root = root;
-  bool ok = local_ok(&k, "dst", dst, -1);
-  if (ok && (root < 0 || root >= k.n))
-    ok = !snprintf(k.why, sizeof k.why, "root %d outside the domain (ranks 0..%d)", root, k.n - 1);
-  if (ok && root == k.me) ok = local_ok(&k, "src (on the root)", src, k.d.count);
-  if (!ok) k.d.status = PTO_EINVAL;
-  size_t bb = ok ? (size_t)k.d.count * k.es : 0;
-  const void *in = ok && root == k.me ? elem0(src) : NULL;
-  const unsigned char *blk[PTO_COMM_MAX_RANKS];
-  bool nat = native_data(&k, false);
-  if (nat) {
-    bool fused = bb <= fuse_limit(&k);
-    if ((rc = native_exchange(&k, bb, fused && in ? whole_block : NULL, in, blk))) return rc;
-    if (!fused) {
-      /* the root moves src into dst, which MPI_Ibcast then sends */
-      comm_coll_call call = {.kind = COMM_BROADCAST,
-                             .dtype = (pto_dtype)k.d.dtype,
-                             .root = root,
-                             .count = k.d.count,
-                             .src = in,
-                             .dst = elem0(dst)};
-      return native(&k, &call, NULL, "the data");
-    }
-  } else if (table_data(&k, bb)) {
-    if ((rc = table_exchange(&k, bb, in, bb, blk))) return rc;
-    if (root == k.me)
-      memmove(elem0(dst), in, bb);
-    else
-      memcpy(elem0(dst), blk[root], bb);
-    return 0;
-  } else if ((rc = coll_exchange(&k, in ? whole_block : NULL, in, bb, blk))) {
-    return rc;
-  }
-  if (root == k.me)
-    memmove(elem0(dst), in, bb);
-  else
-    memcpy(elem0(dst), blk[root], bb);
-  return mesh_done(&k, nat);
+  return rc ? rc : coll_close(&k, broadcast_call(&k, dst, src, root));
 }
 
 typedef struct blocks {
@@ -1025,104 +1068,113 @@ static const void *block_p(const coll *k, int p, const void *arg) {
   return b->in + (size_t)p * b->bb;
 }
 
-int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
-                       const pto_tensor *dst, const pto_tensor *src, pto_red_op op) {
-  coll k;
-  int rc = coll_open(&k, ctx, dom, scratch, K_REDUCE_SCATTER);
-  if (rc) return rc;
-  move_setup(&k, dst, src, dst ? pto_tensor_numel(dst) : -1);
-  bool ok = local_ok(&k, "dst", dst, -1) && local_ok(&k, "src", src, k.d.count * k.n);
+static int reduce_scatter_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
+                               pto_red_op op) {
+  int rc = 0;
+  move_setup(k, dst, src, dst ? pto_tensor_numel(dst) : -1);
+  bool ok = local_ok(k, "dst", dst, -1) && local_ok(k, "src", src, k->d.count * k->n);
   if (ok)
-    ok = red_setup(&k, (int)op);
+    ok = red_setup(k, (int)op);
   else
-    k.d.op = op;
-  if (!ok) k.d.status = PTO_EINVAL;
-  blocks b = {ok ? elem0(src) : NULL, ok ? (size_t)k.d.count * k.es : 0};
+    k->d.op = op;
+  if (!ok) k->d.status = PTO_EINVAL;
+  blocks b = {ok ? elem0(src) : NULL, ok ? (size_t)k->d.count * k->es : 0};
   unsigned char *out = ok ? elem0(dst) : NULL;
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
-  bool nat = native_data(&k, true);
+  bool nat = native_data(k, true);
   if (nat) {
     /* small: every rank's block for me comes with its record; else
      * reproducible: every rank's block for me (an all-to-all), folded here
      * in rank order */
-    bool repro = reproducible(&k), fused = b.bb <= fuse_limit(&k);
-    size_t all_bytes = (size_t)k.n * b.bb;
-    void *all = stage(&k, repro && !fused, all_bytes);
-    void *copy = stage(&k, !repro && !fused && overlap(b.in, all_bytes, out, b.bb), all_bytes);
-    if ((rc = native_exchange(&k, b.bb, fused ? block_p : NULL, &b, blk))) {
+    bool repro = reproducible(k), fused = b.bb <= fuse_limit(k);
+    size_t all_bytes = (size_t)k->n * b.bb;
+    void *all = stage(k, repro && !fused, all_bytes);
+    void *copy = stage(k, !repro && !fused && overlap(b.in, all_bytes, out, b.bb), all_bytes);
+    if ((rc = native_exchange(k, b.bb, fused ? block_p : NULL, &b, blk))) {
       free(all);
       free(copy);
       return rc;
     }
     if (!fused) {
       comm_coll_call call = {.kind = repro ? COMM_ALLTOALL : COMM_REDUCE_SCATTER,
-                             .dtype = (pto_dtype)k.d.dtype,
-                             .op = (int)(k.d.op & ~PTO_RED_REPRODUCIBLE),
-                             .count = k.d.count,
+                             .dtype = (pto_dtype)k->d.dtype,
+                             .op = (int)(k->d.op & ~PTO_RED_REPRODUCIBLE),
+                             .count = k->d.count,
                              .src = b.in,
                              .dst = repro ? all : out};
-      rc = native_move(&k, &call, copy, all_bytes);
+      rc = native_move(k, &call, copy, all_bytes);
       if (!rc && repro) {
-        strided(&k, blk, all, b.bb);
-        fold(&k, out, blk);
+        strided(k, blk, all, b.bb);
+        fold(k, out, blk);
       }
       if (repro) unstage(rc, all);
       return rc;
     }
-  } else if (table_data(&k, (size_t)k.n * b.bb)) {
-    if ((rc = table_exchange(&k, b.bb, b.in, (size_t)k.n * b.bb, blk))) return rc;
-    mine_of_each(&k, blk, b.bb);
-    fold(&k, out, blk);
+  } else if (table_data(k, (size_t)k->n * b.bb)) {
+    if ((rc = table_exchange(k, b.bb, b.in, (size_t)k->n * b.bb, blk))) return rc;
+    mine_of_each(k, blk, b.bb);
+    fold(k, out, blk);
     return 0;
-  } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
+  } else if ((rc = coll_exchange(k, block_p, &b, b.bb, blk))) {
     return rc;
   }
-  blk[k.me] = own_block(&k, b.in + (size_t)k.me * b.bb, b.bb, out, b.bb);
-  fold(&k, out, blk);
-  return mesh_done(&k, nat);
+  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, b.bb);
+  fold(k, out, blk);
+  return mesh_done(k, nat);
+}
+
+int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
+                       const pto_tensor *dst, const pto_tensor *src, pto_red_op op) {
+  coll k;
+  int rc = coll_open(&k, ctx, dom, scratch, K_REDUCE_SCATTER);
+  return rc ? rc : coll_close(&k, reduce_scatter_call(&k, dst, src, op));
+}
+
+static int alltoall_call(coll *k, const pto_tensor *dst, const pto_tensor *src) {
+  int rc = 0;
+  int64_t total = src ? pto_tensor_numel(src) : -1;
+  move_setup(k, dst, src, total >= 0 && total % k->n == 0 ? total / k->n : -1);
+  bool ok = local_ok(k, "src", src, -1) && local_ok(k, "dst", dst, total);
+  if (ok && total % k->n)
+    ok = !snprintf(k->why, sizeof k->why,
+                   "src has %" PRId64 " elements, not a multiple of %d ranks", total, k->n);
+  if (!ok) k->d.status = PTO_EINVAL;
+  blocks b = {ok ? elem0(src) : NULL, ok ? (size_t)k->d.count * k->es : 0};
+  unsigned char *out = ok ? elem0(dst) : NULL;
+  size_t all_bytes = (size_t)k->n * b.bb;
+  const unsigned char *blk[PTO_COMM_MAX_RANKS];
+  bool nat = native_data(k, false);
+  if (nat) {
+    bool fused = b.bb <= fuse_limit(k);
+    void *copy = stage(k, !fused && overlap(b.in, all_bytes, out, all_bytes), all_bytes);
+    if ((rc = native_exchange(k, b.bb, fused ? block_p : NULL, &b, blk))) {
+      free(copy);
+      return rc;
+    }
+    if (!fused) {
+      comm_coll_call call = {.kind = COMM_ALLTOALL,
+                             .dtype = (pto_dtype)k->d.dtype,
+                             .count = k->d.count,
+                             .src = b.in,
+                             .dst = out};
+      return native_move(k, &call, copy, all_bytes);
+    }
+  } else if (table_data(k, all_bytes)) {
+    if ((rc = table_exchange(k, b.bb, b.in, all_bytes, blk))) return rc;
+    mine_of_each(k, blk, b.bb);
+    gather_blocks(k, out, blk, b.bb);
+    return 0;
+  } else if ((rc = coll_exchange(k, block_p, &b, b.bb, blk))) {
+    return rc;
+  }
+  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, all_bytes);
+  gather_blocks(k, out, blk, b.bb);
+  return mesh_done(k, nat);
 }
 
 int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
                  const pto_tensor *dst, const pto_tensor *src) {
   coll k;
   int rc = coll_open(&k, ctx, dom, scratch, K_ALLTOALL);
-  if (rc) return rc;
-  int64_t total = src ? pto_tensor_numel(src) : -1;
-  move_setup(&k, dst, src, total >= 0 && total % k.n == 0 ? total / k.n : -1);
-  bool ok = local_ok(&k, "src", src, -1) && local_ok(&k, "dst", dst, total);
-  if (ok && total % k.n)
-    ok = !snprintf(k.why, sizeof k.why, "src has %" PRId64 " elements, not a multiple of %d ranks",
-                   total, k.n);
-  if (!ok) k.d.status = PTO_EINVAL;
-  blocks b = {ok ? elem0(src) : NULL, ok ? (size_t)k.d.count * k.es : 0};
-  unsigned char *out = ok ? elem0(dst) : NULL;
-  size_t all_bytes = (size_t)k.n * b.bb;
-  const unsigned char *blk[PTO_COMM_MAX_RANKS];
-  bool nat = native_data(&k, false);
-  if (nat) {
-    bool fused = b.bb <= fuse_limit(&k);
-    void *copy = stage(&k, !fused && overlap(b.in, all_bytes, out, all_bytes), all_bytes);
-    if ((rc = native_exchange(&k, b.bb, fused ? block_p : NULL, &b, blk))) {
-      free(copy);
-      return rc;
-    }
-    if (!fused) {
-      comm_coll_call call = {.kind = COMM_ALLTOALL,
-                             .dtype = (pto_dtype)k.d.dtype,
-                             .count = k.d.count,
-                             .src = b.in,
-                             .dst = out};
-      return native_move(&k, &call, copy, all_bytes);
-    }
-  } else if (table_data(&k, all_bytes)) {
-    if ((rc = table_exchange(&k, b.bb, b.in, all_bytes, blk))) return rc;
-    mine_of_each(&k, blk, b.bb);
-    gather_blocks(&k, out, blk, b.bb);
-    return 0;
-  } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
-    return rc;
-  }
-  blk[k.me] = own_block(&k, b.in + (size_t)k.me * b.bb, b.bb, out, all_bytes);
-  gather_blocks(&k, out, blk, b.bb);
-  return mesh_done(&k, nat);
+  return rc ? rc : coll_close(&k, alltoall_call(&k, dst, src));
 }

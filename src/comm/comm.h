@@ -58,12 +58,18 @@ typedef struct comm_dom {
   _Atomic uint32_t barrier_seq; /* barriers of this task; reset with the epoch */
   pthread_mutex_t barrier_lock; /* one barrier at a time per rank */
   /* Collectives per scratch buffer in the current task (coll.c): the call
-   * number a rank publishes when the backend runs them (one collective at
-   * a time per scratch buffer, so only one thread writes an entry). */
+   * number a rank publishes when the backend runs them. The backend's
+   * collectives and record exchanges of one window buffer go through one
+   * communicator, where they meet in the order made, so a rank makes them
+   * one at a time: coll_lock is held for a whole call (two kernels calling
+   * on two scratch views of one buffer at once would otherwise interleave
+   * their records and collectives differently on each rank, and race on
+   * the entry and on the backend's staging). */
   struct {
     uint32_t epoch;
     int32_t calls;
   } coll_calls[PTO_COMM_MAX_BUFFERS];
+  pthread_mutex_t coll_lock[PTO_COMM_MAX_BUFFERS];
   /* How long this process's signal waits on the domain took lately, ns
    * (ops.c, wait_spin): a running average, relaxed (a heuristic). */
   _Atomic uint64_t wait_ns;

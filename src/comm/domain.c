@@ -67,6 +67,12 @@ comm_dom *comm_find(const pto_comm *c, int32_t id) {
   return NULL;
 }
 
+static void dom_locks_destroy(comm_dom *d) {
+  pthread_mutex_destroy(&d->barrier_lock);
+  for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++)
+    pthread_mutex_destroy(&d->coll_lock[i]);
+}
+
 int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank) {
   if (d->nranks < 1 || d->nranks > PTO_COMM_MAX_RANKS || my_rank >= d->nranks) return PTO_EINVAL;
   if (comm_find(c, d->id)) return PTO_EINVAL;
@@ -97,10 +103,12 @@ int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank) {
   dom->my_rank = my_rank;
   dom->be = be;
   pthread_mutex_init(&dom->barrier_lock, NULL);
+  for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++)
+    pthread_mutex_init(&dom->coll_lock[i], NULL);
   char why[256] = "";
   int rc = dom->be->create(d, my_rank, &dom->win, why, sizeof why);
   if (rc) {
-    pthread_mutex_destroy(&dom->barrier_lock);
+    dom_locks_destroy(dom);
     free(dom);
     return comm_fail(c, rc, "domain %d rank %d: %s backend: %s", d->id, my_rank, be->name,
                      why[0] ? why : "creating the window failed");
@@ -127,7 +135,7 @@ void comm_domain_close(pto_comm *c, int32_t id, bool unlink) {
     comm_dom *d = c->doms[i];
     if (!d || d->desc.id != id) continue;
     d->be->destroy(d->win, unlink);
-    pthread_mutex_destroy(&d->barrier_lock);
+    dom_locks_destroy(d);
     free(d);
     c->doms[i] = NULL;
   }

@@ -235,6 +235,27 @@ static int cases_kernel(const pto_kctx *ctx) {
   return rc;
 }
 
+/* Block order within one chip's task of two blocks (cases 12, 13): the
+ * node task (its epoch, which never repeats) in which each block last
+ * ended in this process, so that a later run waits for its own blocks,
+ * not for a mark left by the run before. */
+static _Atomic uint32_t ended_in[2];
+
+static void block_ends(const pto_kctx *ctx) {
+  atomic_store(&ended_in[ctx->block_idx], pto_kctx_comm(ctx)->epoch);
+}
+
+/* Waits until block `first` of this node task has ended (the safety net:
+ * 10 s). */
+static int after_block(const pto_kctx *ctx, int first) {
+  uint32_t epoch = pto_kctx_comm(ctx)->epoch;
+  for (int ms = 0; atomic_load(&ended_in[first]) != epoch; ms++) {
+    if (ms == 10000) return pto_kctx_fail(ctx, PTO_EWAIT_TIMEOUT, "block %d never ended", first);
+    usleep(1000);
+  }
+  return 0;
+}
+
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 10: a count whose data goes with the call table on rank 0 and by put on rank 1;
  * 6, 7: a bad argument on both ranks). tensors: scratch, the result row [1] (i32: this
@@ -294,12 +315,8 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     /* the MPI backend (across hosts) takes the collectives of one window
      * buffer one at a time (docs/comm.md): there block 1 starts after
      * block 0 */
-    static _Atomic int blocks_done;
     bool one_at_a_time = comm_find(pto_kctx_comm(ctx), dom)->desc.backend == COMM_BACKEND_MPI;
-    for (int ms = 0; one_at_a_time && ctx->block_idx == 1 && atomic_load(&blocks_done) < 1; ms++) {
-      if (ms == 10000) return PTO_EWAIT_TIMEOUT; /* a safety net */
-      usleep(1000);
-    }
+    if (one_at_a_time && ctx->block_idx == 1 && (rc = after_block(ctx, 0))) return rc;
     for (int i = 0; i < 200 && !rc; i++) {
       for (int j = 0; j < 16; j++)
         buf[j] = (float)(1000 * ctx->block_idx + 10 * me + i + j);
@@ -312,8 +329,34 @@ static int mismatch_kernel(const pto_kctx *ctx) {
           rc = PTO_EINVAL;
         }
     }
-    atomic_fetch_add(&blocks_done, 1);
+    block_ends(ctx);
     return rc; /* both blocks: no result row (one element per rank) */
+  }
+  case 13: { /* as 12; on the MPI backend rank 0's block 0 calls first and rank 1's block 1
+              * (on shared memory the blocks run at once: there the order would deadlock,
+              * each first block waiting for its peer's, which waits for its second) */
+    int64_t half = (pto_tensor_numel(s) / 2) & ~(int64_t)63, at = ctx->block_idx * half;
+    pto_tensor mine;
+    pto_tensor_slice(s, &at, &half, &mine);
+    int first = me == 0 ? 0 : 1;
+    bool mpi = comm_find(pto_kctx_comm(ctx), dom)->desc.backend == COMM_BACKEND_MPI;
+    if (ctx->block_idx == 0) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = mpi ? 1 : 2;
+    if (mpi && ctx->block_idx != first && (rc = after_block(ctx, first))) return rc;
+    for (int i = 0; i < 3 && !rc; i++) {
+      for (int j = 0; j < 16; j++)
+        buf[j] = (float)(1000 * ctx->block_idx + 10 * me + i + j);
+      rc = pto_allreduce(ctx, dom, &mine, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
+      for (int j = 0; j < 16 && !rc; j++)
+        if (out[j] != (float)(2 * (1000 * ctx->block_idx + i + j) + 10)) {
+          fprintf(stderr, "rank %d block %d call %d: out[%d] = %g, expected %g\n", me,
+                  ctx->block_idx, i, j, (double)out[j],
+                  (double)(2 * (1000 * ctx->block_idx + i + j) + 10));
+          rc = pto_kctx_fail(ctx, PTO_EINVAL, "rank %d block %d: wrong sums", me,
+                             ctx->block_idx);
+        }
+    }
+    block_ends(ctx);
+    return rc;
   }
   case 9: /* op: reproducible on one rank only */
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
@@ -481,6 +524,20 @@ static void test_collectives_checked(void **state) {
 /* Rank 1 calls with one argument different: both ranks fail with
  * PTO_EINVAL naming it, and the run says which; so do arguments bad on
  * both ranks (a scratch too small, a dtype that cannot be reduced). */
+/* Run N+1 after a failed collective run N on the same node: two blocks of
+ * each chip make 200 small allreduces each, checked (case 12). A call, a
+ * descriptor or a count left in a call table by run N would show here as
+ * a mismatch, a wrong sum or a hang. */
+static void good_run_after(pto_node *n, run_arg *ra, const char *after) {
+  run_arg good = *ra;
+  good.mismatch = 12;
+  good.blocks = 2;
+  pto_error_info err;
+  int rc = pto_node_run(n, coll_node, &good, &err);
+  if (rc) fprintf(stderr, "the run after %s: %s: %s\n", after, pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+}
+
 static void test_mismatch(void **state) {
   (void)state;
   static const char *field[] = {"mismatched count",       "mismatched dtype",
@@ -505,6 +562,7 @@ static void test_mismatch(void **state) {
     assert_int_equal(res[0], PTO_EINVAL);
     assert_int_equal(res[1], PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
+    good_run_after(n, &ra, field[m]);
   }
   pto_node_destroy(n);
 }
@@ -514,7 +572,7 @@ static void test_mismatch(void **state) {
  * naming the call and what it waited for, never a hang. */
 static void test_missing(void **state) {
   (void)state;
-  pto_node *n = make_node(2, false, 300, false);
+  pto_node *n = make_node(2, false, 1000, false);
   run_arg ra = {.tasks = 1, .mismatch = 11};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
@@ -532,6 +590,8 @@ static void test_missing(void **state) {
    * mpirun across hosts) the exchange */
   assert_true(strstr(err.details, "for rank 1's call #1") ||
               strstr(err.details, "for the descriptors of the other ranks"));
+  /* rank 0's call #1 stayed published in its call table */
+  good_run_after(n, &ra, "a call rank 1 never made");
   pto_node_destroy(n);
 }
 
@@ -549,6 +609,38 @@ static void test_two_scratch_views(void **state) {
   int rc = pto_node_run(n, coll_node, &ra, &err);
   if (rc) fprintf(stderr, "run: %s: %s\n", pto_status_name(rc), err.details);
   assert_int_equal(rc, 0);
+  pto_node_destroy(n);
+}
+
+/* Two blocks of each chip on two halves of one scratch buffer. On shared
+ * memory they run at once: each scratch view keeps its own call table, so
+ * both views' calls meet their own and the sums are right. The MPI
+ * backend keeps one communicator per window buffer, where calls meet in
+ * the order made; there the blocks go one after the other, in opposite
+ * orders on the two ranks (rank 0's block 0 first, rank 1's block 1), so
+ * rank 0's first call meets rank 1's first, made on the other view. That
+ * is named, as a mismatched scratch view, before any data is used, never
+ * summed into the wrong block. */
+static void test_scratch_views_in_opposite_orders(void **state) {
+  (void)state;
+  pto_node *n = make_node(2, false, 0, false);
+  run_arg ra = {.tasks = 1, .mismatch = 13, .blocks = 2};
+  int64_t eight = 8;
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
+  memset(ra.res.buf, 0, 32);
+  pto_error_info err;
+  int rc = pto_node_run(n, coll_node, &ra, &err);
+  const int32_t *res = ra.res.buf;
+  fprintf(stderr, "backend %s: run %s: %s\n", res[0] == 1 ? "MPI" : "shared memory",
+          pto_status_name(rc), rc ? err.details : "");
+  assert_true(res[0] == 1 || res[0] == 2);
+  if (res[0] == 2) {
+    assert_int_equal(rc, 0);
+  } else {
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, "mismatched scratch view"));
+    good_run_after(n, &ra, "calls on two scratch views in opposite orders");
+  }
   pto_node_destroy(n);
 }
 
@@ -642,6 +734,7 @@ int main(void) {
       cmocka_unit_test(test_mismatch),
       cmocka_unit_test(test_missing),
       cmocka_unit_test(test_two_scratch_views),
+      cmocka_unit_test(test_scratch_views_in_opposite_orders),
       cmocka_unit_test(test_node_level), /* last: it needs 4 chips */
   };
   size_t n = sizeof tests / sizeof tests[0];
