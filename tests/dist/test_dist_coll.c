@@ -351,8 +351,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
           fprintf(stderr, "rank %d block %d call %d: out[%d] = %g, expected %g\n", me,
                   ctx->block_idx, i, j, (double)out[j],
                   (double)(2 * (1000 * ctx->block_idx + i + j) + 10));
-          rc = pto_kctx_fail(ctx, PTO_EINVAL, "rank %d block %d: wrong sums", me,
-                             ctx->block_idx);
+          rc = pto_kctx_fail(ctx, PTO_EINVAL, "rank %d block %d: wrong sums", me, ctx->block_idx);
         }
     }
     block_ends(ctx);
