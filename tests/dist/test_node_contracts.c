@@ -12,6 +12,8 @@
  * to a peer's signal cell that the node task does not pass as a written
  * view of that peer's window (a window target) is refused and named, and
  * sets nothing; one to a declared cell lands.
+ * Under mpirun, a host task's writes to a window buffer it was passed are
+ * held to its views too.
  * Without checking mode the breaking programs run unchecked. The same
  * program runs under mpiexec -np 2 (ctest mpi.node_contracts.np2), chip 1
  * then being MPI rank 1: its breach is named from its own process.
@@ -565,6 +567,75 @@ static void test_host_task_window_argument_once(void **state) {
   }
 }
 
+/* Under mpirun only (as above): a host task that writes rank 0's "dst" (a
+ * window buffer) outside the views it was passed is named as one writing
+ * node host memory is. Scalar 0: 1 writes one element past its INOUT view
+ * (elements 0..HALF-1), 2 writes element 3 of its INPUT view. */
+static int window_past(const pto_args *a, void *arg) {
+  (void)arg;
+  int32_t *w = i32(&a->tensors[0]);
+  if (a->scalars[0] == 1)
+    w[HALF] = 0x21;
+  else
+    w[3] = 0x22;
+  return 0;
+}
+
+static void window_past_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
+  pto_domain dom;
+  int64_t n = HALF;
+  pto_tensor v;
+  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom) ||
+      pto_node_window_tensor(no, dom, 0, "dst", PTO_I32, 1, &n, &v))
+    return;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_add(&a, p->access, &v);
+  pto_args_scalar(&a, (uint64_t)p->n0);
+  pto_node_submit_host(no, -1, window_past, NULL, &a, NULL);
+}
+
+static void test_host_task_window_writes_checked(void **state) {
+  (void)state;
+  static const struct {
+    int how;
+    pto_access access;
+    const char *want[2];
+  } cases[] = {
+      {1,
+       PTO_INOUT,
+       {"node task 0 (host task on worker 0) wrote outside its declared writes: argument 0 "
+        "(INOUT, window buffer",
+        "byte 128 changed 0x00 -> 0x21, outside its OUTPUT_EXISTING/INOUT views"}},
+      {2,
+       PTO_INPUT,
+       {"argument 0 (INPUT, window buffer", "byte 12 changed 0x00 -> 0x22, inside its INPUT view"}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    for (int check = 1; check >= 0; check--) {
+      pto_node *n = make_node(check);
+      probe p = {.n0 = cases[i].how, .access = cases[i].access};
+      pto_error_info err;
+      int rc = pto_node_run(n, window_past_orch, &p, &err);
+      pto_node_destroy(n);
+      fprintf(stderr, "host task writing a window %s (check %d): %s: %s\n",
+              cases[i].how == 1 ? "past its INOUT view" : "into its INPUT view", check,
+              pto_status_name(rc), err.details);
+      if (!check) { /* unchecked without checking mode */
+        assert_int_equal(rc, 0);
+        continue;
+      }
+      assert_int_equal(rc, PTO_ECONTRACT);
+      assert_int_equal(err.task_id, 0);
+      assert_int_equal(err.arg, 0);
+      for (int w = 0; w < 2; w++)
+        assert_non_null(strstr(err.details, cases[i].want[w]));
+    }
+  }
+}
+
 /* Opted out, the same host task passes (run_host asserts both rows). */
 static void test_host_task_read_check_opt_out(void **state) {
   (void)state;
@@ -591,6 +662,7 @@ int main(void) {
   };
   const struct CMUnitTest mpi_tests[] = {
       cmocka_unit_test(test_host_task_window_argument_once),
+      cmocka_unit_test(test_host_task_window_writes_checked),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   if (dist_chips_available() != INT_MAX) /* under mpirun (mpi.node_contracts.np2) */
