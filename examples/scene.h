@@ -30,6 +30,9 @@ typedef struct pto_scene_report {
   pto_node_stats node; /* multi-chip scenes (node.nchips > 0): of the last round */
   bool config_refused; /* the chip or node refused its configuration (err says why) */
   char message[512];   /* what was checked, or what differed */
+  /* what the scene did not assert in this run, and why (checking mode);
+   * the CLI prints it on a line of its own */
+  char unchecked[256];
 } pto_scene_report;
 
 /* What a scene's options act on (pto run refuses --seed and --fault-inject
@@ -38,8 +41,9 @@ enum {
   PTO_SCENE_RANDOM = 1,     /* --seed seeds its inputs */
   PTO_SCENE_MULTI_CHIP = 2, /* a node of chips: --fault-inject applies, --seed seeds it */
   /* it verifies how the scheduler runs blocks in time (fast path, drains,
-   * a kernel the orchestrator waits to see start): checking mode, which
-   * runs blocks one at a time instead, does not apply (--check refuses it) */
+   * a kernel the orchestrator waits to see start): under checking mode,
+   * which runs blocks one at a time instead, it asserts only its data and
+   * says in rep->unchecked what it left out */
   PTO_SCENE_SCHEDULING = 4,
 };
 

@@ -78,8 +78,9 @@ static void put_node(pto_node_orch *no, void *arg) {
                                     {"acc", 4},
                                     {"sig", 8}};
   pto_domain dom;
-  if (pto_node_domain_create(no, chips, 2, bufs, 7, &dom) == 0) /* the peers put into 1..5 */
-    dist_pair_group_targets(no, arg, k_put, dom, false, &bufs[1], 5);
+  /* the peers put into buffers 1..5 and notify 6 */
+  if (pto_node_domain_create(no, chips, 2, bufs, 7, &dom) == 0)
+    dist_pair_group_targets(no, arg, k_put, dom, false, &bufs[1], 6);
 }
 
 static int dist_put_run(const pto_scene_opts *o, pto_scene_report *rep) {

@@ -282,6 +282,37 @@ static inline int ss_submit_task(pto_orch *o, ss_scene *sc, int i, const pto_tas
   return ss_submit(o, &sc->k, &sc->task[i], &sc->tglobal, deps, ndeps);
 }
 
+/* Checking mode (docs/contracts.md) runs the blocks one at a time, on the
+ * orchestrator's thread, whenever it waits: nothing runs beside it, and no
+ * scheduler launches gangs, so a scene asserts only its data there (every
+ * core ran once, a gang's cores together), not how the scheduler placed
+ * blocks in time. */
+static inline bool ss_checking(const ss_scene *sc) { return sc->cfg->check != 0; }
+
+static inline bool ss_started(void *p) {
+  /* acquire: pairs with the kernel's release store of the flag */
+  return __atomic_load_n((const int32_t *)p, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Waits until task `i`, already submitted, has started on a core (its
+ * flags include SS_STARTED). In checking mode no block runs while the
+ * orchestrator polls, so it waits for the task to finish instead (which
+ * runs it). PTO_OK, or the run fails naming what never came. */
+static inline int ss_wait_started(pto_orch *o, ss_scene *sc, int i) {
+  if (ss_checking(sc)) return pto_orch_wait_task(o, sc->task[i].id, -1);
+  if (pto_wait(NULL, ss_started, &sc->global[SS_G_STARTED], pto_deadline_ms(5000))) return PTO_OK;
+  return pto_orch_fatal(o, "%s: tasks 0..%d submitted, none started within 5 s", sc->name, i);
+}
+
+/* In checking mode: says, on the report's line of its own, which of the
+ * scene's assertions (about the scheduler's timing) the run left out. */
+static inline void ss_note_unchecked(pto_scene_report *rep, const char *what) {
+  snprintf(rep->unchecked, sizeof rep->unchecked,
+           "checking mode runs blocks one at a time, so the scheduler's timing is not asserted: "
+           "%s",
+           what);
+}
+
 /* Orchestration that submits every task in order. */
 static inline void ss_orch_all(pto_orch *o, void *arg) {
   ss_scene *sc = arg;

@@ -10,19 +10,11 @@
 #define SV_NORMAL 18
 #define SV_EVERY  6
 
-static bool sv_started(void *p) {
-  /* acquire: pairs with the kernel's release store of the flag */
-  return __atomic_load_n((const int32_t *)p, __ATOMIC_ACQUIRE) != 0;
-}
-
 static void sync_starvation_orch(pto_orch *o, void *arg) {
   ss_scene *sc = arg;
   for (int i = 0; i < sc->ntasks; i++) {
-    if (sc->task[i].sync &&
-        !pto_wait(NULL, sv_started, &sc->global[SS_G_STARTED], pto_deadline_ms(5000))) {
-      pto_orch_fatal(o, "sync_starvation: no normal task started within 5 s");
-      return;
-    }
+    /* the normal task before the gang is running (task 0 is normal) */
+    if (sc->task[i].sync && ss_wait_started(o, sc, i - 1)) return;
     if (ss_submit_task(o, sc, i, NULL, 0)) return;
   }
 }
@@ -46,7 +38,7 @@ static int sync_starvation_run(const pto_scene_opts *opts, pto_scene_report *rep
       const ss_task *t = &sc->task[gang[g]];
       rep->verified = ss_check_probes_equal(rep, "sync_starvation", t, gang[g]);
       const int per = sc->task[0].width * ss_parts(SS_MIX); /* cores per normal task */
-      if (rep->verified && t->probe[0] > SV_EVERY * (g + 1) * per) {
+      if (rep->verified && !ss_checking(sc) && t->probe[0] > SV_EVERY * (g + 1) * per) {
         cs_fail(rep,
                 "sync_starvation: sync_start task %d started after %d cores of normal "
                 "tasks had finished; only the %d normal tasks (%d cores) submitted before "
@@ -64,6 +56,9 @@ static int sync_starvation_run(const pto_scene_opts *opts, pto_scene_report *rep
              sc->task[gang[0]].probe[0], sc->task[gang[1]].probe[0],
              SV_NORMAL * sc->task[0].width * ss_parts(SS_MIX));
     ss_message(rep, sc, what);
+    if (ss_checking(sc))
+      ss_note_unchecked(rep, "each gang starting before the normal tasks submitted after it "
+                             "finish (blocks run in a random order the graph allows)");
   }
   return ss_finish(sc, rep, rc);
 }

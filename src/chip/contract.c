@@ -494,7 +494,13 @@ typedef struct part {
 } part;
 
 static void part_run(part *p) {
+  /* the core the part stands for shows the task running, as a core thread
+   * does around a block: a unit that never returns is named by the
+   * watchdog as a task stuck on that core, not as a dependency deadlock */
+  _Atomic int64_t *cur = &((pto_run *)p->ctx.run)->cores[p->ctx.core_id].cur_task;
+  atomic_store_explicit(cur, p->ctx.task_id, memory_order_relaxed); /* watchdog, advisory */
   p->rc = p->fn(&p->ctx);
+  atomic_store_explicit(cur, PTO_TASK_NONE, memory_order_relaxed);
   const char *w = p->rc ? kernel_why_take(&p->ctx) : "";
   snprintf(p->why, sizeof p->why, "%s", w);
 }

@@ -1,4 +1,5 @@
-/* window_check.c — checking mode on a node: where a remote store may land.
+/* window_check.c — checking mode on a node: where a remote store or signal
+ * may land, and what a remote load may read.
  *
  * A node task declares the window bytes its kernels may store into on a
  * peer the way it declares any write: it passes that peer's view of the
@@ -7,7 +8,9 @@
  * the node hands its task's arguments to each chip (pto_comm.check_args),
  * and every remote store and atomic add is held against them before it
  * writes anything: a byte outside fails the op (and the task) with
- * PTO_ECONTRACT naming the byte. A remote load or get reads only bytes
+ * PTO_ECONTRACT naming the byte. A signal (pto_notify) writes its cell's
+ * 8 bytes on the peer, so the cell must lie in a window target too. A
+ * remote load or get reads only bytes
  * of the peer's window that one of the task's views names, of any access
  * (INPUT included: a declared read). Views are compared by the bytes they
  * touch (common/region.h), at the addresses every process of the node maps
@@ -64,14 +67,16 @@ static int check_run(void *arg, int64_t remote, int64_t local, int64_t n) {
 }
 
 /* Whether every byte of `remote` on rank `peer` lies in a view of the node
- * task that pick() takes; w's bad and now say where not. */
+ * task that pick() takes; w's bad and now say where not (now: from
+ * `values`, the bytes the op would write, laid out as `local`; NULL when
+ * it writes none of its own). */
 static bool within(const pto_args *decl, bool (*pick)(int), const comm_dom *d, int peer,
-                   const pto_tensor *remote, const pto_tensor *local, uint64_t woff, bool load,
-                   walk *w) {
+                   const pto_tensor *remote, const pto_tensor *local, uint64_t woff,
+                   const unsigned char *values, walk *w) {
   *w = (walk){.nt = 0,
               .at = d->desc.base + (uint64_t)peer * d->desc.win_bytes,
               .woff = woff,
-              .local = load ? NULL : (const unsigned char *)local->buf,
+              .local = values,
               .es = pto_dtype_size((pto_dtype)remote->dtype)};
   for (int a = 0; a < decl->ntensors; a++)
     if (pick(decl->access[a])) region_view_init(&decl->tensors[a], &w->tv[w->nt++]);
@@ -83,7 +88,7 @@ int window_check_load(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int p
                       const comm_buffer_desc *b) {
   const pto_args *decl = c->check_args;
   walk w;
-  if (!decl || within(decl, is_source, d, peer, remote, local, woff, true, &w)) return 0;
+  if (!decl || within(decl, is_source, d, peer, remote, local, woff, NULL, &w)) return 0;
   unsigned char there = 0;
   d->be->get(d->win, peer, w.bad, &there, 1); /* for the report only: 0 if it cannot */
   return comm_fail(c, PTO_ECONTRACT,
@@ -100,7 +105,9 @@ int window_check_store(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int 
                        uint64_t woff, const comm_buffer_desc *b, bool add) {
   const pto_args *decl = c->check_args;
   walk w;
-  if (!decl || within(decl, is_target, d, peer, remote, local, woff, false, &w)) return 0;
+  if (!decl ||
+      within(decl, is_target, d, peer, remote, local, woff, (const unsigned char *)local->buf, &w))
+    return 0;
   unsigned char old = 0;
   d->be->get(d->win, peer, w.bad, &old, 1); /* for the report only: 0 if it cannot */
   char now[48];
@@ -115,4 +122,33 @@ int window_check_store(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int 
                    "INOUT or NO_DEP",
                    ctx->task_id, contract_kernel_name(ctx), ctx->block_idx, ctx->block_num, op,
                    peer, d->desc.id, b->name, w.bad - b->offset, old, now, peer, b->name);
+}
+
+int window_check_signal(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int peer,
+                        const char *op, uint64_t off, const comm_buffer_desc *b, pto_signal_op sop,
+                        int32_t v) {
+  const pto_args *decl = c->check_args;
+  if (!decl) return 0;
+  /* the cell as a one-element view at window offset off: its 8 bytes are
+   * what the signal writes (the epoch-tagged word, comm/signal.h) */
+  int64_t one = 1;
+  uint64_t word = 0;
+  pto_tensor cell;
+  walk w;
+  if (pto_tensor_init(&cell, &word, sizeof word, PTO_I64, 1, &one) == 0 &&
+      within(decl, is_target, d, peer, &cell, &cell, off, NULL, &w))
+    return 0;
+  char what[48];
+  if (sop == PTO_SIGNAL_ADD)
+    snprintf(what, sizeof what, "an add of %" PRId32, v);
+  else
+    snprintf(what, sizeof what, "a set to %" PRId32, v);
+  return comm_fail(c, PTO_ECONTRACT,
+                   "task %" PRId64 " (kernel '%s') block %d/%d: %s to rank %d of domain %d: "
+                   "signal cell '%s'[%" PRIu64 "] (byte %" PRIu64 ") is outside the node "
+                   "task's window targets (%s): pass rank %d's view of '%s' as OUTPUT_EXISTING, "
+                   "INOUT or NO_DEP",
+                   ctx->task_id, contract_kernel_name(ctx), ctx->block_idx, ctx->block_num, op,
+                   peer, d->desc.id, b->name, (off - b->offset) / 8, off - b->offset, what, peer,
+                   b->name);
 }

@@ -1,7 +1,7 @@
 /* window_check.h — checking mode on a node (docs/contracts.md, "Node
- * runs"): a remote store or atomic add must land inside the window targets
- * its node task declared, and a remote load read only bytes one of its
- * views names. */
+ * runs"): a remote store, atomic add or signal must land inside the window
+ * targets its node task declared, and a remote load read only bytes one of
+ * its views names. */
 #ifndef PTO_COMM_WINDOW_CHECK_H
 #define PTO_COMM_WINDOW_CHECK_H
 
@@ -29,5 +29,15 @@ int window_check_store(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int 
 int window_check_load(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int peer, const char *op,
                       const pto_tensor *remote, const pto_tensor *local, uint64_t woff,
                       const comm_buffer_desc *b);
+
+/* Before a signal op (`op`, e.g. "notify") writes the cell at window
+ * offset off (8 bytes, in buffer b) on rank `peer` of d: 0 when checking
+ * mode is off or the cell lies in a window target of rank `peer` (as for a
+ * store: a view the node task passes as OUTPUT_EXISTING, INOUT, NO_DEP or
+ * COMMUTE). Else PTO_ECONTRACT naming the kernel's task, the op, the peer
+ * and the cell; nothing is written. */
+int window_check_signal(pto_comm *c, const pto_kctx *ctx, const comm_dom *d, int peer,
+                        const char *op, uint64_t off, const comm_buffer_desc *b, pto_signal_op sop,
+                        int32_t v);
 
 #endif

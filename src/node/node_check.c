@@ -10,7 +10,9 @@
  * PTO_ECONTRACT, naming the argument, the byte and its old and new values.
  * A chip task's units were checked on its chip already, with their blocks
  * and kernels named; this catches host tasks, and what no chip task
- * declared (a chip's view of host memory it was not passed).
+ * declared (a chip's view of host memory it was not passed). Under mpirun
+ * a host task's window arguments' buffers (mapped here) are copied and
+ * compared with node host memory.
  *
  * A host task's reads are checked where it runs, in its sub-worker
  * (node_check_host_run): it runs a second time with every byte of node
@@ -31,27 +33,6 @@
 #include "node/node_internal.h"
 
 bool node_check_on(const pto_node *n) { return n->cfg.chip.check == 1; }
-
-bool node_check_before(pto_node *n, node_task *t, int slot) {
-  n->check_slot = slot;
-  if (!node_check_on(n) || !n->host_used) return true;
-  if (n->check_cap < n->host_used) {
-    unsigned char *p = realloc(n->check_snap, n->host_used);
-    if (!p) {
-      t->status = PTO_ENOMEM;
-      t->err.code = PTO_ENOMEM;
-      snprintf(t->err.details, sizeof t->err.details,
-               "node task %" PRId64 ": checking mode: no memory for a copy of %zu bytes of node "
-               "host memory",
-               t->id, n->host_used);
-      return false;
-    }
-    n->check_snap = p;
-    n->check_cap = n->host_used;
-  }
-  memcpy(n->check_snap, n->host, n->host_used);
-  return true;
-}
 
 static bool writes(int access) { return access != PTO_INPUT; }
 
@@ -126,36 +107,81 @@ static bool arg_spans(const pto_args *a, bool (*pick)(int), spans *s) {
   return true;
 }
 
-/* The first byte (offset in host memory) that changed outside t's written
- * views, -1 if none, -2 when out of memory for the views' runs. */
-static int64_t first_stray(const pto_node *n, const node_task *t) {
-  spans s = {0};
-  if (!arg_spans(&t->args, writes, &s)) {
-    free(s.v);
-    return -2;
+/* The window buffers a task's write check covers besides node host
+ * memory: under mpirun a host task runs on a thread of this process, which
+ * maps the windows it may be passed (node_task.c refuses another rank's
+ * MPI RMA window), so the base buffers of its arguments that lie outside
+ * node host memory are copied and compared as node host memory is. Sorted and
+ * merged into reg (PTO_MAX_TENSOR_ARGS); returns their bytes in all. A
+ * forked host worker (one host) maps no window, and a chip task's window
+ * writes are its chip's to check. */
+static size_t window_regions(const pto_node *n, const node_task *t, span *reg, int *nreg) {
+  spans s = {reg, 0, PTO_MAX_TENSOR_ARGS, 0, 0};
+  const uintptr_t h0 = (uintptr_t)n->host, h1 = h0 + n->host_used;
+  for (int i = 0; n->mpi && t->kind == TASK_HOST && i < t->args.ntensors; i++) {
+    const pto_tensor *v = &t->args.tensors[i];
+    const uintptr_t lo = (uintptr_t)v->buf;
+    if (v->buf && v->buf_bytes && (lo < h0 || lo >= h1)) reg[s.n++] = (span){lo, lo + v->buf_bytes};
   }
-  const unsigned char *now = n->host, *old = n->check_snap;
-  uintptr_t h0 = (uintptr_t)n->host;
-  int64_t bad = -1;
+  spans_merge(&s);
+  *nreg = (int)s.n;
+  size_t bytes = 0;
+  for (size_t k = 0; k < s.n; k++)
+    bytes += reg[k].hi - reg[k].lo;
+  return bytes;
+}
+
+bool node_check_before(pto_node *n, node_task *t, int slot) {
+  n->check_slot = slot;
+  if (!node_check_on(n)) return true;
+  span reg[PTO_MAX_TENSOR_ARGS];
+  int nreg;
+  const size_t need = n->host_used + window_regions(n, t, reg, &nreg);
+  if (!need) return true;
+  if (n->check_cap < need) {
+    unsigned char *p = realloc(n->check_snap, need);
+    if (!p) {
+      t->status = PTO_ENOMEM;
+      t->err.code = PTO_ENOMEM;
+      snprintf(t->err.details, sizeof t->err.details,
+               "node task %" PRId64 ": checking mode: no memory for a copy of %zu bytes of node "
+               "host memory and window buffers",
+               t->id, need);
+      return false;
+    }
+    n->check_snap = p;
+    n->check_cap = need;
+  }
+  /* node host memory, then each window region */
+  if (n->host_used) memcpy(n->check_snap, n->host, n->host_used);
+  size_t at = n->host_used;
+  for (int k = 0; k < nreg; k++) {
+    memcpy(n->check_snap + at, (const void *)reg[k].lo, reg[k].hi - reg[k].lo);
+    at += reg[k].hi - reg[k].lo;
+  }
+  return true;
+}
+
+/* The first byte of [base, base + len) that differs from its copy old
+ * outside the written runs w, as an offset; -1 if none. */
+static int64_t first_change(const unsigned char *base, const unsigned char *old, size_t len,
+                            const spans *w) {
+  const uintptr_t h0 = (uintptr_t)base;
   size_t i = 0, k = 0;
-  while (i < n->host_used && bad < 0) {
-    while (k < s.n && s.v[k].hi <= h0 + i)
+  while (i < len) {
+    while (k < w->n && w->v[k].hi <= h0 + i)
       k++;
-    if (k < s.n && s.v[k].lo <= h0 + i) { /* written: skip to the run's end */
-      i = s.v[k].hi - h0 < n->host_used ? s.v[k].hi - h0 : n->host_used;
+    if (k < w->n && w->v[k].lo <= h0 + i) { /* written: skip to the run's end */
+      i = w->v[k].hi - h0 < len ? w->v[k].hi - h0 : len;
       continue;
     }
-    size_t end = k < s.n && s.v[k].lo - h0 < n->host_used ? s.v[k].lo - h0 : n->host_used;
-    if (memcmp(now + i, old + i, end - i))
+    size_t end = k < w->n && w->v[k].lo - h0 < len ? w->v[k].lo - h0 : len;
+    if (memcmp(base + i, old + i, end - i))
       for (; i < end; i++)
-        if (now[i] != old[i]) {
-          bad = (int64_t)i;
-          break;
-        }
+        if (base[i] != old[i]) return (int64_t)i;
     i = end;
   }
-  free(s.v);
-  return bad;
+  return -1;
 }
 
 static const char *access_name(int a) {
@@ -164,20 +190,55 @@ static const char *access_name(int a) {
   return a >= 0 && a <= PTO_COMMUTE ? n[a] : "?";
 }
 
+/* The first byte that changed outside t's written views, in node host
+ * memory and then in t's window regions (as node_check_before copied
+ * them); NULL if none, with *old its value before. False when out of
+ * memory. */
+static bool first_stray(const pto_node *n, const node_task *t, const unsigned char **x,
+                        unsigned *old) {
+  span reg[PTO_MAX_TENSOR_ARGS];
+  int nreg;
+  *x = NULL;
+  const size_t win = window_regions(n, t, reg, &nreg);
+  if (!n->host_used && !win) return true;
+  spans w = {0};
+  if (!arg_spans(&t->args, writes, &w)) {
+    free(w.v);
+    return false;
+  }
+  int64_t at = n->host_used ? first_change(n->host, n->check_snap, n->host_used, &w) : -1;
+  if (at >= 0) {
+    *x = n->host + at;
+    *old = n->check_snap[at];
+  }
+  size_t off = n->host_used; /* of the window regions' copies, after node host memory's */
+  for (int k = 0; !*x && k < nreg; k++) {
+    const size_t len = reg[k].hi - reg[k].lo;
+    at = first_change((const unsigned char *)reg[k].lo, n->check_snap + off, len, &w);
+    if (at >= 0) {
+      *x = (const unsigned char *)reg[k].lo + at;
+      *old = n->check_snap[off + (size_t)at];
+    }
+    off += len;
+  }
+  free(w.v);
+  return true;
+}
+
 void node_check_after(pto_node *n, node_task *t) {
-  if (!node_check_on(n) || t->status || !n->host_used) return;
-  int64_t stray = first_stray(n, t);
-  if (stray == -1) return;
-  if (stray == -2) {
+  if (!node_check_on(n) || t->status) return;
+  const unsigned char *x;
+  unsigned old = 0;
+  if (!first_stray(n, t, &x, &old)) {
     t->status = PTO_ENOMEM;
     t->err.code = PTO_ENOMEM;
     snprintf(t->err.details, sizeof t->err.details,
              "node task %" PRId64 ": checking mode: out of memory", t->id);
     return;
   }
-  size_t at = (size_t)stray;
-  const unsigned char *x = n->host + at;
-  unsigned old = n->check_snap[at], now = *x;
+  if (!x) return;
+  unsigned now = *x;
+  const bool in_host = x >= n->host && x < n->host + n->host_used;
   char who[64];
   if (t->kind == TASK_HOST)
     snprintf(who, sizeof who, "host task on worker %d", n->check_slot - n->cfg.nchips);
@@ -203,17 +264,17 @@ void node_check_after(pto_node *n, node_task *t) {
     bool input = t->args.access[arg] == PTO_INPUT && view_has(v, x);
     snprintf(t->err.details, sizeof t->err.details,
              "node task %" PRId64 " (%s) wrote outside its declared writes: argument %d (%s, "
-             "node host buffer %p of %zu bytes) byte %zu changed 0x%02x -> 0x%02x, %s "
+             "%s buffer %p of %zu bytes) byte %zu changed 0x%02x -> 0x%02x, %s "
              "[checking mode: node tasks run one at a time]",
-             t->id, who, arg, access_name(t->args.access[arg]), v->buf, v->buf_bytes,
-             (size_t)(x - (const unsigned char *)v->buf), old, now,
+             t->id, who, arg, access_name(t->args.access[arg]), in_host ? "node host" : "window",
+             v->buf, v->buf_bytes, (size_t)(x - (const unsigned char *)v->buf), old, now,
              input ? "inside its INPUT view" : "outside its OUTPUT_EXISTING/INOUT views");
   } else {
     snprintf(t->err.details, sizeof t->err.details,
              "node task %" PRId64 " (%s) wrote node host memory it was not passed: byte %zu of "
              "node host memory (%p) changed 0x%02x -> 0x%02x [checking mode: node tasks run one "
              "at a time]",
-             t->id, who, at, (const void *)x, old, now);
+             t->id, who, (size_t)(x - n->host), (const void *)x, old, now);
   }
 }
 

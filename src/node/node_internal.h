@@ -137,8 +137,8 @@ struct pto_node {
    * latches it (node_latch_foreign) */
   _Atomic(const char *) foreign_call;
   pto_node_stats stats; /* of the current (then last) run */
-  /* checking mode (node_check.c): node host memory as it was when the
-   * running task was launched */
+  /* checking mode (node_check.c): node host memory, then a host task's
+   * window buffers, as they were when the running task was launched */
   unsigned char *check_snap;
   size_t check_cap;
   int check_slot;         /* the running task's (first) child slot */
@@ -250,13 +250,15 @@ void node_tasks_end(pto_node *n);
 /* Checking mode is on for this node (cfg.chip.check). */
 bool node_check_on(const pto_node *n);
 /* Task t is about to be launched on child `slot` (its first): node host
- * memory is snapshot. False (t failed with PTO_ENOMEM) when there is no
- * memory for the snapshot. */
+ * memory (and, under mpirun, a host task's window buffers) is snapshot.
+ * False (t failed with PTO_ENOMEM) when there is no memory for the
+ * snapshot. */
 bool node_check_before(pto_node *n, node_task *t, int slot);
-/* Task t's last part replied: a byte of node host memory that changed
- * outside t's OUTPUT_EXISTING / INOUT / NO_DEP / COMMUTE views fails t with
- * PTO_ECONTRACT (unless it failed already). Only one task runs at a time in
- * checking mode, so every change is t's. */
+/* Task t's last part replied: a byte of node host memory (or of the
+ * window buffers snapshot) that changed outside t's OUTPUT_EXISTING /
+ * INOUT / NO_DEP / COMMUTE views fails t with PTO_ECONTRACT (unless it
+ * failed already). Only one task runs at a time in checking mode, so every
+ * change is t's. */
 void node_check_after(pto_node *n, node_task *t);
 /* Fills f's read_check and host_used for task t's launch: a host task in
  * checking mode whose function did not opt out is run twice by its

@@ -8,7 +8,12 @@
  * through its `arg`) is named, with the argument and byte, unless its
  * function opted out of the read check (pto_node_skip_read_check). A remote
  * load or get of a peer's window bytes that no view of the node task names
- * is refused and named; one inside a view declared INPUT runs.
+ * is refused and named; one inside a view declared INPUT runs. A notify
+ * to a peer's signal cell that the node task does not pass as a written
+ * view of that peer's window (a window target) is refused and named, and
+ * sets nothing; one to a declared cell lands.
+ * Under mpirun, a host task's writes to a window buffer it was passed are
+ * held to its views too.
  * Without checking mode the breaking programs run unchecked. The same
  * program runs under mpiexec -np 2 (ctest mpi.node_contracts.np2), chip 1
  * then being MPI rank 1: its breach is named from its own process.
@@ -32,7 +37,7 @@
 
 static int32_t *i32(const pto_tensor *t) { return (int32_t *)t->buf + t->offset; }
 
-enum { K_STORE = 0, K_ROW = 1, K_LOAD = 2 }; /* registration order, the same on every chip */
+enum { K_STORE = 0, K_ROW = 1, K_LOAD = 2, K_NOTIFY = 3 }; /* registration order, on every chip */
 
 /* ---- kernels (in the chip processes) ---- */
 
@@ -68,6 +73,18 @@ static int load_kernel(const pto_kctx *ctx) {
                  : pto_get(ctx, dom, peer, &dst, &src, NULL);
 }
 
+/* Rank r adds 1 to cell scalar (1 + r) of its peer's "sig". */
+static int notify_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
+  pto_comm *c = pto_kctx_comm(ctx);
+  int me = pto_comm_rank(c, dom), peer = (me + 1) % 2;
+  int64_t two = 2, at = (int64_t)DIST_SCALAR(ctx, 1 + me), one = 1;
+  pto_tensor sig, cell;
+  int rc = pto_comm_window_tensor(c, dom, me, "sig", PTO_I64, 1, &two, &sig);
+  if (!rc) rc = pto_tensor_slice(&sig, &at, &one, &cell);
+  return rc ? rc : pto_notify(ctx, dom, peer, &cell, PTO_SIGNAL_ADD, 1);
+}
+
 /* Its tensor 0 (a row of HALF i32) = 1000 + j. */
 static int row_kernel(const pto_kctx *ctx) {
   for (int j = 0; j < HALF; j++)
@@ -76,10 +93,13 @@ static int row_kernel(const pto_kctx *ctx) {
 }
 
 static int contracts_init(pto_chip *chip, int rank, void *arg) {
-  int a = -1, b = -1, l = -1, rc = pto_kernel_register_aiv(chip, "store_past", store_kernel, &a);
+  int a = -1, b = -1, l = -1, s = -1;
+  int rc = pto_kernel_register_aiv(chip, "store_past", store_kernel, &a);
   if (!rc) rc = pto_kernel_register_aiv(chip, "row", row_kernel, &b);
   if (!rc) rc = pto_kernel_register_aiv(chip, "load_past", load_kernel, &l);
-  return rc ? rc : a == K_STORE && b == K_ROW && l == K_LOAD ? 0 : PTO_EINVAL;
+  if (!rc) rc = pto_kernel_register_aiv(chip, "notify_past", notify_kernel, &s);
+  if (rc) return rc;
+  return a == K_STORE && b == K_ROW && l == K_LOAD && s == K_NOTIFY ? 0 : PTO_EINVAL;
 }
 
 static pto_node *make_node(bool check) {
@@ -296,6 +316,93 @@ static void test_remote_load_inside_views_runs(void **state) {
   assert_int_equal(run_store(false, &p, &err), 0); /* unchecked without checking mode */
 }
 
+/* ---- signals ---- */
+
+/* Each rank's cell 0 of "sig" passed as p->access; rank r notifies its
+ * peer's cell p->n0 (rank 0) or p->n1 (rank 1). got[0][c] = the low word
+ * of the peer's cell c after the task (the value, for this task's epoch). */
+static void notify_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const pto_window_buffer bufs[] = {{"sig", 2 * 8}};
+  pto_domain dom;
+  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom)) return;
+  pto_args a;
+  pto_args_init(&a);
+  int64_t two = 2, at = 0, one = 1;
+  for (int r = 0; r < 2; r++) {
+    pto_tensor sig, cell;
+    if (pto_node_window_tensor(no, dom, r, "sig", PTO_I64, 1, &two, &sig) ||
+        pto_tensor_slice(&sig, &at, &one, &cell))
+      return;
+    pto_args_add(&a, p->access, &cell);
+  }
+  dist_scalars(&a, K_NOTIFY, 1, 1);
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_args_scalar(&a, (uint64_t)p->n0);
+  pto_args_scalar(&a, (uint64_t)p->n1);
+  pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);
+  pto_node_wait_all(no);
+  int peer = p->n1 ? 0 : 1;     /* the rank whose peer notifies an undeclared cell, if any */
+  for (int c = 0; c < 2; c++) { /* cell 0 is poisoned after a failed task; cell 1 no task names */
+    pto_tensor sig, cell;
+    int64_t word = 0, ci = c;
+    p->rc_read[c] = pto_node_window_tensor(no, dom, peer, "sig", PTO_I64, 1, &two, &sig);
+    if (!p->rc_read[c]) p->rc_read[c] = pto_tensor_slice(&sig, &ci, &one, &cell);
+    if (!p->rc_read[c]) p->rc_read[c] = pto_node_read(no, &cell, &word);
+    p->got[0][c] = (int32_t)(uint32_t)word;
+  }
+}
+
+static int run_notify(bool check, probe *p, pto_error_info *err) {
+  pto_node *n = make_node(check);
+  int rc = pto_node_run(n, notify_orch, p, err);
+  pto_node_destroy(n);
+  return rc;
+}
+
+static void test_notify_outside_targets_is_named(void **state) {
+  (void)state;
+  probe p = {.n0 = 1, .n1 = 0, .access = PTO_INOUT}; /* rank 0 notifies rank 1's cell 1 */
+  pto_error_info err;
+  int rc = run_notify(true, &p, &err);
+  fprintf(stderr, "notify of an undeclared cell: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "chip rank 0, node task 0: task 0 (kernel 'notify_past') "
+                                      "block 0/1: notify to rank 1 of domain"));
+  assert_non_null(strstr(err.details, "signal cell 'sig'[1] (byte 8) is outside the node task's "
+                                      "window targets (an add of 1): pass rank 1's view of 'sig' "
+                                      "as OUTPUT_EXISTING, INOUT or NO_DEP"));
+  assert_string_equal(err.kernel, "notify_past");
+  assert_int_equal(p.rc_read[1], 0);
+  assert_int_equal(p.got[0][1], 0); /* refused: the cell was not set */
+  /* a cell declared only as INPUT (a read) is no target either */
+  probe q = {.n0 = 0, .n1 = 0, .access = PTO_INPUT};
+  rc = run_notify(true, &q, &err);
+  fprintf(stderr, "notify of a cell declared INPUT: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "signal cell 'sig'[0] (byte 0) is outside the node task's "
+                                      "window targets"));
+}
+
+static void test_notify_inside_targets_lands(void **state) {
+  (void)state;
+  for (int nodep = 0; nodep < 2; nodep++) {
+    probe p = {.n0 = 0, .n1 = 0, .access = nodep ? PTO_NO_DEP : PTO_INOUT};
+    pto_error_info err;
+    int rc = run_notify(true, &p, &err);
+    if (rc) fprintf(stderr, "nodep %d: %s: %s\n", nodep, pto_status_name(rc), err.details);
+    assert_int_equal(rc, 0);
+    assert_int_equal(p.rc_read[0], 0);
+    assert_int_equal(p.got[0][0], 1);
+    assert_int_equal(p.got[0][1], 0);
+  }
+  probe p = {.n0 = 1, .n1 = 0, .access = PTO_INOUT};
+  pto_error_info err;
+  assert_int_equal(run_notify(false, &p, &err), 0); /* unchecked without checking mode */
+  assert_int_equal(p.rc_read[1], 0);
+  assert_int_equal(p.got[0][1], 1);
+}
+
 /* ---- host tasks ---- */
 
 /* x: INPUT, 16 i32; y: OUTPUT_EXISTING, row 0 of a [2, HALF] i32 tensor;
@@ -460,6 +567,75 @@ static void test_host_task_window_argument_once(void **state) {
   }
 }
 
+/* Under mpirun only (as above): a host task that writes rank 0's "dst" (a
+ * window buffer) outside the views it was passed is named as one writing
+ * node host memory is. Scalar 0: 1 writes one element past its INOUT view
+ * (elements 0..HALF-1), 2 writes element 3 of its INPUT view. */
+static int window_past(const pto_args *a, void *arg) {
+  (void)arg;
+  int32_t *w = i32(&a->tensors[0]);
+  if (a->scalars[0] == 1)
+    w[HALF] = 0x21;
+  else
+    w[3] = 0x22;
+  return 0;
+}
+
+static void window_past_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
+  pto_domain dom;
+  int64_t n = HALF;
+  pto_tensor v;
+  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom) ||
+      pto_node_window_tensor(no, dom, 0, "dst", PTO_I32, 1, &n, &v))
+    return;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_add(&a, p->access, &v);
+  pto_args_scalar(&a, (uint64_t)p->n0);
+  pto_node_submit_host(no, -1, window_past, NULL, &a, NULL);
+}
+
+static void test_host_task_window_writes_checked(void **state) {
+  (void)state;
+  static const struct {
+    int how;
+    pto_access access;
+    const char *want[2];
+  } cases[] = {
+      {1,
+       PTO_INOUT,
+       {"node task 0 (host task on worker 0) wrote outside its declared writes: argument 0 "
+        "(INOUT, window buffer",
+        "byte 128 changed 0x00 -> 0x21, outside its OUTPUT_EXISTING/INOUT views"}},
+      {2,
+       PTO_INPUT,
+       {"argument 0 (INPUT, window buffer", "byte 12 changed 0x00 -> 0x22, inside its INPUT view"}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    for (int check = 1; check >= 0; check--) {
+      pto_node *n = make_node(check);
+      probe p = {.n0 = cases[i].how, .access = cases[i].access};
+      pto_error_info err;
+      int rc = pto_node_run(n, window_past_orch, &p, &err);
+      pto_node_destroy(n);
+      fprintf(stderr, "host task writing a window %s (check %d): %s: %s\n",
+              cases[i].how == 1 ? "past its INOUT view" : "into its INPUT view", check,
+              pto_status_name(rc), err.details);
+      if (!check) { /* unchecked without checking mode */
+        assert_int_equal(rc, 0);
+        continue;
+      }
+      assert_int_equal(rc, PTO_ECONTRACT);
+      assert_int_equal(err.task_id, 0);
+      assert_int_equal(err.arg, 0);
+      for (int w = 0; w < 2; w++)
+        assert_non_null(strstr(err.details, cases[i].want[w]));
+    }
+  }
+}
+
 /* Opted out, the same host task passes (run_host asserts both rows). */
 static void test_host_task_read_check_opt_out(void **state) {
   (void)state;
@@ -477,6 +653,8 @@ int main(void) {
       cmocka_unit_test(test_remote_store_unchecked_without_checking_mode),
       cmocka_unit_test(test_remote_load_outside_views_is_named),
       cmocka_unit_test(test_remote_load_inside_views_runs),
+      cmocka_unit_test(test_notify_outside_targets_is_named),
+      cmocka_unit_test(test_notify_inside_targets_lands),
       cmocka_unit_test(test_host_task_writes_checked),
       cmocka_unit_test(test_host_task_undeclared_read_is_named),
       cmocka_unit_test(test_host_task_read_check_opt_out),
@@ -484,6 +662,7 @@ int main(void) {
   };
   const struct CMUnitTest mpi_tests[] = {
       cmocka_unit_test(test_host_task_window_argument_once),
+      cmocka_unit_test(test_host_task_window_writes_checked),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   if (dist_chips_available() != INT_MAX) /* under mpirun (mpi.node_contracts.np2) */
