@@ -10,6 +10,8 @@
  *
  *  - COMMUTE: run N fails while one COMMUTE task holds the bytes (a
  *    blocker kernel on them) and three others wait for them;
+ *  - hand-off: run N fails in the middle of a chain whose links the
+ *    finishing cores keep and run themselves;
  *  - PTO_REDUX: run N fails between contributions and their combine task
  *    (the group's slab taken from the heap ring); run N+1 first needs the
  *    whole heap ring at once, then reduces again;
@@ -164,18 +166,21 @@ static void contrib(pto_orch *o, int64_t *y, int64_t v, bool fail) {
   pto_submit(o, k_contrib_id, &a, NULL, NULL);
 }
 
-/* A blocker holding `x` as COMMUTE (x NULL: no argument). */
-static void blocker(pto_orch *o, int64_t *x) {
+/* A blocker holding `x` with `mode` (x NULL: no argument). */
+static void blocker_on(pto_orch *o, int64_t *x, pto_access mode) {
   pto_args a;
   pto_args_init(&a);
   pto_tensor t;
   if (x) {
     t = vec(x);
-    pto_args_commute(&a, &t);
+    pto_args_add(&a, mode, &t);
   }
   pto_args_scalar(&a, 1);
   pto_submit(o, k_block_id, &a, NULL, NULL);
 }
+
+/* A blocker holding `x` as COMMUTE (x NULL: no argument). */
+static void blocker(pto_orch *o, int64_t *x) { blocker_on(o, x, PTO_COMMUTE); }
 
 static void log_task(pto_orch *o, int64_t v, int priority) {
   pto_args a;
@@ -435,6 +440,48 @@ static void test_redux(void **state) {
     f.mode = m;
     run_failing(chip, redux_fail_orch, &f, "REDUX");
     run_good(chip, &f, mode_names[m]);
+  }
+  pto_chip_destroy(chip);
+}
+
+/* ---- hand-off (a finishing core runs its one ready successor) ---- */
+
+/* A chain on x: 8 adds, the blocker (INOUT: the chain's next link, which
+ * a core may keep), 8 adds after it; the blocker fails in the
+ * kernel-error case. */
+static void handoff_fail_orch(pto_orch *o, void *arg) {
+  fx *f = arg;
+  for (int i = 0; i < 8; i++)
+    add(o, f->x, PTO_INOUT, 1000, false);
+  blocker_on(o, f->x, PTO_INOUT);
+  for (int i = 0; i < 8; i++)
+    add(o, f->x, PTO_INOUT, 1000, false);
+  fail_now(o, f->mode);
+}
+
+/* Run N+1: x is a chain of 16 INOUT adds (the sum the COMMUTE adds give
+ * in good_data), the rest as good_orch. */
+static void handoff_good_orch(pto_orch *o, void *arg) {
+  fx *f = arg;
+  check_clean(o);
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  heap_fill(o, HEAP_BYTES);
+  pto_scope_end(o);
+  for (int i = 0; i < 16; i++)
+    add(o, f->x, PTO_INOUT, i + 1, false);
+  for (int i = 0; i < 20; i++)
+    contrib(o, f->y, i + 1, false);
+  good_logs(o);
+}
+
+static void test_handoff(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(2, 2, 0);
+  fx f = {0};
+  for (int m = FAIL_KERNEL; m <= FAIL_SUBMIT; m++) {
+    f.mode = m;
+    run_failing(chip, handoff_fail_orch, &f, "hand-off");
+    run_good_fn(chip, handoff_good_orch, &f, mode_names[m]);
   }
   pto_chip_destroy(chip);
 }
@@ -740,10 +787,15 @@ static void test_graph_after_dynamic_runs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_commute),    cmocka_unit_test(test_redux),
-      cmocka_unit_test(test_priority),   cmocka_unit_test(test_checked),
-      cmocka_unit_test(test_controlled), cmocka_unit_test(test_replay_diverged),
-      cmocka_unit_test(test_graph),      cmocka_unit_test(test_graph_after_dynamic_runs),
+      cmocka_unit_test(test_commute),
+      cmocka_unit_test(test_redux),
+      cmocka_unit_test(test_handoff),
+      cmocka_unit_test(test_priority),
+      cmocka_unit_test(test_checked),
+      cmocka_unit_test(test_controlled),
+      cmocka_unit_test(test_replay_diverged),
+      cmocka_unit_test(test_graph),
+      cmocka_unit_test(test_graph_after_dynamic_runs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
