@@ -236,20 +236,19 @@ static int cases_kernel(const pto_kctx *ctx) {
 }
 
 /* Block order within one chip's task of two blocks (cases 12, 13): the
- * node task (its epoch, which never repeats) in which each block last
- * ended in this process, so that a later run waits for its own blocks,
- * not for a mark left by the run before. */
-static _Atomic uint32_t ended_in[2];
+ * run (its number, from the node orchestrator: coll_node) in which each
+ * block last ended in this process, so that a later run, of this node or
+ * of a later one served by the same rank, waits for its own blocks, not
+ * for a mark left by the run before. */
+static _Atomic int64_t ended_in[2];
 
-static void block_ends(const pto_kctx *ctx) {
-  atomic_store(&ended_in[ctx->block_idx], pto_kctx_comm(ctx)->epoch);
+static void block_ends(const pto_kctx *ctx, int64_t run) {
+  atomic_store(&ended_in[ctx->block_idx], run);
 }
 
-/* Waits until block `first` of this node task has ended (the safety net:
- * 10 s). */
-static int after_block(const pto_kctx *ctx, int first) {
-  uint32_t epoch = pto_kctx_comm(ctx)->epoch;
-  for (int ms = 0; atomic_load(&ended_in[first]) != epoch; ms++) {
+/* Waits until block `first` of this run has ended (the safety net: 10 s). */
+static int after_block(const pto_kctx *ctx, int first, int64_t run) {
+  for (int ms = 0; atomic_load(&ended_in[first]) != run; ms++) {
     if (ms == 10000) return pto_kctx_fail(ctx, PTO_EWAIT_TIMEOUT, "block %d never ended", first);
     usleep(1000);
   }
@@ -258,11 +257,12 @@ static int after_block(const pto_kctx *ctx, int first) {
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 10: a count whose data goes with the call table on rank 0 and by put on rank 1;
- * 6, 7: a bad argument on both ranks). tensors: scratch, the result row [1] (i32: this
- * rank's status). */
+ * 6, 7: a bad argument on both ranks; 11-13: below) in its low byte, the run's number above.
+ * tensors: scratch, the result row [1] (i32: this rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
-  int what = (int)DIST_SCALAR(ctx, 1);
+  int what = (int)(DIST_SCALAR(ctx, 1) & 0xff);
+  int64_t run = (int64_t)(DIST_SCALAR(ctx, 1) >> 8); /* the run's number (cases 12, 13) */
   int me = pto_comm_rank(pto_kctx_comm(ctx), dom), odd = me == 1;
   float buf[2 * 17] = {0}, out[2 * 17];
   int32_t ibuf[17] = {0};
@@ -316,7 +316,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
      * buffer one at a time (docs/comm.md): there block 1 starts after
      * block 0 */
     bool one_at_a_time = comm_find(pto_kctx_comm(ctx), dom)->desc.backend == COMM_BACKEND_MPI;
-    if (one_at_a_time && ctx->block_idx == 1 && (rc = after_block(ctx, 0))) return rc;
+    if (one_at_a_time && ctx->block_idx == 1 && (rc = after_block(ctx, 0, run))) return rc;
     for (int i = 0; i < 200 && !rc; i++) {
       for (int j = 0; j < 16; j++)
         buf[j] = (float)(1000 * ctx->block_idx + 10 * me + i + j);
@@ -329,7 +329,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
           rc = PTO_EINVAL;
         }
     }
-    block_ends(ctx);
+    block_ends(ctx, run);
     return rc; /* both blocks: no result row (one element per rank) */
   }
   case 13: { /* as 12; on the MPI backend rank 0's block 0 calls first and rank 1's block 1
@@ -341,7 +341,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     int first = me == 0 ? 0 : 1;
     bool mpi = comm_find(pto_kctx_comm(ctx), dom)->desc.backend == COMM_BACKEND_MPI;
     if (ctx->block_idx == 0) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = mpi ? 1 : 2;
-    if (mpi && ctx->block_idx != first && (rc = after_block(ctx, first))) return rc;
+    if (mpi && ctx->block_idx != first && (rc = after_block(ctx, first, run))) return rc;
     for (int i = 0; i < 3 && !rc; i++) {
       for (int j = 0; j < 16; j++)
         buf[j] = (float)(1000 * ctx->block_idx + 10 * me + i + j);
@@ -354,7 +354,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
           rc = pto_kctx_fail(ctx, PTO_EINVAL, "rank %d block %d: wrong sums", me, ctx->block_idx);
         }
     }
-    block_ends(ctx);
+    block_ends(ctx, run);
     return rc;
   }
   case 9: /* op: reproducible on one rank only */
@@ -425,7 +425,8 @@ static void coll_node(pto_node_orch *no, void *arg) {
     pto_window_buffer b[] = {{"scratch", pto_coll_scratch_bytes(2, COLL_TABLE_DATA + 4)}};
     pto_domain d;
     if (pto_node_domain_create(no, pair, 2, b, 1, &d)) return;
-    group(no, ra, pair, 2, d, b[0].bytes, K_MISMATCH, 0, ra->mismatch);
+    static int64_t runs; /* numbers the runs, for the kernels' block order */
+    group(no, ra, pair, 2, d, b[0].bytes, K_MISMATCH, 0, ra->mismatch | ++runs << 8);
     return;
   }
   pto_window_buffer b4[] = {{"scratch", scratch_bytes(4)}}, b2[] = {{"scratch", scratch_bytes(2)}};
