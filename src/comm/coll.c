@@ -117,15 +117,16 @@ static void op_name(int64_t op, char *out, size_t n) {
            op & PTO_RED_REPRODUCIBLE ? " reproducible" : "");
 }
 
-/* What each rank publishes: plain int64s (8 x 8 = DESC_BYTES). */
+/* What each rank publishes: plain integers, DESC_BYTES. */
 typedef struct coll_desc {
-  int64_t kind;
+  int32_t kind;
+  int32_t algo; /* as requested */
   int64_t seq;
   int64_t count; /* elements per block */
   int64_t dtype;
   int64_t op;
   int64_t root;
-  int64_t algo;   /* as requested */
+  int64_t slot;   /* the scratch's mesh slot bytes: the layout follows from them */
   int64_t status; /* 0, or this rank's own argument error */
 } coll_desc;
 _Static_assert(sizeof(coll_desc) == DESC_BYTES, "descriptor size");
@@ -267,6 +268,7 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
   k->ring_slot =
       k->n > 1 ? ((size_t)(k->n + 2) * k->slot / (size_t)(2 * (k->n - 1))) & ~(size_t)63 : 0;
   k->d.kind = kind;
+  k->d.slot = (int64_t)k->slot;
   k->buf = -1;
   k->table = NO_TABLE;
   k->cd = comm_find(k->c, dom);
@@ -318,7 +320,14 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
                         : o->op != k->d.op       ? "op"
                         : o->root != k->d.root   ? "root"
                         : o->algo != k->d.algo   ? "algorithm"
+                        : o->slot != k->d.slot   ? "scratch size"
                                                  : NULL;
+    if (field && !strcmp(field, "scratch size"))
+      return comm_fail(k->c, PTO_EINVAL,
+                       "%s #%" PRId64 ": mismatched scratch size on domain %d: rank %d's scratch "
+                       "view has %" PRId64 "-byte slots, rank %d's %" PRId64
+                       " (pass views of one size on every rank)",
+                       name, k->d.seq, k->dom, k->me, k->d.slot, p, o->slot);
     if (field) {
       char mop[40], oop[40];
       op_name(k->d.op, mop, sizeof mop);

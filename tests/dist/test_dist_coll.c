@@ -257,7 +257,7 @@ static int after_block(const pto_kctx *ctx, int first, int64_t run) {
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 10: a count whose data goes with the call table on rank 0 and by put on rank 1;
- * 6, 7: a bad argument on both ranks; 11-13: below) in its low byte, the run's number above.
+ * 6, 7: a bad argument on both ranks; 11-14: below) in its low byte, the run's number above.
  * tensors: scratch, the result row [1] (i32: this rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
@@ -303,6 +303,16 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     int64_t cnt = odd ? LIM + 1 : LIM;
     pto_tensor wi = local(w, cnt, PTO_F32), wt = local(wo, cnt, PTO_F32);
     rc = pto_allreduce(ctx, dom, s, &wt, &wi, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  }
+  case 14: { /* scratch size: rank 0's view 256 bytes short of the buffer, a call through the
+              * mesh slots (beyond the call table's data), which follow from the size */
+    enum { LIM = COLL_TABLE_DATA / 4 };
+    float w[LIM + 1] = {0}, wo[LIM + 1];
+    pto_tensor wi = local(w, LIM + 1, PTO_F32), wt = local(wo, LIM + 1, PTO_F32), shorter;
+    int64_t at = 0, len = pto_tensor_numel(s) - (odd ? 0 : 256);
+    pto_tensor_slice(s, &at, &len, &shorter);
+    rc = pto_allreduce(ctx, dom, &shorter, &wt, &wi, PTO_RED_SUM, PTO_COLL_MESH);
     break;
   }
   case 11: /* rank 1 does not call */
@@ -545,12 +555,13 @@ static void test_mismatch(void **state) {
                                 "mismatched algorithm",   "mismatched collective",
                                 "do not fit the scratch", "dtype i64 cannot be reduced",
                                 "mismatched algorithm",   "mismatched op",
-                                "mismatched count"};
+                                "mismatched count",       [14] = "mismatched scratch"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 11; m++) {
+  for (int m = 0; m < 15; m++) {
+    if (!field[m]) continue; /* 11-13: the other tests' */
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
     pto_error_info err;
