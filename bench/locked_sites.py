@@ -52,9 +52,13 @@ def main():
     count = {}
     for name, _, _ in funcs:
         count[name] = count.get(name, 0) + 1
+    # events are numbered per name, across the functions that share it
+    # (two static functions of one name got the same event names, and
+    # perf refused the second)
+    nth = {}
     for name, start, insns in funcs:
         base = name.split(".")[0].replace("@", "_")
-        n, i = 0, 0
+        i = 0
         while i < len(insns):
             if not locked(insns[i][1]):
                 i += 1
@@ -72,12 +76,11 @@ def main():
                 site = insns[i - 1][0]
             if site is None:
                 print(f"# unprobed {name}+{insns[i][0] - start}")
-            elif count[name] > 1:
-                print(f"{base}_{n}=0x{site:x} {weight}")
-                n += 1
             else:
-                print(f"{base}_{n}={name}+{site - start} {weight}")
-                n += 1
+                n = nth.get(base, 0)
+                nth[base] = n + 1
+                where = f"0x{site:x}" if count[name] > 1 else f"{name}+{site - start}"
+                print(f"{base}_{n}={where} {weight}")
             i = j
 
 
