@@ -240,6 +240,7 @@ void sched_bind_core(core *c) { this_core = c; }
 
 static void sched_wake_leftover(sched *s);
 static void sched_role_run(sched *s, bool leftover);
+static void sched_role_hold(sched *s, bool leftover, bool entered);
 
 /* A requester that is no core (the orchestrator) asks scheduler sc for a
  * pass: the idle core pulling for it serves the request when it can take
@@ -1109,10 +1110,15 @@ static bool sched_pass(sched *s) {
 /* Role mode: run s's passes here unless another thread holds its role
  * (which then serves our request, role.h). Passes never block; a pass may
  * kick another scheduler, which nests at most once per scheduler. */
-static void sched_role_run(sched *s, bool leftover) {
+static void sched_role_run(sched *s, bool leftover) { sched_role_hold(s, leftover, false); }
+
+/* The same, `entered`: the caller holds the role already
+ * (role_enter_first). */
+static void sched_role_hold(sched *s, bool leftover, bool entered) {
   pto_run *r = s->run;
   sched *prev = this_sched;
-  while (role_try_enter(&s->role)) {
+  while (entered || role_try_enter(&s->role)) {
+    entered = false;
     this_sched = s;
     /* a pull serves a requester that kicked no other scheduler: what this
      * pass cannot place goes to them (sched_wake_leftover) */
@@ -1167,15 +1173,16 @@ void sched_kick(pto_run *r, sched *s) {
     pto_event_signal(&r->orch_ev);
     return;
   }
-  /* a request in either mode: a scheduler thread counts them too, so a
-   * kick that publishes nothing else it polls (another scheduler's hand
-   * over, steal.h) still brings a pass */
-  role_request(&s->role);
+  /* a request with scheduler threads: they count them, so a kick that
+   * publishes nothing else it polls (another scheduler's hand over,
+   * steal.h) still brings a pass */
   if (r->sched_threads) {
+    role_request(&s->role);
     pto_event_signal(&s->ev);
     return;
   }
-  sched_role_run(s, false);
+  /* role mode: a request only when the role is taken (role_enter_first) */
+  if (role_enter_first(&s->role)) sched_role_hold(s, false, true);
 }
 
 /* One run of a dedicated scheduler thread: passes until the run stops. */
