@@ -185,10 +185,9 @@ static void complete_task(pto_run *r, task *first) {
      * looks for it closed): read, not closed, one locked instruction less
      * per task. Relaxed: the launch wrote it before its first push, which
      * happens-before t ran. */
-    int64_t node =
-        t->fixed_fanout
-            ? atomic_load_explicit(&t->fanout_head, memory_order_relaxed)
-            : atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED, memory_order_acq_rel);
+    int64_t node = t->fixed_fanout ? atomic_load_explicit(&t->fanout_head, memory_order_relaxed)
+                                   : atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED,
+                                                              memory_order_acq_rel);
     /* The list is newest first. Up to RELEASE_ORDERED consumers are read
      * first and released oldest first, in submission order, as they would
      * have queued had they been ready at submit: in a tree, the first

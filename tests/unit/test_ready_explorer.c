@@ -99,7 +99,7 @@ typedef struct mstate {
   uint8_t claims[MAXN][MAXB];
   uint8_t nclaims, lock;
   uint8_t pc[MAXT], opi[MAXT], want[MAXT], cur[MAXT];
-  uint8_t left[MAXT]; /* a push's tasks not yet published */
+  uint8_t left[MAXT];  /* a push's tasks not yet published */
   uint8_t run;         /* 0: run N, 1: run N+1 (after the reset) */
   uint64_t reset_tail; /* run N's tail at the reset: its positions lie below */
 } mstate;

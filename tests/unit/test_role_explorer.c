@@ -57,7 +57,13 @@
 #include "chip/role.h"
 #include "explore.h"
 
-enum { V_GOOD = 0, V_LEAVE_NO_RECHECK, V_GUARD_BY_LOAD, V_HANDOFF_NO_REQUEST, V_ENTER_FIRST_NO_REQUEST };
+enum {
+  V_GOOD = 0,
+  V_LEAVE_NO_RECHECK,
+  V_GUARD_BY_LOAD,
+  V_HANDOFF_NO_REQUEST,
+  V_ENTER_FIRST_NO_REQUEST
+};
 enum {
   PC_DEC,
   PC_DEC1, /* hand-off: the second consumer's decrement */
@@ -75,9 +81,9 @@ enum {
   PC_XCHG0, /* enter first: take it, no request */
   PC_DONE
 };
-static const char *pc_name[] = {"DEC",  "DEC1",  "RUN",   "DEC_CHECK", "REQ",  "PEEK",
-                                "XCHG", "SNAP",  "PASS",  "MORE",      "REL",  "CHECK",
-                                "PEEK0", "XCHG0", "DONE"};
+static const char *pc_name[] = {"DEC",  "DEC1",  "RUN",   "DEC_CHECK", "REQ",
+                                "PEEK", "XCHG",  "SNAP",  "PASS",      "MORE",
+                                "REL",  "CHECK", "PEEK0", "XCHG0",     "DONE"};
 
 #define MAXK 3
 
@@ -293,8 +299,7 @@ static void test_role_all_interleavings(void **st) {
         explorer e = explore(k, V_GOOD, handoff, first);
         printf("role explorer%s%s: %d cores, %llu states, %llu final: %s\n",
                handoff ? " with hand-off" : "", first ? ", entering first" : "", k,
-               (unsigned long long)e.states, (unsigned long long)e.finals,
-               e.failed ? e.why : "ok");
+               (unsigned long long)e.states, (unsigned long long)e.finals, e.failed ? e.why : "ok");
         assert_false(e.failed);
         assert_true(e.finals > 0);
       }
