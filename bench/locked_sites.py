@@ -7,10 +7,11 @@ run of consecutive locked instructions is counted on a plain neighbour
 that executes exactly as often: the instruction right after the run when
 nothing jumps to it or into the run, else the one right before the run
 when it is not a branch and nothing jumps into the run past it. Prints
-"name=function+offset weight" lines (weight: locked instructions the probe
-stands for; "name=0xaddress" for a function whose name several static
-functions share, which perf would resolve to one of them), and
-"# unprobed function+offset" for a run with neither."""
+"name=0xaddress weight" lines (weight: locked instructions the probe
+stands for; by address, not function+offset: perf would resolve a name
+that several static functions share to one of them, and a name+offset
+at every inlined copy of the function), and "# unprobed function+offset"
+for a run with neither."""
 import re
 import subprocess
 import sys
@@ -47,14 +48,13 @@ def main():
             t = TARGET.match(text)
             if t:
                 targets.add(int(t.group(2), 16))
-    # perf probes a name shared by several static functions at one of
-    # them: those are probed by address instead
-    count = {}
-    for name, _, _ in funcs:
-        count[name] = count.get(name, 0) + 1
+    # events are numbered per name, across the functions that share it
+    # (two static functions of one name got the same event names, and
+    # perf refused the second)
+    nth = {}
     for name, start, insns in funcs:
         base = name.split(".")[0].replace("@", "_")
-        n, i = 0, 0
+        i = 0
         while i < len(insns):
             if not locked(insns[i][1]):
                 i += 1
@@ -72,12 +72,14 @@ def main():
                 site = insns[i - 1][0]
             if site is None:
                 print(f"# unprobed {name}+{insns[i][0] - start}")
-            elif count[name] > 1:
-                print(f"{base}_{n}=0x{site:x} {weight}")
-                n += 1
             else:
-                print(f"{base}_{n}={name}+{site - start} {weight}")
-                n += 1
+                n = nth.get(base, 0)
+                nth[base] = n + 1
+                # by address: perf resolves name+offset through the debug
+                # info, at every inlined copy of the function too, where
+                # the offset lands inside other instructions (a probe
+                # there broke the program: SIGSEGV)
+                print(f"{base}_{n}=0x{site:x} {weight}")
             i = j
 
 

@@ -380,6 +380,7 @@ static void replay_orch(pto_orch *o, void *arg) {
     }
     atomic_store_explicit(&t->fanout_head, gt->nsucc ? (int64_t)gt->succ0 : FANOUT_EMPTY,
                           memory_order_relaxed);
+    t->fixed_fanout = true; /* no submit links into it: its completion only reads it */
     t->next_block = 0;
     atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
     atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
@@ -406,8 +407,8 @@ static void replay_orch(pto_orch *o, void *arg) {
       trace_slice_deps(r->trace, r->orch_track, "replay", "orch", t0, t1, i, -1,
                        g->preds + g->tasks[i].pred0, (int)g->tasks[i].npred);
   }
-  for (uint32_t i = 0; i < g->nroots; i++)
-    sched_make_ready(r, &r->slots[g->roots[i]]);
+  /* pushed READY_BATCH at a time, each with one pass request */
+  sched_make_ready_batch(r, g->roots, g->nroots);
 }
 
 static int refuse(int rc, const char *why, pto_run_stats *stats, pto_error_info *err) {

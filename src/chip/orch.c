@@ -807,6 +807,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->heap_end = r->heap.head;
   t->args_end = r->args.head;
   atomic_store_explicit(&t->fanout_head, FANOUT_EMPTY, memory_order_relaxed);
+  t->fixed_fanout = false;
   t->next_block = 0;
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
   atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);

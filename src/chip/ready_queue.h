@@ -94,6 +94,14 @@ static inline void rq_init(rq *q, _Atomic uint64_t *cells, uint64_t cap) {
 static inline uint64_t rq_push_claim(rq *q) {
   return atomic_fetch_add_explicit(&q->tail, 1, memory_order_relaxed);
 }
+/* Push of n tasks made ready together (a batch, ready_batch.h), step 1:
+ * claims positions p .. p + n - 1 with one fetch_add; each is then
+ * published as a single push's (step 2). A claimer that meets one not yet
+ * published stops there, as for a single push: the pusher requests its
+ * pass after publishing them all. */
+static inline uint64_t rq_push_claim_n(rq *q, uint32_t n) {
+  return atomic_fetch_add_explicit(&q->tail, n, memory_order_relaxed);
+}
 /* Push, step 2: release pairs with rq_pop_cell's acquire: everything the
  * pusher wrote to the task (state, blocks claimed so far) is visible to
  * its popper. */

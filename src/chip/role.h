@@ -9,6 +9,7 @@
  *
  *   role_request(r);                       // after publishing the work
  *   while (role_try_enter(r)) {            // else the holder serves it
+ *                                          // (or, first: role_enter_first)
  *     uint32_t seen;
  *     do { seen = role_snapshot(r); did = pass(); }
  *     while (did || role_more(r, seen));
@@ -61,6 +62,20 @@ static inline bool role_exchange(role *r) {
 }
 /* True when the caller now holds the role. */
 static inline bool role_try_enter(role *r) { return role_peek_free(r) && role_exchange(r); }
+
+/* Steps 1 and 2 for a requester that would run the pass itself (a core
+ * whose block ended): it tries to enter first, and requests only when
+ * that fails. A holder it becomes needs no request (its own pass starts
+ * after the work it published); after a failed entry the request and
+ * try_enter above follow as for any requester, so the holder it met
+ * either sees the request before leaving or re-checks after. One locked
+ * instruction less per pass when the role is free (the request's), one
+ * more only when the peek saw it free and the exchange lost. */
+static inline bool role_enter_first(role *r) {
+  if (role_try_enter(r)) return true;
+  role_request(r);
+  return role_try_enter(r);
+}
 
 /* Step 3 (holder): the requests the next pass serves (acquire: pairs with
  * role_request, so the pass sees the work published before each). */

@@ -133,9 +133,12 @@ typedef struct task {
   int8_t scope_depth;  /* orch */
   bool commute;        /* has COMMUTE views: excluded from overlapping ones (commute.h) */
   int8_t priority;     /* 0 .. PTO_PRIORITY_MAX: its ready queue level (ready_queue.h) */
+  bool fixed_fanout;   /* a graph launch's: nobody links into fanout_head (sched.c) */
   uint32_t redux_args; /* bit i: tensor i is a REDUX argument's slots (redux.h) */
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
-   * (CAS), completion closes it once (exchange with FANOUT_CLOSED). */
+   * (CAS), completion closes it once (exchange with FANOUT_CLOSED); in a
+   * graph launch, the successor list, written before the run's first push
+   * and only read (fixed_fanout). */
   PTO_LINE_ALIGNED _Atomic int64_t fanout_head;
   pto_task_id dep_mark; /* orch: last submit that listed it as a producer */
   uint32_t ndeps;       /* orch: its dependency nodes, the last before dep_end */
@@ -478,6 +481,9 @@ static inline uint64_t run_phase_gen(uint64_t phase) { return phase >> 1; }
 
 /* Scheduler side [sched.c] */
 void sched_make_ready(pto_run *r, task *t);
+/* sched_make_ready of tasks r->slots[idx[0 .. n - 1]], pushed as batches
+ * (ready_batch.h): a graph launch's roots. */
+void sched_make_ready_batch(pto_run *r, const uint32_t *idx, uint32_t n);
 void sched_task_done_unit(pto_run *r, task *t, int units);
 /* Hand-off (handoff.h), on the finishing core's thread: completes t, its
  * block's only unit, and returns the ready successor it kept for the

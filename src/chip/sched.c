@@ -11,6 +11,7 @@
 #include "chip/contract.h"
 #include "chip/handoff.h"
 #include "chip/priority.h"
+#include "chip/ready_batch.h"
 #include "chip/run.h"
 #include "chip/steal.h"
 #include "common/clock.h"
@@ -161,10 +162,15 @@ static void release_consumer(pto_run *r, task *c, task **stack, int *top) {
  * producers it pinned, and marks it DONE. Dummy consumers complete inline,
  * through a small work stack instead of recursion. */
 static void commute_release(pto_run *r, task *t);
+static bool batch_begin(ready_batch *b);
+static void batch_end(pto_run *r, ready_batch *b, bool opened);
 
 static void complete_task(pto_run *r, task *first) {
   task *stack[DUMMY_STACK];
   int top = 0;
+  /* the tasks it makes ready are pushed together at its end (ready_batch.h) */
+  ready_batch batch;
+  bool opened = batch_begin(&batch);
   stack[top++] = first;
   while (top > 0) {
     task *t = stack[--top];
@@ -174,8 +180,14 @@ static void complete_task(pto_run *r, task *first) {
     if (t->commute) commute_release(r, t);
     /* Close the list: no consumer links itself after this. acq_rel: acquire
      * pairs with the orchestrator's release CAS of each node; release makes
-     * our kernel's writes visible to a consumer that finds the list closed */
-    int64_t node = atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED, memory_order_acq_rel);
+     * our kernel's writes visible to a consumer that finds the list closed.
+     * A graph launch's list is fixed (no submit links into it, and nobody
+     * looks for it closed): read, not closed, one locked instruction less
+     * per task. Relaxed: the launch wrote it before its first push, which
+     * happens-before t ran. */
+    int64_t node = t->fixed_fanout ? atomic_load_explicit(&t->fanout_head, memory_order_relaxed)
+                                   : atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED,
+                                                              memory_order_acq_rel);
     /* The list is newest first. Up to RELEASE_ORDERED consumers are read
      * first and released oldest first, in submission order, as they would
      * have queued had they been ready at submit: in a tree, the first
@@ -208,6 +220,7 @@ static void complete_task(pto_run *r, task *first) {
     if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
       pto_event_signal(&r->orch_ev);
   }
+  batch_end(r, &batch, opened);
 }
 
 /* The scheduler running on this thread, if any: it dispatches right after
@@ -226,6 +239,7 @@ void sched_bind_core(core *c) { this_core = c; }
 
 static void sched_wake_leftover(sched *s);
 static void sched_role_run(sched *s, bool leftover);
+static void sched_role_hold(sched *s, bool leftover, bool entered);
 
 /* A requester that is no core (the orchestrator) asks scheduler sc for a
  * pass: the idle core pulling for it serves the request when it can take
@@ -300,6 +314,49 @@ static _Thread_local handoff *this_handoff;
 
 static void announce_ready(pto_run *r, int sh, bool sync_start);
 
+/* The batch of ready tasks open on this thread (ready_batch.h), if any. */
+static _Thread_local ready_batch *this_batch;
+
+static bool batch_begin(ready_batch *b) {
+  if (this_batch) return false; /* an outer completion's: ours goes there */
+  b->n = 0;
+  this_batch = b;
+  return true;
+}
+
+/* Pushes what b holds and asks for the passes that place it: once per
+ * queue, or, in a hand-off, into the announces it makes anyway. An
+ * announce may run passes here, whose completions batch on their own. */
+static void batch_flush(pto_run *r, ready_batch *b) {
+  uint32_t pushed = rb_push(r, b);
+  if (!pushed) return;
+  /* as after each push (queue_ready) */
+  if (r->sched_threads) atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
+  if (this_handoff) {
+    this_handoff->pushed |= pushed;
+    return;
+  }
+  ready_batch *open = this_batch;
+  this_batch = NULL;
+  for (int sh = 0; sh < SHAPE_COUNT; sh++)
+    if (pushed & (1u << sh)) announce_ready(r, sh, false);
+  this_batch = open;
+}
+
+static void batch_end(pto_run *r, ready_batch *b, bool opened) {
+  if (!opened) return;
+  this_batch = NULL;
+  batch_flush(r, b);
+}
+
+void sched_make_ready_batch(pto_run *r, const uint32_t *idx, uint32_t n) {
+  ready_batch b;
+  bool opened = batch_begin(&b);
+  for (uint32_t i = 0; i < n; i++)
+    sched_make_ready(r, &r->slots[idx[i]]);
+  batch_end(r, &b, opened);
+}
+
 /* Queues ready task t and asks for the passes that place it; under
  * checking mode or a controlled schedule, hands it to the orchestrator's
  * thread instead (after the COMMUTE acquire: exclusion holds there too).
@@ -317,8 +374,14 @@ static void queue_ready(pto_run *r, task *t) {
   }
   atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
   handoff *h = this_handoff;
-  if (h && handoff_fits(h, t)) {
+  ready_batch *b = this_batch;
+  if (h && handoff_fits(h, t) && !(b && rb_holds_from(b, t->shape, t->priority))) {
     h->kept = t;
+    return;
+  }
+  if (b && !t->sync_start) {
+    b->t[b->n++] = t;
+    if (b->n == READY_BATCH) batch_flush(r, b);
     return;
   }
   if (t->sync_start)
@@ -1046,10 +1109,15 @@ static bool sched_pass(sched *s) {
 /* Role mode: run s's passes here unless another thread holds its role
  * (which then serves our request, role.h). Passes never block; a pass may
  * kick another scheduler, which nests at most once per scheduler. */
-static void sched_role_run(sched *s, bool leftover) {
+static void sched_role_run(sched *s, bool leftover) { sched_role_hold(s, leftover, false); }
+
+/* The same, `entered`: the caller holds the role already
+ * (role_enter_first). */
+static void sched_role_hold(sched *s, bool leftover, bool entered) {
   pto_run *r = s->run;
   sched *prev = this_sched;
-  while (role_try_enter(&s->role)) {
+  while (entered || role_try_enter(&s->role)) {
+    entered = false;
     this_sched = s;
     /* a pull serves a requester that kicked no other scheduler: what this
      * pass cannot place goes to them (sched_wake_leftover) */
@@ -1104,15 +1172,16 @@ void sched_kick(pto_run *r, sched *s) {
     pto_event_signal(&r->orch_ev);
     return;
   }
-  /* a request in either mode: a scheduler thread counts them too, so a
-   * kick that publishes nothing else it polls (another scheduler's hand
-   * over, steal.h) still brings a pass */
-  role_request(&s->role);
+  /* a request with scheduler threads: they count them, so a kick that
+   * publishes nothing else it polls (another scheduler's hand over,
+   * steal.h) still brings a pass */
   if (r->sched_threads) {
+    role_request(&s->role);
     pto_event_signal(&s->ev);
     return;
   }
-  sched_role_run(s, false);
+  /* role mode: a request only when the role is taken (role_enter_first) */
+  if (role_enter_first(&s->role)) sched_role_hold(s, false, true);
 }
 
 /* One run of a dedicated scheduler thread: passes until the run stops. */

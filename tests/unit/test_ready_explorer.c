@@ -7,6 +7,9 @@
  * and stored back to the explored state (interleavings are sequentially
  * consistent):
  *   PUSH t    rq_push_claim, rq_push_publish           (sched_make_ready)
+ *   PUSH2 t   tasks t and t + 1 made ready together (ready_batch.h):
+ *             rq_push_claim_n of 2 positions, then rq_push_publish of
+ *             each, in order                          (rb_push)
  *   CLAIM m   under the claimers' lock (sched.c rq_claim): LOCK, then
  *             rq_pop_head, then per task rq_pop_cell (published? else
  *             done), take up to m blocks of it, rq_pop_advance when its
@@ -33,7 +36,10 @@
  *    publish overwrites a task nobody claimed;
  *  - OLD_RESET: the reset that left the shape queues' positions as they
  *    were: run N+1 claims run N's stale cells (its blocks run again), or
- *    a push of run N+1 overwrites the cell its head waits on. */
+ *    a push of run N+1 overwrites the cell its head waits on;
+ *  - BATCH_SHORT: a batch of two tasks that claims one position: its
+ *    second publish lands on a position nobody claimed for it (another
+ *    pusher's, or past the tail), and a task is lost or claimed twice. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -48,7 +54,7 @@
 #include "chip/ready_queue.h"
 #include "explore.h"
 
-enum { V_GOOD = 0, V_NO_TAG, V_CAP_TOO_SMALL, V_OLD_RESET };
+enum { V_GOOD = 0, V_NO_TAG, V_CAP_TOO_SMALL, V_OLD_RESET, V_BATCH_SHORT };
 enum {
   PC_NEXT, /* start the script's next operation */
   PC_PUSH_CLAIM,
@@ -71,8 +77,8 @@ static const char *pc_name[] = {"NEXT",     "PUSH_CLAIM", "PUSH_PUB", "LOCK", "P
 #define MAXOPS 3
 
 typedef struct op {
-  int kind; /* 0 none, 1 push, 2 claim */
-  int arg;  /* push: task; claim: blocks */
+  int kind; /* 0 none, 1 push, 2 claim, 3 push2 (a batch of two) */
+  int arg;  /* push: task; push2: its first task; claim: blocks */
 } op;
 
 typedef struct scenario {
@@ -93,6 +99,7 @@ typedef struct mstate {
   uint8_t claims[MAXN][MAXB];
   uint8_t nclaims, lock;
   uint8_t pc[MAXT], opi[MAXT], want[MAXT], cur[MAXT];
+  uint8_t left[MAXT];  /* a push's tasks not yet published */
   uint8_t run;         /* 0: run N, 1: run N+1 (after the reset) */
   uint64_t reset_tail; /* run N's tail at the reset: its positions lie below */
 } mstate;
@@ -177,8 +184,9 @@ static void step(explorer *e, mstate *s, int i) {
       break;
     }
     s->opi[i]++;
-    if (o->kind == 1) {
+    if (o->kind == 1 || o->kind == 3) {
       s->cur[i] = (uint8_t)o->arg;
+      s->left[i] = o->kind == 1 ? 1 : 2;
       s->pc[i] = PC_PUSH_CLAIM;
     } else {
       s->want[i] = (uint8_t)o->arg;
@@ -187,12 +195,20 @@ static void step(explorer *e, mstate *s, int i) {
     break;
   }
   case PC_PUSH_CLAIM:
-    s->p[i] = rq_push_claim(&q);
+    if (s->left[i] == 1)
+      s->p[i] = rq_push_claim(&q);
+    else /* broken BATCH_SHORT: one position for the two */
+      s->p[i] = rq_push_claim_n(&q, e->variant == V_BATCH_SHORT ? 1 : s->left[i]);
     s->pc[i] = PC_PUSH_PUB;
     break;
   case PC_PUSH_PUB:
     publish(e, &q, s, i);
-    s->pc[i] = PC_NEXT;
+    if (--s->left[i] > 0) { /* the batch's next task, at the next position */
+      s->p[i]++;
+      s->cur[i]++;
+    } else {
+      s->pc[i] = PC_NEXT;
+    }
     break;
   case PC_LOCK:
     if (!s->lock) {
@@ -268,13 +284,15 @@ static void check_final(explorer *e, const mstate *s0) {
     int last = -1;
     for (int k = 0; k < MAXOPS; k++) {
       const op *o = &(sc->reset_at ? sc->ops2 : sc->ops)[i][k];
-      if (o->kind != 1) continue;
-      if (last >= 0 && s.first_claim[o->arg] < s.last_claim[last])
-        violation(e,
-                  "a block of task %d, pushed after task %d by thread %d, claimed before "
-                  "task %d's last",
-                  o->arg, last, i, last);
-      last = o->arg;
+      if (o->kind != 1 && o->kind != 3) continue;
+      for (int t = o->arg; t <= o->arg + (o->kind == 3); t++) {
+        if (last >= 0 && s.first_claim[t] < s.last_claim[last])
+          violation(e,
+                    "a block of task %d, pushed after task %d by thread %d, claimed before "
+                    "task %d's last",
+                    t, last, i, last);
+        last = t;
+      }
     }
   }
 }
@@ -414,6 +432,23 @@ static const scenario scenarios[] = {
      {{{1, 0}, {1, 1}}},
      2,
      {{{1, 2}, {1, 3}}, {{1, 4}, {1, 5}}}},
+    /* a batch of two (one of two blocks) against a single push and a
+     * claimer: the batch's tasks stay in order and adjacent */
+    {"push2 A,B(2) | push C | claim 2, claim 2",
+     3,
+     3,
+     {1, 2, 1},
+     {{{3, 0}}, {{1, 2}}, {{2, 2}, {2, 2}}},
+     0,
+     {{{0, 0}}}},
+    /* two batches racing for the tail, one claimer */
+    {"push2 A,B | push2 C,D | claim 2, claim 2",
+     3,
+     4,
+     {1, 1, 1, 1},
+     {{{3, 0}}, {{3, 2}}, {{2, 2}, {2, 2}}},
+     0,
+     {{{0, 0}}}},
     /* a claim of run N races the pushes; two claimers in run N+1 */
     {"run N: push A,B(2) | claim 1; reset; run N+1: push C | claim 1 | claim 1",
      3,
@@ -467,12 +502,27 @@ static void test_ready_broken_old_reset_caught(void **st) {
   assert_true(ran_again > 0);
 }
 
+/* A batch that claims fewer positions than it publishes: caught in both
+ * batch scenarios, its tasks lost or claimed twice. */
+static void test_ready_broken_batch_short_caught(void **st) {
+  (void)st;
+  int caught = 0;
+  for (int i = 0; i < NSC; i++) {
+    if (strncmp(scenarios[i].name, "push2", 5) != 0) continue;
+    explorer e = explore(&scenarios[i], V_BATCH_SHORT);
+    assert_true(e.failed);
+    caught++;
+  }
+  assert_int_equal(caught, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ready_all_interleavings),
       cmocka_unit_test(test_ready_broken_no_tag_caught),
       cmocka_unit_test(test_ready_broken_cap_caught),
       cmocka_unit_test(test_ready_broken_old_reset_caught),
+      cmocka_unit_test(test_ready_broken_batch_short_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,10 @@
  *   MORE   did work or role_more(seen) -> SNAP
  *   REL    role_release
  *   CHECK  role_recheck(seen) -> PEEK, else done (park)
+ * A core's block end enters first (role_enter_first, sched.c sched_kick)
+ * in the models `enter_first`: before REQ,
+ *   PEEK0  role_peek_free            (no: -> REQ)
+ *   XCHG0  role_exchange             (yes: -> SNAP, no request; no: -> REQ)
  * The role steps are the real inline functions, one atomic operation per
  * step, on a role word loaded from and stored back to the explored state;
  * interleavings are sequentially consistent, which the seq_cst operations
@@ -35,7 +39,10 @@
  *    instead of by the decrement's result: C becomes ready twice;
  *  - HANDOFF_NO_REQUEST: a core that kept a consumer skips the request
  *    after its chain (it ran what it kept): the consumer it pushed beside
- *    it stays queued. */
+ *    it stays queued;
+ *  - ENTER_FIRST_NO_REQUEST: a core whose first entry failed leaves
+ *    without the request (the holder it met may be past its last look):
+ *    the consumer it pushed stays queued. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -50,7 +57,13 @@
 #include "chip/role.h"
 #include "explore.h"
 
-enum { V_GOOD = 0, V_LEAVE_NO_RECHECK, V_GUARD_BY_LOAD, V_HANDOFF_NO_REQUEST };
+enum {
+  V_GOOD = 0,
+  V_LEAVE_NO_RECHECK,
+  V_GUARD_BY_LOAD,
+  V_HANDOFF_NO_REQUEST,
+  V_ENTER_FIRST_NO_REQUEST
+};
 enum {
   PC_DEC,
   PC_DEC1, /* hand-off: the second consumer's decrement */
@@ -64,10 +77,13 @@ enum {
   PC_MORE,
   PC_REL,
   PC_CHECK,
+  PC_PEEK0, /* enter first: the role looks free? */
+  PC_XCHG0, /* enter first: take it, no request */
   PC_DONE
 };
-static const char *pc_name[] = {"DEC",  "DEC1", "RUN",  "DEC_CHECK", "REQ",   "PEEK", "XCHG",
-                                "SNAP", "PASS", "MORE", "REL",       "CHECK", "DONE"};
+static const char *pc_name[] = {"DEC",  "DEC1",  "RUN",   "DEC_CHECK", "REQ",
+                                "PEEK", "XCHG",  "SNAP",  "PASS",      "MORE",
+                                "REL",  "CHECK", "PEEK0", "XCHG0",     "DONE"};
 
 #define MAXK 3
 
@@ -102,7 +118,8 @@ static uint64_t encode(const mstate *s, int k) {
 
 typedef struct explorer {
   int k, variant;
-  bool handoff; /* two consumers, the first ready one kept (handoff.h) */
+  bool handoff;     /* two consumers, the first ready one kept (handoff.h) */
+  bool enter_first; /* a block's end enters before it requests (role_enter_first) */
   uint64_t states, finals;
   bool failed;
   char why[160];
@@ -118,6 +135,13 @@ static void load_role(role *r, const mstate *s) {
 static void store_role(const role *r, mstate *s) {
   s->req = (uint8_t)atomic_load(&r->req);
   s->held = (uint8_t)atomic_load(&r->held);
+}
+
+/* Where a block's end goes: the request, or first the entry. */
+static int block_end(const explorer *e) { return e->enter_first ? PC_PEEK0 : PC_REQ; }
+/* After a failed first entry: the request (broken: none). */
+static int entry_failed(const explorer *e) {
+  return e->variant == V_ENTER_FIRST_NO_REQUEST ? PC_DONE : PC_REQ;
 }
 
 /* One step of core i. */
@@ -141,20 +165,20 @@ static void step(const explorer *e, mstate *s, int i) {
       else
         s->queued |= (uint8_t)(1u << j);
     }
-    s->pc[i] = e->handoff && j == 0 ? PC_DEC1 : s->kept[i] ? PC_RUN : PC_REQ;
+    s->pc[i] = e->handoff && j == 0 ? PC_DEC1 : s->kept[i] ? PC_RUN : block_end(e);
     break;
   }
   case PC_RUN: /* the kept consumer, on this core, then the block's end */
     s->ran[s->kept[i] - 1]++;
     s->kept[i] = 0;
-    s->pc[i] = e->variant == V_HANDOFF_NO_REQUEST ? PC_DONE : PC_REQ;
+    s->pc[i] = e->variant == V_HANDOFF_NO_REQUEST ? PC_DONE : block_end(e);
     break;
   case PC_DEC_CHECK: /* broken: another core's decrement may be seen too */
     if (s->fanin[0] == 0) {
       s->ready[0]++;
       s->queued |= 1;
     }
-    s->pc[i] = PC_REQ;
+    s->pc[i] = block_end(e);
     break;
   case PC_REQ:
     role_request(&r);
@@ -179,6 +203,8 @@ static void step(const explorer *e, mstate *s, int i) {
     s->pc[i] = e->variant == V_LEAVE_NO_RECHECK ? PC_DONE : PC_CHECK;
     break;
   case PC_CHECK: s->pc[i] = role_recheck(&r, s->seen[i]) ? PC_PEEK : PC_DONE; break;
+  case PC_PEEK0: s->pc[i] = role_peek_free(&r) ? PC_XCHG0 : entry_failed(e); break;
+  case PC_XCHG0: s->pc[i] = role_exchange(&r) ? PC_SNAP : entry_failed(e); break;
   default: break;
   }
   store_role(&r, s);
@@ -242,12 +268,13 @@ static int em_state(xp_search *x, const void *state, int d) {
   return e->failed ? XP_STOP : XP_STEP;
 }
 
-static explorer explore(int k, int variant, bool handoff) {
+static explorer explore(int k, int variant, bool handoff, bool enter_first) {
   explorer e;
   memset(&e, 0, sizeof e);
   e.k = k;
   e.variant = variant;
   e.handoff = handoff;
+  e.enter_first = enter_first;
   mstate s;
   memset(&s, 0, sizeof s);
   s.fanin[0] = (uint8_t)k;
@@ -266,36 +293,46 @@ static explorer explore(int k, int variant, bool handoff) {
 
 static void test_role_all_interleavings(void **st) {
   (void)st;
-  for (int handoff = 0; handoff < 2; handoff++)
-    for (int k = 2; k <= MAXK; k++) {
-      explorer e = explore(k, V_GOOD, handoff);
-      printf("role explorer%s: %d cores, %llu states, %llu final: %s\n",
-             handoff ? " with hand-off" : "", k, (unsigned long long)e.states,
-             (unsigned long long)e.finals, e.failed ? e.why : "ok");
-      assert_false(e.failed);
-      assert_true(e.finals > 0);
-    }
+  for (int first = 0; first < 2; first++)
+    for (int handoff = 0; handoff < 2; handoff++)
+      for (int k = 2; k <= MAXK; k++) {
+        explorer e = explore(k, V_GOOD, handoff, first);
+        printf("role explorer%s%s: %d cores, %llu states, %llu final: %s\n",
+               handoff ? " with hand-off" : "", first ? ", entering first" : "", k,
+               (unsigned long long)e.states, (unsigned long long)e.finals, e.failed ? e.why : "ok");
+        assert_false(e.failed);
+        assert_true(e.finals > 0);
+      }
 }
 
 static void test_role_broken_leave_caught(void **st) {
   (void)st;
-  explorer e = explore(2, V_LEAVE_NO_RECHECK, false);
+  explorer e = explore(2, V_LEAVE_NO_RECHECK, false, false);
   assert_true(e.failed); /* printed above with its interleaving */
   assert_non_null(strstr(e.why, "lost request"));
 }
 
 static void test_role_broken_guard_caught(void **st) {
   (void)st;
-  explorer e = explore(2, V_GUARD_BY_LOAD, false);
+  explorer e = explore(2, V_GUARD_BY_LOAD, false, false);
   assert_true(e.failed);
   assert_non_null(strstr(e.why, "ready 2 times"));
 }
 
 static void test_handoff_broken_no_request_caught(void **st) {
   (void)st;
-  explorer e = explore(2, V_HANDOFF_NO_REQUEST, true);
+  explorer e = explore(2, V_HANDOFF_NO_REQUEST, true, false);
   assert_true(e.failed);
   assert_non_null(strstr(e.why, "lost request"));
+}
+
+static void test_enter_first_broken_no_request_caught(void **st) {
+  (void)st;
+  for (int handoff = 0; handoff < 2; handoff++) {
+    explorer e = explore(2, V_ENTER_FIRST_NO_REQUEST, handoff, true);
+    assert_true(e.failed);
+    assert_non_null(strstr(e.why, "lost request"));
+  }
 }
 
 int main(void) {
@@ -304,6 +341,7 @@ int main(void) {
       cmocka_unit_test(test_role_broken_leave_caught),
       cmocka_unit_test(test_role_broken_guard_caught),
       cmocka_unit_test(test_handoff_broken_no_request_caught),
+      cmocka_unit_test(test_enter_first_broken_no_request_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
