@@ -95,6 +95,9 @@ void cm_grants_add(cm_table *c, cm_grants *g, int32_t first) {
 }
 
 void cm_drain(cm_table *c, const cm_ops *ops, cm_grants *g) {
+  /* nothing pending: no write to the head's line (a push that this load
+   * misses is seen by the check after the unlock) */
+  if (atomic_load_explicit(&c->pending, memory_order_relaxed) < 0) return;
   int32_t p = atomic_exchange_explicit(&c->pending, -1, memory_order_acquire);
   int32_t fifo = -1; /* the stack is newest first: reversed, oldest first */
   while (p >= 0) {
@@ -120,7 +123,16 @@ static void settle(cm_table *c, const cm_ops *ops, cm_grants *g) {
 }
 
 void cm_ready(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g) {
-  cm_pend_push(c, t);
+  if (cm_trylock(c)) { /* free: t acquires at once, after the older pending ones */
+    cm_drain(c, ops, g);
+    if (cm_acquire(c, t, ops)) {
+      c->links[t].wait_next = -1;
+      cm_grants_add(c, g, t);
+    }
+    cm_unlock(c);
+  } else {
+    cm_pend_push(c, t);
+  }
   settle(c, ops, g);
 }
 

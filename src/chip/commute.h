@@ -137,12 +137,13 @@ void cm_destroy(cm_table *c);
 void cm_reset(cm_table *c);
 
 /* What the run calls (sched.c), outside any lock:
- *   cm_ready: t became ready. It is pushed on the pending stack, then,
- *     while tasks are pending and the lock is free, the lock is taken and
- *     the pending tasks acquire (cm_drain). When the lock is taken, its
- *     holder drains t: a holder checks the stack after it unlocks, and a
- *     pusher tries the lock after its push, all four accesses seq_cst
- *     (Dekker: one of them sees the other). The orchestrator, whose
+ *   cm_ready: t became ready. If the lock is free, t acquires under it
+ *     (after the pending tasks, cm_drain); else t is pushed on the
+ *     pending stack, for the holder. Then, while tasks are pending and the
+ *     lock is free, the lock is taken and they acquire. A holder checks
+ *     the stack after it unlocks, and a pusher tries the lock after its
+ *     push, all four accesses seq_cst (Dekker: one of them sees the
+ *     other), so a pushed task is always drained. The orchestrator, whose
  *     submits make COMMUTE tasks ready, thus never waits for a core's
  *     release (it spun for 11% of a histogram's time).
  *   cm_done: t completed. Under the lock, t releases (cm_release) and the

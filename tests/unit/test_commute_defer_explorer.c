@@ -1,9 +1,10 @@
 /* test_commute_defer_explorer.c — the COMMUTE table's lock and its
  * pending stack (src/chip/commute.c: cm_ready, cm_done and their steps)
  * over every interleaving of three tasks. Each task has two actors: the
- * thread that makes it ready (cm_ready: push it, then, while tasks are
- * pending and the lock is free, take the lock, let every pending task
- * acquire, unlock), and the thread that runs it once queued and completes
+ * thread that makes it ready (cm_ready: if the lock is free, take it, let
+ * the pending tasks and then this one acquire, unlock; else push it; then,
+ * while tasks are pending and the lock is free, take the lock, let every
+ * pending task acquire, unlock), and the thread that runs it once queued and completes
  * it (cm_done: take the lock, which it waits for, release, let the pending
  * tasks acquire, unlock, then the same check as cm_ready's). Each actor
  * then queues the tasks its steps granted, one at a time, as sched.c does.
@@ -45,14 +46,17 @@ static const char *const ts_name[] = {"new",    "pending", "waiting", "granted",
  * lock; the unlock is a step of its own, so a push may come between a
  * drain and the unlock: the window the check after the unlock is for. */
 enum {
-  S_START,  /* readying: push the task; running: start it once queued */
+  S_START,  /* readying: if the lock is free, take it, drain, acquire the
+             * task, else go push it; running: start it once queued */
+  S_PUSH,   /* readying: push the task */
   S_DONE,   /* running: lock, release it, drain */
   S_UNLOCK, /* unlock */
   S_SETTLE, /* if tasks are pending and the lock is free: lock, drain */
   S_QUEUE,  /* queue the granted tasks, one a step */
   S_END
 };
-static const char *const step_name[] = {"start", "release", "unlock", "settle", "queue", "end"};
+static const char *const step_name[] = {"start",  "push",  "release", "unlock",
+                                        "settle", "queue", "end"};
 enum { V_REAL, V_NO_RECHECK };
 
 typedef struct mstate {
@@ -179,16 +183,30 @@ static int step(explorer *e, mstate *s, int a) {
   int r = XP_STEP;
   switch (*pc) {
   case S_START:
-    if (!runner) {
-      cm_pend_push(c, t);
-      s->ts[t] = T_PENDING;
-      *pc = S_SETTLE;
+    if (!runner && cm_trylock(c)) { /* cm_ready's own critical section */
+      cm_drain(c, &OPS, &g);
+      drained(s);
+      if (cm_acquire(c, t, &OPS)) {
+        s->links[t].wait_next = -1;
+        cm_grants_add(c, &g, t);
+        s->ts[t] = T_GRANTED;
+      } else {
+        s->ts[t] = T_WAIT;
+      }
+      *pc = S_UNLOCK;
+    } else if (!runner) {
+      *pc = S_PUSH;
     } else if (s->ts[t] == T_QUEUED) {
       s->ts[t] = T_RUN;
       *pc = S_DONE;
     } else {
       r = XP_SKIP;
     }
+    break;
+  case S_PUSH: /* the lock was taken */
+    cm_pend_push(c, t);
+    s->ts[t] = T_PENDING;
+    *pc = S_SETTLE;
     break;
   case S_DONE: { /* cm_lock (it waits), then the critical section */
     if (!cm_trylock(c)) {
