@@ -1,6 +1,7 @@
-/* commute.c — the exclusion table of COMMUTE tasks (see commute.h). The
- * step functions touch only the table; the run's wrappers around them
- * (lock, queueing of granted tasks) are in sched.c. */
+/* commute.c — the exclusion table of COMMUTE tasks (see commute.h): its
+ * step functions, and cm_ready / cm_done, which take its lock around them
+ * (or leave a task to the lock's holder). They touch only the table; the
+ * queueing of the granted tasks is the run's (sched.c). */
 #include "chip/commute.h"
 
 #include <sched.h>
