@@ -182,14 +182,14 @@ bool cm_busy(const cm_table *c);
 int32_t cm_first_held(const cm_table *c);
 
 /* The real comparisons, by the tasks' normalised views (env: the table):
- * any view of a overlaps any view of b; a's views are b's, byte for byte
- * (the orchestrator zeroes them before it fills them in). */
+ * any view of a overlaps any view of b; a's views are b's, field by
+ * field. */
 bool cm_views_conflict(void *env, int32_t a, int32_t b);
 bool cm_views_same(void *env, int32_t a, int32_t b);
 
 /* Sets l's views (the orchestrator's part) from tensors whose bit is set
- * in mask: views[] (room for one per bit) gets them normalised, zeroed
- * first; lo and hi their span. At submit, and at a launch of a captured
+ * in mask: views[] (room for one per bit) gets them normalised; lo and
+ * hi their span. At submit, and at a launch of a captured
  * graph for its rebased views. */
 void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, int nt,
                    uint32_t mask);
