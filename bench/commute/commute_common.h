@@ -86,4 +86,12 @@ static inline int workers_arg(int argc, char **argv) {
   return 2;
 }
 
+/* `-m NAME`: run only the mode so named (for profiling one mode); NULL,
+ * every mode. */
+static inline const char *mode_arg(int argc, char **argv) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "-m") == 0) return argv[i + 1];
+  return NULL;
+}
+
 #endif

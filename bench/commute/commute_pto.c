@@ -3,7 +3,8 @@
  * independent work with and without pto_submit_opts.priority.
  * `-w W`: W AIV cores (W / 2 clusters of 2, no AIC; as bench_pto). Also
  * the histogram with INOUT (each bin's adds in submission order) for
- * reference. Prints one line per figure: median of REPS runs. */
+ * reference. `-m MODE`: that part alone (commute, inout, priority). Prints
+ * one line per figure: median of REPS runs. */
 #include "commute_common.h"
 
 #include "pto/pto.h"
@@ -69,6 +70,7 @@ static int run(pto_orch_fn fn, void *arg, double *s) {
 
 int main(int argc, char **argv) {
   int w = workers_arg(argc, argv);
+  const char *only = mode_arg(argc, argv);
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.clusters = w % 2 == 0 ? w / 2 : w;
@@ -84,6 +86,7 @@ int main(int argc, char **argv) {
     pto_access mode;
   } modes[] = {{"commute", PTO_COMMUTE}, {"inout", PTO_INOUT}};
   for (int m = 0; m < 2; m++) {
+    if (only && strcmp(only, modes[m].name)) continue;
     double t[REPS];
     hist_arg h = {modes[m].mode};
     for (int r = 0; r < REPS; r++) {
@@ -93,7 +96,7 @@ int main(int argc, char **argv) {
     printf("histogram system=pto-%s workers=%d tasks=%d bins=%d seconds=%.4f ns_per_task=%.0f\n",
            modes[m].name, w, HIST_TASKS, HIST_BINS, median(t), median(t) * 1e9 / HIST_TASKS);
   }
-  for (int with = 0; with < 2; with++) {
+  for (int with = 0; with < 2 && (!only || strcmp(only, "priority") == 0); with++) {
     double t[REPS];
     prio_arg p = {w, with ? PTO_PRIORITY_MAX : 0};
     for (int r = 0; r < REPS; r++)

@@ -5,7 +5,8 @@
  * as the OpenMP program, whose tasks declare no dependence on them, while
  * StarPU's read them STARPU_R); for reference, COMMUTE (the adds excluded,
  * any order) and INOUT (the adds chained). `-w W`: W AIV cores (as
- * commute_pto). Prints one line per figure: median of REPS runs. */
+ * commute_pto); `-m MODE`: that mode alone (redux, redux-untracked, commute,
+ * inout). Prints one line per figure: median of REPS runs. */
 #include "dot_common.h"
 
 #include "pto/pto.h"
@@ -51,6 +52,7 @@ static void dot_orch(pto_orch *o, void *arg) {
 
 int main(int argc, char **argv) {
   int w = workers_arg(argc, argv);
+  const char *only = mode_arg(argc, argv);
   dot_fill();
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
@@ -65,6 +67,7 @@ int main(int argc, char **argv) {
                                    {"commute", PTO_COMMUTE, PTO_INPUT},
                                    {"inout", PTO_INOUT, PTO_INPUT}};
   for (int m = 0; m < 4; m++) {
+    if (only && strcmp(only, modes[m].name)) continue;
     double t[REPS];
     for (int r = 0; r < REPS; r++) {
       g_acc = 0;

@@ -1,39 +1,146 @@
-/* commute.c — the exclusion table of COMMUTE tasks (see commute.h). The
- * step functions touch only the table; the run's wrappers around them
- * (lock, queueing of granted tasks) are in sched.c. */
+/* commute.c — the exclusion table of COMMUTE tasks (see commute.h): its
+ * step functions, and cm_ready / cm_done, which take its lock around them
+ * (or leave a task to the lock's holder). They touch only the table; the
+ * queueing of the granted tasks is the run's (sched.c). */
 #include "chip/commute.h"
 
+#include <sched.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "common/wait.h"
 #include "pto/status.h"
 
 int cm_init(cm_table *c, uint32_t nslots) {
   c->links = calloc(nslots, sizeof *c->links);
-  if (!c->links) return PTO_ENOMEM;
+  c->held = calloc(nslots, sizeof *c->held);
+  if (!c->links || !c->held) {
+    free(c->links);
+    free(c->held);
+    c->links = NULL;
+    c->held = NULL;
+    return PTO_ENOMEM;
+  }
   c->n = nslots;
-  pthread_mutex_init(&c->lock, NULL);
-  c->held_head = -1; /* nothing held yet: cm_reset walks the held set */
+  atomic_init(&c->lock, 0);
+  atomic_init(&c->pending, -1);
+  c->nheld = 0; /* nothing held yet: cm_reset walks the held set */
   cm_reset(c);
   return PTO_OK;
 }
 
 void cm_destroy(cm_table *c) {
   if (!c->links) return;
-  pthread_mutex_destroy(&c->lock);
   free(c->links);
+  free(c->held);
   c->links = NULL;
+  c->held = NULL;
 }
 
 void cm_reset(cm_table *c) {
   /* a failed run may leave tasks held or waiting: their links are
    * rewritten when their slots are next acquired, but a held flag is read
    * through a hint before that, so the held ones are let go */
-  for (int32_t h = c->held_head; h >= 0; h = c->links[h].held_next)
-    c->links[h].held = 0;
-  c->held_head = -1;
+  for (int32_t i = 0; i < c->nheld; i++)
+    c->links[c->held[i].slot].held = 0;
+  c->nheld = 0;
   for (int i = 0; i < CM_HINTS; i++)
     c->hint[i] = -1;
+  atomic_store_explicit(&c->pending, -1, memory_order_relaxed);
+}
+
+void cm_lock(cm_table *c) {
+  for (unsigned i = 0;; i++) {
+    if (cm_trylock(c)) return;
+    if (i < CM_LOCK_SPINS)
+      pto_cpu_relax();
+    else
+      sched_yield();
+  }
+}
+
+/* The lock word and the pending head are accessed seq_cst where the
+ * Dekker pair needs it (a push, then a read of the lock; an unlock, then
+ * a read of the head): in the single order of those accesses, one side
+ * sees the other's write. (Not fences: TSan does not model them.) */
+bool cm_trylock(cm_table *c) {
+  return !atomic_load_explicit(&c->lock, memory_order_seq_cst) &&
+         !atomic_exchange_explicit(&c->lock, 1, memory_order_seq_cst);
+}
+
+void cm_unlock(cm_table *c) { atomic_store_explicit(&c->lock, 0, memory_order_seq_cst); }
+
+void cm_pend_push(cm_table *c, int32_t t) {
+  int32_t h = atomic_load_explicit(&c->pending, memory_order_relaxed);
+  do /* release (in seq_cst): the drainer reads t's link after its acquire of the head */
+    c->links[t].pend_next = h;
+  while (!atomic_compare_exchange_weak_explicit(&c->pending, &h, t, memory_order_seq_cst,
+                                                memory_order_relaxed));
+}
+
+bool cm_pend_none(cm_table *c) {
+  return atomic_load_explicit(&c->pending, memory_order_seq_cst) < 0;
+}
+
+void cm_grants_add(cm_table *c, cm_grants *g, int32_t first) {
+  if (first < 0) return;
+  if (g->tail >= 0)
+    c->links[g->tail].wait_next = first;
+  else
+    g->head = first;
+  int32_t t = first;
+  while (c->links[t].wait_next >= 0)
+    t = c->links[t].wait_next;
+  g->tail = t;
+}
+
+void cm_drain(cm_table *c, const cm_ops *ops, cm_grants *g) {
+  /* nothing pending: no write to the head's line (a push that this load
+   * misses is seen by the check after the unlock) */
+  if (atomic_load_explicit(&c->pending, memory_order_relaxed) < 0) return;
+  int32_t p = atomic_exchange_explicit(&c->pending, -1, memory_order_acquire);
+  int32_t fifo = -1; /* the stack is newest first: reversed, oldest first */
+  while (p >= 0) {
+    int32_t next = c->links[p].pend_next;
+    c->links[p].pend_next = fifo;
+    fifo = p;
+    p = next;
+  }
+  for (; fifo >= 0; fifo = c->links[fifo].pend_next)
+    if (cm_acquire(c, fifo, ops)) {
+      c->links[fifo].wait_next = -1;
+      cm_grants_add(c, g, fifo);
+    }
+}
+
+/* Drains while tasks are pending and the lock is free (the check after a
+ * push, and after an unlock). */
+static void settle(cm_table *c, const cm_ops *ops, cm_grants *g) {
+  while (!cm_pend_none(c) && cm_trylock(c)) {
+    cm_drain(c, ops, g);
+    cm_unlock(c);
+  }
+}
+
+void cm_ready(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g) {
+  if (cm_trylock(c)) { /* free: t acquires at once, after the older pending ones */
+    cm_drain(c, ops, g);
+    if (cm_acquire(c, t, ops)) {
+      c->links[t].wait_next = -1;
+      cm_grants_add(c, g, t);
+    }
+    cm_unlock(c);
+  } else {
+    cm_pend_push(c, t);
+  }
+  settle(c, ops, g);
+}
+
+void cm_done(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g) {
+  cm_lock(c);
+  cm_grants_add(c, g, cm_release(c, t, ops));
+  cm_drain(c, ops, g);
+  cm_unlock(c);
+  settle(c, ops, g);
 }
 
 static uint32_t hint_of(const cm_link *l) {
@@ -41,42 +148,49 @@ static uint32_t hint_of(const cm_link *l) {
   return (uint32_t)(h >> 56) & (CM_HINTS - 1);
 }
 
-bool cm_busy(const cm_table *c) { return c->held_head >= 0; }
+bool cm_busy(const cm_table *c) {
+  return c->nheld > 0 || atomic_load_explicit(&c->pending, memory_order_relaxed) >= 0;
+}
+
+int32_t cm_first_held(const cm_table *c) { return c->nheld > 0 ? c->held[0].slot : -1; }
 
 static void held_add(cm_table *c, int32_t t) {
   cm_link *l = &c->links[t];
   l->held = 1;
   c->hint[hint_of(l)] = t;
-  l->held_prev = -1;
-  l->held_next = c->held_head;
-  if (c->held_head >= 0) c->links[c->held_head].held_prev = t;
-  c->held_head = t;
+  l->held_pos = c->nheld;
+  c->held[c->nheld++] = (cm_held){l->lo, l->hi, t, 0};
 }
 
+/* The last entry fills t's place: the set has no order. */
 static void held_remove(cm_table *c, int32_t t) {
   cm_link *l = &c->links[t];
   l->held = 0;
-  if (l->held_prev >= 0)
-    c->links[l->held_prev].held_next = l->held_next;
-  else
-    c->held_head = l->held_next;
-  if (l->held_next >= 0) c->links[l->held_next].held_prev = l->held_prev;
+  int32_t last = --c->nheld;
+  if (l->held_pos != last) {
+    c->held[l->held_pos] = c->held[last];
+    c->links[c->held[last].slot].held_pos = l->held_pos;
+  }
 }
 
-/* The first held task that conflicts with t, or -1. */
+/* A held task that conflicts with t, or -1. */
 static int32_t first_conflict(cm_table *c, int32_t t, const cm_ops *ops) {
   const cm_link *l = &c->links[t];
-  for (int32_t h = c->held_head; h >= 0; h = c->links[h].held_next) {
-    const cm_link *x = &c->links[h];
-    /* the spans first, inline: most held tasks are elsewhere */
-    if (x->hi > l->lo && l->hi > x->lo && ops->conflict(ops->env, t, h)) return h;
+  uint64_t lo = l->lo, hi = l->hi;
+  for (int32_t i = 0; i < c->nheld; i++) {
+    const cm_held *x = &c->held[i];
+    /* the spans first, from the dense array: most held tasks are elsewhere */
+    if (x->hi > lo && hi > x->lo && ops->conflict(ops->env, t, x->slot)) return x->slot;
   }
   return -1;
 }
 
-static void wait_on(cm_table *c, int32_t holder, int32_t t) {
+/* t waits on holder; `same`: t's views are known to be holder's (then
+ * the release need not compare them: cm_link.same). */
+static void wait_on(cm_table *c, int32_t holder, int32_t t, bool same) {
   cm_link *h = &c->links[holder];
   c->links[t].wait_next = -1;
+  c->links[t].same = same;
   if (h->wait_tail >= 0)
     c->links[h->wait_tail].wait_next = t;
   else
@@ -90,12 +204,12 @@ bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
   l->held = 0;
   int32_t h = c->hint[hint_of(l)];
   if (h >= 0 && h != t && c->links[h].held && ops->same(ops->env, t, h)) {
-    wait_on(c, h, t); /* the same bytes as a held task: no scan */
+    wait_on(c, h, t, true); /* the same bytes as a held task: no scan */
     return false;
   }
   h = first_conflict(c, t, ops);
   if (h >= 0) {
-    wait_on(c, h, t);
+    wait_on(c, h, t, false);
     return false;
   }
   held_add(c, t);
@@ -106,7 +220,10 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
   held_remove(c, t);
   cm_link *l = &c->links[t];
   int32_t w = l->wait_head;
-  if (w >= 0 && ops->same(ops->env, w, t)) { /* t's bytes, and t's waiters, pass to w */
+  /* t's bytes, and t's waiters, pass to w: w's views compared only when
+   * its wait did not already (they are in the argument storage, lines
+   * the orchestrator wrote: a miss on the core) */
+  if (w >= 0 && (c->links[w].same || ops->same(ops->env, w, t))) {
     cm_link *x = &c->links[w];
     int32_t rest = x->wait_next;
     held_add(c, w);
@@ -125,7 +242,7 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
     int32_t next = c->links[w].wait_next; /* w moves to another list */
     int32_t h = first_conflict(c, w, ops);
     if (h >= 0) {
-      wait_on(c, h, w);
+      wait_on(c, h, w, false);
     } else {
       held_add(c, w);
       c->links[w].wait_next = -1;
@@ -151,17 +268,30 @@ bool cm_views_conflict(void *env, int32_t a, int32_t b) {
   return false;
 }
 
+/* One view as another, field by field up to its last level (a whole
+ * region_view is about three lines, most of them unused levels; and no
+ * zeroing of its padding at every submit). */
+static bool view_same(const region_view *a, const region_view *b) {
+  if (a->base != b->base || a->lo != b->lo || a->hi != b->hi || a->n != b->n ||
+      a->known != b->known || a->dense != b->dense)
+    return false;
+  for (int32_t i = 0; i < a->n; i++)
+    if (a->lv[i].stride != b->lv[i].stride || a->lv[i].extent != b->lv[i].extent) return false;
+  return true;
+}
+
 bool cm_views_same(void *env, int32_t a, int32_t b) {
   const cm_table *c = env;
   const cm_link *x = &c->links[a], *y = &c->links[b];
-  return x->nviews == y->nviews &&
-         memcmp(x->views, y->views, sizeof *x->views * (size_t)x->nviews) == 0;
+  /* the spans first: the same views have the same span */
+  if (x->lo != y->lo || x->hi != y->hi || x->nviews != y->nviews) return false;
+  for (int i = 0; i < x->nviews; i++)
+    if (!view_same(&x->views[i], &y->views[i])) return false;
+  return true;
 }
 
 void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, int nt,
                    uint32_t mask) {
-  int n = __builtin_popcount(mask);
-  memset(views, 0, sizeof *views * (size_t)n); /* padding too: cm_views_same compares bytes */
   l->views = views;
   l->nviews = 0;
   l->lo = UINT64_MAX;

@@ -48,10 +48,11 @@
 #ifndef PTO_CHIP_COMMUTE_H
 #define PTO_CHIP_COMMUTE_H
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/cacheline.h"
 #include "common/region.h"
 
 /* COMMUTE arguments one task may have (their normalised views travel in
@@ -64,10 +65,14 @@ typedef struct cm_link {
   uint64_t lo, hi;          /* the bytes they span: the first test (cm_acquire, cm_release) */
   int32_t nviews;
   /* under the table's lock */
-  int32_t held_prev, held_next; /* the held set, a doubly linked list */
+  int32_t held_pos;             /* its place in cm_table.held while held */
   int32_t wait_head, wait_tail; /* tasks waiting on this one, oldest first */
   int32_t wait_next;            /* next in the list this task is on (waiters or granted) */
   int32_t held;                 /* 1 while in the held set */
+  int32_t pend_next;            /* next in the pending stack (cm_pend_push) */
+  int32_t same;                 /* waiting: its views are known to be its holder's (then
+                                 * every later holder of that list has them too: a list
+                                 * passes on whole only to a waiter with the holder's views) */
 } cm_link;
 
 /* How two tasks' COMMUTE views compare: conflict (some bytes meet) and
@@ -81,11 +86,29 @@ typedef struct cm_ops {
 
 #define CM_HINTS 256 /* cm_table.hint entries (a power of two) */
 
+/* A held task in the held set: its span beside it, so that an acquire's
+ * scan reads one dense array instead of a line of each held task's link
+ * (a histogram's free bin scanned 64 links on 64 lines, under the lock). */
+typedef struct cm_held {
+  uint64_t lo, hi; /* its link's span */
+  int32_t slot;
+  int32_t pad; /* zero */
+} cm_held;
+
+/* Its lock word, its pending head and the rest each start a line: the
+ * orchestrator pushes while cores spin on the lock and its holder writes
+ * the held set. */
 typedef struct cm_table {
-  pthread_mutex_t lock; /* the run's wrappers take it; the step functions below do not */
-  cm_link *links;       /* by task slot */
+  /* cm_lock: the run's wrappers take it; the step functions below do not */
+  PTO_LINE_ALIGNED atomic_int lock;
+  /* Tasks ready but not yet acquired: a stack by pend_next, -1 empty
+   * (cm_ready: a thread that finds the lock taken leaves its task here
+   * for the holder) */
+  PTO_LINE_ALIGNED _Atomic int32_t pending;
+  PTO_LINE_ALIGNED cm_link *links; /* by task slot */
   uint32_t n;
-  int32_t held_head; /* -1: none */
+  cm_held *held; /* the held set, dense, in no order: n entries of room */
+  int32_t nheld;
   /* The last task held with a given span (by a hash of lo, hi), -1 none:
    * an acquire whose views are exactly a held task's waits on it without
    * scanning the held set (a stale or colliding entry only costs the
@@ -93,10 +116,57 @@ typedef struct cm_table {
   int32_t hint[CM_HINTS];
 } cm_table;
 
+/* The table's lock (cm_lock, cm_trylock, cm_unlock). A spin lock that
+ * yields: its critical sections are a few list operations, and a pthread
+ * mutex put every contended unlock through a futex wake for a waiter that
+ * would have had the lock a few hundred ns later. A waiter yields after a
+ * short spin: with more pto threads than CPUs, the holder may be the one
+ * preempted. Only a release waits for it (cm_done); a task that becomes
+ * ready while it is taken is left pending for the holder (cm_ready). */
+#define CM_LOCK_SPINS 64
+
+/* The tasks that a cm_ready or cm_done granted, by wait_next (-1 ends):
+ * the caller queues them, head first, once it holds no lock. */
+typedef struct cm_grants {
+  int32_t head, tail;
+} cm_grants;
+
 int cm_init(cm_table *c, uint32_t nslots);
 void cm_destroy(cm_table *c);
 /* No task held or waiting (a run's start, with no thread inside). */
 void cm_reset(cm_table *c);
+
+/* What the run calls (sched.c), outside any lock:
+ *   cm_ready: t became ready. If the lock is free, t acquires under it
+ *     (after the pending tasks, cm_drain); else t is pushed on the
+ *     pending stack, for the holder. Then, while tasks are pending and the
+ *     lock is free, the lock is taken and they acquire. A holder checks
+ *     the stack after it unlocks, and a pusher tries the lock after its
+ *     push, all four accesses seq_cst (Dekker: one of them sees the
+ *     other), so a pushed task is always drained. The orchestrator, whose
+ *     submits make COMMUTE tasks ready, thus never waits for a core's
+ *     release (it spun for 11% of a histogram's time).
+ *   cm_done: t completed. Under the lock, t releases (cm_release) and the
+ *     pending tasks acquire; then the same check as cm_ready's.
+ * Both append the tasks granted to g.
+ * tests/unit/test_commute_defer_explorer.c explores them over every
+ * interleaving of three tasks, and catches a holder that does not check
+ * the stack after it unlocks. */
+void cm_ready(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g);
+void cm_done(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g);
+
+/* Their steps (atomic ones in the explorer): */
+void cm_lock(cm_table *c);
+bool cm_trylock(cm_table *c);
+void cm_unlock(cm_table *c);
+void cm_pend_push(cm_table *c, int32_t t);
+/* Whether no task is pending. */
+bool cm_pend_none(cm_table *c);
+/* Under the lock: the pending tasks, oldest first, acquire; the granted
+ * ones are appended to g. */
+void cm_drain(cm_table *c, const cm_ops *ops, cm_grants *g);
+/* g with the list from first (by wait_next) appended. */
+void cm_grants_add(cm_table *c, cm_grants *g, int32_t first);
 
 /* The step functions, called with the lock held (the explorer drives them
  * as atomic steps). Acquire: true when t is now held; false when it waits
@@ -105,18 +175,21 @@ bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops);
 /* Release of held t: returns the first task granted (the rest follow by
  * wait_next, -1 ends), which the caller queues after dropping the lock. */
 int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops);
-/* Whether held or waiting tasks remain (a successful run ends with none). */
+/* Whether held, waiting or pending tasks remain (a successful run ends
+ * with none). */
 bool cm_busy(const cm_table *c);
+/* A held task's slot (for a message), -1 none. */
+int32_t cm_first_held(const cm_table *c);
 
 /* The real comparisons, by the tasks' normalised views (env: the table):
- * any view of a overlaps any view of b; a's views are b's, byte for byte
- * (the orchestrator zeroes them before it fills them in). */
+ * any view of a overlaps any view of b; a's views are b's, field by
+ * field. */
 bool cm_views_conflict(void *env, int32_t a, int32_t b);
 bool cm_views_same(void *env, int32_t a, int32_t b);
 
 /* Sets l's views (the orchestrator's part) from tensors whose bit is set
- * in mask: views[] (room for one per bit) gets them normalised, zeroed
- * first; lo and hi their span. At submit, and at a launch of a captured
+ * in mask: views[] (room for one per bit) gets them normalised; lo and
+ * hi their span. At submit, and at a launch of a captured
  * graph for its rebased views. */
 void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, int nt,
                    uint32_t mask);

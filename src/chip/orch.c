@@ -772,8 +772,11 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   if (dc.oom) return submit_fail(r, PTO_ENOMEM, "dependency list allocation failed");
   if (r->capture)
     r->depbuf_n = graph_capture_reduce(r, r->depbuf, r->depbuf_n);
-  else
+  else if (kernel_id != KERNEL_REDUX_COMBINE)
     r->depbuf_n = dep_reduce(r, id, r->depbuf, r->depbuf_n, &pre);
+  /* (a combine task's up to 256 edges are its contributions, which seldom
+   * imply each other: the reduction read each one's slot and nodes for
+   * nothing; keeping an edge is always sound) */
   uint32_t nd = r->depbuf_n;
   if (nd > r->ndeps)
     return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,

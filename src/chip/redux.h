@@ -105,6 +105,8 @@ typedef struct redux_table {
   redux_orch orch;
   redux_group g[REDUX_GROUPS];
   int nopen;
+  uint32_t openm; /* the open groups, a bit each: a submit's loops visit only them (a group
+                   * is several lines: walking all REDUX_GROUPS cost each contribution) */
   uint64_t seq;
 } redux_table;
 

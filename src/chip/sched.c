@@ -272,31 +272,36 @@ uint64_t sched_queued_blocks(pto_run *r) {
 
 static void queue_ready(pto_run *r, task *t);
 
-/* A COMMUTE task that became ready takes its bytes, or waits in the table
- * for the holder it conflicts with (commute.h): false then. */
-static bool commute_acquire(pto_run *r, task *t) {
-  pthread_mutex_lock(&r->cm.lock);
+/* The tasks a COMMUTE table step granted, queued now that no lock is held
+ * (queueing may run passes). */
+static void commute_queue(pto_run *r, const cm_grants *g) {
+  for (int32_t w = g->head; w >= 0;) {
+    /* read before queueing: once queued, w may run, complete and be
+     * released, which rewrites its link */
+    int32_t next = r->cm.links[w].wait_next;
+    queue_ready(r, &r->slots[w]);
+    w = next;
+  }
+}
+
+/* A COMMUTE task that became ready takes its bytes (queued then), waits
+ * in the table for the holder it conflicts with, or is left to the lock's
+ * holder (commute.h, cm_ready). */
+static void commute_ready(pto_run *r, task *t) {
   const cm_ops ops = {cm_views_conflict, cm_views_same, &r->cm};
-  bool held = cm_acquire(&r->cm, (int32_t)(t - r->slots), &ops);
-  pthread_mutex_unlock(&r->cm.lock);
-  return held;
+  cm_grants g = {-1, -1};
+  cm_ready(&r->cm, (int32_t)(t - r->slots), &ops, &g);
+  commute_queue(r, &g);
 }
 
 /* t completed: its bytes go to the tasks waiting on it that can now take
- * them, queued once the lock is dropped (queueing may run passes). The
- * lock also orders t's kernel writes before a granted task's run. */
+ * them. The lock also orders t's kernel writes before a granted task's
+ * run. */
 static void commute_release(pto_run *r, task *t) {
-  pthread_mutex_lock(&r->cm.lock);
   const cm_ops ops = {cm_views_conflict, cm_views_same, &r->cm};
-  int32_t g = cm_release(&r->cm, (int32_t)(t - r->slots), &ops);
-  pthread_mutex_unlock(&r->cm.lock);
-  while (g >= 0) {
-    /* read before queueing: once queued, g may run, complete and be
-     * released, which rewrites its link */
-    int32_t next = r->cm.links[g].wait_next;
-    queue_ready(r, &r->slots[g]);
-    g = next;
-  }
+  cm_grants g = {-1, -1};
+  cm_done(&r->cm, (int32_t)(t - r->slots), &ops, &g);
+  commute_queue(r, &g);
 }
 
 void sched_make_ready(pto_run *r, task *t) {
@@ -304,7 +309,10 @@ void sched_make_ready(pto_run *r, task *t) {
     complete_task(r, t);
     return;
   }
-  if (t->commute && !commute_acquire(r, t)) return; /* its holder's release queues it */
+  if (t->commute) {
+    commute_ready(r, t); /* queued if granted; else a release queues it */
+    return;
+  }
   queue_ready(r, t);
 }
 

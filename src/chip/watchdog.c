@@ -64,7 +64,7 @@ bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
   if (ended && cm_busy(&r->cm)) {
     run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
              "%s: the COMMUTE table still holds task slot %d after every task completed", when,
-             (int)r->cm.held_head);
+             (int)cm_first_held(&r->cm));
     return true;
   }
   return false;

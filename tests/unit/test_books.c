@@ -75,10 +75,12 @@ static void breach_orch(pto_orch *o, void *arg) {
     put(o, &b->x, 1);                              /* queued behind it */
     break;
   case BREACH_COMMUTE_HELD: /* a slot in the held set that nobody releases */
-    pthread_mutex_lock(&r->cm.lock);
-    r->cm.links[3].held_prev = r->cm.links[3].held_next = -1;
-    r->cm.held_head = 3;
-    pthread_mutex_unlock(&r->cm.lock);
+    cm_lock(&r->cm);
+    r->cm.links[3].held = 1;
+    r->cm.links[3].held_pos = 0;
+    r->cm.held[0] = (cm_held){r->cm.links[3].lo, r->cm.links[3].hi, 3, 0};
+    r->cm.nheld = 1;
+    cm_unlock(&r->cm);
     break;
   }
 }

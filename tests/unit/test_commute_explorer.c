@@ -42,14 +42,16 @@ enum { V_REAL, V_SPLIT_ACQUIRE, V_FIRST_GRANT_ONLY, V_SAME_BY_OVERLAP };
 
 typedef struct mstate {
   cm_link links[NT]; /* zeroed first: their padding stays zero */
+  cm_held held[NT];  /* the held set: nheld entries, the rest zero */
   int32_t hint[CM_HINTS];
-  int32_t held_head;
+  int32_t nheld;
   uint8_t pc[NT];
   int8_t cursor[NT]; /* the releaser's next granted task to queue, -1 none */
   int8_t seen[NT];   /* split acquire: the holder its check found, -1 none */
   uint8_t pad[3];    /* states are hashed and compared bytewise */
 } mstate;
-_Static_assert(sizeof(mstate) == NT * sizeof(cm_link) + CM_HINTS * 4 + 16, "no implicit padding");
+_Static_assert(sizeof(mstate) == NT * (sizeof(cm_link) + sizeof(cm_held)) + CM_HINTS * 4 + 16,
+               "no implicit padding");
 
 typedef struct explorer {
   const uint8_t *mask;
@@ -101,10 +103,8 @@ static void split_commit(mstate *s, int t) {
   int h = s->seen[t];
   l->wait_head = l->wait_tail = -1;
   if (h < 0) {
-    l->held_prev = -1;
-    l->held_next = s->held_head;
-    if (s->held_head >= 0) s->links[s->held_head].held_prev = t;
-    s->held_head = t;
+    l->held_pos = s->nheld;
+    s->held[s->nheld++] = (cm_held){l->lo, l->hi, t, 0};
     l->held = 1;
     s->pc[t] = P_QUEUED;
     return;
@@ -122,15 +122,16 @@ static int step(explorer *e, mstate *s, int t) {
   cm_table c;
   c.links = s->links;
   c.n = NT;
-  c.held_head = s->held_head;
+  c.held = s->held;
+  c.nheld = s->nheld;
   memcpy(c.hint, s->hint, sizeof c.hint);
   switch (s->pc[t]) {
   case P_NEW:
     if (e->variant == V_SPLIT_ACQUIRE) {
       s->seen[t] = -1;
-      for (int32_t h = c.held_head; h >= 0; h = c.links[h].held_next)
-        if (mask_conflict(NULL, t, h)) {
-          s->seen[t] = (int8_t)h;
+      for (int32_t i = 0; i < c.nheld; i++)
+        if (mask_conflict(NULL, t, c.held[i].slot)) {
+          s->seen[t] = (int8_t)c.held[i].slot;
           break;
         }
       s->pc[t] = P_CHECKED;
@@ -162,7 +163,10 @@ static int step(explorer *e, mstate *s, int t) {
   }
   default: return XP_SKIP; /* waiting, granted, done: another task moves it */
   }
-  s->held_head = c.held_head;
+  s->nheld = c.nheld;
+  /* a removed entry's place is left as the set's room is: zero (states
+   * compare bytewise) */
+  memset(&s->held[s->nheld], 0, sizeof s->held[0] * (size_t)(NT - s->nheld));
   memcpy(s->hint, c.hint, sizeof c.hint);
   return XP_STEP;
 }
@@ -217,7 +221,7 @@ static explorer explore(const uint8_t *mask, int variant, int da, int db) {
   g_e = &e;
   mstate s;
   memset(&s, 0, sizeof s);
-  s.held_head = -1;
+  s.nheld = 0;
   for (int i = 0; i < CM_HINTS; i++)
     s.hint[i] = -1;
   for (int t = 0; t < NT; t++) {

@@ -275,7 +275,7 @@ static void note(const char *fmt, ...) {
  * call, on the orchestrator's thread, before any submit). */
 static void check_clean(pto_orch *o) {
   pto_run *r = o->run;
-  if (r->cm.held_head >= 0) note("COMMUTE: task slot %d still held", (int)r->cm.held_head);
+  if (cm_busy(&r->cm)) note("COMMUTE: task slot %d still held", (int)cm_first_held(&r->cm));
   for (uint32_t i = 0; i < r->cm.n; i++)
     if (r->cm.links[i].held) note("COMMUTE: slot %u flagged held", i);
   if (r->rx.nopen) note("REDUX: %d groups open", r->rx.nopen);
