@@ -107,6 +107,16 @@ if(PTO_HAVE_MPI)
                    RESOURCE_LOCK pto_devices)
 endif()
 
+# Checking mode with the two chips on two hosts (cli_check_two_hosts.sh):
+# the breaches named by the breaching rank, correct scenes passing.
+if(PTO_HAVE_MPI)
+  add_test(NAME mpi.cli_check_two_hosts.np2
+           COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli_check_two_hosts.sh ${PROJECT_BINARY_DIR}
+                      $<TARGET_FILE:pto_cli>)
+  set_tests_properties(mpi.cli_check_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 400
+    RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2)
+endif()
+
 # Two hosts (scripts/two_hosts.sh: network namespaces, own host names, a
 # veth pair, Open MPI over TCP with osc/ucx for the windows), one rank each.
 # Needs root and ip netns (CI runs as root; where namespaces cannot be made,
