@@ -139,12 +139,16 @@ typedef struct coll_slot {
   unsigned char data[COLL_TABLE_DATA]; /* my whole src, when it fits */
 } coll_slot;
 
-/* A rank's call table: its call count on this scratch, then the slots. */
+/* A rank's call table: its call count on this scratch, how far it has
+ * compared its peers' descriptors, then the slots. */
 typedef struct coll_table {
-  uint64_t calls; /* coll_table_gen(epoch, last call): read and written by me only */
-  unsigned char pad[56];
+  uint64_t calls;  /* coll_table_gen(epoch, last call): read and written by me only */
+  uint64_t seen;   /* coll_table_gen(epoch, last call whose every descriptor I compared): mine */
+  uint32_t listed; /* the task epoch in which the table joined the domain's settle list: mine */
+  unsigned char pad[44];
   coll_slot slot[2];
 } coll_table;
+_Static_assert(offsetof(coll_table, slot) == 64, "the slots start on a line of their own");
 #define TABLE_BYTES sizeof(coll_table)
 #define NO_TABLE    UINT64_MAX
 
@@ -161,9 +165,10 @@ typedef struct coll {
   int32_t seq;
   coll_desc d;
   size_t es;
-  comm_dom *cd;   /* the domain, for the backend's own collectives */
-  int buf;        /* the scratch's window buffer */
-  uint64_t table; /* window offset of the call table, or NO_TABLE */
+  comm_dom *cd;     /* the domain, for the backend's own collectives */
+  int buf;          /* the scratch's window buffer */
+  uint64_t table;   /* window offset of the call table, or NO_TABLE */
+  const char *when; /* where an earlier call's descriptors are compared (errors), or NULL */
   /* this rank's own argument error; last, so that coll_open zeroes the
    * fields before it only (zeroing all of it was a tenth of pto's own
    * work in an 8-byte allreduce on the MPI backend) */
@@ -309,14 +314,14 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
       op_name(k->d.op, mop, sizeof mop);
       op_name(o->op, oop, sizeof oop);
       return comm_fail(k->c, PTO_EINVAL,
-                       "%s: mismatched %s on domain %d: rank %d called %s #%" PRId64
+                       "%s%s: mismatched %s on domain %d: rank %d called %s #%" PRId64
                        " (count %" PRId64 ", %s, %s, root %" PRId64
                        ", %s), rank %d called %s #%" PRId64 " (count %" PRId64
                        ", %s, %s, root %" PRId64 ", %s)",
-                       name, field, k->dom, k->me, name, k->d.seq, k->d.count,
-                       pto_dtype_name((pto_dtype)k->d.dtype), mop, k->d.root, algo_name(k->d.algo),
-                       p, kind_name(o->kind), o->seq, o->count, pto_dtype_name((pto_dtype)o->dtype),
-                       oop, o->root, algo_name(o->algo));
+                       name, k->when ? k->when : "", field, k->dom, k->me, name, k->d.seq,
+                       k->d.count, pto_dtype_name((pto_dtype)k->d.dtype), mop, k->d.root,
+                       algo_name(k->d.algo), p, kind_name(o->kind), o->seq, o->count,
+                       pto_dtype_name((pto_dtype)o->dtype), oop, o->root, algo_name(o->algo));
     }
   }
   if (k->d.status)
@@ -362,38 +367,123 @@ static int32_t next_call(coll *k) {
   return ++k->cd->coll_calls[k->buf].calls;
 }
 
+/* The call number of a table word (calls, seen) in this task, 0 when it is
+ * another task's. */
+static int32_t table_count(const coll *k, uint64_t word) {
+  return word >> 32 == k->c->epoch ? (int32_t)(uint32_t)word : 0;
+}
+
 typedef struct table_wait {
   const coll *k;
+  int32_t call;
   uint64_t gen;
-  int next; /* the peers before it have published the call */
+  bool one_way; /* coll_table_waits: a broadcast's non-root waits for its root alone */
+  int next;     /* the peers before it have published the call */
   bool cancelled;
 } table_wait;
 
 static bool table_ready(void *arg) {
   table_wait *w = arg;
-  for (; w->next < w->k->n; w->next++) {
-    if (w->next == w->k->me) continue;
+  const coll *k = w->k;
+  for (; w->next < k->n; w->next++) {
+    if (!coll_table_waits(w->one_way, (int)k->d.root, k->me, w->next)) continue;
     /* acquire pairs with the peer's release store of the generation: its
      * descriptor and data are then visible */
-    if (atomic_load_explicit(&table_slot(w->k, w->next, (int32_t)w->k->d.seq)->gen,
-                             memory_order_acquire) != w->gen) {
-      w->cancelled = pto_kctx_cancelled(w->k->ctx) || comm_stopping(w->k->c);
+    if (atomic_load_explicit(&table_slot(k, w->next, w->call)->gen, memory_order_acquire) !=
+        w->gen) {
+      w->cancelled = (k->ctx && pto_kctx_cancelled(k->ctx)) || comm_stopping(k->c);
       return w->cancelled;
     }
   }
   return true;
 }
 
-/* Steps 2-3 on the call table: publishes my descriptor, and pub (my whole
- * src, pub_bytes) when given and it fits, waits until every peer has
- * published the same call, and compares the descriptors. bb is the
- * call's block, held to the scratch's slots as on the other paths (the
- * same scratch must serve algorithm=). On 0, pubs[p] (when given) is what
- * rank p published, in its table (mine too: a copy of src, so it never
- * overlaps dst), until its next call but one. The wait spins, yields,
- * then parks (the backend's signal_park), with the domain's deadline. */
+/* Waits until the peers that coll_table_waits names have published `call`
+ * (spin, yield, park: the backend's signal_park, with the domain's
+ * deadline), then compares their descriptors of it with mine (k->d: that
+ * call's) before any data is used. `when` says where the wait is, for the
+ * errors. */
+static int table_await(coll *k, int32_t call, bool one_way, const char *when) {
+  table_wait w = {k, call, coll_table_gen(k->c->epoch, call), one_way, 0, false};
+  const comm_dom *d = k->cd;
+  if (!table_ready(&w)) {
+    /* a controlled schedule may run the chip's other blocks meanwhile */
+    bool yielded = k->ctx && schedule_block_wait(k->ctx, table_ready, &w);
+    int64_t ms = d->desc.wait_timeout_ms;
+    bool ok = d->be->signal_park(d->win, table_ready, &w, pto_deadline_ms(ms));
+    if (yielded) schedule_block_resume(k->ctx);
+    const char *name = kind_name(k->d.kind);
+    if (!ok || w.cancelled) {
+      uint64_t seen = atomic_load_explicit(&table_slot(k, w.next, call)->gen, memory_order_relaxed);
+      if (comm_stopping(k->c))
+        return comm_fail(k->c, PTO_ESHUTDOWN,
+                         "%s #%" PRId64 "%s ended: the node stopped chip %d (the node failed) "
+                         "while domain %d rank %d waited for rank %d's call",
+                         name, k->d.seq, when, k->c->chip, k->dom, k->me, w.next);
+      if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
+      return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
+                       "%s #%" PRId64 "%s timed out: domain %d rank %d waited %" PRId64
+                       " ms for rank %d's call #%d (its call table holds call #%u of "
+                       "task epoch %u) (task epoch %u)",
+                       name, k->d.seq, when, k->dom, k->me, ms, w.next, (int)call,
+                       (unsigned)(uint32_t)seen, (unsigned)(seen >> 32), k->c->epoch);
+    }
+  }
+  const unsigned char *descs[PTO_COMM_MAX_RANKS];
+  for (int p = 0; p < k->n; p++)
+    descs[p] = coll_table_waits(one_way, (int)k->d.root, k->me, p)
+                   ? (const unsigned char *)&table_slot(k, p, call)->d
+                   : (const unsigned char *)&k->d; /* not compared (my own) */
+  return check_descs(k, descs);
+}
+
+/* Step 1 of coll_proto.h at my call `at` (and step 4: at = 0, the task's
+ * end): compares every peer's descriptor of my call `call` when I still
+ * owe it; k->d is then that call's (from my slot) while it runs. */
+static int table_settle(coll *k, int32_t call, int32_t at) {
+  coll_table *t = table_of(k, k->me);
+  if (!coll_table_owes(table_count(k, t->seen), call)) return 0;
+  char when[48];
+  if (at)
+    snprintf(when, sizeof when, " (compared at call #%d)", (int)at);
+  else
+    snprintf(when, sizeof when, " (compared at the end of the task)");
+  coll_desc now = k->d;
+  k->d = table_slot(k, k->me, call)->d;
+  k->when = when;
+  int rc = table_await(k, call, false, when);
+  k->when = NULL;
+  k->d = now;
+  if (!rc) t->seen = coll_table_gen(k->c->epoch, call);
+  return rc;
+}
+
+/* A one-way call leaves its descriptors to compare later: at my next call
+ * on the scratch, or at the task's end (coll_settle), for which the table
+ * joins the domain's settle list once per task. False when the list is
+ * full: the call then waits for every peer, as the others do. */
+static bool table_listed(const coll *k) {
+  coll_table *t = table_of(k, k->me);
+  if (t->listed == k->c->epoch) return true;
+  comm_dom *d = k->cd;
+  uint32_t i = atomic_fetch_add_explicit(&d->settle_n, 1, memory_order_relaxed);
+  if (i >= COMM_MAX_SETTLE) return false;
+  d->settle[i] = k->table;
+  t->listed = k->c->epoch;
+  return true;
+}
+
+/* Steps 2-3 on the call table (step 1 first): publishes my descriptor,
+ * and pub (my whole src, pub_bytes) when given and it fits, waits until
+ * the peers have published the same call (one_way: a broadcast whose data
+ * goes with the table, coll_table_waits), and compares the descriptors.
+ * bb is the call's block, held to the scratch's slots as on the other
+ * paths (the same scratch must serve algorithm=). On 0, pubs[p] (when
+ * given, for the ranks waited for) is what rank p published, in its table
+ * (mine too: a copy of src, so it never overlaps dst), until its next
+ * call but one. */
 static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
-                          const unsigned char **pubs) {
+                          const unsigned char **pubs, bool one_way) {
   if (k->d.status == 0 && bb > k->slot) {
     snprintf(k->why, sizeof k->why, "blocks of %zu bytes do not fit the scratch's %zu-byte slots",
              bb, k->slot);
@@ -403,47 +493,45 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
    * unit a second time (its call would be a second call) */
   contract_note_comm(k->ctx);
   k->d.seq = table_call(k);
-  coll_slot *mine = table_slot(k, k->me, (int32_t)k->d.seq);
+  int32_t s = (int32_t)k->d.seq;
+  int rc = table_settle(k, s - 1, s);
+  if (rc) return rc;
+  coll_slot *mine = table_slot(k, k->me, s);
   mine->d = k->d;
   if (pub && k->d.status == 0 && pub_bytes <= COLL_TABLE_DATA) memcpy(mine->data, pub, pub_bytes);
-  table_wait w = {k, coll_table_gen(k->c->epoch, (int32_t)k->d.seq), 0, false};
   /* release: the descriptor and data above are visible to a peer that
    * sees the generation */
-  atomic_store_explicit(&mine->gen, w.gen, memory_order_release);
+  atomic_store_explicit(&mine->gen, coll_table_gen(k->c->epoch, s), memory_order_release);
   const comm_dom *d = k->cd;
   for (int p = 0; p < k->n; p++)
     if (p != k->me) d->be->wake(d->win, p);
-  if (!table_ready(&w)) {
-    /* a controlled schedule may run the chip's other blocks meanwhile */
-    bool yielded = schedule_block_wait(k->ctx, table_ready, &w);
-    int64_t ms = d->desc.wait_timeout_ms;
-    bool ok = d->be->signal_park(d->win, table_ready, &w, pto_deadline_ms(ms));
-    if (yielded) schedule_block_resume(k->ctx);
-    const char *name = kind_name(k->d.kind);
-    if (!ok || w.cancelled) {
-      uint64_t seen = atomic_load_explicit(&table_slot(k, w.next, (int32_t)k->d.seq)->gen,
-                                           memory_order_relaxed);
-      if (comm_stopping(k->c))
-        return comm_fail(k->c, PTO_ESHUTDOWN,
-                         "%s #%" PRId64 " ended: the node stopped chip %d (the node failed) "
-                         "while domain %d rank %d waited for rank %d's call",
-                         name, k->d.seq, k->c->chip, k->dom, k->me, w.next);
-      if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
-      return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
-                       "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
-                       " ms for rank %d's call #%" PRId64 " (its call table holds call #%u of "
-                       "task epoch %u) (task epoch %u)",
-                       name, k->d.seq, k->dom, k->me, ms, w.next, k->d.seq,
-                       (unsigned)(uint32_t)seen, (unsigned)(seen >> 32), k->c->epoch);
-    }
+  one_way = one_way && k->d.status == 0 && table_listed(k);
+  if ((rc = table_await(k, s, one_way, ""))) return rc;
+  if (!one_way) table_of(k, k->me)->seen = coll_table_gen(k->c->epoch, s);
+  for (int p = 0; pubs && p < k->n; p++)
+    pubs[p] = table_slot(k, p, s)->data;
+  return 0;
+}
+
+int coll_settle(pto_comm *c, comm_dom *d) {
+  uint32_t listed = atomic_load_explicit(&d->settle_n, memory_order_relaxed);
+  if (listed > COMM_MAX_SETTLE) listed = COMM_MAX_SETTLE;
+  for (uint32_t i = 0; i < listed; i++) {
+    coll k;
+    memset(&k, 0, offsetof(coll, why));
+    k.why[0] = 0;
+    k.c = c;
+    k.cd = d;
+    k.dom = d->desc.id;
+    k.me = d->my_rank;
+    k.n = d->desc.nranks;
+    k.table = d->settle[i];
+    coll_table *t = table_of(&k, k.me);
+    if (t->listed != c->epoch) continue;
+    int rc = table_settle(&k, table_count(&k, t->calls), 0);
+    if (rc) return rc;
   }
-  const unsigned char *descs[PTO_COMM_MAX_RANKS];
-  for (int p = 0; p < k->n; p++)
-    descs[p] = (const unsigned char *)&table_slot(k, p, (int32_t)k->d.seq)->d;
-  int rc = check_descs(k, descs);
-  for (int p = 0; !rc && pubs && p < k->n; p++)
-    pubs[p] = table_slot(k, p, (int32_t)k->d.seq)->data;
-  return rc;
+  return 0;
 }
 
 /* Does the call's data go with the table? pub_bytes: what each rank
@@ -653,7 +741,7 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   if (table) {
     /* the generation's release store publishes the puts above too: a
      * direct backend's puts land at once */
-    if ((rc = table_exchange(k, bb, NULL, 0, NULL))) return rc;
+    if ((rc = table_exchange(k, bb, NULL, 0, NULL, false))) return rc;
   } else {
     if (n > 1 &&
         (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
@@ -895,7 +983,7 @@ int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
       }
     }
     if (!ring && table_data(&k, bytes)) {
-      if ((rc = table_exchange(&k, bytes, in, bytes, blk))) return rc;
+      if ((rc = table_exchange(&k, bytes, in, bytes, blk, false))) return rc;
       fold(&k, out, blk);
       return 0;
     }
@@ -957,7 +1045,7 @@ int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
       return native_move(&k, &call, copy, bb);
     }
   } else if (table_data(&k, bb)) {
-    if ((rc = table_exchange(&k, bb, in, bb, blk))) return rc;
+    if ((rc = table_exchange(&k, bb, in, bb, blk, false))) return rc;
     gather_blocks(&k, out, blk, bb);
     return 0;
   } else if ((rc = coll_exchange(&k, whole_block, in, bb, blk))) {
@@ -998,7 +1086,8 @@ int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
       return native(&k, &call, NULL, "the data");
     }
   } else if (table_data(&k, bb)) {
-    if ((rc = table_exchange(&k, bb, in, bb, blk))) return rc;
+    /* one way: the root waits for nobody, a non-root for the root */
+    if ((rc = table_exchange(&k, bb, in, bb, blk, true))) return rc;
     if (root == k.me)
       memmove(elem0(dst), in, bb);
     else
@@ -1070,7 +1159,7 @@ int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *sc
       return rc;
     }
   } else if (table_data(&k, (size_t)k.n * b.bb)) {
-    if ((rc = table_exchange(&k, b.bb, b.in, (size_t)k.n * b.bb, blk))) return rc;
+    if ((rc = table_exchange(&k, b.bb, b.in, (size_t)k.n * b.bb, blk, false))) return rc;
     mine_of_each(&k, blk, b.bb);
     fold(&k, out, blk);
     return 0;
@@ -1115,7 +1204,7 @@ int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
       return native_move(&k, &call, copy, all_bytes);
     }
   } else if (table_data(&k, all_bytes)) {
-    if ((rc = table_exchange(&k, b.bb, b.in, all_bytes, blk))) return rc;
+    if ((rc = table_exchange(&k, b.bb, b.in, all_bytes, blk, false))) return rc;
     mine_of_each(&k, blk, b.bb);
     gather_blocks(&k, out, blk, b.bb);
     return 0;

@@ -145,12 +145,18 @@ void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
     if (!d || d->my_rank < 0) continue;
     /* relaxed: the chip run that follows orders it for the core threads */
     atomic_store_explicit(&d->barrier_seq, 0, memory_order_relaxed);
+    atomic_store_explicit(&d->settle_n, 0, memory_order_relaxed);
     d->be->task_mark(d->win, epoch, group, false);
   }
 }
 
 int comm_task_end(pto_comm *c) {
   int rc = 0;
+  /* a task that failed already, or that the node stops, has its error */
+  for (int i = 0; i < COMM_MAX_DOMAINS && !comm_task_error(c, NULL, 0) && !comm_stopping(c); i++) {
+    comm_dom *d = c->doms[i];
+    if (d && d->my_rank >= 0 && (rc = coll_settle(c, d))) break;
+  }
   /* first say, in every domain, that this rank's kernels finished (they
    * read nothing more), then land what is held: peers landing their own
    * stores for us meanwhile need not wait for us, nor we for them */

@@ -260,7 +260,18 @@ static int mismatch_kernel(const pto_kctx *ctx) {
   case 2: /* op */
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_MAX : PTO_RED_SUM, PTO_COLL_MESH);
     break;
-  case 3: /* root */ rc = pto_broadcast(ctx, dom, s, &o, &in, odd ? 1 : 0); break;
+  case 3: /* root: each rank is a root in its own eyes, uses nobody's data and waits for
+           * nobody; it names the mismatch at its next call on the scratch */
+    rc = pto_broadcast(ctx, dom, s, &o, &in, odd ? 1 : 0);
+    if (!rc) rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  case 13: /* root, in the task's last call: named at the end of the task */
+    rc = pto_broadcast(ctx, dom, s, &o, &in, odd ? 1 : 0);
+    break;
+  case 14: /* count of a broadcast, its last call: rank 1 names it in its call, the root at
+            * the end of the task */
+    rc = pto_broadcast(ctx, dom, s, odd ? &o16 : &o, &in, 0);
+    break;
   case 4: /* algorithm */
     rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? PTO_COLL_RING : PTO_COLL_MESH);
     break;
@@ -505,6 +516,38 @@ static void test_mismatch(void **state) {
     assert_int_equal(res[0], PTO_EINVAL);
     assert_int_equal(res[1], PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
+    if (m == 3) assert_non_null(strstr(err.details, "broadcast (compared at call #2)"));
+  }
+  pto_node_destroy(n);
+}
+
+/* A broadcast whose data goes with the call table: its root waits for
+ * nobody, so a mismatch that does not touch a rank's data is named later,
+ * on every rank: at its next call on the scratch (test_mismatch, root) or
+ * at the end of the node task, before the task ends. */
+static void test_mismatch_at_end(void **state) {
+  (void)state;
+  pto_node *n = make_node(2, false, 0, false);
+  run_arg ra = {.tasks = 1};
+  int64_t eight = 8;
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
+  for (int m = 13; m <= 14; m++) {
+    ra.mismatch = m;
+    memset(ra.res.buf, 0xff, 32);
+    pto_error_info err;
+    int rc = pto_node_run(n, coll_node, &ra, &err);
+    const int32_t *res = ra.res.buf;
+    fprintf(stderr, "case %d: run %s, call statuses %s / %s: %s\n", m, pto_status_name(rc),
+            pto_status_name(res[0]), pto_status_name(res[1]), err.details);
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_int_equal(res[0], PTO_OK); /* a root: it used nobody's data */
+    if (m == 13) {
+      assert_int_equal(res[1], PTO_OK);
+      assert_non_null(strstr(err.details, "(compared at the end of the task): mismatched root"));
+    } else {
+      assert_int_equal(res[1], PTO_EINVAL);
+      assert_non_null(strstr(err.details, "mismatched count"));
+    }
   }
   pto_node_destroy(n);
 }
@@ -640,6 +683,7 @@ int main(void) {
       cmocka_unit_test(test_collectives_fault_inject),
       cmocka_unit_test(test_collectives_checked),
       cmocka_unit_test(test_mismatch),
+      cmocka_unit_test(test_mismatch_at_end),
       cmocka_unit_test(test_missing),
       cmocka_unit_test(test_two_scratch_views),
       cmocka_unit_test(test_node_level), /* last: it needs 4 chips */
