@@ -9,7 +9,7 @@
  *                         call), DONE (peers finished reading my previous
  *                         call: +1 per peer and call), RING (ring step,
  *                         set by the previous rank)
- *   table   64 + 2 x 4224 my call table (backends with direct windows,
+ *   table   128 + 8 x 4224 my call table (backends with direct windows,
  *                         below): written by me only, read by every peer
  *   descs   n x 64        descriptor of rank p's call, written by p
  *   data    (n+2) x S     mesh: slot p (S bytes) written by rank p;
@@ -34,16 +34,17 @@
  * (comm_backend.direct: shm without fault injection or a controlled run),
  * steps 2-3 go through the call table instead: call s (counted per scratch
  * and node task, in the table) writes my descriptor, and my whole src when it
- * fits COLL_TABLE_DATA bytes, into my slot s % 2 of my own table, then
- * release-stores the slot's generation (epoch, s) and wakes the peers;
- * every rank waits until every peer's slot s % 2 holds generation (epoch,
- * s), compares the descriptors, and, when the data came with them, reduces
- * or copies it straight from the peers' slots in rank order: no put, no
- * notify, no step 5. The generation makes a stale slot impossible to
- * take (the epoch never repeats, docs/architecture.md), and the two slots
- * need no acknowledgement: a peer writes its slot s % 2 again at call
- * s + 2 only after it saw my slot of call s + 1, which I write only after
- * I finished reading call s. Larger calls run step 1, the mesh's data
+ * fits COLL_TABLE_DATA bytes, into my slot s % COLL_TABLE_SLOTS of my own
+ * table, then release-stores the slot's generation (epoch, s) and wakes
+ * the peers; every rank waits until every peer's slot holds generation
+ * (epoch, s), compares the descriptors, and, when the data came with them,
+ * reduces or copies it straight from the peers' slots in rank order: no
+ * put, no notify, no step 5. The generation makes a stale slot impossible
+ * to take (the epoch never repeats, docs/architecture.md); a slot is
+ * written again only when every rank's published `seen` says it finished
+ * reading it and compared its descriptor, and a small broadcast is one
+ * way (its root waits for nobody): the steps are in coll_proto.h. Larger
+ * calls run step 1, the mesh's data
  * puts of step 2, then publish their descriptor in the table and wait for
  * every peer's in place of ARRIVE (the generation's release store
  * publishes the puts before it: a direct backend's puts land at once),
@@ -140,15 +141,22 @@ typedef struct coll_slot {
 } coll_slot;
 
 /* A rank's call table: its call count on this scratch, how far it has
- * compared its peers' descriptors, then the slots. */
+ * compared its peers' descriptors (read by the peers, on a line of its
+ * own), then the slots (coll_proto.h). */
 typedef struct coll_table {
-  uint64_t calls;  /* coll_table_gen(epoch, last call): read and written by me only */
-  uint64_t seen;   /* coll_table_gen(epoch, last call whose every descriptor I compared): mine */
+  uint64_t calls; /* coll_table_gen(epoch, last call): read and written by me only */
+  uint64_t
+      least; /* coll_table_gen(epoch, the least seen of every rank, when I last looked): mine */
   uint32_t listed; /* the task epoch in which the table joined the domain's settle list: mine */
   unsigned char pad[44];
-  coll_slot slot[2];
+  /* coll_table_gen(epoch, c): I finished my calls up to c and compared
+   * every peer's descriptor of each (release; peers acquire it before
+   * they write a slot I might still read) */
+  _Atomic uint64_t seen;
+  unsigned char pad2[56];
+  coll_slot slot[COLL_TABLE_SLOTS];
 } coll_table;
-_Static_assert(offsetof(coll_table, slot) == 64, "the slots start on a line of their own");
+_Static_assert(offsetof(coll_table, slot) == 128, "the slots start on a line of their own");
 #define TABLE_BYTES sizeof(coll_table)
 #define NO_TABLE    UINT64_MAX
 
@@ -373,24 +381,80 @@ static int32_t table_count(const coll *k, uint64_t word) {
   return word >> 32 == k->c->epoch ? (int32_t)(uint32_t)word : 0;
 }
 
+static int32_t seen_of(const coll *k, int p) {
+  return table_count(k, atomic_load_explicit(&table_of(k, p)->seen, memory_order_acquire));
+}
+
+static bool published(const coll *k, int p, int32_t call) {
+  /* acquire pairs with the peer's release store of the generation: its
+   * descriptor and data are then visible */
+  return atomic_load_explicit(&table_slot(k, p, call)->gen, memory_order_acquire) ==
+         coll_table_gen(k->c->epoch, call);
+}
+
+/* Compares every peer's descriptor of my calls after my `seen`, up to
+ * `upto`, while every peer has published them, and moves my seen on: the
+ * step "compare" of coll_proto.h. Never waits; a mismatch is named (`at`:
+ * the call that compares, 0 at the task's end). */
+static int table_compare(coll *k, int32_t upto, int32_t at) {
+  coll_table *t = table_of(k, k->me);
+  int32_t seen = table_count(k, atomic_load_explicit(&t->seen, memory_order_relaxed)), was = seen;
+  int rc = 0;
+  for (; !rc && coll_table_owes(seen, upto); seen++) {
+    int32_t j = seen + 1;
+    const unsigned char *descs[PTO_COMM_MAX_RANKS];
+    for (int p = 0; p < k->n; p++) {
+      if (p != k->me && !published(k, p, j)) goto out;
+      descs[p] = (const unsigned char *)&table_slot(k, p, j)->d;
+    }
+    char when[48];
+    if (at)
+      snprintf(when, sizeof when, " (compared at call #%d)", (int)at);
+    else
+      snprintf(when, sizeof when, " (compared at the end of the task)");
+    coll_desc now = k->d;
+    k->d = table_slot(k, k->me, j)->d;
+    k->when = when;
+    rc = check_descs(k, descs);
+    k->when = NULL;
+    k->d = now;
+  }
+out:
+  if (!rc && seen != was)
+    atomic_store_explicit(&t->seen, coll_table_gen(k->c->epoch, seen), memory_order_release);
+  return rc;
+}
+
+/* A wait of the call table: for the peers' generation of `call`
+ * (AW_PUBLISHED; one_way: coll_table_waits), for every rank's seen >=
+ * `call` (AW_SEEN: coll_table_may_write), comparing what it can
+ * meanwhile, or for my own seen >= `call` (AW_SETTLED, the task's end). */
+enum { AW_PUBLISHED, AW_SEEN, AW_SETTLED };
 typedef struct table_wait {
-  const coll *k;
+  coll *k;
+  int what;
   int32_t call;
-  uint64_t gen;
-  bool one_way; /* coll_table_waits: a broadcast's non-root waits for its root alone */
-  int next;     /* the peers before it have published the call */
+  bool one_way;
+  int32_t at; /* the call that waits (0: the task's end), for the errors */
+  int next;   /* the ranks before it are ready */
+  int rc;     /* a mismatch found while waiting */
   bool cancelled;
 } table_wait;
 
 static bool table_ready(void *arg) {
   table_wait *w = arg;
-  const coll *k = w->k;
+  coll *k = w->k;
+  /* my seen must move on while I wait: a peer may wait for it; and a
+   * mismatch of an earlier call is named here when the rank that named it
+   * first stopped before this call */
+  if ((w->rc = table_compare(k, w->what == AW_SETTLED ? w->call : w->at - 1, w->at))) return true;
   for (; w->next < k->n; w->next++) {
-    if (!coll_table_waits(w->one_way, (int)k->d.root, k->me, w->next)) continue;
-    /* acquire pairs with the peer's release store of the generation: its
-     * descriptor and data are then visible */
-    if (atomic_load_explicit(&table_slot(k, w->next, w->call)->gen, memory_order_acquire) !=
-        w->gen) {
+    bool ready =
+        w->what == AW_PUBLISHED ? !coll_table_waits(w->one_way, (int)k->d.root, k->me, w->next) ||
+                                      published(k, w->next, w->call)
+        : w->what == AW_SEEN ? coll_table_may_write(w->at, seen_of(k, w->next), COLL_TABLE_SLOTS)
+                             : w->next != k->me || seen_of(k, k->me) >= w->call;
+    if (!ready) {
       w->cancelled = (k->ctx && pto_kctx_cancelled(k->ctx)) || comm_stopping(k->c);
       return w->cancelled;
     }
@@ -398,67 +462,52 @@ static bool table_ready(void *arg) {
   return true;
 }
 
-/* Waits until the peers that coll_table_waits names have published `call`
- * (spin, yield, park: the backend's signal_park, with the domain's
- * deadline), then compares their descriptors of it with mine (k->d: that
- * call's) before any data is used. `when` says where the wait is, for the
- * errors. */
-static int table_await(coll *k, int32_t call, bool one_way, const char *when) {
-  table_wait w = {k, call, coll_table_gen(k->c->epoch, call), one_way, 0, false};
+/* Runs a wait (spin, yield, park: the backend's signal_park, with the
+ * domain's deadline); 0, a mismatch found meanwhile, or the named end. */
+static int table_wait_for(table_wait *w) {
+  coll *k = w->k;
   const comm_dom *d = k->cd;
-  if (!table_ready(&w)) {
-    /* a controlled schedule may run the chip's other blocks meanwhile */
-    bool yielded = k->ctx && schedule_block_wait(k->ctx, table_ready, &w);
-    int64_t ms = d->desc.wait_timeout_ms;
-    bool ok = d->be->signal_park(d->win, table_ready, &w, pto_deadline_ms(ms));
-    if (yielded) schedule_block_resume(k->ctx);
-    const char *name = kind_name(k->d.kind);
-    if (!ok || w.cancelled) {
-      uint64_t seen = atomic_load_explicit(&table_slot(k, w.next, call)->gen, memory_order_relaxed);
-      if (comm_stopping(k->c))
-        return comm_fail(k->c, PTO_ESHUTDOWN,
-                         "%s #%" PRId64 "%s ended: the node stopped chip %d (the node failed) "
-                         "while domain %d rank %d waited for rank %d's call",
-                         name, k->d.seq, when, k->c->chip, k->dom, k->me, w.next);
-      if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
-      return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
-                       "%s #%" PRId64 "%s timed out: domain %d rank %d waited %" PRId64
-                       " ms for rank %d's call #%d (its call table holds call #%u of "
-                       "task epoch %u) (task epoch %u)",
-                       name, k->d.seq, when, k->dom, k->me, ms, w.next, (int)call,
-                       (unsigned)(uint32_t)seen, (unsigned)(seen >> 32), k->c->epoch);
-    }
+  if (table_ready(w)) return w->rc;
+  /* a controlled schedule may run the chip's other blocks meanwhile */
+  bool yielded = k->ctx && schedule_block_wait(k->ctx, table_ready, w);
+  int64_t ms = d->desc.wait_timeout_ms;
+  bool ok = d->be->signal_park(d->win, table_ready, w, pto_deadline_ms(ms));
+  if (yielded) schedule_block_resume(k->ctx);
+  if (w->rc) return w->rc;
+  if (ok && !w->cancelled) return 0;
+  const char *name = kind_name(k->d.kind);
+  char when[48] = "";
+  if (!w->at) snprintf(when, sizeof when, " (at the end of the task)");
+  if (comm_stopping(k->c))
+    return comm_fail(k->c, PTO_ESHUTDOWN,
+                     "%s #%" PRId64 "%s ended: the node stopped chip %d (the node failed) "
+                     "while domain %d rank %d waited for rank %d",
+                     name, k->d.seq, when, k->c->chip, k->dom, k->me, w->next);
+  if (w->cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
+  if (w->what == AW_PUBLISHED || w->next == k->me) {
+    /* rank next (maybe I, comparing) waits for a call of rank p */
+    int p = w->next;
+    int32_t call = w->call;
+    if (w->what != AW_PUBLISHED) /* the first call I could not compare: someone's is missing */
+      for (call = seen_of(k, k->me) + 1, p = 0; p < k->n && (p == k->me || published(k, p, call));)
+        p++;
+    uint64_t seen =
+        p < k->n ? atomic_load_explicit(&table_slot(k, p, call)->gen, memory_order_relaxed) : 0;
+    return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
+                     "%s #%" PRId64 "%s timed out: domain %d rank %d waited %" PRId64
+                     " ms for rank %d's call #%d (its call table holds call #%u of "
+                     "task epoch %u) (task epoch %u)",
+                     name, k->d.seq, when, k->dom, k->me, ms, p, (int)call,
+                     (unsigned)(uint32_t)seen, (unsigned)(seen >> 32), k->c->epoch);
   }
-  const unsigned char *descs[PTO_COMM_MAX_RANKS];
-  for (int p = 0; p < k->n; p++)
-    descs[p] = coll_table_waits(one_way, (int)k->d.root, k->me, p)
-                   ? (const unsigned char *)&table_slot(k, p, call)->d
-                   : (const unsigned char *)&k->d; /* not compared (my own) */
-  return check_descs(k, descs);
+  return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
+                   "%s #%" PRId64 "%s timed out: domain %d rank %d waited %" PRId64
+                   " ms for rank %d to finish its call #%d (it finished #%d) (task epoch %u)",
+                   name, k->d.seq, when, k->dom, k->me, ms, w->next, (int)w->call,
+                   (int)seen_of(k, w->next), k->c->epoch);
 }
 
-/* Step 1 of coll_proto.h at my call `at` (and step 4: at = 0, the task's
- * end): compares every peer's descriptor of my call `call` when I still
- * owe it; k->d is then that call's (from my slot) while it runs. */
-static int table_settle(coll *k, int32_t call, int32_t at) {
-  coll_table *t = table_of(k, k->me);
-  if (!coll_table_owes(table_count(k, t->seen), call)) return 0;
-  char when[48];
-  if (at)
-    snprintf(when, sizeof when, " (compared at call #%d)", (int)at);
-  else
-    snprintf(when, sizeof when, " (compared at the end of the task)");
-  coll_desc now = k->d;
-  k->d = table_slot(k, k->me, call)->d;
-  k->when = when;
-  int rc = table_await(k, call, false, when);
-  k->when = NULL;
-  k->d = now;
-  if (!rc) t->seen = coll_table_gen(k->c->epoch, call);
-  return rc;
-}
-
-/* A one-way call leaves its descriptors to compare later: at my next call
+/* A one-way call leaves its descriptors to compare later: at my next calls
  * on the scratch, or at the task's end (coll_settle), for which the table
  * joins the domain's settle list once per task. False when the list is
  * full: the call then waits for every peer, as the others do. */
@@ -473,15 +522,16 @@ static bool table_listed(const coll *k) {
   return true;
 }
 
-/* Steps 2-3 on the call table (step 1 first): publishes my descriptor,
- * and pub (my whole src, pub_bytes) when given and it fits, waits until
- * the peers have published the same call (one_way: a broadcast whose data
- * goes with the table, coll_table_waits), and compares the descriptors.
- * bb is the call's block, held to the scratch's slots as on the other
- * paths (the same scratch must serve algorithm=). On 0, pubs[p] (when
- * given, for the ranks waited for) is what rank p published, in its table
- * (mine too: a copy of src, so it never overlaps dst), until its next
- * call but one. */
+/* The steps of coll_proto.h on the call table: waits until my slot of
+ * this call may be written (coll_table_may_write, comparing meanwhile),
+ * publishes my descriptor, and pub (my whole src, pub_bytes) when given
+ * and it fits, waits until the peers have published the same call
+ * (one_way: a broadcast whose data goes with the table,
+ * coll_table_waits), and compares their descriptors. bb is the call's
+ * block, held to the scratch's slots as on the other paths (the same
+ * scratch must serve algorithm=). On 0, pubs[p] (when given, for the
+ * ranks waited for) is what rank p published, in its table (mine too: a
+ * copy of src, so it never overlaps dst), until I finish this call. */
 static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
                           const unsigned char **pubs, bool one_way) {
   if (k->d.status == 0 && bb > k->slot) {
@@ -494,8 +544,20 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
   contract_note_comm(k->ctx);
   k->d.seq = table_call(k);
   int32_t s = (int32_t)k->d.seq;
-  int rc = table_settle(k, s - 1, s);
-  if (rc) return rc;
+  int rc;
+  coll_table *t = table_of(k, k->me);
+  /* seen only grows: the peers' lines are read again only when what I saw
+   * last no longer lets me write (once every SLOTS - 1 calls, in step) */
+  if (!coll_table_may_write(s, table_count(k, t->least), COLL_TABLE_SLOTS)) {
+    table_wait g = {k, AW_SEEN, s - COLL_TABLE_SLOTS, false, s, 0, 0, false};
+    if ((rc = table_wait_for(&g))) return rc;
+    int32_t least = INT32_MAX;
+    for (int p = 0; p < k->n; p++) {
+      int32_t seen = seen_of(k, p);
+      least = seen < least ? seen : least;
+    }
+    t->least = coll_table_gen(k->c->epoch, least);
+  }
   coll_slot *mine = table_slot(k, k->me, s);
   mine->d = k->d;
   if (pub && k->d.status == 0 && pub_bytes <= COLL_TABLE_DATA) memcpy(mine->data, pub, pub_bytes);
@@ -506,10 +568,28 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
   for (int p = 0; p < k->n; p++)
     if (p != k->me) d->be->wake(d->win, p);
   one_way = one_way && k->d.status == 0 && table_listed(k);
-  if ((rc = table_await(k, s, one_way, ""))) return rc;
-  if (!one_way) table_of(k, k->me)->seen = coll_table_gen(k->c->epoch, s);
+  table_wait w = {k, AW_PUBLISHED, s, one_way, s, 0, 0, false};
+  if ((rc = table_wait_for(&w))) return rc;
+  const unsigned char *descs[PTO_COMM_MAX_RANKS];
+  for (int p = 0; p < k->n; p++)
+    descs[p] = coll_table_waits(one_way, (int)k->d.root, k->me, p)
+                   ? (const unsigned char *)&table_slot(k, p, s)->d
+                   : (const unsigned char *)&k->d; /* compared later */
+  if ((rc = check_descs(k, descs))) return rc;
   for (int p = 0; pubs && p < k->n; p++)
     pubs[p] = table_slot(k, p, s)->data;
+  return 0;
+}
+
+/* After the call's data is read (one_way: table_exchange's): my seen moves
+ * on, to this call when I compared every descriptor of it and of the calls
+ * before, else as far as what has come allows, without waiting. */
+static int table_finish(coll *k, bool one_way) {
+  coll_table *t = table_of(k, k->me);
+  int32_t s = (int32_t)k->d.seq;
+  if (one_way || table_count(k, atomic_load_explicit(&t->seen, memory_order_relaxed)) != s - 1)
+    return table_compare(k, s, s);
+  atomic_store_explicit(&t->seen, coll_table_gen(k->c->epoch, s), memory_order_release);
   return 0;
 }
 
@@ -528,7 +608,10 @@ int coll_settle(pto_comm *c, comm_dom *d) {
     k.table = d->settle[i];
     coll_table *t = table_of(&k, k.me);
     if (t->listed != c->epoch) continue;
-    int rc = table_settle(&k, table_count(&k, t->calls), 0);
+    int32_t last = table_count(&k, t->calls);
+    k.d = table_slot(&k, k.me, last)->d;
+    table_wait w = {&k, AW_SETTLED, last, false, 0, 0, 0, false};
+    int rc = table_wait_for(&w);
     if (rc) return rc;
   }
   return 0;
@@ -741,7 +824,8 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   if (table) {
     /* the generation's release store publishes the puts above too: a
      * direct backend's puts land at once */
-    if ((rc = table_exchange(k, bb, NULL, 0, NULL, false))) return rc;
+    if ((rc = table_exchange(k, bb, NULL, 0, NULL, false)) || (rc = table_finish(k, false)))
+      return rc;
   } else {
     if (n > 1 &&
         (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
@@ -985,7 +1069,7 @@ int pto_allreduce(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
     if (!ring && table_data(&k, bytes)) {
       if ((rc = table_exchange(&k, bytes, in, bytes, blk, false))) return rc;
       fold(&k, out, blk);
-      return 0;
+      return table_finish(&k, false);
     }
     /* ring moves its data after the exchange of descriptors */
     rc = coll_exchange(&k, ring ? NULL : whole_block, in, ring ? 0 : bytes, blk);
@@ -1047,7 +1131,7 @@ int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
   } else if (table_data(&k, bb)) {
     if ((rc = table_exchange(&k, bb, in, bb, blk, false))) return rc;
     gather_blocks(&k, out, blk, bb);
-    return 0;
+    return table_finish(&k, false);
   } else if ((rc = coll_exchange(&k, whole_block, in, bb, blk))) {
     return rc;
   }
@@ -1092,7 +1176,7 @@ int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch
       memmove(elem0(dst), in, bb);
     else
       memcpy(elem0(dst), blk[root], bb);
-    return 0;
+    return table_finish(&k, true);
   } else if ((rc = coll_exchange(&k, in ? whole_block : NULL, in, bb, blk))) {
     return rc;
   }
@@ -1162,7 +1246,7 @@ int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *sc
     if ((rc = table_exchange(&k, b.bb, b.in, (size_t)k.n * b.bb, blk, false))) return rc;
     mine_of_each(&k, blk, b.bb);
     fold(&k, out, blk);
-    return 0;
+    return table_finish(&k, false);
   } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
     return rc;
   }
@@ -1207,7 +1291,7 @@ int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
     if ((rc = table_exchange(&k, b.bb, b.in, all_bytes, blk, false))) return rc;
     mine_of_each(&k, blk, b.bb);
     gather_blocks(&k, out, blk, b.bb);
-    return 0;
+    return table_finish(&k, false);
   } else if ((rc = coll_exchange(&k, block_p, &b, b.bb, blk))) {
     return rc;
   }
