@@ -599,6 +599,7 @@ static int table_finish(coll *k) {
 }
 
 int coll_settle(pto_comm *c, comm_dom *d) {
+  if (!d->be->direct) return 0; /* no call table (the MPI backend's own collectives) */
   uint32_t listed = atomic_load_explicit(&d->settle_n, memory_order_relaxed);
   if (listed > COMM_MAX_SETTLE) listed = COMM_MAX_SETTLE;
   for (uint32_t i = 0; i < listed; i++) {
