@@ -129,12 +129,16 @@ comm_dom *comm_find(const pto_comm *c, int32_t id);
 /* Start of a node task run by the node chips in `group` (bit per chip):
  * new epoch, clears the latched error. */
 void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group);
+/* End of a node task whose chip run succeeded, before comm_task_end:
+ * coll_settle on every domain (unless the task failed already or the node
+ * stops the chip); 0 or the named error. */
+int comm_task_settle(pto_comm *c);
 /* End of a node task: lands every held-back store (fault injection). */
 int comm_task_end(pto_comm *c);
-/* End of a node task, before comm_task_end marks it: compares the
- * descriptors of the collectives' calls this rank has not compared yet
- * (coll.c; a broadcast's root waits for nobody), so that a mismatch is
- * named on every rank; 0 or the named error. */
+/* End of a node task (comm_task_settle): compares the descriptors of the
+ * collectives' calls this rank has not compared yet (coll.c; a
+ * broadcast's root waits for nobody), so that a mismatch is named on every
+ * rank; 0 or the named error. */
 int coll_settle(pto_comm *c, comm_dom *d);
 /* First error details of the task ("" when none). */
 int comm_task_error(pto_comm *c, char *details, size_t n);

@@ -150,13 +150,19 @@ void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
   }
 }
 
+int comm_task_settle(pto_comm *c) {
+  /* a task that failed already, or that the node stops, has its error */
+  if (comm_task_error(c, NULL, 0) || comm_stopping(c)) return 0;
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    comm_dom *d = c->doms[i];
+    int rc = d && d->my_rank >= 0 ? coll_settle(c, d) : 0;
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 int comm_task_end(pto_comm *c) {
   int rc = 0;
-  /* a task that failed already, or that the node stops, has its error */
-  for (int i = 0; i < COMM_MAX_DOMAINS && !comm_task_error(c, NULL, 0) && !comm_stopping(c); i++) {
-    comm_dom *d = c->doms[i];
-    if (d && d->my_rank >= 0 && (rc = coll_settle(c, d))) break;
-  }
   /* first say, in every domain, that this rank's kernels finished (they
    * read nothing more), then land what is held: peers landing their own
    * stores for us meanwhile need not wait for us, nor we for them */
