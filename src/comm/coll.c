@@ -147,8 +147,9 @@ typedef struct coll_table {
   uint64_t calls; /* coll_table_gen(epoch, last call): read and written by me only */
   uint64_t
       least; /* coll_table_gen(epoch, the least seen of every rank, when I last looked): mine */
-  uint32_t listed; /* the task epoch in which the table joined the domain's settle list: mine */
-  unsigned char pad[44];
+  uint32_t listed;  /* the task epoch in which the table joined the domain's settle list: mine */
+  uint32_t one_way; /* the task epoch of my last one-way call on it: mine */
+  unsigned char pad[40];
   /* coll_table_gen(epoch, c): I finished my calls up to c and compared
    * every peer's descriptor of each (release; peers acquire it before
    * they write a slot I might still read) */
@@ -388,6 +389,18 @@ static int32_t table_count(const coll *k, uint64_t word) {
   return word >> 32 == k->c->epoch ? (int32_t)(uint32_t)word : 0;
 }
 
+/* Publishes my seen = call. A peer may be parked at its gate (or its
+ * task's end) for it, which only a one-way call can leave behind (calls
+ * that wait for every peer keep every seen within 2 of each other, far
+ * from the gate): then the peers are woken too. */
+static void table_seen(coll *k, coll_table *t, int32_t call) {
+  atomic_store_explicit(&t->seen, coll_table_gen(k->c->epoch, call), memory_order_release);
+  if (t->one_way != k->c->epoch) return;
+  const comm_dom *d = k->cd;
+  for (int p = 0; p < k->n; p++)
+    if (p != k->me) d->be->wake(d->win, p);
+}
+
 static int32_t seen_of(const coll *k, int p) {
   return table_count(k, atomic_load_explicit(&table_of(k, p)->seen, memory_order_acquire));
 }
@@ -422,8 +435,7 @@ static int table_compare(coll *k, int32_t upto, int32_t at) {
     k->d = now;
   }
 out:
-  if (!rc && seen != was)
-    atomic_store_explicit(&t->seen, coll_table_gen(k->c->epoch, seen), memory_order_release);
+  if (!rc && seen != was) table_seen(k, t, seen);
   return rc;
 }
 
@@ -569,6 +581,7 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
   const comm_dom *d = k->cd;
   for (int p = 0; p < k->n; p++)
     if (p != k->me) d->be->wake(d->win, p);
+  if (one_way) table_of(k, k->me)->one_way = k->c->epoch;
   one_way = k->one_way = one_way && k->d.status == 0 && table_listed(k);
   table_wait w = {k, AW_PUBLISHED, s, one_way, s, 0, 0, false};
   if ((rc = table_wait_for(&w))) return rc;
@@ -594,7 +607,7 @@ static int table_finish(coll *k) {
   if (k->one_way && k->me == (int)k->d.root) return 0;
   if (k->one_way || table_count(k, atomic_load_explicit(&t->seen, memory_order_relaxed)) != s - 1)
     return table_compare(k, s, s);
-  atomic_store_explicit(&t->seen, coll_table_gen(k->c->epoch, s), memory_order_release);
+  table_seen(k, t, s);
   return 0;
 }
 
