@@ -458,8 +458,10 @@ static bool table_ready(void *arg) {
   coll *k = w->k;
   /* my seen must move on while I wait: a peer may wait for it; and a
    * mismatch of an earlier call is named here when the rank that named it
-   * first stopped before this call */
-  if ((w->rc = table_compare(k, w->what == AW_SETTLED ? w->call : w->at - 1, w->at))) return true;
+   * first stopped before this call (a wait for a publish compares only
+   * once it has to wait: a call whose peers are there pays nothing) */
+  int32_t upto = w->what == AW_SETTLED ? w->call : w->at - 1;
+  if (w->what != AW_PUBLISHED && (w->rc = table_compare(k, upto, w->at))) return true;
   for (; w->next < k->n; w->next++) {
     bool ready =
         w->what == AW_PUBLISHED ? !coll_table_waits(w->one_way, (int)k->d.root, k->me, w->next) ||
@@ -467,6 +469,7 @@ static bool table_ready(void *arg) {
         : w->what == AW_SEEN ? coll_table_may_write(w->at, seen_of(k, w->next), COLL_TABLE_SLOTS)
                              : w->next != k->me || seen_of(k, k->me) >= w->call;
     if (!ready) {
+      if (w->what == AW_PUBLISHED && (w->rc = table_compare(k, upto, w->at))) return true;
       w->cancelled = (k->ctx && pto_kctx_cancelled(k->ctx)) || comm_stopping(k->c);
       return w->cancelled;
     }
