@@ -9,7 +9,7 @@
  *                         call), DONE (peers finished reading my previous
  *                         call: +1 per peer and call), RING (ring step,
  *                         set by the previous rank)
- *   table   128 + 8 x 4224 my call table (backends with direct windows,
+ *   table   64 + 2 x 4224 my call table (backends with direct windows,
  *                         below): written by me only, read by every peer
  *   descs   n x 64        descriptor of rank p's call, written by p
  *   data    (n+2) x S     mesh: slot p (S bytes) written by rank p;
@@ -34,17 +34,16 @@
  * (comm_backend.direct: shm without fault injection or a controlled run),
  * steps 2-3 go through the call table instead: call s (counted per scratch
  * and node task, in the table) writes my descriptor, and my whole src when it
- * fits COLL_TABLE_DATA bytes, into my slot s % COLL_TABLE_SLOTS of my own
- * table, then release-stores the slot's generation (epoch, s) and wakes
- * the peers; every rank waits until every peer's slot holds generation
- * (epoch, s), compares the descriptors, and, when the data came with them,
- * reduces or copies it straight from the peers' slots in rank order: no
- * put, no notify, no step 5. The generation makes a stale slot impossible
- * to take (the epoch never repeats, docs/architecture.md); a slot is
- * written again only when every rank's published `seen` says it finished
- * reading it and compared its descriptor, and a small broadcast is one
- * way (its root waits for nobody): the steps are in coll_proto.h. Larger
- * calls run step 1, the mesh's data
+ * fits COLL_TABLE_DATA bytes, into my slot s % 2 of my own table, then
+ * release-stores the slot's generation (epoch, s) and wakes the peers;
+ * every rank waits until every peer's slot s % 2 holds generation (epoch,
+ * s), compares the descriptors, and, when the data came with them, reduces
+ * or copies it straight from the peers' slots in rank order: no put, no
+ * notify, no step 5. The generation makes a stale slot impossible to
+ * take (the epoch never repeats, docs/architecture.md), and the two slots
+ * need no acknowledgement: a peer writes its slot s % 2 again at call
+ * s + 2 only after it saw my slot of call s + 1, which I write only after
+ * I finished reading call s. Larger calls run step 1, the mesh's data
  * puts of step 2, then publish their descriptor in the table and wait for
  * every peer's in place of ARRIVE (the generation's release store
  * publishes the puts before it: a direct backend's puts land at once),
@@ -141,23 +140,12 @@ typedef struct coll_slot {
   unsigned char data[COLL_TABLE_DATA]; /* my whole src, when it fits */
 } coll_slot;
 
-/* A rank's call table: its call count on this scratch, how far it has
- * compared its peers' descriptors (read by the peers, on a line of its
- * own), then the slots (coll_proto.h). */
+/* A rank's call table: its call count on this scratch, then the slots. */
 typedef struct coll_table {
   uint64_t calls; /* coll_table_gen(epoch, last call): read and written by me only */
-  uint64_t
-      least; /* coll_table_gen(epoch, the least seen of every rank, when I last looked): mine */
-  uint32_t listed; /* the task epoch in which the table joined the domain's settle list: mine */
-  unsigned char pad[44];
-  /* coll_table_gen(epoch, c): I finished my calls up to c and compared
-   * every peer's descriptor of each (release; peers acquire it before
-   * they write a slot I might still read) */
-  _Atomic uint64_t seen;
-  unsigned char pad2[56];
-  coll_slot slot[COLL_TABLE_SLOTS];
+  unsigned char pad[56];
+  coll_slot slot[2];
 } coll_table;
-_Static_assert(offsetof(coll_table, slot) == 128, "the slots start on a line of their own");
 #define TABLE_BYTES sizeof(coll_table)
 #define NO_TABLE    UINT64_MAX
 
@@ -174,14 +162,11 @@ typedef struct coll {
   int32_t seq;
   coll_desc d;
   size_t es;
-  comm_dom *cd;        /* the domain, for the backend's own collectives */
-  int buf;             /* the scratch's window buffer */
-  uint64_t table;      /* window offset of the call table, or NO_TABLE */
-  uint64_t view_at;    /* window offset of base (the backend's records name it) */
-  bool locked;         /* holds the domain's coll_lock of buf (backends with collectives) */
-  bool one_way;        /* table_exchange: a one-way call (coll_table_waits) */
-  int32_t compared_at; /* an earlier call's descriptors compared at this call (0: at the
-                          task's end), for the errors; -1: this call's own */
+  comm_dom *cd;     /* the domain, for the backend's own collectives */
+  int buf;          /* the scratch's window buffer */
+  uint64_t table;   /* window offset of the call table, or NO_TABLE */
+  uint64_t view_at; /* window offset of base (the backend's records name it) */
+  bool locked;      /* holds the domain's coll_lock of buf (backends with collectives) */
   /* this rank's own argument error; last, so that coll_open zeroes the
    * fields before it only (zeroing all of it was a tenth of pto's own
    * work in an 8-byte allreduce on the MPI backend) */
@@ -250,7 +235,6 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
                      coll_kind kind) {
   memset(k, 0, offsetof(coll, why));
   k->why[0] = 0;
-  k->compared_at = -1;
   k->ctx = ctx;
   k->dom = dom;
   k->c = pto_kctx_comm(ctx);
@@ -338,26 +322,22 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
                         : o->algo != k->d.algo   ? "algorithm"
                         : o->slot != k->d.slot   ? "scratch size"
                                                  : NULL;
+    if (field && !strcmp(field, "scratch size"))
+      return comm_fail(k->c, PTO_EINVAL,
+                       "%s #%" PRId64 ": mismatched scratch size on domain %d: rank %d's scratch "
+                       "view has %" PRId64 "-byte slots, rank %d's %" PRId64
+                       " (pass views of one size on every rank)",
+                       name, k->d.seq, k->dom, k->me, k->d.slot, p, o->slot);
     if (field) {
-      char mop[40], oop[40], when[48] = "";
-      if (k->compared_at > 0)
-        snprintf(when, sizeof when, " (compared at call #%d)", (int)k->compared_at);
-      else if (k->compared_at == 0)
-        snprintf(when, sizeof when, " (compared at the end of the task)");
-      if (!strcmp(field, "scratch size"))
-        return comm_fail(k->c, PTO_EINVAL,
-                         "%s #%" PRId64 "%s: mismatched scratch size on domain %d: rank %d's "
-                         "scratch view has %" PRId64 "-byte slots, rank %d's %" PRId64
-                         " (pass views of one size on every rank)",
-                         name, k->d.seq, when, k->dom, k->me, k->d.slot, p, o->slot);
+      char mop[40], oop[40];
       op_name(k->d.op, mop, sizeof mop);
       op_name(o->op, oop, sizeof oop);
       return comm_fail(k->c, PTO_EINVAL,
-                       "%s%s: mismatched %s on domain %d: rank %d called %s #%" PRId64
+                       "%s: mismatched %s on domain %d: rank %d called %s #%" PRId64
                        " (count %" PRId64 ", %s, %s, root %" PRId64
                        ", %s), rank %d called %s #%" PRId64 " (count %" PRId64
                        ", %s, %s, root %" PRId64 ", %s)",
-                       name, when, field, k->dom, k->me, name, k->d.seq, k->d.count,
+                       name, field, k->dom, k->me, name, k->d.seq, k->d.count,
                        pto_dtype_name((pto_dtype)k->d.dtype), mop, k->d.root, algo_name(k->d.algo),
                        p, kind_name(o->kind), o->seq, o->count, pto_dtype_name((pto_dtype)o->dtype),
                        oop, o->root, algo_name(o->algo));
@@ -406,182 +386,38 @@ static int32_t next_call(coll *k) {
   return ++k->cd->coll_calls[k->buf].calls;
 }
 
-/* The call number of a table word (calls, seen) in this task, 0 when it is
- * another task's. */
-static int32_t table_count(const coll *k, uint64_t word) {
-  return word >> 32 == k->c->epoch ? (int32_t)(uint32_t)word : 0;
-}
-
-/* Publishes my seen = call. No wake: a peer waiting for it (at its gate
- * or its task's end) parks in slices of SEEN_PARK_NS (table_wait_for).
- * Waking the peers at every seen that moved on after a one-way call woke
- * parked peers for nothing: an 8-byte allreduce on 4 ranks over 2 CPUs,
- * on a scratch that also served broadcasts, went from 0.86x to 1.36x
- * MPI_Allreduce's time. */
-static void table_seen(coll *k, coll_table *t, int32_t call) {
-  atomic_store_explicit(&t->seen, coll_table_gen(k->c->epoch, call), memory_order_release);
-}
-#define SEEN_PARK_NS 1000000ull
-
-static int32_t seen_of(const coll *k, int p) {
-  return table_count(k, atomic_load_explicit(&table_of(k, p)->seen, memory_order_acquire));
-}
-
-static bool published(const coll *k, int p, int32_t call) {
-  /* acquire pairs with the peer's release store of the generation: its
-   * descriptor and data are then visible */
-  return atomic_load_explicit(&table_slot(k, p, call)->gen, memory_order_acquire) ==
-         coll_table_gen(k->c->epoch, call);
-}
-
-/* Compares every peer's descriptor of my calls after my `seen`, up to
- * `upto`, while every peer has published them, and moves my seen on: the
- * step "compare" of coll_proto.h. Never waits; a mismatch is named (`at`:
- * the call that compares, 0 at the task's end). */
-static int table_compare(coll *k, int32_t upto, int32_t at) {
-  coll_table *t = table_of(k, k->me);
-  int32_t seen = table_count(k, atomic_load_explicit(&t->seen, memory_order_relaxed)), was = seen;
-  int rc = 0;
-  for (; !rc && coll_table_owes(seen, upto); seen++) {
-    int32_t j = seen + 1;
-    const unsigned char *descs[PTO_COMM_MAX_RANKS];
-    for (int p = 0; p < k->n; p++) {
-      if (p != k->me && !published(k, p, j)) goto out;
-      descs[p] = (const unsigned char *)&table_slot(k, p, j)->d;
-    }
-    coll_desc now = k->d;
-    k->d = table_slot(k, k->me, j)->d;
-    k->compared_at = at;
-    rc = check_descs(k, descs);
-    k->compared_at = -1;
-    k->d = now;
-  }
-out:
-  if (!rc && seen != was) table_seen(k, t, seen);
-  return rc;
-}
-
-/* A wait of the call table: for the peers' generation of `call`
- * (AW_PUBLISHED; one_way: coll_table_waits), for every rank's seen >=
- * `call` (AW_SEEN: coll_table_may_write), comparing what it can
- * meanwhile, or for my own seen >= `call` (AW_SETTLED, the task's end). */
-enum { AW_PUBLISHED, AW_SEEN, AW_SETTLED };
 typedef struct table_wait {
-  coll *k;
-  int what;
-  int32_t call;
-  bool one_way;
-  int32_t at; /* the call that waits (0: the task's end), for the errors */
-  int next;   /* the ranks before it are ready */
-  int rc;     /* a mismatch found while waiting */
+  const coll *k;
+  uint64_t gen;
+  int next; /* the peers before it have published the call */
   bool cancelled;
 } table_wait;
 
 static bool table_ready(void *arg) {
   table_wait *w = arg;
-  coll *k = w->k;
-  /* my seen must move on while I wait: a peer may wait for it; and a
-   * mismatch of an earlier call is named here when the rank that named it
-   * first stopped before this call (a wait for a publish compares only
-   * once it has to wait: a call whose peers are there pays nothing) */
-  int32_t upto = w->what == AW_SETTLED ? w->call : w->at - 1;
-  if (w->what != AW_PUBLISHED && (w->rc = table_compare(k, upto, w->at))) return true;
-  for (; w->next < k->n; w->next++) {
-    bool ready =
-        w->what == AW_PUBLISHED ? !coll_table_waits(w->one_way, (int)k->d.root, k->me, w->next) ||
-                                      published(k, w->next, w->call)
-        : w->what == AW_SEEN ? coll_table_may_write(w->at, seen_of(k, w->next), COLL_TABLE_SLOTS)
-                             : w->next != k->me || seen_of(k, k->me) >= w->call;
-    if (!ready) {
-      if (w->what == AW_PUBLISHED && (w->rc = table_compare(k, upto, w->at))) return true;
-      w->cancelled = (k->ctx && pto_kctx_cancelled(k->ctx)) || comm_stopping(k->c);
+  for (; w->next < w->k->n; w->next++) {
+    if (w->next == w->k->me) continue;
+    /* acquire pairs with the peer's release store of the generation: its
+     * descriptor and data are then visible */
+    if (atomic_load_explicit(&table_slot(w->k, w->next, (int32_t)w->k->d.seq)->gen,
+                             memory_order_acquire) != w->gen) {
+      w->cancelled = pto_kctx_cancelled(w->k->ctx) || comm_stopping(w->k->c);
       return w->cancelled;
     }
   }
   return true;
 }
 
-/* Runs a wait (spin, yield, park: the backend's signal_park, with the
- * domain's deadline); 0, a mismatch found meanwhile, or the named end. */
-static int table_wait_for(table_wait *w) {
-  coll *k = w->k;
-  const comm_dom *d = k->cd;
-  if (table_ready(w)) return w->rc;
-  /* a controlled schedule may run the chip's other blocks meanwhile */
-  bool yielded = k->ctx && schedule_block_wait(k->ctx, table_ready, w);
-  int64_t ms = d->desc.wait_timeout_ms;
-  uint64_t deadline = pto_deadline_ms(ms);
-  bool ok = false;
-  if (w->what == AW_PUBLISHED) {
-    ok = d->be->signal_park(d->win, table_ready, w, deadline); /* a publish wakes me */
-  } else {
-    /* a seen moves on without a wake (table_seen): park in slices */
-    for (uint64_t now = pto_now_ns(); !ok && now < deadline; now = pto_now_ns())
-      ok = d->be->signal_park(d->win, table_ready, w,
-                              deadline - now > SEEN_PARK_NS ? now + SEEN_PARK_NS : deadline);
-  }
-  if (yielded) schedule_block_resume(k->ctx);
-  if (w->rc) return w->rc;
-  if (ok && !w->cancelled) return 0;
-  const char *name = kind_name(k->d.kind);
-  char when[48] = "";
-  if (!w->at) snprintf(when, sizeof when, " (at the end of the task)");
-  if (comm_stopping(k->c))
-    return comm_fail(k->c, PTO_ESHUTDOWN,
-                     "%s #%" PRId64 "%s ended: the node stopped chip %d (the node failed) "
-                     "while domain %d rank %d waited for rank %d",
-                     name, k->d.seq, when, k->c->chip, k->dom, k->me, w->next);
-  if (w->cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
-  if (w->what == AW_PUBLISHED || w->next == k->me) {
-    /* rank next (maybe I, comparing) waits for a call of rank p */
-    int p = w->next;
-    int32_t call = w->call;
-    if (w->what != AW_PUBLISHED) /* the first call I could not compare: someone's is missing */
-      for (call = seen_of(k, k->me) + 1, p = 0; p < k->n && (p == k->me || published(k, p, call));)
-        p++;
-    uint64_t seen =
-        p < k->n ? atomic_load_explicit(&table_slot(k, p, call)->gen, memory_order_relaxed) : 0;
-    return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
-                     "%s #%" PRId64 "%s timed out: domain %d rank %d waited %" PRId64
-                     " ms for rank %d's call #%d (its call table holds call #%u of "
-                     "task epoch %u) (task epoch %u)",
-                     name, k->d.seq, when, k->dom, k->me, ms, p, (int)call,
-                     (unsigned)(uint32_t)seen, (unsigned)(seen >> 32), k->c->epoch);
-  }
-  return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
-                   "%s #%" PRId64 "%s timed out: domain %d rank %d waited %" PRId64
-                   " ms for rank %d to finish its call #%d (it finished #%d) (task epoch %u)",
-                   name, k->d.seq, when, k->dom, k->me, ms, w->next, (int)w->call,
-                   (int)seen_of(k, w->next), k->c->epoch);
-}
-
-/* A one-way call leaves its descriptors to compare later: at my next calls
- * on the scratch, or at the task's end (coll_settle), for which the table
- * joins the domain's settle list once per task. False when the list is
- * full: the call then waits for every peer, as the others do. */
-static bool table_listed(const coll *k) {
-  coll_table *t = table_of(k, k->me);
-  if (t->listed == k->c->epoch) return true;
-  comm_dom *d = k->cd;
-  uint32_t i = atomic_fetch_add_explicit(&d->settle_n, 1, memory_order_relaxed);
-  if (i >= COMM_MAX_SETTLE) return false;
-  d->settle[i] = k->table;
-  t->listed = k->c->epoch;
-  return true;
-}
-
-/* The steps of coll_proto.h on the call table: waits until my slot of
- * this call may be written (coll_table_may_write, comparing meanwhile),
- * publishes my descriptor, and pub (my whole src, pub_bytes) when given
- * and it fits, waits until the peers have published the same call
- * (one_way: a broadcast whose data goes with the table,
- * coll_table_waits), and compares their descriptors. bb is the call's
- * block, held to the scratch's slots as on the other paths (the same
- * scratch must serve algorithm=). On 0, pubs[p] (when given, for the
- * ranks waited for) is what rank p published, in its table (mine too: a
- * copy of src, so it never overlaps dst), until I finish this call. */
+/* Steps 2-3 on the call table: publishes my descriptor, and pub (my whole
+ * src, pub_bytes) when given and it fits, waits until every peer has
+ * published the same call, and compares the descriptors. bb is the
+ * call's block, held to the scratch's slots as on the other paths (the
+ * same scratch must serve algorithm=). On 0, pubs[p] (when given) is what
+ * rank p published, in its table (mine too: a copy of src, so it never
+ * overlaps dst), until its next call but one. The wait spins, yields,
+ * then parks (the backend's signal_park), with the domain's deadline. */
 static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
-                          const unsigned char **pubs, bool one_way) {
+                          const unsigned char **pubs) {
   if (k->d.status == 0 && bb > k->slot) {
     snprintf(k->why, sizeof k->why, "blocks of %zu bytes do not fit the scratch's %zu-byte slots",
              bb, k->slot);
@@ -591,83 +427,47 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
    * unit a second time (its call would be a second call) */
   contract_note_comm(k->ctx);
   k->d.seq = table_call(k);
-  int32_t s = (int32_t)k->d.seq;
-  int rc;
-  coll_table *t = table_of(k, k->me);
-  /* seen only grows: the peers' lines are read again only when what I saw
-   * last no longer lets me write (once every SLOTS - 1 calls, in step) */
-  if (!coll_table_may_write(s, table_count(k, t->least), COLL_TABLE_SLOTS)) {
-    table_wait g = {k, AW_SEEN, s - COLL_TABLE_SLOTS, false, s, 0, 0, false};
-    if ((rc = table_wait_for(&g))) return rc;
-    int32_t least = INT32_MAX;
-    for (int p = 0; p < k->n; p++) {
-      int32_t seen = seen_of(k, p);
-      least = seen < least ? seen : least;
-    }
-    t->least = coll_table_gen(k->c->epoch, least);
-  }
-  coll_slot *mine = table_slot(k, k->me, s);
+  coll_slot *mine = table_slot(k, k->me, (int32_t)k->d.seq);
   mine->d = k->d;
   if (pub && k->d.status == 0 && pub_bytes <= COLL_TABLE_DATA) memcpy(mine->data, pub, pub_bytes);
+  table_wait w = {k, coll_table_gen(k->c->epoch, (int32_t)k->d.seq), 0, false};
   /* release: the descriptor and data above are visible to a peer that
    * sees the generation */
-  atomic_store_explicit(&mine->gen, coll_table_gen(k->c->epoch, s), memory_order_release);
+  atomic_store_explicit(&mine->gen, w.gen, memory_order_release);
   const comm_dom *d = k->cd;
   for (int p = 0; p < k->n; p++)
     if (p != k->me) d->be->wake(d->win, p);
-  one_way = k->one_way = one_way && k->d.status == 0 && table_listed(k);
-  table_wait w = {k, AW_PUBLISHED, s, one_way, s, 0, 0, false};
-  if ((rc = table_wait_for(&w))) return rc;
+  if (!table_ready(&w)) {
+    /* a controlled schedule may run the chip's other blocks meanwhile */
+    bool yielded = schedule_block_wait(k->ctx, table_ready, &w);
+    int64_t ms = d->desc.wait_timeout_ms;
+    bool ok = d->be->signal_park(d->win, table_ready, &w, pto_deadline_ms(ms));
+    if (yielded) schedule_block_resume(k->ctx);
+    const char *name = kind_name(k->d.kind);
+    if (!ok || w.cancelled) {
+      uint64_t seen = atomic_load_explicit(&table_slot(k, w.next, (int32_t)k->d.seq)->gen,
+                                           memory_order_relaxed);
+      if (comm_stopping(k->c))
+        return comm_fail(k->c, PTO_ESHUTDOWN,
+                         "%s #%" PRId64 " ended: the node stopped chip %d (the node failed) "
+                         "while domain %d rank %d waited for rank %d's call",
+                         name, k->d.seq, k->c->chip, k->dom, k->me, w.next);
+      if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
+      return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
+                       "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
+                       " ms for rank %d's call #%" PRId64 " (its call table holds call #%u of "
+                       "task epoch %u) (task epoch %u)",
+                       name, k->d.seq, k->dom, k->me, ms, w.next, k->d.seq,
+                       (unsigned)(uint32_t)seen, (unsigned)(seen >> 32), k->c->epoch);
+    }
+  }
   const unsigned char *descs[PTO_COMM_MAX_RANKS];
   for (int p = 0; p < k->n; p++)
-    descs[p] = coll_table_waits(one_way, (int)k->d.root, k->me, p)
-                   ? (const unsigned char *)&table_slot(k, p, s)->d
-                   : (const unsigned char *)&k->d; /* compared later */
-  if ((rc = check_descs(k, descs))) return rc;
-  for (int p = 0; pubs && p < k->n; p++)
-    pubs[p] = table_slot(k, p, s)->data;
-  return 0;
-}
-
-/* After the call's data is read: my seen moves
- * on, to this call when I compared every descriptor of it and of the calls
- * before, else as far as what has come allows, without waiting. */
-static int table_finish(coll *k) {
-  coll_table *t = table_of(k, k->me);
-  int32_t s = (int32_t)k->d.seq;
-  /* a one-way root compares at its gate, once in SLOTS - 1 calls, not in
-   * every call: on 2 ranks the broadcast took 0.49 µs against 0.43 */
-  if (k->one_way && k->me == (int)k->d.root) return 0;
-  if (k->one_way || table_count(k, atomic_load_explicit(&t->seen, memory_order_relaxed)) != s - 1)
-    return table_compare(k, s, s);
-  table_seen(k, t, s);
-  return 0;
-}
-
-int coll_settle(pto_comm *c, comm_dom *d) {
-  if (!d->be->direct) return 0; /* no call table (the MPI backend's own collectives) */
-  uint32_t listed = atomic_load_explicit(&d->settle_n, memory_order_relaxed);
-  if (listed > COMM_MAX_SETTLE) listed = COMM_MAX_SETTLE;
-  for (uint32_t i = 0; i < listed; i++) {
-    coll k;
-    memset(&k, 0, offsetof(coll, why));
-    k.why[0] = 0;
-    k.compared_at = -1;
-    k.c = c;
-    k.cd = d;
-    k.dom = d->desc.id;
-    k.me = d->my_rank;
-    k.n = d->desc.nranks;
-    k.table = d->settle[i];
-    coll_table *t = table_of(&k, k.me);
-    if (t->listed != c->epoch) continue;
-    int32_t last = table_count(&k, t->calls);
-    k.d = table_slot(&k, k.me, last)->d;
-    table_wait w = {&k, AW_SETTLED, last, false, 0, 0, 0, false};
-    int rc = table_wait_for(&w);
-    if (rc) return rc;
-  }
-  return 0;
+    descs[p] = (const unsigned char *)&table_slot(k, p, (int32_t)k->d.seq)->d;
+  int rc = check_descs(k, descs);
+  for (int p = 0; !rc && pubs && p < k->n; p++)
+    pubs[p] = table_slot(k, p, (int32_t)k->d.seq)->data;
+  return rc;
 }
 
 /* Does the call's data go with the table? pub_bytes: what each rank
@@ -891,7 +691,7 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   if (table) {
     /* the generation's release store publishes the puts above too: a
      * direct backend's puts land at once */
-    if ((rc = table_exchange(k, bb, NULL, 0, NULL, false)) || (rc = table_finish(k))) return rc;
+    if ((rc = table_exchange(k, bb, NULL, 0, NULL))) return rc;
   } else {
     if (n > 1 &&
         (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
@@ -1131,9 +931,9 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
       }
     }
     if (!ring && table_data(k, bytes)) {
-      if ((rc = table_exchange(k, bytes, in, bytes, blk, false))) return rc;
+      if ((rc = table_exchange(k, bytes, in, bytes, blk))) return rc;
       fold(k, out, blk);
-      return table_finish(k);
+      return 0;
     }
     /* ring moves its data after the exchange of descriptors */
     rc = coll_exchange(k, ring ? NULL : whole_block, in, ring ? 0 : bytes, blk);
@@ -1197,9 +997,9 @@ static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src)
       return native_move(k, &call, copy, bb);
     }
   } else if (table_data(k, bb)) {
-    if ((rc = table_exchange(k, bb, in, bb, blk, false))) return rc;
+    if ((rc = table_exchange(k, bb, in, bb, blk))) return rc;
     gather_blocks(k, out, blk, bb);
-    return table_finish(k);
+    return 0;
   } else if ((rc = coll_exchange(k, whole_block, in, bb, blk))) {
     return rc;
   }
@@ -1243,13 +1043,12 @@ static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
       return native(k, &call, NULL, "the data");
     }
   } else if (table_data(k, bb)) {
-    /* one way: the root waits for nobody, a non-root for the root */
-    if ((rc = table_exchange(k, bb, in, bb, blk, true))) return rc;
+    if ((rc = table_exchange(k, bb, in, bb, blk))) return rc;
     if (root == k->me)
       memmove(elem0(dst), in, bb);
     else
       memcpy(elem0(dst), blk[root], bb);
-    return table_finish(k);
+    return 0;
   } else if ((rc = coll_exchange(k, in ? whole_block : NULL, in, bb, blk))) {
     return rc;
   }
@@ -1321,10 +1120,10 @@ static int reduce_scatter_call(coll *k, const pto_tensor *dst, const pto_tensor 
       return rc;
     }
   } else if (table_data(k, (size_t)k->n * b.bb)) {
-    if ((rc = table_exchange(k, b.bb, b.in, (size_t)k->n * b.bb, blk, false))) return rc;
+    if ((rc = table_exchange(k, b.bb, b.in, (size_t)k->n * b.bb, blk))) return rc;
     mine_of_each(k, blk, b.bb);
     fold(k, out, blk);
-    return table_finish(k);
+    return 0;
   } else if ((rc = coll_exchange(k, block_p, &b, b.bb, blk))) {
     return rc;
   }
@@ -1370,10 +1169,10 @@ static int alltoall_call(coll *k, const pto_tensor *dst, const pto_tensor *src) 
       return native_move(k, &call, copy, all_bytes);
     }
   } else if (table_data(k, all_bytes)) {
-    if ((rc = table_exchange(k, b.bb, b.in, all_bytes, blk, false))) return rc;
+    if ((rc = table_exchange(k, b.bb, b.in, all_bytes, blk))) return rc;
     mine_of_each(k, blk, b.bb);
     gather_blocks(k, out, blk, b.bb);
-    return table_finish(k);
+    return 0;
   } else if ((rc = coll_exchange(k, block_p, &b, b.bb, blk))) {
     return rc;
   }

@@ -17,7 +17,6 @@
 #include "pto/orch.h"
 
 #define COMM_MAX_DOMAINS  16   /* live domains per run */
-#define COMM_MAX_SETTLE   16   /* call tables per domain and task left to compare (coll.c) */
 #define COMM_HEADER_BYTES 4096 /* window header before the first buffer */
 #define COMM_PREFIX_MAX   64
 
@@ -74,11 +73,6 @@ typedef struct comm_dom {
   /* How long this process's signal waits on the domain took lately, ns
    * (ops.c, wait_spin): a running average, relaxed (a heuristic). */
   _Atomic uint64_t wait_ns;
-  /* The call tables (coll.c, window offsets) whose last call may leave
-   * descriptors to compare at the end of the task (a broadcast's root
-   * waits for nobody): settle_n entries of settle, reset with the epoch. */
-  _Atomic uint32_t settle_n;
-  uint64_t settle[COMM_MAX_SETTLE];
 } comm_dom;
 
 struct pto_comm {
@@ -135,17 +129,8 @@ comm_dom *comm_find(const pto_comm *c, int32_t id);
 /* Start of a node task run by the node chips in `group` (bit per chip):
  * new epoch, clears the latched error. */
 void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group);
-/* End of a node task whose chip run succeeded, before comm_task_end:
- * coll_settle on every domain (unless the task failed already or the node
- * stops the chip); 0 or the named error. */
-int comm_task_settle(pto_comm *c);
 /* End of a node task: lands every held-back store (fault injection). */
 int comm_task_end(pto_comm *c);
-/* End of a node task (comm_task_settle): compares the descriptors of the
- * collectives' calls this rank has not compared yet (coll.c; a
- * broadcast's root waits for nobody), so that a mismatch is named on every
- * rank; 0 or the named error. */
-int coll_settle(pto_comm *c, comm_dom *d);
 /* First error details of the task ("" when none). */
 int comm_task_error(pto_comm *c, char *details, size_t n);
 /* Latches the first error of the task with its details; returns code. */

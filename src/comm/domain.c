@@ -153,20 +153,8 @@ void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
     if (!d || d->my_rank < 0) continue;
     /* relaxed: the chip run that follows orders it for the core threads */
     atomic_store_explicit(&d->barrier_seq, 0, memory_order_relaxed);
-    atomic_store_explicit(&d->settle_n, 0, memory_order_relaxed);
     d->be->task_mark(d->win, epoch, group, false);
   }
-}
-
-int comm_task_settle(pto_comm *c) {
-  /* a task that failed already, or that the node stops, has its error */
-  if (comm_task_error(c, NULL, 0) || comm_stopping(c)) return 0;
-  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
-    comm_dom *d = c->doms[i];
-    int rc = d && d->my_rank >= 0 ? coll_settle(c, d) : 0;
-    if (rc) return rc;
-  }
-  return 0;
 }
 
 int comm_task_end(pto_comm *c) {

@@ -118,8 +118,6 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   r->blocks = st.blocks;
   r->host_us = st.host_us;
   r->device_us = st.device_us;
-  /* a run that failed has its error: its peers' last calls may never come */
-  if (r->status == 0) r->status = comm_task_settle(comm);
   int end = comm_task_end(comm);
   int dend = delivery_end(why, sizeof why);
   char details[384];

@@ -257,7 +257,7 @@ static int after_block(const pto_kctx *ctx, int first, int64_t run) {
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 10: a count whose data goes with the call table on rank 0 and by put on rank 1;
- * 6, 7: a bad argument on both ranks; 11-16: below) in its low byte, the run's number above.
+ * 6, 7: a bad argument on both ranks; 11-14: below) in its low byte, the run's number above.
  * tensors: scratch, the result row [1] (i32: this rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
@@ -281,18 +281,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
   case 2: /* op */
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_MAX : PTO_RED_SUM, PTO_COLL_MESH);
     break;
-  case 3: /* root: each rank is a root in its own eyes, uses nobody's data and waits for
-           * nobody; it names the mismatch at its next call on the scratch */
-    rc = pto_broadcast(ctx, dom, s, &o, &in, odd ? 1 : 0);
-    if (!rc) rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
-    break;
-  case 15: /* root, in the task's last call: named at the end of the task */
-    rc = pto_broadcast(ctx, dom, s, &o, &in, odd ? 1 : 0);
-    break;
-  case 16: /* count of a broadcast, its last call: rank 1 names it in its call, the root at
-            * the end of the task */
-    rc = pto_broadcast(ctx, dom, s, odd ? &o16 : &o, &in, 0);
-    break;
+  case 3: /* root */ rc = pto_broadcast(ctx, dom, s, &o, &in, odd ? 1 : 0); break;
   case 4: /* algorithm */
     rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? PTO_COLL_RING : PTO_COLL_MESH);
     break;
@@ -442,9 +431,8 @@ static void coll_node(pto_node_orch *no, void *arg) {
   run_arg *ra = arg;
   static const int all[4] = {0, 1, 2, 3}, pair[2] = {0, 1}, sub[2] = {1, 2};
   if (ra->mismatch >= 0) {
-    /* blocks up to one element over the call table's limit (case 10); two
-     * such scratches, one per block (case 12) */
-    pto_window_buffer b[] = {{"scratch", 2 * pto_coll_scratch_bytes(2, COLL_TABLE_DATA + 4)}};
+    /* blocks up to one element over the call table's limit (case 10) */
+    pto_window_buffer b[] = {{"scratch", pto_coll_scratch_bytes(2, COLL_TABLE_DATA + 4)}};
     pto_domain d;
     if (pto_node_domain_create(no, pair, 2, b, 1, &d)) return;
     static int64_t runs; /* numbers the runs, for the kernels' block order */
@@ -585,47 +573,7 @@ static void test_mismatch(void **state) {
     assert_int_equal(res[0], PTO_EINVAL);
     assert_int_equal(res[1], PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
-    if (m == 3) /* after its call, or at the next (the call table); in its call (records) */
-      assert_true(strstr(err.details, "broadcast (compared at call #") ||
-                  strstr(err.details, "broadcast: mismatched root"));
     good_run_after(n, &ra, field[m]);
-  }
-  pto_node_destroy(n);
-}
-
-/* A broadcast whose data goes with the call table: its root waits for
- * nobody, so a mismatch that does not touch a rank's data is named by it
- * later: after its call when the peer's descriptor has come, at its next
- * call on the scratch (test_mismatch, root), or at the end of the node
- * task, before the task ends. */
-static void test_mismatch_at_end(void **state) {
-  (void)state;
-  pto_node *n = make_node(2, false, 0, false);
-  run_arg ra = {.tasks = 1};
-  int64_t eight = 8;
-  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 15; m <= 16; m++) {
-    ra.mismatch = m;
-    memset(ra.res.buf, 0xff, 32);
-    pto_error_info err;
-    int rc = pto_node_run(n, coll_node, &ra, &err);
-    const int32_t *res = ra.res.buf;
-    fprintf(stderr, "case %d: run %s, call statuses %s / %s: %s\n", m, pto_status_name(rc),
-            pto_status_name(res[0]), pto_status_name(res[1]), err.details);
-    assert_int_equal(rc, PTO_EINVAL);
-    /* a root (both, in case 15) used nobody's data: its call returns before
-     * the peer's descriptor has come, or names the mismatch after it */
-    for (int r = 0; r < (m == 15 ? 2 : 1); r++)
-      assert_true(res[r] == PTO_OK || res[r] == PTO_EINVAL);
-    if (m == 15) {
-      /* the call table names it later; the MPI backend's records in the call */
-      assert_true(strstr(err.details, "broadcast (compared at ") ||
-                  strstr(err.details, "broadcast: mismatched root"));
-      assert_non_null(strstr(err.details, "mismatched root"));
-    } else {
-      assert_int_equal(res[1], PTO_EINVAL);
-      assert_non_null(strstr(err.details, "mismatched count"));
-    }
   }
   pto_node_destroy(n);
 }
@@ -795,7 +743,6 @@ int main(void) {
       cmocka_unit_test(test_collectives_fault_inject),
       cmocka_unit_test(test_collectives_checked),
       cmocka_unit_test(test_mismatch),
-      cmocka_unit_test(test_mismatch_at_end),
       cmocka_unit_test(test_missing),
       cmocka_unit_test(test_two_scratch_views),
       cmocka_unit_test(test_scratch_views_in_opposite_orders),
