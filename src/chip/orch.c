@@ -681,7 +681,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   for (int i = 0; i < nt; i++)
     cm_mask |= (uint32_t)(a->access[i] == PTO_COMMUTE) << i;
   if (kernel_id == -1) cm_mask = 0; /* a dummy runs nothing: nothing to exclude */
-  int ncm = __builtin_popcount(cm_mask);
+  int ncm = cm_mask ? __builtin_popcount(cm_mask) : 0; /* no libgcc call for none */
   ring_req ar = {&r->args,
                  sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns +
                      sizeof(region_view) * (size_t)ncm,

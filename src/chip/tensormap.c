@@ -59,11 +59,22 @@ struct tmap_link {
 
 static unsigned level_shift(int level) { return CHUNK_SHIFT + LEVEL_SHIFT * (unsigned)level; }
 
+/* Neighbouring chunks of one level share a bucket group: 1 << GROUP_SHIFT
+ * chunks in a row go to consecutive buckets (the low bits of the chunk
+ * number are kept, the group number is hashed). Views taken in address
+ * order (a slot per task, the rows of a buffer) then find their buckets
+ * in the cache lines the previous lookups touched, and a widened scan's
+ * chunks are neighbours, where a hash of each chunk sent every lookup to
+ * a line of its own in a table larger than the first-level cache. Keys
+ * of different groups spread as before; within a group none collide. */
+#define GROUP_SHIFT 4
+
 static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
   /* a level-l chunk number has at most 58 - 2l bits: the key is unique */
-  uint64_t h = (chunk | (uint64_t)level << 59) * 0xD6E8FEB86659FD93ull;
+  uint64_t h = (chunk >> GROUP_SHIFT | (uint64_t)level << 59) * 0xD6E8FEB86659FD93ull;
   h = (h ^ h >> 29) * 0x9E3779B97F4A7C15ull;
-  return (uint32_t)(h >> 32) & (m->nbuckets - 1);
+  uint32_t group = (uint32_t)(h >> 32) << GROUP_SHIFT;
+  return (group | (uint32_t)(chunk & ((1u << GROUP_SHIFT) - 1))) & (m->nbuckets - 1);
 }
 
 /* A lookup: the view normalised once, and its first and last byte. */
