@@ -83,6 +83,12 @@ typedef struct probe {
   uint64_t lo, last;
 } probe;
 
+static void probe_of_view(const region_view *v, probe *p) {
+  p->rv = *v;
+  p->lo = p->rv.lo;
+  p->last = p->rv.hi > p->rv.lo ? p->rv.hi - 1 : p->rv.lo;
+}
+
 static void probe_of(const pto_tensor *v, probe *p) {
   region_view_init(v, &p->rv);
   p->lo = p->rv.lo;
@@ -326,6 +332,13 @@ static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t 
 
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
                 tmap_dep_fn dep, void *arg) {
+  region_view rv;
+  region_view_init(view, &rv);
+  return tmap_access_view(m, &rv, mode, task, oldest_live, dep, arg);
+}
+
+int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t task,
+                     int64_t oldest_live, tmap_dep_fn dep, void *arg) {
   if (m->used == m->capacity) {
     for (uint32_t bits = m->levels; bits; bits &= bits - 1) {
       int l = __builtin_ctz(bits);
@@ -338,7 +351,7 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
     if (m->used == m->capacity) return PTO_ETENSORMAP_OVERFLOW;
   }
   probe p;
-  probe_of(view, &p);
+  probe_of_view(view, &p);
   scan(m, &p, mode, task, oldest_live, dep, arg, true);
   uint32_t span;
   int level = level_of(&p, &span);
