@@ -3,7 +3,9 @@
  *   1arg: one OUTPUT_EXISTING row of a 64-row buffer (rows rotate), the
  *         cheapest dependency-tracked task;
  *   4arg: a Jacobi-like stencil: rows i-1, i, i+1 of grid A as INPUT and
- *         row i of grid B as OUTPUT_EXISTING, grids swapping every sweep.
+ *         row i of grid B as OUTPUT_EXISTING, grids swapping every sweep;
+ *   fresh: one OUTPUT_EXISTING 64-byte slot of its own per task, as
+ *         bench_pto's W2 (indep): no edge, every task ready at submit.
  * Kernels do nothing. Each run times the orchestration function's submit
  * loop with the orchestrator thread's CPU clock (CLOCK_THREAD_CPUTIME_ID:
  * its own cost, not the time other threads of a shared machine took from
@@ -18,7 +20,7 @@
  *   gcc -O2 -Iinclude bench/submit_bench.c build-plain/src/libpto.a \
  *       -lpthread -lm -o /tmp/submit_bench && /tmp/submit_bench
  * Arguments: [tasks per run (default 4096)] [runs (default 15)]
- * [form: 1 or 4 (default both); one form alone, for a profile]. */
+ * [form: 1, 4 or 2 for fresh (default all); one form alone, for a profile]. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +88,29 @@ static void orch_4arg(pto_orch *o, void *arg) {
     pto_args_input(&a, &rows[src][i]);
     pto_args_input(&a, &rows[src][i < ROWS - 1 ? i + 1 : i]);
     pto_args_output_existing(&a, &rows[!src][i]);
+    if (pto_submit(o, g_kernel, &a, NULL, NULL)) {
+      g_failed = 1;
+      return;
+    }
+  }
+  g_ns = (now_ns() - t0) / g_tasks;
+}
+
+/* a slot of its own per task, as W2's (bench_pto indep) */
+#define FRESH_WORDS 8
+static int64_t *g_fresh;
+
+static void orch_fresh(pto_orch *o, void *arg) {
+  (void)arg;
+  double t0 = now_ns();
+  for (int k = 0; k < g_tasks; k++) {
+    int64_t n = FRESH_WORDS;
+    pto_tensor t;
+    pto_tensor_init(&t, g_fresh + (size_t)k * FRESH_WORDS, FRESH_WORDS * sizeof(int64_t), PTO_I64,
+                    1, &n);
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_output_existing(&a, &t);
     if (pto_submit(o, g_kernel, &a, NULL, NULL)) {
       g_failed = 1;
       return;
@@ -171,16 +196,20 @@ int main(int argc, char **argv) {
       pto_kernel_register_aiv(chip, "gate", k_gate, &g_gate_kernel))
     return 1;
   int form = argc > 3 ? atoi(argv[3]) : 0;
-  double one = form == 4 ? 0 : median_run(chip, orch_1arg, reps);
-  double four = form == 1 ? 0 : median_run(chip, orch_4arg, reps);
+  double one = form == 4 || form == 2 ? 0 : median_run(chip, orch_1arg, reps);
+  double four = form == 1 || form == 2 ? 0 : median_run(chip, orch_4arg, reps);
+  g_fresh = calloc((size_t)g_tasks * FRESH_WORDS, sizeof(int64_t));
+  if (!g_fresh) return 1;
+  double fresh = form == 1 || form == 4 ? 0 : median_run(chip, orch_fresh, reps);
   int all = g_tasks, gated = all < GATED_MAX ? all : GATED_MAX;
   g_tasks = gated; /* the loops' count, for the gated forms */
-  double one_g = form == 4 ? 0 : median_run(chip, orch_1arg_gated, reps);
-  double four_g = form == 1 ? 0 : median_run(chip, orch_4arg_gated, reps);
+  double one_g = form == 4 || form == 2 ? 0 : median_run(chip, orch_1arg_gated, reps);
+  double four_g = form == 1 || form == 2 ? 0 : median_run(chip, orch_4arg_gated, reps);
   g_tasks = all;
-  printf("submit_bench tasks=%d runs=%d: 1arg %.0f ns/submit, 4arg %.0f ns/submit; gated (%d "
-         "tasks): 1arg %.0f ns/submit, 4arg %.0f ns/submit\n",
-         g_tasks, reps, one, four, gated, one_g, four_g);
+  printf("submit_bench tasks=%d runs=%d: 1arg %.0f ns/submit, 4arg %.0f ns/submit, fresh %.0f "
+         "ns/submit; gated (%d tasks): 1arg %.0f ns/submit, 4arg %.0f ns/submit\n",
+         g_tasks, reps, one, four, fresh, gated, one_g, four_g);
+  free(g_fresh);
   pto_chip_destroy(chip);
   return 0;
 }

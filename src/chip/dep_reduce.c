@@ -87,6 +87,14 @@ static uint32_t drop_recorded(pto_run *r, pto_task_id implied, pto_task_id *pred
 }
 
 uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n, int64_t *pre) {
+  /* No producer: nothing this submit marked, so the walk below would stop
+   * at the first slot, the oldest live task's, which a core is likely
+   * completing: not read at all (a line fewer from a core per independent
+   * task) */
+  if (n == 0) {
+    *pre = r->retired - 1;
+    return 0;
+  }
   const pto_task_id implied = implied_mark(self);
   if (n >= 2) n = drop_covered(r, preds, n);
   if (n >= 2) n = drop_recorded(r, implied, preds, n);

@@ -471,10 +471,10 @@ static bool in_manual_scope(const pto_run *r) {
 }
 
 /* Records one tensor access, retrying while the TensorMap is full. */
-static int orch_tmap(pto_run *r, const pto_tensor *view, tmap_mode mode, dep_collect *c) {
+static int orch_tmap(pto_run *r, const region_view *view, tmap_mode mode, dep_collect *c) {
   tmap_dep_fn fn = in_manual_scope(r) ? ignore_dep : collect_dep;
   for (;;) {
-    int rc = tmap_access(&r->tm, view, mode, c->self, r->retired, fn, c);
+    int rc = tmap_access_view(&r->tm, view, mode, c->self, r->retired, fn, c);
     if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
     pto_task_id before = r->retired;
     rc = orch_wait_room(r, retired_moved, &before, PTO_ETENSORMAP_OVERFLOW, PTO_ETENSORMAP_OVERFLOW,
@@ -514,8 +514,11 @@ static const char *access_name(int a) {
   return a >= 0 && a <= PTO_REDUX ? n[a] : "?";
 }
 
+/* Checks a submit's arguments; fills rv[i] with each non-OUTPUT tensor
+ * argument's normalised view, which its TensorMap access then uses (one
+ * normalisation per argument, done while checking it). */
 static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_submit_opts *o,
-                    int *shape_out) {
+                    int *shape_out, region_view *rv) {
   const pto_chip_config *c = r->cfg;
   int sh = SHAPE_DUMMY;
   if (kernel_id != -1) {
@@ -595,11 +598,15 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
     for (int i = 0; i < a->ntensors; i++) {
       const pto_tensor *t = &a->tensors[i];
       char why[200];
-      const char *bad = a->access[i] == PTO_OUTPUT
-                            ? (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL)
-                                   ? "dtype, ndims (1..5) or a shape (>= 1) is invalid"
-                                   : NULL)
-                            : tensor_problem(t, false, why, sizeof why);
+      const char *bad = NULL;
+      if (a->access[i] == PTO_OUTPUT) {
+        if (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL))
+          bad = "dtype, ndims (1..5) or a shape (>= 1) is invalid";
+      } else if (!region_view_checked(t, &rv[i])) {
+        /* valid when it normalised with every check passed: only a view
+         * that did not is checked again, for its problem's name */
+        bad = tensor_problem(t, false, why, sizeof why);
+      }
       /* a combine task's views were checked with its contributions, and
        * its slab is the runtime's (redux.h) */
       if (!bad && a->access[i] != PTO_OUTPUT && kernel_id != KERNEL_REDUX_COMBINE)
@@ -651,7 +658,8 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
                   pto_task_id *id_out) {
   int rc;
   int sh = SHAPE_DUMMY;
-  if ((rc = validate(r, kernel_id, a, opts, &sh))) return rc;
+  region_view rv[PTO_MAX_TENSOR_ARGS]; /* the arguments' views (validate): no clearing */
+  if ((rc = validate(r, kernel_id, a, opts, &sh, rv))) return rc;
   uint64_t t0 = r->trace ? pto_now_ns() : 0;
   /* 0. REDUX arguments: their slots, after folding what this task touches */
   redux_plan rp;
@@ -681,7 +689,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   for (int i = 0; i < nt; i++)
     cm_mask |= (uint32_t)(a->access[i] == PTO_COMMUTE) << i;
   if (kernel_id == -1) cm_mask = 0; /* a dummy runs nothing: nothing to exclude */
-  int ncm = __builtin_popcount(cm_mask);
+  int ncm = cm_mask ? __builtin_popcount(cm_mask) : 0; /* no libgcc call for none */
   ring_req ar = {&r->args,
                  sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns +
                      sizeof(region_view) * (size_t)ncm,
@@ -765,7 +773,10 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     static const int mode_of[] = {TMAP_READ, TMAP_WRITE,      TMAP_WRITE, TMAP_READ_WRITE,
                                   0,         TMAP_COMMUTE_RW, 0};
     int m = mode_of[a->access[i]];
-    if (m && (rc = orch_tmap(r, &tensors[i], (tmap_mode)m, &dc))) return rc;
+    if (!m) continue;
+    /* an OUTPUT's view is the heap's, set above: normalised only now */
+    if (a->access[i] == PTO_OUTPUT) region_view_init(&tensors[i], &rv[i]);
+    if ((rc = orch_tmap(r, &rv[i], (tmap_mode)m, &dc))) return rc;
   }
   for (int i = 0; opts && i < opts->ndeps; i++)
     collect_dep(&dc, opts->deps[i]);

@@ -41,6 +41,15 @@ typedef enum shape {
   SHAPE_DUMMY = SHAPE_COUNT,
 } shape;
 
+/* AIC and AIV cores a block of shape s occupies: inline, as submit and
+ * every announce ask them. */
+static inline int shape_aic(shape s) {
+  return s == SHAPE_AIC || s == SHAPE_AIC_AIV || s == SHAPE_AIC_AIV2;
+}
+static inline int shape_aiv(shape s) {
+  return s == SHAPE_AIV || s == SHAPE_AIC_AIV ? 1 : s == SHAPE_AIV2 || s == SHAPE_AIC_AIV2 ? 2 : 0;
+}
+
 static inline const char *shape_name(int s) {
   static const char *const names[SHAPE_COUNT] = {"AIC", "AIV", "AIV x2", "AIC + AIV",
                                                  "AIC + AIV x2"};
@@ -515,8 +524,6 @@ void *sched_main(void *arg);
 /* up_cells: PTO_PRIORITY_MAX * cap words for the priority levels, or
  * NULL (the sync_start queue) */
 void ready_queue_init(ready_queue *q, uint32_t cap, task **storage, _Atomic uint64_t *up_cells);
-int shape_aic(shape s);
-int shape_aiv(shape s);
 
 /* Core side [core.c] */
 void *core_main(void *arg);

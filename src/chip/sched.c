@@ -16,18 +16,6 @@
 #include "chip/steal.h"
 #include "common/clock.h"
 
-int shape_aic(shape s) { return s == SHAPE_AIC || s == SHAPE_AIC_AIV || s == SHAPE_AIC_AIV2; }
-
-int shape_aiv(shape s) {
-  switch (s) {
-  case SHAPE_AIV:
-  case SHAPE_AIC_AIV: return 1;
-  case SHAPE_AIV2:
-  case SHAPE_AIC_AIV2: return 2;
-  default: return 0;
-  }
-}
-
 /* ---- ready queues ---- */
 
 _Static_assert(sizeof(task *) == sizeof(_Atomic uint64_t), "cells reuse the items storage");

@@ -82,6 +82,11 @@ void tmap_clear(tmap *m);
  * nothing is recorded and no dependency is reported in that case). */
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
                 tmap_dep_fn dep, void *arg);
+/* tmap_access for a view already normalised (region_view_init): a submit
+ * normalises each argument once, when it checks it. */
+struct region_view;
+int tmap_access_view(tmap *m, const struct region_view *view, tmap_mode mode, int64_t task,
+                     int64_t oldest_live, tmap_dep_fn dep, void *arg);
 
 /* Reports every live task whose recorded access conflicts with an access of
  * `mode` to `view`, without recording anything (for host reads/writes). */

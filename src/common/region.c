@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "common/tensor_check.h"
+#include "pto/status.h"
 
 /* The view's levels with extent > 1, sorted by stride ascending. Returns the
  * count, or -1 on overflow. */
@@ -87,6 +88,14 @@ void region_view_init(const pto_tensor *t, region_view *v) {
     v->n = 0;
     v->dense = false;
   }
+}
+
+bool region_view_checked(const pto_tensor *t, region_view *v) {
+  region_view_init(t, v);
+  /* known: dtype, ndims, shape, stride, offset and the extent in bytes
+   * are valid; hi - base is the extent's end in bytes */
+  return v->known && t->buf && tensor_check_shape(t->dtype, t->ndims, t->shape, NULL) == PTO_OK &&
+         v->hi - v->base <= (uint64_t)t->buf_bytes;
 }
 
 void region_view_bytes(region_view *v, uint64_t lo, uint64_t hi) {

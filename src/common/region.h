@@ -33,6 +33,12 @@ typedef struct region_view {
 
 /* Normalises t (NULL or malformed: known = false, claiming all memory). */
 void region_view_init(const pto_tensor *t, region_view *v);
+/* region_view_init, and true when t is also valid as tensor_problem()
+ * judges it (buf set, packed size representable, inside buf_bytes): a
+ * caller that checks a view and then normalises it does both at once.
+ * False says nothing more: tensor_problem() then names the problem, or
+ * finds none (a view whose addresses overflow: v is then unknown). */
+bool region_view_checked(const pto_tensor *t, region_view *v);
 /* The view of the bytes [lo, hi) (hi > lo), exactly as region_view_init
  * makes it for a 1-D PTO_U8 tensor over them: dense, one level. */
 void region_view_bytes(region_view *v, uint64_t lo, uint64_t hi);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/region.h"
+#include "common/tensor_check.h"
 #include "pto/status.h"
 #include "pto/tensor.h"
 
@@ -426,6 +427,62 @@ static void test_random_brute_force(void **state) {
                 any_disjoint, any_disjoint_found, same_base_disjoint, same_base_subset);
 }
 
+/* region_view_checked, which a submit uses instead of tensor_problem then
+ * region_view_init: it passes exactly the views tensor_problem finds no
+ * problem in (apart from those whose addresses overflow, which it leaves
+ * to tensor_problem), and its view is region_view_init's. Valid views
+ * with one field broken at random, near the limits too. */
+static void test_view_checked_agrees(void **state) {
+  (void)state;
+  static const int64_t odd[] = {-1, 0, 1, 2, 3, 7, INT64_MAX / 2, INT64_MAX};
+  int passed = 0, refused = 0;
+  for (int iter = 0; iter < 20000; iter++) {
+    static const pto_dtype dts[] = {PTO_U8, PTO_F32, PTO_I64};
+    pto_tensor t;
+    memset(&t, 0, sizeof t); /* the dims past ndims too, for an ndims raised below */
+    int64_t shape[3] = {1 + (int64_t)rnd(3), 1 + (int64_t)rnd(2),
+                        1 + (int64_t)rnd(2)}; /* <= 96 B */
+    int nd = 1 + (int)rnd(3);
+    assert_int_equal(pto_tensor_init(&t, buf, sizeof buf, dts[rnd(3)], nd, shape), PTO_OK);
+    int64_t pick = odd[rnd(sizeof odd / sizeof odd[0])];
+    switch (rnd(9)) {
+    case 0: t.shape[rnd((uint32_t)nd)] = pick; break;
+    case 1: t.stride[rnd((uint32_t)nd)] = pick; break;
+    case 2: t.offset = pick; break;
+    case 3: t.buf_bytes = (size_t)rnd(BUF_BYTES + 1); break;
+    case 4: t.buf = NULL; break;
+    case 5: t.ndims = (int32_t)pick; break;
+    case 6: t.dtype = (int32_t)pick; break;
+    case 7: t.offset = (int64_t)rnd(BUF_BYTES); break;
+    default: break; /* valid as built */
+    }
+    region_view a, b;
+    bool ok = region_view_checked(&t, &a);
+    char why[200];
+    const char *bad = tensor_problem(&t, false, why, sizeof why);
+    if (ok) {
+      assert_null(bad);
+      passed++;
+    } else {
+      refused++;
+    }
+    /* the views it accepts are exactly tensor_problem's here: none of
+     * these views' addresses overflow */
+    if (!bad) assert_true(ok);
+    region_view_init(&t, &b);
+    assert_int_equal(a.known, b.known);
+    assert_int_equal(a.lo, b.lo);
+    assert_int_equal(a.hi, b.hi);
+    if (a.known) {
+      assert_int_equal(a.base, b.base);
+      assert_int_equal(a.n, b.n);
+      assert_int_equal(a.dense, b.dense);
+      assert_memory_equal(a.lv, b.lv, sizeof a.lv[0] * (size_t)a.n);
+    }
+  }
+  assert_true(passed > 1000 && refused > 1000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bytes),
@@ -435,6 +492,7 @@ int main(void) {
       cmocka_unit_test(test_different_buffers),
       cmocka_unit_test(test_interior_pointers),
       cmocka_unit_test(test_random_brute_force),
+      cmocka_unit_test(test_view_checked_agrees),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
