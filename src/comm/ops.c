@@ -81,10 +81,9 @@ static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer
   return 0;
 }
 
-/* comm_view_locate() for a view already checked valid (tensor_problem). */
-static int view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
-                       char *why, size_t n) {
-  uint64_t a = (uint64_t)(uintptr_t)t->buf, all, lo, hi;
+int comm_span_locate(const comm_domain_desc *d, const void *buf_ptr, uint64_t lo, uint64_t hi,
+                     uint64_t *woff, int *buf, char *why, size_t n) {
+  uint64_t a = (uint64_t)(uintptr_t)buf_ptr, all;
   if (d->win_bytes == 0 || __builtin_mul_overflow((uint64_t)d->nranks, d->win_bytes, &all) ||
       a < d->base || a - d->base >= all) {
     snprintf(why, n, "is not a view of a window buffer");
@@ -92,8 +91,7 @@ static int view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t 
   }
   uint64_t w = (a - d->base) % d->win_bytes;
   /* a valid view's extent fits int64; w < win_bytes, so the sums cannot wrap */
-  if (!tensor_byte_span(t, &lo, &hi) || __builtin_add_overflow(lo, w, &lo) ||
-      __builtin_add_overflow(hi, w, &hi)) {
+  if (__builtin_add_overflow(lo, w, &lo) || __builtin_add_overflow(hi, w, &hi)) {
     snprintf(why, n, "is not a valid view: its extent overflows 64 bits");
     return PTO_EINVAL;
   }
@@ -109,6 +107,17 @@ static int view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t 
   return PTO_EBOUNDS;
 }
 
+/* comm_view_locate() for a view already checked valid (tensor_problem). */
+static int view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
+                       char *why, size_t n) {
+  uint64_t lo, hi;
+  if (!tensor_byte_span(t, &lo, &hi)) {
+    snprintf(why, n, "is not a valid view: its extent overflows 64 bits");
+    return PTO_EINVAL;
+  }
+  return comm_span_locate(d, t->buf, lo, hi, woff, buf, why, n);
+}
+
 int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
                      char *why, size_t n) {
   char problem[160];
@@ -117,11 +126,6 @@ int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *w
     snprintf(why, n, "is not a valid view: %s", bad);
     return PTO_EINVAL;
   }
-  return view_locate(d, t, woff, buf, why, n);
-}
-
-int comm_valid_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
-                           char *why, size_t n) {
   return view_locate(d, t, woff, buf, why, n);
 }
 
