@@ -304,8 +304,8 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
   k->me = k->cd->my_rank;
   k->n = k->cd->desc.nranks;
   if (k->me < 0)
-    return comm_fail(k->c, PTO_EPEER, "%s: chip %d is not a member of domain %d", name,
-                     k->c->chip, dom);
+    return comm_fail(k->c, PTO_EPEER, "%s: chip %d is not a member of domain %d", name, k->c->chip,
+                     dom);
   int64_t numel = tensor_dense_numel(scratch);
   if (numel < 0)
     return comm_fail(k->c, PTO_EINVAL,

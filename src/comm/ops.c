@@ -228,8 +228,8 @@ static int checked_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *l
                                       kind == 1);
   if (rc) return rc;
   xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
-  /* two packed views are one run each: no walk (the walk and the checks
-   * were about a third of a small put's time on RMA windows) */
+  /* two packed views are one run each: no walk (a small put's time on RMA
+   * windows is mostly per-call work: docs/comm.md) */
   int64_t n = tensor_dense_numel(remote);
   if (n > 0 && tensor_dense_numel(local) == n)
     rc = xfer_run(&x, remote->offset, local->offset, n);

@@ -456,8 +456,7 @@ static void test_dense_numel_differential(void **state) {
       /* mostly packed strides, so that the packed views reach each bound */
       t.stride[d] = (r & 3) ? expect : vals[(r >> 2) % nv];
       r >>= 6;
-      if (d < t.ndims && t.shape[d] > 0 && expect <= INT64_MAX / t.shape[d])
-        expect *= t.shape[d];
+      if (d < t.ndims && t.shape[d] > 0 && expect <= INT64_MAX / t.shape[d]) expect *= t.shape[d];
     }
     bool ok = pto_tensor_validate(&t) == PTO_OK && pto_tensor_is_contiguous(&t);
     int64_t want = ok ? pto_tensor_numel(&t) : -1;
@@ -479,7 +478,7 @@ int main(void) {
       cmocka_unit_test(test_view),        cmocka_unit_test(test_reshape),
       cmocka_unit_test(test_transpose),   cmocka_unit_test(test_contiguous_unit_dims),
       cmocka_unit_test(test_at),          cmocka_unit_test(test_copy),
-      cmocka_unit_test(test_copy_bytes), cmocka_unit_test(test_dense_numel_differential),
+      cmocka_unit_test(test_copy_bytes),  cmocka_unit_test(test_dense_numel_differential),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
