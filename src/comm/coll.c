@@ -78,6 +78,7 @@
 #include "comm/comm.h"
 #include "common/clock.h"
 #include "common/options.h"
+#include "common/tensor_check.h"
 #include "pto/coll.h"
 
 enum { CELL_SEQ = 0, CELL_ARRIVE = 1, CELL_DONE = 2, CELL_RING = 3 };
@@ -167,11 +168,15 @@ typedef struct coll {
   uint64_t table;   /* window offset of the call table, or NO_TABLE */
   uint64_t view_at; /* window offset of base (the backend's records name it) */
   bool locked;      /* holds the domain's coll_lock of buf (backends with collectives) */
-  /* this rank's own argument error; last, so that coll_open zeroes the
-   * fields before it only (zeroing all of it was a tenth of pto's own
-   * work in an 8-byte allreduce on the MPI backend) */
+  /* this rank's own argument error; coll_open empties it with one store
+   * (zeroing all of it was a tenth of pto's own work in an 8-byte
+   * allreduce on the MPI backend) */
   char why[200];
 } coll;
+/* coll_open sets every field above why, one by one (a memset of them
+ * compiled to `rep stos`, whose start-up was 7% of pto's own work in that
+ * allreduce): a field added to coll must be set there too. */
+_Static_assert(offsetof(coll, why) == 185, "a new field of coll: set it in coll_open");
 
 size_t pto_coll_scratch_bytes(int nranks, size_t block_bytes) {
   if (nranks < 1 || nranks > PTO_COMM_MAX_RANKS || block_bytes > ((size_t)1 << 48)) return 0;
@@ -195,14 +200,16 @@ static void *elem0(const pto_tensor *t) {
 }
 
 /* A local tensor argument: valid, contiguous, `want` elements of dtype dt
- * (want < 0: any count). Records the problem in k->why. */
-static bool local_ok(coll *k, const char *what, const pto_tensor *t, int64_t want) {
-  if (!t || pto_tensor_validate(t) != PTO_OK || !t->buf) {
-    snprintf(k->why, sizeof k->why, "%s is not a valid tensor", what);
-    return false;
-  }
-  if (!pto_tensor_is_contiguous(t)) {
-    snprintf(k->why, sizeof k->why, "%s is not contiguous", what);
+ * (want < 0: any count); n is tensor_dense_numel(t), which says all but
+ * the dtype in one pass (the separate checks, each a pass over the dims,
+ * were a fifth of pto's own work in an 8-byte allreduce on the MPI
+ * backend). Records the problem in k->why. */
+static bool local_ok_n(coll *k, const char *what, const pto_tensor *t, int64_t n, int64_t want) {
+  if (n < 0) {
+    if (!t || pto_tensor_validate(t) != PTO_OK || !t->buf)
+      snprintf(k->why, sizeof k->why, "%s is not a valid tensor", what);
+    else
+      snprintf(k->why, sizeof k->why, "%s is not contiguous", what);
     return false;
   }
   if (t->dtype != k->d.dtype) {
@@ -210,12 +217,16 @@ static bool local_ok(coll *k, const char *what, const pto_tensor *t, int64_t wan
              pto_dtype_name((pto_dtype)t->dtype), pto_dtype_name((pto_dtype)k->d.dtype));
     return false;
   }
-  if (want >= 0 && pto_tensor_numel(t) != want) {
-    snprintf(k->why, sizeof k->why, "%s has %" PRId64 " elements, expected %" PRId64, what,
-             pto_tensor_numel(t), want);
+  if (want >= 0 && n != want) {
+    snprintf(k->why, sizeof k->why, "%s has %" PRId64 " elements, expected %" PRId64, what, n,
+             want);
     return false;
   }
   return true;
+}
+
+static bool local_ok(coll *k, const char *what, const pto_tensor *t, int64_t want) {
+  return local_ok_n(k, what, t, tensor_dense_numel(t), want);
 }
 
 /* Does every rank's window lie in this process for the call table? The
@@ -229,31 +240,65 @@ static bool table_ok(const coll *k) {
   return true;
 }
 
+/* The mesh and ring slot sizes of a scratch whose data part has
+ * data_bytes, on k->n ranks. A pure function of the two, remembered per
+ * thread for the last pair: a call site calls on one scratch again and
+ * again, and the two 64-bit divisions were 8% of pto's own work in an
+ * 8-byte allreduce on the MPI backend. */
+static void scratch_slots(coll *k, size_t data_bytes) {
+  static _Thread_local struct {
+    size_t data_bytes, slot, ring_slot;
+    int n;
+  } last;
+  if (last.data_bytes != data_bytes || last.n != k->n) {
+    size_t slot = (data_bytes / (size_t)(k->n + 2)) & ~(size_t)63;
+    last.ring_slot =
+        k->n > 1 ? ((size_t)(k->n + 2) * slot / (size_t)(2 * (k->n - 1))) & ~(size_t)63 : 0;
+    last.slot = slot;
+    last.data_bytes = data_bytes;
+    last.n = k->n;
+  }
+  k->slot = last.slot;
+  k->ring_slot = last.ring_slot;
+}
+
 /* Domain, rank and scratch: without them nothing can be published, so
  * these fail on this rank only. */
 static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
                      coll_kind kind) {
-  memset(k, 0, offsetof(coll, why));
   k->why[0] = 0;
   k->ctx = ctx;
   k->dom = dom;
+  k->seq = 0;
+  k->d = (coll_desc){.kind = kind};
+  k->es = 0;
+  k->buf = -1;
+  k->table = NO_TABLE;
+  k->view_at = 0;
+  k->locked = false;
+  k->me = k->n = -1;
+  k->base = k->data = NULL;
+  k->bytes = k->slot = k->ring_slot = 0;
   k->c = pto_kctx_comm(ctx);
+  k->cd = NULL;
   if (!k->c) return PTO_EINVAL;
   const char *name = kind_name(kind);
-  k->me = pto_comm_rank(k->c, dom);
-  k->n = pto_comm_size(k->c, dom);
-  if (k->n < 0) return comm_fail(k->c, k->n, "%s: unknown domain %d", name, dom);
+  k->cd = comm_find(k->c, dom);
+  if (!k->cd) return comm_fail(k->c, PTO_EINVAL, "%s: unknown domain %d", name, dom);
+  k->me = k->cd->my_rank;
+  k->n = k->cd->desc.nranks;
   if (k->me < 0)
-    return comm_fail(k->c, k->me, "%s: chip %d is not a member of domain %d", name, k->c->chip,
+    return comm_fail(k->c, PTO_EPEER, "%s: chip %d is not a member of domain %d", name, k->c->chip,
                      dom);
-  if (!scratch || pto_tensor_validate(scratch) != PTO_OK || !scratch->buf ||
-      !pto_tensor_is_contiguous(scratch))
+  int64_t numel = tensor_dense_numel(scratch);
+  if (numel < 0)
     return comm_fail(k->c, PTO_EINVAL,
                      "%s: scratch must be a valid contiguous view of a window buffer "
                      "(domain %d rank %d)",
                      name, dom, k->me);
+  size_t es = pto_dtype_size((pto_dtype)scratch->dtype);
   uintptr_t a = (uintptr_t)elem0(scratch), al = (a + 63) & ~(uintptr_t)63;
-  size_t total = (size_t)pto_tensor_numel(scratch) * pto_dtype_size((pto_dtype)scratch->dtype);
+  size_t total = (size_t)numel * es;
   size_t hdr = HDR_CELLS + TABLE_BYTES + (size_t)k->n * DESC_BYTES;
   if (total < al - a + hdr + (size_t)(k->n + 2) * 64)
     return comm_fail(k->c, PTO_EINVAL,
@@ -263,21 +308,15 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
   k->base = (unsigned char *)al;
   k->bytes = total - (al - a);
   k->data = k->base + hdr;
-  size_t data_bytes = k->bytes - hdr;
-  k->slot = (data_bytes / (size_t)(k->n + 2)) & ~(size_t)63;
-  k->ring_slot =
-      k->n > 1 ? ((size_t)(k->n + 2) * k->slot / (size_t)(2 * (k->n - 1))) & ~(size_t)63 : 0;
-  k->d.kind = kind;
+  scratch_slots(k, k->bytes - hdr);
   k->d.slot = (int64_t)k->slot;
-  k->buf = -1;
-  k->table = NO_TABLE;
-  k->cd = comm_find(k->c, dom);
-  if (k->cd && (k->cd->be->coll || table_ok(k))) {
+  if (k->cd->be->coll || table_ok(k)) {
     /* the backend keeps the collectives of each window buffer apart; the
      * call table lies at a window offset */
-    uint64_t woff;
+    uint64_t woff, lo = (uint64_t)scratch->offset * es;
     char why[160];
-    if (comm_valid_view_locate(&k->cd->desc, scratch, &woff, &k->buf, why, sizeof why))
+    if (comm_span_locate(&k->cd->desc, scratch->buf, lo, lo + total, &woff, &k->buf, why,
+                         sizeof why))
       return comm_fail(k->c, PTO_EINVAL, "%s: scratch %s (domain %d rank %d)", name, why, dom,
                        k->me);
     /* woff: where the scratch's buffer pointer lies; the view begins later */
@@ -887,11 +926,12 @@ static int native_allreduce(coll *k, unsigned char *out, const unsigned char *in
 static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src, pto_red_op op,
                           pto_coll_algo algo) {
   int rc = 0;
+  int64_t sn = tensor_dense_numel(src);
   k->d.dtype = src ? src->dtype : -1;
-  k->d.count = src ? pto_tensor_numel(src) : -1;
+  k->d.count = sn >= 0 ? sn : src ? pto_tensor_numel(src) : -1;
   k->d.algo = algo;
   k->es = dtype_size(k->d.dtype);
-  bool ok = local_ok(k, "src", src, -1) && local_ok(k, "dst", dst, k->d.count);
+  bool ok = local_ok_n(k, "src", src, sn, -1) && local_ok(k, "dst", dst, k->d.count);
   if (ok)
     ok = red_setup(k, (int)op);
   else

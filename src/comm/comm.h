@@ -103,10 +103,11 @@ int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbu
  * the buffers, with why[n] saying so. Pure (no memory is touched). */
 int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
                      char *why, size_t n);
-/* comm_view_locate for a view the caller has validated already
- * (pto_tensor_validate): the collectives check their scratch once. */
-int comm_valid_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
-                           char *why, size_t n);
+/* comm_view_locate for the bytes [lo, hi) of buf_ptr of a view the caller
+ * has validated already: the collectives check their scratch once, in one
+ * pass that also gives its byte range (tensor_dense_numel). */
+int comm_span_locate(const comm_domain_desc *d, const void *buf_ptr, uint64_t lo, uint64_t hi,
+                     uint64_t *woff, int *buf, char *why, size_t n);
 
 void comm_init(pto_comm *c, int chip);
 /* Closes every domain (unlink: also remove my named objects). */

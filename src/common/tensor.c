@@ -108,6 +108,26 @@ const char *tensor_problem_or_empty(const pto_tensor *t, bool *empty, char *why,
   return tensor_problem(t, false, why, n);
 }
 
+int64_t tensor_dense_numel(const pto_tensor *t) {
+  if (!t || !t->buf || !dtype_ok(t->dtype) || t->ndims < 1 || t->ndims > PTO_MAX_DIMS ||
+      t->offset < 0)
+    return -1;
+  /* packed: the strides are the products of the later extents (free where
+   * the extent is 1), so the view's span is [offset, offset + numel) and
+   * numel * size <= end * size bounds the packed size too */
+  int64_t n = 1, end, end_bytes;
+  for (int d = t->ndims - 1; d >= 0; d--) {
+    if (t->shape[d] < 1 || t->stride[d] < 1 || (t->shape[d] != 1 && t->stride[d] != n) ||
+        __builtin_mul_overflow(n, t->shape[d], &n))
+      return -1;
+  }
+  if (__builtin_add_overflow(t->offset, n, &end) ||
+      __builtin_mul_overflow(end, (int64_t)dtype_sizes[t->dtype], &end_bytes) ||
+      (uint64_t)end_bytes > (uint64_t)t->buf_bytes)
+    return -1;
+  return n;
+}
+
 bool tensor_byte_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {
   int64_t first, end, es;
   if (!t || !dtype_ok(t->dtype) || !tensor_span(t, &first, &end)) return false;

@@ -43,4 +43,11 @@ const char *tensor_problem_or_empty(const pto_tensor *t, bool *empty, char *why,
  * 64 bits or the view is malformed (then *lo and *hi are untouched). */
 bool tensor_byte_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi);
 
+/* The element count of a view that is valid with a buffer (tensor_problem()
+ * finds nothing) and row-major packed (pto_tensor_is_contiguous()); -1
+ * for any other view (ask those two which rule it breaks). One pass over
+ * the dims, for the hot paths that need all three answers (a collective's
+ * src, dst and scratch). */
+int64_t tensor_dense_numel(const pto_tensor *t);
+
 #endif

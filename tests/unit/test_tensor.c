@@ -422,6 +422,54 @@ static void test_copy_bytes(void **state) {
       assert_int_equal(qo[i * 2 + j], 1000 + j * 4 + i);
 }
 
+/* tensor_dense_numel, the one-pass answer of the collectives' hot path,
+ * against the three answers it stands for (validate with a buffer,
+ * contiguous, numel) on views that break each rule, near each bound. */
+static void test_dense_numel_differential(void **state) {
+  (void)state;
+  static const int64_t vals[] = {-1, 0, 1, 2, 3, 4, 6, 12, INT64_MAX / 4, INT64_MAX};
+  const int nv = (int)(sizeof vals / sizeof vals[0]);
+  static const size_t bytes[] = {0, 7, 48, 96, 1000, SIZE_MAX};
+  uint64_t x = 88172645463325252ull;
+  char b[1];
+  int dense = 0;
+  for (int i = 0; i < 200000; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    uint64_t r = x;
+    pto_tensor t;
+    memset(&t, 0, sizeof t);
+    t.buf = (r & 15) ? b : NULL;
+    r >>= 4;
+    t.buf_bytes = bytes[r % 6];
+    r /= 6;
+    t.dtype = (int32_t)(r % (PTO_DTYPE_COUNT + 1)) - (r & 64 ? 1 : 0);
+    r >>= 7;
+    t.ndims = (int32_t)(r % (PTO_MAX_DIMS + 2));
+    r >>= 4;
+    t.offset = (r & 3) ? (int64_t)(r >> 2) % 5 : vals[(r >> 2) % nv];
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    r = x;
+    int64_t expect = 1;
+    for (int d = PTO_MAX_DIMS - 1; d >= 0; d--) {
+      t.shape[d] = (r & 1) ? (int64_t)((r >> 1) % 4) : vals[(r >> 1) % nv];
+      r >>= 5;
+      /* mostly packed strides, so that the packed views reach each bound */
+      t.stride[d] = (r & 3) ? expect : vals[(r >> 2) % nv];
+      r >>= 6;
+      if (d < t.ndims && t.shape[d] > 0 && expect <= INT64_MAX / t.shape[d]) expect *= t.shape[d];
+    }
+    bool ok = pto_tensor_validate(&t) == PTO_OK && pto_tensor_is_contiguous(&t);
+    int64_t want = ok ? pto_tensor_numel(&t) : -1;
+    dense += ok;
+    if (tensor_dense_numel(&t) != want)
+      fail_msg("view %d (dtype %d, ndims %d, offset %lld, buf_bytes %zu): dense %lld, want %lld", i,
+               t.dtype, t.ndims, (long long)t.offset, t.buf_bytes,
+               (long long)tensor_dense_numel(&t), (long long)want);
+  }
+  assert_true(dense > 1000); /* the valid packed views were reached */
+  assert_int_equal(tensor_dense_numel(NULL), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dtype),       cmocka_unit_test(test_init_contiguous),
@@ -430,7 +478,7 @@ int main(void) {
       cmocka_unit_test(test_view),        cmocka_unit_test(test_reshape),
       cmocka_unit_test(test_transpose),   cmocka_unit_test(test_contiguous_unit_dims),
       cmocka_unit_test(test_at),          cmocka_unit_test(test_copy),
-      cmocka_unit_test(test_copy_bytes),
+      cmocka_unit_test(test_copy_bytes),  cmocka_unit_test(test_dense_numel_differential),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
