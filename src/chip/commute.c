@@ -167,15 +167,18 @@ int32_t cm_first_held(const cm_table *c) { return c->nheld > 0 ? c->held[0].slot
 #define INBOX_CLOSED 0
 #define INBOX_EMPTY  1
 
-static void held_add(cm_table *c, int32_t t) {
+/* t is held, at position pos of the held set. */
+static void held_put(cm_table *c, int32_t t, int32_t pos) {
   cm_link *l = &c->links[t];
   l->held = 1;
   /* release: a join that sees it open reads t's link after (cm_join) */
   atomic_store_explicit(&l->inbox, INBOX_EMPTY, memory_order_release);
   atomic_store_explicit(&c->hint[hint_of(l)], t, memory_order_relaxed);
-  l->held_pos = c->nheld;
-  c->held[c->nheld++] = (cm_held){l->lo, l->hi, t, 0};
+  l->held_pos = pos;
+  c->held[pos] = (cm_held){l->lo, l->hi, t, 0};
 }
+
+static void held_add(cm_table *c, int32_t t) { held_put(c, t, c->nheld++); }
 
 /* The last entry fills t's place: the set has no order. */
 static void held_remove(cm_table *c, int32_t t) {
@@ -278,7 +281,6 @@ static void inbox_close(cm_table *c, int32_t t) {
 
 int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
   inbox_close(c, t);
-  held_remove(c, t);
   cm_link *l = &c->links[t];
   int32_t w = l->wait_head;
   /* t's bytes, and t's waiters, pass to w: w's views compared only when
@@ -287,7 +289,10 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
   if (w >= 0 && (c->links[w].same || ops->same(ops->env, w, t))) {
     cm_link *x = &c->links[w];
     int32_t rest = x->wait_next;
-    held_add(c, w);
+    /* w takes t's place in the held set: no other entry moves (a move
+     * writes the moved task's link, another line) */
+    l->held = 0;
+    held_put(c, w, l->held_pos);
     if (rest >= 0) {
       if (x->wait_tail >= 0)
         c->links[x->wait_tail].wait_next = rest;
@@ -298,6 +303,7 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
     x->wait_next = -1;
     return w;
   }
+  held_remove(c, t);
   int32_t granted = -1, last = -1;
   while (w >= 0) {
     int32_t next = c->links[w].wait_next; /* w moves to another list */
