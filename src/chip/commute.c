@@ -11,7 +11,10 @@
 #include "pto/status.h"
 
 int cm_init(cm_table *c, uint32_t nslots) {
-  c->links = calloc(nslots, sizeof *c->links);
+  _Static_assert(sizeof(cm_link) == PTO_CACHELINE, "a link is one line");
+  /* line-aligned: a link, read and written under the lock by the
+   * orchestrator and the cores in turn, moves as one line, not two */
+  c->links = cacheline_calloc(nslots, sizeof *c->links);
   c->held = calloc(nslots, sizeof *c->held);
   if (!c->links || !c->held) {
     free(c->links);
@@ -40,11 +43,13 @@ void cm_reset(cm_table *c) {
   /* a failed run may leave tasks held or waiting: their links are
    * rewritten when their slots are next acquired, but a held flag is read
    * through a hint before that, so the held ones are let go */
-  for (int32_t i = 0; i < c->nheld; i++)
+  for (int32_t i = 0; i < c->nheld; i++) {
     c->links[c->held[i].slot].held = 0;
+    atomic_store_explicit(&c->links[c->held[i].slot].inbox, 0, memory_order_relaxed);
+  }
   c->nheld = 0;
   for (int i = 0; i < CM_HINTS; i++)
-    c->hint[i] = -1;
+    atomic_store_explicit(&c->hint[i], -1, memory_order_relaxed);
   atomic_store_explicit(&c->pending, -1, memory_order_relaxed);
 }
 
@@ -121,7 +126,11 @@ static void settle(cm_table *c, const cm_ops *ops, cm_grants *g) {
   }
 }
 
-void cm_ready(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g) {
+void cm_ready(cm_table *c, int32_t t, bool join, const cm_ops *ops, cm_grants *g) {
+  if (join) {
+    int32_t h = cm_hinted(c, t, ops);
+    if (h >= 0 && cm_join(c, h, t)) return; /* waits on h: no lock */
+  }
   if (cm_trylock(c)) { /* free: t acquires at once, after the older pending ones */
     cm_drain(c, ops, g);
     if (cm_acquire(c, t, ops)) {
@@ -154,13 +163,22 @@ bool cm_busy(const cm_table *c) {
 
 int32_t cm_first_held(const cm_table *c) { return c->nheld > 0 ? c->held[0].slot : -1; }
 
-static void held_add(cm_table *c, int32_t t) {
+/* The inbox's encoding (cm_link.inbox). */
+#define INBOX_CLOSED 0
+#define INBOX_EMPTY  1
+
+/* t is held, at position pos of the held set. */
+static void held_put(cm_table *c, int32_t t, int32_t pos) {
   cm_link *l = &c->links[t];
   l->held = 1;
-  c->hint[hint_of(l)] = t;
-  l->held_pos = c->nheld;
-  c->held[c->nheld++] = (cm_held){l->lo, l->hi, t, 0};
+  /* release: a join that sees it open reads t's link after (cm_join) */
+  atomic_store_explicit(&l->inbox, INBOX_EMPTY, memory_order_release);
+  atomic_store_explicit(&c->hint[hint_of(l)], t, memory_order_relaxed);
+  l->held_pos = pos;
+  c->held[pos] = (cm_held){l->lo, l->hi, t, 0};
 }
+
+static void held_add(cm_table *c, int32_t t) { held_put(c, t, c->nheld++); }
 
 /* The last entry fills t's place: the set has no order. */
 static void held_remove(cm_table *c, int32_t t) {
@@ -198,11 +216,37 @@ static void wait_on(cm_table *c, int32_t holder, int32_t t, bool same) {
   h->wait_tail = t;
 }
 
+int32_t cm_hinted(cm_table *c, int32_t t, const cm_ops *ops) {
+  const cm_link *l = &c->links[t];
+  int32_t h = atomic_load_explicit(&c->hint[hint_of(l)], memory_order_relaxed);
+  /* h's views are its orchestrator's writes, fixed while h may be held
+   * (its slot is reused only after it retires); a stale h fails the join */
+  if (h < 0 || h == t ||
+      atomic_load_explicit(&c->links[h].inbox, memory_order_relaxed) == INBOX_CLOSED ||
+      !ops->same(ops->env, t, h))
+    return -1;
+  return h;
+}
+
+bool cm_join(cm_table *c, int32_t h, int32_t t) {
+  cm_link *l = &c->links[t], *x = &c->links[h];
+  l->wait_head = l->wait_tail = -1; /* as cm_acquire's: nobody waits on t yet */
+  l->same = 1;
+  int32_t in = atomic_load_explicit(&x->inbox, memory_order_relaxed);
+  do {
+    if (in == INBOX_CLOSED) return false;
+    l->pend_next = in == INBOX_EMPTY ? -1 : in - 2;
+    /* release: the releaser reads t's link after its exchange */
+  } while (!atomic_compare_exchange_weak_explicit(&x->inbox, &in, t + 2, memory_order_release,
+                                                  memory_order_relaxed));
+  return true;
+}
+
 bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
   cm_link *l = &c->links[t];
   l->wait_head = l->wait_tail = -1; /* new in the table: nobody waits on it yet */
   l->held = 0;
-  int32_t h = c->hint[hint_of(l)];
+  int32_t h = atomic_load_explicit(&c->hint[hint_of(l)], memory_order_relaxed);
   if (h >= 0 && h != t && c->links[h].held && ops->same(ops->env, t, h)) {
     wait_on(c, h, t, true); /* the same bytes as a held task: no scan */
     return false;
@@ -216,8 +260,27 @@ bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
   return true;
 }
 
+/* Closes t's inbox; the tasks that joined t lock-free join its waiters,
+ * oldest first, after those that waited under the lock. */
+static void inbox_close(cm_table *c, int32_t t) {
+  cm_link *l = &c->links[t];
+  int32_t in = atomic_exchange_explicit(&l->inbox, INBOX_CLOSED, memory_order_acquire);
+  int32_t fifo = -1; /* the stack is newest first */
+  for (int32_t j = in - 2; j >= 0;) {
+    int32_t next = c->links[j].pend_next;
+    c->links[j].wait_next = fifo;
+    fifo = j;
+    j = next;
+  }
+  while (fifo >= 0) {
+    int32_t next = c->links[fifo].wait_next; /* wait_on rewrites it */
+    wait_on(c, t, fifo, true);
+    fifo = next;
+  }
+}
+
 int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
-  held_remove(c, t);
+  inbox_close(c, t);
   cm_link *l = &c->links[t];
   int32_t w = l->wait_head;
   /* t's bytes, and t's waiters, pass to w: w's views compared only when
@@ -226,7 +289,10 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
   if (w >= 0 && (c->links[w].same || ops->same(ops->env, w, t))) {
     cm_link *x = &c->links[w];
     int32_t rest = x->wait_next;
-    held_add(c, w);
+    /* w takes t's place in the held set: no other entry moves (a move
+     * writes the moved task's link, another line) */
+    l->held = 0;
+    held_put(c, w, l->held_pos);
     if (rest >= 0) {
       if (x->wait_tail >= 0)
         c->links[x->wait_tail].wait_next = rest;
@@ -237,6 +303,7 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
     x->wait_next = -1;
     return w;
   }
+  held_remove(c, t);
   int32_t granted = -1, last = -1;
   while (w >= 0) {
     int32_t next = c->links[w].wait_next; /* w moves to another list */
@@ -260,6 +327,7 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
 bool cm_views_conflict(void *env, int32_t a, int32_t b) {
   const cm_table *c = env;
   const cm_link *x = &c->links[a], *y = &c->links[b];
+  if (x->exact && y->exact) return x->lo < y->hi && y->lo < x->hi;
   for (int i = 0; i < x->nviews; i++)
     for (int j = 0; j < y->nviews; j++)
       if (x->views[i].lo < y->views[j].hi && y->views[j].lo < x->views[i].hi &&
@@ -285,6 +353,8 @@ bool cm_views_same(void *env, int32_t a, int32_t b) {
   const cm_link *x = &c->links[a], *y = &c->links[b];
   /* the spans first: the same views have the same span */
   if (x->lo != y->lo || x->hi != y->hi || x->nviews != y->nviews) return false;
+  /* both all of [lo, hi): the same bytes, whatever the levels that tile them */
+  if (x->exact && y->exact) return true;
   for (int i = 0; i < x->nviews; i++)
     if (!view_same(&x->views[i], &y->views[i])) return false;
   return true;
@@ -294,6 +364,8 @@ void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, in
                    uint32_t mask) {
   l->views = views;
   l->nviews = 0;
+  /* not held: a join on it (through a stale hint) fails */
+  atomic_store_explicit(&l->inbox, 0, memory_order_relaxed);
   l->lo = UINT64_MAX;
   l->hi = 0;
   for (int i = 0; i < nt; i++)
@@ -303,4 +375,5 @@ void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, in
       if (v->lo < l->lo) l->lo = v->lo;
       if (v->hi > l->hi) l->hi = v->hi;
     }
+  l->exact = l->nviews == 1 && views[0].known && views[0].dense;
 }

@@ -27,13 +27,26 @@
  *            Likewise an acquire whose views are exactly those of a held
  *            task found by its span (cm_table.hint) waits on it at once;
  *            only an acquire that may succeed scans the held set.
+ *   join (no lock; cm_ready tries it first): when the hint names a held
+ *            task h with exactly t's views, t is pushed on h's inbox
+ *            (cm_link.inbox, a lock-free stack) with one compare-and-swap
+ *            that succeeds only while h is held. h's release closes the
+ *            inbox (an exchange) under the lock first, and its tasks join
+ *            h's waiters, oldest first, as waiters with h's views. So t
+ *            waits on a held task without the lock, as if its acquire had
+ *            found h by the hint; when the swap finds the inbox closed
+ *            (h released), t acquires under the lock as above. In a
+ *            histogram, where most adds find their bin held, the
+ *            orchestrator then takes the lock only for a free bin.
  * It never deadlocks: a task holds all its bytes or none (no hold and
  * wait), no core or thread ever blocks on it (a task that cannot acquire
  * is parked in the table, not on a core), and a waiter always waits on a
  * held task, which runs (its blocks are queued) and releases. A lost
  * wake-up is impossible because deciding to wait and joining the holder's
  * waiters are one critical section, as are leaving the held set and
- * retrying the waiters. tests/unit/test_commute_explorer.c explores
+ * retrying the waiters; a join is one swap that sees the inbox open, and
+ * the release's exchange that closes it takes every task pushed before.
+ * tests/unit/test_commute_explorer.c explores
  * acquire and release (these very functions) over every interleaving of
  * 3 tasks and catches a split acquire (check, unlock, then wait).
  *
@@ -64,6 +77,10 @@ typedef struct cm_link {
   const region_view *views; /* its COMMUTE views, nviews of them */
   uint64_t lo, hi;          /* the bytes they span: the first test (cm_acquire, cm_release) */
   int32_t nviews;
+  /* 1: one dense, well-formed view, so its bytes are exactly [lo, hi):
+   * compared by the span alone (cm_views_same, cm_views_conflict), without
+   * reading the views the orchestrator wrote (a miss under the lock) */
+  int32_t exact;
   /* under the table's lock */
   int32_t held_pos;             /* its place in cm_table.held while held */
   int32_t wait_head, wait_tail; /* tasks waiting on this one, oldest first */
@@ -73,6 +90,11 @@ typedef struct cm_link {
   int32_t same;                 /* waiting: its views are known to be its holder's (then
                                  * every later holder of that list has them too: a list
                                  * passes on whole only to a waiter with the holder's views) */
+  /* Tasks that joined this one lock-free (cm_join), by pend_next: 0 closed
+   * (not held: a join fails), 1 open and empty, 2 + t: t the newest. Opened
+   * by its acquire, closed by its release, both under the lock; zero in
+   * a fresh table, as every link is until it is first acquired. */
+  _Atomic int32_t inbox;
 } cm_link;
 
 /* How two tasks' COMMUTE views compare: conflict (some bytes meet) and
@@ -113,7 +135,7 @@ typedef struct cm_table {
    * an acquire whose views are exactly a held task's waits on it without
    * scanning the held set (a stale or colliding entry only costs the
    * scan) */
-  int32_t hint[CM_HINTS];
+  _Atomic int32_t hint[CM_HINTS]; /* written under the lock, read by cm_hinted */
 } cm_table;
 
 /* The table's lock (cm_lock, cm_trylock, cm_unlock). A spin lock that
@@ -137,7 +159,14 @@ void cm_destroy(cm_table *c);
 void cm_reset(cm_table *c);
 
 /* What the run calls (sched.c), outside any lock:
- *   cm_ready: t became ready. If the lock is free, t acquires under it
+ *   cm_ready: t became ready. First, with `join`, if the hint names a
+ *     held task with exactly t's views, t joins it lock-free (cm_hinted,
+ *     cm_join). Only the thread that reuses task slots (the orchestrator)
+ *     may join: for it, a hinted task's views stay fixed, and a held
+ *     task, once released, is never held again (another thread could read
+ *     a slot's views while a new task is written into it, and join that
+ *     task when it is held in turn). Else, if the lock is free, t acquires
+ *     under it
  *     (after the pending tasks, cm_drain); else t is pushed on the
  *     pending stack, for the holder. Then, while tasks are pending and the
  *     lock is free, the lock is taken and they acquire. A holder checks
@@ -152,10 +181,17 @@ void cm_reset(cm_table *c);
  * tests/unit/test_commute_defer_explorer.c explores them over every
  * interleaving of three tasks, and catches a holder that does not check
  * the stack after it unlocks. */
-void cm_ready(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g);
+void cm_ready(cm_table *c, int32_t t, bool join, const cm_ops *ops, cm_grants *g);
 void cm_done(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g);
 
 /* Their steps (atomic ones in the explorer): */
+/* No lock, on the orchestrator's thread only (cm_ready): the held task
+ * that t may join, from the hint (one with exactly t's views, held when
+ * its inbox was read), or -1. */
+int32_t cm_hinted(cm_table *c, int32_t t, const cm_ops *ops);
+/* No lock: t waits on h (pushed on its inbox) if h is still held: true;
+ * false when h's inbox is closed (then t must acquire under the lock). */
+bool cm_join(cm_table *c, int32_t h, int32_t t);
 void cm_lock(cm_table *c);
 bool cm_trylock(cm_table *c);
 void cm_unlock(cm_table *c);

@@ -489,6 +489,8 @@ void run_leave(pto_run *r, _Atomic uint64_t *entered);
 static inline uint64_t run_phase_gen(uint64_t phase) { return phase >> 1; }
 
 /* Scheduler side [sched.c] */
+/* The orchestrator's thread only (a COMMUTE task may then join a held
+ * task without the table's lock: commute.h, cm_ready). */
 void sched_make_ready(pto_run *r, task *t);
 /* sched_make_ready of tasks r->slots[idx[0 .. n - 1]], pushed as batches
  * (ready_batch.h): a graph launch's roots. */

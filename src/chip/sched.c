@@ -137,12 +137,14 @@ static void record_spread(pto_run *r, task *t) {
  * to zero makes c ready (a dummy: onto the caller's work stack). acq_rel:
  * our kernel's writes happen-before c runs; pairs with the other
  * producers' decrements and the submit guard. */
+static void make_ready(pto_run *r, task *t, bool orch);
+
 static void release_consumer(pto_run *r, task *c, task **stack, int *top) {
   if (atomic_fetch_sub_explicit(&c->fanin, 1, memory_order_acq_rel) != 1) return;
   if (c->shape == SHAPE_DUMMY && *top < DUMMY_STACK)
     stack[(*top)++] = c;
   else
-    sched_make_ready(r, c);
+    make_ready(r, c, false); /* any thread: no lock-free join (commute.h) */
 }
 
 /* Completes t: closes its fanout list, releases consumers (each becomes
@@ -274,11 +276,12 @@ static void commute_queue(pto_run *r, const cm_grants *g) {
 
 /* A COMMUTE task that became ready takes its bytes (queued then), waits
  * in the table for the holder it conflicts with, or is left to the lock's
- * holder (commute.h, cm_ready). */
-static void commute_ready(pto_run *r, task *t) {
+ * holder (commute.h, cm_ready). `orch`: on the orchestrator's thread,
+ * where it may join a held task with its views without the lock. */
+static void commute_ready(pto_run *r, task *t, bool orch) {
   const cm_ops ops = {cm_views_conflict, cm_views_same, &r->cm};
   cm_grants g = {-1, -1};
-  cm_ready(&r->cm, (int32_t)(t - r->slots), &ops, &g);
+  cm_ready(&r->cm, (int32_t)(t - r->slots), orch, &ops, &g);
   commute_queue(r, &g);
 }
 
@@ -292,17 +295,20 @@ static void commute_release(pto_run *r, task *t) {
   commute_queue(r, &g);
 }
 
-void sched_make_ready(pto_run *r, task *t) {
+/* `orch`: called by the orchestrator (a submit, a graph launch's roots). */
+static void make_ready(pto_run *r, task *t, bool orch) {
   if (t->shape == SHAPE_DUMMY) {
     complete_task(r, t);
     return;
   }
   if (t->commute) {
-    commute_ready(r, t); /* queued if granted; else a release queues it */
+    commute_ready(r, t, orch); /* queued if granted; else a release queues it */
     return;
   }
   queue_ready(r, t);
 }
+
+void sched_make_ready(pto_run *r, task *t) { make_ready(r, t, true); }
 
 /* A hand-off in progress on this thread (handoff.h): set by
  * sched_complete_here around the completion it makes. */

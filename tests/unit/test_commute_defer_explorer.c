@@ -1,7 +1,9 @@
 /* test_commute_defer_explorer.c — the COMMUTE table's lock and its
  * pending stack (src/chip/commute.c: cm_ready, cm_done and their steps)
  * over every interleaving of three tasks. Each task has two actors: the
- * thread that makes it ready (cm_ready: if the lock is free, take it, let
+ * thread that makes it ready (cm_ready: if the hint names a held task with
+ * its views, join it lock-free, a compare-and-swap on that task's inbox
+ * that fails once its release closed it; else if the lock is free, take it, let
  * the pending tasks and then this one acquire, unlock; else push it; then,
  * while tasks are pending and the lock is free, take the lock, let every
  * pending task acquire, unlock), and the thread that runs it once queued and completes
@@ -19,7 +21,9 @@
  *
  * Caught, with the interleaving printed: an actor that does not check the
  * pending stack after it unlocks (a push that found the lock taken is
- * then never drained). */
+ * then never drained); a join that checks the inbox open, then pushes in
+ * a second step (a release between them closes it, and the task pushed
+ * into the closed inbox is never granted). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -46,8 +50,12 @@ static const char *const ts_name[] = {"new",    "pending", "waiting", "granted",
  * lock; the unlock is a step of its own, so a push may come between a
  * drain and the unlock: the window the check after the unlock is for. */
 enum {
-  S_START,  /* readying: if the lock is free, take it, drain, acquire the
-             * task, else go push it; running: start it once queued */
+  S_START,  /* readying: the hint (cm_hinted), then join or try; running:
+             * start it once queued */
+  S_JOIN,   /* readying: join the hinted task (cm_join), else go try */
+  S_JOIN2,  /* readying, V_SPLIT_JOIN only: the push after the check */
+  S_TRY,    /* readying: if the lock is free, take it, drain, acquire the
+             * task, else go push it */
   S_PUSH,   /* readying: push the task */
   S_DONE,   /* running: lock, release it, drain */
   S_UNLOCK, /* unlock */
@@ -55,9 +63,9 @@ enum {
   S_QUEUE,  /* queue the granted tasks, one a step */
   S_END
 };
-static const char *const step_name[] = {"start",  "push",  "release", "unlock",
-                                        "settle", "queue", "end"};
-enum { V_REAL, V_NO_RECHECK };
+static const char *const step_name[] = {"start",   "join",   "join-push", "try",   "push",
+                                        "release", "unlock", "settle",    "queue", "end"};
+enum { V_REAL, V_NO_RECHECK, V_SPLIT_JOIN };
 
 typedef struct mstate {
   cm_link links[NT]; /* zeroed first: their padding stays zero */
@@ -68,7 +76,8 @@ typedef struct mstate {
   uint8_t ts[NT];
   uint8_t pc[2 * NT];                  /* actor a < NT: task a's readying thread; else its runner */
   int8_t ghead[2 * NT], gtail[2 * NT]; /* each actor's granted tasks (cm_grants) */
-  uint8_t pad[3];                      /* states are hashed and compared bytewise */
+  int8_t cand[NT]; /* the task a readying actor's hint named (S_JOIN); states are
+                    * hashed and compared bytewise: no implicit padding */
 } mstate;
 _Static_assert(sizeof(mstate) ==
                    NT * (sizeof(cm_link) + sizeof(cm_held)) + 12 + 4 * NT + 7 * NT + 3,
@@ -183,7 +192,41 @@ static int step(explorer *e, mstate *s, int a) {
   int r = XP_STEP;
   switch (*pc) {
   case S_START:
-    if (!runner && cm_trylock(c)) { /* cm_ready's own critical section */
+    if (!runner) {
+      s->cand[t] = (int8_t)cm_hinted(c, t, &OPS);
+      *pc = s->cand[t] >= 0 ? S_JOIN : S_TRY;
+    } else if (s->ts[t] == T_QUEUED) {
+      s->ts[t] = T_RUN;
+      *pc = S_DONE;
+    } else {
+      r = XP_SKIP;
+    }
+    break;
+  case S_JOIN:
+    if (e->variant == V_SPLIT_JOIN) { /* broken: checked open here, pushed next step */
+      *pc = atomic_load(&c->links[s->cand[t]].inbox) ? S_JOIN2 : S_TRY;
+    } else if (cm_join(c, s->cand[t], t)) {
+      s->ts[t] = T_WAIT;
+      *pc = S_QUEUE;
+    } else {
+      *pc = S_TRY;
+    }
+    s->cand[t] = e->variant == V_SPLIT_JOIN && *pc == S_JOIN2 ? s->cand[t] : -1;
+    break;
+  case S_JOIN2: { /* V_SPLIT_JOIN: the push, whatever the inbox is now */
+    _Atomic int32_t *in = &c->links[s->cand[t]].inbox;
+    int32_t old = atomic_load(in);
+    s->links[t].wait_head = s->links[t].wait_tail = -1;
+    s->links[t].same = 1;
+    s->links[t].pend_next = old <= 1 ? -1 : old - 2;
+    atomic_store(in, t + 2);
+    s->ts[t] = T_WAIT;
+    s->cand[t] = -1;
+    *pc = S_QUEUE;
+    break;
+  }
+  case S_TRY:
+    if (cm_trylock(c)) { /* cm_ready's own critical section */
       cm_drain(c, &OPS, &g);
       drained(s);
       if (cm_acquire(c, t, &OPS)) {
@@ -194,13 +237,8 @@ static int step(explorer *e, mstate *s, int a) {
         s->ts[t] = T_WAIT;
       }
       *pc = S_UNLOCK;
-    } else if (!runner) {
-      *pc = S_PUSH;
-    } else if (s->ts[t] == T_QUEUED) {
-      s->ts[t] = T_RUN;
-      *pc = S_DONE;
     } else {
-      r = XP_SKIP;
+      *pc = S_PUSH;
     }
     break;
   case S_PUSH: /* the lock was taken */
@@ -303,6 +341,11 @@ static int em_final(xp_search *x, const void *state, int d) {
               s->pending, s->lock);
     return XP_STOP;
   }
+  for (int t = 0; t < NT; t++)
+    if (atomic_load(&s->links[t].inbox)) {
+      violation(e, d, "every task done, yet task %d's inbox is open", t);
+      return XP_STOP;
+    }
   return XP_STEP;
 }
 
@@ -326,7 +369,7 @@ static explorer explore(const uint8_t *mask, int variant, int da, int db) {
   for (int a = 0; a < 2 * NT; a++)
     s.ghead[a] = s.gtail[a] = -1;
   for (int t = 0; t < NT; t++)
-    s.hint[t] = -1;
+    s.hint[t] = s.cand[t] = -1;
   init_hints(&s);
   const xp_model m = {.state_size = sizeof(mstate),
                       .key_size = sizeof(mstate),
@@ -373,10 +416,18 @@ static void test_no_recheck_caught(void **st) {
   assert_non_null(strstr(e.why, "left pending"));
 }
 
+static void test_split_join_caught(void **st) {
+  (void)st;
+  explorer e = explore(ONE_BYTE, V_SPLIT_JOIN, -1, -1);
+  assert_true(e.failed); /* printed with its interleaving */
+  assert_non_null(strstr(e.why, "left waiting"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_interleaving),
       cmocka_unit_test(test_no_recheck_caught),
+      cmocka_unit_test(test_split_join_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
