@@ -55,17 +55,19 @@ static inline bool rb_holds_from(const ready_batch *b, int sh, int level) {
 static inline uint32_t rb_push(pto_run *r, ready_batch *b) {
   uint32_t pushed = 0;
   for (int i = 0; i < b->n;) {
-    const task *t = b->t[i];
+    /* read before the run is published: a published task may be claimed,
+     * completed and its slot given to a new task at once */
+    const int shape = b->t[i]->shape, level = b->t[i]->priority;
     int j = i + 1;
-    while (j < b->n && b->t[j]->shape == t->shape && b->t[j]->priority == t->priority)
+    while (j < b->n && b->t[j]->shape == shape && b->t[j]->priority == level)
       j++;
-    ready_queue *q = &r->queues[t->shape];
-    prio_mark(q, t->priority);
-    rq *lv = prio_queue(q, t->priority);
+    ready_queue *q = &r->queues[shape];
+    prio_mark(q, level);
+    rq *lv = prio_queue(q, level);
     uint64_t p = rq_push_claim_n(lv, (uint32_t)(j - i));
     for (int k = i; k < j; k++)
       rq_push_publish(lv, p + (uint64_t)(k - i), (uint32_t)(b->t[k] - r->slots));
-    pushed |= 1u << t->shape;
+    pushed |= 1u << shape;
     i = j;
   }
   b->n = 0;
