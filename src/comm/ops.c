@@ -150,7 +150,7 @@ static int same_shape_check(const op_env *e, const pto_tensor *dst, const pto_te
   /* the common case, two packed views of one dtype and count, in one
    * pass each; any other pair gets the checks below, which name the fault */
   int64_t dense = tensor_dense_numel(dst);
-  if (dense > 0 && dst->dtype == src->dtype && tensor_dense_numel(src) == dense) {
+  if (dense > 0 && src && dst->dtype == src->dtype && tensor_dense_numel(src) == dense) {
     *empty = false;
     return 0;
   }
