@@ -359,9 +359,8 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
                         : o->op != k->d.op       ? "op"
                         : o->root != k->d.root   ? "root"
                         : o->algo != k->d.algo   ? "algorithm"
-                        : o->slot != k->d.slot   ? "scratch size"
                                                  : NULL;
-    if (field && !strcmp(field, "scratch size"))
+    if (!field && o->slot != k->d.slot) /* the same call on views of other lengths */
       return comm_fail(k->c, PTO_EINVAL,
                        "%s #%" PRId64 ": mismatched scratch size on domain %d: rank %d's scratch "
                        "view has %" PRId64 "-byte slots, rank %d's %" PRId64
@@ -608,11 +607,12 @@ typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
 typedef struct coll_rec {
   coll_desc d;
   int64_t epoch;
-  /* The scratch view, by its window offset and length: the calls of every
-   * scratch view of one window buffer meet in the order made there
-   * (comm.h, coll_lock), so a call on another view of it is named, never
-   * its data used for this one's. */
-  int64_t view_at, view_bytes;
+  /* The scratch view, by its window offset: the calls of every scratch
+   * view of one window buffer meet in the order made there (comm.h,
+   * coll_lock), so a call on another view of it is named, never its data
+   * used for this one's (a view of another length: the descriptor's slot
+   * size, on every path). */
+  int64_t view_at;
 } coll_rec;
 
 /* Steps 1-3 through the backend: every rank sends each peer one record,
@@ -639,7 +639,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   for (int p = 0; data && p < k->n; p++)
     blocks[p] = block(k, p, arg);
   const unsigned char *recs[PTO_COMM_MAX_RANKS];
-  coll_rec mine = {k->d, k->c->epoch, (int64_t)k->view_at, (int64_t)k->bytes};
+  coll_rec mine = {k->d, k->c->epoch, (int64_t)k->view_at};
   comm_exchange x;
   x.hdr = &mine;
   x.hdr_bytes = sizeof mine;
@@ -660,15 +660,13 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
           "scratch buffer's collectives are out of step: use another scratch "
           "buffer, or a new run)",
           kind_name(k->d.kind), k->d.seq, k->dom, k->me, p, o->d.seq, o->epoch, mine.epoch);
-    if (p != k->me && (o->view_at != mine.view_at || o->view_bytes != mine.view_bytes))
+    if (p != k->me && o->view_at != mine.view_at)
       return comm_fail(k->c, PTO_EINVAL,
                        "%s #%" PRId64 ": mismatched scratch view on domain %d: rank %d called on "
-                       "bytes [%" PRId64 ", +%" PRId64
-                       ") of window buffer '%s', rank %d on [%" PRId64 ", +%" PRId64
-                       "): the calls on one buffer's views meet in the order made "
-                       "(docs/comm.md)",
-                       kind_name(k->d.kind), k->d.seq, k->dom, k->me, mine.view_at, mine.view_bytes,
-                       k->cd->desc.buffers[k->buf].name, p, o->view_at, o->view_bytes);
+                       "the view at byte %" PRId64 " of buffer '%s', rank %d on the one at byte "
+                       "%" PRId64,
+                       kind_name(k->d.kind), k->d.seq, k->dom, k->me, mine.view_at,
+                       k->cd->desc.buffers[k->buf].name, p, o->view_at);
   }
   if ((rc = check_descs(k, recs))) return rc; /* a record begins with its descriptor */
   for (int p = 0; blk && p < k->n; p++)

@@ -255,6 +255,33 @@ static int after_block(const pto_kctx *ctx, int first, int64_t run) {
   return 0;
 }
 
+/* Cases 12 and 13: `calls` checked 16-element allreduces of this block on
+ * its own half of the scratch (tensor 0); block `first` of the chip's
+ * task calls first and the other after its end (-1: both at once). */
+static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first, int64_t run) {
+  const pto_tensor *s = &ctx->tensors[0];
+  int me = pto_comm_rank(pto_kctx_comm(ctx), dom), b = ctx->block_idx, rc = 0;
+  int64_t half = (pto_tensor_numel(s) / 2) & ~(int64_t)63, at = b * half;
+  pto_tensor mine;
+  pto_tensor_slice(s, &at, &half, &mine);
+  if (first >= 0 && b != first && (rc = after_block(ctx, first, run))) return rc;
+  float buf[16], out[16];
+  pto_tensor in = local(buf, 16, PTO_F32), o = local(out, 16, PTO_F32);
+  for (int i = 0; i < calls && !rc; i++) {
+    for (int j = 0; j < 16; j++)
+      buf[j] = (float)(1000 * b + 10 * me + i + j);
+    rc = pto_allreduce(ctx, dom, &mine, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    for (int j = 0; j < 16 && !rc; j++)
+      if (out[j] != (float)(2 * (1000 * b + i + j) + 10)) {
+        fprintf(stderr, "rank %d block %d call %d: out[%d] = %g, expected %g\n", me, b, i, j,
+                (double)out[j], (double)(2 * (1000 * b + i + j) + 10));
+        rc = pto_kctx_fail(ctx, PTO_EINVAL, "rank %d block %d: wrong sums", me, b);
+      }
+  }
+  block_ends(ctx, run);
+  return rc;
+}
+
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 10: a count whose data goes with the call table on rank 0 and by put on rank 1;
  * 6, 7: a bad argument on both ranks; 11-14: below) in its low byte, the run's number above.
@@ -319,53 +346,19 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = odd ? 0 : pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
     break;
   case 12: { /* two blocks, each back-to-back on its own half of the scratch buffer */
-    int64_t half = (pto_tensor_numel(s) / 2) & ~(int64_t)63, at = ctx->block_idx * half;
-    pto_tensor mine;
-    pto_tensor_slice(s, &at, &half, &mine);
     /* the MPI backend (across hosts) takes the collectives of one window
      * buffer one at a time (docs/comm.md): there block 1 starts after
      * block 0 */
     bool one_at_a_time = comm_find(pto_kctx_comm(ctx), dom)->desc.backend == COMM_BACKEND_MPI;
-    if (one_at_a_time && ctx->block_idx == 1 && (rc = after_block(ctx, 0, run))) return rc;
-    for (int i = 0; i < 200 && !rc; i++) {
-      for (int j = 0; j < 16; j++)
-        buf[j] = (float)(1000 * ctx->block_idx + 10 * me + i + j);
-      rc = pto_allreduce(ctx, dom, &mine, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
-      for (int j = 0; j < 16 && !rc; j++)
-        if (out[j] != (float)(2 * (1000 * ctx->block_idx + i + j) + 10)) {
-          fprintf(stderr, "rank %d block %d call %d: out[%d] = %g, expected %g\n", me,
-                  ctx->block_idx, i, j, (double)out[j],
-                  (double)(2 * (1000 * ctx->block_idx + i + j) + 10));
-          rc = PTO_EINVAL;
-        }
-    }
-    block_ends(ctx, run);
-    return rc; /* both blocks: no result row (one element per rank) */
+    /* both blocks: no result row (one element per rank) */
+    return half_calls(ctx, dom, 200, one_at_a_time ? 0 : -1, run);
   }
   case 13: { /* as 12; on the MPI backend rank 0's block 0 calls first and rank 1's block 1
               * (on shared memory the blocks run at once: there the order would deadlock,
               * each first block waiting for its peer's, which waits for its second) */
-    int64_t half = (pto_tensor_numel(s) / 2) & ~(int64_t)63, at = ctx->block_idx * half;
-    pto_tensor mine;
-    pto_tensor_slice(s, &at, &half, &mine);
-    int first = me == 0 ? 0 : 1;
     bool mpi = comm_find(pto_kctx_comm(ctx), dom)->desc.backend == COMM_BACKEND_MPI;
     if (ctx->block_idx == 0) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = mpi ? 1 : 2;
-    if (mpi && ctx->block_idx != first && (rc = after_block(ctx, first, run))) return rc;
-    for (int i = 0; i < 3 && !rc; i++) {
-      for (int j = 0; j < 16; j++)
-        buf[j] = (float)(1000 * ctx->block_idx + 10 * me + i + j);
-      rc = pto_allreduce(ctx, dom, &mine, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
-      for (int j = 0; j < 16 && !rc; j++)
-        if (out[j] != (float)(2 * (1000 * ctx->block_idx + i + j) + 10)) {
-          fprintf(stderr, "rank %d block %d call %d: out[%d] = %g, expected %g\n", me,
-                  ctx->block_idx, i, j, (double)out[j],
-                  (double)(2 * (1000 * ctx->block_idx + i + j) + 10));
-          rc = pto_kctx_fail(ctx, PTO_EINVAL, "rank %d block %d: wrong sums", me, ctx->block_idx);
-        }
-    }
-    block_ends(ctx, run);
-    return rc;
+    return half_calls(ctx, dom, 3, mpi ? me : -1, run);
   }
   case 9: /* op: reproducible on one rank only */
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,

@@ -300,6 +300,7 @@ typedef struct fx {
   int mode;
   int64_t x[N], y[N];
   bool sorted_log; /* the 1-core chip: run N+1's log is in priority order */
+  bool x_chain;    /* run N+1 adds to x as a chain of INOUT tasks (else COMMUTE) */
 } fx;
 
 /* Run N+1: a heap ring's worth of OUTPUT at once, 16 COMMUTE adds, 20
@@ -309,7 +310,7 @@ static void good_data(pto_orch *o, fx *f) {
   heap_fill(o, HEAP_BYTES);
   pto_scope_end(o);
   for (int i = 0; i < 16; i++)
-    add(o, f->x, PTO_COMMUTE, i + 1, false);
+    add(o, f->x, f->x_chain ? PTO_INOUT : PTO_COMMUTE, i + 1, false);
   for (int i = 0; i < 20; i++)
     contrib(o, f->y, i + 1, false);
 }
@@ -396,6 +397,17 @@ static void run_failing(pto_chip *chip, pto_orch_fn fn, fx *f, const char *featu
     fail_msg("%s: returned %s: %s", what, pto_status_name(rc), err.details);
 }
 
+/* Run N failing by each way from kernel error to bad submit, each
+ * followed by run N+1 (good_fn) on the same chip. */
+static void each_failure(pto_chip *chip, fx *f, pto_orch_fn fail_fn, pto_orch_fn good_fn,
+                         const char *feature) {
+  for (int m = FAIL_KERNEL; m <= FAIL_SUBMIT; m++) {
+    f->mode = m;
+    run_failing(chip, fail_fn, f, feature);
+    run_good_fn(chip, good_fn, f, mode_names[m]);
+  }
+}
+
 /* ---- COMMUTE ---- */
 
 /* A blocker holds x's bytes as COMMUTE, three adds wait for them. */
@@ -411,11 +423,7 @@ static void test_commute(void **state) {
   (void)state;
   pto_chip *chip = make_chip(2, 2, 0);
   fx f = {0};
-  for (int m = FAIL_KERNEL; m <= FAIL_SUBMIT; m++) {
-    f.mode = m;
-    run_failing(chip, commute_fail_orch, &f, "COMMUTE");
-    run_good(chip, &f, mode_names[m]);
-  }
+  each_failure(chip, &f, commute_fail_orch, good_orch, "COMMUTE");
   pto_chip_destroy(chip);
 }
 
@@ -436,11 +444,7 @@ static void test_redux(void **state) {
   (void)state;
   pto_chip *chip = make_chip(2, 2, 0);
   fx f = {0};
-  for (int m = FAIL_KERNEL; m <= FAIL_SUBMIT; m++) {
-    f.mode = m;
-    run_failing(chip, redux_fail_orch, &f, "REDUX");
-    run_good(chip, &f, mode_names[m]);
-  }
+  each_failure(chip, &f, redux_fail_orch, good_orch, "REDUX");
   pto_chip_destroy(chip);
 }
 
@@ -459,30 +463,12 @@ static void handoff_fail_orch(pto_orch *o, void *arg) {
   fail_now(o, f->mode);
 }
 
-/* Run N+1: x is a chain of 16 INOUT adds (the sum the COMMUTE adds give
- * in good_data), the rest as good_orch. */
-static void handoff_good_orch(pto_orch *o, void *arg) {
-  fx *f = arg;
-  check_clean(o);
-  pto_scope_begin(o, PTO_SCOPE_AUTO);
-  heap_fill(o, HEAP_BYTES);
-  pto_scope_end(o);
-  for (int i = 0; i < 16; i++)
-    add(o, f->x, PTO_INOUT, i + 1, false);
-  for (int i = 0; i < 20; i++)
-    contrib(o, f->y, i + 1, false);
-  good_logs(o);
-}
-
 static void test_handoff(void **state) {
   (void)state;
   pto_chip *chip = make_chip(2, 2, 0);
   fx f = {0};
-  for (int m = FAIL_KERNEL; m <= FAIL_SUBMIT; m++) {
-    f.mode = m;
-    run_failing(chip, handoff_fail_orch, &f, "hand-off");
-    run_good_fn(chip, handoff_good_orch, &f, mode_names[m]);
-  }
+  f.x_chain = true; /* run N+1's x: a chain whose links the cores keep */
+  each_failure(chip, &f, handoff_fail_orch, good_orch, "hand-off");
   pto_chip_destroy(chip);
 }
 
@@ -501,11 +487,7 @@ static void test_priority(void **state) {
   (void)state;
   pto_chip *chip = make_chip(1, 1, 0);
   fx f = {.sorted_log = true};
-  for (int m = FAIL_KERNEL; m <= FAIL_SUBMIT; m++) {
-    f.mode = m;
-    run_failing(chip, prio_fail_orch, &f, "priorities");
-    run_good_fn(chip, prio_good_orch, &f, mode_names[m]);
-  }
+  each_failure(chip, &f, prio_fail_orch, prio_good_orch, "priorities");
   pto_chip_destroy(chip);
 }
 
