@@ -22,9 +22,6 @@ from ._pto import ffi, lib
 from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, pto_dtype,
                       tensor_to_array)
 
-_RED = {"sum": 0, "max": 1, "min": 2, "prod": 3}
-_ALGO = {"auto": 0, "mesh": 1, "ring": 2, "mpi": 3}
-
 
 def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
     """Scratch bytes a collective over ``nranks`` needs for blocks of up to ``block_bytes``."""
@@ -246,7 +243,7 @@ class NodeOrch:
         auto, mesh, ring or mpi; reproducible: reduced in rank order,
         bit-identical on every path (PTO_RED_REPRODUCIBLE)."""
         self._coll("allreduce", lib.pto_node_allreduce, dom, scratch, dst, src,
-                   _kernel._red(op, reproducible), _kernel._pick(_ALGO, algo, "algo"))
+                   _kernel._red(op, reproducible), _kernel._pick(_kernel._ALGO, algo, "algo"))
 
     def allgather(self, dom: Domain, scratch: str, dst, src) -> None:
         """dst[r] (nranks x count) = every rank's src."""
