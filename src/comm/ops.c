@@ -248,28 +248,29 @@ static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *lo
   return checked_xfer(e, remote, local, kind);
 }
 
-int pto_remote_store(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
-                     const pto_tensor *src) {
+/* The three one-sided element moves share their entry and exit: find the
+ * domain and the peer, check the views, move, end the traced span. */
+static int remote_op(const pto_kctx *ctx, pto_domain dom, int peer, const char *name,
+                     const pto_tensor *remote, const pto_tensor *local, int kind) {
   op_span sp = op_begin(ctx);
   op_env e;
-  int rc = get_env(ctx, dom, peer, true, "remote_store", &e);
-  return op_end(&sp, ctx, "remote_store", "peer", peer, rc ? rc : remote_xfer(&e, dst, src, 0));
+  int rc = get_env(ctx, dom, peer, true, name, &e);
+  return op_end(&sp, ctx, name, "peer", peer, rc ? rc : remote_xfer(&e, remote, local, kind));
+}
+
+int pto_remote_store(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
+                     const pto_tensor *src) {
+  return remote_op(ctx, dom, peer, "remote_store", dst, src, 0);
 }
 
 int pto_remote_store_add(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
                          const pto_tensor *src) {
-  op_span sp = op_begin(ctx);
-  op_env e;
-  int rc = get_env(ctx, dom, peer, true, "remote_store_add", &e);
-  return op_end(&sp, ctx, "remote_store_add", "peer", peer, rc ? rc : remote_xfer(&e, dst, src, 1));
+  return remote_op(ctx, dom, peer, "remote_store_add", dst, src, 1);
 }
 
 int pto_remote_load(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst,
                     const pto_tensor *src) {
-  op_span sp = op_begin(ctx);
-  op_env e;
-  int rc = get_env(ctx, dom, peer, true, "remote_load", &e);
-  return op_end(&sp, ctx, "remote_load", "peer", peer, rc ? rc : remote_xfer(&e, src, dst, 2));
+  return remote_op(ctx, dom, peer, "remote_load", src, dst, 2);
 }
 
 /* ---- put / get ---- */
