@@ -167,18 +167,20 @@ int32_t cm_first_held(const cm_table *c) { return c->nheld > 0 ? c->held[0].slot
 #define INBOX_CLOSED 0
 #define INBOX_EMPTY  1
 
-/* t is held, at position pos of the held set. */
-static void held_put(cm_table *c, int32_t t, int32_t pos) {
+/* t is held, at position pos of the held set, with the views of `as`
+ * (t's own link, or that of a releaser whose views t has: then t's span
+ * is not read). */
+static void held_put(cm_table *c, int32_t t, int32_t pos, const cm_link *as) {
   cm_link *l = &c->links[t];
   l->held = 1;
   /* release: a join that sees it open reads t's link after (cm_join) */
   atomic_store_explicit(&l->inbox, INBOX_EMPTY, memory_order_release);
-  atomic_store_explicit(&c->hint[hint_of(l)], t, memory_order_relaxed);
+  atomic_store_explicit(&c->hint[hint_of(as)], t, memory_order_relaxed);
   l->held_pos = pos;
-  c->held[pos] = (cm_held){l->lo, l->hi, t, 0};
+  c->held[pos] = (cm_held){as->lo, as->hi, t, 0};
 }
 
-static void held_add(cm_table *c, int32_t t) { held_put(c, t, c->nheld++); }
+static void held_add(cm_table *c, int32_t t) { held_put(c, t, c->nheld++, &c->links[t]); }
 
 /* The last entry fills t's place: the set has no order. */
 static void held_remove(cm_table *c, int32_t t) {
@@ -209,6 +211,7 @@ static void wait_on(cm_table *c, int32_t holder, int32_t t, bool same) {
   cm_link *h = &c->links[holder];
   c->links[t].wait_next = -1;
   c->links[t].same = same;
+  h->wsame &= same;
   if (h->wait_tail >= 0)
     c->links[h->wait_tail].wait_next = t;
   else
@@ -231,12 +234,15 @@ int32_t cm_hinted(cm_table *c, int32_t t, const cm_ops *ops) {
 bool cm_join(cm_table *c, int32_t h, int32_t t) {
   cm_link *l = &c->links[t], *x = &c->links[h];
   l->wait_head = l->wait_tail = -1; /* as cm_acquire's: nobody waits on t yet */
+  l->wsame = 1;
   l->same = 1;
   int32_t in = atomic_load_explicit(&x->inbox, memory_order_relaxed);
   do {
     if (in == INBOX_CLOSED) return false;
-    l->pend_next = in == INBOX_EMPTY ? -1 : in - 2;
-    /* release: the releaser reads t's link after its exchange */
+    l->wait_next = in == INBOX_EMPTY ? -1 : in - 2;
+    if (in == INBOX_EMPTY) x->inbox_first = t;
+    /* release: the releaser reads t's link and inbox_first after its
+     * exchange */
   } while (!atomic_compare_exchange_weak_explicit(&x->inbox, &in, t + 2, memory_order_release,
                                                   memory_order_relaxed));
   return true;
@@ -245,6 +251,7 @@ bool cm_join(cm_table *c, int32_t h, int32_t t) {
 bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
   cm_link *l = &c->links[t];
   l->wait_head = l->wait_tail = -1; /* new in the table: nobody waits on it yet */
+  l->wsame = 1;
   l->held = 0;
   int32_t h = atomic_load_explicit(&c->hint[hint_of(l)], memory_order_relaxed);
   if (h >= 0 && h != t && c->links[h].held && ops->same(ops->env, t, h)) {
@@ -261,22 +268,19 @@ bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
 }
 
 /* Closes t's inbox; the tasks that joined t lock-free join its waiters,
- * oldest first, after those that waited under the lock. */
+ * after those that waited under the lock, as they are: one list, newest
+ * first, spliced on by its two ends (none of their links is read or
+ * written: they are lines the orchestrator wrote; their `same` is their
+ * join's, and t's `wsame` stays as it was). */
 static void inbox_close(cm_table *c, int32_t t) {
   cm_link *l = &c->links[t];
   int32_t in = atomic_exchange_explicit(&l->inbox, INBOX_CLOSED, memory_order_acquire);
-  int32_t fifo = -1; /* the stack is newest first */
-  for (int32_t j = in - 2; j >= 0;) {
-    int32_t next = c->links[j].pend_next;
-    c->links[j].wait_next = fifo;
-    fifo = j;
-    j = next;
-  }
-  while (fifo >= 0) {
-    int32_t next = c->links[fifo].wait_next; /* wait_on rewrites it */
-    wait_on(c, t, fifo, true);
-    fifo = next;
-  }
+  if (in < 2) return;
+  if (l->wait_tail >= 0)
+    c->links[l->wait_tail].wait_next = in - 2;
+  else
+    l->wait_head = in - 2;
+  l->wait_tail = l->inbox_first;
 }
 
 int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
@@ -284,22 +288,26 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
   cm_link *l = &c->links[t];
   int32_t w = l->wait_head;
   /* t's bytes, and t's waiters, pass to w: w's views compared only when
-   * its wait did not already (they are in the argument storage, lines
-   * the orchestrator wrote: a miss on the core) */
-  if (w >= 0 && (c->links[w].same || ops->same(ops->env, w, t))) {
+   * no wait did already (they are in the argument storage, lines the
+   * orchestrator wrote: a miss on the core); known from t's own link
+   * when every waiter's was (wsame) */
+  if (w >= 0 && (l->wsame || c->links[w].same || ops->same(ops->env, w, t))) {
     cm_link *x = &c->links[w];
     int32_t rest = x->wait_next;
-    /* w takes t's place in the held set: no other entry moves (a move
-     * writes the moved task's link, another line) */
+    /* w's link is a line written long before (its join); the next
+     * release reads rest's the same way, so it is fetched now, a whole
+     * hand-over ahead */
+    if (rest >= 0) __builtin_prefetch(&c->links[rest], 1);
+    /* w takes t's place in the held set, with t's span (w has t's
+     * views): no other entry moves (a move writes the moved task's link,
+     * another line) and w's span is not read */
     l->held = 0;
-    held_put(c, w, l->held_pos);
-    if (rest >= 0) {
-      if (x->wait_tail >= 0)
-        c->links[x->wait_tail].wait_next = rest;
-      else
-        x->wait_head = rest;
-      x->wait_tail = l->wait_tail;
-    }
+    held_put(c, w, l->held_pos, l);
+    /* a waiter has no waiters: t's others become w's, all of them with
+     * w's views when they had t's */
+    x->wait_head = rest;
+    x->wait_tail = rest >= 0 ? l->wait_tail : -1;
+    x->wsame = l->wsame;
     x->wait_next = -1;
     return w;
   }

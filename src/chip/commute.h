@@ -14,10 +14,10 @@
  *   acquire: no held task conflicts -> t is held (queued as usual);
  *            else t waits on the first held task it conflicts with
  *            (appended to that holder's waiters) and is not queued;
- *   release: t leaves the held set; each of its waiters, oldest first,
+ *   release: t leaves the held set; each of its waiters, in list order,
  *            acquires (granted: queued by the releaser once the lock is
  *            dropped) or waits on the held task it now conflicts with.
- *            When the oldest waiter has exactly t's views (an
+ *            When the first waiter has exactly t's views (an
  *            accumulation into one tensor: the common case), it is
  *            granted and inherits the rest of t's waiters whole, in O(1):
  *            held tasks never share bytes, so none conflicts with it, and
@@ -32,7 +32,9 @@
  *            (cm_link.inbox, a lock-free stack) with one compare-and-swap
  *            that succeeds only while h is held. h's release closes the
  *            inbox (an exchange) under the lock first, and its tasks join
- *            h's waiters, oldest first, as waiters with h's views. So t
+ *            h's waiters as they are, newest first, as waiters with h's
+ *            views: a list spliced on by its two ends, none of its links
+ *            read or written (lines the orchestrator wrote). So t
  *            waits on a held task without the lock, as if its acquire had
  *            found h by the hint; when the swap finds the inbox closed
  *            (h released), t acquires under the lock as above. In a
@@ -53,7 +55,17 @@
  * Starvation: a waiter is retried at every release of the holder it waits
  * on, before any later arrival can take the released bytes (same critical
  * section); it can still be overtaken when it overlaps two holders and a
- * newcomer takes the first one's bytes while it waits on the second.
+ * newcomer takes the first one's bytes while it waits on the second. The
+ * tasks that joined one holder go after its older waiters, newest first
+ * among themselves (a few: those submitted while it held), and before any
+ * task that joins a later holder.
+ *
+ * Lines per hand-over (the histogram's cost: each is a miss on a line
+ * another core wrote): the holder's own link (its inbox's exchange), the
+ * next holder's (written, and its successor read; fetched by the previous
+ * hand-over, a prefetch) and the held-set entry and hint the next holder
+ * takes over. What a release must know of the next holder's views is in
+ * the holder's link (cm_link.wsame), not in the next holder's.
  *
  * The table is indexed by task slot (the lists hold slot indexes), and its
  * per-slot views are written by the orchestrator at submit, before the
@@ -80,21 +92,31 @@ typedef struct cm_link {
   /* 1: one dense, well-formed view, so its bytes are exactly [lo, hi):
    * compared by the span alone (cm_views_same, cm_views_conflict), without
    * reading the views the orchestrator wrote (a miss under the lock) */
-  int32_t exact;
+  int8_t exact;
   /* under the table's lock */
+  int8_t held; /* 1 while in the held set */
+  int8_t same; /* waiting: its views are known to be its holder's (then
+                * every later holder of that list has them too: a list
+                * passes on whole only to a waiter with the holder's views) */
+  /* held: every task that waits on it has its views (each one's `same`),
+   * kept here so that a release hands the bytes on without reading the
+   * next holder's link first (a line written long before: a miss) */
+  int8_t wsame;
   int32_t held_pos;             /* its place in cm_table.held while held */
-  int32_t wait_head, wait_tail; /* tasks waiting on this one, oldest first */
+  int32_t wait_head, wait_tail; /* tasks waiting on this one, in order (starvation, above) */
   int32_t wait_next;            /* next in the list this task is on (waiters or granted) */
-  int32_t held;                 /* 1 while in the held set */
   int32_t pend_next;            /* next in the pending stack (cm_pend_push) */
-  int32_t same;                 /* waiting: its views are known to be its holder's (then
-                                 * every later holder of that list has them too: a list
-                                 * passes on whole only to a waiter with the holder's views) */
-  /* Tasks that joined this one lock-free (cm_join), by pend_next: 0 closed
-   * (not held: a join fails), 1 open and empty, 2 + t: t the newest. Opened
-   * by its acquire, closed by its release, both under the lock; zero in
-   * a fresh table, as every link is until it is first acquired. */
+  /* Tasks that joined this one lock-free (cm_join), newest first by
+   * wait_next, the oldest's -1: 0 closed (not held: a join fails), 1 open
+   * and empty, 2 + t: t the newest. Opened by its acquire, closed by its
+   * release, both under the lock; zero in a fresh table, as every link is
+   * until it is first acquired. */
   _Atomic int32_t inbox;
+  /* The oldest of them: written by the join that finds the inbox empty,
+   * before its swap (read only after a close that took a task, so never
+   * while a failed join writes it) */
+  int32_t inbox_first;
+  int32_t pad; /* a link is one line (cm_init) */
 } cm_link;
 
 /* How two tasks' COMMUTE views compare: conflict (some bytes meet) and

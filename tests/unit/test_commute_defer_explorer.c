@@ -217,8 +217,10 @@ static int step(explorer *e, mstate *s, int a) {
     _Atomic int32_t *in = &c->links[s->cand[t]].inbox;
     int32_t old = atomic_load(in);
     s->links[t].wait_head = s->links[t].wait_tail = -1;
+    s->links[t].wsame = 1;
     s->links[t].same = 1;
-    s->links[t].pend_next = old <= 1 ? -1 : old - 2;
+    s->links[t].wait_next = old <= 1 ? -1 : old - 2;
+    if (old <= 1) s->links[s->cand[t]].inbox_first = t;
     atomic_store(in, t + 2);
     s->ts[t] = T_WAIT;
     s->cand[t] = -1;
