@@ -204,12 +204,18 @@ static int flush_dirty(comm_win *w, int peer) {
   if (w->shared) {
     err = peer < 0 ? MPI_Win_flush_all(w->win) : MPI_Win_flush(peer, w->win);
   } else if (peer >= 0) {
-    if (atomic_fetch_and(&w->dirty, ~(1ull << peer)) & (1ull << peer))
+    /* a plain load first: a clean peer (every get after a get) costs no
+     * locked read-modify-write */
+    uint64_t bit = 1ull << peer;
+    if ((atomic_load_explicit(&w->dirty, memory_order_relaxed) & bit) &&
+        (atomic_fetch_and(&w->dirty, ~bit) & bit))
       err = MPI_Win_flush(peer, w->win);
   } else {
     /* a few peers one by one: MPI_Win_flush_all visits every rank */
-    uint64_t bits = atomic_exchange(&w->dirty, 0);
-    if (__builtin_popcountll(bits) > 2)
+    uint64_t bits = atomic_load_explicit(&w->dirty, memory_order_relaxed);
+    bits = bits ? atomic_exchange(&w->dirty, 0) : 0;
+    uint64_t rest = bits & (bits - 1);
+    if (rest & (rest - 1)) /* more than two bits; no popcount (a libgcc call without -mpopcnt) */
       return MPI_Win_flush_all(w->win) == MPI_SUCCESS ? 0 : PTO_EMPI;
     for (; bits && err == MPI_SUCCESS; bits &= bits - 1)
       err = MPI_Win_flush(__builtin_ctzll(bits), w->win);
