@@ -19,7 +19,8 @@
  * shared-memory backend that a node's forked chips use: a second domain over the same processes,
  * its windows at one address that every rank reserves; left out when some rank cannot reserve
  * it), and MPI's call
- * (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1, pto_put + pto_quiet and
+ * (allreduce: also MPI_Iallreduce + MPI_Wait). put/get: rank 0 to rank 1 (pto-shm: on the
+ * shared-memory domain), pto_put + pto_quiet and
  * pto_get against MPI_Put + MPI_Win_flush and MPI_Get + MPI_Win_flush on an MPI_Win_allocate
  * window. Each trial times back-to-back calls of every system in turn; printed (CSV, rank 0), per
  * system: the median over trials of the slowest rank's µs per call, the
@@ -113,7 +114,7 @@ static point prepare(bench *b, int coll, const char *sys, int64_t bytes) {
   pt.big_out = f32(b->out, coll == C_ALLGATHER ? n * np : blk * np);
   pt.blk_out = f32(b->out, blk);
   if (coll == C_PUT || coll == C_GET) /* the peer's copy of the buffer: rank 1's window */
-    pto_comm_window_tensor(&b->c, 1, 1, "data", PTO_F32, 1, &n, &pt.remote);
+    pto_comm_window_tensor(&b->c, pt.sys == S_SHM ? 2 : 1, 1, "data", PTO_F32, 1, &n, &pt.remote);
   return pt;
 }
 
@@ -160,9 +161,9 @@ static int one(bench *b, const point *pt) {
                  : MPI_Get(b->out, bytes, MPI_BYTE, 1, 0, bytes, MPI_BYTE, b->mwin);
     return rc ? rc : MPI_Win_flush(1, b->mwin);
   }
-  if (!put) return pto_get(&b->k, 1, 1, &pt->out, &pt->remote, NULL);
-  int rc = pto_put(&b->k, 1, 1, &pt->remote, &pt->in, NULL);
-  return rc ? rc : pto_quiet(&b->k, 1);
+  if (!put) return pto_get(&b->k, dom, 1, &pt->out, &pt->remote, NULL);
+  int rc = pto_put(&b->k, dom, 1, &pt->remote, &pt->in, NULL);
+  return rc ? rc : pto_quiet(&b->k, dom);
 }
 
 /* Every system of one (collective, size) point, interleaved: each trial
@@ -361,8 +362,16 @@ int main(int argc, char **argv) {
       sys[nsys++] = mpi_names[ci];
       measure(&b, ci, sys, nsys, bytes);
     }
-    if (wanted(only, "put")) measure(&b, C_PUT, (const char *[]){"pto", "MPI_Put+flush"}, 2, bytes);
-    if (wanted(only, "get")) measure(&b, C_GET, (const char *[]){"pto", "MPI_Get+flush"}, 2, bytes);
+    /* put/get: pto on the MPI backend, and on the shm domain when open and asked for */
+    for (int ci = C_PUT; ci <= C_GET; ci++) {
+      if (!wanted(only, coll_names[ci])) continue;
+      const char *sys[3];
+      int nsys = 0;
+      if (!systems || wanted(systems, "pto")) sys[nsys++] = "pto";
+      if (b.shm && systems && wanted(systems, "pto-shm")) sys[nsys++] = "pto-shm";
+      sys[nsys++] = ci == C_PUT ? "MPI_Put+flush" : "MPI_Get+flush";
+      measure(&b, ci, sys, nsys, bytes);
+    }
   }
   MPI_Win_unlock_all(b.mwin);
   MPI_Win_free(&b.mwin);

@@ -52,8 +52,9 @@ struct comm_win {
   uint64_t landed_at;    /* controlled: the peer's landed count after my last landing */
   pthread_mutex_t mu;    /* RMA layout: one thread's MPI calls at a time (lock()) */
   /* RMA layout: peers (bit per rank) with puts or accumulates of this
-   * process not flushed since (mpi.c, flush_dirty) */
-  _Atomic uint64_t dirty;
+   * process not flushed since (mpi.c, flush_dirty); read and written only
+   * under mu, which orders them (no atomics needed) */
+  uint64_t dirty;
   /* RMA layout: small puts leave from a copy here, so that they need no
    * MPI_Win_flush_local before the caller reuses its buffer (mpi.c,
    * rma_put); bytes in use until every dirty peer was flushed */

@@ -10,6 +10,11 @@
 
 #include "comm/comm.h"
 
+/* Checking mode is on for c's node task (its declared views are set): one
+ * predictable branch on the hot paths, which call the checks below only
+ * then (each also returns 0 when it is off). */
+static inline bool window_checking(const pto_comm *c) { return c->check_args != NULL; }
+
 /* Before an op writes `remote` (a view whose buf lies at window offset
  * woff, inside buffer b) on rank `peer` of d from `local`: 0 when checking
  * mode is off (c->check_args NULL) or when every byte it would write lies
