@@ -475,29 +475,33 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
   const comm_dom *d = k->cd;
   for (int p = 0; p < k->n; p++)
     if (p != k->me) d->be->wake(d->win, p);
-  if (!table_ready(&w)) {
+  int64_t ms = d->desc.wait_timeout_ms;
+  bool ok = table_ready(&w);
+  if (!ok) {
     /* a controlled schedule may run the chip's other blocks meanwhile */
     bool yielded = schedule_block_wait(k->ctx, table_ready, &w);
-    int64_t ms = d->desc.wait_timeout_ms;
-    bool ok = d->be->signal_park(d->win, table_ready, &w, pto_deadline_ms(ms));
+    ok = d->be->signal_park(d->win, table_ready, &w, pto_deadline_ms(ms));
     if (yielded) schedule_block_resume(k->ctx);
+  }
+  /* a stop or cancel seen at the first look too: the peers' slots may still
+   * hold their call two before this one, and comparing them would name a
+   * mismatch that was never made instead of why the call ended */
+  if (!ok || w.cancelled) {
     const char *name = kind_name(k->d.kind);
-    if (!ok || w.cancelled) {
-      uint64_t seen = atomic_load_explicit(&table_slot(k, w.next, (int32_t)k->d.seq)->gen,
-                                           memory_order_relaxed);
-      if (comm_stopping(k->c))
-        return comm_fail(k->c, PTO_ESHUTDOWN,
-                         "%s #%" PRId64 " ended: the node stopped chip %d (the node failed) "
-                         "while domain %d rank %d waited for rank %d's call",
-                         name, k->d.seq, k->c->chip, k->dom, k->me, w.next);
-      if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
-      return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
-                       "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
-                       " ms for rank %d's call #%" PRId64 " (its call table holds call #%u of "
-                       "task epoch %u) (task epoch %u)",
-                       name, k->d.seq, k->dom, k->me, ms, w.next, k->d.seq,
-                       (unsigned)(uint32_t)seen, (unsigned)(seen >> 32), k->c->epoch);
-    }
+    uint64_t seen =
+        atomic_load_explicit(&table_slot(k, w.next, (int32_t)k->d.seq)->gen, memory_order_relaxed);
+    if (comm_stopping(k->c))
+      return comm_fail(k->c, PTO_ESHUTDOWN,
+                       "%s #%" PRId64 " ended: the node stopped chip %d (the node failed) "
+                       "while domain %d rank %d waited for rank %d's call",
+                       name, k->d.seq, k->c->chip, k->dom, k->me, w.next);
+    if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
+    return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
+                     "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
+                     " ms for rank %d's call #%" PRId64 " (its call table holds call #%u of "
+                     "task epoch %u) (task epoch %u)",
+                     name, k->d.seq, k->dom, k->me, ms, w.next, k->d.seq, (unsigned)(uint32_t)seen,
+                     (unsigned)(seen >> 32), k->c->epoch);
   }
   const unsigned char *descs[PTO_COMM_MAX_RANKS];
   for (int p = 0; p < k->n; p++)

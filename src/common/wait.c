@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -123,13 +124,29 @@ static _Thread_local bool registered;
  * (it inherited its creator's affinity); spread.c binds threads only
  * later. Read once: later changes of the process's affinity are not seen.
  * A CPU quota (cgroup cpu.max) is not an affinity and is not seen either. */
+static cpu_set_t wait_set;
+static pthread_once_t wait_set_once = PTHREAD_ONCE_INIT;
+
+static void read_wait_set(void) {
+  if (cpu_set_of_self(&wait_set) != 0) {
+    CPU_ZERO(&wait_set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long c = 0; c < n && c < CPU_SETSIZE; c++)
+      CPU_SET((int)c, &wait_set);
+  }
+}
+
+const cpu_set_t *pto_wait_cpu_set(void) {
+  pthread_once(&wait_set_once, read_wait_set);
+  return &wait_set;
+}
+
 int pto_wait_cpus(void) {
   static _Atomic int cached; /* racing writers store the same value */
   int m = atomic_load_explicit(&cached, memory_order_relaxed);
   if (m == 0) {
-    cpu_set_t set;
-    long n = cpu_set_of_self(&set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-    m = n > 1 ? (int)n : 1;
+    int n = CPU_COUNT(pto_wait_cpu_set());
+    m = n > 1 ? n : 1;
     atomic_store_explicit(&cached, m, memory_order_relaxed);
   }
   return m;
@@ -186,19 +203,23 @@ static void park_end(void) {
 }
 
 /* True while every runnable pto thread has a CPU of its own, so that a
- * spinner steals nobody's time slice (the caller counts as runnable). */
-static bool cpu_free(void) {
-  return atomic_load_explicit(&runnable, memory_order_relaxed) <= pto_wait_cpus();
+ * spinner steals nobody's time slice (the caller counts as runnable), in
+ * each of `procs` processes like this one sharing `cpus` CPUs (shared
+ * memory ranks of one host: pto_wait_shared). */
+static bool cpu_free_among(int procs, int cpus) {
+  int r = atomic_load_explicit(&runnable, memory_order_relaxed);
+  return (long)(r > 1 ? r : 1) * procs <= cpus;
 }
+static bool cpu_free(void) { return cpu_free_among(1, pto_wait_cpus()); }
 
 /* Spins about spin_ns while cond is false and a CPU stays free for every
  * runnable pto thread; re-checks the count every few iterations, so that a
  * thread woken meanwhile gets the CPU instead of the spinner. */
-static bool spin(pto_cond_fn cond, void *arg) {
+static bool spin(pto_cond_fn cond, void *arg, int procs, int cpus) {
   unsigned spins = spin_budget();
   for (unsigned i = 0; i < spins; i++) {
     if (cond(arg)) return true;
-    if ((i & 63) == 63 && !cpu_free()) return false;
+    if ((i & 63) == 63 && !cpu_free_among(procs, cpus)) return false;
     pto_cpu_relax();
   }
   return false;
@@ -207,14 +228,19 @@ static bool spin(pto_cond_fn cond, void *arg) {
 bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   for (;;) {
     if (cond(arg)) return true;
-    if (cpu_free() ? spin(cond, arg) : (sched_yield(), cond(arg))) return true;
+    if (cpu_free() ? spin(cond, arg, 1, pto_wait_cpus()) : (sched_yield(), cond(arg))) return true;
     if (pto_now_ns() >= deadline_ns) return false;
   }
 }
 
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
+  return pto_wait_shared(ev, cond, arg, deadline_ns, 1, pto_wait_cpus());
+}
+
+bool pto_wait_shared(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns, int procs,
+                     int cpus) {
   if (cond(arg)) return true;
-  if (cpu_free() && spin(cond, arg)) return true;
+  if (cpu_free_among(procs, cpus) && spin(cond, arg, procs, cpus)) return true;
   /* Then yield: with more runnable pto threads than CPUs, a yield is the
    * cheapest hand-off to the thread that will satisfy the condition (one
    * context switch each way, no syscall for the waker). Measured against

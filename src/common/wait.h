@@ -11,6 +11,7 @@
 #ifndef PTO_WAIT_H
 #define PTO_WAIT_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -43,8 +44,20 @@ bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
  * waits whose waker always signals ev (a lost wake-up would never end). */
 void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg);
 
-/* CPUs a spinner may count on: the first asker's affinity (wait.c). */
+/* Waits as pto_wait, for a waiter whose process shares its CPUs with other
+ * processes of pto's that pto's count of runnable threads does not see
+ * (the ranks of a shared-memory domain on one host): `procs` processes
+ * like this one, itself included, over `cpus` CPUs. It spins only while
+ * each of them could have as many runnable threads as this process on a
+ * CPU of its own; else it yields, then parks (4 ranks on 2 CPUs: a spinning
+ * rank took the time slice of the peer it waited for). */
+bool pto_wait_shared(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns, int procs,
+                     int cpus);
+
+/* CPUs a spinner may count on: the first asker's affinity (wait.c), and
+ * that set itself (read once, never changed). */
 int pto_wait_cpus(void);
+const cpu_set_t *pto_wait_cpu_set(void);
 
 /* Makes the process's futex wake-ups cost O(1) with `threads` of pto's
  * threads parked: grows a per-process futex hash (Linux 6.16+) to a
