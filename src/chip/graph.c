@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "chip/graph_rec.h"
+#include "chip/ready_batch.h"
 #include "chip/run.h"
 #include "common/clock.h"
 #include "pto/graph.h"
@@ -77,8 +78,43 @@ static int add_pair(void *arg, int32_t a, int32_t b, int64_t dist) {
   return 0;
 }
 
+/* How far a launch must have filled the slots before it may push each
+ * root (root_need, graph_rec.h): past the highest-numbered task the root
+ * and every root before it reach. A task's successors were submitted
+ * after it (a dependency is on an earlier task), so one backward sweep
+ * gives each task's reach. */
+static int root_needs(pto_graph *g) {
+  uint32_t n = g->ntasks;
+  uint32_t *reach = malloc(sizeof *reach * (n ? n : 1));
+  g->root_need = malloc(sizeof *g->root_need * (g->nroots ? g->nroots : 1));
+  if (!reach || !g->root_need) {
+    free(reach);
+    return PTO_ENOMEM;
+  }
+  for (uint32_t i = n; i > 0; i--) {
+    const graph_task *t = &g->tasks[i - 1];
+    uint32_t m = i - 1;
+    for (uint32_t k = 0; k < t->nsucc; k++) {
+      uint32_t s = g->succ[t->succ0 + k];
+      /* an edge to an earlier task cannot be recorded; were one there,
+       * everything is needed first, as before this overlap existed */
+      uint32_t rs = s > i - 1 ? reach[s] : n - 1;
+      if (rs > m) m = rs;
+    }
+    reach[i - 1] = m;
+  }
+  uint32_t need = 0;
+  for (uint32_t k = 0; k < g->nroots; k++) {
+    if (reach[g->roots[k]] + 1 > need) need = reach[g->roots[k]] + 1;
+    g->root_need[k] = need;
+  }
+  free(reach);
+  return PTO_OK;
+}
+
 /* Successor lists from the predecessor lists, the initial fanins, the
- * roots, and the capture's overlapping buffer pairs. */
+ * roots (with how far a launch fills the slots before pushing each), and
+ * the capture's overlapping buffer pairs. */
 static int graph_build(pto_graph *g) {
   uint32_t n = g->ntasks;
   g->fanin = calloc(n ? n : 1, sizeof *g->fanin);
@@ -114,7 +150,8 @@ static int graph_build(pto_graph *g) {
       g->succ[p->succ0 + p->nsucc++] = i - 1;
     }
   }
-  int rc = overlaps(g->bufs, NULL, g->nbufs, add_pair, g);
+  int rc = root_needs(g);
+  if (!rc) rc = overlaps(g->bufs, NULL, g->nbufs, add_pair, g);
   if (!rc && g->npairs) qsort(g->pairs, g->npairs, sizeof *g->pairs, cmp_pair);
   return rc;
 }
@@ -187,6 +224,7 @@ void pto_graph_destroy(pto_graph *g) {
   free(g->succ);
   free(g->fanin);
   free(g->roots);
+  free(g->root_need);
   free(g->pairs);
   free(g->run_views);
   free(g->run_scalars);
@@ -311,6 +349,61 @@ static int graph_check(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b
 
 /* ---- the replay: an orchestration that fills the slots ---- */
 
+/* Slot i as its task was captured: ready to run once its fanin drops
+ * to zero, with its successor list fixed. */
+static void fill_slot(pto_run *r, pto_graph *g, uint32_t i) {
+  const graph_task *gt = &g->tasks[i];
+  task *t = &r->slots[i];
+  t->id = i;
+  t->kernel = gt->kernel;
+  t->shape = gt->shape;
+  t->block_num = gt->block_num;
+  t->units_total = gt->units_total;
+  t->sync_start = gt->sync_start;
+  t->priority = gt->priority;
+  t->redux_args = gt->redux_args;
+  t->commute = gt->commute_args != 0;
+  if (t->commute) /* the views that exclude each other, as submit sets them */
+    cm_link_views(&r->cm.links[i], g->run_cm + gt->cm0, g->run_views + gt->arg0, gt->ntensors,
+                  gt->commute_args);
+  t->scope_depth = 0;
+  t->dep_mark = PTO_TASK_NONE;
+  t->ntensors = gt->ntensors;
+  t->nscalars = gt->nscalars;
+  t->tensors = g->run_views + gt->arg0;
+  t->scalars = (gt->fixed ? g->fixed : g->run_scalars) + gt->scalar0;
+  t->heap_end = r->heap.head;
+  t->args_end = r->args.head;
+  t->dep_end = g->npreds;
+  t->ndeps = 0; /* its nodes are successor lists: nothing for dep_reduce to read */
+  t->pre = -1;
+  /* the successor list as dependency nodes, in the pool's first entries */
+  for (uint32_t k = 0; k < gt->nsucc; k++) {
+    dep_node *d = &r->deps[gt->succ0 + k];
+    d->consumer = &r->slots[g->succ[gt->succ0 + k]];
+    d->next = k + 1 < gt->nsucc ? (int64_t)(gt->succ0 + k + 1) : -1;
+  }
+  atomic_store_explicit(&t->fanout_head, gt->nsucc ? (int64_t)gt->succ0 : FANOUT_EMPTY,
+                        memory_order_relaxed);
+  t->fixed_fanout = true; /* no submit links into it: its completion only reads it */
+  t->next_block = 0;
+  atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
+  atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
+  atomic_store_explicit(&t->fanin, g->fanin[i], memory_order_relaxed);
+  atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
+  atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
+  atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
+}
+
+/* The first `filled` tasks as submitted: `submitted` counts them for the
+ * watchdog, the run's end and its stats, as a dynamic run's submits do.
+ * Release: their slots are visible to whoever reads it. */
+static void publish_filled(pto_run *r, uint32_t filled) {
+  r->next_id = filled;
+  atomic_store_explicit(&r->submitted, filled, memory_order_release);
+}
+
 static void replay_orch(pto_orch *o, void *arg) {
   pto_graph *g = arg;
   pto_run *r = o->run;
@@ -343,53 +436,6 @@ static void replay_orch(pto_orch *o, void *arg) {
     g->bases[g->nbufs] = piece;
     g->rebased = true;
   }
-  /* every slot, fanin and fanout list before the first task is made ready
-   * (its push releases them all): no task runs while they are written */
-  uint32_t n = g->ntasks;
-  for (uint32_t i = 0; i < n; i++) {
-    const graph_task *gt = &g->tasks[i];
-    task *t = &r->slots[i];
-    t->id = i;
-    t->kernel = gt->kernel;
-    t->shape = gt->shape;
-    t->block_num = gt->block_num;
-    t->units_total = gt->units_total;
-    t->sync_start = gt->sync_start;
-    t->priority = gt->priority;
-    t->redux_args = gt->redux_args;
-    t->commute = gt->commute_args != 0;
-    if (t->commute) /* the views that exclude each other, as submit sets them */
-      cm_link_views(&r->cm.links[i], g->run_cm + gt->cm0, g->run_views + gt->arg0, gt->ntensors,
-                    gt->commute_args);
-    t->scope_depth = 0;
-    t->dep_mark = PTO_TASK_NONE;
-    t->ntensors = gt->ntensors;
-    t->nscalars = gt->nscalars;
-    t->tensors = g->run_views + gt->arg0;
-    t->scalars = (gt->fixed ? g->fixed : g->run_scalars) + gt->scalar0;
-    t->heap_end = r->heap.head;
-    t->args_end = r->args.head;
-    t->dep_end = g->npreds;
-    t->ndeps = 0; /* its nodes are successor lists: nothing for dep_reduce to read */
-    t->pre = -1;
-    /* the successor list as dependency nodes, in the pool's first entries */
-    for (uint32_t k = 0; k < gt->nsucc; k++) {
-      dep_node *d = &r->deps[gt->succ0 + k];
-      d->consumer = &r->slots[g->succ[gt->succ0 + k]];
-      d->next = k + 1 < gt->nsucc ? (int64_t)(gt->succ0 + k + 1) : -1;
-    }
-    atomic_store_explicit(&t->fanout_head, gt->nsucc ? (int64_t)gt->succ0 : FANOUT_EMPTY,
-                          memory_order_relaxed);
-    t->fixed_fanout = true; /* no submit links into it: its completion only reads it */
-    t->next_block = 0;
-    atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
-    atomic_store_explicit(&t->fanin, g->fanin[i], memory_order_relaxed);
-    atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
-    atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
-  }
   /* the REDUX copies start from the op's identity at every launch, as at
    * submit: the capture's copies hold its contributions, and a launch's
    * contributions accumulate into what they find */
@@ -397,10 +443,36 @@ static void replay_orch(pto_orch *o, void *arg) {
     redux_identity_copies(r->chip, g->inits[i].op, &g->run_views[g->inits[i].arg],
                           g->inits[i].units);
   r->dep_head = g->npreds;
-  r->next_id = n;
   if (g->nsync) atomic_fetch_add_explicit(&r->sync_tasks, g->nsync, memory_order_relaxed);
-  /* release: slot contents visible to whoever reads `submitted` (watchdog) */
-  atomic_store_explicit(&r->submitted, n, memory_order_release);
+  /* The slots are filled in order, and each root is pushed as soon as
+   * every task it can make ready, directly or not, has its slot, fanin and
+   * successor list (root_need): the cores run the first roots while the
+   * rest are filled, instead of waiting for all of them (an independent
+   * graph's first root goes after READY_BATCH slots, not after all). A
+   * task is read by other threads only once a push made it or an
+   * ancestor ready, and that push releases its slot. Roots keep their
+   * order, READY_BATCH at a time with one pass request each. All slots
+   * first, as before, when something reads slots beyond what was pushed:
+   * a trace (the submits' slices below), a controlled schedule or
+   * checking mode (they count the tasks submitted), COMMUTE links
+   * (cm_link_views: a task's exclusion partners) and gangs. */
+  uint32_t n = g->ntasks;
+  bool early = !r->trace && !r->ctl && !r->contract && !g->ncm && !g->nsync;
+  uint32_t pushed = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    fill_slot(r, g, i);
+    uint32_t filled = i + 1;
+    if (!early || pushed == g->nroots || g->root_need[pushed] > filled ||
+        (filled % READY_BATCH && filled != n))
+      continue;
+    uint32_t k = pushed;
+    while (k < g->nroots && g->root_need[k] <= filled)
+      k++;
+    publish_filled(r, filled);
+    sched_make_ready_batch(r, g->roots + pushed, k - pushed);
+    pushed = k;
+  }
+  publish_filled(r, n);
   if (r->trace) { /* the submits a dynamic run shows, with their arrows */
     uint64_t t1 = pto_now_ns();
     for (uint32_t i = 0; i < n; i++)
@@ -408,7 +480,7 @@ static void replay_orch(pto_orch *o, void *arg) {
                        g->preds + g->tasks[i].pred0, (int)g->tasks[i].npred);
   }
   /* pushed READY_BATCH at a time, each with one pass request */
-  sched_make_ready_batch(r, g->roots, g->nroots);
+  sched_make_ready_batch(r, g->roots + pushed, g->nroots - pushed);
 }
 
 static int refuse(int rc, const char *why, pto_run_stats *stats, pto_error_info *err) {

@@ -90,6 +90,10 @@ struct pto_graph {
   int32_t *fanin;  /* each task's predecessors: its initial fanin */
   uint32_t *roots; /* tasks with no predecessor, in submission order */
   uint32_t nroots;
+  /* root_need[k]: the tasks 0 .. root_need[k] - 1 reach everything roots
+   * 0 .. k may make ready (each root's descendants, by index): a launch
+   * pushes those roots once it has filled that many slots (graph.c) */
+  uint32_t *root_need;
   uint32_t nsync;    /* sync_start tasks */
   graph_pair *pairs; /* overlapping buffer pairs, sorted by (a, b) */
   uint32_t npairs;
