@@ -81,8 +81,9 @@ static int rq_claim_level(pto_run *r, rq *lv, int max, task **ts, int32_t *block
  * sched_threads mode has one thread. */
 static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks,
                     bool behind_busy) {
-  /* one scheduler: its role (or its thread) is the only claimer already */
-  bool lock = r->nsched > 1;
+  /* one scheduler's thread is the only claimer; in role mode a core may
+   * claim its next block itself (head_take.h) beside the role holder */
+  bool lock = r->nsched > 1 || !r->sched_threads;
   if (lock) pthread_mutex_lock(&q->lock);
   int n = 0;
   if (!prio_up_used(q)) {
