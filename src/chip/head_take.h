@@ -18,12 +18,14 @@
  *   scheduler thread would not see the block), the queue of the core's
  *   shape at level 0 only (no priority level in use: a pass orders
  *   those):
- *     lock the queue's claim lock; if the head position is published and
- *     its task is one block of the core's type, claim it (next_block,
- *     head moves on) as a pass's claim would; unlock
- *     mark the core's slot not movable (no pass puts a block behind a
- *     core that takes its own next one); run the block under the same
- *     dispatch id, complete it here, and so on (core.c)
+ *     lock the queue's claim lock; if the head position is published,
+ *     its task is one block of the core's type, not partly claimed,
+ *     and nothing was placed behind the core's block meanwhile (its
+ *     dispatch register still at that block), claim it (next_block,
+ *     head moves on) as a pass's claim would, and mark the core's slot
+ *     not movable (no pass puts a block behind a core that takes its own
+ *     next one); unlock; run the block under the same dispatch id,
+ *     complete it here, and so on (core.c)
  *
  * The queue's protocol is unchanged: a head-taking core is one more
  * claimer, and every claimer holds the queue's claim lock (with one
@@ -36,9 +38,16 @@
  * would have given it first (the finishing core first, the queue's head
  * first); nothing is taken from another core: a block still queued is
  * claimed by whoever comes first, and one placed on a core stays there.
- * A pass placing a block behind the core while it takes one (its has_room
- * read the slot before the mark) leaves that block to wait for the one
- * taken, or an idle core's steal, as for a kept successor. */
+ *
+ * Order with the passes: a pass places a block behind a busy core (its
+ * pending slot) under the same lock, looking at the core's room again
+ * there (sched.c, dispatch_shape). So either the pass's placement comes
+ * first, and the core sees its dispatch register moved and takes
+ * nothing, or the core's take comes first, and the pass sees the slot
+ * not movable and places nothing behind it. A block claimed before the
+ * one the core takes never waits behind it (a kernel that waits for
+ * another block's progress, a collective's ranks, would deadlock on
+ * that). */
 #ifndef PTO_CHIP_HEAD_TAKE_H
 #define PTO_CHIP_HEAD_TAKE_H
 
@@ -68,17 +77,21 @@ static inline task *head_take(handoff *h) {
   task *t = NULL;
   uint32_t idx;
   pthread_mutex_lock(&q->lock);
+  /* a block placed behind ours (under this lock, sched.c dispatch_shape)
+   * was claimed before any head we could take: it runs first */
   uint64_t at = rq_pop_head(&q->lf);
-  if (rq_pop_cell(&q->lf, at, &idx)) {
+  if (atomic_load_explicit(&c->dispatched, memory_order_relaxed) == h->d &&
+      rq_pop_cell(&q->lf, at, &idx)) {
     task *x = &r->slots[idx];
     if (handoff_kind_fits(c, x) && x->next_block == 0) {
       x->next_block = 1;
       rq_pop_advance(&q->lf, at + 1); /* x may run, complete and retire after this */
+      /* under the lock: no block goes behind ours from now on */
+      atomic_store_explicit(&c->slot[h->d & 1].movable, false, memory_order_relaxed);
       t = x;
     }
   }
   pthread_mutex_unlock(&q->lock);
-  if (t) atomic_store_explicit(&c->slot[h->d & 1].movable, false, memory_order_relaxed);
   return t;
 }
 
