@@ -169,6 +169,10 @@ typedef struct explorer {
   int variant;
   bool order_only; /* only the first invariant: a block claimed before waits behind */
   uint64_t states, finals;
+  /* steps seen, so that the good runs are shown to reach them: heads
+   * taken, takes refused for a block placed behind, blocks placed behind
+   * a busy core, successors kept */
+  uint64_t takes, refused, behind, kept;
   bool failed;
   char why[240];
   const int *path_a; /* the search's path: the actor of each step */
@@ -340,6 +344,7 @@ static void core_step(explorer *e, mstate *s, int c) {
     if (n >= 0 && k->keep && q_size(s, Q_AIV) == 0) {
       /* kept: it stands in the slot's place for the passes' has_room */
       k->slot_movable[k->next & 1] = 1;
+      e->kept++;
       start_block(e, s, c, n, 0, false);
       break;
     }
@@ -359,7 +364,9 @@ static void core_step(explorer *e, mstate *s, int c) {
     uint64_t at = rq_pop_head(&q);
     uint32_t idx;
     bool same = k->dispatched == k->next || e->variant == V_TAKE_IGNORES_DISPATCH;
+    if (!same && rq_pop_cell(&q, at, &idx)) e->refused++;
     if (same && rq_pop_cell(&q, at, &idx)) {
+      e->takes++;
       s->seq[idx] = ++s->nclaims;
       rq_pop_advance(&q, at + 1);
       k->slot_movable[k->next & 1] = 0;
@@ -475,6 +482,7 @@ static void pass_step(explorer *e, mstate *s, unsigned sch) {
       if (p->nclaimed) p->pc = P_BEHIND_PLACE;
       break;
     }
+    e->behind += p->nclaimed;
     for (int i = 0; i < p->nclaimed; i++)
       core_dispatch(e, s, p, p->spot_of[i], p->claimed[i]);
     break;
@@ -654,13 +662,22 @@ static const scenario scenarios[] = {
 
 static void test_head_take_all_interleavings(void **st) {
   (void)st;
+  uint64_t refused = 0;
   for (int i = 0; i < NSC; i++) {
     explorer e = explore(&scenarios[i], V_GOOD, false);
-    printf("head take explorer: %s: %llu states, %llu final: %s\n", scenarios[i].name,
-           (unsigned long long)e.states, (unsigned long long)e.finals, e.failed ? e.why : "ok");
+    printf("head take explorer: %s: %llu states, %llu final (steps: %llu takes, %llu refused, "
+           "%llu placed behind, %llu kept): %s\n",
+           scenarios[i].name, (unsigned long long)e.states, (unsigned long long)e.finals,
+           (unsigned long long)e.takes, (unsigned long long)e.refused, (unsigned long long)e.behind,
+           (unsigned long long)e.kept, e.failed ? e.why : "ok");
     assert_false(e.failed);
     assert_true(e.finals > 0);
+    /* the races explored are reached: takes beside placements behind */
+    assert_true(e.takes > 0 && e.behind > 0);
+    assert_true(scenarios[i].succ[0] < 0 || e.kept > 0);
+    refused += e.refused;
   }
+  assert_true(refused > 0); /* a take that found a block placed behind */
 }
 
 /* The variant caught in scenario sc, its message containing `what`;
