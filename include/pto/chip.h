@@ -166,7 +166,9 @@ typedef struct pto_run_stats {
   /* blocks pending on a busy core that an idle core ran instead */
   uint64_t steals;
   /* blocks a core ran right after completing their producer, without the
-   * ready queue or a scheduler pass (a hand-off; counted in `blocks`) */
+   * ready queue or a scheduler pass (a hand-off), or took from its ready
+   * queue's head itself after completing its own block, without a pass
+   * (counted in `blocks`) */
   uint64_t handoffs;
 } pto_run_stats;
 

@@ -3,6 +3,7 @@
  * dispatch id. Gang blocks (sync_start) wait for their cohort's start. Its
  * thread serves run after run of the chip (core_main). */
 #include "chip/handoff.h"
+#include "chip/head_take.h"
 #include "chip/kernel_why.h"
 #include "chip/pull_hold.h"
 #include "chip/run.h"
@@ -232,9 +233,12 @@ static void core_serve(core *c) {
     /* dependencies released where they finish (handoff.h): its task
      * completed here, and the one successor kept run next, here */
     handoff h = {r, c, next, NULL, 0, true, false};
-    if (handoff_completes(r, c, t) && handoff_worth(r, c, t) && handoff_core_may_keep(r, c, next))
+    if (handoff_completes(r, c, t) && (handoff_worth(r, c, t) || head_take_worth(r, c)) &&
+        handoff_core_may_keep(r, c, next))
       for (;;) {
         task *kept = sched_complete_here(&h, t); /* t may retire from here on */
+        /* nothing kept: the queue's head, as a pass would give it (head_take.h) */
+        if (!kept) kept = head_take(&h);
         /* a stopping run starts no block */
         if (!kept || run_stopping(r)) break;
         c->handoffs++;

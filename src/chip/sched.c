@@ -80,9 +80,11 @@ static int rq_claim_level(pto_run *r, rq *lv, int max, task **ts, int32_t *block
  * take: passes of one scheduler never overlap (role.h), and the
  * sched_threads mode has one thread. */
 static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks,
-                    bool behind_busy) {
-  /* one scheduler: its role (or its thread) is the only claimer already */
-  bool lock = r->nsched > 1;
+                    bool behind_busy, bool held) {
+  /* one scheduler's thread is the only claimer; in role mode a core may
+   * claim its next block itself (head_take.h) beside the role holder.
+   * `held`: the caller holds the lock already */
+  bool lock = !held && (r->nsched > 1 || !r->sched_threads);
   if (lock) pthread_mutex_lock(&q->lock);
   int n = 0;
   if (!prio_up_used(q)) {
@@ -748,6 +750,15 @@ static void publish_counts(sched *s) {
  * pass that just took its last idle core publishes at its end), every
  * core is busy and the first block to end brings a pass that takes it,
  * the soonest it could have started anyway. */
+/* The spots (single-core placements) whose core still has room, in
+ * order; returns how many. */
+static int still_room(core **spots, int n, uint64_t max_inflight) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (has_room(spots[i], max_inflight)) spots[k++] = spots[i];
+  return k;
+}
+
 static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   pto_run *r = s->run;
   ready_queue *q = &r->queues[sh];
@@ -769,12 +780,24 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
    * one at least; while every placement found a block, twice as many */
   int batch = queued < (uint64_t)s->ncores ? (int)queued : s->ncores, placed = 0;
   bool short_of_budget = false; /* the wake budget, not the queue, bounded the last placements */
+  /* a block behind a busy core, in role mode, is placed under the
+   * queue's claim lock, with the core's room looked at again there: a
+   * core taking its next block from the queue (head_take.h) marks itself
+   * not movable and checks that nothing was placed behind it under that
+   * lock, so no block claimed before the one it takes waits behind it */
+  bool behind = max_inflight > 0 && !r->sched_threads;
   for (;;) {
     int n = placements(s, sh, max_inflight, s->spots, batch, &short_of_budget);
     if (n == 0) break;
-    int got = rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0);
+    if (behind) {
+      pthread_mutex_lock(&q->lock);
+      n = still_room(s->spots, n, max_inflight);
+    }
+    int got = n ? rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0, behind) : 0;
     for (int i = 0; i < got; i++)
       place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
+    if (behind) pthread_mutex_unlock(&q->lock);
+    if (n == 0) break;
     placed += got;
     if (got < n) { /* the queue ran out first */
       short_of_budget = false;
