@@ -145,8 +145,8 @@ static int win_view(const op_env *e, const pto_tensor *t, int64_t dense, const c
   int i, rc;
   if (dense > 0) {
     uint64_t es = pto_dtype_size((pto_dtype)t->dtype);
-    rc = comm_span_locate(d, t->buf, (uint64_t)t->offset * es,
-                          (uint64_t)(t->offset + dense) * es, buf_woff, &i, why, sizeof why);
+    rc = comm_span_locate(d, t->buf, (uint64_t)t->offset * es, (uint64_t)(t->offset + dense) * es,
+                          buf_woff, &i, why, sizeof why);
   } else {
     rc = view_locate(d, t, buf_woff, &i, why, sizeof why);
   }
@@ -243,10 +243,9 @@ static int checked_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *l
                      "bytes (domain %d rank %d -> peer %d)",
                      e->op, b->name, es, e->d->desc.id, e->d->my_rank, e->peer);
   if (window_checking(e->c))
-    rc = kind == 2
-             ? window_check_load(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b)
-             : window_check_store(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b,
-                                  kind == 1);
+    rc = kind == 2 ? window_check_load(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b)
+                   : window_check_store(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b,
+                                        kind == 1);
   if (rc) return rc;
   xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
   /* two packed views are one run each: no walk (a small put's time on RMA
