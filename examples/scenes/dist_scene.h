@@ -215,4 +215,65 @@ static inline int dist_run_pair(const pto_scene_opts *o, const dist_pair_scene *
 int ring_shuffle_leased(const pto_scene_opts *o, const int *device_ids, int64_t lease_wait_ms,
                         pto_scene_report *rep);
 
+/* ---- the node checking-mode scenes (err_contract_remote_*, _signal) ---- */
+
+/* One group task on chips 0 and 1 running kernel `kid` (1 block) over a
+ * domain with the one window buffer `buf` of buf_bytes: its views are, per
+ * rank r, the first `count` `dt` elements of r's `buf`, INPUT or INOUT
+ * (what the task declares it reads or writes there); its scalar 0 is the
+ * domain. */
+static inline void dist_window_group(pto_node_orch *no, const char *buf, uint64_t buf_bytes,
+                                     pto_dtype dt, int64_t count, bool input, int kid) {
+  const pto_window_buffer bufs[] = {{buf, buf_bytes}};
+  pto_domain dom;
+  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom)) return;
+  pto_args a;
+  pto_args_init(&a);
+  for (int r = 0; r < 2; r++) {
+    pto_tensor v;
+    if (pto_node_window_tensor(no, dom, r, buf, dt, 1, &count, &v)) return;
+    if (input)
+      pto_args_input(&a, &v);
+    else
+      pto_args_inout(&a, &v);
+  }
+  dist_scalars(&a, kid, 1, 1);
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);
+}
+
+/* Runs `node` once on chips 0 and 1 (kernels registered by `init`) in
+ * checking mode with seed 1, expecting PTO_ECONTRACT whose details hold
+ * want[0] and want[1]. The report says `refused` (what was refused, and
+ * how it was named) when so, else what the error had to name (`naming`)
+ * and what came instead. */
+static inline int dist_contract_run(const pto_scene_opts *o, pto_scene_report *rep,
+                                    pto_chip_init_fn init, pto_node_orch_fn node,
+                                    const char *const want[2], const char *refused,
+                                    const char *naming) {
+  pto_node_config cfg;
+  dist_config(o, 2, init, &cfg);
+  cfg.chip.check = 1; /* checking mode, whatever the environment says */
+  cfg.chip.check_seed = 1;
+  rep->expected_status = PTO_ECONTRACT;
+  pto_node *n;
+  int rc = scene_node_create(&cfg, &n, rep);
+  if (rc) return dist_status(rep, rc, &rep->err), rc;
+  pto_error_info err;
+  rc = pto_node_run(n, node, NULL, &err);
+  dist_node_stats(rep, n);
+  pto_node_destroy(n);
+  rep->status = rc;
+  rep->err = err;
+  rep->verified = rc == PTO_ECONTRACT;
+  for (int i = 0; i < 2 && rep->verified; i++)
+    rep->verified = strstr(err.details, want[i]) != NULL;
+  if (rep->verified)
+    snprintf(rep->message, sizeof rep->message, "PTO_ECONTRACT as expected: %s", refused);
+  else
+    snprintf(rep->message, sizeof rep->message, "expected PTO_ECONTRACT naming %s, got %s: %.400s",
+             naming, rc ? pto_status_name(rc) : "success", err.details);
+  return rc;
+}
+
 #endif

@@ -31,20 +31,8 @@ static int load_init(pto_chip *chip, int rank, void *arg) {
 
 static void load_node(pto_node_orch *no, void *arg) {
   (void)arg;
-  const pto_window_buffer bufs[] = {{"stage", DIST_SIZE * 4}};
-  pto_domain dom;
-  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom)) return;
-  pto_args a;
-  pto_args_init(&a);
-  for (int r = 0; r < 2; r++) { /* the declared read: rank r's first half */
-    int64_t half = RL_HALF;
-    pto_tensor v;
-    if (pto_node_window_tensor(no, dom, r, "stage", PTO_I32, 1, &half, &v)) return;
-    pto_args_input(&a, &v);
-  }
-  dist_scalars(&a, k_load, 1, 1);
-  pto_args_scalar(&a, (uint64_t)dom);
-  pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);
+  /* the declared read: rank r's first half */
+  dist_window_group(no, "stage", DIST_SIZE * 4, PTO_I32, RL_HALF, true, k_load);
 }
 
 static int err_contract_remote_load_run(const pto_scene_opts *o, pto_scene_report *rep) {
@@ -52,32 +40,11 @@ static int err_contract_remote_load_run(const pto_scene_opts *o, pto_scene_repor
       "chip rank 0, node task 0: task 0 (kernel 'load_past') block 0/1: remote_load from rank 1",
       "buffer 'stage' byte 128 (0x00) is outside every view of the node task: reads memory it "
       "did not declare"};
-  pto_node_config cfg;
-  dist_config(o, 2, load_init, &cfg);
-  cfg.chip.check = 1; /* checking mode, whatever the environment says */
-  cfg.chip.check_seed = 1;
-  rep->expected_status = PTO_ECONTRACT;
-  pto_node *n;
-  int rc = scene_node_create(&cfg, &n, rep);
-  if (rc) return dist_status(rep, rc, &rep->err), rc;
-  pto_error_info err;
-  rc = pto_node_run(n, load_node, NULL, &err);
-  dist_node_stats(rep, n);
-  pto_node_destroy(n);
-  rep->status = rc;
-  rep->err = err;
-  rep->verified = rc == PTO_ECONTRACT;
-  for (int i = 0; i < 2 && rep->verified; i++)
-    rep->verified = strstr(err.details, want[i]) != NULL;
-  if (rep->verified)
-    snprintf(rep->message, sizeof rep->message,
-             "PTO_ECONTRACT as expected: rank 0's load of element 32 of rank 1's 'stage' "
-             "(byte 128, one past the declared half) refused and named");
-  else
-    snprintf(rep->message, sizeof rep->message,
-             "expected PTO_ECONTRACT naming byte 128 of rank 1's 'stage', got %s: %.400s",
-             rc ? pto_status_name(rc) : "success", err.details);
-  return rc;
+  return dist_contract_run(
+      o, rep, load_init, load_node, want,
+      "rank 0's load of element 32 of rank 1's 'stage' (byte 128, one past the "
+      "declared half) refused and named",
+      "byte 128 of rank 1's 'stage'");
 }
 
 PTO_SCENE_WITH(err_contract_remote_load,

@@ -33,52 +33,19 @@ static int past_init(pto_chip *chip, int rank, void *arg) {
 
 static void past_node(pto_node_orch *no, void *arg) {
   (void)arg;
-  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
-  pto_domain dom;
-  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom)) return;
-  pto_args a;
-  pto_args_init(&a);
-  for (int r = 0; r < 2; r++) { /* the window target: rank r's first half */
-    int64_t half = RS_HALF;
-    pto_tensor v;
-    if (pto_node_window_tensor(no, dom, r, "dst", PTO_I32, 1, &half, &v)) return;
-    pto_args_inout(&a, &v);
-  }
-  dist_scalars(&a, k_past, 1, 1);
-  pto_args_scalar(&a, (uint64_t)dom);
-  pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);
+  /* the window target: rank r's first half */
+  dist_window_group(no, "dst", DIST_SIZE * 4, PTO_I32, RS_HALF, false, k_past);
 }
 
 static int err_contract_remote_store_run(const pto_scene_opts *o, pto_scene_report *rep) {
   static const char *const want[] = {
       "chip rank 0, node task 0: task 0 (kernel 'remote_past') block 0/1: remote_store to rank 1",
       "buffer 'dst' byte 128 is outside the node task's window targets (0x00, would be 0x31)"};
-  pto_node_config cfg;
-  dist_config(o, 2, past_init, &cfg);
-  cfg.chip.check = 1; /* checking mode, whatever the environment says */
-  cfg.chip.check_seed = 1;
-  rep->expected_status = PTO_ECONTRACT;
-  pto_node *n;
-  int rc = scene_node_create(&cfg, &n, rep);
-  if (rc) return dist_status(rep, rc, &rep->err), rc;
-  pto_error_info err;
-  rc = pto_node_run(n, past_node, NULL, &err);
-  dist_node_stats(rep, n);
-  pto_node_destroy(n);
-  rep->status = rc;
-  rep->err = err;
-  rep->verified = rc == PTO_ECONTRACT;
-  for (int i = 0; i < 2 && rep->verified; i++)
-    rep->verified = strstr(err.details, want[i]) != NULL;
-  if (rep->verified)
-    snprintf(rep->message, sizeof rep->message,
-             "PTO_ECONTRACT as expected: rank 0's store of element 32 into rank 1's 'dst' "
-             "(byte 128, one past the declared half) refused, 0x00 -> 0x31 named");
-  else
-    snprintf(rep->message, sizeof rep->message,
-             "expected PTO_ECONTRACT naming byte 128 of rank 1's 'dst', got %s: %.400s",
-             rc ? pto_status_name(rc) : "success", err.details);
-  return rc;
+  return dist_contract_run(
+      o, rep, past_init, past_node, want,
+      "rank 0's store of element 32 into rank 1's 'dst' (byte 128, one past the "
+      "declared half) refused, 0x00 -> 0x31 named",
+      "byte 128 of rank 1's 'dst'");
 }
 
 PTO_SCENE_WITH(err_contract_remote_store,

@@ -29,52 +29,19 @@ static int sig_init(pto_chip *chip, int rank, void *arg) {
 
 static void sig_node(pto_node_orch *no, void *arg) {
   (void)arg;
-  const pto_window_buffer bufs[] = {{"sig", 2 * 8}};
-  pto_domain dom;
-  if (pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom)) return;
-  pto_args a;
-  pto_args_init(&a);
-  for (int r = 0; r < 2; r++) { /* the window target: rank r's cell 0 */
-    int64_t one = 1;
-    pto_tensor v;
-    if (pto_node_window_tensor(no, dom, r, "sig", PTO_I64, 1, &one, &v)) return;
-    pto_args_inout(&a, &v);
-  }
-  dist_scalars(&a, k_sig, 1, 1);
-  pto_args_scalar(&a, (uint64_t)dom);
-  pto_node_submit_group(no, dist_pair_chips, 2, dist_chip_orch, &a, NULL);
+  /* the window target: rank r's cell 0 */
+  dist_window_group(no, "sig", 2 * 8, PTO_I64, 1, false, k_sig);
 }
 
 static int err_contract_signal_run(const pto_scene_opts *o, pto_scene_report *rep) {
   static const char *const want[] = {
       "chip rank 0, node task 0: task 0 (kernel 'notify_past') block 0/1: notify to rank 1",
       "signal cell 'sig'[1] (byte 8) is outside the node task's window targets (an add of 1)"};
-  pto_node_config cfg;
-  dist_config(o, 2, sig_init, &cfg);
-  cfg.chip.check = 1; /* checking mode, whatever the environment says */
-  cfg.chip.check_seed = 1;
-  rep->expected_status = PTO_ECONTRACT;
-  pto_node *n;
-  int rc = scene_node_create(&cfg, &n, rep);
-  if (rc) return dist_status(rep, rc, &rep->err), rc;
-  pto_error_info err;
-  rc = pto_node_run(n, sig_node, NULL, &err);
-  dist_node_stats(rep, n);
-  pto_node_destroy(n);
-  rep->status = rc;
-  rep->err = err;
-  rep->verified = rc == PTO_ECONTRACT;
-  for (int i = 0; i < 2 && rep->verified; i++)
-    rep->verified = strstr(err.details, want[i]) != NULL;
-  if (rep->verified)
-    snprintf(rep->message, sizeof rep->message,
-             "PTO_ECONTRACT as expected: rank 0's notify of rank 1's undeclared cell 'sig'[1] "
-             "(byte 8) refused before it landed, naming the task, kernel, block and cell");
-  else
-    snprintf(rep->message, sizeof rep->message,
-             "expected PTO_ECONTRACT naming rank 1's cell 'sig'[1], got %s: %.400s",
-             rc ? pto_status_name(rc) : "success", err.details);
-  return rc;
+  return dist_contract_run(
+      o, rep, sig_init, sig_node, want,
+      "rank 0's notify of rank 1's undeclared cell 'sig'[1] (byte 8) refused before it landed, "
+      "naming the task, kernel, block and cell",
+      "rank 1's cell 'sig'[1]");
 }
 
 PTO_SCENE_WITH(err_contract_signal,
