@@ -666,7 +666,7 @@ static bool outputs_bytes(const pto_args *a, const pto_tensor *ts, uint64_t *tot
  * whole-heap OUTPUT after contributions was refused as a scope deadlock).
  * Folding early keeps the result: groups fold in submission order. */
 static int fold_for_outputs(pto_run *r, const pto_args *a) {
-  if (r->rx.nopen == 0 || !a) return PTO_OK;
+  if (!r->rx.openm || !a) return PTO_OK;
   uint64_t total;
   if (outputs_bytes(a, a->tensors, &total) || total == 0) return PTO_OK;
   ring h = r->heap; /* tried on a copy: nothing is allocated */
@@ -687,7 +687,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int units = sh == SHAPE_DUMMY ? 0
                                 : (opts && opts->block_num ? opts->block_num : 1) *
                                       (shape_aic(sh) + shape_aiv(sh));
-  if ((rc = fold_for_outputs(r, a)) || (rc = redux_prepare(r, a, units, &rp))) return rc;
+  if ((rc = fold_for_outputs(r, a)) || (rc = redux_prepare(r, a, rv, units, &rp))) return rc;
 
   /* 1. task slot (retiring once per RETIRE_EVERY submits) */
   if (r->next_id % RETIRE_EVERY == 0) orch_retire(r);

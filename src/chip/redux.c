@@ -196,7 +196,6 @@ int redux_init(redux_table *x, const redux_orch *orch) {
 void redux_reset(redux_table *x) {
   for (int i = 0; i < REDUX_GROUPS; i++)
     x->g[i].open = false;
-  x->nopen = 0;
   x->openm = 0;
 }
 
@@ -229,7 +228,6 @@ static int flush(pto_run *r, redux_group *g) {
   redux_table *x = &r->rx;
   if (!g->open) return PTO_OK;
   g->open = false;
-  x->nopen--;
   x->openm &= ~(1u << (g - x->g));
   if (g->ntasks == 0) { /* reserved by a submit that failed: nothing to fold */
     x->orch.heap_free_after(r, g->slab, r->next_id - 1);
@@ -277,7 +275,7 @@ static int flush_overlapping_view(pto_run *r, const region_view *v) {
 }
 
 int redux_flush_overlapping(pto_run *r, const pto_tensor *t) {
-  if (r->rx.nopen == 0) return PTO_OK;
+  if (!r->rx.openm) return PTO_OK;
   region_view v;
   region_view_init(t, &v);
   return flush_overlapping_view(r, &v);
@@ -346,7 +344,6 @@ static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, in
   g->ntasks = 0;
   g->maxtasks = r->ndeps / 4 < REDUX_SLOTS_MAX ? (int)(r->ndeps / 4) : REDUX_SLOTS_MAX;
   if (g->maxtasks < 1) g->maxtasks = 1;
-  x->nopen++;
   x->openm |= 1u << free_g;
   *gi = free_g;
   return PTO_OK;
@@ -364,52 +361,8 @@ static bool touches_groups(int m) {
   return m == PTO_INPUT || m == PTO_OUTPUT_EXISTING || m == PTO_INOUT || m == PTO_COMMUTE;
 }
 
-/* A submit's argument views, normalised when first needed: most tasks'
- * arguments lie in buffers that meet neither their REDUX views nor an
- * open group, which their buffers' byte ranges tell without a view (a
- * validated view lies inside its buffer: tensor_problem). */
-typedef struct arg_views {
-  const pto_args *a;
-  uint32_t have;
-  region_view v[PTO_MAX_TENSOR_ARGS];
-} arg_views;
-
-static const region_view *view_at(arg_views *av, int j) {
-  if (!(av->have >> j & 1)) {
-    region_view_init(&av->a->tensors[j], &av->v[j]);
-    av->have |= 1u << j;
-  }
-  return &av->v[j];
-}
-
-/* Whether argument j's buffer meets the bytes [lo, hi) (true when its
- * range does not fit 64 bits: the view then decides). */
-static bool buffer_meets(const pto_tensor *t, uint64_t lo, uint64_t hi) {
-  uint64_t b = (uint64_t)(uintptr_t)t->buf, e;
-  if (__builtin_add_overflow(b, (uint64_t)t->buf_bytes, &e)) return true;
-  return b < hi && lo < e;
-}
-
-static bool buffers_meet(const pto_tensor *x, const pto_tensor *y) {
-  uint64_t b = (uint64_t)(uintptr_t)y->buf, e;
-  if (__builtin_add_overflow(b, (uint64_t)y->buf_bytes, &e)) return true;
-  return buffer_meets(x, b, e);
-}
-
-/* Flushes the open groups whose bytes argument j's view overlaps. */
-static int flush_overlapping_arg(pto_run *r, arg_views *av, int j) {
-  int rc = PTO_OK;
-  const pto_tensor *t = &av->a->tensors[j];
-  for (uint32_t m = r->rx.openm; m && !rc; m &= m - 1) {
-    redux_group *g = &r->rx.g[__builtin_ctz(m)];
-    if (buffer_meets(t, g->rv.lo, g->rv.hi) && region_view_overlap(&g->rv, view_at(av, j)))
-      rc = flush(r, g);
-  }
-  return rc;
-}
-
 /* The checks of one REDUX argument that need no group. */
-static int check_arg(pto_run *r, const pto_args *a, arg_views *av, int i) {
+static int check_arg(pto_run *r, const pto_args *a, const region_view *rv, int i) {
   int op = a->redux_op[i];
   const pto_tensor *t = &a->tensors[i];
   if (r->scope_depth > 0 && r->scopes[r->scope_depth].mode == PTO_SCOPE_MANUAL)
@@ -428,8 +381,7 @@ static int check_arg(pto_run *r, const pto_args *a, arg_views *av, int i) {
     return redux_fail(r, i, "op '%s' reduces %s but the view is %s", name,
                       pto_dtype_name((pto_dtype)u->dtype), pto_dtype_name((pto_dtype)t->dtype));
   for (int j = 0; j < a->ntensors; j++)
-    if (j != i && a->access[j] != PTO_OUTPUT && buffers_meet(t, &a->tensors[j]) &&
-        region_view_overlap(view_at(av, i), view_at(av, j)))
+    if (j != i && a->access[j] != PTO_OUTPUT && region_view_overlap(&rv[i], &rv[j]))
       return redux_fail(r, i,
                         "its bytes overlap tensor argument %d (%s): the kernel sees only a "
                         "private copy of a REDUX view, so the task may not access those bytes "
@@ -438,26 +390,23 @@ static int check_arg(pto_run *r, const pto_args *a, arg_views *av, int i) {
   return PTO_OK;
 }
 
-int redux_prepare(pto_run *r, const pto_args *a, int units, redux_plan *p) {
+int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int units, redux_plan *p) {
   redux_table *x = &r->rx;
   p->mask = 0;
   p->units = units < 1 ? 1 : units; /* a dummy's copy stays the identity */
   int nt = a ? a->ntensors : 0, nredux = 0;
   for (int i = 0; i < nt; i++)
     nredux += a->access[i] == PTO_REDUX;
-  if (!nredux && x->nopen == 0) return PTO_OK;
+  if (!nredux && !x->openm) return PTO_OK;
   int rc;
   for (int i = 0, k = 0; i < nt && nredux > REDUX_GROUPS; i++)
     if (a->access[i] == PTO_REDUX && ++k > REDUX_GROUPS)
       return redux_fail(r, i, "a task has at most %d REDUX arguments", REDUX_GROUPS);
-  arg_views av; /* each argument's bytes, normalised once if at all */
-  av.a = a;
-  av.have = 0;
   for (int i = 0; i < nt; i++)
-    if (a->access[i] == PTO_REDUX && (rc = check_arg(r, a, &av, i))) return rc;
+    if (a->access[i] == PTO_REDUX && (rc = check_arg(r, a, rv, i))) return rc;
   /* the task's other accesses come after the contributions so far */
-  for (int j = 0; j < nt && x->nopen; j++)
-    if (touches_groups(a->access[j]) && (rc = flush_overlapping_arg(r, &av, j))) return rc;
+  for (int j = 0; j < nt && x->openm; j++)
+    if (touches_groups(a->access[j]) && (rc = flush_overlapping_view(r, &rv[j]))) return rc;
   bool busy[REDUX_GROUPS] = {false};
   for (int i = 0; i < nt; i++) {
     if (a->access[i] != PTO_REDUX) continue;
@@ -472,9 +421,8 @@ int redux_prepare(pto_run *r, const pto_args *a, int units, redux_plan *p) {
       gi = -1;
     }
     if (gi < 0) { /* a new view or op: what it overlaps is folded first */
-      if ((rc = flush_overlapping_arg(r, &av, i))) return rc;
-      if ((rc = open_group(r, t, view_at(&av, i), a->redux_op[i], i, p->units, busy, &gi)))
-        return rc;
+      if ((rc = flush_overlapping_view(r, &rv[i]))) return rc;
+      if ((rc = open_group(r, t, &rv[i], a->redux_op[i], i, p->units, busy, &gi))) return rc;
     }
     busy[gi] = true;
     p->group[i] = (int8_t)gi;

@@ -104,7 +104,6 @@ typedef struct redux_group {
 typedef struct redux_table {
   redux_orch orch;
   redux_group g[REDUX_GROUPS];
-  int nopen;
   uint32_t openm; /* the open groups, a bit each: a submit's loops visit only them (a group
                    * is several lines: walking all REDUX_GROUPS cost each contribution) */
   uint64_t seq;
@@ -128,7 +127,8 @@ void redux_destroy(redux_table *x);
  * argument a slot (flushing what is in the way). `units` is the task's
  * blocks times cores per block (0 for a dummy). Returns a latched status
  * on failure, after run_fail. */
-int redux_prepare(struct pto_run *r, const pto_args *a, int units, redux_plan *p);
+int redux_prepare(struct pto_run *r, const pto_args *a, const region_view *rv, int units,
+                  redux_plan *p);
 /* The task's copy of its arguments: each REDUX argument becomes its slot,
  * set to the op's identity. */
 void redux_args(struct pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *tensors);

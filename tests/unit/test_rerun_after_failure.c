@@ -278,7 +278,7 @@ static void check_clean(pto_orch *o) {
   if (cm_busy(&r->cm)) note("COMMUTE: task slot %d still held", (int)cm_first_held(&r->cm));
   for (uint32_t i = 0; i < r->cm.n; i++)
     if (r->cm.links[i].held) note("COMMUTE: slot %u flagged held", i);
-  if (r->rx.nopen) note("REDUX: %d groups open", r->rx.nopen);
+  if (r->rx.openm) note("REDUX: %d groups open", __builtin_popcount(r->rx.openm));
   for (int i = 0; i < REDUX_GROUPS; i++)
     if (r->rx.g[i].open) note("REDUX: group %d open", i);
   if (r->nheld) note("heap: %u ranges held", r->nheld);
