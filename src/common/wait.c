@@ -125,6 +125,7 @@ static _Thread_local bool registered;
  * later. Read once: later changes of the process's affinity are not seen.
  * A CPU quota (cgroup cpu.max) is not an affinity and is not seen either. */
 static cpu_set_t wait_set;
+static int wait_ncpus; /* CPU_COUNT(&wait_set), at least 1 */
 static pthread_once_t wait_set_once = PTHREAD_ONCE_INIT;
 
 static void read_wait_set(void) {
@@ -134,6 +135,8 @@ static void read_wait_set(void) {
     for (long c = 0; c < n && c < CPU_SETSIZE; c++)
       CPU_SET((int)c, &wait_set);
   }
+  int n = CPU_COUNT(&wait_set);
+  wait_ncpus = n > 1 ? n : 1;
 }
 
 const cpu_set_t *pto_wait_cpu_set(void) {
@@ -142,14 +145,8 @@ const cpu_set_t *pto_wait_cpu_set(void) {
 }
 
 int pto_wait_cpus(void) {
-  static _Atomic int cached; /* racing writers store the same value */
-  int m = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (m == 0) {
-    int n = CPU_COUNT(pto_wait_cpu_set());
-    m = n > 1 ? n : 1;
-    atomic_store_explicit(&cached, m, memory_order_relaxed);
-  }
-  return m;
+  pthread_once(&wait_set_once, read_wait_set);
+  return wait_ncpus;
 }
 
 /* Linux 6.16 and later give a threaded process a futex hash of its own,
