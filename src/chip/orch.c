@@ -230,6 +230,15 @@ static void hold_release(pto_run *r) {
  * do host accesses, scope ends and the run's end. */
 #define RETIRE_EVERY 32
 
+/* Tasks up to `next` retired, t the last of them: its heap range,
+ * argument storage and dependency nodes are free, and those before it. */
+static void retire_through(pto_run *r, const task *t, pto_task_id next) {
+  ring_release_to(&r->heap, t->heap_end);
+  ring_release_to(&r->args, t->args_end);
+  r->dep_tail = t->dep_end;
+  r->retired = next;
+}
+
 /* Retires completed tasks in submission order, recycling their slot, heap
  * range, argument storage and dependency nodes. The heap tail may pass a
  * range held by an open scope: allocation steps around it (r->held). */
@@ -243,10 +252,7 @@ static void orch_retire(pto_run *r) {
      * whose heap range its scope holds until they have retired (hold_*),
      * and their dependency nodes are their own. */
     if (atomic_load_explicit(&t->state, memory_order_acquire) != TASK_DONE) break;
-    ring_release_to(&r->heap, t->heap_end);
-    ring_release_to(&r->args, t->args_end);
-    r->dep_tail = t->dep_end;
-    r->retired++;
+    retire_through(r, t, r->retired + 1);
   }
   if (r->nheld) hold_release(r);
 }
@@ -262,14 +268,9 @@ static void orch_retire(pto_run *r) {
  * those), take the walk. */
 static void orch_retire_all(pto_run *r) {
   if (r->capture || r->retired >= r->next_id || run_stopping(r)) return;
-  int64_t done = atomic_load_explicit(&r->completed, memory_order_acquire);
-  if (done != r->next_id || atomic_load_explicit(&r->submitted, memory_order_relaxed) != done)
-    return;
-  task *last = run_slot(r, r->next_id - 1);
-  ring_release_to(&r->heap, last->heap_end);
-  ring_release_to(&r->args, last->args_end);
-  r->dep_tail = last->dep_end;
-  r->retired = r->next_id;
+  /* `submitted` is next_id: the orchestrator writes both */
+  if (atomic_load_explicit(&r->completed, memory_order_acquire) != r->next_id) return;
+  retire_through(r, run_slot(r, r->next_id - 1), r->next_id);
 }
 
 /* The orchestrator parks on orch_ev until `completed` reaches a threshold,

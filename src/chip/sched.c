@@ -76,15 +76,16 @@ static int rq_claim_level(pto_run *r, rq *lv, int max, task **ts, int32_t *block
  * several schedulers sharing the queue) do, once per claim of many
  * blocks, so that the blocks of a task are claimed before any other's:
  * chips that run the same graph dispatch in the same order (a
- * collective's ranks rely on it). With one scheduler there is no lock to
- * take: passes of one scheduler never overlap (role.h), and the
- * sched_threads mode has one thread. */
+ * collective's ranks rely on it). With one scheduler the lock is taken
+ * only on the AIC and AIV queues in role mode, where a core may claim its
+ * next block itself (head_take.h) beside the role holder: passes of one
+ * scheduler never overlap (role.h), and the sched_threads mode has one
+ * thread. */
 static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blocks,
                     bool behind_busy, bool held) {
-  /* one scheduler's thread is the only claimer; in role mode a core may
-   * claim its next block itself (head_take.h) beside the role holder.
-   * `held`: the caller holds the lock already */
-  bool lock = !held && (r->nsched > 1 || !r->sched_threads);
+  /* `held`: the caller holds the lock already */
+  bool head_taken = !r->sched_threads && (q == &r->queues[SHAPE_AIC] || q == &r->queues[SHAPE_AIV]);
+  bool lock = !held && (r->nsched > 1 || head_taken);
   if (lock) pthread_mutex_lock(&q->lock);
   int n = 0;
   if (!prio_up_used(q)) {
