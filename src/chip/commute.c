@@ -368,8 +368,8 @@ bool cm_views_same(void *env, int32_t a, int32_t b) {
   return true;
 }
 
-void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, int nt,
-                   uint32_t mask) {
+void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors,
+                   const region_view *pre, int nt, uint32_t mask) {
   l->views = views;
   l->nviews = 0;
   /* not held: a join on it (through a stale hint) fails */
@@ -379,7 +379,10 @@ void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, in
   for (int i = 0; i < nt; i++)
     if (mask >> i & 1) {
       region_view *v = &views[l->nviews++];
-      region_view_init(&tensors[i], v);
+      if (pre)
+        *v = pre[i];
+      else
+        region_view_init(&tensors[i], v);
       if (v->lo < l->lo) l->lo = v->lo;
       if (v->hi > l->hi) l->hi = v->hi;
     }

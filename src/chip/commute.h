@@ -246,10 +246,11 @@ bool cm_views_conflict(void *env, int32_t a, int32_t b);
 bool cm_views_same(void *env, int32_t a, int32_t b);
 
 /* Sets l's views (the orchestrator's part) from tensors whose bit is set
- * in mask: views[] (room for one per bit) gets them normalised; lo and
- * hi their span. At submit, and at a launch of a captured
- * graph for its rebased views. */
-void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors, int nt,
-                   uint32_t mask);
+ * in mask: views[] (room for one per bit) gets them normalised (copied
+ * from pre[i] when the caller has them already, else normalised here);
+ * lo and hi their span. At submit (pre: its validation's views), and at a
+ * launch of a captured graph for its rebased views (pre NULL). */
+void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors,
+                   const region_view *pre, int nt, uint32_t mask);
 
 #endif

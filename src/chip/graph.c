@@ -364,7 +364,7 @@ static void fill_slot(pto_run *r, pto_graph *g, uint32_t i) {
   t->redux_args = gt->redux_args;
   t->commute = gt->commute_args != 0;
   if (t->commute) /* the views that exclude each other, as submit sets them */
-    cm_link_views(&r->cm.links[i], g->run_cm + gt->cm0, g->run_views + gt->arg0, gt->ntensors,
+    cm_link_views(&r->cm.links[i], g->run_cm + gt->cm0, g->run_views + gt->arg0, NULL, gt->ntensors,
                   gt->commute_args);
   t->scope_depth = 0;
   t->dep_mark = PTO_TASK_NONE;

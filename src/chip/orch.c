@@ -727,7 +727,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
   if (rp.mask) redux_args(r, &rp, a, tensors);
   if (ncm) /* normalised once here, compared at every acquire (commute.h) */
-    cm_link_views(&r->cm.links[id & r->slot_mask], (region_view *)(scalars + ns), tensors, nt,
+    cm_link_views(&r->cm.links[id & r->slot_mask], (region_view *)(scalars + ns), tensors, rv, nt,
                   cm_mask);
   /* the next submits' argument storage, as the slots above (past the
    * ring's end the hint is simply wasted: a prefetch never faults) */
