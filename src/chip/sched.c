@@ -21,7 +21,20 @@
 _Static_assert(sizeof(task *) == sizeof(_Atomic uint64_t), "cells reuse the items storage");
 
 void ready_queue_init(ready_queue *q, uint32_t cap, task **storage, _Atomic uint64_t *up_cells) {
-  pthread_mutex_init(&q->lock, NULL);
+  /* The claim lock is held for a few loads and stores (rq_claim,
+   * head_take.h, a placement behind a busy core), but it is contended: a
+   * head-taking core and the role holder's pass claim from one queue at
+   * once. A plain mutex then parks the loser in the kernel, and its unlock
+   * wakes it: on W4's replay (2 cores) 0.6 futex calls per task. An
+   * adaptive one spins a bounded while first (glibc's spin count), as
+   * long as the hold; measured in docs/chip.md ("The claim lock"). */
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+#ifdef __GLIBC__
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+  pthread_mutex_init(&q->lock, &ma);
+  pthread_mutexattr_destroy(&ma);
   q->items = storage;
   q->cap = cap;
   q->head = 0;
