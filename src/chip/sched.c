@@ -342,13 +342,15 @@ static bool batch_begin(ready_batch *b) {
   return true;
 }
 
-/* Pushes what b holds and asks for the passes that place it: once per
- * queue, or, in a hand-off, into the announces it makes anyway. An
- * announce may run passes here, whose completions batch on their own. */
-static void batch_flush(pto_run *r, ready_batch *b) {
-  uint32_t pushed = rb_push(r, b);
-  if (!pushed) return;
-  /* as after each push (queue_ready) */
+/* After pushes to the queues in `pushed` (1 << shape; the sync_start
+ * queue: 1 << SHAPE_COUNT): asks for the passes that place them, once per
+ * queue, or, in a hand-off, adds them to the announces it makes anyway
+ * (handoff_announce). An announce may run passes here, whose completions
+ * batch on their own. */
+static void pushed_announce(pto_run *r, uint32_t pushed) {
+  /* release pairs with a scheduler thread's acquire of ready_gen before it
+   * parks; only scheduler threads wait on it (role mode: every push is
+   * followed by a pass) */
   if (r->sched_threads) atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
   if (this_handoff) {
     this_handoff->pushed |= pushed;
@@ -356,9 +358,18 @@ static void batch_flush(pto_run *r, ready_batch *b) {
   }
   ready_batch *open = this_batch;
   this_batch = NULL;
-  for (int sh = 0; sh < SHAPE_COUNT; sh++)
-    if (pushed & (1u << sh)) announce_ready(r, sh, false);
+  for (int sh = 0; sh <= SHAPE_COUNT; sh++)
+    if (pushed & (1u << sh)) {
+      bool sync = sh == SHAPE_COUNT;
+      announce_ready(r, sync ? SHAPE_AIC : sh, sync);
+    }
   this_batch = open;
+}
+
+/* Pushes what b holds and asks for the passes that place it. */
+static void batch_flush(pto_run *r, ready_batch *b) {
+  uint32_t pushed = rb_push(r, b);
+  if (pushed) pushed_announce(r, pushed);
 }
 
 static void batch_end(pto_run *r, ready_batch *b, bool opened) {
@@ -406,15 +417,7 @@ static void queue_ready(pto_run *r, task *t) {
     sync_push(&r->sync_queue, t);
   else
     rq_push(r, &r->queues[t->shape], t);
-  /* release pairs with a scheduler thread's acquire of ready_gen before it
-   * parks; only scheduler threads wait on it (role mode: every push is
-   * followed by a pass, below) */
-  if (r->sched_threads) atomic_fetch_add_explicit(&r->ready_gen, 1, memory_order_release);
-  if (h) {
-    h->pushed |= 1u << (t->sync_start ? SHAPE_COUNT : t->shape);
-    return;
-  }
-  announce_ready(r, t->shape, t->sync_start);
+  pushed_announce(r, 1u << (t->sync_start ? SHAPE_COUNT : t->shape));
 }
 
 static void kick_others(pto_run *r, int sh, bool sync_start, const sched *skip);
