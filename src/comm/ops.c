@@ -481,15 +481,18 @@ static bool sig_ready(void *arg) {
  * that is under WAIT_SPIN_MAX_NS — before the backend's wait (which spins
  * PTO_SPIN_NS, yields, then parks): a notify that comes a little later
  * than the backend's spin then costs no futex wake-up and sleep on either
- * side. The spin is pto_wait_unparked's: only while pto's runnable threads
- * leave a CPU free, a yield otherwise, so it never spins past the CPUs the
- * process may use. Waits longer than the limit (a peer computing) push the
- * average up and turn the spin off. */
+ * side. Only while pto's runnable threads, in this process and in the
+ * ranks that share its CPUs (wait.c), leave a CPU free: with more ranks
+ * than CPUs it is left out (4 ranks on 2 CPUs: yielding through it was
+ * slower than the backend's few yields and park). Waits longer than the
+ * limit (a peer computing) push the average up and turn the spin off. */
 #define WAIT_SPIN_MAX_NS 50000ull
 
 static uint64_t wait_spin(const comm_dom *d) {
   uint64_t avg = atomic_load_explicit(&d->wait_ns, memory_order_relaxed);
-  return avg < WAIT_SPIN_MAX_NS / 2 ? 2 * avg : 0;
+  /* no CPU free (ranks sharing CPUs, wait.c): the spin would only yield
+   * round to the peer that notifies; parking at once is faster */
+  return avg < WAIT_SPIN_MAX_NS / 2 && pto_wait_cpu_free() ? 2 * avg : 0;
 }
 
 static void wait_learn(comm_dom *d, uint64_t ns) {

@@ -51,7 +51,8 @@ struct comm_win {
   uint32_t epoch;                          /* current node task */
   uint64_t group;                          /* node chips of the current task */
   uint64_t gap_deadline;                   /* end of the pauses of this end of task */
-  int sharers, cpus; /* ranks that share my CPUs (me included), and their CPUs (attach) */
+  int sharers, cpus; /* ranks that share my CPUs (me included), and their CPUs (attach; */
+  bool sharing;      /* registered with wait.c while the window is open) */
 };
 
 static unsigned char *rank_addr(const comm_win *w, int r) {
@@ -176,9 +177,9 @@ static bool seen_publish(void *arg) {
 static bool wait_mine(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
   shm_hdr *me = hdr(w, w->my_rank);
   if (!w->d.controlled)
-    return pto_wait_shared(&me->ev, cond, arg, deadline_ns, w->sharers, w->cpus);
+    return pto_wait(&me->ev, cond, arg, deadline_ns);
   seen_wait s = {me, cond, arg};
-  return pto_wait_shared(&me->ev, seen_publish, &s, deadline_ns, w->sharers, w->cpus);
+  return pto_wait(&me->ev, seen_publish, &s, deadline_ns);
 }
 
 /* End of task: the rest of the batch is held back while a peer of the same
@@ -240,8 +241,6 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   if (!w) return PTO_ENOMEM;
   w->d = *d;
   w->my_rank = my_rank;
-  w->sharers = 1;
-  w->cpus = pto_wait_cpus();
   if (my_rank >= 0) {
     int rc = map_window(w, my_rank, true);
     if (rc) {
@@ -282,6 +281,8 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
  * spin). Ranks bound to CPUs of their own (mpirun's binding to cores)
  * share nothing and spin as before. */
 static void count_sharers(comm_win *w) {
+  if (w->sharing || w->my_rank < 0) return; /* counted at the first attach; an observer waits
+                                             * on no window */
   const cpu_set_t *mine = pto_wait_cpu_set();
   cpu_set_t all = *mine, both;
   w->sharers = 1;
@@ -294,6 +295,8 @@ static void count_sharers(comm_win *w) {
     CPU_OR(&all, &all, theirs);
   }
   w->cpus = CPU_COUNT(&all);
+  pto_wait_share_begin(w->sharers, w->cpus); /* every wait of the rank's process counts them */
+  w->sharing = true;
 }
 
 static int shm_attach(comm_win *w, char *why, size_t why_len) {
@@ -310,6 +313,7 @@ static int shm_attach(comm_win *w, char *why, size_t why_len) {
 
 static void shm_destroy(comm_win *w, bool unlink) {
   if (!w) return;
+  if (w->sharing) pto_wait_share_end(w->sharers, w->cpus);
   if (w->fq) {
     fault_flush(w->fq, -1, false);
     fault_destroy(w->fq);

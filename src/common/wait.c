@@ -199,24 +199,94 @@ static void park_end(void) {
   if (registered) atomic_fetch_add_explicit(&runnable, 1, memory_order_relaxed);
 }
 
+/* ---- processes sharing this one's CPUs ----
+ * The count of runnable threads sees this process only. The ranks of a
+ * shared-memory domain on one host are processes like this one, and with
+ * more of them than CPUs (4 ranks on 2 CPUs under mpirun --oversubscribe)
+ * every waiter believed a CPU free and spun, taking the time slice of the
+ * peer it waited for. So a window that finds ranks sharing its CPUs
+ * (shm.c) registers them while it is open, and every wait of the process
+ * (a signal wait's learnt spin, a core's pull, a gap wait) counts the
+ * most crowded registration: `procs` processes, this one included, over
+ * `cpus` CPUs, packed in one word (procs << 32 | cpus; 0: none). A forked
+ * child starts with none: its windows register their own. */
+#define SHARE_MAX 64
+static pthread_mutex_t share_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  int procs, cpus;
+} shares[SHARE_MAX];
+static int nshares;
+static _Atomic uint64_t share_word;
+static pthread_once_t share_once = PTHREAD_ONCE_INIT;
+
+static void share_fork_prepare(void) { pthread_mutex_lock(&share_lock); }
+static void share_fork_parent(void) { pthread_mutex_unlock(&share_lock); }
+static void share_fork_child(void) {
+  nshares = 0;
+  atomic_store_explicit(&share_word, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&share_lock);
+}
+static void share_init(void) {
+  pthread_atfork(share_fork_prepare, share_fork_parent, share_fork_child);
+}
+
+/* Under share_lock: the most crowded registration (procs per CPU). */
+static void share_publish(void) {
+  uint64_t w = 0;
+  int bp = 0, bc = 1;
+  for (int i = 0; i < nshares; i++)
+    if ((long)shares[i].procs * bc > (long)bp * shares[i].cpus) {
+      bp = shares[i].procs;
+      bc = shares[i].cpus;
+    }
+  if (bp > 1) w = (uint64_t)bp << 32 | (uint32_t)bc;
+  atomic_store_explicit(&share_word, w, memory_order_relaxed);
+}
+
+void pto_wait_share_begin(int procs, int cpus) {
+  if (procs <= 1 || cpus < 1) return;
+  pthread_once(&share_once, share_init);
+  pthread_mutex_lock(&share_lock);
+  if (nshares < SHARE_MAX) { /* beyond: a window more of the same host, not counted */
+    shares[nshares].procs = procs;
+    shares[nshares].cpus = cpus;
+    nshares++;
+    share_publish();
+  }
+  pthread_mutex_unlock(&share_lock);
+}
+
+void pto_wait_share_end(int procs, int cpus) {
+  if (procs <= 1 || cpus < 1) return;
+  pthread_mutex_lock(&share_lock);
+  for (int i = 0; i < nshares; i++)
+    if (shares[i].procs == procs && shares[i].cpus == cpus) {
+      shares[i] = shares[--nshares];
+      share_publish();
+      break;
+    }
+  pthread_mutex_unlock(&share_lock);
+}
+
 /* True while every runnable pto thread has a CPU of its own, so that a
  * spinner steals nobody's time slice (the caller counts as runnable), in
- * each of `procs` processes like this one sharing `cpus` CPUs (shared
- * memory ranks of one host: pto_wait_shared). */
-static bool cpu_free_among(int procs, int cpus) {
+ * this process and in each process registered as sharing its CPUs. */
+bool pto_wait_cpu_free(void) {
   int r = atomic_load_explicit(&runnable, memory_order_relaxed);
+  uint64_t w = atomic_load_explicit(&share_word, memory_order_relaxed);
+  long procs = w ? (long)(w >> 32) : 1;
+  int cpus = w ? (int)(uint32_t)w : pto_wait_cpus();
   return (long)(r > 1 ? r : 1) * procs <= cpus;
 }
-static bool cpu_free(void) { return cpu_free_among(1, pto_wait_cpus()); }
 
 /* Spins about spin_ns while cond is false and a CPU stays free for every
  * runnable pto thread; re-checks the count every few iterations, so that a
  * thread woken meanwhile gets the CPU instead of the spinner. */
-static bool spin(pto_cond_fn cond, void *arg, int procs, int cpus) {
+static bool spin(pto_cond_fn cond, void *arg) {
   unsigned spins = spin_budget();
   for (unsigned i = 0; i < spins; i++) {
     if (cond(arg)) return true;
-    if ((i & 63) == 63 && !cpu_free_among(procs, cpus)) return false;
+    if ((i & 63) == 63 && !pto_wait_cpu_free()) return false;
     pto_cpu_relax();
   }
   return false;
@@ -225,19 +295,14 @@ static bool spin(pto_cond_fn cond, void *arg, int procs, int cpus) {
 bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   for (;;) {
     if (cond(arg)) return true;
-    if (cpu_free() ? spin(cond, arg, 1, pto_wait_cpus()) : (sched_yield(), cond(arg))) return true;
+    if (pto_wait_cpu_free() ? spin(cond, arg) : (sched_yield(), cond(arg))) return true;
     if (pto_now_ns() >= deadline_ns) return false;
   }
 }
 
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
-  return pto_wait_shared(ev, cond, arg, deadline_ns, 1, pto_wait_cpus());
-}
-
-bool pto_wait_shared(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns, int procs,
-                     int cpus) {
   if (cond(arg)) return true;
-  if (cpu_free_among(procs, cpus) && spin(cond, arg, procs, cpus)) return true;
+  if (pto_wait_cpu_free() && spin(cond, arg)) return true;
   /* Then yield: with more runnable pto threads than CPUs, a yield is the
    * cheapest hand-off to the thread that will satisfy the condition (one
    * context switch each way, no syscall for the waker). Measured against

@@ -44,15 +44,18 @@ bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
  * waits whose waker always signals ev (a lost wake-up would never end). */
 void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg);
 
-/* Waits as pto_wait, for a waiter whose process shares its CPUs with other
- * processes of pto's that pto's count of runnable threads does not see
- * (the ranks of a shared-memory domain on one host): `procs` processes
- * like this one, itself included, over `cpus` CPUs. It spins only while
- * each of them could have as many runnable threads as this process on a
- * CPU of its own; else it yields, then parks (4 ranks on 2 CPUs: a spinning
- * rank took the time slice of the peer it waited for). */
-bool pto_wait_shared(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns, int procs,
-                     int cpus);
+/* Registers `procs` processes of pto's, this one included, sharing
+ * `cpus` CPUs (the ranks of a shared-memory domain on one host whose CPU
+ * sets meet this one's), until the matching end: while registered, waits
+ * spin only while each of them could have as many runnable threads as
+ * this process on a CPU of its own, else yield and park (wait.c). */
+void pto_wait_share_begin(int procs, int cpus);
+void pto_wait_share_end(int procs, int cpus);
+
+/* Whether a spinner would steal no one's time slice: every runnable
+ * thread of pto's, in this process and in those registered as sharing its
+ * CPUs, has a CPU (a heuristic: relaxed counts). */
+bool pto_wait_cpu_free(void);
 
 /* CPUs a spinner may count on: the first asker's affinity (wait.c), and
  * that set itself (read once, never changed). */

@@ -461,6 +461,9 @@ static pto_node *make_node(int nchips, bool fault_inject, int64_t wait_ms, bool 
   pto_node_config cfg;
   dist_config(&o, nchips, coll_init, &cfg);
   cfg.device_ids = devs;
+  /* one kernel task makes every call of a chip: 7-14 s under
+   * ThreadSanitizer on 2 loaded CPUs, too close to the scenes' 10 s */
+  cfg.chip.watchdog_ms = 60000;
   cfg.window_space = 256u << 20;
   cfg.fault_inject = fault_inject; /* stores land late and out of order until a notify */
   cfg.fault_seed = 7919;

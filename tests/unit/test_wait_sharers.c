@@ -57,6 +57,39 @@ static void test_ranks_outnumbering_the_cpus_do_not_spin(void **state) {
   comm_fixture_close(&f);
 }
 
+/* How often a plain pto_wait of this process (no window's: a core's, the
+ * orchestrator's) asks its condition in 3 ms. */
+static unsigned plain_wait_asks(void) {
+  pto_event ev;
+  pto_event_init(&ev, false);
+  unsigned asked = 0;
+  assert_false(pto_wait(&ev, never, &asked, pto_now_ns() + 3000000ull));
+  return asked;
+}
+
+/* The count of sharing ranks is the process's, not the window's waits':
+ * while the window is open every wait of the process yields and parks
+ * (a spinning core or signal wait took the time slice of a peer rank just
+ * as the window's waits did), and once it is closed they spin again. */
+static void test_every_wait_counts_the_sharers_while_the_window_is_open(void **state) {
+  (void)state;
+  unsigned alone = plain_wait_asks();
+  fixture f;
+  pto_window_buffer bufs[] = {{"sig", 8 * 8}};
+  comm_fixture_reserve(&f, SPACE, bufs, 1, 6);
+  comm_fixture_open(&f, 's', 1);
+  unsigned shared = plain_wait_asks();
+  comm_fixture_close(&f);
+  unsigned after = plain_wait_asks();
+  if (alone <= 64 || shared > 64 || after <= 64) {
+    print_error("a plain wait asked its condition %u times alone, %u with 2 ranks sharing the "
+                "one CPU, %u after the window closed (expected: a spin's thousands, at most "
+                "64, thousands)\n",
+                alone, shared, after);
+    fail();
+  }
+}
+
 int main(void) {
   /* before anything of pto's reads the options or counts the CPUs */
   setenv("PTO_SPIN_NS", "1000000", 1);
@@ -65,6 +98,7 @@ int main(void) {
   if (cpu_bind_thread(pthread_self(), &all, 0) != 0) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ranks_outnumbering_the_cpus_do_not_spin),
+      cmocka_unit_test(test_every_wait_counts_the_sharers_while_the_window_is_open),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
