@@ -834,6 +834,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->scope_depth = (int8_t)r->scope_depth;
   t->commute = ncm > 0;
   t->redux_args = rp.mask;
+  if (rp.mask) memcpy(t->redux_op, rp.op, sizeof t->redux_op);
   t->priority = (int8_t)(opts ? opts->priority : 0);
   t->dep_mark = PTO_TASK_NONE; /* a mark left in the slot by an earlier run is not ours */
   t->ntensors = nt;

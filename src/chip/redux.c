@@ -394,6 +394,7 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
   redux_table *x = &r->rx;
   p->mask = 0;
   p->units = units < 1 ? 1 : units; /* a dummy's copy stays the identity */
+  p->orch_init = units < 1 || r->contract;
   int nt = a ? a->ntensors : 0, nredux = 0;
   for (int i = 0; i < nt; i++)
     nredux += a->access[i] == PTO_REDUX;
@@ -408,7 +409,7 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
   for (int j = 0; j < nt && x->openm; j++)
     if (touches_groups(a->access[j]) && (rc = flush_overlapping_view(r, &rv[j]))) return rc;
   bool busy[REDUX_GROUPS] = {false};
-  for (int i = 0; i < nt; i++) {
+  for (int i = 0, k = 0; i < nt; i++) {
     if (a->access[i] != PTO_REDUX) continue;
     const pto_tensor *t = &a->tensors[i];
     int gi = -1;
@@ -426,6 +427,7 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
     }
     busy[gi] = true;
     p->group[i] = (int8_t)gi;
+    p->op[k++] = (uint8_t)a->redux_op[i];
     p->mask |= 1u << i;
   }
   return PTO_OK;
@@ -436,6 +438,14 @@ void redux_identity_copies(const pto_chip *chip, int op, const pto_tensor *v, in
   for (int u = 0; u < units; u++)
     identity(chip, op, v->dtype, (uint8_t *)v->buf + (size_t)(u * redux_slot_elems(v)) * es,
              pto_tensor_numel(v));
+}
+
+void redux_unit_identity(const pto_chip *chip, const pto_tensor *ts, uint32_t mask,
+                         const uint8_t *ops) {
+  for (int k = 0; mask; mask &= mask - 1, k++) {
+    const pto_tensor *v = &ts[__builtin_ctz(mask)];
+    identity(chip, ops[k], v->dtype, v->buf, pto_tensor_numel(v)); /* contiguous, offset 0 */
+  }
 }
 
 void redux_args(pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *tensors) {
@@ -456,7 +466,7 @@ void redux_args(pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *
       v->stride[d] = stride;
       stride *= v->shape[d];
     }
-    redux_identity_copies(r->chip, g->op, v, p->units);
+    if (p->orch_init) redux_identity_copies(r->chip, g->op, v, p->units);
   }
 }
 
