@@ -100,10 +100,12 @@ typedef struct redux_group {
   pto_tensor target; /* the contributions' view */
   region_view rv;    /* its bytes */
   uint8_t *slab;
-  int64_t slot_elems;   /* slot stride, in elements */
-  int nslots, used;     /* slots in the slab, slots taken */
-  int ntasks, maxtasks; /* contributing tasks, and at most (its combine's edges) */
-  pto_task_id *contrib; /* REDUX_SLOTS_MAX ids: the contributing tasks in order */
+  int64_t slot_elems;           /* slot stride, in elements */
+  int64_t es, numel;            /* element size, elements of a copy */
+  int64_t stride[PTO_MAX_DIMS]; /* a copy's strides (contiguous) */
+  int nslots, used;             /* slots in the slab, slots taken */
+  int ntasks, maxtasks;         /* contributing tasks, and at most (its combine's edges) */
+  pto_task_id *contrib;         /* REDUX_SLOTS_MAX ids: the contributing tasks in order */
 } redux_group;
 
 typedef struct redux_table {
@@ -112,6 +114,7 @@ typedef struct redux_table {
   uint32_t openm; /* the open groups, a bit each: a submit's loops visit only them (a group
                    * is several lines: walking all REDUX_GROUPS cost each contribution) */
   uint64_t seq;
+  int last; /* the group of the last contribution: looked at first (a reduction loop's) */
 } redux_table;
 
 /* One submit's REDUX arguments: their groups (on the submit's stack, as a
@@ -138,7 +141,7 @@ int redux_prepare(struct pto_run *r, const pto_args *a, const region_view *rv, i
                   redux_plan *p);
 /* The task's copy of its arguments: each REDUX argument becomes its slot
  * (set to the op's identity here only if p->orch_init). */
-void redux_args(struct pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *tensors);
+void redux_args(struct pto_run *r, const redux_plan *p, pto_tensor *tensors);
 /* Sets the `units` private copies of a REDUX argument's view v (unit 0's
  * copy, as redux_args makes it; the others redux_slot_elems apart) to the
  * op's identity, on the orchestrator's thread before the task is
@@ -152,8 +155,7 @@ void redux_unit_identity(const struct pto_chip *chip, const pto_tensor *ts, uint
                          const uint8_t *ops);
 /* After the task was published as `id`: records it in its groups and
  * flushes the groups it filled. */
-int redux_submitted(struct pto_run *r, const redux_plan *p, const pto_args *a, pto_task_id id,
-                    int priority);
+int redux_submitted(struct pto_run *r, const redux_plan *p, pto_task_id id, int priority);
 
 /* Flushes the groups whose bytes overlap t's (a host access). */
 int redux_flush_overlapping(struct pto_run *r, const pto_tensor *t);
