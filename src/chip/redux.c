@@ -427,7 +427,7 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
   p->orch_init = units < 1 || r->contract;
   int nt = a ? a->ntensors : 0;
   uint32_t redux = 0, touch = 0; /* the REDUX arguments; those tracked against groups */
-  for (int i = 0; i < nt; i++) {
+  for (int i = 0; i < nt && i < PTO_MAX_TENSOR_ARGS; i++) { /* (nt is: the bound is gcc's) */
     redux |= (uint32_t)(a->access[i] == PTO_REDUX) << i;
     touch |= (TOUCHES_GROUPS >> a->access[i] & 1) << i;
   }
