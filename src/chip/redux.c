@@ -424,7 +424,6 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
   redux_table *x = &r->rx;
   p->mask = 0;
   p->units = units < 1 ? 1 : units; /* a dummy's copy stays the identity */
-  p->orch_init = units < 1 || r->contract;
   int nt = a ? a->ntensors : 0;
   uint32_t redux = 0, touch = 0; /* the REDUX arguments; those tracked against groups */
   for (int i = 0; i < nt && i < PTO_MAX_TENSOR_ARGS; i++) { /* (nt is: the bound is gcc's) */
@@ -432,13 +431,14 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
     touch |= (TOUCHES_GROUPS >> a->access[i] & 1) << i;
   }
   if (!redux && !x->openm) return PTO_OK;
+  p->orch_init = units < 1 || r->contract;
   int rc;
-  if (__builtin_popcount(redux) > REDUX_GROUPS) {
-    uint32_t m = redux;
-    for (int k = 0; k < REDUX_GROUPS; k++)
-      m &= m - 1;
-    return redux_fail(r, __builtin_ctz(m), "a task has at most %d REDUX arguments", REDUX_GROUPS);
-  }
+  uint32_t ninth = redux; /* the arguments past the first REDUX_GROUPS (no libgcc popcount) */
+  for (int k = 0; k < REDUX_GROUPS && ninth; k++)
+    ninth &= ninth - 1;
+  if (ninth)
+    return redux_fail(r, __builtin_ctz(ninth), "a task has at most %d REDUX arguments",
+                      REDUX_GROUPS);
   if (redux && r->scope_depth > 0 && r->scopes[r->scope_depth].mode == PTO_SCOPE_MANUAL)
     return redux_fail(r, __builtin_ctz(redux),
                       "not inside a manual scope: the combine task is ordered by inferred "
