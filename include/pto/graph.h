@@ -33,8 +33,9 @@
  *
  * Scalars are numbered in submission order over all tasks (task 0's
  * first); a launch may give all of them anew. (The runtime's own tasks,
- * which combine PTO_REDUX copies, have none in this numbering; a launch
- * sets those copies to their op's identity again, as submit does.)
+ * which combine PTO_REDUX copies, have none in this numbering; at every
+ * launch those copies start from their op's identity again, as in a
+ * dynamic run.)
  *
  * Refusals (PTO_EGRAPH, the details naming what): a capture whose graph
  * does not fit the chip's rings all at once (every captured task stays

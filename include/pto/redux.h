@@ -45,7 +45,9 @@ typedef enum pto_redux_builtin {
 typedef struct pto_redux_op_desc {
   const char *name; /* shown in error details */
   int32_t dtype;    /* pto_dtype of the views it reduces */
-  /* dst[0..n) = the identity (runs on the orchestrator's thread at submit) */
+  /* dst[0..n) = the identity (runs on the core of each contribution, on
+   * its own copy, before its kernel: on several threads at once; on the
+   * orchestrator's thread for a dummy task and in checking mode) */
   void (*init)(void *dst, int64_t n);
   /* acc[i] = acc[i] op src[i] for i in [0, n) (runs in the combine task) */
   void (*combine)(void *acc, const void *src, int64_t n);

@@ -221,8 +221,9 @@ class Chip:
         src`` element-wise, in place or by returning it (``src`` is
         read-only). ``combine`` should be associative; pto folds in
         submission order (then block, then core), so results are
-        reproducible bit for bit. Both run with the GIL: init at submit on
-        the orchestrator's thread (and at every launch of a captured graph),
+        reproducible bit for bit. Both run with the GIL: init on the core
+        of each contribution, on its copy, before its kernel (on the
+        orchestrator's thread for a dummy task and in checking mode),
         combine in the runtime's ``redux_combine`` tasks. An exception in
         either makes the run raise KernelError naming the op once it has
         ended (the exception as ``__cause__``). At most 16 ops per chip,

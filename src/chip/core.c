@@ -168,6 +168,9 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
     redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
     ctx.tensors = own;
   }
+  /* its copies start from the identity, written here: the line is this
+   * core's from the first write (redux.h) */
+  if (t->redux_args) redux_unit_identity(r->chip, ctx.tensors, t->redux_args, t->redux_op);
   /* the clock only where a figure needs it (trace, first block, gang
    * spread, one block in 16 for pull_hold.h): the watchdog needs no start
    * time (a block that runs through a stall started before it,

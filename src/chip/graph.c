@@ -362,6 +362,7 @@ static void fill_slot(pto_run *r, pto_graph *g, uint32_t i) {
   t->sync_start = gt->sync_start;
   t->priority = gt->priority;
   t->redux_args = gt->redux_args;
+  memcpy(t->redux_op, gt->redux_op, sizeof t->redux_op);
   t->commute = gt->commute_args != 0;
   if (t->commute) /* the views that exclude each other, as submit sets them */
     cm_link_views(&r->cm.links[i], g->run_cm + gt->cm0, g->run_views + gt->arg0, NULL, gt->ntensors,
@@ -437,11 +438,12 @@ static void replay_orch(pto_orch *o, void *arg) {
     g->rebased = true;
   }
   /* the REDUX copies start from the op's identity at every launch, as at
-   * submit: the capture's copies hold its contributions, and a launch's
-   * contributions accumulate into what they find */
+   * submit: set by the cores before their kernels, and here those of a
+   * dummy task and, in checking mode, every one (redux.h) */
   for (uint32_t i = 0; i < g->ninits; i++)
-    redux_identity_copies(r->chip, g->inits[i].op, &g->run_views[g->inits[i].arg],
-                          g->inits[i].units);
+    if (g->inits[i].dummy || r->contract)
+      redux_identity_copies(r->chip, g->inits[i].op, &g->run_views[g->inits[i].arg],
+                            g->inits[i].units);
   r->dep_head = g->npreds;
   if (g->nsync) atomic_fetch_add_explicit(&r->sync_tasks, g->nsync, memory_order_relaxed);
   /* The slots are filled in order, and each root is pushed as soon as

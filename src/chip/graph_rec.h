@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chip/redux.h"
 #include "common/region.h"
 #include "pto/chip.h"
 #include "pto/graph.h"
@@ -32,6 +33,8 @@ typedef struct graph_task {
   uint32_t pred0, npred;  /* predecessors: preds[pred0 ..] (trace arrows) */
   uint32_t succ0, nsucc;  /* successors: succ[succ0 ..] (built at the end) */
   int64_t pre;            /* every task up to pre is its ancestor (graph_record.c) */
+  /* the REDUX arguments' ops (task.redux_op) */
+  uint8_t redux_op[REDUX_GROUPS];
 } graph_task;
 
 /* Where a tensor argument's base comes from at a launch. */
@@ -41,12 +44,14 @@ typedef struct graph_arg {
 } graph_arg;
 
 /* A REDUX argument's private copies, set to the op's identity at each
- * launch as at submit (redux_identity_copies): the argument's view in
- * run_views, and how many copies it has. */
+ * launch where submit sets them (redux_identity_copies: a dummy task's,
+ * and every one in checking mode; elsewhere the cores set their own): the
+ * argument's view in run_views, and how many copies it has. */
 typedef struct graph_init {
   uint32_t arg;
   int32_t op;
   int32_t units;
+  bool dummy; /* its task runs on no core */
 } graph_init;
 
 typedef struct graph_buf {

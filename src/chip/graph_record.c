@@ -161,8 +161,8 @@ int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_t
        * numbered at its first contribution, the user's first use of it
        * (its combine task comes later) */
       if (!in_heap(r, a->tensors[i].buf) && bound_buffer(g, &a->tensors[i]) < 0) goto oom;
-      g->inits[g->ninits++] =
-          (graph_init){g->nargs + i, a->redux_op[i], t->units_total ? t->units_total : 1};
+      g->inits[g->ninits++] = (graph_init){g->nargs + i, a->redux_op[i],
+                                           t->units_total ? t->units_total : 1, t->kernel == -1};
     }
     if (in_heap(r, v->buf)) {
       /* the capture's heap starts at the ring's base and never wraps
@@ -206,6 +206,7 @@ int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_t
                                        .pred0 = g->npreds,
                                        .npred = npreds,
                                        .pre = pre};
+  memcpy(g->tasks[g->ntasks - 1].redux_op, t->redux_op, sizeof t->redux_op);
   g->nargs += nt;
   if (fixed)
     g->nfixed += ns;

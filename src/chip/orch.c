@@ -725,7 +725,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   uint64_t *scalars = (uint64_t *)(tensors + nt);
   if (nt) memcpy(tensors, a->tensors, sizeof(pto_tensor) * (size_t)nt);
   if (ns) memcpy(scalars, a->scalars, sizeof(uint64_t) * (size_t)ns);
-  if (rp.mask) redux_args(r, &rp, a, tensors);
+  if (rp.mask) redux_args(r, &rp, tensors);
   if (ncm) /* normalised once here, compared at every acquire (commute.h) */
     cm_link_views(&r->cm.links[id & r->slot_mask], (region_view *)(scalars + ns), tensors, rv, nt,
                   cm_mask);
@@ -834,6 +834,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->scope_depth = (int8_t)r->scope_depth;
   t->commute = ncm > 0;
   t->redux_args = rp.mask;
+  if (rp.mask) memcpy(t->redux_op, rp.op, sizeof t->redux_op);
   t->priority = (int8_t)(opts ? opts->priority : 0);
   t->dep_mark = PTO_TASK_NONE; /* a mark left in the slot by an earlier run is not ours */
   t->ntensors = nt;
@@ -904,7 +905,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
     sched_make_ready(r, t);
   if (r->ctl) schedule_after_submit(r);
-  if (rp.mask) return redux_submitted(r, &rp, a, id, t->priority);
+  if (rp.mask) return redux_submitted(r, &rp, id, t->priority);
   return PTO_OK;
 }
 

@@ -142,6 +142,9 @@ static void fold(const pto_chip *chip, int op, int dtype, void *acc, const void 
     fold_builtin(op, dtype, acc, src, n);
 }
 
+/* Slots the combine task asks for ahead of the one it folds. */
+#define COMBINE_AHEAD 8
+
 /* ---- the combine task ----
  * tensors: [0] the reduced view (INOUT), [1] the slab (INPUT);
  * scalars: [0] op, [1] slots used, [2] slot stride in elements. Folds slot
@@ -155,11 +158,16 @@ static int combine_kernel(const pto_kctx *c) {
   int64_t used = (int64_t)c->scalars[1], stride = (int64_t)c->scalars[2];
   int64_t n = pto_tensor_numel(dst);
   size_t es = pto_dtype_size((pto_dtype)dst->dtype);
-  bool dense = pto_tensor_is_contiguous(dst);
+  size_t step = (size_t)stride * es; /* bytes from a slot to the next */
+  void *acc = pto_tensor_is_contiguous(dst) ? pto_tensor_at_linear(dst, 0) : NULL;
   for (int64_t s = 0; s < used; s++) {
-    const char *src = slab + (size_t)(s * stride) * es;
-    if (dense) {
-      fold(r->chip, op, dst->dtype, pto_tensor_at_linear(dst, 0), src, n);
+    const char *src = slab + (size_t)s * step;
+    /* each slot was written by the core that ran its contribution: ask
+     * for the lines a few slots ahead, so the misses overlap instead of
+     * coming one after the other (a prefetch never faults) */
+    __builtin_prefetch(src + COMBINE_AHEAD * step);
+    if (acc) {
+      fold(r->chip, op, dst->dtype, acc, src, n);
       continue;
     }
     for (int64_t i = 0; i < n; i++) /* a strided view: element by element */
@@ -265,11 +273,19 @@ int redux_flush_all(pto_run *r) {
   return rc;
 }
 
+/* region_view_overlap, with its first test (disjoint byte ranges, the
+ * usual answer here: a contribution's other arguments, the chunks it
+ * reads) made without the call. */
+static inline bool overlap(const region_view *a, const region_view *b) {
+  if (a->known && b->known && (a->hi <= b->lo || b->hi <= a->lo)) return false;
+  return region_view_overlap(a, b);
+}
+
 static int flush_overlapping_view(pto_run *r, const region_view *v) {
   int rc = PTO_OK;
   for (uint32_t m = r->rx.openm; m && !rc; m &= m - 1) {
     redux_group *g = &r->rx.g[__builtin_ctz(m)];
-    if (region_view_overlap(&g->rv, v)) rc = flush(r, g);
+    if (overlap(&g->rv, v)) rc = flush(r, g);
   }
   return rc;
 }
@@ -281,14 +297,14 @@ int redux_flush_overlapping(pto_run *r, const pto_tensor *t) {
   return flush_overlapping_view(r, &v);
 }
 
-/* The same view: same first byte, dtype, shape and strides. */
-static bool same_view(const pto_tensor *a, const pto_tensor *b) {
-  size_t es = pto_dtype_size((pto_dtype)a->dtype);
-  if (a->dtype != b->dtype || a->ndims != b->ndims ||
-      (char *)a->buf + a->offset * (int64_t)es != (char *)b->buf + b->offset * (int64_t)es)
+/* The same view: same first byte (rv, normalised by submit's validation),
+ * dtype, shape and strides. */
+static bool same_view(const redux_group *g, const pto_tensor *t, const region_view *rv) {
+  if (!g->rv.known || !rv->known || g->rv.lo != rv->lo || g->target.dtype != t->dtype ||
+      g->target.ndims != t->ndims)
     return false;
-  for (int d = 0; d < a->ndims; d++)
-    if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d]) return false;
+  for (int d = 0; d < t->ndims; d++)
+    if (g->target.shape[d] != t->shape[d] || g->target.stride[d] != t->stride[d]) return false;
   return true;
 }
 
@@ -339,6 +355,14 @@ static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, in
   g->rv = *rv;
   g->slab = slab;
   g->slot_elems = redux_slot_elems(t);
+  g->es = (int64_t)es;
+  g->numel = pto_tensor_numel(t);
+  memcpy(g->stride, t->stride, sizeof g->stride);
+  int64_t stride = 1;
+  for (int d = t->ndims - 1; d >= 0; d--) { /* a copy's: contiguous */
+    g->stride[d] = stride;
+    stride *= t->shape[d];
+  }
   g->nslots = (int)nslots;
   g->used = 0;
   g->ntasks = 0;
@@ -355,33 +379,27 @@ static const char *mode_name(int m) {
   return m >= 0 && m <= PTO_REDUX ? n[m] : "?";
 }
 
-/* Whether access mode m is tracked against a group's bytes (OUTPUT is a
- * fresh buffer, NO_DEP is never tracked). */
-static bool touches_groups(int m) {
-  return m == PTO_INPUT || m == PTO_OUTPUT_EXISTING || m == PTO_INOUT || m == PTO_COMMUTE;
-}
+/* The accesses tracked against a group's bytes (OUTPUT is a fresh
+ * buffer, NO_DEP is never tracked), a bit per access mode. */
+#define TOUCHES_GROUPS                                                                             \
+  (1u << PTO_INPUT | 1u << PTO_OUTPUT_EXISTING | 1u << PTO_INOUT | 1u << PTO_COMMUTE)
 
 /* The checks of one REDUX argument that need no group. */
 static int check_arg(pto_run *r, const pto_args *a, const region_view *rv, int i) {
   int op = a->redux_op[i];
   const pto_tensor *t = &a->tensors[i];
-  if (r->scope_depth > 0 && r->scopes[r->scope_depth].mode == PTO_SCOPE_MANUAL)
-    return redux_fail(r, i,
-                      "not inside a manual scope: the combine task is ordered by inferred "
-                      "dependencies");
-  const char *name = pto_redux_op_name(r->chip, op);
-  if (!name)
+  const redux_user_op *u = user_op(r->chip, op);
+  if (!u && (op < 0 || op >= PTO_REDUX_BUILTINS))
     return redux_fail(r, i,
                       "unknown op %d (the built-ins are 0..%d: sum, prod, max, min; %d op%s "
                       "registered from %d)",
                       op, PTO_REDUX_BUILTINS - 1, r->chip->nredux_ops,
                       r->chip->nredux_ops == 1 ? "" : "s", PTO_REDUX_USER);
-  const redux_user_op *u = user_op(r->chip, op);
   if (u && u->dtype != t->dtype)
-    return redux_fail(r, i, "op '%s' reduces %s but the view is %s", name,
+    return redux_fail(r, i, "op '%s' reduces %s but the view is %s", u->name,
                       pto_dtype_name((pto_dtype)u->dtype), pto_dtype_name((pto_dtype)t->dtype));
   for (int j = 0; j < a->ntensors; j++)
-    if (j != i && a->access[j] != PTO_OUTPUT && region_view_overlap(&rv[i], &rv[j]))
+    if (j != i && a->access[j] != PTO_OUTPUT && overlap(&rv[i], &rv[j]))
       return redux_fail(r, i,
                         "its bytes overlap tensor argument %d (%s): the kernel sees only a "
                         "private copy of a REDUX view, so the task may not access those bytes "
@@ -390,32 +408,51 @@ static int check_arg(pto_run *r, const pto_args *a, const region_view *rv, int i
   return PTO_OK;
 }
 
+/* The open group of view t (rv) with op, or -1. The previous
+ * contribution's group is looked at first: a reduction loop's. */
+static int find_group(redux_table *x, const pto_tensor *t, const region_view *rv, int op) {
+  if (x->openm >> x->last & 1 && x->g[x->last].op == op && same_view(&x->g[x->last], t, rv))
+    return x->last;
+  for (uint32_t m = x->openm & ~(1u << x->last); m; m &= m - 1) {
+    int k = __builtin_ctz(m);
+    if (x->g[k].op == op && same_view(&x->g[k], t, rv)) return k;
+  }
+  return -1;
+}
+
 int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int units, redux_plan *p) {
   redux_table *x = &r->rx;
   p->mask = 0;
   p->units = units < 1 ? 1 : units; /* a dummy's copy stays the identity */
-  int nt = a ? a->ntensors : 0, nredux = 0;
-  for (int i = 0; i < nt; i++)
-    nredux += a->access[i] == PTO_REDUX;
-  if (!nredux && !x->openm) return PTO_OK;
+  int nt = a ? a->ntensors : 0;
+  uint32_t redux = 0, touch = 0; /* the REDUX arguments; those tracked against groups */
+  for (int i = 0; i < nt && i < PTO_MAX_TENSOR_ARGS; i++) { /* (nt is: the bound is gcc's) */
+    redux |= (uint32_t)(a->access[i] == PTO_REDUX) << i;
+    touch |= (TOUCHES_GROUPS >> a->access[i] & 1) << i;
+  }
+  if (!redux && !x->openm) return PTO_OK;
+  p->orch_init = units < 1 || r->contract;
   int rc;
-  for (int i = 0, k = 0; i < nt && nredux > REDUX_GROUPS; i++)
-    if (a->access[i] == PTO_REDUX && ++k > REDUX_GROUPS)
-      return redux_fail(r, i, "a task has at most %d REDUX arguments", REDUX_GROUPS);
-  for (int i = 0; i < nt; i++)
-    if (a->access[i] == PTO_REDUX && (rc = check_arg(r, a, rv, i))) return rc;
+  uint32_t ninth = redux; /* the arguments past the first REDUX_GROUPS (no libgcc popcount) */
+  for (int k = 0; k < REDUX_GROUPS && ninth; k++)
+    ninth &= ninth - 1;
+  if (ninth)
+    return redux_fail(r, __builtin_ctz(ninth), "a task has at most %d REDUX arguments",
+                      REDUX_GROUPS);
+  if (redux && r->scope_depth > 0 && r->scopes[r->scope_depth].mode == PTO_SCOPE_MANUAL)
+    return redux_fail(r, __builtin_ctz(redux),
+                      "not inside a manual scope: the combine task is ordered by inferred "
+                      "dependencies");
+  for (uint32_t m = redux; m; m &= m - 1)
+    if ((rc = check_arg(r, a, rv, __builtin_ctz(m)))) return rc;
   /* the task's other accesses come after the contributions so far */
-  for (int j = 0; j < nt && x->openm; j++)
-    if (touches_groups(a->access[j]) && (rc = flush_overlapping_view(r, &rv[j]))) return rc;
+  for (uint32_t m = touch; m && x->openm; m &= m - 1)
+    if ((rc = flush_overlapping_view(r, &rv[__builtin_ctz(m)]))) return rc;
   bool busy[REDUX_GROUPS] = {false};
-  for (int i = 0; i < nt; i++) {
-    if (a->access[i] != PTO_REDUX) continue;
+  for (int k = 0; redux; redux &= redux - 1, k++) {
+    int i = __builtin_ctz(redux);
     const pto_tensor *t = &a->tensors[i];
-    int gi = -1;
-    for (uint32_t m = x->openm; m && gi < 0; m &= m - 1) {
-      int k = __builtin_ctz(m);
-      if (x->g[k].op == a->redux_op[i] && same_view(&x->g[k].target, t)) gi = k;
-    }
+    int gi = find_group(x, t, &rv[i], a->redux_op[i]);
     if (gi >= 0 && x->g[gi].used + p->units > x->g[gi].nslots) { /* its copies do not fit */
       if ((rc = flush(r, &x->g[gi]))) return rc;
       gi = -1;
@@ -425,7 +462,9 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
       if ((rc = open_group(r, t, &rv[i], a->redux_op[i], i, p->units, busy, &gi))) return rc;
     }
     busy[gi] = true;
+    x->last = gi;
     p->group[i] = (int8_t)gi;
+    p->op[k] = (uint8_t)a->redux_op[i];
     p->mask |= 1u << i;
   }
   return PTO_OK;
@@ -438,41 +477,39 @@ void redux_identity_copies(const pto_chip *chip, int op, const pto_tensor *v, in
              pto_tensor_numel(v));
 }
 
-void redux_args(pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *tensors) {
-  for (int i = 0; i < a->ntensors; i++) {
-    if (a->access[i] != PTO_REDUX) continue;
-    redux_group *g = &r->rx.g[p->group[i]];
-    pto_dtype dt = (pto_dtype)g->target.dtype;
-    size_t es = pto_dtype_size(dt);
-    uint8_t *slot = g->slab + (size_t)(g->used * g->slot_elems) * es;
-    /* unit 0's copy; the buffer holds every unit's (redux_unit_tensors) */
-    pto_tensor *v = &tensors[i];
-    v->buf = slot;
-    v->buf_bytes = (size_t)((p->units - 1) * g->slot_elems + pto_tensor_numel(&g->target)) * es;
-    v->offset = 0;
-    v->alloc_tag = 0;
-    int64_t stride = 1;
-    for (int d = v->ndims - 1; d >= 0; d--) {
-      v->stride[d] = stride;
-      stride *= v->shape[d];
-    }
-    redux_identity_copies(r->chip, g->op, v, p->units);
+void redux_unit_identity(const pto_chip *chip, const pto_tensor *ts, uint32_t mask,
+                         const uint8_t *ops) {
+  for (int k = 0; mask; mask &= mask - 1, k++) {
+    const pto_tensor *v = &ts[__builtin_ctz(mask)];
+    identity(chip, ops[k], v->dtype, v->buf, pto_tensor_numel(v)); /* contiguous, offset 0 */
   }
 }
 
-int redux_submitted(pto_run *r, const redux_plan *p, const pto_args *a, pto_task_id id,
-                    int priority) {
+void redux_args(pto_run *r, const redux_plan *p, pto_tensor *tensors) {
+  for (uint32_t m = p->mask; m; m &= m - 1) {
+    int i = __builtin_ctz(m);
+    const redux_group *g = &r->rx.g[p->group[i]];
+    /* unit 0's copy, contiguous; the buffer holds every unit's (redux_unit_tensors) */
+    pto_tensor *v = &tensors[i];
+    v->buf = g->slab + (size_t)(g->used * g->slot_elems) * g->es;
+    v->buf_bytes = (size_t)((p->units - 1) * g->slot_elems + g->numel) * g->es;
+    v->offset = 0;
+    v->alloc_tag = 0;
+    memcpy(v->stride, g->stride, sizeof v->stride);
+    if (p->orch_init) redux_identity_copies(r->chip, g->op, v, p->units);
+  }
+}
+
+int redux_submitted(pto_run *r, const redux_plan *p, pto_task_id id, int priority) {
   int rc = PTO_OK;
-  for (int i = 0; i < a->ntensors; i++) {
-    if (a->access[i] != PTO_REDUX) continue;
-    redux_group *g = &r->rx.g[p->group[i]];
+  for (uint32_t m = p->mask; m; m &= m - 1) {
+    redux_group *g = &r->rx.g[p->group[__builtin_ctz(m)]];
     g->contrib[g->ntasks++] = id;
     g->used += p->units;
     if (priority > g->priority) g->priority = priority;
   }
-  for (int i = 0; i < a->ntensors && !rc; i++) { /* full: fold now, its slab comes back */
-    if (a->access[i] != PTO_REDUX) continue;
-    redux_group *g = &r->rx.g[p->group[i]];
+  for (uint32_t m = p->mask; m && !rc; m &= m - 1) { /* full: fold now, its slab comes back */
+    redux_group *g = &r->rx.g[p->group[__builtin_ctz(m)]];
     if (g->used == g->nslots || g->ntasks == g->maxtasks) rc = flush(r, g);
   }
   return rc;

@@ -9,7 +9,12 @@
  * its back-pressure), one slot per core of each contributing task (its
  * blocks times cores per block), cache-line apart, in submission order,
  * then block, then core in the block. Each slot is set to the op's
- * identity when its task is submitted. When the slab is full, or
+ * identity by the core that owns it, just before its kernel
+ * (redux_unit_identity), so the orchestrator never writes the slot's line
+ * and the core does not take it back from the orchestrator's cache; by
+ * the orchestrator at submit only for a dummy task, which runs on no core,
+ * and in checking mode, whose blocks run on the orchestrator's thread
+ * from a snapshot taken before them. When the slab is full, or
  * before anything else touches the view's bytes, the group is flushed: a
  * combine task (kernel "redux_combine") folds the slots into the tensor in
  * slot order, tensor = ((tensor op s0) op s1) ..., and the slab is freed
@@ -95,10 +100,12 @@ typedef struct redux_group {
   pto_tensor target; /* the contributions' view */
   region_view rv;    /* its bytes */
   uint8_t *slab;
-  int64_t slot_elems;   /* slot stride, in elements */
-  int nslots, used;     /* slots in the slab, slots taken */
-  int ntasks, maxtasks; /* contributing tasks, and at most (its combine's edges) */
-  pto_task_id *contrib; /* REDUX_SLOTS_MAX ids: the contributing tasks in order */
+  int64_t slot_elems;           /* slot stride, in elements */
+  int64_t es, numel;            /* element size, elements of a copy */
+  int64_t stride[PTO_MAX_DIMS]; /* a copy's strides (contiguous) */
+  int nslots, used;             /* slots in the slab, slots taken */
+  int ntasks, maxtasks;         /* contributing tasks, and at most (its combine's edges) */
+  pto_task_id *contrib;         /* REDUX_SLOTS_MAX ids: the contributing tasks in order */
 } redux_group;
 
 typedef struct redux_table {
@@ -107,14 +114,17 @@ typedef struct redux_table {
   uint32_t openm; /* the open groups, a bit each: a submit's loops visit only them (a group
                    * is several lines: walking all REDUX_GROUPS cost each contribution) */
   uint64_t seq;
+  int last; /* the group of the last contribution: looked at first (a reduction loop's) */
 } redux_table;
 
 /* One submit's REDUX arguments: their groups (on the submit's stack, as a
  * flush submits a combine task in the middle of it). */
 typedef struct redux_plan {
-  uint32_t mask; /* the REDUX arguments */
-  int units;     /* copies per argument: the task's cores (1 for a dummy) */
+  uint32_t mask;  /* the REDUX arguments */
+  int units;      /* copies per argument: the task's cores (1 for a dummy) */
+  bool orch_init; /* the copies are set at submit (a dummy; checking mode) */
   int8_t group[PTO_MAX_TENSOR_ARGS];
+  uint8_t op[REDUX_GROUPS]; /* each REDUX argument's op, in argument order (task.redux_op) */
 } redux_plan;
 
 int redux_init(redux_table *x, const redux_orch *orch);
@@ -129,18 +139,23 @@ void redux_destroy(redux_table *x);
  * on failure, after run_fail. */
 int redux_prepare(struct pto_run *r, const pto_args *a, const region_view *rv, int units,
                   redux_plan *p);
-/* The task's copy of its arguments: each REDUX argument becomes its slot,
- * set to the op's identity. */
-void redux_args(struct pto_run *r, const redux_plan *p, const pto_args *a, pto_tensor *tensors);
+/* The task's copy of its arguments: each REDUX argument becomes its slot
+ * (set to the op's identity here only if p->orch_init). */
+void redux_args(struct pto_run *r, const redux_plan *p, pto_tensor *tensors);
 /* Sets the `units` private copies of a REDUX argument's view v (unit 0's
  * copy, as redux_args makes it; the others redux_slot_elems apart) to the
- * op's identity: at submit, and again at every launch of a captured graph
- * (graph.c), on the orchestrator's thread before the task is published. */
+ * op's identity, on the orchestrator's thread before the task is
+ * published: at submit, and at every launch of a captured graph
+ * (graph.c), for a dummy task and in checking mode. */
 void redux_identity_copies(const struct pto_chip *chip, int op, const pto_tensor *v, int units);
+/* A core's copies, just before its kernel: each REDUX argument of ts
+ * (bits of `mask`; the views the kernel sees, moved to this core's copy)
+ * set to its op's identity, ops[k] being the k-th REDUX argument's. */
+void redux_unit_identity(const struct pto_chip *chip, const pto_tensor *ts, uint32_t mask,
+                         const uint8_t *ops);
 /* After the task was published as `id`: records it in its groups and
  * flushes the groups it filled. */
-int redux_submitted(struct pto_run *r, const redux_plan *p, const pto_args *a, pto_task_id id,
-                    int priority);
+int redux_submitted(struct pto_run *r, const redux_plan *p, pto_task_id id, int priority);
 
 /* Flushes the groups whose bytes overlap t's (a host access). */
 int redux_flush_overlapping(struct pto_run *r, const pto_tensor *t);

@@ -132,8 +132,7 @@ typedef struct task {
   PTO_LINE_ALIGNED pto_task_id id;
   pto_tensor *tensors; /* in the args ring */
   uint64_t *scalars;
-  uint64_t dep_end; /* dep ring head after this task's nodes (its retirement frees them) */
-  int32_t kernel;   /* -1: dummy */
+  int32_t kernel; /* -1: dummy */
   int32_t block_num;
   int32_t units_total; /* block_num * cores per block */
   int32_t ntensors, nscalars;
@@ -144,6 +143,9 @@ typedef struct task {
   int8_t priority;     /* 0 .. PTO_PRIORITY_MAX: its ready queue level (ready_queue.h) */
   bool fixed_fanout;   /* a graph launch's: nobody links into fanout_head (sched.c) */
   uint32_t redux_args; /* bit i: tensor i is a REDUX argument's slots (redux.h) */
+  /* the op of each REDUX argument, in argument order: the core sets its
+   * copy to the op's identity before the kernel (redux_unit_identity) */
+  uint8_t redux_op[REDUX_GROUPS];
   /* Consumers' dependency nodes, a lock-free stack: the orchestrator pushes
    * (CAS), completion closes it once (exchange with FANOUT_CLOSED); in a
    * graph launch, the successor list, written before the run's first push
@@ -153,6 +155,7 @@ typedef struct task {
   uint32_t ndeps;       /* orch: its dependency nodes, the last before dep_end */
   int64_t pre;          /* orch: every task up to pre is its ancestor or retired at its submit */
   uint64_t heap_end, args_end; /* orch: ring heads after this task's allocations */
+  uint64_t dep_end; /* orch: dep ring head after this task's nodes (its retirement frees them) */
   PTO_LINE_ALIGNED _Atomic int32_t state;
   _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
   _Atomic int32_t units_done;

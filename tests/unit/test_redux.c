@@ -10,6 +10,8 @@
  * - tasks of several blocks and MIX kernels give every core its own copy,
  *   folded in block order, then core order (AIC first);
  * - a user op's init and combine are the ones used;
+ * - a dummy task's copy is the identity, in a run and in each launch of a
+ *   captured graph, over heap an earlier run filled with other bytes;
  * - the trace names the combine tasks and marks the contributions;
  * - bad input (unknown op, dtype mismatch, a REDUX view overlapping the
  *   task's other arguments, a ninth REDUX argument, a manual scope)
@@ -586,6 +588,81 @@ static void test_user_op(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- dummy contributions ----
+ * A dummy task runs on no core, so nothing but the orchestrator sets its
+ * copy to the identity (a core sets its own before its kernel, redux.h):
+ * at submit, and at every launch of a captured graph. The copies are
+ * heap that an earlier run filled with other bytes. */
+
+typedef struct dummy_run {
+  fixture *f;
+  int32_t acc[NELEM];
+} dummy_run;
+
+static void orch_garbage(pto_orch *o, void *arg) { /* the whole heap, not the identity */
+  fixture *f = arg;
+  pto_tensor big;
+  int64_t n = 4096 / sizeof(int32_t);
+  pto_tensor_desc(&big, PTO_I32, 1, &n);
+  pto_submit_v(o, f->k_fill, PTO_OUT(&big), PTO_SCALAR(0x40dead0000000000ull)); /* 31412.0 */
+}
+
+static void orch_dummies(pto_orch *o, void *arg) {
+  dummy_run *s = arg;
+  pto_tensor t;
+  int64_t n = NELEM;
+  pto_tensor_init(&t, s->acc, sizeof s->acc, PTO_I32, 1, &n);
+  for (int k = 0; k < 40; k++) {
+    if (k % 3 == 1) {
+      pto_args a;
+      pto_args_init(&a);
+      pto_args_redux(&a, &t, PTO_REDUX_SUM);
+      pto_submit_dummy(o, &a, NULL, NULL);
+    } else {
+      submit_contrib(o, s->f, &t, PTO_REDUX_SUM, k, 0);
+    }
+  }
+}
+
+static void check_dummies(const dummy_run *s, const char *when) {
+  for (int i = 0; i < NELEM; i++) {
+    int32_t want = 0;
+    for (int k = 0; k < 40; k++)
+      if (k % 3 != 1) want += k + i;
+    if (s->acc[i] != want) {
+      fprintf(stderr, "%s: element %d = %d, expected %d\n", when, i, s->acc[i], want);
+      fail();
+    }
+  }
+}
+
+static void test_dummy_contributions(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 4096); /* every run's slabs at the heap's start */
+  dummy_run s = {&f, {0}};
+  run_ok(chip, orch_garbage, &f);
+  run_ok(chip, orch_dummies, &s);
+  check_dummies(&s, "dynamic run");
+  memset(s.acc, 0, sizeof s.acc);
+  pto_graph *g = NULL;
+  pto_error_info err;
+  int rc = pto_graph_capture(chip, orch_dummies, &s, &g, NULL, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, PTO_OK);
+  check_dummies(&s, "capture");
+  for (int launch = 0; launch < 2; launch++) {
+    run_ok(chip, orch_garbage, &f);
+    memset(s.acc, 0, sizeof s.acc);
+    rc = pto_graph_launch(chip, g, NULL, NULL, &err);
+    if (rc) pto_error_print(&err, stderr);
+    assert_int_equal(rc, PTO_OK);
+    check_dummies(&s, launch ? "launch 1" : "launch 0");
+  }
+  pto_graph_destroy(g);
+  pto_chip_destroy(chip);
+}
+
 /* ---- the trace ---- */
 
 static int count(const char *text, const char *what) {
@@ -713,6 +790,7 @@ int main(void) {
       cmocka_unit_test(test_copies_and_output_over_the_heap),
       cmocka_unit_test(test_scope_end_folds),
       cmocka_unit_test(test_user_op),
+      cmocka_unit_test(test_dummy_contributions),
       cmocka_unit_test(test_trace_names),
       cmocka_unit_test(test_bad_input),
   };
