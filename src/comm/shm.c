@@ -282,18 +282,10 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
  * spin). Ranks bound to CPUs of their own (mpirun's binding to cores)
  * share nothing and spin as before. */
 static void count_sharers(comm_win *w) {
-  const cpu_set_t *mine = pto_wait_cpu_set();
-  cpu_set_t all = *mine, both;
-  w->sharers = 1;
-  for (int r = 0; r < w->d.nranks; r++) {
-    if (r == w->my_rank) continue;
-    const cpu_set_t *theirs = &hdr(w, r)->cpus;
-    CPU_AND(&both, theirs, mine);
-    if (CPU_COUNT(&both) == 0) continue;
-    w->sharers++;
-    CPU_OR(&all, &all, theirs);
-  }
-  w->cpus = CPU_COUNT(&all);
+  const cpu_set_t *theirs[PTO_COMM_MAX_RANKS];
+  for (int r = 0; r < w->d.nranks; r++)
+    theirs[r] = r == w->my_rank ? NULL : &hdr(w, r)->cpus;
+  pto_wait_sharers(theirs, w->d.nranks, &w->sharers, &w->cpus);
 }
 
 static int shm_attach(comm_win *w, char *why, size_t why_len) {

@@ -149,6 +149,20 @@ int pto_wait_cpus(void) {
   return wait_ncpus;
 }
 
+void pto_wait_sharers(const cpu_set_t *const *theirs, int n, int *procs, int *cpus) {
+  const cpu_set_t *mine = pto_wait_cpu_set();
+  cpu_set_t all = *mine, both;
+  *procs = 1;
+  for (int r = 0; r < n; r++) {
+    if (!theirs[r]) continue;
+    CPU_AND(&both, theirs[r], mine);
+    if (CPU_COUNT(&both) == 0) continue;
+    ++*procs;
+    CPU_OR(&all, &all, theirs[r]);
+  }
+  *cpus = CPU_COUNT(&all);
+}
+
 /* Linux 6.16 and later give a threaded process a futex hash of its own,
  * of 4 buckets per online CPU (at least 16), which never grows with the
  * threads: on 2 CPUs a chip of 12288 cores parked 768 waiters per bucket,

@@ -59,6 +59,12 @@ bool pto_wait_shared(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadli
 int pto_wait_cpus(void);
 const cpu_set_t *pto_wait_cpu_set(void);
 
+/* For pto_wait_shared: the processes among `theirs` (the CPU sets of n
+ * peer processes, as each read pto_wait_cpu_set; NULL entries skipped)
+ * whose CPUs meet this process's, itself included (*procs), and the CPUs
+ * they cover together (*cpus). */
+void pto_wait_sharers(const cpu_set_t *const *theirs, int n, int *procs, int *cpus);
+
 /* Makes the process's futex wake-ups cost O(1) with `threads` of pto's
  * threads parked: grows a per-process futex hash (Linux 6.16+) to a
  * bucket per thread, never shrinking it; a hint, without effect on older
