@@ -24,9 +24,10 @@
  *           1 Ki to 1 Mi elements, on 2 to 5 ranks; f64 once
  *   coll_path  which path a collective takes, by the MPI messages it sends
  *           (MPI_Isend counted through the profiling interface): on shared
- *           windows a call whose data fits the call table sends none; 8 KiB
- *           and RMA windows take the records; counts across the table's
- *           limit name the mismatch on every rank
+ *           windows a call whose data fits the call table sends none, nor
+ *           does an 8 KiB one (the mesh on the windows); 32 KiB and RMA
+ *           windows take the records; counts across the table's limit
+ *           name the mismatch on every rank
  *   sharers (-np 2, PTO_SPIN_NS=1000000) both ranks pinned to CPU 0: on
  *           shared windows rank 0's wait yields and parks, never spins
  *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
@@ -860,7 +861,8 @@ static void reproducible(void) {
  * the call table goes through it, as on the shm backend: no message. It
  * took the records, one message to every peer (2 ranks: 1 Isend a call; an
  * 8-byte broadcast on 4 ranks oversubscribed on 2 CPUs 10-24 us against
- * 4.3 through the table). On RMA windows the records stay. */
+ * 4.3 through the table). Below the ring's 32 KiB the mesh on the windows
+ * follows the table's round, as on shm. On RMA windows the records stay. */
 static _Atomic long isends;
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
@@ -870,7 +872,8 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
 }
 
 #define PATH_N   17   /* elements of a block: every collective's data fits the table */
-#define PATH_BIG 2048 /* an allreduce of 8 KiB: beyond the table, in the records */
+#define PATH_MID 2048 /* an allreduce of 8 KiB: beyond the table, below the ring's size */
+#define PATH_BIG 8192 /* an allreduce of 32 KiB: in the records */
 
 static void path_check(const char *what, bool shared, long sent, long want, const float *out,
                        const float *expect, int64_t n) {
@@ -935,13 +938,18 @@ static void coll_path(bool shared) {
   CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &o_all, &all_in));
   path_check("alltoall of 17 f32 a block", shared, isends - before, peers, out, expect,
              (int64_t)n * PATH_N);
-  /* beyond the table: the records carry the data on either layout */
-  pto_tensor big = local(in, PATH_BIG, PTO_F32), o_big = local(out, PATH_BIG, PTO_F32);
+  /* beyond the table: on shared windows the mesh on them below the ring's
+   * size, then the records (32 KiB); on RMA windows the records */
   for (int i = 0; i < PATH_BIG; i++)
     in[i] = (float)(r + 1), expect[i] = (float)(n * (n + 1) / 2);
+  pto_tensor mid = local(in, PATH_MID, PTO_F32), o_mid = local(out, PATH_MID, PTO_F32);
+  before = isends;
+  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &o_mid, &mid, PTO_RED_SUM, PTO_COLL_AUTO));
+  path_check("allreduce of 8 KiB", shared, isends - before, peers, out, expect, PATH_MID);
+  pto_tensor big = local(in, PATH_BIG, PTO_F32), o_big = local(out, PATH_BIG, PTO_F32);
   before = isends;
   CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &o_big, &big, PTO_RED_SUM, PTO_COLL_AUTO));
-  path_check("allreduce of 8 KiB", shared, isends - before, n - 1, out, expect, PATH_BIG);
+  path_check("allreduce of 32 KiB", shared, isends - before, n - 1, out, expect, PATH_BIG);
   /* counts on either side of the table's 4 KiB: rank 0's call goes through
    * the table alone, the others' (shared windows) through the table and
    * the records; every rank names the mismatch */
@@ -955,7 +963,7 @@ static void coll_path(bool shared) {
     FAIL("the counts across the table's limit: the mismatch is not named: %s", det);
   dom_close(&x);
   if (r == 0 && !failures)
-    printf("coll_path %s windows: small calls sent %ld messages each, 8 KiB %d\n",
+    printf("coll_path %s windows: calls up to 8 KiB sent %ld messages each, 32 KiB %d\n",
            shared ? "shared" : "RMA", peers, n - 1);
 }
 
