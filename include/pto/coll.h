@@ -64,8 +64,9 @@ typedef enum pto_red_op {
 } pto_red_op;
 
 typedef enum pto_coll_algo {
-  PTO_COLL_AUTO = 0, /* MPI backend: MPI's collectives; else mesh below
-                        PTO_COLL_RING_MIN_BYTES, ring from there */
+  PTO_COLL_AUTO = 0, /* MPI backend: MPI's collectives (on shared windows
+                        the mesh below PTO_COLL_RING_MIN_BYTES, as on
+                        shm); else mesh below it, ring from there */
   PTO_COLL_MESH = 1, /* every rank sends its block to every peer: one step */
   PTO_COLL_RING = 2, /* reduce-scatter then allgather around the ring: 2(n-1) steps */
   PTO_COLL_MPI = 3,  /* the backend's own collectives (MPI's); as AUTO where it has none */

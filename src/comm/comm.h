@@ -61,7 +61,9 @@ typedef struct comm_dom {
    * number a rank publishes when the backend runs them. The backend's
    * collectives and record exchanges of one window buffer go through one
    * communicator, where they meet in the order made, so a rank makes them
-   * one at a time: coll_lock is held for a whole call (two kernels calling
+   * one at a time: coll_lock is held from a call's first use of them to
+   * its end (the call table's round before, per scratch view, needs it
+   * not; two kernels calling
    * on two scratch views of one buffer at once would otherwise interleave
    * their records and collectives differently on each rank, and race on
    * the entry and on the backend's staging). */

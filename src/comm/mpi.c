@@ -435,7 +435,8 @@ static bool seen_publish(void *arg) {
 
 /* pto_wait on my event (or polling), publishing what I saw in a controlled run. */
 static bool wait_mine(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
-  if (!w->d.controlled) return pto_wait(my_ev(w), cond, arg, deadline_ns);
+  if (!w->d.controlled)
+    return pto_wait(my_ev(w), cond, arg, deadline_ns);
   seen_wait s = {w, cond, arg};
   return pto_wait(my_ev(w), seen_publish, &s, deadline_ns);
 }
@@ -712,6 +713,7 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
     mpi_hdr *h = hdr(w, my_rank);
     memset(h, 0, d->win_bytes);
     pto_event_init(&h->ev, true);
+    h->cpus = *pto_wait_cpu_set();
     if (d->fault_inject) {
       /* a controlled run names the domain by its index in the run, as shm.c */
       uint32_t name = (uint32_t)(d->controlled ? d->run_index : d->id);
@@ -729,6 +731,17 @@ done:
   return 0;
 }
 
+/* Shared windows: the ranks whose processes share a CPU with mine, and
+ * their CPUs, as shm.c's (pto's count of runnable threads sees only this
+ * process; with more ranks than CPUs a waiter that spun took the time
+ * slice of the peer it waited for). RMA layouts poll with a sleep. */
+static void count_sharers(comm_win *w) {
+  const cpu_set_t *theirs[PTO_COMM_MAX_RANKS];
+  for (int r = 0; r < w->d.nranks; r++)
+    theirs[r] = r == w->my_rank ? NULL : &hdr(w, r)->cpus;
+  pto_wait_share_begin(theirs, w->d.nranks, &w->share);
+}
+
 static int mpi_attach(comm_win *w, char *why, size_t why_len) {
   if (w->my_rank < 0) return 0;
   int err = MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win);
@@ -738,7 +751,9 @@ static int mpi_attach(comm_win *w, char *why, size_t why_len) {
   }
   w->locked = true;
   /* every rank zeroed its window and holds the lock before anyone writes */
-  return ibarrier(w, "the window attach", why, why_len);
+  int rc = ibarrier(w, "the window attach", why, why_len);
+  if (!rc && w->shared) count_sharers(w);
+  return rc;
 }
 
 static uint64_t mpi_window_base(const comm_win *w) { return (uint64_t)(uintptr_t)w->base; }
@@ -754,6 +769,7 @@ static void unmap_mine(comm_win *w) {
 
 static void mpi_destroy(comm_win *w, bool unlink) {
   if (!w) return;
+  pto_wait_share_end(&w->share);
   int fin = 0;
   MPI_Finalized(&fin);
   bool all_here = true;
@@ -878,6 +894,13 @@ static bool mpi_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64
 /* Only a controlled run keeps state per task: the task for its gaps, and,
  * at its end, that my kernels read nothing more of it (before the batch
  * of the end of task lands: comm_task_end). */
+/* The call table (coll.c) on shared windows, as shm.c's: every window is
+ * mapped here and loads and stores of it are allowed (unified model); not
+ * with fault injection or a controlled run, whose stores go through put. */
+static unsigned char *mpi_direct(comm_win *w, int rank) {
+  return w->shared && !w->fq && !w->d.controlled ? (unsigned char *)hdr(w, rank) : NULL;
+}
+
 static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {
   if (!w->d.controlled || w->my_rank < 0) return;
   w->epoch = epoch;
@@ -1035,4 +1058,5 @@ const comm_backend comm_backend_mpi = {
     .barrier = mpi_barrier,
     .coll = mpi_coll,
     .exchange = mpi_exchange,
+    .direct = mpi_direct,
 };

@@ -1,7 +1,8 @@
 /* mpi_coll.c — the MPI backend's own collectives: a pto collective whose
- * descriptors agree on every rank (coll.c checks them first, in records
- * every rank sends every peer: mpi_exchange, below, which also carries the
- * data of small calls) becomes the matching nonblocking MPI collective
+ * descriptors agree on every rank (coll.c checks them first: in its call
+ * table on shared windows, mpi_direct, where blocks below 32 KiB stay on
+ * the windows; else in records every rank sends every peer: mpi_exchange,
+ * below, which also carries the data of calls up to 32 KiB) becomes the matching nonblocking MPI collective
  * (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast,
  * MPI_Ialltoall) on a communicator of the domain's ranks, one per window
  * buffer: calls on one scratch buffer come in the same order on every rank

@@ -31,6 +31,9 @@ typedef struct mpi_hdr {
    * count this rank had taken when it last found what it waits for not
    * there; the epoch of the last node task whose kernels finished here */
   uint64_t landed, seen, task_done;
+  /* shared windows: the CPUs this rank's process may use (wait.c's set),
+   * for the waits of its peers, as shm.c's header */
+  cpu_set_t cpus;
 } mpi_hdr;
 _Static_assert(sizeof(mpi_hdr) <= COMM_HEADER_BYTES, "window header too large");
 
@@ -41,6 +44,7 @@ struct comm_win {
   MPI_Win win;
   bool have_win, locked;
   bool shared;         /* every window mapped here (MPI_Win_allocate_shared) */
+  pto_wait_share share; /* shared: the ranks sharing my CPUs (wait.c), counted at attach */
   unsigned char *base; /* rank 0's window address in this process */
   void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
   bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */

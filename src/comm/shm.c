@@ -51,8 +51,8 @@ struct comm_win {
   uint32_t epoch;                          /* current node task */
   uint64_t group;                          /* node chips of the current task */
   uint64_t gap_deadline;                   /* end of the pauses of this end of task */
-  int sharers, cpus; /* ranks that share my CPUs (me included), and their CPUs (attach; */
-  bool sharing;      /* registered with wait.c while the window is open) */
+  pto_wait_share share; /* the ranks sharing my CPUs (wait.c), counted at the first attach */
+  bool counted;
 };
 
 static unsigned char *rank_addr(const comm_win *w, int r) {
@@ -281,22 +281,12 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
  * spin). Ranks bound to CPUs of their own (mpirun's binding to cores)
  * share nothing and spin as before. */
 static void count_sharers(comm_win *w) {
-  if (w->sharing || w->my_rank < 0) return; /* counted at the first attach; an observer waits
-                                             * on no window */
-  const cpu_set_t *mine = pto_wait_cpu_set();
-  cpu_set_t all = *mine, both;
-  w->sharers = 1;
-  for (int r = 0; r < w->d.nranks; r++) {
-    if (r == w->my_rank) continue;
-    const cpu_set_t *theirs = &hdr(w, r)->cpus;
-    CPU_AND(&both, theirs, mine);
-    if (CPU_COUNT(&both) == 0) continue;
-    w->sharers++;
-    CPU_OR(&all, &all, theirs);
-  }
-  w->cpus = CPU_COUNT(&all);
-  pto_wait_share_begin(w->sharers, w->cpus); /* every wait of the rank's process counts them */
-  w->sharing = true;
+  if (w->counted || w->my_rank < 0) return; /* an observer waits on no window */
+  w->counted = true;
+  const cpu_set_t *theirs[PTO_COMM_MAX_RANKS];
+  for (int r = 0; r < w->d.nranks; r++)
+    theirs[r] = r == w->my_rank ? NULL : &hdr(w, r)->cpus;
+  pto_wait_share_begin(theirs, w->d.nranks, &w->share);
 }
 
 static int shm_attach(comm_win *w, char *why, size_t why_len) {
@@ -313,7 +303,7 @@ static int shm_attach(comm_win *w, char *why, size_t why_len) {
 
 static void shm_destroy(comm_win *w, bool unlink) {
   if (!w) return;
-  if (w->sharing) pto_wait_share_end(w->sharers, w->cpus);
+  pto_wait_share_end(&w->share);
   if (w->fq) {
     fault_flush(w->fq, -1, false);
     fault_destroy(w->fq);

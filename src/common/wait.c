@@ -243,24 +243,38 @@ static void share_publish(void) {
   atomic_store_explicit(&share_word, w, memory_order_relaxed);
 }
 
-void pto_wait_share_begin(int procs, int cpus) {
-  if (procs <= 1 || cpus < 1) return;
+void pto_wait_share_begin(const cpu_set_t *const *theirs, int n, pto_wait_share *sh) {
+  const cpu_set_t *mine = pto_wait_cpu_set();
+  cpu_set_t all = *mine, both;
+  sh->procs = 1;
+  for (int r = 0; r < n; r++) {
+    if (!theirs[r]) continue;
+    CPU_AND(&both, theirs[r], mine);
+    if (CPU_COUNT(&both) == 0) continue;
+    sh->procs++;
+    CPU_OR(&all, &all, theirs[r]);
+  }
+  sh->cpus = CPU_COUNT(&all);
+  sh->on = false;
+  if (sh->procs <= 1) return; /* no one shares: nothing to count */
   pthread_once(&share_once, share_init);
   pthread_mutex_lock(&share_lock);
   if (nshares < SHARE_MAX) { /* beyond: a window more of the same host, not counted */
-    shares[nshares].procs = procs;
-    shares[nshares].cpus = cpus;
+    shares[nshares].procs = sh->procs;
+    shares[nshares].cpus = sh->cpus;
     nshares++;
+    sh->on = true;
     share_publish();
   }
   pthread_mutex_unlock(&share_lock);
 }
 
-void pto_wait_share_end(int procs, int cpus) {
-  if (procs <= 1 || cpus < 1) return;
+void pto_wait_share_end(pto_wait_share *sh) {
+  if (!sh->on) return;
+  sh->on = false;
   pthread_mutex_lock(&share_lock);
   for (int i = 0; i < nshares; i++)
-    if (shares[i].procs == procs && shares[i].cpus == cpus) {
+    if (shares[i].procs == sh->procs && shares[i].cpus == sh->cpus) {
       shares[i] = shares[--nshares];
       share_publish();
       break;

@@ -44,13 +44,23 @@ bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
  * waits whose waker always signals ev (a lost wake-up would never end). */
 void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg);
 
-/* Registers `procs` processes of pto's, this one included, sharing
- * `cpus` CPUs (the ranks of a shared-memory domain on one host whose CPU
- * sets meet this one's), until the matching end: while registered, waits
- * spin only while each of them could have as many runnable threads as
- * this process on a CPU of its own, else yield and park (wait.c). */
-void pto_wait_share_begin(int procs, int cpus);
-void pto_wait_share_end(int procs, int cpus);
+/* The processes of pto's sharing this one's CPUs that a window counts
+ * (the ranks of a shared-memory domain on one host), registered with
+ * wait.c while the window is open. */
+typedef struct pto_wait_share {
+  int procs, cpus; /* the processes, this one included, and the CPUs they cover */
+  bool on;         /* registered: pto_wait_share_end takes it back */
+} pto_wait_share;
+
+/* Counts the processes among `theirs` (the CPU sets of n peer processes,
+ * as each read pto_wait_cpu_set; NULL entries skipped) whose CPUs meet
+ * this process's, itself included, and the CPUs they cover together,
+ * into *sh, and registers them until pto_wait_share_end(sh): meanwhile
+ * every wait of this process spins only while each of those processes
+ * could have as many runnable threads as this one on a CPU of its own,
+ * else yields and parks (wait.c). */
+void pto_wait_share_begin(const cpu_set_t *const *theirs, int n, pto_wait_share *sh);
+void pto_wait_share_end(pto_wait_share *sh);
 
 /* Whether a spinner would steal no one's time slice: every runnable
  * thread of pto's, in this process and in those registered as sharing its

@@ -22,12 +22,22 @@
  *           (or PTO_COLL_REPRODUCIBLE=1 in the environment): bit-identical
  *           to the rank-order sum on MPI's collectives, mesh and ring, at
  *           1 Ki to 1 Mi elements, on 2 to 5 ranks; f64 once
+ *   coll_path  which path a collective takes, by the MPI messages it sends
+ *           (MPI_Isend counted through the profiling interface): on shared
+ *           windows a call whose data fits the call table sends none, nor
+ *           does an 8 KiB one (the mesh on the windows); 32 KiB and RMA
+ *           windows take the records; counts across the table's limit
+ *           name the mismatch on every rank
+ *   sharers (-np 2, PTO_SPIN_NS=1000000) both ranks pinned to CPU 0: on
+ *           shared windows rank 0's wait yields and parks, never spins
  *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
- *           collectives ends with PTO_EWAIT_TIMEOUT naming the call, the
- *           next call on that scratch fails at once naming why; rank 1's
- *           late call with another count fails naming the mismatch
- *   coll_stale  (-np 2) rank 0's allreduce of task 1 times out (rank 1 does
- *           not call); rank 1's allreduce of task 2 meets rank 0's record
+ *           collectives (RMA windows) ends with PTO_EWAIT_TIMEOUT naming the
+ *           call, the next call on that scratch fails at once naming why;
+ *           rank 1's late call with another count fails naming the
+ *           mismatch; then the same through the call table (shared
+ *           windows), where the next call times out again
+ *   coll_stale  (-np 2, RMA windows) rank 0's allreduce of task 1 times out
+ *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank 0's record
  *           of task 1 and fails naming it, never takes it for its own
  *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
  *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
@@ -42,6 +52,8 @@
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -840,13 +852,175 @@ static void reproducible(void) {
            flag ? "PTO_RED_REPRODUCIBLE" : "PTO_COLL_REPRODUCIBLE=1");
 }
 
+/* ---- which path a collective takes: the MPI messages it sends ----
+ *
+ * Every MPI_Isend of the program is counted (the profiling interface: this
+ * definition takes the calls libpto, linked into this program, makes; MPI's
+ * own internal sends do not come here). On shared windows (every rank's
+ * window mapped in every process, Open MPI's osc/sm) a call whose data fits
+ * the call table goes through it, as on the shm backend: no message. It
+ * took the records, one message to every peer (2 ranks: 1 Isend a call; an
+ * 8-byte broadcast on 4 ranks oversubscribed on 2 CPUs 10-24 us against
+ * 4.3 through the table). Below the ring's 32 KiB the mesh on the windows
+ * follows the table's round, as on shm. On RMA windows the records stay. */
+static _Atomic long isends;
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+              MPI_Request *req) {
+  atomic_fetch_add(&isends, 1);
+  return PMPI_Isend(buf, count, dt, dest, tag, comm, req);
+}
+
+#define PATH_N   17   /* elements of a block: every collective's data fits the table */
+#define PATH_MID 2048 /* an allreduce of 8 KiB: beyond the table, below the ring's size */
+#define PATH_BIG 8192 /* an allreduce of 32 KiB: in the records */
+
+static void path_check(const char *what, bool shared, long sent, long want, const float *out,
+                       const float *expect, int64_t n) {
+  if (sent != want)
+    FAIL("%s on %s windows: this rank sent %ld MPI messages, expected %ld (%s)", what,
+         shared ? "shared" : "RMA", sent, want,
+         want ? "the records, one to every peer" : "the call table, no message");
+  for (int64_t i = 0, bad = 0; i < n; i++)
+    if (out[i] != expect[i] && bad++ < 3)
+      FAIL("%s on %s windows: out[%" PRId64 "] = %g, expected %g", what, shared ? "shared" : "RMA",
+           i, (double)out[i], (double)expect[i]);
+}
+
+static void coll_path(bool shared) {
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
+  size_t sb = pto_coll_scratch_bytes(np, PATH_BIG * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 100 + shared, world4, np, b, 1, false, 1);
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  int n = np, r = x.rank;
+  static float in[4 * PATH_BIG], out[4 * PATH_BIG], expect[4 * PATH_BIG];
+  long peers = shared ? 0 : n - 1, before;
+  pto_tensor blk = local(in, PATH_N, PTO_F32), all_in = local(in, (int64_t)n * PATH_N, PTO_F32);
+  pto_tensor o_blk = local(out, PATH_N, PTO_F32), o_all = local(out, (int64_t)n * PATH_N, PTO_F32);
+  /* allreduce: rank q holds (q + 1)(i + 1) */
+  for (int i = 0; i < PATH_N; i++)
+    in[i] = (float)((r + 1) * (i + 1)), expect[i] = (float)(n * (n + 1) / 2 * (i + 1));
+  before = isends;
+  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &o_blk, &blk, PTO_RED_SUM, PTO_COLL_AUTO));
+  path_check("allreduce of 17 f32", shared, isends - before, peers, out, expect, PATH_N);
+  /* broadcast from rank 1: i + 100 */
+  for (int i = 0; i < PATH_N; i++)
+    in[i] = (float)(i + 100), expect[i] = in[i], out[i] = 0;
+  before = isends;
+  CHECK_OK(&x, pto_broadcast(&x.k, x.d.id, &scratch, &o_blk, r == 1 ? &blk : NULL, 1));
+  path_check("broadcast of 17 f32", shared, isends - before, peers, out, expect, PATH_N);
+  /* allgather: rank q's block holds 1000 q + i */
+  for (int i = 0; i < PATH_N; i++)
+    in[i] = (float)(1000 * r + i);
+  for (int q = 0; q < n; q++)
+    for (int i = 0; i < PATH_N; i++)
+      expect[q * PATH_N + i] = (float)(1000 * q + i);
+  before = isends;
+  CHECK_OK(&x, pto_allgather(&x.k, x.d.id, &scratch, &o_all, &blk));
+  path_check("allgather of 17 f32", shared, isends - before, peers, out, expect,
+             (int64_t)n * PATH_N);
+  /* reduce-scatter and all-to-all: rank q's block p holds 1000 q + 10 p + i */
+  for (int p = 0; p < n; p++)
+    for (int i = 0; i < PATH_N; i++)
+      in[p * PATH_N + i] = (float)(1000 * r + 10 * p + i);
+  for (int i = 0; i < PATH_N; i++)
+    expect[i] = (float)(1000 * n * (n - 1) / 2 + n * (10 * r + i));
+  before = isends;
+  CHECK_OK(&x, pto_reduce_scatter(&x.k, x.d.id, &scratch, &o_blk, &all_in, PTO_RED_SUM));
+  path_check("reduce_scatter of 17 f32 a block", shared, isends - before, peers, out, expect,
+             PATH_N);
+  for (int q = 0; q < n; q++)
+    for (int i = 0; i < PATH_N; i++)
+      expect[q * PATH_N + i] = (float)(1000 * q + 10 * r + i);
+  before = isends;
+  CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &o_all, &all_in));
+  path_check("alltoall of 17 f32 a block", shared, isends - before, peers, out, expect,
+             (int64_t)n * PATH_N);
+  /* beyond the table: on shared windows the mesh on them below the ring's
+   * size, then the records (32 KiB); on RMA windows the records */
+  for (int i = 0; i < PATH_BIG; i++)
+    in[i] = (float)(r + 1), expect[i] = (float)(n * (n + 1) / 2);
+  pto_tensor mid = local(in, PATH_MID, PTO_F32), o_mid = local(out, PATH_MID, PTO_F32);
+  before = isends;
+  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &o_mid, &mid, PTO_RED_SUM, PTO_COLL_AUTO));
+  path_check("allreduce of 8 KiB", shared, isends - before, peers, out, expect, PATH_MID);
+  pto_tensor big = local(in, PATH_BIG, PTO_F32), o_big = local(out, PATH_BIG, PTO_F32);
+  before = isends;
+  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &o_big, &big, PTO_RED_SUM, PTO_COLL_AUTO));
+  path_check("allreduce of 32 KiB", shared, isends - before, n - 1, out, expect, PATH_BIG);
+  /* counts on either side of the table's 4 KiB: rank 0's call goes through
+   * the table alone, the others' (shared windows) through the table and
+   * the records; every rank names the mismatch */
+  int64_t cnt = r == 0 ? 1024 : 1025;
+  pto_tensor ti = local(in, cnt, PTO_F32), to = local(out, cnt, PTO_F32);
+  int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+  char det[400];
+  comm_task_error(&x.c, det, sizeof det);
+  CHECK_EQ(rc, PTO_EINVAL, "allreduce of 1024 f32 on rank 0, 1025 on the others");
+  if (rc == PTO_EINVAL && !strstr(det, "mismatched count"))
+    FAIL("the counts across the table's limit: the mismatch is not named: %s", det);
+  dom_close(&x);
+  if (r == 0 && !failures)
+    printf("coll_path %s windows: calls up to 8 KiB sent %ld messages each, 32 KiB %d\n",
+           shared ? "shared" : "RMA", peers, n - 1);
+}
+
+/* ---- ranks that share a CPU do not spin through each other's time ----
+ *
+ * pto's count of runnable threads sees only this process: two ranks on
+ * one CPU would each believe it free and spin PTO_SPIN_NS (1 ms here, the
+ * ctest's environment) in the time slice of the peer they wait for. Both
+ * ranks pin themselves to CPU 0 before anything of pto's reads their CPUs;
+ * on shared windows each publishes them, and rank 0's wait for a condition
+ * that never comes (the backend's wait, as the call table's) must yield
+ * and park: a handful of looks in 3 ms, not thousands. */
+static bool never(void *arg) {
+  ++*(unsigned *)arg;
+  return false;
+}
+
+static int sharers(void) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) {
+    FAIL("sched_setaffinity to CPU 0");
+    return 1;
+  }
+  setenv("PTO_MPI_SHARED_WINDOWS", "1", 1);
+  pto_window_buffer b[1] = {{"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 102, world4, np, b, 1, false, 1);
+  if (x.rank == 0) {
+    comm_dom *d = comm_find(&x.c, x.d.id);
+    unsigned asked = 0;
+    if (d->be->signal_park(d->win, never, &asked, pto_now_ns() + 3000000ull))
+      FAIL("the wait for a condition that never comes returned true");
+    /* without a spin: the first look, the yields, one a park and the last */
+    if (asked > 64)
+      FAIL("%d ranks share CPU 0, yet rank 0's wait asked its condition %u times in 3 ms (it "
+           "spun)",
+           np, asked);
+    else
+      printf("sharers: %d ranks on CPU 0, the wait asked %u times in 3 ms\n", np, asked);
+  }
+  dom_close(&x);
+  return failures ? 1 : 0;
+}
+
 /* ---- a collective on MPI's collectives that a rank misses, or dies in ---- */
 
-static int coll_missing(void) {
+static int coll_missing(bool shared) {
+  /* RMA windows: MPI's collectives and the records; shared windows: the
+   * call table (this small call's data fits it), which leaves nothing in
+   * flight, so the next call waits again instead of being refused */
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
   size_t sb = pto_coll_scratch_bytes(np, 64 * 4);
   pto_window_buffer b[1] = {{"scratch", sb}};
   dom x = {0};
-  dom_open(&x, 95, world4, np, b, 1, false, 1);
+  dom_open(&x, 95 - shared, world4, np, b, 1, false, 1);
   comm_find(&x.c, x.d.id)->desc.wait_timeout_ms = 500;
   pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
   float in[64] = {0}, out[64];
@@ -856,14 +1030,16 @@ static int coll_missing(void) {
     int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
     comm_task_error(&x.c, det, sizeof det);
     CHECK_EQ(rc, PTO_EWAIT_TIMEOUT, "allreduce rank 1 does not call");
-    if (!strstr(det, "allreduce #1 timed out") || !strstr(det, "did not complete"))
+    if (!strstr(det, "allreduce #1 timed out") ||
+        !strstr(det, shared ? "rank 1's call #1" : "did not complete"))
       FAIL("the timeout names no call: %s", det);
     printf("rank 0: %s: %s\n", pto_status_name(rc), det);
     comm_task_begin(&x.c, 1, 3); /* clears the latched error, same task */
     rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
     comm_task_error(&x.c, det, sizeof det);
-    CHECK_EQ(rc, PTO_EMPI, "the next allreduce on that scratch");
-    if (!strstr(det, "out of step")) FAIL("the refusal says not why: %s", det);
+    CHECK_EQ(rc, shared ? PTO_EWAIT_TIMEOUT : PTO_EMPI, "the next allreduce on that scratch");
+    if (!strstr(det, shared ? "allreduce #2 timed out" : "out of step"))
+      FAIL("the next call says not why it failed: %s", det);
     printf("rank 0 again: %s: %s\n", pto_status_name(rc), det);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -889,6 +1065,7 @@ static int coll_missing(void) {
  * not take for a call of task 2 (it did: PTO_OK, out = 7 + 1, from a call
  * rank 0 never made). */
 static int coll_stale(void) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1); /* the records (shared: the call table) */
   size_t sb = pto_coll_scratch_bytes(np, 64 * 4);
   pto_window_buffer b[1] = {{"scratch", sb}};
   dom x = {0};
@@ -1205,8 +1382,13 @@ int main(int argc, char **argv) {
     coll_threads();
   } else if (strcmp(mode, "repro") == 0) {
     reproducible();
+  } else if (strcmp(mode, "coll_path") == 0) {
+    coll_path(true);
+    coll_path(false);
+  } else if (strcmp(mode, "sharers") == 0) {
+    rc = sharers();
   } else if (strcmp(mode, "coll_missing") == 0) {
-    rc = coll_missing();
+    rc = coll_missing(false) | coll_missing(true);
   } else if (strcmp(mode, "coll_stale") == 0) {
     rc = coll_stale();
   } else if (strcmp(mode, "coll_die") == 0) {
