@@ -212,9 +212,7 @@ static void park_end(void) {
  * child starts with none: its windows register their own. */
 #define SHARE_MAX 64
 static pthread_mutex_t share_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-  int procs, cpus;
-} shares[SHARE_MAX];
+static struct { int procs, cpus; } shares[SHARE_MAX];
 static int nshares;
 static _Atomic uint64_t share_word;
 static pthread_once_t share_once = PTHREAD_ONCE_INIT;
