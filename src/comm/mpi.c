@@ -435,8 +435,7 @@ static bool seen_publish(void *arg) {
 
 /* pto_wait on my event (or polling), publishing what I saw in a controlled run. */
 static bool wait_mine(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
-  if (!w->d.controlled)
-    return pto_wait(my_ev(w), cond, arg, deadline_ns);
+  if (!w->d.controlled) return pto_wait(my_ev(w), cond, arg, deadline_ns);
   seen_wait s = {w, cond, arg};
   return pto_wait(my_ev(w), seen_publish, &s, deadline_ns);
 }

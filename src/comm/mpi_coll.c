@@ -2,13 +2,12 @@
  * descriptors agree on every rank (coll.c checks them first: in its call
  * table on shared windows, mpi_direct, where blocks below 32 KiB stay on
  * the windows; else in records every rank sends every peer: mpi_exchange,
- * below, which also carries the data of calls up to 32 KiB) becomes the matching nonblocking MPI collective
- * (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast,
- * MPI_Ialltoall) on a communicator of the domain's ranks, one per window
- * buffer: calls on one scratch buffer come in the same order on every rank
- * (one collective at a time per scratch), calls on different buffers may
- * interleave between threads, and MPI matches collectives on a
- * communicator by their order (and messages between two ranks by theirs).
+ * below, which also carries the data of calls up to 32 KiB) becomes the matching nonblocking MPI
+ * collective (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast, MPI_Ialltoall)
+ * on a communicator of the domain's ranks, one per window buffer: calls on one scratch buffer come
+ * in the same order on every rank (one collective at a time per scratch), calls on different
+ * buffers may interleave between threads, and MPI matches collectives on a communicator by their
+ * order (and messages between two ranks by theirs).
  *
  * Progress: the kernel thread that called issues the request and tests it
  * itself (MPI_THREAD_MULTIPLE, which the backend requires anyway), never

@@ -43,11 +43,11 @@ struct comm_win {
   MPI_Comm comm; /* the domain's ranks in domain order; MPI_COMM_NULL for an observer */
   MPI_Win win;
   bool have_win, locked;
-  bool shared;         /* every window mapped here (MPI_Win_allocate_shared) */
+  bool shared;          /* every window mapped here (MPI_Win_allocate_shared) */
   pto_wait_share share; /* shared: the ranks sharing my CPUs (wait.c), counted at attach */
-  unsigned char *base; /* rank 0's window address in this process */
-  void *space;         /* the range an RMA layout reserved itself (desc.base 0) */
-  bool mapped;         /* my slot of an RMA layout is mapped (undone at destroy) */
+  unsigned char *base;  /* rank 0's window address in this process */
+  void *space;          /* the range an RMA layout reserved itself (desc.base 0) */
+  bool mapped;          /* my slot of an RMA layout is mapped (undone at destroy) */
   uint64_t space_bytes;
   fault_queue *fq;       /* NULL unless fault injection is on */
   uint32_t epoch;        /* controlled: the node task running (mpi_task_mark) */

@@ -176,8 +176,7 @@ static bool seen_publish(void *arg) {
 /* pto_wait on my event, publishing what I saw in a controlled run. */
 static bool wait_mine(comm_win *w, bool (*cond)(void *), void *arg, uint64_t deadline_ns) {
   shm_hdr *me = hdr(w, w->my_rank);
-  if (!w->d.controlled)
-    return pto_wait(&me->ev, cond, arg, deadline_ns);
+  if (!w->d.controlled) return pto_wait(&me->ev, cond, arg, deadline_ns);
   seen_wait s = {me, cond, arg};
   return pto_wait(&me->ev, seen_publish, &s, deadline_ns);
 }
