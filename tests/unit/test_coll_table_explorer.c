@@ -136,7 +136,7 @@ static void violation(xrun *x, int r, int32_t seq, int p, const char *where, uin
 
 /* One step of rank r; false when it cannot move (a wait, or finished). */
 static bool rank_step(xrun *x, xstate *s, int r) {
-  int n = x->n, op, p;
+  int n = x->n, op = 0, p = 0; /* set by op_at (initialised for -O3's flow analysis) */
   if (s->call[r] >= x->calls) return false;
   int32_t seq = s->call[r] + 1;
   int sl = slot_of(x, seq);
