@@ -41,12 +41,10 @@ void cm_destroy(cm_table *c) {
 
 void cm_reset(cm_table *c) {
   /* a failed run may leave tasks held or waiting: their links are
-   * rewritten when their slots are next acquired, but a held flag is read
+   * rewritten when their slots are next acquired, but an inbox is read
    * through a hint before that, so the held ones are let go */
-  for (int32_t i = 0; i < c->nheld; i++) {
-    c->links[c->held[i].slot].held = 0;
-    atomic_store_explicit(&c->links[c->held[i].slot].inbox, 0, memory_order_relaxed);
-  }
+  for (int32_t i = 0; i < c->nheld; i++)
+    atomic_store_explicit(&c->links[c->held[i].slot].inbox, CM_INBOX_CLOSED, memory_order_relaxed);
   c->nheld = 0;
   for (int i = 0; i < CM_HINTS; i++)
     atomic_store_explicit(&c->hint[i], -1, memory_order_relaxed);
@@ -86,15 +84,12 @@ bool cm_pend_none(cm_table *c) {
   return atomic_load_explicit(&c->pending, memory_order_seq_cst) < 0;
 }
 
-void cm_grants_add(cm_table *c, cm_grants *g, int32_t first) {
-  if (first < 0) return;
+void cm_grant(cm_table *c, cm_grants *g, int32_t t) {
+  c->links[t].wait_next = -1;
   if (g->tail >= 0)
-    c->links[g->tail].wait_next = first;
+    c->links[g->tail].wait_next = t;
   else
-    g->head = first;
-  int32_t t = first;
-  while (c->links[t].wait_next >= 0)
-    t = c->links[t].wait_next;
+    g->head = t;
   g->tail = t;
 }
 
@@ -111,10 +106,7 @@ void cm_drain(cm_table *c, const cm_ops *ops, cm_grants *g) {
     p = next;
   }
   for (; fifo >= 0; fifo = c->links[fifo].pend_next)
-    if (cm_acquire(c, fifo, ops)) {
-      c->links[fifo].wait_next = -1;
-      cm_grants_add(c, g, fifo);
-    }
+    if (cm_acquire(c, fifo, ops)) cm_grant(c, g, fifo);
 }
 
 /* Drains while tasks are pending and the lock is free (the check after a
@@ -133,10 +125,7 @@ void cm_ready(cm_table *c, int32_t t, bool join, const cm_ops *ops, cm_grants *g
   }
   if (cm_trylock(c)) { /* free: t acquires at once, after the older pending ones */
     cm_drain(c, ops, g);
-    if (cm_acquire(c, t, ops)) {
-      c->links[t].wait_next = -1;
-      cm_grants_add(c, g, t);
-    }
+    if (cm_acquire(c, t, ops)) cm_grant(c, g, t);
     cm_unlock(c);
   } else {
     cm_pend_push(c, t);
@@ -146,7 +135,7 @@ void cm_ready(cm_table *c, int32_t t, bool join, const cm_ops *ops, cm_grants *g
 
 void cm_done(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g) {
   cm_lock(c);
-  cm_grants_add(c, g, cm_release(c, t, ops));
+  cm_release(c, t, ops, g);
   cm_drain(c, ops, g);
   cm_unlock(c);
   settle(c, ops, g);
@@ -163,18 +152,13 @@ bool cm_busy(const cm_table *c) {
 
 int32_t cm_first_held(const cm_table *c) { return c->nheld > 0 ? c->held[0].slot : -1; }
 
-/* The inbox's encoding (cm_link.inbox). */
-#define INBOX_CLOSED 0
-#define INBOX_EMPTY  1
-
 /* t is held, at position pos of the held set, with the views of `as`
  * (t's own link, or that of a releaser whose views t has: then t's span
  * is not read). */
 static void held_put(cm_table *c, int32_t t, int32_t pos, const cm_link *as) {
   cm_link *l = &c->links[t];
-  l->held = 1;
-  /* release: a join that sees it open reads t's link after (cm_join) */
-  atomic_store_explicit(&l->inbox, INBOX_EMPTY, memory_order_release);
+  /* held now; release: a join that sees it open reads t's link after (cm_join) */
+  atomic_store_explicit(&l->inbox, CM_INBOX_EMPTY, memory_order_release);
   atomic_store_explicit(&c->hint[hint_of(as)], t, memory_order_relaxed);
   l->held_pos = pos;
   c->held[pos] = (cm_held){as->lo, as->hi, t, 0};
@@ -182,10 +166,10 @@ static void held_put(cm_table *c, int32_t t, int32_t pos, const cm_link *as) {
 
 static void held_add(cm_table *c, int32_t t) { held_put(c, t, c->nheld++, &c->links[t]); }
 
-/* The last entry fills t's place: the set has no order. */
+/* The last entry fills t's place: the set has no order. (t's inbox is
+ * closed already: cm_release.) */
 static void held_remove(cm_table *c, int32_t t) {
   cm_link *l = &c->links[t];
-  l->held = 0;
   int32_t last = --c->nheld;
   if (l->held_pos != last) {
     c->held[l->held_pos] = c->held[last];
@@ -224,10 +208,7 @@ int32_t cm_hinted(cm_table *c, int32_t t, const cm_ops *ops) {
   int32_t h = atomic_load_explicit(&c->hint[hint_of(l)], memory_order_relaxed);
   /* h's views are its orchestrator's writes, fixed while h may be held
    * (its slot is reused only after it retires); a stale h fails the join */
-  if (h < 0 || h == t ||
-      atomic_load_explicit(&c->links[h].inbox, memory_order_relaxed) == INBOX_CLOSED ||
-      !ops->same(ops->env, t, h))
-    return -1;
+  if (h < 0 || h == t || !cm_link_held(&c->links[h]) || !ops->same(ops->env, t, h)) return -1;
   return h;
 }
 
@@ -238,9 +219,9 @@ bool cm_join(cm_table *c, int32_t h, int32_t t) {
   l->same = 1;
   int32_t in = atomic_load_explicit(&x->inbox, memory_order_relaxed);
   do {
-    if (in == INBOX_CLOSED) return false;
-    l->wait_next = in == INBOX_EMPTY ? -1 : in - 2;
-    if (in == INBOX_EMPTY) x->inbox_first = t;
+    if (in == CM_INBOX_CLOSED) return false;
+    l->wait_next = in == CM_INBOX_EMPTY ? -1 : in - 2;
+    if (in == CM_INBOX_EMPTY) x->inbox_first = t;
     /* release: the releaser reads t's link and inbox_first after its
      * exchange */
   } while (!atomic_compare_exchange_weak_explicit(&x->inbox, &in, t + 2, memory_order_release,
@@ -252,9 +233,8 @@ bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
   cm_link *l = &c->links[t];
   l->wait_head = l->wait_tail = -1; /* new in the table: nobody waits on it yet */
   l->wsame = 1;
-  l->held = 0;
   int32_t h = atomic_load_explicit(&c->hint[hint_of(l)], memory_order_relaxed);
-  if (h >= 0 && h != t && c->links[h].held && ops->same(ops->env, t, h)) {
+  if (h >= 0 && h != t && cm_link_held(&c->links[h]) && ops->same(ops->env, t, h)) {
     wait_on(c, h, t, true); /* the same bytes as a held task: no scan */
     return false;
   }
@@ -274,7 +254,7 @@ bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops) {
  * join's, and t's `wsame` stays as it was). */
 static void inbox_close(cm_table *c, int32_t t) {
   cm_link *l = &c->links[t];
-  int32_t in = atomic_exchange_explicit(&l->inbox, INBOX_CLOSED, memory_order_acquire);
+  int32_t in = atomic_exchange_explicit(&l->inbox, CM_INBOX_CLOSED, memory_order_acquire);
   if (in < 2) return;
   if (l->wait_tail >= 0)
     c->links[l->wait_tail].wait_next = in - 2;
@@ -283,8 +263,8 @@ static void inbox_close(cm_table *c, int32_t t) {
   l->wait_tail = l->inbox_first;
 }
 
-int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
-  inbox_close(c, t);
+void cm_release(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g) {
+  inbox_close(c, t); /* t is not held from here */
   cm_link *l = &c->links[t];
   int32_t w = l->wait_head;
   /* t's bytes, and t's waiters, pass to w: w's views compared only when
@@ -301,18 +281,16 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
     /* w takes t's place in the held set, with t's span (w has t's
      * views): no other entry moves (a move writes the moved task's link,
      * another line) and w's span is not read */
-    l->held = 0;
     held_put(c, w, l->held_pos, l);
     /* a waiter has no waiters: t's others become w's, all of them with
      * w's views when they had t's */
     x->wait_head = rest;
     x->wait_tail = rest >= 0 ? l->wait_tail : -1;
     x->wsame = l->wsame;
-    x->wait_next = -1;
-    return w;
+    cm_grant(c, g, w);
+    return;
   }
   held_remove(c, t);
-  int32_t granted = -1, last = -1;
   while (w >= 0) {
     int32_t next = c->links[w].wait_next; /* w moves to another list */
     int32_t h = first_conflict(c, w, ops);
@@ -320,16 +298,10 @@ int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops) {
       wait_on(c, h, w, false);
     } else {
       held_add(c, w);
-      c->links[w].wait_next = -1;
-      if (last >= 0)
-        c->links[last].wait_next = w;
-      else
-        granted = w;
-      last = w;
+      cm_grant(c, g, w);
     }
     w = next;
   }
-  return granted;
 }
 
 bool cm_views_conflict(void *env, int32_t a, int32_t b) {
@@ -373,7 +345,7 @@ void cm_link_views(cm_link *l, region_view *views, const pto_tensor *tensors,
   l->views = views;
   l->nviews = 0;
   /* not held: a join on it (through a stale hint) fails */
-  atomic_store_explicit(&l->inbox, 0, memory_order_relaxed);
+  atomic_store_explicit(&l->inbox, CM_INBOX_CLOSED, memory_order_relaxed);
   l->lo = UINT64_MAX;
   l->hi = 0;
   for (int i = 0; i < nt; i++)

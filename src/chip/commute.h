@@ -93,8 +93,7 @@ typedef struct cm_link {
    * compared by the span alone (cm_views_same, cm_views_conflict), without
    * reading the views the orchestrator wrote (a miss under the lock) */
   int8_t exact;
-  /* under the table's lock */
-  int8_t held; /* 1 while in the held set */
+  /* under the table's lock (held: its inbox is open, cm_link_held) */
   int8_t same; /* waiting: its views are known to be its holder's (then
                 * every later holder of that list has them too: a list
                 * passes on whole only to a waiter with the holder's views) */
@@ -102,15 +101,17 @@ typedef struct cm_link {
    * kept here so that a release hands the bytes on without reading the
    * next holder's link first (a line written long before: a miss) */
   int8_t wsame;
-  int32_t held_pos;             /* its place in cm_table.held while held */
+  int8_t pad8;      /* zero: no implicit padding (the explorers compare links bytewise) */
+  int32_t held_pos; /* its place in cm_table.held while held */
   int32_t wait_head, wait_tail; /* tasks waiting on this one, in order (starvation, above) */
   int32_t wait_next;            /* next in the list this task is on (waiters or granted) */
   int32_t pend_next;            /* next in the pending stack (cm_pend_push) */
   /* Tasks that joined this one lock-free (cm_join), newest first by
-   * wait_next, the oldest's -1: 0 closed (not held: a join fails), 1 open
-   * and empty, 2 + t: t the newest. Opened by its acquire, closed by its
-   * release, both under the lock; zero in a fresh table, as every link is
-   * until it is first acquired. */
+   * wait_next, the oldest's -1: CM_INBOX_CLOSED (not held: a join fails),
+   * CM_INBOX_EMPTY (open and empty), 2 + t: t the newest. Opened by its
+   * acquire, closed by its release, both under the lock; zero in a fresh
+   * table, as every link is until it is first acquired. So it is open
+   * exactly while the task is held (cm_link_held). */
   _Atomic int32_t inbox;
   /* The oldest of them: written by the join that finds the inbox empty,
    * before its swap (read only after a close that took a task, so never
@@ -118,6 +119,16 @@ typedef struct cm_link {
   int32_t inbox_first;
   int32_t pad; /* a link is one line (cm_init) */
 } cm_link;
+
+#define CM_INBOX_CLOSED 0
+#define CM_INBOX_EMPTY  1
+
+/* Whether l's task is in the held set: its inbox is open. Exact under the
+ * table's lock (only the lock's holder opens or closes an inbox; a join
+ * only pushes on an open one); without it, as cm_hinted reads it, a hint. */
+static inline bool cm_link_held(const cm_link *l) {
+  return atomic_load_explicit(&l->inbox, memory_order_relaxed) != CM_INBOX_CLOSED;
+}
 
 /* How two tasks' COMMUTE views compare: conflict (some bytes meet) and
  * same (exactly the same views: every task that conflicts with one
@@ -223,16 +234,16 @@ bool cm_pend_none(cm_table *c);
 /* Under the lock: the pending tasks, oldest first, acquire; the granted
  * ones are appended to g. */
 void cm_drain(cm_table *c, const cm_ops *ops, cm_grants *g);
-/* g with the list from first (by wait_next) appended. */
-void cm_grants_add(cm_table *c, cm_grants *g, int32_t first);
+/* g with t appended (its wait_next set to -1). */
+void cm_grant(cm_table *c, cm_grants *g, int32_t t);
 
 /* The step functions, called with the lock held (the explorer drives them
  * as atomic steps). Acquire: true when t is now held; false when it waits
  * on a holder (it will be granted by that holder's release). */
 bool cm_acquire(cm_table *c, int32_t t, const cm_ops *ops);
-/* Release of held t: returns the first task granted (the rest follow by
- * wait_next, -1 ends), which the caller queues after dropping the lock. */
-int32_t cm_release(cm_table *c, int32_t t, const cm_ops *ops);
+/* Release of held t: the tasks it grants are appended to g, in order,
+ * which the caller queues after dropping the lock. */
+void cm_release(cm_table *c, int32_t t, const cm_ops *ops, cm_grants *g);
 /* Whether held, waiting or pending tasks remain (a successful run ends
  * with none). */
 bool cm_busy(const cm_table *c);

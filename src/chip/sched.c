@@ -330,7 +330,7 @@ void sched_make_ready(pto_run *r, task *t) { make_ready(r, t, true); }
  * sched_complete_here around the completion it makes. */
 static _Thread_local handoff *this_handoff;
 
-static void announce_ready(pto_run *r, int sh, bool sync_start);
+static void announce_ready(pto_run *r, int q);
 
 /* The batch of ready tasks open on this thread (ready_batch.h), if any. */
 static _Thread_local ready_batch *this_batch;
@@ -342,11 +342,10 @@ static bool batch_begin(ready_batch *b) {
   return true;
 }
 
-/* After pushes to the queues in `pushed` (1 << shape; the sync_start
- * queue: 1 << SHAPE_COUNT): asks for the passes that place them, once per
- * queue, or, in a hand-off, adds them to the announces it makes anyway
- * (handoff_announce). An announce may run passes here, whose completions
- * batch on their own. */
+/* After pushes to the queues in `pushed` (1 << q, announce_ready's q):
+ * asks for the passes that place them, once per queue, or, in a hand-off,
+ * adds them to the announces it makes anyway (handoff_announce). An
+ * announce may run passes here, whose completions batch on their own. */
 static void pushed_announce(pto_run *r, uint32_t pushed) {
   /* release pairs with a scheduler thread's acquire of ready_gen before it
    * parks; only scheduler threads wait on it (role mode: every push is
@@ -358,11 +357,8 @@ static void pushed_announce(pto_run *r, uint32_t pushed) {
   }
   ready_batch *open = this_batch;
   this_batch = NULL;
-  for (int sh = 0; sh <= SHAPE_COUNT; sh++)
-    if (pushed & (1u << sh)) {
-      bool sync = sh == SHAPE_COUNT;
-      announce_ready(r, sync ? SHAPE_AIC : sh, sync);
-    }
+  for (int q = 0; q <= SHAPE_COUNT; q++)
+    if (pushed & (1u << q)) announce_ready(r, q);
   this_batch = open;
 }
 
@@ -420,40 +416,41 @@ static void queue_ready(pto_run *r, task *t) {
   pushed_announce(r, 1u << (t->sync_start ? SHAPE_COUNT : t->shape));
 }
 
-static void kick_others(pto_run *r, int sh, bool sync_start, const sched *skip);
+static void kick_others(pto_run *r, int q, const sched *skip);
 
-/* Asks for the passes that place a block pushed to shape sh's queue (or,
- * sync_start, to the gang queue). */
-static void announce_ready(pto_run *r, int sh, bool sync_start) {
+/* Asks for the passes that place a block pushed to queue q: shape q's, or
+ * (q == SHAPE_COUNT) the sync_start (gang) queue. */
+static void announce_ready(pto_run *r, int q) {
   sched *s = this_sched;
-  if (s && s->run == r && !sync_start) {
+  if (s && s->run == r && q != SHAPE_COUNT) {
     s->wake_pending = true; /* decided after its dispatch pass */
     return;
   }
-  kick_others(r, sh, sync_start, s);
+  kick_others(r, q, s);
 }
 
 /* Asks every scheduler but `skip` for a pass (or, for a block the
- * orchestrator readied, one that pulls), until the queue is empty. */
-static void kick_others(pto_run *r, int sh, bool sync_start, const sched *skip) {
+ * orchestrator readied, one that pulls), until queue q (announce_ready's)
+ * is empty. */
+static void kick_others(pto_run *r, int q, const sched *skip) {
   const sched *s = this_sched;
-  ready_queue *q = &r->queues[sh];
+  const bool sync_start = q == SHAPE_COUNT;
   /* a single-core block readied by a thread that is no core (the
    * orchestrator) may be left to an idle core that pulls */
   bool delegable = !r->sched_threads && !sync_start && !this_core && !s &&
-                   shape_aic((shape)sh) + shape_aiv((shape)sh) == 1;
+                   shape_aic((shape)q) + shape_aiv((shape)q) == 1;
   for (int i = 0; i < r->nsched; i++) {
     if (&r->scheds[i] == skip) continue;
     if (delegable) {
       /* the puller's pass tells the others what it leaves (leftover) */
-      if (sched_request(r, &r->scheds[i], (shape)sh)) break;
+      if (sched_request(r, &r->scheds[i], (shape)q)) break;
     } else {
       sched_kick(r, &r->scheds[i]);
     }
     /* role mode: a pass ran or its holder will run one; once the queue is
      * empty the others have nothing to take (relaxed peek: a stale count
      * only kicks one more scheduler) */
-    if (!r->sched_threads && !sync_start && rq_queued(q) == 0) break;
+    if (!r->sched_threads && !sync_start && rq_queued(&r->queues[q]) == 0) break;
   }
 }
 
@@ -461,13 +458,12 @@ static void kick_others(pto_run *r, int sh, bool sync_start, const sched *skip) 
  * leaving out scheduler `done` (NULL: none), whose pass ran after them. */
 static void handoff_announce(handoff *h, const sched *done) {
   pto_run *r = h->run;
-  for (int sh = 0; sh <= SHAPE_COUNT; sh++) {
-    if (!(h->pushed & (1u << sh))) continue;
-    bool sync = sh == SHAPE_COUNT;
+  for (int q = 0; q <= SHAPE_COUNT; q++) {
+    if (!(h->pushed & (1u << q))) continue;
     if (!done)
-      announce_ready(r, sync ? SHAPE_AIC : sh, sync);
-    else if (sync || r->sched_threads || rq_queued(&r->queues[sh])) /* blocks left */
-      kick_others(r, sync ? SHAPE_AIC : sh, sync, done);
+      announce_ready(r, q);
+    else if (q == SHAPE_COUNT || r->sched_threads || rq_queued(&r->queues[q])) /* blocks left */
+      kick_others(r, q, done);
   }
   h->pushed = 0;
 }

@@ -43,10 +43,8 @@ static bool view_has(const pto_tensor *v, const unsigned char *x) {
   return pto_tensor_init(&b, (void *)x, 1, PTO_U8, 1, &one) == 0 && region_covers(v, &b);
 }
 
-/* Byte runs [lo, hi) of addresses, sorted and merged. */
-typedef struct span {
-  uintptr_t lo, hi;
-} span;
+/* Byte runs of addresses, sorted and merged. */
+typedef node_span span;
 
 typedef struct spans {
   span *v;
@@ -134,9 +132,9 @@ static size_t window_regions(const pto_node *n, const node_task *t, span *reg, i
 bool node_check_before(pto_node *n, node_task *t, int slot) {
   n->check_slot = slot;
   if (!node_check_on(n)) return true;
-  span reg[PTO_MAX_TENSOR_ARGS];
-  int nreg;
-  const size_t need = n->host_used + window_regions(n, t, reg, &nreg);
+  /* the layout of the copy, which node_check_after compares as it is */
+  n->check_host = n->host_used;
+  const size_t need = n->check_host + window_regions(n, t, n->check_reg, &n->check_nreg);
   if (!need) return true;
   if (n->check_cap < need) {
     unsigned char *p = realloc(n->check_snap, need);
@@ -153,11 +151,12 @@ bool node_check_before(pto_node *n, node_task *t, int slot) {
     n->check_cap = need;
   }
   /* node host memory, then each window region */
-  if (n->host_used) memcpy(n->check_snap, n->host, n->host_used);
-  size_t at = n->host_used;
-  for (int k = 0; k < nreg; k++) {
-    memcpy(n->check_snap + at, (const void *)reg[k].lo, reg[k].hi - reg[k].lo);
-    at += reg[k].hi - reg[k].lo;
+  if (n->check_host) memcpy(n->check_snap, n->host, n->check_host);
+  size_t at = n->check_host;
+  for (int k = 0; k < n->check_nreg; k++) {
+    const span *r = &n->check_reg[k];
+    memcpy(n->check_snap + at, (const void *)r->lo, r->hi - r->lo);
+    at += r->hi - r->lo;
   }
   return true;
 }
@@ -191,32 +190,30 @@ static const char *access_name(int a) {
 }
 
 /* The first byte that changed outside t's written views, in node host
- * memory and then in t's window regions (as node_check_before copied
- * them); NULL if none, with *old its value before. False when out of
- * memory. */
+ * memory and then in t's window regions, as node_check_before copied them
+ * (node host memory handed out since is no one's write); NULL if none,
+ * with *old its value before. False when out of memory. */
 static bool first_stray(const pto_node *n, const node_task *t, const unsigned char **x,
                         unsigned *old) {
-  span reg[PTO_MAX_TENSOR_ARGS];
-  int nreg;
   *x = NULL;
-  const size_t win = window_regions(n, t, reg, &nreg);
-  if (!n->host_used && !win) return true;
+  if (!n->check_host && !n->check_nreg) return true;
   spans w = {0};
   if (!arg_spans(&t->args, writes, &w)) {
     free(w.v);
     return false;
   }
-  int64_t at = n->host_used ? first_change(n->host, n->check_snap, n->host_used, &w) : -1;
+  int64_t at = n->check_host ? first_change(n->host, n->check_snap, n->check_host, &w) : -1;
   if (at >= 0) {
     *x = n->host + at;
     *old = n->check_snap[at];
   }
-  size_t off = n->host_used; /* of the window regions' copies, after node host memory's */
-  for (int k = 0; !*x && k < nreg; k++) {
-    const size_t len = reg[k].hi - reg[k].lo;
-    at = first_change((const unsigned char *)reg[k].lo, n->check_snap + off, len, &w);
+  size_t off = n->check_host; /* of the window regions' copies, after node host memory's */
+  for (int k = 0; !*x && k < n->check_nreg; k++) {
+    const span *r = &n->check_reg[k];
+    const size_t len = r->hi - r->lo;
+    at = first_change((const unsigned char *)r->lo, n->check_snap + off, len, &w);
     if (at >= 0) {
-      *x = (const unsigned char *)reg[k].lo + at;
+      *x = (const unsigned char *)r->lo + at;
       *old = n->check_snap[off + (size_t)at];
     }
     off += len;
@@ -238,7 +235,7 @@ void node_check_after(pto_node *n, node_task *t) {
   }
   if (!x) return;
   unsigned now = *x;
-  const bool in_host = x >= n->host && x < n->host + n->host_used;
+  const bool in_host = x >= n->host && x < n->host + n->check_host;
   char who[64];
   if (t->kind == TASK_HOST)
     snprintf(who, sizeof who, "host task on worker %d", n->check_slot - n->cfg.nchips);

@@ -89,6 +89,11 @@ typedef struct child_slot {
   bool replied;
 } child_slot;
 
+/* A byte run [lo, hi) of addresses (node_check.c). */
+typedef struct node_span {
+  uintptr_t lo, hi;
+} node_span;
+
 struct pto_node {
   pto_node_config cfg;
   bool mpi;                     /* chips are MPI ranks (node_mpi.c) */
@@ -137,10 +142,15 @@ struct pto_node {
    * latches it (node_latch_foreign) */
   _Atomic(const char *) foreign_call;
   pto_node_stats stats; /* of the current (then last) run */
-  /* checking mode (node_check.c): node host memory, then a host task's
-   * window buffers, as they were when the running task was launched */
+  /* checking mode (node_check.c): node host memory's first check_host
+   * bytes, then a host task's window regions check_reg[0..check_nreg), as
+   * they were when the running task was launched; its end compares that
+   * layout, whatever node host memory has grown to meanwhile */
   unsigned char *check_snap;
   size_t check_cap;
+  size_t check_host;
+  node_span check_reg[PTO_MAX_TENSOR_ARGS];
+  int check_nreg;
   int check_slot;         /* the running task's (first) child slot */
   pto_host_fn *skip_read; /* host functions out of the read check (pto_node_skip_read_check) */
   int nskip_read;

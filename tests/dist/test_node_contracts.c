@@ -636,6 +636,51 @@ static void test_host_task_window_writes_checked(void **state) {
   }
 }
 
+/* Under mpirun only (as above): a host task that allocates node host
+ * memory while it runs (its worker is a thread of rank 0, as the parent
+ * is). The write check compares what was copied at its launch, node host
+ * memory as it was then and its window argument after it, and nothing
+ * else: the bytes handed out meanwhile are no one's write, and its window
+ * copy is not read as node host memory (with the layout taken again after
+ * the task: "byte 0 of node host memory ... changed 0x01 -> 0x00"). The
+ * first task makes the window's bytes differ from fresh memory. */
+static int grow_host(const pto_args *a, void *arg) {
+  (void)a;
+  return pto_node_host_alloc(arg, 64) ? 0 : 1;
+}
+
+static void grow_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
+  pto_domain dom;
+  int64_t n = HALF;
+  pto_tensor v;
+  p->rc_read[0] = pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom);
+  if (!p->rc_read[0]) p->rc_read[0] = pto_node_window_tensor(no, dom, 0, "dst", PTO_I32, 1, &n, &v);
+  if (p->rc_read[0]) return;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_inout(&a, &v);
+  pto_node_submit_host(no, -1, add_one, NULL, &a, NULL);
+  pto_args_init(&a);
+  pto_args_input(&a, &v);
+  pto_node_submit_host(no, -1, grow_host, pto_node_orch_node(no), &a, NULL);
+}
+
+static void test_host_task_growing_host_memory(void **state) {
+  (void)state;
+  for (int check = 0; check < 2; check++) {
+    pto_node *n = make_node(check);
+    probe p = {0};
+    pto_error_info err;
+    int rc = pto_node_run(n, grow_orch, &p, &err);
+    if (rc) fprintf(stderr, "check %d: %s: %s\n", check, pto_status_name(rc), err.details);
+    pto_node_destroy(n);
+    assert_int_equal(p.rc_read[0], 0);
+    assert_int_equal(rc, 0);
+  }
+}
+
 /* Opted out, the same host task passes (run_host asserts both rows). */
 static void test_host_task_read_check_opt_out(void **state) {
   (void)state;
@@ -663,6 +708,7 @@ int main(void) {
   const struct CMUnitTest mpi_tests[] = {
       cmocka_unit_test(test_host_task_window_argument_once),
       cmocka_unit_test(test_host_task_window_writes_checked),
+      cmocka_unit_test(test_host_task_growing_host_memory),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   if (dist_chips_available() != INT_MAX) /* under mpirun (mpi.node_contracts.np2) */

@@ -76,7 +76,7 @@ static void breach_orch(pto_orch *o, void *arg) {
     break;
   case BREACH_COMMUTE_HELD: /* a slot in the held set that nobody releases */
     cm_lock(&r->cm);
-    r->cm.links[3].held = 1;
+    atomic_store(&r->cm.links[3].inbox, CM_INBOX_EMPTY); /* held: its inbox open */
     r->cm.links[3].held_pos = 0;
     r->cm.held[0] = (cm_held){r->cm.links[3].lo, r->cm.links[3].hi, 3, 0};
     r->cm.nheld = 1;

@@ -179,7 +179,7 @@ static void init_hints(const mstate *s0) {
 /* After a drain: every task that was pending acquired (granted) or waits. */
 static void drained(mstate *s) {
   for (int t = 0; t < NT; t++)
-    if (s->ts[t] == T_PENDING) s->ts[t] = s->links[t].held ? T_GRANTED : T_WAIT;
+    if (s->ts[t] == T_PENDING) s->ts[t] = cm_link_held(&s->links[t]) ? T_GRANTED : T_WAIT;
 }
 
 static int step(explorer *e, mstate *s, int a) {
@@ -232,8 +232,7 @@ static int step(explorer *e, mstate *s, int a) {
       cm_drain(c, &OPS, &g);
       drained(s);
       if (cm_acquire(c, t, &OPS)) {
-        s->links[t].wait_next = -1;
-        cm_grants_add(c, &g, t);
+        cm_grant(c, &g, t);
         s->ts[t] = T_GRANTED;
       } else {
         s->ts[t] = T_WAIT;
@@ -253,10 +252,9 @@ static int step(explorer *e, mstate *s, int a) {
       r = XP_SKIP;
       break;
     }
-    int32_t first = cm_release(c, t, &OPS);
-    for (int32_t w = first; w >= 0; w = s->links[w].wait_next)
+    cm_release(c, t, &OPS, &g); /* a runner's first grants: g was empty */
+    for (int32_t w = g.head; w >= 0; w = s->links[w].wait_next)
       s->ts[w] = T_GRANTED;
-    cm_grants_add(c, &g, first);
     s->ts[t] = T_DONE;
     cm_drain(c, &OPS, &g);
     drained(s);

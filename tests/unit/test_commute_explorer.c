@@ -105,7 +105,7 @@ static void split_commit(mstate *s, int t) {
   if (h < 0) {
     l->held_pos = s->nheld;
     s->held[s->nheld++] = (cm_held){l->lo, l->hi, t, 0};
-    l->held = 1;
+    atomic_store(&l->inbox, CM_INBOX_EMPTY); /* held: its inbox open */
     s->pc[t] = P_QUEUED;
     return;
   }
@@ -142,10 +142,11 @@ static int step(explorer *e, mstate *s, int t) {
   case P_CHECKED: split_commit(s, t); return XP_STEP;
   case P_QUEUED: s->pc[t] = P_RUN; break;
   case P_RUN: {
-    int32_t g = cm_release(&c, t, e->variant == V_SAME_BY_OVERLAP ? &OPS_OVERLAP : &OPS);
-    for (int32_t w = g; w >= 0; w = c.links[w].wait_next)
+    cm_grants g = {-1, -1};
+    cm_release(&c, t, e->variant == V_SAME_BY_OVERLAP ? &OPS_OVERLAP : &OPS, &g);
+    for (int32_t w = g.head; w >= 0; w = c.links[w].wait_next)
       s->pc[w] = P_GRANTED;
-    s->cursor[t] = (int8_t)g;
+    s->cursor[t] = (int8_t)g.head;
     s->pc[t] = P_QUEUEING;
     break;
   }

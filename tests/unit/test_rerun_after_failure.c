@@ -277,7 +277,7 @@ static void check_clean(pto_orch *o) {
   pto_run *r = o->run;
   if (cm_busy(&r->cm)) note("COMMUTE: task slot %d still held", (int)cm_first_held(&r->cm));
   for (uint32_t i = 0; i < r->cm.n; i++)
-    if (r->cm.links[i].held) note("COMMUTE: slot %u flagged held", i);
+    if (cm_link_held(&r->cm.links[i])) note("COMMUTE: slot %u flagged held (its inbox open)", i);
   if (r->rx.openm) note("REDUX: %d groups open", __builtin_popcount(r->rx.openm));
   for (int i = 0; i < REDUX_GROUPS; i++)
     if (r->rx.g[i].open) note("REDUX: group %d open", i);
