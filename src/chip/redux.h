@@ -1,8 +1,11 @@
 /* redux.h — PTO_REDUX: private copies of the contributions to a reduction
  * and the tasks that combine them (pto/redux.h, docs/chip.md Reductions).
  *
- * Everything here runs on the orchestrator's thread, at submit, except the
- * combine kernel, which runs as a task on a core.
+ * Everything here runs on the orchestrator's thread, at submit, except
+ * what a core does for the tasks it runs: a contribution's core sets its
+ * own copy to the identity just before its kernel (redux_unit_identity;
+ * a user op's init thus runs on several threads at once), and the
+ * combine kernel runs as a task on a core.
  *
  * A group is the run of consecutive contributions to one view with one op.
  * Its private copies are slots of one slab taken from the heap ring (with

@@ -66,8 +66,9 @@
  * ranks sharing 2 CPUs an 8-byte broadcast took 10-24 us through the
  * records, 4.3 through the table); blocks below PTO_COLL_RING_MIN_BYTES
  * take the mesh on the windows as on shm (native_data), and larger ones
- * follow the table's round with the records only to carry data (at the
- * fuse limit), or with the backend's collective.
+ * follow the table's round with the records (carrying the data up to the
+ * fuse limit; without it, they still name a call on another view of the
+ * buffer before the backend's collective).
  * Reproducible reductions (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE)
  * fold every rank's block in rank order on every path: the mesh instead of
  * the ring, the records, and above them the backend's gather then a local
@@ -647,9 +648,14 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   if (k->table != NO_TABLE) {
     /* direct windows: the descriptors meet in the call table, as every
      * call's there (so calls whose data goes with the table meet these and
-     * name a difference); records follow only to carry data */
+     * name a difference). The records follow all the same, with or
+     * without data: each scratch view has a table of its own, while the
+     * backend's collective after them meets the buffer's calls in the
+     * order made (coll_lock), so only the records, made under that lock,
+     * name a call on another view of the buffer (coll_rec) instead of
+     * letting MPI match two views' calls crosswise */
     int rc = table_exchange(k, bb, NULL, 0, NULL);
-    if (rc || !blk || bb > fuse_limit(k)) return rc;
+    if (rc) return rc;
   }
   native_hold(k);
   if (k->d.status == 0 && bb > k->slot) {

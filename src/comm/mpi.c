@@ -890,9 +890,6 @@ static bool mpi_signal_park(comm_win *w, bool (*cond)(void *), void *arg, uint64
   return wait_mine(w, cond, arg, deadline_ns);
 }
 
-/* Only a controlled run keeps state per task: the task for its gaps, and,
- * at its end, that my kernels read nothing more of it (before the batch
- * of the end of task lands: comm_task_end). */
 /* The call table (coll.c) on shared windows, as shm.c's: every window is
  * mapped here and loads and stores of it are allowed (unified model); not
  * with fault injection or a controlled run, whose stores go through put. */
@@ -900,6 +897,9 @@ static unsigned char *mpi_direct(comm_win *w, int rank) {
   return w->shared && !w->fq && !w->d.controlled ? (unsigned char *)hdr(w, rank) : NULL;
 }
 
+/* Only a controlled run keeps state per task: the task for its gaps, and,
+ * at its end, that my kernels read nothing more of it (before the batch
+ * of the end of task lands: comm_task_end). */
 static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end) {
   if (!w->d.controlled || w->my_rank < 0) return;
   w->epoch = epoch;
