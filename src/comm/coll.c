@@ -66,9 +66,9 @@
  * ranks sharing 2 CPUs an 8-byte broadcast took 10-24 us through the
  * records, 4.3 through the table); blocks below PTO_COLL_RING_MIN_BYTES
  * take the mesh on the windows as on shm (native_data), and larger ones
- * follow the table's round with the records (carrying the data up to the
- * fuse limit; without it, they still name a call on another view of the
- * buffer before the backend's collective).
+ * follow the table's round, made holding the buffer's lock, with the
+ * records only to carry data (at the fuse limit), or with the backend's
+ * collective.
  * Reproducible reductions (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE)
  * fold every rank's block in rank order on every path: the mesh instead of
  * the ring, the records, and above them the backend's gather then a local
@@ -338,8 +338,10 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
 
 /* From a call's first use of the backend's own collectives to its end,
  * one call at a time per window buffer (comm.h, coll_lock): they share the
- * buffer's communicator. The call table's rounds take no part (each
- * scratch view has its own table). */
+ * buffer's communicator. On direct windows a call that goes on to them
+ * takes it before its table round (native_exchange); the rounds of calls
+ * that end in the table or the mesh take no part (each scratch view has
+ * its own table). */
 static void native_hold(coll *k) {
   if (k->locked) return;
   pthread_mutex_lock(&k->cd->coll_lock[k->buf]);
@@ -648,14 +650,17 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   if (k->table != NO_TABLE) {
     /* direct windows: the descriptors meet in the call table, as every
      * call's there (so calls whose data goes with the table meet these and
-     * name a difference). The records follow all the same, with or
-     * without data: each scratch view has a table of its own, while the
-     * backend's collective after them meets the buffer's calls in the
-     * order made (coll_lock), so only the records, made under that lock,
-     * name a call on another view of the buffer (coll_rec) instead of
-     * letting MPI match two views' calls crosswise */
+     * name a difference); records follow only to carry data. The round is
+     * made holding the buffer's lock: each scratch view has a table of its
+     * own, while what follows meets the buffer's calls in the order they
+     * take the lock (coll_lock), so a call that took it passes its round
+     * only with its own peers', never beside another view's whose call the
+     * peers made first (which MPI would match crosswise with this one);
+     * ranks taking the lock for two views in opposite orders wait for each
+     * other until the deadline, which names the call */
+    native_hold(k);
     int rc = table_exchange(k, bb, NULL, 0, NULL);
-    if (rc) return rc;
+    if (rc || !blk || bb > fuse_limit(k)) return rc;
   }
   native_hold(k);
   if (k->d.status == 0 && bb > k->slot) {

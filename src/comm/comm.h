@@ -62,8 +62,11 @@ typedef struct comm_dom {
    * collectives and record exchanges of one window buffer go through one
    * communicator, where they meet in the order made, so a rank makes them
    * one at a time: coll_lock is held from a call's first use of them to
-   * its end (the call table's round before, per scratch view, needs it
-   * not; two kernels calling
+   * its end, and on direct windows from before the call table's round of
+   * a call that goes on to them (coll.c native_exchange: each scratch view
+   * has its own table, so a round made outside the lock could pass beside
+   * another view's call; rounds of calls that end in the table or the
+   * mesh need it not); two kernels calling
    * on two scratch views of one buffer at once would otherwise interleave
    * their records and collectives differently on each rank, and race on
    * the entry and on the backend's staging). */

@@ -283,38 +283,50 @@ void pto_wait_share_end(pto_wait_share *sh) {
 /* True while every runnable pto thread has a CPU of its own, so that a
  * spinner steals nobody's time slice (the caller counts as runnable), in
  * this process and in each process registered as sharing its CPUs. */
-bool pto_wait_cpu_free(void) {
+/* `own`: this process's threads only, not the processes sharing its CPUs
+ * (pto_wait_unparked_own). */
+static bool cpu_free(bool own) {
   int r = atomic_load_explicit(&runnable, memory_order_relaxed);
-  uint64_t w = atomic_load_explicit(&share_word, memory_order_relaxed);
+  uint64_t w = own ? 0 : atomic_load_explicit(&share_word, memory_order_relaxed);
   long procs = w ? (long)(w >> 32) : 1;
   int cpus = w ? (int)(uint32_t)w : pto_wait_cpus();
   return (long)(r > 1 ? r : 1) * procs <= cpus;
 }
 
+bool pto_wait_cpu_free(void) { return cpu_free(false); }
+
 /* Spins about spin_ns while cond is false and a CPU stays free for every
  * runnable pto thread; re-checks the count every few iterations, so that a
  * thread woken meanwhile gets the CPU instead of the spinner. */
-static bool spin(pto_cond_fn cond, void *arg) {
+static bool spin(pto_cond_fn cond, void *arg, bool own) {
   unsigned spins = spin_budget();
   for (unsigned i = 0; i < spins; i++) {
     if (cond(arg)) return true;
-    if ((i & 63) == 63 && !pto_wait_cpu_free()) return false;
+    if ((i & 63) == 63 && !cpu_free(own)) return false;
     pto_cpu_relax();
   }
   return false;
 }
 
-bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
+static bool unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns, bool own) {
   for (;;) {
     if (cond(arg)) return true;
-    if (pto_wait_cpu_free() ? spin(cond, arg) : (sched_yield(), cond(arg))) return true;
+    if (cpu_free(own) ? spin(cond, arg, own) : (sched_yield(), cond(arg))) return true;
     if (pto_now_ns() >= deadline_ns) return false;
   }
 }
 
+bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
+  return unparked(cond, arg, deadline_ns, false);
+}
+
+bool pto_wait_unparked_own(pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
+  return unparked(cond, arg, deadline_ns, true);
+}
+
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   if (cond(arg)) return true;
-  if (pto_wait_cpu_free() && spin(cond, arg)) return true;
+  if (cpu_free(false) && spin(cond, arg, false)) return true;
   /* Then yield: with more runnable pto threads than CPUs, a yield is the
    * cheapest hand-off to the thread that will satisfy the condition (one
    * context switch each way, no syscall for the waker). Measured against

@@ -38,6 +38,12 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns);
  * pulls work, core.c); the caller then waits as usual. */
 bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
 
+/* As pto_wait_unparked, counting this process's threads only, not the
+ * processes registered as sharing its CPUs: for a caller that yields to
+ * those itself between its spins (mpi_coll.c's poll of MPI requests, as
+ * Open MPI's own waits do). */
+bool pto_wait_unparked_own(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
+
 /* For a thread with nothing to do until cond(arg) holds (a chip's thread
  * between runs): waits as pto_wait for up to the park maximum, then parks
  * with no timeout, so an idle thread costs no CPU. No deadline: only for
