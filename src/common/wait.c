@@ -205,9 +205,10 @@ static void park_end(void) {
  * more of them than CPUs (4 ranks on 2 CPUs under mpirun --oversubscribe)
  * every waiter believed a CPU free and spun, taking the time slice of the
  * peer it waited for. So a window that finds ranks sharing its CPUs
- * (shm.c) registers them while it is open, and every wait of the process
- * (a signal wait's learnt spin, a core's pull, a gap wait) counts the
- * most crowded registration: `procs` processes, this one included, over
+ * (shm.c; mpi.c on shared windows) registers them while it is open, and
+ * every wait of the process (a signal wait's learnt spin, a core's pull, a
+ * gap wait; not pto_wait_unparked_own's) counts the most crowded
+ * registration: `procs` processes, this one included, over
  * `cpus` CPUs, packed in one word (procs << 32 | cpus; 0: none). A forked
  * child starts with none: its windows register their own. */
 #define SHARE_MAX 64
