@@ -162,15 +162,17 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   };
   /* a REDUX argument of a task of several cores: this core's own copy */
   pto_tensor own[PTO_MAX_TENSOR_ARGS];
-  if (t->redux_args && t->units_total > 1) {
-    int unit = block * (t->units_total / t->block_num) +
-               (c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0));
-    redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
-    ctx.tensors = own;
+  if (t->redux_args) {
+    if (t->units_total > 1) {
+      int unit = block * (t->units_total / t->block_num) +
+                 (c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0));
+      redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
+      ctx.tensors = own;
+    }
+    /* its copies start from the identity, written here: the line is this
+     * core's from the first write (redux.h) */
+    redux_unit_identity(r->chip, ctx.tensors, t->redux_args, t->redux_op);
   }
-  /* its copies start from the identity, written here: the line is this
-   * core's from the first write (redux.h) */
-  if (t->redux_args) redux_unit_identity(r->chip, ctx.tensors, t->redux_args, t->redux_op);
   /* the clock only where a figure needs it (trace, first block, gang
    * spread, one block in 16 for pull_hold.h): the watchdog needs no start
    * time (a block that runs through a stall started before it,

@@ -273,19 +273,11 @@ int redux_flush_all(pto_run *r) {
   return rc;
 }
 
-/* region_view_overlap, with its first test (disjoint byte ranges, the
- * usual answer here: a contribution's other arguments, the chunks it
- * reads) made without the call. */
-static inline bool overlap(const region_view *a, const region_view *b) {
-  if (a->known && b->known && (a->hi <= b->lo || b->hi <= a->lo)) return false;
-  return region_view_overlap(a, b);
-}
-
 static int flush_overlapping_view(pto_run *r, const region_view *v) {
   int rc = PTO_OK;
   for (uint32_t m = r->rx.openm; m && !rc; m &= m - 1) {
     redux_group *g = &r->rx.g[__builtin_ctz(m)];
-    if (overlap(&g->rv, v)) rc = flush(r, g);
+    if (region_view_overlap(&g->rv, v)) rc = flush(r, g);
   }
   return rc;
 }
@@ -399,7 +391,7 @@ static int check_arg(pto_run *r, const pto_args *a, const region_view *rv, int i
     return redux_fail(r, i, "op '%s' reduces %s but the view is %s", u->name,
                       pto_dtype_name((pto_dtype)u->dtype), pto_dtype_name((pto_dtype)t->dtype));
   for (int j = 0; j < a->ntensors; j++)
-    if (j != i && a->access[j] != PTO_OUTPUT && overlap(&rv[i], &rv[j]))
+    if (j != i && a->access[j] != PTO_OUTPUT && region_view_overlap(&rv[i], &rv[j]))
       return redux_fail(r, i,
                         "its bytes overlap tensor argument %d (%s): the kernel sees only a "
                         "private copy of a REDUX view, so the task may not access those bytes "

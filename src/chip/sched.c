@@ -751,6 +751,15 @@ static void publish_counts(sched *s) {
   }
 }
 
+/* The spots (single-core placements) whose core still has room, in
+ * order; returns how many. */
+static int still_room(core **spots, int n, uint64_t max_inflight) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (has_room(spots[i], max_inflight)) spots[k++] = spots[i];
+  return k;
+}
+
 /* Places queued blocks of shape sh on this scheduler's cores with at most
  * max_inflight in flight. A single-core block goes to a busy core's
  * pending slot (max_inflight 1) only when no other scheduler has an idle
@@ -763,15 +772,6 @@ static void publish_counts(sched *s) {
  * pass that just took its last idle core publishes at its end), every
  * core is busy and the first block to end brings a pass that takes it,
  * the soonest it could have started anyway. */
-/* The spots (single-core placements) whose core still has room, in
- * order; returns how many. */
-static int still_room(core **spots, int n, uint64_t max_inflight) {
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    if (has_room(spots[i], max_inflight)) spots[k++] = spots[i];
-  return k;
-}
-
 static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
   pto_run *r = s->run;
   ready_queue *q = &r->queues[sh];

@@ -187,7 +187,7 @@ static bool same_bytes(const region_view *a, const region_view *b) {
   return true;
 }
 
-bool region_view_overlap(const region_view *a, const region_view *b) {
+bool region_view_overlap_full(const region_view *a, const region_view *b) {
   if (!a->known || !b->known) return true;
   if (a->hi <= b->lo || b->hi <= a->lo) return false;
   /* a view touches its first and last byte: views that share either (the

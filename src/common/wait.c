@@ -213,8 +213,12 @@ static void park_end(void) {
  * child starts with none: its windows register their own. */
 #define SHARE_MAX 64
 static pthread_mutex_t share_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { int procs, cpus; } shares[SHARE_MAX];
+static struct {
+  int procs, cpus;
+  uint64_t id;
+} shares[SHARE_MAX];
 static int nshares;
+static uint64_t share_ids; /* under share_lock: the last registration's id */
 static _Atomic uint64_t share_word;
 static pthread_once_t share_once = PTHREAD_ONCE_INIT;
 
@@ -261,6 +265,7 @@ void pto_wait_share_begin(const cpu_set_t *const *theirs, int n, pto_wait_share 
   if (nshares < SHARE_MAX) { /* beyond: a window more of the same host, not counted */
     shares[nshares].procs = sh->procs;
     shares[nshares].cpus = sh->cpus;
+    shares[nshares].id = sh->id = ++share_ids;
     nshares++;
     sh->on = true;
     share_publish();
@@ -273,7 +278,7 @@ void pto_wait_share_end(pto_wait_share *sh) {
   sh->on = false;
   pthread_mutex_lock(&share_lock);
   for (int i = 0; i < nshares; i++)
-    if (shares[i].procs == sh->procs && shares[i].cpus == sh->cpus) {
+    if (shares[i].id == sh->id) { /* its own: one inherited by a fork is gone */
       shares[i] = shares[--nshares];
       share_publish();
       break;

@@ -56,6 +56,7 @@ void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg);
 typedef struct pto_wait_share {
   int procs, cpus; /* the processes, this one included, and the CPUs they cover */
   bool on;         /* registered: pto_wait_share_end takes it back */
+  uint64_t id;     /* which registration (never reused; a forked child's are gone) */
 } pto_wait_share;
 
 /* Counts the processes among `theirs` (the CPU sets of n peer processes,

@@ -533,15 +533,21 @@ static int add_one(const pto_args *a, void *arg) {
   return 0;
 }
 
-static void window_host_orch(pto_node_orch *no, void *arg) {
-  probe *p = arg;
+/* A domain of chips 0 and 1 with one window buffer, "dst", and *v the
+ * first HALF i32 of rank 0's: p->rc_read[0] says why not (nonzero). */
+static int pair_window(pto_node_orch *no, probe *p, pto_tensor *v) {
   const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
   pto_domain dom;
   int64_t n = HALF;
-  pto_tensor v;
   p->rc_read[0] = pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom);
-  if (!p->rc_read[0]) p->rc_read[0] = pto_node_window_tensor(no, dom, 0, "dst", PTO_I32, 1, &n, &v);
-  if (p->rc_read[0]) return;
+  if (!p->rc_read[0]) p->rc_read[0] = pto_node_window_tensor(no, dom, 0, "dst", PTO_I32, 1, &n, v);
+  return p->rc_read[0];
+}
+
+static void window_host_orch(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  pto_tensor v;
+  if (pair_window(no, p, &v)) return;
   for (int k = 0; k < 2; k++) {
     pto_args a;
     pto_args_init(&a);
@@ -651,13 +657,8 @@ static int grow_host(const pto_args *a, void *arg) {
 
 static void grow_orch(pto_node_orch *no, void *arg) {
   probe *p = arg;
-  const pto_window_buffer bufs[] = {{"dst", DIST_SIZE * 4}};
-  pto_domain dom;
-  int64_t n = HALF;
   pto_tensor v;
-  p->rc_read[0] = pto_node_domain_create(no, dist_pair_chips, 2, bufs, 1, &dom);
-  if (!p->rc_read[0]) p->rc_read[0] = pto_node_window_tensor(no, dom, 0, "dst", PTO_I32, 1, &n, &v);
-  if (p->rc_read[0]) return;
+  if (pair_window(no, p, &v)) return;
   pto_args a;
   pto_args_init(&a);
   pto_args_inout(&a, &v);
