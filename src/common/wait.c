@@ -35,6 +35,7 @@ static uint64_t park_max_ns(void) {
 void pto_event_init(pto_event *ev, bool process_shared) {
   atomic_init(&ev->seq, 0);
   atomic_init(&ev->waiters, 0);
+  atomic_init(&ev->armed, 0);
   ev->shared = process_shared ? 1u : 0u;
 }
 
@@ -63,6 +64,10 @@ static void futex_park(pto_event *ev, uint32_t seen, uint64_t ns) {
 static bool announce(pto_event *ev, pto_cond_fn cond, void *arg, uint32_t *seen) {
   *seen = atomic_load_explicit(&ev->seq, memory_order_seq_cst);
   atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
+  /* Before the fence, as `waiters`: a signal whose state change this
+   * re-check misses finds armed set and wakes (test_wait_model.c finds
+   * the lost wake-up when armed is set after the re-check). */
+  atomic_store_explicit(&ev->armed, 1, memory_order_seq_cst);
   atomic_thread_fence(memory_order_seq_cst);
   if (!cond(arg)) return false;
   atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
@@ -79,6 +84,12 @@ void pto_event_signal(pto_event *ev) {
    * waiter and wake it, or it sees the new state and does not park. */
   atomic_thread_fence(memory_order_seq_cst);
   if (atomic_load_explicit(&ev->waiters, memory_order_relaxed) == 0) return;
+  /* Only the first signal after an announcement wakes: a woken waiter
+   * stays in `waiters` until it runs again (on a busy machine, for
+   * milliseconds), and meanwhile every signal made a futex call of its
+   * own. The waiter re-checks its condition after it announces itself
+   * again, so the signals that find armed cleared lose nothing. */
+  if (!atomic_exchange_explicit(&ev->armed, 0, memory_order_seq_cst)) return;
   /* A waiter parks on the seq value it read before announcing itself, so
    * the bump makes its futex wait return at once if it has not slept yet. */
   atomic_fetch_add_explicit(&ev->seq, 1, memory_order_seq_cst);

@@ -4,10 +4,11 @@
  * correct and reasonably fast.
  *
  * An event is a generation counter: a waker changes the state it guards,
- * then calls pto_event_signal(), which (only if someone waits) bumps the
- * counter and wakes parked waiters. A waiter reads the counter, announces
- * itself, then re-checks its condition before parking on that counter
- * value, so a signal between check and park is never lost. */
+ * then calls pto_event_signal(), which (only if someone waits, and has
+ * announced itself since the last wake) bumps the counter and wakes parked
+ * waiters. A waiter reads the counter, announces itself, then re-checks
+ * its condition before parking on that counter value, so a signal between
+ * check and park is never lost. */
 #ifndef PTO_WAIT_H
 #define PTO_WAIT_H
 
@@ -17,8 +18,9 @@
 #include <stdint.h>
 
 typedef struct pto_event {
-  _Atomic uint32_t seq;     /* bumped by every signal */
+  _Atomic uint32_t seq;     /* bumped by a signal that wakes */
   _Atomic uint32_t waiters; /* parked (or about to park) waiters */
+  _Atomic uint32_t armed;   /* 1: a waiter announced itself since the last wake */
   uint32_t shared;          /* nonzero: lives in memory shared between processes */
 } pto_event;
 

@@ -3,8 +3,14 @@
  * memory model, with and without the seq_cst fences.
  *
  *  - eventcount (common/wait.c): the waiter reads seq, increments waiters,
- *    [fence], re-checks its condition, parks on seq; the waker changes the
- *    state, fences, reads waiters and, if nonzero, bumps seq and wakes.
+ *    sets armed, [fence], re-checks its condition, parks on seq, and once
+ *    woken (or seq moved) takes back its increment and starts again; the
+ *    waker changes the state, fences, reads waiters and, if nonzero,
+ *    clears armed (an exchange) and, if it was set, bumps seq and wakes.
+ *    Only the first signal after an announcement wakes: a waiter slow to
+ *    leave its park costs the signals after it no futex call. Explored
+ *    with two signals, the waiter waiting for the second's state, so that
+ *    a signal that finds armed cleared by the one before is covered.
  *  - completion threshold (chip/orch.c orch_wait_completions against
  *    sched.c complete_task): the orchestrator stores wake_at, [fence], then
  *    waits on the eventcount for the task's DONE; the completer stores DONE,
@@ -40,8 +46,8 @@
 
 #include "explore.h"
 
-enum { V_STATE, V_WAITERS, V_SEQ, V_WAKE_AT, V_COMPLETED, NVARS };
-static const char *var_name[NVARS] = {"state", "waiters", "seq", "wake_at", "completed"};
+enum { V_STATE, V_WAITERS, V_SEQ, V_WAKE_AT, V_COMPLETED, V_ARMED, NVARS };
+static const char *var_name[NVARS] = {"state", "waiters", "seq", "wake_at", "completed", "armed"};
 #define INF  99
 #define BUF  6
 #define DONE 100 /* pc of a finished thread */
@@ -58,6 +64,10 @@ typedef struct model {
   bool waiter_fence; /* fence after waiters++ (the fix in wait.c) */
   bool orch_fence;   /* fence after storing wake_at (the fix in orch.c) */
   bool done_fence;   /* fence before loading wake_at (the fix in sched.c) */
+  bool armed;        /* a signal wakes only if armed was set (wait.c) */
+  bool arm_late;     /* broken: the waiter sets armed after its re-check */
+  int rounds;        /* the waker's signals (state 1, 2, ...); the waiter
+                      * waits for state == rounds; 0 means 1 */
 } model;
 
 static int load(const mstate *s, int th, int v) {
@@ -77,7 +87,10 @@ static void drain_one(mstate *s, int th) {
   s->nbuf[th]--;
 }
 
-/* Waiter (thread 0): pcs 10.. are the eventcount wait for state != 0. */
+static int rounds(const model *m) { return m->rounds ? m->rounds : 1; }
+
+/* Waiter (thread 0): pcs 10.. are the eventcount wait for state ==
+ * rounds. */
 static bool step_waiter(const model *m, mstate *s, char *what) {
   int *pc = &(int){s->pc[0]};
   bool ok = true;
@@ -99,8 +112,13 @@ static bool step_waiter(const model *m, mstate *s, char *what) {
     break;
   case 11:
     store(s, 0, V_WAITERS, load(s, 0, V_WAITERS) + 1);
-    *pc = m->waiter_fence ? 12 : 13;
+    *pc = m->armed && !m->arm_late ? 17 : m->waiter_fence ? 12 : 13;
     sprintf(what, "waiter: waiters++ (buffered)");
+    break;
+  case 17:
+    store(s, 0, V_ARMED, 1);
+    *pc = m->waiter_fence ? 12 : 13;
+    sprintf(what, "waiter: armed = 1 (buffered)");
     break;
   case 12:
     if (s->nbuf[0]) return false;
@@ -109,14 +127,20 @@ static bool step_waiter(const model *m, mstate *s, char *what) {
     break;
   case 13: {
     int c = load(s, 0, V_STATE);
-    *pc = c ? DONE : 14;
-    sprintf(what, "waiter: re-check state (%d)%s", c, c ? ": done" : "");
+    bool done = c >= rounds(m);
+    *pc = done ? DONE : m->armed && m->arm_late ? 18 : 14;
+    sprintf(what, "waiter: re-check state (%d)%s", c, done ? ": done" : "");
     break;
   }
+  case 18:
+    store(s, 0, V_ARMED, 1);
+    *pc = 14;
+    sprintf(what, "waiter: armed = 1, after the re-check (buffered)");
+    break;
   case 14: /* futex wait: the syscall drains; compares seq in memory */
     if (s->nbuf[0]) return false;
     if (s->mem[V_SEQ] != s->reg[0][0]) {
-      *pc = DONE;
+      *pc = 16;
       sprintf(what, "waiter: futex_wait returns (seq moved)");
     } else {
       s->asleep[0] = 1;
@@ -124,10 +148,21 @@ static bool step_waiter(const model *m, mstate *s, char *what) {
       sprintf(what, "waiter: futex_wait parks");
     }
     break;
+  case 16: /* retreat, then wait again */
+    store(s, 0, V_WAITERS, load(s, 0, V_WAITERS) - 1);
+    *pc = 10;
+    sprintf(what, "waiter: waiters-- (buffered)");
+    break;
   default: ok = false; /* 15: parked, woken by the waker; DONE */
   }
   s->pc[0] = (int8_t)*pc;
   return ok;
+}
+
+/* The waker's next signal, or DONE after the last (reg[1][0] counts
+ * them). */
+static int next_round(const model *m, mstate *s) {
+  return ++s->reg[1][0] < rounds(m) ? 0 : DONE;
 }
 
 /* Waker (thread 1): pcs 20.. are pto_event_signal. */
@@ -135,9 +170,9 @@ static bool step_waker(const model *m, mstate *s, char *what) {
   int pc = s->pc[1];
   switch (pc) {
   case 0:
-    store(s, 1, V_STATE, 1);
+    store(s, 1, V_STATE, s->reg[1][0] + 1);
     pc = m->threshold ? 1 : 20;
-    sprintf(what, "waker: store state=1");
+    sprintf(what, "waker: store state=%d", s->reg[1][0] + 1);
     break;
   case 1: /* completer: completed++ */
     store(s, 1, V_COMPLETED, load(s, 1, V_COMPLETED) + 1);
@@ -163,8 +198,16 @@ static bool step_waker(const model *m, mstate *s, char *what) {
     break;
   case 21: {
     int w = load(s, 1, V_WAITERS);
-    pc = w ? 22 : DONE;
+    pc = !w ? next_round(m, s) : m->armed ? 24 : 22;
     sprintf(what, "waker: waiters is %d%s", w, w ? "" : ": no wake");
+    break;
+  }
+  case 24: { /* exchange: a read-modify-write on memory (the fence drained) */
+    if (s->nbuf[1]) return false;
+    int a = s->mem[V_ARMED];
+    s->mem[V_ARMED] = 0;
+    pc = a ? 22 : next_round(m, s);
+    sprintf(what, "waker: exchange armed (was %d)%s", a, a ? "" : ": no wake");
     break;
   }
   case 22:
@@ -176,9 +219,9 @@ static bool step_waker(const model *m, mstate *s, char *what) {
     if (s->nbuf[1]) return false;
     if (s->asleep[0]) {
       s->asleep[0] = 0;
-      s->pc[0] = DONE;
+      s->pc[0] = 16;
     }
-    pc = DONE;
+    pc = next_round(m, s);
     sprintf(what, "waker: futex_wake");
     break;
   default: return false;
@@ -275,6 +318,26 @@ static void test_eventcount(void **state) {
   assert_int_equal(after, 0);
 }
 
+/* Only the first signal after an announcement wakes (wait.c's armed):
+ * with two signals, a waiter woken by the first that waits again must be
+ * woken by the second, which finds armed set again only if the waiter
+ * sets it before its re-check. */
+static void test_eventcount_armed(void **state) {
+  (void)state;
+  long late = run_model("eventcount, armed set after the re-check, two signals",
+                        (model){.waiter_fence = true, .armed = true, .arm_late = true, .rounds = 2});
+  long nofence = run_model("eventcount, armed, no waiter's fence, two signals",
+                           (model){.armed = true, .rounds = 2});
+  long after = run_model("eventcount with armed (wait.c), two signals",
+                         (model){.waiter_fence = true, .armed = true, .rounds = 2});
+  long plain = run_model("eventcount without armed, two signals",
+                         (model){.waiter_fence = true, .rounds = 2});
+  assert_true(late > 0);
+  assert_true(nofence > 0);
+  assert_int_equal(after, 0);
+  assert_int_equal(plain, 0);
+}
+
 static void test_completion_threshold(void **state) {
   (void)state;
   long before = run_model("completion threshold without fences (old orch.c, sched.c, wait.c)",
@@ -282,8 +345,12 @@ static void test_completion_threshold(void **state) {
   long orch_only = run_model("completion threshold, fences on the orchestrator side only",
                              (model){.threshold = true, .waiter_fence = true, .orch_fence = true});
   long after = run_model(
-      "completion threshold with all fences (orch.c, sched.c, wait.c)",
-      (model){.threshold = true, .waiter_fence = true, .orch_fence = true, .done_fence = true});
+      "completion threshold with all fences and armed (orch.c, sched.c, wait.c)",
+      (model){.threshold = true,
+              .waiter_fence = true,
+              .orch_fence = true,
+              .done_fence = true,
+              .armed = true});
   assert_true(before > 0);
   assert_true(orch_only > 0); /* the completer's fence is needed too */
   assert_int_equal(after, 0);
@@ -292,6 +359,7 @@ static void test_completion_threshold(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_eventcount),
+      cmocka_unit_test(test_eventcount_armed),
       cmocka_unit_test(test_completion_threshold),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
