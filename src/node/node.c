@@ -269,11 +269,20 @@ void pto_node_destroy(pto_node *n) {
 
 void *pto_node_host_alloc(pto_node *n, size_t bytes) {
   if (!n || !bytes) return NULL;
-  /* host_used <= host_bytes, so `at` cannot wrap; at + bytes can */
-  size_t at = (n->host_used + 63) & ~(size_t)63, end;
-  if (at > n->cfg.host_bytes || __builtin_add_overflow(at, bytes, &end) || end > n->cfg.host_bytes)
-    return NULL;
-  n->host_used = end;
+  /* The count is shared by every process of the node (node_ctl): a host
+   * task in a forked worker, a thread of rank 0 and the orchestrator take
+   * their bytes from it alike (a worker's own copy of the count stood
+   * where the fork left it, and handed out the parent's bytes again). */
+  uint64_t used = atomic_load_explicit(&n->ctl->host_used, memory_order_relaxed);
+  size_t at, end;
+  do {
+    /* used <= host_bytes, so `at` cannot wrap; at + bytes can */
+    at = ((size_t)used + 63) & ~(size_t)63;
+    if (at > n->cfg.host_bytes || __builtin_add_overflow(at, bytes, &end) ||
+        end > n->cfg.host_bytes)
+      return NULL;
+  } while (!atomic_compare_exchange_weak_explicit(&n->ctl->host_used, &used, end,
+                                                  memory_order_relaxed, memory_order_relaxed));
   return n->host + at;
 }
 

@@ -115,7 +115,7 @@ static bool arg_spans(const pto_args *a, bool (*pick)(int), spans *s) {
  * writes are its chip's to check. */
 static size_t window_regions(const pto_node *n, const node_task *t, span *reg, int *nreg) {
   spans s = {reg, 0, PTO_MAX_TENSOR_ARGS, 0, 0};
-  const uintptr_t h0 = (uintptr_t)n->host, h1 = h0 + n->host_used;
+  const uintptr_t h0 = (uintptr_t)n->host, h1 = h0 + node_host_used(n);
   for (int i = 0; n->mpi && t->kind == TASK_HOST && i < t->args.ntensors; i++) {
     const pto_tensor *v = &t->args.tensors[i];
     const uintptr_t lo = (uintptr_t)v->buf;
@@ -133,7 +133,7 @@ bool node_check_before(pto_node *n, node_task *t, int slot) {
   n->check_slot = slot;
   if (!node_check_on(n)) return true;
   /* the layout of the copy, which node_check_after compares as it is */
-  n->check_host = n->host_used;
+  n->check_host = node_host_used(n);
   const size_t need = n->check_host + window_regions(n, t, n->check_reg, &n->check_nreg);
   if (!need) return true;
   if (n->check_cap < need) {
@@ -295,7 +295,7 @@ int pto_node_skip_read_check(pto_node *n, pto_host_fn fn) {
 
 void node_check_frame(const pto_node *n, const node_task *t, node_frame *f) {
   f->read_check = 0;
-  f->host_used = n->host_used;
+  f->host_used = node_host_used(n);
   if (!node_check_on(n) || t->kind != TASK_HOST) return;
   for (int i = 0; i < n->nskip_read; i++)
     if (n->skip_read[i] == t->host_fn) return;

@@ -23,7 +23,11 @@
 
 typedef struct node_ctl {
   pto_event parent_ev; /* signalled by every child reply/state change */
-  node_mbox mbox[];    /* chips first, then host workers */
+  /* node host memory's bytes handed out (pto_node_host_alloc): one count
+   * for every process and thread of the node, a forked worker's host task
+   * and a thread of rank 0's as the orchestrator's */
+  _Atomic uint64_t host_used;
+  node_mbox mbox[]; /* chips first, then host workers */
 } node_ctl;
 
 typedef enum task_kind { TASK_CHIP = 0, TASK_HOST = 1 } task_kind;
@@ -108,9 +112,8 @@ struct pto_node {
   pid_t parent_pid;
   node_ctl *ctl;
   size_t ctl_bytes;
-  unsigned char *host;
-  size_t host_used;
-  void *space; /* reserved address space for windows */
+  unsigned char *host; /* node host memory: ctl->host_used bytes of it handed out */
+  void *space;         /* reserved address space for windows */
   uint64_t space_used;
   char prefix[48];                    /* run-unique shm name prefix, e.g. "/pto.123.0.ab12cd" */
   char *trace_path;                   /* cfg.trace_path, owned; NULL = not tracing */
@@ -161,6 +164,13 @@ struct pto_node {
   node_sched *sched;
   bool at_wait;
 };
+
+/* The bytes of node host memory handed out so far, by any process or
+ * thread of the node (relaxed: a count, no data is published through it;
+ * the bytes are the callers'). */
+static inline size_t node_host_used(const pto_node *n) {
+  return (size_t)atomic_load_explicit(&n->ctl->host_used, memory_order_relaxed);
+}
 
 /* The handle a node orchestration gets. `owner` is the thread running it
  * (pto_node_run's caller): the node's tasks, TensorMap, domains and error

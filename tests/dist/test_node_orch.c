@@ -696,6 +696,123 @@ static void test_run_after_failed_run(void **state) {
   }
 }
 
+/* ---- node host memory handed out from every process and thread ----
+ * A host task on one host runs in a worker process forked when the node
+ * was created, and under mpirun on a thread of rank 0; both may call
+ * pto_node_host_alloc with the node pointer they were passed. Every
+ * allocation comes from the one count the node's processes share: a
+ * worker's copy of the node began where the count stood at the fork and
+ * handed out bytes the parent had given away since (the same address
+ * twice, with no error). */
+
+#define ALLOC_BYTES   64
+#define ALLOC_THREADS 2
+#define ALLOC_EACH    200
+
+/* Allocates ALLOC_BYTES, fills them with 0x5a, and writes their address
+ * to its INOUT tensor (one int64). */
+static int alloc_host(const pto_args *a, void *arg) {
+  unsigned char *p = pto_node_host_alloc(arg, ALLOC_BYTES);
+  if (!p) return 1;
+  memset(p, 0x5a, ALLOC_BYTES);
+  *(int64_t *)a->tensors[0].buf = (int64_t)(intptr_t)p;
+  return 0;
+}
+
+typedef struct alloc_probe {
+  pto_node *n;
+  pto_tensor where[2];
+  unsigned char *got[ALLOC_THREADS][ALLOC_EACH];
+} alloc_probe;
+
+typedef struct alloc_thread {
+  alloc_probe *p;
+  int i;
+} alloc_thread;
+
+static void *alloc_many(void *arg) {
+  alloc_thread *a = arg;
+  for (int k = 0; k < ALLOC_EACH; k++)
+    a->p->got[a->i][k] = pto_node_host_alloc(a->p->n, 8);
+  return NULL;
+}
+
+/* Two host tasks (one per worker) allocate while two threads of the
+ * orchestration's process do. */
+static void alloc_run(pto_node_orch *no, void *arg) {
+  alloc_probe *p = arg;
+  for (int w = 0; w < 2; w++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_inout(&a, &p->where[w]);
+    assert_int_equal(pto_node_submit_host(no, w, alloc_host, p->n, &a, NULL), 0);
+  }
+  pthread_t th[ALLOC_THREADS];
+  alloc_thread at[ALLOC_THREADS];
+  for (int i = 0; i < ALLOC_THREADS; i++) {
+    at[i] = (alloc_thread){p, i};
+    assert_int_equal(pthread_create(&th[i], NULL, alloc_many, &at[i]), 0);
+  }
+  for (int i = 0; i < ALLOC_THREADS; i++)
+    pthread_join(th[i], NULL);
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void test_host_alloc_shared_by_processes_and_threads(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  alloc_probe *p = calloc(1, sizeof *p);
+  assert_non_null(p);
+  p->n = n;
+  unsigned char *mine = pto_node_host_alloc(n, ALLOC_BYTES); /* after the workers were forked */
+  assert_non_null(mine);
+  memset(mine, 0x11, ALLOC_BYTES);
+  int64_t one[1] = {1};
+  for (int w = 0; w < 2; w++) {
+    assert_int_equal(pto_node_host_tensor(n, PTO_I64, 1, one, &p->where[w]), 0);
+    *(int64_t *)p->where[w].buf = 0;
+  }
+  pto_error_info err;
+  int rc = pto_node_run(n, alloc_run, p, &err);
+  if (rc) fprintf(stderr, "%s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  unsigned char *after = pto_node_host_alloc(n, ALLOC_BYTES);
+  assert_non_null(after);
+  /* every allocation: its start, and bytes; none may overlap another */
+  enum { NALL = 4 + ALLOC_THREADS * ALLOC_EACH };
+  uintptr_t lo[NALL];
+  int k = 0;
+  lo[k++] = (uintptr_t)mine;
+  lo[k++] = (uintptr_t)after;
+  for (int w = 0; w < 2; w++) {
+    unsigned char *q = (unsigned char *)(intptr_t) * (int64_t *)p->where[w].buf;
+    printf("worker %d's host task got node host memory at offset %td (the parent's: 0 before the "
+           "run, %td after)\n",
+           w, q - mine, after - mine);
+    assert_non_null(q);
+    lo[k++] = (uintptr_t)q;
+    for (int b = 0; b < ALLOC_BYTES; b++)
+      assert_int_equal(q[b], 0x5a);
+  }
+  for (int i = 0; i < ALLOC_THREADS; i++)
+    for (int j = 0; j < ALLOC_EACH; j++) {
+      assert_non_null(p->got[i][j]);
+      lo[k++] = (uintptr_t)p->got[i][j];
+    }
+  for (int b = 0; b < ALLOC_BYTES; b++) /* no host task wrote over the parent's */
+    assert_int_equal(mine[b], 0x11);
+  qsort(lo, NALL, sizeof lo[0], cmp_ptr);
+  for (int i = 1; i < NALL; i++) /* 64-byte aligned, so distinct starts do not overlap */
+    if (lo[i] == lo[i - 1])
+      fail_msg("two allocations at offset %td", (unsigned char *)lo[i] - mine);
+  free(p);
+  pto_node_destroy(n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raw_host_chip_host),
@@ -707,6 +824,7 @@ int main(void) {
       cmocka_unit_test(test_independent_tasks_on_two_chips),
       cmocka_unit_test(test_run_after_failed_run),
       cmocka_unit_test(test_calls_from_another_thread_refused),
+      cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -161,9 +161,7 @@ static bool step_waiter(const model *m, mstate *s, char *what) {
 
 /* The waker's next signal, or DONE after the last (reg[1][0] counts
  * them). */
-static int next_round(const model *m, mstate *s) {
-  return ++s->reg[1][0] < rounds(m) ? 0 : DONE;
-}
+static int next_round(const model *m, mstate *s) { return ++s->reg[1][0] < rounds(m) ? 0 : DONE; }
 
 /* Waker (thread 1): pcs 20.. are pto_event_signal. */
 static bool step_waker(const model *m, mstate *s, char *what) {
@@ -324,8 +322,9 @@ static void test_eventcount(void **state) {
  * sets it before its re-check. */
 static void test_eventcount_armed(void **state) {
   (void)state;
-  long late = run_model("eventcount, armed set after the re-check, two signals",
-                        (model){.waiter_fence = true, .armed = true, .arm_late = true, .rounds = 2});
+  long late =
+      run_model("eventcount, armed set after the re-check, two signals",
+                (model){.waiter_fence = true, .armed = true, .arm_late = true, .rounds = 2});
   long nofence = run_model("eventcount, armed, no waiter's fence, two signals",
                            (model){.armed = true, .rounds = 2});
   long after = run_model("eventcount with armed (wait.c), two signals",
@@ -344,13 +343,12 @@ static void test_completion_threshold(void **state) {
                           (model){.threshold = true});
   long orch_only = run_model("completion threshold, fences on the orchestrator side only",
                              (model){.threshold = true, .waiter_fence = true, .orch_fence = true});
-  long after = run_model(
-      "completion threshold with all fences and armed (orch.c, sched.c, wait.c)",
-      (model){.threshold = true,
-              .waiter_fence = true,
-              .orch_fence = true,
-              .done_fence = true,
-              .armed = true});
+  long after = run_model("completion threshold with all fences and armed (orch.c, sched.c, wait.c)",
+                         (model){.threshold = true,
+                                 .waiter_fence = true,
+                                 .orch_fence = true,
+                                 .done_fence = true,
+                                 .armed = true});
   assert_true(before > 0);
   assert_true(orch_only > 0); /* the completer's fence is needed too */
   assert_int_equal(after, 0);
