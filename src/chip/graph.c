@@ -78,43 +78,9 @@ static int add_pair(void *arg, int32_t a, int32_t b, int64_t dist) {
   return 0;
 }
 
-/* How far a launch must have filled the slots before it may push each
- * root (root_need, graph_rec.h): past the highest-numbered task the root
- * and every root before it reach. A task's successors were submitted
- * after it (a dependency is on an earlier task), so one backward sweep
- * gives each task's reach. */
-static int root_needs(pto_graph *g) {
-  uint32_t n = g->ntasks;
-  uint32_t *reach = malloc(sizeof *reach * (n ? n : 1));
-  g->root_need = malloc(sizeof *g->root_need * (g->nroots ? g->nroots : 1));
-  if (!reach || !g->root_need) {
-    free(reach);
-    return PTO_ENOMEM;
-  }
-  for (uint32_t i = n; i > 0; i--) {
-    const graph_task *t = &g->tasks[i - 1];
-    uint32_t m = i - 1;
-    for (uint32_t k = 0; k < t->nsucc; k++) {
-      uint32_t s = g->succ[t->succ0 + k];
-      /* an edge to an earlier task cannot be recorded; were one there,
-       * everything is needed first, as before this overlap existed */
-      uint32_t rs = s > i - 1 ? reach[s] : n - 1;
-      if (rs > m) m = rs;
-    }
-    reach[i - 1] = m;
-  }
-  uint32_t need = 0;
-  for (uint32_t k = 0; k < g->nroots; k++) {
-    if (reach[g->roots[k]] + 1 > need) need = reach[g->roots[k]] + 1;
-    g->root_need[k] = need;
-  }
-  free(reach);
-  return PTO_OK;
-}
-
-/* Successor lists from the predecessor lists, the initial fanins, the
- * roots (with how far a launch fills the slots before pushing each), and
- * the capture's overlapping buffer pairs. */
+/* Successor lists from the predecessor lists, the initial fanins, each
+ * task's first predecessor, the roots, and the capture's overlapping
+ * buffer pairs. */
 static int graph_build(pto_graph *g) {
   uint32_t n = g->ntasks;
   g->fanin = calloc(n ? n : 1, sizeof *g->fanin);
@@ -130,8 +96,12 @@ static int graph_build(pto_graph *g) {
   for (uint32_t i = 0; i < n; i++) {
     graph_task *t = &g->tasks[i];
     g->fanin[i] = (int32_t)t->npred;
-    for (uint32_t k = 0; k < t->npred; k++)
-      g->tasks[g->preds[t->pred0 + k]].nsucc++;
+    t->first_pred = UINT32_MAX;
+    for (uint32_t k = 0; k < t->npred; k++) {
+      uint32_t p = (uint32_t)g->preds[t->pred0 + k];
+      g->tasks[p].nsucc++;
+      if (p < t->first_pred) t->first_pred = p;
+    }
     if (!t->npred) g->roots[g->nroots++] = i;
     g->nsync += t->sync_start;
   }
@@ -150,8 +120,7 @@ static int graph_build(pto_graph *g) {
       g->succ[p->succ0 + p->nsucc++] = i - 1;
     }
   }
-  int rc = root_needs(g);
-  if (!rc) rc = overlaps(g->bufs, NULL, g->nbufs, add_pair, g);
+  int rc = overlaps(g->bufs, NULL, g->nbufs, add_pair, g);
   if (!rc && g->npairs) qsort(g->pairs, g->npairs, sizeof *g->pairs, cmp_pair);
   return rc;
 }
@@ -224,7 +193,6 @@ void pto_graph_destroy(pto_graph *g) {
   free(g->succ);
   free(g->fanin);
   free(g->roots);
-  free(g->root_need);
   free(g->pairs);
   free(g->run_views);
   free(g->run_scalars);
@@ -350,8 +318,12 @@ static int graph_check(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b
 /* ---- the replay: an orchestration that fills the slots ---- */
 
 /* Slot i as its task was captured: ready to run once its fanin drops
- * to zero, with its successor list fixed. */
-static void fill_slot(pto_run *r, pto_graph *g, uint32_t i) {
+ * to zero, with its successor list fixed. `guarded` (a launch that
+ * pushes as it fills, replay_orch): the fanin is not written here but by
+ * the fill of its first predecessor, with one more for this fill's
+ * guard; and this fill writes those of the successors it comes first
+ * for. Else the fanin is written here, before any push. */
+static void fill_slot(pto_run *r, pto_graph *g, uint32_t i, bool guarded) {
   const graph_task *gt = &g->tasks[i];
   task *t = &r->slots[i];
   t->id = i;
@@ -380,9 +352,15 @@ static void fill_slot(pto_run *r, pto_graph *g, uint32_t i) {
   t->pre = -1;
   /* the successor list as dependency nodes, in the pool's first entries */
   for (uint32_t k = 0; k < gt->nsucc; k++) {
+    uint32_t s = g->succ[gt->succ0 + k];
     dep_node *d = &r->deps[gt->succ0 + k];
-    d->consumer = &r->slots[g->succ[gt->succ0 + k]];
+    d->consumer = &r->slots[s];
     d->next = k + 1 < gt->nsucc ? (int64_t)(gt->succ0 + k + 1) : -1;
+    /* before any predecessor of s can complete: they are filled (and so
+     * pushed) after this one; relaxed: this task's push or its own guard
+     * drop publishes it */
+    if (guarded && g->tasks[s].first_pred == i)
+      atomic_store_explicit(&r->slots[s].fanin, g->fanin[s] + 1, memory_order_relaxed);
   }
   atomic_store_explicit(&t->fanout_head, gt->nsucc ? (int64_t)gt->succ0 : FANOUT_EMPTY,
                         memory_order_relaxed);
@@ -390,7 +368,8 @@ static void fill_slot(pto_run *r, pto_graph *g, uint32_t i) {
   t->next_block = 0;
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
   atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
-  atomic_store_explicit(&t->fanin, g->fanin[i], memory_order_relaxed);
+  if (!guarded || !g->fanin[i]) /* a root's: nobody else writes it */
+    atomic_store_explicit(&t->fanin, g->fanin[i], memory_order_relaxed);
   atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
   atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
@@ -446,43 +425,53 @@ static void replay_orch(pto_orch *o, void *arg) {
                             g->inits[i].units);
   r->dep_head = g->npreds;
   if (g->nsync) atomic_fetch_add_explicit(&r->sync_tasks, g->nsync, memory_order_relaxed);
-  /* The slots are filled in order, and each root is pushed as soon as
-   * every task it can make ready, directly or not, has its slot, fanin and
-   * successor list (root_need): the cores run the first roots while the
-   * rest are filled, instead of waiting for all of them (an independent
-   * graph's first root goes after READY_BATCH slots, not after all). A
-   * task is read by other threads only once a push made it or an
-   * ancestor ready, and that push releases its slot. Roots keep their
-   * order, READY_BATCH at a time with one pass request each. All slots
-   * first, as before, when something reads slots beyond what was pushed:
-   * a trace (the submits' slices below), a controlled schedule or
-   * checking mode (they count the tasks submitted), COMMUTE links
-   * (cm_link_views: a task's exclusion partners) and gangs. */
+  /* The slots are filled in order, and a task is pushed as soon as it is
+   * ready: the cores run the first tasks while the rest are filled,
+   * instead of waiting for all of them (on a chain, the fill was about a
+   * quarter of a launch, none of it overlapping the run). Each task's
+   * fanin counts one more than its predecessors until its own fill drops
+   * it (the guard, as a submit's): set by the fill of its first
+   * predecessor, so before any predecessor can complete, and dropped once
+   * its slot is filled, so whoever drops it to zero (a completing
+   * predecessor, or this fill when they all completed) finds the slot
+   * filled. A task is read by other threads only once a push made it or
+   * an ancestor ready, and that push releases its slot. What the fill
+   * finds ready is pushed READY_BATCH at a time (one pass request per
+   * batch). All slots first, then the roots, when something reads slots
+   * beyond what was pushed: a trace (the submits' slices below), a
+   * controlled schedule or checking mode (they count the tasks
+   * submitted), COMMUTE links (cm_link_views: a task's exclusion
+   * partners) and gangs. tests/unit/test_graph_fill_explorer.c explores
+   * the guard. */
   uint32_t n = g->ntasks;
-  bool early = !r->trace && !r->ctl && !r->contract && !g->ncm && !g->nsync;
-  uint32_t pushed = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    fill_slot(r, g, i);
-    uint32_t filled = i + 1;
-    if (!early || pushed == g->nroots || g->root_need[pushed] > filled ||
-        (filled % READY_BATCH && filled != n))
-      continue;
-    uint32_t k = pushed;
-    while (k < g->nroots && g->root_need[k] <= filled)
-      k++;
-    publish_filled(r, filled);
-    sched_make_ready_batch(r, g->roots + pushed, k - pushed);
-    pushed = k;
-  }
-  publish_filled(r, n);
-  if (r->trace) { /* the submits a dynamic run shows, with their arrows */
-    uint64_t t1 = pto_now_ns();
+  if (r->trace || r->ctl || r->contract || g->ncm || g->nsync) {
     for (uint32_t i = 0; i < n; i++)
-      trace_slice_deps(r->trace, r->orch_track, "replay", "orch", t0, t1, i, -1,
-                       g->preds + g->tasks[i].pred0, (int)g->tasks[i].npred);
+      fill_slot(r, g, i, false);
+    publish_filled(r, n);
+    if (r->trace) { /* the submits a dynamic run shows, with their arrows */
+      uint64_t t1 = pto_now_ns();
+      for (uint32_t i = 0; i < n; i++)
+        trace_slice_deps(r->trace, r->orch_track, "replay", "orch", t0, t1, i, -1,
+                         g->preds + g->tasks[i].pred0, (int)g->tasks[i].npred);
+    }
+    /* pushed READY_BATCH at a time, each with one pass request */
+    sched_make_ready_batch(r, g->roots, g->nroots);
+    return;
   }
-  /* pushed READY_BATCH at a time, each with one pass request */
-  sched_make_ready_batch(r, g->roots + pushed, g->nroots - pushed);
+  uint32_t ready[READY_BATCH], nready = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    fill_slot(r, g, i, true);
+    /* counted before it can run: a completion is never ahead of the count */
+    publish_filled(r, i + 1);
+    /* the guard: acq_rel pairs with the predecessors' decrements
+     * (release_consumer), as a submit's */
+    if (!g->fanin[i] || atomic_fetch_sub_explicit(&r->slots[i].fanin, 1, memory_order_acq_rel) == 1)
+      ready[nready++] = i;
+    if (nready && (nready == READY_BATCH || (i + 1) % READY_BATCH == 0 || i + 1 == n)) {
+      sched_make_ready_batch(r, ready, nready);
+      nready = 0;
+    }
+  }
 }
 
 static int refuse(int rc, const char *why, pto_run_stats *stats, pto_error_info *err) {

@@ -32,7 +32,10 @@ typedef struct graph_task {
   uint32_t cm0;           /* its COMMUTE views: run_cm[cm0 ..] */
   uint32_t pred0, npred;  /* predecessors: preds[pred0 ..] (trace arrows) */
   uint32_t succ0, nsucc;  /* successors: succ[succ0 ..] (built at the end) */
-  int64_t pre;            /* every task up to pre is its ancestor (graph_record.c) */
+  /* its lowest-numbered predecessor, whose slot a launch fills first and
+   * whose fill sets this task's fanin (graph.c); UINT32_MAX: a root */
+  uint32_t first_pred;
+  int64_t pre; /* every task up to pre is its ancestor (graph_record.c) */
   /* the REDUX arguments' ops (task.redux_op) */
   uint8_t redux_op[REDUX_GROUPS];
 } graph_task;
@@ -95,10 +98,6 @@ struct pto_graph {
   int32_t *fanin;  /* each task's predecessors: its initial fanin */
   uint32_t *roots; /* tasks with no predecessor, in submission order */
   uint32_t nroots;
-  /* root_need[k]: the tasks 0 .. root_need[k] - 1 reach everything roots
-   * 0 .. k may make ready (each root's descendants, by index): a launch
-   * pushes those roots once it has filled that many slots (graph.c) */
-  uint32_t *root_need;
   uint32_t nsync;    /* sync_start tasks */
   graph_pair *pairs; /* overlapping buffer pairs, sorted by (a, b) */
   uint32_t npairs;

@@ -126,13 +126,18 @@ static inline bool handoff_kind_fits(const core *c, const task *t) {
  * role for a pass of its own (W2, independent tasks: 11.1 locked
  * instructions a task against 10.4). Acquire: the nodes and consumers
  * linked are published by the orchestrator's release CAS; a consumer
- * cannot retire before t completes, so its node and slot stay. */
+ * cannot retire before t completes, so its node and slot stay. A graph
+ * launch's consumer may not be filled yet (graph.c: the fill runs ahead
+ * of the cores): its fanin is read first, and 1 means its fill's guard
+ * was dropped (t has not completed, so with the guard it would be 2 or
+ * more); acquire pairs with that drop's release, so its slot is read
+ * only once written. */
 static inline bool handoff_worth(pto_run *r, const core *c, task *t) {
   if (t->commute) return true;
   int64_t node = atomic_load_explicit(&t->fanout_head, memory_order_acquire);
   for (int i = 0; node >= 0 && i < HANDOFF_LOOKS; i++, node = r->deps[node].next) {
     const task *s = r->deps[node].consumer;
-    if (handoff_kind_fits(c, s) && atomic_load_explicit(&s->fanin, memory_order_relaxed) == 1)
+    if (atomic_load_explicit(&s->fanin, memory_order_acquire) == 1 && handoff_kind_fits(c, s))
       return true;
   }
   return false;

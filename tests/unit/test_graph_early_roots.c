@@ -1,8 +1,8 @@
-/* test_graph_early_roots.c — a graph launch pushes each root as soon as
- * every task it can make ready has its slot filled (graph.c, root_need),
- * while it fills the rest: a root whose descendants, direct or not, lie
- * far ahead waits for them, the others run at once, and every launch
- * computes what a fresh run would.
+/* test_graph_early_roots.c — a graph launch pushes each task as soon as
+ * it is ready while it fills the rest (graph.c: a task's fanin is set by
+ * its first predecessor's fill, and its own fill drops a guard): roots
+ * whose descendants, direct or not, lie far ahead run at once, and every
+ * launch computes what a fresh run would.
  *
  * The graph: NT tasks, each writing its own element of B (independent
  * roots), except two chains that reach far ahead of where their roots
@@ -10,11 +10,10 @@
  * (the last task), D[0] = 7 (task 2000) -> D[1] (task 2100) -> D[2] (the
  * one before the last: its root starts once the cores are busy), and
  * C[0] = 5 (task 200) -> C[1] = C[0] + 1 (task 300).
- * A launch that pushed root 0 before the last slot was filled would let
- * task 100's completion drop a fanin the fill then overwrites: the last
- * task would never run (the watchdog ends the launch, the chain's value
- * is missing). Pushing a root when only its direct successors are filled
- * fails the same way on the A and D chains. */
+ * A fill that wrote its own task's fanin would let task 100's completion
+ * drop a fanin the fill then overwrites: the last task would never run
+ * (the watchdog ends the launch, the chain's value is missing); the A and
+ * D chains fail so. test_graph_fill_explorer explores the guard. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,0 +1,229 @@
+/* test_graph_fill_explorer.c — a graph launch fills the task slots while
+ * the cores already run what it pushed (graph.c, replay_orch), and the
+ * guard that makes it safe: each task's fanin is set by the fill of its
+ * first (lowest-numbered) predecessor to its predecessors plus one, and
+ * its own fill drops that one once its slot is written; whoever drops the
+ * fanin to zero (a completing predecessor, or the fill when all of them
+ * completed) makes it ready. Written as steps and explored over every
+ * interleaving of the orchestrator's fill and two cores that claim ready
+ * tasks, run them and release their successors one decrement at a time.
+ *
+ * The graph (successors after their predecessors, as a capture records):
+ *   0, 1: roots; 2 after 0 and 1; 3 after 1; 4 after 2 and 3.
+ * Checked: no task runs before its slot is filled, each is made ready
+ * exactly once, and every final state has run every task (no lost
+ * release); from fresh slots, and from the fanins a failed launch left
+ * behind (a launch never reads a fanin it did not set). Broken variants,
+ * each caught:
+ *   - own: a task's fill sets its own fanin (with the guard): a
+ *     predecessor that completed before it decremented a fanin the fill
+ *     then overwrites, and the task never becomes ready;
+ *   - unguarded: the first predecessor sets the fanin without the extra
+ *     one and the fill drops nothing: the last predecessor's completion
+ *     makes a task ready whose slot is not written yet;
+ *   - plain: the fill sets its own fanin without a guard, as a launch that
+ *     fills everything before its first push does (correct there): pushing
+ *     early loses a release or runs a task twice. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "explore.h"
+
+#define NT    5
+#define CORES 2
+#define IDLE  (-1)
+
+static const int npred[NT] = {0, 0, 2, 1, 2};
+static const int first_pred[NT] = {-1, -1, 0, 1, 2};
+static const int nsucc[NT] = {1, 2, 1, 1, 0};
+static const int succ[NT][2] = {{2, -1}, {2, 3}, {4, -1}, {4, -1}, {-1, -1}};
+
+typedef enum variant { GUARDED, OWN, UNGUARDED, PLAIN } variant;
+static const char *variant_name[] = {"guarded (graph.c)", "own fill sets the fanin", "no guard",
+                                     "plain stores, pushed early"};
+
+typedef struct gstate {
+  int8_t fanin[NT];
+  int8_t filled[NT];
+  int8_t made_ready[NT]; /* times made ready */
+  int8_t queued[NT];     /* made ready, not claimed yet */
+  int8_t ran[NT];
+  int8_t orch_task; /* the task being filled, NT: done */
+  int8_t orch_step; /* 0: write the slot (and successors' fanins), 1: drop the guard */
+  int8_t core_task[CORES];
+  int8_t core_succ[CORES]; /* -1: to run; k: releasing successor k */
+} gstate;
+
+typedef struct gx {
+  variant v;
+  const char *why;
+  char trace[64][80];
+} gx;
+
+static void make_ready(gstate *s, int t) {
+  s->made_ready[t]++;
+  s->queued[t] = 1;
+}
+
+static int orch_step(gx *e, gstate *s, char *what) {
+  int i = s->orch_task;
+  if (i >= NT) return XP_SKIP;
+  if (s->orch_step == 0) {
+    s->filled[i] = 1;
+    if (e->v == OWN) s->fanin[i] = (int8_t)(npred[i] + 1);
+    if (e->v == PLAIN) s->fanin[i] = (int8_t)npred[i];
+    for (int k = 0; k < nsucc[i]; k++) {
+      int t = succ[i][k];
+      if (first_pred[t] != i) continue;
+      if (e->v == GUARDED) s->fanin[t] = (int8_t)(npred[t] + 1);
+      if (e->v == UNGUARDED) s->fanin[t] = (int8_t)npred[t];
+    }
+    snprintf(what, 80, "orch: fill slot %d", i);
+    s->orch_step = 1;
+    return XP_STEP;
+  }
+  /* the guard's drop (a root is ready at once) */
+  if (!npred[i]) {
+    make_ready(s, i);
+    snprintf(what, 80, "orch: root %d ready", i);
+  } else if (e->v == GUARDED || e->v == OWN) {
+    int left = --s->fanin[i];
+    if (left == 0) make_ready(s, i);
+    snprintf(what, 80, "orch: drop %d's guard: fanin %d%s", i, left, left ? "" : ", ready");
+  } else {
+    snprintf(what, 80, "orch: %d filled", i);
+  }
+  s->orch_task++;
+  s->orch_step = 0;
+  return XP_STEP;
+}
+
+static int core_step(gx *e, gstate *s, int c, char *what) {
+  int t = s->core_task[c];
+  if (t == IDLE) { /* claim the oldest queued task */
+    for (int i = 0; i < NT; i++)
+      if (s->queued[i]) {
+        s->queued[i] = 0;
+        s->core_task[c] = (int8_t)i;
+        s->core_succ[c] = -1;
+        snprintf(what, 80, "core %d: claims %d", c, i);
+        return XP_STEP;
+      }
+    return XP_SKIP;
+  }
+  if (s->core_succ[c] < 0) { /* run it */
+    snprintf(what, 80, "core %d: runs %d", c, t);
+    if (!s->filled[t]) {
+      e->why = "a task ran before its slot was filled";
+      return XP_STOP;
+    }
+    s->ran[t]++;
+    s->core_succ[c] = 0;
+    return XP_STEP;
+  }
+  int k = s->core_succ[c];
+  if (k == nsucc[t]) { /* its completion is done */
+    s->core_task[c] = IDLE;
+    snprintf(what, 80, "core %d: done with %d", c, t);
+    return XP_STEP;
+  }
+  int u = succ[t][k];
+  int left = --s->fanin[u];
+  if (left == 0) make_ready(s, u);
+  snprintf(what, 80, "core %d: %d releases %d: fanin %d%s", c, t, u, left, left ? "" : ", ready");
+  s->core_succ[c]++;
+  return XP_STEP;
+}
+
+static int gx_nact(xp_search *x) {
+  (void)x;
+  return 1 + CORES;
+}
+
+static int gx_apply(xp_search *x, void *state, int a, int d) {
+  gx *e = x->ctx;
+  gstate *s = state;
+  char *what = d < 64 ? e->trace[d] : (char[80]){0};
+  int r = a == 0 ? orch_step(e, s, what) : core_step(e, s, a - 1, what);
+  if (r == XP_STEP)
+    for (int i = 0; i < NT; i++)
+      if (s->made_ready[i] > 1 || s->ran[i] > 1) {
+        e->why = "a task was made ready twice";
+        return XP_STOP;
+      }
+  return r;
+}
+
+static int gx_final(xp_search *x, const void *state, int d) {
+  gx *e = x->ctx;
+  const gstate *s = state;
+  (void)d;
+  for (int i = 0; i < NT; i++)
+    if (!s->ran[i]) {
+      e->why = "a run ended with a task that never became ready";
+      return XP_STOP;
+    }
+  return XP_STEP;
+}
+
+/* Explores variant v from slots whose fanins are `stale` (NULL: zero);
+ * returns why it failed (NULL: it never did). */
+static const char *explore(variant v, const int8_t *stale) {
+  gx e = {.v = v};
+  gstate init;
+  memset(&init, 0, sizeof init);
+  if (stale) memcpy(init.fanin, stale, sizeof init.fanin);
+  for (int c = 0; c < CORES; c++)
+    init.core_task[c] = IDLE;
+  const xp_model m = {.state_size = sizeof(gstate),
+                      .key_size = sizeof(gstate),
+                      .max_depth = 64,
+                      .nact = gx_nact,
+                      .apply = gx_apply,
+                      .on_final = gx_final};
+  xp_search x;
+  int why = xp_run(&x, &m, &e, &init);
+  printf("%s: %ld states, %ld final states: %s\n", variant_name[v], x.states, x.finals,
+         e.why ? e.why : "no failure");
+  if (e.why)
+    for (int i = 0; i < x.stop_depth && i < 64; i++)
+      printf("    %2d. %s\n", i + 1, e.trace[i]);
+  xp_free(&x);
+  assert_int_not_equal(why, XP_DEPTH);
+  assert_int_equal(why == XP_FAILED, e.why != NULL);
+  return e.why;
+}
+
+static void test_guarded_fill(void **state) {
+  (void)state;
+  assert_null(explore(GUARDED, NULL));
+  /* a launch that failed with 2 and 4 still waiting, 3 never released */
+  static const int8_t left[NT] = {0, 0, 1, 1, 2};
+  assert_null(explore(GUARDED, left));
+}
+
+static void test_broken_fills_caught(void **state) {
+  (void)state;
+  const char *own = explore(OWN, NULL), *unguarded = explore(UNGUARDED, NULL),
+             *plain = explore(PLAIN, NULL);
+  assert_non_null(own);
+  assert_non_null(strstr(own, "never became ready"));
+  assert_non_null(unguarded);
+  assert_non_null(strstr(unguarded, "before its slot was filled"));
+  assert_non_null(plain);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_guarded_fill),
+      cmocka_unit_test(test_broken_fills_caught),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
