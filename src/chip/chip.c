@@ -253,11 +253,9 @@ void pto_error_print(const pto_error_info *e, FILE *stream) {
 static void run_free(pto_run *r) {
   orch_teardown(r);
   for (int q = 0; q < SHAPE_COUNT; q++) {
-    pthread_mutex_destroy(&r->queues[q].lock);
     free(r->queues[q].items);
     free(r->queues[q].up_cells);
   }
-  pthread_mutex_destroy(&r->sync_queue.lock);
   free(r->sync_queue.items);
   free(r->slots);
   free(r->deps);

@@ -76,7 +76,7 @@ static inline task *head_take(handoff *h) {
   ready_queue *q = head_queue(r, c);
   task *t = NULL;
   uint32_t idx;
-  pthread_mutex_lock(&q->lock);
+  pto_spinlock_lock(&q->lock);
   /* a block placed behind ours (under this lock, sched.c dispatch_shape)
    * was claimed before any head we could take: it runs first */
   uint64_t at = rq_pop_head(&q->lf);
@@ -91,7 +91,7 @@ static inline task *head_take(handoff *h) {
       t = x;
     }
   }
-  pthread_mutex_unlock(&q->lock);
+  pto_spinlock_unlock(&q->lock);
   return t;
 }
 

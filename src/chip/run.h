@@ -22,6 +22,7 @@
 #include "chip/tensormap.h"
 #include "chip/wake_budget.h"
 #include "common/cacheline.h"
+#include "common/spinlock.h"
 #include "common/trace.h"
 #include "common/wait.h"
 #include "pto/chip.h"
@@ -185,7 +186,7 @@ typedef struct ready_queue {
   rq up[PTO_PRIORITY_MAX];    /* priorities 1 .. PTO_PRIORITY_MAX (shape queues only) */
   _Atomic int32_t up_used;    /* a push went to `up` this run (priority.h) */
   _Atomic uint64_t *up_cells; /* their cells */
-  pthread_mutex_t lock;
+  pto_spinlock lock;
   task **items;
   uint32_t cap, head;
   _Atomic uint32_t count; /* written under lock; peeked without it */

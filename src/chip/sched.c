@@ -24,17 +24,11 @@ void ready_queue_init(ready_queue *q, uint32_t cap, task **storage, _Atomic uint
   /* The claim lock is held for a few loads and stores (rq_claim,
    * head_take.h, a placement behind a busy core), but it is contended: a
    * head-taking core and the role holder's pass claim from one queue at
-   * once. A plain mutex then parks the loser in the kernel, and its unlock
-   * wakes it: on W4's replay (2 cores) 0.6 futex calls per task. An
-   * adaptive one spins a bounded while first (glibc's spin count), as
-   * long as the hold; measured in docs/chip.md ("The claim lock"). */
-  pthread_mutexattr_t ma;
-  pthread_mutexattr_init(&ma);
-#ifdef __GLIBC__
-  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-  pthread_mutex_init(&q->lock, &ma);
-  pthread_mutexattr_destroy(&ma);
+   * once. A spin lock: a mutex parked the loser (0.5 futex calls per task
+   * on W4's replay), and an adaptive one still cost two locked
+   * instructions and two libc calls a hold (docs/chip.md, "The claim
+   * lock"). */
+  pto_spinlock_init(&q->lock);
   q->items = storage;
   q->cap = cap;
   q->head = 0;
@@ -99,7 +93,7 @@ static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blo
   /* `held`: the caller holds the lock already */
   bool head_taken = !r->sched_threads && (q == &r->queues[SHAPE_AIC] || q == &r->queues[SHAPE_AIV]);
   bool lock = !held && (r->nsched > 1 || head_taken);
-  if (lock) pthread_mutex_lock(&q->lock);
+  if (lock) pto_spinlock_lock(&q->lock);
   int n = 0;
   if (!prio_up_used(q)) {
     n = rq_claim_level(r, &q->lf, max, ts, blocks, false);
@@ -110,18 +104,18 @@ static int rq_claim(pto_run *r, ready_queue *q, int max, task **ts, int32_t *blo
     for (int l = top; l >= 0 && n < max; l--)
       n += rq_claim_level(r, prio_queue(q, l), max - n, ts + n, blocks + n, false);
   }
-  if (lock) pthread_mutex_unlock(&q->lock);
+  if (lock) pto_spinlock_unlock(&q->lock);
   return n;
 }
 
 /* The sync_start queue (locked: its head waits until a whole gang fits). */
 static void sync_push(ready_queue *q, task *t) {
-  pthread_mutex_lock(&q->lock);
+  pto_spinlock_lock(&q->lock);
   uint32_t n = atomic_load_explicit(&q->count, memory_order_relaxed);
   q->items[(q->head + n) % q->cap] = t;
   /* relaxed: the lock orders the items; the count is also peeked unlocked */
   atomic_store_explicit(&q->count, n + 1, memory_order_relaxed);
-  pthread_mutex_unlock(&q->lock);
+  pto_spinlock_unlock(&q->lock);
 }
 
 static void rq_pop_locked(ready_queue *q) {
@@ -803,13 +797,13 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
     int n = placements(s, sh, max_inflight, s->spots, batch, &short_of_budget);
     if (n == 0) break;
     if (behind) {
-      pthread_mutex_lock(&q->lock);
+      pto_spinlock_lock(&q->lock);
       n = still_room(s->spots, n, max_inflight);
     }
     int got = n ? rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0, behind) : 0;
     for (int i = 0; i < got; i++)
       place_block(s, &s->spots[i * per], s->claim_tasks[i], s->claim_blocks[i], per);
-    if (behind) pthread_mutex_unlock(&q->lock);
+    if (behind) pto_spinlock_unlock(&q->lock);
     if (n == 0) break;
     placed += got;
     if (got < n) { /* the queue ran out first */
@@ -1041,7 +1035,7 @@ static bool dispatch_sync(sched *s) {
   ready_queue *q = &r->sync_queue;
   if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return false;
   bool did = false;
-  pthread_mutex_lock(&q->lock);
+  pto_spinlock_lock(&q->lock);
   if (atomic_load_explicit(&q->count, memory_order_relaxed) > 0) {
     task *t = q->items[q->head];
     if (gang_capacity(s, t) >= t->block_num) {
@@ -1059,7 +1053,7 @@ static bool dispatch_sync(sched *s) {
       }
     }
   }
-  pthread_mutex_unlock(&q->lock);
+  pto_spinlock_unlock(&q->lock);
   if (did && drain_active(&r->drain)) drain_moved(r);
   return did;
 }

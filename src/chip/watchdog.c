@@ -21,10 +21,10 @@ static bool queues_nonempty(pto_run *r, task **head) {
       }
     }
   ready_queue *rq = &r->sync_queue;
-  pthread_mutex_lock(&rq->lock);
+  pto_spinlock_lock(&rq->lock);
   bool any = atomic_load_explicit(&rq->count, memory_order_relaxed) > 0;
   if (any) *head = rq->items[rq->head];
-  pthread_mutex_unlock(&rq->lock);
+  pto_spinlock_unlock(&rq->lock);
   return any;
 }
 
