@@ -94,9 +94,9 @@ PTO_API void pto_node_destroy(pto_node *node);
 /* Shared host memory visible at the same address in every process of the
  * node (zeroed, 64-byte aligned); lives until pto_node_destroy. NULL when
  * node is NULL, bytes is 0 or more than is left of cfg.host_bytes. Any
- * thread or process of the node may call it (a host task, with the node
- * pointer it was passed, as the orchestration): all take their bytes from
- * one count. */
+ * thread of the process that created the node, or process it forked (a
+ * host task, with the node pointer it was passed, as the orchestration),
+ * may call it: all take their bytes from one count. */
 PTO_API void *pto_node_host_alloc(pto_node *node, size_t bytes);
 /* A contiguous host tensor in that memory. */
 PTO_API int pto_node_host_tensor(pto_node *node, pto_dtype dt, int ndims, const int64_t *shape,

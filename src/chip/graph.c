@@ -435,7 +435,8 @@ static void replay_orch(pto_orch *o, void *arg) {
    * its slot is filled, so whoever drops it to zero (a completing
    * predecessor, or this fill when they all completed) finds the slot
    * filled. A task is read by other threads only once a push made it or
-   * an ancestor ready, and that push releases its slot. What the fill
+   * an ancestor ready, and that push releases its slot (a completion's
+   * peek at its consumers reads their fanin first, handoff.h). What the fill
    * finds ready is pushed READY_BATCH at a time (one pass request per
    * batch). All slots first, then the roots, when something reads slots
    * beyond what was pushed: a trace (the submits' slices below), a
@@ -467,7 +468,8 @@ static void replay_orch(pto_orch *o, void *arg) {
      * (release_consumer), as a submit's */
     if (!g->fanin[i] || atomic_fetch_sub_explicit(&r->slots[i].fanin, 1, memory_order_acq_rel) == 1)
       ready[nready++] = i;
-    if (nready && (nready == READY_BATCH || (i + 1) % READY_BATCH == 0 || i + 1 == n)) {
+    /* READY_BATCH slots at most between flushes: ready[] never overflows */
+    if (nready && ((i + 1) % READY_BATCH == 0 || i + 1 == n)) {
       sched_make_ready_batch(r, ready, nready);
       nready = 0;
     }

@@ -5,8 +5,8 @@
  *
  * Who batches (sched.c): a completion (complete_task) gathers the
  * consumers it makes ready, and the COMMUTE tasks its end grants bytes
- * to, and pushes them once it is done; a graph launch makes its roots
- * ready as batches (sched_make_ready_batch). A batch is open on one
+ * to, and pushes them once it is done; a graph launch makes the tasks its
+ * fill finds ready ready as batches (sched_make_ready_batch). A batch is open on one
  * thread at a time, the outermost opener's: a completion nested in it
  * (a dummy consumer completed inline) adds to it.
  *
@@ -20,8 +20,8 @@
  * pushes one by one would be, each then published; a claimer that finds
  * one not yet published stops there, and the pass request comes after
  * they all are (test_ready_explorer explores it). What a batch delays is
- * the push itself, by at most the completion that gathers it (a launch's
- * roots: READY_BATCH of them).
+ * the push itself, by at most the completion that gathers it (a launch:
+ * the fill of up to READY_BATCH slots, graph.c).
  *
  * Order is kept: the tasks of one queue are pushed in the order they
  * were made ready (a completion's consumers in submission order,

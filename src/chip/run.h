@@ -497,7 +497,7 @@ static inline uint64_t run_phase_gen(uint64_t phase) { return phase >> 1; }
  * task without the table's lock: commute.h, cm_ready). */
 void sched_make_ready(pto_run *r, task *t);
 /* sched_make_ready of tasks r->slots[idx[0 .. n - 1]], pushed as batches
- * (ready_batch.h): a graph launch's roots. */
+ * (ready_batch.h): the tasks a graph launch's fill finds ready. */
 void sched_make_ready_batch(pto_run *r, const uint32_t *idx, uint32_t n);
 void sched_task_done_unit(pto_run *r, task *t, int units);
 /* Hand-off (handoff.h), on the finishing core's thread: completes t, its

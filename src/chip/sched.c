@@ -1035,14 +1035,14 @@ static bool dispatch_sync(sched *s) {
   ready_queue *q = &r->sync_queue;
   if (atomic_load_explicit(&q->count, memory_order_relaxed) == 0) return false;
   bool did = false;
+  task *staged = NULL;
   pto_spinlock_lock(&q->lock);
   if (atomic_load_explicit(&q->count, memory_order_relaxed) > 0) {
     task *t = q->items[q->head];
     if (gang_capacity(s, t) >= t->block_num) {
       rq_pop_locked(q);
       gang_stage(s, t, 0, t->block_num);
-      gang_launch(r, t);
-      atomic_fetch_add_explicit(&r->sync_fast, 1, memory_order_relaxed);
+      staged = t;
       did = true;
     } else {
       /* stamped before the request publishes the drain (stats only) */
@@ -1054,6 +1054,13 @@ static bool dispatch_sync(sched *s) {
     }
   }
   pto_spinlock_unlock(&q->lock);
+  /* its blocks wait for cohort_go on their cores: the launch, a signal to
+   * every core of the chip, need not hold the queue's spin lock (the
+   * others would spin through those calls) */
+  if (staged) {
+    gang_launch(r, staged);
+    atomic_fetch_add_explicit(&r->sync_fast, 1, memory_order_relaxed);
+  }
   if (did && drain_active(&r->drain)) drain_moved(r);
   return did;
 }
@@ -1172,9 +1179,9 @@ static void sched_role_hold(sched *s, bool leftover, bool entered) {
      * nobody writes during the run, unlike `submitted`, which a read here
      * per pass would take from the orchestrator at every submit) and a
      * pass may be the last: every task submitted has completed, or the
-     * run stops. A graph launch's orchestration ends as soon as its roots
-     * are pushed, so without the count every pass of the replay read the
-     * clock (5-12% of a core's samples on W2). The pass that completes
+     * run stops. A graph launch's orchestration ends as soon as its last
+     * slot is filled, so without the count every pass of the replay read
+     * the clock (5-12% of a core's samples on W2). The pass that completes
      * the last task sees its own count; a stale `submitted` is only
      * smaller (one stamp more). sched_orch_done covers a last block that
      * ended before. Relaxed: stats. */

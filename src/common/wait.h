@@ -1,6 +1,7 @@
 /* wait.h — the one way pto waits: spin briefly, then yield, then park on
  * an event (futex) until a deadline. Every blocking wait in pto goes
- * through pto_wait(), so a chip with many more threads than CPUs stays
+ * through pto_wait() (but a lock around a few loads and stores:
+ * common/spinlock.h), so a chip with many more threads than CPUs stays
  * correct and reasonably fast.
  *
  * An event is a generation counter: a waker changes the state it guards,

@@ -377,6 +377,9 @@ static void serve_node(const wire_begin *b) {
   my_host(host, sizeof host);
   pto_node *n = calloc(1, sizeof *n);
   size_t ctl_bytes = sizeof(node_ctl) + (size_t)(slot + 1) * sizeof(node_mbox);
+  /* this rank's own: no user code here holds this node's pointer (ranks
+   * above 0 never return from pto_node_create), so its host_used count is
+   * never taken; rank 0's is the node's */
   node_ctl *ctl = calloc(1, ctl_bytes);
   if (!n || !ctl) {
     relay_send_state(g_comm, CHILD_FAILED, host, "out of memory");

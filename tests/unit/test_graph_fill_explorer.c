@@ -20,10 +20,16 @@
  *     then overwrites, and the task never becomes ready;
  *   - unguarded: the first predecessor sets the fanin without the extra
  *     one and the fill drops nothing: the last predecessor's completion
- *     makes a task ready whose slot is not written yet;
+ *     makes a task ready (or the peek below reads a slot) whose slot is
+ *     not written yet;
  *   - plain: the fill sets its own fanin without a guard, as a launch that
  *     fills everything before its first push does (correct there): pushing
- *     early loses a release or runs a task twice. */
+ *     early loses a release or runs a task twice;
+ *   - peek first: a core about to complete its task peeks at each
+ *     consumer's slot (handoff.h, handoff_worth: could it run it next?)
+ *     before its fanin; the consumer's slot may not be written yet. The
+ *     real peek reads the fanin first and the slot only when it is 1,
+ *     which with the guard means the slot is written. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -45,9 +51,9 @@ static const int first_pred[NT] = {-1, -1, 0, 1, 2};
 static const int nsucc[NT] = {1, 2, 1, 1, 0};
 static const int succ[NT][2] = {{2, -1}, {2, 3}, {4, -1}, {4, -1}, {-1, -1}};
 
-typedef enum variant { GUARDED, OWN, UNGUARDED, PLAIN } variant;
+typedef enum variant { GUARDED, OWN, UNGUARDED, PLAIN, PEEK_FIRST } variant;
 static const char *variant_name[] = {"guarded (graph.c)", "own fill sets the fanin", "no guard",
-                                     "plain stores, pushed early"};
+                                     "plain stores, pushed early", "the peek reads the slot first"};
 
 typedef struct gstate {
   int8_t fanin[NT];
@@ -58,7 +64,7 @@ typedef struct gstate {
   int8_t orch_task; /* the task being filled, NT: done */
   int8_t orch_step; /* 0: write the slot (and successors' fanins), 1: drop the guard */
   int8_t core_task[CORES];
-  int8_t core_succ[CORES]; /* -1: to run; k: releasing successor k */
+  int8_t core_succ[CORES]; /* -2: to run; -1: to peek; k: releasing successor k */
 } gstate;
 
 typedef struct gx {
@@ -82,7 +88,7 @@ static int orch_step(gx *e, gstate *s, char *what) {
     for (int k = 0; k < nsucc[i]; k++) {
       int t = succ[i][k];
       if (first_pred[t] != i) continue;
-      if (e->v == GUARDED) s->fanin[t] = (int8_t)(npred[t] + 1);
+      if (e->v == GUARDED || e->v == PEEK_FIRST) s->fanin[t] = (int8_t)(npred[t] + 1);
       if (e->v == UNGUARDED) s->fanin[t] = (int8_t)npred[t];
     }
     snprintf(what, 80, "orch: fill slot %d", i);
@@ -93,7 +99,7 @@ static int orch_step(gx *e, gstate *s, char *what) {
   if (!npred[i]) {
     make_ready(s, i);
     snprintf(what, 80, "orch: root %d ready", i);
-  } else if (e->v == GUARDED || e->v == OWN) {
+  } else if (e->v == GUARDED || e->v == OWN || e->v == PEEK_FIRST) {
     int left = --s->fanin[i];
     if (left == 0) make_ready(s, i);
     snprintf(what, 80, "orch: drop %d's guard: fanin %d%s", i, left, left ? "" : ", ready");
@@ -112,19 +118,32 @@ static int core_step(gx *e, gstate *s, int c, char *what) {
       if (s->queued[i]) {
         s->queued[i] = 0;
         s->core_task[c] = (int8_t)i;
-        s->core_succ[c] = -1;
+        s->core_succ[c] = -2;
         snprintf(what, 80, "core %d: claims %d", c, i);
         return XP_STEP;
       }
     return XP_SKIP;
   }
-  if (s->core_succ[c] < 0) { /* run it */
+  if (s->core_succ[c] == -2) { /* run it */
     snprintf(what, 80, "core %d: runs %d", c, t);
     if (!s->filled[t]) {
       e->why = "a task ran before its slot was filled";
       return XP_STOP;
     }
     s->ran[t]++;
+    s->core_succ[c] = -1;
+    return XP_STEP;
+  }
+  if (s->core_succ[c] == -1) { /* the hand-off's peek at its consumers */
+    snprintf(what, 80, "core %d: peeks at %d's consumers", c, t);
+    for (int k = 0; k < nsucc[t]; k++) {
+      int u = succ[t][k];
+      bool reads_slot = e->v == PEEK_FIRST || s->fanin[u] == 1;
+      if (reads_slot && !s->filled[u]) {
+        e->why = "a consumer's slot was read before it was filled";
+        return XP_STOP;
+      }
+    }
     s->core_succ[c] = 0;
     return XP_STEP;
   }
@@ -212,12 +231,13 @@ static void test_guarded_fill(void **state) {
 static void test_broken_fills_caught(void **state) {
   (void)state;
   const char *own = explore(OWN, NULL), *unguarded = explore(UNGUARDED, NULL),
-             *plain = explore(PLAIN, NULL);
+             *plain = explore(PLAIN, NULL), *peek = explore(PEEK_FIRST, NULL);
   assert_non_null(own);
   assert_non_null(strstr(own, "never became ready"));
   assert_non_null(unguarded);
-  assert_non_null(strstr(unguarded, "before its slot was filled"));
   assert_non_null(plain);
+  assert_non_null(peek);
+  assert_non_null(strstr(peek, "slot was read before"));
 }
 
 int main(void) {

@@ -10,7 +10,9 @@
  *    Only the first signal after an announcement wakes: a waiter slow to
  *    leave its park costs the signals after it no futex call. Explored
  *    with two signals, the waiter waiting for the second's state, so that
- *    a signal that finds armed cleared by the one before is covered.
+ *    a signal that finds armed cleared by the one before is covered; and
+ *    with a second waiter on the same event waiting for the first signal
+ *    (woken and still counted while the other announces itself again).
  *  - completion threshold (chip/orch.c orch_wait_completions against
  *    sched.c complete_task): the orchestrator stores wake_at, [fence], then
  *    waits on the eventcount for the task's DONE; the completer stores DONE,
@@ -46,17 +48,22 @@
 
 #include "explore.h"
 
-enum { V_STATE, V_WAITERS, V_SEQ, V_WAKE_AT, V_COMPLETED, V_ARMED, NVARS };
-static const char *var_name[NVARS] = {"state", "waiters", "seq", "wake_at", "completed", "armed"};
+/* `waiters` is one count per waiter (V_WAITERS + its slot), which the
+ * waker sums: each waiter's increment and decrement is then a plain store
+ * of its own, buffered like the others, and two waiters lose no update. */
+enum { V_STATE, V_WAITERS, V_WAITERS_2, V_SEQ, V_WAKE_AT, V_COMPLETED, V_ARMED, NVARS };
+static const char *var_name[NVARS] = {"state",   "waiters",   "waiters(2nd)", "seq",
+                                      "wake_at", "completed", "armed"};
 #define INF  99
 #define BUF  6
 #define DONE 100 /* pc of a finished thread */
+#define NTH  3   /* thread 0: the waiter, 1: the waker, 2: a second waiter */
 
 typedef struct mstate {
   int8_t mem[NVARS];
-  int8_t bvar[2][BUF], bval[2][BUF], nbuf[2];
-  int8_t pc[2], reg[2][2];
-  int8_t asleep[2];
+  int8_t bvar[NTH][BUF], bval[NTH][BUF], nbuf[NTH];
+  int8_t pc[NTH], reg[NTH][2];
+  int8_t asleep[NTH];
 } mstate;
 
 typedef struct model {
@@ -68,6 +75,7 @@ typedef struct model {
   bool arm_late;     /* broken: the waiter sets armed after its re-check */
   int rounds;        /* the waker's signals (state 1, 2, ...); the waiter
                       * waits for state == rounds; 0 means 1 */
+  bool second;       /* a second waiter, waiting for state 1 on the same event */
 } model;
 
 static int load(const mstate *s, int th, int v) {
@@ -89,73 +97,75 @@ static void drain_one(mstate *s, int th) {
 
 static int rounds(const model *m) { return m->rounds ? m->rounds : 1; }
 
-/* Waiter (thread 0): pcs 10.. are the eventcount wait for state ==
- * rounds. */
-static bool step_waiter(const model *m, mstate *s, char *what) {
-  int *pc = &(int){s->pc[0]};
+/* Waiter th (thread 0, or the second waiter, 2): pcs 10.. are the
+ * eventcount wait for state == rounds (the second: state 1). */
+static bool step_waiter(const model *m, mstate *s, int th, char *what) {
+  int *pc = &(int){s->pc[th]};
+  const int vw = th ? V_WAITERS_2 : V_WAITERS, goal = th ? 1 : rounds(m);
+  const char *who = th ? "2nd waiter" : "waiter";
   bool ok = true;
   switch (*pc) {
   case 0: /* orch: store wake_at = 1 (threshold protocol only) */
-    store(s, 0, V_WAKE_AT, 1);
+    store(s, th, V_WAKE_AT, 1);
     *pc = m->orch_fence ? 1 : 10;
     sprintf(what, "orch: store wake_at=1");
     break;
   case 1:
-    if (s->nbuf[0]) return false;
+    if (s->nbuf[th]) return false;
     *pc = 10;
     sprintf(what, "orch: fence");
     break;
   case 10:
-    s->reg[0][0] = (int8_t)load(s, 0, V_SEQ);
+    s->reg[th][0] = (int8_t)load(s, th, V_SEQ);
     *pc = 11;
-    sprintf(what, "waiter: seen = seq (%d)", s->reg[0][0]);
+    sprintf(what, "%s: seen = seq (%d)", who, s->reg[th][0]);
     break;
   case 11:
-    store(s, 0, V_WAITERS, load(s, 0, V_WAITERS) + 1);
+    store(s, th, vw, 1);
     *pc = m->armed && !m->arm_late ? 17 : m->waiter_fence ? 12 : 13;
-    sprintf(what, "waiter: waiters++ (buffered)");
+    sprintf(what, "%s: waiters++ (buffered)", who);
     break;
   case 17:
-    store(s, 0, V_ARMED, 1);
+    store(s, th, V_ARMED, 1);
     *pc = m->waiter_fence ? 12 : 13;
-    sprintf(what, "waiter: armed = 1 (buffered)");
+    sprintf(what, "%s: armed = 1 (buffered)", who);
     break;
   case 12:
-    if (s->nbuf[0]) return false;
+    if (s->nbuf[th]) return false;
     *pc = 13;
-    sprintf(what, "waiter: fence");
+    sprintf(what, "%s: fence", who);
     break;
   case 13: {
-    int c = load(s, 0, V_STATE);
-    bool done = c >= rounds(m);
+    int c = load(s, th, V_STATE);
+    bool done = c >= goal;
     *pc = done ? DONE : m->armed && m->arm_late ? 18 : 14;
-    sprintf(what, "waiter: re-check state (%d)%s", c, done ? ": done" : "");
+    sprintf(what, "%s: re-check state (%d)%s", who, c, done ? ": done" : "");
     break;
   }
   case 18:
-    store(s, 0, V_ARMED, 1);
+    store(s, th, V_ARMED, 1);
     *pc = 14;
-    sprintf(what, "waiter: armed = 1, after the re-check (buffered)");
+    sprintf(what, "%s: armed = 1, after the re-check (buffered)", who);
     break;
   case 14: /* futex wait: the syscall drains; compares seq in memory */
-    if (s->nbuf[0]) return false;
-    if (s->mem[V_SEQ] != s->reg[0][0]) {
+    if (s->nbuf[th]) return false;
+    if (s->mem[V_SEQ] != s->reg[th][0]) {
       *pc = 16;
-      sprintf(what, "waiter: futex_wait returns (seq moved)");
+      sprintf(what, "%s: futex_wait returns (seq moved)", who);
     } else {
-      s->asleep[0] = 1;
+      s->asleep[th] = 1;
       *pc = 15;
-      sprintf(what, "waiter: futex_wait parks");
+      sprintf(what, "%s: futex_wait parks", who);
     }
     break;
   case 16: /* retreat, then wait again */
-    store(s, 0, V_WAITERS, load(s, 0, V_WAITERS) - 1);
+    store(s, th, vw, 0);
     *pc = 10;
-    sprintf(what, "waiter: waiters-- (buffered)");
+    sprintf(what, "%s: waiters-- (buffered)", who);
     break;
   default: ok = false; /* 15: parked, woken by the waker; DONE */
   }
-  s->pc[0] = (int8_t)*pc;
+  s->pc[th] = (int8_t)*pc;
   return ok;
 }
 
@@ -195,7 +205,7 @@ static bool step_waker(const model *m, mstate *s, char *what) {
     sprintf(what, "waker: fence");
     break;
   case 21: {
-    int w = load(s, 1, V_WAITERS);
+    int w = load(s, 1, V_WAITERS) + load(s, 1, V_WAITERS_2);
     pc = !w ? next_round(m, s) : m->armed ? 24 : 22;
     sprintf(what, "waker: waiters is %d%s", w, w ? "" : ": no wake");
     break;
@@ -215,10 +225,11 @@ static bool step_waker(const model *m, mstate *s, char *what) {
     break;
   case 23: /* futex wake: the syscall drains */
     if (s->nbuf[1]) return false;
-    if (s->asleep[0]) {
-      s->asleep[0] = 0;
-      s->pc[0] = 16;
-    }
+    for (int th = 0; th < NTH; th += 2) /* every parked waiter */
+      if (s->asleep[th]) {
+        s->asleep[th] = 0;
+        s->pc[th] = 16;
+      }
     pc = next_round(m, s);
     sprintf(what, "waker: futex_wake");
     break;
@@ -239,11 +250,11 @@ typedef struct explorer {
   bool printed;
 } explorer;
 
-/* Actions: the waiter's step, the waker's, and each thread's store buffer
- * draining its oldest store. */
+/* Actions: the waiter's step, the waker's, the second waiter's, and each
+ * thread's store buffer draining its oldest store. */
 static int em_nact(xp_search *x) {
   (void)x;
-  return 4;
+  return 2 * NTH;
 }
 
 static int em_apply(xp_search *x, void *state, int choice, int d) {
@@ -251,27 +262,27 @@ static int em_apply(xp_search *x, void *state, int choice, int d) {
   mstate *n = state;
   char *what = e->trace[d];
   bool ok;
-  if (choice == 0)
-    ok = step_waiter(e->m, n, what);
+  if (choice == 0 || choice == 2)
+    ok = step_waiter(e->m, n, choice, what);
   else if (choice == 1)
     ok = step_waker(e->m, n, what);
   else {
-    int th = choice - 2;
+    int th = choice - NTH;
+    static const char *name[NTH] = {"waiter", "waker", "2nd waiter"};
     ok = n->nbuf[th] > 0;
     if (ok) {
-      sprintf(what, "%s's buffer drains %s=%d", th ? "waker" : "waiter", var_name[n->bvar[th][0]],
-              n->bval[th][0]);
+      sprintf(what, "%s's buffer drains %s=%d", name[th], var_name[n->bvar[th][0]], n->bval[th][0]);
       drain_one(n, th);
     }
   }
   return ok ? XP_STEP : XP_SKIP;
 }
 
-/* A final state: lost wake-up if the waker is done and the waiter sleeps. */
+/* A final state: lost wake-up if the waker is done and a waiter sleeps. */
 static int em_final(xp_search *x, const void *state, int d) {
   explorer *e = x->ctx;
   const mstate *s = state;
-  if (s->pc[1] == DONE && s->asleep[0]) {
+  if (s->pc[1] == DONE && (s->asleep[0] || s->asleep[2])) {
     e->lost++;
     if (!e->printed) {
       e->printed = true;
@@ -288,6 +299,7 @@ static long run_model(const char *name, model m) {
   memset(&s, 0, sizeof s);
   s.mem[V_WAKE_AT] = INF;
   s.pc[0] = m.threshold ? 0 : 10;
+  s.pc[2] = m.second ? 10 : DONE;
   explorer e = {.m = &m};
   printf("%s:\n", name);
   const xp_model xm = {.state_size = sizeof(mstate),
@@ -331,10 +343,19 @@ static void test_eventcount_armed(void **state) {
                          (model){.waiter_fence = true, .armed = true, .rounds = 2});
   long plain = run_model("eventcount without armed, two signals",
                          (model){.waiter_fence = true, .rounds = 2});
+  /* two waiters on one event, one waiting for each signal: one woken by
+   * the first, still counted while the other announces itself again */
+  long two = run_model("eventcount with armed (wait.c), two signals, two waiters",
+                       (model){.waiter_fence = true, .armed = true, .rounds = 2, .second = true});
+  long two_late = run_model(
+      "eventcount, armed set after the re-check, two signals, two waiters",
+      (model){.waiter_fence = true, .armed = true, .arm_late = true, .rounds = 2, .second = true});
   assert_true(late > 0);
   assert_true(nofence > 0);
   assert_int_equal(after, 0);
   assert_int_equal(plain, 0);
+  assert_int_equal(two, 0);
+  assert_true(two_late > 0);
 }
 
 static void test_completion_threshold(void **state) {
