@@ -4,10 +4,9 @@
  * queueing of the granted tasks is the run's (sched.c). */
 #include "chip/commute.h"
 
-#include <sched.h>
 #include <stdlib.h>
 
-#include "common/wait.h"
+#include "common/spinlock.h"
 #include "pto/status.h"
 
 int cm_init(cm_table *c, uint32_t nslots) {
@@ -52,13 +51,8 @@ void cm_reset(cm_table *c) {
 }
 
 void cm_lock(cm_table *c) {
-  for (unsigned i = 0;; i++) {
-    if (cm_trylock(c)) return;
-    if (i < CM_LOCK_SPINS)
-      pto_cpu_relax();
-    else
-      sched_yield();
-  }
+  for (unsigned i = 0; !cm_trylock(c); i++)
+    pto_spin_backoff(i);
 }
 
 /* The lock word and the pending head are accessed seq_cst where the

@@ -176,9 +176,10 @@ typedef struct cm_table {
  * mutex put every contended unlock through a futex wake for a waiter that
  * would have had the lock a few hundred ns later. A waiter yields after a
  * short spin: with more pto threads than CPUs, the holder may be the one
- * preempted. Only a release waits for it (cm_done); a task that becomes
- * ready while it is taken is left pending for the holder (cm_ready). */
-#define CM_LOCK_SPINS 64
+ * preempted (the backoff of common/spinlock.h; not its lock, whose word is
+ * acquire/release: this one's is seq_cst, see cm_trylock). Only a release
+ * waits for it (cm_done); a task that becomes ready while it is taken is
+ * left pending for the holder (cm_ready). */
 
 /* The tasks that a cm_ready or cm_done granted, by wait_next (-1 ends):
  * the caller queues them, head first, once it holds no lock. */

@@ -7,6 +7,7 @@
 
 #include "chip/run.h"
 #include "common/half.h"
+#include "common/tensor_check.h"
 
 /* ---- ops ---- */
 
@@ -349,12 +350,9 @@ static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, in
   g->slot_elems = redux_slot_elems(t);
   g->es = (int64_t)es;
   g->numel = pto_tensor_numel(t);
-  memcpy(g->stride, t->stride, sizeof g->stride);
-  int64_t stride = 1;
-  for (int d = t->ndims - 1; d >= 0; d--) { /* a copy's: contiguous */
-    g->stride[d] = stride;
-    stride *= t->shape[d];
-  }
+  pto_tensor copy = *t; /* a copy's layout: contiguous */
+  tensor_set_packed_strides(&copy);
+  memcpy(g->stride, copy.stride, sizeof g->stride);
   g->nslots = (int)nslots;
   g->used = 0;
   g->ntasks = 0;

@@ -661,8 +661,9 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
     native_hold(k);
     int rc = table_exchange(k, bb, NULL, 0, NULL);
     if (rc || !blk || bb > fuse_limit(k)) return rc;
+  } else {
+    native_hold(k);
   }
-  native_hold(k);
   if (k->d.status == 0 && bb > k->slot) {
     /* the same limit as the algorithms on the scratch, which any rank may
      * pick with algorithm= */

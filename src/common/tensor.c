@@ -151,7 +151,7 @@ static int check_src(const pto_tensor *src) { return tensor_check(src, true); }
 
 /* ---- construction ---- */
 
-static void set_packed_strides(pto_tensor *t) {
+void tensor_set_packed_strides(pto_tensor *t) {
   int64_t s = 1;
   for (int d = t->ndims - 1; d >= 0; d--) {
     t->stride[d] = s;
@@ -169,7 +169,7 @@ int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, in
   v.dtype = (int32_t)dt;
   v.ndims = ndims;
   memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
-  set_packed_strides(&v);
+  tensor_set_packed_strides(&v);
   if (tensor_check(&v, false) != PTO_OK) return PTO_EINVAL;
   *t = v;
   return PTO_OK;
@@ -202,7 +202,7 @@ int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_t *shape
   v.dtype = (int32_t)dt;
   v.ndims = ndims;
   memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
-  set_packed_strides(&v);
+  tensor_set_packed_strides(&v);
   *t = v;
   return PTO_OK;
 }
@@ -262,7 +262,7 @@ int pto_tensor_reshape(const pto_tensor *src, int ndims, const int64_t *shape, p
   v.dtype = src->dtype;
   v.ndims = ndims;
   memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
-  set_packed_strides(&v);
+  tensor_set_packed_strides(&v);
   if (check_src(&v) != PTO_OK) return PTO_EINVAL;
   *out = v;
   return PTO_OK;
@@ -344,7 +344,7 @@ static int copy_run(void *arg, int64_t v, int64_t p, int64_t n) {
 static void tensor_walk(const pto_tensor *t, char *packed, bool to_packed) {
   pto_tensor pk = *t;
   pk.offset = 0;
-  set_packed_strides(&pk);
+  tensor_set_packed_strides(&pk);
   copy_walk c = {t->buf, packed, pto_dtype_size((pto_dtype)t->dtype), to_packed};
   tensor_lockstep(t, &pk, copy_run, &c);
 }

@@ -26,6 +26,10 @@ const char *tensor_problem(const pto_tensor *t, bool allow_null_buf, char *why, 
  * bytes != NULL). The check for a descriptor before any layout exists. */
 int tensor_check_shape(int32_t dtype, int ndims, const int64_t *shape, int64_t *bytes);
 
+/* t's strides [0, ndims), those of a packed row-major layout of its
+ * shape (the last dimension contiguous). */
+void tensor_set_packed_strides(pto_tensor *t);
+
 /* Element index range [first, end) of buf that the view touches (its
  * bounding box); false if the computation overflows or the view is malformed
  * (then *first and *end are untouched). */

@@ -42,9 +42,11 @@
 
 #include "explore.h"
 
-#define NT    5
-#define CORES 2
-#define IDLE  (-1)
+#define NT       5
+#define CORES    2
+#define IDLE     (-1)
+#define MAX_PATH 64 /* steps a path may take (explore.h max_depth) */
+#define WHAT     80 /* a step's line in a trace */
 
 static const int npred[NT] = {0, 0, 2, 1, 2};
 static const int first_pred[NT] = {-1, -1, 0, 1, 2};
@@ -70,7 +72,7 @@ typedef struct gstate {
 typedef struct gx {
   variant v;
   const char *why;
-  char trace[64][80];
+  char trace[MAX_PATH][WHAT]; /* trace[d]: the step at depth d (d < max_depth) */
 } gx;
 
 static void make_ready(gstate *s, int t) {
@@ -91,20 +93,20 @@ static int orch_step(gx *e, gstate *s, char *what) {
       if (e->v == GUARDED || e->v == PEEK_FIRST) s->fanin[t] = (int8_t)(npred[t] + 1);
       if (e->v == UNGUARDED) s->fanin[t] = (int8_t)npred[t];
     }
-    snprintf(what, 80, "orch: fill slot %d", i);
+    snprintf(what, WHAT, "orch: fill slot %d", i);
     s->orch_step = 1;
     return XP_STEP;
   }
   /* the guard's drop (a root is ready at once) */
   if (!npred[i]) {
     make_ready(s, i);
-    snprintf(what, 80, "orch: root %d ready", i);
+    snprintf(what, WHAT, "orch: root %d ready", i);
   } else if (e->v == GUARDED || e->v == OWN || e->v == PEEK_FIRST) {
     int left = --s->fanin[i];
     if (left == 0) make_ready(s, i);
-    snprintf(what, 80, "orch: drop %d's guard: fanin %d%s", i, left, left ? "" : ", ready");
+    snprintf(what, WHAT, "orch: drop %d's guard: fanin %d%s", i, left, left ? "" : ", ready");
   } else {
-    snprintf(what, 80, "orch: %d filled", i);
+    snprintf(what, WHAT, "orch: %d filled", i);
   }
   s->orch_task++;
   s->orch_step = 0;
@@ -119,13 +121,13 @@ static int core_step(gx *e, gstate *s, int c, char *what) {
         s->queued[i] = 0;
         s->core_task[c] = (int8_t)i;
         s->core_succ[c] = -2;
-        snprintf(what, 80, "core %d: claims %d", c, i);
+        snprintf(what, WHAT, "core %d: claims %d", c, i);
         return XP_STEP;
       }
     return XP_SKIP;
   }
   if (s->core_succ[c] == -2) { /* run it */
-    snprintf(what, 80, "core %d: runs %d", c, t);
+    snprintf(what, WHAT, "core %d: runs %d", c, t);
     if (!s->filled[t]) {
       e->why = "a task ran before its slot was filled";
       return XP_STOP;
@@ -135,7 +137,7 @@ static int core_step(gx *e, gstate *s, int c, char *what) {
     return XP_STEP;
   }
   if (s->core_succ[c] == -1) { /* the hand-off's peek at its consumers */
-    snprintf(what, 80, "core %d: peeks at %d's consumers", c, t);
+    snprintf(what, WHAT, "core %d: peeks at %d's consumers", c, t);
     for (int k = 0; k < nsucc[t]; k++) {
       int u = succ[t][k];
       bool reads_slot = e->v == PEEK_FIRST || s->fanin[u] == 1;
@@ -150,13 +152,13 @@ static int core_step(gx *e, gstate *s, int c, char *what) {
   int k = s->core_succ[c];
   if (k == nsucc[t]) { /* its completion is done */
     s->core_task[c] = IDLE;
-    snprintf(what, 80, "core %d: done with %d", c, t);
+    snprintf(what, WHAT, "core %d: done with %d", c, t);
     return XP_STEP;
   }
   int u = succ[t][k];
   int left = --s->fanin[u];
   if (left == 0) make_ready(s, u);
-  snprintf(what, 80, "core %d: %d releases %d: fanin %d%s", c, t, u, left, left ? "" : ", ready");
+  snprintf(what, WHAT, "core %d: %d releases %d: fanin %d%s", c, t, u, left, left ? "" : ", ready");
   s->core_succ[c]++;
   return XP_STEP;
 }
@@ -169,7 +171,7 @@ static int gx_nact(xp_search *x) {
 static int gx_apply(xp_search *x, void *state, int a, int d) {
   gx *e = x->ctx;
   gstate *s = state;
-  char *what = d < 64 ? e->trace[d] : (char[80]){0};
+  char *what = e->trace[d];
   int r = a == 0 ? orch_step(e, s, what) : core_step(e, s, a - 1, what);
   if (r == XP_STEP)
     for (int i = 0; i < NT; i++)
@@ -203,7 +205,7 @@ static const char *explore(variant v, const int8_t *stale) {
     init.core_task[c] = IDLE;
   const xp_model m = {.state_size = sizeof(gstate),
                       .key_size = sizeof(gstate),
-                      .max_depth = 64,
+                      .max_depth = MAX_PATH,
                       .nact = gx_nact,
                       .apply = gx_apply,
                       .on_final = gx_final};
@@ -212,7 +214,7 @@ static const char *explore(variant v, const int8_t *stale) {
   printf("%s: %ld states, %ld final states: %s\n", variant_name[v], x.states, x.finals,
          e.why ? e.why : "no failure");
   if (e.why)
-    for (int i = 0; i < x.stop_depth && i < 64; i++)
+    for (int i = 0; i < x.stop_depth; i++)
       printf("    %2d. %s\n", i + 1, e.trace[i]);
   xp_free(&x);
   assert_int_not_equal(why, XP_DEPTH);
