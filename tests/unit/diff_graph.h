@@ -272,6 +272,16 @@ static inline void random_chip_config(pto_chip_config *cfg) {
   cfg->alloc_timeout_ms = 5000;
 }
 
+/* A random chip whose rings hold a whole graph at once, as a capture
+ * needs (pto/graph.h): every captured task, edge and OUTPUT buffer stays
+ * live until the orchestration returns. The REDUX combine tasks come on
+ * top of the graph's MAX_TASKS. */
+static inline void whole_graph_chip_config(pto_chip_config *cfg) {
+  cfg->task_slots = 4 * MAX_TASKS;
+  cfg->dep_entries = cfg->tensormap_entries = 4096;
+  cfg->heap_bytes = 1 << 20;
+}
+
 /* Rebase views from buffer codes onto real memory. */
 static pto_tensor bind(const pto_tensor *v, uint32_t bufs[NBUF][BUFELEMS]) {
   pto_tensor t = *v;

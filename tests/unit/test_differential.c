@@ -129,9 +129,7 @@ static void test_random_graphs(void **state) {
       assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
       assert_int_equal(pto_kernel_register_aiv(chip, "mix", mix_kernel, &kid), PTO_OK);
       pto_chip_config gcfg = cfg;
-      gcfg.task_slots = MAX_TASKS;
-      gcfg.dep_entries = gcfg.tensormap_entries = 4096;
-      gcfg.heap_bytes = 1 << 20;
+      whole_graph_chip_config(&gcfg);
       assert_int_equal(pto_chip_create(&gcfg, &gchip), PTO_OK);
       assert_int_equal(pto_kernel_register_aiv(gchip, "mix", mix_kernel, &gkid), PTO_OK);
     } else {

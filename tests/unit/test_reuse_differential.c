@@ -16,6 +16,15 @@
  * failed runs that left ready tasks queued are counted (white box), to show
  * that the case is exercised.
  *
+ * Captured graphs the same way (test_launches_after_failed_launches): a
+ * random graph is captured on a chip whose rings hold it whole, and then
+ * launched so that it fails at a random kernel task (a kernel error, a
+ * watchdog timeout, a bad async token: the task's kernel fails when its
+ * scalar says so), while the launch may still be filling the slots; the
+ * next launch of the same graph, with new data and scalars, and a dynamic
+ * run of another random graph after it, must each equal sequential
+ * execution. Or the failing run is a dynamic one, and a launch follows.
+ *
  * PTO_REUSE_PAIRS and PTO_REUSE_SEED override the count and the seed. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,13 +79,28 @@ static int k_bad_token(const pto_kctx *c) {
   return 0;
 }
 
+/* the kernel of a captured graph's failing task: fails as its scalar 1
+ * says (COND_FAIL + a failure), else mix_kernel; the captured graph takes
+ * its scalars anew at every launch */
+#define COND_FAIL 100
+static int k_cond(const pto_kctx *c) {
+  switch ((int)c->scalars[1] - COND_FAIL) {
+  case F_KERNEL: return k_fail(c);
+  case F_WATCHDOG: return k_lost(c);
+  case F_TOKEN: return k_bad_token(c);
+  default: return mix_kernel(c);
+  }
+}
+
 typedef struct kids {
-  int mix, fail, lost, bad_token;
+  int mix, fail, lost, bad_token, cond;
 } kids;
 
-static pto_chip *random_chip(kids *k, bool *short_watchdog) {
+/* whole: rings that hold a whole graph, for captures (whole_graph_chip_config) */
+static pto_chip *random_chip(kids *k, bool *short_watchdog, bool whole) {
   pto_chip_config cfg;
   random_chip_config(&cfg);
+  if (whole) whole_graph_chip_config(&cfg);
   cfg.sched_threads = rnd_in(0, 1);
   /* a safety net, except on the chips whose runs may fail by the watchdog */
   *short_watchdog = rnd_in(0, 4) == 0;
@@ -87,6 +111,7 @@ static pto_chip *random_chip(kids *k, bool *short_watchdog) {
   assert_int_equal(pto_kernel_register_aiv(chip, "fail", k_fail, &k->fail), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "lost", k_lost, &k->lost), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "bad_token", k_bad_token, &k->bad_token), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "cond", k_cond, &k->cond), PTO_OK);
   return chip;
 }
 
@@ -135,7 +160,7 @@ static void test_runs_after_failed_runs(void **state) {
     rng_state = seed * 1000003u + (uint64_t)pair;
     if (pair % PAIRS_PER_CHIP == 0) {
       if (chip) pto_chip_destroy(chip);
-      chip = random_chip(&k, &short_watchdog);
+      chip = random_chip(&k, &short_watchdog, false);
       chips++;
     }
     cur_chip = chip;
@@ -200,9 +225,175 @@ static void test_runs_after_failed_runs(void **state) {
   assert_true(queued > 0);
 }
 
+/* ---- captured graphs ---- */
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define DEFAULT_LAUNCH_PAIRS 60
+#else
+#define DEFAULT_LAUNCH_PAIRS 400
+#endif
+
+/* A launch's scalars (k and rw of each kernel task, in submission order),
+ * task fail_at's rw set to COND_FAIL + how when how >= 0; their count. */
+static int launch_scalars(const graph *g, int fail_at, int how, uint64_t *sc) {
+  int n = 0;
+  for (int i = 0; i < g->n; i++)
+    if (g->t[i].kind == 0) {
+      sc[n++] = g->t[i].k;
+      sc[n++] = i == fail_at && how >= 0 ? (uint64_t)(COND_FAIL + how) : g->t[i].rw;
+    }
+  return n;
+}
+
+static int launch_timed(pto_chip *chip, pto_graph *cg, const graph *g, int fail_at, int how,
+                        const char *what, pto_error_info *err) {
+  uint64_t sc[2 * MAX_TASKS];
+  pto_graph_bindings gb = {NULL, 0, launch_scalars(g, fail_at, how, sc), sc};
+  hang_alarm_arm(what, 60);
+  int rc = pto_graph_launch(chip, cg, &gb, NULL, err);
+  hang_alarm_disarm();
+  return rc;
+}
+
+/* The run `what` ended with rc, and its buffers got must equal g's
+ * sequential execution. */
+static void expect_sequential(int rc, const graph *g, uint32_t got[NBUF][BUFELEMS],
+                              const char *what, const char *before, int pair, uint64_t seed,
+                              const pto_chip *chip, const pto_error_info *err) {
+  static uint32_t want[NBUF][BUFELEMS];
+  run_reference(g, want);
+  if (rc == PTO_OK && memcmp(got, want, sizeof want) == 0) return;
+  describe(what, pair, seed, chip, g);
+  fprintf(stderr, "  status %s; before it: %s\n", pto_status_name(rc), before);
+  pto_error_print(err, stderr);
+  print_buffers("actual", got, g->row_stride);
+  print_buffers("expected", want, g->row_stride);
+  fail_msg("pair %d: %s differs from sequential execution", pair, what);
+}
+
+static void test_launches_after_failed_launches(void **state) {
+  (void)state;
+  const char *e = getenv("PTO_REUSE_PAIRS");
+  int pairs = e && atoi(e) > 0 ? atoi(e) : DEFAULT_LAUNCH_PAIRS;
+  e = getenv("PTO_REUSE_SEED");
+  uint64_t seed = e ? strtoull(e, NULL, 0) : 20261202;
+  static graph g, g2;
+  static uint32_t got[NBUF][BUFELEMS];
+  int failed_launches[F_COUNT] = {0}, failed_runs = 0, queued = 0, chips = 0;
+  pto_chip *chip = NULL;
+  kids k;
+  bool short_watchdog = false;
+  for (int pair = 0; pair < pairs; pair++) {
+    rng_state = seed * 1000003u + (uint64_t)pair;
+    if (pair % PAIRS_PER_CHIP == 0) {
+      if (chip) pto_chip_destroy(chip);
+      chip = random_chip(&k, &short_watchdog, true);
+      chips++;
+    }
+    cur_chip = chip;
+    /* the watchdog is a safety net, except in the launch failing by it */
+    chip->cfg.watchdog_ms = 10000; /* white box, between runs */
+    random_graph(&g);
+    fix_blocks(&g);
+    int kernels[MAX_TASKS], nk = 0;
+    for (int i = 0; i < g.n; i++)
+      if (g.t[i].kind == 0) kernels[nk++] = i;
+    if (nk == 0) continue;
+    int at = kernels[rnd_in(0, nk / 2)]; /* early: more left queued */
+    /* the capture: task `at` runs k_cond, as mix_kernel while its scalar
+     * says nothing else */
+    pto_graph_run pr = {.g = &g, .bufs = got, .kid = k.mix, .fail_at = at, .fail_kid = k.cond};
+    memcpy(got, g.init, sizeof got);
+    pto_graph *cg = NULL;
+    pto_error_info err;
+    char what[168], before[100];
+    snprintf(what, sizeof what, "pair %d (seed %llu): the capture", pair, (unsigned long long)seed);
+    hang_alarm_arm(what, 60);
+    int rc = pto_graph_capture(chip, orchestrate, &pr, &cg, NULL, &err);
+    hang_alarm_disarm();
+    expect_sequential(rc, &g, got, "the capture", "a run of another graph", pair, seed, chip, &err);
+    if (rnd_in(0, 3)) {
+      /* a launch failing at task `at` */
+      int how = (int[]){F_KERNEL, F_WATCHDOG, F_TOKEN}[rnd_in(0, 2)];
+      if (how == F_WATCHDOG && (!short_watchdog || rnd_in(0, 3))) how = F_KERNEL;
+      if (how == F_WATCHDOG) chip->cfg.watchdog_ms = 200;
+      snprintf(before, sizeof before, "a launch of the graph failing by %s at graph task %d",
+               f_name[how], at);
+      snprintf(what, sizeof what, "pair %d (seed %llu): %s", pair, (unsigned long long)seed,
+               before);
+      rc = launch_timed(chip, cg, &g, at, how, what, &err);
+      chip->cfg.watchdog_ms = 10000;
+      if (rc != f_code[how]) {
+        describe(before, pair, seed, chip, &g);
+        pto_error_print(&err, stderr);
+        fail_msg("pair %d: %s returned %s, expected %s", pair, before, pto_status_name(rc),
+                 pto_status_name(f_code[how]));
+      }
+      failed_launches[how]++;
+    } else {
+      /* a dynamic run of another graph failing at a random task */
+      g2 = g;
+      random_graph(&g2);
+      fix_blocks(&g2);
+      int n2 = 0, at2 = -1;
+      for (int i = 0; i < g2.n; i++)
+        if (g2.t[i].kind == 0 && rnd_in(0, n2++) == 0) at2 = i;
+      bool fatal = at2 < 0 || rnd_in(0, 1);
+      if (at2 < 0) at2 = rnd_in(0, g2.n - 1);
+      pto_graph_run p2 = {
+          .g = &g2, .bufs = got, .kid = k.mix, .fail_at = at2, .fail_kid = k.fail, .fatal = fatal};
+      snprintf(before, sizeof before, "a dynamic run failing by %s at graph task %d",
+               fatal ? "pto_orch_fatal" : "kernel error", at2);
+      snprintf(what, sizeof what, "pair %d (seed %llu): %s", pair, (unsigned long long)seed,
+               before);
+      pto_run_stats st;
+      rc = run_timed(chip, &p2, what, &st, &err);
+      if (rc != (fatal ? PTO_EFATAL : PTO_EKERNEL)) {
+        describe(before, pair, seed, chip, &g2);
+        pto_error_print(&err, stderr);
+        fail_msg("pair %d: %s returned %s", pair, before, pto_status_name(rc));
+      }
+      failed_runs++;
+    }
+    queued += left_queued(chip) > 0;
+    /* the graph launched again, with new data and scalars */
+    g2 = g;
+    for (int i = 0; i < g2.n; i++)
+      g2.t[i].k = rnd();
+    for (int b = 0; b < NBUF; b++)
+      for (int i = 0; i < BUFELEMS; i++)
+        g2.init[b][i] = rnd();
+    memcpy(got, g2.init, sizeof got);
+    snprintf(what, sizeof what, "pair %d (seed %llu): the launch after %s", pair,
+             (unsigned long long)seed, before);
+    rc = launch_timed(chip, cg, &g2, -1, -1, what, &err);
+    expect_sequential(rc, &g2, got, "the launch after a failed run", before, pair, seed, chip,
+                      &err);
+    /* and a dynamic run of another graph */
+    random_graph(&g2);
+    fix_blocks(&g2);
+    pr = (pto_graph_run){.g = &g2, .bufs = got, .kid = k.mix, .fail_at = -1};
+    memcpy(got, g2.init, sizeof got);
+    snprintf(what, sizeof what, "pair %d (seed %llu): the dynamic run after the launch", pair,
+             (unsigned long long)seed);
+    pto_run_stats st;
+    rc = run_timed(chip, &pr, what, &st, &err);
+    expect_sequential(rc, &g2, got, "the dynamic run after them", before, pair, seed, chip, &err);
+    pto_graph_destroy(cg);
+  }
+  pto_chip_destroy(chip);
+  printf("launch reuse differential: %d pairs on %d chips; launches failed by kernel error %d, "
+         "watchdog %d, bad async token %d; dynamic runs failed %d; %d failed runs left ready "
+         "tasks queued; every next launch and dynamic run equal to sequential execution\n",
+         pairs, chips, failed_launches[F_KERNEL], failed_launches[F_WATCHDOG],
+         failed_launches[F_TOKEN], failed_runs, queued);
+  assert_true(queued > 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_runs_after_failed_runs),
+      cmocka_unit_test(test_launches_after_failed_launches),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
