@@ -22,6 +22,7 @@ CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", 
                 "watchdog_ms", "shutdown_ms", "async_slots", "sched_threads", "spread_cores",
                 "check", "check_seed")
 _BOOL_OPTIONS = ("sched_threads", "spread_cores", "check")
+PTO_EGRAPH = -19  # pto/status.h
 
 
 def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
@@ -77,6 +78,11 @@ class _Run:
         # checking mode: each task's tensor arguments, to name the one a
         # ContractError points at
         self.task_args: Optional[Dict[int, tuple]] = {} if chip._check else None
+        # a capture: the scalars submitted so far, and each Python kernel's
+        # hidden one (the binding's: its position and value), which a
+        # launch puts back among the caller's (Graph)
+        self.scalars_seen = 0
+        self.hidden_scalars: Optional[List[tuple]] = None
 
 
 def schedule_config(cfg, seed: Optional[int], record: Optional[str],
@@ -305,10 +311,11 @@ class Chip:
         (GraphError), and the whole graph must fit the chip's rings at once."""
         chip = self._live()
         run = _Run(self, orchestrate, args)
+        run.hidden_scalars = []
         out = ffi.new("pto_graph **")
         self._in_run("Chip.capture", run,
                      lambda h, st, err, sig: lib.pyk_graph_capture(chip, h, out, st, err, sig))
-        return Graph(self, out[0], run.keep)
+        return Graph(self, out[0], run.keep, run.hidden_scalars)
 
     def launch(self, graph: "Graph", bind: Any = None, scalars: Any = None) -> RunStats:
         """Replay ``graph`` (captured on this chip) with new arrays bound:
@@ -333,10 +340,9 @@ class Chip:
             b.buffers, b.nbuffers = ts, len(news)
             keep.append(ts)
         if scalars is not None:
-            count_of(scalars, "launch: scalars")
-            sc = ffi.new("uint64_t[]", [scalar_bits(v, f"launch: scalar {i}")
-                                        for i, v in enumerate(scalars)] or [0])
-            b.scalars, b.nscalars = sc, len(scalars)
+            bits = graph._scalars(scalars)
+            sc = ffi.new("uint64_t[]", bits or [0])
+            b.scalars, b.nscalars = sc, len(bits)
             keep.append(sc)
         run = _Run(self, None, ())
         run.keep = keep
@@ -379,16 +385,19 @@ class Graph:
     """An orchestration captured by ``Chip.capture``, replayed by
     ``Chip.launch``. ``buffers``: the arrays it bound, in order of first use
     (one per distinct base pointer; None for memory that is no array the
-    orchestration passed); ``tasks``, ``edges``, ``scalars``: its counts.
+    orchestration passed); ``tasks``, ``edges``, ``scalars``: its counts
+    (``scalars``: those the orchestration gave, which a launch may give
+    anew; a Python kernel's own hidden one is not among them).
     It keeps its captured arrays alive; ``close`` frees it."""
 
-    def __init__(self, chip: Chip, g, keep: List[Any]):
+    def __init__(self, chip: Chip, g, keep: List[Any], hidden: List[tuple]):
         self._g, self.chip = g, chip
         self._keep = list(keep)  # every object the capture's tasks used: launches use them too
+        self._hidden = hidden  # (position, value) of each Python kernel's hidden scalar
         info = ffi.new("pto_graph_info *")
         lib.pto_graph_get_info(g, info)
         self.tasks, self.edges = int(info.tasks), int(info.edges)
-        self.scalars, self.heap_bytes = int(info.scalars), int(info.heap_bytes)
+        self.scalars, self.heap_bytes = int(info.scalars) - len(hidden), int(info.heap_bytes)
         by_ptr = {}
         for a in keep:
             if isinstance(a, np.ndarray):
@@ -405,6 +414,21 @@ class Graph:
             if a is array:
                 return i
         raise invalid("Graph.index: not an array the graph bound (graph.buffers lists them)")
+
+    def _scalars(self, scalars: Any) -> List[int]:
+        """The launch's scalars as the C graph numbers them: the caller's,
+        with each Python kernel's hidden one put back where it was."""
+        n = count_of(scalars, "launch: scalars")
+        if n != self.scalars:
+            raise error_from(PTO_EGRAPH, f"Chip.launch refused: bindings give {n} scalars, "
+                             f"the graph has {self.scalars} (graph.scalars)")
+        mine = iter([scalar_bits(v, f"launch: scalar {i}") for i, v in enumerate(scalars)])
+        bits: List[int] = []
+        for pos, value in self._hidden:
+            bits.extend(next(mine) for _ in range(pos - len(bits)))
+            bits.append(value)
+        bits.extend(mine)
+        return bits
 
     def _bindings(self, bind: Any) -> List[Any]:
         if isinstance(bind, dict):

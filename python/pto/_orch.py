@@ -252,6 +252,11 @@ class Orch:
                             priority)
         if rc:
             check(rc, ctx)
+        hidden = self._run.hidden_scalars
+        if hidden is not None:  # a capture: where the hidden scalar lies (Graph)
+            if py:
+                hidden.append((self._run.scalars_seen + ns - 1, int(self._sc[ns - 1])))
+            self._run.scalars_seen += ns
         tid = int(self._tid[0])
         if not news:
             if self._run.task_args is not None:

@@ -90,3 +90,38 @@ def test_capture_refuses_host_access(chip):
         chip.capture(reads)
     chip.run(program, a, b, y, 3.0)
     assert_array(y, expected(a, b, 3.0), "a run after the refused capture")
+
+
+def test_python_kernels_launch_with_their_own_scalars(chip):
+    """A Python kernel's task carries a hidden scalar of the binding's (which
+    tensors are INPUTs): graph.scalars counts and launch takes only the
+    caller's own. Before, graph.scalars counted the hidden ones too, and a
+    launch with the caller's scalars was refused ("bindings give 1 scalars,
+    the graph has 2")."""
+    def scale(ctx, x, y):
+        if ctx.scalar_f64(0) < 0:
+            raise ValueError("asked to fail")
+        y[:] = x * np.float32(ctx.scalar_f64(0))
+        assert not x.flags.writeable  # the hidden scalar still marks x read-only
+
+    k = chip.kernel(scale, name="scale_py")
+
+    def prog(o, x, y, s, t):
+        o.submit(k, pto.In(x), pto.Out(y), scalars=[pto.f64(s)])
+        o.submit(KERNELS["scale"], pto.In(y), pto.Out(y), scalars=[t])
+
+    x, y = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    g = chip.capture(prog, x, y, 2.0, 3.0)
+    assert_array(y, x * 6, "the capture's own run")
+    assert g.scalars == 2
+    x2, y2 = np.ones(8, np.float32), np.zeros(8, np.float32)
+    chip.launch(g, [x2, y2], scalars=[pto.f64(5.0), 0.5])
+    assert_array(y2, x2 * 2.5, "a launch with new scalars")
+    with pytest.raises(pto.GraphError, match="3 scalars, the graph has 2"):
+        chip.launch(g, scalars=[pto.f64(1.0), 1.0, 1.0])
+    with pytest.raises(pto.KernelError) as e:  # a launch that fails, then one that runs
+        chip.launch(g, [x2, y2], scalars=[pto.f64(-1.0), 1.0])
+    assert isinstance(e.value.__cause__, ValueError)
+    chip.launch(g, [x2, y2], scalars=[pto.f64(4.0), 2.0])
+    assert_array(y2, x2 * 8, "a launch after a failed one")
+    g.close()
