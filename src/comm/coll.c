@@ -355,6 +355,12 @@ static int coll_close(coll *k, int rc) {
 }
 
 static unsigned char *mesh_slot(const coll *k, int p) { return k->data + (size_t)p * k->slot; }
+/* Rank p's own mesh slot (slot p) in rank p's scratch, on direct windows:
+ * the scratch lies at the same window offset on every rank. */
+static const unsigned char *peer_slot(const coll *k, int p) {
+  return (const unsigned char *)k->cd->be->direct(k->cd->win, p) + k->view_at +
+         (size_t)(mesh_slot(k, p) - k->base);
+}
 static unsigned char *ring_slot(const coll *k, int s) { return k->data + (size_t)s * k->ring_slot; }
 static unsigned char *desc_at(const coll *k, int p) {
   return k->base + HDR_CELLS + (size_t)p * DESC_BYTES;
@@ -618,6 +624,14 @@ static size_t fuse_limit(const coll *k) {
 /* My data for peer p (NULL: none), `bb` bytes, as coll_exchange's. */
 typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
 
+/* The same block, arg, for every peer (NULL on a rank that sends none: a
+ * broadcast's other ranks). */
+static const void *whole_block(const coll *k, int p, const void *arg) {
+  (void)k;
+  (void)p;
+  return arg;
+}
+
 /* A record of the backend's exchange: the call's descriptor, then its
  * node task. The call number counts the calls of one task on the scratch
  * buffer, so a record left in flight by a call of an earlier task that
@@ -761,10 +775,19 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   coll_desc mine = k->d;
   pto_tensor dsrc = bytes_view(&mine, sizeof mine, PTO_I64);
   pto_tensor ddst = bytes_view(desc_at(k, k->me), DESC_BYTES, PTO_I64);
+  /* On direct windows a block that is the same for every peer is pulled
+   * (mesh_pulled): I copy it once, into my own mesh slot, and each peer
+   * reads it there after the table's round. Pushed into every peer's
+   * scratch, it was n - 1 copies here, and each line crossed between CPUs
+   * twice (taken for the write from the peer that last read it, then read
+   * back). The DONE wait above keeps my slot until every peer read it. */
+  bool pull = table && block == whole_block;
+  const void *whole = pull && k->d.status == 0 && bb ? block(k, k->me, arg) : NULL;
+  if (whole) memmove(mesh_slot(k, k->me), whole, bb);
   for (int i = 1; i < n; i++) {
     int p = (k->me + i) % n;
     if (!table && (rc = pto_put(ctx, k->dom, p, &ddst, &dsrc, NULL))) return rc;
-    const void *b = k->d.status == 0 && block && bb ? block(k, p, arg) : NULL;
+    const void *b = !pull && k->d.status == 0 && block && bb ? block(k, p, arg) : NULL;
     if (b) {
       pto_tensor src = bytes_view((void *)b, bb, (pto_dtype)k->d.dtype);
       pto_tensor dst = bytes_view(mesh_slot(k, k->me), bb, (pto_dtype)k->d.dtype);
@@ -786,7 +809,7 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
     if ((rc = check_descs(k, all))) return rc;
   }
   for (int p = 0; blk && p < n; p++)
-    blk[p] = p == k->me ? NULL : mesh_slot(k, p);
+    blk[p] = p == k->me ? NULL : pull ? peer_slot(k, p) : mesh_slot(k, p);
   return 0;
 }
 
@@ -807,12 +830,6 @@ static size_t dtype_size(int64_t dt) {
 }
 
 /* ---- allreduce ---- */
-
-static const void *whole_block(const coll *k, int p, const void *arg) {
-  (void)k;
-  (void)p;
-  return arg;
-}
 
 static void chunk_of(int64_t count, int n, int j, int64_t *start, int64_t *len) {
   int64_t b = count / n, r = count % n;
@@ -912,13 +929,21 @@ static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
   return an && bn && x < y + bn && y < x + an;
 }
 
+/* Did coll_exchange pull the whole blocks of a call that took the mesh
+ * (not the backend's records, `native_path`)? The same answer on every
+ * rank. */
+static bool mesh_pulled(const coll *k, bool native_path) {
+  return !native_path && k->table != NO_TABLE;
+}
+
 /* My own block among the mesh's (the last step reads every rank's block
  * while it writes dst): src itself, or a copy in my own mesh slot (which
- * only I write) when src overlaps dst. */
+ * only I write) when src overlaps dst; pulled, the slot holds that copy
+ * already (and the peers may be reading it). */
 static const unsigned char *own_block(const coll *k, const unsigned char *src, size_t bb,
-                                      const void *dst, size_t dst_bytes) {
+                                      const void *dst, size_t dst_bytes, bool pulled) {
   if (!overlap(src, bb, dst, dst_bytes)) return src;
-  memmove(mesh_slot(k, k->me), src, bb);
+  if (!pulled) memmove(mesh_slot(k, k->me), src, bb);
   return mesh_slot(k, k->me);
 }
 
@@ -1029,7 +1054,7 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
       return rc ? rc : coll_done(k);
     }
   }
-  blk[k->me] = own_block(k, in, bytes, out, bytes);
+  blk[k->me] = own_block(k, in, bytes, out, bytes, mesh_pulled(k, nat));
   fold(k, out, blk);
   return mesh_done(k, nat);
 }
@@ -1088,7 +1113,7 @@ static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src)
   } else if ((rc = coll_exchange(k, whole_block, in, bb, blk))) {
     return rc;
   }
-  blk[k->me] = own_block(k, in, bb, out, (size_t)k->n * bb);
+  blk[k->me] = own_block(k, in, bb, out, (size_t)k->n * bb, mesh_pulled(k, nat));
   gather_blocks(k, out, blk, bb);
   return mesh_done(k, nat);
 }
@@ -1134,7 +1159,7 @@ static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
                              .dst = elem0(dst)};
       return native(k, &call, NULL, "the data");
     }
-  } else if ((rc = coll_exchange(k, in ? whole_block : NULL, in, bb, blk))) {
+  } else if ((rc = coll_exchange(k, whole_block, in, bb, blk))) { /* NULL in: none sent */
     return rc;
   }
   if (root == k->me)
@@ -1212,7 +1237,7 @@ static int reduce_scatter_call(coll *k, const pto_tensor *dst, const pto_tensor 
   } else if ((rc = coll_exchange(k, block_p, &b, b.bb, blk))) {
     return rc;
   }
-  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, b.bb);
+  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, b.bb, false);
   fold(k, out, blk);
   return mesh_done(k, nat);
 }
@@ -1261,7 +1286,7 @@ static int alltoall_call(coll *k, const pto_tensor *dst, const pto_tensor *src) 
   } else if ((rc = coll_exchange(k, block_p, &b, b.bb, blk))) {
     return rc;
   }
-  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, all_bytes);
+  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, all_bytes, false);
   gather_blocks(k, out, blk, b.bb);
   return mesh_done(k, nat);
 }

@@ -3,7 +3,8 @@
  * backend; generation, slot and DONE target from coll_proto.h) over every
  * interleaving of 2 and 3 ranks making back-to-back calls on one scratch:
  * small calls (data in the table), large ones (data put into the peers'
- * mesh slots) and mixes of both. It shows that the same explorer catches
+ * mesh slots, or pulled: copied once into my own mesh slot, which the
+ * peers read) and mixes of them. It shows that the same explorer catches
  * the known-bad variants: one slot instead of two (a rank overwrites what
  * a peer still reads), a generation without the epoch (a slot left by an
  * aborted earlier task passes for this task's call), a call that waits
@@ -20,7 +21,9 @@
  * WAIT_DONE until DONE >= coll_done_target(l, n), per peer a PUT of my
  * data into my mesh slot of its scratch, then WRITE (the descriptor),
  * PUBLISH and the WAITs as a small call, per peer a READ of its mesh slot
- * in my scratch, and per peer a NOTIFY of its DONE cell. Every state where
+ * in my scratch, and per peer a NOTIFY of its DONE cell. A pulled large
+ * call makes one OWN write of my data into my own mesh slot in place of
+ * the PUTs, and READs each peer's own mesh slot in its scratch. Every state where
  * no step is possible must have every rank done (no hang). The aborted
  * scenario starts task 2 with rank 0's slot holding its call 1 of the
  * aborted task 1 (cells read 0 in a new task: signal.h). Depth-first over
@@ -74,6 +77,7 @@ typedef struct xrun {
   const xvariant *v;
   int n, calls;
   unsigned large; /* bit s - 1: call s is large (the same on every rank) */
+  unsigned pull;  /* bit s - 1: large call s is pulled */
   uint32_t epoch;
   bool violated, hung;
   char msg[256];
@@ -90,7 +94,7 @@ static bool waits_for(const xrun *x, int r, int p) {
 }
 
 /* The steps of a call: each once, or once per rank p (my own skipped). */
-enum { OP_WAIT_DONE, OP_PUT, OP_WRITE, OP_PUBLISH, OP_WAIT, OP_READ, OP_DONE };
+enum { OP_WAIT_DONE, OP_PUT, OP_OWN, OP_WRITE, OP_PUBLISH, OP_WAIT, OP_READ, OP_DONE };
 typedef struct xop {
   int op;
   bool per_rank;
@@ -103,12 +107,25 @@ static const xop LARGE[] = {{OP_WAIT_DONE, false}, {OP_PUT, true},  {OP_WRITE, f
 static const xop LARGE_PUBLISH_FIRST[] = {
     {OP_WAIT_DONE, false}, {OP_WRITE, false}, {OP_PUBLISH, false}, {OP_PUT, true},
     {OP_WAIT, true},       {OP_READ, true},   {OP_DONE, true},     {-1, false}};
+static const xop PULLED[] = {{OP_WAIT_DONE, false}, {OP_OWN, false}, {OP_WRITE, false},
+                             {OP_PUBLISH, false},   {OP_WAIT, true}, {OP_READ, true},
+                             {OP_DONE, true},       {-1, false}};
+static const xop PULLED_PUBLISH_FIRST[] = {
+    {OP_WAIT_DONE, false}, {OP_WRITE, false}, {OP_PUBLISH, false}, {OP_OWN, false},
+    {OP_WAIT, true},       {OP_READ, true},   {OP_DONE, true},     {-1, false}};
 
 static bool is_large(const xrun *x, int32_t seq) { return x->large >> (seq - 1) & 1; }
+static bool is_pulled(const xrun *x, int32_t seq) {
+  return is_large(x, seq) && (x->pull >> (seq - 1) & 1);
+}
 
 /* The step at pc of call seq: its op and rank; false past the call's end. */
 static bool op_at(const xrun *x, int32_t seq, int pc, int *op, int *p) {
-  const xop *ops = !is_large(x, seq) ? SMALL : x->v->publish_first ? LARGE_PUBLISH_FIRST : LARGE;
+  bool first = x->v->publish_first;
+  const xop *ops = !is_large(x, seq)   ? SMALL
+                   : is_pulled(x, seq) ? (first ? PULLED_PUBLISH_FIRST : PULLED)
+                   : first             ? LARGE_PUBLISH_FIRST
+                                       : LARGE;
   for (int i = 0; ops[i].op >= 0; i++) {
     int c = ops[i].per_rank ? x->n : 1;
     if (pc < c) {
@@ -150,6 +167,7 @@ static bool rank_step(xrun *x, xstate *s, int r) {
   case OP_PUT:
     if (p != r) s->mesh[p][r] = tag;
     break;
+  case OP_OWN: s->mesh[r][r] = tag; break;
   case OP_WRITE: s->data[r][sl] = tag; break;
   case OP_PUBLISH: s->gen[r][sl] = want; break;
   case OP_WAIT: {
@@ -160,7 +178,9 @@ static bool rank_step(xrun *x, xstate *s, int r) {
   }
   case OP_READ:
     if (!waits_for(x, r, p)) break;
-    if (is_large(x, seq) && s->mesh[r][p] != tag)
+    if (is_pulled(x, seq) && s->mesh[p][p] != tag)
+      violation(x, r, seq, p, "own mesh slot", s->mesh[p][p]);
+    if (is_large(x, seq) && !is_pulled(x, seq) && s->mesh[r][p] != tag)
       violation(x, r, seq, p, "mesh slot", s->mesh[r][p]);
     if (!is_large(x, seq) && s->data[p][sl] != tag)
       violation(x, r, seq, p, "table slot", s->data[p][sl]);
@@ -213,16 +233,16 @@ static int xm_final(xp_search *x, const void *state, int d) {
 /* Explores n ranks x calls, the large ones by the bits of `large`;
  * aborted: task 2 after rank 0 published call 1 of the aborted task 1.
  * True when no violation and no hang. */
-static bool explore(const xvariant *v, int n, int calls, unsigned large, bool aborted,
-                    bool expect_ok) {
-  xrun x = {.v = v, .n = n, .calls = calls, .large = large, .epoch = 1};
+static bool explore(const xvariant *v, int n, int calls, unsigned large, unsigned pull,
+                    bool aborted, bool expect_ok) {
+  xrun x = {.v = v, .n = n, .calls = calls, .large = large, .pull = pull, .epoch = 1};
   xstate s;
   memset(&s, 0, sizeof s);
   if (aborted) {
     int sl = slot_of(&x, 1);
     s.gen[0][sl] = gen_of(&x, 1);
     s.data[0][sl] = (uint16_t)(1 << 8 | 1);
-    for (int p = 1; p < n; p++)
+    for (int p = 0; p < n; p++) /* pushed to each peer, or pulled from its own */
       s.mesh[p][0] = (uint16_t)(1 << 8 | 1);
     x.epoch = 2;
   }
@@ -241,8 +261,9 @@ static bool explore(const xvariant *v, int n, int calls, unsigned large, bool ab
     snprintf(x.msg, sizeof x.msg, "a path longer than %d steps", XPATH);
   }
   bool ok = !x.violated && !x.hung;
-  fprintf(stderr, "%s, %d ranks x %d calls (large: %#x)%s: %zu states, %s%s%s\n", v->name, n, calls,
-          large, aborted ? " after an aborted task" : "", (size_t)xs.states,
+  fprintf(stderr, "%s, %d ranks x %d calls (large: %#x, pulled: %#x)%s: %zu states, %s%s%s\n",
+          v->name, n, calls, large, pull & large, aborted ? " after an aborted task" : "",
+          (size_t)xs.states,
           ok           ? "proven"
           : x.violated ? "VIOLATION: "
                        : "HANG: ",
@@ -252,27 +273,36 @@ static bool explore(const xvariant *v, int n, int calls, unsigned large, bool ab
   return ok;
 }
 
-/* which calls are large: none, all, and two mixes */
+/* which calls are large: none, all, and two mixes; and which large ones
+ * are pulled: none, all, and a mix with pushed ones */
 static const unsigned MIXES[] = {0x0, 0xf, 0x5, 0x6};
+static const unsigned PULLS[] = {0x0, 0xf, 0x9};
 
 static void test_real_is_proven(void **state) {
   (void)state;
   for (int n = 2; n <= XR; n++) {
     for (int m = 0; m < 4; m++)
-      assert_true(explore(&V_REAL, n, XCALLS, MIXES[m], false, true));
-    assert_true(explore(&V_REAL, n, 2, 0x0, true, true));
-    assert_true(explore(&V_REAL, n, 2, 0x3, true, true));
+      for (int p = 0; p < 3; p++)
+        if (p == 0 || MIXES[m])
+          assert_true(explore(&V_REAL, n, XCALLS, MIXES[m], PULLS[p], false, true));
+    assert_true(explore(&V_REAL, n, 2, 0x0, 0x0, true, true));
+    assert_true(explore(&V_REAL, n, 2, 0x3, 0x0, true, true));
+    assert_true(explore(&V_REAL, n, 2, 0x3, 0x3, true, true));
   }
 }
 
 static void test_bad_variants_are_caught(void **state) {
   (void)state;
   for (int n = 2; n <= XR; n++) {
-    assert_false(explore(&V_ONE_SLOT, n, 2, 0x0, false, false));
-    assert_false(explore(&V_NO_EPOCH, n, 1, 0x0, true, false));
-    assert_false(explore(&V_ROOT_ONLY, n, 3, 0x0, false, false));
-    assert_false(explore(&V_NO_DONE, n, 2, 0x3, false, false));
-    assert_false(explore(&V_PUBLISH_FIRST, n, 1, 0x1, false, false));
+    assert_false(explore(&V_ONE_SLOT, n, 2, 0x0, 0x0, false, false));
+    assert_false(explore(&V_NO_EPOCH, n, 1, 0x0, 0x0, true, false));
+    assert_false(explore(&V_ROOT_ONLY, n, 3, 0x0, 0x0, false, false));
+    for (unsigned pull = 0; pull <= 0x3; pull += 0x3) {
+      assert_false(explore(&V_NO_DONE, n, 2, 0x3, pull, false, false));
+      assert_false(explore(&V_PUBLISH_FIRST, n, 1, 0x1, pull, false, false));
+    }
+    /* (a pulled call right after a pushed one, or the other way round,
+     * needs no DONE wait for its data: the two write different slots) */
   }
 }
 
