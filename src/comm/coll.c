@@ -740,8 +740,11 @@ static bool native_data(const coll *k, bool reduction) {
   /* on direct windows, below these blocks the call table and the mesh
    * (pulled) beat MPI's collectives; an allgather's up to 128 KiB:
    * 0.69-0.87x MPI_Allgather against 1.00-1.15x through MPI on 4 ranks,
-   * 1.47-1.78x against 2.11-2.22x on 2 (docs/comm.md) */
-  uint64_t mesh_below = k->d.kind == K_ALLGATHER ? (uint64_t)256 << 10 : PTO_COLL_RING_MIN_BYTES;
+   * 1.47-1.78x against 2.11-2.22x on 2; a broadcast's up to 32 KiB
+   * (docs/comm.md) */
+  uint64_t mesh_below = k->d.kind == K_ALLGATHER   ? (uint64_t)256 << 10
+                        : k->d.kind == K_BROADCAST ? (uint64_t)64 << 10
+                                                   : PTO_COLL_RING_MIN_BYTES;
   if (k->table != NO_TABLE && k->d.algo != PTO_COLL_MPI &&
       (uint64_t)k->d.count * k->es < mesh_below)
     return false;
