@@ -11,7 +11,10 @@
  * that thread only; from another thread they do nothing, return
  * PTO_EINVAL and fail the run naming the rule. pto_orch_fatal,
  * pto_orch_status and pto_orch_chip may be called from any thread while
- * the run is in progress. */
+ * the run is in progress. A pto_orch is valid only during its run: kept
+ * past pto_chip_run's return, every call on it does nothing and returns
+ * PTO_EINVAL (a submit then would never run; the chip's next run is not
+ * touched). */
 #ifndef PTO_ORCH_H
 #define PTO_ORCH_H
 

@@ -786,13 +786,17 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   } else if (r->ctl && atomic_load(&r->status)) {
     /* a controlled schedule that could not begin (a bad record): no orchestration */
   } else {
-    /* the orchestrator is this thread: calls on orch are made here (orch_gate) */
-    pto_orch orch = {r, pthread_self()};
+    /* the orchestrator is this thread: calls on orch are made here
+     * (orch_gate), until its tasks are waited for */
+    pto_orch *orch = &r->orch;
+    orch->run = r;
+    orch->owner = pthread_self();
+    atomic_store_explicit(&orch->open, true, memory_order_release);
     pto_wait_thread_begin(); /* the orchestrator counts as one of the run's threads */
     spread_end(r);           /* the OS places the cores while the orchestrator submits */
     r->orch_start_ns = pto_now_ns();
     if (r->cfg->check == 1) contract_begin(r); /* fails the run itself */
-    fn(&orch, arg);
+    fn(orch, arg);
     r->orch_end_ns = pto_now_ns();
     spread_orch_share(r);
     spread_begin(r); /* until the last task: a CPU per core */
@@ -800,6 +804,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
       trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,
                   r->orch_end_ns, -1, -1);
     orch_finish(r); /* waits for every task, or the latched error */
+    atomic_store_explicit(&orch->open, false, memory_order_release);
     pto_wait_thread_end();
   }
   if (!run_end(r, phase))

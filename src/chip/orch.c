@@ -1055,8 +1055,13 @@ int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
 
 /* Any thread may call it during the run: run_fail is the latch every
  * thread of a run reports through. */
+/* Whether o is a handle of a run in progress (any thread may ask). */
+static bool orch_open(const pto_orch *o) {
+  return o && o->run && atomic_load_explicit(&o->open, memory_order_acquire);
+}
+
 int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
-  if (!o || !o->run) return PTO_EINVAL;
+  if (!orch_open(o)) return PTO_EINVAL; /* never latched into an idle run */
   char msg[400] = "";
   if (fmt) {
     va_list ap;
@@ -1068,7 +1073,7 @@ int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
   return latched(o->run);
 }
 
-int pto_orch_status(const pto_orch *o) { return o && o->run ? latched(o->run) : PTO_EINVAL; }
+int pto_orch_status(const pto_orch *o) { return orch_open(o) ? latched(o->run) : PTO_EINVAL; }
 pto_chip *pto_orch_chip(pto_orch *o) { return o && o->run ? o->run->chip : NULL; }
 
 /* ---- end of the orchestration ---- */
@@ -1086,10 +1091,8 @@ void orch_finish(pto_run *r) {
   if (!latched(r)) redux_flush_all(r); /* a failure latches: the wait below ends */
   if (r->scope_depth > 0 && !latched(r)) {
     /* an orchestration that forgets scope_end is not an error: close them */
-    while (r->scope_depth > 0) {
-      pto_orch o = {r, pthread_self()}; /* the orchestrator's thread */
-      pto_scope_end(&o);
-    }
+    while (r->scope_depth > 0)
+      pto_scope_end(&r->orch); /* still open: on the orchestrator's thread */
   }
   atomic_store_explicit(&r->orch_done, 1, memory_order_seq_cst); /* watchdog reads it */
   sched_orch_done(r);

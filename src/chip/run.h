@@ -341,6 +341,21 @@ typedef struct scope_rec {
   pto_scope_mode mode;
 } scope_rec;
 
+/* The handle an orchestration function gets: the run's own (r->orch),
+ * so that a pointer kept past the run is still memory pto owns. `owner` is
+ * the thread that runs it (the caller of pto_chip_run): the orchestrator's
+ * state (rings, TensorMap, scopes, next_id) has that one writer and no
+ * lock, so every call that touches it is made there (orch_gate). `open`
+ * while pto_chip_run runs the orchestration and waits for its tasks: a
+ * call on the handle before or after that does nothing and returns
+ * PTO_EINVAL (orch_gate), where it once went into the chip's idle run
+ * (a submit that returned success and never ran). */
+struct pto_orch {
+  struct pto_run *run;
+  pthread_t owner;
+  _Atomic bool open;
+};
+
 typedef struct pto_run {
   pto_chip *chip;
   const pto_chip_config *cfg;
@@ -451,16 +466,8 @@ typedef struct pto_run {
    * so that sched.c, which schedule.c calls, does not depend on it) */
   struct sched_ctl *ctl;
   void (*ctl_ready)(struct pto_run *r, struct task *t);
+  pto_orch orch; /* the orchestration function's handle (above) */
 } pto_run;
-
-/* The handle an orchestration function gets. `owner` is the thread that
- * runs it (the caller of pto_chip_run): the orchestrator's state (rings,
- * TensorMap, scopes, next_id) has that one writer and no lock, so every
- * call that touches it is made there (orch_gate). */
-struct pto_orch {
-  pto_run *run;
-  pthread_t owner;
-};
 
 /* ---- shared helpers (defined in the file named in brackets) ---- */
 /* Latch the first error and start shutdown [run.c]. */
@@ -596,6 +603,9 @@ int orch_refuse_thread(pto_orch *o, const char *call);
  * A pthread_self() and a compare: nothing on the submit path notices. */
 static inline int orch_gate(pto_orch *o, const char *call) {
   if (!o || !o->run) return PTO_EINVAL;
+  /* acquire: pairs with pto_chip_run's release store; a closed handle is
+   * refused before its owner is read (the next run may be rewriting it) */
+  if (__builtin_expect(!atomic_load_explicit(&o->open, memory_order_acquire), 0)) return PTO_EINVAL;
   if (__builtin_expect(!pthread_equal(pthread_self(), o->owner), 0))
     return orch_refuse_thread(o, call);
   return atomic_load_explicit(&o->run->status, memory_order_acquire);

@@ -519,6 +519,47 @@ static void test_nested_run_busy(void **state) {
   assert_true(g_ctx->buf[0] == 5.0f);
 }
 
+/* A pto_orch kept past its run: every call on it does nothing and returns
+ * PTO_EINVAL, and the chip's next run is not touched by them. Before, a
+ * submit on it returned PTO_OK into the chip's idle run and its task never
+ * ran (and the handle lived on pto_chip_run's stack). */
+static pto_orch *kept;
+static void keep_orch(pto_orch *o, void *arg) {
+  kept = o;
+  oe_fill(o, arg, 7.0f);
+}
+
+static void test_orch_used_after_its_run(void **state) {
+  (void)state;
+  oe_ctx *c = g_ctx;
+  memset(c->buf, 0, sizeof c->buf);
+  assert_int_equal(pto_chip_run(c->chip, keep_orch, c, NULL, NULL), PTO_OK);
+  assert_true(c->buf[0] == 7.0f);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &c->t);
+  pto_args_scalar_f32(&a, 9.0f);
+  pto_task_id id = 77;
+  assert_int_equal(pto_submit(kept, c->fill, &a, NULL, &id), PTO_EINVAL);
+  assert_int_equal(id, PTO_TASK_NONE);
+  assert_int_equal(pto_submit_dummy(kept, NULL, NULL, NULL), PTO_EINVAL);
+  assert_int_equal(pto_scope_begin(kept, PTO_SCOPE_AUTO), PTO_EINVAL);
+  assert_int_equal(pto_scope_end(kept), PTO_EINVAL);
+  assert_int_equal(pto_orch_read(kept, &c->t, c->small, 0), PTO_EINVAL);
+  assert_int_equal(pto_orch_wait_task(kept, 0, 0), PTO_EINVAL);
+  assert_int_equal(pto_orch_fatal(kept, "after the run"), PTO_EINVAL);
+  assert_int_equal(pto_orch_status(kept), PTO_EINVAL);
+  assert_true(c->buf[0] == 7.0f); /* nothing ran */
+  /* the next run sees none of it: its own task only, and success */
+  pto_run_stats st;
+  pto_error_info err;
+  int rc = pto_chip_run(c->chip, oe_good_orch, c, &st, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, PTO_OK);
+  assert_int_equal(st.tasks, 1);
+  assert_true(c->buf[0] == 42.0f);
+}
+
 static void test_bad_configs(void **state) {
   (void)state;
   pto_chip *chip = (pto_chip *)1;
@@ -583,7 +624,7 @@ static void test_bad_kernel_descs(void **state) {
 }
 
 int main(void) {
-  struct CMUnitTest tests[NCASES + 5];
+  struct CMUnitTest tests[NCASES + 6];
   char names[NCASES][96];
   for (size_t i = 0; i < NCASES; i++) {
     snprintf(names[i], sizeof names[i], "bad input: %s", cases[i].name);
@@ -594,13 +635,14 @@ int main(void) {
   tests[NCASES + 2] = (struct CMUnitTest)cmocka_unit_test(test_bad_configs);
   tests[NCASES + 3] = (struct CMUnitTest)cmocka_unit_test(test_bad_kernel_descs);
   tests[NCASES + 4] = (struct CMUnitTest)cmocka_unit_test(test_nested_run_busy);
+  tests[NCASES + 5] = (struct CMUnitTest)cmocka_unit_test(test_orch_used_after_its_run);
   /* one fixture for all (a case's state is its table row, not the fixture) */
   void *fixture = NULL;
   if (oe_setup(&fixture) != 0) {
     fprintf(stderr, "test_orch_errors: fixture setup failed\n");
     return 1;
   }
-  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 5, NULL, NULL);
+  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 6, NULL, NULL);
   oe_teardown(&fixture);
   return failed;
 }
