@@ -67,7 +67,9 @@ typedef enum pto_coll_algo {
   PTO_COLL_AUTO = 0, /* MPI backend: MPI's collectives (on shared windows
                         the mesh below PTO_COLL_RING_MIN_BYTES, as on
                         shm); else mesh below it, ring from there */
-  PTO_COLL_MESH = 1, /* every rank sends its block to every peer: one step */
+  PTO_COLL_MESH = 1, /* every rank's block reaches every peer in one step
+                        (pulled from its window where the windows are
+                        direct, docs/comm.md) */
   PTO_COLL_RING = 2, /* reduce-scatter then allgather around the ring: 2(n-1) steps */
   PTO_COLL_MPI = 3,  /* the backend's own collectives (MPI's); as AUTO where it has none */
 } pto_coll_algo;

@@ -43,12 +43,17 @@
  * take (the epoch never repeats, docs/architecture.md), and the two slots
  * need no acknowledgement: a peer writes its slot s % 2 again at call
  * s + 2 only after it saw my slot of call s + 1, which I write only after
- * I finished reading call s. Larger calls run step 1, the mesh's data
- * puts of step 2, then publish their descriptor in the table and wait for
- * every peer's in place of ARRIVE (the generation's release store
- * publishes the puts before it: a direct backend's puts land at once),
- * then steps 4 and 5; their SEQ cell counts those calls alone (the same
- * ones on every rank: the decision follows the agreed descriptor).
+ * I finished reading call s. Larger calls run step 1, then the mesh's
+ * data: a block that is the same for every peer (allreduce's and
+ * allgather's src, the broadcast root's) is pulled, copied once into my
+ * own mesh slot, which each peer reads in my window after the round; the
+ * per-peer blocks of reduce-scatter and all-to-all are put into each
+ * peer's scratch as in step 2; then they publish their descriptor in the
+ * table and wait for every peer's in place of ARRIVE (the generation's
+ * release store publishes the data before it: a direct backend's puts
+ * land at once), then steps 4 and 5; their SEQ cell counts those calls
+ * alone (the same ones on every rank: the decision follows the agreed
+ * descriptor).
  *
  * On a backend with collectives of its own (comm_backend.coll and
  * .exchange: the MPI backend's), every call first sends each peer one
@@ -65,7 +70,8 @@
  * call whose data fits the table ends there, with no MPI message (on 4
  * ranks sharing 2 CPUs an 8-byte broadcast took 10-24 us through the
  * records, 4.3 through the table); blocks below PTO_COLL_RING_MIN_BYTES
- * take the mesh on the windows as on shm (native_data), and larger ones
+ * (a broadcast's below 64 KiB, an allgather's below 256 KiB) take the
+ * mesh on the windows as on shm (native_data), and larger ones
  * follow the table's round, made holding the buffer's lock, with the
  * records only to carry data (at the fuse limit), or with the backend's
  * collective.
@@ -174,6 +180,7 @@ typedef struct coll {
   size_t es;
   comm_dom *cd;     /* the domain, for the backend's own collectives */
   int buf;          /* the scratch's window buffer */
+  bool pulled;      /* coll_exchange pulled the whole blocks (own_block) */
   uint64_t table;   /* window offset of the call table, or NO_TABLE */
   uint64_t view_at; /* window offset of base (the backend's records name it) */
   bool locked;      /* holds the domain's coll_lock of buf (backends with collectives) */
@@ -282,6 +289,7 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
   k->d = (coll_desc){.kind = kind};
   k->es = 0;
   k->buf = -1;
+  k->pulled = false;
   k->table = NO_TABLE;
   k->view_at = 0;
   k->locked = false;
@@ -729,19 +737,18 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
 /* Does the call take the backend's collective (or its records) for its
  * data? The same answer on every rank: it depends only on the checked
  * descriptor. MPI counts are ints. On direct windows (the MPI backend's
- * shared ones) a block below PTO_COLL_RING_MIN_BYTES takes the mesh on
- * them, as on shm, unless the call asked for PTO_COLL_MPI: the table's
- * round, a copy into each peer's slot and the DONE notifies beat the
- * table's round followed by the records (allreduce of 8-32 KiB, 4 ranks
- * on 2 CPUs: 77-107 us against 99-243; 2 ranks 3.5-7.7 against 5.6-26). */
+ * shared ones) a smaller block takes the mesh on them, as on shm, unless
+ * the call asked for PTO_COLL_MPI: below PTO_COLL_RING_MIN_BYTES the
+ * table's round, the mesh's data and the DONE notifies beat the table's
+ * round followed by the records (allreduce of 8-32 KiB, 4 ranks on 2
+ * CPUs: 77-107 us against 99-243; 2 ranks 3.5-7.7 against 5.6-26); a
+ * pulled allgather's blocks beat MPI's up to 128 KiB (measured: 0.69-0.87x
+ * MPI_Allgather against 1.00-1.15x on 4 ranks, 1.47-1.78x against
+ * 2.11-2.22x on 2; MPI's won at 256 KiB on 4), a broadcast's at 32 KiB
+ * (lost at 64 KiB on 4 ranks) (docs/comm.md). */
 static bool native_data(const coll *k, bool reduction) {
   if (!k->cd || !k->cd->be->coll) return false;
   if (reduction && k->d.algo != PTO_COLL_AUTO && k->d.algo != PTO_COLL_MPI) return false;
-  /* on direct windows, below these blocks the call table and the mesh
-   * (pulled) beat MPI's collectives; an allgather's up to 128 KiB:
-   * 0.69-0.87x MPI_Allgather against 1.00-1.15x through MPI on 4 ranks,
-   * 1.47-1.78x against 2.11-2.22x on 2; a broadcast's up to 32 KiB
-   * (docs/comm.md) */
   uint64_t mesh_below = k->d.kind == K_ALLGATHER   ? (uint64_t)256 << 10
                         : k->d.kind == K_BROADCAST ? (uint64_t)64 << 10
                                                    : PTO_COLL_RING_MIN_BYTES;
@@ -784,12 +791,18 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   pto_tensor dsrc = bytes_view(&mine, sizeof mine, PTO_I64);
   pto_tensor ddst = bytes_view(desc_at(k, k->me), DESC_BYTES, PTO_I64);
   /* On direct windows a block that is the same for every peer is pulled
-   * (mesh_pulled): I copy it once, into my own mesh slot, and each peer
-   * reads it there after the table's round. Pushed into every peer's
-   * scratch, it was n - 1 copies here, and each line crossed between CPUs
-   * twice (taken for the write from the peer that last read it, then read
-   * back). The DONE wait above keeps my slot until every peer read it. */
-  bool pull = table && block == whole_block;
+   * (k->pulled, for own_block): I copy it once, into my own mesh slot, and
+   * each peer reads it there after the table's round. Pushed into every
+   * peer's scratch, it was n - 1 copies here, and each line crossed
+   * between CPUs twice (taken for the write from the peer that last read
+   * it, then read back). My slot is mine to write now: every peer read my
+   * previous call's block before its DONE notify (the wait above), and
+   * wrote nothing there since (what a call of mine writes into my own
+   * slot, in place, comes after its table round, which a peer passes only
+   * once it finished with the call before). Alone (n == 1) nothing is
+   * pulled. */
+  bool pull = table && n > 1 && block == whole_block;
+  k->pulled = pull;
   const void *whole = pull && k->d.status == 0 && bb ? block(k, k->me, arg) : NULL;
   if (whole) memmove(mesh_slot(k, k->me), whole, bb);
   for (int i = 1; i < n; i++) {
@@ -937,13 +950,6 @@ static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
   return an && bn && x < y + bn && y < x + an;
 }
 
-/* Did coll_exchange pull the whole blocks of a call that took the mesh
- * (not the backend's records, `native_path`)? The same answer on every
- * rank. */
-static bool mesh_pulled(const coll *k, bool native_path) {
-  return !native_path && k->table != NO_TABLE;
-}
-
 /* My own block among the mesh's (the last step reads every rank's block
  * while it writes dst): src itself, or a copy in my own mesh slot (which
  * only I write) when src overlaps dst; pulled, the slot holds that copy
@@ -1062,7 +1068,7 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
       return rc ? rc : coll_done(k);
     }
   }
-  blk[k->me] = own_block(k, in, bytes, out, bytes, mesh_pulled(k, nat));
+  blk[k->me] = own_block(k, in, bytes, out, bytes, k->pulled);
   fold(k, out, blk);
   return mesh_done(k, nat);
 }
@@ -1121,7 +1127,7 @@ static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src)
   } else if ((rc = coll_exchange(k, whole_block, in, bb, blk))) {
     return rc;
   }
-  blk[k->me] = own_block(k, in, bb, out, (size_t)k->n * bb, mesh_pulled(k, nat));
+  blk[k->me] = own_block(k, in, bb, out, (size_t)k->n * bb, k->pulled);
   gather_blocks(k, out, blk, bb);
   return mesh_done(k, nat);
 }
@@ -1245,7 +1251,7 @@ static int reduce_scatter_call(coll *k, const pto_tensor *dst, const pto_tensor 
   } else if ((rc = coll_exchange(k, block_p, &b, b.bb, blk))) {
     return rc;
   }
-  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, b.bb, false);
+  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, b.bb, k->pulled);
   fold(k, out, blk);
   return mesh_done(k, nat);
 }
@@ -1294,7 +1300,7 @@ static int alltoall_call(coll *k, const pto_tensor *dst, const pto_tensor *src) 
   } else if ((rc = coll_exchange(k, block_p, &b, b.bb, blk))) {
     return rc;
   }
-  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, all_bytes, false);
+  blk[k->me] = own_block(k, b.in + (size_t)k->me * b.bb, b.bb, out, all_bytes, k->pulled);
   gather_blocks(k, out, blk, b.bb);
   return mesh_done(k, nat);
 }

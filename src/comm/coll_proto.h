@@ -2,8 +2,9 @@
  * (coll.c), shared with the exhaustive explorer of its cell reuse
  * (tests/unit/test_coll_explorer.c). Call s (1-based, counted per node task
  * by the rank's SEQ cell) over n ranks:
- *   - before writing into any peer: DONE >= coll_done_target(s, n) (every
- *     peer acknowledged call s-1);
+ *   - before writing into any peer's scratch, or into my own mesh slot
+ *     for the peers to read (a pulled block): DONE >=
+ *     coll_done_target(s, n) (every peer acknowledged call s-1);
  *   - before reading what peers wrote: ARRIVE >= coll_arrive_target(s, n);
  *   - ring step k: the previous rank sets my RING cell to
  *     coll_ring_value(s, n, k), and I wait for it (>=).

@@ -47,7 +47,6 @@ static bool expect(rank_arg *a, const char *what, int round, const float *got, i
   if (a->bad++) return false; /* the first one is named */
   snprintf(a->what, sizeof a->what, "rank %d round %d %s: [%lld] = %g, expected %g", a->r, round,
            what, (long long)i, (double)got[i], (double)want);
-  a->bad++;
   return false;
 }
 

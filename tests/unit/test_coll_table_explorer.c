@@ -276,13 +276,13 @@ static bool explore(const xvariant *v, int n, int calls, unsigned large, unsigne
 /* which calls are large: none, all, and two mixes; and which large ones
  * are pulled: none, all, and a mix with pushed ones */
 static const unsigned MIXES[] = {0x0, 0xf, 0x5, 0x6};
-static const unsigned PULLS[] = {0x0, 0xf, 0x9};
+static const unsigned PULLS[] = {0x0, 0xf, 0x3, 0xc};
 
 static void test_real_is_proven(void **state) {
   (void)state;
   for (int n = 2; n <= XR; n++) {
     for (int m = 0; m < 4; m++)
-      for (int p = 0; p < 3; p++)
+      for (int p = 0; p < 4; p++)
         if (p == 0 || MIXES[m])
           assert_true(explore(&V_REAL, n, XCALLS, MIXES[m], PULLS[p], false, true));
     assert_true(explore(&V_REAL, n, 2, 0x0, 0x0, true, true));
