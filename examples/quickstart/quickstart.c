@@ -29,7 +29,7 @@ static int row_sum(const pto_kctx *k) { /* tensors: in, out; block i sums row i 
   return 0;
 }
 
-static int k_add, k_scale, k_sum;
+static int k_add = -1, k_scale = -1, k_sum = -1; /* until registered: refused */
 
 static void orchestrate(pto_orch *o, void *arg) {
   (void)arg;
@@ -59,9 +59,10 @@ int main(void) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg); /* 8 clusters of 1 AIC + 2 AIV */
   pto_chip *chip;
-  int rc = pto_chip_create(&cfg, &chip);
+  pto_error_info err; /* what went wrong, when something does */
+  int rc = pto_chip_create_ex(&cfg, &chip, &err);
   if (rc) {
-    fprintf(stderr, "pto_chip_create: %s\n", pto_strerror(rc));
+    pto_error_print(&err, stderr);
     return 1;
   }
   if ((rc = pto_kernel_register_aiv(chip, "add", add, &k_add)) ||
@@ -72,7 +73,6 @@ int main(void) {
     return 1;
   }
   pto_run_stats st;
-  pto_error_info err;
   rc = pto_chip_run(chip, orchestrate, NULL, &st, &err);
   if (rc) pto_error_print(&err, stderr);
   pto_chip_destroy(chip);

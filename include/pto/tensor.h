@@ -44,10 +44,14 @@ typedef struct pto_tensor {
 PTO_API size_t pto_dtype_size(pto_dtype dt);
 PTO_API const char *pto_dtype_name(pto_dtype dt);
 
-/* Contiguous row-major view over the whole of `buf` (buf_bytes must hold it). */
+/* Contiguous row-major view over the whole of `buf` (buf_bytes must hold it).
+ * PTO_EINVAL when the view is invalid; *t then still describes the view
+ * asked for, and pto_tensor_problem(t, ...) says what is wrong with it
+ * (as does every call it is passed to). */
 PTO_API int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
                             const int64_t *shape);
-/* General strided view: offset and strides in elements. */
+/* General strided view: offset and strides in elements (a failure as
+ * pto_tensor_init's). */
 PTO_API int pto_tensor_init_strided(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt,
                                     int ndims, const int64_t *shape, const int64_t *stride,
                                     int64_t offset);
@@ -56,6 +60,10 @@ PTO_API int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_
 
 /* Checks ndims, strides, dtype and that every element lies inside buf. */
 PTO_API int pto_tensor_validate(const pto_tensor *t);
+/* NULL when t is valid (as pto_tensor_validate); else the first rule it
+ * breaks, as a sentence written into why[why_len] and returned, e.g. "it
+ * reaches byte 128 but the buffer has 64 bytes". */
+PTO_API const char *pto_tensor_problem(const pto_tensor *t, char *why, size_t why_len);
 
 /* out = src[start[d] : start[d] + shape[d]] in every dim. */
 PTO_API int pto_tensor_slice(const pto_tensor *src, const int64_t *start, const int64_t *shape,

@@ -159,25 +159,13 @@ void tensor_set_packed_strides(pto_tensor *t) {
   }
 }
 
-int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
-                    const int64_t *shape) {
-  if (!t || tensor_check_shape((int32_t)dt, ndims, shape, NULL) != PTO_OK) return PTO_EINVAL;
-  pto_tensor v;
-  memset(&v, 0, sizeof v);
-  v.buf = buf;
-  v.buf_bytes = buf_bytes;
-  v.dtype = (int32_t)dt;
-  v.ndims = ndims;
-  memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
-  tensor_set_packed_strides(&v);
-  if (tensor_check(&v, false) != PTO_OK) return PTO_EINVAL;
-  *t = v;
-  return PTO_OK;
-}
-
-int pto_tensor_init_strided(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
-                            const int64_t *shape, const int64_t *stride, int64_t offset) {
-  if (!t || !shape || !stride || ndims < 1 || ndims > PTO_MAX_DIMS) return PTO_EINVAL;
+/* The view the caller asked for, as far as its arguments can be read (a
+ * NULL shape or stride, or ndims out of range, leaves those fields 0),
+ * valid or not: a failed init still describes it, so that
+ * pto_tensor_problem and every call that checks it name what is wrong
+ * instead of reading a descriptor the caller never filled. */
+static pto_tensor asked(void *buf, size_t buf_bytes, pto_dtype dt, int ndims, const int64_t *shape,
+                        const int64_t *stride, int64_t offset) {
   pto_tensor v;
   memset(&v, 0, sizeof v);
   v.buf = buf;
@@ -185,11 +173,32 @@ int pto_tensor_init_strided(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtyp
   v.offset = offset;
   v.dtype = (int32_t)dt;
   v.ndims = ndims;
-  memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
-  memcpy(v.stride, stride, (size_t)ndims * sizeof stride[0]);
-  if (tensor_check(&v, false) != PTO_OK) return PTO_EINVAL;
-  *t = v;
-  return PTO_OK;
+  if (ndims >= 1 && ndims <= PTO_MAX_DIMS) {
+    if (shape) memcpy(v.shape, shape, (size_t)ndims * sizeof shape[0]);
+    if (stride) memcpy(v.stride, stride, (size_t)ndims * sizeof stride[0]);
+  }
+  return v;
+}
+
+int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
+                    const int64_t *shape) {
+  if (!t) return PTO_EINVAL;
+  *t = asked(buf, buf_bytes, dt, ndims, shape, NULL, 0);
+  if (tensor_check_shape((int32_t)dt, ndims, shape, NULL) != PTO_OK) return PTO_EINVAL;
+  tensor_set_packed_strides(t);
+  return tensor_check(t, false);
+}
+
+int pto_tensor_init_strided(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
+                            const int64_t *shape, const int64_t *stride, int64_t offset) {
+  if (!t) return PTO_EINVAL;
+  *t = asked(buf, buf_bytes, dt, ndims, shape, stride, offset);
+  if (!shape || !stride) return PTO_EINVAL;
+  return tensor_check(t, false);
+}
+
+const char *pto_tensor_problem(const pto_tensor *t, char *why, size_t why_len) {
+  return tensor_problem(t, false, why, why_len);
 }
 
 int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_t *shape) {

@@ -470,15 +470,56 @@ static void test_dense_numel_differential(void **state) {
   assert_int_equal(tensor_dense_numel(NULL), -1);
 }
 
+/* A failed init still describes the view asked for, and
+ * pto_tensor_problem names what is wrong with it. Before, *t was left as
+ * it was (often never filled), and a submit of it named junk ("dtype
+ * 1408934241 is not a pto_dtype"). */
+static void test_failed_init_names_its_problem(void **state) {
+  (void)state;
+  float a[16];
+  char why[160];
+  pto_tensor t;
+  int64_t n = 32, zero = 0, one = 1, sh[6] = {1, 1, 1, 1, 1, 1};
+  assert_int_equal(pto_tensor_init(&t, a, sizeof a, PTO_F32, 1, &n), PTO_EINVAL);
+  assert_ptr_equal(pto_tensor_problem(&t, why, sizeof why), why);
+  assert_string_equal(why, "it reaches byte 128 but the buffer has 64 bytes");
+  assert_int_equal(pto_tensor_validate(&t), PTO_EINVAL);
+  assert_int_equal(pto_tensor_init(&t, a, sizeof a, PTO_F32, 1, &zero), PTO_EINVAL);
+  pto_tensor_problem(&t, why, sizeof why);
+  assert_string_equal(why, "shape[0] is 0 (< 1)");
+  assert_int_equal(pto_tensor_init(&t, a, sizeof a, PTO_F32, 6, sh), PTO_EINVAL);
+  pto_tensor_problem(&t, why, sizeof why);
+  assert_string_equal(why, "ndims 6 is outside 1..5");
+  assert_int_equal(pto_tensor_init(&t, NULL, 64, PTO_F32, 1, &one), PTO_EINVAL);
+  pto_tensor_problem(&t, why, sizeof why);
+  assert_string_equal(why, "buf is NULL");
+  assert_int_equal(pto_tensor_init_strided(&t, a, sizeof a, PTO_F32, 1, &n, NULL, 0), PTO_EINVAL);
+  pto_tensor_problem(&t, why, sizeof why);
+  assert_string_equal(why, "stride[0] is 0 (must be > 0)");
+  assert_int_equal(pto_tensor_init(NULL, a, sizeof a, PTO_F32, 1, &one), PTO_EINVAL);
+  /* valid: no problem */
+  n = 16;
+  assert_int_equal(pto_tensor_init(&t, a, sizeof a, PTO_F32, 1, &n), PTO_OK);
+  assert_null(pto_tensor_problem(&t, why, sizeof why));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dtype),       cmocka_unit_test(test_init_contiguous),
-      cmocka_unit_test(test_init_errors), cmocka_unit_test(test_validate_each_rule),
-      cmocka_unit_test(test_desc),        cmocka_unit_test(test_slice),
-      cmocka_unit_test(test_view),        cmocka_unit_test(test_reshape),
-      cmocka_unit_test(test_transpose),   cmocka_unit_test(test_contiguous_unit_dims),
-      cmocka_unit_test(test_at),          cmocka_unit_test(test_copy),
-      cmocka_unit_test(test_copy_bytes),  cmocka_unit_test(test_dense_numel_differential),
+      cmocka_unit_test(test_failed_init_names_its_problem),
+      cmocka_unit_test(test_dtype),
+      cmocka_unit_test(test_init_contiguous),
+      cmocka_unit_test(test_init_errors),
+      cmocka_unit_test(test_validate_each_rule),
+      cmocka_unit_test(test_desc),
+      cmocka_unit_test(test_slice),
+      cmocka_unit_test(test_view),
+      cmocka_unit_test(test_reshape),
+      cmocka_unit_test(test_transpose),
+      cmocka_unit_test(test_contiguous_unit_dims),
+      cmocka_unit_test(test_at),
+      cmocka_unit_test(test_copy),
+      cmocka_unit_test(test_copy_bytes),
+      cmocka_unit_test(test_dense_numel_differential),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
