@@ -545,8 +545,10 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
   int sh = SHAPE_DUMMY;
   if (kernel_id != -1) {
     if ((kernel_id < 0 || kernel_id >= r->chip->nkernels) && kernel_id != KERNEL_REDUX_COMBINE)
-      return submit_fail(r, PTO_EINVAL, "unknown kernel id %d (%d kernels registered)", kernel_id,
-                         r->chip->nkernels);
+      return submit_fail(r, PTO_EINVAL,
+                         "unknown kernel id %d (%d kernels registered; an id comes from "
+                         "pto_kernel_register*)",
+                         kernel_id, r->chip->nkernels);
     const kernel_rec *k = &r->chip->kernels[kernel_id];
     sh = k->shape;
     if (shape_aic(k->shape) > c->aic_per_cluster || shape_aiv(k->shape) > c->aiv_per_cluster)
@@ -915,7 +917,9 @@ int pto_submit(pto_orch *o, int kernel_id, pto_args *args, const pto_submit_opts
   int rc = orch_gate(o, "pto_submit");
   if (rc) return rc;
   if (kernel_id == -1 || kernel_id == KERNEL_REDUX_COMBINE) /* the runtime's own ids */
-    return submit_fail(o->run, PTO_EINVAL, "unknown kernel id %d (%d kernels registered)",
+    return submit_fail(o->run, PTO_EINVAL,
+                       "unknown kernel id %d (%d kernels registered; an id comes from "
+                       "pto_kernel_register*)",
                        kernel_id, o->run->chip->nkernels);
   return submit(o->run, kernel_id, args, opts, id);
 }
