@@ -26,5 +26,5 @@ if ! cmake --build build -j "$jobs" >>"$log" 2>&1; then
   exit 1
 fi
 say "built in $((SECONDS - start)) s"
-say "running: build/pto run paged_attention $*"
+say "running: build/pto run paged_attention${*:+ $*}"
 exec build/pto run paged_attention "$@"
