@@ -43,7 +43,8 @@
  * dep_entries edges, tensormap_entries TensorMap entries, heap_bytes of
  * OUTPUT buffers, the argument ring), or whose orchestration reads,
  * writes or waits on the host side (pto_orch_read / _write / _wait_task:
- * a replay has no host side); a launch on another chip than the capture's,
+ * a replay has no host side); a launch on another chip than the capture's (a chip made where
+ * the destroyed capture chip was included),
  * with a binding of another size or dtype, a binding inside the chip's
  * heap, bindings that overlap differently from capture (two buffers
  * disjoint then must be disjoint now; two that overlapped must overlap at

@@ -128,6 +128,8 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
     return create_fail(err, PTO_ENOMEM, "pto_chip_create: out of memory for the record paths");
   }
   redux_kernel_init(&chip->kernels[KERNEL_REDUX_COMBINE], c.aiv_per_cluster);
+  static _Atomic uint64_t chips_made;
+  chip->uid = atomic_fetch_add_explicit(&chips_made, 1, memory_order_relaxed) + 1;
   *out = chip;
   return PTO_OK;
 }

@@ -162,6 +162,7 @@ int pto_graph_capture(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **gra
     return g ? PTO_EGRAPH : PTO_ENOMEM;
   }
   g->chip = chip;
+  g->chip_uid = chip->uid;
   capture_call c = {fn, arg, g};
   int rc = pto_chip_run(chip, capture_orch, &c, stats, err);
   if (!rc && (rc = graph_build(g)) != 0 && err) {
@@ -251,10 +252,14 @@ static int check_pair(void *arg, int32_t a, int32_t b, int64_t dist) {
 
 static int graph_check(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b, char *why,
                        size_t n) {
-  if (chip != g->chip)
+  /* the pointer alone is not the chip: one made where a destroyed chip
+   * was has its address (compared, never read through) */
+  if (chip != g->chip || chip->uid != g->chip_uid)
     return snprintf(why, n,
-                    "the graph was captured on another chip: its kernel ids, rings and "
-                    "heap are that chip's"),
+                    "the graph was captured on another chip%s: its kernel ids, rings and "
+                    "heap are that chip's",
+                    chip == g->chip ? " (since destroyed; this one was made at its address)"
+                                    : ""),
            PTO_EGRAPH;
   int32_t nb = b ? b->nbuffers : 0, ns = b ? b->nscalars : 0;
   if (nb && (nb != (int32_t)g->nbufs || !b->buffers))

@@ -67,6 +67,10 @@ typedef struct kernel_rec {
 
 struct pto_chip {
   pto_chip_config cfg;
+  /* this chip among every chip the process made, never 0 or reused: what a
+   * captured graph checks, where a chip made at a destroyed one's address
+   * had passed for it (pto_graph_launch) */
+  uint64_t uid;
   int nkernels;
   /* and, past the registered ones, the runtime's: KERNEL_REDUX_COMBINE */
   kernel_rec kernels[PTO_MAX_KERNELS + 1];

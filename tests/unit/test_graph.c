@@ -495,6 +495,32 @@ static void orch_relaunch(pto_orch *o, void *arg) {
   pto_submit_v(o, kid_relaunch);
 }
 
+/* A graph outlives its chip, and a chip made afterwards, likely where the
+ * destroyed one was (malloc gives the freed block back), is another chip:
+ * the launch is refused. Before, a chip at the same address passed for
+ * the capture's: a launch ran its own kernels by the captured ids (or
+ * none, and crashed), and filled more task slots than it has. */
+static void test_launch_on_a_chip_made_in_place(void **state) {
+  (void)state;
+  pto_chip *chip = new_chip(2);
+  pto_graph *g = capture(chip);
+  const void *was = chip;
+  pto_chip_destroy(chip);
+  pto_chip *other = new_chip(1);
+  printf("the new chip is %sat the destroyed one's address\n",
+         (const void *)other == was ? "" : "not ");
+  memset(Z, 0x77, sizeof Z);
+  pto_error_info err;
+  int rc = pto_graph_launch(other, g, NULL, NULL, &err);
+  if (rc != PTO_EGRAPH) fprintf(stderr, "launch: %s, %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_EGRAPH);
+  assert_non_null(strstr(err.details, "captured on another chip"));
+  for (int i = 0; i < N; i++)
+    assert_int_equal(Z[i], 0x77777777);
+  pto_graph_destroy(g);
+  pto_chip_destroy(other);
+}
+
 static void test_launch_while_launched(void **state) {
   (void)state;
   pto_chip *chip = new_chip(1);
@@ -553,6 +579,7 @@ int main(void) {
       cmocka_unit_test(test_capture_refusals),
       cmocka_unit_test(test_replay_trace),
       cmocka_unit_test(test_capture_keeps_needed_edges),
+      cmocka_unit_test(test_launch_on_a_chip_made_in_place),
       cmocka_unit_test(test_launch_while_launched),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
