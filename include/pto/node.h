@@ -104,7 +104,9 @@ PTO_API int pto_node_host_tensor(pto_node *node, pto_dtype dt, int ndims, const 
 
 typedef void (*pto_node_orch_fn)(pto_node_orch *no, void *arg);
 /* Every function below returns PTO_EINVAL (NULL for pto_node_orch_node)
- * when given a NULL handle. */
+ * when given a NULL handle. A handle is valid only during its run: kept
+ * past pto_node_run's return, every call on it does nothing and returns
+ * PTO_EINVAL (the node's next run is not touched). */
 
 /* Runs one node orchestration; returns when every task has finished. Domains
  * created during the run are released at its end. Returns 0 or the first

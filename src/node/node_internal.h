@@ -98,6 +98,13 @@ typedef struct node_span {
   uintptr_t lo, hi;
 } node_span;
 
+/* The handle a node orchestration function gets (node_orch_foreign). */
+struct pto_node_orch {
+  pto_node *node;
+  pthread_t owner;
+  _Atomic bool open;
+};
+
 struct pto_node {
   pto_node_config cfg;
   bool mpi;                     /* chips are MPI ranks (node_mpi.c) */
@@ -144,6 +151,7 @@ struct pto_node {
    * the only thing that thread writes (node_orch_foreign); the owner
    * latches it (node_latch_foreign) */
   _Atomic(const char *) foreign_call;
+  pto_node_orch orch;   /* the orchestration's handle, open during a run */
   pto_node_stats stats; /* of the current (then last) run */
   /* checking mode (node_check.c): node host memory's first check_host
    * bytes, then a host task's window regions check_reg[0..check_nreg), as
@@ -175,16 +183,16 @@ static inline size_t node_host_used(const pto_node *n) {
 /* The handle a node orchestration gets. `owner` is the thread running it
  * (pto_node_run's caller): the node's tasks, TensorMap, domains and error
  * latch have that one writer and no lock. */
-struct pto_node_orch {
-  pto_node *node;
-  pthread_t owner;
-};
-
-/* Whether a call of the node orchestration API comes from another thread
- * than the orchestration's: then it does nothing but leave its name for
- * the owner to latch, and its caller returns PTO_EINVAL. A node
- * orchestrator has one thread, as a chip's (docs/node.md). */
+/* Whether a call of the node orchestration API is refused: its run has
+ * ended (the handle is the node's own, n->orch, open only while
+ * pto_node_run runs the orchestration: kept past it, every call does
+ * nothing and returns PTO_EINVAL, where it once read pto_node_run's dead
+ * stack frame and crashed), or it comes from another thread than the
+ * orchestration's: then it does nothing but leave its name for the owner
+ * to latch, and its caller returns PTO_EINVAL. A node orchestrator has
+ * one thread, as a chip's (docs/node.md). */
 static inline bool node_orch_foreign(pto_node_orch *no, const char *call) {
+  if (!atomic_load_explicit(&no->open, memory_order_acquire)) return true; /* nothing to latch */
   if (pthread_equal(pthread_self(), no->owner)) return false;
   atomic_store_explicit(&no->node->foreign_call, call, memory_order_release);
   return true;

@@ -628,6 +628,46 @@ static void test_calls_from_another_thread_refused(void **state) {
   pto_node_destroy(n);
 }
 
+/* A node orchestrator handle kept past its run: every call on it does
+ * nothing and returns PTO_EINVAL, and the node's next run is not touched.
+ * Before, the handle lived on pto_node_run's stack and a submit through
+ * it crashed (a misuse audit). */
+static pto_node_orch *kept_no;
+static void keep_run(pto_node_orch *no, void *arg) {
+  kept_no = no;
+  own_only_run(no, arg);
+}
+
+static void test_orch_used_after_its_run(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  foreign f;
+  memset(&f, 0, sizeof f);
+  f.in = vec(n, 1.0f);
+  f.out = vec(n, SENTINEL);
+  f.mine = vec(n, SENTINEL);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, keep_run, &f, &err), 0);
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  assert_int_equal(sub_add(kept_no, 0, &f.in, &f.out, 1, 0, NULL), PTO_EINVAL);
+  assert_int_equal(sub_host_fill(kept_no, 0, &f.out, 5, 0, NULL), PTO_EINVAL);
+  float buf[N];
+  assert_int_equal(pto_node_read(kept_no, &f.in, buf), PTO_EINVAL);
+  assert_int_equal(pto_node_wait_all(kept_no), PTO_EINVAL);
+  int chips[2] = {0, 1};
+  pto_domain d;
+  assert_int_equal(pto_node_domain_create(kept_no, chips, 2, NULL, 0, &d), PTO_EINVAL);
+  assert_true(all_is(&f.out, SENTINEL)); /* nothing ran */
+  /* the next run is its own */
+  f.mine = vec(n, SENTINEL);
+  int rc = pto_node_run(n, own_only_run, &f, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, 0);
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  assert_true(all_is(&f.out, SENTINEL));
+  pto_node_destroy(n);
+}
+
 static void test_run_after_failed_run(void **state) {
   (void)state;
   pto_node *n = make_node();
@@ -824,6 +864,7 @@ int main(void) {
       cmocka_unit_test(test_independent_tasks_on_two_chips),
       cmocka_unit_test(test_run_after_failed_run),
       cmocka_unit_test(test_calls_from_another_thread_refused),
+      cmocka_unit_test(test_orch_used_after_its_run),
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
