@@ -131,6 +131,10 @@ bool comm_stopping(const pto_comm *c);
  * comm_stopping); elsewhere they poll and see it at their next look. */
 void comm_wake(pto_comm *c, int chip);
 comm_dom *comm_find(const pto_comm *c, int32_t id);
+/* pto_comm_window_tensor, saying in why[n] what was wrong when it fails. */
+int comm_window_tensor_why(const pto_comm *c, pto_domain dom, int rank, const char *name,
+                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out,
+                           char *why, size_t n);
 
 /* Start of a node task run by the node chips in `group` (bit per chip):
  * new epoch, clears the latched error. */

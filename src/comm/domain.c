@@ -230,17 +230,31 @@ int pto_comm_size(const pto_comm *c, pto_domain dom) {
   return d ? d->desc.nranks : PTO_EINVAL;
 }
 
-int pto_comm_window_tensor(const pto_comm *c, pto_domain dom, int rank, const char *name,
-                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out) {
+int comm_window_tensor_why(const pto_comm *c, pto_domain dom, int rank, const char *name,
+                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out,
+                           char *why, size_t n) {
+#define WHY(code, ...) return (why && n ? snprintf(why, n, __VA_ARGS__) : 0, (code))
   comm_dom *d = comm_find(c, dom);
-  if (!d || !name || !out) return PTO_EINVAL;
-  if (rank < 0 || rank >= d->desc.nranks) return PTO_EPEER;
+  if (!d) WHY(PTO_EINVAL, "no domain %d here (pto_node_domain_create makes one)", (int)dom);
+  if (!name) WHY(PTO_EINVAL, "the buffer's name is NULL");
+  if (!out) WHY(PTO_EINVAL, "out is NULL");
+  if (rank < 0 || rank >= d->desc.nranks)
+    WHY(PTO_EPEER, "rank %d is outside domain %d's ranks 0..%d", rank, (int)dom,
+        d->desc.nranks - 1);
   for (int i = 0; i < d->desc.nbuffers; i++) {
     const comm_buffer_desc *b = &d->desc.buffers[i];
     if (strcmp(b->name, name) != 0) continue;
     void *p = (void *)(uintptr_t)(d->desc.base + (uint64_t)rank * d->desc.win_bytes + b->offset);
-    int rc = pto_tensor_init(out, p, b->bytes, dt, ndims, shape);
-    return rc ? rc : 0;
+    if (pto_tensor_init(out, p, b->bytes, dt, ndims, shape) == PTO_OK) return 0;
+    char bad[160];
+    WHY(PTO_EINVAL, "a view of window buffer '%s' of domain %d (%llu bytes): %s", name, (int)dom,
+        (unsigned long long)b->bytes, pto_tensor_problem(out, bad, sizeof bad));
   }
-  return PTO_EINVAL;
+  WHY(PTO_EINVAL, "domain %d has no window buffer named '%s'", (int)dom, name);
+#undef WHY
+}
+
+int pto_comm_window_tensor(const pto_comm *c, pto_domain dom, int rank, const char *name,
+                           pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out) {
+  return comm_window_tensor_why(c, dom, rank, name, dt, ndims, shape, out, NULL, 0);
 }

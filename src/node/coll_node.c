@@ -69,16 +69,32 @@ static void coll_chip_orch(pto_orch *o, void *arg) {
   pto_submit(o, kid, &a, NULL, NULL);
 }
 
+static const char *const nk_name[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                      "alltoall"};
+
 static int node_coll(pto_node_orch *no, pto_domain dom, const char *scratch, const pto_tensor *dst,
                      const pto_tensor *src, int kind, pto_red_op op, pto_coll_algo algo, int root) {
-  if (!no || !no->node || !scratch || !dst) return PTO_EINVAL;
-  comm_dom *d = comm_find(&no->node->observer, dom);
-  if (!d) return PTO_EINVAL;
+  if (!no || !no->node || node_orch_foreign(no, nk_name[kind])) return PTO_EINVAL;
+  /* a refused call fails the run, naming why (docs/node.md: an
+   * orchestration-side error fails the run), as a bad submit does */
+  pto_node *nd = no->node;
+#define REFUSE(...)                                                                                \
+  return node_first_err(nd, PTO_EINVAL, "node orchestration: node %s: " __VA_ARGS__)
+  if (!scratch) REFUSE("the scratch buffer's name is NULL", nk_name[kind]);
+  if (!dst) REFUSE("dst (one tensor per rank) is NULL", nk_name[kind]);
+  comm_dom *d = comm_find(&nd->observer, dom);
+  if (!d) REFUSE("no domain %d (pto_node_domain_create makes one)", nk_name[kind], (int)dom);
   int n = d->desc.nranks, b = -1;
   for (int i = 0; i < d->desc.nbuffers; i++)
     if (!strcmp(d->desc.buffers[i].name, scratch)) b = i;
-  if (b < 0 || 3 * n > PTO_MAX_TENSOR_ARGS) return PTO_EINVAL;
-  if (kind == NK_BROADCAST ? (root < 0 || root >= n || !src) : !src) return PTO_EINVAL;
+  if (b < 0) REFUSE("domain %d has no window buffer named '%s'", nk_name[kind], (int)dom, scratch);
+  if (3 * n > PTO_MAX_TENSOR_ARGS)
+    REFUSE("domain %d has %d ranks, at most %d here (3 tensors per rank in one group task)",
+           nk_name[kind], (int)dom, n, PTO_MAX_TENSOR_ARGS / 3);
+  if (kind == NK_BROADCAST && (root < 0 || root >= n))
+    REFUSE("root %d is outside domain %d's ranks 0..%d", nk_name[kind], root, (int)dom, n - 1);
+  if (!src) REFUSE("src (one tensor per rank) is NULL", nk_name[kind]);
+#undef REFUSE
   pto_args a;
   pto_args_init(&a);
   for (int r = 0; r < n; r++) {

@@ -155,7 +155,12 @@ int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
 int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
                            pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out) {
   if (!no || node_orch_foreign(no, "window_tensor")) return PTO_EINVAL;
-  return pto_comm_window_tensor(&no->node->observer, dom, rank, name, dt, ndims, shape, out);
+  char why[300];
+  int rc = comm_window_tensor_why(&no->node->observer, dom, rank, name, dt, ndims, shape, out, why,
+                                  sizeof why);
+  /* an orchestration-side error fails the run, as a bad submit does: a
+   * caller that skips this code gets a failed run, not unwritten outputs */
+  return rc ? node_first_err(no->node, rc, "node orchestration: window_tensor: %s", why) : 0;
 }
 
 void node_release_domains(pto_node *n) {

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "pto/coll.h"
 #include "pto/comm.h"
 #include "pto/node.h"
 
@@ -438,6 +439,63 @@ static void test_null_and_invalid_arguments(void **state) {
   assert_true(all_refused);
 }
 
+/* ---- item: a refused orchestration-side call fails the run, named ----
+ * Before, pto_node_window_tensor and the node collectives returned a code
+ * and left the run to succeed with nothing named (a misuse audit): a
+ * caller that skipped the code got PTO_OK with its outputs unwritten. */
+
+typedef struct refused_call {
+  int which, rc;
+  pto_tensor v[2];
+} refused_call;
+
+static void refused_orch(pto_node_orch *no, void *arg) {
+  refused_call *c = arg;
+  const pto_window_buffer bufs[] = {{"sig", 8}};
+  pto_domain dom = 0;
+  assert_int_equal(pto_node_domain_create(no, (const int[]){0, 1}, 2, bufs, 1, &dom), 0);
+  int64_t four = 4;
+  pto_tensor w;
+  switch (c->which) {
+  case 0:
+    c->rc = pto_node_allreduce(no, dom, "nope", c->v, c->v, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  case 1: c->rc = pto_node_window_tensor(no, dom, 0, "sig", PTO_I64, 1, &four, &w); break;
+  case 2: c->rc = pto_node_broadcast(no, dom, "sig", c->v, c->v, 5); break;
+  case 3: c->rc = pto_node_window_tensor(no, dom, 2, "sig", PTO_I64, 1, &four, &w); break;
+  }
+}
+
+static void test_refused_calls_fail_the_run_named(void **state) {
+  (void)state;
+  pto_node_config cfg;
+  base_config(&cfg);
+  pto_node *n = make_node_cfg(&cfg);
+  static const char *const want[] = {
+      "has no window buffer named 'nope'", "window_tensor: a view of window buffer 'sig' of domain",
+      "node broadcast: root 5 is outside domain", "window_tensor: rank 2 is outside domain"};
+  for (int k = 0; k < 4; k++) {
+    refused_call c;
+    memset(&c, 0, sizeof c);
+    c.which = k;
+    int64_t four = 4;
+    for (int r = 0; r < 2; r++)
+      assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &four, &c.v[r]), 0);
+    pto_error_info err;
+    int rc = pto_node_run(n, refused_orch, &c, &err);
+    if (rc >= 0 || !strstr(err.details, want[k]))
+      fprintf(stderr, "refused call %d: call %s, run %s: \"%s\", want \"%s\"\n", k,
+              pto_status_name(c.rc), pto_status_name(rc), err.details, want[k]);
+    assert_true(c.rc < 0);
+    assert_int_equal(rc, c.rc);
+    assert_non_null(strstr(err.details, want[k]));
+    if (k == 1)
+      assert_non_null(strstr(err.details, "it reaches byte 32 but the buffer has 8 bytes"));
+    assert_int_equal(pto_node_run(n, noop_orch, NULL, &err), 0); /* and the node runs on */
+  }
+  pto_node_destroy(n);
+}
+
 /* ---- item: host sub-worker tasks have a deadline by default ---- */
 
 static int host_forever(const pto_args *a, void *arg) {
@@ -777,6 +835,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_domain_size_overflow),
       cmocka_unit_test(test_huge_timeouts),
       cmocka_unit_test(test_null_and_invalid_arguments),
+      cmocka_unit_test(test_refused_calls_fail_the_run_named),
       cmocka_unit_test(test_host_task_deadline),
       cmocka_unit_test(test_startup_does_not_spin),
       cmocka_unit_test(test_tensormap_back_pressure_default),
