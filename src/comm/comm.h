@@ -102,6 +102,9 @@ struct pto_comm {
 /* Fills the layout of a domain (buffers, win_bytes); base/prefix/id are the
  * caller's. Returns PTO_EINVAL on bad names/sizes. */
 int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs);
+/* comm_desc_layout, saying in why[n] what was wrong when it fails. */
+int comm_desc_layout_why(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs, char *why,
+                         size_t n);
 /* Where a view lies in a domain's windows [ops.c]: PTO_OK with the window
  * offset of its buf (*woff) and the one buffer (*buf) that holds every byte
  * it touches; PTO_EINVAL for an invalid view, PTO_EBOUNDS for one outside

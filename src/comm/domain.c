@@ -12,27 +12,42 @@
 
 #define PAGE 4096u
 
-int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs) {
-  if (nbufs < 0 || nbufs > PTO_COMM_MAX_BUFFERS || (nbufs > 0 && !bufs)) return PTO_EINVAL;
+int comm_desc_layout_why(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs, char *why,
+                         size_t n) {
+#define WHY(code, ...) return (why && n ? snprintf(why, n, __VA_ARGS__) : 0, (code))
+  if (nbufs < 0 || nbufs > PTO_COMM_MAX_BUFFERS)
+    WHY(PTO_EINVAL, "%d window buffers: 0..%d", nbufs, PTO_COMM_MAX_BUFFERS);
+  if (nbufs > 0 && !bufs) WHY(PTO_EINVAL, "%d window buffers, but buffers is NULL", nbufs);
   uint64_t off = COMM_HEADER_BYTES;
   for (int i = 0; i < nbufs; i++) {
-    const char *n = bufs[i].name;
-    if (!n || !*n || strlen(n) >= PTO_COMM_NAME_MAX || bufs[i].bytes == 0) return PTO_EINVAL;
+    const char *nm = bufs[i].name;
+    if (!nm || !*nm) WHY(PTO_EINVAL, "window buffer %d has no name", i);
+    if (strlen(nm) >= PTO_COMM_NAME_MAX)
+      WHY(PTO_EINVAL, "window buffer %d's name '%.40s...' is longer than %d characters", i, nm,
+          PTO_COMM_NAME_MAX - 1);
+    if (bufs[i].bytes == 0) WHY(PTO_EINVAL, "window buffer '%s' has 0 bytes", nm);
     for (int j = 0; j < i; j++)
-      if (strcmp(d->buffers[j].name, n) == 0) return PTO_EINVAL;
-    snprintf(d->buffers[i].name, sizeof d->buffers[i].name, "%s", n);
+      if (strcmp(d->buffers[j].name, nm) == 0)
+        WHY(PTO_EINVAL, "window buffers %d and %d are both named '%s'", j, i, nm);
+    snprintf(d->buffers[i].name, sizeof d->buffers[i].name, "%s", nm);
     d->buffers[i].offset = off;
     d->buffers[i].bytes = bufs[i].bytes;
     /* checked: a huge buffer must not wrap the window size to a small one */
     if (__builtin_add_overflow(off, (uint64_t)bufs[i].bytes, &off) ||
         __builtin_add_overflow(off, PTO_COMM_ALIGN - 1, &off))
-      return PTO_ENOMEM;
+      WHY(PTO_ENOMEM, "window buffer '%s' of %zu bytes: the window's size overflows", nm,
+          bufs[i].bytes);
     off = off / PTO_COMM_ALIGN * PTO_COMM_ALIGN;
   }
   d->nbuffers = nbufs;
-  if (__builtin_add_overflow(off, PAGE - 1, &off)) return PTO_ENOMEM;
+  if (__builtin_add_overflow(off, PAGE - 1, &off)) WHY(PTO_ENOMEM, "the window's size overflows");
   d->win_bytes = off / PAGE * PAGE;
   return 0;
+#undef WHY
+}
+
+int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs) {
+  return comm_desc_layout_why(d, bufs, nbufs, NULL, 0);
 }
 
 void comm_init(pto_comm *c, int chip) {

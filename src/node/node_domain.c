@@ -78,14 +78,23 @@ static bool chips_idle_for_domain(pto_node *n, void *arg) {
 }
 
 static int domain_create(pto_node_orch *no, const int *chips, int nranks,
-                         const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
+                         const pto_window_buffer *buffers, int nbuffers, pto_domain *out, char *why,
+                         size_t wn) {
   pto_node *n = no ? no->node : NULL;
-  if (!n || !chips || !out || nranks < 1 || nranks > PTO_COMM_MAX_RANKS) return PTO_EINVAL;
+#define WHY(code, ...) return (snprintf(why, wn, __VA_ARGS__), (code))
+  if (!n) return PTO_EINVAL;
+  if (!chips) WHY(PTO_EINVAL, "chips is NULL");
+  if (!out) WHY(PTO_EINVAL, "out is NULL");
+  if (nranks < 1 || nranks > PTO_COMM_MAX_RANKS)
+    WHY(PTO_EINVAL, "%d ranks: 1..%d", nranks, PTO_COMM_MAX_RANKS);
   if (n->fatal) return n->fatal;
   for (int i = 0; i < nranks; i++) {
-    if (chips[i] < 0 || chips[i] >= n->cfg.nchips) return PTO_EINVAL;
+    if (chips[i] < 0 || chips[i] >= n->cfg.nchips)
+      WHY(PTO_EINVAL, "chips[%d] is %d: the node's chips are 0..%d", i, chips[i],
+          n->cfg.nchips - 1);
     for (int j = 0; j < i; j++)
-      if (chips[i] == chips[j]) return PTO_EINVAL;
+      if (chips[i] == chips[j])
+        WHY(PTO_EINVAL, "chip %d is named twice (chips[%d], chips[%d])", chips[i], j, i);
   }
   /* a chip on another host than rank 0 cannot map a POSIX shared-memory
    * window of rank 0's host: such a domain gets MPI RMA windows, as every
@@ -96,10 +105,14 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   int slot = -1;
   for (int i = 0; i < COMM_MAX_DOMAINS && slot < 0; i++)
     if (!n->dom_live[i]) slot = i;
-  if (slot < 0) return PTO_EINVAL;
+  if (slot < 0)
+    WHY(PTO_EINVAL,
+        "%d domains are live already, the most a run has (they are released at "
+        "its end)",
+        COMM_MAX_DOMAINS);
   comm_domain_desc *d = &n->doms[slot];
   memset(d, 0, sizeof *d);
-  int rc = comm_desc_layout(d, buffers, nbuffers);
+  int rc = comm_desc_layout_why(d, buffers, nbuffers, why, wn);
   if (rc) return rc;
   d->id = n->next_dom++;
   d->nranks = nranks;
@@ -108,7 +121,11 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   uint64_t at = (n->space_used + NODE_SPACE_ALIGN - 1) / NODE_SPACE_ALIGN * NODE_SPACE_ALIGN, end;
   if (__builtin_mul_overflow(d->win_bytes, (uint64_t)nranks, &end) ||
       __builtin_add_overflow(at, end, &end) || end > n->cfg.window_space)
-    return PTO_ENOMEM;
+    WHY(PTO_ENOMEM,
+        "%d windows of %llu bytes do not fit the node's window space (%llu bytes, "
+        "%llu in use; pto_node_config.window_space)",
+        nranks, (unsigned long long)d->win_bytes, (unsigned long long)n->cfg.window_space,
+        (unsigned long long)n->space_used);
   /* the same address in every process of the node (under mpirun every
    * rank reserved the window space at rank 0's address): the MPI backend
    * creates rank r's RMA window on its slot here too */
@@ -143,13 +160,17 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   }
   *out = d->id;
   return 0;
+#undef WHY
 }
 
 int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
                            const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
   if (!no || node_orch_foreign(no, "domain_create")) return PTO_EINVAL;
-  return node_latch(no->node, domain_create(no, chips, nranks, buffers, nbuffers, out),
-                    "domain_create");
+  char why[300] = "";
+  int rc = domain_create(no, chips, nranks, buffers, nbuffers, out, why, sizeof why);
+  if (rc && why[0])
+    return node_first_err(no->node, rc, "node orchestration: domain_create: %s", why);
+  return node_latch(no->node, rc, "domain_create");
 }
 
 int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,

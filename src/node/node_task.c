@@ -685,8 +685,11 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
 
 int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args, pto_task_id *id) {
   if (!no || node_orch_foreign(no, "submit")) return PTO_EINVAL;
-  if (!fn || chip < 0 || chip >= no->node->cfg.nchips)
-    return node_latch(no->node, PTO_EINVAL, "submit");
+  if (!fn) return node_first_err(no->node, PTO_EINVAL, "node orchestration: submit: fn is NULL");
+  if (chip < 0 || chip >= no->node->cfg.nchips)
+    return node_first_err(no->node, PTO_EINVAL,
+                          "node orchestration: submit: chip %d: the node's chips are 0..%d", chip,
+                          no->node->cfg.nchips - 1);
   return node_latch(no->node, submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id, "submit"),
                     "submit");
 }
@@ -694,14 +697,20 @@ int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
 int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_fn fn,
                           pto_args *args, pto_task_id *id) {
   if (!no || node_orch_foreign(no, "submit_group")) return PTO_EINVAL;
-  if (!fn || !chips || k < 1 || k > no->node->cfg.nchips)
-    return node_latch(no->node, PTO_EINVAL, "submit_group");
+  pto_node *n = no->node;
+#define REFUSE(...)                                                                                \
+  return node_first_err(n, PTO_EINVAL, "node orchestration: submit_group: " __VA_ARGS__)
+  if (!fn) REFUSE("fn is NULL");
+  if (!chips) REFUSE("chips is NULL");
+  if (k < 1 || k > n->cfg.nchips) REFUSE("%d chips: 1..%d", k, n->cfg.nchips);
   for (int i = 0; i < k; i++) {
-    if (chips[i] < 0 || chips[i] >= no->node->cfg.nchips)
-      return node_latch(no->node, PTO_EINVAL, "submit_group");
+    if (chips[i] < 0 || chips[i] >= n->cfg.nchips)
+      REFUSE("chips[%d] is %d: the node's chips are 0..%d", i, chips[i], n->cfg.nchips - 1);
     for (int j = 0; j < i; j++)
-      if (chips[j] == chips[i]) return node_latch(no->node, PTO_EINVAL, "submit_group");
+      if (chips[j] == chips[i])
+        REFUSE("chip %d is named twice (chips[%d], chips[%d])", chips[i], j, i);
   }
+#undef REFUSE
   return node_latch(no->node,
                     submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id, "submit_group"),
                     "submit_group");
@@ -710,8 +719,13 @@ int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_f
 int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg, pto_args *args,
                          pto_task_id *id) {
   if (!no || node_orch_foreign(no, "submit_host")) return PTO_EINVAL;
-  if (!fn || no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
-    return node_latch(no->node, PTO_EINVAL, "submit_host");
+  if (!fn)
+    return node_first_err(no->node, PTO_EINVAL, "node orchestration: submit_host: fn is NULL");
+  if (no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
+    return node_first_err(no->node, PTO_EINVAL,
+                          "node orchestration: submit_host: worker %d: the node has %d host "
+                          "sub-workers (pto_node_config.nworkers; -1: any)",
+                          worker, no->node->cfg.nworkers);
   int slot = worker < 0 ? -1 : no->node->cfg.nchips + worker;
   return node_latch(no->node,
                     submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id, "submit_host"),

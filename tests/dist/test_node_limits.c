@@ -463,6 +463,13 @@ static void refused_orch(pto_node_orch *no, void *arg) {
   case 1: c->rc = pto_node_window_tensor(no, dom, 0, "sig", PTO_I64, 1, &four, &w); break;
   case 2: c->rc = pto_node_broadcast(no, dom, "sig", c->v, c->v, 5); break;
   case 3: c->rc = pto_node_window_tensor(no, dom, 2, "sig", PTO_I64, 1, &four, &w); break;
+  case 4: c->rc = pto_node_submit(no, 2, audit_chip, NULL, NULL); break;
+  case 5: c->rc = pto_node_domain_create(no, (const int[]){0, 0}, 2, bufs, 1, &dom); break;
+  case 6: {
+    const pto_window_buffer twice[] = {{"a", 8}, {"a", 16}};
+    c->rc = pto_node_domain_create(no, (const int[]){0, 1}, 2, twice, 2, &dom);
+    break;
+  }
   }
 }
 
@@ -471,10 +478,14 @@ static void test_refused_calls_fail_the_run_named(void **state) {
   pto_node_config cfg;
   base_config(&cfg);
   pto_node *n = make_node_cfg(&cfg);
-  static const char *const want[] = {
-      "has no window buffer named 'nope'", "window_tensor: a view of window buffer 'sig' of domain",
-      "node broadcast: root 5 is outside domain", "window_tensor: rank 2 is outside domain"};
-  for (int k = 0; k < 4; k++) {
+  static const char *const want[] = {"has no window buffer named 'nope'",
+                                     "window_tensor: a view of window buffer 'sig' of domain",
+                                     "node broadcast: root 5 is outside domain",
+                                     "window_tensor: rank 2 is outside domain",
+                                     "submit: chip 2: the node's chips are 0..1",
+                                     "domain_create: chip 0 is named twice (chips[0], chips[1])",
+                                     "domain_create: window buffers 0 and 1 are both named 'a'"};
+  for (int k = 0; k < 7; k++) {
     refused_call c;
     memset(&c, 0, sizeof c);
     c.which = k;
