@@ -258,8 +258,7 @@ static int graph_check(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b
     return snprintf(why, n,
                     "the graph was captured on another chip%s: its kernel ids, rings and "
                     "heap are that chip's",
-                    chip == g->chip ? " (since destroyed; this one was made at its address)"
-                                    : ""),
+                    chip == g->chip ? " (since destroyed; this one was made at its address)" : ""),
            PTO_EGRAPH;
   int32_t nb = b ? b->nbuffers : 0, ns = b ? b->nscalars : 0;
   if (nb && (nb != (int32_t)g->nbufs || !b->buffers))

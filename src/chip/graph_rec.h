@@ -72,7 +72,7 @@ typedef struct graph_pair {
 struct pto_graph {
   pto_chip *chip;
   uint64_t chip_uid; /* chip->uid at capture: a chip made at its address since is another */
-  int status; /* the capture's own failure, latched as the run's */
+  int status;        /* the capture's own failure, latched as the run's */
   /* tasks and their arguments, as recorded */
   graph_task *tasks;
   uint32_t ntasks, tasks_cap;
