@@ -1057,13 +1057,13 @@ int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
   return wait_tasks(r, 1, timeout_ms, "pto_orch_wait_task");
 }
 
-/* Any thread may call it during the run: run_fail is the latch every
- * thread of a run reports through. */
 /* Whether o is a handle of a run in progress (any thread may ask). */
 static bool orch_open(const pto_orch *o) {
   return o && o->run && atomic_load_explicit(&o->open, memory_order_acquire);
 }
 
+/* Any thread may call it during the run: run_fail is the latch every
+ * thread of a run reports through. */
 int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
   if (!orch_open(o)) return PTO_EINVAL; /* never latched into an idle run */
   char msg[400] = "";
