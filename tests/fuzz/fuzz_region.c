@@ -9,7 +9,9 @@
  *   - a constructor that succeeds gives a valid view whose every byte lies
  *     inside [buf, buf + buf_bytes); a derived view touches only bytes of
  *     its source (transpose and reshape: exactly the same bytes); a failed
- *     call leaves its output untouched;
+ *     derivation leaves its output untouched, and a failed constructor
+ *     (pto_tensor_init, _strided) leaves the view asked for, which
+ *     pto_tensor_validate refuses and pto_tensor_problem names;
  *   - region_span is the tight bounding box of the bytes;
  *   - region_overlap is false only for disjoint byte sets, region_covers
  *     true only for subsets, overlap is symmetric, a view covers itself;
@@ -152,9 +154,7 @@ static void build(input *in, built *v) {
     shape[d] = num(in, 6);
     stride[d] = num(in, 24);
   }
-  pto_tensor before;
   memset(&v->t, 0x3c, sizeof v->t);
-  before = v->t;
   int rc;
   switch (kind) {
   case 0:
@@ -209,9 +209,14 @@ static void build(input *in, built *v) {
     return;
   }
   }
-  check_failed_call(rc, &v->t, &before);
-  if (rc != PTO_OK) return;
+  if (rc != PTO_OK) { /* the view asked for, refused and named */
+    char why[160];
+    CHECK(pto_tensor_validate(&v->t) != PTO_OK);
+    CHECK(pto_tensor_problem(&v->t, why, sizeof why) == why && why[0]);
+    return;
+  }
   CHECK(pto_tensor_validate(&v->t) == PTO_OK);
+  CHECK(pto_tensor_problem(&v->t, NULL, 0) == NULL);
   v->ok = true;
   int n = u8(in) % 5;
   for (int i = 0; i < n; i++)
