@@ -271,5 +271,9 @@ int comm_window_tensor_why(const pto_comm *c, pto_domain dom, int rank, const ch
 
 int pto_comm_window_tensor(const pto_comm *c, pto_domain dom, int rank, const char *name,
                            pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out) {
-  return comm_window_tensor_why(c, dom, rank, name, dt, ndims, shape, out, NULL, 0);
+  char why[300];
+  int rc = comm_window_tensor_why(c, dom, rank, name, dt, ndims, shape, out, why, sizeof why);
+  /* its details go with the node task's error, as every operation's
+   * (pto/comm.h): the chip's comm state, which the handle names */
+  return rc ? comm_fail((pto_comm *)c, rc, "window_tensor: %s", why) : 0;
 }
