@@ -12,9 +12,22 @@
 
 #define PAGE 4096u
 
+/* Says in why[n] (when given) what was wrong; returns code. */
+static int why_is(int code, char *why, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int why_is(int code, char *why, size_t n, const char *fmt, ...) {
+  if (why && n) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+#define WHY(code, ...) return why_is((code), why, n, __VA_ARGS__)
+
 int comm_desc_layout_why(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs, char *why,
                          size_t n) {
-#define WHY(code, ...) return (why && n ? snprintf(why, n, __VA_ARGS__) : 0, (code))
   if (nbufs < 0 || nbufs > PTO_COMM_MAX_BUFFERS)
     WHY(PTO_EINVAL, "%d window buffers: 0..%d", nbufs, PTO_COMM_MAX_BUFFERS);
   if (nbufs > 0 && !bufs) WHY(PTO_EINVAL, "%d window buffers, but buffers is NULL", nbufs);
@@ -43,7 +56,6 @@ int comm_desc_layout_why(comm_domain_desc *d, const pto_window_buffer *bufs, int
   if (__builtin_add_overflow(off, PAGE - 1, &off)) WHY(PTO_ENOMEM, "the window's size overflows");
   d->win_bytes = off / PAGE * PAGE;
   return 0;
-#undef WHY
 }
 
 int comm_desc_layout(comm_domain_desc *d, const pto_window_buffer *bufs, int nbufs) {
@@ -248,7 +260,6 @@ int pto_comm_size(const pto_comm *c, pto_domain dom) {
 int comm_window_tensor_why(const pto_comm *c, pto_domain dom, int rank, const char *name,
                            pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out,
                            char *why, size_t n) {
-#define WHY(code, ...) return (why && n ? snprintf(why, n, __VA_ARGS__) : 0, (code))
   comm_dom *d = comm_find(c, dom);
   if (!d) WHY(PTO_EINVAL, "no domain %d here (pto_node_domain_create makes one)", (int)dom);
   if (!name) WHY(PTO_EINVAL, "the buffer's name is NULL");

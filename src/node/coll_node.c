@@ -78,23 +78,29 @@ static int node_coll(pto_node_orch *no, pto_domain dom, const char *scratch, con
   /* a refused call fails the run, naming why (docs/node.md: an
    * orchestration-side error fails the run), as a bad submit does */
   pto_node *nd = no->node;
-#define REFUSE(...)                                                                                \
-  return node_first_err(nd, PTO_EINVAL, "node orchestration: node %s: " __VA_ARGS__)
-  if (!scratch) REFUSE("the scratch buffer's name is NULL", nk_name[kind]);
-  if (!dst) REFUSE("dst (one tensor per rank) is NULL", nk_name[kind]);
+  char call[24];
+  snprintf(call, sizeof call, "node %s", nk_name[kind]);
+  if (!scratch) return node_refuse(nd, PTO_EINVAL, call, "the scratch buffer's name is NULL");
+  if (!dst) return node_refuse(nd, PTO_EINVAL, call, "dst (one tensor per rank) is NULL");
   comm_dom *d = comm_find(&nd->observer, dom);
-  if (!d) REFUSE("no domain %d (pto_node_domain_create makes one)", nk_name[kind], (int)dom);
+  if (!d)
+    return node_refuse(nd, PTO_EINVAL, call, "no domain %d (pto_node_domain_create makes one)",
+                       (int)dom);
   int n = d->desc.nranks, b = -1;
   for (int i = 0; i < d->desc.nbuffers; i++)
     if (!strcmp(d->desc.buffers[i].name, scratch)) b = i;
-  if (b < 0) REFUSE("domain %d has no window buffer named '%s'", nk_name[kind], (int)dom, scratch);
+  if (b < 0)
+    return node_refuse(nd, PTO_EINVAL, call, "domain %d has no window buffer named '%s'", (int)dom,
+                       scratch);
   if (3 * n > PTO_MAX_TENSOR_ARGS)
-    REFUSE("domain %d has %d ranks, at most %d here (3 tensors per rank in one group task)",
-           nk_name[kind], (int)dom, n, PTO_MAX_TENSOR_ARGS / 3);
+    return node_refuse(nd, PTO_EINVAL, call,
+                       "domain %d has %d ranks, at most %d here (3 tensors per rank in one group "
+                       "task)",
+                       (int)dom, n, PTO_MAX_TENSOR_ARGS / 3);
   if (kind == NK_BROADCAST && (root < 0 || root >= n))
-    REFUSE("root %d is outside domain %d's ranks 0..%d", nk_name[kind], root, (int)dom, n - 1);
-  if (!src) REFUSE("src (one tensor per rank) is NULL", nk_name[kind]);
-#undef REFUSE
+    return node_refuse(nd, PTO_EINVAL, call, "root %d is outside domain %d's ranks 0..%d", root,
+                       (int)dom, n - 1);
+  if (!src) return node_refuse(nd, PTO_EINVAL, call, "src (one tensor per rank) is NULL");
   pto_args a;
   pto_args_init(&a);
   for (int r = 0; r < n; r++) {

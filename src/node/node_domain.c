@@ -77,11 +77,11 @@ static bool chips_idle_for_domain(pto_node *n, void *arg) {
   return true;
 }
 
+/* A refused creation fails the run naming why (node_refuse). */
 static int domain_create(pto_node_orch *no, const int *chips, int nranks,
-                         const pto_window_buffer *buffers, int nbuffers, pto_domain *out, char *why,
-                         size_t wn) {
+                         const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
   pto_node *n = no ? no->node : NULL;
-#define WHY(code, ...) return (snprintf(why, wn, __VA_ARGS__), (code))
+#define WHY(code, ...) return node_refuse(n, (code), "domain_create", __VA_ARGS__)
   if (!n) return PTO_EINVAL;
   if (!chips) WHY(PTO_EINVAL, "chips is NULL");
   if (!out) WHY(PTO_EINVAL, "out is NULL");
@@ -112,8 +112,9 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
         COMM_MAX_DOMAINS);
   comm_domain_desc *d = &n->doms[slot];
   memset(d, 0, sizeof *d);
-  int rc = comm_desc_layout_why(d, buffers, nbuffers, why, wn);
-  if (rc) return rc;
+  char why[200];
+  int rc = comm_desc_layout_why(d, buffers, nbuffers, why, sizeof why);
+  if (rc) WHY(rc, "%s", why);
   d->id = n->next_dom++;
   d->nranks = nranks;
   d->backend = across ? COMM_BACKEND_MPI : COMM_BACKEND_SHM;
@@ -166,11 +167,9 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
 int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
                            const pto_window_buffer *buffers, int nbuffers, pto_domain *out) {
   if (!no || node_orch_foreign(no, "domain_create")) return PTO_EINVAL;
-  char why[300] = "";
-  int rc = domain_create(no, chips, nranks, buffers, nbuffers, out, why, sizeof why);
-  if (rc && why[0])
-    return node_first_err(no->node, rc, "node orchestration: domain_create: %s", why);
-  return node_latch(no->node, rc, "domain_create");
+  /* a failure past the checks (a wait, a control frame) named generically */
+  return node_latch(no->node, domain_create(no, chips, nranks, buffers, nbuffers, out),
+                    "domain_create");
 }
 
 int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const char *name,
@@ -181,7 +180,7 @@ int pto_node_window_tensor(pto_node_orch *no, pto_domain dom, int rank, const ch
                                   sizeof why);
   /* an orchestration-side error fails the run, as a bad submit does: a
    * caller that skips this code gets a failed run, not unwritten outputs */
-  return rc ? node_first_err(no->node, rc, "node orchestration: window_tensor: %s", why) : 0;
+  return rc ? node_refuse(no->node, rc, "window_tensor", "%s", why) : 0;
 }
 
 void node_release_domains(pto_node *n) {

@@ -269,6 +269,10 @@ bool node_anything(void *arg);
 bool node_all_finished(pto_node *n, void *arg);
 /* An orchestration-side error fails the run too; returns rc. */
 int node_latch(pto_node *n, int rc, const char *what);
+/* An orchestration call `call` refused: the run fails with code and
+ * "node orchestration: <call>: <why>"; returns code. */
+int node_refuse(pto_node *n, int code, const char *call, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Task bookkeeping of a run: begin (TensorMap, queues), end (frees). */
 int node_tasks_begin(pto_node *n);
 void node_tasks_end(pto_node *n);

@@ -437,46 +437,48 @@ static const char *view_problem(const pto_node *n, const pto_tensor *t, char *wh
   return why;
 }
 
-/* Orchestration-side argument errors name what was wrong. */
-static int refuse(pto_node *n, const char *what, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int refuse(pto_node *n, const char *what, const char *fmt, ...) {
+/* Orchestration-side argument errors name what was wrong (node_internal.h). */
+int node_refuse(pto_node *n, int code, const char *what, const char *fmt, ...) {
   char msg[sizeof n->first_info.details - 64];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return node_first_err(n, PTO_EINVAL, "node orchestration: %s: %s", what, msg);
+  return node_first_err(n, code, "node orchestration: %s: %s", what, msg);
 }
 
 static int check_args(pto_node *n, const pto_args *args, const char *what) {
   if (!args) return 0;
   if (args->ntensors < 0 || args->ntensors > PTO_MAX_TENSOR_ARGS || args->nscalars < 0 ||
       args->nscalars > PTO_MAX_SCALAR_ARGS)
-    return refuse(n, what, "args hold %d tensors and %d scalars (at most %d and %d)",
-                  args->ntensors, args->nscalars, PTO_MAX_TENSOR_ARGS, PTO_MAX_SCALAR_ARGS);
+    return node_refuse(n, PTO_EINVAL, what,
+                       "args hold %d tensors and %d scalars (at most %d and %d)", args->ntensors,
+                       args->nscalars, PTO_MAX_TENSOR_ARGS, PTO_MAX_SCALAR_ARGS);
   int ncommute = 0;
   for (int i = 0; i < args->ntensors; i++) {
     int m = args->access[i];
     if (m == PTO_OUTPUT)
-      return refuse(n, what,
-                    "tensor %d is PTO_OUTPUT, which node tasks do not support (use "
-                    "pto_node_host_tensor and PTO_OUTPUT_EXISTING)",
-                    i);
+      return node_refuse(n, PTO_EINVAL, what,
+                         "tensor %d is PTO_OUTPUT, which node tasks do not support (use "
+                         "pto_node_host_tensor and PTO_OUTPUT_EXISTING)",
+                         i);
     if (m == PTO_REDUX)
-      return refuse(n, what,
-                    "tensor %d is PTO_REDUX, which node tasks do not support (reduce on a chip, or "
-                    "with the collectives)",
-                    i);
+      return node_refuse(
+          n, PTO_EINVAL, what,
+          "tensor %d is PTO_REDUX, which node tasks do not support (reduce on a chip, or "
+          "with the collectives)",
+          i);
     if (m == PTO_COMMUTE && ++ncommute > PTO_MAX_COMMUTE_ARGS)
-      return refuse(n, what, "tensor %d (COMMUTE): a task has at most %d COMMUTE arguments", i,
-                    PTO_MAX_COMMUTE_ARGS);
+      return node_refuse(n, PTO_EINVAL, what,
+                         "tensor %d (COMMUTE): a task has at most %d COMMUTE arguments", i,
+                         PTO_MAX_COMMUTE_ARGS);
     if (m != PTO_INPUT && m != PTO_OUTPUT_EXISTING && m != PTO_INOUT && m != PTO_NO_DEP &&
         m != PTO_COMMUTE)
-      return refuse(n, what, "tensor %d has access mode %d, not a pto_access", i, m);
+      return node_refuse(n, PTO_EINVAL, what, "tensor %d has access mode %d, not a pto_access", i,
+                         m);
     char why[256];
     if (view_problem(n, &args->tensors[i], why, sizeof why))
-      return refuse(n, what, "tensor %d: %s", i, why);
+      return node_refuse(n, PTO_EINVAL, what, "tensor %d: %s", i, why);
   }
   return 0;
 }
@@ -540,7 +542,8 @@ static int check_here(pto_node *n, const pto_tensor *t, const char *what, int i)
   region_span(t, &a, &z);
   char why[384];
   if (!(n->mpi ? window_elsewhere : window_unmapped_by_workers)(n, a, z, why, sizeof why)) return 0;
-  return i < 0 ? refuse(n, what, "the tensor: %s", why) : refuse(n, what, "tensor %d: %s", i, why);
+  return i < 0 ? node_refuse(n, PTO_EINVAL, what, "the tensor: %s", why)
+               : node_refuse(n, PTO_EINVAL, what, "tensor %d: %s", i, why);
 }
 
 /* Under mpirun: the chip function must be found in the other ranks
@@ -549,7 +552,8 @@ static int check_mpi_task(pto_node *n, pto_orch_fn fn, const char *what) {
   fnref ref;
   char why[300];
   if (fnref_encode((const void *)fn, true, &ref, why, sizeof why))
-    return refuse(n, what, "under mpirun, the chip function cannot reach the other ranks: %s", why);
+    return node_refuse(n, PTO_EINVAL, what,
+                       "under mpirun, the chip function cannot reach the other ranks: %s", why);
   return 0;
 }
 
@@ -683,13 +687,32 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   return step(n, true);
 }
 
+/* The chips of a chip task: each one of the node's, none twice; else the
+ * run fails naming the first that is not (refused by `call`). */
+static int check_chips(pto_node *n, const char *call, pto_orch_fn fn, const int *chips, int k) {
+  if (!fn) return node_refuse(n, PTO_EINVAL, call, "fn is NULL");
+  if (!chips) return node_refuse(n, PTO_EINVAL, call, "chips is NULL");
+  if (k < 1 || k > n->cfg.nchips)
+    return node_refuse(n, PTO_EINVAL, call, "%d chips: 1..%d", k, n->cfg.nchips);
+  for (int i = 0; i < k; i++) {
+    if (chips[i] < 0 || chips[i] >= n->cfg.nchips)
+      return k == 1
+                 ? node_refuse(n, PTO_EINVAL, call, "chip %d: the node's chips are 0..%d", chips[i],
+                               n->cfg.nchips - 1)
+                 : node_refuse(n, PTO_EINVAL, call, "chips[%d] is %d: the node's chips are 0..%d",
+                               i, chips[i], n->cfg.nchips - 1);
+    for (int j = 0; j < i; j++)
+      if (chips[j] == chips[i])
+        return node_refuse(n, PTO_EINVAL, call, "chip %d is named twice (chips[%d], chips[%d])",
+                           chips[i], j, i);
+  }
+  return 0;
+}
+
 int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args, pto_task_id *id) {
   if (!no || node_orch_foreign(no, "submit")) return PTO_EINVAL;
-  if (!fn) return node_first_err(no->node, PTO_EINVAL, "node orchestration: submit: fn is NULL");
-  if (chip < 0 || chip >= no->node->cfg.nchips)
-    return node_first_err(no->node, PTO_EINVAL,
-                          "node orchestration: submit: chip %d: the node's chips are 0..%d", chip,
-                          no->node->cfg.nchips - 1);
+  int rc = check_chips(no->node, "submit", fn, &chip, 1);
+  if (rc) return rc;
   return node_latch(no->node, submit(no, TASK_CHIP, &chip, 1, fn, NULL, NULL, args, id, "submit"),
                     "submit");
 }
@@ -697,20 +720,8 @@ int pto_node_submit(pto_node_orch *no, int chip, pto_orch_fn fn, pto_args *args,
 int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_fn fn,
                           pto_args *args, pto_task_id *id) {
   if (!no || node_orch_foreign(no, "submit_group")) return PTO_EINVAL;
-  pto_node *n = no->node;
-#define REFUSE(...)                                                                                \
-  return node_first_err(n, PTO_EINVAL, "node orchestration: submit_group: " __VA_ARGS__)
-  if (!fn) REFUSE("fn is NULL");
-  if (!chips) REFUSE("chips is NULL");
-  if (k < 1 || k > n->cfg.nchips) REFUSE("%d chips: 1..%d", k, n->cfg.nchips);
-  for (int i = 0; i < k; i++) {
-    if (chips[i] < 0 || chips[i] >= n->cfg.nchips)
-      REFUSE("chips[%d] is %d: the node's chips are 0..%d", i, chips[i], n->cfg.nchips - 1);
-    for (int j = 0; j < i; j++)
-      if (chips[j] == chips[i])
-        REFUSE("chip %d is named twice (chips[%d], chips[%d])", chips[i], j, i);
-  }
-#undef REFUSE
+  int rc = check_chips(no->node, "submit_group", fn, chips, k);
+  if (rc) return rc;
   return node_latch(no->node,
                     submit(no, TASK_CHIP, chips, k, fn, NULL, NULL, args, id, "submit_group"),
                     "submit_group");
@@ -719,13 +730,12 @@ int pto_node_submit_group(pto_node_orch *no, const int *chips, int k, pto_orch_f
 int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, void *arg, pto_args *args,
                          pto_task_id *id) {
   if (!no || node_orch_foreign(no, "submit_host")) return PTO_EINVAL;
-  if (!fn)
-    return node_first_err(no->node, PTO_EINVAL, "node orchestration: submit_host: fn is NULL");
+  if (!fn) return node_refuse(no->node, PTO_EINVAL, "submit_host", "fn is NULL");
   if (no->node->cfg.nworkers == 0 || worker >= no->node->cfg.nworkers)
-    return node_first_err(no->node, PTO_EINVAL,
-                          "node orchestration: submit_host: worker %d: the node has %d host "
-                          "sub-workers (pto_node_config.nworkers; -1: any)",
-                          worker, no->node->cfg.nworkers);
+    return node_refuse(no->node, PTO_EINVAL, "submit_host",
+                       "worker %d: the node has %d host sub-workers (pto_node_config.nworkers; "
+                       "-1: any)",
+                       worker, no->node->cfg.nworkers);
   int slot = worker < 0 ? -1 : no->node->cfg.nchips + worker;
   return node_latch(no->node,
                     submit(no, TASK_HOST, &slot, 1, NULL, fn, arg, args, id, "submit_host"),
@@ -775,8 +785,9 @@ int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
   pto_node *n = no->node;
   node_latch_foreign(n);
   char why[256];
-  if (!dst) return refuse(n, "read", "dst is NULL");
-  if (view_problem(n, t, why, sizeof why)) return refuse(n, "read", "the tensor: %s", why);
+  if (!dst) return node_refuse(n, PTO_EINVAL, "read", "dst is NULL");
+  if (view_problem(n, t, why, sizeof why))
+    return node_refuse(n, PTO_EINVAL, "read", "the tensor: %s", why);
   int rc = check_here(n, t, "read", -1);
   if (rc) return rc;
   read_wait w = {{0}, 0, false};

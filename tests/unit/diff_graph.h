@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/region.h"
@@ -48,6 +49,17 @@ static uint32_t rnd(void) {
   return (uint32_t)(rng_state >> 33);
 }
 static int rnd_in(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
+
+/* The count environment variable `name` asks for (a positive integer),
+ * else dflt; the seed `name` asks for, else dflt. */
+static inline int env_count(const char *name, int dflt) {
+  const char *e = getenv(name);
+  return e && atoi(e) > 0 ? atoi(e) : dflt;
+}
+static inline uint64_t env_seed(const char *name, uint64_t dflt) {
+  const char *e = getenv(name);
+  return e ? strtoull(e, NULL, 0) : dflt;
+}
 
 /* Element i of t as an unsigned value of its own size (2, 4 or 8 bytes). */
 static uint64_t load(const pto_tensor *t, int64_t i) {
@@ -115,6 +127,14 @@ typedef struct graph {
   int row_stride;
   uint32_t init[NBUF][BUFELEMS];
 } graph;
+
+/* The indexes of g's kernel tasks, in order; their count. */
+static inline int kernel_tasks(const graph *g, int *kernels) {
+  int nk = 0;
+  for (int i = 0; i < g->n; i++)
+    if (g->t[i].kind == 0) kernels[nk++] = i;
+  return nk;
+}
 
 /* Views name buffer b shifted by `shift` bytes as (void *)((shift << 2) |
  * (b + 1)); bind() turns that into real memory. */

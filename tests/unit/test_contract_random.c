@@ -112,8 +112,7 @@ static int broken_kernel(const pto_kctx *c) {
 
 static void test_contract_random(void **state) {
   (void)state;
-  const char *e = getenv("PTO_CONTRACT_GRAPHS");
-  int graphs = e && atoi(e) > 0 ? atoi(e) : DEFAULT_GRAPHS;
+  int graphs = env_count("PTO_CONTRACT_GRAPHS", DEFAULT_GRAPHS);
   static graph g;
   static uint32_t got[NBUF][BUFELEMS], want[NBUF][BUFELEMS];
   int clean = 0, breaches[BRK_KINDS] = {0}, harmless[BRK_KINDS] = {0};
@@ -135,9 +134,7 @@ static void test_contract_random(void **state) {
     memset(&brk, 0, sizeof brk);
     bool broken = gi % 2 == 1;
     if (broken) {
-      int kernels[MAX_TASKS], nk = 0;
-      for (int i = 0; i < g.n; i++)
-        if (g.t[i].kind == 0) kernels[nk++] = i;
+      int kernels[MAX_TASKS], nk = kernel_tasks(&g, kernels);
       if (nk) pr.fail_at = kernels[rnd() % (uint32_t)nk];
       brk.kind = (int)(rnd() % BRK_KINDS);
       brk.pick = (uint64_t)rnd() << 32 | rnd();

@@ -107,10 +107,8 @@ static int capture_and_replay(pto_chip *chip, int kid, const graph *g, int gi) {
 
 static void test_random_graphs(void **state) {
   (void)state;
-  const char *e = getenv("PTO_DIFF_GRAPHS");
-  int graphs = e && atoi(e) > 0 ? atoi(e) : DEFAULT_GRAPHS;
-  e = getenv("PTO_DIFF_SEED");
-  uint64_t seed = e ? strtoull(e, NULL, 0) : 20261130;
+  int graphs = env_count("PTO_DIFF_GRAPHS", DEFAULT_GRAPHS);
+  uint64_t seed = env_seed("PTO_DIFF_SEED", 20261130);
   static graph g;
   static uint32_t got[NBUF][BUFELEMS], want[NBUF][BUFELEMS];
   int tasks = 0, replayed = 0, with_redux = 0;

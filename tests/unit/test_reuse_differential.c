@@ -144,32 +144,50 @@ static void describe(const char *what, int pair, uint64_t seed, const pto_chip *
           g->row_stride);
 }
 
+/* The run `what` ended with rc, and its buffers got must equal g's
+ * sequential execution. */
+static void expect_sequential(int rc, const graph *g, uint32_t got[NBUF][BUFELEMS],
+                              const char *what, const char *before, int pair, uint64_t seed,
+                              const pto_chip *chip, const pto_error_info *err) {
+  static uint32_t want[NBUF][BUFELEMS];
+  run_reference(g, want);
+  if (rc == PTO_OK && memcmp(got, want, sizeof want) == 0) return;
+  describe(what, pair, seed, chip, g);
+  fprintf(stderr, "  status %s; before it: %s\n", pto_status_name(rc), before);
+  pto_error_print(err, stderr);
+  print_buffers("actual", got, g->row_stride);
+  print_buffers("expected", want, g->row_stride);
+  fail_msg("pair %d: %s differs from sequential execution", pair, what);
+}
+
+/* The chip of pair `pair`: a new random one every PAIRS_PER_CHIP pairs
+ * (the one before destroyed), else *chip; counted in *chips. */
+static pto_chip *pair_chip(pto_chip *chip, int pair, kids *k, bool *short_watchdog, bool whole,
+                           int *chips) {
+  if (pair % PAIRS_PER_CHIP) return chip;
+  if (chip) pto_chip_destroy(chip);
+  ++*chips;
+  return random_chip(k, short_watchdog, whole);
+}
+
 static void test_runs_after_failed_runs(void **state) {
   (void)state;
-  const char *e = getenv("PTO_REUSE_PAIRS");
-  int pairs = e && atoi(e) > 0 ? atoi(e) : DEFAULT_PAIRS;
-  e = getenv("PTO_REUSE_SEED");
-  uint64_t seed = e ? strtoull(e, NULL, 0) : 20261201;
+  int pairs = env_count("PTO_REUSE_PAIRS", DEFAULT_PAIRS);
+  uint64_t seed = env_seed("PTO_REUSE_SEED", 20261201);
   static graph g;
-  static uint32_t got[NBUF][BUFELEMS], want[NBUF][BUFELEMS];
+  static uint32_t got[NBUF][BUFELEMS];
   int failures[F_COUNT] = {0}, queued = 0, chips = 0;
   pto_chip *chip = NULL;
   kids k;
   bool short_watchdog = false;
   for (int pair = 0; pair < pairs; pair++) {
     rng_state = seed * 1000003u + (uint64_t)pair;
-    if (pair % PAIRS_PER_CHIP == 0) {
-      if (chip) pto_chip_destroy(chip);
-      chip = random_chip(&k, &short_watchdog, false);
-      chips++;
-    }
+    chip = pair_chip(chip, pair, &k, &short_watchdog, false, &chips);
     cur_chip = chip;
     /* run 1: fails at a random task */
     random_graph(&g);
     fix_blocks(&g);
-    int kernels[MAX_TASKS], nk = 0;
-    for (int i = 0; i < g.n; i++)
-      if (g.t[i].kind == 0) kernels[nk++] = i;
+    int kernels[MAX_TASKS], nk = kernel_tasks(&g, kernels);
     int how = rnd_in(0, F_COUNT - 1);
     if (how == F_WATCHDOG && (!short_watchdog || rnd_in(0, 3))) how = F_KERNEL;
     pto_graph_run pr = {.g = &g, .bufs = got, .kid = k.mix, .fatal = how == F_FATAL};
@@ -205,16 +223,9 @@ static void test_runs_after_failed_runs(void **state) {
              (unsigned long long)seed, f_name[how]);
     rc = run_timed(chip, &pr, what, &st, &err);
     if (short_watchdog) chip->cfg.watchdog_ms = 200;
-    run_reference(&g, want);
-    if (rc != PTO_OK || memcmp(got, want, sizeof got) != 0) {
-      describe("the run after a failed one", pair, seed, chip, &g);
-      fprintf(stderr, "  status %s; the run before it failed by %s at graph task %d\n",
-              pto_status_name(rc), f_name[how], failed_at);
-      pto_error_print(&err, stderr);
-      print_buffers("actual", got, g.row_stride);
-      print_buffers("expected", want, g.row_stride);
-      fail_msg("pair %d: the run after a failed one differs from sequential execution", pair);
-    }
+    char before[100];
+    snprintf(before, sizeof before, "a run failed by %s at graph task %d", f_name[how], failed_at);
+    expect_sequential(rc, &g, got, "the run after a failed one", before, pair, seed, chip, &err);
   }
   pto_chip_destroy(chip);
   printf("reuse differential: %d pairs on %d chips; failed by kernel error %d, pto_orch_fatal %d, "
@@ -255,28 +266,10 @@ static int launch_timed(pto_chip *chip, pto_graph *cg, const graph *g, int fail_
   return rc;
 }
 
-/* The run `what` ended with rc, and its buffers got must equal g's
- * sequential execution. */
-static void expect_sequential(int rc, const graph *g, uint32_t got[NBUF][BUFELEMS],
-                              const char *what, const char *before, int pair, uint64_t seed,
-                              const pto_chip *chip, const pto_error_info *err) {
-  static uint32_t want[NBUF][BUFELEMS];
-  run_reference(g, want);
-  if (rc == PTO_OK && memcmp(got, want, sizeof want) == 0) return;
-  describe(what, pair, seed, chip, g);
-  fprintf(stderr, "  status %s; before it: %s\n", pto_status_name(rc), before);
-  pto_error_print(err, stderr);
-  print_buffers("actual", got, g->row_stride);
-  print_buffers("expected", want, g->row_stride);
-  fail_msg("pair %d: %s differs from sequential execution", pair, what);
-}
-
 static void test_launches_after_failed_launches(void **state) {
   (void)state;
-  const char *e = getenv("PTO_REUSE_PAIRS");
-  int pairs = e && atoi(e) > 0 ? atoi(e) : DEFAULT_LAUNCH_PAIRS;
-  e = getenv("PTO_REUSE_SEED");
-  uint64_t seed = e ? strtoull(e, NULL, 0) : 20261202;
+  int pairs = env_count("PTO_REUSE_PAIRS", DEFAULT_LAUNCH_PAIRS);
+  uint64_t seed = env_seed("PTO_REUSE_SEED", 20261202);
   static graph g, g2;
   static uint32_t got[NBUF][BUFELEMS];
   int failed_launches[F_COUNT] = {0}, failed_runs = 0, queued = 0, chips = 0;
@@ -285,19 +278,13 @@ static void test_launches_after_failed_launches(void **state) {
   bool short_watchdog = false;
   for (int pair = 0; pair < pairs; pair++) {
     rng_state = seed * 1000003u + (uint64_t)pair;
-    if (pair % PAIRS_PER_CHIP == 0) {
-      if (chip) pto_chip_destroy(chip);
-      chip = random_chip(&k, &short_watchdog, true);
-      chips++;
-    }
+    chip = pair_chip(chip, pair, &k, &short_watchdog, true, &chips);
     cur_chip = chip;
     /* the watchdog is a safety net, except in the launch failing by it */
     chip->cfg.watchdog_ms = 10000; /* white box, between runs */
     random_graph(&g);
     fix_blocks(&g);
-    int kernels[MAX_TASKS], nk = 0;
-    for (int i = 0; i < g.n; i++)
-      if (g.t[i].kind == 0) kernels[nk++] = i;
+    int kernels[MAX_TASKS], nk = kernel_tasks(&g, kernels);
     if (nk == 0) continue;
     int at = kernels[rnd_in(0, nk / 2)]; /* early: more left queued */
     /* the capture: task `at` runs k_cond, as mix_kernel while its scalar
