@@ -175,6 +175,11 @@ void chip_set_trace_process(pto_chip *chip, int pid, const char *name, uint64_t 
 
 void chip_set_cpu_first(pto_chip *chip, int first) { chip->cpu_first = first; }
 
+void chip_set_fail_wake(pto_chip *chip, void (*wake)(void *arg), void *arg) {
+  chip->fail_wake = wake;
+  chip->fail_wake_arg = arg;
+}
+
 int chip_set_schedule(pto_chip *chip, uint64_t seed, const char *record, const char *replay) {
   char *rec = record ? strdup(record) : NULL, *rep = replay ? strdup(replay) : NULL;
   if ((record && !rec) || (replay && !rep)) {

@@ -11,6 +11,11 @@
  * that the ranks of a node spread their cores over the CPUs instead of
  * stacking each rank's first core on the same one [chip.c]. */
 void chip_set_cpu_first(pto_chip *chip, int first);
+/* Calls wake(arg) at a run's first failure, from the thread that fails it,
+ * once the run's own threads are woken: a node chip's kernels may wait on
+ * its windows, whose waits see pto_kctx_cancelled only when woken (wake:
+ * comm_wake_mine). Set between runs [chip.c]. */
+void chip_set_fail_wake(pto_chip *chip, void (*wake)(void *arg), void *arg);
 
 /* Checking mode: the chip runs a node task (in_task; false between tasks),
  * which lets any of its ranks write views[0..n) (at most

@@ -24,7 +24,8 @@ void run_wake_all(pto_run *r) {
 static void run_latch(pto_run *r, int code, pto_stall_class stall, pto_task_id task_id, int core_id,
                       const char *fmt, va_list ap) {
   pthread_mutex_lock(&r->err_lock);
-  if (atomic_load_explicit(&r->status, memory_order_relaxed) == 0) {
+  bool first = atomic_load_explicit(&r->status, memory_order_relaxed) == 0;
+  if (first) {
     r->err.code = code;
     r->err.stall = stall;
     r->err.task_id = task_id;
@@ -42,6 +43,8 @@ static void run_latch(pto_run *r, int code, pto_stall_class stall, pto_task_id t
   pthread_mutex_unlock(&r->err_lock);
   atomic_store_explicit(&r->stop, 1, memory_order_release); /* pairs with run_stopping() */
   run_wake_all(r);
+  /* the kernels' waits outside the chip (a node chip's window waits) */
+  if (first && r->chip->fail_wake) r->chip->fail_wake(r->chip->fail_wake_arg);
 }
 
 void run_fail(pto_run *r, int code, pto_task_id task_id, int core_id, const char *fmt, ...) {

@@ -82,6 +82,9 @@ struct pto_chip {
   bool broken;                             /* a completer never left a run: no more runs */
   bool stuck;    /* a thread of the last run has not left it yet (chip.c) */
   int cpu_first; /* spread_cores: core i runs on CPU cpu_first + i (node_hooks.h) */
+  /* called by a run's first failure (run.c run_latch; node_hooks.h) */
+  void (*fail_wake)(void *arg);
+  void *fail_wake_arg;
   _Atomic int running;
   /* the run state and its threads: made at the first run, reset by each
    * run, freed by destroy (chip.c) */

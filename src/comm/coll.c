@@ -520,11 +520,13 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
     const char *name = kind_name(k->d.kind);
     uint64_t seen =
         atomic_load_explicit(&table_slot(k, w.next, (int32_t)k->d.seq)->gen, memory_order_relaxed);
+    char stop[160];
     if (comm_stopping(k->c))
       return comm_fail(k->c, PTO_ESHUTDOWN,
-                       "%s #%" PRId64 " ended: the node stopped chip %d (the node failed) "
-                       "while domain %d rank %d waited for rank %d's call",
-                       name, k->d.seq, k->c->chip, k->dom, k->me, w.next);
+                       "%s #%" PRId64 " ended: %s while domain %d rank %d waited for rank %d's "
+                       "call",
+                       name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me,
+                       w.next);
     if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
     return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
                      "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
@@ -581,11 +583,11 @@ static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *w
   }
   if (rc == 0) return 0;
   const char *name = kind_name(k->d.kind);
+  char stop[160];
   if (comm_stopping(k->c))
     return comm_fail(k->c, PTO_ESHUTDOWN,
-                     "%s #%" PRId64 " ended: the node stopped chip %d (the node failed) while "
-                     "domain %d rank %d waited for %s: %s",
-                     name, k->d.seq, k->c->chip, k->dom, k->me, what, why);
+                     "%s #%" PRId64 " ended: %s while domain %d rank %d waited for %s: %s", name,
+                     k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me, what, why);
   if (rc == PTO_ESHUTDOWN) return rc; /* the run already failed elsewhere */
   if (rc == PTO_EWAIT_TIMEOUT)
     return comm_fail(k->c, rc,

@@ -93,6 +93,14 @@ struct pto_comm {
    * PTO_ESHUTDOWN, before the node unmaps the windows they wait on. NULL:
    * never stopped so (a forked chip is killed instead). */
   const _Atomic uint32_t *stop;
+  /* Set by the node when it cancels the node task this chip runs, because
+   * another chip of its group failed (node_task.c): (gen << 32) | (that
+   * chip + 1), where gen is the mailbox generation of the task's frame,
+   * task_gen while it runs. Its waits then end at once with PTO_ESHUTDOWN,
+   * as at a stop. A cancel that comes after its task ended names a frame
+   * no longer run, so it ends no wait of a later task. NULL: never. */
+  const _Atomic uint64_t *cancel;
+  uint32_t task_gen;
   /* Checking mode (docs/contracts.md, "Node runs"): the arguments of the
    * node task this chip runs, whose window views are where its remote
    * stores may land (window_check.c); NULL: not checked. */
@@ -127,12 +135,20 @@ int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank);
 /* Phase 2: after the allocation barrier. Details of a failure as open's. */
 int comm_domain_attach(pto_comm *c, int32_t id);
 void comm_domain_close(pto_comm *c, int32_t id, bool unlink);
-/* Has the node stopped this chip (c->stop)? */
+/* Must this chip's waits end now: has the node stopped the chip
+ * (c->stop) or cancelled the node task it runs (c->cancel)? */
 bool comm_stopping(const pto_comm *c);
+/* Why, for the error details (buf[n]): "the node stopped chip 0 (the node
+ * failed)" or "the node cancelled chip 0's task: chip 1 of its group
+ * failed". */
+const char *comm_stop_why(const pto_comm *c, char *buf, size_t n);
 /* Wakes the waiters of node chip `chip` in every domain of c where that
  * chip's window is mapped (the node's observer: the waiters then see
  * comm_stopping); elsewhere they poll and see it at their next look. */
 void comm_wake(pto_comm *c, int chip);
+/* Wakes this chip's own waiters in every domain (its run failed: they see
+ * pto_kctx_cancelled). */
+void comm_wake_mine(pto_comm *c);
 comm_dom *comm_find(const pto_comm *c, int32_t id);
 /* pto_comm_window_tensor, saying in why[n] what was wrong when it fails. */
 int comm_window_tensor_why(const pto_comm *c, pto_domain dom, int rank, const char *name,

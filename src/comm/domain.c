@@ -74,9 +74,27 @@ void comm_fini(pto_comm *c, bool unlink) {
   pthread_mutex_destroy(&c->err_lock);
 }
 
-bool comm_stopping(const pto_comm *c) {
+static bool stopped(const pto_comm *c) {
   /* acquire pairs with the node's release store when it stops the chip */
-  return c && c->stop && atomic_load_explicit(c->stop, memory_order_acquire) != 0;
+  return c->stop && atomic_load_explicit(c->stop, memory_order_acquire) != 0;
+}
+
+/* The chip whose failure cancelled this chip's task, or -1. */
+static int cancelled_by(const pto_comm *c) {
+  /* relaxed: the word carries its whole meaning; nothing is published with it */
+  uint64_t w = c->cancel ? atomic_load_explicit(c->cancel, memory_order_relaxed) : 0;
+  return w && (uint32_t)(w >> 32) == c->task_gen ? (int)(uint32_t)w - 1 : -1;
+}
+
+bool comm_stopping(const pto_comm *c) { return c && (stopped(c) || cancelled_by(c) >= 0); }
+
+const char *comm_stop_why(const pto_comm *c, char *buf, size_t n) {
+  if (stopped(c))
+    snprintf(buf, n, "the node stopped chip %d (the node failed)", c->chip);
+  else
+    snprintf(buf, n, "the node cancelled chip %d's task: chip %d of its group failed", c->chip,
+             cancelled_by(c));
+  return buf;
 }
 
 void comm_wake(pto_comm *c, int chip) {
@@ -84,6 +102,13 @@ void comm_wake(pto_comm *c, int chip) {
     comm_dom *d = c->doms[i];
     for (int r = 0; d && r < d->desc.nranks; r++)
       if (d->desc.chips[r] == chip) d->be->wake(d->win, r);
+  }
+}
+
+void comm_wake_mine(pto_comm *c) {
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    comm_dom *d = c->doms[i];
+    if (d && d->my_rank >= 0) d->be->wake(d->win, d->my_rank);
   }
 }
 

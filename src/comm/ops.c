@@ -525,12 +525,13 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
     core_trace_flow(ctx, 'f',
                     PTO_SIGNAL_FLOW_ID(e.d->desc.id, e.d->my_rank, off, e.c->epoch, w.seen));
   if (ok && !w.cancelled) return 0;
+  char stop[160];
   if (comm_stopping(e.c))
     return comm_fail(e.c, PTO_ESHUTDOWN,
-                     "wait ended: the node stopped chip %d (the node failed) while domain %d "
-                     "rank %d waited on cell %s[%" PRIu64 "] for %s %d, saw %d",
-                     e.c->chip, e.d->desc.id, e.d->my_rank, b->name, (off - b->offset) / 8,
-                     cmp == PTO_CMP_EQ ? "==" : ">=", v, w.seen);
+                     "wait ended: %s while domain %d rank %d waited on cell %s[%" PRIu64
+                     "] for %s %d, saw %d",
+                     comm_stop_why(e.c, stop, sizeof stop), e.d->desc.id, e.d->my_rank, b->name,
+                     (off - b->offset) / 8, cmp == PTO_CMP_EQ ? "==" : ">=", v, w.seen);
   if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
   return comm_fail(e.c, PTO_EWAIT_TIMEOUT,
                    "wait timed out: domain %d rank %d cell %s[%" PRIu64 "] waited %" PRId64
@@ -586,10 +587,10 @@ static int barrier(const pto_kctx *ctx, pto_domain dom) {
                       (void *)ctx, why, sizeof why);
   pthread_mutex_unlock(&d->barrier_lock);
   if (rc == 0) return 0;
+  char stop[160];
   if (comm_stopping(e.c))
-    return comm_fail(e.c, PTO_ESHUTDOWN,
-                     "barrier ended: the node stopped chip %d (the node failed): domain %d: %s",
-                     e.c->chip, d->desc.id, why);
+    return comm_fail(e.c, PTO_ESHUTDOWN, "barrier ended: %s: domain %d: %s",
+                     comm_stop_why(e.c, stop, sizeof stop), d->desc.id, why);
   if (pto_kctx_cancelled(ctx)) return PTO_ESHUTDOWN;
   return comm_fail(e.c, rc, "barrier timed out: domain %d: %s", d->desc.id, why);
 }

@@ -60,6 +60,9 @@ static bool frame_posted(void *arg) {
          atomic_load_explicit(&t->mb->stop, memory_order_relaxed);
 }
 
+/* A failed run wakes its kernels' window waits (node_hooks.h). */
+static void wake_waits(void *comm) { comm_wake_mine(comm); }
+
 /* Checking mode (docs/contracts.md, "Node runs"): the node task's
  * arguments bound its remote stores (comm/window_check.c), and the views it
  * lets any rank write are left to the other ranks' checks by this chip's
@@ -107,6 +110,7 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
              r->status == PTO_ENOMEM ? "controlled schedule: out of memory" : why);
     return;
   }
+  comm->task_gen = f->gen; /* a cancel of this frame ends its waits */
   comm_task_begin(comm, f->epoch, f->group);
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
   pto_run_stats st;
@@ -231,7 +235,8 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
   bool is_chip = slot < n->cfg.nchips;
   pto_comm comm;
   comm_init(&comm, is_chip ? slot : -1);
-  comm.stop = &mb->stop; /* its kernels' waits end when the parent stops this child */
+  comm.stop = &mb->stop;     /* its kernels' waits end when the parent stops this child */
+  comm.cancel = &mb->cancel; /* ... or cancels its task */
   pto_chip *chip = NULL;
   int status = 0;
   node_frame *f = malloc(sizeof *f);
@@ -243,6 +248,7 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
       /* the ranks' cores spread over the CPUs, each rank after the lower ones */
       int per = cfg.clusters * (cfg.aic_per_cluster + cfg.aiv_per_cluster);
       chip_set_cpu_first(chip, slot * per);
+      chip_set_fail_wake(chip, wake_waits, &comm);
       /* release pairs with node_chip_generation: before chip_init runs */
       atomic_fetch_add_explicit(&chip_generation, 1, memory_order_release);
     }

@@ -77,7 +77,10 @@ typedef struct node_mbox {
   _Atomic uint32_t beat;   /* bumped every HEARTBEAT_MS by the child while it lives */
   _Atomic uint32_t stop;   /* parent: leave now, a child that is a thread of the parent
                               (node_proc.c, stop_threads) */
-  pto_event to_child;      /* signalled with every post */
+  /* parent: cancel the task of frame gen G, as chip C of its group failed:
+   * (G << 32) | (C + 1) (comm.h, pto_comm.cancel; node_task.c) */
+  _Atomic uint64_t cancel;
+  pto_event to_child; /* signalled with every post */
   node_frame frame;
   node_reply reply;
 } node_mbox;

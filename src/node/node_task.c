@@ -106,6 +106,26 @@ static void finish(pto_node *n, node_task *t) {
     n->oldest_live++; /* stops at a failure, whose entries must keep poisoning */
 }
 
+/* Chip `failed` of group task t failed: the parts still running cannot
+ * succeed, and their kernels may wait for the failed chip (in a collective,
+ * a barrier or a signal wait) until the domain's deadline. Each is told to
+ * end its waits now (comm.h, pto_comm.cancel): the word names the frame it
+ * runs, so a cancel that comes after that frame ended ends nothing of the
+ * chip's next task. The observer wakes the ones parked on shared windows;
+ * the others poll and see it at their next look. (A chip rank on another
+ * MPI rank reads its own mailbox, which the relays do not update with
+ * the word: its waits still end at their deadline.) */
+static void cancel_parts(pto_node *n, const node_task *t, int failed) {
+  for (int s = 0; s < n->cfg.nchips; s++) {
+    const child_slot *c = &n->child[s];
+    if (s == failed || c->task != t->id || !c->gen) continue;
+    /* relaxed: the word is the whole message; nothing is published with it */
+    atomic_store_explicit(&n->ctl->mbox[s].cancel, (uint64_t)c->gen << 32 | (uint32_t)(failed + 1),
+                          memory_order_relaxed);
+    comm_wake(&n->observer, s);
+  }
+}
+
 static void part_done(pto_node *n, int s, const node_reply *r) {
   child_slot *c = &n->child[s];
   node_task *t = task_of(n, c->task);
@@ -131,6 +151,8 @@ static void part_done(pto_node *n, int s, const node_reply *r) {
   if (--t->parts_left == 0) {
     node_check_after(n, t); /* checking mode: its writes to node host memory */
     finish(n, t);
+  } else if (r->status) {
+    cancel_parts(n, t, s);
   }
 }
 
