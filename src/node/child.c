@@ -134,15 +134,12 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   if (r->status == 0 && cerr) r->status = cerr; /* an op failed but the kernel ignored it */
   if (r->status) {
     r->err.code = r->status;
-    if (cerr) { /* the comm details say what the chip's details cannot */
+    if (cerr) { /* the comm details say what the chip's details cannot: whole, first (the
+                   node's prefix leaves 440 bytes), then the chip's (the kernel, its block) */
       char chip_details[sizeof r->err.details];
       snprintf(chip_details, sizeof chip_details, "%s", r->err.details);
-      if (chip_details[0] && cerr == PTO_ECONTRACT) /* the breach itself says the most */
-        snprintf(r->err.details, sizeof r->err.details, "%.384s; %.100s", details, chip_details);
-      else if (chip_details[0])
-        snprintf(r->err.details, sizeof r->err.details, "%.180s; %.300s", details, chip_details);
-      else
-        snprintf(r->err.details, sizeof r->err.details, "%.180s", details);
+      snprintf(r->err.details, sizeof r->err.details, "%s%s%.*s", details,
+               chip_details[0] ? "; " : "", (int)(440 - 2 - strlen(details)), chip_details);
     }
   }
 }

@@ -283,9 +283,9 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
 }
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
- * one rank, 10: a count whose data goes with the call table on rank 0 and by put on rank 1;
- * 6, 7: a bad argument on both ranks; 11-14: below) in its low byte, the run's number above.
- * tensors: scratch, the result row [1] (i32: this rank's status). */
+ * one rank, 15: max against sum, both reproducible, 10: a count whose data goes with the call table
+ * on rank 0 and by put on rank 1; 6, 7: a bad argument on both ranks; 11-14: below) in its low
+ * byte, the run's number above. tensors: scratch, the result row [1] (i32: this rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
   int what = (int)(DIST_SCALAR(ctx, 1) & 0xff);
@@ -360,6 +360,10 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     if (ctx->block_idx == 0) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = mpi ? 1 : 2;
     return half_calls(ctx, dom, 3, mpi ? me : -1, run);
   }
+  case 15: /* op, both reproducible: a message longer than the node once kept of it */
+    rc = pto_allreduce(ctx, dom, s, &o, &in,
+                       (odd ? PTO_RED_MAX : PTO_RED_SUM) | PTO_RED_REPRODUCIBLE, PTO_COLL_AUTO);
+    break;
   case 9: /* op: reproducible on one rank only */
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
                        PTO_COLL_AUTO);
@@ -551,12 +555,13 @@ static void test_mismatch(void **state) {
                                 "mismatched algorithm",   "mismatched collective",
                                 "do not fit the scratch", "dtype i64 cannot be reduced",
                                 "mismatched algorithm",   "mismatched op",
-                                "mismatched count",       [14] = "mismatched scratch"};
+                                "mismatched count",       [14] = "mismatched scratch",
+                                "mismatched op"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 15; m++) {
+  for (int m = 0; m < 16; m++) {
     if (!field[m]) continue; /* 11-13: the other tests' */
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
@@ -569,6 +574,10 @@ static void test_mismatch(void **state) {
     assert_int_equal(res[0], PTO_EINVAL);
     assert_int_equal(res[1], PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
+    if (m == 15) { /* both calls, whole (before: the comm details were cut at 180 bytes) */
+      assert_non_null(strstr(err.details, "(count 17, f32, sum reproducible, root 0, auto)"));
+      assert_non_null(strstr(err.details, "(count 17, f32, max reproducible, root 0, auto)"));
+    }
     good_run_after(n, &ra, field[m]);
   }
   pto_node_destroy(n);
