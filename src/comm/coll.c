@@ -238,6 +238,15 @@ static bool local_ok_n(coll *k, const char *what, const pto_tensor *t, int64_t n
              want);
     return false;
   }
+  /* the call's slots, and the peers' reads of them, lie in the scratch */
+  const unsigned char *lo = elem0(t), *hi = lo + (size_t)n * pto_dtype_size((pto_dtype)t->dtype);
+  if (lo < k->base + k->bytes && hi > k->base) {
+    snprintf(k->why, sizeof k->why,
+             "%s overlaps the scratch view (its bytes %td..%td): src and dst must lie outside it",
+             what, (lo > k->base ? lo : k->base) - k->base,
+             (hi < k->base + k->bytes ? hi : k->base + k->bytes) - k->base);
+    return false;
+  }
   return true;
 }
 

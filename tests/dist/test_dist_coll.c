@@ -283,9 +283,10 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
 }
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
- * one rank, 15: max against sum, both reproducible, 10: a count whose data goes with the call table
- * on rank 0 and by put on rank 1; 6, 7: a bad argument on both ranks; 11-14: below) in its low
- * byte, the run's number above. tensors: scratch, the result row [1] (i32: this rank's status). */
+ * one rank, 15: max against sum, both reproducible, 16: dst in the scratch on both, 10: a count
+ * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
+ * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
+ * [1] (i32: this rank's status). */
 static int mismatch_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 0);
   int what = (int)(DIST_SCALAR(ctx, 1) & 0xff);
@@ -359,6 +360,12 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     bool mpi = comm_find(pto_kctx_comm(ctx), dom)->desc.backend == COMM_BACKEND_MPI;
     if (ctx->block_idx == 0) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = mpi ? 1 : 2;
     return half_calls(ctx, dom, 3, mpi ? me : -1, run);
+  }
+  case 16: { /* both: dst inside the scratch (where the peers read my block) */
+    int64_t bytes = pto_tensor_numel(s);
+    pto_tensor in_scratch = local((char *)s->buf + s->offset + bytes - 128, 17, PTO_F32);
+    rc = pto_allreduce(ctx, dom, s, &in_scratch, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
   }
   case 15: /* op, both reproducible: a message longer than the node once kept of it */
     rc = pto_allreduce(ctx, dom, s, &o, &in,
@@ -556,12 +563,12 @@ static void test_mismatch(void **state) {
                                 "do not fit the scratch", "dtype i64 cannot be reduced",
                                 "mismatched algorithm",   "mismatched op",
                                 "mismatched count",       [14] = "mismatched scratch",
-                                "mismatched op"};
+                                "mismatched op",          "dst overlaps the scratch view"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 16; m++) {
+  for (int m = 0; m < 17; m++) {
     if (!field[m]) continue; /* 11-13: the other tests' */
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
