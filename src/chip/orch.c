@@ -492,9 +492,22 @@ static bool in_manual_scope(const pto_run *r) {
   return r->scope_depth > 0 && r->scopes[r->scope_depth].mode == PTO_SCOPE_MANUAL;
 }
 
-/* Records one tensor access, retrying while the TensorMap is full. */
-static int orch_tmap(pto_run *r, const region_view *view, tmap_mode mode, dep_collect *c) {
-  tmap_dep_fn fn = in_manual_scope(r) ? ignore_dep : collect_dep;
+/* Whether a task of kernel_id submitted now takes inferred edges: not a
+ * user's task in a manual scope, but always a REDUX combine task. A group
+ * folds wherever its flush falls (pto_scope_end of a manual scope, the
+ * orchestration's end with one still open, an access to its bytes inside
+ * one), and its tensor is INOUT for the fold: without its edges it ran
+ * beside the earlier writers of those bytes, whose values then overwrote
+ * the result (PTO_OK with a wrong value). */
+static bool inferred_edges(const pto_run *r, int kernel_id) {
+  return kernel_id == KERNEL_REDUX_COMBINE || !in_manual_scope(r);
+}
+
+/* Records one tensor access, retrying while the TensorMap is full;
+ * `inferred`: inferred_edges. */
+static int orch_tmap(pto_run *r, const region_view *view, tmap_mode mode, bool inferred,
+                     dep_collect *c) {
+  tmap_dep_fn fn = inferred ? collect_dep : ignore_dep;
   for (;;) {
     int rc = tmap_access_view(&r->tm, view, mode, c->self, r->retired, fn, c);
     if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
@@ -792,6 +805,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   dep_collect dc = {r, id, false};
   r->depbuf_n = 0;
   int64_t pre = -1; /* the task's (dep_reduce) */
+  bool inferred = inferred_edges(r, kernel_id);
   for (int i = 0; i < nt; i++) {
     /* a REDUX argument is its private slot: nobody else's bytes */
     static const int mode_of[] = {TMAP_READ, TMAP_WRITE,      TMAP_WRITE, TMAP_READ_WRITE,
@@ -800,7 +814,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     if (!m) continue;
     /* an OUTPUT's view is the heap's, set above: normalised only now */
     if (a->access[i] == PTO_OUTPUT) region_view_init(&tensors[i], &rv[i]);
-    if ((rc = orch_tmap(r, &rv[i], (tmap_mode)m, &dc))) return rc;
+    if ((rc = orch_tmap(r, &rv[i], (tmap_mode)m, inferred, &dc))) return rc;
   }
   for (int i = 0; opts && i < opts->ndeps; i++)
     collect_dep(&dc, opts->deps[i]);

@@ -15,8 +15,12 @@
  * - the trace names the combine tasks and marks the contributions;
  * - bad input (unknown op, dtype mismatch, a REDUX view overlapping the
  *   task's other arguments, a ninth REDUX argument, a manual scope)
- *   fails the run naming what was wrong.
- * Nothing depends on timing. */
+ *   fails the run naming what was wrong;
+ * - a group folded while a manual scope is current (at its end, at the
+ *   orchestration's end with it open, for a host read or a task reading
+ *   the bytes in it) is ordered after an earlier slow writer of them.
+ * Nothing depends on timing to pass; the slow writer makes a fold that is
+ * not ordered after it show every time. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,7 +140,18 @@ static int k_copy(const pto_kctx *c) {
   return 0;
 }
 
+/* tensor 0 (OUTPUT_EXISTING, i32) = scalar 0, after SLOW_MS: a writer
+ * that a task not ordered after it overtakes every time */
+#define SLOW_MS 80
+static int k_slow_set(const pto_kctx *c) {
+  usleep(SLOW_MS * 1000);
+  for (int64_t i = 0; i < pto_tensor_numel(&c->tensors[0]); i++)
+    *(int32_t *)pto_tensor_at_linear(&c->tensors[0], i) = (int32_t)c->scalars[0];
+  return 0;
+}
+
 typedef struct fixture {
+  int k_slow_set;
   int k_fill, k_copy;
   int k_contrib, k_twice, k_mix;
   int op_and; /* a user op: bitwise and over u8 */
@@ -173,6 +188,7 @@ static pto_chip *make_chip(fixture *f, int clusters, int schedulers, uint64_t he
   assert_int_equal(pto_kernel_register_aiv(chip, "and", k_and, &f->k_mix), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "fill", k_fill, &f->k_fill), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "copy", k_copy, &f->k_copy), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "slow_set", k_slow_set, &f->k_slow_set), PTO_OK);
   pto_redux_op_desc d = {"and", PTO_U8, u8_and_init, u8_and_combine};
   assert_int_equal(pto_redux_register(chip, &d, &f->op_and), PTO_OK);
   return chip;
@@ -479,6 +495,106 @@ static void test_scope_end_folds(void **state) {
         fail();
       }
   pto_chip_destroy(chip);
+}
+
+/* ---- a fold while a manual scope is current ---- */
+
+/* The combine task is the runtime's: whatever scope is current when a
+ * group folds, it is ordered after the earlier writers of the reduced
+ * bytes (a manual scope's rule of no inferred edges is for the scope's
+ * own tasks), and later accesses and the next group's fold after it. A
+ * slow writer of x, then contributions of 1 to x, then a manual scope
+ * that folds them in one of four ways: */
+enum {
+  MANUAL_SCOPE_END,  /* an empty manual scope: the fold at its end */
+  MANUAL_LEFT_OPEN,  /* no scope_end: the folds at the orchestration's end */
+  MANUAL_HOST_READ,  /* pto_orch_read of x inside it */
+  MANUAL_SUBMIT_READ /* a task reading x inside it, then more after it */
+};
+
+typedef struct manual_run {
+  fixture *f;
+  int how;
+  int32_t x[1];
+  int32_t read; /* what pto_orch_read saw (MANUAL_HOST_READ) */
+  int rc;       /* the first failed call's code */
+} manual_run;
+
+static int add_ones(pto_orch *o, const fixture *f, const pto_tensor *x, int count) {
+  uint64_t one;
+  double v = 1;
+  memcpy(&one, &v, sizeof one);
+  int rc = PTO_OK;
+  for (int k = 0; k < count && !rc; k++)
+    rc = pto_submit_v(o, f->k_contrib, PTO_REDUX(x, PTO_REDUX_SUM),
+                      PTO_SCALAR((uint64_t)PTO_REDUX_SUM), PTO_SCALAR(one));
+  return rc;
+}
+
+static void orch_manual_fold(pto_orch *o, void *arg) {
+  manual_run *s = arg;
+  int64_t n = 1;
+  pto_tensor x;
+  pto_tensor_init(&x, s->x, sizeof s->x, PTO_I32, 1, &n);
+  int rc = pto_submit_v(o, s->f->k_slow_set, PTO_OUT_EXISTING(&x), PTO_SCALAR(5));
+  if (!rc) rc = add_ones(o, s->f, &x, 3); /* x = 5 + 3 */
+  if (!rc) rc = pto_scope_begin(o, PTO_SCOPE_MANUAL);
+  if (!rc && s->how == MANUAL_HOST_READ) rc = pto_orch_read(o, &x, &s->read, -1);
+  if (!rc && s->how == MANUAL_SUBMIT_READ) {
+    /* a dummy: the scope's own task is not ordered after the fold its
+     * submit causes (nor after the slow writer), so a kernel reading x
+     * here would race with both */
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_input(&a, &x);
+    rc = pto_submit_dummy(o, &a, NULL, NULL);
+  }
+  if (!rc && s->how != MANUAL_LEFT_OPEN) rc = pto_scope_end(o);
+  if (!rc && s->how == MANUAL_SUBMIT_READ) { /* after the fold: x = 8 * 2 - 1, then + 2 */
+    rc = pto_submit_v(o, s->f->k_twice, PTO_INOUT(&x));
+    if (!rc) rc = add_ones(o, s->f, &x, 2);
+  }
+  s->rc = rc;
+}
+
+static void check_manual_fold(int how, const char *name) {
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 0);
+  int32_t want = how == MANUAL_SUBMIT_READ ? 17 : 8;
+  int wrong = 0;
+  for (int rep = 0; rep < 4; rep++) {
+    manual_run s = {&f, how, {0}, -1, 0};
+    run_ok(chip, orch_manual_fold, &s);
+    assert_int_equal(s.rc, PTO_OK);
+    if (s.x[0] != want || (how == MANUAL_HOST_READ && s.read != 8)) {
+      fprintf(stderr, "%s, run %d: x = %d, expected %d", name, rep, s.x[0], want);
+      if (how == MANUAL_HOST_READ) fprintf(stderr, "; pto_orch_read saw %d, expected 8", s.read);
+      fprintf(stderr, "\n");
+      wrong++;
+    }
+  }
+  pto_chip_destroy(chip);
+  assert_int_equal(wrong, 0);
+}
+
+static void test_manual_scope_end_fold_ordered(void **state) {
+  (void)state;
+  check_manual_fold(MANUAL_SCOPE_END, "fold at a manual scope's end");
+}
+
+static void test_manual_scope_left_open_fold_ordered(void **state) {
+  (void)state;
+  check_manual_fold(MANUAL_LEFT_OPEN, "fold at the end with a manual scope open");
+}
+
+static void test_manual_scope_host_read_fold_ordered(void **state) {
+  (void)state;
+  check_manual_fold(MANUAL_HOST_READ, "fold for pto_orch_read in a manual scope");
+}
+
+static void test_manual_scope_submit_fold_ordered(void **state) {
+  (void)state;
+  check_manual_fold(MANUAL_SUBMIT_READ, "fold for a reader in a manual scope");
 }
 
 /* ---- tasks of several cores ---- */
@@ -789,6 +905,10 @@ int main(void) {
       cmocka_unit_test(test_whole_heap_after_contributions),
       cmocka_unit_test(test_copies_and_output_over_the_heap),
       cmocka_unit_test(test_scope_end_folds),
+      cmocka_unit_test(test_manual_scope_end_fold_ordered),
+      cmocka_unit_test(test_manual_scope_left_open_fold_ordered),
+      cmocka_unit_test(test_manual_scope_host_read_fold_ordered),
+      cmocka_unit_test(test_manual_scope_submit_fold_ordered),
       cmocka_unit_test(test_user_op),
       cmocka_unit_test(test_dummy_contributions),
       cmocka_unit_test(test_trace_names),
