@@ -65,7 +65,7 @@ typedef struct pto_node_config {
   int64_t task_timeout_ms;    /* a node task completes; < 0: none (default; the
                                  chip watchdog still ends a stuck kernel) */
   int64_t lease_wait_ms;      /* wait for a leased device, default 0 (fail fast) */
-  int64_t wait_timeout_ms;    /* default in-kernel signal wait, default 10000 */
+  int64_t wait_timeout_ms;    /* deadline of the kernels' window waits, >= 1; default 10000 */
   bool fault_inject;          /* debug: remote stores land late and out of order */
   uint64_t fault_seed;
   bool quiet;             /* no log lines on stderr (lease waits, failures) */

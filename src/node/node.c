@@ -62,6 +62,13 @@ static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
     node_set_err(err, PTO_EINVAL, "node config: %s is 0", zero);
     return false;
   }
+  if (cfg->wait_timeout_ms < 1) { /* every window wait of a kernel has a deadline */
+    node_set_err(err, PTO_EINVAL,
+                 "node config: wait_timeout_ms is %" PRId64
+                 ", must be at least 1 (the deadline of the kernels' window waits)",
+                 cfg->wait_timeout_ms);
+    return false;
+  }
   if (cfg->tensormap_entries < PTO_MAX_TENSOR_ARGS) {
     node_set_err(err, PTO_EINVAL,
                  "node config: tensormap_entries is %u, must be at least %d (one task's tensors)",

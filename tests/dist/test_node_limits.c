@@ -354,7 +354,7 @@ static void test_null_and_invalid_arguments(void **state) {
   /* invalid configs: each is refused at once with details naming what was wrong */
   static const int neg_dev[2] = {TEST_DEV0, -3};
   int rc;
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < 8; i++) {
     base_config(&cfg);
     const char *want = "";
     switch (i) {
@@ -364,6 +364,10 @@ static void test_null_and_invalid_arguments(void **state) {
     case 3: cfg.nworkers = PTO_NODE_MAX_WORKERS + 1, want = "nworkers"; break;
     case 4: cfg.device_ids = neg_dev, want = "device id -3"; break;
     case 5: cfg.host_bytes = 0, want = "host_bytes"; break;
+    /* before: accepted, then 0 timed out at once on shared windows and meant the default on
+     * MPI's records; a negative value meant none on one path and the default on the other */
+    case 6: cfg.wait_timeout_ms = 0, want = "wait_timeout_ms is 0"; break;
+    case 7: cfg.wait_timeout_ms = -1, want = "wait_timeout_ms is -1"; break;
     }
     n = NULL;
     rc = pto_node_create(&cfg, &n, &err);
