@@ -35,7 +35,7 @@ def c_range(ctype: str) -> Tuple[int, int]:
     return r
 
 
-INT_MAX = c_range("int")[1]
+INT_MIN, INT_MAX = c_range("int")
 
 
 def c_int(v: Any, what: str, ctype: str = "int", lo: Optional[int] = None,

@@ -9,7 +9,7 @@ from typing import Any, Iterator, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._cint import INT_MAX, c_int
+from ._cint import INT_MAX, INT_MIN, c_int
 from ._errors import check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
@@ -240,7 +240,7 @@ class Orch:
             ns += 1
         if block_num.__class__ is not int or not 0 < block_num <= INT_MAX:
             block_num = c_int(block_num, f"{ctx}: block_num", "int", lo=1)
-        if priority.__class__ is not int:
+        if priority.__class__ is not int or not INT_MIN <= priority <= INT_MAX:
             priority = c_int(priority, f"{ctx}: priority", "int")
         nd = count_of(deps, f"{ctx}: deps")
         dl = ffi.new("int64_t[]", [task_id(d) for d in deps]) if nd else ffi.NULL

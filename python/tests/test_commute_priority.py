@@ -54,3 +54,9 @@ def test_bad_commute_and_priority_are_named():
         with pytest.raises(pto.InvalidArgumentError) as e:
             chip.run(lambda o: o.submit(k, pto.In(a), priority=4))
         assert "priority 4: must be 0..3" in e.value.details
+        # past a C int: named as any other (before: a bare OverflowError from cffi)
+        for big in (2**31, -2**31 - 1, 2**40):
+            with pytest.raises(pto.InvalidArgumentError) as e:
+                chip.run(lambda o: o.submit(k, pto.In(a), priority=big))
+            assert f"priority {big}, must be" in e.value.details, e.value.details
+        chip.run(lambda o: o.submit(k, pto.In(a), priority=3))  # and the next run is fine
