@@ -425,10 +425,11 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
                      k->d.seq, k->dom, k->me, k->why);
   for (int p = 0; p < k->n; p++)
     if (p != k->me && ((const coll_desc *)descs[p])->status)
-      return comm_fail(k->c, (int)((const coll_desc *)descs[p])->status,
-                       "%s #%" PRId64 " on domain %d: rank %d called with invalid arguments (rank "
-                       "%d stops too)",
-                       name, k->d.seq, k->dom, p, k->me);
+      return comm_fail_secondary(k->c, (int)((const coll_desc *)descs[p])->status,
+                                 "%s #%" PRId64
+                                 " on domain %d: rank %d called with invalid arguments (rank "
+                                 "%d stops too)",
+                                 name, k->d.seq, k->dom, p, k->me);
   return 0;
 }
 
@@ -531,11 +532,11 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
         atomic_load_explicit(&table_slot(k, w.next, (int32_t)k->d.seq)->gen, memory_order_relaxed);
     char stop[160];
     if (comm_stopping(k->c))
-      return comm_fail(k->c, PTO_ESHUTDOWN,
-                       "%s #%" PRId64 " ended: %s while domain %d rank %d waited for rank %d's "
-                       "call",
-                       name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me,
-                       w.next);
+      return comm_fail_secondary(
+          k->c, PTO_ESHUTDOWN,
+          "%s #%" PRId64 " ended: %s while domain %d rank %d waited for rank %d's "
+          "call",
+          name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me, w.next);
     if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
     return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
                      "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
@@ -594,9 +595,9 @@ static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *w
   const char *name = kind_name(k->d.kind);
   char stop[160];
   if (comm_stopping(k->c))
-    return comm_fail(k->c, PTO_ESHUTDOWN,
-                     "%s #%" PRId64 " ended: %s while domain %d rank %d waited for %s: %s", name,
-                     k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me, what, why);
+    return comm_fail_secondary(
+        k->c, PTO_ESHUTDOWN, "%s #%" PRId64 " ended: %s while domain %d rank %d waited for %s: %s",
+        name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me, what, why);
   if (rc == PTO_ESHUTDOWN) return rc; /* the run already failed elsewhere */
   if (rc == PTO_EWAIT_TIMEOUT)
     return comm_fail(k->c, rc,

@@ -88,6 +88,9 @@ struct pto_comm {
   pthread_mutex_t err_lock;
   int err_code; /* first failure of the current task */
   char err_details[384];
+  /* it follows another chip's own failure, which that chip reports
+   * (comm_fail_secondary) */
+  bool err_secondary;
   /* Set by the node when it stops this chip (a thread of the node's own
    * process: node_proc.c): every wait of its kernels ends at once with
    * PTO_ESHUTDOWN, before the node unmaps the windows they wait on. NULL:
@@ -162,8 +165,15 @@ void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group);
 int comm_task_end(pto_comm *c);
 /* First error details of the task ("" when none). */
 int comm_task_error(pto_comm *c, char *details, size_t n);
+/* Whether that error follows another chip's own (comm_fail_secondary). */
+bool comm_task_error_secondary(pto_comm *c);
 /* Latches the first error of the task with its details; returns code. */
 int comm_fail(pto_comm *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* comm_fail for an error that follows another chip's own, which that chip
+ * reports with the specifics ("rank 1 called with invalid arguments", a
+ * wait the node ended): the node reports the other's first (node_task.c). */
+int comm_fail_secondary(pto_comm *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Address-space reservation for windows (done once, before fork). */
 int comm_space_reserve(size_t bytes, void **base);

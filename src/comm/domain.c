@@ -235,17 +235,38 @@ int comm_task_error(pto_comm *c, char *details, size_t n) {
   return code;
 }
 
-int comm_fail(pto_comm *c, int code, const char *fmt, ...) {
+bool comm_task_error_secondary(pto_comm *c) {
+  pthread_mutex_lock(&c->err_lock);
+  bool secondary = c->err_code && c->err_secondary;
+  pthread_mutex_unlock(&c->err_lock);
+  return secondary;
+}
+
+static int latch(pto_comm *c, int code, bool secondary, const char *fmt, va_list ap) {
   if (!c) return code;
   pthread_mutex_lock(&c->err_lock);
   if (c->err_code == 0) {
     c->err_code = code;
-    va_list ap;
-    va_start(ap, fmt);
+    c->err_secondary = secondary;
     vsnprintf(c->err_details, sizeof c->err_details, fmt, ap);
-    va_end(ap);
   }
   pthread_mutex_unlock(&c->err_lock);
+  return code;
+}
+
+int comm_fail(pto_comm *c, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  latch(c, code, false, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int comm_fail_secondary(pto_comm *c, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  latch(c, code, true, fmt, ap);
+  va_end(ap);
   return code;
 }
 

@@ -527,11 +527,11 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   if (ok && !w.cancelled) return 0;
   char stop[160];
   if (comm_stopping(e.c))
-    return comm_fail(e.c, PTO_ESHUTDOWN,
-                     "wait ended: %s while domain %d rank %d waited on cell %s[%" PRIu64
-                     "] for %s %d, saw %d",
-                     comm_stop_why(e.c, stop, sizeof stop), e.d->desc.id, e.d->my_rank, b->name,
-                     (off - b->offset) / 8, cmp == PTO_CMP_EQ ? "==" : ">=", v, w.seen);
+    return comm_fail_secondary(
+        e.c, PTO_ESHUTDOWN,
+        "wait ended: %s while domain %d rank %d waited on cell %s[%" PRIu64 "] for %s %d, saw %d",
+        comm_stop_why(e.c, stop, sizeof stop), e.d->desc.id, e.d->my_rank, b->name,
+        (off - b->offset) / 8, cmp == PTO_CMP_EQ ? "==" : ">=", v, w.seen);
   if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
   return comm_fail(e.c, PTO_EWAIT_TIMEOUT,
                    "wait timed out: domain %d rank %d cell %s[%" PRIu64 "] waited %" PRId64
@@ -589,8 +589,8 @@ static int barrier(const pto_kctx *ctx, pto_domain dom) {
   if (rc == 0) return 0;
   char stop[160];
   if (comm_stopping(e.c))
-    return comm_fail(e.c, PTO_ESHUTDOWN, "barrier ended: %s: domain %d: %s",
-                     comm_stop_why(e.c, stop, sizeof stop), d->desc.id, why);
+    return comm_fail_secondary(e.c, PTO_ESHUTDOWN, "barrier ended: %s: domain %d: %s",
+                               comm_stop_why(e.c, stop, sizeof stop), d->desc.id, why);
   if (pto_kctx_cancelled(ctx)) return PTO_ESHUTDOWN;
   return comm_fail(e.c, rc, "barrier timed out: domain %d: %s", d->desc.id, why);
 }

@@ -140,6 +140,7 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
       snprintf(chip_details, sizeof chip_details, "%s", r->err.details);
       snprintf(r->err.details, sizeof r->err.details, "%s%s%.*s", details,
                chip_details[0] ? "; " : "", (int)(440 - 2 - strlen(details)), chip_details);
+      r->secondary = comm_task_error_secondary(comm);
     }
   }
 }

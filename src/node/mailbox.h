@@ -65,6 +65,9 @@ typedef struct node_reply {
   uint32_t gen;
   int32_t status;
   pto_error_info err;
+  /* FRAME_TASK: the error follows another chip's own (comm.h,
+   * comm_fail_secondary), which the node reports first */
+  bool secondary;
   uint64_t tasks, blocks; /* FRAME_TASK on a chip: its pto_run_stats */
   double host_us, device_us;
 } node_reply;

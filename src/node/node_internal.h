@@ -55,6 +55,7 @@ typedef struct node_task {
   int parts_left;
   int status;
   pto_error_info err;
+  bool err_secondary; /* err follows another part's own (node_reply.secondary) */
   uint64_t start_ns;
   int64_t next_ready; /* next task id in its ready queue, -1 = last */
   bool commute;       /* has COMMUTE arguments: never runs beside an overlapping one */

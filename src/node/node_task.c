@@ -139,7 +139,10 @@ static void part_done(pto_node *n, int s, const node_reply *r) {
     cs->host_us += r->host_us;
     cs->device_us += r->device_us;
   }
-  if (r->status && !t->status) {
+  /* the first error of the task, but one that follows another chip's own
+   * ("rank 1 called with invalid arguments") yields to that one */
+  if (r->status && (!t->status || (t->err_secondary && !r->secondary))) {
+    t->err_secondary = r->secondary;
     t->status = r->status;
     t->err = r->err;
     t->err.code = r->status;

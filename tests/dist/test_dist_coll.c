@@ -283,7 +283,8 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
 }
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
- * one rank, 15: max against sum, both reproducible, 16: dst in the scratch on both, 10: a count
+ * one rank, 15: max against sum, both reproducible, 16: dst in the scratch on both, 17: dst's
+ * count wrong on rank 1 only, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -361,6 +362,9 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     if (ctx->block_idx == 0) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = mpi ? 1 : 2;
     return half_calls(ctx, dom, 3, mpi ? me : -1, run);
   }
+  case 17: /* rank 1 only: a dst of the wrong count (its peer knows only that it failed) */
+    rc = pto_allreduce(ctx, dom, s, odd ? &o16 : &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
   case 16: { /* both: dst inside the scratch (where the peers read my block) */
     int64_t bytes = pto_tensor_numel(s);
     pto_tensor in_scratch = local((char *)s->buf + s->offset + bytes - 128, 17, PTO_F32);
@@ -557,18 +561,26 @@ static void good_run_after(pto_node *n, run_arg *ra, const char *after) {
 
 static void test_mismatch(void **state) {
   (void)state;
-  static const char *field[] = {"mismatched count",       "mismatched dtype",
-                                "mismatched op",          "mismatched root",
-                                "mismatched algorithm",   "mismatched collective",
-                                "do not fit the scratch", "dtype i64 cannot be reduced",
-                                "mismatched algorithm",   "mismatched op",
-                                "mismatched count",       [14] = "mismatched scratch",
-                                "mismatched op",          "dst overlaps the scratch view"};
+  static const char *field[] = {"mismatched count",
+                                "mismatched dtype",
+                                "mismatched op",
+                                "mismatched root",
+                                "mismatched algorithm",
+                                "mismatched collective",
+                                "do not fit the scratch",
+                                "dtype i64 cannot be reduced",
+                                "mismatched algorithm",
+                                "mismatched op",
+                                "mismatched count",
+                                [14] = "mismatched scratch",
+                                "mismatched op",
+                                "dst overlaps the scratch view",
+                                "dst has 16 elements, expected 17"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 17; m++) {
+  for (int m = 0; m < 18; m++) {
     if (!field[m]) continue; /* 11-13: the other tests' */
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
