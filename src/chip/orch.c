@@ -91,7 +91,7 @@ void pto_args_scalar_f32(pto_args *a, float v) {
 /* what redux.c asks of the orchestrator (redux_orch) */
 static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts *opts,
                   pto_task_id *id_out);
-static int redux_heap_take(pto_run *r, uint64_t bytes, bool wait, void **ptr);
+static int redux_heap_take(pto_run *r, uint64_t bytes, uint64_t then, bool wait, void **ptr);
 static void redux_heap_free_after(pto_run *r, void *ptr, pto_task_id id);
 
 int orch_setup(pto_run *r) {
@@ -424,12 +424,26 @@ static bool retired_moved(pto_run *r, void *arg) { return r->retired != *(pto_ta
 
 /* ---- the heap ring for REDUX slabs (redux_orch) ---- */
 
-static int redux_heap_take(pto_run *r, uint64_t bytes, bool wait, void **ptr) {
+static int redux_heap_take(pto_run *r, uint64_t bytes, uint64_t then, bool wait, void **ptr) {
   ring_req hr = {&r->heap, (bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN, NULL};
-  if (!heap_room(r, &hr)) {
+  ring was = r->heap;  /* put back when the OUTPUT buffers would not fit after the slab */
+  if (!wait && then) { /* OUTPUT buffers without room now wait anyway: not reserved for */
+    ring h = r->heap;
+    if (!ring_try_alloc_around(&h, then, r->held, r->nheld)) then = 0;
+  }
+  bool room = heap_room(r, &hr);
+  if (room && !wait && then) {
+    ring h = r->heap; /* tried on a copy: nothing more is allocated */
+    if (!ring_try_alloc_around(&h, then, r->held, r->nheld)) {
+      r->heap = was;
+      return 1;
+    }
+  }
+  if (!room) {
     if (!wait) return 1;
     int rc = orch_wait_room(r, heap_room, &hr, PTO_EHEAP_DEADLOCK, PTO_ESCOPE_DEADLOCK, "heap ring",
-                            "%llu contiguous bytes for REDUX private copies (heap_bytes %llu)",
+                            "%llu contiguous bytes for this task's REDUX private copies "
+                            "(heap_bytes %llu)",
                             hr.bytes, r->heap.cap);
     if (rc) return rc;
   }

@@ -13,6 +13,10 @@
  * - a dummy task's copy is the identity, in a run and in each launch of a
  *   captured graph, over heap an earlier run filled with other bytes;
  * - the trace names the combine tasks and marks the contributions;
+ * - a group's slab is as large as the heap has room for now, never a
+ *   reason to refuse a contribution whose own copies fit (beside a
+ *   scope's OUTPUT, or its own OUTPUT buffers); when even those never
+ *   fit, the deadlock names their bytes;
  * - bad input (unknown op, dtype mismatch, a REDUX view overlapping the
  *   task's other arguments, a ninth REDUX argument, a manual scope)
  *   fails the run naming what was wrong;
@@ -427,7 +431,8 @@ static void test_whole_heap_after_contributions(void **state) {
 
 /* One task whose REDUX copies and OUTPUT buffers together exceed the heap
  * ring can never run: refused as that, not as open scopes (there are
- * none; it was "close scopes sooner"). */
+ * none; it was "close scopes sooner"), naming the task's one copy (64
+ * bytes), not a quarter-heap slab (it was 1024). */
 static void orch_copies_and_output(pto_orch *o, void *arg) {
   whole_run *s = arg;
   pto_tensor t, big;
@@ -447,9 +452,111 @@ static void test_copies_and_output_over_the_heap(void **state) {
   s.f = &f;
   pto_error_info err;
   int rc = pto_chip_run(chip, orch_copies_and_output, &s, NULL, &err);
-  if (rc != PTO_EHEAP_DEADLOCK || !strstr(err.details, "REDUX private copies hold 1024 bytes"))
+  if (rc != PTO_EHEAP_DEADLOCK || !strstr(err.details, "REDUX private copies hold 64 bytes"))
     fail_msg("%s: %s", pto_status_name(rc), err.details);
   run_ok(chip, orch_whole_heap, &s); /* and the chip runs on */
+  pto_chip_destroy(chip);
+}
+
+/* ---- a slab no larger than the heap allows ---- */
+
+/* A scope's OUTPUT buffer holds all of the 4 KiB heap but `free_bytes`,
+ * then `contribs` contributions of one slot each (64 i32: 256 bytes) go
+ * to one view inside it. A group's slab was always a quarter of the heap
+ * (1024 bytes) and was waited for: with 512 bytes free the contribution
+ * that needs 256 was refused as a scope deadlock ("1024 contiguous bytes
+ * for REDUX private copies (heap_bytes 4096) can never be found"). */
+#define NPIN 64
+typedef struct pinned_run {
+  fixture *f;
+  int64_t free_bytes;
+  int contribs;
+  int32_t acc[NPIN];
+} pinned_run;
+
+static void orch_pinned(pto_orch *o, void *arg) {
+  pinned_run *s = arg;
+  int64_t n = NPIN, nbig = (4096 - s->free_bytes) / (int64_t)sizeof(int32_t);
+  pto_tensor t, big;
+  pto_tensor_init(&t, s->acc, sizeof s->acc, PTO_I32, 1, &n);
+  pto_tensor_desc(&big, PTO_I32, 1, &nbig);
+  pto_scope_begin(o, PTO_SCOPE_AUTO);
+  if (pto_submit_v(o, s->f->k_fill, PTO_OUT(&big), PTO_SCALAR((uint64_t)0))) return;
+  for (int k = 0; k < s->contribs; k++)
+    submit_contrib(o, s->f, &t, PTO_REDUX_SUM, k + 1, 0);
+  pto_scope_end(o);
+}
+
+/* Runs orch_pinned with 512 bytes free and 5 contributions (slabs of two
+ * slots, then of what comes back: more folds than slots) and checks the
+ * sum 1 + ... + 5 plus i per contribution. */
+static void run_pinned_ok(pto_chip *chip, fixture *f) {
+  pinned_run s = {.f = f, .free_bytes = 512, .contribs = 5};
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_pinned, &s, NULL, &err);
+  if (rc != PTO_OK) fail_msg("%s: %s", pto_status_name(rc), err.details);
+  for (int i = 0; i < NPIN; i++)
+    assert_int_equal(s.acc[i], 15 + 5 * i);
+}
+
+static void test_slab_fits_beside_scope(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 4096);
+  pinned_run s = {.f = &f, .free_bytes = 512, .contribs = 1};
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_pinned, &s, NULL, &err);
+  if (rc != PTO_OK) fail_msg("%s: %s", pto_status_name(rc), err.details);
+  for (int i = 0; i < NPIN; i++)
+    assert_int_equal(s.acc[i], 1 + i);
+  run_pinned_ok(chip, &f); /* more contributions than the slab has slots */
+  run_pinned_ok(chip, &f); /* and again on the same chip */
+  pto_chip_destroy(chip);
+}
+
+/* With 128 bytes free even the task's own copy (256 bytes) can never fit:
+ * a scope deadlock naming those 256 bytes, not a slab's 1024. */
+static void test_slab_minimum_never_fits(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 4096);
+  pinned_run s = {.f = &f, .free_bytes = 128, .contribs = 1};
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_pinned, &s, NULL, &err);
+  if (rc != PTO_ESCOPE_DEADLOCK ||
+      !strstr(err.details, "256 contiguous bytes for this task's REDUX private copies"))
+    fail_msg("%s: %s", pto_status_name(rc), err.details);
+  assert_int_equal(s.acc[0], 0); /* nothing ran */
+  run_pinned_ok(chip, &f);       /* and the chip runs on */
+  pto_chip_destroy(chip);
+}
+
+/* One task's copy (256 bytes) and OUTPUT buffer (3584 bytes) fit the 4
+ * KiB heap together, a quarter-heap slab and the buffer do not: the slab
+ * leaves the buffer room (it was refused, "REDUX private copies hold 1024
+ * bytes"). */
+static void orch_copy_beside_output(pto_orch *o, void *arg) {
+  pinned_run *s = arg;
+  int64_t n = NPIN, nbig = (4096 - s->free_bytes) / (int64_t)sizeof(int32_t);
+  pto_tensor t, big;
+  pto_tensor_init(&t, s->acc, sizeof s->acc, PTO_I32, 1, &n);
+  pto_tensor_desc(&big, PTO_I32, 1, &nbig);
+  for (int k = 0; k < s->contribs; k++)
+    pto_submit_v(o, s->f->k_contrib, PTO_REDUX(&t, PTO_REDUX_SUM), PTO_OUT(&big),
+                 PTO_SCALAR((uint64_t)PTO_REDUX_SUM), PTO_SCALAR(0));
+}
+
+static void test_slab_leaves_room_for_outputs(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 4096);
+  pinned_run s = {.f = &f, .free_bytes = 512, .contribs = 1};
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_copy_beside_output, &s, NULL, &err);
+  if (rc != PTO_OK) fail_msg("%s: %s", pto_status_name(rc), err.details);
+  for (int i = 0; i < NPIN; i++)
+    assert_int_equal(s.acc[i], i); /* value 0, plus i */
+  run_pinned_ok(chip, &f);
   pto_chip_destroy(chip);
 }
 
@@ -904,6 +1011,9 @@ int main(void) {
       cmocka_unit_test(test_multi_core_units),
       cmocka_unit_test(test_whole_heap_after_contributions),
       cmocka_unit_test(test_copies_and_output_over_the_heap),
+      cmocka_unit_test(test_slab_fits_beside_scope),
+      cmocka_unit_test(test_slab_minimum_never_fits),
+      cmocka_unit_test(test_slab_leaves_room_for_outputs),
       cmocka_unit_test(test_scope_end_folds),
       cmocka_unit_test(test_manual_scope_end_fold_ordered),
       cmocka_unit_test(test_manual_scope_left_open_fold_ordered),
