@@ -590,8 +590,12 @@ static void test_mismatch(void **state) {
     fprintf(stderr, "%s: run %s, rank statuses %s / %s: %s\n", field[m], pto_status_name(rc),
             pto_status_name(res[0]), pto_status_name(res[1]), err.details);
     assert_int_not_equal(rc, 0);
-    assert_int_equal(res[0], PTO_EINVAL);
-    assert_int_equal(res[1], PTO_EINVAL);
+    /* each rank names the problem, but one whose peer's failure reached the
+     * node first may be cancelled before it saw the peer's call (MPI's
+     * records across hosts: the node ends its wait, PTO_ESHUTDOWN) */
+    for (int r = 0; r < 2; r++)
+      if (res[r] != PTO_EINVAL) assert_int_equal(res[r], PTO_ESHUTDOWN);
+    assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
     if (m == 15) { /* both calls, whole (before: the comm details were cut at 180 bytes) */
       assert_non_null(strstr(err.details, "(count 17, f32, sum reproducible, root 0, auto)"));
