@@ -79,13 +79,15 @@ struct root_relay {
   pto_event ev;        /* a post for a remote chip, or stop */
   uint64_t next_watch; /* when to look at the chip ranks' processes again */
   uint32_t sent[PTO_NODE_MAX_CHIPS];
-  int ship_rc[PTO_NODE_MAX_CHIPS]; /* a malformed diff from chip s */
+  uint64_t cancel_sent[PTO_NODE_MAX_CHIPS]; /* the last cancel word forwarded */
+  int ship_rc[PTO_NODE_MAX_CHIPS];          /* a malformed diff from chip s */
   MPI_Request req[PTO_NODE_MAX_CHIPS];
   wire_frame out[PTO_NODE_MAX_CHIPS];
   union {
     wire_state st;
     node_reply reply;
     uint32_t word;
+    uint64_t cancel;
     int32_t status;
   } in;
 };
@@ -136,6 +138,24 @@ static bool send_frames(root_relay *rr) {
     MPI_Isend(&rr->out[s], (int)sizeof rr->out[s], MPI_BYTE, s, T_FRAME, rr_comm, &rr->req[s]);
     if (n->child[s].other_host && rr->out[s].f.type == FRAME_TASK)
       ship_out(rr->comm, n, s, &rr->out[s].f);
+  }
+  return busy;
+}
+
+/* A cancel the parent wrote into chip s's mailbox goes to its rank (whose
+ * relay puts it into the chip's own mailbox). Its frame went out before:
+ * the parent cancels only tasks its children run. */
+static bool send_cancels(root_relay *rr) {
+  pto_node *n = rr->n;
+  bool busy = false;
+  for (int s = 1; s < n->cfg.nchips; s++) {
+    if (!is_rank_slot(n, s)) continue;
+    /* relaxed: the word is the whole message (node_task.c cancel_parts) */
+    uint64_t w = atomic_load_explicit(&n->ctl->mbox[s].cancel, memory_order_relaxed);
+    if (w == rr->cancel_sent[s]) continue;
+    relay_send(rr->comm, s, T_CANCEL, &w, sizeof w);
+    rr->cancel_sent[s] = w;
+    busy = true;
   }
   return busy;
 }
@@ -198,6 +218,11 @@ static bool take_messages(root_relay *rr) {
     case T_BEAT:
       atomic_store_explicit(&mb->beat, rr->in.word, memory_order_relaxed); /* liveness only */
       break;
+    case T_CANCELLED: /* the parent wakes its waits (node_mpi_wake) */
+      /* release pairs with node_mpi_wake's acquire (nothing else is published) */
+      atomic_fetch_or_explicit(&n->cancel_arrived, 1ull << s, memory_order_release);
+      pto_event_signal(&n->ctl->parent_ev);
+      break;
     case T_ENDED:
       c->wstatus = (rr->in.status & 0xff) << 8; /* as an exit status */
       /* release pairs with node_reap's acquire: wstatus is set */
@@ -243,7 +268,9 @@ static bool root_news(void *arg) {
   if (atomic_load_explicit(&rr->stop, memory_order_relaxed)) return true;
   for (int s = 1; s < rr->n->cfg.nchips; s++)
     if (is_rank_slot(rr->n, s) &&
-        atomic_load_explicit(&rr->n->ctl->mbox[s].posted, memory_order_relaxed) != rr->sent[s])
+        (atomic_load_explicit(&rr->n->ctl->mbox[s].posted, memory_order_relaxed) != rr->sent[s] ||
+         atomic_load_explicit(&rr->n->ctl->mbox[s].cancel, memory_order_relaxed) !=
+             rr->cancel_sent[s]))
       return true;
   return false;
 }
@@ -253,6 +280,7 @@ static void *root_relay_main(void *arg) {
   uint64_t pause = POLL_MIN_NS;
   while (!atomic_load_explicit(&rr->stop, memory_order_acquire)) {
     bool busy = send_frames(rr);
+    busy = send_cancels(rr) || busy;
     busy = take_messages(rr) || busy;
     uint64_t now = pto_now_ns();
     if (now >= rr->next_watch) { /* after the messages: an ENDED comes first */
@@ -309,6 +337,7 @@ struct rank_relay {
   _Atomic bool stop;
   child_state state_sent;
   uint32_t local_gen, remote_gen, beat_sent;
+  uint64_t cancel_in, cancel_applied; /* the last CANCEL received, and applied */
   bool taken_sent, reply_sent;
   bool other_host;        /* not on rank 0's host: host tensors travel */
   unsigned char *shipped; /* the host tensors as they came, for the diff */
@@ -376,6 +405,25 @@ static bool rank_relay_pass(rank_relay *rr) {
       rr->local_gen = mbox_post(mb, &rr->in.f);
       rr->taken_sent = rr->reply_sent = false;
     }
+  }
+  MPI_Iprobe(0, T_CANCEL, rr->comm, &flag, &ms);
+  if (flag) {
+    busy = true;
+    MPI_Recv(&rr->cancel_in, (int)sizeof rr->cancel_in, MPI_BYTE, 0, T_CANCEL, rr->comm,
+             MPI_STATUS_IGNORE);
+  }
+  /* a cancel of the task that runs here (its frame may come after it: they
+   * differ in tag) goes into this mailbox, in its generation; one of a task
+   * that ended here is dropped */
+  uint64_t w = rr->cancel_in;
+  if (w && w != rr->cancel_applied && rr->local_gen && !rr->reply_sent &&
+      (uint32_t)(w >> 32) == rr->remote_gen) {
+    /* relaxed: the word is the whole message, as on rank 0 */
+    atomic_store_explicit(&mb->cancel, (uint64_t)rr->local_gen << 32 | (uint32_t)w,
+                          memory_order_relaxed);
+    relay_send(rr->comm, 0, T_CANCELLED, &w, sizeof w);
+    rr->cancel_applied = w;
+    busy = true;
   }
   if (rr->local_gen && !rr->taken_sent && mbox_taken(mb, rr->local_gen)) {
     relay_send(rr->comm, 0, T_TAKEN, &rr->remote_gen, sizeof rr->remote_gen);

@@ -4,12 +4,15 @@
  *   rank 0 -> rank c: BEGIN (a node's configuration: rank c starts chip c),
  *     FRAME (a mailbox frame; its chip function as a fnref), DATA (after a
  *     task frame for a chip on another host: its host tensors), FINAL (rank
- *     0's program ends);
+ *     0's program ends), CANCEL (the parent's cancel word of rank c's slot:
+ *     node_task.c cancel_parts);
  *   rank c -> rank 0: STATE (ready or failed, with its pid, start time, host
  *     and why), TAKEN, DATA (the host-tensor elements a task changed, before
  *     its reply), REPLY, BEAT (its heartbeat counter), ENDED (it left the
  *     node, with its exit status; also sent by a rank that calls exit()
- *     while it serves a node, from its exit path). */
+ *     while it serves a node, from its exit path), CANCELLED (a CANCEL of
+ *     the task it runs is in its mailbox: rank 0 wakes its waits parked on
+ *     shared windows, node_mpi_wake). */
 #ifndef PTO_NODE_MPI_RELAY_H
 #define PTO_NODE_MPI_RELAY_H
 
@@ -22,7 +25,19 @@
 #include "node/fnref.h"
 #include "node/node_internal.h"
 
-enum { T_BEGIN = 1, T_FRAME, T_FINAL, T_STATE, T_TAKEN, T_REPLY, T_BEAT, T_ENDED, T_DATA };
+enum {
+  T_BEGIN = 1,
+  T_FRAME,
+  T_FINAL,
+  T_STATE,
+  T_TAKEN,
+  T_REPLY,
+  T_BEAT,
+  T_ENDED,
+  T_DATA,
+  T_CANCEL,
+  T_CANCELLED
+};
 
 typedef struct wire_frame {
   node_frame f; /* f.chip_fn travels as chip_fn below */

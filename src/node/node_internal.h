@@ -128,6 +128,9 @@ struct pto_node {
   uint64_t trace_origin_ns;           /* time zero of the current run's trace */
   int trace_runs[PTO_NODE_MAX_CHIPS]; /* chip tasks posted per rank this run */
   pto_comm observer;                  /* the orchestrator's view of the domains */
+  /* chip ranks whose task's cancel reached their mailbox (bit per chip,
+   * set by rank 0's relay): the parent wakes their waits (node_mpi_wake) */
+  _Atomic uint64_t cancel_arrived;
   comm_domain_desc doms[COMM_MAX_DOMAINS];
   bool dom_live[COMM_MAX_DOMAINS];
   int32_t next_dom;

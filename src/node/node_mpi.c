@@ -56,6 +56,7 @@ void node_mpi_posted(pto_node *n, int s) {
   (void)n;
   (void)s;
 }
+void node_mpi_wake(pto_node *n) { (void)n; }
 void node_mpi_stop(pto_node *n) { (void)n; }
 
 #else
@@ -333,6 +334,14 @@ int node_mpi_start(pto_node *n, char *why, size_t len) {
 void node_mpi_posted(pto_node *n, int s) {
   (void)s;
   root_relay_wake(n->mpi_relay);
+}
+
+/* On the parent's thread, which alone changes the observer's domains. */
+void node_mpi_wake(pto_node *n) {
+  if (!atomic_load_explicit(&n->cancel_arrived, memory_order_relaxed)) return;
+  uint64_t m = atomic_exchange_explicit(&n->cancel_arrived, 0, memory_order_acquire);
+  for (; m; m &= m - 1)
+    comm_wake(&n->observer, __builtin_ctzll(m));
 }
 
 void node_mpi_stop(pto_node *n) {

@@ -34,8 +34,13 @@ int node_mpi_map(pto_node *n, char *why, size_t len);
 void node_mpi_unmap(pto_node *n);
 /* Rank 0: starts the remote chips (a begin message to each) and the relay. */
 int node_mpi_start(pto_node *n, char *why, size_t len);
-/* Rank 0: a frame was posted to slot s (wakes the relay). */
+/* Rank 0: a frame was posted to slot s, or a cancel written (wakes the
+ * relay). */
 void node_mpi_posted(pto_node *n, int s);
+/* Rank 0, on the parent's thread: wakes the waits (parked on shared
+ * windows) of the chip ranks whose task's cancel reached their mailbox
+ * (n->cancel_arrived, set by the relay). */
+void node_mpi_wake(pto_node *n);
 /* Rank 0: stops the relay. When the node failed or a rank is left
  * running, ends the job (MPI_Abort: MPI cannot take one rank out). */
 void node_mpi_stop(pto_node *n);

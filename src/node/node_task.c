@@ -17,6 +17,7 @@
 #include "common/tensor_check.h"
 #include "node/fnref.h"
 #include "node/node_internal.h"
+#include "node/node_mpi.h"
 
 #define BLOCK_SLICE_MS 100 /* longest the parent sleeps before re-checking deadlines */
 
@@ -112,9 +113,10 @@ static void finish(pto_node *n, node_task *t) {
  * end its waits now (comm.h, pto_comm.cancel): the word names the frame it
  * runs, so a cancel that comes after that frame ended ends nothing of the
  * chip's next task. The observer wakes the ones parked on shared windows;
- * the others poll and see it at their next look. (A chip rank on another
- * MPI rank reads its own mailbox, which the relays do not update with
- * the word: its waits still end at their deadline.) */
+ * the others poll and see it at their next look. A chip rank on another
+ * MPI rank reads its own mailbox: rank 0's relay forwards the word, rank
+ * c's puts it there and says so, and then the parent wakes it
+ * (node_mpi_wake). */
 static void cancel_parts(pto_node *n, const node_task *t, int failed) {
   for (int s = 0; s < n->cfg.nchips; s++) {
     const child_slot *c = &n->child[s];
@@ -123,6 +125,7 @@ static void cancel_parts(pto_node *n, const node_task *t, int failed) {
     atomic_store_explicit(&n->ctl->mbox[s].cancel, (uint64_t)c->gen << 32 | (uint32_t)(failed + 1),
                           memory_order_relaxed);
     comm_wake(&n->observer, s);
+    if (c->kind == SLOT_RANK) node_mpi_posted(n, s); /* the relay forwards it */
   }
 }
 
@@ -325,6 +328,7 @@ static void dispatch(pto_node *n) {
 /* One non-blocking step: deaths, replies, deadlines, then dispatch. */
 static int step(pto_node *n, bool may_dispatch) {
   if (n->fatal) return n->fatal;
+  node_mpi_wake(n); /* chip ranks whose task's cancel arrived */
   int rc = node_check_deaths(n);
   if (rc) return rc;
   uint64_t now = pto_now_ns();
@@ -354,6 +358,8 @@ static int step(pto_node *n, bool may_dispatch) {
  * fails to start exits, which reap() sees.) */
 bool node_anything(void *arg) {
   pto_node *n = arg;
+  /* relaxed: a wake-up hint; node_mpi_wake re-reads with acquire */
+  if (atomic_load_explicit(&n->cancel_arrived, memory_order_relaxed)) return true;
   for (int s = 0; s < n->nchildren; s++) {
     child_slot *c = &n->child[s];
     /* relaxed: a wake-up hint; step() re-reads with acquire */

@@ -191,3 +191,12 @@ if(PTO_HAVE_MPI)
   pto_add_mpi_test(NAME node_schedule_rma NP 2 COMMAND test_node_mpi_schedule TIMEOUT 120
                    RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
 endif()
+
+# A chip of a group task that fails cancels the task on its group's other
+# chips at once under mpirun too: rank 0's relay forwards the cancel, the
+# chip rank's relay puts it into its mailbox (docs/node.md, "Deadlines and
+# failure"); on shared windows and on MPI RMA windows, each chip a rank.
+pto_add_mpi_test(NAME node_group_failure NP 3 COMMAND test_node_group_failure TIMEOUT 120
+                 RESOURCE_LOCK pto_devices)
+pto_add_mpi_test(NAME node_group_failure_rma NP 3 COMMAND test_node_group_failure TIMEOUT 120
+                 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
