@@ -528,8 +528,6 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
    * mismatch that was never made instead of why the call ended */
   if (!ok || w.cancelled) {
     const char *name = kind_name(k->d.kind);
-    uint64_t seen =
-        atomic_load_explicit(&table_slot(k, w.next, (int32_t)k->d.seq)->gen, memory_order_relaxed);
     char stop[160];
     if (comm_stopping(k->c))
       return comm_fail_secondary(
@@ -538,12 +536,15 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
           "call",
           name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me, w.next);
     if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
-    return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
-                     "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
-                     " ms for rank %d's call #%" PRId64 " (its call table holds call #%u of "
-                     "task epoch %u) (task epoch %u)",
-                     name, k->d.seq, k->dom, k->me, ms, w.next, k->d.seq, (unsigned)(uint32_t)seen,
-                     (unsigned)(seen >> 32), k->c->epoch);
+    /* what its table's slot holds says nothing more: an older call, or
+     * another view's bytes when it called elsewhere */
+    return comm_fail(
+        k->c, PTO_EWAIT_TIMEOUT,
+        "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
+        " ms for rank %d's call #%" PRId64 " on the scratch view at window offset %" PRIu64
+        ", which rank %d has not made there (it did not call, or called on "
+        "another scratch view or buffer) (task epoch %u)",
+        name, k->d.seq, k->dom, k->me, ms, w.next, k->d.seq, k->view_at, w.next, k->c->epoch);
   }
   const unsigned char *descs[PTO_COMM_MAX_RANKS];
   for (int p = 0; p < k->n; p++)
