@@ -138,6 +138,17 @@ int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank);
 /* Phase 2: after the allocation barrier. Details of a failure as open's. */
 int comm_domain_attach(pto_comm *c, int32_t id);
 void comm_domain_close(pto_comm *c, int32_t id, bool unlink);
+/* The cancel word (pto_comm.cancel) of the task of mailbox generation gen
+ * (never 0), cancelled as chip `failed` failed. */
+static inline uint64_t comm_cancel_word(uint32_t gen, int failed) {
+  return (uint64_t)gen << 32 | (uint32_t)(failed + 1);
+}
+/* The chip whose failure cancelled the task of generation gen, by word;
+ * -1 when the word names another task, or none (0). */
+static inline int comm_cancel_by(uint64_t word, uint32_t gen) {
+  return word && (uint32_t)(word >> 32) == gen ? (int)(uint32_t)word - 1 : -1;
+}
+
 /* Must this chip's waits end now: has the node stopped the chip
  * (c->stop) or cancelled the node task it runs (c->cancel)? */
 bool comm_stopping(const pto_comm *c);

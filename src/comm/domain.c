@@ -82,8 +82,8 @@ static bool stopped(const pto_comm *c) {
 /* The chip whose failure cancelled this chip's task, or -1. */
 static int cancelled_by(const pto_comm *c) {
   /* relaxed: the word carries its whole meaning; nothing is published with it */
-  uint64_t w = c->cancel ? atomic_load_explicit(c->cancel, memory_order_relaxed) : 0;
-  return w && (uint32_t)(w >> 32) == c->task_gen ? (int)(uint32_t)w - 1 : -1;
+  return comm_cancel_by(c->cancel ? atomic_load_explicit(c->cancel, memory_order_relaxed) : 0,
+                        c->task_gen);
 }
 
 bool comm_stopping(const pto_comm *c) { return c && (stopped(c) || cancelled_by(c) >= 0); }

@@ -71,6 +71,18 @@ void mbox_reply(node_mbox *mb, const node_reply *r, pto_event *parent) {
   pto_event_signal(parent);
 }
 
+void mbox_cancel(node_mbox *mb, uint32_t gen, int failed) {
+  /* relaxed: the word is the whole message; nothing is published with it */
+  atomic_store_explicit(&mb->cancel, comm_cancel_word(gen, failed), memory_order_relaxed);
+}
+
+bool mbox_cancel_relay(node_mbox *mb, uint64_t w, uint32_t remote, uint32_t local, bool replied) {
+  int failed = comm_cancel_by(w, remote);
+  if (failed < 0 || !local || replied) return false;
+  mbox_cancel(mb, local, failed);
+  return true;
+}
+
 void mbox_set_state(node_mbox *mb, child_state s, pto_event *parent) {
   /* release: everything the child set up before reporting is visible */
   atomic_store_explicit(&mb->state, (uint32_t)s, memory_order_release);

@@ -113,6 +113,17 @@ void mbox_reply(node_mbox *mb, const node_reply *r, pto_event *parent);
 bool mbox_peek(node_mbox *mb, uint32_t last, node_frame *f);
 /* Relay: the remote child took gen. */
 void mbox_mark_taken(node_mbox *mb, uint32_t gen);
+/* Parent: the task of frame gen, which the child runs, is cancelled, as
+ * chip `failed` of its group failed (comm.h, pto_comm.cancel: its waits
+ * end). */
+void mbox_cancel(node_mbox *mb, uint32_t gen, int failed);
+/* Relay on a chip rank (mpi_relay.c), standing in for the parent: rank 0's
+ * cancel word w (0: none) for its frame `remote`, which this mailbox runs
+ * as its own frame `local` (0: none yet), `replied` or not. Stores it in
+ * the local generation when it names that frame and no reply went; false
+ * otherwise (a word for a frame that has not come yet applies once it
+ * has: call again; one for a frame that ended here, never). */
+bool mbox_cancel_relay(node_mbox *mb, uint64_t w, uint32_t remote, uint32_t local, bool replied);
 /* Child: reports start-up success or failure. */
 void mbox_set_state(node_mbox *mb, child_state s, pto_event *parent);
 child_state mbox_state(node_mbox *mb);

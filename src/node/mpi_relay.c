@@ -416,11 +416,8 @@ static bool rank_relay_pass(rank_relay *rr) {
    * differ in tag) goes into this mailbox, in its generation; one of a task
    * that ended here is dropped */
   uint64_t w = rr->cancel_in;
-  if (w && w != rr->cancel_applied && rr->local_gen && !rr->reply_sent &&
-      (uint32_t)(w >> 32) == rr->remote_gen) {
-    /* relaxed: the word is the whole message, as on rank 0 */
-    atomic_store_explicit(&mb->cancel, (uint64_t)rr->local_gen << 32 | (uint32_t)w,
-                          memory_order_relaxed);
+  if (w != rr->cancel_applied &&
+      mbox_cancel_relay(mb, w, rr->remote_gen, rr->local_gen, rr->reply_sent)) {
     relay_send(rr->comm, 0, T_CANCELLED, &w, sizeof w);
     rr->cancel_applied = w;
     busy = true;

@@ -121,9 +121,7 @@ static void cancel_parts(pto_node *n, const node_task *t, int failed) {
   for (int s = 0; s < n->cfg.nchips; s++) {
     const child_slot *c = &n->child[s];
     if (s == failed || c->task != t->id || !c->gen) continue;
-    /* relaxed: the word is the whole message; nothing is published with it */
-    atomic_store_explicit(&n->ctl->mbox[s].cancel, (uint64_t)c->gen << 32 | (uint32_t)(failed + 1),
-                          memory_order_relaxed);
+    mbox_cancel(&n->ctl->mbox[s], c->gen, failed);
     comm_wake(&n->observer, s);
     if (c->kind == SLOT_RANK) node_mpi_posted(n, s); /* the relay forwards it */
   }
