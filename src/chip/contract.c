@@ -501,8 +501,8 @@ static void part_run(part *p) {
   atomic_store_explicit(cur, p->ctx.task_id, memory_order_relaxed); /* watchdog, advisory */
   p->rc = p->fn(&p->ctx);
   atomic_store_explicit(cur, PTO_TASK_NONE, memory_order_relaxed);
-  const char *w = p->rc ? kernel_why_take(&p->ctx) : "";
-  snprintf(p->why, sizeof p->why, "%s", w);
+  const char *w = kernel_why_take(&p->ctx); /* taken when it succeeds too */
+  snprintf(p->why, sizeof p->why, "%s", p->rc ? w : "");
 }
 
 static void *part_main(void *arg) {

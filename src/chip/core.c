@@ -184,6 +184,8 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   atomic_store_explicit(&c->cur_task, id, memory_order_relaxed); /* watchdog, advisory */
   int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
   atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
+  /* taken when it succeeds too: a reason it gave stays with this block */
+  const char *why = kernel_why_take(&ctx);
   if (timed) {
     uint64_t d = pto_now_ns() - t0;
     uint64_t avg = atomic_load_explicit(&c->block_ns, memory_order_relaxed);
@@ -202,7 +204,6 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   }
   if (rc != 0) {
     int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
-    const char *why = kernel_why_take(&ctx); /* pto_kctx_fail's reason, if it gave one */
     run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d%s%s", k->name,
              block, block_num, c->id, rc, why[0] ? ": " : "", why);
   }

@@ -1,7 +1,8 @@
 /* kernel_why.c — pto_kctx_fail: a failing kernel's reason, in a buffer of
  * the thread running it (a kernel runs on one core thread from start to
- * return), tagged with its block so that a reason left by a kernel that
- * then returned 0 is never attached to another block's failure. */
+ * return), tagged with its block, and taken after every block (core.c,
+ * contract.c), so that a reason given by a kernel that then returned 0 is
+ * never attached to another block's failure, in this run or a later one. */
 #include "chip/kernel_why.h"
 
 #include <stdarg.h>
@@ -27,6 +28,7 @@ int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...) {
 }
 
 const char *kernel_why_take(const pto_kctx *ctx) {
+  if (why.task == PTO_TASK_NONE) return ""; /* the common case: no reason given */
   const bool mine =
       why.task == ctx->task_id && why.block == ctx->block_idx && why.core == ctx->core_id;
   why.task = PTO_TASK_NONE;

@@ -1,0 +1,76 @@
+/* test_kernel_why.c — a kernel's reason (pto_kctx_fail) names only its own
+ * block's failure. A kernel that gives a reason and then returns 0 leaves
+ * it behind no more: the next run's failure of another kernel on the same
+ * core thread, whose task, block and core are the same numbers (task ids
+ * restart at 0 every run), is reported without it. Plainly and in checking
+ * mode (whose units run on threads of their own, contract.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pto/pto.h"
+
+static int k_warn = -1, k_plain = -1, k_reason = -1;
+
+static int warn(const pto_kctx *c) { /* a reason, then success */
+  pto_kctx_fail(c, PTO_EKERNEL, "a reason of run 1");
+  return 0;
+}
+static int plain(const pto_kctx *c) { /* fails, gives no reason */
+  (void)c;
+  return -1;
+}
+static int reason(const pto_kctx *c) { return pto_kctx_fail(c, PTO_EKERNEL, "its own reason"); }
+
+static void orch_one(pto_orch *o, void *arg) { pto_submit_v(o, *(int *)arg); }
+
+static void stale_reason(bool check) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.aic_per_cluster = 0;
+  cfg.aiv_per_cluster = 1; /* one core: every block on the same thread */
+  cfg.check = check;
+  pto_chip *chip;
+  pto_error_info e;
+  assert_int_equal(pto_chip_create_ex(&cfg, &chip, &e), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "warn", warn, &k_warn), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "plain_fail", plain, &k_plain), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "reason", reason, &k_reason), 0);
+  for (int round = 0; round < 3; round++) {
+    assert_int_equal(pto_chip_run(chip, orch_one, &k_warn, NULL, &e), 0);
+    int rc = pto_chip_run(chip, orch_one, &k_plain, NULL, &e);
+    printf("check %d, run after a kept reason: %s: %s\n", check, pto_status_name(rc), e.details);
+    assert_int_equal(rc, PTO_EINVAL); /* -1 is a pto status */
+    assert_string_equal(e.kernel, "plain_fail");
+    if (strstr(e.details, "run 1")) fail_msg("a reason of another run: %s", e.details);
+    /* a kernel's own reason still comes with its own failure */
+    rc = pto_chip_run(chip, orch_one, &k_reason, NULL, &e);
+    assert_int_equal(rc, PTO_EKERNEL);
+    assert_non_null(strstr(e.details, ": its own reason"));
+  }
+  pto_chip_destroy(chip);
+}
+
+static void test_no_reason_from_an_earlier_run(void **state) {
+  (void)state;
+  stale_reason(false);
+}
+
+static void test_no_reason_from_an_earlier_run_checked(void **state) {
+  (void)state;
+  stale_reason(true);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_no_reason_from_an_earlier_run),
+      cmocka_unit_test(test_no_reason_from_an_earlier_run_checked),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
