@@ -503,7 +503,7 @@ static void run_reset(pto_run *r) {
     drain_part_init(&sc->drain, s);
     sc->trace_att = 0;
     sc->first_ns = sc->last_ns = 0;
-    sc->blocks = sc->steals = 0;
+    sc->steals = 0;
     sc->trace_track = 0;
     /* every core idle */
     for (int t = 0; t < 2; t++) { /* PTO_CORE_AIC, PTO_CORE_AIV */
@@ -525,6 +525,7 @@ static void run_reset(pto_run *r) {
     atomic_store_explicit(&co->cur_task, PTO_TASK_NONE, memory_order_relaxed);
     co->first_ns = 0;
     co->nblocks = 0;
+    co->ran = 0;
     atomic_store_explicit(&co->block_ns, 0, memory_order_relaxed);
     co->holds = 0;
     co->running = NULL;
@@ -688,7 +689,6 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
   st->orch_us = span_us(r->orch_start_ns, r->orch_end_ns);
   uint64_t s0 = UINT64_MAX, s1 = 0, d0 = UINT64_MAX, d1 = 0;
   for (int s = 0; s < r->nsched; s++) {
-    st->blocks += r->scheds[s].blocks;
     st->steals += r->scheds[s].steals;
     if (!r->scheds[s].first_ns) continue;
     if (r->scheds[s].first_ns < s0) s0 = r->scheds[s].first_ns;
@@ -720,9 +720,10 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats 
   for (int i = 0; i < r->ncores; i++) {
     st->pull_holds += r->cores[i].holds;
     st->handoffs += r->cores[i].handoffs;
+    /* counted where they run: a block placed and then dropped by a failed
+     * run is no block executed */
+    st->blocks += r->cores[i].ran;
   }
-  /* run where their producers ended, by no pass (handoff.h) */
-  st->blocks += st->handoffs;
   st->blocks += r->contract_blocks; /* checking mode ran them (contract.c) */
 }
 

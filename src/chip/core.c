@@ -182,6 +182,9 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   if (!c->first_ns) c->first_ns = t0;
   if (gang) note_cohort_start(t, t0);
   atomic_store_explicit(&c->cur_task, id, memory_order_relaxed); /* watchdog, advisory */
+  /* a MIX block spans cores: its first part (the AIC's) counts the block */
+  const int part = c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0);
+  c->ran += part == 0;
   int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
   atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
   /* taken when it succeeds too: a reason it gave stays with this block */
@@ -194,7 +197,6 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   if (r->trace) {
     uint64_t t1 = pto_now_ns();
     /* A MIX block spans cores: the first records the block, the others its parts. */
-    int part = c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0);
     if (part == 0 && !mark)
       trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, block);
     else if (part == 0) /* a COMMUTE task's blocks: "commute": its priority */

@@ -286,6 +286,9 @@ typedef struct core {
   uint64_t handoffs; /* core-private until join: blocks it kept and ran (handoff.h) */
   uint64_t first_ns; /* first block start; core-private until join */
   uint32_t nblocks;  /* core-private: blocks run this run (pull_hold.h) */
+  /* core-private until join: kernel blocks whose first part it called this
+   * run (a MIX block's AIC, or its one core): pto_run_stats.blocks */
+  uint64_t ran;
   /* timed blocks' running average, 0: none yet; written by the core only,
    * read by the orchestrator too (spread.c; relaxed: a hint) */
   _Atomic uint64_t block_ns;
@@ -326,7 +329,6 @@ typedef struct sched {
   PTO_LINE_ALIGNED bool wake_pending; /* it made tasks ready in this pass */
   bool again;                         /* its last pass moved the drain */
   bool starved;                       /* its pass left blocks queued for want of wake budget */
-  uint64_t blocks;                    /* blocks it dispatched this run */
   uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
   /* its cores by type (PTO_CORE_AIC, PTO_CORE_AIV) and blocks in flight:
    * idle ones (published: idle), ones with a pending block (published:

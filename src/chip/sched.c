@@ -819,7 +819,6 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
    * anyway; taken as starved, a stale pending hint made passes repeat
    * forever (each found room, took nothing, and was short again) */
   if (short_of_budget) s->starved = true;
-  s->blocks += (uint64_t)placed;
   return placed > 0;
 }
 
@@ -982,7 +981,6 @@ static void gang_stage(sched *s, task *t, int first, int n) {
   int got = placements(s, t->shape, 0, s->spots, n, NULL);
   for (int i = 0; i < got; i++)
     place_block(s, &s->spots[i * per], t, first + i, per);
-  s->blocks += (uint64_t)got;
   if (got < n)
     run_fail(s->run, PTO_ESCHED_TIMEOUT, t->id, -1,
              "scheduler %d could stage only %d of %d blocks of sync_start task %lld", s->id, got, n,

@@ -277,7 +277,6 @@ static void block_ended(sched_ctl *x, task *t, int32_t block, const int *cores, 
   int units = 0;
   for (int j = 0; j < n; j++) {
     core *c = &r->cores[cores[j]];
-    r->scheds[c->sched].blocks += j == 0;
     c->seen = c->issued;
     if (c->slot[c->issued & 1].deferred) /* it completes when its token comes */
       act_add(x, ACT_ASYNC, t, block, 0, pct_prio_last(&x->pct));

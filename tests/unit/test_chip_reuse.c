@@ -786,6 +786,58 @@ static void test_failed_run_with_work_queued(void **state) {
     }
 }
 
+/* pto_run_stats.blocks counts the kernel blocks that ran, in a failed run
+ * too: 40 tasks of 3 blocks, task `fail_at` failing (its kernel is called),
+ * the others counting their calls; blocks placed on cores and then dropped
+ * by the stopping run are none. Before, they were counted where placed: 9
+ * blocks for 1 call, 23 for 15. */
+static _Atomic int calls;
+static int k_count_id, k_fail_id;
+static int k_count(const pto_kctx *c) {
+  (void)c;
+  atomic_fetch_add(&calls, 1);
+  struct timespec ts = {0, 100 * 1000};
+  nanosleep(&ts, NULL); /* long enough for others to be placed meanwhile */
+  return 0;
+}
+static int k_fail_planned(const pto_kctx *c) {
+  atomic_fetch_add(&calls, 1);
+  return pto_kctx_fail(c, PTO_EKERNEL, "planned");
+}
+static void count_orch(pto_orch *o, void *arg) {
+  int fail_at = *(int *)arg;
+  for (int i = 0; i < 40; i++)
+    if (pto_submit_v(o, i == fail_at ? k_fail_id : k_count_id, PTO_BLOCKS(3))) return;
+}
+
+static void test_blocks_counted_where_they_ran(void **state) {
+  (void)state;
+  for (int threads = 0; threads < 2; threads++) {
+    pto_chip_config cfg;
+    pto_chip_config_init(&cfg);
+    cfg.clusters = 2;
+    cfg.sched_threads = threads;
+    pto_chip *chip;
+    assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+    assert_int_equal(pto_kernel_register_aiv(chip, "count", k_count, &k_count_id), PTO_OK);
+    assert_int_equal(pto_kernel_register_aiv(chip, "fail", k_fail_planned, &k_fail_id), PTO_OK);
+    static const int fail_at[] = {-1, 0, 5, 39, 3, -1};
+    for (int j = 0; j < 6; j++) {
+      atomic_store(&calls, 0);
+      pto_run_stats st;
+      pto_error_info err;
+      int rc = pto_chip_run(chip, count_orch, (void *)&fail_at[j], &st, &err);
+      printf("%s, task %d fails: %s, %llu blocks counted, %d kernel calls\n",
+             threads ? "sched_threads" : "role", fail_at[j], pto_status_name(rc),
+             (unsigned long long)st.blocks, atomic_load(&calls));
+      assert_int_equal(rc, fail_at[j] < 0 ? PTO_OK : PTO_EKERNEL);
+      assert_int_equal(st.blocks, (uint64_t)atomic_load(&calls));
+      if (fail_at[j] < 0) assert_int_equal(st.blocks, 120);
+    }
+    pto_chip_destroy(chip);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_many_runs_varied),
@@ -796,6 +848,7 @@ int main(void) {
       cmocka_unit_test(test_run_wakes_only_its_cores),
       cmocka_unit_test(test_watchdog_window_per_run),
       cmocka_unit_test(test_failed_run_with_work_queued),
+      cmocka_unit_test(test_blocks_counted_where_they_ran),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
