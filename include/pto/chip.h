@@ -141,9 +141,13 @@ typedef struct pto_error_info {
  * allowed range, e.g. "pto_chip_config: clusters = 0, must be 1..4096". */
 PTO_API int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err);
 
+/* A run that ends with a thread still inside a kernel (it ignored
+ * pto_kctx_cancelled past shutdown_ms) reports tasks, host_us and orch_us
+ * only: that thread may still change the rest. */
 typedef struct pto_run_stats {
   uint64_t tasks;      /* tasks submitted (dummy tasks included) */
-  uint64_t blocks;     /* kernel blocks executed */
+  uint64_t blocks;     /* kernel blocks executed (where they ran: a failed run's dropped ones
+                          are none) */
   double host_us;      /* whole pto_chip_run call */
   double device_us;    /* first to last core/scheduler activity (see sched_us) */
   double orch_us;      /* orchestration function span */

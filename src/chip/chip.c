@@ -682,11 +682,14 @@ static bool no_async_calls(void *p) {
 
 static double span_us(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1000.0 : 0.0; }
 
-static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, pto_run_stats *st) {
+/* The run's figures; `whole`: no thread is left inside it, else only the
+ * orchestrator's own (the threads' counters may still change). */
+static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, bool whole, pto_run_stats *st) {
   memset(st, 0, sizeof *st);
   st->tasks = (uint64_t)atomic_load(&r->submitted);
   st->host_us = span_us(host0, host1);
   st->orch_us = span_us(r->orch_start_ns, r->orch_end_ns);
+  if (!whole) return;
   uint64_t s0 = UINT64_MAX, s1 = 0, d0 = UINT64_MAX, d1 = 0;
   for (int s = 0; s < r->nsched; s++) {
     st->steals += r->scheds[s].steals;
@@ -835,9 +838,14 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   schedule_end(r, chip->stuck || chip->broken); /* the record, whatever the result */
   orch_end(r);
   uint64_t host1 = pto_now_ns();
-  if (r->trace && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
-  if (r->trace) chip->trace_task_end = trace_task_end(r->trace);
-  if (r->trace && chip->trace_path) {
+  /* A thread still inside (stuck) may still write the trace and its
+   * counters: neither is read (a late kernel's slice reallocated its
+   * track while the file was written). The stats then carry the
+   * orchestrator's figures only, and no trace file is written. */
+  const bool whole = !chip->stuck;
+  if (r->trace && whole && chip->trace_origin_ns) trace_set_origin(r->trace, chip->trace_origin_ns);
+  if (r->trace && whole) chip->trace_task_end = trace_task_end(r->trace);
+  if (r->trace && whole && chip->trace_path) {
     /* A trace that cannot be written fails a run that succeeded, and says
      * which file and why (the first error of a failed run stays its cause).
      * Dropped events (PTO_ENOMEM) do not: the file says how many
@@ -847,8 +855,15 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     if (wrc && wrc != PTO_ENOMEM) run_fail(r, wrc, PTO_TASK_NONE, -1, "%s", why);
   }
   rc = atomic_load(&r->status);
-  if (stats) run_stats(r, host0, host1, stats);
-  if (err) *err = r->err;
+  if (stats) run_stats(r, host0, host1, whole, stats);
+  if (err) {
+    *err = r->err;
+    if (r->trace && !whole && chip->trace_path) { /* its cause stays first */
+      size_t n = strlen(err->details);
+      snprintf(err->details + n, sizeof err->details - n,
+               "; no trace written to %s (a thread was still inside the run)", chip->trace_path);
+    }
+  }
   if (r->trace && !chip->stuck) { /* a thread still inside may write to it */
     trace_destroy(r->trace);
     r->trace = NULL;

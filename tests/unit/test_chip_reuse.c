@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -472,12 +473,26 @@ static void test_straggler_does_not_reach_next_run(void **state) {
   pto_chip *chip = make_chip(1, 10000, 100);
   strag s = {.with_stuck = 1};
   pto_error_info err;
+  /* traced: run N's trace (and its threads' counters) may still change
+   * under a thread left inside, so neither is read (before, the trace was
+   * written while the late kernel's thread could still append to it) */
+  char trace[64];
+  snprintf(trace, sizeof trace, "/tmp/pto_strag_%d.json", (int)getpid());
+  unlink(trace);
+  assert_int_equal(pto_chip_set_trace(chip, trace), PTO_OK);
   /* run N: a kernel fails while another never looks at cancellation */
-  int rc = pto_chip_run(chip, strag_orch, &s, NULL, &err);
+  pto_run_stats st_n;
+  int rc = pto_chip_run(chip, strag_orch, &s, &st_n, &err);
   printf("run N: %s: %s\n", pto_status_name(rc), err.details);
   assert_int_equal(rc, PTO_EKERNEL);
   if (!strstr(err.details, "did not leave the run"))
     fail_msg("run N's error does not say that core 0 is still inside it: \"%s\"", err.details);
+  if (!strstr(err.details, "no trace written"))
+    fail_msg("run N's error does not say its trace was not written: \"%s\"", err.details);
+  assert_int_equal(access(trace, F_OK), -1);
+  assert_int_equal(st_n.tasks, 2);
+  assert_int_equal(st_n.blocks, 0); /* the orchestrator's figures only */
+  assert_int_equal(pto_chip_set_trace(chip, NULL), PTO_OK);
   /* run N+1, the straggler still inside: refused, naming the core */
   s.with_stuck = 0;
   rc = pto_chip_run(chip, strag_orch, &s, NULL, &err);
@@ -508,9 +523,12 @@ static void test_straggler_does_not_reach_next_run(void **state) {
   } while (rc);
   for (int i = 0; i < 16; i++)
     assert_int_equal(s.a[i], 100 + i);
-  /* and again, with the error record clean */
+  /* and again, with the error record clean, traced */
   memset(s.a, 0, sizeof s.a);
+  assert_int_equal(pto_chip_set_trace(chip, trace), PTO_OK);
   assert_int_equal(pto_chip_run(chip, strag_orch, &s, NULL, &err), PTO_OK);
+  assert_int_equal(access(trace, F_OK), 0);
+  unlink(trace);
   assert_int_equal(err.code, PTO_OK);
   assert_int_equal(err.task_id, PTO_TASK_NONE);
   assert_int_equal(s.a[15], 115);
