@@ -44,6 +44,13 @@ int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
 static int complete(pto_run *r, uint64_t token) {
   uint32_t slot = (uint32_t)(token & 0xffffu);
   uint64_t gen = token >> 16;
+  if (gen == 0) { /* generations start at 1: no run handed it out */
+    run_fail(r, PTO_EASYNC_INVALID, PTO_TASK_NONE, -1,
+             "async completion token 0x%llx was never handed out (generation 0: a token "
+             "variable never set by pto_kctx_async_begin?)",
+             (unsigned long long)token);
+    return PTO_EASYNC_INVALID;
+  }
   /* a straggler of an earlier run (its block ended with that run) is
    * refused without touching this run: every generation handed out before
    * this run began is at most async_gen0 */

@@ -97,6 +97,41 @@ static void test_token_from_65536_runs_ago(void **state) {
   assert_int_equal(rc, PTO_OK); /* chip.h: a token of an earlier run leaves this one alone */
 }
 
+/* A token never handed out (0: a variable pto_kctx_async_begin never set)
+ * fails the run at once, naming it; before, it passed for an earlier
+ * run's and the run waited for its real completion until the watchdog. */
+static void zero_token_run(pto_orch *o, void *arg) {
+  int *rc = arg;
+  pto_submit(o, k_async, NULL, NULL, NULL);
+  uint64_t real = wait_token();
+  *rc = pto_chip_async_complete(pto_orch_chip(o), 0);
+  (void)real; /* never completed: the run ends on the bad token */
+}
+
+static void test_zero_token_fails_the_run(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.watchdog_ms = 60000; /* what ends the run must not be the watchdog */
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "async", async_kernel, &k_async), PTO_OK);
+  int rc_complete = 0;
+  pto_error_info err;
+  int rc = pto_chip_run(chip, zero_token_run, &rc_complete, NULL, &err);
+  printf("token 0: %s; run: %s: %s\n", pto_status_name(rc_complete), pto_status_name(rc),
+         err.details);
+  assert_int_equal(rc_complete, PTO_EASYNC_INVALID);
+  assert_int_equal(rc, PTO_EASYNC_INVALID);
+  assert_non_null(strstr(err.details, "never handed out"));
+  /* and the next run is whole */
+  stale_st st = {0};
+  assert_int_equal(pto_chip_run(chip, first_run, &st, NULL, &err), PTO_OK);
+  assert_int_equal(st.rc_first, PTO_OK);
+  pto_chip_destroy(chip);
+}
+
 /* ---- a completer racing with the end of runs ---- */
 
 #define RUNS 60
@@ -170,6 +205,7 @@ static void test_late_completer_races_teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_token_from_65536_runs_ago),
+      cmocka_unit_test(test_zero_token_fails_the_run),
       cmocka_unit_test(test_late_completer_races_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
