@@ -601,8 +601,10 @@ static bool run_end(pto_run *r, uint64_t phase) {
   pto_task_id id =
       stuck >= 0 ? atomic_load_explicit(&r->cores[stuck].cur_task, memory_order_relaxed) : -1;
   char who[64];
-  if (stuck >= 0)
+  if (stuck >= 0 && id >= 0)
     snprintf(who, sizeof who, "core %d (task %lld)", stuck, (long long)id);
+  else if (stuck >= 0) /* its kernel returned; it has not left yet */
+    snprintf(who, sizeof who, "core %d (its kernel just returned)", stuck);
   else if (w.from < r->ncores + r->nsched)
     snprintf(who, sizeof who, "scheduler thread %d", w.from - r->ncores);
   else
