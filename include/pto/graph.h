@@ -100,6 +100,9 @@ typedef struct pto_graph_bindings {
 PTO_API int pto_graph_launch(pto_chip *chip, pto_graph *graph, const pto_graph_bindings *bindings,
                              pto_run_stats *stats, pto_error_info *err);
 
+/* Frees graph. During its own launch (from a kernel, or another thread)
+ * the launch goes on and frees it as it ends; the graph may not be
+ * launched again. */
 PTO_API void pto_graph_destroy(pto_graph *graph);
 
 #ifdef __cplusplus

@@ -179,8 +179,12 @@ int pto_graph_capture(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **gra
   return PTO_OK;
 }
 
-void pto_graph_destroy(pto_graph *g) {
-  if (!g) return;
+/* A graph's launch state (g->busy): idle, being launched, or destroyed
+ * while it was being launched (its launch frees it as it ends: a kernel or
+ * another thread may destroy it mid-launch, whose tasks point into it). */
+enum { GRAPH_IDLE = 0, GRAPH_LAUNCHING, GRAPH_DOOMED };
+
+static void graph_free(pto_graph *g) {
   free(g->tasks);
   free(g->views);
   free(g->args);
@@ -200,6 +204,16 @@ void pto_graph_destroy(pto_graph *g) {
   free(g->run_cm);
   free(g->bases);
   free(g);
+}
+
+void pto_graph_destroy(pto_graph *g) {
+  if (!g) return;
+  int launching = GRAPH_LAUNCHING;
+  /* mid-launch: its launch frees it (acq_rel: against the launch's end) */
+  if (atomic_compare_exchange_strong_explicit(&g->busy, &launching, GRAPH_DOOMED,
+                                              memory_order_acq_rel, memory_order_acquire))
+    return;
+  graph_free(g);
 }
 
 int pto_graph_get_info(const pto_graph *g, pto_graph_info *info) {
@@ -495,15 +509,19 @@ static int refuse(int rc, const char *why, pto_run_stats *stats, pto_error_info 
 int pto_graph_launch(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
                      pto_run_stats *stats, pto_error_info *err) {
   char why[400];
-  int idle = 0;
+  int idle = GRAPH_IDLE;
   if (!g) return refuse(PTO_EGRAPH, "graph is NULL", stats, err);
-  if (!atomic_compare_exchange_strong(&g->busy, &idle, 1))
+  if (!atomic_compare_exchange_strong(&g->busy, &idle, GRAPH_LAUNCHING))
     return refuse(PTO_EGRAPH, "the graph is being launched by another thread", stats, err);
   int rc = graph_check(chip, g, b, why, sizeof why);
   if (rc)
     refuse(rc, why, stats, err);
   else
     rc = pto_chip_run(chip, replay_orch, g, stats, err);
-  atomic_store(&g->busy, 0);
+  int launching = GRAPH_LAUNCHING;
+  /* destroyed meanwhile (pto_graph_destroy): freed now that nothing uses it */
+  if (!atomic_compare_exchange_strong_explicit(&g->busy, &launching, GRAPH_IDLE,
+                                               memory_order_acq_rel, memory_order_acquire))
+    graph_free(g);
   return rc;
 }

@@ -110,7 +110,8 @@ struct pto_graph {
   uint8_t **bases;     /* nbufs + 1: the last is the heap piece */
   bool rebased;
   /* a launch in progress: the arrays above are its (two threads launching
-   * one graph at once would write them under each other) */
+   * one graph at once would write them under each other); or destroyed
+   * during it, to be freed by it (graph.c: GRAPH_IDLE, _LAUNCHING, _DOOMED) */
   _Atomic int busy;
 };
 

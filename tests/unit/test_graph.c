@@ -495,6 +495,58 @@ static void orch_relaunch(pto_orch *o, void *arg) {
   pto_submit_v(o, kid_relaunch);
 }
 
+/* A graph destroyed during its own launch, by its first task's kernel:
+ * the launch goes on (its later tasks' views and scalars live in the
+ * graph) and frees it as it ends. Before, pto_graph_destroy freed it at
+ * once, and the later tasks read freed memory (ASan: heap-use-after-free
+ * in their arguments; Python's Graph.close from a kernel). */
+static pto_graph *doomed_graph;
+static int k_doom(const pto_kctx *c) {
+  if (c->scalars[0]) pto_graph_destroy(doomed_graph);
+  return 0;
+}
+static void orch_doom(pto_orch *o, void *arg) {
+  const int *ids = arg; /* the doomer's kernel id; its flag is launch scalar 0 */
+  pto_tensor y, x;
+  view(&x, X);
+  view(&y, Y);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_inout(&a, &y);
+  pto_args_scalar(&a, 0);
+  pto_submit(o, ids[0], &a, NULL, NULL);
+  for (int i = 0; i < 6; i++) /* y = y * 2 + x * 3 + i, after it */
+    submit(o, PTO_INOUT, &y, &x, (uint64_t)i, 1);
+}
+
+static void test_destroy_during_its_launch(void **state) {
+  (void)state;
+  pto_chip *chip = new_chip(2);
+  int ids[1];
+  assert_int_equal(pto_kernel_register_aiv(chip, "doom", k_doom, &ids[0]), PTO_OK);
+  fill(X, 3);
+  memset(Y, 0, sizeof Y);
+  assert_int_equal(pto_graph_capture(chip, orch_doom, ids, &doomed_graph, NULL, NULL), PTO_OK);
+  for (int i = 0; i < N; i++)
+    Y[i] = 1;
+  /* the doomer's flag, set: this launch destroys the graph; then each
+   * affine task's (k, rw) as captured */
+  uint64_t sc[13] = {1};
+  for (int i = 0; i < 6; i++)
+    sc[1 + 2 * i] = (uint64_t)i, sc[2 + 2 * i] = 1;
+  pto_graph_bindings b = {.scalars = sc, .nscalars = 13};
+  pto_error_info err;
+  int rc = pto_graph_launch(chip, doomed_graph, &b, NULL, &err);
+  if (rc) fail_msg("the launch that destroyed its graph: %s: %s", pto_status_name(rc), err.details);
+  for (int i = 0; i < N; i++) {
+    int32_t want = 1;
+    for (int k = 0; k < 6; k++)
+      want = want * 2 + X[i] * 3 + k;
+    if (Y[i] != want) fail_msg("y[%d] = %d, expected %d", i, Y[i], want);
+  }
+  pto_chip_destroy(chip); /* the graph is gone: ASan reports it if it leaked */
+}
+
 /* A graph outlives its chip, and a chip made afterwards, likely where the
  * destroyed one was (malloc gives the freed block back), is another chip:
  * the launch is refused. Before, a chip at the same address passed for
@@ -581,6 +633,7 @@ int main(void) {
       cmocka_unit_test(test_capture_keeps_needed_edges),
       cmocka_unit_test(test_launch_on_a_chip_made_in_place),
       cmocka_unit_test(test_launch_while_launched),
+      cmocka_unit_test(test_destroy_during_its_launch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
