@@ -43,6 +43,18 @@ static const char *refused(int argc, char *const *argv, const struct option *opt
   return optind - 1 < argc && optind >= 1 ? argv[optind - 1] : "?";
 }
 
+/* The option getopt_long refused with '?' (cmd: "pto run"): unknown, or a
+ * flag given a value (--check=yes: getopt_long refuses it naming the flag,
+ * which "unknown option 'check'" had then called unknown). */
+static int refused_opt(char *err, size_t n, const char *cmd, int argc, char *const *argv,
+                       const struct option *opts) {
+  for (int k = 0; optopt && opts[k].name; k++)
+    if (opts[k].val == optopt && opts[k].has_arg == no_argument)
+      return bad(err, n, "%s: --%s takes no value (got '%s')", cmd, opts[k].name,
+                 optind - 1 < argc && optind >= 1 ? argv[optind - 1] : opts[k].name);
+  return bad(err, n, "%s: unknown option '%s'", cmd, refused(argc, argv, opts));
+}
+
 const char *cli_int_range(cli_int which, int *min, int *max) {
   static const struct {
     const char *name;
@@ -151,7 +163,7 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
         return bad(err, n, "pto run: --%s needs a file name",
                    optopt == OPT_RECORD ? "record" : "replay");
       return bad(err, n, "pto run: --%s needs a positive integer", refused(argc, argv, run_opts));
-    default: return bad(err, n, "pto run: unknown option '%s'", refused(argc, argv, run_opts));
+    default: return refused_opt(err, n, "pto run", argc, argv, run_opts);
     }
     if (rc) return rc;
   }
@@ -199,7 +211,7 @@ static int parse_trace(int argc, char *const *argv, cli_args *a, char *err, size
       if (!nops) first = optind - 1;
       nops++;
       break;
-    default: return bad(err, n, "pto trace: unknown option '%s'", refused(argc, argv, trace_opts));
+    default: return refused_opt(err, n, "pto trace", argc, argv, trace_opts);
     }
   }
   if (optind < argc) { /* operands after "--": all of them there, or none */
@@ -253,7 +265,7 @@ int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *
         return bad(err, errlen, "pto --version: unexpected argument '%s'", argv[optind]);
       a->cmd = CLI_VERSION;
       return 0;
-    default: return bad(err, errlen, "pto: unknown option '%s'", refused(argc, argv, main_opts));
+    default: return refused_opt(err, errlen, "pto", argc, argv, main_opts);
     }
   }
   int at = optind;

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pto/status.h"
 
@@ -383,6 +384,12 @@ int trace_json_load(const char *path, trace_json_doc **out, char *err, size_t er
   FILE *f = fopen(path, "rb");
   if (!f) {
     if (err && errlen) snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    return PTO_ESYSTEM;
+  }
+  struct stat st; /* a directory opens, and its "size" was taken for the file's */
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    if (err && errlen) snprintf(err, errlen, "cannot read %s: %s", path, strerror(EISDIR));
     return PTO_ESYSTEM;
   }
   /* One allocation when the size is known; growth covers pipes. */

@@ -149,7 +149,13 @@ int rec_open(rec_reader *rd, const char *path, char *why, size_t n) {
       cap *= 2;
     }
   }
+  int read_errno = ferror(f) ? errno : 0; /* a directory opens, then reads fail */
   fclose(f);
+  if (read_errno) {
+    free(text);
+    snprintf(why, n, "schedule record %s: cannot read: %s", path, strerror(read_errno));
+    return -1;
+  }
   if (!text) {
     snprintf(why, n, "schedule record %s: out of memory reading it", path);
     return -1;

@@ -55,6 +55,12 @@ expect 2 "no scene or example named 'nosuch'" -- run nosuch
 expect 2 "--clusters needs an integer in 1\.\.[0-9]+, got 'x'" -- run vector_chain --clusters x
 expect 2 "--rounds needs a positive integer" -- run vector_chain --rounds
 expect 2 "unknown option '--bogus'" -- run vector_chain --bogus
+# a flag given a value: named as such (before: "unknown option 'check'")
+expect 2 "--check takes no value \(got '--check=yes'\)" -- run vector_chain --check=yes
+# a directory where a file goes: named (before: "out of memory reading", "truncated")
+mkdir -p "$tmp/adir.json"
+expect 1 "cannot read $tmp/adir.json: Is a directory" -- trace "$tmp/adir.json"
+expect 1 "cannot read: Is a directory" -- run vector_chain --replay "$tmp/adir.json"
 expect 2 "unknown command 'bogus'" -- bogus
 expect 2 'which trace file' -- trace
 expect 1 '/nonexistent-pto-dir/t.json: No such file or directory' -- trace /nonexistent-pto-dir/t.json
