@@ -5,16 +5,17 @@ import dataclasses
 import os
 import signal
 import threading
+from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from ._cint import set_int_field
+from ._cint import c_int, set_int_field
 from ._errors import error_from, error_from_info, invalid
 from ._kernel import PTO_EKERNEL, Kernel, as_spec, register
 from ._orch import Orch, count_of, scalar_bits
 from ._redux import ReduxOp, register_op, release_ops
-from ._tensor import array_desc, as_array
+from ._tensor import INPUT, array_desc, as_array
 from ._pto import ffi, lib
 
 CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", "task_slots",
@@ -83,6 +84,25 @@ class _Run:
         # launch puts back among the caller's (Graph)
         self.scalars_seen = 0
         self.hidden_scalars: Optional[List[tuple]] = None
+        # a capture: by base pointer, [first mode that writes it or None,
+        # {(shape, element strides): None}] of each array a task used
+        # (capture_use, _orch.py)
+        self.captured: Optional[Dict[int, list]] = None
+
+
+def file_name(path: Any, name: str, what: str) -> bytes:
+    """``path`` (a str, bytes or os.PathLike) as the bytes of a C file
+    name; InvalidArgumentError naming the option ``name`` otherwise (never
+    os.fsencode's bare TypeError)."""
+    try:
+        b = os.fsencode(path)
+    except TypeError:
+        raise invalid(f"{what}: {name} = {path!r} is not a file name (a str, bytes or "
+                      "os.PathLike)") from None
+    if not b or b"\0" in b:
+        raise invalid(f"{what}: {name} = {path!r} is not a file name ("
+                      + ("empty" if not b else "it contains a NUL byte") + ")")
+    return b
 
 
 def schedule_config(cfg, seed: Optional[int], record: Optional[str],
@@ -98,9 +118,7 @@ def schedule_config(cfg, seed: Optional[int], record: Optional[str],
     for field, path in (("record_path", record), ("replay_path", replay)):
         if path is None:
             continue
-        if not isinstance(path, (str, bytes, os.PathLike)) or not os.fsencode(path):
-            raise invalid(f"{what}: {field.split('_')[0]} = {path!r} is not a file name")
-        buf = ffi.new("char[]", os.fsencode(path))
+        buf = ffi.new("char[]", file_name(path, field.split('_')[0], what))
         keep.append(buf)
         setattr(cfg, field, buf)
     return keep
@@ -163,6 +181,8 @@ class Chip:
         lib.pto_chip_config_init(cfg)
         fill_chip_config(cfg, opts, "pto.Chip")
         paths = schedule_config(cfg, schedule_seed, record, replay)  # alive until create
+        # checked before the chip exists (a refusal leaves nothing to close)
+        trace_name = None if trace is None else file_name(trace, "trace", "pto.Chip")
         self._handle = ffi.new_handle(self)
         cfg.env = self._handle  # kernels find their chip (for Python kernel exceptions)
         self._keep: list = []
@@ -179,8 +199,8 @@ class Chip:
         self._chip = out[0]
         self._cfg = cfg
         self._check = bool(lib.pto_chip_get_config(self._chip).check)
-        if trace is not None:
-            self._trace = ffi.new("char[]", os.fsencode(trace))
+        if trace_name is not None:
+            self._trace = ffi.new("char[]", trace_name)
             rc = lib.pto_chip_set_trace(self._chip, self._trace)
             if rc:
                 self.close()
@@ -312,18 +332,22 @@ class Chip:
         chip = self._live()
         run = _Run(self, orchestrate, args)
         run.hidden_scalars = []
+        run.captured = {}
         out = ffi.new("pto_graph **")
         self._in_run("Chip.capture", run,
                      lambda h, st, err, sig: lib.pyk_graph_capture(chip, h, out, st, err, sig))
-        return Graph(self, out[0], run.keep, run.hidden_scalars)
+        return Graph(self, out[0], run.keep, run.hidden_scalars, run.captured)
 
     def launch(self, graph: "Graph", bind: Any = None, scalars: Any = None) -> RunStats:
         """Replay ``graph`` (captured on this chip) with new arrays bound:
         ``bind`` is a list of arrays in ``graph.buffers`` order (None keeps
         one) or a dict from buffer index (``graph.index(array)``) to array,
-        each of the captured one's dtype and byte span; ``scalars`` gives every
-        scalar argument anew, in submission order (``graph.scalars`` of
-        them). Refusals raise GraphError, and nothing runs."""
+        each of the captured one's dtype, shape and strides (so its byte
+        span), and writable where the graph's tasks write; ``scalars`` gives
+        every scalar argument anew, in submission order (``graph.scalars`` of
+        them). Refusals raise GraphError (InvalidArgumentError for an
+        argument of the wrong kind or a read-only array where a task
+        writes), and nothing runs."""
         chip = self._live()
         if not isinstance(graph, Graph) or graph._g is None:
             raise invalid("Chip.launch: not a live pto.Graph")
@@ -334,7 +358,11 @@ class Chip:
             ts = ffi.new("pto_tensor[]", max(len(news), 1))
             for i, a in enumerate(news):
                 if a is not None:
-                    d = array_desc(as_array(a, f"launch: buffer {i}"), 0, f"launch: buffer {i}")
+                    what = f"Chip.launch: buffer {i}"
+                    # a buffer the graph's tasks write is described as they
+                    # use it: a read-only array is refused, as in Chip.run
+                    d = array_desc(as_array(a, what), graph._writes[i], what)
+                    graph._check_layout(i, d)
                     ts[i].buf, ts[i].buf_bytes, ts[i].dtype = ffi.cast("void *", d[1]), d[2], d[3]
                     keep.append(a)
             b.buffers, b.nbuffers = ts, len(news)
@@ -381,6 +409,46 @@ class Chip:
             pass
 
 
+def _offsets(layout: tuple) -> np.ndarray:
+    """The element offsets a layout (shape, element strides) addresses."""
+    off = np.zeros(1, np.int64)
+    for n, st in zip(*layout):
+        off = (off[:, None] + np.arange(n, dtype=np.int64) * st).ravel()
+    return off
+
+
+def _show_layout(layout: tuple) -> str:
+    return f"shape {layout[0]}, element strides {layout[1]}"
+
+
+_EXACT_ELEMENTS = 1 << 20  # above: only a dense layout is known to hold the others
+
+
+def bindable_layouts(layouts: List[tuple]) -> tuple:
+    """(the layouts an array bound to a buffer may have, all captured
+    ones) for the captured layouts of the arrays at one base pointer: the
+    one layout, or of several those whose elements include every other's
+    (the graph's views of the others address those elements)."""
+    if len(layouts) == 1:
+        return layouts, layouts
+
+    def span(la):
+        return 1 + sum((n - 1) * st for n, st in zip(*la))
+
+    def size(la):
+        return int(np.prod(la[0]))
+
+    ok = []
+    for la in layouts:
+        if size(la) == span(la) and all(span(o) <= span(la) for o in layouts):
+            ok.append(la)  # dense: holds every element up to its span
+        elif sum(size(o) for o in layouts) <= _EXACT_ELEMENTS:
+            mine = _offsets(la)
+            if all(np.isin(_offsets(o), mine).all() for o in layouts if o is not la):
+                ok.append(la)
+    return ok, layouts
+
+
 class Graph:
     """An orchestration captured by ``Chip.capture``, replayed by
     ``Chip.launch``. ``buffers``: the arrays it bound, in order of first use
@@ -390,7 +458,8 @@ class Graph:
     anew; a Python kernel's own hidden one is not among them).
     It keeps its captured arrays alive; ``close`` frees it."""
 
-    def __init__(self, chip: Chip, g, keep: List[Any], hidden: List[tuple]):
+    def __init__(self, chip: Chip, g, keep: List[Any], hidden: List[tuple],
+                 captured: Dict[int, list]):
         self._g, self.chip = g, chip
         self._keep = list(keep)  # every object the capture's tasks used: launches use them too
         self._hidden = hidden  # (position, value) of each Python kernel's hidden scalar
@@ -404,9 +473,44 @@ class Graph:
                 by_ptr.setdefault(a.__array_interface__["data"][0], a)
         t = ffi.new("pto_tensor *")
         self.buffers: List[Optional[np.ndarray]] = []
+        # per buffer: the access mode a launch describes its array with (a
+        # writing one where a task writes it) and the layouts (shape,
+        # element strides) a bound array may have
+        self._writes: List[int] = []
+        self._layouts: List[Optional[tuple]] = []
         for i in range(info.buffers):
             lib.pto_graph_buffer(g, i, t)
-            self.buffers.append(by_ptr.get(int(ffi.cast("uintptr_t", t.buf))))
+            ptr = int(ffi.cast("uintptr_t", t.buf))
+            self.buffers.append(by_ptr.get(ptr))
+            rec = captured.get(ptr)
+            self._writes.append(INPUT if rec is None or rec[0] is None else rec[0])
+            self._layouts.append(None if rec is None else bindable_layouts(list(rec[1])))
+
+    def _check_layout(self, i: int, d: List[int]) -> None:
+        """GraphError unless the descriptor ``d`` of the array bound to
+        buffer ``i`` has a layout the graph's views of that buffer allow:
+        they address it by the captured offsets, so an array of another
+        shape or other strides would be read transposed or written outside
+        its elements."""
+        lay = self._layouts[i]
+        if lay is None:
+            return
+        nd = d[4]
+        got = (tuple(d[6:6 + nd]), tuple(d[11:11 + nd]))
+        ok, captured = lay
+        if got in ok:
+            return
+        show = _show_layout
+        if not ok:
+            why = ("it was captured as several views of one memory, none of which holds the "
+                   "others' elements (" + "; ".join(show(la) for la in captured) + "), so no "
+                   "array can stand for it")
+        else:
+            why = ("captured as " + " or ".join(show(la) for la in ok) + "; a bound array "
+                   "needs the captured one's shape and strides (np.ascontiguousarray or a "
+                   "copy in that layout)")
+        raise error_from(PTO_EGRAPH, f"Chip.launch refused: buffer {i} is bound to an array "
+                         f"of {show(got)}, {why}")
 
     def index(self, array: Any) -> int:
         """The buffer index of an array the capture bound (by identity)."""
@@ -431,15 +535,24 @@ class Graph:
         return bits
 
     def _bindings(self, bind: Any) -> List[Any]:
-        if isinstance(bind, dict):
+        if isinstance(bind, Mapping):
             news: List[Any] = [None] * len(self.buffers)
-            for i, new in bind.items():
-                if not isinstance(i, int) or not 0 <= i < len(news):
-                    raise invalid(f"Chip.launch: bind key {i!r} is not a buffer index "
-                                  f"(0..{len(news) - 1}; Graph.index finds one)")
+            for k, new in bind.items():
+                if not news:
+                    raise invalid(f"Chip.launch: bind key {k!r}: the graph bound no buffers")
+                # an int or a NumPy integer (never a bool): c_int's rule
+                i = c_int(k, "Chip.launch: bind key", "int64_t", lo=0, hi=len(news) - 1)
                 news[i] = new
             return news
-        news = list(bind)
+        if isinstance(bind, AbstractSet):
+            raise invalid(f"Chip.launch: bind: a {type(bind).__name__} has no order; pass a "
+                          "list in graph.buffers order or a dict from buffer index to array")
+        try:
+            news = list(bind)
+        except TypeError:
+            raise invalid(f"Chip.launch: bind: {type(bind).__name__} {bind!r} is not a list of "
+                          "arrays (in graph.buffers order) or a dict from buffer index to "
+                          "array") from None
         if len(news) != len(self.buffers):
             raise invalid(f"Chip.launch: bind lists {len(news)} arrays, the graph bound "
                           f"{len(self.buffers)}")

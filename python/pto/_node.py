@@ -13,13 +13,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _kernel
-from ._chip import fill_chip_config, schedule_config
+from ._chip import file_name, fill_chip_config, schedule_config
 from ._cint import c_int, set_int_field
 from ._errors import Error, check, error_from, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
 from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, scalar_bits
 from ._pto import ffi, lib
-from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, pto_dtype,
+from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, as_dtype, pto_dtype,
                       tensor_to_array)
 
 
@@ -394,7 +394,7 @@ class Node:
             cfg.device_ids = ids
             self._keepalive.append(ids)
         if trace is not None:
-            tp = ffi.new("char[]", os.fsencode(trace))
+            tp = ffi.new("char[]", file_name(trace, "trace", "pto.Node"))
             cfg.trace_path = tp
             self._keepalive.append(tp)
         self._specs: List[KernelSpec] = [as_spec(v, str(k)) for k, v in (kernels or {}).items()]
@@ -437,13 +437,17 @@ class Node:
         process at the same address): the only arrays node tasks accept
         besides window views. Lives as long as the array (and the node)."""
         node = self._live()
-        dt = np.dtype(dtype)
-        pto_dtype(dt, "host_array")
-        sh = ((c_int(shape, "host_array: shape", "int64_t"),) if np.isscalar(shape) else
-              tuple(c_int(s, f"host_array: shape[{i}]", "int64_t") for i, s in enumerate(shape)))
+        dt = as_dtype(dtype, "host_array: dtype")
+        pto_dtype(dt, "host_array: dtype")
+        # every dim >= 1 before anything is allocated (two negative dims
+        # would multiply to a positive size)
+        if np.isscalar(shape):
+            sh: Tuple[int, ...] = (c_int(shape, "host_array: shape", "int64_t", lo=1),)
+        else:
+            count_of(shape, "host_array: shape")
+            sh = tuple(c_int(s, f"host_array: shape[{i}]", "int64_t", lo=1)
+                       for i, s in enumerate(shape))
         n = math.prod(sh) * dt.itemsize
-        if n <= 0:
-            raise invalid(f"host_array: shape {sh} is empty")
         p = lib.pto_node_host_alloc(node, c_int(n, f"host_array: shape {sh}: bytes", "size_t"))
         if p == ffi.NULL:
             raise invalid(f"host_array: {n} bytes do not fit what is left of host_bytes")

@@ -5,6 +5,7 @@ import contextlib
 import operator
 import struct
 import threading
+from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Iterator, List, Sequence, Tuple, Union
 
 import numpy as np
@@ -88,11 +89,34 @@ class Task:
 
 def count_of(seq: Any, what: str) -> int:
     """len(seq), or InvalidArgumentError naming ``what`` when it has none (a
-    number where a list goes)."""
+    number where a list goes) or is no sequence: a dict (whose keys would
+    pass as the items) or a set (no order)."""
+    c = seq.__class__
+    if c is tuple or c is list:
+        return len(seq)
+    if isinstance(seq, (Mapping, AbstractSet)):
+        raise invalid(f"{what}: {c.__name__} {seq!r} is not a sequence (a mapping or set "
+                      "has no order of items; pass a list)")
     try:
         return len(seq)
     except TypeError:
-        raise invalid(f"{what}: {type(seq).__name__} {seq!r} is not a sequence") from None
+        raise invalid(f"{what}: {c.__name__} {seq!r} is not a sequence") from None
+
+
+def capture_use(cap: dict, mode: int, words: List[int]) -> None:
+    """Record, for a capture, one use of an array as a task argument (its
+    descriptor ``words`` after the mode): by base pointer, the first mode
+    that writes it and every layout (shape, element strides) it was used
+    with. A launch refuses a read-only array for a written buffer and an
+    array of another layout (Graph)."""
+    rec = cap.get(words[0])
+    if rec is None:
+        rec = cap[words[0]] = [None, {}]
+    m = mode & MODE_MASK
+    if rec[0] is None and m in WRITES:
+        rec[0] = m
+    nd = words[3]
+    rec[1][(tuple(words[5:5 + nd]), tuple(words[10:10 + nd]))] = None
 
 
 def task_id(d: Any, what: str = "deps") -> int:
@@ -158,6 +182,7 @@ class Orch:
         flat: List[int] = []
         news: List[int] = []
         cache = self._cache
+        cap = self._run.captured  # a capture: what each bound buffer's tasks do (Graph)
         for i, a in enumerate(args):
             mode = _MODE_OF.get(a.__class__)
             if mode is None and isinstance(a, (Arg, New)):  # a subclass
@@ -188,6 +213,8 @@ class Orch:
                     c[3] == obj.dtype and (mode & MODE_MASK not in WRITES or obj.flags.writeable)):
                 flat.append(mode)
                 flat += c[4]
+                if cap is not None:
+                    capture_use(cap, mode, c[4])
                 continue
             if isinstance(obj, View):
                 if obj._owner is not self._run:
@@ -198,6 +225,8 @@ class Orch:
             arr = as_array(obj, what)
             d = array_desc(arr, mode, what)
             flat += d
+            if cap is not None:
+                capture_use(cap, mode, d[1:])
             self._run.keep.append(obj)  # alive (and not resizable) until the run ends
             if arr is not obj:
                 self._run.keep.append(arr)
@@ -317,7 +346,16 @@ class Orch:
         o = self._live("write")
         tmo = c_int(timeout_ms, "write: timeout_ms", "int64_t")
         t, shape, dt = self._tensor(x, "write", True)
-        src = np.ascontiguousarray(np.broadcast_to(np.asarray(data, dtype=dt), shape))
+        try:
+            src = np.asarray(data, dtype=dt)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise invalid(f"write: data ({type(data).__name__}) does not convert to "
+                          f"{dt}: {e}") from None
+        try:
+            src = np.ascontiguousarray(np.broadcast_to(src, shape))
+        except ValueError:
+            raise invalid(f"write: data of shape {src.shape} does not broadcast to the "
+                          f"shape {shape} of what it writes") from None
         check(lib.pto_orch_write(o, t, ffi.from_buffer(src), tmo), "write")
 
     def wait(self, task: Union[Task, int], timeout_ms: int = -1) -> None:

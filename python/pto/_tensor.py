@@ -40,12 +40,18 @@ DESC_WORDS = 17  # [mode, buf, bytes, dtype, ndims, offset, shape[5], stride[5],
 ArrayLike = Any  # ndarray, buffer-protocol object or DLPack producer
 
 
+def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:
+    """``np.dtype(dtype)``, or InvalidArgumentError naming ``what`` when
+    NumPy does not understand it (a bare TypeError otherwise)."""
+    try:
+        return np.dtype(dtype)
+    except (TypeError, ValueError) as e:
+        raise invalid(f"{what}: {dtype!r} is not a dtype ({e})") from None
+
+
 def pto_dtype(dtype: Any, what: str = "dtype") -> int:
     """The pto_dtype code of a NumPy dtype (InvalidArgumentError if pto has none)."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as e:
-        raise invalid(f"{what}: {dtype!r} is not a dtype ({e})") from None
+    dt = as_dtype(dtype, what)
     code = DTYPES.get(dt.newbyteorder("=") if dt.byteorder not in "=|" else dt)
     if code is None or not dt.isnative:
         names = ", ".join(str(d) for d in DTYPES)
@@ -240,7 +246,7 @@ class New:
         self.shape = ((c_int(shape, "pto.New: shape", "int64_t"),) if np.isscalar(shape) else
                       tuple(c_int(s, f"pto.New: shape[{i}]", "int64_t")
                             for i, s in enumerate(shape)))
-        self.dtype = np.dtype(dtype)
+        self.dtype = as_dtype(dtype, "pto.New: dtype")
 
     def __repr__(self) -> str:
         return f"pto.New({self.shape}, {self.dtype})"

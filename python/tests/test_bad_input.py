@@ -373,3 +373,68 @@ def test_python_kernel_cannot_write_an_input(chip):
         sc=ctx.scalars, w=(x.flags.writeable, y.flags.writeable, z.flags.writeable)), name="flags")
     chip.run(lambda o: o.submit(k2, pto.In(x), pto.InOut(y), pto.NoDep(x), scalars=[5, 6]))
     assert seen == {"sc": (5, 6), "w": (False, True, True)}, seen
+
+
+@pytest.mark.parametrize("field,value", [("scalars", {1: 2}), ("scalars", {1, 2}),
+                                         ("deps", {0: 0}), ("deps", frozenset())])
+def test_a_mapping_or_set_is_no_sequence(chip, field, value):
+    """scalars and deps take sequences: a dict (whose keys passed as the
+    scalars: the kernel saw [1]) or a set (no order) raises
+    InvalidArgumentError naming the argument; the chip runs on."""
+    seen = []
+    k = chip.kernel(lambda ctx, y: seen.append(list(ctx.scalars)), name="sc")
+    y = np.zeros(4, np.float32)
+    with pytest.raises(pto.InvalidArgumentError,
+                       match=f"submit 'sc': {field}: {type(value).__name__} .* is not a sequence"):
+        chip.run(lambda o: o.submit(k, pto.Out(y), **{field: value}))
+    assert seen == []
+    chip.run(lambda o: o.submit(k, pto.Out(y), scalars=[2]))
+    assert seen == [[2]]
+
+
+@pytest.mark.parametrize("data,msg", [
+    (np.ones(3), "write: data of shape (3,) does not broadcast to the shape (8,)"),
+    (1 + 2j, "write: data (complex) does not convert to float32"),
+    ("x", "write: data (str) does not convert to float32"),
+])
+def test_write_of_data_that_does_not_fit(chip, data, msg):
+    """Orch.write with data of the wrong shape or kind raises
+    InvalidArgumentError naming write and the data (before: NumPy's bare
+    ValueError or TypeError); a correct write works after it."""
+    a = np.zeros(8, np.float32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        chip.run(lambda o: o.write(a, data))
+    assert msg in str(e.value), str(e.value)
+    assert (a == 0).all()
+    chip.run(lambda o: o.write(a, np.arange(8)))
+    assert_array(a, np.arange(8, dtype=np.float32), "a write after the refusal")
+
+
+def test_bad_dtype_names():
+    """A dtype NumPy does not understand raises InvalidArgumentError naming
+    the dtype (before: a bare TypeError "data type 'bogus' not understood")."""
+    with pytest.raises(pto.InvalidArgumentError, match="pto.New: dtype: 'bogus' is not a dtype"):
+        pto.New(4, "bogus")
+    with pytest.raises(pto.InvalidArgumentError, match="pto.New: dtype"):
+        pto.New(4, 3.5)
+    assert pto.New(4, "int32").dtype == np.int32
+
+
+@pytest.mark.parametrize("option", ["trace", "record", "replay"])
+@pytest.mark.parametrize("value,why", [(123, "a str, bytes or os.PathLike"), ("", "empty"),
+                                       ("a\0b", "NUL")])
+def test_file_name_options_are_checked_before_the_chip_exists(option, value, why):
+    """trace, record and replay must be file names: InvalidArgumentError
+    naming the option, raised before any chip is created (before: trace=123
+    raised os.fsencode's bare TypeError from a created chip)."""
+    with pytest.raises(pto.InvalidArgumentError,
+                       match=f"pto.Chip: {option} = .* is not a file name") as e:
+        pto.Chip(1, **{option: value})
+    assert why in str(e.value)
+    tb = e.value.__traceback__
+    while tb is not None:  # no chip was created by the refused call
+        made = tb.tb_frame.f_locals.get("self")
+        assert not (isinstance(made, pto.Chip) and made._chip is not None)
+        tb = tb.tb_next
+    with pto.Chip(1) as c:
+        assert c.config["clusters"] == 1

@@ -64,7 +64,7 @@ def test_refused_launches_run_nothing(chip):
     y2[:] = 7.0
     with pytest.raises(pto.GraphError) as e:  # a smaller output
         chip.launch(g, [a2, b2, np.zeros((16, 16), np.float32)])
-    assert e.value.status == "PTO_EGRAPH" and "captured with 2048" in e.value.details
+    assert e.value.status == "PTO_EGRAPH" and "captured as shape (16, 32)" in e.value.details
     with pytest.raises(pto.GraphError, match="bound as i32, captured as f32"):
         chip.launch(g, {2: np.zeros((16, 32), np.int32)})
     with pytest.raises(pto.GraphError, match="overlap .* but were disjoint"):  # y aliases a
@@ -124,4 +124,137 @@ def test_python_kernels_launch_with_their_own_scalars(chip):
     assert isinstance(e.value.__cause__, ValueError)
     chip.launch(g, [x2, y2], scalars=[pto.f64(4.0), 2.0])
     assert_array(y2, x2 * 8, "a launch after a failed one")
+    g.close()
+
+
+def test_launch_refuses_a_read_only_array_where_a_task_writes(chip, tmp_path):
+    """The graph records which buffers its tasks write (Out, InOut,
+    Commute, Redux); launch describes a binding of one as its task uses it,
+    so a read-only array is refused as Chip.run refuses it. Before, every
+    binding was described as an INPUT: a read-only array was written, one
+    over a read-only mmap crashed the interpreter."""
+    add = KERNELS["add"]
+    a, b = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    g = chip.capture(lambda o, x, y, z: o.submit(add, pto.In(x), pto.In(y), pto.Out(z)),
+                     a, b, np.zeros(8, np.float32))
+    ro = np.zeros(8, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(pto.InvalidArgumentError,
+                       match="buffer 2: read-only array passed as Out"):
+        chip.launch(g, [a, b, ro])
+    assert (ro == 0).all()
+    path = tmp_path / "ro.bin"
+    np.zeros(8, np.float32).tofile(path)
+    mm = np.memmap(path, np.float32, mode="r", shape=(8,))
+    with pytest.raises(pto.InvalidArgumentError, match="read-only array passed as Out"):
+        chip.launch(g, {2: mm})
+    ra = a.copy()
+    ra.flags.writeable = False  # read-only where the graph only reads: fine
+    y = np.zeros(8, np.float32)
+    chip.launch(g, [ra, b, y])
+    assert_array(y, a + 1, "a launch after the refusals")
+    del mm
+    g.close()
+
+
+def test_launch_refuses_an_array_of_another_layout(chip):
+    """A bound array needs the captured one's shape and (element) strides:
+    the graph's views address it by the captured offsets. Before, only the
+    byte span and dtype were checked: a Fortran-order array got a
+    transposed result, a strided view of the same span was written outside
+    its elements."""
+    copy = chip.kernel(lambda ctx, x, y: y.__setitem__(slice(None), x), name="copy")
+    s6 = np.arange(6, dtype=np.float32).reshape(2, 3)
+    m = np.zeros((2, 3), np.float32)
+    g = chip.capture(lambda o: o.submit(copy, pto.In(s6), pto.Out(m)))
+    mf = np.asfortranarray(np.zeros((2, 3), np.float32))
+    with pytest.raises(pto.GraphError) as e:
+        chip.launch(g, [s6, mf])
+    assert ("buffer 1 is bound to an array of shape (2, 3), element strides (1, 2), captured "
+            "as shape (2, 3), element strides (3, 1)") in e.value.details, e.value.details
+    assert (mf == 0).all()
+    with pytest.raises(pto.GraphError, match=r"buffer 1 .* shape \(3, 2\)"):
+        chip.launch(g, {1: np.zeros((3, 2), np.float32)})  # same span, another shape
+    m2 = np.zeros((2, 3), np.float32)
+    chip.launch(g, [s6, m2])
+    assert_array(m2, s6, "a launch after the refusals")
+
+    add = KERNELS["add"]
+    a, b = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    g2 = chip.capture(lambda o, x, y, z: o.submit(add, pto.In(x), pto.In(y), pto.Out(z)),
+                      a, b, np.zeros(8, np.float32))
+    big = np.zeros((3, 3), np.float32)
+    with pytest.raises(pto.GraphError, match=r"buffer 2 .* shape \(3, 2\), element strides "
+                                             r"\(3, 1\), captured as shape \(8,\)"):
+        chip.launch(g2, [a, b, big[:, :2]])  # the same 32-byte span, with gaps
+    assert (big == 0).all()
+    y = np.zeros(8, np.float32)
+    chip.launch(g2, [a, b, y])
+    assert_array(y, a + 1, "a launch after the refusal")
+    g.close()
+    g2.close()
+
+
+def test_launch_binds_a_buffer_captured_in_several_layouts(chip):
+    """One memory used as several arrays (same base pointer) is one buffer:
+    a bound array may have the layout of a captured one that holds the
+    others' elements; none holding them all, the buffer cannot be bound."""
+    copy = chip.kernel(lambda ctx, x, y: y.__setitem__(slice(None), x), name="copy")
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+
+    def prog(o):
+        o.submit(copy, pto.In(x[:4]), pto.Out(y[:4]))  # y[:4] and y: one buffer
+        o.submit(KERNELS["add"], pto.In(y), pto.In(x), pto.Out(y))
+
+    g = chip.capture(prog)
+    y2 = np.zeros(8, np.float32)
+    with pytest.raises(pto.GraphError, match=r"captured as shape \(8,\)"):
+        chip.launch(g, {1: y2[:4]})
+    chip.launch(g, {1: y2})
+    assert_array(y2, np.r_[x[:4] * 2, x[4:]], "a launch of the larger layout")
+
+    z = np.zeros((3, 3), np.float32)
+    g2 = chip.capture(lambda o: (o.submit(copy, pto.In(x[:6].reshape(3, 2)), pto.Out(z[:, :2])),
+                                 o.submit(copy, pto.In(x[:3]), pto.Out(z[0]))))
+    with pytest.raises(pto.GraphError, match="none of which holds the others"):
+        chip.launch(g2, {1: np.zeros((3, 3), np.float32)[:, :2]})
+    g.close()
+    g2.close()
+
+
+@pytest.mark.parametrize("key,msg", [
+    (True, "bind key: bool True is not an int"),
+    (3, "bind key 3, must be 0..2"),
+    ("2", "bind key: str '2' is not an int"),
+])
+def test_launch_bind_keys(chip, key, msg):
+    """A dict binds by buffer index: an int or a NumPy integer. Before, a
+    bool passed as 1 (rebinding buffer 1) and np.int64(2) was refused as
+    "not a buffer index (0..2)"."""
+    add = KERNELS["add"]
+    a, b = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    g = chip.capture(lambda o, x, y, z: o.submit(add, pto.In(x), pto.In(y), pto.Out(z)),
+                     a, b, np.zeros(8, np.float32))
+    y3 = np.zeros(8, np.float32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        chip.launch(g, {key: y3})
+    assert msg in str(e.value), str(e.value)
+    chip.launch(g, {np.int64(2): y3})
+    assert_array(y3, a + 1, "bound by a NumPy integer key")
+    g.close()
+
+
+@pytest.mark.parametrize("bind", [5, {2}, 1.5])
+def test_launch_bind_of_the_wrong_kind(chip, bind):
+    """bind is a list or a dict: anything else raises InvalidArgumentError
+    naming it (before: a bare TypeError "'int' object is not iterable", a
+    set passed in no order)."""
+    a, b, y = arrays(1)
+    g = chip.capture(program, a, b, y, 2.0)
+    with pytest.raises(pto.InvalidArgumentError, match="Chip.launch: bind: "):
+        chip.launch(g, bind)
+    a2, b2, y2 = arrays(2)
+    chip.launch(g, [a2, b2, y2])
+    assert_array(y2, expected(a2, b2, 2.0), "a launch after the refusal")
     g.close()

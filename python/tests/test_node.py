@@ -348,3 +348,27 @@ def test_node_refuses_mpirun_at_once(monkeypatch, var):
     monkeypatch.setenv(var, "2")
     with pytest.raises(pto.MPIError, match=f"pto.Node does not run under mpirun \\({var} is set\\)"):
         pto.Node(2, {}, device_ids=DEVICE_IDS["misc"])
+
+
+def test_host_array_checks_every_dim_before_allocating():
+    """Each dim of host_array's shape must be >= 1, checked before anything
+    is allocated. Before, (-1024, -1024) passed (the product is positive),
+    the memory was allocated, np.asarray raised a bare ValueError and the
+    allocation was never given back: every later host_array failed; (-2, 2)
+    said the shape "is empty"; a bad dtype name raised a bare TypeError."""
+    with pto.Node(1, {"add": "add"}, device_ids=DEVICE_IDS["host_array"], clusters=1,
+                  schedulers=1, task_slots=64, heap_bytes=1 << 20, host_bytes=4 << 20,
+                  window_space=16 << 20, lease_wait_ms=60000, quiet=True) as node:
+        for shape, dim in (((-1024, -1024), "shape[0] -1024"), ((-2, 2), "shape[0] -2"),
+                           ((2, 0), "shape[1] 0"), (-4, "shape -4")):
+            with pytest.raises(pto.InvalidArgumentError) as e:
+                node.host_array(shape)
+            assert f"host_array: {dim}, must be 1.." in str(e.value), str(e.value)
+        with pytest.raises(pto.InvalidArgumentError, match="host_array: dtype: 'bogus' is not a "
+                                                           "dtype"):
+            node.host_array(4, "bogus")
+        with pytest.raises(pto.InvalidArgumentError, match="host_array: shape: NoneType"):
+            node.host_array(None)
+        a = node.host_array((1024, 1000))  # nearly all of host_bytes: nothing was taken
+        assert a.shape == (1024, 1000) and (a == 0).all()
+        del a  # Node.close refuses while a host array is referenced
