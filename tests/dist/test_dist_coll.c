@@ -629,6 +629,12 @@ static void test_missing(void **state) {
    * mpirun across hosts) the exchange */
   assert_true(strstr(err.details, "for rank 1's call #1") ||
               strstr(err.details, "for the descriptors of the other ranks"));
+  /* and says the call was not made there, not what an older call left in
+   * the peer's table slot (before: "its call table holds call #0 of task
+   * epoch 0", also for a rank that had called on another buffer) */
+  assert_null(strstr(err.details, "holds call"));
+  assert_true(strstr(err.details, "which rank 1 has not made there") ||
+              strstr(err.details, "for the descriptors of the other ranks"));
   /* rank 0's call #1 stayed published in its call table */
   good_run_after(n, &ra, "a call rank 1 never made");
   pto_node_destroy(n);
