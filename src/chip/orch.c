@@ -91,7 +91,8 @@ void pto_args_scalar_f32(pto_args *a, float v) {
 /* what redux.c asks of the orchestrator (redux_orch) */
 static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts *opts,
                   pto_task_id *id_out);
-static int redux_heap_take(pto_run *r, uint64_t bytes, uint64_t then, bool wait, void **ptr);
+static int redux_heap_take(pto_run *r, uint64_t bytes, const pto_args *a, bool wait, void **ptr);
+static bool outputs_bytes(const pto_args *a, const pto_tensor *ts, uint64_t *total);
 static void redux_heap_free_after(pto_run *r, void *ptr, pto_task_id id);
 
 int orch_setup(pto_run *r) {
@@ -424,15 +425,17 @@ static bool retired_moved(pto_run *r, void *arg) { return r->retired != *(pto_ta
 
 /* ---- the heap ring for REDUX slabs (redux_orch) ---- */
 
-static int redux_heap_take(pto_run *r, uint64_t bytes, uint64_t then, bool wait, void **ptr) {
+static int redux_heap_take(pto_run *r, uint64_t bytes, const pto_args *a, bool wait, void **ptr) {
   ring_req hr = {&r->heap, (bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN, NULL};
-  ring was = r->heap;  /* put back when the OUTPUT buffers would not fit after the slab */
-  if (!wait && then) { /* OUTPUT buffers without room now wait anyway: not reserved for */
+  ring was = r->heap; /* put back when the OUTPUT buffers would not fit after the slab */
+  uint64_t then = 0;  /* the task's OUTPUT bytes (none when they wrap: submit refuses them) */
+  if (!wait && a && outputs_bytes(a, a->tensors, &then)) then = 0;
+  if (then) { /* OUTPUT buffers without room now wait anyway: not reserved for */
     ring h = r->heap;
     if (!ring_try_alloc_around(&h, then, r->held, r->nheld)) then = 0;
   }
   bool room = heap_room(r, &hr);
-  if (room && !wait && then) {
+  if (room && then) {
     ring h = r->heap; /* tried on a copy: nothing more is allocated */
     if (!ring_try_alloc_around(&h, then, r->held, r->nheld)) {
       r->heap = was;

@@ -305,14 +305,14 @@ static bool same_view(const redux_group *g, const pto_tensor *t, const region_vi
  * slots, at most a quarter of the heap ring and of the dependency pool,
  * and never fewer than the task's `units` copies: the largest such slab
  * (halving down to `units` slots) that the ring has room for now with the
- * task's OUTPUT buffers (`outs` bytes) after it; without room for even
+ * OUTPUT buffers of the task (`a`) after it; without room for even
  * `units` slots it waits for those alone. The larger slab is never waited
  * for: a scope's held OUTPUT can keep it from ever coming while the
  * task's own copies fit (it was refused as a scope deadlock). A smaller
  * slab only folds sooner (redux_prepare, redux_submitted). `busy` marks
  * the groups this submit already uses. */
 static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, int op, int arg,
-                      int units, uint64_t outs, const bool *busy, int *gi) {
+                      int units, const pto_args *a, const bool *busy, int *gi) {
   redux_table *x = &r->rx;
   size_t es = pto_dtype_size((pto_dtype)t->dtype);
   uint64_t slot = (uint64_t)redux_slot_elems(t) * es;
@@ -340,14 +340,14 @@ static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, in
   }
   void *slab = NULL;
   for (;;) {
-    rc = x->orch.heap_take(r, nslots * slot, outs, false, &slab);
+    rc = x->orch.heap_take(r, nslots * slot, a, false, &slab);
     if (rc <= 0 || nslots == (uint64_t)units) break;
     nslots = nslots / 2 > (uint64_t)units ? nslots / 2 : (uint64_t)units;
   }
   if (rc > 0) { /* no room now: free what the other open groups hold, then wait */
     for (int i = 0; i < REDUX_GROUPS; i++)
       if (!busy[i] && (rc = flush(r, &x->g[i]))) return rc;
-    rc = x->orch.heap_take(r, nslots * slot, 0, true, &slab);
+    rc = x->orch.heap_take(r, nslots * slot, NULL, true, &slab);
   }
   if (rc) return rc;
   redux_group *g = &x->g[free_g];
@@ -409,20 +409,6 @@ static int check_arg(pto_run *r, const pto_args *a, const region_view *rv, int i
   return PTO_OK;
 }
 
-/* The heap a task's OUTPUT buffers take (each padded as orch.c places
- * them); 0 past 2^64 (submit refuses that). */
-static uint64_t outputs_bytes(const pto_args *a) {
-  uint64_t total = 0;
-  for (int i = 0; i < a->ntensors; i++)
-    if (a->access[i] == PTO_OUTPUT) {
-      int64_t bytes = 0;
-      tensor_check_shape(a->tensors[i].dtype, a->tensors[i].ndims, a->tensors[i].shape, &bytes);
-      uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
-      if (__builtin_add_overflow(total, padded, &total)) return 0;
-    }
-  return total;
-}
-
 /* The open group of view t (rv) with op, or -1. The previous
  * contribution's group is looked at first: a reduction loop's. */
 static int find_group(redux_table *x, const pto_tensor *t, const region_view *rv, int op) {
@@ -464,7 +450,6 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
   for (uint32_t m = touch; m && x->openm; m &= m - 1)
     if ((rc = flush_overlapping_view(r, &rv[__builtin_ctz(m)]))) return rc;
   bool busy[REDUX_GROUPS] = {false};
-  uint64_t outs = UINT64_MAX; /* the task's OUTPUT bytes, once a group opens */
   for (int k = 0; redux; redux &= redux - 1, k++) {
     int i = __builtin_ctz(redux);
     const pto_tensor *t = &a->tensors[i];
@@ -475,8 +460,7 @@ int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int unit
     }
     if (gi < 0) { /* a new view or op: what it overlaps is folded first */
       if ((rc = flush_overlapping_view(r, &rv[i]))) return rc;
-      if (outs == UINT64_MAX) outs = outputs_bytes(a);
-      if ((rc = open_group(r, t, &rv[i], a->redux_op[i], i, p->units, outs, busy, &gi))) return rc;
+      if ((rc = open_group(r, t, &rv[i], a->redux_op[i], i, p->units, a, busy, &gi))) return rc;
     }
     busy[gi] = true;
     x->last = gi;

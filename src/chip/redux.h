@@ -89,11 +89,11 @@ typedef struct redux_orch {
   int (*submit)(struct pto_run *r, int kernel, pto_args *a, const pto_submit_opts *o,
                 pto_task_id *id);
   /* bytes of the heap ring, held until heap_free_after. If !wait: taken
-   * only when they fit now and, when `then` bytes (the task's OUTPUT
-   * buffers) fit now, those would still fit after them; else returns 1
-   * with nothing taken. If wait: waits for the bytes alone as OUTPUT
-   * buffers do (`then` unused; a status, the deadlock naming `bytes`) */
-  int (*heap_take)(struct pto_run *r, uint64_t bytes, uint64_t then, bool wait, void **ptr);
+   * only when they fit now and, when the OUTPUT buffers of task `a` fit
+   * now, those would still fit after them; else returns 1 with nothing
+   * taken. If wait (a unused): waits for the bytes alone as OUTPUT buffers
+   * do (a status, the deadlock naming `bytes`) */
+  int (*heap_take)(struct pto_run *r, uint64_t bytes, const pto_args *a, bool wait, void **ptr);
   /* the range taken at ptr is free once task `id` has retired */
   void (*heap_free_after)(struct pto_run *r, void *ptr, pto_task_id id);
 } redux_orch;

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "node_create.h"
+
 #include "mpi_ranks.h"
 
 #include "pto/coll.h"
@@ -485,12 +487,7 @@ static pto_node *make_node(int nchips, bool fault_inject, int64_t wait_ms, bool 
   if (wait_ms) cfg.wait_timeout_ms = wait_ms;
   cfg.chip.check = check;
   cfg.chip.check_seed = 1;
-  pto_node *n = NULL;
-  pto_error_info err;
-  int rc = pto_node_create(&cfg, &n, &err);
-  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
-  assert_int_equal(rc, 0);
-  return n;
+  return node_create_ok(&cfg);
 }
 
 /* Every collective, op, dtype and size on {0..3}, {0,1} and {1,2} (the

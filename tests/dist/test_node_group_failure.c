@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "node_create.h"
+
 #include "common/clock.h"
 #include "pto/coll.h"
 #include "scenes/dist_scene.h"
@@ -129,12 +131,7 @@ static pto_node *make_node(void) {
   cfg.chip.watchdog_ms = 2 * DEADLINE_MS;
   cfg.control_timeout_ms = 2 * DEADLINE_MS;
   cfg.quiet = true;
-  pto_node *n = NULL;
-  pto_error_info err;
-  int rc = pto_node_create(&cfg, &n, &err);
-  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
-  assert_int_equal(rc, 0);
-  return n;
+  return node_create_ok(&cfg);
 }
 
 static void good_run(pto_node *n, float *out) {

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "node_create.h"
+
 #include "pto/coll.h"
 #include "pto/comm.h"
 #include "pto/node.h"
@@ -145,14 +147,7 @@ static void base_config(pto_node_config *cfg) {
   cfg->quiet = true;
 }
 
-static pto_node *make_node_cfg(const pto_node_config *cfg) {
-  pto_node *n = NULL;
-  pto_error_info err;
-  int rc = pto_node_create(cfg, &n, &err);
-  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
-  assert_int_equal(rc, 0);
-  return n;
-}
+static pto_node *make_node_cfg(const pto_node_config *cfg) { return node_create_ok(cfg); }
 
 /* ---- item: size arithmetic of host memory ---- */
 

@@ -27,6 +27,8 @@
 
 #include <cmocka.h>
 
+#include "node_create.h"
+
 #include "scenes/dist_scene.h"
 
 #define N         64 /* elements of every test tensor */
@@ -147,12 +149,7 @@ static pto_node *make_node(void) {
   cfg.task_timeout_ms = 5000; /* a lost dependency edge fails fast instead of hanging */
   cfg.wait_timeout_ms = 3000;
   cfg.quiet = true;
-  pto_node *n = NULL;
-  pto_error_info err;
-  int rc = pto_node_create(&cfg, &n, &err);
-  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
-  assert_int_equal(rc, 0);
-  return n;
+  return node_create_ok(&cfg);
 }
 
 static pto_tensor vec(pto_node *n, float fill) {

@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "node_create.h"
+
 #include "scenes/dist_scene.h"
 
 #define N         64
@@ -83,12 +85,7 @@ static pto_node *make_node(void) {
   cfg.startup_timeout_ms = 20000;
   cfg.task_timeout_ms = 5000;
   cfg.quiet = true;
-  pto_node *n = NULL;
-  pto_error_info err;
-  int rc = pto_node_create(&cfg, &n, &err);
-  if (rc) fprintf(stderr, "node create: %s: %s\n", pto_status_name(rc), err.details);
-  assert_int_equal(rc, 0);
-  return n;
+  return node_create_ok(&cfg);
 }
 
 static void test_bad_views_refused(void **state) {
