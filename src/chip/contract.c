@@ -31,6 +31,7 @@
 #include "chip/kernel_why.h"
 #include "common/clock.h"
 #include "common/read_probe.h"
+#include "common/tensor_check.h"
 #include "common/tensor_walk.h"
 
 #define CHUNK 4096 /* bytes under one hash */
@@ -336,11 +337,6 @@ static bool writes(int access) { return access != PTO_INPUT; }
  * writer of its bytes), so what a kernel reads there is no race: only a
  * fresh OUTPUT's bytes (left over from the heap) are not to be read. */
 static bool reads(int access) { return access != PTO_OUTPUT; }
-
-static const char *access_name(int a) {
-  static const char *const n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP"};
-  return a >= 0 && a <= PTO_NO_DEP ? n[a] : "?";
-}
 
 /* ---- run state ---- */
 
@@ -663,8 +659,8 @@ static bool check_writes(pto_run *r, task *t, const char *unit) {
             r, t, arg,
             "task %lld (kernel '%s') %s wrote outside its declared writes: argument %d (%s, "
             "buffer %p of %zu bytes) byte %llu changed 0x%02x -> 0x%02x, %s",
-            (long long)t->id, run_kernel_name(r, t), unit, arg, access_name(acc[arg]), v->buf,
-            v->buf_bytes, (unsigned long long)(x - (uintptr_t)v->buf), old, now,
+            (long long)t->id, run_kernel_name(r, t), unit, arg, tensor_access_name(acc[arg]),
+            v->buf, v->buf_bytes, (unsigned long long)(x - (uintptr_t)v->buf), old, now,
             acc[arg] == PTO_INPUT && view_has(v, x)
                 ? "inside its INPUT view"
                 : "outside its OUTPUT/INOUT views (declare the bytes it writes)");

@@ -218,12 +218,47 @@ static void test_async_and_bad_values_refused(void **state) {
   assert_non_null(strstr(err.details, "cannot be combined"));
 }
 
+/* ---- a COMMUTE argument's stray write names its mode ---- */
+
+static int32_t acc_buf[8];
+
+static int commute_past(const pto_kctx *ctx) {
+  int32_t *a = (int32_t *)ctx->tensors[0].buf + ctx->tensors[0].offset;
+  a[0] += 1;
+  a[6] = 9; /* past the 4 declared */
+  return PTO_OK;
+}
+
+static int commute_kid;
+static void commute_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor t;
+  int64_t four[1] = {4};
+  pto_tensor_init(&t, acc_buf, sizeof acc_buf, PTO_I32, 1, four);
+  pto_submit_v(o, commute_kid, PTO_COMMUTE(&t));
+}
+
+static void test_commute_breach_names_its_mode(void **state) {
+  (void)state;
+  pto_chip *chip = checked_chip(1, 2);
+  assert_int_equal(pto_kernel_register_aiv(chip, "commute_past", commute_past, &commute_kid),
+                   PTO_OK);
+  memset(acc_buf, 0, sizeof acc_buf);
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, commute_orch, NULL, NULL, &err), PTO_ECONTRACT);
+  assert_int_equal(err.arg, 0);
+  assert_non_null(strstr(err.details, "argument 0 (COMMUTE, buffer"));
+  assert_non_null(strstr(err.details, "byte 24 changed 0x00 -> 0x09"));
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gang_runs_together_and_is_checked_as_one),
       cmocka_unit_test(test_mix_block_read_outside),
       cmocka_unit_test(test_order_follows_the_seed),
       cmocka_unit_test(test_async_and_bad_values_refused),
+      cmocka_unit_test(test_commute_breach_names_its_mode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
