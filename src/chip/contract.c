@@ -5,10 +5,10 @@
  * argument of every task submitted and not yet completed, runtime OUTPUT
  * allocations included; overlapping ones are merged into one range. Only
  * those are sure to be valid memory: once its last task has completed, the
- * program may free a buffer. Each range keeps a snapshot of its bytes and
- * a hash per CHUNK of it. After a unit (a block, or a gang) ran, a chunk
- * whose hash moved is compared byte by byte with the snapshot: a changed
- * byte outside the task's OUTPUT / INOUT views is a breach.
+ * program may free a buffer. Each range keeps a snapshot of its bytes.
+ * After a unit (a block, or a gang) ran, each CHUNK of it is compared with
+ * the snapshot (memcmp: exact, where a hash let paired bit flips cancel);
+ * a changed byte outside the task's OUTPUT / INOUT views is a breach.
  *
  * Then the unit runs again on scratch copies of its arguments' buffers, in
  * which every byte outside its INPUT / INOUT / OUTPUT_EXISTING views (reads()
@@ -34,13 +34,12 @@
 #include "common/tensor_check.h"
 #include "common/tensor_walk.h"
 
-#define CHUNK 4096 /* bytes under one hash */
+#define CHUNK 4096 /* bytes compared, and taken into the snapshot, at once */
 
 typedef struct kbuf {
   uint8_t *lo;
   size_t len;
   uint8_t *snap;    /* its bytes as of the last check */
-  uint64_t *hash;   /* per CHUNK of snap */
   int64_t refs;     /* arguments of live tasks in it */
   pto_task_id task; /* the first argument that named it */
   int arg;
@@ -58,7 +57,6 @@ typedef struct runs {
 
 typedef struct changed {
   uint32_t buf, chunk;
-  uint64_t hash;
 } changed;
 
 typedef struct scratch {
@@ -136,35 +134,9 @@ static uint64_t splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* A cheap hash: four independent multiply-xor lanes over 8-byte words. */
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-  const uint64_t K = 0x9E3779B97F4A7C15ull;
-  uint64_t a = 1, b = 2, c = 3, d = 4, w[4];
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    memcpy(w, p + i, 32);
-    a = (a ^ w[0]) * K;
-    b = (b ^ w[1]) * K;
-    c = (c ^ w[2]) * K;
-    d = (d ^ w[3]) * K;
-  }
-  for (; i < n; i++)
-    a = (a ^ p[i]) * K;
-  uint64_t h = a ^ (b >> 1) ^ (c >> 2) ^ (d >> 3) ^ n;
-  return h ^ (h >> 29);
-}
-
-static void kbuf_rehash(kbuf *b, size_t k) {
-  size_t off = k * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
-  b->hash[k] = hash_bytes(b->snap + off, n);
-}
-
 static size_t nchunks(size_t len) { return (len + CHUNK - 1) / CHUNK; }
 
-static void kbuf_free(kbuf *b) {
-  free(b->snap);
-  free(b->hash);
-}
+static void kbuf_free(kbuf *b) { free(b->snap); }
 
 /* The index of the known range holding address p, or -1. */
 static int64_t kbuf_find(const struct contract *c, uintptr_t p) {
@@ -204,17 +176,11 @@ static bool kbuf_ref(struct contract *c, uint8_t *lo, size_t len, pto_task_id ta
   nb.lo = (uint8_t *)a;
   nb.len = z - a;
   nb.snap = malloc(nb.len);
-  nb.hash = malloc(sizeof *nb.hash * nchunks(nb.len));
-  if (!nb.snap || !nb.hash) {
-    kbuf_free(&nb);
-    return false;
-  }
+  if (!nb.snap) return false;
   /* the program's bytes as they are now (those of merged ranges cannot have
    * moved since their last check: no block ran in between, and what the
    * orchestrator wrote is taken at the next drain anyway) */
   memcpy(nb.snap, nb.lo, nb.len);
-  for (size_t k = 0; k < nchunks(nb.len); k++)
-    kbuf_rehash(&nb, k);
   if (last == first && c->nbufs == c->bufs_cap) {
     uint32_t cap = c->bufs_cap ? c->bufs_cap * 2 : 64;
     kbuf *nv = realloc(c->bufs, sizeof *nv * cap);
@@ -634,8 +600,7 @@ static bool check_writes(pto_run *r, task *t, const char *unit) {
     kbuf *b = &c->bufs[bi];
     for (size_t k = 0; k < nchunks(b->len); k++) {
       size_t off = k * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
-      uint64_t h = hash_bytes(b->lo + off, n);
-      if (h == b->hash[k]) continue;
+      if (memcmp(b->lo + off, b->snap + off, n) == 0) continue;
       if (c->nchg == c->chg_cap) {
         size_t cap = c->chg_cap ? c->chg_cap * 2 : 256;
         changed *nv = realloc(c->chg, sizeof *nv * cap);
@@ -646,7 +611,7 @@ static bool check_writes(pto_run *r, task *t, const char *unit) {
         c->chg = nv;
         c->chg_cap = cap;
       }
-      c->chg[c->nchg++] = (changed){bi, (uint32_t)k, h};
+      c->chg[c->nchg++] = (changed){bi, (uint32_t)k};
       int64_t at = first_stray(&c->wr, b->lo + off, b->snap + off, (uintptr_t)b->lo + off, n);
       if (at < 0) continue;
       uintptr_t x = (uintptr_t)b->lo + off + (uint64_t)at;
@@ -684,7 +649,6 @@ static void commit_writes(struct contract *c) {
     kbuf *b = &c->bufs[c->chg[i].buf];
     size_t off = (size_t)c->chg[i].chunk * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
     memcpy(b->snap + off, b->lo + off, n);
-    b->hash[c->chg[i].chunk] = c->chg[i].hash;
   }
   c->nchg = 0;
 }
@@ -955,10 +919,7 @@ static void refresh(struct contract *c) {
     kbuf *b = &c->bufs[i];
     for (size_t k = 0; k < nchunks(b->len); k++) {
       size_t off = k * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
-      uint64_t h = hash_bytes(b->lo + off, n);
-      if (h == b->hash[k]) continue;
-      memcpy(b->snap + off, b->lo + off, n);
-      b->hash[k] = h;
+      if (memcmp(b->lo + off, b->snap + off, n) != 0) memcpy(b->snap + off, b->lo + off, n);
     }
   }
 }

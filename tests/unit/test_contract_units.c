@@ -218,6 +218,42 @@ static void test_async_and_bad_values_refused(void **state) {
   assert_non_null(strstr(err.details, "cannot be combined"));
 }
 
+/* ---- an INPUT negated in place: every word's sign bit flipped ---- */
+
+static double neg_in[64];
+
+static int negate_kernel(const pto_kctx *ctx) {
+  double *in = (double *)ctx->tensors[0].buf + ctx->tensors[0].offset;
+  for (int i = 0; i < 64; i++)
+    in[i] = -in[i];
+  return PTO_OK;
+}
+
+static int negate_kid;
+static void negate_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor t;
+  int64_t n[1] = {64};
+  pto_tensor_init(&t, neg_in, sizeof neg_in, PTO_F64, 1, n);
+  pto_submit_v(o, negate_kid, PTO_IN(&t));
+}
+
+/* Flipping the same bit of word pairs must not cancel out in the compare
+ * (a hash of lanes combined by xor once let this pass). */
+static void test_input_negated_in_place(void **state) {
+  (void)state;
+  pto_chip *chip = checked_chip(1, 5);
+  assert_int_equal(pto_kernel_register_aiv(chip, "negate", negate_kernel, &negate_kid), PTO_OK);
+  for (int i = 0; i < 64; i++)
+    neg_in[i] = 1.0 + i;
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, negate_orch, NULL, NULL, &err), PTO_ECONTRACT);
+  assert_int_equal(err.arg, 0);
+  assert_non_null(strstr(err.details, "argument 0 (INPUT, buffer"));
+  assert_non_null(strstr(err.details, "byte 7 changed 0x3f -> 0xbf, inside its INPUT view"));
+  pto_chip_destroy(chip);
+}
+
 /* ---- a COMMUTE argument's stray write names its mode ---- */
 
 static int32_t acc_buf[8];
@@ -258,6 +294,7 @@ int main(void) {
       cmocka_unit_test(test_mix_block_read_outside),
       cmocka_unit_test(test_order_follows_the_seed),
       cmocka_unit_test(test_async_and_bad_values_refused),
+      cmocka_unit_test(test_input_negated_in_place),
       cmocka_unit_test(test_commute_breach_names_its_mode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
