@@ -9,6 +9,7 @@
 #include "cli_args.h"
 #include "cmd_trace.h"
 #include "common/options.h"
+#include "common/rec_file.h"
 #include "scene.h"
 
 static void exit_status(FILE *f) {
@@ -328,6 +329,13 @@ static int cmd_run(const cli_args *a) {
   if (a->run_check) setenv("PTO_CHECK", "contracts", 1);
   int rc = check_scene_options(a, sc);
   if (!rc && a->trace) rc = check_trace_path(a->trace);
+  if (!rc && a->record && a->replay && rec_file_same(a->record, a->replay)) {
+    fprintf(stderr,
+            "pto run: --record %s and --replay %s are the same file: the record would overwrite "
+            "the one being replayed; record to another file\n",
+            a->record, a->replay);
+    rc = CLI_EXIT_USAGE;
+  }
   if (!rc) rc = schedule_env(a, sc);
   if (rc) return rc;
   if (a->fuzz_schedules) return cmd_fuzz(a, sc, &o);

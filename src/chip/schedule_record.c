@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rec_file.h"
+
 static void rec_buf_printf(rec_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void rec_buf_printf(rec_buf *b, const char *fmt, ...) {
   if (b->oom) return;
@@ -73,11 +75,12 @@ int rec_write(const char *path, const rec_header *h, const rec_buf *body, char *
     snprintf(why, n, "schedule record %s: out of memory while recording", path);
     return -1;
   }
-  FILE *f = fopen(path, "w");
-  if (!f) {
+  rec_file w;
+  if (rec_file_open(&w, path)) {
     snprintf(why, n, "schedule record %s: cannot open for writing: %s", path, strerror(errno));
     return -1;
   }
+  FILE *f = w.f;
   fprintf(f, "pto-schedule %d\nseed %" PRIu64 "\nchip %d %d %d\n", SCHED_RECORD_VERSION, h->seed,
           h->clusters, h->aic, h->aiv);
   for (int k = 0; k < h->nkernels; k++)
@@ -85,8 +88,7 @@ int rec_write(const char *path, const rec_header *h, const rec_buf *body, char *
   fprintf(f, "tasks %" PRId64 " blocks %" PRId64 "\n", h->tasks, h->blocks);
   if (body->len) fwrite(body->data, 1, body->len, f);
   fprintf(f, "end\n");
-  bool bad = ferror(f) != 0;
-  if (fclose(f) != 0 || bad) {
+  if (rec_file_close(&w, path)) {
     snprintf(why, n, "schedule record %s: write failed: %s", path, strerror(errno));
     return -1;
   }

@@ -5,12 +5,14 @@
  * same from run to run. */
 #include "comm/delivery.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rec_file.h"
 #include "pto/status.h"
 
 #define DELIVERY_VERSION 1
@@ -177,11 +179,19 @@ int delivery_end(char *why, size_t n) {
   int rc = 0;
   if (dl.record) {
     put(&dl.out, "end\n", 4);
-    FILE *f = dl.out.oom ? NULL : fopen(dl.rec_path, "w");
-    bool ok = f && fwrite(dl.out.data, 1, dl.out.len, f) == dl.out.len;
-    if (f) ok = fclose(f) == 0 && ok;
-    if (!ok) {
-      snprintf(why, n, "delivery record %s: cannot be written", dl.rec_path);
+    rec_file w;
+    int bad = dl.out.oom ? -1 : rec_file_open(&w, dl.rec_path);
+    if (!bad) {
+      bool short_write = fwrite(dl.out.data, 1, dl.out.len, w.f) != dl.out.len;
+      int e = errno;
+      bad = rec_file_close(&w, dl.rec_path); /* fails too after a short write */
+      if (short_write) errno = e;
+    }
+    if (bad) {
+      if (dl.out.oom)
+        snprintf(why, n, "delivery record %s: out of memory while recording", dl.rec_path);
+      else
+        snprintf(why, n, "delivery record %s: cannot be written: %s", dl.rec_path, strerror(errno));
       rc = PTO_ESYSTEM;
     }
   }

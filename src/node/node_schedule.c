@@ -4,6 +4,7 @@
  * each chip task gets. */
 #include "node/node_schedule.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/rec_file.h"
 #include "node/node_internal.h"
 
 #define NODE_SCHED_VERSION 1
@@ -171,9 +173,11 @@ int node_sched_begin(pto_node *n) {
   return 0;
 }
 
+/* 0, or -1 with errno. */
 static int write_record(pto_node *n, node_sched *x) {
-  FILE *f = fopen(n->sched_record, "w");
-  if (!f) return -1;
+  rec_file w;
+  if (rec_file_open(&w, n->sched_record)) return -1;
+  FILE *f = w.f;
   fprintf(f, "pto-node-schedule %d\nseed %" PRIu64 "\nchips %d workers %d\n", NODE_SCHED_VERSION,
           x->seed, n->cfg.nchips, n->cfg.nworkers);
   for (int64_t i = 0; i < x->nlines; i++) {
@@ -184,8 +188,7 @@ static int write_record(pto_node *n, node_sched *x) {
     fprintf(f, "\n");
   }
   fprintf(f, "tasks %" PRId64 "\nend\n", n->next_id - x->first_id);
-  bool bad = ferror(f);
-  return fclose(f) != 0 || bad ? -1 : 0;
+  return rec_file_close(&w, n->sched_record);
 }
 
 void node_sched_end(pto_node *n) {
@@ -205,7 +208,8 @@ void node_sched_end(pto_node *n) {
                      n->sched_replay, tasks, x->rec_tasks);
   }
   if (x->record && write_record(n, x) != 0)
-    node_first_err(n, PTO_ESYSTEM, "node schedule record %s: cannot be written", n->sched_record);
+    node_first_err(n, PTO_ESYSTEM, "node schedule record %s: cannot be written: %s",
+                   n->sched_record, strerror(errno));
   sched_free(x);
   n->sched = NULL;
 }
