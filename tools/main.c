@@ -224,14 +224,15 @@ static void record_files(const char *path, record_file_fn fn, void *arg) {
 static void add_size(const char *file, const char *suffix, void *arg) {
   (void)suffix;
   struct stat st;
-  if (stat(file, &st) == 0) *(long long *)arg += (long long)st.st_size;
+  if (stat(file, &st) == 0 && S_ISREG(st.st_mode)) *(long long *)arg += (long long)st.st_size;
 }
 
 /* The record's size per task: a node's counts its chip tasks and node
- * tasks (every one a line or more of it). */
+ * tasks (every one a line or more of it). Nothing when no record was
+ * written there (a directory: the run's error names it). */
 static void print_record_size(const char *path, const pto_scene_report *rep) {
   struct stat st;
-  if (stat(path, &st) != 0) return;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
   long long bytes = 0;
   record_files(path, add_size, &bytes);
   uint64_t tasks = rep->stats.tasks;
