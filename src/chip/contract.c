@@ -453,16 +453,30 @@ typedef struct part {
   int rc;
   char why[320];
   pthread_t th;
+  const char *name; /* the kernel's, for its trace slice */
+  int index;        /* in its block: 0 the first core (trace_block's part) */
+  bool traced;      /* the unit's real run, not the read check's second */
 } part;
 
 static void part_run(part *p) {
   /* the core the part stands for shows the task running, as a core thread
    * does around a block: a unit that never returns is named by the
    * watchdog as a task stuck on that core, not as a dependency deadlock */
-  _Atomic int64_t *cur = &((pto_run *)p->ctx.run)->cores[p->ctx.core_id].cur_task;
+  pto_run *r = (pto_run *)p->ctx.run;
+  _Atomic int64_t *cur = &r->cores[p->ctx.core_id].cur_task;
+  /* on the core's track, as that core's thread would record it: while a
+   * unit runs, no other thread records there (the core threads run no
+   * block in checking mode, and the unit's parts are on other cores) */
+  const bool traced = p->traced && r->trace;
+  const uint64_t t0 = traced ? pto_now_ns() : 0;
   atomic_store_explicit(cur, p->ctx.task_id, memory_order_relaxed); /* watchdog, advisory */
   p->rc = p->fn(&p->ctx);
   atomic_store_explicit(cur, PTO_TASK_NONE, memory_order_relaxed);
+  if (traced) {
+    const task *t = run_slot(r, p->ctx.task_id);
+    trace_block(r->trace, r->cores[p->ctx.core_id].trace_track, p->name, p->ctx.task_id,
+                p->ctx.block_idx, p->index, trace_block_mark(t), t->priority, t0, pto_now_ns());
+  }
   const char *w = kernel_why_take(&p->ctx); /* taken when it succeeds too */
   snprintf(p->why, sizeof p->why, "%s", p->rc ? w : "");
 }
@@ -472,9 +486,10 @@ static void *part_main(void *arg) {
   return NULL;
 }
 
-/* Places the blocks' parts on cores, a MIX block's in one cluster. */
+/* Places the blocks' parts on cores, a MIX block's in one cluster; the
+ * real run's (traced) record trace slices. */
 static int unit_parts(pto_run *r, task *t, const int32_t *blocks, int nb, const pto_tensor *tensors,
-                      part *parts) {
+                      bool traced, part *parts) {
   struct contract *c = r->contract;
   const kernel_rec *k = &r->chip->kernels[t->kernel];
   int naic = k->aic ? 1 : 0, naiv = k->aiv ? k->aiv_count : 0, np = 0;
@@ -509,6 +524,9 @@ static int unit_parts(pto_run *r, task *t, const int32_t *blocks, int nb, const 
                   .env = r->cfg->env,
                   .run = r},
           .fn = co->type == PTO_CORE_AIC ? k->aic : k->aiv,
+          .name = k->name,
+          .index = j,
+          .traced = traced,
       };
     }
   }
@@ -796,7 +814,7 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
   blocks_name(unit, sizeof unit, blocks, nb, t);
   bool ok = false;
   atomic_store_explicit(&c->unit_comm, false, memory_order_relaxed);
-  int np = unit_parts(r, t, blocks, nb, t->tensors, parts);
+  int np = unit_parts(r, t, blocks, nb, t->tensors, true, parts);
   if (own_views && np > 0) parts_redux_views(t, k, parts, np, own);
   int bad = np < 0 ? -2 : unit_run(r, parts, np);
   if (np < 0)
@@ -811,7 +829,7 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
       run_fail(r, PTO_ENOMEM, t->id, -1, "checking mode: out of memory for scratch copies");
       goto out;
     }
-    np = unit_parts(r, t, blocks, nb, tensors, parts);
+    np = unit_parts(r, t, blocks, nb, tensors, false, parts);
     if (own_views && np > 0) parts_redux_views(t, k, parts, np, own);
     bad = unit_run(r, parts, np);
     if (bad >= 0) {
