@@ -14,7 +14,9 @@
  * which every byte outside its INPUT / INOUT / OUTPUT_EXISTING views (reads()
  * says why those) is flipped: where either
  * run changed a byte, both must have left the same value, or the kernel's
- * writes depend on memory it did not declare.
+ * writes depend on memory it did not declare. Meanwhile the chunks the
+ * first run changed hold their bytes from before it: a byte the second
+ * run writes there was reached other than through its tensors (held_bytes).
  *
  * Everything here runs on the orchestrator's thread (the parts of a MIX
  * block or a gang on threads of their own, joined before the check). */
@@ -81,6 +83,8 @@ struct contract {
   int nscr;
   uint8_t *pool; /* the scratch copies' storage */
   size_t pool_cap;
+  uint8_t *held; /* the changed chunks as the real run left them, during the second */
+  size_t held_cap;
   int (*cl_cores)[3]; /* per cluster: its AIC, AIV 0, AIV 1 (-1: none) */
   bool *busy;         /* per core: given to a part of the unit */
 };
@@ -359,6 +363,7 @@ void contract_end(pto_run *r) {
   free(c->sh.v);
   free(c->chg);
   free(c->pool);
+  free(c->held);
   free(c->access);
   free(c->cl_cores);
   free(c->busy);
@@ -782,6 +787,88 @@ static bool check_reads(pto_run *r, task *t, const char *unit) {
   return true;
 }
 
+/* ---- the program's bytes around the second run ----
+ * The second run gets scratch copies through ctx->tensors; a kernel that
+ * reaches its buffers another way (a global pointer) writes the program's
+ * memory a second time (an accumulation twice), and check_reads would
+ * blame a read. So while it runs, the chunks the real run changed hold
+ * their bytes from before it (its writes show again, even of the same
+ * value), and are then put back as the real run left them. Bytes of the
+ * node task's shared writes (c->sh) are left alone: other ranks may write
+ * them meanwhile. */
+
+typedef enum held_op { HELD_KEEP, HELD_FIND, HELD_RESTORE } held_op;
+
+/* On the bytes outside c->sh of every chunk the unit changed: HELD_KEEP
+ * copies them to c->held and puts the snapshot's back; HELD_FIND returns
+ * the address of the first that is no longer the snapshot's (0: none);
+ * HELD_RESTORE puts c->held's back. */
+static uintptr_t held_bytes(struct contract *c, held_op op) {
+  for (size_t i = 0; i < c->nchg; i++) {
+    kbuf *b = &c->bufs[c->chg[i].buf];
+    size_t off = (size_t)c->chg[i].chunk * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
+    uint8_t *real = b->lo + off, *snap = b->snap + off, *keep = c->held + i * CHUNK;
+    uintptr_t lo = (uintptr_t)real, hi = lo + n, x = lo;
+    for (size_t k = runs_from(&c->sh, lo); x < hi; k++) {
+      bool shared = k < c->sh.n && c->sh.v[k].lo < hi;
+      uintptr_t end = !shared ? hi : c->sh.v[k].lo > x ? c->sh.v[k].lo : x;
+      size_t at = x - lo, len = end - x;
+      if (op == HELD_KEEP) {
+        memcpy(keep + at, real + at, len);
+        memcpy(real + at, snap + at, len);
+      } else if (op == HELD_RESTORE) {
+        memcpy(real + at, keep + at, len);
+      } else if (len && memcmp(real + at, snap + at, len) != 0) {
+        while (real[at] == snap[at])
+          at++;
+        return lo + at;
+      }
+      if (!shared) break;
+      x = c->sh.v[k].hi;
+    }
+  }
+  return 0;
+}
+
+/* HELD_KEEP with room for it; false (the run failed) when out of memory. */
+static bool held_keep(pto_run *r, task *t) {
+  struct contract *c = r->contract;
+  if (c->nchg * CHUNK > c->held_cap) {
+    free(c->held);
+    c->held_cap = 0;
+    c->held = malloc(c->nchg * CHUNK);
+    if (!c->held) {
+      run_fail(r, PTO_ENOMEM, t->id, -1, "checking mode: out of memory");
+      return false;
+    }
+    c->held_cap = c->nchg * CHUNK;
+  }
+  held_bytes(c, HELD_KEEP);
+  return true;
+}
+
+/* Fails the run for byte x, which the second run wrote other than through
+ * its tensors. */
+static void wrote_around(pto_run *r, task *t, const char *unit, uintptr_t x) {
+  struct contract *c = r->contract;
+  int arg = arg_of(c, r, t, x, writes);
+  int64_t bi = kbuf_find(c, x);
+  const uint8_t *buf = arg >= 0 ? t->tensors[arg].buf : bi >= 0 ? c->bufs[bi].lo : (uint8_t *)x;
+  char what[48];
+  if (arg >= 0)
+    snprintf(what, sizeof what, "argument %d's", arg);
+  else
+    snprintf(what, sizeof what, "buffer %p's", (const void *)buf);
+  contract_fail(r, t, arg,
+                "task %lld (kernel '%s') %s wrote %s bytes other than through its tensors "
+                "(ctx->tensors): its byte %llu was written again by the read check's second run, "
+                "whose tensors were scratch copies (reach the buffers only through ctx->tensors, "
+                "or opt out with pto_kernel_skip_read_check; the bytes are as the first run left "
+                "them)",
+                (long long)t->id, run_kernel_name(r, t), unit, what,
+                (unsigned long long)(x - (uintptr_t)buf));
+}
+
 /* A task of several cores with REDUX arguments: each part gets its own
  * copy (redux.h), as core.c gives it. */
 static void parts_redux_views(const task *t, const kernel_rec *k, part *parts, int np,
@@ -829,9 +916,16 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
       run_fail(r, PTO_ENOMEM, t->id, -1, "checking mode: out of memory for scratch copies");
       goto out;
     }
+    if (!held_keep(r, t)) goto out;
     np = unit_parts(r, t, blocks, nb, tensors, false, parts);
     if (own_views && np > 0) parts_redux_views(t, k, parts, np, own);
     bad = unit_run(r, parts, np);
+    uintptr_t again = held_bytes(c, HELD_FIND);
+    held_bytes(c, HELD_RESTORE);
+    if (again) {
+      wrote_around(r, t, unit, again);
+      goto out;
+    }
     if (bad >= 0) {
       const part *p = &parts[bad];
       contract_fail(r, t, -1,
