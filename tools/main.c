@@ -9,6 +9,7 @@
 #include "cli_args.h"
 #include "cmd_trace.h"
 #include "common/options.h"
+#include "common/rec_file.h"
 #include "scene.h"
 
 static void exit_status(FILE *f) {
@@ -223,14 +224,15 @@ static void record_files(const char *path, record_file_fn fn, void *arg) {
 static void add_size(const char *file, const char *suffix, void *arg) {
   (void)suffix;
   struct stat st;
-  if (stat(file, &st) == 0) *(long long *)arg += (long long)st.st_size;
+  if (stat(file, &st) == 0 && S_ISREG(st.st_mode)) *(long long *)arg += (long long)st.st_size;
 }
 
 /* The record's size per task: a node's counts its chip tasks and node
- * tasks (every one a line or more of it). */
+ * tasks (every one a line or more of it). Nothing when no record was
+ * written there (a directory: the run's error names it). */
 static void print_record_size(const char *path, const pto_scene_report *rep) {
   struct stat st;
-  if (stat(path, &st) != 0) return;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
   long long bytes = 0;
   record_files(path, add_size, &bytes);
   uint64_t tasks = rep->stats.tasks;
@@ -328,6 +330,13 @@ static int cmd_run(const cli_args *a) {
   if (a->run_check) setenv("PTO_CHECK", "contracts", 1);
   int rc = check_scene_options(a, sc);
   if (!rc && a->trace) rc = check_trace_path(a->trace);
+  if (!rc && a->record && a->replay && rec_file_same(a->record, a->replay)) {
+    fprintf(stderr,
+            "pto run: --record %s and --replay %s are the same file: the record would overwrite "
+            "the one being replayed; record to another file\n",
+            a->record, a->replay);
+    rc = CLI_EXIT_USAGE;
+  }
   if (!rc) rc = schedule_env(a, sc);
   if (rc) return rc;
   if (a->fuzz_schedules) return cmd_fuzz(a, sc, &o);

@@ -13,6 +13,7 @@
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
 #include "common/options.h"
+#include "common/rec_file.h"
 
 void pto_chip_config_init(pto_chip_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -104,6 +105,14 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
       "checking mode and controlled schedules cannot be combined; use one at a time",
       c.check);
   BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
+  /* a record keeps the seed as a signed 64-bit number: one above could
+   * be recorded, never replayed */
+  BAD(c.schedule_seed > INT64_MAX, "schedule_seed = %llu, must be 0..%lld",
+      (unsigned long long)c.schedule_seed, (long long)INT64_MAX);
+  BAD(c.record_path && c.replay_path && rec_file_same(c.record_path, c.replay_path),
+      "record_path '%s' and replay_path '%s' are the same file: the record would overwrite the "
+      "one being replayed; record to another file",
+      c.record_path, c.replay_path);
 #undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
   if (!chip)

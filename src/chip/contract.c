@@ -5,16 +5,18 @@
  * argument of every task submitted and not yet completed, runtime OUTPUT
  * allocations included; overlapping ones are merged into one range. Only
  * those are sure to be valid memory: once its last task has completed, the
- * program may free a buffer. Each range keeps a snapshot of its bytes and
- * a hash per CHUNK of it. After a unit (a block, or a gang) ran, a chunk
- * whose hash moved is compared byte by byte with the snapshot: a changed
- * byte outside the task's OUTPUT / INOUT views is a breach.
+ * program may free a buffer. Each range keeps a snapshot of its bytes.
+ * After a unit (a block, or a gang) ran, each CHUNK of it is compared with
+ * the snapshot (memcmp: exact, where a hash let paired bit flips cancel);
+ * a changed byte outside the task's OUTPUT / INOUT views is a breach.
  *
  * Then the unit runs again on scratch copies of its arguments' buffers, in
  * which every byte outside its INPUT / INOUT / OUTPUT_EXISTING views (reads()
  * says why those) is flipped: where either
  * run changed a byte, both must have left the same value, or the kernel's
- * writes depend on memory it did not declare.
+ * writes depend on memory it did not declare. Meanwhile the chunks the
+ * first run changed hold their bytes from before it: a byte the second
+ * run writes there was reached other than through its tensors (held_bytes).
  *
  * Everything here runs on the orchestrator's thread (the parts of a MIX
  * block or a gang on threads of their own, joined before the check). */
@@ -31,15 +33,15 @@
 #include "chip/kernel_why.h"
 #include "common/clock.h"
 #include "common/read_probe.h"
+#include "common/tensor_check.h"
 #include "common/tensor_walk.h"
 
-#define CHUNK 4096 /* bytes under one hash */
+#define CHUNK 4096 /* bytes compared, and taken into the snapshot, at once */
 
 typedef struct kbuf {
   uint8_t *lo;
   size_t len;
   uint8_t *snap;    /* its bytes as of the last check */
-  uint64_t *hash;   /* per CHUNK of snap */
   int64_t refs;     /* arguments of live tasks in it */
   pto_task_id task; /* the first argument that named it */
   int arg;
@@ -57,7 +59,6 @@ typedef struct runs {
 
 typedef struct changed {
   uint32_t buf, chunk;
-  uint64_t hash;
 } changed;
 
 typedef struct scratch {
@@ -82,6 +83,8 @@ struct contract {
   int nscr;
   uint8_t *pool; /* the scratch copies' storage */
   size_t pool_cap;
+  uint8_t *held; /* the changed chunks as the real run left them, during the second */
+  size_t held_cap;
   int (*cl_cores)[3]; /* per cluster: its AIC, AIV 0, AIV 1 (-1: none) */
   bool *busy;         /* per core: given to a part of the unit */
 };
@@ -135,35 +138,9 @@ static uint64_t splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* A cheap hash: four independent multiply-xor lanes over 8-byte words. */
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-  const uint64_t K = 0x9E3779B97F4A7C15ull;
-  uint64_t a = 1, b = 2, c = 3, d = 4, w[4];
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    memcpy(w, p + i, 32);
-    a = (a ^ w[0]) * K;
-    b = (b ^ w[1]) * K;
-    c = (c ^ w[2]) * K;
-    d = (d ^ w[3]) * K;
-  }
-  for (; i < n; i++)
-    a = (a ^ p[i]) * K;
-  uint64_t h = a ^ (b >> 1) ^ (c >> 2) ^ (d >> 3) ^ n;
-  return h ^ (h >> 29);
-}
-
-static void kbuf_rehash(kbuf *b, size_t k) {
-  size_t off = k * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
-  b->hash[k] = hash_bytes(b->snap + off, n);
-}
-
 static size_t nchunks(size_t len) { return (len + CHUNK - 1) / CHUNK; }
 
-static void kbuf_free(kbuf *b) {
-  free(b->snap);
-  free(b->hash);
-}
+static void kbuf_free(kbuf *b) { free(b->snap); }
 
 /* The index of the known range holding address p, or -1. */
 static int64_t kbuf_find(const struct contract *c, uintptr_t p) {
@@ -203,17 +180,11 @@ static bool kbuf_ref(struct contract *c, uint8_t *lo, size_t len, pto_task_id ta
   nb.lo = (uint8_t *)a;
   nb.len = z - a;
   nb.snap = malloc(nb.len);
-  nb.hash = malloc(sizeof *nb.hash * nchunks(nb.len));
-  if (!nb.snap || !nb.hash) {
-    kbuf_free(&nb);
-    return false;
-  }
+  if (!nb.snap) return false;
   /* the program's bytes as they are now (those of merged ranges cannot have
    * moved since their last check: no block ran in between, and what the
    * orchestrator wrote is taken at the next drain anyway) */
   memcpy(nb.snap, nb.lo, nb.len);
-  for (size_t k = 0; k < nchunks(nb.len); k++)
-    kbuf_rehash(&nb, k);
   if (last == first && c->nbufs == c->bufs_cap) {
     uint32_t cap = c->bufs_cap ? c->bufs_cap * 2 : 64;
     kbuf *nv = realloc(c->bufs, sizeof *nv * cap);
@@ -337,11 +308,6 @@ static bool writes(int access) { return access != PTO_INPUT; }
  * fresh OUTPUT's bytes (left over from the heap) are not to be read. */
 static bool reads(int access) { return access != PTO_OUTPUT; }
 
-static const char *access_name(int a) {
-  static const char *const n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP"};
-  return a >= 0 && a <= PTO_NO_DEP ? n[a] : "?";
-}
-
 /* ---- run state ---- */
 
 int contract_begin(pto_run *r) {
@@ -397,6 +363,7 @@ void contract_end(pto_run *r) {
   free(c->sh.v);
   free(c->chg);
   free(c->pool);
+  free(c->held);
   free(c->access);
   free(c->cl_cores);
   free(c->busy);
@@ -491,16 +458,30 @@ typedef struct part {
   int rc;
   char why[320];
   pthread_t th;
+  const char *name; /* the kernel's, for its trace slice */
+  int index;        /* in its block: 0 the first core (trace_block's part) */
+  bool traced;      /* the unit's real run, not the read check's second */
 } part;
 
 static void part_run(part *p) {
   /* the core the part stands for shows the task running, as a core thread
    * does around a block: a unit that never returns is named by the
    * watchdog as a task stuck on that core, not as a dependency deadlock */
-  _Atomic int64_t *cur = &((pto_run *)p->ctx.run)->cores[p->ctx.core_id].cur_task;
+  pto_run *r = (pto_run *)p->ctx.run;
+  _Atomic int64_t *cur = &r->cores[p->ctx.core_id].cur_task;
+  /* on the core's track, as that core's thread would record it: while a
+   * unit runs, no other thread records there (the core threads run no
+   * block in checking mode, and the unit's parts are on other cores) */
+  const bool traced = p->traced && r->trace;
+  const uint64_t t0 = traced ? pto_now_ns() : 0;
   atomic_store_explicit(cur, p->ctx.task_id, memory_order_relaxed); /* watchdog, advisory */
   p->rc = p->fn(&p->ctx);
   atomic_store_explicit(cur, PTO_TASK_NONE, memory_order_relaxed);
+  if (traced) {
+    const task *t = run_slot(r, p->ctx.task_id);
+    trace_block(r->trace, r->cores[p->ctx.core_id].trace_track, p->name, p->ctx.task_id,
+                p->ctx.block_idx, p->index, trace_block_mark(t), t->priority, t0, pto_now_ns());
+  }
   const char *w = kernel_why_take(&p->ctx); /* taken when it succeeds too */
   snprintf(p->why, sizeof p->why, "%s", p->rc ? w : "");
 }
@@ -510,9 +491,10 @@ static void *part_main(void *arg) {
   return NULL;
 }
 
-/* Places the blocks' parts on cores, a MIX block's in one cluster. */
+/* Places the blocks' parts on cores, a MIX block's in one cluster; the
+ * real run's (traced) record trace slices. */
 static int unit_parts(pto_run *r, task *t, const int32_t *blocks, int nb, const pto_tensor *tensors,
-                      part *parts) {
+                      bool traced, part *parts) {
   struct contract *c = r->contract;
   const kernel_rec *k = &r->chip->kernels[t->kernel];
   int naic = k->aic ? 1 : 0, naiv = k->aiv ? k->aiv_count : 0, np = 0;
@@ -547,6 +529,9 @@ static int unit_parts(pto_run *r, task *t, const int32_t *blocks, int nb, const 
                   .env = r->cfg->env,
                   .run = r},
           .fn = co->type == PTO_CORE_AIC ? k->aic : k->aiv,
+          .name = k->name,
+          .index = j,
+          .traced = traced,
       };
     }
   }
@@ -638,8 +623,7 @@ static bool check_writes(pto_run *r, task *t, const char *unit) {
     kbuf *b = &c->bufs[bi];
     for (size_t k = 0; k < nchunks(b->len); k++) {
       size_t off = k * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
-      uint64_t h = hash_bytes(b->lo + off, n);
-      if (h == b->hash[k]) continue;
+      if (memcmp(b->lo + off, b->snap + off, n) == 0) continue;
       if (c->nchg == c->chg_cap) {
         size_t cap = c->chg_cap ? c->chg_cap * 2 : 256;
         changed *nv = realloc(c->chg, sizeof *nv * cap);
@@ -650,7 +634,7 @@ static bool check_writes(pto_run *r, task *t, const char *unit) {
         c->chg = nv;
         c->chg_cap = cap;
       }
-      c->chg[c->nchg++] = (changed){bi, (uint32_t)k, h};
+      c->chg[c->nchg++] = (changed){bi, (uint32_t)k};
       int64_t at = first_stray(&c->wr, b->lo + off, b->snap + off, (uintptr_t)b->lo + off, n);
       if (at < 0) continue;
       uintptr_t x = (uintptr_t)b->lo + off + (uint64_t)at;
@@ -663,8 +647,8 @@ static bool check_writes(pto_run *r, task *t, const char *unit) {
             r, t, arg,
             "task %lld (kernel '%s') %s wrote outside its declared writes: argument %d (%s, "
             "buffer %p of %zu bytes) byte %llu changed 0x%02x -> 0x%02x, %s",
-            (long long)t->id, run_kernel_name(r, t), unit, arg, access_name(acc[arg]), v->buf,
-            v->buf_bytes, (unsigned long long)(x - (uintptr_t)v->buf), old, now,
+            (long long)t->id, run_kernel_name(r, t), unit, arg, tensor_access_name(acc[arg]),
+            v->buf, v->buf_bytes, (unsigned long long)(x - (uintptr_t)v->buf), old, now,
             acc[arg] == PTO_INPUT && view_has(v, x)
                 ? "inside its INPUT view"
                 : "outside its OUTPUT/INOUT views (declare the bytes it writes)");
@@ -688,7 +672,6 @@ static void commit_writes(struct contract *c) {
     kbuf *b = &c->bufs[c->chg[i].buf];
     size_t off = (size_t)c->chg[i].chunk * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
     memcpy(b->snap + off, b->lo + off, n);
-    b->hash[c->chg[i].chunk] = c->chg[i].hash;
   }
   c->nchg = 0;
 }
@@ -804,6 +787,88 @@ static bool check_reads(pto_run *r, task *t, const char *unit) {
   return true;
 }
 
+/* ---- the program's bytes around the second run ----
+ * The second run gets scratch copies through ctx->tensors; a kernel that
+ * reaches its buffers another way (a global pointer) writes the program's
+ * memory a second time (an accumulation twice), and check_reads would
+ * blame a read. So while it runs, the chunks the real run changed hold
+ * their bytes from before it (its writes show again, even of the same
+ * value), and are then put back as the real run left them. Bytes of the
+ * node task's shared writes (c->sh) are left alone: other ranks may write
+ * them meanwhile. */
+
+typedef enum held_op { HELD_KEEP, HELD_FIND, HELD_RESTORE } held_op;
+
+/* On the bytes outside c->sh of every chunk the unit changed: HELD_KEEP
+ * copies them to c->held and puts the snapshot's back; HELD_FIND returns
+ * the address of the first that is no longer the snapshot's (0: none);
+ * HELD_RESTORE puts c->held's back. */
+static uintptr_t held_bytes(struct contract *c, held_op op) {
+  for (size_t i = 0; i < c->nchg; i++) {
+    kbuf *b = &c->bufs[c->chg[i].buf];
+    size_t off = (size_t)c->chg[i].chunk * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
+    uint8_t *real = b->lo + off, *snap = b->snap + off, *keep = c->held + i * CHUNK;
+    uintptr_t lo = (uintptr_t)real, hi = lo + n, x = lo;
+    for (size_t k = runs_from(&c->sh, lo); x < hi; k++) {
+      bool shared = k < c->sh.n && c->sh.v[k].lo < hi;
+      uintptr_t end = !shared ? hi : c->sh.v[k].lo > x ? c->sh.v[k].lo : x;
+      size_t at = x - lo, len = end - x;
+      if (op == HELD_KEEP) {
+        memcpy(keep + at, real + at, len);
+        memcpy(real + at, snap + at, len);
+      } else if (op == HELD_RESTORE) {
+        memcpy(real + at, keep + at, len);
+      } else if (len && memcmp(real + at, snap + at, len) != 0) {
+        while (real[at] == snap[at])
+          at++;
+        return lo + at;
+      }
+      if (!shared) break;
+      x = c->sh.v[k].hi;
+    }
+  }
+  return 0;
+}
+
+/* HELD_KEEP with room for it; false (the run failed) when out of memory. */
+static bool held_keep(pto_run *r, task *t) {
+  struct contract *c = r->contract;
+  if (c->nchg * CHUNK > c->held_cap) {
+    free(c->held);
+    c->held_cap = 0;
+    c->held = malloc(c->nchg * CHUNK);
+    if (!c->held) {
+      run_fail(r, PTO_ENOMEM, t->id, -1, "checking mode: out of memory");
+      return false;
+    }
+    c->held_cap = c->nchg * CHUNK;
+  }
+  held_bytes(c, HELD_KEEP);
+  return true;
+}
+
+/* Fails the run for byte x, which the second run wrote other than through
+ * its tensors. */
+static void wrote_around(pto_run *r, task *t, const char *unit, uintptr_t x) {
+  struct contract *c = r->contract;
+  int arg = arg_of(c, r, t, x, writes);
+  int64_t bi = kbuf_find(c, x);
+  const uint8_t *buf = arg >= 0 ? t->tensors[arg].buf : bi >= 0 ? c->bufs[bi].lo : (uint8_t *)x;
+  char what[48];
+  if (arg >= 0)
+    snprintf(what, sizeof what, "argument %d's", arg);
+  else
+    snprintf(what, sizeof what, "buffer %p's", (const void *)buf);
+  contract_fail(r, t, arg,
+                "task %lld (kernel '%s') %s wrote %s bytes other than through its tensors "
+                "(ctx->tensors): its byte %llu was written again by the read check's second run, "
+                "whose tensors were scratch copies (reach the buffers only through ctx->tensors, "
+                "or opt out with pto_kernel_skip_read_check; the bytes are as the first run left "
+                "them)",
+                (long long)t->id, run_kernel_name(r, t), unit, what,
+                (unsigned long long)(x - (uintptr_t)buf));
+}
+
 /* A task of several cores with REDUX arguments: each part gets its own
  * copy (redux.h), as core.c gives it. */
 static void parts_redux_views(const task *t, const kernel_rec *k, part *parts, int np,
@@ -836,7 +901,7 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
   blocks_name(unit, sizeof unit, blocks, nb, t);
   bool ok = false;
   atomic_store_explicit(&c->unit_comm, false, memory_order_relaxed);
-  int np = unit_parts(r, t, blocks, nb, t->tensors, parts);
+  int np = unit_parts(r, t, blocks, nb, t->tensors, true, parts);
   if (own_views && np > 0) parts_redux_views(t, k, parts, np, own);
   int bad = np < 0 ? -2 : unit_run(r, parts, np);
   if (np < 0)
@@ -851,9 +916,16 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
       run_fail(r, PTO_ENOMEM, t->id, -1, "checking mode: out of memory for scratch copies");
       goto out;
     }
-    np = unit_parts(r, t, blocks, nb, tensors, parts);
+    if (!held_keep(r, t)) goto out;
+    np = unit_parts(r, t, blocks, nb, tensors, false, parts);
     if (own_views && np > 0) parts_redux_views(t, k, parts, np, own);
     bad = unit_run(r, parts, np);
+    uintptr_t again = held_bytes(c, HELD_FIND);
+    held_bytes(c, HELD_RESTORE);
+    if (again) {
+      wrote_around(r, t, unit, again);
+      goto out;
+    }
     if (bad >= 0) {
       const part *p = &parts[bad];
       contract_fail(r, t, -1,
@@ -959,10 +1031,7 @@ static void refresh(struct contract *c) {
     kbuf *b = &c->bufs[i];
     for (size_t k = 0; k < nchunks(b->len); k++) {
       size_t off = k * CHUNK, n = b->len - off < CHUNK ? b->len - off : CHUNK;
-      uint64_t h = hash_bytes(b->lo + off, n);
-      if (h == b->hash[k]) continue;
-      memcpy(b->snap + off, b->lo + off, n);
-      b->hash[k] = h;
+      if (memcmp(b->lo + off, b->snap + off, n) != 0) memcpy(b->snap + off, b->lo + off, n);
     }
   }
 }

@@ -140,10 +140,7 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   const int32_t block_num = t->block_num;
   const bool gang = t->sync_start;
   /* what the trace shows of it besides its name (docs/tracing.md) */
-  const char *mark = t->commute      ? "commute"
-                     : t->redux_args ? "redux"
-                     : t->priority   ? "priority"
-                                     : NULL;
+  const char *mark = trace_block_mark(t);
   const int prio = t->priority;
   pto_kctx ctx = {
       .block_idx = block,
@@ -194,16 +191,8 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
     uint64_t avg = atomic_load_explicit(&c->block_ns, memory_order_relaxed);
     atomic_store_explicit(&c->block_ns, pull_block_avg(avg, d), memory_order_relaxed);
   }
-  if (r->trace) {
-    uint64_t t1 = pto_now_ns();
-    /* A MIX block spans cores: the first records the block, the others its parts. */
-    if (part == 0 && !mark)
-      trace_slice(r->trace, c->trace_track, k->name, "block", t0, t1, id, block);
-    else if (part == 0) /* a COMMUTE task's blocks: "commute": its priority */
-      trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, block, mark, prio);
-    else
-      trace_slice_arg(r->trace, c->trace_track, k->name, "block", t0, t1, id, block, "part", part);
-  }
+  if (r->trace)
+    trace_block(r->trace, c->trace_track, k->name, id, block, part, mark, prio, t0, pto_now_ns());
   if (rc != 0) {
     int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
     run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d%s%s", k->name,

@@ -560,12 +560,6 @@ int orch_refuse_thread(pto_orch *o, const char *call) {
   return PTO_EINVAL;
 }
 
-static const char *access_name(int a) {
-  static const char *n[] = {"INPUT",   "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP",
-                            "COMMUTE", "REDUX"};
-  return a >= 0 && a <= PTO_REDUX ? n[a] : "?";
-}
-
 /* Checks a submit's arguments; fills rv[i] with each non-OUTPUT tensor
  * argument's normalised view, which its TensorMap access then uses (one
  * normalisation per argument, done while checking it). */
@@ -668,7 +662,7 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
                                 sizeof why);
       if (bad)
         return submit_fail(r, PTO_EINVAL, "tensor argument %d (%s): %s", i,
-                           access_name(a->access[i]), bad);
+                           tensor_access_name(a->access[i]), bad);
     }
   }
   *shape_out = sh;

@@ -374,12 +374,6 @@ static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, in
   return PTO_OK;
 }
 
-static const char *mode_name(int m) {
-  static const char *n[] = {"INPUT",   "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP",
-                            "COMMUTE", "REDUX"};
-  return m >= 0 && m <= PTO_REDUX ? n[m] : "?";
-}
-
 /* The accesses tracked against a group's bytes (OUTPUT is a fresh
  * buffer, NO_DEP is never tracked), a bit per access mode. */
 #define TOUCHES_GROUPS                                                                             \
@@ -405,7 +399,7 @@ static int check_arg(pto_run *r, const pto_args *a, const region_view *rv, int i
                         "its bytes overlap tensor argument %d (%s): the kernel sees only a "
                         "private copy of a REDUX view, so the task may not access those bytes "
                         "otherwise",
-                        j, mode_name(a->access[j]));
+                        j, tensor_access_name(a->access[j]));
   return PTO_OK;
 }
 

@@ -496,6 +496,28 @@ static inline task *run_slot(pto_run *r, pto_task_id id) {
 }
 const char *run_kernel_name(const pto_run *r, const task *t);
 
+/* What a block's trace slice shows of its task besides its name
+ * (docs/tracing.md): "commute", "redux" or "priority" (with the task's
+ * priority), or NULL. Read before the kernel runs: an async block's task
+ * may be recycled after it. */
+static inline const char *trace_block_mark(const task *t) {
+  return t->commute ? "commute" : t->redux_args ? "redux" : t->priority ? "priority" : NULL;
+}
+/* A block's slice [t0, t1] on a core's track: part 0 (the first core of
+ * a MIX block) records the block, the others args.part, so that each
+ * block is counted once; mark and prio as trace_block_mark gave them.
+ * The core thread (core.c) and checking mode (contract.c) record alike. */
+static inline void trace_block(pto_trace *tr, int track, const char *name, pto_task_id id,
+                               int32_t block, int part, const char *mark, int prio, uint64_t t0,
+                               uint64_t t1) {
+  if (part == 0 && !mark)
+    trace_slice(tr, track, name, "block", t0, t1, id, block);
+  else if (part == 0) /* a COMMUTE task's blocks: "commute": its priority */
+    trace_slice_arg(tr, track, name, "block", t0, t1, id, block, mark, prio);
+  else
+    trace_slice_arg(tr, track, name, "block", t0, t1, id, block, "part", part);
+}
+
 /* Lifecycle of a chip thread [run.c]: parks the calling thread (on ev)
  * until a run it has not served is in progress and want(arg) says that run
  * has work for it, and enters it (returns true), or until the chip is

@@ -837,8 +837,9 @@ int schedule_begin(pto_run *r) {
     seed = h->seed;
     read_next(x);
   } else if (!seed) {
-    /* a record without a seed: one drawn now, kept in the record */
-    seed = (pto_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+    /* a record without a seed: one drawn now, kept in the record (which
+     * reads back at most INT64_MAX) */
+    seed = ((pto_now_ns() ^ ((uint64_t)getpid() << 32)) & INT64_MAX) | 1;
   }
   pct_init(&x->pct, seed);
   return atomic_load(&r->status);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rec_file.h"
+
 static void rec_buf_printf(rec_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void rec_buf_printf(rec_buf *b, const char *fmt, ...) {
   if (b->oom) return;
@@ -73,11 +75,12 @@ int rec_write(const char *path, const rec_header *h, const rec_buf *body, char *
     snprintf(why, n, "schedule record %s: out of memory while recording", path);
     return -1;
   }
-  FILE *f = fopen(path, "w");
-  if (!f) {
+  rec_file w;
+  if (rec_file_open(&w, path)) {
     snprintf(why, n, "schedule record %s: cannot open for writing: %s", path, strerror(errno));
     return -1;
   }
+  FILE *f = w.f;
   fprintf(f, "pto-schedule %d\nseed %" PRIu64 "\nchip %d %d %d\n", SCHED_RECORD_VERSION, h->seed,
           h->clusters, h->aic, h->aiv);
   for (int k = 0; k < h->nkernels; k++)
@@ -85,8 +88,7 @@ int rec_write(const char *path, const rec_header *h, const rec_buf *body, char *
   fprintf(f, "tasks %" PRId64 " blocks %" PRId64 "\n", h->tasks, h->blocks);
   if (body->len) fwrite(body->data, 1, body->len, f);
   fprintf(f, "end\n");
-  bool bad = ferror(f) != 0;
-  if (fclose(f) != 0 || bad) {
+  if (rec_file_close(&w, path)) {
     snprintf(why, n, "schedule record %s: write failed: %s", path, strerror(errno));
     return -1;
   }
@@ -107,18 +109,27 @@ static char *next_line(rec_reader *rd) {
   return s;
 }
 
-/* A decimal integer at *s (skipping spaces) in [lo, hi]. */
-static bool num(char **s, long long lo, long long hi, long long *out) {
-  while (**s == ' ')
-    (*s)++;
-  if (!(**s >= '0' && **s <= '9') && **s != '-') return false;
+bool rec_num(char **s, long long lo, long long hi, long long *out) {
+  char *p = *s;
+  while (*p == ' ')
+    p++;
+  if (!(*p >= '0' && *p <= '9') && *p != '-') return false;
   char *e;
   errno = 0;
-  long long v = strtoll(*s, &e, 10);
-  if (e == *s || errno || v < lo || v > hi) return false;
+  long long v = strtoll(p, &e, 10);
+  if (e == p || errno || v < lo || v > hi) return false;
   *s = e;
   *out = v;
   return true;
+}
+
+int rec_nul_line(const char *text, size_t len) {
+  const char *z = memchr(text, '\0', len);
+  if (!z) return 0;
+  int line = 1;
+  for (const char *p = text; (p = memchr(p, '\n', (size_t)(z - p))) != NULL; p++)
+    line++;
+  return line;
 }
 
 static bool line_end(const char *s) {
@@ -182,6 +193,11 @@ int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *path
     snprintf(why, n, "schedule record %s: truncated (it does not end with its \"end\" line)", path);
     return -1;
   }
+  int nul = rec_nul_line(rd->text, rd->len);
+  if (nul) {
+    snprintf(why, n, "schedule record %s line %d: a NUL byte (a record is text)", path, nul);
+    return -1;
+  }
   long long v[3];
   char *s = next_line(rd);
   if (!s || strncmp(s, "pto-schedule ", 13) != 0) {
@@ -190,7 +206,7 @@ int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *path
     return -1;
   }
   s += 12;
-  if (!num(&s, 0, 1000, &v[0]) || !line_end(s) || v[0] != SCHED_RECORD_VERSION) {
+  if (!rec_num(&s, 0, 1000, &v[0]) || !line_end(s) || v[0] != SCHED_RECORD_VERSION) {
     snprintf(why, n, "schedule record %s line 1: format version is not %d", path,
              SCHED_RECORD_VERSION);
     return -1;
@@ -203,12 +219,13 @@ int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *path
   s = next_line(rd);
   if (!s || strncmp(s, "seed", 4) != 0) BAD_LINE("\"seed N\"");
   s += 4;
-  if (!num(&s, 0, INT64_MAX, &v[0]) || !line_end(s)) BAD_LINE("\"seed N\"");
+  if (!rec_num(&s, 0, INT64_MAX, &v[0]) || !line_end(s)) BAD_LINE("\"seed N\"");
   rd->h.seed = (uint64_t)v[0];
   s = next_line(rd);
   if (!s || strncmp(s, "chip", 4) != 0) BAD_LINE("\"chip CLUSTERS AIC AIV\"");
   s += 4;
-  if (!num(&s, 1, 1 << 20, &v[0]) || !num(&s, 0, 1, &v[1]) || !num(&s, 0, 2, &v[2]) || !line_end(s))
+  if (!rec_num(&s, 1, 1 << 20, &v[0]) || !rec_num(&s, 0, 1, &v[1]) || !rec_num(&s, 0, 2, &v[2]) ||
+      !line_end(s))
     BAD_LINE("\"chip CLUSTERS AIC AIV\"");
   rd->h.clusters = (int)v[0];
   rd->h.aic = (int)v[1];
@@ -225,7 +242,7 @@ int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *path
       break;
     }
     s += 6;
-    if (!num(&s, 0, 1 << 20, &v[0]) || v[0] != rd->h.nkernels || *s != ' ')
+    if (!rec_num(&s, 0, 1 << 20, &v[0]) || v[0] != rd->h.nkernels || *s != ' ')
       BAD_LINE("\"kernel ID NAME\" with ids in order");
     char(*names)[48] = realloc(rd->names, sizeof *names * (size_t)(rd->h.nkernels + 1));
     if (!names) BAD_LINE("a smaller record (out of memory)");
@@ -236,12 +253,12 @@ int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *path
   s = next_line(rd);
   if (!s || strncmp(s, "tasks", 5) != 0) BAD_LINE("\"tasks N blocks N\"");
   s += 5;
-  if (!num(&s, 0, INT64_MAX, &v[0])) BAD_LINE("\"tasks N blocks N\"");
+  if (!rec_num(&s, 0, INT64_MAX, &v[0])) BAD_LINE("\"tasks N blocks N\"");
   while (*s == ' ')
     s++;
   if (strncmp(s, "blocks", 6) != 0) BAD_LINE("\"tasks N blocks N\"");
   s += 6;
-  if (!num(&s, 0, INT64_MAX, &v[1]) || !line_end(s)) BAD_LINE("\"tasks N blocks N\"");
+  if (!rec_num(&s, 0, INT64_MAX, &v[1]) || !line_end(s)) BAD_LINE("\"tasks N blocks N\"");
   rd->h.tasks = v[0];
   rd->h.blocks = v[1];
   return 0;
@@ -282,50 +299,51 @@ int rec_next(rec_reader *rd, rec_item *it, char *why, size_t n) {
   switch (k) {
   case 'O':
     it->kind = REC_ORCH;
-    ok = num(&s, 0, INT64_MAX, &v) && line_end(s);
+    ok = rec_num(&s, 0, INT64_MAX, &v) && line_end(s);
     it->task = v;
     break;
   case 'W':
     it->kind = REC_ORCH;
     it->kernel = 1; /* a wait's marker */
-    ok = num(&s, 0, INT64_MAX, &v) && line_end(s);
+    ok = rec_num(&s, 0, INT64_MAX, &v) && line_end(s);
     it->task = v;
     break;
   case 'A':
     it->kind = REC_ASYNC;
-    ok = num(&s, 0, INT64_MAX, &v) && line_end(s);
+    ok = rec_num(&s, 0, INT64_MAX, &v) && line_end(s);
     it->task = v;
     break;
   case 'Y':
     it->kind = REC_YIELD;
-    ok = num(&s, 0, INT64_MAX, &v) && num(&s, 0, INT32_MAX, &w) && num(&s, 1, INT32_MAX, &u) &&
-         line_end(s);
+    ok = rec_num(&s, 0, INT64_MAX, &v) && rec_num(&s, 0, INT32_MAX, &w) &&
+         rec_num(&s, 1, INT32_MAX, &u) && line_end(s);
     it->task = v;
     it->block = (int32_t)w;
     it->units = (int32_t)u;
     break;
   case 'R':
     it->kind = REC_RESUME;
-    ok = num(&s, 0, INT64_MAX, &v) && num(&s, 0, INT32_MAX, &w) && line_end(s);
+    ok = rec_num(&s, 0, INT64_MAX, &v) && rec_num(&s, 0, INT32_MAX, &w) && line_end(s);
     it->task = v;
     it->block = (int32_t)w;
     break;
   case 'D':
     it->kind = REC_DONE;
-    ok = num(&s, 0, INT64_MAX, &v) && num(&s, 0, INT32_MAX, &w) && num(&s, 1, 3, &u) && line_end(s);
+    ok = rec_num(&s, 0, INT64_MAX, &v) && rec_num(&s, 0, INT32_MAX, &w) && rec_num(&s, 1, 3, &u) &&
+         line_end(s);
     it->task = v;
     it->block = (int32_t)w;
     it->units = (int32_t)u;
     break;
   case 'S': {
     it->kind = REC_START;
-    ok = num(&s, 0, INT64_MAX, &v) && num(&s, 0, INT32_MAX, &w);
+    ok = rec_num(&s, 0, INT64_MAX, &v) && rec_num(&s, 0, INT32_MAX, &w);
     it->task = v;
     it->kernel = (int32_t)w;
     int nb = 0, nc = 0;
     while (ok && !line_end(s)) {
       long long b, c;
-      ok = num(&s, 0, INT32_MAX, &b) && *s == ':';
+      ok = rec_num(&s, 0, INT32_MAX, &b) && *s == ':';
       if (!ok) break;
       s++;
       if (!grow((void **)&rd->blocks, &rd->cap_blocks, nb + 2, sizeof *rd->blocks) ||
@@ -337,7 +355,7 @@ int rec_next(rec_reader *rd, rec_item *it, char *why, size_t n) {
       rd->first[nb] = nc;
       nb++;
       for (;;) {
-        ok = num(&s, 0, INT32_MAX, &c);
+        ok = rec_num(&s, 0, INT32_MAX, &c);
         if (!ok) break;
         if (!grow((void **)&rd->cores, &rd->cap_cores, nc + 1, sizeof *rd->cores)) {
           snprintf(why, n, "line %d: out of memory", rd->line);

@@ -97,4 +97,13 @@ int rec_open_text(rec_reader *rd, const char *text, size_t len, const char *name
 int rec_next(rec_reader *rd, rec_item *it, char *why, size_t n);
 void rec_close(rec_reader *rd);
 
+/* The number parser of every record format (this one, the node's and the
+ * delivery record, docs/schedules.md): a decimal integer at *s, after any
+ * spaces, in [lo, hi]; advances *s past it. False on no digits, overflow
+ * or a value out of range (*s unchanged). */
+bool rec_num(char **s, long long lo, long long hi, long long *out);
+/* The line (from 1) of text[0..len) holding its first NUL byte, or 0 when
+ * it has none: a record is text, and its lines are read as C strings. */
+int rec_nul_line(const char *text, size_t len);
+
 #endif

@@ -5,12 +5,15 @@
  * same from run to run. */
 #include "comm/delivery.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "chip/schedule_record.h"
+#include "common/rec_file.h"
 #include "pto/status.h"
 
 #define DELIVERY_VERSION 1
@@ -71,14 +74,23 @@ int delivery_begin(const char *record_path, const char *replay_path, char *why, 
     FILE *f = fopen(replay_path, "r");
     char buf[4096];
     size_t k;
+    int nul;
     while (f && (k = fread(buf, 1, sizeof buf, f)) > 0)
       put(&dl.in, buf, k);
-    if (!f || ferror(f) || dl.in.oom) {
-      snprintf(why, n, "delivery record %s: cannot be read", replay_path);
+    if (!f || ferror(f)) { /* a directory opens, then reads fail */
+      snprintf(why, n, "delivery record %s: cannot %s: %s", replay_path, f ? "read" : "open",
+               strerror(errno));
+      rc = PTO_EREPLAY;
+    } else if (dl.in.oom) {
+      snprintf(why, n, "delivery record %s: out of memory reading it", replay_path);
       rc = PTO_EREPLAY;
     } else if (dl.in.len < 4 || memcmp(dl.in.data + dl.in.len - 4, "end\n", 4) != 0) {
       snprintf(why, n, "delivery record %s: truncated (it does not end with its \"end\" line)",
                replay_path);
+      rc = PTO_EREPLAY;
+    } else if ((nul = rec_nul_line(dl.in.data, dl.in.len)) != 0) {
+      snprintf(why, n, "delivery record %s line %d: a NUL byte (a record is text)", replay_path,
+               nul);
       rc = PTO_EREPLAY;
     } else if (strncmp(dl.in.data, "pto-delivery 1\n", 15) != 0) {
       snprintf(why, n, "delivery record %s: line 1 is not \"pto-delivery %d\"", replay_path,
@@ -100,23 +112,21 @@ int delivery_begin(const char *record_path, const char *replay_path, char *why, 
   return rc;
 }
 
-/* The next line of the replayed record, NUL-terminated in place. */
+/* The next line of the replayed record, NUL-terminated in place (a record
+ * with a NUL byte was refused whole by delivery_begin). */
 static char *next_line(void) {
   if (dl.pos >= dl.in.len) return NULL;
-  char *s = dl.in.data + dl.pos, *e = strchr(s, '\n');
-  *e = 0; /* the text ends with "end\n": every line has its newline */
+  char *s = dl.in.data + dl.pos, *e = memchr(s, '\n', dl.in.len - dl.pos);
+  if (!e) return NULL; /* cannot happen: the text ends with "end\n" */
+  *e = 0;
   dl.pos = (size_t)(e - dl.in.data) + 1;
   dl.line++;
   return s;
 }
 
+/* " N" with N in [lo, hi] (the records' one parser, rec_num). */
 static bool num(char **s, long long lo, long long hi, long long *v) {
-  char *e;
-  if (**s != ' ') return false;
-  *v = strtoll(*s + 1, &e, 10);
-  if (e == *s + 1 || *v < lo || *v > hi) return false;
-  *s = e;
-  return true;
+  return **s == ' ' && rec_num(s, lo, hi, v);
 }
 
 /* Replay: takes the record's order for this batch, or notes why not. */
@@ -177,11 +187,19 @@ int delivery_end(char *why, size_t n) {
   int rc = 0;
   if (dl.record) {
     put(&dl.out, "end\n", 4);
-    FILE *f = dl.out.oom ? NULL : fopen(dl.rec_path, "w");
-    bool ok = f && fwrite(dl.out.data, 1, dl.out.len, f) == dl.out.len;
-    if (f) ok = fclose(f) == 0 && ok;
-    if (!ok) {
-      snprintf(why, n, "delivery record %s: cannot be written", dl.rec_path);
+    rec_file w;
+    int bad = dl.out.oom ? -1 : rec_file_open(&w, dl.rec_path);
+    if (!bad) {
+      bool short_write = fwrite(dl.out.data, 1, dl.out.len, w.f) != dl.out.len;
+      int e = errno;
+      bad = rec_file_close(&w, dl.rec_path); /* fails too after a short write */
+      if (short_write) errno = e;
+    }
+    if (bad) {
+      if (dl.out.oom)
+        snprintf(why, n, "delivery record %s: out of memory while recording", dl.rec_path);
+      else
+        snprintf(why, n, "delivery record %s: cannot be written: %s", dl.rec_path, strerror(errno));
       rc = PTO_ESYSTEM;
     }
   }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pto/orch.h"
 #include "pto/status.h"
 
 static const size_t dtype_sizes[PTO_DTYPE_COUNT] = {
@@ -28,6 +29,18 @@ static bool dtype_ok(int32_t dt) { return dt >= 0 && dt < PTO_DTYPE_COUNT; }
 size_t pto_dtype_size(pto_dtype dt) { return dtype_ok((int32_t)dt) ? dtype_sizes[dt] : 0; }
 
 const char *pto_dtype_name(pto_dtype dt) { return dtype_ok((int32_t)dt) ? dtype_names[dt] : "?"; }
+
+static const char *const access_names[] = {
+    [PTO_INPUT] = "INPUT", [PTO_OUTPUT] = "OUTPUT", [PTO_OUTPUT_EXISTING] = "OUTPUT_EXISTING",
+    [PTO_INOUT] = "INOUT", [PTO_NO_DEP] = "NO_DEP", [PTO_COMMUTE] = "COMMUTE",
+    [PTO_REDUX] = "REDUX",
+};
+_Static_assert(sizeof access_names / sizeof *access_names == PTO_REDUX + 1,
+               "a name for every access mode of pto/orch.h");
+
+const char *tensor_access_name(int access) {
+  return access >= 0 && access <= PTO_REDUX ? access_names[access] : "?";
+}
 
 /* ---- checks ---- */
 

@@ -54,4 +54,9 @@ bool tensor_byte_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi);
  * src, dst and scratch). */
 int64_t tensor_dense_numel(const pto_tensor *t);
 
+/* The name of an access mode of pto/orch.h ("INPUT", ..., "REDUX"), as
+ * every message that names an argument's mode prints it; "?" for a value
+ * that is none. */
+const char *tensor_access_name(int access);
+
 #endif

@@ -29,6 +29,7 @@
 
 #include "common/read_probe.h"
 #include "common/region.h"
+#include "common/tensor_check.h"
 #include "common/tensor_walk.h"
 #include "node/node_internal.h"
 
@@ -183,12 +184,6 @@ static int64_t first_change(const unsigned char *base, const unsigned char *old,
   return -1;
 }
 
-static const char *access_name(int a) {
-  static const char *const n[] = {"INPUT", "OUTPUT", "OUTPUT_EXISTING",
-                                  "INOUT", "NO_DEP", "COMMUTE"};
-  return a >= 0 && a <= PTO_COMMUTE ? n[a] : "?";
-}
-
 /* The first byte that changed outside t's written views, in node host
  * memory and then in t's window regions, as node_check_before copied them
  * (node host memory handed out since is no one's write); NULL if none,
@@ -263,8 +258,9 @@ void node_check_after(pto_node *n, node_task *t) {
              "node task %" PRId64 " (%s) wrote outside its declared writes: argument %d (%s, "
              "%s buffer %p of %zu bytes) byte %zu changed 0x%02x -> 0x%02x, %s "
              "[checking mode: node tasks run one at a time]",
-             t->id, who, arg, access_name(t->args.access[arg]), in_host ? "node host" : "window",
-             v->buf, v->buf_bytes, (size_t)(x - (const unsigned char *)v->buf), old, now,
+             t->id, who, arg, tensor_access_name(t->args.access[arg]),
+             in_host ? "node host" : "window", v->buf, v->buf_bytes,
+             (size_t)(x - (const unsigned char *)v->buf), old, now,
              input ? "inside its INPUT view" : "outside its OUTPUT_EXISTING/INOUT views");
   } else {
     snprintf(t->err.details, sizeof t->err.details,

@@ -4,13 +4,16 @@
  * each chip task gets. */
 #include "node/node_schedule.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "chip/schedule_record.h"
 #include "common/clock.h"
+#include "common/rec_file.h"
 #include "node/node_internal.h"
 
 #define NODE_SCHED_VERSION 1
@@ -71,37 +74,60 @@ static rec_launch *add_line(node_sched *x) {
   return l;
 }
 
+/* "KEY N" at *s (KEY then a number in [lo, hi], by the records' one
+ * parser); advances *s past it. */
+static bool key_num(char **s, const char *key, long long lo, long long hi, long long *v) {
+  size_t k = strlen(key);
+  if (strncmp(*s, key, k) != 0 || (*s)[k] != ' ') return false;
+  char *p = *s + k;
+  if (!rec_num(&p, lo, hi, v)) return false;
+  *s = p;
+  return true;
+}
+
 /* Reads the node record whole; 0, or PTO_EREPLAY latched naming the line. */
 static int read_record(pto_node *n, node_sched *x, const char *path) {
   FILE *f = fopen(path, "r");
-  if (!f) return node_first_err(n, PTO_EREPLAY, "node schedule record %s: cannot be read", path);
-  char s[512];
+  if (!f)
+    return node_first_err(n, PTO_EREPLAY, "node schedule record %s: cannot open: %s", path,
+                          strerror(errno));
+  char *s = NULL;
+  size_t cap = 0;
+  ssize_t got;
   int line = 0, stage = 0, rc = 0;
   long long a, b;
   bool ended = false;
-  while (!rc && fgets(s, sizeof s, f)) {
+  errno = 0;
+  while (!rc && (got = getline(&s, &cap, f)) > 0) {
     line++;
-    if (!strchr(s, '\n')) {
-      rc = node_first_err(n, PTO_EREPLAY, "node schedule record %s: line %d too long", path, line);
-      break;
-    }
-    if (ended) {
+    char *p = s;
+    if (memchr(s, '\0', (size_t)got)) {
+      rc = node_first_err(n, PTO_EREPLAY,
+                          "node schedule record %s: line %d: a NUL byte (a record is text)", path,
+                          line);
+    } else if (s[got - 1] != '\n') {
+      break; /* its last line without its newline: truncated, below */
+    } else if (ended) {
       rc = node_first_err(n, PTO_EREPLAY, "node schedule record %s: line %d after \"end\"", path,
                           line);
     } else if (stage == 0) {
-      if (sscanf(s, "pto-node-schedule %lld", &a) != 1 || a != NODE_SCHED_VERSION)
+      if (!key_num(&p, "pto-node-schedule", 0, 1000, &a) || *p != '\n' || a != NODE_SCHED_VERSION)
         rc = node_first_err(n, PTO_EREPLAY,
                             "node schedule record %s: line 1 is not \"pto-node-schedule %d\"", path,
                             NODE_SCHED_VERSION);
       stage = 1;
     } else if (stage == 1) {
-      if (sscanf(s, "seed %lld", &a) != 1)
-        rc = node_first_err(n, PTO_EREPLAY, "node schedule record %s: line %d: malformed seed",
-                            path, line);
+      /* a seed above INT64_MAX is refused where it is set (pto_chip_create) */
+      if (!key_num(&p, "seed", 0, INT64_MAX, &a) || *p != '\n')
+        rc = node_first_err(n, PTO_EREPLAY,
+                            "node schedule record %s: line %d: malformed seed (0..%lld)", path,
+                            line, (long long)INT64_MAX);
       x->seed = (uint64_t)a;
       stage = 2;
     } else if (stage == 2) {
-      if (sscanf(s, "chips %lld workers %lld", &a, &b) != 2)
+      bool shape = key_num(&p, "chips", 0, INT32_MAX, &a) && *p++ == ' ' &&
+                   key_num(&p, "workers", 0, INT32_MAX, &b) && *p == '\n';
+      if (!shape)
         rc = node_first_err(n, PTO_EREPLAY, "node schedule record %s: line %d: malformed shape",
                             path, line);
       else if (a != n->cfg.nchips || b != n->cfg.nworkers)
@@ -113,21 +139,19 @@ static int read_record(pto_node *n, node_sched *x, const char *path) {
       stage = 3;
     } else if (s[0] == 'T' && s[1] == ' ') {
       rec_launch *l = add_line(x);
-      char *p = s + 2, *e;
-      bool ok = l != NULL;
-      if (ok) l->line = line;
-      if (ok) l->task = strtoll(p, &e, 10), ok = e != p && l->task >= 0, p = e;
-      if (ok) l->submitted = strtoll(p, &e, 10), ok = e != p && l->submitted > 0, p = e;
+      long long task, sub, v;
+      p = s + 1;
+      bool ok = l && rec_num(&p, 0, INT64_MAX, &task) && rec_num(&p, 1, INT64_MAX, &sub);
+      if (ok) l->line = line, l->task = task, l->submitted = sub;
       while (ok && *p == ' ') {
-        long long v = strtoll(p, &e, 10);
-        ok = e != p && v >= 0 && v < n->nchildren && l->nslots < PTO_NODE_MAX_CHIPS;
-        if (ok) l->slots[l->nslots++] = (int)v, p = e;
+        ok = l->nslots < PTO_NODE_MAX_CHIPS && rec_num(&p, 0, n->nchildren - 1, &v);
+        if (ok) l->slots[l->nslots++] = (int)v;
       }
       if (!ok || l->nslots == 0 || *p != '\n')
         rc = node_first_err(n, PTO_EREPLAY,
                             "node schedule record %s: line %d: malformed launch \"%.*s\"", path,
                             line, (int)strcspn(s, "\n"), s);
-    } else if (sscanf(s, "tasks %lld", &a) == 1) {
+    } else if (key_num(&p, "tasks", 0, INT64_MAX, &a) && *p == '\n') {
       x->rec_tasks = a;
     } else if (strcmp(s, "end\n") == 0) {
       ended = true;
@@ -135,8 +159,14 @@ static int read_record(pto_node *n, node_sched *x, const char *path) {
       rc = node_first_err(n, PTO_EREPLAY, "node schedule record %s: line %d: malformed \"%.*s\"",
                           path, line, (int)strcspn(s, "\n"), s);
     }
+    errno = 0;
   }
+  int read_errno = ferror(f) ? (errno ? errno : EIO) : 0; /* a directory opens, then reads fail */
+  free(s);
   fclose(f);
+  if (!rc && read_errno)
+    rc = node_first_err(n, PTO_EREPLAY, "node schedule record %s: cannot read: %s", path,
+                        strerror(read_errno));
   if (!rc && !ended)
     rc = node_first_err(n, PTO_EREPLAY,
                         "node schedule record %s: truncated (it does not end with its \"end\" "
@@ -165,15 +195,18 @@ int node_sched_begin(pto_node *n) {
       return rc;
     }
   } else if (!x->seed) {
-    x->seed = (pto_now_ns() ^ ((uint64_t)getpid() << 32)) | 1; /* kept in the record */
+    /* kept in the record, which reads back at most INT64_MAX */
+    x->seed = ((pto_now_ns() ^ ((uint64_t)getpid() << 32)) & INT64_MAX) | 1;
   }
   x->rng = x->seed;
   return 0;
 }
 
+/* 0, or -1 with errno. */
 static int write_record(pto_node *n, node_sched *x) {
-  FILE *f = fopen(n->sched_record, "w");
-  if (!f) return -1;
+  rec_file w;
+  if (rec_file_open(&w, n->sched_record)) return -1;
+  FILE *f = w.f;
   fprintf(f, "pto-node-schedule %d\nseed %" PRIu64 "\nchips %d workers %d\n", NODE_SCHED_VERSION,
           x->seed, n->cfg.nchips, n->cfg.nworkers);
   for (int64_t i = 0; i < x->nlines; i++) {
@@ -184,8 +217,7 @@ static int write_record(pto_node *n, node_sched *x) {
     fprintf(f, "\n");
   }
   fprintf(f, "tasks %" PRId64 "\nend\n", n->next_id - x->first_id);
-  bool bad = ferror(f);
-  return fclose(f) != 0 || bad ? -1 : 0;
+  return rec_file_close(&w, n->sched_record);
 }
 
 void node_sched_end(pto_node *n) {
@@ -205,7 +237,8 @@ void node_sched_end(pto_node *n) {
                      n->sched_replay, tasks, x->rec_tasks);
   }
   if (x->record && write_record(n, x) != 0)
-    node_first_err(n, PTO_ESYSTEM, "node schedule record %s: cannot be written", n->sched_record);
+    node_first_err(n, PTO_ESYSTEM, "node schedule record %s: cannot be written: %s",
+                   n->sched_record, strerror(errno));
   sched_free(x);
   n->sched = NULL;
 }

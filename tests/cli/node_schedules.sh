@@ -9,7 +9,8 @@
 #     the files it replays;
 #   - correct multi-chip scenes pass under every seed tried, with and
 #     without fault injection;
-#   - a node record changed stops the replay with PTO_EREPLAY naming the line.
+#   - a node record changed stops the replay with PTO_EREPLAY naming the line;
+#   - a directory given as the node record is named with its errno.
 # No timing is involved: every run's schedule is a seed's or a record's.
 #   node_schedules.sh PTO_BINARY [SEEDS [FUZZ]]
 set -uo pipefail
@@ -91,6 +92,20 @@ mv "$tmp/a/r.new" "$tmp/a/r"
 rc=$?
 [ "$rc" -eq 1 ] && grep -q PTO_EREPLAY "$tmp/d.err" && grep -Eq 'diverged at line 4: ' "$tmp/d.err" ||
   fail "a changed node record: exit $rc, expected PTO_EREPLAY at line 4: $(head -3 "$tmp/d.err")"
+
+# 6. A directory where a node record goes: named with its errno (before:
+# "truncated" for a replay, no cause for a record, whose directory's size
+# was printed as the record's).
+mkdir "$tmp/ndir"
+"$pto" run dist_separate_reader --replay "$tmp/ndir" >"$tmp/n.out" 2>"$tmp/n.err"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "node schedule record $tmp/ndir: cannot read: Is a directory" "$tmp/n.err" ||
+  fail "--replay DIR on a node: exit $rc: $(head -3 "$tmp/n.err")"
+"$pto" run dist_separate_reader --schedule-seed 3 --record "$tmp/ndir" >"$tmp/n.out" 2>"$tmp/n.err"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "node schedule record $tmp/ndir: cannot be written: Is a directory" "$tmp/n.err" ||
+  fail "--record DIR on a node: exit $rc: $(head -3 "$tmp/n.err")"
+grep -q 'schedule record' "$tmp/n.out" && fail "--record DIR on a node printed a size: $(grep 'schedule record' "$tmp/n.out")"
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]

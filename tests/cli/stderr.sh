@@ -61,6 +61,24 @@ expect 2 "--check takes no value \(got '--check=yes'\)" -- run vector_chain --ch
 mkdir -p "$tmp/adir.json"
 expect 1 "cannot read $tmp/adir.json: Is a directory" -- trace "$tmp/adir.json"
 expect 1 "cannot read: Is a directory" -- run vector_chain --replay "$tmp/adir.json"
+# a directory to record to: its errno named, and no size printed for it
+# (before: "schedule record DIR: 4096 bytes" on stdout)
+expect 1 "cannot open for writing: Is a directory" -- run vector_chain --record "$tmp/adir.json"
+if grep -q 'schedule record' "$tmp/out"; then
+  echo "FAILED: pto run --record DIR printed a record size: $(grep 'schedule record' "$tmp/out")"
+  fails=$((fails + 1))
+fi
+# recording over the record being replayed (by another spelling of its
+# path): refused before the run, the record kept (before: a departing
+# replay, here on another chip shape, wrote its own record over it)
+"$pto" run vector_chain --clusters 2 --schedule-seed 3 --record "$tmp/v.rec" >/dev/null 2>&1
+cp "$tmp/v.rec" "$tmp/v.kept"
+expect 2 "pto run: --record $tmp/\\./v.rec and --replay $tmp/v.rec are the same file: the record would overwrite the one being replayed" \
+  -- run vector_chain --clusters 3 --replay "$tmp/v.rec" --record "$tmp/./v.rec"
+if ! cmp -s "$tmp/v.rec" "$tmp/v.kept"; then
+  echo "FAILED: pto run --replay X --record X changed the record X"
+  fails=$((fails + 1))
+fi
 expect 2 "unknown command 'bogus'" -- bogus
 expect 2 'which trace file' -- trace
 expect 1 '/nonexistent-pto-dir/t.json: No such file or directory' -- trace /nonexistent-pto-dir/t.json

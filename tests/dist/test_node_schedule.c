@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -109,7 +110,7 @@ static int run_updates(uint64_t seed, const char *record, const char *replay, in
   cfg.chip.replay_path = replay;
   pto_node *n;
   int rc = pto_node_create(&cfg, &n, err);
-  assert_int_equal(rc, 0);
+  if (rc) return rc;
   prog p = {.extra = extra};
   int64_t one = 1;
   assert_int_equal(pto_node_host_tensor(n, PTO_F32, 1, &one, &p.x), 0);
@@ -605,6 +606,76 @@ static void test_wait_before_the_signalling_submit(void **state) {
   }
 }
 
+static void expect_status(int rc, int code, const pto_error_info *err, const char *want) {
+  if (rc != code || !strstr(err->details, want))
+    fail_msg("expected %s with '%s', got %s: %s", pto_status_name(code), want, pto_status_name(rc),
+             err->details);
+}
+
+/* A copy of node record `from` with `old` (its first occurrence) made
+ * `new`, `nlen` bytes (a NUL among them), at `to`. */
+static void edit_copy(const char *from, const char *to, const char *old, const char *new,
+                      size_t nlen) {
+  char *text = slurp(from);
+  assert_non_null(text);
+  char *at = strstr(text, old);
+  assert_non_null(at);
+  FILE *f = fopen(to, "wb");
+  assert_non_null(f);
+  fwrite(text, 1, (size_t)(at - text), f);
+  fwrite(new, 1, nlen, f);
+  fputs(at + strlen(old), f);
+  fclose(f);
+  free(text);
+}
+
+/* Files a record cannot be: each named with its cause (a read or write's
+ * errno, the line), before the run could do harm. */
+static void test_bad_files_named(void **state) {
+  (void)state;
+  pto_error_info err;
+  float x;
+  assert_int_equal(run_updates(3, path("b"), NULL, 0, &x, &err), 0);
+  /* a seed past INT64_MAX (sscanf's %lld took it, as LLONG_MAX) */
+  char *text = slurp(path("b"));
+  char seed_line[64];
+  snprintf(seed_line, sizeof seed_line, "seed %.*s", (int)strcspn(strstr(text, "seed ") + 5, "\n"),
+           strstr(text, "seed ") + 5);
+  free(text);
+  edit_copy(path("b"), path("big"), seed_line, "seed 99999999999999999999", 25);
+  expect_status(run_updates(0, NULL, path("big"), 0, &x, &err), PTO_EREPLAY, &err,
+                "line 2: malformed seed (0..9223372036854775807)");
+  /* a NUL byte inside a line (reported as a line too long) */
+  edit_copy(path("b"), path("nul"), "tasks 3\n", "tasks 3\0\n", 9);
+  expect_status(run_updates(0, NULL, path("nul"), 0, &x, &err), PTO_EREPLAY, &err,
+                "a NUL byte (a record is text)");
+  /* its last line without its newline (reported as a line too long) */
+  edit_copy(path("b"), path("nonl"), "end\n", "end", 3);
+  expect_status(run_updates(0, NULL, path("nonl"), 0, &x, &err), PTO_EREPLAY, &err,
+                "nonl: truncated");
+  /* a directory to replay (reported as truncated) or to record to */
+  mkdir(path("rdir"), 0700);
+  expect_status(run_updates(0, NULL, path("rdir"), 0, &x, &err), PTO_EREPLAY, &err,
+                "rdir: cannot read: Is a directory");
+  mkdir(path("wdir"), 0700);
+  expect_status(run_updates(3, path("wdir"), NULL, 0, &x, &err), PTO_ESYSTEM, &err,
+                "wdir: cannot be written: Is a directory");
+  /* recording over the record being replayed: refused at create */
+  expect_status(run_updates(0, path("b"), path("b"), 0, &x, &err), PTO_EINVAL, &err,
+                "are the same file");
+  /* a chip task's delivery record with a NUL byte (its chip process
+   * crashed reading it) */
+  char land[160], kept[176];
+  snprintf(land, sizeof land, "%s.t1.c0.land", path("b"));
+  snprintf(kept, sizeof kept, "%s.kept", land);
+  assert_int_equal(rename(land, kept), 0);
+  edit_copy(kept, land, "end\n", "\0\nend\n", 6);
+  expect_status(run_updates(0, NULL, path("b"), 0, &x, &err), PTO_EREPLAY, &err,
+                ".t1.c0.land line 2: a NUL byte (a record is text)");
+  assert_int_equal(rename(kept, land), 0);
+  assert_int_equal(run_updates(0, NULL, path("b"), 0, &x, &err), 0); /* the record is whole */
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/pto_node_schedule.XXXXXX");
@@ -627,6 +698,7 @@ int main(void) {
       cmocka_unit_test(test_replayed_trace_order),
       cmocka_unit_test(test_waiting_blocks_yield),
       cmocka_unit_test(test_wait_before_the_signalling_submit),
+      cmocka_unit_test(test_bad_files_named),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

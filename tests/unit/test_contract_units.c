@@ -218,12 +218,145 @@ static void test_async_and_bad_values_refused(void **state) {
   assert_non_null(strstr(err.details, "cannot be combined"));
 }
 
+/* ---- an INPUT negated in place: every word's sign bit flipped ---- */
+
+static double neg_in[64];
+
+static int negate_kernel(const pto_kctx *ctx) {
+  double *in = (double *)ctx->tensors[0].buf + ctx->tensors[0].offset;
+  for (int i = 0; i < 64; i++)
+    in[i] = -in[i];
+  return PTO_OK;
+}
+
+static int negate_kid;
+static void negate_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor t;
+  int64_t n[1] = {64};
+  pto_tensor_init(&t, neg_in, sizeof neg_in, PTO_F64, 1, n);
+  pto_submit_v(o, negate_kid, PTO_IN(&t));
+}
+
+/* Flipping the same bit of word pairs must not cancel out in the compare
+ * (a hash of lanes combined by xor once let this pass). */
+static void test_input_negated_in_place(void **state) {
+  (void)state;
+  pto_chip *chip = checked_chip(1, 5);
+  assert_int_equal(pto_kernel_register_aiv(chip, "negate", negate_kernel, &negate_kid), PTO_OK);
+  for (int i = 0; i < 64; i++)
+    neg_in[i] = 1.0 + i;
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, negate_orch, NULL, NULL, &err), PTO_ECONTRACT);
+  assert_int_equal(err.arg, 0);
+  assert_non_null(strstr(err.details, "argument 0 (INPUT, buffer"));
+  assert_non_null(strstr(err.details, "byte 7 changed 0x3f -> 0xbf, inside its INPUT view"));
+  pto_chip_destroy(chip);
+}
+
+/* ---- a COMMUTE argument's stray write names its mode ---- */
+
+static int32_t acc_buf[8];
+
+static int commute_past(const pto_kctx *ctx) {
+  int32_t *a = (int32_t *)ctx->tensors[0].buf + ctx->tensors[0].offset;
+  a[0] += 1;
+  a[6] = 9; /* past the 4 declared */
+  return PTO_OK;
+}
+
+static int commute_kid;
+static void commute_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor t;
+  int64_t four[1] = {4};
+  pto_tensor_init(&t, acc_buf, sizeof acc_buf, PTO_I32, 1, four);
+  pto_submit_v(o, commute_kid, PTO_COMMUTE(&t));
+}
+
+static void test_commute_breach_names_its_mode(void **state) {
+  (void)state;
+  pto_chip *chip = checked_chip(1, 2);
+  assert_int_equal(pto_kernel_register_aiv(chip, "commute_past", commute_past, &commute_kid),
+                   PTO_OK);
+  memset(acc_buf, 0, sizeof acc_buf);
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, commute_orch, NULL, NULL, &err), PTO_ECONTRACT);
+  assert_int_equal(err.arg, 0);
+  assert_non_null(strstr(err.details, "argument 0 (COMMUTE, buffer"));
+  assert_non_null(strstr(err.details, "byte 24 changed 0x00 -> 0x09"));
+  pto_chip_destroy(chip);
+}
+
+/* ---- a kernel that writes its declared bytes through a global pointer ---- */
+
+static int32_t g_acc[4];
+
+static int global_add(const pto_kctx *ctx) {
+  (void)ctx;
+  for (int i = 0; i < 4; i++)
+    g_acc[i] += 1; /* g_acc, not ctx->tensors[0] */
+  return PTO_OK;
+}
+
+static int global_set(const pto_kctx *ctx) {
+  (void)ctx;
+  for (int i = 0; i < 4; i++)
+    g_acc[i] = 7; /* the same value each run */
+  return PTO_OK;
+}
+
+static int global_kid;
+static void global_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor t;
+  int64_t four[1] = {4};
+  pto_tensor_init(&t, g_acc, sizeof g_acc, PTO_I32, 1, four);
+  pto_submit_v(o, global_kid, PTO_INOUT(&t));
+}
+
+/* The read check's second run must not write the program's memory twice,
+ * nor blame an undeclared read: it names the access that bypassed the
+ * tensors and leaves the bytes as the real run left them. */
+static void test_write_through_global_pointer(void **state) {
+  (void)state;
+  pto_chip *chip = checked_chip(1, 4);
+  assert_int_equal(pto_kernel_register_aiv(chip, "global_add", global_add, &global_kid), PTO_OK);
+  memset(g_acc, 0, sizeof g_acc);
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, global_orch, NULL, NULL, &err), PTO_ECONTRACT);
+  assert_int_equal(err.arg, 0);
+  assert_non_null(strstr(err.details, "block 0/1 wrote argument 0's bytes other than through its "
+                                      "tensors (ctx->tensors)"));
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(g_acc[i], 1); /* once: the second run's writes were undone */
+  /* opted out of the read check: one run, no report */
+  assert_int_equal(pto_kernel_skip_read_check(chip, global_kid), PTO_OK);
+  assert_int_equal(pto_chip_run(chip, global_orch, NULL, NULL, &err), PTO_OK);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(g_acc[i], 2);
+  pto_chip_destroy(chip);
+  /* a write of the same value each run is seen too (it was blamed on an
+   * undeclared read: the scratch copy's byte kept its old value) */
+  chip = checked_chip(1, 4);
+  assert_int_equal(pto_kernel_register_aiv(chip, "global_set", global_set, &global_kid), PTO_OK);
+  memset(g_acc, 0, sizeof g_acc);
+  assert_int_equal(pto_chip_run(chip, global_orch, NULL, NULL, &err), PTO_ECONTRACT);
+  assert_non_null(strstr(err.details, "other than through its tensors (ctx->tensors): its byte 0 "
+                                      "was written again by the read check's second run"));
+  assert_int_equal(g_acc[0], 7);
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gang_runs_together_and_is_checked_as_one),
       cmocka_unit_test(test_mix_block_read_outside),
       cmocka_unit_test(test_order_follows_the_seed),
       cmocka_unit_test(test_async_and_bad_values_refused),
+      cmocka_unit_test(test_input_negated_in_place),
+      cmocka_unit_test(test_commute_breach_names_its_mode),
+      cmocka_unit_test(test_write_through_global_pointer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

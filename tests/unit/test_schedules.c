@@ -391,12 +391,123 @@ static void test_divergence_named(void **state) {
   remove(rec);
 }
 
+/* ---- records refused before they could do harm ---- */
+
+/* A seed above INT64_MAX would be recorded as no replay can read it. */
+static void test_seed_above_int64_max_refused(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.schedule_seed = (uint64_t)INT64_MAX + 1;
+  pto_chip *chip;
+  pto_error_info err;
+  assert_int_equal(pto_chip_create_ex(&cfg, &chip, &err), PTO_EINVAL);
+  assert_non_null(strstr(err.details, "schedule_seed = 9223372036854775808, must be "
+                                      "0..9223372036854775807"));
+  cfg.schedule_seed = INT64_MAX;
+  assert_int_equal(pto_chip_create_ex(&cfg, &chip, &err), PTO_OK);
+  pto_chip_destroy(chip);
+}
+
+static char *slurp(const char *file, size_t *len) {
+  FILE *f = fopen(file, "rb");
+  assert_non_null(f);
+  char *s = calloc(1, 1 << 16);
+  *len = fread(s, 1, (1 << 16) - 1, f);
+  fclose(f);
+  return s;
+}
+
+static void spit(const char *file, const char *s, size_t len) {
+  FILE *f = fopen(file, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(s, 1, len, f), len);
+  fclose(f);
+}
+
+/* Recording over the record being replayed would lose it when the replay
+ * departs: refused at create, by the file (another spelling, a hard link)
+ * and not only by the string. */
+static void test_record_over_its_replay_refused(void **state) {
+  (void)state;
+  char rec[256], dot[300], link_path[300];
+  temp_path(rec, sizeof rec, "same");
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 4;
+  cfg.schedule_seed = 3;
+  cfg.record_path = rec;
+  pto_error_info err;
+  assert_int_equal(run_where(&cfg, &err), PTO_OK);
+  size_t len;
+  char *before = slurp(rec, &len);
+  char *slash = strrchr(rec, '/');
+  snprintf(dot, sizeof dot, "%.*s/.%s", (int)(slash - rec), rec, slash);
+  snprintf(link_path, sizeof link_path, "%s.link", rec);
+  assert_int_equal(link(rec, link_path), 0);
+  const char *other[] = {rec, dot, link_path};
+  for (int i = 0; i < 3; i++) {
+    cfg.schedule_seed = 0;
+    cfg.clusters = 5; /* a replay that departs at once */
+    cfg.replay_path = rec;
+    cfg.record_path = other[i];
+    pto_chip *chip = NULL;
+    int rc = pto_chip_create_ex(&cfg, &chip, &err);
+    if (rc == PTO_OK) { /* what refusing prevents: the departed replay's record */
+      pto_chip_destroy(chip);
+      run_where(&cfg, &err);
+    }
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, "are the same file: the record would overwrite the one "
+                                        "being replayed"));
+  }
+  size_t len2;
+  char *after = slurp(rec, &len2);
+  assert_int_equal(len2, len);
+  assert_memory_equal(after, before, len);
+  free(before);
+  free(after);
+  remove(link_path);
+  remove(rec);
+}
+
+/* A record is text: a NUL byte in it is refused, naming the line (its
+ * lines were read as C strings, so what followed the NUL went unseen). */
+static void test_record_with_nul_refused(void **state) {
+  (void)state;
+  char rec[256];
+  temp_path(rec, sizeof rec, "nul");
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 4;
+  cfg.schedule_seed = 3;
+  cfg.record_path = rec;
+  pto_error_info err;
+  assert_int_equal(run_where(&cfg, &err), PTO_OK);
+  size_t len;
+  char *text = slurp(rec, &len);
+  char *seed_end = strchr(strstr(text, "\nseed 3") + 1, '\n'); /* line 2, "seed 3" */
+  memmove(seed_end + 2, seed_end, len - (size_t)(seed_end - text));
+  memcpy(seed_end, "\0x", 2);
+  spit(rec, text, len + 2);
+  free(text);
+  cfg.schedule_seed = 0;
+  cfg.record_path = NULL;
+  cfg.replay_path = rec;
+  assert_int_equal(run_where(&cfg, &err), PTO_EREPLAY);
+  assert_non_null(strstr(err.details, "line 2: a NUL byte (a record is text)"));
+  remove(rec);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_async_completions),
       cmocka_unit_test(test_cores_replayed),
       cmocka_unit_test(test_trace_order_replayed),
       cmocka_unit_test(test_divergence_named),
+      cmocka_unit_test(test_seed_above_int64_max_refused),
+      cmocka_unit_test(test_record_over_its_replay_refused),
+      cmocka_unit_test(test_record_with_nul_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

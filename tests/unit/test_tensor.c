@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "common/tensor_check.h"
+#include "pto/orch.h"
 #include "pto/status.h"
 #include "pto/tensor.h"
 
@@ -503,10 +504,23 @@ static void test_failed_init_names_its_problem(void **state) {
   assert_null(pto_tensor_problem(&t, why, sizeof why));
 }
 
+/* One table names every access mode for every message (checking mode
+ * printed "?" for COMMUTE and REDUX). */
+static void test_access_names(void **state) {
+  (void)state;
+  static const char *const want[] = {"INPUT",   "OUTPUT", "OUTPUT_EXISTING", "INOUT", "NO_DEP",
+                                     "COMMUTE", "REDUX"};
+  for (int a = PTO_INPUT; a <= PTO_REDUX; a++)
+    assert_string_equal(tensor_access_name(a), want[a]);
+  assert_string_equal(tensor_access_name(-1), "?");
+  assert_string_equal(tensor_access_name(PTO_REDUX + 1), "?");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_failed_init_names_its_problem),
       cmocka_unit_test(test_dtype),
+      cmocka_unit_test(test_access_names),
       cmocka_unit_test(test_init_contiguous),
       cmocka_unit_test(test_init_errors),
       cmocka_unit_test(test_validate_each_rule),

@@ -147,11 +147,13 @@ static void orch_graph(pto_orch *o, void *arg) {
   atomic_store(&all_submitted, 1);
 }
 
-static pto_chip *make_chip(graph *g) {
+static pto_chip *make_chip(graph *g, bool check) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.clusters = 2;
   cfg.schedulers = 2;
+  cfg.check = check;
+  cfg.check_seed = 1;
   pto_chip *chip;
   assert_int_equal(pto_chip_create(&cfg, &chip), 0);
   assert_int_equal(pto_kernel_register_aiv(chip, "vec_noop", k_noop, &g->kaiv), 0);
@@ -209,11 +211,11 @@ static void check_graph_trace(const char *path, const graph *g, const pto_run_st
   trace_json_free(d);
 }
 
-static void run_graph(bool mix) {
+static void run_graph(bool mix, bool check) {
   char path[256];
-  tmp_path(path, sizeof path, mix ? "mix" : "graph");
+  tmp_path(path, sizeof path, check ? "check" : mix ? "mix" : "graph");
   graph g = {.mix = mix};
-  pto_chip *chip = make_chip(&g);
+  pto_chip *chip = make_chip(&g, check);
   assert_int_equal(pto_chip_set_trace(chip, path), 0);
   pto_run_stats st;
   pto_error_info err;
@@ -236,13 +238,21 @@ static void run_graph(bool mix) {
 
 static void test_graph_blocks_once(void **state) {
   (void)state;
-  run_graph(false);
+  run_graph(false, false);
 }
 
 /* A MIX block runs on one AIC and two AIV at once and is still one block. */
 static void test_mix_blocks_once(void **state) {
   (void)state;
-  run_graph(true);
+  run_graph(true, false);
+}
+
+/* Checking mode (docs/contracts.md) runs the blocks on the orchestrator's
+ * thread: each still appears once, on the core it stands for (the read
+ * check's second run on scratch copies is not shown). */
+static void test_checking_mode_blocks_once(void **state) {
+  (void)state;
+  run_graph(true, true);
 }
 
 /* ---- the paged_attention scene ---- */
@@ -287,6 +297,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_graph_blocks_once),
       cmocka_unit_test(test_mix_blocks_once),
+      cmocka_unit_test(test_checking_mode_blocks_once),
       cmocka_unit_test(test_paged_attention_trace),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
