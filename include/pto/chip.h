@@ -34,7 +34,7 @@ typedef struct pto_chip_config {
   uint32_t dep_entries;       /* dependency entry pool, default 16384 */
   uint32_t tensormap_entries; /* default 65536 */
   int64_t alloc_timeout_ms;   /* no-reclamation-progress deadline, default 500 */
-  int64_t watchdog_ms;        /* no-progress deadline, default 10000 */
+  int64_t watchdog_ms;        /* no-progress deadline, default 10000, at most a day (86400000) */
   int64_t shutdown_ms;        /* join deadline at the end of a run, default 5000 */
   uint32_t async_slots;       /* outstanding async completions, default 64 */
   /* 0 (default): scheduling is a role run by whichever pto thread is free

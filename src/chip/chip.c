@@ -87,7 +87,9 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   BAD(c.tensormap_entries < 1, "tensormap_entries = 0, must be at least 1");
   BAD(c.heap_bytes < RING_ALIGN, "heap_bytes = %zu, must be at least %zu", c.heap_bytes,
       (size_t)RING_ALIGN);
-  BAD(c.watchdog_ms <= 0, "watchdog_ms = %lld, must be positive", (long long)c.watchdog_ms);
+  BAD(c.watchdog_ms <= 0 || c.watchdog_ms > PTO_DAY_MS,
+      "watchdog_ms = %lld, must be 1..%lld (a day, as PTO_WATCHDOG_MS)", (long long)c.watchdog_ms,
+      PTO_DAY_MS);
   BAD(c.alloc_timeout_ms <= 0, "alloc_timeout_ms = %lld, must be positive",
       (long long)c.alloc_timeout_ms);
   BAD(c.shutdown_ms <= 0, "shutdown_ms = %lld, must be positive", (long long)c.shutdown_ms);

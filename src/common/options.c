@@ -15,8 +15,6 @@
 #define PTO_PARK_MAX_MS 20
 #endif
 
-#define DAY_MS (24ll * 3600 * 1000)
-
 static const pto_option_desc table[PTO_OPT_COUNT] = {
     [PTO_OPT_CLUSTERS] = {"clusters", "PTO_CLUSTERS", 8, 1, PTO_CLUSTERS_MAX,
                           "clusters of a chip (1 AIC + 2 AIV cores each)"},
@@ -30,11 +28,11 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                              "dependency-list entries of a chip"},
     [PTO_OPT_TENSORMAP_ENTRIES] = {"tensormap_entries", "PTO_TENSORMAP_ENTRIES", 65536, 1, 1 << 24,
                                    "TensorMap entries of a chip"},
-    [PTO_OPT_ALLOC_TIMEOUT_MS] = {"alloc_timeout_ms", "PTO_ALLOC_TIMEOUT_MS", 500, 1, DAY_MS,
+    [PTO_OPT_ALLOC_TIMEOUT_MS] = {"alloc_timeout_ms", "PTO_ALLOC_TIMEOUT_MS", 500, 1, PTO_DAY_MS,
                                   "longest a submit waits for ring space before a deadlock error"},
-    [PTO_OPT_WATCHDOG_MS] = {"watchdog_ms", "PTO_WATCHDOG_MS", 10000, 1, DAY_MS,
+    [PTO_OPT_WATCHDOG_MS] = {"watchdog_ms", "PTO_WATCHDOG_MS", 10000, 1, PTO_DAY_MS,
                              "longest a run may make no progress before the watchdog stops it"},
-    [PTO_OPT_SHUTDOWN_MS] = {"shutdown_ms", "PTO_SHUTDOWN_MS", 5000, 1, DAY_MS,
+    [PTO_OPT_SHUTDOWN_MS] = {"shutdown_ms", "PTO_SHUTDOWN_MS", 5000, 1, PTO_DAY_MS,
                              "deadline for a run's threads to stop and be joined"},
     [PTO_OPT_ASYNC_SLOTS] = {"async_slots", "PTO_ASYNC_SLOTS", 64, 1, 1 << 20,
                              "in-flight asynchronous completions of a chip"},
@@ -50,15 +48,15 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                               "work once per this many ns; 0: continuously"},
     [PTO_OPT_SPIN_NS] = {"spin_ns", "PTO_SPIN_NS", 5000, 0, 1000000000,
                          "a waiter spins this long (ns) before it yields and parks"},
-    [PTO_OPT_PARK_MAX_MS] = {"park_max_ms", "PTO_PARK_MAX_MS", PTO_PARK_MAX_MS, 1, DAY_MS,
+    [PTO_OPT_PARK_MAX_MS] = {"park_max_ms", "PTO_PARK_MAX_MS", PTO_PARK_MAX_MS, 1, PTO_DAY_MS,
                              "a parked waiter re-checks this often (ms; also -DPTO_PARK_MAX_MS)"},
-    [PTO_OPT_NODE_STARTUP_MS] = {"startup_timeout_ms", "PTO_NODE_STARTUP_MS", 300000, 1, DAY_MS,
+    [PTO_OPT_NODE_STARTUP_MS] = {"startup_timeout_ms", "PTO_NODE_STARTUP_MS", 300000, 1, PTO_DAY_MS,
                                  "node: deadline for the chip processes to start"},
-    [PTO_OPT_NODE_CONTROL_MS] = {"control_timeout_ms", "PTO_NODE_CONTROL_MS", 30000, 1, DAY_MS,
+    [PTO_OPT_NODE_CONTROL_MS] = {"control_timeout_ms", "PTO_NODE_CONTROL_MS", 30000, 1, PTO_DAY_MS,
                                  "node: deadline for a chip process to answer a control message"},
     [PTO_OPT_NODE_HOST_TASK_MS] = {"host_task_timeout_ms", "PTO_NODE_HOST_TASK_MS", 60000, 1,
-                                   DAY_MS, "node: deadline of a host task"},
-    [PTO_OPT_NODE_WAIT_MS] = {"wait_timeout_ms", "PTO_NODE_WAIT_MS", 10000, 1, DAY_MS,
+                                   PTO_DAY_MS, "node: deadline of a host task"},
+    [PTO_OPT_NODE_WAIT_MS] = {"wait_timeout_ms", "PTO_NODE_WAIT_MS", 10000, 1, PTO_DAY_MS,
                               "node: deadline of a notify wait between chips"},
     [PTO_OPT_HEARTBEAT_MS] = {"heartbeat_ms", "PTO_HEARTBEAT_MS", 100, 1, 60000,
                               "node: a chip process beats this often (ms)"},

@@ -53,6 +53,10 @@ typedef enum pto_opt {
 #define PTO_CLUSTERS_MAX   4096
 #define PTO_SCHEDULERS_MAX 64
 
+/* The longest timeout in ms an option takes, and watchdog_ms with it: a
+ * day (the watchdog counts watchdog_ms in nanoseconds, in a uint64). */
+#define PTO_DAY_MS (24ll * 3600 * 1000)
+
 typedef struct pto_option_desc {
   const char *name; /* the config field or concept it sets */
   const char *env;  /* environment variable, "PTO_..." */

@@ -18,6 +18,7 @@ typedef struct bad_cfg {
   const char *field; /* must appear in the details */
   const char *value; /* so must this */
   void (*apply)(pto_chip_config *c);
+  const char *limit; /* and this, when set: the bound it passed */
 } bad_cfg;
 
 #define BAD(field_, value_, stmt)                                                                  \
@@ -37,26 +38,31 @@ BAD(watchdog_ms, 0, c->watchdog_ms = 0)
 BAD(alloc_timeout_ms, 0, c->alloc_timeout_ms = 0)
 BAD(shutdown_ms, 0, c->shutdown_ms = 0)
 BAD(async_slots, 70000, c->async_slots = 70000)
+/* its nanoseconds wrapped a uint64: a healthy run failed with PTO_ESCHED_TIMEOUT */
+BAD(watchdog_ms, 18446744073710, c->watchdog_ms = 18446744073710)
+BAD(watchdog_ms, 86400001, c->watchdog_ms = 86400001)
 static void set_no_cores(pto_chip_config *c) { c->aic_per_cluster = c->aiv_per_cluster = 0; }
 
 static void test_each_field_named(void **state) {
   (void)state;
   const bad_cfg cases[] = {
-      {"clusters", "0", set_clusters_0},
-      {"clusters", "5000", set_clusters_5000},
-      {"schedulers", "9", set_schedulers_9},
-      {"aic_per_cluster", "2", set_aic_per_cluster_2},
-      {"aiv_per_cluster", "3", set_aiv_per_cluster_3},
-      {"task_slots", "1", set_task_slots_1},
-      {"dep_entries", "0", set_dep_entries_0},
-      {"dep_entries", "2147483647", set_dep_entries_2147483647},
-      {"tensormap_entries", "0", set_tensormap_entries_0},
-      {"heap_bytes", "8", set_heap_bytes_8},
-      {"watchdog_ms", "0", set_watchdog_ms_0},
-      {"alloc_timeout_ms", "0", set_alloc_timeout_ms_0},
-      {"shutdown_ms", "0", set_shutdown_ms_0},
-      {"async_slots", "70000", set_async_slots_70000},
-      {"aiv_per_cluster", "both 0", set_no_cores},
+      {"clusters", "0", set_clusters_0, NULL},
+      {"clusters", "5000", set_clusters_5000, NULL},
+      {"schedulers", "9", set_schedulers_9, NULL},
+      {"aic_per_cluster", "2", set_aic_per_cluster_2, NULL},
+      {"aiv_per_cluster", "3", set_aiv_per_cluster_3, NULL},
+      {"task_slots", "1", set_task_slots_1, NULL},
+      {"dep_entries", "0", set_dep_entries_0, NULL},
+      {"dep_entries", "2147483647", set_dep_entries_2147483647, NULL},
+      {"tensormap_entries", "0", set_tensormap_entries_0, NULL},
+      {"heap_bytes", "8", set_heap_bytes_8, NULL},
+      {"watchdog_ms", "0", set_watchdog_ms_0, NULL},
+      {"alloc_timeout_ms", "0", set_alloc_timeout_ms_0, NULL},
+      {"shutdown_ms", "0", set_shutdown_ms_0, NULL},
+      {"async_slots", "70000", set_async_slots_70000, NULL},
+      {"watchdog_ms", "18446744073710", set_watchdog_ms_18446744073710, "86400000"},
+      {"watchdog_ms", "86400001", set_watchdog_ms_86400001, "86400000"},
+      {"aiv_per_cluster", "both 0", set_no_cores, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pto_chip_config cfg;
@@ -74,7 +80,23 @@ static void test_each_field_named(void **state) {
     if (!strstr(err.details, cases[i].field) || !strstr(err.details, cases[i].value))
       fail_msg("%s = %s: details '%s' do not name the field and its value", cases[i].field,
                cases[i].value, err.details);
+    if (cases[i].limit && !strstr(err.details, cases[i].limit))
+      fail_msg("%s = %s: details '%s' do not name the limit %s", cases[i].field, cases[i].value,
+               err.details, cases[i].limit);
   }
+}
+
+/* The largest values are accepted (no run: nothing is allocated). */
+static void test_limits_accepted(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.watchdog_ms = 24ll * 3600 * 1000; /* a day, as PTO_WATCHDOG_MS allows */
+  pto_chip *chip = NULL;
+  pto_error_info err;
+  int rc = pto_chip_create_ex(&cfg, &chip, &err);
+  if (rc) fail_msg("%s: %s", pto_status_name(rc), err.details);
+  pto_chip_destroy(chip);
 }
 
 static void test_null_arguments(void **state) {
@@ -123,9 +145,8 @@ static void test_node_names_chip_field(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_each_field_named),
-      cmocka_unit_test(test_null_arguments),
-      cmocka_unit_test(test_valid_config_clears_err),
+      cmocka_unit_test(test_each_field_named),        cmocka_unit_test(test_null_arguments),
+      cmocka_unit_test(test_valid_config_clears_err), cmocka_unit_test(test_limits_accepted),
       cmocka_unit_test(test_node_names_chip_field),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
