@@ -29,7 +29,7 @@ typedef struct pto_chip_config {
   int aic_per_cluster;        /* 0 or 1, default 1 */
   int aiv_per_cluster;        /* 0..2, default 2 */
   int schedulers;             /* default min(3, clusters) */
-  uint32_t task_slots;        /* task ring, default 16384 */
+  uint32_t task_slots;        /* task ring, default 16384, 2..16777216 */
   size_t heap_bytes;          /* heap ring for OUTPUT buffers, default 256 MiB */
   uint32_t dep_entries;       /* dependency entry pool, default 16384 */
   uint32_t tensormap_entries; /* default 65536 */

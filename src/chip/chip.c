@@ -80,7 +80,9 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
       c.aiv_per_cluster);
   BAD(c.aic_per_cluster + c.aiv_per_cluster == 0,
       "aic_per_cluster and aiv_per_cluster are both 0: a cluster needs a core");
-  BAD(c.task_slots < 2, "task_slots = %u, must be at least 2", c.task_slots);
+  BAD(c.task_slots < 2 || c.task_slots > PTO_TASK_SLOTS_MAX,
+      "task_slots = %u, must be 2..%d (a slot index must fit a ready queue's cell)", c.task_slots,
+      PTO_TASK_SLOTS_MAX);
   BAD(c.dep_entries < 1 || c.dep_entries > INT32_MAX - 1,
       "dep_entries = %u, must be 1..%d (a task's dependencies are counted in an int32)",
       c.dep_entries, INT32_MAX - 1);

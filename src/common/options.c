@@ -20,7 +20,7 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                           "clusters of a chip (1 AIC + 2 AIV cores each)"},
     [PTO_OPT_SCHEDULERS] = {"schedulers", "PTO_SCHEDULERS", 0, 0, PTO_SCHEDULERS_MAX,
                             "scheduler threads of a chip (0: min(3, clusters))"},
-    [PTO_OPT_TASK_SLOTS] = {"task_slots", "PTO_TASK_SLOTS", 16384, 2, 1 << 24,
+    [PTO_OPT_TASK_SLOTS] = {"task_slots", "PTO_TASK_SLOTS", 16384, 2, PTO_TASK_SLOTS_MAX,
                             "task ring slots of a chip"},
     [PTO_OPT_HEAP_MB] = {"heap_bytes", "PTO_HEAP_MB", 256, 1, 1 << 20,
                          "output heap of a chip, in MiB"},

@@ -49,9 +49,13 @@ typedef enum pto_opt {
 /* The chip's shape limits, shared by the table's rows, pto_chip_create's
  * checks and the CLI: a chip has 1..PTO_CLUSTERS_MAX clusters and
  * 1..PTO_SCHEDULERS_MAX schedulers (the drain protocol's slots,
- * src/chip/drain.h), and no more schedulers than clusters. */
+ * src/chip/drain.h), and no more schedulers than clusters; 2..
+ * PTO_TASK_SLOTS_MAX task slots (the ready queues pack a slot index in
+ * RQ_IDX_BITS bits, src/chip/ready_queue.h, which checks that the largest
+ * one fits). */
 #define PTO_CLUSTERS_MAX   4096
 #define PTO_SCHEDULERS_MAX 64
+#define PTO_TASK_SLOTS_MAX (1 << 24)
 
 /* The longest timeout in ms an option takes, and watchdog_ms with it: a
  * day (the watchdog counts watchdog_ms in nanoseconds, in a uint64). */

@@ -41,6 +41,9 @@ BAD(async_slots, 70000, c->async_slots = 70000)
 /* its nanoseconds wrapped a uint64: a healthy run failed with PTO_ESCHED_TIMEOUT */
 BAD(watchdog_ms, 18446744073710, c->watchdog_ms = 18446744073710)
 BAD(watchdog_ms, 86400001, c->watchdog_ms = 86400001)
+/* the ready queues pack a slot index in RQ_IDX_BITS bits (ready_queue.h) */
+BAD(task_slots, 16777217, c->task_slots = 16777217)
+BAD(task_slots, 4294967295, c->task_slots = 4294967295u)
 static void set_no_cores(pto_chip_config *c) { c->aic_per_cluster = c->aiv_per_cluster = 0; }
 
 static void test_each_field_named(void **state) {
@@ -62,6 +65,8 @@ static void test_each_field_named(void **state) {
       {"async_slots", "70000", set_async_slots_70000, NULL},
       {"watchdog_ms", "18446744073710", set_watchdog_ms_18446744073710, "86400000"},
       {"watchdog_ms", "86400001", set_watchdog_ms_86400001, "86400000"},
+      {"task_slots", "16777217", set_task_slots_16777217, "16777216"},
+      {"task_slots", "4294967295", set_task_slots_4294967295, "16777216"},
       {"aiv_per_cluster", "both 0", set_no_cores, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -92,6 +97,7 @@ static void test_limits_accepted(void **state) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.watchdog_ms = 24ll * 3600 * 1000; /* a day, as PTO_WATCHDOG_MS allows */
+  cfg.task_slots = 1u << 24;
   pto_chip *chip = NULL;
   pto_error_info err;
   int rc = pto_chip_create_ex(&cfg, &chip, &err);
