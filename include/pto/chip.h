@@ -32,7 +32,7 @@ typedef struct pto_chip_config {
   uint32_t task_slots;        /* task ring, default 16384, 2..16777216 */
   size_t heap_bytes;          /* heap ring for OUTPUT buffers, default 256 MiB */
   uint32_t dep_entries;       /* dependency entry pool, default 16384 */
-  uint32_t tensormap_entries; /* default 65536 */
+  uint32_t tensormap_entries; /* default 65536, 1..2147483647 */
   int64_t alloc_timeout_ms;   /* no-reclamation-progress deadline, default 500 */
   int64_t watchdog_ms;        /* no-progress deadline, default 10000, at most a day (86400000) */
   int64_t shutdown_ms;        /* join deadline at the end of a run, default 5000 */

@@ -86,7 +86,9 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   BAD(c.dep_entries < 1 || c.dep_entries > INT32_MAX - 1,
       "dep_entries = %u, must be 1..%d (a task's dependencies are counted in an int32)",
       c.dep_entries, INT32_MAX - 1);
-  BAD(c.tensormap_entries < 1, "tensormap_entries = 0, must be at least 1");
+  BAD(c.tensormap_entries < 1 || c.tensormap_entries > TMAP_ENTRIES_MAX,
+      "tensormap_entries = %u, must be 1..%d (the TensorMap counts its entries in an int32)",
+      c.tensormap_entries, TMAP_ENTRIES_MAX);
   BAD(c.heap_bytes < RING_ALIGN, "heap_bytes = %zu, must be at least %zu", c.heap_bytes,
       (size_t)RING_ALIGN);
   BAD(c.watchdog_ms <= 0 || c.watchdog_ms > PTO_DAY_MS,
@@ -328,10 +330,14 @@ static void *watchdog_thread(void *arg) {
   return NULL;
 }
 
-static int run_create(pto_chip *chip, pto_run **out) {
+/* On failure `why` names the part that could not be set up. */
+static int run_create(pto_chip *chip, pto_run **out, char *why, size_t n) {
   const pto_chip_config *c = &chip->cfg;
   pto_run *r = cacheline_calloc(1, sizeof *r);
-  if (!r) return PTO_ENOMEM;
+  if (!r) {
+    snprintf(why, n, "the run's state (%zu bytes)", sizeof *r);
+    return PTO_ENOMEM;
+  }
   r->chip = chip;
   r->cfg = c;
   pthread_mutex_init(&r->err_lock, NULL);
@@ -358,7 +364,14 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->sched_threads = c->sched_threads != 0;
   r->cores = cacheline_calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = cacheline_calloc((size_t)r->nsched, sizeof *r->scheds);
-  if (!r->slots || !r->deps || !r->dep_from || !r->cores || !r->scheds) goto nomem;
+  snprintf(why, n, "the task slots (task_slots = %u)", c->task_slots);
+  if (!r->slots) goto nomem;
+  snprintf(why, n, "the dependency entries (dep_entries = %u)", c->dep_entries);
+  if (!r->deps || !r->dep_from) goto nomem;
+  snprintf(why, n, "the cores and schedulers (clusters = %d, schedulers = %d)", c->clusters,
+           c->schedulers);
+  if (!r->cores || !r->scheds) goto nomem;
+  snprintf(why, n, "the ready queues (task_slots = %u)", c->task_slots);
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     uint64_t cap = (uint64_t)r->slot_mask + 1; /* room for every live task and slot index */
@@ -375,6 +388,8 @@ static int run_create(pto_chip *chip, pto_run **out) {
     }
     ready_queue_init(rq, (uint32_t)cap, items, up);
   }
+  snprintf(why, n, "the schedulers' core lists (clusters = %d, schedulers = %d)", c->clusters,
+           c->schedulers);
   for (int s = 0; s < r->nsched; s++) {
     sched *sc = &r->scheds[s];
     sc->id = s;
@@ -415,7 +430,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
       sc->cores[sc->ncores++] = co;
     }
   }
-  int rc = orch_setup(r);
+  int rc = orch_setup(r, why, n);
   if (rc) {
     run_free(r);
     return rc;
@@ -764,11 +779,12 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   uint64_t host0 = pto_now_ns();
   int rc = PTO_OK;
   if (!chip->run) {
-    rc = run_create(chip, &chip->run);
+    char why[256] = "";
+    rc = run_create(chip, &chip->run, why, sizeof why);
     if (rc) {
       atomic_store(&chip->running, 0);
-      EARLY_FAIL(rc, "could not set up the run (rings: task_slots=%u heap_bytes=%zu)",
-                 chip->cfg.task_slots, chip->cfg.heap_bytes);
+      EARLY_FAIL(rc, "could not set up the run: %s: %s", why,
+                 rc == PTO_ENOMEM ? "out of memory" : pto_status_name(rc));
     }
   }
   pto_run *r = chip->run;

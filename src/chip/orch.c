@@ -95,22 +95,33 @@ static int redux_heap_take(pto_run *r, uint64_t bytes, const pto_args *a, bool w
 static bool outputs_bytes(const pto_args *a, const pto_tensor *ts, uint64_t *total);
 static void redux_heap_free_after(pto_run *r, void *ptr, pto_task_id id);
 
-int orch_setup(pto_run *r) {
-  int rc = ring_init(&r->heap, r->cfg->heap_bytes);
+int orch_setup(pto_run *r, char *why, size_t n) {
+  const pto_chip_config *c = r->cfg;
+  int rc = ring_init(&r->heap, c->heap_bytes);
+  if (rc) snprintf(why, n, "the heap ring (heap_bytes = %zu)", c->heap_bytes);
   if (!rc) heap_live_init(&r->live, &r->heap);
   /* 512 bytes per slot, and never less than one task with the most
    * arguments a task can have: every valid task fits once the ring drains */
   uint64_t args = (uint64_t)r->nslots * 512u;
   if (args < ARGS_MAX_BYTES) args = ARGS_MAX_BYTES;
-  if (!rc) rc = ring_init(&r->args, args);
+  if (!rc && (rc = ring_init(&r->args, args)))
+    snprintf(why, n, "the argument ring (%llu bytes: 512 per slot, task_slots = %u)",
+             (unsigned long long)args, c->task_slots);
   if (!rc) ring_populate(&r->args);
-  if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
-  if (!rc) rc = cm_init(&r->cm, r->slot_mask + 1);
-  if (!rc) rc = redux_init(&r->rx, &(redux_orch){submit, redux_heap_take, redux_heap_free_after});
+  if (!rc && (rc = tmap_init(&r->tm, c->tensormap_entries)))
+    snprintf(why, n, "the TensorMap (tensormap_entries = %u)", c->tensormap_entries);
+  if (!rc && (rc = cm_init(&r->cm, r->slot_mask + 1)))
+    snprintf(why, n, "the COMMUTE table (task_slots = %u)", c->task_slots);
+  if (!rc &&
+      (rc = redux_init(&r->rx, &(redux_orch){submit, redux_heap_take, redux_heap_free_after})))
+    snprintf(why, n, "the REDUX groups");
   r->held_release = INT64_MAX;
   r->depbuf_cap = 64;
   r->depbuf = malloc(sizeof(pto_task_id) * r->depbuf_cap);
-  if (!rc && !r->depbuf) rc = PTO_ENOMEM;
+  if (!rc && !r->depbuf) {
+    rc = PTO_ENOMEM;
+    snprintf(why, n, "the orchestrator's dependency buffer");
+  }
   return rc;
 }
 

@@ -593,7 +593,9 @@ int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_t
 int graph_capture_refuse(pto_run *r, const char *what);
 
 /* Orchestrator [orch.c] */
-int orch_setup(pto_run *r);
+/* The orchestrator's rings and tables; on failure `why` names the part
+ * that failed and the field that sized it. */
+int orch_setup(pto_run *r, char *why, size_t n);
 /* Before each run: the orchestrator's state as after orch_setup, in time
  * proportional to what the previous run used. */
 void orch_reset(pto_run *r);

@@ -44,6 +44,8 @@ BAD(watchdog_ms, 86400001, c->watchdog_ms = 86400001)
 /* the ready queues pack a slot index in RQ_IDX_BITS bits (ready_queue.h) */
 BAD(task_slots, 16777217, c->task_slots = 16777217)
 BAD(task_slots, 4294967295, c->task_slots = 4294967295u)
+/* the TensorMap counts its entries in an int32: the run could not be set up */
+BAD(tensormap_entries, 2147483648, c->tensormap_entries = 2147483648u)
 static void set_no_cores(pto_chip_config *c) { c->aic_per_cluster = c->aiv_per_cluster = 0; }
 
 static void test_each_field_named(void **state) {
@@ -67,6 +69,7 @@ static void test_each_field_named(void **state) {
       {"watchdog_ms", "86400001", set_watchdog_ms_86400001, "86400000"},
       {"task_slots", "16777217", set_task_slots_16777217, "16777216"},
       {"task_slots", "4294967295", set_task_slots_4294967295, "16777216"},
+      {"tensormap_entries", "2147483648", set_tensormap_entries_2147483648, "2147483647"},
       {"aiv_per_cluster", "both 0", set_no_cores, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -98,10 +101,41 @@ static void test_limits_accepted(void **state) {
   pto_chip_config_init(&cfg);
   cfg.watchdog_ms = 24ll * 3600 * 1000; /* a day, as PTO_WATCHDOG_MS allows */
   cfg.task_slots = 1u << 24;
+  cfg.tensormap_entries = 2147483647u;
   pto_chip *chip = NULL;
   pto_error_info err;
   int rc = pto_chip_create_ex(&cfg, &chip, &err);
   if (rc) fail_msg("%s: %s", pto_status_name(rc), err.details);
+  pto_chip_destroy(chip);
+}
+
+static int nothing_orch_ran;
+static void nothing_orch(pto_orch *o, void *arg) {
+  (void)o;
+  (void)arg;
+  nothing_orch_ran = 1;
+}
+
+/* A run that cannot be set up names the part that failed, not every ring:
+ * a heap ring too large to address fails as the heap ring, with its size. */
+static void test_setup_failure_names_its_part(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.heap_bytes = SIZE_MAX;
+  pto_chip *chip = NULL;
+  pto_error_info err;
+  assert_int_equal(pto_chip_create_ex(&cfg, &chip, &err), PTO_OK);
+  nothing_orch_ran = 0;
+  int rc = pto_chip_run(chip, nothing_orch, NULL, NULL, &err);
+  printf("a heap of SIZE_MAX bytes: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_ENOMEM);
+  assert_int_equal(nothing_orch_ran, 0);
+  if (!strstr(err.details, "heap ring") ||
+      !strstr(err.details, "heap_bytes = 18446744073709551615") ||
+      strstr(err.details, "task_slots"))
+    fail_msg("details '%s' do not name the heap ring and its heap_bytes alone", err.details);
   pto_chip_destroy(chip);
 }
 
@@ -149,11 +183,34 @@ static void test_node_names_chip_field(void **state) {
              pto_status_name(rc), err.details);
 }
 
+/* The node orchestrator's TensorMap has the chip's limit: refused at
+ * pto_node_create, not when the node's first run sets it up. */
+static void test_node_tensormap_entries_limit(void **state) {
+  (void)state;
+  pto_node_config cfg;
+  pto_node_config_init(&cfg);
+  cfg.nchips = 1;
+  cfg.tensormap_entries = 2147483648u;
+  pto_node *node = NULL;
+  pto_error_info err;
+  int rc = pto_node_create(&cfg, &node, &err);
+  if (node) pto_node_destroy(node);
+  if (rc != PTO_EINVAL || !strstr(err.details, "tensormap_entries is 2147483648") ||
+      !strstr(err.details, "2147483647"))
+    fail_msg("status %s, details '%s'; expected PTO_EINVAL naming tensormap_entries, its value "
+             "and 2147483647",
+             pto_status_name(rc), err.details);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_each_field_named),        cmocka_unit_test(test_null_arguments),
-      cmocka_unit_test(test_valid_config_clears_err), cmocka_unit_test(test_limits_accepted),
+      cmocka_unit_test(test_each_field_named),
+      cmocka_unit_test(test_null_arguments),
+      cmocka_unit_test(test_valid_config_clears_err),
+      cmocka_unit_test(test_limits_accepted),
+      cmocka_unit_test(test_setup_failure_names_its_part),
       cmocka_unit_test(test_node_names_chip_field),
+      cmocka_unit_test(test_node_tensormap_entries_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
