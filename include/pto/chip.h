@@ -36,7 +36,7 @@ typedef struct pto_chip_config {
   int64_t alloc_timeout_ms;   /* no-reclamation-progress deadline, default 500 */
   int64_t watchdog_ms;        /* no-progress deadline, default 10000, at most a day (86400000) */
   int64_t shutdown_ms;        /* join deadline at the end of a run, default 5000 */
-  uint32_t async_slots;       /* outstanding async completions, default 64 */
+  uint32_t async_slots;       /* outstanding async completions, default 64, 0..65535 */
   /* 0 (default): scheduling is a role run by whichever pto thread is free
    * (a core that finished a block, the orchestrator); 1: each scheduler
    * has its own thread, as the device's AICPU threads (PTO_SCHED_THREADS) */

@@ -109,7 +109,9 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
       "check = %d with a controlled schedule (schedule_seed, record_path or replay_path): "
       "checking mode and controlled schedules cannot be combined; use one at a time",
       c.check);
-  BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
+  BAD(c.async_slots > PTO_ASYNC_SLOTS_MAX,
+      "async_slots = %u, must be 0..%d (a completion token holds the slot in 16 bits)",
+      c.async_slots, PTO_ASYNC_SLOTS_MAX);
 #undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
   if (!chip)

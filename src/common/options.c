@@ -34,7 +34,7 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                              "longest a run may make no progress before the watchdog stops it"},
     [PTO_OPT_SHUTDOWN_MS] = {"shutdown_ms", "PTO_SHUTDOWN_MS", 5000, 1, PTO_DAY_MS,
                              "deadline for a run's threads to stop and be joined"},
-    [PTO_OPT_ASYNC_SLOTS] = {"async_slots", "PTO_ASYNC_SLOTS", 64, 1, 1 << 20,
+    [PTO_OPT_ASYNC_SLOTS] = {"async_slots", "PTO_ASYNC_SLOTS", 64, 0, PTO_ASYNC_SLOTS_MAX,
                              "in-flight asynchronous completions of a chip"},
     [PTO_OPT_SCHED_THREADS] = {"sched_threads", "PTO_SCHED_THREADS", 0, 0, 1,
                                "1: a thread per scheduler (the device's AICPU threads); 0: "

@@ -52,10 +52,12 @@ typedef enum pto_opt {
  * src/chip/drain.h), and no more schedulers than clusters; 2..
  * PTO_TASK_SLOTS_MAX task slots (the ready queues pack a slot index in
  * RQ_IDX_BITS bits, src/chip/ready_queue.h, which checks that the largest
- * one fits). */
-#define PTO_CLUSTERS_MAX   4096
-#define PTO_SCHEDULERS_MAX 64
-#define PTO_TASK_SLOTS_MAX (1 << 24)
+ * one fits); 0..PTO_ASYNC_SLOTS_MAX async slots (a completion token holds
+ * the slot in 16 bits, src/chip/async.c). */
+#define PTO_CLUSTERS_MAX    4096
+#define PTO_SCHEDULERS_MAX  64
+#define PTO_TASK_SLOTS_MAX  (1 << 24)
+#define PTO_ASYNC_SLOTS_MAX 65535
 
 /* The longest timeout in ms an option takes, and watchdog_ms with it: a
  * day (the watchdog counts watchdog_ms in nanoseconds, in a uint64). */

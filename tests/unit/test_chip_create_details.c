@@ -64,7 +64,7 @@ static void test_each_field_named(void **state) {
       {"watchdog_ms", "0", set_watchdog_ms_0, NULL},
       {"alloc_timeout_ms", "0", set_alloc_timeout_ms_0, NULL},
       {"shutdown_ms", "0", set_shutdown_ms_0, NULL},
-      {"async_slots", "70000", set_async_slots_70000, NULL},
+      {"async_slots", "70000", set_async_slots_70000, "65535"},
       {"watchdog_ms", "18446744073710", set_watchdog_ms_18446744073710, "86400000"},
       {"watchdog_ms", "86400001", set_watchdog_ms_86400001, "86400000"},
       {"task_slots", "16777217", set_task_slots_16777217, "16777216"},
@@ -102,6 +102,7 @@ static void test_limits_accepted(void **state) {
   cfg.watchdog_ms = 24ll * 3600 * 1000; /* a day, as PTO_WATCHDOG_MS allows */
   cfg.task_slots = 1u << 24;
   cfg.tensormap_entries = 2147483647u;
+  cfg.async_slots = 65535;
   pto_chip *chip = NULL;
   pto_error_info err;
   int rc = pto_chip_create_ex(&cfg, &chip, &err);
