@@ -60,6 +60,7 @@ typedef struct pto_args {
   pto_tensor *outputs[PTO_MAX_TENSOR_ARGS]; /* caller's tensor for OUTPUT args */
   uint64_t scalars[PTO_MAX_SCALAR_ARGS];
   int32_t redux_op[PTO_MAX_TENSOR_ARGS]; /* REDUX arguments: their op (pto/redux.h) */
+  int32_t error_rule; /* the builder's: which of its rules error_arg broke, named at submit */
 } pto_args;
 
 PTO_API void pto_args_init(pto_args *a);

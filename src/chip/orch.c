@@ -15,17 +15,29 @@
 
 /* ---- argument builder ---- */
 
+/* Which rule of the builder an argument broke (pto_args.error_rule):
+ * recorded where it happened, named by submit (validate). */
+enum {
+  ARGS_NULL_TENSOR = 1,
+  ARGS_BAD_MODE,
+  ARGS_AFTER_SCALAR,
+  ARGS_TOO_MANY_TENSORS,
+  ARGS_TOO_MANY_SCALARS,
+};
+
 void pto_args_init(pto_args *a) {
   if (!a) return;
   a->ntensors = a->nscalars = 0;
   a->error = 0;
   a->error_arg = -1;
+  a->error_rule = 0;
 }
 
-static void args_error(pto_args *a, int arg) {
+static void args_error(pto_args *a, int arg, int rule) {
   if (a->error == 0) {
     a->error = PTO_EINVAL;
     a->error_arg = arg;
+    a->error_rule = rule;
   }
 }
 
@@ -33,7 +45,11 @@ void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t) {
   if (!a) return;
   int i = a->ntensors;
   if (!t || a->nscalars > 0 || i >= PTO_MAX_TENSOR_ARGS || (unsigned)mode > PTO_REDUX) {
-    args_error(a, i);
+    args_error(a, i,
+               !t                           ? ARGS_NULL_TENSOR
+               : (unsigned)mode > PTO_REDUX ? ARGS_BAD_MODE
+               : a->nscalars > 0            ? ARGS_AFTER_SCALAR
+                                            : ARGS_TOO_MANY_TENSORS);
     if (i < PTO_MAX_TENSOR_ARGS)
       a->ntensors++; /* keep counting to name the culprit */
     else
@@ -65,7 +81,7 @@ void pto_args_redux(pto_args *a, const pto_tensor *t, int op) {
 void pto_args_scalar(pto_args *a, uint64_t v) {
   if (!a) return;
   if (a->nscalars >= PTO_MAX_SCALAR_ARGS) {
-    args_error(a, a->ntensors + a->nscalars);
+    args_error(a, a->ntensors + a->nscalars, ARGS_TOO_MANY_SCALARS);
     a->nscalars = PTO_MAX_SCALAR_ARGS + 1;
     return;
   }
@@ -635,10 +651,21 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
         return submit_fail(r, PTO_EINVAL, "more than %d tensor arguments", PTO_MAX_TENSOR_ARGS);
       if (a->nscalars > PTO_MAX_SCALAR_ARGS)
         return submit_fail(r, PTO_EINVAL, "more than %d scalar arguments", PTO_MAX_SCALAR_ARGS);
-      if (a->error_arg >= 0 && a->error_arg < a->ntensors && a->nscalars > 0)
-        return submit_fail(r, PTO_EINVAL, "tensor argument %d added after a scalar", a->error_arg);
-      return submit_fail(r, PTO_EINVAL, "argument %d: NULL tensor or bad access mode",
-                         a->error_arg);
+      switch (a->error_rule) {
+      case ARGS_NULL_TENSOR:
+        return submit_fail(r, PTO_EINVAL, "tensor argument %d: NULL tensor", a->error_arg);
+      case ARGS_BAD_MODE:
+        return submit_fail(r, PTO_EINVAL,
+                           "tensor argument %d: access mode is not a pto_access (0..%d)",
+                           a->error_arg, PTO_REDUX);
+      case ARGS_AFTER_SCALAR:
+        return submit_fail(r, PTO_EINVAL,
+                           "tensor argument %d added after a scalar (tensors come first)",
+                           a->error_arg);
+      default: /* a pto_args not made by the builder */
+        return submit_fail(r, PTO_EINVAL, "argument %d: pto_args.error is %d (error_rule %d)",
+                           a->error_arg, a->error, a->error_rule);
+      }
     }
     /* pto_args is a public struct: one filled by hand has passed none of
      * the builder's checks, and every later step trusts its counts */

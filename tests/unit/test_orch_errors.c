@@ -204,6 +204,25 @@ static void bad_access_mode(pto_orch *o, oe_ctx *c) {
   c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
 }
 
+/* A scalar after the bad tensor: the tensor's own fault is named, not
+ * "added after a scalar" (the scalar came after it). */
+static void bad_null_tensor_then_scalar(pto_orch *o, oe_ctx *c) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, NULL);
+  pto_args_scalar(&a, 1);
+  c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
+}
+
+static void bad_access_mode_then_scalar(pto_orch *o, oe_ctx *c) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, &c->t);
+  pto_args_add(&a, (pto_access)9, &c->t);
+  pto_args_scalar(&a, 1);
+  c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
+}
+
 /* pto_args is a public struct: a program may fill it by hand, bypassing
  * the builder's checks. Submits one built by the builder (a valid fill of
  * c->t), then with `edit` applied to its counts or modes. */
@@ -355,9 +374,13 @@ static const bad_case cases[] = {
     {"NULL buffer", bad_null_buf, "tensor argument 0 (INPUT): buf is NULL", false, 0},
     {"OUTPUT descriptor with a negative shape", bad_output_desc,
      "tensor argument 0 (OUTPUT): dtype, ndims (1..5) or a shape (>= 1) is invalid", false, 0},
-    {"NULL tensor", bad_null_tensor, "argument 1: NULL tensor", false, 0},
-    {"unknown access mode", bad_access_mode, "argument 0: NULL tensor or bad access mode", false,
-     0},
+    {"NULL tensor", bad_null_tensor, "tensor argument 1: NULL tensor", false, 0},
+    {"unknown access mode", bad_access_mode,
+     "tensor argument 0: access mode is not a pto_access (0..6)", false, 0},
+    {"NULL tensor, then a scalar", bad_null_tensor_then_scalar, "tensor argument 0: NULL tensor",
+     false, 0},
+    {"unknown access mode, then a scalar", bad_access_mode_then_scalar,
+     "tensor argument 1: access mode is not a pto_access (0..6)", false, 0},
     {"hand-built args: ntensors -1", bad_hand_ntensors_negative,
      "pto_args.ntensors is -1: must be 0..32", false, 0},
     {"hand-built args: ntensors 33", bad_hand_ntensors_over,
