@@ -13,8 +13,11 @@
  * pto_orch_status and pto_orch_chip may be called from any thread while
  * the run is in progress. A pto_orch is valid only during its run: kept
  * past pto_chip_run's return, every call on it does nothing and returns
- * PTO_EINVAL (a submit then would never run; the chip's next run is not
- * touched). */
+ * PTO_EINVAL (pto_orch_chip: NULL), also while a later run of the chip is
+ * in progress: each run hands out a handle of its own, and the kept one
+ * neither submits into nor fails the current run. (A handle is handed out
+ * again after 4096 runs of its chip: kept that long, it is taken for the
+ * current run's.) */
 #ifndef PTO_ORCH_H
 #define PTO_ORCH_H
 

@@ -342,6 +342,8 @@ static int run_create(pto_chip *chip, pto_run **out, char *why, size_t n) {
   }
   r->chip = chip;
   r->cfg = c;
+  for (int i = 0; i < ORCH_HANDLES; i++)
+    r->orch[i].run = r;
   pthread_mutex_init(&r->err_lock, NULL);
   pto_event_init(&r->orch_ev, false);
   pto_event_init(&r->watchdog_ev, false);
@@ -822,11 +824,11 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     /* a controlled schedule that could not begin (a bad record): no orchestration */
   } else {
     /* the orchestrator is this thread: calls on orch are made here
-     * (orch_gate), until its tasks are waited for */
-    pto_orch *orch = &r->orch;
-    orch->run = r;
-    orch->owner = pthread_self();
-    atomic_store_explicit(&orch->open, true, memory_order_release);
+     * (orch_gate), until its tasks are waited for; a handle of this run's
+     * own, not the one an earlier run handed out (run.h) */
+    pto_orch *orch = &r->orch[chip->run_seq % ORCH_HANDLES];
+    r->orch_owner = pthread_self();
+    atomic_store_explicit(&r->orch_live, orch, memory_order_release);
     pto_wait_thread_begin(); /* the orchestrator counts as one of the run's threads */
     spread_end(r);           /* the OS places the cores while the orchestrator submits */
     r->orch_start_ns = pto_now_ns();
@@ -839,7 +841,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
       trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,
                   r->orch_end_ns, -1, -1);
     orch_finish(r); /* waits for every task, or the latched error */
-    atomic_store_explicit(&orch->open, false, memory_order_release);
+    atomic_store_explicit(&r->orch_live, NULL, memory_order_release);
     pto_wait_thread_end();
   }
   if (!run_end(r, phase))

@@ -1126,15 +1126,10 @@ int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
   return wait_tasks(r, 1, timeout_ms, "pto_orch_wait_task");
 }
 
-/* Whether o is a handle of a run in progress (any thread may ask). */
-static bool orch_open(const pto_orch *o) {
-  return o && o->run && atomic_load_explicit(&o->open, memory_order_acquire);
-}
-
 /* Any thread may call it during the run: run_fail is the latch every
  * thread of a run reports through. */
 int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
-  if (!orch_open(o)) return PTO_EINVAL; /* never latched into an idle run */
+  if (!orch_live(o)) return PTO_EINVAL; /* never latched into an idle run, or another run */
   char msg[400] = "";
   if (fmt) {
     va_list ap;
@@ -1146,8 +1141,8 @@ int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
   return latched(o->run);
 }
 
-int pto_orch_status(const pto_orch *o) { return orch_open(o) ? latched(o->run) : PTO_EINVAL; }
-pto_chip *pto_orch_chip(pto_orch *o) { return o && o->run ? o->run->chip : NULL; }
+int pto_orch_status(const pto_orch *o) { return orch_live(o) ? latched(o->run) : PTO_EINVAL; }
+pto_chip *pto_orch_chip(pto_orch *o) { return orch_live(o) ? o->run->chip : NULL; }
 
 /* ---- end of the orchestration ---- */
 
@@ -1165,7 +1160,8 @@ void orch_finish(pto_run *r) {
   if (r->scope_depth > 0 && !latched(r)) {
     /* an orchestration that forgets scope_end is not an error: close them */
     while (r->scope_depth > 0)
-      pto_scope_end(&r->orch); /* still open: on the orchestrator's thread */
+      /* still live: on the orchestrator's thread */
+      pto_scope_end(atomic_load_explicit(&r->orch_live, memory_order_relaxed));
   }
   atomic_store_explicit(&r->orch_done, 1, memory_order_seq_cst); /* watchdog reads it */
   sched_orch_done(r);
