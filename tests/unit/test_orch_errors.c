@@ -647,6 +647,7 @@ static void test_orch_of_an_earlier_run_in_the_next(void **state) {
   assert_int_equal(s.id, PTO_TASK_NONE);
   assert_int_equal(s.rc_dummy, PTO_EINVAL);
   assert_int_equal(s.rc_v, PTO_EINVAL);
+  assert_int_equal(s.id_v, PTO_TASK_NONE);
   assert_int_equal(s.rc_scope, PTO_EINVAL);
   assert_int_equal(s.rc_read, PTO_EINVAL);
   assert_int_equal(s.rc_wait, PTO_EINVAL);
