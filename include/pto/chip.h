@@ -145,9 +145,12 @@ PTO_API int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_e
  * pto_kctx_cancelled past shutdown_ms) reports tasks, host_us and orch_us
  * only: that thread may still change the rest. */
 typedef struct pto_run_stats {
-  uint64_t tasks;      /* tasks submitted (dummy tasks included) */
-  uint64_t blocks;     /* kernel blocks executed (where they ran: a failed run's dropped ones
-                          are none) */
+  /* tasks submitted: the orchestration's, dummy tasks included, and the
+   * combine tasks the runtime submits to fold PTO_REDUX contributions
+   * (pto/redux.h) */
+  uint64_t tasks;
+  uint64_t blocks;     /* kernel blocks executed, a combine task's included (where they ran: a
+                          failed run's dropped ones are none) */
   double host_us;      /* whole pto_chip_run call */
   double device_us;    /* first to last core/scheduler activity (see sched_us) */
   double orch_us;      /* orchestration function span */
