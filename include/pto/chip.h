@@ -51,7 +51,11 @@ typedef struct pto_chip_config {
    * modulo their number, of those the orchestrator's thread may use; a
    * node chip counts on from the lower ranks' cores). Otherwise the OS
    * places them; the orchestrator's CPUs are restored before the function
-   * returns to pto. 0: the OS always does (PTO_SPREAD_CORES) */
+   * returns to pto. A thread the orchestration function creates while it
+   * is bound inherits that one CPU and keeps it: pto restores the
+   * orchestrator's own CPUs only. Create such threads before the first
+   * submit, set their CPUs yourself, or use 0. 0: the OS always does
+   * (PTO_SPREAD_CORES) */
   int spread_cores;
   void *env; /* passed to kernels as pto_kctx.env */
   /* Checking mode (docs/contracts.md). 0 (default): off; 1: every block
