@@ -29,14 +29,14 @@ typedef struct pto_chip_config {
   int aic_per_cluster;        /* 0 or 1, default 1 */
   int aiv_per_cluster;        /* 0..2, default 2 */
   int schedulers;             /* default min(3, clusters) */
-  uint32_t task_slots;        /* task ring, default 16384 */
+  uint32_t task_slots;        /* task ring, default 16384, 2..16777216 */
   size_t heap_bytes;          /* heap ring for OUTPUT buffers, default 256 MiB */
   uint32_t dep_entries;       /* dependency entry pool, default 16384 */
-  uint32_t tensormap_entries; /* default 65536 */
+  uint32_t tensormap_entries; /* default 65536, 1..2147483647 */
   int64_t alloc_timeout_ms;   /* no-reclamation-progress deadline, default 500 */
-  int64_t watchdog_ms;        /* no-progress deadline, default 10000 */
+  int64_t watchdog_ms;        /* no-progress deadline, default 10000, at most a day (86400000) */
   int64_t shutdown_ms;        /* join deadline at the end of a run, default 5000 */
-  uint32_t async_slots;       /* outstanding async completions, default 64 */
+  uint32_t async_slots;       /* outstanding async completions, default 64, 0..65535 */
   /* 0 (default): scheduling is a role run by whichever pto thread is free
    * (a core that finished a block, the orchestrator); 1: each scheduler
    * has its own thread, as the device's AICPU threads (PTO_SCHED_THREADS) */
@@ -51,7 +51,11 @@ typedef struct pto_chip_config {
    * modulo their number, of those the orchestrator's thread may use; a
    * node chip counts on from the lower ranks' cores). Otherwise the OS
    * places them; the orchestrator's CPUs are restored before the function
-   * returns to pto. 0: the OS always does (PTO_SPREAD_CORES) */
+   * returns to pto. A thread the orchestration function creates while it
+   * is bound inherits that one CPU and keeps it: pto restores the
+   * orchestrator's own CPUs only. Create such threads before the first
+   * submit, set their CPUs yourself, or use 0. 0: the OS always does
+   * (PTO_SPREAD_CORES) */
   int spread_cores;
   void *env; /* passed to kernels as pto_kctx.env */
   /* Checking mode (docs/contracts.md). 0 (default): off; 1: every block
@@ -145,9 +149,12 @@ PTO_API int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_e
  * pto_kctx_cancelled past shutdown_ms) reports tasks, host_us and orch_us
  * only: that thread may still change the rest. */
 typedef struct pto_run_stats {
-  uint64_t tasks;      /* tasks submitted (dummy tasks included) */
-  uint64_t blocks;     /* kernel blocks executed (where they ran: a failed run's dropped ones
-                          are none) */
+  /* tasks submitted: the orchestration's, dummy tasks included, and the
+   * combine tasks the runtime submits to fold PTO_REDUX contributions
+   * (pto/redux.h) */
+  uint64_t tasks;
+  uint64_t blocks;     /* kernel blocks executed, a combine task's included (where they ran: a
+                          failed run's dropped ones are none) */
   double host_us;      /* whole pto_chip_run call */
   double device_us;    /* first to last core/scheduler activity (see sched_us) */
   double orch_us;      /* orchestration function span */

@@ -46,9 +46,11 @@ PTO_API bool pto_kctx_cancelled(const pto_kctx *ctx);
 
 /* A kernel that fails says why: `return pto_kctx_fail(ctx, PTO_EINVAL,
  * "tensor 0 (a) is int32, needs float32");` records the reason (printf
- * format, truncated to about 300 characters) and returns `code`; the run's
- * error details then end with it, after the kernel, block and core. Call it
- * only on the way out of a failing kernel. */
+ * format, truncated to about 300 characters) and returns `code`, or
+ * PTO_EKERNEL when `code` is not negative (0 among them: returned, it fails
+ * the block all the same); the run's error details then end with it, after
+ * the kernel, block and core. Call it only on the way out of a failing
+ * kernel. */
 PTO_API int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -75,8 +75,8 @@ typedef struct pto_node_config {
    * that never returns then hangs the run); the node fails as on a missed
    * task_timeout_ms */
   int64_t host_task_timeout_ms;
-  /* node TensorMap: tensor accesses of live node tasks, default 8192, at
-   * least PTO_MAX_TENSOR_ARGS; a submit that finds it full waits for
+  /* node TensorMap: tensor accesses of live node tasks, default 8192,
+   * PTO_MAX_TENSOR_ARGS..2147483647; a submit that finds it full waits for
    * earlier tasks to finish */
   uint32_t tensormap_entries;
 } pto_node_config;

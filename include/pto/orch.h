@@ -13,8 +13,11 @@
  * pto_orch_status and pto_orch_chip may be called from any thread while
  * the run is in progress. A pto_orch is valid only during its run: kept
  * past pto_chip_run's return, every call on it does nothing and returns
- * PTO_EINVAL (a submit then would never run; the chip's next run is not
- * touched). */
+ * PTO_EINVAL (pto_orch_chip: NULL), also while a later run of the chip is
+ * in progress: each run hands out a handle of its own, and the kept one
+ * neither submits into nor fails the current run. (A handle is handed out
+ * again after 4096 runs of its chip: kept that long, it is taken for the
+ * current run's.) */
 #ifndef PTO_ORCH_H
 #define PTO_ORCH_H
 
@@ -60,6 +63,7 @@ typedef struct pto_args {
   pto_tensor *outputs[PTO_MAX_TENSOR_ARGS]; /* caller's tensor for OUTPUT args */
   uint64_t scalars[PTO_MAX_SCALAR_ARGS];
   int32_t redux_op[PTO_MAX_TENSOR_ARGS]; /* REDUX arguments: their op (pto/redux.h) */
+  int32_t error_rule; /* the builder's: which of its rules error_arg broke, named at submit */
 } pto_args;
 
 PTO_API void pto_args_init(pto_args *a);
@@ -116,7 +120,9 @@ PTO_API int pto_submit_dummy(pto_orch *o, pto_args *args, const pto_submit_opts 
  * shows at run time (a NULL tensor, more than PTO_MAX_TENSOR_ARGS tensors,
  * an argument not made by these macros, PTO_BLOCKS(0)) fails the submit as
  * pto_submit does, with details naming the argument's position (from 1).
- * Returns pto_submit's result. C only (compound literals). */
+ * Returns pto_submit's result; a PTO_TASK_ID receives the task id, or
+ * PTO_TASK_NONE when the submit fails (as pto_submit's *id). C only
+ * (compound literals). */
 typedef enum pto_arg_kind {
   PTO_ARGK_TENSOR = 1,
   PTO_ARGK_SCALAR,

@@ -10,10 +10,12 @@
 #include "chip/contract.h"
 #include "chip/run.h"
 #include "chip/schedule.h"
+#include "common/options.h"
 
 /* token = generation (48 bits) << 16 | slot (16 bits). 2^48 begins on one
  * chip (one per nanosecond for three days) before a generation repeats. */
 #define GEN_MASK ((1ull << 48) - 1)
+_Static_assert(PTO_ASYNC_SLOTS_MAX - 1 <= 0xffff, "a slot index must fit a token's 16 bits");
 
 int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
   if (!ctx || !ctx->run || !token) return PTO_EINVAL;

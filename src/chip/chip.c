@@ -81,14 +81,20 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
       c.aiv_per_cluster);
   BAD(c.aic_per_cluster + c.aiv_per_cluster == 0,
       "aic_per_cluster and aiv_per_cluster are both 0: a cluster needs a core");
-  BAD(c.task_slots < 2, "task_slots = %u, must be at least 2", c.task_slots);
+  BAD(c.task_slots < 2 || c.task_slots > PTO_TASK_SLOTS_MAX,
+      "task_slots = %u, must be 2..%d (a slot index must fit a ready queue's cell)", c.task_slots,
+      PTO_TASK_SLOTS_MAX);
   BAD(c.dep_entries < 1 || c.dep_entries > INT32_MAX - 1,
       "dep_entries = %u, must be 1..%d (a task's dependencies are counted in an int32)",
       c.dep_entries, INT32_MAX - 1);
-  BAD(c.tensormap_entries < 1, "tensormap_entries = 0, must be at least 1");
+  BAD(c.tensormap_entries < 1 || c.tensormap_entries > TMAP_ENTRIES_MAX,
+      "tensormap_entries = %u, must be 1..%d (the TensorMap counts its entries in an int32)",
+      c.tensormap_entries, TMAP_ENTRIES_MAX);
   BAD(c.heap_bytes < RING_ALIGN, "heap_bytes = %zu, must be at least %zu", c.heap_bytes,
       (size_t)RING_ALIGN);
-  BAD(c.watchdog_ms <= 0, "watchdog_ms = %lld, must be positive", (long long)c.watchdog_ms);
+  BAD(c.watchdog_ms <= 0 || c.watchdog_ms > PTO_DAY_MS,
+      "watchdog_ms = %lld, must be 1..%lld (a day, as PTO_WATCHDOG_MS)", (long long)c.watchdog_ms,
+      PTO_DAY_MS);
   BAD(c.alloc_timeout_ms <= 0, "alloc_timeout_ms = %lld, must be positive",
       (long long)c.alloc_timeout_ms);
   BAD(c.shutdown_ms <= 0, "shutdown_ms = %lld, must be positive", (long long)c.shutdown_ms);
@@ -104,7 +110,9 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
       "check = %d with a controlled schedule (schedule_seed, record_path or replay_path): "
       "checking mode and controlled schedules cannot be combined; use one at a time",
       c.check);
-  BAD(c.async_slots > 65535, "async_slots = %u, must be at most 65535", c.async_slots);
+  BAD(c.async_slots > PTO_ASYNC_SLOTS_MAX,
+      "async_slots = %u, must be 0..%d (a completion token holds the slot in 16 bits)",
+      c.async_slots, PTO_ASYNC_SLOTS_MAX);
   /* a record keeps the seed as a signed 64-bit number: one above could
    * be recorded, never replayed */
   BAD(c.schedule_seed > INT64_MAX, "schedule_seed = %llu, must be 0..%lld",
@@ -333,12 +341,18 @@ static void *watchdog_thread(void *arg) {
   return NULL;
 }
 
-static int run_create(pto_chip *chip, pto_run **out) {
+/* On failure `why` names the part that could not be set up. */
+static int run_create(pto_chip *chip, pto_run **out, char *why, size_t n) {
   const pto_chip_config *c = &chip->cfg;
   pto_run *r = cacheline_calloc(1, sizeof *r);
-  if (!r) return PTO_ENOMEM;
+  if (!r) {
+    snprintf(why, n, "the run's state (%zu bytes)", sizeof *r);
+    return PTO_ENOMEM;
+  }
   r->chip = chip;
   r->cfg = c;
+  for (int i = 0; i < ORCH_HANDLES; i++)
+    r->orch[i].run = r;
   pthread_mutex_init(&r->err_lock, NULL);
   pto_event_init(&r->orch_ev, false);
   pto_event_init(&r->watchdog_ev, false);
@@ -363,7 +377,14 @@ static int run_create(pto_chip *chip, pto_run **out) {
   r->sched_threads = c->sched_threads != 0;
   r->cores = cacheline_calloc((size_t)r->ncores, sizeof *r->cores);
   r->scheds = cacheline_calloc((size_t)r->nsched, sizeof *r->scheds);
-  if (!r->slots || !r->deps || !r->dep_from || !r->cores || !r->scheds) goto nomem;
+  snprintf(why, n, "the task slots (task_slots = %u)", c->task_slots);
+  if (!r->slots) goto nomem;
+  snprintf(why, n, "the dependency entries (dep_entries = %u)", c->dep_entries);
+  if (!r->deps || !r->dep_from) goto nomem;
+  snprintf(why, n, "the cores and schedulers (clusters = %d, schedulers = %d)", c->clusters,
+           c->schedulers);
+  if (!r->cores || !r->scheds) goto nomem;
+  snprintf(why, n, "the ready queues (task_slots = %u)", c->task_slots);
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     ready_queue *rq = q < SHAPE_COUNT ? &r->queues[q] : &r->sync_queue;
     uint64_t cap = (uint64_t)r->slot_mask + 1; /* room for every live task and slot index */
@@ -380,6 +401,8 @@ static int run_create(pto_chip *chip, pto_run **out) {
     }
     ready_queue_init(rq, (uint32_t)cap, items, up);
   }
+  snprintf(why, n, "the schedulers' core lists (clusters = %d, schedulers = %d)", c->clusters,
+           c->schedulers);
   for (int s = 0; s < r->nsched; s++) {
     sched *sc = &r->scheds[s];
     sc->id = s;
@@ -420,7 +443,7 @@ static int run_create(pto_chip *chip, pto_run **out) {
       sc->cores[sc->ncores++] = co;
     }
   }
-  int rc = orch_setup(r);
+  int rc = orch_setup(r, why, n);
   if (rc) {
     run_free(r);
     return rc;
@@ -769,11 +792,12 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   uint64_t host0 = pto_now_ns();
   int rc = PTO_OK;
   if (!chip->run) {
-    rc = run_create(chip, &chip->run);
+    char why[256] = "";
+    rc = run_create(chip, &chip->run, why, sizeof why);
     if (rc) {
       atomic_store(&chip->running, 0);
-      EARLY_FAIL(rc, "could not set up the run (rings: task_slots=%u heap_bytes=%zu)",
-                 chip->cfg.task_slots, chip->cfg.heap_bytes);
+      EARLY_FAIL(rc, "could not set up the run: %s: %s", why,
+                 rc == PTO_ENOMEM ? "out of memory" : pto_status_name(rc));
     }
   }
   pto_run *r = chip->run;
@@ -809,11 +833,11 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     /* a controlled schedule that could not begin (a bad record): no orchestration */
   } else {
     /* the orchestrator is this thread: calls on orch are made here
-     * (orch_gate), until its tasks are waited for */
-    pto_orch *orch = &r->orch;
-    orch->run = r;
-    orch->owner = pthread_self();
-    atomic_store_explicit(&orch->open, true, memory_order_release);
+     * (orch_gate), until its tasks are waited for; a handle of this run's
+     * own, not the one an earlier run handed out (run.h) */
+    pto_orch *orch = &r->orch[chip->run_seq % ORCH_HANDLES];
+    r->orch_owner = pthread_self();
+    atomic_store_explicit(&r->orch_live, orch, memory_order_release);
     pto_wait_thread_begin(); /* the orchestrator counts as one of the run's threads */
     spread_end(r);           /* the OS places the cores while the orchestrator submits */
     r->orch_start_ns = pto_now_ns();
@@ -826,7 +850,7 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
       trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,
                   r->orch_end_ns, -1, -1);
     orch_finish(r); /* waits for every task, or the latched error */
-    atomic_store_explicit(&orch->open, false, memory_order_release);
+    atomic_store_explicit(&r->orch_live, NULL, memory_order_release);
     pto_wait_thread_end();
   }
   if (!run_end(r, phase))

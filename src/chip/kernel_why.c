@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "pto/status.h"
+
 static _Thread_local struct {
   pto_task_id task;
   int32_t block, core;
@@ -16,6 +18,9 @@ static _Thread_local struct {
 } why = {.task = PTO_TASK_NONE};
 
 int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...) {
+  /* it fails the block whatever the code: 0 (or more) would be success,
+   * the reason dropped */
+  if (code >= 0) code = PTO_EKERNEL;
   if (!ctx || !fmt) return code;
   va_list ap;
   va_start(ap, fmt);

@@ -15,17 +15,29 @@
 
 /* ---- argument builder ---- */
 
+/* Which rule of the builder an argument broke (pto_args.error_rule):
+ * recorded where it happened, named by submit (validate). */
+enum {
+  ARGS_NULL_TENSOR = 1,
+  ARGS_BAD_MODE,
+  ARGS_AFTER_SCALAR,
+  ARGS_TOO_MANY_TENSORS,
+  ARGS_TOO_MANY_SCALARS,
+};
+
 void pto_args_init(pto_args *a) {
   if (!a) return;
   a->ntensors = a->nscalars = 0;
   a->error = 0;
   a->error_arg = -1;
+  a->error_rule = 0;
 }
 
-static void args_error(pto_args *a, int arg) {
+static void args_error(pto_args *a, int arg, int rule) {
   if (a->error == 0) {
     a->error = PTO_EINVAL;
     a->error_arg = arg;
+    a->error_rule = rule;
   }
 }
 
@@ -33,7 +45,11 @@ void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t) {
   if (!a) return;
   int i = a->ntensors;
   if (!t || a->nscalars > 0 || i >= PTO_MAX_TENSOR_ARGS || (unsigned)mode > PTO_REDUX) {
-    args_error(a, i);
+    args_error(a, i,
+               !t                           ? ARGS_NULL_TENSOR
+               : (unsigned)mode > PTO_REDUX ? ARGS_BAD_MODE
+               : a->nscalars > 0            ? ARGS_AFTER_SCALAR
+                                            : ARGS_TOO_MANY_TENSORS);
     if (i < PTO_MAX_TENSOR_ARGS)
       a->ntensors++; /* keep counting to name the culprit */
     else
@@ -65,7 +81,7 @@ void pto_args_redux(pto_args *a, const pto_tensor *t, int op) {
 void pto_args_scalar(pto_args *a, uint64_t v) {
   if (!a) return;
   if (a->nscalars >= PTO_MAX_SCALAR_ARGS) {
-    args_error(a, a->ntensors + a->nscalars);
+    args_error(a, a->ntensors + a->nscalars, ARGS_TOO_MANY_SCALARS);
     a->nscalars = PTO_MAX_SCALAR_ARGS + 1;
     return;
   }
@@ -95,22 +111,33 @@ static int redux_heap_take(pto_run *r, uint64_t bytes, const pto_args *a, bool w
 static bool outputs_bytes(const pto_args *a, const pto_tensor *ts, uint64_t *total);
 static void redux_heap_free_after(pto_run *r, void *ptr, pto_task_id id);
 
-int orch_setup(pto_run *r) {
-  int rc = ring_init(&r->heap, r->cfg->heap_bytes);
+int orch_setup(pto_run *r, char *why, size_t n) {
+  const pto_chip_config *c = r->cfg;
+  int rc = ring_init(&r->heap, c->heap_bytes);
+  if (rc) snprintf(why, n, "the heap ring (heap_bytes = %zu)", c->heap_bytes);
   if (!rc) heap_live_init(&r->live, &r->heap);
   /* 512 bytes per slot, and never less than one task with the most
    * arguments a task can have: every valid task fits once the ring drains */
   uint64_t args = (uint64_t)r->nslots * 512u;
   if (args < ARGS_MAX_BYTES) args = ARGS_MAX_BYTES;
-  if (!rc) rc = ring_init(&r->args, args);
+  if (!rc && (rc = ring_init(&r->args, args)))
+    snprintf(why, n, "the argument ring (%llu bytes: 512 per slot, task_slots = %u)",
+             (unsigned long long)args, c->task_slots);
   if (!rc) ring_populate(&r->args);
-  if (!rc) rc = tmap_init(&r->tm, r->cfg->tensormap_entries);
-  if (!rc) rc = cm_init(&r->cm, r->slot_mask + 1);
-  if (!rc) rc = redux_init(&r->rx, &(redux_orch){submit, redux_heap_take, redux_heap_free_after});
+  if (!rc && (rc = tmap_init(&r->tm, c->tensormap_entries)))
+    snprintf(why, n, "the TensorMap (tensormap_entries = %u)", c->tensormap_entries);
+  if (!rc && (rc = cm_init(&r->cm, r->slot_mask + 1)))
+    snprintf(why, n, "the COMMUTE table (task_slots = %u)", c->task_slots);
+  if (!rc &&
+      (rc = redux_init(&r->rx, &(redux_orch){submit, redux_heap_take, redux_heap_free_after})))
+    snprintf(why, n, "the REDUX groups");
   r->held_release = INT64_MAX;
   r->depbuf_cap = 64;
   r->depbuf = malloc(sizeof(pto_task_id) * r->depbuf_cap);
-  if (!rc && !r->depbuf) rc = PTO_ENOMEM;
+  if (!rc && !r->depbuf) {
+    rc = PTO_ENOMEM;
+    snprintf(why, n, "the orchestrator's dependency buffer");
+  }
   return rc;
 }
 
@@ -618,10 +645,21 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
         return submit_fail(r, PTO_EINVAL, "more than %d tensor arguments", PTO_MAX_TENSOR_ARGS);
       if (a->nscalars > PTO_MAX_SCALAR_ARGS)
         return submit_fail(r, PTO_EINVAL, "more than %d scalar arguments", PTO_MAX_SCALAR_ARGS);
-      if (a->error_arg >= 0 && a->error_arg < a->ntensors && a->nscalars > 0)
-        return submit_fail(r, PTO_EINVAL, "tensor argument %d added after a scalar", a->error_arg);
-      return submit_fail(r, PTO_EINVAL, "argument %d: NULL tensor or bad access mode",
-                         a->error_arg);
+      switch (a->error_rule) {
+      case ARGS_NULL_TENSOR:
+        return submit_fail(r, PTO_EINVAL, "tensor argument %d: NULL tensor", a->error_arg);
+      case ARGS_BAD_MODE:
+        return submit_fail(r, PTO_EINVAL,
+                           "tensor argument %d: access mode is not a pto_access (0..%d)",
+                           a->error_arg, PTO_REDUX);
+      case ARGS_AFTER_SCALAR:
+        return submit_fail(r, PTO_EINVAL,
+                           "tensor argument %d added after a scalar (tensors come first)",
+                           a->error_arg);
+      default: /* a pto_args not made by the builder */
+        return submit_fail(r, PTO_EINVAL, "argument %d: pto_args.error is %d (error_rule %d)",
+                           a->error_arg, a->error, a->error_rule);
+      }
     }
     /* pto_args is a public struct: one filled by hand has passed none of
      * the builder's checks, and every later step trusts its counts */
@@ -1082,15 +1120,10 @@ int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
   return wait_tasks(r, 1, timeout_ms, "pto_orch_wait_task");
 }
 
-/* Whether o is a handle of a run in progress (any thread may ask). */
-static bool orch_open(const pto_orch *o) {
-  return o && o->run && atomic_load_explicit(&o->open, memory_order_acquire);
-}
-
 /* Any thread may call it during the run: run_fail is the latch every
  * thread of a run reports through. */
 int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
-  if (!orch_open(o)) return PTO_EINVAL; /* never latched into an idle run */
+  if (!orch_live(o)) return PTO_EINVAL; /* never latched into an idle run, or another run */
   char msg[400] = "";
   if (fmt) {
     va_list ap;
@@ -1102,8 +1135,8 @@ int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
   return latched(o->run);
 }
 
-int pto_orch_status(const pto_orch *o) { return orch_open(o) ? latched(o->run) : PTO_EINVAL; }
-pto_chip *pto_orch_chip(pto_orch *o) { return o && o->run ? o->run->chip : NULL; }
+int pto_orch_status(const pto_orch *o) { return orch_live(o) ? latched(o->run) : PTO_EINVAL; }
+pto_chip *pto_orch_chip(pto_orch *o) { return orch_live(o) ? o->run->chip : NULL; }
 
 /* ---- end of the orchestration ---- */
 
@@ -1121,7 +1154,8 @@ void orch_finish(pto_run *r) {
   if (r->scope_depth > 0 && !latched(r)) {
     /* an orchestration that forgets scope_end is not an error: close them */
     while (r->scope_depth > 0)
-      pto_scope_end(&r->orch); /* still open: on the orchestrator's thread */
+      /* still live: on the orchestrator's thread */
+      pto_scope_end(atomic_load_explicit(&r->orch_live, memory_order_relaxed));
   }
   atomic_store_explicit(&r->orch_done, 1, memory_order_seq_cst); /* watchdog reads it */
   sched_orch_done(r);

@@ -42,10 +42,16 @@
 #include <stdint.h>
 
 #include "common/cacheline.h"
+#include "common/options.h"
 
-/* task_slots <= 1 << 24 (src/common/options.c), so a slot index fits */
+/* A cell holds a slot index in RQ_IDX_BITS bits: the slots of a run are
+ * task_slots rounded up to a power of two (rq_cap_for), and pto_chip_create
+ * refuses task_slots above PTO_TASK_SLOTS_MAX, so every index fits. */
 #define RQ_IDX_BITS 25
 #define RQ_IDX_MASK ((UINT64_C(1) << RQ_IDX_BITS) - 1)
+_Static_assert((uint64_t)PTO_TASK_SLOTS_MAX - 1 <= RQ_IDX_MASK &&
+                   (PTO_TASK_SLOTS_MAX & (PTO_TASK_SLOTS_MAX - 1)) == 0,
+               "a slot index of the largest task ring must fit a ready queue cell");
 
 typedef struct rq {
   /* pushers and poppers on their own lines */

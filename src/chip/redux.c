@@ -250,6 +250,7 @@ static int flush(pto_run *r, redux_group *g) {
   a.nscalars = 3;
   a.error = 0;
   a.error_arg = -1;
+  a.error_rule = 0;
   a.access[0] = PTO_INOUT;
   a.tensors[0] = g->target;
   a.access[1] = PTO_INPUT; /* declared: checking mode sees what it reads */

@@ -350,19 +350,20 @@ typedef struct scope_rec {
   pto_scope_mode mode;
 } scope_rec;
 
-/* The handle an orchestration function gets: the run's own (r->orch),
- * so that a pointer kept past the run is still memory pto owns. `owner` is
- * the thread that runs it (the caller of pto_chip_run): the orchestrator's
- * state (rings, TensorMap, scopes, next_id) has that one writer and no
- * lock, so every call that touches it is made there (orch_gate). `open`
- * while pto_chip_run runs the orchestration and waits for its tasks: a
- * call on the handle before or after that does nothing and returns
- * PTO_EINVAL (orch_gate), where it once went into the chip's idle run
- * (a submit that returned success and never ran). */
+/* The handle an orchestration function gets: one of the run state's
+ * (r->orch), so that a pointer kept past the run is still memory pto owns,
+ * and a different one each run (r->orch[run_seq % ORCH_HANDLES]), so that
+ * a pointer kept from one run is not the next run's. It is the run's
+ * handle while r->orch_live points to it: while pto_chip_run runs the
+ * orchestration and waits for its tasks. A call with any other handle
+ * does nothing and returns PTO_EINVAL (orch_live), where one kept past its
+ * run once went into the chip's idle run (a submit that returned success
+ * and never ran) or, being the same pointer, into the chip's next run (its
+ * submits ran there, its pto_orch_fatal failed it). A handle is handed
+ * out again after ORCH_HANDLES runs. */
+#define ORCH_HANDLES 4096
 struct pto_orch {
-  struct pto_run *run;
-  pthread_t owner;
-  _Atomic bool open;
+  struct pto_run *run; /* set when the run state is made, never changed */
 };
 
 typedef struct pto_run {
@@ -475,7 +476,15 @@ typedef struct pto_run {
    * so that sched.c, which schedule.c calls, does not depend on it) */
   struct sched_ctl *ctl;
   void (*ctl_ready)(struct pto_run *r, struct task *t);
-  pto_orch orch; /* the orchestration function's handle (above) */
+  /* the orchestration function's handles (above): the live one, written
+   * by the orchestrator (pto_chip_run) and read by any thread, NULL between
+   * runs; `orch_owner` is the thread that runs it (the caller of
+   * pto_chip_run): the orchestrator's state (rings, TensorMap, scopes,
+   * next_id) has that one writer and no lock, so every call that touches it
+   * is made there (orch_gate) */
+  pto_orch *_Atomic orch_live;
+  pthread_t orch_owner;
+  pto_orch orch[ORCH_HANDLES];
 } pto_run;
 
 /* ---- shared helpers (defined in the file named in brackets) ---- */
@@ -615,7 +624,9 @@ int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_t
 int graph_capture_refuse(pto_run *r, const char *what);
 
 /* Orchestrator [orch.c] */
-int orch_setup(pto_run *r);
+/* The orchestrator's rings and tables; on failure `why` names the part
+ * that failed and the field that sized it. */
+int orch_setup(pto_run *r, char *why, size_t n);
 /* Before each run: the orchestrator's state as after orch_setup, in time
  * proportional to what the previous run used. */
 void orch_reset(pto_run *r);
@@ -628,16 +639,25 @@ void orch_finish(pto_run *r);
  * that ignores it pass a graph with a task missing as a success), and
  * touches nothing of the orchestrator's. Returns PTO_EINVAL. */
 int orch_refuse_thread(pto_orch *o, const char *call);
+/* Whether o is the handle of the run in progress: the check of every
+ * pto_orch_* and pto_submit* entry (any thread may ask). Acquire: pairs
+ * with pto_chip_run's release store of orch_live (orch_owner is written
+ * before it). */
+static inline bool orch_live(const pto_orch *o) {
+  return o && o->run && atomic_load_explicit(&o->run->orch_live, memory_order_acquire) == o;
+}
+
 /* The entry of every orchestrator call but pto_orch_fatal / _status /
- * _chip (which any thread may make during the run): PTO_EINVAL without a
- * run or from another thread (refused, above), else the latched status.
- * A pthread_self() and a compare: nothing on the submit path notices. */
+ * _chip (which any thread may make during the run, and which check
+ * orch_live alone): PTO_EINVAL without a run in progress or with a handle
+ * that is not its own, or from another thread (refused, above), else the
+ * latched status. A load, a pthread_self() and two compares: nothing on
+ * the submit path notices. */
 static inline int orch_gate(pto_orch *o, const char *call) {
-  if (!o || !o->run) return PTO_EINVAL;
-  /* acquire: pairs with pto_chip_run's release store; a closed handle is
-   * refused before its owner is read (the next run may be rewriting it) */
-  if (__builtin_expect(!atomic_load_explicit(&o->open, memory_order_acquire), 0)) return PTO_EINVAL;
-  if (__builtin_expect(!pthread_equal(pthread_self(), o->owner), 0))
+  /* a handle that is not live is refused before the owner is read (the
+   * next run may be rewriting it) */
+  if (__builtin_expect(!orch_live(o), 0)) return PTO_EINVAL;
+  if (__builtin_expect(!pthread_equal(pthread_self(), o->run->orch_owner), 0))
     return orch_refuse_thread(o, call);
   return atomic_load_explicit(&o->run->status, memory_order_acquire);
 }

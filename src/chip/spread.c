@@ -32,7 +32,9 @@
  *
  * Every bind is best effort: a thread that cannot be bound runs where it
  * may. The orchestrator's own CPUs are restored before its function
- * returns to pto. */
+ * returns to pto; a thread it created while bound inherited the one CPU
+ * and keeps it (documented in pto/chip.h, spread_cores: pto cannot know
+ * those threads). */
 #include "chip/pull_hold.h"
 #include "chip/run.h"
 #include "common/cpu_bind.h"

@@ -24,6 +24,11 @@ static int argv_fail(pto_orch *o, int pos, const char *fmt, ...) {
 }
 
 int pto_submit_argv(pto_orch *o, int kernel_id, const pto_arg *argv, int argc) {
+  /* as pto_submit, the id is PTO_TASK_NONE first: a submit that fails,
+   * before its PTO_TASK_ID is read too, leaves no earlier value there */
+  for (int i = 0; argv && i < argc; i++)
+    if (argv[i].magic == PTO_ARG_MAGIC && argv[i].kind == PTO_ARGK_TASK_ID && argv[i].v.id)
+      *argv[i].v.id = PTO_TASK_NONE;
   /* after a failure submits do nothing, as pto_submit; the owner's thread only */
   int rc = orch_gate(o, "pto_submit_v");
   if (rc) return rc;

@@ -118,7 +118,7 @@ static uint32_t head_of(const tmap *m, int level, uint64_t lo, int32_t mode) {
 }
 
 int tmap_init(tmap *m, uint32_t capacity) {
-  if (capacity == 0 || capacity > INT32_MAX) return PTO_EINVAL;
+  if (capacity == 0 || capacity > TMAP_ENTRIES_MAX) return PTO_EINVAL;
   m->capacity = capacity;
   m->nbuckets = 64;
   while (m->nbuckets < capacity / 4 && m->nbuckets < (1u << 20))

@@ -71,6 +71,10 @@ typedef struct tmap {
   int32_t level_tail[TMAP_LEVELS];  /* the oldest of them, -1 = empty */
 } tmap;
 
+/* Entries are indexed by int32 (free_head, level lists, chains: -1 ends
+ * them): at most TMAP_ENTRIES_MAX (pto_chip_create refuses more). */
+#define TMAP_ENTRIES_MAX INT32_MAX
+/* 0, PTO_EINVAL (capacity 0 or above TMAP_ENTRIES_MAX) or PTO_ENOMEM. */
 int tmap_init(tmap *m, uint32_t capacity);
 void tmap_destroy(tmap *m);
 void tmap_clear(tmap *m);

@@ -207,7 +207,9 @@ void *watchdog_main(void *arg) {
       if (!wd_begin(r, ph)) continue;
       w.phase = ph;
       /* the config as this run started (read after its phase, like the
-       * run's other state, so a white-box test may change it between runs) */
+       * run's other state, so a white-box test may change it between runs);
+       * watchdog_ms is at most PTO_DAY_MS (pto_chip_create): its
+       * nanoseconds fit a uint64 */
       period = (uint64_t)r->cfg->watchdog_ms * 1000000ull / 8;
       if (period > 100000000ull) period = 100000000ull;
       last = progress(r);

@@ -49,9 +49,19 @@ typedef enum pto_opt {
 /* The chip's shape limits, shared by the table's rows, pto_chip_create's
  * checks and the CLI: a chip has 1..PTO_CLUSTERS_MAX clusters and
  * 1..PTO_SCHEDULERS_MAX schedulers (the drain protocol's slots,
- * src/chip/drain.h), and no more schedulers than clusters. */
-#define PTO_CLUSTERS_MAX   4096
-#define PTO_SCHEDULERS_MAX 64
+ * src/chip/drain.h), and no more schedulers than clusters; 2..
+ * PTO_TASK_SLOTS_MAX task slots (the ready queues pack a slot index in
+ * RQ_IDX_BITS bits, src/chip/ready_queue.h, which checks that the largest
+ * one fits); 0..PTO_ASYNC_SLOTS_MAX async slots (a completion token holds
+ * the slot in 16 bits, src/chip/async.c). */
+#define PTO_CLUSTERS_MAX    4096
+#define PTO_SCHEDULERS_MAX  64
+#define PTO_TASK_SLOTS_MAX  (1 << 24)
+#define PTO_ASYNC_SLOTS_MAX 65535
+
+/* The longest timeout in ms an option takes, and watchdog_ms with it: a
+ * day (the watchdog counts watchdog_ms in nanoseconds, in a uint64). */
+#define PTO_DAY_MS (24ll * 3600 * 1000)
 
 typedef struct pto_option_desc {
   const char *name; /* the config field or concept it sets */

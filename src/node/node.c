@@ -69,10 +69,11 @@ static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
                  cfg->wait_timeout_ms);
     return false;
   }
-  if (cfg->tensormap_entries < PTO_MAX_TENSOR_ARGS) {
+  if (cfg->tensormap_entries < PTO_MAX_TENSOR_ARGS || cfg->tensormap_entries > TMAP_ENTRIES_MAX) {
     node_set_err(err, PTO_EINVAL,
-                 "node config: tensormap_entries is %u, must be at least %d (one task's tensors)",
-                 cfg->tensormap_entries, PTO_MAX_TENSOR_ARGS);
+                 "node config: tensormap_entries is %u, must be %d..%d (at least one task's "
+                 "tensors; the TensorMap counts its entries in an int32)",
+                 cfg->tensormap_entries, PTO_MAX_TENSOR_ARGS, TMAP_ENTRIES_MAX);
     return false;
   }
   return true;

@@ -67,10 +67,44 @@ static void test_no_reason_from_an_earlier_run_checked(void **state) {
   stale_reason(true);
 }
 
+/* pto_kctx_fail with a code that is not negative (0 among them) still
+ * fails the block, as PTO_EKERNEL with its reason: before, code 0 returned
+ * 0, the block succeeded and the reason was dropped. */
+static int k_zero = -1, k_positive = -1;
+static int zero(const pto_kctx *c) { return pto_kctx_fail(c, 0, "zero code, %d", 42); }
+static int positive(const pto_kctx *c) { return pto_kctx_fail(c, 5, "positive code"); }
+
+static void test_fail_with_a_code_not_negative(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  pto_chip *chip;
+  pto_error_info e;
+  assert_int_equal(pto_chip_create_ex(&cfg, &chip, &e), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "zero", zero, &k_zero), 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "positive", positive, &k_positive), 0);
+  int rc = pto_chip_run(chip, orch_one, &k_zero, NULL, &e);
+  printf("pto_kctx_fail(ctx, 0, ...): %s: %s\n", pto_status_name(rc), e.details);
+  assert_int_equal(rc, PTO_EKERNEL);
+  assert_string_equal(e.kernel, "zero");
+  assert_non_null(strstr(e.details, ": zero code, 42"));
+  rc = pto_chip_run(chip, orch_one, &k_positive, NULL, &e);
+  printf("pto_kctx_fail(ctx, 5, ...): %s: %s\n", pto_status_name(rc), e.details);
+  assert_int_equal(rc, PTO_EKERNEL);
+  assert_non_null(strstr(e.details, ": positive code"));
+  /* what it returns, without a context too */
+  assert_int_equal(pto_kctx_fail(NULL, 0, "x"), PTO_EKERNEL);
+  assert_int_equal(pto_kctx_fail(NULL, 3, "x"), PTO_EKERNEL);
+  assert_int_equal(pto_kctx_fail(NULL, PTO_EINVAL, "x"), PTO_EINVAL);
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_reason_from_an_earlier_run),
       cmocka_unit_test(test_no_reason_from_an_earlier_run_checked),
+      cmocka_unit_test(test_fail_with_a_code_not_negative),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,7 +34,7 @@ static void test_invalid_values_named(void **state) {
       {"PTO_CLUSTERS", "4x"},       {"PTO_CLUSTERS", ""},           {"PTO_SCHEDULERS", "two"},
       {"PTO_WATCHDOG_MS", "-1"},    {"PTO_WATCHDOG_MS", "1e3"},     {"PTO_TASK_SLOTS", "1"},
       {"PTO_PARK_MAX_MS", "0"},     {"PTO_SPIN_NS", "99999999999"}, {"PTO_HEARTBEAT_MS", " 5"},
-      {"PTO_NODE_WAIT_MS", "soon"},
+      {"PTO_NODE_WAIT_MS", "soon"}, {"PTO_ASYNC_SLOTS", "65536"},   {"PTO_ASYNC_SLOTS", "-1"},
   };
   int bad = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -72,6 +72,36 @@ static void test_valid_values_used(void **state) {
   assert_int_equal(pto_options_check(err, sizeof err), 0);
 }
 
+/* A chip field and its variable take the same range: PTO_ASYNC_SLOTS
+ * took 1..2^20 where async_slots takes 0..65535 (a value the variable
+ * allowed then failed pto_chip_create, and 0 was refused); the timeouts'
+ * variables stop at a day, and so does watchdog_ms, whose nanoseconds
+ * wrapped past it. */
+static void test_fields_and_variables_agree(void **state) {
+  (void)state;
+  static const struct {
+    pto_opt opt;
+    long long max;
+  } rows[] = {{PTO_OPT_ASYNC_SLOTS, 65535},
+              {PTO_OPT_WATCHDOG_MS, 24ll * 3600 * 1000},
+              {PTO_OPT_TASK_SLOTS, 1 << 24}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const pto_option_desc *d = pto_option_desc_of(rows[i].opt);
+    if (d->max != rows[i].max)
+      fail_msg("%s: the variable's most is %lld, the field's %lld", d->env, d->max, rows[i].max);
+  }
+  assert_int_equal(pto_option_desc_of(PTO_OPT_ASYNC_SLOTS)->min, 0);
+  pto_error_info err;
+  assert_int_equal(create_with("PTO_ASYNC_SLOTS", "0", &err), PTO_OK);
+  assert_int_equal(create_with("PTO_ASYNC_SLOTS", "65535", &err), PTO_OK);
+  assert_int_equal(create_with("PTO_WATCHDOG_MS", "86400000", &err), PTO_OK);
+  setenv("PTO_ASYNC_SLOTS", "0", 1);
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  unsetenv("PTO_ASYNC_SLOTS");
+  assert_int_equal(cfg.async_slots, 0);
+}
+
 /* Every row has a name, a PTO_ variable of its own, a doc line and a
  * default inside its range. */
 static void test_table_complete(void **state) {
@@ -95,6 +125,7 @@ int main(void) {
       cmocka_unit_test(test_invalid_values_named),
       cmocka_unit_test(test_valid_values_used),
       cmocka_unit_test(test_table_complete),
+      cmocka_unit_test(test_fields_and_variables_agree),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

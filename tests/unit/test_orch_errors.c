@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "pto/kernels.h"
 #include "pto/pto.h"
@@ -204,6 +205,25 @@ static void bad_access_mode(pto_orch *o, oe_ctx *c) {
   c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
 }
 
+/* A scalar after the bad tensor: the tensor's own fault is named, not
+ * "added after a scalar" (the scalar came after it). */
+static void bad_null_tensor_then_scalar(pto_orch *o, oe_ctx *c) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, NULL);
+  pto_args_scalar(&a, 1);
+  c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
+}
+
+static void bad_access_mode_then_scalar(pto_orch *o, oe_ctx *c) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_input(&a, &c->t);
+  pto_args_add(&a, (pto_access)9, &c->t);
+  pto_args_scalar(&a, 1);
+  c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
+}
+
 /* pto_args is a public struct: a program may fill it by hand, bypassing
  * the builder's checks. Submits one built by the builder (a valid fill of
  * c->t), then with `edit` applied to its counts or modes. */
@@ -355,9 +375,13 @@ static const bad_case cases[] = {
     {"NULL buffer", bad_null_buf, "tensor argument 0 (INPUT): buf is NULL", false, 0},
     {"OUTPUT descriptor with a negative shape", bad_output_desc,
      "tensor argument 0 (OUTPUT): dtype, ndims (1..5) or a shape (>= 1) is invalid", false, 0},
-    {"NULL tensor", bad_null_tensor, "argument 1: NULL tensor", false, 0},
-    {"unknown access mode", bad_access_mode, "argument 0: NULL tensor or bad access mode", false,
-     0},
+    {"NULL tensor", bad_null_tensor, "tensor argument 1: NULL tensor", false, 0},
+    {"unknown access mode", bad_access_mode,
+     "tensor argument 0: access mode is not a pto_access (0..6)", false, 0},
+    {"NULL tensor, then a scalar", bad_null_tensor_then_scalar, "tensor argument 0: NULL tensor",
+     false, 0},
+    {"unknown access mode, then a scalar", bad_access_mode_then_scalar,
+     "tensor argument 1: access mode is not a pto_access (0..6)", false, 0},
     {"hand-built args: ntensors -1", bad_hand_ntensors_negative,
      "pto_args.ntensors is -1: must be 0..32", false, 0},
     {"hand-built args: ntensors 33", bad_hand_ntensors_over,
@@ -549,6 +573,7 @@ static void test_orch_used_after_its_run(void **state) {
   assert_int_equal(pto_orch_wait_task(kept, 0, 0), PTO_EINVAL);
   assert_int_equal(pto_orch_fatal(kept, "after the run"), PTO_EINVAL);
   assert_int_equal(pto_orch_status(kept), PTO_EINVAL);
+  assert_null(pto_orch_chip(kept));
   assert_true(c->buf[0] == 7.0f); /* nothing ran */
   /* the next run sees none of it: its own task only, and success */
   pto_run_stats st;
@@ -558,6 +583,87 @@ static void test_orch_used_after_its_run(void **state) {
   assert_int_equal(rc, PTO_OK);
   assert_int_equal(st.tasks, 1);
   assert_true(c->buf[0] == 42.0f);
+}
+
+/* A pto_orch kept from one run and used during the chip's next run: the
+ * next run hands out a handle of its own, and every call on the old one,
+ * from the orchestrator's thread or another, does nothing to it and
+ * returns PTO_EINVAL (before, the old pointer was the new run's handle:
+ * its submits ran in the new run, its pto_orch_fatal failed it). */
+typedef struct stale {
+  oe_ctx *c;
+  pto_orch *cur;
+  int rc_submit, rc_dummy, rc_v, rc_scope, rc_read, rc_wait, rc_fatal, rc_status;
+  int rc_fatal_thread, rc_status_thread;
+  pto_chip *chip_of_kept;
+  pto_task_id id, id_v;
+} stale;
+
+static void *stale_thread(void *arg) {
+  stale *s = arg;
+  s->rc_fatal_thread = pto_orch_fatal(kept, "from another thread, with run 1's handle");
+  s->rc_status_thread = pto_orch_status(kept);
+  return NULL;
+}
+
+static void stale_orch(pto_orch *o, void *arg) {
+  stale *s = arg;
+  oe_ctx *c = s->c;
+  s->cur = o;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &c->t);
+  pto_args_scalar_f32(&a, 9.0f);
+  s->id = s->id_v = 77;
+  s->rc_submit = pto_submit(kept, c->fill, &a, NULL, &s->id);
+  s->rc_dummy = pto_submit_dummy(kept, NULL, NULL, NULL);
+  s->rc_v =
+      pto_submit_v(kept, c->fill, PTO_OUT_EXISTING(&c->t), PTO_SCALAR(9.0f), PTO_TASK_ID(&s->id_v));
+  s->rc_scope = pto_scope_begin(kept, PTO_SCOPE_AUTO);
+  s->rc_read = pto_orch_read(kept, &c->t, c->small, 0);
+  s->rc_wait = pto_orch_wait_task(kept, 0, 0);
+  s->rc_fatal = pto_orch_fatal(kept, "with run 1's handle");
+  s->rc_status = pto_orch_status(kept);
+  s->chip_of_kept = pto_orch_chip(kept);
+  pthread_t th;
+  if (pthread_create(&th, NULL, stale_thread, s) == 0) pthread_join(th, NULL);
+  oe_fill(o, c, 42.0f); /* the run's own task */
+}
+
+static void test_orch_of_an_earlier_run_in_the_next(void **state) {
+  (void)state;
+  oe_ctx *c = g_ctx;
+  memset(c->buf, 0, sizeof c->buf);
+  assert_int_equal(pto_chip_run(c->chip, keep_orch, c, NULL, NULL), PTO_OK);
+  assert_true(c->buf[0] == 7.0f);
+  stale s = {.c = c};
+  pto_run_stats st;
+  pto_error_info err;
+  int rc = pto_chip_run(c->chip, stale_orch, &s, &st, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, PTO_OK);
+  assert_true(s.cur != kept);
+  assert_int_equal(s.rc_submit, PTO_EINVAL);
+  assert_int_equal(s.id, PTO_TASK_NONE);
+  assert_int_equal(s.rc_dummy, PTO_EINVAL);
+  assert_int_equal(s.rc_v, PTO_EINVAL);
+  assert_int_equal(s.id_v, PTO_TASK_NONE);
+  assert_int_equal(s.rc_scope, PTO_EINVAL);
+  assert_int_equal(s.rc_read, PTO_EINVAL);
+  assert_int_equal(s.rc_wait, PTO_EINVAL);
+  assert_int_equal(s.rc_fatal, PTO_EINVAL);
+  assert_int_equal(s.rc_status, PTO_EINVAL);
+  assert_null(s.chip_of_kept);
+  assert_int_equal(s.rc_fatal_thread, PTO_EINVAL);
+  assert_int_equal(s.rc_status_thread, PTO_EINVAL);
+  assert_int_equal(st.tasks, 1); /* its own task only */
+  assert_true(c->buf[0] == 42.0f);
+  /* nor is the handle of that second run any use in a third */
+  kept = s.cur;
+  assert_int_equal(pto_chip_run(c->chip, stale_orch, &s, &st, &err), PTO_OK);
+  assert_int_equal(s.rc_submit, PTO_EINVAL);
+  assert_int_equal(s.rc_fatal_thread, PTO_EINVAL);
+  assert_int_equal(st.tasks, 1);
 }
 
 static void test_bad_configs(void **state) {
@@ -624,7 +730,7 @@ static void test_bad_kernel_descs(void **state) {
 }
 
 int main(void) {
-  struct CMUnitTest tests[NCASES + 6];
+  struct CMUnitTest tests[NCASES + 7];
   char names[NCASES][96];
   for (size_t i = 0; i < NCASES; i++) {
     snprintf(names[i], sizeof names[i], "bad input: %s", cases[i].name);
@@ -636,13 +742,14 @@ int main(void) {
   tests[NCASES + 3] = (struct CMUnitTest)cmocka_unit_test(test_bad_kernel_descs);
   tests[NCASES + 4] = (struct CMUnitTest)cmocka_unit_test(test_nested_run_busy);
   tests[NCASES + 5] = (struct CMUnitTest)cmocka_unit_test(test_orch_used_after_its_run);
+  tests[NCASES + 6] = (struct CMUnitTest)cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next);
   /* one fixture for all (a case's state is its table row, not the fixture) */
   void *fixture = NULL;
   if (oe_setup(&fixture) != 0) {
     fprintf(stderr, "test_orch_errors: fixture setup failed\n");
     return 1;
   }
-  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 6, NULL, NULL);
+  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 7, NULL, NULL);
   oe_teardown(&fixture);
   return failed;
 }

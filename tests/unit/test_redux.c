@@ -806,8 +806,15 @@ static void test_user_op(void **state) {
     for (int k = 0; k < 30; k++)
       want[i] &= (uint8_t)(~((uint64_t)1 << (k % 29)) >> (8 * (i % 4)));
   }
-  assert_int_equal(pto_chip_run(chip, orch_and, &s, NULL, NULL), PTO_OK);
+  pto_run_stats st;
+  assert_int_equal(pto_chip_run(chip, orch_and, &s, &st, NULL), PTO_OK);
   assert_memory_equal(s.bytes, want, sizeof want);
+  /* the stats count the combine tasks and their blocks with the 30
+   * contributions (pto_run_stats.tasks, .blocks) */
+  printf("30 contributions: %llu tasks, %llu blocks\n", (unsigned long long)st.tasks,
+         (unsigned long long)st.blocks);
+  assert_true(st.tasks > 30);
+  assert_true(st.blocks > 30);
   pto_chip_destroy(chip);
 }
 

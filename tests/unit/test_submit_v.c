@@ -212,11 +212,48 @@ static void test_misuse_named_at_run_time(void **state) {
   if (rc || f->rc) fail_msg("after the bad runs: %s: %s", pto_status_name(rc), err.details);
 }
 
+/* A failed pto_submit_v leaves PTO_TASK_NONE in its PTO_TASK_ID, as
+ * pto_submit does: also when the list fails before that argument is read,
+ * when the run has failed already, and when the handle is not a run's. */
+typedef struct ids {
+  fix *f;
+  pto_task_id bad_before, bad_after, latched;
+  int rc_bad_before, rc_bad_after, rc_latched;
+} ids;
+
+static void orch_ids(pto_orch *o, void *arg) {
+  ids *x = arg;
+  fix *f = x->f;
+  pto_tensor *none = NULL;
+  x->bad_before = x->bad_after = x->latched = 77;
+  x->rc_bad_before = pto_submit_v(o, f->rec, PTO_IN(none), PTO_TASK_ID(&x->bad_before));
+  /* the failure is latched: each later submit fails at once */
+  x->rc_bad_after = pto_submit_v(o, f->rec, PTO_TASK_ID(&x->bad_after), PTO_BLOCKS(0));
+  x->rc_latched = pto_submit_v(o, f->rec, PTO_IN(&f->ta), PTO_TASK_ID(&x->latched));
+}
+
+static void test_task_id_none_on_failure(void **state) {
+  fix *f = *state;
+  ids x = {.f = f};
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(f->chip, orch_ids, &x, NULL, &err), PTO_EINVAL);
+  assert_int_equal(x.rc_bad_before, PTO_EINVAL);
+  assert_int_equal(x.bad_before, PTO_TASK_NONE);
+  assert_int_equal(x.rc_bad_after, PTO_EINVAL);
+  assert_int_equal(x.bad_after, PTO_TASK_NONE);
+  assert_int_equal(x.rc_latched, PTO_EINVAL);
+  assert_int_equal(x.latched, PTO_TASK_NONE);
+  pto_task_id id = 77;
+  assert_int_equal(pto_submit_v(NULL, f->rec, PTO_IN(&f->ta), PTO_TASK_ID(&id)), PTO_EINVAL);
+  assert_int_equal(id, PTO_TASK_NONE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kernel_sees_the_builders_arguments),
       cmocka_unit_test(test_orders_tasks_by_their_tensors),
       cmocka_unit_test(test_misuse_named_at_run_time),
+      cmocka_unit_test(test_task_id_none_on_failure),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
