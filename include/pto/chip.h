@@ -98,7 +98,10 @@ PTO_API const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
  * A kernel is one function per core type. Exactly one of aic/aiv makes a
  * plain AIC or AIV kernel; both, or aiv_count 2, make a MIX kernel whose
  * block occupies one AIC and/or aiv_count AIV cores of one cluster at once
- * (the two AIV see sub_block_id 0 and 1). */
+ * (the two AIV see sub_block_id 0 and 1). A chip holds at most 256
+ * kernels, each of its own name (names tell kernels apart in traces and
+ * schedule records); register them before pto_chip_run (PTO_EBUSY during
+ * one). A refused registration says why in pto_last_error(). */
 typedef struct pto_kernel_desc {
   const char *name;
   pto_kernel_fn aic;

@@ -92,6 +92,7 @@ typedef struct pto_submit_opts {
 const char *pto_version(void);
 const char *pto_status_name(int status);
 const char *pto_strerror(int status);
+const char *pto_last_error(void);
 const char *pto_stall_class_name(pto_stall_class c);
 size_t pto_dtype_size(int dt);
 const char *pto_dtype_name(int dt);

@@ -187,6 +187,7 @@ class Chip:
         cfg.env = self._handle  # kernels find their chip (for Python kernel exceptions)
         self._keep: list = []
         self.kernels: Dict[str, Kernel] = {}
+        self._kernel_specs: Dict[str, tuple] = {}  # what each name was registered as
         self.redux_ops: Dict[str, ReduxOp] = {}
         self._redux_ops: List[ReduxOp] = []  # every one registered (names may repeat)
         self._run: Optional[_Run] = None
@@ -231,11 +232,18 @@ class Chip:
         if self._run is not None:
             raise invalid("Chip.kernel: register kernels before run, not during one")
         s = as_spec(spec, name)
+        # the same kernel again is the one registered (C refuses a second
+        # kernel of one name: names tell kernels apart in traces and records)
+        same = (s.kind, s.core, s.aiv_count, s.fn, s.path, s.symbol, s.aic_symbol, read_check)
+        k = self.kernels.get(s.name)
+        if k is not None and self._kernel_specs.get(s.name) == same:
+            return k
         kid = register(chip, s, self._keep)
         if not read_check:
             lib.pto_kernel_skip_read_check(chip, kid)
         k = Kernel(s.name, kid, s.kind, self)
         self.kernels[s.name] = k
+        self._kernel_specs[s.name] = same
         return k
 
     def redux_op(self, name: str, dtype: Any, init: Callable[[np.ndarray], Any],

@@ -167,7 +167,9 @@ def register(chip_ptr, spec: KernelSpec, keep: list) -> int:
     if spec.core == "aic":
         d.aiv_count = 0
     kid = ffi.new("int *")
-    check(lib.pto_kernel_register(chip_ptr, d, kid), f"registering kernel '{spec.name}'")
+    rc = lib.pto_kernel_register(chip_ptr, d, kid)
+    if rc < 0:  # the call takes no pto_error_info: pto_last_error says why
+        check(rc, ffi.string(lib.pto_last_error()).decode(errors="replace"))
     return int(kid[0])
 
 

@@ -12,8 +12,12 @@ def chip():
         yield c
 
 
+def nop(ctx, *t):
+    pass
+
+
 def run_one(chip, *args, kernel=None, **kw):
-    k = kernel or chip.kernel(lambda ctx, *t: None, name="nop")
+    k = kernel or chip.kernel(nop)  # registered once: the same kernel again is that one
     return chip.run(lambda o: o.submit(k, *args, **kw))
 
 
@@ -438,3 +442,13 @@ def test_file_name_options_are_checked_before_the_chip_exists(option, value, why
         tb = tb.tb_next
     with pto.Chip(1) as c:
         assert c.config["clusters"] == 1
+
+
+def test_kernel_name_registered_twice(chip):
+    assert chip.kernel(nop) is chip.kernel(nop)  # the same kernel again is the one registered
+    chip.kernel(lambda ctx, *t: None, name="twice")
+    # names tell kernels apart in traces and schedule records; the reason
+    # comes from the C library (pto_last_error), not a bare PTO_EINVAL
+    with pytest.raises(pto.InvalidArgumentError,
+                       match="a kernel named 'twice' is already registered"):
+        chip.kernel(lambda ctx, *t: None, name="twice")

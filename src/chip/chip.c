@@ -12,6 +12,7 @@
 #include "chip/schedule.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
+#include "common/last_error.h"
 #include "common/options.h"
 #include "common/rec_file.h"
 
@@ -216,11 +217,27 @@ void chip_set_trace_task_base(pto_chip *chip, int64_t base) { chip->trace_task_b
 
 int64_t chip_trace_task_end(const pto_chip *chip) { return chip->trace_task_end; }
 
-int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id) {
-  if (!chip || !d || !d->name || !kernel_id) return PTO_EINVAL;
-  if (chip->nkernels >= PTO_MAX_KERNELS) return PTO_EINVAL;
+/* Registration refusals say why through pto_last_error (the calls take no
+ * pto_error_info). */
+#define REG_FAIL(code, ...) last_error_set(code, "pto_kernel_register: " __VA_ARGS__)
+
+static int kernel_add(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id) {
   int aiv = d->aiv ? (d->aiv_count ? d->aiv_count : 1) : 0;
-  if ((!d->aic && !d->aiv) || aiv < 0 || aiv > 2 || (!d->aiv && d->aiv_count)) return PTO_EINVAL;
+  if (!d->aic && !d->aiv)
+    return REG_FAIL(PTO_EINVAL, "'%s' has no function (aic and aiv are NULL)", d->name);
+  if (!d->aiv && d->aiv_count)
+    return REG_FAIL(PTO_EINVAL, "'%s': aiv_count = %d without an aiv function", d->name,
+                    d->aiv_count);
+  if (aiv < 0 || aiv > 2)
+    return REG_FAIL(PTO_EINVAL, "'%s': aiv_count = %d, must be 0, 1 or 2", d->name, d->aiv_count);
+  for (int i = 0; i < chip->nkernels; i++)
+    if (strncmp(chip->kernels[i].name, d->name, sizeof chip->kernels[i].name) == 0)
+      return REG_FAIL(PTO_EINVAL,
+                      "a kernel named '%s' is already registered (id %d): names tell kernels "
+                      "apart in traces and schedule records",
+                      d->name, i);
+  if (chip->nkernels >= PTO_MAX_KERNELS)
+    return REG_FAIL(PTO_EINVAL, "'%s': a chip holds at most %d kernels", d->name, PTO_MAX_KERNELS);
   kernel_rec *k = &chip->kernels[chip->nkernels];
   snprintf(k->name, sizeof k->name, "%s", d->name);
   k->aic = d->aic;
@@ -235,15 +252,31 @@ int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id
   return PTO_OK;
 }
 
+int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id) {
+  if (!chip) return REG_FAIL(PTO_EINVAL, "chip is NULL");
+  if (!d) return REG_FAIL(PTO_EINVAL, "desc is NULL");
+  if (!d->name) return REG_FAIL(PTO_EINVAL, "name is NULL");
+  if (!kernel_id) return REG_FAIL(PTO_EINVAL, "'%s': kernel_id is NULL", d->name);
+  /* the cores read the table during a run: it is held as a run is */
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&chip->running, &idle, 1))
+    return REG_FAIL(PTO_EBUSY, "'%s': the chip is running; register kernels before the run",
+                    d->name);
+  int rc = kernel_add(chip, d, kernel_id);
+  atomic_store(&chip->running, 0);
+  return rc;
+}
+
 int pto_kernel_register_aic(pto_chip *chip, const char *name, pto_kernel_fn fn, int *id) {
   pto_kernel_desc d = {.name = name, .aic = fn};
-  return fn ? pto_kernel_register(chip, &d, id) : PTO_EINVAL;
+  return pto_kernel_register(chip, &d, id);
 }
 
 int pto_kernel_register_aiv(pto_chip *chip, const char *name, pto_kernel_fn fn, int *id) {
   pto_kernel_desc d = {.name = name, .aiv = fn};
-  return fn ? pto_kernel_register(chip, &d, id) : PTO_EINVAL;
+  return pto_kernel_register(chip, &d, id);
 }
+#undef REG_FAIL
 
 const char *pto_stall_class_name(pto_stall_class c) {
   switch (c) {

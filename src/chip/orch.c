@@ -11,6 +11,7 @@
 #include "chip/run.h"
 #include "chip/schedule.h"
 #include "common/clock.h"
+#include "common/last_error.h"
 #include "common/tensor_check.h"
 
 /* ---- argument builder ---- */
@@ -587,6 +588,16 @@ int orch_refuse_thread(pto_orch *o, const char *call) {
   return PTO_EINVAL;
 }
 
+int orch_refuse_stale(const pto_orch *o, const char *call) {
+  return last_error_set(PTO_EINVAL,
+                        "%s: %s; the call did nothing (a pto_orch is its run's only while the "
+                        "orchestration function runs: keep none past it)",
+                        call,
+                        !o        ? "the pto_orch is NULL"
+                        : !o->run ? "this is not a pto_orch pto handed out"
+                                  : "this pto_orch's run has ended");
+}
+
 /* Checks a submit's arguments; fills rv[i] with each non-OUTPUT tensor
  * argument's normalised view, which its TensorMap access then uses (one
  * normalisation per argument, done while checking it). */
@@ -1123,7 +1134,8 @@ int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms) {
 /* Any thread may call it during the run: run_fail is the latch every
  * thread of a run reports through. */
 int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
-  if (!orch_live(o)) return PTO_EINVAL; /* never latched into an idle run, or another run */
+  /* never latched into an idle run, or another run */
+  if (!orch_live(o)) return orch_refuse_stale(o, "pto_orch_fatal");
   char msg[400] = "";
   if (fmt) {
     va_list ap;
@@ -1135,7 +1147,9 @@ int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
   return latched(o->run);
 }
 
-int pto_orch_status(const pto_orch *o) { return orch_live(o) ? latched(o->run) : PTO_EINVAL; }
+int pto_orch_status(const pto_orch *o) {
+  return orch_live(o) ? latched(o->run) : orch_refuse_stale(o, "pto_orch_status");
+}
 pto_chip *pto_orch_chip(pto_orch *o) { return orch_live(o) ? o->run->chip : NULL; }
 
 /* ---- end of the orchestration ---- */

@@ -639,6 +639,10 @@ void orch_finish(pto_run *r);
  * that ignores it pass a graph with a task missing as a success), and
  * touches nothing of the orchestrator's. Returns PTO_EINVAL. */
 int orch_refuse_thread(pto_orch *o, const char *call);
+/* Refuses `call` made on a handle that is not a run in progress (NULL, or
+ * kept past its run): says why through pto_last_error (it has no run to
+ * report to) and returns PTO_EINVAL. */
+int orch_refuse_stale(const pto_orch *o, const char *call);
 /* Whether o is the handle of the run in progress: the check of every
  * pto_orch_* and pto_submit* entry (any thread may ask). Acquire: pairs
  * with pto_chip_run's release store of orch_live (orch_owner is written
@@ -656,7 +660,7 @@ static inline bool orch_live(const pto_orch *o) {
 static inline int orch_gate(pto_orch *o, const char *call) {
   /* a handle that is not live is refused before the owner is read (the
    * next run may be rewriting it) */
-  if (__builtin_expect(!orch_live(o), 0)) return PTO_EINVAL;
+  if (__builtin_expect(!orch_live(o), 0)) return orch_refuse_stale(o, call);
   if (__builtin_expect(!pthread_equal(pthread_self(), o->run->orch_owner), 0))
     return orch_refuse_thread(o, call);
   return atomic_load_explicit(&o->run->status, memory_order_acquire);

@@ -573,6 +573,12 @@ static void test_orch_used_after_its_run(void **state) {
   assert_int_equal(pto_orch_wait_task(kept, 0, 0), PTO_EINVAL);
   assert_int_equal(pto_orch_fatal(kept, "after the run"), PTO_EINVAL);
   assert_int_equal(pto_orch_status(kept), PTO_EINVAL);
+  assert_string_equal(pto_last_error(),
+                      "pto_orch_status: this pto_orch's run has ended; the call did nothing (a "
+                      "pto_orch is its run's only while the orchestration function runs: keep "
+                      "none past it)");
+  assert_int_equal(pto_scope_begin(kept, PTO_SCOPE_AUTO), PTO_EINVAL);
+  assert_non_null(strstr(pto_last_error(), "pto_scope_begin: this pto_orch's run has ended"));
   assert_null(pto_orch_chip(kept));
   assert_true(c->buf[0] == 7.0f); /* nothing ran */
   /* the next run sees none of it: its own task only, and success */
@@ -705,32 +711,89 @@ static void test_bad_configs(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* A refused registration returns its code and says why in
+ * pto_last_error() (the calls take no pto_error_info). */
+#define EXPECT_REG(call, code, why)                                                                \
+  do {                                                                                             \
+    assert_int_equal((call), (code));                                                              \
+    if (!strstr(pto_last_error(), (why))) {                                                        \
+      fprintf(stderr, "%s: pto_last_error() is '%s', expected it to contain '%s'\n", #call,        \
+              pto_last_error(), (why));                                                            \
+      fail();                                                                                      \
+    }                                                                                              \
+  } while (0)
+
 static void test_bad_kernel_descs(void **state) {
   (void)state;
   oe_ctx *c = g_ctx;
   int id = -5;
   pto_kernel_desc ok = {.name = "k", .aiv = oe_nop};
-  assert_int_equal(pto_kernel_register(NULL, &ok, &id), PTO_EINVAL);
-  assert_int_equal(pto_kernel_register(c->chip, NULL, &id), PTO_EINVAL);
-  assert_int_equal(pto_kernel_register(c->chip, &ok, NULL), PTO_EINVAL);
+  EXPECT_REG(pto_kernel_register(NULL, &ok, &id), PTO_EINVAL, "chip is NULL");
+  EXPECT_REG(pto_kernel_register(c->chip, NULL, &id), PTO_EINVAL, "desc is NULL");
+  EXPECT_REG(pto_kernel_register(c->chip, &ok, NULL), PTO_EINVAL, "'k': kernel_id is NULL");
   pto_kernel_desc d = ok;
   d.name = NULL;
-  assert_int_equal(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL);
+  EXPECT_REG(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL, "name is NULL");
   d = (pto_kernel_desc){.name = "none"};
-  assert_int_equal(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL);
+  EXPECT_REG(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL,
+             "'none' has no function (aic and aiv are NULL)");
   d = (pto_kernel_desc){.name = "three", .aiv = oe_nop, .aiv_count = 3};
-  assert_int_equal(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL);
+  EXPECT_REG(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL,
+             "'three': aiv_count = 3, must be 0, 1 or 2");
   d = (pto_kernel_desc){.name = "neg", .aiv = oe_nop, .aiv_count = -1};
-  assert_int_equal(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL);
+  EXPECT_REG(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL, "aiv_count = -1");
   d = (pto_kernel_desc){.name = "count_no_fn", .aic = oe_nop, .aiv_count = 2};
-  assert_int_equal(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL);
-  assert_int_equal(pto_kernel_register_aic(c->chip, "null", NULL, &id), PTO_EINVAL);
-  assert_int_equal(pto_kernel_register_aiv(c->chip, "null", NULL, &id), PTO_EINVAL);
+  EXPECT_REG(pto_kernel_register(c->chip, &d, &id), PTO_EINVAL,
+             "'count_no_fn': aiv_count = 2 without an aiv function");
+  EXPECT_REG(pto_kernel_register_aic(c->chip, "null", NULL, &id), PTO_EINVAL,
+             "'null' has no function");
+  EXPECT_REG(pto_kernel_register_aiv(c->chip, "null", NULL, &id), PTO_EINVAL,
+             "'null' has no function");
   assert_int_equal(id, -5); /* untouched by every failure */
 }
 
+/* Names tell kernels apart (traces, schedule records): a second kernel of
+ * one name is refused; a chip holds at most 256 kernels; the table is not
+ * written during a run. Before, each passed or failed without a reason. */
+static int reg_during_run_rc;
+static int reg_during_run_id = -5;
+static char reg_during_run_why[400];
+static void register_in_orch(pto_orch *o, void *arg) {
+  (void)o;
+  reg_during_run_rc = pto_kernel_register_aiv((pto_chip *)arg, "late", oe_nop, &reg_during_run_id);
+  snprintf(reg_during_run_why, sizeof reg_during_run_why, "%s", pto_last_error());
+}
+
+static void test_kernel_register_refusals(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  int id = -5, first = -5;
+  assert_int_equal(pto_kernel_register_aiv(chip, "twice", oe_nop, &first), PTO_OK);
+  EXPECT_REG(pto_kernel_register_aic(chip, "twice", oe_nop, &id), PTO_EINVAL,
+             "a kernel named 'twice' is already registered (id 0)");
+  assert_int_equal(id, -5);
+  assert_int_equal(pto_chip_run(chip, register_in_orch, chip, NULL, NULL), PTO_OK);
+  assert_int_equal(reg_during_run_rc, PTO_EBUSY);
+  assert_int_equal(reg_during_run_id, -5);
+  assert_non_null(strstr(reg_during_run_why, "'late': the chip is running"));
+  char name[32];
+  for (int i = 1; i < 256; i++) {
+    snprintf(name, sizeof name, "k%d", i);
+    assert_int_equal(pto_kernel_register_aiv(chip, name, oe_nop, &id), PTO_OK);
+    assert_int_equal(id, i);
+  }
+  EXPECT_REG(pto_kernel_register_aiv(chip, "k256", oe_nop, &id), PTO_EINVAL,
+             "'k256': a chip holds at most 256 kernels");
+  assert_int_equal(id, 255);
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
-  struct CMUnitTest tests[NCASES + 7];
+  struct CMUnitTest tests[NCASES + 8];
   char names[NCASES][96];
   for (size_t i = 0; i < NCASES; i++) {
     snprintf(names[i], sizeof names[i], "bad input: %s", cases[i].name);
@@ -743,13 +806,14 @@ int main(void) {
   tests[NCASES + 4] = (struct CMUnitTest)cmocka_unit_test(test_nested_run_busy);
   tests[NCASES + 5] = (struct CMUnitTest)cmocka_unit_test(test_orch_used_after_its_run);
   tests[NCASES + 6] = (struct CMUnitTest)cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next);
+  tests[NCASES + 7] = (struct CMUnitTest)cmocka_unit_test(test_kernel_register_refusals);
   /* one fixture for all (a case's state is its table row, not the fixture) */
   void *fixture = NULL;
   if (oe_setup(&fixture) != 0) {
     fprintf(stderr, "test_orch_errors: fixture setup failed\n");
     return 1;
   }
-  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 7, NULL, NULL);
+  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 8, NULL, NULL);
   oe_teardown(&fixture);
   return failed;
 }

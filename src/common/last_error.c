@@ -1,0 +1,19 @@
+/* last_error.c — why this thread's last refused call failed (last_error.h). */
+#include "common/last_error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "pto/status.h"
+
+static _Thread_local char why[400];
+
+const char *pto_last_error(void) { return why; }
+
+int last_error_set(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  return code;
+}
