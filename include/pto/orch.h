@@ -70,7 +70,10 @@ PTO_API void pto_args_init(pto_args *a);
 PTO_API void pto_args_add(pto_args *a, pto_access mode, const pto_tensor *t);
 PTO_API void pto_args_input(pto_args *a, const pto_tensor *t);
 /* `t` is a descriptor (pto_tensor_desc); submit allocates its buffer and
- * writes it back into *t, so the caller can pass *t to later tasks. */
+ * writes it back into *t, so the caller can pass *t to later tasks (and
+ * as OUTPUT again). A tensor over memory of the caller's is refused: its
+ * result would be in the new buffer alone; write into it with
+ * pto_args_output_existing. */
 PTO_API void pto_args_output(pto_args *a, pto_tensor *t);
 PTO_API void pto_args_output_existing(pto_args *a, const pto_tensor *t);
 PTO_API void pto_args_inout(pto_args *a, const pto_tensor *t);

@@ -699,6 +699,15 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
       if (a->access[i] == PTO_OUTPUT) {
         if (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL))
           bad = "dtype, ndims (1..5) or a shape (>= 1) is invalid";
+        /* the result would go to the new buffer alone: one that is not an
+         * earlier OUTPUT's (in the heap ring) is the caller's, and a
+         * caller who sets buf means it to be written */
+        else if (t->buf && ((const uint8_t *)t->buf < r->heap.base ||
+                            (const uint8_t *)t->buf >= r->heap.base + r->heap.cap))
+          bad = "its buf is memory of yours: OUTPUT allocates a new buffer from pto's heap and "
+                "points the tensor at it, leaving yours unwritten; write into yours with "
+                "PTO_OUTPUT_EXISTING (PTO_OUT_EXISTING, pto_args_output_existing), or pass a "
+                "descriptor (pto_tensor_desc) to have pto allocate it";
       } else if (!region_view_checked(t, &rv[i])) {
         /* valid when it normalised with every check passed: only a view
          * that did not is checked again, for its problem's name */

@@ -190,6 +190,19 @@ static void bad_output_desc(pto_orch *o, oe_ctx *c) {
   c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
 }
 
+/* OUTPUT allocates; a tensor of the caller's memory passed as OUTPUT
+ * would be left unwritten (its result in pto's buffer alone). Before, the
+ * submit and the run succeeded and the caller's buffer stayed as it was. */
+static void bad_output_of_callers_buffer(pto_orch *o, oe_ctx *c) {
+  pto_tensor mine;
+  int64_t shape[1] = {16};
+  pto_tensor_init(&mine, c->buf, sizeof c->buf, PTO_F32, 1, shape);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output(&a, &mine);
+  c->rc_bad = pto_submit(o, c->mm, &a, NULL, NULL);
+}
+
 static void bad_null_tensor(pto_orch *o, oe_ctx *c) {
   pto_args a;
   pto_args_init(&a);
@@ -375,6 +388,9 @@ static const bad_case cases[] = {
     {"NULL buffer", bad_null_buf, "tensor argument 0 (INPUT): buf is NULL", false, 0},
     {"OUTPUT descriptor with a negative shape", bad_output_desc,
      "tensor argument 0 (OUTPUT): dtype, ndims (1..5) or a shape (>= 1) is invalid", false, 0},
+    {"OUTPUT of a buffer of the caller's", bad_output_of_callers_buffer,
+     "tensor argument 0 (OUTPUT): its buf is memory of yours: OUTPUT allocates a new buffer", false,
+     0},
     {"NULL tensor", bad_null_tensor, "tensor argument 1: NULL tensor", false, 0},
     {"unknown access mode", bad_access_mode,
      "tensor argument 0: access mode is not a pto_access (0..6)", false, 0},
@@ -672,6 +688,30 @@ static void test_orch_of_an_earlier_run_in_the_next(void **state) {
   assert_int_equal(st.tasks, 1);
 }
 
+/* A descriptor passed as OUTPUT again is fine: its buf is then an
+ * earlier OUTPUT's, in pto's heap. */
+static int reused_rc[2];
+static void output_desc_twice(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor d;
+  int64_t shape[1] = {16};
+  pto_tensor_desc(&d, PTO_F32, 1, shape);
+  for (int i = 0; i < 2; i++) {
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_output(&a, &d);
+    reused_rc[i] = pto_submit_dummy(o, &a, NULL, NULL);
+  }
+}
+
+static void test_output_descriptor_reused(void **state) {
+  (void)state;
+  reused_rc[0] = reused_rc[1] = 12345;
+  assert_int_equal(pto_chip_run(g_ctx->chip, output_desc_twice, NULL, NULL, NULL), PTO_OK);
+  assert_int_equal(reused_rc[0], PTO_OK);
+  assert_int_equal(reused_rc[1], PTO_OK);
+}
+
 static void test_bad_configs(void **state) {
   (void)state;
   pto_chip *chip = (pto_chip *)1;
@@ -793,7 +833,7 @@ static void test_kernel_register_refusals(void **state) {
 }
 
 int main(void) {
-  struct CMUnitTest tests[NCASES + 8];
+  struct CMUnitTest tests[NCASES + 9];
   char names[NCASES][96];
   for (size_t i = 0; i < NCASES; i++) {
     snprintf(names[i], sizeof names[i], "bad input: %s", cases[i].name);
@@ -807,13 +847,14 @@ int main(void) {
   tests[NCASES + 5] = (struct CMUnitTest)cmocka_unit_test(test_orch_used_after_its_run);
   tests[NCASES + 6] = (struct CMUnitTest)cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next);
   tests[NCASES + 7] = (struct CMUnitTest)cmocka_unit_test(test_kernel_register_refusals);
+  tests[NCASES + 8] = (struct CMUnitTest)cmocka_unit_test(test_output_descriptor_reused);
   /* one fixture for all (a case's state is its table row, not the fixture) */
   void *fixture = NULL;
   if (oe_setup(&fixture) != 0) {
     fprintf(stderr, "test_orch_errors: fixture setup failed\n");
     return 1;
   }
-  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 8, NULL, NULL);
+  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 9, NULL, NULL);
   oe_teardown(&fixture);
   return failed;
 }
