@@ -37,7 +37,9 @@ typedef struct pto_kctx {
 } pto_kctx;
 
 /* A kernel returns 0, or a negative code which fails the run (PTO_EKERNEL
- * unless the code is a pto status). */
+ * unless the code is a pto status: a C `return -1` is PTO_EINVAL, and the
+ * run's details say so). A failure of the kernel's own is best
+ * `return pto_kctx_fail(ctx, PTO_EKERNEL, "why")`. */
 typedef int (*pto_kernel_fn)(const pto_kctx *ctx);
 
 /* True once the run has failed or is shutting down: a long-running kernel

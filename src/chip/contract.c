@@ -563,9 +563,9 @@ static int unit_run(pto_run *r, part *parts, int np) {
 /* A kernel's failure, named as core.c names it. */
 static void unit_failed(pto_run *r, task *t, const part *p, const char *when) {
   int rc = p->rc;
-  int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
-  run_fail(r, code, t->id, p->ctx.core_id, "kernel '%s' block %d/%d on core %d returned %d%s%s%s",
-           run_kernel_name(r, t), p->ctx.block_idx, t->block_num, p->ctx.core_id, rc, when,
+  run_fail(r, kernel_fail_code(rc), t->id, p->ctx.core_id,
+           "kernel '%s' block %d/%d on core %d returned %d%s%s%s%s", run_kernel_name(r, t),
+           p->ctx.block_idx, t->block_num, p->ctx.core_id, rc, kernel_rc_note(rc, p->why), when,
            p->why[0] ? ": " : "", p->why);
 }
 

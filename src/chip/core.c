@@ -194,9 +194,9 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   if (r->trace)
     trace_block(r->trace, c->trace_track, k->name, id, block, part, mark, prio, t0, pto_now_ns());
   if (rc != 0) {
-    int code = rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL;
-    run_fail(r, code, id, c->id, "kernel '%s' block %d/%d on core %d returned %d%s%s", k->name,
-             block, block_num, c->id, rc, why[0] ? ": " : "", why);
+    run_fail(r, kernel_fail_code(rc), id, c->id,
+             "kernel '%s' block %d/%d on core %d returned %d%s%s%s", k->name, block, block_num,
+             c->id, rc, kernel_rc_note(rc, why), why[0] ? ": " : "", why);
   }
 }
 

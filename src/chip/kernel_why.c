@@ -39,3 +39,15 @@ const char *kernel_why_take(const pto_kctx *ctx) {
   why.task = PTO_TASK_NONE;
   return mine ? why.text : "";
 }
+
+int kernel_fail_code(int rc) { return rc < 0 && pto_status_name(rc)[5] != '?' ? rc : PTO_EKERNEL; }
+
+const char *kernel_rc_note(int rc, const char *why) {
+  if (why[0] || kernel_fail_code(rc) == PTO_EKERNEL) return "";
+  static _Thread_local char note[200];
+  snprintf(note, sizeof note,
+           " (read as %s, a pto status; a failure of the kernel's own is PTO_EKERNEL, or "
+           "pto_kctx_fail with its reason)",
+           pto_status_name(rc));
+  return note;
+}

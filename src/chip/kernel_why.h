@@ -12,4 +12,13 @@
  * failure. */
 const char *kernel_why_take(const pto_kctx *ctx);
 
+/* The run's code for a block whose kernel returned rc (not 0): rc when it
+ * is a pto status, else PTO_EKERNEL (kernel.h). */
+int kernel_fail_code(int rc);
+/* What the failure's details say after "returned RC" when the kernel gave
+ * no reason (why is ""): for a pto status other than PTO_EKERNEL, that the
+ * run reports it as that status (a C `return -1` is PTO_EINVAL, whose
+ * hint is about pto's arguments, not the kernel's); else "". */
+const char *kernel_rc_note(int rc, const char *why);
+
 #endif

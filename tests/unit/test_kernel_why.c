@@ -48,6 +48,9 @@ static void stale_reason(bool check) {
     printf("check %d, run after a kept reason: %s: %s\n", check, pto_status_name(rc), e.details);
     assert_int_equal(rc, PTO_EINVAL); /* -1 is a pto status */
     assert_string_equal(e.kernel, "plain_fail");
+    /* and the details say so: PTO_EINVAL's hint is about pto's arguments */
+    assert_non_null(strstr(e.details, "returned -1 (read as PTO_EINVAL, a pto status; a failure "
+                                      "of the kernel's own is PTO_EKERNEL"));
     if (strstr(e.details, "run 1")) fail_msg("a reason of another run: %s", e.details);
     /* a kernel's own reason still comes with its own failure */
     rc = pto_chip_run(chip, orch_one, &k_reason, NULL, &e);
