@@ -324,7 +324,12 @@ int pto_node_child_pids(const pto_node *n, int *pids, int max) {
   return k;
 }
 
-pto_node *pto_node_orch_node(pto_node_orch *no) { return no ? no->node : NULL; }
+pto_node *pto_node_orch_node(pto_node_orch *no) {
+  /* any thread may ask, during the run */
+  return no && no->node && atomic_load_explicit(&no->node->orch_live, memory_order_acquire) == no
+             ? no->node
+             : NULL;
+}
 
 /* ---- runs ---- */
 
@@ -344,16 +349,16 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   n->trace_origin_ns = pto_now_ns(); /* every rank's time zero (the clock is machine-wide) */
   memset(n->trace_runs, 0, sizeof n->trace_runs);
   atomic_store_explicit(&n->foreign_call, NULL, memory_order_relaxed);
-  pto_node_orch *no = &n->orch;
+  pto_node_orch *no = &n->orch[n->runs++ % NODE_ORCH_HANDLES];
   no->node = n;
-  no->owner = pthread_self();
-  atomic_store_explicit(&no->open, true, memory_order_release);
+  n->orch_owner = pthread_self();
+  atomic_store_explicit(&n->orch_live, no, memory_order_release);
   uint64_t t0 = pto_now_ns();
   node_sched_begin(n); /* a bad replay record fails the run; it runs free */
   fn(no, arg);
   node_latch_foreign(n);
   node_until(n, node_all_finished, NULL, true, UINT64_MAX, 0);
-  atomic_store_explicit(&no->open, false, memory_order_release);
+  atomic_store_explicit(&n->orch_live, NULL, memory_order_release);
   node_sched_end(n);
   node_release_domains(n);
   n->stats.run_us = (double)(pto_now_ns() - t0) / 1000.0;

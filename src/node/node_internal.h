@@ -15,6 +15,7 @@
 
 #include "chip/tensormap.h"
 #include "comm/comm.h"
+#include "common/last_error.h"
 #include "node/mailbox.h"
 #include "node/node_schedule.h"
 #include "pto/node.h"
@@ -99,11 +100,14 @@ typedef struct node_span {
   uintptr_t lo, hi;
 } node_span;
 
-/* The handle a node orchestration function gets (node_orch_foreign). */
+/* The handle a node orchestration function gets: one of the node's
+ * (n->orch), a different one each run (n->orch[n->runs % NODE_ORCH_HANDLES]),
+ * so that a handle kept from one run is not the next run's; it is its
+ * run's while n->orch_live points to it (node_orch_foreign). A handle is
+ * handed out again after NODE_ORCH_HANDLES runs. */
+#define NODE_ORCH_HANDLES 4096
 struct pto_node_orch {
-  pto_node *node;
-  pthread_t owner;
-  _Atomic bool open;
+  pto_node *node; /* set when first handed out, never changed */
 };
 
 struct pto_node {
@@ -155,8 +159,11 @@ struct pto_node {
    * the only thing that thread writes (node_orch_foreign); the owner
    * latches it (node_latch_foreign) */
   _Atomic(const char *) foreign_call;
-  pto_node_orch orch;   /* the orchestration's handle, open during a run */
-  pto_node_stats stats; /* of the current (then last) run */
+  pto_node_orch orch[NODE_ORCH_HANDLES]; /* the orchestrations' handles */
+  pto_node_orch *_Atomic orch_live;      /* the run's, during pto_node_run */
+  pthread_t orch_owner;                  /* the thread running the orchestration */
+  uint64_t runs;                         /* pto_node_run calls that ran an orchestration */
+  pto_node_stats stats;                  /* of the current (then last) run */
   /* checking mode (node_check.c): node host memory's first check_host
    * bytes, then a host task's window regions check_reg[0..check_nreg), as
    * they were when the running task was launched; its end compares that
@@ -187,18 +194,25 @@ static inline size_t node_host_used(const pto_node *n) {
 /* The handle a node orchestration gets. `owner` is the thread running it
  * (pto_node_run's caller): the node's tasks, TensorMap, domains and error
  * latch have that one writer and no lock. */
-/* Whether a call of the node orchestration API is refused: its run has
- * ended (the handle is the node's own, n->orch, open only while
- * pto_node_run runs the orchestration: kept past it, every call does
- * nothing and returns PTO_EINVAL, where it once read pto_node_run's dead
- * stack frame and crashed), or it comes from another thread than the
+/* Whether a call of the node orchestration API is refused: its handle is
+ * not the run in progress (kept past its run, or from an earlier run: it
+ * does nothing, returns PTO_EINVAL and says why in pto_last_error; a kept
+ * handle once read pto_node_run's dead stack frame and crashed, then acted
+ * on the next run), or it comes from another thread than the
  * orchestration's: then it does nothing but leave its name for the owner
  * to latch, and its caller returns PTO_EINVAL. A node orchestrator has
  * one thread, as a chip's (docs/node.md). */
 static inline bool node_orch_foreign(pto_node_orch *no, const char *call) {
-  if (!atomic_load_explicit(&no->open, memory_order_acquire)) return true; /* nothing to latch */
-  if (pthread_equal(pthread_self(), no->owner)) return false;
-  atomic_store_explicit(&no->node->foreign_call, call, memory_order_release);
+  pto_node *n = no->node;
+  if (!n || atomic_load_explicit(&n->orch_live, memory_order_acquire) != no) {
+    last_error_set(PTO_EINVAL,
+                   "pto_node_%s: this pto_node_orch's run has ended; the call did nothing (a "
+                   "pto_node_orch is its run's only while the orchestration function runs)",
+                   call);
+    return true; /* nothing to latch */
+  }
+  if (pthread_equal(pthread_self(), n->orch_owner)) return false;
+  atomic_store_explicit(&n->foreign_call, call, memory_order_release);
   return true;
 }
 /* Owner thread: a refused foreign call fails the run, named [node_task.c]. */

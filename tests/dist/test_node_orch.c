@@ -667,6 +667,43 @@ static void test_orch_used_after_its_run(void **state) {
   pto_node_destroy(n);
 }
 
+/* A handle kept from one run and used during the next, on the thread
+ * running it: refused as after the run, naming why, and the run is its
+ * own. Before, it was the same pointer (the node's one handle), so its
+ * calls went into the next run. */
+static void stale_in_next_run(pto_node_orch *no, void *arg) {
+  foreign *f = arg;
+  assert_true(no != kept_no);
+  assert_null(pto_node_orch_node(kept_no));
+  assert_true(pto_node_orch_node(no) != NULL);
+  f->no = kept_no;
+  foreign_calls(f);
+  assert_non_null(
+      strstr(pto_last_error(), "pto_node_domain_create: this pto_node_orch's run has ended"));
+  own_only_run(no, arg);
+}
+
+static void test_orch_of_an_earlier_run_in_the_next(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  foreign f;
+  foreign_init(n, &f);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, keep_run, &f, &err), 0);
+  f.mine = vec(n, SENTINEL);
+  int rc = pto_node_run(n, stale_in_next_run, &f, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, 0);
+  assert_int_equal(f.rc_submit, PTO_EINVAL);
+  assert_int_equal(f.rc_host, PTO_EINVAL);
+  assert_int_equal(f.rc_read, PTO_EINVAL);
+  assert_int_equal(f.rc_wait, PTO_EINVAL);
+  assert_int_equal(f.rc_domain, PTO_EINVAL);
+  assert_true(all_is(&f.out, SENTINEL)); /* none of the kept handle's tasks ran */
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
 static void test_run_after_failed_run(void **state) {
   (void)state;
   pto_node *n = make_node();
@@ -864,6 +901,7 @@ int main(void) {
       cmocka_unit_test(test_run_after_failed_run),
       cmocka_unit_test(test_calls_from_another_thread_refused),
       cmocka_unit_test(test_orch_used_after_its_run),
+      cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next),
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
