@@ -286,7 +286,7 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 15: max against sum, both reproducible, 16: dst in the scratch on both, 17: dst's
- * count wrong on rank 1 only, 10: a count
+ * count wrong on rank 1 only, 18: a scratch of the peer's copy on both, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -381,6 +381,16 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
                        PTO_COLL_AUTO);
     break;
+  case 18: { /* both: a scratch that is a view of the peer's copy of the buffer (names the same
+              * offsets, but a collective reads and writes its scratch here) */
+    int64_t bytes = pto_tensor_numel(s);
+    pto_tensor peer;
+    if ((rc = pto_comm_window_tensor(pto_kctx_comm(ctx), dom, 1 - me, "scratch", PTO_U8, 1, &bytes,
+                                     &peer)))
+      break;
+    rc = pto_allreduce(ctx, dom, &peer, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  }
   case 7: { /* both: a dtype that cannot be reduced */
     pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
     rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
@@ -572,12 +582,14 @@ static void test_mismatch(void **state) {
                                 [14] = "mismatched scratch",
                                 "mismatched op",
                                 "dst overlaps the scratch view",
-                                "dst has 16 elements, expected 17"};
+                                "dst has 16 elements, expected 17",
+                                "'s copy of buffer 'scratch'; a collective's scratch must be "
+                                "this rank's own copy"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 18; m++) {
+  for (int m = 0; m < (int)(sizeof field / sizeof *field); m++) {
     if (!field[m]) continue; /* 11-13: the other tests' */
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
@@ -766,7 +778,10 @@ static void test_node_level(void **state) {
 /* Without mpirun, or under mpirun -np 4: everything on 4 chips. Under
  * -np 2: the cases and mismatches on 2 chips; the 4-rank node-level test is
  * listed as not run. */
-int main(void) {
+/* argv[1], if given, runs only the tests matching that pattern (the mpirun
+ * tests on RMA windows run test_mismatch alone). */
+int main(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
   struct CMUnitTest tests[] = {
       cmocka_unit_test(test_collectives),
       cmocka_unit_test(test_collectives_fault_inject),

@@ -11,6 +11,12 @@ foreach(np 2 4)
   pto_add_mpi_test(NAME dist_coll NP ${np} COMMAND test_dist_coll TIMEOUT 120
                    RESOURCE_LOCK pto_devices)
 endforeach()
+# ... and its refusals (test_mismatch: arguments that differ or are wrong,
+# each named on every rank, then a good run) on MPI RMA windows, where a
+# view of a peer's copy of a window buffer is an inaccessible reservation:
+# a scratch, src or dst there is refused by name, never touched (SIGSEGV)
+pto_add_mpi_test(NAME dist_coll_refusals_rma NP 2 COMMAND test_dist_coll test_mismatch
+                 TIMEOUT 120 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
 # checking mode with chip 1 as MPI rank 1 (docs/contracts.md, "Under
 # mpirun"): remote stores outside the window targets named from the
 # breaching rank, stores inside them landing, host tasks' writes checked
