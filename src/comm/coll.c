@@ -270,6 +270,15 @@ static bool local_ok_n(coll *k, const char *what, const pto_tensor *t, int64_t n
             (hi < k->base + k->bytes ? hi : k->base + k->bytes) - k->base);
     return false;
   }
+  /* read or written here: a peer's copy of a window is the peer's memory
+   * (shared windows) or an inaccessible reservation (RMA windows) */
+  comm_copy_at at;
+  if (comm_peer_copy(k->c, (uintptr_t)lo, (uintptr_t)hi, &at)) {
+    char where[160];
+    set_why(k, "%s lies in %s: a collective's src and dst must be this rank's own memory", what,
+            comm_copy_name(&at, where, sizeof where));
+    return false;
+  }
   return true;
 }
 

@@ -286,7 +286,8 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 15: max against sum, both reproducible, 16: dst in the scratch on both, 17: dst's
- * count wrong on rank 1 only, 18: a scratch of the peer's copy on both, 10: a count
+ * count wrong on rank 1 only, 18: a scratch of the peer's copy on both, 19-21: a local tile in
+ * the peer's copy on both (allreduce's dst, remote_store's src, get's dst), 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -389,6 +390,23 @@ static int mismatch_kernel(const pto_kctx *ctx) {
                                      &peer)))
       break;
     rc = pto_allreduce(ctx, dom, &peer, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  }
+  case 19:   /* both: dst a view of the peer's copy of the window buffer */
+  case 20:   /* both: remote_store from a local src in the peer's copy */
+  case 21: { /* both: get into a local dst in the peer's copy */
+    int64_t cnt = 17;
+    pto_tensor peer, mine;
+    pto_comm *cm = pto_kctx_comm(ctx);
+    if ((rc = pto_comm_window_tensor(cm, dom, 1 - me, "scratch", PTO_F32, 1, &cnt, &peer)) ||
+        (rc = pto_comm_window_tensor(cm, dom, me, "scratch", PTO_F32, 1, &cnt, &mine)))
+      break;
+    if (what == 19)
+      rc = pto_allreduce(ctx, dom, s, &peer, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    else if (what == 20)
+      rc = pto_remote_store(ctx, dom, 1 - me, &mine, &peer);
+    else
+      rc = pto_get(ctx, dom, 1 - me, &peer, &mine, NULL);
     break;
   }
   case 7: { /* both: a dtype that cannot be reduced */
@@ -584,7 +602,10 @@ static void test_mismatch(void **state) {
                                 "dst overlaps the scratch view",
                                 "dst has 16 elements, expected 17",
                                 "'s copy of buffer 'scratch'; a collective's scratch must be "
-                                "this rank's own copy"};
+                                "this rank's own copy",
+                                "dst lies in rank",
+                                "src (local) lies in rank",
+                                "dst (local) lies in rank"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
@@ -606,6 +627,8 @@ static void test_mismatch(void **state) {
       if (res[r] != PTO_EINVAL) assert_int_equal(res[r], PTO_ESHUTDOWN);
     assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
+    if (m >= 19) /* named with the rank whose copy it is (before: PTO_OK, or SIGSEGV on RMA) */
+      assert_non_null(strstr(err.details, "'s copy of window buffer 'scratch' of domain"));
     if (m == 15) { /* both calls, whole (before: the comm details were cut at 180 bytes) */
       assert_non_null(strstr(err.details, "(count 17, f32, sum reproducible, root 0, auto)"));
       assert_non_null(strstr(err.details, "(count 17, f32, max reproducible, root 0, auto)"));
