@@ -121,17 +121,25 @@ static const char *kind_name(int64_t k) {
   return "?";
 }
 
-static const char *algo_name(int64_t a) {
-  return a == PTO_COLL_MESH   ? "mesh"
-         : a == PTO_COLL_RING ? "ring"
-         : a == PTO_COLL_MPI  ? "mpi"
-                              : "auto";
+/* "mesh", or an unknown value as its number ("algorithm 9") in out[n] */
+static const char *algo_name(int64_t a, char *out, size_t n) {
+  if (a == PTO_COLL_AUTO) return "auto";
+  if (a == PTO_COLL_MESH) return "mesh";
+  if (a == PTO_COLL_RING) return "ring";
+  if (a == PTO_COLL_MPI) return "mpi";
+  snprintf(out, n, "algorithm %" PRId64, a);
+  return out;
 }
 
-/* "sum", or "sum reproducible" (the op a descriptor carries) */
+/* "sum", or "sum reproducible" (the op a descriptor carries); an unknown
+ * op as its number ("op 7") */
 static void op_name(int64_t op, char *out, size_t n) {
-  snprintf(out, n, "%s%s", coll_red_op_name((pto_red_op)(op & ~(int64_t)PTO_RED_REPRODUCIBLE)),
-           op & PTO_RED_REPRODUCIBLE ? " reproducible" : "");
+  int64_t base = op & ~(int64_t)PTO_RED_REPRODUCIBLE;
+  const char *rep = op & PTO_RED_REPRODUCIBLE ? " reproducible" : "";
+  if (coll_reduce_op_ok((pto_red_op)base))
+    snprintf(out, n, "%s%s", coll_red_op_name((pto_red_op)base), rep);
+  else
+    snprintf(out, n, "op %" PRId64 "%s", base, rep);
 }
 
 /* What each rank publishes: plain integers, DESC_BYTES. */
@@ -247,8 +255,11 @@ static void *elem0(const pto_tensor *t) {
  * backend). Records the problem in k->why. */
 static bool local_ok_n(coll *k, const char *what, const pto_tensor *t, int64_t n, int64_t want) {
   if (n < 0) {
-    if (!t || pto_tensor_validate(t) != PTO_OK || !t->buf)
-      set_why(k, "%s is not a valid tensor", what);
+    char why[160];
+    /* the rule it breaks, as the one-sided ops name it */
+    const char *bad = tensor_problem(t, false, why, sizeof why);
+    if (bad)
+      set_why(k, "%s is not a valid tensor: %s", what, bad);
     else
       set_why(k, "%s is not contiguous", what);
     return false;
@@ -349,11 +360,14 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
     return comm_fail(k->c, PTO_EPEER, "%s: chip %d is not a member of domain %d", name, k->c->chip,
                      dom);
   int64_t numel = tensor_dense_numel(scratch);
-  if (numel < 0)
+  if (numel < 0) {
+    char why[160];
+    const char *bad = tensor_problem(scratch, false, why, sizeof why);
     return comm_fail(k->c, PTO_EINVAL,
-                     "%s: scratch must be a valid contiguous view of a window buffer "
+                     "%s: scratch must be a valid contiguous view of a window buffer: %s "
                      "(domain %d rank %d)",
-                     name, dom, k->me);
+                     name, bad ? bad : "it is not contiguous", dom, k->me);
+  }
   size_t es = pto_dtype_size((pto_dtype)scratch->dtype);
   /* The scratch is local memory (its cells, table and slots are read and
    * written here): a view of a peer's copy of the buffer is refused. The
@@ -436,43 +450,41 @@ static unsigned char *desc_at(const coll *k, int p) {
   return k->base + HDR_CELLS + (size_t)p * DESC_BYTES;
 }
 
+/* The call fails on this rank naming how rank p's call (o) differs from
+ * mine in `field`. */
+static int mismatch(coll *k, int p, const coll_desc *o, const char *field) {
+  const char *name = kind_name(k->d.kind);
+  char mop[40], oop[40], malgo[32], oalgo[32];
+  op_name(k->d.op, mop, sizeof mop);
+  op_name(o->op, oop, sizeof oop);
+  return comm_fail(k->c, PTO_EINVAL,
+                   "%s: mismatched %s on domain %d: rank %d called %s #%" PRId64 " (count %" PRId64
+                   ", %s, %s, root %" PRId64 ", %s), rank %d called %s #%" PRId64 " (count %" PRId64
+                   ", %s, %s, root %" PRId64 ", %s)",
+                   name, field, k->dom, k->me, name, k->d.seq, k->d.count,
+                   pto_dtype_name((pto_dtype)k->d.dtype), mop, k->d.root,
+                   algo_name(k->d.algo, malgo, sizeof malgo), p, kind_name(o->kind), o->seq,
+                   o->count, pto_dtype_name((pto_dtype)o->dtype), oop, o->root,
+                   algo_name(o->algo, oalgo, sizeof oalgo));
+}
+
 /* Every rank's descriptor (rank p's at descs[p], 8-aligned; mine is k->d) against
  * mine, before any data is used: 0 when every rank made my call with valid
- * arguments; else the call fails on this rank naming the difference (every
- * rank finds one). */
+ * arguments; else the call fails on this rank naming, in this order, a
+ * rank that made another call (collective, call number), my own argument
+ * error, that a peer made one, or how the arguments differ (every rank
+ * finds one). */
 static int check_descs(coll *k, const unsigned char *const *descs) {
   const char *name = kind_name(k->d.kind);
   for (int p = 0; p < k->n; p++) {
-    const coll_desc *o = p == k->me ? &k->d : (const coll_desc *)descs[p];
-    const char *field = o->kind != k->d.kind     ? "collective"
-                        : o->seq != k->d.seq     ? "call number"
-                        : o->count != k->d.count ? "count"
-                        : o->dtype != k->d.dtype ? "dtype"
-                        : o->op != k->d.op       ? "op"
-                        : o->root != k->d.root   ? "root"
-                        : o->algo != k->d.algo   ? "algorithm"
-                                                 : NULL;
-    if (!field && o->slot != k->d.slot) /* the same call on views of other lengths */
-      return comm_fail(k->c, PTO_EINVAL,
-                       "%s #%" PRId64 ": mismatched scratch size on domain %d: rank %d's scratch "
-                       "view has %" PRId64 "-byte slots, rank %d's %" PRId64
-                       " (pass views of one size on every rank)",
-                       name, k->d.seq, k->dom, k->me, k->d.slot, p, o->slot);
-    if (field) {
-      char mop[40], oop[40];
-      op_name(k->d.op, mop, sizeof mop);
-      op_name(o->op, oop, sizeof oop);
-      return comm_fail(k->c, PTO_EINVAL,
-                       "%s: mismatched %s on domain %d: rank %d called %s #%" PRId64
-                       " (count %" PRId64 ", %s, %s, root %" PRId64
-                       ", %s), rank %d called %s #%" PRId64 " (count %" PRId64
-                       ", %s, %s, root %" PRId64 ", %s)",
-                       name, field, k->dom, k->me, name, k->d.seq, k->d.count,
-                       pto_dtype_name((pto_dtype)k->d.dtype), mop, k->d.root, algo_name(k->d.algo),
-                       p, kind_name(o->kind), o->seq, o->count, pto_dtype_name((pto_dtype)o->dtype),
-                       oop, o->root, algo_name(o->algo));
-    }
+    const coll_desc *o = (const coll_desc *)descs[p];
+    if (p != k->me && (o->kind != k->d.kind || o->seq != k->d.seq))
+      return mismatch(k, p, o, o->kind != k->d.kind ? "collective" : "call number");
   }
+  /* the same call everywhere: a rank's own argument error before the
+   * arguments' differences, which its fields may only reflect (an unknown
+   * algorithm, a count of -1): comparing them would name a difference
+   * instead of the error */
   if (k->d.status)
     return comm_fail(k->c, (int)k->d.status, "%s #%" PRId64 " on domain %d rank %d: %s", name,
                      k->d.seq, k->dom, k->me, k->why);
@@ -483,6 +495,22 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
                                  " on domain %d: rank %d called with invalid arguments (rank "
                                  "%d stops too)",
                                  name, k->d.seq, k->dom, p, k->me);
+  for (int p = 0; p < k->n; p++) {
+    const coll_desc *o = p == k->me ? &k->d : (const coll_desc *)descs[p];
+    const char *field = o->count != k->d.count   ? "count"
+                        : o->dtype != k->d.dtype ? "dtype"
+                        : o->op != k->d.op       ? "op"
+                        : o->root != k->d.root   ? "root"
+                        : o->algo != k->d.algo   ? "algorithm"
+                                                 : NULL;
+    if (field) return mismatch(k, p, o, field);
+    if (o->slot != k->d.slot) /* the same call on views of other lengths */
+      return comm_fail(k->c, PTO_EINVAL,
+                       "%s #%" PRId64 ": mismatched scratch size on domain %d: rank %d's scratch "
+                       "view has %" PRId64 "-byte slots, rank %d's %" PRId64
+                       " (pass views of one size on every rank)",
+                       name, k->d.seq, k->dom, k->me, k->d.slot, p, o->slot);
+  }
   return 0;
 }
 
@@ -1083,7 +1111,10 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
   else
     k->d.op = op;
   if (ok && (algo < PTO_COLL_AUTO || algo > PTO_COLL_MPI))
-    ok = !set_why(k, "unknown algorithm %d", (int)algo);
+    ok = !set_why(k,
+                  "unknown algorithm %d (PTO_COLL_AUTO 0, PTO_COLL_MESH 1, PTO_COLL_RING 2, "
+                  "PTO_COLL_MPI 3)",
+                  (int)algo);
   ok = args_ok(k, ok);
   size_t bytes = ok ? (size_t)k->d.count * k->es : 0;
   unsigned char *out = ok ? elem0(dst) : NULL;

@@ -287,7 +287,8 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 15: max against sum, both reproducible, 16: dst in the scratch on both, 17: dst's
  * count wrong on rank 1 only, 18: a scratch of the peer's copy on both, 19-21: a local tile in
- * the peer's copy on both (allreduce's dst, remote_store's src, get's dst), 10: a count
+ * the peer's copy on both (allreduce's dst, remote_store's src, get's dst), 22: an unknown
+ * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -407,6 +408,17 @@ static int mismatch_kernel(const pto_kctx *ctx) {
       rc = pto_remote_store(ctx, dom, 1 - me, &mine, &peer);
     else
       rc = pto_get(ctx, dom, 1 - me, &peer, &mine, NULL);
+    break;
+  }
+  case 22: /* rank 1 only: an unknown algorithm */
+    rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? (pto_coll_algo)9 : PTO_COLL_AUTO);
+    break;
+  case 23:   /* both: src with shape -3 */
+  case 24: { /* both: src and dst of 0 elements */
+    pto_tensor bad = in, bad_out = o;
+    bad.shape[0] = what == 23 ? -3 : 0;
+    if (what == 24) bad_out.shape[0] = 0;
+    rc = pto_allreduce(ctx, dom, s, &bad_out, &bad, PTO_RED_SUM, PTO_COLL_AUTO);
     break;
   }
   case 7: { /* both: a dtype that cannot be reduced */
@@ -605,7 +617,10 @@ static void test_mismatch(void **state) {
                                 "this rank's own copy",
                                 "dst lies in rank",
                                 "src (local) lies in rank",
-                                "dst (local) lies in rank"};
+                                "dst (local) lies in rank",
+                                "rank 1: unknown algorithm 9 (PTO_COLL_AUTO 0, PTO_COLL_MESH 1",
+                                "src is not a valid tensor: shape[0] is -3 (< 1)",
+                                "src is not a valid tensor: shape[0] is 0 (< 1)"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
@@ -627,7 +642,9 @@ static void test_mismatch(void **state) {
       if (res[r] != PTO_EINVAL) assert_int_equal(res[r], PTO_ESHUTDOWN);
     assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
-    if (m >= 19) /* named with the rank whose copy it is (before: PTO_OK, or SIGSEGV on RMA) */
+    if (m == 22) /* the rank's own error, not a difference ("mismatched algorithm (..., auto)") */
+      assert_null(strstr(err.details, "mismatched"));
+    if (m >= 19 && m <= 21) /* the rank whose copy it is (before: PTO_OK, or SIGSEGV on RMA) */
       assert_non_null(strstr(err.details, "'s copy of window buffer 'scratch' of domain"));
     if (m == 15) { /* both calls, whole (before: the comm details were cut at 180 bytes) */
       assert_non_null(strstr(err.details, "(count 17, f32, sum reproducible, root 0, auto)"));
