@@ -89,6 +89,22 @@ if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
   endforeach()
 endif()
 
+# ... and rank 0 killed (SIGKILL) by chip 0's kernel at its entry, while
+# rank 0's relay may still be sending the task's frames to ranks 1 and 2 (a
+# rendezvous: a frame is above the eager limit); before, a rank whose probe
+# had matched such a frame waited in its receive for ever (3 of 4 runs on
+# RMA windows). Ranks 1 and 2 name rank 0 gone within 10 s, every run; a
+# run that hangs fails at 40 s (rank_fault.sh), never the whole test.
+if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
+  foreach(layout shm rma)
+    set(t mpi.node_root_kill_${layout}.np3)
+    add_test(NAME ${t} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/rank_death.sh ${MPIEXEC_EXECUTABLE}
+                               $<TARGET_FILE:test_node_mpi_faults> ${layout} 4 root_kill)
+    set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 240 RESOURCE_LOCK pto_devices
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+  endforeach()
+endif()
+
 # A program that initialises MPI itself and finalises it at its end
 # (tests/mpi/test_node_own_mpi.c): two nodes one after the other, each a
 # node-level allreduce over every rank, checked; rank 0's MPI_Finalize
