@@ -105,6 +105,19 @@ if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
   endforeach()
 endif()
 
+# ... and chip 1 killed (SIGKILL) with the node's deadlines long (control
+# 30 s, waits 40 s), on RMA windows: rank 0 names it within 10 s, 3 runs of
+# 3. Before, chip 0's thread, stopped, waited for the dead rank at the
+# window's collective release (or inside an MPI call to it) and every run
+# ended after 31 s (on shared windows the release did not wait).
+if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
+  set(t mpi.node_rank_kill_late_rma.np3)
+  add_test(NAME ${t} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/rank_death.sh ${MPIEXEC_EXECUTABLE}
+                             $<TARGET_FILE:test_node_mpi_faults> rma 3 kill_late)
+  set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 240 RESOURCE_LOCK pto_devices
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+endif()
+
 # A program that initialises MPI itself and finalises it at its end
 # (tests/mpi/test_node_own_mpi.c): two nodes one after the other, each a
 # node-level allreduce over every rank, checked; rank 0's MPI_Finalize
