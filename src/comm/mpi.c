@@ -622,10 +622,16 @@ static void osc_selection(char *buf, size_t n) {
 
 /* Why MPI_Win_create may have failed, naming the components that refused
  * when the job chose them (kept short: the reason travels in 256 bytes). */
-static void win_create_hint(char *hint, size_t n) {
+static void win_create_hint(const comm_win *w, char *hint, size_t n) {
   char osc[96];
   osc_selection(osc, sizeof osc);
-  if (!osc[0]) /* Open MPI 4.1 over TCP then picks osc/pt2pt */
+  if (!osc[0] && w->d.nranks == 1)
+    /* Open MPI 4.1 on one host: osc/ucx, asked for, makes it (a node gives
+     * such a domain on rank 0's host plain memory instead: node_domain.c) */
+    snprintf(hint, n,
+             "MCA parameter osc not set, a window of one rank: Open MPI's osc/rdma makes none "
+             "(no RDMA to its own process), osc/pt2pt refuses MPI_THREAD_MULTIPLE");
+  else if (!osc[0]) /* Open MPI 4.1 over TCP then picks osc/pt2pt */
     snprintf(hint, n,
              "MCA parameter osc not set: Open MPI's default one-sided components refused; over "
              "TCP: osc/pt2pt, which refuses MPI_THREAD_MULTIPLE");
@@ -667,7 +673,7 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   if (err != MPI_SUCCESS) {
     char msg[200], hint[300];
     mpi_why(msg, sizeof msg, "MPI_Win_create", err);
-    win_create_hint(hint, sizeof hint);
+    win_create_hint(w, hint, sizeof hint);
     snprintf(why, n, "%s (%s: ask for osc/ucx, --mca osc ucx; UCX_TLS=tcp,self across hosts)", msg,
              hint);
     return PTO_EMPI;
