@@ -6,8 +6,9 @@
  * They are built only on the in-kernel operations of pto/comm.h (put,
  * notify, signal wait), so they run on every communication backend.
  *
- * Each call takes `scratch`: a contiguous view of a window buffer of the
- * domain (the same buffer and view on every rank) of at least
+ * Each call takes `scratch`: a contiguous view of this rank's own copy of
+ * a window buffer of the domain (the same buffer and view on every rank;
+ * a view of a peer's copy fails with PTO_EINVAL on every rank) of at least
  * pto_coll_scratch_bytes(nranks, block_bytes) bytes, where block_bytes is
  * the largest per-rank block of the calls that use it (allreduce,
  * allgather, broadcast: the whole src; reduce-scatter: dst; all-to-all: one

@@ -7,7 +7,10 @@
  * rank. A view of a window buffer names a region by its offset inside the
  * window, so a kernel expresses a peer's region with a view of its own
  * window (windows are symmetric); a view of any rank's copy of the buffer
- * names the same offsets.
+ * names the same offsets. A local tile (the src of a store or put, the dst
+ * of a load or get, a staging tile, a collective's src and dst) is read or
+ * written in this process, so it must be this rank's own memory: one that
+ * lies in a peer's copy of a window fails with PTO_EINVAL naming the copy.
  *
  * Ordering contract (the only one there is):
  *   - remote stores and atomic adds of a caller to a peer may land late and

@@ -81,6 +81,7 @@
  * fold. */
 #include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,17 +121,25 @@ static const char *kind_name(int64_t k) {
   return "?";
 }
 
-static const char *algo_name(int64_t a) {
-  return a == PTO_COLL_MESH   ? "mesh"
-         : a == PTO_COLL_RING ? "ring"
-         : a == PTO_COLL_MPI  ? "mpi"
-                              : "auto";
+/* "mesh", or an unknown value as its number ("algorithm 9") in out[n] */
+static const char *algo_name(int64_t a, char *out, size_t n) {
+  if (a == PTO_COLL_AUTO) return "auto";
+  if (a == PTO_COLL_MESH) return "mesh";
+  if (a == PTO_COLL_RING) return "ring";
+  if (a == PTO_COLL_MPI) return "mpi";
+  snprintf(out, n, "algorithm %" PRId64, a);
+  return out;
 }
 
-/* "sum", or "sum reproducible" (the op a descriptor carries) */
+/* "sum", or "sum reproducible" (the op a descriptor carries); an unknown
+ * op as its number ("op 7") */
 static void op_name(int64_t op, char *out, size_t n) {
-  snprintf(out, n, "%s%s", coll_red_op_name((pto_red_op)(op & ~(int64_t)PTO_RED_REPRODUCIBLE)),
-           op & PTO_RED_REPRODUCIBLE ? " reproducible" : "");
+  int64_t base = op & ~(int64_t)PTO_RED_REPRODUCIBLE;
+  const char *rep = op & PTO_RED_REPRODUCIBLE ? " reproducible" : "";
+  if (coll_reduce_op_ok((pto_red_op)base))
+    snprintf(out, n, "%s%s", coll_red_op_name((pto_red_op)base), rep);
+  else
+    snprintf(out, n, "op %" PRId64 "%s", base, rep);
 }
 
 /* What each rank publishes: plain integers, DESC_BYTES. */
@@ -200,6 +209,30 @@ size_t pto_coll_scratch_bytes(int nranks, size_t block_bytes) {
   return 64 + HDR_CELLS + TABLE_BYTES + n * DESC_BYTES + (n + 2) * (ALIGN64(block_bytes) + 256);
 }
 
+/* Records this rank's own argument error in k->why, unless one is there
+ * already (the first one found is named: coll_open's scratch problem
+ * before the calls' own). Returns nonzero, so `ok = !set_why(...)` is
+ * false. */
+static int set_why(coll *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int set_why(coll *k, const char *fmt, ...) {
+  if (!k->why[0]) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->why, sizeof k->why, fmt, ap);
+    va_end(ap);
+  }
+  return 1;
+}
+
+/* A call's argument checks (ok) with what coll_open found: false, with
+ * the descriptor's status set, when either found a problem; the call then
+ * publishes only its descriptor, so every rank fails naming it. */
+static bool args_ok(coll *k, bool ok) {
+  if (ok && !k->d.status) return true;
+  if (!k->d.status) k->d.status = PTO_EINVAL;
+  return false;
+}
+
 static pto_tensor bytes_view(void *p, size_t bytes, pto_dtype dt) {
   pto_tensor t;
   int64_t n = (int64_t)(bytes / pto_dtype_size(dt));
@@ -222,29 +255,39 @@ static void *elem0(const pto_tensor *t) {
  * backend). Records the problem in k->why. */
 static bool local_ok_n(coll *k, const char *what, const pto_tensor *t, int64_t n, int64_t want) {
   if (n < 0) {
-    if (!t || pto_tensor_validate(t) != PTO_OK || !t->buf)
-      snprintf(k->why, sizeof k->why, "%s is not a valid tensor", what);
+    char why[160];
+    /* the rule it breaks, as the one-sided ops name it */
+    const char *bad = tensor_problem(t, false, why, sizeof why);
+    if (bad)
+      set_why(k, "%s is not a valid tensor: %s", what, bad);
     else
-      snprintf(k->why, sizeof k->why, "%s is not contiguous", what);
+      set_why(k, "%s is not contiguous", what);
     return false;
   }
   if (t->dtype != k->d.dtype) {
-    snprintf(k->why, sizeof k->why, "%s has dtype %s, not %s", what,
-             pto_dtype_name((pto_dtype)t->dtype), pto_dtype_name((pto_dtype)k->d.dtype));
+    set_why(k, "%s has dtype %s, not %s", what, pto_dtype_name((pto_dtype)t->dtype),
+            pto_dtype_name((pto_dtype)k->d.dtype));
     return false;
   }
   if (want >= 0 && n != want) {
-    snprintf(k->why, sizeof k->why, "%s has %" PRId64 " elements, expected %" PRId64, what, n,
-             want);
+    set_why(k, "%s has %" PRId64 " elements, expected %" PRId64, what, n, want);
     return false;
   }
   /* the call's slots, and the peers' reads of them, lie in the scratch */
   const unsigned char *lo = elem0(t), *hi = lo + (size_t)n * pto_dtype_size((pto_dtype)t->dtype);
   if (lo < k->base + k->bytes && hi > k->base) {
-    snprintf(k->why, sizeof k->why,
-             "%s overlaps the scratch view (its bytes %td..%td): src and dst must lie outside it",
-             what, (lo > k->base ? lo : k->base) - k->base,
-             (hi < k->base + k->bytes ? hi : k->base + k->bytes) - k->base);
+    set_why(k, "%s overlaps the scratch view (its bytes %td..%td): src and dst must lie outside it",
+            what, (lo > k->base ? lo : k->base) - k->base,
+            (hi < k->base + k->bytes ? hi : k->base + k->bytes) - k->base);
+    return false;
+  }
+  /* read or written here: a peer's copy of a window is the peer's memory
+   * (shared windows) or an inaccessible reservation (RMA windows) */
+  comm_copy_at at;
+  if (comm_peer_copy(k->c, (uintptr_t)lo, (uintptr_t)hi, &at)) {
+    char where[160];
+    set_why(k, "%s lies in %s: a collective's src and dst must be this rank's own memory", what,
+            comm_copy_name(&at, where, sizeof where));
     return false;
   }
   return true;
@@ -317,13 +360,38 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
     return comm_fail(k->c, PTO_EPEER, "%s: chip %d is not a member of domain %d", name, k->c->chip,
                      dom);
   int64_t numel = tensor_dense_numel(scratch);
-  if (numel < 0)
+  if (numel < 0) {
+    char why[160];
+    const char *bad = tensor_problem(scratch, false, why, sizeof why);
     return comm_fail(k->c, PTO_EINVAL,
-                     "%s: scratch must be a valid contiguous view of a window buffer "
+                     "%s: scratch must be a valid contiguous view of a window buffer: %s "
                      "(domain %d rank %d)",
-                     name, dom, k->me);
+                     name, bad ? bad : "it is not contiguous", dom, k->me);
+  }
   size_t es = pto_dtype_size((pto_dtype)scratch->dtype);
-  uintptr_t a = (uintptr_t)elem0(scratch), al = (a + 63) & ~(uintptr_t)63;
+  /* The scratch is local memory (its cells, table and slots are read and
+   * written here): a view of a peer's copy of the buffer is refused. The
+   * call goes on with the same bytes of my own copy, only to publish its
+   * descriptor with the error, so that every rank fails naming it (as an
+   * argument error of the call) instead of waiting for me. */
+  const comm_domain_desc *dd = &k->cd->desc;
+  unsigned char *sbuf = scratch->buf;
+  uint64_t at = (uint64_t)(uintptr_t)elem0(scratch) - dd->base;
+  if ((uintptr_t)elem0(scratch) >= dd->base && dd->win_bytes &&
+      at / dd->win_bytes < (uint64_t)k->n && at / dd->win_bytes != (uint64_t)k->me) {
+    int owner = (int)(at / dd->win_bytes);
+    const char *bname = NULL;
+    for (int i = 0; i < dd->nbuffers; i++)
+      if (at % dd->win_bytes - dd->buffers[i].offset < dd->buffers[i].bytes)
+        bname = dd->buffers[i].name;
+    set_why(k,
+            "scratch is rank %d's copy of %s%s%s; a collective's scratch must be this rank's own "
+            "copy (pto_node_window_tensor with rank %d)",
+            owner, bname ? "buffer '" : "its window", bname ? bname : "", bname ? "'" : "", k->me);
+    k->d.status = PTO_EINVAL;
+    sbuf += ((int64_t)k->me - owner) * (int64_t)dd->win_bytes;
+  }
+  uintptr_t a = (uintptr_t)(sbuf + scratch->offset * (int64_t)es), al = (a + 63) & ~(uintptr_t)63;
   size_t total = (size_t)numel * es;
   size_t hdr = HDR_CELLS + TABLE_BYTES + (size_t)k->n * DESC_BYTES;
   if (total < al - a + hdr + (size_t)(k->n + 2) * 64)
@@ -342,12 +410,11 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
      * call table lies at a window offset */
     uint64_t woff, lo = (uint64_t)scratch->offset * es;
     char why[160];
-    if (comm_span_locate(&k->cd->desc, scratch->buf, lo, lo + total, &woff, &k->buf, why,
-                         sizeof why))
+    if (comm_span_locate(&k->cd->desc, sbuf, lo, lo + total, &woff, &k->buf, why, sizeof why))
       return comm_fail(k->c, PTO_EINVAL, "%s: scratch %s (domain %d rank %d)", name, why, dom,
                        k->me);
     /* woff: where the scratch's buffer pointer lies; the view begins later */
-    k->view_at = woff + (uint64_t)(k->base - (unsigned char *)scratch->buf);
+    k->view_at = woff + (uint64_t)(k->base - sbuf);
     if (table) k->table = k->view_at + HDR_CELLS;
   }
   return 0;
@@ -383,43 +450,41 @@ static unsigned char *desc_at(const coll *k, int p) {
   return k->base + HDR_CELLS + (size_t)p * DESC_BYTES;
 }
 
+/* The call fails on this rank naming how rank p's call (o) differs from
+ * mine in `field`. */
+static int mismatch(coll *k, int p, const coll_desc *o, const char *field) {
+  const char *name = kind_name(k->d.kind);
+  char mop[40], oop[40], malgo[32], oalgo[32];
+  op_name(k->d.op, mop, sizeof mop);
+  op_name(o->op, oop, sizeof oop);
+  return comm_fail(k->c, PTO_EINVAL,
+                   "%s: mismatched %s on domain %d: rank %d called %s #%" PRId64 " (count %" PRId64
+                   ", %s, %s, root %" PRId64 ", %s), rank %d called %s #%" PRId64 " (count %" PRId64
+                   ", %s, %s, root %" PRId64 ", %s)",
+                   name, field, k->dom, k->me, name, k->d.seq, k->d.count,
+                   pto_dtype_name((pto_dtype)k->d.dtype), mop, k->d.root,
+                   algo_name(k->d.algo, malgo, sizeof malgo), p, kind_name(o->kind), o->seq,
+                   o->count, pto_dtype_name((pto_dtype)o->dtype), oop, o->root,
+                   algo_name(o->algo, oalgo, sizeof oalgo));
+}
+
 /* Every rank's descriptor (rank p's at descs[p], 8-aligned; mine is k->d) against
  * mine, before any data is used: 0 when every rank made my call with valid
- * arguments; else the call fails on this rank naming the difference (every
- * rank finds one). */
+ * arguments; else the call fails on this rank naming, in this order, a
+ * rank that made another call (collective, call number), my own argument
+ * error, that a peer made one, or how the arguments differ (every rank
+ * finds one). */
 static int check_descs(coll *k, const unsigned char *const *descs) {
   const char *name = kind_name(k->d.kind);
   for (int p = 0; p < k->n; p++) {
-    const coll_desc *o = p == k->me ? &k->d : (const coll_desc *)descs[p];
-    const char *field = o->kind != k->d.kind     ? "collective"
-                        : o->seq != k->d.seq     ? "call number"
-                        : o->count != k->d.count ? "count"
-                        : o->dtype != k->d.dtype ? "dtype"
-                        : o->op != k->d.op       ? "op"
-                        : o->root != k->d.root   ? "root"
-                        : o->algo != k->d.algo   ? "algorithm"
-                                                 : NULL;
-    if (!field && o->slot != k->d.slot) /* the same call on views of other lengths */
-      return comm_fail(k->c, PTO_EINVAL,
-                       "%s #%" PRId64 ": mismatched scratch size on domain %d: rank %d's scratch "
-                       "view has %" PRId64 "-byte slots, rank %d's %" PRId64
-                       " (pass views of one size on every rank)",
-                       name, k->d.seq, k->dom, k->me, k->d.slot, p, o->slot);
-    if (field) {
-      char mop[40], oop[40];
-      op_name(k->d.op, mop, sizeof mop);
-      op_name(o->op, oop, sizeof oop);
-      return comm_fail(k->c, PTO_EINVAL,
-                       "%s: mismatched %s on domain %d: rank %d called %s #%" PRId64
-                       " (count %" PRId64 ", %s, %s, root %" PRId64
-                       ", %s), rank %d called %s #%" PRId64 " (count %" PRId64
-                       ", %s, %s, root %" PRId64 ", %s)",
-                       name, field, k->dom, k->me, name, k->d.seq, k->d.count,
-                       pto_dtype_name((pto_dtype)k->d.dtype), mop, k->d.root, algo_name(k->d.algo),
-                       p, kind_name(o->kind), o->seq, o->count, pto_dtype_name((pto_dtype)o->dtype),
-                       oop, o->root, algo_name(o->algo));
-    }
+    const coll_desc *o = (const coll_desc *)descs[p];
+    if (p != k->me && (o->kind != k->d.kind || o->seq != k->d.seq))
+      return mismatch(k, p, o, o->kind != k->d.kind ? "collective" : "call number");
   }
+  /* the same call everywhere: a rank's own argument error before the
+   * arguments' differences, which its fields may only reflect (an unknown
+   * algorithm, a count of -1): comparing them would name a difference
+   * instead of the error */
   if (k->d.status)
     return comm_fail(k->c, (int)k->d.status, "%s #%" PRId64 " on domain %d rank %d: %s", name,
                      k->d.seq, k->dom, k->me, k->why);
@@ -430,6 +495,22 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
                                  " on domain %d: rank %d called with invalid arguments (rank "
                                  "%d stops too)",
                                  name, k->d.seq, k->dom, p, k->me);
+  for (int p = 0; p < k->n; p++) {
+    const coll_desc *o = p == k->me ? &k->d : (const coll_desc *)descs[p];
+    const char *field = o->count != k->d.count   ? "count"
+                        : o->dtype != k->d.dtype ? "dtype"
+                        : o->op != k->d.op       ? "op"
+                        : o->root != k->d.root   ? "root"
+                        : o->algo != k->d.algo   ? "algorithm"
+                                                 : NULL;
+    if (field) return mismatch(k, p, o, field);
+    if (o->slot != k->d.slot) /* the same call on views of other lengths */
+      return comm_fail(k->c, PTO_EINVAL,
+                       "%s #%" PRId64 ": mismatched scratch size on domain %d: rank %d's scratch "
+                       "view has %" PRId64 "-byte slots, rank %d's %" PRId64
+                       " (pass views of one size on every rank)",
+                       name, k->d.seq, k->dom, k->me, k->d.slot, p, o->slot);
+  }
   return 0;
 }
 
@@ -497,8 +578,7 @@ static bool table_ready(void *arg) {
 static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
                           const unsigned char **pubs) {
   if (k->d.status == 0 && bb > k->slot) {
-    snprintf(k->why, sizeof k->why, "blocks of %zu bytes do not fit the scratch's %zu-byte slots",
-             bb, k->slot);
+    set_why(k, "blocks of %zu bytes do not fit the scratch's %zu-byte slots", bb, k->slot);
     k->d.status = PTO_EINVAL;
   }
   /* a window operation, as the ops' own: checking mode must not run the
@@ -702,8 +782,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   if (k->d.status == 0 && bb > k->slot) {
     /* the same limit as the algorithms on the scratch, which any rank may
      * pick with algorithm= */
-    snprintf(k->why, sizeof k->why, "blocks of %zu bytes do not fit the scratch's %zu-byte slots",
-             bb, k->slot);
+    set_why(k, "blocks of %zu bytes do not fit the scratch's %zu-byte slots", bb, k->slot);
     k->d.status = PTO_EINVAL;
   }
   k->d.seq = next_call(k);
@@ -793,8 +872,7 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   if ((rc = pto_notify(ctx, k->dom, k->me, &seq, PTO_SIGNAL_ADD, 1))) return rc;
   if (!table) k->d.seq = k->seq;
   if (k->d.status == 0 && bb > k->slot) {
-    snprintf(k->why, sizeof k->why, "blocks of %zu bytes do not fit the scratch's %zu-byte slots",
-             bb, k->slot);
+    set_why(k, "blocks of %zu bytes do not fit the scratch's %zu-byte slots", bb, k->slot);
     k->d.status = PTO_EINVAL;
   }
   if (n > 1 && k->seq > 1 &&
@@ -911,10 +989,9 @@ static bool red_setup(coll *k, int op) {
   int base = op & ~PTO_RED_REPRODUCIBLE;
   k->d.op = base | (repro ? PTO_RED_REPRODUCIBLE : 0);
   if (!coll_reduce_dtype_ok((pto_dtype)k->d.dtype))
-    return !snprintf(k->why, sizeof k->why, "dtype %s cannot be reduced (f32, f64, f16, bf16, i32)",
-                     pto_dtype_name((pto_dtype)k->d.dtype));
-  if (!coll_reduce_op_ok((pto_red_op)base))
-    return !snprintf(k->why, sizeof k->why, "unknown reduction op %d", op);
+    return !set_why(k, "dtype %s cannot be reduced (f32, f64, f16, bf16, i32)",
+                    pto_dtype_name((pto_dtype)k->d.dtype));
+  if (!coll_reduce_op_ok((pto_red_op)base)) return !set_why(k, "unknown reduction op %d", op);
   return true;
 }
 
@@ -946,7 +1023,7 @@ static void *stage(coll *k, bool need, size_t bytes) {
   if (!need || !bytes || k->d.status) return NULL;
   void *p = malloc(bytes);
   if (!p) {
-    snprintf(k->why, sizeof k->why, "no memory for %zu bytes of staging", bytes);
+    set_why(k, "no memory for %zu bytes of staging", bytes);
     k->d.status = PTO_ENOMEM;
   }
   return p;
@@ -1034,8 +1111,11 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
   else
     k->d.op = op;
   if (ok && (algo < PTO_COLL_AUTO || algo > PTO_COLL_MPI))
-    ok = !snprintf(k->why, sizeof k->why, "unknown algorithm %d", (int)algo);
-  if (!ok) k->d.status = PTO_EINVAL;
+    ok = !set_why(k,
+                  "unknown algorithm %d (PTO_COLL_AUTO 0, PTO_COLL_MESH 1, PTO_COLL_RING 2, "
+                  "PTO_COLL_MPI 3)",
+                  (int)algo);
+  ok = args_ok(k, ok);
   size_t bytes = ok ? (size_t)k->d.count * k->es : 0;
   unsigned char *out = ok ? elem0(dst) : NULL;
   const unsigned char *in = ok ? elem0(src) : NULL;
@@ -1050,9 +1130,8 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
     int64_t s, l;
     chunk_of(k->d.count, k->n, 0, &s, &l);
     if ((size_t)l * k->es > k->ring_slot) {
-      snprintf(k->why, sizeof k->why,
-               "ring chunks of %zu bytes do not fit the scratch's %zu-byte ring slots",
-               (size_t)l * k->es, k->ring_slot);
+      set_why(k, "ring chunks of %zu bytes do not fit the scratch's %zu-byte ring slots",
+              (size_t)l * k->es, k->ring_slot);
       k->d.status = PTO_EINVAL;
     }
   }
@@ -1112,7 +1191,7 @@ static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src)
   int rc = 0;
   move_setup(k, dst, src, src ? pto_tensor_numel(src) : -1);
   bool ok = local_ok(k, "src", src, -1) && local_ok(k, "dst", dst, k->d.count * k->n);
-  if (!ok) k->d.status = PTO_EINVAL;
+  ok = args_ok(k, ok);
   size_t bb = ok ? (size_t)k->d.count * k->es : 0;
   const void *in = ok ? elem0(src) : NULL;
   unsigned char *out = ok ? elem0(dst) : NULL;
@@ -1158,10 +1237,9 @@ static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
   k->d.root = root;
   bool ok = local_ok(k, "dst", dst, -1);
   if (ok && (root < 0 || root >= k->n))
-    ok = !snprintf(k->why, sizeof k->why, "root %d outside the domain (ranks 0..%d)", root,
-                   k->n - 1);
+    ok = !set_why(k, "root %d outside the domain (ranks 0..%d)", root, k->n - 1);
   if (ok && root == k->me) ok = local_ok(k, "src (on the root)", src, k->d.count);
-  if (!ok) k->d.status = PTO_EINVAL;
+  ok = args_ok(k, ok);
   size_t bb = ok ? (size_t)k->d.count * k->es : 0;
   const void *in = ok && root == k->me ? elem0(src) : NULL;
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
@@ -1223,7 +1301,7 @@ static int reduce_scatter_call(coll *k, const pto_tensor *dst, const pto_tensor 
     ok = red_setup(k, (int)op);
   else
     k->d.op = op;
-  if (!ok) k->d.status = PTO_EINVAL;
+  ok = args_ok(k, ok);
   blocks b = {ok ? elem0(src) : NULL, ok ? (size_t)k->d.count * k->es : 0};
   unsigned char *out = ok ? elem0(dst) : NULL;
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
@@ -1282,9 +1360,8 @@ static int alltoall_call(coll *k, const pto_tensor *dst, const pto_tensor *src) 
   move_setup(k, dst, src, total >= 0 && total % k->n == 0 ? total / k->n : -1);
   bool ok = local_ok(k, "src", src, -1) && local_ok(k, "dst", dst, total);
   if (ok && total % k->n)
-    ok = !snprintf(k->why, sizeof k->why,
-                   "src has %" PRId64 " elements, not a multiple of %d ranks", total, k->n);
-  if (!ok) k->d.status = PTO_EINVAL;
+    ok = !set_why(k, "src has %" PRId64 " elements, not a multiple of %d ranks", total, k->n);
+  ok = args_ok(k, ok);
   blocks b = {ok ? elem0(src) : NULL, ok ? (size_t)k->d.count * k->es : 0};
   unsigned char *out = ok ? elem0(dst) : NULL;
   size_t all_bytes = (size_t)k->n * b.bb;

@@ -128,6 +128,24 @@ int comm_view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *w
 int comm_span_locate(const comm_domain_desc *d, const void *buf_ptr, uint64_t lo, uint64_t hi,
                      uint64_t *woff, int *buf, char *why, size_t n);
 
+/* Where a local tile lies in a peer's copy of a window (comm_peer_copy). */
+typedef struct comm_copy_at {
+  const comm_dom *dom;
+  int rank;                    /* the rank whose copy it is */
+  const comm_buffer_desc *buf; /* the buffer there, NULL: the header or padding */
+} comm_copy_at;
+/* Does the local memory [lo, hi) touch another rank's copy of a window of
+ * one of c's domains? A local tile (the src of a store, the dst of a load,
+ * a staging tile, a collective's src, dst and scratch) must be this
+ * process's own memory: a view of a peer's copy of a window buffer names
+ * offsets for the remote side of an op (pto/comm.h), but read or written
+ * here it is the peer's live window on shared memory and an inaccessible
+ * reservation on MPI RMA windows. True with *at naming the first such copy
+ * it touches. [ops.c] */
+bool comm_peer_copy(const pto_comm *c, uintptr_t lo, uintptr_t hi, comm_copy_at *at);
+/* "rank 2's copy of window buffer 'x' of domain 5" into buf[n]. */
+const char *comm_copy_name(const comm_copy_at *at, char *buf, size_t n);
+
 void comm_init(pto_comm *c, int chip);
 /* Closes every domain (unlink: also remove my named objects). */
 void comm_fini(pto_comm *c, bool unlink);

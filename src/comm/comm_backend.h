@@ -93,8 +93,12 @@ typedef struct comm_backend {
   /* Where rank 0's window lies in this process when the backend placed the
    * windows itself (rank r's at + r * win_bytes); NULL: at desc.base. */
   uint64_t (*window_base)(const comm_win *w);
-  /* Unmaps; unlink = also remove this rank's named object. */
-  void (*destroy)(comm_win *w, bool unlink);
+  /* Unmaps; unlink = also remove this rank's named object. give_up (NULL:
+   * never), asked before and while the backend waits for its peers to
+   * release the window together: true when one may never come (the node
+   * stopped this chip: a chip died, or stopped answering), so the release
+   * is abandoned at once instead of at the domain's deadline. */
+  void (*destroy)(comm_win *w, bool unlink, comm_cancel_fn give_up, void *give_up_arg);
   /* Plain copy of n bytes to peer's window at off (may land late). */
   int (*put)(comm_win *w, int peer, uint64_t off, const void *src, size_t n);
   /* Copy from peer's window; completes earlier puts to that peer first. */

@@ -182,11 +182,18 @@ int comm_domain_attach(pto_comm *c, int32_t id) {
   return 0;
 }
 
+/* The backend's give_up at a domain's close: the node stopped this chip
+ * (its node failed: a chip died or stopped answering), so a peer may
+ * never come to a collective release of the window. Not a cancel of the
+ * task (comm_stopping): the node's other chips are then all alive, and
+ * close their windows with this one. */
+static bool stopped_cb(void *arg) { return stopped(arg); }
+
 void comm_domain_close(pto_comm *c, int32_t id, bool unlink) {
   for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
     comm_dom *d = c->doms[i];
     if (!d || d->desc.id != id) continue;
-    d->be->destroy(d->win, unlink);
+    d->be->destroy(d->win, unlink, stopped_cb, c);
     dom_locks_destroy(d);
     free(d);
     c->doms[i] = NULL;

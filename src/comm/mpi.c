@@ -144,27 +144,40 @@ static int mpi_ready(char *why, size_t n) {
 typedef struct req_wait {
   MPI_Request *req;
   int err;
+  comm_cancel_fn give_up; /* NULL: never */
+  void *give_up_arg;
+  bool gave_up;
 } req_wait;
 
 static bool req_done(void *arg) {
   req_wait *r = arg;
   int flag = 0;
   r->err = MPI_Test(r->req, &flag, MPI_STATUS_IGNORE);
-  return flag || r->err != MPI_SUCCESS;
+  if (flag || r->err != MPI_SUCCESS) return true;
+  r->gave_up = r->give_up && r->give_up(r->give_up_arg);
+  return r->gave_up;
 }
 
-static int ibarrier(comm_win *w, const char *what, char *why, size_t n) {
+/* give_up (NULL: never): the wait ends at once with PTO_ESHUTDOWN when it
+ * says so (the request is left behind, as at the deadline). */
+static int ibarrier(comm_win *w, const char *what, comm_cancel_fn give_up, void *give_up_arg,
+                    char *why, size_t n) {
   MPI_Request req;
   int err = MPI_Ibarrier(w->comm, &req);
   if (err != MPI_SUCCESS) {
     mpi_why(why, n, "MPI_Ibarrier", err);
     return PTO_EMPI;
   }
-  req_wait r = {&req, MPI_SUCCESS};
+  req_wait r = {&req, MPI_SUCCESS, give_up, give_up_arg, false};
   if (!pto_wait(NULL, req_done, &r, pto_deadline_ms(wait_ms(w)))) {
     snprintf(why, n, "rank %d: not every rank of the domain reached %s within %lld ms", w->my_rank,
              what, (long long)wait_ms(w));
     return PTO_EWAIT_TIMEOUT;
+  }
+  if (r.gave_up) {
+    snprintf(why, n, "rank %d: %s abandoned: a rank of the domain may never reach it", w->my_rank,
+             what);
+    return PTO_ESHUTDOWN;
   }
   if (r.err != MPI_SUCCESS) {
     mpi_why(why, n, "MPI_Ibarrier", r.err);
@@ -609,10 +622,16 @@ static void osc_selection(char *buf, size_t n) {
 
 /* Why MPI_Win_create may have failed, naming the components that refused
  * when the job chose them (kept short: the reason travels in 256 bytes). */
-static void win_create_hint(char *hint, size_t n) {
+static void win_create_hint(const comm_win *w, char *hint, size_t n) {
   char osc[96];
   osc_selection(osc, sizeof osc);
-  if (!osc[0]) /* Open MPI 4.1 over TCP then picks osc/pt2pt */
+  if (!osc[0] && w->d.nranks == 1)
+    /* Open MPI 4.1 on one host: osc/ucx, asked for, makes it (a node gives
+     * such a domain on rank 0's host plain memory instead: node_domain.c) */
+    snprintf(hint, n,
+             "MCA parameter osc not set, a window of one rank: Open MPI's osc/rdma makes none "
+             "(no RDMA to its own process), osc/pt2pt refuses MPI_THREAD_MULTIPLE");
+  else if (!osc[0]) /* Open MPI 4.1 over TCP then picks osc/pt2pt */
     snprintf(hint, n,
              "MCA parameter osc not set: Open MPI's default one-sided components refused; over "
              "TCP: osc/pt2pt, which refuses MPI_THREAD_MULTIPLE");
@@ -654,7 +673,7 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   if (err != MPI_SUCCESS) {
     char msg[200], hint[300];
     mpi_why(msg, sizeof msg, "MPI_Win_create", err);
-    win_create_hint(hint, sizeof hint);
+    win_create_hint(w, hint, sizeof hint);
     snprintf(why, n, "%s (%s: ask for osc/ucx, --mca osc ucx; UCX_TLS=tcp,self across hosts)", msg,
              hint);
     return PTO_EMPI;
@@ -663,7 +682,7 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   return 0;
 }
 
-static void mpi_destroy(comm_win *w, bool unlink);
+static void mpi_destroy(comm_win *w, bool unlink, comm_cancel_fn give_up, void *give_up_arg);
 
 static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, char *why,
                       size_t why_len) {
@@ -723,7 +742,7 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   }
 done:
   if (rc) {
-    mpi_destroy(w, false);
+    mpi_destroy(w, false, NULL, NULL);
     return rc;
   }
   *out = w;
@@ -750,7 +769,7 @@ static int mpi_attach(comm_win *w, char *why, size_t why_len) {
   }
   w->locked = true;
   /* every rank zeroed its window and holds the lock before anyone writes */
-  int rc = ibarrier(w, "the window attach", why, why_len);
+  int rc = ibarrier(w, "the window attach", NULL, NULL, why, why_len);
   if (!rc && w->shared) count_sharers(w);
   return rc;
 }
@@ -766,7 +785,8 @@ static void unmap_mine(comm_win *w) {
   w->mapped = false;
 }
 
-static void mpi_destroy(comm_win *w, bool unlink) {
+static void mpi_destroy(comm_win *w, bool unlink, comm_cancel_fn give_up, void *give_up_arg) {
+  (void)unlink; /* MPI's windows have no names */
   if (!w) return;
   pto_wait_share_end(&w->share);
   int fin = 0;
@@ -779,9 +799,16 @@ static void mpi_destroy(comm_win *w, bool unlink) {
     if (w->have_win) {
       /* MPI_Win_free is collective and cannot time out: free only when every
        * rank is here within the deadline (else the window is leaked — a peer
-       * that died took the job with it, see docs/comm.md) */
+       * that died took the job with it, see docs/comm.md). Once a peer is
+       * known gone (give_up: the node stopped this chip as its node failed)
+       * the release is not waited for at all: MPI cannot release a window
+       * whose group lost a member, and waiting out the deadline only held
+       * the failed node's report back (30 s of a 40 s deadline: the node's
+       * wait for this thread). The window is left as at the deadline; the
+       * failed node ends the MPI job (node_mpi_stop). */
       char why[200];
-      all_here = ibarrier(w, "the window release", why, sizeof why) == 0;
+      all_here = !(give_up && give_up(give_up_arg)) &&
+                 ibarrier(w, "the window release", give_up, give_up_arg, why, sizeof why) == 0;
       if (all_here) MPI_Win_free(&w->win);
     }
     if (w->comm != MPI_COMM_NULL && all_here) MPI_Comm_free(&w->comm);

@@ -111,6 +111,65 @@ int comm_span_locate(const comm_domain_desc *d, const void *buf_ptr, uint64_t lo
   return PTO_EBOUNDS;
 }
 
+bool comm_peer_copy(const pto_comm *c, uintptr_t lo, uintptr_t hi, comm_copy_at *at) {
+  for (int i = 0; c && lo < hi && i < COMM_MAX_DOMAINS; i++) {
+    const comm_dom *d = c->doms[i];
+    uint64_t base, all, wb;
+    if (!d || !(wb = d->desc.win_bytes) ||
+        __builtin_mul_overflow((uint64_t)d->desc.nranks, wb, &all))
+      continue;
+    base = d->desc.base;
+    if (hi <= base || (lo >= base && lo - base >= all)) continue;
+    uint64_t p = lo > base ? lo : base;
+    if (d->my_rank >= 0) {
+      uint64_t mine = base + (uint64_t)d->my_rank * wb;
+      if (p >= mine && p < mine + wb) p = mine + wb; /* my own copy: the first byte past it */
+      if (p >= hi || p - base >= all) continue;
+    }
+    uint64_t off = (p - base) % wb;
+    at->dom = d;
+    at->rank = (int)((p - base) / wb);
+    at->buf = NULL;
+    for (int b = 0; b < d->desc.nbuffers; b++)
+      if (off - d->desc.buffers[b].offset < d->desc.buffers[b].bytes) at->buf = &d->desc.buffers[b];
+    return true;
+  }
+  return false;
+}
+
+const char *comm_copy_name(const comm_copy_at *at, char *buf, size_t n) {
+  if (at->buf)
+    snprintf(buf, n, "rank %d's copy of window buffer '%s' of domain %d", at->rank, at->buf->name,
+             at->dom->desc.id);
+  else
+    snprintf(buf, n, "rank %d's window of domain %d (outside its buffers)", at->rank,
+             at->dom->desc.id);
+  return buf;
+}
+
+/* A local tile of an op (what: "src (local)"), not empty: refused naming
+ * the copy when it lies in a peer's window (comm_peer_copy). dense: its
+ * element count when packed, else 0 (its span is then walked). */
+static int local_tile_check(const op_env *e, const pto_tensor *t, int64_t dense, const char *what) {
+  uint64_t lo, hi;
+  if (dense > 0) {
+    uint64_t es = pto_dtype_size((pto_dtype)t->dtype);
+    lo = (uint64_t)t->offset * es;
+    hi = lo + (uint64_t)dense * es; /* bounded by buf_bytes: tensor_dense_numel */
+  } else if (!tensor_byte_span(t, &lo, &hi)) {
+    return 0; /* checked valid before: cannot happen */
+  }
+  comm_copy_at at;
+  uintptr_t b = (uintptr_t)t->buf;
+  if (!comm_peer_copy(e->c, b + lo, b + hi, &at)) return 0;
+  char where[160];
+  return comm_fail(e->c, PTO_EINVAL,
+                   "%s: %s lies in %s: a local tile must be this rank's own memory (a view of a "
+                   "peer's copy names offsets only for the remote side) (domain %d rank %d)",
+                   e->op, what, comm_copy_name(&at, where, sizeof where), e->d->desc.id,
+                   e->d->my_rank);
+}
+
 /* comm_view_locate() for a view already checked valid (tensor_problem). */
 static int view_locate(const comm_domain_desc *d, const pto_tensor *t, uint64_t *woff, int *buf,
                        char *why, size_t n) {
@@ -164,14 +223,15 @@ static int same_shape_check(const op_env *e, const pto_tensor *dst, const pto_te
                             bool remote_src, bool *empty, int64_t *dense) {
   /* the common case, two packed views of one dtype and count, in one
    * pass each; any other pair gets the checks below, which name the fault */
+  const pto_tensor *local = remote_src ? dst : src;
+  const char *dn = remote_src ? "dst (local)" : "dst", *sn = remote_src ? "src" : "src (local)";
   int64_t n = tensor_dense_numel(dst);
   if (n > 0 && src && dst->dtype == src->dtype && tensor_dense_numel(src) == n) {
     *empty = false;
     *dense = n;
-    return 0;
+    return local_tile_check(e, local, n, remote_src ? dn : sn);
   }
   *dense = 0;
-  const char *dn = remote_src ? "dst (local)" : "dst", *sn = remote_src ? "src" : "src (local)";
   char why[160];
   bool de, se;
   const char *bad = tensor_problem_or_empty(dst, &de, why, sizeof why);
@@ -190,7 +250,7 @@ static int same_shape_check(const op_env *e, const pto_tensor *dst, const pto_te
   if (nd != ns)
     return comm_fail(e->c, PTO_EINVAL, "%s: %" PRId64 " vs %" PRId64 " elements", e->op, nd, ns);
   *empty = de;
-  return 0;
+  return de ? 0 : local_tile_check(e, local, 0, remote_src ? dn : sn);
 }
 
 static bool atomic_dtype(int dt) {
@@ -365,6 +425,7 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
                        "least %" PRId64 " elements%s%s",
                        e.op, pto_dtype_name((pto_dtype)remote->dtype), chunk_elems, bad ? ": " : "",
                        bad ? bad : "");
+    if ((rc = local_tile_check(&e, st, 0, "staging tile"))) return rc;
     halves = numel(st) / 2 >= chunk_elems ? 2 : 1; /* no 2 * n: it could wrap */
   }
   int64_t r0, nr, c0, nc;

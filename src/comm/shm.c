@@ -262,7 +262,7 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
       uint64_t seed = d->fault_seed ^ ((uint64_t)name << 32) ^ (uint64_t)my_rank;
       rc = fault_create(seed, land, gap, w, &w->fq);
       if (rc) {
-        comm_backend_shm.destroy(w, true);
+        comm_backend_shm.destroy(w, true, NULL, NULL);
         return rc;
       }
       if (d->controlled) fault_set_controlled(w->fq, d->run_index);
@@ -300,7 +300,9 @@ static int shm_attach(comm_win *w, char *why, size_t why_len) {
   return 0;
 }
 
-static void shm_destroy(comm_win *w, bool unlink) {
+static void shm_destroy(comm_win *w, bool unlink, comm_cancel_fn give_up, void *give_up_arg) {
+  (void)give_up; /* no collective release: each rank unmaps and unlinks its own */
+  (void)give_up_arg;
   if (!w) return;
   pto_wait_share_end(&w->share);
   if (w->fq) {

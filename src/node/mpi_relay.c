@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -33,6 +34,37 @@
  * up to the longest. */
 static uint64_t next_pause(uint64_t pause, bool busy) {
   return busy ? POLL_MIN_NS : (pause * 2 > POLL_MAX_NS ? POLL_MAX_NS : pause * 2);
+}
+
+static void nap_ns(uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+  nanosleep(&ts, NULL);
+}
+
+bool relay_recv(MPI_Comm comm, void *buf, int bytes, int src, int tag, bool (*gone)(void *),
+                void *arg) {
+  MPI_Request req;
+  MPI_Irecv(buf, bytes, MPI_BYTE, src, tag, comm, &req);
+  uint64_t t0 = pto_now_ns(), pause = POLL_MIN_NS, next_look = t0 + WATCH_NS;
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    uint64_t now = pto_now_ns();
+    if (now - t0 < POLL_MIN_NS) continue; /* a live sender's rest comes at once */
+    if (now >= next_look) {
+      if (gone(arg)) {
+        /* its sender is gone: the rest never comes. The request stays
+         * with MPI (a receive that matched cannot be cancelled), and so
+         * does buf, which the caller leaves allocated. */
+        MPI_Request_free(&req);
+        return false;
+      }
+      next_look = now + WATCH_NS;
+    }
+    nap_ns(pause);
+    pause = next_pause(pause, false);
+  }
 }
 
 void relay_send(MPI_Comm comm, int rank, int tag, const void *p, size_t bytes) {
@@ -160,6 +192,24 @@ static bool send_cancels(root_relay *rr) {
   return busy;
 }
 
+static void watch_ranks(root_relay *rr, uint64_t now);
+
+/* relay_recv's look at the sender, chip rank `from` (take_messages): the
+ * watch of the chip ranks (watch_ranks), which says when one is gone. */
+typedef struct sender {
+  root_relay *rr;
+  int from;
+} sender;
+
+static bool sender_gone(void *arg) {
+  sender *w = arg;
+  pto_node *n = w->rr->n;
+  watch_ranks(w->rr, pto_now_ns());
+  /* acquire pairs with watch_ranks' (or ENDED's) release store */
+  return is_rank_slot(n, w->from) &&
+         atomic_load_explicit(&n->child[w->from].ended, memory_order_acquire);
+}
+
 static bool take_messages(root_relay *rr) {
   pto_node *n = rr->n;
   MPI_Comm rr_comm = rr->comm;
@@ -173,10 +223,16 @@ static bool take_messages(root_relay *rr) {
     int bytes = 0;
     MPI_Get_count(&st, MPI_BYTE, &bytes);
     int s = st.MPI_SOURCE;
+    /* every message into memory of its own: one whose sender dies before
+     * all of it is here (a large one goes by rendezvous) is left to MPI
+     * with it, and the relay goes on (the sender is then reported ended:
+     * sender_gone) */
+    unsigned char *buf = malloc(bytes > 0 ? (size_t)bytes : 1);
+    if (!buf) abort(); /* the reply must not come without its data */
+    sender from = {rr, s};
+    if (!relay_recv(rr_comm, buf, bytes > 0 ? bytes : 0, s, st.MPI_TAG, sender_gone, &from))
+      continue;
     if (st.MPI_TAG == T_DATA || bytes < 0 || (size_t)bytes > sizeof rr->in) {
-      unsigned char *buf = bytes > 0 ? malloc((size_t)bytes) : NULL;
-      if (bytes > 0 && !buf) abort(); /* the reply must not come without its data */
-      MPI_Recv(buf, buf ? bytes : 0, MPI_BYTE, s, st.MPI_TAG, rr_comm, MPI_STATUS_IGNORE);
       /* what chip s on another host changed in the host tensors of its task:
        * written before its reply is delivered (it follows on the same
        * channel); a malformed diff fails that reply */
@@ -186,7 +242,8 @@ static bool take_messages(root_relay *rr) {
       free(buf);
       continue;
     }
-    MPI_Recv(&rr->in, bytes, MPI_BYTE, s, st.MPI_TAG, rr_comm, MPI_STATUS_IGNORE);
+    memcpy(&rr->in, buf, (size_t)bytes);
+    free(buf);
     if (!is_rank_slot(n, s)) continue;
     child_slot *c = &n->child[s];
     node_mbox *mb = &n->ctl->mbox[s];
@@ -350,6 +407,15 @@ static void send_state(rank_relay *rr, child_state st) {
   rr->state_sent = st;
 }
 
+/* relay_recv's look at the sender, rank 0: relay_check_root, which ends
+ * the job when rank 0's process is gone (it never says so: it does not
+ * return then). */
+static bool root_gone(void *arg) {
+  rank_relay *rr = arg;
+  relay_check_root(&rr->root, rr->slot, rr->n->prefix);
+  return false;
+}
+
 /* The host tensors of the task just received (sent right after it), into
  * this rank's private copy of host memory; kept for the diff. */
 static void ship_take(rank_relay *rr) {
@@ -359,7 +425,7 @@ static void ship_take(rank_relay *rr) {
   if (!bytes) return;
   rr->shipped = malloc(bytes);
   if (!rr->shipped) abort(); /* rank 0 is sending them: no way to go on */
-  MPI_Recv(rr->shipped, (int)bytes, MPI_BYTE, 0, T_DATA, rr->comm, MPI_STATUS_IGNORE);
+  relay_recv(rr->comm, rr->shipped, (int)bytes, 0, T_DATA, root_gone, rr);
   ship_unpack(a, (uintptr_t)n->host, n->cfg.host_bytes, rr->shipped);
 }
 
@@ -390,7 +456,9 @@ static bool rank_relay_pass(rank_relay *rr) {
   MPI_Iprobe(0, T_FRAME, rr->comm, &flag, &ms);
   if (flag) {
     busy = true;
-    MPI_Recv(&rr->in, (int)sizeof rr->in, MPI_BYTE, 0, T_FRAME, rr->comm, MPI_STATUS_IGNORE);
+    /* a frame is larger than MPI's eager limit: it comes by rendezvous,
+     * which rank 0 must live to complete */
+    relay_recv(rr->comm, &rr->in, (int)sizeof rr->in, 0, T_FRAME, root_gone, rr);
     rr->remote_gen = rr->in.f.gen;
     void *fn = NULL;
     char why[300];
@@ -409,8 +477,7 @@ static bool rank_relay_pass(rank_relay *rr) {
   MPI_Iprobe(0, T_CANCEL, rr->comm, &flag, &ms);
   if (flag) {
     busy = true;
-    MPI_Recv(&rr->cancel_in, (int)sizeof rr->cancel_in, MPI_BYTE, 0, T_CANCEL, rr->comm,
-             MPI_STATUS_IGNORE);
+    relay_recv(rr->comm, &rr->cancel_in, (int)sizeof rr->cancel_in, 0, T_CANCEL, root_gone, rr);
   }
   /* a cancel of the task that runs here (its frame may come after it: they
    * differ in tag) goes into this mailbox, in its generation; one of a task

@@ -54,6 +54,16 @@ typedef struct wire_state {
 /* A blocking send of bytes to rank (pto's messages are small, or the
  * receiver is waiting for them). */
 void relay_send(MPI_Comm comm, int rank, int tag, const void *p, size_t bytes);
+/* A receive of the message of `bytes` from src with tag that a probe
+ * matched, when src may die before all of it is here: a message above
+ * MPI's eager limit (a task frame: 5.6 KiB) goes by rendezvous, which the
+ * sender's process must live to complete, and a blocking MPI_Recv then
+ * waited for ever. Posted with MPI_Irecv and tested; between the tests
+ * (every 20 ms) gone(arg) looks at the sender. True once the message is
+ * in buf; false when gone() said the sender is gone: the receive is then
+ * left to MPI with buf, which the caller must leave allocated. */
+bool relay_recv(MPI_Comm comm, void *buf, int bytes, int src, int tag, bool (*gone)(void *),
+                void *arg);
 /* Rank c: tells rank 0 its chip's state (with this pid, host and why). */
 void relay_send_state(MPI_Comm comm, child_state st, const char *host, const char *why);
 

@@ -98,8 +98,14 @@ static int domain_create(pto_node_orch *no, const int *chips, int nranks,
   }
   /* a chip on another host than rank 0 cannot map a POSIX shared-memory
    * window of rank 0's host: such a domain gets MPI RMA windows, as every
-   * domain does under mpirun with PTO_MPI_SHARED_WINDOWS=0 */
-  bool across = n->mpi && !pto_option(PTO_OPT_MPI_SHARED_WINDOWS);
+   * domain of two ranks or more does under mpirun with
+   * PTO_MPI_SHARED_WINDOWS=0. A domain of one chip on rank 0's host shares
+   * its window with no other rank: it gets the shared-memory backend's
+   * plain memory (which rank 0's orchestrator maps, as it maps every
+   * window), since Open MPI makes no RMA window of one process on one host
+   * (osc/rdma has no RDMA to itself; osc/pt2pt refuses
+   * MPI_THREAD_MULTIPLE): MPI_Win_create failed with PTO_EMPI. */
+  bool across = n->mpi && !pto_option(PTO_OPT_MPI_SHARED_WINDOWS) && nranks > 1;
   for (int i = 0; n->mpi && i < nranks; i++)
     across = across || (n->child[chips[i]].kind == SLOT_RANK && n->child[chips[i]].other_host);
   int slot = -1;

@@ -452,6 +452,14 @@ ended:
   free(n);
 }
 
+/* relay_recv's look at rank 0 between nodes (relay_check_root: it does
+ * not return when rank 0 is gone) */
+static bool root_gone_between(void *arg) {
+  (void)arg;
+  relay_check_root(&g_root, g_rank, NULL); /* between nodes: no objects of ours */
+  return false;
+}
+
 static void serve_forever(void) {
   on_exit(last_word, NULL);
   wire_begin *b = malloc(sizeof *b);
@@ -469,13 +477,14 @@ static void serve_forever(void) {
     pause = POLL_MIN_NS;
     MPI_Get_count(&st, MPI_BYTE, &bytes);
     if (st.MPI_TAG == T_BEGIN && b && bytes == (int)sizeof *b) {
-      MPI_Recv(b, bytes, MPI_BYTE, 0, T_BEGIN, g_comm, MPI_STATUS_IGNORE);
+      /* larger than MPI's eager limit: rank 0 must live to complete it */
+      relay_recv(g_comm, b, bytes, 0, T_BEGIN, root_gone_between, NULL);
       serve_node(b);
       continue;
     }
     /* FINAL, or a message of no node: received so it does not linger */
     char *junk = bytes > 0 ? malloc((size_t)bytes) : NULL;
-    MPI_Recv(junk, junk ? bytes : 0, MPI_BYTE, 0, st.MPI_TAG, g_comm, MPI_STATUS_IGNORE);
+    relay_recv(g_comm, junk, junk ? bytes : 0, 0, st.MPI_TAG, root_gone_between, NULL);
     free(junk);
     if (st.MPI_TAG == T_FINAL || !b) break;
   }

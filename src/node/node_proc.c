@@ -112,7 +112,10 @@ static bool no_thread_left(void *arg) {
  * parked ones), its run fails and the thread leaves; a host worker leaves
  * after its callback. Returns false when one is still running at the
  * control deadline (counted from the first stop): a kernel or callback
- * that never returns keeps the windows mapped. */
+ * that never returns keeps the windows mapped. A failed node under mpirun
+ * waits FAILED_STOP_MS at most (below). */
+#define FAILED_STOP_MS 2000 /* stop_threads' wait in a failed node under mpirun */
+
 static bool stop_threads(pto_node *n) {
   for (int s = 0; s < n->nchildren; s++) {
     child_slot *c = &n->child[s];
@@ -125,6 +128,13 @@ static bool stop_threads(pto_node *n) {
     if (!n->stop_deadline_ns) {
       int64_t ms = n->cfg.control_timeout_ms >= 0 ? n->cfg.control_timeout_ms
                                                   : pto_option(PTO_OPT_SHUTDOWN_MS);
+      /* A failed node under mpirun ends the job at its destroy
+       * (node_mpi_stop) and unmaps no window a thread left running may
+       * use: waiting longer buys nothing. A stop ends a chip's waits at
+       * once, but not an MPI call with a dead rank (osc/rdma's
+       * compare-and-swap to it spins for ever): the failed run waited
+       * control_timeout_ms (30 s) for that thread. */
+      if (n->mpi && n->fatal && ms > FAILED_STOP_MS) ms = FAILED_STOP_MS;
       n->stop_deadline_ns = pto_deadline_ms(ms);
     }
   }

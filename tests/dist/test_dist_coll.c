@@ -286,7 +286,9 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
 
 /* scalars: dom, which argument differs on rank 1 (0..5, 8: auto against mesh, 9: reproducible on
  * one rank, 15: max against sum, both reproducible, 16: dst in the scratch on both, 17: dst's
- * count wrong on rank 1 only, 10: a count
+ * count wrong on rank 1 only, 18: a scratch of the peer's copy on both, 19-21: a local tile in
+ * the peer's copy on both (allreduce's dst, remote_store's src, get's dst), 22: an unknown
+ * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -381,6 +383,44 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = pto_allreduce(ctx, dom, s, &o, &in, odd ? PTO_RED_SUM | PTO_RED_REPRODUCIBLE : PTO_RED_SUM,
                        PTO_COLL_AUTO);
     break;
+  case 18: { /* both: a scratch that is a view of the peer's copy of the buffer (names the same
+              * offsets, but a collective reads and writes its scratch here) */
+    int64_t bytes = pto_tensor_numel(s);
+    pto_tensor peer;
+    if ((rc = pto_comm_window_tensor(pto_kctx_comm(ctx), dom, 1 - me, "scratch", PTO_U8, 1, &bytes,
+                                     &peer)))
+      break;
+    rc = pto_allreduce(ctx, dom, &peer, &o, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  }
+  case 19:   /* both: dst a view of the peer's copy of the window buffer */
+  case 20:   /* both: remote_store from a local src in the peer's copy */
+  case 21: { /* both: get into a local dst in the peer's copy */
+    int64_t cnt = 17;
+    pto_tensor peer, mine;
+    pto_comm *cm = pto_kctx_comm(ctx);
+    if ((rc = pto_comm_window_tensor(cm, dom, 1 - me, "scratch", PTO_F32, 1, &cnt, &peer)) ||
+        (rc = pto_comm_window_tensor(cm, dom, me, "scratch", PTO_F32, 1, &cnt, &mine)))
+      break;
+    if (what == 19)
+      rc = pto_allreduce(ctx, dom, s, &peer, &in, PTO_RED_SUM, PTO_COLL_AUTO);
+    else if (what == 20)
+      rc = pto_remote_store(ctx, dom, 1 - me, &mine, &peer);
+    else
+      rc = pto_get(ctx, dom, 1 - me, &peer, &mine, NULL);
+    break;
+  }
+  case 22: /* rank 1 only: an unknown algorithm */
+    rc = pto_allreduce(ctx, dom, s, &o, &in, PTO_RED_SUM, odd ? (pto_coll_algo)9 : PTO_COLL_AUTO);
+    break;
+  case 23:   /* both: src with shape -3 */
+  case 24: { /* both: src and dst of 0 elements */
+    pto_tensor bad = in, bad_out = o;
+    bad.shape[0] = what == 23 ? -3 : 0;
+    if (what == 24) bad_out.shape[0] = 0;
+    rc = pto_allreduce(ctx, dom, s, &bad_out, &bad, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  }
   case 7: { /* both: a dtype that cannot be reduced */
     pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
     rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
@@ -413,6 +453,7 @@ typedef struct run_arg {
   int quick;      /* f32 and sizes 17, 4097 only (2: 17 only, no ring) */
   int blocks;     /* of each chip's task (0: 1) */
   int nchips;     /* 4: every domain below; 2 (under mpirun -np 2): {0,1} only */
+  bool one_rank;  /* the cases (quick) on a domain of chip 1 alone */
 } run_arg;
 
 /* One group task on `chips` running `kid` with the domain's scratch; rank
@@ -439,7 +480,14 @@ static size_t scratch_bytes(int n) { return pto_coll_scratch_bytes(n, (size_t)MA
 
 static void coll_node(pto_node_orch *no, void *arg) {
   run_arg *ra = arg;
-  static const int all[4] = {0, 1, 2, 3}, pair[2] = {0, 1}, sub[2] = {1, 2};
+  static const int all[4] = {0, 1, 2, 3}, pair[2] = {0, 1}, sub[2] = {1, 2}, one[1] = {1};
+  if (ra->one_rank) {
+    pto_window_buffer b[] = {{"scratch", scratch_bytes(1)}};
+    pto_domain d;
+    if (pto_node_domain_create(no, one, 1, b, 1, &d)) return;
+    group(no, ra, one, 1, d, b[0].bytes, K_CASES, 0, 1);
+    return;
+  }
   if (ra->mismatch >= 0) {
     /* blocks up to one element over the call table's limit (case 10) */
     pto_window_buffer b[] = {{"scratch", pto_coll_scratch_bytes(2, COLL_TABLE_DATA + 4)}};
@@ -572,12 +620,20 @@ static void test_mismatch(void **state) {
                                 [14] = "mismatched scratch",
                                 "mismatched op",
                                 "dst overlaps the scratch view",
-                                "dst has 16 elements, expected 17"};
+                                "dst has 16 elements, expected 17",
+                                "'s copy of buffer 'scratch'; a collective's scratch must be "
+                                "this rank's own copy",
+                                "dst lies in rank",
+                                "src (local) lies in rank",
+                                "dst (local) lies in rank",
+                                "rank 1: unknown algorithm 9 (PTO_COLL_AUTO 0, PTO_COLL_MESH 1",
+                                "src is not a valid tensor: shape[0] is -3 (< 1)",
+                                "src is not a valid tensor: shape[0] is 0 (< 1)"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
-  for (int m = 0; m < 18; m++) {
+  for (int m = 0; m < (int)(sizeof field / sizeof *field); m++) {
     if (!field[m]) continue; /* 11-13: the other tests' */
     ra.mismatch = m;
     memset(ra.res.buf, 0, 32);
@@ -594,6 +650,10 @@ static void test_mismatch(void **state) {
       if (res[r] != PTO_EINVAL) assert_int_equal(res[r], PTO_ESHUTDOWN);
     assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL);
     assert_non_null(strstr(err.details, field[m]));
+    if (m == 22) /* the rank's own error, not a difference ("mismatched algorithm (..., auto)") */
+      assert_null(strstr(err.details, "mismatched"));
+    if (m >= 19 && m <= 21) /* the rank whose copy it is (before: PTO_OK, or SIGSEGV on RMA) */
+      assert_non_null(strstr(err.details, "'s copy of window buffer 'scratch' of domain"));
     if (m == 15) { /* both calls, whole (before: the comm details were cut at 180 bytes) */
       assert_non_null(strstr(err.details, "(count 17, f32, sum reproducible, root 0, auto)"));
       assert_non_null(strstr(err.details, "(count 17, f32, max reproducible, root 0, auto)"));
@@ -686,6 +746,26 @@ static void test_scratch_views_in_opposite_orders(void **state) {
   pto_node_destroy(n);
 }
 
+/* A domain of one chip (chip 1): every collective (f32, sizes 17 and
+ * 4097) on it, checked. Under mpirun with MPI RMA windows
+ * (PTO_MPI_SHARED_WINDOWS=0: mpi.dist_coll_one_rank_rma.np2) such a domain
+ * once failed to open, PTO_EMPI from MPI_Win_create (Open MPI makes no RMA
+ * window of one process); it now gets plain shared memory. */
+static void test_one_rank(void **state) {
+  (void)state;
+  pto_node *n = make_node(2, false, 0, false);
+  run_arg ra = {.mismatch = -1, .one_rank = true};
+  int64_t eight = 8;
+  assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
+  memset(ra.res.buf, 0xff, 32);
+  pto_error_info err;
+  int rc = pto_node_run(n, coll_node, &ra, &err);
+  if (rc) fprintf(stderr, "one-rank domain: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, 0);
+  assert_int_equal(((const int32_t *)ra.res.buf)[0], 0);
+  pto_node_destroy(n);
+}
+
 /* ---- node-level calls on host tensors ---- */
 
 #define NL_COUNT 4097
@@ -766,7 +846,10 @@ static void test_node_level(void **state) {
 /* Without mpirun, or under mpirun -np 4: everything on 4 chips. Under
  * -np 2: the cases and mismatches on 2 chips; the 4-rank node-level test is
  * listed as not run. */
-int main(void) {
+/* argv[1], if given, runs only the tests matching that pattern (the mpirun
+ * tests on RMA windows run test_mismatch alone). */
+int main(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
   struct CMUnitTest tests[] = {
       cmocka_unit_test(test_collectives),
       cmocka_unit_test(test_collectives_fault_inject),
@@ -775,6 +858,7 @@ int main(void) {
       cmocka_unit_test(test_missing),
       cmocka_unit_test(test_two_scratch_views),
       cmocka_unit_test(test_scratch_views_in_opposite_orders),
+      cmocka_unit_test(test_one_rank),
       cmocka_unit_test(test_node_level), /* last: it needs 4 chips */
   };
   size_t n = sizeof tests / sizeof tests[0];

@@ -11,6 +11,16 @@ foreach(np 2 4)
   pto_add_mpi_test(NAME dist_coll NP ${np} COMMAND test_dist_coll TIMEOUT 120
                    RESOURCE_LOCK pto_devices)
 endforeach()
+# ... and its refusals (test_mismatch: arguments that differ or are wrong,
+# each named on every rank, then a good run) on MPI RMA windows, where a
+# view of a peer's copy of a window buffer is an inaccessible reservation:
+# a scratch, src or dst there is refused by name, never touched (SIGSEGV)
+pto_add_mpi_test(NAME dist_coll_refusals_rma NP 2 COMMAND test_dist_coll test_mismatch
+                 TIMEOUT 120 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
+# ... and a domain of one chip on RMA windows (Open MPI makes no RMA window of
+# one process: such a domain gets plain shared memory)
+pto_add_mpi_test(NAME dist_coll_one_rank_rma NP 2 COMMAND test_dist_coll test_one_rank
+                 TIMEOUT 120 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
 # checking mode with chip 1 as MPI rank 1 (docs/contracts.md, "Under
 # mpirun"): remote stores outside the window targets named from the
 # breaching rank, stores inside them landing, host tasks' writes checked
@@ -81,6 +91,35 @@ if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
     set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 120 RESOURCE_LOCK pto_devices
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
   endforeach()
+endif()
+
+# ... and rank 0 killed (SIGKILL) by chip 0's kernel at its entry, while
+# rank 0's relay may still be sending the task's frames to ranks 1 and 2 (a
+# rendezvous: a frame is above the eager limit); before, a rank whose probe
+# had matched such a frame waited in its receive for ever (3 of 4 runs on
+# RMA windows). Ranks 1 and 2 name rank 0 gone within 10 s, every run; a
+# run that hangs fails at 40 s (rank_fault.sh), never the whole test.
+if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
+  foreach(layout shm rma)
+    set(t mpi.node_root_kill_${layout}.np3)
+    add_test(NAME ${t} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/rank_death.sh ${MPIEXEC_EXECUTABLE}
+                               $<TARGET_FILE:test_node_mpi_faults> ${layout} 4 root_kill)
+    set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 240 RESOURCE_LOCK pto_devices
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+  endforeach()
+endif()
+
+# ... and chip 1 killed (SIGKILL) with the node's deadlines long (control
+# 30 s, waits 40 s), on RMA windows: rank 0 names it within 10 s, 3 runs of
+# 3. Before, chip 0's thread, stopped, waited for the dead rank at the
+# window's collective release (or inside an MPI call to it) and every run
+# ended after 31 s (on shared windows the release did not wait).
+if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
+  set(t mpi.node_rank_kill_late_rma.np3)
+  add_test(NAME ${t} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/rank_death.sh ${MPIEXEC_EXECUTABLE}
+                             $<TARGET_FILE:test_node_mpi_faults> rma 3 kill_late)
+  set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 240 RESOURCE_LOCK pto_devices
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
 endif()
 
 # A program that initialises MPI itself and finalises it at its end
@@ -172,7 +211,7 @@ if(PTO_HAVE_MPI)
   set_tests_properties(mpi.dist_scenes_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
                        "\\[  PASSED  \\] 8 test\\(s\\)")
   set_tests_properties(mpi.dist_coll_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
-                       "\\[  PASSED  \\] 7 test\\(s\\)")
+                       "\\[  PASSED  \\] 8 test\\(s\\)")
   set_tests_properties(mpi.dist_scenes_two_hosts.np2 mpi.dist_coll_two_hosts.np2 PROPERTIES
     LABELS mpi TIMEOUT 150 RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
     FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")

@@ -4,7 +4,9 @@
 # (orte_abort_on_non_zero_status 0): runs `PROGRAM exit`, `PROGRAM _exit`
 # and `PROGRAM root_exit` (test_node_mpi_faults, -np 3: chip 1 calls
 # exit(3) or _exit(3) in the middle of ring allreduces of 1 Mi f32; in
-# root_exit chip 0 does, ending rank 0) RUNS times each through
+# root_exit chip 0 does, ending rank 0; `PROGRAM root_kill`, in MODES only:
+# chip 0 raises SIGKILL at its kernel's entry; `PROGRAM kill_late`: chip 1
+# raises SIGKILL, with deadlines of 30 and 40 s) RUNS times each through
 # rank_fault.sh, with the domain's windows in shared memory (LAYOUT shm) or
 # MPI RMA windows (LAYOUT rma: PTO_MPI_SHARED_WINDOWS=0). Every run must
 # end within 10 s, named: rank 0 names rank 1's exit (PTO_ECHIP_DIED;
@@ -29,7 +31,8 @@ for mode in $modes; do
   case $mode in
     exit) want="PTO_ECHIP_DIED: chip rank 1 \(MPI rank 1 .*\) exited with status 3" ;;
     _exit) want="PTO_ECHIP_DIED: chip rank 1 \(MPI rank 1 .*\) exited" ;;
-    root_exit) want="chip rank [12] \(MPI rank [12]\): rank 0 \(pid [0-9]+\), which runs the node, is gone" ;;
+    kill_late) want="PTO_ECHIP_DIED: chip rank 1 \(MPI rank 1 .*\) (was killed by signal 9|exited)" ;;
+    root_exit|root_kill) want="chip rank [12] \(MPI rank [12]\): rank 0 \(pid [0-9]+\), which runs the node, is gone" ;;
   esac
   i=1
   while [ "$i" -le "$runs" ]; do

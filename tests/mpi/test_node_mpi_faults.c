@@ -17,6 +17,18 @@
  *              with orte_abort_on_non_zero_status 0, so that mpirun does
  *              not end the job itself; PTO_MPI_SHARED_WINDOWS=0: the
  *              domain's windows are MPI RMA windows instead of shared memory).
+ *   kill_late : (-np 3) as exit, but chip 1 raises SIGKILL, and the node's
+ *              deadlines are long (control_timeout_ms 30 s, wait_timeout_ms
+ *              40 s): rank 0 must still name it at once. Before, its chip
+ *              0's thread, stopped, waited for the dead rank at the
+ *              window's collective release (MPI_Win_free), or inside an
+ *              MPI call to it, and the run ended after 30 s.
+ *   root_kill : (-np 3) as exit, but chip 0 (a thread of rank 0) raises
+ *              SIGKILL at the entry of its kernel, while rank 0's relay may
+ *              still be sending the task's frames (5.6 KiB: a rendezvous
+ *              rank 0 must live to complete) to ranks 1 and 2; they name
+ *              rank 0 gone and end the job (a blocking receive of a frame
+ *              rank 0 had begun to send once waited there for ever).
  * kill, stop, exit and _exit are checked by rank_fault.sh: the job ends
  * within the deadline, naming rank 1, and leaves no process or object
  * behind. */
@@ -35,7 +47,8 @@
 #define DEV0 116 /* device ids of this program: 116, 117 (and 120 for a third chip) */
 
 static int k_fault = -1, k_ring = -1, k_die = -1;
-static int mode; /* 0 refusals, 1 kill, 2 stop, 3 exit, 4 _exit, 5 root_exit */
+/* 0 refusals, 1 kill, 2 stop, 3 exit, 4 _exit, 5 root_exit, 6 root_kill, 7 kill_late */
+static int mode;
 
 #define DIE_COUNT  (1 << 20) /* f32 per allreduce */
 #define DIE_ROUNDS 6         /* allreduces per kernel; chip 1 leaves in the third */
@@ -63,9 +76,11 @@ static int ring_kernel(const pto_kctx *ctx) {
 static int die_kernel(const pto_kctx *ctx) {
   pto_domain dom = (pto_domain)ctx->scalars[0];
   const pto_tensor *scratch = &ctx->tensors[0], *src = &ctx->tensors[1], *dst = &ctx->tensors[2];
+  if (mode == 6 && pto_comm_chip(pto_kctx_comm(ctx)) == 0) raise(SIGKILL);
   for (int i = 0; i < DIE_ROUNDS; i++) {
     if (pto_comm_chip(pto_kctx_comm(ctx)) == (mode == 5 ? 0 : 1) && i == 2) {
       if (mode == 3) exit(3);
+      if (mode == 7) raise(SIGKILL);
       _exit(3);
     }
     int rc = pto_allreduce(ctx, dom, scratch, dst, src, PTO_RED_SUM, PTO_COLL_RING);
@@ -278,6 +293,8 @@ int main(int argc, char **argv) {
          : !strcmp(m, "exit")      ? 3
          : !strcmp(m, "_exit")     ? 4
          : !strcmp(m, "root_exit") ? 5
+         : !strcmp(m, "root_kill") ? 6
+         : !strcmp(m, "kill_late") ? 7
                                    : 0;
   if (mode == 0) return refusals();
   pto_node_config cfg = config();
@@ -288,6 +305,10 @@ int main(int argc, char **argv) {
     cfg.host_bytes = 1u << 20;
     cfg.window_space = 256u << 20;
     cfg.wait_timeout_ms = 10000; /* the survivors' waits: longer than the control deadline */
+  }
+  if (mode == 7) { /* the defaults' order of size: a death must not wait for them */
+    cfg.control_timeout_ms = 30000;
+    cfg.wait_timeout_ms = 40000;
   }
   pto_node *n = NULL;
   pto_error_info err;
