@@ -14,8 +14,16 @@
 #define PTO_VERSION_NUM(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define PTO_VERSION                          PTO_VERSION_NUM(PTO_VERSION_MAJOR, PTO_VERSION_MINOR, PTO_VERSION_PATCH)
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The version of the library linked at run time, "MAJOR.MINOR.PATCH" (it may
  * differ from the header's when a newer libpto.so is installed). */
 PTO_API const char *pto_version(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

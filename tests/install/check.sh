@@ -5,9 +5,10 @@
 # runs): the quickstart is built against every exported target with
 # find_package(pto) (pto::pto, pto::pto_shared, pto::pto_static), and with
 # each pkg-config command of the README's "Using pto from your project"
-# (shared with an rpath, and libpto.a with `pkg-config --static`). Every
-# program runs without LD_LIBRARY_PATH; those linked statically must not
-# need libpto.so. Checks that the header, the library, the CMake package and
+# (shared with an rpath, and libpto.a with `pkg-config --static`); a
+# C++-only project (tests/install/cxx) links pto::pto_shared and
+# pto::pto_static. Every program runs without LD_LIBRARY_PATH; those linked
+# statically must not need libpto.so. Checks that the header, the library, the CMake package and
 # pto.pc agree on the version, and that the licence, the docs and the man
 # page are installed.
 #   check.sh BUILD_DIR SOURCE_DIR
@@ -39,7 +40,7 @@ readme_cc=$(awk '/^## Using pto from your project/ {s = 1; next} s && /^## / {ex
 
 # check_prefix PREFIX LABEL MPI(0|1)
 check_prefix() {
-  local prefix=$1 mpi=$3 t f libdir pc got
+  local prefix=$1 mpi=$3 t f libdir pc got out
   label=$2
   for f in share/doc/pto/LICENSE share/doc/pto/README.md share/doc/pto/architecture.md share/man/man1/pto.1 \
     include/pto/version.h; do
@@ -62,6 +63,22 @@ check_prefix() {
       needs_libpto "$tmp/consumer-$label/quickstart_$t" && fail "pto::$t: the program needs libpto.so"
     else
       needs_libpto "$tmp/consumer-$label/quickstart_$t" || fail "pto::$t: the program does not link libpto.so"
+    fi
+  done
+  # CMake, a C++-only project: pto::pto_shared and pto::pto_static with the
+  # plain C API, and every public header that declares functions has them
+  # in extern "C" (what a C++ program calling them needs)
+  cmake -S "$src/tests/install/cxx" -B "$tmp/cxx-$label" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/log" 2>&1 ||
+    { cat "$tmp/log"; fail "find_package(pto) in a C++-only project: the consumer does not configure"; }
+  cmake --build "$tmp/cxx-$label" >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "the C++ consumer does not build"; }
+  for t in pto_shared pto_static; do
+    out=$(env -u LD_LIBRARY_PATH "$tmp/cxx-$label/app_$t" 2>&1) || { echo "$out"; fail "C++ pto::$t: exited with $?"; }
+    grep -q 'from C++: ok$' <<<"$out" || { echo "$out"; fail "C++ pto::$t: no '... ok' line"; }
+    [ $t = pto_shared ] || ! needs_libpto "$tmp/cxx-$label/app_$t" || fail "C++ pto::$t: the program needs libpto.so"
+  done
+  for f in "$prefix"/include/pto/*.h; do
+    if grep -q '^PTO_API' "$f" && ! grep -q 'extern "C"' "$f"; then
+      fail "include/pto/${f##*/} declares PTO_API functions outside extern \"C\""
     fi
   done
   # pkg-config: the README's lines, as written, for app.c = the quickstart
@@ -99,6 +116,7 @@ C
   [ "$got" = "$want" ] || fail "pto_version() is '$got', pto/version.h says '$want'"
   echo "install ($label): version $want in the header, pto_version(), the CMake package and pto.pc"
   echo "install ($label): pto::pto, pto::pto_shared, pto::pto_static and the README's $i pkg-config lines build and run"
+  echo "install ($label): a C++-only project finds pto and links pto::pto_shared and pto::pto_static"
 }
 
 # has_mpi LIBPTO_SO: whether that libpto links libmpi
