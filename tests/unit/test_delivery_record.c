@@ -17,36 +17,13 @@
 
 #include "comm/delivery.h"
 #include "pto/status.h"
-
-static char dir[128];
-
-static const char *in_dir(const char *name) {
-  static char buf[4][256];
-  static int k;
-  char *b = buf[k++ % 4];
-  snprintf(b, 256, "%s/%s", dir, name);
-  return b;
-}
+#include "temp_dir.h"
 
 static void put(const char *file, const char *text, size_t len) {
   FILE *f = fopen(file, "wb");
   assert_non_null(f);
   assert_int_equal(fwrite(text, 1, len, f), len);
   fclose(f);
-}
-
-static int setup(void **state) {
-  (void)state;
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/pto_delivery_XXXXXX", t && *t ? t : "/tmp");
-  return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
 }
 
 static void expect_refused(const char *file, const char *want) {
@@ -118,5 +95,5 @@ int main(void) {
       cmocka_unit_test(test_unreadable_named_with_the_cause),
       cmocka_unit_test(test_unwritable_named_with_the_cause),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
 }

@@ -16,16 +16,7 @@
 #include <cmocka.h>
 
 #include "common/rec_file.h"
-
-static char dir[128];
-
-static const char *in_dir(const char *name) {
-  static char buf[4][256];
-  static int k;
-  char *b = buf[k++ % 4];
-  snprintf(b, 256, "%s/%s", dir, name);
-  return b;
-}
+#include "temp_dir.h"
 
 static void put(const char *file, const char *text) {
   FILE *f = fopen(file, "w");
@@ -52,20 +43,6 @@ static int entries(void) { /* files in dir: no temporary one left behind */
   assert_int_equal(fscanf(p, "%d", &n), 1);
   pclose(p);
   return n;
-}
-
-static int setup(void **state) {
-  (void)state;
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/pto_rec_file_XXXXXX", t && *t ? t : "/tmp");
-  return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
 }
 
 static void test_same_file(void **state) {
@@ -138,5 +115,5 @@ int main(void) {
       cmocka_unit_test(test_written_whole_or_not_at_all),
       cmocka_unit_test(test_not_a_regular_file),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, temp_dir_setup, temp_dir_teardown);
 }
