@@ -116,10 +116,7 @@ uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t n) {
 }
 
 /* Whether p is in the chip's heap (a launch places it in its piece). */
-static bool in_heap(const pto_run *r, const void *p) {
-  const uint8_t *b = p;
-  return b >= r->heap.base && b < r->heap.base + r->heap.cap;
-}
+static bool in_heap(const pto_run *r, const void *p) { return ring_holds(&r->heap, p); }
 
 int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_task_id *preds,
                        uint32_t npreds) {

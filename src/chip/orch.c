@@ -702,8 +702,7 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
         /* the result would go to the new buffer alone: one that is not an
          * earlier OUTPUT's (in the heap ring) is the caller's, and a
          * caller who sets buf means it to be written */
-        else if (t->buf && ((const uint8_t *)t->buf < r->heap.base ||
-                            (const uint8_t *)t->buf >= r->heap.base + r->heap.cap))
+        else if (t->buf && !ring_holds(&r->heap, t->buf))
           bad = "its buf is memory of yours: OUTPUT allocates a new buffer from pto's heap and "
                 "points the tensor at it, leaving yours unwritten; write into yours with "
                 "PTO_OUTPUT_EXISTING (PTO_OUT_EXISTING, pto_args_output_existing), or pass a "

@@ -40,5 +40,10 @@ typedef struct ring_hole {
  * begin): the tail may pass a held range, and the next lap goes around it. */
 void *ring_try_alloc_around(ring *r, uint64_t n, const ring_hole *held, uint32_t nheld);
 static inline uint64_t ring_used(const ring *r) { return r->head - r->tail; }
+/* Whether p points into the ring's memory. */
+static inline bool ring_holds(const ring *r, const void *p) {
+  const uint8_t *b = p;
+  return b >= r->base && b < r->base + r->cap;
+}
 
 #endif
