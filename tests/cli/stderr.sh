@@ -60,14 +60,34 @@ expect 2 "--check takes no value \(got '--check=yes'\)" -- run vector_chain --ch
 # a directory where a file goes: named (before: "out of memory reading", "truncated")
 mkdir -p "$tmp/adir.json"
 expect 1 "cannot read $tmp/adir.json: Is a directory" -- trace "$tmp/adir.json"
-expect 1 "cannot read: Is a directory" -- run vector_chain --replay "$tmp/adir.json"
-# a directory to record to: its errno named, and no size printed for it
-# (before: "schedule record DIR: 4096 bytes" on stdout)
-expect 1 "cannot open for writing: Is a directory" -- run vector_chain --record "$tmp/adir.json"
-if grep -q 'schedule record' "$tmp/out"; then
-  echo "FAILED: pto run --record DIR printed a record size: $(grep 'schedule record' "$tmp/out")"
-  fails=$((fails + 1))
-fi
+# --replay and --record are checked before the run, like --trace: one line
+# naming the option, the path and the errno, nothing on stdout (before:
+# the chip ran, then PTO_EREPLAY's hint, the cause on a third line; and
+# "schedule record DIR: 4096 bytes" on stdout for a directory to record to)
+# expect_early STDERR_LINE -- ARGS...: exit 1, stderr that one line, stdout empty
+expect_early() {
+  local line=$1
+  shift 2
+  "$pto" "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -ne 1 ] || [ -s "$tmp/out" ] || [ "$(cat "$tmp/err")" != "$line" ]; then
+    echo "FAILED: pto $*: exit $got, expected 1, stdout empty and stderr the one line '$line'"
+    sed 's/^/  stdout: /' "$tmp/out" | head -5
+    sed 's/^/  stderr: /' "$tmp/err" | head -5
+    fails=$((fails + 1))
+  fi
+}
+expect_early "pto run: --replay /nonexistent-pto-dir/r.rec: cannot read it: No such file or directory" \
+  -- run vector_chain --replay /nonexistent-pto-dir/r.rec
+expect_early "pto run: --replay $tmp/adir.json: cannot read it: Is a directory" \
+  -- run vector_chain --replay "$tmp/adir.json"
+expect_early "pto run: --replay /dev/null: cannot read it: not a regular file" -- run vector_chain --replay /dev/null
+expect_early "pto run: --record $tmp/adir.json: cannot write it: Is a directory" \
+  -- run vector_chain --record "$tmp/adir.json"
+expect_early "pto run: --record /nonexistent-pto-dir/r.rec: cannot write it: No such file or directory" \
+  -- run vector_chain --schedule-seed 1 --record /nonexistent-pto-dir/r.rec
+expect_early "pto run: --record /nonexistent-pto-dir/r.rec: cannot write it: No such file or directory" \
+  -- run vector_chain --fuzz-schedules 2 --record /nonexistent-pto-dir/r.rec
 # recording over the record being replayed (by another spelling of its
 # path): refused before the run, the record kept (before: a departing
 # replay, here on another chip shape, wrote its own record over it)
