@@ -23,8 +23,11 @@ static void usage(FILE *f) {
         "  pto run --list                 list scenes and examples\n"
         "  pto run NAME [--clusters N] [--schedulers N] [--rounds N] [--trace FILE.json]\n"
         "               [--fault-inject] [--seed N] [--check]\n"
+        "               [--schedule-seed N | --fuzz-schedules N] [--record FILE] [--replay FILE]\n"
         "                                 run one, verify it against a sequential reference\n"
-        "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n"
+        "  pto trace [--check] FILE.json  summarise a trace (utilisation, gaps, critical path)\n"
+        "  pto trace --merge OUT.json IN.json...\n"
+        "                                 merge the traces of several ranks\n"
         "`pto COMMAND --help` tells more; options take `--opt value` or `--opt=value`.\n"
         "\nEnvironment (defaults of every chip and node; an invalid value is an error):\n",
         f);
@@ -32,7 +35,11 @@ static void usage(FILE *f) {
   fputs("  PTO_CHECK                contracts: checking mode for every chip (docs/contracts.md) "
         "(default off)\n"
         "  PTO_CHECK_SEED           the seed of checking mode's order (default 0: from the "
-        "clock)\n",
+        "clock)\n"
+        "  PTO_RECORD               a file: each chip (or node) run writes its schedule record "
+        "there (docs/schedules.md)\n"
+        "  PTO_REPLAY               a file: each chip (or node) run makes the scheduling choices "
+        "recorded there\n",
         f);
   fputc('\n', f);
   exit_status(f);
