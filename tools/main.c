@@ -423,13 +423,12 @@ int main(int argc, char **argv) {
   cli_usage which;
   char err[512];
   if (cli_parse(argc, argv, &a, &which, err, sizeof err)) {
-    fprintf(stderr, "%s\n", err);
-    if (which == CLI_USAGE_TRACE)
-      pto_cmd_trace_usage(stderr);
-    else if (which == CLI_USAGE_RUN)
-      run_usage(stderr);
-    else
-      fputs("(pto --help lists the commands)\n", stderr);
+    /* the error and where the usage is: the whole usage would scroll the
+     * error away */
+    fprintf(stderr, "%s\n%s\n", err,
+            which == CLI_USAGE_TRACE ? "(pto trace --help for usage)"
+            : which == CLI_USAGE_RUN ? "(pto run --help for usage)"
+                                     : "(pto --help lists the commands)");
     return CLI_EXIT_USAGE;
   }
   switch (a.cmd) {
