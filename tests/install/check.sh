@@ -9,8 +9,8 @@
 # C++-only project (tests/install/cxx) links pto::pto_shared and
 # pto::pto_static. Every program runs without LD_LIBRARY_PATH; those linked
 # statically must not need libpto.so. Checks that the header, the library, the CMake package and
-# pto.pc agree on the version, and that the licence, the docs and the man
-# page are installed.
+# pto.pc agree on the version, and that the licence, the docs (the
+# README's links resolving) and the man page are installed.
 #   check.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
@@ -42,9 +42,16 @@ readme_cc=$(awk '/^## Using pto from your project/ {s = 1; next} s && /^## / {ex
 check_prefix() {
   local prefix=$1 mpi=$3 t f libdir pc got out
   label=$2
-  for f in share/doc/pto/LICENSE share/doc/pto/README.md share/doc/pto/architecture.md share/man/man1/pto.1 \
-    include/pto/version.h; do
+  for f in share/doc/pto/LICENSE share/doc/pto/README.md share/doc/pto/docs/architecture.md \
+    share/man/man1/pto.1 include/pto/version.h; do
     [ -s "$prefix/$f" ] || fail "the install has no $f"
+  done
+  # the relative links of the installed README and docs resolve there
+  # (docs/python.md, the benchmark plot, ...)
+  for f in "$prefix"/share/doc/pto/README.md "$prefix"/share/doc/pto/docs/*.md; do
+    while IFS= read -r t; do
+      [ -e "$(dirname "$f")/$t" ] || fail "${f#"$prefix"/}: its link '$t' does not resolve in the install"
+    done < <(grep -oE '\]\([^)#]+' "$f" | sed 's/^](//' | grep -vE '^[a-z]+:')
   done
   libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
   libdir=${libdir%/pkgconfig}
