@@ -116,7 +116,9 @@ PTO_API int pto_submit_dummy(pto_orch *o, pto_args *args, const pto_submit_opts 
  * shows at run time (a NULL tensor, more than PTO_MAX_TENSOR_ARGS tensors,
  * an argument not made by these macros, PTO_BLOCKS(0)) fails the submit as
  * pto_submit does, with details naming the argument's position (from 1).
- * Returns pto_submit's result. C only (compound literals). */
+ * Returns pto_submit's result. C only (compound literals, _Generic): C++
+ * builds a pto_args (pto_args_init, pto_args_input, ...) and calls
+ * pto_submit. */
 typedef enum pto_arg_kind {
   PTO_ARGK_TENSOR = 1,
   PTO_ARGK_SCALAR,
