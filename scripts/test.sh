@@ -20,6 +20,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The usage (this header) and the modes are checked before anything is installed.
+all_modes=(plain address thread park10s mpi fuzz python python-asan python-tsan)
+for mode in "$@"; do
+  case "$mode" in
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) [[ " ${all_modes[*]} " == *" $mode "* ]] ||
+         { echo "unknown mode '$mode' (${all_modes[*]}; --help)" >&2; exit 2; } ;;
+  esac
+done
+
 . scripts/deps.sh
 # The Python packages too: cli.readme_python (plain builds) makes a venv.
 deps_install build-essential cmake pkg-config libcmocka-dev "${PTO_MPI_PACKAGES[@]}" \
@@ -60,8 +70,7 @@ for mode in "${modes[@]}"; do
     address|thread) san="$mode" ;;
     park10s) san="" park=10000 ;;
     fuzz) PTO_FUZZ_BUILD=build-test-fuzz scripts/fuzz.sh; continue ;;
-    *) echo "unknown mode '$mode' (plain address thread park10s mpi fuzz python python-asan python-tsan)" >&2
-       exit 2 ;;
+    *) exit 2 ;; # (refused above)
   esac
   dir="build-test-$mode"
   # The mpi tests are part of the plain build (MPI is installed above, so

@@ -122,8 +122,11 @@ static const struct option run_opts[] = {
 static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t n) {
   a->cmd = CLI_RUN;
   bool list = false, help = false;
+  unsigned given = 0; /* the long options given, by their index in run_opts */
   getopt_reset();
-  for (int c, rc = 0, seed = 0; (c = getopt_long(argc, argv, "-:h", run_opts, NULL)) != -1;) {
+  for (int c, rc = 0, seed = 0, at = 0;
+       (c = getopt_long(argc, argv, "-:h", run_opts, &at)) != -1;) {
+    if (c >= OPT_CLUSTERS) given |= 1u << at; /* a long option only: `at` is its index */
     switch (c) {
     case OPT_CLUSTERS: rc = int_arg(CLI_INT_CLUSTERS, optarg, &a->clusters, err, n); break;
     case OPT_SCHEDULERS: rc = int_arg(CLI_INT_SCHEDULERS, optarg, &a->schedulers, err, n); break;
@@ -175,6 +178,13 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
     a->cmd = CLI_RUN_HELP;
   } else if (list) {
     if (a->name) return bad(err, n, "pto run --list: unexpected argument '%s'", a->name);
+    char ignored[256] = ""; /* the options --list would ignore, named */
+    for (int k = 0, len = 0; run_opts[k].name; k++)
+      if ((given >> k & 1) && run_opts[k].val != OPT_LIST && len < (int)sizeof ignored)
+        len += snprintf(ignored + len, sizeof ignored - (size_t)len, "%s--%s", len ? ", " : "",
+                        run_opts[k].name);
+    if (ignored[0])
+      return bad(err, n, "pto run --list: %s would do nothing (--list runs no scene)", ignored);
     a->cmd = CLI_RUN_LIST;
   } else if (!a->name || !a->name[0]) {
     return bad(err, n, "pto run: which scene or example? (pto run --list)");
@@ -269,7 +279,7 @@ int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *
     }
   }
   int at = optind;
-  if (at >= argc) return bad(err, errlen, "pto: which command? (run or trace; pto --help)");
+  if (at >= argc) return bad(err, errlen, "pto: which command? (run or trace)");
   const char *cmd = argv[at];
   if (!strcmp(cmd, "run")) {
     *usage = CLI_USAGE_RUN;
@@ -283,5 +293,5 @@ int cli_parse(int argc, char *const *argv, cli_args *a, cli_usage *usage, char *
     a->cmd = CLI_HELP;
     return 0;
   }
-  return bad(err, errlen, "pto: unknown command '%s' (run or trace; pto --help)", cmd);
+  return bad(err, errlen, "pto: unknown command '%s' (run or trace)", cmd);
 }

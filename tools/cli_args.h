@@ -62,7 +62,7 @@ typedef struct cli_args {
   const char *replay; /* --replay FILE */
 } cli_args;
 
-/* Which usage text an error should be followed by. */
+/* Which usage an error points to (pto, pto run or pto trace --help). */
 typedef enum cli_usage { CLI_USAGE_MAIN, CLI_USAGE_RUN, CLI_USAGE_TRACE } cli_usage;
 
 /* Exit statuses of `pto` (documented in its --help and in pto.1). */

@@ -23,8 +23,11 @@ static void usage(FILE *f) {
         "  pto run --list                 list scenes and examples\n"
         "  pto run NAME [--clusters N] [--schedulers N] [--rounds N] [--trace FILE.json]\n"
         "               [--fault-inject] [--seed N] [--check]\n"
+        "               [--schedule-seed N | --fuzz-schedules N] [--record FILE] [--replay FILE]\n"
         "                                 run one, verify it against a sequential reference\n"
-        "  pto trace FILE.json            summarise a trace (utilisation, gaps, critical path)\n"
+        "  pto trace [--check] FILE.json  summarise a trace (utilisation, gaps, critical path)\n"
+        "  pto trace --merge OUT.json IN.json...\n"
+        "                                 merge the traces of several ranks\n"
         "`pto COMMAND --help` tells more; options take `--opt value` or `--opt=value`.\n"
         "\nEnvironment (defaults of every chip and node; an invalid value is an error):\n",
         f);
@@ -32,7 +35,11 @@ static void usage(FILE *f) {
   fputs("  PTO_CHECK                contracts: checking mode for every chip (docs/contracts.md) "
         "(default off)\n"
         "  PTO_CHECK_SEED           the seed of checking mode's order (default 0: from the "
-        "clock)\n",
+        "clock)\n"
+        "  PTO_RECORD               a file: each chip (or node) run writes its schedule record "
+        "there (docs/schedules.md)\n"
+        "  PTO_REPLAY               a file: each chip (or node) run makes the scheduling choices "
+        "recorded there\n",
         f);
   fputc('\n', f);
   exit_status(f);
@@ -132,20 +139,40 @@ static int check_scene_options(const cli_args *a, const pto_scene *sc) {
   return 0;
 }
 
-/* The trace file is opened before the run, so that a path that cannot be
- * written is reported at once, not after the whole run. A file that was not
- * there is removed again: the run writes it. */
-static int check_trace_path(const char *path) {
+/* The files the run writes (--trace, --record) are opened before it, and
+ * the one it replays (--replay) is read, so that a path that cannot be
+ * written or read is reported at once, naming the option, not after the
+ * run (or by the chip, naming neither). A file that was not there is
+ * removed again: the run writes it. */
+static int check_write_path(const char *opt, const char *path) {
   struct stat st;
   const bool existed = stat(path, &st) == 0;
   FILE *f = fopen(path, "a");
   if (!f) {
-    fprintf(stderr, "pto run: --trace %s: cannot write it: %s\n", path, strerror(errno));
+    fprintf(stderr, "pto run: --%s %s: cannot write it: %s\n", opt, path, strerror(errno));
     return CLI_EXIT_FAILED;
   }
   fclose(f);
   if (!existed) remove(path);
   return 0;
+}
+
+static int check_read_path(const char *opt, const char *path) {
+  struct stat st;
+  FILE *f = NULL;
+  const char *why = NULL;
+  if (stat(path, &st) != 0)
+    why = strerror(errno);
+  else if (S_ISDIR(st.st_mode))
+    why = strerror(EISDIR);
+  else if (!S_ISREG(st.st_mode))
+    why = "not a regular file";
+  else if (!(f = fopen(path, "r")))
+    why = strerror(errno);
+  if (f) fclose(f);
+  if (!why) return 0;
+  fprintf(stderr, "pto run: --%s %s: cannot read it: %s\n", opt, path, why);
+  return CLI_EXIT_FAILED;
 }
 
 /* Whether a scene's run did what it should (what cmd_run reports as exit 0). */
@@ -329,7 +356,8 @@ static int cmd_run(const cli_args *a) {
    * (a node's chip processes inherit it) */
   if (a->run_check) setenv("PTO_CHECK", "contracts", 1);
   int rc = check_scene_options(a, sc);
-  if (!rc && a->trace) rc = check_trace_path(a->trace);
+  if (!rc && a->trace) rc = check_write_path("trace", a->trace);
+  if (!rc && a->replay) rc = check_read_path("replay", a->replay);
   if (!rc && a->record && a->replay && rec_file_same(a->record, a->replay)) {
     fprintf(stderr,
             "pto run: --record %s and --replay %s are the same file: the record would overwrite "
@@ -337,6 +365,7 @@ static int cmd_run(const cli_args *a) {
             a->record, a->replay);
     rc = CLI_EXIT_USAGE;
   }
+  if (!rc && a->record) rc = check_write_path("record", a->record);
   if (!rc) rc = schedule_env(a, sc);
   if (rc) return rc;
   if (a->fuzz_schedules) return cmd_fuzz(a, sc, &o);
@@ -394,13 +423,12 @@ int main(int argc, char **argv) {
   cli_usage which;
   char err[512];
   if (cli_parse(argc, argv, &a, &which, err, sizeof err)) {
-    fprintf(stderr, "%s\n", err);
-    if (which == CLI_USAGE_TRACE)
-      pto_cmd_trace_usage(stderr);
-    else if (which == CLI_USAGE_RUN)
-      run_usage(stderr);
-    else
-      fputs("(pto --help lists the commands)\n", stderr);
+    /* the error and where the usage is: the whole usage would scroll the
+     * error away */
+    fprintf(stderr, "%s\n%s\n", err,
+            which == CLI_USAGE_TRACE ? "(pto trace --help for usage)"
+            : which == CLI_USAGE_RUN ? "(pto run --help for usage)"
+                                     : "(pto --help lists the commands)");
     return CLI_EXIT_USAGE;
   }
   switch (a.cmd) {

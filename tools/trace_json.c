@@ -5,6 +5,7 @@
  * events it holds. */
 #include "trace_json.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -422,6 +423,22 @@ int trace_json_load(const char *path, trace_json_doc **out, char *err, size_t er
     }
   }
   fclose(f);
+  /* A trace is a JSON object or array: text that starts otherwise (a log,
+   * a record) is named as not a trace, not as a bad number at byte 0. */
+  size_t at = 0;
+  while (at < n && (buf[at] == ' ' || buf[at] == '\t' || buf[at] == '\r' || buf[at] == '\n'))
+    at++;
+  if (rc == 0 && (at == n || (buf[at] != '{' && buf[at] != '['))) {
+    rc = PTO_EINVAL;
+    const unsigned char c = at < n ? (unsigned char)buf[at] : 0;
+    if (err && errlen && at == n)
+      snprintf(err, errlen, "not a JSON trace: the file is empty");
+    else if (err && errlen)
+      snprintf(err, errlen,
+               isprint(c) ? "not a JSON trace: it starts with '%c', not '{' or '['"
+                          : "not a JSON trace: it starts with byte 0x%02x, not '{' or '['",
+               c);
+  }
   if (rc == 0)
     rc = trace_json_parse(buf, n, out, err, errlen);
   else if (rc == PTO_ENOMEM && err && errlen)

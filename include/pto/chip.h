@@ -85,7 +85,7 @@ typedef struct pto_chip_config {
 /* Fills defaults, then applies documented environment overrides
  * (PTO_CLUSTERS, PTO_SCHEDULERS, PTO_WATCHDOG_MS, PTO_SCHED_THREADS,
  * PTO_SPREAD_CORES, PTO_SCHEDULE_SEED, PTO_RECORD, PTO_REPLAY, and the
- * others of `pto options`). */
+ * others `pto --help` lists). */
 PTO_API void pto_chip_config_init(pto_chip_config *cfg);
 
 /* Returns 0 or PTO_EINVAL (a field out of range), PTO_ENOMEM. The details

@@ -125,7 +125,8 @@ PTO_API int pto_submit_dummy(pto_orch *o, pto_args *args, const pto_submit_opts 
  * pto_submit does, with details naming the argument's position (from 1).
  * Returns pto_submit's result; a PTO_TASK_ID receives the task id, or
  * PTO_TASK_NONE when the submit fails (as pto_submit's *id). C only
- * (compound literals). */
+ * (compound literals, _Generic): C++ builds a pto_args (pto_args_init,
+ * pto_args_input, ...) and calls pto_submit. */
 typedef enum pto_arg_kind {
   PTO_ARGK_TENSOR = 1,
   PTO_ARGK_SCALAR,

@@ -1,9 +1,24 @@
 """pto.Error and one subclass per pto status code."""
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional, Type
 
-from ._pto import ffi, lib
+# The first import of the compiled module (the package imports this one
+# first): when it is missing, or libpto.so.0 beside it is, say which and
+# what fixes it, not only "No module named 'pto._pto'".
+try:
+    from ._pto import ffi, lib
+except ImportError as e:
+    _where = os.path.dirname(os.path.abspath(__file__))
+    if getattr(e, "name", None) == "pto._pto":
+        _why = ("is missing", "build it with scripts/python.sh (docs/python.md), and do not run "
+                "from the python/ source directory, whose pto/ hides the installed package")
+    else:  # the module is there, but not what it links (libpto.so.0)
+        _why = ("cannot be loaded", "build and install it again with scripts/python.sh "
+                "(docs/python.md)")
+    raise ImportError(f"pto's compiled module {_why[0]} ({e}; pto was imported from {_where}): "
+                      f"{_why[1]}") from e
 
 # What `from ._errors import *` gives the package: the error classes only
 # (ERRORS' values, appended below), not this module's helpers or imports.

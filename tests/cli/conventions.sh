@@ -5,7 +5,8 @@
 # in the error, errors on stderr only with stdout empty, the documented exit
 # statuses (0 done, 1 failed, 2 usage), invalid PTO_* environment values
 # refused by name, and a man page that documents the same options and
-# variables as --help.
+# variables as --help, which lists every PTO_ variable pto reads and shows
+# every option of `pto run --help` (as do the man page and the README).
 #   conventions.sh PTO_BINARY SOURCE_DIR VERSION
 set -uo pipefail
 pto=$1 src=$2 version=$3
@@ -122,8 +123,31 @@ done
 for v in $vars; do
   grep -q "$v" "$man" || { : >"$tmp/out"; : >"$tmp/err"; fail "pto.1 does not document $v (pto --help lists it)"; }
 done
-for o in clusters schedulers rounds seed trace fault-inject list check merge help version; do
+for o in clusters schedulers rounds seed trace fault-inject list check merge help version \
+  schedule-seed fuzz-schedules record replay; do
   grep -q -- "-\?-$o" "$man" || { : >"$tmp/out"; : >"$tmp/err"; fail "pto.1 does not document --$o"; }
+done
+# every PTO_ variable the library or the command reads (a getenv of a
+# literal name, or a name in the options table) is listed by --help
+read_vars=$({ grep -rhoE 'getenv\("PTO_[A-Z0-9_]+"' "$src/src" "$src/tools"
+  grep -hoE '"PTO_[A-Z0-9_]+"' "$src/src/common/options.c"; } | grep -oE 'PTO_[A-Z0-9_]+' | sort -u)
+[ "$(wc -l <<<"$read_vars")" -ge 10 ] || { : >"$tmp/out"; : >"$tmp/err"; fail "found too few PTO_ variables read in src/"; }
+for v in $read_vars; do
+  grep -qx "$v" <<<"$vars" || { : >"$tmp/out"; : >"$tmp/err"; fail "pto --help does not list $v, which pto reads"; }
+done
+# every option of `pto run --help` is in the synopsis of `pto --help`, of
+# the man page and of the README's command line
+"$pto" run --help >"$tmp/run_help" 2>&1
+run_opts=$(grep -oE '^  --[a-z-]+' "$tmp/run_help" | tr -d ' ')
+[ "$(wc -l <<<"$run_opts")" -ge 10 ] || { : >"$tmp/out"; : >"$tmp/err"; fail "pto run --help lists too few options"; }
+sed -n '/^usage: pto /,/^$/p' "$tmp/help" >"$tmp/synopsis"
+sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' "$man" >"$tmp/man_synopsis"
+awk '/^The command line:/ {s = 1} s && /^$/ {exit} s' "$src/README.md" >"$tmp/readme_cli"
+[ -s "$tmp/readme_cli" ] || { : >"$tmp/out"; : >"$tmp/err"; fail "README.md has no 'The command line:' paragraph"; }
+for o in $run_opts; do
+  for f in synopsis:"pto --help" man_synopsis:"pto.1's SYNOPSIS" readme_cli:"README.md's command line"; do
+    grep -q -- "$o\b" "$tmp/${f%%:*}" || { : >"$tmp/out"; : >"$tmp/err"; fail "${f#*:} does not show $o (pto run --help has it)"; }
+  done
 done
 
 if [ "$fails" -gt 0 ]; then

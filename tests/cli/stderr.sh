@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The `pto` command line reports every failure on stderr, naming what was
 # wrong, with a non-zero exit status, and keeps stdout for results
-# (issue 8, item 16).
+# (issue 8, item 16); so does scripts/test.sh for a bad mode.
 #   stderr.sh PTO_BINARY
 set -uo pipefail
 pto=$1
@@ -24,6 +24,22 @@ expect() {
   fi
   if [ -n "$why" ]; then
     echo "FAILED: pto $*: $why"
+    sed 's/^/  stdout: /' "$tmp/out" | head -5
+    sed 's/^/  stderr: /' "$tmp/err" | head -5
+    fails=$((fails + 1))
+  fi
+}
+
+# expect_exact STATUS STDERR -- ARGS...: exit status STATUS, stderr exactly
+# STDERR (its lines), stdout empty.
+expect_exact() {
+  local want=$1 text=$2
+  shift 3
+  "$pto" "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -ne "$want" ] || [ -s "$tmp/out" ] || [ "$(cat "$tmp/err")" != "$text" ]; then
+    echo "FAILED: pto $*: exit $got, expected $want, stdout empty and stderr exactly:"
+    sed 's/^/  want: /' <<<"$text"
     sed 's/^/  stdout: /' "$tmp/out" | head -5
     sed 's/^/  stderr: /' "$tmp/err" | head -5
     fails=$((fails + 1))
@@ -60,14 +76,21 @@ expect 2 "--check takes no value \(got '--check=yes'\)" -- run vector_chain --ch
 # a directory where a file goes: named (before: "out of memory reading", "truncated")
 mkdir -p "$tmp/adir.json"
 expect 1 "cannot read $tmp/adir.json: Is a directory" -- trace "$tmp/adir.json"
-expect 1 "cannot read: Is a directory" -- run vector_chain --replay "$tmp/adir.json"
-# a directory to record to: its errno named, and no size printed for it
-# (before: "schedule record DIR: 4096 bytes" on stdout)
-expect 1 "cannot open for writing: Is a directory" -- run vector_chain --record "$tmp/adir.json"
-if grep -q 'schedule record' "$tmp/out"; then
-  echo "FAILED: pto run --record DIR printed a record size: $(grep 'schedule record' "$tmp/out")"
-  fails=$((fails + 1))
-fi
+# --replay and --record are checked before the run, like --trace: one line
+# naming the option, the path and the errno, nothing on stdout (before:
+# the chip ran, then PTO_EREPLAY's hint, the cause on a third line; and
+# "schedule record DIR: 4096 bytes" on stdout for a directory to record to)
+expect_exact 1 "pto run: --replay /nonexistent-pto-dir/r.rec: cannot read it: No such file or directory" \
+  -- run vector_chain --replay /nonexistent-pto-dir/r.rec
+expect_exact 1 "pto run: --replay $tmp/adir.json: cannot read it: Is a directory" \
+  -- run vector_chain --replay "$tmp/adir.json"
+expect_exact 1 "pto run: --replay /dev/null: cannot read it: not a regular file" -- run vector_chain --replay /dev/null
+expect_exact 1 "pto run: --record $tmp/adir.json: cannot write it: Is a directory" \
+  -- run vector_chain --record "$tmp/adir.json"
+expect_exact 1 "pto run: --record /nonexistent-pto-dir/r.rec: cannot write it: No such file or directory" \
+  -- run vector_chain --schedule-seed 1 --record /nonexistent-pto-dir/r.rec
+expect_exact 1 "pto run: --record /nonexistent-pto-dir/r.rec: cannot write it: No such file or directory" \
+  -- run vector_chain --fuzz-schedules 2 --record /nonexistent-pto-dir/r.rec
 # recording over the record being replayed (by another spelling of its
 # path): refused before the run, the record kept (before: a departing
 # replay, here on another chip shape, wrote its own record over it)
@@ -86,6 +109,45 @@ echo '{"traceEvents":[{"ph":"X","name":"k","pid":1,"tid":1,"ts":0,"dur":1}]}' >"
 expect 1 'schema: FAILED' -- trace --check "$tmp/bad.json"
 expect 1 "/dev/full: write failed: No space left on device" -- trace --merge /dev/full "$tmp/bad.json"
 expect 1 "input $tmp/none.json: cannot open" -- trace --merge "$tmp/o.json" "$tmp/none.json"
+# a file that is not JSON is named as not a trace (before: "line 1 (byte
+# 0): bad number")
+echo 'hello, world' >"$tmp/hello.txt"
+expect_exact 1 "pto trace: $tmp/hello.txt: not a JSON trace: it starts with 'h', not '{' or '['" \
+  -- trace "$tmp/hello.txt"
+: >"$tmp/empty.json"
+expect_exact 1 "pto trace: $tmp/empty.json: not a JSON trace: the file is empty" -- trace "$tmp/empty.json"
+# a usage error: the error and where the usage is, not the whole usage
+# that scrolled the error away; one hint (before: `pto` gave two)
+expect_exact 2 "pto run: --clusters needs an integer in 1..4096, got 'x'
+(pto run --help for usage)" -- run vector_chain --clusters x
+expect_exact 2 "pto trace: which trace file?
+(pto trace --help for usage)" -- trace
+expect_exact 2 "pto: which command? (run or trace)
+(pto --help lists the commands)" --
+expect_exact 2 "pto: unknown command 'bogus' (run or trace)
+(pto --help lists the commands)" -- bogus
+# options --list would ignore are refused, named (before: ignored)
+expect_exact 2 "pto run --list: --clusters, --trace would do nothing (--list runs no scene)
+(pto run --help for usage)" -- run --list --trace t.json --clusters 3
+
+# scripts/test.sh: --help prints its usage and a bad mode is refused, both
+# before anything is installed (before: "unknown mode '--help'", after the
+# packages)
+test_sh=$(dirname "$0")/../../scripts/test.sh
+timeout 20 "$test_sh" --help >"$tmp/out" 2>"$tmp/err"
+got=$?
+if [ $got -ne 0 ] || [ -s "$tmp/err" ] || ! grep -q '^  scripts/test.sh plain ' "$tmp/out"; then
+  echo "FAILED: scripts/test.sh --help: exit $got, expected 0 and the usage on stdout"
+  sed 's/^/  stderr: /' "$tmp/err" | head -5
+  fails=$((fails + 1))
+fi
+timeout 20 "$test_sh" bogus >"$tmp/out" 2>"$tmp/err"
+got=$?
+if [ $got -ne 2 ] || [ -s "$tmp/out" ] || ! grep -q "^unknown mode 'bogus' (plain " "$tmp/err"; then
+  echo "FAILED: scripts/test.sh bogus: exit $got, expected 2 naming the mode, nothing run"
+  sed 's/^/  stdout: /' "$tmp/out" | head -5
+  fails=$((fails + 1))
+fi
 
 if [ "$fails" -gt 0 ]; then
   echo "$fails CLI error reports are wrong"

@@ -5,12 +5,13 @@
 # runs): the quickstart is built against every exported target with
 # find_package(pto) (pto::pto, pto::pto_shared, pto::pto_static), and with
 # each pkg-config command of the README's "Using pto from your project"
-# (shared with an rpath, and libpto.a with `pkg-config --static`); a
-# C++-only project (tests/install/cxx) links pto::pto_shared and
-# pto::pto_static. Every program runs without LD_LIBRARY_PATH; those linked
-# statically must not need libpto.so. Checks that the header, the library, the CMake package and
-# pto.pc agree on the version, and that the licence, the docs and the man
-# page are installed.
+# (shared with an rpath, and libpto.a with `pkg-config --static`; also
+# with the build tree's pto.pc, uninstalled); a C++-only project
+# (tests/install/cxx) links pto::pto_shared and pto::pto_static. Every
+# program runs without LD_LIBRARY_PATH; those linked statically must not
+# need libpto.so. Checks that the header, the library, the CMake package
+# and pto.pc agree on the version, and that the licence, the docs (the
+# README's links resolving) and the man page are installed.
 #   check.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
@@ -38,13 +39,39 @@ readme_cc=$(awk '/^## Using pto from your project/ {s = 1; next} s && /^## / {ex
 [ "$(grep -c . <<<"$readme_cc")" -ge 2 ] ||
   { echo "FAILED: README.md's 'Using pto from your project' has no 'cc app.c' lines (shared and static)"; exit 1; }
 
+# readme_lines PKG_CONFIG_PATH DIR: the README's pkg-config lines, as
+# written, for app.c = the quickstart, built in DIR and run
+readme_lines() {
+  local i=0 line
+  mkdir -p "$2"
+  cp "$qs" "$2/app.c"
+  while IFS= read -r line; do
+    i=$((i + 1))
+    (cd "$2" && PKG_CONFIG_PATH="$1" eval "$line -o app$i") >"$tmp/log" 2>&1 ||
+      { cat "$tmp/log"; fail "README line '$line' does not build"; }
+    run_quickstart "$2/app$i" "README line '$line'"
+    if [[ "$line" == *--static* ]]; then
+      ! needs_libpto "$2/app$i" || fail "README line '$line': the program needs libpto.so"
+    else
+      needs_libpto "$2/app$i" || fail "README line '$line': the program does not link libpto.so"
+    fi
+  done <<<"$readme_cc"
+}
+
 # check_prefix PREFIX LABEL MPI(0|1)
 check_prefix() {
   local prefix=$1 mpi=$3 t f libdir pc got out
   label=$2
-  for f in share/doc/pto/LICENSE share/doc/pto/README.md share/doc/pto/architecture.md share/man/man1/pto.1 \
-    include/pto/version.h; do
+  for f in share/doc/pto/LICENSE share/doc/pto/README.md share/doc/pto/docs/architecture.md \
+    share/man/man1/pto.1 include/pto/version.h; do
     [ -s "$prefix/$f" ] || fail "the install has no $f"
+  done
+  # the relative links of the installed README and docs resolve there
+  # (docs/python.md, the benchmark plot, ...)
+  for f in "$prefix"/share/doc/pto/README.md "$prefix"/share/doc/pto/docs/*.md; do
+    while IFS= read -r t; do
+      [ -e "$(dirname "$f")/$t" ] || fail "${f#"$prefix"/}: its link '$t' does not resolve in the install"
+    done < <(grep -oE '\]\([^)#]+' "$f" | sed 's/^](//' | grep -vE '^[a-z]+:')
   done
   libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
   libdir=${libdir%/pkgconfig}
@@ -81,22 +108,8 @@ check_prefix() {
       fail "include/pto/${f##*/} declares PTO_API functions outside extern \"C\""
     fi
   done
-  # pkg-config: the README's lines, as written, for app.c = the quickstart
   pc="$tmp/pc-$label"
-  mkdir -p "$pc"
-  cp "$qs" "$pc/app.c"
-  local i=0 line
-  while IFS= read -r line; do
-    i=$((i + 1))
-    (cd "$pc" && PKG_CONFIG_PATH="$libdir/pkgconfig" eval "$line -o app$i") >"$tmp/log" 2>&1 ||
-      { cat "$tmp/log"; fail "README line '$line' does not build"; }
-    run_quickstart "$pc/app$i" "README line '$line'"
-    if [[ "$line" == *--static* ]]; then
-      needs_libpto "$pc/app$i" && fail "README line '$line': the program needs libpto.so"
-    else
-      needs_libpto "$pc/app$i" || fail "README line '$line': the program does not link libpto.so"
-    fi
-  done <<<"$readme_cc"
+  readme_lines "$libdir/pkgconfig" "$pc"
   got=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --modversion pto)
   [ "$got" = "$want" ] || fail "pto.pc says version '$got', pto/version.h says '$want'"
   cat >"$pc/v.c" <<'C'
@@ -115,7 +128,7 @@ C
   got=$("$pc/v") || fail "pto_version() is '$got', the header says otherwise"
   [ "$got" = "$want" ] || fail "pto_version() is '$got', pto/version.h says '$want'"
   echo "install ($label): version $want in the header, pto_version(), the CMake package and pto.pc"
-  echo "install ($label): pto::pto, pto::pto_shared, pto::pto_static and the README's $i pkg-config lines build and run"
+  echo "install ($label): pto::pto, pto::pto_shared, pto::pto_static and the README's pkg-config lines build and run"
   echo "install ($label): a C++-only project finds pto and links pto::pto_shared and pto::pto_static"
 }
 
@@ -127,6 +140,11 @@ so=$(ls "$tmp"/prefix/lib*/libpto.so | head -1)
 mpi=0 other=ON
 has_mpi "$so" && mpi=1 other=OFF
 check_prefix "$tmp/prefix" "MPI $([ $mpi = 1 ] && echo on || echo off)" $mpi
+# The same lines against the build tree, uninstalled: its pto.pc names
+# build/src and include/ (README, "Using pto from your project").
+label="build tree"
+readme_lines "$build" "$tmp/pc-build"
+echo "build tree: the README's pkg-config lines build and run with PKG_CONFIG_PATH=$build"
 
 # The other MPI setting: a second build of the library and the CLI only
 # (a Debug build, no tests: it is here to be installed, not measured).
