@@ -8,7 +8,9 @@
  *                         descriptors and mesh data landed: +1 per peer and
  *                         call), DONE (peers finished reading my previous
  *                         call: +1 per peer and call), RING (ring step,
- *                         set by the previous rank)
+ *                         set by the previous rank); the last, BUSY, is
+ *                         no signal: the block of this chip in a call on
+ *                         the view (one at a time: coll_open)
  *   table   64 + 2 x 4224 my call table (backends with direct windows,
  *                         below): written by me only, read by every peer
  *   descs   n x 64        descriptor of rank p's call, written by p
@@ -98,6 +100,10 @@
 #include "pto/coll.h"
 
 enum { CELL_SEQ = 0, CELL_ARRIVE = 1, CELL_DONE = 2, CELL_RING = 3 };
+/* The last cell is no signal: (epoch << 32) | (block + 1) of this chip's
+ * call running on the scratch view, 0 when none (coll_open, coll_close),
+ * read and written by this rank only, on every path. */
+#define CELL_BUSY  7
 #define HDR_CELLS  64
 #define DESC_BYTES 64
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
@@ -330,6 +336,11 @@ static void scratch_slots(coll *k, size_t data_bytes) {
   k->ring_slot = last.ring_slot;
 }
 
+static _Atomic uint64_t *busy_word(const coll *k) {
+  return (_Atomic uint64_t *)(k->base + 8 * CELL_BUSY);
+}
+_Static_assert(8 * (CELL_BUSY + 1) <= HDR_CELLS, "the busy word lies among the cells");
+
 /* Domain, rank and scratch: without them nothing can be published, so
  * these fail on this rank only. */
 static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
@@ -417,6 +428,24 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
     k->view_at = woff + (uint64_t)(k->base - sbuf);
     if (table) k->table = k->view_at + HDR_CELLS;
   }
+  /* One collective at a time per scratch view (pto/coll.h): a call of
+   * another block of this chip on it while one runs would take that
+   * call's slots, counts and table, and the ranks' calls would pair
+   * across the blocks (wrong sums returned as PTO_OK). CELL_BUSY of my
+   * own copy says which block is in a call on the view (tagged with the
+   * task: a mark an abandoned call left in an earlier task is none). */
+  _Atomic uint64_t *busy = busy_word(k);
+  uint64_t mine = (uint64_t)k->c->epoch << 32 | (uint32_t)(ctx->block_idx + 1);
+  uint64_t cur = atomic_load_explicit(busy, memory_order_relaxed);
+  do {
+    if (cur && cur >> 32 == k->c->epoch)
+      return comm_fail(k->c, PTO_EINVAL,
+                       "%s: block %d of this chip's task called on a scratch view on which its "
+                       "block %d is in a collective (one collective at a time per scratch "
+                       "view: give each block a view of its own) (domain %d rank %d)",
+                       name, ctx->block_idx, (int)(uint32_t)cur - 1, dom, k->me);
+  } while (!atomic_compare_exchange_weak_explicit(busy, &cur, mine, memory_order_acquire,
+                                                  memory_order_relaxed));
   return 0;
 }
 
@@ -435,6 +464,9 @@ static void native_hold(coll *k) {
 /* The end of a call that coll_open opened: its result, rc. */
 static int coll_close(coll *k, int rc) {
   if (k->locked) pthread_mutex_unlock(&k->cd->coll_lock[k->buf]);
+  /* release: the next call on the view, of another block, sees this
+   * call's writes of the scratch */
+  atomic_store_explicit(busy_word(k), 0, memory_order_release);
   return rc;
 }
 

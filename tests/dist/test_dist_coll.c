@@ -237,12 +237,12 @@ static int cases_kernel(const pto_kctx *ctx) {
   return rc;
 }
 
-/* Block order within one chip's task of two blocks (cases 12, 13): the
+/* Block order within one chip's task of two blocks (cases 12, 13; 25: when each began): the
  * run (its number, from the node orchestrator: coll_node) in which each
  * block last ended in this process, so that a later run, of this node or
  * of a later one served by the same rank, waits for its own blocks, not
  * for a mark left by the run before. */
-static _Atomic int64_t ended_in[2];
+static _Atomic int64_t ended_in[2], began_in[2];
 
 static void block_ends(const pto_kctx *ctx, int64_t run) {
   atomic_store(&ended_in[ctx->block_idx], run);
@@ -288,7 +288,8 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
  * one rank, 15: max against sum, both reproducible, 16: dst in the scratch on both, 17: dst's
  * count wrong on rank 1 only, 18: a scratch of the peer's copy on both, 19-21: a local tile in
  * the peer's copy on both (allreduce's dst, remote_store's src, get's dst), 22: an unknown
- * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 10: a count
+ * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 25: two blocks on one scratch view
+ * at once, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -421,6 +422,15 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = pto_allreduce(ctx, dom, s, &bad_out, &bad, PTO_RED_SUM, PTO_COLL_AUTO);
     break;
   }
+  case 25: /* two blocks of each chip calling on the one scratch view at once (each starts
+            * once both have begun): the block refused writes its status */
+    atomic_store(&began_in[ctx->block_idx], run);
+    for (int ms = 0; atomic_load(&began_in[1 - ctx->block_idx]) != run && ms < 10000; ms++)
+      usleep(1000);
+    for (int i = 0; i < 200 && !rc; i++)
+      rc = pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
+    if (rc) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = rc;
+    return rc;
   case 7: { /* both: a dtype that cannot be reduced */
     pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
     rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
@@ -628,7 +638,8 @@ static void test_mismatch(void **state) {
                                 "dst (local) lies in rank",
                                 "rank 1: unknown algorithm 9 (PTO_COLL_AUTO 0, PTO_COLL_MESH 1",
                                 "src is not a valid tensor: shape[0] is -3 (< 1)",
-                                "src is not a valid tensor: shape[0] is 0 (< 1)"};
+                                "src is not a valid tensor: shape[0] is 0 (< 1)",
+                                "one collective at a time per scratch view"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
@@ -636,6 +647,7 @@ static void test_mismatch(void **state) {
   for (int m = 0; m < (int)(sizeof field / sizeof *field); m++) {
     if (!field[m]) continue; /* 11-13: the other tests' */
     ra.mismatch = m;
+    ra.blocks = m == 25 ? 2 : 0;
     memset(ra.res.buf, 0, 32);
     pto_error_info err;
     int rc = pto_node_run(n, coll_node, &ra, &err);
@@ -646,9 +658,15 @@ static void test_mismatch(void **state) {
     /* each rank names the problem, but one whose peer's failure reached the
      * node first may be cancelled before it saw the peer's call (MPI's
      * records across hosts: the node ends its wait, PTO_ESHUTDOWN) */
-    for (int r = 0; r < 2; r++)
-      if (res[r] != PTO_EINVAL) assert_int_equal(res[r], PTO_ESHUTDOWN);
-    assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL);
+    for (int r = 0; r < 2; r++) /* case 25: only a block refused or cancelled says */
+      if (res[r] != PTO_EINVAL && (m != 25 || res[r])) assert_int_equal(res[r], PTO_ESHUTDOWN);
+    /* (case 25: the other block's status, written after it, may hide it) */
+    assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL || m == 25);
+    if (m == 25) { /* (before: wrong sums returned as PTO_OK, or a timeout) */
+      assert_int_equal(rc, PTO_EINVAL);
+      assert_true(strstr(err.details, "block 0 of this chip's task called") ||
+                  strstr(err.details, "block 1 of this chip's task called"));
+    }
     assert_non_null(strstr(err.details, field[m]));
     if (m == 22) /* the rank's own error, not a difference ("mismatched algorithm (..., auto)") */
       assert_null(strstr(err.details, "mismatched"));
