@@ -243,6 +243,8 @@ static int cases_kernel(const pto_kctx *ctx) {
  * of a later one served by the same rank, waits for its own blocks, not
  * for a mark left by the run before. */
 static _Atomic int64_t ended_in[2], began_in[2];
+/* case 25's result when a block waited 20 s for the other to begin */
+#define NOT_AT_ONCE 1
 
 static void block_ends(const pto_kctx *ctx, int64_t run) {
   atomic_store(&ended_in[ctx->block_idx], run);
@@ -425,8 +427,17 @@ static int mismatch_kernel(const pto_kctx *ctx) {
   case 25: /* two blocks of each chip calling on the one scratch view at once (each starts
             * once both have begun): the block refused writes its status */
     atomic_store(&began_in[ctx->block_idx], run);
-    for (int ms = 0; atomic_load(&began_in[1 - ctx->block_idx]) != run && ms < 10000; ms++)
-      usleep(1000);
+    for (int ms = 0; atomic_load(&began_in[1 - ctx->block_idx]) != run; ms++)
+      if (ms == 20000) { /* the blocks did not run at once: nothing to refuse (the test
+                          * runs the case again) */
+        *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = NOT_AT_ONCE;
+        break;
+      } else {
+        usleep(1000);
+      }
+    /* rank 1 calls 300 ms later: rank 0's first call waits for it, and its
+     * other block's first call comes meanwhile */
+    if (odd) usleep(300000);
     for (int i = 0; i < 200 && !rc; i++)
       rc = pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
     if (rc) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = rc;
@@ -644,6 +655,7 @@ static void test_mismatch(void **state) {
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
   assert_int_equal(pto_node_host_tensor(n, PTO_I32, 1, &eight, &ra.res), 0);
+  int serial = 0;
   for (int m = 0; m < (int)(sizeof field / sizeof *field); m++) {
     if (!field[m]) continue; /* 11-13: the other tests' */
     ra.mismatch = m;
@@ -654,6 +666,15 @@ static void test_mismatch(void **state) {
     const int32_t *res = ra.res.buf;
     fprintf(stderr, "%s: run %s, rank statuses %s / %s: %s\n", field[m], pto_status_name(rc),
             pto_status_name(res[0]), pto_status_name(res[1]), err.details);
+    /* case 25 on loaded CPUs: a chip's two blocks ran one after the other
+     * (one waited 20 s for the other to begin: NOT_AT_ONCE), or one block's
+     * thread was off its CPU for all of rank 0's 300 ms wait, so no call
+     * met another, and PTO_OK is right; the case runs again, three times
+     * at most */
+    if (m == 25 && rc == PTO_OK && ++serial < 3) {
+      m--;
+      continue;
+    }
     assert_int_not_equal(rc, 0);
     /* each rank names the problem, but one whose peer's failure reached the
      * node first may be cancelled before it saw the peer's call (MPI's
