@@ -128,6 +128,14 @@ static const char *call_name(comm_coll_kind k) {
   return "?";
 }
 
+/* Does a broadcast root send src and copy it into dst after the start?
+ * When they are disjoint (and not the same). */
+static bool root_copy_after(const comm_coll_call *c) {
+  size_t bytes = (size_t)c->count * pto_dtype_size(c->dtype);
+  uintptr_t s = (uintptr_t)c->src, d = (uintptr_t)c->dst;
+  return c->kind == COMM_BROADCAST && s && (s + bytes <= d || d + bytes <= s);
+}
+
 /* Issues c on comm. Counts fit int: coll.c sends larger calls elsewhere. */
 static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *req) {
   size_t es = pto_dtype_size(c->dtype);
@@ -143,6 +151,12 @@ static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *re
     return MPI_Ireduce_scatter_block(c->src, c->dst, count, red_type(c->dtype),
                                      red_op(c->dtype, c->op), comm, req);
   case COMM_BROADCAST:
+    /* The root's MPI_Ibcast reads its buffer and never writes it: the root
+     * sends src itself, and its own copy into dst follows the start
+     * (mpi_coll), meanwhile the peers take the data, unless the two
+     * overlap (then dst, moved first, is sent) */
+    if (me == c->root && root_copy_after(c))
+      return MPI_Ibcast((void *)c->src, bytes, MPI_BYTE, c->root, comm, req);
     if (me == c->root && c->src != c->dst) memmove(c->dst, c->src, (size_t)bytes);
     return MPI_Ibcast(c->dst, bytes, MPI_BYTE, c->root, comm, req);
   case COMM_ALLTOALL:
@@ -235,6 +249,9 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
     err_why(why, why_len, call_name(c->kind), err);
     return PTO_EMPI;
   }
+  /* the broadcast root's own copy, while the peers take src */
+  if (w->my_rank == c->root && root_copy_after(c))
+    memcpy(c->dst, c->src, (size_t)c->count * pto_dtype_size(c->dtype));
   req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false};
   return finish(w, c->buf, &p, timeout_ms, call_name(c->kind), why, why_len);
 }

@@ -637,6 +637,22 @@ static void coll_overlap(dom *x, const pto_tensor *scratch) {
       coll_fail(x, what, rc);
     else
       check_out(what, buf, n * cnt, PTO_F32, w_alltoall, a);
+    /* broadcast from rank si % n: in place, then the root's src one
+     * element past its dst (dst must be moved before it is sent: the
+     * disjoint case, in coll_cases, sends src) */
+    a[5] = si % n;
+    for (int shift = 0; shift < 2; shift++) {
+      for (int64_t i = 0; i < cnt + 1; i++)
+        buf[i] = r == a[5] ? (float)gen(r, i - shift, PTO_F32, PTO_RED_SUM) : -1.0f;
+      pto_tensor src = local(buf + shift, cnt, PTO_F32), dst = local(buf, cnt, PTO_F32);
+      snprintf(what, sizeof what, "broadcast root %d, src %d past dst, count %" PRId64, (int)a[5],
+               shift, cnt);
+      rc = pto_broadcast(&x->k, x->d.id, scratch, &dst, r == a[5] ? &src : NULL, (int)a[5]);
+      if (rc)
+        coll_fail(x, what, rc);
+      else
+        check_out(what, buf, cnt, PTO_F32, w_broadcast, a);
+    }
   }
   free(buf);
 }
