@@ -567,6 +567,12 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "signal_wait", &e);
   if (rc) return rc;
+  /* sig_cmp reads anything but EQ as GE: an unknown op must not pass */
+  if (cmp != PTO_CMP_EQ && cmp != PTO_CMP_GE)
+    return comm_fail(e.c, PTO_EINVAL,
+                     "signal_wait: unknown compare op %d (PTO_CMP_EQ or PTO_CMP_GE) (domain %d "
+                     "rank %d)",
+                     (int)cmp, e.d->desc.id, e.d->my_rank);
   uint64_t off;
   const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);
