@@ -501,6 +501,12 @@ static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tenso
     rc = window_check_signal(e.c, ctx, e.d, peer, "notify", off, b, op, v);
   uint64_t written = 0;
   rc = rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch, &written);
+  if (!rc && written == SIG_OVERFLOW)
+    return comm_fail(e.c, PTO_EINVAL,
+                     "notify: adding %d to cell %s[%" PRIu64
+                     "] of domain %d rank %d (from rank %d) "
+                     "overflows its 32-bit value; the cell was left as it was",
+                     v, b->name, (off - b->offset) / 8, e.d->desc.id, peer, e.d->my_rank);
   /* the arrow joins this notify to the wait that observes the word it
    * wrote (for an add: the sum after it; a later add's wait is another's) */
   if (!rc && written)
