@@ -88,7 +88,10 @@ PTO_API void pto_node_config_init(pto_node_config *cfg);
  * (a count, a device id < 0, a size of 0) fails with PTO_EINVAL naming the
  * field. */
 PTO_API int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
-/* Stops the children, releases leases and every shared object. */
+/* Stops the children, releases leases and every shared object. Called
+ * during the node's run (from its orchestration or a thread of it) it
+ * does nothing and fails the run with PTO_EINVAL naming it: destroy the
+ * node after pto_node_run returns. */
 PTO_API void pto_node_destroy(pto_node *node);
 
 /* Shared host memory visible at the same address in every process of the

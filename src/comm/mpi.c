@@ -884,7 +884,11 @@ static int signal_u(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32
   uint64_t old = sig_pack(epoch, 0), res, nw;
   for (;;) {
     nw = sig_next(old, op, v, epoch);
-    if (!nw) break; /* stale signal: dropped */
+    if (!nw) break;           /* stale signal: dropped */
+    if (nw == SIG_OVERFLOW) { /* nothing written: the notify fails, named (ops.c) */
+      *written = nw;
+      break;
+    }
     if (MPI_Compare_and_swap(&nw, &old, &res, MPI_UINT64_T, peer, (MPI_Aint)off, w->win) !=
             MPI_SUCCESS ||
         MPI_Win_flush(peer, w->win) != MPI_SUCCESS)

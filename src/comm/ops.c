@@ -501,6 +501,12 @@ static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tenso
     rc = window_check_signal(e.c, ctx, e.d, peer, "notify", off, b, op, v);
   uint64_t written = 0;
   rc = rc ? rc : e.d->be->signal(e.d->win, peer, off, op, v, e.c->epoch, &written);
+  if (!rc && written == SIG_OVERFLOW)
+    return comm_fail(e.c, PTO_EINVAL,
+                     "notify: adding %d to cell %s[%" PRIu64
+                     "] of domain %d rank %d (from rank %d) "
+                     "overflows its 32-bit value; the cell was left as it was",
+                     v, b->name, (off - b->offset) / 8, e.d->desc.id, peer, e.d->my_rank);
   /* the arrow joins this notify to the wait that observes the word it
    * wrote (for an add: the sum after it; a later add's wait is another's) */
   if (!rc && written)
@@ -567,6 +573,12 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "signal_wait", &e);
   if (rc) return rc;
+  /* sig_cmp reads anything but EQ as GE: an unknown op must not pass */
+  if (cmp != PTO_CMP_EQ && cmp != PTO_CMP_GE)
+    return comm_fail(e.c, PTO_EINVAL,
+                     "signal_wait: unknown compare op %d (PTO_CMP_EQ or PTO_CMP_GE) (domain %d "
+                     "rank %d)",
+                     (int)cmp, e.d->desc.id, e.d->my_rank);
   uint64_t off;
   const comm_buffer_desc *b;
   rc = cell_off(&e, cell, &off, &b);

@@ -246,6 +246,21 @@ static bool all_exited(pto_node *n, void *arg) {
 
 void pto_node_destroy(pto_node *n) {
   if (!n) return;
+  /* during the run (from its orchestration, or a thread of it): refused,
+   * named. Before, it freed the node under pto_node_run, which then went
+   * on with it. The caller destroys the node after the run returns. */
+  if (atomic_load_explicit(&n->orch_live, memory_order_acquire)) {
+    last_error_set(PTO_EINVAL, "pto_node_destroy: called during the node's run; it did nothing "
+                               "(destroy the node after pto_node_run returns)");
+    if (pthread_equal(pthread_self(), n->orch_owner))
+      node_first_err(n, PTO_EINVAL,
+                     "pto_node_destroy was called during the node's run (from its "
+                     "orchestration); it did nothing: destroy the node after pto_node_run "
+                     "returns");
+    else /* the owner latches it: the only thing another thread writes */
+      atomic_store_explicit(&n->foreign_call, "destroy", memory_order_release);
+    return;
+  }
   if (!n->fatal) {
     static node_frame f;
     memset(&f, 0, sizeof f);

@@ -508,6 +508,31 @@ static void test_refused_calls_fail_the_run_named(void **state) {
   pto_node_destroy(n);
 }
 
+/* ---- item: pto_node_destroy during the node's run is refused, named ----
+ * Before, the orchestration's call freed the node under pto_node_run,
+ * which then went on with it (a use after free: a crash, or a run ending
+ * on freed memory). Now the call does nothing but fail the run, naming
+ * it; the node runs on and is destroyed after the run. */
+
+static void destroy_orch(pto_node_orch *no, void *arg) {
+  (void)arg;
+  pto_node_destroy(pto_node_orch_node(no));
+}
+
+static void test_destroy_during_run_refused(void **state) {
+  (void)state;
+  pto_node_config cfg;
+  base_config(&cfg);
+  pto_node *n = make_node_cfg(&cfg);
+  pto_error_info err;
+  int rc = pto_node_run(n, destroy_orch, NULL, &err);
+  fprintf(stderr, "destroy during the run: %s: %s\n", pto_status_name(rc), err.details);
+  assert_int_equal(rc, PTO_EINVAL);
+  assert_non_null(strstr(err.details, "pto_node_destroy was called during the node's run"));
+  assert_int_equal(pto_node_run(n, noop_orch, NULL, &err), 0); /* and the node runs on */
+  pto_node_destroy(n);
+}
+
 /* ---- item: host sub-worker tasks have a deadline by default ---- */
 
 static int host_forever(const pto_args *a, void *arg) {
@@ -848,6 +873,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_huge_timeouts),
       cmocka_unit_test(test_null_and_invalid_arguments),
       cmocka_unit_test(test_refused_calls_fail_the_run_named),
+      cmocka_unit_test(test_destroy_during_run_refused),
       cmocka_unit_test(test_host_task_deadline),
       cmocka_unit_test(test_startup_does_not_spin),
       cmocka_unit_test(test_tensormap_back_pressure_default),

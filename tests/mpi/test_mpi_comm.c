@@ -439,6 +439,14 @@ static void stale_signal(void) {
   CHECK_OK(&x, pto_notify(&x.k, x.d.id, to, &c, PTO_SIGNAL_SET, 40));
   CHECK_OK(&x, pto_notify(&x.k, x.d.id, to, &c, PTO_SIGNAL_ADD, 2));
   CHECK_OK(&x, pto_signal_wait(&x.k, x.d.id, &c, PTO_CMP_EQ, 42, -1));
+  /* an add past the 32-bit value fails, named, and writes nothing (before:
+   * PTO_OK, and the cell wrapped to INT32_MIN) */
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK_OK(&x, pto_notify(&x.k, x.d.id, to, &c, PTO_SIGNAL_SET, INT32_MAX));
+  CHECK_EQ(pto_notify(&x.k, x.d.id, to, &c, PTO_SIGNAL_ADD, 1), PTO_EINVAL, "overflowing add");
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK_OK(&x, pto_signal_read(&x.k, x.d.id, &c, &v));
+  CHECK_EQ(v, INT32_MAX, "cell after an overflowing add");
   dom_close(&x);
 }
 

@@ -432,6 +432,40 @@ static void test_barrier(void **s) {
   teardown_dom(&f);
 }
 
+/* Signal arguments outside their enums or ranges fail naming them, before
+ * anything is read or written. */
+static void test_signal_bad_args(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  int64_t one = 1;
+  pto_tensor sig;
+  win(&f, 0, "sig", PTO_I64, 1, &one, &sig);
+  char det[384];
+  /* an unknown compare op: before, treated as >= (a wait for 0 returned 0) */
+  assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, (pto_cmp)2, 0, 30), PTO_EINVAL);
+  assert_int_equal(comm_task_error(&f.c[1], det, sizeof det), PTO_EINVAL);
+  assert_non_null(strstr(det, "unknown compare op 2"));
+  assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, (pto_cmp)-1, 0, 30), PTO_EINVAL);
+  /* an add past the cell's 32-bit value: before, it wrapped (INT32_MAX + 1
+   * read INT32_MIN) and the notify returned 0 */
+  int32_t v = 0;
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_SET, INT32_MAX), 0);
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, 1), PTO_EINVAL);
+  assert_int_equal(comm_task_error(&f.c[0], det, sizeof det), PTO_EINVAL);
+  assert_non_null(strstr(det, "overflows"));
+  assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
+  assert_int_equal(v, INT32_MAX); /* left as it was */
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_SET, INT32_MIN), 0);
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, -1), PTO_EINVAL);
+  assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
+  assert_int_equal(v, INT32_MIN);
+  /* the extremes themselves are values like any other */
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_ADD, INT32_MAX), 0);
+  assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, PTO_CMP_EQ, -1, 30), 0);
+  teardown_dom(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_threads),
@@ -442,6 +476,7 @@ int main(void) {
       cmocka_unit_test(test_fault_injection_holds_and_reorders),
       cmocka_unit_test(test_fault_order_seeded),
       cmocka_unit_test(test_barrier),
+      cmocka_unit_test(test_signal_bad_args),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
