@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,49 @@
 #include "pto/status.h"
 
 #define LEASE_MODE 0666
+
+/* The devices this process leases (the descriptor holding each), so that a
+ * lease asked for again by this process fails at once, named: its flock
+ * is another open file description, which would wait for this process's
+ * own lease (a node not destroyed) the whole lease_wait_ms, then blame a
+ * pid that is its own. Beyond HELD_MAX leases nothing is recorded (they
+ * wait as before). */
+#define HELD_MAX 256
+static struct {
+  pthread_mutex_t lock;
+  int n;
+  int fd[HELD_MAX], id[HELD_MAX];
+} held = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static bool held_here(int id) {
+  bool found = false;
+  pthread_mutex_lock(&held.lock);
+  for (int i = 0; i < held.n && !found; i++)
+    found = held.id[i] == id;
+  pthread_mutex_unlock(&held.lock);
+  return found;
+}
+
+static void held_add(int fd, int id) {
+  pthread_mutex_lock(&held.lock);
+  if (held.n < HELD_MAX) {
+    held.fd[held.n] = fd;
+    held.id[held.n++] = id;
+  }
+  pthread_mutex_unlock(&held.lock);
+}
+
+static void held_drop(int fd) {
+  pthread_mutex_lock(&held.lock);
+  for (int i = 0; i < held.n; i++)
+    if (held.fd[i] == fd) {
+      held.n--;
+      held.fd[i] = held.fd[held.n];
+      held.id[i] = held.id[held.n];
+      break;
+    }
+  pthread_mutex_unlock(&held.lock);
+}
 
 /* "pid P (uid U)" of the holder, as it wrote them after locking. */
 static const char *holder(int fd, char *buf, size_t len) {
@@ -100,6 +144,13 @@ int lease_flock(int fd, int64_t wait_ms) {
 
 static int lease_one(int id, int64_t wait_ms, bool quiet, int *out, char *why, size_t why_len) {
   char name[48], who[48];
+  if (held_here(id)) {
+    snprintf(why, why_len,
+             "device busy: device %d is leased by this process (pid %d): a node of it still "
+             "holds it (pto_node_destroy that node first)",
+             id, (int)getpid());
+    return PTO_EDEVICE_BUSY;
+  }
   snprintf(name, sizeof name, "/pto-lease.dev%d", id);
   int fd;
   int rc = open_lease(id, name, &fd, why, why_len);
@@ -126,6 +177,7 @@ static int lease_one(int id, int64_t wait_ms, bool quiet, int *out, char *why, s
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
     /* the pid is only for messages (read-only: an older pto's object); the lock is what counts */
   }
+  held_add(fd, id);
   *out = fd;
   return 0;
 }
@@ -162,6 +214,7 @@ int lease_acquire(const int *ids, int n, int64_t wait_ms, bool quiet, int *fds, 
 void lease_release(int *fds, int n) {
   for (int i = 0; i < n; i++) {
     if (fds[i] < 0) continue;
+    held_drop(fds[i]);
     flock(fds[i], LOCK_UN);
     close(fds[i]);
     fds[i] = -1;
@@ -171,6 +224,7 @@ void lease_release(int *fds, int n) {
 void lease_close_inherited(int *fds, int n) {
   for (int i = 0; i < n; i++) {
     if (fds[i] < 0) continue;
+    held_drop(fds[i]); /* this child leases nothing */
     close(fds[i]); /* the parent's descriptor keeps the lock */
     fds[i] = -1;
   }
