@@ -225,7 +225,7 @@ void lease_close_inherited(int *fds, int n) {
   for (int i = 0; i < n; i++) {
     if (fds[i] < 0) continue;
     held_drop(fds[i]); /* this child leases nothing */
-    close(fds[i]); /* the parent's descriptor keeps the lock */
+    close(fds[i]);     /* the parent's descriptor keeps the lock */
     fds[i] = -1;
   }
 }
