@@ -360,7 +360,10 @@ class Chip:
         if not isinstance(graph, Graph) or graph._g is None:
             raise invalid("Chip.launch: not a live pto.Graph")
         b = ffi.new("pto_graph_bindings *")
-        keep: List[Any] = [b]
+        # the captured arrays too: a kernel or another thread may close the
+        # graph mid-launch (pto frees it when the launch ends), which drops
+        # the graph's own references while the launch's tasks still use them
+        keep: List[Any] = [b, graph._keep]
         if bind is not None:
             news = graph._bindings(bind)
             ts = ffi.new("pto_tensor[]", max(len(news), 1))

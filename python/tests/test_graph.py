@@ -258,3 +258,31 @@ def test_launch_bind_of_the_wrong_kind(chip, bind):
     chip.launch(g, [a2, b2, y2])
     assert_array(y2, expected(a2, b2, 2.0), "a launch after the refusal")
     g.close()
+
+
+def test_graph_closed_during_its_launch_keeps_its_arrays(chip):
+    """A kernel (or another thread) may close a graph mid-launch (pto frees
+    it when the launch ends). The arrays it captured, which the launch's
+    tasks still use, must stay alive until then: before, Graph.close
+    dropped them at once, so the next task wrote freed memory (segfault
+    when NumPy had unmapped a large array)."""
+    import gc
+    import weakref
+    seen = {}
+
+    def closer(ctx, y):
+        if "graph" in seen:  # in the launch (not the capture)
+            seen.pop("graph").close()
+            gc.collect()
+            seen["alive"] = seen["ref"]() is not None
+
+    k = chip.kernel(closer)
+    y = np.zeros(1 << 20, np.float32)
+    g = chip.capture(lambda o: o.submit(k, pto.InOut(y)))
+    seen["graph"], seen["ref"] = g, weakref.ref(y)
+    del y  # the graph holds the only reference
+    chip.launch(g)
+    assert seen["alive"], "the captured array was freed while its launch still ran"
+    del g
+    gc.collect()
+    assert seen["ref"]() is None, "the closed graph's array outlived its launch"
