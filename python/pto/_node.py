@@ -145,17 +145,19 @@ class NodeOrch:
             for i, a in enumerate(al):
                 flat += self._desc(a, f"submit '{kernel.name}': chip {ch[g]} tensor {i}")
         sc = [scalar_bits(s, f"submit '{kernel.name}': scalar {i}") for i, s in enumerate(scalars)]
-        if kernel.kind == "py":  # which tensors of a rank are INPUTs (read-only in the kernel)
+        py = kernel.kind == "py"
+        if py:  # which tensors are INPUTs (read-only in the kernel), every rank's:
+            # bit g * k + i for tensor i of rank g; each chip's kernel gets its own
             if len(sc) > MAX_SCALARS - 4:
                 raise invalid(f"submit '{kernel.name}': {len(sc)} scalars, at most "
                               f"{MAX_SCALARS - 4} for a Python kernel on a node")
-            sc.append(input_mask(args[0]))
+            sc.append(sum(input_mask(al) << (g * k) for g, al in enumerate(args)))
         bn = c_int(block_num, f"submit '{kernel.name}': block_num", "int", lo=1)
         tid = ffi.new("pto_task_id *")
         check(lib.pyk_node_submit(no, ffi.new("int[]", ch), len(ch), kernel.id, k,
                                   ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
                                   ffi.new("uint64_t[]", sc) if sc else ffi.NULL, bn,
-                                  1 if sync_start else 0, tid),
+                                  1 if sync_start else 0, 1 if py else 0, tid),
               f"submit '{kernel.name}' on chips {ch}")
         if self._run.task_args is not None:
             self._run.task_args[int(tid[0])] = tuple(a for al in args for a in al)

@@ -150,11 +150,21 @@ def commute_meet(ctx, half, flags):
         time.sleep(0.0005)
 
 
+def per_rank_modes(ctx, t):
+    """Chip 0 was given its tensor as In, chip 1 as Out: a view read-only
+    exactly where the task only reads."""
+    if ctx.chip == 0:
+        assert not t.flags.writeable, "chip 0's In view is writable"
+    else:
+        t[:] = 7
+
+
 @pytest.fixture(scope="module")
 def node(ckernels):
     with pto.Node(2, {"comm_ops": comm_ops, "coll": coll_kernel, "raises": raises_in_child,
                       "add": "add", "bad_remote": bad_remote, "axpb": pto.c_kernel(ckernels, "k_axpb"),
-                      "commute_add": commute_add, "commute_meet": commute_meet},
+                      "commute_add": commute_add, "commute_meet": commute_meet,
+                      "per_rank_modes": per_rank_modes},
                   host_fns={"scale": host_scale, "raises": host_raises}, nworkers=1,
                   **node_opts(DEVICE_IDS["node"])) as n:
         yield n
@@ -253,6 +263,18 @@ def test_host_sub_worker_tasks(node):
         node.run(lambda no: no.submit_host("nope"))
     with pytest.raises(pto.InvalidArgumentError):
         node.run(lambda no: no.submit_host("scale", pto.In(x), pto.Out(y), worker=3))
+
+
+def test_python_kernel_views_follow_each_ranks_modes(node):
+    """A group task whose chips take their tensors in different modes: each
+    chip's Python kernel gets its own tensors' modes. Before, every chip
+    used chip 0's (one hidden mask for the task): chip 1's Out view was
+    read-only, so a valid task failed (and an In of chip 1 under an Out of
+    chip 0 was writable, a write dependency inference did not know of)."""
+    t = node.host_array((2, 4))
+    node.run(lambda no: no.submit_group([0, 1], node.kernels["per_rank_modes"],
+                                        [[pto.In(t[0])], [pto.Out(t[1])]]))
+    assert_array(t, np.array([[0] * 4, [7] * 4], np.float32), "t")
 
 
 def test_kernel_exception_in_a_chip_process(node):
