@@ -99,6 +99,7 @@ const char *pto_dtype_name(int dt);
 
 void pto_chip_config_init(pto_chip_config *cfg);
 const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
+bool pto_chip_stuck(pto_chip *chip);
 int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err);
 void pto_chip_destroy(pto_chip *chip);
 int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);

@@ -25,6 +25,10 @@ CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", 
 _BOOL_OPTIONS = ("sched_threads", "spread_cores", "check")
 PTO_EGRAPH = -19  # pto/status.h
 
+# What the kernels left running by the runs of closed chips may still use
+# (the runs' arrays, the chip's handle): kept for the life of the process.
+_LEFT_BEHIND: List[Any] = []
+
 
 def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
     """Set pto_chip_config fields from keyword options (None: keep default)."""
@@ -192,6 +196,10 @@ class Chip:
         self._redux_ops: List[ReduxOp] = []  # every one registered (names may repeat)
         self._run: Optional[_Run] = None
         self._run_lock = threading.Lock()  # one run at a time, from any thread
+        # the arrays of earlier runs that a kernel still running may use:
+        # a run returns when a kernel ignored ctx.cancelled() past
+        # shutdown_ms, and pto lets it finish its block (pto_chip_stuck)
+        self._stuck_keep: List[Any] = []
         out = ffi.new("pto_chip **")
         err = ffi.new("pto_error_info *")
         rc = lib.pto_chip_create_ex(cfg, out, err)
@@ -305,6 +313,10 @@ class Chip:
                 rc = call(h, stats, err, py_sigint)
             finally:
                 self._run = None
+                if lib.pto_chip_stuck(self._chip):  # its arrays outlive the run
+                    self._stuck_keep.append(list(run.keep))
+                else:  # every kernel of the earlier runs has left
+                    self._stuck_keep.clear()
         finally:
             self._run_lock.release()
         exc = run.orch_exc
@@ -400,9 +412,18 @@ class Chip:
         if self._chip is not None:
             if self._run is not None:
                 raise invalid("Chip.close: the chip is running")
+            self._leave_behind()
             lib.pto_chip_destroy(self._chip)
             self._chip = None
             release_ops(self._redux_ops)
+
+    def _leave_behind(self) -> None:
+        """Before destroy: what a kernel still running (pto_chip_stuck)
+        may use stays alive, the chip's handle included (a Python kernel
+        reports its exception through it)."""
+        if self._stuck_keep and lib.pto_chip_stuck(self._chip):
+            _LEFT_BEHIND.append((self._stuck_keep, self._handle, self._keep))
+        self._stuck_keep = []
 
     def __enter__(self) -> "Chip":
         return self
@@ -413,6 +434,7 @@ class Chip:
     def __del__(self) -> None:
         try:
             if getattr(self, "_chip", None) is not None and self._run is None:
+                self._leave_behind()
                 lib.pto_chip_destroy(self._chip)
                 self._chip = None
                 release_ops(self._redux_ops)

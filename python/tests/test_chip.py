@@ -339,6 +339,66 @@ def test_watchdog_error_names_the_stall():
         assert e.value.stall == "TASK_STUCK" or "stuck" in str(e.value).lower(), str(e.value)
 
 
+def _straggler_run(chip, seen, release):
+    """A run whose one kernel ignores ctx.cancelled() past shutdown_ms: the
+    run returns with that kernel still running, on an array only the run
+    references. The kernel says whether the array is alive once released."""
+    import gc
+    import weakref
+
+    def straggler(ctx, y):
+        release.wait(20)
+        gc.collect()
+        seen["alive"] = seen["ref"]() is not None  # (never writes: freed memory, before)
+        seen["done"] = True
+
+    k = chip.kernel(straggler)
+
+    def orch(o):
+        y = np.zeros(1 << 20, np.float32)
+        seen["ref"] = weakref.ref(y)
+        o.submit(k, pto.Out(y))
+
+    with pytest.raises(pto.SchedTimeoutError, match="did not leave the run"):
+        chip.run(orch)
+
+
+def test_arrays_outlive_a_kernel_left_running_past_its_run():
+    """A kernel still running when its run returned (it ignored
+    ctx.cancelled() past shutdown_ms; pto lets it finish its block) keeps
+    the run's arrays alive until it has left, on an open chip and on a
+    closed one. Before: run returned and dropped them at once, so the
+    kernel (a C one writing, or a Python one through its views) used freed
+    memory."""
+    import gc
+    nop = np.zeros(4, np.float32)
+    for close in (False, True):
+        seen, release = {}, threading.Event()
+        chip = pto.Chip(clusters=1, schedulers=1, watchdog_ms=200, shutdown_ms=100)
+        _straggler_run(chip, seen, release)
+        gc.collect()
+        if close:
+            chip.close()
+            del chip
+            gc.collect()
+        release.set()
+        deadline = time.monotonic() + 20
+        while "done" not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen.get("alive"), f"an array freed under a kernel still running (close={close})"
+        if not close:  # once it has left, the chip runs again and the array goes
+            while True:
+                try:
+                    chip.run(lambda o: o.dummy(pto.InOut(nop)))
+                    break
+                except pto.ShutdownError:
+                    assert time.monotonic() < deadline, "the straggler never left"
+                    time.sleep(0.01)
+            gc.collect()
+            assert seen["ref"]() is None, "the straggler's run kept its array after it left"
+            chip.close()
+
+
 def test_gil_released_while_c_kernels_run(chip, ckernels):
     """A Python thread keeps running while chip.run waits for C kernels
     (with the GIL held it would get no tick in between)."""
