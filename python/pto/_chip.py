@@ -290,6 +290,8 @@ class Chip:
         function's own exception. Ctrl-C cancels the run at the next Python
         kernel: KeyboardInterrupt. The Orch takes calls from this thread only."""
         chip = self._live()
+        if not callable(orchestrate):
+            raise invalid(f"Chip.run: orchestrate {orchestrate!r} is not callable")
         run = _Run(self, orchestrate, args)
         stats = self._in_run("Chip.run", run,
                              lambda h, st, err, sig: lib.pyk_chip_run(chip, h, st, err, sig))
@@ -350,6 +352,8 @@ class Chip:
         The orchestration may not read, write or wait on the host side
         (GraphError), and the whole graph must fit the chip's rings at once."""
         chip = self._live()
+        if not callable(orchestrate):
+            raise invalid(f"Chip.capture: orchestrate {orchestrate!r} is not callable")
         run = _Run(self, orchestrate, args)
         run.hidden_scalars = []
         run.captured = {}

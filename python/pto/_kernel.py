@@ -36,9 +36,14 @@ class KernelSpec:
     def __init__(self, kind: str, name: str, core: str = "aiv", aiv_count: Optional[int] = None,
                  fn: Optional[Callable] = None, path: Optional[str] = None,
                  symbol: Optional[str] = None, aic_symbol: Optional[str] = None):
+        if not isinstance(name, str):
+            raise invalid(f"kernel name {name!r} is not a str")
+        if not name or "\0" in name:
+            raise invalid(f"kernel name {name!r} " + ("is empty" if not name else
+                          "contains a NUL byte (C would see a shorter name)"))
         if core not in CORES:
             raise invalid(f"kernel '{name}': core {core!r}, must be one of {CORES}")
-        if aiv_count is not None and aiv_count not in (0, 1, 2):
+        if aiv_count is not None and (aiv_count.__class__ is bool or aiv_count not in (0, 1, 2)):
             raise invalid(f"kernel '{name}': aiv_count {aiv_count}, must be 0, 1 or 2")
         self.kind, self.name, self.core, self.aiv_count = kind, name, core, aiv_count
         self.fn, self.path, self.symbol, self.aic_symbol = fn, path, symbol, aic_symbol
@@ -62,7 +67,17 @@ def c_kernel(path: str, symbol: str, core: str = "aiv", aiv_count: Optional[int]
     ``aic_symbol`` (default: ``symbol``) on the AIC and ``symbol`` on
     ``aiv_count`` (default 2) AIV cores of one cluster. C kernels run with
     the GIL released."""
-    return KernelSpec("c", name or symbol, core, aiv_count, path=os.fspath(path), symbol=symbol,
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise invalid(f"c_kernel: path {path!r} is not a file name (a str, bytes or "
+                      "os.PathLike)") from None
+    for what, sym in (("symbol", symbol), ("aic_symbol", aic_symbol)):
+        if sym is not None and (not isinstance(sym, str) or not sym or "\0" in sym):
+            raise invalid(f"c_kernel: {what} {sym!r} is not a str naming a function")
+    if symbol is None:
+        raise invalid("c_kernel: symbol None is not a str naming a function")
+    return KernelSpec("c", name or symbol, core, aiv_count, path=path, symbol=symbol,
                       aic_symbol=aic_symbol)
 
 

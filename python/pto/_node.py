@@ -72,6 +72,10 @@ class NodeOrch:
         """A domain over ``chips`` (domain rank r is node chip chips[r]) with
         window buffers ``{name: bytes}`` in each rank's window (zeroed)."""
         no = self._live()
+        count_of(chips, "domain: chips")
+        if not isinstance(buffers, Mapping):
+            raise invalid(f"domain: buffers: {type(buffers).__name__} {buffers!r} is not a "
+                          "mapping (name -> bytes)")
         ch = [c_int(c, "domain: chip") for c in chips]
         names = [ffi.new("char[]", str(k).encode()) for k in buffers]
         wb = ffi.new("pto_window_buffer[]", max(1, len(names)))
@@ -129,7 +133,11 @@ class NodeOrch:
         no = self._live()
         if not isinstance(kernel, Kernel) or kernel._owner is not self._run.node:
             raise invalid(f"submit: {kernel!r} is not a kernel of this node (Node(kernels=...))")
+        count_of(chips, f"submit '{kernel.name}': chips")
         ch = [c_int(c, f"submit '{kernel.name}': chip") for c in chips]
+        count_of(args, f"submit '{kernel.name}': args")
+        for g, al in enumerate(args):
+            count_of(al, f"submit '{kernel.name}': argument list of chip {g}")
         if len(args) != len(ch):
             raise invalid(f"submit '{kernel.name}': {len(args)} argument lists for {len(ch)} chips")
         k = len(args[0]) if args else 0
@@ -220,6 +228,10 @@ class NodeOrch:
         return out
 
     def _coll(self, name, fn, dom, scratch, dst, src, *extra):
+        for w, x in (("dst", dst), ("src", src)):
+            if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)):
+                raise invalid(f"{name}: {w}: {type(x).__name__} is not a list of arrays (one "
+                              "per rank)")
         n = len(dom.chips) if isinstance(dom, Domain) else len(dst)
         if len(dst) != n or len(src) != n:
             raise invalid(f"{name}: need {n} dst and src arrays (one per rank)")
@@ -382,6 +394,12 @@ class Node:
         cfg = ffi.new("pto_node_config *")
         lib.pto_node_config_init(cfg)
         set_int_field(cfg, "nchips", nchips, "pto.Node")
+        for what, m in (("kernels", kernels), ("host_fns", host_fns)):
+            if m is not None and not isinstance(m, Mapping):
+                raise invalid(f"pto.Node: {what}: {type(m).__name__} {m!r} is not a mapping "
+                              "(name -> kernel or function)")
+        if device_ids is not None:
+            count_of(device_ids, "pto.Node: device_ids")
         chip_opts = {k: options.pop(k) for k in list(options) if k not in _NODE_OPTIONS}
         fill_chip_config(cfg.chip, chip_opts, "pto.Node")
         for k, v in options.items():

@@ -452,3 +452,29 @@ def test_kernel_name_registered_twice(chip):
     with pytest.raises(pto.InvalidArgumentError,
                        match="a kernel named 'twice' is already registered"):
         chip.kernel(lambda ctx, *t: None, name="twice")
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda c: c.run(5), "Chip.run: orchestrate 5 is not callable"),
+    (lambda c: c.capture(None), "Chip.capture: orchestrate None is not callable"),
+    (lambda c: c.kernel(nop, name=5), "kernel name 5 is not a str"),
+    (lambda c: c.kernel(pto.py_kernel(nop, name=b"k")), "kernel name b'k' is not a str"),
+    (lambda c: c.kernel(nop, name="a\0b"), "contains a NUL byte"),
+    (lambda c: pto.py_kernel(nop, aiv_count=True), "aiv_count True, must be 0, 1 or 2"),
+    (lambda c: pto.c_kernel(None, "k"), "c_kernel: path None is not a file name"),
+    (lambda c: pto.c_kernel("libm.so.6", 5), "c_kernel: symbol 5 is not a str"),
+    (lambda c: pto.c_kernel("libm.so.6", "cos", aic_symbol=3), "aic_symbol 3 is not a str"),
+    (lambda c: pto.Node(2, ["add"]), "pto.Node: kernels: list ['add'] is not a mapping"),
+    (lambda c: pto.Node(2, {}, host_fns=[nop]), "pto.Node: host_fns: list"),
+    (lambda c: pto.Node(2, {}, device_ids=5), "pto.Node: device_ids: int 5 is not a sequence"),
+])
+def test_arguments_of_the_wrong_type(chip, call, msg):
+    """An argument of the wrong type raises InvalidArgumentError naming it.
+    Before: a bare TypeError or AttributeError from deep inside ("'int'
+    object has no attribute 'encode'"), or, for a name with a NUL byte, a
+    kernel registered in C under a shorter name than the one Python shows."""
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        call(chip)
+    assert msg in str(e.value), str(e.value)
+    a = np.zeros(4, np.float32)
+    run_one(chip, pto.InOut(a))

@@ -327,6 +327,18 @@ def test_node_bad_input(node):
         node.run(lambda no: no.submit_group([0, 1], node.kernels["add"], [[pto.In(h)], []]))
     with pytest.raises(pto.InvalidArgumentError):
         node.run(lambda no: no.domain([0, 5], {"x": 8}))
+    # arguments of the wrong type are named (before: bare TypeError, AttributeError)
+    for call, msg in [
+            (lambda no: no.domain(0, {"x": 8}), "domain: chips: int 0 is not a sequence"),
+            (lambda no: no.domain([0, 1], ["x"]), "domain: buffers: list ['x'] is not a mapping"),
+            (lambda no: no.submit_group(0, node.kernels["add"], [[pto.In(h)]]),
+             "chips: int 0 is not a sequence"),
+            (lambda no: no.submit_group([0], node.kernels["add"], [pto.In(h)]),
+             "argument list of chip 0: In"),
+            (lambda no: no.allreduce(0, "s", h, h), "allreduce: dst: ndarray")]:
+        with pytest.raises(pto.InvalidArgumentError) as e:
+            node.run(call)
+        assert msg in str(e.value), str(e.value)
 
 
 def test_bad_comm_arguments_fail_the_task_with_details(node):
