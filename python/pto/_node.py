@@ -217,6 +217,8 @@ class NodeOrch:
     def read(self, x: Union[np.ndarray, View]) -> np.ndarray:
         """A packed NumPy copy of ``x`` once every earlier writer task finished."""
         if isinstance(x, View):
+            if x._owner is not self._run:  # its domain may be gone, its place another's
+                raise invalid(f"read: {x._what} belongs to another run")
             t, shape, dt = x._t, x.shape, x.dtype
         else:
             arr = as_array(x, "read")

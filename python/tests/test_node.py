@@ -341,6 +341,27 @@ def test_node_bad_input(node):
         assert msg in str(e.value), str(e.value)
 
 
+def test_node_read_refuses_a_window_view_of_another_run(node):
+    """A window view is valid in its run (its domain ends with it). Before:
+    NodeOrch.read took one from an earlier run, and where a later domain's
+    window lay at the same place it returned that window's data silently
+    (submit refuses such a view: 'belongs to another run')."""
+    t = node.host_array(4)
+    keep = {}
+
+    def first(no):
+        keep["w"] = no.window(no.domain([0, 1], {"x": 16}), 0, "x", np.float32, 4)
+
+    def second(no):
+        w = no.window(no.domain([0, 1], {"y": 16}), 0, "y", np.float32, 4)
+        no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(w))
+        no.read(keep["w"])
+
+    node.run(first)
+    with pytest.raises(pto.InvalidArgumentError, match="belongs to another run"):
+        node.run(second)
+
+
 def test_bad_comm_arguments_fail_the_task_with_details(node):
     t = node.host_array((2, 4))
 
