@@ -85,7 +85,8 @@ def py_kernel(fn: Callable[..., Optional[int]], core: str = "aiv",
               aiv_count: Optional[int] = None, name: Optional[str] = None) -> KernelSpec:
     """A Python kernel: ``fn(ctx, *tensors)`` is called for every block with a
     :class:`KernelContext` and NumPy views of the task's tensors (same memory,
-    valid during the call; the views of ``In`` tensors are read-only; at most
+    valid during the call; the views of ``In`` tensors, and of read-only arrays
+    passed as ``NoDep``, are read-only; at most
     15 scalars, the binding passes one itself). Return None or 0, or a negative pto code (an int)
     to fail the run (any other value fails it too, naming the value); an exception fails the run
     with PTO_EKERNEL (KernelError, the exception as its ``__cause__``). Each call takes the GIL;

@@ -15,7 +15,7 @@ from ._errors import check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
 from ._redux import ReduxOp
-from ._tensor import (DESC_WORDS, INPUT, MODE_MASK, OUTPUT, REDUX, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
+from ._tensor import (DESC_WORDS, INPUT, MODE_MASK, NO_DEP, OUTPUT, REDUX, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
                       array_desc, as_array, pto_dtype)
 
 MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
@@ -54,11 +54,17 @@ _MODE_OF = {In: INPUT, Out: 2, InOut: 3, NoDep: 4, Commute: 5, New: OUTPUT}
 
 
 def input_mask(args: Sequence[Any]) -> int:
-    """Bit i set: tensor argument i is an INPUT (its view in a Python kernel is read-only)."""
+    """Bit i set: tensor argument i is an INPUT, or a read-only array passed
+    as NoDep (its view in a Python kernel is read-only)."""
     m = 0
     for i, a in enumerate(args):
-        if getattr(a, "mode", None) == INPUT:
+        mode = getattr(a, "mode", None)
+        if mode == INPUT:
             m |= 1 << i
+        elif mode == NO_DEP and not isinstance(a.obj, View):
+            obj = a.obj  # (described already: as_array cannot fail here)
+            if not (obj if isinstance(obj, np.ndarray) else as_array(obj, "")).flags.writeable:
+                m |= 1 << i
     return m
 
 

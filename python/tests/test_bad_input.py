@@ -379,6 +379,30 @@ def test_python_kernel_cannot_write_an_input(chip):
     assert seen == {"sc": (5, 6), "w": (False, True, True)}, seen
 
 
+def test_python_kernel_cannot_write_a_read_only_nodep(chip):
+    """A read-only array passed as NoDep (a table the kernel only reads) is
+    read-only in a Python kernel too. Before: its view was writable, so a
+    kernel wrote into read-only memory: an immutable bytes object changed
+    under Python (or a read-only mapping: segfault)."""
+    def writes(ctx, x):
+        x[:] = 1
+
+    k = chip.kernel(writes)
+    b = bytes(16)
+    x = np.frombuffer(b, np.float32)
+    with pytest.raises(pto.KernelError) as e:
+        chip.run(lambda o: o.submit(k, pto.NoDep(x)))
+    assert isinstance(e.value.__cause__, ValueError) and "read-only" in str(e.value.__cause__)
+    assert b == bytes(16), b
+    for ro in (b, memoryview(b)):  # a buffer-protocol object as it is
+        with pytest.raises(pto.KernelError):
+            chip.run(lambda o: o.submit(k, pto.NoDep(ro)))
+        assert b == bytes(16), b
+    w = np.zeros(4, np.float32)  # a writable one stays writable
+    chip.run(lambda o: o.submit(k, pto.NoDep(w)))
+    assert (w == 1).all()
+
+
 @pytest.mark.parametrize("field,value", [("scalars", {1: 2}), ("scalars", {1, 2}),
                                          ("deps", {0: 0}), ("deps", frozenset())])
 def test_a_mapping_or_set_is_no_sequence(chip, field, value):
