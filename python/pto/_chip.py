@@ -15,7 +15,7 @@ from ._errors import error_from, error_from_info, invalid
 from ._kernel import PTO_EKERNEL, Kernel, as_spec, register
 from ._orch import Orch, count_of, scalar_bits
 from ._redux import ReduxOp, register_op, release_ops
-from ._tensor import INPUT, array_desc, as_array
+from ._tensor import INPUT, NO_DEP, array_desc, as_array
 from ._pto import ffi, lib
 
 CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", "task_slots",
@@ -388,7 +388,11 @@ class Chip:
                     what = f"Chip.launch: buffer {i}"
                     # a buffer the graph's tasks write is described as they
                     # use it: a read-only array is refused, as in Chip.run
-                    d = array_desc(as_array(a, what), graph._writes[i], what)
+                    arr = as_array(a, what)
+                    d = array_desc(arr, graph._writes[i], what)
+                    if graph._writes[i] == NO_DEP and not arr.flags.writeable:
+                        raise invalid(f"{what}: read-only array passed as NoDep (the capture "
+                                      "passed a writable one, which the kernel may write)")
                     graph._check_layout(i, d)
                     ts[i].buf, ts[i].buf_bytes, ts[i].dtype = ffi.cast("void *", d[1]), d[2], d[3]
                     keep.append(a)

@@ -109,17 +109,21 @@ def count_of(seq: Any, what: str) -> int:
         raise invalid(f"{what}: {c.__name__} {seq!r} is not a sequence") from None
 
 
-def capture_use(cap: dict, mode: int, words: List[int]) -> None:
+def capture_use(cap: dict, mode: int, words: List[int], writable: bool) -> None:
     """Record, for a capture, one use of an array as a task argument (its
     descriptor ``words`` after the mode): by base pointer, the first mode
-    that writes it and every layout (shape, element strides) it was used
-    with. A launch refuses a read-only array for a written buffer and an
-    array of another layout (Graph)."""
+    that writes it (NoDep of a writable array: the kernel may write it,
+    unless a mode that writes comes later) and every layout (shape, element
+    strides) it was used with. A launch refuses a read-only array for a
+    written buffer and an array of another layout (Graph)."""
     rec = cap.get(words[0])
     if rec is None:
         rec = cap[words[0]] = [None, {}]
     m = mode & MODE_MASK
-    if rec[0] is None and m in WRITES:
+    if m in WRITES:
+        if rec[0] is None or rec[0] == NO_DEP:
+            rec[0] = m
+    elif m == NO_DEP and writable and rec[0] is None:
         rec[0] = m
     nd = words[3]
     rec[1][(tuple(words[5:5 + nd]), tuple(words[10:10 + nd]))] = None
@@ -220,7 +224,7 @@ class Orch:
                 flat.append(mode)
                 flat += c[4]
                 if cap is not None:
-                    capture_use(cap, mode, c[4])
+                    capture_use(cap, mode, c[4], obj.flags.writeable)
                 continue
             if isinstance(obj, View):
                 if obj._owner is not self._run:
@@ -232,7 +236,7 @@ class Orch:
             d = array_desc(arr, mode, what)
             flat += d
             if cap is not None:
-                capture_use(cap, mode, d[1:])
+                capture_use(cap, mode, d[1:], arr.flags.writeable)
             self._run.keep.append(obj)  # alive (and not resizable) until the run ends
             if arr is not obj:
                 self._run.keep.append(arr)

@@ -286,3 +286,30 @@ def test_graph_closed_during_its_launch_keeps_its_arrays(chip):
     del g
     gc.collect()
     assert seen["ref"]() is None, "the closed graph's array outlived its launch"
+
+
+def test_launch_refuses_a_read_only_array_for_a_writable_nodep(chip):
+    """A NoDep argument is passed to the kernel untracked, which may write
+    it (a Python kernel's view of a writable NoDep array is writable, and
+    the launch keeps the captured views' modes). A launch binding a
+    read-only array there is refused, as for Out. Before: it was taken, and
+    the kernel wrote into read-only memory (an immutable bytes object)."""
+    def writes(ctx, x):
+        if x.flags.writeable:
+            x[:] = 1
+
+    k = chip.kernel(writes)
+    g = chip.capture(lambda o: o.submit(k, pto.NoDep(np.zeros(4, np.float32))))
+    b = bytes(16)
+    with pytest.raises(pto.InvalidArgumentError, match="buffer 0: read-only array passed as NoDep"):
+        chip.launch(g, [np.frombuffer(b, np.float32)])
+    assert b == bytes(16), b
+    w = np.zeros(4, np.float32)
+    chip.launch(g, [w])
+    assert (w == 1).all()
+    g.close()
+    ro = np.frombuffer(b, np.float32)  # captured read-only: its view is, and it binds one
+    g = chip.capture(lambda o: o.submit(k, pto.NoDep(ro)))
+    chip.launch(g, [np.frombuffer(bytes(16), np.float32)])
+    assert b == bytes(16), b
+    g.close()
