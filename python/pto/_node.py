@@ -20,7 +20,7 @@ from ._kernel import Kernel, KernelSpec, as_spec, register
 from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, scalar_bits
 from ._pto import ffi, lib
 from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, as_dtype, pto_dtype,
-                      tensor_to_array)
+                      shape_arg, tensor_to_array)
 
 
 def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
@@ -91,8 +91,7 @@ class NodeOrch:
         """A view of rank ``rank``'s copy of window buffer ``name`` (a task
         argument for dependency inference; readable with ``read``)."""
         what = f"window '{name}'"
-        sh = ([c_int(shape, f"{what}: shape", "int64_t")] if np.isscalar(shape) else
-              [c_int(s, f"{what}: shape[{i}]", "int64_t") for i, s in enumerate(shape)])
+        sh = list(shape_arg(shape, f"{what}: shape"))
         t = ffi.new("pto_tensor *")
         check(lib.pto_node_window_tensor(self._live(), c_int(dom, f"{what}: domain", "int32_t"),
                                          c_int(rank, f"{what}: rank"), str(name).encode(),

@@ -28,7 +28,10 @@ class f64:
     __slots__ = ("value",)
 
     def __init__(self, value: float):
-        self.value = float(value)
+        try:
+            self.value = float(value)
+        except (TypeError, ValueError):
+            raise invalid(f"pto.f64: {value!r} is not a float") from None
 
 
 def scalar_bits(v: Any, what: str) -> int:
@@ -326,12 +329,12 @@ class Orch:
                 check(lib.pto_scope_end(self._o), "scope end")
 
     def _tensor(self, x: Any, what: str, writes: bool):
+        if isinstance(x, Arg):  # pto.In(x) reads as x does
+            x = x.obj
         if isinstance(x, View):
             if x._owner is not self._run:
                 raise invalid(f"{what}: {x._what} belongs to another run")
             return x._t, x.shape, x.dtype
-        if isinstance(x, Arg):
-            x = x.obj
         arr = as_array(x, what)
         d = array_desc(arr, 2 if writes else 0, what)
         t = ffi.new("pto_tensor *")

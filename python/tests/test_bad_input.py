@@ -502,3 +502,36 @@ def test_arguments_of_the_wrong_type(chip, call, msg):
     assert msg in str(e.value), str(e.value)
     a = np.zeros(4, np.float32)
     run_one(chip, pto.InOut(a))
+
+
+@pytest.mark.parametrize("shape,msg", [
+    ({1: 2}, "pto.New: shape: dict {1: 2} is not a sequence"),
+    ({4}, "pto.New: shape: set {4} is not a sequence"),
+    (None, "pto.New: shape: NoneType None is not an int or a sequence"),
+])
+def test_shape_of_the_wrong_kind(chip, shape, msg):
+    """A shape that is no int and no sequence of ints is refused, naming it.
+    Before: pto.New({1: 2}) took the dict's keys as the dims (shape (1,),
+    silently), a set was taken in its own order, None raised a bare
+    TypeError; View.reshape(None) too."""
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        pto.New(shape)
+    assert msg in str(e.value), str(e.value)
+
+    k = chip.kernel(nop)
+
+    def orch(o):
+        v = o.submit(k, pto.New((4, 4))).output
+        with pytest.raises(pto.InvalidArgumentError, match="reshape: shape"):
+            v.reshape(shape)
+        # an Arg around a View reads as the View does (as around an array)
+        assert o.read(pto.In(v)).shape == (4, 4)
+        o.write(pto.Out(v), 1)
+        assert (o.read(v) == 1).all()
+
+    chip.run(orch)
+
+
+def test_f64_of_a_non_number():
+    with pytest.raises(pto.InvalidArgumentError, match="pto.f64: 'x' is not a float"):
+        pto.f64("x")
