@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from ._cint import c_int, set_int_field
-from ._errors import error_from, error_from_info, invalid
+from ._errors import error_from, error_from_info, exc_text, invalid
 from ._kernel import PTO_EKERNEL, Kernel, as_spec, register
 from ._orch import Orch, count_of, scalar_bits
 from ._redux import ReduxOp, register_op, release_ops
@@ -330,7 +330,7 @@ class Chip:
             if not rc:  # pto's op functions cannot fail: the run ended "well"
                 run.keep.clear()
                 raise error_from(PTO_EKERNEL, f"{what}: reduction op '{op.name}': its {role} "
-                                 f"raised {type(e).__name__}: {e}; what it reduced holds no "
+                                 f"raised {exc_text(e)}; what it reduced holds no "
                                  "valid result") from e
             run.kernel_excs.append(e)
         if rc:
@@ -621,7 +621,7 @@ def _pyk_orch(o, arg):
         run.fn(orch, *run.args)
     except BaseException as e:  # noqa: B902 - must not unwind into C
         run.orch_exc = e
-        msg = f"Python orchestration raised {type(e).__name__}: {e}"
+        msg = f"Python orchestration raised {exc_text(e)}"
         lib.pyk_fatal(o, msg.encode(errors="replace")[:480])
     finally:
         orch._end()

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from ._cint import c_int
-from ._errors import Error, check, invalid
+from ._errors import Error, check, exc_text, invalid
 from ._pto import ffi, lib
 from ._tensor import array_tensor, as_array, tensor_to_array
 
@@ -490,7 +490,8 @@ def kernel_code(r: Any, what: str) -> int:
                      "None, 0 or a negative pto status code (an int)")
 
 
-@ffi.def_extern()
+# error=: whatever escapes the handler below fails the kernel, never passes as 0
+@ffi.def_extern(error=PTO_EKERNEL)
 def _pyk_kernel(slot, ctx):
     kc = None
     try:
@@ -505,7 +506,7 @@ def _pyk_kernel(slot, ctx):
         code = e.code if isinstance(e, Error) and e.code < 0 else PTO_EKERNEL
         _report_kernel_exception(ctx, e)
         # the exception's type and text end the run's details
-        why = f"{type(e).__name__}: {e}".encode(errors="replace")
+        why = exc_text(e).encode(errors="replace")
         return lib.pto_kctx_fail(ctx, code, b"%s", ffi.new("char[]", why))
     finally:
         if kc is not None:

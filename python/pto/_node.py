@@ -560,7 +560,7 @@ class Node:
             pass
 
 
-@ffi.def_extern()
+@ffi.def_extern(error=-1)  # whatever escapes fails the chip's start
 def _pyk_chip_init(chip, rank, arg):
     """In each chip process: register the node's kernels in order."""
     _kernel._node_child = True
@@ -594,7 +594,7 @@ def _pyk_node_orch(no, arg):
         o._no = None
 
 
-@ffi.def_extern()
+@ffi.def_extern(error=-15)  # (PTO_EKERNEL) whatever escapes fails the task
 def _pyk_host(args, arg):
     """In a host sub-worker process: run host function number ``arg``."""
     try:

@@ -313,6 +313,35 @@ def test_python_kernel_exception_is_the_cause(chip):
     chip.run(lambda o: o.submit(ok, pto.Out(np.zeros(2, np.float32))))
 
 
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("str() of this exception fails")
+
+
+def test_exception_whose_text_fails_still_fails_the_run(chip):
+    """An exception whose str() raises, from a Python kernel or the
+    orchestration, still fails the run and is the error's cause. Before:
+    building the details raised inside the callback, cffi printed it and
+    returned 0, so the kernel passed as a success and the run succeeded."""
+    def boom(ctx, t):
+        raise _Unprintable()
+
+    k = chip.kernel(boom)
+    with pytest.raises(pto.KernelError) as e:
+        chip.run(lambda o: o.submit(k, pto.Out(np.zeros(2, np.float32))))
+    assert isinstance(e.value.__cause__, _Unprintable), repr(e.value.__cause__)
+    assert "_Unprintable" in e.value.details, e.value.details
+
+    def orch(o):
+        o.submit(k, pto.Out(np.zeros(2, np.float32)))
+        raise _Unprintable()
+
+    with pytest.raises(_Unprintable):
+        chip.run(orch)
+    ok = chip.kernel(lambda ctx, t: None, name="ok")
+    chip.run(lambda o: o.submit(ok, pto.Out(np.zeros(2, np.float32))))
+
+
 def test_kernel_returning_a_pto_code(chip):
     k = chip.kernel(lambda ctx, t: -9, name="fatal")
     with pytest.raises(pto.FatalError):
