@@ -76,6 +76,7 @@ class _Run:
     def __init__(self, chip: "Chip", fn: Callable, args: tuple):
         self.chip, self.fn, self.args = chip, fn, args
         self.keep: List[Any] = []
+        self.token = object()  # what this run's Tasks carry (Orch)
         self.orch_exc: Optional[BaseException] = None
         self.kernel_excs: List[BaseException] = []
         # (op, "init" or "combine", exception) of reduction ops (_redux.py)

@@ -75,10 +75,12 @@ class Task:
     """A submitted task: ``id`` (pass it in ``deps``), ``outputs`` (one
     :class:`View` per ``pto.New`` argument, in argument order)."""
 
-    __slots__ = ("id", "outputs")
+    __slots__ = ("id", "outputs", "_run")
 
-    def __init__(self, tid: int, outputs: Tuple[View, ...]):
-        self.id, self.outputs = tid, outputs
+    def __init__(self, tid: int, outputs: Tuple[View, ...], run: Any = None):
+        # the run's token (ids start at 0 in every run), not the run: a
+        # Task kept does not keep the run's function and arguments alive
+        self.id, self.outputs, self._run = tid, outputs, run
 
     @property
     def output(self) -> View:
@@ -132,8 +134,11 @@ def capture_use(cap: dict, mode: int, words: List[int], writable: bool) -> None:
     rec[1][(tuple(words[5:5 + nd]), tuple(words[10:10 + nd]))] = None
 
 
-def task_id(d: Any, what: str = "deps") -> int:
+def task_id(d: Any, what: str = "deps", run: Any = None) -> int:
+    """A dependency's task id; a Task must be of the run whose token is ``run``."""
     if isinstance(d, Task):
+        if d._run is not run:  # its id names another task in this run
+            raise invalid(f"{what}: task {d.id} belongs to another run")
         return d.id
     return c_int(d, f"{what}: task", "int64_t")
 
@@ -156,6 +161,7 @@ class Orch:
     def __init__(self, o, run):
         self._o = o
         self._run = run
+        self._token = run.token  # what this run's Tasks carry
         self._thread = _get_ident()  # the orchestration function's
         self._end_lock = threading.Lock()  # a refusal holds it: _o stays valid meanwhile
         self._cache: dict = {}  # id(ndarray) -> (array, shape, strides, dtype, descriptor words)
@@ -285,7 +291,8 @@ class Orch:
         if priority.__class__ is not int or not INT_MIN <= priority <= INT_MAX:
             priority = c_int(priority, f"{ctx}: priority", "int")
         nd = count_of(deps, f"{ctx}: deps")
-        dl = ffi.new("int64_t[]", [task_id(d) for d in deps]) if nd else ffi.NULL
+        dl = (ffi.new("int64_t[]", [task_id(d, f"{ctx}: deps", self._token) for d in deps])
+              if nd else ffi.NULL)
         n = len(args)
         if flat:
             self._flat[0:len(flat)] = flat
@@ -303,7 +310,7 @@ class Orch:
         if not news:
             if self._run.task_args is not None:
                 self._run.task_args[tid] = args
-            return Task(tid, ())
+            return Task(tid, (), self._token)
         views = []
         for i in news:
             t = ffi.new("pto_tensor *")
@@ -314,7 +321,7 @@ class Orch:
             for i, v in zip(news, views):
                 named[i] = v
             self._run.task_args[tid] = tuple(named)
-        return Task(tid, tuple(views))
+        return Task(tid, tuple(views), self._token)
 
     @contextlib.contextmanager
     def scope(self, manual: bool = False) -> Iterator[None]:
@@ -374,7 +381,7 @@ class Orch:
     def wait(self, task: Union[Task, int], timeout_ms: int = -1) -> None:
         """Wait until ``task`` completed."""
         o = self._live("wait")
-        check(lib.pto_orch_wait_task(o, task_id(task, "wait"),
+        check(lib.pto_orch_wait_task(o, task_id(task, "wait", self._token),
                                      c_int(timeout_ms, "wait: timeout_ms", "int64_t")), "wait")
 
     @property

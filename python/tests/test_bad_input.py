@@ -309,6 +309,28 @@ def test_handles_used_out_of_their_time(chip):
         chip.kernel("add")
 
 
+def test_task_of_another_run_is_refused(chip):
+    """A Task names a task of its own run: task ids start again at 0 in
+    every run, so one kept from an earlier run names whatever task has its
+    id now. Before: deps=[old_task] and wait(old_task) took it silently (a
+    dependency on an unrelated task, or on none); now they are refused, as
+    a View of another run is. A bare int stays the caller's to get right."""
+    k = chip.kernel(nop)
+    a = np.zeros(4, np.float32)
+    kept = {}
+    chip.run(lambda o: kept.update(t=o.submit(k, pto.InOut(a))))
+
+    def orch(o):
+        o.submit(k, pto.InOut(a))
+        o.submit(k, pto.In(a), deps=[kept["t"]])
+
+    with pytest.raises(pto.InvalidArgumentError, match="task 0 belongs to another run"):
+        chip.run(orch)
+    with pytest.raises(pto.InvalidArgumentError, match="task 0 belongs to another run"):
+        chip.run(lambda o: (o.submit(k, pto.InOut(a)), o.wait(kept["t"])))
+    chip.run(lambda o: (o.submit(k, pto.InOut(a)), o.wait(0)))
+
+
 def test_in_place_dtype_change_is_seen(chip):
     """An array reused in a run after `a.dtype = ...` is described anew.
     Readers of the same bytes are not ordered among themselves: the
