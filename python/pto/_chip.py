@@ -1,12 +1,13 @@
 """pto.Chip: one simulated chip, its kernels and runs."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import threading
 from collections.abc import Mapping, Set as AbstractSet
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 
@@ -228,6 +229,17 @@ class Chip:
             raise invalid("pto.Chip used after close()")
         return self._chip
 
+    @contextlib.contextmanager
+    def _idle(self, refusal: str) -> Iterator[Any]:
+        """The live chip, with no run in progress (from any thread) until
+        the block ends: InvalidArgumentError ``refusal`` while one is."""
+        if not self._run_lock.acquire(blocking=False):
+            raise invalid(refusal)
+        try:
+            yield self._live()  # checked under the lock: close() takes it too
+        finally:
+            self._run_lock.release()
+
     def kernel(self, spec: Any, name: Optional[str] = None, *,
                read_check: bool = True) -> Kernel:
         """Register a kernel: a reference kernel's name (``"add"``), a Python
@@ -237,9 +249,10 @@ class Chip:
         ``read_check=False``: checking mode does not run it a second time to
         find undeclared reads (a kernel whose writes vary from run to run;
         pto_kernel_skip_read_check)."""
-        chip = self._live()
-        if self._run is not None:
-            raise invalid("Chip.kernel: register kernels before run, not during one")
+        with self._idle("Chip.kernel: register kernels before run, not during one") as chip:
+            return self._kernel(chip, spec, name, read_check)
+
+    def _kernel(self, chip, spec: Any, name: Optional[str], read_check: bool) -> Kernel:
         s = as_spec(spec, name)
         # the same kernel again is the one registered (C refuses a second
         # kernel of one name: names tell kernels apart in traces and records)
@@ -271,12 +284,11 @@ class Chip:
         either makes the run raise KernelError naming the op once it has
         ended (the exception as ``__cause__``). At most 16 ops per chip,
         registered between runs."""
-        chip = self._live()
-        if self._run is not None:
-            raise invalid("Chip.redux_op: register reduction ops before run, not during one")
-        op = register_op(self, chip, name, dtype, init, combine)
-        self.redux_ops[name] = op
-        self._redux_ops.append(op)
+        with self._idle("Chip.redux_op: register reduction ops before run, not during "
+                        "one") as chip:
+            op = register_op(self, chip, name, dtype, init, combine)
+            self.redux_ops[name] = op
+            self._redux_ops.append(op)
         return op
 
     def run(self, orchestrate: Callable[..., Any], *args: Any) -> RunStats:
@@ -306,6 +318,7 @@ class Chip:
             raise invalid(f"{what}: this chip is already running (run is not reentrant; "
                           "one run at a time per chip)")
         try:
+            self._live()  # (closed by another thread since the caller looked)
             h = ffi.new_handle(run)
             stats = ffi.new("pto_run_stats *")
             err = ffi.new("pto_error_info *")
@@ -418,13 +431,18 @@ class Chip:
 
     def close(self) -> None:
         """Stop the chip's threads and free it (idempotent)."""
-        if self._chip is not None:
-            if self._run is not None:
-                raise invalid("Chip.close: the chip is running")
-            self._leave_behind()
-            lib.pto_chip_destroy(self._chip)
-            self._chip = None
-            release_ops(self._redux_ops)
+        if self._chip is None:
+            return
+        if not self._run_lock.acquire(blocking=False):  # a run on any thread
+            raise invalid("Chip.close: the chip is running")
+        try:
+            if self._chip is not None:
+                self._leave_behind()
+                lib.pto_chip_destroy(self._chip)
+                self._chip = None
+                release_ops(self._redux_ops)
+        finally:
+            self._run_lock.release()
 
     def _leave_behind(self) -> None:
         """Before destroy: what a kernel still running (pto_chip_stuck)

@@ -504,3 +504,53 @@ def test_errors_pickle():
     assert type(f) is pto.SchedTimeoutError and (f.task, f.core, f.kernel, f.details) == (
         3, 1, "k", "no progress")
     assert pto.ERRORS[-15] is pto.KernelError and issubclass(pto.KernelError, pto.Error)
+
+
+_CLOSE_RACE = r"""
+import threading, numpy as np, pto
+chip = pto.Chip(clusters=1, schedulers=1)
+a = np.zeros(4, np.float32)
+real = chip._run_lock
+
+class Racing:
+    # the run's lock, first taken after another thread's close() ran: what
+    # a thread switch between run's check of the chip and its lock allows
+    def __init__(self):
+        self.first = True
+    def acquire(self, blocking=True):
+        if self.first:
+            self.first = False
+            t = threading.Thread(target=self.close)
+            t.start()
+            t.join()
+        return real.acquire(blocking)
+    def release(self):
+        real.release()
+    def close(self):
+        try:
+            chip.close()
+            print("closed")
+        except pto.Error as e:
+            print("close refused:", e.details)
+
+chip._run_lock = Racing()
+try:
+    chip.run(lambda o: o.dummy(pto.InOut(a)))
+    print("ran")
+except pto.InvalidArgumentError as e:
+    print("run refused:", e.details)
+"""
+
+
+def test_close_from_another_thread_never_frees_a_chip_a_run_uses():
+    """close() on one thread and run() on another: a run never uses a
+    destroyed chip. Before: run looked the chip up before taking the run
+    lock and close() did not take it, so a close between the two freed the
+    chip under the run (use after free: a crash). Now close takes the lock
+    (refused while a run holds it), and run checks the chip under it."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _CLOSE_RACE], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+    assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert r.stdout.splitlines() == ["closed", "run refused: pto.Chip used after close()"], r.stdout
