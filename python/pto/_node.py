@@ -481,10 +481,11 @@ class Node:
         returns when every node task finished. Raises the Error of the first
         root failure (details name the chip rank), or the orchestration
         function's own exception."""
-        node = self._live()
+        self._live()
         if not self._run_lock.acquire(blocking=False):
             raise invalid("Node.run: already running (one run at a time per node)")
         try:
+            node = self._live()  # under the lock: close() takes it too
             run = _NodeRun(self, orchestrate, args)
             h = ffi.new_handle(run)
             err = ffi.new("pto_error_info *")
@@ -530,8 +531,16 @@ class Node:
         arrays from host_array are alive (their memory would go away)."""
         if self._node is None:
             return
-        if self._running:
+        if not self._run_lock.acquire(blocking=False):  # a run on any thread
             raise invalid("Node.close: the node is running")
+        try:
+            self._close()
+        finally:
+            self._run_lock.release()
+
+    def _close(self) -> None:
+        if self._node is None:
+            return
         live = len(self._host)
         if live:
             gc.collect()  # arrays held only by reference cycles (tracebacks)

@@ -427,3 +427,53 @@ def test_host_array_checks_every_dim_before_allocating():
         a = node.host_array((1024, 1000))  # nearly all of host_bytes: nothing was taken
         assert a.shape == (1024, 1000) and (a == 0).all()
         del a  # Node.close refuses while a host array is referenced
+
+
+_NODE_CLOSE_RACE = r"""
+import sys, threading, pto
+node = pto.Node(1, {"add": "add"}, device_ids=[int(sys.argv[1])], clusters=1, schedulers=1,
+                quiet=True, lease_wait_ms=60000)
+real = node._run_lock
+
+class Racing:
+    # the run's lock, first taken after another thread's close() ran
+    def __init__(self):
+        self.first = True
+    def acquire(self, blocking=True):
+        if self.first:
+            self.first = False
+            t = threading.Thread(target=self.close)
+            t.start()
+            t.join()
+        return real.acquire(blocking)
+    def release(self):
+        real.release()
+    def close(self):
+        try:
+            node.close()
+            print("closed")
+        except pto.Error as e:
+            print("close refused:", e.details)
+
+node._run_lock = Racing()
+try:
+    node.run(lambda no: None)
+    print("ran")
+except pto.InvalidArgumentError as e:
+    print("run refused:", e.details)
+"""
+
+
+def test_node_close_from_another_thread_never_frees_a_node_a_run_uses():
+    """As for Chip: before, Node.run looked the node up before its lock and
+    close() did not take it, so a close between the two destroyed the node
+    under the run (use after free). Now close takes the lock and run checks
+    the node under it."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _NODE_CLOSE_RACE, str(DEVICE_IDS["misc"][1])],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+    assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert r.stdout.splitlines() == ["closed", "run refused: pto.Node used after close()"], \
+        r.stdout
