@@ -25,9 +25,13 @@ from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, as_dtype, pto
 
 def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
     """Scratch bytes a collective over ``nranks`` needs for blocks of up to ``block_bytes``."""
-    return int(lib.pto_coll_scratch_bytes(c_int(nranks, "coll_scratch_bytes: nranks"),
-                                          c_int(block_bytes, "coll_scratch_bytes: block_bytes",
-                                                "size_t")))
+    n = c_int(nranks, "coll_scratch_bytes: nranks", "int", 1, int(lib.PTO_COMM_MAX_RANKS))
+    b = c_int(block_bytes, "coll_scratch_bytes: block_bytes", "size_t")
+    r = int(lib.pto_coll_scratch_bytes(n, b))
+    if r == 0:  # pto's answer for a collective it cannot run
+        raise invalid(f"coll_scratch_bytes: block_bytes {b}: pto's collectives take blocks of "
+                      "at most 2**48 bytes")
+    return r
 
 
 class _HostMem:

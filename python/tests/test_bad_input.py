@@ -557,3 +557,14 @@ def test_shape_of_the_wrong_kind(chip, shape, msg):
 def test_f64_of_a_non_number():
     with pytest.raises(pto.InvalidArgumentError, match="pto.f64: 'x' is not a float"):
         pto.f64("x")
+
+
+@pytest.mark.parametrize("nranks,block", [(0, 4), (-1, 4), (1 << 20, 4), (2, 1 << 50)])
+def test_coll_scratch_bytes_of_a_collective_pto_cannot_run(nranks, block):
+    """pto_coll_scratch_bytes answers 0 for a rank count or block size out
+    of its range. Before: coll_scratch_bytes returned that 0 as a size
+    (a window buffer of 0 bytes, refused only at the collective); now it
+    raises, naming the ranges."""
+    with pytest.raises(pto.InvalidArgumentError, match="coll_scratch_bytes"):
+        pto.coll_scratch_bytes(nranks, block)
+    assert pto.coll_scratch_bytes(2, 64) > 128
