@@ -387,8 +387,15 @@ class Chip:
         argument of the wrong kind or a read-only array where a task
         writes), and nothing runs."""
         chip = self._live()
-        if not isinstance(graph, Graph) or graph._g is None:
+        if not isinstance(graph, Graph):
             raise invalid("Chip.launch: not a live pto.Graph")
+        g = graph._begin_launch()
+        try:
+            return self._launch(chip, graph, g, bind, scalars)
+        finally:
+            graph._end_launch()
+
+    def _launch(self, chip, graph: "Graph", g, bind: Any, scalars: Any) -> RunStats:
         b = ffi.new("pto_graph_bindings *")
         # the captured arrays too: a kernel or another thread may close the
         # graph mid-launch (pto frees it when the launch ends), which drops
@@ -420,7 +427,7 @@ class Chip:
         run = _Run(self, None, ())
         run.keep = keep
         stats = self._in_run("Chip.launch", run, lambda h, st, err, sig: lib.pyk_graph_launch(
-            chip, graph._g, b, st, err, sig))
+            chip, g, b, st, err, sig))
         keep.clear()
         return stats
 
@@ -522,6 +529,13 @@ class Graph:
                  captured: Dict[int, list]):
         self._g, self.chip = g, chip
         self._keep = list(keep)  # every object the capture's tasks used: launches use them too
+        # launches in progress (any thread) and a close that came during one:
+        # the last launch to end frees the graph (pto frees one closed
+        # mid-launch only once the launch has marked it, so the binding
+        # never hands it a graph a close may free under it)
+        self._lock = threading.Lock()
+        self._launches = 0
+        self._doomed = False
         self._hidden = hidden  # (position, value) of each Python kernel's hidden scalar
         info = ffi.new("pto_graph_info *")
         lib.pto_graph_get_info(g, info)
@@ -618,12 +632,29 @@ class Graph:
                           f"{len(self.buffers)}")
         return news
 
+    def _begin_launch(self):
+        with self._lock:
+            if self._g is None or self._doomed:
+                raise invalid("Chip.launch: not a live pto.Graph")
+            self._launches += 1
+            return self._g
+
+    def _end_launch(self) -> None:
+        with self._lock:
+            self._launches -= 1
+            if self._doomed and not self._launches:
+                lib.pto_graph_destroy(self._g)
+                self._g = None
+
     def close(self) -> None:
-        """Free the graph (idempotent)."""
-        if self._g is not None:
-            lib.pto_graph_destroy(self._g)
-            self._g = None
-        self.buffers, self._keep = [], []
+        """Free the graph (idempotent); during a launch, once it has ended."""
+        with self._lock:
+            if self._launches:
+                self._doomed = True
+            elif self._g is not None:
+                lib.pto_graph_destroy(self._g)
+                self._g = None
+            self.buffers, self._keep = [], []
 
     def __del__(self) -> None:
         try:

@@ -313,3 +313,42 @@ def test_launch_refuses_a_read_only_array_for_a_writable_nodep(chip):
     chip.launch(g, [np.frombuffer(bytes(16), np.float32)])
     assert b == bytes(16), b
     g.close()
+
+
+def test_graph_closed_by_another_thread_as_its_launch_starts(chip):
+    """Graph.close on one thread while chip.launch on another is starting:
+    pto frees a graph closed mid-launch when the launch ends, but not one
+    closed before the launch has marked it busy, so the binding must not
+    hand pto a graph that a close may free under it. Now a close during a
+    launch (from its start) leaves the freeing to the launch's end. Before:
+    the launch read the graph after the close (a bare TypeError here; freed
+    memory when the close came between that read and pto's mark)."""
+    import threading
+    a, b, y = arrays(1)
+    g = chip.capture(program, a, b, y, 2.0)
+    real = chip._run_lock
+
+    class Racing:  # the launch's run lock, first taken after a close on another thread
+        first = True
+
+        def acquire(self, blocking=True):
+            if Racing.first:
+                Racing.first = False
+                t = threading.Thread(target=g.close)
+                t.start()
+                t.join()
+            return real.acquire(blocking)
+
+        def release(self):
+            real.release()
+
+    chip._run_lock = Racing()
+    try:
+        a2, b2, y2 = arrays(2)
+        chip.launch(g, [a2, b2, y2], scalars=[3.0])
+    finally:
+        chip._run_lock = real
+    assert_array(y2, expected(a2, b2, 3.0), "the launch the close came during")
+    assert g._g is None, "the graph closed during its launch was not freed at its end"
+    with pytest.raises(pto.InvalidArgumentError, match="not a live pto.Graph"):
+        chip.launch(g)
