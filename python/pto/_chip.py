@@ -79,7 +79,9 @@ class _Run:
         self.keep: List[Any] = []
         self.token = object()  # what this run's Tasks carry (Orch)
         self.orch_exc: Optional[BaseException] = None
-        self.kernel_excs: List[BaseException] = []
+        # (task id, exception) of each Python kernel that raised; the task
+        # None: a reduction op's (the cause of a run failed otherwise)
+        self.kernel_excs: List[tuple] = []
         # (op, "init" or "combine", exception) of reduction ops (_redux.py)
         self.redux_excs: List[tuple] = []
         # checking mode: each task's tensor arguments, to name the one a
@@ -346,7 +348,7 @@ class Chip:
                 raise error_from(PTO_EKERNEL, f"{what}: reduction op '{op.name}': its {role} "
                                  f"raised {exc_text(e)}; what it reduced holds no "
                                  "valid result") from e
-            run.kernel_excs.append(e)
+            run.kernel_excs.append((None, e))
         if rc:
             run.keep.clear()
             e = error_from_info(rc, err)
@@ -355,7 +357,10 @@ class Chip:
                 targs = run.task_args.get(e.task, ())
                 if e.arg < len(targs):
                     e.array = getattr(targs[e.arg], "obj", targs[e.arg])
-            cause = run.kernel_excs[0] if run.kernel_excs else exc
+            # the exception of the failed task's own kernel, never another's
+            own = [x for t, x in run.kernel_excs if t is not None and t == e.task]
+            cause = own[0] if own else exc if exc is not None else next(
+                (x for t, x in run.kernel_excs if t is None), None)
             raise e from cause
         return RunStats._from(stats)
 
@@ -431,10 +436,10 @@ class Chip:
         keep.clear()
         return stats
 
-    def _kernel_exception(self, e: BaseException) -> None:
+    def _kernel_exception(self, e: BaseException, task: int) -> None:
         run = self._run
         if run is not None:
-            run.kernel_excs.append(e)
+            run.kernel_excs.append((task, e))
 
     def close(self) -> None:
         """Stop the chip's threads and free it (idempotent)."""

@@ -516,7 +516,7 @@ def _pyk_kernel(slot, ctx):
 def _report_kernel_exception(ctx, e: BaseException) -> None:
     if not _node_child and ctx.env != ffi.NULL:
         try:
-            ffi.from_handle(ctx.env)._kernel_exception(e)
+            ffi.from_handle(ctx.env)._kernel_exception(e, int(ctx.task_id))
             return
         except Exception:  # pragma: no cover
             pass

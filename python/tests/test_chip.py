@@ -342,6 +342,26 @@ def test_exception_whose_text_fails_still_fails_the_run(chip):
     chip.run(lambda o: o.submit(ok, pto.Out(np.zeros(2, np.float32))))
 
 
+def test_cause_is_the_failed_tasks_own_exception(chip):
+    """The run's error has as its cause the exception of the Python kernel
+    of its own task, never another task's. Before: the first exception any
+    Python kernel raised was the cause, so a C kernel's error (task 1) came
+    with an unrelated Python kernel's exception (task 0) as its cause."""
+    add = chip.kernel("add")
+
+    def late(ctx, t):
+        time.sleep(0.05)  # after add has failed the run
+        raise RuntimeError("late python failure")
+
+    kl = chip.kernel(late)
+    a, bad, t = np.ones(8, np.float32), np.zeros(4, np.float32), np.zeros(2, np.float32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        chip.run(lambda o: (o.submit(kl, pto.Out(t)),
+                            o.submit(add, pto.In(a), pto.In(a), pto.Out(bad))))
+    assert e.value.task == 1 and e.value.kernel == "add", str(e.value)
+    assert e.value.__cause__ is None, repr(e.value.__cause__)
+
+
 def test_kernel_returning_a_pto_code(chip):
     k = chip.kernel(lambda ctx, t: -9, name="fatal")
     with pytest.raises(pto.FatalError):
