@@ -671,12 +671,14 @@ class Graph:
 @ffi.def_extern()
 def _pyk_orch(o, arg):
     run: _Run = ffi.from_handle(arg)
-    orch = Orch(o, run)
+    orch = None
     try:
+        orch = Orch(o, run)  # (inside: a failure here fails the run too)
         run.fn(orch, *run.args)
     except BaseException as e:  # noqa: B902 - must not unwind into C
         run.orch_exc = e
         msg = f"Python orchestration raised {exc_text(e)}"
         lib.pyk_fatal(o, msg.encode(errors="replace")[:480])
     finally:
-        orch._end()
+        if orch is not None:
+            orch._end()

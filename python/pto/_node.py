@@ -598,13 +598,15 @@ def _pyk_chip_init(chip, rank, arg):
 @ffi.def_extern()
 def _pyk_node_orch(no, arg):
     run: _NodeRun = ffi.from_handle(arg)
-    o = NodeOrch(no, run)
+    o = None
     try:
+        o = NodeOrch(no, run)
         run.fn(o, *run.args)
     except BaseException as e:  # noqa: B902
         run.exc = e
     finally:
-        o._no = None
+        if o is not None:
+            o._no = None
 
 
 @ffi.def_extern(error=-15)  # (PTO_EKERNEL) whatever escapes fails the task

@@ -362,6 +362,24 @@ def test_cause_is_the_failed_tasks_own_exception(chip):
     assert e.value.__cause__ is None, repr(e.value.__cause__)
 
 
+def test_failure_setting_up_the_orchestration_fails_the_run(chip, monkeypatch):
+    """An exception before the orchestration function is called (making
+    its Orch: a MemoryError, say) fails the run and is raised. Before: it
+    escaped the C callback, cffi printed it, and the run, which had run
+    nothing, returned as a success."""
+    import pto._chip as chip_module
+
+    class Broken:
+        def __init__(self, o, run):
+            raise MemoryError("no memory for the Orch")
+
+    monkeypatch.setattr(chip_module, "Orch", Broken)
+    with pytest.raises(MemoryError, match="no memory for the Orch"):
+        chip.run(lambda o: None)
+    monkeypatch.undo()
+    chip.run(lambda o: o.dummy(pto.InOut(np.zeros(2, np.float32))))
+
+
 def test_kernel_returning_a_pto_code(chip):
     k = chip.kernel(lambda ctx, t: -9, name="fatal")
     with pytest.raises(pto.FatalError):
