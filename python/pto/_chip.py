@@ -338,7 +338,9 @@ class Chip:
         finally:
             self._run_lock.release()
         exc = run.orch_exc
-        if exc is not None and not getattr(exc, "_from_call", False):
+        # an error of one of this run's own calls (check): the run's error
+        # names it, with it as the cause; any other exception is raised as it is
+        if exc is not None and getattr(exc, "_from_call", None) is not run.token:
             run.keep.clear()
             raise exc
         if run.redux_excs and not run.kernel_excs:

@@ -175,9 +175,11 @@ def invalid(details: str) -> Error:
     return error_from(-1, details)
 
 
-def check(rc: int, what: str) -> None:
-    """Raise the matching Error when a pto call returned a negative code."""
+def check(rc: int, what: str, run: Any = None) -> None:
+    """Raise the matching Error when a pto call returned a negative code;
+    ``run``: the token of the run whose orchestrator made the call (the
+    run's latched error info then has the specifics), None for any other."""
     if rc < 0:
         e = error_from(rc, what)
-        e._from_call = True  # the run's latched error info has the specifics
+        e._from_call = run
         raise e

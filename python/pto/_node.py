@@ -87,7 +87,7 @@ class NodeOrch:
             wb[i].name, wb[i].bytes = names[i], c_int(v, f"domain: buffer '{k}' bytes", "size_t")
         out = ffi.new("pto_domain *")
         check(lib.pto_node_domain_create(no, ffi.new("int[]", ch), len(ch), wb, len(names), out),
-              f"domain over chips {ch}")
+              f"domain over chips {ch}", self._run.token)
         return Domain(int(out[0]), ch, buffers)
 
     def window(self, dom: Domain, rank: int, name: str, dtype: Any,
@@ -101,7 +101,7 @@ class NodeOrch:
                                          c_int(rank, f"{what}: rank"), str(name).encode(),
                                          pto_dtype(dtype, "window"), len(sh),
                                          ffi.new("int64_t[]", sh), t),
-              f"window '{name}' of rank {rank}")
+              f"window '{name}' of rank {rank}", self._run.token)
         return WindowView(t, self._run, f"window '{name}' of rank {rank}")
 
     def _desc(self, a: Any, what: str) -> List[int]:
@@ -169,7 +169,7 @@ class NodeOrch:
                                   ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
                                   ffi.new("uint64_t[]", sc) if sc else ffi.NULL, bn,
                                   1 if sync_start else 0, 1 if py else 0, tid),
-              f"submit '{kernel.name}' on chips {ch}")
+              f"submit '{kernel.name}' on chips {ch}", self._run.token)
         if self._run.task_args is not None:
             self._run.task_args[int(tid[0])] = tuple(a for al in args for a in al)
         return int(tid[0])
@@ -207,7 +207,7 @@ class NodeOrch:
                                        ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
                                        ffi.new("uint64_t[]", sc) if sc else ffi.NULL,
                                        1 if read_check else 0, tid),
-              f"submit_host '{fn.name}' (worker {worker})")
+              f"submit_host '{fn.name}' (worker {worker})", self._run.token)
         if self._run.task_args is not None:
             self._run.task_args[int(tid[0])] = tuple(args)
             self._run.host_names[int(tid[0])] = fn.name
@@ -215,7 +215,7 @@ class NodeOrch:
 
     def wait_all(self) -> None:
         """Wait for every submitted node task."""
-        check(lib.pto_node_wait_all(self._live()), "wait_all")
+        check(lib.pto_node_wait_all(self._live()), "wait_all", self._run.token)
 
     def read(self, x: Union[np.ndarray, View]) -> np.ndarray:
         """A packed NumPy copy of ``x`` once every earlier writer task finished."""
@@ -229,7 +229,7 @@ class NodeOrch:
             lib.pyk_tensor(t, ffi.new("int64_t[]", array_desc(arr, 0, "read")))
             shape, dt = arr.shape or (1,), arr.dtype
         out = np.empty(shape, dtype=dt)
-        check(lib.pto_node_read(self._live(), t, ffi.from_buffer(out)), "read")
+        check(lib.pto_node_read(self._live(), t, ffi.from_buffer(out)), "read", self._run.token)
         return out
 
     def _coll(self, name, fn, dom, scratch, dst, src, *extra):
@@ -253,7 +253,8 @@ class NodeOrch:
                 lib.pyk_tensor(tt + r, ffi.new("int64_t[]", array_desc(
                     a, 2 if wr else 0, f"{name}: {w}[{r}]")))
         d = c_int(dom, f"{name}: domain", "int32_t")
-        check(fn(self._live(), d, str(scratch).encode(), dt, st, *extra), f"{name} on domain {d}")
+        check(fn(self._live(), d, str(scratch).encode(), dt, st, *extra), f"{name} on domain {d}",
+              self._run.token)
 
     def allreduce(self, dom: Domain, scratch: str, dst: Sequence[np.ndarray],
                   src: Sequence[np.ndarray], op: str = "sum", algo: str = "auto",
@@ -325,6 +326,7 @@ class _NodeRun:
     def __init__(self, node: "Node", fn: Callable, args: tuple):
         self.node, self.fn, self.args = node, fn, args
         self.keep: List[Any] = []
+        self.token = object()  # what the errors of this run's own calls carry (check)
         self.exc: Optional[BaseException] = None
         # checking mode: each node task's tensor arguments, which a
         # ContractError from the node's own check points at
@@ -501,7 +503,10 @@ class Node:
         finally:
             self._run_lock.release()
         run.keep.clear()
-        if run.exc is not None and not getattr(run.exc, "_from_call", False):
+        # an error of one of this run's own calls: the run's error names it,
+        # with it as the cause; any other exception is raised as it is
+        if run.exc is not None and (getattr(run.exc, "_from_call", None) is not run.token
+                                    or not rc):
             raise run.exc
         if rc:
             e = error_from_info(rc, err)

@@ -300,7 +300,7 @@ class Orch:
                             1 if sync_start else 0, dl, nd, dummy, self._outs, self._tid,
                             priority)
         if rc:
-            check(rc, ctx)
+            check(rc, ctx, self._token)
         hidden = self._run.hidden_scalars
         if hidden is not None:  # a capture: where the hidden scalar lies (Graph)
             if py:
@@ -328,12 +328,13 @@ class Orch:
         """``with orch.scope():`` bounds the lifetime of ``pto.New`` outputs
         submitted inside (reclaimed once the scope ended and their consumers
         completed). ``manual=True``: only explicit deps apply inside."""
-        check(lib.pto_scope_begin(self._live("scope"), 1 if manual else 0), "scope begin")
+        check(lib.pto_scope_begin(self._live("scope"), 1 if manual else 0), "scope begin",
+              self._token)
         try:
             yield
         finally:
             if self._o is not None:
-                check(lib.pto_scope_end(self._o), "scope end")
+                check(lib.pto_scope_end(self._o), "scope end", self._token)
 
     def _tensor(self, x: Any, what: str, writes: bool):
         if isinstance(x, Arg):  # pto.In(x) reads as x does
@@ -357,7 +358,7 @@ class Orch:
         tmo = c_int(timeout_ms, "read: timeout_ms", "int64_t")
         t, shape, dt = self._tensor(x, "read", False)
         out = np.empty(shape, dtype=dt)
-        check(lib.pto_orch_read(o, t, ffi.from_buffer(out), tmo), "read")
+        check(lib.pto_orch_read(o, t, ffi.from_buffer(out), tmo), "read", self._token)
         return out
 
     def write(self, x: Union[np.ndarray, View], data: Any, timeout_ms: int = -1) -> None:
@@ -376,13 +377,13 @@ class Orch:
         except ValueError:
             raise invalid(f"write: data of shape {src.shape} does not broadcast to the "
                           f"shape {shape} of what it writes") from None
-        check(lib.pto_orch_write(o, t, ffi.from_buffer(src), tmo), "write")
+        check(lib.pto_orch_write(o, t, ffi.from_buffer(src), tmo), "write", self._token)
 
     def wait(self, task: Union[Task, int], timeout_ms: int = -1) -> None:
         """Wait until ``task`` completed."""
         o = self._live("wait")
         check(lib.pto_orch_wait_task(o, task_id(task, "wait", self._token),
-                                     c_int(timeout_ms, "wait: timeout_ms", "int64_t")), "wait")
+                                     c_int(timeout_ms, "wait: timeout_ms", "int64_t")), "wait", self._token)
 
     @property
     def status(self) -> int:

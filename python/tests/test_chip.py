@@ -380,6 +380,23 @@ def test_failure_setting_up_the_orchestration_fails_the_run(chip, monkeypatch):
     chip.run(lambda o: o.dummy(pto.InOut(np.zeros(2, np.float32))))
 
 
+def _refused_registration():
+    """A pto.Error from a pto call that is no call of the run's orchestrator
+    (another chip's kernel registration, refused: one name, two kernels)."""
+    with pto.Chip(clusters=1) as other:
+        other.kernel(lambda ctx: None, name="twice")
+        other.kernel(lambda ctx: 1, name="twice")
+
+
+def test_orchestration_raising_another_calls_error_raises_it(chip):
+    """An orchestration that raises the pto.Error of a call that is not its
+    own run's (another chip's) gets that exception from run. Before: it was
+    taken for an error of the run's own calls, whose run error names it,
+    and run raised FatalError ('Python orchestration raised ...') instead."""
+    with pytest.raises(pto.InvalidArgumentError, match="twice"):
+        chip.run(lambda o: _refused_registration())
+
+
 def test_kernel_returning_a_pto_code(chip):
     k = chip.kernel(lambda ctx, t: -9, name="fatal")
     with pytest.raises(pto.FatalError):

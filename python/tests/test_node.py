@@ -362,6 +362,21 @@ def test_node_read_refuses_a_window_view_of_another_run(node):
         node.run(second)
 
 
+def test_node_orchestration_raising_another_calls_error_raises_it(node):
+    """A node orchestration that raises the pto.Error of a call that is not
+    its own run's (a chip's kernel registration) gets that exception from
+    Node.run. Before: it was taken for an error of the run's own calls,
+    which fail the run; the run had not failed, so Node.run returned as a
+    success and the exception was lost."""
+    def orch(no):
+        with pto.Chip(clusters=1) as other:
+            other.kernel(lambda ctx: None, name="twice")
+            other.kernel(lambda ctx: 1, name="twice")
+
+    with pytest.raises(pto.InvalidArgumentError, match="twice"):
+        node.run(orch)
+
+
 def test_bad_comm_arguments_fail_the_task_with_details(node):
     t = node.host_array((2, 4))
 
