@@ -278,7 +278,7 @@ def test_graph_closed_during_its_launch_keeps_its_arrays(chip):
 
     k = chip.kernel(closer)
     y = np.zeros(1 << 20, np.float32)
-    g = chip.capture(lambda o: o.submit(k, pto.InOut(y)))
+    g = chip.capture(lambda o, y: o.submit(k, pto.InOut(y)), y)
     seen["graph"], seen["ref"] = g, weakref.ref(y)
     del y  # the graph holds the only reference
     chip.launch(g)
