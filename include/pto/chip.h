@@ -93,6 +93,11 @@ PTO_API void pto_chip_config_init(pto_chip_config *cfg);
 PTO_API int pto_chip_create(const pto_chip_config *cfg, pto_chip **out);
 PTO_API void pto_chip_destroy(pto_chip *chip);
 PTO_API const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
+/* Between runs: true while a thread of an earlier run is still inside it (a
+ * kernel that ignored pto_kctx_cancelled past shutdown_ms, docs/chip.md "A
+ * thread that does not leave"), which may still use that run's tensors;
+ * false once it has left (and while a run is in progress). */
+PTO_API bool pto_chip_stuck(pto_chip *chip);
 
 /* ---- kernels ----
  * A kernel is one function per core type. Exactly one of aic/aiv makes a

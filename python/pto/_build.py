@@ -99,6 +99,7 @@ const char *pto_dtype_name(int dt);
 
 void pto_chip_config_init(pto_chip_config *cfg);
 const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
+bool pto_chip_stuck(pto_chip *chip);
 int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err);
 void pto_chip_destroy(pto_chip *chip);
 int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *desc, int *kernel_id);
@@ -229,7 +230,7 @@ int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, in
                int ndeps, int dummy, pto_tensor *outs, pto_task_id *id, int priority);
 int pyk_node_submit(pto_node_orch *no, const int *chips, int nchips, int kernel_id,
                     int per_rank, const int64_t *desc, int nscalars, const uint64_t *scalars,
-                    int block_num, int sync_start, pto_task_id *id);
+                    int block_num, int sync_start, int py_mask, pto_task_id *id);
 int pyk_node_submit_host(pto_node_orch *no, int worker, int fn_index, int ntensors,
                          const int64_t *desc, int nscalars, const uint64_t *scalars,
                          int read_check, pto_task_id *id);
@@ -346,7 +347,10 @@ int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, in
 /* Node tasks from Python: the generic chip orchestration below submits one
  * kernel on each chip of the task with that chip's `per_rank` tensors and
  * the user's scalars. Three hidden scalars go last: kernel id, tensors per
- * rank, block_num | sync_start << 31; the kernel never sees them. */
+ * rank, block_num | sync_start << 31 | py_mask << 32; the kernel never sees
+ * them. py_mask: the last of the user's scalars is a Python kernel's input
+ * mask over every rank's tensors (bit g * per_rank + i: tensor i of rank g
+ * is an INPUT); each chip's kernel gets its own rank's bits. */
 static void pyk_chip_orch(pto_orch *o, void *arg) {
   const pto_node_task *t = arg;
   const pto_args *na = t->args;
@@ -359,19 +363,22 @@ static void pyk_chip_orch(pto_orch *o, void *arg) {
     pto_args_add(&a, (pto_access)na->access[t->group_rank * k + i],
                  &na->tensors[t->group_rank * k + i]);
   for (int i = 0; i < ns; i++) pto_args_scalar(&a, na->scalars[i]);
+  if ((bs >> 32) & 1 && ns > 0 && k > 0) /* k <= PTO_MAX_TENSOR_ARGS (16) */
+    a.scalars[ns - 1] = (na->scalars[ns - 1] >> (t->group_rank * k)) & ((1ull << k) - 1);
   pto_submit_opts so = {.block_num = (int)(bs & 0x7fffffff), .sync_start = (bs >> 31) & 1};
   pto_submit(o, kid, &a, &so, NULL);
 }
 
 int pyk_node_submit(pto_node_orch *no, const int *chips, int nchips, int kernel_id,
                     int per_rank, const int64_t *desc, int nscalars, const uint64_t *scalars,
-                    int block_num, int sync_start, pto_task_id *id) {
+                    int block_num, int sync_start, int py_mask, pto_task_id *id) {
   pto_args a;
   pto_args_init(&a);
   pyk_fill(&a, per_rank * nchips, desc, NULL, nscalars, scalars);
   pto_args_scalar(&a, (uint64_t)kernel_id);
   pto_args_scalar(&a, (uint64_t)per_rank);
-  pto_args_scalar(&a, (uint64_t)block_num | ((uint64_t)(sync_start != 0) << 31));
+  pto_args_scalar(&a, (uint64_t)block_num | ((uint64_t)(sync_start != 0) << 31) |
+                          ((uint64_t)(py_mask != 0) << 32));
   if (nchips == 1) return pto_node_submit(no, chips[0], pyk_chip_orch, &a, id);
   return pto_node_submit_group(no, chips, nchips, pyk_chip_orch, &a, id);
 }

@@ -1,21 +1,22 @@
 """pto.Chip: one simulated chip, its kernels and runs."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import threading
 from collections.abc import Mapping, Set as AbstractSet
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 
 from ._cint import c_int, set_int_field
-from ._errors import error_from, error_from_info, invalid
+from ._errors import error_from, error_from_info, exc_text, invalid
 from ._kernel import PTO_EKERNEL, Kernel, as_spec, register
 from ._orch import Orch, count_of, scalar_bits
 from ._redux import ReduxOp, register_op, release_ops
-from ._tensor import INPUT, array_desc, as_array
+from ._tensor import INPUT, NO_DEP, array_desc, as_array
 from ._pto import ffi, lib
 
 CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", "task_slots",
@@ -24,6 +25,10 @@ CHIP_OPTIONS = ("clusters", "aic_per_cluster", "aiv_per_cluster", "schedulers", 
                 "check", "check_seed")
 _BOOL_OPTIONS = ("sched_threads", "spread_cores", "check")
 PTO_EGRAPH = -19  # pto/status.h
+
+# What the kernels left running by the runs of closed chips may still use
+# (the runs' arrays, the chip's handle): kept for the life of the process.
+_LEFT_BEHIND: List[Any] = []
 
 
 def fill_chip_config(cfg, opts: Dict[str, Any], what: str) -> None:
@@ -72,8 +77,11 @@ class _Run:
     def __init__(self, chip: "Chip", fn: Callable, args: tuple):
         self.chip, self.fn, self.args = chip, fn, args
         self.keep: List[Any] = []
+        self.token = object()  # what this run's Tasks carry (Orch)
         self.orch_exc: Optional[BaseException] = None
-        self.kernel_excs: List[BaseException] = []
+        # (task id, exception) of each Python kernel that raised; the task
+        # None: a reduction op's (the cause of a run failed otherwise)
+        self.kernel_excs: List[tuple] = []
         # (op, "init" or "combine", exception) of reduction ops (_redux.py)
         self.redux_excs: List[tuple] = []
         # checking mode: each task's tensor arguments, to name the one a
@@ -192,6 +200,10 @@ class Chip:
         self._redux_ops: List[ReduxOp] = []  # every one registered (names may repeat)
         self._run: Optional[_Run] = None
         self._run_lock = threading.Lock()  # one run at a time, from any thread
+        # the arrays of earlier runs that a kernel still running may use:
+        # a run returns when a kernel ignored ctx.cancelled() past
+        # shutdown_ms, and pto lets it finish its block (pto_chip_stuck)
+        self._stuck_keep: List[Any] = []
         out = ffi.new("pto_chip **")
         err = ffi.new("pto_error_info *")
         rc = lib.pto_chip_create_ex(cfg, out, err)
@@ -219,6 +231,17 @@ class Chip:
             raise invalid("pto.Chip used after close()")
         return self._chip
 
+    @contextlib.contextmanager
+    def _idle(self, refusal: str) -> Iterator[Any]:
+        """The live chip, with no run in progress (from any thread) until
+        the block ends: InvalidArgumentError ``refusal`` while one is."""
+        if not self._run_lock.acquire(blocking=False):
+            raise invalid(refusal)
+        try:
+            yield self._live()  # checked under the lock: close() takes it too
+        finally:
+            self._run_lock.release()
+
     def kernel(self, spec: Any, name: Optional[str] = None, *,
                read_check: bool = True) -> Kernel:
         """Register a kernel: a reference kernel's name (``"add"``), a Python
@@ -228,9 +251,10 @@ class Chip:
         ``read_check=False``: checking mode does not run it a second time to
         find undeclared reads (a kernel whose writes vary from run to run;
         pto_kernel_skip_read_check)."""
-        chip = self._live()
-        if self._run is not None:
-            raise invalid("Chip.kernel: register kernels before run, not during one")
+        with self._idle("Chip.kernel: register kernels before run, not during one") as chip:
+            return self._kernel(chip, spec, name, read_check)
+
+    def _kernel(self, chip, spec: Any, name: Optional[str], read_check: bool) -> Kernel:
         s = as_spec(spec, name)
         # the same kernel again is the one registered (C refuses a second
         # kernel of one name: names tell kernels apart in traces and records)
@@ -262,12 +286,11 @@ class Chip:
         either makes the run raise KernelError naming the op once it has
         ended (the exception as ``__cause__``). At most 16 ops per chip,
         registered between runs."""
-        chip = self._live()
-        if self._run is not None:
-            raise invalid("Chip.redux_op: register reduction ops before run, not during one")
-        op = register_op(self, chip, name, dtype, init, combine)
-        self.redux_ops[name] = op
-        self._redux_ops.append(op)
+        with self._idle("Chip.redux_op: register reduction ops before run, not during "
+                        "one") as chip:
+            op = register_op(self, chip, name, dtype, init, combine)
+            self.redux_ops[name] = op
+            self._redux_ops.append(op)
         return op
 
     def run(self, orchestrate: Callable[..., Any], *args: Any) -> RunStats:
@@ -282,6 +305,8 @@ class Chip:
         function's own exception. Ctrl-C cancels the run at the next Python
         kernel: KeyboardInterrupt. The Orch takes calls from this thread only."""
         chip = self._live()
+        if not callable(orchestrate):
+            raise invalid(f"Chip.run: orchestrate {orchestrate!r} is not callable")
         run = _Run(self, orchestrate, args)
         stats = self._in_run("Chip.run", run,
                              lambda h, st, err, sig: lib.pyk_chip_run(chip, h, st, err, sig))
@@ -295,6 +320,7 @@ class Chip:
             raise invalid(f"{what}: this chip is already running (run is not reentrant; "
                           "one run at a time per chip)")
         try:
+            self._live()  # (closed by another thread since the caller looked)
             h = ffi.new_handle(run)
             stats = ffi.new("pto_run_stats *")
             err = ffi.new("pto_error_info *")
@@ -305,10 +331,16 @@ class Chip:
                 rc = call(h, stats, err, py_sigint)
             finally:
                 self._run = None
+                if lib.pto_chip_stuck(self._chip):  # its arrays outlive the run
+                    self._stuck_keep.append(list(run.keep))
+                else:  # every kernel of the earlier runs has left
+                    self._stuck_keep.clear()
         finally:
             self._run_lock.release()
         exc = run.orch_exc
-        if exc is not None and not getattr(exc, "_from_call", False):
+        # an error of one of this run's own calls (check): the run's error
+        # names it, with it as the cause; any other exception is raised as it is
+        if exc is not None and getattr(exc, "_from_call", None) is not run.token:
             run.keep.clear()
             raise exc
         if run.redux_excs and not run.kernel_excs:
@@ -316,9 +348,9 @@ class Chip:
             if not rc:  # pto's op functions cannot fail: the run ended "well"
                 run.keep.clear()
                 raise error_from(PTO_EKERNEL, f"{what}: reduction op '{op.name}': its {role} "
-                                 f"raised {type(e).__name__}: {e}; what it reduced holds no "
+                                 f"raised {exc_text(e)}; what it reduced holds no "
                                  "valid result") from e
-            run.kernel_excs.append(e)
+            run.kernel_excs.append((None, e))
         if rc:
             run.keep.clear()
             e = error_from_info(rc, err)
@@ -327,7 +359,10 @@ class Chip:
                 targs = run.task_args.get(e.task, ())
                 if e.arg < len(targs):
                     e.array = getattr(targs[e.arg], "obj", targs[e.arg])
-            cause = run.kernel_excs[0] if run.kernel_excs else exc
+            # the exception of the failed task's own kernel, never another's
+            own = [x for t, x in run.kernel_excs if t is not None and t == e.task]
+            cause = own[0] if own else exc if exc is not None else next(
+                (x for t, x in run.kernel_excs if t is None), None)
             raise e from cause
         return RunStats._from(stats)
 
@@ -338,6 +373,8 @@ class Chip:
         The orchestration may not read, write or wait on the host side
         (GraphError), and the whole graph must fit the chip's rings at once."""
         chip = self._live()
+        if not callable(orchestrate):
+            raise invalid(f"Chip.capture: orchestrate {orchestrate!r} is not callable")
         run = _Run(self, orchestrate, args)
         run.hidden_scalars = []
         run.captured = {}
@@ -357,10 +394,20 @@ class Chip:
         argument of the wrong kind or a read-only array where a task
         writes), and nothing runs."""
         chip = self._live()
-        if not isinstance(graph, Graph) or graph._g is None:
+        if not isinstance(graph, Graph):
             raise invalid("Chip.launch: not a live pto.Graph")
+        g = graph._begin_launch()
+        try:
+            return self._launch(chip, graph, g, bind, scalars)
+        finally:
+            graph._end_launch()
+
+    def _launch(self, chip, graph: "Graph", g, bind: Any, scalars: Any) -> RunStats:
         b = ffi.new("pto_graph_bindings *")
-        keep: List[Any] = [b]
+        # the captured arrays too: a kernel or another thread may close the
+        # graph mid-launch (pto frees it when the launch ends), which drops
+        # the graph's own references while the launch's tasks still use them
+        keep: List[Any] = [b, graph._keep]
         if bind is not None:
             news = graph._bindings(bind)
             ts = ffi.new("pto_tensor[]", max(len(news), 1))
@@ -369,7 +416,11 @@ class Chip:
                     what = f"Chip.launch: buffer {i}"
                     # a buffer the graph's tasks write is described as they
                     # use it: a read-only array is refused, as in Chip.run
-                    d = array_desc(as_array(a, what), graph._writes[i], what)
+                    arr = as_array(a, what)
+                    d = array_desc(arr, graph._writes[i], what)
+                    if graph._writes[i] == NO_DEP and not arr.flags.writeable:
+                        raise invalid(f"{what}: read-only array passed as NoDep (the capture "
+                                      "passed a writable one, which the kernel may write)")
                     graph._check_layout(i, d)
                     ts[i].buf, ts[i].buf_bytes, ts[i].dtype = ffi.cast("void *", d[1]), d[2], d[3]
                     keep.append(a)
@@ -383,23 +434,37 @@ class Chip:
         run = _Run(self, None, ())
         run.keep = keep
         stats = self._in_run("Chip.launch", run, lambda h, st, err, sig: lib.pyk_graph_launch(
-            chip, graph._g, b, st, err, sig))
+            chip, g, b, st, err, sig))
         keep.clear()
         return stats
 
-    def _kernel_exception(self, e: BaseException) -> None:
+    def _kernel_exception(self, e: BaseException, task: int) -> None:
         run = self._run
         if run is not None:
-            run.kernel_excs.append(e)
+            run.kernel_excs.append((task, e))
 
     def close(self) -> None:
         """Stop the chip's threads and free it (idempotent)."""
-        if self._chip is not None:
-            if self._run is not None:
-                raise invalid("Chip.close: the chip is running")
-            lib.pto_chip_destroy(self._chip)
-            self._chip = None
-            release_ops(self._redux_ops)
+        if self._chip is None:
+            return
+        if not self._run_lock.acquire(blocking=False):  # a run on any thread
+            raise invalid("Chip.close: the chip is running")
+        try:
+            if self._chip is not None:
+                self._leave_behind()
+                lib.pto_chip_destroy(self._chip)
+                self._chip = None
+                release_ops(self._redux_ops)
+        finally:
+            self._run_lock.release()
+
+    def _leave_behind(self) -> None:
+        """Before destroy: what a kernel still running (pto_chip_stuck)
+        may use stays alive, the chip's handle included (a Python kernel
+        reports its exception through it)."""
+        if self._stuck_keep and lib.pto_chip_stuck(self._chip):
+            _LEFT_BEHIND.append((self._stuck_keep, self._handle, self._keep))
+        self._stuck_keep = []
 
     def __enter__(self) -> "Chip":
         return self
@@ -410,6 +475,7 @@ class Chip:
     def __del__(self) -> None:
         try:
             if getattr(self, "_chip", None) is not None and self._run is None:
+                self._leave_behind()
                 lib.pto_chip_destroy(self._chip)
                 self._chip = None
                 release_ops(self._redux_ops)
@@ -470,6 +536,13 @@ class Graph:
                  captured: Dict[int, list]):
         self._g, self.chip = g, chip
         self._keep = list(keep)  # every object the capture's tasks used: launches use them too
+        # launches in progress (any thread) and a close that came during one:
+        # the last launch to end frees the graph (pto frees one closed
+        # mid-launch only once the launch has marked it, so the binding
+        # never hands it a graph a close may free under it)
+        self._lock = threading.Lock()
+        self._launches = 0
+        self._doomed = False
         self._hidden = hidden  # (position, value) of each Python kernel's hidden scalar
         info = ffi.new("pto_graph_info *")
         lib.pto_graph_get_info(g, info)
@@ -566,12 +639,29 @@ class Graph:
                           f"{len(self.buffers)}")
         return news
 
+    def _begin_launch(self):
+        with self._lock:
+            if self._g is None or self._doomed:
+                raise invalid("Chip.launch: not a live pto.Graph")
+            self._launches += 1
+            return self._g
+
+    def _end_launch(self) -> None:
+        with self._lock:
+            self._launches -= 1
+            if self._doomed and not self._launches:
+                lib.pto_graph_destroy(self._g)
+                self._g = None
+
     def close(self) -> None:
-        """Free the graph (idempotent)."""
-        if self._g is not None:
-            lib.pto_graph_destroy(self._g)
-            self._g = None
-        self.buffers, self._keep = [], []
+        """Free the graph (idempotent); during a launch, once it has ended."""
+        with self._lock:
+            if self._launches:
+                self._doomed = True
+            elif self._g is not None:
+                lib.pto_graph_destroy(self._g)
+                self._g = None
+            self.buffers, self._keep = [], []
 
     def __del__(self) -> None:
         try:
@@ -583,12 +673,14 @@ class Graph:
 @ffi.def_extern()
 def _pyk_orch(o, arg):
     run: _Run = ffi.from_handle(arg)
-    orch = Orch(o, run)
+    orch = None
     try:
+        orch = Orch(o, run)  # (inside: a failure here fails the run too)
         run.fn(orch, *run.args)
     except BaseException as e:  # noqa: B902 - must not unwind into C
         run.orch_exc = e
-        msg = f"Python orchestration raised {type(e).__name__}: {e}"
+        msg = f"Python orchestration raised {exc_text(e)}"
         lib.pyk_fatal(o, msg.encode(errors="replace")[:480])
     finally:
-        orch._end()
+        if orch is not None:
+            orch._end()

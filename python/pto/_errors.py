@@ -160,14 +160,26 @@ def error_from_info(code: int, info) -> Error:
                       core=None if core < 0 else core, kernel=kernel, stall=stall)
 
 
+def exc_text(e: BaseException) -> str:
+    """``"Type: text"`` of an exception, even when its ``__str__`` raises
+    (the text then says so): what pto's details say of a Python exception,
+    built inside callbacks that must not raise."""
+    try:
+        return f"{type(e).__name__}: {e}"
+    except Exception:  # noqa: BLE001 - any failure of a user's __str__
+        return f"{type(e).__name__}: <str() of the exception raised>"
+
+
 def invalid(details: str) -> Error:
     """InvalidArgumentError (PTO_EINVAL) with ``details``: bad input from Python."""
     return error_from(-1, details)
 
 
-def check(rc: int, what: str) -> None:
-    """Raise the matching Error when a pto call returned a negative code."""
+def check(rc: int, what: str, run: Any = None) -> None:
+    """Raise the matching Error when a pto call returned a negative code;
+    ``run``: the token of the run whose orchestrator made the call (the
+    run's latched error info then has the specifics), None for any other."""
     if rc < 0:
         e = error_from(rc, what)
-        e._from_call = True  # the run's latched error info has the specifics
+        e._from_call = run
         raise e

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from ._cint import c_int
-from ._errors import Error, check, invalid
+from ._errors import Error, check, exc_text, invalid
 from ._pto import ffi, lib
 from ._tensor import array_tensor, as_array, tensor_to_array
 
@@ -36,9 +36,14 @@ class KernelSpec:
     def __init__(self, kind: str, name: str, core: str = "aiv", aiv_count: Optional[int] = None,
                  fn: Optional[Callable] = None, path: Optional[str] = None,
                  symbol: Optional[str] = None, aic_symbol: Optional[str] = None):
+        if not isinstance(name, str):
+            raise invalid(f"kernel name {name!r} is not a str")
+        if not name or "\0" in name:
+            raise invalid(f"kernel name {name!r} " + ("is empty" if not name else
+                          "contains a NUL byte (C would see a shorter name)"))
         if core not in CORES:
             raise invalid(f"kernel '{name}': core {core!r}, must be one of {CORES}")
-        if aiv_count is not None and aiv_count not in (0, 1, 2):
+        if aiv_count is not None and (aiv_count.__class__ is bool or aiv_count not in (0, 1, 2)):
             raise invalid(f"kernel '{name}': aiv_count {aiv_count}, must be 0, 1 or 2")
         self.kind, self.name, self.core, self.aiv_count = kind, name, core, aiv_count
         self.fn, self.path, self.symbol, self.aic_symbol = fn, path, symbol, aic_symbol
@@ -62,7 +67,17 @@ def c_kernel(path: str, symbol: str, core: str = "aiv", aiv_count: Optional[int]
     ``aic_symbol`` (default: ``symbol``) on the AIC and ``symbol`` on
     ``aiv_count`` (default 2) AIV cores of one cluster. C kernels run with
     the GIL released."""
-    return KernelSpec("c", name or symbol, core, aiv_count, path=os.fspath(path), symbol=symbol,
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise invalid(f"c_kernel: path {path!r} is not a file name (a str, bytes or "
+                      "os.PathLike)") from None
+    for what, sym in (("symbol", symbol), ("aic_symbol", aic_symbol)):
+        if sym is not None and (not isinstance(sym, str) or not sym or "\0" in sym):
+            raise invalid(f"c_kernel: {what} {sym!r} is not a str naming a function")
+    if symbol is None:
+        raise invalid("c_kernel: symbol None is not a str naming a function")
+    return KernelSpec("c", name or symbol, core, aiv_count, path=path, symbol=symbol,
                       aic_symbol=aic_symbol)
 
 
@@ -70,7 +85,8 @@ def py_kernel(fn: Callable[..., Optional[int]], core: str = "aiv",
               aiv_count: Optional[int] = None, name: Optional[str] = None) -> KernelSpec:
     """A Python kernel: ``fn(ctx, *tensors)`` is called for every block with a
     :class:`KernelContext` and NumPy views of the task's tensors (same memory,
-    valid during the call; the views of ``In`` tensors are read-only; at most
+    valid during the call; the views of ``In`` tensors, and of read-only arrays
+    passed as ``NoDep``, are read-only; at most
     15 scalars, the binding passes one itself). Return None or 0, or a negative pto code (an int)
     to fail the run (any other value fails it too, naming the value); an exception fails the run
     with PTO_EKERNEL (KernelError, the exception as its ``__cause__``). Each call takes the GIL;
@@ -474,7 +490,8 @@ def kernel_code(r: Any, what: str) -> int:
                      "None, 0 or a negative pto status code (an int)")
 
 
-@ffi.def_extern()
+# error=: whatever escapes the handler below fails the kernel, never passes as 0
+@ffi.def_extern(error=PTO_EKERNEL)
 def _pyk_kernel(slot, ctx):
     kc = None
     try:
@@ -489,7 +506,7 @@ def _pyk_kernel(slot, ctx):
         code = e.code if isinstance(e, Error) and e.code < 0 else PTO_EKERNEL
         _report_kernel_exception(ctx, e)
         # the exception's type and text end the run's details
-        why = f"{type(e).__name__}: {e}".encode(errors="replace")
+        why = exc_text(e).encode(errors="replace")
         return lib.pto_kctx_fail(ctx, code, b"%s", ffi.new("char[]", why))
     finally:
         if kc is not None:
@@ -499,7 +516,7 @@ def _pyk_kernel(slot, ctx):
 def _report_kernel_exception(ctx, e: BaseException) -> None:
     if not _node_child and ctx.env != ffi.NULL:
         try:
-            ffi.from_handle(ctx.env)._kernel_exception(e)
+            ffi.from_handle(ctx.env)._kernel_exception(e, int(ctx.task_id))
             return
         except Exception:  # pragma: no cover
             pass

@@ -20,14 +20,18 @@ from ._kernel import Kernel, KernelSpec, as_spec, register
 from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, scalar_bits
 from ._pto import ffi, lib
 from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, as_dtype, pto_dtype,
-                      tensor_to_array)
+                      shape_arg, tensor_to_array)
 
 
 def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
     """Scratch bytes a collective over ``nranks`` needs for blocks of up to ``block_bytes``."""
-    return int(lib.pto_coll_scratch_bytes(c_int(nranks, "coll_scratch_bytes: nranks"),
-                                          c_int(block_bytes, "coll_scratch_bytes: block_bytes",
-                                                "size_t")))
+    n = c_int(nranks, "coll_scratch_bytes: nranks", "int", 1, int(lib.PTO_COMM_MAX_RANKS))
+    b = c_int(block_bytes, "coll_scratch_bytes: block_bytes", "size_t")
+    r = int(lib.pto_coll_scratch_bytes(n, b))
+    if r == 0:  # pto's answer for a collective it cannot run
+        raise invalid(f"coll_scratch_bytes: block_bytes {b}: pto's collectives take blocks of "
+                      "at most 2**48 bytes")
+    return r
 
 
 class _HostMem:
@@ -72,6 +76,10 @@ class NodeOrch:
         """A domain over ``chips`` (domain rank r is node chip chips[r]) with
         window buffers ``{name: bytes}`` in each rank's window (zeroed)."""
         no = self._live()
+        count_of(chips, "domain: chips")
+        if not isinstance(buffers, Mapping):
+            raise invalid(f"domain: buffers: {type(buffers).__name__} {buffers!r} is not a "
+                          "mapping (name -> bytes)")
         ch = [c_int(c, "domain: chip") for c in chips]
         names = [ffi.new("char[]", str(k).encode()) for k in buffers]
         wb = ffi.new("pto_window_buffer[]", max(1, len(names)))
@@ -79,7 +87,7 @@ class NodeOrch:
             wb[i].name, wb[i].bytes = names[i], c_int(v, f"domain: buffer '{k}' bytes", "size_t")
         out = ffi.new("pto_domain *")
         check(lib.pto_node_domain_create(no, ffi.new("int[]", ch), len(ch), wb, len(names), out),
-              f"domain over chips {ch}")
+              f"domain over chips {ch}", self._run.token)
         return Domain(int(out[0]), ch, buffers)
 
     def window(self, dom: Domain, rank: int, name: str, dtype: Any,
@@ -87,14 +95,13 @@ class NodeOrch:
         """A view of rank ``rank``'s copy of window buffer ``name`` (a task
         argument for dependency inference; readable with ``read``)."""
         what = f"window '{name}'"
-        sh = ([c_int(shape, f"{what}: shape", "int64_t")] if np.isscalar(shape) else
-              [c_int(s, f"{what}: shape[{i}]", "int64_t") for i, s in enumerate(shape)])
+        sh = list(shape_arg(shape, f"{what}: shape"))
         t = ffi.new("pto_tensor *")
         check(lib.pto_node_window_tensor(self._live(), c_int(dom, f"{what}: domain", "int32_t"),
                                          c_int(rank, f"{what}: rank"), str(name).encode(),
                                          pto_dtype(dtype, "window"), len(sh),
                                          ffi.new("int64_t[]", sh), t),
-              f"window '{name}' of rank {rank}")
+              f"window '{name}' of rank {rank}", self._run.token)
         return WindowView(t, self._run, f"window '{name}' of rank {rank}")
 
     def _desc(self, a: Any, what: str) -> List[int]:
@@ -129,7 +136,11 @@ class NodeOrch:
         no = self._live()
         if not isinstance(kernel, Kernel) or kernel._owner is not self._run.node:
             raise invalid(f"submit: {kernel!r} is not a kernel of this node (Node(kernels=...))")
+        count_of(chips, f"submit '{kernel.name}': chips")
         ch = [c_int(c, f"submit '{kernel.name}': chip") for c in chips]
+        count_of(args, f"submit '{kernel.name}': args")
+        for g, al in enumerate(args):
+            count_of(al, f"submit '{kernel.name}': argument list of chip {g}")
         if len(args) != len(ch):
             raise invalid(f"submit '{kernel.name}': {len(args)} argument lists for {len(ch)} chips")
         k = len(args[0]) if args else 0
@@ -145,18 +156,20 @@ class NodeOrch:
             for i, a in enumerate(al):
                 flat += self._desc(a, f"submit '{kernel.name}': chip {ch[g]} tensor {i}")
         sc = [scalar_bits(s, f"submit '{kernel.name}': scalar {i}") for i, s in enumerate(scalars)]
-        if kernel.kind == "py":  # which tensors of a rank are INPUTs (read-only in the kernel)
+        py = kernel.kind == "py"
+        if py:  # which tensors are INPUTs (read-only in the kernel), every rank's:
+            # bit g * k + i for tensor i of rank g; each chip's kernel gets its own
             if len(sc) > MAX_SCALARS - 4:
                 raise invalid(f"submit '{kernel.name}': {len(sc)} scalars, at most "
                               f"{MAX_SCALARS - 4} for a Python kernel on a node")
-            sc.append(input_mask(args[0]))
+            sc.append(sum(input_mask(al) << (g * k) for g, al in enumerate(args)))
         bn = c_int(block_num, f"submit '{kernel.name}': block_num", "int", lo=1)
         tid = ffi.new("pto_task_id *")
         check(lib.pyk_node_submit(no, ffi.new("int[]", ch), len(ch), kernel.id, k,
                                   ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
                                   ffi.new("uint64_t[]", sc) if sc else ffi.NULL, bn,
-                                  1 if sync_start else 0, tid),
-              f"submit '{kernel.name}' on chips {ch}")
+                                  1 if sync_start else 0, 1 if py else 0, tid),
+              f"submit '{kernel.name}' on chips {ch}", self._run.token)
         if self._run.task_args is not None:
             self._run.task_args[int(tid[0])] = tuple(a for al in args for a in al)
         return int(tid[0])
@@ -194,7 +207,7 @@ class NodeOrch:
                                        ffi.new("int64_t[]", flat) if flat else ffi.NULL, len(sc),
                                        ffi.new("uint64_t[]", sc) if sc else ffi.NULL,
                                        1 if read_check else 0, tid),
-              f"submit_host '{fn.name}' (worker {worker})")
+              f"submit_host '{fn.name}' (worker {worker})", self._run.token)
         if self._run.task_args is not None:
             self._run.task_args[int(tid[0])] = tuple(args)
             self._run.host_names[int(tid[0])] = fn.name
@@ -202,11 +215,13 @@ class NodeOrch:
 
     def wait_all(self) -> None:
         """Wait for every submitted node task."""
-        check(lib.pto_node_wait_all(self._live()), "wait_all")
+        check(lib.pto_node_wait_all(self._live()), "wait_all", self._run.token)
 
     def read(self, x: Union[np.ndarray, View]) -> np.ndarray:
         """A packed NumPy copy of ``x`` once every earlier writer task finished."""
         if isinstance(x, View):
+            if x._owner is not self._run:  # its domain may be gone, its place another's
+                raise invalid(f"read: {x._what} belongs to another run")
             t, shape, dt = x._t, x.shape, x.dtype
         else:
             arr = as_array(x, "read")
@@ -214,10 +229,14 @@ class NodeOrch:
             lib.pyk_tensor(t, ffi.new("int64_t[]", array_desc(arr, 0, "read")))
             shape, dt = arr.shape or (1,), arr.dtype
         out = np.empty(shape, dtype=dt)
-        check(lib.pto_node_read(self._live(), t, ffi.from_buffer(out)), "read")
+        check(lib.pto_node_read(self._live(), t, ffi.from_buffer(out)), "read", self._run.token)
         return out
 
     def _coll(self, name, fn, dom, scratch, dst, src, *extra):
+        for w, x in (("dst", dst), ("src", src)):
+            if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)):
+                raise invalid(f"{name}: {w}: {type(x).__name__} is not a list of arrays (one "
+                              "per rank)")
         n = len(dom.chips) if isinstance(dom, Domain) else len(dst)
         if len(dst) != n or len(src) != n:
             raise invalid(f"{name}: need {n} dst and src arrays (one per rank)")
@@ -234,7 +253,8 @@ class NodeOrch:
                 lib.pyk_tensor(tt + r, ffi.new("int64_t[]", array_desc(
                     a, 2 if wr else 0, f"{name}: {w}[{r}]")))
         d = c_int(dom, f"{name}: domain", "int32_t")
-        check(fn(self._live(), d, str(scratch).encode(), dt, st, *extra), f"{name} on domain {d}")
+        check(fn(self._live(), d, str(scratch).encode(), dt, st, *extra), f"{name} on domain {d}",
+              self._run.token)
 
     def allreduce(self, dom: Domain, scratch: str, dst: Sequence[np.ndarray],
                   src: Sequence[np.ndarray], op: str = "sum", algo: str = "auto",
@@ -306,6 +326,7 @@ class _NodeRun:
     def __init__(self, node: "Node", fn: Callable, args: tuple):
         self.node, self.fn, self.args = node, fn, args
         self.keep: List[Any] = []
+        self.token = object()  # what the errors of this run's own calls carry (check)
         self.exc: Optional[BaseException] = None
         # checking mode: each node task's tensor arguments, which a
         # ContractError from the node's own check points at
@@ -380,6 +401,12 @@ class Node:
         cfg = ffi.new("pto_node_config *")
         lib.pto_node_config_init(cfg)
         set_int_field(cfg, "nchips", nchips, "pto.Node")
+        for what, m in (("kernels", kernels), ("host_fns", host_fns)):
+            if m is not None and not isinstance(m, Mapping):
+                raise invalid(f"pto.Node: {what}: {type(m).__name__} {m!r} is not a mapping "
+                              "(name -> kernel or function)")
+        if device_ids is not None:
+            count_of(device_ids, "pto.Node: device_ids")
         chip_opts = {k: options.pop(k) for k in list(options) if k not in _NODE_OPTIONS}
         fill_chip_config(cfg.chip, chip_opts, "pto.Node")
         for k, v in options.items():
@@ -460,10 +487,11 @@ class Node:
         returns when every node task finished. Raises the Error of the first
         root failure (details name the chip rank), or the orchestration
         function's own exception."""
-        node = self._live()
+        self._live()
         if not self._run_lock.acquire(blocking=False):
             raise invalid("Node.run: already running (one run at a time per node)")
         try:
+            node = self._live()  # under the lock: close() takes it too
             run = _NodeRun(self, orchestrate, args)
             h = ffi.new_handle(run)
             err = ffi.new("pto_error_info *")
@@ -475,7 +503,10 @@ class Node:
         finally:
             self._run_lock.release()
         run.keep.clear()
-        if run.exc is not None and not getattr(run.exc, "_from_call", False):
+        # an error of one of this run's own calls: the run's error names it,
+        # with it as the cause; any other exception is raised as it is
+        if run.exc is not None and (getattr(run.exc, "_from_call", None) is not run.token
+                                    or not rc):
             raise run.exc
         if rc:
             e = error_from_info(rc, err)
@@ -509,8 +540,16 @@ class Node:
         arrays from host_array are alive (their memory would go away)."""
         if self._node is None:
             return
-        if self._running:
+        if not self._run_lock.acquire(blocking=False):  # a run on any thread
             raise invalid("Node.close: the node is running")
+        try:
+            self._close()
+        finally:
+            self._run_lock.release()
+
+    def _close(self) -> None:
+        if self._node is None:
+            return
         live = len(self._host)
         if live:
             gc.collect()  # arrays held only by reference cycles (tracebacks)
@@ -539,7 +578,7 @@ class Node:
             pass
 
 
-@ffi.def_extern()
+@ffi.def_extern(error=-1)  # whatever escapes fails the chip's start
 def _pyk_chip_init(chip, rank, arg):
     """In each chip process: register the node's kernels in order."""
     _kernel._node_child = True
@@ -564,16 +603,18 @@ def _pyk_chip_init(chip, rank, arg):
 @ffi.def_extern()
 def _pyk_node_orch(no, arg):
     run: _NodeRun = ffi.from_handle(arg)
-    o = NodeOrch(no, run)
+    o = None
     try:
+        o = NodeOrch(no, run)
         run.fn(o, *run.args)
     except BaseException as e:  # noqa: B902
         run.exc = e
     finally:
-        o._no = None
+        if o is not None:
+            o._no = None
 
 
-@ffi.def_extern()
+@ffi.def_extern(error=-15)  # (PTO_EKERNEL) whatever escapes fails the task
 def _pyk_host(args, arg):
     """In a host sub-worker process: run host function number ``arg``."""
     try:

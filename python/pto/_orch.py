@@ -15,7 +15,7 @@ from ._errors import check, invalid
 from ._kernel import Kernel
 from ._pto import ffi, lib
 from ._redux import ReduxOp
-from ._tensor import (DESC_WORDS, INPUT, MODE_MASK, OUTPUT, REDUX, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
+from ._tensor import (DESC_WORDS, INPUT, MODE_MASK, NO_DEP, OUTPUT, REDUX, WRITES, Arg, Commute, In, InOut, New, NoDep, Out, View,
                       array_desc, as_array, pto_dtype)
 
 MAX_TENSORS = int(lib.PTO_MAX_TENSOR_ARGS)
@@ -28,7 +28,10 @@ class f64:
     __slots__ = ("value",)
 
     def __init__(self, value: float):
-        self.value = float(value)
+        try:
+            self.value = float(value)
+        except (TypeError, ValueError):
+            raise invalid(f"pto.f64: {value!r} is not a float") from None
 
 
 def scalar_bits(v: Any, what: str) -> int:
@@ -54,11 +57,17 @@ _MODE_OF = {In: INPUT, Out: 2, InOut: 3, NoDep: 4, Commute: 5, New: OUTPUT}
 
 
 def input_mask(args: Sequence[Any]) -> int:
-    """Bit i set: tensor argument i is an INPUT (its view in a Python kernel is read-only)."""
+    """Bit i set: tensor argument i is an INPUT, or a read-only array passed
+    as NoDep (its view in a Python kernel is read-only)."""
     m = 0
     for i, a in enumerate(args):
-        if getattr(a, "mode", None) == INPUT:
+        mode = getattr(a, "mode", None)
+        if mode == INPUT:
             m |= 1 << i
+        elif mode == NO_DEP and not isinstance(a.obj, View):
+            obj = a.obj  # (described already: as_array cannot fail here)
+            if not (obj if isinstance(obj, np.ndarray) else as_array(obj, "")).flags.writeable:
+                m |= 1 << i
     return m
 
 
@@ -66,10 +75,12 @@ class Task:
     """A submitted task: ``id`` (pass it in ``deps``), ``outputs`` (one
     :class:`View` per ``pto.New`` argument, in argument order)."""
 
-    __slots__ = ("id", "outputs")
+    __slots__ = ("id", "outputs", "_run")
 
-    def __init__(self, tid: int, outputs: Tuple[View, ...]):
-        self.id, self.outputs = tid, outputs
+    def __init__(self, tid: int, outputs: Tuple[View, ...], run: Any = None):
+        # the run's token (ids start at 0 in every run), not the run: a
+        # Task kept does not keep the run's function and arguments alive
+        self.id, self.outputs, self._run = tid, outputs, run
 
     @property
     def output(self) -> View:
@@ -103,24 +114,31 @@ def count_of(seq: Any, what: str) -> int:
         raise invalid(f"{what}: {c.__name__} {seq!r} is not a sequence") from None
 
 
-def capture_use(cap: dict, mode: int, words: List[int]) -> None:
+def capture_use(cap: dict, mode: int, words: List[int], writable: bool) -> None:
     """Record, for a capture, one use of an array as a task argument (its
     descriptor ``words`` after the mode): by base pointer, the first mode
-    that writes it and every layout (shape, element strides) it was used
-    with. A launch refuses a read-only array for a written buffer and an
-    array of another layout (Graph)."""
+    that writes it (NoDep of a writable array: the kernel may write it,
+    unless a mode that writes comes later) and every layout (shape, element
+    strides) it was used with. A launch refuses a read-only array for a
+    written buffer and an array of another layout (Graph)."""
     rec = cap.get(words[0])
     if rec is None:
         rec = cap[words[0]] = [None, {}]
     m = mode & MODE_MASK
-    if rec[0] is None and m in WRITES:
+    if m in WRITES:
+        if rec[0] is None or rec[0] == NO_DEP:
+            rec[0] = m
+    elif m == NO_DEP and writable and rec[0] is None:
         rec[0] = m
     nd = words[3]
     rec[1][(tuple(words[5:5 + nd]), tuple(words[10:10 + nd]))] = None
 
 
-def task_id(d: Any, what: str = "deps") -> int:
+def task_id(d: Any, what: str = "deps", run: Any = None) -> int:
+    """A dependency's task id; a Task must be of the run whose token is ``run``."""
     if isinstance(d, Task):
+        if d._run is not run:  # its id names another task in this run
+            raise invalid(f"{what}: task {d.id} belongs to another run")
         return d.id
     return c_int(d, f"{what}: task", "int64_t")
 
@@ -143,6 +161,7 @@ class Orch:
     def __init__(self, o, run):
         self._o = o
         self._run = run
+        self._token = run.token  # what this run's Tasks carry
         self._thread = _get_ident()  # the orchestration function's
         self._end_lock = threading.Lock()  # a refusal holds it: _o stays valid meanwhile
         self._cache: dict = {}  # id(ndarray) -> (array, shape, strides, dtype, descriptor words)
@@ -214,7 +233,7 @@ class Orch:
                 flat.append(mode)
                 flat += c[4]
                 if cap is not None:
-                    capture_use(cap, mode, c[4])
+                    capture_use(cap, mode, c[4], obj.flags.writeable)
                 continue
             if isinstance(obj, View):
                 if obj._owner is not self._run:
@@ -226,7 +245,7 @@ class Orch:
             d = array_desc(arr, mode, what)
             flat += d
             if cap is not None:
-                capture_use(cap, mode, d[1:])
+                capture_use(cap, mode, d[1:], arr.flags.writeable)
             self._run.keep.append(obj)  # alive (and not resizable) until the run ends
             if arr is not obj:
                 self._run.keep.append(arr)
@@ -272,7 +291,8 @@ class Orch:
         if priority.__class__ is not int or not INT_MIN <= priority <= INT_MAX:
             priority = c_int(priority, f"{ctx}: priority", "int")
         nd = count_of(deps, f"{ctx}: deps")
-        dl = ffi.new("int64_t[]", [task_id(d) for d in deps]) if nd else ffi.NULL
+        dl = (ffi.new("int64_t[]", [task_id(d, f"{ctx}: deps", self._token) for d in deps])
+              if nd else ffi.NULL)
         n = len(args)
         if flat:
             self._flat[0:len(flat)] = flat
@@ -280,7 +300,7 @@ class Orch:
                             1 if sync_start else 0, dl, nd, dummy, self._outs, self._tid,
                             priority)
         if rc:
-            check(rc, ctx)
+            check(rc, ctx, self._token)
         hidden = self._run.hidden_scalars
         if hidden is not None:  # a capture: where the hidden scalar lies (Graph)
             if py:
@@ -290,7 +310,7 @@ class Orch:
         if not news:
             if self._run.task_args is not None:
                 self._run.task_args[tid] = args
-            return Task(tid, ())
+            return Task(tid, (), self._token)
         views = []
         for i in news:
             t = ffi.new("pto_tensor *")
@@ -301,27 +321,28 @@ class Orch:
             for i, v in zip(news, views):
                 named[i] = v
             self._run.task_args[tid] = tuple(named)
-        return Task(tid, tuple(views))
+        return Task(tid, tuple(views), self._token)
 
     @contextlib.contextmanager
     def scope(self, manual: bool = False) -> Iterator[None]:
         """``with orch.scope():`` bounds the lifetime of ``pto.New`` outputs
         submitted inside (reclaimed once the scope ended and their consumers
         completed). ``manual=True``: only explicit deps apply inside."""
-        check(lib.pto_scope_begin(self._live("scope"), 1 if manual else 0), "scope begin")
+        check(lib.pto_scope_begin(self._live("scope"), 1 if manual else 0), "scope begin",
+              self._token)
         try:
             yield
         finally:
             if self._o is not None:
-                check(lib.pto_scope_end(self._o), "scope end")
+                check(lib.pto_scope_end(self._o), "scope end", self._token)
 
     def _tensor(self, x: Any, what: str, writes: bool):
+        if isinstance(x, Arg):  # pto.In(x) reads as x does
+            x = x.obj
         if isinstance(x, View):
             if x._owner is not self._run:
                 raise invalid(f"{what}: {x._what} belongs to another run")
             return x._t, x.shape, x.dtype
-        if isinstance(x, Arg):
-            x = x.obj
         arr = as_array(x, what)
         d = array_desc(arr, 2 if writes else 0, what)
         t = ffi.new("pto_tensor *")
@@ -337,7 +358,7 @@ class Orch:
         tmo = c_int(timeout_ms, "read: timeout_ms", "int64_t")
         t, shape, dt = self._tensor(x, "read", False)
         out = np.empty(shape, dtype=dt)
-        check(lib.pto_orch_read(o, t, ffi.from_buffer(out), tmo), "read")
+        check(lib.pto_orch_read(o, t, ffi.from_buffer(out), tmo), "read", self._token)
         return out
 
     def write(self, x: Union[np.ndarray, View], data: Any, timeout_ms: int = -1) -> None:
@@ -356,13 +377,13 @@ class Orch:
         except ValueError:
             raise invalid(f"write: data of shape {src.shape} does not broadcast to the "
                           f"shape {shape} of what it writes") from None
-        check(lib.pto_orch_write(o, t, ffi.from_buffer(src), tmo), "write")
+        check(lib.pto_orch_write(o, t, ffi.from_buffer(src), tmo), "write", self._token)
 
     def wait(self, task: Union[Task, int], timeout_ms: int = -1) -> None:
         """Wait until ``task`` completed."""
         o = self._live("wait")
-        check(lib.pto_orch_wait_task(o, task_id(task, "wait"),
-                                     c_int(timeout_ms, "wait: timeout_ms", "int64_t")), "wait")
+        check(lib.pto_orch_wait_task(o, task_id(task, "wait", self._token),
+                                     c_int(timeout_ms, "wait: timeout_ms", "int64_t")), "wait", self._token)
 
     @property
     def status(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -38,6 +39,23 @@ MAX_DIMS = int(lib.PTO_MAX_DIMS)
 DESC_WORDS = 17  # [mode, buf, bytes, dtype, ndims, offset, shape[5], stride[5], alloc_tag]
 
 ArrayLike = Any  # ndarray, buffer-protocol object or DLPack producer
+
+
+def shape_arg(shape: Any, what: str) -> Tuple[int, ...]:
+    """A shape argument (an int, or a sequence of ints) as a tuple of int64
+    values; InvalidArgumentError naming ``what`` otherwise (a dict's keys
+    or a set's order would pass as dims)."""
+    if np.isscalar(shape):
+        return (c_int(shape, what, "int64_t"),)
+    if isinstance(shape, (Mapping, AbstractSet)):
+        raise invalid(f"{what}: {type(shape).__name__} {shape!r} is not a sequence (a mapping "
+                      "or set has no order of dims; pass a tuple)")
+    try:
+        items = list(shape)
+    except TypeError:
+        raise invalid(f"{what}: {type(shape).__name__} {shape!r} is not an int or a "
+                      "sequence") from None
+    return tuple(c_int(s, f"{what}[{i}]", "int64_t") for i, s in enumerate(items))
 
 
 def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:
@@ -243,9 +261,7 @@ class New:
     mode = OUTPUT
 
     def __init__(self, shape: Union[int, Sequence[int]], dtype: Any = np.float32):
-        self.shape = ((c_int(shape, "pto.New: shape", "int64_t"),) if np.isscalar(shape) else
-                      tuple(c_int(s, f"pto.New: shape[{i}]", "int64_t")
-                            for i, s in enumerate(shape)))
+        self.shape = shape_arg(shape, "pto.New: shape")
         self.dtype = as_dtype(dtype, "pto.New: dtype")
 
     def __repr__(self) -> str:
@@ -351,10 +367,8 @@ class View:
 
     def reshape(self, *shape: int) -> "View":
         """Same elements, new shape (the view must be contiguous)."""
-        if len(shape) == 1 and not np.isscalar(shape[0]):
-            shape = tuple(shape[0])
-        sh = [c_int(s, f"{self._what}: reshape: shape[{i}]", "int64_t")
-              for i, s in enumerate(shape)]
+        sh = list(shape_arg(shape[0] if len(shape) == 1 else shape,
+                            f"{self._what}: reshape: shape"))
         n = math.prod(self.shape)
         what = f"reshape of shape {self.shape} to {tuple(sh)}"
         if not self._contiguous():

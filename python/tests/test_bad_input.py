@@ -309,6 +309,28 @@ def test_handles_used_out_of_their_time(chip):
         chip.kernel("add")
 
 
+def test_task_of_another_run_is_refused(chip):
+    """A Task names a task of its own run: task ids start again at 0 in
+    every run, so one kept from an earlier run names whatever task has its
+    id now. Before: deps=[old_task] and wait(old_task) took it silently (a
+    dependency on an unrelated task, or on none); now they are refused, as
+    a View of another run is. A bare int stays the caller's to get right."""
+    k = chip.kernel(nop)
+    a = np.zeros(4, np.float32)
+    kept = {}
+    chip.run(lambda o: kept.update(t=o.submit(k, pto.InOut(a))))
+
+    def orch(o):
+        o.submit(k, pto.InOut(a))
+        o.submit(k, pto.In(a), deps=[kept["t"]])
+
+    with pytest.raises(pto.InvalidArgumentError, match="task 0 belongs to another run"):
+        chip.run(orch)
+    with pytest.raises(pto.InvalidArgumentError, match="task 0 belongs to another run"):
+        chip.run(lambda o: (o.submit(k, pto.InOut(a)), o.wait(kept["t"])))
+    chip.run(lambda o: (o.submit(k, pto.InOut(a)), o.wait(0)))
+
+
 def test_in_place_dtype_change_is_seen(chip):
     """An array reused in a run after `a.dtype = ...` is described anew.
     Readers of the same bytes are not ordered among themselves: the
@@ -377,6 +399,30 @@ def test_python_kernel_cannot_write_an_input(chip):
         sc=ctx.scalars, w=(x.flags.writeable, y.flags.writeable, z.flags.writeable)), name="flags")
     chip.run(lambda o: o.submit(k2, pto.In(x), pto.InOut(y), pto.NoDep(x), scalars=[5, 6]))
     assert seen == {"sc": (5, 6), "w": (False, True, True)}, seen
+
+
+def test_python_kernel_cannot_write_a_read_only_nodep(chip):
+    """A read-only array passed as NoDep (a table the kernel only reads) is
+    read-only in a Python kernel too. Before: its view was writable, so a
+    kernel wrote into read-only memory: an immutable bytes object changed
+    under Python (or a read-only mapping: segfault)."""
+    def writes(ctx, x):
+        x[:] = 1
+
+    k = chip.kernel(writes)
+    b = bytes(16)
+    x = np.frombuffer(b, np.float32)
+    with pytest.raises(pto.KernelError) as e:
+        chip.run(lambda o: o.submit(k, pto.NoDep(x)))
+    assert isinstance(e.value.__cause__, ValueError) and "read-only" in str(e.value.__cause__)
+    assert b == bytes(16), b
+    for ro in (b, memoryview(b)):  # a buffer-protocol object as it is
+        with pytest.raises(pto.KernelError):
+            chip.run(lambda o: o.submit(k, pto.NoDep(ro)))
+        assert b == bytes(16), b
+    w = np.zeros(4, np.float32)  # a writable one stays writable
+    chip.run(lambda o: o.submit(k, pto.NoDep(w)))
+    assert (w == 1).all()
 
 
 @pytest.mark.parametrize("field,value", [("scalars", {1: 2}), ("scalars", {1, 2}),
@@ -452,3 +498,73 @@ def test_kernel_name_registered_twice(chip):
     with pytest.raises(pto.InvalidArgumentError,
                        match="a kernel named 'twice' is already registered"):
         chip.kernel(lambda ctx, *t: None, name="twice")
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda c: c.run(5), "Chip.run: orchestrate 5 is not callable"),
+    (lambda c: c.capture(None), "Chip.capture: orchestrate None is not callable"),
+    (lambda c: c.kernel(nop, name=5), "kernel name 5 is not a str"),
+    (lambda c: c.kernel(pto.py_kernel(nop, name=b"k")), "kernel name b'k' is not a str"),
+    (lambda c: c.kernel(nop, name="a\0b"), "contains a NUL byte"),
+    (lambda c: pto.py_kernel(nop, aiv_count=True), "aiv_count True, must be 0, 1 or 2"),
+    (lambda c: pto.c_kernel(None, "k"), "c_kernel: path None is not a file name"),
+    (lambda c: pto.c_kernel("libm.so.6", 5), "c_kernel: symbol 5 is not a str"),
+    (lambda c: pto.c_kernel("libm.so.6", "cos", aic_symbol=3), "aic_symbol 3 is not a str"),
+    (lambda c: pto.Node(2, ["add"]), "pto.Node: kernels: list ['add'] is not a mapping"),
+    (lambda c: pto.Node(2, {}, host_fns=[nop]), "pto.Node: host_fns: list"),
+    (lambda c: pto.Node(2, {}, device_ids=5), "pto.Node: device_ids: int 5 is not a sequence"),
+])
+def test_arguments_of_the_wrong_type(chip, call, msg):
+    """An argument of the wrong type raises InvalidArgumentError naming it.
+    Before: a bare TypeError or AttributeError from deep inside ("'int'
+    object has no attribute 'encode'"), or, for a name with a NUL byte, a
+    kernel registered in C under a shorter name than the one Python shows."""
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        call(chip)
+    assert msg in str(e.value), str(e.value)
+    a = np.zeros(4, np.float32)
+    run_one(chip, pto.InOut(a))
+
+
+@pytest.mark.parametrize("shape,msg", [
+    ({1: 2}, "pto.New: shape: dict {1: 2} is not a sequence"),
+    ({4}, "pto.New: shape: set {4} is not a sequence"),
+    (None, "pto.New: shape: NoneType None is not an int or a sequence"),
+])
+def test_shape_of_the_wrong_kind(chip, shape, msg):
+    """A shape that is no int and no sequence of ints is refused, naming it.
+    Before: pto.New({1: 2}) took the dict's keys as the dims (shape (1,),
+    silently), a set was taken in its own order, None raised a bare
+    TypeError; View.reshape(None) too."""
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        pto.New(shape)
+    assert msg in str(e.value), str(e.value)
+
+    k = chip.kernel(nop)
+
+    def orch(o):
+        v = o.submit(k, pto.New((4, 4))).output
+        with pytest.raises(pto.InvalidArgumentError, match="reshape: shape"):
+            v.reshape(shape)
+        # an Arg around a View reads as the View does (as around an array)
+        assert o.read(pto.In(v)).shape == (4, 4)
+        o.write(pto.Out(v), 1)
+        assert (o.read(v) == 1).all()
+
+    chip.run(orch)
+
+
+def test_f64_of_a_non_number():
+    with pytest.raises(pto.InvalidArgumentError, match="pto.f64: 'x' is not a float"):
+        pto.f64("x")
+
+
+@pytest.mark.parametrize("nranks,block", [(0, 4), (-1, 4), (1 << 20, 4), (2, 1 << 50)])
+def test_coll_scratch_bytes_of_a_collective_pto_cannot_run(nranks, block):
+    """pto_coll_scratch_bytes answers 0 for a rank count or block size out
+    of its range. Before: coll_scratch_bytes returned that 0 as a size
+    (a window buffer of 0 bytes, refused only at the collective); now it
+    raises, naming the ranges."""
+    with pytest.raises(pto.InvalidArgumentError, match="coll_scratch_bytes"):
+        pto.coll_scratch_bytes(nranks, block)
+    assert pto.coll_scratch_bytes(2, 64) > 128

@@ -313,6 +313,90 @@ def test_python_kernel_exception_is_the_cause(chip):
     chip.run(lambda o: o.submit(ok, pto.Out(np.zeros(2, np.float32))))
 
 
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("str() of this exception fails")
+
+
+def test_exception_whose_text_fails_still_fails_the_run(chip):
+    """An exception whose str() raises, from a Python kernel or the
+    orchestration, still fails the run and is the error's cause. Before:
+    building the details raised inside the callback, cffi printed it and
+    returned 0, so the kernel passed as a success and the run succeeded."""
+    def boom(ctx, t):
+        raise _Unprintable()
+
+    k = chip.kernel(boom)
+    with pytest.raises(pto.KernelError) as e:
+        chip.run(lambda o: o.submit(k, pto.Out(np.zeros(2, np.float32))))
+    assert isinstance(e.value.__cause__, _Unprintable), repr(e.value.__cause__)
+    assert "_Unprintable" in e.value.details, e.value.details
+
+    def orch(o):
+        o.submit(k, pto.Out(np.zeros(2, np.float32)))
+        raise _Unprintable()
+
+    with pytest.raises(_Unprintable):
+        chip.run(orch)
+    ok = chip.kernel(lambda ctx, t: None, name="ok")
+    chip.run(lambda o: o.submit(ok, pto.Out(np.zeros(2, np.float32))))
+
+
+def test_cause_is_the_failed_tasks_own_exception(chip):
+    """The run's error has as its cause the exception of the Python kernel
+    of its own task, never another task's. Before: the first exception any
+    Python kernel raised was the cause, so a C kernel's error (task 1) came
+    with an unrelated Python kernel's exception (task 0) as its cause."""
+    add = chip.kernel("add")
+
+    def late(ctx, t):
+        time.sleep(0.05)  # after add has failed the run
+        raise RuntimeError("late python failure")
+
+    kl = chip.kernel(late)
+    a, bad, t = np.ones(8, np.float32), np.zeros(4, np.float32), np.zeros(2, np.float32)
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        chip.run(lambda o: (o.submit(kl, pto.Out(t)),
+                            o.submit(add, pto.In(a), pto.In(a), pto.Out(bad))))
+    assert e.value.task == 1 and e.value.kernel == "add", str(e.value)
+    assert e.value.__cause__ is None, repr(e.value.__cause__)
+
+
+def test_failure_setting_up_the_orchestration_fails_the_run(chip, monkeypatch):
+    """An exception before the orchestration function is called (making
+    its Orch: a MemoryError, say) fails the run and is raised. Before: it
+    escaped the C callback, cffi printed it, and the run, which had run
+    nothing, returned as a success."""
+    import pto._chip as chip_module
+
+    class Broken:
+        def __init__(self, o, run):
+            raise MemoryError("no memory for the Orch")
+
+    monkeypatch.setattr(chip_module, "Orch", Broken)
+    with pytest.raises(MemoryError, match="no memory for the Orch"):
+        chip.run(lambda o: None)
+    monkeypatch.undo()
+    chip.run(lambda o: o.dummy(pto.InOut(np.zeros(2, np.float32))))
+
+
+def _refused_registration():
+    """A pto.Error from a pto call that is no call of the run's orchestrator
+    (another chip's kernel registration, refused: one name, two kernels)."""
+    with pto.Chip(clusters=1) as other:
+        other.kernel(lambda ctx: None, name="twice")
+        other.kernel(lambda ctx: 1, name="twice")
+
+
+def test_orchestration_raising_another_calls_error_raises_it(chip):
+    """An orchestration that raises the pto.Error of a call that is not its
+    own run's (another chip's) gets that exception from run. Before: it was
+    taken for an error of the run's own calls, whose run error names it,
+    and run raised FatalError ('Python orchestration raised ...') instead."""
+    with pytest.raises(pto.InvalidArgumentError, match="twice"):
+        chip.run(lambda o: _refused_registration())
+
+
 def test_kernel_returning_a_pto_code(chip):
     k = chip.kernel(lambda ctx, t: -9, name="fatal")
     with pytest.raises(pto.FatalError):
@@ -337,6 +421,66 @@ def test_watchdog_error_names_the_stall():
         with pytest.raises(pto.SchedTimeoutError) as e:
             c.run(lambda o: o.submit(k, pto.Out(np.zeros(2, np.float32))))
         assert e.value.stall == "TASK_STUCK" or "stuck" in str(e.value).lower(), str(e.value)
+
+
+def _straggler_run(chip, seen, release):
+    """A run whose one kernel ignores ctx.cancelled() past shutdown_ms: the
+    run returns with that kernel still running, on an array only the run
+    references. The kernel says whether the array is alive once released."""
+    import gc
+    import weakref
+
+    def straggler(ctx, y):
+        release.wait(20)
+        gc.collect()
+        seen["alive"] = seen["ref"]() is not None  # (never writes: freed memory, before)
+        seen["done"] = True
+
+    k = chip.kernel(straggler)
+
+    def orch(o):
+        y = np.zeros(1 << 20, np.float32)
+        seen["ref"] = weakref.ref(y)
+        o.submit(k, pto.Out(y))
+
+    with pytest.raises(pto.SchedTimeoutError, match="did not leave the run"):
+        chip.run(orch)
+
+
+def test_arrays_outlive_a_kernel_left_running_past_its_run():
+    """A kernel still running when its run returned (it ignored
+    ctx.cancelled() past shutdown_ms; pto lets it finish its block) keeps
+    the run's arrays alive until it has left, on an open chip and on a
+    closed one. Before: run returned and dropped them at once, so the
+    kernel (a C one writing, or a Python one through its views) used freed
+    memory."""
+    import gc
+    nop = np.zeros(4, np.float32)
+    for close in (False, True):
+        seen, release = {}, threading.Event()
+        chip = pto.Chip(clusters=1, schedulers=1, watchdog_ms=200, shutdown_ms=100)
+        _straggler_run(chip, seen, release)
+        gc.collect()
+        if close:
+            chip.close()
+            del chip
+            gc.collect()
+        release.set()
+        deadline = time.monotonic() + 20
+        while "done" not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen.get("alive"), f"an array freed under a kernel still running (close={close})"
+        if not close:  # once it has left, the chip runs again and the array goes
+            while True:
+                try:
+                    chip.run(lambda o: o.dummy(pto.InOut(nop)))
+                    break
+                except pto.ShutdownError:
+                    assert time.monotonic() < deadline, "the straggler never left"
+                    time.sleep(0.01)
+            gc.collect()
+            assert seen["ref"]() is None, "the straggler's run kept its array after it left"
+            chip.close()
 
 
 def test_gil_released_while_c_kernels_run(chip, ckernels):
@@ -415,3 +559,53 @@ def test_errors_pickle():
     assert type(f) is pto.SchedTimeoutError and (f.task, f.core, f.kernel, f.details) == (
         3, 1, "k", "no progress")
     assert pto.ERRORS[-15] is pto.KernelError and issubclass(pto.KernelError, pto.Error)
+
+
+_CLOSE_RACE = r"""
+import threading, numpy as np, pto
+chip = pto.Chip(clusters=1, schedulers=1)
+a = np.zeros(4, np.float32)
+real = chip._run_lock
+
+class Racing:
+    # the run's lock, first taken after another thread's close() ran: what
+    # a thread switch between run's check of the chip and its lock allows
+    def __init__(self):
+        self.first = True
+    def acquire(self, blocking=True):
+        if self.first:
+            self.first = False
+            t = threading.Thread(target=self.close)
+            t.start()
+            t.join()
+        return real.acquire(blocking)
+    def release(self):
+        real.release()
+    def close(self):
+        try:
+            chip.close()
+            print("closed")
+        except pto.Error as e:
+            print("close refused:", e.details)
+
+chip._run_lock = Racing()
+try:
+    chip.run(lambda o: o.dummy(pto.InOut(a)))
+    print("ran")
+except pto.InvalidArgumentError as e:
+    print("run refused:", e.details)
+"""
+
+
+def test_close_from_another_thread_never_frees_a_chip_a_run_uses():
+    """close() on one thread and run() on another: a run never uses a
+    destroyed chip. Before: run looked the chip up before taking the run
+    lock and close() did not take it, so a close between the two freed the
+    chip under the run (use after free: a crash). Now close takes the lock
+    (refused while a run holds it), and run checks the chip under it."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _CLOSE_RACE], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+    assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert r.stdout.splitlines() == ["closed", "run refused: pto.Chip used after close()"], r.stdout

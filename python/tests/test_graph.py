@@ -258,3 +258,97 @@ def test_launch_bind_of_the_wrong_kind(chip, bind):
     chip.launch(g, [a2, b2, y2])
     assert_array(y2, expected(a2, b2, 2.0), "a launch after the refusal")
     g.close()
+
+
+def test_graph_closed_during_its_launch_keeps_its_arrays(chip):
+    """A kernel (or another thread) may close a graph mid-launch (pto frees
+    it when the launch ends). The arrays it captured, which the launch's
+    tasks still use, must stay alive until then: before, Graph.close
+    dropped them at once, so the next task wrote freed memory (segfault
+    when NumPy had unmapped a large array)."""
+    import gc
+    import weakref
+    seen = {}
+
+    def closer(ctx, y):
+        if "graph" in seen:  # in the launch (not the capture)
+            seen.pop("graph").close()
+            gc.collect()
+            seen["alive"] = seen["ref"]() is not None
+
+    k = chip.kernel(closer)
+    y = np.zeros(1 << 20, np.float32)
+    g = chip.capture(lambda o, y: o.submit(k, pto.InOut(y)), y)
+    seen["graph"], seen["ref"] = g, weakref.ref(y)
+    del y  # the graph holds the only reference
+    chip.launch(g)
+    assert seen["alive"], "the captured array was freed while its launch still ran"
+    del g
+    gc.collect()
+    assert seen["ref"]() is None, "the closed graph's array outlived its launch"
+
+
+def test_launch_refuses_a_read_only_array_for_a_writable_nodep(chip):
+    """A NoDep argument is passed to the kernel untracked, which may write
+    it (a Python kernel's view of a writable NoDep array is writable, and
+    the launch keeps the captured views' modes). A launch binding a
+    read-only array there is refused, as for Out. Before: it was taken, and
+    the kernel wrote into read-only memory (an immutable bytes object)."""
+    def writes(ctx, x):
+        if x.flags.writeable:
+            x[:] = 1
+
+    k = chip.kernel(writes)
+    g = chip.capture(lambda o: o.submit(k, pto.NoDep(np.zeros(4, np.float32))))
+    b = bytes(16)
+    with pytest.raises(pto.InvalidArgumentError, match="buffer 0: read-only array passed as NoDep"):
+        chip.launch(g, [np.frombuffer(b, np.float32)])
+    assert b == bytes(16), b
+    w = np.zeros(4, np.float32)
+    chip.launch(g, [w])
+    assert (w == 1).all()
+    g.close()
+    ro = np.frombuffer(b, np.float32)  # captured read-only: its view is, and it binds one
+    g = chip.capture(lambda o: o.submit(k, pto.NoDep(ro)))
+    chip.launch(g, [np.frombuffer(bytes(16), np.float32)])
+    assert b == bytes(16), b
+    g.close()
+
+
+def test_graph_closed_by_another_thread_as_its_launch_starts(chip):
+    """Graph.close on one thread while chip.launch on another is starting:
+    pto frees a graph closed mid-launch when the launch ends, but not one
+    closed before the launch has marked it busy, so the binding must not
+    hand pto a graph that a close may free under it. Now a close during a
+    launch (from its start) leaves the freeing to the launch's end. Before:
+    the launch read the graph after the close (a bare TypeError here; freed
+    memory when the close came between that read and pto's mark)."""
+    import threading
+    a, b, y = arrays(1)
+    g = chip.capture(program, a, b, y, 2.0)
+    real = chip._run_lock
+
+    class Racing:  # the launch's run lock, first taken after a close on another thread
+        first = True
+
+        def acquire(self, blocking=True):
+            if Racing.first:
+                Racing.first = False
+                t = threading.Thread(target=g.close)
+                t.start()
+                t.join()
+            return real.acquire(blocking)
+
+        def release(self):
+            real.release()
+
+    chip._run_lock = Racing()
+    try:
+        a2, b2, y2 = arrays(2)
+        chip.launch(g, [a2, b2, y2], scalars=[3.0])
+    finally:
+        chip._run_lock = real
+    assert_array(y2, expected(a2, b2, 3.0), "the launch the close came during")
+    assert g._g is None, "the graph closed during its launch was not freed at its end"
+    with pytest.raises(pto.InvalidArgumentError, match="not a live pto.Graph"):
+        chip.launch(g)

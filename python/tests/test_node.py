@@ -150,11 +150,21 @@ def commute_meet(ctx, half, flags):
         time.sleep(0.0005)
 
 
+def per_rank_modes(ctx, t):
+    """Chip 0 was given its tensor as In, chip 1 as Out: a view read-only
+    exactly where the task only reads."""
+    if ctx.chip == 0:
+        assert not t.flags.writeable, "chip 0's In view is writable"
+    else:
+        t[:] = 7
+
+
 @pytest.fixture(scope="module")
 def node(ckernels):
     with pto.Node(2, {"comm_ops": comm_ops, "coll": coll_kernel, "raises": raises_in_child,
                       "add": "add", "bad_remote": bad_remote, "axpb": pto.c_kernel(ckernels, "k_axpb"),
-                      "commute_add": commute_add, "commute_meet": commute_meet},
+                      "commute_add": commute_add, "commute_meet": commute_meet,
+                      "per_rank_modes": per_rank_modes},
                   host_fns={"scale": host_scale, "raises": host_raises}, nworkers=1,
                   **node_opts(DEVICE_IDS["node"])) as n:
         yield n
@@ -255,6 +265,18 @@ def test_host_sub_worker_tasks(node):
         node.run(lambda no: no.submit_host("scale", pto.In(x), pto.Out(y), worker=3))
 
 
+def test_python_kernel_views_follow_each_ranks_modes(node):
+    """A group task whose chips take their tensors in different modes: each
+    chip's Python kernel gets its own tensors' modes. Before, every chip
+    used chip 0's (one hidden mask for the task): chip 1's Out view was
+    read-only, so a valid task failed (and an In of chip 1 under an Out of
+    chip 0 was writable, a write dependency inference did not know of)."""
+    t = node.host_array((2, 4))
+    node.run(lambda no: no.submit_group([0, 1], node.kernels["per_rank_modes"],
+                                        [[pto.In(t[0])], [pto.Out(t[1])]]))
+    assert_array(t, np.array([[0] * 4, [7] * 4], np.float32), "t")
+
+
 def test_kernel_exception_in_a_chip_process(node):
     t = node.host_array(4)
     with pytest.raises(pto.KernelError) as e:
@@ -305,6 +327,54 @@ def test_node_bad_input(node):
         node.run(lambda no: no.submit_group([0, 1], node.kernels["add"], [[pto.In(h)], []]))
     with pytest.raises(pto.InvalidArgumentError):
         node.run(lambda no: no.domain([0, 5], {"x": 8}))
+    # arguments of the wrong type are named (before: bare TypeError, AttributeError)
+    for call, msg in [
+            (lambda no: no.domain(0, {"x": 8}), "domain: chips: int 0 is not a sequence"),
+            (lambda no: no.domain([0, 1], ["x"]), "domain: buffers: list ['x'] is not a mapping"),
+            (lambda no: no.submit_group(0, node.kernels["add"], [[pto.In(h)]]),
+             "chips: int 0 is not a sequence"),
+            (lambda no: no.submit_group([0], node.kernels["add"], [pto.In(h)]),
+             "argument list of chip 0: In"),
+            (lambda no: no.allreduce(0, "s", h, h), "allreduce: dst: ndarray")]:
+        with pytest.raises(pto.InvalidArgumentError) as e:
+            node.run(call)
+        assert msg in str(e.value), str(e.value)
+
+
+def test_node_read_refuses_a_window_view_of_another_run(node):
+    """A window view is valid in its run (its domain ends with it). Before:
+    NodeOrch.read took one from an earlier run, and where a later domain's
+    window lay at the same place it returned that window's data silently
+    (submit refuses such a view: 'belongs to another run')."""
+    t = node.host_array(4)
+    keep = {}
+
+    def first(no):
+        keep["w"] = no.window(no.domain([0, 1], {"x": 16}), 0, "x", np.float32, 4)
+
+    def second(no):
+        w = no.window(no.domain([0, 1], {"y": 16}), 0, "y", np.float32, 4)
+        no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(w))
+        no.read(keep["w"])
+
+    node.run(first)
+    with pytest.raises(pto.InvalidArgumentError, match="belongs to another run"):
+        node.run(second)
+
+
+def test_node_orchestration_raising_another_calls_error_raises_it(node):
+    """A node orchestration that raises the pto.Error of a call that is not
+    its own run's (a chip's kernel registration) gets that exception from
+    Node.run. Before: it was taken for an error of the run's own calls,
+    which fail the run; the run had not failed, so Node.run returned as a
+    success and the exception was lost."""
+    def orch(no):
+        with pto.Chip(clusters=1) as other:
+            other.kernel(lambda ctx: None, name="twice")
+            other.kernel(lambda ctx: 1, name="twice")
+
+    with pytest.raises(pto.InvalidArgumentError, match="twice"):
+        node.run(orch)
 
 
 def test_bad_comm_arguments_fail_the_task_with_details(node):
@@ -372,3 +442,53 @@ def test_host_array_checks_every_dim_before_allocating():
         a = node.host_array((1024, 1000))  # nearly all of host_bytes: nothing was taken
         assert a.shape == (1024, 1000) and (a == 0).all()
         del a  # Node.close refuses while a host array is referenced
+
+
+_NODE_CLOSE_RACE = r"""
+import sys, threading, pto
+node = pto.Node(1, {"add": "add"}, device_ids=[int(sys.argv[1])], clusters=1, schedulers=1,
+                quiet=True, lease_wait_ms=60000)
+real = node._run_lock
+
+class Racing:
+    # the run's lock, first taken after another thread's close() ran
+    def __init__(self):
+        self.first = True
+    def acquire(self, blocking=True):
+        if self.first:
+            self.first = False
+            t = threading.Thread(target=self.close)
+            t.start()
+            t.join()
+        return real.acquire(blocking)
+    def release(self):
+        real.release()
+    def close(self):
+        try:
+            node.close()
+            print("closed")
+        except pto.Error as e:
+            print("close refused:", e.details)
+
+node._run_lock = Racing()
+try:
+    node.run(lambda no: None)
+    print("ran")
+except pto.InvalidArgumentError as e:
+    print("run refused:", e.details)
+"""
+
+
+def test_node_close_from_another_thread_never_frees_a_node_a_run_uses():
+    """As for Chip: before, Node.run looked the node up before its lock and
+    close() did not take it, so a close between the two destroyed the node
+    under the run (use after free). Now close takes the lock and run checks
+    the node under it."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _NODE_CLOSE_RACE, str(DEVICE_IDS["misc"][1])],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+    assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert r.stdout.splitlines() == ["closed", "run refused: pto.Node used after close()"], \
+        r.stdout

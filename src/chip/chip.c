@@ -708,6 +708,12 @@ static bool stragglers_left(pto_run *r, char *why, size_t n) {
   return false;
 }
 
+bool pto_chip_stuck(pto_chip *chip) {
+  if (!chip || !chip->stuck || !chip->run || atomic_load(&chip->running)) return false;
+  char why[8];
+  return !stragglers_left(chip->run, why, sizeof why);
+}
+
 static bool join_deadline(pthread_t th, uint64_t deadline) {
   uint64_t now = pto_now_ns();
   uint64_t ns = deadline > now ? deadline - now : 0;

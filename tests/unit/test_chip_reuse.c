@@ -481,8 +481,10 @@ static void test_straggler_does_not_reach_next_run(void **state) {
   unlink(trace);
   assert_int_equal(pto_chip_set_trace(chip, trace), PTO_OK);
   /* run N: a kernel fails while another never looks at cancellation */
+  assert_false(pto_chip_stuck(chip));
   pto_run_stats st_n;
   int rc = pto_chip_run(chip, strag_orch, &s, &st_n, &err);
+  assert_true(pto_chip_stuck(chip)); /* its tensors must stay alive */
   printf("run N: %s: %s\n", pto_status_name(rc), err.details);
   assert_int_equal(rc, PTO_EKERNEL);
   if (!strstr(err.details, "did not leave the run"))
@@ -521,6 +523,7 @@ static void test_straggler_does_not_reach_next_run(void **state) {
                "count in it)",
                (unsigned long long)st.tasks, (unsigned long long)st.blocks);
   } while (rc);
+  assert_false(pto_chip_stuck(chip)); /* it has left */
   for (int i = 0; i < 16; i++)
     assert_int_equal(s.a[i], 100 + i);
   /* and again, with the error record clean, traced */
