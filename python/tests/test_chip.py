@@ -9,6 +9,7 @@ import pytest
 
 import pto
 from pto._pto import ffi, lib
+from close_first import env as close_first_env
 from conftest import assert_array
 
 
@@ -562,38 +563,11 @@ def test_errors_pickle():
 
 
 _CLOSE_RACE = r"""
-import threading, numpy as np, pto
+import numpy as np, pto
+from close_first import race
 chip = pto.Chip(clusters=1, schedulers=1)
 a = np.zeros(4, np.float32)
-real = chip._run_lock
-
-class Racing:
-    # the run's lock, first taken after another thread's close() ran: what
-    # a thread switch between run's check of the chip and its lock allows
-    def __init__(self):
-        self.first = True
-    def acquire(self, blocking=True):
-        if self.first:
-            self.first = False
-            t = threading.Thread(target=self.close)
-            t.start()
-            t.join()
-        return real.acquire(blocking)
-    def release(self):
-        real.release()
-    def close(self):
-        try:
-            chip.close()
-            print("closed")
-        except pto.Error as e:
-            print("close refused:", e.details)
-
-chip._run_lock = Racing()
-try:
-    chip.run(lambda o: o.dummy(pto.InOut(a)))
-    print("ran")
-except pto.InvalidArgumentError as e:
-    print("run refused:", e.details)
+race(chip, lambda o: o.dummy(pto.InOut(a)))
 """
 
 
@@ -606,6 +580,6 @@ def test_close_from_another_thread_never_frees_a_chip_a_run_uses():
     import subprocess
     import sys
     r = subprocess.run([sys.executable, "-c", _CLOSE_RACE], capture_output=True, text=True,
-                       timeout=60, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+                       timeout=60, env=close_first_env())
     assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
     assert r.stdout.splitlines() == ["closed", "run refused: pto.Chip used after close()"], r.stdout

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import pto
+from close_first import env as close_first_env
 from conftest import DEVICE_IDS, assert_array
 
 SIZE, HALF = 64, 32
@@ -445,37 +446,11 @@ def test_host_array_checks_every_dim_before_allocating():
 
 
 _NODE_CLOSE_RACE = r"""
-import sys, threading, pto
+import sys, pto
+from close_first import race
 node = pto.Node(1, {"add": "add"}, device_ids=[int(sys.argv[1])], clusters=1, schedulers=1,
                 quiet=True, lease_wait_ms=60000)
-real = node._run_lock
-
-class Racing:
-    # the run's lock, first taken after another thread's close() ran
-    def __init__(self):
-        self.first = True
-    def acquire(self, blocking=True):
-        if self.first:
-            self.first = False
-            t = threading.Thread(target=self.close)
-            t.start()
-            t.join()
-        return real.acquire(blocking)
-    def release(self):
-        real.release()
-    def close(self):
-        try:
-            node.close()
-            print("closed")
-        except pto.Error as e:
-            print("close refused:", e.details)
-
-node._run_lock = Racing()
-try:
-    node.run(lambda no: None)
-    print("ran")
-except pto.InvalidArgumentError as e:
-    print("run refused:", e.details)
+race(node, lambda no: None)
 """
 
 
@@ -487,8 +462,7 @@ def test_node_close_from_another_thread_never_frees_a_node_a_run_uses():
     import subprocess
     import sys
     r = subprocess.run([sys.executable, "-c", _NODE_CLOSE_RACE, str(DEVICE_IDS["misc"][1])],
-                       capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+                       capture_output=True, text=True, timeout=120, env=close_first_env())
     assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
     assert r.stdout.splitlines() == ["closed", "run refused: pto.Node used after close()"], \
         r.stdout

@@ -1,0 +1,49 @@
+"""A run lock whose first acquire lets another thread's close() run to its
+end first: what a thread switch between a run's check of its object and
+its lock allows (test_chip, test_node: run in a subprocess, this
+directory on its path)."""
+import threading
+
+import pto
+
+
+class CloseFirst:
+    def __init__(self, obj):
+        self.obj, self.real, self.first = obj, obj._run_lock, True
+
+    def acquire(self, blocking=True):
+        if self.first:
+            self.first = False
+            t = threading.Thread(target=self.close)
+            t.start()
+            t.join()
+        return self.real.acquire(blocking)
+
+    def release(self):
+        self.real.release()
+
+    def close(self):
+        try:
+            self.obj.close()
+            print("closed")
+        except pto.Error as e:
+            print("close refused:", e.details)
+
+
+def race(obj, orchestrate):
+    """obj.run(orchestrate) with another thread's obj.close() first."""
+    obj._run_lock = CloseFirst(obj)
+    try:
+        obj.run(orchestrate)
+        print("ran")
+    except pto.InvalidArgumentError as e:
+        print("run refused:", e.details)
+
+
+def env():
+    """The environment of the subprocess that runs a race: this directory
+    on its path, and a traceback on a crash."""
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONFAULTHANDLER="1", PYTHONPATH=path)
