@@ -249,16 +249,21 @@ void pto_node_destroy(pto_node *n) {
   /* during the run (from its orchestration, or a thread of it): refused,
    * named. Before, it freed the node under pto_node_run, which then went
    * on with it. The caller destroys the node after the run returns. */
-  if (atomic_load_explicit(&n->orch_live, memory_order_acquire)) {
+  pto_node_orch *live = atomic_load_explicit(&n->orch_live, memory_order_acquire);
+  if (live && pthread_equal(pthread_self(), n->orch_owner)) {
     last_error_set(PTO_EINVAL, "pto_node_destroy: called during the node's run; it did nothing "
                                "(destroy the node after pto_node_run returns)");
-    if (pthread_equal(pthread_self(), n->orch_owner))
-      node_first_err(n, PTO_EINVAL,
-                     "pto_node_destroy was called during the node's run (from its "
-                     "orchestration); it did nothing: destroy the node after pto_node_run "
-                     "returns");
-    else /* the owner latches it: the only thing another thread writes */
-      atomic_store_explicit(&n->foreign_call, "destroy", memory_order_release);
+    node_first_err(n, PTO_EINVAL,
+                   "pto_node_destroy was called during the node's run (from its "
+                   "orchestration); it did nothing: destroy the node after pto_node_run "
+                   "returns");
+    return;
+  }
+  /* from another thread: the owner latches it (the only thing another
+   * thread writes), also in the run's last wait and its end */
+  if (live && node_foreign_leave(n, live, "destroy")) {
+    last_error_set(PTO_EINVAL, "pto_node_destroy: called during the node's run; it did nothing "
+                               "(destroy the node after pto_node_run returns)");
     return;
   }
   if (!n->fatal) {
@@ -373,7 +378,6 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   fn(no, arg);
   node_latch_foreign(n);
   node_until(n, node_all_finished, NULL, true, UINT64_MAX, 0);
-  atomic_store_explicit(&n->orch_live, NULL, memory_order_release);
   node_sched_end(n);
   node_release_domains(n);
   n->stats.run_us = (double)(pto_now_ns() - t0) / 1000.0;
@@ -385,6 +389,10 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
                    why[0] ? why : pto_strerror(rc));
   n->running = false;
   node_tasks_end(n);
+  /* a call from another thread until here (the run's last wait, its
+   * domains' release) fails the run as during the orchestration; before,
+   * one after the orchestration returned was never latched (PTO_OK) */
+  node_end_foreign(n);
   if (n->fatal) {
     *err = n->fatal_err;
     return n->fatal;

@@ -704,6 +704,69 @@ static void test_orch_of_an_earlier_run_in_the_next(void **state) {
   pto_node_destroy(n);
 }
 
+/* A thread of the orchestration that calls after the orchestration
+ * function returned, while pto_node_run still waits for the run's tasks
+ * (here a 600 ms host task): its calls are refused, and the run fails
+ * naming them, as during the orchestration. Before, a call refused then
+ * was never latched: the run returned PTO_OK, and a pto_node_destroy from
+ * that thread did nothing without a word to the run. */
+typedef struct late_caller {
+  foreign f;
+  pthread_t th;
+  bool destroy;
+  pto_node *n;
+} late_caller;
+
+static void *late_calls(void *arg) {
+  late_caller *l = arg;
+  sleep_ms(200); /* the orchestration has returned; the host task runs on */
+  if (l->destroy)
+    pto_node_destroy(l->n);
+  else
+    foreign_calls(&l->f);
+  return NULL;
+}
+
+static void late_caller_run(pto_node_orch *no, void *arg) {
+  late_caller *l = arg;
+  l->f.no = no;
+  assert_int_equal(sub_host_fill(no, 1, &l->f.mine, 7, 600, NULL), 0);
+  assert_int_equal(pthread_create(&l->th, NULL, late_calls, l), 0);
+}
+
+static void test_calls_from_another_thread_after_the_orchestration(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  for (int destroy = 0; destroy < 2; destroy++) {
+    late_caller l;
+    memset(&l, 0, sizeof l);
+    foreign_init(n, &l.f);
+    l.destroy = destroy;
+    l.n = n;
+    pto_error_info err;
+    int rc = pto_node_run(n, late_caller_run, &l, &err);
+    pthread_join(l.th, NULL);
+    printf("%s from another thread in the run's last wait: the run %s: %s\n",
+           destroy ? "pto_node_destroy" : "every call", pto_status_name(rc), err.details);
+    if (!destroy) {
+      assert_int_equal(l.f.rc_submit, PTO_EINVAL);
+      assert_int_equal(l.f.rc_wait, PTO_EINVAL);
+    }
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, destroy ? "pto_node_destroy" : "pto_node_"));
+    assert_non_null(strstr(err.details, "from a thread other than the one running"));
+    assert_true(all_is(&l.f.out, SENTINEL));     /* nothing of theirs ran */
+    assert_true(ramp_is(&l.f.mine, 7.0f, 1.0f)); /* the owner's task did */
+  }
+  /* and the node runs again, its own */
+  foreign f;
+  foreign_init(n, &f);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, own_only_run, &f, &err), 0);
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
 static void test_run_after_failed_run(void **state) {
   (void)state;
   pto_node *n = make_node();
@@ -902,6 +965,7 @@ int main(void) {
       cmocka_unit_test(test_calls_from_another_thread_refused),
       cmocka_unit_test(test_orch_used_after_its_run),
       cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next),
+      cmocka_unit_test(test_calls_from_another_thread_after_the_orchestration),
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
