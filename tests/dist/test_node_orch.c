@@ -454,6 +454,54 @@ static void test_first_root_error_wins(void **state) {
   pto_node_destroy(n);
 }
 
+/* A host task that fails with a code of its own, not a pto status (a C
+ * `return 1`, or -1234): the run fails with PTO_EKERNEL, the details
+ * naming the code, as a kernel's own code fails a chip run; a pto status
+ * stays itself. Before, pto_node_run returned the callback's 1 (not an
+ * error to `rc < 0`, and no PTO_E* code) or -1234 (PTO_E?). */
+typedef struct host_code {
+  int code;
+  probe p;
+} host_code;
+
+static void host_code_run(pto_node_orch *no, void *arg) {
+  host_code *h = arg;
+  h->p.rc[0] = sub_host_fail(no, 0, &h->p.t[0], h->code, 0, &h->p.id[0]);
+  h->p.rc[1] = sub_host_add(no, 1, &h->p.t[0], &h->p.t[1], 1, 0, NULL); /* poisoned */
+}
+
+static void host_code_good(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  assert_int_equal(sub_host_fill(no, 0, &p->t[1], 4, 0, NULL), 0);
+}
+
+static void test_host_task_own_code(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  const int codes[] = {1, 7, -1234, PTO_EINVAL, PTO_EFATAL};
+  for (int i = 0; i < 5; i++) {
+    host_code h;
+    memset(&h, 0, sizeof h);
+    h.code = codes[i];
+    h.p.t[0] = vec(n, SENTINEL);
+    h.p.t[1] = vec(n, SENTINEL);
+    pto_error_info err;
+    int rc = pto_node_run(n, host_code_run, &h, &err);
+    printf("host task returned %d: the run %s (%d): %s\n", codes[i], pto_status_name(rc), rc,
+           err.details);
+    int want = codes[i] < 0 && codes[i] != -1234 ? codes[i] : PTO_EKERNEL;
+    assert_int_equal(rc, want);
+    assert_int_equal(err.code, want);
+    char said[48];
+    snprintf(said, sizeof said, "host task returned %d", codes[i]);
+    assert_non_null(strstr(err.details, said));
+    assert_true(all_is(&h.p.t[1], SENTINEL)); /* its dependent was poisoned */
+    assert_int_equal(pto_node_run(n, host_code_good, &h.p, &err), 0); /* the next run */
+    assert_true(ramp_is(&h.p.t[1], 4.0f, 1.0f));
+  }
+  pto_node_destroy(n);
+}
+
 /* ---- 3. group tasks and independent single-chip tasks ---- */
 
 /* A 2-rank domain; a group task whose ranks wait on each other writes
@@ -959,6 +1007,7 @@ int main(void) {
       cmocka_unit_test(test_poison_chip_failure),
       cmocka_unit_test(test_poison_host_failure),
       cmocka_unit_test(test_first_root_error_wins),
+      cmocka_unit_test(test_host_task_own_code),
       cmocka_unit_test(test_group_ranks_wait_on_each_other),
       cmocka_unit_test(test_independent_tasks_on_two_chips),
       cmocka_unit_test(test_run_after_failed_run),
