@@ -146,6 +146,20 @@ if(PTO_HAVE_MPI)
                    RESOURCE_LOCK pto_devices)
 endif()
 
+# A chip task on another host whose chip function the chip rank refuses:
+# the host tensors rank 0 sent after its frame are taken and dropped, and
+# the next tasks (host tensors of other sizes) give exact results.
+if(PTO_HAVE_MPI)
+  add_executable(test_node_ship_refused ${CMAKE_CURRENT_LIST_DIR}/test_node_ship_refused.c)
+  target_link_libraries(test_node_ship_refused PRIVATE pto_scenes)
+  add_test(NAME mpi.node_ship_refused_two_hosts.np2
+           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                      $<TARGET_FILE:test_node_ship_refused>)
+  set_tests_properties(mpi.node_ship_refused_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
+    RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
+    PASS_REGULAR_EXPRESSION "summary: refused=verified next=verified")
+endif()
+
 # Checking mode with the two chips on two hosts (cli_check_two_hosts.sh):
 # the breaches named by the breaching rank, correct scenes passing.
 if(PTO_HAVE_MPI)
