@@ -142,7 +142,7 @@ struct pto_node {
   uint64_t stop_deadline_ns; /* node_kill_all: threads to be joined by then; 0 = none stopped */
   pto_error_info fatal_err;
   /* the current run */
-  bool running;
+  _Atomic bool running; /* a pto_node_run is in progress (taken by compare-and-swap) */
   tmap tm;
   node_task *tasks;
   int64_t base_id, ntasks, captasks, oldest_live;

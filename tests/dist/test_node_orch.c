@@ -17,6 +17,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -815,6 +816,72 @@ static void test_calls_from_another_thread_after_the_orchestration(void **state)
   pto_node_destroy(n);
 }
 
+/* Two threads call pto_node_run on one node at once: one runs, the other
+ * is refused with PTO_EBUSY naming why, and neither run's tasks go astray.
+ * Before, both could pass the `running` check (a plain bool, set only
+ * after the run's bookkeeping was made) and run over one TensorMap and one
+ * task array. */
+typedef struct racer {
+  pto_node *n;
+  pthread_barrier_t *go;
+  pto_tensor out;
+  int base, rc;
+  pto_error_info err;
+} racer;
+
+static _Atomic int racers_inside, racers_overlapped;
+
+static void racer_run(pto_node_orch *no, void *arg) {
+  racer *r = arg;
+  if (atomic_fetch_add(&racers_inside, 1)) atomic_fetch_add(&racers_overlapped, 1);
+  sleep_ms(2); /* two orchestrations at once would meet here */
+  if (sub_host_fill(no, -1, &r->out, r->base, 0, NULL)) r->base = -1;
+  atomic_fetch_sub(&racers_inside, 1);
+}
+
+static void *racer_main(void *arg) {
+  racer *r = arg;
+  pthread_barrier_wait(r->go);
+  r->rc = pto_node_run(r->n, racer_run, r, &r->err);
+  return NULL;
+}
+
+static void test_two_threads_run_at_once(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  int both = 0, busy = 0;
+  for (int round = 0; round < 300; round++) {
+    racer r[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+      memset(&r[i], 0, sizeof r[i]);
+      r[i] = (racer){.n = n, .go = &go, .out = vec(n, SENTINEL), .base = 10 * i + 1};
+      assert_int_equal(pthread_create(&th[i], NULL, racer_main, &r[i]), 0);
+    }
+    for (int i = 0; i < 2; i++)
+      pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+      if (r[i].rc == 0) {
+        assert_true(ramp_is(&r[i].out, (float)r[i].base, 1.0f));
+      } else {
+        assert_int_equal(r[i].rc, PTO_EBUSY);
+        assert_non_null(strstr(r[i].err.details, "already running"));
+        assert_true(all_is(&r[i].out, SENTINEL));
+        busy++;
+      }
+    }
+    both += r[0].rc == 0 && r[1].rc == 0;
+  }
+  printf("300 rounds of two threads running the node at once: %d refused, %d with both runs "
+         "(one after the other), %d with two orchestrations at once\n",
+         busy, both, atomic_load(&racers_overlapped));
+  assert_int_equal(atomic_load(&racers_overlapped), 0);
+  pthread_barrier_destroy(&go);
+  pto_node_destroy(n);
+}
+
 static void test_run_after_failed_run(void **state) {
   (void)state;
   pto_node *n = make_node();
@@ -1014,6 +1081,7 @@ int main(void) {
       cmocka_unit_test(test_calls_from_another_thread_refused),
       cmocka_unit_test(test_orch_used_after_its_run),
       cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next),
+      cmocka_unit_test(test_two_threads_run_at_once),
       cmocka_unit_test(test_calls_from_another_thread_after_the_orchestration),
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
   };
