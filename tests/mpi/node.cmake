@@ -253,3 +253,13 @@ pto_add_mpi_test(NAME node_group_failure NP 3 COMMAND test_node_group_failure TI
                  RESOURCE_LOCK pto_devices)
 pto_add_mpi_test(NAME node_group_failure_rma NP 3 COMMAND test_node_group_failure TIMEOUT 120
                  RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
+
+# A node runs again right after a failed run (a chip failing between two
+# allreduces or in a barrier, a host task failing, a chip outliving its
+# watchdog, a failed group task then a good one in the same run): exact
+# sums, promptly, in runs of other shapes; through the relays, each chip a
+# rank, on shared and on MPI RMA windows.
+pto_add_mpi_test(NAME node_rerun NP 3 COMMAND test_node_rerun TIMEOUT 120
+                 RESOURCE_LOCK pto_devices)
+pto_add_mpi_test(NAME node_rerun_rma NP 3 COMMAND test_node_rerun TIMEOUT 120
+                 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
