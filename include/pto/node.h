@@ -126,7 +126,9 @@ typedef struct pto_node_task {
   pto_task_id id;       /* node task id */
 } pto_node_task;
 
-/* A host sub-worker task: returns 0 or a negative pto status. */
+/* A host sub-worker task: returns 0 or a negative pto status. Any other
+ * code (a C `return 1`, a negative that is no pto status) fails the task
+ * with PTO_EKERNEL, the details naming the code, as a kernel's own. */
 typedef int (*pto_host_fn)(const pto_args *args, void *arg);
 
 /* Node-task submission. Tensor arguments must be valid views that lie in

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "chip/kernel_why.h"
 #include "chip/node_hooks.h"
 #include "chip/trace_hooks.h"
 #include "comm/delivery.h"
@@ -195,11 +196,16 @@ static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, no
         run_chip_task(n, slot, chip, comm, f, &r);
       } else {
         /* checking mode: run twice, the second time on flipped memory */
-        r.status =
+        int hrc =
             f->read_check ? node_check_host_run(n, f, &r.err) : f->host_fn(&f->args, f->host_arg);
+        /* a code of the callback's own (a C `return 1`, a negative that
+         * is no pto status) is PTO_EKERNEL, as a kernel's: the run returns
+         * a PTO_E* code, never the callback's positive one */
+        r.status = hrc ? kernel_fail_code(hrc) : 0;
         r.err.code = r.status;
-        if (r.status && !r.err.details[0])
-          snprintf(r.err.details, sizeof r.err.details, "host task returned %d", r.status);
+        if (hrc && !r.err.details[0])
+          snprintf(r.err.details, sizeof r.err.details, "host task returned %d%s", hrc,
+                   r.status != hrc ? " (not a pto status: a failure of the task's own)" : "");
       }
       break;
     case FRAME_DOM_OPEN:

@@ -429,6 +429,19 @@ static void ship_take(rank_relay *rr) {
   ship_unpack(a, (uintptr_t)n->host, n->cfg.host_bytes, rr->shipped);
 }
 
+/* A task refused here (its chip function: fnref_decode) had its host
+ * tensors sent all the same, right after its frame: they are taken and
+ * dropped, else the next task's ship_take would take them for its own. */
+static void ship_drop(rank_relay *rr) {
+  pto_node *n = rr->n;
+  size_t bytes = ship_bytes(&rr->in.f.args, (uintptr_t)n->host, n->cfg.host_bytes);
+  if (!bytes) return;
+  unsigned char *buf = malloc(bytes);
+  if (!buf) abort(); /* rank 0 is sending them: no way to go on */
+  relay_recv(rr->comm, buf, (int)bytes, 0, T_DATA, root_gone, rr);
+  free(buf);
+}
+
 /* The elements the task changed go back, before its reply. */
 static void ship_back(rank_relay *rr) {
   pto_node *n = rr->n;
@@ -463,6 +476,7 @@ static bool rank_relay_pass(rank_relay *rr) {
     void *fn = NULL;
     char why[300];
     if (fnref_decode(&rr->in.chip_fn, &fn, why, sizeof why)) {
+      if (rr->other_host && rr->in.f.type == FRAME_TASK) ship_drop(rr);
       node_reply r = {.gen = rr->remote_gen, .status = PTO_EINVAL};
       node_set_err(&r.err, PTO_EINVAL, "chip function of node task %" PRId64 ": %.400s",
                    rr->in.f.task_id, why);

@@ -249,16 +249,21 @@ void pto_node_destroy(pto_node *n) {
   /* during the run (from its orchestration, or a thread of it): refused,
    * named. Before, it freed the node under pto_node_run, which then went
    * on with it. The caller destroys the node after the run returns. */
-  if (atomic_load_explicit(&n->orch_live, memory_order_acquire)) {
+  pto_node_orch *live = atomic_load_explicit(&n->orch_live, memory_order_acquire);
+  if (live && pthread_equal(pthread_self(), n->orch_owner)) {
     last_error_set(PTO_EINVAL, "pto_node_destroy: called during the node's run; it did nothing "
                                "(destroy the node after pto_node_run returns)");
-    if (pthread_equal(pthread_self(), n->orch_owner))
-      node_first_err(n, PTO_EINVAL,
-                     "pto_node_destroy was called during the node's run (from its "
-                     "orchestration); it did nothing: destroy the node after pto_node_run "
-                     "returns");
-    else /* the owner latches it: the only thing another thread writes */
-      atomic_store_explicit(&n->foreign_call, "destroy", memory_order_release);
+    node_first_err(n, PTO_EINVAL,
+                   "pto_node_destroy was called during the node's run (from its "
+                   "orchestration); it did nothing: destroy the node after pto_node_run "
+                   "returns");
+    return;
+  }
+  /* from another thread: the owner latches it (the only thing another
+   * thread writes), also in the run's last wait and its end */
+  if (live && node_foreign_leave(n, live, "destroy")) {
+    last_error_set(PTO_EINVAL, "pto_node_destroy: called during the node's run; it did nothing "
+                               "(destroy the node after pto_node_run returns)");
     return;
   }
   if (!n->fatal) {
@@ -353,14 +358,30 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   if (!err) err = &local;
   node_set_err(err, 0, "%s", "");
   if (!n || !fn) return PTO_EINVAL;
+  /* one run at a time, whichever thread calls: taken before anything of
+   * the run is made (before, a plain bool set after the bookkeeping let two
+   * threads both pass and run over one TensorMap and task array) */
+  bool idle = false;
+  if (!atomic_compare_exchange_strong_explicit(&n->running, &idle, true, memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    node_set_err(err, PTO_EBUSY,
+                 "pto_node_run: the node is already running (a run on another thread, or this "
+                 "call came from the node's orchestration); it did nothing");
+    last_error_set(PTO_EBUSY, "%s", err->details);
+    return PTO_EBUSY;
+  }
   if (n->fatal) {
     *err = n->fatal_err;
+    atomic_store_explicit(&n->running, false, memory_order_release);
     return n->fatal;
   }
-  if (n->running) return PTO_EBUSY;
   int rc = node_tasks_begin(n);
-  if (rc) return rc;
-  n->running = true;
+  if (rc) {
+    node_set_err(err, rc, "pto_node_run: cannot make the run's TensorMap (%u entries): %s",
+                 n->cfg.tensormap_entries, pto_strerror(rc));
+    atomic_store_explicit(&n->running, false, memory_order_release);
+    return rc;
+  }
   n->trace_origin_ns = pto_now_ns(); /* every rank's time zero (the clock is machine-wide) */
   memset(n->trace_runs, 0, sizeof n->trace_runs);
   atomic_store_explicit(&n->foreign_call, NULL, memory_order_relaxed);
@@ -373,7 +394,6 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   fn(no, arg);
   node_latch_foreign(n);
   node_until(n, node_all_finished, NULL, true, UINT64_MAX, 0);
-  atomic_store_explicit(&n->orch_live, NULL, memory_order_release);
   node_sched_end(n);
   node_release_domains(n);
   n->stats.run_us = (double)(pto_now_ns() - t0) / 1000.0;
@@ -383,12 +403,19 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
     node_first_err(n, rc == PTO_ENOMEM ? rc : PTO_ESYSTEM,
                    "node trace: cannot merge the ranks' traces into '%.300s': %s", n->trace_path,
                    why[0] ? why : pto_strerror(rc));
-  n->running = false;
   node_tasks_end(n);
+  /* a call from another thread until here (the run's last wait, its
+   * domains' release) fails the run as during the orchestration; before,
+   * one after the orchestration returned was never latched (PTO_OK) */
+  node_end_foreign(n);
   if (n->fatal) {
     *err = n->fatal_err;
-    return n->fatal;
+    rc = n->fatal;
+  } else {
+    if (n->first_err) *err = n->first_info;
+    rc = n->first_err;
   }
-  if (n->first_err) *err = n->first_info;
-  return n->first_err;
+  /* the next run (of any thread) may begin: the result is taken */
+  atomic_store_explicit(&n->running, false, memory_order_release);
+  return rc;
 }

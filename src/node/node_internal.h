@@ -142,7 +142,7 @@ struct pto_node {
   uint64_t stop_deadline_ns; /* node_kill_all: threads to be joined by then; 0 = none stopped */
   pto_error_info fatal_err;
   /* the current run */
-  bool running;
+  _Atomic bool running; /* a pto_node_run is in progress (taken by compare-and-swap) */
   tmap tm;
   node_task *tasks;
   int64_t base_id, ntasks, captasks, oldest_live;
@@ -159,6 +159,9 @@ struct pto_node {
    * the only thing that thread writes (node_orch_foreign); the owner
    * latches it (node_latch_foreign) */
   _Atomic(const char *) foreign_call;
+  /* foreign calls between their look at orch_live and their store of
+   * foreign_call: the run's end waits for them before its last latch */
+  _Atomic int foreign_busy;
   pto_node_orch orch[NODE_ORCH_HANDLES]; /* the orchestrations' handles */
   pto_node_orch *_Atomic orch_live;      /* the run's, during pto_node_run */
   pthread_t orch_owner;                  /* the thread running the orchestration */
@@ -202,21 +205,37 @@ static inline size_t node_host_used(const pto_node *n) {
  * orchestration's: then it does nothing but leave its name for the owner
  * to latch, and its caller returns PTO_EINVAL. A node orchestrator has
  * one thread, as a chip's (docs/node.md). */
+/* A call from another thread than the owner's leaves its name in
+ * n->foreign_call while the run lives (orch_live == no): true then. The
+ * run's end clears orch_live, then waits for the calls that saw it set
+ * (foreign_busy, seq_cst with the clear) and latches what they left
+ * (node_end_foreign): a call is either refused as after the run or fails
+ * the run. */
+static inline bool node_foreign_leave(pto_node *n, pto_node_orch *no, const char *call) {
+  atomic_fetch_add_explicit(&n->foreign_busy, 1, memory_order_seq_cst);
+  bool live = atomic_load_explicit(&n->orch_live, memory_order_seq_cst) == no;
+  if (live) atomic_store_explicit(&n->foreign_call, call, memory_order_release);
+  atomic_fetch_sub_explicit(&n->foreign_busy, 1, memory_order_release);
+  return live;
+}
 static inline bool node_orch_foreign(pto_node_orch *no, const char *call) {
   pto_node *n = no->node;
-  if (!n || atomic_load_explicit(&n->orch_live, memory_order_acquire) != no) {
-    last_error_set(PTO_EINVAL,
-                   "pto_node_%s: this pto_node_orch's run has ended; the call did nothing (a "
-                   "pto_node_orch is its run's only while the orchestration function runs)",
-                   call);
-    return true; /* nothing to latch */
+  if (n && atomic_load_explicit(&n->orch_live, memory_order_acquire) == no) {
+    if (pthread_equal(pthread_self(), n->orch_owner)) return false;
+    if (node_foreign_leave(n, no, call)) return true;
   }
-  if (pthread_equal(pthread_self(), n->orch_owner)) return false;
-  atomic_store_explicit(&n->foreign_call, call, memory_order_release);
-  return true;
+  last_error_set(PTO_EINVAL,
+                 "pto_node_%s: this pto_node_orch's run has ended; the call did nothing (a "
+                 "pto_node_orch is its run's only while the orchestration function runs)",
+                 call);
+  return true; /* nothing to latch */
 }
 /* Owner thread: a refused foreign call fails the run, named [node_task.c]. */
 void node_latch_foreign(pto_node *n);
+/* Owner thread, at the run's very end: clears orch_live, waits for the
+ * foreign calls that saw it set, and latches the last one's name
+ * [node_task.c]. */
+void node_end_foreign(pto_node *n);
 
 /* Fills *e: code, no task or core, details from fmt. */
 static inline void node_set_verr(pto_error_info *e, int code, const char *fmt, va_list ap)

@@ -6,6 +6,7 @@
  * collects replies and checks the children while the orchestration waits
  * (node_step, node_until). */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,6 +408,14 @@ int node_latch(pto_node *n, int rc, const char *what) {
   node_latch_foreign(n);
   return rc ? node_first_err(n, rc, "node orchestration: %s failed: %s", what, pto_strerror(rc))
             : 0;
+}
+
+void node_end_foreign(pto_node *n) {
+  atomic_store_explicit(&n->orch_live, NULL, memory_order_seq_cst);
+  /* acquire pairs with node_foreign_leave's release: its store is seen */
+  while (atomic_load_explicit(&n->foreign_busy, memory_order_acquire))
+    sched_yield(); /* a few instructions of another thread */
+  node_latch_foreign(n);
 }
 
 void node_latch_foreign(pto_node *n) {

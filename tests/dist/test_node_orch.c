@@ -17,6 +17,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -455,6 +456,54 @@ static void test_first_root_error_wins(void **state) {
   pto_node_destroy(n);
 }
 
+/* A host task that fails with a code of its own, not a pto status (a C
+ * `return 1`, or -1234): the run fails with PTO_EKERNEL, the details
+ * naming the code, as a kernel's own code fails a chip run; a pto status
+ * stays itself. Before, pto_node_run returned the callback's 1 (not an
+ * error to `rc < 0`, and no PTO_E* code) or -1234 (PTO_E?). */
+typedef struct host_code {
+  int code;
+  probe p;
+} host_code;
+
+static void host_code_run(pto_node_orch *no, void *arg) {
+  host_code *h = arg;
+  h->p.rc[0] = sub_host_fail(no, 0, &h->p.t[0], h->code, 0, &h->p.id[0]);
+  h->p.rc[1] = sub_host_add(no, 1, &h->p.t[0], &h->p.t[1], 1, 0, NULL); /* poisoned */
+}
+
+static void host_code_good(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  assert_int_equal(sub_host_fill(no, 0, &p->t[1], 4, 0, NULL), 0);
+}
+
+static void test_host_task_own_code(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  const int codes[] = {1, 7, -1234, PTO_EINVAL, PTO_EFATAL};
+  for (int i = 0; i < 5; i++) {
+    host_code h;
+    memset(&h, 0, sizeof h);
+    h.code = codes[i];
+    h.p.t[0] = vec(n, SENTINEL);
+    h.p.t[1] = vec(n, SENTINEL);
+    pto_error_info err;
+    int rc = pto_node_run(n, host_code_run, &h, &err);
+    printf("host task returned %d: the run %s (%d): %s\n", codes[i], pto_status_name(rc), rc,
+           err.details);
+    int want = codes[i] < 0 && codes[i] != -1234 ? codes[i] : PTO_EKERNEL;
+    assert_int_equal(rc, want);
+    assert_int_equal(err.code, want);
+    char said[48];
+    snprintf(said, sizeof said, "host task returned %d", codes[i]);
+    assert_non_null(strstr(err.details, said));
+    assert_true(all_is(&h.p.t[1], SENTINEL)); /* its dependent was poisoned */
+    assert_int_equal(pto_node_run(n, host_code_good, &h.p, &err), 0); /* the next run */
+    assert_true(ramp_is(&h.p.t[1], 4.0f, 1.0f));
+  }
+  pto_node_destroy(n);
+}
+
 /* ---- 3. group tasks and independent single-chip tasks ---- */
 
 /* A 2-rank domain; a group task whose ranks wait on each other writes
@@ -705,6 +754,135 @@ static void test_orch_of_an_earlier_run_in_the_next(void **state) {
   pto_node_destroy(n);
 }
 
+/* A thread of the orchestration that calls after the orchestration
+ * function returned, while pto_node_run still waits for the run's tasks
+ * (here a 600 ms host task): its calls are refused, and the run fails
+ * naming them, as during the orchestration. Before, a call refused then
+ * was never latched: the run returned PTO_OK, and a pto_node_destroy from
+ * that thread did nothing without a word to the run. */
+typedef struct late_caller {
+  foreign f;
+  pthread_t th;
+  bool destroy;
+  pto_node *n;
+} late_caller;
+
+static void *late_calls(void *arg) {
+  late_caller *l = arg;
+  sleep_ms(200); /* the orchestration has returned; the host task runs on */
+  if (l->destroy)
+    pto_node_destroy(l->n);
+  else
+    foreign_calls(&l->f);
+  return NULL;
+}
+
+static void late_caller_run(pto_node_orch *no, void *arg) {
+  late_caller *l = arg;
+  l->f.no = no;
+  assert_int_equal(sub_host_fill(no, 1, &l->f.mine, 7, 600, NULL), 0);
+  assert_int_equal(pthread_create(&l->th, NULL, late_calls, l), 0);
+}
+
+static void test_calls_from_another_thread_after_the_orchestration(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  for (int destroy = 0; destroy < 2; destroy++) {
+    late_caller l;
+    memset(&l, 0, sizeof l);
+    foreign_init(n, &l.f);
+    l.destroy = destroy;
+    l.n = n;
+    pto_error_info err;
+    int rc = pto_node_run(n, late_caller_run, &l, &err);
+    pthread_join(l.th, NULL);
+    printf("%s from another thread in the run's last wait: the run %s: %s\n",
+           destroy ? "pto_node_destroy" : "every call", pto_status_name(rc), err.details);
+    if (!destroy) {
+      assert_int_equal(l.f.rc_submit, PTO_EINVAL);
+      assert_int_equal(l.f.rc_wait, PTO_EINVAL);
+    }
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, destroy ? "pto_node_destroy" : "pto_node_"));
+    assert_non_null(strstr(err.details, "from a thread other than the one running"));
+    assert_true(all_is(&l.f.out, SENTINEL));     /* nothing of theirs ran */
+    assert_true(ramp_is(&l.f.mine, 7.0f, 1.0f)); /* the owner's task did */
+  }
+  /* and the node runs again, its own */
+  foreign f;
+  foreign_init(n, &f);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, own_only_run, &f, &err), 0);
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
+/* Two threads call pto_node_run on one node at once: one runs, the other
+ * is refused with PTO_EBUSY naming why, and neither run's tasks go astray.
+ * Before, both could pass the `running` check (a plain bool, set only
+ * after the run's bookkeeping was made) and run over one TensorMap and one
+ * task array. */
+typedef struct racer {
+  pto_node *n;
+  pthread_barrier_t *go;
+  pto_tensor out;
+  int base, rc;
+  pto_error_info err;
+} racer;
+
+static _Atomic int racers_inside, racers_overlapped;
+
+static void racer_run(pto_node_orch *no, void *arg) {
+  racer *r = arg;
+  if (atomic_fetch_add(&racers_inside, 1)) atomic_fetch_add(&racers_overlapped, 1);
+  sleep_ms(2); /* two orchestrations at once would meet here */
+  if (sub_host_fill(no, -1, &r->out, r->base, 0, NULL)) r->base = -1;
+  atomic_fetch_sub(&racers_inside, 1);
+}
+
+static void *racer_main(void *arg) {
+  racer *r = arg;
+  pthread_barrier_wait(r->go);
+  r->rc = pto_node_run(r->n, racer_run, r, &r->err);
+  return NULL;
+}
+
+static void test_two_threads_run_at_once(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  int both = 0, busy = 0;
+  for (int round = 0; round < 300; round++) {
+    racer r[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+      memset(&r[i], 0, sizeof r[i]);
+      r[i] = (racer){.n = n, .go = &go, .out = vec(n, SENTINEL), .base = 10 * i + 1};
+      assert_int_equal(pthread_create(&th[i], NULL, racer_main, &r[i]), 0);
+    }
+    for (int i = 0; i < 2; i++)
+      pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+      if (r[i].rc == 0) {
+        assert_true(ramp_is(&r[i].out, (float)r[i].base, 1.0f));
+      } else {
+        assert_int_equal(r[i].rc, PTO_EBUSY);
+        assert_non_null(strstr(r[i].err.details, "already running"));
+        assert_true(all_is(&r[i].out, SENTINEL));
+        busy++;
+      }
+    }
+    both += r[0].rc == 0 && r[1].rc == 0;
+  }
+  printf("300 rounds of two threads running the node at once: %d refused, %d with both runs "
+         "(one after the other), %d with two orchestrations at once\n",
+         busy, both, atomic_load(&racers_overlapped));
+  assert_int_equal(atomic_load(&racers_overlapped), 0);
+  pthread_barrier_destroy(&go);
+  pto_node_destroy(n);
+}
+
 static void test_run_after_failed_run(void **state) {
   (void)state;
   pto_node *n = make_node();
@@ -905,12 +1083,15 @@ int main(void) {
       cmocka_unit_test(test_poison_chip_failure),
       cmocka_unit_test(test_poison_host_failure),
       cmocka_unit_test(test_first_root_error_wins),
+      cmocka_unit_test(test_host_task_own_code),
       cmocka_unit_test(test_group_ranks_wait_on_each_other),
       cmocka_unit_test(test_independent_tasks_on_two_chips),
       cmocka_unit_test(test_run_after_failed_run),
       cmocka_unit_test(test_calls_from_another_thread_refused),
       cmocka_unit_test(test_orch_used_after_its_run),
       cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next),
+      cmocka_unit_test(test_two_threads_run_at_once),
+      cmocka_unit_test(test_calls_from_another_thread_after_the_orchestration),
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

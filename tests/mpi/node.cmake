@@ -146,6 +146,20 @@ if(PTO_HAVE_MPI)
                    RESOURCE_LOCK pto_devices)
 endif()
 
+# A chip task on another host whose chip function the chip rank refuses:
+# the host tensors rank 0 sent after its frame are taken and dropped, and
+# the next tasks (host tensors of other sizes) give exact results.
+if(PTO_HAVE_MPI)
+  add_executable(test_node_ship_refused ${CMAKE_CURRENT_LIST_DIR}/test_node_ship_refused.c)
+  target_link_libraries(test_node_ship_refused PRIVATE pto_scenes)
+  add_test(NAME mpi.node_ship_refused_two_hosts.np2
+           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                      $<TARGET_FILE:test_node_ship_refused>)
+  set_tests_properties(mpi.node_ship_refused_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
+    RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
+    PASS_REGULAR_EXPRESSION "summary: refused=verified next=verified")
+endif()
+
 # Checking mode with the two chips on two hosts (cli_check_two_hosts.sh):
 # the breaches named by the breaching rank, correct scenes passing.
 if(PTO_HAVE_MPI)
@@ -238,4 +252,14 @@ endif()
 pto_add_mpi_test(NAME node_group_failure NP 3 COMMAND test_node_group_failure TIMEOUT 120
                  RESOURCE_LOCK pto_devices)
 pto_add_mpi_test(NAME node_group_failure_rma NP 3 COMMAND test_node_group_failure TIMEOUT 120
+                 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
+
+# A node runs again right after a failed run (a chip failing between two
+# allreduces or in a barrier, a host task failing, a chip outliving its
+# watchdog, a failed group task then a good one in the same run): exact
+# sums, promptly, in runs of other shapes; through the relays, each chip a
+# rank, on shared and on MPI RMA windows.
+pto_add_mpi_test(NAME node_rerun NP 3 COMMAND test_node_rerun TIMEOUT 120
+                 RESOURCE_LOCK pto_devices)
+pto_add_mpi_test(NAME node_rerun_rma NP 3 COMMAND test_node_rerun TIMEOUT 120
                  RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
