@@ -18,13 +18,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -32,49 +32,6 @@
 #include "pto/status.h"
 
 #define LEASE_MODE 0666
-
-/* The devices this process leases (the descriptor holding each), so that a
- * lease asked for again by this process fails at once, named: its flock
- * is another open file description, which would wait for this process's
- * own lease (a node not destroyed) the whole lease_wait_ms, then blame a
- * pid that is its own. Beyond HELD_MAX leases nothing is recorded (they
- * wait as before). */
-#define HELD_MAX 256
-static struct {
-  pthread_mutex_t lock;
-  int n;
-  int fd[HELD_MAX], id[HELD_MAX];
-} held = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static bool held_here(int id) {
-  bool found = false;
-  pthread_mutex_lock(&held.lock);
-  for (int i = 0; i < held.n && !found; i++)
-    found = held.id[i] == id;
-  pthread_mutex_unlock(&held.lock);
-  return found;
-}
-
-static void held_add(int fd, int id) {
-  pthread_mutex_lock(&held.lock);
-  if (held.n < HELD_MAX) {
-    held.fd[held.n] = fd;
-    held.id[held.n++] = id;
-  }
-  pthread_mutex_unlock(&held.lock);
-}
-
-static void held_drop(int fd) {
-  pthread_mutex_lock(&held.lock);
-  for (int i = 0; i < held.n; i++)
-    if (held.fd[i] == fd) {
-      held.n--;
-      held.fd[i] = held.fd[held.n];
-      held.id[i] = held.id[held.n];
-      break;
-    }
-  pthread_mutex_unlock(&held.lock);
-}
 
 /* "pid P (uid U)" of the holder, as it wrote them after locking. */
 static const char *holder(int fd, char *buf, size_t len) {
@@ -121,6 +78,29 @@ static int open_lease(int id, const char *name, int *out, char *why, size_t why_
   return 0;
 }
 
+/* Is the flock on fd's object (busy for fd) held by this process, through
+ * another of its descriptors (a node not destroyed)? Then waiting for it
+ * would never free it: a flock belongs to an open file description, so
+ * this process's second one waits for its first like any other. Read from
+ * /proc/locks, which names each flock's process (a forked child's lock
+ * is its parent's) and object; false when it cannot be read. */
+static bool held_here(int fd) {
+  struct stat st;
+  FILE *f = fstat(fd, &st) == 0 ? fopen("/proc/locks", "re") : NULL;
+  if (!f) return false;
+  char line[256], type[16];
+  bool mine = false;
+  int pid;
+  unsigned maj, min;
+  unsigned long ino;
+  while (!mine && fgets(line, sizeof line, f))
+    mine = sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%lu", type, &pid, &maj, &min, &ino) == 5 &&
+           strcmp(type, "FLOCK") == 0 && pid == (int)getpid() && ino == (unsigned long)st.st_ino &&
+           maj == major(st.st_dev) && min == minor(st.st_dev);
+  fclose(f);
+  return mine;
+}
+
 typedef struct lock_try {
   int fd;
   int err;
@@ -144,18 +124,19 @@ int lease_flock(int fd, int64_t wait_ms) {
 
 static int lease_one(int id, int64_t wait_ms, bool quiet, int *out, char *why, size_t why_len) {
   char name[48], who[48];
-  if (held_here(id)) {
-    snprintf(why, why_len,
-             "device busy: device %d is leased by this process (pid %d): a node of it still "
-             "holds it (pto_node_destroy that node first)",
-             id, (int)getpid());
-    return PTO_EDEVICE_BUSY;
-  }
   snprintf(name, sizeof name, "/pto-lease.dev%d", id);
   int fd;
   int rc = open_lease(id, name, &fd, why, why_len);
   if (rc) return rc;
   int err = lease_flock(fd, 0);
+  if (err == EWOULDBLOCK && held_here(fd)) { /* waiting would never free it */
+    snprintf(why, why_len,
+             "device busy: device %d is leased by this process (pid %d): a node of it still "
+             "holds it (pto_node_destroy that node first)",
+             id, (int)getpid());
+    close(fd);
+    return PTO_EDEVICE_BUSY;
+  }
   if (err == EWOULDBLOCK && wait_ms > 0) {
     if (!quiet)
       fprintf(stderr, "pto: device %d is leased by %s; waiting up to %lld ms\n", id,
@@ -177,7 +158,6 @@ static int lease_one(int id, int64_t wait_ms, bool quiet, int *out, char *why, s
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
     /* the pid is only for messages (read-only: an older pto's object); the lock is what counts */
   }
-  held_add(fd, id);
   *out = fd;
   return 0;
 }
@@ -214,7 +194,6 @@ int lease_acquire(const int *ids, int n, int64_t wait_ms, bool quiet, int *fds, 
 void lease_release(int *fds, int n) {
   for (int i = 0; i < n; i++) {
     if (fds[i] < 0) continue;
-    held_drop(fds[i]);
     flock(fds[i], LOCK_UN);
     close(fds[i]);
     fds[i] = -1;
@@ -224,8 +203,7 @@ void lease_release(int *fds, int n) {
 void lease_close_inherited(int *fds, int n) {
   for (int i = 0; i < n; i++) {
     if (fds[i] < 0) continue;
-    held_drop(fds[i]); /* this child leases nothing */
-    close(fds[i]);     /* the parent's descriptor keeps the lock */
+    close(fds[i]); /* the parent's descriptor keeps the lock */
     fds[i] = -1;
   }
 }
