@@ -43,6 +43,7 @@
 #include "pto/coll.h"
 #include "pto/comm.h"
 #include "pto/node.h"
+#include "small_node.h"
 
 #define DEV0 116 /* device ids of this program: 116, 117 (and 120 for a third chip) */
 
@@ -196,20 +197,11 @@ static void ring_node(pto_node_orch *no, void *arg) {
 
 static pto_node_config config(void) {
   static const int devs[2] = {DEV0, DEV0 + 1};
-  pto_node_config cfg;
-  pto_node_config_init(&cfg);
-  cfg.nchips = 2;
-  cfg.device_ids = devs;
-  cfg.chip.clusters = 1;
-  cfg.chip.schedulers = 1;
-  cfg.chip.task_slots = 64;
-  cfg.chip.heap_bytes = 1u << 20;
-  cfg.chip_init = init;
+  pto_node_config cfg = small_node(2, devs, init);
   cfg.host_bytes = 1u << 20;
   cfg.window_space = 16u << 20;
   cfg.startup_timeout_ms = 30000;
   cfg.control_timeout_ms = 2000; /* a stopped rank is named after 2 s */
-  cfg.lease_wait_ms = 60000;
   return cfg;
 }
 

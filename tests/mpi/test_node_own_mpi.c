@@ -18,6 +18,7 @@
 
 #include "pto/coll.h"
 #include "pto/node.h"
+#include "small_node.h"
 
 #define DEV0       121 /* device ids of this program: 121 .. 121 + N - 1 */
 #define COUNT      4097
@@ -66,20 +67,8 @@ int main(int argc, char **argv) {
   int devs[PTO_NODE_MAX_CHIPS];
   for (int i = 0; i < size; i++)
     devs[i] = DEV0 + i;
-  pto_node_config cfg;
-  pto_node_config_init(&cfg);
-  cfg.nchips = size;
-  cfg.device_ids = devs;
-  cfg.chip.clusters = 1;
-  cfg.chip.schedulers = 1;
-  cfg.chip.task_slots = 64;
-  cfg.chip.heap_bytes = 1u << 20;
-  cfg.chip_init = init;
-  cfg.host_bytes = 4u << 20;
-  cfg.window_space = 64u << 20;
+  pto_node_config cfg = small_node(size, devs, init);
   cfg.startup_timeout_ms = 30000;
-  cfg.control_timeout_ms = 10000;
-  cfg.lease_wait_ms = 60000;
   for (int node = 1; node <= 2; node++) {
     pto_node *n = NULL;
     pto_error_info err;

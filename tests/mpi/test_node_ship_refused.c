@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "pto/node.h"
+#include "small_node.h"
 
 #define DEV0 121 /* device ids of this program: 121, 122 */
 
@@ -96,19 +97,7 @@ int main(void) {
   const char *r = getenv("OMPI_COMM_WORLD_RANK");
   if (r && atoi(r) == 1) spoil_code_here();
   static const int devs[2] = {DEV0, DEV0 + 1};
-  pto_node_config cfg;
-  pto_node_config_init(&cfg);
-  cfg.nchips = 2;
-  cfg.device_ids = devs;
-  cfg.chip.clusters = 1;
-  cfg.chip.schedulers = 1;
-  cfg.chip.task_slots = 64;
-  cfg.chip.heap_bytes = 1u << 20;
-  cfg.chip_init = init;
-  cfg.host_bytes = 4u << 20;
-  cfg.window_space = 64u << 20;
-  cfg.control_timeout_ms = 10000;
-  cfg.lease_wait_ms = 60000;
+  pto_node_config cfg = small_node(2, devs, init);
   cfg.quiet = true;
   pto_node *n = NULL;
   pto_error_info err;

@@ -18,6 +18,7 @@
 #include "pto/coll.h"
 #include "pto/node.h"
 #include "scene.h"
+#include "small_node.h"
 
 #define DEV0  118 /* device ids of this program: 118, 119 */
 #define COUNT 4097
@@ -103,19 +104,7 @@ static const char *verdict[4]; /* ring_shuffle, allreduce, host_data, window_rea
 
 static pto_node *make_node(const char *what) {
   static const int devs[2] = {DEV0, DEV0 + 1};
-  pto_node_config cfg;
-  pto_node_config_init(&cfg);
-  cfg.nchips = 2;
-  cfg.device_ids = devs;
-  cfg.chip.clusters = 1;
-  cfg.chip.schedulers = 1;
-  cfg.chip.task_slots = 64;
-  cfg.chip.heap_bytes = 1u << 20;
-  cfg.chip_init = init;
-  cfg.host_bytes = 4u << 20;
-  cfg.window_space = 64u << 20;
-  cfg.control_timeout_ms = 10000;
-  cfg.lease_wait_ms = 60000;
+  pto_node_config cfg = small_node(2, devs, init);
   pto_node *n = NULL;
   pto_error_info err;
   int rc = pto_node_create(&cfg, &n, &err);
