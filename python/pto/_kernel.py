@@ -245,10 +245,7 @@ class KernelContext:
         ts = ctx.tensors
         views = []
         for i in range(ctx.ntensors):
-            v = tensor_to_array(ts[i])
-            if ro >> i & 1:
-                v.flags.writeable = False
-            views.append(v)
+            views.append(tensor_to_array(ts[i], writable=not ro >> i & 1))
         #: NumPy views of the task's tensors, in argument order (INPUTs read-only)
         self.tensors: tuple = tuple(views)
 

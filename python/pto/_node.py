@@ -621,10 +621,7 @@ def _pyk_host(args, arg):
         fn = _host_fns[int(ffi.cast("intptr_t", arg))]
         views = []
         for i in range(args.ntensors):
-            v = tensor_to_array(args.tensors[i])
-            if args.access[i] == INPUT:
-                v.flags.writeable = False
-            views.append(v)
+            views.append(tensor_to_array(args.tensors[i], writable=args.access[i] != INPUT))
         r = fn(HostContext(tuple(args.scalars[0:args.nscalars])), *views)
         return _kernel.kernel_code(r, f"Python host function '{getattr(fn, '__name__', fn)}'")
     except BaseException as e:  # noqa: B902

@@ -161,23 +161,36 @@ def array_tensor(a: np.ndarray, what: str, writes: bool = False):
     return t
 
 
-def tensor_to_array(t) -> np.ndarray:
-    """A NumPy view of the memory a ``pto_tensor`` names (no copy)."""
+def tensor_to_array(t, writable: bool = True) -> np.ndarray:
+    """A NumPy view of the memory a ``pto_tensor`` names (no copy). Not
+    ``writable``: over a read-only buffer, so that its flag cannot be set
+    back either."""
     dt = NP_DTYPES.get(t.dtype)
     if dt is None:
         raise invalid(f"tensor dtype {int(t.dtype)} has no NumPy type")
     nd = t.ndims
     item = dt.itemsize
+
+    def buf(base, nbytes):
+        b = ffi.buffer(base, nbytes)
+        return b if writable else memoryview(b).toreadonly()
+
     if nd == 1 and t.stride[0] == 1:  # contiguous vector: the cheap constructor
-        return np.frombuffer(ffi.buffer(ffi.cast("char *", t.buf) + t.offset * item,
-                                        t.shape[0] * item), dt)
+        return np.frombuffer(buf(ffi.cast("char *", t.buf) + t.offset * item, t.shape[0] * item),
+                             dt)
     shape = tuple(t.shape[0:nd])
     stride = t.stride[0:nd]
     span = 1
     for n, s in zip(shape, stride):
         span += (n - 1) * s
     base = ffi.cast("char *", t.buf) + t.offset * item
-    return np.ndarray(shape, dt, ffi.buffer(base, span * item), 0, tuple(s * item for s in stride))
+    strides = tuple(s * item for s in stride)
+    if writable:
+        return np.ndarray(shape, dt, ffi.buffer(base, span * item), 0, strides)
+    # (np.ndarray over a read-only buffer lets its flag be set back: a view
+    # of a read-only array does not)
+    return np.lib.stride_tricks.as_strided(np.frombuffer(buf(base, span * item), dt), shape,
+                                           strides, writeable=False)
 
 
 class Arg:

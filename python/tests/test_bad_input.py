@@ -401,6 +401,26 @@ def test_python_kernel_cannot_write_an_input(chip):
     assert seen == {"sc": (5, 6), "w": (False, True, True)}, seen
 
 
+def test_python_kernel_cannot_make_an_input_writable(chip):
+    """An INPUT view cannot be made writable again in a Python kernel: its
+    buffer is read-only, not only its flag. Before: x.flags.writeable = True
+    was allowed and the kernel then wrote the In array."""
+    def unlocks(ctx, x):
+        x.flags.writeable = True
+        x[0] = 1
+
+    k = chip.kernel(unlocks)
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(pto.KernelError) as e:
+        chip.run(lambda o: o.submit(k, pto.In(x)))
+    assert isinstance(e.value.__cause__, ValueError), e.value.__cause__
+    assert x[0] == 0, x
+    y = np.arange(64, dtype=np.float32).reshape(8, 8)[:, ::2]  # strided: the other constructor
+    with pytest.raises(pto.KernelError):
+        chip.run(lambda o: o.submit(k, pto.In(y)))
+    assert y[0, 0] == 0, y
+
+
 def test_python_kernel_cannot_write_a_read_only_nodep(chip):
     """A read-only array passed as NoDep (a table the kernel only reads) is
     read-only in a Python kernel too. Before: its view was writable, so a
