@@ -1,15 +1,18 @@
 """A run lock whose first acquire lets another thread's close() run to its
 end first: what a thread switch between a run's check of its object and
-its lock allows (test_chip, test_node: run in a subprocess, this
-directory on its path)."""
+its lock allows (test_chip, test_node: in a subprocess, this directory on
+its path; test_graph: closing the graph a launch takes)."""
 import threading
 
 import pto
 
 
 class CloseFirst:
-    def __init__(self, obj):
-        self.obj, self.real, self.first = obj, obj._run_lock, True
+    """Stands for ``lock``; its first acquire runs ``close`` on another
+    thread, to its end, before taking ``lock``."""
+
+    def __init__(self, lock, close):
+        self.real, self.close, self.first = lock, close, True
 
     def acquire(self, blocking=True):
         if self.first:
@@ -22,17 +25,18 @@ class CloseFirst:
     def release(self):
         self.real.release()
 
-    def close(self):
+
+def race(obj, orchestrate):
+    """obj.run(orchestrate) with another thread's obj.close() first; prints
+    what each did."""
+    def close():
         try:
-            self.obj.close()
+            obj.close()
             print("closed")
         except pto.Error as e:
             print("close refused:", e.details)
 
-
-def race(obj, orchestrate):
-    """obj.run(orchestrate) with another thread's obj.close() first."""
-    obj._run_lock = CloseFirst(obj)
+    obj._run_lock = CloseFirst(obj._run_lock, close)
     try:
         obj.run(orchestrate)
         print("ran")

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import pto
+from close_first import CloseFirst
 from conftest import assert_array
 
 
@@ -323,26 +324,10 @@ def test_graph_closed_by_another_thread_as_its_launch_starts(chip):
     launch (from its start) leaves the freeing to the launch's end. Before:
     the launch read the graph after the close (a bare TypeError here; freed
     memory when the close came between that read and pto's mark)."""
-    import threading
     a, b, y = arrays(1)
     g = chip.capture(program, a, b, y, 2.0)
     real = chip._run_lock
-
-    class Racing:  # the launch's run lock, first taken after a close on another thread
-        first = True
-
-        def acquire(self, blocking=True):
-            if Racing.first:
-                Racing.first = False
-                t = threading.Thread(target=g.close)
-                t.start()
-                t.join()
-            return real.acquire(blocking)
-
-        def release(self):
-            real.release()
-
-    chip._run_lock = Racing()
+    chip._run_lock = CloseFirst(real, g.close)  # the launch's lock, taken after the close
     try:
         a2, b2, y2 = arrays(2)
         chip.launch(g, [a2, b2, y2], scalars=[3.0])
