@@ -128,18 +128,18 @@ static const char *call_name(comm_coll_kind k) {
   return "?";
 }
 
-/* Does a broadcast root send src and copy it into dst after the start?
- * When they are disjoint (and not the same). */
-static bool root_copy_after(const comm_coll_call *c) {
-  size_t bytes = (size_t)c->count * pto_dtype_size(c->dtype);
-  uintptr_t s = (uintptr_t)c->src, d = (uintptr_t)c->dst;
-  return c->kind == COMM_BROADCAST && s && (s + bytes <= d || d + bytes <= s);
+/* The bytes of each rank's block. */
+static size_t call_bytes(const comm_coll_call *c) {
+  return (size_t)c->count * pto_dtype_size(c->dtype);
 }
 
-/* Issues c on comm. Counts fit int: coll.c sends larger calls elsewhere. */
-static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *req) {
-  size_t es = pto_dtype_size(c->dtype);
-  int bytes = (int)((size_t)c->count * es), count = (int)c->count;
+/* Issues c on comm. Counts fit int: coll.c sends larger calls elsewhere.
+ * *copy_after: the caller copies src into dst once the call started (a
+ * broadcast's root). */
+static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *req,
+                 bool *copy_after) {
+  int bytes = (int)call_bytes(c), count = (int)c->count;
+  uintptr_t s = (uintptr_t)c->src, d = (uintptr_t)c->dst;
   const void *src = c->src == c->dst ? MPI_IN_PLACE : c->src;
   switch (c->kind) {
   case COMM_ALLREDUCE:
@@ -155,8 +155,8 @@ static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *re
      * sends src itself, and its own copy into dst follows the start
      * (mpi_coll), meanwhile the peers take the data, unless the two
      * overlap (then dst, moved first, is sent) */
-    if (me == c->root && root_copy_after(c))
-      return MPI_Ibcast((void *)c->src, bytes, MPI_BYTE, c->root, comm, req);
+    *copy_after = me == c->root && s && (s + (size_t)bytes <= d || d + (size_t)bytes <= s);
+    if (*copy_after) return MPI_Ibcast((void *)c->src, bytes, MPI_BYTE, c->root, comm, req);
     if (me == c->root && c->src != c->dst) memmove(c->dst, c->src, (size_t)bytes);
     return MPI_Ibcast(c->dst, bytes, MPI_BYTE, c->root, comm, req);
   case COMM_ALLTOALL:
@@ -244,14 +244,13 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
   int rc = usable(w, c->buf, why, why_len);
   if (rc) return rc;
   MPI_Request req;
-  int err = start(c, w->bcomm[c->buf], w->my_rank, &req);
+  bool copy_after = false;
+  int err = start(c, w->bcomm[c->buf], w->my_rank, &req, &copy_after);
   if (err != MPI_SUCCESS) {
     err_why(why, why_len, call_name(c->kind), err);
     return PTO_EMPI;
   }
-  /* the broadcast root's own copy, while the peers take src */
-  if (w->my_rank == c->root && root_copy_after(c))
-    memcpy(c->dst, c->src, (size_t)c->count * pto_dtype_size(c->dtype));
+  if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
   req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false};
   return finish(w, c->buf, &p, timeout_ms, call_name(c->kind), why, why_len);
 }
