@@ -165,7 +165,11 @@ build() {
   local gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
   say "configuring $BUILD_DIR (Release, PTO_BUILD_BENCH=ON)"
-  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  # Configured when it has no build files: a configure that failed (a
+  # missing peer's package, say) leaves a cache, which once made every
+  # later run skip the configure and then fail to build every system.
+  if [ ! -f "$BUILD_DIR/Makefile" ] && [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    rm -f "$BUILD_DIR/CMakeCache.txt"
     cmake -S "$ROOT" -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DPTO_BUILD_BENCH=ON -DPTO_BUILD_TESTS=OFF >"$OUT_DIR/build.log" 2>&1 ||
       { tail -30 "$OUT_DIR/build.log" >&2; exit 1; }

@@ -77,6 +77,11 @@ typedef struct pto_graph_info {
   int32_t buffers;     /* bound buffers */
   int32_t scalars;     /* scalar arguments, over all tasks */
   uint64_t heap_bytes; /* heap a launch allocates for OUTPUT buffers */
+  /* launches that ran (refused ones are not counted), and of them the
+   * warm ones: the chip's run before was this graph's successful launch,
+   * so its task slots were left as this launch starts them and it wrote
+   * none (docs/graphs.md, "Warm launches") */
+  int64_t launches, warm_launches;
 } pto_graph_info;
 PTO_API int pto_graph_get_info(const pto_graph *graph, pto_graph_info *info);
 /* Bound buffer i (0 .. buffers - 1) as captured: buf, buf_bytes and dtype

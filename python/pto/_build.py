@@ -251,7 +251,8 @@ int pyk_sigint_tripped(void);
 
 typedef struct pto_graph pto_graph;
 typedef struct pto_graph_info {
-  int64_t tasks; int64_t edges; int32_t buffers; int32_t scalars; uint64_t heap_bytes; ...;
+  int64_t tasks; int64_t edges; int32_t buffers; int32_t scalars; uint64_t heap_bytes;
+  int64_t launches; int64_t warm_launches; ...;
 } pto_graph_info;
 typedef struct pto_graph_bindings {
   const pto_tensor *buffers; int32_t nbuffers; int32_t nscalars; const uint64_t *scalars; ...;

@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 from collections.abc import Mapping, Set as AbstractSet
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -652,6 +652,18 @@ class Graph:
             if self._doomed and not self._launches:
                 lib.pto_graph_destroy(self._g)
                 self._g = None
+
+    @property
+    def launches(self) -> Tuple[int, int]:
+        """(launches that ran, warm ones among them): a warm launch followed
+        this graph's successful launch on the same chip with no run between,
+        and wrote no task slot (docs/graphs.md, "Warm launches")."""
+        with self._lock:
+            if self._g is None:
+                raise invalid("Graph.launches: the graph is closed")
+            info = ffi.new("pto_graph_info *")
+            lib.pto_graph_get_info(self._g, info)
+            return int(info.launches), int(info.warm_launches)
 
     def close(self) -> None:
         """Free the graph (idempotent); during a launch, once it has ended."""

@@ -55,7 +55,18 @@ def test_capture_then_launch_with_new_arrays(chip):
     a[:] = 1.0  # as captured: the captured arrays' new contents
     chip.launch(g)
     assert_array(y, expected(a, b, 2.0), "launch as captured")
+    # each launch followed the last one with no run between: all but the
+    # first wrote no task slot
+    assert g.launches == (5, 4)
+    chip.run(program, a, b, y, 2.0)  # a dynamic run writes the slots
+    chip.launch(g)
+    assert g.launches == (6, 4)
+    chip.launch(g)
+    assert_array(y, expected(a, b, 2.0), "warm launch after a cold one")
+    assert g.launches == (7, 5)
     g.close()
+    with pytest.raises(pto.InvalidArgumentError, match="closed"):
+        g.launches
 
 
 def test_refused_launches_run_nothing(chip):

@@ -387,7 +387,7 @@ void contract_submit(pto_run *r, task *t, const pto_args *a) {
 
 void contract_ready(pto_run *r, task *t) {
   struct contract *c = r->contract;
-  atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
+  task_set_state(r, t, TASK_READY, memory_order_relaxed);
   if (c->nready == c->ready_cap) {
     uint32_t cap = c->ready_cap ? c->ready_cap * 2 : 256;
     task **nv = realloc(c->ready, sizeof *nv * cap);

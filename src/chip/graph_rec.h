@@ -109,6 +109,16 @@ struct pto_graph {
   region_view *run_cm; /* the COMMUTE views of run_views, normalised at each launch */
   uint8_t **bases;     /* nbufs + 1: the last is the heap piece */
   bool rebased;
+  /* Its last launch left every slot as its next launch starts it (`warm`,
+   * set by pto_graph_launch): the launch succeeded on the path that fills
+   * and pushes as it goes (`warm_path`, set by replay_orch), so every
+   * task completed and each completion set its slot's fanin and counts
+   * back (sched.c, complete_task). A launch in the chip run right after
+   * that one (`warm_seq`, pto_chip.run_seq), with no run between to
+   * write the slots, is warm: it writes no slot (graph.c, replay_orch). */
+  bool warm, warm_path;
+  uint32_t warm_seq;
+  int64_t launches, warm_launches; /* runs launched, and how many warm (pto_graph_info) */
   /* a launch in progress: the arrays above are its (two threads launching
    * one graph at once would write them under each other); or destroyed
    * during it, to be freed by it (graph.c: GRAPH_IDLE, _LAUNCHING, _DOOMED) */

@@ -280,7 +280,7 @@ static void orch_retire(pto_run *r) {
      * them. Its consumers need neither: they read its OUTPUT buffers,
      * whose heap range its scope holds until they have retired (hold_*),
      * and their dependency nodes are their own. */
-    if (atomic_load_explicit(&t->state, memory_order_acquire) != TASK_DONE) break;
+    if (task_state(r, t, memory_order_acquire) != TASK_DONE) break;
     retire_through(r, t, r->retired + 1);
   }
   if (r->nheld) hold_release(r);
@@ -931,7 +931,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->fixed_fanout = false;
   t->next_block = 0;
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
-  atomic_store_explicit(&t->state, TASK_PENDING, memory_order_relaxed);
+  task_set_state(r, t, TASK_PENDING, memory_order_relaxed);
   /* the submit guard, plus every edge counted before any producer can see
    * its node (one store, not a locked add per edge); the edges to
    * producers that already closed their lists are undone with the guard
@@ -1064,7 +1064,7 @@ static bool all_done(void *p) {
     pto_task_id id = r->depbuf[i];
     /* acquire pairs with the completion's release: the task's writes are visible */
     if (id >= r->retired &&
-        atomic_load_explicit(&run_slot(r, id)->state, memory_order_acquire) != TASK_DONE)
+        task_state(r, run_slot(r, id), memory_order_acquire) != TASK_DONE)
       return false;
   }
   return true;
@@ -1076,8 +1076,7 @@ static int wait_tasks(pto_run *r, uint32_t n, int64_t timeout_ms, const char *wh
   if (!orch_wait_completions(r, 1, all_done, &w, deadline)) {
     pto_task_id stuck = PTO_TASK_NONE;
     for (uint32_t i = 0; i < n && stuck < 0; i++)
-      if (atomic_load_explicit(&run_slot(r, r->depbuf[i])->state, memory_order_acquire) !=
-          TASK_DONE)
+      if (task_state(r, run_slot(r, r->depbuf[i]), memory_order_acquire) != TASK_DONE)
         stuck = r->depbuf[i];
     run_fail(r, PTO_ETENSOR_WAIT_TIMEOUT, stuck, -1, "%s: task %lld not finished after %lld ms",
              what, (long long)stuck,

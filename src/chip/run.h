@@ -118,7 +118,13 @@ struct pto_chip {
  * (redux.h): past every id a user can register, so it never shifts theirs */
 #define KERNEL_REDUX_COMBINE PTO_MAX_KERNELS
 
+/* A task's state (task.state, through task_state / task_set_state): the
+ * value, tagged with the run that stored it (pto_run.state_tag), so that
+ * a state an earlier run left reads as PENDING: a warm graph launch
+ * (graph.c) writes no slot, and its tasks must not read as done before
+ * they ran in it. */
 enum { TASK_PENDING = 0, TASK_READY, TASK_DONE };
+#define TASK_STATE_BITS 2
 enum { ALONE_NO = 0, ALONE_YES, ALONE_ENDING }; /* pto_run.alone */
 
 /* fanout_head values besides a node index */
@@ -161,6 +167,10 @@ typedef struct task {
   PTO_LINE_ALIGNED _Atomic int64_t fanout_head;
   pto_task_id dep_mark; /* orch: last submit that listed it as a producer */
   uint32_t ndeps;       /* orch: its dependency nodes, the last before dep_end */
+  /* a graph launch's: its predecessors, what its completion sets `fanin`
+   * back to for the graph's next launch (graph.c: a warm launch); on the
+   * line the completion reads fanout_head from */
+  int32_t fanin0;
   int64_t pre;          /* orch: every task up to pre is its ancestor or retired at its submit */
   uint64_t heap_end, args_end; /* orch: ring heads after this task's allocations */
   uint64_t dep_end; /* orch: dep ring head after this task's nodes (its retirement frees them) */
@@ -374,6 +384,10 @@ typedef struct pto_run {
   task *slots;        /* slot_mask + 1 of them: id & slot_mask is id's slot */
   uint32_t nslots;    /* live tasks at most (task_slots) */
   uint32_t slot_mask; /* nslots rounded up to a power of two, minus one */
+  /* the run's generation, shifted past the state (TASK_STATE_BITS): what
+   * every task state this run stores carries (pto_chip_run sets it before
+   * any thread enters; read-only during the run) */
+  int32_t state_tag;
   dep_node *deps;
   pto_task_id *dep_from; /* orch-owned: node i's producer (dep_reduce.c) */
   uint32_t ndeps;
@@ -499,6 +513,15 @@ static inline bool run_stopping(const pto_run *r) {
   return atomic_load_explicit(&r->stop, memory_order_acquire) != 0;
 }
 void run_wake_all(pto_run *r);
+/* Task t's state in this run: PENDING when an earlier run stored it. */
+static inline int32_t task_state(const pto_run *r, task *t, memory_order mo) {
+  int32_t s = atomic_load_explicit(&t->state, mo);
+  return (s & ~((1 << TASK_STATE_BITS) - 1)) == r->state_tag ? s & ((1 << TASK_STATE_BITS) - 1)
+                                                              : TASK_PENDING;
+}
+static inline void task_set_state(const pto_run *r, task *t, int32_t state, memory_order mo) {
+  atomic_store_explicit(&t->state, r->state_tag | state, mo);
+}
 static inline task *run_slot(pto_run *r, pto_task_id id) {
   /* a mask, not a division: ids live at once span fewer than nslots */
   return &r->slots[(uint64_t)id & r->slot_mask];

@@ -210,8 +210,19 @@ static void complete_task(pto_run *r, task *first) {
         release_consumer(r, c, stack, &top);
       }
     }
+    /* A graph launch's task: its fanin and counts set back to what the
+     * graph's next launch starts from (graph.c: a warm launch writes no
+     * slot), on a line this thread holds already. Nobody reads them again
+     * in this run: its predecessors' decrements and peeks came before it
+     * was ready, and its blocks were all claimed and counted. Relaxed:
+     * the next run starts after this one's threads left it (run_enter). */
+    if (t->fixed_fanout) {
+      atomic_store_explicit(&t->fanin, t->fanin0, memory_order_relaxed);
+      atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
+      t->next_block = 0;
+    }
     /* release: everything above happens-before retirement of t */
-    atomic_store_explicit(&t->state, TASK_DONE, memory_order_release);
+    task_set_state(r, t, TASK_DONE, memory_order_release);
     int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
     /* the fence pairs with orch_wait_completions (store wake_at, fence,
      * re-check): either the orchestrator sees this completion or we see its
@@ -391,7 +402,7 @@ static void queue_ready(pto_run *r, task *t) {
     r->ctl_ready(r, t);
     return;
   }
-  atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
+  task_set_state(r, t, TASK_READY, memory_order_relaxed);
   handoff *h = this_handoff;
   ready_batch *b = this_batch;
   if (h && handoff_fits(h, t) && !(b && rb_holds_from(b, t->shape, t->priority))) {

@@ -140,7 +140,7 @@ static action act_take(sched_ctl *x, uint32_t i) {
 /* r->ctl_ready: a task became ready. */
 static void schedule_ready(pto_run *r, task *t) {
   sched_ctl *x = r->ctl;
-  atomic_store_explicit(&t->state, TASK_READY, memory_order_relaxed);
+  task_set_state(r, t, TASK_READY, memory_order_relaxed);
   if (t->sync_start) {
     act_add(x, ACT_START, t, -1, 0, pct_prio(&x->pct));
     return;

@@ -10,7 +10,8 @@
  *
  * The graph (successors after their predecessors, as a capture records):
  *   0, 1: roots; 2 after 0 and 1; 3 after 1; 4 after 2 and 3.
- * Checked: no task runs before its slot is filled, each is made ready
+ * Checked: no task runs before its slot is filled or before its
+ * predecessors ran, each is made ready
  * exactly once, and every final state has run every task (no lost
  * release); from fresh slots, and from the fanins a failed launch left
  * behind (a launch never reads a fanin it did not set). Broken variants,
@@ -29,7 +30,19 @@
  *     consumer's slot (handoff.h, handoff_worth: could it run it next?)
  *     before its fanin; the consumer's slot may not be written yet. The
  *     real peek reads the fanin first and the slot only when it is 1,
- *     which with the guard means the slot is written. */
+ *     which with the guard means the slot is written.
+ *
+ * Run N+1, warm (graph.c: the chip's run before was this graph's
+ * successful launch): each completion sets its task's fanin back to its
+ * predecessor count, every final state of a launch (cold from fresh or
+ * stale slots, or warm) is checked to have left each fanin there, and a
+ * warm launch, which writes no slot and pushes the roots, is explored from
+ * that state; so is the launch after it, which starts from the same state.
+ * Broken variants, each caught:
+ *   - no reset: a completion leaves its fanin at zero (the run's end
+ *     leaves slots a warm launch cannot start from);
+ *   - warm after a failure: a warm launch from the fanins a failed launch
+ *     left (pto_graph_launch launches cold after a failed run). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -53,9 +66,14 @@ static const int first_pred[NT] = {-1, -1, 0, 1, 2};
 static const int nsucc[NT] = {1, 2, 1, 1, 0};
 static const int succ[NT][2] = {{2, -1}, {2, 3}, {4, -1}, {4, -1}, {-1, -1}};
 
-typedef enum variant { GUARDED, OWN, UNGUARDED, PLAIN, PEEK_FIRST } variant;
-static const char *variant_name[] = {"guarded (graph.c)", "own fill sets the fanin", "no guard",
-                                     "plain stores, pushed early", "the peek reads the slot first"};
+typedef enum variant { GUARDED, OWN, UNGUARDED, PLAIN, PEEK_FIRST, NO_RESET, WARM } variant;
+static const char *variant_name[] = {"guarded (graph.c)",
+                                     "own fill sets the fanin",
+                                     "no guard",
+                                     "plain stores, pushed early",
+                                     "the peek reads the slot first",
+                                     "guarded, completions leave their fanin",
+                                     "warm (graph.c): the roots pushed, no slot written"};
 
 typedef struct gstate {
   int8_t fanin[NT];
@@ -83,6 +101,12 @@ static void make_ready(gstate *s, int t) {
 static int orch_step(gx *e, gstate *s, char *what) {
   int i = s->orch_task;
   if (i >= NT) return XP_SKIP;
+  if (e->v == WARM) { /* the slots are as the last run left them: the roots are pushed */
+    if (!npred[i]) make_ready(s, i);
+    snprintf(what, WHAT, npred[i] ? "orch: %d is no root" : "orch: root %d pushed", i);
+    s->orch_task++;
+    return XP_STEP;
+  }
   if (s->orch_step == 0) {
     s->filled[i] = 1;
     if (e->v == OWN) s->fanin[i] = (int8_t)(npred[i] + 1);
@@ -90,7 +114,8 @@ static int orch_step(gx *e, gstate *s, char *what) {
     for (int k = 0; k < nsucc[i]; k++) {
       int t = succ[i][k];
       if (first_pred[t] != i) continue;
-      if (e->v == GUARDED || e->v == PEEK_FIRST) s->fanin[t] = (int8_t)(npred[t] + 1);
+      if (e->v == GUARDED || e->v == PEEK_FIRST || e->v == NO_RESET)
+        s->fanin[t] = (int8_t)(npred[t] + 1);
       if (e->v == UNGUARDED) s->fanin[t] = (int8_t)npred[t];
     }
     snprintf(what, WHAT, "orch: fill slot %d", i);
@@ -101,7 +126,7 @@ static int orch_step(gx *e, gstate *s, char *what) {
   if (!npred[i]) {
     make_ready(s, i);
     snprintf(what, WHAT, "orch: root %d ready", i);
-  } else if (e->v == GUARDED || e->v == OWN || e->v == PEEK_FIRST) {
+  } else if (e->v == GUARDED || e->v == OWN || e->v == PEEK_FIRST || e->v == NO_RESET) {
     int left = --s->fanin[i];
     if (left == 0) make_ready(s, i);
     snprintf(what, WHAT, "orch: drop %d's guard: fanin %d%s", i, left, left ? "" : ", ready");
@@ -132,6 +157,12 @@ static int core_step(gx *e, gstate *s, int c, char *what) {
       e->why = "a task ran before its slot was filled";
       return XP_STOP;
     }
+    for (int p = 0; p < NT; p++)
+      for (int k = 0; k < nsucc[p]; k++)
+        if (succ[p][k] == t && !s->ran[p]) {
+          e->why = "a task ran before one of its predecessors";
+          return XP_STOP;
+        }
     s->ran[t]++;
     s->core_succ[c] = -1;
     return XP_STEP;
@@ -150,7 +181,8 @@ static int core_step(gx *e, gstate *s, int c, char *what) {
     return XP_STEP;
   }
   int k = s->core_succ[c];
-  if (k == nsucc[t]) { /* its completion is done */
+  if (k == nsucc[t]) { /* its completion is done: its fanin as the next launch starts it */
+    if (e->v != NO_RESET) s->fanin[t] = (int8_t)npred[t];
     s->core_task[c] = IDLE;
     snprintf(what, WHAT, "core %d: done with %d", c, t);
     return XP_STEP;
@@ -191,6 +223,11 @@ static int gx_final(xp_search *x, const void *state, int d) {
       e->why = "a run ended with a task that never became ready";
       return XP_STOP;
     }
+  for (int i = 0; i < NT; i++)
+    if (s->fanin[i] != npred[i]) {
+      e->why = "a run ended with a fanin a warm launch cannot start from";
+      return XP_STOP;
+    }
   return XP_STEP;
 }
 
@@ -201,6 +238,7 @@ static const char *explore(variant v, const int8_t *stale) {
   gstate init;
   memset(&init, 0, sizeof init);
   if (stale) memcpy(init.fanin, stale, sizeof init.fanin);
+  if (v == WARM) memset(init.filled, 1, sizeof init.filled);
   for (int c = 0; c < CORES; c++)
     init.core_task[c] = IDLE;
   const xp_model m = {.state_size = sizeof(gstate),
@@ -230,6 +268,29 @@ static void test_guarded_fill(void **state) {
   assert_null(explore(GUARDED, left));
 }
 
+/* Run N+1 warm, from what every cold launch above leaves (checked at each
+ * of their final states: every fanin back at its predecessor count); a
+ * warm launch's final states are checked the same, so run N+2 starts from
+ * there too. */
+static void test_warm_launch(void **state) {
+  (void)state;
+  int8_t left[NT];
+  for (int i = 0; i < NT; i++)
+    left[i] = (int8_t)npred[i];
+  assert_null(explore(WARM, left));
+}
+
+static void test_broken_warm_caught(void **state) {
+  (void)state;
+  const char *no_reset = explore(NO_RESET, NULL);
+  assert_non_null(no_reset);
+  assert_non_null(strstr(no_reset, "cannot start from"));
+  /* warm after a launch that failed with 2 and 4 still waiting, 3 never
+   * released (and 0, 1 reset by their completions) */
+  static const int8_t failed[NT] = {0, 0, 1, 1, 2};
+  assert_non_null(explore(WARM, failed));
+}
+
 static void test_broken_fills_caught(void **state) {
   (void)state;
   const char *own = explore(OWN, NULL), *unguarded = explore(UNGUARDED, NULL),
@@ -246,6 +307,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_guarded_fill),
       cmocka_unit_test(test_broken_fills_caught),
+      cmocka_unit_test(test_warm_launch),
+      cmocka_unit_test(test_broken_warm_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
