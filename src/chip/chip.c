@@ -862,8 +862,8 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   /* the states this run stores are its own (run.h, task_state): a tag
    * repeats after 2^29 runs, and only the run right before is ever read
    * (a warm launch, graph.c); every other run writes its tasks' states */
-  r->state_tag = (int32_t)((run_phase_gen(phase) & ((1u << (31 - TASK_STATE_BITS)) - 1))
-                           << TASK_STATE_BITS);
+  r->state_tag =
+      (int32_t)((run_phase_gen(phase) & ((1u << (31 - TASK_STATE_BITS)) - 1)) << TASK_STATE_BITS);
   atomic_store_explicit(&chip->cur_run, r, memory_order_release); /* async completers */
   /* seq_cst: the reset happens-before any thread's entry (run_enter), and
    * against the watchdog's store of wd_idle (it parks only after) */

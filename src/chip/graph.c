@@ -218,9 +218,8 @@ void pto_graph_destroy(pto_graph *g) {
 
 int pto_graph_get_info(const pto_graph *g, pto_graph_info *info) {
   if (!g || !info) return PTO_EGRAPH;
-  *info = (pto_graph_info){g->ntasks,          g->npreds,   (int32_t)g->nbufs,
-                           (int32_t)g->nscalars, g->heap_span, g->launches,
-                           g->warm_launches};
+  *info = (pto_graph_info){g->ntasks,    g->npreds,   (int32_t)g->nbufs, (int32_t)g->nscalars,
+                           g->heap_span, g->launches, g->warm_launches};
   return PTO_OK;
 }
 

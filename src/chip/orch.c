@@ -1063,8 +1063,7 @@ static bool all_done(void *p) {
   for (uint32_t i = 0; i < w->n; i++) {
     pto_task_id id = r->depbuf[i];
     /* acquire pairs with the completion's release: the task's writes are visible */
-    if (id >= r->retired &&
-        task_state(r, run_slot(r, id), memory_order_acquire) != TASK_DONE)
+    if (id >= r->retired && task_state(r, run_slot(r, id), memory_order_acquire) != TASK_DONE)
       return false;
   }
   return true;

@@ -171,7 +171,7 @@ typedef struct task {
    * back to for the graph's next launch (graph.c: a warm launch); on the
    * line the completion reads fanout_head from */
   int32_t fanin0;
-  int64_t pre;          /* orch: every task up to pre is its ancestor or retired at its submit */
+  int64_t pre; /* orch: every task up to pre is its ancestor or retired at its submit */
   uint64_t heap_end, args_end; /* orch: ring heads after this task's allocations */
   uint64_t dep_end; /* orch: dep ring head after this task's nodes (its retirement frees them) */
   PTO_LINE_ALIGNED _Atomic int32_t state;
@@ -517,7 +517,7 @@ void run_wake_all(pto_run *r);
 static inline int32_t task_state(const pto_run *r, task *t, memory_order mo) {
   int32_t s = atomic_load_explicit(&t->state, mo);
   return (s & ~((1 << TASK_STATE_BITS) - 1)) == r->state_tag ? s & ((1 << TASK_STATE_BITS) - 1)
-                                                              : TASK_PENDING;
+                                                             : TASK_PENDING;
 }
 static inline void task_set_state(const pto_run *r, task *t, int32_t state, memory_order mo) {
   atomic_store_explicit(&t->state, r->state_tag | state, mo);

@@ -120,8 +120,7 @@ static void report_stall(pto_run *r, uint64_t idle_ms) {
     pto_task_id first = PTO_TASK_NONE;
     int64_t lo = sub - (int64_t)r->nslots + 1;
     for (int64_t id = lo < 0 ? 0 : lo; id < sub && first < 0; id++)
-      if (task_state(r, run_slot(r, id), memory_order_acquire) == TASK_PENDING)
-        first = id;
+      if (task_state(r, run_slot(r, id), memory_order_acquire) == TASK_PENDING) first = id;
     run_fail_stall(r, PTO_STALL_DEP_DEADLOCK, first, -1,
                    "no progress for %llu ms: %lld tasks wait on dependencies that never complete "
                    "(oldest waiting: %lld)",
