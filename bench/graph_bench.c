@@ -97,7 +97,10 @@ static void bench_pa(int steps, int reps) {
       orch += s.orch_us;
     }
     if (!pa_verify(st)) die("replay output check", PTO_EINTERNAL, NULL);
-    printf("  %-8s %12.1f %12.1f %12.1f\n", "replay", eff / steps, wall / steps, orch / steps);
+    pto_graph_info gi;
+    pto_graph_get_info(g, &gi);
+    printf("  %-8s %12.1f %12.1f %12.1f   (%lld of %lld launches warm)\n", "replay", eff / steps,
+           wall / steps, orch / steps, (long long)gi.warm_launches, (long long)gi.launches);
     pto_graph_destroy(g);
   }
   pa_flagship_delete(st);
