@@ -40,12 +40,14 @@ static bool core_has_work(void *p) {
 
 static role *core_role(core *c) { return &c->run->scheds[c->sched].role; }
 
-/* The orchestrator waits for completions (a task, room in a ring, the
- * run's end): nothing piles up behind a hold then (pull_hold.h). Relaxed:
- * a hint. A line that only the begin and end of such a wait write, so a
- * holding core polls it without taking anyone's line. */
+/* The orchestrator waits for completions it needs to go on (a task, room
+ * in a ring; not the run's end): nothing piles up behind a hold then
+ * (pull_hold.h). Relaxed: a hint. Lines that only the begin and end of
+ * such a wait, and the orchestration's end, write, so a holding core
+ * polls them without taking anyone's line. */
 static bool orch_waits(const pto_run *r) {
-  return atomic_load_explicit(&r->orch_wake_at, memory_order_relaxed) != INT64_MAX;
+  return pull_orch_needs(atomic_load_explicit(&r->orch_wake_at, memory_order_relaxed),
+                         atomic_load_explicit(&r->orch_done, memory_order_relaxed));
 }
 
 static bool core_pull_cond(void *p) {

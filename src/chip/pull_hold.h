@@ -14,9 +14,15 @@
  * puller leaves the pass to it, which serves every request at its next
  * look (role.h), and a block placed on the core waits at most one hold.
  * Nor does anything pile up while the orchestrator waits for completions
- * (a task it waits for, room in a ring, the run's end): the core then
+ * it needs to go on (a task it waits for, room in a ring): the core then
  * looks continuously (core.c), so a loop that submits a short block and
- * waits for it pays no hold.
+ * waits for it pays no hold. Its last wait, for the run's end once its
+ * orchestration returned, is not one of those: nothing is submitted after
+ * it, and an idle core that looked continuously there took a share of a
+ * burst of short blocks from the core running them, a line per block
+ * (W4's replay: a producer's 64 consumers made ready at once; 618-639 ns a
+ * task against 526-578 with holds there, medians of 3 runs in 5 rounds,
+ * alternated, 2 CPUs).
  * Measured in bench/results/history.md ("An idle core looks for short
  * blocks less often").
  *
@@ -42,6 +48,14 @@ static inline uint64_t pull_block_avg(uint64_t avg, uint64_t ns) {
  * only while every core's blocks are short (spread.c). */
 static inline bool pull_blocks_short(uint64_t block_avg_ns, uint64_t hold_ns) {
   return block_avg_ns && block_avg_ns < hold_ns / 4;
+}
+
+/* Whether the orchestrator waits for completions it needs to go on, so
+ * that no core may hold: it waits (wake_at, pto_run.orch_wake_at, is set)
+ * and its orchestration has not returned (orch_done), after which its
+ * wait is the run's end's. */
+static inline bool pull_orch_needs(int64_t wake_at, int32_t orch_done) {
+  return wake_at != INT64_MAX && !orch_done;
 }
 
 /* How often to look for work, in ns; 0: continuously. */

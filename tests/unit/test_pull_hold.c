@@ -14,7 +14,9 @@
  *  - blocks longer than a quarter of the hold, the same way: no core holds;
  *  - short blocks, each waited for with pto_orch_wait_task: a hold ends
  *    when the orchestrator waits, so the round trips together take less
- *    than half of ROUND_TRIPS holds (held, each would take about one). */
+ *    than half of ROUND_TRIPS holds (held, each would take about one);
+ *  - and BURST short blocks submitted at once as the orchestration's last
+ *    act: at the run's end cores hold, and every block still runs once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -36,6 +38,7 @@
 #define ROUND_TRIPS 20
 #define WARM_BLOCKS (2 * PULL_TIMED_EVERY) /* per core, before the round trips */
 #define TASKS_MAX   4096                   /* warm-up tasks at most */
+#define BURST       256                    /* short tasks left at the orchestration's end */
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -54,11 +57,15 @@ static void test_rule(void **state) {
   assert_int_equal(pull_block_avg(0, 800), 800); /* the first timed block */
   assert_int_equal(pull_block_avg(800, 0), 600);
   assert_int_equal(pull_block_avg(800, 1600), 1000);
+  /* no hold while the orchestrator waits to go on; at the run's end, holds */
+  assert_true(pull_orch_needs(5, 0));
+  assert_false(pull_orch_needs(INT64_MAX, 0));
+  assert_false(pull_orch_needs(5, 1));
 }
 
 /* ---- runs ---- */
 
-static _Atomic int ran[TASKS_MAX + ROUND_TRIPS];
+static _Atomic int ran[TASKS_MAX + ROUND_TRIPS + BURST];
 static _Atomic int per_core[2];
 static uint64_t block_ns; /* how long a block runs: 0, or LONG_NS */
 static int kid;
@@ -76,6 +83,7 @@ static int k_block(const pto_kctx *c) {
 
 typedef struct job {
   bool wait_task;    /* round trips wait with pto_orch_wait_task, else watch ran[] */
+  bool burst;        /* BURST tasks after the round trips, not waited for */
   int warm;          /* warm-up tasks submitted */
   uint64_t trips_ns; /* the round trips, together */
 } job;
@@ -111,9 +119,11 @@ static void orch(pto_orch *o, void *arg) {
     }
   }
   j->trips_ns = now_ns() - t0;
+  for (int k = 0; j->burst && k < BURST; k++)
+    assert_int_equal(submit(o, (uint64_t)(TASKS_MAX + ROUND_TRIPS + k), 1, NULL), 0);
 }
 
-static pto_run_stats run(bool wait_task, uint64_t block, job *j) {
+static pto_run_stats run(bool wait_task, bool burst, uint64_t block, job *j) {
   memset(ran, 0, sizeof ran);
   memset(per_core, 0, sizeof per_core);
   block_ns = block;
@@ -125,7 +135,7 @@ static pto_run_stats run(bool wait_task, uint64_t block, job *j) {
   pto_chip *chip = NULL;
   assert_int_equal(pto_chip_create(&cfg, &chip), 0);
   assert_int_equal(pto_kernel_register_aiv(chip, "block", k_block, &kid), 0);
-  *j = (job){wait_task, 0, 0};
+  *j = (job){wait_task, burst, 0, 0};
   pto_run_stats st;
   pto_error_info err;
   int rc = pto_chip_run(chip, orch, j, &st, &err);
@@ -148,6 +158,12 @@ static pto_run_stats run(bool wait_task, uint64_t block, job *j) {
       print_error("round trip %d ran %d blocks, expected 1\n", k, atomic_load(&ran[TASKS_MAX + k]));
       fail();
     }
+  for (int k = 0; k < (burst ? BURST : 0); k++)
+    if (atomic_load(&ran[TASKS_MAX + ROUND_TRIPS + k]) != 1) {
+      print_error("burst task %d ran %d blocks, expected 1\n", k,
+                  atomic_load(&ran[TASKS_MAX + ROUND_TRIPS + k]));
+      fail();
+    }
   if (atomic_load(&per_core[0]) < WARM_BLOCKS || atomic_load(&per_core[1]) < WARM_BLOCKS) {
     print_error("after %d warm-up tasks a core has run fewer than %d blocks\n", j->warm,
                 WARM_BLOCKS);
@@ -159,7 +175,7 @@ static pto_run_stats run(bool wait_task, uint64_t block, job *j) {
 static void test_short_blocks_are_held(void **state) {
   (void)state;
   job j;
-  pto_run_stats st = run(false, 0, &j);
+  pto_run_stats st = run(false, false, 0, &j);
   if (st.pull_holds == 0) {
     print_error("short blocks with pull_hold_ns %s: no idle core held, expected some\n",
                 getenv("PTO_PULL_HOLD_NS"));
@@ -170,7 +186,7 @@ static void test_short_blocks_are_held(void **state) {
 static void test_long_blocks_are_not_held(void **state) {
   (void)state;
   job j;
-  pto_run_stats st = run(false, LONG_NS, &j);
+  pto_run_stats st = run(false, false, LONG_NS, &j);
   if (st.pull_holds != 0) {
     print_error("blocks of %llu ns with pull_hold_ns %s: idle cores held %llu times, expected "
                 "none (a block longer than a quarter of the hold)\n",
@@ -183,7 +199,7 @@ static void test_long_blocks_are_not_held(void **state) {
 static void test_no_hold_while_the_orchestrator_waits(void **state) {
   (void)state;
   job j;
-  run(true, 0, &j);
+  run(true, false, 0, &j);
   const uint64_t max_ns = (uint64_t)ROUND_TRIPS * HOLD_NS / 2;
   if (j.trips_ns >= max_ns) {
     print_error("%d round trips of short blocks, each waited for with pto_orch_wait_task, took "
@@ -195,6 +211,14 @@ static void test_no_hold_while_the_orchestrator_waits(void **state) {
   }
 }
 
+/* Round trips waited for, then a burst left to the run's end: every block
+ * runs once, and the run ends, though idle cores may hold there (10 ms). */
+static void test_burst_at_the_end(void **state) {
+  (void)state;
+  job j;
+  run(true, true, 0, &j);
+}
+
 int main(void) {
   /* before the first option is read (once per process) */
   setenv("PTO_PULL_HOLD_NS", "10000000", 1);
@@ -203,6 +227,7 @@ int main(void) {
       cmocka_unit_test(test_short_blocks_are_held),
       cmocka_unit_test(test_long_blocks_are_not_held),
       cmocka_unit_test(test_no_hold_while_the_orchestrator_waits),
+      cmocka_unit_test(test_burst_at_the_end),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
