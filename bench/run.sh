@@ -15,6 +15,7 @@ set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
+. "$ROOT/scripts/deps.sh" # cmake_configured
 MODE=quick
 WORKERS=""
 ROUNDS=""
@@ -165,10 +166,8 @@ build() {
   local gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
   say "configuring $BUILD_DIR (Release, PTO_BUILD_BENCH=ON)"
-  # Configured when it has no build files: a configure that failed (a
-  # missing peer's package, say) leaves a cache, which once made every
-  # later run skip the configure and then fail to build every system.
-  if [ ! -f "$BUILD_DIR/Makefile" ] && [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  # (scripts/deps.sh: a failed configure leaves a cache, no build files)
+  if ! cmake_configured "$BUILD_DIR"; then
     rm -f "$BUILD_DIR/CMakeCache.txt"
     cmake -S "$ROOT" -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DPTO_BUILD_BENCH=ON -DPTO_BUILD_TESTS=OFF >"$OUT_DIR/build.log" 2>&1 ||

@@ -12,6 +12,14 @@ deps_install() {
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
 }
 
+# Whether directory $1 is a configured CMake build tree: it has build files.
+# A configure that failed or was interrupted leaves a CMakeCache.txt and no
+# build files; the scripts that took the cache for a build tree skipped the
+# configure from then on, and every later build failed (bench/run.sh: every
+# system, "No rule to make target 'Makefile'"). Configure when this is
+# false, after removing the stale cache.
+cmake_configured() { [ -f "$1/Makefile" ] || [ -f "$1/build.ninja" ]; }
+
 # Open MPI, for the MPI communication backend (PTO_MPI) and its tests.
 PTO_MPI_PACKAGES=(libopenmpi-dev openmpi-bin)
 # ip (network namespaces) for scripts/two_hosts.sh, the mpi test of two hosts.

@@ -19,7 +19,8 @@ mkdir -p "$build"
 build=$(cd "$build" && pwd)
 venv=${PTO_VENV:-.venv}
 log="$build/python-build.log"
-if [ ! -f "$build/CMakeCache.txt" ]; then
+if ! cmake_configured "$build"; then
+  rm -f "$build/CMakeCache.txt"
   say "configuring libpto in $build"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 fi

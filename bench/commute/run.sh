@@ -24,7 +24,9 @@ done
 . "$ROOT/bench/alloc_rule.sh"
 alloc_rule
 echo "allocator rule: $ALLOC_LINE"
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+. "$ROOT/scripts/deps.sh" # cmake_configured: a failed configure leaves a cache, no build files
+if ! cmake_configured "$BUILD"; then
+  rm -f "$BUILD/CMakeCache.txt"
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPTO_BUILD_BENCH=ON -DPTO_BUILD_TESTS=OFF \
     >/dev/null
 fi
