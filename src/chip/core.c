@@ -231,13 +231,19 @@ static void core_serve(core *c) {
     run_block(c, t, p.block, p.sub_block);
     /* dependencies released where they finish (handoff.h): its task
      * completed here, and the one successor kept run next, here */
-    handoff h = {r, c, next, NULL, 0, true, false};
+    handoff h = {r, c, next, NULL, 0, true, false, NULL, 0};
     if (handoff_completes(r, c, t) && (handoff_worth(r, c, t) || head_take_worth(r, c)) &&
         handoff_core_may_keep(r, c, next))
       for (;;) {
         task *kept = sched_complete_here(&h, t); /* t may retire from here on */
         /* nothing kept: the queue's head, as a pass would give it (head_take.h) */
         if (!kept) kept = head_take(&h);
+        /* drops held back (handoff.h, fan-in combining) are made before a
+         * block that does not owe one to the same task, or at the end */
+        if (h.held && !(kept && handoff_releases(r, kept, h.held))) {
+          task *freed = sched_release_held(&h, !kept);
+          if (!kept) kept = freed;
+        }
         /* a stopping run starts no block */
         if (!kept || run_stopping(r)) break;
         c->handoffs++;
@@ -248,6 +254,9 @@ static void core_serve(core *c) {
          * it); whether it may keep one in turn is asked again */
         h.keep = handoff_core_may_keep(r, c, next);
       }
+    /* the chain ended with drops held (its last block went asynchronous,
+     * or the run stops): made before the core leaves it */
+    if (h.held) sched_release_held(&h, false);
     c->slot[next & 1].deferred = h.completed || c->defer_current;
     c->defer_current = false;
     /* release: the kernel's writes happen-before the scheduler's acquire */

@@ -71,6 +71,10 @@ typedef struct handoff {
                     * sync_start queue: 1 << SHAPE_COUNT), not yet announced */
   bool keep;       /* this completion may keep one (handoff_core_may_keep) */
   bool completed;  /* it completed a task here: its block's slot is deferred */
+  /* fan-in combining (below): `held_n` drops of task `held`'s fanin, owed
+   * by tasks this chain completed, not made yet */
+  task *held;
+  int32_t held_n;
 } handoff;
 
 /* Queued positions at `level` or above, a racy hint. */
@@ -102,6 +106,57 @@ static inline bool handoff_core_may_keep(pto_run *r, core *c, uint64_t d) {
   for (int s = SHAPE_AIV2; s < SHAPE_COUNT; s++) /* MIX shapes: a pass places them first */
     if (prio_queued(&r->queues[s])) return false;
   return true;
+}
+
+/* Fan-in combining: a chain that runs several predecessors of one task
+ * (a reduction's inputs, W4's 64 consumers of one reducer) drops that
+ * task's fanin once, by their number, instead of once each from whichever
+ * core ran it, a line that went back and forth between the cores for
+ * every drop.
+ *
+ *   completing t here (sched.c, complete_task), t's only consumer s:
+ *     h.held == s: one more drop held (t's); nothing released
+ *     nothing held, s's fanin above 1 (s waits for others too: a relaxed
+ *     peek, the line handoff_worth read): hold it, h.held = s, n = 1
+ *     else: released as usual
+ *   before the chain runs its next block b (core.c): unless b releases
+ *   h.held too (s among its first HOLD_LOOKS consumers), the held drops
+ *   are made, one fetch_sub of n (sched_release_held), which may make s
+ *   ready (then kept here if nothing else is); at the chain's end, too
+ *
+ * Nothing waits longer for it: while held drops are owed, s's fanin also
+ * counts the block the core runs next (b releases s), so s could not be
+ * ready before b completes anyway; before any other block, and before
+ * the core leaves the chain, they are made. A kernel that waits for s
+ * (a collective's ranks, say) cannot be b: b is s's predecessor. The
+ * drop made once releases every held task's writes to s's runner (one
+ * thread's program order, then the fetch_sub's release). A peek that
+ * read a fanin about to drop to 1 delays s only until the next block's
+ * start. tests/unit/test_fanin_hold_explorer.c explores it. */
+#define HOLD_LOOKS 4
+
+/* Whether t's one release, of node's consumer, is held back in h (above). */
+static inline bool handoff_hold(pto_run *r, handoff *h, const task *t, int64_t node) {
+  if (!h || !h->keep || t->commute || node < 0 || r->deps[node].next >= 0) return false;
+  task *s = r->deps[node].consumer;
+  if (s->shape == SHAPE_DUMMY) return false;
+  if (h->held == s) {
+    h->held_n++;
+    return true;
+  }
+  if (h->held || atomic_load_explicit(&s->fanin, memory_order_relaxed) <= 1) return false;
+  h->held = s;
+  h->held_n = 1;
+  return true;
+}
+
+/* Whether task b releases s: s is among b's first HOLD_LOOKS consumers.
+ * Acquire: a submit's nodes are published by its release CAS (handoff_worth). */
+static inline bool handoff_releases(pto_run *r, task *b, const task *s) {
+  int64_t node = atomic_load_explicit(&b->fanout_head, memory_order_acquire);
+  for (int i = 0; node >= 0 && i < HOLD_LOOKS; i++, node = r->deps[node].next)
+    if (r->deps[node].consumer == s) return true;
+  return false;
 }
 
 /* Whether task t is what a core of c's type could keep: one block of one

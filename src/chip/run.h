@@ -578,6 +578,10 @@ void sched_task_done_unit(pto_run *r, task *t, int units);
 struct handoff;
 task *sched_complete_here(struct handoff *h, task *t);
 void sched_handoff_end(struct handoff *h);
+/* Makes the fanin drops h holds (handoff.h, fan-in combining); returns
+ * the task they made ready if it is kept for the core (only if
+ * `may_keep`: nothing else runs next), else NULL (pushed). */
+task *sched_release_held(struct handoff *h, bool may_keep);
 /* Asks scheduler s for a pass after publishing work for it: runs the pass
  * here when nobody holds its role (the default), or wakes its thread. */
 void sched_kick(pto_run *r, sched *s);

@@ -165,6 +165,10 @@ static void commute_release(pto_run *r, task *t);
 static bool batch_begin(ready_batch *b);
 static void batch_end(pto_run *r, ready_batch *b, bool opened);
 
+/* A hand-off in progress on this thread (handoff.h): set by
+ * sched_complete_here (and sched_release_held) around what it makes ready. */
+static _Thread_local handoff *this_handoff;
+
 static void complete_task(pto_run *r, task *first) {
   task *stack[DUMMY_STACK];
   int top = 0;
@@ -194,6 +198,10 @@ static void complete_task(pto_run *r, task *first) {
      * child continues the critical path. Reading ahead is safe: no
      * consumer of ours can become ready, and retire, before our decrement.
      * A longer list is released in its own order. */
+    /* the core's own task, its only consumer waiting for others too: the
+     * drop is held, to be made with its siblings' (handoff.h, fan-in
+     * combining) */
+    if (t == first && handoff_hold(r, this_handoff, t, node)) node = -1;
     task *first_few[RELEASE_ORDERED];
     int n = 0;
     for (; node >= 0 && n < RELEASE_ORDERED; node = r->deps[node].next)
@@ -330,10 +338,6 @@ static void make_ready(pto_run *r, task *t, bool orch) {
 }
 
 void sched_make_ready(pto_run *r, task *t) { make_ready(r, t, true); }
-
-/* A hand-off in progress on this thread (handoff.h): set by
- * sched_complete_here around the completion it makes. */
-static _Thread_local handoff *this_handoff;
 
 static void announce_ready(pto_run *r, int q);
 
@@ -489,6 +493,33 @@ task *sched_complete_here(handoff *h, task *t) {
                           memory_order_relaxed);
     if (h->pushed) handoff_announce(h, NULL);
   }
+  return h->kept;
+}
+
+task *sched_release_held(handoff *h, bool may_keep) {
+  task *s = h->held;
+  int32_t n = h->held_n;
+  h->held = NULL;
+  h->held_n = 0;
+  /* acq_rel, as release_consumer's: the held tasks' writes go with it */
+  if (!s || atomic_fetch_sub_explicit(&s->fanin, n, memory_order_acq_rel) != n) return NULL;
+  /* s is ready: as the completions that held it back would have made it,
+   * kept here when nothing else runs next and it fits */
+  const bool keep = h->keep;
+  h->keep = keep && may_keep;
+  h->kept = NULL;
+  this_handoff = h;
+  ready_batch b;
+  bool opened = batch_begin(&b);
+  make_ready(h->run, s, false);
+  batch_end(h->run, &b, opened);
+  this_handoff = NULL;
+  h->keep = keep;
+  if (h->kept)
+    atomic_store_explicit(&h->c->slot[h->d & 1].movable, h->kept->priority == 0,
+                          memory_order_relaxed);
+  /* another block runs next here: what was pushed is announced now */
+  if (h->pushed && (h->kept || !may_keep)) handoff_announce(h, NULL);
   return h->kept;
 }
 
