@@ -15,6 +15,7 @@
 #include "chip/run.h"
 #include "chip/steal.h"
 #include "common/clock.h"
+#include "common/fence.h"
 
 /* ---- ready queues ---- */
 
@@ -234,8 +235,9 @@ static void complete_task(pto_run *r, task *first) {
     int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
     /* the fence pairs with orch_wait_completions (store wake_at, fence,
      * re-check): either the orchestrator sees this completion or we see its
-     * wake_at (tests/unit/test_wait_model.c) */
-    atomic_thread_fence(memory_order_seq_cst);
+     * wake_at (tests/unit/test_wait_model.c); right after the RMW, which on
+     * x86-64 is that fence already (common/fence.h) */
+    pto_fence_after_rmw();
     if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
       pto_event_signal(&r->orch_ev);
   }

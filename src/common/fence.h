@@ -1,0 +1,26 @@
+/* fence.h — a full fence right after a locked read-modify-write.
+ *
+ * C11 asks for atomic_thread_fence(memory_order_seq_cst) where a protocol
+ * needs a store before an RMW (a release store among them) ordered before
+ * a load after it, against another thread's store, fence and load (the
+ * Dekker pairs of pto's waits: tests/unit/test_wait_model.c). On x86-64 a
+ * lock-prefixed RMW is a full barrier already, and the fence compiles to
+ * one more locked instruction (`lock or` on the stack) that orders
+ * nothing more: only the compiler must be kept from moving accesses across
+ * it, as Linux's smp_mb__after_atomic() does on x86. Elsewhere, and under
+ * ThreadSanitizer (which models the C11 fence, not the instruction), it
+ * is the fence. Use it only right after an RMW, with nothing between. */
+#ifndef PTO_COMMON_FENCE_H
+#define PTO_COMMON_FENCE_H
+
+#include <stdatomic.h>
+
+static inline void pto_fence_after_rmw(void) {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  atomic_signal_fence(memory_order_seq_cst);
+#else
+  atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+#endif
