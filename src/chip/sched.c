@@ -237,7 +237,7 @@ static void complete_task(pto_run *r, task *first) {
      * re-check): either the orchestrator sees this completion or we see its
      * wake_at (tests/unit/test_wait_model.c); right after the RMW, which on
      * x86-64 is that fence already (common/fence.h) */
-    pto_fence_after_rmw();
+    PTO_FENCE_AFTER_RMW();
     if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
       pto_event_signal(&r->orch_ev);
   }

@@ -51,10 +51,11 @@ static int k_step(const pto_kctx *c) {
   int64_t n = pto_tensor_numel(out);
   int64_t lo = n * c->block_idx / c->block_num, hi = n * (c->block_idx + 1) / c->block_num;
   for (int64_t i = lo; i < hi; i++) {
-    int32_t *o = pto_tensor_at_linear(out, i);
-    int32_t x = *(int32_t *)pto_tensor_at_linear(in, i);
-    *o = (c->scalars[1] == MODE_ACC ? *o * 3 : 0) + x * (c->scalars[1] == MODE_ACC ? 1 : 3) +
-         (int32_t)c->scalars[0];
+    /* unsigned: the chain's values wrap (as the sequential computation's) */
+    uint32_t *o = pto_tensor_at_linear(out, i);
+    uint32_t x = *(uint32_t *)pto_tensor_at_linear(in, i);
+    *o = (c->scalars[1] == MODE_ACC ? *o * 3u : 0u) + x * (c->scalars[1] == MODE_ACC ? 1u : 3u) +
+         (uint32_t)c->scalars[0];
   }
   return 0;
 }
@@ -120,11 +121,12 @@ static void scalars_for(uint64_t *s, int seed, int fail) {
 
 static void sequential(const int32_t *x, const uint64_t *s, int32_t *a, int32_t *b) {
   for (int e = 0; e < N; e++) {
-    a[e] = x[e] * 3 + (int32_t)s[0];
-    b[e] = x[e] * 3 + (int32_t)s[SCAL];
+    uint32_t xe = (uint32_t)x[e], ae = xe * 3u + (uint32_t)s[0], be = xe * 3u + (uint32_t)s[SCAL];
     for (int i = 0; i < CHAIN; i++)
-      a[e] = a[e] * 3 + x[e] + (int32_t)s[SCAL * (2 + i)];
-    b[e] = b[e] * 3 + a[e] + (int32_t)s[SCAL * (2 + CHAIN)];
+      ae = ae * 3u + xe + (uint32_t)s[SCAL * (2 + i)];
+    be = be * 3u + ae + (uint32_t)s[SCAL * (2 + CHAIN)];
+    a[e] = (int32_t)ae;
+    b[e] = (int32_t)be;
   }
 }
 
