@@ -274,4 +274,23 @@ static inline void xp_explore(const xp_model *m, void *ctx, const void *init, ui
   }
 }
 
+/* The whole search for a model whose callbacks record why it failed
+ * (*why; NULL: it did not) and a line per step of the current path
+ * (trace: max_depth lines of `line` bytes each): runs it, prints its
+ * states, its result and, after a failure, the path, and frees it.
+ * Returns the search's stop (XP_DEPTH: a path past max_depth). */
+static inline int xp_explore_traced(const xp_model *m, void *ctx, const void *init,
+                                    const char *name, const char *const *why, const char *trace,
+                                    size_t line) {
+  xp_search x;
+  int stop = xp_run(&x, m, ctx, init);
+  printf("%s: %ld states, %ld final states: %s\n", name, x.states, x.finals,
+         *why ? *why : "no failure");
+  if (*why)
+    for (int i = 0; i < x.stop_depth; i++)
+      printf("    %2d. %s\n", i + 1, trace + (size_t)i * line);
+  xp_free(&x);
+  return stop;
+}
+
 #endif

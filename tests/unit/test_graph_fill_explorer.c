@@ -247,14 +247,7 @@ static const char *explore(variant v, const int8_t *stale) {
                       .nact = gx_nact,
                       .apply = gx_apply,
                       .on_final = gx_final};
-  xp_search x;
-  int why = xp_run(&x, &m, &e, &init);
-  printf("%s: %ld states, %ld final states: %s\n", variant_name[v], x.states, x.finals,
-         e.why ? e.why : "no failure");
-  if (e.why)
-    for (int i = 0; i < x.stop_depth; i++)
-      printf("    %2d. %s\n", i + 1, e.trace[i]);
-  xp_free(&x);
+  int why = xp_explore_traced(&m, &e, &init, variant_name[v], &e.why, e.trace[0], WHAT);
   assert_int_not_equal(why, XP_DEPTH);
   assert_int_equal(why == XP_FAILED, e.why != NULL);
   return e.why;
