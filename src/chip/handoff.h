@@ -75,6 +75,7 @@ typedef struct handoff {
    * by tasks this chain completed, not made yet */
   task *held;
   int32_t held_n;
+  bool releasing; /* sched_release_held is making them: no new hold then */
 } handoff;
 
 /* Queued positions at `level` or above, a racy hint. */
@@ -135,11 +136,14 @@ static inline bool handoff_core_may_keep(pto_run *r, core *c, uint64_t d) {
  * start. tests/unit/test_fanin_hold_explorer.c explores it. */
 #define HOLD_LOOKS 4
 
-/* Whether t's one release, of node's consumer, is held back in h (above). */
+/* Whether t's one release, of node's consumer, is held back in h (above).
+ * Nothing of the consumer's slot but its fanin is read: a graph launch's
+ * consumer may not be filled yet (graph.c: its fanin then still counts its
+ * fill's guard, so a hold never makes it ready early). */
 static inline bool handoff_hold(pto_run *r, handoff *h, const task *t, int64_t node) {
-  if (!h || !h->keep || t->commute || node < 0 || r->deps[node].next >= 0) return false;
+  if (!h || !h->keep || h->releasing || t->commute || node < 0 || r->deps[node].next >= 0)
+    return false;
   task *s = r->deps[node].consumer;
-  if (s->shape == SHAPE_DUMMY) return false;
   if (h->held == s) {
     h->held_n++;
     return true;

@@ -511,10 +511,12 @@ task *sched_release_held(handoff *h, bool may_keep) {
   h->keep = keep && may_keep;
   h->kept = NULL;
   this_handoff = h;
+  h->releasing = true; /* a dummy s completes here: its own release is not held */
   ready_batch b;
   bool opened = batch_begin(&b);
   make_ready(h->run, s, false);
   batch_end(h->run, &b, opened);
+  h->releasing = false;
   this_handoff = NULL;
   h->keep = keep;
   if (h->kept)
