@@ -707,6 +707,14 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
                 "points the tensor at it, leaving yours unwritten; write into yours with "
                 "PTO_OUTPUT_EXISTING (PTO_OUT_EXISTING, pto_args_output_existing), or pass a "
                 "descriptor (pto_tensor_desc) to have pto allocate it";
+        /* the allocated view goes back through it (a hand-built pto_args
+         * may lack it: the builder's pto_args_output sets it) */
+        else if (!a->outputs[i])
+          bad = (snprintf(why, sizeof why,
+                          "pto_args.outputs[%d] is NULL: OUTPUT writes the allocated view back "
+                          "into the caller's tensor (pto_args_output sets it)",
+                          i),
+                 why);
       } else if (!region_view_checked(t, &rv[i])) {
         /* valid when it normalised with every check passed: only a view
          * that did not is checked again, for its problem's name */

@@ -253,6 +253,13 @@ static void ntensors_over(pto_args *a) { a->ntensors = PTO_MAX_TENSOR_ARGS + 1; 
 static void nscalars_negative(pto_args *a) { a->nscalars = -2; }
 static void nscalars_over(pto_args *a) { a->nscalars = PTO_MAX_SCALAR_ARGS + 8; }
 static void access_over(pto_args *a) { a->access[0] = 9; }
+/* OUTPUT over a descriptor, but no tensor to write the allocated view
+ * back into (outputs[0], which only pto_args_output sets) */
+static void output_no_writeback(pto_args *a) {
+  a->access[0] = PTO_OUTPUT;
+  a->tensors[0].buf = NULL;
+  a->tensors[0].buf_bytes = 0;
+}
 static void bad_hand_ntensors_negative(pto_orch *o, oe_ctx *c) {
   submit_hand_built(o, c, ntensors_negative);
 }
@@ -266,6 +273,9 @@ static void bad_hand_nscalars_over(pto_orch *o, oe_ctx *c) {
   submit_hand_built(o, c, nscalars_over);
 }
 static void bad_hand_access(pto_orch *o, oe_ctx *c) { submit_hand_built(o, c, access_over); }
+static void bad_hand_output_no_writeback(pto_orch *o, oe_ctx *c) {
+  submit_hand_built(o, c, output_no_writeback);
+}
 
 static void submit_priority(pto_orch *o, oe_ctx *c, int priority) {
   pto_args a;
@@ -408,6 +418,8 @@ static const bad_case cases[] = {
      "pto_args.nscalars is 24: must be 0..16", false, 0},
     {"hand-built args: access mode 9", bad_hand_access,
      "tensor argument 0: pto_args.access[0] is 9, not a pto_access (0..6)", false, 0},
+    {"hand-built args: OUTPUT with outputs[] NULL", bad_hand_output_no_writeback,
+     "tensor argument 0 (OUTPUT): pto_args.outputs[0] is NULL", false, 0},
     {"priority above PTO_PRIORITY_MAX", bad_priority_over, "priority 4: must be 0..3", false, 0},
     {"negative priority", bad_priority_negative, "priority -1: must be 0..3", false, 0},
     {"unknown kernel 99", bad_kernel_99, "unknown kernel id 99", false, 0},
