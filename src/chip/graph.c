@@ -407,6 +407,8 @@ static void replay_orch(pto_orch *o, void *arg) {
   pto_graph *g = arg;
   pto_run *r = o->run;
   uint64_t t0 = pto_now_ns();
+  g->started = true;
+  g->started_seq = r->chip->run_seq; /* on the launching thread: no other run writes it now */
   uint8_t *piece = NULL;
   if (g->heap_span) {
     /* the heap is empty at a run's start: the piece is its first bytes */
@@ -534,11 +536,16 @@ int pto_graph_launch(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
   if (rc)
     refuse(rc, why, stats, err);
   else {
-    g->warm_path = false;
+    g->warm_path = g->started = false;
     rc = pto_chip_run(chip, replay_orch, g, stats, err);
-    g->launches++;
-    g->warm = !rc && g->warm_path;
-    g->warm_seq = chip->run_seq;
+    /* refused by the chip (busy, stuck: replay_orch never ran) is no
+     * launch; chip->run_seq is not read here, another thread's run may
+     * be writing it */
+    if (g->started) {
+      g->launches++;
+      g->warm = !rc && g->warm_path;
+      g->warm_seq = g->started_seq;
+    }
   }
   int launching = GRAPH_LAUNCHING;
   /* destroyed meanwhile (pto_graph_destroy): freed now that nothing uses it */

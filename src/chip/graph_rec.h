@@ -118,6 +118,11 @@ struct pto_graph {
    * write the slots, is warm: it writes no slot (graph.c, replay_orch). */
   bool warm, warm_path;
   uint32_t warm_seq;
+  /* the launch's run started its replay (set by replay_orch, in run
+   * `started_seq`): a launch the chip refused before (busy, stuck) ran
+   * nothing, is not counted, and leaves `warm` as it was */
+  bool started;
+  uint32_t started_seq;
   int64_t launches, warm_launches; /* runs launched, and how many warm (pto_graph_info) */
   /* a launch in progress: the arrays above are its (two threads launching
    * one graph at once would write them under each other); or destroyed

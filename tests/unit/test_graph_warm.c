@@ -317,6 +317,36 @@ static void test_refused_launch_keeps_warm(void **state) {
   teardown(&f);
 }
 
+/* A launch the chip refuses (PTO_EBUSY: it is running; here from that
+ * run's orchestration) starts no run: it is not counted in
+ * pto_graph_info.launches ("launches that ran"). Before, it was. */
+static int busy_rc;
+static char busy_why[512];
+static void busy_orch(pto_orch *o, void *arg) {
+  fixture *f = arg;
+  pto_error_info err;
+  busy_rc = pto_graph_launch(f->chip, f->g, NULL, NULL, &err);
+  snprintf(busy_why, sizeof busy_why, "%s", err.details);
+  (void)o;
+}
+
+static void test_busy_launch_not_counted(void **state) {
+  (void)state;
+  fixture f;
+  setup(&f);
+  launch(&f, 1, -1);
+  busy_rc = 0;
+  assert_int_equal(pto_chip_run(f.chip, busy_orch, &f, NULL, NULL), PTO_OK);
+  if (busy_rc != PTO_EBUSY)
+    fail_msg("the launch inside a run returned %s (%s), expected PTO_EBUSY",
+             pto_status_name(busy_rc), busy_why);
+  info(&f, 1, 0);
+  launch(&f, 2, -1); /* cold: a run came between */
+  launch(&f, 3, -1); /* warm */
+  info(&f, 3, 1);
+  teardown(&f);
+}
+
 /* A traced launch fills every slot before its first push: not warm, and
  * its own completions leave the slots as a warm launch needs them, but
  * only a launch on the fill-as-you-push path counts; after it, cold. */
@@ -366,6 +396,7 @@ int main(void) {
       cmocka_unit_test(test_dynamic_run_between),
       cmocka_unit_test(test_other_graph_between),
       cmocka_unit_test(test_refused_launch_keeps_warm),
+      cmocka_unit_test(test_busy_launch_not_counted),
       cmocka_unit_test(test_traced_launch_between),
       cmocka_unit_test(test_many_roots_never_warm),
   };
