@@ -147,8 +147,9 @@ int pto_graph_capture(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **gra
                       pto_run_stats *stats, pto_error_info *err) {
   if (graph) *graph = NULL;
   pto_graph *g = calloc(1, sizeof *g);
-  if (!graph || !g || !fn) {
+  if (!graph || !g || !fn || !chip) {
     free(g);
+    if (stats) memset(stats, 0, sizeof *stats); /* as a run's: filled in every case */
     if (err) {
       memset(err, 0, sizeof *err);
       err->task_id = PTO_TASK_NONE;
@@ -157,6 +158,7 @@ int pto_graph_capture(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **gra
       snprintf(err->details, sizeof err->details, "pto_graph_capture: %s",
                !g       ? "out of memory"
                : !graph ? "graph (the result) is NULL"
+               : !chip  ? "chip is NULL"
                         : "orchestration function is NULL");
     }
     return g ? PTO_EGRAPH : PTO_ENOMEM;
@@ -530,6 +532,7 @@ int pto_graph_launch(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
   char why[400];
   int idle = GRAPH_IDLE;
   if (!g) return refuse(PTO_EGRAPH, "graph is NULL", stats, err);
+  if (!chip) return refuse(PTO_EGRAPH, "chip is NULL", stats, err);
   if (!atomic_compare_exchange_strong(&g->busy, &idle, GRAPH_LAUNCHING))
     return refuse(PTO_EGRAPH, "the graph is being launched by another thread", stats, err);
   int rc = graph_check(chip, g, b, why, sizeof why);

@@ -406,6 +406,21 @@ static void test_capture_refusals(void **state) {
   pto_graph *g = NULL;
   assert_int_equal(pto_graph_capture(chip, NULL, NULL, &g, NULL, NULL), PTO_EGRAPH);
   assert_int_equal(pto_graph_capture(chip, orchestrate, &p, NULL, NULL, NULL), PTO_EGRAPH);
+  /* a NULL chip is named (before: a segmentation fault in the capture,
+   * and a launch said the graph was captured on another chip) */
+  pto_error_info err;
+  int rc = pto_graph_capture(NULL, orchestrate, &p, &g, NULL, &err);
+  if (rc != PTO_EGRAPH || !strstr(err.details, "pto_graph_capture: chip is NULL"))
+    fail_msg("capture on a NULL chip: %s, '%s'; expected PTO_EGRAPH naming the chip",
+             pto_status_name(rc), err.details);
+  assert_null(g);
+  g = capture(chip);
+  rc = pto_graph_launch(NULL, g, NULL, NULL, &err);
+  if (rc != PTO_EGRAPH || !strstr(err.details, "pto_graph_launch refused: chip is NULL"))
+    fail_msg("launch on a NULL chip: %s, '%s'; expected PTO_EGRAPH naming the chip",
+             pto_status_name(rc), err.details);
+  launch_check(chip, g, 5);
+  pto_graph_destroy(g);
   pto_chip_destroy(chip);
 }
 
