@@ -55,7 +55,8 @@ typedef struct pto_redux_op_desc {
 
 /* Registers an op on `chip` (between runs) and sets *op to its id.
  * PTO_EINVAL for a NULL or incomplete desc, an unknown dtype, or more than
- * PTO_MAX_REDUX_OPS ops. */
+ * PTO_MAX_REDUX_OPS ops; PTO_EBUSY during a run. A refused registration
+ * says why in pto_last_error(). */
 PTO_API int pto_redux_register(pto_chip *chip, const pto_redux_op_desc *d, int *op);
 
 /* The op's name ("sum", "prod", "max", "min" or the registered name), or

@@ -82,7 +82,8 @@ def register_op(chip: Any, chip_ptr, name: Any, dtype: Any, init: Any, combine: 
         if rc == 0:
             op.id, op._slot = int(out[0]), slot
             _slots[slot] = op
-    check(rc, f"{what}: pto_redux_register (at most 16 ops per chip)")
+    if rc < 0:  # the call takes no pto_error_info: pto_last_error says why
+        check(rc, f"{what}: " + ffi.string(lib.pto_last_error()).decode(errors="replace"))
     return op
 
 

@@ -7,6 +7,7 @@
 
 #include "chip/run.h"
 #include "common/half.h"
+#include "common/last_error.h"
 #include "common/tensor_check.h"
 
 /* ---- ops ---- */
@@ -18,18 +19,38 @@ static const redux_user_op *user_op(const pto_chip *chip, int op) {
   return i >= 0 && i < chip->nredux_ops ? &chip->redux_ops[i] : NULL;
 }
 
+/* Refusals say why through pto_last_error, as a kernel registration's. */
+#define REG_FAIL(code, ...) last_error_set(code, "pto_redux_register: " __VA_ARGS__)
+
 int pto_redux_register(pto_chip *chip, const pto_redux_op_desc *d, int *op) {
-  if (!chip || !d || !d->name || !d->init || !d->combine || !op) return PTO_EINVAL;
-  if (d->dtype < 0 || d->dtype >= PTO_DTYPE_COUNT) return PTO_EINVAL;
-  if (chip->nredux_ops >= PTO_MAX_REDUX_OPS) return PTO_EINVAL;
-  redux_user_op *u = &chip->redux_ops[chip->nredux_ops];
-  snprintf(u->name, sizeof u->name, "%s", d->name);
-  u->dtype = d->dtype;
-  u->init = d->init;
-  u->combine = d->combine;
-  *op = PTO_REDUX_USER + chip->nredux_ops++;
-  return PTO_OK;
+  if (!chip || !d || !op)
+    return REG_FAIL(PTO_EINVAL, "%s is NULL", !chip ? "chip" : !d ? "desc" : "op");
+  if (!d->name || !d->init || !d->combine)
+    return REG_FAIL(PTO_EINVAL, "desc.%s is NULL",
+                    !d->name   ? "name"
+                    : !d->init ? "init"
+                               : "combine");
+  if (d->dtype < 0 || d->dtype >= PTO_DTYPE_COUNT)
+    return REG_FAIL(PTO_EINVAL, "'%s': dtype %d is not a pto_dtype", d->name, (int)d->dtype);
+  /* the cores read the table during a run: it is held as a run is */
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&chip->running, &idle, 1))
+    return REG_FAIL(PTO_EBUSY, "'%s': the chip is running; register ops between runs", d->name);
+  int rc = PTO_OK;
+  if (chip->nredux_ops >= PTO_MAX_REDUX_OPS) {
+    rc = REG_FAIL(PTO_EINVAL, "'%s': at most %d ops per chip", d->name, PTO_MAX_REDUX_OPS);
+  } else {
+    redux_user_op *u = &chip->redux_ops[chip->nredux_ops];
+    snprintf(u->name, sizeof u->name, "%s", d->name);
+    u->dtype = d->dtype;
+    u->init = d->init;
+    u->combine = d->combine;
+    *op = PTO_REDUX_USER + chip->nredux_ops++;
+  }
+  atomic_store(&chip->running, 0);
+  return rc;
 }
+#undef REG_FAIL
 
 const char *pto_redux_op_name(const pto_chip *chip, int op) {
   if (op >= 0 && op < PTO_REDUX_BUILTINS) return builtin_names[op];

@@ -1007,11 +1007,48 @@ static void test_bad_input(void **state) {
   for (int i = 1; i < PTO_MAX_REDUX_OPS; i++)
     assert_int_equal(pto_redux_register(chip, &d, &id), PTO_OK);
   assert_int_equal(pto_redux_register(chip, &d, &id), PTO_EINVAL);
+  if (!strstr(pto_last_error(), "at most 16 ops"))
+    fail_msg("17th op refused saying '%s', expected 'at most 16 ops'", pto_last_error());
+  pto_chip_destroy(chip);
+}
+
+/* Ops are registered between runs (pto/redux.h), as kernels are: during a
+ * run the cores read the chip's op table, and a registration is refused
+ * with PTO_EBUSY saying so. Before, it returned PTO_OK and wrote the table
+ * (and its count) under the cores' reads. */
+typedef struct reg_in_run {
+  pto_chip *chip;
+  int rc, id;
+  char why[256];
+} reg_in_run;
+static void orch_register(pto_orch *o, void *arg) {
+  (void)o;
+  reg_in_run *x = arg;
+  pto_redux_op_desc d = {"late_and", PTO_U8, u8_and_init, u8_and_combine};
+  x->rc = pto_redux_register(x->chip, &d, &x->id);
+  snprintf(x->why, sizeof x->why, "%s", pto_last_error());
+}
+
+static void test_register_during_a_run(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 1, 1, 0);
+  reg_in_run x = {chip, 0, -1, ""};
+  assert_int_equal(pto_chip_run(chip, orch_register, &x, NULL, NULL), PTO_OK);
+  if (x.rc != PTO_EBUSY || !strstr(x.why, "the chip is running"))
+    fail_msg("pto_redux_register during a run: %s ('%s'), expected PTO_EBUSY saying the chip is "
+             "running",
+             pto_status_name(x.rc), x.why);
+  assert_null(pto_redux_op_name(chip, PTO_REDUX_USER + 1)); /* nothing registered */
+  pto_redux_op_desc d = {"late_and", PTO_U8, u8_and_init, u8_and_combine};
+  assert_int_equal(pto_redux_register(chip, &d, &x.id), PTO_OK); /* between runs */
+  assert_string_equal(pto_redux_op_name(chip, x.id), "late_and");
   pto_chip_destroy(chip);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_register_during_a_run),
       cmocka_unit_test(test_f32_sum_bit_exact),
       cmocka_unit_test(test_builtin_ops_all_dtypes),
       cmocka_unit_test(test_heap_pressure),
