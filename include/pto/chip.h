@@ -207,7 +207,7 @@ PTO_API int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stat
 PTO_API int pto_chip_async_complete(pto_chip *chip, uint64_t token);
 
 /* Record a Chrome/Perfetto trace of every following run into `path`
- * (NULL: tracing off, the default). */
+ * (NULL: tracing off, the default). Between runs: PTO_EBUSY during one. */
 PTO_API int pto_chip_set_trace(pto_chip *chip, const char *path);
 
 /* Prints "NAME: hint\n  details" for a failed run to the stream. */

@@ -180,9 +180,14 @@ const pto_chip_config *pto_chip_get_config(const pto_chip *chip) {
 
 int pto_chip_set_trace(pto_chip *chip, const char *path) {
   if (!chip) return PTO_EINVAL;
+  /* a run reads the path at its end: it is held as a run is */
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&chip->running, &idle, 1)) return PTO_EBUSY;
   free(chip->trace_path);
   chip->trace_path = path ? strdup(path) : NULL;
-  return path && !chip->trace_path ? PTO_ENOMEM : PTO_OK;
+  int rc = path && !chip->trace_path ? PTO_ENOMEM : PTO_OK;
+  atomic_store(&chip->running, 0);
+  return rc;
 }
 
 void chip_set_trace_process(pto_chip *chip, int pid, const char *name, uint64_t origin_ns) {

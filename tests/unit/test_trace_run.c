@@ -255,6 +255,51 @@ static void test_checking_mode_blocks_once(void **state) {
   run_graph(true, true);
 }
 
+/* pto_chip_set_trace during a run is refused with PTO_EBUSY: the run
+ * writes its trace, at its end, to the path set when it began. Before, the
+ * call returned 0, freed the path the run was to write to (another
+ * thread's call raced with that read), and the run wrote its trace to the
+ * new path. */
+typedef struct set_in_run {
+  graph *g;
+  const char *path;
+  int rc;
+} set_in_run;
+static void orch_set_trace(pto_orch *o, void *arg) {
+  set_in_run *x = arg;
+  x->rc = pto_chip_set_trace(pto_orch_chip(o), x->path);
+  orch_graph(o, x->g);
+}
+
+static void test_set_trace_during_a_run(void **state) {
+  (void)state;
+  char path[256], other[256];
+  tmp_path(path, sizeof path, "set_first");
+  tmp_path(other, sizeof other, "set_during");
+  unlink(path);
+  unlink(other);
+  graph g = {.mix = false};
+  pto_chip *chip = make_chip(&g, false);
+  assert_int_equal(pto_chip_set_trace(chip, path), 0);
+  set_in_run x = {&g, other, 0};
+  pto_run_stats st;
+  pto_error_info err;
+  int rc = pto_chip_run(chip, orch_set_trace, &x, &st, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, 0);
+  if (x.rc != PTO_EBUSY)
+    fail_msg("pto_chip_set_trace during a run returned %s, expected PTO_EBUSY",
+             pto_status_name(x.rc));
+  if (access(path, F_OK) != 0 || access(other, F_OK) == 0)
+    fail_msg("the run's trace: %s %s, %s %s; expected the first path only", path,
+             access(path, F_OK) ? "missing" : "written", other,
+             access(other, F_OK) ? "missing" : "written");
+  check_graph_trace(path, &g, &st);
+  unlink(path);
+  unlink(other);
+  pto_chip_destroy(chip);
+}
+
 /* ---- the paged_attention scene ---- */
 
 static void test_paged_attention_trace(void **state) {
@@ -298,6 +343,7 @@ int main(void) {
       cmocka_unit_test(test_graph_blocks_once),
       cmocka_unit_test(test_mix_blocks_once),
       cmocka_unit_test(test_checking_mode_blocks_once),
+      cmocka_unit_test(test_set_trace_during_a_run),
       cmocka_unit_test(test_paged_attention_trace),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
