@@ -337,13 +337,17 @@ static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, in
                       int units, const pto_args *a, const bool *busy, int *gi) {
   redux_table *x = &r->rx;
   size_t es = pto_dtype_size((pto_dtype)t->dtype);
-  uint64_t slot = (uint64_t)redux_slot_elems(t) * es;
-  if (slot * (uint64_t)units > r->heap.cap) {
+  /* a view's bytes fit a size_t, its copies for up to INT32_MAX units
+   * may not: a product that wraps must not pass for small */
+  uint64_t slot = (uint64_t)redux_slot_elems(t) * es, need;
+  bool wraps = __builtin_mul_overflow(slot, (uint64_t)units, &need);
+  if (wraps || need > r->heap.cap) {
+    char bytes[32] = "2^64 or more";
+    if (!wraps) snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)need);
     run_fail(r, PTO_EHEAP_DEADLOCK, PTO_TASK_NONE, -1,
              "submit #%lld: tensor argument %d (REDUX): its private copies, one per core of the "
-             "task (%d), need %llu bytes but heap_bytes is %llu",
-             (long long)r->next_id, arg, units, (unsigned long long)(slot * (uint64_t)units),
-             (unsigned long long)r->heap.cap);
+             "task (%d), need %s bytes but heap_bytes is %llu",
+             (long long)r->next_id, arg, units, bytes, (unsigned long long)r->heap.cap);
     return latched(r);
   }
   uint64_t nslots = REDUX_SLOTS_MAX;

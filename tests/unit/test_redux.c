@@ -1012,6 +1012,38 @@ static void test_bad_input(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* A REDUX view whose private copies (one per core of the task) need 2^64
+ * bytes or more is refused naming the sizes, as any larger than the heap.
+ * Before, the size wrapped to 0 and passed: the copies got a few bytes of
+ * heap, and the cores' identity writes ran past them (a segmentation
+ * fault). The view claims 2^62 bytes of a small array: nothing may touch
+ * it. */
+static int32_t huge_backing[8];
+static void orch_huge_copies(pto_orch *o, void *arg) {
+  fixture *f = arg;
+  pto_tensor t;
+  int64_t n = (int64_t)1 << 60; /* 2^62 bytes of i32 */
+  assert_int_equal(pto_tensor_init(&t, huge_backing, (size_t)1 << 62, PTO_I32, 1, &n), PTO_OK);
+  f->rc = pto_submit_v(o, f->k_contrib, PTO_REDUX(&t, PTO_REDUX_SUM), PTO_SCALAR(0), PTO_SCALAR(0),
+                       PTO_BLOCKS(4));
+}
+
+static void test_copies_size_overflow(void **state) {
+  (void)state;
+  fixture f;
+  pto_chip *chip = make_chip(&f, 2, 1, 0);
+  pto_error_info err;
+  f.rc = 0;
+  int rc = pto_chip_run(chip, orch_huge_copies, &f, NULL, &err);
+  const char *want = "its private copies, one per core of the task (4), need 2^64 or more bytes";
+  if (rc != PTO_EHEAP_DEADLOCK || f.rc != PTO_EHEAP_DEADLOCK || !strstr(err.details, want))
+    fail_msg("run %s, submit %s: '%s'; expected PTO_EHEAP_DEADLOCK with '%s'", pto_status_name(rc),
+             pto_status_name(f.rc), err.details, want);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(huge_backing[i], 0);
+  pto_chip_destroy(chip);
+}
+
 /* Ops are registered between runs (pto/redux.h), as kernels are: during a
  * run the cores read the chip's op table, and a registration is refused
  * with PTO_EBUSY saying so. Before, it returned PTO_OK and wrote the table
@@ -1049,6 +1081,7 @@ static void test_register_during_a_run(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_register_during_a_run),
+      cmocka_unit_test(test_copies_size_overflow),
       cmocka_unit_test(test_f32_sum_bit_exact),
       cmocka_unit_test(test_builtin_ops_all_dtypes),
       cmocka_unit_test(test_heap_pressure),
