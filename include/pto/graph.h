@@ -107,7 +107,9 @@ PTO_API int pto_graph_launch(pto_chip *chip, pto_graph *graph, const pto_graph_b
 
 /* Frees graph. During its own launch (from a kernel, or another thread)
  * the launch goes on and frees it as it ends; the graph may not be
- * launched again. */
+ * launched again. After a launch whose run ended with a thread still
+ * inside a kernel (pto_chip_stuck), the chip frees it once that thread has
+ * left (meanwhile a launch of it is refused). */
 PTO_API void pto_graph_destroy(pto_graph *graph);
 
 #ifdef __cplusplus

@@ -343,6 +343,7 @@ static void run_free(pto_run *r) {
 }
 
 static void chip_free(pto_chip *chip) {
+  graph_release_held(chip); /* the last thread has left */
   if (chip->run) run_free(chip->run);
   free(chip->trace_path);
   free((char *)chip->cfg.record_path);
@@ -558,6 +559,7 @@ static void run_reset(pto_run *r) {
   atomic_store_explicit(&r->drain_lat_max_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&r->drain_lat_sum_ns, 0, memory_order_relaxed);
   r->orch_track = 0;
+  r->launch = NULL;
   /* the chip's async slots: one left busy by an earlier run (its
    * completion never came) is free again; its generation stays stale */
   for (uint32_t i = 0; i < r->nasync; i++)
@@ -713,6 +715,28 @@ static bool stragglers_left(pto_run *r, char *why, size_t n) {
   return false;
 }
 
+/* Holding the chip (running): a run that ended with a thread inside is
+ * over once that thread has left; its state, its trace and the graph it
+ * launched are given back. False while it is still inside (why: who). */
+static bool chip_unstick(pto_chip *chip, char *why, size_t n) {
+  if (!chip->stuck) return true;
+  pto_run *r = chip->run;
+  if (!stragglers_left(r, why, n)) return false;
+  chip->stuck = false; /* it has left: the run's state is ours again */
+  if (r->trace) trace_destroy(r->trace);
+  r->trace = NULL;
+  graph_release_held(chip);
+  return true;
+}
+
+void chip_settle(pto_chip *chip) {
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&chip->running, &idle, 1)) return;
+  char why[8];
+  (void)chip_unstick(chip, why, sizeof why);
+  atomic_store(&chip->running, 0);
+}
+
 bool pto_chip_stuck(pto_chip *chip) {
   if (!chip || !chip->stuck || !chip->run || atomic_load(&chip->running)) return false;
   char why[8];
@@ -845,15 +869,10 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     }
   }
   pto_run *r = chip->run;
-  if (chip->stuck) {
-    char why[sizeof err->details];
-    if (!stragglers_left(r, why, sizeof why)) {
-      atomic_store(&chip->running, 0);
-      EARLY_FAIL(PTO_ESHUTDOWN, "%s", why);
-    }
-    chip->stuck = false; /* it has left: the run's state is ours again */
-    if (r->trace) trace_destroy(r->trace);
-    r->trace = NULL;
+  char why_stuck[sizeof err->details];
+  if (!chip_unstick(chip, why_stuck, sizeof why_stuck)) {
+    atomic_store(&chip->running, 0);
+    EARLY_FAIL(PTO_ESHUTDOWN, "%s", why_stuck);
   }
   run_reset(r);
   schedule_begin(r); /* before any thread enters: they read r->ctl */
@@ -902,9 +921,10 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     atomic_store_explicit(&r->orch_live, NULL, memory_order_release);
     pto_wait_thread_end();
   }
-  if (!run_end(r, phase))
+  if (!run_end(r, phase)) {
     chip->stuck = true;
-  else if (!atomic_load(&r->status))
+    if (r->launch) graph_hold_for_chip(chip, r->launch); /* the thread inside reads it */
+  } else if (!atomic_load(&r->status))
     run_books_broken(r, true, 0); /* what it leaves is proven empty, or named */
   contract_end(r);                /* a failed run's details get the seed */
   /* No run, flip the phase, wait for the old phase's calls (all seq_cst,

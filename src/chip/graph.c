@@ -184,7 +184,7 @@ int pto_graph_capture(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **gra
 /* A graph's launch state (g->busy): idle, being launched, or destroyed
  * while it was being launched (its launch frees it as it ends: a kernel or
  * another thread may destroy it mid-launch, whose tasks point into it). */
-enum { GRAPH_IDLE = 0, GRAPH_LAUNCHING, GRAPH_DOOMED };
+enum { GRAPH_IDLE = 0, GRAPH_LAUNCHING, GRAPH_DOOMED, GRAPH_HELD };
 
 static void graph_free(pto_graph *g) {
   free(g->tasks);
@@ -210,12 +210,37 @@ static void graph_free(pto_graph *g) {
 
 void pto_graph_destroy(pto_graph *g) {
   if (!g) return;
-  int launching = GRAPH_LAUNCHING;
-  /* mid-launch: its launch frees it (acq_rel: against the launch's end) */
-  if (atomic_compare_exchange_strong_explicit(&g->busy, &launching, GRAPH_DOOMED,
-                                              memory_order_acq_rel, memory_order_acquire))
-    return;
+  /* mid-launch: its launch frees it; held by its chip (a thread of its
+   * last launch still inside): the chip does (acq_rel: against their
+   * ends) */
+  int s = atomic_load_explicit(&g->busy, memory_order_acquire);
+  while (s == GRAPH_LAUNCHING || s == GRAPH_HELD)
+    if (atomic_compare_exchange_weak_explicit(&g->busy, &s, GRAPH_DOOMED, memory_order_acq_rel,
+                                              memory_order_acquire))
+      return;
   graph_free(g);
+}
+
+void graph_hold_for_chip(pto_chip *chip, graph_launch *l) {
+  pto_graph *g = l->g;
+  l->held = true; /* its launch touches g no more: the chip may free it */
+  g->launches++;
+  g->warm = false;
+  g->warm_seq = l->seq;
+  chip->held_graph = g;
+  int launching = GRAPH_LAUNCHING; /* destroyed meanwhile: it stays so, the chip frees it */
+  atomic_compare_exchange_strong_explicit(&g->busy, &launching, GRAPH_HELD, memory_order_acq_rel,
+                                          memory_order_acquire);
+}
+
+void graph_release_held(pto_chip *chip) {
+  pto_graph *g = chip->held_graph;
+  if (!g) return;
+  chip->held_graph = NULL;
+  int held = GRAPH_HELD;
+  if (!atomic_compare_exchange_strong_explicit(&g->busy, &held, GRAPH_IDLE, memory_order_acq_rel,
+                                               memory_order_acquire))
+    graph_free(g); /* destroyed while held */
 }
 
 int pto_graph_get_info(const pto_graph *g, pto_graph_info *info) {
@@ -406,11 +431,13 @@ static void publish_filled(pto_run *r, uint32_t filled) {
 }
 
 static void replay_orch(pto_orch *o, void *arg) {
-  pto_graph *g = arg;
+  graph_launch *l = arg;
+  pto_graph *g = l->g;
   pto_run *r = o->run;
   uint64_t t0 = pto_now_ns();
-  g->started = true;
-  g->started_seq = r->chip->run_seq; /* on the launching thread: no other run writes it now */
+  l->started = true;
+  l->seq = r->chip->run_seq;
+  r->launch = l; /* the run's end hands g to the chip if a thread stays inside */
   uint8_t *piece = NULL;
   if (g->heap_span) {
     /* the heap is empty at a run's start: the piece is its first bytes */
@@ -533,21 +560,33 @@ int pto_graph_launch(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
   int idle = GRAPH_IDLE;
   if (!g) return refuse(PTO_EGRAPH, "graph is NULL", stats, err);
   if (!chip) return refuse(PTO_EGRAPH, "chip is NULL", stats, err);
+  /* held by its chip: given back if the thread inside has left since */
+  if (atomic_load_explicit(&g->busy, memory_order_acquire) == GRAPH_HELD) chip_settle(chip);
   if (!atomic_compare_exchange_strong(&g->busy, &idle, GRAPH_LAUNCHING))
-    return refuse(PTO_EGRAPH, "the graph is being launched by another thread", stats, err);
+    return refuse(PTO_EGRAPH,
+                  idle == GRAPH_HELD
+                      ? "a thread of its last launch is still inside it (a kernel that ignores "
+                        "pto_kctx_cancelled, pto_chip_stuck): it launches again once that thread "
+                        "has left"
+                      : "the graph is being launched by another thread",
+                  stats, err);
   int rc = graph_check(chip, g, b, why, sizeof why);
+  graph_launch l = {g, false, 0, false};
   if (rc)
     refuse(rc, why, stats, err);
   else {
-    g->warm_path = g->started = false;
-    rc = pto_chip_run(chip, replay_orch, g, stats, err);
+    g->warm_path = false;
+    rc = pto_chip_run(chip, replay_orch, &l, stats, err);
+    /* its run ended with a thread inside, which may still read g: the
+     * chip holds g now (and may free it: g is not touched again here) */
+    if (l.held) return rc;
     /* refused by the chip (busy, stuck: replay_orch never ran) is no
      * launch; chip->run_seq is not read here, another thread's run may
      * be writing it */
-    if (g->started) {
+    if (l.started) {
       g->launches++;
       g->warm = !rc && g->warm_path;
-      g->warm_seq = g->started_seq;
+      g->warm_seq = l.seq;
     }
   }
   int launching = GRAPH_LAUNCHING;

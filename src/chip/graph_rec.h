@@ -118,16 +118,22 @@ struct pto_graph {
    * write the slots, is warm: it writes no slot (graph.c, replay_orch). */
   bool warm, warm_path;
   uint32_t warm_seq;
-  /* the launch's run started its replay (set by replay_orch, in run
-   * `started_seq`): a launch the chip refused before (busy, stuck) ran
-   * nothing, is not counted, and leaves `warm` as it was */
-  bool started;
-  uint32_t started_seq;
   int64_t launches, warm_launches; /* runs launched, and how many warm (pto_graph_info) */
   /* a launch in progress: the arrays above are its (two threads launching
-   * one graph at once would write them under each other); or destroyed
-   * during it, to be freed by it (graph.c: GRAPH_IDLE, _LAUNCHING, _DOOMED) */
+   * one graph at once would write them under each other); or held by its
+   * chip after a launch whose run ended with a thread inside; or destroyed
+   * during either, to be freed by the launch or the chip (graph.c:
+   * GRAPH_IDLE, _LAUNCHING, _HELD, _DOOMED) */
   _Atomic int busy;
 };
+
+/* One pto_graph_launch call, on its thread's stack: what its run did with
+ * the graph (replay_orch and the run's end, on that thread) */
+typedef struct graph_launch {
+  pto_graph *g;
+  bool started; /* the run started the replay (a refused run did not) */
+  uint32_t seq; /* that run (pto_chip.run_seq) */
+  bool held;    /* the run ended with a thread inside: the chip holds g */
+} graph_launch;
 
 #endif

@@ -5,6 +5,7 @@
  * every task's blocks and its edges. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -505,6 +506,10 @@ static int k_relaunch(const pto_kctx *c) {
   snprintf(busy_why, sizeof busy_why, "%s", err.details);
   return 0;
 }
+static void orch_relaunch_none(pto_orch *o, void *arg) {
+  (void)o;
+  (void)arg;
+}
 static void orch_relaunch(pto_orch *o, void *arg) {
   int kid_relaunch = *(int *)arg;
   pto_submit_v(o, kid_relaunch);
@@ -608,6 +613,94 @@ static void test_launch_while_launched(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* A launch whose run ends with a thread still inside (a kernel that
+ * ignores pto_kctx_cancelled past shutdown_ms) leaves the graph to its
+ * chip: that thread still reads the graph's views and scalars. Until it
+ * has left, a relaunch is refused naming it (before: it passed the checks,
+ * rewrote the scalars under the kernel, which read the relaunch's 7 for
+ * its launch's 42, then the run was refused), and a destroy is deferred
+ * (before: freed at once, the kernel read freed memory: ASan
+ * heap-use-after-free); once it has left, the graph launches again, or
+ * the chip frees it. */
+static _Atomic int straggler_seen, straggler_in;
+static int k_straggler(const pto_kctx *c) { /* sleeps scalar 0 ms, ignoring cancellation */
+  atomic_store(&straggler_in, 1);
+  usleep((useconds_t)c->scalars[0] * 1000);
+  atomic_store(&straggler_seen, (int)c->scalars[1]);
+  return 0;
+}
+static int k_fail_if(const pto_kctx *c) { /* once the straggler is inside */
+  for (int i = 0; c->scalars[0] && i < 500 && !atomic_load(&straggler_in); i++)
+    usleep(2000);
+  return c->scalars[0] ? PTO_EKERNEL : 0;
+}
+static int strag_ids[2];
+static void orch_straggler(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_submit_v(o, strag_ids[0], PTO_SCALAR(0), PTO_SCALAR(7));
+  pto_submit_v(o, strag_ids[1], PTO_SCALAR(0));
+}
+
+static void wait_unstuck(pto_chip *chip) {
+  for (int i = 0; i < 500 && pto_chip_stuck(chip); i++)
+    usleep(10000);
+  assert_false(pto_chip_stuck(chip));
+}
+
+static void test_stuck_launch_holds_the_graph(void **state) {
+  (void)state;
+  for (int destroy = 0; destroy < 2; destroy++) {
+    pto_chip_config cfg;
+    pto_chip_config_init(&cfg);
+    cfg.clusters = 2;
+    cfg.schedulers = 1;
+    cfg.shutdown_ms = 50;
+    pto_chip *chip;
+    assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+    assert_int_equal(pto_kernel_register_aiv(chip, "straggler", k_straggler, &strag_ids[0]),
+                     PTO_OK);
+    assert_int_equal(pto_kernel_register_aiv(chip, "fail_if", k_fail_if, &strag_ids[1]), PTO_OK);
+    pto_graph *g = NULL;
+    assert_int_equal(pto_graph_capture(chip, orch_straggler, NULL, &g, NULL, NULL), PTO_OK);
+    atomic_store(&straggler_seen, -1);
+    atomic_store(&straggler_in, 0);
+    uint64_t sc[3] = {600, 42, 1}; /* sleep 600 ms, then read 42; the other task fails */
+    pto_graph_bindings b = {.nscalars = 3, .scalars = sc};
+    pto_error_info err;
+    int rc = pto_graph_launch(chip, g, &b, NULL, &err);
+    if (rc == PTO_OK || !strstr(err.details, "did not leave the run"))
+      fail_msg("the launch: %s, '%s'; expected a failure naming the core that did not leave",
+               pto_status_name(rc), err.details);
+    assert_true(pto_chip_stuck(chip));
+    if (destroy) {
+      pto_graph_destroy(g); /* deferred: the kernel still reads its scalars */
+    } else {
+      rc = pto_graph_launch(chip, g, NULL, NULL, &err);
+      if (rc != PTO_EGRAPH || !strstr(err.details, "a thread of its last launch is still inside"))
+        fail_msg("relaunch while a thread is inside: %s, '%s'; expected PTO_EGRAPH naming it",
+                 pto_status_name(rc), err.details);
+    }
+    wait_unstuck(chip);
+    if (atomic_load(&straggler_seen) != 42)
+      fail_msg("the straggler read scalar %d, expected its launch's 42",
+               atomic_load(&straggler_seen));
+    if (!destroy) { /* it has left: the graph launches again */
+      rc = pto_graph_launch(chip, g, NULL, NULL, &err);
+      if (rc)
+        fail_msg("relaunch after the thread left: %s, '%s'", pto_status_name(rc), err.details);
+      pto_graph_info gi;
+      assert_int_equal(pto_graph_get_info(g, &gi), PTO_OK);
+      if (gi.launches != 2 || gi.warm_launches != 0)
+        fail_msg("launches %lld (warm %lld), expected 2 (warm 0)", (long long)gi.launches,
+                 (long long)gi.warm_launches);
+      pto_graph_destroy(g);
+    } else { /* the next run gives the destroyed graph back: freed (ASan: no leak) */
+      assert_int_equal(pto_chip_run(chip, orch_relaunch_none, NULL, NULL, NULL), PTO_OK);
+    }
+    pto_chip_destroy(chip);
+  }
+}
+
 /* A replay's trace: every block of every task once, and the edges. */
 static void test_replay_trace(void **state) {
   (void)state;
@@ -649,6 +742,7 @@ int main(void) {
       cmocka_unit_test(test_launch_on_a_chip_made_in_place),
       cmocka_unit_test(test_launch_while_launched),
       cmocka_unit_test(test_destroy_during_its_launch),
+      cmocka_unit_test(test_stuck_launch_holds_the_graph),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
