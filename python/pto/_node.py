@@ -17,7 +17,7 @@ from ._chip import file_name, fill_chip_config, schedule_config
 from ._cint import c_int, set_int_field
 from ._errors import Error, check, error_from, error_from_info, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
-from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, scalar_bits
+from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, orch_returned, scalar_bits
 from ._pto import ffi, lib
 from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, as_dtype, pto_dtype,
                       shape_arg, tensor_to_array)
@@ -606,7 +606,7 @@ def _pyk_node_orch(no, arg):
     o = None
     try:
         o = NodeOrch(no, run)
-        run.fn(o, *run.args)
+        orch_returned(run.fn(o, *run.args), run.fn, "Node.run")
     except BaseException as e:  # noqa: B902
         run.exc = e
     finally:

@@ -588,3 +588,39 @@ def test_coll_scratch_bytes_of_a_collective_pto_cannot_run(nranks, block):
     with pytest.raises(pto.InvalidArgumentError, match="coll_scratch_bytes"):
         pto.coll_scratch_bytes(nranks, block)
     assert pto.coll_scratch_bytes(2, 64) > 128
+
+
+def test_orchestration_that_returns_without_running_its_body(chip):
+    """An orchestration function written as async def, or with a yield in
+    its body, returns a coroutine or a generator at once and runs none of
+    its body. Before: the run submitted nothing and passed as a success
+    (the output untouched; a coroutine only warned "never awaited"). Now
+    run and capture raise InvalidArgumentError saying so, and the chip runs
+    again."""
+    k = chip.kernel(lambda ctx, y: y.fill(5), name="fill5")
+    y = np.zeros(4, np.float32)
+
+    def gen(o):
+        o.submit(k, pto.Out(y))
+        yield
+
+    async def coro(o):
+        o.submit(k, pto.Out(y))
+
+    async def agen(o):
+        o.submit(k, pto.Out(y))
+        yield
+
+    import warnings
+    for fn, kind in ((gen, "a generator"), (coro, "a coroutine"), (agen, "an async generator")):
+        for call in (chip.run, chip.capture):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the coroutine is closed: no warning
+                with pytest.raises(pto.InvalidArgumentError,
+                                   match=f"orchestration function .*{fn.__name__}' returned "
+                                   f"{kind}.*nothing was submitted"):
+                    call(fn)
+    assert_array(y, np.zeros(4, np.float32), "y after the refused runs")
+    st = chip.run(lambda o: o.submit(k, pto.Out(y)))
+    assert st.tasks == 1
+    assert_array(y, np.full(4, 5, np.float32), "y after a plain run")

@@ -466,3 +466,16 @@ def test_node_close_from_another_thread_never_frees_a_node_a_run_uses():
     assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
     assert r.stdout.splitlines() == ["closed", "run refused: pto.Node used after close()"], \
         r.stdout
+
+
+def test_node_orchestration_that_returns_without_running_its_body(node):
+    """Node.run of an async def orchestration (or one with yield): before,
+    nothing was submitted and the run passed as a success."""
+    t = node.host_array(4)
+
+    async def coro(no):
+        no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(t))
+
+    with pytest.raises(pto.InvalidArgumentError, match="'.*coro' returned a coroutine"):
+        node.run(coro)
+    node.run(lambda no: no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(t)))
