@@ -34,6 +34,17 @@ def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
     return r
 
 
+def _c_name(name: Any, what: str) -> bytes:
+    """A window buffer's name as C gets it: ``str(name)``, UTF-8; a NUL
+    byte is refused (C would read the name up to it: "x\\0y" would pass
+    as "x", a buffer of another name)."""
+    s = str(name)
+    if "\0" in s:
+        raise invalid(f"{what}: name {s!r} contains a NUL byte (C would see "
+                      f"{s.split(chr(0))[0]!r})")
+    return s.encode()
+
+
 class _HostMem:
     """Owner of one block of node host memory (the base of its NumPy arrays)."""
 
@@ -81,7 +92,7 @@ class NodeOrch:
             raise invalid(f"domain: buffers: {type(buffers).__name__} {buffers!r} is not a "
                           "mapping (name -> bytes)")
         ch = [c_int(c, "domain: chip") for c in chips]
-        names = [ffi.new("char[]", str(k).encode()) for k in buffers]
+        names = [ffi.new("char[]", _c_name(k, "domain: window buffer")) for k in buffers]
         wb = ffi.new("pto_window_buffer[]", max(1, len(names)))
         for i, (k, v) in enumerate(buffers.items()):
             wb[i].name, wb[i].bytes = names[i], c_int(v, f"domain: buffer '{k}' bytes", "size_t")
@@ -98,7 +109,7 @@ class NodeOrch:
         sh = list(shape_arg(shape, f"{what}: shape"))
         t = ffi.new("pto_tensor *")
         check(lib.pto_node_window_tensor(self._live(), c_int(dom, f"{what}: domain", "int32_t"),
-                                         c_int(rank, f"{what}: rank"), str(name).encode(),
+                                         c_int(rank, f"{what}: rank"), _c_name(name, "window"),
                                          pto_dtype(dtype, "window"), len(sh),
                                          ffi.new("int64_t[]", sh), t),
               f"window '{name}' of rank {rank}", self._run.token)
@@ -253,8 +264,8 @@ class NodeOrch:
                 lib.pyk_tensor(tt + r, ffi.new("int64_t[]", array_desc(
                     a, 2 if wr else 0, f"{name}: {w}[{r}]")))
         d = c_int(dom, f"{name}: domain", "int32_t")
-        check(fn(self._live(), d, str(scratch).encode(), dt, st, *extra), f"{name} on domain {d}",
-              self._run.token)
+        check(fn(self._live(), d, _c_name(scratch, f"{name}: scratch"), dt, st, *extra),
+              f"{name} on domain {d}", self._run.token)
 
     def allreduce(self, dom: Domain, scratch: str, dst: Sequence[np.ndarray],
                   src: Sequence[np.ndarray], op: str = "sum", algo: str = "auto",
