@@ -131,6 +131,16 @@ typedef struct pto_node_task {
  * with PTO_EKERNEL, the details naming the code, as a kernel's own. */
 typedef int (*pto_host_fn)(const pto_args *args, void *arg);
 
+/* A host function that fails says why, as a kernel does with
+ * pto_kctx_fail: `return pto_host_fail(args, PTO_EINVAL, "row %d is
+ * empty", r);` (args: the ones the function was given) records the reason
+ * (printf format, truncated to about 300 characters) and returns `code`,
+ * or PTO_EKERNEL when `code` is not negative; the run's error details then
+ * end with it ("host task returned -1: row 3 is empty"). Call it only on
+ * the way out of a failing host function. */
+PTO_API int pto_host_fail(const pto_args *args, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Node-task submission. Tensor arguments must be valid views that lie in
  * node host memory or in the windows of a live domain (PTO_EINVAL
  * otherwise: the children could not see any other memory). PTO_OUTPUT is

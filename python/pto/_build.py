@@ -223,6 +223,7 @@ typedef struct pto_args {
   int32_t ntensors; int32_t nscalars; uint8_t access[...]; pto_tensor tensors[...];
   uint64_t scalars[...]; ...;
 } pto_args;
+int pto_host_fail(const pto_args *args, int code, const char *fmt, ...);
 
 /* glue (set_source below) */
 int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, int nscalars,

@@ -15,7 +15,7 @@ import numpy as np
 from . import _kernel
 from ._chip import file_name, fill_chip_config, schedule_config
 from ._cint import c_int, set_int_field
-from ._errors import Error, check, error_from, error_from_info, invalid
+from ._errors import Error, check, error_from, error_from_info, exc_text, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
 from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, orch_returned, scalar_bits
 from ._pto import ffi, lib
@@ -641,4 +641,8 @@ def _pyk_host(args, arg):
         sys.stderr.write("pto: Python host function raised:\n" + "".join(
             traceback.format_exception(type(e), e, e.__traceback__)))
         sys.stderr.flush()
-        return e.code if isinstance(e, Error) and e.code < 0 else -15
+        # the exception's type and text end the run's details (the parent
+        # sees nothing else of it)
+        why = ffi.new("char[]", exc_text(e).encode(errors="replace"))
+        return lib.pto_host_fail(args, e.code if isinstance(e, Error) and e.code < 0 else -15,
+                                 b"%s", why)
