@@ -241,6 +241,7 @@ int pyk_ntrampolines(void);
 #define PTO_REDUX_MAX_NAME ...
 int pyr_register(pto_chip *chip, const char *name, int dtype, int slot, int *op);
 int pyr_ntrampolines(void);
+int pyk_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
 pto_chip_init_fn pyk_chip_init_fn(void);
 pto_node_orch_fn pyk_node_orch_fn(void);
 pto_comm *pyk_comm(const pto_kctx *ctx);
@@ -506,6 +507,57 @@ int pyk_graph_launch(pto_chip *chip, pto_graph *graph, const pto_graph_bindings 
   pyk_sigint_arm(python_sigint);
   int rc = pto_graph_launch(chip, graph, b, stats, err);
   pyk_sigint_disarm();
+  return rc;
+}
+
+/* pto_node_create forks its chip and sub-worker processes from C, with
+ * the GIL released (cffi releases it around the call). A fork is taken as
+ * os.fork takes one: the forking thread holds the GIL and Python's fork
+ * locks (the import lock, the os.register_at_fork hooks: logging's lock)
+ * across it, and the child updates the interpreter (PyOS_AfterFork_Child:
+ * the threads that did not come along are gone, their locks reset).
+ * Before, another Python thread could hold the GIL at the fork: the child
+ * inherited it held by a thread it does not have, its first Python call
+ * (registering the node's kernels) waited for ever, and pto_node_create
+ * failed after startup_timeout_ms (5 minutes by default) with
+ * PTO_ESTARTUP_TIMEOUT. The handlers act only for the forks of the thread
+ * inside pyk_node_create. */
+/* (in the stable ABI since 3.7; cffi's Py_LIMITED_API names no version) */
+PyAPI_FUNC(void) PyOS_BeforeFork(void);
+PyAPI_FUNC(void) PyOS_AfterFork_Parent(void);
+PyAPI_FUNC(void) PyOS_AfterFork_Child(void);
+static _Thread_local int pyk_forking;
+static _Thread_local PyGILState_STATE pyk_fork_gil;
+
+static void pyk_fork_prepare(void) {
+  if (!pyk_forking) return;
+  pyk_fork_gil = PyGILState_Ensure();
+  PyOS_BeforeFork();
+}
+
+static void pyk_fork_parent(void) {
+  if (!pyk_forking) return;
+  PyOS_AfterFork_Parent();
+  PyGILState_Release(pyk_fork_gil);
+}
+
+static void pyk_fork_child(void) {
+  if (!pyk_forking) return;
+  PyOS_AfterFork_Child();
+  pyk_forking = 0;
+  PyGILState_Release(pyk_fork_gil);
+}
+
+static void pyk_fork_handlers(void) {
+  pthread_atfork(pyk_fork_prepare, pyk_fork_parent, pyk_fork_child);
+}
+
+int pyk_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, pyk_fork_handlers);
+  pyk_forking = 1;
+  int rc = pto_node_create(cfg, out, err);
+  pyk_forking = 0;
   return rc;
 }
 

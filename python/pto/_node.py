@@ -458,7 +458,7 @@ class Node:
         self._run_lock = threading.Lock()
         out = ffi.new("pto_node **")
         err = ffi.new("pto_error_info *")
-        rc = lib.pto_node_create(cfg, out, err)  # forks; the GIL is released meanwhile
+        rc = lib.pyk_node_create(cfg, out, err)  # forks as os.fork does (_build.py)
         if rc:
             raise error_from_info(rc, err)
         self._node = out[0]

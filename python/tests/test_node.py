@@ -504,3 +504,37 @@ def test_window_buffer_names_with_a_nul_byte_are_refused(node):
     node.run(lambda no: no.allreduce(no.domain([0, 1], {"s": 1 << 16}), "s", [dst[0], dst[1]],
                                      [src[0], src[1]]))
     assert_array(dst, np.full((2, 8), 2, np.float32), "allreduce of two ones")
+
+
+def _store_seven(ctx, a):
+    a[:] = 7
+
+
+def test_node_created_while_another_python_thread_runs():
+    """pto forks the chip processes from C with the GIL released, and
+    another Python thread usually held it at the fork. Before: each child
+    inherited the GIL held by a thread it does not have, its first Python
+    call (registering the kernels) waited for ever, and pto.Node raised
+    StartupTimeoutError after startup_timeout_ms (5 minutes by default).
+    The fork is now taken as os.fork takes one (the GIL held across it)."""
+    import threading
+    stop = threading.Event()
+
+    def busy():  # pure Python: holds the GIL but for the switch interval
+        while not stop.is_set():
+            sum(range(1000))
+
+    th = threading.Thread(target=busy)
+    th.start()
+    try:
+        for i in range(2):
+            with pto.Node(2, {"seven": _store_seven}, device_ids=DEVICE_IDS["misc"], clusters=1,
+                          schedulers=1, quiet=True, startup_timeout_ms=10000,
+                          lease_wait_ms=60000) as n:
+                h = n.host_array((2, 4))
+                n.run(lambda no: [no.submit(c, n.kernels["seven"], pto.Out(h[c])) for c in (0, 1)])
+                assert_array(h, np.full((2, 4), 7, np.float32), f"node {i}: h")
+                h = None
+    finally:
+        stop.set()
+        th.join()
