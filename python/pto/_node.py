@@ -435,9 +435,15 @@ class Node:
             tp = ffi.new("char[]", file_name(trace, "trace", "pto.Node"))
             cfg.trace_path = tp
             self._keepalive.append(tp)
+        # registered as their keys: copies where the spec had another name
+        # (the caller's specs unchanged: one may go by several names)
         self._specs: List[KernelSpec] = [as_spec(v, str(k)) for k, v in (kernels or {}).items()]
+        names: Dict[str, Any] = {}
         for s, k in zip(self._specs, (kernels or {})):
-            s.name = str(k)
+            if s.name in names:  # keys of one text ({1: f, "1": g}): C refuses the second
+                raise invalid(f"pto.Node: kernels {names[s.name]!r} and {k!r} are both named "
+                              f"'{s.name}'")
+            names[s.name] = k
             if s.kind == "c":
                 _kernel._c_symbol(s.path, s.symbol)  # load before the fork
             if s.kind == "py":

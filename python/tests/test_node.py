@@ -538,3 +538,33 @@ def test_node_created_while_another_python_thread_runs():
     finally:
         stop.set()
         th.join()
+
+
+def test_node_kernel_specs_under_other_names():
+    """Node(kernels={name: spec}) registers each spec as its key. Before, it
+    renamed the caller's KernelSpec in place: one spec under two keys had
+    both named after the last, which the chips refused at start
+    (ChipDiedError, the cause only on their stderr), and pto.ref_kernel("add")
+    under the key "plus" looked for a reference kernel 'plus' (the same), the
+    spec left renamed for later use (chip.kernel(spec): AttributeError)."""
+    seven, add = pto.py_kernel(_store_seven), pto.ref_kernel("add")
+    with pto.Node(1, {"a": seven, "b": seven, "plus": add}, device_ids=DEVICE_IDS["misc"][:1],
+                  clusters=1, schedulers=1, quiet=True, startup_timeout_ms=20000,
+                  lease_wait_ms=60000) as n:
+        assert sorted(n.kernels) == ["a", "b", "plus"]
+        h = n.host_array((3, 4))
+
+        def orch(no):
+            no.submit(0, n.kernels["a"], pto.Out(h[0]))
+            no.submit(0, n.kernels["b"], pto.Out(h[1]))
+            no.submit(0, n.kernels["plus"], pto.In(h[0]), pto.In(h[1]), pto.Out(h[2]))
+
+        n.run(orch)
+        assert_array(h, np.array([[7] * 4, [7] * 4, [14] * 4], np.float32), "h")
+        h = None
+    assert (seven.name, add.name) == ("_store_seven", "add")  # the caller's specs unchanged
+    with pto.Chip(clusters=1) as c:
+        assert c.kernel(add).name == "add"
+        assert c.kernel(add, name="plus").name == "plus"  # before: the name was ignored
+    with pytest.raises(pto.InvalidArgumentError, match="kernels 1 and '1' are both named '1'"):
+        pto.Node(1, {1: seven, "1": add}, device_ids=DEVICE_IDS["misc"][:1])
