@@ -624,3 +624,17 @@ def test_orchestration_that_returns_without_running_its_body(chip):
     st = chip.run(lambda o: o.submit(k, pto.Out(y)))
     assert st.tasks == 1
     assert_array(y, np.full(4, 5, np.float32), "y after a plain run")
+
+
+@pytest.mark.parametrize("call", [pto.status_name, pto.status_hint, pto.error_from])
+@pytest.mark.parametrize("code, why", [(1 << 70, "is not a status code \\(a C int\\)"),
+                                       ("x", "str 'x' is not a status code"),
+                                       (-1.5, "float -1.5 is not a status code"),
+                                       (True, "bool True is not a status code")])
+def test_status_code_of_the_wrong_kind(call, code, why):
+    """Before: a bare OverflowError ("int too big to convert"), ValueError
+    (int("x")), or a float truncated to a code (-1.5 as PTO_EINVAL)."""
+    with pytest.raises(pto.InvalidArgumentError, match=why):
+        call(code)
+    assert pto.status_name(-15) == "PTO_EKERNEL"
+    assert type(pto.error_from(-15, "d")) is pto.KernelError
