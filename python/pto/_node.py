@@ -505,6 +505,8 @@ class Node:
         root failure (details name the chip rank), or the orchestration
         function's own exception."""
         self._live()
+        if not callable(orchestrate):  # (before: a TypeError once an empty run had ended)
+            raise invalid(f"Node.run: orchestrate {orchestrate!r} is not callable")
         if not self._run_lock.acquire(blocking=False):
             raise invalid("Node.run: already running (one run at a time per node)")
         try:

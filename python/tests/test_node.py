@@ -480,6 +480,10 @@ def test_node_orchestration_that_returns_without_running_its_body(node):
 
     with pytest.raises(pto.InvalidArgumentError, match="'.*coro' returned a coroutine"):
         node.run(coro)
+    # not a function at all: refused before the run, as Chip.run refuses it
+    # (before: a bare TypeError, raised once an empty run had ended)
+    with pytest.raises(pto.InvalidArgumentError, match="Node.run: orchestrate 5 is not callable"):
+        node.run(5)
     node.run(lambda no: no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(t)))
 
 
