@@ -101,6 +101,14 @@ PTO_API void pto_node_destroy(pto_node *node);
  * host task, with the node pointer it was passed, as the orchestration),
  * may call it: all take their bytes from one count. */
 PTO_API void *pto_node_host_alloc(pto_node *node, size_t bytes);
+/* Host memory that outlives its node: pto_node_destroy then leaves the
+ * node's host memory mapped in this process (no longer shared: the chips
+ * and sub-workers are gone), holding what it held, for the caller to
+ * munmap(base, *bytes) once nothing uses it (a binding whose arrays still
+ * view it when the node must go). Returns the base and sets *bytes, or
+ * returns NULL: node or bytes NULL, or a node under mpirun (whose host
+ * memory is the MPI job's). */
+PTO_API void *pto_node_host_keep(pto_node *node, size_t *bytes);
 /* A contiguous host tensor in that memory. */
 PTO_API int pto_node_host_tensor(pto_node *node, pto_dtype dt, int ndims, const int64_t *shape,
                                  pto_tensor *out);

@@ -143,6 +143,7 @@ void pto_node_config_init(pto_node_config *cfg);
 int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
 void pto_node_destroy(pto_node *node);
 void *pto_node_host_alloc(pto_node *node, size_t bytes);
+void *pto_node_host_keep(pto_node *node, size_t *bytes);
 int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
 int pto_node_wait_all(pto_node_orch *no);
 int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst);
@@ -245,6 +246,7 @@ int pyk_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
 pto_chip_init_fn pyk_chip_init_fn(void);
 pto_node_orch_fn pyk_node_orch_fn(void);
 pto_comm *pyk_comm(const pto_kctx *ctx);
+int pyk_munmap(void *p, size_t bytes);
 int pyk_fatal(pto_orch *o, const char *msg);
 int pyk_foreign_call(pto_orch *o, int call);
 int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info *err,
@@ -281,6 +283,7 @@ SOURCE = r"""
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "pto/pto.h"
 #include "pto/kernels.h"
 #include "pto/node.h"
@@ -424,6 +427,8 @@ int pyk_foreign_call(pto_orch *o, int call) {
   }
 }
 pto_comm *pyk_comm(const pto_kctx *ctx) { return pto_kctx_comm(ctx); }
+/* host memory a closed node left to its arrays (pto_node_host_keep) */
+int pyk_munmap(void *p, size_t bytes) { return munmap(p, bytes); }
 /* Ctrl-C during a chip run. Python runs a signal's handler on the main
  * thread between bytecodes; during pto_chip_run that thread waits in C,
  * so Python alone would raise KeyboardInterrupt only once the run ended by

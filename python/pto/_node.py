@@ -45,11 +45,26 @@ def _c_name(name: Any, what: str) -> bytes:
     return s.encode()
 
 
+class _KeptHost:
+    """Host memory of a node closed while arrays still viewed it
+    (pto_node_host_keep): unmapped once the last of them is gone."""
+
+    def __init__(self, base, nbytes: int):
+        self.base, self.nbytes = base, nbytes
+
+    def __del__(self) -> None:
+        try:
+            lib.pyk_munmap(self.base, self.nbytes)
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
 class _HostMem:
     """Owner of one block of node host memory (the base of its NumPy arrays)."""
 
     def __init__(self, node: "Node", ptr, nbytes: int, shape, dtype):
         self.node = node
+        self.kept: Optional[_KeptHost] = None  # the memory, once its node is closed
         self.__array_interface__ = {"data": (int(ffi.cast("intptr_t", ptr)), False),
                                     "shape": tuple(shape), "typestr": dtype.str, "version": 3}
 
@@ -566,15 +581,25 @@ class Node:
         finally:
             self._run_lock.release()
 
-    def _close(self) -> None:
+    def _close(self, keep_arrays: bool = False) -> None:
         if self._node is None:
             return
         live = len(self._host)
         if live:
             gc.collect()  # arrays held only by reference cycles (tracebacks)
             live = len(self._host)
-        if live:
+        kept = None
+        if live and keep_arrays:
+            # the node goes, its host memory stays for the arrays that view
+            # it (this process's own now), unmapped after the last of them
+            nbytes = ffi.new("size_t *")
+            base = lib.pto_node_host_keep(self._node, nbytes)
+            if base != ffi.NULL:
+                kept = _KeptHost(base, int(nbytes[0]))
+        if live and kept is None:
             raise invalid(f"Node.close: {live} host arrays are still referenced; drop them first")
+        for mem in list(self._host):
+            mem.kept = kept
         lib.pto_node_destroy(self._node)
         self._node = None
 
@@ -582,11 +607,23 @@ class Node:
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
+        if exc[0] is None:
             self.close()
+            return
+        # Leaving on an exception: the frames of its traceback still hold
+        # the block's host arrays, so close() would be refused and the node
+        # (its chip processes, its device leases) left alive until the
+        # traceback goes (kept for ever in an interactive session: a new
+        # Node of the same devices then raised DeviceBusyError). The node
+        # is closed; its host memory stays for those arrays.
+        if not self._run_lock.acquire(blocking=False):  # a run on another thread
+            return
+        try:
+            self._close(keep_arrays=True)
         except Error:
-            if exc[0] is None:
-                raise
+            pass
+        finally:
+            self._run_lock.release()
 
     def __del__(self) -> None:
         try:

@@ -572,3 +572,33 @@ def test_node_kernel_specs_under_other_names():
         assert c.kernel(add, name="plus").name == "plus"  # before: the name was ignored
     with pytest.raises(pto.InvalidArgumentError, match="kernels 1 and '1' are both named '1'"):
         pto.Node(1, {1: seven, "1": add}, device_ids=DEVICE_IDS["misc"][:1])
+
+
+def test_node_left_on_an_exception_is_closed_and_its_arrays_stay_valid():
+    """A with block of a Node left on an exception: its traceback holds the
+    block's host arrays, so Node.close was refused there and the node left
+    alive, chip processes and device leases, until the traceback went (in
+    an interactive session, for ever: the same code again raised
+    DeviceBusyError). Now the node is closed, and its host memory stays
+    for the arrays still referenced (this process's own memory now), freed
+    with the last of them."""
+    ids = DEVICE_IDS["misc"][:1]
+    opts = dict(device_ids=ids, clusters=1, schedulers=1, quiet=True, startup_timeout_ms=20000)
+    with pytest.raises(pto.KernelError):
+        with pto.Node(1, {"seven": _store_seven, "raises": raises_in_child}, **opts) as n:
+            h = n.host_array(4)
+            v = h[1:3]  # a view: keeps the memory too
+            n.run(lambda no: no.submit(0, n.kernels["seven"], pto.Out(h)))
+            n.run(lambda no: no.submit(0, n.kernels["raises"], pto.Out(h)))
+    with pytest.raises(pto.InvalidArgumentError, match="used after close"):
+        n.host_array(4)
+    assert_array(h, np.full(4, 7, np.float32), "h after its node closed")
+    v[:] = 3  # still writable memory
+    assert_array(h, np.array([7, 3, 3, 7], np.float32), "h")
+    # the devices are free: the same node again (before: DeviceBusyError)
+    with pto.Node(1, {"seven": _store_seven}, **opts) as n2:
+        h2 = n2.host_array(4)
+        n2.run(lambda no: no.submit(0, n2.kernels["seven"], pto.Out(h2)))
+        assert_array(h2, np.full(4, 7, np.float32), "h2")
+        h2 = None
+    h = v = None  # the kept memory is unmapped now

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -550,6 +551,34 @@ static void test_host_task_says_why(void **state) {
     if (!cases[i].why) assert_null(strstr(err.details, "row 3")); /* not the earlier reason */
   }
   pto_node_destroy(n);
+}
+
+/* pto_node_host_keep: the node's host memory outlives pto_node_destroy
+ * (this process's own, holding what a task wrote there) until the caller
+ * unmaps it; the devices are free for the next node. */
+static void test_host_memory_kept_past_destroy(void **state) {
+  (void)state;
+  size_t bytes = 0;
+  assert_null(pto_node_host_keep(NULL, &bytes));
+  pto_node *n = make_node();
+  assert_null(pto_node_host_keep(n, NULL));
+  probe p;
+  memset(&p, 0, sizeof p);
+  p.t[1] = vec(n, SENTINEL);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, host_code_good, &p, &err), 0); /* t[1] = 4, 5, ... */
+  unsigned char *base = pto_node_host_keep(n, &bytes);
+  assert_non_null(base);
+  assert_int_equal(bytes, 1u << 20); /* make_node's host_bytes */
+  float *v = pto_tensor_f32(&p.t[1]);
+  assert_true((unsigned char *)v >= base && (unsigned char *)v < base + bytes);
+  pto_node_destroy(n);
+  assert_true(ramp_is(&p.t[1], 4.0f, 1.0f)); /* still mapped, as the task left it */
+  v[0] = 9.0f;                               /* and writable */
+  assert_true(v[0] == 9.0f);
+  pto_node *again = make_node(); /* the same devices: released by the destroy */
+  pto_node_destroy(again);
+  assert_int_equal(munmap(base, bytes), 0);
 }
 
 /* ---- 3. group tasks and independent single-chip tasks ---- */
@@ -1133,6 +1162,7 @@ int main(void) {
       cmocka_unit_test(test_first_root_error_wins),
       cmocka_unit_test(test_host_task_own_code),
       cmocka_unit_test(test_host_task_says_why),
+      cmocka_unit_test(test_host_memory_kept_past_destroy),
       cmocka_unit_test(test_group_ranks_wait_on_each_other),
       cmocka_unit_test(test_independent_tasks_on_two_chips),
       cmocka_unit_test(test_run_after_failed_run),
