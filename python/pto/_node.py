@@ -479,10 +479,19 @@ class Node:
         self._run_lock = threading.Lock()
         out = ffi.new("pto_node **")
         err = ffi.new("pto_error_info *")
-        rc = lib.pyk_node_create(cfg, out, err)  # forks as os.fork does (_build.py)
-        if rc:
-            raise error_from_info(rc, err)
-        self._node = out[0]
+        try:
+            rc = lib.pyk_node_create(cfg, out, err)  # forks as os.fork does (_build.py)
+            if rc:
+                raise error_from_info(rc, err)
+            self._node = out[0]
+        except BaseException:
+            # a KeyboardInterrupt as the call returns (Python raises it at
+            # the first bytecode after): the node made is no one's, and its
+            # chip processes and device leases would stay for the life of
+            # the process (every later Node of its devices: DeviceBusyError)
+            if self._node is None and out[0] != ffi.NULL:
+                lib.pto_node_destroy(out[0])
+            raise
         self.nchips = int(cfg.nchips)
         self._check = int(cfg.chip.check) == 1
 

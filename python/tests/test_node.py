@@ -602,3 +602,42 @@ def test_node_left_on_an_exception_is_closed_and_its_arrays_stay_valid():
         assert_array(h2, np.full(4, 7, np.float32), "h2")
         h2 = None
     h = v = None  # the kept memory is unmapped now
+
+
+class _InterruptAfter:
+    """The module's lib, but the named call raises KeyboardInterrupt once it
+    has returned: where Python raises a Ctrl-C that came during the call."""
+
+    def __init__(self, lib, name):
+        self._lib, self._name = lib, name
+
+    def __getattr__(self, attr):
+        f = getattr(self._lib, attr)
+        if attr != self._name:
+            return f
+
+        def call(*a):
+            f(*a)
+            raise KeyboardInterrupt
+
+        return call
+
+
+def test_ctrl_c_as_a_node_is_created_leaves_nothing(monkeypatch):
+    """Ctrl-C during pto.Node(...): Python raises the KeyboardInterrupt as
+    the C call returns, before the binding took the node it made. Before:
+    that node stayed for the life of the process, its chip processes
+    running and its device leases held (a Node of those devices:
+    DeviceBusyError)."""
+    import pto._node
+    ids = DEVICE_IDS["misc"][:1]
+    opts = dict(device_ids=ids, clusters=1, schedulers=1, quiet=True, startup_timeout_ms=20000)
+    with monkeypatch.context() as m:
+        m.setattr(pto._node, "lib", _InterruptAfter(pto._node.lib, "pyk_node_create"))
+        with pytest.raises(KeyboardInterrupt):
+            pto.Node(1, {"seven": _store_seven}, **opts)
+    with pto.Node(1, {"seven": _store_seven}, **opts) as n:  # the device is free
+        h = n.host_array(4)
+        n.run(lambda no: no.submit(0, n.kernels["seven"], pto.Out(h)))
+        assert_array(h, np.full(4, 7, np.float32), "h")
+        h = None
