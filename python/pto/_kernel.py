@@ -220,6 +220,18 @@ def _pick(table: Dict[str, int], v: Any, what: str) -> int:
     return c_int(v, what)
 
 
+def _domain_why(rc: int, what: str, d: int, chip: int) -> str:
+    """What a failed pto_comm_rank / pto_comm_size means (they say only
+    the code): the details of the error the kernel raises."""
+    if rc == -1:  # PTO_EINVAL: no such domain here
+        return (f"{what}: chip {chip} has no domain {d}: the chip is not among the domain's "
+                "chips, or the domain is not of this node run (a domain lives for the run "
+                "that made it: pass the Domain that NodeOrch.domain returned in this run)")
+    if rc == -36:  # PTO_EPEER
+        return f"{what}: chip {chip} is not a rank of domain {d}"
+    return what
+
+
 def _dom(d: Any, op: str) -> int:
     return c_int(d, f"{op}: domain", "int32_t")
 
@@ -328,14 +340,14 @@ class KernelContext:
         """My rank in domain ``dom``."""
         d = _dom(dom, "rank")
         r = lib.pto_comm_rank(self._comm(), d)
-        check(r, f"rank(domain {d})")
+        check(r, _domain_why(r, f"rank(domain {d})", d, self.chip))
         return int(r)
 
     def size(self, dom: int) -> int:
         """Number of ranks of domain ``dom``."""
         d = _dom(dom, "size")
         r = lib.pto_comm_size(self._comm(), d)
-        check(r, f"size(domain {d})")
+        check(r, _domain_why(r, f"size(domain {d})", d, self.chip))
         return int(r)
 
     @staticmethod

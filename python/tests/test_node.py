@@ -641,3 +641,38 @@ def test_ctrl_c_as_a_node_is_created_leaves_nothing(monkeypatch):
         n.run(lambda no: no.submit(0, n.kernels["seven"], pto.Out(h)))
         assert_array(h, np.full(4, 7, np.float32), "h")
         h = None
+
+
+def _rank_of_scalar(ctx, a):
+    a[:] = ctx.rank(ctx.scalars[0])
+
+
+def _size_of_scalar(ctx, a):
+    a[:] = ctx.size(ctx.scalars[0])
+
+
+def test_rank_and_size_of_a_domain_the_chip_has_not_say_why():
+    """ctx.rank(dom) / ctx.size(dom) in a chip's Python kernel, of a domain
+    of an earlier run, or one the chip is not in. Before: the details said
+    "rank(domain 1)" and no more (pto_comm_rank gives only a code)."""
+    import re
+    with pto.Node(2, {"rank": _rank_of_scalar, "size": _size_of_scalar},
+                  device_ids=DEVICE_IDS["misc"], clusters=1, schedulers=1, quiet=True,
+                  startup_timeout_ms=20000, lease_wait_ms=60000) as n:
+        h = n.host_array(4)
+        earlier = {}
+        n.run(lambda no: earlier.setdefault("d", no.domain([0, 1], {"x": 8})))
+        cases = [
+            (lambda no: no.submit(0, n.kernels["rank"], pto.Out(h), scalars=[earlier["d"]]),
+             re.escape(f"rank(domain {earlier['d']}): chip 0 has no domain {earlier['d']}: ")),
+            (lambda no: no.submit(0, n.kernels["size"], pto.Out(h),
+                                  scalars=[no.domain([1], {"x": 8})]),
+             r"size\(domain [0-9]+\): chip 0 has no domain [0-9]+: the chip is not among"),
+        ]
+        for orch, why in cases:
+            with pytest.raises(pto.InvalidArgumentError, match=why):
+                n.run(orch)
+        n.run(lambda no: no.submit(1, n.kernels["size"], pto.Out(h),
+                                   scalars=[no.domain([0, 1], {"x": 8})]))
+        assert_array(h, np.full(4, 2, np.float32), "size of a domain of two")
+        h = None
