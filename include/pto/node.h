@@ -101,6 +101,14 @@ PTO_API void pto_node_destroy(pto_node *node);
  * host task, with the node pointer it was passed, as the orchestration),
  * may call it: all take their bytes from one count. */
 PTO_API void *pto_node_host_alloc(pto_node *node, size_t bytes);
+/* Host memory that outlives its node: pto_node_destroy then leaves the
+ * node's host memory mapped in this process (no longer shared: the chips
+ * and sub-workers are gone), holding what it held, for the caller to
+ * munmap(base, *bytes) once nothing uses it (a binding whose arrays still
+ * view it when the node must go). Returns the base and sets *bytes, or
+ * returns NULL: node or bytes NULL, or a node under mpirun (whose host
+ * memory is the MPI job's). */
+PTO_API void *pto_node_host_keep(pto_node *node, size_t *bytes);
 /* A contiguous host tensor in that memory. */
 PTO_API int pto_node_host_tensor(pto_node *node, pto_dtype dt, int ndims, const int64_t *shape,
                                  pto_tensor *out);
@@ -130,6 +138,16 @@ typedef struct pto_node_task {
  * code (a C `return 1`, a negative that is no pto status) fails the task
  * with PTO_EKERNEL, the details naming the code, as a kernel's own. */
 typedef int (*pto_host_fn)(const pto_args *args, void *arg);
+
+/* A host function that fails says why, as a kernel does with
+ * pto_kctx_fail: `return pto_host_fail(args, PTO_EINVAL, "row %d is
+ * empty", r);` (args: the ones the function was given) records the reason
+ * (printf format, truncated to about 300 characters) and returns `code`,
+ * or PTO_EKERNEL when `code` is not negative; the run's error details then
+ * end with it ("host task returned -1: row 3 is empty"). Call it only on
+ * the way out of a failing host function. */
+PTO_API int pto_host_fail(const pto_args *args, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Node-task submission. Tensor arguments must be valid views that lie in
  * node host memory or in the windows of a live domain (PTO_EINVAL

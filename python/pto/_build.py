@@ -143,6 +143,7 @@ void pto_node_config_init(pto_node_config *cfg);
 int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
 void pto_node_destroy(pto_node *node);
 void *pto_node_host_alloc(pto_node *node, size_t bytes);
+void *pto_node_host_keep(pto_node *node, size_t *bytes);
 int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
 int pto_node_wait_all(pto_node_orch *no);
 int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst);
@@ -223,6 +224,7 @@ typedef struct pto_args {
   int32_t ntensors; int32_t nscalars; uint8_t access[...]; pto_tensor tensors[...];
   uint64_t scalars[...]; ...;
 } pto_args;
+int pto_host_fail(const pto_args *args, int code, const char *fmt, ...);
 
 /* glue (set_source below) */
 int pyk_submit(pto_orch *o, int kernel_id, int ntensors, const int64_t *desc, int nscalars,
@@ -240,9 +242,11 @@ int pyk_ntrampolines(void);
 #define PTO_REDUX_MAX_NAME ...
 int pyr_register(pto_chip *chip, const char *name, int dtype, int slot, int *op);
 int pyr_ntrampolines(void);
+int pyk_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err);
 pto_chip_init_fn pyk_chip_init_fn(void);
 pto_node_orch_fn pyk_node_orch_fn(void);
 pto_comm *pyk_comm(const pto_kctx *ctx);
+int pyk_munmap(void *p, size_t bytes);
 int pyk_fatal(pto_orch *o, const char *msg);
 int pyk_foreign_call(pto_orch *o, int call);
 int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info *err,
@@ -279,6 +283,7 @@ SOURCE = r"""
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "pto/pto.h"
 #include "pto/kernels.h"
 #include "pto/node.h"
@@ -422,6 +427,8 @@ int pyk_foreign_call(pto_orch *o, int call) {
   }
 }
 pto_comm *pyk_comm(const pto_kctx *ctx) { return pto_kctx_comm(ctx); }
+/* host memory a closed node left to its arrays (pto_node_host_keep) */
+int pyk_munmap(void *p, size_t bytes) { return munmap(p, bytes); }
 /* Ctrl-C during a chip run. Python runs a signal's handler on the main
  * thread between bytecodes; during pto_chip_run that thread waits in C,
  * so Python alone would raise KeyboardInterrupt only once the run ended by
@@ -505,6 +512,57 @@ int pyk_graph_launch(pto_chip *chip, pto_graph *graph, const pto_graph_bindings 
   pyk_sigint_arm(python_sigint);
   int rc = pto_graph_launch(chip, graph, b, stats, err);
   pyk_sigint_disarm();
+  return rc;
+}
+
+/* pto_node_create forks its chip and sub-worker processes from C, with
+ * the GIL released (cffi releases it around the call). A fork is taken as
+ * os.fork takes one: the forking thread holds the GIL and Python's fork
+ * locks (the import lock, the os.register_at_fork hooks: logging's lock)
+ * across it, and the child updates the interpreter (PyOS_AfterFork_Child:
+ * the threads that did not come along are gone, their locks reset).
+ * Before, another Python thread could hold the GIL at the fork: the child
+ * inherited it held by a thread it does not have, its first Python call
+ * (registering the node's kernels) waited for ever, and pto_node_create
+ * failed after startup_timeout_ms (5 minutes by default) with
+ * PTO_ESTARTUP_TIMEOUT. The handlers act only for the forks of the thread
+ * inside pyk_node_create. */
+/* (in the stable ABI since 3.7; cffi's Py_LIMITED_API names no version) */
+PyAPI_FUNC(void) PyOS_BeforeFork(void);
+PyAPI_FUNC(void) PyOS_AfterFork_Parent(void);
+PyAPI_FUNC(void) PyOS_AfterFork_Child(void);
+static _Thread_local int pyk_forking;
+static _Thread_local PyGILState_STATE pyk_fork_gil;
+
+static void pyk_fork_prepare(void) {
+  if (!pyk_forking) return;
+  pyk_fork_gil = PyGILState_Ensure();
+  PyOS_BeforeFork();
+}
+
+static void pyk_fork_parent(void) {
+  if (!pyk_forking) return;
+  PyOS_AfterFork_Parent();
+  PyGILState_Release(pyk_fork_gil);
+}
+
+static void pyk_fork_child(void) {
+  if (!pyk_forking) return;
+  PyOS_AfterFork_Child();
+  pyk_forking = 0;
+  PyGILState_Release(pyk_fork_gil);
+}
+
+static void pyk_fork_handlers(void) {
+  pthread_atfork(pyk_fork_prepare, pyk_fork_parent, pyk_fork_child);
+}
+
+int pyk_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, pyk_fork_handlers);
+  pyk_forking = 1;
+  int rc = pto_node_create(cfg, out, err);
+  pyk_forking = 0;
   return rc;
 }
 

@@ -14,7 +14,7 @@ import numpy as np
 from ._cint import c_int, set_int_field
 from ._errors import error_from, error_from_info, exc_text, invalid
 from ._kernel import PTO_EKERNEL, Kernel, as_spec, register
-from ._orch import Orch, count_of, scalar_bits
+from ._orch import Orch, count_of, orch_returned, scalar_bits
 from ._redux import ReduxOp, register_op, release_ops
 from ._tensor import INPUT, NO_DEP, array_desc, as_array
 from ._pto import ffi, lib
@@ -74,8 +74,8 @@ class RunStats:
 class _Run:
     """One Chip.run in progress: keeps every array a task uses alive."""
 
-    def __init__(self, chip: "Chip", fn: Callable, args: tuple):
-        self.chip, self.fn, self.args = chip, fn, args
+    def __init__(self, chip: "Chip", fn: Callable, args: tuple, what: str = "Chip.run"):
+        self.chip, self.fn, self.args, self.what = chip, fn, args, what
         self.keep: List[Any] = []
         self.token = object()  # what this run's Tasks carry (Orch)
         self.orch_exc: Optional[BaseException] = None
@@ -375,7 +375,7 @@ class Chip:
         chip = self._live()
         if not callable(orchestrate):
             raise invalid(f"Chip.capture: orchestrate {orchestrate!r} is not callable")
-        run = _Run(self, orchestrate, args)
+        run = _Run(self, orchestrate, args, "Chip.capture")
         run.hidden_scalars = []
         run.captured = {}
         out = ffi.new("pto_graph **")
@@ -688,7 +688,7 @@ def _pyk_orch(o, arg):
     orch = None
     try:
         orch = Orch(o, run)  # (inside: a failure here fails the run too)
-        run.fn(orch, *run.args)
+        orch_returned(run.fn(orch, *run.args), run.fn, run.what)
     except BaseException as e:  # noqa: B902 - must not unwind into C
         run.orch_exc = e
         msg = f"Python orchestration raised {exc_text(e)}"

@@ -1,6 +1,7 @@
 """pto.Error and one subclass per pto status code."""
 from __future__ import annotations
 
+import operator
 import os
 from typing import Any, Dict, Optional, Type
 
@@ -25,14 +26,32 @@ except ImportError as e:
 __all__ = ["Error"]
 
 
+def _status_code(code: Any, what: str) -> int:
+    """A status code as the C int pto's calls take: anything else (a
+    string, a float, an int beyond an int's range) raises
+    InvalidArgumentError naming it (before: a bare ValueError or
+    OverflowError, or a float silently truncated). (_cint's rule, which
+    imports this module.)"""
+    if code.__class__ is bool:
+        raise invalid(f"{what}: bool {code!r} is not a status code")
+    try:
+        i = operator.index(code)
+    except TypeError:
+        raise invalid(f"{what}: {type(code).__name__} {code!r} is not a status code (an "
+                      "int)") from None
+    if not -(1 << 31) <= i < 1 << 31:
+        raise invalid(f"{what}: {i} is not a status code (a C int)")
+    return i
+
+
 def status_name(code: int) -> str:
     """The name of a pto status code, e.g. ``"PTO_EHEAP_DEADLOCK"``."""
-    return ffi.string(lib.pto_status_name(int(code))).decode()
+    return ffi.string(lib.pto_status_name(_status_code(code, "status_name"))).decode()
 
 
 def status_hint(code: int) -> str:
     """pto's one-line hint for a status code (what it means, what fixes it)."""
-    return ffi.string(lib.pto_strerror(int(code))).decode()
+    return ffi.string(lib.pto_strerror(_status_code(code, "status_hint"))).decode()
 
 
 class Error(Exception):
@@ -143,8 +162,8 @@ del _name, _code, _bases, _cls
 
 def error_from(code: int, details: str = "", **kw) -> Error:
     """The Error subclass instance for ``code`` (plain Error for unknown codes)."""
-    cls = ERRORS.get(int(code), Error)
-    return cls(int(code), details, **kw)
+    code = _status_code(code, "error_from")
+    return ERRORS.get(code, Error)(code, details, **kw)
 
 
 def error_from_info(code: int, info) -> Error:

@@ -57,7 +57,7 @@ def ref_kernel(name: str) -> KernelSpec:
     if name not in REFERENCE_KERNELS:
         raise invalid(f"unknown reference kernel '{name}' (known: "
                       f"{', '.join(REFERENCE_KERNELS)})")
-    return KernelSpec("ref", name, REFERENCE_KERNELS[name])
+    return KernelSpec("ref", name, REFERENCE_KERNELS[name], symbol=name)
 
 
 def c_kernel(path: str, symbol: str, core: str = "aiv", aiv_count: Optional[int] = None,
@@ -98,10 +98,15 @@ def py_kernel(fn: Callable[..., Optional[int]], core: str = "aiv",
 
 
 def as_spec(k: Any, name: Optional[str] = None) -> KernelSpec:
-    if isinstance(k, KernelSpec):
-        return k
+    """The KernelSpec of ``k``, registered as ``name`` when one is given: a
+    copy, the caller's spec unchanged (one spec may go by several names)."""
     if isinstance(k, str):
-        return ref_kernel(k)
+        k = ref_kernel(k)
+    if isinstance(k, KernelSpec):
+        if name is None or name == k.name:
+            return k
+        return KernelSpec(k.kind, name, k.core, k.aiv_count, fn=k.fn, path=k.path,
+                          symbol=k.symbol, aic_symbol=k.aic_symbol)
     if callable(k):
         return py_kernel(k, name=name)
     raise invalid(f"kernel {k!r}: need a reference kernel name, a callable or a KernelSpec")
@@ -165,7 +170,8 @@ def _c_symbol(path: str, symbol: str):
 def register(chip_ptr, spec: KernelSpec, keep: list) -> int:
     """Registers ``spec`` on a pto_chip; returns the kernel id."""
     if spec.kind == "ref":
-        aiv = aic = ffi.addressof(lib, "pto_kern_" + spec.name)
+        # (by the reference kernel's own name: the spec may be registered as another)
+        aiv = aic = ffi.addressof(lib, "pto_kern_" + (spec.symbol or spec.name))
     elif spec.kind == "c":
         aiv = _c_symbol(spec.path, spec.symbol)
         aic = _c_symbol(spec.path, spec.aic_symbol) if spec.aic_symbol else aiv
@@ -212,6 +218,18 @@ def _pick(table: Dict[str, int], v: Any, what: str) -> int:
             raise invalid(f"{what}: {v!r}, must be one of {', '.join(table)}")
         return table[v]
     return c_int(v, what)
+
+
+def _domain_why(rc: int, what: str, d: int, chip: int) -> str:
+    """What a failed pto_comm_rank / pto_comm_size means (they say only
+    the code): the details of the error the kernel raises."""
+    if rc == -1:  # PTO_EINVAL: no such domain here
+        return (f"{what}: chip {chip} has no domain {d}: the chip is not among the domain's "
+                "chips, or the domain is not of this node run (a domain lives for the run "
+                "that made it: pass the Domain that NodeOrch.domain returned in this run)")
+    if rc == -36:  # PTO_EPEER
+        return f"{what}: chip {chip} is not a rank of domain {d}"
+    return what
 
 
 def _dom(d: Any, op: str) -> int:
@@ -322,14 +340,14 @@ class KernelContext:
         """My rank in domain ``dom``."""
         d = _dom(dom, "rank")
         r = lib.pto_comm_rank(self._comm(), d)
-        check(r, f"rank(domain {d})")
+        check(r, _domain_why(r, f"rank(domain {d})", d, self.chip))
         return int(r)
 
     def size(self, dom: int) -> int:
         """Number of ranks of domain ``dom``."""
         d = _dom(dom, "size")
         r = lib.pto_comm_size(self._comm(), d)
-        check(r, f"size(domain {d})")
+        check(r, _domain_why(r, f"size(domain {d})", d, self.chip))
         return int(r)
 
     @staticmethod

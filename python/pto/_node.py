@@ -15,9 +15,9 @@ import numpy as np
 from . import _kernel
 from ._chip import file_name, fill_chip_config, schedule_config
 from ._cint import c_int, set_int_field
-from ._errors import Error, check, error_from, error_from_info, invalid
+from ._errors import Error, check, error_from, error_from_info, exc_text, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
-from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, scalar_bits
+from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, orch_returned, scalar_bits
 from ._pto import ffi, lib
 from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, as_dtype, pto_dtype,
                       shape_arg, tensor_to_array)
@@ -34,11 +34,37 @@ def coll_scratch_bytes(nranks: int, block_bytes: int) -> int:
     return r
 
 
+def _c_name(name: Any, what: str) -> bytes:
+    """A window buffer's name as C gets it: ``str(name)``, UTF-8; a NUL
+    byte is refused (C would read the name up to it: "x\\0y" would pass
+    as "x", a buffer of another name)."""
+    s = str(name)
+    if "\0" in s:
+        raise invalid(f"{what}: name {s!r} contains a NUL byte (C would see "
+                      f"{s.split(chr(0))[0]!r})")
+    return s.encode()
+
+
+class _KeptHost:
+    """Host memory of a node closed while arrays still viewed it
+    (pto_node_host_keep): unmapped once the last of them is gone."""
+
+    def __init__(self, base, nbytes: int):
+        self.base, self.nbytes = base, nbytes
+
+    def __del__(self) -> None:
+        try:
+            lib.pyk_munmap(self.base, self.nbytes)
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
 class _HostMem:
     """Owner of one block of node host memory (the base of its NumPy arrays)."""
 
     def __init__(self, node: "Node", ptr, nbytes: int, shape, dtype):
         self.node = node
+        self.kept: Optional[_KeptHost] = None  # the memory, once its node is closed
         self.__array_interface__ = {"data": (int(ffi.cast("intptr_t", ptr)), False),
                                     "shape": tuple(shape), "typestr": dtype.str, "version": 3}
 
@@ -81,7 +107,7 @@ class NodeOrch:
             raise invalid(f"domain: buffers: {type(buffers).__name__} {buffers!r} is not a "
                           "mapping (name -> bytes)")
         ch = [c_int(c, "domain: chip") for c in chips]
-        names = [ffi.new("char[]", str(k).encode()) for k in buffers]
+        names = [ffi.new("char[]", _c_name(k, "domain: window buffer")) for k in buffers]
         wb = ffi.new("pto_window_buffer[]", max(1, len(names)))
         for i, (k, v) in enumerate(buffers.items()):
             wb[i].name, wb[i].bytes = names[i], c_int(v, f"domain: buffer '{k}' bytes", "size_t")
@@ -98,7 +124,7 @@ class NodeOrch:
         sh = list(shape_arg(shape, f"{what}: shape"))
         t = ffi.new("pto_tensor *")
         check(lib.pto_node_window_tensor(self._live(), c_int(dom, f"{what}: domain", "int32_t"),
-                                         c_int(rank, f"{what}: rank"), str(name).encode(),
+                                         c_int(rank, f"{what}: rank"), _c_name(name, "window"),
                                          pto_dtype(dtype, "window"), len(sh),
                                          ffi.new("int64_t[]", sh), t),
               f"window '{name}' of rank {rank}", self._run.token)
@@ -253,8 +279,8 @@ class NodeOrch:
                 lib.pyk_tensor(tt + r, ffi.new("int64_t[]", array_desc(
                     a, 2 if wr else 0, f"{name}: {w}[{r}]")))
         d = c_int(dom, f"{name}: domain", "int32_t")
-        check(fn(self._live(), d, str(scratch).encode(), dt, st, *extra), f"{name} on domain {d}",
-              self._run.token)
+        check(fn(self._live(), d, _c_name(scratch, f"{name}: scratch"), dt, st, *extra),
+              f"{name} on domain {d}", self._run.token)
 
     def allreduce(self, dom: Domain, scratch: str, dst: Sequence[np.ndarray],
                   src: Sequence[np.ndarray], op: str = "sum", algo: str = "auto",
@@ -424,9 +450,15 @@ class Node:
             tp = ffi.new("char[]", file_name(trace, "trace", "pto.Node"))
             cfg.trace_path = tp
             self._keepalive.append(tp)
+        # registered as their keys: copies where the spec had another name
+        # (the caller's specs unchanged: one may go by several names)
         self._specs: List[KernelSpec] = [as_spec(v, str(k)) for k, v in (kernels or {}).items()]
+        names: Dict[str, Any] = {}
         for s, k in zip(self._specs, (kernels or {})):
-            s.name = str(k)
+            if s.name in names:  # keys of one text ({1: f, "1": g}): C refuses the second
+                raise invalid(f"pto.Node: kernels {names[s.name]!r} and {k!r} are both named "
+                              f"'{s.name}'")
+            names[s.name] = k
             if s.kind == "c":
                 _kernel._c_symbol(s.path, s.symbol)  # load before the fork
             if s.kind == "py":
@@ -447,10 +479,19 @@ class Node:
         self._run_lock = threading.Lock()
         out = ffi.new("pto_node **")
         err = ffi.new("pto_error_info *")
-        rc = lib.pto_node_create(cfg, out, err)  # forks; the GIL is released meanwhile
-        if rc:
-            raise error_from_info(rc, err)
-        self._node = out[0]
+        try:
+            rc = lib.pyk_node_create(cfg, out, err)  # forks as os.fork does (_build.py)
+            if rc:
+                raise error_from_info(rc, err)
+            self._node = out[0]
+        except BaseException:
+            # a KeyboardInterrupt as the call returns (Python raises it at
+            # the first bytecode after): the node made is no one's, and its
+            # chip processes and device leases would stay for the life of
+            # the process (every later Node of its devices: DeviceBusyError)
+            if self._node is None and out[0] != ffi.NULL:
+                lib.pto_node_destroy(out[0])
+            raise
         self.nchips = int(cfg.nchips)
         self._check = int(cfg.chip.check) == 1
 
@@ -488,6 +529,8 @@ class Node:
         root failure (details name the chip rank), or the orchestration
         function's own exception."""
         self._live()
+        if not callable(orchestrate):  # (before: a TypeError once an empty run had ended)
+            raise invalid(f"Node.run: orchestrate {orchestrate!r} is not callable")
         if not self._run_lock.acquire(blocking=False):
             raise invalid("Node.run: already running (one run at a time per node)")
         try:
@@ -547,15 +590,25 @@ class Node:
         finally:
             self._run_lock.release()
 
-    def _close(self) -> None:
+    def _close(self, keep_arrays: bool = False) -> None:
         if self._node is None:
             return
         live = len(self._host)
         if live:
             gc.collect()  # arrays held only by reference cycles (tracebacks)
             live = len(self._host)
-        if live:
+        kept = None
+        if live and keep_arrays:
+            # the node goes, its host memory stays for the arrays that view
+            # it (this process's own now), unmapped after the last of them
+            nbytes = ffi.new("size_t *")
+            base = lib.pto_node_host_keep(self._node, nbytes)
+            if base != ffi.NULL:
+                kept = _KeptHost(base, int(nbytes[0]))
+        if live and kept is None:
             raise invalid(f"Node.close: {live} host arrays are still referenced; drop them first")
+        for mem in list(self._host):
+            mem.kept = kept
         lib.pto_node_destroy(self._node)
         self._node = None
 
@@ -563,11 +616,23 @@ class Node:
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
+        if exc[0] is None:
             self.close()
+            return
+        # Leaving on an exception: the frames of its traceback still hold
+        # the block's host arrays, so close() would be refused and the node
+        # (its chip processes, its device leases) left alive until the
+        # traceback goes (kept for ever in an interactive session: a new
+        # Node of the same devices then raised DeviceBusyError). The node
+        # is closed; its host memory stays for those arrays.
+        if not self._run_lock.acquire(blocking=False):  # a run on another thread
+            return
+        try:
+            self._close(keep_arrays=True)
         except Error:
-            if exc[0] is None:
-                raise
+            pass
+        finally:
+            self._run_lock.release()
 
     def __del__(self) -> None:
         try:
@@ -606,7 +671,7 @@ def _pyk_node_orch(no, arg):
     o = None
     try:
         o = NodeOrch(no, run)
-        run.fn(o, *run.args)
+        orch_returned(run.fn(o, *run.args), run.fn, "Node.run")
     except BaseException as e:  # noqa: B902
         run.exc = e
     finally:
@@ -630,4 +695,8 @@ def _pyk_host(args, arg):
         sys.stderr.write("pto: Python host function raised:\n" + "".join(
             traceback.format_exception(type(e), e, e.__traceback__)))
         sys.stderr.flush()
-        return e.code if isinstance(e, Error) and e.code < 0 else -15
+        # the exception's type and text end the run's details (the parent
+        # sees nothing else of it)
+        why = ffi.new("char[]", exc_text(e).encode(errors="replace"))
+        return lib.pto_host_fail(args, e.code if isinstance(e, Error) and e.code < 0 else -15,
+                                 b"%s", why)

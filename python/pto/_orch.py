@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import operator
 import struct
 import threading
@@ -96,6 +97,37 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<pto.Task {self.id}>"
+
+
+def orch_returned(r: Any, fn: Any, what: str) -> None:
+    """What an orchestration function returned: a coroutine, a generator or
+    an async generator is refused (InvalidArgumentError naming ``what``).
+    Such a function (``async def``, or a body with ``yield``) returns at
+    once without running its body: the run would submit nothing and pass
+    as a success. The object is closed (no "never awaited" warning)."""
+    if r is None:
+        return
+    for test, kind, fix in ((inspect.iscoroutine, "a coroutine", "an async def function"),
+                            (inspect.isgenerator, "a generator", "a function whose body has yield"),
+                            (inspect.isasyncgen, "an async generator",
+                             "an async def function whose body has yield")):
+        if test(r):
+            try:
+                if kind == "an async generator":
+                    r.aclose().close()
+                else:
+                    r.close()
+            except Exception:  # noqa: BLE001 - closing is a courtesy
+                pass
+            raise invalid(f"{what}: orchestration function {_fn_name(fn)} returned {kind} "
+                          f"({fix}): none of its body ran, so nothing was submitted; pto calls "
+                          "it as a plain function, which submits before it returns (use def, "
+                          "without yield)")
+
+
+def _fn_name(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return repr(name) if isinstance(name, str) else repr(fn)
 
 
 def count_of(seq: Any, what: str) -> int:

@@ -63,6 +63,9 @@ def register_op(chip: Any, chip_ptr, name: Any, dtype: Any, init: Any, combine: 
     if not isinstance(name, str) or not name or len(name.encode()) >= lib.PTO_REDUX_MAX_NAME:
         raise invalid(f"Chip.redux_op: name {name!r} must be a str of 1..."
                       f"{lib.PTO_REDUX_MAX_NAME - 1} bytes")
+    if "\0" in name:  # C reads the name up to it: the op would go by another name
+        raise invalid(f"Chip.redux_op: name {name!r} contains a NUL byte (C would see "
+                      f"{name.split(chr(0))[0]!r})")
     for fn, role in ((init, "init"), (combine, "combine")):
         if not callable(fn):
             raise invalid(f"{what}: {role} {fn!r} is not callable")

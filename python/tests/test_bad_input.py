@@ -588,3 +588,53 @@ def test_coll_scratch_bytes_of_a_collective_pto_cannot_run(nranks, block):
     with pytest.raises(pto.InvalidArgumentError, match="coll_scratch_bytes"):
         pto.coll_scratch_bytes(nranks, block)
     assert pto.coll_scratch_bytes(2, 64) > 128
+
+
+def test_orchestration_that_returns_without_running_its_body(chip):
+    """An orchestration function written as async def, or with a yield in
+    its body, returns a coroutine or a generator at once and runs none of
+    its body. Before: the run submitted nothing and passed as a success
+    (the output untouched; a coroutine only warned "never awaited"). Now
+    run and capture raise InvalidArgumentError saying so, and the chip runs
+    again."""
+    k = chip.kernel(lambda ctx, y: y.fill(5), name="fill5")
+    y = np.zeros(4, np.float32)
+
+    def gen(o):
+        o.submit(k, pto.Out(y))
+        yield
+
+    async def coro(o):
+        o.submit(k, pto.Out(y))
+
+    async def agen(o):
+        o.submit(k, pto.Out(y))
+        yield
+
+    import warnings
+    for fn, kind in ((gen, "a generator"), (coro, "a coroutine"), (agen, "an async generator")):
+        for call in (chip.run, chip.capture):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the coroutine is closed: no warning
+                with pytest.raises(pto.InvalidArgumentError,
+                                   match=f"orchestration function .*{fn.__name__}' returned "
+                                   f"{kind}.*nothing was submitted"):
+                    call(fn)
+    assert_array(y, np.zeros(4, np.float32), "y after the refused runs")
+    st = chip.run(lambda o: o.submit(k, pto.Out(y)))
+    assert st.tasks == 1
+    assert_array(y, np.full(4, 5, np.float32), "y after a plain run")
+
+
+@pytest.mark.parametrize("call", [pto.status_name, pto.status_hint, pto.error_from])
+@pytest.mark.parametrize("code, why", [(1 << 70, "is not a status code \\(a C int\\)"),
+                                       ("x", "str 'x' is not a status code"),
+                                       (-1.5, "float -1.5 is not a status code"),
+                                       (True, "bool True is not a status code")])
+def test_status_code_of_the_wrong_kind(call, code, why):
+    """Before: a bare OverflowError ("int too big to convert"), ValueError
+    (int("x")), or a float truncated to a code (-1.5 as PTO_EINVAL)."""
+    with pytest.raises(pto.InvalidArgumentError, match=why):
+        call(code)
+    assert pto.status_name(-15) == "PTO_EKERNEL"
+    assert type(pto.error_from(-15, "d")) is pto.KernelError

@@ -258,7 +258,9 @@ def test_host_sub_worker_tasks(node):
     node.run(lambda no: no.submit_host(node.host_fns["scale"], pto.In(x), pto.Out(y),
                                        scalars=[2], worker=0))
     assert_array(y, np.arange(16, dtype=np.float32) * 2, "y")
-    with pytest.raises(pto.KernelError):
+    # the exception's type and text end the details (before: "host task
+    # returned -15", the text only on the worker's stderr)
+    with pytest.raises(pto.KernelError, match="host task returned -15: OSError: host worker bug"):
         node.run(lambda no: no.submit_host("raises"))
     with pytest.raises(pto.InvalidArgumentError, match="no host function 'nope'"):
         node.run(lambda no: no.submit_host("nope"))
@@ -466,3 +468,211 @@ def test_node_close_from_another_thread_never_frees_a_node_a_run_uses():
     assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
     assert r.stdout.splitlines() == ["closed", "run refused: pto.Node used after close()"], \
         r.stdout
+
+
+def test_node_orchestration_that_returns_without_running_its_body(node):
+    """Node.run of an async def orchestration (or one with yield): before,
+    nothing was submitted and the run passed as a success."""
+    t = node.host_array(4)
+
+    async def coro(no):
+        no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(t))
+
+    with pytest.raises(pto.InvalidArgumentError, match="'.*coro' returned a coroutine"):
+        node.run(coro)
+    # not a function at all: refused before the run, as Chip.run refuses it
+    # (before: a bare TypeError, raised once an empty run had ended)
+    with pytest.raises(pto.InvalidArgumentError, match="Node.run: orchestrate 5 is not callable"):
+        node.run(5)
+    node.run(lambda no: no.submit(0, node.kernels["add"], pto.In(t), pto.In(t), pto.Out(t)))
+
+
+def test_window_buffer_names_with_a_nul_byte_are_refused(node):
+    """C reads a window buffer's name up to its first NUL byte. Before:
+    window(dom, 0, "x\\0y", ...) returned a view of buffer "x", a node
+    collective's scratch "s\\0junk" used buffer "s", and a domain's buffer
+    "a\\0b" was created as "a", all as a success."""
+    h = node.host_array(8)
+    calls = [
+        (lambda no: no.window(no.domain([0, 1], {"x": 32}), 0, "x\0y", np.float32, 8),
+         "window: name 'x\\\\x00y' contains a NUL byte \\(C would see 'x'\\)"),
+        (lambda no: no.domain([0, 1], {"a\0b": 32}),
+         "domain: window buffer: name 'a\\\\x00b' contains a NUL byte"),
+        (lambda no: no.allreduce(no.domain([0, 1], {"s": 1 << 16}), "s\0junk", [h, h], [h, h]),
+         "allreduce: scratch: name 's\\\\x00junk' contains a NUL byte")]
+    for call, msg in calls:
+        with pytest.raises(pto.InvalidArgumentError, match=msg):
+            node.run(call)
+    src, dst = node.host_array((2, 8)), node.host_array((2, 8))
+    src[:] = 1
+    node.run(lambda no: no.allreduce(no.domain([0, 1], {"s": 1 << 16}), "s", [dst[0], dst[1]],
+                                     [src[0], src[1]]))
+    assert_array(dst, np.full((2, 8), 2, np.float32), "allreduce of two ones")
+
+
+def _store_seven(ctx, a):
+    a[:] = 7
+
+
+def test_node_created_while_another_python_thread_runs():
+    """pto forks the chip processes from C with the GIL released, and
+    another Python thread usually held it at the fork. Before: each child
+    inherited the GIL held by a thread it does not have, its first Python
+    call (registering the kernels) waited for ever, and pto.Node raised
+    StartupTimeoutError after startup_timeout_ms (5 minutes by default).
+    The fork is now taken as os.fork takes one (the GIL held across it)."""
+    import threading
+    stop = threading.Event()
+
+    def busy():  # pure Python: holds the GIL but for the switch interval
+        while not stop.is_set():
+            sum(range(1000))
+
+    th = threading.Thread(target=busy)
+    th.start()
+    try:
+        for i in range(2):
+            with pto.Node(2, {"seven": _store_seven}, device_ids=DEVICE_IDS["misc"], clusters=1,
+                          schedulers=1, quiet=True, startup_timeout_ms=10000,
+                          lease_wait_ms=60000) as n:
+                h = n.host_array((2, 4))
+                n.run(lambda no: [no.submit(c, n.kernels["seven"], pto.Out(h[c])) for c in (0, 1)])
+                assert_array(h, np.full((2, 4), 7, np.float32), f"node {i}: h")
+                h = None
+    finally:
+        stop.set()
+        th.join()
+
+
+def test_node_kernel_specs_under_other_names():
+    """Node(kernels={name: spec}) registers each spec as its key. Before, it
+    renamed the caller's KernelSpec in place: one spec under two keys had
+    both named after the last, which the chips refused at start
+    (ChipDiedError, the cause only on their stderr), and pto.ref_kernel("add")
+    under the key "plus" looked for a reference kernel 'plus' (the same), the
+    spec left renamed for later use (chip.kernel(spec): AttributeError)."""
+    seven, add = pto.py_kernel(_store_seven), pto.ref_kernel("add")
+    with pto.Node(1, {"a": seven, "b": seven, "plus": add}, device_ids=DEVICE_IDS["misc"][:1],
+                  clusters=1, schedulers=1, quiet=True, startup_timeout_ms=20000,
+                  lease_wait_ms=60000) as n:
+        assert sorted(n.kernels) == ["a", "b", "plus"]
+        h = n.host_array((3, 4))
+
+        def orch(no):
+            no.submit(0, n.kernels["a"], pto.Out(h[0]))
+            no.submit(0, n.kernels["b"], pto.Out(h[1]))
+            no.submit(0, n.kernels["plus"], pto.In(h[0]), pto.In(h[1]), pto.Out(h[2]))
+
+        n.run(orch)
+        assert_array(h, np.array([[7] * 4, [7] * 4, [14] * 4], np.float32), "h")
+        h = None
+    assert (seven.name, add.name) == ("_store_seven", "add")  # the caller's specs unchanged
+    with pto.Chip(clusters=1) as c:
+        assert c.kernel(add).name == "add"
+        assert c.kernel(add, name="plus").name == "plus"  # before: the name was ignored
+    with pytest.raises(pto.InvalidArgumentError, match="kernels 1 and '1' are both named '1'"):
+        pto.Node(1, {1: seven, "1": add}, device_ids=DEVICE_IDS["misc"][:1])
+
+
+def test_node_left_on_an_exception_is_closed_and_its_arrays_stay_valid():
+    """A with block of a Node left on an exception: its traceback holds the
+    block's host arrays, so Node.close was refused there and the node left
+    alive, chip processes and device leases, until the traceback went (in
+    an interactive session, for ever: the same code again raised
+    DeviceBusyError). Now the node is closed, and its host memory stays
+    for the arrays still referenced (this process's own memory now), freed
+    with the last of them."""
+    ids = DEVICE_IDS["misc"][:1]
+    opts = dict(device_ids=ids, clusters=1, schedulers=1, quiet=True, startup_timeout_ms=20000)
+    with pytest.raises(pto.KernelError):
+        with pto.Node(1, {"seven": _store_seven, "raises": raises_in_child}, **opts) as n:
+            h = n.host_array(4)
+            v = h[1:3]  # a view: keeps the memory too
+            n.run(lambda no: no.submit(0, n.kernels["seven"], pto.Out(h)))
+            n.run(lambda no: no.submit(0, n.kernels["raises"], pto.Out(h)))
+    with pytest.raises(pto.InvalidArgumentError, match="used after close"):
+        n.host_array(4)
+    assert_array(h, np.full(4, 7, np.float32), "h after its node closed")
+    v[:] = 3  # still writable memory
+    assert_array(h, np.array([7, 3, 3, 7], np.float32), "h")
+    # the devices are free: the same node again (before: DeviceBusyError)
+    with pto.Node(1, {"seven": _store_seven}, **opts) as n2:
+        h2 = n2.host_array(4)
+        n2.run(lambda no: no.submit(0, n2.kernels["seven"], pto.Out(h2)))
+        assert_array(h2, np.full(4, 7, np.float32), "h2")
+        h2 = None
+    h = v = None  # the kept memory is unmapped now
+
+
+class _InterruptAfter:
+    """The module's lib, but the named call raises KeyboardInterrupt once it
+    has returned: where Python raises a Ctrl-C that came during the call."""
+
+    def __init__(self, lib, name):
+        self._lib, self._name = lib, name
+
+    def __getattr__(self, attr):
+        f = getattr(self._lib, attr)
+        if attr != self._name:
+            return f
+
+        def call(*a):
+            f(*a)
+            raise KeyboardInterrupt
+
+        return call
+
+
+def test_ctrl_c_as_a_node_is_created_leaves_nothing(monkeypatch):
+    """Ctrl-C during pto.Node(...): Python raises the KeyboardInterrupt as
+    the C call returns, before the binding took the node it made. Before:
+    that node stayed for the life of the process, its chip processes
+    running and its device leases held (a Node of those devices:
+    DeviceBusyError)."""
+    import pto._node
+    ids = DEVICE_IDS["misc"][:1]
+    opts = dict(device_ids=ids, clusters=1, schedulers=1, quiet=True, startup_timeout_ms=20000)
+    with monkeypatch.context() as m:
+        m.setattr(pto._node, "lib", _InterruptAfter(pto._node.lib, "pyk_node_create"))
+        with pytest.raises(KeyboardInterrupt):
+            pto.Node(1, {"seven": _store_seven}, **opts)
+    with pto.Node(1, {"seven": _store_seven}, **opts) as n:  # the device is free
+        h = n.host_array(4)
+        n.run(lambda no: no.submit(0, n.kernels["seven"], pto.Out(h)))
+        assert_array(h, np.full(4, 7, np.float32), "h")
+        h = None
+
+
+def _rank_of_scalar(ctx, a):
+    a[:] = ctx.rank(ctx.scalars[0])
+
+
+def _size_of_scalar(ctx, a):
+    a[:] = ctx.size(ctx.scalars[0])
+
+
+def test_rank_and_size_of_a_domain_the_chip_has_not_say_why():
+    """ctx.rank(dom) / ctx.size(dom) in a chip's Python kernel, of a domain
+    of an earlier run, or one the chip is not in. Before: the details said
+    "rank(domain 1)" and no more (pto_comm_rank gives only a code)."""
+    import re
+    with pto.Node(2, {"rank": _rank_of_scalar, "size": _size_of_scalar},
+                  device_ids=DEVICE_IDS["misc"], clusters=1, schedulers=1, quiet=True,
+                  startup_timeout_ms=20000, lease_wait_ms=60000) as n:
+        h = n.host_array(4)
+        earlier = {}
+        n.run(lambda no: earlier.setdefault("d", no.domain([0, 1], {"x": 8})))
+        cases = [
+            (lambda no: no.submit(0, n.kernels["rank"], pto.Out(h), scalars=[earlier["d"]]),
+             re.escape(f"rank(domain {earlier['d']}): chip 0 has no domain {earlier['d']}: ")),
+            (lambda no: no.submit(0, n.kernels["size"], pto.Out(h),
+                                  scalars=[no.domain([1], {"x": 8})]),
+             r"size\(domain [0-9]+\): chip 0 has no domain [0-9]+: the chip is not among"),
+        ]
+        for orch, why in cases:
+            with pytest.raises(pto.InvalidArgumentError, match=why):
+                n.run(orch)
+        n.run(lambda no: no.submit(1, n.kernels["size"], pto.Out(h),
+                                   scalars=[no.domain([0, 1], {"x": 8})]))
+        assert_array(h, np.full(4, 2, np.float32), "size of a domain of two")
+        h = None

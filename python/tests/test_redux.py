@@ -195,6 +195,9 @@ def test_python_op_errors_are_named():
             chip.redux_op("bad", np.float32, None, lambda a, s: a)
         with pytest.raises(pto.InvalidArgumentError, match="must be a str of 1"):
             chip.redux_op("x" * 40, np.float32, lambda d: 0, lambda a, s: a)
+        # before: registered in C as "mx" (its name in traces and errors)
+        with pytest.raises(pto.InvalidArgumentError, match="contains a NUL byte \\(C would see 'mx'"):
+            chip.redux_op("mx\0junk", np.float32, lambda d: 0, lambda a, s: a)
         with pytest.raises(pto.InvalidArgumentError, match="not supported by pto"):
             chip.redux_op("c", np.complex64, lambda d: 0, lambda a, s: a)
         f64op = chip.redux_op("f64max", np.float64, lambda d: -np.inf, np.maximum)

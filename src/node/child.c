@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,25 @@ static void dom_control(pto_comm *c, const node_frame *f, node_reply *r) {
  * thread of the parent's process: mb->stop). */
 typedef enum serve_end { SERVE_EXIT, SERVE_ORPHANED, SERVE_STOPPED } serve_end;
 
+/* The reason a host function gave with pto_host_fail, for the task this
+ * thread runs: cleared before each host task, read when it failed. */
+static _Thread_local struct {
+  bool set;
+  char text[320];
+} host_why;
+
+int pto_host_fail(const pto_args *args, int code, const char *fmt, ...) {
+  /* it fails the task whatever the code: 0 (or more) would be success */
+  if (code >= 0) code = PTO_EKERNEL;
+  if (!args || !fmt) return code;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(host_why.text, sizeof host_why.text, fmt, ap);
+  va_end(ap);
+  host_why.set = true;
+  return code;
+}
+
 /* Takes frames until one of serve_end; *exit_reply is FRAME_EXIT's reply. */
 static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, node_frame *f,
                        bool orphan_check, node_reply *exit_reply) {
@@ -196,6 +216,7 @@ static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, no
         run_chip_task(n, slot, chip, comm, f, &r);
       } else {
         /* checking mode: run twice, the second time on flipped memory */
+        host_why.set = false;
         int hrc =
             f->read_check ? node_check_host_run(n, f, &r.err) : f->host_fn(&f->args, f->host_arg);
         /* a code of the callback's own (a C `return 1`, a negative that
@@ -204,8 +225,12 @@ static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, no
         r.status = hrc ? kernel_fail_code(hrc) : 0;
         r.err.code = r.status;
         if (hrc && !r.err.details[0])
-          snprintf(r.err.details, sizeof r.err.details, "host task returned %d%s", hrc,
-                   r.status != hrc ? " (not a pto status: a failure of the task's own)" : "");
+          snprintf(r.err.details, sizeof r.err.details, "host task returned %d%s%s", hrc,
+                   host_why.set      ? ": "
+                   : r.status != hrc ? " (not a pto status: a failure of the task's own)"
+                                     : "",
+                   host_why.set ? host_why.text : "");
+        host_why.set = false;
       }
       break;
     case FRAME_DOM_OPEN:

@@ -284,7 +284,7 @@ void pto_node_destroy(pto_node *n) {
   run_guard_end(n->prefix);
   comm_fini(&n->observer, false);
   comm_space_release(n->space, n->cfg.window_space);
-  munmap(n->host, n->cfg.host_bytes);
+  if (!n->host_kept) munmap(n->host, n->cfg.host_bytes);
   munmap(n->ctl, n->ctl_bytes);
   lease_release(n->lease_fds, n->cfg.nchips);
   free(n->trace_path);
@@ -294,6 +294,13 @@ void pto_node_destroy(pto_node *n) {
 }
 
 /* ---- host memory ---- */
+
+void *pto_node_host_keep(pto_node *n, size_t *bytes) {
+  if (!n || !bytes || n->mpi) return NULL;
+  n->host_kept = true;
+  *bytes = n->cfg.host_bytes;
+  return n->host;
+}
 
 void *pto_node_host_alloc(pto_node *n, size_t bytes) {
   if (!n || !bytes) return NULL;

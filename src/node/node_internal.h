@@ -125,6 +125,7 @@ struct pto_node {
   node_ctl *ctl;
   size_t ctl_bytes;
   unsigned char *host; /* node host memory: ctl->host_used bytes of it handed out */
+  bool host_kept;      /* pto_node_host_keep: destroy leaves host mapped */
   void *space;         /* reserved address space for windows */
   uint64_t space_used;
   char prefix[48];                    /* run-unique shm name prefix, e.g. "/pto.123.0.ab12cd" */

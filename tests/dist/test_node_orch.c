@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -502,6 +503,82 @@ static void test_host_task_own_code(void **state) {
     assert_true(ramp_is(&h.p.t[1], 4.0f, 1.0f));
   }
   pto_node_destroy(n);
+}
+
+/* A host function says why it failed with pto_host_fail, as a kernel does
+ * with pto_kctx_fail: the run's details end with its reason. Before, a
+ * host function had no way to give one ("host task returned -1" was all
+ * the run said; a Python host function's exception text stayed on the
+ * worker's stderr). A later failure without a reason does not inherit it. */
+static int host_fail_why(const pto_args *a, void *arg) {
+  (void)arg;
+  if (a->scalars[0]) return pto_host_fail(a, (int)(int64_t)a->scalars[1], "row %d is empty", 3);
+  return (int)(int64_t)a->scalars[1];
+}
+
+static void host_why_run(pto_node_orch *no, void *arg) {
+  probe *p = arg;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &p->t[0]);
+  pto_args_scalar(&a, (uint64_t)p->rc[1]);          /* say why */
+  pto_args_scalar(&a, (uint64_t)(int64_t)p->rc[2]); /* the code */
+  p->rc[0] = pto_node_submit_host(no, 0, host_fail_why, NULL, &a, &p->id[0]);
+}
+
+static void test_host_task_says_why(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  const struct {
+    int why, code, want;
+    const char *said;
+  } cases[] = {{1, PTO_EINVAL, PTO_EINVAL, "host task returned -1: row 3 is empty"},
+               {1, 0, PTO_EKERNEL, "host task returned -15: row 3 is empty"},
+               {0, PTO_EINVAL, PTO_EINVAL, "host task returned -1"},
+               {1, 5, PTO_EKERNEL, "host task returned -15: row 3 is empty"}};
+  for (int i = 0; i < 4; i++) {
+    probe p;
+    memset(&p, 0, sizeof p);
+    p.t[0] = vec(n, SENTINEL);
+    p.rc[1] = cases[i].why;
+    p.rc[2] = cases[i].code;
+    pto_error_info err;
+    int rc = pto_node_run(n, host_why_run, &p, &err);
+    printf("case %d: %s (%d): %s\n", i, pto_status_name(rc), rc, err.details);
+    assert_int_equal(p.rc[0], 0);
+    assert_int_equal(rc, cases[i].want);
+    assert_non_null(strstr(err.details, cases[i].said));
+    if (!cases[i].why) assert_null(strstr(err.details, "row 3")); /* not the earlier reason */
+  }
+  pto_node_destroy(n);
+}
+
+/* pto_node_host_keep: the node's host memory outlives pto_node_destroy
+ * (this process's own, holding what a task wrote there) until the caller
+ * unmaps it; the devices are free for the next node. */
+static void test_host_memory_kept_past_destroy(void **state) {
+  (void)state;
+  size_t bytes = 0;
+  assert_null(pto_node_host_keep(NULL, &bytes));
+  pto_node *n = make_node();
+  assert_null(pto_node_host_keep(n, NULL));
+  probe p;
+  memset(&p, 0, sizeof p);
+  p.t[1] = vec(n, SENTINEL);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, host_code_good, &p, &err), 0); /* t[1] = 4, 5, ... */
+  unsigned char *base = pto_node_host_keep(n, &bytes);
+  assert_non_null(base);
+  assert_int_equal(bytes, 1u << 20); /* make_node's host_bytes */
+  float *v = pto_tensor_f32(&p.t[1]);
+  assert_true((unsigned char *)v >= base && (unsigned char *)v < base + bytes);
+  pto_node_destroy(n);
+  assert_true(ramp_is(&p.t[1], 4.0f, 1.0f)); /* still mapped, as the task left it */
+  v[0] = 9.0f;                               /* and writable */
+  assert_true(v[0] == 9.0f);
+  pto_node *again = make_node(); /* the same devices: released by the destroy */
+  pto_node_destroy(again);
+  assert_int_equal(munmap(base, bytes), 0);
 }
 
 /* ---- 3. group tasks and independent single-chip tasks ---- */
@@ -1084,6 +1161,8 @@ int main(void) {
       cmocka_unit_test(test_poison_host_failure),
       cmocka_unit_test(test_first_root_error_wins),
       cmocka_unit_test(test_host_task_own_code),
+      cmocka_unit_test(test_host_task_says_why),
+      cmocka_unit_test(test_host_memory_kept_past_destroy),
       cmocka_unit_test(test_group_ranks_wait_on_each_other),
       cmocka_unit_test(test_independent_tasks_on_two_chips),
       cmocka_unit_test(test_run_after_failed_run),
