@@ -342,8 +342,17 @@ static void run_free(pto_run *r) {
   free(r);
 }
 
+/* Gives back what a run that ended with a thread inside lent (run_loan),
+ * once that thread has left. */
+static void chip_give_back(pto_chip *chip) {
+  if (!chip->held_release) return;
+  chip->held_release(chip->held);
+  chip->held_release = NULL;
+  chip->held = NULL;
+}
+
 static void chip_free(pto_chip *chip) {
-  graph_release_held(chip); /* the last thread has left */
+  chip_give_back(chip); /* the last thread has left */
   if (chip->run) run_free(chip->run);
   free(chip->trace_path);
   free((char *)chip->cfg.record_path);
@@ -559,7 +568,7 @@ static void run_reset(pto_run *r) {
   atomic_store_explicit(&r->drain_lat_max_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&r->drain_lat_sum_ns, 0, memory_order_relaxed);
   r->orch_track = 0;
-  r->launch = NULL;
+  r->loan = (run_loan){0};
   /* the chip's async slots: one left busy by an earlier run (its
    * completion never came) is free again; its generation stays stale */
   for (uint32_t i = 0; i < r->nasync; i++)
@@ -725,7 +734,7 @@ static bool chip_unstick(pto_chip *chip, char *why, size_t n) {
   chip->stuck = false; /* it has left: the run's state is ours again */
   if (r->trace) trace_destroy(r->trace);
   r->trace = NULL;
-  graph_release_held(chip);
+  chip_give_back(chip);
   return true;
 }
 
@@ -923,7 +932,10 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   }
   if (!run_end(r, phase)) {
     chip->stuck = true;
-    if (r->launch) graph_hold_for_chip(chip, r->launch); /* the thread inside reads it */
+    if (r->loan.hold) { /* the thread inside may read it */
+      chip->held = r->loan.hold(r->loan.arg);
+      chip->held_release = r->loan.release;
+    }
   } else if (!atomic_load(&r->status))
     run_books_broken(r, true, 0); /* what it leaves is proven empty, or named */
   contract_end(r);                /* a failed run's details get the seed */

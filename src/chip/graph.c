@@ -221,24 +221,27 @@ void pto_graph_destroy(pto_graph *g) {
   graph_free(g);
 }
 
-void graph_hold_for_chip(pto_chip *chip, graph_launch *l) {
+/* A launch whose run ended with a thread still inside (run_loan.hold): the
+ * graph stays the chip's (relaunches refused, a destroy deferred) until
+ * graph_release_held, which the chip calls, holding itself (running),
+ * once that thread has left, or as it is freed. */
+static void *graph_hold_for_chip(void *arg) {
+  graph_launch *l = arg;
   pto_graph *g = l->g;
   l->held = true; /* its launch touches g no more: the chip may free it */
   g->launches++;
   g->warm = false;
   g->warm_seq = l->seq;
-  chip->held_graph = g;
   int launching = GRAPH_LAUNCHING; /* destroyed meanwhile: it stays so, the chip frees it */
   atomic_compare_exchange_strong_explicit(&g->busy, &launching, GRAPH_HELD, memory_order_acq_rel,
                                           memory_order_acquire);
+  return g;
 }
 
-void graph_release_held(pto_chip *chip) {
-  pto_graph *g = chip->held_graph;
-  if (!g) return;
-  chip->held_graph = NULL;
-  int held = GRAPH_HELD;
-  if (!atomic_compare_exchange_strong_explicit(&g->busy, &held, GRAPH_IDLE, memory_order_acq_rel,
+static void graph_release_held(void *held) {
+  pto_graph *g = held;
+  int expect = GRAPH_HELD;
+  if (!atomic_compare_exchange_strong_explicit(&g->busy, &expect, GRAPH_IDLE, memory_order_acq_rel,
                                                memory_order_acquire))
     graph_free(g); /* destroyed while held */
 }
@@ -437,7 +440,8 @@ static void replay_orch(pto_orch *o, void *arg) {
   uint64_t t0 = pto_now_ns();
   l->started = true;
   l->seq = r->chip->run_seq;
-  r->launch = l; /* the run's end hands g to the chip if a thread stays inside */
+  /* the run's end hands g to the chip if a thread stays inside */
+  r->loan = (run_loan){graph_hold_for_chip, graph_release_held, l};
   uint8_t *piece = NULL;
   if (g->heap_span) {
     /* the heap is empty at a run's start: the piece is its first bytes */

@@ -65,6 +65,18 @@ typedef struct kernel_rec {
   bool skip_read_check; /* checking mode runs it once per block (contract.c) */
 } kernel_rec;
 
+/* What a run's orchestration lends its kernels beyond the run's own state
+ * (a graph launch: its tasks' views and scalars, graph.c). A thread left
+ * inside a kernel past the run's end may still read it, so the run's end
+ * then calls hold(arg), which returns what the chip keeps; the chip calls
+ * release on that once the thread has left, or as the chip is freed. The
+ * chip knows the loan only through these. */
+typedef struct run_loan {
+  void *(*hold)(void *arg);
+  void (*release)(void *held);
+  void *arg;
+} run_loan;
+
 struct pto_chip {
   pto_chip_config cfg;
   /* this chip among every chip the process made, never 0 or reused: what a
@@ -81,10 +93,11 @@ struct pto_chip {
   int64_t trace_task_base, trace_task_end; /* final task ids (chip_set_trace_task_base) */
   bool broken;                             /* a completer never left a run: no more runs */
   bool stuck; /* a thread of the last run has not left it yet (chip.c) */
-  /* while stuck: the graph whose launch that run was, which the thread
-   * inside may still read (its tasks' views and scalars); given back to
-   * the graph once the thread has left (graph.c, graph_release_held) */
-  struct pto_graph *held_graph;
+  /* while stuck: what that run lent its kernels (run_loan), which the
+   * thread inside may still read; given back once it has left
+   * (chip_unstick) or as the chip is freed. release NULL: nothing held */
+  void (*held_release)(void *held);
+  void *held;
   int cpu_first; /* spread_cores: core i runs on CPU cpu_first + i (node_hooks.h) */
   /* called by a run's first failure (run.c run_latch; node_hooks.h) */
   void (*fail_wake)(void *arg);
@@ -485,8 +498,9 @@ typedef struct pto_run {
   /* orch: the graph this run's orchestration is recording (graph.c), set
    * and cleared around the orchestration function; NULL otherwise */
   struct pto_graph *capture;
-  /* orch: the graph launch this run is (graph.c, replay_orch), or NULL */
-  struct graph_launch *launch;
+  /* orch: what this run's orchestration lends its kernels (run_loan), or
+   * hold NULL; reset at each run's start */
+  run_loan loan;
   /* checking mode's state (contract.c), NULL when off; orch */
   struct contract *contract;
   uint64_t contract_blocks; /* orch: blocks it ran (stats.blocks), reset by it */
@@ -655,12 +669,6 @@ uint32_t graph_capture_reduce(pto_run *r, pto_task_id *preds, uint32_t npreds);
 int graph_capture_task(pto_run *r, const task *t, const pto_args *a, const pto_task_id *preds,
                        uint32_t npreds);
 int graph_capture_refuse(pto_run *r, const char *what);
-/* A launch whose run ended with a thread still inside [graph.c]: the
- * graph stays the chip's (chip->held_graph; relaunches refused, a destroy
- * deferred) until graph_release_held, which the chip calls, holding
- * itself (running), once that thread has left, or as it is freed. */
-void graph_hold_for_chip(pto_chip *chip, struct graph_launch *l);
-void graph_release_held(pto_chip *chip);
 /* Holds the chip (running) if it is idle, to give back what a run that
  * ended with a thread inside holds, if that thread has left [chip.c] */
 void chip_settle(pto_chip *chip);
