@@ -91,6 +91,10 @@ PTO_API void pto_chip_config_init(pto_chip_config *cfg);
 /* Returns 0 or PTO_EINVAL (a field out of range), PTO_ENOMEM. The details
  * of a failure: pto_chip_create_ex, declared below with pto_error_info. */
 PTO_API int pto_chip_create(const pto_chip_config *cfg, pto_chip **out);
+/* Stops the chip's threads and frees it. Called during a run (from its
+ * orchestration, a kernel or another thread) it does nothing and
+ * pto_last_error() says why; called from the run's orchestration, the
+ * run also fails with PTO_EBUSY naming it. */
 PTO_API void pto_chip_destroy(pto_chip *chip);
 PTO_API const pto_chip_config *pto_chip_get_config(const pto_chip *chip);
 /* Between runs: true while a thread of an earlier run is still inside it (a

@@ -164,8 +164,25 @@ static void chip_free(pto_chip *chip);
  * stuck in a kernel is left behind and frees the chip when it returns; a
  * chip whose async completer never left a run is leaked (it may still use
  * it). */
+/* The chip whose orchestration function this thread is running, if any
+ * (pto_chip_run; nested runs of other chips save and restore it). */
+static _Thread_local pto_chip *orchestrating;
+
 void pto_chip_destroy(pto_chip *chip) {
   if (!chip) return;
+  /* held as a run holds it: during a run (from its orchestration, a
+   * kernel or another thread) it would free the chip under the run */
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&chip->running, &idle, 1)) {
+    last_error_set(PTO_EBUSY, "pto_chip_destroy: the chip is running (or being changed on "
+                              "another thread); it did nothing: destroy it after pto_chip_run "
+                              "returns");
+    if (orchestrating == chip) /* another thread's call only reads `running`, not the run */
+      run_fail(chip->run, PTO_EBUSY, PTO_TASK_NONE, -1,
+               "pto_chip_destroy was called during the run; it did nothing: destroy the chip "
+               "after pto_chip_run returns");
+    return;
+  }
   if (!chip->run) {
     chip_free(chip);
     return;
@@ -919,7 +936,10 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
     spread_end(r);           /* the OS places the cores while the orchestrator submits */
     r->orch_start_ns = pto_now_ns();
     if (r->cfg->check == 1) contract_begin(r); /* fails the run itself */
+    pto_chip *outer = orchestrating;
+    orchestrating = chip;
     fn(orch, arg);
+    orchestrating = outer;
     r->orch_end_ns = pto_now_ns();
     spread_orch_share(r);
     spread_begin(r); /* until the last task: a CPU per core */

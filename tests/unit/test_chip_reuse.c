@@ -17,6 +17,10 @@
  *    (PTO_EASYNC_INVALID to its caller) and leaves run N+1 alone;
  *  - pto_chip_destroy with a kernel still stuck returns within
  *    shutdown_ms; the straggler frees the chip when it returns (ASan);
+ *  - pto_chip_destroy during a run (from its orchestration, or from
+ *    another thread while a kernel runs) does nothing and pto_last_error
+ *    says why; from the orchestration the run fails with PTO_EBUSY naming
+ *    it; the next run of the chip runs normally;
  *  - a run wakes only the cores it uses: back-to-back one-task runs are
  *    entered by one core each, empty runs by none;
  *  - the watchdog's window is per run: runs that each idle for most of
@@ -25,6 +29,7 @@
  *    pto_orch_fatal, a watchdog timeout), with the default role and with
  *    scheduler threads: none of its queued blocks runs in the next run,
  *    whose one task runs once and writes its output. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -562,6 +567,80 @@ static void test_destroy_with_stuck_kernel(void **state) {
   sleep_us(100000);
 }
 
+/* ---- pto_chip_destroy during a run ---- */
+
+typedef struct destroyer {
+  pto_chip *chip;
+  int64_t a[4];
+  char why[200]; /* pto_last_error() on the destroying thread */
+} destroyer;
+
+static void destroy_in_orch(pto_orch *o, void *arg) {
+  destroyer *d = arg;
+  submit_put(o, d->a, 4, 10);
+  pto_chip_destroy(pto_orch_chip(o));
+  snprintf(d->why, sizeof d->why, "%s", pto_last_error());
+  submit_put(o, d->a, 4, 20); /* the chip is still there: refused, as the run failed */
+}
+
+static void gate_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_scalar(&a, 0);
+  pto_submit(o, K.gate, &a, NULL, NULL);
+}
+
+static void *destroy_when_gated(void *arg) {
+  destroyer *d = arg;
+  while (!atomic_load(&gate_in))
+    sleep_us(200);
+  pto_chip_destroy(d->chip);
+  snprintf(d->why, sizeof d->why, "%s", pto_last_error());
+  atomic_store(&gate_open, 1);
+  return NULL;
+}
+
+static void orch_put4(pto_orch *o, void *arg) { submit_put(o, ((destroyer *)arg)->a, 4, 30); }
+
+static void expect_refused_destroy(pto_chip *chip, int rc, int want, const pto_error_info *err,
+                                   const destroyer *d) {
+  if (rc != want || (want && !strstr(err->details, "pto_chip_destroy")))
+    fail_msg("run with pto_chip_destroy inside: rc %d (%s) '%s', expected %s", rc,
+             pto_status_name(rc), err->details, want ? "PTO_EBUSY naming it" : "PTO_OK");
+  if (!strstr(d->why, "pto_chip_destroy") || !strstr(d->why, "running"))
+    fail_msg("pto_last_error after the refused destroy: '%s'", d->why);
+  /* the chip is whole: the next run runs */
+  int64_t b[4] = {0};
+  destroyer next = {.chip = chip};
+  pto_error_info e2;
+  assert_int_equal(pto_chip_run(chip, orch_put4, &next, NULL, &e2), PTO_OK);
+  memcpy(b, next.a, sizeof b);
+  for (int i = 0; i < 4; i++)
+    if (b[i] != 30 + i)
+      fail_msg("after the refused destroy: a[%d] = %lld, expected %d", i, (long long)b[i], 30 + i);
+}
+
+static void test_destroy_during_a_run(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(1, 10000, 2000);
+  destroyer d = {.chip = chip};
+  pto_error_info err;
+  int rc = pto_chip_run(chip, destroy_in_orch, &d, NULL, &err);
+  expect_refused_destroy(chip, rc, PTO_EBUSY, &err, &d);
+
+  /* from another thread, while a kernel of the run holds its core */
+  atomic_store(&gate_in, 0);
+  atomic_store(&gate_open, 0);
+  destroyer d2 = {.chip = chip};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, destroy_when_gated, &d2), 0);
+  rc = pto_chip_run(chip, gate_orch, NULL, NULL, &err);
+  pthread_join(th, NULL);
+  expect_refused_destroy(chip, rc, PTO_OK, &err, &d2);
+  pto_chip_destroy(chip); /* between runs: destroyed (ASan: nothing leaks) */
+}
+
 /* ---- a late async completer of run N ---- */
 
 static _Atomic uint64_t async_token;
@@ -865,6 +944,7 @@ int main(void) {
       cmocka_unit_test(test_dep_mark_of_earlier_run),
       cmocka_unit_test(test_straggler_does_not_reach_next_run),
       cmocka_unit_test(test_destroy_with_stuck_kernel),
+      cmocka_unit_test(test_destroy_during_a_run),
       cmocka_unit_test(test_late_async_completer),
       cmocka_unit_test(test_run_wakes_only_its_cores),
       cmocka_unit_test(test_watchdog_window_per_run),
