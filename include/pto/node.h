@@ -91,7 +91,8 @@ PTO_API int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_erro
 /* Stops the children, releases leases and every shared object. Called
  * during the node's run (from its orchestration or a thread of it) it
  * does nothing and fails the run with PTO_EINVAL naming it: destroy the
- * node after pto_node_run returns. */
+ * node after pto_node_run returns. Any call while a run is in progress
+ * does nothing and says why in pto_last_error(). */
 PTO_API void pto_node_destroy(pto_node *node);
 
 /* Shared host memory visible at the same address in every process of the

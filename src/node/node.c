@@ -244,6 +244,10 @@ static bool all_exited(pto_node *n, void *arg) {
   return true;
 }
 
+#define DESTROY_REFUSED                                                                            \
+  "pto_node_destroy: called during the node's run; it did nothing (destroy the node after "        \
+  "pto_node_run returns)"
+
 void pto_node_destroy(pto_node *n) {
   if (!n) return;
   /* during the run (from its orchestration, or a thread of it): refused,
@@ -251,8 +255,7 @@ void pto_node_destroy(pto_node *n) {
    * on with it. The caller destroys the node after the run returns. */
   pto_node_orch *live = atomic_load_explicit(&n->orch_live, memory_order_acquire);
   if (live && pthread_equal(pthread_self(), n->orch_owner)) {
-    last_error_set(PTO_EINVAL, "pto_node_destroy: called during the node's run; it did nothing "
-                               "(destroy the node after pto_node_run returns)");
+    last_error_set(PTO_EINVAL, "%s", DESTROY_REFUSED);
     node_first_err(n, PTO_EINVAL,
                    "pto_node_destroy was called during the node's run (from its "
                    "orchestration); it did nothing: destroy the node after pto_node_run "
@@ -262,8 +265,17 @@ void pto_node_destroy(pto_node *n) {
   /* from another thread: the owner latches it (the only thing another
    * thread writes), also in the run's last wait and its end */
   if (live && node_foreign_leave(n, live, "destroy")) {
-    last_error_set(PTO_EINVAL, "pto_node_destroy: called during the node's run; it did nothing "
-                               "(destroy the node after pto_node_run returns)");
+    last_error_set(PTO_EINVAL, "%s", DESTROY_REFUSED);
+    return;
+  }
+  /* and the node is claimed as a run claims it: a run without a live
+   * orchestration (making its TensorMap, or past its last wait) is still a
+   * run. Refused then without failing it: its owner latches nothing there.
+   * Before, a destroy in those windows freed the node under the run. */
+  bool idle = false;
+  if (!atomic_compare_exchange_strong_explicit(&n->running, &idle, true, memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    last_error_set(PTO_EINVAL, "%s", DESTROY_REFUSED);
     return;
   }
   if (!n->fatal) {

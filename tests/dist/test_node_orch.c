@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
+#include "node/node_internal.h" /* the run-start window test waits for it */
 #include "node_create.h"
 
 #include "scenes/dist_scene.h"
@@ -135,7 +136,8 @@ static int host_fail(const pto_args *a, void *arg) {
 
 /* ---- helpers (parent side) ---- */
 
-static pto_node *make_node(void) {
+/* tensormap_entries: 0 for the default */
+static pto_node *make_node_tm(uint32_t tensormap_entries) {
   pto_scene_opts o = {0};
   pto_node_config cfg;
   static const int devs[2] = {TEST_DEV0, TEST_DEV0 + 1};
@@ -152,8 +154,11 @@ static pto_node *make_node(void) {
   cfg.task_timeout_ms = 5000; /* a lost dependency edge fails fast instead of hanging */
   cfg.wait_timeout_ms = 3000;
   cfg.quiet = true;
+  if (tensormap_entries) cfg.tensormap_entries = tensormap_entries;
   return node_create_ok(&cfg);
 }
+
+static pto_node *make_node(void) { return make_node_tm(0); }
 
 static pto_tensor vec(pto_node *n, float fill) {
   int64_t sh = N;
@@ -894,6 +899,58 @@ static void test_calls_from_another_thread_after_the_orchestration(void **state)
   pto_node_destroy(n);
 }
 
+/* pto_node_destroy from another thread after pto_node_run claimed the node
+ * and before its orchestration began (the run makes its TensorMap there:
+ * 4M entries, milliseconds): refused, named, and the run goes on. Before,
+ * the destroy looked only for a live orchestration, found none, and freed
+ * the node under the run (ASan: heap-use-after-free in the TensorMap's
+ * clear). White-box: the thread waits for that window (node_internal.h). */
+typedef struct window_destroyer {
+  pto_node *n;
+  bool in_window;
+  char said[300];
+} window_destroyer;
+
+static void *destroy_at_run_start(void *arg) {
+  window_destroyer *w = arg;
+  pto_node *n = w->n;
+  while (!atomic_load(&n->running))
+    ;
+  w->in_window = atomic_load(&n->orch_live) == NULL;
+  pto_node_destroy(n);
+  snprintf(w->said, sizeof w->said, "%s", pto_last_error());
+  return NULL;
+}
+
+static void test_destroy_at_run_start(void **state) {
+  (void)state;
+  pto_node *n = make_node_tm(1u << 22);
+  foreign f;
+  foreign_init(n, &f);
+  window_destroyer w = {.n = n};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, destroy_at_run_start, &w), 0);
+  pto_error_info err;
+  int rc = pto_node_run(n, own_only_run, &f, &err);
+  pthread_join(th, NULL);
+  printf("pto_node_destroy at the run's start (%s the window): the run %s: %s; the destroy "
+         "said: %s\n",
+         w.in_window ? "in" : "past", pto_status_name(rc), err.details, w.said);
+  assert_non_null(strstr(w.said, "pto_node_destroy: called during the node's run"));
+  if (w.in_window) {
+    assert_int_equal(rc, 0); /* refused without failing the run */
+  } else { /* the orchestration had begun: the run fails, naming it */
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, "pto_node_destroy"));
+  }
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  /* the node is whole: it runs again */
+  f.mine = vec(n, SENTINEL);
+  assert_int_equal(pto_node_run(n, own_only_run, &f, &err), 0);
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
 /* Two threads call pto_node_run on one node at once: one runs, the other
  * is refused with PTO_EBUSY naming why, and neither run's tasks go astray.
  * Before, both could pass the `running` check (a plain bool, set only
@@ -1170,6 +1227,7 @@ int main(void) {
       cmocka_unit_test(test_orch_used_after_its_run),
       cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next),
       cmocka_unit_test(test_two_threads_run_at_once),
+      cmocka_unit_test(test_destroy_at_run_start),
       cmocka_unit_test(test_calls_from_another_thread_after_the_orchestration),
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
   };
