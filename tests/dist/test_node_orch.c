@@ -939,7 +939,7 @@ static void test_destroy_at_run_start(void **state) {
   assert_non_null(strstr(w.said, "pto_node_destroy: called during the node's run"));
   if (w.in_window) {
     assert_int_equal(rc, 0); /* refused without failing the run */
-  } else { /* the orchestration had begun: the run fails, naming it */
+  } else {                   /* the orchestration had begun: the run fails, naming it */
     assert_int_equal(rc, PTO_EINVAL);
     assert_non_null(strstr(err.details, "pto_node_destroy"));
   }
