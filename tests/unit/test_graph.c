@@ -21,7 +21,9 @@
 
 #define N 256
 
-/* out = (rw ? out : 0) * 2 + in * 3 + k over the block's share of out */
+/* out = (rw ? out : 0) * 2 + in * 3 + k over the block's share of out,
+ * wrapping: a chain of them (the refused capture's 70 extra tasks, as many
+ * as ran before the refusal) doubles past INT32_MAX */
 static int k_affine(const pto_kctx *c) {
   const pto_tensor *out = &c->tensors[0], *in = &c->tensors[1];
   int64_t n = pto_tensor_numel(out);
@@ -29,7 +31,8 @@ static int k_affine(const pto_kctx *c) {
   for (int64_t i = lo; i < hi; i++) {
     int32_t *o = pto_tensor_at_linear(out, i);
     int32_t x = *(int32_t *)pto_tensor_at_linear(in, i);
-    *o = (c->scalars[1] ? *o : 0) * 2 + x * 3 + (int32_t)c->scalars[0];
+    uint32_t prev = c->scalars[1] ? (uint32_t)*o : 0;
+    *o = (int32_t)(prev * 2u + (uint32_t)x * 3u + (uint32_t)c->scalars[0]);
   }
   return 0;
 }
