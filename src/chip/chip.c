@@ -118,6 +118,12 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
    * be recorded, never replayed */
   BAD(c.schedule_seed > INT64_MAX, "schedule_seed = %llu, must be 0..%lld",
       (unsigned long long)c.schedule_seed, (long long)INT64_MAX);
+  /* a replay makes the record's choices, drawn from the seed it holds: a
+   * seed beside it would be ignored (a run taken for that seed's) */
+  BAD(c.schedule_seed && c.replay_path,
+      "schedule_seed = %llu (PTO_SCHEDULE_SEED) with replay_path '%s' (PTO_REPLAY): a replay "
+      "makes the record's choices, from the seed the record holds; give one of them",
+      (unsigned long long)c.schedule_seed, c.replay_path);
   BAD(c.record_path && c.replay_path && rec_file_same(c.record_path, c.replay_path),
       "record_path '%s' and replay_path '%s' are the same file: the record would overwrite the "
       "one being replayed; record to another file",
