@@ -192,6 +192,15 @@ static int parse_run(int argc, char *const *argv, cli_args *a, char *err, size_t
   if (a->replay && (a->schedule_seed || a->fuzz_schedules))
     return bad(err, n, "pto run: --replay makes the record's choices: no --%s with it",
                a->schedule_seed ? "schedule-seed" : "fuzz-schedules");
+  /* both order the blocks one at a time, each its own way */
+  if (a->run_check && (a->schedule_seed || a->fuzz_schedules || a->record || a->replay))
+    return bad(err, n,
+               "pto run: --check and --%s do not go together (checking mode and controlled "
+               "schedules each choose the order of the blocks: use one at a time)",
+               a->schedule_seed    ? "schedule-seed"
+               : a->fuzz_schedules ? "fuzz-schedules"
+               : a->record         ? "record"
+                                   : "replay");
   if (a->schedule_seed && a->fuzz_schedules)
     return bad(err, n,
                "pto run: --schedule-seed and --fuzz-schedules do not go together "

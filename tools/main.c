@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "chip/contract.h"
+#include "chip/config_mode.h"
 #include "cli_args.h"
 #include "cmd_trace.h"
 #include "common/options.h"
@@ -205,6 +205,33 @@ static int schedule_env(const cli_args *a, const pto_scene *sc) {
   return 0;
 }
 
+/* The run mode every chip of the scene will have, from the options
+ * (--check, and schedule_env's variables) and the environment together,
+ * checked before anything runs: one that no chip accepts is a usage
+ * error, not runs that each fail (--fuzz-schedules listed every seed as
+ * failing) or a setting silently ignored. */
+static int check_run_mode(const cli_args *a) {
+  pto_chip_config probe;
+  pto_chip_config_init(&probe);
+  if (a->fuzz_schedules) probe.schedule_seed = 1; /* as each of its runs has one */
+  const char *why = chip_config_mode_problem(&probe);
+  if (!why) return 0;
+  char opts[96] = "";
+  const struct {
+    bool given;
+    const char *name;
+  } o[] = {{a->run_check, "--check"},
+           {a->schedule_seed, "--schedule-seed"},
+           {a->fuzz_schedules, "--fuzz-schedules"},
+           {a->record, "--record"},
+           {a->replay, "--replay"}};
+  for (size_t i = 0, len = 0; i < sizeof o / sizeof o[0] && len < sizeof opts; i++)
+    if (o[i].given)
+      len += (size_t)snprintf(opts + len, sizeof opts - len, "%s%s", len ? ", " : "", o[i].name);
+  fprintf(stderr, "pto run: %s with the environment: %s\n", opts, why);
+  return CLI_EXIT_USAGE;
+}
+
 /* A node's record is PATH and its chip tasks' PATH.t<k>.c<c> and
  * PATH.t<k>.c<c>.land (docs/schedules.md), named by PATH's "T k s slots"
  * lines (slots below its "chips N" are chips): calls fn on each file of
@@ -367,6 +394,7 @@ static int cmd_run(const cli_args *a) {
   }
   if (!rc && a->record) rc = check_write_path("record", a->record);
   if (!rc) rc = schedule_env(a, sc);
+  if (!rc) rc = check_run_mode(a);
   if (rc) return rc;
   if (a->fuzz_schedules) return cmd_fuzz(a, sc, &o);
   pto_scene_report rep;
@@ -442,11 +470,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "pto: %s\n", err);
     return CLI_EXIT_USAGE;
   }
-  pto_chip_config probe; /* PTO_CHECK and PTO_CHECK_SEED, outside the options table */
+  /* PTO_CHECK, PTO_CHECK_SEED (outside the options table) and the
+   * controlled schedule's variables, alone and together */
+  pto_chip_config probe;
   pto_chip_config_init(&probe);
-  const char *check_problem = contract_config_problem(&probe);
-  if (check_problem) {
-    fprintf(stderr, "pto: %s\n", check_problem);
+  const char *mode_problem = chip_config_mode_problem(&probe);
+  if (mode_problem) {
+    fprintf(stderr, "pto: %s\n", mode_problem);
     return CLI_EXIT_USAGE;
   }
   switch (a.cmd) {

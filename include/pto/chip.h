@@ -75,8 +75,9 @@ typedef struct pto_chip_config {
    * (PTO_SCHEDULE_SEED): same seed, same program, same schedule;
    * record_path (PTO_RECORD) writes the choices to that file at the end
    * of each run; replay_path (PTO_REPLAY) makes them from a record, and a
-   * run that departs from it fails with PTO_EREPLAY naming where. The
-   * paths are copied by pto_chip_create. */
+   * run that departs from it fails with PTO_EREPLAY naming where (with
+   * the record's seed: a nonzero schedule_seed beside it is refused,
+   * PTO_EINVAL). The paths are copied by pto_chip_create. */
   uint64_t schedule_seed;
   const char *record_path;
   const char *replay_path;

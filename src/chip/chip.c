@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chip/config_mode.h"
 #include "chip/contract.h"
 #include "chip/node_hooks.h"
 #include "chip/run.h"
@@ -38,6 +39,40 @@ void pto_chip_config_init(pto_chip_config *cfg) {
   const char *rec = getenv("PTO_RECORD"), *rep = getenv("PTO_REPLAY");
   cfg->record_path = rec && rec[0] ? rec : NULL;
   cfg->replay_path = rep && rep[0] ? rep : NULL;
+}
+
+/* The run mode's settings (pto/chip.h: checking mode and a controlled
+ * schedule), which pto_chip_config_init takes from PTO_CHECK,
+ * PTO_CHECK_SEED, PTO_SCHEDULE_SEED, PTO_RECORD and PTO_REPLAY: what is
+ * wrong with them, or NULL. */
+const char *chip_config_mode_problem(const pto_chip_config *c) {
+  static _Thread_local char why[600];
+#define BAD(cond, ...)                                                                             \
+  if (cond) return snprintf(why, sizeof why, __VA_ARGS__), why
+  const char *check_problem = contract_config_problem(c);
+  BAD(check_problem, "%s", check_problem);
+  /* both run the blocks one at a time on the orchestrator's thread, each
+   * by its own order: one run cannot follow both */
+  BAD(c->check && (c->schedule_seed || c->record_path || c->replay_path),
+      "check = %d with a controlled schedule (schedule_seed, record_path or replay_path): "
+      "checking mode and controlled schedules cannot be combined; use one at a time",
+      c->check);
+  /* a record keeps the seed as a signed 64-bit number: one above could
+   * be recorded, never replayed */
+  BAD(c->schedule_seed > INT64_MAX, "schedule_seed = %llu, must be 0..%lld",
+      (unsigned long long)c->schedule_seed, (long long)INT64_MAX);
+  /* a replay makes the record's choices, drawn from the seed it holds: a
+   * seed beside it would be ignored (a run taken for that seed's) */
+  BAD(c->schedule_seed && c->replay_path,
+      "schedule_seed = %llu (PTO_SCHEDULE_SEED) with replay_path '%s' (PTO_REPLAY): a replay "
+      "makes the record's choices, from the seed the record holds; give one of them",
+      (unsigned long long)c->schedule_seed, c->replay_path);
+  BAD(c->record_path && c->replay_path && rec_file_same(c->record_path, c->replay_path),
+      "record_path '%s' and replay_path '%s' are the same file: the record would overwrite the "
+      "one being replayed; record to another file",
+      c->record_path, c->replay_path);
+#undef BAD
+  return NULL;
 }
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
@@ -103,25 +138,11 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
       c.sched_threads);
   BAD(c.spread_cores < 0 || c.spread_cores > 1, "spread_cores = %d, must be 0 or 1",
       c.spread_cores);
-  const char *check_problem = contract_config_problem(&c);
-  BAD(check_problem, "%s", check_problem);
-  /* both run the blocks one at a time on the orchestrator's thread, each
-   * by its own order: one run cannot follow both */
-  BAD(c.check && (c.schedule_seed || c.record_path || c.replay_path),
-      "check = %d with a controlled schedule (schedule_seed, record_path or replay_path): "
-      "checking mode and controlled schedules cannot be combined; use one at a time",
-      c.check);
   BAD(c.async_slots > PTO_ASYNC_SLOTS_MAX,
       "async_slots = %u, must be 0..%d (a completion token holds the slot in 16 bits)",
       c.async_slots, PTO_ASYNC_SLOTS_MAX);
-  /* a record keeps the seed as a signed 64-bit number: one above could
-   * be recorded, never replayed */
-  BAD(c.schedule_seed > INT64_MAX, "schedule_seed = %llu, must be 0..%lld",
-      (unsigned long long)c.schedule_seed, (long long)INT64_MAX);
-  BAD(c.record_path && c.replay_path && rec_file_same(c.record_path, c.replay_path),
-      "record_path '%s' and replay_path '%s' are the same file: the record would overwrite the "
-      "one being replayed; record to another file",
-      c.record_path, c.replay_path);
+  const char *mode_problem = chip_config_mode_problem(&c);
+  BAD(mode_problem, "%s", mode_problem);
 #undef BAD
   pto_chip *chip = calloc(1, sizeof *chip);
   if (!chip)

@@ -91,8 +91,11 @@ struct contract {
 
 /* ---- configuration ---- */
 
+/* A decimal integer, digits only, as every PTO_* number (options.c):
+ * strtoull alone skips leading spaces and takes a sign, so ' -5' read
+ * as 2^64 - 5. */
 static bool seed_parse(const char *s, uint64_t *out) {
-  if (!s || !*s || *s == '-') return false;
+  if (!s || *s < '0' || *s > '9') return false;
   char *end;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);

@@ -109,6 +109,11 @@ PTO_SCHEDULERS=x err 2 "PTO_SCHEDULERS='x'" -- run --list
 PTO_CLUSTERS=1 ok 'verified' -- run vector_chain
 PTO_CHECK=everything err 2 "PTO_CHECK = 'everything', must be 'contracts' or 'off'" -- run vector_chain
 PTO_CHECK_SEED=12x err 2 "PTO_CHECK_SEED = '12x', must be a decimal integer" -- run --list
+# digits only, as every PTO_ number: a space or a sign before them is refused
+for v in ' -5' ' 5' '+5'; do
+  PTO_CHECK=contracts PTO_CHECK_SEED=$v err 2 "PTO_CHECK_SEED = '${v/+/\\+}', must be a decimal" \
+    -- run --list
+done
 PTO_CHECK=contracts ok 'verified' -- run vector_chain
 # --help lists the environment variables; the man page documents the same
 # variables and options and has the usual sections

@@ -102,6 +102,31 @@ if ! cmp -s "$tmp/v.rec" "$tmp/v.kept"; then
   echo "FAILED: pto run --replay X --record X changed the record X"
   fails=$((fails + 1))
 fi
+# a run mode no chip accepts, from the options and the environment
+# together, is a usage error before anything runs (before: each run
+# failed with PTO_EINVAL, or was ignored, and --fuzz-schedules listed
+# every seed as failing: "3 seeds, 3 failed (the first: seed 1; pto run
+# ... --schedule-seed 1 reproduces it)")
+refused_mode() { # STDERR_PATTERN -- ARGS...: exit 2, nothing on stdout
+  expect 2 "$@"
+  if [ -s "$tmp/out" ]; then
+    echo "FAILED: pto ${*:3}: a refused run mode wrote to stdout: $(head -1 "$tmp/out")"
+    fails=$((fails + 1))
+  fi
+}
+refused_mode "pto run: --check and --schedule-seed do not go together" \
+  -- run race_undeclared --check --schedule-seed 2
+refused_mode "pto run: --check and --replay do not go together" \
+  -- run race_undeclared --replay "$tmp/v.rec" --check
+PTO_REPLAY=$tmp/v.rec refused_mode \
+  "pto run: --fuzz-schedules with the environment: schedule_seed = 1 \\(PTO_SCHEDULE_SEED\\) with replay_path '$tmp/v.rec' \\(PTO_REPLAY\\)" \
+  -- run race_undeclared --fuzz-schedules 3
+PTO_SCHEDULE_SEED=5 refused_mode "pto run: --replay with the environment: schedule_seed = 5" \
+  -- run race_undeclared --replay "$tmp/v.rec"
+PTO_CHECK=contracts refused_mode "pto run: --fuzz-schedules with the environment: check = 1 with a controlled schedule" \
+  -- run race_undeclared --fuzz-schedules 3
+PTO_SCHEDULE_SEED=5 PTO_REPLAY=$tmp/v.rec refused_mode "^pto: schedule_seed = 5 \\(PTO_SCHEDULE_SEED\\) with replay_path" \
+  -- run race_undeclared
 expect 2 "unknown command 'bogus'" -- bogus
 expect 2 'which trace file' -- trace
 expect 1 '/nonexistent-pto-dir/t.json: No such file or directory' -- trace /nonexistent-pto-dir/t.json

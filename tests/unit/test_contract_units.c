@@ -190,6 +190,37 @@ static void one_task(pto_orch *o, void *arg) {
   pto_submit(o, async_kid, NULL, NULL, NULL);
 }
 
+/* PTO_CHECK_SEED is a decimal integer, digits only, as every PTO_*
+ * number: strtoull alone skipped leading spaces and took a sign, so
+ * ' -5' became 18446744073709551611 and ' 5', '+5' passed. */
+static void test_check_seed_digits_only(void **state) {
+  (void)state;
+  static const char *const bad[] = {" -5", " 5", "+5", "\t7", " +0"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("PTO_CHECK", "contracts", 1);
+    setenv("PTO_CHECK_SEED", bad[i], 1);
+    pto_chip_config cfg;
+    pto_chip_config_init(&cfg);
+    pto_chip *chip = NULL;
+    pto_error_info err;
+    int rc = pto_chip_create_ex(&cfg, &chip, &err);
+    if (rc == PTO_OK) pto_chip_destroy(chip);
+    if (rc != PTO_EINVAL)
+      fail_msg("PTO_CHECK_SEED='%s' gave %s (check_seed %llu), expected PTO_EINVAL", bad[i],
+               pto_status_name(rc), (unsigned long long)cfg.check_seed);
+    char want[80];
+    snprintf(want, sizeof want, "PTO_CHECK_SEED = '%s', must be a decimal integer", bad[i]);
+    assert_non_null(strstr(err.details, want));
+  }
+  setenv("PTO_CHECK_SEED", "18446744073709551615", 1); /* the largest: taken */
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  assert_int_equal(cfg.check, 1);
+  assert_true(cfg.check_seed == UINT64_MAX);
+  unsetenv("PTO_CHECK_SEED");
+  unsetenv("PTO_CHECK");
+}
+
 static void test_async_and_bad_values_refused(void **state) {
   (void)state;
   pto_chip *chip = checked_chip(1, 1);
@@ -354,6 +385,7 @@ int main(void) {
       cmocka_unit_test(test_mix_block_read_outside),
       cmocka_unit_test(test_order_follows_the_seed),
       cmocka_unit_test(test_async_and_bad_values_refused),
+      cmocka_unit_test(test_check_seed_digits_only),
       cmocka_unit_test(test_input_negated_in_place),
       cmocka_unit_test(test_commute_breach_names_its_mode),
       cmocka_unit_test(test_write_through_global_pointer),

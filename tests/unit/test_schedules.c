@@ -409,6 +409,50 @@ static void test_seed_above_int64_max_refused(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* A replay makes the record's choices, from the seed the record holds: a
+ * seed given with it would be silently ignored (pto run --fuzz-schedules
+ * under PTO_REPLAY reported every "seed" failing, each run the one
+ * record's replay). Refused at create, from the config and from the
+ * environment, naming both. */
+static void test_seed_with_replay_refused(void **state) {
+  (void)state;
+  char rec[256];
+  temp_path(rec, sizeof rec, "seedrep");
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 4;
+  cfg.schedule_seed = 3;
+  cfg.record_path = rec;
+  pto_error_info err;
+  assert_int_equal(run_where(&cfg, &err), PTO_OK);
+  cfg.record_path = NULL;
+  cfg.replay_path = rec;
+  cfg.schedule_seed = 5;
+  pto_chip *chip = NULL;
+  int rc = pto_chip_create_ex(&cfg, &chip, &err);
+  if (rc == PTO_OK) pto_chip_destroy(chip);
+  assert_int_equal(rc, PTO_EINVAL);
+  assert_non_null(strstr(err.details, "schedule_seed = 5 (PTO_SCHEDULE_SEED) with replay_path"));
+  assert_non_null(strstr(err.details, "a replay makes the record's choices"));
+  /* the same from the environment */
+  setenv("PTO_SCHEDULE_SEED", "5", 1);
+  setenv("PTO_REPLAY", rec, 1);
+  pto_chip_config_init(&cfg);
+  chip = NULL;
+  rc = pto_chip_create_ex(&cfg, &chip, &err);
+  if (rc == PTO_OK) pto_chip_destroy(chip);
+  unsetenv("PTO_SCHEDULE_SEED");
+  unsetenv("PTO_REPLAY");
+  assert_int_equal(rc, PTO_EINVAL);
+  assert_non_null(strstr(err.details, "schedule_seed = 5 (PTO_SCHEDULE_SEED) with replay_path"));
+  /* the replay alone is taken */
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 4;
+  cfg.replay_path = rec;
+  assert_int_equal(run_where(&cfg, &err), PTO_OK);
+  remove(rec);
+}
+
 static char *slurp(const char *file, size_t *len) {
   FILE *f = fopen(file, "rb");
   assert_non_null(f);
@@ -506,6 +550,7 @@ int main(void) {
       cmocka_unit_test(test_trace_order_replayed),
       cmocka_unit_test(test_divergence_named),
       cmocka_unit_test(test_seed_above_int64_max_refused),
+      cmocka_unit_test(test_seed_with_replay_refused),
       cmocka_unit_test(test_record_over_its_replay_refused),
       cmocka_unit_test(test_record_with_nul_refused),
   };
