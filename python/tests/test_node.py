@@ -344,6 +344,32 @@ def test_node_bad_input(node):
         assert msg in str(e.value), str(e.value)
 
 
+def test_node_collective_counts_arrays_by_the_runs_domain(node):
+    """A node-level collective takes one dst and one src array per rank of
+    the domain as this run made it, whatever names the domain: its int id,
+    or a Domain of another node whose id is the same. Before: with an int
+    id the lists' own length was taken for the rank count, and C read the
+    second rank's tensors past the end of the one-element arrays ('tensor
+    4: dtype 653 is not a pto_dtype')."""
+    a = node.host_array((2, SIZE))
+    a[:] = 1
+    sb = pto.coll_scratch_bytes(2, SIZE * 4)
+
+    def orch(no, dom_of):
+        dom = no.domain([0, 1], {"scratch": sb})
+        no.allreduce(dom_of(dom), "scratch", [a[0]], [a[1]])
+
+    other = pto.Domain(0, [0], {"scratch": sb})  # one chip: as another node's domain 0
+    for dom_of in (int, lambda d: pto.Domain(int(d), other.chips, other.buffers)):
+        with pytest.raises(pto.InvalidArgumentError,
+                           match=r"allreduce: need 2 dst and src arrays \(one per rank of "
+                                 r"domain \d+\), got 1 and 1"):
+            node.run(lambda no: orch(no, dom_of))
+    with pytest.raises(pto.InvalidArgumentError, match="allgather: no domain 12345 in this run"):
+        node.run(lambda no: no.allgather(12345, "scratch", [a[0]], [a[1]]))
+    assert_array(a, np.ones((2, SIZE), np.float32), "a (no collective ran)")
+
+
 def test_node_read_refuses_a_window_view_of_another_run(node):
     """A window view is valid in its run (its domain ends with it). Before:
     NodeOrch.read took one from an earlier run, and where a later domain's
