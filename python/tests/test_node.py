@@ -379,6 +379,29 @@ def test_node_collective_counts_arrays_by_the_runs_domain(node):
     assert_array(a, np.ones((2, SIZE), np.float32), "a (no collective ran)")
 
 
+def test_node_collective_names_the_bad_array_by_rank(node):
+    """A node-level collective's bad dst or src array is named as the
+    call's, by rank. Before: the group task's refusal named its flattened
+    argument ('submit_group: tensor 5: its bytes ... are neither node host
+    memory ...'), which is no argument the caller passed."""
+    a = node.host_array((2, SIZE))
+    plain = np.zeros(SIZE, np.float32)  # not in node host memory
+    sb = pto.coll_scratch_bytes(2, SIZE * 4)
+
+    def orch(dst, src):
+        def run(no):
+            dom = no.domain([0, 1], {"scratch": sb})
+            no.allreduce(dom, "scratch", dst, src)
+        return run
+
+    for dst, src, msg in [([a[0], plain], [a[0], a[1]], r"node allreduce: dst\[1\] \(rank 1, "
+                           r"chip 1\): its bytes .* are neither node host memory"),
+                          ([a[0], a[1]], [plain, a[1]], r"node allreduce: src\[0\] \(rank 0, "
+                           r"chip 0\): its bytes .* are neither node host memory")]:
+        with pytest.raises(pto.InvalidArgumentError, match=msg):
+            node.run(orch(dst, src))
+
+
 def test_node_allgather_in_place_orders_every_reader_of_dst():
     """A node-level collective whose src lies at the start of a larger dst
     (rank 0's own block of an allgather in place) still writes all of dst:

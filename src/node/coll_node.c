@@ -116,6 +116,20 @@ static int node_coll(pto_node_orch *no, pto_domain dom, const char *scratch, con
     return node_refuse(nd, PTO_EINVAL, call, "root %d is outside domain %d's ranks 0..%d", root,
                        (int)dom, n - 1);
   if (!src) return node_refuse(nd, PTO_EINVAL, call, "src (one tensor per rank) is NULL");
+  /* each rank's tensors named as the call's (the group task's refusal
+   * would name its flattened argument, "tensor 5") */
+  for (int r = 0; r < n; r++) {
+    char why[256];
+    const char *bad = node_view_problem(nd, &dst[r], why, sizeof why);
+    const char *w = "dst";
+    if (!bad && !(kind == NK_BROADCAST && r != root)) { /* src is read on the root only */
+      bad = node_view_problem(nd, &src[r], why, sizeof why);
+      w = "src";
+    }
+    if (bad)
+      return node_refuse(nd, PTO_EINVAL, call, "%s[%d] (rank %d, chip %d): %s", w, r, r,
+                         d->desc.chips[r], bad);
+  }
   pto_args a;
   pto_args_init(&a);
   for (int r = 0; r < n; r++) {
