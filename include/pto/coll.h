@@ -108,8 +108,9 @@ PTO_API int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *
  * From a node orchestration function: one group task over the chips of
  * `dom`, each running the collective on its rank's tensors: dst[r] and
  * src[r] (arrays of nranks tensors in node host memory, shaped as for the
- * kernel calls above; dst[r] may equal src[r]). `scratch` names a window
- * buffer of the domain sized with pto_coll_scratch_bytes. Each chip
+ * kernel calls above; dst[r] may equal or overlap src[r]). `scratch`
+ * names a window buffer of the domain sized with pto_coll_scratch_bytes.
+ * Each chip
  * process must have called pto_coll_register(chip) in the node's
  * chip_init (a chip that did not fails the task saying so). At most
  * PTO_MAX_TENSOR_ARGS / 3 ranks (3 tensors per rank in one group task).
@@ -117,7 +118,7 @@ PTO_API int pto_alltoall(const pto_kctx *ctx, pto_domain dom, const pto_tensor *
  * outside the domain or too many ranks; errors of the collective itself
  * (mismatched shapes, ...) fail the task, with details, like the kernel
  * calls. Ordered after earlier writers of src and before later readers of
- * dst by node-level dependency inference. */
+ * every byte of dst by node-level dependency inference. */
 PTO_API int pto_coll_register(pto_chip *chip);
 PTO_API int pto_node_allreduce(pto_node_orch *no, pto_domain dom, const char *scratch,
                                const pto_tensor *dst, const pto_tensor *src, pto_red_op op,

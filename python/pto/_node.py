@@ -114,6 +114,7 @@ class NodeOrch:
         out = ffi.new("pto_domain *")
         check(lib.pto_node_domain_create(no, ffi.new("int[]", ch), len(ch), wb, len(names), out),
               f"domain over chips {ch}", self._run.token)
+        self._run.domains[int(out[0])] = len(ch)
         return Domain(int(out[0]), ch, buffers)
 
     def window(self, dom: Domain, rank: int, name: str, dtype: Any,
@@ -263,9 +264,17 @@ class NodeOrch:
             if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)):
                 raise invalid(f"{name}: {w}: {type(x).__name__} is not a list of arrays (one "
                               "per rank)")
-        n = len(dom.chips) if isinstance(dom, Domain) else len(dst)
+        # C reads one dst and one src per rank of the domain as this run
+        # made it: its own count, not a Domain's (of another node, with the
+        # same id) nor the lists' (for an int id)
+        d = c_int(dom, f"{name}: domain", "int32_t")
+        n = self._run.domains.get(d)
+        if n is None:
+            raise invalid(f"{name}: no domain {d} in this run (NodeOrch.domain makes one; a "
+                          "domain lives for the run that made it)")
         if len(dst) != n or len(src) != n:
-            raise invalid(f"{name}: need {n} dst and src arrays (one per rank)")
+            raise invalid(f"{name}: need {n} dst and src arrays (one per rank of domain {d}), "
+                          f"got {len(dst)} and {len(src)}")
         dt = ffi.new("pto_tensor[]", n)
         st = ffi.new("pto_tensor[]", n)
         for r in range(n):
@@ -278,7 +287,6 @@ class NodeOrch:
                 self._run.keep.append(a)
                 lib.pyk_tensor(tt + r, ffi.new("int64_t[]", array_desc(
                     a, 2 if wr else 0, f"{name}: {w}[{r}]")))
-        d = c_int(dom, f"{name}: domain", "int32_t")
         check(fn(self._live(), d, _c_name(scratch, f"{name}: scratch"), dt, st, *extra),
               f"{name} on domain {d}", self._run.token)
 
@@ -352,6 +360,7 @@ class _NodeRun:
     def __init__(self, node: "Node", fn: Callable, args: tuple):
         self.node, self.fn, self.args = node, fn, args
         self.keep: List[Any] = []
+        self.domains: Dict[int, int] = {}  # the run's domains: id -> number of ranks
         self.token = object()  # what the errors of this run's own calls carry (check)
         self.exc: Optional[BaseException] = None
         # checking mode: each node task's tensor arguments, which a

@@ -160,6 +160,15 @@ def per_rank_modes(ctx, t):
         t[:] = 7
 
 
+def hold_chip(ctx, idle):
+    """Keeps its chip busy for a second (idle: NoDep, untouched)."""
+    time.sleep(1.0)
+
+
+def copy_kernel(ctx, src, out):
+    out[:] = src
+
+
 @pytest.fixture(scope="module")
 def node(ckernels):
     with pto.Node(2, {"comm_ops": comm_ops, "coll": coll_kernel, "raises": raises_in_child,
@@ -342,6 +351,86 @@ def test_node_bad_input(node):
         with pytest.raises(pto.InvalidArgumentError) as e:
             node.run(call)
         assert msg in str(e.value), str(e.value)
+
+
+def test_node_collective_counts_arrays_by_the_runs_domain(node):
+    """A node-level collective takes one dst and one src array per rank of
+    the domain as this run made it, whatever names the domain: its int id,
+    or a Domain of another node whose id is the same. Before: with an int
+    id the lists' own length was taken for the rank count, and C read the
+    second rank's tensors past the end of the one-element arrays ('tensor
+    4: dtype 653 is not a pto_dtype')."""
+    a = node.host_array((2, SIZE))
+    a[:] = 1
+    sb = pto.coll_scratch_bytes(2, SIZE * 4)
+
+    def orch(no, dom_of):
+        dom = no.domain([0, 1], {"scratch": sb})
+        no.allreduce(dom_of(dom), "scratch", [a[0]], [a[1]])
+
+    other = pto.Domain(0, [0], {"scratch": sb})  # one chip: as another node's domain 0
+    for dom_of in (int, lambda d: pto.Domain(int(d), other.chips, other.buffers)):
+        with pytest.raises(pto.InvalidArgumentError,
+                           match=r"allreduce: need 2 dst and src arrays \(one per rank of "
+                                 r"domain \d+\), got 1 and 1"):
+            node.run(lambda no: orch(no, dom_of))
+    with pytest.raises(pto.InvalidArgumentError, match="allgather: no domain 12345 in this run"):
+        node.run(lambda no: no.allgather(12345, "scratch", [a[0]], [a[1]]))
+    assert_array(a, np.ones((2, SIZE), np.float32), "a (no collective ran)")
+
+
+def test_node_collective_names_the_bad_array_by_rank(node):
+    """A node-level collective's bad dst or src array is named as the
+    call's, by rank. Before: the group task's refusal named its flattened
+    argument ('submit_group: tensor 5: its bytes ... are neither node host
+    memory ...'), which is no argument the caller passed."""
+    a = node.host_array((2, SIZE))
+    plain = np.zeros(SIZE, np.float32)  # not in node host memory
+    sb = pto.coll_scratch_bytes(2, SIZE * 4)
+
+    def orch(dst, src):
+        def run(no):
+            dom = no.domain([0, 1], {"scratch": sb})
+            no.allreduce(dom, "scratch", dst, src)
+        return run
+
+    for dst, src, msg in [([a[0], plain], [a[0], a[1]], r"node allreduce: dst\[1\] \(rank 1, "
+                           r"chip 1\): its bytes .* are neither node host memory"),
+                          ([a[0], a[1]], [plain, a[1]], r"node allreduce: src\[0\] \(rank 0, "
+                           r"chip 0\): its bytes .* are neither node host memory")]:
+        with pytest.raises(pto.InvalidArgumentError, match=msg):
+            node.run(orch(dst, src))
+
+
+def test_node_allgather_in_place_orders_every_reader_of_dst():
+    """A node-level collective whose src lies at the start of a larger dst
+    (rank 0's own block of an allgather in place) still writes all of dst:
+    a later task reading dst runs after it. Before: a src at dst's first
+    element was taken for the whole in-place dst, and dst's other bytes
+    had no dependency: chip 2's copy of rank 1's block of rank 0's dst ran
+    while the allgather waited for its chip 1, and read zeros."""
+    sb = pto.coll_scratch_bytes(2, SIZE * 4)
+    with pto.Node(3, {"hold": hold_chip, "copy": copy_kernel},
+                  **node_opts(DEVICE_IDS["coll3"])) as node:
+        dst = node.host_array((2, 2 * SIZE))
+        dst[:] = 0
+        dst[0, :SIZE] = 1
+        dst[1, SIZE:] = 2
+        out = node.host_array(SIZE)
+        idle = node.host_array(1)
+
+        def orch(no):
+            dom = no.domain([0, 1], {"scratch": sb})
+            no.submit(1, node.kernels["hold"], pto.NoDep(idle))  # the allgather waits for chip 1
+            no.allgather(dom, "scratch", [dst[0], dst[1]], [dst[0, :SIZE], dst[1, SIZE:]])
+            # rank 1's block of rank 0's dst: written by the allgather only
+            no.submit(2, node.kernels["copy"], pto.In(dst[0, SIZE:]), pto.Out(out))
+
+        node.run(orch)
+        want = np.concatenate([np.ones(SIZE), np.full(SIZE, 2)]).astype(np.float32)
+        assert_array(out, want[SIZE:], "chip 2's copy of rank 1's block of rank 0's dst")
+        assert_array(dst, np.stack([want, want]), "dst")
+        dst = out = idle = None
 
 
 def test_node_read_refuses_a_window_view_of_another_run(node):

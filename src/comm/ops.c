@@ -465,17 +465,27 @@ int pto_get(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *dst
 /* ---- signals ---- */
 
 /* The cell is element [0..0] of the view: that one element must be a
- * valid int64 view inside a window buffer, 8-byte aligned. */
+ * valid int64 view (held to its own buffer, as a transfer's views are)
+ * inside a window buffer, 8-byte aligned. */
 static int cell_off(const op_env *e, const pto_tensor *cell, uint64_t *off,
                     const comm_buffer_desc **b) {
-  if (cell && cell->dtype != PTO_I64)
-    return comm_fail(e->c, PTO_EALIGN,
-                     "%s: signal cell must be an int64 element, not %s "
-                     "(domain %d rank %d)",
-                     e->op, pto_dtype_name((pto_dtype)cell->dtype), e->d->desc.id, e->d->my_rank);
   pto_tensor one = cell ? *cell : (pto_tensor){0};
   for (int i = 0; i < one.ndims && i < PTO_MAX_DIMS; i++)
     one.shape[i] = 1;
+  /* the view module's rules first: a cell past its view's buffer may
+   * still lie in the window (the next buffer), where the window's bounds
+   * alone would let a notify write it */
+  char why[160];
+  const char *bad = tensor_problem(cell ? &one : NULL, false, why, sizeof why);
+  if (bad)
+    return comm_fail(e->c, PTO_EINVAL,
+                     "%s: signal cell is not a valid view: %s (domain %d rank %d)", e->op, bad,
+                     e->d->desc.id, e->d->my_rank);
+  if (one.dtype != PTO_I64)
+    return comm_fail(e->c, PTO_EALIGN,
+                     "%s: signal cell must be an int64 element, not %s "
+                     "(domain %d rank %d)",
+                     e->op, pto_dtype_name((pto_dtype)one.dtype), e->d->desc.id, e->d->my_rank);
   uint64_t woff = 0, lo, hi;
   int rc = win_view(e, &one, 0, "signal cell", &woff, b);
   if (rc) return rc;

@@ -69,6 +69,21 @@ static void coll_chip_orch(pto_orch *o, void *arg) {
   pto_submit(o, kid, &a, NULL, NULL);
 }
 
+/* The same elements: then src's INOUT stands for dst. A src that only
+ * begins where dst does (rank r's block of an allgather in place, a
+ * reduce-scatter's dst at the start of its src) is not: dst keeps an
+ * access of its own, so that readers of every byte the call writes come
+ * after it. */
+static bool same_view(const pto_tensor *a, const pto_tensor *b) {
+  if (a->buf != b->buf || a->offset != b->offset || a->dtype != b->dtype || a->ndims != b->ndims ||
+      a->ndims < 1 || a->ndims > PTO_MAX_DIMS)
+    return false;
+  for (int i = 0; i < a->ndims; i++)
+    if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->stride[i] != b->stride[i]))
+      return false;
+  return true;
+}
+
 static const char *const nk_name[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
                                       "alltoall"};
 
@@ -101,6 +116,20 @@ static int node_coll(pto_node_orch *no, pto_domain dom, const char *scratch, con
     return node_refuse(nd, PTO_EINVAL, call, "root %d is outside domain %d's ranks 0..%d", root,
                        (int)dom, n - 1);
   if (!src) return node_refuse(nd, PTO_EINVAL, call, "src (one tensor per rank) is NULL");
+  /* each rank's tensors named as the call's (the group task's refusal
+   * would name its flattened argument, "tensor 5") */
+  for (int r = 0; r < n; r++) {
+    char why[256];
+    const char *bad = node_view_problem(nd, &dst[r], why, sizeof why);
+    const char *w = "dst";
+    if (!bad && !(kind == NK_BROADCAST && r != root)) { /* src is read on the root only */
+      bad = node_view_problem(nd, &src[r], why, sizeof why);
+      w = "src";
+    }
+    if (bad)
+      return node_refuse(nd, PTO_EINVAL, call, "%s[%d] (rank %d, chip %d): %s", w, r, r,
+                         d->desc.chips[r], bad);
+  }
   pto_args a;
   pto_args_init(&a);
   for (int r = 0; r < n; r++) {
@@ -110,7 +139,7 @@ static int node_coll(pto_node_orch *no, pto_domain dom, const char *scratch, con
     if (rc) return rc;
     pto_args_inout(&a, &s);
     bool no_src = kind == NK_BROADCAST && r != root; /* src is read on the root only */
-    bool in_place = !no_src && src[r].buf == dst[r].buf && src[r].offset == dst[r].offset;
+    bool in_place = !no_src && same_view(&src[r], &dst[r]);
     if (no_src) { /* dst stands in for the unused src, without a dependency */
       pto_args_nodep(&a, &dst[r]);
       pto_args_output_existing(&a, &dst[r]);

@@ -311,6 +311,9 @@ int node_latch(pto_node *n, int rc, const char *what);
  * "node orchestration: <call>: <why>"; returns code. */
 int node_refuse(pto_node *n, int code, const char *call, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Where a node task's view may live: node host memory, or the windows of
+ * a live domain. NULL, or why not (in why[len]). */
+const char *node_view_problem(const pto_node *n, const pto_tensor *t, char *why, size_t len);
 /* Task bookkeeping of a run: begin (TensorMap, queues), end (frees). */
 int node_tasks_begin(pto_node *n);
 void node_tasks_end(pto_node *n);

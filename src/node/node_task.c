@@ -457,7 +457,7 @@ static bool on_dep(void *arg, int64_t producer) {
 /* Where a view may live: node host memory, or the windows of a live
  * domain (both mapped at the same address in every process of the node).
  * Returns NULL, or why not (in why[len]). */
-static const char *view_problem(const pto_node *n, const pto_tensor *t, char *why, size_t len) {
+const char *node_view_problem(const pto_node *n, const pto_tensor *t, char *why, size_t len) {
   const char *p = tensor_problem(t, false, why, len);
   if (p) return p;
   uint64_t a, z; /* absolute addresses of the bytes it touches */
@@ -515,7 +515,7 @@ static int check_args(pto_node *n, const pto_args *args, const char *what) {
       return node_refuse(n, PTO_EINVAL, what, "tensor %d has access mode %d, not a pto_access", i,
                          m);
     char why[256];
-    if (view_problem(n, &args->tensors[i], why, sizeof why))
+    if (node_view_problem(n, &args->tensors[i], why, sizeof why))
       return node_refuse(n, PTO_EINVAL, what, "tensor %d: %s", i, why);
   }
   return 0;
@@ -824,7 +824,7 @@ int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst) {
   node_latch_foreign(n);
   char why[256];
   if (!dst) return node_refuse(n, PTO_EINVAL, "read", "dst is NULL");
-  if (view_problem(n, t, why, sizeof why))
+  if (node_view_problem(n, t, why, sizeof why))
     return node_refuse(n, PTO_EINVAL, "read", "the tensor: %s", why);
   int rc = check_here(n, t, "read", -1);
   if (rc) return rc;

@@ -3,7 +3,7 @@
  * whose extent wraps 64 bits are refused and write nothing; local views are
  * held to their own buffer; an empty view (what pto_split_range gives a
  * surplus block) is a no-op for every op, chunked or not; a signal cell
- * whose offset wraps is refused. */
+ * whose offset wraps, or that reaches past its view's buffer, is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -177,12 +177,54 @@ static void test_signal_cell_offset_wraps(void **s) {
   teardown_dom(&f);
 }
 
+/* A signal cell is held to its own view's buffer, as a transfer's views
+ * are: cell 8 of the 8 cells of "sig" reaches past the buffer the view
+ * was made of (into the next window buffer, "mat"), and a cell view
+ * that is no view at all (NULL, a negative offset, no dims) is named for
+ * what is wrong with it. */
+static void test_signal_cell_outside_its_buffer(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f);
+  snapshot(&f);
+  int64_t eight = 8;
+  pto_tensor sig;
+  win(&f, 0, "sig", PTO_I64, 1, &eight, &sig);
+  pto_tensor past = sig;
+  past.offset = 8; /* the first byte past "sig" */
+  int rc = pto_notify(&f.k[0], 7, 1, &past, PTO_SIGNAL_ADD, 1);
+  size_t d = dirty(&f);
+  if (rc == 0 || d)
+    fprintf(stderr, "cell past its buffer: notify returned %d, %zu bytes written\n", rc, d);
+  expect_refused(&f, rc, PTO_EINVAL, "reaches byte 72 but the buffer has 64 bytes",
+                 "notify on a cell past its buffer");
+  assert_int_equal(dirty(&f), 0);
+  int32_t v = 7;
+  expect_refused(&f, pto_signal_read(&f.k[0], 7, &past, &v), PTO_EINVAL, "reaches byte 72",
+                 "signal_read on a cell past its buffer");
+  expect_refused(&f, pto_signal_wait(&f.k[0], 7, &past, PTO_CMP_GE, 1, 10), PTO_EINVAL,
+                 "reaches byte 72", "signal_wait on a cell past its buffer");
+  expect_refused(&f, pto_notify(&f.k[0], 7, 1, NULL, PTO_SIGNAL_ADD, 1), PTO_EINVAL,
+                 "the tensor is NULL", "notify on a NULL cell");
+  pto_tensor neg = sig;
+  neg.offset = -1;
+  expect_refused(&f, pto_notify(&f.k[0], 7, 1, &neg, PTO_SIGNAL_ADD, 1), PTO_EINVAL,
+                 "offset -1 is negative", "notify on a negative cell offset");
+  pto_tensor nodims = sig;
+  nodims.ndims = 0;
+  expect_refused(&f, pto_signal_read(&f.k[0], 7, &nodims, &v), PTO_EINVAL, "ndims 0",
+                 "signal_read on a cell of no dims");
+  assert_int_equal(dirty(&f), 0);
+  teardown_dom(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wrapping_strides_write_nothing),
       cmocka_unit_test(test_local_view_outside_its_buffer),
       cmocka_unit_test(test_empty_views_are_noops),
       cmocka_unit_test(test_signal_cell_offset_wraps),
+      cmocka_unit_test(test_signal_cell_outside_its_buffer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
