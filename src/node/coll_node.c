@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "common/region.h"
 #include "node/node_internal.h"
 #include "pto/coll.h"
 
@@ -69,21 +70,6 @@ static void coll_chip_orch(pto_orch *o, void *arg) {
   pto_submit(o, kid, &a, NULL, NULL);
 }
 
-/* The same elements: then src's INOUT stands for dst. A src that only
- * begins where dst does (rank r's block of an allgather in place, a
- * reduce-scatter's dst at the start of its src) is not: dst keeps an
- * access of its own, so that readers of every byte the call writes come
- * after it. */
-static bool same_view(const pto_tensor *a, const pto_tensor *b) {
-  if (a->buf != b->buf || a->offset != b->offset || a->dtype != b->dtype || a->ndims != b->ndims ||
-      a->ndims < 1 || a->ndims > PTO_MAX_DIMS)
-    return false;
-  for (int i = 0; i < a->ndims; i++)
-    if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->stride[i] != b->stride[i]))
-      return false;
-  return true;
-}
-
 static const char *const nk_name[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
                                       "alltoall"};
 
@@ -139,7 +125,11 @@ static int node_coll(pto_node_orch *no, pto_domain dom, const char *scratch, con
     if (rc) return rc;
     pto_args_inout(&a, &s);
     bool no_src = kind == NK_BROADCAST && r != root; /* src is read on the root only */
-    bool in_place = !no_src && same_view(&src[r], &dst[r]);
+    /* src's INOUT stands for dst only where it covers every byte of dst:
+     * a src that merely begins where dst does (rank r's block of an
+     * allgather in place) leaves dst an access of its own, so that readers
+     * of every byte the call writes come after it */
+    bool in_place = !no_src && region_covers(&src[r], &dst[r]);
     if (no_src) { /* dst stands in for the unused src, without a dependency */
       pto_args_nodep(&a, &dst[r]);
       pto_args_output_existing(&a, &dst[r]);
