@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rec_file.h"
 #include "common/trace.h"
 #include "pto/status.h"
 
@@ -919,11 +920,14 @@ int trace_merge_ex(const char *const *paths, int n, const char *out, char *why, 
         dropped += (uint64_t)d;
     }
   }
-  FILE *f = rc == 0 ? fopen(out, "w") : NULL;
-  if (rc == 0 && !f)
+  /* written beside out and renamed over it: a failed write leaves the
+   * file it would replace as it was */
+  rec_file w = {0};
+  if (rc == 0 && rec_file_open(&w, out) != 0)
     rc = merge_fail(why, whylen, PTO_ESYSTEM, "trace file %s: cannot open for writing: %s", out,
                     strerror(errno));
   if (rc == 0) {
+    FILE *f = w.f;
     bool first = true;
     fputs("{\"traceEvents\":[\n", f);
     for (int i = 0; i < n; i++) {
@@ -942,12 +946,8 @@ int trace_merge_ex(const char *const *paths, int n, const char *out, char *why, 
             "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"pto_origin_ns\":\"%" PRIu64
             "\",\"dropped_events\":%" PRIu64 ",\"merged_files\":%d}}\n",
             origin, dropped, n);
-    errno = 0;
-    if (fflush(f) != 0 || ferror(f))
+    if (rec_file_close(&w, out) != 0)
       rc = merge_fail(why, whylen, PTO_ESYSTEM, "trace file %s: write failed: %s", out,
-                      strerror(errno ? errno : EIO));
-    if (fclose(f) != 0 && rc == 0)
-      rc = merge_fail(why, whylen, PTO_ESYSTEM, "trace file %s: close failed: %s", out,
                       strerror(errno));
   }
   for (int i = 0; i < n; i++)

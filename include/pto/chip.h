@@ -110,8 +110,10 @@ PTO_API bool pto_chip_stuck(pto_chip *chip);
  * block occupies one AIC and/or aiv_count AIV cores of one cluster at once
  * (the two AIV see sub_block_id 0 and 1). A chip holds at most 256
  * kernels, each of its own name (names tell kernels apart in traces and
- * schedule records); register them before pto_chip_run (PTO_EBUSY during
- * one). A refused registration says why in pto_last_error(). */
+ * schedule records) of at most 47 bytes, without control characters (a
+ * record holds a name as one line); register them before pto_chip_run
+ * (PTO_EBUSY during one). A refused registration says why in
+ * pto_last_error(). */
 typedef struct pto_kernel_desc {
   const char *name;
   pto_kernel_fn aic;

@@ -43,7 +43,7 @@ typedef enum pto_redux_builtin {
  * elements and must not fail; `combine` must be associative for the
  * result not to depend on how contributions were grouped into tasks. */
 typedef struct pto_redux_op_desc {
-  const char *name; /* shown in error details */
+  const char *name; /* shown in error details: < PTO_REDUX_MAX_NAME bytes, no control characters */
   int32_t dtype;    /* pto_dtype of the views it reduces */
   /* dst[0..n) = the identity (runs on the core of each contribution, on
    * its own copy, before its kernel: on several threads at once; on the
@@ -54,7 +54,8 @@ typedef struct pto_redux_op_desc {
 } pto_redux_op_desc;
 
 /* Registers an op on `chip` (between runs) and sets *op to its id.
- * PTO_EINVAL for a NULL or incomplete desc, an unknown dtype, or more than
+ * PTO_EINVAL for a NULL or incomplete desc, a name too long or with a
+ * control character, an unknown dtype, or more than
  * PTO_MAX_REDUX_OPS ops; PTO_EBUSY during a run. A refused registration
  * says why in pto_last_error(). */
 PTO_API int pto_redux_register(pto_chip *chip, const pto_redux_op_desc *d, int *op);

@@ -259,7 +259,7 @@ class NodeOrch:
         check(lib.pto_node_read(self._live(), t, ffi.from_buffer(out)), "read", self._run.token)
         return out
 
-    def _coll(self, name, fn, dom, scratch, dst, src, *extra):
+    def _coll(self, name, fn, dom, scratch, dst, src, *extra, root=None):
         for w, x in (("dst", dst), ("src", src)):
             if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)):
                 raise invalid(f"{name}: {w}: {type(x).__name__} is not a list of arrays (one "
@@ -280,6 +280,12 @@ class NodeOrch:
         for r in range(n):
             for arr, tt, w, wr in ((dst[r], dt, "dst", True), (src[r], st, "src", False)):
                 if arr is None:
+                    # C reads every dst and src but a broadcast's other
+                    # ranks' src (root: the broadcast's): None there would
+                    # reach it as a NULL buf, named as such
+                    if wr or root is None or r == root:
+                        raise invalid(f"{name}: {w}[{r}] is None (rank {r} of domain {d} "
+                                      f"needs an array)")
                     continue
                 a = as_array(arr, f"{name}: {w}[{r}]")
                 if not a.flags.c_contiguous:
@@ -312,8 +318,8 @@ class NodeOrch:
 
     def broadcast(self, dom: Domain, scratch: str, dst, src, root: int) -> None:
         """dst[r] = src[root] for every rank."""
-        self._coll("broadcast", lib.pto_node_broadcast, dom, scratch, dst, src,
-                   c_int(root, "broadcast: root"))
+        root = c_int(root, "broadcast: root")
+        self._coll("broadcast", lib.pto_node_broadcast, dom, scratch, dst, src, root, root=root)
 
     def alltoall(self, dom: Domain, scratch: str, dst, src) -> None:
         """dst block s on rank r = src block r of rank s."""

@@ -520,6 +520,21 @@ def test_kernel_name_registered_twice(chip):
         chip.kernel(lambda ctx, *t: None, name="twice")
 
 
+@pytest.mark.parametrize("name,msg", [
+    ("a\nb", "name 'a\\nb' has a control character (0x0a) at byte 1"),
+    ("k" * 48, "is 48 bytes long, more than the 47 a name may have"),
+])
+def test_kernel_name_that_a_record_cannot_hold(chip, name, msg):
+    """A kernel name is one line of a schedule record, kept in 48 bytes: a
+    newline or a longer name is refused by pto_kernel_register, the reason
+    raised. Before: registered ("a\\nb" split its record's line, making it
+    unreplayable; a long name was cut to 47 bytes, so two went by one)."""
+    with pytest.raises(pto.InvalidArgumentError) as e:
+        chip.kernel(nop, name=name)
+    assert msg in str(e.value), str(e.value)
+    assert chip.kernel(nop, name="k" * 47).name == "k" * 47
+
+
 @pytest.mark.parametrize("call,msg", [
     (lambda c: c.run(5), "Chip.run: orchestrate 5 is not callable"),
     (lambda c: c.capture(None), "Chip.capture: orchestrate None is not callable"),

@@ -402,6 +402,36 @@ def test_node_collective_names_the_bad_array_by_rank(node):
             node.run(orch(dst, src))
 
 
+def test_node_collective_names_a_none_entry(node):
+    """A node-level collective's per-rank list with None where C reads an
+    array (any dst, a src other than a broadcast's non-root) is refused
+    naming the entry. Before: 'dst[1] (rank 1, chip 1): buf is NULL', a C
+    pointer the caller never passed. A broadcast's src of a rank other than
+    its root is not read: None there is taken."""
+    a = node.host_array((2, SIZE))
+    sb = pto.coll_scratch_bytes(2, SIZE * 4)
+
+    def orch(call, dst, src, *extra):
+        def run(no):
+            dom = no.domain([0, 1], {"scratch": sb})
+            getattr(no, call)(dom, "scratch", dst, src, *extra)
+        return run
+
+    for call, dst, src, extra, msg in [
+            ("allreduce", [a[0], None], [a[0], a[1]], (), "allreduce: dst[1] is None"),
+            ("allreduce", [a[0], a[1]], [None, a[1]], (), "allreduce: src[0] is None"),
+            ("alltoall", [None, a[1]], [a[0], a[1]], (), "alltoall: dst[0] is None"),
+            ("broadcast", [a[0], a[1]], [a[0], None], (1,), "broadcast: src[1] is None")]:
+        with pytest.raises(pto.InvalidArgumentError) as e:
+            node.run(orch(call, dst, src, *extra))
+        assert msg in str(e.value), str(e.value)
+        assert "NULL" not in str(e.value), str(e.value)
+    a[0] = 7
+    node.run(orch("broadcast", [a[0], a[1]], [a[0], None], 0))
+    assert_array(a[1], np.full(SIZE, 7, np.float32), "broadcast from rank 0, src[1] None")
+    a = None
+
+
 def test_node_allgather_in_place_orders_every_reader_of_dst():
     """A node-level collective whose src lies at the start of a larger dst
     (rank 0's own block of an allgather in place) still writes all of dst:

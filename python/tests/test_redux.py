@@ -198,6 +198,10 @@ def test_python_op_errors_are_named():
         # before: registered in C as "mx" (its name in traces and errors)
         with pytest.raises(pto.InvalidArgumentError, match="contains a NUL byte \\(C would see 'mx'"):
             chip.redux_op("mx\0junk", np.float32, lambda d: 0, lambda a, s: a)
+        # before: registered with its newline (the C library refuses it now)
+        with pytest.raises(pto.InvalidArgumentError,
+                           match="name 'm\\\\nx' has a control character \\(0x0a\\) at byte 1"):
+            chip.redux_op("m\nx", np.float32, lambda d: 0, lambda a, s: a)
         with pytest.raises(pto.InvalidArgumentError, match="not supported by pto"):
             chip.redux_op("c", np.complex64, lambda d: 0, lambda a, s: a)
         f64op = chip.redux_op("f64max", np.float64, lambda d: -np.inf, np.maximum)

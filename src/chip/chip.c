@@ -16,6 +16,7 @@
 #include "common/last_error.h"
 #include "common/options.h"
 #include "common/rec_file.h"
+#include "common/reg_name.h"
 
 void pto_chip_config_init(pto_chip_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -299,6 +300,9 @@ int pto_kernel_register(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id
   if (!chip) return REG_FAIL(PTO_EINVAL, "chip is NULL");
   if (!d) return REG_FAIL(PTO_EINVAL, "desc is NULL");
   if (!d->name) return REG_FAIL(PTO_EINVAL, "name is NULL");
+  char why[200];
+  if (reg_name_check(d->name, sizeof chip->kernels[0].name, why, sizeof why))
+    return REG_FAIL(PTO_EINVAL, "%s: names tell kernels apart in traces and schedule records", why);
   if (!kernel_id) return REG_FAIL(PTO_EINVAL, "'%s': kernel_id is NULL", d->name);
   /* the cores read the table during a run: it is held as a run is */
   int idle = 0;

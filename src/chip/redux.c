@@ -8,6 +8,7 @@
 #include "chip/run.h"
 #include "common/half.h"
 #include "common/last_error.h"
+#include "common/reg_name.h"
 #include "common/tensor_check.h"
 
 /* ---- ops ---- */
@@ -30,6 +31,9 @@ int pto_redux_register(pto_chip *chip, const pto_redux_op_desc *d, int *op) {
                     !d->name   ? "name"
                     : !d->init ? "init"
                                : "combine");
+  char why[200];
+  if (reg_name_check(d->name, PTO_REDUX_MAX_NAME, why, sizeof why))
+    return REG_FAIL(PTO_EINVAL, "%s", why);
   if (d->dtype < 0 || d->dtype >= PTO_DTYPE_COUNT)
     return REG_FAIL(PTO_EINVAL, "'%s': dtype %d is not a pto_dtype", d->name, (int)d->dtype);
   /* the cores read the table during a run: it is held as a run is */

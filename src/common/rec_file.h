@@ -1,7 +1,8 @@
 /* rec_file.h — the files of a controlled schedule's records (schedule,
  * node schedule and delivery records, docs/schedules.md): whether a record
  * and a replay name one file, and writing a record so that a failed write
- * leaves the file it replaces as it was. */
+ * leaves the file it replaces as it was (as `pto trace --merge` writes its
+ * merged trace, tools/trace_read.c). */
 #ifndef PTO_COMMON_REC_FILE_H
 #define PTO_COMMON_REC_FILE_H
 

@@ -134,6 +134,29 @@ echo '{"traceEvents":[{"ph":"X","name":"k","pid":1,"tid":1,"ts":0,"dur":1}]}' >"
 expect 1 'schema: FAILED' -- trace --check "$tmp/bad.json"
 expect 1 "/dev/full: write failed: No space left on device" -- trace --merge /dev/full "$tmp/bad.json"
 expect 1 "input $tmp/none.json: cannot open" -- trace --merge "$tmp/o.json" "$tmp/none.json"
+# a merge whose write fails (past the file size limit, RLIMIT_FSIZE: fails
+# as root too) leaves the file it would replace as it was, and no
+# temporary file beside it (before: the file was truncated, then cut at
+# the limit)
+mkdir "$tmp/m"
+echo 'the old merged trace' >"$tmp/m/merged.json"
+(ulimit -f 1 && trap '' XFSZ && exec "$pto" trace --merge "$tmp/m/merged.json" "$tmp/t.json") \
+  >"$tmp/out" 2>"$tmp/err"
+got=$?
+if [ $got -ne 1 ] || ! grep -q "pto trace: merging into $tmp/m/merged.json failed: .*File too large" "$tmp/err" ||
+  [ "$(cat "$tmp/m/merged.json")" != 'the old merged trace' ] || [ "$(ls "$tmp/m")" != merged.json ]; then
+  echo "FAILED: pto trace --merge over a file, the write failing: exit $got (expected 1), the old file kept, no temporary left:"
+  sed 's/^/  stderr: /' "$tmp/err" | head -5
+  ls -l "$tmp/m" | sed 's/^/  /'
+  head -c 200 "$tmp/m/merged.json" | sed 's/^/  merged.json: /'
+  echo
+  fails=$((fails + 1))
+fi
+"$pto" trace --merge "$tmp/m/merged.json" "$tmp/t.json" >/dev/null 2>&1
+if ! "$pto" trace --check "$tmp/m/merged.json" >/dev/null 2>&1 || [ "$(ls "$tmp/m")" != merged.json ]; then
+  echo "FAILED: pto trace --merge over a file did not replace it with the merged trace"
+  fails=$((fails + 1))
+fi
 # a file that is not JSON is named as not a trace (before: "line 1 (byte
 # 0): bad number")
 echo 'hello, world' >"$tmp/hello.txt"

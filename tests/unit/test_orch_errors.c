@@ -804,6 +804,44 @@ static void test_bad_kernel_descs(void **state) {
   assert_int_equal(id, -5); /* untouched by every failure */
 }
 
+/* A kernel's name is one line of a schedule record (its parser reads
+ * lines) and is kept in 48 bytes: a name with a control character, or
+ * longer than 47 bytes, is refused, saying which byte or how long. Before,
+ * "a\nb" was registered (its record could not be replayed) and a long name
+ * was cut short, so two long names of one prefix went by one name. */
+static void test_kernel_names_fit_records(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  char name[64];
+  memset(name, 'a', sizeof name);
+  name[48] = '\0';
+  int id = -5;
+  EXPECT_REG(pto_kernel_register_aiv(chip, name, oe_nop, &id), PTO_EINVAL,
+             "is 48 bytes long, more than the 47 a name may have");
+  pto_kernel_desc d = {.name = name, .aic = oe_nop, .aiv = oe_nop};
+  name[48] = 'b'; /* the same first 47 bytes as the next one */
+  name[49] = '\0';
+  EXPECT_REG(pto_kernel_register(chip, &d, &id), PTO_EINVAL,
+             "is 49 bytes long, more than the 47 a name may have");
+  EXPECT_REG(pto_kernel_register_aic(chip, "a\nb", oe_nop, &id), PTO_EINVAL,
+             "name 'a\\nb' has a control character (0x0a) at byte 1");
+  EXPECT_REG(pto_kernel_register_aiv(chip, "tab\there", oe_nop, &id), PTO_EINVAL,
+             "has a control character (0x09) at byte 3");
+  EXPECT_REG(pto_kernel_register_aiv(chip, "del\x7f", oe_nop, &id), PTO_EINVAL,
+             "has a control character (0x7f) at byte 3");
+  assert_int_equal(id, -5); /* untouched by every refusal */
+  name[47] = '\0';          /* 47 bytes fit, as do spaces and UTF-8 */
+  assert_int_equal(pto_kernel_register_aiv(chip, name, oe_nop, &id), PTO_OK);
+  assert_int_equal(id, 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "a kernel, caf\xc3\xa9", oe_nop, &id), PTO_OK);
+  assert_int_equal(id, 1);
+  pto_chip_destroy(chip);
+}
+
 /* Names tell kernels apart (traces, schedule records): a second kernel of
  * one name is refused; a chip holds at most 256 kernels; the table is not
  * written during a run. Before, each passed or failed without a reason. */
@@ -845,7 +883,7 @@ static void test_kernel_register_refusals(void **state) {
 }
 
 int main(void) {
-  struct CMUnitTest tests[NCASES + 9];
+  struct CMUnitTest tests[NCASES + 10];
   char names[NCASES][96];
   for (size_t i = 0; i < NCASES; i++) {
     snprintf(names[i], sizeof names[i], "bad input: %s", cases[i].name);
@@ -860,13 +898,14 @@ int main(void) {
   tests[NCASES + 6] = (struct CMUnitTest)cmocka_unit_test(test_orch_of_an_earlier_run_in_the_next);
   tests[NCASES + 7] = (struct CMUnitTest)cmocka_unit_test(test_kernel_register_refusals);
   tests[NCASES + 8] = (struct CMUnitTest)cmocka_unit_test(test_output_descriptor_reused);
+  tests[NCASES + 9] = (struct CMUnitTest)cmocka_unit_test(test_kernel_names_fit_records);
   /* one fixture for all (a case's state is its table row, not the fixture) */
   void *fixture = NULL;
   if (oe_setup(&fixture) != 0) {
     fprintf(stderr, "test_orch_errors: fixture setup failed\n");
     return 1;
   }
-  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 9, NULL, NULL);
+  int failed = _cmocka_run_group_tests("orch_errors", tests, NCASES + 10, NULL, NULL);
   oe_teardown(&fixture);
   return failed;
 }

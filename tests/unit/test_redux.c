@@ -1004,6 +1004,24 @@ static void test_bad_input(void **state) {
   d.dtype = PTO_DTYPE_COUNT;
   assert_int_equal(pto_redux_register(chip, &d, &id), PTO_EINVAL);
   d.dtype = PTO_U8;
+  /* a name longer than the 31 bytes kept, or with a control character:
+   * refused, saying why (before: cut short, or kept with its newline) */
+  static const struct {
+    const char *name, *why;
+  } bad_names[] = {
+      {"and_of_the_bytes_of_every_contribution", "is 38 bytes long, more than the 31"},
+      {"and\nor", "name 'and\\nor' has a control character (0x0a) at byte 3"},
+  };
+  for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+    d.name = bad_names[i].name;
+    id = -5;
+    assert_int_equal(pto_redux_register(chip, &d, &id), PTO_EINVAL);
+    assert_int_equal(id, -5);
+    if (!strstr(pto_last_error(), bad_names[i].why))
+      fail_msg("op '%s' refused saying '%s', expected '%s'", bad_names[i].name, pto_last_error(),
+               bad_names[i].why);
+  }
+  d.name = "x";
   for (int i = 1; i < PTO_MAX_REDUX_OPS; i++)
     assert_int_equal(pto_redux_register(chip, &d, &id), PTO_OK);
   assert_int_equal(pto_redux_register(chip, &d, &id), PTO_EINVAL);
