@@ -11,6 +11,9 @@
  * of a load or get, a staging tile, a collective's src and dst) is read or
  * written in this process, so it must be this rank's own memory: one that
  * lies in a peer's copy of a window fails with PTO_EINVAL naming the copy.
+ * A transfer to my own rank whose local tile overlaps the region moves as
+ * if the whole source were read first; a staging tile must share no byte
+ * with the transfer's views (PTO_EINVAL).
  *
  * Ordering contract (the only one there is):
  *   - remote stores and atomic adds of a caller to a peer may land late and

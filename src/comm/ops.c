@@ -6,6 +6,7 @@
  * the calling core's track. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "chip/contract.h"
@@ -15,6 +16,7 @@
 #include "comm/signal.h"
 #include "comm/window_check.h"
 #include "common/clock.h"
+#include "common/region.h"
 #include "common/tensor_check.h"
 #include "common/tensor_walk.h"
 #include "common/wait.h"
@@ -281,6 +283,96 @@ static int xfer_run(void *arg, int64_t remote, int64_t local, int64_t n) {
   }
 }
 
+static int local_run(void *arg, int64_t a, int64_t b, int64_t n) {
+  const pto_tensor *const *t = arg; /* t[0] dst, t[1] src */
+  size_t es = pto_dtype_size((pto_dtype)t[0]->dtype);
+  memmove((unsigned char *)t[0]->buf + (size_t)a * es,
+          (const unsigned char *)t[1]->buf + (size_t)b * es, (size_t)n * es);
+  return 0;
+}
+static void local_copy(const pto_tensor *dst, const pto_tensor *src) {
+  const pto_tensor *t[2] = {dst, src};
+  tensor_lockstep(dst, src, local_run, t);
+}
+
+/* ---- a rank's transfer to itself ----
+ * A local tile may lie in this rank's own window (docs/comm.md), so a
+ * transfer to my own rank can name a local tile that shares bytes with the
+ * window region. It moves as if the whole source were read before any
+ * byte of dst is written. The backends copy each run with memcpy (undefined
+ * for overlapping buffers; on RMA windows MPI_Put/MPI_Get between them are
+ * erroneous) and cut a strided view into runs that would read what earlier
+ * runs wrote, so such a transfer goes through a packed copy of its source. */
+
+/* The bytes of my own copy of the window that `remote` names (woff: the
+ * window offset of its buf): the view rebased onto my copy. */
+static pto_tensor own_copy_view(const op_env *e, const pto_tensor *remote, uint64_t woff) {
+  pto_tensor t = *remote;
+  const comm_domain_desc *d = &e->d->desc;
+  t.buf = (void *)(uintptr_t)(d->base + (uint64_t)e->d->my_rank * d->win_bytes + woff);
+  return t;
+}
+
+/* `t` shares a byte with the region `remote` names on the peer, which is
+ * my own rank (else never) */
+static bool own_overlap(const op_env *e, const pto_tensor *remote, uint64_t woff,
+                        const pto_tensor *t) {
+  if (e->peer != e->d->my_rank) return false;
+  pto_tensor mine = own_copy_view(e, remote, woff);
+  return region_overlap(&mine, t);
+}
+
+/* The move of an own-rank transfer whose views overlap, through `tmp`, a
+ * packed copy of its source (count elements): local src copied out, then
+ * put or added from the copy; or remote src got into the copy, then copied
+ * into local dst. */
+static int own_overlap_move(xfer *x, const pto_tensor *remote, const pto_tensor *local, void *tmp,
+                            int64_t count) {
+  pto_tensor tv = {.buf = tmp, .buf_bytes = (size_t)count * x->es, .dtype = x->dt, .ndims = 1};
+  tv.shape[0] = count;
+  tv.stride[0] = 1;
+  xfer y = *x;
+  y.local = tmp;
+  if (x->kind == 2) {
+    int rc = tensor_lockstep(remote, &tv, xfer_run, &y);
+    if (!rc) local_copy(local, &tv);
+    return rc;
+  }
+  local_copy(&tv, local);
+  return tensor_lockstep(remote, &tv, xfer_run, &y);
+}
+
+/* The move of a transfer checked whole (woff: the window offset of
+ * remote's buf; dense as checked_xfer's): the backend's runs, or, to my
+ * own rank over overlapping views, own_overlap_move. */
+static int move(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind,
+                int64_t dense, uint64_t woff) {
+  size_t es = pto_dtype_size((pto_dtype)remote->dtype);
+  xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
+  int rc;
+  if (own_overlap(e, remote, woff, local)) {
+    int64_t count = numel(remote);
+    size_t bytes = (size_t)count * es; /* the view fits its buffer: no overflow */
+    void *tmp = malloc(bytes);
+    if (!tmp)
+      return comm_fail(e->c, PTO_ENOMEM,
+                       "%s: no memory for a copy of the source (%zu bytes), which dst overlaps "
+                       "in rank %d's own window (domain %d)",
+                       e->op, bytes, e->d->my_rank, e->d->desc.id);
+    rc = own_overlap_move(&x, remote, local, tmp, count);
+    free(tmp);
+  } else if (dense > 0) {
+    /* two packed views are one run each: no walk (a small put's time on
+     * RMA windows is mostly per-call work: docs/comm.md) */
+    rc = xfer_run(&x, remote->offset, local->offset, dense);
+  } else {
+    rc = tensor_lockstep(remote, local, xfer_run, &x);
+  }
+  return rc ? comm_fail(e->c, rc, "%s: backend failed (domain %d rank %d -> peer %d)", e->op,
+                        e->d->desc.id, e->d->my_rank, e->peer)
+            : 0;
+}
+
 /* A transfer between views same_shape_check passed, not empty; dense: the
  * count it found when both are packed, else 0. */
 static int checked_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind,
@@ -307,16 +399,7 @@ static int checked_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *l
                    : window_check_store(e->c, e->ctx, e->d, e->peer, e->op, remote, local, woff, b,
                                         kind == 1);
   if (rc) return rc;
-  xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
-  /* two packed views are one run each: no walk (a small put's time on RMA
-   * windows is mostly per-call work: docs/comm.md) */
-  if (dense > 0)
-    rc = xfer_run(&x, remote->offset, local->offset, dense);
-  else
-    rc = tensor_lockstep(remote, local, xfer_run, &x);
-  return rc ? comm_fail(e->c, rc, "%s: backend failed (domain %d rank %d -> peer %d)", e->op,
-                        e->d->desc.id, e->d->my_rank, e->peer)
-            : 0;
+  return move(e, remote, local, kind, dense, woff);
 }
 
 static int remote_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind) {
@@ -354,18 +437,6 @@ int pto_remote_load(const pto_kctx *ctx, pto_domain dom, int peer, const pto_ten
 }
 
 /* ---- put / get ---- */
-
-static int local_run(void *arg, int64_t a, int64_t b, int64_t n) {
-  const pto_tensor *const *t = arg; /* t[0] dst, t[1] src */
-  size_t es = pto_dtype_size((pto_dtype)t[0]->dtype);
-  memmove((unsigned char *)t[0]->buf + (size_t)a * es,
-          (const unsigned char *)t[1]->buf + (size_t)b * es, (size_t)n * es);
-  return 0;
-}
-static void local_copy(const pto_tensor *dst, const pto_tensor *src) {
-  const pto_tensor *t[2] = {dst, src};
-  tensor_lockstep(dst, src, local_run, t);
-}
 
 /* A contiguous view of `like`'s shape at element `at` of the staging tile. */
 static pto_tensor staging_view(const pto_tensor *st, const pto_tensor *like, int64_t at) {
@@ -427,7 +498,20 @@ static int bulk(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor 
                        bad ? bad : "");
     if ((rc = local_tile_check(&e, st, 0, "staging tile"))) return rc;
     halves = numel(st) / 2 >= chunk_elems ? 2 : 1; /* no 2 * n: it could wrap */
+    /* each chunk's copy into the tile would overwrite data still to move */
+    const char *what = region_overlap(st, local) ? (is_put ? "src (local)" : "dst (local)")
+                       : own_overlap(&e, remote, woff, st) ? (is_put ? "dst" : "src")
+                                                           : NULL;
+    if (what)
+      return comm_fail(e.c, PTO_EINVAL,
+                       "%s: staging tile overlaps %s: it must share no byte with the "
+                       "transfer's views (domain %d rank %d -> peer %d)",
+                       e.op, what, e.d->desc.id, e.d->my_rank, peer);
   }
+  /* a rank's chunks to itself would read bytes its earlier chunks wrote:
+   * the whole transfer goes through one copy instead (checked_xfer's
+   * checks of the whole, an add's included, then move) */
+  if (own_overlap(&e, remote, woff, local)) return checked_xfer(&e, remote, local, kind, dense);
   int64_t r0, nr, c0, nc;
   for (int64_t k = 0; tensor_tiles_next(&g, &r0, &nr, &c0, &nc); k++) {
     pto_tensor rv = tensor_tile_of(remote, r0, nr, c0, nc);

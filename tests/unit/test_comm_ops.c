@@ -1,8 +1,9 @@
 /* test_comm_ops.c — the in-kernel operations on a 2-rank shm domain driven
  * from plain threads of one process (no chip, no node): store/notify/wait,
  * bounds and argument checks that write nothing, atomic adds per dtype,
- * epoch-tagged signal reuse, put/get chunking, barrier, and the ordering
- * fault injection (stores held until notify, landing out of order). */
+ * epoch-tagged signal reuse, put/get chunking, barrier, the ordering
+ * fault injection (stores held until notify, landing out of order), and
+ * transfers of a rank to itself whose views overlap. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -466,6 +467,145 @@ static void test_signal_bad_args(void **s) {
   teardown_dom(&f);
 }
 
+/* ---- own-rank transfers whose views overlap ----
+ * A put/store/get/load from a rank to itself may name a local tile that
+ * shares bytes with the window region (both in its own window). It moves
+ * as if the whole source were read before any byte of dst is written: the
+ * result of a shift by one element either way. 4096 floats (16 KiB): large
+ * enough that glibc's memcpy takes its forward/backward loops, which cope
+ * with overlap; ASan's memcpy-param-overlap check does not. */
+#define OWN_N 4096
+
+static void setup_own(fixture *f) {
+  pto_window_buffer bufs[] = {{"big", (OWN_N + 64) * 4}};
+  comm_fixture_reserve(f, SPACE, bufs, 1, 7);
+  comm_fixture_open(f, 'o', 1);
+}
+
+/* Rank 0's copy of "big" refilled with big[i] = i; its first n elements
+ * as a 1-D view starting at element `at`. */
+static float *own_fill(fixture *f, int64_t at, int64_t n, pto_tensor *t) {
+  int64_t all = OWN_N + 64;
+  win(f, 0, "big", PTO_F32, 1, &all, t);
+  float *b = t->buf;
+  for (int64_t i = 0; i < all; i++)
+    b[i] = (float)i;
+  t->shape[0] = n;
+  t->offset = at;
+  return b;
+}
+
+/* big[at + i] == i + from for i in [0, OWN_N), big[i] == i elsewhere */
+static void own_shifted(const float *b, int64_t at, int64_t from) {
+  for (int64_t i = 0; i < OWN_N + 64; i++) {
+    float want = i >= at && i < at + OWN_N ? (float)(i - at + from) : (float)i;
+    if (b[i] != want) fail_msg("big[%lld] = %g, want %g", (long long)i, b[i], want);
+  }
+}
+
+typedef enum own_op { OWN_PUT, OWN_STORE, OWN_GET, OWN_LOAD } own_op;
+
+/* dst = big[d, d + OWN_N), src = big[s, s + OWN_N), rank 0 to itself */
+static void own_shift(fixture *f, own_op op, int64_t d, int64_t s) {
+  pto_tensor dst, src;
+  own_fill(f, d, OWN_N, &dst);
+  float *b = own_fill(f, s, OWN_N, &src); /* the same buffer: refilled alike */
+  int rc = op == OWN_PUT     ? pto_put(&f->k[0], 7, 0, &dst, &src, NULL)
+           : op == OWN_STORE ? pto_remote_store(&f->k[0], 7, 0, &dst, &src)
+           : op == OWN_GET   ? pto_get(&f->k[0], 7, 0, &dst, &src, NULL)
+                             : pto_remote_load(&f->k[0], 7, 0, &dst, &src);
+  assert_int_equal(rc, 0);
+  assert_int_equal(pto_quiet(&f->k[0], 7), 0);
+  own_shifted(b, d, s);
+}
+
+static void test_own_rank_overlap(void **s) {
+  (void)s;
+  fixture f;
+  setup_own(&f);
+  /* one element forward (dst above src) and back, every op: one run each.
+   * Before, put and store went to the backend's memcpy with overlapping
+   * buffers (get and load too): right under glibc, memcpy-param-overlap
+   * under ASan */
+  for (own_op op = OWN_PUT; op <= OWN_LOAD; op++) {
+    own_shift(&f, op, 1, 0);
+    own_shift(&f, op, 0, 1);
+  }
+  /* strided views (63 x 32 of a 64 x 64 matrix), dst a row below src: one
+   * run per row. Before, row r + 1 was written before it was read as src
+   * row r + 1: every row got row 0 */
+  pto_tensor dst, src;
+  int64_t all = OWN_N + 64;
+  float *b = own_fill(&f, 0, all, &src);
+  pto_tensor_init(&src, b, (size_t)all * 4, PTO_F32, 2, (int64_t[]){63, 64});
+  src.shape[1] = 32; /* strides stay {64, 1} */
+  dst = src;
+  dst.offset = 64;
+  assert_int_equal(pto_remote_store(&f.k[0], 7, 0, &dst, &src), 0);
+  for (int64_t i = 0; i < all; i++) {
+    float want = i >= 64 && i < 64 * 64 && i % 64 < 32 ? (float)(i - 64) : (float)i;
+    if (b[i] != want) fail_msg("strided: big[%lld] = %g, want %g", (long long)i, b[i], want);
+  }
+  /* an atomic add adds the source as it was: big[i] += old big[i - 1].
+   * Before, each element added its neighbour's new sum (a prefix sum) */
+  own_fill(&f, 1, OWN_N, &dst);
+  b = own_fill(&f, 0, OWN_N, &src);
+  assert_int_equal(pto_remote_store_add(&f.k[0], 7, 0, &dst, &src), 0);
+  for (int64_t i = 0; i < all; i++) {
+    float want = i >= 1 && i <= OWN_N ? (float)(2 * i - 1) : (float)i;
+    if (b[i] != want) fail_msg("add: big[%lld] = %g, want %g", (long long)i, b[i], want);
+  }
+  /* chunked through a staging tile: before, chunk 1 read src bytes that
+   * chunk 0 had written */
+  static float stage[512];
+  pto_tensor tst;
+  pto_tensor_init(&tst, stage, sizeof stage, PTO_F32, 1, (int64_t[]){512});
+  pto_xfer_opts o = {0, 256, &tst, false};
+  own_fill(&f, 1, OWN_N, &dst);
+  b = own_fill(&f, 0, OWN_N, &src);
+  assert_int_equal(pto_put(&f.k[0], 7, 0, &dst, &src, &o), 0);
+  own_shifted(b, 1, 0);
+  own_fill(&f, 0, OWN_N, &dst);
+  b = own_fill(&f, 1, OWN_N, &src);
+  assert_int_equal(pto_get(&f.k[0], 7, 0, &dst, &src, &o), 0);
+  own_shifted(b, 0, 1);
+  teardown_dom(&f);
+}
+
+/* A staging tile that shares bytes with the local tile is refused, naming
+ * both: each chunk's copy into it would overwrite data still to move. */
+static void test_staging_overlap_refused(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  static float src[8 * 128];
+  int64_t sh[2] = {8, 128};
+  pto_tensor ts, td, tst, peer;
+  pto_tensor_init(&ts, src, sizeof src, PTO_F32, 2, sh);
+  pto_tensor_init(&tst, src + 256, 512 * 4, PTO_F32, 1, (int64_t[]){512});
+  win(&f, 0, "mat", PTO_F32, 2, sh, &td);
+  win(&f, 1, "mat", PTO_F32, 2, sh, &peer);
+  for (int i = 0; i < 8 * 128; i++)
+    src[i] = (float)i + 1;
+  pto_xfer_opts o = {4, 64, &tst, false};
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &td, &ts, &o), PTO_EINVAL);
+  char det[384];
+  assert_int_equal(comm_task_error(&f.c[0], det, sizeof det), PTO_EINVAL);
+  assert_non_null(strstr(det, "put: staging tile overlaps src (local)"));
+  for (int i = 0; i < 8 * 128; i++)
+    assert_true(((float *)peer.buf)[i] == 0.0f); /* nothing moved */
+  /* to my own rank, a staging tile in the window region itself */
+  comm_task_begin(&f.c[0], 2, 3); /* clears the error latched above */
+  pto_tensor_init(&tst, td.buf, 512 * 4, PTO_F32, 1, (int64_t[]){512});
+  pto_tensor_init(&ts, src, sizeof src, PTO_F32, 2, sh);
+  assert_int_equal(pto_put(&f.k[0], 7, 0, &td, &ts, &o), PTO_EINVAL);
+  assert_int_equal(comm_task_error(&f.c[0], det, sizeof det), PTO_EINVAL);
+  assert_non_null(strstr(det, "put: staging tile overlaps dst:"));
+  for (int i = 0; i < 8 * 128; i++)
+    assert_true(((float *)td.buf)[i] == 0.0f);
+  teardown_dom(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_threads),
@@ -477,6 +617,8 @@ int main(void) {
       cmocka_unit_test(test_fault_order_seeded),
       cmocka_unit_test(test_barrier),
       cmocka_unit_test(test_signal_bad_args),
+      cmocka_unit_test(test_own_rank_overlap),
+      cmocka_unit_test(test_staging_overlap_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

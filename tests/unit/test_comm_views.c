@@ -157,23 +157,34 @@ static void test_empty_views_are_noops(void **s) {
   teardown_dom(&f);
 }
 
+/* The domain opened and its windows snapshot, *sig a view of the first
+ * `cells` cells of rank 0's "sig". */
+static void setup_sig(fixture *f, int64_t cells, pto_tensor *sig) {
+  setup_dom(f);
+  snapshot(f);
+  win(f, 0, "sig", PTO_I64, 1, &cells, sig);
+}
+
+/* A notify from rank 0 to rank 1 on `cell`: refused with PTO_EINVAL and
+ * details holding `needle`, nothing written. */
+static void expect_notify_refused(fixture *f, const pto_tensor *cell, const char *needle,
+                                  const char *what) {
+  int rc = pto_notify(&f->k[0], 7, 1, cell, PTO_SIGNAL_ADD, 1);
+  size_t d = dirty(f);
+  if (rc == 0 || d) fprintf(stderr, "%s: notify returned %d, %zu bytes written\n", what, rc, d);
+  expect_refused(f, rc, PTO_EINVAL, needle, what);
+  assert_int_equal(dirty(f), 0);
+}
+
 /* A signal cell whose byte offset wraps to an in-bounds cell. */
 static void test_signal_cell_offset_wraps(void **s) {
   (void)s;
   fixture f;
-  setup_dom(&f);
-  snapshot(&f);
-  int64_t one = 1;
   pto_tensor sig;
-  win(&f, 0, "sig", PTO_I64, 1, &one, &sig);
+  setup_sig(&f, 1, &sig);
   pto_tensor bad = sig;
   bad.offset = (INT64_C(1) << 61) + 1; /* 8 * offset wraps to byte 8: cell 1 */
-  int rc = pto_notify(&f.k[0], 7, 1, &bad, PTO_SIGNAL_ADD, 1);
-  size_t d = dirty(&f);
-  if (rc == 0 || d)
-    fprintf(stderr, "wrapping cell offset: notify returned %d, %zu bytes written\n", rc, d);
-  expect_refused(&f, rc, PTO_EINVAL, "signal cell", "notify on a wrapping cell offset");
-  assert_int_equal(dirty(&f), 0);
+  expect_notify_refused(&f, &bad, "signal cell", "notify on a wrapping cell offset");
   teardown_dom(&f);
 }
 
@@ -185,20 +196,12 @@ static void test_signal_cell_offset_wraps(void **s) {
 static void test_signal_cell_outside_its_buffer(void **s) {
   (void)s;
   fixture f;
-  setup_dom(&f);
-  snapshot(&f);
-  int64_t eight = 8;
   pto_tensor sig;
-  win(&f, 0, "sig", PTO_I64, 1, &eight, &sig);
+  setup_sig(&f, 8, &sig);
   pto_tensor past = sig;
   past.offset = 8; /* the first byte past "sig" */
-  int rc = pto_notify(&f.k[0], 7, 1, &past, PTO_SIGNAL_ADD, 1);
-  size_t d = dirty(&f);
-  if (rc == 0 || d)
-    fprintf(stderr, "cell past its buffer: notify returned %d, %zu bytes written\n", rc, d);
-  expect_refused(&f, rc, PTO_EINVAL, "reaches byte 72 but the buffer has 64 bytes",
-                 "notify on a cell past its buffer");
-  assert_int_equal(dirty(&f), 0);
+  expect_notify_refused(&f, &past, "reaches byte 72 but the buffer has 64 bytes",
+                        "notify on a cell past its buffer");
   int32_t v = 7;
   expect_refused(&f, pto_signal_read(&f.k[0], 7, &past, &v), PTO_EINVAL, "reaches byte 72",
                  "signal_read on a cell past its buffer");

@@ -365,21 +365,29 @@ static void test_trace_order_replayed(void **state) {
 
 /* ---- divergence ---- */
 
+/* Records a seeded run_where (4 clusters, seed 3) in a new temporary file
+ * rec[n] (named after `what`), then sets *cfg to replay it: no seed, no
+ * record. */
+static void record_where(char *rec, size_t n, const char *what, pto_chip_config *cfg) {
+  temp_path(rec, n, what);
+  pto_chip_config_init(cfg);
+  cfg->clusters = 4;
+  cfg->schedule_seed = 3;
+  cfg->record_path = rec;
+  pto_error_info err;
+  assert_int_equal(run_where(cfg, &err), PTO_OK);
+  cfg->schedule_seed = 0;
+  cfg->record_path = NULL;
+  cfg->replay_path = rec;
+}
+
 static void test_divergence_named(void **state) {
   (void)state;
   char rec[256];
-  temp_path(rec, sizeof rec, "div");
   pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = 4;
-  cfg.schedule_seed = 3;
-  cfg.record_path = rec;
+  record_where(rec, sizeof rec, "div", &cfg);
   pto_error_info err;
-  assert_int_equal(run_where(&cfg, &err), PTO_OK);
   /* another chip shape */
-  cfg.schedule_seed = 0;
-  cfg.record_path = NULL;
-  cfg.replay_path = rec;
   cfg.clusters = 5;
   assert_int_equal(run_where(&cfg, &err), PTO_EREPLAY);
   assert_non_null(strstr(err.details, "recorded on 4 clusters of 1 AIC + 2 AIV, this chip has 5"));
@@ -417,16 +425,9 @@ static void test_seed_above_int64_max_refused(void **state) {
 static void test_seed_with_replay_refused(void **state) {
   (void)state;
   char rec[256];
-  temp_path(rec, sizeof rec, "seedrep");
   pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = 4;
-  cfg.schedule_seed = 3;
-  cfg.record_path = rec;
+  record_where(rec, sizeof rec, "seedrep", &cfg);
   pto_error_info err;
-  assert_int_equal(run_where(&cfg, &err), PTO_OK);
-  cfg.record_path = NULL;
-  cfg.replay_path = rec;
   cfg.schedule_seed = 5;
   pto_chip *chip = NULL;
   int rc = pto_chip_create_ex(&cfg, &chip, &err);
