@@ -214,7 +214,9 @@ PTO_API int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stat
 PTO_API int pto_chip_async_complete(pto_chip *chip, uint64_t token);
 
 /* Record a Chrome/Perfetto trace of every following run into `path`
- * (NULL: tracing off, the default). Between runs: PTO_EBUSY during one. */
+ * (NULL: tracing off, the default). Between runs: PTO_EBUSY during one.
+ * An empty path is PTO_EINVAL; a refusal says why in pto_last_error() and
+ * leaves the setting as it was. */
 PTO_API int pto_chip_set_trace(pto_chip *chip, const char *path);
 
 /* Prints "NAME: hint\n  details" for a failed run to the stream. */

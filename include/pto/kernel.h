@@ -61,7 +61,10 @@ PTO_API int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...)
  * returning. The core is free as soon as the kernel returns, but the block
  * counts as finished only when pto_chip_async_complete(chip, *token) is
  * called. Fails with PTO_EASYNC_OVERFLOW when more than
- * pto_chip_config.async_slots completions are outstanding. */
+ * pto_chip_config.async_slots completions are outstanding, and with
+ * PTO_EINVAL for a NULL token or a second call in one block; a refused
+ * call says why in pto_last_error(), and a kernel that returns its code
+ * fails the run with that reason in the details. */
 PTO_API int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token);
 
 static inline float pto_kctx_scalar_f32(const pto_kctx *c, int i) {

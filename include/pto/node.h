@@ -70,7 +70,7 @@ typedef struct pto_node_config {
   uint64_t fault_seed;
   bool quiet;             /* no log lines on stderr (lease waits, failures) */
   const char *trace_path; /* each pto_node_run writes one Chrome/Perfetto trace here, one
-                             process per chip rank (NULL = off; copied at create) */
+                             process per chip rank (NULL = off, "" refused; copied at create) */
   /* a host sub-worker task completes, default 60000; < 0: none (a callback
    * that never returns then hangs the run); the node fails as on a missed
    * task_timeout_ms */

@@ -5,11 +5,13 @@
  * stale (from any earlier run) or made-up token never matches; one of an
  * earlier run is refused without failing the current run. A completer that
  * comes while the run ends is waited for before the run is reset. */
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "chip/contract.h"
 #include "chip/run.h"
 #include "chip/schedule.h"
+#include "common/last_error.h"
 #include "common/options.h"
 
 /* token = generation (48 bits) << 16 | slot (16 bits). 2^48 begins on one
@@ -17,12 +19,34 @@
 #define GEN_MASK ((1ull << 48) - 1)
 _Static_assert(PTO_ASYNC_SLOTS_MAX - 1 <= 0xffff, "a slot index must fit a token's 16 bits");
 
+/* A refused begin of a running block says why: in pto_last_error(), and
+ * as the block's reason (pto_kctx_fail), so that a kernel returning the
+ * code fails the run with it, after its kernel, block and core (a reason
+ * the kernel does not return is dropped at the block's end). */
+static int begin_refused(const pto_kctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int begin_refused(const pto_kctx *ctx, int code, const char *fmt, ...) {
+  char why[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  last_error_set(code, "pto_kctx_async_begin: %s", why);
+  return pto_kctx_fail(ctx, code, "pto_kctx_async_begin: %s", why);
+}
+
 int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
-  if (!ctx || !ctx->run || !token) return PTO_EINVAL;
+  if (!ctx || !ctx->run)
+    return last_error_set(PTO_EINVAL, "pto_kctx_async_begin: %s",
+                          !ctx ? "ctx is NULL" : "ctx is not the context of a running kernel");
+  if (!token) return begin_refused(ctx, PTO_EINVAL, "the token is NULL (where to put it)");
   pto_run *r = (pto_run *)ctx->run;
   if (r->contract) return contract_async_refused(r, ctx);
   core *c = &r->cores[ctx->core_id];
-  if (c->defer_current) return PTO_EINVAL; /* one async completion per block */
+  if (c->defer_current) /* one async completion per block */
+    return begin_refused(ctx, PTO_EINVAL,
+                         "this block already went asynchronous (one asynchronous completion per "
+                         "block: the token of its first call completes it)");
   /* the block this core is running: not always its dispatch's, which a
    * hand-off runs others after (handoff.h) */
   task *t = c->running;
@@ -40,7 +64,14 @@ int pto_kctx_async_begin(const pto_kctx *ctx, uint64_t *token) {
     *token = gen << 16 | i;
     return PTO_OK;
   }
-  return PTO_EASYNC_OVERFLOW;
+  if (!r->nasync)
+    return begin_refused(ctx, PTO_EASYNC_OVERFLOW,
+                         "pto_chip_config.async_slots is 0: this chip has no slot for an "
+                         "asynchronous completion");
+  return begin_refused(ctx, PTO_EASYNC_OVERFLOW,
+                       "all %u async slots hold outstanding completions "
+                       "(pto_chip_config.async_slots)",
+                       r->nasync);
 }
 
 static int complete(pto_run *r, uint64_t token) {

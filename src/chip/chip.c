@@ -218,10 +218,16 @@ const pto_chip_config *pto_chip_get_config(const pto_chip *chip) {
 }
 
 int pto_chip_set_trace(pto_chip *chip, const char *path) {
-  if (!chip) return PTO_EINVAL;
+  if (!chip) return last_error_set(PTO_EINVAL, "pto_chip_set_trace: chip is NULL");
+  /* refused here, not by the run's end, which would fail after all its work */
+  if (path && !path[0])
+    return last_error_set(PTO_EINVAL, "pto_chip_set_trace: the path is empty (NULL turns "
+                                      "tracing off); the setting stays as it was");
   /* a run reads the path at its end: it is held as a run is */
   int idle = 0;
-  if (!atomic_compare_exchange_strong(&chip->running, &idle, 1)) return PTO_EBUSY;
+  if (!atomic_compare_exchange_strong(&chip->running, &idle, 1))
+    return last_error_set(PTO_EBUSY, "pto_chip_set_trace: the chip is running (set the trace "
+                                     "between runs); the setting stays as it was");
   free(chip->trace_path);
   chip->trace_path = path ? strdup(path) : NULL;
   int rc = path && !chip->trace_path ? PTO_ENOMEM : PTO_OK;

@@ -69,6 +69,10 @@ static bool config_ok(const pto_node_config *cfg, pto_error_info *err) {
                  cfg->wait_timeout_ms);
     return false;
   }
+  if (cfg->trace_path && !cfg->trace_path[0]) { /* else every run fails at its end */
+    node_set_err(err, PTO_EINVAL, "node config: trace_path is empty (NULL: no trace)");
+    return false;
+  }
   if (cfg->tensormap_entries < PTO_MAX_TENSOR_ARGS || cfg->tensormap_entries > TMAP_ENTRIES_MAX) {
     node_set_err(err, PTO_EINVAL,
                  "node config: tensormap_entries is %u, must be %d..%d (at least one task's "

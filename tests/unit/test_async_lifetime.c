@@ -8,7 +8,10 @@
  *  - A completer racing with the end of runs (here: one that presents a
  *    bogus token in a loop while the main thread runs the chip again and
  *    again) must never touch a freed run: run under ASan, the old code's
- *    completer read the run after pto_chip_run freed it. */
+ *    completer read the run after pto_chip_run freed it.
+ *  - A refused begin says why: a second begin in one block, a NULL token
+ *    pointer (before, a bare PTO_EINVAL, and the run's details said only
+ *    that the kernel returned -1). */
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -132,6 +135,64 @@ static void test_zero_token_fails_the_run(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- a refused begin says why ---- */
+
+static int misuse; /* 0: begins twice; 1: a NULL token pointer */
+static char misuse_why[400];
+static int misuse_rc;
+
+static int misuse_kernel(const pto_kctx *c) {
+  uint64_t t;
+  int rc;
+  if (misuse == 0) {
+    rc = pto_kctx_async_begin(c, &t);
+    if (rc) return rc;
+    atomic_store(&token, t);
+    atomic_store(&have_token, 1);
+    uint64_t again;
+    rc = pto_kctx_async_begin(c, &again);
+  } else {
+    rc = pto_kctx_async_begin(c, NULL);
+  }
+  misuse_rc = rc;
+  snprintf(misuse_why, sizeof misuse_why, "%s", pto_last_error());
+  return rc;
+}
+
+static void misuse_run(pto_orch *o, void *arg) {
+  int *kid = arg;
+  pto_submit(o, *kid, NULL, NULL, NULL);
+  if (misuse == 0) /* the first begin's block completes: only the second is refused */
+    pto_chip_async_complete(pto_orch_chip(o), wait_token());
+}
+
+static void test_refused_begin_says_why(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip();
+  int kid;
+  assert_int_equal(pto_kernel_register_aiv(chip, "misuse", misuse_kernel, &kid), PTO_OK);
+  static const char *const what[] = {"already went asynchronous", "token is NULL"};
+  for (misuse = 0; misuse < 2; misuse++) {
+    misuse_why[0] = '\0';
+    pto_error_info err;
+    int rc = pto_chip_run(chip, misuse_run, &kid, NULL, &err);
+    printf("%s: begin returned %s ('%s'); run: %s: %s\n", misuse ? "NULL token" : "second begin",
+           pto_status_name(misuse_rc), misuse_why, pto_status_name(rc), err.details);
+    assert_int_equal(misuse_rc, PTO_EINVAL);
+    assert_int_equal(rc, PTO_EINVAL);
+    if (!strstr(misuse_why, what[misuse]) || !strstr(err.details, what[misuse]))
+      fail_msg("a refused pto_kctx_async_begin (%s) should say '%s' in pto_last_error ('%s') and "
+               "in the run's details ('%s')",
+               misuse ? "NULL token" : "second begin", what[misuse], misuse_why, err.details);
+  }
+  /* and the chip runs on */
+  stale_st st = {0};
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, first_run, &st, NULL, &err), PTO_OK);
+  assert_int_equal(st.rc_first, PTO_OK);
+  pto_chip_destroy(chip);
+}
+
 /* ---- a completer racing with the end of runs ---- */
 
 #define RUNS 60
@@ -207,6 +268,7 @@ int main(void) {
       cmocka_unit_test(test_token_from_65536_runs_ago),
       cmocka_unit_test(test_zero_token_fails_the_run),
       cmocka_unit_test(test_late_completer_races_teardown),
+      cmocka_unit_test(test_refused_begin_says_why),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/trace.h"
+#include "pto/node.h"
 #include "pto/pto.h"
 #include "trace_read.h"
 
@@ -92,6 +93,46 @@ static void test_run_error_stays_first(void **state) {
              pto_status_name(rc), pto_status_name(err.code), err.details);
 }
 
+/* An empty path is refused when it is set, saying why, and the setting
+ * stays as it was; before, it was taken, and every run did all its work
+ * and then failed with "trace file : cannot open for writing: No such
+ * file or directory". The same for a node's trace_path. */
+static void test_empty_path_refused(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "inc", inc, &k_inc), PTO_OK);
+  int rc = pto_chip_set_trace(chip, "");
+  const char *why = pto_last_error();
+  printf("pto_chip_set_trace(chip, \"\"): %s ('%s')\n", pto_status_name(rc), why);
+  if (rc != PTO_EINVAL || !strstr(why, "empty"))
+    fail_msg("pto_chip_set_trace(chip, \"\") returned %s ('%s'); expected PTO_EINVAL saying the "
+             "path is empty",
+             pto_status_name(rc), why);
+  pto_error_info err;
+  memset(buf, 0, sizeof buf);
+  rc = pto_chip_run(chip, orchestrate, NULL, NULL, &err);
+  if (rc != PTO_OK)
+    fail_msg("the run after the refused path: %s: %s", pto_status_name(rc), err.details);
+  pto_chip_destroy(chip);
+
+  pto_node_config ncfg;
+  pto_node_config_init(&ncfg);
+  ncfg.nchips = 1;
+  ncfg.trace_path = "";
+  pto_node *node = NULL;
+  rc = pto_node_create(&ncfg, &node, &err);
+  if (node) pto_node_destroy(node);
+  printf("pto_node_create with trace_path \"\": %s ('%s')\n", pto_status_name(rc), err.details);
+  if (rc != PTO_EINVAL || !strstr(err.details, "trace_path is empty"))
+    fail_msg("pto_node_create with trace_path \"\" returned %s ('%s'); expected PTO_EINVAL saying "
+             "trace_path is empty",
+             pto_status_name(rc), err.details);
+}
+
 static void test_merge_names_the_file(void **state) {
   (void)state;
   char in[128], why[512];
@@ -165,7 +206,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_missing_directory),     cmocka_unit_test(test_disk_full),
       cmocka_unit_test(test_run_error_stays_first), cmocka_unit_test(test_merge_names_the_file),
-      cmocka_unit_test(test_concat_names_the_file),
+      cmocka_unit_test(test_concat_names_the_file), cmocka_unit_test(test_empty_path_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
