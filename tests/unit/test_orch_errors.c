@@ -804,6 +804,16 @@ static void test_bad_kernel_descs(void **state) {
   assert_int_equal(id, -5); /* untouched by every failure */
 }
 
+/* A chip of one cluster, for the registration tests. */
+static pto_chip *one_cluster_chip(void) {
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  return chip;
+}
+
 /* A kernel's name is one line of a schedule record (its parser reads
  * lines) and is kept in 48 bytes: a name with a control character, or
  * longer than 47 bytes, is refused, saying which byte or how long. Before,
@@ -811,11 +821,7 @@ static void test_bad_kernel_descs(void **state) {
  * was cut short, so two long names of one prefix went by one name. */
 static void test_kernel_names_fit_records(void **state) {
   (void)state;
-  pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = 1;
-  pto_chip *chip = NULL;
-  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  pto_chip *chip = one_cluster_chip();
   char name[64];
   memset(name, 'a', sizeof name);
   name[48] = '\0';
@@ -856,11 +862,7 @@ static void register_in_orch(pto_orch *o, void *arg) {
 
 static void test_kernel_register_refusals(void **state) {
   (void)state;
-  pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = 1;
-  pto_chip *chip = NULL;
-  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  pto_chip *chip = one_cluster_chip();
   int id = -5, first = -5;
   assert_int_equal(pto_kernel_register_aiv(chip, "twice", oe_nop, &first), PTO_OK);
   EXPECT_REG(pto_kernel_register_aic(chip, "twice", oe_nop, &id), PTO_EINVAL,
