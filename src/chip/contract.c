@@ -907,6 +907,9 @@ static bool check_unit(pto_run *r, task *t, const int32_t *blocks, int nb, bool 
   int np = unit_parts(r, t, blocks, nb, t->tensors, true, parts);
   if (own_views && np > 0) parts_redux_views(t, k, parts, np, own);
   int bad = np < 0 ? -2 : unit_run(r, parts, np);
+  /* blocks that ran, whether they then failed or not, as core.c counts
+   * them (stats.blocks); the read check's second run is no block */
+  if (bad != -2) r->contract_blocks += (uint64_t)nb;
   if (np < 0)
     run_fail(r, PTO_EINTERNAL, t->id, -1, "checking mode: no cores for a %s", unit);
   else if (bad >= 0)
@@ -1022,7 +1025,6 @@ static bool run_task(pto_run *r, task *t) {
       ok = check_unit(r, t, &order[i], 1, read_check);
   free(order);
   if (!ok) return false;
-  r->contract_blocks += (uint64_t)nb;
   for (int i = 0; i < t->ntensors; i++)
     if (t->tensors[i].buf && t->tensors[i].buf_bytes) kbuf_unref(c, t->tensors[i].buf);
   return true;

@@ -1179,12 +1179,13 @@ static bool all_completed(void *p) {
 
 void orch_finish(pto_run *r) {
   if (!latched(r)) redux_flush_all(r); /* a failure latches: the wait below ends */
-  if (r->scope_depth > 0 && !latched(r)) {
-    /* an orchestration that forgets scope_end is not an error: close them */
-    while (r->scope_depth > 0)
-      /* still live: on the orchestrator's thread */
-      pto_scope_end(atomic_load_explicit(&r->orch_live, memory_order_relaxed));
-  }
+  /* an orchestration that forgets scope_end is not an error: close them,
+   * until one fails. A run that latched meanwhile (a kernel, the watchdog,
+   * pto_orch_fatal from another thread) is refused at the gate and closes
+   * nothing: looping on until the depth reached 0 spun forever */
+  while (r->scope_depth > 0 && !latched(r))
+    /* still live: on the orchestrator's thread */
+    if (pto_scope_end(atomic_load_explicit(&r->orch_live, memory_order_relaxed))) break;
   atomic_store_explicit(&r->orch_done, 1, memory_order_seq_cst); /* watchdog reads it */
   sched_orch_done(r);
   /* No deadline here: the watchdog turns any stall into a latched error. */

@@ -890,7 +890,9 @@ static void test_failed_run_with_work_queued(void **state) {
  * too: 40 tasks of 3 blocks, task `fail_at` failing (its kernel is called),
  * the others counting their calls; blocks placed on cores and then dropped
  * by the stopping run are none. Before, they were counted where placed: 9
- * blocks for 1 call, 23 for 15. */
+ * blocks for 1 call, 23 for 15. In checking mode too (no tensor: no read
+ * check runs a block twice): before, a task whose block failed counted
+ * none of its blocks that ran (60 blocks for 61 calls). */
 static _Atomic int calls;
 static int k_count_id, k_fail_id;
 static int k_count(const pto_kctx *c) {
@@ -912,11 +914,14 @@ static void count_orch(pto_orch *o, void *arg) {
 
 static void test_blocks_counted_where_they_ran(void **state) {
   (void)state;
-  for (int threads = 0; threads < 2; threads++) {
+  static const char *const mode_name[3] = {"role", "sched_threads", "checking mode"};
+  for (int mode = 0; mode < 3; mode++) {
     pto_chip_config cfg;
     pto_chip_config_init(&cfg);
     cfg.clusters = 2;
-    cfg.sched_threads = threads;
+    cfg.sched_threads = mode == 1;
+    cfg.check = mode == 2; /* it runs the blocks itself, one at a time */
+    cfg.check_seed = 11;
     pto_chip *chip;
     assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
     assert_int_equal(pto_kernel_register_aiv(chip, "count", k_count, &k_count_id), PTO_OK);
@@ -927,9 +932,8 @@ static void test_blocks_counted_where_they_ran(void **state) {
       pto_run_stats st;
       pto_error_info err;
       int rc = pto_chip_run(chip, count_orch, (void *)&fail_at[j], &st, &err);
-      printf("%s, task %d fails: %s, %llu blocks counted, %d kernel calls\n",
-             threads ? "sched_threads" : "role", fail_at[j], pto_status_name(rc),
-             (unsigned long long)st.blocks, atomic_load(&calls));
+      printf("%s, task %d fails: %s, %llu blocks counted, %d kernel calls\n", mode_name[mode],
+             fail_at[j], pto_status_name(rc), (unsigned long long)st.blocks, atomic_load(&calls));
       assert_int_equal(rc, fail_at[j] < 0 ? PTO_OK : PTO_EKERNEL);
       assert_int_equal(st.blocks, (uint64_t)atomic_load(&calls));
       if (fail_at[j] < 0) assert_int_equal(st.blocks, 120);

@@ -26,7 +26,9 @@
  *    then an uncontrolled run, then the same replay of the right program;
  *  - captured graphs: a launch that fails (kernel error, watchdog), then a
  *    good launch of the same graph and a dynamic run; a failed dynamic run
- *    (heap deadlock), then a launch.
+ *    (heap deadlock), then a launch;
+ *  - scopes left open by the orchestration: run N fails (a kernel error)
+ *    while its end closes them, between two of their scope_ends.
  *
  * Nothing depends on timing: the blocker waits for the orchestrator's word
  * or the run's cancellation; the watchdog cases wait for the watchdog. */
@@ -112,13 +114,15 @@ static int k_stray(const pto_kctx *c) {
 
 /* ---- chips ---- */
 
-static pto_chip *make_chip(int clusters, int aiv, int check) {
+/* task_slots 0: the default */
+static pto_chip *make_chip_slots(int clusters, int aiv, int check, uint32_t task_slots) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.clusters = clusters;
   cfg.aic_per_cluster = 0;
   cfg.aiv_per_cluster = aiv;
   cfg.schedulers = 1;
+  if (task_slots) cfg.task_slots = task_slots;
   cfg.heap_bytes = HEAP_BYTES;
   cfg.watchdog_ms = 1000;       /* the watchdog cases wait for it; no correct run comes near it */
   cfg.alloc_timeout_ms = 60000; /* never: a ring deadlock here fails at once */
@@ -135,6 +139,10 @@ static pto_chip *make_chip(int clusters, int aiv, int check) {
   assert_int_equal(pto_kernel_register_aiv(chip, "fill", k_fill, &k_fill_id), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "stray", k_stray, &k_stray_id), PTO_OK);
   return chip;
+}
+
+static pto_chip *make_chip(int clusters, int aiv, int check) {
+  return make_chip_slots(clusters, aiv, check, 0);
 }
 
 /* ---- submits ---- */
@@ -767,6 +775,71 @@ static void test_graph_after_dynamic_runs(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- scopes the orchestration left open, closed at the run's end ----
+ * pto_chip_run closes them after the orchestration returns, one
+ * pto_scope_end each; a run that fails meanwhile (a kernel, the watchdog,
+ * pto_orch_fatal from another thread) has every later scope_end refused
+ * at its gate, the scope left open. Before, that loop went on until the
+ * depth reached 0: the orchestrator spun forever, the run never returned. */
+
+#define DONE_TASKS 100000 /* completed, not yet retired when the scopes close */
+
+static int k_watch_id;
+
+/* Fails as soon as the run's end closes the innermost open scope (its one
+ * held range is marked ended). That scope_end then retires DONE_TASKS
+ * completed tasks, which takes far longer than the failure takes to latch
+ * (about 1 ms against 30 us), so the next scope_end meets the failure
+ * (white box: run.h). */
+static int k_watch(const pto_kctx *c) {
+  const pto_run *r = c->run;
+  for (;;) {
+    uint32_t n = __atomic_load_n(&r->nheld, __ATOMIC_RELAXED);
+    if (n && __atomic_load_n(&r->held_until[n - 1], __ATOMIC_RELAXED) != INT64_MAX)
+      return pto_kctx_fail(c, PTO_EKERNEL, "fails while the run's end closes the scopes");
+    if (pto_kctx_cancelled(c)) return 0;
+  }
+}
+
+/* A blocker first (no task retires after it until it returns), three
+ * scopes with one OUTPUT held in the innermost, DONE_TASKS tasks, the
+ * watcher; then the blocker returns, and the orchestration once every
+ * task but the watcher has completed, with the three scopes open. */
+static void scopes_left_open_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  blocker_on(o, NULL, PTO_INPUT);
+  for (int i = 0; i < 3; i++)
+    if (pto_scope_begin(o, PTO_SCOPE_AUTO)) return;
+  heap_fill(o, 1);
+  for (int i = 0; i < DONE_TASKS; i++)
+    log_task(o, -1, 0);
+  pto_args a;
+  pto_args_init(&a);
+  if (pto_submit(o, k_watch_id, &a, NULL, NULL)) return;
+  atomic_store(&release, 1);
+  pto_run *r = o->run;
+  while (atomic_load(&r->completed) < r->next_id - 1 && !pto_orch_status(o))
+    usleep(100);
+}
+
+static void test_fail_while_scopes_close(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip_slots(2, 2, 0, 2 * DONE_TASKS);
+  assert_int_equal(pto_kernel_register_aiv(chip, "watch", k_watch, &k_watch_id), PTO_OK);
+  fx f = {0};
+  for (int k = 0; k < 3; k++) {
+    atomic_store(&nlog, 0);
+    atomic_store(&release, 0);
+    pto_error_info err;
+    hang_alarm_arm("a run failing while its end closes the scopes left open", 60);
+    int rc = pto_chip_run(chip, scopes_left_open_orch, NULL, NULL, &err);
+    hang_alarm_disarm();
+    if (rc != PTO_EKERNEL) fail_msg("run N: %s: %s", pto_status_name(rc), err.details);
+    run_good(chip, &f, "a run that failed while its end closed the scopes");
+  }
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_commute),
@@ -778,6 +851,7 @@ int main(void) {
       cmocka_unit_test(test_replay_diverged),
       cmocka_unit_test(test_graph),
       cmocka_unit_test(test_graph_after_dynamic_runs),
+      cmocka_unit_test(test_fail_while_scopes_close),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
