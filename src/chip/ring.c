@@ -48,6 +48,43 @@ void ring_release_to(ring *r, uint64_t end) {
   if (end > r->tail) r->tail = end;
 }
 
+/* The physical bytes [a, b) of held range h: one interval, since no
+ * allocation, and no merge of them (orch.c: hold_push), crosses the ring's
+ * physical end. */
+static uint64_t hole_at(const ring_hole *h, uint64_t cap) { return h->begin % cap; }
+static uint64_t hole_end(const ring_hole *h, uint64_t cap) {
+  return h->begin % cap + (h->end - h->begin);
+}
+
+/* The ranges of one lap (begin / cap the same) are a run of `held` (sorted
+ * by begin) and, held at once, disjoint: sorted by physical place, their
+ * ends too. The first of held[lo, hi) (one lap) that ends after p, or hi. */
+static uint32_t first_ending_after(const ring_hole *held, uint32_t lo, uint32_t hi, uint64_t cap,
+                                   uint64_t p) {
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (hole_end(&held[mid], cap) > p)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+/* The end of held[i]'s lap's run in held[i, nheld). */
+static uint32_t lap_run_end(const ring_hole *held, uint32_t i, uint32_t nheld, uint64_t cap) {
+  uint64_t lap = held[i].begin / cap;
+  uint32_t lo = i + 1, hi = nheld;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (held[mid].begin / cap > lap)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 void *ring_try_alloc_around(ring *r, uint64_t n, const ring_hole *held, uint32_t nheld) {
   n = round_up(n ? n : 1, RING_ALIGN);
   if (n > r->cap) return NULL;
@@ -58,11 +95,16 @@ void *ring_try_alloc_around(ring *r, uint64_t n, const ring_hole *held, uint32_t
     if (start + n - r->tail > r->cap) return NULL;
     /* A held range's bytes sit at the same physical place on every lap;
      * one overlapping [start, start + n) moves start to its end. Ranges
-     * inside [tail, head) cannot overlap (the check above). */
+     * inside [tail, head) cannot overlap (the check above). The first one
+     * in `held`'s order that overlaps, found per lap by a binary search:
+     * a linear scan of every range at every step made an OUTPUT's
+     * allocation cost the number of ranges held (an outer scope's OUTPUT
+     * per step, kept apart by an inner scope's: 32000 steps took 18.8 s). */
     uint64_t p = start % r->cap, was = start;
-    for (uint32_t i = 0; i < nheld && start == was; i++) {
-      uint64_t a = held[i].begin % r->cap, b = a + (held[i].end - held[i].begin);
-      if (a < p + n && p < b) start += b - p;
+    for (uint32_t lo = 0, hi; lo < nheld && start == was; lo = hi) {
+      hi = lap_run_end(held, lo, nheld, r->cap);
+      uint32_t i = first_ending_after(held, lo, hi, r->cap, p);
+      if (i < hi && hole_at(&held[i], r->cap) < p + n) start += hole_end(&held[i], r->cap) - p;
     }
     if (start == was) break;
   }
