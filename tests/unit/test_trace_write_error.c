@@ -41,14 +41,20 @@ static void orchestrate(pto_orch *o, void *arg) {
   if (arg) pto_orch_fatal(o, "the orchestration gave up");
 }
 
-/* One traced run into `path`; returns its status, err filled. */
-static int traced_run(const char *path, bool fatal, pto_error_info *err) {
+/* A chip of `clusters` clusters with the kernel inc. */
+static pto_chip *inc_chip(int clusters) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
-  cfg.clusters = 2;
+  cfg.clusters = clusters;
   pto_chip *chip = NULL;
   assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "inc", inc, &k_inc), PTO_OK);
+  return chip;
+}
+
+/* One traced run into `path`; returns its status, err filled. */
+static int traced_run(const char *path, bool fatal, pto_error_info *err) {
+  pto_chip *chip = inc_chip(2);
   assert_int_equal(pto_chip_set_trace(chip, path), PTO_OK);
   memset(buf, 0, sizeof buf);
   int rc = pto_chip_run(chip, orchestrate, fatal ? (void *)1 : NULL, NULL, err);
@@ -99,12 +105,7 @@ static void test_run_error_stays_first(void **state) {
  * file or directory". The same for a node's trace_path. */
 static void test_empty_path_refused(void **state) {
   (void)state;
-  pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = 1;
-  pto_chip *chip = NULL;
-  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
-  assert_int_equal(pto_kernel_register_aiv(chip, "inc", inc, &k_inc), PTO_OK);
+  pto_chip *chip = inc_chip(1);
   int rc = pto_chip_set_trace(chip, "");
   const char *why = pto_last_error();
   printf("pto_chip_set_trace(chip, \"\"): %s ('%s')\n", pto_status_name(rc), why);
