@@ -150,6 +150,11 @@ int trace_validate(const trace_json *root, char *err, size_t errlen) {
         int64_t task, block;
         if (!arg_int(e, "task", &task) || task < 0 || !arg_int(e, "block", &block) || block < 0)
           rc = verr(err, errlen, "block slice %u (%s) lacks integer args task and block", i, name);
+      } else if (ph[0] == 'X' && trace_json_str(e, "cat") &&
+                 strcmp(trace_json_str(e, "cat"), "sched") == 0 && strcmp(name, "drain") == 0) {
+        int64_t task; /* a drain step is always a gang's */
+        if (!arg_int(e, "task", &task) || task < 0)
+          rc = verr(err, errlen, "drain slice %u lacks an integer arg task (the gang's)", i);
       }
       if (rc == 0) rc = pair_add(&used, pid, tid);
     }

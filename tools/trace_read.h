@@ -18,8 +18,8 @@
  * objects that each have ph, pid, tid and ts; X events have a name and
  * dur >= 0; every (pid, tid) that holds events is named by a thread_name
  * metadata event and every pid by a process_name; "block" slices carry
- * integer args task and block. Returns 0 or PTO_EINVAL (err says which
- * event and why). */
+ * integer args task and block, and "drain" slices (cat sched) task. Returns 0 or PTO_EINVAL (err
+ * says which event and why). */
 int trace_validate(const trace_json *root, char *err, size_t errlen);
 
 /* The flow events (arrows; docs/tracing.md): "dep" flows from a producer

@@ -1150,14 +1150,19 @@ static bool sched_pass(sched *s) {
   if (r->trace && did)
     trace_slice(r->trace, s->trace_track, "complete", "sched", t0, pto_now_ns(), -1, -1);
   t0 = r->trace ? pto_now_ns() : 0;
+  /* the gang's id, read before the step: the step that launches it ends
+   * the drain, after which there is none to read */
+  int64_t gang = r->trace ? drain_task(&r->drain) : -1;
   int st = drain_step(&r->drain, &s->drain, &ops, s);
   s->again = st != DRAIN_NONE && st != DRAIN_WAITING;
   if (s->again) {
     drain_moved(r);
     did = true;
-    if (r->trace)
+    if (r->trace) {
+      int64_t now_gang = drain_task(&r->drain); /* a step that began a drain */
       trace_slice(r->trace, s->trace_track, "drain", "sched", t0, pto_now_ns(),
-                  drain_task(&r->drain), -1);
+                  now_gang >= 0 ? now_gang : gang, -1);
+    }
   }
   if (r->trace && s->drain.att != s->trace_att && st != DRAIN_NONE) {
     s->trace_att = s->drain.att;

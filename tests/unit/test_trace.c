@@ -216,7 +216,7 @@ static void build_known(const char *path) {
   trace_slice(t, c1, "k2", "block", BASE + 60 * US, BASE + 120 * US, 2, 1);
   /* scheduler: overlapping phases count once; not a core, so no gaps */
   trace_slice(t, sched, "dispatch", "sched", BASE, BASE + 10 * US, 0, -1);
-  trace_slice(t, sched, "drain", "sched", BASE + 200 * US, BASE + 300 * US, -1, -1);
+  trace_slice(t, sched, "drain", "sched", BASE + 200 * US, BASE + 300 * US, 2, -1);
   trace_slice(t, sched, "drain_attempt", "sched", BASE + 210 * US, BASE + 220 * US, -1, -1);
   trace_instant(t, sched, "drain_attempt", "sched", BASE + 250 * US, 2);
   trace_slice(t, orch, "submit", "orch", BASE, BASE + 40 * US, 0, -1);
