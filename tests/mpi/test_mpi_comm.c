@@ -32,9 +32,9 @@
  *           shared windows rank 0's wait yields and parks, never spins
  *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
  *           collectives (RMA windows) ends with PTO_EWAIT_TIMEOUT naming the
- *           call and rank 1, whose record never came, the next call on that scratch fails at once naming why;
- *           rank 1's late call with another count fails naming the
- *           mismatch; then the same through the call table (shared
+ *           call and rank 1, whose record never came, the next call on
+ *           that scratch fails at once naming why; rank 1's late call
+ *           with another count fails naming the mismatch; then the same through the call table (shared
  *           windows), where the next call times out again
  *   coll_stale  (-np 2, RMA windows) rank 0's allreduce of task 1 times out
  *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank 0's record
