@@ -34,11 +34,13 @@
  *           collectives (RMA windows) ends with PTO_EWAIT_TIMEOUT naming the
  *           call and rank 1, whose record never came, the next call on
  *           that scratch fails at once naming why; rank 1's late call
- *           with another count fails naming the mismatch; then the same through the call table (shared
- *           windows), where the next call times out again
+ *           with another count fails naming the mismatch; then the same
+ *           through the call table (shared windows), where the next call
+ *           times out again
  *   coll_stale  (-np 2, RMA windows) rank 0's allreduce of task 1 times out
- *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank 0's record
- *           of task 1 and fails naming it, never takes it for its own
+ *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank
+ *           0's record of task 1 and fails naming it, never takes it for its
+ *           own
  *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
  *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
  *   die     rank 1 exits in the middle of the others' wait: they end with
