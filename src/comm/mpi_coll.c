@@ -284,6 +284,32 @@ static unsigned char *staging(comm_win *w, int buf, size_t rec, char *why, size_
   return w->xstage[buf];
 }
 
+/* A record exchange that timed out: which peers it waited for, by its
+ * requests (MPI_Request_get_status neither completes nor frees them; they
+ * stay in flight). The receives say whose record never came; when every
+ * record came, the sends say which peer has not taken mine. Before, the
+ * error said only "a rank did not call it, or died", where the call
+ * table's wait names the rank. */
+static void missing_peers(const comm_win *w, int buf, MPI_Request *req, char *why, size_t why_len) {
+  int n = w->d.nranks, me = w->my_rank, k = 0, pass = 0;
+  char list[128] = "";
+  size_t len = 0;
+  /* the receives (req[0..n-1)), then the sends; pass ends one past the one that found */
+  for (; pass < 2 && !k; pass++)
+    for (int i = 1; i < n; i++) {
+      int p = pass ? (me + i) % n : (me - i + n) % n, flag = 1;
+      MPI_Request_get_status(req[pass * (n - 1) + i - 1], &flag, MPI_STATUS_IGNORE);
+      if (flag || len + 16 > sizeof list) continue;
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", k++ ? ", " : "", p);
+    }
+  if (!k) return; /* every request completed meanwhile: finish's words stand */
+  snprintf(why, why_len,
+           "the exchange of records (MPI_Isend/MPI_Irecv) on window buffer %s did not "
+           "complete: %s rank%s %s (%s did not call, or died)",
+           w->d.buffers[buf].name, pass == 1 ? "no record came from" : "my record was not taken by",
+           k > 1 ? "s" : "", list, k > 1 ? "they" : "it");
+}
+
 int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                  void *cancel_arg, char *why, size_t why_len) {
   int rc = usable(w, x->buf, why, why_len);
@@ -329,6 +355,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
   req_poll p = {req, nreq, MPI_SUCCESS, cancel, cancel_arg, false};
   rc = finish(w, x->buf, &p, timeout_ms, "the exchange of records (MPI_Isend/MPI_Irecv)", why,
               why_len);
+  if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, why, why_len);
   for (int q = 0; q < n && !rc; q++)
     x->recv[q] = q == me ? NULL : rslot + (size_t)q * rec;
   return rc;

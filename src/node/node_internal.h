@@ -83,7 +83,8 @@ typedef struct child_slot {
   char where[80];       /* SLOT_RANK: "MPI rank 2 on host h" */
   char why[160];        /* SLOT_RANK: why it failed to start */
   uint64_t watch_start; /* SLOT_RANK on this host: its process's start time (proc_watch.h) */
-  bool status_unknown;  /* SLOT_RANK: its process is gone, its exit status unknown here */
+  bool status_unknown;  /* its process is gone, its exit status unknown here (a rank; a child
+                         * the kernel reaped: SIGCHLD ignored) */
   uint64_t gone_ns;     /* SLOT_RANK: when rank 0's relay first saw its process gone */
   int wstatus;
   int64_t task; /* running node task id, -1 = none (or a control frame) */

@@ -46,9 +46,19 @@ bool node_reap(pto_node *n) {
       continue;
     }
     int st;
-    if (waitpid(c->pid, &st, WNOHANG) == c->pid) {
+    pid_t got = waitpid(c->pid, &st, WNOHANG);
+    if (got == c->pid) {
       c->alive = false;
       c->wstatus = st;
+      died = true;
+    } else if (got < 0 && errno == ECHILD) {
+      /* no such child: the kernel reaped it, its status with it (this
+       * process ignores SIGCHLD, or set SA_NOCLDWAIT). Before, it was
+       * never seen to end: a dead chip was called stopped or frozen once
+       * its heartbeat ran out (control_timeout_ms), and every destroy
+       * waited that long for exits it could not see. */
+      c->alive = false;
+      c->status_unknown = true;
       died = true;
     }
   }
@@ -75,7 +85,11 @@ static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
   const child_slot *c = &n->child[s];
   int st = c->wstatus;
   char how[256];
-  if (c->status_unknown) /* a rank's process, gone without a word (proc_watch.h) */
+  if (c->status_unknown && c->kind == SLOT_PROCESS) /* reaped by the kernel (node_reap) */
+    snprintf(how, sizeof how,
+             "exited: its process is gone, and its exit status with it (this process ignores "
+             "SIGCHLD or set SA_NOCLDWAIT, so the kernel reaped it)");
+  else if (c->status_unknown) /* a rank's process, gone without a word (proc_watch.h) */
     snprintf(how, sizeof how,
              "exited: its process is gone without a word to rank 0 (_exit or a signal); its "
              "exit status is known to mpirun only");

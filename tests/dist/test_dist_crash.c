@@ -5,9 +5,10 @@
  * a chip process that is stopped outright (no task deadline set: its
  * missing heartbeat ends the run),
  * a chip that fails to start, a chip that aborts while its peer waits
- * inside a small collective (the shared-memory call table's wait), and
- * leftovers of a crashed run that the next run sweeps without being
- * disturbed. */
+ * inside a small collective (the shared-memory call table's wait), a chip
+ * that aborts in a program that ignores SIGCHLD (the kernel reaps the
+ * children: no status to wait for), and leftovers of a crashed run that
+ * the next run sweeps without being disturbed. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -165,6 +166,36 @@ static void test_chip1_stopped(void **state) {
   crash_run(MODE_STOP, PTO_ECONTROL_TIMEOUT, 5000);
 }
 
+/* A program that ignores SIGCHLD (a daemon's usual setting): the kernel
+ * reaps the chip processes itself, so waitpid finds no child to report.
+ * The death is still named at once, as a death, and a good node's destroy
+ * does not wait for children that are gone. Before, the dead chip was seen
+ * only when its heartbeat ran out, after control_timeout_ms (30 s), and
+ * called "stopped responding ... (process stopped or frozen)"; and every
+ * pto_node_destroy waited control_timeout_ms for exits it never saw. */
+static void test_abort_in_chip1_sigchld_ignored(void **state) {
+  (void)state;
+  struct sigaction ign = {.sa_handler = SIG_IGN};
+  sigemptyset(&ign.sa_mask);
+  assert_int_equal(sigaction(SIGCHLD, &ign, NULL), 0);
+  crash_run(MODE_ABORT, PTO_ECHIP_DIED, 5000);
+  pto_error_info err;
+  int rc;
+  pto_node *n = make_node(-1, false, &err, &rc, 0);
+  assert_int_equal(rc, 0);
+  uint64_t t0 = pto_now_ns();
+  pto_node_destroy(n);
+  int64_t ms = (int64_t)((pto_now_ns() - t0) / 1000000u);
+  fprintf(stderr, "destroy of a good node with SIGCHLD ignored: %lld ms\n", (long long)ms);
+  assert_true(ms < 5000);
+}
+
+static int sigchld_default(void **state) {
+  (void)state;
+  signal(SIGCHLD, SIG_DFL);
+  return 0;
+}
+
 static void test_chip1_fails_to_start(void **state) {
   (void)state;
   pto_error_info err;
@@ -201,6 +232,7 @@ int main(void) {
       cmocka_unit_test(test_abort_in_chip1_during_a_collective),
       cmocka_unit_test(test_hang_in_chip1),
       cmocka_unit_test(test_chip1_stopped),
+      cmocka_unit_test_teardown(test_abort_in_chip1_sigchld_ignored, sigchld_default),
       cmocka_unit_test(test_chip1_fails_to_start),
       cmocka_unit_test(test_stale_objects_are_swept),
   };

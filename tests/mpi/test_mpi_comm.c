@@ -32,13 +32,15 @@
  *           shared windows rank 0's wait yields and parks, never spins
  *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
  *           collectives (RMA windows) ends with PTO_EWAIT_TIMEOUT naming the
- *           call, the next call on that scratch fails at once naming why;
- *           rank 1's late call with another count fails naming the
- *           mismatch; then the same through the call table (shared
- *           windows), where the next call times out again
+ *           call and rank 1, whose record never came, the next call on
+ *           that scratch fails at once naming why; rank 1's late call
+ *           with another count fails naming the mismatch; then the same
+ *           through the call table (shared windows), where the next call
+ *           times out again
  *   coll_stale  (-np 2, RMA windows) rank 0's allreduce of task 1 times out
- *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank 0's record
- *           of task 1 and fails naming it, never takes it for its own
+ *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank
+ *           0's record of task 1 and fails naming it, never takes it for its
+ *           own
  *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
  *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
  *   die     rank 1 exits in the middle of the others' wait: they end with
@@ -1069,6 +1071,10 @@ static int coll_missing(bool shared) {
     if (!strstr(det, "allreduce #1 timed out") ||
         !strstr(det, shared ? "rank 1's call #1" : "did not complete"))
       FAIL("the timeout names no call: %s", det);
+    /* and the rank it waited for, on either path (the records' receives
+     * say whose record never came) */
+    if (!shared && !strstr(det, "no record came from rank 1"))
+      FAIL("the timeout names not the rank it waited for: %s", det);
     printf("rank 0: %s: %s\n", pto_status_name(rc), det);
     comm_task_begin(&x.c, 1, 3); /* clears the latched error, same task */
     rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
