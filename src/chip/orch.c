@@ -430,8 +430,16 @@ static bool slot_room(pto_run *r, void *arg) {
   (void)arg;
   return r->next_id - r->retired < (int64_t)r->nslots;
 }
+/* Room in the dependency pool for the listed producers (r->depbuf) still
+ * live: one that retired needs no entry (it is done) and leaves the list,
+ * also because its slot is about to be reused, so it must not be linked.
+ * *arg: how many are left. */
 static bool dep_room(pto_run *r, void *arg) {
-  return r->dep_head + *(uint32_t *)arg - r->dep_tail <= r->ndeps;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < r->depbuf_n; i++)
+    if (r->depbuf[i] >= r->retired) r->depbuf[k++] = r->depbuf[i];
+  r->depbuf_n = *(uint32_t *)arg = k;
+  return k <= r->ndeps && r->dep_head + k - r->dep_tail <= r->ndeps;
 }
 typedef struct ring_req {
   ring *ring;
@@ -903,18 +911,20 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
    * imply each other: the reduction read each one's slot and nodes for
    * nothing; keeping an edge is always sound) */
   uint32_t nd = r->depbuf_n;
-  if (nd > r->ndeps)
+  if (nd > r->ndeps && r->capture) /* nothing retires while capturing */
     return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,
                        r->ndeps);
+  /* Producers that are done need no entry: more than the pool holds is
+   * waited for (they retire) rather than refused, which a submit that
+   * had not retired them yet (once per RETIRE_EVERY) did with every
+   * producer long done. The waits above may have retired producers
+   * listed earlier too: dep_room drops them from the list. */
+  if (nd > r->ndeps) orch_retire(r);
   if (!dep_room(r, &nd) &&
       (rc = orch_wait_room(r, dep_room, &nd, PTO_EDEP_OVERFLOW, PTO_EDEP_OVERFLOW,
                            "dependency pool", "%llu entries (dep_entries %llu)", nd, r->ndeps)))
     return rc;
-  /* The waits above may have retired producers listed earlier: their slots
-   * are about to be reused, so they must not be linked. */
-  nd = 0;
-  for (uint32_t i = 0; i < r->depbuf_n; i++)
-    if (r->depbuf[i] >= r->retired) r->depbuf[nd++] = r->depbuf[i];
+  nd = r->depbuf_n;
 
   /* 5. fill the slot, then link into producers' fanout lists */
   t->id = id;

@@ -14,7 +14,9 @@
  *    once with its ring's code and the real cause, instead of waiting
  *    alloc_timeout_ms and reporting "no task retired".
  *  - Any valid task's arguments fit the argument ring, even with the
- *    fewest task slots. */
+ *    fewest task slots.
+ *  - A dependency takes an entry only while its producer is live: a task
+ *    with more producers than dep_entries, all of them done, runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -334,6 +336,59 @@ static void test_never_room_fails_at_once(void **state) {
   assert_non_null(strstr(st.out.err.details, "no task is live"));
 }
 
+/* ---- dependencies on tasks already done need no entry ---- */
+
+typedef struct deps_st {
+  float buf[5][16];
+  run_out out;
+} deps_st;
+
+/* five producers of five buffers, done (not yet retired: a submit retires
+ * once per 32), then one task reading all five */
+static void five_done_producers(pto_orch *o, void *arg) {
+  deps_st *st = arg;
+  pto_tensor t[5];
+  int64_t n = 16;
+  for (int i = 0; i < 5; i++) {
+    pto_tensor_init(&t[i], st->buf[i], sizeof st->buf[i], PTO_F32, 1, &n);
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_output_existing(&a, &t[i]);
+    pto_args_scalar_f32(&a, (float)i);
+    if ((st->out.orch_rc = pto_submit(o, k_fill, &a, NULL, NULL))) return;
+  }
+  struct timespec ts = {0, 100 * 1000000L}; /* the producers end meanwhile */
+  nanosleep(&ts, NULL);
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < 5; i++)
+    pto_args_input(&a, &t[i]);
+  st->out.orch_rc = pto_submit(o, k_nop, &a, NULL, NULL);
+}
+
+static void test_done_producers_need_no_dep_entry(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 2;
+  cfg.task_slots = 64;
+  cfg.dep_entries = 4;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &k_fill), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "nop", nop, &k_nop), PTO_OK);
+  deps_st st = {0};
+  run(chip, five_done_producers, &st, &st.out);
+  if (st.out.rc)
+    fail_msg("a task reading 5 buffers whose producers are done, dep_entries 4: run returned %s "
+             "(%s), expected PTO_OK: a done producer needs no dependency entry",
+             pto_status_name(st.out.rc), st.out.err.details);
+  assert_int_equal(st.out.orch_rc, 0);
+  for (int i = 0; i < 5; i++)
+    assert_true(st.buf[i][15] == (float)i);
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_output_then_plain_tasks),
@@ -342,6 +397,7 @@ int main(void) {
       cmocka_unit_test(test_scope_over_heap_fails_fast),
       cmocka_unit_test(test_max_args_fit_two_slots),
       cmocka_unit_test(test_never_room_fails_at_once),
+      cmocka_unit_test(test_done_producers_need_no_dep_entry),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
