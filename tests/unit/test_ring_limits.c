@@ -10,9 +10,11 @@
  *    scope ended stays held until the tasks that may read it retired.
  *  - Open scopes that hold more OUTPUT bytes than the heap fail at once
  *    with PTO_ESCOPE_DEADLOCK, naming the scope and heap_bytes.
- *  - A wait for room that nothing can ever free (no task is live) fails at
- *    once with its ring's code and the real cause, instead of waiting
- *    alloc_timeout_ms and reporting "no task retired".
+ *  - A wait for room that nothing can ever free (no task is live, or no
+ *    live task's retirement would give it: an open scope holds the heap,
+ *    the task's own arguments fill the TensorMap) fails at once with its
+ *    ring's code and the real cause, instead of waiting alloc_timeout_ms
+ *    for a long task and reporting "no task retired".
  *  - Any valid task's arguments fit the argument ring, even with the
  *    fewest task slots.
  *  - A dependency takes an entry only while its producer is live: a task
@@ -389,6 +391,69 @@ static void test_done_producers_need_no_dep_entry(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* ---- room that no retirement can give: refused at once, even while a
+ * task is live ---- */
+
+static int k_sleep;
+static int sleep_1500ms(const pto_kctx *c) {
+  (void)c;
+  struct timespec ts = {1, 500 * 1000000L};
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+static double refused_ms; /* from the sleeper's submit to the refusal */
+
+static void slow_then_scope_over_heap(pto_orch *o, void *arg) {
+  run_out *out = arg;
+  double t0 = now_ms();
+  if ((out->orch_rc = pto_submit(o, k_sleep, NULL, NULL, NULL))) return;
+  scope_over_heap(o, arg);
+  refused_ms = now_ms() - t0;
+}
+
+static void slow_then_two_tensors(pto_orch *o, void *arg) {
+  tmap_st *st = arg;
+  double t0 = now_ms();
+  if ((st->out.orch_rc = pto_submit(o, k_sleep, NULL, NULL, NULL))) return;
+  two_tensors(o, arg);
+  refused_ms = now_ms() - t0;
+}
+
+static void test_never_room_while_a_task_runs(void **state) {
+  (void)state;
+  /* the heap held whole by an open scope */
+  pto_chip *chip = make_chip(64, 4 * 4096, 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "sleep", sleep_1500ms, &k_sleep), PTO_OK);
+  run_out out = {0};
+  run(chip, slow_then_scope_over_heap, &out, &out);
+  pto_chip_destroy(chip);
+  double heap_ms = refused_ms;
+  printf("scope over heap, a 1.5 s task live: %s after %.0f ms at OUTPUT task #%d: %s\n",
+         pto_status_name(out.rc), heap_ms, out.failed_at, out.err.details);
+  assert_int_equal(out.rc, PTO_ESCOPE_DEADLOCK);
+  assert_int_equal(out.failed_at, 4);
+  assert_int_equal(out.err.task_id, 1); /* the scope's first OUTPUT task */
+  assert_non_null(strstr(out.err.details, "heap_bytes 16384"));
+  /* a TensorMap too small for the task's own arguments */
+  chip = make_chip(64, 0, 1);
+  assert_int_equal(pto_kernel_register_aiv(chip, "sleep", sleep_1500ms, &k_sleep), PTO_OK);
+  tmap_st st = {0};
+  run(chip, slow_then_two_tensors, &st, &st.out);
+  pto_chip_destroy(chip);
+  printf("TensorMap of 1 entry, task with 2 tensors, a 1.5 s task live: %s after %.0f ms: %s\n",
+         pto_status_name(st.out.rc), refused_ms, st.out.err.details);
+  assert_int_equal(st.out.rc, PTO_ETENSORMAP_OVERFLOW);
+  assert_non_null(strstr(st.out.err.details, "tensormap_entries 1"));
+  /* both refused at once, not after alloc_timeout_ms (500) for nothing */
+  if (heap_ms >= 300.0 || refused_ms >= 300.0)
+    fail_msg("refused after %.0f ms (heap) and %.0f ms (TensorMap): waited for room that no "
+             "retirement could give",
+             heap_ms, refused_ms);
+  assert_null(strstr(out.err.details, "no task retired"));
+  assert_null(strstr(st.out.err.details, "no task retired"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_output_then_plain_tasks),
@@ -398,6 +463,7 @@ int main(void) {
       cmocka_unit_test(test_max_args_fit_two_slots),
       cmocka_unit_test(test_never_room_fails_at_once),
       cmocka_unit_test(test_done_producers_need_no_dep_entry),
+      cmocka_unit_test(test_never_room_while_a_task_runs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
