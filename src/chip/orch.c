@@ -360,6 +360,17 @@ static bool room_cond(void *p) {
 }
 
 static bool heap_room(pto_run *r, void *arg);
+static bool tmap_room(pto_run *r, void *arg);
+
+/* A heap range still held once every live task has retired: an open
+ * scope's, a REDUX slab whose combine task is not submitted yet, or one
+ * whose readers include this submit's task. */
+static bool held_for_good(const pto_run *r, uint32_t i) { return r->held_until[i] > r->next_id; }
+
+/* Whether room for `arg` (heap_room's or tmap_room's request) could not
+ * be found even once every live task has retired: waiting for them would
+ * wait for nothing. */
+static bool room_never(pto_run *r, bool (*room)(pto_run *, void *), void *arg);
 
 /* `need_fmt` describes the request with two unsigned long long values (the
  * second may go unused); it is formatted only when the wait fails. */
@@ -368,6 +379,8 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
                           unsigned long long n1, unsigned long long n2) {
   room_wait w = {r, room, arg, false};
   char need[128];
+  /* no retirement can give the room: fail as if no task were live */
+  bool never = false;
   if (r->capture) { /* nothing retires: no room will come */
     room_cond(&w);
     if (w.ok || run_stopping(r)) return latched(r);
@@ -378,40 +391,49 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
   }
   pto_task_id last = r->retired;
   uint64_t deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
-  for (;;) {
+  for (bool first = true;; first = false) {
     room_cond(&w);
     if (w.ok || run_stopping(r)) return latched(r);
     if (r->retired != last) { /* progress: restart the deadline */
       last = r->retired;
       deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
     }
-    if (r->retired == r->next_id) snprintf(need, sizeof need, need_fmt, n1, n2);
-    if (r->retired == r->next_id && room == heap_room && r->nheld) {
+    /* asked once: what stays held for good does not change while waiting */
+    if (first && r->retired != r->next_id) never = room_never(r, room, arg);
+    bool hopeless = never || r->retired == r->next_id;
+    const char *none_live =
+        r->retired == r->next_id ? "no task is live" : "no live task's retirement frees them";
+    if (hopeless) snprintf(need, sizeof need, need_fmt, n1, n2);
+    if (hopeless && room == heap_room && r->nheld) {
       uint64_t bytes = 0, copies = 0;
+      uint32_t ranges = 0, oldest = 0;
       for (uint32_t i = 0; i < r->nheld; i++) {
+        if (!held_for_good(r, i)) continue;
+        if (!ranges++) oldest = i;
         bytes += r->held[i].end - r->held[i].begin;
         if (r->held_until[i] == HOLD_REDUX) copies += r->held[i].end - r->held[i].begin;
       }
       if (copies == bytes) { /* no scope holds anything: open groups' slabs, the task's own */
         run_fail(r, code, PTO_TASK_NONE, -1,
                  "%s full: REDUX private copies hold %llu bytes (this task's and those of "
-                 "contributions not yet folded) and no task is live, so %s can never be found: "
+                 "contributions not yet folded) and %s, so %s can never be found: "
                  "a task's REDUX copies and its OUTPUT buffers must fit heap_bytes together",
-                 what, (unsigned long long)bytes, need);
+                 what, (unsigned long long)bytes, none_live, need);
         return latched(r);
       }
-      run_fail(r, pinned_code, r->held_task[0], -1,
+      run_fail(r, pinned_code, r->held_task[oldest], -1,
                "%s full: OUTPUT buffers of scopes still open hold %llu bytes in %u ranges (the "
-               "oldest from task %lld, scope depth %d) and no task is live, so %s can never be "
+               "oldest from task %lld, scope depth %d) and %s, so %s can never be "
                "found: close scopes sooner",
-               what, (unsigned long long)bytes, r->nheld, (long long)r->held_task[0],
-               r->held_depth[0], need);
+               what, (unsigned long long)bytes, ranges, (long long)r->held_task[oldest],
+               r->held_depth[oldest], none_live, need);
       return latched(r);
     }
-    if (r->retired == r->next_id) {
-      run_fail(r, code, PTO_TASK_NONE, -1,
-               "%s: %s can never be found: no task is live, so nothing can be reclaimed", what,
-               need);
+    if (hopeless) {
+      run_fail(r, code, PTO_TASK_NONE, -1, "%s: %s can never be found: %s", what, need,
+               r->retired == r->next_id ? "no task is live, so nothing can be reclaimed"
+                                        : "this task's own arguments hold every entry, which no "
+                                          "retirement frees");
       return latched(r);
     }
     if (pto_now_ns() >= deadline) {
@@ -430,8 +452,16 @@ static bool slot_room(pto_run *r, void *arg) {
   (void)arg;
   return r->next_id - r->retired < (int64_t)r->nslots;
 }
+/* Room in the dependency pool for the listed producers (r->depbuf) still
+ * live: one that retired needs no entry (it is done) and leaves the list,
+ * also because its slot is about to be reused, so it must not be linked.
+ * *arg: how many are left. */
 static bool dep_room(pto_run *r, void *arg) {
-  return r->dep_head + *(uint32_t *)arg - r->dep_tail <= r->ndeps;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < r->depbuf_n; i++)
+    if (r->depbuf[i] >= r->retired) r->depbuf[k++] = r->depbuf[i];
+  r->depbuf_n = *(uint32_t *)arg = k;
+  return k <= r->ndeps && r->dep_head + k - r->dep_tail <= r->ndeps;
 }
 typedef struct ring_req {
   ring *ring;
@@ -449,7 +479,36 @@ static bool heap_room(pto_run *r, void *arg) {
   q->ptr = ring_try_alloc_around(q->ring, q->bytes, r->held, r->nheld);
   return q->ptr != NULL;
 }
-static bool retired_moved(pto_run *r, void *arg) { return r->retired != *(pto_task_id *)arg; }
+/* The TensorMap full: room is a retirement (its entries may go); `own`
+ * entries are the submitting task's, which none frees. */
+typedef struct tmap_req {
+  pto_task_id before;
+  uint32_t own;
+} tmap_req;
+static bool tmap_room(pto_run *r, void *arg) {
+  return r->retired != ((const tmap_req *)arg)->before;
+}
+
+static bool room_never(pto_run *r, bool (*room)(pto_run *, void *), void *arg) {
+  if (room == tmap_room) return ((const tmap_req *)arg)->own >= r->tm.capacity;
+  if (room != heap_room) return false; /* the other rings are empty once no task is live */
+  /* The heap once every live task has retired: its tail at the last
+   * task's end, around the ranges held for good (a subsequence of the
+   * held ones, so in allocation order too); tried on a copy. */
+  ring h = r->heap;
+  if (r->retired < r->next_id) {
+    uint64_t end = run_slot(r, r->next_id - 1)->heap_end;
+    if (end > h.tail) h.tail = end;
+  }
+  ring_hole *kept = malloc(sizeof *kept * (r->nheld ? r->nheld : 1));
+  if (!kept) return false; /* not known: wait as for any room */
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < r->nheld; i++)
+    if (held_for_good(r, i)) kept[k++] = r->held[i];
+  bool never = !ring_try_alloc_around(&h, ((const ring_req *)arg)->bytes, kept, k);
+  free(kept);
+  return never;
+}
 
 /* ---- the heap ring for REDUX slabs (redux_orch) ---- */
 
@@ -501,6 +560,7 @@ typedef struct dep_collect {
   pto_run *r;
   pto_task_id self;
   bool oom;
+  uint32_t recorded; /* TensorMap entries recorded for self: none goes while it is live */
 } dep_collect;
 
 /* True when the task being submitted is ordered after producer: retired
@@ -555,11 +615,14 @@ static int orch_tmap(pto_run *r, const region_view *view, tmap_mode mode, bool i
   tmap_dep_fn fn = inferred ? collect_dep : ignore_dep;
   for (;;) {
     int rc = tmap_access_view(&r->tm, view, mode, c->self, r->retired, fn, c);
+    if (rc == PTO_OK) c->recorded++;
     if (rc != PTO_ETENSORMAP_OVERFLOW) return rc;
-    pto_task_id before = r->retired;
-    rc = orch_wait_room(r, retired_moved, &before, PTO_ETENSORMAP_OVERFLOW, PTO_ETENSORMAP_OVERFLOW,
-                        "TensorMap", "an entry (tensormap_entries %llu)", r->cfg->tensormap_entries,
-                        0);
+    tmap_req q = {r->retired, c->recorded};
+    rc = orch_wait_room(r, tmap_room, &q, PTO_ETENSORMAP_OVERFLOW, PTO_ETENSORMAP_OVERFLOW,
+                        "TensorMap",
+                        "an entry (tensormap_entries %llu, of which this task's arguments hold "
+                        "%llu)",
+                        r->cfg->tensormap_entries, q.own);
     if (rc) return rc;
   }
 }
@@ -878,7 +941,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   }
 
   /* 4. dependencies: inferred from regions, plus explicit ones */
-  dep_collect dc = {r, id, false};
+  dep_collect dc = {r, id, false, 0};
   r->depbuf_n = 0;
   int64_t pre = -1; /* the task's (dep_reduce) */
   bool inferred = inferred_edges(r, kernel_id);
@@ -903,18 +966,20 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
    * imply each other: the reduction read each one's slot and nodes for
    * nothing; keeping an edge is always sound) */
   uint32_t nd = r->depbuf_n;
-  if (nd > r->ndeps)
+  if (nd > r->ndeps && r->capture) /* nothing retires while capturing */
     return submit_fail(r, PTO_EDEP_OVERFLOW, "task has %u dependencies but dep_entries is %u", nd,
                        r->ndeps);
+  /* Producers that are done need no entry: more than the pool holds is
+   * waited for (they retire) rather than refused, which a submit that
+   * had not retired them yet (once per RETIRE_EVERY) did with every
+   * producer long done. The waits above may have retired producers
+   * listed earlier too: dep_room drops them from the list. */
+  if (nd > r->ndeps) orch_retire(r);
   if (!dep_room(r, &nd) &&
       (rc = orch_wait_room(r, dep_room, &nd, PTO_EDEP_OVERFLOW, PTO_EDEP_OVERFLOW,
                            "dependency pool", "%llu entries (dep_entries %llu)", nd, r->ndeps)))
     return rc;
-  /* The waits above may have retired producers listed earlier: their slots
-   * are about to be reused, so they must not be linked. */
-  nd = 0;
-  for (uint32_t i = 0; i < r->depbuf_n; i++)
-    if (r->depbuf[i] >= r->retired) r->depbuf[nd++] = r->depbuf[i];
+  nd = r->depbuf_n;
 
   /* 5. fill the slot, then link into producers' fanout lists */
   t->id = id;
@@ -1105,7 +1170,7 @@ static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t
   if (stale) return submit_fail(r, PTO_EINVAL, "%s: %s", what, stale);
   int rc = redux_flush_overlapping(r, t); /* the host sees the folded result */
   if (rc) return rc;
-  dep_collect dc = {r, r->next_id, false};
+  dep_collect dc = {r, r->next_id, false, 0};
   r->depbuf_n = 0;
   tmap_conflicts(&r->tm, t, mode, r->retired, collect_dep, &dc);
   if (dc.oom) return submit_fail(r, PTO_ENOMEM, "%s: dependency list allocation failed", what);

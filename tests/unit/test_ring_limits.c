@@ -10,11 +10,15 @@
  *    scope ended stays held until the tasks that may read it retired.
  *  - Open scopes that hold more OUTPUT bytes than the heap fail at once
  *    with PTO_ESCOPE_DEADLOCK, naming the scope and heap_bytes.
- *  - A wait for room that nothing can ever free (no task is live) fails at
- *    once with its ring's code and the real cause, instead of waiting
- *    alloc_timeout_ms and reporting "no task retired".
+ *  - A wait for room that nothing can ever free (no task is live, or no
+ *    live task's retirement would give it: an open scope holds the heap,
+ *    the task's own arguments fill the TensorMap) fails at once with its
+ *    ring's code and the real cause, instead of waiting alloc_timeout_ms
+ *    for a long task and reporting "no task retired".
  *  - Any valid task's arguments fit the argument ring, even with the
- *    fewest task slots. */
+ *    fewest task slots.
+ *  - A dependency takes an entry only while its producer is live: a task
+ *    with more producers than dep_entries, all of them done, runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -334,6 +338,122 @@ static void test_never_room_fails_at_once(void **state) {
   assert_non_null(strstr(st.out.err.details, "no task is live"));
 }
 
+/* ---- dependencies on tasks already done need no entry ---- */
+
+typedef struct deps_st {
+  float buf[5][16];
+  run_out out;
+} deps_st;
+
+/* five producers of five buffers, done (not yet retired: a submit retires
+ * once per 32), then one task reading all five */
+static void five_done_producers(pto_orch *o, void *arg) {
+  deps_st *st = arg;
+  pto_tensor t[5];
+  int64_t n = 16;
+  for (int i = 0; i < 5; i++) {
+    pto_tensor_init(&t[i], st->buf[i], sizeof st->buf[i], PTO_F32, 1, &n);
+    pto_args a;
+    pto_args_init(&a);
+    pto_args_output_existing(&a, &t[i]);
+    pto_args_scalar_f32(&a, (float)i);
+    if ((st->out.orch_rc = pto_submit(o, k_fill, &a, NULL, NULL))) return;
+  }
+  struct timespec ts = {0, 100 * 1000000L}; /* the producers end meanwhile */
+  nanosleep(&ts, NULL);
+  pto_args a;
+  pto_args_init(&a);
+  for (int i = 0; i < 5; i++)
+    pto_args_input(&a, &t[i]);
+  st->out.orch_rc = pto_submit(o, k_nop, &a, NULL, NULL);
+}
+
+static void test_done_producers_need_no_dep_entry(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 2;
+  cfg.task_slots = 64;
+  cfg.dep_entries = 4;
+  pto_chip *chip = NULL;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &k_fill), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "nop", nop, &k_nop), PTO_OK);
+  deps_st st = {0};
+  run(chip, five_done_producers, &st, &st.out);
+  if (st.out.rc)
+    fail_msg("a task reading 5 buffers whose producers are done, dep_entries 4: run returned %s "
+             "(%s), expected PTO_OK: a done producer needs no dependency entry",
+             pto_status_name(st.out.rc), st.out.err.details);
+  assert_int_equal(st.out.orch_rc, 0);
+  for (int i = 0; i < 5; i++)
+    assert_true(st.buf[i][15] == (float)i);
+  pto_chip_destroy(chip);
+}
+
+/* ---- room that no retirement can give: refused at once, even while a
+ * task is live ---- */
+
+static int k_sleep;
+static int sleep_1500ms(const pto_kctx *c) {
+  (void)c;
+  struct timespec ts = {1, 500 * 1000000L};
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+static double refused_ms; /* from the sleeper's submit to the refusal */
+
+static void slow_then_scope_over_heap(pto_orch *o, void *arg) {
+  run_out *out = arg;
+  double t0 = now_ms();
+  if ((out->orch_rc = pto_submit(o, k_sleep, NULL, NULL, NULL))) return;
+  scope_over_heap(o, arg);
+  refused_ms = now_ms() - t0;
+}
+
+static void slow_then_two_tensors(pto_orch *o, void *arg) {
+  tmap_st *st = arg;
+  double t0 = now_ms();
+  if ((st->out.orch_rc = pto_submit(o, k_sleep, NULL, NULL, NULL))) return;
+  two_tensors(o, arg);
+  refused_ms = now_ms() - t0;
+}
+
+static void test_never_room_while_a_task_runs(void **state) {
+  (void)state;
+  /* the heap held whole by an open scope */
+  pto_chip *chip = make_chip(64, 4 * 4096, 0);
+  assert_int_equal(pto_kernel_register_aiv(chip, "sleep", sleep_1500ms, &k_sleep), PTO_OK);
+  run_out out = {0};
+  run(chip, slow_then_scope_over_heap, &out, &out);
+  pto_chip_destroy(chip);
+  double heap_ms = refused_ms;
+  printf("scope over heap, a 1.5 s task live: %s after %.0f ms at OUTPUT task #%d: %s\n",
+         pto_status_name(out.rc), heap_ms, out.failed_at, out.err.details);
+  assert_int_equal(out.rc, PTO_ESCOPE_DEADLOCK);
+  assert_int_equal(out.failed_at, 4);
+  assert_int_equal(out.err.task_id, 1); /* the scope's first OUTPUT task */
+  assert_non_null(strstr(out.err.details, "heap_bytes 16384"));
+  /* a TensorMap too small for the task's own arguments */
+  chip = make_chip(64, 0, 1);
+  assert_int_equal(pto_kernel_register_aiv(chip, "sleep", sleep_1500ms, &k_sleep), PTO_OK);
+  tmap_st st = {0};
+  run(chip, slow_then_two_tensors, &st, &st.out);
+  pto_chip_destroy(chip);
+  printf("TensorMap of 1 entry, task with 2 tensors, a 1.5 s task live: %s after %.0f ms: %s\n",
+         pto_status_name(st.out.rc), refused_ms, st.out.err.details);
+  assert_int_equal(st.out.rc, PTO_ETENSORMAP_OVERFLOW);
+  assert_non_null(strstr(st.out.err.details, "tensormap_entries 1"));
+  /* both refused at once, not after alloc_timeout_ms (500) for nothing */
+  if (heap_ms >= 300.0 || refused_ms >= 300.0)
+    fail_msg("refused after %.0f ms (heap) and %.0f ms (TensorMap): waited for room that no "
+             "retirement could give",
+             heap_ms, refused_ms);
+  assert_null(strstr(out.err.details, "no task retired"));
+  assert_null(strstr(st.out.err.details, "no task retired"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_output_then_plain_tasks),
@@ -342,6 +462,8 @@ int main(void) {
       cmocka_unit_test(test_scope_over_heap_fails_fast),
       cmocka_unit_test(test_max_args_fit_two_slots),
       cmocka_unit_test(test_never_room_fails_at_once),
+      cmocka_unit_test(test_done_producers_need_no_dep_entry),
+      cmocka_unit_test(test_never_room_while_a_task_runs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
