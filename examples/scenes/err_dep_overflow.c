@@ -1,7 +1,9 @@
 /* err_dep_overflow.c — PTO_EDEP_OVERFLOW with a 4-entry dependency pool,
  * in two runs:
  *  1. one task depends on 8 live producers (8 hung writers of the rows of
- *     X, then a reader of all of X): it can never fit, so it fails at once;
+ *     X, then a reader of all of X): it fits only once some of them have
+ *     retired (a done producer takes no entry), which hung ones never do,
+ *     so it fails after alloc_timeout_ms (150), naming the 8 entries;
  *  2. the pool runs dry over time: 8 readers of the output of a hung task
  *     take one entry each; the 5th waits for reclamation that cannot come
  *     and fails after alloc_timeout_ms (150). */
@@ -73,8 +75,8 @@ static int err_dep_overflow_run(const pto_scene_opts *opts, pto_scene_report *re
   scene_expect_error(chip, do_orch, &st, PTO_EDEP_OVERFLOW, rep);
   cs_expect(rep, st.failed_at == 8, "run 1: the failing submit was #%d, expected the reader #8",
             st.failed_at);
-  cs_expect_details(rep, "8 dependencies");
-  cs_expect_details(rep, "dep_entries is 4");
+  cs_expect_details(rep, "8 entries (dep_entries 4)");
+  cs_expect_details(rep, "150 ms");
   char first[sizeof rep->err.details];
   snprintf(first, sizeof first, "%s", rep->err.details);
   if (rep->verified) {
@@ -88,8 +90,8 @@ static int err_dep_overflow_run(const pto_scene_opts *opts, pto_scene_report *re
   }
   char checked[400];
   snprintf(checked, sizeof checked,
-           "a task with more deps than the pool failed at once (%.120s); a pool exhausted by live "
-           "readers failed after the 150 ms deadline",
+           "a task with more live deps than the pool failed after the 150 ms deadline (%.120s); a "
+           "pool exhausted by live readers failed after it too",
            first);
   return cs_trigger_done(chip, rep, checked);
 }

@@ -438,9 +438,11 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
     }
     if (pto_now_ns() >= deadline) {
       pto_task_id old = r->retired;
+      snprintf(need, sizeof need, need_fmt, n1, n2);
       run_fail(r, code, old < r->next_id ? old : PTO_TASK_NONE, -1,
-               "%s full and no task retired for %lld ms (oldest live task %lld, live tasks %lld)",
-               what, (long long)r->cfg->alloc_timeout_ms, (long long)old,
+               "%s full and no task retired for %lld ms, waiting for %s (oldest live task %lld, "
+               "live tasks %lld)",
+               what, (long long)r->cfg->alloc_timeout_ms, need, (long long)old,
                (long long)(r->next_id - r->retired));
       return latched(r);
     }
