@@ -47,14 +47,14 @@ static int64_t held_at(const ring_hole *held, uint32_t nheld, uint64_t lo, uint6
 }
 
 /* The held range whose bytes contain physical heap bytes [plo, phi), or -1
- * (for views without a tag: located by address). */
+ * (for views without a tag: located by address). Held ranges are live at
+ * once, so disjoint: the one that overlaps them is the only candidate. */
 static int64_t held_at_phys(const ring *heap, const ring_hole *held, uint32_t nheld, uint64_t plo,
                             uint64_t phi) {
-  for (uint32_t i = 0; i < nheld; i++) {
-    uint64_t a = held[i].begin % heap->cap, b = a + (held[i].end - held[i].begin);
-    if (a <= plo && phi <= b) return i;
-  }
-  return -1;
+  int64_t i = ring_hole_find(held, nheld, heap->cap, plo, phi > plo ? phi - plo : 1);
+  if (i < 0) return -1;
+  uint64_t a = held[i].begin % heap->cap, b = a + (held[i].end - held[i].begin);
+  return a <= plo && phi <= b ? i : -1;
 }
 
 const char *heap_live_problem(const heap_live *l, const ring *heap, const ring_hole *held,

@@ -85,6 +85,16 @@ static uint32_t lap_run_end(const ring_hole *held, uint32_t i, uint32_t nheld, u
   return lo;
 }
 
+int64_t ring_hole_find(const ring_hole *held, uint32_t nheld, uint64_t cap, uint64_t p,
+                       uint64_t n) {
+  for (uint32_t lo = 0, hi; lo < nheld; lo = hi) {
+    hi = lap_run_end(held, lo, nheld, cap);
+    uint32_t i = first_ending_after(held, lo, hi, cap, p);
+    if (i < hi && hole_at(&held[i], cap) < p + n) return i;
+  }
+  return -1;
+}
+
 void *ring_try_alloc_around(ring *r, uint64_t n, const ring_hole *held, uint32_t nheld) {
   n = round_up(n ? n : 1, RING_ALIGN);
   if (n > r->cap) return NULL;
@@ -96,17 +106,11 @@ void *ring_try_alloc_around(ring *r, uint64_t n, const ring_hole *held, uint32_t
     /* A held range's bytes sit at the same physical place on every lap;
      * one overlapping [start, start + n) moves start to its end. Ranges
      * inside [tail, head) cannot overlap (the check above). The first one
-     * in `held`'s order that overlaps, found per lap by a binary search:
-     * a linear scan of every range at every step made an OUTPUT's
-     * allocation cost the number of ranges held (an outer scope's OUTPUT
-     * per step, kept apart by an inner scope's: 32000 steps took 18.8 s). */
-    uint64_t p = start % r->cap, was = start;
-    for (uint32_t lo = 0, hi; lo < nheld && start == was; lo = hi) {
-      hi = lap_run_end(held, lo, nheld, r->cap);
-      uint32_t i = first_ending_after(held, lo, hi, r->cap, p);
-      if (i < hi && hole_at(&held[i], r->cap) < p + n) start += hole_end(&held[i], r->cap) - p;
-    }
-    if (start == was) break;
+     * in `held`'s order that overlaps (ring_hole_find). */
+    uint64_t p = start % r->cap;
+    int64_t i = ring_hole_find(held, nheld, r->cap, p, n);
+    if (i < 0) break;
+    start += hole_end(&held[i], r->cap) - p;
   }
   r->head = start + n;
   return r->base + start % r->cap;
