@@ -53,8 +53,8 @@ static int64_t held_at_phys(const ring *heap, const ring_hole *held, uint32_t nh
                             uint64_t phi) {
   int64_t i = ring_hole_find(held, nheld, heap->cap, plo, phi > plo ? phi - plo : 1);
   if (i < 0) return -1;
-  uint64_t a = held[i].begin % heap->cap, b = a + (held[i].end - held[i].begin);
-  return a <= plo && phi <= b ? i : -1;
+  return ring_hole_at(&held[i], heap->cap) <= plo && phi <= ring_hole_end(&held[i], heap->cap) ? i
+                                                                                               : -1;
 }
 
 const char *heap_live_problem(const heap_live *l, const ring *heap, const ring_hole *held,

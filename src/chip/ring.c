@@ -48,14 +48,6 @@ void ring_release_to(ring *r, uint64_t end) {
   if (end > r->tail) r->tail = end;
 }
 
-/* The physical bytes [a, b) of held range h: one interval, since no
- * allocation, and no merge of them (orch.c: hold_push), crosses the ring's
- * physical end. */
-static uint64_t hole_at(const ring_hole *h, uint64_t cap) { return h->begin % cap; }
-static uint64_t hole_end(const ring_hole *h, uint64_t cap) {
-  return h->begin % cap + (h->end - h->begin);
-}
-
 /* The ranges of one lap (begin / cap the same) are a run of `held` (sorted
  * by begin) and, held at once, disjoint: sorted by physical place, their
  * ends too. The first of held[lo, hi) (one lap) that ends after p, or hi. */
@@ -63,7 +55,7 @@ static uint32_t first_ending_after(const ring_hole *held, uint32_t lo, uint32_t 
                                    uint64_t p) {
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (hole_end(&held[mid], cap) > p)
+    if (ring_hole_end(&held[mid], cap) > p)
       hi = mid;
     else
       lo = mid + 1;
@@ -90,7 +82,7 @@ int64_t ring_hole_find(const ring_hole *held, uint32_t nheld, uint64_t cap, uint
   for (uint32_t lo = 0, hi; lo < nheld; lo = hi) {
     hi = lap_run_end(held, lo, nheld, cap);
     uint32_t i = first_ending_after(held, lo, hi, cap, p);
-    if (i < hi && hole_at(&held[i], cap) < p + n) return i;
+    if (i < hi && ring_hole_at(&held[i], cap) < p + n) return i;
   }
   return -1;
 }
@@ -110,7 +102,7 @@ void *ring_try_alloc_around(ring *r, uint64_t n, const ring_hole *held, uint32_t
     uint64_t p = start % r->cap;
     int64_t i = ring_hole_find(held, nheld, r->cap, p, n);
     if (i < 0) break;
-    start += hole_end(&held[i], r->cap) - p;
+    start += ring_hole_end(&held[i], r->cap) - p;
   }
   r->head = start + n;
   return r->base + start % r->cap;

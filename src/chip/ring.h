@@ -36,6 +36,13 @@ bool ring_fits(const ring *r, uint64_t n);
 typedef struct ring_hole {
   uint64_t begin, end;
 } ring_hole;
+/* The physical bytes [ring_hole_at, ring_hole_end) of held range h: one
+ * interval, since no allocation, and no merge of them (orch.c:
+ * hold_push), crosses the ring's physical end. */
+static inline uint64_t ring_hole_at(const ring_hole *h, uint64_t cap) { return h->begin % cap; }
+static inline uint64_t ring_hole_end(const ring_hole *h, uint64_t cap) {
+  return h->begin % cap + (h->end - h->begin);
+}
 /* The first of `held` (sorted by begin, the orchestrator's held ranges)
  * whose physical bytes (begin % cap, never across the ring's end) overlap
  * physical [p, p + n), or -1. A lap's ranges are a run of the list and

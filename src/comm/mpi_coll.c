@@ -284,30 +284,39 @@ static unsigned char *staging(comm_win *w, int buf, size_t rec, char *why, size_
   return w->xstage[buf];
 }
 
-/* A record exchange that timed out: which peers it waited for, by its
- * requests (MPI_Request_get_status neither completes nor frees them; they
- * stay in flight). The receives say whose record never came; when every
- * record came, the sends say which peer has not taken mine. Before, the
- * error said only "a rank did not call it, or died", where the call
- * table's wait names the rank. */
+/* The peers of the requests req[0..n-1) (request i with peer peer(i))
+ * still open, as "1, 3" in list (MPI_Request_get_status neither completes
+ * nor frees them: they stay in flight); returns how many. */
+static int open_peers(MPI_Request *req, int n, int me, int dir, char *list, size_t len) {
+  int k = 0;
+  size_t at = 0;
+  for (int i = 1; i < n; i++) {
+    int flag = 1;
+    MPI_Request_get_status(req[i - 1], &flag, MPI_STATUS_IGNORE);
+    if (flag || at + 16 > len) continue;
+    at += (size_t)snprintf(list + at, len - at, "%s%d", k++ ? ", " : "", (me + dir * i + n) % n);
+  }
+  return k;
+}
+
+/* A record exchange that timed out: the receives still open say whose
+ * record never came; when every record came, the sends still open say
+ * which peer has not taken mine. Before, the error said only "a rank did
+ * not call it, or died", where the call table's wait names the rank. */
 static void missing_peers(const comm_win *w, int buf, MPI_Request *req, char *why, size_t why_len) {
-  int n = w->d.nranks, me = w->my_rank, k = 0, pass = 0;
+  int n = w->d.nranks, me = w->my_rank;
   char list[128] = "";
-  size_t len = 0;
-  /* the receives (req[0..n-1)), then the sends; pass ends one past the one that found */
-  for (; pass < 2 && !k; pass++)
-    for (int i = 1; i < n; i++) {
-      int p = pass ? (me + i) % n : (me - i + n) % n, flag = 1;
-      MPI_Request_get_status(req[pass * (n - 1) + i - 1], &flag, MPI_STATUS_IGNORE);
-      if (flag || len + 16 > sizeof list) continue;
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", k++ ? ", " : "", p);
-    }
+  const char *how = "no record came from";
+  int k = open_peers(req, n, me, -1, list, sizeof list); /* mpi_exchange's receives */
+  if (!k) {
+    how = "my record was not taken by";
+    k = open_peers(req + (n - 1), n, me, +1, list, sizeof list); /* then its sends */
+  }
   if (!k) return; /* every request completed meanwhile: finish's words stand */
   snprintf(why, why_len,
            "the exchange of records (MPI_Isend/MPI_Irecv) on window buffer %s did not "
            "complete: %s rank%s %s (%s did not call, or died)",
-           w->d.buffers[buf].name, pass == 1 ? "no record came from" : "my record was not taken by",
-           k > 1 ? "s" : "", list, k > 1 ? "they" : "it");
+           w->d.buffers[buf].name, how, k > 1 ? "s" : "", list, k > 1 ? "they" : "it");
 }
 
 int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,

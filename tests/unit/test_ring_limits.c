@@ -44,18 +44,24 @@ static int nop(const pto_kctx *c) {
   return 0;
 }
 
-static pto_chip *make_chip(uint32_t slots, size_t heap, uint32_t tmap) {
+/* A 2-cluster chip with the kernels fill and nop; 0 keeps a default. */
+static pto_chip *make_chip_deps(uint32_t slots, size_t heap, uint32_t tmap, uint32_t deps) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.clusters = 2;
   cfg.task_slots = slots;
   if (heap) cfg.heap_bytes = heap;
   if (tmap) cfg.tensormap_entries = tmap;
+  if (deps) cfg.dep_entries = deps;
   pto_chip *chip = NULL;
   assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &k_fill), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "nop", nop, &k_nop), PTO_OK);
   return chip;
+}
+
+static pto_chip *make_chip(uint32_t slots, size_t heap, uint32_t tmap) {
+  return make_chip_deps(slots, heap, tmap, 0);
 }
 
 typedef struct run_out {
@@ -370,15 +376,7 @@ static void five_done_producers(pto_orch *o, void *arg) {
 
 static void test_done_producers_need_no_dep_entry(void **state) {
   (void)state;
-  pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = 2;
-  cfg.task_slots = 64;
-  cfg.dep_entries = 4;
-  pto_chip *chip = NULL;
-  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
-  assert_int_equal(pto_kernel_register_aiv(chip, "fill", pto_kern_fill, &k_fill), PTO_OK);
-  assert_int_equal(pto_kernel_register_aiv(chip, "nop", nop, &k_nop), PTO_OK);
+  pto_chip *chip = make_chip_deps(64, 0, 0, 4);
   deps_st st = {0};
   run(chip, five_done_producers, &st, &st.out);
   if (st.out.rc)
