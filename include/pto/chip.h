@@ -51,7 +51,11 @@ typedef struct pto_chip_config {
    * modulo their number, of those the orchestrator's thread may use; a
    * node chip counts on from the lower ranks' cores). Otherwise the OS
    * places them; the orchestrator's CPUs are restored before the function
-   * returns to pto. A thread the orchestration function creates while it
+   * returns to pto. Each placement is made only while the threads
+   * runnable on the machine that are not pto's fit on the CPUs outside
+   * those pto may use (so another program's busy thread is never stuck
+   * behind a bound one: docs/chip.md, "Where the threads run"); 2: even
+   * then. A thread the orchestration function creates while it
    * is bound inherits that one CPU and keeps it: pto restores the
    * orchestrator's own CPUs only. Create such threads before the first
    * submit, set their CPUs yourself, or use 0. 0: the OS always does

@@ -144,7 +144,8 @@ class Chip:
     (16384), tensormap_entries (65536), alloc_timeout_ms (500), watchdog_ms
     (10000), shutdown_ms (5000), async_slots (64), sched_threads (0),
     spread_cores (1: pto binds the orchestrator and the core threads to CPUs
-    while that pays, src/chip/spread.c), check (False: checking mode,
+    while that pays and no other program's threads need those CPUs; 2: even
+    then; 0 or False: never; docs/chip.md, "Where the threads run"), check (False: checking mode,
     docs/contracts.md; PTO_CHECK=contracts turns it on too: a kernel that
     touches memory its task did not declare raises pto.ContractError naming
     the argument), check_seed (0: from the clock; PTO_CHECK_SEED).
@@ -173,7 +174,7 @@ class Chip:
                  dep_entries: Optional[int] = None, tensormap_entries: Optional[int] = None,
                  alloc_timeout_ms: Optional[int] = None, watchdog_ms: Optional[int] = None,
                  shutdown_ms: Optional[int] = None, async_slots: Optional[int] = None,
-                 sched_threads: Optional[bool] = None, spread_cores: Optional[bool] = None,
+                 sched_threads: Optional[bool] = None, spread_cores: Optional[int] = None,
                  trace: Optional[str] = None, check: Optional[bool] = None,
                  check_seed: Optional[int] = None, schedule_seed: Optional[int] = None,
                  record: Optional[str] = None, replay: Optional[str] = None):

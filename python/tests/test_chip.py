@@ -42,9 +42,11 @@ def test_config_options_and_bad_values():
         pto.Node(1, bogus=3)
     with pto.Chip(clusters=1, spread_cores=False) as c:
         assert c.config["spread_cores"] == 0
+    with pto.Chip(clusters=1, spread_cores=2) as c:
+        assert c.config["spread_cores"] == 2
     with pytest.raises(pto.InvalidArgumentError) as e:
-        pto.Chip(spread_cores=2)
-    assert "spread_cores = 2, must be 0 or 1" in e.value.details
+        pto.Chip(spread_cores=3)
+    assert "spread_cores = 3, must be 0, 1 or 2" in e.value.details
 
 
 def test_help_is_useful():

@@ -137,7 +137,7 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   BAD(c.shutdown_ms <= 0, "shutdown_ms = %lld, must be positive", (long long)c.shutdown_ms);
   BAD(c.sched_threads < 0 || c.sched_threads > 1, "sched_threads = %d, must be 0 or 1",
       c.sched_threads);
-  BAD(c.spread_cores < 0 || c.spread_cores > 1, "spread_cores = %d, must be 0 or 1",
+  BAD(c.spread_cores < 0 || c.spread_cores > 2, "spread_cores = %d, must be 0, 1 or 2",
       c.spread_cores);
   BAD(c.async_slots > PTO_ASYNC_SLOTS_MAX,
       "async_slots = %u, must be 0..%d (a completion token holds the slot in 16 bits)",

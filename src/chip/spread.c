@@ -39,10 +39,24 @@
 #include "chip/run.h"
 #include "common/cpu_bind.h"
 #include "common/options.h"
+#include "common/wait.h"
+
+/* Whether the CPUs in `mine` are left to pto's threads: the threads
+ * runnable on the machine now that are not pto's (this process's
+ * registered threads, wait.c) fit on the CPUs outside `mine`
+ * (cpu_bind.h). Always with spread_cores = 2; never when the count
+ * cannot be read. */
+static bool cpus_ours(const pto_run *r, const cpu_set_t *mine) {
+  if (r->cfg->spread_cores == 2) return true;
+  int total = cpu_runnable_now();
+  if (total < 0) return false;
+  int others = total - pto_wait_runnable();
+  return cpu_set_unshared(others > 0 ? others : 0, cpu_online(), CPU_COUNT(mine));
+}
 
 void spread_begin(pto_run *r) {
   if (!r->cfg->spread_cores || cpu_set_of_self(&r->spread_cpus) != 0 ||
-      CPU_COUNT(&r->spread_cpus) < 2)
+      CPU_COUNT(&r->spread_cpus) < 2 || !cpus_ours(r, &r->spread_cpus))
     return;
   uint64_t gen = run_phase_gen(atomic_load_explicit(&r->phase, memory_order_relaxed));
   for (int i = 0; i < r->ncores; i++) {
@@ -80,7 +94,8 @@ static void orch_alone(pto_run *r) {
   r->alone_tried = true;
   int me = sched_getcpu();
   if (!r->cfg->spread_cores || cpu_set_of_self(&r->alone_cpus) != 0 ||
-      CPU_COUNT(&r->alone_cpus) < 2 || me < 0 || !CPU_ISSET(me, &r->alone_cpus))
+      CPU_COUNT(&r->alone_cpus) < 2 || me < 0 || !CPU_ISSET(me, &r->alone_cpus) ||
+      !cpus_ours(r, &r->alone_cpus))
     return;
   cpu_set_t one, rest = r->alone_cpus;
   CPU_ZERO(&one);

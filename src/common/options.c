@@ -39,10 +39,11 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
     [PTO_OPT_SCHED_THREADS] = {"sched_threads", "PTO_SCHED_THREADS", 0, 0, 1,
                                "1: a thread per scheduler (the device's AICPU threads); 0: "
                                "scheduling runs on the cores that finish work"},
-    [PTO_OPT_SPREAD_CORES] = {"spread_cores", "PTO_SPREAD_CORES", 1, 0, 1,
+    [PTO_OPT_SPREAD_CORES] = {"spread_cores", "PTO_SPREAD_CORES", 1, 0, 2,
                               "1: a chip's orchestrator far ahead of busy cores whose blocks are "
                               "short gets a CPU of its own, and once it waits for the last tasks "
-                              "each core gets one; 0: the OS places them"},
+                              "each core gets one, while no other program's threads need those "
+                              "CPUs; 2: even then; 0: the OS places them"},
     [PTO_OPT_PULL_HOLD_NS] = {"pull_hold_ns", "PTO_PULL_HOLD_NS", 2000, 0, 10000000,
                               "an idle core whose blocks run under a quarter of this looks for "
                               "work once per this many ns; 0: continuously"},

@@ -202,6 +202,8 @@ void pto_wait_thread_end(void) {
   atomic_fetch_sub_explicit(&runnable, 1, memory_order_relaxed);
 }
 
+int pto_wait_runnable(void) { return atomic_load_explicit(&runnable, memory_order_relaxed); }
+
 /* Parking takes a registered thread off the CPU count until it wakes. */
 static void park_begin(void) {
   if (registered) atomic_fetch_sub_explicit(&runnable, 1, memory_order_relaxed);

@@ -82,6 +82,10 @@ bool pto_wait_cpu_free(void);
 int pto_wait_cpus(void);
 const cpu_set_t *pto_wait_cpu_set(void);
 
+/* pto's registered threads in this process that are runnable now (not
+ * parked): the count pto_wait's spin looks at (a relaxed read). */
+int pto_wait_runnable(void);
+
 /* Makes the process's futex wake-ups cost O(1) with `threads` of pto's
  * threads parked: grows a per-process futex hash (Linux 6.16+) to a
  * bucket per thread, never shrinking it; a hint, without effect on older

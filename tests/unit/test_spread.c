@@ -4,7 +4,7 @@
  * Each case runs a two-block task on a chip of two cores: both blocks start,
  * the orchestration function returns, and each block then reads the CPUs its
  * own thread may run on.
- *  - spread_cores = 1: core i is bound to the ((first + i) mod n)-th CPU of
+ *  - spread_cores = 2: core i is bound to the ((first + i) mod n)-th CPU of
  *    the n the test may use (first: 0, or a node rank's offset, 1 here);
  *  - in the next run, while the orchestrator still submits, both cores may
  *    run on every CPU again;
@@ -24,7 +24,17 @@
  *  - warmed up with blocks of 4 ms (longer than a quarter of
  *    PTO_PULL_HOLD_NS, which this program sets to 10 ms), it keeps every
  *    CPU: real kernels need the CPU more than the orchestrator does;
- *  - spread_cores = 0 never does any of it. */
+ *  - spread_cores = 0 never does any of it.
+ * The cases that expect a bind use spread_cores = 2, which binds whatever
+ * else runs on the machine. spread_cores = 1 (the default) binds only
+ * while the threads runnable on the machine that are not pto's fit on the
+ * CPUs outside the test's: with threads of the test's own spinning (one
+ * more than those CPUs, and two more for the cores, counted as pto's
+ * while their kernels sleep), it binds neither the cores nor the
+ * orchestrator. Whether it binds on a quiet machine depends on what else
+ * the machine runs, so that is checked through its decision
+ * (cpu_set_unshared) and the count it reads (cpu_runnable_now). */
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +49,8 @@
 #include <cmocka.h>
 
 #include "chip/node_hooks.h" /* white box: a node rank's first CPU */
+#include "common/cpu_bind.h" /* white box: the machine's runnable threads */
+#include "common/wait.h"     /* pto_cpu_relax */
 #include "pto/pto.h"
 
 #define WAIT_MS 5000
@@ -307,7 +319,7 @@ static void expect_alone(const ahead_case *k) {
  * must have run alone first. */
 static ahead_case alone_run(ahead_end end) {
   ahead_case k = {.end = end};
-  ahead_run(1, &k);
+  ahead_run(2, &k);
   expect_alone(&k);
   return k;
 }
@@ -356,7 +368,7 @@ static void expect_never_alone(const ahead_case *k, const char *why) {
 static void test_long_blocks_never_set_it_alone(void **state) {
   (void)state;
   ahead_case k = {.end = END_RETURN, .warm_ns = LONG_NS};
-  ahead_run(1, &k);
+  ahead_run(2, &k);
   expect_never_alone(&k, "blocks of 4 ms (long blocks need the cores' CPUs)");
 }
 
@@ -400,7 +412,7 @@ static void expect_spread(int first) {
 
 static void test_spread_while_the_orchestrator_waits(void **state) {
   (void)state;
-  pto_chip *chip = make_chip(1);
+  pto_chip *chip = make_chip(2);
   for (int round = 0; round < 3; round++) {
     probe_run(chip, true, nall > 1);
     if (nall > 1)
@@ -418,14 +430,14 @@ static void test_a_node_rank_counts_on_from_its_first_cpu(void **state) {
   (void)state;
   if (nall < 2) {
     printf("one CPU: the offset cannot show\n");
-    pto_chip *chip = make_chip(1);
+    pto_chip *chip = make_chip(2);
     chip_set_cpu_first(chip, 1);
     probe_run(chip, true, false);
     expect_free("one CPU, nothing to spread");
     pto_chip_destroy(chip);
     return;
   }
-  pto_chip *chip = make_chip(1);
+  pto_chip *chip = make_chip(2);
   chip_set_cpu_first(chip, 1);
   probe_run(chip, true, true);
   expect_spread(1);
@@ -440,6 +452,79 @@ static void test_spread_cores_0_leaves_them_to_the_os(void **state) {
   probe_run(chip, false, false);
   expect_free("spread_cores = 0, during the orchestration");
   pto_chip_destroy(chip);
+}
+
+/* ---- giving way to other threads (spread_cores = 1) ---- */
+
+/* Threads of the test's own, not pto's: each spins until stopped. */
+typedef struct spinners {
+  int n;
+  pthread_t t[64];
+  _Atomic int stop;
+} spinners;
+
+static void *spin_main(void *arg) {
+  spinners *s = arg;
+  while (!atomic_load_explicit(&s->stop, memory_order_relaxed))
+    pto_cpu_relax();
+  return NULL;
+}
+
+/* Enough spinning threads that the others do not fit outside the test's
+ * CPUs: one more than those CPUs, and two for the cores, which pto counts
+ * as runnable while their kernels sleep. */
+static void spinners_start(spinners *s) {
+  s->n = cpu_online() - nall + 3;
+  if (s->n > 64) s->n = 64;
+  atomic_store(&s->stop, 0);
+  for (int i = 0; i < s->n; i++)
+    assert_int_equal(pthread_create(&s->t[i], NULL, spin_main, s), 0);
+}
+
+static void spinners_stop(spinners *s) {
+  atomic_store(&s->stop, 1);
+  for (int i = 0; i < s->n; i++)
+    pthread_join(s->t[i], NULL);
+}
+
+static void test_cores_give_way_to_other_threads(void **state) {
+  (void)state;
+  spinners s;
+  spinners_start(&s);
+  pto_chip *chip = make_chip(1);
+  probe_run(chip, true, false);
+  expect_free("spread_cores = 1 with other threads runnable, after the orchestration returned");
+  pto_chip_destroy(chip);
+  spinners_stop(&s);
+}
+
+static void test_the_orchestrator_gives_way_to_other_threads(void **state) {
+  (void)state;
+  spinners s;
+  spinners_start(&s);
+  ahead_case k = {.end = END_RETURN};
+  ahead_run(1, &k);
+  spinners_stop(&s);
+  expect_never_alone(&k, "spread_cores = 1 with other threads runnable");
+}
+
+/* The decision: the others fit on the CPUs outside the set. */
+static void test_the_decision_counts_the_cpus_outside(void **state) {
+  (void)state;
+  assert_true(cpu_set_unshared(0, 2, 2));  /* a quiet 2-CPU machine */
+  assert_false(cpu_set_unshared(1, 2, 2)); /* one other thread */
+  assert_true(cpu_set_unshared(6, 8, 2));  /* 6 others, 6 CPUs outside ours */
+  assert_false(cpu_set_unshared(7, 8, 2));
+  /* what it reads: at least the caller, running, and each spinner */
+  int quiet = cpu_runnable_now();
+  printf("runnable threads on the machine now: %d (online CPUs: %d)\n", quiet, cpu_online());
+  assert_true(quiet >= 1);
+  spinners s;
+  spinners_start(&s);
+  int busy = cpu_runnable_now();
+  spinners_stop(&s);
+  printf("with %d spinners: %d\n", s.n, busy);
+  assert_true(busy >= s.n + 1);
 }
 
 int main(void) {
@@ -459,6 +544,9 @@ int main(void) {
       cmocka_unit_test(test_the_watchdog_gives_an_idle_orchestrators_cpu_back),
       cmocka_unit_test(test_long_blocks_never_set_it_alone),
       cmocka_unit_test(test_spread_cores_0_never_sets_it_alone),
+      cmocka_unit_test(test_cores_give_way_to_other_threads),
+      cmocka_unit_test(test_the_orchestrator_gives_way_to_other_threads),
+      cmocka_unit_test(test_the_decision_counts_the_cpus_outside),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
