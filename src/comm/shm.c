@@ -208,27 +208,58 @@ static void gap(void *arg, const fault_op *landed) {
 
 /* ---- backend ---- */
 
-static int map_window(comm_win *w, int r, bool create) {
+/* "rank R's window NAME (N bytes): CALL: errno text" into why[n]: the
+ * object, the call and the system's reason of a window not made or not
+ * reached; returns PTO_ESYSTEM. err is the call's errno, taken before any
+ * other call (close, shm_unlink) could change it. */
+static int window_fail(const comm_win *w, int r, const char *name, const char *call, int err,
+                       char *why, size_t n) {
+  snprintf(why, n, "rank %d's window %s (%llu bytes): %s: %s%s", r, name,
+           (unsigned long long)w->d.win_bytes, call, strerror(err),
+           err == ENOSPC ? " (the shared-memory file system, /dev/shm, has no room for it)" : "");
+  return PTO_ESYSTEM;
+}
+
+static int map_window(comm_win *w, int r, bool create, char *why, size_t n) {
   char name[COMM_PREFIX_MAX + 16];
   comm_shm_name(&w->d, r, name, sizeof name);
   int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
-  if (fd < 0) return PTO_ESYSTEM;
-  if (create && ftruncate(fd, (off_t)w->d.win_bytes) != 0) {
-    close(fd);
-    shm_unlink(name);
-    return PTO_ESYSTEM;
+  if (fd < 0) return window_fail(w, r, name, create ? "shm_open (new)" : "shm_open", errno, why, n);
+  const char *call = NULL;
+  int err = 0;
+  if (create) {
+    /* the object's memory is taken now: a sparse object on a full /dev/shm
+     * (a container's 64 MiB) would kill the process with SIGBUS at the
+     * first store to a page it cannot have, the zeroing below */
+    if (ftruncate(fd, (off_t)w->d.win_bytes) != 0) {
+      call = "ftruncate", err = errno;
+    } else {
+      do
+        err = posix_fallocate(fd, 0, (off_t)w->d.win_bytes);
+      while (err == EINTR);
+      if (err) call = "posix_fallocate";
+    }
+  } else {
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      call = "fstat", err = errno;
+    } else if ((uint64_t)st.st_size != w->d.win_bytes) {
+      snprintf(why, n, "rank %d's window %s has %lld bytes, the domain's windows %llu", r, name,
+               (long long)st.st_size, (unsigned long long)w->d.win_bytes);
+      close(fd);
+      return PTO_ESYSTEM;
+    }
   }
-  struct stat st;
-  if (!create && (fstat(fd, &st) != 0 || (uint64_t)st.st_size != w->d.win_bytes)) {
-    close(fd);
-    return PTO_ESYSTEM;
+  void *p = MAP_FAILED;
+  if (!call) {
+    p = mmap(rank_addr(w, r), w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+             0);
+    if (p == MAP_FAILED) call = "mmap", err = errno;
   }
-  void *p =
-      mmap(rank_addr(w, r), w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   close(fd);
-  if (p == MAP_FAILED) {
+  if (call) {
     if (create) shm_unlink(name);
-    return PTO_ESYSTEM;
+    return window_fail(w, r, name, call, err, why, n);
   }
   w->base[r] = p;
   return 0;
@@ -241,7 +272,7 @@ static int shm_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   w->d = *d;
   w->my_rank = my_rank;
   if (my_rank >= 0) {
-    int rc = map_window(w, my_rank, true);
+    int rc = map_window(w, my_rank, true, why, why_len);
     if (rc) {
       free(w);
       return rc;
@@ -291,10 +322,16 @@ static void count_sharers(comm_win *w) {
 static int shm_attach(comm_win *w, char *why, size_t why_len) {
   for (int r = 0; r < w->d.nranks; r++) {
     if (w->base[r]) continue;
-    int rc = map_window(w, r, false);
+    int rc = map_window(w, r, false, why, why_len);
     if (rc) return rc;
     /* acquire pairs with the owner's release store of the magic */
-    if (__atomic_load_n(&hdr(w, r)->magic, __ATOMIC_ACQUIRE) != SHM_MAGIC) return PTO_ESYSTEM;
+    if (__atomic_load_n(&hdr(w, r)->magic, __ATOMIC_ACQUIRE) != SHM_MAGIC) {
+      char name[COMM_PREFIX_MAX + 16];
+      comm_shm_name(&w->d, r, name, sizeof name);
+      snprintf(why, why_len, "rank %d's window %s has no pto window header (not made by rank %d)",
+               r, name, r);
+      return PTO_ESYSTEM;
+    }
   }
   count_sharers(w);
   return 0;

@@ -17,6 +17,7 @@
 #include "chip/trace_hooks.h"
 #include "comm/delivery.h"
 #include "common/clock.h"
+#include "common/last_error.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
 
@@ -257,8 +258,10 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
   pto_event *parent_ev = &n->ctl->parent_ev;
   beat_ctx beat = {mb, false};
   pthread_t hb; /* threads start only after the fork, as every child thread does */
-  if (pthread_create(&hb, NULL, heartbeat_main, &beat) != 0) {
-    mbox_set_state(mb, CHILD_FAILED, parent_ev);
+  int hrc = pthread_create(&hb, NULL, heartbeat_main, &beat);
+  if (hrc != 0) {
+    mbox_set_failed(mb, parent_ev, "cannot start its heartbeat thread: pthread_create: %s",
+                    strerror(hrc));
     return 2;
   }
   bool is_chip = slot < n->cfg.nchips;
@@ -269,11 +272,20 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
   pto_chip *chip = NULL;
   int status = 0;
   node_frame *f = malloc(sizeof *f);
-  if (!f) status = 3;
+  /* why it failed to start: the parent names it (mbox_set_failed) */
+  char why[sizeof mb->start_why] = "";
+  if (!f) {
+    status = 3;
+    snprintf(why, sizeof why, "out of memory");
+  }
   if (!status && is_chip) {
     pto_chip_config cfg = n->cfg.chip;
     cfg.env = &comm;
-    if (pto_chip_create(&cfg, &chip) == 0) {
+    pto_error_info cerr;
+    if (pto_chip_create_ex(&cfg, &chip, &cerr) != 0) {
+      snprintf(why, sizeof why, "pto_chip_create: %s: %.200s", pto_status_name(cerr.code),
+               cerr.details);
+    } else {
       /* the ranks' cores spread over the CPUs, each rank after the lower ones */
       int per = cfg.clusters * (cfg.aic_per_cluster + cfg.aiv_per_cluster);
       chip_set_cpu_first(chip, slot * per);
@@ -281,13 +293,26 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
       /* release pairs with node_chip_generation: before chip_init runs */
       atomic_fetch_add_explicit(&chip_generation, 1, memory_order_release);
     }
-    if (!chip || (n->cfg.chip_init && n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg) != 0))
-      status = 2;
+    if (chip && n->cfg.chip_init) {
+      /* a refusal inside chip_init (a registration) says why here; the
+       * text this thread had before (a forked parent's) is not its */
+      last_error_set(0, "%s", "");
+      int irc = n->cfg.chip_init(chip, slot, n->cfg.chip_init_arg);
+      if (irc != 0) {
+        char code[48] = ""; /* the name of a pto status */
+        if (strcmp(pto_status_name(irc), "PTO_E?") != 0)
+          snprintf(code, sizeof code, " (%s)", pto_status_name(irc));
+        const char *last = pto_last_error();
+        snprintf(why, sizeof why, "chip_init returned %d%s%s%s", irc, code, last[0] ? ": " : "",
+                 last);
+      }
+    }
+    if (why[0]) status = 2;
   }
   node_reply exit_reply;
   serve_end end = SERVE_STOPPED;
   if (status) {
-    mbox_set_state(mb, CHILD_FAILED, parent_ev);
+    mbox_set_failed(mb, parent_ev, "%s", why);
   } else {
     mbox_set_state(mb, CHILD_READY, parent_ev);
     end = serve(n, slot, chip, &comm, f, orphan_check, &exit_reply);

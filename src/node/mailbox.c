@@ -1,6 +1,8 @@
 /* mailbox.c — the generation-tagged frame hand-off (see mailbox.h). */
 #include "node/mailbox.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 void mbox_init(node_mbox *mb) {
@@ -87,6 +89,14 @@ void mbox_set_state(node_mbox *mb, child_state s, pto_event *parent) {
   /* release: everything the child set up before reporting is visible */
   atomic_store_explicit(&mb->state, (uint32_t)s, memory_order_release);
   pto_event_signal(parent);
+}
+
+void mbox_set_failed(node_mbox *mb, pto_event *parent, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(mb->start_why, sizeof mb->start_why, fmt, ap);
+  va_end(ap);
+  mbox_set_state(mb, CHILD_FAILED, parent); /* release: start_why is written */
 }
 
 child_state mbox_state(node_mbox *mb) {

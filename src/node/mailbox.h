@@ -86,6 +86,9 @@ typedef struct node_mbox {
   pto_event to_child; /* signalled with every post */
   node_frame frame;
   node_reply reply;
+  /* child: why it failed to start, written before its state turns
+   * CHILD_FAILED (mbox_set_failed): the parent names it with the exit */
+  char start_why[240];
 } node_mbox;
 
 /* A child process proves it is not stopped or frozen by bumping its
@@ -126,6 +129,9 @@ void mbox_cancel(node_mbox *mb, uint32_t gen, int failed);
 bool mbox_cancel_relay(node_mbox *mb, uint64_t w, uint32_t remote, uint32_t local, bool replied);
 /* Child: reports start-up success or failure. */
 void mbox_set_state(node_mbox *mb, child_state s, pto_event *parent);
+/* Child: reports start-up failure, saying why (printf format) in start_why. */
+void mbox_set_failed(node_mbox *mb, pto_event *parent, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 child_state mbox_state(node_mbox *mb);
 
 #endif

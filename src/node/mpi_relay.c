@@ -403,7 +403,8 @@ struct rank_relay {
 };
 
 static void send_state(rank_relay *rr, child_state st) {
-  relay_send_state(rr->comm, st, rr->host, "");
+  const node_mbox *mb = &rr->n->ctl->mbox[rr->slot];
+  relay_send_state(rr->comm, st, rr->host, st == CHILD_FAILED ? mb->start_why : "");
   rr->state_sent = st;
 }
 

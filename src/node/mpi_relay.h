@@ -48,7 +48,7 @@ typedef struct wire_state {
   int32_t state, pid;
   uint64_t start; /* the process's start time (proc_watch.h), 0 = unknown */
   char host[64];
-  char why[160];
+  char why[240]; /* CHILD_FAILED: why (node_mbox.start_why) */
 } wire_state;
 
 /* A blocking send of bytes to rank (pto's messages are small, or the

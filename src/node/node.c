@@ -180,19 +180,30 @@ int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *
   /* anonymous shared memory: inherited by the children, gone with the last
    * process, so it can never outlive the run */
   n->ctl = mmap(NULL, n->ctl_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mpi) { /* at addresses the other ranks can map too */
-    n->host = MAP_FAILED;
-    if (n->ctl != MAP_FAILED && (rc = node_mpi_map(n, why, sizeof why)) != 0) {
+  n->host = MAP_FAILED;
+  /* the map that failed, its size and errno (taken at once) */
+  const char *what = NULL;
+  uint64_t what_bytes = 0;
+  int merr = 0;
+  if (n->ctl == MAP_FAILED) {
+    what = "the control block", what_bytes = n->ctl_bytes, merr = errno;
+  } else if (mpi) { /* at addresses the other ranks can map too */
+    if ((rc = node_mpi_map(n, why, sizeof why)) != 0) {
       node_set_err(err, rc, "%s", why);
       goto fail_maps;
     }
   } else {
     n->host = mmap(NULL, cfg->host_bytes, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (n->host == MAP_FAILED)
+      what = "host memory (host_bytes)", what_bytes = cfg->host_bytes, merr = errno;
+    else if (comm_space_reserve(cfg->window_space, &n->space) != 0)
+      what = "the windows' address space (window_space)", what_bytes = cfg->window_space,
+      merr = errno;
   }
-  if (n->ctl == MAP_FAILED || n->host == MAP_FAILED ||
-      (!mpi && comm_space_reserve(cfg->window_space, &n->space) != 0)) {
-    node_set_err(err, PTO_ESYSTEM, "node: cannot map shared memory: %s", strerror(errno));
+  if (what) {
+    node_set_err(err, PTO_ESYSTEM, "node: cannot map %s of %" PRIu64 " bytes: mmap: %s", what,
+                 what_bytes, strerror(merr));
     rc = PTO_ESYSTEM;
     goto fail_maps;
   }

@@ -81,7 +81,7 @@ typedef struct child_slot {
   _Atomic bool ended;   /* SLOT_THREAD, SLOT_RANK: it left (wstatus set before, release) */
   bool other_host;      /* SLOT_RANK on another host than rank 0 */
   char where[80];       /* SLOT_RANK: "MPI rank 2 on host h" */
-  char why[160];        /* SLOT_RANK: why it failed to start */
+  char why[240];        /* SLOT_RANK: why it failed to start */
   uint64_t watch_start; /* SLOT_RANK on this host: its process's start time (proc_watch.h) */
   bool status_unknown;  /* its process is gone, its exit status unknown here (a rank; a child
                          * the kernel reaped: SIGCHLD ignored) */

@@ -84,8 +84,12 @@ bool node_reap_due(pto_node *n) {
 static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
   const child_slot *c = &n->child[s];
   int st = c->wstatus;
-  char how[256];
-  if (c->status_unknown && c->kind == SLOT_PROCESS) /* reaped by the kernel (node_reap) */
+  char how[320];
+  /* the child's own words, when it failed to start (child.c) */
+  node_mbox *mb = c->kind == SLOT_RANK ? NULL : &n->ctl->mbox[s];
+  if (mb && !WIFSIGNALED(st) && mbox_state(mb) == CHILD_FAILED && mb->start_why[0])
+    snprintf(how, sizeof how, "failed to start: %s", mb->start_why);
+  else if (c->status_unknown && c->kind == SLOT_PROCESS) /* reaped by the kernel (node_reap) */
     snprintf(how, sizeof how,
              "exited: its process is gone, and its exit status with it (this process ignores "
              "SIGCHLD or set SA_NOCLDWAIT, so the kernel reaped it)");
@@ -101,7 +105,7 @@ static void describe_exit(const pto_node *n, int s, char *buf, size_t len) {
   else
     snprintf(how, sizeof how, "exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
   if (c->kind == SLOT_RANK)
-    snprintf(buf, len, "chip rank %d (%.70s, device %d, pid %d) %.160s%s%.60s", s, c->where,
+    snprintf(buf, len, "chip rank %d (%.70s, device %d, pid %d) %.160s%s%.200s", s, c->where,
              n->device_ids[s], (int)c->pid, how, c->why[0] ? ": " : "", c->why);
   else if (s < n->cfg.nchips)
     snprintf(buf, len, "chip rank %d (device %d, pid %d) %s", s, n->device_ids[s], (int)c->pid,
@@ -211,7 +215,7 @@ int node_check_deaths(pto_node *n) {
   node_reap_due(n); /* the wait condition may have reaped already: look at `alive` */
   for (int s = 0; s < n->nchildren; s++)
     if (!n->child[s].alive) {
-      char d[400];
+      char d[sizeof n->fatal_err.details];
       describe_exit(n, s, d, sizeof d);
       return node_fatal(n, PTO_ECHIP_DIED, "%s", d);
     }

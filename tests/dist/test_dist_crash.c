@@ -63,7 +63,9 @@ static int coll_crash_kernel(const pto_kctx *ctx) {
 }
 
 static int crash_init(pto_chip *chip, int rank, void *arg) {
-  if (arg && rank == 1) return PTO_EFATAL; /* "fails to start" */
+  if (arg == (void *)1 && rank == 1) return PTO_EFATAL; /* "fails to start" */
+  if (arg == (void *)2 && rank == 1)                    /* a registration refused, saying why */
+    return pto_kernel_register_aiv(chip, "crash", NULL, &k_crash);
   int rc = pto_kernel_register_aiv(chip, "crash", crash_kernel, &k_crash);
   if (!rc) rc = pto_kernel_register_aiv(chip, "coll_crash", coll_crash_kernel, &k_coll_crash);
   return rc ? rc : k_crash == K_CRASH && k_coll_crash == K_COLL_CRASH ? 0 : PTO_EFATAL;
@@ -108,7 +110,8 @@ static void no_leftovers(const char *prefix, const int *pids, int npids) {
   }
 }
 
-static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_info *err, int *rc,
+/* fail_start: 0, or how chip 1's chip_init fails (crash_init's arg) */
+static pto_node *make_node(int64_t task_timeout_ms, int fail_start, pto_error_info *err, int *rc,
                            int64_t control_timeout_ms) {
   pto_scene_opts o = {0};
   pto_node_config cfg;
@@ -116,7 +119,7 @@ static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_i
   cfg.task_timeout_ms = task_timeout_ms;
   if (control_timeout_ms > 0) cfg.control_timeout_ms = control_timeout_ms;
   cfg.chip.watchdog_ms = 60000; /* the node's deadline must be the one that fires */
-  cfg.chip_init_arg = fail_start ? (void *)1 : NULL;
+  cfg.chip_init_arg = (void *)(intptr_t)fail_start;
   cfg.quiet = true;
   pto_node *n = NULL;
   *rc = pto_node_create(&cfg, &n, err);
@@ -126,8 +129,7 @@ static pto_node *make_node(int64_t task_timeout_ms, bool fail_start, pto_error_i
 static void crash_run(int mode, int expect, int64_t budget_ms) {
   pto_error_info err;
   int rc;
-  pto_node *n =
-      make_node(mode == MODE_HANG ? 500 : -1, false, &err, &rc, mode == MODE_STOP ? 400 : 0);
+  pto_node *n = make_node(mode == MODE_HANG ? 500 : -1, 0, &err, &rc, mode == MODE_STOP ? 400 : 0);
   assert_int_equal(rc, 0);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "%s", pto_node_shm_prefix(n));
@@ -181,7 +183,7 @@ static void test_abort_in_chip1_sigchld_ignored(void **state) {
   crash_run(MODE_ABORT, PTO_ECHIP_DIED, 5000);
   pto_error_info err;
   int rc;
-  pto_node *n = make_node(-1, false, &err, &rc, 0);
+  pto_node *n = make_node(-1, 0, &err, &rc, 0);
   assert_int_equal(rc, 0);
   uint64_t t0 = pto_now_ns();
   pto_node_destroy(n);
@@ -200,11 +202,30 @@ static void test_chip1_fails_to_start(void **state) {
   (void)state;
   pto_error_info err;
   int rc;
-  pto_node *n = make_node(-1, true, &err, &rc, 0);
+  pto_node *n = make_node(-1, 1, &err, &rc, 0);
   assert_null(n);
   assert_int_equal(rc, PTO_ECHIP_DIED);
-  assert_non_null(strstr(err.details, "chip rank 1"));
-  assert_non_null(strstr(err.details, "failed to start"));
+  /* the code chip_init returned, not "chip creation or chip_init failed" */
+  const char *want[] = {"chip rank 1", "failed to start", "chip_init returned", "PTO_EFATAL"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    if (!strstr(err.details, want[i]))
+      fail_msg("details \"%s\" should name \"%s\"", err.details, want[i]);
+}
+
+/* chip_init fails with a call's refusal: its pto_last_error() reaches the
+ * node's error. */
+static void test_chip1_start_failure_says_why(void **state) {
+  (void)state;
+  pto_error_info err;
+  int rc;
+  pto_node *n = make_node(-1, 2, &err, &rc, 0);
+  assert_null(n);
+  assert_int_equal(rc, PTO_ECHIP_DIED);
+  const char *want[] = {"chip rank 1", "chip_init returned", "PTO_EINVAL",
+                        "pto_kernel_register: 'crash' has no function"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    if (!strstr(err.details, want[i]))
+      fail_msg("details \"%s\" should name \"%s\"", err.details, want[i]);
 }
 
 static void test_stale_objects_are_swept(void **state) {
@@ -234,6 +255,7 @@ int main(void) {
       cmocka_unit_test(test_chip1_stopped),
       cmocka_unit_test_teardown(test_abort_in_chip1_sigchld_ignored, sigchld_default),
       cmocka_unit_test(test_chip1_fails_to_start),
+      cmocka_unit_test(test_chip1_start_failure_says_why),
       cmocka_unit_test(test_stale_objects_are_swept),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

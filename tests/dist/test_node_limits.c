@@ -327,6 +327,31 @@ static void audit_comm_orch(pto_node_orch *no, void *arg) {
   a->rc[3] = pto_node_wait_all(no);
 }
 
+/* Host memory or window space larger than the address space: the create
+ * fails naming the field, its size and the system's reason (before: "node:
+ * cannot map shared memory: Cannot allocate memory", either way). */
+static void test_huge_maps_named(void **state) {
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    pto_node_config cfg;
+    base_config(&cfg);
+    const char *field = i ? "window_space" : "host_bytes";
+    if (i)
+      cfg.window_space = 1ull << 60;
+    else
+      cfg.host_bytes = 1ull << 60;
+    pto_node *n = NULL;
+    pto_error_info err;
+    int rc = pto_node_create(&cfg, &n, &err);
+    if (rc == 0) pto_node_destroy(n);
+    const char *want[] = {field, "1152921504606846976 bytes", "mmap", "Cannot allocate memory"};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+      if (rc != PTO_ESYSTEM || !strstr(err.details, want[k]))
+        fail_msg("%s 2^60: %s \"%s\", want PTO_ESYSTEM naming \"%s\"", field, pto_status_name(rc),
+                 err.details, want[k]);
+  }
+}
+
 static void test_null_and_invalid_arguments(void **state) {
   (void)state;
   pto_node_config cfg;
@@ -872,6 +897,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_domain_size_overflow),
       cmocka_unit_test(test_huge_timeouts),
       cmocka_unit_test(test_null_and_invalid_arguments),
+      cmocka_unit_test(test_huge_maps_named),
       cmocka_unit_test(test_refused_calls_fail_the_run_named),
       cmocka_unit_test(test_destroy_during_run_refused),
       cmocka_unit_test(test_host_task_deadline),

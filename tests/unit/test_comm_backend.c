@@ -3,13 +3,29 @@
  * PTO_EINVAL naming it; in a build without MPI (PTO_MPI=OFF, as the ASan
  * and TSan builds of scripts/test.sh are) the MPI backend is refused with
  * PTO_EMPI saying pto was built without MPI. Nothing is left open. (The MPI
- * backend itself is tested under mpiexec: tests/mpi/.) */
+ * backend itself is tested under mpiexec: tests/mpi/.)
+ *
+ * The shared-memory backend's windows that cannot be made or reached say
+ * which object, which call and the system's reason: a name taken (a stale
+ * object), a peer's window missing, a file-size limit, and a shared-memory
+ * file system too small for the window (a container's 64 MiB /dev/shm),
+ * which is refused at once instead of the chip dying of SIGBUS when its
+ * window is zeroed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -48,9 +64,162 @@ static void test_built_without_mpi(void **state) {
 }
 #endif
 
+/* A 2-rank shm domain of one buffer of `bytes` in reserved space, its
+ * prefix unique to this process and `tag`. */
+static void *shm_desc(comm_domain_desc *d, size_t bytes, char tag) {
+  pto_window_buffer b[1] = {{"cells", bytes}};
+  memset(d, 0, sizeof *d);
+  assert_int_equal(comm_desc_layout(d, b, 1), 0);
+  d->id = 5;
+  d->nranks = 2;
+  d->chips[1] = 1;
+  d->wait_timeout_ms = 2000;
+  snprintf(d->prefix, sizeof d->prefix, "/pto.%d.t%c", (int)getpid(), tag);
+  void *space = NULL;
+  assert_int_equal(comm_space_reserve(2 * d->win_bytes, &space), 0);
+  d->base = (uint64_t)(uintptr_t)space;
+  return space;
+}
+
+/* rc and the latched details of rank `rank` opening d ("" when it opened). */
+static int shm_open_rank(pto_comm *c, const comm_domain_desc *d, int rank, char *det, size_t n) {
+  comm_init(c, rank);
+  int rc = comm_domain_open(c, d, rank);
+  det[0] = '\0';
+  if (rc) comm_task_error(c, det, n);
+  return rc;
+}
+
+static void expect_why(int rc, const char *det, const char *const *want, int nwant) {
+  for (int i = 0; i < nwant; i++)
+    if (rc != PTO_ESYSTEM || !strstr(det, want[i]))
+      fail_msg("returned %s with \"%s\"; expected PTO_ESYSTEM naming \"%s\"", pto_status_name(rc),
+               det, want[i]);
+}
+
+static void test_shm_name_taken(void **state) {
+  (void)state;
+  comm_domain_desc d;
+  void *space = shm_desc(&d, 4096, 'a');
+  char name[COMM_PREFIX_MAX + 16], det[400], size[64];
+  comm_shm_name(&d, 0, name, sizeof name);
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600); /* a stale window */
+  assert_true(fd >= 0);
+  close(fd);
+  pto_comm c;
+  int rc = shm_open_rank(&c, &d, 0, det, sizeof det);
+  shm_unlink(name);
+  snprintf(size, sizeof size, "%llu bytes", (unsigned long long)d.win_bytes);
+  const char *want[] = {name, size, "shm_open", "File exists"};
+  expect_why(rc, det, want, 4);
+  assert_null(comm_find(&c, d.id));
+  comm_fini(&c, true);
+  comm_space_release(space, 2 * d.win_bytes);
+}
+
+static void test_shm_peer_missing(void **state) {
+  (void)state;
+  comm_domain_desc d;
+  void *space = shm_desc(&d, 4096, 'b');
+  char name[COMM_PREFIX_MAX + 16], det[400];
+  comm_shm_name(&d, 1, name, sizeof name);
+  pto_comm c;
+  assert_int_equal(shm_open_rank(&c, &d, 0, det, sizeof det), 0);
+  int rc = comm_domain_attach(&c, d.id); /* rank 1 never made its window */
+  comm_task_error(&c, det, sizeof det);
+  const char *want[] = {"rank 1's window", name, "shm_open", "No such file or directory"};
+  expect_why(rc, det, want, 4);
+  comm_fini(&c, true);
+  comm_space_release(space, 2 * d.win_bytes);
+}
+
+/* Runs fn in a child process and checks that it exited 0 (a failed check
+ * exits 1 and prints why; a signal is reported as such). */
+static void in_child(void (*fn)(void)) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* cmocka's handlers would carry on with the next test in here */
+    const int sigs[] = {SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGABRT};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+      signal(sigs[i], SIG_DFL);
+    fn();
+    _exit(0);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  if (WIFSIGNALED(st))
+    fail_msg("the child was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 77) skip();
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_msg("the child failed (its message above)");
+}
+
+static void child_check(int rc, const char *det, const char *const *want, int nwant) {
+  for (int i = 0; i < nwant; i++)
+    if (rc != PTO_ESYSTEM || !strstr(det, want[i])) {
+      fprintf(stderr, "returned %s with \"%s\"; expected PTO_ESYSTEM naming \"%s\"\n",
+              pto_status_name(rc), det, want[i]);
+      _exit(1);
+    }
+}
+
+/* A 1 MiB window under a 64 KiB file-size limit: ftruncate fails (EFBIG). */
+static void over_fsize(void) {
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = {64 << 10, 64 << 10};
+  if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(77);
+  comm_domain_desc d;
+  shm_desc(&d, 1 << 20, 'c');
+  char name[COMM_PREFIX_MAX + 16], det[400], size[64];
+  comm_shm_name(&d, 0, name, sizeof name);
+  snprintf(size, sizeof size, "%llu bytes", (unsigned long long)d.win_bytes);
+  pto_comm c;
+  int rc = shm_open_rank(&c, &d, 0, det, sizeof det);
+  int gone = shm_unlink(name) != 0 && errno == ENOENT; /* a failed window is not left */
+  const char *want[] = {name, size, "File too large"};
+  child_check(rc, det, want, 3);
+  if (!gone) {
+    fprintf(stderr, "the failed window %s was left behind\n", name);
+    _exit(1);
+  }
+}
+
+static void test_shm_over_file_size_limit(void **state) {
+  (void)state;
+  in_child(over_fsize);
+}
+
+/* A 4 MiB window on a 1 MiB /dev/shm (a private mount in a mount namespace
+ * of its own: as a container's small /dev/shm). Before, ftruncate made the
+ * object sparse and zeroing it killed the process with SIGBUS. */
+static void shm_full(void) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0) {
+    fprintf(stderr, "skipped: cannot mount a small /dev/shm here: %s\n", strerror(errno));
+    _exit(77);
+  }
+  comm_domain_desc d;
+  shm_desc(&d, 4 << 20, 'd');
+  char name[COMM_PREFIX_MAX + 16], det[400], size[64];
+  comm_shm_name(&d, 0, name, sizeof name);
+  snprintf(size, sizeof size, "%llu bytes", (unsigned long long)d.win_bytes);
+  pto_comm c;
+  int rc = shm_open_rank(&c, &d, 0, det, sizeof det);
+  const char *want[] = {name, size, "No space left on device", "/dev/shm"};
+  child_check(rc, det, want, 4);
+}
+
+static void test_shm_file_system_full(void **state) {
+  (void)state;
+  in_child(shm_full);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unknown_backend),
+      cmocka_unit_test(test_unknown_backend),      cmocka_unit_test(test_shm_name_taken),
+      cmocka_unit_test(test_shm_peer_missing),     cmocka_unit_test(test_shm_over_file_size_limit),
+      cmocka_unit_test(test_shm_file_system_full),
 #ifndef PTO_HAVE_MPI
       cmocka_unit_test(test_built_without_mpi),
 #endif
