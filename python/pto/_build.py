@@ -249,6 +249,7 @@ pto_comm *pyk_comm(const pto_kctx *ctx);
 int pyk_munmap(void *p, size_t bytes);
 int pyk_fatal(pto_orch *o, const char *msg);
 int pyk_foreign_call(pto_orch *o, int call);
+int pyk_node_foreign_call(pto_node_orch *no, int call);
 int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info *err,
                  int python_sigint);
 int pyk_sigint_tripped(void);
@@ -424,6 +425,25 @@ int pyk_foreign_call(pto_orch *o, int call) {
   case 3: return pto_orch_read(o, NULL, NULL, 0);
   case 4: return pto_orch_write(o, NULL, NULL, 0);
   default: return pto_orch_wait_task(o, 0, 0);
+  }
+}
+/* The same for a NodeOrch call: the pto_node_* call it stands for, which
+ * pto refuses on that thread before reading any other argument (it fails
+ * the run, naming the rule and the call). */
+int pyk_node_foreign_call(pto_node_orch *no, int call) {
+  switch (call) {
+  case 0: return pto_node_domain_create(no, NULL, 0, NULL, 0, NULL);
+  case 1: return pto_node_window_tensor(no, 0, 0, NULL, PTO_F32, 0, NULL, NULL);
+  case 2: return pto_node_submit(no, 0, NULL, NULL, NULL);
+  case 3: return pto_node_submit_group(no, NULL, 0, NULL, NULL, NULL);
+  case 4: return pto_node_submit_host(no, -1, NULL, NULL, NULL, NULL);
+  case 5: return pto_node_wait_all(no);
+  case 6: return pto_node_read(no, NULL, NULL);
+  case 7: return pto_node_allreduce(no, 0, NULL, NULL, NULL, PTO_RED_SUM, PTO_COLL_AUTO);
+  case 8: return pto_node_allgather(no, 0, NULL, NULL, NULL);
+  case 9: return pto_node_reduce_scatter(no, 0, NULL, NULL, NULL, PTO_RED_SUM);
+  case 10: return pto_node_broadcast(no, 0, NULL, NULL, NULL, 0);
+  default: return pto_node_alltoall(no, 0, NULL, NULL, NULL);
   }
 }
 pto_comm *pyk_comm(const pto_kctx *ctx) { return pto_kctx_comm(ctx); }

@@ -17,7 +17,8 @@ from ._chip import file_name, fill_chip_config, schedule_config
 from ._cint import c_int, set_int_field
 from ._errors import Error, check, error_from, error_from_info, exc_text, invalid
 from ._kernel import Kernel, KernelSpec, as_spec, register
-from ._orch import MAX_SCALARS, MAX_TENSORS, count_of, input_mask, orch_returned, scalar_bits
+from ._orch import (MAX_SCALARS, MAX_TENSORS, OwnerThread, count_of, input_mask, orch_returned,
+                    scalar_bits)
 from ._pto import ffi, lib
 from ._tensor import (INPUT, Arg, New, View, array_desc, as_array, as_dtype, pto_dtype,
                       shape_arg, tensor_to_array)
@@ -86,22 +87,32 @@ class WindowView(View):
     """A view of one rank's copy of a window buffer (from ``NodeOrch.window``)."""
 
 
-class NodeOrch:
+# NodeOrch calls from another thread: the C call pto refuses there (_build.py)
+_NODE_FOREIGN = {"domain": 0, "window": 1, "submit": 2, "submit_group": 3, "submit_host": 4,
+                 "wait_all": 5, "read": 6, "allreduce": 7, "allgather": 8, "reduce_scatter": 9,
+                 "broadcast": 10, "alltoall": 11}
+
+
+class NodeOrch(OwnerThread):
     """The orchestrator of one ``Node.run``: domains, window views, node
-    tasks (one kernel per chip), collectives on host arrays, reads."""
+    tasks (one kernel per chip), collectives on host arrays, reads. Valid
+    only during the orchestration function, and only on its thread: a call
+    from another thread raises InvalidArgumentError and fails the run
+    (docs/python.md), as an Orch's does."""
+
+    _name, _article = "NodeOrch", "a"
 
     def __init__(self, no, run: "_NodeRun"):
-        self._no, self._run = no, run
+        self._own(no)
+        self._run = run
 
-    def _live(self):
-        if self._no is None:
-            raise invalid("pto.NodeOrch used after its orchestration function returned")
-        return self._no
+    def _foreign(self, no, call: str) -> None:
+        lib.pyk_node_foreign_call(no, _NODE_FOREIGN[call])
 
     def domain(self, chips: Sequence[int], buffers: Mapping[str, int]) -> Domain:
         """A domain over ``chips`` (domain rank r is node chip chips[r]) with
         window buffers ``{name: bytes}`` in each rank's window (zeroed)."""
-        no = self._live()
+        no = self._live("domain")
         count_of(chips, "domain: chips")
         if not isinstance(buffers, Mapping):
             raise invalid(f"domain: buffers: {type(buffers).__name__} {buffers!r} is not a "
@@ -121,10 +132,11 @@ class NodeOrch:
                shape: Union[int, Sequence[int]]) -> WindowView:
         """A view of rank ``rank``'s copy of window buffer ``name`` (a task
         argument for dependency inference; readable with ``read``)."""
+        no = self._live("window")
         what = f"window '{name}'"
         sh = list(shape_arg(shape, f"{what}: shape"))
         t = ffi.new("pto_tensor *")
-        check(lib.pto_node_window_tensor(self._live(), c_int(dom, f"{what}: domain", "int32_t"),
+        check(lib.pto_node_window_tensor(no, c_int(dom, f"{what}: domain", "int32_t"),
                                          c_int(rank, f"{what}: rank"), _c_name(name, "window"),
                                          pto_dtype(dtype, "window"), len(sh),
                                          ffi.new("int64_t[]", sh), t),
@@ -150,8 +162,8 @@ class NodeOrch:
                block_num: int = 1, sync_start: bool = False) -> int:
         """A node task on one chip running ``kernel`` with ``args`` (views of
         node host arrays or window buffers); returns the node task id."""
-        return self.submit_group([chip], kernel, [list(args)], scalars=scalars,
-                                 block_num=block_num, sync_start=sync_start)
+        return self._submit(self._live("submit"), [chip], kernel, [list(args)], scalars,
+                            block_num, sync_start)
 
     def submit_group(self, chips: Sequence[int], kernel: Kernel, args: Sequence[Sequence[Arg]],
                      scalars: Sequence[Any] = (), block_num: int = 1,
@@ -160,7 +172,10 @@ class NodeOrch:
         runs ``kernel`` with ``args[g]`` (the same number of tensors for every
         chip) and ``scalars``. Every rank's tensors are declared, so node-level
         dependency inference sees all of them. Returns the node task id."""
-        no = self._live()
+        return self._submit(self._live("submit_group"), chips, kernel, args, scalars, block_num,
+                            sync_start)
+
+    def _submit(self, no, chips, kernel, args, scalars, block_num, sync_start) -> int:
         if not isinstance(kernel, Kernel) or kernel._owner is not self._run.node:
             raise invalid(f"submit: {kernel!r} is not a kernel of this node (Node(kernels=...))")
         count_of(chips, f"submit '{kernel.name}': chips")
@@ -211,7 +226,7 @@ class NodeOrch:
         ``read_check=False``: checking mode does not run it a second time to
         look for undeclared reads (a function whose writes vary from run to
         run; ``pto_node_skip_read_check``)."""
-        no = self._live()
+        no = self._live("submit_host")
         node = self._run.node
         if isinstance(fn, str):
             if fn not in node.host_fns:
@@ -242,10 +257,11 @@ class NodeOrch:
 
     def wait_all(self) -> None:
         """Wait for every submitted node task."""
-        check(lib.pto_node_wait_all(self._live()), "wait_all", self._run.token)
+        check(lib.pto_node_wait_all(self._live("wait_all")), "wait_all", self._run.token)
 
     def read(self, x: Union[np.ndarray, View]) -> np.ndarray:
         """A packed NumPy copy of ``x`` once every earlier writer task finished."""
+        no = self._live("read")
         if isinstance(x, View):
             if x._owner is not self._run:  # its domain may be gone, its place another's
                 raise invalid(f"read: {x._what} belongs to another run")
@@ -256,10 +272,16 @@ class NodeOrch:
             lib.pyk_tensor(t, ffi.new("int64_t[]", array_desc(arr, 0, "read")))
             shape, dt = arr.shape or (1,), arr.dtype
         out = np.empty(shape, dtype=dt)
-        check(lib.pto_node_read(self._live(), t, ffi.from_buffer(out)), "read", self._run.token)
+        check(lib.pto_node_read(no, t, ffi.from_buffer(out)), "read", self._run.token)
         return out
 
-    def _coll(self, name, fn, dom, scratch, dst, src, *extra, root=None):
+    def _coll(self, name, fn, dom, scratch, dst, src, extra=tuple, rooted=False):
+        # extra(): the C call's last arguments (op, algo; a broadcast's root,
+        # which is then also the one rank whose src is read), read once the
+        # call is known to be the owner's, as every other argument
+        no = self._live(name)
+        extra = extra()
+        root = extra[0] if rooted else None
         for w, x in (("dst", dst), ("src", src)):
             if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)):
                 raise invalid(f"{name}: {w}: {type(x).__name__} is not a list of arrays (one "
@@ -293,7 +315,7 @@ class NodeOrch:
                 self._run.keep.append(a)
                 lib.pyk_tensor(tt + r, ffi.new("int64_t[]", array_desc(
                     a, 2 if wr else 0, f"{name}: {w}[{r}]")))
-        check(fn(self._live(), d, _c_name(scratch, f"{name}: scratch"), dt, st, *extra),
+        check(fn(no, d, _c_name(scratch, f"{name}: scratch"), dt, st, *extra),
               f"{name} on domain {d}", self._run.token)
 
     def allreduce(self, dom: Domain, scratch: str, dst: Sequence[np.ndarray],
@@ -303,7 +325,8 @@ class NodeOrch:
         auto, mesh, ring or mpi; reproducible: reduced in rank order,
         bit-identical on every path (PTO_RED_REPRODUCIBLE)."""
         self._coll("allreduce", lib.pto_node_allreduce, dom, scratch, dst, src,
-                   _kernel._red(op, reproducible), _kernel._pick(_kernel._ALGO, algo, "algo"))
+                   lambda: (_kernel._red(op, reproducible),
+                            _kernel._pick(_kernel._ALGO, algo, "algo")))
 
     def allgather(self, dom: Domain, scratch: str, dst, src) -> None:
         """dst[r] (nranks x count) = every rank's src."""
@@ -314,12 +337,12 @@ class NodeOrch:
         """dst[r] = op over block r of every rank's src (reproducible: as for
         allreduce)."""
         self._coll("reduce_scatter", lib.pto_node_reduce_scatter, dom, scratch, dst, src,
-                   _kernel._red(op, reproducible))
+                   lambda: (_kernel._red(op, reproducible),))
 
     def broadcast(self, dom: Domain, scratch: str, dst, src, root: int) -> None:
         """dst[r] = src[root] for every rank."""
-        root = c_int(root, "broadcast: root")
-        self._coll("broadcast", lib.pto_node_broadcast, dom, scratch, dst, src, root, root=root)
+        self._coll("broadcast", lib.pto_node_broadcast, dom, scratch, dst, src,
+                   lambda: (c_int(root, "broadcast: root"),), rooted=True)
 
     def alltoall(self, dom: Domain, scratch: str, dst, src) -> None:
         """dst block s on rank r = src block r of rank s."""
@@ -691,7 +714,7 @@ def _pyk_node_orch(no, arg):
         run.exc = e
     finally:
         if o is not None:
-            o._no = None
+            o._end()
 
 
 @ffi.def_extern(error=-15)  # (PTO_EKERNEL) whatever escapes fails the task

@@ -184,48 +184,72 @@ _FOREIGN = {"submit": 0, "dummy": 1, "scope": 2, "read": 3, "write": 4, "wait": 
 _get_ident = threading.get_ident  # once per submit: no module attribute lookup
 
 
-class Orch:
+class OwnerThread:
+    """The rule an orchestrator of one run (Orch, NodeOrch) follows: its C
+    handle ``_o`` is valid only during the orchestration function and only
+    on that function's thread. A call from another thread raises
+    InvalidArgumentError naming the rule before anything of the call or of
+    the orchestrator is touched (its buffers and the run's lists are the
+    owner's), and fails the run through pto's own refusal of the same C
+    call (``_foreign``); a call after the run raises, the handle unused."""
+
+    _name = "Orch"  # for messages: "pto.Orch used after ...", "an Orch takes ..."
+    _article = "an"
+
+    def _own(self, o) -> None:
+        self._o = o
+        self._thread = _get_ident()  # the orchestration function's
+        self._end_lock = threading.Lock()  # a refusal holds it: _o stays valid meanwhile
+
+    def _live(self, call: str = "submit"):
+        if _get_ident() != self._thread:
+            self._refuse_thread(call)
+        if self._o is None:
+            raise self._ended()
+        return self._o
+
+    def _ended(self):
+        return invalid(f"pto.{self._name} used after its orchestration function returned")
+
+    def _refuse_thread(self, call: str) -> None:
+        # The lock keeps the orchestration from returning (and its handle
+        # from going away) during the C call, which pto refuses on this
+        # thread and which fails the run, naming the rule.
+        with self._end_lock:
+            o = self._o
+            if o is not None:
+                self._foreign(o, call)
+        if o is None:  # the run has ended: there is no run to fail
+            raise self._ended()
+        raise invalid(f"{self._name}.{call} called from a thread other than the one running the "
+                      f"orchestration function: {self._article} {self._name} takes calls from "
+                      "that thread only (submitting from several threads is not supported); "
+                      "nothing was done, and the run fails")
+
+    def _foreign(self, o, call: str) -> None:
+        lib.pyk_foreign_call(o, _FOREIGN[call])
+
+    def _end(self) -> None:
+        """The orchestration function returned: the orchestrator is no longer valid."""
+        with self._end_lock:
+            self._o = None
+
+
+class Orch(OwnerThread):
     """The orchestrator of one ``Chip.run``: submit tasks, open scopes, read
     and write tensor data. Valid only during the orchestration function, and
     only on its thread (``status`` excepted): a call from another thread
     raises InvalidArgumentError and fails the run (docs/python.md)."""
 
     def __init__(self, o, run):
-        self._o = o
+        self._own(o)
         self._run = run
         self._token = run.token  # what this run's Tasks carry
-        self._thread = _get_ident()  # the orchestration function's
-        self._end_lock = threading.Lock()  # a refusal holds it: _o stays valid meanwhile
         self._cache: dict = {}  # id(ndarray) -> (array, shape, strides, dtype, descriptor words)
         self._flat = ffi.new("int64_t[]", MAX_TENSORS * DESC_WORDS)
         self._sc = ffi.new("uint64_t[]", MAX_SCALARS)
         self._outs = ffi.new("pto_tensor[]", MAX_TENSORS)
         self._tid = ffi.new("pto_task_id *")
-
-    def _live(self, call: str = "submit"):
-        if _get_ident() != self._thread:
-            self._refuse_thread(call)
-        if self._o is None:
-            raise invalid("pto.Orch used after its orchestration function returned")
-        return self._o
-
-    def _refuse_thread(self, call: str) -> None:
-        # Before anything of this Orch's is touched (its buffers are the
-        # owner's). pto refuses the same C call from this thread and fails
-        # the run, naming the rule; the lock keeps the orchestration from
-        # returning (and its pto_orch from going away) during that call.
-        with self._end_lock:
-            if self._o is not None:
-                lib.pyk_foreign_call(self._o, _FOREIGN[call])
-        raise invalid(f"Orch.{call} called from a thread other than the one running the "
-                      "orchestration function: an Orch takes calls from that thread only "
-                      "(submitting from several threads is not supported); nothing was done, "
-                      "and the run fails")
-
-    def _end(self) -> None:
-        """The orchestration function returned: the Orch is no longer valid."""
-        with self._end_lock:
-            self._o = None
 
     def _descs(self, args: Sequence[Any], ctx: str):
         if len(args) > MAX_TENSORS:
@@ -422,5 +446,5 @@ class Orch:
         """The run's latched status (0 while healthy); from any thread."""
         with self._end_lock:
             if self._o is None:
-                raise invalid("pto.Orch used after its orchestration function returned")
+                raise self._ended()
             return int(lib.pto_orch_status(self._o))
