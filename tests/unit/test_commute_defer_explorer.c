@@ -23,7 +23,21 @@
  * pending stack after it unlocks (a push that found the lock taken is
  * then never drained); a join that checks the inbox open, then pushes in
  * a second step (a release between them closes it, and the task pushed
- * into the closed inbox is never granted). */
+ * into the closed inbox is never granted).
+ *
+ * Runs N and N+1 (test_run_n_plus_1): the table outlives a run, and a
+ * failed or cancelled run ends with tasks held (inboxes open, hints
+ * naming them), waiting and joined. Run N may end wherever every thread
+ * is between its calls of cm_ready / cm_done; then orch_reset's real
+ * cm_reset, and run N+1 with two tasks in slots 0 and 1, whose links keep
+ * what run N wrote (slot 2 keeps all of it). Checked besides the above:
+ * no actor queues a task that its run did not grant (a stale grant of run
+ * N). Caught: a reset without cm_reset, and one that empties the held set
+ * and the pending stack only: a task of run N+1 joins, by a stale hint,
+ * the open inbox of a slot run N left held; that slot's own acquire in
+ * run N+1 opens its inbox afresh, and the joined task waits for good.
+ * Either half of cm_reset for that (closing the held inboxes, clearing
+ * the hints) is enough alone (test_either_half_suffices). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -39,6 +53,8 @@
 
 #define NT       3
 #define MAX_PATH 160
+#define A_END    (2 * NT) /* the action: run N ends (explorer.rerun only) */
+#define NT2      2        /* run N+1's tasks: slots 0 and 1 (the space stays small) */
 
 /* a task's state */
 enum { T_NEW, T_PENDING, T_WAIT, T_GRANTED, T_QUEUED, T_RUN, T_DONE };
@@ -65,7 +81,17 @@ enum {
 };
 static const char *const step_name[] = {"start",   "join",   "join-push", "try",   "push",
                                         "release", "unlock", "settle",    "queue", "end"};
-enum { V_REAL, V_NO_RECHECK, V_SPLIT_JOIN };
+enum {
+  V_REAL,
+  V_NO_RECHECK,
+  V_SPLIT_JOIN,
+  /* run N+1 (explorer.rerun): the reset between the runs */
+  V_NO_RESET,       /* orch_reset without cm_reset */
+  V_RESET_SETS,     /* cm_reset that empties the held set and the pending
+                     * stack only: held inboxes stay open, hints stay */
+  V_RESET_NO_CLOSE, /* cm_reset without closing the held inboxes */
+  V_RESET_NO_HINTS  /* cm_reset that leaves the hints */
+};
 
 typedef struct mstate {
   cm_link links[NT]; /* zeroed first: their padding stays zero */
@@ -78,14 +104,17 @@ typedef struct mstate {
   int8_t ghead[2 * NT], gtail[2 * NT]; /* each actor's granted tasks (cm_grants) */
   int8_t cand[NT]; /* the task a readying actor's hint named (S_JOIN); states are
                     * hashed and compared bytewise: no implicit padding */
+  uint8_t run;     /* 0: run N; 1: run N+1, after run N ended and the reset */
+  uint8_t pad[7];  /* zero */
 } mstate;
 _Static_assert(sizeof(mstate) ==
-                   NT * (sizeof(cm_link) + sizeof(cm_held)) + 12 + 4 * NT + 7 * NT + 3,
+                   NT * (sizeof(cm_link) + sizeof(cm_held)) + 12 + 4 * NT + 7 * NT + 3 + 8,
                "no implicit padding");
 
 typedef struct explorer {
   const uint8_t *mask;
   int variant;
+  bool rerun; /* run N may end at every step, then the reset and run N+1 */
   int disjoint_a, disjoint_b;
   bool together;
   uint64_t states;
@@ -116,9 +145,13 @@ static void violation(explorer *e, int d, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(e->why, sizeof e->why, fmt, ap);
   va_end(ap);
-  printf("commute defer explorer (variant %d): %s\n  interleaving:", e->variant, e->why);
+  printf("commute defer explorer (variant %d%s): %s\n  interleaving:", e->variant,
+         e->rerun ? ", runs N and N+1" : "", e->why);
   for (int i = 0; i < d && i < MAX_PATH; i++)
-    printf(" %c%d:%s", e->path[i] < NT ? 'A' : 'R', e->path[i] % NT, step_name[e->path_pc[i]]);
+    if (e->path[i] == A_END)
+      printf(" END-RUN-N+RESET");
+    else
+      printf(" %c%d:%s", e->path[i] < NT ? 'A' : 'R', e->path[i] % NT, step_name[e->path_pc[i]]);
   printf("\n");
 }
 
@@ -180,6 +213,52 @@ static void init_hints(const mstate *s0) {
 static void drained(mstate *s) {
   for (int t = 0; t < NT; t++)
     if (s->ts[t] == T_PENDING) s->ts[t] = cm_link_held(&s->links[t]) ? T_GRANTED : T_WAIT;
+}
+
+/* Run N ends here, failed or cancelled (a kernel error, pto_orch_fatal,
+ * the watchdog): its threads leave wherever they are, with tasks held,
+ * waiting on a holder, joined to an inbox, pending or granted and not yet
+ * queued (no thread leaves inside the table's lock: its critical sections
+ * never wait). Then orch_reset's cm_reset on the table as run N left it,
+ * and run N+1: tasks in slots 0 and 1, whose links keep what run N wrote
+ * in them but their views (a submit rewrites those, here the same), each
+ * new with its actors at their start; slot 2 keeps what run N left in it
+ * (a slot run N+1 does not reach, or not yet). test_lifecycle_explorer proves no
+ * thread is inside at the reset. */
+static void end_and_reset(const explorer *e, mstate *s) {
+  cm_table *c = &g_tab;
+  get(s);
+  switch (e->variant) {
+  case V_NO_RESET: break;
+  case V_RESET_SETS:
+    c->nheld = 0;
+    atomic_store(&c->pending, -1);
+    break;
+  case V_RESET_NO_CLOSE:
+    c->nheld = 0; /* the held inboxes left open */
+    cm_reset(c);
+    break;
+  case V_RESET_NO_HINTS: {
+    int32_t keep[NT];
+    for (int t = 0; t < NT; t++)
+      keep[t] = c->hint[hint_at[t]];
+    cm_reset(c);
+    for (int t = 0; t < NT; t++)
+      c->hint[hint_at[t]] = keep[t];
+    break;
+  }
+  default: cm_reset(c);
+  }
+  put(s);
+  for (int t = 0; t < NT; t++) {
+    s->ts[t] = t < NT2 ? T_NEW : T_DONE; /* the last slot: run N's alone */
+    s->cand[t] = -1;
+  }
+  for (int a = 0; a < 2 * NT; a++) {
+    s->pc[a] = a % NT < NT2 ? S_START : S_END;
+    s->ghead[a] = s->gtail[a] = -1;
+  }
+  s->run = 1;
 }
 
 static int step(explorer *e, mstate *s, int a) {
@@ -283,6 +362,10 @@ static int step(explorer *e, mstate *s, int a) {
       int32_t w = g.head; /* the next read before queueing, as sched.c */
       g.head = s->links[w].wait_next;
       if (g.head < 0) g.tail = -1;
+      if (s->ts[w] != T_GRANTED) { /* a task of run N, or one run N+1 has not made ready */
+        put(s);
+        return -1 - w;
+      }
       s->ts[w] = T_QUEUED;
     }
     break;
@@ -294,16 +377,41 @@ static int step(explorer *e, mstate *s, int a) {
   return r;
 }
 
+/* Where a thread may be when its run ends: between its calls of
+ * cm_ready / cm_done (at its start, queueing what a call granted, done, or
+ * a runner before cm_done: its task ran, or never will), not inside one
+ * (cm_ready and cm_done never wait for the run's end, and cm_lock's
+ * waiter only for the lock's holder). */
+static bool between_calls(uint8_t pc) {
+  return pc == S_START || pc == S_DONE || pc == S_QUEUE || pc == S_END;
+}
+
 static int em_nact(xp_search *x) {
   (void)x;
-  return 2 * NT;
+  return 2 * NT + 1;
 }
 
 static int em_apply(xp_search *x, void *state, int a, int d) {
   explorer *e = x->ctx;
   mstate *s = state;
+  e->path = x->path;
+  if (a == A_END) {
+    if (!e->rerun || s->run) return XP_SKIP;
+    for (int b = 0; b < 2 * NT; b++)
+      if (!between_calls(s->pc[b])) return XP_SKIP;
+    end_and_reset(e, s);
+    return XP_STEP;
+  }
   if (d < MAX_PATH) e->path_pc[d] = s->pc[a];
-  return step(e, s, a);
+  int r = step(e, s, a);
+  if (r < 0) {
+    int w = -1 - r;
+    violation(e, d + 1, "an actor of run %d queues task %d, which is %s there (not granted: %s)",
+              s->run ? 2 : 1, w, ts_name[s->ts[w]],
+              s->run ? "a stale grant of run N" : "granted twice");
+    return XP_STOP;
+  }
+  return r;
 }
 
 static int em_state(xp_search *x, const void *state, int d) {
@@ -341,7 +449,7 @@ static int em_final(xp_search *x, const void *state, int d) {
               s->pending, s->lock);
     return XP_STOP;
   }
-  for (int t = 0; t < NT; t++)
+  for (int t = 0; t < (s->run ? NT2 : NT); t++) /* run N+1's tasks */
     if (atomic_load(&s->links[t].inbox)) {
       violation(e, d, "every task done, yet task %d's inbox is open", t);
       return XP_STOP;
@@ -349,11 +457,12 @@ static int em_final(xp_search *x, const void *state, int d) {
   return XP_STEP;
 }
 
-static explorer explore(const uint8_t *mask, int variant, int da, int db) {
+static explorer explore2(const uint8_t *mask, int variant, bool rerun, int da, int db) {
   explorer e;
   memset(&e, 0, sizeof e);
   e.mask = mask;
   e.variant = variant;
+  e.rerun = rerun;
   e.disjoint_a = da;
   e.disjoint_b = db;
   g_e = &e;
@@ -383,6 +492,10 @@ static explorer explore(const uint8_t *mask, int variant, int da, int db) {
   e.path = NULL;
   g_e = NULL;
   return e;
+}
+
+static explorer explore(const uint8_t *mask, int variant, int da, int db) {
+  return explore2(mask, variant, false, da, db);
 }
 
 static const uint8_t CHAIN[NT] = {0x3, 0x6, 0x4};    /* 0-1, 1-2 overlap; 0, 2 disjoint */
@@ -423,10 +536,63 @@ static void test_split_join_caught(void **st) {
   assert_non_null(strstr(e.why, "left waiting"));
 }
 
+/* Run N ends at every step outside the lock, orch_reset's cm_reset, then
+ * run N+1 over the same slots: the same checks, and no task queued that
+ * run N+1 did not grant. */
+static void test_run_n_plus_1(void **st) {
+  (void)st;
+  struct {
+    const char *name;
+    const uint8_t *mask;
+  } cases[] = {{"chain", CHAIN}, {"one byte", ONE_BYTE}, {"two the same", TWO_SAME}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    explorer e = explore2(cases[i].mask, V_REAL, true, -1, -1);
+    printf("commute defer explorer: %s, run N ends anywhere, then run N+1: %llu states: %s\n",
+           cases[i].name, (unsigned long long)e.states, e.failed ? e.why : "ok");
+    assert_false(e.failed);
+  }
+}
+
+/* Without cm_reset, run N+1 finds run N's held set and pending stack. */
+static void test_no_reset_caught(void **st) {
+  (void)st;
+  explorer e = explore2(ONE_BYTE, V_NO_RESET, true, -1, -1);
+  assert_true(e.failed); /* printed with its interleaving */
+}
+
+/* A reset that empties the held set and the pending stack but leaves the
+ * held inboxes open and the hints naming them: a task of run N+1 joins
+ * the inbox of a slot run N left held, whose own acquire in run N+1 then
+ * opens it afresh, and the joined task is never granted. */
+static void test_reset_sets_only_caught(void **st) {
+  (void)st;
+  explorer e = explore2(ONE_BYTE, V_RESET_SETS, true, -1, -1);
+  assert_true(e.failed);
+  assert_non_null(strstr(e.why, "left waiting"));
+}
+
+/* cm_reset's two halves for the join are each enough alone: with the
+ * hints cleared no join reaches a stale inbox before its slot's acquire
+ * opens it afresh; with the inboxes closed a stale hint fails the join.
+ * (Kept both: this proves neither is load-bearing alone, not that one may
+ * go.) */
+static void test_either_half_suffices(void **st) {
+  (void)st;
+  const int variants[] = {V_RESET_NO_CLOSE, V_RESET_NO_HINTS};
+  for (int v = 0; v < 2; v++) {
+    explorer e = explore2(ONE_BYTE, variants[v], true, -1, -1);
+    printf("commute defer explorer: one byte, runs N and N+1, %s: %llu states: %s\n",
+           v ? "hints kept" : "inboxes left open", (unsigned long long)e.states,
+           e.failed ? e.why : "ok");
+    assert_false(e.failed);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_interleaving),
-      cmocka_unit_test(test_no_recheck_caught),
+      cmocka_unit_test(test_every_interleaving),   cmocka_unit_test(test_run_n_plus_1),
+      cmocka_unit_test(test_no_reset_caught),      cmocka_unit_test(test_reset_sets_only_caught),
+      cmocka_unit_test(test_either_half_suffices), cmocka_unit_test(test_no_recheck_caught),
       cmocka_unit_test(test_split_join_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

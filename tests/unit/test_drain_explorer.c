@@ -18,6 +18,16 @@
  *  - no participant waits forever: every state from which no step changes
  *    anything is a finished one (drains launched, everyone idle), and the
  *    state graph has no cycle (no livelock).
+ * Runs N and N+1 (scenarios with `rerun`): the drain state and each
+ * scheduler's part outlive a run, and attempts restart from 0 in every
+ * run, so a part or a word left by run N could pass for run N+1's. Run N
+ * ends at any step (a drain in any phase); once every scheduler's stores
+ * have landed, chip.c run_reset's drain_init and drain_part_init, then
+ * run N+1 with the same capacities, completions and requests, under the
+ * same checks. Caught (test_broken_reset_caught): a reset without
+ * drain_part_init (a part still at run N's attempt 1 takes run N+1's
+ * attempt 1 as handled: HANG) and one without drain_init (run N's token
+ * of attempt 1 passes for run N+1's: MIXED ATTEMPTS).
  * On failure it prints the interleaving that led there. docs/drain.md
  * explains how to read it. A small threaded test then runs the protocol on
  * real threads for the sanitizers' sake. */
@@ -64,6 +74,9 @@ typedef struct xscenario {
     int sched, block_num;
   } req[XREQ];
   bool end_run; /* an actor may end the run at any point */
+  /* after run N ended: chip.c run_reset's drain_init and drain_part_init,
+   * then run N+1 with the same capacities, completions and requests */
+  bool rerun;
 } xscenario;
 
 typedef struct xworld {
@@ -72,6 +85,7 @@ typedef struct xworld {
   int cap[XS];
   int next_ev, next_req;
   bool run_over;
+  uint8_t run; /* 0: run N; 1: run N+1 (scenario rerun) */
   /* ghost state for the checks */
   bool ev_in_drain;         /* a completion fired while a drain was active */
   uint32_t acked[XS];       /* attempt of each scheduler's last acknowledgement */
@@ -93,6 +107,11 @@ typedef struct xproto {
 static const xproto X_REAL = {"real", drain_step};
 static const xproto X_BROKEN = {"broken (untagged ack)", broken_drain_step};
 
+/* The reset between runs: the real one, without drain_part_init (each
+ * scheduler's part as run N left it), without drain_init (the shared
+ * state as run N left it). */
+enum { XR_REAL = 0, XR_NO_PART_INIT, XR_NO_DRAIN_INIT };
+
 enum { XF_OK = 0, XF_MIXED, XF_STAGE, XF_LAUNCH, XF_HANG, XF_CYCLE, XF_DEPTH };
 static const char *const xfail_names[] = {
     "ok", "MIXED ATTEMPTS", "BAD STAGING", "BAD LAUNCH", "HANG", "LIVELOCK", "DEPTH BOUND",
@@ -102,6 +121,7 @@ typedef struct xctx {
   const xscenario *sc;
   const xproto *pr;
   bool split; /* a step's stores land in a later, separate action */
+  int reset;  /* the reset between runs (rerun): XR_REAL or a broken one */
   xworld *w;  /* the world being stepped: what the callbacks see */
   int actor;
   int fail;
@@ -295,6 +315,28 @@ static void x_word_print(FILE *f, int field, uint64_t v) {
 
 /* ---- one action ---- */
 
+/* Run N ended (failed or cancelled: a drain in any phase, its waits
+ * abandoned) and every scheduler has left, its stores landed
+ * (test_lifecycle_explorer: none is inside at the reset): chip.c
+ * run_reset's part of the drain, then run N+1, whose attempts restart
+ * from 0, with the scenario's capacities, completions and requests again.
+ * The ghost state restarts with it: run N+1's checks are its own. */
+static void x_next_run(xctx *c, xworld *w) {
+  const xscenario *sc = c->sc;
+  if (c->reset != XR_NO_DRAIN_INIT) drain_init(&w->s, sc->nsched);
+  for (int i = 0; i < sc->nsched; i++) {
+    if (c->reset != XR_NO_PART_INIT) drain_part_init(&w->p[i], i);
+    w->cap[i] = sc->cap0[i];
+    w->acked[i] = 0;
+  }
+  w->next_ev = w->next_req = 0;
+  memset(w->staged, 0, sizeof w->staged);
+  memset(w->stage_att, 0, sizeof w->stage_att);
+  memset(w->launches, 0, sizeof w->launches);
+  w->run_over = false;
+  w->run = 1;
+}
+
 static void x_apply(xctx *c, xworld *w, int a) {
   const xscenario *sc = c->sc;
   int n = sc->nsched;
@@ -378,9 +420,19 @@ static void x_apply(xctx *c, xworld *w, int a) {
       fprintf(c->log, "request: none left");
     }
   } else {
-    if (sc->end_run && !w->run_over) {
+    bool landed = true;
+    for (int j = 0; j < n; j++)
+      landed &= !w->npend[j];
+    if (sc->end_run && !w->run_over && !w->run) {
       w->run_over = true;
       if (c->log) fprintf(c->log, "the run ends");
+    } else if (sc->rerun && w->run_over && !w->run && landed) {
+      x_next_run(c, w);
+      if (c->log)
+        fprintf(c->log, "the chip resets (%s) and run N+1 starts",
+                c->reset == XR_NO_PART_INIT    ? "broken: without drain_part_init"
+                : c->reset == XR_NO_DRAIN_INIT ? "broken: without drain_init"
+                                               : "drain_init, drain_part_init");
     }
   }
 }
@@ -403,9 +455,10 @@ static void x_check_terminal(xctx *c, const xworld *w) {
   }
   if (stuck)
     xfail(c, XF_HANG,
-          "no step can change anything, but the drain is not finished: attempt %u, ended %u, "
+          "no step can change anything, but the drain%s is not finished: attempt %u, ended %u, "
           "busy %d, requests %d/%d, participants%s",
-          LD(w->s.attempt), LD(w->s.ended), LD(w->s.busy), w->next_req, sc->nreq, who);
+          w->run ? " of run N+1" : "", LD(w->s.attempt), LD(w->s.ended), LD(w->s.busy), w->next_req,
+          sc->nreq, who);
 }
 
 /* Prints the failure and replays its interleaving with every step shown. */
@@ -668,6 +721,30 @@ static const xscenario SC_END4 = {
     .req = {{1, 6}},
     .end_run = true,
 };
+/* Run N ends at an arbitrary point (a drain in any phase), the chip
+ * resets, and run N+1 drains again from attempt 0. */
+static const xscenario SC_RERUN2 = {
+    .name = "run-ends-then-next-run",
+    .nsched = 2,
+    .cap0 = {1, 1},
+    .nev = 1,
+    .ev = {{1, 1}},
+    .nreq = 1,
+    .req = {{1, 3}},
+    .end_run = true,
+    .rerun = true,
+};
+static const xscenario SC_RERUN3 = {
+    .name = "run-ends-then-next-run",
+    .nsched = 3,
+    .cap0 = {2, 1, 1},
+    .nev = 2,
+    .ev = {{2, 1}, {1, 1}},
+    .nreq = 1,
+    .req = {{2, 6}},
+    .end_run = true,
+    .rerun = true,
+};
 /* The reference's ABA setting: 3 schedulers, one of them (s2 here) has a
  * long-running task on one cluster, the cohort needs every cluster. */
 static const xscenario SC_ABA = {
@@ -738,6 +815,28 @@ static void test_explore_4(void **state) {
   expect_proven(&SC_TWO4, true, true);
   expect_proven(&SC_MANY4, true, true);
   expect_proven(&SC_END4, false, true);
+}
+
+/* Runs N and N+1 through the real reset; the reset without either half
+ * is caught. */
+static void test_explore_next_run(void **state) {
+  (void)state;
+  expect_proven(&SC_RERUN2, false, true);
+  expect_proven(&SC_RERUN3, false, true);
+}
+
+static void test_broken_reset_caught(void **state) {
+  (void)state;
+  const int resets[] = {XR_NO_PART_INIT, XR_NO_DRAIN_INIT};
+  for (int i = 0; i < 2; i++) {
+    xctx c;
+    x_setup(&c, &SC_RERUN2, &X_REAL, false);
+    c.reset = resets[i];
+    x_search(&c);
+    assert_true(c.fail != XF_OK);
+    x_report(&c, stdout);
+    x_teardown(&c);
+  }
 }
 
 static void test_aba_schedule(void **state) {
@@ -1015,6 +1114,8 @@ int main(void) {
       cmocka_unit_test(test_explore_2),
       cmocka_unit_test(test_explore_3),
       cmocka_unit_test(test_explore_4),
+      cmocka_unit_test(test_explore_next_run),
+      cmocka_unit_test(test_broken_reset_caught),
       cmocka_unit_test(test_aba_schedule),
       cmocka_unit_test(test_broken_aba_schedule),
       cmocka_unit_test(test_broken_found_by_search),

@@ -30,6 +30,12 @@
  * pair guarantee. In every final state every block was placed (no block
  * left queued while idle cores park and no wake is coming), and the budget
  * is whole again (waking 0, no core flagged).
+ * Runs N and N+1 (test_wake_run_n_plus_1): the budget and the cores'
+ * flags outlive a run, and a failed or cancelled run ends wherever it is
+ * (cores flagged and never run, `waking` spent, `starved` set). So run N
+ * may end at every step (END), then chip.c run_reset's part (wb_reset,
+ * each core's woken = 0) and run N+1 on the same cores, whose final
+ * states must meet the same checks.
  * Broken variants, each caught with the interleaving printed:
  *  - PEEK_BEFORE_SUB: the core reads `starved` before giving its place
  *    back: a pass that saw no room and a core that saw no starved pass
@@ -42,7 +48,14 @@
  *    left blocks queued does: with room, the pass repeats forever (a
  *    cycle of the search: the livelock that kept a core from leaving a
  *    failed run, unit.test_reuse_differential's "core 13 is still running
- *    task -1 of an earlier run", about 1 run in 10 on a loaded machine). */
+ *    task -1 of an earlier run", about 1 run in 10 on a loaded machine);
+ *  - NO_WB_RESET: run_reset without wb_reset: run N+1 starts with run N's
+ *    `waking`, its pass finds no room and no core of its own gives one
+ *    back: its block stays queued;
+ *  - KEEPS_FLAGS: run_reset without the cores' woken = 0: run N+1's pass
+ *    takes a core flagged in run N as counted already, the core gives back
+ *    a place never counted, and the budget ends at waking -1 (one wake
+ *    more per such run, for good). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -57,29 +70,40 @@
 #include "chip/wake_budget.h"
 #include "explore.h"
 
-enum { V_GOOD = 0, V_PEEK_BEFORE_SUB, V_FLAG_AFTER_DISPATCH, V_STEAL_STARVES };
+enum {
+  V_GOOD = 0,
+  V_PEEK_BEFORE_SUB,
+  V_FLAG_AFTER_DISPATCH,
+  V_STEAL_STARVES,
+  V_NO_WB_RESET, /* run N+1: run_reset without wb_reset */
+  V_KEEPS_FLAGS  /* run N+1: run_reset without the cores' woken = 0 */
+};
 enum { P_ALLOW, P_COUNTED, P_COUNT, P_FLAG, P_PLACE, P_STEAL, P_MARK, P_ROOM, P_DONE };
 static const char *p_name[] = {"ALLOW", "COUNTED", "COUNT", "FLAG", "PLACE",
                                "STEAL", "MARK",    "ROOM",  "DONE"};
 enum { C_IDLE, C_CHECK, C_UNFLAG, C_SUB, C_SEEN, C_TAKE, C_RUN };
 static const char *c_name[] = {"IDLE", "CHECK", "UNFLAG", "SUB", "SEEN", "TAKE", "RUN"};
 
-#define MAXC 5 /* L woken cores + B placed ones */
+#define MAXC  5          /* L woken cores + B placed ones */
+#define A_END (1 + MAXC) /* the action: run N ends (only with blocks2) */
 
 typedef struct mstate {
-  uint8_t waking, starved, queued, requests;
+  int8_t waking; /* signed: a give-back without its count shows as -1 */
+  uint8_t starved, queued, requests;
   uint8_t pc, target;   /* the pass, and the core it places on */
   uint8_t ncores;       /* cores in play: the woken ones, then placed ones */
   uint8_t cpc[MAXC];    /* each core's step */
   uint8_t woken[MAXC];  /* its flag */
   uint8_t placed[MAXC]; /* its dispatch is published */
   uint8_t saw[MAXC];    /* PEEK_BEFORE_SUB: what its early load of starved saw */
+  uint8_t run;          /* 0: run N; 1: run N+1, after run N ended and the reset */
 } mstate;
 
 #define MAX_PATH 128
 
 typedef struct explorer {
   int limit, blocks, variant;
+  int blocks2; /* > 0: run N may end at any step, then run N+1 with blocks2 blocks */
   uint64_t states;
   bool failed;
   char why[200];
@@ -94,7 +118,7 @@ static void load_budget(wake_budget *b, const mstate *s, int limit) {
   b->limit = limit;
 }
 static void store_budget(const wake_budget *b, mstate *s) {
-  s->waking = (uint8_t)atomic_load(&b->waking);
+  s->waking = (int8_t)atomic_load(&b->waking);
   s->starved = (uint8_t)atomic_load(&b->starved);
 }
 
@@ -189,11 +213,13 @@ static void violation(explorer *e, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(e->why, sizeof e->why, fmt, ap);
   va_end(ap);
-  printf("wake explorer (budget %d, %d blocks, variant %d): %s\n  interleaving:", e->limit,
-         e->blocks, e->variant, e->why);
+  printf("wake explorer (budget %d, %d blocks, then %d, variant %d): %s\n  interleaving:", e->limit,
+         e->blocks, e->blocks2, e->variant, e->why);
   for (int d = 0; d < e->depth; d++) {
     int a = e->path_t[d];
-    if (a == 0)
+    if (a == A_END)
+      printf(" END-RUN-N+RESET");
+    else if (a == 0)
       printf(" pass:%s", p_name[e->path_pc[d]]);
     else
       printf(" c%d:%s", a - 1, c_name[e->path_pc[d]]);
@@ -201,11 +227,33 @@ static void violation(explorer *e, const char *fmt, ...) {
   printf("\n");
 }
 
+/* Run N ends here, failed or cancelled (a kernel error, pto_orch_fatal,
+ * the watchdog): its threads leave wherever they are, cores woken and
+ * never run, the budget spent, `starved` set; test_lifecycle_explorer
+ * proves none of them is inside at the reset. Then chip.c run_reset's
+ * part of the budget (wb_reset, each core's woken = 0) and run N+1 on the
+ * same cores, all parked idle, with blocks2 blocks queued. */
+static void end_and_reset(const explorer *e, mstate *s, wake_budget *b) {
+  if (e->variant != V_NO_WB_RESET) wb_reset(b, e->limit);
+  for (int i = 0; i < MAXC; i++) {
+    if (e->variant != V_KEEPS_FLAGS) s->woken[i] = 0;
+    s->cpc[i] = C_IDLE;
+    s->placed[i] = 0;
+    s->saw[i] = 0;
+  }
+  s->pc = P_ALLOW;
+  s->target = 0;
+  s->ncores = 0; /* run N+1 places on cores 0, 1, ...: run N's */
+  s->queued = (uint8_t)e->blocks2;
+  s->requests = 0;
+  s->run = 1;
+}
+
 /* ---- search (explore.h) ---- */
 
 static int em_nact(xp_search *x) {
   (void)x;
-  return 1 + MAXC;
+  return 2 + MAXC;
 }
 
 static int em_apply(xp_search *x, void *state, int a, int d) {
@@ -213,7 +261,11 @@ static int em_apply(xp_search *x, void *state, int a, int d) {
   mstate *s = state;
   wake_budget b;
   load_budget(&b, s, e->limit);
-  if (a == 0) {
+  if (a == A_END) {
+    if (!e->blocks2 || s->run) return XP_SKIP;
+    e->path_pc[d] = 0;
+    end_and_reset(e, s, &b);
+  } else if (a == 0) {
     if (s->pc == P_DONE && !s->requests) return XP_SKIP;
     e->path_pc[d] = s->pc;
     pass_step(e, s, &b);
@@ -243,19 +295,22 @@ static int em_final(xp_search *x, const void *state, int d) {
   int flagged = 0;
   for (int i = 0; i < s->ncores; i++)
     flagged += s->woken[i];
+  const char *of = s->run ? " of run N+1" : "";
   if (s->queued)
-    violation(e, "%u block(s) left queued with idle cores parked and no wake coming", s->queued);
+    violation(e, "%u block(s)%s left queued with idle cores parked and no wake coming", s->queued,
+              of);
   else if (s->waking || flagged)
-    violation(e, "the budget is not whole at the end: waking %u, %d core(s) flagged", s->waking,
-              flagged);
+    violation(e, "the budget is not whole at the end%s: waking %d, %d core(s) flagged", of,
+              s->waking, flagged);
   return e->failed ? XP_STOP : XP_STEP;
 }
 
-static explorer explore(int limit, int blocks, int variant) {
+static explorer explore2(int limit, int blocks, int blocks2, int variant) {
   explorer e;
   memset(&e, 0, sizeof e);
   e.limit = limit;
   e.blocks = blocks;
+  e.blocks2 = blocks2;
   e.variant = variant;
   mstate s;
   memset(&s, 0, sizeof s);
@@ -291,6 +346,10 @@ static explorer explore(int limit, int blocks, int variant) {
   return e;
 }
 
+static explorer explore(int limit, int blocks, int variant) {
+  return explore2(limit, blocks, 0, variant);
+}
+
 static void test_wake_all_interleavings(void **st) {
   (void)st;
   for (int limit = 1; limit <= 2; limit++)
@@ -323,9 +382,49 @@ static void test_wake_broken_steal_caught(void **st) {
   assert_non_null(strstr(e.why, "livelock"));
 }
 
+/* Run N+1: run N ends at every step it can reach (a failed or cancelled
+ * run: cores woken and never run, the budget spent, a pass starved),
+ * chip.c run_reset's wb_reset and woken flags, then run N+1 over the same
+ * cores: each of its blocks is placed and its budget whole again. */
+static void test_wake_run_n_plus_1(void **st) {
+  (void)st;
+  for (int limit = 1; limit <= 2; limit++)
+    for (int blocks = 1; limit + blocks <= MAXC && blocks <= 2; blocks++)
+      for (int blocks2 = 1; blocks2 <= 2; blocks2++) {
+        explorer e = explore2(limit, blocks, blocks2, V_GOOD);
+        printf("wake explorer: budget %d, %d blocks, run N ends anywhere, then %d blocks: %llu "
+               "states: %s\n",
+               limit, blocks, blocks2, (unsigned long long)e.states, e.failed ? e.why : "ok");
+        assert_false(e.failed);
+      }
+}
+
+/* A reset that leaves run N's `waking`: run N+1's pass finds no room, and
+ * no core of run N+1 will give one back. */
+static void test_wake_broken_no_reset_caught(void **st) {
+  (void)st;
+  explorer e = explore2(1, 1, 1, V_NO_WB_RESET);
+  assert_true(e.failed); /* printed with its interleaving */
+  assert_non_null(strstr(e.why, "of run N+1 left queued"));
+}
+
+/* A reset that zeroes the budget but leaves a core's woken flag: run
+ * N+1's pass takes the core as counted and does not count it, the core
+ * gives back a place it never took, and the budget grows by one for good
+ * (waking -1) at every such run. */
+static void test_wake_broken_kept_flag_caught(void **st) {
+  (void)st;
+  explorer e = explore2(1, 1, 1, V_KEEPS_FLAGS);
+  assert_true(e.failed);
+  assert_non_null(strstr(e.why, "not whole at the end of run N+1: waking -1"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wake_all_interleavings),
+      cmocka_unit_test(test_wake_run_n_plus_1),
+      cmocka_unit_test(test_wake_broken_no_reset_caught),
+      cmocka_unit_test(test_wake_broken_kept_flag_caught),
       cmocka_unit_test(test_wake_broken_peek_caught),
       cmocka_unit_test(test_wake_broken_flag_caught),
       cmocka_unit_test(test_wake_broken_steal_caught),
