@@ -79,8 +79,10 @@ int main(int argc, char **argv) {
   if (cfg.schedulers > cfg.clusters) cfg.schedulers = cfg.clusters;
   if (pto_chip_create(&cfg, &g_chip) ||
       pto_kernel_register_aiv(g_chip, "add", add_kernel, &k_add) ||
-      pto_kernel_register_aiv(g_chip, "sleep", sleep_kernel, &k_sleep))
+      pto_kernel_register_aiv(g_chip, "sleep", sleep_kernel, &k_sleep)) {
+    fprintf(stderr, "pto: %s\n", pto_last_error());
     return 1;
+  }
   static const struct {
     const char *name;
     pto_access mode;

@@ -73,8 +73,12 @@ static pto_chip *make_chip(int w, bool whole_graph) {
     cfg.tensormap_entries = 1u << 18;
   }
   pto_chip *chip;
-  if (pto_chip_create(&cfg, &chip)) return NULL;
+  if (pto_chip_create(&cfg, &chip)) {
+    fprintf(stderr, "pto: %s\n", pto_last_error());
+    return NULL;
+  }
   if (pto_kernel_register_aiv(chip, "dot", dot_kernel, &k_dot)) {
+    fprintf(stderr, "pto: %s\n", pto_last_error());
     pto_chip_destroy(chip);
     return NULL;
   }

@@ -102,7 +102,7 @@ static int make_chip(int workers, bool whole_graph, pto_chip **out) {
   }
   int rc = pto_chip_create(&cfg, out);
   if (rc != 0) {
-    fprintf(stderr, "pto_chip_create: %s: %s\n", pto_status_name(rc), pto_strerror(rc));
+    fprintf(stderr, "pto_chip_create: %s: %s\n", pto_status_name(rc), pto_last_error());
     return rc;
   }
   static const struct {

@@ -93,8 +93,9 @@ typedef struct pto_chip_config {
  * others `pto --help` lists). */
 PTO_API void pto_chip_config_init(pto_chip_config *cfg);
 
-/* Returns 0 or PTO_EINVAL (a field out of range), PTO_ENOMEM. The details
- * of a failure: pto_chip_create_ex, declared below with pto_error_info. */
+/* Returns 0 or PTO_EINVAL (a field out of range), PTO_ENOMEM; a failure
+ * says why in pto_last_error() (and in pto_chip_create_ex's err, declared
+ * below with pto_error_info). */
 PTO_API int pto_chip_create(const pto_chip_config *cfg, pto_chip **out);
 /* Stops the chip's threads and frees it. Called during a run (from its
  * orchestration, a kernel or another thread) it does nothing and

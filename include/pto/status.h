@@ -53,11 +53,13 @@ typedef enum pto_status {
 PTO_API const char *pto_status_name(int status);
 /* One-line hint saying what the code means and what usually fixes it. */
 PTO_API const char *pto_strerror(int status);
-/* Why this thread's most recent refused call failed, for the calls that
- * take no pto_error_info (kernel registration, a pto_orch kept past its
- * run): "kernel_register: a kernel named 'add' is already registered (id
- * 0)". "" until such a call fails; a later success leaves it as it is, so
- * read it right after the failing call. */
+/* Why this thread's most recent refused or failed call failed: "kernel_register:
+ * a kernel named 'add' is already registered (id 0)". Every call that
+ * fails says why here, those that take a pto_error_info too (its details,
+ * also when the caller passed NULL: pto_chip_create, pto_chip_run, graph
+ * capture and launch, pto_node_create, pto_node_run). "" until a call
+ * fails; a later success leaves it as it is, so read it right after the
+ * failing call. */
 PTO_API const char *pto_last_error(void);
 
 #ifdef __cplusplus

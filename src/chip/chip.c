@@ -88,7 +88,7 @@ static int create_fail(pto_error_info *err, int code, const char *fmt, ...) {
   return code;
 }
 
-int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err) {
+static int create_chip(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err) {
   if (err) {
     memset(err, 0, sizeof *err);
     err->task_id = PTO_TASK_NONE;
@@ -172,6 +172,12 @@ int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_inf
   chip->uid = atomic_fetch_add_explicit(&chips_made, 1, memory_order_relaxed) + 1;
   *out = chip;
   return PTO_OK;
+}
+
+int pto_chip_create_ex(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err) {
+  pto_error_info own;
+  if (!err) err = &own;
+  return last_error_keep(create_chip(cfg, out, err), err->details);
 }
 
 int pto_chip_create(const pto_chip_config *cfg, pto_chip **out) {
@@ -889,8 +895,8 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, bool whole, pt
   st->blocks += r->contract_blocks; /* checking mode ran them (contract.c) */
 }
 
-int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
-                 pto_error_info *err) {
+static int run_chip(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
+                    pto_error_info *err) {
   if (stats) memset(stats, 0, sizeof *stats);
   if (err) {
     memset(err, 0, sizeof *err);
@@ -1038,4 +1044,11 @@ int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats
   atomic_store(&chip->running, 0);
   return rc ? rc : chip->stuck || chip->broken ? PTO_ESHUTDOWN : PTO_OK;
 #undef EARLY_FAIL
+}
+
+int pto_chip_run(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
+                 pto_error_info *err) {
+  pto_error_info own;
+  if (!err) err = &own;
+  return last_error_keep(run_chip(chip, fn, arg, stats, err), err->details);
 }

@@ -17,6 +17,7 @@
 #include "chip/ready_batch.h"
 #include "chip/run.h"
 #include "common/clock.h"
+#include "common/last_error.h"
 #include "pto/graph.h"
 
 /* ---- the record made replayable ---- */
@@ -143,8 +144,8 @@ static void capture_orch(pto_orch *o, void *arg) {
   r->capture = NULL; /* retirement resumes: the run's end retires everything */
 }
 
-int pto_graph_capture(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **graph,
-                      pto_run_stats *stats, pto_error_info *err) {
+static int capture_graph(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **graph,
+                         pto_run_stats *stats, pto_error_info *err) {
   if (graph) *graph = NULL;
   pto_graph *g = calloc(1, sizeof *g);
   if (!graph || !g || !fn || !chip) {
@@ -558,8 +559,8 @@ static int refuse(int rc, const char *why, pto_run_stats *stats, pto_error_info 
   return rc;
 }
 
-int pto_graph_launch(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
-                     pto_run_stats *stats, pto_error_info *err) {
+static int launch_graph(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
+                        pto_run_stats *stats, pto_error_info *err) {
   char why[400];
   int idle = GRAPH_IDLE;
   if (!g) return refuse(PTO_EGRAPH, "graph is NULL", stats, err);
@@ -599,4 +600,18 @@ int pto_graph_launch(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
                                                memory_order_acq_rel, memory_order_acquire))
     graph_free(g);
   return rc;
+}
+
+int pto_graph_capture(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **graph,
+                      pto_run_stats *stats, pto_error_info *err) {
+  pto_error_info own;
+  if (!err) err = &own;
+  return last_error_keep(capture_graph(chip, fn, arg, graph, stats, err), err->details);
+}
+
+int pto_graph_launch(pto_chip *chip, pto_graph *g, const pto_graph_bindings *b,
+                     pto_run_stats *stats, pto_error_info *err) {
+  pto_error_info own;
+  if (!err) err = &own;
+  return last_error_keep(launch_graph(chip, g, b, stats, err), err->details);
 }

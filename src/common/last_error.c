@@ -10,6 +10,11 @@ static _Thread_local char why[400];
 
 const char *pto_last_error(void) { return why; }
 
+int last_error_keep(int rc, const char *details) {
+  if (rc) last_error_set(rc, "%s", details && details[0] ? details : pto_strerror(rc));
+  return rc;
+}
+
 int last_error_set(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

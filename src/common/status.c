@@ -16,8 +16,8 @@ typedef struct status_info {
 
 static const status_info status_table[] = {
     S(PTO_OK, "success"),
-    S(PTO_EINVAL, "invalid argument: the details (pto_error_info where the call takes one, "
-                  "else pto_last_error()) name which one and why"),
+    S(PTO_EINVAL, "invalid argument: the details (pto_last_error(), and pto_error_info where "
+                  "the call takes one) name which one and why"),
     S(PTO_ENOMEM, "host memory allocation failed: lower ring/heap sizes or free memory"),
     S(PTO_ESCOPE_DEADLOCK, "open scopes hold more OUTPUT buffers than the heap ring holds: "
                            "raise heap_bytes or split the work into smaller scopes"),

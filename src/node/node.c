@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/last_error.h"
 #include "common/options.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
@@ -109,9 +110,7 @@ static void start_mpi_children(pto_node *n) {
   }
 }
 
-int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err) {
-  pto_error_info local;
-  if (!err) err = &local;
+static int create_node(const pto_node_config *cfg, pto_node **out, pto_error_info *err) {
   node_set_err(err, 0, "%s", "");
   if (out) *out = NULL;
   if (!cfg || !out) {
@@ -387,11 +386,13 @@ pto_node *pto_node_orch_node(pto_node_orch *no) {
 
 /* ---- runs ---- */
 
-int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *err) {
-  pto_error_info local;
-  if (!err) err = &local;
+static int run_node(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *err) {
   node_set_err(err, 0, "%s", "");
-  if (!n || !fn) return PTO_EINVAL;
+  if (!n || !fn) {
+    node_set_err(err, PTO_EINVAL, "pto_node_run: %s is NULL",
+                 !n ? "node" : "orchestration function");
+    return PTO_EINVAL;
+  }
   /* one run at a time, whichever thread calls: taken before anything of
    * the run is made (before, a plain bool set after the bookkeeping let two
    * threads both pass and run over one TensorMap and task array) */
@@ -452,4 +453,16 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   /* the next run (of any thread) may begin: the result is taken */
   atomic_store_explicit(&n->running, false, memory_order_release);
   return rc;
+}
+
+int pto_node_create(const pto_node_config *cfg, pto_node **out, pto_error_info *err) {
+  pto_error_info own;
+  if (!err) err = &own;
+  return last_error_keep(create_node(cfg, out, err), err->details);
+}
+
+int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *err) {
+  pto_error_info own;
+  if (!err) err = &own;
+  return last_error_keep(run_node(n, fn, arg, err), err->details);
 }

@@ -1,16 +1,20 @@
 /* test_chip_create_details.c — pto_chip_create_ex says which field of the
  * configuration is wrong (issue 8, item 16): every invalid field gives
  * PTO_EINVAL with details naming it and its value, also through
- * pto_node_create. */
+ * pto_node_create. And every call that takes a pto_error_info says why it
+ * failed in pto_last_error() too, so a caller that passes NULL (or calls
+ * pto_chip_create, which takes none) still learns it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "pto/graph.h"
 #include "pto/node.h"
 #include "pto/pto.h"
 
@@ -203,6 +207,61 @@ static void test_node_tensormap_entries_limit(void **state) {
              pto_status_name(rc), err.details);
 }
 
+static void orch_nothing(pto_orch *o, void *arg) {
+  (void)o;
+  (void)arg;
+}
+
+/* pto_last_error() holds `want` after a call that returned `rc`, which
+ * must be `code`. */
+static void expect_last(const char *call, int rc, int code, const char *want) {
+  if (rc != code || !strstr(pto_last_error(), want))
+    fail_msg("%s: status %s, pto_last_error() '%s'; expected %s and '%s'", call,
+             pto_status_name(rc), pto_last_error(), pto_status_name(code), want);
+}
+
+static void test_null_err_says_why_in_last_error(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 0;
+  pto_chip *chip = NULL;
+  expect_last("pto_chip_create", pto_chip_create(&cfg, &chip), PTO_EINVAL, "clusters = 0");
+  cfg.clusters = 1;
+  cfg.aiv_per_cluster = 3;
+  expect_last("pto_chip_create_ex", pto_chip_create_ex(&cfg, &chip, NULL), PTO_EINVAL,
+              "aiv_per_cluster = 3");
+  setenv("PTO_SPREAD_CORES", "9", 1);
+  pto_chip_config_init(&cfg);
+  expect_last("pto_chip_create with a bad environment", pto_chip_create(&cfg, &chip), PTO_EINVAL,
+              "PTO_SPREAD_CORES='9'");
+  unsetenv("PTO_SPREAD_CORES");
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  expect_last("pto_chip_run", pto_chip_run(chip, NULL, NULL, NULL, NULL), PTO_EINVAL,
+              "orchestration function is NULL");
+  pto_graph *g = NULL;
+  expect_last("pto_graph_capture", pto_graph_capture(chip, orch_nothing, NULL, NULL, NULL, NULL),
+              PTO_EGRAPH, "graph (the result) is NULL");
+  expect_last("pto_graph_launch", pto_graph_launch(chip, g, NULL, NULL, NULL), PTO_EGRAPH,
+              "graph is NULL");
+  /* the same details as err gets, when it is passed */
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, NULL, NULL, NULL, &err), PTO_EINVAL);
+  assert_string_equal(pto_last_error(), err.details);
+  pto_chip_destroy(chip);
+  pto_node_config ncfg;
+  pto_node_config_init(&ncfg);
+  ncfg.nchips = 1;
+  ncfg.chip.aiv_per_cluster = 7;
+  pto_node *node = NULL;
+  expect_last("pto_node_create", pto_node_create(&ncfg, &node, NULL), PTO_EINVAL,
+              "aiv_per_cluster = 7");
+  expect_last("pto_node_run", pto_node_run(NULL, NULL, NULL, NULL), PTO_EINVAL,
+              "pto_node_run: node is NULL");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_each_field_named),
@@ -212,6 +271,7 @@ int main(void) {
       cmocka_unit_test(test_setup_failure_names_its_part),
       cmocka_unit_test(test_node_names_chip_field),
       cmocka_unit_test(test_node_tensormap_entries_limit),
+      cmocka_unit_test(test_null_err_says_why_in_last_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
