@@ -11,6 +11,7 @@
 #include "chip/node_hooks.h"
 #include "chip/run.h"
 #include "chip/schedule.h"
+#include "chip/steal.h"
 #include "chip/trace_hooks.h"
 #include "common/clock.h"
 #include "common/last_error.h"
@@ -643,8 +644,7 @@ static void run_reset(pto_run *r) {
     /* every core idle */
     for (int t = 0; t < 2; t++) { /* PTO_CORE_AIC, PTO_CORE_AIV */
       cs_reset(&sc->sets[t]);
-      atomic_store_explicit(&sc->idle[t], (uint32_t)cs_idle(&sc->sets[t]), memory_order_relaxed);
-      atomic_store_explicit(&sc->pending[t], 0, memory_order_relaxed);
+      steal_reset_counts(&sc->idle[t], &sc->pending[t], (uint32_t)cs_idle(&sc->sets[t]));
     }
   }
   for (int i = 0; i < r->ncores; i++) {
@@ -652,7 +652,7 @@ static void run_reset(pto_run *r) {
     co->defer_current = false;
     atomic_store_explicit(&co->dispatched, 0, memory_order_relaxed);
     atomic_store_explicit(&co->finished, 0, memory_order_relaxed);
-    atomic_store_explicit(&co->claim, 0, memory_order_relaxed);
+    steal_reset_claim(&co->claim);
     atomic_store_explicit(&co->woken, 0, memory_order_relaxed);
     for (int k = 0; k < 2; k++)
       payload_set(&co->slot[k], NULL, 0, 0);

@@ -38,6 +38,12 @@ typedef struct role {
   _Atomic int32_t puller; /* 1 + the idle core that serves requests, 0: none */
 } role;
 
+/* Also the reset between runs (chip.c run_reset): free, no puller, no
+ * request. A run's end leaves the role free and no puller named (a holder
+ * leaves and a puller ends before its thread leaves the run); the reset
+ * does not rely on it: a role left held or a puller left named loses
+ * every request of the next run (test_role_explorer, test_pull_explorer:
+ * run N ending at every step, then run N+1). */
 static inline void role_init(role *r) {
   atomic_init(&r->req, 0);
   atomic_init(&r->held, 0);

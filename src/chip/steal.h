@@ -75,7 +75,10 @@
  * (no block pending behind a running one, or queued, while a core of its
  * type idles, once nothing can move), with broken variants (a take only
  * after the claim, the counts published after the look, no kick for a
- * queued block, takes by awake cores only) caught. */
+ * queued block, takes by awake cores only) caught; and run N ending at
+ * any step, the reset below, then run N+1, with resets that keep the
+ * claim words, keep or zero the counts, or keep the dispatch registers
+ * caught. */
 #ifndef PTO_CHIP_STEAL_H
 #define PTO_CHIP_STEAL_H
 
@@ -119,6 +122,28 @@ static inline uint64_t steal_target(uint64_t d, uint64_t k, uint64_t f) {
   if (d < 2 || (k & STEAL_TAKEN)) return 0;
   if (k == d - 2) return d - 1;
   return k == d - 1 && f < d - 1 ? d : 0;
+}
+
+/* The reset between runs (chip.c run_reset), while no thread is inside a
+ * run. Dispatch ids restart at 1 with every run (core.c core_serve), so a
+ * core's claim word restarts at 0: a word left at run N's last id made
+ * the core take run N+1's first block as taken from it (steal_claim
+ * expects 0) and publish it finished without running it. */
+static inline void steal_reset_claim(_Atomic uint64_t *claim) {
+  atomic_store_explicit(claim, 0, memory_order_relaxed);
+}
+
+/* A scheduler's published counts of one core type restart as what its
+ * role will see: all `idle` of its cores of the type idle, none with a
+ * pending block. Counts left as run N published them, or zeroed as the
+ * other counters are, showed another scheduler no idle core here, so its
+ * pass put a block behind its busy core and kicked nobody, while this
+ * scheduler's idle core waited with nothing to make it look
+ * (test_steal_explorer, run N+1). */
+static inline void steal_reset_counts(_Atomic uint32_t *idle, _Atomic uint32_t *pending,
+                                      uint32_t nidle) {
+  atomic_store_explicit(idle, nidle, memory_order_relaxed);
+  atomic_store_explicit(pending, 0, memory_order_relaxed);
 }
 
 #endif

@@ -380,10 +380,14 @@ static void test_many_runs_varied(void **state) {
     pto_run_stats st;
     pto_error_info err;
     int before_out = atomic_load(&polled_out);
-    /* the short watchdog for the run that fails by it; the others run
-     * under the default one (white box, between runs): on a loaded machine
-     * a correct run can go 120 ms without progress */
+    /* the short watchdog for the run that fails by it, the short wait
+     * for room in the task ring for the run that fails by that; the others
+     * run under long ones (white box, between runs): on a loaded machine
+     * a correct run can go 120 ms without progress, and a chain's
+     * orchestrator 60 ms without a task retired (a chain run failed with
+     * PTO_ETASK_RING_DEADLOCK at a load average of 16 on 2 CPUs) */
     chip->cfg.watchdog_ms = v.shape == SH_WATCHDOG ? 120 : 10000;
+    chip->cfg.alloc_timeout_ms = v.shape == SH_RING_TIMEOUT ? 60 : 5000;
     int rc = pto_chip_run(chip, varied_orch, &v, &st, &err);
     char why[512];
     const char *bad = check_varied(&v, rc, &st, &err, why, sizeof why);

@@ -27,7 +27,19 @@
  * Broken variants, each caught with the interleaving printed:
  *  - END_NO_RECHECK: the puller stops without the re-check;
  *  - SNAP_LATE: the puller's first snapshot after role_pull_begin and no
- *    queue check: a request between them is never served. */
+ *    queue check: a request between them is never served.
+ * Runs N and N+1 (test_pull_run_n_plus_1): the role word (requests,
+ * holder, puller) outlives a run. Run N ends at every step, chip.c
+ * run_reset's role_init runs, and run N+1 (the same threads, a task of
+ * its own) is explored under the same checks. Broken resets, each caught
+ * with the interleaving printed:
+ *  - KEEPS_PULLER: run N's puller still named: run N+1's orchestrator
+ *    leaves the pass to it, run N+1's idle core cannot become the puller
+ *    (role_pull_begin fails), and the task stays queued;
+ *  - KEEPS_HELD: the role still held: every requester of run N+1 leaves
+ *    its request to a holder that is gone.
+ * A reset that keeps the request count passes: every snapshot compared
+ * with it is taken inside the run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -44,6 +56,11 @@
 #include "explore.h"
 
 enum { V_GOOD = 0, V_END_NO_RECHECK, V_SNAP_LATE };
+/* The reset between run N and run N+1: none (one run), chip.c
+ * run_reset's role_init (R_REAL), or one that keeps a word of run N. */
+enum { R_NONE = 0, R_REAL, R_KEEPS_PULLER, R_KEEPS_HELD, R_KEEPS_REQ, R_COUNT };
+static const char *reset_name[R_COUNT] = {"one run", "role_init", "KEEPS_PULLER", "KEEPS_HELD",
+                                          "KEEPS_REQ"};
 enum {
   PC_START,
   /* O */
@@ -81,6 +98,7 @@ enum { T_O = 0, T_P = 1, T_H = 2 };
 typedef struct mstate {
   uint8_t req, held, puller, queued, ran;
   uint8_t pc[MAXK], ret[MAXK], pseen[MAXK], rseen[MAXK], did[MAXK];
+  uint8_t run; /* 0: run N; 1: run N+1, after run N ended and the reset */
 } mstate;
 
 #define MAX_PATH 256
@@ -88,6 +106,7 @@ typedef struct mstate {
 typedef struct explorer {
   int k, variant;
   bool enter_first; /* H enters before it requests (role_enter_first) */
+  int reset;        /* R_NONE, or run N ends anywhere, this reset, then run N+1 */
   uint64_t states, finals;
   bool failed;
   char why[160];
@@ -218,6 +237,30 @@ static void step(const explorer *e, mstate *s, int i) {
   store_role(&r, s);
 }
 
+/* Run N ends here, failed or cancelled, wherever its threads are: a
+ * puller named, the role held, requests pending. The model ends it at
+ * every step, which is more than the real end allows (a puller ends its
+ * pull and a holder leaves the role before its thread leaves the run:
+ * core.c core_wait_work, sched.c sched_role_hold; test_lifecycle_explorer
+ * proves none is inside at the reset), so the reset is checked against
+ * any state. Then chip.c run_reset's role_init, the ready queue
+ * discarded, and run N+1: the same threads, from their start, the
+ * orchestrator pushing a task of run N+1. */
+static void end_and_reset(const explorer *e, mstate *s) {
+  role r;
+  load_role(&r, s);
+  role_init(&r); /* run_reset */
+  if (e->reset == R_KEEPS_PULLER) atomic_store(&r.puller, s->puller);
+  if (e->reset == R_KEEPS_HELD) atomic_store(&r.held, s->held);
+  if (e->reset == R_KEEPS_REQ) atomic_store(&r.req, s->req);
+  store_role(&r, s);
+  for (int i = 0; i < MAXK; i++)
+    s->pc[i] = s->ret[i] = s->pseen[i] = s->rseen[i] = s->did[i] = 0;
+  s->queued = 0; /* rq_discard: run N's task is not run N+1's */
+  s->ran = 0;
+  s->run = 1;
+}
+
 static void violation(explorer *e, const char *fmt, ...) {
   if (e->failed) return;
   e->failed = true;
@@ -227,7 +270,10 @@ static void violation(explorer *e, const char *fmt, ...) {
   va_end(ap);
   printf("pull explorer (%d threads, variant %d): %s\n  interleaving:", e->k, e->variant, e->why);
   for (int d = 0; d < e->depth; d++)
-    printf(" %c:%s", "OPH"[e->path_t[d]], pc_name[e->path_pc[d]]);
+    if (e->path_t[d] == e->k)
+      printf(" END-RUN-N+RESET");
+    else
+      printf(" %c:%s", "OPH"[e->path_t[d]], pc_name[e->path_pc[d]]);
   printf("\n");
 }
 
@@ -241,21 +287,31 @@ static void check(explorer *e, const mstate *s, int d) {
   if (in_pass > 1) violation(e, "%d threads run the scheduler's pass at once", in_pass);
   if (done < e->k) return;
   e->finals++;
+  const char *of = s->run ? " of run N+1" : "";
   if (s->queued != 0)
-    violation(e, "every thread is done with the task still queued (request lost)");
+    violation(e, "every thread is done with the task%s still queued (request lost)", of);
   else if (s->ran != 1)
-    violation(e, "the task ran %u times (expected 1)", s->ran);
-  if (s->held) violation(e, "every thread is done with the role still held");
-  if (s->puller) violation(e, "every thread is done with a puller still named");
+    violation(e, "the task%s ran %u times (expected 1)", of, s->ran);
+  if (s->held) violation(e, "every thread%s is done with the role still held", of);
+  if (s->puller) violation(e, "every thread%s is done with a puller still named", of);
 }
 
 /* ---- search (explore.h) ---- */
 
-static int em_nact(xp_search *x) { return ((explorer *)x->ctx)->k; }
+static int em_nact(xp_search *x) {
+  const explorer *e = x->ctx;
+  return e->k + (e->reset != R_NONE); /* the threads, and the end of run N */
+}
 
 static int em_apply(xp_search *x, void *state, int i, int d) {
   explorer *e = x->ctx;
   mstate *n = state;
+  if (i == e->k) {
+    if (n->run) return XP_SKIP;
+    e->path_pc[d] = 0;
+    end_and_reset(e, n);
+    return XP_STEP;
+  }
   if (n->pc[i] == PC_DONE) return XP_SKIP;
   e->path_pc[d] = n->pc[i];
   step(e, n, i);
@@ -269,12 +325,13 @@ static int em_state(xp_search *x, const void *state, int d) {
   return e->failed ? XP_STOP : XP_STEP;
 }
 
-static explorer explore(int k, int variant, bool enter_first) {
+static explorer explore2(int k, int variant, bool enter_first, int reset) {
   explorer e;
   memset(&e, 0, sizeof e);
   e.k = k;
   e.variant = variant;
   e.enter_first = enter_first;
+  e.reset = reset;
   mstate s;
   memset(&s, 0, sizeof s);
   const xp_model m = {.state_size = sizeof(mstate),
@@ -286,6 +343,10 @@ static explorer explore(int k, int variant, bool enter_first) {
   xp_explore(&m, &e, &s, &e.states, &e.failed, e.why, sizeof e.why);
   e.path_t = NULL;
   return e;
+}
+
+static explorer explore(int k, int variant, bool enter_first) {
+  return explore2(k, variant, enter_first, R_NONE);
 }
 
 static void test_pull_all_interleavings(void **st) {
@@ -315,11 +376,52 @@ static void test_pull_broken_snap_caught(void **st) {
   assert_non_null(strstr(e.why, "request lost"));
 }
 
+/* Run N ends at every step, role_init, run N+1: its task runs once, no
+ * request is lost, nothing is left held or named. The request count
+ * needs no reset (every snapshot is taken inside the run that compares
+ * with it): a reset that keeps it passes too. */
+static void test_pull_run_n_plus_1(void **st) {
+  (void)st;
+  static const int good[] = {R_REAL, R_KEEPS_REQ};
+  for (size_t g = 0; g < sizeof good / sizeof good[0]; g++)
+    for (int first = 0; first < 2; first++)
+      for (int k = 2 + first; k <= MAXK; k++) {
+        explorer e = explore2(k, V_GOOD, first, good[g]);
+        printf("pull explorer%s: %d threads, run N ends anywhere, %s, run N+1: %llu states, %llu "
+               "final: %s\n",
+               first ? " (H enters first)" : "", k, reset_name[good[g]],
+               (unsigned long long)e.states, (unsigned long long)e.finals, e.failed ? e.why : "ok");
+        assert_false(e.failed);
+        assert_true(e.finals > 0);
+      }
+}
+
+/* A puller of run N still named: run N+1's orchestrator leaves its pass
+ * to it, and run N+1's idle core cannot become the puller. */
+static void test_pull_broken_kept_puller_caught(void **st) {
+  (void)st;
+  explorer e = explore2(2, V_GOOD, false, R_KEEPS_PULLER);
+  assert_true(e.failed); /* printed above with its interleaving */
+  assert_non_null(strstr(e.why, "of run N+1 still queued (request lost)"));
+}
+
+/* The role still held by a pass run N's end cut short: run N+1's
+ * requesters leave their requests to a holder that is gone. */
+static void test_pull_broken_kept_held_caught(void **st) {
+  (void)st;
+  explorer e = explore2(2, V_GOOD, false, R_KEEPS_HELD);
+  assert_true(e.failed);
+  assert_non_null(strstr(e.why, "of run N+1 still queued (request lost)"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pull_all_interleavings),
       cmocka_unit_test(test_pull_broken_end_caught),
       cmocka_unit_test(test_pull_broken_snap_caught),
+      cmocka_unit_test(test_pull_run_n_plus_1),
+      cmocka_unit_test(test_pull_broken_kept_puller_caught),
+      cmocka_unit_test(test_pull_broken_kept_held_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

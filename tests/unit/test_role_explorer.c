@@ -42,7 +42,15 @@
  *    it stays queued;
  *  - ENTER_FIRST_NO_REQUEST: a core whose first entry failed leaves
  *    without the request (the holder it met may be past its last look):
- *    the consumer it pushed stays queued. */
+ *    the consumer it pushed stays queued.
+ * Runs N and N+1 (test_role_run_n_plus_1): the role word outlives a run.
+ * Run N ends at every step, chip.c run_reset's role_init runs, and run
+ * N+1 (the same cores, consumers of its own) is explored under the same
+ * checks. Caught, with the interleaving printed: KEEPS_HELD, a reset that
+ * leaves the role held (every core of run N+1 leaves its request to a
+ * holder that is gone, and the consumer stays queued). A reset that keeps
+ * the request count passes: every snapshot compared with it is taken
+ * inside the run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -93,7 +101,13 @@ static const char *pc_name[] = {"DEC",  "DEC1",  "RUN",   "DEC_CHECK", "REQ",
 typedef struct mstate {
   uint8_t fanin[2], req, held, queued, ready[2], ran[2];
   uint8_t pc[MAXK], seen[MAXK], did[MAXK], kept[MAXK];
+  uint8_t run; /* 0: run N; 1: run N+1, after run N ended and the reset */
 } mstate;
+
+/* The reset between run N and run N+1: none (one run), chip.c
+ * run_reset's role_init (R_REAL), or one that keeps a word of run N. */
+enum { R_NONE = 0, R_REAL, R_KEEPS_HELD, R_KEEPS_REQ, R_COUNT };
+static const char *reset_name[R_COUNT] = {"one run", "role_init", "KEEPS_HELD", "KEEPS_REQ"};
 
 static uint64_t encode(const mstate *s, int k) {
   uint64_t v = 0;
@@ -102,12 +116,13 @@ static uint64_t encode(const mstate *s, int k) {
     v = v * 4 + s->ready[j];
     v = v * 4 + s->ran[j];
   }
-  v = v * 8 + s->req;
+  v = v * 16 + s->req; /* below 16: one request a core a run at most, 2 runs */
   v = v * 2 + s->held;
   v = v * 4 + s->queued;
+  v = v * 2 + s->run;
   for (int i = 0; i < k; i++) {
     v = v * 16 + s->pc[i];
-    v = v * 8 + s->seen[i];
+    v = v * 16 + s->seen[i];
     v = v * 2 + s->did[i];
     v = v * 4 + s->kept[i];
   }
@@ -120,6 +135,7 @@ typedef struct explorer {
   int k, variant;
   bool handoff;     /* two consumers, the first ready one kept (handoff.h) */
   bool enter_first; /* a block's end enters before it requests (role_enter_first) */
+  int reset;        /* R_NONE, or run N ends anywhere, this reset, then run N+1 */
   uint64_t states, finals;
   bool failed;
   char why[160];
@@ -210,6 +226,33 @@ static void step(const explorer *e, mstate *s, int i) {
   store_role(&r, s);
 }
 
+/* Run N ends here, failed or cancelled, wherever its cores are: the role
+ * held by a pass cut short, requests pending, a consumer queued. The
+ * model ends it at every step, which is more than the real end allows
+ * (a holder leaves the role before its thread leaves the run, sched.c
+ * sched_role_hold; test_lifecycle_explorer proves none is inside at the
+ * reset), so the reset is checked against any state. Then chip.c
+ * run_reset's role_init, the ready queue discarded, and run N+1: the
+ * same cores finish the producers of run N+1's consumers (submit fills
+ * their slots: fan-in K again). */
+static void end_and_reset(const explorer *e, mstate *s) {
+  role r;
+  role_init(&r);
+  load_role(&r, s);
+  role_init(&r); /* run_reset */
+  if (e->reset == R_KEEPS_HELD) atomic_store(&r.held, s->held);
+  if (e->reset == R_KEEPS_REQ) atomic_store(&r.req, s->req);
+  store_role(&r, s);
+  s->fanin[0] = (uint8_t)e->k;
+  s->fanin[1] = e->handoff ? (uint8_t)e->k : 0;
+  s->queued = 0; /* rq_discard */
+  for (int j = 0; j < 2; j++)
+    s->ready[j] = s->ran[j] = 0;
+  for (int i = 0; i < MAXK; i++)
+    s->pc[i] = s->seen[i] = s->did[i] = s->kept[i] = 0; /* PC_DEC */
+  s->run = 1;
+}
+
 static void violation(explorer *e, const char *fmt, ...) {
   if (e->failed) return;
   e->failed = true;
@@ -219,7 +262,10 @@ static void violation(explorer *e, const char *fmt, ...) {
   va_end(ap);
   printf("role explorer (%d cores, variant %d): %s\n  interleaving:", e->k, e->variant, e->why);
   for (int d = 0; d < e->depth; d++)
-    printf(" c%d:%s", e->path_t[d], pc_name[e->path_pc[d]]);
+    if (e->path_t[d] == e->k)
+      printf(" END-RUN-N+RESET");
+    else
+      printf(" c%d:%s", e->path_t[d], pc_name[e->path_pc[d]]);
   printf("\n");
 }
 
@@ -233,15 +279,16 @@ static void check(explorer *e, const mstate *s, int d) {
   if (in_pass > 1) violation(e, "%d cores run the scheduler's pass at once", in_pass);
   if (done < e->k) return;
   e->finals++;
+  const char *of = s->run ? " of run N+1" : "";
   for (int j = 0; j < (e->handoff ? 2 : 1); j++)
     if (s->ready[j] != 1)
-      violation(e, "consumer %d became ready %u times (expected 1)", j, s->ready[j]);
+      violation(e, "consumer %d%s became ready %u times (expected 1)", j, of, s->ready[j]);
     else if (s->queued != 0)
-      violation(e, "every core parked with ready task(s) 0x%x left in the queue (lost request)",
-                s->queued);
+      violation(e, "every core parked with ready task(s)%s 0x%x left in the queue (lost request)",
+                of, s->queued);
     else if (s->ran[j] != 1)
-      violation(e, "consumer %d ran %u times (expected 1)", j, s->ran[j]);
-  if (s->held) violation(e, "every core parked with the role still held");
+      violation(e, "consumer %d%s ran %u times (expected 1)", j, of, s->ran[j]);
+  if (s->held) violation(e, "every core parked with the role still held%s", of);
 }
 
 /* ---- search (explore.h) ---- */
@@ -250,11 +297,20 @@ static void em_key(xp_search *x, const void *state, void *key) {
   uint64_t v = encode(state, ((explorer *)x->ctx)->k);
   memcpy(key, &v, sizeof v);
 }
-static int em_nact(xp_search *x) { return ((explorer *)x->ctx)->k; }
+static int em_nact(xp_search *x) {
+  const explorer *e = x->ctx;
+  return e->k + (e->reset != R_NONE); /* the cores, and the end of run N */
+}
 
 static int em_apply(xp_search *x, void *state, int i, int d) {
   explorer *e = x->ctx;
   mstate *n = state;
+  if (i == e->k) {
+    if (n->run) return XP_SKIP;
+    e->path_pc[d] = 0;
+    end_and_reset(e, n);
+    return XP_STEP;
+  }
   if (n->pc[i] == PC_DONE) return XP_SKIP;
   e->path_pc[d] = n->pc[i];
   step(e, n, i);
@@ -268,13 +324,14 @@ static int em_state(xp_search *x, const void *state, int d) {
   return e->failed ? XP_STOP : XP_STEP;
 }
 
-static explorer explore(int k, int variant, bool handoff, bool enter_first) {
+static explorer explore2(int k, int variant, bool handoff, bool enter_first, int reset) {
   explorer e;
   memset(&e, 0, sizeof e);
   e.k = k;
   e.variant = variant;
   e.handoff = handoff;
   e.enter_first = enter_first;
+  e.reset = reset;
   mstate s;
   memset(&s, 0, sizeof s);
   s.fanin[0] = (uint8_t)k;
@@ -289,6 +346,10 @@ static explorer explore(int k, int variant, bool handoff, bool enter_first) {
   xp_explore(&m, &e, &s, &e.states, &e.failed, e.why, sizeof e.why);
   e.path_t = NULL;
   return e;
+}
+
+static explorer explore(int k, int variant, bool handoff, bool enter_first) {
+  return explore2(k, variant, handoff, enter_first, R_NONE);
 }
 
 static void test_role_all_interleavings(void **st) {
@@ -335,6 +396,39 @@ static void test_enter_first_broken_no_request_caught(void **st) {
   }
 }
 
+/* Run N ends at every step, role_init, run N+1: each consumer of run N+1
+ * ready once and run once, nothing queued, the role free. A reset that
+ * keeps the request count passes too: every snapshot compared with it is
+ * taken inside the run. */
+static void test_role_run_n_plus_1(void **st) {
+  (void)st;
+  static const int good[] = {R_REAL, R_KEEPS_REQ};
+  for (size_t g = 0; g < sizeof good / sizeof good[0]; g++)
+    for (int first = 0; first < 2; first++)
+      for (int handoff = 0; handoff < 2; handoff++)
+        for (int k = 2; k <= MAXK; k++) {
+          explorer e = explore2(k, V_GOOD, handoff, first, good[g]);
+          printf("role explorer%s%s: %d cores, run N ends anywhere, %s, run N+1: %llu states, "
+                 "%llu final: %s\n",
+                 handoff ? " with hand-off" : "", first ? ", entering first" : "", k,
+                 reset_name[good[g]], (unsigned long long)e.states, (unsigned long long)e.finals,
+                 e.failed ? e.why : "ok");
+          assert_false(e.failed);
+          assert_true(e.finals > 0);
+        }
+}
+
+/* The role still held by a pass that run N's end cut short: every core of
+ * run N+1 leaves its request to a holder that is gone. */
+static void test_role_broken_kept_held_caught(void **st) {
+  (void)st;
+  for (int first = 0; first < 2; first++) {
+    explorer e = explore2(2, V_GOOD, false, first, R_KEEPS_HELD);
+    assert_true(e.failed); /* printed above with its interleaving */
+    assert_non_null(strstr(e.why, "of run N+1 0x1 left in the queue (lost request)"));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_role_all_interleavings),
@@ -342,6 +436,8 @@ int main(void) {
       cmocka_unit_test(test_role_broken_guard_caught),
       cmocka_unit_test(test_handoff_broken_no_request_caught),
       cmocka_unit_test(test_enter_first_broken_no_request_caught),
+      cmocka_unit_test(test_role_run_n_plus_1),
+      cmocka_unit_test(test_role_broken_kept_held_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

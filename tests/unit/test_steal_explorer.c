@@ -28,7 +28,25 @@
  * scheduler's role holder, which reads the core's words instead of the
  * owner's counts, with a broken variant that reads the slot too late. A
  * third checks liveness across two schedulers: no block left pending
- * behind a running one, or queued, while a core of its type idles. */
+ * behind a running one, or queued, while a core of its type idles.
+ * Runs N and N+1 (test_run_n_plus_1): the claim words, dispatch registers
+ * and the schedulers' published counts outlive a run, and dispatch ids
+ * restart at 1 with each run. The liveness model's run N ends at every
+ * step (a claim word marked taken, a block pending, a pass half done with
+ * its news set), chip.c run_reset's part runs (steal_reset_claim,
+ * steal_reset_counts, the cores' registers, the role word), and run N+1
+ * is explored under the same checks, plus: no block of run N runs in run
+ * N+1, and each of run N+1's runs once. `news` is left as run N left it,
+ * as run_reset does, and nothing fails: a bit left only makes run N+1's
+ * first pass publish and look. Broken resets, each caught and printed:
+ *  - KEEPS_CLAIM: a claim word left at run N's id: run N+1's first block
+ *    on that core fails its claim, is published as lost and never runs;
+ *  - KEEPS_COUNTS, ZEROES_COUNTS: the published counts left as run N
+ *    stored them, or zeroed like the run's other counters: the other
+ *    scheduler shows no idle core, so a pass puts blocks behind its own
+ *    busy core and kicks nobody, while that idle core waits;
+ *  - KEEPS_DISPATCH: the dispatch registers and payload slots left: a
+ *    core runs a block of run N. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -75,6 +93,7 @@ typedef struct ctx {
   int variant;
   bool failed;
   char why[200];
+  int reset; /* liveness: 0, one run; else the reset between run N and run N+1 (R_...) */
 } ctx;
 
 static int nact(xp_search *x) {
@@ -259,7 +278,7 @@ static void print_path(xp_search *xs, const void *init) {
  * the interleaving, replayed by `print`); true when nothing was violated. */
 static bool explore(const xp_model *m, int variant, const char *label, const void *init,
                     void (*print)(xp_search *, const void *)) {
-  ctx e = {variant, false, ""};
+  ctx e = {variant, false, "", 0}; /* one run */
   xp_search xs;
   int why = xp_run(&xs, m, &e, init);
   assert_true(why != XP_DEPTH);
@@ -507,8 +526,16 @@ enum {
 };
 static const char *lvariant_name[LV_COUNT] = {"good", "TAKE_NEEDS_CLAIM", "LOOK_BEFORE_PUB",
                                               "NO_QUEUE_KICK", "AWAKE_ONLY"};
-enum { B_NONE, B_X, B_Y, B_P1, B_P2, B_COUNT };
-static const char *block_name[B_COUNT] = {"-", "X", "Y", "P1", "P2"};
+/* X2, Q2 and Q3: run N+1's, pushed in that order (the queue hands out
+ * consecutive blocks); X2 ends, Q2 and Q3 never do */
+enum { B_NONE, B_X, B_Y, B_P1, B_P2, B_X2, B_Q2, B_Q3, B_COUNT };
+static const char *block_name[B_COUNT] = {"-", "X", "Y", "P1", "P2", "X2", "Q2", "Q3"};
+
+/* The reset between run N and run N+1: none (one run), chip.c
+ * run_reset's (R_REAL), or one with a part left out. */
+enum { R_NONE, R_REAL, R_KEEPS_CLAIM, R_KEEPS_COUNTS, R_ZEROES_COUNTS, R_KEEPS_DISPATCH, R_COUNT };
+static const char *reset_name[R_COUNT] = {"one run",      "the real reset", "KEEPS_CLAIM",
+                                          "KEEPS_COUNTS", "ZEROES_COUNTS",  "KEEPS_DISPATCH"};
 
 /* a core's program counter */
 enum { L_WAIT, L_RUN, L_LOST, L_PUB, L_FOREVER };
@@ -551,16 +578,17 @@ typedef struct lstate {
   uint8_t queued, qnext; /* blocks queued, the next one (P1, P2) */
   uint8_t opc;           /* O: 0 until it has looked at the queue after A's pass */
   uint8_t ran[B_COUNT];
+  uint8_t run; /* 0: run N; 1: run N+1, after run N ended and the reset */
 } lstate;
 
-enum { LA_CORE0, LA_CORE1, LA_PARK0, LA_PARK1, LA_SCHED0, LA_SCHED1, LA_O, LA_NACT };
+enum { LA_CORE0, LA_CORE1, LA_PARK0, LA_PARK1, LA_SCHED0, LA_SCHED1, LA_O, LA_END, LA_NACT };
 
 static int lnact(xp_search *x) {
   (void)x;
   return LA_NACT;
 }
 
-static bool lforever(int b) { return b != B_X; }
+static bool lforever(int b) { return b != B_X && b != B_X2; }
 
 static int lcore_step(lstate *s, int i) {
   lcore *c = &s->c[i];
@@ -714,13 +742,83 @@ static int lsched_step(int variant, lstate *s, int i) {
   }
 }
 
+/* After a step: no block ran twice, and no block of run N ran in run
+ * N+1 (a stale dispatch or slot). */
+static int lran_checked(ctx *e, const lstate *s, int r) {
+  for (int b = 0; b < B_COUNT && r == XP_STEP; b++)
+    if (s->ran[b] > 1 || (s->run && b < B_X2 && s->ran[b])) {
+      snprintf(e->why, sizeof e->why, "block %s%s ran %d time(s)%s", block_name[b],
+               s->run && b < B_X2 ? " of run N" : "", s->ran[b], s->run ? " in run N+1" : "");
+      e->failed = true;
+      return XP_STOP;
+    }
+  return r;
+}
+
+/* Run N ends here, failed or cancelled, wherever its threads are (a pass
+ * half done, news set, a block pending or taken, a claim word marked):
+ * the model ends it at every step, which is more than the real end
+ * allows (a pass runs to its end before its thread leaves the run,
+ * test_lifecycle_explorer), so the reset is checked against any state.
+ * Then chip.c run_reset's part: each core's claim word (steal_reset_claim),
+ * dispatch registers and payload slots, every core idle to its role
+ * (issued, seen) and its published counts (steal_reset_counts), the role
+ * word (role_init: no request), the ready queue discarded; a scheduler's
+ * `news` is left as run N left it, as run_reset leaves it (every pass
+ * clears it at its end; a bit left would only make the first pass of run
+ * N+1 publish its counts and look, which that pass may always do). The
+ * threads are parked (pto_wait_idle). Run N+1: the orchestrator pushes X2,
+ * which ends, then Q2 and Q3, which never do, and A's pass is requested,
+ * as at REPRO's start; its block ends, passes, takes and hand-overs as in
+ * run N. */
+static void lreset(int reset, lstate *s) {
+  for (int i = 0; i < 2; i++) {
+    lcore *c = &s->c[i];
+    lsched *sc = &s->s[i];
+    _Atomic uint64_t w;
+    atomic_init(&w, c->claim);
+    if (reset != R_KEEPS_CLAIM) steal_reset_claim(&w);
+    c->claim = atomic_load(&w);
+    if (reset != R_KEEPS_DISPATCH) {
+      c->dispatched = 0;
+      c->slot[0] = c->slot[1] = B_NONE;
+    }
+    c->finished = 0;
+    c->cpc = L_WAIT;
+    c->cn = 1; /* dispatch ids restart at 1 (core_serve) */
+    c->parked = 1;
+    sc->pc = S_IDLE;
+    sc->req = 0;
+    sc->issued = sc->seen = 0;
+    sc->tmp = sc->fd = sc->fp = sc->fb = sc->fk = 0; /* a pass's locals */
+    _Atomic uint32_t idle, pending;
+    atomic_init(&idle, sc->pub_idle);
+    atomic_init(&pending, sc->pub_pending);
+    if (reset == R_ZEROES_COUNTS) {
+      atomic_store(&idle, 0);
+      atomic_store(&pending, 0);
+    } else if (reset != R_KEEPS_COUNTS) {
+      steal_reset_counts(&idle, &pending, sc->issued == sc->seen); /* its one core idle */
+    }
+    sc->pub_idle = (uint8_t)atomic_load(&idle);
+    sc->pub_pending = (uint8_t)atomic_load(&pending);
+  }
+  for (int b = 0; b < B_X2; b++)
+    s->ran[b] = 0; /* run N's blocks: none may run again */
+  s->queued = 3;
+  s->qnext = B_X2;
+  s->s[0].req = 1;
+  s->opc = 0;
+  s->run = 1;
+}
+
 static int lapply(xp_search *x, void *state, int a, int d) {
   (void)d;
   ctx *e = x->ctx;
   lstate *s = state;
   switch (a) {
   case LA_CORE0:
-  case LA_CORE1: return lcore_step(s, a - LA_CORE0);
+  case LA_CORE1: return lran_checked(e, s, lcore_step(s, a - LA_CORE0));
   case LA_PARK0:
   case LA_PARK1: {
     lcore *c = &s->c[a - LA_PARK0];
@@ -729,16 +827,11 @@ static int lapply(xp_search *x, void *state, int a, int d) {
     return XP_STEP;
   }
   case LA_SCHED0:
-  case LA_SCHED1: {
-    int r = lsched_step(e->variant, s, a - LA_SCHED0);
-    for (int b = 0; b < B_COUNT && r == XP_STEP; b++)
-      if (s->ran[b] > 1) {
-        snprintf(e->why, sizeof e->why, "block %s ran %d times", block_name[b], s->ran[b]);
-        e->failed = true;
-        return XP_STOP;
-      }
-    return r;
-  }
+  case LA_SCHED1: return lran_checked(e, s, lsched_step(e->variant, s, a - LA_SCHED0));
+  case LA_END:
+    if (!e->reset || s->run) return XP_SKIP;
+    lreset(e->reset, s);
+    return XP_STEP;
   case LA_O:
     /* after A's first pass (A requested, then served) */
     if (s->opc || s->s[0].req || s->s[0].pc != S_IDLE) return XP_SKIP;
@@ -753,6 +846,7 @@ static int lon_final(xp_search *x, const void *state, int d) {
   (void)d;
   ctx *e = x->ctx;
   const lstate *s = state;
+  const char *of = s->run ? " of run N+1" : "";
   for (int i = 0; i < 2; i++) {
     const lcore *c = &s->c[i], *oc = &s->c[1 - i];
     bool other_idle = oc->cpc == L_WAIT && oc->dispatched < oc->cn;
@@ -760,35 +854,43 @@ static int lon_final(xp_search *x, const void *state, int d) {
     /* a block dispatched after the one it runs for good, not taken */
     if (c->cpc == L_FOREVER && c->dispatched > c->cn && c->claim == c->cn) {
       snprintf(e->why, sizeof e->why,
-               "block %s waits pending on core %d behind block %s while core %d idles",
-               block_name[c->slot[(c->cn + 1) & 1]], i, block_name[c->slot[c->cn & 1]], 1 - i);
+               "block %s%s waits pending on core %d behind block %s while core %d idles",
+               block_name[c->slot[(c->cn + 1) & 1]], of, i, block_name[c->slot[c->cn & 1]], 1 - i);
       e->failed = true;
       return XP_STOP;
     }
     if (s->queued) {
-      snprintf(e->why, sizeof e->why, "block %s waits queued while core %d idles",
-               block_name[s->qnext], 1 - i);
+      snprintf(e->why, sizeof e->why, "block %s%s waits queued while core %d idles",
+               block_name[s->qnext], of, 1 - i);
       e->failed = true;
       return XP_STOP;
     }
   }
+  /* run N+1's blocks: X2 ran and ended, Q2 and Q3 run for good */
+  for (int b = B_X2; b < B_COUNT && s->run; b++)
+    if (s->ran[b] != 1) {
+      snprintf(e->why, sizeof e->why, "block %s%s ran %d times", block_name[b], of, s->ran[b]);
+      e->failed = true;
+      return XP_STOP;
+    }
   return XP_DONE;
 }
 
 static void lprint_path(xp_search *xs, const void *init) {
   lstate s = *(const lstate *)init;
-  static const char *who[] = {"core 0", "core 1", "core 0", "core 1", "A", "B", "O"};
+  static const char *who[] = {"core 0", "core 1", "core 0", "core 1", "A", "B", "O", "chip"};
   for (int d = 0; d < xs->stop_depth; d++) {
     int a = xs->path[d];
     const char *what = a <= LA_CORE1   ? l_name[s.c[a].cpc]
                        : a <= LA_PARK1 ? "PARK"
                        : a == LA_O     ? "kicks B if queued"
+                       : a == LA_END   ? "run N ends, reset"
                                        : s_name[s.s[a - LA_SCHED0].pc];
     lapply(xs, &s, a, d);
-    printf("    %-6s %-17s -> queued %d | core 0: claim %#llx dispatched %d finished %d%s | "
+    printf("    %-6s %-17s -> run %d queued %d | core 0: claim %#llx dispatched %d finished %d%s | "
            "core 1: claim %#llx dispatched %d finished %d%s | shown idle/pending A %d/%d B "
            "%d/%d\n",
-           who[a], what, s.queued, (unsigned long long)s.c[0].claim, s.c[0].dispatched,
+           who[a], what, s.run, s.queued, (unsigned long long)s.c[0].claim, s.c[0].dispatched,
            s.c[0].finished, s.c[0].parked ? " parked" : "", (unsigned long long)s.c[1].claim,
            s.c[1].dispatched, s.c[1].finished, s.c[1].parked ? " parked" : "", s.s[0].pub_idle,
            s.s[0].pub_pending, s.s[1].pub_idle, s.s[1].pub_pending);
@@ -824,9 +926,10 @@ static void lstart(lstate *s, int start) {
   }
 }
 
-/* Explores a variant from each start; true when no start violates
+/* Explores a variant from each start, run N alone (R_NONE) or run N
+ * ending anywhere, `reset`, and run N+1; true when no start violates
  * anything. */
-static bool run_liveness(int variant) {
+static bool run_liveness2(int variant, int reset, char *why_out, size_t why_size) {
   const xp_model m = {.state_size = sizeof(lstate),
                       .key_size = sizeof(lstate),
                       .max_depth = 200,
@@ -839,8 +942,9 @@ static bool run_liveness(int variant) {
     lstate s;
     lstart(&s, start);
     char label[96];
-    snprintf(label, sizeof label, "liveness, %s, %s", lvariant_name[variant], start_name[start]);
-    ctx e = {variant, false, ""};
+    snprintf(label, sizeof label, "liveness, %s, %s%s%s", lvariant_name[variant], start_name[start],
+             reset ? ", then run N+1 after " : "", reset ? reset_name[reset] : "");
+    ctx e = {variant, false, "", reset};
     xp_search xs;
     int why = xp_run(&xs, &m, &e, &s);
     assert_true(why != XP_DEPTH);
@@ -849,10 +953,13 @@ static bool run_liveness(int variant) {
     printf("%s: %ld states, %ld final, %s\n", label, xs.states, xs.finals,
            ok ? "no violation" : e.why);
     if (!ok) lprint_path(&xs, &s);
+    if (!ok && why_out) snprintf(why_out, why_size, "%s", e.why);
     xp_free(&xs);
   }
   return ok;
 }
+
+static bool run_liveness(int variant) { return run_liveness2(variant, R_NONE, NULL, 0); }
 
 static void test_no_block_waits_while_a_core_idles(void **state) {
   (void)state;
@@ -861,11 +968,42 @@ static void test_no_block_waits_while_a_core_idles(void **state) {
     if (run_liveness(v)) fail_msg("broken variant '%s' was not caught", lvariant_name[v]);
 }
 
+/* Run N ends at every step, the real reset, run N+1 under the same
+ * checks; each reset with a part left out is caught. */
+static void test_run_n_plus_1(void **state) {
+  (void)state;
+  if (!run_liveness2(LV_GOOD, R_REAL, NULL, 0)) fail_msg("run N+1 after the real reset fails");
+  static const struct {
+    int reset;
+    const char *why;
+  } broken[] = {
+      /* the claim word at run N's last id: run N+1's first block on that
+       * core is taken for lost, published finished, never run */
+      {R_KEEPS_CLAIM, "of run N+1 ran 0 times"},
+      /* B still shows its core busy (run N's counts, or zeroed): A puts
+       * Q2 behind Y2 on its own core and kicks nobody */
+      {R_KEEPS_COUNTS, "of run N+1 waits pending"},
+      {R_ZEROES_COUNTS, "of run N+1 waits pending"},
+      /* the dispatch registers and slots of run N: a core runs a block
+       * of run N */
+      {R_KEEPS_DISPATCH, "of run N ran"},
+  };
+  for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+    char why[200] = "";
+    if (run_liveness2(LV_GOOD, broken[i].reset, why, sizeof why))
+      fail_msg("broken reset '%s' was not caught", reset_name[broken[i].reset]);
+    if (!strstr(why, broken[i].why))
+      fail_msg("broken reset '%s' was caught for another reason: %s", reset_name[broken[i].reset],
+               why);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_steal_protocol),
       cmocka_unit_test(test_steal_from_another_scheduler),
       cmocka_unit_test(test_no_block_waits_while_a_core_idles),
+      cmocka_unit_test(test_run_n_plus_1),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
