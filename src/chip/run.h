@@ -361,7 +361,8 @@ typedef struct sched {
    * idle ones (published: idle), ones with a pending block (published:
    * pending), and the busy ones a pass polls (core_sets.h) */
   core_set sets[2];
-  uint32_t *cl_mark; /* scratch for placements: a cluster's last stamp */
+  uint32_t *cl_mark; /* scratch for placements: a cluster's last stamp (all cleared when
+                      * the stamp wraps) */
   uint32_t cl_stamp;
   /* this pass's news, a bit per type (1 << PTO_CORE_AIC / AIV): a core
    * fell idle, a block went behind a busy core or was left queued for

@@ -740,6 +740,11 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
   int pc = per_cluster(r);
   const core_set *set = &s->sets[shape_aic(sh) ? PTO_CORE_AIC : PTO_CORE_AIV];
   uint32_t stamp = ++s->cl_stamp;
+  if (stamp == 0) { /* wrapped: marks of 0 (never marked) or of the last lap
+                     * would read as this pass's, and no cluster be looked at */
+    memset(s->cl_mark, 0, (size_t)r->cfg->clusters * sizeof *s->cl_mark);
+    stamp = s->cl_stamp = 1;
+  }
   for (int k = cs_idle(set) - 1; k >= 0 && n < max; k--) {
     int cl = cs_at(set, k) / pc;
     if (s->cl_mark[cl] == stamp) continue;

@@ -946,6 +946,41 @@ static void test_blocks_counted_where_they_ran(void **state) {
   }
 }
 
+/* A MIX placement marks each cluster it looked at with the pass's stamp
+ * (sched.c, placements), a 32-bit counter kept across runs: when it wraps
+ * to 0, the marks that are 0 (never marked) must not read as "looked at in
+ * this pass". White box: every scheduler's stamp set to its last value,
+ * every mark to 0, between runs; the next run's MIX task must run. */
+static int64_t mix_out[4 * 3];
+static void mix_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_tensor t = vec(mix_out, 4 * 3);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &t);
+  pto_args_scalar(&a, 7);
+  pto_submit_opts so = {.block_num = 4};
+  assert_int_equal(pto_submit(o, K.mix, &a, &so, NULL), PTO_OK);
+}
+
+static void test_mix_placement_stamp_wraps(void **state) {
+  (void)state;
+  pto_chip *chip = make_chip(2, 2000, 5000);
+  assert_int_equal(pto_chip_run(chip, mix_orch, NULL, NULL, NULL), PTO_OK); /* makes the run */
+  pto_run *r = chip->run;
+  for (int s = 0; s < r->nsched; s++) {
+    r->scheds[s].cl_stamp = UINT32_MAX;
+    memset(r->scheds[s].cl_mark, 0, (size_t)chip->cfg.clusters * sizeof *r->scheds[s].cl_mark);
+  }
+  memset(mix_out, 0, sizeof mix_out);
+  pto_error_info err;
+  int rc = pto_chip_run(chip, mix_orch, NULL, NULL, &err);
+  if (rc) fail_msg("the run after the stamp wrapped: %s: %s", pto_status_name(rc), err.details);
+  for (int i = 0; i < 4 * 3; i++)
+    if (mix_out[i] != 7) fail_msg("mix_out[%d] = %lld, want 7", i, (long long)mix_out[i]);
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_many_runs_varied),
@@ -958,6 +993,7 @@ int main(void) {
       cmocka_unit_test(test_watchdog_window_per_run),
       cmocka_unit_test(test_failed_run_with_work_queued),
       cmocka_unit_test(test_blocks_counted_where_they_ran),
+      cmocka_unit_test(test_mix_placement_stamp_wraps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
