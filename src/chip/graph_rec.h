@@ -117,7 +117,7 @@ struct pto_graph {
    * that one (`warm_seq`, pto_chip.run_seq), with no run between to
    * write the slots, is warm: it writes no slot (graph.c, replay_orch). */
   bool warm, warm_path;
-  uint32_t warm_seq;
+  uint64_t warm_seq;
   int64_t launches, warm_launches; /* runs launched, and how many warm (pto_graph_info) */
   /* a launch in progress: the arrays above are its (two threads launching
    * one graph at once would write them under each other); or held by its
@@ -132,7 +132,7 @@ struct pto_graph {
 typedef struct graph_launch {
   pto_graph *g;
   bool started; /* the run started the replay (a refused run did not) */
-  uint32_t seq; /* that run (pto_chip.run_seq) */
+  uint64_t seq; /* that run (pto_chip.run_seq) */
   bool held;    /* the run ended with a thread inside: the chip holds g */
 } graph_launch;
 

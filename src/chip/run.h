@@ -106,7 +106,7 @@ struct pto_chip {
   /* the run state and its threads: made at the first run, reset by each
    * run, freed by destroy (chip.c) */
   struct pto_run *run;
-  uint32_t run_seq;                /* runs started */
+  uint64_t run_seq;                /* runs started (64 bits: never wraps, graph.c warm) */
   struct pto_run *_Atomic cur_run; /* the run in progress (async completions) */
   /* Async completion slots belong to the chip, not to a run: a completer
    * may come late. Each begin takes a fresh chip-wide generation, so a

@@ -282,6 +282,27 @@ static void test_dynamic_run_between(void **state) {
   teardown(&f);
 }
 
+/* The same, with 2^32 - 1 runs more counted between them (white box: the
+ * chip's run counter moved on): the launch is as far from its graph's last
+ * one as ever, and must be cold. A counter of 32 bits wrapped there, took
+ * the launch for the one right after the graph's last, and ran it warm
+ * over the dynamic run's slots. */
+static void test_run_count_wraps_between(void **state) {
+  (void)state;
+  fixture f;
+  setup(&f);
+  launch(&f, 1, -1);
+  launch(&f, 2, -1);
+  for (int i = 0; i < 64; i++)
+    dyn_in[i] = i;
+  assert_int_equal(pto_chip_run(f.chip, dynamic_orch, NULL, NULL, NULL), PTO_OK);
+  f.chip->run_seq += UINT32_MAX;
+  launch(&f, 3, -1); /* cold */
+  launch(&f, 4, -1); /* warm */
+  info(&f, 4, 2);
+  teardown(&f);
+}
+
 /* Another graph's launch (and its capture) in between: cold. */
 static void test_other_graph_between(void **state) {
   (void)state;
@@ -394,6 +415,7 @@ int main(void) {
       cmocka_unit_test(test_warm_launches),
       cmocka_unit_test(test_failed_launch),
       cmocka_unit_test(test_dynamic_run_between),
+      cmocka_unit_test(test_run_count_wraps_between),
       cmocka_unit_test(test_other_graph_between),
       cmocka_unit_test(test_refused_launch_keeps_warm),
       cmocka_unit_test(test_busy_launch_not_counted),
