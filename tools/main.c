@@ -299,16 +299,22 @@ static void print_record_size(const char *path, const pto_scene_report *rep) {
          tasks ? (double)bytes / (double)tasks : 0.0);
 }
 
+/* The first rename that failed: its files and its own errno (a later
+ * rename of the node's other files may fail too, with another). */
 typedef struct rename_ctx {
   const char *to;
-  bool failed;
+  int err; /* 0: none failed */
+  char from_file[8192], to_file[8192];
 } rename_ctx;
 
 static void rename_one(const char *file, const char *suffix, void *arg) {
   rename_ctx *r = arg;
   char to[8192];
   snprintf(to, sizeof to, "%s%s", r->to, suffix);
-  if (rename(file, to) != 0) r->failed = true;
+  if (rename(file, to) == 0 || r->err) return;
+  r->err = errno;
+  snprintf(r->from_file, sizeof r->from_file, "%s", file);
+  snprintf(r->to_file, sizeof r->to_file, "%s", to);
 }
 
 static void remove_one(const char *file, const char *suffix, void *arg) {
@@ -340,9 +346,11 @@ static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts
             rep.status && rep.status != rep.expected_status ? rep.err.details : rep.message);
     if (!first) {
       first = seed;
-      rename_ctx rn = {a->record, false};
+      rename_ctx rn = {.to = a->record};
       if (a->record) record_files(part, rename_one, &rn);
-      if (rn.failed) fprintf(stderr, "pto run: --record %s: %s\n", a->record, strerror(errno));
+      if (rn.err)
+        fprintf(stderr, "pto run: --record %s: cannot rename %s to %s: %s\n", a->record,
+                rn.from_file, rn.to_file, strerror(rn.err));
     }
   }
   if (a->record) record_files(part, remove_one, NULL);

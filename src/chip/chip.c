@@ -18,6 +18,7 @@
 #include "common/options.h"
 #include "common/rec_file.h"
 #include "common/reg_name.h"
+#include "common/thread_start.h"
 
 void pto_chip_config_init(pto_chip_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -559,30 +560,45 @@ nomem:
 }
 
 /* Starts the threads not started yet (all of them at the first run; after
- * a failed pthread_create, the rest at a later run). They park at once. */
-static int make_threads(pto_run *r) {
+ * a failed pthread_create, the rest at a later run). They park at once. On
+ * a failure, why names the thread, how many of the run's threads are
+ * started and pthread_create's error. */
+static int make_threads(pto_run *r, char *why, size_t len) {
   int rc = 0;
+  char what[300];
   for (int i = 0; i < r->ncores && !rc; i++) {
     if (r->cores[i].started) continue;
     atomic_fetch_add_explicit(&r->alive, 1, memory_order_relaxed);
-    rc = pthread_create(&r->cores[i].thread, NULL, core_thread, &r->cores[i]);
+    rc = thread_start(&r->cores[i].thread, core_thread, &r->cores[i], what, sizeof what,
+                      "the thread of core %d of %d", i, r->ncores);
     r->cores[i].started = rc == 0;
   }
   for (int s = 0; s < r->nsched && !rc && r->sched_threads; s++) {
     if (r->scheds[s].started) continue;
     atomic_fetch_add_explicit(&r->alive, 1, memory_order_relaxed);
-    rc = pthread_create(&r->scheds[s].thread, NULL, sched_thread, &r->scheds[s]);
+    rc = thread_start(&r->scheds[s].thread, sched_thread, &r->scheds[s], what, sizeof what,
+                      "the thread of scheduler %d of %d", s, r->nsched);
     r->scheds[s].started = rc == 0;
   }
   if (!rc && !r->watchdog_started) {
     atomic_fetch_add_explicit(&r->alive, 1, memory_order_relaxed);
-    rc = pthread_create(&r->watchdog, NULL, watchdog_thread, r);
+    rc = thread_start(&r->watchdog, watchdog_thread, r, what, sizeof what, "the watchdog thread");
     r->watchdog_started = rc == 0;
   }
-  if (rc)
+  if (rc) {
     atomic_fetch_sub_explicit(&r->alive, 1, memory_order_relaxed); /* not started */
-  else
+    int started = r->watchdog_started, total = r->ncores + 1;
+    for (int i = 0; i < r->ncores; i++)
+      started += r->cores[i].started;
+    if (r->sched_threads) {
+      total += r->nsched;
+      for (int s = 0; s < r->nsched; s++)
+        started += r->scheds[s].started;
+    }
+    snprintf(why, len, "%s (%d of the run's %d threads started)", what, started, total);
+  } else {
     pto_wait_reserve(atomic_load_explicit(&r->alive, memory_order_relaxed));
+  }
   return rc;
 }
 
@@ -943,7 +959,8 @@ static int run_chip(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *st
   rc = run_trace_begin(r);
   if (rc) r->trace = NULL;
   int trc = rc;
-  if (!rc) rc = make_threads(r);
+  char thread_why[400] = "";
+  if (!rc) rc = make_threads(r, thread_why, sizeof thread_why);
   uint64_t phase =
       (run_phase_gen(atomic_load_explicit(&r->phase, memory_order_relaxed)) + 1) << 1 | 1;
   /* the states this run stores are its own (run.h, task_state): a tag
@@ -959,7 +976,7 @@ static int run_chip(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *st
   if (trc) {
     run_fail(r, trc, PTO_TASK_NONE, -1, "could not set up the run's trace (out of memory)");
   } else if (rc) {
-    run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "pthread_create failed: %s", strerror(rc));
+    run_fail(r, PTO_ESYSTEM, PTO_TASK_NONE, -1, "%s", thread_why);
   } else if (r->ctl && atomic_load(&r->status)) {
     /* a controlled schedule that could not begin (a bad record): no orchestration */
   } else {

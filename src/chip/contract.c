@@ -35,6 +35,7 @@
 #include "common/read_probe.h"
 #include "common/tensor_check.h"
 #include "common/tensor_walk.h"
+#include "common/thread_start.h"
 
 #define CHUNK 4096 /* bytes compared, and taken into the snapshot, at once */
 
@@ -548,12 +549,15 @@ static int unit_run(pto_run *r, part *parts, int np) {
     part_run(&parts[0]);
   } else {
     int started = 0;
-    for (; started < np; started++)
-      if (pthread_create(&parts[started].th, NULL, part_main, &parts[started])) break;
-    if (started < np) {
-      run_fail(r, PTO_ESYSTEM, parts[0].ctx.task_id, -1,
-               "checking mode: could not start a thread for part %d of %d of a block", started, np);
+    char why[400];
+    for (; started < np; started++) {
+      const part *p = &parts[started];
+      if (thread_start(&parts[started].th, part_main, &parts[started], why, sizeof why,
+                       "the thread of part %d of %d of kernel '%s' block %d/%d", started, np,
+                       p->name, p->ctx.block_idx, p->ctx.block_num))
+        break;
     }
+    if (started < np) run_fail(r, PTO_ESYSTEM, parts[0].ctx.task_id, -1, "checking mode: %s", why);
     for (int i = 0; i < started; i++)
       pthread_join(parts[i].th, NULL);
     if (started < np) return -2;

@@ -204,7 +204,8 @@ int comm_fail(pto_comm *c, int code, const char *fmt, ...) __attribute__((format
 int comm_fail_secondary(pto_comm *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Address-space reservation for windows (done once, before fork). */
+/* Address-space reservation for windows (done once, before fork):
+ * PTO_ESYSTEM, errno mmap's, when it cannot be made. */
 int comm_space_reserve(size_t bytes, void **base);
 void comm_space_release(void *base, size_t bytes);
 /* Returns [addr, addr+len) to the reserved, inaccessible state. */

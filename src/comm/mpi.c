@@ -26,6 +26,7 @@
  * written with MPI_Accumulate(MPI_REPLACE) after a flush of everything.
  * Every wait has a deadline; MPI errors return (MPI_ERRORS_RETURN on the
  * communicator and the window) as PTO_EMPI. */
+#include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -652,11 +653,15 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
      * is reserved (PROT_NONE) at the same address in every process, so
      * window views passed between processes by address agree */
     w->base = (unsigned char *)(uintptr_t)w->d.base;
-  } else if (__builtin_mul_overflow((uint64_t)w->d.nranks, w->d.win_bytes, &w->space_bytes) ||
-             comm_space_reserve(w->space_bytes, &w->space) != 0) {
+  } else if (__builtin_mul_overflow((uint64_t)w->d.nranks, w->d.win_bytes, &w->space_bytes)) {
+    snprintf(why, n, "cannot reserve %d windows of %llu bytes of address space: the size overflows",
+             w->d.nranks, (unsigned long long)w->d.win_bytes);
+    return PTO_ESYSTEM;
+  } else if (comm_space_reserve(w->space_bytes, &w->space) != 0) {
+    int e = errno; /* mmap's, before any other call */
     w->space = NULL;
-    snprintf(why, n, "cannot reserve %d windows of %llu bytes of address space", w->d.nranks,
-             (unsigned long long)w->d.win_bytes);
+    snprintf(why, n, "cannot reserve %d windows of %llu bytes of address space: mmap: %s",
+             w->d.nranks, (unsigned long long)w->d.win_bytes, strerror(e));
     return PTO_ESYSTEM;
   } else {
     w->base = w->space;
@@ -666,7 +671,9 @@ static int alloc_rma(comm_win *w, char *why, size_t n) {
   w->mapped = true;
   if (mmap(mine, w->d.win_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
            -1, 0) == MAP_FAILED) {
-    snprintf(why, n, "cannot map a window of %llu bytes", (unsigned long long)w->d.win_bytes);
+    int e = errno; /* before any other call */
+    snprintf(why, n, "cannot map a window of %llu bytes: mmap: %s",
+             (unsigned long long)w->d.win_bytes, strerror(e));
     return PTO_ESYSTEM;
   }
   int err = MPI_Win_create(mine, (MPI_Aint)w->d.win_bytes, 1, MPI_INFO_NULL, w->comm, &w->win);

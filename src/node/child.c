@@ -18,6 +18,7 @@
 #include "comm/delivery.h"
 #include "common/clock.h"
 #include "common/last_error.h"
+#include "common/thread_start.h"
 #include "node/lease.h"
 #include "node/node_internal.h"
 
@@ -258,10 +259,9 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
   pto_event *parent_ev = &n->ctl->parent_ev;
   beat_ctx beat = {mb, false};
   pthread_t hb; /* threads start only after the fork, as every child thread does */
-  int hrc = pthread_create(&hb, NULL, heartbeat_main, &beat);
-  if (hrc != 0) {
-    mbox_set_failed(mb, parent_ev, "cannot start its heartbeat thread: pthread_create: %s",
-                    strerror(hrc));
+  char hwhy[200];
+  if (thread_start(&hb, heartbeat_main, &beat, hwhy, sizeof hwhy, "its heartbeat thread") != 0) {
+    mbox_set_failed(mb, parent_ev, "%s", hwhy);
     return 2;
   }
   bool is_chip = slot < n->cfg.nchips;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/thread_start.h"
 #include "node/fnref.h"
 #include "node/host_ship.h"
 #include "node/proc_watch.h"
@@ -355,15 +356,18 @@ static void *root_relay_main(void *arg) {
   return NULL;
 }
 
-root_relay *root_relay_start(pto_node *n, MPI_Comm comm) {
+root_relay *root_relay_start(pto_node *n, MPI_Comm comm, char *why, size_t len) {
   root_relay *rr = calloc(1, sizeof *rr);
-  if (!rr) return NULL;
+  if (!rr) {
+    snprintf(why, len, "cannot start the relay thread: out of memory");
+    return NULL;
+  }
   rr->n = n;
   rr->comm = comm;
   pto_event_init(&rr->ev, false);
   for (int s = 0; s < PTO_NODE_MAX_CHIPS; s++)
     rr->req[s] = MPI_REQUEST_NULL;
-  if (pthread_create(&rr->thread, NULL, root_relay_main, rr) != 0) {
+  if (thread_start(&rr->thread, root_relay_main, rr, why, len, "the relay thread") != 0) {
     free(rr);
     return NULL;
   }
@@ -552,16 +556,19 @@ static void *rank_relay_main(void *arg) {
 }
 
 rank_relay *rank_relay_start(pto_node *n, int slot, MPI_Comm comm, bool other_host,
-                             const char *host, root_proc root) {
+                             const char *host, root_proc root, char *why, size_t len) {
   rank_relay *rr = calloc(1, sizeof *rr);
-  if (!rr) return NULL;
+  if (!rr) {
+    snprintf(why, len, "cannot start the relay thread: out of memory");
+    return NULL;
+  }
   rr->n = n;
   rr->slot = slot;
   rr->root = root;
   rr->comm = comm;
   rr->other_host = other_host;
   snprintf(rr->host, sizeof rr->host, "%s", host);
-  if (pthread_create(&rr->thread, NULL, rank_relay_main, rr) != 0) {
+  if (thread_start(&rr->thread, rank_relay_main, rr, why, len, "the relay thread") != 0) {
     free(rr);
     return NULL;
   }

@@ -81,21 +81,22 @@ typedef struct root_proc {
 void relay_check_root(const root_proc *root, int rank, const char *prefix);
 
 /* Rank 0: one relay thread for every chip slot of kind SLOT_RANK; NULL when
- * it cannot start. It also watches the processes of the chip ranks on rank
+ * it cannot start, why saying why. It also watches the processes of the chip ranks on rank
  * 0's host (proc_watch.h): one that is gone is reported ended at once.
  * wake: a frame was posted; stop: joins it. */
 typedef struct root_relay root_relay;
-root_relay *root_relay_start(pto_node *n, MPI_Comm comm);
+root_relay *root_relay_start(pto_node *n, MPI_Comm comm, char *why, size_t len);
 void root_relay_wake(root_relay *rr);
 void root_relay_stop(root_relay *rr);
 
 /* Rank c: the relay of its chip's mailbox (slot); other_host: not on rank
  * 0's host, so host tensors travel; root: rank 0's process, watched
  * (relay_check_root) while the chip serves. stop (after the chip's service ended)
- * makes one last pass, so the exit frame's reply is out, then joins it. */
+ * makes one last pass, so the exit frame's reply is out, then joins it.
+ * NULL when it cannot start, why saying why. */
 typedef struct rank_relay rank_relay;
 rank_relay *rank_relay_start(pto_node *n, int slot, MPI_Comm comm, bool other_host,
-                             const char *host, root_proc root);
+                             const char *host, root_proc root, char *why, size_t len);
 void rank_relay_stop(rank_relay *rr);
 
 #endif

@@ -102,9 +102,9 @@ static void start_mpi_children(pto_node *n) {
   }
   for (int s = 0; s < n->nchildren; s++) {
     if (s > 0 && s < n->cfg.nchips) continue; /* on its MPI rank */
-    rc = node_start_thread(n, s);
+    rc = node_start_thread(n, s, why, sizeof why);
     if (rc) {
-      node_fatal(n, rc, "cannot start the thread of %s %d", slot_kind(n, s), slot_index(n, s));
+      node_fatal(n, rc, "%s", why);
       return;
     }
   }

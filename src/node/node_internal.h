@@ -271,7 +271,7 @@ static inline int slot_index(const pto_node *n, int s) {
 /* Forks every child; a failed fork fails the node. */
 void node_fork_children(pto_node *n);
 /* Runs child s as a thread of this process (under mpirun, on rank 0). */
-int node_start_thread(pto_node *n, int s);
+int node_start_thread(pto_node *n, int s, char *why, size_t len);
 /* Reaps children that ended (alive = false, wstatus); true if any did. */
 bool node_reap(pto_node *n);
 /* node_reap at most once per REAP_PERIOD_NS (node_proc.c): what the

@@ -323,9 +323,10 @@ int node_mpi_start(pto_node *n, char *why, size_t len) {
   }
   free(b);
   g_live = n;
-  n->mpi_relay = root_relay_start(n, g_comm);
+  char rwhy[200];
+  n->mpi_relay = root_relay_start(n, g_comm, rwhy, sizeof rwhy);
   if (!n->mpi_relay) {
-    snprintf(why, len, "node under mpirun: cannot start the relay thread");
+    snprintf(why, len, "node under mpirun: %s", rwhy);
     return PTO_ESYSTEM;
   }
   return 0;
@@ -432,9 +433,10 @@ static void serve_node(const wire_begin *b) {
   n->space = space;
   /* rank 0's pid means the same process here only on its host */
   g_root = same_host ? b->root : (root_proc){0, 0};
-  rank_relay *rr = rank_relay_start(n, slot, g_comm, !same_host, host, g_root);
+  char rwhy[200];
+  rank_relay *rr = rank_relay_start(n, slot, g_comm, !same_host, host, g_root, rwhy, sizeof rwhy);
   if (!rr) {
-    relay_send_state(g_comm, CHILD_FAILED, host, "cannot start the relay thread");
+    relay_send_state(g_comm, CHILD_FAILED, host, rwhy);
   } else {
     /* the relay reports ready or failed (chip creation, chip_init) */
     atomic_store_explicit(&g_serving, true, memory_order_release);

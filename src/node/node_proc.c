@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/options.h"
+#include "common/thread_start.h"
 #include "node/node_internal.h"
 #include "node/node_mpi.h"
 #include "node/run_guard.h"
@@ -332,13 +333,18 @@ static void *child_thread(void *arg) {
 
 /* Runs child s as a thread of this process (chip 0 and the host workers of
  * rank 0 under mpirun, where the parent does not fork). */
-int node_start_thread(pto_node *n, int s) {
+int node_start_thread(pto_node *n, int s, char *why, size_t len) {
   child_slot *c = &n->child[s];
   *c = (child_slot){.pid = getpid(), .alive = true, .kind = SLOT_THREAD, .task = -1};
   thread_arg *a = malloc(sizeof *a);
-  if (!a) return PTO_ENOMEM;
+  if (!a) {
+    snprintf(why, len, "cannot start the thread of %s %d: out of memory", slot_kind(n, s),
+             slot_index(n, s));
+    return PTO_ENOMEM;
+  }
   *a = (thread_arg){n, s};
-  if (pthread_create(&c->thread, NULL, child_thread, a) != 0) {
+  if (thread_start(&c->thread, child_thread, a, why, len, "the thread of %s %d", slot_kind(n, s),
+                   slot_index(n, s)) != 0) {
     free(a);
     c->alive = false;
     return PTO_ESYSTEM;

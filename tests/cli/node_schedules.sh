@@ -10,7 +10,8 @@
 #   - correct multi-chip scenes pass under every seed tried, with and
 #     without fault injection;
 #   - a node record changed stops the replay with PTO_EREPLAY naming the line;
-#   - a directory given as the node record is named with its errno.
+#   - a directory given as the node record is named with its errno;
+#   - a record file --fuzz-schedules cannot keep is named with its errno.
 # No timing is involved: every run's schedule is a seed's or a record's.
 #   node_schedules.sh PTO_BINARY [SEEDS [FUZZ]]
 set -uo pipefail
@@ -107,6 +108,21 @@ rc=$?
 [ "$rc" -eq 1 ] && grep -q "node schedule record $tmp/ndir: cannot be written: Is a directory" "$tmp/n.err" ||
   fail "--record DIR on a node: exit $rc: $(head -3 "$tmp/n.err")"
 grep -q 'schedule record' "$tmp/n.out" && fail "--record DIR on a node printed a size: $(grep 'schedule record' "$tmp/n.out")"
+
+# 7. A record whose file cannot be kept: the fuzz names that file and its
+# own errno (before: "--record PATH: <errno text>", naming neither the
+# file nor, when another rename failed later, its errno). Directories are
+# in the way of chip 1's files (renamed after chip 0's); the first, chip
+# 1's schedule, is the one named.
+mkdir -p "$tmp/e/race.rec.t0.c1/x" "$tmp/e/race.rec.t0.c1.land/x"
+"$pto" run dist_race_publisher --fuzz-schedules "$first" --record "$tmp/e/race.rec" \
+  >"$tmp/e.out" 2>"$tmp/e.err"
+rc=$?
+want="pto run: --record $tmp/e/race.rec: cannot rename $tmp/e/race.rec.part.t0.c1 to $tmp/e/race.rec.t0.c1: Is a directory"
+[ "$rc" -eq 1 ] && grep -qxF "$want" "$tmp/e.err" ||
+  fail "a record file that cannot be renamed: exit $rc, expected \"$want\"; got: $(grep -- --record "$tmp/e.err")"
+[ "$(grep -c -- '--record' "$tmp/e.err")" -eq 1 ] ||
+  fail "a record file that cannot be renamed: more than one report: $(grep -- --record "$tmp/e.err")"
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]

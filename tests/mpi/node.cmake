@@ -263,3 +263,24 @@ pto_add_mpi_test(NAME node_rerun NP 3 COMMAND test_node_rerun TIMEOUT 120
                  RESOURCE_LOCK pto_devices)
 pto_add_mpi_test(NAME node_rerun_rma NP 3 COMMAND test_node_rerun TIMEOUT 120
                  RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
+
+# A thread a node under mpirun cannot start (tests/mpi/test_node_mpi_threads.c,
+# linked with pthread_create wrapped so that the chosen call fails): rank 0's
+# relay thread, chip 0's thread (a thread of rank 0) and rank 1's relay
+# thread are each named with pthread_create's error in the reason the job
+# ends with (MPI_Abort, on rank 0's stderr).
+if(PTO_HAVE_MPI)
+  add_executable(test_node_mpi_threads ${CMAKE_CURRENT_LIST_DIR}/test_node_mpi_threads.c)
+  target_link_libraries(test_node_mpi_threads PRIVATE pto_internal MPI::MPI_C)
+  target_link_options(test_node_mpi_threads PRIVATE -Wl,--wrap=pthread_create)
+  set(why "pthread_create: Resource temporarily unavailable")
+  set(want_relay "MPI_Abort.: node under mpirun: cannot start the relay thread: ${why}")
+  set(want_chip0 "MPI_Abort.: cannot start the thread of chip rank 0: ${why}")
+  set(want_rank "MPI_Abort.: chip rank 1 .MPI rank 1 on host [^ ]+, device 124, pid [0-9]+. failed to start .chip creation or chip_init failed.: cannot start the relay thread: ${why}")
+  foreach(mode relay chip0 rank)
+    pto_add_mpi_test(NAME node_thread_${mode} NP 2 COMMAND test_node_mpi_threads ${mode}
+                     TIMEOUT 60 RESOURCE_LOCK pto_devices)
+    set_tests_properties(mpi.node_thread_${mode}.np2 PROPERTIES PASS_REGULAR_EXPRESSION
+                         "${want_${mode}}")
+  endforeach()
+endif()

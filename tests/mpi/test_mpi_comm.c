@@ -48,6 +48,11 @@
  *           a hang — see the ctest's pass expression
  *   open    rank 0 prints how opening a domain went (for transports that
  *           cannot give RMA windows: a named PTO_EMPI, not a crash)
+ *   map_errors  (RMA windows) a domain whose windows' address space cannot
+ *           be reserved (2 x 128 TiB), then one whose window cannot be
+ *           mapped (1 TiB of private memory, refused by the kernel's
+ *           overcommit check; skipped where overcommit is always allowed):
+ *           PTO_ESYSTEM on every rank, naming the call and its errno
  *   selfinit  MPI not initialised by the program: pto does it
  *   single    MPI initialised with MPI_THREAD_SINGLE: a named PTO_EMPI */
 #include <inttypes.h>
@@ -1221,6 +1226,45 @@ static int die(void) {
  * close gives up on MPI_Win_free after the deadline, and the window MPI
  * did not take stays mapped, also where the backend reserved the range
  * itself (RMA windows, desc.base 0): MPI may still write into it. */
+/* One rank's open of a domain of windows of `bytes` each, expected to fail
+ * with PTO_ESYSTEM naming every string of want. */
+static void open_fails(int32_t id, size_t bytes, const char *const *want, int nwant) {
+  pto_window_buffer b[1] = {{"big", bytes}};
+  dom x = {.expect_open_failure = true};
+  dom_open(&x, id, world4, np, b, 1, false, 1);
+  if (me == 0) printf("rank 0: %s: %s\n", pto_status_name(x.open_rc), x.open_why);
+  if (x.open_rc != PTO_ESYSTEM)
+    FAIL("open returned %s, expected PTO_ESYSTEM", pto_status_name(x.open_rc));
+  for (int i = 0; i < nwant; i++)
+    if (!strstr(x.open_why, want[i]))
+      FAIL("open's reason \"%s\" does not name \"%s\"", x.open_why, want[i]);
+  dom_close(&x);
+}
+
+static int map_errors(void) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+  /* 2 x 128 TiB: more than a process's address space */
+  const char *reserve[] = {"cannot reserve", "of address space: mmap: Cannot allocate memory"};
+  open_fails(96, (size_t)1 << 47, reserve, 2);
+  FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+  int mode = -1;
+  if (f) {
+    if (fscanf(f, "%d", &mode) != 1) mode = -1;
+    fclose(f);
+  }
+  if (mode == 1) {
+    if (me == 0) printf("rank 0: overcommit always allowed here: the map failure not tried\n");
+  } else {
+    /* 1 TiB of private writable memory: more than the kernel lets a
+     * mapping commit (overcommit 0: more than memory and swap; 2: the limit) */
+    const char *map[] = {"cannot map a window of 1099511631872 bytes",
+                         ": mmap: Cannot allocate memory"};
+    open_fails(97, (size_t)1 << 40, map, 2);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return 0;
+}
+
 static int left_behind(void) {
   setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
   pto_window_buffer b[1] = {{"cells", 64 * 8}};
@@ -1444,6 +1488,8 @@ int main(int argc, char **argv) {
     dom_open(&x, 85, world4, np, b, 1, false, 1);
     if (me == 0) printf("open: %s: %s\n", pto_status_name(x.open_rc), x.open_why);
     dom_close(&x);
+  } else if (strcmp(mode, "map_errors") == 0) {
+    rc = map_errors();
   } else if (strcmp(mode, "left_behind") == 0) {
     rc = left_behind();
     _exit(rc); /* no MPI_Finalize: a window was left behind */
