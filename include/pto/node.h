@@ -169,7 +169,11 @@ PTO_API int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, 
  * the node host memory outside its views flipped, to find reads it did
  * not declare; that needs a deterministic host function. One that is not
  * (timing, a random source, state outside its arguments) opts out here:
- * its writes are still checked. PTO_EINVAL: node or fn NULL. */
+ * its writes are still checked. PTO_EINVAL: node or fn NULL. During the
+ * node's run it takes calls from the orchestration's thread only (as a
+ * pto_node_orch call: from another thread it does nothing, returns
+ * PTO_EINVAL and fails the run naming the rule); between runs, from any
+ * thread. */
 PTO_API int pto_node_skip_read_check(pto_node *node, pto_host_fn fn);
 /* Waits for every submitted task. Returns the run status so far. */
 PTO_API int pto_node_wait_all(pto_node_orch *no);

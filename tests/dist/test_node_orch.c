@@ -7,7 +7,8 @@
  * as PTO_EPOISONED; independent tasks still run), group tasks whose ranks
  * wait on each other, independent single-chip tasks, and a node that runs
  * again after a failed run (state reset, leases kept, nothing left over),
- * and calls from a thread other than the orchestration's, refused.
+ * and calls from a thread other than the orchestration's, refused
+ * (pto_node_skip_read_check among them).
  *
  * The nodes lease device ids of their own (TEST_DEV0, TEST_DEV0 + 1) so
  * that this file never queues behind the other dist tests' leases. */
@@ -1215,6 +1216,75 @@ static void test_host_alloc_shared_by_processes_and_threads(void **state) {
   pto_node_destroy(n);
 }
 
+/* ---- pto_node_skip_read_check: the orchestration's thread only ---- */
+
+typedef struct skipper {
+  pto_node *n;
+  foreign f;
+  int rc_own, rc_other;
+  bool late; /* the other thread calls after the orchestration returned */
+  pthread_t th;
+} skipper;
+
+static void *skip_from_thread(void *arg) {
+  skipper *s = arg;
+  if (s->late) sleep_ms(200); /* the orchestration has returned; the host task runs on */
+  s->rc_other = pto_node_skip_read_check(s->n, host_add);
+  return NULL;
+}
+
+static void skip_run(pto_node_orch *no, void *arg) {
+  skipper *s = arg;
+  s->rc_own = pto_node_skip_read_check(s->n, host_fill); /* its own thread: taken */
+  assert_int_equal(sub_host_fill(no, 1, &s->f.mine, 7, s->late ? 600 : 0, NULL), 0);
+  assert_int_equal(pthread_create(&s->th, NULL, skip_from_thread, s), 0);
+  if (!s->late) pthread_join(s->th, NULL);
+}
+
+/* pto_node_skip_read_check changes what the run reads as it dispatches:
+ * from a thread other than the orchestration's, during the run (its
+ * orchestration, or its last wait), it is refused and fails the run,
+ * naming the rule, as the other calls; on the orchestration's thread, and
+ * between runs on any thread, it is taken. Before, it changed the list
+ * (a realloc the dispatch may read meanwhile) from any thread, and the run
+ * succeeded. */
+static void test_skip_read_check_from_another_thread(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  for (int late = 0; late < 2; late++) {
+    skipper s;
+    memset(&s, 0, sizeof s);
+    s.n = n;
+    s.late = late;
+    foreign_init(n, &s.f);
+    pto_error_info err;
+    int rc = pto_node_run(n, skip_run, &s, &err);
+    if (late) pthread_join(s.th, NULL);
+    printf("pto_node_skip_read_check from another thread (%s): %s; the run %s: %s\n",
+           late ? "in the run's last wait" : "during the orchestration",
+           pto_status_name(s.rc_other), pto_status_name(rc), err.details);
+    assert_int_equal(s.rc_own, 0);
+    assert_int_equal(s.rc_other, PTO_EINVAL);
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, "pto_node_skip_read_check"));
+    assert_non_null(strstr(err.details, "from a thread other than the one running"));
+    assert_true(ramp_is(&s.f.mine, 7.0f, 1.0f)); /* the owner's task ran */
+  }
+  /* between runs, from any thread: taken; and the node runs again */
+  skipper s;
+  memset(&s, 0, sizeof s);
+  s.n = n;
+  assert_int_equal(pthread_create(&s.th, NULL, skip_from_thread, &s), 0);
+  pthread_join(s.th, NULL);
+  assert_int_equal(s.rc_other, 0);
+  foreign f;
+  foreign_init(n, &f);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, own_only_run, &f, &err), 0);
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raw_host_chip_host),
@@ -1235,6 +1305,7 @@ int main(void) {
       cmocka_unit_test(test_destroy_at_run_start),
       cmocka_unit_test(test_calls_from_another_thread_after_the_orchestration),
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
+      cmocka_unit_test(test_skip_read_check_from_another_thread),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
