@@ -124,6 +124,17 @@ typedef void (*pto_node_orch_fn)(pto_node_orch *no, void *arg);
  * created during the run are released at its end. Returns 0 or the first
  * root error (err filled in both cases; err->details names the rank). */
 PTO_API int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
+/* Asks the node's run in progress to end early: from then on it starts no
+ * node task (those not started fail with PTO_ECANCELLED, a submit is
+ * refused with it), the chip tasks running are told to end their waits
+ * (signal waits, barriers, collectives: they fail), and pto_node_run
+ * returns once the tasks running have returned, with PTO_ECANCELLED
+ * unless the run failed before. A kernel or host function computing is
+ * not interrupted. Without a run in progress it does nothing; the next
+ * run is never touched. Any thread may call it, and a signal handler:
+ * it is async-signal-safe (atomics and a futex wake). 0, or PTO_EINVAL
+ * for a NULL node. */
+PTO_API int pto_node_cancel(pto_node *node);
 
 /* What a chip orchestration function receives as its `arg`. */
 typedef struct pto_node_task {
