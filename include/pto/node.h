@@ -124,6 +124,17 @@ typedef void (*pto_node_orch_fn)(pto_node_orch *no, void *arg);
  * created during the run are released at its end. Returns 0 or the first
  * root error (err filled in both cases; err->details names the rank). */
 PTO_API int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
+/* Asks the node's run in progress to end early: from then on it starts no
+ * node task (those not started fail with PTO_ECANCELLED, a submit is
+ * refused with it), the chip tasks running are told to end their waits
+ * (signal waits, barriers, collectives: they fail), and pto_node_run
+ * returns once the tasks running have returned, with PTO_ECANCELLED
+ * unless the run failed before. A kernel or host function computing is
+ * not interrupted. Without a run in progress it does nothing; the next
+ * run is never touched. Any thread may call it, and a signal handler:
+ * it is async-signal-safe (atomics and a futex wake). 0, or PTO_EINVAL
+ * for a NULL node. */
+PTO_API int pto_node_cancel(pto_node *node);
 
 /* What a chip orchestration function receives as its `arg`. */
 typedef struct pto_node_task {
@@ -169,7 +180,11 @@ PTO_API int pto_node_submit_host(pto_node_orch *no, int worker, pto_host_fn fn, 
  * the node host memory outside its views flipped, to find reads it did
  * not declare; that needs a deterministic host function. One that is not
  * (timing, a random source, state outside its arguments) opts out here:
- * its writes are still checked. PTO_EINVAL: node or fn NULL. */
+ * its writes are still checked. PTO_EINVAL: node or fn NULL. During the
+ * node's run it takes calls from the orchestration's thread only (as a
+ * pto_node_orch call: from another thread it does nothing, returns
+ * PTO_EINVAL and fails the run naming the rule); between runs, from any
+ * thread. */
 PTO_API int pto_node_skip_read_check(pto_node *node, pto_host_fn fn);
 /* Waits for every submitted task. Returns the run status so far. */
 PTO_API int pto_node_wait_all(pto_node_orch *no);

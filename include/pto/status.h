@@ -47,6 +47,7 @@ typedef enum pto_status {
   PTO_ESYSTEM = -38,          /* an OS call failed (details carry errno text) */
   PTO_EMPI = -39,             /* the MPI backend reported an error */
   PTO_EALIGN = -40,           /* unaligned or mistyped atomic operation */
+  PTO_ECANCELLED = -41,       /* the node run was cancelled (pto_node_cancel) */
 } pto_status;
 
 /* Name of a code, e.g. "PTO_EHEAP_DEADLOCK"; "PTO_E?" for unknown codes. */

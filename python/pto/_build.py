@@ -145,6 +145,7 @@ void pto_node_destroy(pto_node *node);
 void *pto_node_host_alloc(pto_node *node, size_t bytes);
 void *pto_node_host_keep(pto_node *node, size_t *bytes);
 int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_error_info *err);
+int pto_node_cancel(pto_node *node);
 int pto_node_wait_all(pto_node_orch *no);
 int pto_node_read(pto_node_orch *no, const pto_tensor *t, void *dst);
 int pto_node_domain_create(pto_node_orch *no, const int *chips, int nranks,
@@ -253,6 +254,7 @@ int pyk_node_foreign_call(pto_node_orch *no, int call);
 int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info *err,
                  int python_sigint);
 int pyk_sigint_tripped(void);
+int pyk_node_run(pto_node *node, void *arg, pto_error_info *err, int python_sigint);
 
 typedef struct pto_graph pto_graph;
 typedef struct pto_graph_info {
@@ -281,6 +283,7 @@ extern "Python+C" int _pyk_host(const pto_args *args, void *arg);
 
 SOURCE = r"""
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -459,7 +462,17 @@ int pyk_munmap(void *p, size_t bytes) { return munmap(p, bytes); }
  * nothing more is dispatched, the run ends and is cleaned up as any failed
  * run, and Python then raises the KeyboardInterrupt its handler recorded.
  * Arming and disarming happen inside pyk_chip_run, one C call, so no
- * KeyboardInterrupt can come between them and the run. */
+ * KeyboardInterrupt can come between them and the run.
+ * A node run (pyk_node_run) runs its kernels in the chip processes, which
+ * this count does not reach: the handler also cancels the runs of the
+ * nodes in pyk_node_run (pto_node_cancel, async-signal-safe). A node's
+ * slot is taken by compare-and-swap; the handler counts itself in
+ * pyk_sig_busy while it reads the slots, and the run's end waits for it
+ * after emptying its slot, so the node is never cancelled once its run
+ * returned (it may be destroyed then). */
+#define PYK_SIG_NODES 64
+static pto_node *_Atomic pyk_sig_nodes[PYK_SIG_NODES];
+static _Atomic int pyk_sig_busy;
 static pthread_mutex_t pyk_sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static int pyk_sig_runs, pyk_sig_ours;      /* under pyk_sig_lock */
 static _Atomic int pyk_sig_armed;            /* runs in progress */
@@ -468,6 +481,12 @@ static struct sigaction pyk_sig_prev;       /* Python's */
 
 static void pyk_on_sigint(int sig, siginfo_t *si, void *uc) {
   atomic_fetch_add(&pyk_sigints, 1); /* lock-free: safe in a handler */
+  atomic_fetch_add(&pyk_sig_busy, 1);
+  for (int i = 0; i < PYK_SIG_NODES; i++) {
+    pto_node *node = atomic_load(&pyk_sig_nodes[i]);
+    if (node) pto_node_cancel(node);
+  }
+  atomic_fetch_sub(&pyk_sig_busy, 1);
   if (pyk_sig_prev.sa_flags & SA_SIGINFO)
     pyk_sig_prev.sa_sigaction(sig, si, uc);
   else if (pyk_sig_prev.sa_handler != SIG_DFL && pyk_sig_prev.sa_handler != SIG_IGN)
@@ -513,6 +532,26 @@ int pyk_chip_run(pto_chip *chip, void *arg, pto_run_stats *stats, pto_error_info
                  int python_sigint) {
   pyk_sigint_arm(python_sigint);
   int rc = pto_chip_run(chip, _pyk_orch, arg, stats, err);
+  pyk_sigint_disarm();
+  return rc;
+}
+
+/* A node run as a chip's; a node run beyond the PYK_SIG_NODES running at
+ * once is cancelled only at the end of its orchestration function
+ * (_pyk_node_orch: pyk_sigint_tripped). */
+int pyk_node_run(pto_node *node, void *arg, pto_error_info *err, int python_sigint) {
+  pyk_sigint_arm(python_sigint);
+  int slot = -1;
+  for (int i = 0; i < PYK_SIG_NODES && slot < 0; i++) {
+    pto_node *none = NULL;
+    if (atomic_compare_exchange_strong(&pyk_sig_nodes[i], &none, node)) slot = i;
+  }
+  int rc = pto_node_run(node, _pyk_node_orch, arg, err);
+  if (slot >= 0) {
+    atomic_store(&pyk_sig_nodes[slot], NULL);
+    while (atomic_load(&pyk_sig_busy)) /* a handler that may have read it */
+      sched_yield();
+  }
   pyk_sigint_disarm();
   return rc;
 }

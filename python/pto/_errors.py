@@ -143,6 +143,7 @@ _TABLE = [
     ("SystemCallError", -38, (OSError,)),
     ("MPIError", -39, ()),
     ("AlignError", -40, ()),
+    ("CancelledError", -41, ()),
 ]
 
 ERRORS: Dict[int, Type[Error]] = {}

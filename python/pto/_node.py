@@ -6,6 +6,7 @@ import gc
 import math
 import os
 import re
+import signal
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -578,7 +579,9 @@ class Node:
             err = ffi.new("pto_error_info *")
             self._running = True
             try:
-                rc = lib.pto_node_run(node, lib.pyk_node_orch_fn(), h, err)
+                # Ctrl-C cancels the run: no node task starts after it (_build.py)
+                py_sigint = callable(signal.getsignal(signal.SIGINT))
+                rc = lib.pyk_node_run(node, h, err, py_sigint)
             finally:
                 self._running = False
         finally:
@@ -715,6 +718,10 @@ def _pyk_node_orch(no, arg):
     finally:
         if o is not None:
             o._end()
+        # Ctrl-C before the run began (the handler found no run to cancel),
+        # or raised here by Python: the tasks submitted do not start
+        if lib.pyk_sigint_tripped():
+            lib.pto_node_cancel(lib.pto_node_orch_node(no))
 
 
 @ffi.def_extern(error=-15)  # (PTO_EKERNEL) whatever escapes fails the task

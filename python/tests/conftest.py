@@ -12,7 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # device lease ids reserved for the Python tests: 130-139
 DEVICE_IDS = {"scenes": [130, 131], "node": [132, 133], "coll": [134, 135], "misc": [136, 137],
               "repro": [140, 141, 142], "contracts": [138, 139], "host_array": [209],
-              "coll3": [143, 144, 145], "thread": [146, 147, 148]}
+              "coll3": [143, 144, 145], "thread": [146, 147, 148],
+              "interrupt": [212, 213]}
 
 
 @pytest.fixture(scope="session")

@@ -158,11 +158,15 @@ int comm_domain_attach(pto_comm *c, int32_t id);
 void comm_domain_close(pto_comm *c, int32_t id, bool unlink);
 /* The cancel word (pto_comm.cancel) of the task of mailbox generation gen
  * (never 0), cancelled as chip `failed` failed. */
+/* `failed` of a cancel word when the node run was cancelled
+ * (pto_node_cancel), not a chip of the group: comm_cancel_by gives it back */
+#define COMM_CANCEL_RUN (-2)
 static inline uint64_t comm_cancel_word(uint32_t gen, int failed) {
   return (uint64_t)gen << 32 | (uint32_t)(failed + 1);
 }
-/* The chip whose failure cancelled the task of generation gen, by word;
- * -1 when the word names another task, or none (0). */
+/* The chip whose failure cancelled the task of generation gen, by word
+ * (COMM_CANCEL_RUN: the run was cancelled); -1 when the word names another
+ * task, or none (0). */
 static inline int comm_cancel_by(uint64_t word, uint32_t gen) {
   return word && (uint32_t)(word >> 32) == gen ? (int)(uint32_t)word - 1 : -1;
 }

@@ -79,18 +79,20 @@ static bool stopped(const pto_comm *c) {
   return c->stop && atomic_load_explicit(c->stop, memory_order_acquire) != 0;
 }
 
-/* The chip whose failure cancelled this chip's task, or -1. */
+/* The chip whose failure cancelled this chip's task, COMM_CANCEL_RUN, or -1. */
 static int cancelled_by(const pto_comm *c) {
   /* relaxed: the word carries its whole meaning; nothing is published with it */
   return comm_cancel_by(c->cancel ? atomic_load_explicit(c->cancel, memory_order_relaxed) : 0,
                         c->task_gen);
 }
 
-bool comm_stopping(const pto_comm *c) { return c && (stopped(c) || cancelled_by(c) >= 0); }
+bool comm_stopping(const pto_comm *c) { return c && (stopped(c) || cancelled_by(c) != -1); }
 
 const char *comm_stop_why(const pto_comm *c, char *buf, size_t n) {
   if (stopped(c))
     snprintf(buf, n, "the node stopped chip %d (the node failed)", c->chip);
+  else if (cancelled_by(c) == COMM_CANCEL_RUN)
+    snprintf(buf, n, "the node cancelled chip %d's task: the node run was cancelled", c->chip);
   else
     snprintf(buf, n, "the node cancelled chip %d's task: chip %d of its group failed", c->chip,
              cancelled_by(c));

@@ -76,6 +76,8 @@ static const status_info status_table[] = {
     S(PTO_EMPI, "the MPI backend reported an error: see the MPI message in the details"),
     S(PTO_EALIGN, "unaligned or mistyped atomic operation: align the address to the "
                   "operand size and use a supported dtype"),
+    S(PTO_ECANCELLED, "the node run was cancelled (pto_node_cancel, or Ctrl-C in Python): the "
+                      "tasks not started were skipped"),
 };
 
 #undef S

@@ -247,6 +247,14 @@ static serve_end serve(pto_node *n, int slot, pto_chip *chip, pto_comm *comm, no
 void node_child_main(pto_node *n, int slot) {
   /* die with the parent: a crashed node must not leave chips behind */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  /* Ctrl-C from a terminal reaches the whole process group: the parent
+   * decides (its handler cancels the run, pto_node_cancel, or its default
+   * action kills the children and itself: run_guard.c). Before, a child
+   * ran the handler it was forked with: a Python parent's recorded the
+   * signal and raised KeyboardInterrupt in the next Python host function
+   * of a sub-worker, failing the node's next run; an application's might
+   * end the child (the node then failed with a dead chip). */
+  signal(SIGINT, SIG_IGN);
   if (getppid() != n->parent_pid) _exit(1);
   /* the leases belong to the parent: close our copies, never unlock them
    * (the lock is shared with the parent's descriptor) */

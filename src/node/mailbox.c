@@ -80,7 +80,7 @@ void mbox_cancel(node_mbox *mb, uint32_t gen, int failed) {
 
 bool mbox_cancel_relay(node_mbox *mb, uint64_t w, uint32_t remote, uint32_t local, bool replied) {
   int failed = comm_cancel_by(w, remote);
-  if (failed < 0 || !local || replied) return false;
+  if (failed == -1 || !local || replied) return false;
   mbox_cancel(mb, local, failed);
   return true;
 }

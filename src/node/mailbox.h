@@ -117,8 +117,8 @@ bool mbox_peek(node_mbox *mb, uint32_t last, node_frame *f);
 /* Relay: the remote child took gen. */
 void mbox_mark_taken(node_mbox *mb, uint32_t gen);
 /* Parent: the task of frame gen, which the child runs, is cancelled, as
- * chip `failed` of its group failed (comm.h, pto_comm.cancel: its waits
- * end). */
+ * chip `failed` of its group failed, or COMM_CANCEL_RUN: the run was
+ * cancelled (comm.h, pto_comm.cancel: its waits end). */
 void mbox_cancel(node_mbox *mb, uint32_t gen, int failed);
 /* Relay on a chip rank (mpi_relay.c), standing in for the parent: rank 0's
  * cancel word w (0: none) for its frame `remote`, which this mailbox runs

@@ -417,6 +417,8 @@ static int run_node(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info 
     atomic_store_explicit(&n->running, false, memory_order_release);
     return rc;
   }
+  n->cancelled = false;
+  atomic_store_explicit(&n->run_live, ++n->run_seq, memory_order_release);
   n->trace_origin_ns = pto_now_ns(); /* every rank's time zero (the clock is machine-wide) */
   memset(n->trace_runs, 0, sizeof n->trace_runs);
   atomic_store_explicit(&n->foreign_call, NULL, memory_order_relaxed);
@@ -450,6 +452,7 @@ static int run_node(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info 
     if (n->first_err) *err = n->first_info;
     rc = n->first_err;
   }
+  atomic_store_explicit(&n->run_live, 0, memory_order_release); /* a cancel is no run's now */
   /* the next run (of any thread) may begin: the result is taken */
   atomic_store_explicit(&n->running, false, memory_order_release);
   return rc;
@@ -465,4 +468,18 @@ int pto_node_run(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info *er
   pto_error_info own;
   if (!err) err = &own;
   return last_error_keep(run_node(n, fn, arg, err), err->details);
+}
+
+int pto_node_cancel(pto_node *n) {
+  if (!n) return PTO_EINVAL;
+  int saved = errno; /* in a signal handler: the futex wake may set it */
+  /* the run in progress, by number: a cancel that comes as it ends names
+   * a run that is over, never the next one */
+  uint64_t run = atomic_load_explicit(&n->run_live, memory_order_acquire);
+  if (run) {
+    atomic_store_explicit(&n->cancel_req, run, memory_order_release);
+    pto_event_signal(&n->ctl->parent_ev); /* its waits look (node_anything) */
+  }
+  errno = saved;
+  return 0;
 }

@@ -278,15 +278,53 @@ static bool any_access(int access) {
   return true; /* node tasks have no fresh OUTPUT: every view may be read */
 }
 
+#define SKIP_REFUSED                                                                               \
+  "pto_node_skip_read_check: called during the node's run from a thread other than the one "       \
+  "running its orchestration; it did nothing (call it before the run, or from the "                \
+  "orchestration)"
+
+/* The list is read by the run's dispatch (node_check_frame), on the
+ * orchestration's thread: it takes calls from that thread during the run,
+ * from any thread between runs. From another thread during the run it is
+ * refused as a pto_node_orch call is (node_orch_foreign): it fails the
+ * run, naming the rule; while the run is not orchestrating (making its
+ * TensorMap, or at its very end) it is refused without failing it, as
+ * pto_node_destroy is. Before, any thread changed the list (a realloc)
+ * while the dispatch might read it. Between runs it claims the node as a
+ * run does, for the few instructions it takes. */
 int pto_node_skip_read_check(pto_node *n, pto_host_fn fn) {
   if (!n || !fn) return PTO_EINVAL;
+  pto_node_orch *live = atomic_load_explicit(&n->orch_live, memory_order_acquire);
+  bool claimed = false;
+  if (live && pthread_equal(pthread_self(), n->orch_owner)) {
+    /* the orchestration's thread: the dispatch's own */
+  } else if (live && node_foreign_leave(n, live, "skip_read_check")) {
+    last_error_set(PTO_EINVAL, "%s", SKIP_REFUSED); /* the owner fails the run */
+    return PTO_EINVAL;
+  } else {
+    bool idle = false;
+    if (!atomic_compare_exchange_strong_explicit(&n->running, &idle, true, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+      last_error_set(PTO_EINVAL, "%s", SKIP_REFUSED);
+      return PTO_EINVAL;
+    }
+    claimed = true;
+  }
+  int rc = 0;
+  bool listed = false;
   for (int i = 0; i < n->nskip_read; i++)
-    if (n->skip_read[i] == fn) return 0;
-  pto_host_fn *v = realloc(n->skip_read, sizeof *v * (size_t)(n->nskip_read + 1));
-  if (!v) return PTO_ENOMEM;
-  v[n->nskip_read++] = fn;
-  n->skip_read = v;
-  return 0;
+    listed = listed || n->skip_read[i] == fn;
+  if (!listed) {
+    pto_host_fn *v = realloc(n->skip_read, sizeof *v * (size_t)(n->nskip_read + 1));
+    if (v) {
+      v[n->nskip_read++] = fn;
+      n->skip_read = v;
+    } else {
+      rc = PTO_ENOMEM;
+    }
+  }
+  if (claimed) atomic_store_explicit(&n->running, false, memory_order_release);
+  return rc;
 }
 
 void node_check_frame(const pto_node *n, const node_task *t, node_frame *f) {

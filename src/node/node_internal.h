@@ -145,6 +145,12 @@ struct pto_node {
   pto_error_info fatal_err;
   /* the current run */
   _Atomic bool running; /* a pto_node_run is in progress (taken by compare-and-swap) */
+  /* pto_node_cancel: the number of the run in progress (0: none; the
+   * owner sets it), and the run a cancel asked to end (any thread, a
+   * signal handler among them); the owner applies it once (cancelled) */
+  _Atomic uint64_t run_live, cancel_req;
+  uint64_t run_seq; /* runs begun */
+  bool cancelled;   /* the current run was cancelled (node_task.c) */
   tmap tm;
   node_task *tasks;
   int64_t base_id, ntasks, captasks, oldest_live;

@@ -117,11 +117,12 @@ static void finish(pto_node *n, node_task *t) {
  * the others poll and see it at their next look. A chip rank on another
  * MPI rank reads its own mailbox: rank 0's relay forwards the word, rank
  * c's puts it there and says so, and then the parent wakes it
- * (node_mpi_wake). */
+ * (node_mpi_wake). t NULL, failed COMM_CANCEL_RUN: every chip task running
+ * (the run was cancelled). */
 static void cancel_parts(pto_node *n, const node_task *t, int failed) {
   for (int s = 0; s < n->cfg.nchips; s++) {
     const child_slot *c = &n->child[s];
-    if (s == failed || c->task != t->id || !c->gen) continue;
+    if (s == failed || c->task < 0 || (t && c->task != t->id) || !c->gen) continue;
     mbox_cancel(&n->ctl->mbox[s], c->gen, failed);
     comm_wake(&n->observer, s);
     if (c->kind == SLOT_RANK) node_mpi_posted(n, s); /* the relay forwards it */
@@ -159,6 +160,45 @@ static void part_done(pto_node *n, int s, const node_reply *r) {
   } else if (r->status) {
     cancel_parts(n, t, s);
   }
+}
+
+/* ---- cancel (pto_node_cancel) ---- */
+
+/* A cancel of this run came and is not applied yet (owner thread). */
+static bool cancel_due(pto_node *n) {
+  if (n->cancelled) return false;
+  /* acquire pairs with pto_node_cancel's release (relaxed would do: the
+   * word is the whole message) */
+  uint64_t want = atomic_load_explicit(&n->cancel_req, memory_order_acquire);
+  return want && want == atomic_load_explicit(&n->run_live, memory_order_relaxed);
+}
+
+/* The run was cancelled: no task starts from here on (the ones not started
+ * fail with PTO_ECANCELLED; a later submit is refused), the chip tasks
+ * running are told to end their waits (their kernels go on to their end),
+ * and the run's error is PTO_ECANCELLED unless it had one. */
+static void apply_cancel(pto_node *n) {
+  n->cancelled = true;
+  int64_t skipped = 0;
+  for (int64_t i = 0; i < n->ntasks; i++) {
+    node_task *t = &n->tasks[i];
+    if (t->state != TS_WAITING && t->state != TS_READY) continue;
+    t->state = TS_FAILED; /* a READY one stays queued: dispatch skips it */
+    n->unfinished--;
+    t->status = PTO_ECANCELLED;
+    node_set_err(&t->err, PTO_ECANCELLED,
+                 "node task %" PRId64 " did not start: the node run was cancelled", t->id);
+    skipped++;
+  }
+  int running = 0;
+  for (int s = 0; s < n->cfg.nchips; s++)
+    running += n->child[s].task >= 0 && n->child[s].gen;
+  cancel_parts(n, NULL, COMM_CANCEL_RUN);
+  node_first_err(n, PTO_ECANCELLED,
+                 "node run cancelled (pto_node_cancel): %" PRId64
+                 " node tasks not started were skipped, %d chip tasks running were told to end "
+                 "their waits",
+                 skipped, running);
 }
 
 /* ---- progress ---- */
@@ -327,6 +367,7 @@ static void dispatch(pto_node *n) {
 /* One non-blocking step: deaths, replies, deadlines, then dispatch. */
 static int step(pto_node *n, bool may_dispatch) {
   if (n->fatal) return n->fatal;
+  if (cancel_due(n)) apply_cancel(n);
   node_mpi_wake(n); /* chip ranks whose task's cancel arrived */
   int rc = node_check_deaths(n);
   if (rc) return rc;
@@ -359,6 +400,7 @@ bool node_anything(void *arg) {
   pto_node *n = arg;
   /* relaxed: a wake-up hint; node_mpi_wake re-reads with acquire */
   if (atomic_load_explicit(&n->cancel_arrived, memory_order_relaxed)) return true;
+  if (n->running && cancel_due(n)) return true;
   for (int s = 0; s < n->nchildren; s++) {
     child_slot *c = &n->child[s];
     /* relaxed: a wake-up hint; step() re-reads with acquire */
@@ -645,6 +687,8 @@ static int submit(pto_node_orch *no, task_kind kind, const int *slots, int k, pt
   pto_node *n = no->node;
   if (id) *id = PTO_TASK_NONE;
   if (n->fatal) return n->fatal;
+  if (cancel_due(n)) apply_cancel(n);
+  if (n->cancelled) return PTO_ECANCELLED; /* the run starts nothing more */
   if (args && args->error) return args->error;
   int rc = check_args(n, args, what);
   if (!rc && n->mpi && kind == TASK_CHIP) rc = check_mpi_task(n, cfn, what);

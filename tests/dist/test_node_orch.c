@@ -7,7 +7,9 @@
  * as PTO_EPOISONED; independent tasks still run), group tasks whose ranks
  * wait on each other, independent single-chip tasks, and a node that runs
  * again after a failed run (state reset, leases kept, nothing left over),
- * and calls from a thread other than the orchestration's, refused.
+ * calls from a thread other than the orchestration's, refused
+ * (pto_node_skip_read_check among them), and a run cancelled by
+ * pto_node_cancel.
  *
  * The nodes lease device ids of their own (TEST_DEV0, TEST_DEV0 + 1) so
  * that this file never queues behind the other dist tests' leases. */
@@ -1215,6 +1217,191 @@ static void test_host_alloc_shared_by_processes_and_threads(void **state) {
   pto_node_destroy(n);
 }
 
+/* ---- pto_node_skip_read_check: the orchestration's thread only ---- */
+
+typedef struct skipper {
+  pto_node *n;
+  foreign f;
+  int rc_own, rc_other;
+  bool late; /* the other thread calls after the orchestration returned */
+  pthread_t th;
+} skipper;
+
+static void *skip_from_thread(void *arg) {
+  skipper *s = arg;
+  if (s->late) sleep_ms(200); /* the orchestration has returned; the host task runs on */
+  s->rc_other = pto_node_skip_read_check(s->n, host_add);
+  return NULL;
+}
+
+static void skip_run(pto_node_orch *no, void *arg) {
+  skipper *s = arg;
+  s->rc_own = pto_node_skip_read_check(s->n, host_fill); /* its own thread: taken */
+  assert_int_equal(sub_host_fill(no, 1, &s->f.mine, 7, s->late ? 600 : 0, NULL), 0);
+  assert_int_equal(pthread_create(&s->th, NULL, skip_from_thread, s), 0);
+  if (!s->late) pthread_join(s->th, NULL);
+}
+
+/* pto_node_skip_read_check changes what the run reads as it dispatches:
+ * from a thread other than the orchestration's, during the run (its
+ * orchestration, or its last wait), it is refused and fails the run,
+ * naming the rule, as the other calls; on the orchestration's thread, and
+ * between runs on any thread, it is taken. Before, it changed the list
+ * (a realloc the dispatch may read meanwhile) from any thread, and the run
+ * succeeded. */
+static void test_skip_read_check_from_another_thread(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  for (int late = 0; late < 2; late++) {
+    skipper s;
+    memset(&s, 0, sizeof s);
+    s.n = n;
+    s.late = late;
+    foreign_init(n, &s.f);
+    pto_error_info err;
+    int rc = pto_node_run(n, skip_run, &s, &err);
+    if (late) pthread_join(s.th, NULL);
+    printf("pto_node_skip_read_check from another thread (%s): %s; the run %s: %s\n",
+           late ? "in the run's last wait" : "during the orchestration",
+           pto_status_name(s.rc_other), pto_status_name(rc), err.details);
+    assert_int_equal(s.rc_own, 0);
+    assert_int_equal(s.rc_other, PTO_EINVAL);
+    assert_int_equal(rc, PTO_EINVAL);
+    assert_non_null(strstr(err.details, "pto_node_skip_read_check"));
+    assert_non_null(strstr(err.details, "from a thread other than the one running"));
+    assert_true(ramp_is(&s.f.mine, 7.0f, 1.0f)); /* the owner's task ran */
+  }
+  /* between runs, from any thread: taken; and the node runs again */
+  skipper s;
+  memset(&s, 0, sizeof s);
+  s.n = n;
+  assert_int_equal(pthread_create(&s.th, NULL, skip_from_thread, &s), 0);
+  pthread_join(s.th, NULL);
+  assert_int_equal(s.rc_other, 0);
+  foreign f;
+  foreign_init(n, &f);
+  pto_error_info err;
+  assert_int_equal(pto_node_run(n, own_only_run, &f, &err), 0);
+  assert_true(ramp_is(&f.mine, 3.0f, 1.0f));
+  pto_node_destroy(n);
+}
+
+/* ---- pto_node_cancel ---- */
+
+#define CANCEL_CHAIN   5
+#define CANCEL_STEP_MS 400
+
+typedef struct canceller {
+  pto_node *n;
+  pto_tensor x[CANCEL_CHAIN + 1], out;
+  int rc[4];
+  uint64_t cancel_ns;
+  bool from_orch; /* the orchestration cancels its own run, then submits */
+} canceller;
+
+static void *cancel_later(void *arg) {
+  canceller *c = arg;
+  sleep_ms(200); /* the chain's first task and the waiting kernel run */
+  c->cancel_ns = pto_now_ns();
+  c->rc[3] = pto_node_cancel(c->n);
+  return NULL;
+}
+
+/* Chip 1 waits for a signal no one sends (until the domain's deadline,
+ * 3 s); chip 0 runs a chain of CANCEL_CHAIN tasks of CANCEL_STEP_MS each. */
+static void cancel_run(pto_node_orch *no, void *arg) {
+  canceller *c = arg;
+  const int chips[2] = {0, 1};
+  const pto_window_buffer bufs[] = {{"sig", 8}};
+  pto_domain dom;
+  c->rc[0] = pto_node_domain_create(no, chips, 2, bufs, 1, &dom);
+  if (c->rc[0]) return;
+  int64_t one = 1;
+  pto_tensor sig;
+  c->rc[1] = pto_node_window_tensor(no, dom, 1, "sig", PTO_I64, 1, &one, &sig);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_inout(&a, &sig);
+  pto_args_output_existing(&a, &c->out);
+  dist_scalars(&a, K_PING, 2, 1);
+  pto_args_scalar(&a, (uint64_t)dom);
+  c->rc[1] |= pto_node_submit(no, 1, dist_chip_orch, &a, NULL);
+  if (c->from_orch) {
+    assert_int_equal(pto_node_cancel(pto_node_orch_node(no)), 0);
+    c->rc[2] = sub_add(no, 0, &c->x[0], &c->x[1], 1, 0, NULL);
+    return;
+  }
+  for (int i = 0; i < CANCEL_CHAIN; i++)
+    c->rc[2] |= sub_add(no, 0, &c->x[i], &c->x[i + 1], 1, CANCEL_STEP_MS, NULL);
+}
+
+static void chain_run(pto_node_orch *no, void *arg) {
+  canceller *c = arg;
+  for (int i = 0; i < 2; i++)
+    c->rc[2] |= sub_add(no, 0, &c->x[i], &c->x[i + 1], 1, 0, NULL);
+}
+
+/* pto_node_cancel from another thread (as from a signal handler): the run
+ * starts no task after it, the kernel waiting for a signal that will not
+ * come ends its wait, and pto_node_run returns PTO_ECANCELLED once the
+ * chain's running task has returned, not after the whole chain (2 s) nor
+ * at the wait's deadline (3 s). A cancel without a run does nothing, and
+ * the next run is whole. From the orchestration itself: its next submit
+ * is refused. */
+static void test_cancel_a_run(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  canceller c;
+  memset(&c, 0, sizeof c);
+  c.n = n;
+  for (int i = 0; i <= CANCEL_CHAIN; i++)
+    c.x[i] = vec(n, i ? SENTINEL : 0.0f);
+  c.out = vec(n, SENTINEL);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, cancel_later, &c), 0);
+  pto_error_info err;
+  int rc = pto_node_run(n, cancel_run, &c, &err);
+  uint64_t end = pto_now_ns();
+  pthread_join(th, NULL);
+  double after_ms = (double)(end - c.cancel_ns) / 1e6;
+  printf("cancelled %.0f ms into the run: it returned %.0f ms later: %s: %s\n", 200.0, after_ms,
+         pto_status_name(rc), err.details);
+  assert_int_equal(c.rc[0], 0);
+  assert_int_equal(c.rc[1], 0);
+  assert_int_equal(c.rc[2], 0);
+  assert_int_equal(c.rc[3], 0);
+  assert_int_equal(rc, PTO_ECANCELLED);
+  assert_non_null(strstr(err.details, "cancelled"));
+  assert_true(after_ms < 1500.0);     /* the running task's 400 ms, and slack */
+  assert_true(all_is(&c.x[1], 1.0f)); /* the running task finished */
+  for (int i = 2; i <= CANCEL_CHAIN; i++)
+    assert_true(all_is(&c.x[i], SENTINEL)); /* none started after the cancel */
+  assert_true(all_is(&c.out, SENTINEL));    /* the waiting kernel gave up */
+  /* no run: nothing to cancel, the next run is its own */
+  assert_int_equal(pto_node_cancel(n), 0);
+  assert_int_equal(pto_node_cancel(NULL), PTO_EINVAL);
+  memset(c.rc, 0, sizeof c.rc);
+  for (int i = 0; i <= CANCEL_CHAIN; i++)
+    for (int j = 0; j < N; j++)
+      pto_tensor_f32(&c.x[i])[j] = i ? SENTINEL : 5.0f;
+  rc = pto_node_run(n, chain_run, &c, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, 0);
+  assert_int_equal(c.rc[2], 0);
+  assert_true(all_is(&c.x[2], 7.0f));
+  /* the orchestration cancels its own run: its next submit is refused */
+  memset(c.rc, 0, sizeof c.rc);
+  c.from_orch = true;
+  c.x[1] = vec(n, SENTINEL);
+  rc = pto_node_run(n, cancel_run, &c, &err);
+  printf("cancelled by its orchestration: submit %s; the run %s: %s\n", pto_status_name(c.rc[2]),
+         pto_status_name(rc), err.details);
+  assert_int_equal(c.rc[2], PTO_ECANCELLED);
+  assert_int_equal(rc, PTO_ECANCELLED);
+  assert_true(all_is(&c.x[1], SENTINEL));
+  pto_node_destroy(n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raw_host_chip_host),
@@ -1235,6 +1422,8 @@ int main(void) {
       cmocka_unit_test(test_destroy_at_run_start),
       cmocka_unit_test(test_calls_from_another_thread_after_the_orchestration),
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
+      cmocka_unit_test(test_skip_read_check_from_another_thread),
+      cmocka_unit_test(test_cancel_a_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

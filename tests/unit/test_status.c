@@ -42,6 +42,7 @@ static const int all_codes[] = {
     PTO_ESYSTEM,
     PTO_EMPI,
     PTO_EALIGN,
+    PTO_ECANCELLED,
 };
 #define NCODES (sizeof all_codes / sizeof all_codes[0])
 
@@ -80,7 +81,7 @@ static void test_hints_nonempty_one_line(void **state) {
 
 static void test_unknown(void **state) {
   (void)state;
-  const int unknown[] = {1, -28, -29, -41, -1000, 12345, INT32_MIN};
+  const int unknown[] = {1, -28, -29, -42, -1000, 12345, INT32_MIN};
   for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
     assert_string_equal(pto_status_name(unknown[i]), "PTO_E?");
     assert_string_equal(pto_strerror(unknown[i]), "unknown status");
