@@ -9,8 +9,8 @@
  *           chip): rank 0 names chip rank 1 with rank 1's reason.
  *
  * The program is linked with -Wl,--wrap=pthread_create (node.cmake): every
- * pthread_create of the library comes here first and, on the rank the mode
- * names, fails with EAGAIN from the chosen call on (MPI's own threads, in
+ * pthread_create of the library goes through ../unit/thread_fault.h and, on
+ * the rank the mode names, fails with EAGAIN from the chosen call on (MPI's own threads, in
  * its shared libraries, are not affected). A node that cannot start under
  * mpirun ends the job (MPI_Abort) with its reason on rank 0's stderr, which
  * node.cmake matches; pto_node_create returning is a failure. */
@@ -21,22 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../unit/thread_fault.h"
 #include "pto/node.h"
 #include "small_node.h"
 
 #define DEV0 123 /* device ids of this program: 123, 124 */
-
-int __real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
-
-static atomic_int calls, fail_from = -1;
-
-int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
-                          void *arg) {
-  int k = atomic_fetch_add(&calls, 1);
-  int from = atomic_load(&fail_from);
-  if (from >= 0 && k >= from) return EAGAIN;
-  return __real_pthread_create(t, attr, fn, arg);
-}
 
 static int init(pto_chip *chip, int rank, void *arg) {
   (void)chip, (void)rank, (void)arg;
@@ -49,14 +38,14 @@ int main(int argc, char **argv) {
   int rank = r ? atoi(r) : 0;
   const char *want = NULL;
   if (strcmp(mode, "relay") == 0) {
-    if (rank == 0) atomic_store(&fail_from, 0);
+    if (rank == 0) thread_fault_arm(0);
     want = "node under mpirun: cannot start the relay thread: pthread_create: Resource "
            "temporarily unavailable";
   } else if (strcmp(mode, "chip0") == 0) {
-    if (rank == 0) atomic_store(&fail_from, 1);
+    if (rank == 0) thread_fault_arm(1);
     want = "cannot start the thread of chip 0: pthread_create: Resource temporarily unavailable";
   } else if (strcmp(mode, "rank") == 0) {
-    if (rank == 1) atomic_store(&fail_from, 0);
+    if (rank == 1) thread_fault_arm(0);
     want = "cannot start the relay thread: pthread_create: Resource temporarily unavailable";
   } else {
     fprintf(stderr, "unknown mode '%s' (relay, chip0, rank)\n", mode);

@@ -265,8 +265,9 @@ static void dynamic_orch(pto_orch *o, void *arg) {
   }
 }
 
-static void test_dynamic_run_between(void **state) {
-  (void)state;
+/* Two launches, a dynamic run, then `later` more runs counted (white box:
+ * the chip's run counter moved on), then a cold launch and a warm one. */
+static void dynamic_between(uint64_t later) {
   fixture f;
   setup(&f);
   launch(&f, 1, -1);
@@ -276,31 +277,25 @@ static void test_dynamic_run_between(void **state) {
   assert_int_equal(pto_chip_run(f.chip, dynamic_orch, NULL, NULL, NULL), PTO_OK);
   for (int i = 0; i < 64; i++)
     assert_int_equal(dyn_out[i], 3 * i + i);
+  f.chip->run_seq += later;
   launch(&f, 3, -1); /* cold */
   launch(&f, 4, -1); /* warm */
   info(&f, 4, 2);
   teardown(&f);
 }
 
-/* The same, with 2^32 - 1 runs more counted between them (white box: the
- * chip's run counter moved on): the launch is as far from its graph's last
- * one as ever, and must be cold. A counter of 32 bits wrapped there, took
- * the launch for the one right after the graph's last, and ran it warm
- * over the dynamic run's slots. */
+static void test_dynamic_run_between(void **state) {
+  (void)state;
+  dynamic_between(0);
+}
+
+/* The same, with 2^32 - 1 runs more counted between them: the launch is as
+ * far from its graph's last one as ever, and must be cold. A counter of 32
+ * bits wrapped there, took the launch for the one right after the graph's
+ * last, and ran it warm over the dynamic run's slots. */
 static void test_run_count_wraps_between(void **state) {
   (void)state;
-  fixture f;
-  setup(&f);
-  launch(&f, 1, -1);
-  launch(&f, 2, -1);
-  for (int i = 0; i < 64; i++)
-    dyn_in[i] = i;
-  assert_int_equal(pto_chip_run(f.chip, dynamic_orch, NULL, NULL, NULL), PTO_OK);
-  f.chip->run_seq += UINT32_MAX;
-  launch(&f, 3, -1); /* cold */
-  launch(&f, 4, -1); /* warm */
-  info(&f, 4, 2);
-  teardown(&f);
+  dynamic_between(UINT32_MAX);
 }
 
 /* Another graph's launch (and its capture) in between: cold. */

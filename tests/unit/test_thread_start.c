@@ -4,8 +4,8 @@
  * pthread_create returned.
  *
  * The program is linked with -Wl,--wrap=pthread_create (tests/CMakeLists.txt):
- * every pthread_create of the library comes here first, and fails with
- * EAGAIN from the fail_from-th call after arm() on. A thread start that
+ * every pthread_create of the library goes through thread_fault.h, and
+ * fails with EAGAIN from the chosen call after thread_fault_arm() on. A thread start that
  * fails this way is what an exhausted process (thread or memory limits)
  * gets, and it fails at the call the test chooses. */
 #include <errno.h>
@@ -21,26 +21,9 @@
 #include <cmocka.h>
 
 #include "pto/pto.h"
-
-int __real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
-
-static atomic_int calls, fail_from = -1;
-
-int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
-                          void *arg) {
-  int k = atomic_fetch_add(&calls, 1);
-  int from = atomic_load(&fail_from);
-  if (from >= 0 && k >= from) return EAGAIN;
-  return __real_pthread_create(t, attr, fn, arg);
-}
+#include "thread_fault.h"
 
 /* From now on, the from-th pthread_create (0: the next) and every later one fail. */
-static void arm(int from) {
-  atomic_store(&calls, 0);
-  atomic_store(&fail_from, from);
-}
-
-static void disarm(void) { atomic_store(&fail_from, -1); }
 
 static void expect(const pto_error_info *err, const char *want) {
   if (!strstr(err->details, want))
@@ -67,9 +50,9 @@ static pto_chip *chip_of(int clusters, int schedulers, int sched_threads) {
 static void fails_at(int sched_threads, int from, const char *thread, const char *started) {
   pto_chip *chip = chip_of(2, 2, sched_threads);
   pto_error_info err;
-  arm(from);
+  thread_fault_arm(from);
   int rc = pto_chip_run(chip, nop_orch, NULL, NULL, &err);
-  disarm();
+  thread_fault_arm(-1);
   assert_int_equal(rc, PTO_ESYSTEM);
   print_message("%s\n", err.details);
   expect(&err, thread);
@@ -130,9 +113,9 @@ static void test_checking_part_thread_named(void **state) {
     pto_error_info err;
     /* the run's own threads are started by a first run */
     assert_int_equal(pto_chip_run(chip, mix_orch, NULL, NULL, &err), PTO_OK);
-    arm(from);
+    thread_fault_arm(from);
     int rc = pto_chip_run(chip, mix_orch, NULL, NULL, &err);
-    disarm();
+    thread_fault_arm(-1);
     assert_int_equal(rc, PTO_ESYSTEM);
     print_message("%s\n", err.details);
     char want[128];
