@@ -127,10 +127,12 @@ PTO_API int pto_node_run(pto_node *node, pto_node_orch_fn fn, void *arg, pto_err
 /* Asks the node's run in progress to end early: from then on it starts no
  * node task (those not started fail with PTO_ECANCELLED, a submit is
  * refused with it), the chip tasks running are told to end their waits
- * (signal waits, barriers, collectives: they fail), and pto_node_run
- * returns once the tasks running have returned, with PTO_ECANCELLED
- * unless the run failed before. A kernel or host function computing is
- * not interrupted. Without a run in progress it does nothing; the next
+ * (signal waits, barriers, collectives: they fail) and see
+ * pto_kctx_cancelled true in their kernels (the chip's run then stops: its
+ * blocks not started never start), and pto_node_run returns once the
+ * tasks running have returned, with PTO_ECANCELLED unless the run failed
+ * before. A kernel that does not poll pto_kctx_cancelled, or a host
+ * function, is not interrupted. Without a run in progress it does nothing; the next
  * run is never touched. Any thread may call it, and a signal handler:
  * it is async-signal-safe (atomics and a futex wake). 0, or PTO_EINVAL
  * for a NULL node. */

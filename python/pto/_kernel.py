@@ -316,7 +316,8 @@ class KernelContext:
         return v - (1 << 64) if v >= 1 << 63 else v
 
     def cancelled(self) -> bool:
-        """True once the run failed or is shutting down: return early."""
+        """True once the run failed or is shutting down, or (on a node's
+        chip) the node cancelled the node task it runs: return early."""
         return bool(lib.pto_kctx_cancelled(self._live()))
 
     def _live(self):

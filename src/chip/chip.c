@@ -256,6 +256,14 @@ void chip_set_fail_wake(pto_chip *chip, void (*wake)(void *arg), void *arg) {
   chip->fail_wake_arg = arg;
 }
 
+void chip_set_node_cancel(pto_chip *chip, const _Atomic uint64_t *word, uint32_t gen,
+                          const char *(*why)(void *arg, char *buf, size_t n), void *arg) {
+  chip->node_cancel = gen ? word : NULL; /* gen 0 would match no word at all (0) */
+  chip->node_cancel_gen = gen;
+  chip->node_cancel_why = why;
+  chip->node_cancel_arg = arg;
+}
+
 int chip_set_schedule(pto_chip *chip, uint64_t seed, const char *record, const char *replay) {
   char *rec = record ? strdup(record) : NULL, *rep = replay ? strdup(replay) : NULL;
   if ((record && !rec) || (replay && !rep)) {
@@ -612,6 +620,8 @@ static void run_reset(pto_run *r) {
   atomic_store_explicit(&r->status, 0, memory_order_relaxed);
   atomic_store_explicit(&r->stop, 0, memory_order_relaxed);
   atomic_store_explicit(&r->orch_done, 0, memory_order_relaxed);
+  r->node_cancel = r->chip->node_cancel; /* the node task this run belongs to */
+  r->node_cancel_gen = r->chip->node_cancel_gen;
   atomic_store_explicit(&r->async_done, 0, memory_order_relaxed);
   atomic_store_explicit(&r->ready_gen, 0, memory_order_relaxed);
   atomic_store_explicit(&r->drain_gen, 0, memory_order_relaxed);

@@ -12,8 +12,26 @@
 #include "common/clock.h"
 #include "common/options.h"
 
+/* A node chip's kernel also sees the node's cancel of its node task (its
+ * group failed, the node run was cancelled): the first call that does
+ * fails the run, which then stops as on any failure. It costs one relaxed
+ * load more (the word), its pointer and generation on the stop flag's
+ * line; nothing is written until it turns true. */
 bool pto_kctx_cancelled(const pto_kctx *ctx) {
-  return ctx && ctx->run && run_stopping((const pto_run *)ctx->run);
+  if (!ctx || !ctx->run) return false;
+  pto_run *r = (pto_run *)ctx->run;
+  if (run_stopping(r)) return true;
+  if (!run_node_cancelled(r)) return false;
+  run_fail_node_cancel(r, ctx->task_id, ctx->core_id);
+  return true;
+}
+
+void run_fail_node_cancel(pto_run *r, pto_task_id task, int core) {
+  const pto_chip *chip = r->chip;
+  char why[200] = "the node cancelled the node task this chip runs";
+  if (chip->node_cancel_why) chip->node_cancel_why(chip->node_cancel_arg, why, sizeof why);
+  run_fail(r, PTO_ESHUTDOWN, task, core, "%s (seen by pto_kctx_cancelled: the chip's run stops)",
+           why);
 }
 
 pto_trace *core_trace(const pto_kctx *ctx, int *track) {

@@ -102,6 +102,12 @@ struct pto_chip {
   /* called by a run's first failure (run.c run_latch; node_hooks.h) */
   void (*fail_wake)(void *arg);
   void *fail_wake_arg;
+  /* the node's cancel word of the node task the next runs belong to
+   * (chip_set_node_cancel; node_hooks.h), copied into each run */
+  const _Atomic uint64_t *node_cancel;
+  uint32_t node_cancel_gen;
+  const char *(*node_cancel_why)(void *arg, char *buf, size_t n);
+  void *node_cancel_arg;
   _Atomic int running;
   /* the run state and its threads: made at the first run, reset by each
    * run, freed by destroy (chip.c) */
@@ -444,6 +450,11 @@ typedef struct pto_run {
   PTO_LINE_ALIGNED _Atomic int32_t status; /* latched first error */
   _Atomic int32_t stop;                    /* threads exit when set */
   _Atomic int32_t orch_done;
+  /* a node chip's run: the node's cancel word and the generation that
+   * names this run's node task (chip->node_cancel, as the run began; NULL:
+   * none), on stop's line: pto_kctx_cancelled reads both (core.c) */
+  const _Atomic uint64_t *node_cancel;
+  uint32_t node_cancel_gen;
   PTO_LINE_ALIGNED _Atomic int64_t
       completed;               /* completed tasks (release pairs with orch acquire) */
   _Atomic uint64_t async_done; /* async completions (watchdog progress) */
@@ -533,6 +544,16 @@ static inline bool run_stopping(const pto_run *r) {
   /* acquire pairs with the release store in run_fail/run_finish */
   return atomic_load_explicit(&r->stop, memory_order_acquire) != 0;
 }
+/* A node chip's run whose node task the node cancelled (its cancel word
+ * names the run's generation: node_hooks.h). Relaxed: the word is the
+ * whole message; nothing is published with it. */
+static inline bool run_node_cancelled(const pto_run *r) {
+  return r->node_cancel && (uint32_t)(atomic_load_explicit(r->node_cancel, memory_order_relaxed) >>
+                                      32) == r->node_cancel_gen;
+}
+/* Fails the run for that cancel (PTO_ESHUTDOWN, the node's reason), seen
+ * by task's block on core [core.c]. */
+void run_fail_node_cancel(pto_run *r, pto_task_id task, int core);
 void run_wake_all(pto_run *r);
 /* Task t's state in this run: PENDING when an earlier run stored it. */
 static inline int32_t task_state(const pto_run *r, task *t, memory_order mo) {

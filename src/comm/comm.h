@@ -100,8 +100,10 @@ struct pto_comm {
    * another chip of its group failed (node_task.c): (gen << 32) | (that
    * chip + 1), where gen is the mailbox generation of the task's frame,
    * task_gen while it runs. Its waits then end at once with PTO_ESHUTDOWN,
-   * as at a stop. A cancel that comes after its task ended names a frame
-   * no longer run, so it ends no wait of a later task. NULL: never. */
+   * as at a stop, and pto_kctx_cancelled turns true in its kernels (the
+   * chip runtime reads the same word: chip_set_node_cancel, child.c). A
+   * cancel that comes after its task ended names a frame no longer run,
+   * so it ends no wait of a later task. NULL: never. */
   const _Atomic uint64_t *cancel;
   uint32_t task_gen;
   /* Checking mode (docs/contracts.md, "Node runs"): the arguments of the

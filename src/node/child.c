@@ -67,6 +67,11 @@ static bool frame_posted(void *arg) {
 /* A failed run wakes its kernels' window waits (node_hooks.h). */
 static void wake_waits(void *comm) { comm_wake_mine(comm); }
 
+/* Why the chip's run stopped at the node's cancel of its task (node_hooks.h). */
+static const char *cancel_why(void *comm, char *buf, size_t n) {
+  return comm_stop_why(comm, buf, n);
+}
+
 /* Checking mode (docs/contracts.md, "Node runs"): the node task's
  * arguments bound its remote stores (comm/window_check.c), and the views it
  * lets any rank write are left to the other ranks' checks by this chip's
@@ -115,6 +120,8 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
     return;
   }
   comm->task_gen = f->gen; /* a cancel of this frame ends its waits */
+  /* ... and turns pto_kctx_cancelled true in its kernels, stopping its run */
+  chip_set_node_cancel(chip, comm->cancel, f->gen, cancel_why, comm);
   comm_task_begin(comm, f->epoch, f->group);
   pto_node_task t = {&f->args, slot, f->group_rank, f->group_size, comm, f->task_id};
   pto_run_stats st;
@@ -145,6 +152,10 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
       snprintf(r->err.details, sizeof r->err.details, "%s%s%.*s", details,
                chip_details[0] ? "; " : "", (int)(440 - 2 - strlen(details)), chip_details);
       r->secondary = comm_task_error_secondary(comm);
+    } else if (r->status == PTO_ESHUTDOWN && comm_stopping(comm)) {
+      /* the run stopped at the node's cancel (pto_kctx_cancelled): it
+       * follows the error that made the node cancel the task */
+      r->secondary = true;
     }
   }
 }

@@ -5,7 +5,9 @@
  * deadline, and the peers' own errors (their waits were ended) do not hide
  * it. On one chip alike: a kernel that fails ends a signal wait of another
  * kernel of the same chip's run at once, not at a parked waiter's periodic
- * re-check (the park10s build re-checks every 10 s). After each failed run
+ * re-check (the park10s build re-checks every 10 s). And peers that compute
+ * and poll pto_kctx_cancelled (no wait at all) see it turn true at once,
+ * not at their bound of POLL_MS. After each failed run
  * a good one (an allreduce of the three chips) gives the right sums: the
  * cancellation of run N reaches no task of run N + 1. */
 #include <setjmp.h>
@@ -14,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -26,19 +29,41 @@
 enum { NCHIPS = 3, N = 16 };
 enum { K_GROUP = 0, K_LOCAL_FAIL = 1, K_LOCAL_WAIT = 2 };
 /* what the peers of the failing chip do; GOOD: no one fails */
-enum { MODE_GOOD = 0, MODE_ALLREDUCE, MODE_BARRIER, MODE_SIGNAL, MODE_LOCAL };
-#define DEADLINE_MS 60000
-#define BUDGET_MS   3000 /* a failure named well before the deadline */
+enum { MODE_GOOD = 0, MODE_ALLREDUCE, MODE_BARRIER, MODE_SIGNAL, MODE_LOCAL, MODE_POLL };
+#define DEADLINE_MS    60000
+#define BUDGET_MS      3000 /* a failure named well before the deadline */
+#define POLL_MS        5000 /* MODE_POLL: how long the peers compute uncancelled */
+#define POLL_BUDGET_MS 1000 /* ... and the failure named well before that */
+/* MODE_POLL: what a peer writes to its result */
+#define POLL_CANCELLED 1.0f /* it saw pto_kctx_cancelled */
+#define POLL_BOUND     2.0f /* it computed to the bound uncancelled */
 
 static int ids[3];
 
 /* tensors: this rank's scratch, the "sig" cell, the result; scalars: mode,
- * domain. Chip 1 fails (unless GOOD); the others wait for it. */
+ * domain, MODE_POLL's bound (pto_now_ns: the chips share the host's
+ * clock). Chip 1 fails (unless GOOD); the others wait for it, or compute
+ * (sleep 1 ms at a time) until pto_kctx_cancelled or the bound. */
 static int group_kernel(const pto_kctx *ctx) {
   int mode = (int)DIST_SCALAR(ctx, 0);
   pto_domain dom = (pto_domain)DIST_SCALAR(ctx, 1);
   int chip = pto_comm_chip(pto_kctx_comm(ctx));
   if (mode != MODE_GOOD && chip == 1) return pto_kctx_fail(ctx, PTO_EFATAL, "chip 1 gives up");
+  if (mode == MODE_POLL) {
+    uint64_t bound = DIST_SCALAR(ctx, 2);
+    float *out = pto_tensor_f32(&ctx->tensors[2]), v = POLL_CANCELLED;
+    while (!pto_kctx_cancelled(ctx)) {
+      if (pto_now_ns() >= bound) {
+        v = POLL_BOUND;
+        break;
+      }
+      struct timespec ts = {0, 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < N; i++)
+      out[i] = v;
+    return 0;
+  }
   if (mode == MODE_BARRIER) return pto_barrier(ctx, dom);
   if (mode == MODE_SIGNAL) /* chip 1 would notify it */
     return pto_signal_wait(ctx, dom, &ctx->tensors[1], PTO_CMP_GE, 1, -1);
@@ -120,6 +145,7 @@ static void group_node(pto_node_orch *no, void *p) {
   dist_scalars(&a, K_GROUP, 3, 1);
   pto_args_scalar(&a, (uint64_t)ra->mode);
   pto_args_scalar(&a, (uint64_t)dom);
+  pto_args_scalar(&a, pto_now_ns() + (uint64_t)POLL_MS * 1000000u);
   pto_node_submit_group(no, chips, NCHIPS, dist_chip_orch, &a, NULL);
 }
 
@@ -155,6 +181,8 @@ static void failed_run(int mode, const char *cause) {
   assert_non_null(out);
   good_run(n, out);
   for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < NCHIPS * N; i++)
+      out[i] = -7.0f; /* a peer that did not run leaves it */
     run_arg ra = {mode, out};
     pto_error_info err;
     uint64_t t0 = pto_now_ns();
@@ -164,6 +192,15 @@ static void failed_run(int mode, const char *cause) {
     assert_int_equal(rc, PTO_EFATAL);
     assert_non_null(strstr(err.details, cause));
     assert_true(ms < BUDGET_MS); /* before: the peers waited out DEADLINE_MS */
+    if (mode == MODE_POLL) {
+      for (int r = 0; r < NCHIPS; r += 2)
+        fprintf(stderr, "chip %d's kernel: %s\n", r,
+                out[r * N] == POLL_CANCELLED ? "saw pto_kctx_cancelled"
+                : out[r * N] == POLL_BOUND   ? "computed to its bound"
+                                             : "did not start");
+      assert_true(ms < POLL_BUDGET_MS); /* before: the peers computed to POLL_MS */
+      assert_true(out[0] != POLL_BOUND && out[2 * N] != POLL_BOUND);
+    }
     good_run(n, out);
   }
   pto_node_destroy(n);
@@ -189,12 +226,20 @@ static void test_a_kernel_of_the_same_run(void **state) {
   failed_run(MODE_LOCAL, "chip 0's other kernel gives up");
 }
 
+/* The peers compute and poll pto_kctx_cancelled: the node's cancel of
+ * their task (chip 1 failed) makes it true in them. */
+static void test_peers_polling_cancelled(void **state) {
+  (void)state;
+  failed_run(MODE_POLL, "chip 1 gives up");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_peers_in_an_allreduce),
       cmocka_unit_test(test_peers_in_a_barrier),
       cmocka_unit_test(test_peers_in_a_signal_wait),
       cmocka_unit_test(test_a_kernel_of_the_same_run),
+      cmocka_unit_test(test_peers_polling_cancelled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,7 @@
  * again after a failed run (state reset, leases kept, nothing left over),
  * calls from a thread other than the orchestration's, refused
  * (pto_node_skip_read_check among them), and a run cancelled by
- * pto_node_cancel.
+ * pto_node_cancel (also while chip kernels poll pto_kctx_cancelled).
  *
  * The nodes lease device ids of their own (TEST_DEV0, TEST_DEV0 + 1) so
  * that this file never queues behind the other dist tests' leases. */
@@ -43,7 +43,7 @@
 #define FAIL_CODE (-1234) /* what the failing kernel returns (not a pto status) */
 
 /* Kernel ids: registration order, the same on every chip (chip_init checks). */
-enum { K_ADD = 0, K_FAIL = 1, K_PING = 2 };
+enum { K_ADD = 0, K_FAIL = 1, K_PING = 2, K_POLL = 3 };
 
 static void sleep_ms(int64_t ms) {
   struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -95,15 +95,38 @@ static int ping_kernel(const pto_kctx *ctx) {
   return 0;
 }
 
+/* What a polling block writes at tensors[0][block_idx]. */
+#define POLL_CANCELLED 1.0f /* it saw pto_kctx_cancelled */
+#define POLL_BOUND     2.0f /* it reached its deadline uncancelled */
+
+/* Computes (sleeps 1 ms at a time) until pto_kctx_cancelled, or until the
+ * absolute time scalar 0 (pto_now_ns: the chips share the host's clock),
+ * then writes which at tensors[0][block_idx] and returns 0, as a kernel
+ * that ends early when its run is cancelled does. */
+static int poll_kernel(const pto_kctx *ctx) {
+  uint64_t deadline = DIST_SCALAR(ctx, 0);
+  float *out = pto_tensor_f32(&ctx->tensors[0]);
+  while (!pto_kctx_cancelled(ctx)) {
+    if (pto_now_ns() >= deadline) {
+      out[ctx->block_idx] = POLL_BOUND;
+      return 0;
+    }
+    sleep_ms(1);
+  }
+  out[ctx->block_idx] = POLL_CANCELLED;
+  return 0;
+}
+
 static int orch_init(pto_chip *chip, int rank, void *arg) {
   (void)rank;
   (void)arg;
-  int add = -1, fail = -1, ping = -1;
+  int add = -1, fail = -1, ping = -1, poll = -1;
   if (pto_kernel_register_aiv(chip, "add", add_kernel, &add) ||
       pto_kernel_register_aiv(chip, "fail", fail_kernel, &fail) ||
-      pto_kernel_register_aiv(chip, "ping", ping_kernel, &ping))
+      pto_kernel_register_aiv(chip, "ping", ping_kernel, &ping) ||
+      pto_kernel_register_aiv(chip, "poll", poll_kernel, &poll))
     return PTO_EFATAL;
-  return add == K_ADD && fail == K_FAIL && ping == K_PING ? 0 : PTO_EFATAL;
+  return add == K_ADD && fail == K_FAIL && ping == K_PING && poll == K_POLL ? 0 : PTO_EFATAL;
 }
 
 /* ---- host sub-worker callbacks (run in the worker processes) ---- */
@@ -1402,7 +1425,124 @@ static void test_cancel_a_run(void **state) {
   pto_node_destroy(n);
 }
 
-int main(void) {
+/* A cancel while chip kernels compute and poll pto_kctx_cancelled: on each
+ * chip a task of POLL_BLOCKS blocks (two run at once, on the chip's two
+ * AIV cores) computes until the absolute time POLL_BOUND_MS after the
+ * run's start unless cancelled. */
+#define POLL_BOUND_MS 4000
+#define POLL_BLOCKS   6
+
+typedef struct poller {
+  pto_node *n;
+  pto_tensor out[2], x, y; /* out[c]: chip c's blocks; y = x + 1 on chip 0 */
+  int rc[3];
+  int blocks;
+  uint64_t deadline_ns, cancel_ns;
+  bool add; /* also the add task (the run after the cancel) */
+} poller;
+
+static int sub_poll(pto_node_orch *no, int chip, const pto_tensor *out, int blocks,
+                    uint64_t deadline_ns) {
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, out);
+  dist_scalars(&a, K_POLL, 1, blocks);
+  pto_args_scalar(&a, deadline_ns);
+  return pto_node_submit(no, chip, dist_chip_orch, &a, NULL);
+}
+
+static void poll_run(pto_node_orch *no, void *arg) {
+  poller *p = arg;
+  for (int c = 0; c < 2; c++)
+    p->rc[c] = sub_poll(no, c, &p->out[c], p->blocks, p->deadline_ns);
+  if (p->add) p->rc[2] = sub_add(no, 0, &p->x, &p->y, 1, 0, NULL);
+}
+
+static void *cancel_polling(void *arg) {
+  poller *p = arg;
+  sleep_ms(200); /* the first blocks of both chips compute */
+  p->cancel_ns = pto_now_ns();
+  p->rc[2] = pto_node_cancel(p->n);
+  return NULL;
+}
+
+/* How many of out's first `blocks` elements are v. */
+static int count_is(const pto_tensor *t, int blocks, float v) {
+  int k = 0;
+  for (int b = 0; b < blocks; b++)
+    k += pto_tensor_f32(t)[b] == v;
+  return k;
+}
+
+/* pto_node_cancel while both chips' kernels compute and poll
+ * pto_kctx_cancelled: it turns true in them (the node's cancel word of
+ * the task they run), so the run returns PTO_ECANCELLED at once, not when
+ * the kernels reach their bound (POLL_BOUND_MS); each chip's run stops
+ * then (its other blocks do not start). The next run is whole: its
+ * kernels run to their bound uncancelled and its data is right. */
+static void test_cancel_polling_kernels(void **state) {
+  (void)state;
+  pto_node *n = make_node();
+  poller p;
+  memset(&p, 0, sizeof p);
+  p.n = n;
+  for (int c = 0; c < 2; c++)
+    p.out[c] = vec(n, SENTINEL);
+  p.blocks = POLL_BLOCKS;
+  uint64_t t0 = pto_now_ns();
+  p.deadline_ns = t0 + (uint64_t)POLL_BOUND_MS * 1000000u;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, cancel_polling, &p), 0);
+  pto_error_info err;
+  int rc = pto_node_run(n, poll_run, &p, &err);
+  uint64_t end = pto_now_ns();
+  pthread_join(th, NULL);
+  double after_ms = (double)(end - p.cancel_ns) / 1e6;
+  printf("cancelled %.0f ms into polling kernels (bound %d ms): the run returned %.0f ms later: "
+         "%s: %s\n",
+         (double)(p.cancel_ns - t0) / 1e6, POLL_BOUND_MS, after_ms, pto_status_name(rc),
+         err.details);
+  for (int c = 0; c < 2; c++)
+    printf("chip %d: %d blocks saw the cancel, %d reached the bound, %d did not start\n", c,
+           count_is(&p.out[c], POLL_BLOCKS, POLL_CANCELLED),
+           count_is(&p.out[c], POLL_BLOCKS, POLL_BOUND),
+           count_is(&p.out[c], POLL_BLOCKS, SENTINEL));
+  assert_int_equal(p.rc[0], 0);
+  assert_int_equal(p.rc[1], 0);
+  assert_int_equal(p.rc[2], 0);
+  assert_int_equal(rc, PTO_ECANCELLED);
+  assert_non_null(strstr(err.details, "cancelled"));
+  assert_true(after_ms < 1000.0); /* before: the bound's rest, about 3800 ms */
+  for (int c = 0; c < 2; c++) {
+    assert_int_equal(count_is(&p.out[c], POLL_BLOCKS, POLL_BOUND), 0);
+    assert_true(count_is(&p.out[c], POLL_BLOCKS, POLL_CANCELLED) >= 1);
+    /* the chip's run stopped: its blocks not started by then never did */
+    assert_true(count_is(&p.out[c], POLL_BLOCKS, SENTINEL) >= 1);
+  }
+  /* the next run: nothing of the cancel reaches it */
+  memset(&p, 0, sizeof p);
+  p.n = n;
+  for (int c = 0; c < 2; c++)
+    p.out[c] = vec(n, SENTINEL);
+  p.x = vec(n, 5.0f);
+  p.y = vec(n, SENTINEL);
+  p.add = true;
+  p.blocks = 2;
+  p.deadline_ns = pto_now_ns() + 100 * 1000000u;
+  rc = pto_node_run(n, poll_run, &p, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, 0);
+  assert_int_equal(p.rc[0] | p.rc[1] | p.rc[2], 0);
+  for (int c = 0; c < 2; c++)
+    assert_int_equal(count_is(&p.out[c], 2, POLL_BOUND), 2);
+  assert_true(all_is(&p.y, 6.0f));
+  pto_node_destroy(n);
+}
+
+/* argv[1], if given, runs only the tests matching that pattern (the mpirun
+ * variant, tests/mpi/node.cmake). */
+int main(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_raw_host_chip_host),
       cmocka_unit_test(test_war_waw_host_over_chip_reader),
@@ -1424,6 +1564,7 @@ int main(void) {
       cmocka_unit_test(test_host_alloc_shared_by_processes_and_threads),
       cmocka_unit_test(test_skip_read_check_from_another_thread),
       cmocka_unit_test(test_cancel_a_run),
+      cmocka_unit_test(test_cancel_polling_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

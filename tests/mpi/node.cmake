@@ -254,6 +254,16 @@ pto_add_mpi_test(NAME node_group_failure NP 3 COMMAND test_node_group_failure TI
 pto_add_mpi_test(NAME node_group_failure_rma NP 3 COMMAND test_node_group_failure TIMEOUT 120
                  RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
 
+# A node run cancelled (pto_node_cancel) under mpirun, chip 1 a rank of its
+# own: rank 0's relay forwards the cancel word, which ends chip 1's signal
+# wait and turns pto_kctx_cancelled true in its computing kernels
+# (tests/dist/test_node_orch.c, test_cancel_a_run and
+# test_cancel_polling_kernels); on shared and on MPI RMA windows.
+pto_add_mpi_test(NAME node_cancel NP 2 COMMAND test_node_orch "test_cancel_*" TIMEOUT 120
+                 RESOURCE_LOCK pto_devices)
+pto_add_mpi_test(NAME node_cancel_rma NP 2 COMMAND test_node_orch "test_cancel_*" TIMEOUT 120
+                 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
+
 # A node runs again right after a failed run (a chip failing between two
 # allreduces or in a barrier, a host task failing, a chip outliving its
 # watchdog, a failed group task then a good one in the same run): exact
