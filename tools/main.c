@@ -332,6 +332,7 @@ static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts
     if (setenv("PTO_RECORD", part, 1)) return CLI_EXIT_FAILED;
   }
   int failed = 0, first = 0;
+  bool kept = false; /* the first failing seed's record is whole at a->record */
   for (int seed = 1; seed <= a->fuzz_schedules; seed++) {
     char v[32];
     snprintf(v, sizeof v, "%d", seed);
@@ -351,6 +352,7 @@ static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts
       if (rn.err)
         fprintf(stderr, "pto run: --record %s: cannot rename %s to %s: %s\n", a->record,
                 rn.from_file, rn.to_file, strerror(rn.err));
+      kept = a->record && !rn.err;
     }
   }
   if (a->record) record_files(part, remove_one, NULL);
@@ -363,9 +365,13 @@ static int cmd_fuzz(const cli_args *a, const pto_scene *sc, const pto_scene_opts
   }
   printf(" (the first: seed %d; pto run %s --schedule-seed %d reproduces it)\n", first, sc->name,
          first);
-  if (a->record)
+  if (kept)
     printf("  the record of seed %d is %s: pto run %s --replay %s\n", first, a->record, sc->name,
            a->record);
+  else if (a->record)
+    printf("  the record of seed %d could not be kept at %s (the error above): rerun with "
+           "--schedule-seed %d --record PATH\n",
+           first, a->record, first);
   return CLI_EXIT_FAILED;
 }
 

@@ -123,6 +123,12 @@ want="pto run: --record $tmp/e/race.rec: cannot rename $tmp/e/race.rec.part.t0.c
   fail "a record file that cannot be renamed: exit $rc, expected \"$want\"; got: $(grep -- --record "$tmp/e.err")"
 [ "$(grep -c -- '--record' "$tmp/e.err")" -eq 1 ] ||
   fail "a record file that cannot be renamed: more than one report: $(grep -- --record "$tmp/e.err")"
+# ... and does not announce the record as kept (before: "the record of
+# seed N is PATH: pto run ... --replay PATH", a record missing files)
+grep -q "record of seed [0-9]* is" "$tmp/e.out" &&
+  fail "a record that could not be kept was announced: $(grep 'record of seed' "$tmp/e.out")"
+grep -q "record of seed [0-9]* could not be kept at $tmp/e/race.rec" "$tmp/e.out" ||
+  fail "a record that could not be kept: no line saying so: $(tail -2 "$tmp/e.out")"
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]
