@@ -360,6 +360,17 @@ static bool room_cond(void *p) {
 }
 
 static bool heap_room(pto_run *r, void *arg);
+/* heap_bytes as the user set it, and what the ring holds when the
+ * rounding to RING_ALIGN made it more: "1000 (the heap ring holds 1024: a
+ * multiple of 64)", else "1048576". */
+static const char *heap_bytes_text(const pto_run *r, char *buf, size_t n) {
+  unsigned long long set = r->cfg->heap_bytes, cap = r->heap.cap;
+  if (set == cap)
+    snprintf(buf, n, "%llu", set);
+  else
+    snprintf(buf, n, "%llu (the heap ring holds %llu: a multiple of %u)", set, cap, RING_ALIGN);
+  return buf;
+}
 static bool tmap_room(pto_run *r, void *arg);
 
 /* A heap range still held once every live task has retired: an open
@@ -536,7 +547,7 @@ static int redux_heap_take(pto_run *r, uint64_t bytes, const pto_args *a, bool w
     int rc = orch_wait_room(r, heap_room, &hr, PTO_EHEAP_DEADLOCK, PTO_ESCOPE_DEADLOCK, "heap ring",
                             "%llu contiguous bytes for this task's REDUX private copies "
                             "(heap_bytes %llu)",
-                            hr.bytes, r->heap.cap);
+                            hr.bytes, (unsigned long long)r->cfg->heap_bytes);
     if (rc) return rc;
   }
   if (hold_add(r, r->next_id, r->heap.head - hr.bytes, HOLD_REDUX)) {
@@ -908,9 +919,10 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
       }
     char total[32] = "2^64 or more";
     if (!wraps) snprintf(total, sizeof total, "%llu", (unsigned long long)heap_total);
+    char hb[96];
     return submit_fail(r, PTO_EHEAP_DEADLOCK,
-                       "OUTPUT buffers of one task need %s bytes (%s) but heap_bytes is %llu",
-                       total, sizes, (unsigned long long)r->heap.cap);
+                       "OUTPUT buffers of one task need %s bytes (%s) but heap_bytes is %s", total,
+                       sizes, heap_bytes_text(r, hb, sizeof hb));
   }
   if (has_heap) {
     ring_req hr = {&r->heap, heap_total, NULL};
@@ -918,7 +930,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
         (rc =
              orch_wait_room(r, heap_room, &hr, PTO_EHEAP_DEADLOCK, PTO_ESCOPE_DEADLOCK, "heap ring",
                             "%llu contiguous bytes for OUTPUT buffers (heap_bytes %llu)",
-                            heap_total, r->heap.cap)))
+                            heap_total, (unsigned long long)r->cfg->heap_bytes)))
       return rc;
     if (hold_push(r, id, r->heap.head - heap_total))
       return submit_fail(r, PTO_ENOMEM, "could not record the held OUTPUT range");

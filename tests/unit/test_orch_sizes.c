@@ -183,6 +183,40 @@ static void test_heap_bytes_that_wrap(void **state) {
   pto_chip_destroy(c.chip);
 }
 
+/* An OUTPUT larger than a heap_bytes that is not a multiple of the ring's
+ * alignment: the details name heap_bytes as configured, and what the ring
+ * holds (before: "heap_bytes is 1024" for a heap_bytes of 1000). */
+static void orch_two_kib(pto_orch *o, void *arg) {
+  os_ctx *c = arg;
+  pto_tensor t;
+  int64_t n = 512; /* f32: 2048 bytes */
+  pto_tensor_desc(&t, PTO_F32, 1, &n);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output(&a, &t);
+  c->rc[0] = pto_submit(o, c->count, &a, NULL, NULL);
+}
+
+static void test_heap_bytes_named_as_configured(void **state) {
+  (void)state;
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.schedulers = 1;
+  cfg.heap_bytes = 1000;
+  os_ctx c = {0};
+  assert_int_equal(pto_chip_create(&cfg, &c.chip), 0);
+  assert_int_equal(pto_kernel_register_aiv(c.chip, "count", os_count, &c.count), 0);
+  pto_error_info err;
+  int rc = pto_chip_run(c.chip, orch_two_kib, &c, NULL, &err);
+  const char *want = "heap_bytes is 1000 (the heap ring holds 1024: a multiple of 64)";
+  if (rc != PTO_EHEAP_DEADLOCK || !strstr(err.details, want))
+    fail_msg("heap_bytes 1000, an OUTPUT of 2048 bytes: %s: '%s'; expected PTO_EHEAP_DEADLOCK "
+             "and '%s'",
+             pto_status_name(rc), err.details, want);
+  pto_chip_destroy(c.chip);
+}
+
 /* A block count whose units (blocks x cores per block) wrap an int32:
  * 1431655766 x 3 is 2^32 + 2, which wrapped to 2 units; 2^30 x 2 is 2^31,
  * which wrapped negative. Each is refused before anything runs, through
@@ -461,6 +495,7 @@ int main(void) {
       cmocka_unit_test(test_output_sizes_wrap),
       cmocka_unit_test(test_output_larger_than_heap_fails_at_once),
       cmocka_unit_test(test_heap_bytes_that_wrap),
+      cmocka_unit_test(test_heap_bytes_named_as_configured),
       cmocka_unit_test(test_block_units_overflow),
       cmocka_unit_test(test_stale_output_input),
       cmocka_unit_test(test_stale_output_uses),
