@@ -80,31 +80,22 @@ const char *chip_config_mode_problem(const pto_chip_config *c) {
 
 /* pto_chip_create_ex's failure: the code and one sentence naming the field. */
 static int create_fail(pto_error_info *err, int code, const char *fmt, ...) {
-  if (err) {
-    va_list ap;
-    va_start(ap, fmt);
-    err->code = code;
-    vsnprintf(err->details, sizeof err->details, fmt, ap);
-    va_end(ap);
-  }
+  va_list ap;
+  va_start(ap, fmt);
+  err->code = code;
+  vsnprintf(err->details, sizeof err->details, fmt, ap);
+  va_end(ap);
   return code;
 }
 
+/* err: never NULL (pto_chip_create_ex gives its own). */
 static int create_chip(const pto_chip_config *cfg, pto_chip **out, pto_error_info *err) {
-  if (err) {
-    memset(err, 0, sizeof *err);
-    err->task_id = PTO_TASK_NONE;
-    err->core_id = -1;
-    err->arg = -1;
-  }
+  error_info_reset(err);
   if (out) *out = NULL;
   if (!cfg || !out)
     return create_fail(err, PTO_EINVAL, "pto_chip_create: %s is NULL", cfg ? "out" : "cfg");
   /* An invalid PTO_* environment value is an error, not silently ignored. */
-  if (pto_options_check(err ? err->details : NULL, err ? sizeof err->details : 0)) {
-    if (err) err->code = PTO_EINVAL;
-    return PTO_EINVAL;
-  }
+  if (pto_options_check(err->details, sizeof err->details)) return err->code = PTO_EINVAL;
   pto_chip_config c = *cfg;
   if (c.schedulers == 0) c.schedulers = c.clusters < 3 ? c.clusters : 3;
 #define BAD(cond, ...)                                                                             \
@@ -636,10 +627,7 @@ static void run_reset(pto_run *r) {
     rq->head = 0;
     atomic_store_explicit(&rq->count, 0, memory_order_relaxed);
   }
-  memset(&r->err, 0, sizeof r->err);
-  r->err.task_id = PTO_TASK_NONE;
-  r->err.core_id = -1;
-  r->err.arg = -1;
+  error_info_reset(&r->err);
   atomic_store_explicit(&r->orch_wake_at, INT64_MAX, memory_order_relaxed);
   r->orch_start_ns = r->orch_end_ns = 0;
   atomic_store_explicit(&r->sync_fast, 0, memory_order_relaxed);
@@ -921,21 +909,15 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, bool whole, pt
   st->blocks += r->contract_blocks; /* checking mode ran them (contract.c) */
 }
 
+/* err: never NULL (pto_chip_run gives its own). */
 static int run_chip(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *stats,
                     pto_error_info *err) {
   if (stats) memset(stats, 0, sizeof *stats);
-  if (err) {
-    memset(err, 0, sizeof *err);
-    err->task_id = PTO_TASK_NONE;
-    err->core_id = -1;
-    err->arg = -1;
-  }
+  error_info_reset(err);
 #define EARLY_FAIL(rc_, ...)                                                                       \
   do {                                                                                             \
-    if (err) {                                                                                     \
-      err->code = (rc_);                                                                           \
-      snprintf(err->details, sizeof err->details, __VA_ARGS__);                                    \
-    }                                                                                              \
+    err->code = (rc_);                                                                             \
+    snprintf(err->details, sizeof err->details, __VA_ARGS__);                                      \
     return (rc_);                                                                                  \
   } while (0)
   if (!chip) EARLY_FAIL(PTO_EINVAL, "pto_chip_run: chip is NULL");
@@ -1056,13 +1038,11 @@ static int run_chip(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *st
   }
   rc = atomic_load(&r->status);
   if (stats) run_stats(r, host0, host1, whole, stats);
-  if (err) {
-    *err = r->err;
-    if (r->trace && !whole && chip->trace_path) { /* its cause stays first */
-      size_t n = strlen(err->details);
-      snprintf(err->details + n, sizeof err->details - n,
-               "; no trace written to %s (a thread was still inside the run)", chip->trace_path);
-    }
+  *err = r->err;
+  if (r->trace && !whole && chip->trace_path) { /* its cause stays first */
+    size_t n = strlen(err->details);
+    snprintf(err->details + n, sizeof err->details - n,
+             "; no trace written to %s (a thread was still inside the run)", chip->trace_path);
   }
   if (r->trace && !chip->stuck) { /* a thread still inside may write to it */
     trace_destroy(r->trace);

@@ -151,24 +151,20 @@ static int capture_graph(pto_chip *chip, pto_orch_fn fn, void *arg, pto_graph **
   if (!graph || !g || !fn || !chip) {
     free(g);
     if (stats) memset(stats, 0, sizeof *stats); /* as a run's: filled in every case */
-    if (err) {
-      memset(err, 0, sizeof *err);
-      err->task_id = PTO_TASK_NONE;
-      err->core_id = -1;
-      err->code = g ? PTO_EGRAPH : PTO_ENOMEM;
-      snprintf(err->details, sizeof err->details, "pto_graph_capture: %s",
-               !g       ? "out of memory"
-               : !graph ? "graph (the result) is NULL"
-               : !chip  ? "chip is NULL"
-                        : "orchestration function is NULL");
-    }
-    return g ? PTO_EGRAPH : PTO_ENOMEM;
+    error_info_reset(err);
+    err->code = g ? PTO_EGRAPH : PTO_ENOMEM;
+    snprintf(err->details, sizeof err->details, "pto_graph_capture: %s",
+             !g       ? "out of memory"
+             : !graph ? "graph (the result) is NULL"
+             : !chip  ? "chip is NULL"
+                      : "orchestration function is NULL");
+    return err->code;
   }
   g->chip = chip;
   g->chip_uid = chip->uid;
   capture_call c = {fn, arg, g};
   int rc = pto_chip_run(chip, capture_orch, &c, stats, err);
-  if (!rc && (rc = graph_build(g)) != 0 && err) {
+  if (!rc && (rc = graph_build(g)) != 0) {
     err->code = rc;
     snprintf(err->details, sizeof err->details,
              "pto_graph_capture: out of memory building "
@@ -549,13 +545,9 @@ static void replay_orch(pto_orch *o, void *arg) {
 
 static int refuse(int rc, const char *why, pto_run_stats *stats, pto_error_info *err) {
   if (stats) memset(stats, 0, sizeof *stats);
-  if (err) {
-    memset(err, 0, sizeof *err);
-    err->task_id = PTO_TASK_NONE;
-    err->core_id = -1;
-    err->code = rc;
-    snprintf(err->details, sizeof err->details, "pto_graph_launch refused: %s", why);
-  }
+  error_info_reset(err);
+  err->code = rc;
+  snprintf(err->details, sizeof err->details, "pto_graph_launch refused: %s", why);
   return rc;
 }
 

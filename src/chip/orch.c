@@ -360,6 +360,8 @@ static bool room_cond(void *p) {
 }
 
 static bool heap_room(pto_run *r, void *arg);
+static bool tmap_room(pto_run *r, void *arg);
+
 /* heap_bytes as the user set it, and what the ring holds when the
  * rounding to RING_ALIGN made it more: "1000 (the heap ring holds 1024: a
  * multiple of 64)", else "1048576". */
@@ -371,7 +373,6 @@ static const char *heap_bytes_text(const pto_run *r, char *buf, size_t n) {
     snprintf(buf, n, "%llu (the heap ring holds %llu: a multiple of %u)", set, cap, RING_ALIGN);
   return buf;
 }
-static bool tmap_room(pto_run *r, void *arg);
 
 /* A heap range still held once every live task has retired: an open
  * scope's, a REDUX slab whose combine task is not submitted yet, or one

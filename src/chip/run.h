@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "chip/commute.h"
 #include "chip/core_sets.h"
@@ -540,6 +541,14 @@ void run_fail(pto_run *r, int code, pto_task_id task, int core, const char *fmt,
 /* The watchdog's PTO_ESCHED_TIMEOUT with its stall class [run.c]. */
 void run_fail_stall(pto_run *r, pto_stall_class stall, pto_task_id task, int core, const char *fmt,
                     ...) __attribute__((format(printf, 5, 6)));
+/* An error record with nothing in it: no code, no task, core or argument
+ * (what a call that takes a pto_error_info fills first, and each run). */
+static inline void error_info_reset(pto_error_info *e) {
+  memset(e, 0, sizeof *e);
+  e->task_id = PTO_TASK_NONE;
+  e->core_id = -1;
+  e->arg = -1;
+}
 static inline bool run_stopping(const pto_run *r) {
   /* acquire pairs with the release store in run_fail/run_finish */
   return atomic_load_explicit(&r->stop, memory_order_acquire) != 0;

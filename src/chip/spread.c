@@ -54,17 +54,26 @@ static bool cpus_ours(const pto_run *r, const cpu_set_t *mine) {
   return cpu_set_unshared(others > 0 ? others : 0, cpu_online(), CPU_COUNT(mine));
 }
 
+/* Whether core c took part in the run of generation gen (relaxed: a core
+ * that enters later is left where it is). */
+static bool took_part(const core *c, uint64_t gen) {
+  return c->started && atomic_load_explicit(&c->entered, memory_order_relaxed) == gen;
+}
+
 void spread_begin(pto_run *r) {
-  if (!r->cfg->spread_cores || cpu_set_of_self(&r->spread_cpus) != 0 ||
+  if (!r->cfg->spread_cores) return;
+  uint64_t gen = run_phase_gen(atomic_load_explicit(&r->phase, memory_order_relaxed));
+  int first = 0;
+  while (first < r->ncores && !took_part(&r->cores[first], gen))
+    first++;
+  /* a run no core entered (an empty one) binds nothing: no system call */
+  if (first == r->ncores || cpu_set_of_self(&r->spread_cpus) != 0 ||
       CPU_COUNT(&r->spread_cpus) < 2 || !cpus_ours(r, &r->spread_cpus))
     return;
-  uint64_t gen = run_phase_gen(atomic_load_explicit(&r->phase, memory_order_relaxed));
-  for (int i = 0; i < r->ncores; i++) {
-    core *c = &r->cores[i];
-    /* relaxed: a core that enters later is left where it is */
-    if (!c->started || atomic_load_explicit(&c->entered, memory_order_relaxed) != gen) continue;
-    c->spread = cpu_bind_thread(c->thread, &r->spread_cpus, r->chip->cpu_first + i) == 0;
-  }
+  for (int i = first; i < r->ncores; i++)
+    if (took_part(&r->cores[i], gen))
+      r->cores[i].spread =
+          cpu_bind_thread(r->cores[i].thread, &r->spread_cpus, r->chip->cpu_first + i) == 0;
 }
 
 void spread_end(pto_run *r) {

@@ -142,9 +142,8 @@ static pthread_once_t wait_set_once = PTHREAD_ONCE_INIT;
 static void read_wait_set(void) {
   if (cpu_set_of_self(&wait_set) != 0) {
     CPU_ZERO(&wait_set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    for (long c = 0; c < n && c < CPU_SETSIZE; c++)
-      CPU_SET((int)c, &wait_set);
+    for (int c = 0, n = cpu_online(); c < n && c < CPU_SETSIZE; c++)
+      CPU_SET(c, &wait_set);
   }
   int n = CPU_COUNT(&wait_set);
   wait_ncpus = n > 1 ? n : 1;
