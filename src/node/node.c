@@ -286,9 +286,7 @@ void pto_node_destroy(pto_node *n) {
    * orchestration (making its TensorMap, or past its last wait) is still a
    * run. Refused then without failing it: its owner latches nothing there.
    * Before, a destroy in those windows freed the node under the run. */
-  bool idle = false;
-  if (!atomic_compare_exchange_strong_explicit(&n->running, &idle, true, memory_order_acq_rel,
-                                               memory_order_acquire)) {
+  if (!node_claim(n)) {
     last_error_set(PTO_EINVAL, "%s", DESTROY_REFUSED);
     return;
   }
@@ -396,9 +394,7 @@ static int run_node(pto_node *n, pto_node_orch_fn fn, void *arg, pto_error_info 
   /* one run at a time, whichever thread calls: taken before anything of
    * the run is made (before, a plain bool set after the bookkeeping let two
    * threads both pass and run over one TensorMap and task array) */
-  bool idle = false;
-  if (!atomic_compare_exchange_strong_explicit(&n->running, &idle, true, memory_order_acq_rel,
-                                               memory_order_acquire)) {
+  if (!node_claim(n)) {
     node_set_err(err, PTO_EBUSY,
                  "pto_node_run: the node is already running (a run on another thread, or this "
                  "call came from the node's orchestration); it did nothing");

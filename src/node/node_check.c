@@ -302,9 +302,7 @@ int pto_node_skip_read_check(pto_node *n, pto_host_fn fn) {
     last_error_set(PTO_EINVAL, "%s", SKIP_REFUSED); /* the owner fails the run */
     return PTO_EINVAL;
   } else {
-    bool idle = false;
-    if (!atomic_compare_exchange_strong_explicit(&n->running, &idle, true, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
+    if (!node_claim(n)) {
       last_error_set(PTO_EINVAL, "%s", SKIP_REFUSED);
       return PTO_EINVAL;
     }

@@ -219,6 +219,14 @@ static inline size_t node_host_used(const pto_node *n) {
  * (foreign_busy, seq_cst with the clear) and latches what they left
  * (node_end_foreign): a call is either refused as after the run or fails
  * the run. */
+/* Takes the node as a run does (running: one run, destroy or other claim
+ * at a time, whichever thread); false when it is taken. The taker stores
+ * running = false (release) when done. */
+static inline bool node_claim(pto_node *n) {
+  bool idle = false;
+  return atomic_compare_exchange_strong_explicit(&n->running, &idle, true, memory_order_acq_rel,
+                                                 memory_order_acquire);
+}
 static inline bool node_foreign_leave(pto_node *n, pto_node_orch *no, const char *call) {
   atomic_fetch_add_explicit(&n->foreign_busy, 1, memory_order_seq_cst);
   bool live = atomic_load_explicit(&n->orch_live, memory_order_seq_cst) == no;
