@@ -14,11 +14,8 @@
  *     against a launch, median of REPS, each checked.
  *
  * A launch binds the captured buffers again (NULL bindings): a decode step
- * or a solver iteration that reuses its buffers. Not part of the build;
- * from the repository root after building `build` (targets pto_static and
- * pto_scenes):
- *   gcc -O2 -Iinclude -Iexamples bench/graph_bench.c build/examples/libpto_scenes.a \
- *       build/src/libpto_internal.a -lpthread -lm -o /tmp/graph_bench && /tmp/graph_bench
+ * or a solver iteration that reuses its buffers. Built with the
+ * library (bench/pto_programs.cmake): build/bench/graph_bench.
  * Arguments: [steps (100)] [reps (3)] [N (10000)] [workers (2)]. */
 #include <math.h>
 #include <stdint.h>

@@ -10,10 +10,7 @@
  * first a warm-up; it prints the median, minimum and maximum of the timed
  * rounds, in wall ns per task (pto_chip_run's wall time / tasks), and the
  * median's ratio to the smallest chip's. Every round checks its result.
- * Not part of the build; compile it against a built libpto.a, e.g. from
- * the repository root after building build-plain:
- *   gcc -O2 -Iinclude bench/idle_cores_bench.c build-plain/src/libpto.a \
- *       -lpthread -lm -o /tmp/idle_cores_bench && /tmp/idle_cores_bench
+ * Built with the library (bench/pto_programs.cmake): build/bench/idle_cores_bench.
  * Arguments: [tasks per round (default 20000)] [rounds (default 6)]
  * [clusters ... (default 8 64 256 1024 4096)]. */
 #include <stdint.h>

@@ -7,11 +7,8 @@
  * Each node: create (timed), then ROUNDS runs of TASKS node tasks, the
  * first a warm-up; it prints the median, minimum and maximum of the timed
  * runs in wall µs per node task, and the median's ratio to the 1-chip
- * node. Every run checks the counter. Not part of the build; compile it
- * against a built libpto.a, e.g. from the repository root:
- *   gcc -O2 -Iinclude bench/node_chips_bench.c build/src/libpto.a \
- *       -lmpi -lpthread -lm -o /tmp/node_chips_bench && /tmp/node_chips_bench
- * (drop -lmpi for a build without PTO_MPI). Arguments: [node tasks per run
+ * node. Every run checks the counter. Built with the library
+ * (bench/pto_programs.cmake): build/bench/node_chips_bench. Arguments: [node tasks per run
  * (default 2000)] [runs (default 5)] [chips ... (default 1 2 4 8 16)]. */
 #include <stdint.h>
 #include <stdio.h>

@@ -7,10 +7,7 @@
  * the 10th and 90th percentiles and the maximum. Last, the CPU time the
  * process spends per second while a chip of 8 clusters (24 cores) sits idle
  * between two runs (its threads parked).
- * Not part of the build; compile it against a built libpto.a, e.g. from
- * the repository root after building build-plain:
- *   gcc -O2 -Iinclude bench/run_bench.c build-plain/src/libpto.a \
- *       -lpthread -lm -o /tmp/run_bench && /tmp/run_bench
+ * Built with the library (bench/pto_programs.cmake): build/bench/run_bench.
  * Arguments: [runs per case (default 1000)]. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,10 +15,7 @@
  * so they show the orchestrator's own cost of dependency tracking without
  * the cache lines it shares with the cores (run under `taskset -c 0` to
  * see all of it on one CPU). They submit at most GATED_MAX tasks a run.
- * Not part of the build; compile it against a built libpto.a, e.g. from
- * the repository root after building build-plain:
- *   gcc -O2 -Iinclude bench/submit_bench.c build-plain/src/libpto.a \
- *       -lpthread -lm -o /tmp/submit_bench && /tmp/submit_bench
+ * Built with the library (bench/pto_programs.cmake): build/bench/submit_bench.
  * Arguments: [tasks per run (default 4096)] [runs (default 15)]
  * [form: 1, 4 or 2 for fresh (default all); one form alone, for a profile]. */
 #include <stdatomic.h>
