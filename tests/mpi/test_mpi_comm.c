@@ -41,6 +41,11 @@
  *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank
  *           0's record of task 1 and fails naming it, never takes it for its
  *           own
+ *   coll_late  (-np 2) rank 0's allreduce on MPI's collectives gives up in
+ *           its data step, rank 1 calls later: rank 0's src and dst,
+ *           written by the program since, are left alone, and rank 1 gets
+ *           the sum of the values the call was made with (RMA windows,
+ *           then shared windows)
  *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
  *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
  *   die     rank 1 exits in the middle of the others' wait: they end with
@@ -1148,6 +1153,76 @@ static int coll_stale(void) {
   return failures ? 1 : 0;
 }
 
+/* A call whose data step did not complete: MPI cannot withdraw it, and
+ * it completes once the late rank calls and this process makes MPI
+ * progress again, after the call returned and its kernel's buffers became
+ * the program's again (a tile on the kernel's stack, a task's OUTPUT
+ * reused by the next task). The backend's collective is called directly
+ * (coll.c's descriptors, which would make rank 0 wait for rank 1's call,
+ * are left out): rank 0's allreduce gives up after 1 ms, its
+ * MPI_Iallreduce issued; then rank 0 writes other values into its src and
+ * dst, and only then does rank 1 call (after a barrier), with a 5 s
+ * deadline, and complete while rank 0 makes progress in further
+ * barriers. Rank 0's dst must keep what the program wrote (before the
+ * fix, MPI wrote the sum over it), and rank 1 must get the sum of the
+ * values rank 0's call was made with, not of what rank 0 wrote afterwards
+ * (before the fix, PTO_OK with wrong sums). */
+static int coll_late(bool shared) {
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
+  enum { N = 1 << 16 }; /* floats: 256 KiB */
+  static float in[N], out[N];
+  size_t sb = pto_coll_scratch_bytes(np, sizeof in);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 93 - shared, world4, np, b, 1, false, 1);
+  comm_dom *d = comm_find(&x.c, x.d.id);
+  const char *lay = shared ? "shared" : "RMA";
+  for (int i = 0; i < N; i++)
+    in[i] = (float)(x.rank + 1), out[i] = 0;
+  comm_coll_call call = {.kind = COMM_ALLREDUCE,
+                         .dtype = PTO_F32,
+                         .op = PTO_RED_SUM,
+                         .count = N,
+                         .src = in,
+                         .dst = out,
+                         .buf = 0};
+  char why[400] = "";
+  if (x.rank == 0) {
+    int rc = d->be->coll(d->win, &call, 1, NULL, NULL, why, sizeof why);
+    CHECK_EQ(rc, PTO_EWAIT_TIMEOUT, "rank 0's allreduce, which rank 1 has not called yet");
+    printf("rank 0 (%s windows): %s: %s\n", lay, pto_status_name(rc), why);
+    for (int i = 0; i < N; i++) /* the program's memory again */
+      in[i] = 100, out[i] = -7;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (x.rank == 1) {
+    int rc = d->be->coll(d->win, &call, 5000, NULL, NULL, why, sizeof why);
+    CHECK_EQ(rc, PTO_OK, "rank 1's allreduce, late, which rank 0's call in flight meets");
+    int bad = 0, first = -1;
+    for (int i = 0; i < N && rc == PTO_OK; i++)
+      if (out[i] != 3 && bad++ == 0) first = i;
+    if (bad)
+      FAIL("(%s windows) rank 1's allreduce returned PTO_OK with %d of %d sums wrong, the first "
+           "[%d] = %g, expected 3: it took what rank 0 wrote into its src or dst after its call "
+           "returned",
+           lay, bad, N, first, (double)out[first]);
+  }
+  for (int i = 0; i < 3; i++) /* MPI progress on rank 0 while its request completes */
+    MPI_Barrier(MPI_COMM_WORLD);
+  if (x.rank == 0) {
+    int bad = 0, first = -1;
+    for (int i = 0; i < N; i++)
+      if (out[i] != -7 && bad++ == 0) first = i;
+    if (bad)
+      FAIL("(%s windows) the allreduce that gave up wrote rank 0's dst after it returned: %d of "
+           "%d floats changed, the first [%d] = %g, expected -7 (what the program wrote there "
+           "since)",
+           lay, bad, N, first, (double)out[first]);
+  }
+  dom_close(&x);
+  return failures ? 1 : 0;
+}
+
 /* The survivors of a rank that died leave after rank 0 has printed: a
  * rank that _exits makes mpiexec end the whole job, and a survivor that
  * left first could end rank 0 before its line (the one the ctest's
@@ -1477,6 +1552,8 @@ int main(int argc, char **argv) {
     rc = coll_missing(false) | coll_missing(true);
   } else if (strcmp(mode, "coll_stale") == 0) {
     rc = coll_stale();
+  } else if (strcmp(mode, "coll_late") == 0) {
+    rc = coll_late(false) | coll_late(true);
   } else if (strcmp(mode, "coll_die") == 0) {
     rc = coll_die();
     fflush(stdout);
