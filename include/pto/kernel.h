@@ -45,9 +45,11 @@ typedef int (*pto_kernel_fn)(const pto_kctx *ctx);
 /* True once the run has failed or is shutting down: a long-running kernel
  * should poll this and return (it is how a stuck kernel is "reset"). On a
  * node's chip also once the node cancelled the node task the run belongs
- * to (pto_node_cancel, or another chip of its group task failed): the
- * first call that sees that fails the chip's run with PTO_ESHUTDOWN
- * ("the node cancelled chip 0's task: ..."), so its blocks not started
+ * to (pto_node_cancel, or another chip of its group task failed), or
+ * stopped the chip (the node failed; under mpirun chip 0, a thread of rank
+ * 0): the first call that sees that fails the chip's run with
+ * PTO_ESHUTDOWN ("the node cancelled chip 0's task: ...", "the node
+ * stopped chip 0 (the node failed)"), so its blocks not started
  * never start and the run ends once the running ones have returned. Cheap
  * enough for a hot loop: a few loads and no write until it turns true. */
 PTO_API bool pto_kctx_cancelled(const pto_kctx *ctx);

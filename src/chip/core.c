@@ -13,7 +13,8 @@
 #include "common/options.h"
 
 /* A node chip's kernel also sees the node's cancel of its node task (its
- * group failed, the node run was cancelled): the first call that does
+ * group failed, the node run was cancelled, or the node failed and stopped
+ * the chip: one word, node_hooks.h): the first call that does
  * fails the run, which then stops as on any failure. It costs one relaxed
  * load more (the word), its pointer and generation on the stop flag's
  * line; nothing is written until it turns true. */

@@ -17,14 +17,15 @@ void chip_set_cpu_first(pto_chip *chip, int first);
  * its windows, whose waits see pto_kctx_cancelled only when woken (wake:
  * comm_wake_mine). Set between runs [chip.c]. */
 void chip_set_fail_wake(pto_chip *chip, void (*wake)(void *arg), void *arg);
-/* The node's cancel of the node task the chip's next runs belong to: while
- * *word names it ((*word >> 32) == gen: the node's cancel word, comm.h
- * comm_cancel_word; gen is never 0), pto_kctx_cancelled is true in the
- * run's kernels, and the first call that sees it fails the run with
- * PTO_ESHUTDOWN, its details what why(arg, buf, n) writes (the run then
- * ends as a failed run does: no other block of it starts). A word that
- * names another task (an earlier frame's late cancel) cancels nothing.
- * word NULL: none. Set between runs [chip.c]. */
+/* The node's cancel of the node task the chip's next runs belong to (or
+ * its stop of the chip, which it writes there as a cancel of that task:
+ * comm.h, COMM_CANCEL_STOP): while *word names it ((*word >> 32) == gen:
+ * the node's cancel word, comm.h comm_cancel_word; gen is never 0),
+ * pto_kctx_cancelled is true in the run's kernels, and the first call
+ * that sees it fails the run with PTO_ESHUTDOWN, its details what why(arg,
+ * buf, n) writes (the run then ends as a failed run does: no other block
+ * of it starts). A word that names another task (an earlier frame's late
+ * cancel) cancels nothing. word NULL: none. Set between runs [chip.c]. */
 void chip_set_node_cancel(pto_chip *chip, const _Atomic uint64_t *word, uint32_t gen,
                           const char *(*why)(void *arg, char *buf, size_t n), void *arg);
 

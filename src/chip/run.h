@@ -553,9 +553,9 @@ static inline bool run_stopping(const pto_run *r) {
   /* acquire pairs with the release store in run_fail/run_finish */
   return atomic_load_explicit(&r->stop, memory_order_acquire) != 0;
 }
-/* A node chip's run whose node task the node cancelled (its cancel word
- * names the run's generation: node_hooks.h). Relaxed: the word is the
- * whole message; nothing is published with it. */
+/* A node chip's run whose node task the node cancelled, or whose chip it
+ * stopped (its cancel word names the run's generation: node_hooks.h).
+ * Relaxed: the word is the whole message; nothing is published with it. */
 static inline bool run_node_cancelled(const pto_run *r) {
   return r->node_cancel && (uint32_t)(atomic_load_explicit(r->node_cancel, memory_order_relaxed) >>
                                       32) == r->node_cancel_gen;

@@ -163,12 +163,17 @@ void comm_domain_close(pto_comm *c, int32_t id, bool unlink);
 /* `failed` of a cancel word when the node run was cancelled
  * (pto_node_cancel), not a chip of the group: comm_cancel_by gives it back */
 #define COMM_CANCEL_RUN (-2)
+/* `failed` of a cancel word when the node stopped the chip (it failed and
+ * stops the chips that are threads of its process: node_proc.c,
+ * stop_threads), written as a cancel of the frame the chip runs so that
+ * its chip run sees it where it sees a cancel (pto_kctx_cancelled) */
+#define COMM_CANCEL_STOP (-3)
 static inline uint64_t comm_cancel_word(uint32_t gen, int failed) {
   return (uint64_t)gen << 32 | (uint32_t)(failed + 1);
 }
 /* The chip whose failure cancelled the task of generation gen, by word
- * (COMM_CANCEL_RUN: the run was cancelled); -1 when the word names another
- * task, or none (0). */
+ * (COMM_CANCEL_RUN: the run was cancelled; COMM_CANCEL_STOP: the node
+ * stopped the chip); -1 when the word names another task, or none (0). */
 static inline int comm_cancel_by(uint64_t word, uint32_t gen) {
   return word && (uint32_t)(word >> 32) == gen ? (int)(uint32_t)word - 1 : -1;
 }

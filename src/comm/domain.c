@@ -79,7 +79,8 @@ static bool stopped(const pto_comm *c) {
   return c->stop && atomic_load_explicit(c->stop, memory_order_acquire) != 0;
 }
 
-/* The chip whose failure cancelled this chip's task, COMM_CANCEL_RUN, or -1. */
+/* The chip whose failure cancelled this chip's task, COMM_CANCEL_RUN,
+ * COMM_CANCEL_STOP, or -1. */
 static int cancelled_by(const pto_comm *c) {
   /* relaxed: the word carries its whole meaning; nothing is published with it */
   return comm_cancel_by(c->cancel ? atomic_load_explicit(c->cancel, memory_order_relaxed) : 0,
@@ -89,7 +90,8 @@ static int cancelled_by(const pto_comm *c) {
 bool comm_stopping(const pto_comm *c) { return c && (stopped(c) || cancelled_by(c) != -1); }
 
 const char *comm_stop_why(const pto_comm *c, char *buf, size_t n) {
-  if (stopped(c))
+  /* the stop as the cancel word names it too: the word may be seen first */
+  if (stopped(c) || cancelled_by(c) == COMM_CANCEL_STOP)
     snprintf(buf, n, "the node stopped chip %d (the node failed)", c->chip);
   else if (cancelled_by(c) == COMM_CANCEL_RUN)
     snprintf(buf, n, "the node cancelled chip %d's task: the node run was cancelled", c->chip);

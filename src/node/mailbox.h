@@ -81,7 +81,8 @@ typedef struct node_mbox {
   _Atomic uint32_t stop;   /* parent: leave now, a child that is a thread of the parent
                               (node_proc.c, stop_threads) */
   /* parent: cancel the task of frame gen G, as chip C of its group failed:
-   * (G << 32) | (C + 1) (comm.h, pto_comm.cancel; node_task.c) */
+   * (G << 32) | (C + 1) (comm.h, pto_comm.cancel; node_task.c); also the
+   * run's cancel and the node's stop (COMM_CANCEL_RUN, COMM_CANCEL_STOP) */
   _Atomic uint64_t cancel;
   pto_event to_child; /* signalled with every post */
   node_frame frame;
@@ -118,7 +119,9 @@ bool mbox_peek(node_mbox *mb, uint32_t last, node_frame *f);
 void mbox_mark_taken(node_mbox *mb, uint32_t gen);
 /* Parent: the task of frame gen, which the child runs, is cancelled, as
  * chip `failed` of its group failed, or COMM_CANCEL_RUN: the run was
- * cancelled (comm.h, pto_comm.cancel: its waits end). */
+ * cancelled, or COMM_CANCEL_STOP: the node stopped the child, a thread of
+ * its process (comm.h, pto_comm.cancel: its waits end, and its kernels see
+ * pto_kctx_cancelled). */
 void mbox_cancel(node_mbox *mb, uint32_t gen, int failed);
 /* Relay on a chip rank (mpi_relay.c), standing in for the parent: rank 0's
  * cancel word w (0: none) for its frame `remote`, which this mailbox runs

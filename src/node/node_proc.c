@@ -128,11 +128,17 @@ static bool no_thread_left(void *arg) {
  * window is unmapped: chip 0's kernels may be waiting on one (in the same
  * address range as the observer's view, on rank 0). A stopped chip's waits
  * end at once (comm_stopping; the observer's view of its windows wakes the
- * parked ones), its run fails and the thread leaves; a host worker leaves
- * after its callback. Returns false when one is still running at the
- * control deadline (counted from the first stop): a kernel or callback
- * that never returns keeps the windows mapped. A failed node under mpirun
- * waits FAILED_STOP_MS at most (below). */
+ * parked ones), and its kernels that compute see pto_kctx_cancelled true:
+ * the stop is also written into its cancel word as a cancel of the frame
+ * it runs (COMM_CANCEL_STOP), the word its chip run reads (child.c,
+ * chip_set_node_cancel), so the first of them that sees it fails the run.
+ * Before, such a kernel ran to its end, and the failed node waited for it
+ * (FAILED_STOP_MS under mpirun, then went on with chip 0 still running).
+ * The run fails and the thread leaves; a host worker leaves after its
+ * callback. Returns false when one is still running at the control
+ * deadline (counted from the first stop): a kernel or callback that never
+ * returns keeps the windows mapped. A failed node under mpirun waits
+ * FAILED_STOP_MS at most (below). */
 #define FAILED_STOP_MS 2000 /* stop_threads' wait in a failed node under mpirun */
 
 static bool stop_threads(pto_node *n) {
@@ -142,6 +148,9 @@ static bool stop_threads(pto_node *n) {
     node_mbox *mb = &n->ctl->mbox[s];
     /* release pairs with the acquire loads in serve() and comm_stopping */
     atomic_store_explicit(&mb->stop, 1, memory_order_release);
+    /* the frame it runs (0: none; a chip between frames leaves at serve's
+     * look at stop): a word that names it touches no other frame */
+    if (s < n->cfg.nchips && c->gen) mbox_cancel(mb, c->gen, COMM_CANCEL_STOP);
     pto_event_signal(&mb->to_child);
     if (s < n->cfg.nchips) comm_wake(&n->observer, s);
     if (!n->stop_deadline_ns) {

@@ -161,8 +161,9 @@ static int host_fail(const pto_args *a, void *arg) {
 
 /* ---- helpers (parent side) ---- */
 
-/* tensormap_entries: 0 for the default */
-static pto_node *make_node_tm(uint32_t tensormap_entries) {
+/* tensormap_entries: 0 for the default; task_timeout_ms: the node fails
+ * (PTO_ECONTROL_TIMEOUT) when a node task outlives it */
+static pto_node *make_node_cfg(uint32_t tensormap_entries, int64_t task_timeout_ms) {
   pto_scene_opts o = {0};
   pto_node_config cfg;
   static const int devs[2] = {TEST_DEV0, TEST_DEV0 + 1};
@@ -176,11 +177,16 @@ static pto_node *make_node_tm(uint32_t tensormap_entries) {
   cfg.window_space = 16u << 20;
   cfg.startup_timeout_ms = 20000;
   cfg.control_timeout_ms = 5000;
-  cfg.task_timeout_ms = 5000; /* a lost dependency edge fails fast instead of hanging */
+  cfg.task_timeout_ms = task_timeout_ms;
   cfg.wait_timeout_ms = 3000;
   cfg.quiet = true;
   if (tensormap_entries) cfg.tensormap_entries = tensormap_entries;
   return node_create_ok(&cfg);
+}
+
+/* a lost dependency edge fails fast (5 s) instead of hanging */
+static pto_node *make_node_tm(uint32_t tensormap_entries) {
+  return make_node_cfg(tensormap_entries, 5000);
 }
 
 static pto_node *make_node(void) { return make_node_tm(0); }
@@ -1539,6 +1545,94 @@ static void test_cancel_polling_kernels(void **state) {
   pto_node_destroy(n);
 }
 
+/* ---- the node stops its chips (it failed) ---- */
+
+#define STOP_TASK_MS 300 /* task_timeout_ms: the polling tasks outlive it */
+
+/* The node fails while both chips' kernels compute and poll
+ * pto_kctx_cancelled (bound POLL_BOUND_MS): their tasks outlive
+ * task_timeout_ms (PTO_ECONTROL_TIMEOUT). Without mpirun the chips are
+ * processes, killed at once. Under mpirun chip 0 is a thread of rank 0,
+ * which the failed node stops and joins before it goes on: its kernels
+ * see pto_kctx_cancelled true (the stop, written as a cancel of the frame
+ * the chip runs), so the run returns at once, chip 0's kernels having
+ * ended and its blocks not started never started. The failed node's next
+ * run is refused at once with its error; without mpirun a node made again
+ * on the same devices runs whole, its kernels to their bound uncancelled.
+ * Under mpirun the failed node's destroy ends the job (MPI_Abort): the
+ * test says "verified" before it (tests/mpi/node.cmake, mpi.node_stop). */
+static void test_stop_polling_kernels(void **state) {
+  (void)state;
+  pto_node *n = make_node_cfg(0, STOP_TASK_MS);
+  bool mpi = n->mpi; /* chip 0 is a thread of this process */
+  poller p;
+  memset(&p, 0, sizeof p);
+  p.n = n;
+  for (int c = 0; c < 2; c++)
+    p.out[c] = vec(n, SENTINEL);
+  p.blocks = POLL_BLOCKS;
+  uint64_t t0 = pto_now_ns();
+  p.deadline_ns = t0 + (uint64_t)POLL_BOUND_MS * 1000000u;
+  pto_error_info err;
+  int rc = pto_node_run(n, poll_run, &p, &err);
+  uint64_t end = pto_now_ns();
+  double after_ms = (double)(end - t0) / 1e6 - STOP_TASK_MS;
+  printf("%s: the node failed %d ms into polling kernels (bound %d ms): the run returned %.0f "
+         "ms later: %s: %s\n",
+         mpi ? "under mpirun" : "forked chips", STOP_TASK_MS, POLL_BOUND_MS, after_ms,
+         pto_status_name(rc), err.details);
+  for (int c = 0; c < 2; c++)
+    printf("chip %d: %d blocks saw the stop, %d reached the bound, %d not ended or not started\n",
+           c, count_is(&p.out[c], POLL_BLOCKS, POLL_CANCELLED),
+           count_is(&p.out[c], POLL_BLOCKS, POLL_BOUND),
+           count_is(&p.out[c], POLL_BLOCKS, SENTINEL));
+  assert_int_equal(p.rc[0] | p.rc[1], 0);
+  assert_int_equal(rc, PTO_ECONTROL_TIMEOUT);
+  assert_non_null(strstr(err.details, "did not finish node task"));
+  assert_true(after_ms < 1000.0); /* before, under mpirun: 2000 ms (the failed node's wait) */
+  for (int c = 0; c < 2; c++)
+    assert_int_equal(count_is(&p.out[c], POLL_BLOCKS, POLL_BOUND), 0);
+  if (mpi) { /* chip 0 ended its kernels; chip 1 is rank 1's, which the job's end ends */
+    assert_true(count_is(&p.out[0], POLL_BLOCKS, POLL_CANCELLED) >= 1);
+    assert_true(count_is(&p.out[0], POLL_BLOCKS, SENTINEL) >= 1);
+  }
+  /* the failed node's next run: refused at once with its error */
+  uint64_t t1 = pto_now_ns();
+  pto_error_info err2;
+  rc = pto_node_run(n, poll_run, &p, &err2);
+  double next_ms = (double)(pto_now_ns() - t1) / 1e6;
+  printf("the next run: %s after %.1f ms: %s\n", pto_status_name(rc), next_ms, err2.details);
+  assert_int_equal(rc, PTO_ECONTROL_TIMEOUT);
+  assert_string_equal(err2.details, err.details);
+  assert_true(next_ms < 100.0);
+  if (mpi) {
+    printf("node stop under mpirun: chip 0's polling kernels saw it: verified\n");
+    fflush(stdout);
+    pto_node_destroy(n); /* ends the job (MPI_Abort): the node failed */
+    return;
+  }
+  pto_node_destroy(n);
+  /* a node made again on the same devices runs whole */
+  n = make_node();
+  memset(&p, 0, sizeof p);
+  p.n = n;
+  for (int c = 0; c < 2; c++)
+    p.out[c] = vec(n, SENTINEL);
+  p.x = vec(n, 5.0f);
+  p.y = vec(n, SENTINEL);
+  p.add = true;
+  p.blocks = 2;
+  p.deadline_ns = pto_now_ns() + 100 * 1000000u;
+  rc = pto_node_run(n, poll_run, &p, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, 0);
+  assert_int_equal(p.rc[0] | p.rc[1] | p.rc[2], 0);
+  for (int c = 0; c < 2; c++)
+    assert_int_equal(count_is(&p.out[c], 2, POLL_BOUND), 2);
+  assert_true(all_is(&p.y, 6.0f));
+  pto_node_destroy(n);
+}
+
 /* argv[1], if given, runs only the tests matching that pattern (the mpirun
  * variant, tests/mpi/node.cmake). */
 int main(int argc, char **argv) {
@@ -1565,6 +1659,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_skip_read_check_from_another_thread),
       cmocka_unit_test(test_cancel_a_run),
       cmocka_unit_test(test_cancel_polling_kernels),
+      cmocka_unit_test(test_stop_polling_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

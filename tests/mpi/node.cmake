@@ -264,6 +264,19 @@ pto_add_mpi_test(NAME node_cancel NP 2 COMMAND test_node_orch "test_cancel_*" TI
 pto_add_mpi_test(NAME node_cancel_rma NP 2 COMMAND test_node_orch "test_cancel_*" TIMEOUT 120
                  RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
 
+# A node that fails under mpirun (a task outlives task_timeout_ms) stops
+# chip 0, a thread of rank 0: its kernels that poll pto_kctx_cancelled see
+# it and end, so the failed run returns at once (tests/dist/test_node_orch.c,
+# test_stop_polling_kernels; before, 2000 ms: the failed node waited for
+# them). The failed node's destroy ends the job (MPI_Abort): the test says
+# "verified" before it.
+pto_add_mpi_test(NAME node_stop NP 2 COMMAND test_node_orch "test_stop_*" TIMEOUT 120
+                 RESOURCE_LOCK pto_devices)
+if(PTO_HAVE_MPI)
+  set_tests_properties(mpi.node_stop.np2 PROPERTIES PASS_REGULAR_EXPRESSION
+                       "node stop under mpirun: chip 0's polling kernels saw it: verified")
+endif()
+
 # A node runs again right after a failed run (a chip failing between two
 # allreduces or in a barrier, a host task failing, a chip outliving its
 # watchdog, a failed group task then a good one in the same run): exact
