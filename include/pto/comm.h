@@ -24,8 +24,11 @@
  *     once it returns, every store the notifier made before notifying is
  *     visible.
  * Signal cells are int64 elements of a window buffer carrying (epoch,
- * value); the epoch is the node task, so a value left by an earlier task
- * or run reads as 0 — see docs/comm.md.
+ * value); the epoch numbers the node tasks of a run in the order they
+ * start, so a value left by an earlier task or run reads as 0. A run
+ * numbers 4294967295 tasks: the signals, waits, reads, barriers and
+ * collectives of a task started after those fail with PTO_EINVAL — see
+ * docs/comm.md.
  *
  * Every operation returns 0 or a negative PTO_E* code and writes nothing
  * when its arguments are wrong; a kernel should return that code. The

@@ -42,7 +42,7 @@
  * s), compares the descriptors, and, when the data came with them, reduces
  * or copies it straight from the peers' slots in rank order: no put, no
  * notify, no step 5. The generation makes a stale slot impossible to
- * take (the epoch never repeats, docs/architecture.md), and the two slots
+ * take (no two tasks of a run share an epoch, comm/signal.h), and the two slots
  * need no acknowledgement: a peer writes its slot s % 2 again at call
  * s + 2 only after it saw my slot of call s + 1, which I write only after
  * I finished reading call s. Larger calls run step 1, then the mesh's
@@ -370,6 +370,9 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
   if (k->me < 0)
     return comm_fail(k->c, PTO_EPEER, "%s: chip %d is not a member of domain %d", name, k->c->chip,
                      dom);
+  /* the busy mark, the table's generations and the cells carry the epoch */
+  int rc = comm_epoch_check(k->c, name, dom, k->me);
+  if (rc) return rc;
   int64_t numel = tensor_dense_numel(scratch);
   if (numel < 0) {
     char why[160];

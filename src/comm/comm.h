@@ -82,7 +82,7 @@ typedef struct comm_dom {
 
 struct pto_comm {
   int chip;       /* node chip rank, -1 for the orchestrator */
-  uint32_t epoch; /* current node task, tags signals and barriers */
+  uint32_t epoch; /* current node task, tags signals and barriers (signal.h) */
   uint64_t group; /* node chips running the current task (bit per chip) */
   comm_dom *doms[COMM_MAX_DOMAINS];
   pthread_mutex_t err_lock;
@@ -199,8 +199,13 @@ int comm_window_tensor_why(const pto_comm *c, pto_domain dom, int rank, const ch
                            char *why, size_t n);
 
 /* Start of a node task run by the node chips in `group` (bit per chip):
- * new epoch, clears the latched error. */
+ * new epoch (SIG_EPOCH_NONE for a task past the run's last: signal.h),
+ * clears the latched error. */
 void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group);
+/* 0, or, for a task without an epoch, the failure of `op` (a signal, wait,
+ * read, barrier or collective on domain d, where I am rank `rank`), named:
+ * such an op would tag or read words with an epoch that is no task's. */
+int comm_epoch_check(pto_comm *c, const char *op, int32_t dom, int rank);
 /* End of a node task: lands every held-back store (fault injection). */
 int comm_task_end(pto_comm *c);
 /* First error details of the task ("" when none). */

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "comm/comm.h"
+#include "comm/signal.h"
 
 #define PAGE 4096u
 
@@ -218,6 +219,16 @@ void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
     atomic_store_explicit(&d->barrier_seq, 0, memory_order_relaxed);
     d->be->task_mark(d->win, epoch, group, false);
   }
+}
+
+int comm_epoch_check(pto_comm *c, const char *op, int32_t dom, int rank) {
+  if (c->epoch != SIG_EPOCH_NONE) return 0;
+  return comm_fail(c, PTO_EINVAL,
+                   "%s: this node task has no epoch: it started after the first %u tasks of its "
+                   "node run, as many as the 32-bit epoch of a signal cell tells apart; the "
+                   "signals, waits, barriers and collectives of later tasks fail (the next "
+                   "pto_node_run starts again at epoch 1) (domain %d rank %d)",
+                   op, SIG_EPOCH_MAX, dom, rank);
 }
 
 int comm_task_end(pto_comm *c) {

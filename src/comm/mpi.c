@@ -467,8 +467,8 @@ static bool gap_over(void *arg) {
   uint64_t done = word_load(w, g->peer, HDR_WORD(task_done));
   uint64_t seen = word_load(w, g->peer, HDR_WORD(seen));
   unlock(w);
-  /* wrap-safe "at or after my epoch", as shm.c's gap_over */
-  return (int32_t)((uint32_t)done - w->epoch) >= 0 || seen >= g->landed;
+  /* "at or after my epoch", as shm.c's gap_over */
+  return (uint32_t)done >= w->epoch || seen >= g->landed;
 }
 
 /* Between the landings of an end-of-task batch (fault.c): in a controlled
@@ -966,12 +966,9 @@ typedef struct barrier_wait {
 } barrier_wait;
 
 /* Rank r arrived at (epoch, seq) or later: the same epoch and seq >= mine,
- * or a later epoch (wrap-safe). */
-static bool arrived(uint64_t a, uint64_t want) {
-  uint32_t ae = sig_epoch(a), we = sig_epoch(want);
-  if (ae == we) return (uint32_t)a >= (uint32_t)want;
-  return (int32_t)(ae - we) > 0;
-}
+ * or a later epoch (a task started after mine: epochs do not wrap within
+ * a run, comm/signal.h). As one number: epoch << 32 | seq. */
+static bool arrived(uint64_t a, uint64_t want) { return a >= want; }
 
 static bool barrier_done(void *arg) {
   barrier_wait *b = arg;

@@ -585,6 +585,7 @@ static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tenso
                   pto_signal_op op, int32_t v) {
   op_env e;
   int rc = get_env(ctx, dom, peer, true, "notify", &e);
+  if (!rc) rc = comm_epoch_check(e.c, "notify", e.d->desc.id, e.d->my_rank);
   if (rc) return rc;
   if (op != PTO_SIGNAL_ADD && op != PTO_SIGNAL_SET)
     return comm_fail(e.c, PTO_EINVAL, "notify: unknown signal op %d", (int)op);
@@ -666,6 +667,7 @@ static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *ce
                        int32_t v, int64_t timeout_ms) {
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "signal_wait", &e);
+  if (!rc) rc = comm_epoch_check(e.c, "signal_wait", e.d->desc.id, e.d->my_rank);
   if (rc) return rc;
   /* sig_cmp reads anything but EQ as GE: an unknown op must not pass */
   if (cmp != PTO_CMP_EQ && cmp != PTO_CMP_GE)
@@ -717,6 +719,7 @@ int pto_signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
 int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, int32_t *v) {
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "signal_read", &e);
+  if (!rc) rc = comm_epoch_check(e.c, "signal_read", e.d->desc.id, e.d->my_rank);
   if (rc) return rc;
   if (!v) return comm_fail(e.c, PTO_EINVAL, "signal_read: the result pointer is NULL");
   uint64_t off;
@@ -744,6 +747,7 @@ static bool cancel_cb(void *arg) {
 static int barrier(const pto_kctx *ctx, pto_domain dom) {
   op_env e;
   int rc = get_env(ctx, dom, 0, false, "barrier", &e);
+  if (!rc) rc = comm_epoch_check(e.c, "barrier", e.d->desc.id, e.d->my_rank);
   if (rc) return rc;
   comm_dom *d = e.d;
   pthread_mutex_lock(&d->barrier_lock);

@@ -136,12 +136,13 @@ typedef struct gap_wait {
 static bool gap_over(void *arg) {
   gap_wait *g = arg;
   /* acquire pairs with the peer's release store at the end of its task.
-   * Wrap-safe "at or after my epoch": a peer that finished a later task
-   * finished this one too (epochs only grow, modulo 2^32). */
+   * "At or after my epoch": a peer that finished a task started later
+   * finished this one too (epochs grow in the order tasks start, and do
+   * not wrap within a run: comm/signal.h). */
   uint32_t done = atomic_load_explicit(&g->peer->task_done, memory_order_acquire);
   /* acquire pairs with seen_publish: the peer waits again, having looked
    * at everything landed before it */
-  return (int32_t)(done - g->epoch) >= 0 ||
+  return done >= g->epoch ||
          (g->landed && atomic_load_explicit(&g->peer->seen, memory_order_acquire) >= g->landed);
 }
 

@@ -3,8 +3,22 @@
  * the value. A reader of epoch e sees value 0 in a cell tagged with any
  * other epoch, so credits left by an earlier call, an aborted task or an
  * earlier run can never satisfy a wait or be added to: reuse is safe by
- * construction, without host-side resets. Epoch 0 is never used by a task
- * (a zeroed window reads 0 everywhere). */
+ * construction, without host-side resets.
+ *
+ * The epoch is the node task's number in the order the node started the
+ * tasks of its run: 1, 2, ... up to SIG_EPOCH_MAX, never reused within a
+ * run. A cell lives no longer than its domain, which lives one run and
+ * whose windows start zeroed, so every word a cell ever holds is 0 or of
+ * an epoch of that run: epochs compare as plain numbers, a larger one
+ * started later, and no two tasks of a cell's life share one (before, the
+ * epoch was the node-lifetime task id modulo 2^32, compared by a
+ * wrap-around difference: a cell idle for 2^31 tasks, or a zeroed one
+ * after the node's 2^31st task, dropped every notify as a late signal,
+ * and one left 2^32 tasks before read as current). A task the node
+ * started after the run's SIG_EPOCH_MAXth has no epoch (SIG_EPOCH_NONE):
+ * its signals, waits, reads, barriers and collectives fail before they
+ * touch a word (comm_epoch_check), so no backend sees epoch 0, and no
+ * written word is 0 (a zeroed window reads 0 everywhere). */
 #ifndef PTO_COMM_SIGNAL_H
 #define PTO_COMM_SIGNAL_H
 
@@ -13,6 +27,9 @@
 #include <stdint.h>
 
 #include "pto/comm.h"
+
+#define SIG_EPOCH_NONE 0u         /* a task started past the run's last epoch */
+#define SIG_EPOCH_MAX  UINT32_MAX /* the last epoch of a node run */
 
 static inline uint64_t sig_pack(uint32_t epoch, int32_t v) {
   return (uint64_t)epoch << 32 | (uint32_t)v;
@@ -32,13 +49,12 @@ static inline bool sig_cmp(int32_t seen, pto_cmp cmp, int32_t v) {
  * word of epoch 0, never written by a task. */
 #define SIG_OVERFLOW ((uint64_t)1)
 
-/* The word op writes over `old` for a task of `epoch`, or 0 when the update
- * is dropped: `old` is from a later epoch (a late signal of a finished
- * task), or SIG_OVERFLOW when an add would overflow the value. 0 is never
- * a written word: epoch 0 is never used by a task. */
+/* The word op writes over `old` for a task of `epoch` (never
+ * SIG_EPOCH_NONE), or 0 when the update is dropped: `old` is of a later
+ * epoch (a late signal of a task that started before the one now using
+ * the cell), or SIG_OVERFLOW when an add would overflow the value. */
 static inline uint64_t sig_next(uint64_t old, pto_signal_op op, int32_t v, uint32_t epoch) {
-  uint32_t oe = sig_epoch(old);
-  if (oe != epoch && (int32_t)(epoch - oe) < 0) return 0; /* stale signal */
+  if (sig_epoch(old) > epoch) return 0; /* late signal */
   int32_t base = sig_value(old, epoch), nv = v;
   if (op == PTO_SIGNAL_ADD && __builtin_add_overflow(base, v, &nv)) return SIG_OVERFLOW;
   return sig_pack(epoch, nv);

@@ -154,7 +154,10 @@ struct pto_node {
   tmap tm;
   node_task *tasks;
   int64_t base_id, ntasks, captasks, oldest_live;
-  int64_t next_id;    /* node-lifetime task ids: epochs never repeat */
+  int64_t next_id; /* node-lifetime task ids */
+  /* node tasks of the current run launched so far: the next one's signal
+   * epoch is started + 1 while that fits (comm/signal.h) */
+  uint64_t started;
   int64_t unfinished; /* tasks of the run neither done nor failed */
   /* dispatch looks only at queue heads, never at every live task */
   task_queue ready_slot[NODE_MAX_CHILDREN]; /* single-child tasks, by child slot */

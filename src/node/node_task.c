@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "chip/commute.h" /* PTO_MAX_COMMUTE_ARGS */
+#include "comm/signal.h"  /* SIG_EPOCH_MAX */
 #include "common/clock.h"
 #include "common/region.h"
 #include "common/tensor_check.h"
@@ -222,7 +223,9 @@ static void launch(pto_node *n, node_task *t, const int *slots, int k) {
   memset(&f, 0, sizeof f);
   f.type = FRAME_TASK;
   f.task_id = t->id;
-  f.epoch = (uint32_t)(t->id + 1); /* never 0: a zeroed cell belongs to no task */
+  /* the task's number in the run's launch order: what a cell's epoch
+   * compares is which task started later; none past the last (signal.h) */
+  f.epoch = ++n->started <= SIG_EPOCH_MAX ? (uint32_t)n->started : SIG_EPOCH_NONE;
   f.chip_fn = t->chip_fn;
   f.host_fn = t->host_fn;
   f.host_arg = t->host_arg;
@@ -891,6 +894,7 @@ int node_tasks_begin(pto_node *n) {
   int rc = tmap_init(&n->tm, n->cfg.tensormap_entries);
   if (rc) return rc;
   n->base_id = n->oldest_live = n->next_id;
+  n->started = 0; /* the run's domains start zeroed: epochs start again at 1 */
   n->ntasks = 0;
   n->unfinished = 0;
   q_reset(&n->ready_any);

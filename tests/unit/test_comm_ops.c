@@ -296,6 +296,88 @@ static void test_signal_epochs_and_timeout(void **s) {
   teardown_dom(&f);
 }
 
+/* A cell last written 2^31 or more epochs before the current one. Before,
+ * sig_next took an epoch more than 2^31 after the cell's for an older one
+ * (the difference read as a negative int32): every notify of the current
+ * task was dropped as a late signal and its wait timed out. Epochs only
+ * grow within a cell's life (a domain lives one node run), so a later
+ * epoch is later however far, and a late signal is still dropped. */
+static void test_signal_epochs_far_apart(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  int64_t one = 1;
+  pto_tensor sig[2]; /* sig[0], sig[1] */
+  for (int i = 0; i < 2; i++) {
+    win(&f, 0, "sig", PTO_I64, 1, &one, &sig[i]);
+    sig[i].buf = (char *)sig[i].buf + 8 * i;
+    assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig[i], PTO_SIGNAL_SET, 7), 0); /* epoch 1 */
+  }
+  int32_t v;
+  /* 2^31 + 1 and 2^32 - 2 epochs after the cell's */
+  const uint32_t later[] = {(1u << 31) + 2, 0xffffffffu};
+  for (int i = 0; i < 2; i++) {
+    comm_task_begin(&f.c[0], later[i], 3);
+    comm_task_begin(&f.c[1], later[i], 3);
+    assert_int_equal(pto_signal_read(&f.k[1], 7, &sig[i], &v), 0);
+    assert_int_equal(v, 0); /* the earlier task's credits are invisible */
+    assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig[i], PTO_SIGNAL_ADD, 1), 0);
+    int rc = pto_signal_wait(&f.k[1], 7, &sig[i], PTO_CMP_GE, 1, 100);
+    if (rc) {
+      char det[384];
+      comm_task_error(&f.c[1], det, sizeof det);
+      fail_msg("epoch %u, cell last written at epoch 1: %s: %s", later[i], pto_status_name(rc),
+               det);
+    }
+    assert_int_equal(pto_signal_read(&f.k[1], 7, &sig[i], &v), 0);
+    assert_int_equal(v, 1);
+  }
+  /* a late signal of an epoch far before the cell's is dropped */
+  comm_task_begin(&f.c[0], later[0], 3);
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig[1], PTO_SIGNAL_ADD, 5), 0);
+  assert_int_equal(pto_signal_read(&f.k[1], 7, &sig[1], &v), 0);
+  assert_int_equal(v, 1);
+  teardown_dom(&f);
+}
+
+/* A task without an epoch (epoch 0: one the node started after the last
+ * epoch of its run) neither signals, waits, reads a cell nor meets at a
+ * barrier: each fails naming why, and the cell stays as it was. Before,
+ * epoch 0 came after the 2^32 - 1st node task and was used as any other:
+ * a set to 1 wrote the word SIG_OVERFLOW and failed as an overflow, a set
+ * to 0 was taken for a dropped signal, other values were written. */
+static void test_signal_no_epoch(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  int64_t one = 1;
+  pto_tensor sig;
+  win(&f, 0, "sig", PTO_I64, 1, &one, &sig);
+  assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_SET, 5), 0); /* epoch 1 */
+  comm_task_begin(&f.c[0], 0, 3);
+  comm_task_begin(&f.c[1], 0, 3);
+  char det[384];
+  int32_t v = -1;
+  const int32_t sets[] = {2, 1, 0};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(pto_notify(&f.k[0], 7, 1, &sig, PTO_SIGNAL_SET, sets[i]), PTO_EINVAL);
+    assert_int_equal(comm_task_error(&f.c[0], det, sizeof det), PTO_EINVAL);
+    if (!strstr(det, "notify: this node task has no epoch")) fail_msg("details: %s", det);
+    comm_task_begin(&f.c[0], 0, 3); /* clears the latched error */
+  }
+  assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), PTO_EINVAL);
+  assert_int_equal(v, -1);
+  assert_int_equal(pto_signal_wait(&f.k[1], 7, &sig, PTO_CMP_GE, 0, 30), PTO_EINVAL);
+  assert_int_equal(pto_barrier(&f.k[1], 7), PTO_EINVAL);
+  assert_int_equal(comm_task_error(&f.c[1], det, sizeof det), PTO_EINVAL);
+  if (!strstr(det, "signal_read: this node task has no epoch")) fail_msg("details: %s", det);
+  /* the cell is as epoch 1 left it */
+  comm_task_begin(&f.c[1], 1, 3);
+  assert_int_equal(pto_signal_read(&f.k[1], 7, &sig, &v), 0);
+  assert_int_equal(v, 5);
+  teardown_dom(&f);
+}
+
 static void test_put_get_chunked(void **s) {
   (void)s;
   fixture f;
@@ -612,6 +694,8 @@ int main(void) {
       cmocka_unit_test(test_bounds_write_nothing),
       cmocka_unit_test(test_atomic_add_dtypes),
       cmocka_unit_test(test_signal_epochs_and_timeout),
+      cmocka_unit_test(test_signal_epochs_far_apart),
+      cmocka_unit_test(test_signal_no_epoch),
       cmocka_unit_test(test_put_get_chunked),
       cmocka_unit_test(test_fault_injection_holds_and_reorders),
       cmocka_unit_test(test_fault_order_seeded),
