@@ -134,10 +134,10 @@ typedef struct comm_backend {
    * returns 0 once the result is in c->dst on this rank; PTO_EWAIT_TIMEOUT
    * after timeout_ms of waiting (the clock is read only when the call must
    * wait: a small call that completes at once reads none), PTO_ESHUTDOWN
-   * when cancel(cancel_arg), PTO_EMPI, with why filled. A call that did not
-   * complete cannot be withdrawn: it may still read and write the backend's
-   * own copies of c->src and c->dst, never the caller's memory, and later
-   * calls on its buffer fail at once. */
+   * when cancel(cancel_arg), PTO_EMPI, with why filled. A call that reached
+   * its deadline or was cancelled returns only once the backend no longer
+   * uses c->src and c->dst (the MPI backend waits for its request: MPI
+   * cannot withdraw it). */
   int (*coll)(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
               void *cancel_arg, char *why, size_t why_len);
   /* With coll: runs the record exchange x, with the errors of coll (an

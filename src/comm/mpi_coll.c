@@ -18,17 +18,23 @@
  * (docs/comm.md, "Why not a relay thread").
  *
  * A request that did not complete cannot be withdrawn (MPI has no cancel
- * for collectives, and a send may have been matched): its buffer is marked
- * broken and every later call on it fails at once, naming the reason,
- * instead of matching the wrong call. Such a request completes once the
- * late ranks call and this process makes MPI progress again, long after
- * the call returned: so MPI works on a copy of the call's src and dst in
- * the buffer's staging (cstage), which a broken buffer keeps, never on
- * the caller's memory. Before, an allreduce that gave up in its data step
- * went on reading and writing its kernel's src and dst (a tile, a task's
- * OUTPUT, by then the program's again): the late rank's call returned
- * PTO_OK with sums of what the program wrote there since
- * (mpi.coll_late.np2). */
+ * for collectives, and a send may have been matched). A record exchange's
+ * (below) works on the buffer's staging: at its deadline it is left in
+ * flight, its buffer is marked broken and every later call on it fails at
+ * once, naming the reason, instead of matching the wrong call. A
+ * collective's works on the caller's src and dst, which MPI owns until it
+ * completes: it is issued only once every rank's record came (each rank
+ * issues its own right after the exchange), so it completes unless a rank
+ * dies or freezes, and a call that reaches its deadline or is cancelled in
+ * it waits for it before returning its error (mpi_coll). Before, such a
+ * call returned with the request in flight, and MPI went on reading and
+ * writing the kernel's src and dst (a tile, a task's OUTPUT) after they
+ * were the program's again: the late rank's call returned PTO_OK with sums
+ * of what the program wrote there since, and the sum landed over it
+ * (mpi.coll_late.np2). A rank that dies ends the job (Open MPI's default,
+ * or the node, which ends the job of a failed node); one that never
+ * completes leaves the kernel in the call, which the chip's watchdog and
+ * shutdown handle as any kernel that does not return (docs/chip.md). */
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -122,8 +128,6 @@ void mpi_coll_close(comm_win *w, bool all_here, bool finalized) {
     if (w->bcomm[i] != MPI_COMM_NULL && all_here && !finalized) MPI_Comm_free(&w->bcomm[i]);
     free(w->xstage[i]);
     w->xstage[i] = NULL;
-    free(w->cstage[i]);
-    w->cstage[i] = NULL;
   }
 }
 
@@ -143,39 +147,34 @@ static size_t call_bytes(const comm_coll_call *c) {
   return (size_t)c->count * pto_dtype_size(c->dtype);
 }
 
-/* The bytes of a call's src and of its dst on this rank (nranks blocks
- * where the call moves that many). */
-static size_t src_bytes(const comm_coll_call *c, int nranks) {
-  switch (c->kind) {
-  case COMM_REDUCE_SCATTER:
-  case COMM_ALLTOALL: return (size_t)nranks * call_bytes(c);
-  case COMM_BROADCAST: return 0; /* the root's src goes into the dst copy */
-  default: return call_bytes(c);
-  }
-}
-static size_t dst_bytes(const comm_coll_call *c, int nranks) {
-  switch (c->kind) {
-  case COMM_ALLGATHER:
-  case COMM_ALLTOALL: return (size_t)nranks * call_bytes(c);
-  default: return call_bytes(c);
-  }
-}
-
-/* Issues c on comm, its src and dst copies in the buffer's staging (the
- * root's src already copied into its dst copy for a broadcast). Counts
- * fit int: coll.c sends larger calls elsewhere. */
-static int start(const comm_coll_call *c, MPI_Comm comm, const void *src, void *dst,
-                 MPI_Request *req) {
+/* Issues c on comm. Counts fit int: coll.c sends larger calls elsewhere.
+ * *copy_after: the caller copies src into dst once the call started (a
+ * broadcast's root). */
+static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *req,
+                 bool *copy_after) {
   int bytes = (int)call_bytes(c), count = (int)c->count;
+  uintptr_t s = (uintptr_t)c->src, d = (uintptr_t)c->dst;
+  const void *src = c->src == c->dst ? MPI_IN_PLACE : c->src;
   switch (c->kind) {
   case COMM_ALLREDUCE:
-    return MPI_Iallreduce(src, dst, count, red_type(c->dtype), red_op(c->dtype, c->op), comm, req);
-  case COMM_ALLGATHER: return MPI_Iallgather(src, bytes, MPI_BYTE, dst, bytes, MPI_BYTE, comm, req);
+    return MPI_Iallreduce(src, c->dst, count, red_type(c->dtype), red_op(c->dtype, c->op), comm,
+                          req);
+  case COMM_ALLGATHER:
+    return MPI_Iallgather(c->src, bytes, MPI_BYTE, c->dst, bytes, MPI_BYTE, comm, req);
   case COMM_REDUCE_SCATTER:
-    return MPI_Ireduce_scatter_block(src, dst, count, red_type(c->dtype), red_op(c->dtype, c->op),
-                                     comm, req);
-  case COMM_BROADCAST: return MPI_Ibcast(dst, bytes, MPI_BYTE, c->root, comm, req);
-  case COMM_ALLTOALL: return MPI_Ialltoall(src, bytes, MPI_BYTE, dst, bytes, MPI_BYTE, comm, req);
+    return MPI_Ireduce_scatter_block(c->src, c->dst, count, red_type(c->dtype),
+                                     red_op(c->dtype, c->op), comm, req);
+  case COMM_BROADCAST:
+    /* The root's MPI_Ibcast reads its buffer and never writes it: the root
+     * sends src itself, and its own copy into dst follows the start
+     * (mpi_coll), meanwhile the peers take the data, unless the two
+     * overlap (then dst, moved first, is sent) */
+    *copy_after = me == c->root && s && (s + (size_t)bytes <= d || d + (size_t)bytes <= s);
+    if (*copy_after) return MPI_Ibcast((void *)c->src, bytes, MPI_BYTE, c->root, comm, req);
+    if (me == c->root && c->src != c->dst) memmove(c->dst, c->src, (size_t)bytes);
+    return MPI_Ibcast(c->dst, bytes, MPI_BYTE, c->root, comm, req);
+  case COMM_ALLTOALL:
+    return MPI_Ialltoall(c->src, bytes, MPI_BYTE, c->dst, bytes, MPI_BYTE, comm, req);
   }
   return MPI_ERR_ARG;
 }
@@ -258,32 +257,35 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
              void *cancel_arg, char *why, size_t why_len) {
   int rc = usable(w, c->buf, why, why_len);
   if (rc) return rc;
-  /* the copies MPI works on (see the top of this file) */
-  size_t sbytes = src_bytes(c, w->d.nranks), dbytes = dst_bytes(c, w->d.nranks);
-  size_t need = ((sbytes + 63) & ~(size_t)63) + dbytes;
-  if (w->cbytes[c->buf] < need) {
-    free(w->cstage[c->buf]);
-    w->cstage[c->buf] = malloc(need);
-    w->cbytes[c->buf] = w->cstage[c->buf] ? need : 0;
-    if (!w->cstage[c->buf]) {
-      snprintf(why, why_len, "no memory for a copy of the call's data (%zu bytes)", need);
-      return PTO_ENOMEM;
-    }
-  }
-  unsigned char *src = w->cstage[c->buf], *dst = src + (need - dbytes);
-  if (sbytes) memcpy(src, c->src, sbytes);
-  if (c->kind == COMM_BROADCAST && w->my_rank == c->root)
-    memcpy(dst, c->src ? c->src : c->dst, dbytes);
   MPI_Request req;
-  int err = start(c, w->bcomm[c->buf], src, dst, &req);
+  bool copy_after = false;
+  int err = start(c, w->bcomm[c->buf], w->my_rank, &req, &copy_after);
   if (err != MPI_SUCCESS) {
     err_why(why, why_len, call_name(c->kind), err);
     return PTO_EMPI;
   }
+  if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
   req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false};
-  rc = finish(w, c->buf, &p, timeout_ms, call_name(c->kind), why, why_len);
-  if (!rc) memcpy(c->dst, dst, dbytes);
-  return rc;
+  uint64_t t0 = pto_now_ns();
+  if (poll(&p, timeout_ms) && !p.cancelled) {
+    if (p.err == MPI_SUCCESS) return 0;
+    err_why(why, why_len, call_name(c->kind), p.err);
+    return PTO_EMPI;
+  }
+  /* The deadline passed, or the run is cancelled, with the request in
+   * flight: MPI owns src and dst until it completes (see the top of this
+   * file), so the call waits for it, then fails. The buffer's collectives
+   * stay in step: every rank's request completed. */
+  bool cancelled = p.cancelled;
+  req_poll rest = {&req, 1, MPI_SUCCESS, NULL, NULL, false};
+  poll(&rest, -1);
+  snprintf(why, why_len,
+           "%s on window buffer %s %s; MPI owns the call's src and dst until it completes, so the "
+           "call waited for it (completed %.0f ms after it began%s)",
+           call_name(c->kind), w->d.buffers[c->buf].name,
+           cancelled ? "was stopped" : "did not complete in time", (pto_now_ns() - t0) / 1e6,
+           rest.err == MPI_SUCCESS ? "" : ", with an error");
+  return cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
 }
 
 /* ---- the record exchange: one message to and from every peer ----

@@ -76,12 +76,6 @@ struct comm_win {
    * its requests may still write them). */
   unsigned char *xstage[PTO_COMM_MAX_BUFFERS];
   size_t xrec[PTO_COMM_MAX_BUFFERS];
-  /* The data of each buffer's collectives (mpi_coll.c, mpi_coll): MPI
-   * reads and writes a copy of the call's src and dst here, never the
-   * caller's memory, grown to the largest call and kept (a broken
-   * buffer's stay allocated: its request may still read and write them). */
-  unsigned char *cstage[PTO_COMM_MAX_BUFFERS];
-  size_t cbytes[PTO_COMM_MAX_BUFFERS];
 };
 
 /* The backend's own collectives (mpi_coll.c): the communicators of each

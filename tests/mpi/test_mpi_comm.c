@@ -41,11 +41,13 @@
  *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank
  *           0's record of task 1 and fails naming it, never takes it for its
  *           own
- *   coll_late  (-np 2) rank 0's allreduce on MPI's collectives gives up in
- *           its data step, rank 1 calls later: rank 0's src and dst,
- *           written by the program since, are left alone, and rank 1 gets
- *           the sum of the values the call was made with (RMA windows,
- *           then shared windows)
+ *   coll_late  (-np 2) rank 0's allreduce on MPI's collectives reaches its
+ *           deadline in its data step, rank 1 calls later: rank 0's call
+ *           waits for it (MPI owns src and dst until then), then fails
+ *           naming it; what the program writes afterwards is left alone,
+ *           rank 1 gets the sum of the values the call was made with, and
+ *           the next call on the buffer completes (RMA windows, then
+ *           shared windows)
  *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
  *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
  *   die     rank 1 exits in the middle of the others' wait: they end with
@@ -1153,20 +1155,43 @@ static int coll_stale(void) {
   return failures ? 1 : 0;
 }
 
-/* A call whose data step did not complete: MPI cannot withdraw it, and
- * it completes once the late rank calls and this process makes MPI
- * progress again, after the call returned and its kernel's buffers became
- * the program's again (a tile on the kernel's stack, a task's OUTPUT
- * reused by the next task). The backend's collective is called directly
- * (coll.c's descriptors, which would make rank 0 wait for rank 1's call,
- * are left out): rank 0's allreduce gives up after 1 ms, its
- * MPI_Iallreduce issued; then rank 0 writes other values into its src and
- * dst, and only then does rank 1 call (after a barrier), with a 5 s
- * deadline, and complete while rank 0 makes progress in further
- * barriers. Rank 0's dst must keep what the program wrote (before the
- * fix, MPI wrote the sum over it), and rank 1 must get the sum of the
- * values rank 0's call was made with, not of what rank 0 wrote afterwards
- * (before the fix, PTO_OK with wrong sums). */
+/* A call whose data step does not complete in time: MPI cannot withdraw
+ * it, and owns the call's src and dst until it completes, once the late
+ * rank calls. The backend's collective is called directly (coll.c's
+ * descriptors, which would make rank 0 wait for rank 1's call, are left
+ * out): rank 0's allreduce, on a thread of its own, has a 1 ms deadline;
+ * rank 1 calls only 100 ms later (after a barrier), with a 5 s one. Rank
+ * 0's call must not return before rank 1 called (before the fix it
+ * returned at its deadline with the request in flight), it returns
+ * PTO_EWAIT_TIMEOUT saying it waited, with the sum in its dst; what the
+ * program writes into its src and dst after that stays there (before: MPI
+ * wrote the sum over it later), and rank 1 gets the sum of the values the
+ * call was made with (before: PTO_OK with sums of what rank 0 wrote
+ * afterwards). The buffer's collectives stay in step: a second allreduce
+ * on it completes on both ranks. */
+typedef struct late_call {
+  comm_dom *d;
+  comm_coll_call call;
+  int64_t timeout_ms;
+  int rc;
+  char why[400];
+  _Atomic int done;
+} late_call;
+
+static void *late_call_run(void *arg) {
+  late_call *l = arg;
+  l->rc = l->d->be->coll(l->d->win, &l->call, l->timeout_ms, NULL, NULL, l->why, sizeof l->why);
+  atomic_store(&l->done, 1);
+  return NULL;
+}
+
+static int count_not(const float *v, int n, float want, int *first) {
+  int bad = 0;
+  for (int i = 0; i < n; i++)
+    if (v[i] != want && bad++ == 0) *first = i;
+  return bad;
+}
+
 static int coll_late(bool shared) {
   setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
   enum { N = 1 << 16 }; /* floats: 256 KiB */
@@ -1175,50 +1200,66 @@ static int coll_late(bool shared) {
   pto_window_buffer b[1] = {{"scratch", sb}};
   dom x = {0};
   dom_open(&x, 93 - shared, world4, np, b, 1, false, 1);
-  comm_dom *d = comm_find(&x.c, x.d.id);
   const char *lay = shared ? "shared" : "RMA";
   for (int i = 0; i < N; i++)
     in[i] = (float)(x.rank + 1), out[i] = 0;
-  comm_coll_call call = {.kind = COMM_ALLREDUCE,
-                         .dtype = PTO_F32,
-                         .op = PTO_RED_SUM,
-                         .count = N,
-                         .src = in,
-                         .dst = out,
-                         .buf = 0};
-  char why[400] = "";
+  late_call l = {.d = comm_find(&x.c, x.d.id),
+                 .call = {.kind = COMM_ALLREDUCE,
+                          .dtype = PTO_F32,
+                          .op = PTO_RED_SUM,
+                          .count = N,
+                          .src = in,
+                          .dst = out,
+                          .buf = 0},
+                 .timeout_ms = x.rank == 0 ? 1 : 5000};
+  pthread_t th;
+  int first = -1, bad;
   if (x.rank == 0) {
-    int rc = d->be->coll(d->win, &call, 1, NULL, NULL, why, sizeof why);
-    CHECK_EQ(rc, PTO_EWAIT_TIMEOUT, "rank 0's allreduce, which rank 1 has not called yet");
-    printf("rank 0 (%s windows): %s: %s\n", lay, pto_status_name(rc), why);
-    for (int i = 0; i < N; i++) /* the program's memory again */
-      in[i] = 100, out[i] = -7;
+    pthread_create(&th, NULL, late_call_run, &l);
+    usleep(100000); /* well past its deadline */
+    if (atomic_load(&l.done))
+      FAIL("(%s windows) rank 0's allreduce returned (%s: %s) before rank 1 called: MPI still "
+           "owns its src and dst",
+           lay, pto_status_name(l.rc), l.why);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  if (x.rank == 1) {
-    int rc = d->be->coll(d->win, &call, 5000, NULL, NULL, why, sizeof why);
-    CHECK_EQ(rc, PTO_OK, "rank 1's allreduce, late, which rank 0's call in flight meets");
-    int bad = 0, first = -1;
-    for (int i = 0; i < N && rc == PTO_OK; i++)
-      if (out[i] != 3 && bad++ == 0) first = i;
-    if (bad)
+  if (x.rank == 1) late_call_run(&l);
+  if (x.rank == 0) {
+    pthread_join(th, NULL);
+    CHECK_EQ(l.rc, PTO_EWAIT_TIMEOUT, "rank 0's allreduce, 1 ms deadline, rank 1 100 ms late");
+    if (!strstr(l.why, "waited for it")) FAIL("rank 0's error says not that it waited: %s", l.why);
+    printf("rank 0 (%s windows): %s: %s\n", lay, pto_status_name(l.rc), l.why);
+    if ((bad = count_not(out, N, 3, &first)))
+      FAIL("(%s windows) rank 0's dst after its late call: %d of %d wrong, the first [%d] = %g, "
+           "expected 3",
+           lay, bad, N, first, (double)out[first]);
+    for (int i = 0; i < N; i++) /* the program's memory again */
+      in[i] = 100, out[i] = -7;
+  } else if (x.rank == 1) {
+    CHECK_EQ(l.rc, PTO_OK, "rank 1's allreduce, late");
+    if (l.rc == PTO_OK && (bad = count_not(out, N, 3, &first)))
       FAIL("(%s windows) rank 1's allreduce returned PTO_OK with %d of %d sums wrong, the first "
            "[%d] = %g, expected 3: it took what rank 0 wrote into its src or dst after its call "
            "returned",
            lay, bad, N, first, (double)out[first]);
   }
-  for (int i = 0; i < 3; i++) /* MPI progress on rank 0 while its request completes */
+  for (int i = 0; i < 3; i++) /* MPI progress on rank 0: a request left in flight would land */
     MPI_Barrier(MPI_COMM_WORLD);
-  if (x.rank == 0) {
-    int bad = 0, first = -1;
-    for (int i = 0; i < N; i++)
-      if (out[i] != -7 && bad++ == 0) first = i;
-    if (bad)
-      FAIL("(%s windows) the allreduce that gave up wrote rank 0's dst after it returned: %d of "
-           "%d floats changed, the first [%d] = %g, expected -7 (what the program wrote there "
-           "since)",
-           lay, bad, N, first, (double)out[first]);
-  }
+  if (x.rank == 0 && (bad = count_not(out, N, -7, &first)))
+    FAIL("(%s windows) the allreduce that reached its deadline wrote rank 0's dst after it "
+         "returned: %d of %d floats changed, the first [%d] = %g, expected -7 (what the program "
+         "wrote there since)",
+         lay, bad, N, first, (double)out[first]);
+  /* the buffer's collectives are in step: the next one completes */
+  for (int i = 0; i < N; i++)
+    in[i] = 1, out[i] = 0;
+  l.timeout_ms = 5000;
+  l.rc = -1;
+  late_call_run(&l);
+  CHECK_EQ(l.rc, PTO_OK, "the next allreduce on that buffer");
+  if (l.rc == PTO_OK && (bad = count_not(out, N, (float)np, &first)))
+    FAIL("(%s windows) the next allreduce: %d of %d sums wrong, the first [%d] = %g, expected %d",
+         lay, bad, N, first, (double)out[first], np);
   dom_close(&x);
   return failures ? 1 : 0;
 }
