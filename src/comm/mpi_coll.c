@@ -266,7 +266,6 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
   }
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
   req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false};
-  uint64_t t0 = pto_now_ns();
   if (poll(&p, timeout_ms) && !p.cancelled) {
     if (p.err == MPI_SUCCESS) return 0;
     err_why(why, why_len, call_name(c->kind), p.err);
@@ -277,11 +276,12 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
    * file), so the call waits for it, then fails. The buffer's collectives
    * stay in step: every rank's request completed. */
   bool cancelled = p.cancelled;
+  uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
   req_poll rest = {&req, 1, MPI_SUCCESS, NULL, NULL, false};
   poll(&rest, -1);
   snprintf(why, why_len,
            "%s on window buffer %s %s; MPI owns the call's src and dst until it completes, so the "
-           "call waited for it (completed %.0f ms after it began%s)",
+           "call waited for it (%.0f ms more%s)",
            call_name(c->kind), w->d.buffers[c->buf].name,
            cancelled ? "was stopped" : "did not complete in time", (pto_now_ns() - t0) / 1e6,
            rest.err == MPI_SUCCESS ? "" : ", with an error");
