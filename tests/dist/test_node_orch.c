@@ -1480,6 +1480,32 @@ static int count_is(const pto_tensor *t, int blocks, float v) {
   return k;
 }
 
+/* A run on n of two polling blocks per chip (100 ms each) and an add,
+ * after a cancelled or failed one: nothing of that reaches it, its
+ * kernels run to their bound uncancelled and its data is right. Destroys
+ * n. */
+static void run_whole_after(pto_node *n) {
+  poller p;
+  memset(&p, 0, sizeof p);
+  p.n = n;
+  for (int c = 0; c < 2; c++)
+    p.out[c] = vec(n, SENTINEL);
+  p.x = vec(n, 5.0f);
+  p.y = vec(n, SENTINEL);
+  p.add = true;
+  p.blocks = 2;
+  p.deadline_ns = pto_now_ns() + 100 * 1000000u;
+  pto_error_info err;
+  int rc = pto_node_run(n, poll_run, &p, &err);
+  if (rc) pto_error_print(&err, stderr);
+  assert_int_equal(rc, 0);
+  assert_int_equal(p.rc[0] | p.rc[1] | p.rc[2], 0);
+  for (int c = 0; c < 2; c++)
+    assert_int_equal(count_is(&p.out[c], 2, POLL_BOUND), 2);
+  assert_true(all_is(&p.y, 6.0f));
+  pto_node_destroy(n);
+}
+
 /* pto_node_cancel while both chips' kernels compute and poll
  * pto_kctx_cancelled: it turns true in them (the node's cancel word of
  * the task they run), so the run returns PTO_ECANCELLED at once, not when
@@ -1526,23 +1552,7 @@ static void test_cancel_polling_kernels(void **state) {
     assert_true(count_is(&p.out[c], POLL_BLOCKS, SENTINEL) >= 1);
   }
   /* the next run: nothing of the cancel reaches it */
-  memset(&p, 0, sizeof p);
-  p.n = n;
-  for (int c = 0; c < 2; c++)
-    p.out[c] = vec(n, SENTINEL);
-  p.x = vec(n, 5.0f);
-  p.y = vec(n, SENTINEL);
-  p.add = true;
-  p.blocks = 2;
-  p.deadline_ns = pto_now_ns() + 100 * 1000000u;
-  rc = pto_node_run(n, poll_run, &p, &err);
-  if (rc) pto_error_print(&err, stderr);
-  assert_int_equal(rc, 0);
-  assert_int_equal(p.rc[0] | p.rc[1] | p.rc[2], 0);
-  for (int c = 0; c < 2; c++)
-    assert_int_equal(count_is(&p.out[c], 2, POLL_BOUND), 2);
-  assert_true(all_is(&p.y, 6.0f));
-  pto_node_destroy(n);
+  run_whole_after(n);
 }
 
 /* ---- the node stops its chips (it failed) ---- */
@@ -1613,24 +1623,7 @@ static void test_stop_polling_kernels(void **state) {
   }
   pto_node_destroy(n);
   /* a node made again on the same devices runs whole */
-  n = make_node();
-  memset(&p, 0, sizeof p);
-  p.n = n;
-  for (int c = 0; c < 2; c++)
-    p.out[c] = vec(n, SENTINEL);
-  p.x = vec(n, 5.0f);
-  p.y = vec(n, SENTINEL);
-  p.add = true;
-  p.blocks = 2;
-  p.deadline_ns = pto_now_ns() + 100 * 1000000u;
-  rc = pto_node_run(n, poll_run, &p, &err);
-  if (rc) pto_error_print(&err, stderr);
-  assert_int_equal(rc, 0);
-  assert_int_equal(p.rc[0] | p.rc[1] | p.rc[2], 0);
-  for (int c = 0; c < 2; c++)
-    assert_int_equal(count_is(&p.out[c], 2, POLL_BOUND), 2);
-  assert_true(all_is(&p.y, 6.0f));
-  pto_node_destroy(n);
+  run_whole_after(make_node());
 }
 
 /* argv[1], if given, runs only the tests matching that pattern (the mpirun
