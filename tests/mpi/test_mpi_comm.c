@@ -1163,7 +1163,8 @@ static int coll_stale(void) {
  * rank 1 calls only 100 ms later (after a barrier), with a 5 s one. Rank
  * 0's call must not return before rank 1 called (before the fix it
  * returned at its deadline with the request in flight), it returns
- * PTO_EWAIT_TIMEOUT saying it waited, with the sum in its dst; what the
+ * PTO_EWAIT_TIMEOUT saying it waited (or PTO_OK when a loaded host kept
+ * its thread from looking before rank 1 came), with the sum in its dst; what the
  * program writes into its src and dst after that stays there (before: MPI
  * wrote the sum over it later), and rank 1 gets the sum of the values the
  * call was made with (before: PTO_OK with sums of what rank 0 wrote
@@ -1226,9 +1227,15 @@ static int coll_late(bool shared) {
   if (x.rank == 1) late_call_run(&l);
   if (x.rank == 0) {
     pthread_join(th, NULL);
-    CHECK_EQ(l.rc, PTO_EWAIT_TIMEOUT, "rank 0's allreduce, 1 ms deadline, rank 1 100 ms late");
-    if (!strstr(l.why, "waited for it")) FAIL("rank 0's error says not that it waited: %s", l.why);
-    printf("rank 0 (%s windows): %s: %s\n", lay, pto_status_name(l.rc), l.why);
+    /* PTO_OK only when its thread did not look again before rank 1 came (a
+     * loaded host can keep it off a CPU for the whole 100 ms) */
+    if (l.rc != PTO_OK) {
+      CHECK_EQ(l.rc, PTO_EWAIT_TIMEOUT, "rank 0's allreduce, 1 ms deadline, rank 1 100 ms late");
+      if (!strstr(l.why, "waited for it"))
+        FAIL("rank 0's error says not that it waited: %s", l.why);
+    }
+    printf("rank 0 (%s windows): %s: %s\n", lay, pto_status_name(l.rc),
+           l.rc ? l.why : "(its thread did not look before rank 1 called: not exercised)");
     if ((bad = count_not(out, N, 3, &first)))
       FAIL("(%s windows) rank 0's dst after its late call: %d of %d wrong, the first [%d] = %g, "
            "expected 3",
