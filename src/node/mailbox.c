@@ -19,6 +19,12 @@ bool mbox_idle(node_mbox *mb) {
 uint32_t mbox_post(node_mbox *mb, node_frame *f) {
   uint32_t gen = atomic_load_explicit(&mb->posted, memory_order_relaxed) + 1;
   if (gen == 0) gen = 1; /* 0 is "nothing yet" */
+  /* The cancel word stays until the next cancel; one that names gen is of
+   * the frame 2^32 - 1 posts before, and must not cancel this one. Only
+   * the poster writes the word (mbox_cancel: the parent, or the relay
+   * that posts here), and the frame's release below publishes the 0. */
+  if (comm_cancel_by(atomic_load_explicit(&mb->cancel, memory_order_relaxed), gen) != -1)
+    atomic_store_explicit(&mb->cancel, 0, memory_order_relaxed);
   f->gen = gen;
   mb->frame = *f;
   /* release pairs with the child's acquire in mbox_take: the frame is written */
