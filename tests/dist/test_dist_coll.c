@@ -246,6 +246,14 @@ static _Atomic int64_t ended_in[2], began_in[2];
 /* case 25's result when a block waited 20 s for the other to begin */
 #define NOT_AT_ONCE 1
 
+/* Case 25: the chip's two blocks share their rank's status (one element
+ * per rank), and both may write it, each from its own core's thread (one
+ * refused, the other cancelled, or both refused): atomic stores, the later
+ * one standing. */
+static void block_status(const pto_kctx *ctx, int32_t status) {
+  __atomic_store_n((int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0), status, __ATOMIC_RELAXED);
+}
+
 static void block_ends(const pto_kctx *ctx, int64_t run) {
   atomic_store(&ended_in[ctx->block_idx], run);
 }
@@ -430,7 +438,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     for (int ms = 0; atomic_load(&began_in[1 - ctx->block_idx]) != run; ms++)
       if (ms == 20000) { /* the blocks did not run at once: nothing to refuse (the test
                           * runs the case again) */
-        *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = NOT_AT_ONCE;
+        block_status(ctx, NOT_AT_ONCE);
         break;
       } else {
         usleep(1000);
@@ -440,7 +448,7 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     if (odd) usleep(300000);
     for (int i = 0; i < 200 && !rc; i++)
       rc = pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
-    if (rc) *(int32_t *)pto_tensor_at_linear(&ctx->tensors[1], 0) = rc;
+    if (rc) block_status(ctx, rc);
     return rc;
   case 7: { /* both: a dtype that cannot be reduced */
     pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);

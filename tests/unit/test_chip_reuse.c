@@ -24,7 +24,8 @@
  *  - a run wakes only the cores it uses: back-to-back one-task runs are
  *    entered by one core each, empty runs by none;
  *  - the watchdog's window is per run: runs that each idle for most of
- *    watchdog_ms, back to back, never time out;
+ *    watchdog_ms, back to back, are never stopped before watchdog_ms of
+ *    their own (under load, one whose idling overran it may be);
  *  - a run that fails while ready tasks are still queued (a kernel error,
  *    pto_orch_fatal, a watchdog timeout), with the default role and with
  *    scheduler threads: none of its queued blocks runs in the next run,
@@ -55,6 +56,12 @@ static uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- kernels ---- */
@@ -759,27 +766,67 @@ static void test_run_wakes_only_its_cores(void **state) {
 
 /* ---- the watchdog's window is per run ---- */
 
+/* An orchestration that submits nothing for idle_us, watching the run's
+ * status: failed_ns is when it first saw the run failed (0: it never did). */
+typedef struct idle_run {
+  long idle_us;
+  uint64_t failed_ns;
+} idle_run;
+
 static void idle_orch(pto_orch *o, void *arg) {
-  (void)o;
-  sleep_us(*(long *)arg);
+  idle_run *ir = arg;
+  uint64_t end = now_ns() + (uint64_t)ir->idle_us * 1000u;
+  while (now_ns() < end) {
+    if (pto_orch_status(o)) {
+      ir->failed_ns = now_ns();
+      return;
+    }
+    sleep_us(1000);
+  }
 }
 
+/* The watchdog fires only once watchdog_ms passed with no progress, its
+ * window starting in the run it watches: a run it stops has lasted
+ * watchdog_ms at least when it fails. Runs that idle for 5/8 of
+ * watchdog_ms, back to back, must not fail because of an earlier run's
+ * window. Under load an orchestrator's 50 ms sleep may itself last 80 ms
+ * or more (a preempted thread, TSan), and the watchdog is then right to
+ * fire; so what is checked is when it fired: no earlier than watchdog_ms
+ * into the run. When it fired is bounded from above by the time the
+ * orchestration first saw the run failed (it polls every millisecond), or
+ * by the run's return; a window carried over from the run before would fire
+ * about 30 ms into the run. */
 static void test_watchdog_window_per_run(void **state) {
   (void)state;
-  pto_chip *chip = make_chip(1, 80, 2000);
-  long idle_us = 50000; /* 5/8 of watchdog_ms, run after run */
+  const uint64_t watchdog_ms = 80;
+  pto_chip *chip = make_chip(1, (int64_t)watchdog_ms, 2000);
+  int timed_out = 0;
   for (int i = 0; i < 8; i++) {
     pto_error_info err;
-    int rc = pto_chip_run(chip, idle_orch, &idle_us, NULL, &err);
-    if (rc)
-      fail_msg("run %d, idle for 50 ms with watchdog_ms = 80: %s: %s (the watchdog carried its "
-               "window over from an earlier run)",
-               i, pto_status_name(rc), err.details);
+    idle_run ir = {50000, 0};
+    uint64_t t0 = now_ns();
+    int rc = pto_chip_run(chip, idle_orch, &ir, NULL, &err);
+    uint64_t fired_by = ir.failed_ns ? ir.failed_ns : now_ns();
+    if (!rc) continue;
+    if (rc != PTO_ESCHED_TIMEOUT || err.stall != PTO_STALL_ORCH_STARVED)
+      fail_msg(
+          "run %d, idle for 50 ms: %s (%s): %s, expected PTO_OK (or, once the "
+          "orchestrator's sleep overran watchdog_ms, PTO_ESCHED_TIMEOUT, orchestrator starved)",
+          i, pto_status_name(rc), pto_stall_class_name(err.stall), err.details);
+    if (fired_by - t0 < watchdog_ms * 1000000u)
+      fail_msg("run %d, idle for 50 ms with watchdog_ms = %llu: %s: %s, fired %.1f ms into the "
+               "run (the watchdog carried its window over from an earlier run)",
+               i, (unsigned long long)watchdog_ms, pto_status_name(rc), err.details,
+               (double)(fired_by - t0) / 1e6);
+    timed_out++;
   }
+  printf("8 runs idle for 50 ms with watchdog_ms = 80: %d timed out, each at least 80 ms into "
+         "its run (an orchestrator's sleep overran)\n",
+         timed_out);
   /* and it still fires in a later run */
-  long long_us = 400000;
+  idle_run ir = {400000, 0};
   pto_error_info err;
-  int rc = pto_chip_run(chip, idle_orch, &long_us, NULL, &err);
+  int rc = pto_chip_run(chip, idle_orch, &ir, NULL, &err);
   printf("a run idle for 400 ms with watchdog_ms = 80: %s (%s)\n", pto_status_name(rc),
          pto_stall_class_name(err.stall));
   assert_int_equal(rc, PTO_ESCHED_TIMEOUT);
