@@ -18,6 +18,9 @@ import os, signal, sys, time
 import numpy as np
 import pto
 
+# Python's own handler, as a terminal's Python has it: a child started by a
+# shell's background job inherits SIGINT ignored, and keeps it so
+signal.signal(signal.SIGINT, signal.default_int_handler)
 go = sys.argv[1]  # the parent creates this file once it has sent SIGINT
 chip = pto.Chip(clusters=1, schedulers=1, watchdog_ms=60000)
 calls = [0]
@@ -84,6 +87,7 @@ import os, signal, sys, time
 import numpy as np
 import pto
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in CHILD
 go, dev = sys.argv[1], int(sys.argv[2])  # go: the parent made it once it had sent SIGINT
 
 def slow(ctx, x):  # in the chip process
