@@ -26,7 +26,7 @@
  * completes: it is issued only once every rank's record came (each rank
  * issues its own right after the exchange), so it completes unless a rank
  * dies or freezes, and a call that reaches its deadline or is cancelled in
- * it waits for it before returning its error (mpi_coll). Before, such a
+ * it waits for it before returning its error (finish). Before, such a
  * call returned with the request in flight, and MPI went on reading and
  * writing the kernel's src and dst (a tile, a task's OUTPUT) after they
  * were the program's again: the late rank's call returned PTO_OK with sums
@@ -238,18 +238,34 @@ static int usable(comm_win *w, int buf, char *why, size_t why_len) {
 }
 
 /* Tests the requests the call `what` issued on buf to the end: 0 when they
- * completed; else the buffer is broken when they stay in flight. */
-static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, const char *what,
-                  char *why, size_t why_len) {
-  bool done = poll(p, timeout_ms);
-  if (done && !p->cancelled && p->err == MPI_SUCCESS) return 0;
-  if (done && !p->cancelled) {
+ * completed. When the deadline passed or the run is cancelled first:
+ * requests on the caller's memory (`owned`: a collective's src and dst,
+ * which MPI owns until it completes; see the top of this file) are waited
+ * for, then the call fails saying so, and the buffer's collectives stay in
+ * step, every rank's request having completed; requests on the backend's
+ * staging (a record exchange) stay in flight, and the buffer is broken. */
+static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool owned,
+                  const char *what, char *why, size_t why_len) {
+  if (poll(p, timeout_ms) && !p->cancelled) {
+    if (p->err == MPI_SUCCESS) return 0;
     err_why(why, why_len, what, p->err);
     return PTO_EMPI;
   }
-  w->bbroken[buf] = true; /* the requests stay in flight */
-  snprintf(why, why_len, "%s on window buffer %s %s", what, w->d.buffers[buf].name,
-           p->cancelled ? "was stopped" : "did not complete (a rank did not call it, or died)");
+  if (owned) {
+    uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
+    req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false};
+    poll(&rest, -1);
+    snprintf(why, why_len,
+             "%s on window buffer %s %s; MPI owns the call's src and dst until it completes, so "
+             "the call waited for it (%.0f ms more%s)",
+             what, w->d.buffers[buf].name,
+             p->cancelled ? "was stopped" : "did not complete in time", (pto_now_ns() - t0) / 1e6,
+             rest.err == MPI_SUCCESS ? "" : ", with an error");
+  } else {
+    w->bbroken[buf] = true; /* the requests stay in flight */
+    snprintf(why, why_len, "%s on window buffer %s %s", what, w->d.buffers[buf].name,
+             p->cancelled ? "was stopped" : "did not complete (a rank did not call it, or died)");
+  }
   return p->cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
 }
 
@@ -266,26 +282,7 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
   }
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
   req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false};
-  if (poll(&p, timeout_ms) && !p.cancelled) {
-    if (p.err == MPI_SUCCESS) return 0;
-    err_why(why, why_len, call_name(c->kind), p.err);
-    return PTO_EMPI;
-  }
-  /* The deadline passed, or the run is cancelled, with the request in
-   * flight: MPI owns src and dst until it completes (see the top of this
-   * file), so the call waits for it, then fails. The buffer's collectives
-   * stay in step: every rank's request completed. */
-  bool cancelled = p.cancelled;
-  uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
-  req_poll rest = {&req, 1, MPI_SUCCESS, NULL, NULL, false};
-  poll(&rest, -1);
-  snprintf(why, why_len,
-           "%s on window buffer %s %s; MPI owns the call's src and dst until it completes, so the "
-           "call waited for it (%.0f ms more%s)",
-           call_name(c->kind), w->d.buffers[c->buf].name,
-           cancelled ? "was stopped" : "did not complete in time", (pto_now_ns() - t0) / 1e6,
-           rest.err == MPI_SUCCESS ? "" : ", with an error");
-  return cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
+  return finish(w, c->buf, &p, timeout_ms, true, call_name(c->kind), why, why_len);
 }
 
 /* ---- the record exchange: one message to and from every peer ----
@@ -395,8 +392,8 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     return PTO_EMPI;
   }
   req_poll p = {req, nreq, MPI_SUCCESS, cancel, cancel_arg, false};
-  rc = finish(w, x->buf, &p, timeout_ms, "the exchange of records (MPI_Isend/MPI_Irecv)", why,
-              why_len);
+  rc = finish(w, x->buf, &p, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)",
+              why, why_len);
   if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, why, why_len);
   for (int q = 0; q < n && !rc; q++)
     x->recv[q] = q == me ? NULL : rslot + (size_t)q * rec;

@@ -87,6 +87,15 @@ static int get_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer
   return 0;
 }
 
+/* get_env for an op that tags or reads words with the task's epoch (a
+ * notify, wait, read or barrier): it fails for a task without one
+ * (comm_epoch_check). */
+static int get_epoch_env(const pto_kctx *ctx, pto_domain dom, int peer, bool need_peer,
+                         const char *op, op_env *e) {
+  int rc = get_env(ctx, dom, peer, need_peer, op, e);
+  return rc ? rc : comm_epoch_check(e->c, op, dom, e->d->my_rank);
+}
+
 int comm_span_locate(const comm_domain_desc *d, const void *buf_ptr, uint64_t lo, uint64_t hi,
                      uint64_t *woff, int *buf, char *why, size_t n) {
   uint64_t a = (uint64_t)(uintptr_t)buf_ptr, all;
@@ -584,8 +593,7 @@ static int cell_off(const op_env *e, const pto_tensor *cell, uint64_t *off,
 static int notify(const pto_kctx *ctx, pto_domain dom, int peer, const pto_tensor *cell,
                   pto_signal_op op, int32_t v) {
   op_env e;
-  int rc = get_env(ctx, dom, peer, true, "notify", &e);
-  if (!rc) rc = comm_epoch_check(e.c, "notify", e.d->desc.id, e.d->my_rank);
+  int rc = get_epoch_env(ctx, dom, peer, true, "notify", &e);
   if (rc) return rc;
   if (op != PTO_SIGNAL_ADD && op != PTO_SIGNAL_SET)
     return comm_fail(e.c, PTO_EINVAL, "notify: unknown signal op %d", (int)op);
@@ -666,8 +674,7 @@ static void wait_learn(comm_dom *d, uint64_t ns) {
 static int signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, pto_cmp cmp,
                        int32_t v, int64_t timeout_ms) {
   op_env e;
-  int rc = get_env(ctx, dom, 0, false, "signal_wait", &e);
-  if (!rc) rc = comm_epoch_check(e.c, "signal_wait", e.d->desc.id, e.d->my_rank);
+  int rc = get_epoch_env(ctx, dom, 0, false, "signal_wait", &e);
   if (rc) return rc;
   /* sig_cmp reads anything but EQ as GE: an unknown op must not pass */
   if (cmp != PTO_CMP_EQ && cmp != PTO_CMP_GE)
@@ -718,8 +725,7 @@ int pto_signal_wait(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell,
 
 int pto_signal_read(const pto_kctx *ctx, pto_domain dom, const pto_tensor *cell, int32_t *v) {
   op_env e;
-  int rc = get_env(ctx, dom, 0, false, "signal_read", &e);
-  if (!rc) rc = comm_epoch_check(e.c, "signal_read", e.d->desc.id, e.d->my_rank);
+  int rc = get_epoch_env(ctx, dom, 0, false, "signal_read", &e);
   if (rc) return rc;
   if (!v) return comm_fail(e.c, PTO_EINVAL, "signal_read: the result pointer is NULL");
   uint64_t off;
@@ -746,8 +752,7 @@ static bool cancel_cb(void *arg) {
 
 static int barrier(const pto_kctx *ctx, pto_domain dom) {
   op_env e;
-  int rc = get_env(ctx, dom, 0, false, "barrier", &e);
-  if (!rc) rc = comm_epoch_check(e.c, "barrier", e.d->desc.id, e.d->my_rank);
+  int rc = get_epoch_env(ctx, dom, 0, false, "barrier", &e);
   if (rc) return rc;
   comm_dom *d = e.d;
   pthread_mutex_lock(&d->barrier_lock);

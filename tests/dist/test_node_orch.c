@@ -1480,21 +1480,29 @@ static int count_is(const pto_tensor *t, int blocks, float v) {
   return k;
 }
 
+/* p for a run of `blocks` polling blocks per chip on n, every output
+ * SENTINEL, the kernels' bound bound_ms from now; returns now. */
+static uint64_t poll_setup(poller *p, pto_node *n, int blocks, uint64_t bound_ms) {
+  memset(p, 0, sizeof *p);
+  p->n = n;
+  for (int c = 0; c < 2; c++)
+    p->out[c] = vec(n, SENTINEL);
+  p->blocks = blocks;
+  uint64_t t0 = pto_now_ns();
+  p->deadline_ns = t0 + bound_ms * 1000000u;
+  return t0;
+}
+
 /* A run on n of two polling blocks per chip (100 ms each) and an add,
  * after a cancelled or failed one: nothing of that reaches it, its
  * kernels run to their bound uncancelled and its data is right. Destroys
  * n. */
 static void run_whole_after(pto_node *n) {
   poller p;
-  memset(&p, 0, sizeof p);
-  p.n = n;
-  for (int c = 0; c < 2; c++)
-    p.out[c] = vec(n, SENTINEL);
+  poll_setup(&p, n, 2, 100);
   p.x = vec(n, 5.0f);
   p.y = vec(n, SENTINEL);
   p.add = true;
-  p.blocks = 2;
-  p.deadline_ns = pto_now_ns() + 100 * 1000000u;
   pto_error_info err;
   int rc = pto_node_run(n, poll_run, &p, &err);
   if (rc) pto_error_print(&err, stderr);
@@ -1516,13 +1524,7 @@ static void test_cancel_polling_kernels(void **state) {
   (void)state;
   pto_node *n = make_node();
   poller p;
-  memset(&p, 0, sizeof p);
-  p.n = n;
-  for (int c = 0; c < 2; c++)
-    p.out[c] = vec(n, SENTINEL);
-  p.blocks = POLL_BLOCKS;
-  uint64_t t0 = pto_now_ns();
-  p.deadline_ns = t0 + (uint64_t)POLL_BOUND_MS * 1000000u;
+  uint64_t t0 = poll_setup(&p, n, POLL_BLOCKS, POLL_BOUND_MS);
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, cancel_polling, &p), 0);
   pto_error_info err;
@@ -1576,13 +1578,7 @@ static void test_stop_polling_kernels(void **state) {
   pto_node *n = make_node_cfg(0, STOP_TASK_MS);
   bool mpi = n->mpi; /* chip 0 is a thread of this process */
   poller p;
-  memset(&p, 0, sizeof p);
-  p.n = n;
-  for (int c = 0; c < 2; c++)
-    p.out[c] = vec(n, SENTINEL);
-  p.blocks = POLL_BLOCKS;
-  uint64_t t0 = pto_now_ns();
-  p.deadline_ns = t0 + (uint64_t)POLL_BOUND_MS * 1000000u;
+  uint64_t t0 = poll_setup(&p, n, POLL_BLOCKS, POLL_BOUND_MS);
   pto_error_info err;
   int rc = pto_node_run(n, poll_run, &p, &err);
   uint64_t end = pto_now_ns();
