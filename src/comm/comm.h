@@ -193,6 +193,18 @@ void comm_wake(pto_comm *c, int chip);
  * pto_kctx_cancelled). */
 void comm_wake_mine(pto_comm *c);
 comm_dom *comm_find(const pto_comm *c, int32_t id);
+/* A backend that must end the job itself (the MPI backend's collective
+ * that MPI owns the caller's memory for and that never completes:
+ * mpi_coll.c, end_job) calls comm_job_end with the domain's desc.prefix
+ * right before its MPI_Abort; it calls the hook the domains' owner set
+ * with comm_set_job_end (the node under mpirun: it unlinks its run's
+ * shared objects, as it does before its own MPI_Abort, which may end the
+ * process with SIGKILL). No hook set (a program that opens domains
+ * itself): nothing. Set once, before any domain opens; read from any
+ * thread. */
+typedef void (*comm_job_end_fn)(const char *domain_prefix);
+void comm_set_job_end(comm_job_end_fn fn);
+void comm_job_end(const char *domain_prefix);
 /* pto_comm_window_tensor, saying in why[n] what was wrong when it fails. */
 int comm_window_tensor_why(const pto_comm *c, pto_domain dom, int rank, const char *name,
                            pto_dtype dt, int ndims, const int64_t *shape, pto_tensor *out,

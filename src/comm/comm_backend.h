@@ -136,8 +136,9 @@ typedef struct comm_backend {
    * wait: a small call that completes at once reads none), PTO_ESHUTDOWN
    * when cancel(cancel_arg), PTO_EMPI, with why filled. A call that reached
    * its deadline or was cancelled returns only once the backend no longer
-   * uses c->src and c->dst (the MPI backend waits for its request: MPI
-   * cannot withdraw it). */
+   * uses c->src and c->dst (the MPI backend waits for its request, which
+   * MPI cannot withdraw, PTO_MPI_COLL_GRACE_MS at most, then ends the job
+   * with MPI_Abort). */
   int (*coll)(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
               void *cancel_arg, char *why, size_t why_len);
   /* With coll: runs the record exchange x, with the errors of coll (an

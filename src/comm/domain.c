@@ -3,6 +3,7 @@
  * node drives (open, attach, close), the per-task epoch and the first
  * error of a task with its details. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,15 @@ void comm_wake_mine(pto_comm *c) {
     comm_dom *d = c->doms[i];
     if (d && d->my_rank >= 0) d->be->wake(d->win, d->my_rank);
   }
+}
+
+static _Atomic(comm_job_end_fn) job_end;
+
+void comm_set_job_end(comm_job_end_fn fn) { atomic_store(&job_end, fn); }
+
+void comm_job_end(const char *domain_prefix) {
+  comm_job_end_fn fn = atomic_load(&job_end);
+  if (fn) fn(domain_prefix);
 }
 
 comm_dom *comm_find(const pto_comm *c, int32_t id) {

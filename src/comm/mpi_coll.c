@@ -26,20 +26,27 @@
  * completes: it is issued only once every rank's record came (each rank
  * issues its own right after the exchange), so it completes unless a rank
  * dies or freezes, and a call that reaches its deadline or is cancelled in
- * it waits for it before returning its error (finish). Before, such a
- * call returned with the request in flight, and MPI went on reading and
- * writing the kernel's src and dst (a tile, a task's OUTPUT) after they
- * were the program's again: the late rank's call returned PTO_OK with sums
- * of what the program wrote there since, and the sum landed over it
- * (mpi.coll_late.np2). A rank that dies ends the job (Open MPI's default,
- * or the node, which ends the job of a failed node); one that never
- * completes leaves the kernel in the call, which the chip's watchdog and
- * shutdown handle as any kernel that does not return (docs/chip.md). */
+ * it waits for it before returning its error (finish): returning with the
+ * request in flight would let MPI go on reading and writing the kernel's
+ * src and dst (a tile, a task's OUTPUT) after they were the program's
+ * again (mpi.coll_late.np2). That wait has a bound, PTO_MPI_COLL_GRACE_MS
+ * (30 s by default): a request still pending then, as when a rank froze
+ * or never calls, ends the job with MPI_Abort, saying why (end_job;
+ * mpi.coll_frozen_*.np2), since the call can neither return nor wait for
+ * ever, and where no node runs nothing else would end it. The bound is an
+ * option of its own, not the call's deadline again: a deadline may be
+ * short where a late peer still comes (coll_late's 1 ms, a peer 100 ms
+ * late), and the node's heartbeat names a frozen chip rank, which MPI
+ * cannot (control_timeout_ms, 30 s by default: with the default 10 s
+ * waits the node usually fails the run first). A rank that dies ends the
+ * job too (Open MPI's default, or the node, which ends the job of a
+ * failed node). */
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/coll_reduce.h"
 #include "comm/mpi_win.h"
@@ -237,13 +244,49 @@ static int usable(comm_win *w, int buf, char *why, size_t why_len) {
   return 0;
 }
 
+/* A collective on the caller's src and dst that did not complete by its
+ * deadline (or was cancelled), nor in the grace after it: the call can
+ * neither return (MPI would write the caller's memory later, as the
+ * request is never withdrawn) nor wait for ever (a rank that froze, or
+ * never calls, would keep this kernel in the call for good, and nothing
+ * else ends it where no node runs). So it ends the job, saying why in one
+ * line on stderr (one write: mpirun forwards the ranks' output in the
+ * pieces they write), after the hook of the domain's owner (the node's
+ * unlinking of its run's objects: MPI_Abort may end this process with
+ * SIGKILL), on the domain's communicator, as the node does. */
+static void end_job(comm_win *w, int buf, const char *what, bool cancelled, int64_t timeout_ms,
+                    int64_t grace_ms, double waited_ms) {
+  int world = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+  char msg[768];
+  int len = snprintf(msg, sizeof msg,
+                     "pto comm: domain %d rank %d (MPI rank %d, pid %d): %s on window buffer %s "
+                     "%s%lld ms), %s the %.0f ms it then waited (PTO_MPI_COLL_GRACE_MS %lld): a "
+                     "rank of the domain did not make the call, or froze in it. MPI still owns "
+                     "the call's src and dst and cannot withdraw the request, so returning would "
+                     "let MPI write them later: ending the MPI job (MPI_Abort)\n",
+                     w->d.id, w->my_rank, world, (int)getpid(), what, w->d.buffers[buf].name,
+                     cancelled ? "was cancelled before it completed (deadline "
+                               : "did not complete by its deadline (",
+                     (long long)timeout_ms, cancelled ? "and did not complete in" : "nor in",
+                     waited_ms, (long long)grace_ms);
+  if (len > (int)sizeof msg - 1) len = (int)sizeof msg - 1;
+  if (write(2, msg, (size_t)len) < 0) { /* nowhere else to say it */
+  }
+  comm_job_end(w->d.prefix);
+  MPI_Abort(w->comm, 1);
+  _exit(1); /* MPI_Abort does not return */
+}
+
 /* Tests the requests the call `what` issued on buf to the end: 0 when they
  * completed. When the deadline passed or the run is cancelled first:
  * requests on the caller's memory (`owned`: a collective's src and dst,
  * which MPI owns until it completes; see the top of this file) are waited
- * for, then the call fails saying so, and the buffer's collectives stay in
- * step, every rank's request having completed; requests on the backend's
- * staging (a record exchange) stay in flight, and the buffer is broken. */
+ * for, PTO_MPI_COLL_GRACE_MS more at most, then the call fails saying so,
+ * and the buffer's collectives stay in step, every rank's request having
+ * completed; one still pending then ends the job (end_job). Requests on
+ * the backend's staging (a record exchange) stay in flight, and the
+ * buffer is broken. */
 static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool owned,
                   const char *what, char *why, size_t why_len) {
   if (poll(p, timeout_ms) && !p->cancelled) {
@@ -253,8 +296,10 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
   }
   if (owned) {
     uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
+    int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
     req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false};
-    poll(&rest, -1);
+    if (!poll(&rest, grace))
+      end_job(w, buf, what, p->cancelled, timeout_ms, grace, (pto_now_ns() - t0) / 1e6);
     snprintf(why, why_len,
              "%s on window buffer %s %s; MPI owns the call's src and dst until it completes, so "
              "the call waited for it (%.0f ms more%s)",

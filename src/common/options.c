@@ -69,6 +69,11 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
     [PTO_OPT_MPI_SHARED_WINDOWS] = {"mpi_shared_windows", "PTO_MPI_SHARED_WINDOWS", 1, 0, 1,
                                     "MPI backend: 1: ranks on one host share window memory; "
                                     "0: MPI RMA windows always"},
+    [PTO_OPT_MPI_COLL_GRACE_MS] = {"mpi_coll_grace_ms", "PTO_MPI_COLL_GRACE_MS", 30000, 0,
+                                   PTO_DAY_MS,
+                                   "MPI backend: a collective past its deadline (or cancelled) in "
+                                   "MPI's collective waits this much longer for it (ms), since "
+                                   "MPI owns its src and dst, then ends the MPI job (MPI_Abort)"},
     [PTO_OPT_SCHEDULE_SEED] = {"schedule_seed", "PTO_SCHEDULE_SEED", 0, 0, INT64_MAX,
                                "nonzero: every scheduling choice of a chip (or node) is drawn "
                                "from this seed, blocks running one at a time (docs/schedules.md)"},

@@ -40,6 +40,7 @@ typedef enum pto_opt {
   PTO_OPT_FAULT_GAP_MS,
   /* comm: the MPI backend (src/comm/mpi.c) */
   PTO_OPT_MPI_SHARED_WINDOWS,
+  PTO_OPT_MPI_COLL_GRACE_MS,
   /* chip: controlled schedules (docs/schedules.md) */
   PTO_OPT_SCHEDULE_SEED,
   PTO_OPT_COLL_REPRODUCIBLE,

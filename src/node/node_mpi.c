@@ -154,6 +154,20 @@ static void at_exit(void) {
   if (g_inited_by_us) MPI_Finalize();
 }
 
+/* The comm layer's end of the job (comm.h, comm_set_job_end: a kernel's
+ * collective on MPI's collectives that MPI holds the kernel's memory for
+ * and that never completes), on any rank, from the kernel's thread: the
+ * run's objects first, as before the node's own MPI_Abort. A node's
+ * domain is named "<run prefix>.d<id>" (node_domain.c). */
+static void unlink_run_of(const char *domain_prefix) {
+  char run[COMM_PREFIX_MAX];
+  snprintf(run, sizeof run, "%s", domain_prefix);
+  char *dot = strrchr(run, '.');
+  if (!dot || dot[1] != 'd') return; /* not a node's domain */
+  *dot = 0;
+  run_guard_unlink_all(run);
+}
+
 static void serve_forever(void) __attribute__((noreturn));
 
 static int mpi_init(pto_error_info *err) {
@@ -185,6 +199,7 @@ static int mpi_init(pto_error_info *err) {
     return PTO_EMPI;
   }
   MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
+  comm_set_job_end(unlink_run_of);
   MPI_Comm_rank(g_comm, &g_rank);
   MPI_Comm_size(g_comm, &g_size);
   if (g_rank == 0) {

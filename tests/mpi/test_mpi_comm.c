@@ -48,6 +48,13 @@
  *           rank 1 gets the sum of the values the call was made with, and
  *           the next call on the buffer completes (RMA windows, then
  *           shared windows)
+ *   coll_frozen  (-np 2) rank 0's allreduce on MPI's collectives reaches
+ *           its deadline in its data step and rank 1 never calls: rank 0's
+ *           call ends the job (MPI_Abort) after the grace, naming the call,
+ *           the buffer, the deadline and MPI's hold on src and dst (run by
+ *           tests/mpi/coll_frozen.sh, which checks the exit status, that
+ *           line and the time); coll_frozen_cancel: the same for a call
+ *           cancelled at once (its deadline 60 s)
  *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
  *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
  *   die     rank 1 exits in the middle of the others' wait: they end with
@@ -1174,6 +1181,7 @@ typedef struct late_call {
   comm_dom *d;
   comm_coll_call call;
   int64_t timeout_ms;
+  comm_cancel_fn cancel; /* NULL: none */
   int rc;
   char why[400];
   _Atomic int done;
@@ -1181,7 +1189,8 @@ typedef struct late_call {
 
 static void *late_call_run(void *arg) {
   late_call *l = arg;
-  l->rc = l->d->be->coll(l->d->win, &l->call, l->timeout_ms, NULL, NULL, l->why, sizeof l->why);
+  l->rc =
+      l->d->be->coll(l->d->win, &l->call, l->timeout_ms, l->cancel, NULL, l->why, sizeof l->why);
   atomic_store(&l->done, 1);
   return NULL;
 }
@@ -1269,6 +1278,69 @@ static int coll_late(bool shared) {
          lay, bad, N, first, (double)out[first], np);
   dom_close(&x);
   return failures ? 1 : 0;
+}
+
+/* A peer that never makes its call (it froze, or sleeps) while rank 0's
+ * allreduce waits in MPI's collective: MPI owns rank 0's src and dst until
+ * the request completes, which it never does, so the call can neither
+ * return nor wait for ever. The backend's collective is called directly,
+ * as in coll_late: rank 0's on a thread of its own with a 1 ms deadline;
+ * rank 1 sleeps, long past the test's bound, and never calls. Rank 0's
+ * call must end the job (MPI_Abort) once the grace after its deadline
+ * (PTO_MPI_COLL_GRACE_MS, the ctest sets it) ran out, saying so on stderr
+ * (tests/mpi/coll_frozen.sh checks the exit status, the line and the
+ * time); a call that returns fails the test, and so does a job that is
+ * still there when rank 1 wakes. `cancelled`: rank 0's call has a 60 s
+ * deadline and is cancelled at its first look (cancel_now), which gets the
+ * same bound. */
+static bool cancel_now(void *arg) {
+  (void)arg;
+  return true;
+}
+
+static int coll_frozen(bool cancelled) {
+  enum { N = 1 << 16 }; /* floats: 256 KiB, on MPI's collectives */
+  static float in[N], out[N];
+  size_t sb = pto_coll_scratch_bytes(np, sizeof in);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 89, world4, np, b, 1, false, 1);
+  for (int i = 0; i < N; i++)
+    in[i] = (float)(x.rank + 1), out[i] = 0;
+  late_call l = {.d = comm_find(&x.c, x.d.id),
+                 .call = {.kind = COMM_ALLREDUCE,
+                          .dtype = PTO_F32,
+                          .op = PTO_RED_SUM,
+                          .count = N,
+                          .src = in,
+                          .dst = out,
+                          .buf = 0},
+                 .timeout_ms = cancelled ? 60000 : 1,
+                 .cancel = cancelled ? cancel_now : NULL};
+  /* for coll_frozen.sh: what the job may leave behind */
+  const char *job = getenv("OMPI_MCA_ess_base_jobid");
+  printf("rank %d: pid %d, Open MPI job %s\n", x.rank, (int)getpid(), job ? job : "0");
+  fflush(stdout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (x.rank == 0) {
+    printf("rank 0: allreduce on MPI's collectives, %s, rank 1 never calls\n",
+           cancelled ? "cancelled at once (60 s deadline)" : "1 ms deadline");
+    fflush(stdout);
+    uint64_t t0 = pto_now_ns();
+    pthread_t th;
+    pthread_create(&th, NULL, late_call_run, &l);
+    pthread_join(th, NULL);
+    FAIL("rank 0's allreduce returned %s after %.0f ms: %s; expected it to end the job, rank 1 "
+         "never having called (MPI still owns its src and dst)",
+         pto_status_name(l.rc), (double)(pto_now_ns() - t0) / 1e6, l.why);
+  } else {
+    for (int s = 0; s < 120; s++) /* past any bound of the test */
+      sleep(1);
+    FAIL("rank %d slept 120 s and the job still runs: rank 0's call did not end it", x.rank);
+  }
+  fflush(stdout);
+  fflush(stderr);
+  return 1;
 }
 
 /* The survivors of a rank that died leave after rank 0 has printed: a
@@ -1602,6 +1674,9 @@ int main(int argc, char **argv) {
     rc = coll_stale();
   } else if (strcmp(mode, "coll_late") == 0) {
     rc = coll_late(false) | coll_late(true);
+  } else if (strcmp(mode, "coll_frozen") == 0 || strcmp(mode, "coll_frozen_cancel") == 0) {
+    /* no MPI_Finalize: a request stays in flight */
+    _exit(coll_frozen(strcmp(mode, "coll_frozen_cancel") == 0));
   } else if (strcmp(mode, "coll_die") == 0) {
     rc = coll_die();
     fflush(stdout);

@@ -29,9 +29,17 @@
  *              rank 0 must live to complete) to ranks 1 and 2; they name
  *              rank 0 gone and end the job (a blocking receive of a frame
  *              rank 0 had begun to send once waited there for ever).
- * kill, stop, exit and _exit are checked by rank_fault.sh: the job ends
- * within the deadline, naming rank 1, and leaves no process or object
- * behind. */
+ *   coll_frozen, coll_frozen_rank : (PTO_MPI_SHARED_WINDOWS=0: the
+ *              domain on MPI's collectives) chip 0's kernel (a thread of
+ *              rank 0; coll_frozen_rank: chip 1's, rank 1) calls the MPI
+ *              backend's allreduce directly with a 1 ms deadline, the other
+ *              chip's kernel never calls: the caller ends the job after
+ *              PTO_MPI_COLL_GRACE_MS, and the run's objects go first (the
+ *              comm layer's job-end hook: before it, rank 0's MPI_Abort left
+ *              the node's host memory object in 2 runs of 3).
+ * kill, stop, exit, _exit and coll_frozen* are checked by rank_fault.sh:
+ * the job ends within the deadline, naming rank 1 (or the collective),
+ * and leaves no process or object behind. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +48,7 @@
 
 #include <mpi.h>
 
+#include "comm/comm.h"
 #include "pto/coll.h"
 #include "pto/comm.h"
 #include "pto/node.h"
@@ -47,8 +56,9 @@
 
 #define DEV0 116 /* device ids of this program: 116, 117 (and 120 for a third chip) */
 
-static int k_fault = -1, k_ring = -1, k_die = -1;
-/* 0 refusals, 1 kill, 2 stop, 3 exit, 4 _exit, 5 root_exit, 6 root_kill, 7 kill_late */
+static int k_fault = -1, k_ring = -1, k_die = -1, k_frozen = -1;
+/* 0 refusals, 1 kill, 2 stop, 3 exit, 4 _exit, 5 root_exit, 6 root_kill, 7 kill_late,
+ * 8 coll_frozen, 9 coll_frozen_rank */
 static int mode;
 
 #define DIE_COUNT  (1 << 20) /* f32 per allreduce */
@@ -90,11 +100,46 @@ static int die_kernel(const pto_kctx *ctx) {
   return 0;
 }
 
+/* scalar: the domain. The caller (chip 0 in coll_frozen, chip 1 in
+ * coll_frozen_rank) calls the backend's collective directly with a 1 ms
+ * deadline (test_mpi_comm's coll_frozen); the other chip never calls. */
+#define FROZEN_COUNT (1 << 16)
+static int frozen_kernel(const pto_kctx *ctx) {
+  pto_domain dom = (pto_domain)ctx->scalars[0];
+  pto_comm *c = pto_kctx_comm(ctx);
+  if (pto_comm_chip(c) != (mode == 8 ? 0 : 1)) {
+    sleep(20); /* past the test's bound */
+    return 0;
+  }
+  static float in[FROZEN_COUNT], out[FROZEN_COUNT];
+  comm_dom *d = comm_find(c, (int32_t)dom);
+  if (!d || !d->be->coll) {
+    fprintf(stderr,
+            "FAILED: domain %d has no MPI collectives (run with "
+            "PTO_MPI_SHARED_WINDOWS=0)\n",
+            (int)dom);
+    return PTO_EINVAL;
+  }
+  comm_coll_call call = {.kind = COMM_ALLREDUCE,
+                         .dtype = PTO_F32,
+                         .op = PTO_RED_SUM,
+                         .count = FROZEN_COUNT,
+                         .src = in,
+                         .dst = out,
+                         .buf = 0};
+  char why[400] = "";
+  int rc = d->be->coll(d->win, &call, 1, NULL, NULL, why, sizeof why);
+  fprintf(stderr, "FAILED: chip %d's allreduce returned %s: %s (expected it to end the job)\n",
+          pto_comm_chip(c), pto_status_name(rc), why);
+  return rc ? rc : PTO_EINVAL;
+}
+
 static int init(pto_chip *chip, int rank, void *arg) {
   (void)rank;
   (void)arg;
   int rc = pto_kernel_register_aiv(chip, "fault", fault_kernel, &k_fault);
   if (!rc) rc = pto_kernel_register_aiv(chip, "die", die_kernel, &k_die);
+  if (!rc) rc = pto_kernel_register_aiv(chip, "frozen", frozen_kernel, &k_frozen);
   return rc ? rc : pto_kernel_register_aiv(chip, "ring", ring_kernel, &k_ring);
 }
 
@@ -151,6 +196,23 @@ static void die_node(pto_node_orch *no, void *arg) {
   }
   pto_args_scalar(&a, (uint64_t)dom);
   pto_node_submit_group(no, trio, 3, die_orch, &a, NULL);
+}
+
+static void frozen_node(pto_node_orch *no, void *arg) {
+  (void)arg;
+  const pto_window_buffer bufs[] = {
+      {"scratch", pto_coll_scratch_bytes(2, FROZEN_COUNT * sizeof(float))}};
+  pto_domain dom;
+  int rc = pto_node_domain_create(no, pair, 2, bufs, 1, &dom);
+  if (rc) {
+    fprintf(stderr, "domain_create: %s\n", pto_status_name(rc));
+    return;
+  }
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_scalar(&a, (uint64_t)k_frozen);
+  pto_args_scalar(&a, (uint64_t)dom);
+  pto_node_submit_group(no, pair, 2, chip_orch, &a, NULL);
 }
 
 static void fault_node(pto_node_orch *no, void *arg) {
@@ -280,17 +342,19 @@ static int thread_single(void) {
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "refusals";
   if (!strcmp(m, "single")) return thread_single();
-  mode = !strcmp(m, "kill")        ? 1
-         : !strcmp(m, "stop")      ? 2
-         : !strcmp(m, "exit")      ? 3
-         : !strcmp(m, "_exit")     ? 4
-         : !strcmp(m, "root_exit") ? 5
-         : !strcmp(m, "root_kill") ? 6
-         : !strcmp(m, "kill_late") ? 7
-                                   : 0;
+  mode = !strcmp(m, "kill")               ? 1
+         : !strcmp(m, "stop")             ? 2
+         : !strcmp(m, "exit")             ? 3
+         : !strcmp(m, "_exit")            ? 4
+         : !strcmp(m, "root_exit")        ? 5
+         : !strcmp(m, "root_kill")        ? 6
+         : !strcmp(m, "kill_late")        ? 7
+         : !strcmp(m, "coll_frozen")      ? 8
+         : !strcmp(m, "coll_frozen_rank") ? 9
+                                          : 0;
   if (mode == 0) return refusals();
   pto_node_config cfg = config();
-  if (mode >= 3) {
+  if (mode >= 3 && mode <= 7) {
     static const int devs[3] = {DEV0, DEV0 + 1, DEV0 + 4};
     cfg.nchips = 3;
     cfg.device_ids = devs;
@@ -311,9 +375,9 @@ int main(int argc, char **argv) {
   }
   printf("run objects: /dev/shm/%s.*\n", pto_node_shm_prefix(n));
   fflush(stdout);
-  rc = pto_node_run(n, mode >= 3 ? die_node : fault_node, NULL, &err);
+  rc = pto_node_run(n, mode >= 8 ? frozen_node : mode >= 3 ? die_node : fault_node, NULL, &err);
   fprintf(stderr, "run: %s: %s\n", pto_status_name(rc), err.details);
-  if (mode >= 3) {
+  if (mode >= 3 && mode <= 7) {
     /* the program goes on for a while before it destroys the failed node:
      * nothing of the node may still run on windows it released */
     usleep(500 * 1000);
