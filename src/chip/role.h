@@ -109,10 +109,11 @@ static inline bool role_leave(role *r, uint32_t seen) {
 /* ---- an idle core pulls ----
  *
  * A requester that is not one of the scheduler's cores (the orchestrator
- * that made a task ready) need not run the pass itself when an idle core
- * of the scheduler stands in as its puller: it requests, and leaves the
- * pass to the puller, which is waiting for work anyway (spinning, or
- * yielding when every CPU is taken).
+ * that made a task ready), or a core that pushed tasks and keeps a
+ * successor to run next (sched.c, handoff_announce), need not run the
+ * pass itself when an idle core of the scheduler stands in as its puller:
+ * it requests, and leaves the pass to the puller, which is waiting for
+ * work anyway (spinning, or yielding when every CPU is taken).
  *
  *   requester:  role_request(r);                   // after the push
  *               if (role_puller(r) < 0) run as above   // else left to it

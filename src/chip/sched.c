@@ -429,6 +429,11 @@ static void queue_ready(pto_run *r, task *t) {
 
 static void kick_others(pto_run *r, int q, const sched *skip);
 
+/* This core thread announces what its hand-off pushed (handoff_announce):
+ * it leaves the passes to an idle core that pulls, as the orchestrator
+ * does (kick_others). */
+static _Thread_local bool this_announce;
+
 /* Asks for the passes that place a block pushed to queue q: shape q's, or
  * (q == SHAPE_COUNT) the sync_start (gang) queue. */
 static void announce_ready(pto_run *r, int q) {
@@ -447,8 +452,9 @@ static void kick_others(pto_run *r, int q, const sched *skip) {
   const sched *s = this_sched;
   const bool sync_start = q == SHAPE_COUNT;
   /* a single-core block readied by a thread that is no core (the
-   * orchestrator) may be left to an idle core that pulls */
-  bool delegable = !r->sched_threads && !sync_start && !this_core && !s &&
+   * orchestrator), or by a core that runs a successor it kept next
+   * (handoff_announce), may be left to an idle core that pulls */
+  bool delegable = !r->sched_threads && !sync_start && (!this_core || this_announce) && !s &&
                    shape_aic((shape)q) + shape_aiv((shape)q) == 1;
   for (int i = 0; i < r->nsched; i++) {
     if (&r->scheds[i] == skip) continue;
@@ -469,6 +475,7 @@ static void kick_others(pto_run *r, int q, const sched *skip) {
  * leaving out scheduler `done` (NULL: none), whose pass ran after them. */
 static void handoff_announce(handoff *h, const sched *done) {
   pto_run *r = h->run;
+  this_announce = true;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     if (!(h->pushed & (1u << q))) continue;
     if (!done)
@@ -476,6 +483,7 @@ static void handoff_announce(handoff *h, const sched *done) {
     else if (q == SHAPE_COUNT || r->sched_threads || rq_queued(&r->queues[q])) /* blocks left */
       kick_others(r, q, done);
   }
+  this_announce = false;
   h->pushed = 0;
 }
 

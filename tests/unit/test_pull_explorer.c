@@ -4,7 +4,12 @@
  * variants caught.
  *
  * Model: the orchestrator O makes one task ready and requests a pass of
- * the scheduler; an idle core P stands in as the scheduler's puller for a
+ * the scheduler (or, CORE_REQ, O is a core whose completion pushed the
+ * task and kept a successor, which it runs next: it leaves the pass to
+ * the puller as the orchestrator does, sched.c handoff_announce, and its
+ * kept block's end then enters the role first, as H's does; a kept block
+ * may also run for good, which is O done after LOADP, the orchestrator's
+ * model); an idle core P stands in as the scheduler's puller for a
  * while; optionally a core H that finished a block runs the scheduler's
  * role at any moment (role_request, then the role loop; or, as a core's
  * block end does, role_enter_first: PEEK0 XCHG0, then the request only
@@ -16,6 +21,8 @@
  * sequentially consistent, as the seq_cst operations of role.h make them):
  *   O:  PUSH  REQ  LOADP -> puller seen: done (the puller polls requests)
  *                        -> none: the role loop (as test_role_explorer)
+ *       CORE_REQ: then its kept block's end: PEEK0 XCHG0 (EREQ when that
+ *       entry failed) and the role loop, done
  *   P:  SNAP0 (seen = role_snapshot)  BEGIN (role_pull_begin; lost: done)
  *       QCHK  (anything queued -> serve)  POLL (role_more(seen) -> serve)
  *       END   (role_pull_end)  RECHECK (role_more(seen) -> serve) done
@@ -27,7 +34,11 @@
  * Broken variants, each caught with the interleaving printed:
  *  - END_NO_RECHECK: the puller stops without the re-check;
  *  - SNAP_LATE: the puller's first snapshot after role_pull_begin and no
- *    queue check: a request between them is never served.
+ *    queue check: a request between them is never served;
+ *  - NO_LOADP: a requester that leaves the pass to a puller without
+ *    looking for one (REQ, then done): with no puller named, its request
+ *    is never served (a core that kept a successor, running it for good,
+ *    would leave the task it pushed queued).
  * Runs N and N+1 (test_pull_run_n_plus_1): the role word (requests,
  * holder, puller) outlives a run. Run N ends at every step, chip.c
  * run_reset's role_init runs, and run N+1 (the same threads, a task of
@@ -55,7 +66,7 @@
 
 #include "explore.h"
 
-enum { V_GOOD = 0, V_END_NO_RECHECK, V_SNAP_LATE };
+enum { V_GOOD = 0, V_END_NO_RECHECK, V_SNAP_LATE, V_NO_LOADP };
 /* The reset between run N and run N+1: none (one run), chip.c
  * run_reset's role_init (R_REAL), or one that keeps a word of run N. */
 enum { R_NONE = 0, R_REAL, R_KEEPS_PULLER, R_KEEPS_HELD, R_KEEPS_REQ, R_COUNT };
@@ -86,11 +97,14 @@ enum {
   /* H entering first (role_enter_first) */
   PC_PEEK0,
   PC_XCHG0,
+  /* O as a core (CORE_REQ): its kept block's end, when that entry failed */
+  PC_EREQ,
   PC_DONE
 };
-static const char *pc_name[] = {"START", "PUSH", "REQ",     "LOADP", "SNAP0", "BEGIN", "QCHK",
-                                "POLL",  "END",  "RECHECK", "SERVE", "PEEK",  "XCHG",  "SNAP",
-                                "PASS",  "MORE", "REL",     "CHECK", "PEEK0", "XCHG0", "DONE"};
+static const char *pc_name[] = {"START", "PUSH",  "REQ",  "LOADP",   "SNAP0", "BEGIN",
+                                "QCHK",  "POLL",  "END",  "RECHECK", "SERVE", "PEEK",
+                                "XCHG",  "SNAP",  "PASS", "MORE",    "REL",   "CHECK",
+                                "PEEK0", "XCHG0", "EREQ", "DONE"};
 
 enum { T_O = 0, T_P = 1, T_H = 2 };
 #define MAXK 3
@@ -106,6 +120,7 @@ typedef struct mstate {
 typedef struct explorer {
   int k, variant;
   bool enter_first; /* H enters before it requests (role_enter_first) */
+  bool core_req;    /* O is a core that kept a successor: its block then ends */
   int reset;        /* R_NONE, or run N ends anywhere, this reset, then run N+1 */
   uint64_t states, finals;
   bool failed;
@@ -149,15 +164,22 @@ static void step(const explorer *e, mstate *s, int i) {
   case PC_REQ: /* O after its push; H after its block's completion */
     role_request(&r);
     if (i == T_O)
-      s->pc[i] = PC_LOADP;
+      s->pc[i] = e->variant == V_NO_LOADP ? (e->core_req ? PC_PEEK0 : PC_DONE) : PC_LOADP;
     else
       loop_then(s, i, PC_DONE);
     break;
-  case PC_LOADP:
+  case PC_LOADP: {
+    /* a core's kept block runs next, then its end enters the role first */
+    int next = e->core_req ? PC_PEEK0 : PC_DONE;
     if (role_puller(&r) >= 0)
-      s->pc[i] = PC_DONE; /* left to the puller (it polls) */
+      s->pc[i] = (uint8_t)next; /* left to the puller (it polls) */
     else
-      loop_then(s, i, PC_DONE);
+      loop_then(s, i, next);
+    break;
+  }
+  case PC_EREQ: /* O's block end after a failed entry */
+    role_request(&r);
+    loop_then(s, i, PC_DONE);
     break;
   case PC_SNAP0:
     s->pseen[i] = (uint8_t)role_snapshot(&r);
@@ -223,13 +245,13 @@ static void step(const explorer *e, mstate *s, int i) {
     s->pc[i] = PC_CHECK;
     break;
   case PC_CHECK: s->pc[i] = role_recheck(&r, s->rseen[i]) ? PC_PEEK : s->ret[i]; break;
-  case PC_PEEK0: s->pc[i] = role_peek_free(&r) ? PC_XCHG0 : PC_REQ; break;
+  case PC_PEEK0: s->pc[i] = role_peek_free(&r) ? PC_XCHG0 : i == T_O ? PC_EREQ : PC_REQ; break;
   case PC_XCHG0:
     if (role_exchange(&r)) { /* held, with no request: the loop from SNAP */
       s->ret[i] = PC_DONE;
       s->pc[i] = PC_SNAP;
     } else {
-      s->pc[i] = PC_REQ;
+      s->pc[i] = i == T_O ? PC_EREQ : PC_REQ;
     }
     break;
   default: break;
@@ -325,13 +347,14 @@ static int em_state(xp_search *x, const void *state, int d) {
   return e->failed ? XP_STOP : XP_STEP;
 }
 
-static explorer explore2(int k, int variant, bool enter_first, int reset) {
+static explorer explore3(int k, int variant, bool enter_first, int reset, bool core_req) {
   explorer e;
   memset(&e, 0, sizeof e);
   e.k = k;
   e.variant = variant;
   e.enter_first = enter_first;
   e.reset = reset;
+  e.core_req = core_req;
   mstate s;
   memset(&s, 0, sizeof s);
   const xp_model m = {.state_size = sizeof(mstate),
@@ -343,6 +366,10 @@ static explorer explore2(int k, int variant, bool enter_first, int reset) {
   xp_explore(&m, &e, &s, &e.states, &e.failed, e.why, sizeof e.why);
   e.path_t = NULL;
   return e;
+}
+
+static explorer explore2(int k, int variant, bool enter_first, int reset) {
+  return explore3(k, variant, enter_first, reset, false);
 }
 
 static explorer explore(int k, int variant, bool enter_first) {
@@ -360,6 +387,39 @@ static void test_pull_all_interleavings(void **st) {
       assert_false(e.failed);
       assert_true(e.finals > 0);
     }
+}
+
+/* O as a core that pushed a task and keeps a successor (sched.c
+ * handoff_announce): it leaves the pass to the puller, then its kept
+ * block's end enters the role first. Every interleaving, with H, and with
+ * runs N and N+1. */
+static void test_pull_core_requester(void **st) {
+  (void)st;
+  for (int first = 0; first < 2; first++)
+    for (int k = 2 + first; k <= MAXK; k++)
+      for (int reset = R_NONE; reset <= R_REAL; reset++) {
+        explorer e = explore3(k, V_GOOD, first, reset, true);
+        printf("pull explorer (O a core keeping a successor%s): %d threads, %s: %llu states, %llu "
+               "final: %s\n",
+               first ? ", H enters first" : "", k, reset_name[reset], (unsigned long long)e.states,
+               (unsigned long long)e.finals, e.failed ? e.why : "ok");
+        assert_false(e.failed);
+        assert_true(e.finals > 0);
+      }
+}
+
+/* A requester that leaves the pass to a puller without looking for one:
+ * with none named, the task stays queued. (A core whose kept block ends
+ * serves it at that end, later than the idle core would have: with the
+ * block end modelled, nothing is lost; its kept block may run for good,
+ * which is the orchestrator's model, where it is caught.) */
+static void test_pull_broken_no_loadp_caught(void **st) {
+  (void)st;
+  explorer e = explore(2, V_NO_LOADP, false);
+  assert_true(e.failed); /* printed above with its interleaving */
+  assert_non_null(strstr(e.why, "request lost"));
+  explorer c = explore3(2, V_NO_LOADP, false, R_NONE, true);
+  assert_false(c.failed);
 }
 
 static void test_pull_broken_end_caught(void **st) {
@@ -417,6 +477,8 @@ static void test_pull_broken_kept_held_caught(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pull_all_interleavings),
+      cmocka_unit_test(test_pull_core_requester),
+      cmocka_unit_test(test_pull_broken_no_loadp_caught),
       cmocka_unit_test(test_pull_broken_end_caught),
       cmocka_unit_test(test_pull_broken_snap_caught),
       cmocka_unit_test(test_pull_run_n_plus_1),
