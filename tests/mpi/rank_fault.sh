@@ -9,35 +9,8 @@
 set -u
 mpiexec=$1 prog=$2 mode=$3 limit=$4
 shift 4
-out=$(mktemp)
-start=$(date +%s%N)
-timeout -k 5 $((limit + 30)) "$mpiexec" -np "${NP:-2}" --oversubscribe "$prog" "$mode" >"$out" 2>&1
-rc=$?
-ms=$((($(date +%s%N) - start) / 1000000))
-cat "$out"
-fail=0
-if [ "$rc" -eq 0 ]; then
-  echo "FAILED: the job exited 0, expected a failure"; fail=1
-fi
-if [ "$ms" -ge $(((limit + 30) * 1000)) ]; then
-  echo "FAILED: the job hung (ended by timeout after $((limit + 30)) s)"; fail=1
-fi
-if [ "$ms" -gt $((limit * 1000)) ]; then
-  echo "FAILED: the job took $ms ms, expected at most $((limit * 1000)) ms"; fail=1
-fi
-for p in "$@"; do
-  if ! grep -Eq "$p" "$out"; then
-    echo "FAILED: the output does not say /$p/"; fail=1
-  fi
-done
-if grep -Eq "Segmentation fault|signal 11|SIGSEGV" "$out"; then
-  echo "FAILED: a process crashed (segmentation fault)"; fail=1
-fi
-sleep 0.5
-left=$(pgrep -f -x "$prog $mode" || true)
-if [ -n "$left" ]; then
-  echo "FAILED: processes left behind: $left"; fail=1
-fi
+. "$(dirname "$0")/failed_job.sh"
+failed_job_run "$mpiexec" "${NP:-2}" "$prog" "$mode" "$limit" "$@"
 # anywhere in a line: Open MPI's own messages may be written into the middle
 # of it
 objs=$(sed -n 's|.*run objects: \(/dev/shm/pto\.[0-9a-f.]*[0-9a-f]\)\.\*.*|\1|p' "$out" | head -1)
