@@ -341,7 +341,7 @@ static void make_ready(pto_run *r, task *t, bool orch) {
 
 void sched_make_ready(pto_run *r, task *t) { make_ready(r, t, true); }
 
-static void announce_ready(pto_run *r, int q);
+static void announce_ready(pto_run *r, int q, bool by_handoff);
 
 /* The batch of ready tasks open on this thread (ready_batch.h), if any. */
 static _Thread_local ready_batch *this_batch;
@@ -369,7 +369,7 @@ static void pushed_announce(pto_run *r, uint32_t pushed) {
   ready_batch *open = this_batch;
   this_batch = NULL;
   for (int q = 0; q <= SHAPE_COUNT; q++)
-    if (pushed & (1u << q)) announce_ready(r, q);
+    if (pushed & (1u << q)) announce_ready(r, q, false);
   this_batch = open;
 }
 
@@ -427,34 +427,30 @@ static void queue_ready(pto_run *r, task *t) {
   pushed_announce(r, 1u << (t->sync_start ? SHAPE_COUNT : t->shape));
 }
 
-static void kick_others(pto_run *r, int q, const sched *skip);
-
-/* This core thread announces what its hand-off pushed (handoff_announce):
- * it leaves the passes to an idle core that pulls, as the orchestrator
- * does (kick_others). */
-static _Thread_local bool this_announce;
+static void kick_others(pto_run *r, int q, const sched *skip, bool by_handoff);
 
 /* Asks for the passes that place a block pushed to queue q: shape q's, or
- * (q == SHAPE_COUNT) the sync_start (gang) queue. */
-static void announce_ready(pto_run *r, int q) {
+ * (q == SHAPE_COUNT) the sync_start (gang) queue. `by_handoff`: a core
+ * announces what its hand-off pushed (handoff_announce). */
+static void announce_ready(pto_run *r, int q, bool by_handoff) {
   sched *s = this_sched;
   if (s && s->run == r && q != SHAPE_COUNT) {
     s->wake_pending = true; /* decided after its dispatch pass */
     return;
   }
-  kick_others(r, q, s);
+  kick_others(r, q, s, by_handoff);
 }
 
 /* Asks every scheduler but `skip` for a pass (or, for a block the
- * orchestrator readied, one that pulls), until queue q (announce_ready's)
- * is empty. */
-static void kick_others(pto_run *r, int q, const sched *skip) {
+ * orchestrator or a hand-off readied, one that pulls), until queue q
+ * (announce_ready's) is empty. */
+static void kick_others(pto_run *r, int q, const sched *skip, bool by_handoff) {
   const sched *s = this_sched;
   const bool sync_start = q == SHAPE_COUNT;
   /* a single-core block readied by a thread that is no core (the
-   * orchestrator), or by a core that runs a successor it kept next
-   * (handoff_announce), may be left to an idle core that pulls */
-  bool delegable = !r->sched_threads && !sync_start && (!this_core || this_announce) && !s &&
+   * orchestrator), or pushed by a core's hand-off (by_handoff), may be
+   * left to an idle core that pulls */
+  bool delegable = !r->sched_threads && !sync_start && (!this_core || by_handoff) && !s &&
                    shape_aic((shape)q) + shape_aiv((shape)q) == 1;
   for (int i = 0; i < r->nsched; i++) {
     if (&r->scheds[i] == skip) continue;
@@ -475,15 +471,13 @@ static void kick_others(pto_run *r, int q, const sched *skip) {
  * leaving out scheduler `done` (NULL: none), whose pass ran after them. */
 static void handoff_announce(handoff *h, const sched *done) {
   pto_run *r = h->run;
-  this_announce = true;
   for (int q = 0; q <= SHAPE_COUNT; q++) {
     if (!(h->pushed & (1u << q))) continue;
     if (!done)
-      announce_ready(r, q);
+      announce_ready(r, q, true);
     else if (q == SHAPE_COUNT || r->sched_threads || rq_queued(&r->queues[q])) /* blocks left */
-      kick_others(r, q, done);
+      kick_others(r, q, done, true);
   }
-  this_announce = false;
   h->pushed = 0;
 }
 

@@ -298,13 +298,14 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
     uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
     int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
     req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false};
-    if (!poll(&rest, grace))
-      end_job(w, buf, what, p->cancelled, timeout_ms, grace, (pto_now_ns() - t0) / 1e6);
+    bool done = poll(&rest, grace);
+    double waited_ms = (double)(pto_now_ns() - t0) / 1e6;
+    if (!done) end_job(w, buf, what, p->cancelled, timeout_ms, grace, waited_ms);
     snprintf(why, why_len,
              "%s on window buffer %s %s; MPI owns the call's src and dst until it completes, so "
              "the call waited for it (%.0f ms more%s)",
              what, w->d.buffers[buf].name,
-             p->cancelled ? "was stopped" : "did not complete in time", (pto_now_ns() - t0) / 1e6,
+             p->cancelled ? "was stopped" : "did not complete in time", waited_ms,
              rest.err == MPI_SUCCESS ? "" : ", with an error");
   } else {
     w->bbroken[buf] = true; /* the requests stay in flight */

@@ -157,16 +157,8 @@ static void at_exit(void) {
 /* The comm layer's end of the job (comm.h, comm_set_job_end: a kernel's
  * collective on MPI's collectives that MPI holds the kernel's memory for
  * and that never completes), on any rank, from the kernel's thread: the
- * run's objects first, as before the node's own MPI_Abort. A node's
- * domain is named "<run prefix>.d<id>" (node_domain.c). */
-static void unlink_run_of(const char *domain_prefix) {
-  char run[COMM_PREFIX_MAX];
-  snprintf(run, sizeof run, "%s", domain_prefix);
-  char *dot = strrchr(run, '.');
-  if (!dot || dot[1] != 'd') return; /* not a node's domain */
-  *dot = 0;
-  run_guard_unlink_all(run);
-}
+ * objects of the domain's run first, as before the node's own MPI_Abort. */
+static void unlink_run_of(const char *domain_prefix) { run_guard_unlink_all(domain_prefix); }
 
 static void serve_forever(void) __attribute__((noreturn));
 

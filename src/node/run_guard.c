@@ -98,13 +98,6 @@ static const char *entry_id(const char *name, size_t *n) {
 
 /* ---- async-signal-safe helpers ---- */
 
-static size_t s_len(const char *s) {
-  size_t n = 0;
-  while (s[n])
-    n++;
-  return n;
-}
-
 /* Is `name` an object "pto.<id>.<rest>" of run `id` (length n)? */
 static bool of_run(const char *name, const char *id, size_t n) {
   if (name[0] != 'p' || name[1] != 't' || name[2] != 'o' || name[3] != '.') return false;
@@ -125,9 +118,10 @@ int run_guard_unlink_all(const char *prefix) {
   if (!prefix) return 0;
   if (prefix[0] == '/') prefix++;
   if (prefix[0] != 'p' || prefix[1] != 't' || prefix[2] != 'o' || prefix[3] != '.') return 0;
+  /* the run id: prefix may name a part of the run ("<run>.d3", a domain) */
   const char *id = prefix + 4;
-  size_t n = s_len(id);
-  if (n == 0 || n >= NAME_MAX_RUN) return 0;
+  size_t n = id_len(id);
+  if (n == 0) return 0;
   int dfd = open(SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return 0;
   int count = 0;
@@ -153,7 +147,8 @@ int run_guard_unlink_all(const char *prefix) {
   }
   char guard[sizeof RUN_GUARD_TAG + NAME_MAX_RUN];
   memcpy(guard, RUN_GUARD_TAG, sizeof RUN_GUARD_TAG - 1);
-  memcpy(guard + sizeof RUN_GUARD_TAG - 1, id, n + 1);
+  memcpy(guard + sizeof RUN_GUARD_TAG - 1, id, n);
+  guard[sizeof RUN_GUARD_TAG - 1 + n] = 0;
   if (unlinkat(dfd, guard, 0) == 0) count++; /* last */
   close(dfd);
   return count;

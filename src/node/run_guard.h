@@ -41,8 +41,10 @@ void run_guard_end(const char *prefix);
  * guard and whose pid is dead (an older pto's run, or leftovers); names of
  * another shape are never touched. Returns the number unlinked. */
 int run_guard_sweep(void);
-/* Unlinks every object of run `prefix` (leading '/' optional), the guard
- * last. Async-signal-safe. Returns the number unlinked. */
+/* Unlinks every object of run `prefix` (leading '/' optional; the
+ * prefix of a part of the run, such as a node domain's "<run>.d3", names
+ * the same run), the guard last. Async-signal-safe. Returns the number
+ * unlinked. */
 int run_guard_unlink_all(const char *prefix);
 
 #endif

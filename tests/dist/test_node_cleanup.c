@@ -333,6 +333,32 @@ static void test_sweep_spares_live_runs(void **state) {
 
 /* ---- a live run in another PID namespace, for real ---- */
 
+/* run_guard_unlink_all given the prefix of a part of a run (a node
+ * domain's "<run>.d3", what the comm layer's end of the job passes, comm.h
+ * comm_job_end) unlinks every object of that run and its guard, and
+ * nothing of another run whose id starts the same. */
+static void test_unlink_all_by_a_domain_prefix(void **state) {
+  (void)state;
+  char guard[64], dom_obj[64], run_obj[64], other[64], prefix[64];
+  int pid = (int)getpid();
+  snprintf(guard, sizeof guard, "/pto-live.%d.7.abc", pid);
+  snprintf(dom_obj, sizeof dom_obj, "/pto.%d.7.abc.d3.r0", pid);
+  snprintf(run_obj, sizeof run_obj, "/pto.%d.7.abc.host", pid);
+  snprintf(other, sizeof other, "/pto.%d.7.abcd.d3.r0", pid); /* another run */
+  snprintf(prefix, sizeof prefix, "/pto.%d.7.abc.d3", pid);
+  const char *all[] = {guard, dom_obj, run_obj, other};
+  for (size_t i = 0; i < 4; i++)
+    close(make_object(all[i], NULL));
+  int n = run_guard_unlink_all(prefix);
+  bool gone = !exists(guard) && !exists(dom_obj) && !exists(run_obj), kept = exists(other);
+  for (size_t i = 0; i < 4; i++)
+    shm_unlink(all[i]);
+  if (n != 3 || !gone || !kept)
+    fail_msg("run_guard_unlink_all(%s): %d unlinked (expected 3), the run's objects %s, the other "
+             "run's %s",
+             prefix, n, gone ? "gone" : "LEFT", kept ? "kept" : "UNLINKED");
+}
+
 static int g_down = -1; /* the inner run's chip task waits for a byte on it */
 
 static void waiting_chip(pto_orch *o, void *arg) {
@@ -575,6 +601,7 @@ int main(void) {
       cmocka_unit_test(test_ctrl_c_mid_run),
       cmocka_unit_test(test_sigterm_to_parent),
       cmocka_unit_test(test_sweep_spares_live_runs),
+      cmocka_unit_test(test_unlink_all_by_a_domain_prefix),
       cmocka_unit_test(test_live_run_in_other_pid_namespace),
       cmocka_unit_test(test_handler_only_over_default),
       cmocka_unit_test(test_second_user_run),

@@ -1195,6 +1195,27 @@ static void *late_call_run(void *arg) {
   return NULL;
 }
 
+/* Opens domain `id` of one scratch buffer for an allreduce of LATE_N
+ * floats, src rank + 1 and dst 0, and describes that call to the
+ * backend's collective (deadline and cancel left to the caller). */
+enum { LATE_N = 1 << 16 }; /* floats: 256 KiB, on MPI's collectives */
+static float late_in[LATE_N], late_out[LATE_N];
+
+static late_call late_allreduce(dom *x, int id) {
+  pto_window_buffer b[1] = {{"scratch", pto_coll_scratch_bytes(np, sizeof late_in)}};
+  dom_open(x, id, world4, np, b, 1, false, 1);
+  for (int i = 0; i < LATE_N; i++)
+    late_in[i] = (float)(x->rank + 1), late_out[i] = 0;
+  return (late_call){.d = comm_find(&x->c, x->d.id),
+                     .call = {.kind = COMM_ALLREDUCE,
+                              .dtype = PTO_F32,
+                              .op = PTO_RED_SUM,
+                              .count = LATE_N,
+                              .src = late_in,
+                              .dst = late_out,
+                              .buf = 0}};
+}
+
 static int count_not(const float *v, int n, float want, int *first) {
   int bad = 0;
   for (int i = 0; i < n; i++)
@@ -1204,24 +1225,12 @@ static int count_not(const float *v, int n, float want, int *first) {
 
 static int coll_late(bool shared) {
   setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
-  enum { N = 1 << 16 }; /* floats: 256 KiB */
-  static float in[N], out[N];
-  size_t sb = pto_coll_scratch_bytes(np, sizeof in);
-  pto_window_buffer b[1] = {{"scratch", sb}};
+  enum { N = LATE_N };
+  float *in = late_in, *out = late_out;
   dom x = {0};
-  dom_open(&x, 93 - shared, world4, np, b, 1, false, 1);
+  late_call l = late_allreduce(&x, 93 - shared);
+  l.timeout_ms = x.rank == 0 ? 1 : 5000;
   const char *lay = shared ? "shared" : "RMA";
-  for (int i = 0; i < N; i++)
-    in[i] = (float)(x.rank + 1), out[i] = 0;
-  late_call l = {.d = comm_find(&x.c, x.d.id),
-                 .call = {.kind = COMM_ALLREDUCE,
-                          .dtype = PTO_F32,
-                          .op = PTO_RED_SUM,
-                          .count = N,
-                          .src = in,
-                          .dst = out,
-                          .buf = 0},
-                 .timeout_ms = x.rank == 0 ? 1 : 5000};
   pthread_t th;
   int first = -1, bad;
   if (x.rank == 0) {
@@ -1284,7 +1293,7 @@ static int coll_late(bool shared) {
  * allreduce waits in MPI's collective: MPI owns rank 0's src and dst until
  * the request completes, which it never does, so the call can neither
  * return nor wait for ever. The backend's collective is called directly,
- * as in coll_late: rank 0's on a thread of its own with a 1 ms deadline;
+ * as in coll_late: rank 0's with a 1 ms deadline;
  * rank 1 sleeps, long past the test's bound, and never calls. Rank 0's
  * call must end the job (MPI_Abort) once the grace after its deadline
  * (PTO_MPI_COLL_GRACE_MS, the ctest sets it) ran out, saying so on stderr
@@ -1299,24 +1308,10 @@ static bool cancel_now(void *arg) {
 }
 
 static int coll_frozen(bool cancelled) {
-  enum { N = 1 << 16 }; /* floats: 256 KiB, on MPI's collectives */
-  static float in[N], out[N];
-  size_t sb = pto_coll_scratch_bytes(np, sizeof in);
-  pto_window_buffer b[1] = {{"scratch", sb}};
   dom x = {0};
-  dom_open(&x, 89, world4, np, b, 1, false, 1);
-  for (int i = 0; i < N; i++)
-    in[i] = (float)(x.rank + 1), out[i] = 0;
-  late_call l = {.d = comm_find(&x.c, x.d.id),
-                 .call = {.kind = COMM_ALLREDUCE,
-                          .dtype = PTO_F32,
-                          .op = PTO_RED_SUM,
-                          .count = N,
-                          .src = in,
-                          .dst = out,
-                          .buf = 0},
-                 .timeout_ms = cancelled ? 60000 : 1,
-                 .cancel = cancelled ? cancel_now : NULL};
+  late_call l = late_allreduce(&x, 89);
+  l.timeout_ms = cancelled ? 60000 : 1;
+  l.cancel = cancelled ? cancel_now : NULL;
   /* for coll_frozen.sh: what the job may leave behind */
   const char *job = getenv("OMPI_MCA_ess_base_jobid");
   printf("rank %d: pid %d, Open MPI job %s\n", x.rank, (int)getpid(), job ? job : "0");
@@ -1327,9 +1322,7 @@ static int coll_frozen(bool cancelled) {
            cancelled ? "cancelled at once (60 s deadline)" : "1 ms deadline");
     fflush(stdout);
     uint64_t t0 = pto_now_ns();
-    pthread_t th;
-    pthread_create(&th, NULL, late_call_run, &l);
-    pthread_join(th, NULL);
+    late_call_run(&l);
     FAIL("rank 0's allreduce returned %s after %.0f ms: %s; expected it to end the job, rank 1 "
          "never having called (MPI still owns its src and dst)",
          pto_status_name(l.rc), (double)(pto_now_ns() - t0) / 1e6, l.why);
