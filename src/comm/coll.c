@@ -864,24 +864,27 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
 /* Does the call take the backend's collective (or its records) for its
  * data? The same answer on every rank: it depends only on the checked
  * descriptor. MPI counts are ints. On direct windows (the MPI backend's
- * shared ones) a smaller block takes the mesh on them, as on shm, unless
- * the call asked for PTO_COLL_MPI: below PTO_COLL_RING_MIN_BYTES the
- * table's round, the mesh's data and the DONE notifies beat the table's
- * round followed by the records (allreduce of 8-32 KiB, 4 ranks on 2
- * CPUs: 77-107 us against 99-243; 2 ranks 3.5-7.7 against 5.6-26); a
- * pulled allgather's blocks beat MPI's up to 128 KiB (measured: 0.69-0.87x
- * MPI_Allgather against 1.00-1.15x on 4 ranks, 1.47-1.78x against
- * 2.11-2.22x on 2; MPI's won at 256 KiB on 4), a broadcast's at 32 KiB
- * (lost at 64 KiB on 4 ranks) (docs/comm.md). */
+ * shared ones, one host) pto's own algorithms on the windows run instead,
+ * as on shm, where they beat MPI's collectives, unless the call asked for
+ * PTO_COLL_MPI: a reduction at every size (an allreduce the mesh below
+ * PTO_COLL_RING_MIN_BYTES and the ring from there, a reduce-scatter the
+ * mesh), an allgather's or a broadcast's block below DIRECT_MESH_MAX, an
+ * all-to-all's below DIRECT_MESH_MAX_ALLTOALL. Measured on 2 and 4 ranks
+ * of one host, against MPI_Allreduce etc. (docs/comm.md, "Which
+ * algorithm"): the ring 0.52-1.26x where MPI's nonblocking allreduce took
+ * 0.73-1.58x, the reduce-scatter's mesh 0.19-0.52x against 0.88-1.65x; the
+ * allgather's and broadcast's mesh lost from 4-8 MiB blocks on 2 ranks,
+ * the all-to-all's from 1 MiB blocks on 4. */
+#define DIRECT_MESH_MAX          ((uint64_t)4 << 20)
+#define DIRECT_MESH_MAX_ALLTOALL ((uint64_t)1 << 20)
 static bool native_data(const coll *k, bool reduction) {
   if (!k->cd || !k->cd->be->coll) return false;
   if (reduction && k->d.algo != PTO_COLL_AUTO && k->d.algo != PTO_COLL_MPI) return false;
-  uint64_t mesh_below = k->d.kind == K_ALLGATHER   ? (uint64_t)256 << 10
-                        : k->d.kind == K_BROADCAST ? (uint64_t)64 << 10
-                                                   : PTO_COLL_RING_MIN_BYTES;
-  if (k->table != NO_TABLE && k->d.algo != PTO_COLL_MPI &&
-      (uint64_t)k->d.count * k->es < mesh_below)
-    return false;
+  if (k->table != NO_TABLE && k->d.algo != PTO_COLL_MPI) {
+    if (reduction) return false;
+    uint64_t mesh_max = k->d.kind == K_ALLTOALL ? DIRECT_MESH_MAX_ALLTOALL : DIRECT_MESH_MAX;
+    if ((uint64_t)k->d.count * k->es < mesh_max) return false;
+  }
   return (uint64_t)k->d.count * (uint64_t)k->n * k->es <= INT_MAX;
 }
 

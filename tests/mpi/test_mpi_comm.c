@@ -25,9 +25,13 @@
  *   coll_path  which path a collective takes, by the MPI messages it sends
  *           (MPI_Isend counted through the profiling interface): on shared
  *           windows a call whose data fits the call table sends none, nor
- *           does an 8 KiB one (the mesh on the windows); 32 KiB and RMA
+ *           do 8 and 32 KiB ones (the mesh, the ring on the windows); RMA
  *           windows take the records; counts across the table's limit
- *           name the mismatch on every rank
+ *           name the mismatch on every rank; then by the MPI collectives
+ *           it starts (also counted so): on shared windows none for a
+ *           reduction unless it asks for PTO_COLL_MPI, one for an
+ *           allgather or broadcast from 4 MiB blocks and for an all-to-all
+ *           from 1 MiB blocks, none below; on RMA windows one for each
  *   sharers (-np 2, PTO_SPIN_NS=1000000) both ranks pinned to one CPU: on
  *           shared windows rank 0's wait yields and parks, never spins
  *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
@@ -985,7 +989,7 @@ static void coll_path(bool shared) {
   path_check("alltoall of 17 f32 a block", shared, isends - before, peers, out, expect,
              (int64_t)n * PATH_N);
   /* beyond the table: on shared windows the mesh on them below the ring's
-   * size, then the records (32 KiB); on RMA windows the records */
+   * size, then the ring on them (32 KiB); on RMA windows the records */
   for (int i = 0; i < PATH_BIG; i++)
     in[i] = (float)(r + 1), expect[i] = (float)(n * (n + 1) / 2);
   pto_tensor mid = local(in, PATH_MID, PTO_F32), o_mid = local(out, PATH_MID, PTO_F32);
@@ -995,7 +999,7 @@ static void coll_path(bool shared) {
   pto_tensor big = local(in, PATH_BIG, PTO_F32), o_big = local(out, PATH_BIG, PTO_F32);
   before = isends;
   CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &o_big, &big, PTO_RED_SUM, PTO_COLL_AUTO));
-  path_check("allreduce of 32 KiB", shared, isends - before, n - 1, out, expect, PATH_BIG);
+  path_check("allreduce of 32 KiB", shared, isends - before, peers, out, expect, PATH_BIG);
   /* counts on either side of the table's 4 KiB: rank 0's call goes through
    * the table alone, the others' through the table and then the mesh on the
    * windows (shared windows) or the records (RMA windows); every rank names
@@ -1010,8 +1014,145 @@ static void coll_path(bool shared) {
     FAIL("the counts across the table's limit: the mismatch is not named: %s", det);
   dom_close(&x);
   if (r == 0 && !failures)
-    printf("coll_path %s windows: calls up to 8 KiB sent %ld messages each, 32 KiB %d\n",
-           shared ? "shared" : "RMA", peers, n - 1);
+    printf("coll_path %s windows: calls up to 32 KiB sent %ld messages each\n",
+           shared ? "shared" : "RMA", peers);
+}
+
+/* ---- where MPI's collectives take over: the calls that start one ----
+ *
+ * Every start of an MPI nonblocking collective libpto makes is counted
+ * (the profiling interface, as MPI_Isend above). On shared windows (one
+ * host) pto's own algorithms on the windows beat MPI's: a reduction never
+ * starts one unless it asks for PTO_COLL_MPI, an allgather or a broadcast
+ * only from 4 MiB blocks, an all-to-all from 1 MiB blocks. On RMA windows
+ * every call beyond the records' fuse limit starts one. */
+static _Atomic long coll_starts;
+
+int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c,
+                   MPI_Request *q) {
+  atomic_fetch_add(&coll_starts, 1);
+  return PMPI_Iallreduce(s, r, n, t, o, c, q);
+}
+int MPI_Ireduce_scatter_block(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c,
+                              MPI_Request *q) {
+  atomic_fetch_add(&coll_starts, 1);
+  return PMPI_Ireduce_scatter_block(s, r, n, t, o, c, q);
+}
+int MPI_Iallgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
+                   MPI_Comm c, MPI_Request *q) {
+  atomic_fetch_add(&coll_starts, 1);
+  return PMPI_Iallgather(s, sn, st, r, rn, rt, c, q);
+}
+int MPI_Ialltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
+                  MPI_Comm c, MPI_Request *q) {
+  atomic_fetch_add(&coll_starts, 1);
+  return PMPI_Ialltoall(s, sn, st, r, rn, rt, c, q);
+}
+int MPI_Ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *q) {
+  atomic_fetch_add(&coll_starts, 1);
+  return PMPI_Ibcast(b, n, t, root, c, q);
+}
+
+#define SWITCH_MAX ((int64_t)1 << 20) /* f32 elements: a 4 MiB block */
+
+static void switch_check(const char *what, bool shared, long started, long want, const float *out,
+                         const float *expect, int64_t n) {
+  if (started != want)
+    FAIL("%s on %s windows: this rank started %ld MPI collectives, expected %ld (%s)", what,
+         shared ? "shared" : "RMA", started, want,
+         want ? "MPI's collective" : "pto's own on the windows");
+  for (int64_t i = 0, bad = 0; i < n; i++)
+    if (out[i] != expect[i] && bad++ < 3)
+      FAIL("%s on %s windows: out[%" PRId64 "] = %g, expected %g", what, shared ? "shared" : "RMA",
+           i, (double)out[i], (double)expect[i]);
+}
+
+static void coll_switch(bool shared) {
+  setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
+  size_t sb = pto_coll_scratch_bytes(np, (size_t)SWITCH_MAX * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 110 + shared, world4, np, b, 1, false, 1);
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  int n = np, r = x.rank;
+  float *in = malloc(sizeof(float) * SWITCH_MAX), *out = malloc(sizeof(float) * SWITCH_MAX),
+        *expect = malloc(sizeof(float) * SWITCH_MAX);
+  if (!in || !out || !expect) {
+    FAIL("out of memory");
+    free(in), free(out), free(expect);
+    dom_close(&x);
+    return;
+  }
+  long mpi = shared ? 0 : 1, before;
+  /* allreduce of 64 KiB: rank q holds q + 1; AUTO, then PTO_COLL_MPI */
+  int64_t c = 16384;
+  for (int64_t i = 0; i < c; i++)
+    in[i] = (float)(r + 1), expect[i] = (float)(n * (n + 1) / 2);
+  pto_tensor ti = local(in, c, PTO_F32), to = local(out, c, PTO_F32);
+  before = coll_starts;
+  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO));
+  switch_check("allreduce of 64 KiB", shared, coll_starts - before, mpi, out, expect, c);
+  memset(out, 0, sizeof(float) * (size_t)c);
+  before = coll_starts;
+  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_MPI));
+  switch_check("allreduce of 64 KiB, PTO_COLL_MPI", shared, coll_starts - before, 1, out, expect,
+               c);
+  /* reduce-scatter of 64 KiB blocks: rank q's block p holds 1000 q + p */
+  pto_tensor all_in = local(in, (int64_t)n * c, PTO_F32);
+  for (int p = 0; p < n; p++)
+    for (int64_t i = 0; i < c; i++)
+      in[p * c + i] = (float)(1000 * r + p);
+  for (int64_t i = 0; i < c; i++)
+    expect[i] = (float)(1000 * n * (n - 1) / 2 + n * r);
+  before = coll_starts;
+  CHECK_OK(&x, pto_reduce_scatter(&x.k, x.d.id, &scratch, &to, &all_in, PTO_RED_SUM));
+  switch_check("reduce_scatter of 64 KiB blocks", shared, coll_starts - before, mpi, out, expect,
+               c);
+  /* allgather of 256 KiB blocks: rank q's holds 1000 q + i % 997 */
+  c = 65536;
+  for (int64_t i = 0; i < c; i++)
+    in[i] = (float)(1000 * r + i % 997);
+  for (int q = 0; q < n; q++)
+    for (int64_t i = 0; i < c; i++)
+      expect[q * c + i] = (float)(1000 * q + i % 997);
+  pto_tensor blk = local(in, c, PTO_F32), o_all = local(out, (int64_t)n * c, PTO_F32);
+  before = coll_starts;
+  CHECK_OK(&x, pto_allgather(&x.k, x.d.id, &scratch, &o_all, &blk));
+  switch_check("allgather of 256 KiB blocks", shared, coll_starts - before, mpi, out, expect,
+               (int64_t)n * c);
+  /* broadcast from rank 1 on either side of 4 MiB: i % 1009 */
+  for (int k = 0; k < 2; k++) {
+    c = SWITCH_MAX - (k == 0);
+    for (int64_t i = 0; i < c; i++)
+      in[i] = (float)(i % 1009), expect[i] = in[i], out[i] = 0;
+    pto_tensor bi = local(in, c, PTO_F32), bo = local(out, c, PTO_F32);
+    before = coll_starts;
+    CHECK_OK(&x, pto_broadcast(&x.k, x.d.id, &scratch, &bo, r == 1 ? &bi : NULL, 1));
+    switch_check(k == 0 ? "broadcast of 4 MiB - 4 B" : "broadcast of 4 MiB", shared,
+                 coll_starts - before, k == 0 ? mpi : 1, out, expect, c);
+  }
+  /* all-to-all on either side of 1 MiB blocks: rank q's block p holds
+   * 1000 q + 10 p + i % 7 */
+  for (int k = 0; k < 2; k++) {
+    c = (int64_t)262144 - (k == 0); /* 1 MiB blocks, or 4 B less: n of them fit the buffers */
+    for (int p = 0; p < n; p++)
+      for (int64_t i = 0; i < c; i++)
+        in[p * c + i] = (float)(1000 * r + 10 * p + i % 7);
+    for (int q = 0; q < n; q++)
+      for (int64_t i = 0; i < c; i++)
+        expect[q * c + i] = (float)(1000 * q + 10 * r + i % 7);
+    pto_tensor ai = local(in, (int64_t)n * c, PTO_F32), ao = local(out, (int64_t)n * c, PTO_F32);
+    before = coll_starts;
+    CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &ao, &ai));
+    switch_check(k == 0 ? "alltoall of 1 MiB - 4 B blocks" : "alltoall of 1 MiB blocks", shared,
+                 coll_starts - before, k == 0 ? mpi : 1, out, expect, (int64_t)n * c);
+  }
+  free(in), free(out), free(expect);
+  dom_close(&x);
+  if (r == 0 && !failures)
+    printf("coll_switch %s windows: the calls below the switch points started %ld MPI "
+           "collectives each, those above 1\n",
+           shared ? "shared" : "RMA", mpi);
 }
 
 /* ---- ranks that share a CPU do not spin through each other's time ----
@@ -1659,6 +1800,8 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "coll_path") == 0) {
     coll_path(true);
     coll_path(false);
+    coll_switch(true);
+    coll_switch(false);
   } else if (strcmp(mode, "sharers") == 0) {
     rc = sharers();
   } else if (strcmp(mode, "coll_missing") == 0) {
