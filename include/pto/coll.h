@@ -65,9 +65,9 @@ typedef enum pto_red_op {
 } pto_red_op;
 
 typedef enum pto_coll_algo {
-  PTO_COLL_AUTO = 0, /* MPI backend: MPI's collectives (on shared windows
-                        the mesh below PTO_COLL_RING_MIN_BYTES, as on
-                        shm); else mesh below it, ring from there */
+  PTO_COLL_AUTO = 0, /* mesh below PTO_COLL_RING_MIN_BYTES, ring from
+                        there; on the MPI backend's RMA windows (several
+                        hosts) MPI's collectives instead */
   PTO_COLL_MESH = 1, /* every rank's block reaches every peer in one step
                         (pulled from its window where the windows are
                         direct, docs/comm.md) */

@@ -71,12 +71,11 @@
  * one host), every call goes through the call table first, as on shm: a
  * call whose data fits the table ends there, with no MPI message (on 4
  * ranks sharing 2 CPUs an 8-byte broadcast took 10-24 us through the
- * records, 4.3 through the table); blocks below PTO_COLL_RING_MIN_BYTES
- * (a broadcast's below 64 KiB, an allgather's below 256 KiB) take the
- * mesh on the windows as on shm (native_data), and larger ones
- * follow the table's round, made holding the buffer's lock, with the
- * records only to carry data (at the fuse limit), or with the backend's
- * collective.
+ * records, 4.3 through the table); beyond it pto's own algorithms run on
+ * the windows as on shm (native_data): a reduction's at every size, an
+ * allgather's or a broadcast's blocks below 4 MiB, an all-to-all's below
+ * 1 MiB; larger ones, and PTO_COLL_MPI calls, follow the table's round,
+ * made holding the buffer's lock, with the backend's collective.
  * Reproducible reductions (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE)
  * fold every rank's block in rank order on every path: the mesh instead of
  * the ring, the records, and above them the backend's gather then a local
