@@ -65,9 +65,10 @@ typedef enum pto_red_op {
 } pto_red_op;
 
 typedef enum pto_coll_algo {
-  PTO_COLL_AUTO = 0, /* mesh below PTO_COLL_RING_MIN_BYTES, ring from
-                        there; on the MPI backend's RMA windows (several
-                        hosts) MPI's collectives instead */
+  PTO_COLL_AUTO = 0, /* mesh while nranks x block bytes stay within
+                        PTO_COLL_MESH_MAX_BYTES, ring beyond; on the MPI
+                        backend's RMA windows (several hosts) MPI's
+                        collectives instead */
   PTO_COLL_MESH = 1, /* every rank's block reaches every peer in one step
                         (pulled from its window where the windows are
                         direct, docs/comm.md) */
@@ -75,9 +76,12 @@ typedef enum pto_coll_algo {
   PTO_COLL_MPI = 3,  /* the backend's own collectives (MPI's); as AUTO where it has none */
 } pto_coll_algo;
 
-/* From here the ring beat the mesh on 2 and 4 ranks (bench C2, docs/comm.md):
- * the mesh reduces every rank's whole block on every rank. */
-#define PTO_COLL_RING_MIN_BYTES (32u << 10)
+/* PTO_COLL_AUTO's allreduce takes the mesh while nranks x its block bytes
+ * stay within this, the ring beyond: the mesh reduces every rank's whole
+ * block on every rank, the ring 2 (n - 1) / n blocks on each, in 2 (n - 1)
+ * steps (bench C2, docs/comm.md: the mesh won up to 256 KiB blocks on 2
+ * ranks and 128 KiB on 4). */
+#define PTO_COLL_MESH_MAX_BYTES (512u << 10)
 
 /* Scratch bytes a collective over nranks needs for blocks of up to
  * block_bytes (0 when nranks is outside 1..PTO_COMM_MAX_RANKS or the size

@@ -865,15 +865,16 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
  * descriptor. MPI counts are ints. On direct windows (the MPI backend's
  * shared ones, one host) pto's own algorithms on the windows run instead,
  * as on shm, where they beat MPI's collectives, unless the call asked for
- * PTO_COLL_MPI: a reduction at every size (an allreduce the mesh below
- * PTO_COLL_RING_MIN_BYTES and the ring from there, a reduce-scatter the
- * mesh), an allgather's or a broadcast's block below DIRECT_MESH_MAX, an
- * all-to-all's below DIRECT_MESH_MAX_ALLTOALL. Measured on 2 and 4 ranks
- * of one host, against MPI_Allreduce etc. (docs/comm.md, "Which
- * algorithm"): the ring 0.52-1.26x where MPI's nonblocking allreduce took
- * 0.73-1.58x, the reduce-scatter's mesh 0.19-0.52x against 0.88-1.65x; the
- * allgather's and broadcast's mesh lost from 4-8 MiB blocks on 2 ranks,
- * the all-to-all's from 1 MiB blocks on 4. */
+ * PTO_COLL_MPI: a reduction at every size (an allreduce the mesh up to
+ * PTO_COLL_MESH_MAX_BYTES of every rank's block together and the ring
+ * beyond, a reduce-scatter the mesh), an allgather's or a broadcast's
+ * block below DIRECT_MESH_MAX, an all-to-all's below
+ * DIRECT_MESH_MAX_ALLTOALL. Measured on 2 and 4 ranks of one host,
+ * against MPI_Allreduce etc. (docs/comm.md, "Which algorithm"): the ring
+ * 0.52-1.26x where MPI's nonblocking allreduce took 0.73-1.58x, the
+ * reduce-scatter's mesh 0.19-0.52x against 0.88-1.65x; the allgather's
+ * and broadcast's mesh lost from 4-8 MiB blocks on 2 ranks, the
+ * all-to-all's from 1 MiB blocks on 4. */
 #define DIRECT_MESH_MAX          ((uint64_t)4 << 20)
 #define DIRECT_MESH_MAX_ALLTOALL ((uint64_t)1 << 20)
 static bool native_data(const coll *k, bool reduction) {
@@ -1160,9 +1161,9 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
   bool nat = native_data(k, true);
   /* reproducible: the mesh, which reduces in rank order */
-  bool ring =
-      !nat && !repro && k->n > 1 &&
-      (algo == PTO_COLL_RING || (algo != PTO_COLL_MESH && bytes >= PTO_COLL_RING_MIN_BYTES));
+  bool ring = !nat && !repro && k->n > 1 &&
+              (algo == PTO_COLL_RING || (algo != PTO_COLL_MESH && (uint64_t)bytes * (uint64_t)k->n >
+                                                                      PTO_COLL_MESH_MAX_BYTES));
   if (ok && ring) {
     int64_t s, l;
     chunk_of(k->d.count, k->n, 0, &s, &l);

@@ -6,7 +6,12 @@
  * back on one scratch, mixing the pulled calls with the pushed one, in
  * place (src inside dst: a rank's own block is the copy its peers read)
  * and not, every result checked against the sequential values. The
- * protocol itself is explored in test_coll_table_explorer. */
+ * protocol itself is explored in test_coll_table_explorer.
+ *
+ * test_auto_mesh_then_ring: PTO_COLL_AUTO's allreduce takes the mesh
+ * while nranks x block stays within PTO_COLL_MESH_MAX_BYTES (2 x 256 KiB
+ * here) and the ring one element beyond, told apart by the scratch's RING
+ * cell, which only the ring sets (coll.c, ring_allreduce). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -129,9 +134,92 @@ static void test_pulled_and_pushed_calls(void **state) {
   comm_fixture_close(&f);
 }
 
+#define AUTO_CNT ((int64_t)PTO_COLL_MESH_MAX_BYTES / 2 / sizeof(float)) /* 2 ranks */
+
+typedef struct auto_arg {
+  fixture *f;
+  int r, rc, bad;
+  int64_t cnt;
+  char what[160];
+  float *in, *out;
+} auto_arg;
+
+static void *auto_call(void *p) {
+  auto_arg *a = p;
+  pto_kctx *k = &a->f->k[a->r];
+  int64_t bytes = (int64_t)pto_coll_scratch_bytes(2, (size_t)(AUTO_CNT + 1) * sizeof(float));
+  pto_tensor sc, src, dst;
+  assert_int_equal(
+      pto_comm_window_tensor(&a->f->c[0], DOM, a->r, "scratch", PTO_U8, 1, &bytes, &sc), 0);
+  for (int64_t i = 0; i < a->cnt; i++)
+    a->in[i] = val(a->r, 0, (int)i);
+  vec(&src, a->in, a->cnt);
+  vec(&dst, a->out, a->cnt);
+  if ((a->rc = pto_allreduce(k, DOM, &sc, &dst, &src, PTO_RED_SUM, PTO_COLL_AUTO))) return NULL;
+  for (int64_t i = 0; i < a->cnt && !a->bad; i++)
+    if (a->out[i] != val(0, 0, (int)i) + val(1, 0, (int)i)) {
+      a->bad = 1;
+      snprintf(a->what, sizeof a->what, "rank %d, allreduce of %lld f32: [%lld] = %g, expected %g",
+               a->r, (long long)a->cnt, (long long)i, (double)a->out[i],
+               (double)(val(0, 0, (int)i) + val(1, 0, (int)i)));
+    }
+  return NULL;
+}
+
+/* The RING cell of rank r's scratch (the fourth 8-byte word of its
+ * 64-byte-aligned start, coll.c's cell()). */
+static int64_t ring_cell(fixture *f, int r) {
+  int64_t bytes = (int64_t)pto_coll_scratch_bytes(2, (size_t)(AUTO_CNT + 1) * sizeof(float));
+  pto_tensor sc;
+  assert_int_equal(pto_comm_window_tensor(&f->c[0], DOM, r, "scratch", PTO_U8, 1, &bytes, &sc), 0);
+  uintptr_t at = ((uintptr_t)sc.buf + 63) & ~(uintptr_t)63;
+  return ((const int64_t *)at)[3];
+}
+
+static void test_auto_mesh_then_ring(void **state) {
+  (void)state;
+  fixture f;
+  pto_window_buffer bufs[] = {
+      {"scratch", pto_coll_scratch_bytes(2, (size_t)(AUTO_CNT + 1) * sizeof(float))}};
+  comm_fixture_reserve(&f, SPACE, bufs, 1, DOM);
+  comm_fixture_open(&f, 'a', 1);
+  static auto_arg a[2];
+  static float in[2][AUTO_CNT + 1], out[2][AUTO_CNT + 1];
+  for (int call = 0; call < 2; call++) {
+    int64_t cnt = AUTO_CNT + call; /* 2 x 256 KiB: the mesh; 4 bytes more: the ring */
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+      a[r] = (auto_arg){.f = &f, .r = r, .cnt = cnt, .in = in[r], .out = out[r]};
+      assert_int_equal(pthread_create(&th[r], NULL, auto_call, &a[r]), 0);
+    }
+    for (int r = 0; r < 2; r++)
+      assert_int_equal(pthread_join(th[r], NULL), 0);
+    for (int r = 0; r < 2; r++) {
+      if (a[r].rc) {
+        char det[384] = "";
+        comm_task_error(&f.c[r], det, sizeof det);
+        fail_msg("rank %d, allreduce of %lld f32: %s: %s", r, (long long)cnt,
+                 pto_status_name(a[r].rc), det);
+      }
+      if (a[r].bad) fail_msg("%s", a[r].what);
+      int64_t ring = ring_cell(&f, r);
+      if (call == 0 && ring != 0)
+        fail_msg("rank %d: an allreduce of 2 x %lld bytes (PTO_COLL_MESH_MAX_BYTES) took the "
+                 "ring (RING cell %lld), expected the mesh",
+                 r, (long long)(cnt * 4), (long long)ring);
+      if (call == 1 && ring == 0)
+        fail_msg("rank %d: an allreduce of 2 x %lld bytes, beyond PTO_COLL_MESH_MAX_BYTES, took "
+                 "the mesh (RING cell 0), expected the ring",
+                 r, (long long)(cnt * 4));
+    }
+  }
+  comm_fixture_close(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pulled_and_pushed_calls),
+      cmocka_unit_test(test_auto_mesh_then_ring),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
