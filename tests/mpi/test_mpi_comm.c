@@ -911,8 +911,9 @@ static void reproducible(void) {
  * the call table goes through it, as on the shm backend: no message. It
  * took the records, one message to every peer (2 ranks: 1 Isend a call; an
  * 8-byte broadcast on 4 ranks oversubscribed on 2 CPUs 10-24 us against
- * 4.3 through the table). Below the ring's 32 KiB the mesh on the windows
- * follows the table's round, as on shm. On RMA windows the records stay. */
+ * 4.3 through the table). Larger calls follow the table's round with
+ * pto's own algorithm on the windows, as on shm (coll_switch, below, says
+ * up to where). On RMA windows the records stay. */
 static _Atomic long isends;
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
@@ -922,19 +923,28 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
 }
 
 #define PATH_N   17   /* elements of a block: every collective's data fits the table */
-#define PATH_MID 2048 /* an allreduce of 8 KiB: beyond the table, below the ring's size */
-#define PATH_BIG 8192 /* an allreduce of 32 KiB: in the records */
+#define PATH_MID 2048 /* an allreduce of 8 KiB: beyond the table */
+#define PATH_BIG 8192 /* an allreduce of 32 KiB: the records' largest (RMA windows) */
 
-static void path_check(const char *what, bool shared, long sent, long want, const float *out,
-                       const float *expect, int64_t n) {
-  if (sent != want)
-    FAIL("%s on %s windows: this rank sent %ld MPI messages, expected %ld (%s)", what,
-         shared ? "shared" : "RMA", sent, want,
-         want ? "the records, one to every peer" : "the call table, no message");
+/* A call's count of MPI calls (`counted`: messages sent, collectives
+ * started) against the path it should take, and its result. */
+static void count_check(const char *what, bool shared, const char *counted, long got, long want,
+                        const char *why, const float *out, const float *expect, int64_t n) {
+  if (got != want)
+    FAIL("%s on %s windows: this rank made %ld %s, expected %ld (%s)", what,
+         shared ? "shared" : "RMA", got, counted, want, why);
   for (int64_t i = 0, bad = 0; i < n; i++)
     if (out[i] != expect[i] && bad++ < 3)
       FAIL("%s on %s windows: out[%" PRId64 "] = %g, expected %g", what, shared ? "shared" : "RMA",
            i, (double)out[i], (double)expect[i]);
+}
+
+static void path_check(const char *what, bool shared, long sent, long want, const float *out,
+                       const float *expect, int64_t n) {
+  count_check(what, shared, "MPI sends", sent, want,
+              want ? "the records, one to every peer"
+                   : "the call table or pto's own on the windows, no message",
+              out, expect, n);
 }
 
 static void coll_path(bool shared) {
@@ -988,8 +998,8 @@ static void coll_path(bool shared) {
   CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &o_all, &all_in));
   path_check("alltoall of 17 f32 a block", shared, isends - before, peers, out, expect,
              (int64_t)n * PATH_N);
-  /* beyond the table: on shared windows the mesh on them below the ring's
-   * size, then the ring on them (32 KiB); on RMA windows the records */
+  /* beyond the table: on shared windows the mesh on them; on RMA windows
+   * the records */
   for (int i = 0; i < PATH_BIG; i++)
     in[i] = (float)(r + 1), expect[i] = (float)(n * (n + 1) / 2);
   pto_tensor mid = local(in, PATH_MID, PTO_F32), o_mid = local(out, PATH_MID, PTO_F32);
@@ -1057,14 +1067,8 @@ int MPI_Ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request
 
 static void switch_check(const char *what, bool shared, long started, long want, const float *out,
                          const float *expect, int64_t n) {
-  if (started != want)
-    FAIL("%s on %s windows: this rank started %ld MPI collectives, expected %ld (%s)", what,
-         shared ? "shared" : "RMA", started, want,
-         want ? "MPI's collective" : "pto's own on the windows");
-  for (int64_t i = 0, bad = 0; i < n; i++)
-    if (out[i] != expect[i] && bad++ < 3)
-      FAIL("%s on %s windows: out[%" PRId64 "] = %g, expected %g", what, shared ? "shared" : "RMA",
-           i, (double)out[i], (double)expect[i]);
+  count_check(what, shared, "MPI collective starts", started, want,
+              want ? "MPI's collective" : "pto's own on the windows", out, expect, n);
 }
 
 static void coll_switch(bool shared) {

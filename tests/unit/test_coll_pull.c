@@ -107,6 +107,17 @@ static void *calls(void *p) {
   return NULL;
 }
 
+/* Fails the test naming rank r's error (rc, with its task's details) or
+ * its first wrong value (`what`, when `bad`). */
+static void rank_check(fixture *f, int r, int rc, int bad, const char *what) {
+  if (rc) {
+    char det[384] = "";
+    comm_task_error(&f->c[r], det, sizeof det);
+    fail_msg("rank %d: %s: %s", r, pto_status_name(rc), det);
+  }
+  if (bad) fail_msg("%s", what);
+}
+
 static void test_pulled_and_pushed_calls(void **state) {
   (void)state;
   fixture f;
@@ -123,14 +134,8 @@ static void test_pulled_and_pushed_calls(void **state) {
   }
   for (int r = 0; r < 2; r++)
     assert_int_equal(pthread_join(th[r], NULL), 0);
-  for (int r = 0; r < 2; r++) {
-    if (a[r].rc) {
-      char det[384] = "";
-      comm_task_error(&f.c[r], det, sizeof det);
-      fail_msg("rank %d: %s: %s", r, pto_status_name(a[r].rc), det);
-    }
-    if (a[r].bad) fail_msg("%s", a[r].what);
-  }
+  for (int r = 0; r < 2; r++)
+    rank_check(&f, r, a[r].rc, a[r].bad, a[r].what);
   comm_fixture_close(&f);
 }
 
@@ -195,13 +200,7 @@ static void test_auto_mesh_then_ring(void **state) {
     for (int r = 0; r < 2; r++)
       assert_int_equal(pthread_join(th[r], NULL), 0);
     for (int r = 0; r < 2; r++) {
-      if (a[r].rc) {
-        char det[384] = "";
-        comm_task_error(&f.c[r], det, sizeof det);
-        fail_msg("rank %d, allreduce of %lld f32: %s: %s", r, (long long)cnt,
-                 pto_status_name(a[r].rc), det);
-      }
-      if (a[r].bad) fail_msg("%s", a[r].what);
+      rank_check(&f, r, a[r].rc, a[r].bad, a[r].what);
       int64_t ring = ring_cell(&f, r);
       if (call == 0 && ring != 0)
         fail_msg("rank %d: an allreduce of 2 x %lld bytes (PTO_COLL_MESH_MAX_BYTES) took the "
