@@ -60,8 +60,8 @@
  * On a backend with collectives of its own (comm_backend.coll and
  * .exchange: the MPI backend's), every call first sends each peer one
  * record (its descriptor, and its block for that peer when the block fits
- * fuse_limit: 4 KiB for allgather and all-to-all, 32 KiB for the others,
- * less on more than 32 ranks) and receives one from every peer
+ * fuse_bytes: 32 KiB, less on more than 32 ranks) and receives one from
+ * every peer
  * (the backend's record exchange, point to point), and compares the
  * descriptors the same way; a call whose data came with the records then
  * ends with the mesh's last step 4 on them (no step 5: nothing of the
@@ -723,12 +723,18 @@ static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *w
                    k->me, what, why);
 }
 
-/* The most data one rank sends a peer in its record (below): FUSE_MAX, or
- * less on a large domain, so that a buffer's staging (2n records, the
- * backend's) stays within FUSE_STAGE. It depends on n only, so it is the
- * same on every rank, and so is the bound on a record. 32 KiB: below it
- * the records (one message to each peer) beat the descriptors' exchange
- * followed by MPI_Iallreduce, measured in docs/comm.md. */
+/* The most data one rank sends a peer in its record (below), for every
+ * collective: FUSE_MAX, or less on a large domain, so that a buffer's
+ * staging (2n records, the backend's) stays within FUSE_STAGE. It depends
+ * on n only, so it is the same on every rank, and so is the bound on a
+ * record. 32 KiB: below it the records (one message to each peer) beat
+ * the descriptors' exchange followed by MPI_Iallreduce, measured in
+ * docs/comm.md; across two hosts (TCP) an allgather's and an all-to-all's
+ * too (8-32 KiB: 1.05-1.12x MPI_Allgather/MPI_Alltoall through the
+ * records, 1.65-1.98x through the descriptors and MPI's collective),
+ * which fused only up to 4 KiB before, measured on one host's RMA
+ * windows, where the records' copies through the staging cost more than
+ * a message. */
 #define FUSE_MAX   ((size_t)32 << 10)
 #define FUSE_STAGE ((size_t)2 << 20)
 
@@ -736,24 +742,6 @@ static size_t fuse_bytes(const coll *k) {
   if ((size_t)k->n <= FUSE_STAGE / (2 * FUSE_MAX)) return FUSE_MAX; /* no division per call */
   size_t b = FUSE_STAGE / (2 * (size_t)k->n) & ~(size_t)63;
   return b < FUSE_MAX ? b : FUSE_MAX;
-}
-
-/* The most data a call of mine puts in its records (the bound on a record
- * stays fuse_bytes, whatever the call). Allgather and all-to-all, where
- * every rank's block only moves, fuse up to 4 KiB: their records cost a
- * copy into the staging and one out of it that MPI's own collective does
- * not make (allgather of 32 KiB on 2 ranks: 2.3x MPI_Allgather's time
- * through the records, 1.3-2.0x through the descriptors' exchange and
- * MPI_Iallgather; of 4 KiB 1.35x against 1.84x). A reduction folds the
- * blocks either way, and a broadcast's records carry the root's block only
- * (32 KiB: 2.2x MPI_Bcast through the records, 8.2-8.6x through the
- * descriptors and MPI_Ibcast). */
-#define FUSE_MOVE_MAX ((size_t)4 << 10)
-
-static size_t fuse_limit(const coll *k) {
-  size_t b = fuse_bytes(k);
-  bool moves = k->d.kind == K_ALLGATHER || k->d.kind == K_ALLTOALL;
-  return !moves || b < FUSE_MOVE_MAX ? b : FUSE_MOVE_MAX;
 }
 
 /* My data for peer p (NULL: none), `bb` bytes, as coll_exchange's. */
@@ -787,7 +775,7 @@ typedef struct coll_rec {
 
 /* Steps 1-3 through the backend: every rank sends each peer one record,
  * its descriptor followed by its block for that peer when block is given
- * and the block fits fuse_limit, and receives one from every peer (the
+ * and the block fits fuse_bytes, and receives one from every peer (the
  * backend's record exchange: one message each way on the MPI backend).
  * The call number is this rank's count of calls on the scratch buffer in
  * this task. The records always go, with or without data, so that ranks
@@ -809,7 +797,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
      * other until the deadline, which names the call */
     native_hold(k);
     int rc = table_exchange(k, bb, NULL, 0, NULL);
-    if (rc || !blk || bb > fuse_limit(k)) return rc;
+    if (rc || !blk || bb > fuse_bytes(k)) return rc;
   } else {
     native_hold(k);
   }
@@ -821,7 +809,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   }
   k->d.seq = next_call(k);
   const void *blocks[PTO_COMM_MAX_RANKS];
-  bool data = block && k->d.status == 0 && bb <= fuse_limit(k);
+  bool data = block && k->d.status == 0 && bb <= fuse_bytes(k);
   for (int p = 0; data && p < k->n; p++)
     blocks[p] = block(k, p, arg);
   const unsigned char *recs[PTO_COMM_MAX_RANKS];
@@ -1181,7 +1169,7 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
   if (nat) {
     /* small: every rank's data comes with the records, folded here in
      * rank order (so reproducible too) */
-    bool fused = bytes <= fuse_limit(k);
+    bool fused = bytes <= fuse_bytes(k);
     void *all = stage(k, repro && !fused, (size_t)k->n * bytes);
     if ((rc = native_exchange(k, bytes, fused ? whole_block : NULL, in, blk))) {
       free(all);
@@ -1240,7 +1228,7 @@ static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src)
     gather_blocks(k, out, blk, bb);
     return 0;
   } else if (nat) {
-    bool fused = bb <= fuse_limit(k);
+    bool fused = bb <= fuse_bytes(k);
     void *copy = stage(k, !fused && overlap(in, bb, out, (size_t)k->n * bb), bb);
     if ((rc = native_exchange(k, bb, fused ? whole_block : NULL, in, blk))) {
       free(copy);
@@ -1290,7 +1278,7 @@ static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
       memcpy(elem0(dst), blk[root], bb);
     return 0;
   } else if (nat) {
-    bool fused = bb <= fuse_limit(k);
+    bool fused = bb <= fuse_bytes(k);
     if ((rc = native_exchange(k, bb, fused && in ? whole_block : NULL, in, blk))) return rc;
     if (!fused) {
       /* the root moves src into dst, which MPI_Ibcast then sends */
@@ -1353,7 +1341,7 @@ static int reduce_scatter_call(coll *k, const pto_tensor *dst, const pto_tensor 
     /* small: every rank's block for me comes with its record; else
      * reproducible: every rank's block for me (an all-to-all), folded here
      * in rank order */
-    bool repro = reproducible(k), fused = b.bb <= fuse_limit(k);
+    bool repro = reproducible(k), fused = b.bb <= fuse_bytes(k);
     size_t all_bytes = (size_t)k->n * b.bb;
     void *all = stage(k, repro && !fused, all_bytes);
     void *copy = stage(k, !repro && !fused && overlap(b.in, all_bytes, out, b.bb), all_bytes);
@@ -1411,7 +1399,7 @@ static int alltoall_call(coll *k, const pto_tensor *dst, const pto_tensor *src) 
     gather_blocks(k, out, blk, b.bb);
     return 0;
   } else if (nat) {
-    bool fused = b.bb <= fuse_limit(k);
+    bool fused = b.bb <= fuse_bytes(k);
     void *copy = stage(k, !fused && overlap(b.in, all_bytes, out, all_bytes), all_bytes);
     if ((rc = native_exchange(k, b.bb, fused ? block_p : NULL, &b, blk))) {
       free(copy);

@@ -32,6 +32,7 @@
  *           reduction unless it asks for PTO_COLL_MPI, one for an
  *           allgather or broadcast from 4 MiB blocks and for an all-to-all
  *           from 1 MiB blocks, none below; on RMA windows one for each
+ *           but those the records carry (32 KiB blocks and less)
  *   sharers (-np 2, PTO_SPIN_NS=1000000) both ranks pinned to one CPU: on
  *           shared windows rank 0's wait yields and parks, never spins
  *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
@@ -1068,7 +1069,8 @@ int MPI_Ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request
 static void switch_check(const char *what, bool shared, long started, long want, const float *out,
                          const float *expect, int64_t n) {
   count_check(what, shared, "MPI collective starts", started, want,
-              want ? "MPI's collective" : "pto's own on the windows", out, expect, n);
+              want ? "MPI's collective" : "pto's own on the windows, or the records", out, expect,
+              n);
 }
 
 static void coll_switch(bool shared) {
@@ -1112,18 +1114,21 @@ static void coll_switch(bool shared) {
   CHECK_OK(&x, pto_reduce_scatter(&x.k, x.d.id, &scratch, &to, &all_in, PTO_RED_SUM));
   switch_check("reduce_scatter of 64 KiB blocks", shared, coll_starts - before, mpi, out, expect,
                c);
-  /* allgather of 256 KiB blocks: rank q's holds 1000 q + i % 997 */
-  c = 65536;
-  for (int64_t i = 0; i < c; i++)
-    in[i] = (float)(1000 * r + i % 997);
-  for (int q = 0; q < n; q++)
+  /* allgather of 32 KiB blocks (the records carry them on RMA windows)
+   * and 256 KiB: rank q's holds 1000 q + i % 997 */
+  for (int k = 0; k < 2; k++) {
+    c = k == 0 ? 8192 : 65536;
     for (int64_t i = 0; i < c; i++)
-      expect[q * c + i] = (float)(1000 * q + i % 997);
-  pto_tensor blk = local(in, c, PTO_F32), o_all = local(out, (int64_t)n * c, PTO_F32);
-  before = coll_starts;
-  CHECK_OK(&x, pto_allgather(&x.k, x.d.id, &scratch, &o_all, &blk));
-  switch_check("allgather of 256 KiB blocks", shared, coll_starts - before, mpi, out, expect,
-               (int64_t)n * c);
+      in[i] = (float)(1000 * r + i % 997);
+    for (int q = 0; q < n; q++)
+      for (int64_t i = 0; i < c; i++)
+        expect[q * c + i] = (float)(1000 * q + i % 997);
+    pto_tensor blk = local(in, c, PTO_F32), o_all = local(out, (int64_t)n * c, PTO_F32);
+    before = coll_starts;
+    CHECK_OK(&x, pto_allgather(&x.k, x.d.id, &scratch, &o_all, &blk));
+    switch_check(k == 0 ? "allgather of 32 KiB blocks" : "allgather of 256 KiB blocks", shared,
+                 coll_starts - before, k == 0 ? 0 : mpi, out, expect, (int64_t)n * c);
+  }
   /* broadcast from rank 1 on either side of 4 MiB: i % 1009 */
   for (int k = 0; k < 2; k++) {
     c = SWITCH_MAX - (k == 0);
@@ -1135,10 +1140,12 @@ static void coll_switch(bool shared) {
     switch_check(k == 0 ? "broadcast of 4 MiB - 4 B" : "broadcast of 4 MiB", shared,
                  coll_starts - before, k == 0 ? mpi : 1, out, expect, c);
   }
-  /* all-to-all on either side of 1 MiB blocks: rank q's block p holds
+  /* all-to-all of 32 KiB blocks (the records carry them on RMA windows),
+   * and on either side of 1 MiB blocks: rank q's block p holds
    * 1000 q + 10 p + i % 7 */
-  for (int k = 0; k < 2; k++) {
-    c = (int64_t)262144 - (k == 0); /* 1 MiB blocks, or 4 B less: n of them fit the buffers */
+  for (int k = 0; k < 3; k++) {
+    /* 1 MiB blocks, or 4 B less: n of them fit the buffers */
+    c = k == 2 ? 8192 : (int64_t)262144 - (k == 0);
     for (int p = 0; p < n; p++)
       for (int64_t i = 0; i < c; i++)
         in[p * c + i] = (float)(1000 * r + 10 * p + i % 7);
@@ -1148,8 +1155,10 @@ static void coll_switch(bool shared) {
     pto_tensor ai = local(in, (int64_t)n * c, PTO_F32), ao = local(out, (int64_t)n * c, PTO_F32);
     before = coll_starts;
     CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &ao, &ai));
-    switch_check(k == 0 ? "alltoall of 1 MiB - 4 B blocks" : "alltoall of 1 MiB blocks", shared,
-                 coll_starts - before, k == 0 ? mpi : 1, out, expect, (int64_t)n * c);
+    static const char *what[] = {"alltoall of 1 MiB - 4 B blocks", "alltoall of 1 MiB blocks",
+                                 "alltoall of 32 KiB blocks"};
+    switch_check(what[k], shared, coll_starts - before, k == 0 ? mpi : k == 1, out, expect,
+                 (int64_t)n * c);
   }
   free(in), free(out), free(expect);
   dom_close(&x);
