@@ -61,8 +61,7 @@
  * .exchange: the MPI backend's), every call first sends each peer one
  * record (its descriptor, and its block for that peer when the block fits
  * fuse_bytes: 32 KiB, less on more than 32 ranks) and receives one from
- * every peer
- * (the backend's record exchange, point to point), and compares the
+ * every peer (the backend's record exchange, point to point), and compares the
  * descriptors the same way; a call whose data came with the records then
  * ends with the mesh's last step 4 on them (no step 5: nothing of the
  * scratch is shared), larger PTO_COLL_AUTO/MPI calls run the backend's
