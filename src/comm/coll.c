@@ -729,8 +729,8 @@ static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *w
  * record. 32 KiB: below it the records (one message to each peer) beat
  * the descriptors' exchange followed by MPI_Iallreduce, measured in
  * docs/comm.md; across two hosts (TCP) an allgather's and an all-to-all's
- * too (8-32 KiB: 1.05-1.12x MPI_Allgather/MPI_Alltoall through the
- * records, 1.65-1.98x through the descriptors and MPI's collective),
+ * too (8-32 KiB blocks: 1.04-1.12x MPI_Allgather/MPI_Alltoall through
+ * the records, 1.71-2.11x through the descriptors and MPI's collective),
  * which fused only up to 4 KiB before, measured on one host's RMA
  * windows, where the records' copies through the staging cost more than
  * a message. */
@@ -1148,9 +1148,9 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
   bool nat = native_data(k, true);
   /* reproducible: the mesh, which reduces in rank order */
+  bool mesh_fits = (uint64_t)bytes * (uint64_t)k->n <= PTO_COLL_MESH_MAX_BYTES;
   bool ring = !nat && !repro && k->n > 1 &&
-              (algo == PTO_COLL_RING || (algo != PTO_COLL_MESH && (uint64_t)bytes * (uint64_t)k->n >
-                                                                      PTO_COLL_MESH_MAX_BYTES));
+              (algo == PTO_COLL_RING || (algo != PTO_COLL_MESH && !mesh_fits));
   if (ok && ring) {
     int64_t s, l;
     chunk_of(k->d.count, k->n, 0, &s, &l);

@@ -1114,10 +1114,19 @@ static void coll_switch(bool shared) {
   CHECK_OK(&x, pto_reduce_scatter(&x.k, x.d.id, &scratch, &to, &all_in, PTO_RED_SUM));
   switch_check("reduce_scatter of 64 KiB blocks", shared, coll_starts - before, mpi, out, expect,
                c);
-  /* allgather of 32 KiB blocks (the records carry them on RMA windows)
-   * and 256 KiB: rank q's holds 1000 q + i % 997 */
+  /* a call's count (f32 elements: a block, a broadcast's data) and the MPI
+   * collectives it must start */
+  typedef struct {
+    int64_t c;
+    long want;
+    const char *what;
+  } sw_case;
+  /* allgather: rank q's block holds 1000 q + i % 997; the records carry
+   * 32 KiB blocks on RMA windows */
+  const sw_case ag[] = {{8192, 0, "allgather of 32 KiB blocks"},
+                        {65536, mpi, "allgather of 256 KiB blocks"}};
   for (int k = 0; k < 2; k++) {
-    c = k == 0 ? 8192 : 65536;
+    c = ag[k].c;
     for (int64_t i = 0; i < c; i++)
       in[i] = (float)(1000 * r + i % 997);
     for (int q = 0; q < n; q++)
@@ -1126,26 +1135,27 @@ static void coll_switch(bool shared) {
     pto_tensor blk = local(in, c, PTO_F32), o_all = local(out, (int64_t)n * c, PTO_F32);
     before = coll_starts;
     CHECK_OK(&x, pto_allgather(&x.k, x.d.id, &scratch, &o_all, &blk));
-    switch_check(k == 0 ? "allgather of 32 KiB blocks" : "allgather of 256 KiB blocks", shared,
-                 coll_starts - before, k == 0 ? 0 : mpi, out, expect, (int64_t)n * c);
+    switch_check(ag[k].what, shared, coll_starts - before, ag[k].want, out, expect, (int64_t)n * c);
   }
   /* broadcast from rank 1 on either side of 4 MiB: i % 1009 */
+  const sw_case bc[] = {{SWITCH_MAX - 1, mpi, "broadcast of 4 MiB - 4 B"},
+                        {SWITCH_MAX, 1, "broadcast of 4 MiB"}};
   for (int k = 0; k < 2; k++) {
-    c = SWITCH_MAX - (k == 0);
+    c = bc[k].c;
     for (int64_t i = 0; i < c; i++)
       in[i] = (float)(i % 1009), expect[i] = in[i], out[i] = 0;
     pto_tensor bi = local(in, c, PTO_F32), bo = local(out, c, PTO_F32);
     before = coll_starts;
     CHECK_OK(&x, pto_broadcast(&x.k, x.d.id, &scratch, &bo, r == 1 ? &bi : NULL, 1));
-    switch_check(k == 0 ? "broadcast of 4 MiB - 4 B" : "broadcast of 4 MiB", shared,
-                 coll_starts - before, k == 0 ? mpi : 1, out, expect, c);
+    switch_check(bc[k].what, shared, coll_starts - before, bc[k].want, out, expect, c);
   }
-  /* all-to-all of 32 KiB blocks (the records carry them on RMA windows),
-   * and on either side of 1 MiB blocks: rank q's block p holds
-   * 1000 q + 10 p + i % 7 */
+  /* all-to-all: rank q's block p holds 1000 q + 10 p + i % 7; the records
+   * carry 32 KiB blocks on RMA windows; n blocks of 1 MiB fit the buffers */
+  const sw_case aa[] = {{8192, 0, "alltoall of 32 KiB blocks"},
+                        {262143, mpi, "alltoall of 1 MiB - 4 B blocks"},
+                        {262144, 1, "alltoall of 1 MiB blocks"}};
   for (int k = 0; k < 3; k++) {
-    /* 1 MiB blocks, or 4 B less: n of them fit the buffers */
-    c = k == 2 ? 8192 : (int64_t)262144 - (k == 0);
+    c = aa[k].c;
     for (int p = 0; p < n; p++)
       for (int64_t i = 0; i < c; i++)
         in[p * c + i] = (float)(1000 * r + 10 * p + i % 7);
@@ -1155,10 +1165,7 @@ static void coll_switch(bool shared) {
     pto_tensor ai = local(in, (int64_t)n * c, PTO_F32), ao = local(out, (int64_t)n * c, PTO_F32);
     before = coll_starts;
     CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &ao, &ai));
-    static const char *what[] = {"alltoall of 1 MiB - 4 B blocks", "alltoall of 1 MiB blocks",
-                                 "alltoall of 32 KiB blocks"};
-    switch_check(what[k], shared, coll_starts - before, k == 0 ? mpi : k == 1, out, expect,
-                 (int64_t)n * c);
+    switch_check(aa[k].what, shared, coll_starts - before, aa[k].want, out, expect, (int64_t)n * c);
   }
   free(in), free(out), free(expect);
   dom_close(&x);

@@ -171,17 +171,21 @@ static void die_orch(pto_orch *o, void *arg) {
   pto_submit(o, k_die, &a, NULL, NULL);
 }
 
+/* A domain of the chips, or false, said on stderr. */
+static bool domain(pto_node_orch *no, const int *chips, int n, const pto_window_buffer *bufs,
+                   int nb, pto_domain *dom) {
+  int rc = pto_node_domain_create(no, chips, n, bufs, nb, dom);
+  if (rc) fprintf(stderr, "domain_create: %s\n", pto_status_name(rc));
+  return rc == 0;
+}
+
 static void die_node(pto_node_orch *no, void *arg) {
   (void)arg;
   size_t sb = pto_coll_scratch_bytes(3, DIE_COUNT * sizeof(float));
   const pto_window_buffer bufs[] = {
       {"scratch", sb}, {"src", DIE_COUNT * sizeof(float)}, {"dst", DIE_COUNT * sizeof(float)}};
   pto_domain dom;
-  int rc = pto_node_domain_create(no, trio, 3, bufs, 3, &dom);
-  if (rc) {
-    fprintf(stderr, "domain_create: %s\n", pto_status_name(rc));
-    return;
-  }
+  if (!domain(no, trio, 3, bufs, 3, &dom)) return;
   pto_args a;
   pto_args_init(&a);
   for (int r = 0; r < 3; r++) {
@@ -203,11 +207,7 @@ static void frozen_node(pto_node_orch *no, void *arg) {
   const pto_window_buffer bufs[] = {
       {"scratch", pto_coll_scratch_bytes(2, FROZEN_COUNT * sizeof(float))}};
   pto_domain dom;
-  int rc = pto_node_domain_create(no, pair, 2, bufs, 1, &dom);
-  if (rc) {
-    fprintf(stderr, "domain_create: %s\n", pto_status_name(rc));
-    return;
-  }
+  if (!domain(no, pair, 2, bufs, 1, &dom)) return;
   pto_args a;
   pto_args_init(&a);
   pto_args_scalar(&a, (uint64_t)k_frozen);
