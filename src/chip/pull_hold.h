@@ -12,7 +12,10 @@
  * threads keep their lines, and a pass then places several at once. Work
  * is never lost by it, only started later: a requester that finds the
  * puller leaves the pass to it, which serves every request at its next
- * look (role.h), and a block placed on the core waits at most one hold.
+ * look (role.h), and a block placed on the core waits at most one hold,
+ * and none while nothing else is queued (core.c, placed_ends_hold: that
+ * block is then the work that waits, in a stencil the one the next step
+ * needs).
  * Nor does anything pile up while the orchestrator waits for completions
  * it needs to go on (a task it waits for, room in a ring): the core then
  * looks continuously (core.c), so a loop that submits a short block and
