@@ -549,22 +549,12 @@ static int make_comm(comm_win *w, char *why, size_t n) {
   return 0;
 }
 
-/* Every rank of the domain on this host (and shared windows allowed)? */
-static int on_one_host(comm_win *w, bool *yes, char *why, size_t n) {
-  *yes = false;
-  if (!pto_option(PTO_OPT_MPI_SHARED_WINDOWS)) return 0;
-  MPI_Comm node;
-  int err = MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  if (err != MPI_SUCCESS) {
-    mpi_why(why, n, "MPI_Comm_split_type", err);
-    return PTO_EMPI;
-  }
-  int local;
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
-  /* the same answer on every rank: all on one host, or some are not */
-  *yes = local == w->d.nranks;
-  return 0;
+/* Every rank of the domain on this host (and shared windows allowed)?
+ * The same answer on every rank: the peers on this host (mpi_coll_open,
+ * xnear) are all of them, or some are not. */
+static bool on_one_host(const comm_win *w) {
+  return pto_option(PTO_OPT_MPI_SHARED_WINDOWS) &&
+         __builtin_popcountll(w->xnear) == w->d.nranks - 1;
 }
 
 static int alloc_shared(comm_win *w, char *why, size_t n) {
@@ -603,11 +593,16 @@ static int alloc_shared(comm_win *w, char *why, size_t n) {
 /* The one-sided components the job allows: Open MPI's MCA parameter
  * "osc" (a control variable of the MPI tool interface, set by --mca osc
  * or OMPI_MCA_osc); "" when it is not set (Open MPI then tries all it has)
- * or cannot be read. */
+ * or cannot be read. Only when a window could not be made: the tool
+ * interface's init and finalize took 206 ms. */
 static void osc_selection(char *buf, size_t n) {
   buf[0] = 0;
-  int provided, idx, count;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+  int level = MPI_THREAD_MULTIPLE, provided, idx, count;
+  /* MPI's own level: Open MPI 4.1's MPI_T_init_thread sets the level
+   * MPI_Query_thread says to the one asked for here, and the backend's
+   * later checks of it would then fail */
+  MPI_Query_thread(&level);
+  if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return;
   MPI_T_cvar_handle h;
   char val[256] = "";
   if (MPI_T_cvar_get_index("osc", &idx) == MPI_SUCCESS &&
@@ -716,7 +711,7 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   rc = make_comm(w, why, why_len);
   if (!rc) rc = mpi_coll_open(w, why, why_len);
   /* windows placed at desc.base cannot be MPI_Win_allocate_shared's */
-  if (!rc && !d->base) rc = on_one_host(w, &shared, why, why_len);
+  if (!rc && !d->base) shared = on_one_host(w);
   if (!rc) {
     w->shared = shared;
     rc = shared ? alloc_shared(w, why, why_len) : alloc_rma(w, why, why_len);

@@ -76,6 +76,12 @@ struct comm_win {
    * its requests may still write them). */
   unsigned char *xstage[PTO_COMM_MAX_BUFFERS];
   size_t xrec[PTO_COMM_MAX_BUFFERS];
+  MPI_Request *xreq[PTO_COMM_MAX_BUFFERS]; /* the exchange's requests, with its staging */
+  /* Records to the peers on this host (bit per rank: xnear) go in pieces
+   * of xpiece bytes (0: whole), the most that host's shared-memory
+   * transport sends eagerly (mpi_coll.c, record_piece); set at open. */
+  uint64_t xnear;
+  size_t xpiece;
 };
 
 /* The backend's own collectives (mpi_coll.c): the communicators of each
