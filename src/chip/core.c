@@ -78,8 +78,8 @@ static bool orch_waits(const pto_run *r) {
  * their lines (W4's replay: a producer's 64 consumers, whose placed block,
  * started at once, made the whole burst 1.12x slower). The queue's words,
  * which the busy cores write, are read only while a block waits here. */
-static bool placed_ends_hold(const core_wait *w) {
-  return core_has_work((void *)w) && !sched_ready_queued(w->c->run);
+static bool placed_ends_hold(core_wait *w) {
+  return core_has_work(w) && !sched_ready_queued(w->c->run);
 }
 
 static bool core_pull_cond(void *p) {

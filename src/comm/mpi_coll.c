@@ -532,13 +532,13 @@ static bool pieces_test(req_poll *p) {
 }
 
 /* The buffer's staging: nranks receive and nranks send slots of `rec`
- * bytes, then the requests of an exchange (nreq); grown when a call needs
- * more. */
-static unsigned char *staging(comm_win *w, int buf, size_t rec, int nreq, char *why,
-                              size_t why_len) {
+ * bytes, then the requests of an exchange of records of up to rec bytes;
+ * grown when a call needs more. */
+static unsigned char *staging(comm_win *w, int buf, size_t rec, char *why, size_t why_len) {
   if (w->xstage[buf] && w->xrec[buf] >= rec) return w->xstage[buf];
   free(w->xstage[buf]);
   w->xrec[buf] = 0;
+  int nreq = exchange_reqs(w, rec); /* rec >= a record's bound: enough for it */
   size_t slots = 2 * (size_t)w->d.nranks * rec;
   w->xstage[buf] = malloc(slots + (size_t)nreq * sizeof(MPI_Request));
   if (!w->xstage[buf]) {
@@ -597,8 +597,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     return PTO_EINVAL;
   }
   size_t max = LEN_BYTES + x->max_bytes, rec = (max + 63) & ~(size_t)63;
-  int cap = exchange_reqs(w, rec); /* rec >= max: the same for every call of this rec */
-  unsigned char *st = staging(w, x->buf, rec, cap, why, why_len);
+  unsigned char *st = staging(w, x->buf, rec, why, why_len);
   if (!st) return PTO_ENOMEM;
   unsigned char *rslot = st, *sslot = st + (size_t)n * rec;
   MPI_Comm comm = w->bcomm[x->buf];
