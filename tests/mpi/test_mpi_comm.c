@@ -1897,6 +1897,17 @@ int main(int argc, char **argv) {
     dom_open(&x, 85, world4, np, b, 1, false, 1);
     if (me == 0) printf("open: %s: %s\n", pto_status_name(x.open_rc), x.open_why);
     dom_close(&x);
+    /* a refused window asks the MPI tool interface which one-sided
+     * components the job allows; Open MPI 4.1's MPI_T_init_thread then set
+     * the level MPI_Query_thread reports to the one it was asked for, and
+     * the backend, which needs MPI_THREAD_MULTIPLE, refused every later
+     * domain */
+    int level = -1;
+    MPI_Query_thread(&level);
+    if (level != MPI_THREAD_MULTIPLE)
+      FAIL("after the open: MPI_Query_thread says thread level %d, expected "
+           "MPI_THREAD_MULTIPLE (%d)",
+           level, MPI_THREAD_MULTIPLE);
   } else if (strcmp(mode, "map_errors") == 0) {
     rc = map_errors();
   } else if (strcmp(mode, "left_behind") == 0) {
