@@ -775,7 +775,8 @@ typedef struct coll_rec {
 /* Steps 1-3 through the backend: every rank sends each peer one record,
  * its descriptor followed by its block for that peer when block is given
  * and the block fits fuse_bytes, and receives one from every peer (the
- * backend's record exchange: one message each way on the MPI backend).
+ * backend's record exchange: one message each way on the MPI backend,
+ * pieces of it to a peer on the same host, mpi_coll.c).
  * The call number is this rank's count of calls on the scratch buffer in
  * this task. The records always go, with or without data, so that ranks
  * whose arguments differ still meet and every rank names the difference.

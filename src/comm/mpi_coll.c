@@ -123,14 +123,16 @@ static void err_why(char *why, size_t n, const char *call, int err) {
  * against 3.7. A record is its length, an 80-byte header and the call's
  * block, so a block of 4 KiB, a size programs use, crossed the limit: an
  * allreduce of 4 KiB on 2 ranks of one host's RMA windows took 2.9x
- * MPI_Allreduce's time (3.0 us; 0.7 us at 2 KiB), 0.99x in pieces. Across hosts (TCP, eager up to
- * 64 KiB) pieces cost more than they save (a 4176-byte exchange 22 -> 31 us, 32848 bytes 28 ->
- * 100), so only records to peers on this host go in pieces, and only where the job leaves that
- * transport in (its btl and pml selections). The limit and selections are MCA parameters, read from
- * the environment (OMPI_MCA_*, which mpirun's --mca sets too), defaults
- * otherwise: the MPI tool interface has them exactly, but its init and
- * finalize took 206 ms, which every domain's creation would pay. A
- * parameter file's values are not seen. */
+ * MPI_Allreduce's time (3.0 us; 0.7 us at 2 KiB), 0.99x in pieces.
+ * Across hosts (TCP, eager up to 64 KiB) pieces cost more than they save
+ * (a 4176-byte exchange 22 -> 31 us, 32848 bytes 28 -> 100), so only
+ * records to peers on this host go in pieces, and only where the job
+ * leaves that transport in (its btl and pml selections). The limit and
+ * selections are MCA parameters, read from the environment (OMPI_MCA_*,
+ * which mpirun's --mca sets too), defaults otherwise: the MPI tool
+ * interface has them exactly, but its init and finalize took 206 ms,
+ * which every domain's creation would pay. A parameter file's values are
+ * not seen. */
 #define PIECE_MIN     1024
 #define EAGER_DEFAULT 4096 /* btl_vader_eager_limit's and btl_sm_eager_limit's default */
 
@@ -452,32 +454,36 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
  * go eagerly would otherwise wait for a receive posted only after it). A
  * record shorter than xpiece is one message, as to any other peer. */
 #define XCHG_TAG  0x70
-#define LEN_BYTES 8 /* a record's length, before it */
+#define LEN_BYTES sizeof(uint64_t) /* a record's length, before it */
 
 /* Does a record of at most max_bytes to peer p go in pieces? */
 static bool in_pieces(const comm_win *w, int p, size_t max_bytes) {
   return w->xpiece && (w->xnear >> p & 1) && max_bytes > w->xpiece;
 }
 
-/* The pieces after a record's first, of a record of len bytes cut in
- * pieces of `piece`: the same, up to PIECES_MAX of them in all; a longer
- * record's rest goes as one message. Pieces of 4032 bytes beat one
- * message up to 16 KiB (16464 bytes: 2.0 us against 3.2-3.9) but hardly
- * at 32 KiB (3.7 against 4.3), and there, on 4 ranks sharing 2 CPUs, the
- * 9 pieces a peer made an allgather of 32 KiB 1.23x MPI_Allgather's
- * time against 1.05x in one message. */
+/* The message of a record of len bytes, cut or not, that starts at byte
+ * off: its size. Both ends cut by this one rule, the receiver once the
+ * length came with the first piece. A cut record's first piece is `piece`
+ * bytes (or all of it), then come pieces of the same size while the
+ * record has at most PIECES_MAX of them in all, else the rest in one
+ * message. Pieces of 4032 bytes beat one message up to 16 KiB (16464
+ * bytes: 2.0 us against 3.2-3.9) but hardly at 32 KiB (3.7 against 4.3),
+ * and there, on 4 ranks sharing 2 CPUs, the 9 pieces a peer made an
+ * allgather of 32 KiB 1.23x MPI_Allgather's time against 1.05x in one
+ * message. */
 #define PIECES_MAX 5
-static size_t rest_piece(size_t piece, uint64_t len) {
-  return len <= PIECES_MAX * piece ? piece : (size_t)len;
+static size_t message_at(bool cut, size_t piece, uint64_t len, uint64_t off) {
+  uint64_t left = len - off;
+  if (!cut || (off && len > PIECES_MAX * (uint64_t)piece)) return (size_t)left;
+  return left < piece ? (size_t)left : piece;
 }
 
-/* Requests of one exchange of records of at most max_bytes, at most: a
- * receive and a send per peer, and the other pieces each way */
+/* Requests of one exchange, at most: per peer a receive and a send of
+ * every message of a record (PIECES_MAX for a cut one: message_at) */
 static int exchange_reqs(const comm_win *w, size_t max_bytes) {
   int k = 0;
   for (int p = 0; p < w->d.nranks; p++)
-    if (p != w->my_rank)
-      k += 2 * (in_pieces(w, p, max_bytes) ? (int)(max_bytes / w->xpiece) + 1 : 1);
+    if (p != w->my_rank) k += 2 * (in_pieces(w, p, max_bytes) ? PIECES_MAX : 1);
   return k;
 }
 
@@ -496,16 +502,16 @@ struct pieces {
 
 /* The first phase is done: posts the receives of the rest of every record
  * that came in pieces (its length says how much), after the requests. */
-static int post_rest(comm_win *w, req_poll *p) {
+static int post_rest(req_poll *p) {
   pieces *pc = p->pc;
+  size_t piece = pc->w->xpiece;
   for (int i = 0; i < pc->first / 2; i++) {
     if (!pc->cut[i]) continue;
     uint64_t len;
     memcpy(&len, pc->slot[i], sizeof len);
     if (len > pc->max) return MPI_ERR_TRUNCATE; /* no such record is sent */
-    size_t piece = rest_piece(w->xpiece, len);
-    for (size_t off = w->xpiece; off < len; off += piece) {
-      size_t part = len - off < piece ? len - off : piece;
+    for (uint64_t off = message_at(true, piece, len, 0), part; off < len; off += part) {
+      part = message_at(true, piece, len, off);
       int err = MPI_Irecv(pc->slot[i] + off, (int)part, MPI_BYTE, pc->peer[i], XCHG_TAG, pc->comm,
                           &p->req[p->nreq++]);
       if (err != MPI_SUCCESS) return err;
@@ -524,7 +530,7 @@ static bool pieces_test(req_poll *p) {
     if (p->err != MPI_SUCCESS) return true;
     if (!flag) return false;
     pc->second = true;
-    p->err = post_rest(pc->w, p);
+    p->err = post_rest(p);
     if (p->err != MPI_SUCCESS || p->nreq == pc->first) return true; /* all came whole */
   }
   p->err = MPI_Testall(p->nreq - pc->first, p->req + pc->first, &flag, MPI_STATUSES_IGNORE);
@@ -631,18 +637,16 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     unsigned char *s = sslot + (same ? 0 : (size_t)p * rec);
     uint64_t len = LEN_BYTES + x->hdr_bytes + (b ? x->block_bytes : 0);
     if (i == 1 || !same) {
-      memcpy(s, &len, LEN_BYTES);
+      memcpy(s, &len, sizeof len);
       memcpy(s + LEN_BYTES, x->hdr, x->hdr_bytes);
       if (b) memcpy(s + LEN_BYTES + x->hdr_bytes, b, x->block_bytes);
     }
-    /* a cut record: its first piece, then the rest (rest_piece) */
+    /* the first message among the first phase's requests, the others after */
     bool cut = in_pieces(w, p, max);
-    for (size_t off = 0; off < len && err == MPI_SUCCESS;) {
-      size_t piece = !cut ? (size_t)len : off ? rest_piece(w->xpiece, len) : w->xpiece;
-      size_t part = len - off < piece ? (size_t)len - off : piece;
+    for (uint64_t off = 0, part; off < len && err == MPI_SUCCESS; off += part) {
+      part = message_at(cut, w->xpiece, len, off);
       err =
           MPI_Isend(s + off, (int)part, MPI_BYTE, p, XCHG_TAG, comm, &req[off ? later++ : nreq++]);
-      off += part;
     }
   }
   if (err != MPI_SUCCESS) {

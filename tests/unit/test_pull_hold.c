@@ -50,6 +50,10 @@
 #define WIDTH         4   /* blocks a step */
 #define STEP_BLOCK_NS 200 /* a step's block: short */
 
+/* A step's block i reads blocks reads_from(i)..reads_to(i) of the step before. */
+static int reads_from(int i) { return i > 0 ? i - 1 : 0; }
+static int reads_to(int i) { return i + 1 < WIDTH ? i + 1 : i; }
+
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -149,7 +153,7 @@ static void orch(pto_orch *o, void *arg) {
   pto_tensor_init(&all, slots, sizeof slots, PTO_I64, 2, shape);
   for (int t = 0; j->steps && t < STEPS; t++)
     for (int i = 0; i < WIDTH; i++) {
-      int lo = i > 0 ? i - 1 : 0, hi = i + 1 < WIDTH ? i + 1 : i;
+      int lo = reads_from(i), hi = reads_to(i);
       int64_t at[2] = {t, i}, prev[2] = {t - 1, lo}, row[2] = {1, hi - lo + 1};
       assert_int_equal(pto_tensor_slice(&all, at, one, &mine), 0);
       pto_args a;
@@ -298,7 +302,7 @@ static void test_placed_block_ends_the_hold(void **state) {
   for (int t = 1; t < STEPS; t++)
     for (int i = 0; i < WIDTH; i++) {
       uint64_t ready = 0;
-      for (int k = i > 0 ? i - 1 : 0; k <= i + 1 && k < WIDTH; k++)
+      for (int k = reads_from(i); k <= reads_to(i); k++)
         if (step_end[t - 1][k] > ready) ready = step_end[t - 1][k];
       uint64_t wait = step_start[t][i] > ready ? step_start[t][i] - ready : 0;
       if (wait > longest) longest = wait;
