@@ -6,6 +6,7 @@
  *   mpiexec -np N bench_coll_mpi [--trials T] [--min BYTES] [--max BYTES]
  *                                [--step F] [--quick] [--only COLL,...]
  *                                [--sizes B,B,...] [--systems SYS,...] [--iters N]
+ *                                [--mpi-thread single|funneled|serialized]
  *
  * Sizes --min (default 8 B) to --max (default 16 MiB), by --step (8x;
  * --quick: 64x), or the list --sizes; --systems keeps the named pto systems
@@ -26,7 +27,10 @@
  * system: the median over trials of the slowest rank's µs per call, the
  * min and max, and the median, min and max over trials of its time over
  * the MPI call's in the same trial. PTO_MPI_SHARED_WINDOWS=0 measures RMA
- * windows. */
+ * windows. --mpi-thread LEVEL runs Open MPI's calls alone, in a process at
+ * that thread level (pto, which needs MPI_THREAD_MULTIPLE, is not set up),
+ * their systems marked "@LEVEL": the reference as a program without pto
+ * runs it (bench/README.md). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +44,10 @@
 
 static int me, np, trials = 5, fixed_iters; /* --iters: calls per trial, else by size */
 static const char *windows;
+/* --mpi-thread LEVEL below MPI_THREAD_MULTIPLE: Open MPI's calls alone, as
+ * a program that is not pto's runs them (pto needs MULTIPLE, under which
+ * Open MPI 4.1 takes locks on every call); their rows say "@LEVEL" */
+static const char *level_name; /* NULL: pto's level, pto runs */
 
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -69,8 +77,8 @@ static int iters_for(int64_t bytes) {
 }
 
 static void fail(bench *b, const char *what, int rc) {
-  char det[400];
-  comm_task_error(&b->c, det, sizeof det);
+  char det[400] = "an MPI call failed";
+  if (!level_name) comm_task_error(&b->c, det, sizeof det);
   fprintf(stderr, "rank %d: %s: %s: %s\n", me, what, pto_status_name(rc), det);
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
@@ -113,7 +121,7 @@ static point prepare(bench *b, int coll, const char *sys, int64_t bytes) {
   pt.big_in = f32(b->in, blk * np);
   pt.big_out = f32(b->out, coll == C_ALLGATHER ? n * np : blk * np);
   pt.blk_out = f32(b->out, blk);
-  if (coll == C_PUT || coll == C_GET) /* the peer's copy of the buffer: rank 1's window */
+  if ((coll == C_PUT || coll == C_GET) && pt.sys < S_IALLREDUCE) /* the peer's copy: rank 1's */
     pto_comm_window_tensor(&b->c, pt.sys == S_SHM ? 2 : 1, 1, "data", PTO_F32, 1, &n, &pt.remote);
   return pt;
 }
@@ -195,9 +203,10 @@ static void measure(bench *b, int ci, const char *const *sys, int nsys, int64_t 
     qsort(t[s], (size_t)trials, sizeof t[s][0], cmp);
     qsort(ratio[s], (size_t)trials, sizeof ratio[s][0], cmp);
     if (me == 0)
-      printf("%d,%s,%s,%lld,%s,%.2f,%.2f,%.2f,%.3f,%.3f,%.3f\n", np, windows, coll,
-             (long long)bytes, sys[s], t[s][trials / 2], t[s][0], t[s][trials - 1],
-             ratio[s][trials / 2], ratio[s][0], ratio[s][trials - 1]);
+      printf("%d,%s,%s,%lld,%s%s%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", np, windows, coll,
+             (long long)bytes, sys[s], level_name ? "@" : "", level_name ? level_name : "",
+             t[s][trials / 2], t[s][0], t[s][trials - 1], ratio[s][trials / 2], ratio[s][0],
+             ratio[s][trials - 1]);
   }
   fflush(stdout);
 }
@@ -255,9 +264,23 @@ static bool open_shm(bench *b, const pto_window_buffer *bufs) {
   return true;
 }
 
+static const char *const level_names[] = {"single", "funneled", "serialized", "multiple"};
+static const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED,
+                             MPI_THREAD_MULTIPLE};
+
 int main(int argc, char **argv) {
+  int level = 3; /* MPI_THREAD_MULTIPLE, pto's */
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--mpi-thread") == 0)
+      for (level = 0; level < 4 && strcmp(argv[i + 1], level_names[level]) != 0;)
+        level++;
+  if (level == 4) {
+    fprintf(stderr, "--mpi-thread: single, funneled, serialized or multiple\n");
+    return 2;
+  }
+  if (level < 3) level_name = level_names[level];
   int provided;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Init_thread(&argc, &argv, levels[level], &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &np);
   int64_t minb = 8, maxb = 16 << 20, step = 8, sizes[64];
@@ -283,6 +306,8 @@ int main(int argc, char **argv) {
         sizes[nsizes++] = strtoll(p, &p, 10);
     else if (strcmp(argv[i], "--quick") == 0)
       step = 64;
+    else if (strcmp(argv[i], "--mpi-thread") == 0 && i + 1 < argc)
+      i++; /* read above */
   }
   if (nsizes) {
     minb = maxb = sizes[0];
@@ -314,17 +339,21 @@ int main(int argc, char **argv) {
   d.wait_timeout_ms = 60000;
   for (int r = 0; r < np; r++)
     d.chips[r] = r;
-  comm_init(&b.c, me);
-  int rc = comm_domain_open(&b.c, &d, me);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (!rc) rc = comm_domain_attach(&b.c, 1);
-  if (rc) fail(&b, "domain", rc);
-  b.shm = open_shm(&b, bufs);
-  comm_task_begin(&b.c, 1, (np < 64 ? (1ull << np) : 0) - 1);
-  b.k.env = &b.c;
-  int64_t sb = (int64_t)bufs[0].bytes;
-  pto_comm_window_tensor(&b.c, 1, me, "scratch", PTO_U8, 1, &sb, &b.scratch);
-  if (b.shm) pto_comm_window_tensor(&b.c, 2, me, "scratch", PTO_U8, 1, &sb, &b.shm_scratch);
+  if (!level_name) {
+    comm_init(&b.c, me);
+    int rc = comm_domain_open(&b.c, &d, me);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!rc) rc = comm_domain_attach(&b.c, 1);
+    if (rc) fail(&b, "domain", rc);
+    b.shm = open_shm(&b, bufs);
+    comm_task_begin(&b.c, 1, (np < 64 ? (1ull << np) : 0) - 1);
+    b.k.env = &b.c;
+    int64_t sb = (int64_t)bufs[0].bytes;
+    pto_comm_window_tensor(&b.c, 1, me, "scratch", PTO_U8, 1, &sb, &b.scratch);
+    if (b.shm) pto_comm_window_tensor(&b.c, 2, me, "scratch", PTO_U8, 1, &sb, &b.shm_scratch);
+  } else if (provided != levels[level] && me == 0) {
+    fprintf(stderr, "MPI gave thread level %d for %s\n", provided, level_name);
+  }
   b.in = malloc((size_t)maxb);
   b.out = malloc((size_t)maxb * (size_t)np);
   for (int64_t i = 0; i < maxb / 4; i++)
@@ -354,7 +383,7 @@ int main(int argc, char **argv) {
       const char *sys[MAX_SYS],
           *cand[] = {"pto", "pto-mesh", "pto-ring", "pto-repro", "pto-shm", "MPI_Iallreduce"};
       int nsys = 0;
-      for (int c = 0; c < 6; c++) {
+      for (int c = level_name ? 5 : 0; c < 6; c++) { /* Open MPI's alone: MPI_Iallreduce */
         bool allreduce_only = (c >= 1 && c <= 3) || c == 5;
         if ((allreduce_only && ci != C_ALLREDUCE) || (c == 4 && !b.shm)) continue;
         if (!systems || wanted(systems, cand[c])) sys[nsys++] = cand[c];
@@ -367,7 +396,7 @@ int main(int argc, char **argv) {
       if (!wanted(only, coll_names[ci])) continue;
       const char *sys[3];
       int nsys = 0;
-      if (!systems || wanted(systems, "pto")) sys[nsys++] = "pto";
+      if (!level_name && (!systems || wanted(systems, "pto"))) sys[nsys++] = "pto";
       if (b.shm && systems && wanted(systems, "pto-shm")) sys[nsys++] = "pto-shm";
       sys[nsys++] = ci == C_PUT ? "MPI_Put+flush" : "MPI_Get+flush";
       measure(&b, ci, sys, nsys, bytes);
@@ -378,7 +407,7 @@ int main(int argc, char **argv) {
   if (strcmp(windows, "rma") == 0) free(b.mbase);
   free(b.in);
   free(b.out);
-  comm_fini(&b.c, true);
+  if (!level_name) comm_fini(&b.c, true);
   MPI_Finalize();
   return 0;
 }
