@@ -305,11 +305,15 @@ static bool local_ok(coll *k, const char *what, const pto_tensor *t, int64_t wan
  * same answer on every rank: it depends on the domain's backend and
  * settings only. */
 static bool table_ok(const coll *k) {
-  const comm_dom *d = k->cd;
-  if (!d->be->direct) return false;
-  for (int p = 0; p < k->n; p++)
-    if (!d->be->direct(d->win, p)) return false;
-  return true;
+  comm_dom *d = k->cd;
+  uint8_t known = atomic_load_explicit(&d->direct_all, memory_order_relaxed);
+  if (!known) {
+    known = d->be->direct ? 2 : 1;
+    for (int p = 0; known == 2 && p < k->n; p++)
+      if (!d->be->direct(d->win, p)) known = 1;
+    atomic_store_explicit(&d->direct_all, known, memory_order_relaxed);
+  }
+  return known == 2;
 }
 
 /* The mesh and ring slot sizes of a scratch whose data part has

@@ -78,6 +78,10 @@ typedef struct comm_dom {
   /* How long this process's signal waits on the domain took lately, ns
    * (ops.c, wait_spin): a running average, relaxed (a heuristic). */
   _Atomic uint64_t wait_ns;
+  /* Whether every rank's window lies in this process (coll.c table_ok):
+   * 0 not known yet, 1 no, 2 yes; fixed by the backend and its settings,
+   * found at the first collective (relaxed: racing finders agree). */
+  _Atomic uint8_t direct_all;
 } comm_dom;
 
 struct pto_comm {
@@ -85,6 +89,9 @@ struct pto_comm {
   uint32_t epoch; /* current node task, tags signals and barriers (signal.h) */
   uint64_t group; /* node chips running the current task (bit per chip) */
   comm_dom *doms[COMM_MAX_DOMAINS];
+  /* Every open domain's windows (all ranks' copies) lie in [win_lo,
+   * win_hi): comm_peer_copy's first test (domain.c, windows_span) */
+  uintptr_t win_lo, win_hi;
   pthread_mutex_t err_lock;
   int err_code; /* first failure of the current task */
   char err_details[384];

@@ -140,6 +140,25 @@ static void dom_locks_destroy(comm_dom *d) {
     pthread_mutex_destroy(&d->coll_lock[i]);
 }
 
+/* c->win_lo, win_hi: the span of every open domain's windows, as
+ * comm_peer_copy (ops.c) reads each one's: [base, base + nranks x
+ * win_bytes), none without window bytes or past the address space. */
+static void windows_span(pto_comm *c) {
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
+    const comm_dom *d = c->doms[i];
+    uint64_t all, end;
+    if (!d || !d->desc.win_bytes ||
+        __builtin_mul_overflow((uint64_t)d->desc.nranks, d->desc.win_bytes, &all) ||
+        __builtin_add_overflow(d->desc.base, all, &end) || end > UINTPTR_MAX)
+      continue;
+    if (d->desc.base < lo) lo = (uintptr_t)d->desc.base;
+    if (end > hi) hi = (uintptr_t)end;
+  }
+  c->win_lo = lo <= hi ? lo : 0;
+  c->win_hi = hi;
+}
+
 int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank) {
   if (d->nranks < 1 || d->nranks > PTO_COMM_MAX_RANKS || my_rank >= d->nranks) return PTO_EINVAL;
   if (comm_find(c, d->id)) return PTO_EINVAL;
@@ -182,6 +201,7 @@ int comm_domain_open(pto_comm *c, const comm_domain_desc *d, int my_rank) {
   }
   if (be->window_base) dom->desc.base = be->window_base(dom->win);
   c->doms[slot] = dom;
+  windows_span(c);
   return 0;
 }
 
@@ -212,6 +232,7 @@ void comm_domain_close(pto_comm *c, int32_t id, bool unlink) {
     dom_locks_destroy(d);
     free(d);
     c->doms[i] = NULL;
+    windows_span(c);
   }
 }
 

@@ -123,7 +123,8 @@ int comm_span_locate(const comm_domain_desc *d, const void *buf_ptr, uint64_t lo
 }
 
 bool comm_peer_copy(const pto_comm *c, uintptr_t lo, uintptr_t hi, comm_copy_at *at) {
-  for (int i = 0; c && lo < hi && i < COMM_MAX_DOMAINS; i++) {
+  if (!c || hi <= c->win_lo || lo >= c->win_hi) return false; /* in no window */
+  for (int i = 0; lo < hi && i < COMM_MAX_DOMAINS; i++) {
     const comm_dom *d = c->doms[i];
     uint64_t base, all, wb;
     if (!d || !(wb = d->desc.win_bytes) ||

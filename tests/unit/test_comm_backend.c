@@ -117,6 +117,47 @@ static void test_shm_name_taken(void **state) {
   comm_space_release(space, 2 * d.win_bytes);
 }
 
+/* comm_peer_copy tells a peer's copy of any open domain's window, with a
+ * first test against the span of every open domain's windows (the
+ * collectives' src and dst checks): a byte of rank 1's copy in each of two
+ * domains is found and named by its domain, rank 0's own copy and memory
+ * outside the windows are not, and once a domain closes its range is
+ * memory like any other while the other domain's still is found. */
+static void test_peer_copy_across_domains(void **state) {
+  (void)state;
+  comm_domain_desc d[2];
+  void *space[2];
+  pto_comm c;
+  comm_init(&c, 0);
+  for (int i = 0; i < 2; i++) {
+    space[i] = shm_desc(&d[i], 4096, (char)('p' + i));
+    d[i].id = 20 + i;
+    assert_int_equal(comm_domain_open(&c, &d[i], 0), 0);
+  }
+  static unsigned char outside[64];
+  for (int i = 0; i < 2; i++) {
+    uintptr_t mine = (uintptr_t)d[i].base, peer = mine + d[i].win_bytes;
+    comm_copy_at at;
+    assert_true(comm_peer_copy(&c, peer + 8, peer + 16, &at));
+    assert_int_equal(at.dom->desc.id, d[i].id);
+    assert_int_equal(at.rank, 1);
+    assert_false(comm_peer_copy(&c, mine + 8, mine + 16, &at)); /* my own copy */
+  }
+  assert_false(comm_peer_copy(&c, (uintptr_t)outside, (uintptr_t)outside + 64, &(comm_copy_at){0}));
+  comm_domain_close(&c, d[0].id, true);
+  uintptr_t gone = (uintptr_t)d[0].base + d[0].win_bytes,
+            kept = (uintptr_t)d[1].base + d[1].win_bytes;
+  comm_copy_at at;
+  assert_false(comm_peer_copy(&c, gone + 8, gone + 16, &at));
+  assert_true(comm_peer_copy(&c, kept + 8, kept + 16, &at));
+  assert_int_equal(at.dom->desc.id, d[1].id);
+  comm_domain_close(&c, d[1].id, true);
+  assert_false(comm_peer_copy(&c, kept + 8, kept + 16, &at));
+  comm_fini(&c, true);
+  for (int i = 0; i < 2; i++)
+    comm_space_release(space[i], 2 * d[i].win_bytes);
+}
+
 static void test_shm_peer_missing(void **state) {
   (void)state;
   comm_domain_desc d;
@@ -219,7 +260,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unknown_backend),      cmocka_unit_test(test_shm_name_taken),
       cmocka_unit_test(test_shm_peer_missing),     cmocka_unit_test(test_shm_over_file_size_limit),
-      cmocka_unit_test(test_shm_file_system_full),
+      cmocka_unit_test(test_shm_file_system_full), cmocka_unit_test(test_peer_copy_across_domains),
 #ifndef PTO_HAVE_MPI
       cmocka_unit_test(test_built_without_mpi),
 #endif
