@@ -269,23 +269,10 @@ static const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_
                              MPI_THREAD_MULTIPLE};
 
 int main(int argc, char **argv) {
-  int level = 3; /* MPI_THREAD_MULTIPLE, pto's */
-  for (int i = 1; i + 1 < argc; i++)
-    if (strcmp(argv[i], "--mpi-thread") == 0)
-      for (level = 0; level < 4 && strcmp(argv[i + 1], level_names[level]) != 0;)
-        level++;
-  if (level == 4) {
-    fprintf(stderr, "--mpi-thread: single, funneled, serialized or multiple\n");
-    return 2;
-  }
-  if (level < 3) level_name = level_names[level];
-  int provided;
-  MPI_Init_thread(&argc, &argv, levels[level], &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  MPI_Comm_size(MPI_COMM_WORLD, &np);
   int64_t minb = 8, maxb = 16 << 20, step = 8, sizes[64];
-  int nsizes = 0;
+  int nsizes = 0, level = 3; /* MPI_THREAD_MULTIPLE, pto's */
   const char *only = NULL, *systems = NULL;
+  /* read before MPI_Init_thread, which takes the thread level */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
       trials = atoi(argv[++i]);
@@ -307,8 +294,18 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--quick") == 0)
       step = 64;
     else if (strcmp(argv[i], "--mpi-thread") == 0 && i + 1 < argc)
-      i++; /* read above */
+      for (level = 0, i++; level < 4 && strcmp(argv[i], level_names[level]) != 0;)
+        level++;
   }
+  if (level == 4) {
+    fprintf(stderr, "--mpi-thread: single, funneled, serialized or multiple\n");
+    return 2;
+  }
+  if (level < 3) level_name = level_names[level];
+  int provided;
+  MPI_Init_thread(&argc, &argv, levels[level], &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &np);
   if (nsizes) {
     minb = maxb = sizes[0];
     for (int i = 0; i < nsizes; i++)

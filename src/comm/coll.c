@@ -301,21 +301,6 @@ static bool local_ok(coll *k, const char *what, const pto_tensor *t, int64_t wan
   return local_ok_n(k, what, t, tensor_dense_numel(t), want);
 }
 
-/* Does every rank's window lie in this process for the call table? The
- * same answer on every rank: it depends on the domain's backend and
- * settings only. */
-static bool table_ok(const coll *k) {
-  comm_dom *d = k->cd;
-  uint8_t known = atomic_load_explicit(&d->direct_all, memory_order_relaxed);
-  if (!known) {
-    known = d->be->direct ? 2 : 1;
-    for (int p = 0; known == 2 && p < k->n; p++)
-      if (!d->be->direct(d->win, p)) known = 1;
-    atomic_store_explicit(&d->direct_all, known, memory_order_relaxed);
-  }
-  return known == 2;
-}
-
 /* The mesh and ring slot sizes of a scratch whose data part has
  * data_bytes, on k->n ranks. A pure function of the two, remembered per
  * thread for the last pair: a call site calls on one scratch again and
@@ -420,7 +405,9 @@ static int coll_open(coll *k, const pto_kctx *ctx, pto_domain dom, const pto_ten
   k->data = k->base + hdr;
   scratch_slots(k, k->bytes - hdr);
   k->d.slot = (int64_t)k->slot;
-  bool table = table_ok(k);
+  /* the call table needs every rank's window in this process: the same
+   * answer on every rank, from the domain's backend and settings */
+  bool table = k->cd->direct_all;
   if (k->cd->be->coll || table) {
     /* the backend keeps the collectives of each window buffer apart; the
      * call table lies at a window offset */

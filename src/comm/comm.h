@@ -78,11 +78,25 @@ typedef struct comm_dom {
   /* How long this process's signal waits on the domain took lately, ns
    * (ops.c, wait_spin): a running average, relaxed (a heuristic). */
   _Atomic uint64_t wait_ns;
-  /* Whether every rank's window lies in this process (coll.c table_ok):
-   * 0 not known yet, 1 no, 2 yes; fixed by the backend and its settings,
-   * found at the first collective (relaxed: racing finders agree). */
-  _Atomic uint8_t direct_all;
+  /* Every rank's window lies in this process (coll.c: the call table's
+   * condition): fixed by the backend and its settings, found once the
+   * peers' windows are reached (comm_domain_attach), before any kernel of
+   * the domain runs. */
+  bool direct_all;
 } comm_dom;
+
+/* [*lo, *hi): every rank's copy of d's windows; false when it has none or
+ * it does not fit the address space. */
+static inline bool comm_dom_windows(const comm_dom *d, uintptr_t *lo, uintptr_t *hi) {
+  uint64_t all, end;
+  if (!d->desc.win_bytes ||
+      __builtin_mul_overflow((uint64_t)d->desc.nranks, d->desc.win_bytes, &all) ||
+      __builtin_add_overflow(d->desc.base, all, &end) || end > UINTPTR_MAX)
+    return false;
+  *lo = (uintptr_t)d->desc.base;
+  *hi = (uintptr_t)end;
+  return true;
+}
 
 struct pto_comm {
   int chip;       /* node chip rank, -1 for the orchestrator */

@@ -140,20 +140,14 @@ static void dom_locks_destroy(comm_dom *d) {
     pthread_mutex_destroy(&d->coll_lock[i]);
 }
 
-/* c->win_lo, win_hi: the span of every open domain's windows, as
- * comm_peer_copy (ops.c) reads each one's: [base, base + nranks x
- * win_bytes), none without window bytes or past the address space. */
+/* c->win_lo, win_hi: the span of every open domain's windows
+ * (comm_dom_windows, as comm_peer_copy reads each one's). */
 static void windows_span(pto_comm *c) {
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  uintptr_t lo = UINTPTR_MAX, hi = 0, dlo, dhi;
   for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
-    const comm_dom *d = c->doms[i];
-    uint64_t all, end;
-    if (!d || !d->desc.win_bytes ||
-        __builtin_mul_overflow((uint64_t)d->desc.nranks, d->desc.win_bytes, &all) ||
-        __builtin_add_overflow(d->desc.base, all, &end) || end > UINTPTR_MAX)
-      continue;
-    if (d->desc.base < lo) lo = (uintptr_t)d->desc.base;
-    if (end > hi) hi = (uintptr_t)end;
+    if (!c->doms[i] || !comm_dom_windows(c->doms[i], &dlo, &dhi)) continue;
+    if (dlo < lo) lo = dlo;
+    if (dhi > hi) hi = dhi;
   }
   c->win_lo = lo <= hi ? lo : 0;
   c->win_hi = hi;
@@ -213,6 +207,9 @@ int comm_domain_attach(pto_comm *c, int32_t id) {
   if (rc)
     return comm_fail(c, rc, "domain %d rank %d: %s backend: %s", id, d->my_rank, d->be->name,
                      why[0] ? why : "reaching the peers' windows failed");
+  d->direct_all = d->be->direct != NULL;
+  for (int p = 0; d->direct_all && p < d->desc.nranks; p++)
+    d->direct_all = d->be->direct(d->win, p) != NULL;
   if (c->epoch) d->be->task_mark(d->win, c->epoch, c->group, false);
   return 0;
 }

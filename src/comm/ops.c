@@ -126,17 +126,13 @@ bool comm_peer_copy(const pto_comm *c, uintptr_t lo, uintptr_t hi, comm_copy_at 
   if (!c || hi <= c->win_lo || lo >= c->win_hi) return false; /* in no window */
   for (int i = 0; lo < hi && i < COMM_MAX_DOMAINS; i++) {
     const comm_dom *d = c->doms[i];
-    uint64_t base, all, wb;
-    if (!d || !(wb = d->desc.win_bytes) ||
-        __builtin_mul_overflow((uint64_t)d->desc.nranks, wb, &all))
-      continue;
-    base = d->desc.base;
-    if (hi <= base || (lo >= base && lo - base >= all)) continue;
-    uint64_t p = lo > base ? lo : base;
+    uintptr_t base, end;
+    if (!d || !comm_dom_windows(d, &base, &end) || hi <= base || lo >= end) continue;
+    uint64_t wb = d->desc.win_bytes, p = lo > base ? lo : base;
     if (d->my_rank >= 0) {
       uint64_t mine = base + (uint64_t)d->my_rank * wb;
       if (p >= mine && p < mine + wb) p = mine + wb; /* my own copy: the first byte past it */
-      if (p >= hi || p - base >= all) continue;
+      if (p >= hi || p >= end) continue;
     }
     uint64_t off = (p - base) % wb;
     at->dom = d;
