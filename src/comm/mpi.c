@@ -201,9 +201,14 @@ static MPI_Datatype acc_type(pto_dtype dt) {
 
 /* An RMA layout's put or accumulate to peer was issued: the next get from,
  * signal to or quiet of peer must flush it. Under the window's lock, as
- * every use of the bits: plain stores, no locked instruction. */
+ * every use of the bits: plain stores, no locked instruction. On the
+ * shared layout (an accumulate: its puts are stores) every later flush
+ * goes to MPI. */
 static void mark_dirty(comm_win *w, int peer) {
-  if (!w->shared) w->dirty |= 1ull << peer;
+  if (!w->shared)
+    w->dirty |= 1ull << peer;
+  else if (!atomic_load_explicit(&w->acc_issued, memory_order_relaxed))
+    atomic_store_explicit(&w->acc_issued, true, memory_order_relaxed);
 }
 
 /* Completes my earlier puts and accumulates to peer at the target (peer <
@@ -212,11 +217,15 @@ static void mark_dirty(comm_win *w, int peer) {
  * with nothing to complete (a small get took two, 3.2 us against
  * MPI_Get + flush's 1.9 on osc/rdma, one host). The caller holds the
  * window's lock, so a flush that cleared a bit has completed before
- * another thread sees the bit clear. The shared layout always flushes (a
- * memory barrier there). */
+ * another thread sees the bit clear. The shared layout flushes only after
+ * an MPI accumulate (mark_dirty). */
 static int flush_dirty(comm_win *w, int peer) {
   int err = MPI_SUCCESS;
   if (w->shared) {
+    /* puts there are CPU stores, complete for my own loads, and quiet_u's
+     * fence completes them for the peers; only MPI's accumulates need
+     * MPI's flush */
+    if (!atomic_load_explicit(&w->acc_issued, memory_order_relaxed)) return 0;
     err = peer < 0 ? MPI_Win_flush_all(w->win) : MPI_Win_flush(peer, w->win);
   } else if (peer >= 0) {
     uint64_t bit = 1ull << peer;
@@ -830,9 +839,9 @@ static void mpi_destroy(comm_win *w, bool unlink, comm_cancel_fn give_up, void *
 
 static int put_u(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_PUT, PTO_U8, off, src, n);
-  int rc = rma_put(w, peer, off, src, n);
-  wake(w, peer);
-  return rc;
+  /* no wake: the peer's waiters re-check at my next notify to it, quiet,
+   * barrier or task end, where the store lands (quiet_u) */
+  return rma_put(w, peer, off, src, n);
 }
 
 static int get_u(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
@@ -856,9 +865,7 @@ static int get_u(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
 static int accumulate_u(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
                         size_t count) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_ACC, dt, off, src, count * pto_dtype_size(dt));
-  int rc = rma_accumulate(w, peer, off, dt, src, count);
-  wake(w, peer);
-  return rc;
+  return rma_accumulate(w, peer, off, dt, src, count); /* no wake: as put_u's */
 }
 
 static int signal_u(comm_win *w, int peer, uint64_t off, pto_signal_op op, int32_t v,
@@ -944,10 +951,18 @@ static void mpi_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end)
   wake(w, w->my_rank);
 }
 
+/* As shm_quiet on the shared layout: the fence completes my stores, then
+ * the waiters of the peers re-check (a put wakes no one itself). */
 static int quiet_u(comm_win *w, int peer, bool end_of_task) {
   if (w->my_rank < 0) return 0;
   if (w->fq) fault_flush(w->fq, peer, end_of_task);
-  return flush_dirty(w, peer);
+  int rc = flush_dirty(w, peer);
+  if (w->shared) {
+    atomic_thread_fence(memory_order_seq_cst);
+    for (int r = peer < 0 ? 0 : peer; r < (peer < 0 ? w->d.nranks : peer + 1); r++)
+      pto_event_signal_fenced(&hdr(w, r)->ev);
+  }
+  return rc;
 }
 
 typedef struct barrier_wait {

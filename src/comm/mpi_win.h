@@ -59,6 +59,11 @@ struct comm_win {
    * process not flushed since (mpi.c, flush_dirty); read and written only
    * under mu, which orders them (no atomics needed) */
   uint64_t dirty;
+  /* Shared layout: an MPI_Accumulate was issued on this window, by any
+   * thread (sticky, relaxed: a quiet ordered after it by the caller's own
+   * synchronization sees it). Until then every put and get there is a CPU
+   * store or load, which a fence completes: quiet needs no MPI call. */
+  _Atomic bool acc_issued;
   /* RMA layout: small puts leave from a copy here, so that they need no
    * MPI_Win_flush_local before the caller reuses its buffer (mpi.c,
    * rma_put); bytes in use until every dirty peer was flushed */

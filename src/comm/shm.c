@@ -359,10 +359,9 @@ static void shm_destroy(comm_win *w, bool unlink, comm_cancel_fn give_up, void *
 
 static int shm_put(comm_win *w, int peer, uint64_t off, const void *src, size_t n) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_PUT, PTO_U8, off, src, n);
+  /* no wake: a store lands, for the peer's waiters too, at my next
+   * notify to it, quiet, barrier or task end, which wake it (shm_quiet) */
   memcpy(w->base[peer] + off, src, n);
-  /* a waiter of the peer re-checks only when woken, whatever it waits on
-   * (even a signal cell written by a plain store) */
-  pto_event_signal(&hdr(w, peer)->ev);
   return 0;
 }
 
@@ -375,8 +374,7 @@ static int shm_get(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
 static int shm_accumulate(comm_win *w, int peer, uint64_t off, pto_dtype dt, const void *src,
                           size_t count) {
   if (w->fq) return fault_hold(w->fq, peer, FAULT_ACC, dt, off, src, count * pto_dtype_size(dt));
-  amo_add(w->base[peer] + off, dt, src, count);
-  pto_event_signal(&hdr(w, peer)->ev);
+  amo_add(w->base[peer] + off, dt, src, count); /* no wake: as shm_put's */
   return 0;
 }
 
@@ -418,9 +416,17 @@ static void shm_task_mark(comm_win *w, uint32_t epoch, uint64_t group, bool end)
   pto_event_signal(&h->ev);
 }
 
+/* My stores are complete once the fence drained them; then the waiters
+ * of the peers they went to re-check: a put or add wakes no one itself
+ * (its wake's fence was a tenth of a small put + quiet), so a wait on a
+ * word that one wrote ends here, or at a notify, barrier or the task's
+ * end, where stores land (pto/comm.h). */
 static int shm_quiet(comm_win *w, int peer, bool end_of_task) {
   if (end_of_task) w->gap_deadline = pto_deadline_ms(FAULT_GAP_MS); /* one for the whole batch */
   if (w->fq) fault_flush(w->fq, peer, end_of_task);
+  atomic_thread_fence(memory_order_seq_cst);
+  for (int r = peer < 0 ? 0 : peer; r < (peer < 0 ? w->d.nranks : peer + 1); r++)
+    if (w->base[r]) pto_event_signal_fenced(&hdr(w, r)->ev);
   return 0;
 }
 

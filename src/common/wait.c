@@ -83,6 +83,10 @@ void pto_event_signal(pto_event *ev) {
    * followed by its re-check of the condition (Dekker): either we see the
    * waiter and wake it, or it sees the new state and does not park. */
   atomic_thread_fence(memory_order_seq_cst);
+  pto_event_signal_fenced(ev);
+}
+
+void pto_event_signal_fenced(pto_event *ev) {
   if (atomic_load_explicit(&ev->waiters, memory_order_relaxed) == 0) return;
   /* Only the first signal after an announcement wakes: a woken waiter
    * stays in `waiters` until it runs again (on a busy machine, for

@@ -27,6 +27,9 @@ typedef struct pto_event {
 
 void pto_event_init(pto_event *ev, bool process_shared);
 void pto_event_signal(pto_event *ev);
+/* pto_event_signal for a caller that ran a seq_cst fence between its
+ * state change and this call (one fence before waking several events). */
+void pto_event_signal_fenced(pto_event *ev);
 
 typedef bool (*pto_cond_fn)(void *arg);
 

@@ -476,6 +476,37 @@ static void stale_signal(void) {
   dom_close(&x);
 }
 
+/* A put wakes no one itself: a wait on a word a put wrote sees it at the
+ * writer's quiet (mpi.c, quiet_u), as on shm (test_comm_ops). Rank 1
+ * parks on its cell; rank 0 puts a value of its own cell (a signal word of
+ * this task) there after 100 ms, then quiets. Mode put_wake runs with
+ * parks of up to 10 s (main): a quiet that woke no one left the wait to
+ * its 5-s deadline. Shared windows, the layout whose waiters park. */
+static void put_wake(void) {
+  pto_window_buffer b[1] = {{"cells", 64 * 8}};
+  dom x = {0};
+  dom_open(&x, 41, world4, np, b, 1, false, 3);
+  pto_tensor cells = win(&x, "cells", PTO_I64, 64), c = cell_at(&cells, 0);
+  if (x.rank == 0) CHECK_OK(&x, pto_notify(&x.k, x.d.id, 0, &c, PTO_SIGNAL_SET, 42));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (x.rank == 1) {
+    uint64_t t0 = pto_now_ns();
+    CHECK_OK(&x, pto_signal_wait(&x.k, x.d.id, &c, PTO_CMP_EQ, 42, 5000));
+    double ms = (double)(pto_now_ns() - t0) / 1e6;
+    if (ms > 2500)
+      FAIL("the wait ended %.1f ms after it began; the put and quiet came at 100 ms", ms);
+  } else if (x.rank == 0) {
+    usleep(100 * 1000); /* past rank 1's spin and yield: parked */
+    pto_tensor theirs;
+    int64_t one = 1;
+    if (pto_comm_window_tensor(&x.c, x.d.id, 1, "cells", PTO_I64, 1, &one, &theirs) != 0)
+      FAIL("window tensor of rank 1");
+    CHECK_OK(&x, pto_put(&x.k, x.d.id, 1, &theirs, &c, NULL));
+    CHECK_OK(&x, pto_quiet(&x.k, x.d.id));
+  }
+  dom_close(&x);
+}
+
 /* A sub-domain of ranks {1, 2}: the others take no part in its creation. */
 static void sub_domain(void) {
   if (np < 4) return;
@@ -1833,6 +1864,8 @@ static int init_modes(const char *mode) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "ops";
+  /* every wait must end by a wake-up, not a parked waiter's re-check */
+  if (strcmp(mode, "put_wake") == 0) setenv("PTO_PARK_MAX_MS", "10000", 0);
   if (strcmp(mode, "selfinit") != 0) {
     int provided;
     int want = strcmp(mode, "single") == 0 ? MPI_THREAD_SINGLE : MPI_THREAD_MULTIPLE;
@@ -1869,6 +1902,9 @@ int main(int argc, char **argv) {
     setenv("PTO_MPI_SHARED_WINDOWS", "1", 1);
     stale_signal();
     sub_domain();
+  } else if (strcmp(mode, "put_wake") == 0) {
+    setenv("PTO_MPI_SHARED_WINDOWS", "1", 1);
+    put_wake();
   } else if (strcmp(mode, "coll") == 0) {
     collectives(false);
     collectives(true);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 
 #include "comm/comm.h"
 #include "comm/fault.h"
+#include "common/clock.h"
 #include "pto/comm.h"
 
 #define SPACE (64u << 20)
@@ -293,6 +295,54 @@ static void test_signal_epochs_and_timeout(void **s) {
   assert_int_equal(comm_task_error(&f.c[1], det, sizeof det), PTO_EWAIT_TIMEOUT);
   assert_non_null(strstr(det, "domain 7 rank 1 cell sig[0]"));
   assert_non_null(strstr(det, ">= 2, saw 0"));
+  teardown_dom(&f);
+}
+
+/* A put wakes no one itself (a tenth of a small put + quiet was its
+ * wake's fence): a wait on a word that a put wrote sees it at the
+ * writer's quiet, which wakes the peers' waiters once its fence has
+ * completed the stores. Rank 1 parks on its cell; rank 0 copies a value
+ * of its own cell (a valid signal word of this task) into rank 1's cell
+ * with a put, then quiets. With parks of up to 10 s (main), a quiet that
+ * woke no one left the wait to its 5-s deadline, where it found the value
+ * and returned 0 (5000.2 ms). */
+typedef struct put_waiter {
+  fixture *f;
+  int rc;
+  uint64_t waited_ns;
+} put_waiter;
+
+static void *put_waiter_rank1(void *p) {
+  put_waiter *a = p;
+  int64_t one = 1;
+  pto_tensor sig;
+  win(a->f, 1, "sig", PTO_I64, 1, &one, &sig);
+  uint64_t t0 = pto_now_ns();
+  a->rc = pto_signal_wait(&a->f->k[1], 7, &sig, PTO_CMP_EQ, 42, 5000);
+  a->waited_ns = pto_now_ns() - t0;
+  return NULL;
+}
+
+static void test_put_lands_for_waiter_at_quiet(void **s) {
+  (void)s;
+  fixture f;
+  setup_dom(&f, false, 0);
+  int64_t one = 1;
+  pto_tensor mine, theirs;
+  win(&f, 0, "sig", PTO_I64, 1, &one, &mine);
+  win(&f, 1, "sig", PTO_I64, 1, &one, &theirs);
+  assert_int_equal(pto_notify(&f.k[0], 7, 0, &mine, PTO_SIGNAL_SET, 42), 0);
+  put_waiter a = {&f, -1, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, put_waiter_rank1, &a);
+  usleep(100 * 1000); /* past its spin and yield: parked */
+  assert_int_equal(pto_put(&f.k[0], 7, 1, &theirs, &mine, NULL), 0);
+  assert_int_equal(pto_quiet(&f.k[0], 7), 0);
+  pthread_join(th, NULL);
+  assert_int_equal(a.rc, 0);
+  if (a.waited_ns > 2500 * 1000000ull)
+    fail_msg("the wait ended %.1f ms after it began; the put and quiet came at 100 ms",
+             (double)a.waited_ns / 1e6);
   teardown_dom(&f);
 }
 
@@ -689,12 +739,16 @@ static void test_staging_overlap_refused(void **s) {
 }
 
 int main(void) {
+  /* every wait here must end by a wake-up (as under park10s), not by a
+   * parked waiter's periodic re-check: test_put_lands_for_waiter_at_quiet */
+  setenv("PTO_PARK_MAX_MS", "10000", 0);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_threads),
       cmocka_unit_test(test_bounds_write_nothing),
       cmocka_unit_test(test_atomic_add_dtypes),
       cmocka_unit_test(test_signal_epochs_and_timeout),
       cmocka_unit_test(test_signal_epochs_far_apart),
+      cmocka_unit_test(test_put_lands_for_waiter_at_quiet),
       cmocka_unit_test(test_signal_no_epoch),
       cmocka_unit_test(test_put_get_chunked),
       cmocka_unit_test(test_fault_injection_holds_and_reorders),
