@@ -22,7 +22,10 @@
  *   - pto_notify() orders every earlier store of the caller (its chip) to
  *     that peer before the signal (release); pto_signal_wait() acquires:
  *     once it returns, every store the notifier made before notifying is
- *     visible.
+ *     visible;
+ *   - a store or add wakes no wait of the peer by itself: a wait on a word
+ *     that a store wrote, rather than a notify, ends once the store lands
+ *     (the writer's notify to that peer, quiet, barrier or task end).
  * Signal cells are int64 elements of a window buffer carrying (epoch,
  * value); the epoch numbers the node tasks of a run in the order they
  * start, so a value left by an earlier task or run reads as 0. A run

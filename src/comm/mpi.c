@@ -849,6 +849,7 @@ static int get_u(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
   /* earlier puts to peer complete first: MPI orders none of them */
   if (flush_dirty(w, peer)) return PTO_EMPI;
   if (w->shared) { /* mapped here: a load, as rma_put's store */
+    atomic_thread_fence(memory_order_seq_cst); /* my stores land first: shm_get */
     memcpy(dst, (const unsigned char *)hdr(w, peer) + off, n);
     return 0;
   }

@@ -21,7 +21,8 @@
 #include "common/tensor_walk.h"
 #include "common/wait.h"
 
-/* Every call within this file inlined into the function (bulk). */
+/* Every call within this file inlined into the function: bulk, remote_op
+ * and pto_quiet (why: above bulk). */
 #define PTO_FLATTEN __attribute__((flatten))
 
 /* ---- views ----

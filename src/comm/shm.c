@@ -367,6 +367,10 @@ static int shm_put(comm_win *w, int peer, uint64_t off, const void *src, size_t 
 
 static int shm_get(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
   if (w->fq) fault_flush(w->fq, peer, false);
+  /* my earlier stores land before the load (pto/comm.h): without the
+   * fence a store still in this CPU's store buffer could be passed by it,
+   * and two ranks that each put then get could both read the old value */
+  atomic_thread_fence(memory_order_seq_cst);
   memcpy(dst, w->base[peer] + off, n);
   return 0;
 }
