@@ -11,7 +11,8 @@
  * Sizes --min (default 8 B) to --max (default 16 MiB), by --step (8x;
  * --quick: 64x), or the list --sizes; --systems keeps the named pto systems
  * (the MPI call, the reference, always runs); --iters sets the calls per
- * trial (default: 32 MiB worth, 3 to 300; more for a profile); --only keeps the named collectives
+ * trial (default: about 5 ms of calls of the slowest system, 3 to 100000); --only keeps the named
+ * collectives
  * (allreduce, allgather, reduce_scatter, broadcast, alltoall, put, get). A size is the bytes of
  * each rank's src (allreduce, allgather, broadcast), or of its whole src of N blocks
  * (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's collectives on this backend),
@@ -70,10 +71,16 @@ typedef struct bench {
   void *mbase;
 } bench;
 
-static int iters_for(int64_t bytes) {
+/* Calls per trial without --iters: as many as last about TRIAL_NS on the
+ * slowest of the point's systems and ranks (per_call_ns: timed over 3
+ * calls after the warm-up), 3 to 100000. A fixed count by size (32 MiB
+ * worth, at most 300) made a trial of 8-byte puts 7.5 us long, of the
+ * order of the skew with which the ranks leave the barrier before it. */
+#define TRIAL_NS 5e6
+static int iters_for(double per_call_ns) {
   if (fixed_iters > 0) return fixed_iters;
-  int64_t it = ((int64_t)32 << 20) / (bytes > 0 ? bytes : 1);
-  return it < 3 ? 3 : it > 300 ? 300 : (int)it;
+  double it = per_call_ns > 0 ? TRIAL_NS / per_call_ns : 100000;
+  return it < 3 ? 3 : it > 100000 ? 100000 : (int)it;
 }
 
 static void fail(bench *b, const char *what, int rc) {
@@ -183,11 +190,18 @@ static void measure(bench *b, int ci, const char *const *sys, int nsys, int64_t 
   static double t[MAX_SYS][100], ratio[MAX_SYS][100];
   const char *coll = coll_names[ci];
   point pt[MAX_SYS];
-  int iters = iters_for(bytes), rc = 0;
+  int rc = 0;
+  double per_call = 0;
   for (int s = 0; s < nsys && !rc; s++) {
     pt[s] = prepare(b, ci, sys[s], bytes);
     rc = one(b, &pt[s]); /* warm-up */
+    uint64_t t0 = pto_now_ns();
+    for (int i = 0; i < 3 && !rc && fixed_iters <= 0; i++)
+      rc = one(b, &pt[s]);
+    double ns = (double)(pto_now_ns() - t0) / 3;
+    per_call = ns > per_call ? ns : per_call;
   }
+  int iters = iters_for(fixed_iters > 0 ? 0 : slowest(per_call));
   for (int tr = 0; tr < trials && !rc; tr++)
     for (int s = 0; s < nsys && !rc; s++) {
       MPI_Barrier(MPI_COMM_WORLD);
