@@ -11,8 +11,8 @@
  * Sizes --min (default 8 B) to --max (default 16 MiB), by --step (8x;
  * --quick: 64x), or the list --sizes; --systems keeps the named pto systems
  * (the MPI call, the reference, always runs); --iters sets the calls per
- * trial (default: about 5 ms of calls of the slowest system, 3 to 100000); --only keeps the named
- * collectives
+ * trial (default: 32 MiB worth, 3 to 300, or more, up to 100000, to last
+ * about 5 ms on the slowest system); --only keeps the named collectives
  * (allreduce, allgather, reduce_scatter, broadcast, alltoall, put, get). A size is the bytes of
  * each rank's src (allreduce, allgather, broadcast), or of its whole src of N blocks
  * (reduce-scatter, all-to-all). Systems: pto (PTO_COLL_AUTO: MPI's collectives on this backend),
@@ -71,16 +71,19 @@ typedef struct bench {
   void *mbase;
 } bench;
 
-/* Calls per trial without --iters: as many as last about TRIAL_NS on the
- * slowest of the point's systems and ranks (per_call_ns: timed over 3
- * calls after the warm-up), 3 to 100000. A fixed count by size (32 MiB
- * worth, at most 300) made a trial of 8-byte puts 7.5 us long, of the
- * order of the skew with which the ranks leave the barrier before it. */
+/* Calls per trial without --iters: 32 MiB worth, 3 to 300, or more where
+ * those last less than about TRIAL_NS on the slowest of the point's
+ * systems and ranks (per_call_ns: timed over 3 calls after the warm-up),
+ * up to 100000. 300 8-byte puts lasted 7.5 us, of the order of the skew
+ * with which the ranks leave the barrier before the trial. */
 #define TRIAL_NS 5e6
-static int iters_for(double per_call_ns) {
+static int iters_for(int64_t bytes, double per_call_ns) {
   if (fixed_iters > 0) return fixed_iters;
-  double it = per_call_ns > 0 ? TRIAL_NS / per_call_ns : 100000;
-  return it < 3 ? 3 : it > 100000 ? 100000 : (int)it;
+  double by_size = (double)((int64_t)32 << 20) / (double)(bytes > 0 ? bytes : 1);
+  by_size = by_size < 3 ? 3 : by_size > 300 ? 300 : by_size;
+  double by_time = per_call_ns > 0 ? TRIAL_NS / per_call_ns : 100000;
+  double it = by_time > by_size ? by_time : by_size;
+  return it > 100000 ? 100000 : (int)it;
 }
 
 static void fail(bench *b, const char *what, int rc) {
@@ -201,7 +204,7 @@ static void measure(bench *b, int ci, const char *const *sys, int nsys, int64_t 
     double ns = (double)(pto_now_ns() - t0) / 3;
     per_call = ns > per_call ? ns : per_call;
   }
-  int iters = iters_for(fixed_iters > 0 ? 0 : slowest(per_call));
+  int iters = iters_for(bytes, fixed_iters > 0 ? 0 : slowest(per_call));
   for (int tr = 0; tr < trials && !rc; tr++)
     for (int s = 0; s < nsys && !rc; s++) {
       MPI_Barrier(MPI_COMM_WORLD);
