@@ -223,9 +223,8 @@ static int flush_dirty(comm_win *w, int peer) {
   int err = MPI_SUCCESS;
   if (w->shared) {
     /* puts there are CPU stores: a full fence completes them, which is
-     * what osc/sm's flush makes, behind MPI_THREAD_MULTIPLE's lock (15 ns
-     * of a 53-ns 8-byte put + quiet); only MPI's accumulates need MPI's
-     * flush */
+     * what osc/sm's flush makes, behind MPI_THREAD_MULTIPLE's lock; only
+     * MPI's accumulates need MPI's flush */
     if (!atomic_load_explicit(&w->acc_issued, memory_order_relaxed)) {
       atomic_thread_fence(memory_order_seq_cst);
       return 0;
