@@ -71,14 +71,13 @@ typedef struct bench {
   void *mbase;
 } bench;
 
-/* Calls per trial without --iters: 32 MiB worth, 3 to 300, or more where
+/* Calls per trial (without --iters): 32 MiB worth, 3 to 300, or more where
  * those last less than about TRIAL_NS on the slowest of the point's
  * systems and ranks (per_call_ns: timed over 3 calls after the warm-up),
  * up to 100000. 300 8-byte puts lasted 7.5 us, of the order of the skew
  * with which the ranks leave the barrier before the trial. */
 #define TRIAL_NS 5e6
 static int iters_for(int64_t bytes, double per_call_ns) {
-  if (fixed_iters > 0) return fixed_iters;
   double by_size = (double)((int64_t)32 << 20) / (double)(bytes > 0 ? bytes : 1);
   by_size = by_size < 3 ? 3 : by_size > 300 ? 300 : by_size;
   double by_time = per_call_ns > 0 ? TRIAL_NS / per_call_ns : 100000;
@@ -194,17 +193,18 @@ static void measure(bench *b, int ci, const char *const *sys, int nsys, int64_t 
   const char *coll = coll_names[ci];
   point pt[MAX_SYS];
   int rc = 0;
-  double per_call = 0;
+  double per_call = 0; /* ns of the slowest system's calls after its warm-up */
   for (int s = 0; s < nsys && !rc; s++) {
     pt[s] = prepare(b, ci, sys[s], bytes);
     rc = one(b, &pt[s]); /* warm-up */
+    if (fixed_iters > 0) continue;
     uint64_t t0 = pto_now_ns();
-    for (int i = 0; i < 3 && !rc && fixed_iters <= 0; i++)
+    for (int i = 0; i < 3 && !rc; i++)
       rc = one(b, &pt[s]);
     double ns = (double)(pto_now_ns() - t0) / 3;
     per_call = ns > per_call ? ns : per_call;
   }
-  int iters = iters_for(bytes, fixed_iters > 0 ? 0 : slowest(per_call));
+  int iters = fixed_iters > 0 ? fixed_iters : iters_for(bytes, slowest(per_call));
   for (int tr = 0; tr < trials && !rc; tr++)
     for (int s = 0; s < nsys && !rc; s++) {
       MPI_Barrier(MPI_COMM_WORLD);

@@ -961,8 +961,9 @@ static int quiet_u(comm_win *w, int peer, bool end_of_task) {
   if (w->my_rank < 0) return 0;
   if (w->fq) fault_flush(w->fq, peer, end_of_task);
   int rc = flush_dirty(w, peer);
-  for (int r = peer < 0 ? 0 : peer; w->shared && r < (peer < 0 ? w->d.nranks : peer + 1); r++)
-    pto_event_signal_fenced(&hdr(w, r)->ev);
+  if (w->shared)
+    for (int r = peer < 0 ? 0 : peer; r < (peer < 0 ? w->d.nranks : peer + 1); r++)
+      pto_event_signal_fenced(&hdr(w, r)->ev);
   return rc;
 }
 
