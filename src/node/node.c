@@ -312,6 +312,7 @@ void pto_node_destroy(pto_node *n) {
   munmap(n->ctl, n->ctl_bytes);
   lease_release(n->lease_fds, n->cfg.nchips);
   free(n->trace_path);
+  node_tasks_free(n);
   node_check_free(n);
   node_sched_free_config(n);
   free(n);

@@ -332,9 +332,11 @@ int node_refuse(pto_node *n, int code, const char *call, const char *fmt, ...)
 /* Where a node task's view may live: node host memory, or the windows of
  * a live domain. NULL, or why not (in why[len]). */
 const char *node_view_problem(const pto_node *n, const pto_tensor *t, char *why, size_t len);
-/* Task bookkeeping of a run: begin (TensorMap, queues), end (frees). */
+/* Task bookkeeping of a run: begin (TensorMap, queues), end (empties them;
+ * the memory stays for the next run), free (at destroy). */
 int node_tasks_begin(pto_node *n);
 void node_tasks_end(pto_node *n);
+void node_tasks_free(pto_node *n);
 
 /* ---- node_check.c: checking mode on a node (docs/contracts.md) ---- */
 
