@@ -346,6 +346,10 @@ bool pto_wait_unparked_own(pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   return unparked(cond, arg, deadline_ns, true);
 }
 
+bool pto_wait_spin_own(pto_cond_fn cond, void *arg) {
+  return cpu_free(true) && spin(cond, arg, true);
+}
+
 bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) {
   if (cond(arg)) return true;
   if (cpu_free(false) && spin(cond, arg, false)) return true;

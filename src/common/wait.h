@@ -50,6 +50,12 @@ bool pto_wait_unparked(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
  * Open MPI's own waits do). */
 bool pto_wait_unparked_own(pto_cond_fn cond, void *arg, uint64_t deadline_ns);
 
+/* One spin of pto_wait_unparked_own, reading no clock: true once
+ * cond(arg), false when the spin ended first or no CPU is free for it. For
+ * a caller that reads the clock for its deadline only when a wait is not
+ * over at once (mpi_coll.c's poll). */
+bool pto_wait_spin_own(pto_cond_fn cond, void *arg);
+
 /* For a thread with nothing to do until cond(arg) holds (a chip's thread
  * between runs): waits as pto_wait for up to the park maximum, then parks
  * with no timeout, so an idle thread costs no CPU. No deadline: only for
