@@ -22,7 +22,8 @@
  * Every rank publishes a descriptor of its call (collective, sequence,
  * count, dtype, op, root, algorithm) before any data is used; a rank whose
  * peers called with other arguments fails with PTO_EINVAL on every rank,
- * naming each rank's call — never a wrong result. A rank that does not
+ * naming each rank's call — never a wrong result (a small broadcast's
+ * root: see pto_broadcast). A rank that does not
  * call makes its peers fail with PTO_EWAIT_TIMEOUT after the domain's wait
  * timeout. src and dst are contiguous local tensors (a kernel's tile, a
  * task tensor, or a window buffer other than scratch) of the same dtype.
@@ -100,7 +101,15 @@ PTO_API int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor 
 PTO_API int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
                                const pto_tensor *dst, const pto_tensor *src, pto_red_op op);
 /* dst on every rank = src of `root` (src is read on the root only and may
- * be NULL elsewhere). */
+ * be NULL elsewhere). Where every rank's window is mapped in this process
+ * (the shm backend, the MPI backend's shared windows) a broadcast of up to
+ * 4 KiB is one-way, as MPI_Bcast with eager sends: the root returns once
+ * its data is published, up to a few calls ahead of the other ranks, each
+ * of which checks the root's call against its own; the root checks theirs
+ * at a later call on the scratch or at the node task's end. So a rank that
+ * also took itself for the root fails the root's task (PTO_EINVAL, naming
+ * both calls) rather than the root's call (docs/comm.md, "One-way
+ * broadcasts"). */
 PTO_API int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
                           const pto_tensor *dst, const pto_tensor *src, int root);
 /* src and dst hold nranks blocks: dst block s on rank r = src block r of

@@ -11,8 +11,9 @@
  *                         set by the previous rank); the last, BUSY, is
  *                         no signal: the block of this chip in a call on
  *                         the view (one at a time: coll_open)
- *   table   64 + 2 x 4224 my call table (backends with direct windows,
- *                         below): written by me only, read by every peer
+ *   table   320 + 8 x 4224 my call table (backends with direct windows,
+ *                         below): written by me only, its slots read by
+ *                         every peer
  *   descs   n x 64        descriptor of rank p's call, written by p
  *   data    (n+2) x S     mesh: slot p (S bytes) written by rank p;
  *                         ring: 2(n-1) slots, slot k written at step k
@@ -36,16 +37,22 @@
  * (comm_backend.direct: shm without fault injection or a controlled run),
  * steps 2-3 go through the call table instead: call s (counted per scratch
  * and node task, in the table) writes my descriptor, and my whole src when it
- * fits COLL_TABLE_DATA bytes, into my slot s % 2 of my own table, then
- * release-stores the slot's generation (epoch, s) and wakes the peers;
- * every rank waits until every peer's slot s % 2 holds generation (epoch,
- * s), compares the descriptors, and, when the data came with them, reduces
- * or copies it straight from the peers' slots in rank order: no put, no
- * notify, no step 5. The generation makes a stale slot impossible to
- * take (no two tasks of a run share an epoch, comm/signal.h), and the two slots
- * need no acknowledgement: a peer writes its slot s % 2 again at call
- * s + 2 only after it saw my slot of call s + 1, which I write only after
- * I finished reading call s. Larger calls run step 1, then the mesh's
+ * fits COLL_TABLE_DATA bytes, into my slot s % COLL_TABLE_SLOTS of my own
+ * table, then release-stores the slot's generation (epoch, s) and wakes
+ * the peers; every rank waits until every peer's slot holds generation
+ * (epoch, s), compares the descriptors, and, when the data came with them,
+ * reduces or copies it straight from the peers' slots in rank order: no
+ * put, no notify, no step 5. The generation makes a stale slot impossible
+ * to take (no two tasks of a run share an epoch, comm/signal.h), and the
+ * slots need no acknowledgement: a rank writes its slot of call s again
+ * (at call s + COLL_TABLE_SLOTS) only once every peer has published call
+ * coll_table_reuse(s + SLOTS) = s + COLL_ONEWAY_LAG, so finished reading
+ * call s (coll_proto.h; a wait only after one-way calls, below: after a
+ * round that waited for every peer it is known already). A small broadcast
+ * is one-way: its root publishes and waits for nobody, the other ranks
+ * wait for the root only, and the root compares the peers' descriptors
+ * COLL_ONEWAY_LAG calls later, or at the task's end (table_exchange).
+ * Larger calls run step 1, then the mesh's
  * data: a block that is the same for every peer (allreduce's and
  * allgather's src, the broadcast root's) is pulled, copied once into my
  * own mesh slot, which each peer reads in my window after the round; the
@@ -169,12 +176,20 @@ typedef struct coll_slot {
   unsigned char data[COLL_TABLE_DATA]; /* my whole src, when it fits */
 } coll_slot;
 
-/* A rank's call table: its call count on this scratch, then the slots. */
+/* A rank's call table: its call count on this scratch and what only it
+ * reads (the one-way broadcasts, table_exchange), then the slots. */
 typedef struct coll_table {
-  uint64_t calls; /* coll_table_gen(epoch, last call): read and written by me only */
-  unsigned char pad[56];
-  coll_slot slot[2];
+  uint64_t calls;      /* coll_table_gen(epoch, last call): read and written by me only */
+  uint32_t oneway;     /* bit coll_table_slot(c): my call c, a one-way broadcast's root, is
+                          not yet checked against the peers' calls (table_settle) */
+  uint32_t pend_epoch; /* the task in which this view went on the comm's pending list */
+  unsigned char pad[48];
+  /* rank p has published its call known[p] (or a later one) on this view
+   * in this task: read and written by me only (table_reuse_wait) */
+  int32_t known[PTO_COMM_MAX_RANKS];
+  coll_slot slot[COLL_TABLE_SLOTS];
 } coll_table;
+_Static_assert(COLL_TABLE_SLOTS <= 32, "a one-way bit per slot");
 #define TABLE_BYTES sizeof(coll_table)
 #define NO_TABLE    UINT64_MAX
 
@@ -555,6 +570,10 @@ static coll_slot *table_slot(const coll *k, int p, int32_t call) {
 static int32_t table_call(coll *k) {
   coll_table *t = table_of(k, k->me);
   int32_t c = t->calls >> 32 == k->c->epoch ? (int32_t)(uint32_t)t->calls + 1 : 1;
+  if (c == 1) { /* what an earlier task (a failed one too) left is no call of this one */
+    t->oneway = 0;
+    memset(t->known, 0, sizeof(int32_t) * (size_t)k->n);
+  }
   t->calls = coll_table_gen(k->c->epoch, c);
   return c;
 }
@@ -569,26 +588,171 @@ static int32_t next_call(coll *k) {
   return ++k->cd->coll_calls[k->buf].calls;
 }
 
+/* A wait on the peers' call tables: until every peer (or only `only`)
+ * has published call `call` in its slot for it (`exact`), or that call or
+ * a later one of this task (not exact: the slot then holds call + i *
+ * COLL_TABLE_SLOTS). */
 typedef struct table_wait {
   const coll *k;
-  uint64_t gen;
-  int next; /* the peers before it have published the call */
+  int32_t call;
+  int only; /* -1: every peer */
+  bool exact;
+  int next; /* the peers before it have published */
   bool cancelled;
 } table_wait;
 
+/* The call of this task that p's slot for `call` holds, or 0. */
+static int32_t slot_call(const coll *k, int p, int32_t call) {
+  /* acquire pairs with the peer's release store of the generation: its
+   * descriptor and data are then visible */
+  uint64_t g = atomic_load_explicit(&table_slot(k, p, call)->gen, memory_order_acquire);
+  return g >> 32 == k->c->epoch ? (int32_t)(uint32_t)g : 0;
+}
+
 static bool table_ready(void *arg) {
   table_wait *w = arg;
-  for (; w->next < w->k->n; w->next++) {
-    if (w->next == w->k->me) continue;
-    /* acquire pairs with the peer's release store of the generation: its
-     * descriptor and data are then visible */
-    if (atomic_load_explicit(&table_slot(w->k, w->next, (int32_t)w->k->d.seq)->gen,
-                             memory_order_acquire) != w->gen) {
-      w->cancelled = pto_kctx_cancelled(w->k->ctx) || comm_stopping(w->k->c);
+  const coll *k = w->k;
+  coll_table *t = table_of(k, k->me);
+  for (; w->next < k->n; w->next++) {
+    int p = w->next;
+    if (p == k->me || (w->only >= 0 && p != w->only)) continue;
+    int32_t seen = slot_call(k, p, w->call);
+    if (w->exact ? seen != w->call : seen < w->call) {
+      w->cancelled = pto_kctx_cancelled(k->ctx) || comm_stopping(k->c);
       return w->cancelled;
     }
+    if (seen > t->known[p]) t->known[p] = seen;
   }
   return true;
+}
+
+/* Waits (spins, yields, then parks: the backend's signal_park, with the
+ * domain's deadline) until table_ready(w); 0, or the call's failure
+ * named: `waiting` says what for ("call" for the call's own round). */
+static int table_wait_for(coll *k, table_wait *w, const char *waiting) {
+  const comm_dom *d = k->cd;
+  int64_t ms = d->desc.wait_timeout_ms;
+  bool ok = table_ready(w);
+  if (!ok && !w->cancelled) {
+    /* a controlled schedule may run the chip's other blocks meanwhile */
+    bool yielded = k->ctx && schedule_block_wait(k->ctx, table_ready, w);
+    ok = d->be->signal_park(d->win, table_ready, w, pto_deadline_ms(ms));
+    if (yielded) schedule_block_resume(k->ctx);
+  }
+  /* a stop or cancel seen at the first look too: the peers' slots may still
+   * hold an older call, and comparing them would name a mismatch that was
+   * never made instead of why the call ended */
+  if (ok && !w->cancelled) return 0;
+  const char *name = kind_name(k->d.kind);
+  char stop[160];
+  if (comm_stopping(k->c))
+    return comm_fail_secondary(k->c, PTO_ESHUTDOWN,
+                               "%s #%" PRId64 " ended: %s while domain %d rank %d waited for rank "
+                               "%d's %s",
+                               name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom,
+                               k->me, w->next, waiting);
+  if (w->cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
+  /* what its table's slot holds says nothing more: an older call, or
+   * another view's bytes when it called elsewhere */
+  return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
+                   "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
+                   " ms for rank %d's %s #%" PRId32 " on the scratch view at window offset %" PRIu64
+                   ", which rank %d has not made there (it did not call, or called on "
+                   "another scratch view or buffer) (task epoch %u)",
+                   name, k->d.seq, k->dom, k->me, ms, w->next, waiting, w->call, k->view_at,
+                   w->next, k->c->epoch);
+}
+
+/* Checks my one-way broadcasts (calls at which I was the root and waited
+ * for no peer) up to call `upto` against the peers' calls: waits until
+ * each peer has published the call, then compares its descriptor with
+ * mine, as the call's own round would have. My slot of such a call still
+ * holds it: I write it again at call c + COLL_TABLE_SLOTS, after this
+ * check (at call c + COLL_ONEWAY_LAG, or the task's end). So does each
+ * peer's: it writes its slot of call c again only once I have published
+ * call c + COLL_ONEWAY_LAG (coll_table_reuse), which I do after this
+ * check. A difference fails this call, naming the broadcast's. */
+static int table_settle(coll *k, int32_t upto) {
+  coll_table *t = table_of(k, k->me);
+  for (int32_t c = upto - COLL_TABLE_SLOTS + 1; t->oneway && c <= upto; c++) {
+    uint32_t bit = 1u << coll_table_slot(c);
+    if (c < 1 || !(t->oneway & bit)) continue;
+    t->oneway &= ~bit;
+    coll_slot *mine = table_slot(k, k->me, c);
+    if (slot_call(k, k->me, c) != c) continue; /* cannot happen: c was my call */
+    coll_desc now = k->d;
+    k->d = mine->d; /* the broadcast's: its errors name it */
+    table_wait w = {k, c, -1, true, 0, false};
+    int rc = table_wait_for(k, &w, "call (checked against this rank's broadcast, whose root it is)");
+    const unsigned char *descs[PTO_COMM_MAX_RANKS];
+    for (int p = 0; !rc && p < k->n; p++)
+      descs[p] = (const unsigned char *)&table_slot(k, p, c)->d;
+    if (!rc) rc = check_descs(k, descs);
+    k->d = now;
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Before I write my slot of call s: every peer has published call
+ * coll_table_reuse(s) or a later one, so none still reads the call my
+ * slot holds (known[p] remembers what was seen, so that this reads a
+ * peer's table only when it learnt nothing newer meanwhile). */
+static int table_reuse_wait(coll *k, int32_t s) {
+  int32_t r = coll_table_reuse(s);
+  if (r < 1) return 0;
+  coll_table *t = table_of(k, k->me);
+  for (int p = 0; p < k->n; p++) {
+    if (p == k->me || t->known[p] >= r) continue;
+    table_wait w = {k, r, p, false, 0, false};
+    int rc = table_wait_for(k, &w, "call (whose end frees this rank's call table slot)");
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Puts the scratch view on the list the task's end checks (coll_settle);
+ * false when the list is full. */
+static int coll_settle_all(pto_comm *c);
+static bool settle_later(coll *k) {
+  coll_table *t = table_of(k, k->me);
+  if (t->pend_epoch == k->c->epoch) return true;
+  pto_comm *c = k->c;
+  pthread_mutex_lock(&c->pend_lock);
+  bool ok = c->npend < COMM_COLL_PEND_MAX;
+  if (ok) {
+    c->pend[c->npend++] = (comm_coll_pend){k->dom, k->table};
+    c->coll_settle = coll_settle_all;
+    t->pend_epoch = k->c->epoch;
+  }
+  pthread_mutex_unlock(&c->pend_lock);
+  return ok;
+}
+
+/* The end of a task: checks every one-way broadcast still unchecked, on
+ * every scratch view of the list (settle_later), then empties it. The
+ * kernels have returned, so nothing else uses the views. */
+static int coll_settle_all(pto_comm *c) {
+  int rc = 0;
+  for (int i = 0; i < c->npend && !rc; i++) {
+    coll k;
+    memset(&k, 0, sizeof k);
+    k.c = c;
+    k.dom = c->pend[i].dom;
+    k.cd = comm_find(c, k.dom);
+    if (!k.cd) continue; /* cannot happen: domains outlive the task */
+    k.me = k.cd->my_rank;
+    k.n = k.cd->desc.nranks;
+    k.table = c->pend[i].table;
+    k.view_at = k.table - HDR_CELLS;
+    k.buf = -1;
+    coll_table *t = table_of(&k, k.me);
+    if (t->calls >> 32 != c->epoch) continue; /* no call in this task */
+    rc = table_settle(&k, (int32_t)(uint32_t)t->calls);
+    t->oneway = 0;
+  }
+  c->npend = 0;
+  return rc;
 }
 
 /* Steps 2-3 on the call table: publishes my descriptor, and pub (my whole
@@ -597,10 +761,20 @@ static bool table_ready(void *arg) {
  * call's block, held to the scratch's slots as on the other paths (the
  * same scratch must serve algorithm=). On 0, pubs[p] (when given) is what
  * rank p published, in its table (mine too: a copy of src, so it never
- * overlaps dst), until its next call but one. The wait spins, yields,
- * then parks (the backend's signal_park), with the domain's deadline. */
+ * overlaps dst), until it writes that slot again (coll_table_reuse).
+ *
+ * A one-way call (a small broadcast: oneway_root >= 0, the same on every
+ * rank whose arguments agree) waits for the root only: the root publishes
+ * and returns, each other rank waits for the root's slot, compares the
+ * root's descriptor with its own and takes the data. The root checks the
+ * peers' calls later, before it writes that slot again (table_settle at
+ * its call COLL_ONEWAY_LAG later, or the task's end): so a root may run up
+ * to COLL_ONEWAY_LAG calls ahead of the others, as an MPI root does with
+ * eager sends, and a mismatch only the root can see (another rank that
+ * also took itself for the root) fails the root's later call or its task
+ * (docs/comm.md, "One-way broadcasts"). */
 static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
-                          const unsigned char **pubs) {
+                          const unsigned char **pubs, int oneway_root) {
   if (k->d.status == 0 && bb > k->slot) {
     set_why(k, "blocks of %zu bytes do not fit the scratch's %zu-byte slots", bb, k->slot);
     k->d.status = PTO_EINVAL;
@@ -608,54 +782,39 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
   /* a window operation, as the ops' own: checking mode must not run the
    * unit a second time (its call would be a second call) */
   contract_note_comm(k->ctx);
-  k->d.seq = table_call(k);
-  coll_slot *mine = table_slot(k, k->me, (int32_t)k->d.seq);
+  int32_t s = table_call(k);
+  k->d.seq = s;
+  int rc = table_settle(k, coll_oneway_settled(s));
+  if (!rc) rc = table_reuse_wait(k, s);
+  if (rc) return rc;
+  /* a root whose view cannot go on the task's list waits for every rank */
+  bool root_alone = oneway_root == k->me && k->n > 1 && k->d.status == 0 && settle_later(k);
+  coll_slot *mine = table_slot(k, k->me, s);
   mine->d = k->d;
   if (pub && k->d.status == 0 && pub_bytes <= COLL_TABLE_DATA) memcpy(mine->data, pub, pub_bytes);
-  table_wait w = {k, coll_table_gen(k->c->epoch, (int32_t)k->d.seq), 0, false};
   /* release: the descriptor and data above are visible to a peer that
    * sees the generation */
-  atomic_store_explicit(&mine->gen, w.gen, memory_order_release);
+  atomic_store_explicit(&mine->gen, coll_table_gen(k->c->epoch, s), memory_order_release);
   const comm_dom *d = k->cd;
   for (int p = 0; p < k->n; p++)
     if (p != k->me) d->be->wake(d->win, p);
-  int64_t ms = d->desc.wait_timeout_ms;
-  bool ok = table_ready(&w);
-  if (!ok) {
-    /* a controlled schedule may run the chip's other blocks meanwhile */
-    bool yielded = schedule_block_wait(k->ctx, table_ready, &w);
-    ok = d->be->signal_park(d->win, table_ready, &w, pto_deadline_ms(ms));
-    if (yielded) schedule_block_resume(k->ctx);
+  coll_table *t = table_of(k, k->me);
+  if (root_alone) {
+    t->oneway |= 1u << coll_table_slot(s);
+    if (pubs) pubs[k->me] = mine->data;
+    return 0;
   }
-  /* a stop or cancel seen at the first look too: the peers' slots may still
-   * hold their call two before this one, and comparing them would name a
-   * mismatch that was never made instead of why the call ended */
-  if (!ok || w.cancelled) {
-    const char *name = kind_name(k->d.kind);
-    char stop[160];
-    if (comm_stopping(k->c))
-      return comm_fail_secondary(
-          k->c, PTO_ESHUTDOWN,
-          "%s #%" PRId64 " ended: %s while domain %d rank %d waited for rank %d's "
-          "call",
-          name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me, w.next);
-    if (w.cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
-    /* what its table's slot holds says nothing more: an older call, or
-     * another view's bytes when it called elsewhere */
-    return comm_fail(
-        k->c, PTO_EWAIT_TIMEOUT,
-        "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
-        " ms for rank %d's call #%" PRId64 " on the scratch view at window offset %" PRIu64
-        ", which rank %d has not made there (it did not call, or called on "
-        "another scratch view or buffer) (task epoch %u)",
-        name, k->d.seq, k->dom, k->me, ms, w.next, k->d.seq, k->view_at, w.next, k->c->epoch);
-  }
+  int only = oneway_root >= 0 && oneway_root != k->me ? oneway_root : -1;
+  table_wait w = {k, s, only, true, 0, false};
+  if ((rc = table_wait_for(k, &w, "call"))) return rc;
+  /* a one-way call's other ranks compare with the root's call only */
   const unsigned char *descs[PTO_COMM_MAX_RANKS];
   for (int p = 0; p < k->n; p++)
-    descs[p] = (const unsigned char *)&table_slot(k, p, (int32_t)k->d.seq)->d;
-  int rc = check_descs(k, descs);
+    descs[p] = only < 0 || p == only ? (const unsigned char *)&table_slot(k, p, s)->d
+                                      : (const unsigned char *)&k->d;
+  rc = check_descs(k, descs);
   for (int p = 0; !rc && pubs && p < k->n; p++)
-    pubs[p] = table_slot(k, p, (int32_t)k->d.seq)->data;
+    pubs[p] = only < 0 || p == only || p == k->me ? table_slot(k, p, s)->data : NULL;
   return rc;
 }
 
@@ -787,7 +946,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
      * ranks taking the lock for two views in opposite orders wait for each
      * other until the deadline, which names the call */
     native_hold(k);
-    int rc = table_exchange(k, bb, NULL, 0, NULL);
+    int rc = table_exchange(k, bb, NULL, 0, NULL, -1);
     if (rc || !blk || bb > fuse_bytes(k)) return rc;
   } else {
     native_hold(k);
@@ -927,7 +1086,7 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   if (table) {
     /* the generation's release store publishes the puts above too: a
      * direct backend's puts land at once */
-    if ((rc = table_exchange(k, bb, NULL, 0, NULL))) return rc;
+    if ((rc = table_exchange(k, bb, NULL, 0, NULL, -1))) return rc;
   } else {
     if (n > 1 &&
         (rc = pto_signal_wait(ctx, k->dom, &arrive, PTO_CMP_GE, coll_arrive_target(k->seq, n), -1)))
@@ -1153,7 +1312,7 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
     }
   }
   if (!ring && table_data(k, bytes)) {
-    if ((rc = table_exchange(k, bytes, in, bytes, blk))) return rc;
+    if ((rc = table_exchange(k, bytes, in, bytes, blk, -1))) return rc;
     fold(k, out, blk);
     return 0;
   }
@@ -1215,7 +1374,7 @@ static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src)
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
   bool nat = native_data(k, false);
   if (table_data(k, bb)) {
-    if ((rc = table_exchange(k, bb, in, bb, blk))) return rc;
+    if ((rc = table_exchange(k, bb, in, bb, blk, -1))) return rc;
     gather_blocks(k, out, blk, bb);
     return 0;
   } else if (nat) {
@@ -1262,7 +1421,7 @@ static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
   bool nat = native_data(k, false);
   if (table_data(k, bb)) {
-    if ((rc = table_exchange(k, bb, in, bb, blk))) return rc;
+    if ((rc = table_exchange(k, bb, in, bb, blk, root))) return rc;
     if (root == k->me)
       memmove(elem0(dst), in, bb);
     else
@@ -1324,7 +1483,7 @@ static int reduce_scatter_call(coll *k, const pto_tensor *dst, const pto_tensor 
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
   bool nat = native_data(k, true);
   if (table_data(k, (size_t)k->n * b.bb)) {
-    if ((rc = table_exchange(k, b.bb, b.in, (size_t)k->n * b.bb, blk))) return rc;
+    if ((rc = table_exchange(k, b.bb, b.in, (size_t)k->n * b.bb, blk, -1))) return rc;
     mine_of_each(k, blk, b.bb);
     fold(k, out, blk);
     return 0;
@@ -1385,7 +1544,7 @@ static int alltoall_call(coll *k, const pto_tensor *dst, const pto_tensor *src) 
   const unsigned char *blk[PTO_COMM_MAX_RANKS];
   bool nat = native_data(k, false);
   if (table_data(k, all_bytes)) {
-    if ((rc = table_exchange(k, b.bb, b.in, all_bytes, blk))) return rc;
+    if ((rc = table_exchange(k, b.bb, b.in, all_bytes, blk, -1))) return rc;
     mine_of_each(k, blk, b.bb);
     gather_blocks(k, out, blk, b.bb);
     return 0;

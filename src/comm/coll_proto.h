@@ -23,15 +23,39 @@ static inline int32_t coll_ring_value(int32_t s, int n, int k) {
 /* The call table (coll.c, backends with direct windows): call s of node
  * task `epoch` is in slot coll_table_slot(s) of the caller's table once
  * that slot's generation is coll_table_gen(epoch, s); epoch 0 is never a
- * task's, so a zeroed slot never matches. */
+ * task's, so a zeroed slot never matches. A one-way call (a small
+ * broadcast) waits for its root only, and the root for nobody: it checks
+ * the peers' calls later, at its call coll_oneway_settled(s) = s + LAG
+ * (before it publishes that one), or at the task's end. A rank writes its
+ * slot of call s only once every peer has published call
+ * coll_table_reuse(s) or a later one: such a peer has finished the call
+ * that slot holds (s - SLOTS), and its check of it too, made before it
+ * published call s - SLOTS + LAG. So a root runs up to LAG calls ahead of
+ * the slowest peer. The _k forms take the slots and the lag as
+ * arguments, for tests/unit/test_coll_table_explorer.c, which proves the
+ * rules for small ones (and that smaller bounds fail). */
+#define COLL_TABLE_SLOTS 8
+#define COLL_ONEWAY_LAG  4
+_Static_assert((COLL_TABLE_SLOTS & (COLL_TABLE_SLOTS - 1)) == 0 &&
+                   2 * COLL_ONEWAY_LAG <= COLL_TABLE_SLOTS && COLL_ONEWAY_LAG >= 1,
+               "a power of two, and room for a root LAG calls ahead");
 static inline uint64_t coll_table_gen(uint32_t epoch, int32_t s) {
   return (uint64_t)epoch << 32 | (uint32_t)s;
 }
-static inline int coll_table_slot(int32_t s) { return s & 1; }
+static inline int coll_table_slot_k(int32_t s, int slots) { return (int)((uint32_t)s % (uint32_t)slots); }
+static inline int coll_table_slot(int32_t s) { return coll_table_slot_k(s, COLL_TABLE_SLOTS); }
+static inline int32_t coll_table_reuse_k(int32_t s, int slots, int lag) { return s - slots + lag; }
+static inline int32_t coll_table_reuse(int32_t s) {
+  return coll_table_reuse_k(s, COLL_TABLE_SLOTS, COLL_ONEWAY_LAG);
+}
+static inline int32_t coll_oneway_settled_k(int32_t s, int lag) { return s - lag; }
+static inline int32_t coll_oneway_settled(int32_t s) {
+  return coll_oneway_settled_k(s, COLL_ONEWAY_LAG);
+}
 /* The most a call publishes with its descriptor (each rank's whole src;
  * the broadcast's root only): larger calls move their data by put. 4 KiB:
  * up to it the table beat the mesh 3-6x on 2 ranks at 512 B-4 KiB
- * (docs/comm.md), and the scratch grows by 8.3 KiB only. */
+ * (docs/comm.md). */
 #define COLL_TABLE_DATA 4096
 
 #endif

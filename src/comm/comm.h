@@ -98,6 +98,15 @@ static inline bool comm_dom_windows(const comm_dom *d, uintptr_t *lo, uintptr_t 
   return true;
 }
 
+/* A scratch view whose one-way broadcasts (coll.c) are not all checked
+ * against the peers' calls yet: its domain and call table (a window
+ * offset). */
+typedef struct comm_coll_pend {
+  int32_t dom;
+  uint64_t table;
+} comm_coll_pend;
+#define COMM_COLL_PEND_MAX 32
+
 struct pto_comm {
   int chip;       /* node chip rank, -1 for the orchestrator */
   uint32_t epoch; /* current node task, tags signals and barriers (signal.h) */
@@ -131,6 +140,16 @@ struct pto_comm {
    * node task this chip runs, whose window views are where its remote
    * stores may land (window_check.c); NULL: not checked. */
   const pto_args *check_args;
+  /* The scratch views of the current task with one-way broadcasts not yet
+   * checked (coll.c, at most COMM_COLL_PEND_MAX: a call that finds the
+   * list full waits for every rank instead), under pend_lock (kernels of
+   * several blocks call), emptied at the task's begin; coll_settle checks
+   * them at its end (comm_task_end: a pointer that coll.c sets, so that
+   * this layer calls nothing of the collectives above it). */
+  pthread_mutex_t pend_lock;
+  int npend;
+  comm_coll_pend pend[COMM_COLL_PEND_MAX];
+  int (*coll_settle)(pto_comm *c);
 };
 
 /* Fills the layout of a domain (buffers, win_bytes); base/prefix/id are the

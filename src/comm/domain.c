@@ -68,12 +68,14 @@ void comm_init(pto_comm *c, int chip) {
   memset(c, 0, sizeof *c);
   c->chip = chip;
   pthread_mutex_init(&c->err_lock, NULL);
+  pthread_mutex_init(&c->pend_lock, NULL);
 }
 
 void comm_fini(pto_comm *c, bool unlink) {
   for (int i = 0; i < COMM_MAX_DOMAINS; i++)
     if (c->doms[i]) comm_domain_close(c, c->doms[i]->desc.id, unlink);
   pthread_mutex_destroy(&c->err_lock);
+  pthread_mutex_destroy(&c->pend_lock);
 }
 
 static bool stopped(const pto_comm *c) {
@@ -236,6 +238,7 @@ void comm_domain_close(pto_comm *c, int32_t id, bool unlink) {
 void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
   c->epoch = epoch;
   c->group = group;
+  c->npend = 0; /* what a failed task left unchecked is no later task's */
   pthread_mutex_lock(&c->err_lock);
   c->err_code = 0;
   c->err_details[0] = 0;
@@ -260,7 +263,9 @@ int comm_epoch_check(pto_comm *c, const char *op, int32_t dom, int rank) {
 }
 
 int comm_task_end(pto_comm *c) {
-  int rc = 0;
+  /* the one-way broadcasts not yet checked against the peers' calls:
+   * their kernels have returned, the peers' tables still hold the calls */
+  int rc = c->npend && c->coll_settle ? c->coll_settle(c) : 0;
   /* first say, in every domain, that this rank's kernels finished (they
    * read nothing more), then land what is held: peers landing their own
    * stores for us meanwhile need not wait for us, nor we for them */

@@ -208,6 +208,33 @@ static int cases_kernel(const pto_kctx *ctx) {
       if (!rc) bad += check(what, me, out, n * cnt, dt, want_alltoall, &c);
     }
   }
+  /* a stream of small broadcasts, one-way where the call table carries
+   * them (docs/comm.md, "One-way broadcasts"): the root changes every
+   * third call, so a root runs ahead of ranks still taking an earlier
+   * root's data, and every fifth call is an allreduce, which waits for
+   * every rank */
+  for (int i = 0, shown = 0; i < 120 && !rc; i++) {
+    float *fi = (float *)in, *fo = (float *)out;
+    int root = (i / 3) % n;
+    int64_t cnt = i % 5 == 4 ? 8 : 1 + i % 40;
+    pto_tensor tin = local(in, cnt, PTO_F32), tout = local(out, cnt, PTO_F32);
+    memset(out, 0xff, (size_t)cnt * 4);
+    for (int64_t j = 0; j < cnt; j++)
+      fi[j] = (float)(i % 5 == 4 ? me + i + j : i * 100 + me * 10 + j);
+    if (i % 5 == 4)
+      rc = pto_allreduce(ctx, dom, scratch, &tout, &tin, PTO_RED_SUM, PTO_COLL_AUTO);
+    else
+      rc = pto_broadcast(ctx, dom, scratch, &tout, me == root ? &tin : NULL, root);
+    for (int64_t j = 0; j < cnt && !rc; j++) {
+      float want = (float)(i % 5 == 4 ? n * (i + j) + n * (n - 1) / 2 : i * 100 + root * 10 + j);
+      if (fo[j] == want) continue;
+      bad++;
+      if (shown++ < 3)
+        fprintf(stderr,
+                "rank %d: stream call %d (%s, root %d) out[%" PRId64 "] = %g, expected %g\n", me, i,
+                i % 5 == 4 ? "allreduce" : "broadcast", root, j, (double)fo[j], (double)want);
+    }
+  }
   /* reproducible: an f32 sum whose bits depend on the order of the sum
    * (magnitudes 2^-10..2^10), with PTO_RED_REPRODUCIBLE bit-identical to
    * the rank-order sum with every algorithm */
@@ -299,7 +326,8 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
  * count wrong on rank 1 only, 18: a scratch of the peer's copy on both, 19-21: a local tile in
  * the peer's copy on both (allreduce's dst, remote_store's src, get's dst), 22: an unknown
  * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 25: two blocks on one scratch view
- * at once, 10: a count
+ * at once, 26-28: a small broadcast's count, its count across the table's limit, rank 1's dst
+ * of shape 0, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -450,6 +478,24 @@ static int mismatch_kernel(const pto_kctx *ctx) {
       rc = pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
     if (rc) block_status(ctx, rc);
     return rc;
+  case 26: /* broadcast count (17 on the root, rank 0; 16 on rank 1) */
+    rc = pto_broadcast(ctx, dom, s, odd ? &o16 : &o, &in, 0);
+    break;
+  case 27: { /* broadcast count across the call table's data limit: one-way on the root,
+              * through the mesh on rank 1 */
+    enum { LIM = COLL_TABLE_DATA / 4 };
+    float w[LIM + 1] = {0}, wo[LIM + 1];
+    int64_t cnt = odd ? LIM + 1 : LIM;
+    pto_tensor wi = local(w, cnt, PTO_F32), wt = local(wo, cnt, PTO_F32);
+    rc = pto_broadcast(ctx, dom, s, &wt, &wi, 0);
+    break;
+  }
+  case 28: { /* broadcast: rank 1's dst of shape 0 (its own error; the root learns it later) */
+    pto_tensor bad_out = o;
+    if (odd) bad_out.shape[0] = 0;
+    rc = pto_broadcast(ctx, dom, s, &bad_out, &in, 0);
+    break;
+  }
   case 7: { /* both: a dtype that cannot be reduced */
     pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
     rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
@@ -518,8 +564,11 @@ static void coll_node(pto_node_orch *no, void *arg) {
     return;
   }
   if (ra->mismatch >= 0) {
-    /* blocks up to one element over the call table's limit (case 10) */
-    pto_window_buffer b[] = {{"scratch", pto_coll_scratch_bytes(2, COLL_TABLE_DATA + 4)}};
+    /* blocks up to one element over the call table's limit (case 10), and
+     * two views for calls of 16 elements (half_calls) */
+    size_t one = pto_coll_scratch_bytes(2, COLL_TABLE_DATA + 4),
+           two = 2 * pto_coll_scratch_bytes(2, 16 * 4) + 128;
+    pto_window_buffer b[] = {{"scratch", one > two ? one : two}};
     pto_domain d;
     if (pto_node_domain_create(no, pair, 2, b, 1, &d)) return;
     static int64_t runs; /* numbers the runs, for the kernels' block order */
@@ -658,7 +707,10 @@ static void test_mismatch(void **state) {
                                 "rank 1: unknown algorithm 9 (PTO_COLL_AUTO 0, PTO_COLL_MESH 1",
                                 "src is not a valid tensor: shape[0] is -3 (< 1)",
                                 "src is not a valid tensor: shape[0] is 0 (< 1)",
-                                "one collective at a time per scratch view"};
+                                "one collective at a time per scratch view",
+                                "mismatched count",
+                                "mismatched count",
+                                "dst is not a valid tensor: shape[0] is 0 (< 1)"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
@@ -687,10 +739,17 @@ static void test_mismatch(void **state) {
     /* each rank names the problem, but one whose peer's failure reached the
      * node first may be cancelled before it saw the peer's call (MPI's
      * records across hosts: the node ends its wait, PTO_ESHUTDOWN) */
+    /* case 3 (each rank the root of a small broadcast), 26-28 (rank 0 the
+     * root): one-way calls (docs/comm.md, "One-way broadcasts") return
+     * PTO_OK on a root, whose task's end checks them and names the
+     * mismatch (before, at the call) */
+    bool oneway = m == 3 || m >= 26;
     for (int r = 0; r < 2; r++) /* case 25: only a block refused or cancelled says */
-      if (res[r] != PTO_EINVAL && (m != 25 || res[r])) assert_int_equal(res[r], PTO_ESHUTDOWN);
+      if (res[r] != PTO_EINVAL && (m != 25 || res[r]) && !(oneway && res[r] == PTO_OK))
+        assert_int_equal(res[r], PTO_ESHUTDOWN);
     /* (case 25: the other block's status, written after it, may hide it) */
-    assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL || m == 25);
+    assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL || m == 25 || oneway);
+    if (oneway) assert_int_equal(rc, PTO_EINVAL);
     if (m == 25) { /* (before: wrong sums returned as PTO_OK, or a timeout) */
       assert_int_equal(rc, PTO_EINVAL);
       assert_true(strstr(err.details, "block 0 of this chip's task called") ||
