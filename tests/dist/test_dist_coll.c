@@ -327,7 +327,7 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
  * the peer's copy on both (allreduce's dst, remote_store's src, get's dst), 22: an unknown
  * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 25: two blocks on one scratch view
  * at once, 26-28: a small broadcast's count, its count across the table's limit, rank 1's dst
- * of shape 0, 10: a count
+ * of shape 0, 29: 40 scratch views, then both ranks the root, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -496,6 +496,27 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = pto_broadcast(ctx, dom, s, &bad_out, &in, 0);
     break;
   }
+  case 29: { /* small broadcasts from rank 0 on 40 scratch views, checked: the task's end
+              * checks 32 of them (COMM_COLL_PEND_MAX), on the others the root waits for
+              * every rank; then each rank the root on the last view, named at the call */
+    int64_t view = (int64_t)pto_coll_scratch_bytes(2, 16 * 4), at = 0;
+    pto_tensor sv;
+    for (int v = 0; v < 40 && !rc; v++) {
+      at = v * view;
+      pto_tensor_slice(s, &at, &view, &sv);
+      for (int j = 0; j < 16; j++) {
+        buf[j] = odd ? -1.0f : (float)(100 * v + j);
+        out[j] = -2.0f;
+      }
+      rc = pto_broadcast(ctx, dom, &sv, &o16, &in16, 0);
+      for (int j = 0; j < 16 && !rc; j++)
+        if (out[j] != (float)(100 * v + j))
+          rc = pto_kctx_fail(ctx, PTO_EINVAL, "rank %d view %d: out[%d] = %g, expected %d", me, v,
+                             j, (double)out[j], 100 * v + j);
+    }
+    if (!rc) rc = pto_broadcast(ctx, dom, &sv, &o16, &in16, me);
+    break;
+  }
   case 7: { /* both: a dtype that cannot be reduced */
     pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
     rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
@@ -565,10 +586,10 @@ static void coll_node(pto_node_orch *no, void *arg) {
   }
   if (ra->mismatch >= 0) {
     /* blocks up to one element over the call table's limit (case 10), and
-     * two views for calls of 16 elements (half_calls) */
+     * 40 views for calls of 16 elements (case 29; half_calls: 2) */
     size_t one = pto_coll_scratch_bytes(2, COLL_TABLE_DATA + 4),
-           two = 2 * pto_coll_scratch_bytes(2, 16 * 4) + 128;
-    pto_window_buffer b[] = {{"scratch", one > two ? one : two}};
+           many = 40 * pto_coll_scratch_bytes(2, 16 * 4); /* case 29's views (12, 13: 2) */
+    pto_window_buffer b[] = {{"scratch", one > many ? one : many}};
     pto_domain d;
     if (pto_node_domain_create(no, pair, 2, b, 1, &d)) return;
     static int64_t runs; /* numbers the runs, for the kernels' block order */
@@ -710,7 +731,8 @@ static void test_mismatch(void **state) {
                                 "one collective at a time per scratch view",
                                 "mismatched count",
                                 "mismatched count",
-                                "dst is not a valid tensor: shape[0] is 0 (< 1)"};
+                                "dst is not a valid tensor: shape[0] is 0 (< 1)",
+                                "mismatched root"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
@@ -739,8 +761,8 @@ static void test_mismatch(void **state) {
     /* each rank names the problem, but one whose peer's failure reached the
      * node first may be cancelled before it saw the peer's call (MPI's
      * records across hosts: the node ends its wait, PTO_ESHUTDOWN) */
-    /* case 3 (each rank the root of a small broadcast), 26-28 (rank 0 the
-     * root): one-way calls (docs/comm.md, "One-way broadcasts") return
+    /* case 3 (each rank the root of a small broadcast), 26-29 (rank 0 the
+     * root; 29: rank 1 too): one-way calls (docs/comm.md, "One-way broadcasts") return
      * PTO_OK on a root, whose task's end checks them and names the
      * mismatch (before, at the call) */
     bool oneway = m == 3 || m >= 26;
@@ -750,6 +772,9 @@ static void test_mismatch(void **state) {
     /* (case 25: the other block's status, written after it, may hide it) */
     assert_true(res[0] == PTO_EINVAL || res[1] == PTO_EINVAL || m == 25 || oneway);
     if (oneway) assert_int_equal(rc, PTO_EINVAL);
+    /* case 29: rank 0's last view is past the task's list (32 views): it waited for rank 1
+     * and failed at the call; rank 1 had no view on its list yet, so its call was one-way */
+    if (m == 29) assert_int_equal(res[0], PTO_EINVAL);
     if (m == 25) { /* (before: wrong sums returned as PTO_OK, or a timeout) */
       assert_int_equal(rc, PTO_EINVAL);
       assert_true(strstr(err.details, "block 0 of this chip's task called") ||
