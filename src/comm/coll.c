@@ -734,6 +734,9 @@ static bool settle_later(coll *k) {
  * kernels have returned, so nothing else uses the views. */
 static int coll_settle_all(pto_comm *c) {
   int rc = 0;
+  /* a task whose op already failed reports that: its peers may never
+   * publish the calls (they wait for this rank, or were cancelled) */
+  if (comm_task_error(c, NULL, 0)) c->npend = 0;
   for (int i = 0; i < c->npend && !rc; i++) {
     coll k;
     memset(&k, 0, sizeof k);
