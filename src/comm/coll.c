@@ -683,7 +683,8 @@ static int table_settle(coll *k, int32_t upto) {
     coll_desc now = k->d;
     k->d = mine->d; /* the broadcast's: its errors name it */
     table_wait w = {k, c, -1, true, 0, false};
-    int rc = table_wait_for(k, &w, "call (checked against this rank's broadcast, whose root it is)");
+    int rc =
+        table_wait_for(k, &w, "call (checked against this rank's broadcast, whose root it is)");
     const unsigned char *descs[PTO_COMM_MAX_RANKS];
     for (int p = 0; !rc && p < k->n; p++)
       descs[p] = (const unsigned char *)&table_slot(k, p, c)->d;
@@ -814,7 +815,7 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
   const unsigned char *descs[PTO_COMM_MAX_RANKS];
   for (int p = 0; p < k->n; p++)
     descs[p] = only < 0 || p == only ? (const unsigned char *)&table_slot(k, p, s)->d
-                                      : (const unsigned char *)&k->d;
+                                     : (const unsigned char *)&k->d;
   rc = check_descs(k, descs);
   for (int p = 0; !rc && pubs && p < k->n; p++)
     pubs[p] = only < 0 || p == only || p == k->me ? table_slot(k, p, s)->data : NULL;

@@ -42,7 +42,9 @@ _Static_assert((COLL_TABLE_SLOTS & (COLL_TABLE_SLOTS - 1)) == 0 &&
 static inline uint64_t coll_table_gen(uint32_t epoch, int32_t s) {
   return (uint64_t)epoch << 32 | (uint32_t)s;
 }
-static inline int coll_table_slot_k(int32_t s, int slots) { return (int)((uint32_t)s % (uint32_t)slots); }
+static inline int coll_table_slot_k(int32_t s, int slots) {
+  return (int)((uint32_t)s % (uint32_t)slots);
+}
 static inline int coll_table_slot(int32_t s) { return coll_table_slot_k(s, COLL_TABLE_SLOTS); }
 static inline int32_t coll_table_reuse_k(int32_t s, int slots, int lag) { return s - slots + lag; }
 static inline int32_t coll_table_reuse(int32_t s) {
