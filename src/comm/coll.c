@@ -628,8 +628,9 @@ static bool table_ready(void *arg) {
 
 /* Waits (spins, yields, then parks: the backend's signal_park, with the
  * domain's deadline) until table_ready(w); 0, or the call's failure
- * named: `waiting` says what for ("call" for the call's own round). */
-static int table_wait_for(coll *k, table_wait *w, const char *waiting) {
+ * named: `why` says why the call waits for that one ("" in the call's own
+ * round). */
+static int table_wait_for(coll *k, table_wait *w, const char *why) {
   const comm_dom *d = k->cd;
   int64_t ms = d->desc.wait_timeout_ms;
   bool ok = table_ready(w);
@@ -648,19 +649,19 @@ static int table_wait_for(coll *k, table_wait *w, const char *waiting) {
   if (comm_stopping(k->c))
     return comm_fail_secondary(k->c, PTO_ESHUTDOWN,
                                "%s #%" PRId64 " ended: %s while domain %d rank %d waited for rank "
-                               "%d's %s",
+                               "%d's call%s",
                                name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom,
-                               k->me, w->next, waiting);
+                               k->me, w->next, why);
   if (w->cancelled) return PTO_ESHUTDOWN; /* the run already failed elsewhere */
   /* what its table's slot holds says nothing more: an older call, or
    * another view's bytes when it called elsewhere */
-  return comm_fail(k->c, PTO_EWAIT_TIMEOUT,
-                   "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
-                   " ms for rank %d's %s #%" PRId32 " on the scratch view at window offset %" PRIu64
-                   ", which rank %d has not made there (it did not call, or called on "
-                   "another scratch view or buffer) (task epoch %u)",
-                   name, k->d.seq, k->dom, k->me, ms, w->next, waiting, w->call, k->view_at,
-                   w->next, k->c->epoch);
+  return comm_fail(
+      k->c, PTO_EWAIT_TIMEOUT,
+      "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
+      " ms for rank %d's call #%" PRId32 "%s on the scratch view at window offset %" PRIu64
+      ", which rank %d has not made there (it did not call, or called on "
+      "another scratch view or buffer) (task epoch %u)",
+      name, k->d.seq, k->dom, k->me, ms, w->next, w->call, why, k->view_at, w->next, k->c->epoch);
 }
 
 /* Checks my one-way broadcasts (calls at which I was the root and waited
@@ -683,8 +684,7 @@ static int table_settle(coll *k, int32_t upto) {
     coll_desc now = k->d;
     k->d = mine->d; /* the broadcast's: its errors name it */
     table_wait w = {k, c, -1, true, 0, false};
-    int rc =
-        table_wait_for(k, &w, "call (checked against this rank's broadcast, whose root it is)");
+    int rc = table_wait_for(k, &w, " (to check it against this rank's, the broadcast's root)");
     const unsigned char *descs[PTO_COMM_MAX_RANKS];
     for (int p = 0; !rc && p < k->n; p++)
       descs[p] = (const unsigned char *)&table_slot(k, p, c)->d;
@@ -706,7 +706,7 @@ static int table_reuse_wait(coll *k, int32_t s) {
   for (int p = 0; p < k->n; p++) {
     if (p == k->me || t->known[p] >= r) continue;
     table_wait w = {k, r, p, false, 0, false};
-    int rc = table_wait_for(k, &w, "call (whose end frees this rank's call table slot)");
+    int rc = table_wait_for(k, &w, " (its end frees this rank's call table slot)");
     if (rc) return rc;
   }
   return 0;
@@ -810,7 +810,7 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
   }
   int only = oneway_root >= 0 && oneway_root != k->me ? oneway_root : -1;
   table_wait w = {k, s, only, true, 0, false};
-  if ((rc = table_wait_for(k, &w, "call"))) return rc;
+  if ((rc = table_wait_for(k, &w, ""))) return rc;
   /* a one-way call's other ranks compare with the root's call only */
   const unsigned char *descs[PTO_COMM_MAX_RANKS];
   for (int p = 0; p < k->n; p++)
