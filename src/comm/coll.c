@@ -477,11 +477,18 @@ static int coll_close(coll *k, int rc) {
   return rc;
 }
 
+/* Rank p's window, on direct windows (comm_dom.direct_base). */
+static unsigned char *window_of(const coll *k, int p) {
+  const comm_dom *d = k->cd;
+  return d->direct_base ? d->direct_base + (uint64_t)p * d->desc.win_bytes
+                        : d->be->direct(d->win, p);
+}
+
 static unsigned char *mesh_slot(const coll *k, int p) { return k->data + (size_t)p * k->slot; }
 /* Rank p's own mesh slot (slot p) in rank p's scratch, on direct windows:
  * the scratch lies at the same window offset on every rank. */
 static const unsigned char *peer_slot(const coll *k, int p) {
-  return (const unsigned char *)k->cd->be->direct(k->cd->win, p) + k->view_at +
+  return (const unsigned char *)window_of(k, p) + k->view_at +
          (size_t)(mesh_slot(k, p) - k->base);
 }
 static unsigned char *ring_slot(const coll *k, int s) { return k->data + (size_t)s * k->ring_slot; }
@@ -556,7 +563,7 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
 /* ---- the call table (backends with direct windows) ---- */
 
 static coll_table *table_of(const coll *k, int p) {
-  return (coll_table *)(k->cd->be->direct(k->cd->win, p) + k->table);
+  return (coll_table *)(window_of(k, p) + k->table);
 }
 
 static coll_slot *table_slot(const coll *k, int p, int32_t call) {

@@ -83,6 +83,9 @@ typedef struct comm_dom {
    * peers' windows are reached (comm_domain_attach), before any kernel of
    * the domain runs. */
   bool direct_all;
+  /* With direct_all: rank p's window is at direct_base + p * win_bytes
+   * (NULL when the backend maps them otherwise) */
+  unsigned char *direct_base;
 } comm_dom;
 
 /* [*lo, *hi): every rank's copy of d's windows; false when it has none or
