@@ -327,7 +327,8 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
  * the peer's copy on both (allreduce's dst, remote_store's src, get's dst), 22: an unknown
  * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 25: two blocks on one scratch view
  * at once, 26-28: a small broadcast's count, its count across the table's limit, rank 1's dst
- * of shape 0, 29: 40 scratch views, then both ranks the root, 10: a count
+ * of shape 0, 29: 40 scratch views, then both ranks the root, 30: both the root, named at call
+ * #5, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -517,6 +518,12 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     if (!rc) rc = pto_broadcast(ctx, dom, &sv, &o16, &in16, me);
     break;
   }
+  case 30: /* each rank the root of broadcast #1, then 4 allreduces: the 4th (call #5)
+            * checks #1 and fails on both ranks, naming the broadcast */
+    rc = pto_broadcast(ctx, dom, s, &o, &in, me);
+    for (int i = 0; i < 4 && !rc; i++)
+      rc = pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
   case 7: { /* both: a dtype that cannot be reduced */
     pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
     rc = pto_allreduce(ctx, dom, s, &od, &d, PTO_RED_SUM, PTO_COLL_MESH);
@@ -732,7 +739,8 @@ static void test_mismatch(void **state) {
                                 "mismatched count",
                                 "mismatched count",
                                 "dst is not a valid tensor: shape[0] is 0 (< 1)",
-                                "mismatched root"};
+                                "mismatched root",
+                                "broadcast: mismatched root on domain"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
@@ -765,7 +773,7 @@ static void test_mismatch(void **state) {
      * root; 29: rank 1 too): one-way calls (docs/comm.md, "One-way broadcasts") return
      * PTO_OK on a root, whose task's end checks them and names the
      * mismatch (before, at the call) */
-    bool oneway = m == 3 || m >= 26;
+    bool oneway = m == 3 || (m >= 26 && m <= 29);
     for (int r = 0; r < 2; r++) /* case 25: only a block refused or cancelled says */
       if (res[r] != PTO_EINVAL && (m != 25 || res[r]) && !(oneway && res[r] == PTO_OK))
         assert_int_equal(res[r], PTO_ESHUTDOWN);
@@ -775,6 +783,8 @@ static void test_mismatch(void **state) {
     /* case 29: rank 0's last view is past the task's list (32 views): it waited for rank 1
      * and failed at the call; rank 1 had no view on its list yet, so its call was one-way */
     if (m == 29) assert_int_equal(res[0], PTO_EINVAL);
+    /* case 30: the check at call #5 (COLL_ONEWAY_LAG after it) names broadcast #1 */
+    if (m == 30) assert_non_null(strstr(err.details, "broadcast #1"));
     if (m == 25) { /* (before: wrong sums returned as PTO_OK, or a timeout) */
       assert_int_equal(rc, PTO_EINVAL);
       assert_true(strstr(err.details, "block 0 of this chip's task called") ||
