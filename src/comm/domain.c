@@ -209,17 +209,19 @@ int comm_domain_attach(pto_comm *c, int32_t id) {
   if (rc)
     return comm_fail(c, rc, "domain %d rank %d: %s backend: %s", id, d->my_rank, d->be->name,
                      why[0] ? why : "reaching the peers' windows failed");
-  d->direct_all = d->be->direct != NULL;
-  for (int p = 0; d->direct_all && p < d->desc.nranks; p++)
-    d->direct_all = d->be->direct(d->win, p) != NULL;
-  /* rank p's window at direct_base + p * win_bytes, as both backends map
-   * them (checked): the call table's loads then need no call through the
-   * backend (an indirect call per slot access was 3-6% of the samples of
-   * an 8-byte broadcast on 2 ranks) */
-  d->direct_base = d->direct_all ? d->be->direct(d->win, 0) : NULL;
-  for (int p = 1; d->direct_base && p < d->desc.nranks; p++)
-    if (d->be->direct(d->win, p) != d->direct_base + (uint64_t)p * d->desc.win_bytes)
-      d->direct_base = NULL;
+  /* direct_base: rank p's window at direct_base + p * win_bytes, as both
+   * backends map them (checked): the call table's loads then need no call
+   * through the backend (an indirect call per slot access was 3-6% of the
+   * samples of an 8-byte broadcast on 2 ranks) */
+  unsigned char *w0 = d->be->direct ? d->be->direct(d->win, 0) : NULL;
+  d->direct_all = w0 != NULL;
+  d->direct_base = w0;
+  for (int p = 1; d->direct_all && p < d->desc.nranks; p++) {
+    unsigned char *wp = d->be->direct(d->win, p);
+    d->direct_all = wp != NULL;
+    if (wp != w0 + (uint64_t)p * d->desc.win_bytes) d->direct_base = NULL;
+  }
+  if (!d->direct_all) d->direct_base = NULL;
   if (c->epoch) d->be->task_mark(d->win, c->epoch, c->group, false);
   return 0;
 }
