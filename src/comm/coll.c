@@ -488,8 +488,7 @@ static unsigned char *mesh_slot(const coll *k, int p) { return k->data + (size_t
 /* Rank p's own mesh slot (slot p) in rank p's scratch, on direct windows:
  * the scratch lies at the same window offset on every rank. */
 static const unsigned char *peer_slot(const coll *k, int p) {
-  return (const unsigned char *)window_of(k, p) + k->view_at +
-         (size_t)(mesh_slot(k, p) - k->base);
+  return (const unsigned char *)window_of(k, p) + k->view_at + (size_t)(mesh_slot(k, p) - k->base);
 }
 static unsigned char *ring_slot(const coll *k, int s) { return k->data + (size_t)s * k->ring_slot; }
 static unsigned char *desc_at(const coll *k, int p) {
@@ -684,12 +683,12 @@ static int table_settle(coll *k, int32_t upto) {
   coll_table *t = table_of(k, k->me);
   for (int32_t c = upto - COLL_TABLE_SLOTS + 1; t->oneway && c <= upto; c++) {
     uint32_t bit = 1u << coll_table_slot(c);
-    if (c < 1 || !(t->oneway & bit)) continue;
+    /* the bit is of the call my slot holds: a later one, not due yet, when
+     * that is not c */
+    if (c < 1 || !(t->oneway & bit) || slot_call(k, k->me, c) != c) continue;
     t->oneway &= ~bit;
-    coll_slot *mine = table_slot(k, k->me, c);
-    if (slot_call(k, k->me, c) != c) continue; /* cannot happen: c was my call */
     coll_desc now = k->d;
-    k->d = mine->d; /* the broadcast's: its errors name it */
+    k->d = table_slot(k, k->me, c)->d; /* the broadcast's (still in my slot): its errors name it */
     table_wait w = {k, c, -1, true, 0, false};
     int rc = table_wait_for(k, &w, " (to check it against this rank's, the broadcast's root)");
     const unsigned char *descs[PTO_COMM_MAX_RANKS];

@@ -328,7 +328,7 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
  * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 25: two blocks on one scratch view
  * at once, 26-28: a small broadcast's count, its count across the table's limit, rank 1's dst
  * of shape 0, 29: 40 scratch views, then both ranks the root, 30: both the root, named at call
- * #5, 10: a count
+ * #5, 31: both the root of #12 among 20, named at call #16, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -523,6 +523,12 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     rc = pto_broadcast(ctx, dom, s, &o, &in, me);
     for (int i = 0; i < 4 && !rc; i++)
       rc = pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
+    break;
+  case 31: /* 20 small broadcasts from rank 0 on one view, each rank the root of #12: call #16
+            * checks #12 (before, the check at #13 dropped it with the call #5 in its slot,
+            * and #12 was never checked) */
+    for (int i = 1; i <= 20 && !rc; i++)
+      rc = pto_broadcast(ctx, dom, s, &o, &in, i == 12 ? me : 0);
     break;
   case 7: { /* both: a dtype that cannot be reduced */
     pto_tensor d = local(buf, 8, PTO_I64), od = local(out, 8, PTO_I64);
@@ -740,7 +746,8 @@ static void test_mismatch(void **state) {
                                 "mismatched count",
                                 "dst is not a valid tensor: shape[0] is 0 (< 1)",
                                 "mismatched root",
-                                "broadcast: mismatched root on domain"};
+                                "broadcast: mismatched root on domain",
+                                "broadcast #12"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;
