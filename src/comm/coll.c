@@ -718,19 +718,22 @@ static int table_reuse_wait(coll *k, int32_t s) {
   return 0;
 }
 
-/* Puts the scratch view on the list the task's end checks (coll_settle);
- * false when the list is full. */
+/* Puts the scratch view (its call table, or without one its window
+ * buffer: the backend's records) on the list the task's end checks
+ * (coll_settle); false when the list is full. */
 static int coll_settle_all(pto_comm *c);
+static int records_settle(coll *k, int32_t call);
 static bool settle_later(coll *k) {
-  coll_table *t = table_of(k, k->me);
-  if (t->pend_epoch == k->c->epoch) return true;
+  uint32_t *mark = k->table != NO_TABLE ? &table_of(k, k->me)->pend_epoch
+                                        : &k->cd->coll_calls[k->buf].pend_epoch;
+  if (*mark == k->c->epoch) return true;
   pto_comm *c = k->c;
   pthread_mutex_lock(&c->pend_lock);
   bool ok = c->npend < COMM_COLL_PEND_MAX;
   if (ok) {
-    c->pend[c->npend++] = (comm_coll_pend){k->dom, k->table};
+    c->pend[c->npend++] = (comm_coll_pend){k->dom, k->buf, k->table};
     c->coll_settle = coll_settle_all;
-    t->pend_epoch = k->c->epoch;
+    *mark = k->c->epoch;
   }
   pthread_mutex_unlock(&c->pend_lock);
   return ok;
@@ -754,8 +757,16 @@ static int coll_settle_all(pto_comm *c) {
     k.me = k.cd->my_rank;
     k.n = k.cd->desc.nranks;
     k.table = c->pend[i].table;
+    k.buf = c->pend[i].buf;
+    if (k.table == NO_TABLE) {
+      if (k.cd->coll_calls[k.buf].epoch != c->epoch) continue; /* no call in this task */
+      /* the calls since the last settle: up to COMM_ONEWAY_MAX + COMM_ONEWAY_MAX / 2 - 1 */
+      int32_t last = k.cd->coll_calls[k.buf].calls, run = COMM_ONEWAY_MAX / 2;
+      for (int32_t s = (last / run - 2) * run; s <= last && !rc; s += run)
+        rc = records_settle(&k, s);
+      continue;
+    }
     k.view_at = k.table - HDR_CELLS;
-    k.buf = -1;
     coll_table *t = table_of(&k, k.me);
     if (t->calls >> 32 != c->epoch) continue; /* no call in this task */
     rc = table_settle(&k, (int32_t)(uint32_t)t->calls);
@@ -848,24 +859,8 @@ static bool cancel_cb(void *arg) {
   return pto_kctx_cancelled(k->ctx) || comm_stopping(k->c);
 }
 
-/* One collective (call) or record exchange (x) of the backend, with the
- * domain's deadline; a failure is the call's, named (`what`: which stage
- * of the call). */
-static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *what) {
-  const comm_domain_desc *d = &k->cd->desc;
-  int64_t ms = d->wait_timeout_ms > 0 ? d->wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
-  char why[300];
-  why[0] = 0;
-  int rc;
-  native_hold(k);
-  if (call) {
-    call->buf = k->buf;
-    rc = k->cd->be->coll(k->cd->win, call, ms, cancel_cb, k, why, sizeof why);
-  } else {
-    x->buf = k->buf;
-    rc = k->cd->be->exchange(k->cd->win, x, ms, cancel_cb, k, why, sizeof why);
-  }
-  if (rc == 0) return 0;
+/* The call failed in the backend (rc, with its why) while `what`. */
+static int native_fail(coll *k, int rc, int64_t ms, const char *what, const char *why) {
   const char *name = kind_name(k->d.kind);
   char stop[160];
   if (comm_stopping(k->c))
@@ -880,6 +875,30 @@ static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *w
                      name, k->d.seq, k->dom, k->me, ms, what, why, k->c->epoch);
   return comm_fail(k->c, rc, "%s #%" PRId64 " on domain %d rank %d, %s: %s", name, k->d.seq, k->dom,
                    k->me, what, why);
+}
+
+static int64_t native_ms(const coll *k) {
+  const comm_domain_desc *d = &k->cd->desc;
+  return d->wait_timeout_ms > 0 ? d->wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
+}
+
+/* One collective (call) or record exchange (x) of the backend, with the
+ * domain's deadline; a failure is the call's, named (`what`: which stage
+ * of the call). */
+static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *what) {
+  int64_t ms = native_ms(k);
+  char why[300];
+  why[0] = 0;
+  int rc;
+  native_hold(k);
+  if (call) {
+    call->buf = k->buf;
+    rc = k->cd->be->coll(k->cd->win, call, ms, cancel_cb, k, why, sizeof why);
+  } else {
+    x->buf = k->buf;
+    rc = k->cd->be->exchange(k->cd->win, x, ms, cancel_cb, k, why, sizeof why);
+  }
+  return rc ? native_fail(k, rc, ms, what, why) : 0;
 }
 
 /* The most data one rank sends a peer in its record (below), for every
@@ -932,8 +951,73 @@ typedef struct coll_rec {
   int64_t view_at;
 } coll_rec;
 
-/* Steps 1-3 through the backend: every rank sends each peer one record,
- * its descriptor followed by its block for that peer when block is given
+/* The records of a call (recs[p], rank p's; NULL: compare mine instead),
+ * mine: of the same task and scratch view, then their descriptors
+ * (check_descs) against mine (k->d). */
+static int check_recs(coll *k, const unsigned char *const *recs, const coll_rec *mine) {
+  const unsigned char *descs[PTO_COMM_MAX_RANKS];
+  for (int p = 0; p < k->n; p++) {
+    const coll_rec *o = (const coll_rec *)recs[p];
+    descs[p] = o ? (const unsigned char *)&o->d : (const unsigned char *)&k->d;
+    if (!o || p == k->me) continue;
+    if (o->epoch != mine->epoch)
+      return comm_fail(
+          k->c, PTO_EMPI,
+          "%s #%" PRId64 " on domain %d rank %d: rank %d's record is of its call #%" PRId64
+          " of node task epoch %" PRId64 ", this call is of epoch %" PRId64
+          ": that call did not complete and its record was still in flight (the "
+          "scratch buffer's collectives are out of step: use another scratch "
+          "buffer, or a new run)",
+          kind_name(k->d.kind), k->d.seq, k->dom, k->me, p, o->d.seq, o->epoch, mine->epoch);
+    if (o->view_at != mine->view_at)
+      return comm_fail(k->c, PTO_EINVAL,
+                       "%s #%" PRId64 ": mismatched scratch view on domain %d: rank %d called on "
+                       "the view at byte %" PRId64 " of buffer '%s', rank %d on the one at byte "
+                       "%" PRId64,
+                       kind_name(k->d.kind), k->d.seq, k->dom, k->me, mine->view_at,
+                       k->cd->desc.buffers[k->buf].name, p, o->view_at);
+  }
+  return check_descs(k, descs);
+}
+
+/* A one-way broadcast's records, all come (records_settle): checked as
+ * the call's own exchange would have, naming the broadcast (its own
+ * argument error was named at the call). */
+static int settle_check(void *arg, uint64_t tag, const unsigned char **recs) {
+  (void)tag;
+  coll *k = arg;
+  const coll_rec *mine = (const coll_rec *)recs[k->me];
+  if (mine->d.status) return 0;
+  coll_desc now = k->d;
+  k->d = mine->d;
+  int rc = check_recs(k, recs, mine);
+  k->d = now;
+  return rc;
+}
+
+/* Checks the one-way broadcasts among the COMM_ONEWAY_MAX / 2 calls on the
+ * scratch buffer from call `first` on (a multiple of that), once every
+ * peer's records came: a difference fails this call (or the task's end),
+ * naming the broadcast. */
+static int records_settle(coll *k, int32_t first) {
+  if (first < 0) return 0;
+  char why[300];
+  why[0] = 0;
+  int64_t ms = native_ms(k);
+  uint64_t at = 0;
+  int rc = k->cd->be->settle(k->cd->win, k->buf, coll_table_gen(k->c->epoch, first), settle_check,
+                             k, &at, ms, cancel_cb, k, why, sizeof why);
+  if (!rc || why[0] == 0) return rc; /* a check's failure is named already */
+  coll_desc now = k->d;
+  k->d.kind = K_BROADCAST; /* the one-way calls' */
+  k->d.seq = (int32_t)(uint32_t)at;
+  rc = native_fail(k, rc, ms, "the other ranks' records (to check them against this rank's)", why);
+  k->d = now;
+  return rc;
+}
+
+/* Steps 1-3 through the backend: every rank sends each peer one
+ * record, its descriptor followed by its block for that peer when block is given
  * and the block fits fuse_bytes, and receives one from every peer (the
  * backend's record exchange: one message each way on the MPI backend,
  * pieces of it to a peer on the same host, mpi_coll.c).
@@ -941,9 +1025,16 @@ typedef struct coll_rec {
  * this task. The records always go, with or without data, so that ranks
  * whose arguments differ still meet and every rank names the difference.
  * On 0 with a block, blk[p] is rank p's block for me (p != me), in the
- * backend's staging until its next call on the scratch buffer. */
+ * backend's staging until its next call on the scratch buffer.
+ *
+ * A small broadcast (oneway_root >= 0) without a call table is one-way,
+ * as in the table: the root returns once its records are sent, each other
+ * rank once the root's came (blk[root] alone), and every rank checks the
+ * other records COMM_ONEWAY_MAX calls later on the buffer, or at the
+ * task's end (records_settle; the backend may run it whole, when a record
+ * would not go as one message). */
 static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
-                           const unsigned char **blk) {
+                           const unsigned char **blk, int oneway_root) {
   if (k->table != NO_TABLE) {
     /* direct windows: the descriptors meet in the call table, as every
      * call's there (so calls whose data goes with the table meet these and
@@ -958,6 +1049,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
     native_hold(k);
     int rc = table_exchange(k, bb, NULL, 0, NULL, -1);
     if (rc || !blk || bb > fuse_bytes(k)) return rc;
+    oneway_root = -1; /* the table's own one-way calls end there */
   } else {
     native_hold(k);
   }
@@ -968,6 +1060,12 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
     k->d.status = PTO_EINVAL;
   }
   k->d.seq = next_call(k);
+  /* the one-way calls COMM_ONEWAY_MAX calls back, whatever this one is, COMM_ONEWAY_MAX / 2
+   * at a time (one test of their requests) */
+  bool settles = k->table == NO_TABLE && k->n > 1 && k->cd->be->settle;
+  int32_t s = (int32_t)k->d.seq;
+  int rc = settles && s % (COMM_ONEWAY_MAX / 2) == 0 ? records_settle(k, s - COMM_ONEWAY_MAX) : 0;
+  if (rc) return rc;
   const void *blocks[PTO_COMM_MAX_RANKS];
   bool data = block && k->d.status == 0 && bb <= fuse_bytes(k);
   for (int p = 0; data && p < k->n; p++)
@@ -981,30 +1079,16 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   x.block_bytes = data ? bb : 0;
   x.max_bytes = sizeof mine + fuse_bytes(k);
   x.recv = recs;
-  int rc = native(k, NULL, &x, "the descriptors of the other ranks");
-  if (rc) return rc;
-  for (int p = 0; p < k->n; p++) {
-    const coll_rec *o = (const coll_rec *)recs[p];
-    if (p != k->me && o->epoch != mine.epoch)
-      return comm_fail(
-          k->c, PTO_EMPI,
-          "%s #%" PRId64 " on domain %d rank %d: rank %d's record is of its call #%" PRId64
-          " of node task epoch %" PRId64 ", this call is of epoch %" PRId64
-          ": that call did not complete and its record was still in flight (the "
-          "scratch buffer's collectives are out of step: use another scratch "
-          "buffer, or a new run)",
-          kind_name(k->d.kind), k->d.seq, k->dom, k->me, p, o->d.seq, o->epoch, mine.epoch);
-    if (p != k->me && o->view_at != mine.view_at)
-      return comm_fail(k->c, PTO_EINVAL,
-                       "%s #%" PRId64 ": mismatched scratch view on domain %d: rank %d called on "
-                       "the view at byte %" PRId64 " of buffer '%s', rank %d on the one at byte "
-                       "%" PRId64,
-                       kind_name(k->d.kind), k->d.seq, k->dom, k->me, mine.view_at,
-                       k->cd->desc.buffers[k->buf].name, p, o->view_at);
-  }
-  if ((rc = check_descs(k, recs))) return rc; /* a record begins with its descriptor */
+  x.tag = coll_table_gen(k->c->epoch, (int32_t)k->d.seq);
+  /* a view that cannot go on the task's list waits for every record */
+  x.root = settles && oneway_root >= 0 && settle_later(k) ? oneway_root : -1;
+  x.root_bytes = bb;
+  if ((rc = native(k, NULL, &x, "the descriptors of the other ranks"))) return rc;
+  /* a one-way call's ranks compare with the root's record only (the root
+   * with none) */
+  if ((rc = check_recs(k, recs, &mine))) return rc;
   for (int p = 0; blk && p < k->n; p++)
-    blk[p] = p == k->me ? NULL : recs[p] + sizeof mine;
+    blk[p] = p == k->me || !recs[p] ? NULL : recs[p] + sizeof mine;
   return 0;
 }
 
@@ -1049,7 +1133,7 @@ static int coll_exchange(coll *k, block_fn block, const void *arg, size_t bb,
   /* the call table takes the descriptors and, in place of ARRIVE, says
    * that the peers' data puts landed */
   bool table = k->table != NO_TABLE;
-  if (!table && k->cd && k->cd->be->coll && (rc = native_exchange(k, bb, NULL, NULL, NULL)))
+  if (!table && k->cd && k->cd->be->coll && (rc = native_exchange(k, bb, NULL, NULL, NULL, -1)))
     return rc;
   pto_tensor seq = cell(k, CELL_SEQ), arrive = cell(k, CELL_ARRIVE), done = cell(k, CELL_DONE);
   int32_t prev;
@@ -1331,7 +1415,7 @@ static int allreduce_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
      * rank order (so reproducible too) */
     bool fused = bytes <= fuse_bytes(k);
     void *all = stage(k, repro && !fused, (size_t)k->n * bytes);
-    if ((rc = native_exchange(k, bytes, fused ? whole_block : NULL, in, blk))) {
+    if ((rc = native_exchange(k, bytes, fused ? whole_block : NULL, in, blk, -1))) {
       free(all);
       return rc;
     }
@@ -1390,7 +1474,7 @@ static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src)
   } else if (nat) {
     bool fused = bb <= fuse_bytes(k);
     void *copy = stage(k, !fused && overlap(in, bb, out, (size_t)k->n * bb), bb);
-    if ((rc = native_exchange(k, bb, fused ? whole_block : NULL, in, blk))) {
+    if ((rc = native_exchange(k, bb, fused ? whole_block : NULL, in, blk, -1))) {
       free(copy);
       return rc;
     }
@@ -1439,7 +1523,8 @@ static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
     return 0;
   } else if (nat) {
     bool fused = bb <= fuse_bytes(k);
-    if ((rc = native_exchange(k, bb, fused && in ? whole_block : NULL, in, blk))) return rc;
+    if ((rc = native_exchange(k, bb, fused && in ? whole_block : NULL, in, blk, fused ? root : -1)))
+      return rc;
     if (!fused) {
       /* the root moves src into dst, which MPI_Ibcast then sends */
       comm_coll_call call = {.kind = COMM_BROADCAST,
@@ -1505,7 +1590,7 @@ static int reduce_scatter_call(coll *k, const pto_tensor *dst, const pto_tensor 
     size_t all_bytes = (size_t)k->n * b.bb;
     void *all = stage(k, repro && !fused, all_bytes);
     void *copy = stage(k, !repro && !fused && overlap(b.in, all_bytes, out, b.bb), all_bytes);
-    if ((rc = native_exchange(k, b.bb, fused ? block_p : NULL, &b, blk))) {
+    if ((rc = native_exchange(k, b.bb, fused ? block_p : NULL, &b, blk, -1))) {
       free(all);
       free(copy);
       return rc;
@@ -1561,7 +1646,7 @@ static int alltoall_call(coll *k, const pto_tensor *dst, const pto_tensor *src) 
   } else if (nat) {
     bool fused = b.bb <= fuse_bytes(k);
     void *copy = stage(k, !fused && overlap(b.in, all_bytes, out, all_bytes), all_bytes);
-    if ((rc = native_exchange(k, b.bb, fused ? block_p : NULL, &b, blk))) {
+    if ((rc = native_exchange(k, b.bb, fused ? block_p : NULL, &b, blk, -1))) {
       free(copy);
       return rc;
     }

@@ -73,6 +73,7 @@ typedef struct comm_dom {
   struct {
     uint32_t epoch;
     int32_t calls;
+    uint32_t pend_epoch; /* the task in which the buffer went on the comm's pending list */
   } coll_calls[PTO_COMM_MAX_BUFFERS];
   pthread_mutex_t coll_lock[PTO_COMM_MAX_BUFFERS];
   /* How long this process's signal waits on the domain took lately, ns
@@ -103,9 +104,11 @@ static inline bool comm_dom_windows(const comm_dom *d, uintptr_t *lo, uintptr_t 
 
 /* A scratch view whose one-way broadcasts (coll.c) are not all checked
  * against the peers' calls yet: its domain and call table (a window
- * offset). */
+ * offset), or, where they went through the backend's records (no call
+ * table: UINT64_MAX), its window buffer. */
 typedef struct comm_coll_pend {
   int32_t dom;
+  int32_t buf;
   uint64_t table;
 } comm_coll_pend;
 #define COMM_COLL_PEND_MAX 32

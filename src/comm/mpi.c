@@ -1104,5 +1104,6 @@ const comm_backend comm_backend_mpi = {
     .barrier = mpi_barrier,
     .coll = mpi_coll,
     .exchange = mpi_exchange,
+    .settle = mpi_settle,
     .direct = mpi_direct,
 };

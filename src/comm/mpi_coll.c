@@ -215,14 +215,22 @@ int mpi_coll_open(comm_win *w, char *why, size_t why_len) {
   return 0;
 }
 
+static int oneway_withdraw(comm_win *w, int buf, uint32_t keep_epoch, char *why, size_t why_len);
+
 void mpi_coll_close(comm_win *w, bool all_here, bool finalized) {
   for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++) {
+    char why[256];
+    /* what a failed task left of its one-way exchanges (a task that ended
+     * well settled them) */
+    if (w->xone[i] && !finalized) oneway_withdraw(w, i, 0, why, sizeof why);
     /* a broken buffer's requests are still pending: its communicator and
      * staging stay */
     if (w->bbroken[i] && !finalized) continue;
     if (w->bcomm[i] != MPI_COMM_NULL && all_here && !finalized) MPI_Comm_free(&w->bcomm[i]);
     free(w->xstage[i]);
     w->xstage[i] = NULL;
+    free(w->xone[i]);
+    w->xone[i] = NULL;
   }
 }
 
@@ -283,7 +291,8 @@ typedef struct req_poll {
   comm_cancel_fn cancel;
   void *cancel_arg;
   bool cancelled;
-  pieces *pc; /* a record exchange whose receives go on in pieces (below), or NULL */
+  pieces *pc;     /* a record exchange whose receives go on in pieces (below), or NULL */
+  MPI_Status *st; /* the requests' statuses (one-way exchanges: who sent too much), or NULL */
 } req_poll;
 
 static bool pieces_test(req_poll *p);
@@ -294,7 +303,7 @@ static bool req_ready(void *arg) {
   if (p->pc)
     flag = pieces_test(p);
   else
-    p->err = MPI_Testall(p->nreq, p->req, &flag, MPI_STATUSES_IGNORE);
+    p->err = MPI_Testall(p->nreq, p->req, &flag, p->st ? p->st : MPI_STATUSES_IGNORE);
   if (flag || p->err != MPI_SUCCESS) return true;
   p->cancelled = p->cancel && p->cancel(p->cancel_arg);
   return p->cancelled;
@@ -396,7 +405,7 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
   if (owned) {
     uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
     int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
-    req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false, NULL};
+    req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false, NULL, NULL};
     bool done = poll(&rest, grace);
     double waited_ms = (double)(pto_now_ns() - t0) / 1e6;
     if (!done) end_job(w, buf, what, p->cancelled, timeout_ms, grace, waited_ms);
@@ -426,7 +435,7 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
     return PTO_EMPI;
   }
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
-  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
   return finish(w, c->buf, &p, timeout_ms, true, call_name(c->kind), why, why_len);
 }
 
@@ -595,9 +604,16 @@ static void missing_peers(const comm_win *w, int buf, MPI_Request *req, char *wh
            w->d.buffers[buf].name, how, k > 1 ? "s" : "", list, k > 1 ? "they" : "it");
 }
 
+static int oneway_start(comm_win *w, comm_exchange *x, size_t rec, int64_t timeout_ms,
+                        comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len);
+static bool oneway_fits(const comm_win *w, const comm_exchange *x);
+
 int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                  void *cancel_arg, char *why, size_t why_len) {
+  x->pending = false;
   int rc = usable(w, x->buf, why, why_len);
+  if (!rc && w->xone[x->buf])
+    rc = oneway_withdraw(w, x->buf, (uint32_t)(x->tag >> 32), why, why_len);
   if (rc) return rc;
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
   if (x->max_bytes > INT_MAX - LEN_BYTES || x->hdr_bytes + x->block_bytes > x->max_bytes) {
@@ -606,6 +622,8 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     return PTO_EINVAL;
   }
   size_t max = LEN_BYTES + x->max_bytes, rec = (max + 63) & ~(size_t)63;
+  if (x->root >= 0 && x->root < n && n > 1 && oneway_fits(w, x))
+    return oneway_start(w, x, rec, timeout_ms, cancel, cancel_arg, why, why_len);
   unsigned char *st = staging(w, x->buf, rec, why, why_len);
   if (!st) return PTO_ENOMEM;
   unsigned char *rslot = st, *sslot = st + (size_t)n * rec;
@@ -658,11 +676,239 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     err_why(why, why_len, "MPI_Isend/MPI_Irecv of the records", err);
     return PTO_EMPI;
   }
-  req_poll poll_ = {req, later, MPI_SUCCESS, cancel, cancel_arg, false, cut_any ? &pc : NULL};
+  req_poll poll_ = {req, later, MPI_SUCCESS, cancel, cancel_arg, false, cut_any ? &pc : NULL, NULL};
   rc = finish(w, x->buf, &poll_, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)",
               why, why_len);
   if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, why, why_len);
   for (int q = 0; q < n && !rc; q++)
     x->recv[q] = q == me ? NULL : rslot + (size_t)q * rec + LEN_BYTES;
   return rc;
+}
+
+/* ---- one-way exchanges (comm_exchange.root: a small broadcast's) ----
+ *
+ * The same records go as in a whole exchange, one to and from every peer,
+ * posted in the same order, so that ranks that disagree on the call (one
+ * of them one-way, another not) still pair their messages, and every rank
+ * gets every peer's descriptor to check. Only the wait differs: the root
+ * returns once its sends are issued, another rank once the root's record
+ * came. The requests and the records stay in the buffer's entry for the
+ * call (COMM_ONEWAY_MAX of them, by call number) until settle, which tests
+ * the requests of COMM_ONEWAY_MAX / 2 calls at once (one MPI_Testall, not
+ * one per call) and hands the records to the caller's check.
+ *
+ * A one-way record goes as one message of at most ONEWAY_REC bytes (the
+ * first piece of a record in pieces, in_pieces: the call is one-way only
+ * when the root's record, by this rank's arguments, fits), into a slot of
+ * that size: a longer one, from a rank that made another call, is refused
+ * by MPI as truncated, and named. */
+#define ONEWAY_REC 4096
+#define ONEWAY_RUN (COMM_ONEWAY_MAX / 2) /* the calls one settle completes */
+
+typedef struct oneway_call {
+  uint64_t tag;         /* the call's comm_exchange.tag; 0: free */
+  unsigned char *rslot; /* rank p's record at p * ONEWAY_REC */
+  unsigned char *sslot; /* my record */
+} oneway_call;
+
+struct mpi_oneway {
+  int per; /* requests of a call: the receive from peer me - i at i - 1, the send to
+              peer me + i at n - 2 + i (mpi_exchange's order, which missing_peers reads) */
+  oneway_call call[COMM_ONEWAY_MAX];
+  MPI_Request *req; /* per requests of each call, call after call */
+  MPI_Status *st;
+};
+
+static bool oneway_fits(const comm_win *w, const comm_exchange *x) {
+  size_t most = w->xpiece && w->xpiece < ONEWAY_REC ? w->xpiece : ONEWAY_REC;
+  size_t root = LEN_BYTES + x->hdr_bytes + x->root_bytes;
+  size_t mine = LEN_BYTES + x->hdr_bytes + (x->blocks ? x->block_bytes : 0);
+  return root <= most && mine <= most;
+}
+
+/* The buffer's entries; NULL when out of memory. */
+static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
+  struct mpi_oneway *o = w->xone[buf];
+  if (o) return o;
+  int n = w->d.nranks, per = 2 * (n - 1);
+  size_t call = ((size_t)n + 1) * ONEWAY_REC;
+  size_t reqs = (size_t)COMM_ONEWAY_MAX * (size_t)per;
+  o = malloc(sizeof *o + COMM_ONEWAY_MAX * call +
+             reqs * (sizeof(MPI_Request) + sizeof(MPI_Status)));
+  if (!o) return NULL;
+  memset(o, 0, sizeof *o);
+  o->per = per;
+  unsigned char *at = (unsigned char *)(o + 1);
+  for (int i = 0; i < COMM_ONEWAY_MAX; i++, at += call) {
+    o->call[i].rslot = at;
+    o->call[i].sslot = at + (size_t)n * ONEWAY_REC;
+  }
+  o->req = (MPI_Request *)at;
+  o->st = (MPI_Status *)(o->req + reqs);
+  for (size_t r = 0; r < reqs; r++)
+    o->req[r] = MPI_REQUEST_NULL;
+  w->xone[buf] = o;
+  return o;
+}
+
+static int oneway_slot(uint64_t tag) { return (int)((uint32_t)tag % COMM_ONEWAY_MAX); }
+
+/* Where rank p's record of call c lands. */
+static unsigned char *oneway_recv(const oneway_call *c, int p) {
+  return c->rslot + (size_t)p * ONEWAY_REC;
+}
+
+static int oneway_start(comm_win *w, comm_exchange *x, size_t rec, int64_t timeout_ms,
+                        comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+  (void)rec;
+  int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
+  struct mpi_oneway *o = oneway_set(w, x->buf);
+  if (!o) {
+    snprintf(why, why_len, "no memory for the one-way records of window buffer %s",
+             w->d.buffers[x->buf].name);
+    return PTO_ENOMEM;
+  }
+  int slot = oneway_slot(x->tag);
+  oneway_call *c = &o->call[slot];
+  MPI_Request *req = o->req + (size_t)slot * (size_t)o->per;
+  if (c->tag) { /* the caller settles it before it comes round again */
+    snprintf(why, why_len, "the one-way exchange of call #%u on window buffer %s was not settled",
+             (unsigned)(uint32_t)c->tag, w->d.buffers[x->buf].name);
+    return PTO_EINVAL;
+  }
+  MPI_Comm comm = w->bcomm[x->buf];
+  int nreq = 0;
+  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
+    int p = (me - i + n) % n;
+    err = MPI_Irecv(oneway_recv(c, p), ONEWAY_REC, MPI_BYTE, p, XCHG_TAG, comm, &req[nreq++]);
+  }
+  /* one record for every peer: the root's block is the same for each */
+  const void *b = x->blocks ? x->blocks[(me + 1) % n] : NULL;
+  uint64_t len = LEN_BYTES + x->hdr_bytes + (b ? x->block_bytes : 0);
+  memcpy(c->sslot, &len, sizeof len);
+  memcpy(c->sslot + LEN_BYTES, x->hdr, x->hdr_bytes);
+  if (b) memcpy(c->sslot + LEN_BYTES + x->hdr_bytes, b, x->block_bytes);
+  for (int i = 1; i < n && err == MPI_SUCCESS; i++)
+    err = MPI_Isend(c->sslot, (int)len, MPI_BYTE, (me + i) % n, XCHG_TAG, comm, &req[nreq++]);
+  c->tag = x->tag;
+  if (err != MPI_SUCCESS) {
+    w->bbroken[x->buf] = true; /* the requests already issued stay in flight */
+    err_why(why, why_len, "MPI_Isend/MPI_Irecv of the one-way records", err);
+    return PTO_EMPI;
+  }
+  x->pending = true;
+  for (int q = 0; q < n; q++)
+    x->recv[q] = NULL;
+  if (x->root == me) return 0;
+  /* another rank waits for the root's record alone */
+  int i = (me - x->root + n) % n;
+  req_poll p = {&req[i - 1], 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
+  char what[96];
+  snprintf(what, sizeof what, "the record of rank %d, the broadcast's root (MPI_Irecv)", x->root);
+  int rc = finish(w, x->buf, &p, timeout_ms, false, what, why, why_len);
+  if (!rc) x->recv[x->root] = oneway_recv(c, x->root) + LEN_BYTES;
+  return rc;
+}
+
+/* A settle's MPI_Testall failed (err): a receive that MPI refused as
+ * truncated names its rank and call (its slot, returned; -1: MPI's error
+ * stands). */
+static int oneway_why(comm_win *w, int buf, struct mpi_oneway *o, int first, int err, char *why,
+                      size_t why_len) {
+  int n = w->d.nranks, me = w->my_rank;
+  for (int s = first; err == MPI_ERR_IN_STATUS && s < first + ONEWAY_RUN; s++)
+    for (int i = 1; i < n; i++) {
+      const MPI_Status *st = &o->st[(size_t)(s - first) * (size_t)o->per + (size_t)(i - 1)];
+      int cls = MPI_SUCCESS;
+      MPI_Error_class(st->MPI_ERROR, &cls);
+      if (!o->call[s].tag || cls != MPI_ERR_TRUNCATE) continue;
+      snprintf(why, why_len,
+               "rank %d's record for call #%u on window buffer %s is longer than a one-way "
+               "broadcast's: it made another call there (or this one with other arguments)",
+               (me - i + n) % n, (unsigned)(uint32_t)o->call[s].tag, w->d.buffers[buf].name);
+      return s;
+    }
+  return -1;
+}
+
+/* Are requests of the call in slot s still open? */
+static bool oneway_open(const struct mpi_oneway *o, int s) {
+  const MPI_Request *r = o->req + (size_t)s * (size_t)o->per;
+  for (int i = 0; i < o->per; i++)
+    if (r[i] != MPI_REQUEST_NULL) return true;
+  return false;
+}
+
+int mpi_settle(comm_win *w, int buf, uint64_t first, comm_settle_fn check, void *check_arg,
+               uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
+               size_t why_len) {
+  struct mpi_oneway *o = buf >= 0 && buf < w->d.nbuffers ? w->xone[buf] : NULL;
+  if (!o) return 0;
+  int n = w->d.nranks, me = w->my_rank, s0 = oneway_slot(first);
+  bool any = false;
+  for (int s = s0; s < s0 + ONEWAY_RUN; s++)
+    any = any || (o->call[s].tag && o->call[s].tag - first < ONEWAY_RUN);
+  if (!any) return 0;
+  int rc = usable(w, buf, why, why_len);
+  if (rc) return rc;
+  MPI_Request *req = o->req + (size_t)s0 * (size_t)o->per;
+  req_poll p = {req, ONEWAY_RUN * o->per, MPI_SUCCESS, cancel, cancel_arg, false, NULL, o->st};
+  rc = finish(w, buf, &p, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)", why,
+              why_len);
+  if (rc) {
+    /* the failure names the first call whose requests are still open */
+    int named = s0;
+    while (named < s0 + ONEWAY_RUN - 1 && !oneway_open(o, named))
+      named++;
+    int cut = rc == PTO_EMPI ? oneway_why(w, buf, o, s0, p.err, why, why_len) : -1;
+    if (cut >= 0) {
+      named = cut;
+      rc = PTO_EINVAL; /* a call that differs */
+    }
+    *at = o->call[named].tag ? o->call[named].tag : first;
+    if (rc == PTO_EWAIT_TIMEOUT)
+      missing_peers(w, buf, o->req + (size_t)named * (size_t)o->per, why, why_len);
+  }
+  if (rc) return rc;
+  for (int s = s0; s < s0 + ONEWAY_RUN && !rc; s++) {
+    oneway_call *c = &o->call[s];
+    if (!c->tag || c->tag - first >= ONEWAY_RUN) continue;
+    const unsigned char *recv[PTO_COMM_MAX_RANKS];
+    for (int q = 0; q < n; q++)
+      recv[q] = (q == me ? c->sslot : oneway_recv(c, q)) + LEN_BYTES;
+    *at = c->tag;
+    c->tag = 0;
+    rc = check(check_arg, *at, recv);
+  }
+  return rc;
+}
+
+/* Withdraws the pending one-way exchanges of other epochs than keep_epoch
+ * (0: all), which a task that failed left (a task that ends well settles
+ * its own): their receives are cancelled (MPI_Cancel, which an unmatched
+ * receive honours at once), and their sends, which went eagerly, complete.
+ * What does not complete within ONEWAY_WITHDRAW_MS stays in flight, and
+ * the buffer is broken. */
+#define ONEWAY_WITHDRAW_MS 100
+static int oneway_withdraw(comm_win *w, int buf, uint32_t keep_epoch, char *why, size_t why_len) {
+  struct mpi_oneway *o = w->xone[buf];
+  int n = w->d.nranks;
+  for (int s = 0; s < COMM_ONEWAY_MAX; s++) {
+    oneway_call *c = &o->call[s];
+    if (!c->tag || (keep_epoch && (uint32_t)(c->tag >> 32) == keep_epoch)) continue;
+    MPI_Request *req = o->req + (size_t)s * (size_t)o->per;
+    for (int r = 0; r < n - 1; r++)
+      if (req[r] != MPI_REQUEST_NULL) MPI_Cancel(&req[r]);
+    req_poll p = {req, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, NULL};
+    if (!poll(&p, ONEWAY_WITHDRAW_MS)) {
+      w->bbroken[buf] = true;
+      snprintf(why, why_len,
+               "a one-way broadcast (call #%u of node task epoch %u) on window buffer %s did not "
+               "complete and could not be withdrawn",
+               (unsigned)(uint32_t)c->tag, (unsigned)(c->tag >> 32), w->d.buffers[buf].name);
+      return PTO_EMPI;
+    }
+    c->tag = 0;
+  }
+  return 0;
 }

@@ -7,6 +7,7 @@
 #define PTO_TEST_MPI_RANKS_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,6 +27,16 @@ static inline void dist_not_run(const char *test, int chips, int have) {
   if (rank && atoi(rank) != 0) return;
   fprintf(stderr, "%s: needs %d chips, mpirun started %d ranks: not run at this size\n", test,
           chips, have);
+}
+
+/* Do the collectives go through the MPI backend's records, with no call
+ * table (RMA windows, PTO_MPI_SHARED_WINDOWS=0, or ranks on several hosts)?
+ * Rank 0 (the node) asks; a domain's ranks are chips 0..n-1 here. */
+static inline bool dist_records_path(void) {
+  const char *ws = getenv("OMPI_COMM_WORLD_SIZE"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char *sw = getenv("PTO_MPI_SHARED_WINDOWS");
+  if (!ws) return false; /* forked chips: the shm backend */
+  return (sw && atoi(sw) == 0) || (ls && atoi(ls) < atoi(ws));
 }
 
 #endif

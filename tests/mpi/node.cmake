@@ -17,6 +17,10 @@ endforeach()
 # a scratch, src or dst there is refused by name, never touched (SIGSEGV)
 pto_add_mpi_test(NAME dist_coll_refusals_rma NP 2 COMMAND test_dist_coll test_mismatch
                  TIMEOUT 120 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
+# ... and all of scene 11 on 4 ranks' RMA windows, where every collective
+# goes through MPI's records and small broadcasts are one-way there
+pto_add_mpi_test(NAME dist_coll_rma NP 4 COMMAND test_dist_coll TIMEOUT 120
+                 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
 # ... and a domain of one chip on RMA windows (Open MPI makes no RMA window of
 # one process: such a domain gets plain shared memory)
 pto_add_mpi_test(NAME dist_coll_one_rank_rma NP 2 COMMAND test_dist_coll test_one_rank
