@@ -607,12 +607,13 @@ static void missing_peers(const comm_win *w, int buf, MPI_Request *req, char *wh
 static int oneway_start(comm_win *w, comm_exchange *x, size_t rec, int64_t timeout_ms,
                         comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len);
 static bool oneway_fits(const comm_win *w, const comm_exchange *x);
+static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch);
 
 int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                  void *cancel_arg, char *why, size_t why_len) {
   x->pending = false;
   int rc = usable(w, x->buf, why, why_len);
-  if (!rc && w->xone[x->buf])
+  if (!rc && oneway_stale(w, x->buf, (uint32_t)(x->tag >> 32)))
     rc = oneway_withdraw(w, x->buf, (uint32_t)(x->tag >> 32), why, why_len);
   if (rc) return rc;
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
@@ -702,7 +703,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
  * when the root's record, by this rank's arguments, fits), into a slot of
  * that size: a longer one, from a rank that made another call, is refused
  * by MPI as truncated, and named. */
-#define ONEWAY_REC 4096
+#define ONEWAY_REC (4096 + 128)          /* a 4 KiB block, its header and length */
 #define ONEWAY_RUN (COMM_ONEWAY_MAX / 2) /* the calls one settle completes */
 
 typedef struct oneway_call {
@@ -712,12 +713,18 @@ typedef struct oneway_call {
 } oneway_call;
 
 struct mpi_oneway {
-  int per; /* requests of a call: the receive from peer me - i at i - 1, the send to
-              peer me + i at n - 2 + i (mpi_exchange's order, which missing_peers reads) */
+  uint32_t epoch; /* of the calls started last (an exchange of another one withdraws them) */
+  int per;        /* requests of a call: the receive from peer me - i at i - 1, the send to
+                     peer me + i at n - 2 + i (mpi_exchange's order, which missing_peers reads) */
   oneway_call call[COMM_ONEWAY_MAX];
   MPI_Request *req; /* per requests of each call, call after call */
   MPI_Status *st;
 };
+
+/* Are one-way exchanges of another epoch than this one left on buf? */
+static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch) {
+  return w->xone[buf] && w->xone[buf]->epoch != epoch;
+}
 
 static bool oneway_fits(const comm_win *w, const comm_exchange *x) {
   size_t most = w->xpiece && w->xpiece < ONEWAY_REC ? w->xpiece : ONEWAY_REC;
@@ -791,6 +798,7 @@ static int oneway_start(comm_win *w, comm_exchange *x, size_t rec, int64_t timeo
   for (int i = 1; i < n && err == MPI_SUCCESS; i++)
     err = MPI_Isend(c->sslot, (int)len, MPI_BYTE, (me + i) % n, XCHG_TAG, comm, &req[nreq++]);
   c->tag = x->tag;
+  o->epoch = (uint32_t)(x->tag >> 32);
   if (err != MPI_SUCCESS) {
     w->bbroken[x->buf] = true; /* the requests already issued stay in flight */
     err_why(why, why_len, "MPI_Isend/MPI_Irecv of the one-way records", err);
@@ -910,5 +918,6 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t keep_epoch, char *why,
     }
     c->tag = 0;
   }
+  o->epoch = keep_epoch; /* nothing of another epoch is left */
   return 0;
 }
