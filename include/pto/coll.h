@@ -101,15 +101,16 @@ PTO_API int pto_allgather(const pto_kctx *ctx, pto_domain dom, const pto_tensor 
 PTO_API int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
                                const pto_tensor *dst, const pto_tensor *src, pto_red_op op);
 /* dst on every rank = src of `root` (src is read on the root only and may
- * be NULL elsewhere). Where every rank's window is mapped in this process
- * (the shm backend, the MPI backend's shared windows) a broadcast of up to
- * 4 KiB is one-way, as MPI_Bcast with eager sends: the root returns once
- * its data is published, up to a few calls ahead of the other ranks, each
- * of which checks the root's call against its own; the root checks theirs
- * at a later call on the scratch or at the node task's end. So a rank that
- * also took itself for the root fails the root's task (PTO_EINVAL, naming
- * both calls) rather than the root's call (docs/comm.md, "One-way
- * broadcasts"). */
+ * be NULL elsewhere). A broadcast of up to 4 KiB is one-way, as MPI_Bcast
+ * with eager sends: the root returns once its data is published (the shm
+ * backend, the MPI backend's shared windows) or sent (MPI's records: RMA
+ * windows, several hosts), up to a few calls ahead of the other ranks,
+ * each of which checks the root's call against its own; the calls the
+ * root cannot compare at once are checked at a later call on the scratch
+ * (4 calls on with a call table, 9-16 through MPI's records) or at the
+ * node task's end. So a rank that also took itself for the root fails the
+ * root's task (PTO_EINVAL, naming both calls) rather than the root's call
+ * (docs/comm.md, "One-way broadcasts"). */
 PTO_API int pto_broadcast(const pto_kctx *ctx, pto_domain dom, const pto_tensor *scratch,
                           const pto_tensor *dst, const pto_tensor *src, int root);
 /* src and dst hold nranks blocks: dst block s on rank r = src block r of

@@ -71,19 +71,17 @@
  * every peer (the backend's record exchange, point to point), and compares the
  * descriptors the same way; a call whose data came with the records then
  * ends with the mesh's last step 4 on them (no step 5: nothing of the
- * scratch is shared), larger PTO_COLL_AUTO/MPI calls run the backend's
- * collective on their data, and mesh/ring run steps 1-5 above. Where
- * that backend's windows are direct too (the MPI backend on shared windows,
- * one host), every call goes through the call table first, as on shm: a
- * call whose data fits the table ends there, with no MPI message (on 4
- * ranks sharing 2 CPUs an 8-byte broadcast took 10-24 us through the
- * records, 4.3 through the table); beyond it pto's own algorithms run on
- * the windows as on shm (native_data): a reduction's at every size, an
- * allgather's or a broadcast's blocks below 4 MiB, an all-to-all's below
- * 1 MiB; larger ones, and PTO_COLL_MPI calls, follow the table's round,
- * made holding the buffer's lock, with the backend's collective.
- * Reproducible reductions (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE)
- * fold every rank's block in rank order on every path: the mesh instead of
+ * scratch is shared; a small broadcast's is one-way, waiting for the
+ * root's record only, the others checked later: native_exchange), larger PTO_COLL_AUTO/MPI calls
+ * run the backend's collective on their data, and mesh/ring run steps 1-5 above. Where that
+ * backend's windows are direct too (the MPI backend on shared windows, one host), every call goes
+ * through the call table first, as on shm: a call whose data fits the table ends there, with no MPI
+ * message (on 4 ranks sharing 2 CPUs an 8-byte broadcast took 10-24 us through the records, 4.3
+ * through the table); beyond it pto's own algorithms run on the windows as on shm (native_data): a
+ * reduction's at every size, an allgather's or a broadcast's blocks below 4 MiB, an all-to-all's
+ * below 1 MiB; larger ones, and PTO_COLL_MPI calls, follow the table's round, made holding the
+ * buffer's lock, with the backend's collective. Reproducible reductions (PTO_RED_REPRODUCIBLE,
+ * PTO_COLL_REPRODUCIBLE) fold every rank's block in rank order on every path: the mesh instead of
  * the ring, the records, and above them the backend's gather then a local
  * fold. */
 #include <inttypes.h>
