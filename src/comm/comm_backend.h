@@ -88,15 +88,14 @@ typedef struct comm_exchange {
   /* A one-way exchange (a small broadcast's): root >= 0, root_bytes the
    * root's block by this rank's arguments. The same records go, one to
    * and from every peer, but the call waits only for the root's (the root
-   * for none): on 0 with `pending` set, recv[root] alone is filled (on the
-   * root none), and the other records come later, at settle, which the
-   * caller makes for calls c..c + COMM_ONEWAY_MAX / 2 - 1 (c a multiple
-   * of COMM_ONEWAY_MAX / 2) before its exchange of call
-   * c + COMM_ONEWAY_MAX, and at its task's end. The backend may run it as a whole exchange instead
-   * (`pending` false): a record that would not go as one message. */
+   * for none): on 0 recv[root] alone is filled (on the root none), and
+   * the other records come later, at settle, which the caller makes for
+   * calls c..c + COMM_ONEWAY_MAX / 2 - 1 (c a multiple of
+   * COMM_ONEWAY_MAX / 2) before its exchange of call c + COMM_ONEWAY_MAX,
+   * and at its task's end. The backend runs it as a whole exchange
+   * (every recv[p] filled) when a record would not go as one message. */
   int root; /* -1: a whole exchange */
   size_t root_bytes;
-  bool pending; /* out */
 } comm_exchange;
 #define COMM_ONEWAY_MAX 16
 typedef int (*comm_settle_fn)(void *arg, uint64_t tag, const unsigned char **recv);

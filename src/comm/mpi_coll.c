@@ -604,14 +604,13 @@ static void missing_peers(const comm_win *w, int buf, MPI_Request *req, char *wh
            w->d.buffers[buf].name, how, k > 1 ? "s" : "", list, k > 1 ? "they" : "it");
 }
 
-static int oneway_start(comm_win *w, comm_exchange *x, size_t rec, int64_t timeout_ms,
-                        comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len);
+static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
+                        void *cancel_arg, char *why, size_t why_len);
 static bool oneway_fits(const comm_win *w, const comm_exchange *x);
 static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch);
 
 int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                  void *cancel_arg, char *why, size_t why_len) {
-  x->pending = false;
   int rc = usable(w, x->buf, why, why_len);
   if (!rc && oneway_stale(w, x->buf, (uint32_t)(x->tag >> 32)))
     rc = oneway_withdraw(w, x->buf, (uint32_t)(x->tag >> 32), why, why_len);
@@ -624,7 +623,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
   }
   size_t max = LEN_BYTES + x->max_bytes, rec = (max + 63) & ~(size_t)63;
   if (x->root >= 0 && x->root < n && n > 1 && oneway_fits(w, x))
-    return oneway_start(w, x, rec, timeout_ms, cancel, cancel_arg, why, why_len);
+    return oneway_start(w, x, timeout_ms, cancel, cancel_arg, why, why_len);
   unsigned char *st = staging(w, x->buf, rec, why, why_len);
   if (!st) return PTO_ENOMEM;
   unsigned char *rslot = st, *sslot = st + (size_t)n * rec;
@@ -765,9 +764,8 @@ static unsigned char *oneway_recv(const oneway_call *c, int p) {
   return c->rslot + (size_t)p * ONEWAY_REC;
 }
 
-static int oneway_start(comm_win *w, comm_exchange *x, size_t rec, int64_t timeout_ms,
-                        comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
-  (void)rec;
+static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
+                        void *cancel_arg, char *why, size_t why_len) {
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
   struct mpi_oneway *o = oneway_set(w, x->buf);
   if (!o) {
@@ -804,7 +802,6 @@ static int oneway_start(comm_win *w, comm_exchange *x, size_t rec, int64_t timeo
     err_why(why, why_len, "MPI_Isend/MPI_Irecv of the one-way records", err);
     return PTO_EMPI;
   }
-  x->pending = true;
   for (int q = 0; q < n; q++)
     x->recv[q] = NULL;
   if (x->root == me) return 0;
