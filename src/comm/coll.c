@@ -720,7 +720,7 @@ static int table_reuse_wait(coll *k, int32_t s) {
  * buffer: the backend's records) on the list the task's end checks
  * (coll_settle); false when the list is full. */
 static int coll_settle_all(pto_comm *c);
-static int records_settle(coll *k, int32_t call);
+static int records_settle(coll *k, int32_t call, bool last);
 static bool settle_later(coll *k) {
   uint32_t *mark = k->table != NO_TABLE ? &table_of(k, k->me)->pend_epoch
                                         : &k->cd->coll_calls[k->buf].pend_epoch;
@@ -758,10 +758,7 @@ static int coll_settle_all(pto_comm *c) {
     k.buf = c->pend[i].buf;
     if (k.table == NO_TABLE) {
       if (k.cd->coll_calls[k.buf].epoch != c->epoch) continue; /* no call in this task */
-      /* the calls since the last settle: up to COMM_ONEWAY_MAX + COMM_ONEWAY_MAX / 2 - 1 */
-      int32_t last = k.cd->coll_calls[k.buf].calls, run = COMM_ONEWAY_MAX / 2;
-      for (int32_t s = (last / run - 2) * run; s <= last && !rc; s += run)
-        rc = records_settle(&k, s);
+      rc = records_settle(&k, k.cd->coll_calls[k.buf].calls, true);
       continue;
     }
     k.view_at = k.table - HDR_CELLS;
@@ -978,9 +975,9 @@ static int check_recs(coll *k, const unsigned char *const *recs, const coll_rec 
   return check_descs(k, descs);
 }
 
-/* A one-way broadcast's records, all come (records_settle): checked as
- * the call's own exchange would have, naming the broadcast (its own
- * argument error was named at the call). */
+/* A call's headers from every rank, acknowledged after a one-way
+ * broadcast (records_settle): checked as a whole exchange would have,
+ * naming the call (its own argument error was named at the call). */
 static int settle_check(void *arg, uint64_t tag, const unsigned char **recs) {
   (void)tag;
   coll *k = arg;
@@ -993,23 +990,23 @@ static int settle_check(void *arg, uint64_t tag, const unsigned char **recs) {
   return rc;
 }
 
-/* Checks the one-way broadcasts among the COMM_ONEWAY_MAX / 2 calls on the
- * scratch buffer from call `first` on (a multiple of that), once every
- * peer's records came: a difference fails this call (or the task's end),
- * naming the broadcast. */
-static int records_settle(coll *k, int32_t first) {
-  if (first < 0) return 0;
+/* At call `call` on the scratch buffer, a multiple of COMM_ONEWAY_RUN
+ * (before its exchange), or `last`, at the task's end (call: the last
+ * one): checks the calls since the last check but one, whose headers the
+ * ranks acknowledged after one-way broadcasts (the backend's settle); a
+ * difference fails this call (or the task's end), naming the call. */
+static int records_settle(coll *k, int32_t call, bool last) {
   char why[300];
   why[0] = 0;
   int64_t ms = native_ms(k);
   uint64_t at = 0;
-  int rc = k->cd->be->settle(k->cd->win, k->buf, coll_table_gen(k->c->epoch, first), settle_check,
-                             k, &at, ms, cancel_cb, k, why, sizeof why);
+  int rc = k->cd->be->settle(k->cd->win, k->buf, coll_table_gen(k->c->epoch, call), last,
+                             settle_check, k, &at, ms, cancel_cb, k, why, sizeof why);
   if (!rc || why[0] == 0) return rc; /* a check's failure is named already */
   coll_desc now = k->d;
   k->d.kind = K_BROADCAST; /* the one-way calls' */
   k->d.seq = (int32_t)(uint32_t)at;
-  rc = native_fail(k, rc, ms, "the other ranks' records (to check them against this rank's)", why);
+  rc = native_fail(k, rc, ms, "the other ranks' acknowledgements of their calls", why);
   k->d = now;
   return rc;
 }
@@ -1026,11 +1023,12 @@ static int records_settle(coll *k, int32_t first) {
  * backend's staging until its next call on the scratch buffer.
  *
  * A small broadcast (oneway_root >= 0) without a call table is one-way,
- * as in the table: the root returns once its records are sent, each other
- * rank once the root's came (blk[root] alone), and every rank checks the
- * other records COMM_ONEWAY_MAX calls later on the buffer, or at the
- * task's end (records_settle; the backend may run it whole, when a record
- * would not go as one message). */
+ * as in the table: only the root sends its record, and returns once it is
+ * sent, each other rank once it came (blk[root] alone); every rank checks
+ * the others' headers of the call COMM_ONEWAY_RUN to 2 * COMM_ONEWAY_RUN
+ * calls later on the buffer, or at the task's end, acknowledged in batches
+ * (records_settle; the backend may run it whole, when a record would not
+ * go as one message). */
 static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
                            const unsigned char **blk, int oneway_root) {
   if (k->table != NO_TABLE) {
@@ -1058,11 +1056,10 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
     k->d.status = PTO_EINVAL;
   }
   k->d.seq = next_call(k);
-  /* the one-way calls COMM_ONEWAY_MAX calls back, whatever this one is, COMM_ONEWAY_MAX / 2
-   * at a time (one test of their requests) */
+  /* every COMM_ONEWAY_RUN calls, whatever this one is: the acknowledgements */
   bool settles = k->table == NO_TABLE && k->n > 1 && k->cd->be->settle;
   int32_t s = (int32_t)k->d.seq;
-  int rc = settles && s % (COMM_ONEWAY_MAX / 2) == 0 ? records_settle(k, s - COMM_ONEWAY_MAX) : 0;
+  int rc = settles && s % COMM_ONEWAY_RUN == 0 ? records_settle(k, s, false) : 0;
   if (rc) return rc;
   const void *blocks[PTO_COMM_MAX_RANKS];
   bool data = block && k->d.status == 0 && bb <= fuse_bytes(k);

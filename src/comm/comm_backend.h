@@ -86,18 +86,18 @@ typedef struct comm_exchange {
    * what an earlier one left pending (a failed task's). */
   uint64_t tag;
   /* A one-way exchange (a small broadcast's): root >= 0, root_bytes the
-   * root's block by this rank's arguments. The same records go, one to
-   * and from every peer, but the call waits only for the root's (the root
-   * for none): on 0 recv[root] alone is filled (on the root none), and
-   * the other records come later, at settle, which the caller makes for
-   * calls c..c + COMM_ONEWAY_MAX / 2 - 1 (c a multiple of
-   * COMM_ONEWAY_MAX / 2) before its exchange of call c + COMM_ONEWAY_MAX,
-   * and at its task's end. The backend runs it as a whole exchange
-   * (every recv[p] filled) when a record would not go as one message. */
+   * root's block by this rank's arguments. Only the root sends its record,
+   * and the call waits only for it (the root for none): on 0 recv[root]
+   * alone is filled (on the root none). The other ranks' headers come
+   * later, acknowledged in batches: settle, which the caller makes before
+   * its exchange of every call whose number is a multiple of
+   * COMM_ONEWAY_RUN, and at its task's end. The backend runs it as a
+   * whole exchange (every recv[p] filled) when a record would not go as
+   * one message. */
   int root; /* -1: a whole exchange */
   size_t root_bytes;
 } comm_exchange;
-#define COMM_ONEWAY_MAX 16
+#define COMM_ONEWAY_RUN 8 /* the calls of one acknowledgement */
 typedef int (*comm_settle_fn)(void *arg, uint64_t tag, const unsigned char **recv);
 
 typedef struct comm_backend {
@@ -163,15 +163,17 @@ typedef struct comm_backend {
    * buffers, never the caller's). */
   int (*exchange)(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                   void *cancel_arg, char *why, size_t why_len);
-  /* With exchange: completes the one-way exchanges on buf of the
-   * COMM_ONEWAY_MAX / 2 calls from tag `first` on (first's call number a
-   * multiple of that) still pending, then calls check(check_arg, tag,
-   * recv) for each, in call order, recv[p] being rank p's record (recv[me]
-   * mine, as sent); returns the first nonzero check, or a failure with the
-   * errors of exchange, *at then the tag of the call it names. */
-  int (*settle)(comm_win *w, int buf, uint64_t first, comm_settle_fn check, void *check_arg,
-                uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg,
-                char *why, size_t why_len);
+  /* With exchange: the check of the one-way exchanges on buf, whose
+   * other ranks sent the root nothing: at a call `tag` whose number is a
+   * multiple of COMM_ONEWAY_RUN (before its exchange), or `last`, at
+   * the task's end (tag: the last call), it completes what the ranks
+   * acknowledged of their calls before and calls check(check_arg, t,
+   * recv) for each call t, recv[p] being rank p's header of it (recv[me]
+   * mine); returns the first nonzero check, or a failure with the errors
+   * of exchange and *at the tag of the call it names. */
+  int (*settle)(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check,
+                void *check_arg, uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel,
+                void *cancel_arg, char *why, size_t why_len);
   /* Optional: rank's window as mapped in this process, for the
    * collectives' call table (coll.c): my own stores into my window and
    * loads of peers' words, ordered by release/acquire on the words

@@ -604,8 +604,11 @@ static void missing_peers(const comm_win *w, int buf, MPI_Request *req, char *wh
            w->d.buffers[buf].name, how, k > 1 ? "s" : "", list, k > 1 ? "they" : "it");
 }
 
-static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
-                        void *cancel_arg, char *why, size_t why_len);
+struct mpi_oneway;
+static struct mpi_oneway *oneway_set(comm_win *w, int buf);
+static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway);
+static int oneway_start(comm_win *w, struct mpi_oneway *o, comm_exchange *x, int64_t timeout_ms,
+                        comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len);
 static bool oneway_fits(const comm_win *w, const comm_exchange *x);
 static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch);
 
@@ -615,6 +618,13 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
   if (!rc && oneway_stale(w, x->buf, (uint32_t)(x->tag >> 32)))
     rc = oneway_withdraw(w, x->buf, (uint32_t)(x->tag >> 32), why, why_len);
   if (rc) return rc;
+  /* every exchange's header is logged, for the one-way calls' acknowledgements */
+  struct mpi_oneway *o = oneway_set(w, x->buf);
+  if (!o) {
+    snprintf(why, why_len, "no memory for the one-way records of window buffer %s",
+             w->d.buffers[x->buf].name);
+    return PTO_ENOMEM;
+  }
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
   if (x->max_bytes > INT_MAX - LEN_BYTES || x->hdr_bytes + x->block_bytes > x->max_bytes) {
     snprintf(why, why_len, "a record of %zu bytes over the bound of %zu",
@@ -622,8 +632,9 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     return PTO_EINVAL;
   }
   size_t max = LEN_BYTES + x->max_bytes, rec = (max + 63) & ~(size_t)63;
-  if (x->root >= 0 && x->root < n && n > 1 && oneway_fits(w, x))
-    return oneway_start(w, x, timeout_ms, cancel, cancel_arg, why, why_len);
+  bool oneway = x->root >= 0 && x->root < n && n > 1 && oneway_fits(w, x);
+  oneway_log(o, x, oneway);
+  if (oneway) return oneway_start(w, o, x, timeout_ms, cancel, cancel_arg, why, why_len);
   unsigned char *st = staging(w, x->buf, rec, why, why_len);
   if (!st) return PTO_ENOMEM;
   unsigned char *rslot = st, *sslot = st + (size_t)n * rec;
@@ -687,40 +698,71 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
 
 /* ---- one-way exchanges (comm_exchange.root: a small broadcast's) ----
  *
- * The same records go as in a whole exchange, one to and from every peer,
- * posted in the same order, so that ranks that disagree on the call (one
- * of them one-way, another not) still pair their messages, and every rank
- * gets every peer's descriptor to check. Only the wait differs: the root
- * returns once its sends are issued, another rank once the root's record
- * came. The requests and the records stay in the buffer's entry for the
- * call (COMM_ONEWAY_MAX of them, by call number) until settle, which tests
- * the requests of COMM_ONEWAY_MAX / 2 calls at once (one MPI_Testall, not
- * one per call) and hands the records to the caller's check.
+ * Only the root sends a record, to every other rank, which receives it
+ * (and only it) in the call: the root returns once its sends are issued,
+ * another rank once the root's record came, as MPI_Bcast's linear
+ * algorithm. Each pair's records on the buffer's communicator then still
+ * come in call order: a whole exchange sends one each way, a one-way call
+ * one from the root. Ranks that disagree on a call (one takes it for
+ * one-way, another not, or for another root) pair records of different
+ * calls, whose descriptors (call number, collective, root) name the
+ * difference, or wait for a record that never comes, until the deadline
+ * or the cancel of the run that the rank which found it failed.
+ *
+ * What the other ranks' records would have told the root comes in
+ * acknowledgements instead, on a tag of their own: every exchange's header
+ * (whole or one-way) is logged by call number, and at every call s that
+ * is a multiple of ONEWAY_RUN each rank whose last ONEWAY_RUN calls
+ * (s - RUN .. s - 1) had a one-way one sends every peer their headers and
+ * posts a receive of each peer's; at the next such call (or the task's
+ * end: settle) it waits for them and hands every call's headers to the
+ * caller's check. So a root runs at most 2 * ONEWAY_RUN calls ahead of
+ * the slowest rank; a rank waits only for acknowledgements sent a batch
+ * earlier. The root's sends leave from a ring of 2 * ONEWAY_RUN records,
+ * complete by then. At the task's end the calls since the last batch are
+ * acknowledged and waited for at once, with the rank's call count (a peer
+ * that made fewer or more calls is named).
  *
  * A one-way record goes as one message of at most ONEWAY_REC bytes (the
  * first piece of a record in pieces, in_pieces: the call is one-way only
- * when the root's record, by this rank's arguments, fits), into a slot of
- * that size: a longer one, from a rank that made another call, is refused
- * by MPI as truncated, and named. */
-#define ONEWAY_REC (4096 + 128)          /* a 4 KiB block, its header and length */
-#define ONEWAY_RUN (COMM_ONEWAY_MAX / 2) /* the calls one settle completes */
+ * when the root's record, by this rank's arguments, fits), received into
+ * a slot of that size: a longer record, from a rank that made another
+ * call, is refused by MPI as truncated, and named. */
+#define ONEWAY_REC  (4096 + 128) /* a 4 KiB block, its header and length */
+#define ONEWAY_RUN  COMM_ONEWAY_RUN
+#define ONEWAY_LOG  (4 * ONEWAY_RUN) /* logged headers, by call number */
+#define ONEWAY_HDR  128              /* the most a header logs */
+#define ONEWAY_SEND (2 * ONEWAY_RUN) /* the root's records in flight */
+#define ACK_TAG     0x71
+_Static_assert(ONEWAY_LOG <= 32, "a one-way bit per logged call");
 
-typedef struct oneway_call {
-  uint64_t tag;         /* the call's comm_exchange.tag; 0: free */
-  unsigned char *rslot; /* rank p's record at p * ONEWAY_REC */
-  unsigned char *sslot; /* my record */
-} oneway_call;
+/* An acknowledgement: the calls first .. first + RUN - 1 (tags), the
+ * sender's count of calls on the buffer, and their headers (hdr bytes
+ * each, of the calls it made). */
+typedef struct oneway_ack {
+  uint64_t first;
+  uint32_t calls;
+  uint32_t hdr;
+} oneway_ack;
+#define ACK_BYTES (sizeof(oneway_ack) + ONEWAY_RUN * ONEWAY_HDR)
 
 struct mpi_oneway {
-  uint32_t epoch; /* of the calls started last (an exchange of another one withdraws them) */
-  int per;        /* requests of a call: the receive from peer me - i at i - 1, the send to
-                     peer me + i at n - 2 + i (mpi_exchange's order, which missing_peers reads) */
-  oneway_call call[COMM_ONEWAY_MAX];
-  MPI_Request *req; /* per requests of each call, call after call */
-  MPI_Status *st;
+  uint32_t epoch;  /* of the calls logged last (an exchange of another one withdraws the rest) */
+  int n, per;      /* ranks; requests per peer set: 2 (n - 1) */
+  uint32_t oneway; /* bit t % ONEWAY_LOG: my call t was one-way */
+  uint64_t last;   /* the tag of my last call logged */
+  uint64_t open;   /* the first call of the acknowledgement in flight, or 0 */
+  size_t hdr;
+  unsigned char log[ONEWAY_LOG][ONEWAY_HDR];
+  unsigned char *send;  /* ONEWAY_SEND records of ONEWAY_REC bytes: the root's */
+  unsigned char *rslot; /* a rank's receive of the root's record */
+  unsigned char *ack;   /* my acknowledgement in flight, then every peer's (ACK_BYTES each) */
+  MPI_Request rreq;     /* rslot's (done within the call, unless the call failed) */
+  MPI_Request *sreq;    /* ONEWAY_SEND * (n - 1): the root's sends, by slot */
+  MPI_Request *areq;    /* the acknowledgement's: receive from peer me - i at i - 1, send to
+                           me + i at n - 2 + i (mpi_exchange's order, which missing_peers reads) */
 };
 
-/* Are one-way exchanges of another epoch than this one left on buf? */
 static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch) {
   return w->xone[buf] && w->xone[buf]->epoch != epoch;
 }
@@ -729,192 +771,229 @@ static bool oneway_fits(const comm_win *w, const comm_exchange *x) {
   size_t most = w->xpiece && w->xpiece < ONEWAY_REC ? w->xpiece : ONEWAY_REC;
   size_t root = LEN_BYTES + x->hdr_bytes + x->root_bytes;
   size_t mine = LEN_BYTES + x->hdr_bytes + (x->blocks ? x->block_bytes : 0);
-  return root <= most && mine <= most;
+  return root <= most && mine <= most && x->hdr_bytes <= ONEWAY_HDR;
 }
 
-/* The buffer's entries; NULL when out of memory. */
+/* The buffer's one-way state; NULL when out of memory. */
 static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
   struct mpi_oneway *o = w->xone[buf];
   if (o) return o;
-  int n = w->d.nranks, per = 2 * (n - 1);
-  size_t call = ((size_t)n + 1) * ONEWAY_REC;
-  size_t reqs = (size_t)COMM_ONEWAY_MAX * (size_t)per;
-  o = malloc(sizeof *o + COMM_ONEWAY_MAX * call +
-             reqs * (sizeof(MPI_Request) + sizeof(MPI_Status)));
+  int n = w->d.nranks;
+  size_t nreq = (size_t)(ONEWAY_SEND + 2) * (size_t)(n - 1);
+  o = malloc(sizeof *o + (ONEWAY_SEND + 1) * (size_t)ONEWAY_REC + ((size_t)n + 1) * ACK_BYTES +
+             nreq * sizeof(MPI_Request));
   if (!o) return NULL;
   memset(o, 0, sizeof *o);
-  o->per = per;
-  unsigned char *at = (unsigned char *)(o + 1);
-  for (int i = 0; i < COMM_ONEWAY_MAX; i++, at += call) {
-    o->call[i].rslot = at;
-    o->call[i].sslot = at + (size_t)n * ONEWAY_REC;
-  }
-  o->req = (MPI_Request *)at;
-  o->st = (MPI_Status *)(o->req + reqs);
-  for (size_t r = 0; r < reqs; r++)
-    o->req[r] = MPI_REQUEST_NULL;
+  o->n = n;
+  o->per = 2 * (n - 1);
+  o->send = (unsigned char *)(o + 1);
+  o->rslot = o->send + ONEWAY_SEND * (size_t)ONEWAY_REC;
+  o->ack = o->rslot + ONEWAY_REC;
+  o->sreq = (MPI_Request *)(o->ack + ((size_t)n + 1) * ACK_BYTES);
+  o->areq = o->sreq + ONEWAY_SEND * (size_t)(n - 1);
+  o->rreq = MPI_REQUEST_NULL;
+  for (size_t r = 0; r < nreq; r++)
+    o->sreq[r] = MPI_REQUEST_NULL;
   w->xone[buf] = o;
   return o;
 }
 
-static int oneway_slot(uint64_t tag) { return (int)((uint32_t)tag % COMM_ONEWAY_MAX); }
-
-/* Where rank p's record of call c lands. */
-static unsigned char *oneway_recv(const oneway_call *c, int p) {
-  return c->rslot + (size_t)p * ONEWAY_REC;
+/* Logs the header of my call x->tag (every exchange's, whole or one-way). */
+static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway) {
+  unsigned t = (uint32_t)x->tag % ONEWAY_LOG;
+  memcpy(o->log[t], x->hdr, x->hdr_bytes);
+  o->hdr = x->hdr_bytes;
+  o->oneway = (o->oneway & ~(1u << t)) | (uint32_t)oneway << t;
+  o->last = x->tag;
+  o->epoch = (uint32_t)(x->tag >> 32);
 }
 
-static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
-                        void *cancel_arg, char *why, size_t why_len) {
+static int oneway_start(comm_win *w, struct mpi_oneway *o, comm_exchange *x, int64_t timeout_ms,
+                        comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
-  struct mpi_oneway *o = oneway_set(w, x->buf);
-  if (!o) {
-    snprintf(why, why_len, "no memory for the one-way records of window buffer %s",
-             w->d.buffers[x->buf].name);
-    return PTO_ENOMEM;
-  }
-  int slot = oneway_slot(x->tag);
-  oneway_call *c = &o->call[slot];
-  MPI_Request *req = o->req + (size_t)slot * (size_t)o->per;
-  if (c->tag) { /* the caller settles it before it comes round again */
-    snprintf(why, why_len, "the one-way exchange of call #%u on window buffer %s was not settled",
-             (unsigned)(uint32_t)c->tag, w->d.buffers[x->buf].name);
-    return PTO_EINVAL;
-  }
-  MPI_Comm comm = w->bcomm[x->buf];
-  int nreq = 0;
-  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
-    int p = (me - i + n) % n;
-    err = MPI_Irecv(oneway_recv(c, p), ONEWAY_REC, MPI_BYTE, p, XCHG_TAG, comm, &req[nreq++]);
-  }
-  /* one record for every peer: the root's block is the same for each */
-  const void *b = x->blocks ? x->blocks[(me + 1) % n] : NULL;
-  uint64_t len = LEN_BYTES + x->hdr_bytes + (b ? x->block_bytes : 0);
-  memcpy(c->sslot, &len, sizeof len);
-  memcpy(c->sslot + LEN_BYTES, x->hdr, x->hdr_bytes);
-  if (b) memcpy(c->sslot + LEN_BYTES + x->hdr_bytes, b, x->block_bytes);
-  for (int i = 1; i < n && err == MPI_SUCCESS; i++)
-    err = MPI_Isend(c->sslot, (int)len, MPI_BYTE, (me + i) % n, XCHG_TAG, comm, &req[nreq++]);
-  c->tag = x->tag;
-  o->epoch = (uint32_t)(x->tag >> 32);
-  if (err != MPI_SUCCESS) {
-    w->bbroken[x->buf] = true; /* the requests already issued stay in flight */
-    err_why(why, why_len, "MPI_Isend/MPI_Irecv of the one-way records", err);
-    return PTO_EMPI;
-  }
   for (int q = 0; q < n; q++)
     x->recv[q] = NULL;
-  if (x->root == me) return 0;
-  /* another rank waits for the root's record alone */
-  int i = (me - x->root + n) % n;
-  req_poll p = {&req[i - 1], 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
+  MPI_Comm comm = w->bcomm[x->buf];
+  if (x->root == me) {
+    /* one record for every peer: the root's block is the same for each;
+     * its slot's sends completed at the settle a batch ago */
+    int slot = (int)((uint32_t)x->tag % ONEWAY_SEND);
+    unsigned char *rec = o->send + (size_t)slot * ONEWAY_REC;
+    MPI_Request *req = o->sreq + (size_t)slot * (size_t)(n - 1);
+    const void *b = x->blocks ? x->blocks[(me + 1) % n] : NULL;
+    uint64_t len = LEN_BYTES + x->hdr_bytes + (b ? x->block_bytes : 0);
+    memcpy(rec, &len, sizeof len);
+    memcpy(rec + LEN_BYTES, x->hdr, x->hdr_bytes);
+    if (b) memcpy(rec + LEN_BYTES + x->hdr_bytes, b, x->block_bytes);
+    for (int i = 1; i < n && err == MPI_SUCCESS; i++)
+      err = MPI_Isend(rec, (int)len, MPI_BYTE, (me + i) % n, XCHG_TAG, comm, &req[i - 1]);
+    if (err == MPI_SUCCESS) return 0;
+    w->bbroken[x->buf] = true; /* the requests already issued stay in flight */
+    err_why(why, why_len, "MPI_Isend of the one-way records", err);
+    return PTO_EMPI;
+  }
+  /* another rank takes the root's record alone */
+  err = MPI_Irecv(o->rslot, ONEWAY_REC, MPI_BYTE, x->root, XCHG_TAG, comm, &o->rreq);
+  if (err != MPI_SUCCESS) {
+    err_why(why, why_len, "MPI_Irecv of the root's one-way record", err);
+    return PTO_EMPI;
+  }
+  req_poll p = {&o->rreq, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
   char what[96];
   snprintf(what, sizeof what, "the record of rank %d, the broadcast's root (MPI_Irecv)", x->root);
   int rc = finish(w, x->buf, &p, timeout_ms, false, what, why, why_len);
-  if (!rc) x->recv[x->root] = oneway_recv(c, x->root) + LEN_BYTES;
+  if (rc == PTO_EMPI && p.err == MPI_ERR_TRUNCATE) {
+    snprintf(why, why_len,
+             "rank %d's record for call #%u on window buffer %s is longer than a one-way "
+             "broadcast's: it made another call there (or this one with other arguments)",
+             x->root, (unsigned)(uint32_t)x->tag, w->d.buffers[x->buf].name);
+    rc = PTO_EINVAL;
+  }
+  if (!rc) x->recv[x->root] = o->rslot + LEN_BYTES;
   return rc;
 }
 
-/* A settle's MPI_Testall failed (err): a receive that MPI refused as
- * truncated names its rank and call (its slot, returned; -1: MPI's error
- * stands). */
-static int oneway_why(comm_win *w, int buf, struct mpi_oneway *o, int first, int err, char *why,
-                      size_t why_len) {
-  int n = w->d.nranks, me = w->my_rank;
-  for (int s = first; err == MPI_ERR_IN_STATUS && s < first + ONEWAY_RUN; s++)
-    for (int i = 1; i < n; i++) {
-      const MPI_Status *st = &o->st[(size_t)(s - first) * (size_t)o->per + (size_t)(i - 1)];
-      int cls = MPI_SUCCESS;
-      MPI_Error_class(st->MPI_ERROR, &cls);
-      if (!o->call[s].tag || cls != MPI_ERR_TRUNCATE) continue;
-      snprintf(why, why_len,
-               "rank %d's record for call #%u on window buffer %s is longer than a one-way "
-               "broadcast's: it made another call there (or this one with other arguments)",
-               (me - i + n) % n, (unsigned)(uint32_t)o->call[s].tag, w->d.buffers[buf].name);
-      return s;
-    }
-  return -1;
-}
-
-/* Are requests of the call in slot s still open? */
-static bool oneway_open(const struct mpi_oneway *o, int s) {
-  const MPI_Request *r = o->req + (size_t)s * (size_t)o->per;
-  for (int i = 0; i < o->per; i++)
-    if (r[i] != MPI_REQUEST_NULL) return true;
+/* Did my calls first .. upto (tags of one epoch) include a one-way one? */
+static bool oneway_among(const struct mpi_oneway *o, uint64_t first, uint64_t upto) {
+  for (uint64_t t = first; t <= upto; t++)
+    if ((uint32_t)t && o->oneway >> ((uint32_t)t % ONEWAY_LOG) & 1) return true;
   return false;
 }
 
-int mpi_settle(comm_win *w, int buf, uint64_t first, comm_settle_fn check, void *check_arg,
-               uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
-               size_t why_len) {
-  struct mpi_oneway *o = buf >= 0 && buf < w->d.nbuffers ? w->xone[buf] : NULL;
-  if (!o) return 0;
-  int n = w->d.nranks, me = w->my_rank, s0 = oneway_slot(first);
-  bool any = false;
-  for (int s = s0; s < s0 + ONEWAY_RUN; s++)
-    any = any || (o->call[s].tag && o->call[s].tag - first < ONEWAY_RUN);
-  if (!any) return 0;
-  int rc = usable(w, buf, why, why_len);
-  if (rc) return rc;
-  MPI_Request *req = o->req + (size_t)s0 * (size_t)o->per;
-  req_poll p = {req, ONEWAY_RUN * o->per, MPI_SUCCESS, cancel, cancel_arg, false, NULL, o->st};
-  rc = finish(w, buf, &p, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)", why,
-              why_len);
-  if (rc) {
-    /* the failure names the first call whose requests are still open */
-    int named = s0;
-    while (named < s0 + ONEWAY_RUN - 1 && !oneway_open(o, named))
-      named++;
-    int cut = rc == PTO_EMPI ? oneway_why(w, buf, o, s0, p.err, why, why_len) : -1;
-    if (cut >= 0) {
-      named = cut;
-      rc = PTO_EINVAL; /* a call that differs */
-    }
-    *at = o->call[named].tag ? o->call[named].tag : first;
-    if (rc == PTO_EWAIT_TIMEOUT)
-      missing_peers(w, buf, o->req + (size_t)named * (size_t)o->per, why, why_len);
+/* Sends every peer my acknowledgement of my calls first .. upto (at most
+ * ONEWAY_RUN) and posts the receives of theirs. */
+static int ack_post(comm_win *w, int buf, struct mpi_oneway *o, uint64_t first, uint64_t upto,
+                    char *why, size_t why_len) {
+  int n = o->n, me = w->my_rank, err = MPI_SUCCESS;
+  oneway_ack *a = (oneway_ack *)o->ack;
+  a->first = first;
+  a->calls = (uint32_t)upto;
+  a->hdr = (uint32_t)o->hdr;
+  unsigned char *at = o->ack + sizeof *a;
+  for (uint64_t t = first; t <= upto; t++, at += o->hdr)
+    memcpy(at, o->log[(uint32_t)t % ONEWAY_LOG], o->hdr);
+  int len = (int)(at - o->ack);
+  MPI_Comm comm = w->bcomm[buf];
+  for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
+    int p = (me - i + n) % n;
+    err = MPI_Irecv(o->ack + (size_t)(p + 1) * ACK_BYTES, (int)ACK_BYTES, MPI_BYTE, p, ACK_TAG,
+                    comm, &o->areq[i - 1]);
   }
+  for (int i = 1; i < n && err == MPI_SUCCESS; i++)
+    err = MPI_Isend(o->ack, len, MPI_BYTE, (me + i) % n, ACK_TAG, comm, &o->areq[n - 2 + i]);
+  o->open = first;
+  if (err == MPI_SUCCESS) return 0;
+  w->bbroken[buf] = true;
+  err_why(why, why_len, "MPI_Isend/MPI_Irecv of the one-way acknowledgements", err);
+  return PTO_EMPI;
+}
+
+/* Waits for the acknowledgements in flight (and the root's sends of the
+ * calls they cover), then checks every call they cover: its header from
+ * each peer against mine; `last`: the peers' counts of calls too. */
+static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, comm_settle_fn check,
+                      void *check_arg, uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel,
+                      void *cancel_arg, char *why, size_t why_len) {
+  int n = o->n, me = w->my_rank;
+  uint64_t first = o->open;
+  const oneway_ack *mine = (const oneway_ack *)o->ack;
+  uint64_t upto = (first & ~(uint64_t)UINT32_MAX) | mine->calls;
+  o->open = 0;
+  *at = first;
+  req_poll p = {o->areq, o->per, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
+  int rc =
+      finish(w, buf, &p, timeout_ms, false,
+             "the acknowledgements of its one-way broadcasts (MPI_Isend/MPI_Irecv)", why, why_len);
+  if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, buf, o->areq, why, why_len);
   if (rc) return rc;
-  for (int s = s0; s < s0 + ONEWAY_RUN && !rc; s++) {
-    oneway_call *c = &o->call[s];
-    if (!c->tag || c->tag - first >= ONEWAY_RUN) continue;
+  /* the root's sends of these calls: done long since (eager), tested here */
+  int s0 = (int)((uint32_t)first % ONEWAY_SEND);
+  req_poll sp = {o->sreq + (size_t)s0 * (size_t)(n - 1),
+                 ONEWAY_RUN * (n - 1),
+                 MPI_SUCCESS,
+                 cancel,
+                 cancel_arg,
+                 false,
+                 NULL,
+                 NULL};
+  rc = finish(w, buf, &sp, timeout_ms, false, "the sends of its one-way records (MPI_Isend)", why,
+              why_len);
+  if (rc) return rc;
+  for (int p = 0; p < n; p++) {
+    const oneway_ack *a = (const oneway_ack *)(o->ack + (size_t)(p + 1) * ACK_BYTES);
+    if (p == me || (a->first == first && (!last || a->calls == mine->calls))) continue;
+    snprintf(why, why_len,
+             "rank %d acknowledged %s calls #%u to #%u on window buffer %s, this rank calls "
+             "#%u to #%u%s",
+             p, a->first >> 32 == first >> 32 ? "its" : "an earlier task's",
+             (unsigned)(uint32_t)a->first, (unsigned)a->calls, w->d.buffers[buf].name,
+             (unsigned)(uint32_t)first, (unsigned)mine->calls,
+             last ? " (at the task's end: the ranks made different numbers of calls there)" : "");
+    return PTO_EINVAL;
+  }
+  for (uint64_t t = first; t <= upto && !rc; t++) {
+    if (!(uint32_t)t) continue; /* call 0: none */
     const unsigned char *recv[PTO_COMM_MAX_RANKS];
+    size_t off = sizeof(oneway_ack) + (size_t)(t - first) * o->hdr;
     for (int q = 0; q < n; q++)
-      recv[q] = (q == me ? c->sslot : oneway_recv(c, q)) + LEN_BYTES;
-    *at = c->tag;
-    c->tag = 0;
-    rc = check(check_arg, *at, recv);
+      recv[q] =
+          q == me ? o->log[(uint32_t)t % ONEWAY_LOG] : o->ack + (size_t)(q + 1) * ACK_BYTES + off;
+    *at = t;
+    rc = check(check_arg, t, recv);
   }
   return rc;
 }
 
-/* Withdraws the pending one-way exchanges of other epochs than keep_epoch
- * (0: all), which a task that failed left (a task that ends well settles
- * its own): their receives are cancelled (MPI_Cancel, which an unmatched
- * receive honours at once), and their sends, which went eagerly, complete.
- * What does not complete within ONEWAY_WITHDRAW_MS stays in flight, and
- * the buffer is broken. */
+int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check, void *check_arg,
+               uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
+               size_t why_len) {
+  struct mpi_oneway *o = buf >= 0 && buf < w->d.nbuffers ? w->xone[buf] : NULL;
+  if (!o || o->epoch != (uint32_t)(tag >> 32)) return 0; /* no one-way call in this task */
+  int rc = usable(w, buf, why, why_len);
+  if (!rc && o->open)
+    rc = ack_finish(w, buf, o, false, check, check_arg, at, timeout_ms, cancel, cancel_arg, why,
+                    why_len);
+  if (rc) return rc;
+  /* the calls since the last batch: at a batch's call tag, the batch
+   * before it; at the task's end, the calls from the last batch on */
+  uint64_t first = last ? tag / ONEWAY_RUN * ONEWAY_RUN : tag - ONEWAY_RUN;
+  uint64_t upto = last ? tag : tag - 1;
+  if (!oneway_among(o, first, upto)) return 0;
+  rc = ack_post(w, buf, o, first, upto, why, why_len);
+  if (!rc && last)
+    rc = ack_finish(w, buf, o, true, check, check_arg, at, timeout_ms, cancel, cancel_arg, why,
+                    why_len);
+  return rc;
+}
+
+/* Withdraws what one-way exchanges of another epoch than keep_epoch (0:
+ * any) left pending, as a task that failed does (one that ends well
+ * waits for its acknowledgements): the receives are cancelled
+ * (MPI_Cancel, which an unmatched receive honours at once), the sends,
+ * which went eagerly, complete. What does not complete within
+ * ONEWAY_WITHDRAW_MS stays in flight, and the buffer is broken. */
 #define ONEWAY_WITHDRAW_MS 100
 static int oneway_withdraw(comm_win *w, int buf, uint32_t keep_epoch, char *why, size_t why_len) {
   struct mpi_oneway *o = w->xone[buf];
-  int n = w->d.nranks;
-  for (int s = 0; s < COMM_ONEWAY_MAX; s++) {
-    oneway_call *c = &o->call[s];
-    if (!c->tag || (keep_epoch && (uint32_t)(c->tag >> 32) == keep_epoch)) continue;
-    MPI_Request *req = o->req + (size_t)s * (size_t)o->per;
-    for (int r = 0; r < n - 1; r++)
-      if (req[r] != MPI_REQUEST_NULL) MPI_Cancel(&req[r]);
-    req_poll p = {req, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, NULL};
-    if (!poll(&p, ONEWAY_WITHDRAW_MS)) {
+  int n = o->n;
+  if (o->rreq != MPI_REQUEST_NULL) MPI_Cancel(&o->rreq);
+  for (int r = 0; r < n - 1; r++)
+    if (o->areq[r] != MPI_REQUEST_NULL) MPI_Cancel(&o->areq[r]);
+  /* rreq, sreq and areq lie one after the other */
+  req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
+                   {o->sreq, ONEWAY_SEND * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
+                   {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, NULL}};
+  for (int i = 0; i < 3; i++)
+    if (!poll(&p[i], ONEWAY_WITHDRAW_MS)) {
       w->bbroken[buf] = true;
       snprintf(why, why_len,
-               "a one-way broadcast (call #%u of node task epoch %u) on window buffer %s did not "
-               "complete and could not be withdrawn",
-               (unsigned)(uint32_t)c->tag, (unsigned)(c->tag >> 32), w->d.buffers[buf].name);
+               "a one-way broadcast of node task epoch %u on window buffer %s did not complete "
+               "and could not be withdrawn",
+               (unsigned)o->epoch, w->d.buffers[buf].name);
       return PTO_EMPI;
     }
-    c->tag = 0;
-  }
-  o->epoch = keep_epoch; /* nothing of another epoch is left */
+  o->open = 0;
+  o->oneway = 0;
+  o->epoch = keep_epoch;
   return 0;
 }

@@ -82,9 +82,10 @@ struct comm_win {
   unsigned char *xstage[PTO_COMM_MAX_BUFFERS];
   size_t xrec[PTO_COMM_MAX_BUFFERS];
   MPI_Request *xreq[PTO_COMM_MAX_BUFFERS]; /* the exchange's requests, with its staging */
-  /* The one-way exchanges of each buffer still pending (mpi_coll.c,
-   * mpi_exchange with a root): COMM_ONEWAY_MAX of them, made at the
-   * buffer's first and kept (a broken buffer's stay allocated too) */
+  /* The one-way exchanges of each buffer (mpi_coll.c, mpi_exchange with a
+   * root): the log of the calls' headers, the root's records in flight,
+   * the acknowledgements; made at the buffer's first exchange and kept (a
+   * broken buffer's stay allocated too) */
   struct mpi_oneway *xone[PTO_COMM_MAX_BUFFERS];
   /* Records to the peers on this host (bit per rank: xnear) go in pieces
    * of xpiece bytes (0: whole), the most that host's shared-memory
@@ -103,7 +104,7 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
              void *cancel_arg, char *why, size_t why_len);
 int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
                  void *cancel_arg, char *why, size_t why_len);
-int mpi_settle(comm_win *w, int buf, uint64_t first, comm_settle_fn check, void *check_arg,
+int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check, void *check_arg,
                uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
                size_t why_len);
 
