@@ -97,7 +97,7 @@ typedef struct comm_exchange {
   int root; /* -1: a whole exchange */
   size_t root_bytes;
 } comm_exchange;
-#define COMM_ONEWAY_RUN 8 /* the calls of one acknowledgement */
+#define COMM_ONEWAY_RUN 16 /* the calls of one acknowledgement */
 typedef int (*comm_settle_fn)(void *arg, uint64_t tag, const unsigned char **recv);
 
 typedef struct comm_backend {

@@ -734,7 +734,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
 #define ONEWAY_HDR  128              /* the most a header logs */
 #define ONEWAY_SEND (2 * ONEWAY_RUN) /* the root's records in flight */
 #define ACK_TAG     0x71
-_Static_assert(ONEWAY_LOG <= 32, "a one-way bit per logged call");
+_Static_assert(ONEWAY_LOG <= 64, "a one-way bit per logged call");
 
 /* An acknowledgement: the calls first .. first + RUN - 1 (tags), the
  * sender's count of calls on the buffer, and their headers (hdr bytes
@@ -749,7 +749,7 @@ typedef struct oneway_ack {
 struct mpi_oneway {
   uint32_t epoch;  /* of the calls logged last (an exchange of another one withdraws the rest) */
   int n, per;      /* ranks; requests per peer set: 2 (n - 1) */
-  uint32_t oneway; /* bit t % ONEWAY_LOG: my call t was one-way */
+  uint64_t oneway; /* bit t % ONEWAY_LOG: my call t was one-way */
   uint64_t last;   /* the tag of my last call logged */
   uint64_t open;   /* the first call of the acknowledgement in flight, or 0 */
   size_t hdr;
@@ -803,7 +803,7 @@ static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway
   unsigned t = (uint32_t)x->tag % ONEWAY_LOG;
   memcpy(o->log[t], x->hdr, x->hdr_bytes);
   o->hdr = x->hdr_bytes;
-  o->oneway = (o->oneway & ~(1u << t)) | (uint32_t)oneway << t;
+  o->oneway = (o->oneway & ~((uint64_t)1 << t)) | (uint64_t)oneway << t;
   o->last = x->tag;
   o->epoch = (uint32_t)(x->tag >> 32);
 }
@@ -922,12 +922,14 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   for (int p = 0; p < n; p++) {
     const oneway_ack *a = (const oneway_ack *)(o->ack + (size_t)(p + 1) * ACK_BYTES);
     if (p == me || (a->first == first && (!last || a->calls == mine->calls))) continue;
+    unsigned from = (unsigned)(uint32_t)first ? (unsigned)(uint32_t)first : 1;
+    *at = upto; /* named by this rank's last call of them */
     snprintf(why, why_len,
              "rank %d acknowledged %s calls #%u to #%u on window buffer %s, this rank calls "
              "#%u to #%u%s",
              p, a->first >> 32 == first >> 32 ? "its" : "an earlier task's",
-             (unsigned)(uint32_t)a->first, (unsigned)a->calls, w->d.buffers[buf].name,
-             (unsigned)(uint32_t)first, (unsigned)mine->calls,
+             (unsigned)(uint32_t)a->first ? (unsigned)(uint32_t)a->first : 1, (unsigned)a->calls,
+             w->d.buffers[buf].name, from, (unsigned)mine->calls,
              last ? " (at the task's end: the ranks made different numbers of calls there)" : "");
     return PTO_EINVAL;
   }
