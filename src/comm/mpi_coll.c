@@ -632,9 +632,8 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     return PTO_EINVAL;
   }
   size_t max = LEN_BYTES + x->max_bytes, rec = (max + 63) & ~(size_t)63;
-  bool oneway = x->root >= 0 && x->root < n && n > 1 && oneway_fits(w, x);
-  oneway_log(o, x, oneway);
-  if (oneway) return oneway_start(w, o, x, timeout_ms, cancel, cancel_arg, why, why_len);
+  if (x->root >= 0 && x->root < n && n > 1 && oneway_fits(w, x))
+    return oneway_start(w, o, x, timeout_ms, cancel, cancel_arg, why, why_len);
   unsigned char *st = staging(w, x->buf, rec, why, why_len);
   if (!st) return PTO_ENOMEM;
   unsigned char *rslot = st, *sslot = st + (size_t)n * rec;
@@ -687,6 +686,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     err_why(why, why_len, "MPI_Isend/MPI_Irecv of the records", err);
     return PTO_EMPI;
   }
+  oneway_log(o, x, false); /* once the records are on their way: not on the round trip */
   req_poll poll_ = {req, later, MPI_SUCCESS, cancel, cancel_arg, false, cut_any ? &pc : NULL, NULL};
   rc = finish(w, x->buf, &poll_, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)",
               why, why_len);
@@ -811,6 +811,7 @@ static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway
 static int oneway_start(comm_win *w, struct mpi_oneway *o, comm_exchange *x, int64_t timeout_ms,
                         comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
+  oneway_log(o, x, true);
   for (int q = 0; q < n; q++)
     x->recv[q] = NULL;
   MPI_Comm comm = w->bcomm[x->buf];
