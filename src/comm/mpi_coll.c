@@ -742,7 +742,9 @@ _Static_assert(ONEWAY_LOG <= 64, "a one-way bit per logged call");
 typedef struct oneway_ack {
   uint64_t first;
   uint32_t calls;
-  uint32_t hdr;
+  uint16_t hdr;
+  uint16_t end; /* the task's end's: calls is the count (a batch's against an end's, or an end's
+                   against a batch's, is a rank that made fewer or more calls) */
 } oneway_ack;
 #define ACK_BYTES (sizeof(oneway_ack) + ONEWAY_RUN * ONEWAY_HDR)
 
@@ -864,12 +866,13 @@ static bool oneway_among(const struct mpi_oneway *o, uint64_t first, uint64_t up
 /* Sends every peer my acknowledgement of my calls first .. upto (at most
  * ONEWAY_RUN) and posts the receives of theirs. */
 static int ack_post(comm_win *w, int buf, struct mpi_oneway *o, uint64_t first, uint64_t upto,
-                    char *why, size_t why_len) {
+                    bool end, char *why, size_t why_len) {
   int n = o->n, me = w->my_rank, err = MPI_SUCCESS;
   oneway_ack *a = (oneway_ack *)o->ack;
   a->first = first;
   a->calls = (uint32_t)upto;
-  a->hdr = (uint32_t)o->hdr;
+  a->hdr = (uint16_t)o->hdr;
+  a->end = end;
   unsigned char *at = o->ack + sizeof *a;
   for (uint64_t t = first; t <= upto; t++, at += o->hdr)
     memcpy(at, o->log[(uint32_t)t % ONEWAY_LOG], o->hdr);
@@ -922,16 +925,19 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   if (rc) return rc;
   for (int p = 0; p < n; p++) {
     const oneway_ack *a = (const oneway_ack *)(o->ack + (size_t)(p + 1) * ACK_BYTES);
-    if (p == me || (a->first == first && (!last || a->calls == mine->calls))) continue;
+    if (p == me || (a->first == first && a->end == last && (!last || a->calls == mine->calls)))
+      continue;
     unsigned from = (unsigned)(uint32_t)first ? (unsigned)(uint32_t)first : 1;
+    bool counts = a->end != last || (last && a->calls != mine->calls);
     *at = upto; /* named by this rank's last call of them */
     snprintf(why, why_len,
-             "rank %d acknowledged %s calls #%u to #%u on window buffer %s, this rank calls "
-             "#%u to #%u%s",
+             "rank %d acknowledged %s calls #%u to #%u%s on window buffer %s, this rank calls "
+             "#%u to #%u%s%s",
              p, a->first >> 32 == first >> 32 ? "its" : "an earlier task's",
              (unsigned)(uint32_t)a->first ? (unsigned)(uint32_t)a->first : 1, (unsigned)a->calls,
-             w->d.buffers[buf].name, from, (unsigned)mine->calls,
-             last ? " (at the task's end: the ranks made different numbers of calls there)" : "");
+             a->end ? " (its last)" : "", w->d.buffers[buf].name, from, (unsigned)mine->calls,
+             last ? " (its last)" : "",
+             counts ? ": the ranks made different numbers of calls there" : "");
     return PTO_EINVAL;
   }
   for (uint64_t t = first; t <= upto && !rc; t++) {
@@ -962,7 +968,7 @@ int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn che
   uint64_t first = last ? tag / ONEWAY_RUN * ONEWAY_RUN : tag - ONEWAY_RUN;
   uint64_t upto = last ? tag : tag - 1;
   if (!oneway_among(o, first, upto)) return 0;
-  rc = ack_post(w, buf, o, first, upto, why, why_len);
+  rc = ack_post(w, buf, o, first, upto, last, why, why_len);
   if (!rc && last)
     rc = ack_finish(w, buf, o, true, check, check_arg, at, timeout_ms, cancel, cancel_arg, why,
                     why_len);
