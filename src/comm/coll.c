@@ -71,18 +71,22 @@
  * every peer (the backend's record exchange, point to point), and compares the
  * descriptors the same way; a call whose data came with the records then
  * ends with the mesh's last step 4 on them (no step 5: nothing of the
- * scratch is shared; a small broadcast's is one-way, waiting for the
- * root's record only, the others checked later: native_exchange), larger PTO_COLL_AUTO/MPI calls
- * run the backend's collective on their data, and mesh/ring run steps 1-5 above. Where that
- * backend's windows are direct too (the MPI backend on shared windows, one host), every call goes
- * through the call table first, as on shm: a call whose data fits the table ends there, with no MPI
- * message (on 4 ranks sharing 2 CPUs an 8-byte broadcast took 10-24 us through the records, 4.3
- * through the table); beyond it pto's own algorithms run on the windows as on shm (native_data): a
- * reduction's at every size, an allgather's or a broadcast's blocks below 4 MiB, an all-to-all's
- * below 1 MiB; larger ones, and PTO_COLL_MPI calls, follow the table's round, made holding the
- * buffer's lock, with the backend's collective. Reproducible reductions (PTO_RED_REPRODUCIBLE,
- * PTO_COLL_REPRODUCIBLE) fold every rank's block in rank order on every path: the mesh instead of
- * the ring, the records, and above them the backend's gather then a local
+ * scratch is shared; a small broadcast's is one-way, only the root
+ * sending, the others' headers acknowledged later: native_exchange),
+ * larger PTO_COLL_AUTO/MPI calls run the backend's collective on their
+ * data, and mesh/ring run steps 1-5 above. Where that backend's windows
+ * are direct too (the MPI backend on shared windows, one host), every
+ * call goes through the call table first, as on shm: a call whose data
+ * fits the table ends there, with no MPI message (on 4 ranks sharing 2
+ * CPUs an 8-byte broadcast took 10-24 us through the records, 4.3 through
+ * the table); beyond it pto's own algorithms run on the windows as on shm
+ * (native_data): a reduction's at every size, an allgather's or a
+ * broadcast's blocks below 4 MiB, an all-to-all's below 1 MiB; larger
+ * ones, and PTO_COLL_MPI calls, follow the table's round, made holding
+ * the buffer's lock, with the backend's collective. Reproducible
+ * reductions (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE) fold every
+ * rank's block in rank order on every path: the mesh instead of the ring,
+ * the records, and above them the backend's gather then a local
  * fold. */
 #include <inttypes.h>
 #include <limits.h>
@@ -716,25 +720,36 @@ static int table_reuse_wait(coll *k, int32_t s) {
   return 0;
 }
 
-/* Puts the scratch view (its call table, or without one its window
- * buffer: the backend's records) on the list the task's end checks
- * (coll_settle); false when the list is full. */
+/* Puts the scratch view on the list the task's end checks (coll_settle);
+ * false when the list is full. */
 static int coll_settle_all(pto_comm *c);
 static int records_settle(coll *k, int32_t call, bool last);
 static bool settle_later(coll *k) {
-  uint32_t *mark = k->table != NO_TABLE ? &table_of(k, k->me)->pend_epoch
-                                        : &k->cd->coll_calls[k->buf].pend_epoch;
-  if (*mark == k->c->epoch) return true;
+  coll_table *t = table_of(k, k->me);
+  if (t->pend_epoch == k->c->epoch) return true;
   pto_comm *c = k->c;
   pthread_mutex_lock(&c->pend_lock);
   bool ok = c->npend < COMM_COLL_PEND_MAX;
   if (ok) {
-    c->pend[c->npend++] = (comm_coll_pend){k->dom, k->buf, k->table};
+    c->pend[c->npend++] = (comm_coll_pend){k->dom, k->table};
     c->coll_settle = coll_settle_all;
-    *mark = k->c->epoch;
+    t->pend_epoch = k->c->epoch;
   }
   pthread_mutex_unlock(&c->pend_lock);
   return ok;
+}
+
+/* Through a backend's records every window buffer used in the task is
+ * acknowledged at its end (coll_settle_all): no list to fill, so that
+ * every rank takes the same calls for one-way (the pattern of records
+ * their pairs exchange depends on it). */
+static void records_later(coll *k) {
+  pto_comm *c = k->c;
+  if (atomic_load_explicit(&c->coll_records, memory_order_relaxed)) return;
+  pthread_mutex_lock(&c->pend_lock);
+  c->coll_settle = coll_settle_all;
+  atomic_store_explicit(&c->coll_records, true, memory_order_relaxed);
+  pthread_mutex_unlock(&c->pend_lock);
 }
 
 /* The end of a task: checks every one-way broadcast still unchecked, on
@@ -744,7 +759,7 @@ static int coll_settle_all(pto_comm *c) {
   int rc = 0;
   /* a task whose op already failed reports that: its peers may never
    * publish the calls (they wait for this rank, or were cancelled) */
-  if (comm_task_error(c, NULL, 0)) c->npend = 0;
+  if (comm_task_error(c, NULL, 0)) comm_coll_unchecked_drop(c);
   for (int i = 0; i < c->npend && !rc; i++) {
     coll k;
     memset(&k, 0, sizeof k);
@@ -755,19 +770,35 @@ static int coll_settle_all(pto_comm *c) {
     k.me = k.cd->my_rank;
     k.n = k.cd->desc.nranks;
     k.table = c->pend[i].table;
-    k.buf = c->pend[i].buf;
-    if (k.table == NO_TABLE) {
-      if (k.cd->coll_calls[k.buf].epoch != c->epoch) continue; /* no call in this task */
-      rc = records_settle(&k, k.cd->coll_calls[k.buf].calls, true);
-      continue;
-    }
     k.view_at = k.table - HDR_CELLS;
+    k.buf = -1;
     coll_table *t = table_of(&k, k.me);
     if (t->calls >> 32 != c->epoch) continue; /* no call in this task */
     rc = table_settle(&k, (int32_t)(uint32_t)t->calls);
     t->oneway = 0;
   }
   c->npend = 0;
+  /* every window buffer of a backend's records with calls in this task */
+  for (int i = 0;
+       i < COMM_MAX_DOMAINS && !rc && atomic_load_explicit(&c->coll_records, memory_order_relaxed);
+       i++) {
+    comm_dom *d = c->doms[i];
+    if (!d || d->my_rank < 0 || !d->be->settle || d->direct_all) continue; /* direct: tables */
+    for (int b = 0; b < d->desc.nbuffers && !rc; b++) {
+      if (d->coll_calls[b].epoch != c->epoch) continue;
+      coll k;
+      memset(&k, 0, sizeof k);
+      k.c = c;
+      k.dom = d->desc.id;
+      k.cd = d;
+      k.me = d->my_rank;
+      k.n = d->desc.nranks;
+      k.table = NO_TABLE;
+      k.buf = b;
+      rc = records_settle(&k, d->coll_calls[b].calls, true);
+    }
+  }
+  atomic_store_explicit(&c->coll_records, false, memory_order_relaxed);
   return rc;
 }
 
@@ -1075,8 +1106,8 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   x.max_bytes = sizeof mine + fuse_bytes(k);
   x.recv = recs;
   x.tag = coll_table_gen(k->c->epoch, (int32_t)k->d.seq);
-  /* a view that cannot go on the task's list waits for every record */
-  x.root = settles && oneway_root >= 0 && settle_later(k) ? oneway_root : -1;
+  if (settles) records_later(k);
+  x.root = settles ? oneway_root : -1;
   x.root_bytes = bb;
   if ((rc = native(k, NULL, &x, "the descriptors of the other ranks"))) return rc;
   /* a one-way call's ranks compare with the root's record only (the root

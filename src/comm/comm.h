@@ -73,7 +73,6 @@ typedef struct comm_dom {
   struct {
     uint32_t epoch;
     int32_t calls;
-    uint32_t pend_epoch; /* the task in which the buffer went on the comm's pending list */
   } coll_calls[PTO_COMM_MAX_BUFFERS];
   pthread_mutex_t coll_lock[PTO_COMM_MAX_BUFFERS];
   /* How long this process's signal waits on the domain took lately, ns
@@ -104,11 +103,9 @@ static inline bool comm_dom_windows(const comm_dom *d, uintptr_t *lo, uintptr_t 
 
 /* A scratch view whose one-way broadcasts (coll.c) are not all checked
  * against the peers' calls yet: its domain and call table (a window
- * offset), or, where they went through the backend's records (no call
- * table: UINT64_MAX), its window buffer. */
+ * offset). */
 typedef struct comm_coll_pend {
   int32_t dom;
-  int32_t buf;
   uint64_t table;
 } comm_coll_pend;
 #define COMM_COLL_PEND_MAX 32
@@ -155,8 +152,21 @@ struct pto_comm {
   pthread_mutex_t pend_lock;
   int npend;
   comm_coll_pend pend[COMM_COLL_PEND_MAX];
+  /* A collective of the current task went through a backend's records
+   * (coll.c, native_exchange): coll_settle acknowledges the one-way
+   * broadcasts of every window buffer used so at the task's end (set
+   * relaxed by kernels, read after they returned). */
+  _Atomic bool coll_records;
   int (*coll_settle)(pto_comm *c);
 };
+
+/* The task failed: the one-way broadcasts it left unchecked are checked
+ * by no one (its peers are being cancelled; the error to report is the
+ * task's). */
+static inline void comm_coll_unchecked_drop(pto_comm *c) {
+  c->npend = 0;
+  atomic_store_explicit(&c->coll_records, false, memory_order_relaxed);
+}
 
 /* Fills the layout of a domain (buffers, win_bytes); base/prefix/id are the
  * caller's. Returns PTO_EINVAL on bad names/sizes. */

@@ -248,7 +248,7 @@ void comm_domain_close(pto_comm *c, int32_t id, bool unlink) {
 void comm_task_begin(pto_comm *c, uint32_t epoch, uint64_t group) {
   c->epoch = epoch;
   c->group = group;
-  c->npend = 0; /* what a failed task left unchecked is no later task's */
+  comm_coll_unchecked_drop(c); /* what a failed task left unchecked is no later task's */
   pthread_mutex_lock(&c->err_lock);
   c->err_code = 0;
   c->err_details[0] = 0;
@@ -275,7 +275,8 @@ int comm_epoch_check(pto_comm *c, const char *op, int32_t dom, int rank) {
 int comm_task_end(pto_comm *c) {
   /* the one-way broadcasts not yet checked against the peers' calls:
    * their kernels have returned, the peers' tables still hold the calls */
-  int rc = c->npend && c->coll_settle ? c->coll_settle(c) : 0;
+  bool records = atomic_load_explicit(&c->coll_records, memory_order_relaxed);
+  int rc = (c->npend || records) && c->coll_settle ? c->coll_settle(c) : 0;
   /* first say, in every domain, that this rank's kernels finished (they
    * read nothing more), then land what is held: peers landing their own
    * stores for us meanwhile need not wait for us, nor we for them */

@@ -135,7 +135,7 @@ static void run_chip_task(pto_node *n, int slot, pto_chip *chip, pto_comm *comm,
   r->device_us = st.device_us;
   /* a failed run's one-way broadcasts are not checked at the end: its
    * peers are being cancelled, and the error to report is the run's */
-  if (r->status) comm->npend = 0;
+  if (r->status) comm_coll_unchecked_drop(comm);
   int end = comm_task_end(comm);
   int dend = delivery_end(why, sizeof why);
   char details[384];

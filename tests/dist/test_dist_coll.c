@@ -827,8 +827,8 @@ static void test_mismatch(void **state) {
     if (oneway) assert_int_equal(rc, PTO_EINVAL);
     /* case 29: rank 0's last view is past the task's list (32 views): it waited for rank 1
      * and failed at the call; rank 1 had no view on its list yet, so its call was one-way.
-     * Through MPI's records the list holds the window buffer, not each view: both calls were
-     * one-way, and the task's end names the last one */
+     * Through MPI's records there is no list (every window buffer used is acknowledged at the
+     * task's end): both calls were one-way, and the task's end names the last one */
     if (m == 29 && !dist_records_path()) assert_int_equal(res[0], PTO_EINVAL);
     if (m == 29 && dist_records_path()) assert_non_null(strstr(err.details, "broadcast #41"));
     /* case 30: the check at call #5 (COLL_ONEWAY_LAG after it) names broadcast #1 */

@@ -149,6 +149,18 @@ static void post_ack(const xrun *x, rstate *s, int r, int first, int last, bool 
   s->open[r] = (uint8_t)(first + 1);
 }
 
+/* Finishes my acknowledgement in flight, if any: -1 while a peer's is
+ * not there, 0 when one differs (found), 1 when done. */
+static int finish_round(const xrun *x, rstate *s, int r) {
+  if (!s->open[r]) return 1;
+  if (!acks_there(x, s, r)) return -1;
+  int f = s->open[r] - 1;
+  s->open[r] = 0;
+  if (ack_check(x, s, r, f, f + x->run - 1, false)) return 1;
+  s->found[r] = 1;
+  return 0;
+}
+
 /* One step of rank r; false when it cannot move. */
 static bool rank_step(xrun *x, rstate *s, int r) {
   for (int k = 0; k < x->n; k++)
@@ -162,15 +174,8 @@ static bool rank_step(xrun *x, rstate *s, int r) {
     }
     uint8_t mine = x->code[r][c];
     if (sn % R == 0 && !x->v->no_ack) {
-      if (s->open[r]) {
-        if (!acks_there(x, s, r)) return false;
-        int f = s->open[r] - 1;
-        s->open[r] = 0;
-        if (!ack_check(x, s, r, f, f + R - 1, false)) {
-          s->found[r] = 1;
-          return true;
-        }
-      }
+      int f = finish_round(x, s, r);
+      if (f <= 0) return f == 0;
       if (oneway_among(x, r, sn - R, sn - 1)) post_ack(x, s, r, sn - R, sn - 1, false);
     }
     bool send = !is_oneway(mine) || root_of(mine) == r;
@@ -201,15 +206,8 @@ static bool rank_step(xrun *x, rstate *s, int r) {
   }
   case PC_END_ACK: {
     int last = x->calls[r], first = last / R * R;
-    if (!x->v->no_ack && s->open[r]) {
-      if (!acks_there(x, s, r)) return false;
-      int f = s->open[r] - 1;
-      s->open[r] = 0;
-      if (!ack_check(x, s, r, f, f + R - 1, false)) {
-        s->found[r] = 1;
-        return true;
-      }
-    }
+    int f = x->v->no_ack ? 1 : finish_round(x, s, r);
+    if (f <= 0) return f == 0;
     if (!x->v->no_ack && oneway_among(x, r, first, last)) {
       post_ack(x, s, r, first, last, true);
       s->pc[r] = PC_END_WAIT;
