@@ -588,20 +588,23 @@ static int open_peers(MPI_Request *req, int n, int me, int dir, char *list, size
  * which peer has not taken mine (the first pieces' requests, which come
  * first: mpi_exchange). Before, the error said only "a rank did not call
  * it, or died", where the call table's wait names the rank. */
-static void missing_peers(const comm_win *w, int buf, MPI_Request *req, char *why, size_t why_len) {
+static void missing_peers(const comm_win *w, int buf, MPI_Request *req, bool acks, char *why,
+                          size_t why_len) {
   int n = w->d.nranks, me = w->my_rank;
   char list[128] = "";
-  const char *how = "no record came from";
+  const char *noun = acks ? "acknowledgement" : "record";
+  bool came = true;
   int k = open_peers(req, n, me, -1, list, sizeof list); /* mpi_exchange's receives */
   if (!k) {
-    how = "my record was not taken by";
+    came = false;
     k = open_peers(req + (n - 1), n, me, +1, list, sizeof list); /* then its sends */
   }
   if (!k) return; /* every request completed meanwhile: finish's words stand */
   snprintf(why, why_len,
-           "the exchange of records (MPI_Isend/MPI_Irecv) on window buffer %s did not "
-           "complete: %s rank%s %s (%s did not call, or died)",
-           w->d.buffers[buf].name, how, k > 1 ? "s" : "", list, k > 1 ? "they" : "it");
+           "the exchange of %ss (MPI_Isend/MPI_Irecv) on window buffer %s did not "
+           "complete: %s %s %s rank%s %s (%s did not call, or died)",
+           noun, w->d.buffers[buf].name, came ? "no" : "my", noun,
+           came ? "came from" : "was not taken by", k > 1 ? "s" : "", list, k > 1 ? "they" : "it");
 }
 
 struct mpi_oneway;
@@ -690,7 +693,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
   req_poll poll_ = {req, later, MPI_SUCCESS, cancel, cancel_arg, false, cut_any ? &pc : NULL, NULL};
   rc = finish(w, x->buf, &poll_, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)",
               why, why_len);
-  if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, why, why_len);
+  if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, false, why, why_len);
   for (int q = 0; q < n && !rc; q++)
     x->recv[q] = q == me ? NULL : rslot + (size_t)q * rec + LEN_BYTES;
   return rc;
@@ -842,15 +845,17 @@ static int oneway_start(comm_win *w, struct mpi_oneway *o, comm_exchange *x, int
     return PTO_EMPI;
   }
   req_poll p = {&o->rreq, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
-  char what[96];
-  snprintf(what, sizeof what, "the record of rank %d, the broadcast's root (MPI_Irecv)", x->root);
-  int rc = finish(w, x->buf, &p, timeout_ms, false, what, why, why_len);
+  int rc = finish(w, x->buf, &p, timeout_ms, false, "the broadcast root's record (MPI_Irecv)", why,
+                  why_len);
   if (rc == PTO_EMPI && p.err == MPI_ERR_TRUNCATE) {
     snprintf(why, why_len,
              "rank %d's record for call #%u on window buffer %s is longer than a one-way "
              "broadcast's: it made another call there (or this one with other arguments)",
              x->root, (unsigned)(uint32_t)x->tag, w->d.buffers[x->buf].name);
     rc = PTO_EINVAL;
+  } else if (rc) { /* named here, not formatted at every call */
+    size_t at = strlen(why);
+    snprintf(why + at, why_len - at, " (the root: rank %d)", x->root);
   }
   if (!rc) x->recv[x->root] = o->rslot + LEN_BYTES;
   return rc;
@@ -908,7 +913,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   int rc =
       finish(w, buf, &p, timeout_ms, false,
              "the acknowledgements of its one-way broadcasts (MPI_Isend/MPI_Irecv)", why, why_len);
-  if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, buf, o->areq, why, why_len);
+  if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, buf, o->areq, true, why, why_len);
   if (rc) return rc;
   /* the root's sends of these calls: done long since (eager), tested here */
   int s0 = (int)((uint32_t)first % ONEWAY_SEND);
