@@ -1042,8 +1042,8 @@ static void coll_path(bool shared) {
   /* one-way through the records: the root's alone (the others' headers follow,
    * acknowledged in a batch; before, each rank sent every peer its record) */
   count_check("broadcast of 17 f32", shared, "MPI sends", isends - before, r == 1 ? peers : 0,
-              shared ? "the call table, no message" : "the root's records, one to every peer",
-              out, expect, PATH_N);
+              shared ? "the call table, no message" : "the root's records, one to every peer", out,
+              expect, PATH_N);
   /* allgather: rank q's block holds 1000 q + i */
   for (int i = 0; i < PATH_N; i++)
     in[i] = (float)(1000 * r + i);
