@@ -981,11 +981,21 @@ typedef struct coll_rec {
  * mine: of the same task and scratch view, then their descriptors
  * (check_descs) against mine (k->d). */
 static int check_recs(coll *k, const unsigned char *const *recs, const coll_rec *mine) {
+  /* a record begins with its descriptor: recs serve as the descriptors
+   * (check_descs skips mine) unless one is missing */
   const unsigned char *descs[PTO_COMM_MAX_RANKS];
+  const unsigned char *const *use = recs;
   for (int p = 0; p < k->n; p++) {
     const coll_rec *o = (const coll_rec *)recs[p];
-    descs[p] = o ? (const unsigned char *)&o->d : (const unsigned char *)&k->d;
-    if (!o || p == k->me) continue;
+    if (p == k->me) continue;
+    if (!o) {
+      if (use == recs) {
+        memcpy(descs, recs, sizeof *descs * (size_t)k->n);
+        use = descs;
+      }
+      descs[p] = (const unsigned char *)&k->d;
+      continue;
+    }
     if (o->epoch != mine->epoch)
       return comm_fail(
           k->c, PTO_EMPI,
@@ -1003,7 +1013,7 @@ static int check_recs(coll *k, const unsigned char *const *recs, const coll_rec 
                        kind_name(k->d.kind), k->d.seq, k->dom, k->me, mine->view_at,
                        k->cd->desc.buffers[k->buf].name, p, o->view_at);
   }
-  return check_descs(k, descs);
+  return check_descs(k, use);
 }
 
 /* A call's headers from every rank, acknowledged after a one-way

@@ -609,9 +609,9 @@ static void missing_peers(const comm_win *w, int buf, MPI_Request *req, bool ack
 
 struct mpi_oneway;
 static struct mpi_oneway *oneway_set(comm_win *w, int buf);
-static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway);
-static int oneway_start(comm_win *w, struct mpi_oneway *o, comm_exchange *x, int64_t timeout_ms,
-                        comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len);
+static void oneway_log_whole(comm_win *w, const comm_exchange *x);
+static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
+                        void *cancel_arg, char *why, size_t why_len);
 static bool oneway_fits(const comm_win *w, const comm_exchange *x);
 static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch);
 
@@ -621,13 +621,6 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
   if (!rc && oneway_stale(w, x->buf, (uint32_t)(x->tag >> 32)))
     rc = oneway_withdraw(w, x->buf, (uint32_t)(x->tag >> 32), why, why_len);
   if (rc) return rc;
-  /* every exchange's header is logged, for the one-way calls' acknowledgements */
-  struct mpi_oneway *o = oneway_set(w, x->buf);
-  if (!o) {
-    snprintf(why, why_len, "no memory for the one-way records of window buffer %s",
-             w->d.buffers[x->buf].name);
-    return PTO_ENOMEM;
-  }
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
   if (x->max_bytes > INT_MAX - LEN_BYTES || x->hdr_bytes + x->block_bytes > x->max_bytes) {
     snprintf(why, why_len, "a record of %zu bytes over the bound of %zu",
@@ -636,7 +629,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
   }
   size_t max = LEN_BYTES + x->max_bytes, rec = (max + 63) & ~(size_t)63;
   if (x->root >= 0 && x->root < n && n > 1 && oneway_fits(w, x))
-    return oneway_start(w, o, x, timeout_ms, cancel, cancel_arg, why, why_len);
+    return oneway_start(w, x, timeout_ms, cancel, cancel_arg, why, why_len);
   unsigned char *st = staging(w, x->buf, rec, why, why_len);
   if (!st) return PTO_ENOMEM;
   unsigned char *rslot = st, *sslot = st + (size_t)n * rec;
@@ -689,7 +682,10 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
     err_why(why, why_len, "MPI_Isend/MPI_Irecv of the records", err);
     return PTO_EMPI;
   }
-  oneway_log(o, x, false); /* once the records are on their way: not on the round trip */
+  /* from the task's first one-way call on, every exchange's header is
+   * logged for the acknowledgements; once the records are on their way,
+   * not on the round trip */
+  oneway_log_whole(w, x);
   req_poll poll_ = {req, later, MPI_SUCCESS, cancel, cancel_arg, false, cut_any ? &pc : NULL, NULL};
   rc = finish(w, x->buf, &poll_, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)",
               why, why_len);
@@ -713,18 +709,21 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
  * or the cancel of the run that the rank which found it failed.
  *
  * What the other ranks' records would have told the root comes in
- * acknowledgements instead, on a tag of their own: every exchange's header
- * (whole or one-way) is logged by call number, and at every call s that
- * is a multiple of ONEWAY_RUN each rank whose last ONEWAY_RUN calls
- * (s - RUN .. s - 1) had a one-way one sends every peer their headers and
+ * acknowledgements instead, on a tag of their own: from the task's first
+ * one-way call on, every exchange's header (whole or one-way) is logged by
+ * call number, and at every call s that is a multiple of ONEWAY_RUN each
+ * rank whose last ONEWAY_RUN calls (s - RUN .. s - 1) had a one-way one
+ * sends every peer their headers (from its first one-way call on) and
  * posts a receive of each peer's; at the next such call (or the task's
  * end: settle) it waits for them and hands every call's headers to the
  * caller's check. So a root runs at most 2 * ONEWAY_RUN calls ahead of
  * the slowest rank; a rank waits only for acknowledgements sent a batch
  * earlier. The root's sends leave from a ring of 2 * ONEWAY_RUN records,
  * complete by then. At the task's end the calls since the last batch are
- * acknowledged and waited for at once, with the rank's call count (a peer
- * that made fewer or more calls is named).
+ * acknowledged and waited for at once, marked as the end's, with the
+ * rank's count of calls (a peer that made fewer or more calls is named).
+ * tests/unit/test_coll_records_explorer.c proves it over every
+ * interleaving of small cases.
  *
  * A one-way record goes as one message of at most ONEWAY_REC bytes (the
  * first piece of a record in pieces, in_pieces: the call is one-way only
@@ -756,6 +755,7 @@ struct mpi_oneway {
   int n, per;      /* ranks; requests per peer set: 2 (n - 1) */
   uint64_t oneway; /* bit t % ONEWAY_LOG: my call t was one-way */
   uint64_t last;   /* the tag of my last call logged */
+  uint64_t from;   /* the tag of my first one-way call in this task, 0: none (none logged yet) */
   uint64_t open;   /* the first call of the acknowledgement in flight, or 0 */
   size_t hdr;
   unsigned char log[ONEWAY_LOG][ONEWAY_HDR];
@@ -813,9 +813,22 @@ static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway
   o->epoch = (uint32_t)(x->tag >> 32);
 }
 
-static int oneway_start(comm_win *w, struct mpi_oneway *o, comm_exchange *x, int64_t timeout_ms,
-                        comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+/* A whole exchange's header, once the task has had a one-way call. */
+static void oneway_log_whole(comm_win *w, const comm_exchange *x) {
+  struct mpi_oneway *o = w->xone[x->buf];
+  if (o && o->from) oneway_log(o, x, false);
+}
+
+static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
+                        void *cancel_arg, char *why, size_t why_len) {
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
+  struct mpi_oneway *o = oneway_set(w, x->buf);
+  if (!o) {
+    snprintf(why, why_len, "no memory for the one-way records of window buffer %s",
+             w->d.buffers[x->buf].name);
+    return PTO_ENOMEM;
+  }
+  if (!o->from) o->from = x->tag; /* the task's first (a new task's withdraw cleared it) */
   oneway_log(o, x, true);
   for (int q = 0; q < n; q++)
     x->recv[q] = NULL;
@@ -972,6 +985,8 @@ int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn che
    * before it; at the task's end, the calls from the last batch on */
   uint64_t first = last ? tag / ONEWAY_RUN * ONEWAY_RUN : tag - ONEWAY_RUN;
   uint64_t upto = last ? tag : tag - 1;
+  if (!o->from || o->from > upto) return 0; /* no one-way call of mine yet */
+  if (first < o->from) first = o->from;     /* the calls before it were not logged */
   if (!oneway_among(o, first, upto)) return 0;
   rc = ack_post(w, buf, o, first, upto, last, why, why_len);
   if (!rc && last)
@@ -1008,6 +1023,7 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t keep_epoch, char *why,
     }
   o->open = 0;
   o->oneway = 0;
+  o->from = 0;
   o->epoch = keep_epoch;
   return 0;
 }

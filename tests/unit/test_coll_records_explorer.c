@@ -109,6 +109,14 @@ static void pop(uint8_t q[XQ][2], uint8_t *len, uint8_t out[2]) {
   q[*len][0] = q[*len][1] = 0; /* states are compared bytewise */
 }
 
+/* My first one-way call up to call `last`, 0 if none: my acknowledgements
+ * begin there at the earliest (the calls before it are not logged). */
+static int first_oneway(const xrun *x, int r, int last) {
+  for (int t = 1; t <= last && t <= x->calls[r]; t++)
+    if (is_oneway(x->code[r][t - 1])) return t;
+  return 0;
+}
+
 /* Had my calls first .. last (1-based, 0 skipped) a one-way one? */
 static bool oneway_among(const xrun *x, int r, int first, int last) {
   for (int t = first < 1 ? 1 : first; t <= last && t <= x->calls[r]; t++)
@@ -125,6 +133,7 @@ static bool acks_there(const xrun *x, const rstate *s, int r) {
 /* Takes every peer's acknowledgement and compares it with mine (first ..
  * last); at the task's end its count too. False: a difference found. */
 static bool ack_check(const xrun *x, rstate *s, int r, int first, int last, bool end) {
+  /* a round's first: the batch's, or my first one-way call, later */
   bool ok = true;
   for (int p = 0; p < x->n; p++) {
     if (p == r) continue;
@@ -156,7 +165,7 @@ static int finish_round(const xrun *x, rstate *s, int r) {
   if (!acks_there(x, s, r)) return -1;
   int f = s->open[r] - 1;
   s->open[r] = 0;
-  if (ack_check(x, s, r, f, f + x->run - 1, false)) return 1;
+  if (ack_check(x, s, r, f, f / x->run * x->run + x->run - 1, false)) return 1;
   s->found[r] = 1;
   return 0;
 }
@@ -176,7 +185,8 @@ static bool rank_step(xrun *x, rstate *s, int r) {
     if (sn % R == 0 && !x->v->no_ack) {
       int f = finish_round(x, s, r);
       if (f <= 0) return f == 0;
-      if (oneway_among(x, r, sn - R, sn - 1)) post_ack(x, s, r, sn - R, sn - 1, false);
+      int from = first_oneway(x, r, sn - 1), first = sn - R > from ? sn - R : from;
+      if (from && oneway_among(x, r, first, sn - 1)) post_ack(x, s, r, first, sn - 1, false);
     }
     bool send = !is_oneway(mine) || root_of(mine) == r;
     for (int p = 0; send && p < n; p++)
@@ -205,10 +215,11 @@ static bool rank_step(xrun *x, rstate *s, int r) {
     return true;
   }
   case PC_END_ACK: {
-    int last = x->calls[r], first = last / R * R;
+    int last = x->calls[r], from = first_oneway(x, r, last), first = last / R * R;
+    if (first < from) first = from;
     int f = x->v->no_ack ? 1 : finish_round(x, s, r);
     if (f <= 0) return f == 0;
-    if (!x->v->no_ack && oneway_among(x, r, first, last)) {
+    if (!x->v->no_ack && from && oneway_among(x, r, first, last)) {
       post_ack(x, s, r, first, last, true);
       s->pc[r] = PC_END_WAIT;
     } else {
@@ -314,8 +325,8 @@ static bool explore(const xvariant *v, int n, int run, const char *views, bool d
 /* Every rank sees the same calls: done, nothing found, no hang. */
 static void test_agreeing_calls_are_proven(void **state) {
   (void)state;
-  static const char *const two[] = {"b0b0b0b0b0", "b0Wb1Wb0", "WWb1b1W",
-                                    "b1b0b1b0b1", "Wb0W",     "b1"};
+  static const char *const two[] = {"b0b0b0b0b0", "b0Wb1Wb0", "WWb1b1W", "b1b0b1b0b1",
+                                    "Wb0W",       "b1",       "WWWb0b0"};
   for (size_t i = 0; i < sizeof two / sizeof *two; i++)
     for (int run = 1; run <= 2; run++)
       assert_true(explore(&V_REAL, 2, run, two[i], false, true));
@@ -336,6 +347,7 @@ static void test_differences_are_found(void **state) {
       "Wb0|Wb1b0",       /* two roots at call 2, and a call more */
       "b0|W",            /* a one-way call against a whole exchange */
       "b1b1b0b1|b1b1b1", /* a root's one-way call and a count */
+      "WWWb0|WWb0b0",    /* the first one-way call differs (its acknowledgements begin there) */
   };
   for (size_t i = 0; i < sizeof two / sizeof *two; i++)
     for (int run = 1; run <= 2; run++)
