@@ -929,7 +929,9 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, buf, o->areq, true, why, why_len);
   if (rc) return rc;
   /* the root's sends of these calls: done long since (eager), tested here */
-  int s0 = (int)((uint32_t)first % ONEWAY_SEND);
+  /* by the batch's first call: the round's own may be a later one, the
+   * task's first one-way call (ONEWAY_RUN slots from s0 stay in the ring) */
+  int s0 = (int)((uint32_t)first / ONEWAY_RUN * ONEWAY_RUN % ONEWAY_SEND);
   req_poll sp = {o->sreq + (size_t)s0 * (size_t)(n - 1),
                  ONEWAY_RUN * (n - 1),
                  MPI_SUCCESS,
