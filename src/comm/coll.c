@@ -752,6 +752,17 @@ static void records_later(coll *k) {
   pthread_mutex_unlock(&c->pend_lock);
 }
 
+/* A call's state for the checks at a task's end, on domain d (no kernel
+ * context: the kernels have returned). */
+static void end_coll(coll *k, pto_comm *c, comm_dom *d) {
+  memset(k, 0, sizeof *k);
+  k->c = c;
+  k->dom = d->desc.id;
+  k->cd = d;
+  k->me = d->my_rank;
+  k->n = d->desc.nranks;
+}
+
 /* The end of a task: checks every one-way broadcast still unchecked, on
  * every scratch view of the list (settle_later), then empties it. The
  * kernels have returned, so nothing else uses the views. */
@@ -762,13 +773,9 @@ static int coll_settle_all(pto_comm *c) {
   if (comm_task_error(c, NULL, 0)) comm_coll_unchecked_drop(c);
   for (int i = 0; i < c->npend && !rc; i++) {
     coll k;
-    memset(&k, 0, sizeof k);
-    k.c = c;
-    k.dom = c->pend[i].dom;
-    k.cd = comm_find(c, k.dom);
-    if (!k.cd) continue; /* cannot happen: domains outlive the task */
-    k.me = k.cd->my_rank;
-    k.n = k.cd->desc.nranks;
+    comm_dom *d = comm_find(c, c->pend[i].dom);
+    if (!d) continue; /* cannot happen: domains outlive the task */
+    end_coll(&k, c, d);
     k.table = c->pend[i].table;
     k.view_at = k.table - HDR_CELLS;
     k.buf = -1;
@@ -787,12 +794,7 @@ static int coll_settle_all(pto_comm *c) {
     for (int b = 0; b < d->desc.nbuffers && !rc; b++) {
       if (d->coll_calls[b].epoch != c->epoch) continue;
       coll k;
-      memset(&k, 0, sizeof k);
-      k.c = c;
-      k.dom = d->desc.id;
-      k.cd = d;
-      k.me = d->my_rank;
-      k.n = d->desc.nranks;
+      end_coll(&k, c, d);
       k.table = NO_TABLE;
       k.buf = b;
       rc = records_settle(&k, d->coll_calls[b].calls, true);

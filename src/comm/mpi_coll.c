@@ -215,7 +215,7 @@ int mpi_coll_open(comm_win *w, char *why, size_t why_len) {
   return 0;
 }
 
-static int oneway_withdraw(comm_win *w, int buf, uint32_t keep_epoch, char *why, size_t why_len);
+static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size_t why_len);
 
 void mpi_coll_close(comm_win *w, bool all_here, bool finalized) {
   for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++) {
@@ -744,8 +744,7 @@ _Static_assert(ONEWAY_LOG <= 64, "a one-way bit per logged call");
 typedef struct oneway_ack {
   uint64_t first;
   uint32_t calls;
-  uint16_t hdr;
-  uint16_t end; /* the task's end's: calls is the count (a batch's against an end's, or an end's
+  uint32_t end; /* the task's end's: calls is the count (a batch's against an end's, or an end's
                    against a batch's, is a rank that made fewer or more calls) */
 } oneway_ack;
 #define ACK_BYTES (sizeof(oneway_ack) + ONEWAY_RUN * ONEWAY_HDR)
@@ -754,7 +753,6 @@ struct mpi_oneway {
   uint32_t epoch;  /* of the calls logged last (an exchange of another one withdraws the rest) */
   int n, per;      /* ranks; requests per peer set: 2 (n - 1) */
   uint64_t oneway; /* bit t % ONEWAY_LOG: my call t was one-way */
-  uint64_t last;   /* the tag of my last call logged */
   uint64_t from;   /* the tag of my first one-way call in this task, 0: none (none logged yet) */
   uint64_t open;   /* the first call of the acknowledgement in flight, or 0 */
   size_t hdr;
@@ -809,7 +807,6 @@ static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway
   memcpy(o->log[t], x->hdr, x->hdr_bytes);
   o->hdr = x->hdr_bytes;
   o->oneway = (o->oneway & ~((uint64_t)1 << t)) | (uint64_t)oneway << t;
-  o->last = x->tag;
   o->epoch = (uint32_t)(x->tag >> 32);
 }
 
@@ -889,7 +886,6 @@ static int ack_post(comm_win *w, int buf, struct mpi_oneway *o, uint64_t first, 
   oneway_ack *a = (oneway_ack *)o->ack;
   a->first = first;
   a->calls = (uint32_t)upto;
-  a->hdr = (uint16_t)o->hdr;
   a->end = end;
   unsigned char *at = o->ack + sizeof *a;
   for (uint64_t t = first; t <= upto; t++, at += o->hdr)
@@ -997,20 +993,20 @@ int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn che
   return rc;
 }
 
-/* Withdraws what one-way exchanges of another epoch than keep_epoch (0:
- * any) left pending, as a task that failed does (one that ends well
- * waits for its acknowledgements): the receives are cancelled
- * (MPI_Cancel, which an unmatched receive honours at once), the sends,
- * which went eagerly, complete. What does not complete within
- * ONEWAY_WITHDRAW_MS stays in flight, and the buffer is broken. */
+/* Withdraws what the one-way exchanges of an earlier task left pending,
+ * as a task that failed does (one that ends well waits for its
+ * acknowledgements), and starts the state of task `epoch` (0: none, at
+ * the window's release): the receives are cancelled (MPI_Cancel, which an
+ * unmatched receive honours at once), the sends, which went eagerly,
+ * complete. What does not complete within ONEWAY_WITHDRAW_MS stays in
+ * flight, and the buffer is broken. */
 #define ONEWAY_WITHDRAW_MS 100
-static int oneway_withdraw(comm_win *w, int buf, uint32_t keep_epoch, char *why, size_t why_len) {
+static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size_t why_len) {
   struct mpi_oneway *o = w->xone[buf];
   int n = o->n;
   if (o->rreq != MPI_REQUEST_NULL) MPI_Cancel(&o->rreq);
   for (int r = 0; r < n - 1; r++)
     if (o->areq[r] != MPI_REQUEST_NULL) MPI_Cancel(&o->areq[r]);
-  /* rreq, sreq and areq lie one after the other */
   req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
                    {o->sreq, ONEWAY_SEND * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
                    {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, NULL}};
@@ -1026,6 +1022,6 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t keep_epoch, char *why,
   o->open = 0;
   o->oneway = 0;
   o->from = 0;
-  o->epoch = keep_epoch;
+  o->epoch = epoch;
   return 0;
 }
