@@ -21,9 +21,9 @@
 # more runs without probes (at full speed).
 #
 # LOCKED_OPS_PER: tasks per unit of -n, warm-ups included (bench_pto's
-# warm-up is a tenth of -n: 1.1 for chain and indep, 72.6 for fanout's
+# warm-up is a run of the same -n: 2 for chain and indep, 132 for fanout's
 # 66-task rounds; the prebuilt class runs each build 12 times, its capture
-# and 11 launches: 13.2 and 871.2).
+# and 11 launches: 24 and 1584).
 set -eu
 bin=$1
 shift

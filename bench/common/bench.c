@@ -462,7 +462,12 @@ static int64_t measure(const bench_system *s, const opts *o, const bench_work *w
   return ns;
 }
 
-/* W1, W2, W4: one warm-up run, then `reps` measured runs. */
+/* W1, W2, W4: one warm-up run of the measured size, then `reps` measured
+ * runs. After a smaller warm-up (it was a tenth), the peers that allocate
+ * per task paid in their first measured run what pto, whose rings are
+ * allocated once, does not: oneTBB's W1 took 150-178 ns per task in it
+ * against 106-118 in the runs after it, libgomp's 311-316 against 221-286,
+ * while pto's first run was no slower than its later ones. */
 static int run_simple(const bench_system *s, const opts *o) {
   bench_kind kind = !strcmp(o->workload, "chain")   ? BENCH_CHAIN
                     : !strcmp(o->workload, "indep") ? BENCH_INDEP
@@ -476,7 +481,6 @@ static int run_simple(const bench_system *s, const opts *o) {
   snprintf(params, sizeof(params), "n=%d", n);
   int rc = 0;
   for (int r = -1; r < o->reps && !rc; r++) {
-    w.n = r < 0 ? (n / 10 > 10 ? n / 10 : 10) : n; /* warm-up: a tenth */
     int64_t ns = measure(s, o, &w, o->workload, params);
     if (ns < 0)
       rc = 1;
