@@ -515,6 +515,11 @@ static int mismatch(coll *k, int p, const coll_desc *o, const char *field) {
                    algo_name(o->algo, oalgo, sizeof oalgo));
 }
 
+/* Whether the descriptor at a (8-aligned) is b, every byte. */
+static inline bool desc_same(const unsigned char *a, const coll_desc *b) {
+  return memcmp(a, b, DESC_BYTES) == 0; /* gcc inlines it: a few vector compares */
+}
+
 /* Every rank's descriptor (rank p's at descs[p], 8-aligned; mine is k->d) against
  * mine, before any data is used: 0 when every rank made my call with valid
  * arguments; else the call fails on this rank naming, in this order, a
@@ -522,6 +527,13 @@ static int mismatch(coll *k, int p, const coll_desc *o, const char *field) {
  * error, that a peer made one, or how the arguments differ (every rank
  * finds one). */
 static int check_descs(coll *k, const unsigned char *const *descs) {
+  /* the common case first: every peer's descriptor is mine byte for byte
+   * (every field is compared below, and coll_desc has no padding), and
+   * mine has no error */
+  int same = 0;
+  for (int p = 0; p < k->n && k->d.status == 0; p++)
+    same += p == k->me || desc_same(descs[p], &k->d);
+  if (same == k->n) return 0;
   const char *name = kind_name(k->d.kind);
   for (int p = 0; p < k->n; p++) {
     const coll_desc *o = (const coll_desc *)descs[p];
@@ -683,12 +695,19 @@ static int table_wait_for(coll *k, table_wait *w, const char *why) {
  * check. A difference fails this call, naming the broadcast's. */
 static int table_settle(coll *k, int32_t upto) {
   coll_table *t = table_of(k, k->me);
-  for (int32_t c = upto - COLL_TABLE_SLOTS + 1; t->oneway && c <= upto; c++) {
-    uint32_t bit = 1u << coll_table_slot(c);
+  /* the calls of [upto - SLOTS + 1, upto] whose slots have bits, oldest
+   * first: bit i of `due` is call c0 + i's slot (the bits rotated) */
+  const int32_t c0 = upto - COLL_TABLE_SLOTS + 1;
+  const int first = coll_table_slot(c0);
+  const uint32_t all = (1u << COLL_TABLE_SLOTS) - 1;
+  uint32_t due = t->oneway & all;
+  due = (due >> first | due << (COLL_TABLE_SLOTS - first)) & all;
+  for (; due; due &= due - 1) {
+    int32_t c = c0 + __builtin_ctz(due);
     /* the bit is of the call my slot holds: a later one, not due yet, when
      * that is not c */
-    if (c < 1 || !(t->oneway & bit) || slot_call(k, k->me, c) != c) continue;
-    t->oneway &= ~bit;
+    if (c < 1 || slot_call(k, k->me, c) != c) continue;
+    t->oneway &= ~(1u << coll_table_slot(c));
     coll_desc now = k->d;
     k->d = table_slot(k, k->me, c)->d; /* the broadcast's (still in my slot): its errors name it */
     table_wait w = {k, c, -1, true, 0, false};
