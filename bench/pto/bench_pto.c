@@ -73,6 +73,12 @@ static int k_task(const pto_kctx *c) {
 
 static int g_workers;
 
+/* PTO_BENCH_BATCH=1: the dynamic class's orchestrations submit in one
+ * batch (pto_orch_batch_begin/end, pto/orch.h), pushed PTO_ORCH_BATCH_MAX
+ * ready tasks at a time. Not the configuration rule's: a measurement of
+ * the batch. */
+static bool g_batch;
+
 /* The chip of the configuration rule for `workers` CPUs, its kernels
  * registered in K_* order (so g_kernel[] holds on every such chip);
  * `whole_graph`: rings that hold the largest workload's graph live at once,
@@ -124,10 +130,13 @@ static int pto_bench_init(int workers) {
   if (rc) return rc;
   const pto_chip_config *cfg = pto_chip_get_config(g_chip); /* as resolved */
   int cores = cfg->clusters * cfg->aiv_per_cluster;
+  const char *batch = getenv("PTO_BENCH_BATCH");
+  g_batch = batch && strcmp(batch, "1") == 0;
   snprintf(g_desc, sizeof(g_desc),
-           "%d cluster%s x %d AIV (%d kernel core%s) + %d scheduler%s + orchestrator thread",
+           "%d cluster%s x %d AIV (%d kernel core%s) + %d scheduler%s + orchestrator thread%s",
            cfg->clusters, cfg->clusters == 1 ? "" : "s", cfg->aiv_per_cluster, cores,
-           cores == 1 ? "" : "s", cfg->schedulers, cfg->schedulers == 1 ? "" : "s");
+           cores == 1 ? "" : "s", cfg->schedulers, cfg->schedulers == 1 ? "" : "s",
+           g_batch ? ", submits in batches (PTO_BENCH_BATCH)" : "");
   return 0;
 }
 
@@ -144,7 +153,15 @@ typedef struct job {
   int n;
   uint64_t *slots;
   const bench_graph *g;
+  pto_orch_fn fn; /* under PTO_BENCH_BATCH: the orchestration batched() runs */
 } job;
+
+static void batched(pto_orch *o, void *arg) {
+  job *j = arg;
+  pto_orch_batch_begin(o);
+  j->fn(o, arg);
+  pto_orch_batch_end(o);
+}
 
 static void slot_tensor(pto_tensor *t, uint64_t *slot) {
   int64_t shape[1] = {BENCH_SLOT_WORDS};
@@ -245,8 +262,9 @@ static void orch_graph(pto_orch *o, void *arg) {
 static int64_t run(pto_orch_fn fn, job *j) {
   pto_run_stats st;
   pto_error_info err;
+  j->fn = fn;
   int64_t t0 = bench_now_ns();
-  int rc = pto_chip_run(g_chip, fn, j, &st, &err);
+  int rc = pto_chip_run(g_chip, g_batch ? batched : fn, j, &st, &err);
   int64_t ns = bench_now_ns() - t0;
   if (rc != 0) {
     pto_error_print(&err, stderr);

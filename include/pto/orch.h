@@ -230,6 +230,28 @@ typedef enum pto_scope_mode {
 PTO_API int pto_scope_begin(pto_orch *o, pto_scope_mode mode);
 PTO_API int pto_scope_end(pto_orch *o);
 
+/* Batched submission. Between pto_orch_batch_begin and the matching
+ * pto_orch_batch_end (batches nest; the outermost end counts), the tasks
+ * that are ready at their submit are not pushed to the ready queues one by
+ * one but gathered and pushed together, with one position claim and one
+ * scheduling request per group instead of one of each per task: for a
+ * loop that submits many independent tasks (docs/chip.md, "Batched
+ * submission"). A gathered task starts only once its group is pushed:
+ *  - when PTO_ORCH_BATCH_MAX tasks are gathered;
+ *  - at a submit of a task that is not ready at its submit (it may wait
+ *    on a gathered one);
+ *  - before the orchestrator waits for anything (pto_orch_read/write,
+ *    pto_orch_wait_task, a full ring), at pto_orch_batch_end, and at the
+ *    orchestration's end.
+ * So a batch must not stay open across work of the orchestrator's own
+ * thread that the gathered tasks should overlap (end it first). Tasks made
+ * ready by completions and sync_start tasks are never gathered. Under
+ * checking mode or a controlled schedule a batch changes nothing.
+ * pto_orch_batch_end without a batch open fails the run (PTO_EINVAL). */
+#define PTO_ORCH_BATCH_MAX 64
+PTO_API int pto_orch_batch_begin(pto_orch *o);
+PTO_API int pto_orch_batch_end(pto_orch *o);
+
 /* Copy a tensor's data out to a packed row-major array once every earlier
  * writer of the region has completed (deadline in ms; <0 = the watchdog). */
 PTO_API int pto_orch_read(pto_orch *o, const pto_tensor *t, void *dst, int64_t timeout_ms);

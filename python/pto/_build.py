@@ -118,6 +118,8 @@ int pto_tensor_desc(pto_tensor *t, int dt, int ndims, const int64_t *shape);
 
 int pto_scope_begin(pto_orch *o, int mode);
 int pto_scope_end(pto_orch *o);
+int pto_orch_batch_begin(pto_orch *o);
+int pto_orch_batch_end(pto_orch *o);
 int pto_orch_read(pto_orch *o, const pto_tensor *t, void *dst, int64_t timeout_ms);
 int pto_orch_write(pto_orch *o, const pto_tensor *t, const void *src, int64_t timeout_ms);
 int pto_orch_wait_task(pto_orch *o, pto_task_id id, int64_t timeout_ms);

@@ -392,6 +392,21 @@ class Orch(OwnerThread):
             if self._o is not None:
                 check(lib.pto_scope_end(self._o), "scope end", self._token)
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """``with orch.batch():`` gathers the tasks that are ready at their
+        submit and pushes them together (up to 64 at a time), instead of one
+        by one: for loops of many independent tasks. A gathered task starts
+        when 64 are gathered, at a submit that waits on earlier tasks, at a
+        wait (``read``, ``write``, ``wait``) or at the block's end
+        (pto_orch_batch_begin, pto/orch.h)."""
+        check(lib.pto_orch_batch_begin(self._live("batch")), "batch begin", self._token)
+        try:
+            yield
+        finally:
+            if self._o is not None:
+                check(lib.pto_orch_batch_end(self._o), "batch end", self._token)
+
     def _tensor(self, x: Any, what: str, writes: bool):
         if isinstance(x, Arg):  # pto.In(x) reads as x does
             x = x.obj

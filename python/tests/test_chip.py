@@ -585,3 +585,27 @@ def test_close_from_another_thread_never_frees_a_chip_a_run_uses():
                        timeout=60, env=close_first_env())
     assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
     assert r.stdout.splitlines() == ["closed", "run refused: pto.Chip used after close()"], r.stdout
+
+
+def test_batch_gathers_until_its_end(chip):
+    """``with o.batch():`` pushes the tasks ready at their submit together:
+    none runs before the block ends (or a wait inside it), all run after."""
+    add = chip.kernel("add")
+    outs = [np.zeros(4, np.float32) for _ in range(10)]
+    one = np.ones(4, np.float32)
+    seen = {}
+
+    def orch(o):
+        with o.batch():
+            for out in outs:
+                o.submit(add, pto.In(one), pto.In(one), pto.Out(out))
+            time.sleep(0.03)
+            seen["during"] = sum(int(out[0]) for out in outs)
+            seen["read"] = o.read(outs[3])  # a wait pushes first
+        seen["after"] = o.read(outs[9])
+
+    chip.run(orch)
+    assert seen["during"] == 0, f"{seen['during'] // 2} gathered tasks ran before the batch ended"
+    assert_array(seen["read"], 2 * one, "outs[3] read inside the batch")
+    for i, out in enumerate(outs):
+        assert_array(out, 2 * one, f"outs[{i}]")

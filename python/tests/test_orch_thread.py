@@ -75,6 +75,7 @@ def test_submits_from_four_threads(chip):
 @pytest.mark.parametrize("call,c_name", [
     (lambda o, a: o.dummy(pto.In(a)), "pto_submit_dummy"),
     (lambda o, a: o.scope().__enter__(), "pto_scope_begin"),
+    (lambda o, a: o.batch().__enter__(), "pto_orch_batch_begin"),
     (lambda o, a: o.read(a), "pto_orch_read"),
     (lambda o, a: o.write(a, 1.0), "pto_orch_write"),
     (lambda o, a: o.wait(0), "pto_orch_wait_task"),

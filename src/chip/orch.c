@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "chip/contract.h"
+#include "chip/ready_batch.h"
 #include "chip/run.h"
 #include "chip/schedule.h"
 #include "common/clock.h"
@@ -139,6 +140,11 @@ int orch_setup(pto_run *r, char *why, size_t n) {
     rc = PTO_ENOMEM;
     snprintf(why, n, "the orchestrator's dependency buffer");
   }
+  r->orch_batch = calloc(1, sizeof(ready_batch));
+  if (!rc && !r->orch_batch) {
+    rc = PTO_ENOMEM;
+    snprintf(why, n, "the orchestrator's submit batch");
+  }
   return rc;
 }
 
@@ -152,6 +158,10 @@ void orch_reset(pto_run *r) {
   cm_reset(&r->cm);
   redux_reset(&r->rx);
   r->scope_depth = 0;
+  /* a failed run's orchestration may have left its batch open: its tasks
+   * were of that run */
+  r->batch_depth = 0;
+  r->orch_batch->n = 0;
   r->nheld = 0;
   r->held_release = INT64_MAX;
   r->depbuf_n = 0;
@@ -168,6 +178,8 @@ void orch_teardown(pto_run *r) {
   redux_destroy(&r->rx);
   free(r->depbuf);
   r->depbuf = NULL;
+  free(r->orch_batch);
+  r->orch_batch = NULL;
   free(r->held);
   free(r->held_task);
   free(r->held_depth);
@@ -329,6 +341,8 @@ orch_park_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg, ui
  * controller runs what is waited for (schedule.h), else it parks. */
 static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg,
                                   uint64_t deadline) {
+  /* what the wait may need among the tasks pto_orch_batch_begin gathered */
+  sched_orch_flush(r);
   /* checking mode: this thread runs the ready tasks itself (contract.h) */
   if (r->contract && contract_drain(r, cond, arg, sched_task_done_unit)) return true;
   if (r->ctl) return schedule_wait(r, cond, arg, deadline);
@@ -1076,6 +1090,8 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int32_t undo = 1 + (int32_t)(nd - linked);
   if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
     sched_make_ready(r, t);
+  else if (r->batch_depth)
+    sched_orch_flush(r); /* it may wait on tasks the batch gathered */
   if (r->ctl) schedule_after_submit(r);
   if (rp.mask) return redux_submitted(r, &rp, id, t->priority);
   return PTO_OK;
@@ -1119,6 +1135,26 @@ int pto_scope_begin(pto_orch *o, pto_scope_mode mode) {
   r->scope_depth++;
   r->scopes[r->scope_depth].begin = r->next_id;
   r->scopes[r->scope_depth].mode = mode;
+  return PTO_OK;
+}
+
+int pto_orch_batch_begin(pto_orch *o) {
+  int rc = orch_gate(o, "pto_orch_batch_begin");
+  if (rc) return rc;
+  pto_run *r = o->run;
+  if (r->batch_depth == INT32_MAX)
+    return submit_fail(r, PTO_EINVAL, "pto_orch_batch_begin: %d batches open", r->batch_depth);
+  r->batch_depth++;
+  return PTO_OK;
+}
+
+int pto_orch_batch_end(pto_orch *o) {
+  int rc = orch_gate(o, "pto_orch_batch_end");
+  if (rc) return rc;
+  pto_run *r = o->run;
+  if (r->batch_depth == 0)
+    return submit_fail(r, PTO_EINVAL, "pto_orch_batch_end without pto_orch_batch_begin");
+  if (--r->batch_depth == 0) sched_orch_flush(r);
   return PTO_OK;
 }
 
@@ -1266,6 +1302,9 @@ void orch_finish(pto_run *r) {
   while (r->scope_depth > 0 && !latched(r))
     /* still live: on the orchestrator's thread */
     if (pto_scope_end(atomic_load_explicit(&r->orch_live, memory_order_relaxed))) break;
+  /* a batch left open is closed, as scopes are */
+  r->batch_depth = 0;
+  sched_orch_flush(r);
   atomic_store_explicit(&r->orch_done, 1, memory_order_seq_cst); /* watchdog reads it */
   sched_orch_done(r);
   /* No deadline here: the watchdog turns any stall into a latched error. */

@@ -427,6 +427,10 @@ typedef struct pto_run {
   redux_table rx; /* open REDUX groups (redux.h) */
   int scope_depth;
   scope_rec scopes[PTO_MAX_SCOPE_DEPTH + 1];
+  /* pto_orch_batch_begin's depth, and the tasks made ready at their
+   * submit under it, not yet pushed (sched_make_ready, sched_orch_flush) */
+  int batch_depth;
+  struct ready_batch *orch_batch;
   /* Held OUTPUT heap ranges, oldest first: only these outlive their
    * task's retirement (the task's slot, arguments and dependency nodes
    * retire as usual), while their scope is open and then until every task
@@ -638,6 +642,8 @@ task *sched_release_held(struct handoff *h, bool may_keep);
 void sched_kick(pto_run *r, sched *s);
 /* sched_kick for every scheduler but `except` (NULL: every one). */
 void sched_kick_others(pto_run *r, const sched *except);
+/* Pushes the tasks pto_orch_batch_begin's batch gathered (orch). */
+void sched_orch_flush(pto_run *r);
 /* The orchestration ended (orch_done set): the schedulers' last activity
  * is stamped even when the last block ended before (run_stats). */
 void sched_orch_done(pto_run *r);

@@ -339,12 +339,26 @@ static void make_ready(pto_run *r, task *t, bool orch) {
   queue_ready(r, t);
 }
 
-void sched_make_ready(pto_run *r, task *t) { make_ready(r, t, true); }
-
 static void announce_ready(pto_run *r, int q, bool by_handoff);
 
 /* The batch of ready tasks open on this thread (ready_batch.h), if any. */
 static _Thread_local ready_batch *this_batch;
+
+_Static_assert(PTO_ORCH_BATCH_MAX == READY_BATCH, "a submit batch pushes when it is full");
+
+/* A task ready at its submit: under pto_orch_batch_begin it joins the
+ * orchestrator's batch (pushed when full, or by sched_orch_flush), else
+ * it is pushed now. The batch is this thread's open one only during the
+ * call, so that no pass this thread runs elsewhere adds to it. */
+void sched_make_ready(pto_run *r, task *t) {
+  if (!r->batch_depth || this_batch) {
+    make_ready(r, t, true);
+    return;
+  }
+  this_batch = r->orch_batch;
+  make_ready(r, t, true);
+  this_batch = NULL;
+}
 
 static bool batch_begin(ready_batch *b) {
   if (this_batch) return false; /* an outer completion's: ours goes there */
@@ -377,6 +391,10 @@ static void pushed_announce(pto_run *r, uint32_t pushed) {
 static void batch_flush(pto_run *r, ready_batch *b) {
   uint32_t pushed = rb_push(r, b);
   if (pushed) pushed_announce(r, pushed);
+}
+
+void sched_orch_flush(pto_run *r) {
+  if (r->orch_batch->n) batch_flush(r, r->orch_batch);
 }
 
 static void batch_end(pto_run *r, ready_batch *b, bool opened) {

@@ -395,6 +395,11 @@ typedef struct pto_graph_run {
    * pto_orch_fatal just before submitting it; -1: none */
   int fail_at, fail_kid;
   bool fatal;
+  /* > 0: the orchestration submits in batches (pto_orch_batch_begin):
+   * one opens at every task index that is a multiple of `batch` and ends
+   * half way to the next (the last may be left open: the orchestration's
+   * end closes it) */
+  int batch;
 } pto_graph_run;
 
 static void orchestrate(pto_orch *o, void *arg) {
@@ -405,6 +410,8 @@ static void orchestrate(pto_orch *o, void *arg) {
   for (int i = 0; i < g->n; i++) {
     const gtask *t = &g->t[i];
     ids[i] = PTO_TASK_NONE;
+    if (pr->batch && i % pr->batch == 0) pto_orch_batch_begin(o);
+    if (pr->batch && i % pr->batch == pr->batch / 2) pto_orch_batch_end(o);
     if (i == pr->fail_at && pr->fatal)
       pto_orch_fatal(o, "the orchestration gives up at task %d", i);
     if (t->kind == 2) {

@@ -114,7 +114,7 @@ static void test_random_graphs(void **state) {
   uint64_t seed = env_seed("PTO_DIFF_SEED", 20261130);
   static graph g;
   static uint32_t got[NBUF][BUFELEMS], want[NBUF][BUFELEMS];
-  int tasks = 0, replayed = 0, with_redux = 0, warm = 0;
+  int tasks = 0, replayed = 0, with_redux = 0, warm = 0, batched = 0;
   for (int gi = 0; gi < graphs; gi++) {
     rng_state = seed * 1000003u + (uint64_t)gi;
     random_graph(&g);
@@ -136,7 +136,10 @@ static void test_random_graphs(void **state) {
     } else {
       cfg = *pto_chip_get_config(chip);
     }
-    pto_graph_run pr = {.g = &g, .bufs = got, .kid = kid, .fail_at = -1};
+    /* half the graphs submit in batches of 1-4 tasks at a time */
+    pto_graph_run pr = {
+        .g = &g, .bufs = got, .kid = kid, .fail_at = -1, .batch = gi % 4 >= 2 ? 2 + gi % 7 : 0};
+    batched += pr.batch > 0;
     memcpy(got, g.init, sizeof got);
     pto_error_info err;
     pto_run_stats st;
@@ -144,11 +147,11 @@ static void test_random_graphs(void **state) {
     run_reference(&g, want);
     if (rc != PTO_OK || memcmp(got, want, sizeof got) != 0) {
       fprintf(stderr,
-              "graph %d (seed %llu%s): %d tasks, clusters %d, schedulers %d, task_slots %u, "
-              "dep_entries %u, heap %zu, row stride %d: status %s\n",
+              "graph %d (seed %llu%s): %d tasks, submit batches of %d, clusters %d, schedulers %d, "
+              "task_slots %u, dep_entries %u, heap %zu, row stride %d: status %s\n",
               gi, (unsigned long long)seed, gi % 2 ? ", second run of its chip" : "", g.n,
-              cfg.clusters, cfg.schedulers, cfg.task_slots, cfg.dep_entries, cfg.heap_bytes,
-              g.row_stride, pto_status_name(rc));
+              pr.batch / 2, cfg.clusters, cfg.schedulers, cfg.task_slots, cfg.dep_entries,
+              cfg.heap_bytes, g.row_stride, pto_status_name(rc));
       pto_error_print(&err, stderr);
       print_buffers("actual", got, g.row_stride);
       print_buffers("expected", want, g.row_stride);
@@ -163,10 +166,10 @@ static void test_random_graphs(void **state) {
       chip = gchip = NULL;
     }
   }
-  printf("differential: %d graphs, %d tasks, all equal to sequential execution; each captured "
-         "and replayed 3 times with new data, %d tasks, all equal (%d graphs with REDUX "
-         "arguments; %d of the %d launches warm)\n",
-         graphs, tasks, replayed, with_redux, warm, 3 * graphs);
+  printf("differential: %d graphs (%d submitted in batches), %d tasks, all equal to sequential "
+         "execution; each captured and replayed 3 times with new data, %d tasks, all equal (%d "
+         "graphs with REDUX arguments; %d of the %d launches warm)\n",
+         graphs, batched, tasks, replayed, with_redux, warm, 3 * graphs);
   /* replays 2 and 3 follow a clean launch with no run between: warm,
    * but for graphs with COMMUTE arguments, gangs or more than 64 roots,
    * and not at all in checking mode (PTO_CHECK), which fills every slot */

@@ -190,7 +190,10 @@ static void test_runs_after_failed_runs(void **state) {
     int kernels[MAX_TASKS], nk = kernel_tasks(&g, kernels);
     int how = rnd_in(0, F_COUNT - 1);
     if (how == F_WATCHDOG && (!short_watchdog || rnd_in(0, 3))) how = F_KERNEL;
-    pto_graph_run pr = {.g = &g, .bufs = got, .kid = k.mix, .fatal = how == F_FATAL};
+    /* every other pair's failing run submits in batches (one may be open
+     * when it fails) */
+    pto_graph_run pr = {
+        .g = &g, .bufs = got, .kid = k.mix, .fatal = how == F_FATAL, .batch = pair % 2 ? 6 : 0};
     pr.fail_at = how == F_FATAL ? rnd_in(0, g.n - 1)
                                 : kernels[rnd_in(0, nk / 2)]; /* early: more left queued */
     pr.fail_kid = how == F_KERNEL ? k.fail : how == F_WATCHDOG ? k.lost : k.bad_token;
