@@ -429,6 +429,7 @@ int pyk_foreign_call(pto_orch *o, int call) {
   case 2: return pto_scope_begin(o, PTO_SCOPE_AUTO);
   case 3: return pto_orch_read(o, NULL, NULL, 0);
   case 4: return pto_orch_write(o, NULL, NULL, 0);
+  case 6: return pto_orch_batch_begin(o);
   default: return pto_orch_wait_task(o, 0, 0);
   }
 }

@@ -180,7 +180,7 @@ class OutputView(View):
 
 
 # Orch calls from another thread: the C call pto refuses there (_build.py)
-_FOREIGN = {"submit": 0, "dummy": 1, "scope": 2, "read": 3, "write": 4, "wait": 5}
+_FOREIGN = {"submit": 0, "dummy": 1, "scope": 2, "read": 3, "write": 4, "wait": 5, "batch": 6}
 _get_ident = threading.get_ident  # once per submit: no module attribute lookup
 
 
