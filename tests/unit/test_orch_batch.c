@@ -89,6 +89,13 @@ static int run(pto_chip *chip, pto_orch_fn fn, pto_error_info *err) {
   return pto_chip_run(chip, fn, NULL, &st, err);
 }
 
+/* One run of fn on a chip of its own, which must end with `want`. */
+static void run_case(pto_orch_fn fn, int want, pto_error_info *err) {
+  pto_chip *chip = one_core();
+  assert_int_equal(run(chip, fn, err), want);
+  pto_chip_destroy(chip);
+}
+
 /* Ten independent tasks in a batch: none starts before its end; then all
  * run, in submission order (one core, one queue). */
 static void orch_until_end(pto_orch *o, void *arg) {
@@ -104,12 +111,10 @@ static void orch_until_end(pto_orch *o, void *arg) {
 
 static void test_gathered_until_end(void **state) {
   (void)state;
-  pto_chip *chip = one_core();
   pto_error_info err;
-  assert_int_equal(run(chip, orch_until_end, &err), PTO_OK);
+  run_case(orch_until_end, PTO_OK, &err);
   for (int i = 0; i < 10; i++)
     assert_int_equal(g_order[i], i);
-  pto_chip_destroy(chip);
 }
 
 /* A full batch is pushed at once; the task after it waits for the end;
@@ -131,10 +136,8 @@ static void orch_full(pto_orch *o, void *arg) {
 
 static void test_full_batch_pushed(void **state) {
   (void)state;
-  pto_chip *chip = one_core();
   pto_error_info err;
-  assert_int_equal(run(chip, orch_full, &err), PTO_OK);
-  pto_chip_destroy(chip);
+  run_case(orch_full, PTO_OK, &err);
 }
 
 /* A submit that waits on a gathered task pushes the batch: the reader of
@@ -153,10 +156,8 @@ static void orch_dependent(pto_orch *o, void *arg) {
 
 static void test_dependent_submit_pushes(void **state) {
   (void)state;
-  pto_chip *chip = one_core();
   pto_error_info err;
-  assert_int_equal(run(chip, orch_dependent, &err), PTO_OK);
-  pto_chip_destroy(chip);
+  run_case(orch_dependent, PTO_OK, &err);
 }
 
 /* Every wait of the orchestrator pushes first: a wait for a gathered
@@ -180,11 +181,9 @@ static void orch_waits(pto_orch *o, void *arg) {
 
 static void test_waits_push(void **state) {
   (void)state;
-  pto_chip *chip = one_core();
   pto_error_info err;
-  assert_int_equal(run(chip, orch_waits, &err), PTO_OK);
+  run_case(orch_waits, PTO_OK, &err);
   assert_int_equal(atomic_load(&g_ran), 3);
-  pto_chip_destroy(chip);
 }
 
 /* An end without a batch fails the run, named. */
@@ -195,12 +194,10 @@ static void orch_unbalanced(pto_orch *o, void *arg) {
 
 static void test_end_without_begin(void **state) {
   (void)state;
-  pto_chip *chip = one_core();
   pto_error_info err;
-  assert_int_equal(run(chip, orch_unbalanced, &err), PTO_EINVAL);
+  run_case(orch_unbalanced, PTO_EINVAL, &err);
   if (!strstr(err.details, "pto_orch_batch_end without pto_orch_batch_begin"))
     fail_msg("details: %s", err.details);
-  pto_chip_destroy(chip);
 }
 
 /* A run that fails with a batch open (its tasks never run: the run
