@@ -244,8 +244,10 @@ PTO_API int pto_scope_end(pto_orch *o);
  *    pto_orch_wait_task, a full ring), at pto_orch_batch_end, and at the
  *    orchestration's end.
  * So a batch must not stay open across work of the orchestrator's own
- * thread that the gathered tasks should overlap (end it first). Tasks made
- * ready by completions and sync_start tasks are never gathered. Under
+ * thread that the gathered tasks should overlap, nor while a running
+ * kernel waits in its body for a gathered task (end it first). Tasks made
+ * ready by the cores' completions and sync_start tasks are never
+ * gathered. Under
  * checking mode or a controlled schedule a batch changes nothing.
  * pto_orch_batch_end without a batch open fails the run (PTO_EINVAL). */
 #define PTO_ORCH_BATCH_MAX 64
