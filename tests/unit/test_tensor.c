@@ -471,6 +471,44 @@ static void test_dense_numel_differential(void **state) {
   assert_int_equal(tensor_dense_numel(NULL), -1);
 }
 
+/* pto_tensor_init decides from the shape's packed size alone (its
+ * fast path, tensor.c); the full validation of the view it fills is the
+ * oracle: both agree on every input, overflowing shapes and buffers one
+ * byte short included. */
+static void test_init_matches_validate(void **state) {
+  (void)state;
+  static const int64_t vals[] = {-1, 0, 1, 2, 3, 7, 1 << 20, INT64_MAX / 8, INT64_MAX};
+  const int nv = (int)(sizeof vals / sizeof vals[0]);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  char b[1];
+  int ok = 0;
+  for (int i = 0; i < 200000; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    uint64_t r = x;
+    int ndims = (int)(r % (PTO_MAX_DIMS + 2));
+    r >>= 3;
+    pto_dtype dt = (pto_dtype)((int)(r % (PTO_DTYPE_COUNT + 1)) - (r & 32 ? 1 : 0));
+    r >>= 6;
+    int64_t shape[PTO_MAX_DIMS + 1], packed = 1;
+    for (int d = 0; d < PTO_MAX_DIMS + 1; d++, r >>= 5) {
+      shape[d] = (r & 3) ? (int64_t)((r >> 2) % 5) + 1 : vals[(r >> 2) % nv];
+      if (d < ndims && shape[d] > 0 && packed <= INT64_MAX / shape[d]) packed *= shape[d];
+    }
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    size_t es = dt >= 0 && dt < PTO_DTYPE_COUNT ? pto_dtype_size(dt) : 1;
+    size_t want = packed <= (int64_t)(SIZE_MAX / es) ? (size_t)packed * es : SIZE_MAX;
+    size_t bytes = (x & 3) == 0 ? want - (want > 0) : (x & 3) == 1 ? want : (size_t)(x >> 8);
+    pto_tensor t;
+    int rc = pto_tensor_init(&t, (x & 64) ? b : NULL, bytes, dt, ndims, shape);
+    int full = ndims >= 1 && ndims <= PTO_MAX_DIMS ? pto_tensor_validate(&t) : PTO_EINVAL;
+    ok += rc == PTO_OK;
+    if (rc != full)
+      fail_msg("input %d (dtype %d, ndims %d, %zu bytes, buf %s): init %d, validation %d", i,
+               (int)dt, ndims, bytes, t.buf ? "set" : "NULL", rc, full);
+  }
+  assert_true(ok > 1000); /* valid views were reached */
+}
+
 /* A failed init still describes the view asked for, and
  * pto_tensor_problem names what is wrong with it. Before, *t was left as
  * it was (often never filled), and a submit of it named junk ("dtype
@@ -523,6 +561,7 @@ int main(void) {
       cmocka_unit_test(test_access_names),
       cmocka_unit_test(test_init_contiguous),
       cmocka_unit_test(test_init_errors),
+      cmocka_unit_test(test_init_matches_validate),
       cmocka_unit_test(test_validate_each_rule),
       cmocka_unit_test(test_desc),
       cmocka_unit_test(test_slice),
