@@ -527,13 +527,15 @@ static inline bool desc_same(const unsigned char *a, const coll_desc *b) {
  * error, that a peer made one, or how the arguments differ (every rank
  * finds one). */
 static int check_descs(coll *k, const unsigned char *const *descs) {
-  /* the common case first: every peer's descriptor is mine byte for byte
-   * (every field is compared below, and coll_desc has no padding), and
-   * mine has no error */
-  int same = 0;
-  for (int p = 0; p < k->n && k->d.status == 0; p++)
-    same += p == k->me || desc_same(descs[p], &k->d);
-  if (same == k->n) return 0;
+  /* the common case first: mine has no error and every peer's descriptor
+   * is mine byte for byte (every field is compared below, and coll_desc
+   * has no padding) */
+  if (k->d.status == 0) {
+    int p = 0;
+    while (p < k->n && (p == k->me || desc_same(descs[p], &k->d)))
+      p++;
+    if (p == k->n) return 0;
+  }
   const char *name = kind_name(k->d.kind);
   for (int p = 0; p < k->n; p++) {
     const coll_desc *o = (const coll_desc *)descs[p];

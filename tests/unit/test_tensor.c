@@ -423,6 +423,12 @@ static void test_copy_bytes(void **state) {
       assert_int_equal(qo[i * 2 + j], 1000 + j * 4 + i);
 }
 
+/* The next of a xorshift64 sequence (the randomized tests below). */
+static uint64_t xorshift(uint64_t *x) {
+  *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+  return *x;
+}
+
 /* tensor_dense_numel, the one-pass answer of the collectives' hot path,
  * against the three answers it stands for (validate with a buffer,
  * contiguous, numel) on views that break each rule, near each bound. */
@@ -435,8 +441,7 @@ static void test_dense_numel_differential(void **state) {
   char b[1];
   int dense = 0;
   for (int i = 0; i < 200000; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    uint64_t r = x;
+    uint64_t r = xorshift(&x);
     pto_tensor t;
     memset(&t, 0, sizeof t);
     t.buf = (r & 15) ? b : NULL;
@@ -448,8 +453,7 @@ static void test_dense_numel_differential(void **state) {
     t.ndims = (int32_t)(r % (PTO_MAX_DIMS + 2));
     r >>= 4;
     t.offset = (r & 3) ? (int64_t)(r >> 2) % 5 : vals[(r >> 2) % nv];
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    r = x;
+    r = xorshift(&x);
     int64_t expect = 1;
     for (int d = PTO_MAX_DIMS - 1; d >= 0; d--) {
       t.shape[d] = (r & 1) ? (int64_t)((r >> 1) % 4) : vals[(r >> 1) % nv];
@@ -483,8 +487,7 @@ static void test_init_matches_validate(void **state) {
   char b[1];
   int ok = 0;
   for (int i = 0; i < 200000; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    uint64_t r = x;
+    uint64_t r = xorshift(&x);
     int ndims = (int)(r % (PTO_MAX_DIMS + 2));
     r >>= 3;
     pto_dtype dt = (pto_dtype)((int)(r % (PTO_DTYPE_COUNT + 1)) - (r & 32 ? 1 : 0));
@@ -494,7 +497,7 @@ static void test_init_matches_validate(void **state) {
       shape[d] = (r & 3) ? (int64_t)((r >> 2) % 5) + 1 : vals[(r >> 2) % nv];
       if (d < ndims && shape[d] > 0 && packed <= INT64_MAX / shape[d]) packed *= shape[d];
     }
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    xorshift(&x);
     size_t es = dt >= 0 && dt < PTO_DTYPE_COUNT ? pto_dtype_size(dt) : 1;
     size_t want = packed <= (int64_t)(SIZE_MAX / es) ? (size_t)packed * es : SIZE_MAX;
     size_t bytes = (x & 3) == 0 ? want - (want > 0) : (x & 3) == 1 ? want : (size_t)(x >> 8);
