@@ -249,6 +249,11 @@ typedef struct core_payload {
    * (sched.c, steal.h); the core clears it while it runs a block of a
    * higher priority that it kept (handoff.h). Relaxed: a hint to passes */
   _Atomic bool movable;
+  /* the dispatcher's: the block is its task's only unit (one block of one
+   * core, no gang), so its core completes the task and then takes its
+   * next block from the queue's head itself (head_take.h). Relaxed: a
+   * hint to passes (sched.c, has_room) */
+  _Atomic bool completes_here;
 } core_payload;
 
 /* A block as read from a slot. */

@@ -640,6 +640,8 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
                         shape_aic(t->shape) + shape_aiv(t->shape) == 1 && !t->sync_start &&
                             t->priority == 0,
                         memory_order_relaxed);
+  atomic_store_explicit(&c->slot[d & 1].completes_here, t->units_total == 1 && !t->sync_start,
+                        memory_order_relaxed);
   /* the finishing core placing its own next block is awake: no signal
    * (and no fence) needed, it reads `dispatched` before it waits; a
    * parked one counts against the run's wake budget until it runs,
@@ -653,15 +655,30 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
   if (wake) pto_event_signal(&c->ev);
 }
 
+/* Whether core c, busy, takes its next block from its queue's head itself
+ * when its block ends (head_take.h): its block completes its task there,
+ * in role mode, with no priority level in use (a pass orders those). A
+ * block placed behind it would start no sooner, and it would end the
+ * core's chain of head takes (handoff_core_may_keep: nothing behind its
+ * block): on W2's replay, in the runs where both cores took heads, the
+ * passes that placed blocks behind them kept 30-40% of the blocks off
+ * the chains (docs/chip.md, Dispatch). */
+static bool takes_heads(const pto_run *r, const core *c) {
+  return !r->sched_threads &&
+         atomic_load_explicit(&c->slot[c->issued & 1].completes_here, memory_order_relaxed) &&
+         !prio_up_used(&r->queues[c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV]);
+}
+
 /* Whether core c may take one more block with at most `max_inflight` in
  * flight: a pending block goes only behind a single-core block of no gang
  * (movable), so that of a core's two blocks in flight either may move to
  * an idle core (steal.h: the first one, when the core has claimed
- * neither). */
-static bool has_room(const core *c, uint64_t max_inflight) {
+ * neither), and not behind a core that takes its next block itself. */
+static bool has_room(const pto_run *r, const core *c, uint64_t max_inflight) {
   uint64_t n = inflight(c);
   return n == 0 || (n <= max_inflight &&
-                    atomic_load_explicit(&c->slot[c->issued & 1].movable, memory_order_relaxed));
+                    atomic_load_explicit(&c->slot[c->issued & 1].movable, memory_order_relaxed) &&
+                    !takes_heads(r, c));
 }
 
 /* Finds the cores of cluster `cl` (index into s->clusters) for one block of
@@ -673,11 +690,11 @@ static bool fit_cluster(sched *s, int cl, shape sh, uint64_t max_inflight, core 
   core **cc = &s->cores[cl * pc];
   int n = 0, need_aiv = shape_aiv(sh);
   if (shape_aic(sh)) {
-    if (!aic || !has_room(cc[0], max_inflight)) return false;
+    if (!aic || !has_room(r, cc[0], max_inflight)) return false;
     out[n++] = cc[0];
   }
   for (int k = aic; k < pc && need_aiv > 0; k++)
-    if (has_room(cc[k], max_inflight)) {
+    if (has_room(r, cc[k], max_inflight)) {
       out[n++] = cc[k];
       need_aiv--;
     }
@@ -743,7 +760,7 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
     /* the finishing core first: its next block needs no wake-up */
     core *me = this_core;
     if (me && me->run == r && me->sched == s->id &&
-        (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC) && has_room(me, max_inflight) && max > 0)
+        (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC) && has_room(r, me, max_inflight) && max > 0)
       out[n++] = me;
     else
       me = NULL;
@@ -752,7 +769,7 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
     n += idle_awake_first(s, set, me, out + n, max - n, short_of_budget);
     for (int p = cs_end(set, 0); p < cs_end(set, 1) && max_inflight && n < max; p++) {
       core *c = s->cores[cs_at(set, p)];
-      if (c != me && has_room(c, max_inflight)) out[n++] = c;
+      if (c != me && has_room(r, c, max_inflight)) out[n++] = c;
     }
     return n;
   }
@@ -818,10 +835,10 @@ static void publish_counts(sched *s) {
 
 /* The spots (single-core placements) whose core still has room, in
  * order; returns how many. */
-static int still_room(core **spots, int n, uint64_t max_inflight) {
+static int still_room(const pto_run *r, core **spots, int n, uint64_t max_inflight) {
   int k = 0;
   for (int i = 0; i < n; i++)
-    if (has_room(spots[i], max_inflight)) spots[k++] = spots[i];
+    if (has_room(r, spots[i], max_inflight)) spots[k++] = spots[i];
   return k;
 }
 
@@ -869,7 +886,7 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
     if (n == 0) break;
     if (behind) {
       pto_spinlock_lock(&q->lock);
-      n = still_room(s->spots, n, max_inflight);
+      n = still_room(r, s->spots, n, max_inflight);
     }
     int got = n ? rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0, behind) : 0;
     for (int i = 0; i < got; i++)
