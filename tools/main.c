@@ -107,6 +107,9 @@ static void print_stats(const pto_run_stats *s, int rounds) {
   if (s->handoffs)
     printf("  hand-offs %llu (a core ran a block its last one made ready, without the queue)\n",
            (unsigned long long)s->handoffs);
+  if (s->head_yields)
+    printf("  head yields %llu (a core left the queue's short blocks to another taking them)\n",
+           (unsigned long long)s->head_yields);
 }
 
 /* Multi-chip scenes: per chip, what its node tasks did (the chip figures

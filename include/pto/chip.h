@@ -201,6 +201,11 @@ typedef struct pto_run_stats {
    * queue's head itself after completing its own block, without a pass
    * (counted in `blocks`) */
   uint64_t handoffs;
+  /* times a core that took its next blocks from its ready queue's head
+   * left the queue to a lower-numbered core taking heads too, its blocks
+   * being shorter than PTO_HEAD_YIELD_NS (two cores taking turns at the
+   * head cost more than such blocks) */
+  uint64_t head_yields;
 } pto_run_stats;
 
 typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);

@@ -65,6 +65,7 @@ class RunStats:
     pull_holds: int
     steals: int
     handoffs: int
+    head_yields: int
 
     @classmethod
     def _from(cls, st) -> "RunStats":

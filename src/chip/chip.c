@@ -625,6 +625,7 @@ static void run_reset(pto_run *r) {
       rq_discard(&rq->up[l]);
     atomic_store_explicit(&rq->up_used, 0, memory_order_relaxed);
     rq->head = 0;
+    rq->last_taker = -1;
     atomic_store_explicit(&rq->count, 0, memory_order_relaxed);
   }
   error_info_reset(&r->err);
@@ -679,6 +680,7 @@ static void run_reset(pto_run *r) {
     co->holds = 0;
     co->running = NULL;
     co->handoffs = 0;
+    co->head_yields = 0;
     co->trace_track = 0;
   }
   orch_reset(r);
@@ -902,6 +904,7 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, bool whole, pt
   for (int i = 0; i < r->ncores; i++) {
     st->pull_holds += r->cores[i].holds;
     st->handoffs += r->cores[i].handoffs;
+    st->head_yields += r->cores[i].head_yields;
     /* counted where they run: a block placed and then dropped by a failed
      * run is no block executed */
     st->blocks += r->cores[i].ran;

@@ -265,7 +265,7 @@ static void core_serve(core *c) {
     run_block(c, t, p.block, p.sub_block);
     /* dependencies released where they finish (handoff.h): its task
      * completed here, and the one successor kept run next, here */
-    handoff h = {r, c, next, NULL, 0, true, false, NULL, 0, false};
+    handoff h = {r, c, next, NULL, 0, true, false, NULL, 0, false, false};
     if (handoff_completes(r, c, t) && (handoff_worth(r, c, t) || head_take_worth(r, c)) &&
         handoff_core_may_keep(r, c, next))
       for (;;) {

@@ -47,11 +47,39 @@
  * not movable and places nothing behind it. A block claimed before the
  * one the core takes never waits behind it (a kernel that waits for
  * another block's progress, a collective's ranks, would deadlock on
- * that). */
+ * that).
+ *
+ * Short blocks: one core takes the heads (head_yields). Two cores taking
+ * heads in turn move the claim lock's and the head's lines between their
+ * CPUs at every take, which on blocks of tens of ns costs more than the
+ * second core adds: W2's replay on 2 cores (20 000 empty tasks) took 70-76
+ * ns a task whenever both cores took heads, 30-35 when one did, and which
+ * it was depended on where the OS had put the threads. So a core about to
+ * take the head leaves it when the core that took the last head itself
+ * (the queue's `last_taker`, written under the lock) has a lower number
+ * and its own blocks average under PTO_HEAD_YIELD_NS (default 100): the
+ * take returns nothing, and the pass its chain's end asks for places no
+ * block on this core (sched.c, sched_handoff_end: `this_yields`), which
+ * falls idle. The lowest-numbered core taking heads keeps them. Nothing
+ * waits for it longer than a hold: the queue is still the other core's to
+ * take from, and the idle core, its blocks short, looks at the queue again
+ * after one pull hold (core.c, core_wait_work; pull_hold.h), where it
+ * takes a block if one is queued, so a block that a running kernel waits
+ * for starts within PTO_PULL_HOLD_NS (unit.test_head_take's hidden
+ * dependency). pto_run_stats.head_yields counts the yields. */
 #ifndef PTO_CHIP_HEAD_TAKE_H
 #define PTO_CHIP_HEAD_TAKE_H
 
 #include "chip/handoff.h"
+#include "common/options.h"
+
+/* Whether core `me`, about to take its queue's head, leaves it to core
+ * `last`, which took the last head itself (-1: none this run): `last` has
+ * a lower number, and me's blocks average (`avg`, 0: none timed yet) under
+ * `limit` ns (0: never). */
+static inline bool head_yields(int32_t last, int32_t me, uint64_t avg, uint64_t limit) {
+  return last >= 0 && last < me && avg && avg < limit;
+}
 
 static inline ready_queue *head_queue(pto_run *r, const core *c) {
   return &r->queues[c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV];
@@ -84,11 +112,19 @@ static inline task *head_take(handoff *h) {
       rq_pop_cell(&q->lf, at, &idx)) {
     task *x = &r->slots[idx];
     if (handoff_kind_fits(c, x) && x->next_block == 0) {
-      x->next_block = 1;
-      rq_pop_advance(&q->lf, at + 1); /* x may run, complete and retire after this */
-      /* under the lock: no block goes behind ours from now on */
-      atomic_store_explicit(&c->slot[h->d & 1].movable, false, memory_order_relaxed);
-      t = x;
+      if (head_yields(q->last_taker, c->id,
+                      atomic_load_explicit(&c->block_ns, memory_order_relaxed),
+                      (uint64_t)pto_option_cached(PTO_OPT_HEAD_YIELD_NS))) {
+        h->yielded = true; /* its chain ends; its pass places nothing here */
+        c->head_yields++;
+      } else {
+        q->last_taker = c->id;
+        x->next_block = 1;
+        rq_pop_advance(&q->lf, at + 1); /* x may run, complete and retire after this */
+        /* under the lock: no block goes behind ours from now on */
+        atomic_store_explicit(&c->slot[h->d & 1].movable, false, memory_order_relaxed);
+        t = x;
+      }
     }
   }
   pto_spinlock_unlock(&q->lock);

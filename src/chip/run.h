@@ -228,6 +228,9 @@ typedef struct ready_queue {
   _Atomic int32_t up_used;    /* a push went to `up` this run (priority.h) */
   _Atomic uint64_t *up_cells; /* their cells */
   pto_spinlock lock;
+  /* the core that took the last head itself (head_take.h), -1: none this
+   * run; written under the lock, on its line */
+  int32_t last_taker;
   task **items;
   uint32_t cap, head;
   _Atomic uint32_t count; /* written under lock; peeked without it */
@@ -322,9 +325,10 @@ typedef struct core {
   /* core-private: the task whose block it runs now (a dispatched one, or
    * one kept in a hand-off, handoff.h: then not its slot's) */
   struct task *running;
-  uint64_t handoffs; /* core-private until join: blocks it kept and ran (handoff.h) */
-  uint64_t first_ns; /* first block start; core-private until join */
-  uint32_t nblocks;  /* core-private: blocks run this run (pull_hold.h) */
+  uint64_t handoffs;    /* core-private until join: blocks it kept and ran (handoff.h) */
+  uint64_t head_yields; /* core-private until join: heads it left to another (head_take.h) */
+  uint64_t first_ns;    /* first block start; core-private until join */
+  uint32_t nblocks;     /* core-private: blocks run this run (pull_hold.h) */
   /* core-private until join: kernel blocks whose first part it called this
    * run (a MIX block's AIC, or its one core): pto_run_stats.blocks */
   uint64_t ran;

@@ -31,6 +31,7 @@ void ready_queue_init(ready_queue *q, uint32_t cap, task **storage, _Atomic uint
    * lock"). */
   pto_spinlock_init(&q->lock);
   q->items = storage;
+  q->last_taker = -1;
   q->cap = cap;
   q->head = 0;
   atomic_init(&q->count, 0);
@@ -255,6 +256,10 @@ static _Thread_local sched *this_sched;
 /* The core this thread simulates, if any (role mode: its own completion
  * pass places the next single-core block on it first, no wake-up). */
 static _Thread_local core *this_core;
+/* This thread is a core whose chain ended leaving its queue's head to a
+ * lower-numbered core (head_take.h, head_yields): the pass it runs then
+ * places no block of that queue on it. */
+static _Thread_local bool this_yields;
 
 void sched_bind_core(core *c) { this_core = c; }
 
@@ -550,7 +555,9 @@ task *sched_release_held(handoff *h, bool may_keep) {
 void sched_handoff_end(handoff *h) {
   pto_run *r = h->run;
   sched *own = &r->scheds[h->c->sched];
+  this_yields = h->yielded;
   sched_kick(r, own); /* polls the block's end, places what was pushed */
+  this_yields = false;
   if (h->pushed) handoff_announce(h, own);
 }
 
@@ -759,14 +766,19 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
     const core_set *set = &s->sets[sh == SHAPE_AIC ? PTO_CORE_AIC : PTO_CORE_AIV];
     /* the finishing core first: its next block needs no wake-up */
     core *me = this_core;
-    if (me && me->run == r && me->sched == s->id &&
-        (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC) && has_room(r, me, max_inflight) && max > 0)
+    bool mine =
+        me && me->run == r && me->sched == s->id && (me->type == PTO_CORE_AIC) == (sh == SHAPE_AIC);
+    /* a core that left its queue's head to another gets none of its
+     * blocks in the pass its chain's end asks for (head_take.h,
+     * head_yields): it looks at the queue again after a hold */
+    core *skip = mine && this_yields ? me : NULL;
+    if (mine && !skip && has_room(r, me, max_inflight) && max > 0)
       out[n++] = me;
     else
       me = NULL;
     /* then idle cores, awake ones first, then (max_inflight 1) running
      * ones with room behind their block */
-    n += idle_awake_first(s, set, me, out + n, max - n, short_of_budget);
+    n += idle_awake_first(s, set, me ? me : skip, out + n, max - n, short_of_budget);
     for (int p = cs_end(set, 0); p < cs_end(set, 1) && max_inflight && n < max; p++) {
       core *c = s->cores[cs_at(set, p)];
       if (c != me && has_room(r, c, max_inflight)) out[n++] = c;

@@ -47,6 +47,10 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
     [PTO_OPT_PULL_HOLD_NS] = {"pull_hold_ns", "PTO_PULL_HOLD_NS", 2000, 0, 10000000,
                               "an idle core whose blocks run under a quarter of this looks for "
                               "work once per this many ns; 0: continuously"},
+    [PTO_OPT_HEAD_YIELD_NS] = {"head_yield_ns", "PTO_HEAD_YIELD_NS", 100, 0, 10000000,
+                               "a core taking its next blocks from its queue's head leaves the "
+                               "queue to a lower-numbered core taking heads too while its "
+                               "blocks run under this many ns; 0: never"},
     [PTO_OPT_SPIN_NS] = {"spin_ns", "PTO_SPIN_NS", 5000, 0, 1000000000,
                          "a waiter spins this long (ns) before it yields and parks"},
     [PTO_OPT_PARK_MAX_MS] = {"park_max_ms", "PTO_PARK_MAX_MS", PTO_PARK_MAX_MS, 1, PTO_DAY_MS,
