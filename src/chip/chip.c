@@ -665,6 +665,7 @@ static void run_reset(pto_run *r) {
   for (int i = 0; i < r->ncores; i++) {
     core *co = &r->cores[i];
     co->defer_current = false;
+    co->left_heads = false;
     atomic_store_explicit(&co->dispatched, 0, memory_order_relaxed);
     atomic_store_explicit(&co->finished, 0, memory_order_relaxed);
     steal_reset_claim(&co->claim);

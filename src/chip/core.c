@@ -236,11 +236,26 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   }
 }
 
+/* A core that left its queue's heads to another (head_take.h,
+ * head_yields) looks at the queues again after one hold, before it waits
+ * as any idle core does: whether or not it becomes its scheduler's
+ * puller (an idle AIC core may be), a block queued meanwhile, one that a
+ * running kernel may wait for, starts here within a hold. */
+static void core_look_after_yield(core_wait *w) {
+  core *c = w->c;
+  pto_run *r = c->run;
+  c->left_heads = false;
+  uint64_t hold = (uint64_t)pto_option_cached(PTO_OPT_PULL_HOLD_NS);
+  if (hold) pto_wait_unparked(core_has_work, w, pto_now_ns() + hold);
+  if (!core_has_work(w) && sched_ready_queued(r)) sched_pull(&r->scheds[c->sched]);
+}
+
 /* One run: blocks until the run stops (dispatch ids restart at 1 each run). */
 static void core_serve(core *c) {
   pto_run *r = c->run;
   for (uint64_t next = 1;; next++) {
     core_wait w = {c, next, 0, 0, 0};
+    if (!core_has_work(&w) && c->left_heads) core_look_after_yield(&w);
     if (!core_has_work(&w)) core_wait_work(&w);
     if (run_stopping(r)) break;
     /* woken for this block: its place in the wake budget goes back, and
@@ -299,6 +314,7 @@ static void core_serve(core *c) {
      * the next block on this very core, which then runs it at once (after
      * a hand-off: only the poll of the block's end, and the placements of
      * what the completions here queued) */
+    c->left_heads = h.yielded;
     if (h.completed)
       sched_handoff_end(&h);
     else

@@ -56,29 +56,39 @@
  * ns a task whenever both cores took heads, 30-35 when one did, and which
  * it was depended on where the OS had put the threads. So a core about to
  * take the head leaves it when the core that took the last head itself
- * (the queue's `last_taker`, written under the lock) has a lower number
- * and its own blocks average under PTO_HEAD_YIELD_NS (default 100): the
- * take returns nothing, and the pass its chain's end asks for places no
+ * (the queue's `last_taker`, written under the lock) has a lower number,
+ * at least HEAD_YIELD_QUEUED blocks are queued, and its own blocks average
+ * under PTO_HEAD_YIELD_NS (default 100): the take returns nothing, and the pass its chain's end asks for places no
  * block on this core (sched.c, sched_handoff_end: `this_yields`), which
  * falls idle. The lowest-numbered core taking heads keeps them. Nothing
  * waits for it longer than a hold: the queue is still the other core's to
- * take from, and the idle core, its blocks short, looks at the queue again
- * after one pull hold (core.c, core_wait_work; pull_hold.h), where it
- * takes a block if one is queued, so a block that a running kernel waits
- * for starts within PTO_PULL_HOLD_NS (unit.test_head_take's hidden
- * dependency). pto_run_stats.head_yields counts the yields. */
+ * take from, and the idle core looks at the queues again after one pull
+ * hold, whether or not it becomes its scheduler's puller (core.c,
+ * core_look_after_yield), and takes a block if one is queued, so a block
+ * that a running kernel waits for starts within PTO_PULL_HOLD_NS
+ * (unit.test_head_yield's hidden dependency). pto_run_stats.head_yields
+ * counts the yields. */
 #ifndef PTO_CHIP_HEAD_TAKE_H
 #define PTO_CHIP_HEAD_TAKE_H
 
 #include "chip/handoff.h"
 #include "common/options.h"
 
+/* Blocks queued at least, for a core to leave the heads to another: with
+ * fewer, the other core's chain may end soon, and the blocks wait for one
+ * core where two would run them (a stencil of 4 short blocks a step on 2
+ * cores: blocks placed on the core that left, holding, waited out its
+ * hold, unit.test_pull_hold). */
+#define HEAD_YIELD_QUEUED 16
+
 /* Whether core `me`, about to take its queue's head, leaves it to core
  * `last`, which took the last head itself (-1: none this run): `last` has
- * a lower number, and me's blocks average (`avg`, 0: none timed yet) under
- * `limit` ns (0: never). */
-static inline bool head_yields(int32_t last, int32_t me, uint64_t avg, uint64_t limit) {
-  return last >= 0 && last < me && avg && avg < limit;
+ * a lower number, `queued` blocks are queued, at least HEAD_YIELD_QUEUED,
+ * and me's blocks average (`avg`, 0: none timed yet) under `limit` ns (0:
+ * never). */
+static inline bool head_yields(int32_t last, int32_t me, uint64_t queued, uint64_t avg,
+                               uint64_t limit) {
+  return last >= 0 && last < me && queued >= HEAD_YIELD_QUEUED && avg && avg < limit;
 }
 
 static inline ready_queue *head_queue(pto_run *r, const core *c) {
@@ -112,7 +122,7 @@ static inline task *head_take(handoff *h) {
       rq_pop_cell(&q->lf, at, &idx)) {
     task *x = &r->slots[idx];
     if (handoff_kind_fits(c, x) && x->next_block == 0) {
-      if (head_yields(q->last_taker, c->id,
+      if (head_yields(q->last_taker, c->id, rq_size(&q->lf),
                       atomic_load_explicit(&c->block_ns, memory_order_relaxed),
                       (uint64_t)pto_option_cached(PTO_OPT_HEAD_YIELD_NS))) {
         h->yielded = true; /* its chain ends; its pass places nothing here */

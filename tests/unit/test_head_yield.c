@@ -7,16 +7,18 @@
  * timed, average under the limit; a limit of 0 turns it off.
  *
  * The run: on 1 cluster x 2 AIV, a captured graph of 2048 independent
- * short tasks, launched 20 times with PTO_HEAD_YIELD_NS at its largest,
- * so that the second core leaves the heads as soon as it meets the first
- * one taking them. Among the tasks, WAIT (index 1000) spins until SET
- * (index 1001, independent of it for pto) has run in this launch: when the
- * core that keeps the heads takes WAIT, only the core that left them can
- * run SET, which it must find in the queue at its next look, a hold later.
- * A yield that let that core idle until the other's chain ended would
- * never end WAIT: it gives up after 2 s and fails the launch, naming
- * itself. Every task must run exactly once in every launch, and the
- * launches must report yields (pto_run_stats.head_yields). */
+ * tasks of about 1 us, launched 20 times with PTO_HEAD_YIELD_NS at its
+ * largest, so that the second core leaves the heads as soon as it meets
+ * the first one taking them. The last two tasks: WAIT spins
+ * until SET (the last, independent of WAIT for pto) has run in this
+ * launch: when the core that keeps the heads takes WAIT, only the core
+ * that left them can run SET, which it must find in the queue at its
+ * look after a hold. A yield that let that core idle until the other's
+ * chain ended would never end WAIT: it gives up after 2 s and fails the
+ * launch, naming itself. Every task must run exactly once in every
+ * launch, and the launches must report yields (pto_run_stats.head_yields).
+ * Then the same beside an idle AIC core, which may be the scheduler's
+ * puller while the AIV core that left the heads looks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -33,7 +35,7 @@
 #include "pto/pto.h"
 
 #define NT       2048
-#define WAIT_AT  1000 /* SET is the next task */
+#define WAIT_AT  (NT - 2) /* SET is the next, the last task: no push comes after it */
 #define LAUNCHES 20
 
 static _Atomic int32_t runs[NT];
@@ -46,8 +48,14 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* about 1 us: both cores are taking heads at once whenever both run,
+ * also on a loaded machine (empty blocks left one core doing them all in
+ * some launches: no yield to see) */
 static int k_task(const pto_kctx *c) {
   atomic_fetch_add_explicit(&runs[c->scalars[0]], 1, memory_order_relaxed);
+  uint64_t until = now_ns() + 1000;
+  while (now_ns() < until) {
+  }
   return 0;
 }
 
@@ -92,22 +100,25 @@ static void check_once(int launch) {
 
 static void test_rule(void **state) {
   (void)state;
-  assert_true(head_yields(0, 1, 40, 100));   /* core 0 took the last head */
-  assert_false(head_yields(1, 1, 40, 100));  /* it took it itself */
-  assert_false(head_yields(2, 1, 40, 100));  /* a higher-numbered one did */
-  assert_false(head_yields(-1, 1, 40, 100)); /* nobody yet this run */
-  assert_false(head_yields(0, 1, 100, 100)); /* its blocks are not short */
-  assert_false(head_yields(0, 1, 0, 100));   /* none timed yet */
-  assert_false(head_yields(0, 1, 40, 0));    /* the rule is off */
+  const uint64_t q = HEAD_YIELD_QUEUED;
+  assert_true(head_yields(0, 1, q, 40, 100));      /* core 0 took the last head */
+  assert_false(head_yields(1, 1, q, 40, 100));     /* it took it itself */
+  assert_false(head_yields(2, 1, q, 40, 100));     /* a higher-numbered one did */
+  assert_false(head_yields(-1, 1, q, 40, 100));    /* nobody yet this run */
+  assert_false(head_yields(0, 1, q - 1, 40, 100)); /* too few queued */
+  assert_false(head_yields(0, 1, q, 100, 100));    /* its blocks are not short */
+  assert_false(head_yields(0, 1, q, 0, 100));      /* none timed yet */
+  assert_false(head_yields(0, 1, q, 40, 0));       /* the rule is off */
 }
 
-static void test_yields_and_nothing_waits_past_a_hold(void **state) {
-  (void)state;
+/* On 1 cluster of `aic` AIC + 2 AIV cores (the AIV cores numbered after
+ * the AIC one). */
+static void run_case(int aic) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.clusters = 1;
   cfg.aiv_per_cluster = 2;
-  cfg.aic_per_cluster = 0;
+  cfg.aic_per_cluster = aic;
   cfg.schedulers = 1;
   cfg.task_slots = 2 * NT;
   pto_chip *chip;
@@ -133,17 +144,29 @@ static void test_yields_and_nothing_waits_past_a_hold(void **state) {
     assert_int_equal(rc, PTO_OK);
     check_once(n);
     yields += st.head_yields;
-    wait_on_0 += atomic_load(&g_wait_core) == 0;
+    wait_on_0 += atomic_load(&g_wait_core) == aic;
     set_elsewhere += atomic_load(&g_set_core) != atomic_load(&g_wait_core);
   }
   /* where WAIT and SET ran depends on the schedule: said, not asserted */
-  printf("%d launches: %llu yields; WAIT ran on core 0 (the one that keeps the heads) in %d, SET "
-         "on the other core than WAIT's in %d\n",
-         LAUNCHES, (unsigned long long)yields, wait_on_0, set_elsewhere);
+  printf("%d AIC + 2 AIV, %d launches: %llu yields; WAIT ran on the first AIV core (the one that "
+         "keeps the heads) in %d, SET on the other core than WAIT's in %d\n",
+         aic, LAUNCHES, (unsigned long long)yields, wait_on_0, set_elsewhere);
   if (yields == 0)
     fail_msg("no core left the heads in %d launches of %d short tasks", LAUNCHES, NT);
   pto_graph_destroy(g);
   pto_chip_destroy(chip);
+}
+
+static void test_yields_and_nothing_waits_past_a_hold(void **state) {
+  (void)state;
+  run_case(0);
+}
+
+/* The idle AIC core may be its scheduler's puller: the AIV core that left
+ * the heads looks at the queue after its hold all the same. */
+static void test_beside_an_idle_aic_core(void **state) {
+  (void)state;
+  run_case(1);
 }
 
 int main(void) {
@@ -153,6 +176,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rule),
       cmocka_unit_test(test_yields_and_nothing_waits_past_a_hold),
+      cmocka_unit_test(test_beside_an_idle_aic_core),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
