@@ -9,8 +9,8 @@
  * The run: on 1 cluster x 2 AIV, a captured graph of 2048 independent
  * tasks of about 1 us, launched 20 times with PTO_HEAD_YIELD_NS at its
  * largest, so that the second core leaves the heads as soon as it meets
- * the first one taking them. The last two tasks: WAIT spins
- * until SET (the last, independent of WAIT for pto) has run in this
+ * the first one taking them. Among the tasks, WAIT (index 1000) spins
+ * until SET (index 1001, independent of it for pto) has run in this
  * launch: when the core that keeps the heads takes WAIT, only the core
  * that left them can run SET, which it must find in the queue at its
  * look after a hold. A yield that let that core idle until the other's
@@ -35,7 +35,7 @@
 #include "pto/pto.h"
 
 #define NT       2048
-#define WAIT_AT  (NT - 2) /* SET is the next, the last task: no push comes after it */
+#define WAIT_AT  1000 /* SET is the next task; 1046 more are queued behind it */
 #define LAUNCHES 20
 
 static _Atomic int32_t runs[NT];
