@@ -58,10 +58,11 @@
  * take the head leaves it when the core that took the last head itself
  * (the queue's `last_taker`, written under the lock) has a lower number,
  * at least HEAD_YIELD_QUEUED blocks are queued, and its own blocks average
- * under PTO_HEAD_YIELD_NS (default 100): the take returns nothing, and the pass its chain's end asks for places no
- * block on this core (sched.c, sched_handoff_end: `this_yields`), which
- * falls idle. The lowest-numbered core taking heads keeps them. Nothing
- * waits for it longer than a hold: the queue is still the other core's to
+ * under PTO_HEAD_YIELD_NS (default 100): the take returns nothing, and
+ * the pass its chain's end asks for places no block on this core (sched.c,
+ * sched_handoff_end: `this_yields`), which falls idle. The
+ * lowest-numbered core taking heads keeps them. Nothing waits for it
+ * longer than a hold: the queue is still the other core's to
  * take from, and the idle core looks at the queues again after one pull
  * hold, whether or not it becomes its scheduler's puller (core.c,
  * core_look_after_yield), and takes a block if one is queued, so a block
