@@ -3,22 +3,26 @@
  * that a block nobody else takes waits no longer than a hold.
  *
  * The rule (white box): a core leaves the head only to a lower-numbered
- * core that took the last head itself, and only while its own blocks,
- * timed, average under the limit; a limit of 0 turns it off.
+ * core that took the last head itself, only with enough blocks queued,
+ * and only while its own blocks, timed, average under the limit; a limit
+ * of 0 turns it off.
  *
- * The run: on 1 cluster x 2 AIV, a captured graph of 2048 independent
- * tasks of about 1 us, launched 20 times with PTO_HEAD_YIELD_NS at its
- * largest, so that the second core leaves the heads as soon as it meets
- * the first one taking them. Among the tasks, WAIT (index 1000) spins
- * until SET (index 1001, independent of it for pto) has run in this
- * launch: when the core that keeps the heads takes WAIT, only the core
- * that left them can run SET, which it must find in the queue at its
- * look after a hold. A yield that let that core idle until the other's
- * chain ended would never end WAIT: it gives up after 2 s and fails the
- * launch, naming itself. Every task must run exactly once in every
- * launch, and the launches must report yields (pto_run_stats.head_yields).
- * Then the same beside an idle AIC core, which may be the scheduler's
- * puller while the AIV core that left the heads looks. */
+ * The runs: on 1 cluster x 2 AIV, 20 runs of 2048 independent tasks of
+ * about 1 us, with PTO_HEAD_YIELD_NS at its largest, so that the second
+ * core leaves the heads as soon as it meets the first one taking them.
+ * The first two tasks (START) each wait until both have started and every
+ * task has been submitted: both cores then take heads from a full queue,
+ * also on a loaded machine (where otherwise one core may run them all, and
+ * there is no yield to see). Among the tasks, WAIT (index 1000) spins
+ * until SET (index 1001, independent of it for pto) has run in this run:
+ * when the core that keeps the heads takes WAIT, only the core that left
+ * them can run SET, which it must find in the queue when it looks again.
+ * A yield that let that core idle until the other's chain ended would
+ * never end WAIT: it gives up after 2 s and fails the run, naming itself.
+ * Every task must run exactly once in every run, and the runs must report
+ * yields (pto_run_stats.head_yields). Then the same beside an idle AIC
+ * core, which may be the scheduler's puller while the AIV core that left
+ * the heads looks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -34,13 +38,13 @@
 #include "chip/head_take.h" /* white box: the rule */
 #include "pto/pto.h"
 
-#define NT       2048
-#define WAIT_AT  1000 /* SET is the next task; 1046 more are queued behind it */
-#define LAUNCHES 20
+#define NT      2048
+#define WAIT_AT 1000 /* SET is the next task; 1046 more are queued behind it */
+#define RUNS    20
 
 static _Atomic int32_t runs[NT];
-static _Atomic int g_round, g_set_round, g_wait_core, g_set_core;
-static int k_task_id, k_wait_id, k_set_id;
+static _Atomic int g_round, g_started, g_submitted, g_set_round, g_wait_core, g_set_core;
+static int k_start_id, k_task_id, k_wait_id, k_set_id;
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -48,11 +52,24 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* about 1 us: both cores are taking heads at once whenever both run,
- * also on a loaded machine (empty blocks left one core doing them all in
- * some launches: no yield to see) */
-static int k_task(const pto_kctx *c) {
+static void count(const pto_kctx *c) {
   atomic_fetch_add_explicit(&runs[c->scalars[0]], 1, memory_order_relaxed);
+}
+
+/* until both START blocks run and every task is submitted */
+static int k_start(const pto_kctx *c) {
+  count(c);
+  atomic_fetch_add(&g_started, 1);
+  uint64_t until = now_ns() + 2000000000u;
+  while (atomic_load(&g_started) < 2 || atomic_load(&g_submitted) != atomic_load(&g_round)) {
+    if (now_ns() > until || pto_kctx_cancelled(c))
+      return pto_kctx_fail(c, PTO_EKERNEL, "the other START block did not start within 2 s");
+  }
+  return 0;
+}
+
+static int k_task(const pto_kctx *c) {
+  count(c);
   uint64_t until = now_ns() + 1000;
   while (now_ns() < until) {
   }
@@ -60,22 +77,21 @@ static int k_task(const pto_kctx *c) {
 }
 
 static int k_set(const pto_kctx *c) {
-  atomic_fetch_add_explicit(&runs[c->scalars[0]], 1, memory_order_relaxed);
+  count(c);
   atomic_store(&g_set_core, c->core_id);
   atomic_store(&g_set_round, atomic_load(&g_round));
   return 0;
 }
 
 static int k_wait(const pto_kctx *c) {
-  atomic_fetch_add_explicit(&runs[c->scalars[0]], 1, memory_order_relaxed);
+  count(c);
   atomic_store(&g_wait_core, c->core_id);
   uint64_t until = now_ns() + 2000000000u;
   while (atomic_load(&g_set_round) != atomic_load(&g_round)) {
-    if (now_ns() > until || pto_kctx_cancelled(c)) {
+    if (now_ns() > until || pto_kctx_cancelled(c))
       return pto_kctx_fail(c, PTO_EKERNEL,
                            "SET did not run within 2 s of WAIT's start (WAIT on core %d)",
                            c->core_id);
-    }
   }
   return 0;
 }
@@ -86,16 +102,10 @@ static void orchestrate(pto_orch *o, void *arg) {
     pto_args a;
     pto_args_init(&a);
     pto_args_scalar(&a, (uint64_t)i);
-    int k = i == WAIT_AT ? k_wait_id : i == WAIT_AT + 1 ? k_set_id : k_task_id;
+    int k = i < 2 ? k_start_id : i == WAIT_AT ? k_wait_id : i == WAIT_AT + 1 ? k_set_id : k_task_id;
     if (pto_submit(o, k, &a, NULL, NULL) != PTO_OK) return;
   }
-}
-
-static void check_once(int launch) {
-  for (int i = 0; i < NT; i++) {
-    int32_t k = atomic_load(&runs[i]);
-    if (k != 1) fail_msg("launch %d: task %d ran %d times (expected once)", launch, i, k);
-  }
+  atomic_store(&g_submitted, atomic_load(&g_round));
 }
 
 static void test_rule(void **state) {
@@ -123,37 +133,36 @@ static void run_case(int aic) {
   cfg.task_slots = 2 * NT;
   pto_chip *chip;
   assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "start", k_start, &k_start_id), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "task", k_task, &k_task_id), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "wait", k_wait, &k_wait_id), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "set", k_set, &k_set_id), PTO_OK);
-  pto_error_info err;
-  pto_run_stats st;
-  pto_graph *g = NULL;
-  atomic_store(&g_round, 1);
-  int rc = pto_graph_capture(chip, orchestrate, NULL, &g, NULL, &err);
-  if (rc) pto_error_print(&err, stderr);
-  assert_int_equal(rc, PTO_OK);
   uint64_t yields = 0;
-  int wait_on_0 = 0, set_elsewhere = 0;
-  for (int n = 1; n <= LAUNCHES; n++) {
+  int wait_on_first = 0, set_elsewhere = 0;
+  for (int n = 1; n <= RUNS; n++) {
     for (int i = 0; i < NT; i++)
       atomic_store(&runs[i], 0);
-    atomic_store(&g_round, n + 1);
-    rc = pto_graph_launch(chip, g, NULL, &st, &err);
+    atomic_store(&g_started, 0);
+    atomic_store(&g_round, n);
+    pto_error_info err;
+    pto_run_stats st;
+    int rc = pto_chip_run(chip, orchestrate, NULL, &st, &err);
     if (rc) pto_error_print(&err, stderr);
     assert_int_equal(rc, PTO_OK);
-    check_once(n);
+    for (int i = 0; i < NT; i++) {
+      int32_t k = atomic_load(&runs[i]);
+      if (k != 1) fail_msg("run %d: task %d ran %d times (expected once)", n, i, k);
+    }
     yields += st.head_yields;
-    wait_on_0 += atomic_load(&g_wait_core) == aic;
+    wait_on_first += atomic_load(&g_wait_core) == aic;
     set_elsewhere += atomic_load(&g_set_core) != atomic_load(&g_wait_core);
   }
   /* where WAIT and SET ran depends on the schedule: said, not asserted */
-  printf("%d AIC + 2 AIV, %d launches: %llu yields; WAIT ran on the first AIV core (the one that "
-         "keeps the heads) in %d, SET on the other core than WAIT's in %d\n",
-         aic, LAUNCHES, (unsigned long long)yields, wait_on_0, set_elsewhere);
+  printf("%d AIC + 2 AIV, %d runs: %llu yields; WAIT ran on the first AIV core (the one that "
+         "keeps the heads) in %d, SET on another core than WAIT's in %d\n",
+         aic, RUNS, (unsigned long long)yields, wait_on_first, set_elsewhere);
   if (yields == 0)
-    fail_msg("no core left the heads in %d launches of %d short tasks", LAUNCHES, NT);
-  pto_graph_destroy(g);
+    fail_msg("no core left the heads in %d runs of %d short tasks taken by both cores", RUNS, NT);
   pto_chip_destroy(chip);
 }
 
