@@ -54,21 +54,20 @@
  * CPUs at every take, which on blocks of tens of ns costs more than the
  * second core adds: W2's replay on 2 cores (20 000 empty tasks) took 70-76
  * ns a task whenever both cores took heads, 30-35 when one did, and which
- * it was depended on where the OS had put the threads. So a core about to
- * take the head leaves it when the core that took the last head itself
- * (the queue's `last_taker`, written under the lock) has a lower number,
- * at least HEAD_YIELD_QUEUED blocks are queued, and its own blocks average
- * under PTO_HEAD_YIELD_NS (default 100): the take returns nothing, and
- * the pass its chain's end asks for places no block on this core (sched.c,
- * sched_handoff_end: `this_yields`), which falls idle. The
- * lowest-numbered core taking heads keeps them. Nothing waits for it
- * longer than a hold: the queue is still the other core's to
- * take from, and the idle core looks at the queues again after one pull
- * hold, whether or not it becomes its scheduler's puller (core.c,
- * core_look_after_yield), and takes a block if one is queued, so a block
- * that a running kernel waits for starts within PTO_PULL_HOLD_NS
- * (unit.test_head_yield's hidden dependency). pto_run_stats.head_yields
- * counts the yields. */
+ * of the two happened depended on where the OS had put the threads. So a
+ * core about to take the head leaves it when the core that took the last
+ * head itself (the queue's `last_taker`, written under the lock) has a
+ * lower number, at least HEAD_YIELD_QUEUED blocks are queued, and its own
+ * blocks average under PTO_HEAD_YIELD_NS (default 100): the take returns
+ * nothing, and the pass its chain's end asks for places no block on this
+ * core (sched.c, sched_handoff_end: `this_yields`), which falls idle. The
+ * lowest-numbered core taking heads keeps them. Nothing waits for it longer
+ * than a hold: the queue is still the other core's to take from, and the
+ * idle core looks at the queues again after one pull hold, whether or not
+ * it becomes its scheduler's puller (core.c, core_look_after_yield), and
+ * takes a block if one is queued, so a block that a running kernel waits
+ * for starts within PTO_PULL_HOLD_NS (unit.test_head_yield's hidden
+ * dependency). pto_run_stats.head_yields counts the yields. */
 #ifndef PTO_CHIP_HEAD_TAKE_H
 #define PTO_CHIP_HEAD_TAKE_H
 
