@@ -244,7 +244,8 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
 static void core_look_after_yield(core_wait *w) {
   core *c = w->c;
   pto_run *r = c->run;
-  c->left_heads = false;
+  c->left_heads = false; /* only its chain's own pass skipped it (sched.c) */
+  if (core_has_work(w)) return;
   uint64_t hold = (uint64_t)pto_option_cached(PTO_OPT_PULL_HOLD_NS);
   if (hold) pto_wait_unparked(core_has_work, w, pto_now_ns() + hold);
   if (!core_has_work(w) && sched_ready_queued(r)) sched_pull(&r->scheds[c->sched]);
@@ -255,7 +256,7 @@ static void core_serve(core *c) {
   pto_run *r = c->run;
   for (uint64_t next = 1;; next++) {
     core_wait w = {c, next, 0, 0, 0};
-    if (!core_has_work(&w) && c->left_heads) core_look_after_yield(&w);
+    if (c->left_heads) core_look_after_yield(&w);
     if (!core_has_work(&w)) core_wait_work(&w);
     if (run_stopping(r)) break;
     /* woken for this block: its place in the wake budget goes back, and
@@ -280,7 +281,7 @@ static void core_serve(core *c) {
     run_block(c, t, p.block, p.sub_block);
     /* dependencies released where they finish (handoff.h): its task
      * completed here, and the one successor kept run next, here */
-    handoff h = {r, c, next, NULL, 0, true, false, NULL, 0, false, false};
+    handoff h = {r, c, next, NULL, 0, true, false, NULL, 0, false};
     if (handoff_completes(r, c, t) && (handoff_worth(r, c, t) || head_take_worth(r, c)) &&
         handoff_core_may_keep(r, c, next))
       for (;;) {
@@ -314,7 +315,6 @@ static void core_serve(core *c) {
      * the next block on this very core, which then runs it at once (after
      * a hand-off: only the poll of the block's end, and the placements of
      * what the completions here queued) */
-    c->left_heads = h.yielded;
     if (h.completed)
       sched_handoff_end(&h);
     else

@@ -76,7 +76,6 @@ typedef struct handoff {
   task *held;
   int32_t held_n;
   bool releasing; /* sched_release_held is making them: no new hold then */
-  bool yielded;   /* it left the queue's head to another core (head_take.h) */
 } handoff;
 
 /* Queued positions at `level` or above, a racy hint. */

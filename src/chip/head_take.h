@@ -60,8 +60,8 @@
  * lower number, at least HEAD_YIELD_QUEUED blocks are queued, and its own
  * blocks average under PTO_HEAD_YIELD_NS (default 100): the take returns
  * nothing, and the pass its chain's end asks for places no block on this
- * core (sched.c, sched_handoff_end: `this_yields`), which falls idle. The
- * lowest-numbered core taking heads keeps them. Nothing waits for it longer
+ * core (its `left_heads`, read by sched.c's placements), which falls
+ * idle. The lowest-numbered core taking heads keeps them. Nothing waits for it longer
  * than a hold: the queue is still the other core's to take from, and the
  * idle core looks at the queues again after one pull hold, whether or not
  * it becomes its scheduler's puller (core.c, core_look_after_yield), and
@@ -95,13 +95,18 @@ static inline ready_queue *head_queue(pto_run *r, const core *c) {
   return &r->queues[c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV];
 }
 
+/* Whether core c takes heads from its queue at all: role mode (a
+ * scheduler thread would not see the block), no priority level in use (a
+ * pass orders those). sched.c's takes_heads asks it too. */
+static inline bool head_take_mode(pto_run *r, const core *c) {
+  return !r->sched_threads && !prio_up_used(head_queue(r, c));
+}
+
 /* Whether core c's completion should stay on c for a head to take after
- * it: role mode, and its queue holds something at level 0 only (a racy
- * peek; head_take looks again under the lock). */
+ * it: head-take mode, and its queue holds something (a racy peek;
+ * head_take looks again under the lock). */
 static inline bool head_take_worth(pto_run *r, const core *c) {
-  if (r->sched_threads) return false;
-  ready_queue *q = head_queue(r, c);
-  return !prio_up_used(q) && rq_size(&q->lf) > 0;
+  return head_take_mode(r, c) && rq_size(&head_queue(r, c)->lf) > 0;
 }
 
 /* The head task of h's core's queue, claimed for it, or NULL (see above).
@@ -122,10 +127,12 @@ static inline task *head_take(handoff *h) {
       rq_pop_cell(&q->lf, at, &idx)) {
     task *x = &r->slots[idx];
     if (handoff_kind_fits(c, x) && x->next_block == 0) {
-      if (head_yields(q->last_taker, c->id, rq_size(&q->lf),
+      /* its own chain (the common case) reads nothing more */
+      if (q->last_taker != c->id &&
+          head_yields(q->last_taker, c->id, rq_size(&q->lf),
                       atomic_load_explicit(&c->block_ns, memory_order_relaxed),
                       (uint64_t)pto_option_cached(PTO_OPT_HEAD_YIELD_NS))) {
-        h->yielded = true; /* its chain ends; its pass places nothing here */
+        c->left_heads = true; /* its chain ends; its pass places nothing here */
         c->head_yields++;
       } else {
         q->last_taker = c->id;

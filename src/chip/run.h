@@ -322,7 +322,9 @@ typedef struct core {
    * and, for its pending block, the role holder */
   _Atomic uint64_t claim;
   bool defer_current; /* core-private: the running kernel went async */
-  bool left_heads;    /* core-private: its chain left the queue's heads to another (head_take.h) */
+  /* core-private: its last chain left the queue's heads to another
+   * (head_take.h); its pass then places none of them here (sched.c) */
+  bool left_heads;
   /* core-private: the task whose block it runs now (a dispatched one, or
    * one kept in a hand-off, handoff.h: then not its slot's) */
   struct task *running;

@@ -10,6 +10,7 @@
 
 #include "chip/contract.h"
 #include "chip/handoff.h"
+#include "chip/head_take.h"
 #include "chip/priority.h"
 #include "chip/ready_batch.h"
 #include "chip/run.h"
@@ -256,10 +257,6 @@ static _Thread_local sched *this_sched;
 /* The core this thread simulates, if any (role mode: its own completion
  * pass places the next single-core block on it first, no wake-up). */
 static _Thread_local core *this_core;
-/* This thread is a core whose chain ended leaving its queue's head to a
- * lower-numbered core (head_take.h, head_yields): the pass it runs then
- * places no block of that queue on it. */
-static _Thread_local bool this_yields;
 
 void sched_bind_core(core *c) { this_core = c; }
 
@@ -555,9 +552,7 @@ task *sched_release_held(handoff *h, bool may_keep) {
 void sched_handoff_end(handoff *h) {
   pto_run *r = h->run;
   sched *own = &r->scheds[h->c->sched];
-  this_yields = h->yielded;
   sched_kick(r, own); /* polls the block's end, places what was pushed */
-  this_yields = false;
   if (h->pushed) handoff_announce(h, own);
 }
 
@@ -670,10 +665,9 @@ static void core_dispatch(sched *s, core *c, task *t, int32_t block, int32_t sub
  * block): on W2's replay, in the runs where both cores took heads, the
  * passes that placed blocks behind them kept 30-40% of the blocks off
  * the chains (docs/chip.md, Dispatch). */
-static bool takes_heads(const pto_run *r, const core *c) {
-  return !r->sched_threads &&
-         atomic_load_explicit(&c->slot[c->issued & 1].completes_here, memory_order_relaxed) &&
-         !prio_up_used(&r->queues[c->type == PTO_CORE_AIC ? SHAPE_AIC : SHAPE_AIV]);
+static bool takes_heads(const core *c) {
+  return atomic_load_explicit(&c->slot[c->issued & 1].completes_here, memory_order_relaxed) &&
+         head_take_mode(c->run, c);
 }
 
 /* Whether core c may take one more block with at most `max_inflight` in
@@ -681,11 +675,11 @@ static bool takes_heads(const pto_run *r, const core *c) {
  * (movable), so that of a core's two blocks in flight either may move to
  * an idle core (steal.h: the first one, when the core has claimed
  * neither), and not behind a core that takes its next block itself. */
-static bool has_room(const pto_run *r, const core *c, uint64_t max_inflight) {
+static bool has_room(const core *c, uint64_t max_inflight) {
   uint64_t n = inflight(c);
   return n == 0 || (n <= max_inflight &&
                     atomic_load_explicit(&c->slot[c->issued & 1].movable, memory_order_relaxed) &&
-                    !takes_heads(r, c));
+                    !takes_heads(c));
 }
 
 /* Finds the cores of cluster `cl` (index into s->clusters) for one block of
@@ -697,11 +691,11 @@ static bool fit_cluster(sched *s, int cl, shape sh, uint64_t max_inflight, core 
   core **cc = &s->cores[cl * pc];
   int n = 0, need_aiv = shape_aiv(sh);
   if (shape_aic(sh)) {
-    if (!aic || !has_room(r, cc[0], max_inflight)) return false;
+    if (!aic || !has_room(cc[0], max_inflight)) return false;
     out[n++] = cc[0];
   }
   for (int k = aic; k < pc && need_aiv > 0; k++)
-    if (has_room(r, cc[k], max_inflight)) {
+    if (has_room(cc[k], max_inflight)) {
       out[n++] = cc[k];
       need_aiv--;
     }
@@ -771,8 +765,8 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
     /* a core that left its queue's head to another gets none of its
      * blocks in the pass its chain's end asks for (head_take.h,
      * head_yields): it looks at the queue again after a hold */
-    core *skip = mine && this_yields ? me : NULL;
-    if (mine && !skip && has_room(r, me, max_inflight) && max > 0)
+    core *skip = mine && me->left_heads ? me : NULL;
+    if (mine && !skip && has_room(me, max_inflight) && max > 0)
       out[n++] = me;
     else
       me = NULL;
@@ -781,7 +775,7 @@ static int placements(sched *s, shape sh, uint64_t max_inflight, core **out, int
     n += idle_awake_first(s, set, me ? me : skip, out + n, max - n, short_of_budget);
     for (int p = cs_end(set, 0); p < cs_end(set, 1) && max_inflight && n < max; p++) {
       core *c = s->cores[cs_at(set, p)];
-      if (c != me && has_room(r, c, max_inflight)) out[n++] = c;
+      if (c != me && has_room(c, max_inflight)) out[n++] = c;
     }
     return n;
   }
@@ -847,10 +841,10 @@ static void publish_counts(sched *s) {
 
 /* The spots (single-core placements) whose core still has room, in
  * order; returns how many. */
-static int still_room(const pto_run *r, core **spots, int n, uint64_t max_inflight) {
+static int still_room(core **spots, int n, uint64_t max_inflight) {
   int k = 0;
   for (int i = 0; i < n; i++)
-    if (has_room(r, spots[i], max_inflight)) spots[k++] = spots[i];
+    if (has_room(spots[i], max_inflight)) spots[k++] = spots[i];
   return k;
 }
 
@@ -898,7 +892,7 @@ static bool dispatch_shape(sched *s, shape sh, uint64_t max_inflight) {
     if (n == 0) break;
     if (behind) {
       pto_spinlock_lock(&q->lock);
-      n = still_room(r, s->spots, n, max_inflight);
+      n = still_room(s->spots, n, max_inflight);
     }
     int got = n ? rq_claim(r, q, n, s->claim_tasks, s->claim_blocks, max_inflight > 0, behind) : 0;
     for (int i = 0; i < got; i++)
