@@ -207,8 +207,8 @@ typedef struct pto_run_stats {
    * head cost more than such blocks) */
   uint64_t head_yields;
   /* cores moved off the orchestrator's CPU while it submitted: the OS had
-   * queued them behind it there, and a block placed on one had waited
-   * unclaimed through two looks 64 submits apart (spread_cores) */
+   * queued them behind it there, and a block placed on one had not started
+   * after 64 submits, twice (spread_cores) */
   uint64_t cores_moved;
 } pto_run_stats;
 

@@ -306,7 +306,7 @@ typedef struct core {
   uint64_t last_gen;        /* thread-private: last generation served or skipped */
   int trace_track;
   /* orchestrator-private (spread.c, cores_starved): at its last look,
-   * whether a block placed here waited unclaimed, `starts` then, and
+   * whether a block placed here waited unstarted, `starts` then, and
    * whether it had waited through two looks (starved) */
   bool orch_saw_waiting, orch_starved;
   uint64_t orch_saw_starts;

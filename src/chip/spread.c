@@ -18,12 +18,11 @@
  * system calls it takes), so it is over when the orchestrator's wait begins.
  *
  * A core off the orchestrator's CPU, while it submits, when a block placed
- * on it has waited unclaimed through two looks 64 submits apart without
- * the core starting anything (cores_starved, starved_move): the OS had woken it on
+ * on it has waited through two looks 64 submits apart without the core
+ * starting anything (cores_starved, starved_move): the OS had woken it on
  * the orchestrator's CPU and left it queued there while another CPU
  * idled (a stencil of short dependent blocks on 2 CPUs ran 6 of its 4000
- * tasks during the orchestration). They are let go when the orchestrator
- * may idle: at its first wait, or when its function returns.
+ * tasks during the orchestration).
  *
  * A CPU per core, once the orchestration function has returned. Left to
  * the OS, the core threads of a run often end up stacked on one CPU while
@@ -110,10 +109,9 @@ static bool blocks_short(pto_run *r) {
   return timed;
 }
 
-/* How many cores have a block placed on them that they have not claimed,
- * and have started none, since the last look, 64 submits ago
- * (orchestrator-private marks, reset each run): a block that waits that
- * long for a core that is not busy waits for a CPU.
+/* How many cores have not claimed a block placed on them, nor started
+ * any, since the last look, 64 submits ago (orchestrator-private marks, reset each run): a
+ * block that waits that long for a core that is not busy waits for a CPU.
  * Relaxed reads: a hint. Not with sync_start tasks in the run, whose
  * blocks wait for their cohort by design. */
 static int cores_starved(pto_run *r) {
@@ -162,7 +160,7 @@ static void starved_move(pto_run *r, int starved) {
   if (!r->cfg->spread_cores || cpu_set_of_self(&rest) != 0 || CPU_COUNT(&rest) < 2 || me < 0 ||
       !CPU_ISSET(me, &rest) || !cpus_ours(r, &rest, starved))
     return;
-  r->spread_cpus = rest; /* what spread_orch_unmove gives back */
+  r->spread_cpus = rest; /* what spread_end gives back */
   CPU_CLR(me, &rest);
   for (int i = 0; i < r->ncores; i++) {
     core *c = &r->cores[i];
