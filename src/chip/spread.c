@@ -44,7 +44,6 @@
  * those threads). */
 #include "chip/pull_hold.h"
 #include "chip/run.h"
-#include "chip/steal.h"
 #include "common/cpu_bind.h"
 #include "common/options.h"
 #include "common/wait.h"
@@ -109,8 +108,8 @@ static bool blocks_short(pto_run *r) {
   return timed;
 }
 
-/* How many cores have not claimed a block placed on them, nor started
- * any, since the last look, 64 submits ago (orchestrator-private marks, reset each run): a
+/* How many cores have not started a block placed on them since the last
+ * look, 64 submits ago (orchestrator-private marks, reset each run): a
  * block that waits that long for a core that is not busy waits for a CPU.
  * Relaxed reads: a hint. Not with sync_start tasks in the run, whose
  * blocks wait for their cohort by design. */
@@ -120,10 +119,8 @@ static int cores_starved(pto_run *r) {
   for (int i = 0; i < r->ncores; i++) {
     core *c = &r->cores[i];
     uint64_t starts = atomic_load_explicit(&c->starts, memory_order_relaxed);
-    /* a dispatch it has not claimed yet (steal.h: the claim word holds
-     * the last one it claimed, or lost), and no kernel running */
-    uint64_t claimed = atomic_load_explicit(&c->claim, memory_order_relaxed) & ~STEAL_TAKEN;
-    bool waiting = atomic_load_explicit(&c->dispatched, memory_order_relaxed) > claimed &&
+    bool waiting = atomic_load_explicit(&c->dispatched, memory_order_relaxed) >
+                       atomic_load_explicit(&c->finished, memory_order_relaxed) &&
                    atomic_load_explicit(&c->cur_task, memory_order_relaxed) == PTO_TASK_NONE;
     c->orch_starved = waiting && c->orch_saw_waiting && starts == c->orch_saw_starts;
     n += c->orch_starved;
