@@ -996,7 +996,6 @@ static int run_chip(pto_chip *chip, pto_orch_fn fn, void *arg, pto_run_stats *st
     orchestrating = outer;
     r->orch_end_ns = pto_now_ns();
     spread_orch_share(r);
-    spread_orch_unmove(r);
     spread_begin(r); /* until the last task: a CPU per core */
     if (r->trace)
       trace_slice(r->trace, r->orch_track, "orchestration", "orch", r->orch_start_ns,

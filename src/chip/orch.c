@@ -152,7 +152,6 @@ void orch_reset(pto_run *r) {
   r->next_id = r->retired = 0;
   r->alone_tried = false;
   r->cores_moved = 0;
-  r->cores_away = false;
   r->dep_head = r->dep_tail = 0;
   r->args.head = r->args.tail = 0;
   heap_live_init(&r->live, &r->heap); /* after every offset of earlier runs */
@@ -324,7 +323,6 @@ static void orch_retire_all(pto_run *r) {
 static __attribute__((noinline)) bool
 orch_park_completions(pto_run *r, int64_t batch, pto_cond_fn cond, void *arg, uint64_t deadline) {
   spread_orch_share(r); /* a waiting orchestrator leaves its CPU to the cores */
-  spread_orch_unmove(r);
   int64_t done = atomic_load_explicit(&r->completed, memory_order_relaxed);
   int64_t inflight = atomic_load_explicit(&r->submitted, memory_order_relaxed) - done;
   if (batch > inflight) batch = inflight;

@@ -525,7 +525,6 @@ typedef struct pto_run {
   pthread_t orch_thread;
   bool alone_tried;     /* orch: this run has taken (or failed to take) a CPU of its own */
   uint64_t cores_moved; /* orch: starved cores moved off its CPU (spread.c, starved_move) */
-  bool cores_away;      /* orch: some of them not let go yet (spread_orch_unmove) */
   /* stats */
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;
@@ -706,7 +705,6 @@ void spread_begin(pto_run *r);
 void spread_end(pto_run *r);
 void spread_orch_ahead(pto_run *r);
 void spread_orch_share(pto_run *r);
-void spread_orch_unmove(pto_run *r);
 
 /* Dependency reduction [dep_reduce.c]: drops, in place, each producer of
  * the task `self` being submitted that others of its producers imply, and

@@ -150,7 +150,7 @@ static void orch_alone(pto_run *r) {
 }
 
 /* Lets the cores cores_starved found run anywhere but on the
- * orchestrator's CPU, until it may idle (spread_orch_unmove). */
+ * orchestrator's CPU (their next run's spread_end lets them go). */
 static void starved_move(pto_run *r, int starved) {
   int me = sched_getcpu();
   cpu_set_t rest;
@@ -164,23 +164,7 @@ static void starved_move(pto_run *r, int starved) {
     if (c->orch_starved && c->started && !c->spread) {
       c->spread = cpu_allow_thread(c->thread, &rest) == 0;
       r->cores_moved += c->spread;
-      r->cores_away |= c->spread;
     }
-  }
-}
-
-/* The orchestrator's CPU may idle from now on (it waits, or its function
- * returned): the cores starved_move moved may run there again. Otherwise
- * they kept one CPU fewer for the rest of the run whenever spread_begin
- * binds nothing (a tree of 50 us blocks ran on one CPU: efficiency 0.5). */
-void spread_orch_unmove(pto_run *r) {
-  if (!r->cores_away) return;
-  r->cores_away = false;
-  for (int i = 0; i < r->ncores; i++) {
-    core *c = &r->cores[i];
-    if (!c->spread) continue;
-    (void)cpu_allow_thread(c->thread, &r->spread_cpus); /* best effort, as the move */
-    c->spread = false;
   }
 }
 
