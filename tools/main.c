@@ -110,9 +110,6 @@ static void print_stats(const pto_run_stats *s, int rounds) {
   if (s->head_yields)
     printf("  head yields %llu (a core left the queue's short blocks to another taking them)\n",
            (unsigned long long)s->head_yields);
-  if (s->cores_moved)
-    printf("  cores moved %llu (off the orchestrator's CPU, where their blocks waited)\n",
-           (unsigned long long)s->cores_moved);
 }
 
 /* Multi-chip scenes: per chip, what its node tasks did (the chip figures

@@ -206,10 +206,6 @@ typedef struct pto_run_stats {
    * being shorter than PTO_HEAD_YIELD_NS (two cores taking turns at the
    * head cost more than such blocks) */
   uint64_t head_yields;
-  /* cores moved off the orchestrator's CPU while it submitted: the OS had
-   * queued them behind it there, and a block placed on one had not started
-   * after 64 submits, twice (spread_cores) */
-  uint64_t cores_moved;
 } pto_run_stats;
 
 typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);

@@ -66,7 +66,6 @@ class RunStats:
     steals: int
     handoffs: int
     head_yields: int
-    cores_moved: int
 
     @classmethod
     def _from(cls, st) -> "RunStats":

@@ -674,9 +674,6 @@ static void run_reset(pto_run *r) {
       payload_set(&co->slot[k], NULL, 0, 0);
     co->issued = co->seen = 0;
     atomic_store_explicit(&co->cur_task, PTO_TASK_NONE, memory_order_relaxed);
-    atomic_store_explicit(&co->starts, 0, memory_order_relaxed);
-    co->orch_saw_waiting = co->orch_starved = false;
-    co->orch_saw_starts = 0;
     co->first_ns = 0;
     co->nblocks = 0;
     co->ran = 0;
@@ -905,7 +902,6 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, bool whole, pt
   st->cohort_spread_sum_us = (double)atomic_load(&r->spread_sum_ns) / 1000.0;
   st->drain_latency_max_us = (double)atomic_load(&r->drain_lat_max_ns) / 1000.0;
   st->drain_latency_sum_us = (double)atomic_load(&r->drain_lat_sum_ns) / 1000.0;
-  st->cores_moved = r->cores_moved;
   for (int i = 0; i < r->ncores; i++) {
     st->pull_holds += r->cores[i].holds;
     st->handoffs += r->cores[i].handoffs;

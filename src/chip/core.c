@@ -215,9 +215,6 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   if (!c->first_ns) c->first_ns = t0;
   if (gang) note_cohort_start(t, t0);
   atomic_store_explicit(&c->cur_task, id, memory_order_relaxed); /* watchdog, advisory */
-  /* the orchestrator's look for a core that gets no CPU (spread.c) */
-  atomic_store_explicit(&c->starts, atomic_load_explicit(&c->starts, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
   /* a MIX block spans cores: its first part (the AIC's) counts the block */
   const int part = c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0);
   c->ran += part == 0;

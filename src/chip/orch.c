@@ -151,7 +151,6 @@ int orch_setup(pto_run *r, char *why, size_t n) {
 void orch_reset(pto_run *r) {
   r->next_id = r->retired = 0;
   r->alone_tried = false;
-  r->cores_moved = 0;
   r->dep_head = r->dep_tail = 0;
   r->args.head = r->args.tail = 0;
   heap_live_init(&r->live, &r->heap); /* after every offset of earlier runs */

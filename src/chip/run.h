@@ -305,11 +305,6 @@ typedef struct core {
   _Atomic uint64_t entered; /* generation of the run it serves, 0: none (run_enter) */
   uint64_t last_gen;        /* thread-private: last generation served or skipped */
   int trace_track;
-  /* orchestrator-private (spread.c, cores_starved): at its last look,
-   * whether a block placed here waited unstarted, `starts` then, and
-   * whether it had waited through two looks (starved) */
-  bool orch_saw_waiting, orch_starved;
-  uint64_t orch_saw_starts;
   /* the dispatcher's: the payload, the register the core polls, and the
    * scheduler-private counts */
   PTO_LINE_ALIGNED _Atomic uint64_t
@@ -323,7 +318,6 @@ typedef struct core {
   PTO_LINE_ALIGNED _Atomic uint64_t
       finished;             /* last finished id; release pairs with scheduler's acquire */
   _Atomic int64_t cur_task; /* watchdog: running task or -1 (relaxed) */
-  _Atomic uint64_t starts;  /* blocks started this run (relaxed; only the core writes it) */
   /* the last dispatch id it claimed or lost to a taker (steal.h): the core
    * and, for its pending block, the role holder */
   _Atomic uint64_t claim;
@@ -523,8 +517,7 @@ typedef struct pto_run {
   _Atomic int32_t alone;
   cpu_set_t alone_cpus;
   pthread_t orch_thread;
-  bool alone_tried;     /* orch: this run has taken (or failed to take) a CPU of its own */
-  uint64_t cores_moved; /* orch: starved cores moved off its CPU (spread.c, starved_move) */
+  bool alone_tried; /* orch: this run has taken (or failed to take) a CPU of its own */
   /* stats */
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;

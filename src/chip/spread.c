@@ -17,13 +17,6 @@
  * without a submit. Either thread ends it (a compare-and-swap picks one; the other waits the few
  * system calls it takes), so it is over when the orchestrator's wait begins.
  *
- * A core off the orchestrator's CPU, while it submits, when a block placed
- * on it has waited through two looks 64 submits apart without the core
- * starting anything (cores_starved, starved_move): the OS had woken it on
- * the orchestrator's CPU and left it queued there while another CPU
- * idled (a stencil of short dependent blocks on 2 CPUs ran 6 of its 4000
- * tasks during the orchestration).
- *
  * A CPU per core, once the orchestration function has returned. Left to
  * the OS, the core threads of a run often end up stacked on one CPU while
  * another idles: a core that hands a block to a parked one wakes it on its
@@ -53,13 +46,11 @@
  * registered threads, wait.c) fit on the CPUs outside `mine`
  * (cpu_bind.h). Always with spread_cores = 2; never when the count
  * cannot be read. */
-static bool cpus_ours(const pto_run *r, const cpu_set_t *mine, int starved) {
+static bool cpus_ours(const pto_run *r, const cpu_set_t *mine) {
   if (r->cfg->spread_cores == 2) return true;
   int total = cpu_runnable_now();
   if (total < 0) return false;
-  /* a starved core (cores_starved) is runnable, woken but not yet run:
-   * the OS counts it, pto's count does not yet */
-  int others = total - pto_wait_runnable() - starved;
+  int others = total - pto_wait_runnable();
   return cpu_set_unshared(others > 0 ? others : 0, cpu_online(), CPU_COUNT(mine));
 }
 
@@ -77,7 +68,7 @@ void spread_begin(pto_run *r) {
     first++;
   /* a run no core entered (an empty one) binds nothing: no system call */
   if (first == r->ncores || cpu_set_of_self(&r->spread_cpus) != 0 ||
-      CPU_COUNT(&r->spread_cpus) < 2 || !cpus_ours(r, &r->spread_cpus, 0))
+      CPU_COUNT(&r->spread_cpus) < 2 || !cpus_ours(r, &r->spread_cpus))
     return;
   for (int i = first; i < r->ncores; i++)
     if (took_part(&r->cores[i], gen))
@@ -108,34 +99,12 @@ static bool blocks_short(pto_run *r) {
   return timed;
 }
 
-/* How many cores have not started a block placed on them since the last
- * look, 64 submits ago (orchestrator-private marks, reset each run): a
- * block that waits that long for a core that is not busy waits for a CPU.
- * Relaxed reads: a hint. Not with sync_start tasks in the run, whose
- * blocks wait for their cohort by design. */
-static int cores_starved(pto_run *r) {
-  if (atomic_load_explicit(&r->sync_tasks, memory_order_relaxed)) return 0;
-  int n = 0;
-  for (int i = 0; i < r->ncores; i++) {
-    core *c = &r->cores[i];
-    uint64_t starts = atomic_load_explicit(&c->starts, memory_order_relaxed);
-    bool waiting = atomic_load_explicit(&c->dispatched, memory_order_relaxed) >
-                       atomic_load_explicit(&c->finished, memory_order_relaxed) &&
-                   atomic_load_explicit(&c->cur_task, memory_order_relaxed) == PTO_TASK_NONE;
-    c->orch_starved = waiting && c->orch_saw_waiting && starts == c->orch_saw_starts;
-    n += c->orch_starved;
-    c->orch_saw_waiting = waiting;
-    c->orch_saw_starts = starts;
-  }
-  return n;
-}
-
 static void orch_alone(pto_run *r) {
   r->alone_tried = true;
   int me = sched_getcpu();
   if (!r->cfg->spread_cores || cpu_set_of_self(&r->alone_cpus) != 0 ||
       CPU_COUNT(&r->alone_cpus) < 2 || me < 0 || !CPU_ISSET(me, &r->alone_cpus) ||
-      !cpus_ours(r, &r->alone_cpus, 0))
+      !cpus_ours(r, &r->alone_cpus))
     return;
   cpu_set_t one, rest = r->alone_cpus;
   CPU_ZERO(&one);
@@ -149,28 +118,7 @@ static void orch_alone(pto_run *r) {
   atomic_store_explicit(&r->alone, ALONE_YES, memory_order_release);
 }
 
-/* Lets the cores cores_starved found run anywhere but on the
- * orchestrator's CPU (their next run's spread_end lets them go). */
-static void starved_move(pto_run *r, int starved) {
-  int me = sched_getcpu();
-  cpu_set_t rest;
-  if (!r->cfg->spread_cores || cpu_set_of_self(&rest) != 0 || CPU_COUNT(&rest) < 2 || me < 0 ||
-      !CPU_ISSET(me, &rest) || !cpus_ours(r, &rest, starved))
-    return;
-  r->spread_cpus = rest; /* what spread_end gives back */
-  CPU_CLR(me, &rest);
-  for (int i = 0; i < r->ncores; i++) {
-    core *c = &r->cores[i];
-    if (c->orch_starved && c->started && !c->spread) {
-      c->spread = cpu_allow_thread(c->thread, &rest) == 0;
-      r->cores_moved += c->spread;
-    }
-  }
-}
-
 void spread_orch_ahead(pto_run *r) {
-  int starved = cores_starved(r);
-  if (starved) starved_move(r, starved);
   /* live tasks (counted to the last retirement, at most RETIRE_EVERY (orch.c)
    * behind), a queued block per core, short blocks */
   int64_t ahead_at = r->ncores * 4 > 64 ? r->ncores * 4 : 64;
