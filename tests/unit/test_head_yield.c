@@ -34,6 +34,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,27 +73,43 @@ static int32_t count(const pto_kctx *c) {
   return atomic_fetch_add(&started_on[c->core_id - g_aic], 1) + 1;
 }
 
+/* Spins while waiting(arg), for 2 s at most (or until the run is
+ * cancelled); false when it gave up. */
+static bool spin_while(const pto_kctx *c, bool (*waiting)(const void *), const void *arg) {
+  for (uint64_t until = now_ns() + 2000000000u; waiting(arg);)
+    if (now_ns() > until || pto_kctx_cancelled(c)) return false;
+  return true;
+}
+
+typedef struct started_at_least {
+  int aiv;   /* an AIV core's index */
+  int32_t n; /* blocks it has started this run */
+} started_at_least;
+
+static bool before_started(const void *p) {
+  const started_at_least *s = p;
+  return atomic_load(&started_on[s->aiv]) < s->n;
+}
+
 /* spins until the AIV core `other` has started `n` blocks this run */
 static int wait_started(const pto_kctx *c, int other, int32_t n, const char *what) {
-  uint64_t until = now_ns() + 2000000000u;
-  while (atomic_load(&started_on[other]) < n) {
-    if (now_ns() > until || pto_kctx_cancelled(c))
-      return pto_kctx_fail(c, PTO_EKERNEL, "%s: AIV core %d did not start block %d within 2 s",
-                           what, other, n);
-  }
-  return 0;
+  started_at_least s = {other, n};
+  if (spin_while(c, before_started, &s)) return 0;
+  return pto_kctx_fail(c, PTO_EKERNEL, "%s: AIV core %d did not start block %d within 2 s", what,
+                       other, n);
+}
+
+static bool before_start(const void *p) {
+  (void)p;
+  return atomic_load(&g_started) < 2 || atomic_load(&g_submitted) != atomic_load(&g_round);
 }
 
 /* until both START blocks run and every task is submitted */
 static int k_start(const pto_kctx *c) {
   count(c);
   atomic_fetch_add(&g_started, 1);
-  uint64_t until = now_ns() + 2000000000u;
-  while (atomic_load(&g_started) < 2 || atomic_load(&g_submitted) != atomic_load(&g_round)) {
-    if (now_ns() > until || pto_kctx_cancelled(c))
-      return pto_kctx_fail(c, PTO_EKERNEL, "the other START block did not start within 2 s");
-  }
-  return 0;
+  if (spin_while(c, before_start, NULL)) return 0;
+  return pto_kctx_fail(c, PTO_EKERNEL, "the other START block did not start within 2 s");
 }
 
 static int k_task(const pto_kctx *c) {
@@ -119,17 +136,17 @@ static int k_set(const pto_kctx *c) {
   return 0;
 }
 
+static bool before_set(const void *p) {
+  (void)p;
+  return atomic_load(&g_set_round) != atomic_load(&g_round);
+}
+
 static int k_wait(const pto_kctx *c) {
   count(c);
   atomic_store(&g_wait_core, c->core_id);
-  uint64_t until = now_ns() + 2000000000u;
-  while (atomic_load(&g_set_round) != atomic_load(&g_round)) {
-    if (now_ns() > until || pto_kctx_cancelled(c))
-      return pto_kctx_fail(c, PTO_EKERNEL,
-                           "SET did not run within 2 s of WAIT's start (WAIT on core %d)",
-                           c->core_id);
-  }
-  return 0;
+  if (spin_while(c, before_set, NULL)) return 0;
+  return pto_kctx_fail(c, PTO_EKERNEL,
+                       "SET did not run within 2 s of WAIT's start (WAIT on core %d)", c->core_id);
 }
 
 static void orchestrate(pto_orch *o, void *arg) {
