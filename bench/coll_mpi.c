@@ -278,6 +278,12 @@ static bool open_shm(bench *b, const pto_window_buffer *bufs) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (!rc) rc = comm_domain_attach(&b->c, 2);
   if (rc) fail(b, "shm domain", rc);
+  /* every rank has mapped every window: the names can go, so a run that
+   * is killed or aborts leaves nothing in /dev/shm */
+  MPI_Barrier(MPI_COMM_WORLD);
+  char name[COMM_PREFIX_MAX + 16];
+  comm_shm_name(&d, me, name, sizeof name);
+  shm_unlink(name);
   return true;
 }
 

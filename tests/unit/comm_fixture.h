@@ -14,6 +14,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
@@ -41,21 +43,47 @@ static inline void comm_fixture_reserve(fixture *f, uint64_t space_bytes,
   f->d.wait_timeout_ms = 2000;
 }
 
-/* Both ranks open and attach the domain and begin task `epoch` (shm names
- * made unique per process by `tag` and a counter). */
+/* A window prefix "/pto.<pid>.<tag><seq>.<nonce>" no earlier process
+ * used: the nonce keeps a test clear of a window left in /dev/shm by a
+ * killed process that had the same pid (the shm backend creates windows
+ * O_EXCL and fails on such a name). Not the shape of a node run's names,
+ * so the node's stale sweep (run_guard.c) leaves it alone. */
+static inline void comm_fixture_prefix(char *out, size_t n, char tag) {
+  static unsigned seq;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  unsigned nonce = (unsigned)((uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec) & 0xffffff;
+  snprintf(out, n, "/pto.%d.%c%u.%06x", (int)getpid(), tag, seq++, nonce);
+}
+
+/* Fails the test with rank r's latched details when rc is not 0. */
+static inline void comm_fixture_ok(fixture *f, int r, int rc, const char *what) {
+  if (!rc) return;
+  char det[400] = "";
+  comm_task_error(&f->c[r], det, sizeof det);
+  fail_msg("rank %d: %s returned %s: %s", r, what, pto_status_name(rc), det);
+}
+
+/* Both ranks open and attach the domain and begin task `epoch`. Once both
+ * have mapped every window, the windows' names are unlinked: a test that
+ * fails or is killed later leaves nothing in /dev/shm. */
 static inline void comm_fixture_open(fixture *f, char tag, uint32_t epoch) {
-  static unsigned run_seq;
-  snprintf(f->d.prefix, sizeof f->d.prefix, "/pto.%d.%c%u", (int)getpid(), tag, run_seq++);
+  comm_fixture_prefix(f->d.prefix, sizeof f->d.prefix, tag);
   for (int r = 0; r < 2; r++) {
     comm_init(&f->c[r], r);
-    assert_int_equal(comm_domain_open(&f->c[r], &f->d, r), 0);
+    comm_fixture_ok(f, r, comm_domain_open(&f->c[r], &f->d, r), "comm_domain_open");
   }
   for (int r = 0; r < 2; r++) {
-    assert_int_equal(comm_domain_attach(&f->c[r], f->d.id), 0);
+    comm_fixture_ok(f, r, comm_domain_attach(&f->c[r], f->d.id), "comm_domain_attach");
     comm_task_begin(&f->c[r], epoch, 3); /* one group task on chips 0 and 1 */
     memset(&f->k[r], 0, sizeof f->k[r]);
     f->k[r].env = &f->c[r];
     f->k[r].core_id = r;
+  }
+  for (int r = 0; r < 2; r++) {
+    char name[COMM_PREFIX_MAX + 16];
+    comm_shm_name(&f->d, r, name, sizeof name);
+    shm_unlink(name);
   }
 }
 

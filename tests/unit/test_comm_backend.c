@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "comm/comm.h"
+#include "comm_fixture.h"
 
 static void open_fails(uint8_t backend, int want, const char *want_text) {
   pto_window_buffer b[1] = {{"cells", 64}};
@@ -65,7 +66,7 @@ static void test_built_without_mpi(void **state) {
 #endif
 
 /* A 2-rank shm domain of one buffer of `bytes` in reserved space, its
- * prefix unique to this process and `tag`. */
+ * prefix unique to this process, its call and `tag`. */
 static void *shm_desc(comm_domain_desc *d, size_t bytes, char tag) {
   pto_window_buffer b[1] = {{"cells", bytes}};
   memset(d, 0, sizeof *d);
@@ -74,7 +75,7 @@ static void *shm_desc(comm_domain_desc *d, size_t bytes, char tag) {
   d->nranks = 2;
   d->chips[1] = 1;
   d->wait_timeout_ms = 2000;
-  snprintf(d->prefix, sizeof d->prefix, "/pto.%d.t%c", (int)getpid(), tag);
+  comm_fixture_prefix(d->prefix, sizeof d->prefix, tag);
   void *space = NULL;
   assert_int_equal(comm_space_reserve(2 * d->win_bytes, &space), 0);
   d->base = (uint64_t)(uintptr_t)space;
