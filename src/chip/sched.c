@@ -264,6 +264,41 @@ static void sched_wake_leftover(sched *s);
 static void sched_role_run(sched *s, bool leftover);
 static void sched_role_hold(sched *s, bool leftover, bool entered);
 
+/* The most cores a run may have for cores_all_busy to look at each of
+ * them: beyond it the look could cost more than the pass it saves. */
+#define BUSY_LOOK_MAX 16
+
+/* Whether every core that could run a single-core block of shape sh has
+ * a block in flight (dispatched, or kept in a hand-off: its `finished`
+ * behind its `dispatched`), read after the push that readied it. Then no
+ * pass is needed for that push: each such core stores `finished` later
+ * and then requests a pass of its scheduler or runs it (core.c
+ * core_serve's end: sched_kick or sched_handoff_end; a lost steal too),
+ * and that pass starts after our push and places it. The push and this
+ * look against a core's `finished` store and its role request are a
+ * Dekker pair: the fence here, and on the core's side the locked
+ * read-modify-write of the role (role.h), so that either we see the
+ * block's end (and request the pass ourselves) or its pass sees our push
+ * (test_busy_skip_explorer). A core with nothing in flight, one that
+ * never took part, or too many cores to look at: false. */
+static __attribute__((noinline)) bool cores_all_busy(pto_run *r, shape sh) {
+  if (r->ncores > BUSY_LOOK_MAX) return false;
+  atomic_thread_fence(memory_order_seq_cst);
+  bool aic = sh == SHAPE_AIC;
+  int n = 0;
+  for (int i = 0; i < r->ncores; i++) {
+    const core *c = &r->cores[i];
+    if ((c->type == PTO_CORE_AIC) != aic) continue;
+    n++;
+    /* relaxed after the fence; `dispatched` is its dispatcher's, and only
+     * grows during the run */
+    if (atomic_load_explicit(&c->finished, memory_order_relaxed) >=
+        atomic_load_explicit(&c->dispatched, memory_order_relaxed))
+      return false;
+  }
+  return n > 0;
+}
+
 /* A requester that is no core (the orchestrator) asks scheduler sc for a
  * pass: the idle core pulling for it serves the request when it can take
  * a block of this shape (role.h), else the requester runs the pass.
@@ -472,6 +507,10 @@ static void kick_others(pto_run *r, int q, const sched *skip, bool by_handoff) {
    * left to an idle core that pulls */
   bool delegable = !r->sched_threads && !sync_start && (!this_core || by_handoff) && !s &&
                    shape_aic((shape)q) + shape_aiv((shape)q) == 1;
+  /* every core that could take it is busy: their block ends bring the
+   * passes (a pass of ours, up to half the orchestrator's time on W2,
+   * could place it nowhere sooner) */
+  if (delegable && cores_all_busy(r, (shape)q)) return;
   for (int i = 0; i < r->nsched; i++) {
     if (&r->scheds[i] == skip) continue;
     if (delegable) {
@@ -1314,6 +1353,14 @@ void sched_kick_others(pto_run *r, const sched *except) {
     if (&r->scheds[i] != except) sched_kick(r, &r->scheds[i]);
 }
 
+/* PTO_FENCE_AFTER_RMW for sched_kick: out of line where it is a real
+ * fence, as gcc 12 -fsanitize=thread rejects (-Wtsan) it there. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+static inline void kick_fence(void) { PTO_FENCE_AFTER_RMW(); }
+#else
+static __attribute__((noinline)) void kick_fence(void) { PTO_FENCE_AFTER_RMW(); }
+#endif
+
 void sched_kick(pto_run *r, sched *s) {
   if (r->ctl) { /* no passes: the controller (on the orchestrator's thread,
                  * schedule.h) dispatches and completes */
@@ -1328,8 +1375,13 @@ void sched_kick(pto_run *r, sched *s) {
     pto_event_signal(&s->ev);
     return;
   }
-  /* role mode: a request only when the role is taken (role_enter_first) */
-  if (role_enter_first(&s->role)) sched_role_hold(s, false, true);
+  /* role mode: a request only when the role is taken (role_enter_first,
+   * whose exchange or request is a locked read-modify-write in any case;
+   * the fence after it orders a core's `finished`, stored before its kick,
+   * before the pass's loads: cores_all_busy's pair) */
+  bool entered = role_enter_first(&s->role);
+  kick_fence();
+  if (entered) sched_role_hold(s, false, true);
 }
 
 /* One run of a dedicated scheduler thread: passes until the run stops. */

@@ -4,21 +4,23 @@
  * itself (sched.c takes_heads, head_take.h).
  *
  * On 1 cluster x 2 AIV + 1 scheduler, the two blocks of one task start
- * together and wait until LATE has been submitted: no core is idle then,
- * so LATE goes to the pending slot of one of the busy cores (a block of a
- * task of two blocks does not complete its task on its core, so the core
- * takes no head after it: a pending block is what starts next there). The
- * block on that core then runs 300 ms (LONG), the other 5 ms (SHORT): each
- * reads its own core's dispatch register (white box) to know which it is,
- * so the test does not depend on which busy core the scheduler chose, nor
- * on the orchestrator being scheduled within SHORT's 5 ms (it once was
- * not, on a loaded machine: SHORT had ended and LATE went to its idle
- * core, no steal). The core of SHORT falls idle and must take LATE, long
- * before LONG ends. Each block runs exactly once, on the core that took
- * it, and the run reports one steal (pto_run_stats.steals). Then the same
- * on 2 clusters x 1 AIV + 2 schedulers: the idle core is the other
- * scheduler's (before that was possible, LATE started 300 ms after
- * LONG's start).
+ * together and wait until LATE has been submitted and placed: no AIV core
+ * is idle then, so the orchestrator leaves LATE queued (sched.c
+ * cores_all_busy), and the pass of the cluster's AIC core, whose block
+ * (TRIGGER) ends once LATE is submitted, puts it in the pending slot of
+ * one of the busy cores (a block of a task of two blocks does not
+ * complete its task on its core, so the core takes no head after it: a
+ * pending block is what starts next there). The block on that core then
+ * runs 300 ms (LONG), the other 5 ms (SHORT): each waits until LATE is
+ * pending on one of them and reads its own core's dispatch register
+ * (white box) to know which it is, so the test does not depend on which
+ * busy core the scheduler chose, nor on any thread being scheduled within
+ * SHORT's 5 ms (the orchestrator once was not, on a loaded machine: SHORT
+ * had ended and LATE went to its idle core, no steal). The core of SHORT falls idle and must take
+ * LATE, long before LONG ends. Each block runs exactly once, on the core that took it, and the run
+ * reports one steal (pto_run_stats.steals). Then the same on 2 clusters x 1 AIV + 2 schedulers: the
+ * idle core is the other scheduler's (before that was possible, LATE started 300 ms after LONG's
+ * start); LATE is pending on the AIV core of TRIGGER's cluster.
  *
  * With two tasks of one block each instead, each core completes its own
  * task and takes the queue's head after it: LATE stays queued, nothing
@@ -44,7 +46,7 @@
 #define LONG_MS  300
 #define SHORT_MS 5
 
-static int g_k;
+static int g_k, g_trigger;
 static _Atomic int g_running, g_ran[3], g_core[3], g_late_submitted;
 static _Atomic uint64_t g_start[3], g_end[3];
 
@@ -61,6 +63,27 @@ static bool late_behind_me(const pto_kctx *c) {
   return atomic_load(&r->cores[c->core_id].dispatched) == 2;
 }
 
+/* Whether LATE waits in the pending slot of an AIV core. */
+static bool late_pending(const pto_kctx *c) {
+  const pto_run *r = c->run;
+  for (int i = 0; i < r->ncores; i++)
+    if (r->cores[i].type == PTO_CORE_AIV && atomic_load(&r->cores[i].dispatched) == 2) return true;
+  return false;
+}
+
+static void nap_100us(void) {
+  struct timespec ts = {0, 100000};
+  nanosleep(&ts, NULL);
+}
+
+/* TRIGGER, on an AIC core: ends once LATE is submitted, and its core's
+ * pass places LATE. */
+static int k_trigger(const pto_kctx *c) {
+  while (!atomic_load(&g_late_submitted) && !pto_kctx_cancelled(c))
+    nap_100us();
+  return 0;
+}
+
 /* What the first two blocks are: the blocks of one task, LATE pending
  * behind one (STEAL), or two tasks, LATE queued (QUEUED). */
 enum { STEAL, QUEUED };
@@ -73,10 +96,11 @@ static int k_timed(const pto_kctx *c) {
   int which = 2;
   if (c->scalars[0] != 2) {
     atomic_fetch_add(&g_running, 1);
-    while (!atomic_load(&g_late_submitted) && !pto_kctx_cancelled(c)) {
-      struct timespec ts = {0, 100000};
-      nanosleep(&ts, NULL);
-    }
+    while (!atomic_load(&g_late_submitted) && !pto_kctx_cancelled(c))
+      nap_100us();
+    /* placed by TRIGGER's pass: at most 2 s (a failure then names it) */
+    for (int i = 0; c->scalars[0] == STEAL && !late_pending(c) && i < 20000; i++)
+      nap_100us();
     if (c->scalars[0] == STEAL)
       which = late_behind_me(c) ? 0 : 1;
     else
@@ -110,6 +134,9 @@ static void orch(pto_orch *o, void *arg) {
   const int mode = *(const int *)arg;
   if (mode == STEAL) {
     submit(o, STEAL, 2);
+    pto_args a;
+    pto_args_init(&a);
+    assert_int_equal(pto_submit(o, g_trigger, &a, NULL, NULL), 0);
   } else {
     submit(o, QUEUED, 1);
     submit(o, QUEUED, 1);
@@ -130,7 +157,7 @@ static void run_case(int clusters, int aiv, int schedulers, int mode) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.clusters = clusters;
-  cfg.aic_per_cluster = 0;
+  cfg.aic_per_cluster = mode == STEAL ? 1 : 0; /* TRIGGER's */
   cfg.aiv_per_cluster = aiv;
   cfg.schedulers = schedulers;
   atomic_store(&g_running, 0);
@@ -141,6 +168,7 @@ static void run_case(int clusters, int aiv, int schedulers, int mode) {
   pto_chip *chip;
   assert_int_equal(pto_chip_create(&cfg, &chip), 0);
   assert_int_equal(pto_kernel_register_aiv(chip, "timed", k_timed, &g_k), 0);
+  assert_int_equal(pto_kernel_register_aic(chip, "trigger", k_trigger, &g_trigger), 0);
   pto_run_stats st;
   pto_error_info err;
   if (pto_chip_run(chip, orch, &mode, &st, &err) != 0) {
@@ -182,7 +210,7 @@ static void run_case(int clusters, int aiv, int schedulers, int mode) {
                 (unsigned long long)st.steals);
     fail();
   }
-  assert_int_equal(st.blocks, 3);
+  assert_int_equal(st.blocks, 4); /* and TRIGGER */
   assert_int_equal(st.steals, 1);
   printf("%d scheduler%s: LATE ran %.1f ms after LONG started (LONG %d ms), steals %llu\n",
          schedulers, schedulers == 1 ? "" : "s",
