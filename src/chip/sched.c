@@ -275,12 +275,14 @@ static void sched_role_hold(sched *s, bool leftover, bool entered);
  * and then requests a pass of its scheduler or runs it (core.c
  * core_serve's end: sched_kick or sched_handoff_end; a lost steal too),
  * and that pass starts after our push and places it. The push and this
- * look against a core's `finished` store and its role request are a
- * Dekker pair: the fence here, and on the core's side the locked
- * read-modify-write of the role (role.h), so that either we see the
- * block's end (and request the pass ourselves) or its pass sees our push
- * (test_busy_skip_explorer). A core with nothing in flight, one that
- * never took part, or too many cores to look at: false. */
+ * look against a core's `finished` store and its kick are a Dekker pair:
+ * the fence here, and on the core's side the role's locked
+ * read-modify-write and the fence after it (sched_kick), so that either
+ * we see the block's end (and request the pass ourselves) or its pass
+ * sees our push (test_busy_skip_explorer). A core with nothing in flight,
+ * one that took no part in the run (both words are 0 from the run's
+ * start), or too many cores to look at: false. noinline: gcc 12
+ * -fsanitize=thread rejects (-Wtsan) the fence inlined in kick_others. */
 static __attribute__((noinline)) bool cores_all_busy(pto_run *r, shape sh) {
   if (r->ncores > BUSY_LOOK_MAX) return false;
   atomic_thread_fence(memory_order_seq_cst);
@@ -1353,14 +1355,6 @@ void sched_kick_others(pto_run *r, const sched *except) {
     if (&r->scheds[i] != except) sched_kick(r, &r->scheds[i]);
 }
 
-/* PTO_FENCE_AFTER_RMW for sched_kick: out of line where it is a real
- * fence, as gcc 12 -fsanitize=thread rejects (-Wtsan) it there. */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-static inline void kick_fence(void) { PTO_FENCE_AFTER_RMW(); }
-#else
-static __attribute__((noinline)) void kick_fence(void) { PTO_FENCE_AFTER_RMW(); }
-#endif
-
 void sched_kick(pto_run *r, sched *s) {
   if (r->ctl) { /* no passes: the controller (on the orchestrator's thread,
                  * schedule.h) dispatches and completes */
@@ -1378,9 +1372,10 @@ void sched_kick(pto_run *r, sched *s) {
   /* role mode: a request only when the role is taken (role_enter_first,
    * whose exchange or request is a locked read-modify-write in any case;
    * the fence after it orders a core's `finished`, stored before its kick,
-   * before the pass's loads: cores_all_busy's pair) */
+   * before the pass's loads: cores_all_busy's pair; out of line under
+   * TSan, whose gcc rejects it here) */
   bool entered = role_enter_first(&s->role);
-  kick_fence();
+  PTO_FENCE_AFTER_RMW_CALL();
   if (entered) sched_role_hold(s, false, true);
 }
 

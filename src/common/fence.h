@@ -17,11 +17,18 @@
 
 /* A macro, not an inline function: gcc 12 with -fsanitize=thread rejects
  * (-Wtsan) the fence inlined from a function, where it takes it written in
- * the caller. */
+ * the caller, mostly: where it rejects it there too (sched.c sched_kick),
+ * PTO_FENCE_AFTER_RMW_CALL is the same fence, out of line where it is
+ * one. */
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define PTO_FENCE_AFTER_RMW() atomic_signal_fence(memory_order_seq_cst)
+#define PTO_FENCE_AFTER_RMW()      atomic_signal_fence(memory_order_seq_cst)
+#define PTO_FENCE_AFTER_RMW_CALL() atomic_signal_fence(memory_order_seq_cst)
 #else
-#define PTO_FENCE_AFTER_RMW() atomic_thread_fence(memory_order_seq_cst)
+#define PTO_FENCE_AFTER_RMW()      atomic_thread_fence(memory_order_seq_cst)
+static __attribute__((noinline, unused)) void pto_fence_out_of_line(void) {
+  atomic_thread_fence(memory_order_seq_cst);
+}
+#define PTO_FENCE_AFTER_RMW_CALL() pto_fence_out_of_line()
 #endif
 
 #endif
