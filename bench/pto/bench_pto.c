@@ -78,6 +78,7 @@ static int g_workers;
  * ready tasks at a time. Not the configuration rule's: a measurement of
  * the batch. */
 static bool g_batch;
+static bool g_stats; /* PTO_BENCH_STATS=1: each dynamic run's pto_run_stats on stderr */
 
 /* The chip of the configuration rule for `workers` CPUs, its kernels
  * registered in K_* order (so g_kernel[] holds on every such chip);
@@ -132,6 +133,8 @@ static int pto_bench_init(int workers) {
   int cores = cfg->clusters * cfg->aiv_per_cluster;
   const char *batch = getenv("PTO_BENCH_BATCH");
   g_batch = batch && strcmp(batch, "1") == 0;
+  const char *stats = getenv("PTO_BENCH_STATS");
+  g_stats = stats && strcmp(stats, "1") == 0;
   snprintf(g_desc, sizeof(g_desc),
            "%d cluster%s x %d AIV (%d kernel core%s) + %d scheduler%s + orchestrator thread%s",
            cfg->clusters, cfg->clusters == 1 ? "" : "s", cfg->aiv_per_cluster, cores,
@@ -270,6 +273,13 @@ static int64_t run(pto_orch_fn fn, job *j) {
     pto_error_print(&err, stderr);
     return -1;
   }
+  if (g_stats)
+    fprintf(stderr,
+            "STATS,tasks=%llu,blocks=%llu,host_us=%.1f,orch_us=%.1f,effective_us=%.1f,"
+            "handoffs=%llu,steals=%llu,pull_holds=%llu,head_yields=%llu\n",
+            (unsigned long long)st.tasks, (unsigned long long)st.blocks, st.host_us, st.orch_us,
+            st.effective_us, (unsigned long long)st.handoffs, (unsigned long long)st.steals,
+            (unsigned long long)st.pull_holds, (unsigned long long)st.head_yields);
   return ns;
 }
 
