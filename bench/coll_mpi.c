@@ -281,9 +281,7 @@ static bool open_shm(bench *b, const pto_window_buffer *bufs) {
   /* every rank has mapped every window: the names can go, so a run that
    * is killed or aborts leaves nothing in /dev/shm */
   MPI_Barrier(MPI_COMM_WORLD);
-  char name[COMM_PREFIX_MAX + 16];
-  comm_shm_name(&d, me, name, sizeof name);
-  shm_unlink(name);
+  comm_shm_unlink(&d, me);
   return true;
 }
 

@@ -280,11 +280,11 @@ static void sched_role_hold(sched *s, bool leftover, bool entered);
  * read-modify-write and the fence after it (sched_kick), so that either
  * we see the block's end (and request the pass ourselves) or its pass
  * sees our push (test_busy_skip_explorer). A core with nothing in flight,
- * one that took no part in the run (both words are 0 from the run's
- * start), or too many cores to look at: false. noinline: gcc 12
+ * or one that took no part in the run (both words are 0 from the run's
+ * start): false. The caller looks only at runs of at most BUSY_LOOK_MAX
+ * cores (one compare on larger chips, no call). noinline: gcc 12
  * -fsanitize=thread rejects (-Wtsan) the fence inlined in kick_others. */
 static __attribute__((noinline)) bool cores_all_busy(pto_run *r, shape sh) {
-  if (r->ncores > BUSY_LOOK_MAX) return false;
   atomic_thread_fence(memory_order_seq_cst);
   bool aic = sh == SHAPE_AIC;
   int n = 0;
@@ -516,7 +516,7 @@ static void kick_others(pto_run *r, int q, const sched *skip, bool by_handoff) {
    * in a busy core's pending slot off that core's critical path, which
    * it then starts at once (a tree of 0.3 us blocks ran 7-10% slower
    * with the hand-off's pass left out too). */
-  if (delegable && !this_core && cores_all_busy(r, (shape)q)) return;
+  if (delegable && !this_core && r->ncores <= BUSY_LOOK_MAX && cores_all_busy(r, (shape)q)) return;
   for (int i = 0; i < r->nsched; i++) {
     if (&r->scheds[i] == skip) continue;
     if (delegable) {

@@ -297,5 +297,8 @@ void comm_space_unmap(uint64_t addr, uint64_t len);
 
 /* shm names of rank r's window. */
 void comm_shm_name(const comm_domain_desc *d, int rank, char *out, size_t n);
+/* Unlinks the name of rank r's window (r < 0: every rank's); a mapping
+ * made stays. Names already gone are no error. */
+void comm_shm_unlink(const comm_domain_desc *d, int rank);
 
 #endif

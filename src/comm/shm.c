@@ -64,6 +64,15 @@ void comm_shm_name(const comm_domain_desc *d, int rank, char *out, size_t n) {
   snprintf(out, n, "%s.r%d", d->prefix, rank);
 }
 
+void comm_shm_unlink(const comm_domain_desc *d, int rank) {
+  int lo = rank < 0 ? 0 : rank, hi = rank < 0 ? d->nranks : rank + 1;
+  for (int r = lo; r < hi; r++) {
+    char name[COMM_PREFIX_MAX + 16];
+    comm_shm_name(d, r, name, sizeof name);
+    shm_unlink(name);
+  }
+}
+
 /* ---- element-wise atomic add per dtype (relaxed: the notify that
  * publishes the result carries the release) ---- */
 
@@ -349,11 +358,7 @@ static void shm_destroy(comm_win *w, bool unlink, comm_cancel_fn give_up, void *
   }
   for (int r = 0; r < w->d.nranks; r++)
     if (w->base[r]) comm_space_unmap((uint64_t)(uintptr_t)w->base[r], w->d.win_bytes);
-  if (unlink && w->my_rank >= 0) {
-    char name[COMM_PREFIX_MAX + 16];
-    comm_shm_name(&w->d, w->my_rank, name, sizeof name);
-    shm_unlink(name);
-  }
+  if (unlink && w->my_rank >= 0) comm_shm_unlink(&w->d, w->my_rank);
   free(w);
 }
 

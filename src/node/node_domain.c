@@ -64,7 +64,7 @@ static void release_domain(pto_node *n, int i) {
   if (n->dom_live[i] && !n->fatal) control(n, d->chips, d->nranks, FRAME_DOM_CLOSE, d);
   if (!n->dom_live[i]) return;
   comm_domain_close(&n->observer, d->id, false);
-  node_unlink_domain(d);
+  comm_shm_unlink(d, -1);
   n->dom_live[i] = false;
 }
 

@@ -309,8 +309,6 @@ int node_check_deaths(pto_node *n);
 int node_check_deadlines(pto_node *n, int s, uint64_t now);
 /* Posts frame f to child s (for node task `task`, -1 = a control frame). */
 void node_post(pto_node *n, int s, node_frame *f, int64_t task);
-/* Unlinks the windows' named objects of a domain. */
-void node_unlink_domain(const comm_domain_desc *d);
 
 /* ---- node_task.c: node tasks and the progress loop ---- */
 

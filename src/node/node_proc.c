@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,16 +19,6 @@
 #include "node/node_internal.h"
 #include "node/node_mpi.h"
 #include "node/run_guard.h"
-
-/* ---- names ---- */
-
-void node_unlink_domain(const comm_domain_desc *d) {
-  for (int r = 0; r < d->nranks; r++) {
-    char name[COMM_PREFIX_MAX + 16];
-    comm_shm_name(d, r, name, sizeof name);
-    shm_unlink(name);
-  }
-}
 
 /* ---- children ---- */
 
@@ -188,7 +177,7 @@ void node_kill_all(pto_node *n) {
   bool joined = stop_threads(n);
   for (int i = 0; i < COMM_MAX_DOMAINS; i++) {
     if (!n->dom_live[i]) continue;
-    node_unlink_domain(&n->doms[i]);
+    comm_shm_unlink(&n->doms[i], -1);
     /* a thread still running may still use the mapping: it stays (the
      * job then ends with MPI_Abort, node_mpi_stop) */
     if (joined) comm_domain_close(&n->observer, n->doms[i].id, false);

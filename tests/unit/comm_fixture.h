@@ -14,11 +14,10 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "common/clock.h"
 #include "pto/comm.h"
 
 typedef struct fixture {
@@ -50,9 +49,8 @@ static inline void comm_fixture_reserve(fixture *f, uint64_t space_bytes,
  * so the node's stale sweep (run_guard.c) leaves it alone. */
 static inline void comm_fixture_prefix(char *out, size_t n, char tag) {
   static unsigned seq;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  unsigned nonce = (unsigned)((uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec) & 0xffffff;
+  unsigned nonce =
+      (unsigned)((pto_now_ns() ^ (uint64_t)(uintptr_t)out) & 0xffffff); /* as node.c's */
   snprintf(out, n, "/pto.%d.%c%u.%06x", (int)getpid(), tag, seq++, nonce);
 }
 
@@ -80,11 +78,7 @@ static inline void comm_fixture_open(fixture *f, char tag, uint32_t epoch) {
     f->k[r].env = &f->c[r];
     f->k[r].core_id = r;
   }
-  for (int r = 0; r < 2; r++) {
-    char name[COMM_PREFIX_MAX + 16];
-    comm_shm_name(&f->d, r, name, sizeof name);
-    shm_unlink(name);
-  }
+  comm_shm_unlink(&f->d, -1);
 }
 
 static inline void comm_fixture_close(fixture *f) {

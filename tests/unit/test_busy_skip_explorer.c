@@ -51,6 +51,7 @@
 #include "chip/role.h"
 
 #include "explore.h"
+#include "role_loop_model.h"
 
 enum { V_GOOD = 0, V_LOOK_FIRST, V_ANY_BUSY };
 enum { R_NONE = 0, R_REAL };
@@ -93,6 +94,7 @@ typedef struct mstate {
   uint8_t dispatched[2], finished[2], late_at[2]; /* by core; late_at: LATE's dispatch id */
   uint8_t pc[K], ret[K], rseen[K], did[K];
   uint8_t seenf; /* O's load of the core's finished (LOOKF) */
+  uint8_t skip;  /* LOOK_FIRST: O's look, made before its push, saw every core busy */
   uint8_t run;   /* 0: run N; 1: run N+1 */
 } mstate;
 
@@ -141,17 +143,20 @@ static bool pass(mstate *s) {
   return false;
 }
 
-/* O's look at core c's dispatched, after its finished (seenf): busy goes
- * on to the next core (or, past the last, leaves the pass); idle requests
- * the pass. ANY_BUSY: one busy core is enough. */
+/* O's look at core c's dispatched, after its finished (seenf): a busy
+ * core sends it on to the next one; the last busy one (ANY_BUSY: the
+ * first) makes it leave the pass, an idle one request it. LOOK_FIRST
+ * keeps the decision for after its push. */
 static void look_done(const explorer *e, mstate *s, int c) {
   bool busy = s->seenf < s->dispatched[c];
-  if (busy && (c == 1 || e->variant == V_ANY_BUSY))
-    s->pc[T_O] = e->variant == V_LOOK_FIRST ? PC_PUSH : PC_DONE;
-  else if (busy)
+  if (busy && c == 0 && e->variant != V_ANY_BUSY) {
     s->pc[T_O] = PC_LOOKF1;
-  else
-    s->pc[T_O] = e->variant == V_LOOK_FIRST ? PC_PUSH : PC_OREQ;
+  } else if (e->variant == V_LOOK_FIRST) {
+    s->skip = busy;
+    s->pc[T_O] = PC_PUSH;
+  } else {
+    s->pc[T_O] = busy ? PC_DONE : PC_OREQ;
+  }
 }
 
 static void step(const explorer *e, mstate *s, int i) {
@@ -165,10 +170,7 @@ static void step(const explorer *e, mstate *s, int i) {
   case PC_PUSH:
     s->queued = 1;
     /* LOOK_FIRST pushes after its look: then the pass or nothing */
-    if (e->variant != V_LOOK_FIRST)
-      s->pc[i] = PC_LOOKF0;
-    else
-      s->pc[i] = s->ret[i] ? PC_OREQ : PC_DONE;
+    s->pc[i] = e->variant != V_LOOK_FIRST ? PC_LOOKF0 : s->skip ? PC_DONE : PC_OREQ;
     break;
   case PC_LOOKF0:
   case PC_LOOKF1:
@@ -176,13 +178,7 @@ static void step(const explorer *e, mstate *s, int i) {
     s->pc[i] = s->pc[i] == PC_LOOKF0 ? PC_LOOKD0 : PC_LOOKD1;
     break;
   case PC_LOOKD0:
-  case PC_LOOKD1: {
-    int core = s->pc[i] == PC_LOOKD0 ? 0 : 1;
-    look_done(e, s, core);
-    if (e->variant == V_LOOK_FIRST && s->pc[i] == PC_PUSH)
-      s->ret[i] = !(s->seenf < s->dispatched[core]); /* idle seen: pass after the push */
-    break;
-  }
+  case PC_LOOKD1: look_done(e, s, s->pc[i] == PC_LOOKD0 ? 0 : 1); break;
   case PC_OREQ: /* sched_request: the request, then the role loop */
     role_request(&r);
     loop_then(s, i, PC_DONE);
@@ -211,23 +207,14 @@ static void step(const explorer *e, mstate *s, int i) {
     role_request(&r);
     loop_then(s, i, PC_WAIT);
     break;
-  case PC_PEEK: s->pc[i] = role_peek_free(&r) ? PC_XCHG : s->ret[i]; break;
-  case PC_XCHG: s->pc[i] = role_exchange(&r) ? PC_SNAP : s->ret[i]; break;
-  case PC_SNAP:
-    s->rseen[i] = (uint8_t)role_snapshot(&r);
-    s->pc[i] = PC_PASS;
-    break;
   case PC_PASS:
     s->did[i] = pass(s);
     s->pc[i] = PC_MORE;
     break;
-  case PC_MORE: s->pc[i] = s->did[i] || role_more(&r, s->rseen[i]) ? PC_SNAP : PC_REL; break;
-  case PC_REL:
-    role_release(&r);
-    s->pc[i] = PC_CHECK;
+  default:
+    if (role_loop_at(s->pc[i], PC_PEEK))
+      s->pc[i] = (uint8_t)role_loop_step(&r, s->pc[i], PC_PEEK, s->ret[i], &s->rseen[i], s->did[i]);
     break;
-  case PC_CHECK: s->pc[i] = role_recheck(&r, s->rseen[i]) ? PC_PEEK : s->ret[i]; break;
-  default: break;
   }
   store_role(&r, s);
 }

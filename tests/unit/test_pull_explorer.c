@@ -65,6 +65,7 @@
 #include "chip/role.h"
 
 #include "explore.h"
+#include "role_loop_model.h"
 
 enum { V_GOOD = 0, V_END_NO_RECHECK, V_SNAP_LATE, V_NO_LOADP };
 /* The reset between run N and run N+1: none (one run), chip.c
@@ -227,24 +228,12 @@ static void step(const explorer *e, mstate *s, int i) {
     s->pseen[i] = (uint8_t)role_snapshot(&r);
     s->pc[i] = PC_PEEK;
     break;
-  case PC_PEEK: s->pc[i] = role_peek_free(&r) ? PC_XCHG : s->ret[i]; break;
-  case PC_XCHG: s->pc[i] = role_exchange(&r) ? PC_SNAP : s->ret[i]; break;
-  case PC_SNAP:
-    s->rseen[i] = (uint8_t)role_snapshot(&r);
-    s->pc[i] = PC_PASS;
-    break;
   case PC_PASS:
     s->did[i] = s->queued > 0;
     s->ran += s->queued;
     s->queued = 0;
     s->pc[i] = PC_MORE;
     break;
-  case PC_MORE: s->pc[i] = s->did[i] || role_more(&r, s->rseen[i]) ? PC_SNAP : PC_REL; break;
-  case PC_REL:
-    role_release(&r);
-    s->pc[i] = PC_CHECK;
-    break;
-  case PC_CHECK: s->pc[i] = role_recheck(&r, s->rseen[i]) ? PC_PEEK : s->ret[i]; break;
   case PC_PEEK0: s->pc[i] = role_peek_free(&r) ? PC_XCHG0 : i == T_O ? PC_EREQ : PC_REQ; break;
   case PC_XCHG0:
     if (role_exchange(&r)) { /* held, with no request: the loop from SNAP */
@@ -254,7 +243,10 @@ static void step(const explorer *e, mstate *s, int i) {
       s->pc[i] = i == T_O ? PC_EREQ : PC_REQ;
     }
     break;
-  default: break;
+  default:
+    if (role_loop_at(s->pc[i], PC_PEEK))
+      s->pc[i] = (uint8_t)role_loop_step(&r, s->pc[i], PC_PEEK, s->ret[i], &s->rseen[i], s->did[i]);
+    break;
   }
   store_role(&r, s);
 }

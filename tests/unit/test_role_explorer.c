@@ -64,6 +64,7 @@
 
 #include "chip/role.h"
 #include "explore.h"
+#include "role_loop_model.h"
 
 enum {
   V_GOOD = 0,
@@ -200,12 +201,6 @@ static void step(const explorer *e, mstate *s, int i) {
     role_request(&r);
     s->pc[i] = PC_PEEK;
     break;
-  case PC_PEEK: s->pc[i] = role_peek_free(&r) ? PC_XCHG : PC_DONE; break;
-  case PC_XCHG: s->pc[i] = role_exchange(&r) ? PC_SNAP : PC_DONE; break;
-  case PC_SNAP:
-    s->seen[i] = (uint8_t)role_snapshot(&r);
-    s->pc[i] = PC_PASS;
-    break;
   case PC_PASS: /* claim the ready queue, run what it held on this core */
     s->did[i] = s->queued > 0;
     for (int j = 0; j < 2; j++)
@@ -213,15 +208,16 @@ static void step(const explorer *e, mstate *s, int i) {
     s->queued = 0;
     s->pc[i] = PC_MORE;
     break;
-  case PC_MORE: s->pc[i] = s->did[i] || role_more(&r, s->seen[i]) ? PC_SNAP : PC_REL; break;
-  case PC_REL:
+  case PC_REL: /* the loop's, but for the broken variant's leave */
     role_release(&r);
     s->pc[i] = e->variant == V_LEAVE_NO_RECHECK ? PC_DONE : PC_CHECK;
     break;
-  case PC_CHECK: s->pc[i] = role_recheck(&r, s->seen[i]) ? PC_PEEK : PC_DONE; break;
   case PC_PEEK0: s->pc[i] = role_peek_free(&r) ? PC_XCHG0 : entry_failed(e); break;
   case PC_XCHG0: s->pc[i] = role_exchange(&r) ? PC_SNAP : entry_failed(e); break;
-  default: break;
+  default:
+    if (role_loop_at(s->pc[i], PC_PEEK))
+      s->pc[i] = (uint8_t)role_loop_step(&r, s->pc[i], PC_PEEK, PC_DONE, &s->seen[i], s->did[i]);
+    break;
   }
   store_role(&r, s);
 }

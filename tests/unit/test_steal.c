@@ -76,13 +76,20 @@ static void nap_100us(void) {
   nanosleep(&ts, NULL);
 }
 
-/* TRIGGER, on an AIC core: ends once LATE is submitted, and its core's
- * pass places LATE. */
-static int k_trigger(const pto_kctx *c) {
-  while (!atomic_load(&g_late_submitted) && !pto_kctx_cancelled(c))
+/* Waits until LATE has been submitted: 2 s at most (then a failure that
+ * names it), or until the run is cancelled. */
+static int wait_late_submitted(const pto_kctx *c) {
+  for (int i = 0; !atomic_load(&g_late_submitted) && !pto_kctx_cancelled(c); i++) {
+    if (i == 20000)
+      return pto_kctx_fail(c, PTO_EKERNEL, "LATE was not submitted within 2 s of this block");
     nap_100us();
+  }
   return 0;
 }
+
+/* TRIGGER, on an AIC core: ends once LATE is submitted, and its core's
+ * pass places LATE. */
+static int k_trigger(const pto_kctx *c) { return wait_late_submitted(c); }
 
 /* What the first two blocks are: the blocks of one task, LATE pending
  * behind one (STEAL), or two tasks, LATE queued (QUEUED). */
@@ -96,8 +103,8 @@ static int k_timed(const pto_kctx *c) {
   int which = 2;
   if (c->scalars[0] != 2) {
     atomic_fetch_add(&g_running, 1);
-    while (!atomic_load(&g_late_submitted) && !pto_kctx_cancelled(c))
-      nap_100us();
+    int rc = wait_late_submitted(c);
+    if (rc) return rc;
     /* placed by TRIGGER's pass: at most 2 s (a failure then names it) */
     for (int i = 0; c->scalars[0] == STEAL && !late_pending(c) && i < 20000; i++)
       nap_100us();
