@@ -689,11 +689,17 @@ int orch_refuse_stale(const pto_orch *o, const char *call) {
                                   : "this pto_orch's run has ended");
 }
 
+/* A submit's tensor arguments by access mode: bit i of of[m] is set when
+ * argument i is of mode m (validate's first pass over them). */
+typedef struct arg_modes {
+  uint32_t of[PTO_REDUX + 1];
+} arg_modes;
+
 /* Checks a submit's arguments; fills rv[i] with each non-OUTPUT tensor
  * argument's normalised view, which its TensorMap access then uses (one
- * normalisation per argument, done while checking it). */
+ * normalisation per argument, done while checking it), and *modes. */
 static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_submit_opts *o,
-                    int *shape_out, region_view *rv) {
+                    int *shape_out, region_view *rv, arg_modes *modes) {
   const pto_chip_config *c = r->cfg;
   int sh = SHAPE_DUMMY;
   if (kernel_id != -1) {
@@ -771,18 +777,18 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
     if (a->nscalars < 0 || a->nscalars > PTO_MAX_SCALAR_ARGS)
       return submit_fail(r, PTO_EINVAL, "pto_args.nscalars is %d: must be 0..%d", a->nscalars,
                          PTO_MAX_SCALAR_ARGS);
-    for (int i = 0; i < a->ntensors; i++)
+    for (int i = 0, ncommute = 0; i < a->ntensors; i++) {
       if (a->access[i] > PTO_REDUX)
         return submit_fail(r, PTO_EINVAL,
                            "tensor argument %d: pto_args.access[%d] is %d, not a pto_access "
                            "(0..%d)",
                            i, i, a->access[i], PTO_REDUX);
-    int ncommute = 0;
-    for (int i = 0; i < a->ntensors; i++)
+      modes->of[a->access[i]] |= 1u << i;
       if (a->access[i] == PTO_COMMUTE && ++ncommute > PTO_MAX_COMMUTE_ARGS)
         return submit_fail(r, PTO_EINVAL,
                            "tensor argument %d (COMMUTE): a task has at most %d COMMUTE arguments",
                            i, PTO_MAX_COMMUTE_ARGS);
+    }
     for (int i = 0; i < a->ntensors; i++) {
       const pto_tensor *t = &a->tensors[i];
       char why[200];
@@ -863,14 +869,17 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int rc;
   int sh = SHAPE_DUMMY;
   region_view rv[PTO_MAX_TENSOR_ARGS]; /* the arguments' views (validate): no clearing */
-  if ((rc = validate(r, kernel_id, a, opts, &sh, rv))) return rc;
+  arg_modes modes = {{0}};
+  if ((rc = validate(r, kernel_id, a, opts, &sh, rv, &modes))) return rc;
   uint64_t t0 = r->trace ? pto_now_ns() : 0;
   /* 0. REDUX arguments: their slots, after folding what this task touches */
   redux_plan rp;
   int units = sh == SHAPE_DUMMY ? 0
                                 : (opts && opts->block_num ? opts->block_num : 1) *
                                       (shape_aic(sh) + shape_aiv(sh));
-  if ((rc = fold_for_outputs(r, a)) || (rc = redux_prepare(r, a, rv, units, &rp))) return rc;
+  if ((rc = fold_for_outputs(r, a)) ||
+      (rc = redux_prepare(r, a, rv, modes.of[PTO_REDUX], units, &rp)))
+    return rc;
 
   /* 1. task slot (retiring once per RETIRE_EVERY submits) */
   if (r->next_id % RETIRE_EVERY == 0) orch_retire(r);
@@ -889,11 +898,11 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
 
   /* 2. argument storage */
   int nt = a ? a->ntensors : 0, ns = a ? a->nscalars : 0;
-  uint32_t cm_mask = 0;
-  for (int i = 0; i < nt; i++)
-    cm_mask |= (uint32_t)(a->access[i] == PTO_COMMUTE) << i;
-  if (kernel_id == -1) cm_mask = 0; /* a dummy runs nothing: nothing to exclude */
-  int ncm = cm_mask ? __builtin_popcount(cm_mask) : 0; /* no libgcc call for none */
+  /* a dummy runs nothing: nothing to exclude */
+  uint32_t cm_mask = kernel_id == -1 ? 0 : modes.of[PTO_COMMUTE];
+  int ncm = 0; /* (no libgcc popcount: gcc calls it even for none) */
+  for (uint32_t m = cm_mask; m; m &= m - 1)
+    ncm++;
   ring_req ar = {&r->args,
                  sizeof(pto_tensor) * (size_t)nt + sizeof(uint64_t) * (size_t)ns +
                      sizeof(region_view) * (size_t)ncm,
@@ -920,7 +929,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
    * task whose outputs fit the ring at all can always get them once the
    * ring drains (separate pieces could each wait on the other) */
   uint64_t heap_total = 0;
-  bool wraps = outputs_bytes(a, tensors, &heap_total);
+  bool wraps = modes.of[PTO_OUTPUT] && outputs_bytes(a, tensors, &heap_total);
   bool has_heap = heap_total > 0 || wraps;
   if (wraps || !ring_fits(&r->heap, heap_total)) {
     char sizes[200]; /* formatted only here: no 200-byte clear per submit */

@@ -445,17 +445,16 @@ static int find_group(redux_table *x, const pto_tensor *t, const region_view *rv
   return -1;
 }
 
-int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, int units, redux_plan *p) {
+int redux_prepare(pto_run *r, const pto_args *a, const region_view *rv, uint32_t redux, int units,
+                  redux_plan *p) {
   redux_table *x = &r->rx;
   p->mask = 0;
   p->units = units < 1 ? 1 : units; /* a dummy's copy stays the identity */
-  int nt = a ? a->ntensors : 0;
-  uint32_t redux = 0, touch = 0; /* the REDUX arguments; those tracked against groups */
-  for (int i = 0; i < nt && i < PTO_MAX_TENSOR_ARGS; i++) { /* (nt is: the bound is gcc's) */
-    redux |= (uint32_t)(a->access[i] == PTO_REDUX) << i;
-    touch |= (TOUCHES_GROUPS >> a->access[i] & 1) << i;
-  }
   if (!redux && !x->openm) return PTO_OK;
+  int nt = a ? a->ntensors : 0;
+  uint32_t touch = 0;                                     /* the arguments tracked against groups */
+  for (int i = 0; i < nt && i < PTO_MAX_TENSOR_ARGS; i++) /* (nt is: the bound is gcc's) */
+    touch |= (TOUCHES_GROUPS >> a->access[i] & 1) << i;
   p->orch_init = units < 1 || r->contract;
   int rc;
   uint32_t ninth = redux; /* the arguments past the first REDUX_GROUPS (no libgcc popcount) */

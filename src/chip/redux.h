@@ -140,11 +140,12 @@ void redux_destroy(redux_table *x);
 /* Before a submit's slot is taken: checks its REDUX arguments (op, dtype,
  * overlap with the task's other arguments), flushes
  * the groups that its other tracked arguments touch, and gives each REDUX
- * argument a slot (flushing what is in the way). `units` is the task's
- * blocks times cores per block (0 for a dummy). Returns a latched status
- * on failure, after run_fail. */
-int redux_prepare(struct pto_run *r, const pto_args *a, const region_view *rv, int units,
-                  redux_plan *p);
+ * argument a slot (flushing what is in the way). `redux` has bit i set
+ * for each REDUX argument i; `units` is the task's blocks times cores per
+ * block (0 for a dummy). Returns a latched status on failure, after
+ * run_fail. */
+int redux_prepare(struct pto_run *r, const pto_args *a, const region_view *rv, uint32_t redux,
+                  int units, redux_plan *p);
 /* The task's copy of its arguments: each REDUX argument becomes its slot
  * (set to the op's identity here only if p->orch_init). */
 void redux_args(struct pto_run *r, const redux_plan *p, pto_tensor *tensors);

@@ -69,30 +69,38 @@ static unsigned level_shift(int level) { return CHUNK_SHIFT + LEVEL_SHIFT * (uns
  * of different groups spread as before; within a group none collide. */
 #define GROUP_SHIFT 4
 
-static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
+#define GROUP_MASK ((1u << GROUP_SHIFT) - 1)
+
+/* The hashed part of the buckets of the chunks of `chunk`'s group (its low
+ * GROUP_SHIFT bits clear): the chunk's bucket is this | (chunk &
+ * GROUP_MASK), masked to the table (bucket_in). A walk over neighbouring
+ * chunks hashes once per group. */
+static uint32_t group_of(int level, uint64_t chunk) {
   /* a level-l chunk number has at most 58 - 2l bits: the key is unique */
   uint64_t h = (chunk >> GROUP_SHIFT | (uint64_t)level << 59) * 0xD6E8FEB86659FD93ull;
   h = (h ^ h >> 29) * 0x9E3779B97F4A7C15ull;
-  uint32_t group = (uint32_t)(h >> 32) << GROUP_SHIFT;
-  return (group | (uint32_t)(chunk & ((1u << GROUP_SHIFT) - 1))) & (m->nbuckets - 1);
+  return (uint32_t)(h >> 32) << GROUP_SHIFT;
 }
 
-/* A lookup: the view normalised once, and its first and last byte. */
+static uint32_t bucket_in(const tmap *m, uint32_t group, uint64_t chunk) {
+  return (group | (uint32_t)(chunk & GROUP_MASK)) & (m->nbuckets - 1);
+}
+
+static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
+  return bucket_in(m, group_of(level, chunk), chunk);
+}
+
+/* A lookup: the view, normalised once (the caller's, read in place), and
+ * its first and last byte. */
 typedef struct probe {
-  region_view rv;
+  const region_view *rv;
   uint64_t lo, last;
 } probe;
 
 static void probe_of_view(const region_view *v, probe *p) {
-  p->rv = *v;
-  p->lo = p->rv.lo;
-  p->last = p->rv.hi > p->rv.lo ? p->rv.hi - 1 : p->rv.lo;
-}
-
-static void probe_of(const pto_tensor *v, probe *p) {
-  region_view_init(v, &p->rv);
-  p->lo = p->rv.lo;
-  p->last = p->rv.hi > p->rv.lo ? p->rv.hi - 1 : p->rv.lo;
+  p->rv = v;
+  p->lo = v->lo;
+  p->last = v->hi > v->lo ? v->hi - 1 : v->lo;
 }
 
 /* The level an entry for p is stored at, and the chunks it spans there
@@ -252,13 +260,13 @@ static void trim(tmap *m, int32_t i, const region_view *w) {
 static inline __attribute__((always_inline)) void
 visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void *arg, bool record) {
   const tmap_entry *e = &m->pool[i];
-  if (region_view_overlap(&m->views[i], &p->rv)) {
+  if (region_view_overlap(&m->views[i], p->rv)) {
     bool ordered = dep(arg, e->task);
     if (record && ordered && (mode & (TMAP_WRITE | TMAP_COMMUTE)) == TMAP_WRITE) {
-      if (region_view_covers(&p->rv, &m->views[i]))
+      if (region_view_covers(p->rv, &m->views[i]))
         drop(m, i); /* the new writer orders after it: later tasks need only that */
       else
-        trim(m, i, &p->rv);
+        trim(m, i, p->rv);
     }
   }
 }
@@ -320,8 +328,10 @@ static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t 
       scan_level(m, l, p, mode, task, oldest_live, dep, arg, record);
       continue;
     }
+    uint32_t group = group_of(l, from);
     for (uint64_t c = from; c <= to; c++) {
-      uint32_t h = CHAINS * bucket_of(m, l, c);
+      if ((c & GROUP_MASK) == 0 && c != from) group = group_of(l, c);
+      uint32_t h = CHAINS * bucket_in(m, group, c);
       scan_chain(m, h, p, mode, task, oldest_live, dep, arg, record);
       if (mode & TMAP_WRITE) scan_chain(m, h + 1, p, mode, task, oldest_live, dep, arg, record);
       if (!(mode & TMAP_COMMUTE))
@@ -367,14 +377,14 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
   int32_t i = entry_alloc(m);
   tmap_entry *e = &m->pool[i];
   tmap_link *k = &m->links[i];
-  m->views[i] = p.rv;
-  e->lo = p.rv.lo;
-  e->hi = p.rv.hi;
+  m->views[i] = *view;
+  e->lo = view->lo;
+  e->hi = view->hi;
   e->task = task;
   e->mode = (int32_t)mode;
   if (span > m->max_span[level]) m->max_span[level] = span;
   m->levels |= 1u << level;
-  uint32_t h = head_of(m, level, p.rv.lo, (int32_t)mode);
+  uint32_t h = head_of(m, level, view->lo, (int32_t)mode);
   e->next = m->buckets[h];
   k->prev = -1 - (int32_t)h;
   if (e->next >= 0) m->links[e->next].prev = i;
@@ -393,7 +403,9 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
 
 void tmap_conflicts(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t oldest_live,
                     tmap_dep_fn dep, void *arg) {
+  region_view rv;
   probe p;
-  probe_of(view, &p);
+  region_view_init(view, &rv);
+  probe_of_view(&rv, &p);
   scan(m, &p, mode, -1, oldest_live, dep, arg, false);
 }

@@ -87,7 +87,9 @@ void tmap_clear(tmap *m);
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
                 tmap_dep_fn dep, void *arg);
 /* tmap_access for a view already normalised (region_view_init): a submit
- * normalises each argument once, when it checks it. */
+ * normalises each argument once, when it checks it. The view is read in
+ * place throughout, so it must be the caller's own, not one the map
+ * holds. */
 struct region_view;
 int tmap_access_view(tmap *m, const struct region_view *view, tmap_mode mode, int64_t task,
                      int64_t oldest_live, tmap_dep_fn dep, void *arg);

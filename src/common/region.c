@@ -29,28 +29,6 @@
 #include "common/tensor_check.h"
 #include "pto/status.h"
 
-/* The view's levels with extent > 1, sorted by stride ascending. Returns the
- * count, or -1 on overflow. */
-static int view_levels(const pto_tensor *t, region_level *lv) {
-  const int64_t es = (int64_t)pto_dtype_size((pto_dtype)t->dtype);
-  int n = 0;
-  if (es > 1) lv[n++] = (region_level){1, es};
-  for (int d = 0; d < t->ndims; d++) {
-    if (t->shape[d] == 1) continue;
-    int64_t s;
-    if (__builtin_mul_overflow(t->stride[d], es, &s)) return -1;
-    lv[n++] = (region_level){s, t->shape[d]};
-  }
-  for (int i = 1; i < n; i++) { /* insertion sort: n <= 6 */
-    region_level x = lv[i];
-    int j = i;
-    for (; j > 0 && lv[j - 1].stride > x.stride; j--)
-      lv[j] = lv[j - 1];
-    lv[j] = x;
-  }
-  return n;
-}
-
 /* Every byte of [lo, hi) is touched: ascending levels tile it exactly. */
 static bool view_dense(const region_view *v) {
   int64_t expect = 1;
@@ -61,41 +39,75 @@ static bool view_dense(const region_view *v) {
   return true;
 }
 
-/* Normalises t; false for a malformed view or one whose byte addresses
- * overflow (callers then answer conservatively). */
-static bool view_of(const pto_tensor *t, region_view *v) {
-  if (t->dtype < 0 || t->dtype >= PTO_DTYPE_COUNT || t->ndims < 1 || t->ndims > PTO_MAX_DIMS)
+/* Normalises t in one pass over its dims: its byte range, and its levels
+ * with extent > 1 sorted by stride ascending (the element's own bytes as
+ * level (1, elem_size)). False for a malformed view or one whose byte
+ * addresses overflow (callers then answer conservatively): the rules of
+ * tensor_span and pto_dtype_size. *packed_ok: the packed byte size,
+ * tensor_check_shape's product, fits int64 as well (set only when true is
+ * returned). */
+static bool view_of(const pto_tensor *t, region_view *v, bool *packed_ok) {
+  if (t->dtype < 0 || t->dtype >= PTO_DTYPE_COUNT || t->ndims < 1 || t->ndims > PTO_MAX_DIMS ||
+      t->offset < 0)
     return false;
-  int64_t first, end, es = (int64_t)pto_dtype_size((pto_dtype)t->dtype), lo, hi;
-  if (!tensor_span(t, &first, &end) || __builtin_mul_overflow(first, es, &lo) ||
-      __builtin_mul_overflow(end, es, &hi))
+  const int64_t es = (int64_t)pto_dtype_size((pto_dtype)t->dtype);
+  region_level *lv = v->lv;
+  int n = 0;
+  if (es > 1) lv[n++] = (region_level){1, es};
+  int64_t last = t->offset, packed = es;
+  bool packed_fits = true;
+  for (int d = 0; d < t->ndims; d++) {
+    int64_t shape = t->shape[d], stride = t->stride[d], step, s;
+    if (shape < 1 || stride < 1 || __builtin_mul_overflow(shape - 1, stride, &step) ||
+        __builtin_add_overflow(last, step, &last))
+      return false;
+    packed_fits &= !__builtin_mul_overflow(packed, shape, &packed);
+    if (shape == 1) continue;
+    if (__builtin_mul_overflow(stride, es, &s)) return false;
+    region_level x = {s, shape};
+    int j = n++;
+    for (; j > 0 && lv[j - 1].stride > s; j--) /* insertion sort: n <= 6 */
+      lv[j] = lv[j - 1];
+    lv[j] = x;
+  }
+  int64_t lo, hi;
+  if (last == INT64_MAX || __builtin_mul_overflow(t->offset, es, &lo) ||
+      __builtin_mul_overflow(last + 1, es, &hi))
     return false;
   v->base = (uint64_t)(uintptr_t)t->buf;
   if (__builtin_add_overflow(v->base, (uint64_t)lo, &v->lo) ||
       __builtin_add_overflow(v->base, (uint64_t)hi, &v->hi))
     return false;
-  v->n = view_levels(t, v->lv);
-  if (v->n < 0) return false;
+  v->n = n;
   v->dense = view_dense(v);
+  *packed_ok = packed_fits;
   return true;
 }
 
+static void view_unknown(region_view *v) { /* malformed view: claim everything */
+  v->known = false;
+  v->base = v->lo = 0;
+  v->hi = UINT64_MAX;
+  v->n = 0;
+  v->dense = false;
+}
+
 void region_view_init(const pto_tensor *t, region_view *v) {
-  v->known = t && view_of(t, v);
-  if (!v->known) { /* malformed view: claim everything */
-    v->base = v->lo = 0;
-    v->hi = UINT64_MAX;
-    v->n = 0;
-    v->dense = false;
-  }
+  bool packed_ok;
+  v->known = t && view_of(t, v, &packed_ok);
+  if (!v->known) view_unknown(v);
 }
 
 bool region_view_checked(const pto_tensor *t, region_view *v) {
-  region_view_init(t, v);
-  /* known: dtype, ndims, shape, stride, offset and the extent in bytes
-   * are valid; hi - base is the extent's end in bytes */
-  return v->known && t->buf && tensor_check_shape(t->dtype, t->ndims, t->shape, NULL) == PTO_OK &&
-         v->hi - v->base <= (uint64_t)t->buf_bytes;
+  bool packed_ok = false;
+  v->known = t && view_of(t, v, &packed_ok);
+  if (!v->known) {
+    view_unknown(v);
+    return false;
+  }
+  /* valid as tensor_problem judges: buf set, the packed size representable
+   * (tensor_check_shape), the extent (hi - base bytes) inside buf_bytes */
+  return t->buf && packed_ok && v->hi - v->base <= (uint64_t)t->buf_bytes;
 }
 
 void region_view_bytes(region_view *v, uint64_t lo, uint64_t hi) {

@@ -196,10 +196,26 @@ static pto_tensor asked(void *buf, size_t buf_bytes, pto_dtype dt, int ndims, co
 int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, int ndims,
                     const int64_t *shape) {
   if (!t) return PTO_EINVAL;
-  *t = asked(buf, buf_bytes, dt, ndims, shape, NULL, 0);
   int64_t bytes;
-  if (tensor_check_shape((int32_t)dt, ndims, shape, &bytes) != PTO_OK) return PTO_EINVAL;
-  tensor_set_packed_strides(t);
+  if (tensor_check_shape((int32_t)dt, ndims, shape, &bytes) != PTO_OK) {
+    *t = asked(buf, buf_bytes, dt, ndims, shape, NULL, 0);
+    return PTO_EINVAL;
+  }
+  /* asked()'s view with its packed strides, written in one pass (the
+   * common constructor: no clearing of the whole descriptor first) */
+  t->buf = buf;
+  t->buf_bytes = buf_bytes;
+  t->offset = 0;
+  t->dtype = (int32_t)dt;
+  t->ndims = ndims;
+  t->alloc_tag = 0;
+  int64_t s = 1;
+  for (int d = PTO_MAX_DIMS - 1; d >= 0; d--) {
+    bool used = d < ndims;
+    t->shape[d] = used ? shape[d] : 0;
+    t->stride[d] = used ? s : 0;
+    if (used) s *= shape[d]; /* no overflow: tensor_check_shape bounded the product */
+  }
   /* what tensor_check would find left of a packed view at offset 0 whose
    * shape passed: its strides are >= 1 and its span is [0, numel), so its
    * byte extent is `bytes`, which did not overflow (unit.test_tensor,

@@ -505,6 +505,18 @@ static void test_init_matches_validate(void **state) {
     int rc = pto_tensor_init(&t, (x & 64) ? b : NULL, bytes, dt, ndims, shape);
     int full = ndims >= 1 && ndims <= PTO_MAX_DIMS ? pto_tensor_validate(&t) : PTO_EINVAL;
     ok += rc == PTO_OK;
+    if (rc == PTO_OK) { /* the descriptor, whole: packed strides, unused dims 0 */
+      int64_t st[PTO_MAX_DIMS], sz = 1;
+      for (int d = ndims - 1; d >= 0; d--) {
+        st[d] = sz;
+        sz *= shape[d];
+      }
+      pto_tensor ref;
+      assert_int_equal(pto_tensor_init_strided(&ref, t.buf, bytes, dt, ndims, shape, st, 0),
+                       PTO_OK);
+      if (memcmp(&ref, &t, sizeof t) != 0)
+        fail_msg("input %d: init's descriptor differs from init_strided's", i);
+    }
     if (rc != full)
       fail_msg("input %d (dtype %d, ndims %d, %zu bytes, buf %s): init %d, validation %d", i,
                (int)dt, ndims, bytes, t.buf ? "set" : "NULL", rc, full);
