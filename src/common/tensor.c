@@ -152,8 +152,27 @@ bool tensor_byte_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {
   return true;
 }
 
+/* tensor_problem(t, allow_null_buf) == NULL in one pass over the dims, no
+ * message: the check every view constructor makes of its source and its
+ * result, on the orchestration's hot path (a slice per task argument).
+ * unit.test_tensor (test_check_matches_problem) holds it to
+ * tensor_problem on random views. */
 int tensor_check(const pto_tensor *t, bool allow_null_buf) {
-  return tensor_problem(t, allow_null_buf, NULL, 0) ? PTO_EINVAL : PTO_OK;
+  if (!t || (!t->buf && !allow_null_buf) || !dtype_ok(t->dtype) || t->ndims < 1 ||
+      t->ndims > PTO_MAX_DIMS || t->offset < 0)
+    return PTO_EINVAL;
+  int64_t es = (int64_t)dtype_sizes[t->dtype], packed = es, last = t->offset, step, end_bytes;
+  for (int d = 0; d < t->ndims; d++) {
+    int64_t shape = t->shape[d], stride = t->stride[d];
+    if (shape < 1 || stride < 1 || __builtin_mul_overflow(packed, shape, &packed) ||
+        __builtin_mul_overflow(shape - 1, stride, &step) ||
+        __builtin_add_overflow(last, step, &last))
+      return PTO_EINVAL;
+  }
+  if (last == INT64_MAX || __builtin_mul_overflow(last + 1, es, &end_bytes) ||
+      (uint64_t)end_bytes > (uint64_t)t->buf_bytes)
+    return PTO_EINVAL;
+  return PTO_OK;
 }
 
 int pto_tensor_validate(const pto_tensor *t) { return tensor_check(t, false); }

@@ -429,40 +429,70 @@ static uint64_t xorshift(uint64_t *x) {
   return *x;
 }
 
+/* A random view that breaks each rule of tensor_problem, near each bound
+ * (mostly packed strides, so that valid packed views reach each bound
+ * too), over the one-byte buffer b or NULL. */
+static void random_view(uint64_t *x, pto_tensor *t, char *b) {
+  static const int64_t vals[] = {-1, 0, 1, 2, 3, 4, 6, 12, INT64_MAX / 4, INT64_MAX};
+  const int nv = (int)(sizeof vals / sizeof vals[0]);
+  static const size_t bytes[] = {0, 7, 48, 96, 1000, SIZE_MAX};
+  uint64_t r = xorshift(x);
+  memset(t, 0, sizeof *t);
+  t->buf = (r & 15) ? b : NULL;
+  r >>= 4;
+  t->buf_bytes = bytes[r % 6];
+  r /= 6;
+  t->dtype = (int32_t)(r % (PTO_DTYPE_COUNT + 1)) - (r & 64 ? 1 : 0);
+  r >>= 7;
+  t->ndims = (int32_t)(r % (PTO_MAX_DIMS + 2));
+  r >>= 4;
+  t->offset = (r & 3) ? (int64_t)(r >> 2) % 5 : vals[(r >> 2) % nv];
+  r = xorshift(x);
+  int64_t expect = 1;
+  for (int d = PTO_MAX_DIMS - 1; d >= 0; d--) {
+    t->shape[d] = (r & 1) ? (int64_t)((r >> 1) % 4) : vals[(r >> 1) % nv];
+    r >>= 5;
+    t->stride[d] = (r & 3) ? expect : vals[(r >> 2) % nv];
+    r >>= 6;
+    if (d < t->ndims && t->shape[d] > 0 && expect <= INT64_MAX / t->shape[d]) expect *= t->shape[d];
+  }
+}
+
+/* tensor_check, the one-pass check of every view constructor, against
+ * tensor_problem, the rule-by-rule one that names what is wrong. */
+static void test_check_matches_problem(void **state) {
+  (void)state;
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  char b[1];
+  int valid = 0;
+  for (int i = 0; i < 400000; i++) {
+    pto_tensor t;
+    random_view(&x, &t, b);
+    bool allow_null = i & 1;
+    const char *why = tensor_problem(&t, allow_null, NULL, 0);
+    int rc = tensor_check(&t, allow_null);
+    valid += !why;
+    if (rc != (why ? PTO_EINVAL : PTO_OK))
+      fail_msg("view %d (dtype %d, ndims %d, offset %lld, buf_bytes %zu, buf %s, allow_null "
+               "%d): check %d, problem %s",
+               i, t.dtype, t.ndims, (long long)t.offset, t.buf_bytes, t.buf ? "set" : "NULL",
+               allow_null, rc, why ? why : "none");
+  }
+  assert_true(valid > 1000); /* valid views were reached */
+  assert_int_equal(tensor_check(NULL, true), PTO_EINVAL);
+}
+
 /* tensor_dense_numel, the one-pass answer of the collectives' hot path,
  * against the three answers it stands for (validate with a buffer,
  * contiguous, numel) on views that break each rule, near each bound. */
 static void test_dense_numel_differential(void **state) {
   (void)state;
-  static const int64_t vals[] = {-1, 0, 1, 2, 3, 4, 6, 12, INT64_MAX / 4, INT64_MAX};
-  const int nv = (int)(sizeof vals / sizeof vals[0]);
-  static const size_t bytes[] = {0, 7, 48, 96, 1000, SIZE_MAX};
   uint64_t x = 88172645463325252ull;
   char b[1];
   int dense = 0;
   for (int i = 0; i < 200000; i++) {
-    uint64_t r = xorshift(&x);
     pto_tensor t;
-    memset(&t, 0, sizeof t);
-    t.buf = (r & 15) ? b : NULL;
-    r >>= 4;
-    t.buf_bytes = bytes[r % 6];
-    r /= 6;
-    t.dtype = (int32_t)(r % (PTO_DTYPE_COUNT + 1)) - (r & 64 ? 1 : 0);
-    r >>= 7;
-    t.ndims = (int32_t)(r % (PTO_MAX_DIMS + 2));
-    r >>= 4;
-    t.offset = (r & 3) ? (int64_t)(r >> 2) % 5 : vals[(r >> 2) % nv];
-    r = xorshift(&x);
-    int64_t expect = 1;
-    for (int d = PTO_MAX_DIMS - 1; d >= 0; d--) {
-      t.shape[d] = (r & 1) ? (int64_t)((r >> 1) % 4) : vals[(r >> 1) % nv];
-      r >>= 5;
-      /* mostly packed strides, so that the packed views reach each bound */
-      t.stride[d] = (r & 3) ? expect : vals[(r >> 2) % nv];
-      r >>= 6;
-      if (d < t.ndims && t.shape[d] > 0 && expect <= INT64_MAX / t.shape[d]) expect *= t.shape[d];
-    }
+    random_view(&x, &t, b);
     bool ok = pto_tensor_validate(&t) == PTO_OK && pto_tensor_is_contiguous(&t);
     int64_t want = ok ? pto_tensor_numel(&t) : -1;
     dense += ok;
@@ -577,6 +607,7 @@ int main(void) {
       cmocka_unit_test(test_init_contiguous),
       cmocka_unit_test(test_init_errors),
       cmocka_unit_test(test_init_matches_validate),
+      cmocka_unit_test(test_check_matches_problem),
       cmocka_unit_test(test_validate_each_rule),
       cmocka_unit_test(test_desc),
       cmocka_unit_test(test_slice),
