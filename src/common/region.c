@@ -111,10 +111,15 @@ bool region_view_checked(const pto_tensor *t, region_view *v) {
 }
 
 void region_view_bytes(region_view *v, uint64_t lo, uint64_t hi) {
-  pto_tensor t;
+  /* what view_of makes of a 1-D PTO_U8 tensor of hi - lo elements at lo:
+   * no element level (1 byte), the one dim a level when it spans more than
+   * a byte (unit.test_region, test_view_bytes_as_u8) */
   int64_t n = (int64_t)(hi - lo);
-  pto_tensor_init(&t, (void *)(uintptr_t)lo, (size_t)n, PTO_U8, 1, &n);
-  region_view_init(&t, v);
+  v->base = v->lo = lo;
+  v->hi = hi;
+  v->known = v->dense = true;
+  v->n = n > 1;
+  v->lv[0] = (region_level){1, n};
 }
 
 void region_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {

@@ -61,6 +61,38 @@ static void test_bytes(void **state) {
   assert_int_equal(hi, UINT64_MAX);
 }
 
+/* region_view_bytes builds its view directly: the same as normalising a
+ * 1-D PTO_U8 tensor over the bytes, as its contract says (the TensorMap's
+ * trims rely on it), field by field, for spans of 1 byte up. */
+static void test_view_bytes_as_u8(void **state) {
+  (void)state;
+  static const uint64_t los[] = {8, 64, 4096, (uint64_t)INT64_MAX, UINT64_MAX / 2 + 77};
+  static const int64_t lens[] = {1, 2, 3, 64, 1000, INT64_MAX / 2};
+  for (size_t i = 0; i < sizeof los / sizeof los[0]; i++)
+    for (size_t j = 0; j < sizeof lens / sizeof lens[0]; j++) {
+      uint64_t lo = los[i], hi = lo + (uint64_t)lens[j];
+      if (hi < lo) continue; /* past the address space: no such bytes */
+      pto_tensor t;
+      int64_t n = lens[j];
+      assert_int_equal(pto_tensor_init(&t, (void *)(uintptr_t)lo, (size_t)n, PTO_U8, 1, &n),
+                       PTO_OK);
+      region_view want, got;
+      region_view_init(&t, &want);
+      region_view_bytes(&got, lo, hi);
+      assert_true(want.known);
+      assert_int_equal(got.known, want.known);
+      assert_int_equal(got.dense, want.dense);
+      assert_int_equal(got.base, want.base);
+      assert_int_equal(got.lo, want.lo);
+      assert_int_equal(got.hi, want.hi);
+      assert_int_equal(got.n, want.n);
+      for (int k = 0; k < want.n; k++) {
+        assert_int_equal(got.lv[k].stride, want.lv[k].stride);
+        assert_int_equal(got.lv[k].extent, want.lv[k].extent);
+      }
+    }
+}
+
 static void test_row_col_tile_blocks_disjoint(void **state) {
   (void)state;
   pto_tensor m = matrix8();
@@ -486,6 +518,7 @@ static void test_view_checked_agrees(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bytes),
+      cmocka_unit_test(test_view_bytes_as_u8),
       cmocka_unit_test(test_row_col_tile_blocks_disjoint),
       cmocka_unit_test(test_covers),
       cmocka_unit_test(test_interleaved_and_dtypes),
