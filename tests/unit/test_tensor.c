@@ -482,6 +482,46 @@ static void test_check_matches_problem(void **state) {
   assert_int_equal(tensor_check(NULL, true), PTO_EINVAL);
 }
 
+/* pto_tensor_slice checks its source only: every slice of a valid view
+ * (a descriptor with no buffer too) within its shape is itself valid and
+ * addresses elements of the source's, and one past the shape is refused. */
+static void test_slice_random(void **state) {
+  (void)state;
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  char b[1];
+  int sliced = 0;
+  for (int i = 0; i < 400000; i++) {
+    pto_tensor t, s;
+    random_view(&x, &t, b);
+    if (tensor_check(&t, true) != PTO_OK) continue;
+    uint64_t r = xorshift(&x);
+    int64_t start[PTO_MAX_DIMS], shape[PTO_MAX_DIMS], idx[PTO_MAX_DIMS];
+    for (int d = 0; d < t.ndims; d++, r >>= 12) {
+      int64_t n = t.shape[d];
+      start[d] = n > 1 ? (int64_t)(r % (uint64_t)n) : 0;
+      shape[d] = 1 + (int64_t)((r >> 6) % (uint64_t)(n - start[d]));
+      idx[d] = shape[d] - 1; /* the slice's last element */
+    }
+    int bad = (int)(r % 8) < t.ndims ? (int)(r % 8) : -1; /* a dim taken one too far */
+    if (bad >= 0) shape[bad] = t.shape[bad] - start[bad] + 1;
+    int rc = pto_tensor_slice(&t, start, shape, &s);
+    if (bad >= 0) {
+      assert_int_equal(rc, PTO_EINVAL);
+      continue;
+    }
+    assert_int_equal(rc, PTO_OK);
+    sliced++;
+    if (tensor_check(&s, true) != PTO_OK)
+      fail_msg("slice %d of a valid view (dtype %d, ndims %d) is invalid", i, t.dtype, t.ndims);
+    int64_t first = s.offset, last = s.offset, src_first, src_end;
+    for (int d = 0; d < s.ndims; d++)
+      last += idx[d] * s.stride[d];
+    assert_true(tensor_span(&t, &src_first, &src_end));
+    assert_true(first >= src_first && last < src_end);
+  }
+  assert_true(sliced > 1000);
+}
+
 /* tensor_dense_numel, the one-pass answer of the collectives' hot path,
  * against the three answers it stands for (validate with a buffer,
  * contiguous, numel) on views that break each rule, near each bound. */
@@ -611,6 +651,7 @@ int main(void) {
       cmocka_unit_test(test_validate_each_rule),
       cmocka_unit_test(test_desc),
       cmocka_unit_test(test_slice),
+      cmocka_unit_test(test_slice_random),
       cmocka_unit_test(test_view),
       cmocka_unit_test(test_reshape),
       cmocka_unit_test(test_transpose),
