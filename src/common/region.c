@@ -26,7 +26,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "common/tensor_check.h"
 #include "pto/status.h"
 
 /* Every byte of [lo, hi) is touched: ascending levels tile it exactly. */
