@@ -5,10 +5,11 @@
 # benchmark's orchestration function (its pto_tensor_init and
 # pto_tensor_slice calls, pto_submit and all below it), divided by the
 # number of pto_submit calls it made. An instruction count does not depend
-# on the host's speed or on the other CPU, so two libraries compare
-# exactly where timings on a shared machine swing by 2x; it says nothing
-# of cache misses, which a timing shows (docs/benchmarks.md, "Submission
-# cost").
+# on the host's speed or on the other CPU, so two libraries compare within
+# a percent or two where timings on a shared machine swing by 2x (the
+# count includes the orchestrator's waits for ring room, which follow the
+# schedule: W2's moves by up to 3% between runs); it says nothing of cache
+# misses, which a timing shows (docs/benchmarks.md, "Submission cost").
 #
 #   bench/orch_instructions.sh BUILD/bench/bench_pto [OTHER_BUILD/bench/bench_pto]
 #
