@@ -18,7 +18,7 @@
 # change: the first is the before). Needs valgrind; a Release build
 # (bench/run.sh's) will do, symbols are enough. Takes 10-20 s a program.
 set -eu
-[ $# -ge 1 ] || { sed -n '2,/^set/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set/s/^# \{0,1\}//p' "$0"; exit 2; }
 command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
   { echo "orch_instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 tmp=${TMPDIR:-/tmp}/orch_instructions.$$
