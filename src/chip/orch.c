@@ -968,11 +968,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
       d->buf_bytes = (size_t)bytes;
       d->offset = 0;
       d->alloc_tag = heap_live_tag(&r->heap, next);
-      int64_t stride = 1;
-      for (int k = d->ndims - 1; k >= 0; k--) {
-        d->stride[k] = stride;
-        stride *= d->shape[k];
-      }
+      tensor_set_packed_strides(d);
       next += ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
       *a->outputs[i] = *d; /* hand the allocated view back to the caller */
     }

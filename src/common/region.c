@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "common/tensor_check.h"
 #include "pto/status.h"
 
 /* Every byte of [lo, hi) is touched: ascending levels tile it exactly. */
@@ -38,48 +39,40 @@ static bool view_dense(const region_view *v) {
   return true;
 }
 
-/* Normalises t in one pass over its dims: its byte range, and its levels
- * with extent > 1 sorted by stride ascending (the element's own bytes as
- * level (1, elem_size)). False for a malformed view or one whose byte
- * addresses overflow (callers then answer conservatively): the rules of
- * tensor_span and pto_dtype_size. *packed_ok: the packed byte size,
- * tensor_check_shape's product, fits int64 as well (set only when true is
- * returned). */
+/* Normalises t: its byte range (tensor_dims_reach), and its levels with
+ * extent > 1 sorted by stride ascending (the element's own bytes as level
+ * (1, elem_size)). False for a malformed view or one whose byte addresses
+ * overflow (callers then answer conservatively). *packed_ok: the packed
+ * byte size, tensor_check_shape's product, fits int64 as well (set only
+ * when true is returned). */
 static bool view_of(const pto_tensor *t, region_view *v, bool *packed_ok) {
   if (t->dtype < 0 || t->dtype >= PTO_DTYPE_COUNT || t->ndims < 1 || t->ndims > PTO_MAX_DIMS ||
       t->offset < 0)
     return false;
   const int64_t es = (int64_t)pto_dtype_size((pto_dtype)t->dtype);
+  int64_t last, lo, hi;
+  if (!tensor_dims_reach(t, es, &last, packed_ok) || __builtin_mul_overflow(t->offset, es, &lo) ||
+      __builtin_mul_overflow(last + 1, es, &hi))
+    return false;
   region_level *lv = v->lv;
   int n = 0;
   if (es > 1) lv[n++] = (region_level){1, es};
-  int64_t last = t->offset, packed = es;
-  bool packed_fits = true;
   for (int d = 0; d < t->ndims; d++) {
-    int64_t shape = t->shape[d], stride = t->stride[d], step, s;
-    if (shape < 1 || stride < 1 || __builtin_mul_overflow(shape - 1, stride, &step) ||
-        __builtin_add_overflow(last, step, &last))
-      return false;
-    packed_fits &= !__builtin_mul_overflow(packed, shape, &packed);
-    if (shape == 1) continue;
-    if (__builtin_mul_overflow(stride, es, &s)) return false;
-    region_level x = {s, shape};
+    int64_t s;
+    if (t->shape[d] == 1) continue;
+    if (__builtin_mul_overflow(t->stride[d], es, &s)) return false;
+    region_level x = {s, t->shape[d]};
     int j = n++;
     for (; j > 0 && lv[j - 1].stride > s; j--) /* insertion sort: n <= 6 */
       lv[j] = lv[j - 1];
     lv[j] = x;
   }
-  int64_t lo, hi;
-  if (last == INT64_MAX || __builtin_mul_overflow(t->offset, es, &lo) ||
-      __builtin_mul_overflow(last + 1, es, &hi))
-    return false;
   v->base = (uint64_t)(uintptr_t)t->buf;
   if (__builtin_add_overflow(v->base, (uint64_t)lo, &v->lo) ||
       __builtin_add_overflow(v->base, (uint64_t)hi, &v->hi))
     return false;
   v->n = n;
   v->dense = view_dense(v);
-  *packed_ok = packed_fits;
   return true;
 }
 

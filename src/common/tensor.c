@@ -55,15 +55,11 @@ int tensor_check_shape(int32_t dtype, int ndims, const int64_t *shape, int64_t *
 }
 
 bool tensor_span(const pto_tensor *t, int64_t *first, int64_t *end) {
-  if (!t || t->ndims < 1 || t->ndims > PTO_MAX_DIMS || t->offset < 0) return false;
-  int64_t last = t->offset;
-  for (int d = 0; d < t->ndims; d++) {
-    int64_t step;
-    if (t->shape[d] < 1 || t->stride[d] < 1) return false;
-    if (__builtin_mul_overflow(t->shape[d] - 1, t->stride[d], &step)) return false;
-    if (__builtin_add_overflow(last, step, &last)) return false;
-  }
-  if (last == INT64_MAX) return false;
+  int64_t last;
+  bool packed_fits;
+  if (!t || t->ndims < 1 || t->ndims > PTO_MAX_DIMS || t->offset < 0 ||
+      !tensor_dims_reach(t, 1, &last, &packed_fits))
+    return false;
   *first = t->offset;
   *end = last + 1;
   return true;
@@ -161,15 +157,10 @@ int tensor_check(const pto_tensor *t, bool allow_null_buf) {
   if (!t || (!t->buf && !allow_null_buf) || !dtype_ok(t->dtype) || t->ndims < 1 ||
       t->ndims > PTO_MAX_DIMS || t->offset < 0)
     return PTO_EINVAL;
-  int64_t es = (int64_t)dtype_sizes[t->dtype], packed = es, last = t->offset, step, end_bytes;
-  for (int d = 0; d < t->ndims; d++) {
-    int64_t shape = t->shape[d], stride = t->stride[d];
-    if (shape < 1 || stride < 1 || __builtin_mul_overflow(packed, shape, &packed) ||
-        __builtin_mul_overflow(shape - 1, stride, &step) ||
-        __builtin_add_overflow(last, step, &last))
-      return PTO_EINVAL;
-  }
-  if (last == INT64_MAX || __builtin_mul_overflow(last + 1, es, &end_bytes) ||
+  int64_t es = (int64_t)dtype_sizes[t->dtype], last, end_bytes;
+  bool packed_fits;
+  if (!tensor_dims_reach(t, es, &last, &packed_fits) || !packed_fits ||
+      __builtin_mul_overflow(last + 1, es, &end_bytes) ||
       (uint64_t)end_bytes > (uint64_t)t->buf_bytes)
     return PTO_EINVAL;
   return PTO_OK;
@@ -220,21 +211,19 @@ int pto_tensor_init(pto_tensor *t, void *buf, size_t buf_bytes, pto_dtype dt, in
     *t = asked(buf, buf_bytes, dt, ndims, shape, NULL, 0);
     return PTO_EINVAL;
   }
-  /* asked()'s view with its packed strides, written in one pass (the
-   * common constructor: no clearing of the whole descriptor first) */
+  /* asked()'s view with its packed strides, its fields written directly
+   * (the common constructor: no clearing of the whole descriptor first) */
   t->buf = buf;
   t->buf_bytes = buf_bytes;
   t->offset = 0;
   t->dtype = (int32_t)dt;
   t->ndims = ndims;
   t->alloc_tag = 0;
-  int64_t s = 1;
-  for (int d = PTO_MAX_DIMS - 1; d >= 0; d--) {
-    bool used = d < ndims;
-    t->shape[d] = used ? shape[d] : 0;
-    t->stride[d] = used ? s : 0;
-    if (used) s *= shape[d]; /* no overflow: tensor_check_shape bounded the product */
+  for (int d = 0; d < PTO_MAX_DIMS; d++) {
+    t->shape[d] = d < ndims ? shape[d] : 0;
+    t->stride[d] = 0;
   }
+  tensor_set_packed_strides(t);
   /* what tensor_check would find left of a packed view at offset 0 whose
    * shape passed: its strides are >= 1 and its span is [0, numel), so its
    * byte extent is `bytes`, which did not overflow (unit.test_tensor,

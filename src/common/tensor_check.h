@@ -30,6 +30,29 @@ int tensor_check_shape(int32_t dtype, int ndims, const int64_t *shape, int64_t *
  * shape (the last dimension contiguous). */
 void tensor_set_packed_strides(pto_tensor *t);
 
+/* One pass over t's dims (the caller checked ndims and offset >= 0):
+ * false when a shape or stride is below 1 or the index of the view's last
+ * element (offset + the sum of (shape - 1) x stride) overflows or is
+ * INT64_MAX; else that index in *last, and in *packed_fits whether es
+ * times the product of the shape fits int64 (tensor_check_shape's rule).
+ * tensor_span, tensor_check and region.c's normalisation share it. */
+static inline bool tensor_dims_reach(const pto_tensor *t, int64_t es, int64_t *last,
+                                     bool *packed_fits) {
+  int64_t at = t->offset, packed = es, step;
+  bool fits = true;
+  for (int d = 0; d < t->ndims; d++) {
+    int64_t shape = t->shape[d], stride = t->stride[d];
+    if (shape < 1 || stride < 1 || __builtin_mul_overflow(shape - 1, stride, &step) ||
+        __builtin_add_overflow(at, step, &at))
+      return false;
+    fits &= !__builtin_mul_overflow(packed, shape, &packed);
+  }
+  if (at == INT64_MAX) return false;
+  *last = at;
+  *packed_fits = fits;
+  return true;
+}
+
 /* Element index range [first, end) of buf that the view touches (its
  * bounding box); false if the computation overflows or the view is malformed
  * (then *first and *end are untouched). */
