@@ -16,11 +16,13 @@
  * (white box) to know which it is, so the test does not depend on which
  * busy core the scheduler chose, nor on any thread being scheduled within
  * SHORT's 5 ms (the orchestrator once was not, on a loaded machine: SHORT
- * had ended and LATE went to its idle core, no steal). The core of SHORT falls idle and must take
- * LATE, long before LONG ends. Each block runs exactly once, on the core that took it, and the run
- * reports one steal (pto_run_stats.steals). Then the same on 2 clusters x 1 AIV + 2 schedulers: the
- * idle core is the other scheduler's (before that was possible, LATE started 300 ms after LONG's
- * start); LATE is pending on the AIV core of TRIGGER's cluster.
+ * had ended and LATE went to its idle core, no steal). The core of SHORT
+ * falls idle and must take LATE, long before LONG ends. Each block runs
+ * exactly once, on the core that took it, and the run reports one steal
+ * (pto_run_stats.steals). Then the same on 2 clusters x 1 AIV + 2
+ * schedulers: the idle core is the other scheduler's (before that was
+ * possible, LATE started 300 ms after LONG's start); LATE is pending on
+ * the AIV core of TRIGGER's cluster.
  *
  * With two tasks of one block each instead, each core completes its own
  * task and takes the queue's head after it: LATE stays queued, nothing
