@@ -701,11 +701,11 @@ static int table_settle(coll *k, int32_t upto) {
    * first: bit i of `due` is call c0 + i's slot (the bits rotated) */
   const int32_t c0 = upto - COLL_TABLE_SLOTS + 1;
   const int first = coll_table_slot(c0);
-  const uint32_t all = (1u << COLL_TABLE_SLOTS) - 1;
-  uint32_t due = t->oneway & all;
+  const uint64_t all = ((uint64_t)1 << COLL_TABLE_SLOTS) - 1; /* 64-bit: 32 slots shift by 32 */
+  uint64_t due = t->oneway & all;
   due = (due >> first | due << (COLL_TABLE_SLOTS - first)) & all;
   for (; due; due &= due - 1) {
-    int32_t c = c0 + __builtin_ctz(due);
+    int32_t c = c0 + __builtin_ctzll(due);
     /* the bit is of the call my slot holds: a later one, not due yet, when
      * that is not c */
     if (c < 1 || slot_call(k, k->me, c) != c) continue;

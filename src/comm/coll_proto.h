@@ -33,9 +33,15 @@ static inline int32_t coll_ring_value(int32_t s, int n, int k) {
  * published call s - SLOTS + LAG. So a root runs up to LAG calls ahead of
  * the slowest peer. The _k forms take the slots and the lag as
  * arguments, for tests/unit/test_coll_table_explorer.c, which proves the
- * rules for small ones (and that smaller bounds fail). */
-#define COLL_TABLE_SLOTS 8
-#define COLL_ONEWAY_LAG  4
+ * rules for small ones (and that smaller bounds fail).
+ *
+ * A root that reaches its bound waits for the slowest peer, so the lag
+ * sets how many one-way calls a rank makes per wait: 16, where 4 made a
+ * stream of 8-byte broadcasts on 4 ranks sharing 2 CPUs wait (and switch
+ * threads) 4 times as often and take about twice as long per call
+ * (docs/comm.md, "One-way broadcasts"); 32 slots of 4224 B hold it. */
+#define COLL_TABLE_SLOTS 32
+#define COLL_ONEWAY_LAG  16
 _Static_assert((COLL_TABLE_SLOTS & (COLL_TABLE_SLOTS - 1)) == 0 &&
                    2 * COLL_ONEWAY_LAG <= COLL_TABLE_SLOTS && COLL_ONEWAY_LAG >= 1,
                "a power of two, and room for a root LAG calls ahead");

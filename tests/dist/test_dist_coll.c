@@ -38,6 +38,11 @@
 #define NSIZES    8
 #define NDTYPES   5
 static const pto_dtype dtypes[NDTYPES] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32, PTO_F64};
+/* case 31's root call, as a literal for its expected message */
+#define CASE31_ROOT 48
+_Static_assert(CASE31_ROOT == COLL_TABLE_SLOTS + COLL_ONEWAY_LAG, "case 31's root call");
+#define STR_(x) #x
+#define STR(x)  STR_(x)
 
 /* Count si for dtype dt on n ranks: the fixed sizes, then a src of
  * COLL_TABLE_DATA bytes (allreduce, allgather, broadcast: every rank's
@@ -328,7 +333,8 @@ static int half_calls(const pto_kctx *ctx, pto_domain dom, int calls, int first,
  * algorithm on rank 1, 23, 24: src of shape -3 or 0 on both, 25: two blocks on one scratch view
  * at once, 26-28: a small broadcast's count, its count across the table's limit, rank 1's dst
  * of shape 0, 29: 40 scratch views, then both ranks the root, 30: both the root, named at call
- * #5, 31: both the root of #12 among 20, named at call #16, 10: a count
+ * #1 + LAG, 31: both the root of #CASE31_ROOT (SLOTS + LAG) among SLOTS + 3 LAG, named at call
+ * #CASE31_ROOT + LAG, 10: a count
  * whose data goes with the call table on rank 0 and by put on rank 1; 6, 7: a bad argument on both
  * ranks; 11-14: below) in its low byte, the run's number above. tensors: scratch, the result row
  * [1] (i32: this rank's status). */
@@ -518,17 +524,18 @@ static int mismatch_kernel(const pto_kctx *ctx) {
     if (!rc) rc = pto_broadcast(ctx, dom, &sv, &o16, &in16, me);
     break;
   }
-  case 30: /* each rank the root of broadcast #1, then 4 allreduces: the 4th (call #5)
-            * checks #1 and fails on both ranks, naming the broadcast */
+  case 30: /* each rank the root of broadcast #1, then LAG allreduces: the last (call
+            * #1 + LAG) checks #1 and fails on both ranks, naming the broadcast */
     rc = pto_broadcast(ctx, dom, s, &o, &in, me);
-    for (int i = 0; i < 4 && !rc; i++)
+    for (int i = 0; i < COLL_ONEWAY_LAG && !rc; i++)
       rc = pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
     break;
-  case 31: /* 20 small broadcasts from rank 0 on one view, each rank the root of #12: call #16
-            * checks #12 (before, the check at #13 dropped it with the call #5 in its slot,
-            * and #12 was never checked) */
-    for (int i = 1; i <= 20 && !rc; i++)
-      rc = pto_broadcast(ctx, dom, s, &o, &in, i == 12 ? me : 0);
+  case 31: /* SLOTS + 3 LAG small broadcasts from rank 0 on one view, each rank the root of
+            * #CASE31_ROOT (SLOTS + LAG): call #CASE31_ROOT + LAG checks it (before, the
+            * check at #CASE31_ROOT + 1 dropped it with the call #1 + LAG in its slot, and it
+            * was never checked) */
+    for (int i = 1; i <= COLL_TABLE_SLOTS + 3 * COLL_ONEWAY_LAG && !rc; i++)
+      rc = pto_broadcast(ctx, dom, s, &o, &in, i == CASE31_ROOT ? me : 0);
     break;
   case 32: /* rank 1 fails before rank 0's small broadcast: the root's one-way call returns,
             * its task's end waits for rank 1's call until the node cancels it, and what it
@@ -776,7 +783,7 @@ static void test_mismatch(void **state) {
                                 "dst is not a valid tensor: shape[0] is 0 (< 1)",
                                 "mismatched root",
                                 "broadcast #1",
-                                "broadcast #12",
+                                "broadcast #" STR(CASE31_ROOT),
                                 "rank 1 gives up before the broadcast",
                                 "broadcast #1",
                                 "the ranks made different numbers of calls there",
@@ -831,7 +838,7 @@ static void test_mismatch(void **state) {
      * task's end): both calls were one-way, and the task's end names the last one */
     if (m == 29 && !dist_records_path()) assert_int_equal(res[0], PTO_EINVAL);
     if (m == 29 && dist_records_path()) assert_non_null(strstr(err.details, "broadcast #41"));
-    /* case 30: the check at call #5 (COLL_ONEWAY_LAG after it) names broadcast #1 */
+    /* case 30: the check at call #1 + COLL_ONEWAY_LAG names broadcast #1 */
     if (m == 30 && !dist_records_path())
       assert_non_null(strstr(err.details, "broadcast: mismatched root on domain"));
     /* through MPI's records each root's record reaches the other rank's next call, #2,
