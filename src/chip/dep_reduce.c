@@ -29,6 +29,11 @@
  * every listed producer is at or after r->retired (collect_dep), and so
  * is every task up to a pre (pre >= retired - 1 at its submit).
  *
+ * Rule 1 is also applied while the producers are listed (run.h,
+ * dep_ordered): one reported after a listed q with p <= c(q) is not
+ * listed, so its slot is not read or marked. Here it drops those reported
+ * before the q that covers them.
+ *
  * Cost: O(producers) for rule 1, plus at most REDUCE_LOOKS of the
  * producers' own nodes for rule 2 (a partial pass only drops fewer: each
  * drop is sound on its own). A chain's task (one producer) skips both. */
@@ -40,18 +45,12 @@
  * submitted; never a task id, PTO_TASK_NONE, nor collect_dep's mark (self). */
 static pto_task_id implied_mark(pto_task_id self) { return -2 - self; }
 
-/* c(p): every task up to c(p) is p, an ancestor of p or retired before p's submit. */
-static int64_t covered(pto_run *r, pto_task_id p) {
-  int64_t pre = run_slot(r, p)->pre;
-  return pre >= p - 1 ? p : pre;
-}
-
 /* Rule 1: keeps the producers no other one covers; returns how many. */
 static uint32_t drop_covered(pto_run *r, pto_task_id *preds, uint32_t n) {
   int64_t c1 = -1, c2 = -1; /* the two largest c(p), and whose the first is */
   pto_task_id who = -1;
   for (uint32_t i = 0; i < n; i++) {
-    int64_t c = covered(r, preds[i]);
+    int64_t c = dep_covered(r, preds[i]);
     if (c > c1) {
       c2 = c1;
       c1 = c;
@@ -86,13 +85,18 @@ static uint32_t drop_recorded(pto_run *r, pto_task_id implied, pto_task_id *pred
   return m;
 }
 
-uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n, int64_t *pre) {
+uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n, int64_t cover,
+                    int64_t *pre) {
+  /* what the listed producers cover (the largest dep_covered: kept by
+   * rule 1, and valid if rule 2 drops it, since it is then an ancestor of
+   * another), or what had retired */
+  int64_t c = cover > r->retired - 1 ? cover : r->retired - 1;
   /* No producer: nothing this submit marked, so the walk below would stop
    * at the first slot, the oldest live task's, which a core is likely
    * completing: not read at all (a line fewer from a core per independent
    * task) */
   if (n == 0) {
-    *pre = r->retired - 1;
+    *pre = c;
     return 0;
   }
   const pto_task_id implied = implied_mark(self);
@@ -100,11 +104,6 @@ uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n
   if (n >= 2) n = drop_recorded(r, implied, preds, n);
   /* the new task's pre: what its producers cover, then the producers
    * (and the tasks marked behind them) that follow without a gap */
-  int64_t c = r->retired - 1;
-  for (uint32_t i = 0; i < n; i++) {
-    int64_t ci = covered(r, preds[i]);
-    if (ci > c) c = ci;
-  }
   while (c + 1 < self) {
     pto_task_id mark = run_slot(r, c + 1)->dep_mark;
     if (mark != self && mark != implied) break;

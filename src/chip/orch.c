@@ -589,17 +589,19 @@ typedef struct dep_collect {
   pto_task_id self;
   bool oom;
   uint32_t recorded; /* TensorMap entries recorded for self: none goes while it is live */
+  int64_t cover;     /* dep_ordered's */
 } dep_collect;
 
+#define DEP_COLLECT(r, self) ((dep_collect){(r), (self), false, 0, (r)->retired - 1})
+
 /* True when the task being submitted is ordered after producer: retired
- * (completed) or listed as a dependency. */
+ * (completed), implied by a listed producer, or listed as a dependency
+ * (dep_ordered, dep_list). */
 static bool collect_dep(void *arg, int64_t producer) {
   dep_collect *c = arg;
   pto_run *r = c->r;
-  if (producer < r->retired) return true;
-  if (producer >= c->self) return false;
-  task *p = run_slot(r, producer);
-  if (p->dep_mark == c->self) return true; /* already listed */
+  int k = dep_ordered(r, c->self, c->cover, producer);
+  if (k) return k > 0;
   if (r->depbuf_n == r->depbuf_cap) {
     pto_task_id *n = realloc(r->depbuf, sizeof(pto_task_id) * r->depbuf_cap * 2);
     if (!n) {
@@ -609,7 +611,7 @@ static bool collect_dep(void *arg, int64_t producer) {
     r->depbuf = n;
     r->depbuf_cap *= 2;
   }
-  p->dep_mark = c->self;
+  dep_list(r, c->self, &c->cover, producer);
   r->depbuf[r->depbuf_n++] = producer;
   return true;
 }
@@ -975,7 +977,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   }
 
   /* 4. dependencies: inferred from regions, plus explicit ones */
-  dep_collect dc = {r, id, false, 0};
+  dep_collect dc = DEP_COLLECT(r, id);
   r->depbuf_n = 0;
   int64_t pre = -1; /* the task's (dep_reduce) */
   bool inferred = inferred_edges(r, kernel_id);
@@ -995,7 +997,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   if (r->capture)
     r->depbuf_n = graph_capture_reduce(r, r->depbuf, r->depbuf_n);
   else if (kernel_id != KERNEL_REDUX_COMBINE)
-    r->depbuf_n = dep_reduce(r, id, r->depbuf, r->depbuf_n, &pre);
+    r->depbuf_n = dep_reduce(r, id, r->depbuf, r->depbuf_n, dc.cover, &pre);
   /* (a combine task's up to 256 edges are its contributions, which seldom
    * imply each other: the reduction read each one's slot and nodes for
    * nothing; keeping an edge is always sound) */
@@ -1226,7 +1228,7 @@ static int host_access(pto_orch *o, const pto_tensor *t, tmap_mode mode, int64_t
   if (stale) return submit_fail(r, PTO_EINVAL, "%s: %s", what, stale);
   int rc = redux_flush_overlapping(r, t); /* the host sees the folded result */
   if (rc) return rc;
-  dep_collect dc = {r, r->next_id, false, 0};
+  dep_collect dc = DEP_COLLECT(r, r->next_id);
   r->depbuf_n = 0;
   tmap_conflicts(&r->tm, t, mode, r->retired, collect_dep, &dc);
   if (dc.oom) return submit_fail(r, PTO_ENOMEM, "%s: dependency list allocation failed", what);

@@ -701,10 +701,43 @@ void spread_orch_share(pto_run *r);
 
 /* Dependency reduction [dep_reduce.c]: drops, in place, each producer of
  * the task `self` being submitted that others of its producers imply, and
- * returns how many are kept, with the task's `pre` (task.pre). Reads the
+ * returns how many are kept, with the task's `pre` (task.pre). `cover`:
+ * the largest dep_covered of the listed producers (or less). Reads the
  * listed producers' pre and dependency nodes (task.ndeps before dep_end,
  * their producers in dep_from) and overwrites dep_marks. */
-uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n, int64_t *pre);
+uint32_t dep_reduce(pto_run *r, pto_task_id self, pto_task_id *preds, uint32_t n, int64_t cover,
+                    int64_t *pre);
+/* c(p), for a live task p: every task up to c(p) is p, an ancestor of p
+ * or had retired at p's submit. So a task ordered after p is ordered after
+ * every task up to c(p) (dep_reduce's rule 1). */
+static inline int64_t dep_covered(pto_run *r, pto_task_id p) {
+  int64_t pre = run_slot(r, p)->pre;
+  return pre >= p - 1 ? p : pre;
+}
+
+/* Submit's listing of the producers the TensorMap reports for the task
+ * `self` (orch.c, collect_dep). `cover` starts at r->retired - 1 and
+ * stays the largest dep_covered of the listed ones. dep_ordered: 1 when
+ * self is already ordered after p (retired, at or below cover, or
+ * listed), -1 when p is not before self, 0 when p is to be listed
+ * (dep_list). A producer at or below cover is not listed, and its slot is
+ * not read: in W4 a consumer's writer and reader of its row from the round
+ * before, and a producer's 64 readers of its output, all come before the
+ * task its first argument found (the round's producer, the last reducer),
+ * which waited for them; dep_reduce dropped them all, after a write of
+ * each one's dep_mark, on the line of its fanout_head that the cores
+ * write. (r->retired is checked too: a wait for TensorMap room retires
+ * tasks.) */
+static inline int dep_ordered(pto_run *r, pto_task_id self, int64_t cover, pto_task_id p) {
+  if (p <= cover || p < r->retired) return 1;
+  if (p >= self) return -1;
+  return run_slot(r, p)->dep_mark == self;
+}
+static inline void dep_list(pto_run *r, pto_task_id self, int64_t *cover, pto_task_id p) {
+  run_slot(r, p)->dep_mark = self;
+  int64_t c = dep_covered(r, p);
+  if (c > *cover) *cover = c;
+}
 
 /* Captured graphs [graph_record.c] (pto/graph.h). While r->capture is
  * set, submit first reduces the producers of the task being submitted to
