@@ -612,19 +612,20 @@ def test_window_buffer_names_with_a_nul_byte_are_refused(node):
     collective's scratch "s\\0junk" used buffer "s", and a domain's buffer
     "a\\0b" was created as "a", all as a success."""
     h = node.host_array(8)
+    scratch = pto.coll_scratch_bytes(2, 8 * 4)
     calls = [
         (lambda no: no.window(no.domain([0, 1], {"x": 32}), 0, "x\0y", np.float32, 8),
          "window: name 'x\\\\x00y' contains a NUL byte \\(C would see 'x'\\)"),
         (lambda no: no.domain([0, 1], {"a\0b": 32}),
          "domain: window buffer: name 'a\\\\x00b' contains a NUL byte"),
-        (lambda no: no.allreduce(no.domain([0, 1], {"s": 1 << 16}), "s\0junk", [h, h], [h, h]),
+        (lambda no: no.allreduce(no.domain([0, 1], {"s": scratch}), "s\0junk", [h, h], [h, h]),
          "allreduce: scratch: name 's\\\\x00junk' contains a NUL byte")]
     for call, msg in calls:
         with pytest.raises(pto.InvalidArgumentError, match=msg):
             node.run(call)
     src, dst = node.host_array((2, 8)), node.host_array((2, 8))
     src[:] = 1
-    node.run(lambda no: no.allreduce(no.domain([0, 1], {"s": 1 << 16}), "s", [dst[0], dst[1]],
+    node.run(lambda no: no.allreduce(no.domain([0, 1], {"s": scratch}), "s", [dst[0], dst[1]],
                                      [src[0], src[1]]))
     assert_array(dst, np.full((2, 8), 2, np.float32), "allreduce of two ones")
 
