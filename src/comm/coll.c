@@ -697,13 +697,18 @@ static int table_wait_for(coll *k, table_wait *w, const char *why) {
  * check. A difference fails this call, naming the broadcast's. */
 static int table_settle(coll *k, int32_t upto) {
   coll_table *t = table_of(k, k->me);
-  /* the calls of [upto - SLOTS + 1, upto] whose slots have bits, oldest
-   * first: bit i of `due` is call c0 + i's slot (the bits rotated) */
-  const int32_t c0 = upto - COLL_TABLE_SLOTS + 1;
+  /* the calls of [upto - (SLOTS - LAG) + 1, upto] whose slots have bits,
+   * oldest first: bit i of `due` is call c0 + i's slot (the bits rotated,
+   * in 64 bits: 32 slots shift by 32). The calls after upto that may
+   * still be unchecked (up to LAG - 1 of them) hold the slots before c0,
+   * so their bits are left out without a look; the slot_call test below
+   * stays for the rest. Every call is checked here LAG calls later, so a
+   * bit is seldom older than upto. */
+  enum { WINDOW = COLL_TABLE_SLOTS - COLL_ONEWAY_LAG };
+  const int32_t c0 = upto - WINDOW + 1;
   const int first = coll_table_slot(c0);
-  const uint64_t all = ((uint64_t)1 << COLL_TABLE_SLOTS) - 1; /* 64-bit: 32 slots shift by 32 */
-  uint64_t due = t->oneway & all;
-  due = (due >> first | due << (COLL_TABLE_SLOTS - first)) & all;
+  uint64_t due = t->oneway;
+  due = (due >> first | due << (COLL_TABLE_SLOTS - first)) & (((uint64_t)1 << WINDOW) - 1);
   for (; due; due &= due - 1) {
     int32_t c = c0 + __builtin_ctzll(due);
     /* the bit is of the call my slot holds: a later one, not due yet, when

@@ -38,7 +38,7 @@ static inline int32_t coll_ring_value(int32_t s, int n, int k) {
  * A root that reaches its bound waits for the slowest peer, so the lag
  * sets how many one-way calls a rank makes per wait: 16, where 4 made a
  * stream of 8-byte broadcasts on 4 ranks sharing 2 CPUs wait (and switch
- * threads) 4 times as often and take about twice as long per call
+ * threads) 4 times as often and take 2.5-5x as long per call
  * (docs/comm.md, "One-way broadcasts"); 32 slots of 4224 B hold it. */
 #define COLL_TABLE_SLOTS 32
 #define COLL_ONEWAY_LAG  16
