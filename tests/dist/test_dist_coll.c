@@ -531,9 +531,9 @@ static int mismatch_kernel(const pto_kctx *ctx) {
       rc = pto_allreduce(ctx, dom, s, &o16, &in16, PTO_RED_SUM, PTO_COLL_AUTO);
     break;
   case 31: /* SLOTS + 3 LAG small broadcasts from rank 0 on one view, each rank the root of
-            * #CASE31_ROOT (SLOTS + LAG): call #CASE31_ROOT + LAG checks it (before, the
-            * check at #CASE31_ROOT + 1 dropped it with the call #1 + LAG in its slot, and it
-            * was never checked) */
+            * #CASE31_ROOT (SLOTS + LAG), whose slot held call #LAG before: call
+            * #CASE31_ROOT + LAG checks it (an earlier check cleared the pending mark of a
+            * later call sharing the slot, and such a call was never checked) */
     for (int i = 1; i <= COLL_TABLE_SLOTS + 3 * COLL_ONEWAY_LAG && !rc; i++)
       rc = pto_broadcast(ctx, dom, s, &o, &in, i == CASE31_ROOT ? me : 0);
     break;
