@@ -721,13 +721,13 @@ static inline int64_t dep_covered(pto_run *r, pto_task_id p) {
  * self is already ordered after p (retired, at or below cover, or
  * listed), -1 when p is not before self, 0 when p is to be listed
  * (dep_list). A producer at or below cover is not listed, and its slot is
- * not read: in W4 a consumer's writer and reader of its row from the round
- * before, and a producer's 64 readers of its output, all come before the
- * task its first argument found (the round's producer, the last reducer),
- * which waited for them; dep_reduce dropped them all, after a write of
- * each one's dep_mark, on the line of its fanout_head that the cores
- * write. (r->retired is checked too: a wait for TensorMap room retires
- * tasks.) */
+ * not read: listing it would write its dep_mark, on the line of its
+ * fanout_head that the cores write, for dep_reduce to drop it after. In
+ * W4 a consumer's writer and reader of its row from the round before,
+ * and a producer's 64 readers of its output, all come before the task its
+ * first argument found (the round's producer, the last reducer), which
+ * waited for them. (r->retired is checked too: a wait for TensorMap room
+ * retires tasks.) */
 static inline int dep_ordered(pto_run *r, pto_task_id self, int64_t cover, pto_task_id p) {
   if (p <= cover || p < r->retired) return 1;
   if (p >= self) return -1;

@@ -36,10 +36,10 @@ static inline int32_t coll_ring_value(int32_t s, int n, int k) {
  * rules for small ones (and that smaller bounds fail).
  *
  * A root that reaches its bound waits for the slowest peer, so the lag
- * sets how many one-way calls a rank makes per wait: 16, where 4 made a
- * stream of 8-byte broadcasts on 4 ranks sharing 2 CPUs wait (and switch
- * threads) 4 times as often and take 2.5-5x as long per call
- * (docs/comm.md, "One-way broadcasts"); 32 slots of 4224 B hold it. */
+ * sets how many one-way calls a rank makes per wait, and where ranks
+ * share CPUs each wait is a round of thread switches: 16 (docs/comm.md,
+ * "One-way broadcasts", measures 4, 8, 16 and 32); 32 slots of 4224 B
+ * hold it. */
 #define COLL_TABLE_SLOTS 32
 #define COLL_ONEWAY_LAG  16
 _Static_assert((COLL_TABLE_SLOTS & (COLL_TABLE_SLOTS - 1)) == 0 &&
