@@ -86,6 +86,10 @@ typedef struct comm_dom {
   /* With direct_all: rank p's window is at direct_base + p * win_bytes
    * (NULL when the backend maps them otherwise) */
   unsigned char *direct_base;
+  /* Set at each attach, unique in the process (never 0): what coll.c's
+   * memo of a scratch view's layout is keyed on, so that a domain closed
+   * and another attached at the same address is not taken for it. */
+  uint64_t uid;
 } comm_dom;
 
 /* [*lo, *hi): every rank's copy of d's windows; false when it has none or
