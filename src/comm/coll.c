@@ -112,7 +112,9 @@ enum { CELL_SEQ = 0, CELL_ARRIVE = 1, CELL_DONE = 2, CELL_RING = 3 };
  * read and written by this rank only, on every path. */
 #define CELL_BUSY  7
 #define HDR_CELLS  64
-#define DESC_BYTES 64
+#define DESC_BYTES 48
+/* the mesh's descriptors lie a line apart (desc_at) */
+#define DESC_STRIDE 64
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
 
 /* the kinds of comm_backend.h, which the backend's own collectives share */
@@ -155,28 +157,32 @@ static void op_name(int64_t op, char *out, size_t n) {
     snprintf(out, n, "op %" PRId64 "%s", base, rep);
 }
 
-/* What each rank publishes: plain integers, DESC_BYTES. */
+/* What each rank publishes: plain integers, DESC_BYTES, no padding (it
+ * is compared byte for byte: desc_same). */
 typedef struct coll_desc {
   int32_t kind;
   int32_t algo; /* as requested */
-  int64_t seq;
-  int64_t count; /* elements per block */
-  int64_t dtype;
+  int32_t seq;  /* the call number */
+  int32_t dtype;
+  int32_t root;
+  int32_t status; /* 0, or this rank's own argument error */
+  int64_t count;  /* elements per block */
   int64_t op;
-  int64_t root;
-  int64_t slot;   /* the scratch's mesh slot bytes: the layout follows from them */
-  int64_t status; /* 0, or this rank's own argument error */
+  int64_t slot; /* the scratch's mesh slot bytes: the layout follows from them */
 } coll_desc;
-_Static_assert(sizeof(coll_desc) == DESC_BYTES, "descriptor size");
+_Static_assert(sizeof(coll_desc) == DESC_BYTES && DESC_BYTES <= DESC_STRIDE, "descriptor size");
 
-/* One slot of a rank's call table: the generation on a line of its own,
- * written last (release), then what it publishes. */
+/* One slot of a rank's call table: the generation, written last
+ * (release), then what it publishes, from the slot's first line on: a
+ * call of up to 8 bytes is one line for its peers to read and for the
+ * caller to take back when it writes the slot again, not three (the
+ * generation, the descriptor and the data on lines of their own). */
 typedef struct coll_slot {
-  _Atomic uint64_t gen; /* coll_table_gen(epoch, call) */
-  unsigned char pad[56];
+  _Alignas(64) _Atomic uint64_t gen; /* coll_table_gen(epoch, call) */
   coll_desc d;
   unsigned char data[COLL_TABLE_DATA]; /* my whole src, when it fits */
 } coll_slot;
+_Static_assert(offsetof(coll_slot, data) == 56, "8 bytes of data on the generation's line");
 
 /* A rank's call table: its call count on this scratch and what only it
  * reads (the one-way broadcasts, table_exchange), then the slots. */
@@ -222,12 +228,12 @@ typedef struct coll {
 /* coll_open sets every field above why, one by one (a memset of them
  * compiled to `rep stos`, whose start-up was 7% of pto's own work in that
  * allreduce): a field added to coll must be set there too. */
-_Static_assert(offsetof(coll, why) == 185, "a new field of coll: set it in coll_open");
+_Static_assert(offsetof(coll, why) == 169, "a new field of coll: set it in coll_open");
 
 size_t pto_coll_scratch_bytes(int nranks, size_t block_bytes) {
   if (nranks < 1 || nranks > PTO_COMM_MAX_RANKS || block_bytes > ((size_t)1 << 48)) return 0;
   size_t n = (size_t)nranks;
-  return 64 + HDR_CELLS + TABLE_BYTES + n * DESC_BYTES + (n + 2) * (ALIGN64(block_bytes) + 256);
+  return 64 + HDR_CELLS + TABLE_BYTES + n * DESC_STRIDE + (n + 2) * (ALIGN64(block_bytes) + 256);
 }
 
 /* Records this rank's own argument error in k->why, unless one is there
@@ -426,7 +432,7 @@ static int scratch_layout(coll *k, const pto_tensor *scratch, const char *name) 
   }
   uintptr_t a = (uintptr_t)(sbuf + scratch->offset * (int64_t)es), al = (a + 63) & ~(uintptr_t)63;
   size_t total = (size_t)numel * es;
-  size_t hdr = HDR_CELLS + TABLE_BYTES + (size_t)k->n * DESC_BYTES;
+  size_t hdr = HDR_CELLS + TABLE_BYTES + (size_t)k->n * DESC_STRIDE;
   if (total < al - a + hdr + (size_t)(k->n + 2) * 64)
     return comm_fail(k->c, PTO_EINVAL,
                      "%s: scratch of %zu bytes is too small for %d ranks (see "
@@ -546,7 +552,7 @@ static const unsigned char *peer_slot(const coll *k, int p) {
 }
 static unsigned char *ring_slot(const coll *k, int s) { return k->data + (size_t)s * k->ring_slot; }
 static unsigned char *desc_at(const coll *k, int p) {
-  return k->base + HDR_CELLS + (size_t)p * DESC_BYTES;
+  return k->base + HDR_CELLS + (size_t)p * DESC_STRIDE;
 }
 
 /* The call fails on this rank naming how rank p's call (o) differs from
@@ -557,9 +563,9 @@ static int mismatch(coll *k, int p, const coll_desc *o, const char *field) {
   op_name(k->d.op, mop, sizeof mop);
   op_name(o->op, oop, sizeof oop);
   return comm_fail(k->c, PTO_EINVAL,
-                   "%s: mismatched %s on domain %d: rank %d called %s #%" PRId64 " (count %" PRId64
-                   ", %s, %s, root %" PRId64 ", %s), rank %d called %s #%" PRId64 " (count %" PRId64
-                   ", %s, %s, root %" PRId64 ", %s)",
+                   "%s: mismatched %s on domain %d: rank %d called %s #%" PRId32 " (count %" PRId64
+                   ", %s, %s, root %" PRId32 ", %s), rank %d called %s #%" PRId32 " (count %" PRId64
+                   ", %s, %s, root %" PRId32 ", %s)",
                    name, field, k->dom, k->me, name, k->d.seq, k->d.count,
                    pto_dtype_name((pto_dtype)k->d.dtype), mop, k->d.root,
                    algo_name(k->d.algo, malgo, sizeof malgo), p, kind_name(o->kind), o->seq,
@@ -599,12 +605,12 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
    * algorithm, a count of -1): comparing them would name a difference
    * instead of the error */
   if (k->d.status)
-    return comm_fail(k->c, (int)k->d.status, "%s #%" PRId64 " on domain %d rank %d: %s", name,
+    return comm_fail(k->c, (int)k->d.status, "%s #%" PRId32 " on domain %d rank %d: %s", name,
                      k->d.seq, k->dom, k->me, k->why);
   for (int p = 0; p < k->n; p++)
     if (p != k->me && ((const coll_desc *)descs[p])->status)
       return comm_fail_secondary(k->c, (int)((const coll_desc *)descs[p])->status,
-                                 "%s #%" PRId64
+                                 "%s #%" PRId32
                                  " on domain %d: rank %d called with invalid arguments (rank "
                                  "%d stops too)",
                                  name, k->d.seq, k->dom, p, k->me);
@@ -619,7 +625,7 @@ static int check_descs(coll *k, const unsigned char *const *descs) {
     if (field) return mismatch(k, p, o, field);
     if (o->slot != k->d.slot) /* the same call on views of other lengths */
       return comm_fail(k->c, PTO_EINVAL,
-                       "%s #%" PRId64 ": mismatched scratch size on domain %d: rank %d's scratch "
+                       "%s #%" PRId32 ": mismatched scratch size on domain %d: rank %d's scratch "
                        "view has %" PRId64 "-byte slots, rank %d's %" PRId64
                        " (pass views of one size on every rank)",
                        name, k->d.seq, k->dom, k->me, k->d.slot, p, o->slot);
@@ -722,7 +728,7 @@ static int table_wait_for(coll *k, table_wait *w, const char *why) {
   char stop[160];
   if (comm_stopping(k->c))
     return comm_fail_secondary(k->c, PTO_ESHUTDOWN,
-                               "%s #%" PRId64 " ended: %s while domain %d rank %d waited for rank "
+                               "%s #%" PRId32 " ended: %s while domain %d rank %d waited for rank "
                                "%d's call%s",
                                name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom,
                                k->me, w->next, why);
@@ -731,7 +737,7 @@ static int table_wait_for(coll *k, table_wait *w, const char *why) {
    * another view's bytes when it called elsewhere */
   return comm_fail(
       k->c, PTO_EWAIT_TIMEOUT,
-      "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
+      "%s #%" PRId32 " timed out: domain %d rank %d waited %" PRId64
       " ms for rank %d's call #%" PRId32 "%s on the scratch view at window offset %" PRIu64
       ", which rank %d has not made there (it did not call, or called on "
       "another scratch view or buffer) (task epoch %u)",
@@ -997,15 +1003,15 @@ static int native_fail(coll *k, int rc, int64_t ms, const char *what, const char
   char stop[160];
   if (comm_stopping(k->c))
     return comm_fail_secondary(
-        k->c, PTO_ESHUTDOWN, "%s #%" PRId64 " ended: %s while domain %d rank %d waited for %s: %s",
+        k->c, PTO_ESHUTDOWN, "%s #%" PRId32 " ended: %s while domain %d rank %d waited for %s: %s",
         name, k->d.seq, comm_stop_why(k->c, stop, sizeof stop), k->dom, k->me, what, why);
   if (rc == PTO_ESHUTDOWN) return rc; /* the run already failed elsewhere */
   if (rc == PTO_EWAIT_TIMEOUT)
     return comm_fail(k->c, rc,
-                     "%s #%" PRId64 " timed out: domain %d rank %d waited %" PRId64
+                     "%s #%" PRId32 " timed out: domain %d rank %d waited %" PRId64
                      " ms for %s: %s (task epoch %u)",
                      name, k->d.seq, k->dom, k->me, ms, what, why, k->c->epoch);
-  return comm_fail(k->c, rc, "%s #%" PRId64 " on domain %d rank %d, %s: %s", name, k->d.seq, k->dom,
+  return comm_fail(k->c, rc, "%s #%" PRId32 " on domain %d rank %d, %s: %s", name, k->d.seq, k->dom,
                    k->me, what, why);
 }
 
@@ -1105,7 +1111,7 @@ static int check_recs(coll *k, const unsigned char *const *recs, const coll_rec 
     if (o->epoch != mine->epoch)
       return comm_fail(
           k->c, PTO_EMPI,
-          "%s #%" PRId64 " on domain %d rank %d: rank %d's record is of its call #%" PRId64
+          "%s #%" PRId32 " on domain %d rank %d: rank %d's record is of its call #%" PRId32
           " of node task epoch %" PRId64 ", this call is of epoch %" PRId64
           ": that call did not complete and its record was still in flight (the "
           "scratch buffer's collectives are out of step: use another scratch "
@@ -1113,7 +1119,7 @@ static int check_recs(coll *k, const unsigned char *const *recs, const coll_rec 
           kind_name(k->d.kind), k->d.seq, k->dom, k->me, p, o->d.seq, o->epoch, mine->epoch);
     if (o->view_at != mine->view_at)
       return comm_fail(k->c, PTO_EINVAL,
-                       "%s #%" PRId64 ": mismatched scratch view on domain %d: rank %d called on "
+                       "%s #%" PRId32 ": mismatched scratch view on domain %d: rank %d called on "
                        "the view at byte %" PRId64 " of buffer '%s', rank %d on the one at byte "
                        "%" PRId64,
                        kind_name(k->d.kind), k->d.seq, k->dom, k->me, mine->view_at,
