@@ -55,6 +55,10 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                          "a waiter spins this long (ns) before it yields and parks"},
     [PTO_OPT_PARK_MAX_MS] = {"park_max_ms", "PTO_PARK_MAX_MS", PTO_PARK_MAX_MS, 1, PTO_DAY_MS,
                              "a parked waiter re-checks this often (ms; also -DPTO_PARK_MAX_MS)"},
+    [PTO_OPT_WAIT_MEMBARRIER] = {"wait_membarrier", "PTO_WAIT_MEMBARRIER", 1, 0, 1,
+                                 "1: on an event shared between processes, a waiter about to "
+                                 "park makes the signallers' fence (membarrier(2)) and a signal "
+                                 "makes none, where the kernel allows; 0: both fence"},
     [PTO_OPT_NODE_STARTUP_MS] = {"startup_timeout_ms", "PTO_NODE_STARTUP_MS", 300000, 1, PTO_DAY_MS,
                                  "node: deadline for the chip processes to start"},
     [PTO_OPT_NODE_CONTROL_MS] = {"control_timeout_ms", "PTO_NODE_CONTROL_MS", 30000, 1, PTO_DAY_MS,

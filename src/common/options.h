@@ -30,6 +30,7 @@ typedef enum pto_opt {
   /* waits (src/common/wait.c) */
   PTO_OPT_SPIN_NS,
   PTO_OPT_PARK_MAX_MS,
+  PTO_OPT_WAIT_MEMBARRIER,
   /* node: pto_node_config_init's defaults and the chip processes */
   PTO_OPT_NODE_STARTUP_MS,
   PTO_OPT_NODE_CONTROL_MS,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -32,11 +33,59 @@ static uint64_t park_max_ns(void) {
   return v;
 }
 
+/* ---- the waiter makes the signaller's fence: membarrier(2) ----
+ * A signal orders its caller's state change before its look at `waiters`,
+ * and a waiter its announcement before its re-check of the condition
+ * (Dekker, below). With a fence on each side, every signal waits for its
+ * store buffer to drain: after a store to a line that another process
+ * reads (a collective's call table slot), a cross-CPU round trip, about a
+ * third of an 8-byte broadcast's time on 2 ranks of shared windows. A
+ * waiter parks far less often than signals are made, and a park is a
+ * syscall anyway; so on an event shared between processes (a window's),
+ * where the kernel has membarrier's expedited global command, the waiter
+ * makes the fence of every thread of every registered process
+ * (MEMBARRIER_CMD_GLOBAL_EXPEDITED) and a signal orders its two accesses
+ * for the compiler only: either its state change was made before that
+ * barrier on its CPU, and the waiter's re-check sees it, or its load of
+ * `waiters` comes after the barrier, and sees the announcement. Every
+ * process of pto's that signals such an event registers first (asym_ready;
+ * a fork inherits the registration). The process that initialises an
+ * event decides for all (asym): a waiter in a process that cannot make the
+ * call polls instead of parking. Events of one process (a chip's) keep
+ * both fences. tests/unit/test_wait_model.c explores both rules. */
+static long sys_membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
+
+/* Whether this process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
+ * (registering it the first time). Racing first callers both register:
+ * the call is idempotent. */
+static bool asym_ready(void) {
+  static _Atomic int state; /* 0: not asked yet, 1: registered, -1: cannot */
+  int st = atomic_load_explicit(&state, memory_order_relaxed);
+  if (st == 0) {
+    long q = sys_membarrier(MEMBARRIER_CMD_QUERY);
+    st = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+                 sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0
+             ? 1
+             : -1;
+    atomic_store_explicit(&state, st, memory_order_relaxed);
+  }
+  return st > 0;
+}
+
 void pto_event_init(pto_event *ev, bool process_shared) {
   atomic_init(&ev->seq, 0);
   atomic_init(&ev->waiters, 0);
   atomic_init(&ev->armed, 0);
   ev->shared = process_shared ? 1u : 0u;
+  ev->asym = process_shared && pto_option(PTO_OPT_WAIT_MEMBARRIER) && asym_ready();
+}
+
+/* The waiter's fence: the signallers' too on an asym event. False when
+ * that call failed: the caller must not park (no signal fenced for it). */
+static bool waiter_fence(const pto_event *ev) {
+  if (ev->asym) return sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+  atomic_thread_fence(memory_order_seq_cst);
+  return true;
 }
 
 static void futex_wake_all(pto_event *ev) {
@@ -61,14 +110,14 @@ static void futex_park(pto_event *ev, uint32_t seen, uint64_t ns) {
  * allowed by C11 and done by weakly ordered CPUs even after a seq_cst RMW):
  * the waker would read waiters == 0 and skip the wake while we read the old
  * state and park. tests/unit/test_wait_model.c explores it. */
-static bool announce(pto_event *ev, pto_cond_fn cond, void *arg, uint32_t *seen) {
+static bool announce(pto_event *ev, pto_cond_fn cond, void *arg, uint32_t *seen, bool *fenced) {
   *seen = atomic_load_explicit(&ev->seq, memory_order_seq_cst);
   atomic_fetch_add_explicit(&ev->waiters, 1, memory_order_seq_cst);
   /* Before the fence, as `waiters`: a signal whose state change this
    * re-check misses finds armed set and wakes (test_wait_model.c finds
    * the lost wake-up when armed is set after the re-check). */
   atomic_store_explicit(&ev->armed, 1, memory_order_seq_cst);
-  atomic_thread_fence(memory_order_seq_cst);
+  *fenced = waiter_fence(ev);
   if (!cond(arg)) return false;
   atomic_fetch_sub_explicit(&ev->waiters, 1, memory_order_relaxed);
   return true;
@@ -81,8 +130,13 @@ void pto_event_signal(pto_event *ev) {
   /* The fence orders the caller's state change before the load of
    * `waiters`; it pairs with the waiter's seq_cst increment of `waiters`
    * followed by its re-check of the condition (Dekker): either we see the
-   * waiter and wake it, or it sees the new state and does not park. */
-  atomic_thread_fence(memory_order_seq_cst);
+   * waiter and wake it, or it sees the new state and does not park. On an
+   * asym event the waiter makes it for us (above), once this process is
+   * registered. */
+  if (ev->asym && asym_ready())
+    atomic_signal_fence(memory_order_seq_cst);
+  else
+    atomic_thread_fence(memory_order_seq_cst);
   pto_event_signal_fenced(ev);
 }
 
@@ -366,7 +420,8 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
   uint64_t sleep_ns = 1000;
   for (;;) {
     uint32_t seen = 0;
-    if (ev ? announce(ev, cond, arg, &seen) : cond(arg)) return true;
+    bool fenced = true;
+    if (ev ? announce(ev, cond, arg, &seen, &fenced) : cond(arg)) return true;
     uint64_t now = pto_now_ns();
     if (now >= deadline_ns) {
       if (ev) retreat(ev);
@@ -374,11 +429,12 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
     }
     uint64_t left = deadline_ns - now;
     park_begin();
-    if (ev) {
+    if (ev && fenced) {
       uint64_t park = park_max_ns();
       futex_park(ev, seen, left < park ? left : park);
       retreat(ev);
     } else {
+      if (ev) retreat(ev);
       uint64_t ns = left < sleep_ns ? left : sleep_ns;
       struct timespec ts = {0, (long)ns};
       nanosleep(&ts, NULL);
@@ -390,9 +446,11 @@ bool pto_wait(pto_event *ev, pto_cond_fn cond, void *arg, uint64_t deadline_ns) 
 
 void pto_wait_idle(pto_event *ev, pto_cond_fn cond, void *arg) {
   if (pto_wait(ev, cond, arg, pto_now_ns() + park_max_ns())) return;
-  for (uint32_t seen; !announce(ev, cond, arg, &seen);) { /* as pto_wait's park, no timeout */
+  uint32_t seen;
+  bool fenced;
+  while (!announce(ev, cond, arg, &seen, &fenced)) { /* as pto_wait's park, no timeout */
     park_begin();
-    futex_park(ev, seen, UINT64_MAX);
+    futex_park(ev, seen, fenced ? UINT64_MAX : park_max_ns());
     retreat(ev);
     park_end();
   }

@@ -23,6 +23,7 @@ typedef struct pto_event {
   _Atomic uint32_t waiters; /* parked (or about to park) waiters */
   _Atomic uint32_t armed;   /* 1: a waiter announced itself since the last wake */
   uint32_t shared;          /* nonzero: lives in memory shared between processes */
+  uint32_t asym;            /* nonzero: its waiters fence for its signallers (wait.c) */
 } pto_event;
 
 void pto_event_init(pto_event *ev, bool process_shared);
