@@ -515,6 +515,57 @@ static void test_view_checked_agrees(void **state) {
   assert_true(passed > 1000 && refused > 1000);
 }
 
+/* A view whose elements lie along its last dim, every other extent 1 (a
+ * 1-D tensor, a row), takes region.c's short path (view_of_line); the same
+ * bytes as an n x 1 column of stride 1 (extent 1 last) take the general
+ * one. Both must give the same normalised view and the same verdict, for
+ * valid views and for shapes, offsets and dtypes that overflow or are
+ * refused. */
+static void test_line_views_as_general(void **state) {
+  (void)state;
+  static const int64_t odd[] = {-1, 0, 1, 2, 3, 12, INT64_MAX / 8, INT64_MAX / 2, INT64_MAX};
+  int lines = 0;
+  for (int iter = 0; iter < 20000; iter++) {
+    static const pto_dtype dts[] = {PTO_U8, PTO_F16, PTO_F32, PTO_I64};
+    pto_dtype dt = dts[rnd(4)];
+    int64_t n = 1 + (int64_t)rnd(12), off = (int64_t)rnd(8);
+    if (rnd(4) == 0) n = odd[rnd(sizeof odd / sizeof odd[0])];
+    if (rnd(4) == 0) off = odd[rnd(sizeof odd / sizeof odd[0])];
+    pto_tensor line, col;
+    memset(&line, 0, sizeof line);
+    line.buf = buf;
+    line.buf_bytes = rnd(8) ? BUF_BYTES : (size_t)rnd(BUF_BYTES);
+    line.dtype = dt;
+    line.offset = off;
+    /* a row of a matrix ([1, n] or [1, 1, n]) or a 1-D tensor */
+    line.ndims = 1 + (int32_t)rnd(3);
+    for (int d = 0; d < line.ndims; d++) {
+      line.shape[d] = 1;
+      line.stride[d] = 1 + (int64_t)rnd(40);
+    }
+    line.shape[line.ndims - 1] = n;
+    line.stride[line.ndims - 1] = 1;
+    col = line;
+    col.ndims = 2;
+    col.shape[0] = n;
+    col.stride[0] = 1;
+    col.shape[1] = 1;
+    col.stride[1] = 1;
+    region_view a, b;
+    bool ok_a = region_view_checked(&line, &a), ok_b = region_view_checked(&col, &b);
+    assert_int_equal(ok_a, ok_b);
+    assert_int_equal(a.known, b.known);
+    assert_int_equal(a.base, b.base);
+    assert_int_equal(a.lo, b.lo);
+    assert_int_equal(a.hi, b.hi);
+    assert_int_equal(a.n, b.n);
+    assert_int_equal(a.dense, b.dense);
+    assert_memory_equal(a.lv, b.lv, sizeof a.lv[0] * (size_t)a.n);
+    lines += ok_a;
+  }
+  assert_true(lines > 1000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bytes),
@@ -526,6 +577,7 @@ int main(void) {
       cmocka_unit_test(test_interior_pointers),
       cmocka_unit_test(test_random_brute_force),
       cmocka_unit_test(test_view_checked_agrees),
+      cmocka_unit_test(test_line_views_as_general),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
