@@ -115,7 +115,7 @@ enum { CELL_SEQ = 0, CELL_ARRIVE = 1, CELL_DONE = 2, CELL_RING = 3 };
 #define DESC_BYTES 48
 /* the mesh's descriptors lie a line apart (desc_at) */
 #define DESC_STRIDE 64
-#define ALIGN64(x) (((x) + 63) & ~(size_t)63)
+#define ALIGN64(x)  (((x) + 63) & ~(size_t)63)
 
 /* the kinds of comm_backend.h, which the backend's own collectives share */
 typedef comm_coll_kind coll_kind;
@@ -272,7 +272,7 @@ static pto_tensor cell(const coll *k, int i) {
 }
 
 static void *elem0(const pto_tensor *t) {
-  return (unsigned char *)t->buf + t->offset * (int64_t)pto_dtype_size((pto_dtype)t->dtype);
+  return (unsigned char *)t->buf + t->offset * (int64_t)tensor_es(t->dtype);
 }
 
 /* A local tensor argument: valid, contiguous, `want` elements of dtype dt
@@ -301,7 +301,7 @@ static bool local_ok_n(coll *k, const char *what, const pto_tensor *t, int64_t n
     return false;
   }
   /* the call's slots, and the peers' reads of them, lie in the scratch */
-  const unsigned char *lo = elem0(t), *hi = lo + (size_t)n * pto_dtype_size((pto_dtype)t->dtype);
+  const unsigned char *lo = elem0(t), *hi = lo + (size_t)n * tensor_es(t->dtype);
   if (lo < k->base + k->bytes && hi > k->base) {
     set_why(k, "%s overlaps the scratch view (its bytes %td..%td): src and dst must lie outside it",
             what, (lo > k->base ? lo : k->base) - k->base,
@@ -407,7 +407,7 @@ static int scratch_layout(coll *k, const pto_tensor *scratch, const char *name) 
                      "(domain %d rank %d)",
                      name, bad ? bad : "it is not contiguous", dom, k->me);
   }
-  size_t es = pto_dtype_size((pto_dtype)scratch->dtype);
+  size_t es = tensor_es(scratch->dtype);
   /* The scratch is local memory (its cells, table and slots are read and
    * written here): a view of a peer's copy of the buffer is refused. The
    * call goes on with the same bytes of my own copy, only to publish its
@@ -1355,7 +1355,7 @@ static int coll_done(coll *k) {
 
 /* Element size of a dtype that may be invalid (checked by local_ok). */
 static size_t dtype_size(int64_t dt) {
-  size_t es = dt >= 0 && dt < PTO_DTYPE_COUNT ? pto_dtype_size((pto_dtype)dt) : 0;
+  size_t es = dt >= 0 && dt < PTO_DTYPE_COUNT ? tensor_es((int32_t)dt) : 0;
   return es ? es : 1;
 }
 

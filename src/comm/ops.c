@@ -167,7 +167,7 @@ const char *comm_copy_name(const comm_copy_at *at, char *buf, size_t n) {
 static int local_tile_check(const op_env *e, const pto_tensor *t, int64_t dense, const char *what) {
   uint64_t lo, hi;
   if (dense > 0) {
-    uint64_t es = pto_dtype_size((pto_dtype)t->dtype);
+    uint64_t es = tensor_es(t->dtype);
     lo = (uint64_t)t->offset * es;
     hi = lo + (uint64_t)dense * es; /* bounded by buf_bytes: tensor_dense_numel */
   } else if (!tensor_byte_span(t, &lo, &hi)) {
@@ -217,7 +217,7 @@ static int win_view(const op_env *e, const pto_tensor *t, int64_t dense, const c
   char why[240];
   int i, rc;
   if (dense > 0) {
-    uint64_t es = pto_dtype_size((pto_dtype)t->dtype);
+    uint64_t es = tensor_es(t->dtype);
     rc = comm_span_locate(d, t->buf, (uint64_t)t->offset * es, (uint64_t)(t->offset + dense) * es,
                           buf_woff, &i, why, sizeof why);
   } else {
@@ -297,7 +297,7 @@ static int xfer_run(void *arg, int64_t remote, int64_t local, int64_t n) {
 
 static int local_run(void *arg, int64_t a, int64_t b, int64_t n) {
   const pto_tensor *const *t = arg; /* t[0] dst, t[1] src */
-  size_t es = pto_dtype_size((pto_dtype)t[0]->dtype);
+  size_t es = tensor_es(t[0]->dtype);
   memmove((unsigned char *)t[0]->buf + (size_t)a * es,
           (const unsigned char *)t[1]->buf + (size_t)b * es, (size_t)n * es);
   return 0;
@@ -359,7 +359,7 @@ static int own_overlap_move(xfer *x, const pto_tensor *remote, const pto_tensor 
  * own rank over overlapping views, own_overlap_move. */
 static int move(op_env *e, const pto_tensor *remote, const pto_tensor *local, int kind,
                 int64_t dense, uint64_t woff) {
-  size_t es = pto_dtype_size((pto_dtype)remote->dtype);
+  size_t es = tensor_es(remote->dtype);
   xfer x = {e, woff, (unsigned char *)local->buf, es, (pto_dtype)remote->dtype, kind};
   int rc;
   if (own_overlap(e, remote, woff, local)) {
@@ -400,7 +400,7 @@ static int checked_xfer(op_env *e, const pto_tensor *remote, const pto_tensor *l
   const comm_buffer_desc *b = NULL; /* set by win_view when it returns 0 */
   rc = win_view(e, remote, dense, kind == 2 ? "src" : "dst", &woff, &b);
   if (rc) return rc;
-  size_t es = pto_dtype_size((pto_dtype)remote->dtype);
+  size_t es = tensor_es(remote->dtype);
   if (kind == 1 && woff % es != 0)
     return comm_fail(e->c, PTO_EALIGN,
                      "%s: destination in buffer '%s' is not aligned to %zu "

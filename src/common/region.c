@@ -72,7 +72,7 @@ static bool view_of(const pto_tensor *t, region_view *v, bool *packed_ok) {
   if (t->dtype < 0 || t->dtype >= PTO_DTYPE_COUNT || t->ndims < 1 || t->ndims > PTO_MAX_DIMS ||
       t->offset < 0)
     return false;
-  const int64_t es = (int64_t)pto_dtype_size((pto_dtype)t->dtype);
+  const int64_t es = (int64_t)tensor_es(t->dtype);
   const int line = t->ndims - 1;
   if (t->stride[line] == 1) {
     int d = 0;

@@ -14,7 +14,7 @@
 #include "pto/orch.h"
 #include "pto/status.h"
 
-static const size_t dtype_sizes[PTO_DTYPE_COUNT] = {
+const size_t tensor_dtype_sizes[PTO_DTYPE_COUNT] = {
     [PTO_F32] = 4, [PTO_F16] = 2, [PTO_BF16] = 2, [PTO_I32] = 4, [PTO_I16] = 2,
     [PTO_I8] = 1,  [PTO_U8] = 1,  [PTO_I64] = 8,  [PTO_F64] = 8,
 };
@@ -26,7 +26,7 @@ static const char *const dtype_names[PTO_DTYPE_COUNT] = {
 
 static bool dtype_ok(int32_t dt) { return dt >= 0 && dt < PTO_DTYPE_COUNT; }
 
-size_t pto_dtype_size(pto_dtype dt) { return dtype_ok((int32_t)dt) ? dtype_sizes[dt] : 0; }
+size_t pto_dtype_size(pto_dtype dt) { return tensor_es((int32_t)dt); }
 
 const char *pto_dtype_name(pto_dtype dt) { return dtype_ok((int32_t)dt) ? dtype_names[dt] : "?"; }
 
@@ -46,7 +46,7 @@ const char *tensor_access_name(int access) {
 
 int tensor_check_shape(int32_t dtype, int ndims, const int64_t *shape, int64_t *bytes) {
   if (!dtype_ok(dtype) || ndims < 1 || ndims > PTO_MAX_DIMS || !shape) return PTO_EINVAL;
-  int64_t n = (int64_t)dtype_sizes[dtype];
+  int64_t n = (int64_t)tensor_dtype_sizes[dtype];
   for (int d = 0; d < ndims; d++) {
     if (shape[d] < 1 || __builtin_mul_overflow(n, shape[d], &n)) return PTO_EINVAL;
   }
@@ -84,7 +84,7 @@ const char *tensor_problem(const pto_tensor *t, bool allow_null_buf, char *why, 
   int64_t first, end, end_bytes;
   if (tensor_check_shape(t->dtype, t->ndims, t->shape, NULL) != PTO_OK ||
       !tensor_span(t, &first, &end) ||
-      __builtin_mul_overflow(end, (int64_t)dtype_sizes[t->dtype], &end_bytes))
+      __builtin_mul_overflow(end, (int64_t)tensor_dtype_sizes[t->dtype], &end_bytes))
     PROBLEM("its size or extent overflows 64 bits");
   if ((uint64_t)end_bytes > (uint64_t)t->buf_bytes)
     PROBLEM("it reaches byte %lld but the buffer has %zu bytes", (long long)end_bytes,
@@ -131,7 +131,7 @@ int64_t tensor_dense_numel(const pto_tensor *t) {
       return -1;
   }
   if (__builtin_add_overflow(t->offset, n, &end) ||
-      __builtin_mul_overflow(end, (int64_t)dtype_sizes[t->dtype], &end_bytes) ||
+      __builtin_mul_overflow(end, (int64_t)tensor_dtype_sizes[t->dtype], &end_bytes) ||
       (uint64_t)end_bytes > (uint64_t)t->buf_bytes)
     return -1;
   return n;
@@ -140,7 +140,7 @@ int64_t tensor_dense_numel(const pto_tensor *t) {
 bool tensor_byte_span(const pto_tensor *t, uint64_t *lo, uint64_t *hi) {
   int64_t first, end, es;
   if (!t || !dtype_ok(t->dtype) || !tensor_span(t, &first, &end)) return false;
-  es = (int64_t)dtype_sizes[t->dtype];
+  es = (int64_t)tensor_dtype_sizes[t->dtype];
   if (__builtin_mul_overflow(first, es, &first) || __builtin_mul_overflow(end, es, &end))
     return false;
   *lo = (uint64_t)first;
@@ -157,7 +157,7 @@ int tensor_check(const pto_tensor *t, bool allow_null_buf) {
   if (!t || (!t->buf && !allow_null_buf) || !dtype_ok(t->dtype) || t->ndims < 1 ||
       t->ndims > PTO_MAX_DIMS || t->offset < 0)
     return PTO_EINVAL;
-  int64_t es = (int64_t)dtype_sizes[t->dtype], last, end_bytes;
+  int64_t es = (int64_t)tensor_dtype_sizes[t->dtype], last, end_bytes;
   bool packed_fits;
   if (!tensor_dims_reach(t, es, &last, &packed_fits) || !packed_fits ||
       __builtin_mul_overflow(last + 1, es, &end_bytes) ||

@@ -11,6 +11,13 @@
 
 #include "pto/tensor.h"
 
+/* pto_dtype_size inline, for the runtime's per-call paths (a submit, a
+ * collective, an op): the bytes of dtype dt, 0 for an unknown one. */
+extern const size_t tensor_dtype_sizes[PTO_DTYPE_COUNT];
+static inline size_t tensor_es(int32_t dt) {
+  return (uint32_t)dt < PTO_DTYPE_COUNT ? tensor_dtype_sizes[dt] : 0;
+}
+
 /* PTO_OK or PTO_EINVAL. Checks dtype, ndims in 1..PTO_MAX_DIMS, shape >= 1,
  * stride > 0, offset >= 0, that element count and byte size do not overflow,
  * and that every element lies inside buf_bytes. buf must be non-NULL unless
