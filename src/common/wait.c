@@ -81,8 +81,10 @@ void pto_event_init(pto_event *ev, bool process_shared) {
 }
 
 /* The waiter's fence: the signallers' too on an asym event. False when
- * that call failed: the caller must not park (no signal fenced for it). */
-static bool waiter_fence(const pto_event *ev) {
+ * that call failed: the caller must not park (no signal fenced for it).
+ * noinline: gcc 12 -fsanitize=thread rejects (-Wtsan) the fence inlined
+ * in announce. */
+static __attribute__((noinline)) bool waiter_fence(const pto_event *ev) {
   if (ev->asym) return sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
   atomic_thread_fence(memory_order_seq_cst);
   return true;
