@@ -107,7 +107,7 @@ PTO_API int pto_reduce_scatter(const pto_kctx *ctx, pto_domain dom, const pto_te
  * windows, several hosts), up to a few calls ahead of the other ranks,
  * each of which checks the root's call against its own; the calls the
  * root cannot compare at once are checked at a later call on the scratch
- * (16 calls on with a call table, 17-32 through MPI's records) or at the
+ * (32 calls on with a call table, 17-32 through MPI's records) or at the
  * node task's end. So a rank that also took itself for the root fails the
  * root's task (PTO_EINVAL, naming both calls) rather than the root's call
  * (docs/comm.md, "One-way broadcasts"). */

@@ -188,16 +188,16 @@ _Static_assert(offsetof(coll_slot, data) == 56, "8 bytes of data on the generati
  * reads (the one-way broadcasts, table_exchange), then the slots. */
 typedef struct coll_table {
   uint64_t calls;      /* coll_table_gen(epoch, last call): read and written by me only */
-  uint32_t oneway;     /* bit coll_table_slot(c): my call c, a one-way broadcast's root, is
+  uint64_t oneway;     /* bit coll_table_slot(c): my call c, a one-way broadcast's root, is
                           not yet checked against the peers' calls (table_settle) */
   uint32_t pend_epoch; /* the task in which this view went on the comm's pending list */
-  unsigned char pad[48];
+  unsigned char pad[44];
   /* rank p has published its call known[p] (or a later one) on this view
    * in this task: read and written by me only (table_reuse_wait) */
   int32_t known[PTO_COMM_MAX_RANKS];
   coll_slot slot[COLL_TABLE_SLOTS];
 } coll_table;
-_Static_assert(COLL_TABLE_SLOTS <= 32, "a one-way bit per slot");
+_Static_assert(COLL_TABLE_SLOTS <= 64, "a one-way bit per slot");
 #define TABLE_BYTES sizeof(coll_table)
 #define NO_TABLE    UINT64_MAX
 
@@ -781,8 +781,8 @@ static bool peers_made(coll *k, int32_t c, const coll_desc *d, int only) {
 static int table_settle(coll *k, int32_t upto) {
   coll_table *t = table_of(k, k->me);
   /* the calls of [upto - (SLOTS - LAG) + 1, upto] whose slots have bits,
-   * oldest first: bit i of `due` is call c0 + i's slot (the bits rotated,
-   * in 64 bits: 32 slots shift by 32). The calls after upto that may
+   * oldest first: bit i of `due` is call c0 + i's slot (the bits rotated;
+   * a shift by all 64 would be undefined). The calls after upto that may
    * still be unchecked (up to LAG - 1 of them) hold the slots before c0,
    * so their bits are left out without a look; the slot_call test below
    * stays for the rest. Every call is checked here LAG calls later, so a
@@ -791,13 +791,14 @@ static int table_settle(coll *k, int32_t upto) {
   const int32_t c0 = upto - WINDOW + 1;
   const int first = coll_table_slot(c0);
   uint64_t due = t->oneway;
-  due = (due >> first | due << (COLL_TABLE_SLOTS - first)) & (((uint64_t)1 << WINDOW) - 1);
+  if (first) due = due >> first | due << (COLL_TABLE_SLOTS - first);
+  due &= ((uint64_t)1 << WINDOW) - 1;
   for (; due; due &= due - 1) {
     int32_t c = c0 + __builtin_ctzll(due);
     /* the bit is of the call my slot holds: a later one, not due yet, when
      * that is not c */
     if (c < 1 || slot_call(k, k->me, c) != c) continue;
-    t->oneway &= ~(1u << coll_table_slot(c));
+    t->oneway &= ~((uint64_t)1 << coll_table_slot(c));
     /* my one-way call c, as the broadcast's root: no error of its own */
     if (peers_made(k, c, &table_slot(k, k->me, c)->d, -1)) continue;
     coll_desc now = k->d;
@@ -960,7 +961,7 @@ static int table_exchange(coll *k, size_t bb, const void *pub, size_t pub_bytes,
     if (p != k->me) d->be->wake(d->win, p);
   coll_table *t = table_of(k, k->me);
   if (root_alone) {
-    t->oneway |= 1u << coll_table_slot(s);
+    t->oneway |= (uint64_t)1 << coll_table_slot(s);
     if (pubs) pubs[k->me] = mine->data;
     return 0;
   }

@@ -37,11 +37,12 @@ static inline int32_t coll_ring_value(int32_t s, int n, int k) {
  *
  * A root that reaches its bound waits for the slowest peer, so the lag
  * sets how many one-way calls a rank makes per wait, and where ranks
- * share CPUs each wait is a round of thread switches: 16 (docs/comm.md,
- * "One-way broadcasts", measures 4, 8, 16 and 32); 32 slots of 4224 B
- * hold it. */
-#define COLL_TABLE_SLOTS 32
-#define COLL_ONEWAY_LAG  16
+ * share CPUs each wait is a round of thread switches: 32 (docs/comm.md,
+ * "One-way broadcasts", measures 4, 8, 16 and 32), the most a 64-bit
+ * mask of pending checks (coll.c, coll_table.oneway) holds; 64 slots of
+ * 4160 B hold it. */
+#define COLL_TABLE_SLOTS 64
+#define COLL_ONEWAY_LAG  32
 _Static_assert((COLL_TABLE_SLOTS & (COLL_TABLE_SLOTS - 1)) == 0 &&
                    2 * COLL_ONEWAY_LAG <= COLL_TABLE_SLOTS && COLL_ONEWAY_LAG >= 1,
                "a power of two, and room for a root LAG calls ahead");

@@ -39,7 +39,7 @@
 #define NDTYPES   5
 static const pto_dtype dtypes[NDTYPES] = {PTO_F32, PTO_F16, PTO_BF16, PTO_I32, PTO_F64};
 /* case 31's root call, as a literal for its expected message */
-#define CASE31_ROOT 48
+#define CASE31_ROOT 96
 _Static_assert(CASE31_ROOT == COLL_TABLE_SLOTS + COLL_ONEWAY_LAG, "case 31's root call");
 #define STR_(x) #x
 #define STR(x)  STR_(x)
