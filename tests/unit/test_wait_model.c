@@ -32,9 +32,17 @@
  * the protocols, not the compiled code: x86 executes a locked RMW as a full
  * barrier, so no test on x86 can show the missing fence.
  *
+ * On an event shared between processes (wait.c, asym) the waker makes no
+ * fence and the waiter's is membarrier(2): one step that drains every
+ * thread's buffer (the other threads run a full barrier during the call,
+ * and the waiter does nothing else meanwhile, so one step covers every
+ * timing).
+ *
  * A lost wake-up is a final state (no step enabled) where the waiter is
  * parked although the waker has finished. Expected: found without the
- * waiter-side fence (its trace is printed), none with the fences. */
+ * waiter-side fence (its trace is printed), and without the waker's when
+ * the waiter's is a plain fence; none with the fences, or with
+ * membarrier on the waiter's side alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
