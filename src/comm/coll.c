@@ -11,7 +11,7 @@
  *                         set by the previous rank); the last, BUSY, is
  *                         no signal: the block of this chip in a call on
  *                         the view (one at a time: coll_open)
- *   table   320 + 8 x 4224 my call table (backends with direct windows,
+ *   table   320 + 64 x 4160 my call table (backends with direct windows,
  *                         below): written by me only, its slots read by
  *                         every peer
  *   descs   n x 64        descriptor of rank p's call, written by p
