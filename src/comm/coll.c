@@ -1358,8 +1358,8 @@ static int coll_done(coll *k) {
 }
 
 /* Element size of a dtype that may be invalid (checked by local_ok). */
-static size_t dtype_size(int64_t dt) {
-  size_t es = dt >= 0 && dt < PTO_DTYPE_COUNT ? tensor_es((int32_t)dt) : 0;
+static size_t dtype_size(int32_t dt) {
+  size_t es = tensor_es(dt);
   return es ? es : 1;
 }
 

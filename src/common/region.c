@@ -39,12 +39,6 @@ static bool view_dense(const region_view *v) {
   return true;
 }
 
-/* Normalises t: its byte range (tensor_dims_reach), and its levels with
- * extent > 1 sorted by stride ascending (the element's own bytes as level
- * (1, elem_size)). False for a malformed view or one whose byte addresses
- * overflow (callers then answer conservatively). *packed_ok: the packed
- * byte size, tensor_check_shape's product, fits int64 as well (set only
- * when true is returned). */
 /* view_of for a view whose elements lie one after the other along its
  * last dim, every other extent 1 (a 1-D tensor, a row of a matrix): the
  * same levels without the general walk and sort, about a third of the
@@ -68,6 +62,12 @@ static bool view_of_line(const pto_tensor *t, int64_t es, region_view *v, bool *
   return true;
 }
 
+/* Normalises t: its byte range (tensor_dims_reach), and its levels with
+ * extent > 1 sorted by stride ascending (the element's own bytes as level
+ * (1, elem_size)). False for a malformed view or one whose byte addresses
+ * overflow (callers then answer conservatively). *packed_ok: the packed
+ * byte size, tensor_check_shape's product, fits int64 as well (set only
+ * when true is returned). */
 static bool view_of(const pto_tensor *t, region_view *v, bool *packed_ok) {
   if (t->dtype < 0 || t->dtype >= PTO_DTYPE_COUNT || t->ndims < 1 || t->ndims > PTO_MAX_DIMS ||
       t->offset < 0)
