@@ -64,7 +64,35 @@ static inline void xp_oom(void) {
   abort();
 }
 
+/* The visited set's buffers a finished search leaves to the next one in
+ * this process (searches run one at a time): the larger searches store
+ * hundreds of MiB of keys, and giving them back to the system only to
+ * fault them in again for the next search cost more than the search
+ * itself under the sanitizers, whose shadow memory faults in too. */
+static struct {
+  uint8_t *keys, *color;
+  size_t key_bytes, ncolor; /* their sizes */
+  uint32_t *table;
+  size_t size;
+} xp_spare;
+
+/* An empty set takes the spare buffers, the table cleared. */
+static inline void xp_set_adopt(xp_set *s) {
+  size_t cap = xp_spare.key_bytes / s->key_size;
+  s->cap = cap < xp_spare.ncolor ? cap : xp_spare.ncolor;
+  s->keys = xp_spare.keys;
+  s->color = xp_spare.color;
+  s->table = xp_spare.table;
+  s->size = xp_spare.size;
+  memset(s->table, 0, s->size * sizeof *s->table);
+  memset(&xp_spare, 0, sizeof xp_spare);
+}
+
 static inline void xp_set_grow(xp_set *s) {
+  if (!s->table && xp_spare.table) {
+    xp_set_adopt(s);
+    return;
+  }
   size_t ns = s->size ? s->size * 2 : 1 << 14;
   uint32_t *t = calloc(ns, sizeof *t);
   if (!t) xp_oom();
@@ -107,10 +135,24 @@ static inline size_t xp_visit(xp_set *s, const void *key, bool *found) {
   return id;
 }
 
+/* Keeps the larger of this set's buffers and the spare ones as the spare
+ * (xp_spare), frees the others. */
 static inline void xp_set_free(xp_set *s) {
-  free(s->keys);
-  free(s->color);
-  free(s->table);
+  if (s->cap * s->key_size > xp_spare.key_bytes) {
+    free(xp_spare.keys);
+    free(xp_spare.color);
+    free(xp_spare.table);
+    xp_spare.keys = s->keys;
+    xp_spare.color = s->color;
+    xp_spare.key_bytes = s->cap * s->key_size;
+    xp_spare.ncolor = s->cap;
+    xp_spare.table = s->table;
+    xp_spare.size = s->size;
+  } else {
+    free(s->keys);
+    free(s->color);
+    free(s->table);
+  }
   memset(s, 0, sizeof *s);
 }
 
