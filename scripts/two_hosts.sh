@@ -11,6 +11,10 @@
 #
 #   scripts/two_hosts.sh [BUILD_DIR] [PROGRAM [ARGS...]]
 #
+# PTO_TWO_HOSTS_WRAP, when set, is a command each rank's program runs
+# under (a profiler: perf record, strace -c), e.g. a script that execs
+# `perf record -o /tmp/rank_$OMPI_COMM_WORLD_RANK.perf "$@"`.
+#
 # Needs root (ip netns, unshare), iproute2 and Open MPI's mpirun. Cleans up
 # the namespaces and the veth pair on exit, also when interrupted. Exit
 # status: the job's (0 when everything was verified), 2 when the namespaces
@@ -90,7 +94,7 @@ ip netns exec $A unshare --uts --mount sh -c '
   --mca plm_rsh_agent "$tmp/agent" --mca pml ob1 --mca btl tcp,self \
   --mca oob_tcp_if_include $NET --mca btl_tcp_if_include $NET \
   --mca osc ucx -x UCX_TLS=tcp,self \
-  -x OMPI_MCA_mpi_yield_when_idle "$prog" "$@"
+  -x OMPI_MCA_mpi_yield_when_idle ${PTO_TWO_HOSTS_WRAP:-} "$prog" "$@"
 rc=$?
 say "job exit status $rc"
 exit $rc
