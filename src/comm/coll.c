@@ -902,7 +902,7 @@ static int coll_settle_all(pto_comm *c) {
        i < COMM_MAX_DOMAINS && !rc && atomic_load_explicit(&c->coll_records, memory_order_relaxed);
        i++) {
     comm_dom *d = c->doms[i];
-    if (!d || d->my_rank < 0 || !d->be->settle || d->direct_all) continue; /* direct: tables */
+    if (!d || d->my_rank < 0 || !d->settle_run || d->direct_all) continue; /* direct: tables */
     for (int b = 0; b < d->desc.nbuffers && !rc; b++) {
       if (d->coll_calls[b].epoch != c->epoch) continue;
       coll k;
@@ -1147,7 +1147,7 @@ static int settle_check(void *arg, uint64_t tag, const unsigned char **recs) {
   return rc;
 }
 
-/* At call `call` on the scratch buffer, a multiple of COMM_ONEWAY_RUN
+/* At call `call` on the scratch buffer, a multiple of the backend's run
  * (before its exchange), or `last`, at the task's end (call: the last
  * one): checks the calls since the last check but one, whose headers the
  * ranks acknowledged after one-way broadcasts (the backend's settle); a
@@ -1182,8 +1182,8 @@ static int records_settle(coll *k, int32_t call, bool last) {
  * A small broadcast (oneway_root >= 0) without a call table is one-way,
  * as in the table: only the root sends its record, and returns once it is
  * sent, each other rank once it came (blk[root] alone); every rank checks
- * the others' headers of the call COMM_ONEWAY_RUN to 2 * COMM_ONEWAY_RUN
- * calls later on the buffer, or at the task's end, acknowledged in batches
+ * the others' headers of the call one to two runs of calls later on the
+ * buffer (the backend's settle_run), or at the task's end, acknowledged in batches
  * (records_settle; the backend may run it whole, when a record would not
  * go as one message). */
 static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
@@ -1213,10 +1213,12 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
     k->d.status = PTO_EINVAL;
   }
   k->d.seq = next_call(k);
-  /* every COMM_ONEWAY_RUN calls, whatever this one is: the acknowledgements */
-  bool settles = k->table == NO_TABLE && k->n > 1 && k->cd->be->settle;
+  /* every run of calls (the backend's settle_run), whatever this one is:
+   * the acknowledgements */
+  int run = k->cd->settle_run;
+  bool settles = k->table == NO_TABLE && k->n > 1 && run > 0;
   int32_t s = (int32_t)k->d.seq;
-  int rc = settles && s % COMM_ONEWAY_RUN == 0 ? records_settle(k, s, false) : 0;
+  int rc = settles && s % run == 0 ? records_settle(k, s, false) : 0;
   if (rc) return rc;
   const void *blocks[PTO_COMM_MAX_RANKS];
   bool data = block && k->d.status == 0 && bb <= fuse_bytes(k);

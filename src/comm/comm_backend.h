@@ -90,14 +90,13 @@ typedef struct comm_exchange {
    * and the call waits only for it (the root for none): on 0 recv[root]
    * alone is filled (on the root none). The other ranks' headers come
    * later, acknowledged in batches: settle, which the caller makes before
-   * its exchange of every call whose number is a multiple of
-   * COMM_ONEWAY_RUN, and at its task's end. The backend runs it as a
+   * its exchange of every call whose number is a multiple of the
+   * backend's settle_run, and at its task's end. The backend runs it as a
    * whole exchange (every recv[p] filled) when a record would not go as
    * one message. */
   int root; /* -1: a whole exchange */
   size_t root_bytes;
 } comm_exchange;
-#define COMM_ONEWAY_RUN 16 /* the calls of one acknowledgement */
 typedef int (*comm_settle_fn)(void *arg, uint64_t tag, const unsigned char **recv);
 
 typedef struct comm_backend {
@@ -165,7 +164,7 @@ typedef struct comm_backend {
                   void *cancel_arg, char *why, size_t why_len);
   /* With exchange: the check of the one-way exchanges on buf, whose
    * other ranks sent the root nothing: at a call `tag` whose number is a
-   * multiple of COMM_ONEWAY_RUN (before its exchange), or `last`, at
+   * multiple of settle_run(w) (before its exchange), or `last`, at
    * the task's end (tag: the last call), it completes what the ranks
    * acknowledged of their calls before and calls check(check_arg, t,
    * recv) for each call t, recv[p] being rank p's header of it (recv[me]
@@ -174,6 +173,9 @@ typedef struct comm_backend {
   int (*settle)(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check,
                 void *check_arg, uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel,
                 void *cancel_arg, char *why, size_t why_len);
+  /* With settle: the calls of one acknowledgement, the same on every rank
+   * of the domain, fixed once the peers are reached (attach). */
+  int (*settle_run)(const comm_win *w);
   /* Optional: rank's window as mapped in this process, for the
    * collectives' call table (coll.c): my own stores into my window and
    * loads of peers' words, ordered by release/acquire on the words

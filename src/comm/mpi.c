@@ -1105,5 +1105,6 @@ const comm_backend comm_backend_mpi = {
     .coll = mpi_coll,
     .exchange = mpi_exchange,
     .settle = mpi_settle,
+    .settle_run = mpi_settle_run,
     .direct = mpi_direct,
 };

@@ -164,9 +164,27 @@ static size_t record_piece(void) {
   return piece >= PIECE_MIN ? piece : 0;
 }
 
-/* The peers on this host (bit per domain rank) and the pieces of the
- * records to them, the same on every rank (the smallest any rank found:
- * the two ends of a pair must cut and join alike). */
+/* The run of one-way calls acknowledged at once (mpi_coll.c, "one-way
+ * exchanges"): a root waits, at each run's end, for what its peers
+ * acknowledged a run before, so it may run 1-2 runs ahead of them. That
+ * is enough on one host, where a record takes a few microseconds. Across
+ * hosts (Open MPI's TCP transport, two network-namespace hosts on one
+ * machine) a root's 8-byte record reached its peer 45-200 us after its
+ * send (median 120-150), and the acknowledgement as long back: with runs
+ * of 16 the root waited 40-60 us at every run's end for acknowledgements
+ * of calls 16-32 back (a 2-rank 8-byte broadcast 1.6-1.7x MPI_Bcast's
+ * time, 7.3-9.6 us a call), with runs of 64 it runs far enough ahead
+ * (1.2-1.3x, 5.2-5.9 us). On one host longer runs only cost: the root's
+ * ring of records is 2 runs long, and a 2-rank 8-byte broadcast on RMA
+ * windows took 0.50-0.63 us with runs of 64 against 0.36-0.37 with 16.
+ * docs/comm.md, "One-way broadcasts", has the commands. */
+#define ONEWAY_RUN_NEAR 16 /* every rank of the domain on one host */
+#define ONEWAY_RUN_FAR  64 /* ranks on several hosts */
+
+/* The peers on this host (bit per domain rank), the pieces of the records
+ * to them and the run of one-way calls, the same on every rank (the
+ * smallest piece any rank found: the two ends of a pair must cut and join
+ * alike; the longer run when any rank has a peer on another host). */
 static int near_peers(comm_win *w, char *why, size_t why_len) {
   MPI_Comm node;
   MPI_Group all, local;
@@ -189,13 +207,15 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   w->xnear = 0;
   for (int i = 0; i < k; i++)
     if (out[i] != MPI_UNDEFINED && out[i] != w->my_rank) w->xnear |= (uint64_t)1 << out[i];
-  unsigned long piece = (unsigned long)record_piece(), min = 0;
-  err = MPI_Allreduce(&piece, &min, 1, MPI_UNSIGNED_LONG, MPI_MIN, w->comm);
+  /* [0]: the piece; [1]: 1 when all my peers are on this host */
+  unsigned long mine[2] = {(unsigned long)record_piece(), k == w->d.nranks}, min[2] = {0, 0};
+  err = MPI_Allreduce(mine, min, 2, MPI_UNSIGNED_LONG, MPI_MIN, w->comm);
   if (err != MPI_SUCCESS) {
-    err_why(why, why_len, "MPI_Allreduce (the records' piece size)", err);
+    err_why(why, why_len, "MPI_Allreduce (the records' piece size and run)", err);
     return PTO_EMPI;
   }
-  w->xpiece = (size_t)min;
+  w->xpiece = (size_t)min[0];
+  w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
   return 0;
 }
 
@@ -711,17 +731,18 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
  * What the other ranks' records would have told the root comes in
  * acknowledgements instead, on a tag of their own: from the task's first
  * one-way call on, every exchange's header (whole or one-way) is logged by
- * call number, and at every call s that is a multiple of ONEWAY_RUN each
- * rank whose last ONEWAY_RUN calls (s - RUN .. s - 1) had a one-way one
- * sends every peer their headers (from its first one-way call on) and
- * posts a receive of each peer's; at the next such call (or the task's
- * end: settle) it waits for them and hands every call's headers to the
- * caller's check. So a root runs at most 2 * ONEWAY_RUN calls ahead of
- * the slowest rank; a rank waits only for acknowledgements sent a batch
- * earlier. The root's sends leave from a ring of 2 * ONEWAY_RUN records,
- * complete by then. At the task's end the calls since the last batch are
- * acknowledged and waited for at once, marked as the end's, with the
- * rank's count of calls (a peer that made fewer or more calls is named).
+ * call number, and at every call s that is a multiple of the window's
+ * run (RUN: xrun, ONEWAY_RUN_NEAR or _FAR, above) each rank whose last
+ * RUN calls (s - RUN .. s - 1) had a one-way one sends every peer their
+ * headers (from its first one-way call on) and posts a receive of each
+ * peer's; at the next such call (or the task's end: settle) it waits for
+ * them and hands every call's headers to the caller's check. So a root
+ * runs at most 2 * RUN calls ahead of the slowest rank; a rank waits only
+ * for acknowledgements sent a batch earlier. The root's sends leave from
+ * a ring of 2 * RUN records, complete by then. At the task's end the
+ * calls since the last batch are acknowledged and waited for at once,
+ * marked as the end's, with the rank's count of calls (a peer that made
+ * fewer or more calls is named).
  * tests/unit/test_coll_records_explorer.c proves it over every
  * interleaving of small cases.
  *
@@ -730,13 +751,14 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
  * when the root's record, by this rank's arguments, fits), received into
  * a slot of that size: a longer record, from a rank that made another
  * call, is refused by MPI as truncated, and named. */
-#define ONEWAY_REC  (4096 + 128) /* a 4 KiB block, its header and length */
-#define ONEWAY_RUN  COMM_ONEWAY_RUN
-#define ONEWAY_LOG  (4 * ONEWAY_RUN) /* logged headers, by call number */
-#define ONEWAY_HDR  128              /* the most a header logs */
-#define ONEWAY_SEND (2 * ONEWAY_RUN) /* the root's records in flight */
-#define ACK_TAG     0x71
-_Static_assert(ONEWAY_LOG <= 64, "a one-way bit per logged call");
+#define ONEWAY_REC 4224 /* 4096 + 128: a 4 KiB block, its header and length */
+#define ONEWAY_HDR 128  /* the most a header logs */
+#define ACK_TAG    0x71
+/* Headers logged, by call number: 4 runs. The check at call s reads those
+ * of calls s - 2 RUN .. s - RUN - 1 after calls s - RUN .. s - 1 logged
+ * theirs, so 2 runs would do; 4 leave a margin. */
+#define LOG_RUNS 4
+#define LOG_MAX  (LOG_RUNS * ONEWAY_RUN_FAR)
 
 /* An acknowledgement: the calls first .. first + RUN - 1 (tags), the
  * sender's count of calls on the buffer, and their headers (hdr bytes
@@ -747,21 +769,24 @@ typedef struct oneway_ack {
   uint32_t end; /* the task's end's: calls is the count (a batch's against an end's, or an end's
                    against a batch's, is a rank that made fewer or more calls) */
 } oneway_ack;
-#define ACK_BYTES (sizeof(oneway_ack) + ONEWAY_RUN * ONEWAY_HDR)
 
 struct mpi_oneway {
-  uint32_t epoch;  /* of the calls logged last (an exchange of another one withdraws the rest) */
-  int n, per;      /* ranks; requests per peer set: 2 (n - 1) */
-  uint64_t oneway; /* bit t % ONEWAY_LOG: my call t was one-way */
-  uint64_t from;   /* the tag of my first one-way call in this task, 0: none (none logged yet) */
-  uint64_t open;   /* the first call of the acknowledgement in flight, or 0 */
+  uint32_t epoch;   /* of the calls logged last (an exchange of another one withdraws the rest) */
+  int n, per;       /* ranks; requests per peer set: 2 (n - 1) */
+  int run;          /* the window's xrun: calls of one acknowledgement */
+  int nlog;         /* LOG_RUNS * run: headers logged */
+  int nsend;        /* 2 * run: the root's records in flight */
+  size_t ack_bytes; /* an acknowledgement's most: sizeof(oneway_ack) + run * ONEWAY_HDR */
+  uint64_t oneway[LOG_MAX / 64]; /* bit t % nlog: my call t was one-way */
+  uint64_t from; /* the tag of my first one-way call in this task, 0: none (none logged yet) */
+  uint64_t open; /* the first call of the acknowledgement in flight, or 0 */
   size_t hdr;
-  unsigned char log[ONEWAY_LOG][ONEWAY_HDR];
-  unsigned char *send;  /* ONEWAY_SEND records of ONEWAY_REC bytes: the root's */
+  unsigned char *log;   /* nlog headers of ONEWAY_HDR bytes, by call number */
+  unsigned char *send;  /* nsend records of ONEWAY_REC bytes: the root's */
   unsigned char *rslot; /* a rank's receive of the root's record */
-  unsigned char *ack;   /* my acknowledgement in flight, then every peer's (ACK_BYTES each) */
+  unsigned char *ack;   /* my acknowledgement in flight, then every peer's (ack_bytes each) */
   MPI_Request rreq;     /* rslot's (done within the call, unless the call failed) */
-  MPI_Request *sreq;    /* ONEWAY_SEND * (n - 1): the root's sends, by slot */
+  MPI_Request *sreq;    /* nsend * (n - 1): the root's sends, by slot */
   MPI_Request *areq;    /* the acknowledgement's: receive from peer me - i at i - 1, send to
                            me + i at n - 2 + i (mpi_exchange's order, which missing_peers reads) */
 };
@@ -777,23 +802,31 @@ static bool oneway_fits(const comm_win *w, const comm_exchange *x) {
   return root <= most && mine <= most && x->hdr_bytes <= ONEWAY_HDR;
 }
 
-/* The buffer's one-way state; NULL when out of memory. */
+/* The buffer's one-way state, sized by the window's run; NULL when out
+ * of memory. */
 static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
   struct mpi_oneway *o = w->xone[buf];
   if (o) return o;
-  int n = w->d.nranks;
-  size_t nreq = (size_t)(ONEWAY_SEND + 2) * (size_t)(n - 1);
-  o = malloc(sizeof *o + (ONEWAY_SEND + 1) * (size_t)ONEWAY_REC + ((size_t)n + 1) * ACK_BYTES +
-             nreq * sizeof(MPI_Request));
+  int n = w->d.nranks, run = w->xrun;
+  size_t nlog = (size_t)LOG_RUNS * (size_t)run, nsend = 2 * (size_t)run;
+  size_t ack_bytes = sizeof(oneway_ack) + (size_t)run * ONEWAY_HDR;
+  size_t nreq = (nsend + 2) * (size_t)(n - 1);
+  o = malloc(sizeof *o + nlog * ONEWAY_HDR + (nsend + 1) * ONEWAY_REC +
+             ((size_t)n + 1) * ack_bytes + nreq * sizeof(MPI_Request));
   if (!o) return NULL;
   memset(o, 0, sizeof *o);
   o->n = n;
   o->per = 2 * (n - 1);
-  o->send = (unsigned char *)(o + 1);
-  o->rslot = o->send + ONEWAY_SEND * (size_t)ONEWAY_REC;
+  o->run = run;
+  o->nlog = (int)nlog;
+  o->nsend = (int)nsend;
+  o->ack_bytes = ack_bytes;
+  o->log = (unsigned char *)(o + 1);
+  o->send = o->log + nlog * ONEWAY_HDR;
+  o->rslot = o->send + nsend * ONEWAY_REC;
   o->ack = o->rslot + ONEWAY_REC;
-  o->sreq = (MPI_Request *)(o->ack + ((size_t)n + 1) * ACK_BYTES);
-  o->areq = o->sreq + ONEWAY_SEND * (size_t)(n - 1);
+  o->sreq = (MPI_Request *)(o->ack + ((size_t)n + 1) * ack_bytes);
+  o->areq = o->sreq + nsend * (size_t)(n - 1);
   o->rreq = MPI_REQUEST_NULL;
   for (size_t r = 0; r < nreq; r++)
     o->sreq[r] = MPI_REQUEST_NULL;
@@ -801,12 +834,18 @@ static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
   return o;
 }
 
+/* My logged header of call t. */
+static unsigned char *log_of(const struct mpi_oneway *o, uint64_t t) {
+  return o->log + (size_t)((uint32_t)t % (uint32_t)o->nlog) * ONEWAY_HDR;
+}
+
 /* Logs the header of my call x->tag (every exchange's, whole or one-way). */
 static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway) {
-  unsigned t = (uint32_t)x->tag % ONEWAY_LOG;
-  memcpy(o->log[t], x->hdr, x->hdr_bytes);
+  unsigned t = (uint32_t)x->tag % (uint32_t)o->nlog;
+  memcpy(log_of(o, x->tag), x->hdr, x->hdr_bytes);
   o->hdr = x->hdr_bytes;
-  o->oneway = (o->oneway & ~((uint64_t)1 << t)) | (uint64_t)oneway << t;
+  uint64_t *word = &o->oneway[t / 64], bit = (uint64_t)1 << (t % 64);
+  *word = oneway ? *word | bit : *word & ~bit;
   o->epoch = (uint32_t)(x->tag >> 32);
 }
 
@@ -833,7 +872,7 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
   if (x->root == me) {
     /* one record for every peer: the root's block is the same for each;
      * its slot's sends completed at the settle a batch ago */
-    int slot = (int)((uint32_t)x->tag % ONEWAY_SEND);
+    int slot = (int)((uint32_t)x->tag % (uint32_t)o->nsend);
     unsigned char *rec = o->send + (size_t)slot * ONEWAY_REC;
     MPI_Request *req = o->sreq + (size_t)slot * (size_t)(n - 1);
     const void *b = x->blocks ? x->blocks[(me + 1) % n] : NULL;
@@ -874,12 +913,15 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
 /* Did my calls first .. upto (tags of one epoch) include a one-way one? */
 static bool oneway_among(const struct mpi_oneway *o, uint64_t first, uint64_t upto) {
   for (uint64_t t = first; t <= upto; t++)
-    if ((uint32_t)t && o->oneway >> ((uint32_t)t % ONEWAY_LOG) & 1) return true;
+    if ((uint32_t)t) {
+      unsigned i = (uint32_t)t % (uint32_t)o->nlog;
+      if (o->oneway[i / 64] >> (i % 64) & 1) return true;
+    }
   return false;
 }
 
 /* Sends every peer my acknowledgement of my calls first .. upto (at most
- * ONEWAY_RUN) and posts the receives of theirs. */
+ * a run) and posts the receives of theirs. */
 static int ack_post(comm_win *w, int buf, struct mpi_oneway *o, uint64_t first, uint64_t upto,
                     bool end, char *why, size_t why_len) {
   int n = o->n, me = w->my_rank, err = MPI_SUCCESS;
@@ -889,13 +931,13 @@ static int ack_post(comm_win *w, int buf, struct mpi_oneway *o, uint64_t first, 
   a->end = end;
   unsigned char *at = o->ack + sizeof *a;
   for (uint64_t t = first; t <= upto; t++, at += o->hdr)
-    memcpy(at, o->log[(uint32_t)t % ONEWAY_LOG], o->hdr);
+    memcpy(at, log_of(o, t), o->hdr);
   int len = (int)(at - o->ack);
   MPI_Comm comm = w->bcomm[buf];
   for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
     int p = (me - i + n) % n;
-    err = MPI_Irecv(o->ack + (size_t)(p + 1) * ACK_BYTES, (int)ACK_BYTES, MPI_BYTE, p, ACK_TAG,
-                    comm, &o->areq[i - 1]);
+    err = MPI_Irecv(o->ack + (size_t)(p + 1) * o->ack_bytes, (int)o->ack_bytes, MPI_BYTE, p,
+                    ACK_TAG, comm, &o->areq[i - 1]);
   }
   for (int i = 1; i < n && err == MPI_SUCCESS; i++)
     err = MPI_Isend(o->ack, len, MPI_BYTE, (me + i) % n, ACK_TAG, comm, &o->areq[n - 2 + i]);
@@ -926,10 +968,10 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   if (rc) return rc;
   /* the root's sends of these calls: done long since (eager), tested here */
   /* by the batch's first call: the round's own may be a later one, the
-   * task's first one-way call (ONEWAY_RUN slots from s0 stay in the ring) */
-  int s0 = (int)((uint32_t)first / ONEWAY_RUN * ONEWAY_RUN % ONEWAY_SEND);
+   * task's first one-way call (run slots from s0 stay in the ring) */
+  int s0 = (int)((uint32_t)first / (uint32_t)o->run * (uint32_t)o->run % (uint32_t)o->nsend);
   req_poll sp = {o->sreq + (size_t)s0 * (size_t)(n - 1),
-                 ONEWAY_RUN * (n - 1),
+                 o->run * (n - 1),
                  MPI_SUCCESS,
                  cancel,
                  cancel_arg,
@@ -940,7 +982,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
               why_len);
   if (rc) return rc;
   for (int p = 0; p < n; p++) {
-    const oneway_ack *a = (const oneway_ack *)(o->ack + (size_t)(p + 1) * ACK_BYTES);
+    const oneway_ack *a = (const oneway_ack *)(o->ack + (size_t)(p + 1) * o->ack_bytes);
     if (p == me || (a->first == first && a->end == last && (!last || a->calls == mine->calls)))
       continue;
     unsigned from = (unsigned)(uint32_t)first ? (unsigned)(uint32_t)first : 1;
@@ -961,13 +1003,14 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
     const unsigned char *recv[PTO_COMM_MAX_RANKS];
     size_t off = sizeof(oneway_ack) + (size_t)(t - first) * o->hdr;
     for (int q = 0; q < n; q++)
-      recv[q] =
-          q == me ? o->log[(uint32_t)t % ONEWAY_LOG] : o->ack + (size_t)(q + 1) * ACK_BYTES + off;
+      recv[q] = q == me ? log_of(o, t) : o->ack + (size_t)(q + 1) * o->ack_bytes + off;
     *at = t;
     rc = check(check_arg, t, recv);
   }
   return rc;
 }
+
+int mpi_settle_run(const comm_win *w) { return w->xrun; }
 
 int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check, void *check_arg,
                uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
@@ -981,7 +1024,8 @@ int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn che
   if (rc) return rc;
   /* the calls since the last batch: at a batch's call tag, the batch
    * before it; at the task's end, the calls from the last batch on */
-  uint64_t first = last ? tag / ONEWAY_RUN * ONEWAY_RUN : tag - ONEWAY_RUN;
+  uint64_t run = (uint64_t)o->run;
+  uint64_t first = last ? tag / run * run : tag - run;
   uint64_t upto = last ? tag : tag - 1;
   if (!o->from || o->from > upto) return 0; /* no one-way call of mine yet */
   if (first < o->from) first = o->from;     /* the calls before it were not logged */
@@ -1008,7 +1052,7 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size
   for (int r = 0; r < n - 1; r++)
     if (o->areq[r] != MPI_REQUEST_NULL) MPI_Cancel(&o->areq[r]);
   req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
-                   {o->sreq, ONEWAY_SEND * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
+                   {o->sreq, o->nsend * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
                    {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, NULL}};
   for (int i = 0; i < 3; i++)
     if (!poll(&p[i], ONEWAY_WITHDRAW_MS)) {
@@ -1020,7 +1064,7 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size
       return PTO_EMPI;
     }
   o->open = 0;
-  o->oneway = 0;
+  memset(o->oneway, 0, sizeof o->oneway);
   o->from = 0;
   o->epoch = epoch;
   return 0;

@@ -92,6 +92,9 @@ struct comm_win {
    * transport sends eagerly (mpi_coll.c, record_piece); set at open. */
   uint64_t xnear;
   size_t xpiece;
+  /* The calls of one acknowledgement of the one-way exchanges (settle_run;
+   * mpi_coll.c, near_peers): the same on every rank; set at open. */
+  int xrun;
 };
 
 /* The backend's own collectives (mpi_coll.c): the communicators of each
@@ -107,5 +110,6 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
 int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check, void *check_arg,
                uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
                size_t why_len);
+int mpi_settle_run(const comm_win *w);
 
 #endif

@@ -39,4 +39,12 @@ static inline bool dist_records_path(void) {
   return (sw && atoi(sw) == 0) || (ls && atoi(ls) < atoi(ws));
 }
 
+/* Are the ranks on several hosts (scripts/two_hosts.sh)? Then the MPI
+ * backend acknowledges one-way calls in runs of 64, not 16 (mpi_coll.c,
+ * ONEWAY_RUN_FAR). */
+static inline bool dist_several_hosts(void) {
+  const char *ws = getenv("OMPI_COMM_WORLD_SIZE"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  return ws && ls && atoi(ls) < atoi(ws);
+}
+
 #endif

@@ -561,8 +561,9 @@ static int mismatch_kernel(const pto_kctx *ctx) {
       rc = pto_broadcast(ctx, dom, s, &o, &in, 0);
     break;
   case 35: /* the same across a batch: rank 0 makes 33 broadcasts, rank 1 31, whose end's
-            * acknowledgement (calls #17 to #31) is of the same calls as rank 0's batch (before
-            * the end mark, rank 1 passed and rank 0 waited until the deadline) */
+            * acknowledgement (calls #16 to #31, in runs of 16 on one host) is of the same
+            * calls as rank 0's batch (before the end mark, rank 1 passed and rank 0 waited
+            * until the deadline); across hosts, in runs of 64, the end acknowledges all */
     for (int i = 0; i < 33 - 2 * odd && !rc; i++)
       rc = pto_broadcast(ctx, dom, s, &o, &in, 0);
     break;
@@ -823,7 +824,7 @@ static void test_mismatch(void **state) {
      * mismatch (before, at the call) */
     bool oneway = m == 3 || (m >= 26 && m <= 29) || m >= 32 ||
                   /* through MPI's records the others' headers come in batches
-                   * of COMM_ONEWAY_RUN calls, checked a batch later: case 31's at
+                   * of a run of calls (settle_run), checked a batch later: case 31's at
                    * the task's end */
                   (dist_records_path() && (m == 30 || m == 31));
     for (int r = 0; r < 2; r++) /* case 25: only a block refused or cancelled says */
@@ -838,6 +839,11 @@ static void test_mismatch(void **state) {
      * task's end): both calls were one-way, and the task's end names the last one */
     if (m == 29 && !dist_records_path()) assert_int_equal(res[0], PTO_EINVAL);
     if (m == 29 && dist_records_path()) assert_non_null(strstr(err.details, "broadcast #41"));
+    if (m == 35) { /* the runs of acknowledged calls: 16 on one host, 64 across hosts */
+      const char *want = dist_several_hosts() ? "calls #1 to #3" : "calls #16 to #31";
+      if (!strstr(err.details, want))
+        fail_msg("case 35: expected the acknowledgements of \"%s\" in: %s", want, err.details);
+    }
     /* case 30: the check at call #1 + COLL_ONEWAY_LAG names broadcast #1 */
     if (m == 30 && !dist_records_path())
       assert_non_null(strstr(err.details, "broadcast: mismatched root on domain"));

@@ -2,7 +2,7 @@
  * MPI backend's records (src/comm/mpi_coll.c, "one-way exchanges"; coll.c,
  * native_exchange and records_settle) over every interleaving of 2 and 3
  * ranks making back-to-back calls on one window buffer, with the batch of
- * acknowledged calls (COMM_ONEWAY_RUN) as a small parameter. It shows that
+ * acknowledged calls (the backend's settle_run) as a small parameter. It shows that
  * the same explorer catches the broken variants: no acknowledgements (two
  * ranks that each take themselves for a broadcast's root both return
  * PTO_OK), a task's end that does not compare the ranks' counts of calls
