@@ -169,8 +169,8 @@ static size_t record_piece(void) {
  * acknowledged a run before, so it may run 1-2 runs ahead of them. That
  * is enough on one host, where a record takes a few microseconds. Across
  * hosts (Open MPI's TCP transport, two network-namespace hosts on one
- * machine) a root's 8-byte record reached its peer 45-200 us after its
- * send (median 120-150), and the acknowledgement as long back: with runs
+ * machine) a root's 8-byte record reached its peer 45 us to 1 ms after
+ * its send (median 120-150 us), an acknowledgement about 100 us: with runs
  * of 16 the root waited 40-60 us at every run's end for acknowledgements
  * of calls 16-32 back (a 2-rank 8-byte broadcast 1.6-1.7x MPI_Bcast's
  * time, 7.3-9.6 us a call), with runs of 64 it runs far enough ahead
@@ -771,25 +771,30 @@ typedef struct oneway_ack {
 } oneway_ack;
 
 struct mpi_oneway {
-  uint32_t epoch;   /* of the calls logged last (an exchange of another one withdraws the rest) */
-  int n, per;       /* ranks; requests per peer set: 2 (n - 1) */
-  int run;          /* the window's xrun: calls of one acknowledgement */
-  int nlog;         /* LOG_RUNS * run: headers logged */
-  int nsend;        /* 2 * run: the root's records in flight */
-  size_t ack_bytes; /* an acknowledgement's most: sizeof(oneway_ack) + run * ONEWAY_HDR */
-  uint64_t oneway[LOG_MAX / 64]; /* bit t % nlog: my call t was one-way */
+  uint32_t epoch; /* of the calls logged last (an exchange of another one withdraws the rest) */
+  int n, per;     /* ranks; requests per peer set: 2 (n - 1) */
+  int run;        /* the window's xrun: calls of one acknowledgement */
+  uint64_t oneway[LOG_MAX / 64]; /* bit t % nlog(o): my call t was one-way */
   uint64_t from; /* the tag of my first one-way call in this task, 0: none (none logged yet) */
   uint64_t open; /* the first call of the acknowledgement in flight, or 0 */
   size_t hdr;
-  unsigned char *log;   /* nlog headers of ONEWAY_HDR bytes, by call number */
-  unsigned char *send;  /* nsend records of ONEWAY_REC bytes: the root's */
+  unsigned char *log;   /* nlog(o) headers of ONEWAY_HDR bytes, by call number */
+  unsigned char *send;  /* nsend(o) records of ONEWAY_REC bytes: the root's */
   unsigned char *rslot; /* a rank's receive of the root's record */
-  unsigned char *ack;   /* my acknowledgement in flight, then every peer's (ack_bytes each) */
+  unsigned char *ack;   /* my acknowledgement in flight, then every peer's (ack_bytes(o) each) */
   MPI_Request rreq;     /* rslot's (done within the call, unless the call failed) */
-  MPI_Request *sreq;    /* nsend * (n - 1): the root's sends, by slot */
+  MPI_Request *sreq;    /* nsend(o) * (n - 1): the root's sends, by slot */
   MPI_Request *areq;    /* the acknowledgement's: receive from peer me - i at i - 1, send to
                            me + i at n - 2 + i (mpi_exchange's order, which missing_peers reads) */
 };
+
+/* The headers logged, the root's records in flight, and an
+ * acknowledgement's most bytes, by the window's run. */
+static uint32_t nlog(const struct mpi_oneway *o) { return LOG_RUNS * (uint32_t)o->run; }
+static uint32_t nsend(const struct mpi_oneway *o) { return 2 * (uint32_t)o->run; }
+static size_t ack_bytes(const struct mpi_oneway *o) {
+  return sizeof(oneway_ack) + (size_t)o->run * ONEWAY_HDR;
+}
 
 static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch) {
   return w->xone[buf] && w->xone[buf]->epoch != epoch;
@@ -807,26 +812,21 @@ static bool oneway_fits(const comm_win *w, const comm_exchange *x) {
 static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
   struct mpi_oneway *o = w->xone[buf];
   if (o) return o;
-  int n = w->d.nranks, run = w->xrun;
-  size_t nlog = (size_t)LOG_RUNS * (size_t)run, nsend = 2 * (size_t)run;
-  size_t ack_bytes = sizeof(oneway_ack) + (size_t)run * ONEWAY_HDR;
-  size_t nreq = (nsend + 2) * (size_t)(n - 1);
-  o = malloc(sizeof *o + nlog * ONEWAY_HDR + (nsend + 1) * ONEWAY_REC +
-             ((size_t)n + 1) * ack_bytes + nreq * sizeof(MPI_Request));
+  struct mpi_oneway sized = {.run = w->xrun}; /* what the sizes below follow */
+  int n = w->d.nranks;
+  size_t ns = nsend(&sized), ab = ack_bytes(&sized), nreq = (ns + 2) * (size_t)(n - 1);
+  o = malloc(sizeof *o + nlog(&sized) * ONEWAY_HDR + (ns + 1) * ONEWAY_REC + ((size_t)n + 1) * ab +
+             nreq * sizeof(MPI_Request));
   if (!o) return NULL;
-  memset(o, 0, sizeof *o);
+  *o = sized;
   o->n = n;
   o->per = 2 * (n - 1);
-  o->run = run;
-  o->nlog = (int)nlog;
-  o->nsend = (int)nsend;
-  o->ack_bytes = ack_bytes;
   o->log = (unsigned char *)(o + 1);
-  o->send = o->log + nlog * ONEWAY_HDR;
-  o->rslot = o->send + nsend * ONEWAY_REC;
+  o->send = o->log + nlog(o) * ONEWAY_HDR;
+  o->rslot = o->send + ns * ONEWAY_REC;
   o->ack = o->rslot + ONEWAY_REC;
-  o->sreq = (MPI_Request *)(o->ack + ((size_t)n + 1) * ack_bytes);
-  o->areq = o->sreq + nsend * (size_t)(n - 1);
+  o->sreq = (MPI_Request *)(o->ack + ((size_t)n + 1) * ab);
+  o->areq = o->sreq + ns * (size_t)(n - 1);
   o->rreq = MPI_REQUEST_NULL;
   for (size_t r = 0; r < nreq; r++)
     o->sreq[r] = MPI_REQUEST_NULL;
@@ -836,12 +836,12 @@ static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
 
 /* My logged header of call t. */
 static unsigned char *log_of(const struct mpi_oneway *o, uint64_t t) {
-  return o->log + (size_t)((uint32_t)t % (uint32_t)o->nlog) * ONEWAY_HDR;
+  return o->log + (size_t)((uint32_t)t % nlog(o)) * ONEWAY_HDR;
 }
 
 /* Logs the header of my call x->tag (every exchange's, whole or one-way). */
 static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway) {
-  unsigned t = (uint32_t)x->tag % (uint32_t)o->nlog;
+  unsigned t = (uint32_t)x->tag % nlog(o);
   memcpy(log_of(o, x->tag), x->hdr, x->hdr_bytes);
   o->hdr = x->hdr_bytes;
   uint64_t *word = &o->oneway[t / 64], bit = (uint64_t)1 << (t % 64);
@@ -872,7 +872,7 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
   if (x->root == me) {
     /* one record for every peer: the root's block is the same for each;
      * its slot's sends completed at the settle a batch ago */
-    int slot = (int)((uint32_t)x->tag % (uint32_t)o->nsend);
+    int slot = (int)((uint32_t)x->tag % nsend(o));
     unsigned char *rec = o->send + (size_t)slot * ONEWAY_REC;
     MPI_Request *req = o->sreq + (size_t)slot * (size_t)(n - 1);
     const void *b = x->blocks ? x->blocks[(me + 1) % n] : NULL;
@@ -914,7 +914,7 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
 static bool oneway_among(const struct mpi_oneway *o, uint64_t first, uint64_t upto) {
   for (uint64_t t = first; t <= upto; t++)
     if ((uint32_t)t) {
-      unsigned i = (uint32_t)t % (uint32_t)o->nlog;
+      unsigned i = (uint32_t)t % nlog(o);
       if (o->oneway[i / 64] >> (i % 64) & 1) return true;
     }
   return false;
@@ -936,7 +936,7 @@ static int ack_post(comm_win *w, int buf, struct mpi_oneway *o, uint64_t first, 
   MPI_Comm comm = w->bcomm[buf];
   for (int i = 1; i < n && err == MPI_SUCCESS; i++) {
     int p = (me - i + n) % n;
-    err = MPI_Irecv(o->ack + (size_t)(p + 1) * o->ack_bytes, (int)o->ack_bytes, MPI_BYTE, p,
+    err = MPI_Irecv(o->ack + (size_t)(p + 1) * ack_bytes(o), (int)ack_bytes(o), MPI_BYTE, p,
                     ACK_TAG, comm, &o->areq[i - 1]);
   }
   for (int i = 1; i < n && err == MPI_SUCCESS; i++)
@@ -969,7 +969,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   /* the root's sends of these calls: done long since (eager), tested here */
   /* by the batch's first call: the round's own may be a later one, the
    * task's first one-way call (run slots from s0 stay in the ring) */
-  int s0 = (int)((uint32_t)first / (uint32_t)o->run * (uint32_t)o->run % (uint32_t)o->nsend);
+  int s0 = (int)((uint32_t)first / (uint32_t)o->run * (uint32_t)o->run % nsend(o));
   req_poll sp = {o->sreq + (size_t)s0 * (size_t)(n - 1),
                  o->run * (n - 1),
                  MPI_SUCCESS,
@@ -982,7 +982,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
               why_len);
   if (rc) return rc;
   for (int p = 0; p < n; p++) {
-    const oneway_ack *a = (const oneway_ack *)(o->ack + (size_t)(p + 1) * o->ack_bytes);
+    const oneway_ack *a = (const oneway_ack *)(o->ack + (size_t)(p + 1) * ack_bytes(o));
     if (p == me || (a->first == first && a->end == last && (!last || a->calls == mine->calls)))
       continue;
     unsigned from = (unsigned)(uint32_t)first ? (unsigned)(uint32_t)first : 1;
@@ -1003,7 +1003,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
     const unsigned char *recv[PTO_COMM_MAX_RANKS];
     size_t off = sizeof(oneway_ack) + (size_t)(t - first) * o->hdr;
     for (int q = 0; q < n; q++)
-      recv[q] = q == me ? log_of(o, t) : o->ack + (size_t)(q + 1) * o->ack_bytes + off;
+      recv[q] = q == me ? log_of(o, t) : o->ack + (size_t)(q + 1) * ack_bytes(o) + off;
     *at = t;
     rc = check(check_arg, t, recv);
   }
@@ -1052,7 +1052,7 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size
   for (int r = 0; r < n - 1; r++)
     if (o->areq[r] != MPI_REQUEST_NULL) MPI_Cancel(&o->areq[r]);
   req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
-                   {o->sreq, o->nsend * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
+                   {o->sreq, (int)nsend(o) * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
                    {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, NULL}};
   for (int i = 0; i < 3; i++)
     if (!poll(&p[i], ONEWAY_WITHDRAW_MS)) {
