@@ -164,7 +164,7 @@ static size_t record_piece(void) {
   return piece >= PIECE_MIN ? piece : 0;
 }
 
-/* The run of one-way calls acknowledged at once (mpi_coll.c, "one-way
+/* The run of one-way calls acknowledged at once (below, "one-way
  * exchanges"): a root waits, at each run's end, for what its peers
  * acknowledged a run before, so it may run 1-2 runs ahead of them. That
  * is enough on one host, where a record takes a few microseconds. Across
@@ -172,9 +172,9 @@ static size_t record_piece(void) {
  * machine) a root's 8-byte record reached its peer 45 us to 1 ms after
  * its send (median 120-150 us), an acknowledgement about 100 us: with runs
  * of 16 the root waited 40-60 us at every run's end for acknowledgements
- * of calls 16-32 back (a 2-rank 8-byte broadcast 1.6-1.7x MPI_Bcast's
- * time, 7.3-9.6 us a call), with runs of 64 it runs far enough ahead
- * (1.2-1.3x, 5.2-5.9 us). On one host longer runs only cost: the root's
+ * of calls 16-32 back (a 2-rank 8-byte broadcast 1.64-1.77x MPI_Bcast's
+ * time, 9.5 us a call), with runs of 64 it runs far enough ahead
+ * (1.27-1.38x, 7.3 us). On one host longer runs only cost: the root's
  * ring of records is 2 runs long, and a 2-rank 8-byte broadcast on RMA
  * windows took 0.50-0.63 us with runs of 64 against 0.36-0.37 with 16.
  * docs/comm.md, "One-way broadcasts", has the commands. */
