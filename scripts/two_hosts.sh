@@ -4,7 +4,10 @@
 # private test range), each with its own host name (a UTS namespace), so Open
 # MPI sees two hosts and talks TCP between them (pml ob1, btl tcp,self; OOB
 # and BTL on the veth only; one-sided: osc/ucx with UCX over TCP, the
-# component that supports MPI_THREAD_MULTIPLE there). One rank in each; the
+# component that supports MPI_THREAD_MULTIPLE there). Ranks are not bound
+# (--bind-to none): each "host" would bind its one rank to its core 0, the
+# same CPU of this machine for both, so the two ranks took turns on one CPU
+# while the other idled, which two hosts never do. One rank in each; the
 # program (default: tests/mpi/test_node_two_ranks.c with "across": the ring
 # shuffle, a node-level allreduce, host data and window reads, verified)
 # prints what it verified or the named error that stopped it.
@@ -90,7 +93,7 @@ say "mpirun -np 2 (one rank on $HA, one on $HB, TCP over the veth): $prog $*"
 ip netns exec $A unshare --uts --mount sh -c '
   hostname '$HA' && mount --bind '"$tmp/hosts"' /etc/hosts && exec "$@"' sh \
   env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
-  timeout -k 5 120 mpirun -np 2 --hostfile "$tmp/hostfile" --map-by node \
+  timeout -k 5 120 mpirun -np 2 --hostfile "$tmp/hostfile" --map-by node --bind-to none \
   --mca plm_rsh_agent "$tmp/agent" --mca pml ob1 --mca btl tcp,self \
   --mca oob_tcp_if_include $NET --mca btl_tcp_if_include $NET \
   --mca osc ucx -x UCX_TLS=tcp,self \
