@@ -169,15 +169,14 @@ static size_t record_piece(void) {
  * acknowledged a run before, so it may run 1-2 runs ahead of them. That
  * is enough on one host, where a record takes a few microseconds. Across
  * hosts (Open MPI's TCP transport, two network-namespace hosts on one
- * machine) a root's 8-byte record reached its peer 45 us to 1 ms after
- * its send (median 120-150 us), an acknowledgement about 100 us: with runs
- * of 16 the root waited 40-60 us at every run's end for acknowledgements
- * of calls 16-32 back (a 2-rank 8-byte broadcast 1.64-1.77x MPI_Bcast's
- * time, 9.5 us a call), with runs of 64 it runs far enough ahead
- * (1.27-1.38x, 7.3 us). On one host longer runs only cost: the root's
- * ring of records is 2 runs long, and a 2-rank 8-byte broadcast on RMA
- * windows took 0.50-0.63 us with runs of 64 against 0.36-0.37 with 16.
- * docs/comm.md, "One-way broadcasts", has the commands. */
+ * machine) a root's 8-byte record reached its peer in about 15 us and a
+ * root's call took about 8: with runs of 16 the root waited 13 us at
+ * every run's end (a 2-rank 8-byte broadcast 1.23-1.31x MPI_Bcast's
+ * time), with runs of 64 it runs far enough ahead (1.07-1.12x). On one
+ * host longer runs only cost: the root's ring of records is 2 runs long,
+ * and a 2-rank 8-byte broadcast on RMA windows took 0.50-0.63 us with
+ * runs of 64 against 0.36-0.37 with 16. docs/comm.md, "One-way
+ * broadcasts", has the commands. */
 #define ONEWAY_RUN_NEAR 16 /* every rank of the domain on one host */
 #define ONEWAY_RUN_FAR  64 /* ranks on several hosts */
 
