@@ -32,19 +32,18 @@ static inline void dist_not_run(const char *test, int chips, int have) {
 /* Do the collectives go through the MPI backend's records, with no call
  * table (RMA windows, PTO_MPI_SHARED_WINDOWS=0, or ranks on several hosts)?
  * Rank 0 (the node) asks; a domain's ranks are chips 0..n-1 here. */
-static inline bool dist_records_path(void) {
-  const char *ws = getenv("OMPI_COMM_WORLD_SIZE"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const char *sw = getenv("PTO_MPI_SHARED_WINDOWS");
-  if (!ws) return false; /* forked chips: the shm backend */
-  return (sw && atoi(sw) == 0) || (ls && atoi(ls) < atoi(ws));
-}
-
 /* Are the ranks on several hosts (scripts/two_hosts.sh)? Then the MPI
  * backend acknowledges one-way calls in runs of 64, not 16 (mpi_coll.c,
  * ONEWAY_RUN_FAR). */
 static inline bool dist_several_hosts(void) {
   const char *ws = getenv("OMPI_COMM_WORLD_SIZE"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   return ws && ls && atoi(ls) < atoi(ws);
+}
+
+static inline bool dist_records_path(void) {
+  const char *sw = getenv("PTO_MPI_SHARED_WINDOWS");
+  if (!getenv("OMPI_COMM_WORLD_SIZE")) return false; /* forked chips: the shm backend */
+  return (sw && atoi(sw) == 0) || dist_several_hosts();
 }
 
 #endif

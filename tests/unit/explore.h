@@ -64,22 +64,19 @@ static inline void xp_oom(void) {
   abort();
 }
 
-/* The visited set's buffers a finished search leaves to the next one in
+/* The visited set a finished search leaves, emptied, to the next one in
  * this process (searches run one at a time): the larger searches store
  * hundreds of MiB of keys, and giving them back to the system only to
  * fault them in again for the next search cost more than the search
- * itself under the sanitizers, whose shadow memory faults in too. */
-static struct {
-  uint8_t *keys, *color;
-  size_t key_bytes, ncolor; /* their sizes */
-  uint32_t *table;
-  size_t size;
-} xp_spare;
+ * itself under the sanitizers, whose shadow memory faults in too. Its
+ * key_size is the one its keys buffer was sized by (cap keys of it). */
+static xp_set xp_spare;
 
-/* An empty set takes the spare buffers, the table cleared. */
+/* An empty set takes the spare buffers, the table cleared: as many keys
+ * of its own size as the keys buffer holds, at most one per colour. */
 static inline void xp_set_adopt(xp_set *s) {
-  size_t cap = xp_spare.key_bytes / s->key_size;
-  s->cap = cap < xp_spare.ncolor ? cap : xp_spare.ncolor;
+  size_t cap = xp_spare.cap * xp_spare.key_size / s->key_size;
+  s->cap = cap < xp_spare.cap ? cap : xp_spare.cap;
   s->keys = xp_spare.keys;
   s->color = xp_spare.color;
   s->table = xp_spare.table;
@@ -138,21 +135,15 @@ static inline size_t xp_visit(xp_set *s, const void *key, bool *found) {
 /* Keeps the larger of this set's buffers and the spare ones as the spare
  * (xp_spare), frees the others. */
 static inline void xp_set_free(xp_set *s) {
-  if (s->cap * s->key_size > xp_spare.key_bytes) {
-    free(xp_spare.keys);
-    free(xp_spare.color);
-    free(xp_spare.table);
-    xp_spare.keys = s->keys;
-    xp_spare.color = s->color;
-    xp_spare.key_bytes = s->cap * s->key_size;
-    xp_spare.ncolor = s->cap;
-    xp_spare.table = s->table;
-    xp_spare.size = s->size;
-  } else {
-    free(s->keys);
-    free(s->color);
-    free(s->table);
+  if (s->cap * s->key_size > xp_spare.cap * xp_spare.key_size) { /* s becomes the spare */
+    xp_set old = xp_spare;
+    xp_spare = *s;
+    xp_spare.n = 0;
+    *s = old; /* freed below */
   }
+  free(s->keys);
+  free(s->color);
+  free(s->table);
   memset(s, 0, sizeof *s);
 }
 
