@@ -133,6 +133,18 @@ static void err_why(char *why, size_t n, const char *call, int err) {
  * interface has them exactly, but its init and finalize took 206 ms,
  * which every domain's creation would pay. A parameter file's values are
  * not seen. */
+/* The longest one-way record (below, "one-way exchanges"): it goes as one
+ * message, which the transport should send at once. To a peer on this
+ * host, one piece (the shared-memory transport's eager limit: above it a
+ * rendezvous, a round trip more) and at most a 4 KiB block; to a peer on
+ * another host, TCP's eager limit (64 KiB by default), and at most the
+ * largest block a record carries (coll.c's FUSE_MAX, 32 KiB). Across two
+ * hosts a whole exchange of a 32 KiB broadcast's records took 28.6 us,
+ * MPI_Bcast 13.2 (the root waited for its peer's record, a round trip). */
+#define ONEWAY_REC_NEAR   4224 /* 4096 + 128: a 4 KiB block, its header and length */
+#define ONEWAY_REC_FAR    ((32u << 10) + 128u) /* a 32 KiB block, its header and length */
+#define TCP_EAGER_DEFAULT 65536                /* btl_tcp_eager_limit's default */
+
 #define PIECE_MIN     1024
 #define EAGER_DEFAULT 4096 /* btl_vader_eager_limit's and btl_sm_eager_limit's default */
 
@@ -162,6 +174,22 @@ static size_t record_piece(void) {
   if (v && (end == v || *end)) return 0; /* not a plain number: not guessed */
   size_t piece = eager > 64 ? (size_t)((eager - 64) & ~63ull) : 0;
   return piece >= PIECE_MIN ? piece : 0;
+}
+
+/* The longest one-way record to a peer on another host: TCP's eager limit
+ * less 64 bytes for its header, between ONEWAY_REC_NEAR and
+ * ONEWAY_REC_FAR (above); ONEWAY_REC_NEAR where the job may take another
+ * transport (its btl and pml selections), whose limits are not read. */
+static size_t record_far(void) {
+  if (!selection_allows(getenv("OMPI_MCA_btl"), "tcp", "tcp") ||
+      !selection_allows(getenv("OMPI_MCA_pml"), "ob1", "ob1"))
+    return ONEWAY_REC_NEAR;
+  const char *v = getenv("OMPI_MCA_btl_tcp_eager_limit");
+  char *end = NULL;
+  unsigned long long eager = v ? strtoull(v, &end, 0) : TCP_EAGER_DEFAULT;
+  if (v && (end == v || *end)) return ONEWAY_REC_NEAR; /* not a plain number: not guessed */
+  size_t most = eager > 64 ? (size_t)((eager - 64) & ~63ull) : 0;
+  return most < ONEWAY_REC_NEAR ? ONEWAY_REC_NEAR : most > ONEWAY_REC_FAR ? ONEWAY_REC_FAR : most;
 }
 
 /* The run of one-way calls acknowledged at once (below, "one-way
@@ -206,15 +234,23 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   w->xnear = 0;
   for (int i = 0; i < k; i++)
     if (out[i] != MPI_UNDEFINED && out[i] != w->my_rank) w->xnear |= (uint64_t)1 << out[i];
-  /* [0]: the piece; [1]: 1 when all my peers are on this host */
-  unsigned long mine[2] = {(unsigned long)record_piece(), k == w->d.nranks}, min[2] = {0, 0};
-  err = MPI_Allreduce(mine, min, 2, MPI_UNSIGNED_LONG, MPI_MIN, w->comm);
+  /* the longest one-way record I may send or take: one message to each
+   * peer, on this host and on others */
+  size_t piece = record_piece(), one = k < w->d.nranks ? record_far() : ONEWAY_REC_FAR;
+  size_t near = piece && piece < ONEWAY_REC_NEAR ? piece : ONEWAY_REC_NEAR;
+  if (k > 1 && near < one) one = near;
+  /* [0]: the piece; [1]: 1 when all my peers are on this host; [2]: the
+   * one-way record */
+  unsigned long mine[3] = {(unsigned long)piece, k == w->d.nranks, (unsigned long)one};
+  unsigned long min[3] = {0, 0, 0};
+  err = MPI_Allreduce(mine, min, 3, MPI_UNSIGNED_LONG, MPI_MIN, w->comm);
   if (err != MPI_SUCCESS) {
     err_why(why, why_len, "MPI_Allreduce (the records' piece size and run)", err);
     return PTO_EMPI;
   }
   w->xpiece = (size_t)min[0];
   w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
+  w->xonemax = (size_t)min[2];
   return 0;
 }
 
@@ -310,8 +346,7 @@ typedef struct req_poll {
   comm_cancel_fn cancel;
   void *cancel_arg;
   bool cancelled;
-  pieces *pc;     /* a record exchange whose receives go on in pieces (below), or NULL */
-  MPI_Status *st; /* the requests' statuses (one-way exchanges: who sent too much), or NULL */
+  pieces *pc; /* a record exchange whose receives go on in pieces (below), or NULL */
 } req_poll;
 
 static bool pieces_test(req_poll *p);
@@ -319,10 +354,15 @@ static bool pieces_test(req_poll *p);
 static bool req_ready(void *arg) {
   req_poll *p = arg;
   int flag = 0;
+  /* one request's error comes back as itself (MPI_ERR_TRUNCATE: a
+   * one-way record longer than its receive); MPI_Testall's, without
+   * statuses, as MPI_ERR_IN_STATUS alone */
   if (p->pc)
     flag = pieces_test(p);
+  else if (p->nreq == 1)
+    p->err = MPI_Test(p->req, &flag, MPI_STATUS_IGNORE);
   else
-    p->err = MPI_Testall(p->nreq, p->req, &flag, p->st ? p->st : MPI_STATUSES_IGNORE);
+    p->err = MPI_Testall(p->nreq, p->req, &flag, MPI_STATUSES_IGNORE);
   if (flag || p->err != MPI_SUCCESS) return true;
   p->cancelled = p->cancel && p->cancel(p->cancel_arg);
   return p->cancelled;
@@ -424,7 +464,7 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
   if (owned) {
     uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
     int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
-    req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false, NULL, NULL};
+    req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false, NULL};
     bool done = poll(&rest, grace);
     double waited_ms = (double)(pto_now_ns() - t0) / 1e6;
     if (!done) end_job(w, buf, what, p->cancelled, timeout_ms, grace, waited_ms);
@@ -454,7 +494,7 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
     return PTO_EMPI;
   }
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
-  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
+  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
   return finish(w, c->buf, &p, timeout_ms, true, call_name(c->kind), why, why_len);
 }
 
@@ -705,7 +745,7 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
    * logged for the acknowledgements; once the records are on their way,
    * not on the round trip */
   oneway_log_whole(w, x);
-  req_poll poll_ = {req, later, MPI_SUCCESS, cancel, cancel_arg, false, cut_any ? &pc : NULL, NULL};
+  req_poll poll_ = {req, later, MPI_SUCCESS, cancel, cancel_arg, false, cut_any ? &pc : NULL};
   rc = finish(w, x->buf, &poll_, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)",
               why, why_len);
   if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, false, why, why_len);
@@ -745,13 +785,12 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
  * tests/unit/test_coll_records_explorer.c proves it over every
  * interleaving of small cases.
  *
- * A one-way record goes as one message of at most ONEWAY_REC bytes (the
+ * A one-way record goes as one message of at most xonemax bytes (the
  * first piece of a record in pieces, in_pieces: the call is one-way only
  * when the root's record, by this rank's arguments, fits), received into
  * a slot of that size: a longer record, from a rank that made another
  * call, is refused by MPI as truncated, and named. */
-#define ONEWAY_REC 4224 /* 4096 + 128: a 4 KiB block, its header and length */
-#define ONEWAY_HDR 128  /* the most a header logs */
+#define ONEWAY_HDR 128 /* the most a header logs */
 #define ACK_TAG    0x71
 /* Headers logged, by call number: 4 runs. The check at call s reads those
  * of calls s - 2 RUN .. s - RUN - 1 after calls s - RUN .. s - 1 logged
@@ -778,7 +817,8 @@ struct mpi_oneway {
   uint64_t open; /* the first call of the acknowledgement in flight, or 0 */
   size_t hdr;
   unsigned char *log;   /* nlog(o) headers of ONEWAY_HDR bytes, by call number */
-  unsigned char *send;  /* nsend(o) records of ONEWAY_REC bytes: the root's */
+  size_t rec;           /* a record slot's bytes: xonemax, in 64s */
+  unsigned char *send;  /* nsend(o) records of rec bytes: the root's */
   unsigned char *rslot; /* a rank's receive of the root's record */
   unsigned char *ack;   /* my acknowledgement in flight, then every peer's (ack_bytes(o) each) */
   MPI_Request rreq;     /* rslot's (done within the call, unless the call failed) */
@@ -800,7 +840,7 @@ static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch) {
 }
 
 static bool oneway_fits(const comm_win *w, const comm_exchange *x) {
-  size_t most = w->xpiece && w->xpiece < ONEWAY_REC ? w->xpiece : ONEWAY_REC;
+  size_t most = w->xonemax;
   size_t root = LEN_BYTES + x->hdr_bytes + x->root_bytes;
   size_t mine = LEN_BYTES + x->hdr_bytes + (x->blocks ? x->block_bytes : 0);
   return root <= most && mine <= most && x->hdr_bytes <= ONEWAY_HDR;
@@ -811,10 +851,11 @@ static bool oneway_fits(const comm_win *w, const comm_exchange *x) {
 static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
   struct mpi_oneway *o = w->xone[buf];
   if (o) return o;
-  struct mpi_oneway sized = {.run = w->xrun}; /* what the sizes below follow */
+  /* what the sizes below follow */
+  struct mpi_oneway sized = {.run = w->xrun, .rec = (w->xonemax + 63) & ~(size_t)63};
   int n = w->d.nranks;
   size_t ns = nsend(&sized), ab = ack_bytes(&sized), nreq = (ns + 2) * (size_t)(n - 1);
-  o = malloc(sizeof *o + nlog(&sized) * ONEWAY_HDR + (ns + 1) * ONEWAY_REC + ((size_t)n + 1) * ab +
+  o = malloc(sizeof *o + nlog(&sized) * ONEWAY_HDR + (ns + 1) * sized.rec + ((size_t)n + 1) * ab +
              nreq * sizeof(MPI_Request));
   if (!o) return NULL;
   *o = sized;
@@ -822,8 +863,8 @@ static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
   o->per = 2 * (n - 1);
   o->log = (unsigned char *)(o + 1);
   o->send = o->log + nlog(o) * ONEWAY_HDR;
-  o->rslot = o->send + ns * ONEWAY_REC;
-  o->ack = o->rslot + ONEWAY_REC;
+  o->rslot = o->send + ns * o->rec;
+  o->ack = o->rslot + o->rec;
   o->sreq = (MPI_Request *)(o->ack + ((size_t)n + 1) * ab);
   o->areq = o->sreq + ns * (size_t)(n - 1);
   o->rreq = MPI_REQUEST_NULL;
@@ -872,7 +913,7 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
     /* one record for every peer: the root's block is the same for each;
      * its slot's sends completed at the settle a batch ago */
     int slot = (int)((uint32_t)x->tag % nsend(o));
-    unsigned char *rec = o->send + (size_t)slot * ONEWAY_REC;
+    unsigned char *rec = o->send + (size_t)slot * o->rec;
     MPI_Request *req = o->sreq + (size_t)slot * (size_t)(n - 1);
     const void *b = x->blocks ? x->blocks[(me + 1) % n] : NULL;
     uint64_t len = LEN_BYTES + x->hdr_bytes + (b ? x->block_bytes : 0);
@@ -887,12 +928,12 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
     return PTO_EMPI;
   }
   /* another rank takes the root's record alone */
-  err = MPI_Irecv(o->rslot, ONEWAY_REC, MPI_BYTE, x->root, XCHG_TAG, comm, &o->rreq);
+  err = MPI_Irecv(o->rslot, (int)o->rec, MPI_BYTE, x->root, XCHG_TAG, comm, &o->rreq);
   if (err != MPI_SUCCESS) {
     err_why(why, why_len, "MPI_Irecv of the root's one-way record", err);
     return PTO_EMPI;
   }
-  req_poll p = {&o->rreq, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
+  req_poll p = {&o->rreq, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
   int rc = finish(w, x->buf, &p, timeout_ms, false, "the broadcast root's record (MPI_Irecv)", why,
                   why_len);
   if (rc == PTO_EMPI && p.err == MPI_ERR_TRUNCATE) {
@@ -959,7 +1000,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   uint64_t upto = (first & ~(uint64_t)UINT32_MAX) | mine->calls;
   o->open = 0;
   *at = first;
-  req_poll p = {o->areq, o->per, MPI_SUCCESS, cancel, cancel_arg, false, NULL, NULL};
+  req_poll p = {o->areq, o->per, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
   int rc =
       finish(w, buf, &p, timeout_ms, false,
              "the acknowledgements of its one-way broadcasts (MPI_Isend/MPI_Irecv)", why, why_len);
@@ -975,7 +1016,6 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
                  cancel,
                  cancel_arg,
                  false,
-                 NULL,
                  NULL};
   rc = finish(w, buf, &sp, timeout_ms, false, "the sends of its one-way records (MPI_Isend)", why,
               why_len);
@@ -1050,9 +1090,9 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size
   if (o->rreq != MPI_REQUEST_NULL) MPI_Cancel(&o->rreq);
   for (int r = 0; r < n - 1; r++)
     if (o->areq[r] != MPI_REQUEST_NULL) MPI_Cancel(&o->areq[r]);
-  req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
-                   {o->sreq, (int)nsend(o) * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, NULL},
-                   {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, NULL}};
+  req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL},
+                   {o->sreq, (int)nsend(o) * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL},
+                   {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL}};
   for (int i = 0; i < 3; i++)
     if (!poll(&p[i], ONEWAY_WITHDRAW_MS)) {
       w->bbroken[buf] = true;

@@ -95,6 +95,9 @@ struct comm_win {
   /* The calls of one acknowledgement of the one-way exchanges (settle_run;
    * mpi_coll.c, near_peers): the same on every rank; set at open. */
   int xrun;
+  /* The longest one-way record, one message to each peer (mpi_coll.c,
+   * ONEWAY_REC_NEAR and _FAR): the same on every rank; set at open. */
+  size_t xonemax;
 };
 
 /* The backend's own collectives (mpi_coll.c): the communicators of each

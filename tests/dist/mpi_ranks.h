@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline int dist_chips_available(void) {
   static const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
@@ -29,21 +30,30 @@ static inline void dist_not_run(const char *test, int chips, int have) {
           chips, have);
 }
 
-/* Do the collectives go through the MPI backend's records, with no call
- * table (RMA windows, PTO_MPI_SHARED_WINDOWS=0, or ranks on several hosts)?
- * Rank 0 (the node) asks; a domain's ranks are chips 0..n-1 here. */
 /* Are the ranks on several hosts (scripts/two_hosts.sh)? Then the MPI
  * backend acknowledges one-way calls in runs of 64, not 16 (mpi_coll.c,
- * ONEWAY_RUN_FAR). */
+ * ONEWAY_RUN_FAR), and its one-way records take 32 KiB blocks. */
 static inline bool dist_several_hosts(void) {
   const char *ws = getenv("OMPI_COMM_WORLD_SIZE"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   return ws && ls && atoi(ls) < atoi(ws);
 }
 
+/* Do the collectives go through the MPI backend's records, with no call
+ * table (RMA windows, PTO_MPI_SHARED_WINDOWS=0, or ranks on several hosts)?
+ * Rank 0 (the node) asks; a domain's ranks are chips 0..n-1 here. */
 static inline bool dist_records_path(void) {
   const char *sw = getenv("PTO_MPI_SHARED_WINDOWS");
   if (!getenv("OMPI_COMM_WORLD_SIZE")) return false; /* forked chips: the shm backend */
   return (sw && atoi(sw) == 0) || dist_several_hosts();
+}
+
+/* ... and do they go whole, as one message, on one host: the job's btl
+ * selection leaves out Open MPI's shared-memory transport (no pieces;
+ * one-way records of at most a 4 KiB block)? */
+static inline bool dist_records_whole(void) {
+  const char *btl = getenv("OMPI_MCA_btl");
+  return dist_records_path() && !dist_several_hosts() && btl && btl[0] != '^' &&
+         !strstr(btl, "vader") && !strstr(btl, "sm");
 }
 
 #endif

@@ -17,6 +17,12 @@ endforeach()
 # a scratch, src or dst there is refused by name, never touched (SIGSEGV)
 pto_add_mpi_test(NAME dist_coll_refusals_rma NP 2 COMMAND test_dist_coll test_mismatch
                  TIMEOUT 120 RESOURCE_LOCK pto_devices ENVIRONMENT PTO_MPI_SHARED_WINDOWS=0)
+# ... and on RMA windows with records whole (Open MPI's TCP transport on one
+# host, no shared-memory one: no pieces), where a record longer than a
+# one-way broadcast's is refused by MPI as truncated, and named (case 33)
+pto_add_mpi_test(NAME dist_coll_refusals_tcp NP 2 COMMAND test_dist_coll test_mismatch
+                 TIMEOUT 120 RESOURCE_LOCK pto_devices
+                 ENVIRONMENT "PTO_MPI_SHARED_WINDOWS=0;OMPI_MCA_btl=tcp,self;OMPI_MCA_osc=ucx")
 # ... and all of scene 11 on 4 ranks' RMA windows, where every collective
 # goes through MPI's records and small broadcasts are one-way there
 pto_add_mpi_test(NAME dist_coll_rma NP 4 COMMAND test_dist_coll TIMEOUT 120

@@ -33,6 +33,8 @@
  *           allgather or broadcast from 4 MiB blocks and for an all-to-all
  *           from 1 MiB blocks, none below; on RMA windows one for each
  *           but those the records carry (32 KiB blocks and less)
+ *   coll_path_far  (two hosts) broadcasts of up to 32 KiB are one-way: the
+ *           root sends its record to each peer, the others nothing
  *   sharers (-np 2, PTO_SPIN_NS=1000000) both ranks pinned to one CPU: on
  *           shared windows rank 0's wait yields and parks, never spins
  *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
@@ -1122,6 +1124,43 @@ static void coll_path(bool shared) {
                            : "one a peer");
 }
 
+/* Across hosts (scripts/two_hosts.sh: TCP) a broadcast whose record goes
+ * as one TCP message (a block of up to 32 KiB, TCP's eager limit being 64
+ * KiB) is one-way: the root sends its record to every peer and the others
+ * send nothing in the call (before, above 4 KiB, every rank sent every
+ * peer its record, and the root waited a round trip for them); beyond the
+ * records (64 KiB) every rank sends its descriptor. */
+static void coll_path_far(void) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+  enum { MOST = 16384 };
+  size_t sb = pto_coll_scratch_bytes(np, MOST * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 105, world4, np, b, 1, false, 1);
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  int r = x.rank;
+  static float in[MOST], out[MOST], expect[MOST];
+  static const int64_t counts[] = {17, 1024, 2048, 8192, 16384};
+  for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+    int64_t cnt = counts[k];
+    for (int64_t i = 0; i < cnt; i++)
+      in[i] = (float)(i + 7 * k), expect[i] = in[i], out[i] = -1;
+    pto_tensor ti = local(in, cnt, PTO_F32), to = local(out, cnt, PTO_F32);
+    long before = isends;
+    CHECK_OK(&x, pto_broadcast(&x.k, x.d.id, &scratch, &to, r == 1 ? &ti : NULL, 1));
+    char what[64];
+    snprintf(what, sizeof what, "broadcast of %lld bytes from rank 1", (long long)cnt * 4);
+    bool oneway = cnt * 4 <= 32768;
+    count_check(what, false, "MPI sends", isends - before, oneway ? (r == 1 ? np - 1 : 0) : np - 1,
+                oneway ? "one-way: the root's record to every peer, nothing from the others"
+                       : "the descriptors, one to every peer",
+                out, expect, cnt);
+  }
+  dom_close(&x);
+  if (r == 0 && !failures)
+    printf("coll_path_far: broadcasts of up to 32 KiB one-way across hosts\n");
+}
+
 /* ---- where MPI's collectives take over: the calls that start one ----
  *
  * Every start of an MPI nonblocking collective libpto makes is counted
@@ -1920,6 +1959,8 @@ int main(int argc, char **argv) {
     coll_path(false);
     coll_switch(true);
     coll_switch(false);
+  } else if (strcmp(mode, "coll_path_far") == 0) {
+    coll_path_far();
   } else if (strcmp(mode, "sharers") == 0) {
     rc = sharers();
   } else if (strcmp(mode, "coll_missing") == 0) {
