@@ -67,7 +67,7 @@
  * On a backend with collectives of its own (comm_backend.coll and
  * .exchange: the MPI backend's), every call first sends each peer one
  * record (its descriptor, and its block for that peer when the block fits
- * fuse_bytes: 32 KiB, less on more than 32 ranks) and receives one from
+ * fuse_bytes: 32 KiB, or 1 MiB between 2 ranks on two hosts) and receives one from
  * every peer (the backend's record exchange, point to point), and compares the
  * descriptors the same way; a call whose data came with the records then
  * ends with the mesh's last step 4 on them (no step 5: nothing of the
@@ -1044,25 +1044,10 @@ static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *w
 }
 
 /* The most data one rank sends a peer in its record (below), for every
- * collective: FUSE_MAX, or less on a large domain, so that a buffer's
- * staging (2n records, the backend's) stays within FUSE_STAGE. It depends
- * on n only, so it is the same on every rank, and so is the bound on a
- * record. 32 KiB: below it the records (one message to each peer) beat
- * the descriptors' exchange followed by MPI_Iallreduce, measured in
- * docs/comm.md; across two hosts (TCP) an allgather's and an all-to-all's
- * too (8-32 KiB blocks: 1.04-1.12x MPI_Allgather/MPI_Alltoall through
- * the records, 1.71-2.11x through the descriptors and MPI's collective),
- * which fused only up to 4 KiB before, measured on one host's RMA
- * windows, where the records' copies through the staging cost more than
- * a message. */
-#define FUSE_MAX   ((size_t)32 << 10)
-#define FUSE_STAGE ((size_t)2 << 20)
-
-static size_t fuse_bytes(const coll *k) {
-  if ((size_t)k->n <= FUSE_STAGE / (2 * FUSE_MAX)) return FUSE_MAX; /* no division per call */
-  size_t b = FUSE_STAGE / (2 * (size_t)k->n) & ~(size_t)63;
-  return b < FUSE_MAX ? b : FUSE_MAX;
-}
+ * collective: the backend's record_max, the same on every rank of the
+ * domain (mpi_coll.c says what it is and why), so the bound on a record
+ * is too. */
+static size_t fuse_bytes(const coll *k) { return k->cd->record_max; }
 
 /* My data for peer p (NULL: none), `bb` bytes, as coll_exchange's. */
 typedef const void *(*block_fn)(const coll *k, int p, const void *arg);

@@ -83,8 +83,10 @@ typedef struct comm_dom {
    * peers' windows are reached (comm_domain_attach), before any kernel of
    * the domain runs. */
   bool direct_all;
-  /* The backend's settle_run (0: no settle), read at attach as direct_all. */
+  /* The backend's settle_run (0: no settle) and record_max (with
+   * exchange), read at attach as direct_all. */
   int settle_run;
+  size_t record_max;
   /* With direct_all: rank p's window is at direct_base + p * win_bytes
    * (NULL when the backend maps them otherwise) */
   unsigned char *direct_base;

@@ -1106,5 +1106,6 @@ const comm_backend comm_backend_mpi = {
     .exchange = mpi_exchange,
     .settle = mpi_settle,
     .settle_run = mpi_settle_run,
+    .record_max = mpi_record_max,
     .direct = mpi_direct,
 };

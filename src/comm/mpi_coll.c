@@ -137,10 +137,11 @@ static void err_why(char *why, size_t n, const char *call, int err) {
  * message, which the transport should send at once. To a peer on this
  * host, one piece (the shared-memory transport's eager limit: above it a
  * rendezvous, a round trip more) and at most a 4 KiB block; to a peer on
- * another host, TCP's eager limit (64 KiB by default), and at most the
- * largest block a record carries (coll.c's FUSE_MAX, 32 KiB). Across two
- * hosts a whole exchange of a 32 KiB broadcast's records took 28.6 us,
- * MPI_Bcast 13.2 (the root waited for its peer's record, a round trip). */
+ * another host, TCP's eager limit (64 KiB by default), and at most a 32
+ * KiB block (the root's ring of 2 runs of 64 records is then 4 MiB,
+ * touched as far as records fill it). Across two hosts a whole exchange
+ * of a 32 KiB broadcast's records took 28.6 us, MPI_Bcast 13.2 (the root
+ * waited for its peer's record, a round trip); one-way, 13.6-13.7. */
 #define ONEWAY_REC_NEAR   4224 /* 4096 + 128: a 4 KiB block, its header and length */
 #define ONEWAY_REC_FAR    ((32u << 10) + 128u) /* a 32 KiB block, its header and length */
 #define TCP_EAGER_DEFAULT 65536                /* btl_tcp_eager_limit's default */
@@ -208,10 +209,39 @@ static size_t record_far(void) {
 #define ONEWAY_RUN_NEAR 16 /* every rank of the domain on one host */
 #define ONEWAY_RUN_FAR  64 /* ranks on several hosts */
 
+/* The most data one rank's record carries to a peer (coll.c's fused
+ * calls; a larger call exchanges descriptors, then runs MPI's nonblocking
+ * collective). On one host, 32 KiB, less on a large domain, so that a
+ * buffer's staging (2n records, below) stays within RECORD_STAGE: below
+ * it the records (one message to each peer) beat the descriptors'
+ * exchange followed by MPI_Iallreduce (docs/comm.md), and above it the
+ * records' copies through the staging cost more than they save. Between
+ * 2 ranks on two hosts (TCP), 1 MiB: there the descriptors' exchange is a
+ * round trip of about 20 us before MPI's collective starts, which a
+ * record carrying the data does not wait for: allreduce of 64 KiB-1 MiB
+ * 1.26-2.22x MPI_Allreduce through the descriptors, 0.75-1.19x through
+ * the records, broadcast of 64-256 KiB 1.29-1.62x against 1.07-1.17x
+ * (docs/comm.md has the commands). More ranks on several hosts, not
+ * measured, keep 32 KiB. (Their staging is 4 MiB a buffer, allocated at
+ * its first exchange and touched only as far as records fill it.) */
+#define RECORD_NEAR  ((size_t)32 << 10)
+#define RECORD_FAR   ((size_t)1 << 20)
+#define RECORD_STAGE ((size_t)2 << 20)
+
+static size_t record_max(int n, bool two_hosts) {
+  if (two_hosts && n == 2) return RECORD_FAR;
+  if ((size_t)n <= RECORD_STAGE / (2 * RECORD_NEAR)) return RECORD_NEAR;
+  size_t b = RECORD_STAGE / (2 * (size_t)n) & ~(size_t)63;
+  return b < RECORD_NEAR ? b : RECORD_NEAR;
+}
+
+size_t mpi_record_max(const comm_win *w) { return w->xrecmax; }
+
 /* The peers on this host (bit per domain rank), the pieces of the records
- * to them and the run of one-way calls, the same on every rank (the
- * smallest piece any rank found: the two ends of a pair must cut and join
- * alike; the longer run when any rank has a peer on another host). */
+ * to them, the run of one-way calls, the longest one-way record and the
+ * most data of a record, the same on every rank (the smallest piece any
+ * rank found: the two ends of a pair must cut and join alike; the longer
+ * run when any rank has a peer on another host). */
 static int near_peers(comm_win *w, char *why, size_t why_len) {
   MPI_Comm node;
   MPI_Group all, local;
@@ -240,10 +270,10 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   size_t near = piece && piece < ONEWAY_REC_NEAR ? piece : ONEWAY_REC_NEAR;
   if (k > 1 && near < one) one = near;
   /* [0]: the piece; [1]: 1 when all my peers are on this host; [2]: the
-   * one-way record */
-  unsigned long mine[3] = {(unsigned long)piece, k == w->d.nranks, (unsigned long)one};
-  unsigned long min[3] = {0, 0, 0};
-  err = MPI_Allreduce(mine, min, 3, MPI_UNSIGNED_LONG, MPI_MIN, w->comm);
+   * one-way record; [3]: 1 when I am alone on this host */
+  unsigned long mine[4] = {(unsigned long)piece, k == w->d.nranks, (unsigned long)one, k == 1};
+  unsigned long min[4] = {0, 0, 0, 0};
+  err = MPI_Allreduce(mine, min, 4, MPI_UNSIGNED_LONG, MPI_MIN, w->comm);
   if (err != MPI_SUCCESS) {
     err_why(why, why_len, "MPI_Allreduce (the records' piece size and run)", err);
     return PTO_EMPI;
@@ -251,6 +281,7 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   w->xpiece = (size_t)min[0];
   w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
   w->xonemax = (size_t)min[2];
+  w->xrecmax = record_max(w->d.nranks, min[3] && w->d.nranks > 1);
   return 0;
 }
 

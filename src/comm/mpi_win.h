@@ -96,8 +96,10 @@ struct comm_win {
    * mpi_coll.c, near_peers): the same on every rank; set at open. */
   int xrun;
   /* The longest one-way record, one message to each peer (mpi_coll.c,
-   * ONEWAY_REC_NEAR and _FAR): the same on every rank; set at open. */
-  size_t xonemax;
+   * ONEWAY_REC_NEAR and _FAR), and the most data a record carries
+   * (record_max: RECORD_NEAR or _FAR): the same on every rank; set at
+   * open. */
+  size_t xonemax, xrecmax;
 };
 
 /* The backend's own collectives (mpi_coll.c): the communicators of each
@@ -114,5 +116,6 @@ int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn che
                uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
                size_t why_len);
 int mpi_settle_run(const comm_win *w);
+size_t mpi_record_max(const comm_win *w);
 
 #endif

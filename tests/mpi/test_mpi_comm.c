@@ -34,7 +34,8 @@
  *           from 1 MiB blocks, none below; on RMA windows one for each
  *           but those the records carry (32 KiB blocks and less)
  *   coll_path_far  (two hosts) broadcasts of up to 32 KiB are one-way: the
- *           root sends its record to each peer, the others nothing
+ *           root sends its record to each peer, the others nothing; an
+ *           allreduce of up to 1 MiB starts no MPI collective, of 2 MiB one
  *   sharers (-np 2, PTO_SPIN_NS=1000000) both ranks pinned to one CPU: on
  *           shared windows rank 0's wait yields and parks, never spins
  *   coll_missing  (-np 2) rank 1 does not call: rank 0's allreduce on MPI's
@@ -1124,43 +1125,6 @@ static void coll_path(bool shared) {
                            : "one a peer");
 }
 
-/* Across hosts (scripts/two_hosts.sh: TCP) a broadcast whose record goes
- * as one TCP message (a block of up to 32 KiB, TCP's eager limit being 64
- * KiB) is one-way: the root sends its record to every peer and the others
- * send nothing in the call (before, above 4 KiB, every rank sent every
- * peer its record, and the root waited a round trip for them); beyond the
- * records (64 KiB) every rank sends its descriptor. */
-static void coll_path_far(void) {
-  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
-  enum { MOST = 16384 };
-  size_t sb = pto_coll_scratch_bytes(np, MOST * 4);
-  pto_window_buffer b[1] = {{"scratch", sb}};
-  dom x = {0};
-  dom_open(&x, 105, world4, np, b, 1, false, 1);
-  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
-  int r = x.rank;
-  static float in[MOST], out[MOST], expect[MOST];
-  static const int64_t counts[] = {17, 1024, 2048, 8192, 16384};
-  for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
-    int64_t cnt = counts[k];
-    for (int64_t i = 0; i < cnt; i++)
-      in[i] = (float)(i + 7 * k), expect[i] = in[i], out[i] = -1;
-    pto_tensor ti = local(in, cnt, PTO_F32), to = local(out, cnt, PTO_F32);
-    long before = isends;
-    CHECK_OK(&x, pto_broadcast(&x.k, x.d.id, &scratch, &to, r == 1 ? &ti : NULL, 1));
-    char what[64];
-    snprintf(what, sizeof what, "broadcast of %lld bytes from rank 1", (long long)cnt * 4);
-    bool oneway = cnt * 4 <= 32768;
-    count_check(what, false, "MPI sends", isends - before, oneway ? (r == 1 ? np - 1 : 0) : np - 1,
-                oneway ? "one-way: the root's record to every peer, nothing from the others"
-                       : "the descriptors, one to every peer",
-                out, expect, cnt);
-  }
-  dom_close(&x);
-  if (r == 0 && !failures)
-    printf("coll_path_far: broadcasts of up to 32 KiB one-way across hosts\n");
-}
-
 /* ---- where MPI's collectives take over: the calls that start one ----
  *
  * Every start of an MPI nonblocking collective libpto makes is counted
@@ -1203,6 +1167,69 @@ static void switch_check(const char *what, bool shared, long started, long want,
   count_check(what, shared, "MPI collective starts", started, want,
               want ? "MPI's collective" : "pto's own on the windows, or the records", out, expect,
               n);
+}
+
+/* Across hosts (scripts/two_hosts.sh: TCP, 2 ranks) a broadcast whose
+ * record goes as one TCP message (a block of up to 32 KiB, TCP's eager
+ * limit being 64 KiB) is one-way: the root sends its record to every peer
+ * and the others send nothing in the call (before, above 4 KiB, every rank
+ * sent every peer its record, and the root waited a round trip for them).
+ * Up to 1 MiB a call's data goes with the records (mpi_coll.c,
+ * RECORD_FAR): a larger broadcast sends one to every peer, and an
+ * allreduce starts no MPI collective (before: from 64 KiB, the
+ * descriptors' exchange, a round trip, then MPI_Iallreduce); at 2 MiB it
+ * starts one. */
+static void coll_path_far(void) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+  enum { MOST = 1 << 19 }; /* 2 MiB of f32 */
+  size_t sb = pto_coll_scratch_bytes(np, (size_t)MOST * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 105, world4, np, b, 1, false, 1);
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  int r = x.rank;
+  float *in = malloc(sizeof(float) * MOST), *out = malloc(sizeof(float) * MOST),
+        *expect = malloc(sizeof(float) * MOST);
+  if (!in || !out || !expect) {
+    FAIL("out of memory");
+    free(in), free(out), free(expect);
+    dom_close(&x);
+    return;
+  }
+  static const int64_t counts[] = {17, 1024, 2048, 8192, 16384};
+  for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+    int64_t cnt = counts[k];
+    for (int64_t i = 0; i < cnt; i++)
+      in[i] = (float)(i + 7 * (int64_t)k), expect[i] = in[i], out[i] = -1;
+    pto_tensor ti = local(in, cnt, PTO_F32), to = local(out, cnt, PTO_F32);
+    long before = isends;
+    CHECK_OK(&x, pto_broadcast(&x.k, x.d.id, &scratch, &to, r == 1 ? &ti : NULL, 1));
+    char what[64];
+    snprintf(what, sizeof what, "broadcast of %lld bytes from rank 1", (long long)cnt * 4);
+    bool oneway = cnt * 4 <= 32768;
+    count_check(what, false, "MPI sends", isends - before, oneway ? (r == 1 ? np - 1 : 0) : np - 1,
+                oneway ? "one-way: the root's record to every peer, nothing from the others"
+                       : "the records: one to every peer",
+                out, expect, cnt);
+  }
+  /* allreduce: rank q holds q + 1 */
+  static const int64_t sums[] = {16384, 1 << 18, MOST};
+  for (size_t k = 0; k < sizeof sums / sizeof *sums; k++) {
+    int64_t cnt = sums[k];
+    for (int64_t i = 0; i < cnt; i++)
+      in[i] = (float)(r + 1), expect[i] = (float)(np * (np + 1) / 2), out[i] = -1;
+    pto_tensor ti = local(in, cnt, PTO_F32), to = local(out, cnt, PTO_F32);
+    long before = coll_starts;
+    CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO));
+    char what[64];
+    snprintf(what, sizeof what, "allreduce of %lld KiB", (long long)cnt * 4 / 1024);
+    switch_check(what, false, coll_starts - before, cnt * 4 > (1 << 20), out, expect, cnt);
+  }
+  free(in), free(out), free(expect);
+  dom_close(&x);
+  if (r == 0 && !failures)
+    printf("coll_path_far: broadcasts of up to 32 KiB one-way, data up to 1 MiB with the "
+           "records across hosts\n");
 }
 
 static void coll_switch(bool shared) {
