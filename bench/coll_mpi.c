@@ -7,6 +7,7 @@
  *                                [--step F] [--quick] [--only COLL,...]
  *                                [--sizes B,B,...] [--systems SYS,...] [--iters N]
  *                                [--mpi-thread single|funneled|serialized]
+ *                                [--alloc heap|default]
  *
  * Sizes --min (default 8 B) to --max (default 16 MiB), by --step (8x;
  * --quick: 64x), or the list --sizes; --systems keeps the named pto systems
@@ -31,7 +32,9 @@
  * windows. --mpi-thread LEVEL runs Open MPI's calls alone, in a process at
  * that thread level (pto, which needs MPI_THREAD_MULTIPLE, is not set up),
  * their systems marked "@LEVEL": the reference as a program without pto
- * runs it (bench/README.md). */
+ * runs it (bench/README.md). --alloc: the allocator rule (alloc_rule, below;
+ * heap by default), said on stderr. */
+#include <malloc.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,13 +292,34 @@ static const char *const level_names[] = {"single", "funneled", "serialized", "m
 static const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED,
                              MPI_THREAD_MULTIPLE};
 
+/* The allocator rule of this program, pto's calls and Open MPI's alike:
+ * glibc's malloc keeps what is freed (no chunk from its own mmap, the
+ * heap's top never trimmed), so no call's temporary buffer is a fresh
+ * mapping whose first touch costs 11-14 us a page on some VMs. Open MPI's
+ * collectives allocate such buffers per call (so do pto's through MPI's
+ * nonblocking ones): at glibc's defaults a 2 MiB MPI_Reduce_scatter_block
+ * across two hosts took 1.5 ms or 14 ms, by whether an earlier free had
+ * raised glibc's dynamic mmap threshold in that process. --alloc default
+ * leaves glibc's defaults. */
+static const char *alloc_rule(const char *rule) {
+  if (rule && strcmp(rule, "default") == 0) return "default: glibc malloc's defaults";
+  if (!mallopt(M_MMAP_THRESHOLD, 64 << 20) || !mallopt(M_TRIM_THRESHOLD, 256 << 20))
+    return "default: mallopt refused the thresholds";
+  return "heap: glibc malloc with M_MMAP_THRESHOLD 64 MiB and M_TRIM_THRESHOLD 256 MiB";
+}
+
 int main(int argc, char **argv) {
   int64_t minb = 8, maxb = 16 << 20, step = 8, sizes[64];
   int nsizes = 0, level = 3; /* MPI_THREAD_MULTIPLE, pto's */
-  const char *only = NULL, *systems = NULL;
+  const char *only = NULL, *systems = NULL, *alloc = NULL;
+  for (int i = 1; i < argc - 1; i++)
+    if (strcmp(argv[i], "--alloc") == 0) alloc = argv[i + 1];
+  const char *rule = alloc_rule(alloc); /* before anything allocates */
   /* read before MPI_Init_thread, which takes the thread level */
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
+    if (strcmp(argv[i], "--alloc") == 0 && i + 1 < argc)
+      i++;
+    else if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
       trials = atoi(argv[++i]);
     else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc)
       maxb = atoll(argv[++i]);
@@ -387,6 +411,7 @@ int main(int argc, char **argv) {
   }
   MPI_Win_lock_all(MPI_MODE_NOCHECK, b.mwin);
 
+  if (me == 0) fprintf(stderr, "bench_coll_mpi: allocator rule %s\n", rule);
   if (me == 0)
     printf("ranks,windows,collective,size_bytes,system,us_median,us_min,us_max,"
            "ratio_median,ratio_min,ratio_max\n");

@@ -223,7 +223,8 @@ static size_t record_far(void) {
  * the records, broadcast of 64-256 KiB 1.29-1.62x against 1.07-1.17x
  * (docs/comm.md has the commands). More ranks on several hosts, not
  * measured, keep 32 KiB. (Their staging is 4 MiB a buffer, allocated at
- * its first exchange and touched only as far as records fill it.) */
+ * its first exchange and touched only as far as records fill it.)
+ * PTO_MPI_RECORD_BYTES sets it instead (the smallest any rank sets). */
 #define RECORD_NEAR  ((size_t)32 << 10)
 #define RECORD_FAR   ((size_t)1 << 20)
 #define RECORD_STAGE ((size_t)2 << 20)
@@ -270,10 +271,13 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   size_t near = piece && piece < ONEWAY_REC_NEAR ? piece : ONEWAY_REC_NEAR;
   if (k > 1 && near < one) one = near;
   /* [0]: the piece; [1]: 1 when all my peers are on this host; [2]: the
-   * one-way record; [3]: 1 when I am alone on this host */
-  unsigned long mine[4] = {(unsigned long)piece, k == w->d.nranks, (unsigned long)one, k == 1};
-  unsigned long min[4] = {0, 0, 0, 0};
-  err = MPI_Allreduce(mine, min, 4, MPI_UNSIGNED_LONG, MPI_MIN, w->comm);
+   * one-way record; [3]: 1 when I am alone on this host; [4]: the
+   * records' data as PTO_MPI_RECORD_BYTES sets it, ULONG_MAX unset */
+  long long set = pto_option(PTO_OPT_MPI_RECORD_BYTES);
+  unsigned long mine[5] = {(unsigned long)piece, k == w->d.nranks, (unsigned long)one, k == 1,
+                           set < 0 ? ULONG_MAX : (unsigned long)set};
+  unsigned long min[5] = {0, 0, 0, 0, 0};
+  err = MPI_Allreduce(mine, min, 5, MPI_UNSIGNED_LONG, MPI_MIN, w->comm);
   if (err != MPI_SUCCESS) {
     err_why(why, why_len, "MPI_Allreduce (the records' piece size and run)", err);
     return PTO_EMPI;
@@ -281,7 +285,8 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   w->xpiece = (size_t)min[0];
   w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
   w->xonemax = (size_t)min[2];
-  w->xrecmax = record_max(w->d.nranks, min[3] && w->d.nranks > 1);
+  w->xrecmax = min[4] != ULONG_MAX ? (size_t)min[4]
+                                    : record_max(w->d.nranks, min[3] && w->d.nranks > 1);
   return 0;
 }
 

@@ -82,6 +82,10 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                                    "MPI backend: a collective past its deadline (or cancelled) in "
                                    "MPI's collective waits this much longer for it (ms), since "
                                    "MPI owns its src and dst, then ends the MPI job (MPI_Abort)"},
+    [PTO_OPT_MPI_RECORD_BYTES] = {"mpi_record_bytes", "PTO_MPI_RECORD_BYTES", -1, -1, 1 << 26,
+                                  "MPI backend: the most data a collective's record carries to "
+                                  "a peer; larger calls take MPI's collectives (-1: 32 KiB, 1 "
+                                  "MiB between 2 ranks on two hosts)"},
     [PTO_OPT_SCHEDULE_SEED] = {"schedule_seed", "PTO_SCHEDULE_SEED", 0, 0, INT64_MAX,
                                "nonzero: every scheduling choice of a chip (or node) is drawn "
                                "from this seed, blocks running one at a time (docs/schedules.md)"},

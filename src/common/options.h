@@ -43,6 +43,7 @@ typedef enum pto_opt {
   /* comm: the MPI backend (src/comm/mpi.c) */
   PTO_OPT_MPI_SHARED_WINDOWS,
   PTO_OPT_MPI_COLL_GRACE_MS,
+  PTO_OPT_MPI_RECORD_BYTES,
   /* chip: controlled schedules (docs/schedules.md) */
   PTO_OPT_SCHEDULE_SEED,
   PTO_OPT_COLL_REPRODUCIBLE,

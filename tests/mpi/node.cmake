@@ -257,7 +257,15 @@ if(PTO_HAVE_MPI)
                        "\\[  PASSED  \\] 8 test\\(s\\)")
   set_tests_properties(mpi.dist_coll_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
                        "\\[  PASSED  \\] 8 test\\(s\\)")
-  set_tests_properties(mpi.dist_scenes_two_hosts.np2 mpi.dist_coll_two_hosts.np2 PROPERTIES
+  # ... and scene 11's calls past 32 KiB on MPI's collectives there too (between 2 ranks
+  # on two hosts the records carry up to 1 MiB, which every size of scene 11 fits)
+  add_test(NAME mpi.dist_coll_mpi_two_hosts.np2
+           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                      $<TARGET_FILE:test_dist_coll>)
+  set_tests_properties(mpi.dist_coll_mpi_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
+                       "\\[  PASSED  \\] 8 test\\(s\\)" ENVIRONMENT PTO_MPI_RECORD_BYTES=32768)
+  set_tests_properties(mpi.dist_scenes_two_hosts.np2 mpi.dist_coll_two_hosts.np2
+    mpi.dist_coll_mpi_two_hosts.np2 PROPERTIES
     LABELS mpi TIMEOUT 150 RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
     FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
 endif()
