@@ -133,19 +133,6 @@ static void err_why(char *why, size_t n, const char *call, int err) {
  * interface has them exactly, but its init and finalize took 206 ms,
  * which every domain's creation would pay. A parameter file's values are
  * not seen. */
-/* The longest one-way record (below, "one-way exchanges"): it goes as one
- * message, which the transport should send at once. To a peer on this
- * host, one piece (the shared-memory transport's eager limit: above it a
- * rendezvous, a round trip more) and at most a 4 KiB block; to a peer on
- * another host, TCP's eager limit (64 KiB by default), and at most a 32
- * KiB block (the root's ring of 2 runs of 64 records is then 4 MiB,
- * touched as far as records fill it). Across two hosts a whole exchange
- * of a 32 KiB broadcast's records took 28.6 us, MPI_Bcast 13.2 (the root
- * waited for its peer's record, a round trip); one-way, 13.6-13.7. */
-#define ONEWAY_REC_NEAR   4224 /* 4096 + 128: a 4 KiB block, its header and length */
-#define ONEWAY_REC_FAR    ((32u << 10) + 128u) /* a 32 KiB block, its header and length */
-#define TCP_EAGER_DEFAULT 65536                /* btl_tcp_eager_limit's default */
-
 #define PIECE_MIN     1024
 #define EAGER_DEFAULT 4096 /* btl_vader_eager_limit's and btl_sm_eager_limit's default */
 
@@ -161,35 +148,53 @@ static bool selection_allows(const char *sel, const char *a, const char *b) {
   return excl ? !named : named;
 }
 
+/* An eager limit `v` (an MCA parameter's value, NULL: unset, `def`) less
+ * 64 bytes for the transport's header, in 64s; false when v is not a
+ * plain number (not guessed). */
+static bool eager_less_header(const char *v, unsigned long long def, size_t *bytes) {
+  char *end = NULL;
+  unsigned long long eager = v ? strtoull(v, &end, 0) : def;
+  if (v && (end == v || *end)) return false;
+  *bytes = eager > 64 ? (size_t)((eager - 64) & ~63ull) : 0;
+  return true;
+}
+
 /* The piece size of records to peers on this host: the shared-memory
- * transport's eager limit less 64 bytes for its header, in 64s; 0 for
- * whole records. */
+ * transport's eager limit less its header; 0 for whole records. */
 static size_t record_piece(void) {
   if (!selection_allows(getenv("OMPI_MCA_btl"), "vader", "sm") ||
       !selection_allows(getenv("OMPI_MCA_pml"), "ob1", "ob1"))
     return 0;
   const char *v = getenv("OMPI_MCA_btl_vader_eager_limit");
-  if (!v) v = getenv("OMPI_MCA_btl_sm_eager_limit");
-  char *end = NULL;
-  unsigned long long eager = v ? strtoull(v, &end, 0) : EAGER_DEFAULT;
-  if (v && (end == v || *end)) return 0; /* not a plain number: not guessed */
-  size_t piece = eager > 64 ? (size_t)((eager - 64) & ~63ull) : 0;
+  size_t piece;
+  if (!eager_less_header(v ? v : getenv("OMPI_MCA_btl_sm_eager_limit"), EAGER_DEFAULT, &piece))
+    return 0;
   return piece >= PIECE_MIN ? piece : 0;
 }
 
+/* The longest one-way record (below, "one-way exchanges"): it goes as one
+ * message, which the transport should send at once. To a peer on this
+ * host, one piece (the shared-memory transport's eager limit: above it a
+ * rendezvous, a round trip more) and at most a 4 KiB block; to a peer on
+ * another host, TCP's eager limit (64 KiB by default), and at most a 32
+ * KiB block (the root's ring of 2 runs of 64 records is then 4 MiB,
+ * touched as far as records fill it). Across two hosts a whole exchange
+ * of a 32 KiB broadcast's records took 28.6 us, MPI_Bcast 13.2 (the root
+ * waited for its peer's record, a round trip); one-way, 13.6-13.7. */
+#define ONEWAY_REC_NEAR   4224 /* 4096 + 128: a 4 KiB block, its header and length */
+#define ONEWAY_REC_FAR    ((32u << 10) + 128u) /* a 32 KiB block, its header and length */
+#define TCP_EAGER_DEFAULT 65536                /* btl_tcp_eager_limit's default */
+
 /* The longest one-way record to a peer on another host: TCP's eager limit
- * less 64 bytes for its header, between ONEWAY_REC_NEAR and
- * ONEWAY_REC_FAR (above); ONEWAY_REC_NEAR where the job may take another
- * transport (its btl and pml selections), whose limits are not read. */
+ * less its header, between ONEWAY_REC_NEAR and ONEWAY_REC_FAR (above);
+ * ONEWAY_REC_NEAR where the job may take another transport (its btl and
+ * pml selections), whose limits are not read. */
 static size_t record_far(void) {
+  size_t most;
   if (!selection_allows(getenv("OMPI_MCA_btl"), "tcp", "tcp") ||
-      !selection_allows(getenv("OMPI_MCA_pml"), "ob1", "ob1"))
+      !selection_allows(getenv("OMPI_MCA_pml"), "ob1", "ob1") ||
+      !eager_less_header(getenv("OMPI_MCA_btl_tcp_eager_limit"), TCP_EAGER_DEFAULT, &most))
     return ONEWAY_REC_NEAR;
-  const char *v = getenv("OMPI_MCA_btl_tcp_eager_limit");
-  char *end = NULL;
-  unsigned long long eager = v ? strtoull(v, &end, 0) : TCP_EAGER_DEFAULT;
-  if (v && (end == v || *end)) return ONEWAY_REC_NEAR; /* not a plain number: not guessed */
-  size_t most = eager > 64 ? (size_t)((eager - 64) & ~63ull) : 0;
   return most < ONEWAY_REC_NEAR ? ONEWAY_REC_NEAR : most > ONEWAY_REC_FAR ? ONEWAY_REC_FAR : most;
 }
 
@@ -219,9 +224,9 @@ static size_t record_far(void) {
  * 2 ranks on two hosts (TCP), 1 MiB: there the descriptors' exchange is a
  * round trip of about 20 us before MPI's collective starts, which a
  * record carrying the data does not wait for: allreduce of 64 KiB-1 MiB
- * 1.26-2.22x MPI_Allreduce through the descriptors, 0.75-1.19x through
- * the records, broadcast of 64-256 KiB 1.29-1.62x against 1.07-1.17x
- * (docs/comm.md has the commands). More ranks on several hosts, not
+ * 1.06-1.78x MPI_Allreduce through the descriptors, 0.88-1.08x through
+ * the records, broadcast of 64-256 KiB 1.35-1.59x against 1.23-1.30x
+ * (medians of 3 runs; docs/comm.md has them and the commands). More ranks on several hosts, not
  * measured, keep 32 KiB. (Their staging is 4 MiB a buffer, allocated at
  * its first exchange and touched only as far as records fill it.)
  * PTO_MPI_RECORD_BYTES sets it instead (the smallest any rank sets). */
@@ -285,8 +290,8 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   w->xpiece = (size_t)min[0];
   w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
   w->xonemax = (size_t)min[2];
-  w->xrecmax = min[4] != ULONG_MAX ? (size_t)min[4]
-                                    : record_max(w->d.nranks, min[3] && w->d.nranks > 1);
+  w->xrecmax =
+      min[4] != ULONG_MAX ? (size_t)min[4] : record_max(w->d.nranks, min[3] && w->d.nranks > 1);
   return 0;
 }
 
