@@ -73,3 +73,27 @@ function(pto_add_mpi_test)
     set_tests_properties(${t} PROPERTIES RESOURCE_LOCK "${A_RESOURCE_LOCK}")
   endif()
 endfunction()
+
+# mpi.NAME_two_hosts.np2: COMMAND (a target's program, then its arguments)
+# under scripts/two_hosts.sh, one rank on each of two network-namespace
+# hosts; reported not run (exit 2) where namespaces cannot be made. PASS:
+# a regular expression the output must match; RESOURCE_LOCK: locks besides
+# the hosts' own.
+function(pto_add_two_hosts_test)
+  if(NOT PTO_HAVE_MPI)
+    return()
+  endif()
+  cmake_parse_arguments(A "" "NAME;PASS" "COMMAND;RESOURCE_LOCK;ENVIRONMENT" ${ARGN})
+  list(POP_FRONT A_COMMAND prog)
+  set(t mpi.${A_NAME}_two_hosts.np2)
+  add_test(NAME ${t} COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
+                             $<TARGET_FILE:${prog}> ${A_COMMAND})
+  set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 150 SKIP_RETURN_CODE 2
+    RESOURCE_LOCK "${A_RESOURCE_LOCK};pto_two_hosts")
+  if(A_PASS)
+    set_tests_properties(${t} PROPERTIES PASS_REGULAR_EXPRESSION "${A_PASS}")
+  endif()
+  if(A_ENVIRONMENT)
+    set_tests_properties(${t} PROPERTIES ENVIRONMENT "${A_ENVIRONMENT}")
+  endif()
+endfunction()

@@ -183,12 +183,8 @@ endif()
 if(PTO_HAVE_MPI)
   add_executable(test_node_ship_refused ${CMAKE_CURRENT_LIST_DIR}/test_node_ship_refused.c)
   target_link_libraries(test_node_ship_refused PRIVATE pto_scenes)
-  add_test(NAME mpi.node_ship_refused_two_hosts.np2
-           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
-                      $<TARGET_FILE:test_node_ship_refused>)
-  set_tests_properties(mpi.node_ship_refused_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
-    RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
-    PASS_REGULAR_EXPRESSION "summary: refused=verified next=verified")
+  pto_add_two_hosts_test(NAME node_ship_refused COMMAND test_node_ship_refused
+    RESOURCE_LOCK pto_devices PASS "summary: refused=verified next=verified")
 endif()
 
 # Checking mode with the two chips on two hosts (cli_check_two_hosts.sh):
@@ -210,13 +206,8 @@ endif()
 # allreduce verified; rank 0 reads chip 0's window and is refused chip 1's,
 # named ("across": the program expects the refusal).
 if(PTO_HAVE_MPI)
-  add_test(NAME mpi.node_two_hosts.np2
-           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
-                      $<TARGET_FILE:test_node_two_ranks> across)
-  set_tests_properties(mpi.node_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
-    RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
-    PASS_REGULAR_EXPRESSION
-    "summary: ring_shuffle=verified allreduce=verified host_data=verified window_read=verified")
+  pto_add_two_hosts_test(NAME node COMMAND test_node_two_ranks across RESOURCE_LOCK pto_devices
+    PASS "summary: ring_shuffle=verified allreduce=verified host_data=verified window_read=verified")
 endif()
 
 # A build without MPI asked to run under mpirun (the environment mpirun
@@ -236,12 +227,8 @@ endif()
 # threads per rank in the store / notify / wait rounds: all checks pass,
 # no hang (the RMA calls of a process take turns: src/comm/mpi.c lock()).
 if(PTO_HAVE_MPI)
-  add_test(NAME mpi.ops_two_hosts.np2
-           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
-                      $<TARGET_FILE:test_mpi_comm> ops)
-  set_tests_properties(mpi.ops_two_hosts.np2 PROPERTIES LABELS mpi TIMEOUT 150
-    RESOURCE_LOCK pto_two_hosts SKIP_RETURN_CODE 2
-    PASS_REGULAR_EXPRESSION "ops on 2 ranks: ok \\(0 failed checks\\)")
+  pto_add_two_hosts_test(NAME ops COMMAND test_mpi_comm ops
+                         PASS "ops on 2 ranks: ok \\(0 failed checks\\)")
 endif()
 
 # The acceptance scenes (the eight 2-chip ones; scene 10 needs 3 chips) and
@@ -249,25 +236,16 @@ endif()
 # not run) with their two chips on the two hosts: windows are MPI RMA windows.
 if(PTO_HAVE_MPI)
   foreach(t dist_scenes dist_coll)
-    add_test(NAME mpi.${t}_two_hosts.np2
-             COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
-                        $<TARGET_FILE:test_${t}>)
+    pto_add_two_hosts_test(NAME ${t} COMMAND test_${t} RESOURCE_LOCK pto_devices
+                           PASS "\\[  PASSED  \\] 8 test\\(s\\)")
   endforeach()
-  set_tests_properties(mpi.dist_scenes_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
-                       "\\[  PASSED  \\] 8 test\\(s\\)")
-  set_tests_properties(mpi.dist_coll_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
-                       "\\[  PASSED  \\] 8 test\\(s\\)")
   # ... and scene 11's calls past 32 KiB on MPI's collectives there too (between 2 ranks
   # on two hosts the records carry up to 1 MiB, which every size of scene 11 fits)
-  add_test(NAME mpi.dist_coll_mpi_two_hosts.np2
-           COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/two_hosts.sh ${PROJECT_BINARY_DIR}
-                      $<TARGET_FILE:test_dist_coll>)
-  set_tests_properties(mpi.dist_coll_mpi_two_hosts.np2 PROPERTIES PASS_REGULAR_EXPRESSION
-                       "\\[  PASSED  \\] 8 test\\(s\\)" ENVIRONMENT PTO_MPI_RECORD_BYTES=32768)
+  pto_add_two_hosts_test(NAME dist_coll_mpi COMMAND test_dist_coll RESOURCE_LOCK pto_devices
+                         PASS "\\[  PASSED  \\] 8 test\\(s\\)"
+                         ENVIRONMENT PTO_MPI_RECORD_BYTES=32768)
   set_tests_properties(mpi.dist_scenes_two_hosts.np2 mpi.dist_coll_two_hosts.np2
-    mpi.dist_coll_mpi_two_hosts.np2 PROPERTIES
-    LABELS mpi TIMEOUT 150 RESOURCE_LOCK "pto_devices;pto_two_hosts" SKIP_RETURN_CODE 2
-    FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
+    mpi.dist_coll_mpi_two_hosts.np2 PROPERTIES FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
 endif()
 
 # Controlled schedules of a node whose chips are MPI ranks
