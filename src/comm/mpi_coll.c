@@ -392,18 +392,35 @@ typedef struct req_poll {
 
 static bool pieces_test(req_poll *p);
 
+/* MPI_Testall of n requests, with the error of one that failed: Open MPI
+ * reports it as MPI_ERR_IN_STATUS ("error code in status": the call
+ * failed without its cause) and frees the request, so the cause is only
+ * in its status (MPI_ERR_TRUNCATE: a record longer than its receive).
+ * Statuses are asked for up to TESTALL_STATUSES requests (an exchange's
+ * on up to 9 ranks in one message each); beyond, the error stays
+ * MPI_ERR_IN_STATUS. */
+#define TESTALL_STATUSES 16
+static int testall(int n, MPI_Request *req, int *flag) {
+  MPI_Status st[TESTALL_STATUSES];
+  bool named = n <= TESTALL_STATUSES;
+  int err = MPI_Testall(n, req, flag, named ? st : MPI_STATUSES_IGNORE);
+  for (int i = 0; err == MPI_ERR_IN_STATUS && named && i < n; i++)
+    if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING) err = st[i].MPI_ERROR;
+  return err;
+}
+
 static bool req_ready(void *arg) {
   req_poll *p = arg;
   int flag = 0;
   /* one request's error comes back as itself (MPI_ERR_TRUNCATE: a
-   * one-way record longer than its receive); MPI_Testall's, without
-   * statuses, as MPI_ERR_IN_STATUS alone */
+   * one-way record longer than its receive); several requests' through
+   * testall */
   if (p->pc)
     flag = pieces_test(p);
   else if (p->nreq == 1)
     p->err = MPI_Test(p->req, &flag, MPI_STATUS_IGNORE);
   else
-    p->err = MPI_Testall(p->nreq, p->req, &flag, MPI_STATUSES_IGNORE);
+    p->err = testall(p->nreq, p->req, &flag);
   if (flag || p->err != MPI_SUCCESS) return true;
   p->cancelled = p->cancel && p->cancel(p->cancel_arg);
   return p->cancelled;
@@ -638,14 +655,14 @@ static bool pieces_test(req_poll *p) {
   pieces *pc = p->pc;
   int flag = 0;
   if (!pc->second) {
-    p->err = MPI_Testall(pc->first, p->req, &flag, MPI_STATUSES_IGNORE);
+    p->err = testall(pc->first, p->req, &flag);
     if (p->err != MPI_SUCCESS) return true;
     if (!flag) return false;
     pc->second = true;
     p->err = post_rest(p);
     if (p->err != MPI_SUCCESS || p->nreq == pc->first) return true; /* all came whole */
   }
-  p->err = MPI_Testall(p->nreq - pc->first, p->req + pc->first, &flag, MPI_STATUSES_IGNORE);
+  p->err = testall(p->nreq - pc->first, p->req + pc->first, &flag);
   return flag || p->err != MPI_SUCCESS;
 }
 

@@ -33,6 +33,8 @@
  *           allgather or broadcast from 4 MiB blocks and for an all-to-all
  *           from 1 MiB blocks, none below; on RMA windows one for each
  *           but those the records carry (32 KiB blocks and less)
+ *   exchange_error  (-np 2) a record exchange whose receive MPI truncates
+ *           fails naming MPI_ERR_TRUNCATE, not MPI_ERR_IN_STATUS
  *   coll_path_far  (two hosts) broadcasts of up to 32 KiB are one-way: the
  *           root sends its record to each peer, the others nothing; an
  *           allreduce of up to 1 MiB starts no MPI collective, of 2 MiB one
@@ -1169,6 +1171,47 @@ static void switch_check(const char *what, bool shared, long started, long want,
               n);
 }
 
+/* ---- an exchange's MPI error keeps its cause ----
+ *
+ * With shrink_irecv set, the next MPI_Irecv libpto posts takes 8 bytes
+ * (the profiling interface, as MPI_Isend above): the peer's record, an
+ * 8-byte length and a header, is longer, and MPI fails the receive with
+ * MPI_ERR_TRUNCATE. Rank 0's allreduce on RMA windows tests its
+ * exchange's requests together (MPI_Testall), which reports a failed
+ * request as MPI_ERR_IN_STATUS alone: the call failed with PTO_EMPI and
+ * "MPI_ERR_IN_STATUS: error code in status" before, the truncation
+ * named after (mpi_coll.c, testall). */
+static _Atomic int shrink_irecv;
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
+              MPI_Request *req) {
+  if (atomic_exchange(&shrink_irecv, 0)) return PMPI_Irecv(buf, 8, MPI_BYTE, src, tag, comm, req);
+  return PMPI_Irecv(buf, count, dt, src, tag, comm, req);
+}
+
+static void exchange_error(void) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+  size_t sb = pto_coll_scratch_bytes(np, 17 * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 106, world4, np, b, 1, false, 1);
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  float in[17] = {0}, out[17];
+  pto_tensor ti = local(in, 17, PTO_F32), to = local(out, 17, PTO_F32);
+  if (x.rank == 0) atomic_store(&shrink_irecv, 1);
+  int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+  char det[400] = "";
+  if (rc) comm_task_error(&x.c, det, sizeof det);
+  if (x.rank == 0) {
+    CHECK_EQ(rc, PTO_EMPI, "rank 0's allreduce, its record's receive truncated");
+    if (!strstr(det, "MPI_ERR_TRUNCATE"))
+      FAIL("rank 0: the exchange's error does not name MPI's (MPI_ERR_TRUNCATE): %s", det);
+    else
+      printf("exchange_error: rank 0: %s\n", det);
+  }
+  dom_close(&x);
+}
+
 /* Across hosts (scripts/two_hosts.sh: TCP, 2 ranks) a broadcast whose
  * record goes as one TCP message (a block of up to 32 KiB, TCP's eager
  * limit being 64 KiB) is one-way: the root sends its record to every peer
@@ -1986,6 +2029,8 @@ int main(int argc, char **argv) {
     coll_path(false);
     coll_switch(true);
     coll_switch(false);
+  } else if (strcmp(mode, "exchange_error") == 0) {
+    exchange_error();
   } else if (strcmp(mode, "coll_path_far") == 0) {
     coll_path_far();
   } else if (strcmp(mode, "sharers") == 0) {
