@@ -303,6 +303,7 @@ static const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_
  * leaves glibc's defaults. */
 static const char *alloc_rule(const char *rule) {
   if (rule && strcmp(rule, "default") == 0) return "default: glibc malloc's defaults";
+  if (rule && strcmp(rule, "heap") != 0) return NULL; /* refused after MPI_Init */
   if (!mallopt(M_MMAP_THRESHOLD, 64 << 20) || !mallopt(M_TRIM_THRESHOLD, 256 << 20))
     return "default: mallopt refused the thresholds";
   return "heap: glibc malloc with M_MMAP_THRESHOLD 64 MiB and M_TRIM_THRESHOLD 256 MiB";
@@ -359,9 +360,10 @@ int main(int argc, char **argv) {
     for (int64_t bytes = minb; bytes <= maxb && nsizes<64; bytes *= step> 1 ? step : 2)
       sizes[nsizes++] = bytes;
   }
-  if (trials < 1 || trials > 100 || minb < 8 || maxb < minb || step < 2 || np < 2) {
+  if (trials < 1 || trials > 100 || minb < 8 || maxb < minb || step < 2 || np < 2 || !rule) {
     if (me == 0)
-      fprintf(stderr, "--trials 1..100, 8 <= --min <= --max, --step >= 2, at least 2 ranks\n");
+      fprintf(stderr, "--trials 1..100, 8 <= --min <= --max, --step >= 2, --alloc heap or "
+                      "default, at least 2 ranks\n");
     MPI_Finalize();
     return 2;
   }

@@ -226,10 +226,11 @@ static size_t record_far(void) {
  * record carrying the data does not wait for: allreduce of 64 KiB-1 MiB
  * 1.06-1.78x MPI_Allreduce through the descriptors, 0.88-1.08x through
  * the records, broadcast of 64-256 KiB 1.35-1.59x against 1.23-1.30x
- * (medians of 3 runs; docs/comm.md has them and the commands). More ranks on several hosts, not
- * measured, keep 32 KiB. (Their staging is 4 MiB a buffer, allocated at
- * its first exchange and touched only as far as records fill it.)
- * PTO_MPI_RECORD_BYTES sets it instead (the smallest any rank sets). */
+ * (medians of 3 runs; docs/comm.md has them and the commands). More
+ * ranks on several hosts, not measured, keep 32 KiB. (Their staging is 4
+ * MiB a buffer, allocated at its first exchange and touched only as far
+ * as records fill it.) PTO_MPI_RECORD_BYTES sets it instead (the
+ * smallest any rank sets). */
 #define RECORD_NEAR  ((size_t)32 << 10)
 #define RECORD_FAR   ((size_t)1 << 20)
 #define RECORD_STAGE ((size_t)2 << 20)
