@@ -313,13 +313,10 @@ int main(int argc, char **argv) {
   int64_t minb = 8, maxb = 16 << 20, step = 8, sizes[64];
   int nsizes = 0, level = 3; /* MPI_THREAD_MULTIPLE, pto's */
   const char *only = NULL, *systems = NULL, *alloc = NULL;
-  for (int i = 1; i < argc - 1; i++)
-    if (strcmp(argv[i], "--alloc") == 0) alloc = argv[i + 1];
-  const char *rule = alloc_rule(alloc); /* before anything allocates */
   /* read before MPI_Init_thread, which takes the thread level */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--alloc") == 0 && i + 1 < argc)
-      i++;
+      alloc = argv[++i];
     else if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc)
       trials = atoi(argv[++i]);
     else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc)
@@ -348,6 +345,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (level < 3) level_name = level_names[level];
+  const char *rule = alloc_rule(alloc); /* before MPI or pto allocates */
   int provided;
   MPI_Init_thread(&argc, &argv, levels[level], &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);

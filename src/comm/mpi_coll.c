@@ -235,8 +235,9 @@ static size_t record_far(void) {
 #define RECORD_FAR   ((size_t)1 << 20)
 #define RECORD_STAGE ((size_t)2 << 20)
 
-static size_t record_max(int n, bool two_hosts) {
-  if (two_hosts && n == 2) return RECORD_FAR;
+/* n ranks; `alone`: each alone on its host */
+static size_t record_max(int n, bool alone) {
+  if (alone && n == 2) return RECORD_FAR;
   if ((size_t)n <= RECORD_STAGE / (2 * RECORD_NEAR)) return RECORD_NEAR;
   size_t b = RECORD_STAGE / (2 * (size_t)n) & ~(size_t)63;
   return b < RECORD_NEAR ? b : RECORD_NEAR;
@@ -291,8 +292,7 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   w->xpiece = (size_t)min[0];
   w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
   w->xonemax = (size_t)min[2];
-  w->xrecmax =
-      min[4] != ULONG_MAX ? (size_t)min[4] : record_max(w->d.nranks, min[3] && w->d.nranks > 1);
+  w->xrecmax = min[4] != ULONG_MAX ? (size_t)min[4] : record_max(w->d.nranks, min[3]);
   return 0;
 }
 
@@ -933,15 +933,17 @@ static struct mpi_oneway *oneway_set(comm_win *w, int buf) {
   return o;
 }
 
-/* My logged header of call t. */
+/* Where my call t is logged: its header log_of(o, t), its one-way bit
+ * o->oneway's bit log_at(o, t). */
+static unsigned log_at(const struct mpi_oneway *o, uint64_t t) { return (uint32_t)t % nlog(o); }
 static unsigned char *log_of(const struct mpi_oneway *o, uint64_t t) {
-  return o->log + (size_t)((uint32_t)t % nlog(o)) * ONEWAY_HDR;
+  return o->log + (size_t)log_at(o, t) * ONEWAY_HDR;
 }
 
 /* Logs the header of my call x->tag (every exchange's, whole or one-way). */
 static void oneway_log(struct mpi_oneway *o, const comm_exchange *x, bool oneway) {
-  unsigned t = (uint32_t)x->tag % nlog(o);
-  memcpy(log_of(o, x->tag), x->hdr, x->hdr_bytes);
+  unsigned t = log_at(o, x->tag);
+  memcpy(o->log + (size_t)t * ONEWAY_HDR, x->hdr, x->hdr_bytes);
   o->hdr = x->hdr_bytes;
   uint64_t *word = &o->oneway[t / 64], bit = (uint64_t)1 << (t % 64);
   *word = oneway ? *word | bit : *word & ~bit;
@@ -1012,10 +1014,7 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
 /* Did my calls first .. upto (tags of one epoch) include a one-way one? */
 static bool oneway_among(const struct mpi_oneway *o, uint64_t first, uint64_t upto) {
   for (uint64_t t = first; t <= upto; t++)
-    if ((uint32_t)t) {
-      unsigned i = (uint32_t)t % nlog(o);
-      if (o->oneway[i / 64] >> (i % 64) & 1) return true;
-    }
+    if ((uint32_t)t && o->oneway[log_at(o, t) / 64] >> (log_at(o, t) % 64) & 1) return true;
   return false;
 }
 

@@ -1212,6 +1212,17 @@ static void exchange_error(void) {
   dom_close(&x);
 }
 
+/* A call's src, dst and expected values, n f32 each: all three, or none
+ * and a failed check. */
+static bool floats3(size_t n, float **in, float **out, float **expect) {
+  *in = malloc(sizeof(float) * n), *out = malloc(sizeof(float) * n);
+  *expect = malloc(sizeof(float) * n);
+  if (*in && *out && *expect) return true;
+  FAIL("out of memory for 3 x %zu f32", n);
+  free(*in), free(*out), free(*expect);
+  return false;
+}
+
 /* Across hosts (scripts/two_hosts.sh: TCP, 2 ranks) a broadcast whose
  * record goes as one TCP message (a block of up to 32 KiB, TCP's eager
  * limit being 64 KiB) is one-way: the root sends its record to every peer
@@ -1231,11 +1242,8 @@ static void coll_path_far(void) {
   dom_open(&x, 105, world4, np, b, 1, false, 1);
   pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
   int r = x.rank;
-  float *in = malloc(sizeof(float) * MOST), *out = malloc(sizeof(float) * MOST),
-        *expect = malloc(sizeof(float) * MOST);
-  if (!in || !out || !expect) {
-    FAIL("out of memory");
-    free(in), free(out), free(expect);
+  float *in, *out, *expect;
+  if (!floats3(MOST, &in, &out, &expect)) {
     dom_close(&x);
     return;
   }
@@ -1283,11 +1291,8 @@ static void coll_switch(bool shared) {
   dom_open(&x, 110 + shared, world4, np, b, 1, false, 1);
   pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
   int n = np, r = x.rank;
-  float *in = malloc(sizeof(float) * SWITCH_MAX), *out = malloc(sizeof(float) * SWITCH_MAX),
-        *expect = malloc(sizeof(float) * SWITCH_MAX);
-  if (!in || !out || !expect) {
-    FAIL("out of memory");
-    free(in), free(out), free(expect);
+  float *in, *out, *expect;
+  if (!floats3(SWITCH_MAX, &in, &out, &expect)) {
     dom_close(&x);
     return;
   }
