@@ -398,12 +398,12 @@ static bool pieces_test(req_poll *p);
  * failed without its cause) and frees the request, so the cause is only
  * in its status (MPI_ERR_TRUNCATE: a record longer than its receive).
  * Statuses are asked for up to TESTALL_STATUSES requests (an exchange's
- * on up to 9 ranks in one message each); beyond, the error stays
- * MPI_ERR_IN_STATUS. */
+ * on up to 9 ranks in one message each), or for all n into `keep` (NULL:
+ * not kept); beyond, the error stays MPI_ERR_IN_STATUS. */
 #define TESTALL_STATUSES 16
-static int testall(int n, MPI_Request *req, int *flag) {
-  MPI_Status st[TESTALL_STATUSES];
-  bool named = n <= TESTALL_STATUSES;
+static int testall(int n, MPI_Request *req, int *flag, MPI_Status *keep) {
+  MPI_Status mine[TESTALL_STATUSES], *st = keep ? keep : mine;
+  bool named = keep || n <= TESTALL_STATUSES;
   int err = MPI_Testall(n, req, flag, named ? st : MPI_STATUSES_IGNORE);
   for (int i = 0; err == MPI_ERR_IN_STATUS && named && i < n; i++)
     if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING) err = st[i].MPI_ERROR;
@@ -421,7 +421,7 @@ static bool req_ready(void *arg) {
   else if (p->nreq == 1)
     p->err = MPI_Test(p->req, &flag, MPI_STATUS_IGNORE);
   else
-    p->err = testall(p->nreq, p->req, &flag);
+    p->err = testall(p->nreq, p->req, &flag, NULL);
   if (flag || p->err != MPI_SUCCESS) return true;
   p->cancelled = p->cancel && p->cancel(p->cancel_arg);
   return p->cancelled;
@@ -582,7 +582,8 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
  * sent only needs the peer's first receive, which is always posted, so
  * neither phase waits on the other rank's next one (a piece that did not
  * go eagerly would otherwise wait for a receive posted only after it). A
- * record shorter than xpiece is one message, as to any other peer. */
+ * record shorter than xpiece is one message, as to any other peer, but
+ * one of 257-512 bytes, two (INLINE_MAX, below). */
 #define XCHG_TAG  0x70
 #define LEN_BYTES sizeof(uint64_t) /* a record's length, before it */
 
@@ -602,11 +603,27 @@ static bool in_pieces(const comm_win *w, int p, size_t max_bytes) {
  * allgather of 32 KiB 1.23x MPI_Allgather's time against 1.05x in one
  * message. */
 #define PIECES_MAX 5
+/* Open MPI's ob1 sends a message of at most 256 bytes at once through the
+ * transport (mca_pml_ob1_send_inline; the bound is ob1's constant, no MCA
+ * parameter), a longer one through a send request. On vader, 2 ranks
+ * (bench_coll_mpi_exchange, 2 runs), an exchange of one message each way
+ * took 573-726 ns at 256 bytes and 1056-1268 at 257-512; as two messages,
+ * 256 bytes and the rest, 737-1101 at 257-512, but 1403-1516 at 584 (the
+ * rest over the bound) against 1075-1159 in one. A record's length and
+ * header (72 bytes) push a block that Open MPI's own collectives send at
+ * once over the bound: a cut record of at most twice the bound goes as
+ * two messages, the first of INLINE_MAX bytes. (A one-way record stays
+ * whole: its receiver sets the pace, and a second message cost it more
+ * than the send request costs the root: docs/comm.md.) */
+#define INLINE_MAX 256
 static size_t message_at(bool cut, size_t piece, uint64_t len, uint64_t off) {
   uint64_t left = len - off;
-  if (!cut || (off && len > PIECES_MAX * (uint64_t)piece)) return (size_t)left;
+  if (!cut) return (size_t)left;
+  if (len > INLINE_MAX && len <= 2 * INLINE_MAX) return off ? (size_t)left : INLINE_MAX;
+  if (off && len > PIECES_MAX * (uint64_t)piece) return (size_t)left;
   return left < piece ? (size_t)left : piece;
 }
+_Static_assert(PIECE_MIN >= 2 * INLINE_MAX, "a first piece holds a record of two messages");
 
 /* Requests of one exchange, at most: per peer a receive and a send of
  * every message of a record (PIECES_MAX for a cut one: message_at) */
@@ -628,19 +645,24 @@ struct pieces {
   int peer[PTO_COMM_MAX_RANKS];            /* receive i's peer */
   unsigned char *slot[PTO_COMM_MAX_RANKS]; /* and where it lands */
   bool cut[PTO_COMM_MAX_RANKS];            /* that peer's record may go in pieces */
+  MPI_Status st[2 * (PTO_COMM_MAX_RANKS - 1)]; /* the first phase's: what came first */
 };
 
 /* The first phase is done: posts the receives of the rest of every record
- * that came in pieces (its length says how much), after the requests. */
+ * that came in pieces (its length says how much, its first message's
+ * status what came: a one-way record, from a rank that made another call,
+ * comes whole and is named by the check), after the requests. */
 static int post_rest(req_poll *p) {
   pieces *pc = p->pc;
   size_t piece = pc->w->xpiece;
   for (int i = 0; i < pc->first / 2; i++) {
     if (!pc->cut[i]) continue;
     uint64_t len;
+    int got;
     memcpy(&len, pc->slot[i], sizeof len);
     if (len > pc->max) return MPI_ERR_TRUNCATE; /* no such record is sent */
-    for (uint64_t off = message_at(true, piece, len, 0), part; off < len; off += part) {
+    MPI_Get_count(&pc->st[i], MPI_BYTE, &got);
+    for (uint64_t off = (uint64_t)got, part; off < len; off += part) {
       part = message_at(true, piece, len, off);
       int err = MPI_Irecv(pc->slot[i] + off, (int)part, MPI_BYTE, pc->peer[i], XCHG_TAG, pc->comm,
                           &p->req[p->nreq++]);
@@ -656,14 +678,14 @@ static bool pieces_test(req_poll *p) {
   pieces *pc = p->pc;
   int flag = 0;
   if (!pc->second) {
-    p->err = testall(pc->first, p->req, &flag);
+    p->err = testall(pc->first, p->req, &flag, pc->st);
     if (p->err != MPI_SUCCESS) return true;
     if (!flag) return false;
     pc->second = true;
     p->err = post_rest(p);
     if (p->err != MPI_SUCCESS || p->nreq == pc->first) return true; /* all came whole */
   }
-  p->err = testall(p->nreq - pc->first, p->req + pc->first, &flag);
+  p->err = testall(p->nreq - pc->first, p->req + pc->first, &flag, NULL);
   return flag || p->err != MPI_SUCCESS;
 }
 

@@ -556,6 +556,18 @@ static int mismatch_kernel(const pto_kctx *ctx) {
              : pto_allreduce(ctx, dom, s, &wt, &wi, PTO_RED_SUM, PTO_COLL_AUTO);
     break;
   }
+  case 36: { /* rank 0 a broadcast of 64 f32 from rank 0 (one-way: its record, 328 bytes, goes
+              * whole), rank 1 an allreduce of 64 f32, whose record goes in two messages to a
+              * peer on its host (the first of 256 bytes: mpi_coll.c, INLINE_MAX) and which
+              * takes rank 0's for one of two: it finds it came whole, and names the call
+              * (before, it waited for a second message until the deadline) */
+    enum { MID = 64 };
+    static _Thread_local float w[MID], wo[MID];
+    pto_tensor wi = local(w, MID, PTO_F32), wt = local(wo, MID, PTO_F32);
+    rc = odd ? pto_allreduce(ctx, dom, s, &wt, &wi, PTO_RED_SUM, PTO_COLL_AUTO)
+             : pto_broadcast(ctx, dom, s, &wt, &wi, 0);
+    break;
+  }
   case 34: /* through MPI's records: rank 0 the root of 3 small broadcasts, rank 1 calls 2;
             * each call returns, and the task's end finds the counts differ (run on the
             * records path only: with a call table the root waits for rank 1's third call
@@ -791,7 +803,8 @@ static void test_mismatch(void **state) {
                                 "rank 1 gives up before the broadcast",
                                 "broadcast #1",
                                 "the ranks made different numbers of calls there",
-                                "the ranks made different numbers of calls there"};
+                                "the ranks made different numbers of calls there",
+                                "broadcast #1"};
   pto_node *n = make_node(2, false, 0, false);
   run_arg ra = {.tasks = 1};
   int64_t eight = 8;

@@ -991,9 +991,10 @@ static long eager_piece(void) {
   return piece;
 }
 
-#define PATH_N   17   /* elements of a block: every collective's data fits the table */
-#define PATH_MID 2048 /* an allreduce of 8 KiB: beyond the table */
-#define PATH_BIG 8192 /* an allreduce of 32 KiB: the records' largest (RMA windows) */
+#define PATH_N      17   /* elements of a block: every collective's data fits the table */
+#define PATH_INLINE 64   /* an allreduce of 256 bytes: its record in two messages (RMA windows) */
+#define PATH_MID    2048 /* an allreduce of 8 KiB: beyond the table */
+#define PATH_BIG    8192 /* an allreduce of 32 KiB: the records' largest (RMA windows) */
 
 /* A call's count of MPI calls (`counted`: messages sent, collectives
  * started) against the path it should take, and its result. */
@@ -1076,6 +1077,25 @@ static void coll_path(bool shared) {
   CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &o_all, &all_in));
   path_check("alltoall of 17 f32 a block", shared, isends - before, peers, out, expect,
              (int64_t)n * PATH_N);
+  /* an allreduce of 64 f32: its record (328 bytes with its length and
+   * header) goes to a peer on this host in two messages of at most 256
+   * bytes, which Open MPI's ob1 sends at once (mpi_coll.c, INLINE_MAX);
+   * in one where records go whole */
+  for (int i = 0; i < PATH_INLINE; i++)
+    in[i] = (float)((r + 1) * (i + 1)), expect[i] = (float)(n * (n + 1) / 2 * (i + 1));
+  before = isends;
+  isend_max = 0;
+  pto_tensor in64 = local(in, PATH_INLINE, PTO_F32), out64 = local(out, PATH_INLINE, PTO_F32);
+  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &out64, &in64, PTO_RED_SUM, PTO_COLL_AUTO));
+  if (!shared && eager_piece()) {
+    if (isends - before != 2 * peers || isend_max > 256)
+      FAIL("allreduce of 64 f32 on RMA windows, the ranks on one host: this rank sent %ld "
+           "messages, the largest %ld bytes, expected 2 a peer (%ld), none over 256",
+           isends - before, (long)isend_max, 2 * peers);
+    result_check("allreduce of 64 f32", shared, out, expect, PATH_INLINE);
+  } else {
+    path_check("allreduce of 64 f32", shared, isends - before, peers, out, expect, PATH_INLINE);
+  }
   /* beyond the table: on shared windows the mesh on them; on RMA windows
    * the records */
   for (int i = 0; i < PATH_BIG; i++)
@@ -1120,8 +1140,9 @@ static void coll_path(bool shared) {
     FAIL("the counts across the table's limit: the mismatch is not named: %s", det);
   dom_close(&x);
   if (r == 0 && !failures)
-    printf("coll_path %s windows: calls up to 4 KiB sent %ld messages each; of 8 and 32 KiB %s\n",
-           shared ? "shared" : "RMA", peers,
+    printf("coll_path %s windows: calls up to 4 KiB sent %ld messages each (of 256 bytes: %ld); "
+           "of 8 and 32 KiB %s\n",
+           shared ? "shared" : "RMA", peers, !shared && eager_piece() ? 2 * peers : peers,
            shared          ? "none"
            : eager_piece() ? "their records in pieces"
                            : "one a peer");
