@@ -162,8 +162,11 @@ static int one(bench *b, const point *pt) {
     if (mpi) return MPI_Allgather(b->in, n, MPI_FLOAT, b->out, n, MPI_FLOAT, MPI_COMM_WORLD);
     return pto_allgather(&b->k, dom, scratch, &pt->big_out, &pt->in);
   case C_BROADCAST:
+    /* both in place on the root: MPI_Bcast sends its one buffer; pto's
+     * root passes its dst as src (with another src it would copy it into
+     * dst too, a copy MPI_Bcast does not make) */
     if (mpi) return MPI_Bcast(b->out, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    return pto_broadcast(&b->k, dom, scratch, &pt->out, me == 0 ? &pt->in : NULL, 0);
+    return pto_broadcast(&b->k, dom, scratch, &pt->out, me == 0 ? &pt->out : NULL, 0);
   case C_REDUCE_SCATTER:
     if (mpi)
       return MPI_Reduce_scatter_block(b->in, b->out, blk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
