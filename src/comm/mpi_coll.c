@@ -120,7 +120,7 @@ static void err_why(char *why, size_t n, const char *call, int err) {
  * rendezvous, a round trip more: exchanging 4176 bytes with a peer of the
  * host took 2.5-3.1 us, in pieces of at most 4032 bytes 0.7-0.9; 8272
  * bytes 2.8-3.3 against 1.1-1.2, 16464 3.2-3.9 against 2.0, 32848 4.3
- * against 3.7. A record is its length, an 80-byte header and the call's
+ * against 3.7. A record is its length, a 64-byte header and the call's
  * block, so a block of 4 KiB, a size programs use, crossed the limit: an
  * allreduce of 4 KiB on 2 ranks of one host's RMA windows took 2.9x
  * MPI_Allreduce's time (3.0 us; 0.7 us at 2 KiB), 0.99x in pieces.
