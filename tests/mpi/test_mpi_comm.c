@@ -1252,8 +1252,9 @@ static bool floats3(size_t n, float **in, float **out, float **expect) {
  * Up to 1 MiB a call's data goes with the records (mpi_coll.c,
  * RECORD_FAR): a larger broadcast sends one to every peer, and an
  * allreduce starts no MPI collective (before: from 64 KiB, the
- * descriptors' exchange, a round trip, then MPI_Iallreduce); at 2 MiB it
- * starts one. */
+ * descriptors' exchange, a round trip, then MPI_Iallreduce); at 2 MiB,
+ * after the descriptors' exchange, each rank sends its src in one message
+ * (before: MPI_Iallreduce). */
 static void coll_path_far(void) {
   setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
   enum { MOST = 1 << 19 }; /* 2 MiB of f32 */
@@ -1284,24 +1285,34 @@ static void coll_path_far(void) {
                        : "the records: one to every peer",
                 out, expect, cnt);
   }
-  /* allreduce: rank q holds q + 1 */
-  static const int64_t sums[] = {16384, 1 << 18, MOST};
+  /* allreduce: rank q holds q + 1 + i % 7; the last in place. Beyond the
+   * records (2 MiB) no collective starts either: the 2 ranks exchange
+   * their src in one message each (mpi_coll.c, pair_exchange), after the
+   * descriptors' records */
+  static const int64_t sums[] = {16384, 1 << 18, MOST, MOST};
   for (size_t k = 0; k < sizeof sums / sizeof *sums; k++) {
     int64_t cnt = sums[k];
+    bool in_place = k == 3;
     for (int64_t i = 0; i < cnt; i++)
-      in[i] = (float)(r + 1), expect[i] = (float)(np * (np + 1) / 2), out[i] = -1;
-    pto_tensor ti = local(in, cnt, PTO_F32), to = local(out, cnt, PTO_F32);
-    long before = coll_starts;
+      in[i] = (float)(r + 1 + i % 7), expect[i] = (float)(np * (np + 1) / 2 + np * (i % 7)),
+      out[i] = -1;
+    pto_tensor ti = local(in, cnt, PTO_F32), to = local(in_place ? in : out, cnt, PTO_F32);
+    long starts = coll_starts, sends = isends;
     CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO));
     char what[64];
-    snprintf(what, sizeof what, "allreduce of %lld KiB", (long long)cnt * 4 / 1024);
-    switch_check(what, false, coll_starts - before, cnt * 4 > (1 << 20), out, expect, cnt);
+    snprintf(what, sizeof what, "allreduce of %lld KiB%s", (long long)cnt * 4 / 1024,
+             in_place ? " in place" : "");
+    bool beyond = cnt * 4 > (1 << 20);
+    switch_check(what, false, coll_starts - starts, 0, in_place ? in : out, expect, cnt);
+    count_check(what, false, "MPI sends", isends - sends, beyond ? 2 : 1,
+                beyond ? "the descriptors' record, then src" : "the record with the data",
+                in_place ? in : out, expect, cnt);
   }
   free(in), free(out), free(expect);
   dom_close(&x);
   if (r == 0 && !failures)
     printf("coll_path_far: broadcasts of up to 32 KiB one-way, data up to 1 MiB with the "
-           "records across hosts\n");
+           "records across hosts, a larger allreduce in one exchange\n");
 }
 
 static void coll_switch(bool shared) {
