@@ -67,6 +67,9 @@
  *           cancelled at once (its deadline 60 s)
  *   coll_die  rank 1 exits while the others are in an allreduce on MPI's
  *           collectives: they end with PTO_EWAIT_TIMEOUT at the deadline
+ *   coll_die_pair  (-np 2, two hosts) rank 1 exits where it would send its
+ *           src in a 2 MiB allreduce's exchange: rank 0 ends the job
+ *           naming the call once its deadline and grace passed
  *   die     rank 1 exits in the middle of the others' wait: they end with
  *           PTO_EWAIT_TIMEOUT naming the cell (or mpirun ends the job), never
  *           a hang — see the ctest's pass expression
@@ -953,8 +956,14 @@ static void reproducible(void) {
  * up to where). On RMA windows the records stay. */
 static _Atomic long isends, isend_max; /* the largest message, in bytes */
 
+/* coll_die_pair: this rank exits where it would send its src in a 2-rank
+ * allreduce's exchange (mpi_coll.c's PAIR_TAG) */
+static _Atomic int die_at_pair;
+#define PAIR_TAG 0x72
+
 int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
               MPI_Request *req) {
+  if (tag == PAIR_TAG && atomic_load(&die_at_pair)) _exit(3);
   atomic_fetch_add(&isends, 1);
   int size = 0;
   MPI_Type_size(dt, &size);
@@ -1786,6 +1795,34 @@ static int coll_die(void) {
   return failures ? 1 : 0;
 }
 
+/* Across two hosts: rank 1 exits where it would send its src in a 2
+ * MiB allreduce's exchange (after the descriptors' records matched), so
+ * rank 0's receive into its dst never completes. MPI owns that dst: rank
+ * 0 waits out its deadline and the grace, then ends the job naming the
+ * call (end_job), never returning while MPI may still write it. */
+static int coll_die_pair(void) {
+  enum { N = 1 << 19 }; /* 2 MiB of f32: beyond the records */
+  size_t sb = pto_coll_scratch_bytes(np, (size_t)N * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 97, world4, np, b, 1, false, 1);
+  comm_find(&x.c, x.d.id)->desc.wait_timeout_ms = 2000;
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  float *in, *out, *expect;
+  if (!floats3(N, &in, &out, &expect)) {
+    dom_close(&x);
+    return 1;
+  }
+  pto_tensor ti = local(in, N, PTO_F32), to = local(out, N, PTO_F32);
+  if (x.rank == 1) atomic_store(&die_at_pair, 1);
+  int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+  char det[400];
+  comm_task_error(&x.c, det, sizeof det);
+  printf("rank %d: the allreduce returned %s while MPI may still write its dst: %s\n", me,
+         pto_status_name(rc), det);
+  return 1;
+}
+
 /* ---- a rank that dies ---- */
 
 static int die(void) {
@@ -2081,8 +2118,8 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "coll_frozen") == 0 || strcmp(mode, "coll_frozen_cancel") == 0) {
     /* no MPI_Finalize: a request stays in flight */
     _exit(coll_frozen(strcmp(mode, "coll_frozen_cancel") == 0));
-  } else if (strcmp(mode, "coll_die") == 0) {
-    rc = coll_die();
+  } else if (strcmp(mode, "coll_die") == 0 || strcmp(mode, "coll_die_pair") == 0) {
+    rc = strcmp(mode, "coll_die") == 0 ? coll_die() : coll_die_pair();
     fflush(stdout);
     _exit(rc); /* no MPI_Finalize: a peer is gone */
   } else if (strcmp(mode, "open") == 0) {
