@@ -39,8 +39,16 @@ static inline float red_f32(float a, float b, pto_red_op op) {
  * 4 KiB allreduce on 2 ranks. */
 #define RED_BLOCK 16
 #define RED_FN(name, T, F)                                                                         \
-  static void name(T *restrict a, const T *restrict b, int64_t n) {                                \
+  static void name(T *restrict a, const T *restrict b, int64_t n, bool b_first) {                  \
     int64_t i = 0;                                                                                 \
+    if (b_first) {                                                                                 \
+      for (; i + RED_BLOCK <= n; i += RED_BLOCK)                                                   \
+        for (int j = 0; j < RED_BLOCK; j++)                                                        \
+          a[i + j] = F(b[i + j], a[i + j]);                                                        \
+      for (; i < n; i++)                                                                           \
+        a[i] = F(b[i], a[i]);                                                                      \
+      return;                                                                                      \
+    }                                                                                              \
     for (; i + RED_BLOCK <= n; i += RED_BLOCK)                                                     \
       for (int j = 0; j < RED_BLOCK; j++)                                                          \
         a[i + j] = F(a[i + j], b[i + j]);                                                          \
@@ -64,13 +72,14 @@ RED_FNS(double, RED_SUM, RED_PROD)
 RED_FNS(int32_t, RED_USUM, RED_UPROD)
 #define RED_OPS(T)                                                                                 \
   switch (op) {                                                                                    \
-  case PTO_RED_SUM: T##_sum(acc, x, n); break;                                                     \
-  case PTO_RED_MAX: T##_max(acc, x, n); break;                                                     \
-  case PTO_RED_MIN: T##_min(acc, x, n); break;                                                     \
-  default: T##_prod(acc, x, n); break;                                                             \
+  case PTO_RED_SUM: T##_sum(acc, x, n, x_first); break;                                            \
+  case PTO_RED_MAX: T##_max(acc, x, n, x_first); break;                                            \
+  case PTO_RED_MIN: T##_min(acc, x, n, x_first); break;                                            \
+  default: T##_prod(acc, x, n, x_first); break;                                                    \
   }
 
-void coll_reduce(void *acc, const void *x, int64_t n, pto_dtype dt, pto_red_op op) {
+/* acc = acc op x, or x op acc (x_first) */
+static void reduce(void *acc, const void *x, int64_t n, pto_dtype dt, pto_red_op op, bool x_first) {
   switch (dt) {
   case PTO_F32: RED_OPS(float); break;
   case PTO_F64: RED_OPS(double); break;
@@ -78,17 +87,29 @@ void coll_reduce(void *acc, const void *x, int64_t n, pto_dtype dt, pto_red_op o
   case PTO_F16: {
     uint16_t *a = acc;
     const uint16_t *b = x;
-    for (int64_t i = 0; i < n; i++)
-      a[i] = f32_to_half(red_f32(half_to_f32(a[i]), half_to_f32(b[i]), op));
+    for (int64_t i = 0; i < n; i++) {
+      float u = half_to_f32(a[i]), v = half_to_f32(b[i]);
+      a[i] = f32_to_half(x_first ? red_f32(v, u, op) : red_f32(u, v, op));
+    }
     break;
   }
   case PTO_BF16: {
     uint16_t *a = acc;
     const uint16_t *b = x;
-    for (int64_t i = 0; i < n; i++)
-      a[i] = f32_to_bf16(red_f32(bf16_to_f32(a[i]), bf16_to_f32(b[i]), op));
+    for (int64_t i = 0; i < n; i++) {
+      float u = bf16_to_f32(a[i]), v = bf16_to_f32(b[i]);
+      a[i] = f32_to_bf16(x_first ? red_f32(v, u, op) : red_f32(u, v, op));
+    }
     break;
   }
   default: break; /* callers check coll_reduce_dtype_ok */
   }
+}
+
+void coll_reduce(void *acc, const void *x, int64_t n, pto_dtype dt, pto_red_op op) {
+  reduce(acc, x, n, dt, op, false);
+}
+
+void coll_reduce_after(const void *x, void *acc, int64_t n, pto_dtype dt, pto_red_op op) {
+  reduce(acc, x, n, dt, op, true);
 }

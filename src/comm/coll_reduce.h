@@ -15,5 +15,8 @@ const char *coll_red_op_name(pto_red_op op);
 /* acc[i] = acc[i] op x[i] for n elements of dtype dt; acc and x do not
  * overlap. */
 void coll_reduce(void *acc, const void *x, int64_t n, pto_dtype dt, pto_red_op op);
+/* acc[i] = x[i] op acc[i]: x the first operand (the order matters to the
+ * bits: a NaN against max or min, two NaNs' payloads against a sum) */
+void coll_reduce_after(const void *x, void *acc, int64_t n, pto_dtype dt, pto_red_op op);
 
 #endif

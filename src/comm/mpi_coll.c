@@ -548,8 +548,9 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
  * time at 2-16 MiB, the exchange 0.90-1.01x; on one host's RMA windows
  * libnbc's was faster (2 MiB 0.39x against 0.47x, 16 MiB 0.82x against
  * 0.94x; 3 alternations each, docs/comm.md). Both ranks decide alike:
- * each finds the other on another host. The sum is the same on both:
- * a op b == b op a for every pto_red_op. */
+ * each finds the other on another host. Both reduce in rank order, rank
+ * 0's block first, as the mesh's fold: the same bits on both (a op b is
+ * not b op a for a NaN against max or min, or two NaNs' payloads). */
 #define PAIR_TAG 0x72
 static bool pair_exchange(const comm_win *w, const comm_coll_call *c) {
   return c->kind == COMM_ALLREDUCE && w->d.nranks == 2 && !(w->xnear >> (1 - w->my_rank) & 1);
@@ -598,8 +599,15 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
   req_poll p = {req, pair ? 2 : 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
   rc = finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
-  if (!rc && pair)
-    coll_reduce(c->dst, peers == c->dst ? c->src : peers, c->count, c->dtype, (pto_red_op)c->op);
+  if (!rc && pair) {
+    /* dst = rank 0's block op rank 1's: dst holds the peer's, or mine (in place) */
+    const void *other = peers == c->dst ? c->src : peers;
+    bool dst_first = (peers == c->dst) == (w->my_rank == 1);
+    if (dst_first)
+      coll_reduce(c->dst, other, c->count, c->dtype, (pto_red_op)c->op);
+    else
+      coll_reduce_after(other, c->dst, c->count, c->dtype, (pto_red_op)c->op);
+  }
   if (peers != c->dst && !rc) free(peers); /* else a request may still write it: left behind */
   return rc;
 }

@@ -1317,6 +1317,20 @@ static void coll_path_far(void) {
                 beyond ? "the descriptors' record, then src" : "the record with the data",
                 in_place ? in : out, expect, cnt);
   }
+  /* max of 2 MiB through the exchange, NaNs in it: every rank gets rank
+   * 0's block op rank 1's, as the fold (pto_red_op's order, b > a ? b : a):
+   * [0] NaN op 1 = NaN, [1] 1 op NaN = 1 (before, rank 0 reduced the other
+   * way round and got 1 and NaN) */
+  for (int64_t i = 0; i < MOST; i++)
+    in[i] = (float)(r + 1 + i % 5), expect[i] = (float)(np + i % 5), out[i] = -1;
+  in[0] = r == 0 ? NAN : 1.0f, in[1] = r == 0 ? 1.0f : NAN;
+  pto_tensor ti = local(in, MOST, PTO_F32), to = local(out, MOST, PTO_F32);
+  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_MAX, PTO_COLL_AUTO));
+  if (!isnan(out[0]) || out[1] != 1.0f)
+    FAIL("max of 2 MiB with NaNs on rank %d: out[0] = %g, out[1] = %g, expected nan and 1 (rank "
+         "0's block op rank 1's)",
+         r, (double)out[0], (double)out[1]);
+  result_check("max of 2 MiB", false, out + 2, expect + 2, MOST - 2);
   free(in), free(out), free(expect);
   dom_close(&x);
   if (r == 0 && !failures)
