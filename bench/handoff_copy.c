@@ -160,16 +160,20 @@ int main(int argc, char **argv) {
    * ptrace_scope 1 only when the parent names it a tracer */
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   int nsizes = argc > 1 ? argc - 1 : 3;
+  size_t *sizes = malloc(sizeof *sizes * (size_t)nsizes);
+  if (!sizes) return 1;
   for (int i = 0; i < nsizes; i++) {
     long v = argc > 1 ? atol(argv[i + 1]) : (long)def[i];
     if (v < 1 || v > (1L << 30)) {
       fprintf(stderr, "handoff_copy: bytes must be 1..%ld, not '%s'\n", 1L << 30, argv[i + 1]);
       return 2;
     }
+    sizes[i] = (size_t)v;
   }
   printf("bytes,shared_writer_us,shared_reader_us,cma_clean_us,cma_dirty_us,one_process_in_us,"
          "one_process_out_us\n");
   for (int i = 0; i < nsizes; i++)
-    one_size(argc > 1 ? (size_t)atol(argv[i + 1]) : def[i]);
+    one_size(sizes[i]);
+  free(sizes);
   return 0;
 }

@@ -551,65 +551,78 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
  * each finds the other on another host. Both reduce in rank order, rank
  * 0's block first, as the mesh's fold: the same bits on both (a op b is
  * not b op a for a NaN against max or min, or two NaNs' payloads). */
-#define PAIR_TAG 0x72
+#define PAIR_TAG  0x72
+#define PAIR_WHAT "the 2-rank allreduce's exchange (MPI_Isend/MPI_Irecv)"
 static bool pair_exchange(const comm_win *w, const comm_coll_call *c) {
   return c->kind == COMM_ALLREDUCE && w->d.nranks == 2 && !(w->xnear >> (1 - w->my_rank) & 1);
 }
 
-/* Posts the exchange: the peer's src into `into` (dst, or a block of
- * its own when the call is in place), mine to the peer. When the send
- * cannot start, the receive is withdrawn (MPI_Cancel: an unmatched
- * receive ends at once), so nothing writes into `into` after the call;
- * the peer's send may still come, so the buffer's calls are out of step. */
-static int pair_start(comm_win *w, const comm_coll_call *c, void *into, MPI_Request req[2]) {
-  int bytes = (int)call_bytes(c), peer = 1 - w->my_rank;
-  MPI_Comm comm = w->bcomm[c->buf];
-  int err = MPI_Irecv(into, bytes, MPI_BYTE, peer, PAIR_TAG, comm, &req[0]);
-  if (err != MPI_SUCCESS) return err;
-  err = MPI_Isend(c->src, bytes, MPI_BYTE, peer, PAIR_TAG, comm, &req[1]);
-  if (err != MPI_SUCCESS) {
-    MPI_Cancel(&req[0]);
-    MPI_Wait(&req[0], MPI_STATUS_IGNORE);
-    w->bbroken[c->buf] = true;
+/* The exchange, then dst = rank 0's block op rank 1's. The peer's block
+ * lands in dst, or, in place, in a block of its own (left behind when the
+ * call did not complete: a request may still write it). */
+static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
+                          comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+  size_t bytes = call_bytes(c);
+  bool in_place = c->src == c->dst;
+  void *theirs = in_place ? malloc(bytes) : c->dst;
+  if (!theirs) {
+    snprintf(why, why_len, "no memory for the peer's %zu bytes of an in-place allreduce", bytes);
+    return PTO_ENOMEM;
   }
-  return err;
+  int peer = 1 - w->my_rank;
+  MPI_Comm comm = w->bcomm[c->buf];
+  MPI_Request req[2];
+  int err = MPI_Irecv(theirs, (int)bytes, MPI_BYTE, peer, PAIR_TAG, comm, &req[0]);
+  if (err == MPI_SUCCESS) {
+    err = MPI_Isend(c->src, (int)bytes, MPI_BYTE, peer, PAIR_TAG, comm, &req[1]);
+    if (err != MPI_SUCCESS) {
+      /* withdraw the receive (an unmatched one ends at once); one that
+       * matched and does not end within the grace owns `theirs` (maybe
+       * dst): the job ends (end_job). The peer's send may still come:
+       * the buffer's calls are out of step. */
+      w->bbroken[c->buf] = true;
+      MPI_Cancel(&req[0]);
+      int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
+      req_poll rp = {&req[0], 1, MPI_SUCCESS, NULL, NULL, false, NULL};
+      uint64_t t0 = pto_now_ns();
+      if (!poll(&rp, grace))
+        end_job(w, c->buf, PAIR_WHAT, false, 0, grace, (double)(pto_now_ns() - t0) / 1e6);
+    }
+  }
+  if (err != MPI_SUCCESS) {
+    if (in_place) free(theirs);
+    err_why(why, why_len, PAIR_WHAT, err);
+    return PTO_EMPI;
+  }
+  req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  int rc = finish(w, c->buf, &p, timeout_ms, true, PAIR_WHAT, why, why_len);
+  if (rc) return rc;
+  const void *first = w->my_rank == 0 ? c->src : theirs;
+  const void *second = w->my_rank == 0 ? theirs : c->src;
+  if (first == c->dst) /* dst holds rank 0's block */
+    coll_reduce(c->dst, second, c->count, c->dtype, (pto_red_op)c->op);
+  else /* dst holds rank 1's */
+    coll_reduce_after(first, c->dst, c->count, c->dtype, (pto_red_op)c->op);
+  if (in_place) free(theirs);
+  return 0;
 }
 
 int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
              void *cancel_arg, char *why, size_t why_len) {
   int rc = usable(w, c->buf, why, why_len);
   if (rc) return rc;
-  MPI_Request req[2];
-  bool copy_after = false, pair = pair_exchange(w, c);
-  const char *what =
-      pair ? "the 2-rank allreduce's exchange (MPI_Isend/MPI_Irecv)" : call_name(c->kind);
-  void *peers = pair && c->src == c->dst ? malloc(call_bytes(c)) : c->dst;
-  if (!peers) {
-    snprintf(why, why_len, "no memory for the peer's %zu bytes of an in-place allreduce",
-             call_bytes(c));
-    return PTO_ENOMEM;
-  }
-  int err = pair ? pair_start(w, c, peers, req)
-                 : start(c, w->bcomm[c->buf], w->my_rank, &req[0], &copy_after);
+  if (pair_exchange(w, c))
+    return pair_allreduce(w, c, timeout_ms, cancel, cancel_arg, why, why_len);
+  MPI_Request req;
+  bool copy_after = false;
+  int err = start(c, w->bcomm[c->buf], w->my_rank, &req, &copy_after);
   if (err != MPI_SUCCESS) {
-    if (peers != c->dst) free(peers);
-    err_why(why, why_len, what, err);
+    err_why(why, why_len, call_name(c->kind), err);
     return PTO_EMPI;
   }
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
-  req_poll p = {req, pair ? 2 : 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
-  rc = finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
-  if (!rc && pair) {
-    /* dst = rank 0's block op rank 1's: dst holds the peer's, or mine (in place) */
-    const void *other = peers == c->dst ? c->src : peers;
-    bool dst_first = (peers == c->dst) == (w->my_rank == 1);
-    if (dst_first)
-      coll_reduce(c->dst, other, c->count, c->dtype, (pto_red_op)c->op);
-    else
-      coll_reduce_after(other, c->dst, c->count, c->dtype, (pto_red_op)c->op);
-  }
-  if (peers != c->dst && !rc) free(peers); /* else a request may still write it: left behind */
-  return rc;
+  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  return finish(w, c->buf, &p, timeout_ms, true, call_name(c->kind), why, why_len);
 }
 
 /* ---- the record exchange: one record to and from every peer ----
@@ -712,12 +725,15 @@ static int post_rest(req_poll *p) {
   size_t piece = pc->w->xpiece;
   for (int i = 0; i < pc->first / 2; i++) {
     if (!pc->cut[i]) continue;
-    uint64_t len;
-    int got;
+    uint64_t len, off;
     memcpy(&len, pc->slot[i], sizeof len);
-    if (len > pc->max) return MPI_ERR_TRUNCATE; /* no such record is sent */
-    MPI_Get_count(&pc->st[i], MPI_BYTE, &got);
-    for (uint64_t off = (uint64_t)got, part; off < len; off += part) {
+    if (len > pc->max) return MPI_ERR_TRUNCATE;          /* no such record is sent */
+    if ((off = message_at(true, piece, len, 0)) < len) { /* a rest may follow: what came? */
+      int got;
+      MPI_Get_count(&pc->st[i], MPI_BYTE, &got);
+      off = (uint64_t)got;
+    }
+    for (uint64_t part; off < len; off += part) {
       part = message_at(true, piece, len, off);
       int err = MPI_Irecv(pc->slot[i] + off, (int)part, MPI_BYTE, pc->peer[i], XCHG_TAG, pc->comm,
                           &p->req[p->nreq++]);
