@@ -48,6 +48,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/call_guard.h"
 #include "comm/coll_reduce.h"
 #include "comm/mpi_win.h"
 #include "common/clock.h"
@@ -296,10 +297,19 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   return 0;
 }
 
+static void stuck(call_guard *g, double stuck_ms);
+
 int mpi_coll_open(comm_win *w, char *why, size_t why_len) {
   if (w->my_rank < 0) return 0;
   int rc = near_peers(w, why, why_len);
   if (rc) return rc;
+  for (int i = 0; i < w->d.nbuffers; i++) {
+    w->bstuck[i].g.arg = w;
+    if (call_guard_watch(&w->bstuck[i].g, stuck)) {
+      snprintf(why, why_len, "cannot start the thread that watches for calls stuck in MPI");
+      return PTO_ESYSTEM;
+    }
+  }
   for (int i = 0; i < w->d.nbuffers; i++) {
     int err = MPI_Comm_dup(w->comm, &w->bcomm[i]);
     if (err != MPI_SUCCESS) {
@@ -314,12 +324,20 @@ int mpi_coll_open(comm_win *w, char *why, size_t why_len) {
 
 static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size_t why_len);
 
+static void guard_begin(comm_win *w, int buf, const char *what, int64_t timeout_ms);
+static void guard_end(comm_win *w, int buf);
+
 void mpi_coll_close(comm_win *w, bool all_here, bool finalized) {
   for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++) {
     char why[256];
     /* what a failed task left of its one-way exchanges (a task that ended
      * well settled them) */
-    if (w->xone[i] && !finalized) oneway_withdraw(w, i, 0, why, sizeof why);
+    if (w->xone[i] && !finalized) {
+      guard_begin(w, i, "the withdrawal of the one-way broadcasts' messages", 0);
+      oneway_withdraw(w, i, 0, why, sizeof why);
+      guard_end(w, i);
+    }
+    call_guard_unwatch(&w->bstuck[i].g);
     /* a broken buffer's requests are still pending: its communicator and
      * staging stay */
     if (w->bbroken[i] && !finalized) continue;
@@ -470,16 +488,26 @@ static int usable(comm_win *w, int buf, char *why, size_t why_len) {
   return 0;
 }
 
+/* Says msg in one line on stderr (one write: mpirun forwards the ranks'
+ * output in the pieces they write), then ends the job after the hook of
+ * the domain's owner (the node's unlinking of its run's objects:
+ * MPI_Abort may end this process with SIGKILL), on the domain's
+ * communicator, as the node does. */
+static _Noreturn void say_and_end(comm_win *w, const char *msg, int len) {
+  if (len > (int)strlen(msg)) len = (int)strlen(msg);
+  if (write(2, msg, (size_t)len) < 0) { /* nowhere else to say it */
+  }
+  comm_job_end(w->d.prefix);
+  MPI_Abort(w->comm, 1);
+  _exit(1); /* MPI_Abort does not return */
+}
+
 /* A collective on the caller's src and dst that did not complete by its
  * deadline (or was cancelled), nor in the grace after it: the call can
  * neither return (MPI would write the caller's memory later, as the
  * request is never withdrawn) nor wait for ever (a rank that froze, or
  * never calls, would keep this kernel in the call for good, and nothing
- * else ends it where no node runs). So it ends the job, saying why in one
- * line on stderr (one write: mpirun forwards the ranks' output in the
- * pieces they write), after the hook of the domain's owner (the node's
- * unlinking of its run's objects: MPI_Abort may end this process with
- * SIGKILL), on the domain's communicator, as the node does. */
+ * else ends it where no node runs). So it ends the job, saying why. */
 static void end_job(comm_win *w, int buf, const char *what, bool cancelled, int64_t timeout_ms,
                     int64_t grace_ms, double waited_ms) {
   int world = -1;
@@ -496,13 +524,53 @@ static void end_job(comm_win *w, int buf, const char *what, bool cancelled, int6
                                : "did not complete by its deadline (",
                      (long long)timeout_ms, cancelled ? "and did not complete in" : "nor in",
                      waited_ms, (long long)grace_ms);
-  if (len > (int)sizeof msg - 1) len = (int)sizeof msg - 1;
-  if (write(2, msg, (size_t)len) < 0) { /* nowhere else to say it */
-  }
-  comm_job_end(w->d.prefix);
-  MPI_Abort(w->comm, 1);
-  _exit(1); /* MPI_Abort does not return */
+  say_and_end(w, msg, len);
 }
+
+/* ---- a thread stuck inside MPI (call_guard.h) ----
+ *
+ * A deadline bounds a call only while MPI returns control: each call on
+ * a buffer (mpi_coll, mpi_exchange, mpi_settle, and the withdrawal of a
+ * failed task's one-way exchanges) arms the buffer's guard with its
+ * deadline, the grace and STUCK_MARGIN_MS; a thread still inside MPI by
+ * then, which no path of these calls leaves it, ends the job from the
+ * watchdog thread (Open MPI 4.1 deadlocked so in MPI_Testall when a peer
+ * on another host died during a 2 MiB exchange: mpi.coll_die_pair_two_hosts
+ * hung 1 run in 8). One call at a time per buffer: the caller holds its
+ * coll_lock, or ends the task. */
+#define STUCK_MARGIN_MS 2000
+
+static void stuck(call_guard *g, double stuck_ms) {
+  comm_win *w = g->arg;
+  mpi_stuck *s = (mpi_stuck *)g;
+  int buf = (int)(s - w->bstuck), world = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+  char msg[768];
+  int len = snprintf(
+      msg, sizeof msg,
+      "pto comm: domain %d rank %d (MPI rank %d, pid %d): %s on window buffer %s did not "
+      "complete by its deadline (%lld ms), nor in the grace after it (PTO_MPI_COLL_GRACE_MS %lld) "
+      "and %d ms more: the thread making it has been inside MPI for %.0f ms, stuck there (Open "
+      "MPI 4.1's TCP transport deadlocks so when a peer dies during a large message). MPI may "
+      "still write the call's memory: ending the MPI job (MPI_Abort)\n",
+      w->d.id, w->my_rank, world, (int)getpid(),
+      atomic_load_explicit(&s->what, memory_order_relaxed), w->d.buffers[buf].name,
+      (long long)atomic_load_explicit(&s->timeout_ms, memory_order_relaxed),
+      (long long)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS), STUCK_MARGIN_MS, stuck_ms);
+  say_and_end(w, msg, len);
+}
+
+/* The thread making `what` on buf stays inside MPI at most timeout_ms,
+ * the grace and STUCK_MARGIN_MS (no bound without a deadline). */
+static void guard_begin(comm_win *w, int buf, const char *what, int64_t timeout_ms) {
+  if (timeout_ms < 0) return;
+  mpi_stuck *s = &w->bstuck[buf];
+  atomic_store_explicit(&s->what, what, memory_order_relaxed);
+  atomic_store_explicit(&s->timeout_ms, timeout_ms, memory_order_relaxed);
+  call_guard_arm(&s->g, timeout_ms + (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS) +
+                            STUCK_MARGIN_MS);
+}
+static void guard_end(comm_win *w, int buf) { call_guard_disarm(&w->bstuck[buf].g); }
 
 /* Tests the requests the call `what` issued on buf to the end: 0 when they
  * completed. When the deadline passed or the run is cancelled first:
@@ -607,10 +675,8 @@ static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_
   return 0;
 }
 
-int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
-             void *cancel_arg, char *why, size_t why_len) {
-  int rc = usable(w, c->buf, why, why_len);
-  if (rc) return rc;
+static int coll_data(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
+                     comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   if (pair_exchange(w, c))
     return pair_allreduce(w, c, timeout_ms, cancel, cancel_arg, why, why_len);
   MPI_Request req;
@@ -623,6 +689,16 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
   req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
   return finish(w, c->buf, &p, timeout_ms, true, call_name(c->kind), why, why_len);
+}
+
+int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
+             void *cancel_arg, char *why, size_t why_len) {
+  int rc = usable(w, c->buf, why, why_len);
+  if (rc) return rc;
+  guard_begin(w, c->buf, pair_exchange(w, c) ? PAIR_WHAT : call_name(c->kind), timeout_ms);
+  rc = coll_data(w, c, timeout_ms, cancel, cancel_arg, why, why_len);
+  guard_end(w, c->buf);
+  return rc;
 }
 
 /* ---- the record exchange: one record to and from every peer ----
@@ -826,10 +902,10 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
 static bool oneway_fits(const comm_win *w, const comm_exchange *x);
 static bool oneway_stale(const comm_win *w, int buf, uint32_t epoch);
 
-int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
-                 void *cancel_arg, char *why, size_t why_len) {
-  int rc = usable(w, x->buf, why, why_len);
-  if (!rc && oneway_stale(w, x->buf, (uint32_t)(x->tag >> 32)))
+static int exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
+                    void *cancel_arg, char *why, size_t why_len) {
+  int rc = 0;
+  if (oneway_stale(w, x->buf, (uint32_t)(x->tag >> 32)))
     rc = oneway_withdraw(w, x->buf, (uint32_t)(x->tag >> 32), why, why_len);
   if (rc) return rc;
   int n = w->d.nranks, me = w->my_rank, err = MPI_SUCCESS;
@@ -903,6 +979,16 @@ int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_
   if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, false, why, why_len);
   for (int q = 0; q < n && !rc; q++)
     x->recv[q] = q == me ? NULL : rslot + (size_t)q * rec + LEN_BYTES;
+  return rc;
+}
+
+int mpi_exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_cancel_fn cancel,
+                 void *cancel_arg, char *why, size_t why_len) {
+  int rc = usable(w, x->buf, why, why_len);
+  if (rc) return rc;
+  guard_begin(w, x->buf, "the exchange of records (MPI_Isend/MPI_Irecv)", timeout_ms);
+  rc = exchange(w, x, timeout_ms, cancel, cancel_arg, why, why_len);
+  guard_end(w, x->buf);
   return rc;
 }
 
@@ -1202,13 +1288,12 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
 
 int mpi_settle_run(const comm_win *w) { return w->xrun; }
 
-int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check, void *check_arg,
-               uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
-               size_t why_len) {
-  struct mpi_oneway *o = buf >= 0 && buf < w->d.nbuffers ? w->xone[buf] : NULL;
-  if (!o || o->epoch != (uint32_t)(tag >> 32)) return 0; /* no one-way call in this task */
-  int rc = usable(w, buf, why, why_len);
-  if (!rc && o->open)
+static int settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check,
+                  void *check_arg, uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel,
+                  void *cancel_arg, char *why, size_t why_len) {
+  struct mpi_oneway *o = w->xone[buf];
+  int rc = 0;
+  if (o->open)
     rc = ack_finish(w, buf, o, false, check, check_arg, at, timeout_ms, cancel, cancel_arg, why,
                     why_len);
   if (rc) return rc;
@@ -1224,6 +1309,21 @@ int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn che
   if (!rc && last)
     rc = ack_finish(w, buf, o, true, check, check_arg, at, timeout_ms, cancel, cancel_arg, why,
                     why_len);
+  return rc;
+}
+
+int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn check, void *check_arg,
+               uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
+               size_t why_len) {
+  struct mpi_oneway *o = buf >= 0 && buf < w->d.nbuffers ? w->xone[buf] : NULL;
+  if (!o || o->epoch != (uint32_t)(tag >> 32)) return 0; /* no one-way call in this task */
+  int rc = usable(w, buf, why, why_len);
+  if (rc) return rc;
+  guard_begin(w, buf, "the acknowledgements of the one-way broadcasts (MPI_Isend/MPI_Irecv)",
+              timeout_ms);
+  rc =
+      settle(w, buf, tag, last, check, check_arg, at, timeout_ms, cancel, cancel_arg, why, why_len);
+  guard_end(w, buf);
   return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "comm/call_guard.h"
 #include "comm/comm.h"
 #include "comm/fault.h"
 #include "common/wait.h"
@@ -37,13 +38,22 @@ typedef struct mpi_hdr {
 } mpi_hdr;
 _Static_assert(sizeof(mpi_hdr) <= COMM_HEADER_BYTES, "window header too large");
 
+/* A buffer's guard against a call that never comes back from MPI
+ * (mpi_coll.c, guard_begin): what the call is, for the message. */
+typedef struct mpi_stuck {
+  call_guard g; /* first: the watchdog hands it back; g.arg is the window */
+  _Atomic(const char *) what;
+  _Atomic int64_t timeout_ms;
+} mpi_stuck;
+
 struct comm_win {
   comm_domain_desc d;
   int my_rank;
   MPI_Comm comm; /* the domain's ranks in domain order; MPI_COMM_NULL for an observer */
   MPI_Win win;
   bool have_win, locked;
-  bool shared;          /* every window mapped here (MPI_Win_allocate_shared) */
+  bool shared; /* every window mapped here (MPI_Win_allocate_shared) */
+  bool rput;   /* RMA layout: puts and accumulates by request (mpi.c, completes_at_issue) */
   pto_wait_share share; /* shared: the ranks sharing my CPUs (wait.c), counted at attach */
   unsigned char *base;  /* rank 0's window address in this process */
   void *space;          /* the range an RMA layout reserved itself (desc.base 0) */
@@ -65,8 +75,8 @@ struct comm_win {
    * store or load, which a fence completes: quiet needs no MPI call. */
   _Atomic bool acc_issued;
   /* RMA layout: small puts leave from a copy here, so that they need no
-   * MPI_Win_flush_local before the caller reuses its buffer (mpi.c,
-   * rma_put); bytes in use until every dirty peer was flushed */
+   * wait for their local completion before the caller reuses its buffer
+   * (mpi.c, rma_put); bytes in use until every dirty peer was flushed */
   size_t bounce_used;
   unsigned char bounce[MPI_BOUNCE_BYTES];
   /* The collectives of each window buffer (mpi_coll.c): a duplicate of comm
@@ -75,6 +85,7 @@ struct comm_win {
    * broken: a call on it did not complete, so its order is lost. */
   MPI_Comm bcomm[PTO_COMM_MAX_BUFFERS];
   bool bbroken[PTO_COMM_MAX_BUFFERS];
+  mpi_stuck bstuck[PTO_COMM_MAX_BUFFERS]; /* watched from mpi_coll_open to mpi_coll_close */
   /* The record exchanges of each buffer (mpi_coll.c, mpi_exchange): nranks
    * receive slots then nranks send slots of xrec bytes each, made at the
    * buffer's first exchange and kept (a broken buffer's stay allocated:

@@ -33,6 +33,16 @@
  *           allgather or broadcast from 4 MiB blocks and for an all-to-all
  *           from 1 MiB blocks, none below; on RMA windows one for each
  *           but those the records carry (32 KiB blocks and less)
+ *   put_path rdma|ucx  (RMA windows) how a put and an accumulate of 32 KiB
+ *           complete at the origin, by the MPI calls they make (counted
+ *           through the profiling interface): on Open MPI's osc/rdma (rdma,
+ *           the default on one host) by their requests (MPI_Rput,
+ *           MPI_Raccumulate), with no MPI_Win_flush_local, which yields the
+ *           CPU to the other ranks where they outnumber the CPUs; on
+ *           osc/ucx (ucx) by MPI_Win_flush_local, no request; either way
+ *           the source, overwritten as soon as the call returned, never
+ *           reaches the target; then a get of the put's data (MPI_Rget
+ *           on osc/rdma, no MPI_Win_flush; on osc/ucx one flush)
  *   exchange_error  (-np 2) a record exchange whose receive MPI truncates
  *           fails naming MPI_ERR_TRUNCATE, not MPI_ERR_IN_STATUS
  *   coll_path_far  (two hosts) broadcasts of up to 32 KiB are one-way: the
@@ -70,6 +80,10 @@
  *   coll_die_pair  (-np 2, two hosts) rank 1 exits where it would send its
  *           src in a 2 MiB allreduce's exchange: rank 0 ends the job
  *           naming the call once its deadline and grace passed
+ *   coll_stuck  (-np 2, RMA windows) rank 0's allreduce never comes back
+ *           from MPI_Testall (a wrapper blocks it, as Open MPI 4.1's TCP
+ *           transport deadlocked after a peer died): the watchdog ends the
+ *           job naming the call after its deadline, the grace and a margin
  *   die     rank 1 exits in the middle of the others' wait: they end with
  *           PTO_EWAIT_TIMEOUT naming the cell (or mpirun ends the job), never
  *           a hang — see the ctest's pass expression
@@ -1031,6 +1045,116 @@ static void path_check(const char *what, bool shared, long sent, long want, cons
               out, expect, n);
 }
 
+/* put_path: the calls a put or an accumulate makes to complete at the
+ * origin, and the window component (by the name Open MPI gives a window) */
+static _Atomic long flush_locals, flushes, rputs, raccs, rgets;
+static char win_name[MPI_MAX_OBJECT_NAME];
+
+int MPI_Win_flush_local(int rank, MPI_Win win) {
+  atomic_fetch_add(&flush_locals, 1);
+  return PMPI_Win_flush_local(rank, win);
+}
+int MPI_Win_flush(int rank, MPI_Win win) {
+  atomic_fetch_add(&flushes, 1);
+  return PMPI_Win_flush(rank, win);
+}
+int MPI_Rget(void *o, int on, MPI_Datatype ot, int tr, MPI_Aint td, int tn, MPI_Datatype tt,
+             MPI_Win win, MPI_Request *rq) {
+  atomic_fetch_add(&rgets, 1);
+  return PMPI_Rget(o, on, ot, tr, td, tn, tt, win, rq);
+}
+int MPI_Rput(const void *o, int on, MPI_Datatype ot, int tr, MPI_Aint td, int tn, MPI_Datatype tt,
+             MPI_Win win, MPI_Request *rq) {
+  atomic_fetch_add(&rputs, 1);
+  return PMPI_Rput(o, on, ot, tr, td, tn, tt, win, rq);
+}
+int MPI_Raccumulate(const void *o, int on, MPI_Datatype ot, int tr, MPI_Aint td, int tn,
+                    MPI_Datatype tt, MPI_Op op, MPI_Win win, MPI_Request *rq) {
+  atomic_fetch_add(&raccs, 1);
+  return PMPI_Raccumulate(o, on, ot, tr, td, tn, tt, op, win, rq);
+}
+int MPI_Win_create(void *base, MPI_Aint size, int unit, MPI_Info info, MPI_Comm comm,
+                   MPI_Win *win) {
+  int rc = PMPI_Win_create(base, size, unit, info, comm, win);
+  int len = 0;
+  if (rc == MPI_SUCCESS) PMPI_Win_get_name(*win, win_name, &len);
+  return rc;
+}
+
+#define PUT_N 8192 /* f32: 32 KiB, above the bounce buffer's puts */
+static void put_path(const char *osc) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+  pto_window_buffer b[1] = {{"data", 2 * PUT_N * 4}};
+  dom x = {0};
+  dom_open(&x, 104, world4, np, b, 1, false, 1);
+  bool rdma = strcmp(osc, "rdma") == 0;
+  const char *want_name = rdma ? "rdma window " : "ucx window ";
+  if (strncmp(win_name, want_name, strlen(want_name)) != 0)
+    FAIL("the RMA window is \"%s\", expected one of osc/%s (\"%s...\")", win_name, osc, want_name);
+  pto_tensor data = win(&x, "data", PTO_F32, 2 * PUT_N);
+  pto_tensor put_dst, acc_dst;
+  int64_t at = 0, n = PUT_N;
+  pto_tensor_slice(&data, &at, &n, &put_dst);
+  at = PUT_N;
+  pto_tensor_slice(&data, &at, &n, &acc_dst);
+  static float src[PUT_N], add[PUT_N];
+  if (x.rank == 0) {
+    for (int i = 0; i < PUT_N; i++)
+      src[i] = (float)(i + 1), add[i] = (float)(2 * i);
+    pto_tensor ts = local(src, PUT_N, PTO_F32), ta = local(add, PUT_N, PTO_F32);
+    pto_xfer_opts acc = {0};
+    acc.atomic_add = true;
+    long fl = flush_locals, rp = rputs, ra = raccs;
+    CHECK_OK(&x, pto_put(&x.k, x.d.id, 1, &put_dst, &ts, NULL));
+    for (int i = 0; i < PUT_N; i++) /* mine again: the put is complete here */
+      src[i] = -1.0f;
+    CHECK_OK(&x, pto_put(&x.k, x.d.id, 1, &acc_dst, &ta, &acc));
+    for (int i = 0; i < PUT_N; i++)
+      add[i] = -1.0f;
+    long f = flush_locals - fl, p = rputs - rp, a = raccs - ra;
+    CHECK_OK(&x, pto_quiet(&x.k, x.d.id));
+    CHECK_EQ(p, rdma ? 1 : 0,
+             rdma ? "MPI_Rput calls of the put (osc/rdma: by request)"
+                  : "MPI_Rput calls of the put (osc/ucx: none)");
+    CHECK_EQ(a, rdma ? 1 : 0,
+             rdma ? "MPI_Raccumulate calls of the accumulate (osc/rdma: by request)"
+                  : "MPI_Raccumulate calls of the accumulate (osc/ucx: none)");
+    CHECK_EQ(f, rdma ? 0 : 2,
+             rdma ? "MPI_Win_flush_local calls of the put and the accumulate (osc/rdma: none)"
+                  : "MPI_Win_flush_local calls of the put and the accumulate (osc/ucx: one each)");
+  }
+  CHECK_OK(&x, pto_barrier(&x.k, x.d.id));
+  if (x.rank == 0) { /* and back: a get is complete when it returns */
+    static float back[PUT_N];
+    pto_tensor tb = local(back, PUT_N, PTO_F32);
+    long fl = flushes, rg = rgets;
+    CHECK_OK(&x, pto_get(&x.k, x.d.id, 1, &tb, &put_dst, NULL));
+    CHECK_EQ(rgets - rg, rdma ? 1 : 0,
+             rdma ? "MPI_Rget calls of the get (osc/rdma: by request)"
+                  : "MPI_Rget calls of the get (osc/ucx: none)");
+    CHECK_EQ(flushes - fl, rdma ? 0 : 1,
+             rdma ? "MPI_Win_flush calls of the get (osc/rdma: none)"
+                  : "MPI_Win_flush calls of the get (osc/ucx: one)");
+    for (int i = 0; i < PUT_N; i++)
+      if (back[i] != (float)(i + 1)) {
+        FAIL("get on osc/%s: back[%d] = %g, expected %g", osc, i, (double)back[i], (double)(i + 1));
+        break;
+      }
+  }
+  if (x.rank == 1) {
+    const float *d = (const float *)data.buf + data.offset;
+    for (int i = 0, bad = 0; i < PUT_N && bad < 3; i++) {
+      if (d[i] != (float)(i + 1) && ++bad)
+        FAIL("put on osc/%s: data[%d] = %g, expected %g", osc, i, (double)d[i], (double)(i + 1));
+      if (d[PUT_N + i] != (float)(2 * i) && ++bad)
+        FAIL("accumulate on osc/%s: data[%d] = %g, expected %g", osc, PUT_N + i,
+             (double)d[PUT_N + i], (double)(2 * i));
+    }
+  }
+  if (x.rank == 0 && failures == 0) printf("put_path on osc/%s, %d ranks: ok\n", osc, np);
+  dom_close(&x);
+}
+
 static void coll_path(bool shared) {
   setenv("PTO_MPI_SHARED_WINDOWS", shared ? "1" : "0", 1);
   size_t sb = pto_coll_scratch_bytes(np, PATH_BIG * 4);
@@ -1837,6 +1961,44 @@ static int coll_die_pair(void) {
   return 1;
 }
 
+/* coll_stuck: MPI_Testall never returns on this rank once set, as Open
+ * MPI 4.1's did, deadlocked inside its TCP transport after a peer died */
+static _Atomic int stuck_in_testall;
+
+int MPI_Testall(int n, MPI_Request *req, int *flag, MPI_Status *st) {
+  while (atomic_load(&stuck_in_testall))
+    pause();
+  return PMPI_Testall(n, req, flag, st);
+}
+
+/* Rank 0's allreduce never comes back from MPI_Testall (RMA windows: the
+ * records' exchange tests its two requests so): the watchdog ends the job
+ * naming the call once its deadline (1 s), the grace and the margin
+ * passed. Rank 1 waits in MPI until the job ends. */
+static int coll_stuck(void) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+  enum { N = 64 };
+  size_t sb = pto_coll_scratch_bytes(np, (size_t)N * 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 98, world4, np, b, 1, false, 1);
+  comm_find(&x.c, x.d.id)->desc.wait_timeout_ms = 1000;
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  static float in[N], out[N];
+  pto_tensor ti = local(in, N, PTO_F32), to = local(out, N, PTO_F32);
+  if (x.rank != 0) {
+    int dummy;
+    MPI_Recv(&dummy, 1, MPI_INT, 0, 999, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* never sent */
+    return 1;
+  }
+  uint64_t t0 = pto_now_ns();
+  atomic_store(&stuck_in_testall, 1);
+  int rc = pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO);
+  printf("rank 0: the allreduce stuck in MPI returned %s after %.0f ms\n", pto_status_name(rc),
+         (double)(pto_now_ns() - t0) / 1e6);
+  return 1;
+}
+
 /* ---- a rank that dies ---- */
 
 static int die(void) {
@@ -2117,6 +2279,8 @@ int main(int argc, char **argv) {
     coll_path(false);
     coll_switch(true);
     coll_switch(false);
+  } else if (strcmp(mode, "put_path") == 0) {
+    put_path(argc > 2 ? argv[2] : "rdma");
   } else if (strcmp(mode, "exchange_error") == 0) {
     exchange_error();
   } else if (strcmp(mode, "coll_path_far") == 0) {
@@ -2132,8 +2296,11 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "coll_frozen") == 0 || strcmp(mode, "coll_frozen_cancel") == 0) {
     /* no MPI_Finalize: a request stays in flight */
     _exit(coll_frozen(strcmp(mode, "coll_frozen_cancel") == 0));
-  } else if (strcmp(mode, "coll_die") == 0 || strcmp(mode, "coll_die_pair") == 0) {
-    rc = strcmp(mode, "coll_die") == 0 ? coll_die() : coll_die_pair();
+  } else if (strcmp(mode, "coll_die") == 0 || strcmp(mode, "coll_die_pair") == 0 ||
+             strcmp(mode, "coll_stuck") == 0) {
+    rc = strcmp(mode, "coll_die") == 0        ? coll_die()
+         : strcmp(mode, "coll_die_pair") == 0 ? coll_die_pair()
+                                              : coll_stuck();
     fflush(stdout);
     _exit(rc); /* no MPI_Finalize: a peer is gone */
   } else if (strcmp(mode, "open") == 0) {
