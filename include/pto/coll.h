@@ -33,8 +33,9 @@
  *
  * On the MPI backend, PTO_COLL_AUTO (and PTO_COLL_MPI) run MPI's own
  * nonblocking collectives on a communicator of the domain's ranks (an
- * allreduce between 2 ranks on two hosts: one exchange of MPI messages,
- * as MPI's own allreduce makes), after
+ * allreduce between 2 ranks on two hosts, an allgather or all-to-all
+ * between 2 ranks of one host: one exchange of MPI messages, as MPI's own
+ * blocking calls make), after
  * the descriptors were compared over MPI too; mesh and ring stay
  * selectable. There, "one collective at a time per scratch buffer" is per
  * window buffer: two scratch views in one window buffer share its

@@ -609,25 +609,69 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
   return p->cancelled ? PTO_ESHUTDOWN : PTO_EWAIT_TIMEOUT;
 }
 
-/* Between 2 ranks on two hosts an allreduce is one exchange: each rank
- * sends its src whole and reduces the peer's into dst, as Open MPI's
- * blocking allreduce does for 2 ranks (recursive doubling). Across two
- * hosts (TCP) MPI_Iallreduce (libnbc) took 1.12-1.26x MPI_Allreduce's
- * time at 2-16 MiB, the exchange 0.90-1.01x; on one host's RMA windows
- * libnbc's was faster (2 MiB 0.39x against 0.47x, 16 MiB 0.82x against
- * 0.94x; 3 alternations each, docs/comm.md). Both ranks decide alike:
- * each finds the other on another host. Both reduce in rank order, rank
- * 0's block first, as the mesh's fold: the same bits on both (a op b is
- * not b op a for a NaN against max or min, or two NaNs' payloads). */
-#define PAIR_TAG  0x72
-#define PAIR_WHAT "the 2-rank allreduce's exchange (MPI_Isend/MPI_Irecv)"
+/* Between 2 ranks some calls are one exchange: each rank sends the peer
+ * its block (MPI_Isend/MPI_Irecv on a tag of their own), as Open MPI's
+ * blocking calls do for 2 ranks, where its nonblocking ones (libnbc) were
+ * slower (3 alternations or more each, docs/comm.md):
+ * - an allreduce with the peer on another host (TCP): MPI_Iallreduce
+ *   took 1.12-1.26x MPI_Allreduce's time at 2-16 MiB, the exchange
+ *   0.90-1.01x; on one host's RMA windows libnbc's was faster (2 MiB
+ *   0.39x against 0.47x, 16 MiB 0.82x against 0.94x). Each rank reduces
+ *   the peer's src into dst.
+ * - an allgather or all-to-all with the peer on this host:
+ *   MPI_Iallgather took 2.2-2.7x MPI_Allgather's time at 64 KiB-2 MiB,
+ *   the exchange 0.97-1.20x; MPI_Ialltoall 1.13x at 256 KiB, the exchange
+ *   1.02-1.04x. Across two hosts the exchange gained nothing there
+ *   (allgather 2 MiB 0.81-0.90x against 0.84-0.96x).
+ * Both ranks decide alike: each finds the other on this host, or not.
+ * Both reduce in rank order, rank 0's block first, as the mesh's fold:
+ * the same bits on both (a op b is not b op a for a NaN against max or
+ * min, or two NaNs' payloads). */
+#define PAIR_TAG 0x72
 static bool pair_exchange(const comm_win *w, const comm_coll_call *c) {
-  return c->kind == COMM_ALLREDUCE && w->d.nranks == 2 && !(w->xnear >> (1 - w->my_rank) & 1);
+  if (w->d.nranks != 2) return false;
+  bool near = w->xnear >> (1 - w->my_rank) & 1;
+  return c->kind == COMM_ALLREDUCE
+             ? !near
+             : (c->kind == COMM_ALLGATHER || c->kind == COMM_ALLTOALL) && near;
 }
 
-/* The exchange, then dst = rank 0's block op rank 1's. The peer's block
- * lands in dst, or, in place, in a block of its own (left behind when the
- * call did not complete: a request may still write it). */
+static const char *pair_what(comm_coll_kind k) {
+  switch (k) {
+  case COMM_ALLREDUCE: return "the 2-rank allreduce's exchange (MPI_Isend/MPI_Irecv)";
+  case COMM_ALLGATHER: return "the 2-rank allgather's exchange (MPI_Isend/MPI_Irecv)";
+  case COMM_ALLTOALL: return "the 2-rank all-to-all's exchange (MPI_Isend/MPI_Irecv)";
+  default: return "the 2-rank exchange (MPI_Isend/MPI_Irecv)";
+  }
+}
+
+/* Posts the exchange: the peer's block into `into`, `from` to the peer,
+ * bytes each way. A receive left alone by a failed send is withdrawn (an
+ * unmatched one ends at once); one that matched and does not end within
+ * the grace owns `into` (maybe dst): the job ends (end_job). The peer's
+ * send may still come: the buffer's calls are out of step. */
+static int pair_post(comm_win *w, const comm_coll_call *c, void *into, const void *from,
+                     size_t bytes, MPI_Request req[2]) {
+  int peer = 1 - w->my_rank;
+  MPI_Comm comm = w->bcomm[c->buf];
+  int err = MPI_Irecv(into, (int)bytes, MPI_BYTE, peer, PAIR_TAG, comm, &req[0]);
+  if (err != MPI_SUCCESS) return err;
+  err = MPI_Isend(from, (int)bytes, MPI_BYTE, peer, PAIR_TAG, comm, &req[1]);
+  if (err != MPI_SUCCESS) {
+    w->bbroken[c->buf] = true;
+    MPI_Cancel(&req[0]);
+    int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
+    req_poll rp = {&req[0], 1, MPI_SUCCESS, NULL, NULL, false, NULL};
+    uint64_t t0 = pto_now_ns();
+    if (!poll(&rp, grace))
+      end_job(w, c->buf, pair_what(c->kind), false, 0, grace, (double)(pto_now_ns() - t0) / 1e6);
+  }
+  return err;
+}
+
+/* An allreduce's exchange, then dst = rank 0's block op rank 1's. The
+ * peer's block lands in dst, or, in place, in a block of its own (left
+ * behind when the call did not complete: a request may still write it). */
 static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
                           comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   size_t bytes = call_bytes(c);
@@ -637,33 +681,16 @@ static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_
     snprintf(why, why_len, "no memory for the peer's %zu bytes of an in-place allreduce", bytes);
     return PTO_ENOMEM;
   }
-  int peer = 1 - w->my_rank;
-  MPI_Comm comm = w->bcomm[c->buf];
+  const char *what = pair_what(c->kind);
   MPI_Request req[2];
-  int err = MPI_Irecv(theirs, (int)bytes, MPI_BYTE, peer, PAIR_TAG, comm, &req[0]);
-  if (err == MPI_SUCCESS) {
-    err = MPI_Isend(c->src, (int)bytes, MPI_BYTE, peer, PAIR_TAG, comm, &req[1]);
-    if (err != MPI_SUCCESS) {
-      /* withdraw the receive (an unmatched one ends at once); one that
-       * matched and does not end within the grace owns `theirs` (maybe
-       * dst): the job ends (end_job). The peer's send may still come:
-       * the buffer's calls are out of step. */
-      w->bbroken[c->buf] = true;
-      MPI_Cancel(&req[0]);
-      int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
-      req_poll rp = {&req[0], 1, MPI_SUCCESS, NULL, NULL, false, NULL};
-      uint64_t t0 = pto_now_ns();
-      if (!poll(&rp, grace))
-        end_job(w, c->buf, PAIR_WHAT, false, 0, grace, (double)(pto_now_ns() - t0) / 1e6);
-    }
-  }
+  int err = pair_post(w, c, theirs, c->src, bytes, req);
   if (err != MPI_SUCCESS) {
     if (in_place) free(theirs);
-    err_why(why, why_len, PAIR_WHAT, err);
+    err_why(why, why_len, what, err);
     return PTO_EMPI;
   }
   req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
-  int rc = finish(w, c->buf, &p, timeout_ms, true, PAIR_WHAT, why, why_len);
+  int rc = finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
   if (rc) return rc;
   const void *first = w->my_rank == 0 ? c->src : theirs;
   const void *second = w->my_rank == 0 ? theirs : c->src;
@@ -675,10 +702,35 @@ static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_
   return 0;
 }
 
+/* An allgather's or all-to-all's exchange: the peer's block into dst's
+ * block of the peer, my own (an all-to-all's: src's block of mine) into
+ * mine meanwhile (coll.c passes a src that overlaps dst as a copy). */
+static int pair_move(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
+                     comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+  size_t bytes = call_bytes(c);
+  int me = w->my_rank, peer = 1 - me;
+  bool a2a = c->kind == COMM_ALLTOALL;
+  unsigned char *d = c->dst;
+  const unsigned char *src = c->src;
+  const char *what = pair_what(c->kind);
+  MPI_Request req[2];
+  int err =
+      pair_post(w, c, d + (size_t)peer * bytes, a2a ? src + (size_t)peer * bytes : src, bytes, req);
+  if (err != MPI_SUCCESS) {
+    err_why(why, why_len, what, err);
+    return PTO_EMPI;
+  }
+  memcpy(d + (size_t)me * bytes, a2a ? src + (size_t)me * bytes : src, bytes);
+  req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  return finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
+}
+
 static int coll_data(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
                      comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   if (pair_exchange(w, c))
-    return pair_allreduce(w, c, timeout_ms, cancel, cancel_arg, why, why_len);
+    return c->kind == COMM_ALLREDUCE
+               ? pair_allreduce(w, c, timeout_ms, cancel, cancel_arg, why, why_len)
+               : pair_move(w, c, timeout_ms, cancel, cancel_arg, why, why_len);
   MPI_Request req;
   bool copy_after = false;
   int err = start(c, w->bcomm[c->buf], w->my_rank, &req, &copy_after);
@@ -695,7 +747,7 @@ int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_canc
              void *cancel_arg, char *why, size_t why_len) {
   int rc = usable(w, c->buf, why, why_len);
   if (rc) return rc;
-  guard_begin(w, c->buf, pair_exchange(w, c) ? PAIR_WHAT : call_name(c->kind), timeout_ms);
+  guard_begin(w, c->buf, pair_exchange(w, c) ? pair_what(c->kind) : call_name(c->kind), timeout_ms);
   rc = coll_data(w, c, timeout_ms, cancel, cancel_arg, why, why_len);
   guard_end(w, c->buf);
   return rc;

@@ -32,7 +32,9 @@
  *           reduction unless it asks for PTO_COLL_MPI, one for an
  *           allgather or broadcast from 4 MiB blocks and for an all-to-all
  *           from 1 MiB blocks, none below; on RMA windows one for each
- *           but those the records carry (32 KiB blocks and less)
+ *           but those the records carry (32 KiB blocks and less); with 2
+ *           ranks an allgather or all-to-all that would start one is one
+ *           exchange (one send each) instead
  *   put_path rdma|ucx  (RMA windows) how a put and an accumulate of 32 KiB
  *           complete at the origin, by the MPI calls they make (counted
  *           through the profiling interface): on Open MPI's osc/rdma (rdma,
@@ -969,6 +971,7 @@ static void reproducible(void) {
  * pto's own algorithm on the windows, as on shm (coll_switch, below, says
  * up to where). On RMA windows the records stay. */
 static _Atomic long isends, isend_max; /* the largest message, in bytes */
+static _Atomic long pair_sends;        /* of a 2-rank exchange (PAIR_TAG, below) */
 
 /* coll_die_pair: this rank exits where it would send its src in a 2-rank
  * allreduce's exchange (mpi_coll.c's PAIR_TAG) */
@@ -979,6 +982,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
               MPI_Request *req) {
   if (tag == PAIR_TAG && atomic_load(&die_at_pair)) _exit(3);
   atomic_fetch_add(&isends, 1);
+  if (tag == PAIR_TAG) atomic_fetch_add(&pair_sends, 1);
   int size = 0;
   MPI_Type_size(dt, &size);
   for (long b = (long)count * size, m = isend_max; b > m;)
@@ -1288,7 +1292,9 @@ static void coll_path(bool shared) {
  * host) pto's own algorithms on the windows beat MPI's: a reduction never
  * starts one unless it asks for PTO_COLL_MPI, an allgather or a broadcast
  * only from 4 MiB blocks, an all-to-all from 1 MiB blocks. On RMA windows
- * every call beyond the records' fuse limit starts one. */
+ * every call beyond the records' fuse limit starts one. Between 2 ranks
+ * of one host an allgather or all-to-all that would start one is one
+ * exchange instead (mpi_coll.c, pair_exchange): one send of PAIR_TAG. */
 static _Atomic long coll_starts;
 
 int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c,
@@ -1475,7 +1481,9 @@ static void coll_switch(bool shared) {
     dom_close(&x);
     return;
   }
-  long mpi = shared ? 0 : 1, before;
+  /* 2 ranks on one host: an allgather or all-to-all beyond the records
+   * (and the table's on shared windows) is one exchange, no collective */
+  long mpi = shared ? 0 : 1, pair = np == 2, before;
   /* allreduce of 64 KiB: rank q holds q + 1; AUTO, then PTO_COLL_MPI */
   int64_t c = 16384;
   for (int64_t i = 0; i < c; i++)
@@ -1510,7 +1518,7 @@ static void coll_switch(bool shared) {
   /* allgather: rank q's block holds 1000 q + i % 997; the records carry
    * 32 KiB blocks on RMA windows */
   const sw_case ag[] = {{8192, 0, "allgather of 32 KiB blocks"},
-                        {65536, mpi, "allgather of 256 KiB blocks"}};
+                        {65536, mpi && !pair, "allgather of 256 KiB blocks"}};
   for (int k = 0; k < 2; k++) {
     c = ag[k].c;
     for (int64_t i = 0; i < c; i++)
@@ -1520,8 +1528,13 @@ static void coll_switch(bool shared) {
         expect[q * c + i] = (float)(1000 * q + i % 997);
     pto_tensor blk = local(in, c, PTO_F32), o_all = local(out, (int64_t)n * c, PTO_F32);
     before = coll_starts;
+    long pairs = pair_sends;
     CHECK_OK(&x, pto_allgather(&x.k, x.d.id, &scratch, &o_all, &blk));
     switch_check(ag[k].what, shared, coll_starts - before, ag[k].want, out, expect, (int64_t)n * c);
+    char sent[120];
+    snprintf(sent, sizeof sent, "%s on %s windows: sends of the 2-rank exchange", ag[k].what,
+             shared ? "shared" : "RMA");
+    CHECK_EQ(pair_sends - pairs, k == 1 && mpi && pair, sent);
   }
   /* broadcast from rank 1 on either side of 4 MiB: i % 1009 */
   const sw_case bc[] = {{SWITCH_MAX - 1, mpi, "broadcast of 4 MiB - 4 B"},
@@ -1538,8 +1551,8 @@ static void coll_switch(bool shared) {
   /* all-to-all: rank q's block p holds 1000 q + 10 p + i % 7; the records
    * carry 32 KiB blocks on RMA windows; n blocks of 1 MiB fit the buffers */
   const sw_case aa[] = {{8192, 0, "alltoall of 32 KiB blocks"},
-                        {262143, mpi, "alltoall of 1 MiB - 4 B blocks"},
-                        {262144, 1, "alltoall of 1 MiB blocks"}};
+                        {262143, mpi && !pair, "alltoall of 1 MiB - 4 B blocks"},
+                        {262144, !pair, "alltoall of 1 MiB blocks"}};
   for (int k = 0; k < 3; k++) {
     c = aa[k].c;
     for (int p = 0; p < n; p++)
@@ -1550,14 +1563,20 @@ static void coll_switch(bool shared) {
         expect[q * c + i] = (float)(1000 * q + 10 * r + i % 7);
     pto_tensor ai = local(in, (int64_t)n * c, PTO_F32), ao = local(out, (int64_t)n * c, PTO_F32);
     before = coll_starts;
+    long pairs = pair_sends;
     CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &ao, &ai));
     switch_check(aa[k].what, shared, coll_starts - before, aa[k].want, out, expect, (int64_t)n * c);
+    char sent[120];
+    snprintf(sent, sizeof sent, "%s on %s windows: sends of the 2-rank exchange", aa[k].what,
+             shared ? "shared" : "RMA");
+    CHECK_EQ(pair_sends - pairs, pair && (k == 2 || (k == 1 && mpi)), sent);
   }
   free(in), free(out), free(expect);
   dom_close(&x);
   if (r == 0 && !failures)
     printf("coll_switch %s windows: the calls below the switch points started %ld MPI "
-           "collectives each, those above 1\n",
+           "collectives each, those above 1 (2 ranks: an allgather or all-to-all, one "
+           "exchange)\n",
            shared ? "shared" : "RMA", mpi);
 }
 
