@@ -567,8 +567,8 @@ static void guard_begin(comm_win *w, int buf, const char *what, int64_t timeout_
   mpi_stuck *s = &w->bstuck[buf];
   atomic_store_explicit(&s->what, what, memory_order_relaxed);
   atomic_store_explicit(&s->timeout_ms, timeout_ms, memory_order_relaxed);
-  call_guard_arm(&s->g, timeout_ms + (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS) +
-                            STUCK_MARGIN_MS);
+  int64_t more = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS) + STUCK_MARGIN_MS;
+  call_guard_arm(&s->g, timeout_ms > INT64_MAX - more ? INT64_MAX : timeout_ms + more);
 }
 static void guard_end(comm_win *w, int buf) { call_guard_disarm(&w->bstuck[buf].g); }
 
