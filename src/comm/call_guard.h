@@ -17,7 +17,7 @@
  * CALL_GUARD_TICK_MS and times an arming from when it first saw it, so a
  * guard fires after its allowance at the earliest, and at most a tick
  * later. One thread arms a guard at a time (the caller orders them: one
- * collective at a time per window buffer).
+ * collective at a time per window buffer, one holder of a window's lock).
  *
  * The watchdog runs while some guard is watched: started by the first
  * call_guard_watch, it ends after the last call_guard_unwatch. A fork's

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "comm/fault.h"
@@ -56,11 +57,43 @@ static mpi_hdr *hdr(const comm_win *w, int r) {
  * of tests/mpi ops never finished). Held for a call sequence, never across
  * a wait; recursive (held-back fault-injection stores land under it). The
  * shared layout (CPU stores and atomics) does not take it. */
+static int64_t wait_ms(const comm_win *w) {
+  return w->d.wait_timeout_ms > 0 ? w->d.wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
+}
+
+/* ---- a thread stuck inside MPI in its RMA calls (call_guard.h) ----
+ *
+ * As a collective's call (mpi_coll.c, guard_begin), every hold of the
+ * window's lock, which brackets the RMA layout's MPI calls (one thread's
+ * at a time), arms the window's guard: its allowance the domain's wait
+ * deadline, PTO_MPI_COLL_GRACE_MS and STUCK_MARGIN_MS (mpi_win.h, set at
+ * creation: op_allow_ms); a hold is one call sequence, never a wait. The
+ * lock is recursive: the outermost hold arms and disarms. */
 static void lock(comm_win *w) {
-  if (!w->shared) pthread_mutex_lock(&w->mu);
+  if (w->shared) return;
+  pthread_mutex_lock(&w->mu);
+  if (w->op_depth++ == 0) call_guard_arm(&w->op_guard, w->op_allow_ms);
 }
 static void unlock(comm_win *w) {
-  if (!w->shared) pthread_mutex_unlock(&w->mu);
+  if (w->shared) return;
+  if (--w->op_depth == 0) call_guard_disarm(&w->op_guard);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static void op_stuck(call_guard *g, double stuck_ms) {
+  comm_win *w = g->arg;
+  int world = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+  char msg[640];
+  int len = snprintf(msg, sizeof msg,
+                     "pto comm: domain %d rank %d (MPI rank %d, pid %d): an RMA call sequence on "
+                     "its windows did not come back from MPI in %.0f ms (the domain's wait "
+                     "deadline %lld ms, PTO_MPI_COLL_GRACE_MS %lld and %d ms more): the thread is "
+                     "stuck inside MPI. MPI may still write this process's memory: ending the MPI "
+                     "job (MPI_Abort)\n",
+                     w->d.id, w->my_rank, world, (int)getpid(), stuck_ms, (long long)wait_ms(w),
+                     (long long)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS), STUCK_MARGIN_MS);
+  mpi_end_job(w, msg, len);
 }
 
 /* Wakes rank r's waiters when its window is mapped here (shared layout);
@@ -72,10 +105,6 @@ static void wake(comm_win *w, int r) {
 /* What my waiters park on: the event of my header (shared layout), else
  * nothing — pto_wait then polls with a growing sleep. */
 static pto_event *my_ev(comm_win *w) { return w->shared ? &hdr(w, w->my_rank)->ev : NULL; }
-
-static int64_t wait_ms(const comm_win *w) {
-  return w->d.wait_timeout_ms > 0 ? w->d.wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
-}
 
 static void mpi_why(char *why, size_t n, const char *call, int err) {
   char msg[MPI_MAX_ERROR_STRING] = "";
@@ -743,6 +772,15 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&w->mu, &ma);
   pthread_mutexattr_destroy(&ma);
+  int64_t wait = wait_ms(w), more = pto_option(PTO_OPT_MPI_COLL_GRACE_MS) + STUCK_MARGIN_MS;
+  w->op_allow_ms = wait > INT64_MAX - more ? INT64_MAX : wait + more;
+  w->op_guard.arg = w;
+  if (my_rank >= 0 && call_guard_watch(&w->op_guard, op_stuck) != 0) {
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    snprintf(why, why_len, "cannot start the thread that watches for calls stuck in MPI");
+    return PTO_ESYSTEM;
+  }
   w->comm = MPI_COMM_NULL;
   for (int i = 0; i < PTO_COMM_MAX_BUFFERS; i++)
     w->bcomm[i] = MPI_COMM_NULL;
@@ -869,6 +907,7 @@ static void mpi_destroy(comm_win *w, bool unlink, comm_cancel_fn give_up, void *
     unmap_mine(w);
     comm_space_release(w->space, w->space_bytes);
   }
+  call_guard_unwatch(&w->op_guard);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }

@@ -493,7 +493,7 @@ static int usable(comm_win *w, int buf, char *why, size_t why_len) {
  * the domain's owner (the node's unlinking of its run's objects:
  * MPI_Abort may end this process with SIGKILL), on the domain's
  * communicator, as the node does. */
-static _Noreturn void say_and_end(comm_win *w, const char *msg, int len) {
+_Noreturn void mpi_end_job(comm_win *w, const char *msg, int len) {
   if (len > (int)strlen(msg)) len = (int)strlen(msg);
   if (write(2, msg, (size_t)len) < 0) { /* nowhere else to say it */
   }
@@ -524,7 +524,7 @@ static void end_job(comm_win *w, int buf, const char *what, bool cancelled, int6
                                : "did not complete by its deadline (",
                      (long long)timeout_ms, cancelled ? "and did not complete in" : "nor in",
                      waited_ms, (long long)grace_ms);
-  say_and_end(w, msg, len);
+  mpi_end_job(w, msg, len);
 }
 
 /* ---- a thread stuck inside MPI (call_guard.h) ----
@@ -537,8 +537,7 @@ static void end_job(comm_win *w, int buf, const char *what, bool cancelled, int6
  * watchdog thread (Open MPI 4.1 deadlocked so in MPI_Testall when a peer
  * on another host died during a 2 MiB exchange: mpi.coll_die_pair_two_hosts
  * hung 1 run in 8). One call at a time per buffer: the caller holds its
- * coll_lock, or ends the task. */
-#define STUCK_MARGIN_MS 2000
+ * coll_lock, or ends the task. (mpi.c guards its RMA calls alike.) */
 
 static void stuck(call_guard *g, double stuck_ms) {
   comm_win *w = g->arg;
@@ -557,7 +556,7 @@ static void stuck(call_guard *g, double stuck_ms) {
       atomic_load_explicit(&s->what, memory_order_relaxed), w->d.buffers[buf].name,
       (long long)atomic_load_explicit(&s->timeout_ms, memory_order_relaxed),
       (long long)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS), STUCK_MARGIN_MS, stuck_ms);
-  say_and_end(w, msg, len);
+  mpi_end_job(w, msg, len);
 }
 
 /* The thread making `what` on buf stays inside MPI at most timeout_ms,

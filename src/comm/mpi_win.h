@@ -65,6 +65,12 @@ struct comm_win {
   _Atomic uint64_t seen; /* controlled: the highest count published in my header's seen */
   uint64_t landed_at;    /* controlled: the peer's landed count after my last landing */
   pthread_mutex_t mu;    /* RMA layout: one thread's MPI calls at a time (lock()) */
+  /* A hold of mu that never comes back from MPI ends the job (mpi.c,
+   * op_stuck): armed by the outermost hold (op_depth, under mu) with
+   * op_allow_ms; watched from creation to destruction (members only). */
+  call_guard op_guard;
+  int op_depth;
+  int64_t op_allow_ms;
   /* RMA layout: peers (bit per rank) with puts or accumulates of this
    * process not flushed since (mpi.c, flush_dirty); read and written only
    * under mu, which orders them (no atomics needed) */
@@ -118,6 +124,16 @@ struct comm_win {
  * ranks) and freed with the window (all_here: every rank reached the
  * release; finalized: MPI_Finalize came first and took them). */
 int mpi_coll_open(comm_win *w, char *why, size_t why_len);
+
+/* A thread inside MPI longer than its call's deadline, the grace and this
+ * is stuck there: the watchdog ends the job (call_guard.h; mpi_coll.c's
+ * calls on a buffer, mpi.c's holds of the window's lock). */
+#define STUCK_MARGIN_MS 2000
+
+/* Says msg (len bytes, one line) on stderr in one write, runs the
+ * domain owner's hook, and ends the job (MPI_Abort on the domain's
+ * communicator). */
+_Noreturn void mpi_end_job(comm_win *w, const char *msg, int len);
 void mpi_coll_close(comm_win *w, bool all_here, bool finalized);
 int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
              void *cancel_arg, char *why, size_t why_len);

@@ -86,6 +86,9 @@
  *           from MPI_Testall (a wrapper blocks it, as Open MPI 4.1's TCP
  *           transport deadlocked after a peer died): the watchdog ends the
  *           job naming the call after its deadline, the grace and a margin
+ *   ops_stuck  (-np 2, RMA windows) rank 0's quiet never comes back from
+ *           MPI_Win_flush (a wrapper blocks it): the watchdog ends the job
+ *           after the domain's wait deadline, the grace and a margin
  *   die     rank 1 exits in the middle of the others' wait: they end with
  *           PTO_EWAIT_TIMEOUT naming the cell (or mpirun ends the job), never
  *           a hang — see the ctest's pass expression
@@ -1058,8 +1061,12 @@ int MPI_Win_flush_local(int rank, MPI_Win win) {
   atomic_fetch_add(&flush_locals, 1);
   return PMPI_Win_flush_local(rank, win);
 }
+static _Atomic int stuck_in_flush; /* ops_stuck: MPI_Win_flush never returns once set */
+
 int MPI_Win_flush(int rank, MPI_Win win) {
   atomic_fetch_add(&flushes, 1);
+  while (atomic_load(&stuck_in_flush))
+    pause();
   return PMPI_Win_flush(rank, win);
 }
 int MPI_Rget(void *o, int on, MPI_Datatype ot, int tr, MPI_Aint td, int tn, MPI_Datatype tt,
@@ -2018,6 +2025,31 @@ static int coll_stuck(void) {
   return 1;
 }
 
+/* Rank 0's quiet never comes back from MPI_Win_flush (RMA windows): the
+ * watchdog ends the job once the domain's wait deadline (5 s, dom_open's),
+ * the grace and the margin passed. */
+static int ops_stuck(void) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+  pto_window_buffer b[1] = {{"data", 4096}};
+  dom x = {0};
+  dom_open(&x, 99, world4, np, b, 1, false, 1);
+  if (x.rank != 0) {
+    int dummy;
+    MPI_Recv(&dummy, 1, MPI_INT, 0, 999, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* never sent */
+    return 1;
+  }
+  pto_tensor data = win(&x, "data", PTO_F32, 1024);
+  static float src[1024];
+  pto_tensor ts = local(src, 1024, PTO_F32);
+  CHECK_OK(&x, pto_put(&x.k, x.d.id, 1, &data, &ts, NULL));
+  uint64_t t0 = pto_now_ns();
+  atomic_store(&stuck_in_flush, 1);
+  int rc = pto_quiet(&x.k, x.d.id);
+  printf("rank 0: the quiet stuck in MPI returned %s after %.0f ms\n", pto_status_name(rc),
+         (double)(pto_now_ns() - t0) / 1e6);
+  return 1;
+}
+
 /* ---- a rank that dies ---- */
 
 static int die(void) {
@@ -2316,10 +2348,11 @@ int main(int argc, char **argv) {
     /* no MPI_Finalize: a request stays in flight */
     _exit(coll_frozen(strcmp(mode, "coll_frozen_cancel") == 0));
   } else if (strcmp(mode, "coll_die") == 0 || strcmp(mode, "coll_die_pair") == 0 ||
-             strcmp(mode, "coll_stuck") == 0) {
+             strcmp(mode, "coll_stuck") == 0 || strcmp(mode, "ops_stuck") == 0) {
     rc = strcmp(mode, "coll_die") == 0        ? coll_die()
          : strcmp(mode, "coll_die_pair") == 0 ? coll_die_pair()
-                                              : coll_stuck();
+         : strcmp(mode, "coll_stuck") == 0    ? coll_stuck()
+                                              : ops_stuck();
     fflush(stdout);
     _exit(rc); /* no MPI_Finalize: a peer is gone */
   } else if (strcmp(mode, "open") == 0) {
