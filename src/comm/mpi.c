@@ -51,24 +51,26 @@ static mpi_hdr *hdr(const comm_win *w, int r) {
   return (mpi_hdr *)(w->base + (uint64_t)r * w->d.win_bytes);
 }
 
+static int64_t wait_ms(const comm_win *w) {
+  return w->d.wait_timeout_ms > 0 ? w->d.wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
+}
+
 /* An RMA layout's MPI calls take turns per process: Open MPI 4.1's osc/ucx
  * over TCP, with several threads of a process in RMA calls at once, spins
  * in UCX's locks without getting anywhere (across hosts the 4-thread rounds
  * of tests/mpi ops never finished). Held for a call sequence, never across
  * a wait; recursive (held-back fault-injection stores land under it). The
- * shared layout (CPU stores and atomics) does not take it. */
-static int64_t wait_ms(const comm_win *w) {
-  return w->d.wait_timeout_ms > 0 ? w->d.wait_timeout_ms : pto_option(PTO_OPT_NODE_WAIT_MS);
-}
-
-/* ---- a thread stuck inside MPI in its RMA calls (call_guard.h) ----
+ * shared layout (CPU stores and atomics) does not take it.
  *
- * As a collective's call (mpi_coll.c, guard_begin), every hold of the
+ * A thread stuck inside MPI in its RMA calls (call_guard.h): as a
+ * collective's call (mpi_coll.c, guard_begin), every hold of the
  * window's lock, which brackets the RMA layout's MPI calls (one thread's
  * at a time), arms the window's guard: its allowance the domain's wait
  * deadline, PTO_MPI_COLL_GRACE_MS and STUCK_MARGIN_MS (mpi_win.h, set at
- * creation: op_allow_ms); a hold is one call sequence, never a wait. The
- * lock is recursive: the outermost hold arms and disarms. */
+ * creation: op_allow_ms); a hold is one call sequence, never a wait but
+ * an f16/bf16 add's for the target's add lock (cas_add_half), which arms
+ * the guard anew for each of its chunks (op_renew). The lock is
+ * recursive: the outermost hold arms and disarms. */
 static void lock(comm_win *w) {
   if (w->shared) return;
   pthread_mutex_lock(&w->mu);
@@ -78,6 +80,13 @@ static void unlock(comm_win *w) {
   if (w->shared) return;
   if (--w->op_depth == 0) call_guard_disarm(&w->op_guard);
   pthread_mutex_unlock(&w->mu);
+}
+
+/* A new allowance for the hold: the next of several bounded steps. */
+static void op_renew(comm_win *w) {
+  if (w->shared || w->op_depth == 0) return;
+  call_guard_disarm(&w->op_guard);
+  call_guard_arm(&w->op_guard, w->op_allow_ms);
 }
 
 static void op_stuck(call_guard *g, double stuck_ms) {
@@ -398,6 +407,7 @@ static int cas_add_half(comm_win *w, int peer, uint64_t off, pto_dtype dt, const
   for (size_t at = 0; at < count; at += HALF_CHUNK) {
     size_t n = count - at < HALF_CHUNK ? count - at : HALF_CHUNK;
     MPI_Aint where = (MPI_Aint)(off + 2 * at);
+    op_renew(w); /* each chunk waits up to the deadline for the lock */
     add_lock_wait a = {w, peer, 0};
     if (!pto_wait(NULL, add_lock_taken, &a, pto_deadline_ms(wait_ms(w)))) return PTO_EWAIT_TIMEOUT;
     if (a.err) return a.err;
