@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "comm/comm.h"
 #include "comm/fault.h"
@@ -91,18 +90,13 @@ static void op_renew(comm_win *w) {
 
 static void op_stuck(call_guard *g, double stuck_ms) {
   comm_win *w = g->arg;
-  int world = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world);
-  char msg[640];
-  int len = snprintf(msg, sizeof msg,
-                     "pto comm: domain %d rank %d (MPI rank %d, pid %d): an RMA call sequence on "
-                     "its windows did not come back from MPI in %.0f ms (the domain's wait "
-                     "deadline %lld ms, PTO_MPI_COLL_GRACE_MS %lld and %d ms more): the thread is "
-                     "stuck inside MPI. MPI may still write this process's memory: ending the MPI "
-                     "job (MPI_Abort)\n",
-                     w->d.id, w->my_rank, world, (int)getpid(), stuck_ms, (long long)wait_ms(w),
-                     (long long)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS), STUCK_MARGIN_MS);
-  mpi_end_job(w, msg, len);
+  mpi_end_job(w,
+              "an RMA call sequence on its windows did not come back from MPI in %.0f ms (the "
+              "domain's wait deadline %lld ms, PTO_MPI_COLL_GRACE_MS %lld and %d ms more): the "
+              "thread is stuck inside MPI. MPI may still write this process's memory: ending the "
+              "MPI job (MPI_Abort)",
+              stuck_ms, (long long)wait_ms(w),
+              (long long)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS), STUCK_MARGIN_MS);
 }
 
 /* Wakes rank r's waiters when its window is mapped here (shared layout);

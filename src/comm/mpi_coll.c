@@ -43,6 +43,7 @@
  * failed node). */
 #include <limits.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,13 +489,19 @@ static int usable(comm_win *w, int buf, char *why, size_t why_len) {
   return 0;
 }
 
-/* Says msg in one line on stderr (one write: mpirun forwards the ranks'
- * output in the pieces they write), then ends the job after the hook of
- * the domain's owner (the node's unlinking of its run's objects:
- * MPI_Abort may end this process with SIGKILL), on the domain's
- * communicator, as the node does. */
-_Noreturn void mpi_end_job(comm_win *w, const char *msg, int len) {
-  if (len > (int)strlen(msg)) len = (int)strlen(msg);
+_Noreturn void mpi_end_job(comm_win *w, const char *fmt, ...) {
+  int world = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+  char msg[1024];
+  int len =
+      snprintf(msg, sizeof msg, "pto comm: domain %d rank %d (MPI rank %d, pid %d): ", w->d.id,
+               w->my_rank, world, (int)getpid());
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg + len, sizeof msg - 1 - (size_t)len, fmt, ap);
+  va_end(ap);
+  len = (int)strlen(msg);
+  msg[len++] = '\n';
   if (write(2, msg, (size_t)len) < 0) { /* nowhere else to say it */
   }
   comm_job_end(w->d.prefix);
@@ -510,21 +517,16 @@ _Noreturn void mpi_end_job(comm_win *w, const char *msg, int len) {
  * else ends it where no node runs). So it ends the job, saying why. */
 static void end_job(comm_win *w, int buf, const char *what, bool cancelled, int64_t timeout_ms,
                     int64_t grace_ms, double waited_ms) {
-  int world = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world);
-  char msg[768];
-  int len = snprintf(msg, sizeof msg,
-                     "pto comm: domain %d rank %d (MPI rank %d, pid %d): %s on window buffer %s "
-                     "%s%lld ms), %s the %.0f ms it then waited (PTO_MPI_COLL_GRACE_MS %lld): a "
-                     "rank of the domain did not make the call, or froze in it. MPI still owns "
-                     "the call's src and dst and cannot withdraw the request, so returning would "
-                     "let MPI write them later: ending the MPI job (MPI_Abort)\n",
-                     w->d.id, w->my_rank, world, (int)getpid(), what, w->d.buffers[buf].name,
-                     cancelled ? "was cancelled before it completed (deadline "
-                               : "did not complete by its deadline (",
-                     (long long)timeout_ms, cancelled ? "and did not complete in" : "nor in",
-                     waited_ms, (long long)grace_ms);
-  mpi_end_job(w, msg, len);
+  mpi_end_job(w,
+              "%s on window buffer %s %s%lld ms), %s the %.0f ms it then waited "
+              "(PTO_MPI_COLL_GRACE_MS %lld): a rank of the domain did not make the call, or froze "
+              "in it. MPI still owns the call's src and dst and cannot withdraw the request, so "
+              "returning would let MPI write them later: ending the MPI job (MPI_Abort)",
+              what, w->d.buffers[buf].name,
+              cancelled ? "was cancelled before it completed (deadline "
+                        : "did not complete by its deadline (",
+              (long long)timeout_ms, cancelled ? "and did not complete in" : "nor in", waited_ms,
+              (long long)grace_ms);
 }
 
 /* ---- a thread stuck inside MPI (call_guard.h) ----
@@ -542,21 +544,16 @@ static void end_job(comm_win *w, int buf, const char *what, bool cancelled, int6
 static void stuck(call_guard *g, double stuck_ms) {
   comm_win *w = g->arg;
   mpi_stuck *s = (mpi_stuck *)g;
-  int buf = (int)(s - w->bstuck), world = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world);
-  char msg[768];
-  int len = snprintf(
-      msg, sizeof msg,
-      "pto comm: domain %d rank %d (MPI rank %d, pid %d): %s on window buffer %s did not "
-      "complete by its deadline (%lld ms), nor in the grace after it (PTO_MPI_COLL_GRACE_MS %lld) "
-      "and %d ms more: the thread making it has been inside MPI for %.0f ms, stuck there (Open "
-      "MPI 4.1's TCP transport deadlocks so when a peer dies during a large message). MPI may "
-      "still write the call's memory: ending the MPI job (MPI_Abort)\n",
-      w->d.id, w->my_rank, world, (int)getpid(),
-      atomic_load_explicit(&s->what, memory_order_relaxed), w->d.buffers[buf].name,
-      (long long)atomic_load_explicit(&s->timeout_ms, memory_order_relaxed),
-      (long long)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS), STUCK_MARGIN_MS, stuck_ms);
-  mpi_end_job(w, msg, len);
+  mpi_end_job(w,
+              "%s on window buffer %s did not complete by its deadline (%lld ms), nor in the grace "
+              "after it (PTO_MPI_COLL_GRACE_MS %lld) and %d ms more: the thread making it has been "
+              "inside MPI for %.0f ms, stuck there (Open MPI 4.1's TCP transport deadlocks so when "
+              "a peer dies during a large message). MPI may still write the call's memory: ending "
+              "the MPI job (MPI_Abort)",
+              atomic_load_explicit(&s->what, memory_order_relaxed),
+              w->d.buffers[(int)(s - w->bstuck)].name,
+              (long long)atomic_load_explicit(&s->timeout_ms, memory_order_relaxed),
+              (long long)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS), STUCK_MARGIN_MS, stuck_ms);
 }
 
 /* The thread making `what` on buf stays inside MPI at most timeout_ms,

@@ -130,10 +130,13 @@ int mpi_coll_open(comm_win *w, char *why, size_t why_len);
  * calls on a buffer, mpi.c's holds of the window's lock). */
 #define STUCK_MARGIN_MS 2000
 
-/* Says msg (len bytes, one line) on stderr in one write, runs the
- * domain owner's hook, and ends the job (MPI_Abort on the domain's
- * communicator). */
-_Noreturn void mpi_end_job(comm_win *w, const char *msg, int len);
+/* Says "pto comm: domain D rank R (MPI rank M, pid P): " and the message
+ * (printf's format) in one line on stderr, in one write (mpirun forwards
+ * the ranks' output in the pieces they write), then ends the job after
+ * the hook of the domain's owner (the node's unlinking of its run's
+ * objects: MPI_Abort may end this process with SIGKILL), on the domain's
+ * communicator, as the node does. */
+_Noreturn void mpi_end_job(comm_win *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void mpi_coll_close(comm_win *w, bool all_here, bool finalized);
 int mpi_coll(comm_win *w, const comm_coll_call *c, int64_t timeout_ms, comm_cancel_fn cancel,
              void *cancel_arg, char *why, size_t why_len);
