@@ -80,10 +80,11 @@
  * fits the table ends there, with no MPI message (on 4 ranks sharing 2
  * CPUs an 8-byte broadcast took 10-24 us through the records, 4.3 through
  * the table); beyond it pto's own algorithms run on the windows as on shm
- * (native_data): a reduction's at every size, an allgather's or a
- * broadcast's blocks below 4 MiB, an all-to-all's below 1 MiB; larger
- * ones, and PTO_COLL_MPI calls, follow the table's round, made holding
- * the buffer's lock, with the backend's collective. Reproducible
+ * (native_data): a reduction's at every size, on n ranks an allgather's
+ * blocks below n x 512 KiB, a broadcast's below (n - 1) x 256 KiB (both at
+ * most 4 MiB), an all-to-all's below 1 MiB; larger ones, and PTO_COLL_MPI
+ * calls, follow the table's round, made holding the buffer's lock, with
+ * the backend's collective. Reproducible
  * reductions (PTO_RED_REPRODUCIBLE, PTO_COLL_REPRODUCIBLE) fold every
  * rank's block in rank order on every path: the mesh instead of the ring,
  * the records, and above them the backend's gather then a local
@@ -1239,22 +1240,37 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
  * PTO_COLL_MPI: a reduction at every size (an allreduce the mesh up to
  * PTO_COLL_MESH_MAX_BYTES of every rank's block together and the ring
  * beyond, a reduce-scatter the mesh), an allgather's or a broadcast's
- * block below DIRECT_MESH_MAX, an all-to-all's below
- * DIRECT_MESH_MAX_ALLTOALL. Measured on 2 and 4 ranks of one host,
- * against MPI_Allreduce etc. (docs/comm.md, "Which algorithm"): the ring
- * 0.52-1.26x where MPI's nonblocking allreduce took 0.73-1.58x, the
- * reduce-scatter's mesh 0.19-0.52x against 0.88-1.65x; the allgather's
- * and broadcast's mesh lost from 4-8 MiB blocks on 2 ranks, the
- * all-to-all's from 1 MiB blocks on 4. */
-#define DIRECT_MESH_MAX          ((uint64_t)4 << 20)
+ * block below direct_mesh_max, an all-to-all's below 1 MiB. Measured on 2
+ * and 4 ranks of one host, against MPI_Allreduce etc. (docs/comm.md,
+ * "Which algorithm"): the ring 0.52-1.26x where MPI's nonblocking
+ * allreduce took 0.73-1.58x, the reduce-scatter's mesh 0.19-0.52x against
+ * 0.88-1.65x, the all-to-all's mesh lost from 1 MiB blocks on 4 ranks.
+ * The allgather's and broadcast's mesh copy a block twice (into the
+ * sender's mesh slot, out of it in each peer), where Open MPI's
+ * shared-memory transport copies it once, from the sender's buffer into
+ * the receiver's: the mesh lost from 4-8 MiB blocks in one phase of the
+ * host and from 256 KiB (2-rank broadcast: 1.4-3.7x against 1.07x) in
+ * another, where a block written by one process and read by another costs
+ * several times its copy in one process. The limits are where it lost in
+ * the second; in the first MPI's collective there costs about its own
+ * blocking call's time. */
+#define DIRECT_MESH_CAP          ((uint64_t)4 << 20)
 #define DIRECT_MESH_MAX_ALLTOALL ((uint64_t)1 << 20)
+static uint64_t direct_mesh_max(const coll *k) {
+  uint64_t n = (uint64_t)k->n, max;
+  if (k->d.kind == K_ALLTOALL) return DIRECT_MESH_MAX_ALLTOALL;
+  if (k->d.kind == K_BROADCAST)
+    max = (n - 1) * ((uint64_t)256 << 10); /* 2 ranks: 256 KiB, 4: 768 KiB */
+  else
+    max = n * ((uint64_t)512 << 10); /* allgather; 2 ranks: 1 MiB, 4: 2 MiB */
+  return max < DIRECT_MESH_CAP ? max : DIRECT_MESH_CAP;
+}
 static bool native_data(const coll *k, bool reduction) {
   if (!k->cd || !k->cd->be->coll) return false;
   if (reduction && k->d.algo != PTO_COLL_AUTO && k->d.algo != PTO_COLL_MPI) return false;
   if (k->table != NO_TABLE && k->d.algo != PTO_COLL_MPI) {
     if (reduction) return false;
-    uint64_t mesh_max = k->d.kind == K_ALLTOALL ? DIRECT_MESH_MAX_ALLTOALL : DIRECT_MESH_MAX;
-    if ((uint64_t)k->d.count * k->es < mesh_max) return false;
+    if ((uint64_t)k->d.count * k->es < direct_mesh_max(k)) return false;
   }
   return (uint64_t)k->d.count * (uint64_t)k->n * k->es <= INT_MAX;
 }

@@ -30,8 +30,9 @@
  *           name the mismatch on every rank; then by the MPI collectives
  *           it starts (also counted so): on shared windows none for a
  *           reduction unless it asks for PTO_COLL_MPI, one for an
- *           allgather or broadcast from 4 MiB blocks and for an all-to-all
- *           from 1 MiB blocks, none below; on RMA windows one for each
+ *           allgather from n x 512 KiB blocks, a broadcast from (n - 1) x
+ *           256 KiB (n ranks, both at most 4 MiB) and an all-to-all from
+ *           1 MiB blocks, none below; on RMA windows one for each
  *           but those the records carry (32 KiB blocks and less); with 2
  *           ranks an allgather or all-to-all that would start one is one
  *           exchange (one send each) instead
@@ -1297,8 +1298,9 @@ static void coll_path(bool shared) {
  * Every start of an MPI nonblocking collective libpto makes is counted
  * (the profiling interface, as MPI_Isend above). On shared windows (one
  * host) pto's own algorithms on the windows beat MPI's: a reduction never
- * starts one unless it asks for PTO_COLL_MPI, an allgather or a broadcast
- * only from 4 MiB blocks, an all-to-all from 1 MiB blocks. On RMA windows
+ * starts one unless it asks for PTO_COLL_MPI, an allgather only from
+ * switch_bytes's blocks, a broadcast too, an all-to-all from 1 MiB blocks.
+ * On RMA windows
  * every call beyond the records' fuse limit starts one. Between 2 ranks
  * of one host an allgather or all-to-all that would start one is one
  * exchange instead (mpi_coll.c, pair_exchange): one send of PAIR_TAG. */
@@ -1330,6 +1332,15 @@ int MPI_Ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request
 }
 
 #define SWITCH_MAX ((int64_t)1 << 20) /* f32 elements: a 4 MiB block */
+
+/* Where an allgather's or a broadcast's block on shared windows of n
+ * ranks goes to MPI's collective (docs/comm.md, "Which algorithm"): an
+ * allgather's from n x 512 KiB, a broadcast's from (n - 1) x 256 KiB, at
+ * most 4 MiB; f32 elements. */
+static int64_t switch_elems(bool broadcast, int n) {
+  int64_t b = broadcast ? (int64_t)(n - 1) * (256 << 10) : (int64_t)n * (512 << 10);
+  return (b < SWITCH_MAX * 4 ? b : SWITCH_MAX * 4) / 4;
+}
 
 static void switch_check(const char *what, bool shared, long started, long want, const float *out,
                          const float *expect, int64_t n) {
@@ -1484,7 +1495,8 @@ static void coll_switch(bool shared) {
   pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
   int n = np, r = x.rank;
   float *in, *out, *expect;
-  if (!floats3(SWITCH_MAX, &in, &out, &expect)) {
+  int64_t ag_max = switch_elems(false, n), bc_max = switch_elems(true, n);
+  if (!floats3((size_t)(n * ag_max > SWITCH_MAX ? n * ag_max : SWITCH_MAX), &in, &out, &expect)) {
     dom_close(&x);
     return;
   }
@@ -1523,10 +1535,12 @@ static void coll_switch(bool shared) {
     const char *what;
   } sw_case;
   /* allgather: rank q's block holds 1000 q + i % 997; the records carry
-   * 32 KiB blocks on RMA windows */
+   * 32 KiB blocks on RMA windows, the mesh on shared windows those below
+   * ag_max; beyond them 2 ranks make one exchange */
   const sw_case ag[] = {{8192, 0, "allgather of 32 KiB blocks"},
-                        {65536, mpi && !pair, "allgather of 256 KiB blocks"}};
-  for (int k = 0; k < 2; k++) {
+                        {ag_max - 1, mpi && !pair, "allgather of blocks 4 B below the switch"},
+                        {ag_max, !pair, "allgather of blocks at the switch"}};
+  for (int k = 0; k < 3; k++) {
     c = ag[k].c;
     for (int64_t i = 0; i < c; i++)
       in[i] = (float)(1000 * r + i % 997);
@@ -1541,11 +1555,11 @@ static void coll_switch(bool shared) {
     char sent[120];
     snprintf(sent, sizeof sent, "%s on %s windows: sends of the 2-rank exchange", ag[k].what,
              shared ? "shared" : "RMA");
-    CHECK_EQ(pair_sends - pairs, k == 1 && mpi && pair, sent);
+    CHECK_EQ(pair_sends - pairs, pair && (k == 2 || (k == 1 && mpi)), sent);
   }
-  /* broadcast from rank 1 on either side of 4 MiB: i % 1009 */
-  const sw_case bc[] = {{SWITCH_MAX - 1, mpi, "broadcast of 4 MiB - 4 B"},
-                        {SWITCH_MAX, 1, "broadcast of 4 MiB"}};
+  /* broadcast from rank 1 on either side of the switch: i % 1009 */
+  const sw_case bc[] = {{bc_max - 1, mpi, "broadcast of 4 B below the switch"},
+                        {bc_max, 1, "broadcast at the switch"}};
   for (int k = 0; k < 2; k++) {
     c = bc[k].c;
     for (int64_t i = 0; i < c; i++)
@@ -1581,10 +1595,10 @@ static void coll_switch(bool shared) {
   free(in), free(out), free(expect);
   dom_close(&x);
   if (r == 0 && !failures)
-    printf("coll_switch %s windows: the calls below the switch points started %ld MPI "
-           "collectives each, those above 1 (2 ranks: an allgather or all-to-all, one "
-           "exchange)\n",
-           shared ? "shared" : "RMA", mpi);
+    printf("coll_switch %s windows: the calls below the switch points (shared windows of %d "
+           "ranks: allgather %lld KiB blocks, broadcast %lld KiB) started %ld MPI collectives "
+           "each, those above 1 (2 ranks: an allgather or all-to-all, one exchange)\n",
+           shared ? "shared" : "RMA", n, (long long)ag_max / 256, (long long)bc_max / 256, mpi);
 }
 
 /* ---- ranks that share a CPU do not spin through each other's time ----
