@@ -137,6 +137,10 @@ static void err_why(char *why, size_t n, const char *call, int err) {
  * not seen. */
 #define PIECE_MIN     1024
 #define EAGER_DEFAULT 4096 /* btl_vader_eager_limit's and btl_sm_eager_limit's default */
+/* The most pieces of a record before its rest goes in one message, on
+ * more than 2 ranks and between 2 (message_at says why) */
+#define PIECES_MAX  5
+#define PIECES_PAIR 9
 
 /* Whether an MCA selection ("vader,self", "^tcp"; NULL or "" for none)
  * allows the component named `a` or `b`. */
@@ -292,6 +296,7 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
     return PTO_EMPI;
   }
   w->xpiece = (size_t)min[0];
+  w->xpieces = w->d.nranks == 2 ? PIECES_PAIR : PIECES_MAX;
   w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
   w->xonemax = (size_t)min[2];
   w->xrecmax = min[4] != ULONG_MAX ? (size_t)min[4] : record_max(w->d.nranks, min[3]);
@@ -786,15 +791,20 @@ static bool in_pieces(const comm_win *w, int p, size_t max_bytes) {
 
 /* The message of a record of len bytes, cut or not, that starts at byte
  * off: its size. Both ends cut by this one rule, the receiver once the
- * length came with the first piece. A cut record's first piece is `piece`
- * bytes (or all of it), then come pieces of the same size while the
- * record has at most PIECES_MAX of them in all, else the rest in one
+ * length came with the first piece. A cut record's first piece is
+ * w->xpiece bytes (or all of it), then come pieces of the same size while
+ * the record has at most w->xpieces of them in all, else the rest in one
  * message. Pieces of 4032 bytes beat one message up to 16 KiB (16464
  * bytes: 2.0 us against 3.2-3.9) but hardly at 32 KiB (3.7 against 4.3),
  * and there, on 4 ranks sharing 2 CPUs, the 9 pieces a peer made an
  * allgather of 32 KiB 1.23x MPI_Allgather's time against 1.05x in one
- * message. */
-#define PIECES_MAX 5
+ * message: PIECES_MAX. Between 2 ranks a record of up to PIECES_PAIR
+ * pieces (a whole 32 KiB one with 4032-byte pieces) goes in pieces: its
+ * rest in one message is above the transport's eager limit, a rendezvous,
+ * and there the records of 24 KiB blocks took 1.26-1.36x the time of
+ * MPI_Allgather and MPI_Bcast in 5 pieces and a rest, 0.53-0.89x in 7
+ * pieces; 32 KiB 1.44-1.65x against 1.03-1.40x (2 runs each; docs/comm.md,
+ * "The records' pieces between 2 ranks"). */
 /* Open MPI's ob1 sends a message of at most 256 bytes at once through the
  * transport (mca_pml_ob1_send_inline; the bound is ob1's constant, no MCA
  * parameter), a longer one through a send request. On vader, 2 ranks
@@ -808,21 +818,21 @@ static bool in_pieces(const comm_win *w, int p, size_t max_bytes) {
  * whole: its receiver sets the pace, and a second message cost it more
  * than the send request costs the root: docs/comm.md.) */
 #define INLINE_MAX 256
-static size_t message_at(bool cut, size_t piece, uint64_t len, uint64_t off) {
-  uint64_t left = len - off;
+static size_t message_at(const comm_win *w, bool cut, uint64_t len, uint64_t off) {
+  uint64_t left = len - off, piece = w->xpiece;
   if (!cut) return (size_t)left;
   if (len > INLINE_MAX && len <= 2 * INLINE_MAX) return off ? (size_t)left : INLINE_MAX;
-  if (off && len > PIECES_MAX * (uint64_t)piece) return (size_t)left;
-  return left < piece ? (size_t)left : piece;
+  if (off && len > (uint64_t)w->xpieces * piece) return (size_t)left;
+  return (size_t)(left < piece ? left : piece);
 }
 _Static_assert(PIECE_MIN >= 2 * INLINE_MAX, "a first piece holds a record of two messages");
 
 /* Requests of one exchange, at most: per peer a receive and a send of
- * every message of a record (PIECES_MAX for a cut one: message_at) */
+ * every message of a record (xpieces for a cut one: message_at) */
 static int exchange_reqs(const comm_win *w, size_t max_bytes) {
   int k = 0;
   for (int p = 0; p < w->d.nranks; p++)
-    if (p != w->my_rank) k += 2 * (in_pieces(w, p, max_bytes) ? PIECES_MAX : 1);
+    if (p != w->my_rank) k += 2 * (in_pieces(w, p, max_bytes) ? w->xpieces : 1);
   return k;
 }
 
@@ -846,19 +856,18 @@ struct pieces {
  * comes whole and is named by the check), after the requests. */
 static int post_rest(req_poll *p) {
   pieces *pc = p->pc;
-  size_t piece = pc->w->xpiece;
   for (int i = 0; i < pc->first / 2; i++) {
     if (!pc->cut[i]) continue;
     uint64_t len, off;
     memcpy(&len, pc->slot[i], sizeof len);
     if (len > pc->max) return MPI_ERR_TRUNCATE;          /* no such record is sent */
-    if ((off = message_at(true, piece, len, 0)) < len) { /* a rest may follow: what came? */
+    if ((off = message_at(pc->w, true, len, 0)) < len) { /* a rest may follow: what came? */
       int got;
       MPI_Get_count(&pc->st[i], MPI_BYTE, &got);
       off = (uint64_t)got;
     }
     for (uint64_t part; off < len; off += part) {
-      part = message_at(true, piece, len, off);
+      part = message_at(pc->w, true, len, off);
       int err = MPI_Irecv(pc->slot[i] + off, (int)part, MPI_BYTE, pc->peer[i], XCHG_TAG, pc->comm,
                           &p->req[p->nreq++]);
       if (err != MPI_SUCCESS) return err;
@@ -1006,7 +1015,7 @@ static int exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_canc
     /* the first message among the first phase's requests, the others after */
     bool cut = in_pieces(w, p, max);
     for (uint64_t off = 0, part; off < len && err == MPI_SUCCESS; off += part) {
-      part = message_at(cut, w->xpiece, len, off);
+      part = message_at(w, cut, len, off);
       err =
           MPI_Isend(s + off, (int)part, MPI_BYTE, p, XCHG_TAG, comm, &req[off ? later++ : nreq++]);
     }

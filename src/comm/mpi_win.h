@@ -106,9 +106,12 @@ struct comm_win {
   struct mpi_oneway *xone[PTO_COMM_MAX_BUFFERS];
   /* Records to the peers on this host (bit per rank: xnear) go in pieces
    * of xpiece bytes (0: whole), the most that host's shared-memory
-   * transport sends eagerly (mpi_coll.c, record_piece); set at open. */
+   * transport sends eagerly (mpi_coll.c, record_piece), at most xpieces
+   * of them a record before the rest goes in one message (message_at); set
+   * at open. */
   uint64_t xnear;
   size_t xpiece;
+  int xpieces;
   /* The calls of one acknowledgement of the one-way exchanges (settle_run;
    * mpi_coll.c, near_peers): the same on every rank; set at open. */
   int xrun;
