@@ -103,6 +103,7 @@
 #include "comm/coll_reduce.h"
 #include "comm/comm.h"
 #include "common/clock.h"
+#include "common/copy.h"
 #include "common/options.h"
 #include "common/tensor_check.h"
 #include "pto/coll.h"
@@ -1609,7 +1610,7 @@ static void move_setup(coll *k, const pto_tensor *dst, const pto_tensor *src, in
 static void gather_blocks(const coll *k, unsigned char *out, const unsigned char *const *blk,
                           size_t bb) {
   for (int p = 0; p < k->n; p++)
-    memcpy(out + (size_t)p * bb, blk[p], bb);
+    pto_copy(out + (size_t)p * bb, blk[p], bb);
 }
 
 static int allgather_call(coll *k, const pto_tensor *dst, const pto_tensor *src) {
@@ -1674,7 +1675,7 @@ static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
     if (root == k->me)
       memmove(elem0(dst), in, bb);
     else
-      memcpy(elem0(dst), blk[root], bb);
+      pto_copy(elem0(dst), blk[root], bb);
     return 0;
   } else if (nat) {
     bool fused = bb <= fuse_bytes(k);
@@ -1696,7 +1697,7 @@ static int broadcast_call(coll *k, const pto_tensor *dst, const pto_tensor *src,
   if (root == k->me)
     memmove(elem0(dst), in, bb);
   else
-    memcpy(elem0(dst), blk[root], bb);
+    pto_copy(elem0(dst), blk[root], bb);
   return mesh_done(k, nat);
 }
 

@@ -40,6 +40,7 @@
 #include "comm/mpi_win.h"
 #include "comm/signal.h"
 #include "common/clock.h"
+#include "common/copy.h"
 #include "common/half.h"
 #include "common/options.h"
 #include "common/wait.h"
@@ -317,7 +318,7 @@ static int rma_put(comm_win *w, int peer, uint64_t off, const void *src, size_t 
      * as it does my stores to my own window. MPI_Put + MPI_Win_flush_local
      * cost osc/sm's call overhead twice for the same memcpy (8 bytes: pto's
      * put + quiet 0.22 us against MPI_Put + MPI_Win_flush's 0.11). */
-    memcpy((unsigned char *)hdr(w, peer) + off, src, n);
+    pto_copy((unsigned char *)hdr(w, peer) + off, src, n);
     return 0;
   }
   if (n <= MPI_BOUNCE_PUT) return bounce_put(w, peer, off, src, n);
@@ -928,7 +929,7 @@ static int get_u(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
   /* earlier puts to peer complete first: MPI orders none of them */
   if (flush_dirty(w, peer)) return PTO_EMPI;
   if (w->shared) { /* mapped here: a load, as rma_put's store (flush_dirty fenced) */
-    memcpy(dst, (const unsigned char *)hdr(w, peer) + off, n);
+    pto_copy(dst, (const unsigned char *)hdr(w, peer) + off, n);
     return 0;
   }
   unsigned char *p = dst;

@@ -17,6 +17,7 @@
 #include "comm/fault.h"
 #include "comm/signal.h"
 #include "common/clock.h"
+#include "common/copy.h"
 #include "common/half.h"
 #include "common/options.h"
 #include "common/wait.h"
@@ -369,7 +370,7 @@ static int shm_put(comm_win *w, int peer, uint64_t off, const void *src, size_t 
   if (w->fq) return fault_hold(w->fq, peer, FAULT_PUT, PTO_U8, off, src, n);
   /* no wake: a store lands, for the peer's waiters too, at my next
    * notify to it, quiet, barrier or task end, which wake it (shm_quiet) */
-  memcpy(w->base[peer] + off, src, n);
+  pto_copy(w->base[peer] + off, src, n);
   return 0;
 }
 
@@ -379,7 +380,7 @@ static int shm_get(comm_win *w, int peer, uint64_t off, void *dst, size_t n) {
    * fence a store still in this CPU's store buffer could be passed by it,
    * and two ranks that each put then get could both read the old value */
   atomic_thread_fence(memory_order_seq_cst);
-  memcpy(dst, w->base[peer] + off, n);
+  pto_copy(dst, w->base[peer] + off, n);
   return 0;
 }
 

@@ -86,6 +86,10 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                                   "MPI backend: the most data a collective's record carries to "
                                   "a peer; larger calls take MPI's collectives (-1: 32 KiB, 1 "
                                   "MiB between 2 ranks on two hosts)"},
+    [PTO_OPT_COPY_MOVSB] = {"copy_movsb", "PTO_COPY_MOVSB", -1, -1, 1,
+                            "copies of 1 MiB and more into and out of window memory: 1: rep "
+                            "movsb (x86-64), 0: libc's memcpy, -1: whichever copied 2 MiB "
+                            "faster in a first test"},
     [PTO_OPT_SCHEDULE_SEED] = {"schedule_seed", "PTO_SCHEDULE_SEED", 0, 0, INT64_MAX,
                                "nonzero: every scheduling choice of a chip (or node) is drawn "
                                "from this seed, blocks running one at a time (docs/schedules.md)"},

@@ -44,6 +44,8 @@ typedef enum pto_opt {
   PTO_OPT_MPI_SHARED_WINDOWS,
   PTO_OPT_MPI_COLL_GRACE_MS,
   PTO_OPT_MPI_RECORD_BYTES,
+  /* comm: large copies into and out of window memory (src/common/copy.h) */
+  PTO_OPT_COPY_MOVSB,
   /* chip: controlled schedules (docs/schedules.md) */
   PTO_OPT_SCHEDULE_SEED,
   PTO_OPT_COLL_REPRODUCIBLE,
