@@ -413,6 +413,7 @@ typedef struct req_poll {
   void *cancel_arg;
   bool cancelled;
   pieces *pc; /* a record exchange whose receives go on in pieces (below), or NULL */
+  bool late;  /* finish, owned: they completed, without error, after it gave up */
 } req_poll;
 
 static bool pieces_test(req_poll *p);
@@ -592,10 +593,11 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
   if (owned) {
     uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
     int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
-    req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false, NULL};
+    req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false, NULL, false};
     bool done = poll(&rest, grace);
     double waited_ms = (double)(pto_now_ns() - t0) / 1e6;
     if (!done) end_job(w, buf, what, p->cancelled, timeout_ms, grace, waited_ms);
+    p->late = rest.err == MPI_SUCCESS;
     snprintf(why, why_len,
              "%s on window buffer %s %s; MPI owns the call's src and dst until it completes, so "
              "the call waited for it (%.0f ms more%s)",
@@ -614,17 +616,20 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
  * its block (MPI_Isend/MPI_Irecv on a tag of their own), as Open MPI's
  * blocking calls do for 2 ranks, where its nonblocking ones (libnbc) were
  * slower (3 alternations or more each, docs/comm.md):
- * - an allreduce with the peer on another host (TCP): MPI_Iallreduce
+ * - an allreduce: with the peer on another host (TCP) MPI_Iallreduce
  *   took 1.12-1.26x MPI_Allreduce's time at 2-16 MiB, the exchange
- *   0.90-1.01x; on one host's RMA windows libnbc's was faster (2 MiB
- *   0.39x against 0.47x, 16 MiB 0.82x against 0.94x). Each rank reduces
- *   the peer's src into dst.
+ *   0.90-1.01x. On one host's RMA windows libnbc's was faster in one
+ *   phase of the host (2 MiB 0.39x against 0.47x, 16 MiB 0.82x against
+ *   0.94x) and slower in another (64 KiB-4 MiB 0.85-1.03x against
+ *   0.38-0.61x, 16 MiB 1.13-1.25x against 0.79-1.09x): the exchange
+ *   holds the target in both. Each rank reduces the peer's src into dst.
  * - an allgather or all-to-all with the peer on this host:
  *   MPI_Iallgather took 2.2-2.7x MPI_Allgather's time at 64 KiB-2 MiB,
  *   the exchange 0.97-1.20x; MPI_Ialltoall 1.13x at 256 KiB, the exchange
  *   1.02-1.04x. Across two hosts the exchange gained nothing there
  *   (allgather 2 MiB 0.81-0.90x against 0.84-0.96x).
- * Both ranks decide alike: each finds the other on this host, or not.
+ * Both ranks decide alike: each finds the other on this host, or not (an
+ * allreduce is one exchange either way).
  * Both reduce in rank order, rank 0's block first, as the mesh's fold:
  * the same bits on both (a op b is not b op a for a NaN against max or
  * min, or two NaNs' payloads). */
@@ -632,9 +637,8 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
 static bool pair_exchange(const comm_win *w, const comm_coll_call *c) {
   if (w->d.nranks != 2) return false;
   bool near = w->xnear >> (1 - w->my_rank) & 1;
-  return c->kind == COMM_ALLREDUCE
-             ? !near
-             : (c->kind == COMM_ALLGATHER || c->kind == COMM_ALLTOALL) && near;
+  return c->kind == COMM_ALLREDUCE ||
+         ((c->kind == COMM_ALLGATHER || c->kind == COMM_ALLTOALL) && near);
 }
 
 static const char *pair_what(comm_coll_kind k) {
@@ -662,7 +666,7 @@ static int pair_post(comm_win *w, const comm_coll_call *c, void *into, const voi
     w->bbroken[c->buf] = true;
     MPI_Cancel(&req[0]);
     int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
-    req_poll rp = {&req[0], 1, MPI_SUCCESS, NULL, NULL, false, NULL};
+    req_poll rp = {&req[0], 1, MPI_SUCCESS, NULL, NULL, false, NULL, false};
     uint64_t t0 = pto_now_ns();
     if (!poll(&rp, grace))
       end_job(w, c->buf, pair_what(c->kind), false, 0, grace, (double)(pto_now_ns() - t0) / 1e6);
@@ -672,7 +676,10 @@ static int pair_post(comm_win *w, const comm_coll_call *c, void *into, const voi
 
 /* An allreduce's exchange, then dst = rank 0's block op rank 1's. The
  * peer's block lands in dst, or, in place, in a block of its own (left
- * behind when the call did not complete: a request may still write it). */
+ * behind when the call did not complete: a request may still write it).
+ * An exchange that completed after the deadline, while finish waited for
+ * it, still leaves the result in dst, as MPI's collective would (the call
+ * fails all the same). */
 static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
                           comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   size_t bytes = call_bytes(c);
@@ -690,9 +697,9 @@ static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_
     err_why(why, why_len, what, err);
     return PTO_EMPI;
   }
-  req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
   int rc = finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
-  if (rc) return rc;
+  if (rc && !p.late) return rc;
   const void *first = w->my_rank == 0 ? c->src : theirs;
   const void *second = w->my_rank == 0 ? theirs : c->src;
   if (first == c->dst) /* dst holds rank 0's block */
@@ -700,7 +707,7 @@ static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_
   else /* dst holds rank 1's */
     coll_reduce_after(first, c->dst, c->count, c->dtype, (pto_red_op)c->op);
   if (in_place) free(theirs);
-  return 0;
+  return rc;
 }
 
 /* An allgather's or all-to-all's exchange: the peer's block into dst's
@@ -722,7 +729,7 @@ static int pair_move(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
     return PTO_EMPI;
   }
   memcpy(d + (size_t)me * bytes, a2a ? src + (size_t)me * bytes : src, bytes);
-  req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
   return finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
 }
 
@@ -740,7 +747,7 @@ static int coll_data(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
     return PTO_EMPI;
   }
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
-  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
   return finish(w, c->buf, &p, timeout_ms, true, call_name(c->kind), why, why_len);
 }
 
@@ -1030,7 +1037,8 @@ static int exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_canc
    * logged for the acknowledgements; once the records are on their way,
    * not on the round trip */
   oneway_log_whole(w, x);
-  req_poll poll_ = {req, later, MPI_SUCCESS, cancel, cancel_arg, false, cut_any ? &pc : NULL};
+  req_poll poll_ = {req,        later, MPI_SUCCESS,          cancel,
+                    cancel_arg, false, cut_any ? &pc : NULL, false};
   rc = finish(w, x->buf, &poll_, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)",
               why, why_len);
   if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, false, why, why_len);
@@ -1230,7 +1238,7 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
     err_why(why, why_len, "MPI_Irecv of the root's one-way record", err);
     return PTO_EMPI;
   }
-  req_poll p = {&o->rreq, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  req_poll p = {&o->rreq, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
   int rc = finish(w, x->buf, &p, timeout_ms, false, "the broadcast root's record (MPI_Irecv)", why,
                   why_len);
   if (rc == PTO_EMPI && p.err == MPI_ERR_TRUNCATE) {
@@ -1294,7 +1302,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   uint64_t upto = (first & ~(uint64_t)UINT32_MAX) | mine->calls;
   o->open = 0;
   *at = first;
-  req_poll p = {o->areq, o->per, MPI_SUCCESS, cancel, cancel_arg, false, NULL};
+  req_poll p = {o->areq, o->per, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
   int rc =
       finish(w, buf, &p, timeout_ms, false,
              "the acknowledgements of its one-way broadcasts (MPI_Isend/MPI_Irecv)", why, why_len);
@@ -1310,7 +1318,8 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
                  cancel,
                  cancel_arg,
                  false,
-                 NULL};
+                 NULL,
+                 false};
   rc = finish(w, buf, &sp, timeout_ms, false, "the sends of its one-way records (MPI_Isend)", why,
               why_len);
   if (rc) return rc;
@@ -1398,9 +1407,9 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size
   if (o->rreq != MPI_REQUEST_NULL) MPI_Cancel(&o->rreq);
   for (int r = 0; r < n - 1; r++)
     if (o->areq[r] != MPI_REQUEST_NULL) MPI_Cancel(&o->areq[r]);
-  req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL},
-                   {o->sreq, (int)nsend(o) * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL},
-                   {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL}};
+  req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL, false},
+                   {o->sreq, (int)nsend(o) * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, false},
+                   {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, false}};
   for (int i = 0; i < 3; i++)
     if (!poll(&p[i], ONEWAY_WITHDRAW_MS)) {
       w->bbroken[buf] = true;

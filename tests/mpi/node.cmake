@@ -58,7 +58,8 @@ if(PTO_HAVE_MPI)
   endforeach()
 endif()
 
-# ... and a kernel's allreduce on MPI's collectives (RMA windows) that the
+# ... and a kernel's allreduce on MPI's path (RMA windows; 2 chips: one
+# exchange, src/comm/mpi_coll.c pair_allreduce) that the
 # other chip never calls: the caller (chip 0, a thread of rank 0; or chip 1,
 # rank 1) ends the job PTO_MPI_COLL_GRACE_MS (500 ms here) after its 1 ms
 # deadline, naming the call; the run's objects are unlinked first (the comm
@@ -72,7 +73,7 @@ if(PTO_HAVE_MPI AND PTO_MPIEXEC_IS_OPENMPI)
     set(t mpi.node_${mode}.np2)
     add_test(NAME ${t} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/rank_fault.sh ${MPIEXEC_EXECUTABLE}
                                $<TARGET_FILE:test_node_mpi_faults> ${mode} 10
-      "pto comm: domain [0-9]+ rank ${r} \\(MPI rank ${r}, pid [0-9]+\\): MPI_Iallreduce on window buffer scratch did not complete by its deadline \\(1 ms\\)"
+      "pto comm: domain [0-9]+ rank ${r} \\(MPI rank ${r}, pid [0-9]+\\): the 2-rank allreduce.s exchange \\(MPI_Isend/MPI_Irecv\\) on window buffer scratch did not complete by its deadline \\(1 ms\\)"
       "MPI still owns the call.s src and dst .*: ending the MPI job \\(MPI_Abort\\)")
     set_tests_properties(${t} PROPERTIES LABELS mpi TIMEOUT 60 RESOURCE_LOCK pto_devices
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1;PTO_MPI_SHARED_WINDOWS=0;PTO_MPI_COLL_GRACE_MS=500")

@@ -34,8 +34,8 @@
  *           256 KiB (n ranks, both at most 4 MiB) and an all-to-all from
  *           1 MiB blocks, none below; on RMA windows one for each
  *           but those the records carry (32 KiB blocks and less); with 2
- *           ranks an allgather or all-to-all that would start one is one
- *           exchange (one send each) instead
+ *           ranks an allreduce, allgather or all-to-all that would start
+ *           one is one exchange (one send each) instead
  *   put_path rdma|ucx  (RMA windows) how a put and an accumulate of 32 KiB
  *           complete at the origin, by the MPI calls they make (counted
  *           through the profiling interface): on Open MPI's osc/rdma (rdma,
@@ -64,14 +64,15 @@
  *           (rank 1 does not call); rank 1's allreduce of task 2 meets rank
  *           0's record of task 1 and fails naming it, never takes it for its
  *           own
- *   coll_late  (-np 2) rank 0's allreduce on MPI's collectives reaches its
+ *   coll_late  (-np 2) rank 0's allreduce on MPI's path (2 ranks: one
+ *           exchange, mpi_coll.c pair_allreduce) reaches its
  *           deadline in its data step, rank 1 calls later: rank 0's call
  *           waits for it (MPI owns src and dst until then), then fails
  *           naming it; what the program writes afterwards is left alone,
  *           rank 1 gets the sum of the values the call was made with, and
  *           the next call on the buffer completes (RMA windows, then
  *           shared windows)
- *   coll_frozen  (-np 2) rank 0's allreduce on MPI's collectives reaches
+ *   coll_frozen  (-np 2) rank 0's allreduce on MPI's path (one exchange) reaches
  *           its deadline in its data step and rank 1 never calls: rank 0's
  *           call ends the job (MPI_Abort) after the grace, naming the call,
  *           the buffer, the deadline and MPI's hold on src and dst (run by
@@ -1304,7 +1305,7 @@ static void coll_path(bool shared) {
  * switch_bytes's blocks, a broadcast too, an all-to-all from 1 MiB blocks.
  * On RMA windows
  * every call beyond the records' fuse limit starts one. Between 2 ranks
- * of one host an allgather or all-to-all that would start one is one
+ * of one host an allreduce, allgather or all-to-all that would start one is one
  * exchange instead (mpi_coll.c, pair_exchange): one send of PAIR_TAG. */
 static _Atomic long coll_starts;
 
@@ -1503,21 +1504,28 @@ static void coll_switch(bool shared) {
     return;
   }
   /* 2 ranks on one host: an allgather or all-to-all beyond the records
-   * (and the table's on shared windows) is one exchange, no collective */
+   * (and the table's on shared windows) is one exchange, no collective,
+   * and so is an allreduce that takes MPI's path */
   long mpi = shared ? 0 : 1, pair = np == 2, before;
   /* allreduce of 64 KiB: rank q holds q + 1; AUTO, then PTO_COLL_MPI */
   int64_t c = 16384;
   for (int64_t i = 0; i < c; i++)
     in[i] = (float)(r + 1), expect[i] = (float)(n * (n + 1) / 2);
   pto_tensor ti = local(in, c, PTO_F32), to = local(out, c, PTO_F32);
-  before = coll_starts;
-  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_AUTO));
-  switch_check("allreduce of 64 KiB", shared, coll_starts - before, mpi, out, expect, c);
-  memset(out, 0, sizeof(float) * (size_t)c);
-  before = coll_starts;
-  CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM, PTO_COLL_MPI));
-  switch_check("allreduce of 64 KiB, PTO_COLL_MPI", shared, coll_starts - before, 1, out, expect,
-               c);
+  for (int k = 0; k < 2; k++) {
+    const char *what = k ? "allreduce of 64 KiB, PTO_COLL_MPI" : "allreduce of 64 KiB";
+    bool via_mpi = k || mpi; /* the backend's path, not pto's own on the windows */
+    memset(out, 0, sizeof(float) * (size_t)c);
+    before = coll_starts;
+    long pairs = pair_sends;
+    CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM,
+                               k ? PTO_COLL_MPI : PTO_COLL_AUTO));
+    switch_check(what, shared, coll_starts - before, via_mpi && !pair, out, expect, c);
+    char sent[120];
+    snprintf(sent, sizeof sent, "%s on %s windows: sends of the 2-rank exchange", what,
+             shared ? "shared" : "RMA");
+    CHECK_EQ(pair_sends - pairs, via_mpi && pair, sent);
+  }
   /* reduce-scatter of 64 KiB blocks: rank q's block p holds 1000 q + p */
   pto_tensor all_in = local(in, (int64_t)n * c, PTO_F32);
   for (int p = 0; p < n; p++)
@@ -1599,7 +1607,8 @@ static void coll_switch(bool shared) {
   if (r == 0 && !failures)
     printf("coll_switch %s windows: the calls below the switch points (shared windows of %d "
            "ranks: allgather %lld KiB blocks, broadcast %lld KiB) started %ld MPI collectives "
-           "each, those above 1 (2 ranks: an allgather or all-to-all, one exchange)\n",
+           "each, those above 1 (2 ranks: an allreduce, allgather or all-to-all, one "
+           "exchange)\n",
            shared ? "shared" : "RMA", n, (long long)ag_max / 256, (long long)bc_max / 256, mpi);
 }
 
