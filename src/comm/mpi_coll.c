@@ -808,10 +808,10 @@ static bool in_pieces(const comm_win *w, int p, size_t max_bytes) {
  * message: PIECES_MAX. Between 2 ranks a record of up to PIECES_PAIR
  * pieces (a whole 32 KiB one with 4032-byte pieces) goes in pieces: its
  * rest in one message is above the transport's eager limit, a rendezvous,
- * and there the records of 24 KiB blocks took 1.26-1.36x the time of
- * MPI_Allgather and MPI_Bcast in 5 pieces and a rest, 0.53-0.89x in 7
- * pieces; 32 KiB 1.44-1.65x against 1.03-1.40x (2 runs each; docs/comm.md,
- * "The records' pieces between 2 ranks"). */
+ * and there the allgather and broadcast of 24-32 KiB blocks took
+ * 1.53-1.65x the time of MPI_Allgather and MPI_Bcast in 5 pieces and a
+ * rest, 0.96-1.37x in up to 9 (3 alternations; docs/comm.md, "The
+ * records' pieces between 2 ranks"). */
 /* Open MPI's ob1 sends a message of at most 256 bytes at once through the
  * transport (mca_pml_ob1_send_inline; the bound is ob1's constant, no MCA
  * parameter), a longer one through a send request. On vader, 2 ranks
