@@ -49,18 +49,22 @@ static void test_every_byte(void **state) {
                           COPY_LARGE,
                           COPY_LARGE + 1,
                           COPY_LARGE + 4093,
-                          3 * COPY_LARGE + 5};
-  const size_t offs[] = {0, 1, 7, 63};
+                          2 * COPY_LARGE + 5};
+  const size_t offs[] = {0, 7, 1, 63};
   int wrong = 0;
-  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-    for (size_t a = 0; a < 4; a++)
-      for (size_t b = 0; b < 4; b++) {
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    /* every alignment pair for the small sizes, two each way for those
+     * around COPY_LARGE (the sanitized builds check every byte slowly) */
+    size_t k = sizes[i] < 65536 ? 4 : 2;
+    for (size_t a = 0; a < k; a++)
+      for (size_t b = 0; b < k; b++) {
         long bad = copy_once(sizes[i], offs[a], offs[b]);
         if (bad >= 0 && wrong++ < 5)
           print_error("copy of %zu bytes, src offset %zu, dst offset %zu (%s): byte %ld of the "
                       "destination buffer is wrong\n",
                       sizes[i], offs[a], offs[b], pto_copy_movsb() ? "rep movsb" : "memcpy", bad);
       }
+  }
   assert_int_equal(wrong, 0);
 }
 
