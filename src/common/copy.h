@@ -8,8 +8,7 @@
  * EPYC with ERMS and FSRM, 1 MiB of L2 a core) `rep movsb` copied 2 MiB in
  * 36 us against 38-44 and 16 MiB in 503-643 against 601-812, and pto's
  * put and get of 1-2 MiB on shared windows took 1.15-1.19x Open MPI's
- * (a kernel copy, CMA: `rep movsb` too) through memcpy, 0.94-1.02x so
- * (docs/comm.md, "Large copies").
+ * through memcpy, 0.94-1.02x so (docs/comm.md, "Large copies").
  * Which one runs is decided once per process: PTO_COPY_MOVSB=1 or 0, or,
  * by default (-1), whichever copied 2 MiB faster in a first test (best of
  * 5 each, alternated; `rep movsb` when it took at most 0.95x memcpy's
