@@ -777,8 +777,7 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&w->mu, &ma);
   pthread_mutexattr_destroy(&ma);
-  int64_t wait = wait_ms(w), more = pto_option(PTO_OPT_MPI_COLL_GRACE_MS) + STUCK_MARGIN_MS;
-  w->op_allow_ms = wait > INT64_MAX - more ? INT64_MAX : wait + more;
+  w->op_allow_ms = mpi_stuck_allow_ms(wait_ms(w));
   w->op_guard.arg = w;
   if (my_rank >= 0 && call_guard_watch(&w->op_guard, op_stuck) != 0) {
     pthread_mutex_destroy(&w->mu);

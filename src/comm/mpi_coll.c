@@ -137,10 +137,6 @@ static void err_why(char *why, size_t n, const char *call, int err) {
  * not seen. */
 #define PIECE_MIN     1024
 #define EAGER_DEFAULT 4096 /* btl_vader_eager_limit's and btl_sm_eager_limit's default */
-/* The most pieces of a record before its rest goes in one message, on
- * more than 2 ranks and between 2 (message_at says why) */
-#define PIECES_MAX  5
-#define PIECES_PAIR 9
 
 /* Whether an MCA selection ("vader,self", "^tcp"; NULL or "" for none)
  * allows the component named `a` or `b`. */
@@ -296,7 +292,6 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
     return PTO_EMPI;
   }
   w->xpiece = (size_t)min[0];
-  w->xpieces = w->d.nranks == 2 ? PIECES_PAIR : PIECES_MAX;
   w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
   w->xonemax = (size_t)min[2];
   w->xrecmax = min[4] != ULONG_MAX ? (size_t)min[4] : record_max(w->d.nranks, min[3]);
@@ -417,6 +412,12 @@ typedef struct req_poll {
 } req_poll;
 
 static bool pieces_test(req_poll *p);
+
+/* A poll of n requests, stopped early by cancel (NULL: never). */
+static req_poll reqs(MPI_Request *req, int n, comm_cancel_fn cancel, void *cancel_arg) {
+  return (req_poll){
+      .req = req, .nreq = n, .err = MPI_SUCCESS, .cancel = cancel, .cancel_arg = cancel_arg};
+}
 
 /* MPI_Testall of n requests, with the error of one that failed: Open MPI
  * reports it as MPI_ERR_IN_STATUS ("error code in status": the call
@@ -547,6 +548,11 @@ static void end_job(comm_win *w, int buf, const char *what, bool cancelled, int6
  * hung 1 run in 8). One call at a time per buffer: the caller holds its
  * coll_lock, or ends the task. (mpi.c guards its RMA calls alike.) */
 
+int64_t mpi_stuck_allow_ms(int64_t timeout_ms) {
+  int64_t more = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS) + STUCK_MARGIN_MS;
+  return timeout_ms > INT64_MAX - more ? INT64_MAX : timeout_ms + more;
+}
+
 static void stuck(call_guard *g, double stuck_ms) {
   comm_win *w = g->arg;
   mpi_stuck *s = (mpi_stuck *)g;
@@ -569,8 +575,7 @@ static void guard_begin(comm_win *w, int buf, const char *what, int64_t timeout_
   mpi_stuck *s = &w->bstuck[buf];
   atomic_store_explicit(&s->what, what, memory_order_relaxed);
   atomic_store_explicit(&s->timeout_ms, timeout_ms, memory_order_relaxed);
-  int64_t more = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS) + STUCK_MARGIN_MS;
-  call_guard_arm(&s->g, timeout_ms > INT64_MAX - more ? INT64_MAX : timeout_ms + more);
+  call_guard_arm(&s->g, mpi_stuck_allow_ms(timeout_ms));
 }
 static void guard_end(comm_win *w, int buf) { call_guard_disarm(&w->bstuck[buf].g); }
 
@@ -593,7 +598,7 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
   if (owned) {
     uint64_t t0 = pto_now_ns(); /* not before: a call that completes reads no clock */
     int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
-    req_poll rest = {p->req, p->nreq, MPI_SUCCESS, NULL, NULL, false, NULL, false};
+    req_poll rest = reqs(p->req, p->nreq, NULL, NULL);
     bool done = poll(&rest, grace);
     double waited_ms = (double)(pto_now_ns() - t0) / 1e6;
     if (!done) end_job(w, buf, what, p->cancelled, timeout_ms, grace, waited_ms);
@@ -666,7 +671,7 @@ static int pair_post(comm_win *w, const comm_coll_call *c, void *into, const voi
     w->bbroken[c->buf] = true;
     MPI_Cancel(&req[0]);
     int64_t grace = (int64_t)pto_option_cached(PTO_OPT_MPI_COLL_GRACE_MS);
-    req_poll rp = {&req[0], 1, MPI_SUCCESS, NULL, NULL, false, NULL, false};
+    req_poll rp = reqs(&req[0], 1, NULL, NULL);
     uint64_t t0 = pto_now_ns();
     if (!poll(&rp, grace))
       end_job(w, c->buf, pair_what(c->kind), false, 0, grace, (double)(pto_now_ns() - t0) / 1e6);
@@ -697,7 +702,7 @@ static int pair_allreduce(comm_win *w, const comm_coll_call *c, int64_t timeout_
     err_why(why, why_len, what, err);
     return PTO_EMPI;
   }
-  req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
+  req_poll p = reqs(req, 2, cancel, cancel_arg);
   int rc = finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
   if (rc && !p.late) return rc;
   const void *first = w->my_rank == 0 ? c->src : theirs;
@@ -729,7 +734,7 @@ static int pair_move(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
     return PTO_EMPI;
   }
   memcpy(d + (size_t)me * bytes, a2a ? src + (size_t)me * bytes : src, bytes);
-  req_poll p = {req, 2, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
+  req_poll p = reqs(req, 2, cancel, cancel_arg);
   return finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
 }
 
@@ -747,7 +752,7 @@ static int coll_data(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
     return PTO_EMPI;
   }
   if (copy_after) memcpy(c->dst, c->src, call_bytes(c)); /* while the peers take src */
-  req_poll p = {&req, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
+  req_poll p = reqs(&req, 1, cancel, cancel_arg);
   return finish(w, c->buf, &p, timeout_ms, true, call_name(c->kind), why, why_len);
 }
 
@@ -800,8 +805,8 @@ static bool in_pieces(const comm_win *w, int p, size_t max_bytes) {
  * off: its size. Both ends cut by this one rule, the receiver once the
  * length came with the first piece. A cut record's first piece is
  * w->xpiece bytes (or all of it), then come pieces of the same size while
- * the record has at most w->xpieces of them in all, else the rest in one
- * message. Pieces of 4032 bytes beat one message up to 16 KiB (16464
+ * the record has at most pieces_max(w) of them in all, else the rest in
+ * one message. Pieces of 4032 bytes beat one message up to 16 KiB (16464
  * bytes: 2.0 us against 3.2-3.9) but hardly at 32 KiB (3.7 against 4.3),
  * and there, on 4 ranks sharing 2 CPUs, the 9 pieces a peer made an
  * allgather of 32 KiB 1.23x MPI_Allgather's time against 1.05x in one
@@ -824,22 +829,25 @@ static bool in_pieces(const comm_win *w, int p, size_t max_bytes) {
  * two messages, the first of INLINE_MAX bytes. (A one-way record stays
  * whole: its receiver sets the pace, and a second message cost it more
  * than the send request costs the root: docs/comm.md.) */
-#define INLINE_MAX 256
+#define INLINE_MAX  256
+#define PIECES_MAX  5
+#define PIECES_PAIR 9
+static int pieces_max(const comm_win *w) { return w->d.nranks == 2 ? PIECES_PAIR : PIECES_MAX; }
 static size_t message_at(const comm_win *w, bool cut, uint64_t len, uint64_t off) {
   uint64_t left = len - off, piece = w->xpiece;
   if (!cut) return (size_t)left;
   if (len > INLINE_MAX && len <= 2 * INLINE_MAX) return off ? (size_t)left : INLINE_MAX;
-  if (off && len > (uint64_t)w->xpieces * piece) return (size_t)left;
+  if (off && len > (uint64_t)pieces_max(w) * piece) return (size_t)left;
   return (size_t)(left < piece ? left : piece);
 }
 _Static_assert(PIECE_MIN >= 2 * INLINE_MAX, "a first piece holds a record of two messages");
 
 /* Requests of one exchange, at most: per peer a receive and a send of
- * every message of a record (xpieces for a cut one: message_at) */
+ * every message of a record (pieces_max for a cut one: message_at) */
 static int exchange_reqs(const comm_win *w, size_t max_bytes) {
   int k = 0;
   for (int p = 0; p < w->d.nranks; p++)
-    if (p != w->my_rank) k += 2 * (in_pieces(w, p, max_bytes) ? w->xpieces : 1);
+    if (p != w->my_rank) k += 2 * (in_pieces(w, p, max_bytes) ? pieces_max(w) : 1);
   return k;
 }
 
@@ -1037,8 +1045,8 @@ static int exchange(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_canc
    * logged for the acknowledgements; once the records are on their way,
    * not on the round trip */
   oneway_log_whole(w, x);
-  req_poll poll_ = {req,        later, MPI_SUCCESS,          cancel,
-                    cancel_arg, false, cut_any ? &pc : NULL, false};
+  req_poll poll_ = reqs(req, later, cancel, cancel_arg);
+  poll_.pc = cut_any ? &pc : NULL;
   rc = finish(w, x->buf, &poll_, timeout_ms, false, "the exchange of records (MPI_Isend/MPI_Irecv)",
               why, why_len);
   if (rc == PTO_EWAIT_TIMEOUT) missing_peers(w, x->buf, req, false, why, why_len);
@@ -1238,7 +1246,7 @@ static int oneway_start(comm_win *w, comm_exchange *x, int64_t timeout_ms, comm_
     err_why(why, why_len, "MPI_Irecv of the root's one-way record", err);
     return PTO_EMPI;
   }
-  req_poll p = {&o->rreq, 1, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
+  req_poll p = reqs(&o->rreq, 1, cancel, cancel_arg);
   int rc = finish(w, x->buf, &p, timeout_ms, false, "the broadcast root's record (MPI_Irecv)", why,
                   why_len);
   if (rc == PTO_EMPI && p.err == MPI_ERR_TRUNCATE) {
@@ -1302,7 +1310,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   uint64_t upto = (first & ~(uint64_t)UINT32_MAX) | mine->calls;
   o->open = 0;
   *at = first;
-  req_poll p = {o->areq, o->per, MPI_SUCCESS, cancel, cancel_arg, false, NULL, false};
+  req_poll p = reqs(o->areq, o->per, cancel, cancel_arg);
   int rc =
       finish(w, buf, &p, timeout_ms, false,
              "the acknowledgements of its one-way broadcasts (MPI_Isend/MPI_Irecv)", why, why_len);
@@ -1312,14 +1320,7 @@ static int ack_finish(comm_win *w, int buf, struct mpi_oneway *o, bool last, com
   /* by the batch's first call: the round's own may be a later one, the
    * task's first one-way call (run slots from s0 stay in the ring) */
   int s0 = (int)((uint32_t)first / (uint32_t)o->run * (uint32_t)o->run % nsend(o));
-  req_poll sp = {o->sreq + (size_t)s0 * (size_t)(n - 1),
-                 o->run * (n - 1),
-                 MPI_SUCCESS,
-                 cancel,
-                 cancel_arg,
-                 false,
-                 NULL,
-                 false};
+  req_poll sp = reqs(o->sreq + (size_t)s0 * (size_t)(n - 1), o->run * (n - 1), cancel, cancel_arg);
   rc = finish(w, buf, &sp, timeout_ms, false, "the sends of its one-way records (MPI_Isend)", why,
               why_len);
   if (rc) return rc;
@@ -1407,9 +1408,9 @@ static int oneway_withdraw(comm_win *w, int buf, uint32_t epoch, char *why, size
   if (o->rreq != MPI_REQUEST_NULL) MPI_Cancel(&o->rreq);
   for (int r = 0; r < n - 1; r++)
     if (o->areq[r] != MPI_REQUEST_NULL) MPI_Cancel(&o->areq[r]);
-  req_poll p[3] = {{&o->rreq, 1, MPI_SUCCESS, NULL, NULL, false, NULL, false},
-                   {o->sreq, (int)nsend(o) * (n - 1), MPI_SUCCESS, NULL, NULL, false, NULL, false},
-                   {o->areq, o->per, MPI_SUCCESS, NULL, NULL, false, NULL, false}};
+  req_poll p[3] = {reqs(&o->rreq, 1, NULL, NULL),
+                   reqs(o->sreq, (int)nsend(o) * (n - 1), NULL, NULL),
+                   reqs(o->areq, o->per, NULL, NULL)};
   for (int i = 0; i < 3; i++)
     if (!poll(&p[i], ONEWAY_WITHDRAW_MS)) {
       w->bbroken[buf] = true;

@@ -106,12 +106,9 @@ struct comm_win {
   struct mpi_oneway *xone[PTO_COMM_MAX_BUFFERS];
   /* Records to the peers on this host (bit per rank: xnear) go in pieces
    * of xpiece bytes (0: whole), the most that host's shared-memory
-   * transport sends eagerly (mpi_coll.c, record_piece), at most xpieces
-   * of them a record before the rest goes in one message (message_at); set
-   * at open. */
+   * transport sends eagerly (mpi_coll.c, record_piece); set at open. */
   uint64_t xnear;
   size_t xpiece;
-  int xpieces;
   /* The calls of one acknowledgement of the one-way exchanges (settle_run;
    * mpi_coll.c, near_peers): the same on every rank; set at open. */
   int xrun;
@@ -132,6 +129,10 @@ int mpi_coll_open(comm_win *w, char *why, size_t why_len);
  * is stuck there: the watchdog ends the job (call_guard.h; mpi_coll.c's
  * calls on a buffer, mpi.c's holds of the window's lock). */
 #define STUCK_MARGIN_MS 2000
+
+/* A guarded call's allowance: its deadline, PTO_MPI_COLL_GRACE_MS and
+ * STUCK_MARGIN_MS, saturating at INT64_MAX. */
+int64_t mpi_stuck_allow_ms(int64_t timeout_ms);
 
 /* Says "pto comm: domain D rank R (MPI rank M, pid P): " and the message
  * (printf's format) in one line on stderr, in one write (mpirun forwards

@@ -70,9 +70,9 @@ bool pto_copy_movsb(void) {
   return use_movsb;
 }
 
-void pto_copy(void *dst, const void *src, size_t n) {
+void pto_copy_large(void *dst, const void *src, size_t n) {
 #if PTO_COPY_MOVSB_BUILT
-  if (n >= COPY_LARGE && pto_copy_movsb()) {
+  if (pto_copy_movsb()) {
     movsb(dst, src, n);
     return;
   }

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #define COPY_LARGE ((size_t)1 << 20)
 
@@ -39,8 +40,17 @@
 #define PTO_COPY_MOVSB_BUILT 0
 #endif
 
-/* memcpy(dst, src, n): the regions must not overlap. */
-void pto_copy(void *dst, const void *src, size_t n);
+/* A copy of COPY_LARGE bytes or more (pto_copy's). */
+void pto_copy_large(void *dst, const void *src, size_t n);
+
+/* memcpy(dst, src, n): the regions must not overlap. Inline, so that the
+ * small puts and gets keep their memcpy as the compiler expands it. */
+static inline void pto_copy(void *dst, const void *src, size_t n) {
+  if (n >= COPY_LARGE)
+    pto_copy_large(dst, src, n);
+  else
+    memcpy(dst, src, n);
+}
 
 /* Whether copies of COPY_LARGE bytes and more take `rep movsb` in this
  * process (decided at the first call of either). */

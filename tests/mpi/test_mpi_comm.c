@@ -1345,6 +1345,14 @@ static int64_t switch_elems(bool broadcast, int n) {
   return (b < SWITCH_MAX * 4 ? b : SWITCH_MAX * 4) / 4;
 }
 
+/* The call's sends of the 2-rank exchange (PAIR_TAG): want of them. */
+static void pair_check(const char *what, bool shared, long sent, long want) {
+  char name[120];
+  snprintf(name, sizeof name, "%s on %s windows: sends of the 2-rank exchange", what,
+           shared ? "shared" : "RMA");
+  CHECK_EQ(sent, want, name);
+}
+
 static void switch_check(const char *what, bool shared, long started, long want, const float *out,
                          const float *expect, int64_t n) {
   count_check(what, shared, "MPI collective starts", started, want,
@@ -1521,10 +1529,7 @@ static void coll_switch(bool shared) {
     CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, &to, &ti, PTO_RED_SUM,
                                k ? PTO_COLL_MPI : PTO_COLL_AUTO));
     switch_check(what, shared, coll_starts - before, via_mpi && !pair, out, expect, c);
-    char sent[120];
-    snprintf(sent, sizeof sent, "%s on %s windows: sends of the 2-rank exchange", what,
-             shared ? "shared" : "RMA");
-    CHECK_EQ(pair_sends - pairs, via_mpi && pair, sent);
+    pair_check(what, shared, pair_sends - pairs, via_mpi && pair);
   }
   /* reduce-scatter of 64 KiB blocks: rank q's block p holds 1000 q + p */
   pto_tensor all_in = local(in, (int64_t)n * c, PTO_F32);
@@ -1562,10 +1567,7 @@ static void coll_switch(bool shared) {
     long pairs = pair_sends;
     CHECK_OK(&x, pto_allgather(&x.k, x.d.id, &scratch, &o_all, &blk));
     switch_check(ag[k].what, shared, coll_starts - before, ag[k].want, out, expect, (int64_t)n * c);
-    char sent[120];
-    snprintf(sent, sizeof sent, "%s on %s windows: sends of the 2-rank exchange", ag[k].what,
-             shared ? "shared" : "RMA");
-    CHECK_EQ(pair_sends - pairs, pair && (k == 2 || (k == 1 && mpi)), sent);
+    pair_check(ag[k].what, shared, pair_sends - pairs, pair && (k == 2 || (k == 1 && mpi)));
   }
   /* broadcast from rank 1 on either side of the switch: i % 1009 */
   const sw_case bc[] = {{bc_max - 1, mpi, "broadcast of 4 B below the switch"},
@@ -1597,10 +1599,7 @@ static void coll_switch(bool shared) {
     long pairs = pair_sends;
     CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &ao, &ai));
     switch_check(aa[k].what, shared, coll_starts - before, aa[k].want, out, expect, (int64_t)n * c);
-    char sent[120];
-    snprintf(sent, sizeof sent, "%s on %s windows: sends of the 2-rank exchange", aa[k].what,
-             shared ? "shared" : "RMA");
-    CHECK_EQ(pair_sends - pairs, pair && (k == 2 || (k == 1 && mpi)), sent);
+    pair_check(aa[k].what, shared, pair_sends - pairs, pair && (k == 2 || (k == 1 && mpi)));
   }
   free(in), free(out), free(expect);
   dom_close(&x);
