@@ -815,10 +815,13 @@ static int mpi_create(const comm_domain_desc *d, int my_rank, comm_win **out, ch
     }
   }
   if (!rc) {
-    /* zero my own window before the allocation barrier: a peer may
-     * signal me as soon as it is past the barrier */
+    /* my own window is zero before the allocation barrier: a peer may
+     * signal me as soon as it is past it. An RMA window is a mapping
+     * alloc_rma just made (MAP_ANONYMOUS: zero, and no page touched until
+     * used); a shared one is MPI's memory, which MPI does not promise
+     * zeroed, so it is cleared here. */
     mpi_hdr *h = hdr(w, my_rank);
-    memset(h, 0, d->win_bytes);
+    if (shared) memset(h, 0, d->win_bytes);
     pto_event_init(&h->ev, true);
     h->cpus = *pto_wait_cpu_set();
     if (d->fault_inject) {
