@@ -242,6 +242,8 @@ void chip_set_trace_process(pto_chip *chip, int pid, const char *name, uint64_t 
 
 void chip_set_cpu_first(pto_chip *chip, int first) { chip->cpu_first = first; }
 
+void chip_keep_queue_order(pto_chip *chip) { chip->queue_order = true; }
+
 void chip_set_fail_wake(pto_chip *chip, void (*wake)(void *arg), void *arg) {
   chip->fail_wake = wake;
   chip->fail_wake_arg = arg;

@@ -281,13 +281,16 @@ static void core_serve(core *c) {
     run_block(c, t, p.block, p.sub_block);
     /* dependencies released where they finish (handoff.h): its task
      * completed here, and the one successor kept run next, here */
-    handoff h = {r, c, next, NULL, 0, true, false, NULL, 0, false};
+    handoff h = {.run = r, .c = c, .d = next, .keep = true};
     if (handoff_completes(r, c, t) && (handoff_worth(r, c, t) || head_take_worth(r, c)) &&
         handoff_core_may_keep(r, c, next))
       for (;;) {
         task *kept = sched_complete_here(&h, t); /* t may retire from here on */
         /* nothing kept: the queue's head, as a pass would give it (head_take.h) */
-        if (!kept) kept = head_take(&h);
+        if (!kept) {
+          kept = head_take(&h);
+          h.ahead = 0; /* in the queue's order again */
+        }
         /* drops held back (handoff.h, fan-in combining) are made before a
          * block that does not owe one to the same task, or at the end */
         if (h.held && !(kept && handoff_releases(r, kept, h.held))) {

@@ -100,6 +100,9 @@ struct pto_chip {
   void (*held_release)(void *held);
   void *held;
   int cpu_first; /* spread_cores: core i runs on CPU cpu_first + i (node_hooks.h) */
+  /* its blocks start in the ready queues' order: a node's chip, whose
+   * kernels may wait for other ranks' (chip_keep_queue_order; handoff.h) */
+  bool queue_order;
   /* called by a run's first failure (run.c run_latch; node_hooks.h) */
   void (*fail_wake)(void *arg);
   void *fail_wake_arg;

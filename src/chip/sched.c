@@ -468,8 +468,10 @@ static void queue_ready(pto_run *r, task *t) {
   task_set_state(r, t, TASK_READY, memory_order_relaxed);
   handoff *h = this_handoff;
   ready_batch *b = this_batch;
-  if (h && handoff_fits(h, t) && !(b && rb_holds_from(b, t->shape, t->priority))) {
+  int fit = h ? handoff_fit(h, t) : HANDOFF_NO;
+  if (fit != HANDOFF_NO && !(b && rb_holds_from(b, t->shape, t->priority))) {
     h->kept = t;
+    h->ahead = fit == HANDOFF_AHEAD ? h->ahead + 1 : 0;
     return;
   }
   if (b && !t->sync_start) {

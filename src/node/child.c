@@ -311,6 +311,7 @@ int node_child_serve(pto_node *n, int slot, bool orphan_check) {
       /* the ranks' cores spread over the CPUs, each rank after the lower ones */
       int per = cfg.clusters * (cfg.aic_per_cluster + cfg.aiv_per_cluster);
       chip_set_cpu_first(chip, slot * per);
+      chip_keep_queue_order(chip);
       chip_set_fail_wake(chip, wake_waits, &comm);
       /* release pairs with node_chip_generation: before chip_init runs */
       atomic_fetch_add_explicit(&chip_generation, 1, memory_order_release);

@@ -9,9 +9,13 @@
  * blocks kept, and each kernel records the order it ran in.
  *   - chain: every link of a 64-task chain is kept (the role mode and
  *     scheduler threads), and shows on the core's trace track;
- *   - priorities: a successor is kept only while nothing of its level or
- *     higher is queued (a queued higher task runs first; so does a queued
- *     task of its level, FIFO), and kept over lower queued work;
+ *   - priorities: a successor is kept only while nothing of a higher
+ *     level is queued (a queued higher task runs first), and kept over
+ *     lower queued work; on a node's chip (its queue order kept,
+ *     node_hooks.h) also only while nothing of its level is queued
+ *     (FIFO); elsewhere it runs ahead of queued work of its level, at
+ *     most HANDOFF_AHEAD_MAX blocks of a chain in a row, and the queued
+ *     task is then the chain's next;
  *   - COMMUTE: a successor waiting for another task's bytes is not run
  *     before it gets them; the core that releases them keeps it;
  *   - SPMD: a task of several blocks is not kept, and its successor goes
@@ -31,6 +35,8 @@
 
 #include <cmocka.h>
 
+#include "chip/handoff.h"
+#include "chip/node_hooks.h"
 #include "pto/pto.h"
 #include "trace_json.h"
 
@@ -119,7 +125,7 @@ static int async_kernel(const pto_kctx *c) {
   return 0;
 }
 
-static pto_chip *make_chip(int aiv, bool sched_threads, const char *trace) {
+static pto_chip *make_chip_order(int aiv, bool sched_threads, const char *trace, bool queue_order) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
   cfg.clusters = 1;
@@ -136,6 +142,7 @@ static pto_chip *make_chip(int aiv, bool sched_threads, const char *trace) {
   assert_int_equal(pto_kernel_register_aiv(chip, "sum", sum_kernel, &k_sum), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "async", async_kernel, &k_async), PTO_OK);
   if (trace) assert_int_equal(pto_chip_set_trace(chip, trace), PTO_OK);
+  if (queue_order) chip_keep_queue_order(chip);
   atomic_store(&g_open, 0);
   atomic_store(&g_started, 0);
   atomic_store(&g_n, 0);
@@ -144,6 +151,10 @@ static pto_chip *make_chip(int aiv, bool sched_threads, const char *trace) {
   atomic_store(&g_have_token, 0);
   memset(g_order, -1, sizeof g_order);
   return chip;
+}
+
+static pto_chip *make_chip(int aiv, bool sched_threads, const char *trace) {
+  return make_chip_order(aiv, sched_threads, trace, false);
 }
 
 /* Submits kernel k labelled `label`, after `dep` (-1: none), with the
@@ -254,10 +265,11 @@ static void test_chain_is_kept(void **state) {
 /* ---- priorities ---- */
 
 typedef struct prio_case {
-  int gate_prio;   /* the gate's priority: above 0, nothing waits behind it */
-  int queued_prio; /* an independent task queued while the gate runs */
-  int succ_prio;   /* the gate's successor */
-  int want[3];     /* labels: 0 gate, 1 queued, 2 successor */
+  bool queue_order; /* a node's chip (node_hooks.h) */
+  int gate_prio;    /* the gate's priority: above 0, nothing waits behind it */
+  int queued_prio;  /* an independent task queued while the gate runs */
+  int succ_prio;    /* the gate's successor */
+  int want[3];      /* labels: 0 gate, 1 queued, 2 successor */
   uint64_t handoffs;
 } prio_case;
 
@@ -274,25 +286,69 @@ static void test_priorities_kept_only_when_next(void **state) {
   (void)state;
   static const prio_case cases[] = {
       /* a higher task queued: it runs first, the successor waits its turn */
-      {1, 2, 0, {0, 1, 2}, 0},
-      {1, 2, 1, {0, 1, 2}, 0},
-      /* one of the successor's level queued first: FIFO */
-      {1, 0, 0, {0, 1, 2}, 0},
-      {1, 1, 1, {0, 1, 2}, 0},
+      {true, 1, 2, 0, {0, 1, 2}, 0},
+      {true, 1, 2, 1, {0, 1, 2}, 0},
+      {false, 1, 2, 0, {0, 1, 2}, 0},
+      {false, 1, 2, 1, {0, 1, 2}, 0},
+      /* one of the successor's level queued first: FIFO on a node's
+       * chip; elsewhere the successor runs ahead of it */
+      {true, 1, 0, 0, {0, 1, 2}, 0},
+      {true, 1, 1, 1, {0, 1, 2}, 0},
+      {false, 1, 0, 0, {0, 2, 1}, 1},
+      {false, 1, 1, 1, {0, 2, 1}, 1},
       /* only lower work queued: the successor is kept */
-      {1, 0, 1, {0, 2, 1}, 1},
-      {2, 1, 3, {0, 2, 1}, 1},
+      {true, 1, 0, 1, {0, 2, 1}, 1},
+      {true, 2, 1, 3, {0, 2, 1}, 1},
+      {false, 2, 1, 3, {0, 2, 1}, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const prio_case *pc = &cases[i];
-    pto_chip *chip = make_chip(1, false, NULL);
+    pto_chip *chip = make_chip_order(1, false, NULL, pc->queue_order);
     pto_run_stats st;
     run_ok(chip, prio_orch, (void *)pc, &st);
-    printf("gate %d, queued %d, successor %d: order %d %d %d, %llu handed off\n", pc->gate_prio,
-           pc->queued_prio, pc->succ_prio, g_order[0], g_order[1], g_order[2],
-           (unsigned long long)st.handoffs);
+    printf("%s: gate %d, queued %d, successor %d: order %d %d %d, %llu handed off\n",
+           pc->queue_order ? "queue order" : "ahead", pc->gate_prio, pc->queued_prio, pc->succ_prio,
+           g_order[0], g_order[1], g_order[2], (unsigned long long)st.handoffs);
     expect_order(pc->want, 3);
     assert_int_equal(st.handoffs, pc->handoffs);
+    pto_chip_destroy(chip);
+  }
+}
+
+/* A chain of AHEAD_CHAIN tasks behind the gate, and an independent task
+ * queued first: the chain runs HANDOFF_AHEAD_MAX links ahead of it, then
+ * it, then the rest of the chain (labels: 0 gate, 1 queued, 2.. links). */
+#define AHEAD_CHAIN (HANDOFF_AHEAD_MAX + 4)
+
+static void ahead_orch(pto_orch *o, void *arg) {
+  (void)arg;
+  pto_task_id prev = submit(o, k_gate, 0, -1, 0, NULL, 1);
+  wait_for(&g_started, 1);
+  submit(o, k_rec, 1, -1, 0, NULL, 0);
+  for (int i = 0; i < AHEAD_CHAIN; i++)
+    prev = submit(o, k_rec, 2 + i, prev, 0, NULL, 0);
+  atomic_store_explicit(&g_open, 1, memory_order_release);
+}
+
+static void test_ahead_of_queued_work_bounded(void **state) {
+  (void)state;
+  for (int order = 0; order < 2; order++) {
+    pto_chip *chip = make_chip_order(1, false, NULL, order);
+    pto_run_stats st;
+    run_ok(chip, ahead_orch, NULL, &st);
+    int want[AHEAD_CHAIN + 2], n = 0;
+    want[n++] = 0;
+    if (order) want[n++] = 1; /* FIFO: the queued task first */
+    for (int i = 0; i < AHEAD_CHAIN; i++) {
+      if (!order && i == HANDOFF_AHEAD_MAX) want[n++] = 1;
+      want[n++] = 2 + i;
+    }
+    printf("%s: %llu blocks, %llu handed off\n", order ? "queue order" : "ahead",
+           (unsigned long long)st.blocks, (unsigned long long)st.handoffs);
+    expect_order(want, n);
+    assert_int_equal(st.blocks, AHEAD_CHAIN + 2);
+    /* the links run ahead were kept (the rest may come through a pass) */
+    assert_true(st.handoffs >= (uint64_t)(order ? 0 : HANDOFF_AHEAD_MAX));
     pto_chip_destroy(chip);
   }
 }
@@ -423,6 +479,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_is_kept),
       cmocka_unit_test(test_priorities_kept_only_when_next),
+      cmocka_unit_test(test_ahead_of_queued_work_bounded),
       cmocka_unit_test(test_commute_successor_takes_its_bytes),
       cmocka_unit_test(test_spmd_successor_goes_through_the_queue),
       cmocka_unit_test(test_kept_async_block_completes_itself),
