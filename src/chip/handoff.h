@@ -38,8 +38,8 @@
  *     any other chip it may also run ahead of older work of its level,
  *     HANDOFF_AHEAD_MAX blocks in a row at most: the successor's inputs
  *     are in this core's cache, and the queue's order only decides which
- *     of several ready tasks starts first (a stencil ran at 0.35 of its
- *     cores' time in kernels of 1 us instead of 0.26, docs/chip.md);
+ *     of several ready tasks starts first (a stencil's 2 cores spent 0.32
+ *     of their time in kernels of 1 us instead of 0.25, docs/chip.md);
  *   - only while no block waits on this core's pending slot (it came
  *     first), no gang is queued or being drained (the drain waits for
  *     cores to fall idle), and the run is not stopping;
