@@ -32,10 +32,10 @@
  *     highest level first), and no MIX block queued (a pass places those
  *     first, and one may need this core);
  *   - on a node's chip (pto_chip.queue_order: its kernels may wait for
- *     other ranks', whose chips run the same graph in the same queue
- *     order), only the successor the queue would have given this core
- *     next: nothing queued at its level either (the level is FIFO). On
- *     any other chip it may also run ahead of older work of its level,
+ *     other ranks', and may depend on the order its blocks start in),
+ *     only the successor the queue would have given this core next:
+ *     nothing queued at its level either (the level is FIFO). On any
+ *     other chip it may also run ahead of older work of its level,
  *     HANDOFF_AHEAD_MAX blocks in a row at most: the successor's inputs
  *     are in this core's cache, and the queue's order only decides which
  *     of several ready tasks starts first (a stencil's 2 cores spent 0.32

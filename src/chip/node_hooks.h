@@ -13,12 +13,12 @@
  * stacking each rank's first core on the same one [chip.c]. */
 void chip_set_cpu_first(pto_chip *chip, int first);
 /* The chip's kernels may wait for other ranks' kernels (collectives,
- * signals): its blocks start in its ready queues' order, which the ranks
- * running the same graph share, so that no rank waits in one collective
- * while its peer waits in another. A hand-off then keeps only the
- * successor the queue would have given next (handoff.h); a chip no node
- * made may run one ahead of older queued work of its level. Set before
- * the first run [chip.c]. */
+ * signals): a hand-off keeps only the successor its ready queue would have
+ * given next (handoff.h), so the chip starts its blocks in the order a
+ * pass would, which the ranks' kernels may depend on. A chip no node made,
+ * whose kernels wait for nothing outside its run, may run a successor
+ * ahead of older queued work of its level. Set before the first run
+ * [chip.c]. */
 void chip_keep_queue_order(pto_chip *chip);
 /* Calls wake(arg) at a run's first failure, from the thread that fails it,
  * once the run's own threads are woken: a node chip's kernels may wait on
