@@ -16,7 +16,7 @@ void chip_set_cpu_first(pto_chip *chip, int first);
  * signals): a hand-off keeps only the successor its ready queue would have
  * given next (handoff.h), so the chip starts its blocks in the order a
  * pass would, which the ranks' kernels may depend on. A chip no node made,
- * whose kernels wait for nothing outside its run, may run a successor
+ * with no window or signal for a kernel to wait on, may run a successor
  * ahead of older queued work of its level. Set before the first run
  * [chip.c]. */
 void chip_keep_queue_order(pto_chip *chip);
