@@ -417,12 +417,10 @@ int main(int argc, char **argv) {
    * data is (a get of 16 MiB took about half the time). pto's RMA windows
    * start untouched (a new mapping), so its "data" is written here too. */
   memset(b.mbase, 0, (size_t)maxb);
-  if (!level_name) {
-    pto_tensor mine;
-    int64_t nb = maxb;
-    pto_comm_window_tensor(&b.c, 1, me, "data", PTO_U8, 1, &nb, &mine);
+  pto_tensor mine;
+  int64_t nb = maxb;
+  if (!level_name && pto_comm_window_tensor(&b.c, 1, me, "data", PTO_U8, 1, &nb, &mine) == 0)
     memset(mine.buf, 0, (size_t)maxb);
-  }
   MPI_Win_lock_all(MPI_MODE_NOCHECK, b.mwin);
 
   if (me == 0) fprintf(stderr, "bench_coll_mpi: allocator rule %s\n", rule);

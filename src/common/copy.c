@@ -20,14 +20,14 @@ static void movsb(void *dst, const void *src, size_t n) {
 /* The best of TRY_REPS copies of TRY_BYTES, in ns. */
 static uint64_t best(void (*copy)(void *, const void *, size_t), unsigned char *a,
                      unsigned char *b) {
-  uint64_t most = UINT64_MAX;
+  uint64_t least = UINT64_MAX;
   for (int i = 0; i < TRY_REPS; i++) {
     uint64_t t0 = pto_now_ns();
     copy(b, a, TRY_BYTES);
     uint64_t t = pto_now_ns() - t0;
-    most = t < most ? t : most;
+    least = t < least ? t : least;
   }
-  return most;
+  return least;
 }
 
 static void libc_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }

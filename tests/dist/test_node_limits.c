@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "../unit/resident.h"
 #include "node_create.h"
 
 #include "pto/coll.h"
@@ -822,13 +823,8 @@ static void test_tensormap_full_after_failure(void **state) {
 /* The task array holds about the live tasks, not every task of the run:
  * 12000 tasks (4.9 KiB of state each) behind a 64-entry TensorMap. */
 static long rss_kib(void) {
-  long pages = 0, resident = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+  int64_t b = resident_bytes();
+  return b < 0 ? 0 : (long)(b / 1024);
 }
 
 typedef struct mem_run {
