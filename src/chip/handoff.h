@@ -227,10 +227,10 @@ enum { HANDOFF_NO, HANDOFF_NEXT, HANDOFF_AHEAD };
 static inline int handoff_fit(const handoff *h, const task *t) {
   if (!h->keep || h->kept || !handoff_kind_fits(h->c, t)) return HANDOFF_NO;
   ready_queue *q = &h->run->queues[t->shape];
-  if (handoff_queued_from(q, t->priority) == 0) return HANDOFF_NEXT;
-  bool above = t->priority < PTO_PRIORITY_MAX && handoff_queued_from(q, t->priority + 1) > 0;
-  return h->run->chip->queue_order || above || h->ahead >= HANDOFF_AHEAD_MAX ? HANDOFF_NO
-                                                                             : HANDOFF_AHEAD;
+  int level = t->priority;
+  if (level < PTO_PRIORITY_MAX && handoff_queued_from(q, level + 1)) return HANDOFF_NO;
+  if (!rq_size(prio_queue(q, level))) return HANDOFF_NEXT;
+  return h->run->chip->queue_order || h->ahead >= HANDOFF_AHEAD_MAX ? HANDOFF_NO : HANDOFF_AHEAD;
 }
 
 #endif
