@@ -23,7 +23,21 @@
  * m->links[]), so any entry is dropped in O(1) from either walk. Stale
  * entries (retired tasks) are dropped while walking, and each access drops
  * up to two from the oldest end of its level's list; a level that empties
- * forgets its longest span. */
+ * forgets its longest span.
+ *
+ * A sole writer. A plain write (WRITE or READ_WRITE) of a dense view
+ * whose lookup left no other entry whose byte range meets its own (each
+ * one it met was retired, or covered by it and dropped) is marked SOLE,
+ * and remembered by its first byte in m->sole. Every later access whose
+ * range meets it walks it (a writer's chain, which every access walks;
+ * ranges widened as above) and clears the mark, so while the mark stands
+ * the entry is the only one that meets its bytes. An access of exactly
+ * those bytes (a dense view of the same range, not COMMUTE, of another
+ * task) then needs no lookup: it conflicts with that entry alone. A write
+ * ordered after it covers it, so the entry becomes the new one in place
+ * (a chain's next link, an accumulator's next update: W1's INOUT slot,
+ * a K-loop's output tile); a read, or a write not ordered after it (a
+ * manual scope), is recorded beside it, which clears its mark. */
 #include "chip/tensormap.h"
 
 #include <stdlib.h>
@@ -58,6 +72,17 @@ struct tmap_link {
 };
 
 static unsigned level_shift(int level) { return CHUNK_SHIFT + LEVEL_SHIFT * (unsigned)level; }
+
+/* In tmap_entry.mode, above the tmap_mode bits: a sole writer (above). */
+#define SOLE 0x100
+
+/* m->sole's slot for an entry whose bytes start at lo: lo folded 6 bits
+ * at a time from bit 3, so that 64 views at any power-of-two stride from
+ * 8 bytes (the rows of a tile, a slot per task) take 61-64 slots (a
+ * multiplicative hash gave 1 KiB rows 20) and other strides about 42. */
+static uint32_t sole_slot(uint64_t lo) {
+  return (uint32_t)(lo >> 3 ^ lo >> 9 ^ lo >> 15 ^ lo >> 21) & (TMAP_SOLE_HINTS - 1);
+}
 
 /* Neighbouring chunks of one level share a bucket group: 1 << GROUP_SHIFT
  * chunks in a row go to consecutive buckets (the low bits of the chunk
@@ -95,12 +120,14 @@ static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
 typedef struct probe {
   const region_view *rv;
   uint64_t lo, last;
+  uint32_t met; /* recording: entries whose range meets it that stay (sole writer) */
 } probe;
 
 static void probe_of_view(const region_view *v, probe *p) {
   p->rv = v;
   p->lo = v->lo;
   p->last = v->hi > v->lo ? v->hi - 1 : v->lo;
+  p->met = 0;
 }
 
 /* The level an entry for p is stored at, and the chunks it spans there
@@ -178,6 +205,8 @@ void tmap_clear(tmap *m) {
     m->level_head[l] = m->level_tail[l] = -1;
   }
   m->levels = 0;
+  for (int i = 0; i < TMAP_SOLE_HINTS; i++)
+    m->sole[i].entry = -1;
 }
 
 /* An unused entry; the caller checked used < capacity. */
@@ -191,6 +220,33 @@ static int32_t entry_alloc(tmap *m) {
   return i;
 }
 
+/* Unlinks entry i from its level's list. */
+static void level_unlink(tmap *m, int32_t i) {
+  tmap_link *k = &m->links[i];
+  int l = k->level;
+  if (k->lprev < 0)
+    m->level_head[l] = k->lnext;
+  else
+    m->links[k->lprev].lnext = k->lnext;
+  if (k->lnext >= 0)
+    m->links[k->lnext].lprev = k->lprev;
+  else
+    m->level_tail[l] = k->lprev;
+}
+
+/* Links entry i at the head of level l's list (its newest). */
+static void level_push(tmap *m, int32_t i, int l) {
+  tmap_link *k = &m->links[i];
+  k->level = l;
+  k->lprev = -1;
+  k->lnext = m->level_head[l];
+  if (k->lnext >= 0)
+    m->links[k->lnext].lprev = i;
+  else
+    m->level_tail[l] = i;
+  m->level_head[l] = i;
+}
+
 /* Unlinks entry i from its chain and its level's list and frees it. */
 static void drop(tmap *m, int32_t i) {
   tmap_link *k = &m->links[i];
@@ -201,14 +257,8 @@ static void drop(tmap *m, int32_t i) {
     m->pool[k->prev].next = next;
   if (next >= 0) m->links[next].prev = k->prev;
   int l = k->level;
-  if (k->lprev < 0)
-    m->level_head[l] = k->lnext;
-  else
-    m->links[k->lprev].lnext = k->lnext;
-  if (k->lnext >= 0)
-    m->links[k->lnext].lprev = k->lprev;
-  else
-    m->level_tail[l] = k->lprev;
+  level_unlink(m, i);
+  m->pool[i].mode &= ~SOLE;      /* a freed entry is no hint's */
   if (--m->level_used[l] == 0) { /* no entry reaches across from an earlier chunk */
     m->max_span[l] = 0;
     m->levels &= ~(1u << l);
@@ -220,12 +270,6 @@ static void drop(tmap *m, int32_t i) {
 
 static bool conflicts(int32_t a, int32_t b) {
   return ((a | b) & TMAP_WRITE) != 0 && !(a & b & TMAP_COMMUTE);
-}
-
-/* The cheap first test of a live entry: it conflicts with the access, its
- * byte range meets the probe's, and it is another task's. */
-static inline bool may_meet(const tmap_entry *e, const probe *p, tmap_mode mode, int64_t task) {
-  return conflicts(e->mode, mode) && e->lo <= p->last && p->lo < e->hi && e->task != task;
 }
 
 /* Entry i's bytes that an ordered write w covers at one end go: later
@@ -252,42 +296,55 @@ static void trim(tmap *m, int32_t i, const region_view *w) {
   m->pool[i].hi = hi;
 }
 
-/* A live entry that passed may_meet: reports it when its bytes meet the
+/* A live entry of another task whose range meets the probe's and which
+ * conflicts with the access: reports it when its bytes meet the
  * view's; when `record` is set and the new write is ordered after it,
- * also drops it when the write covers it, or trims the end it covers.
- * Inlined in both walks: it runs for every entry whose range meets the
- * probe's. */
-static inline __attribute__((always_inline)) void
+ * also drops it when the write covers it (and returns true), or trims
+ * the end it covers. Inlined in both walks: it runs for every entry whose
+ * range meets the probe's. */
+static inline __attribute__((always_inline)) bool
 visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void *arg, bool record) {
   const tmap_entry *e = &m->pool[i];
   if (region_view_overlap(&m->views[i], p->rv)) {
     bool ordered = dep(arg, e->task);
     if (record && ordered && (mode & (TMAP_WRITE | TMAP_COMMUTE)) == TMAP_WRITE) {
-      if (region_view_covers(p->rv, &m->views[i]))
+      if (region_view_covers(p->rv, &m->views[i])) {
         drop(m, i); /* the new writer orders after it: later tasks need only that */
-      else
-        trim(m, i, p->rv);
+        return true;
+      }
+      trim(m, i, p->rv);
     }
   }
+  return false;
 }
 
 /* One entry of either walk: dropped when retired, else visited when its
- * range meets the probe's. Inlined in both walks, which call it for every
- * entry they pass. */
-static inline __attribute__((always_inline)) void check(tmap *m, int32_t i, const probe *p,
+ * range meets the probe's. When recording, a live entry whose range meets
+ * the probe's loses its SOLE mark (the new entry meets it) and, unless
+ * the visit drops it, counts in p->met. Inlined in both walks, which call
+ * it for every entry they pass. */
+static inline __attribute__((always_inline)) void check(tmap *m, int32_t i, probe *p,
                                                         tmap_mode mode, int64_t task,
                                                         int64_t oldest_live, tmap_dep_fn dep,
                                                         void *arg, bool record) {
-  const tmap_entry *e = &m->pool[i];
-  if (e->task < oldest_live) /* retired: it completed, nobody waits for it */
+  tmap_entry *e = &m->pool[i];
+  if (e->task < oldest_live) { /* retired: it completed, nobody waits for it */
     drop(m, i);
-  else if (may_meet(e, p, mode, task))
-    visit(m, i, p, mode, dep, arg, record);
+    return;
+  }
+  bool meets = e->lo <= p->last && p->lo < e->hi;
+  if (record && meets) {
+    e->mode &= ~SOLE;
+    p->met++;
+  }
+  if (meets && conflicts(e->mode, mode) && e->task != task &&
+      visit(m, i, p, mode, dep, arg, record))
+    p->met--;
 }
 
 /* Walks one chain (writers or readers of one bucket); inlined in the
  * chunk loop, which calls it for mostly empty or short chains. */
-static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h, const probe *p,
+static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h, probe *p,
                                                              tmap_mode mode, int64_t task,
                                                              int64_t oldest_live, tmap_dep_fn dep,
                                                              void *arg, bool record) {
@@ -299,7 +356,7 @@ static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h
 }
 
 /* Walks every entry stored at `level`. */
-static void scan_level(tmap *m, int level, const probe *p, tmap_mode mode, int64_t task,
+static void scan_level(tmap *m, int level, probe *p, tmap_mode mode, int64_t task,
                        int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
   for (int32_t i = m->level_head[level]; i >= 0;) {
     int32_t next = m->links[i].lnext; /* i may be dropped */
@@ -316,7 +373,7 @@ static void scan_level(tmap *m, int level, const probe *p, tmap_mode mode, int64
  * COMMUTE access the writers and the readers. A chunk bucket is shared by colliding
  * keys, so a bucket may be visited twice; the second visit only re-reports
  * dependencies (deduplicated by callers). */
-static void scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
+static void scan(tmap *m, probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
                  tmap_dep_fn dep, void *arg, bool record) {
   for (uint32_t bits = m->levels; bits; bits &= bits - 1) { /* levels in use only */
     int l = __builtin_ctz(bits);
@@ -347,6 +404,42 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
   return tmap_access_view(m, &rv, mode, task, oldest_live, dep, arg);
 }
 
+/* The sole writer of exactly view's bytes (above), or -1; h: the view's
+ * sole_slot. */
+static int32_t sole_writer(const tmap *m, const region_view *view, uint32_t h) {
+  int32_t i = m->sole[h].entry;
+  /* none; another range's (read nothing more of it); not since the last clear */
+  if (i < 0 || m->sole[h].lo != view->lo || (uint32_t)i >= m->fresh) return -1;
+  const tmap_entry *e = &m->pool[i];
+  return (e->mode & SOLE) && e->lo == view->lo && e->hi == view->hi ? i : -1;
+}
+
+/* An access of exactly sole writer s's bytes, by another task: reports s
+ * (retired: dropped, as a lookup would) and, for a write ordered after it
+ * (or after it retired), makes s the new entry in place, the newest of its
+ * level, and returns true; else leaves the recording to the caller, with
+ * s dropped or unmarked, and returns false. */
+static bool sole_access(tmap *m, int32_t s, const region_view *view, tmap_mode mode, int64_t task,
+                        int64_t oldest_live, tmap_dep_fn dep, void *arg) {
+  tmap_entry *e = &m->pool[s];
+  bool live = e->task >= oldest_live;
+  bool ordered = !live || dep(arg, e->task);
+  if (ordered && (mode & TMAP_WRITE)) {
+    m->views[s] = *view; /* the same bytes; the caller's levels and base */
+    e->task = task;
+    e->mode = (int32_t)mode | SOLE; /* the same chain: a plain writer's */
+    int l = m->links[s].level;
+    level_unlink(m, s);
+    level_push(m, s, l);
+    return true;
+  }
+  if (!live)
+    drop(m, s);
+  else
+    e->mode &= ~SOLE; /* the new entry will meet it */
+  return false;
+}
+
 int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t task,
                      int64_t oldest_live, tmap_dep_fn dep, void *arg) {
   if (m->used == m->capacity) {
@@ -362,7 +455,16 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
   }
   probe p;
   probe_of_view(view, &p);
-  scan(m, &p, mode, task, oldest_live, dep, arg, true);
+  /* a dense view's bytes are its range: a sole writer's candidates */
+  bool dense = view->known && view->dense;
+  uint32_t sh = dense ? sole_slot(view->lo) : 0;
+  int32_t s = !dense || mode & TMAP_COMMUTE ? -1 : sole_writer(m, view, sh);
+  if (s >= 0 && m->pool[s].task != task) {
+    if (sole_access(m, s, view, mode, task, oldest_live, dep, arg)) return PTO_OK;
+    p.met = 1; /* s, if it stays: the new entry is no sole writer (a read never is) */
+  } else {
+    scan(m, &p, mode, task, oldest_live, dep, arg, true);
+  }
   uint32_t span;
   int level = level_of(&p, &span);
   /* Entries are recorded in task order, so a level list's tail is its
@@ -382,6 +484,11 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
   e->hi = view->hi;
   e->task = task;
   e->mode = (int32_t)mode;
+  if ((mode == TMAP_WRITE || mode == TMAP_READ_WRITE) && p.met == 0 && dense) {
+    e->mode |= SOLE;
+    m->sole[sh].lo = view->lo;
+    m->sole[sh].entry = i;
+  }
   if (span > m->max_span[level]) m->max_span[level] = span;
   m->levels |= 1u << level;
   uint32_t h = head_of(m, level, view->lo, (int32_t)mode);
@@ -389,14 +496,7 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
   k->prev = -1 - (int32_t)h;
   if (e->next >= 0) m->links[e->next].prev = i;
   m->buckets[h] = i;
-  k->level = level;
-  k->lprev = -1;
-  k->lnext = m->level_head[level];
-  if (k->lnext >= 0)
-    m->links[k->lnext].lprev = i;
-  else
-    m->level_tail[level] = i;
-  m->level_head[level] = i;
+  level_push(m, i, level);
   m->level_used[level]++;
   return PTO_OK;
 }

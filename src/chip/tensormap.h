@@ -48,7 +48,8 @@ typedef enum tmap_mode {
 typedef bool (*tmap_dep_fn)(void *arg, int64_t producer_task);
 
 /* Level-L chunks are 64 << 2L bytes: 64 B .. 2^62 B (see tensormap.c). */
-#define TMAP_LEVELS 29
+#define TMAP_LEVELS     29
+#define TMAP_SOLE_HINTS 64
 
 typedef struct tmap_entry tmap_entry;
 typedef struct tmap_link tmap_link;
@@ -69,6 +70,12 @@ typedef struct tmap {
   uint32_t level_used[TMAP_LEVELS]; /* entries stored at each level */
   int32_t level_head[TMAP_LEVELS];  /* list of them, newest first, -1 = empty */
   int32_t level_tail[TMAP_LEVELS];  /* the oldest of them, -1 = empty */
+  /* sole writers by their first byte (tensormap.c, "A sole writer"): a
+   * hint, checked before use; entry -1 = none */
+  struct {
+    uint64_t lo;
+    int32_t entry;
+  } sole[TMAP_SOLE_HINTS];
 } tmap;
 
 /* Entries are indexed by int32 (free_head, level lists, chains: -1 ends

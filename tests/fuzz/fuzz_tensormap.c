@@ -8,11 +8,11 @@
  * a task (the next one, or the same task again: a second argument), the
  * oldest live task advancing, per producer whether the dependency callback
  * says "ordered", and sometimes a query (tmap_conflicts) instead of an
- * access. Oracle: every recorded access in a list, brute force: an access
- * must report exactly the live (task >= oldest_live), conflicting (one of
- * the two writes), other-task records whose views region_overlap; a write
- * drops a record it region_covers when its callback said ordered for it,
- * and trims off a dense record the end that a dense such write covers
+ * access; often the view of an earlier access again (a chain's, an
+ * accumulator's: the sole writer's path). Oracle: every recorded access in a list, brute force: an
+ * access must report exactly the live (task >= oldest_live), conflicting (one of the two writes),
+ * other-task records whose views region_overlap; a write drops a record it region_covers when its
+ * callback said ordered for it, and trims off a dense record the end that a dense such write covers
  * (the record becomes a PTO_U8 view of the rest: trim_record, the rule of
  * tensormap.c's trim written again over tensors); the pool overflows exactly when every entry is
  * live. Any difference prints the access sequence and aborts. */
@@ -144,7 +144,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     access *a = &acc[nacc];
     memset(a, 0, sizeof *a);
     uint8_t ctl = u8(&in);
-    if (!make_view(&in, &a->t)) continue;
+    /* below 96, with an earlier access: that access's view again (exact
+     * repeats take the sole writer's path, tensormap.c) */
+    uint8_t again = u8(&in);
+    if (again < 96 && nacc > 0)
+      a->t = acc[again % nacc].t;
+    else if (!make_view(&in, &a->t))
+      continue;
     a->mode = 1 + ctl % 3;
     if (!(ctl & 0x08) || nacc == 0) task++; /* else: the same task's next argument */
     oldest += (ctl >> 4) & 3;

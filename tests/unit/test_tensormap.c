@@ -388,6 +388,115 @@ static void test_tmap_readers_and_writers(void **state) {
   tmap_destroy(&m);
 }
 
+/* A sole writer (tensormap.c): a dense view written again by a task
+ * ordered after its only writer is taken without a lookup, the entry
+ * replaced in place. Every way another entry comes to meet it must end
+ * that, or a later access misses a producer or reports a dropped one. */
+static unsigned access_deps_at(tmap *m, const pto_tensor *v, tmap_mode mode, int64_t task,
+                               int64_t oldest, bool ordered) {
+  seen s = {.n = 0, .ordered = ordered};
+  assert_int_equal(tmap_access(m, v, mode, task, oldest, on_dep, &s), PTO_OK);
+  unsigned bits = 0;
+  for (int i = 0; i < s.n; i++)
+    bits |= 1u << s.ids[i];
+  return bits;
+}
+
+static void test_tmap_sole_writer(void **state) {
+  (void)state;
+  tmap m;
+  assert_int_equal(tmap_init(&m, 64), PTO_OK);
+  pto_tensor row = vec_at(a_mem, PTO_I32, 8), as16 = vec_at(a_mem, PTO_I16, 16);
+  pto_tensor head = vec_at(a_mem, PTO_I32, 4), tail = vec_at(a_mem + 4, PTO_I32, 4);
+  /* a chain of writes of one row: each waits for the last, one entry */
+  assert_int_equal(access_deps(&m, &row, TMAP_READ_WRITE, 1, true), 0u);
+  assert_int_equal(access_deps(&m, &row, TMAP_READ_WRITE, 2, true), 1u << 1);
+  assert_int_equal(access_deps(&m, &as16, TMAP_WRITE, 3, true), 1u << 2); /* same bytes */
+  assert_int_equal(m.used, 1u);
+  /* the same task reads it too (a second argument): the next write is
+   * ordered after both entries of task 3 and replaces them */
+  assert_int_equal(access_deps(&m, &row, TMAP_READ, 3, true), 0u);
+  assert_int_equal(m.used, 2u);
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 4, true), 1u << 3);
+  assert_int_equal(m.used, 1u);
+  assert_int_equal(access_deps(&m, &head, TMAP_WRITE, 5, true), 1u << 4);
+  /* 5 covers the head only: 4 keeps the tail, and a write of the row
+   * waits for both */
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 6, true), (1u << 4) | (1u << 5));
+  assert_int_equal(m.used, 1u);
+  /* a write not ordered after it (a manual scope) stays beside it */
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 7, false), 1u << 6);
+  assert_int_equal(m.used, 2u);
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 8, true), (1u << 6) | (1u << 7));
+  assert_int_equal(m.used, 1u);
+  /* a reader of part of it: the next write waits for both */
+  assert_int_equal(access_deps(&m, &tail, TMAP_READ, 9, true), 1u << 8);
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 10, true), (1u << 8) | (1u << 9));
+  assert_int_equal(m.used, 1u);
+  /* a reader of the row itself: the next read waits for the writer only,
+   * the next write for the writer and both readers */
+  assert_int_equal(access_deps(&m, &row, TMAP_READ, 11, true), 1u << 10);
+  assert_int_equal(access_deps(&m, &row, TMAP_READ, 12, true), 1u << 10);
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 13, true),
+                   (1u << 10) | (1u << 11) | (1u << 12));
+  assert_int_equal(m.used, 1u);
+  /* retired: neither a read nor a write of it waits for 13 */
+  assert_int_equal(access_deps_at(&m, &row, TMAP_READ, 14, 14, true), 0u);
+  assert_int_equal(access_deps_at(&m, &row, TMAP_WRITE, 15, 15, true), 0u);
+  assert_int_equal(access_deps_at(&m, &row, TMAP_WRITE, 16, 15, true), 1u << 15);
+  assert_int_equal(m.used, 1u);
+  /* a strided view over the same range (every other element) is no
+   * dense view: it meets the writer, and a write of the row after it
+   * waits for both */
+  int64_t n4 = 4, s2 = 2;
+  pto_tensor odd;
+  assert_int_equal(pto_tensor_init_strided(&odd, a_mem, 8 * 4, PTO_I32, 1, &n4, &s2, 1), PTO_OK);
+  assert_int_equal(access_deps(&m, &odd, TMAP_READ, 17, true), 1u << 16);
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 18, true), (1u << 16) | (1u << 17));
+  assert_int_equal(m.used, 1u);
+  /* nor is a write of its first and last elements, which covers the
+   * range and not the bytes: the row's writer stays for the middle */
+  int64_t n2 = 2, s7 = 7;
+  pto_tensor ends;
+  assert_int_equal(pto_tensor_init_strided(&ends, a_mem, 8 * 4, PTO_I32, 1, &n2, &s7, 0), PTO_OK);
+  assert_int_equal(access_deps(&m, &ends, TMAP_WRITE, 19, true), 1u << 18);
+  pto_tensor mid = vec_at(a_mem + 2, PTO_I32, 2);
+  assert_int_equal(access_deps(&m, &mid, TMAP_READ, 20, true), 1u << 18);
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 21, true),
+                   (1u << 18) | (1u << 19) | (1u << 20));
+  assert_int_equal(m.used, 1u);
+  /* a write of more than the row drops the row's entry: a later write of
+   * the row waits for that writer alone, not for the freed entry's task */
+  pto_tensor two_rows = vec_at(a_mem, PTO_I32, 16);
+  assert_int_equal(access_deps(&m, &two_rows, TMAP_WRITE, 22, true), 1u << 21);
+  assert_int_equal(m.used, 1u);
+  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 23, true), 1u << 22);
+  assert_int_equal(m.used, 2u); /* 22 keeps the second row */
+  tmap_destroy(&m);
+  /* two sole writers, retired, dropped by the lookup of one write of both
+   * rows (and the row before): one entry is taken again for it, the other
+   * stays free; the first write of either row after it (each in turn: the
+   * free one depends on the walk's order) waits for that writer, and is
+   * not taken for an access of the freed entry. Row pairs at 8 places, so
+   * that the free entry's hint is not also the new writer's in every one
+   * (hints are hashed) */
+  static _Alignas(64) uint32_t rows[8 * 64];
+  for (int at = 0; at < 8; at++)
+    for (int first = 0; first < 2; first++) {
+      uint32_t *b = rows + at * 64 + 8 + at;
+      pto_tensor c = vec_at(b, PTO_I32, 8), d = vec_at(b + 8, PTO_I32, 8);
+      pto_tensor bcd = vec_at(b - 8, PTO_I32, 24);
+      assert_int_equal(tmap_init(&m, 64), PTO_OK);
+      assert_int_equal(access_deps(&m, &c, TMAP_WRITE, 1, true), 0u);
+      assert_int_equal(access_deps(&m, &d, TMAP_WRITE, 2, true), 0u);
+      assert_int_equal(access_deps_at(&m, &bcd, TMAP_WRITE, 3, 3, true), 0u);
+      assert_int_equal(m.used, 1u);
+      assert_int_equal(access_deps_at(&m, first ? &d : &c, TMAP_WRITE, 4, 3, true), 1u << 3);
+      assert_int_equal(m.used, 2u);
+      tmap_destroy(&m);
+    }
+}
+
 /* tmap_clear between runs: in time proportional to the entries used
  * (few: only their buckets are emptied) or every bucket (many); either way
  * no entry of before the clear is found after it, at any level, and the
@@ -701,6 +810,7 @@ int main(void) {
       cmocka_unit_test(test_tmap_by_bytes_and_ordered_covering),
       cmocka_unit_test(test_tmap_levels),
       cmocka_unit_test(test_tmap_readers_and_writers),
+      cmocka_unit_test(test_tmap_sole_writer),
       cmocka_unit_test(test_tmap_clear_few_and_many),
       cmocka_unit_test(test_tmap_fine_chunks_at_level_bounds),
       cmocka_unit_test(test_tmap_big_probe_over_fine_entries),
