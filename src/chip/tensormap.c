@@ -25,19 +25,21 @@
  * up to two from the oldest end of its level's list; a level that empties
  * forgets its longest span.
  *
- * A sole writer. A plain write (WRITE or READ_WRITE) of a dense view
- * whose lookup left no other entry whose byte range meets its own (each
- * one it met was retired, or covered by it and dropped) is marked SOLE,
- * and remembered by its first byte in m->sole. Every later access whose
- * range meets it walks it (a writer's chain, which every access walks;
- * ranges widened as above) and clears the mark, so while the mark stands
- * the entry is the only one that meets its bytes. An access of exactly
- * those bytes (a dense view of the same range, not COMMUTE, of another
- * task) then needs no lookup: it conflicts with that entry alone. A write
- * ordered after it covers it, so the entry becomes the new one in place
- * (a chain's next link, an accumulator's next update: W1's INOUT slot,
- * a K-loop's output tile); a read, or a write not ordered after it (a
- * manual scope), is recorded beside it, which clears its mark. */
+ * A sole writer. An update (READ_WRITE: INOUT) of a dense view whose
+ * lookup left no other entry whose byte range meets its own (each one it
+ * met was retired, or covered by it and dropped) is marked SOLE, and
+ * remembered by its first byte in m->sole. Every later access whose range
+ * meets it walks it (a writers' chain, which every access walks; ranges
+ * widened as above) and clears the mark, so while the mark stands the
+ * entry is the only one that meets its bytes. The next update of exactly
+ * those bytes (a dense view of the same range) by another task then needs
+ * no lookup: it conflicts with that entry alone, and, ordered after it,
+ * covers it, so the entry becomes the new one in place (a chain's next
+ * link, an accumulator's next step: W1's INOUT slot, a K loop's output
+ * tile); one not ordered after it (a manual scope) is recorded beside it,
+ * which clears its mark. Only updates look (a plain write of the same
+ * bytes seldom follows with no reader between; the look costs every
+ * access that makes it). */
 #include "chip/tensormap.h"
 
 #include <stdlib.h>
@@ -77,9 +79,9 @@ static unsigned level_shift(int level) { return CHUNK_SHIFT + LEVEL_SHIFT * (uns
 #define SOLE 0x100
 
 /* m->sole's slot for an entry whose bytes start at lo: lo folded 6 bits
- * at a time from bit 3, so that 64 views at any power-of-two stride from
- * 8 bytes (the rows of a tile, a slot per task) take 61-64 slots (a
- * multiplicative hash gave 1 KiB rows 20) and other strides about 42. */
+ * at a time from bit 3, so that 64 views at a power-of-two stride of 8
+ * bytes to 1 MiB (the rows of a tile, a slot per task) take 61-64 slots
+ * (a multiplicative hash gave 1 KiB rows 20) and other strides about 42. */
 static uint32_t sole_slot(uint64_t lo) {
   return (uint32_t)(lo >> 3 ^ lo >> 9 ^ lo >> 15 ^ lo >> 21) & (TMAP_SOLE_HINTS - 1);
 }
@@ -120,14 +122,12 @@ static uint32_t bucket_of(const tmap *m, int level, uint64_t chunk) {
 typedef struct probe {
   const region_view *rv;
   uint64_t lo, last;
-  uint32_t met; /* recording: entries whose range meets it that stay (sole writer) */
 } probe;
 
 static void probe_of_view(const region_view *v, probe *p) {
   p->rv = v;
   p->lo = v->lo;
   p->last = v->hi > v->lo ? v->hi - 1 : v->lo;
-  p->met = 0;
 }
 
 /* The level an entry for p is stored at, and the chunks it spans there
@@ -318,51 +318,60 @@ visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void 
   return false;
 }
 
-/* One entry of either walk: dropped when retired, else visited when its
- * range meets the probe's. When recording, a live entry whose range meets
- * the probe's loses its SOLE mark (the new entry meets it) and, unless
- * the visit drops it, counts in p->met. Inlined in both walks, which call
- * it for every entry they pass. */
-static inline __attribute__((always_inline)) void check(tmap *m, int32_t i, probe *p,
-                                                        tmap_mode mode, int64_t task,
-                                                        int64_t oldest_live, tmap_dep_fn dep,
-                                                        void *arg, bool record) {
+/* What a walk does besides reporting: nothing (a query), drop what the
+ * access covers and end the SOLE marks it meets (an access recorded),
+ * and also count what it meets that stays (an update, whether it will be
+ * a sole writer). */
+typedef enum walk { WALK_QUERY, WALK_RECORD, WALK_COUNT } walk;
+
+/* One entry of either walk: dropped when retired, else visited when it
+ * conflicts with the access, its range meets the probe's and it is
+ * another task's. When recording, an entry that conflicts and meets
+ * loses its SOLE mark (the new entry meets it; a sole writer conflicts
+ * with every access). Returns 1 for such an entry that stays (WALK_COUNT
+ * adds them up: a plain write conflicts with every entry), else 0.
+ * Inlined in both walks, which call it for every entry they pass. */
+static inline __attribute__((always_inline)) uint32_t check(tmap *m, int32_t i, const probe *p,
+                                                            tmap_mode mode, int64_t task,
+                                                            int64_t oldest_live, tmap_dep_fn dep,
+                                                            void *arg, walk w) {
   tmap_entry *e = &m->pool[i];
   if (e->task < oldest_live) { /* retired: it completed, nobody waits for it */
     drop(m, i);
-    return;
+    return 0;
   }
-  bool meets = e->lo <= p->last && p->lo < e->hi;
-  if (record && meets) {
-    e->mode &= ~SOLE;
-    p->met++;
-  }
-  if (meets && conflicts(e->mode, mode) && e->task != task &&
-      visit(m, i, p, mode, dep, arg, record))
-    p->met--;
+  if (!conflicts(e->mode, mode) || e->lo > p->last || p->lo >= e->hi) return 0;
+  if (w != WALK_QUERY && (e->mode & SOLE)) e->mode &= ~SOLE;
+  if (e->task == task) return 1;
+  return !visit(m, i, p, mode, dep, arg, w != WALK_QUERY);
 }
 
 /* Walks one chain (writers or readers of one bucket); inlined in the
  * chunk loop, which calls it for mostly empty or short chains. */
-static inline __attribute__((always_inline)) void scan_chain(tmap *m, uint32_t h, probe *p,
-                                                             tmap_mode mode, int64_t task,
-                                                             int64_t oldest_live, tmap_dep_fn dep,
-                                                             void *arg, bool record) {
+static inline __attribute__((always_inline)) uint32_t
+scan_chain(tmap *m, uint32_t h, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
+           tmap_dep_fn dep, void *arg, walk w) {
+  uint32_t met = 0;
   for (int32_t i = m->buckets[h]; i >= 0;) {
     int32_t next = m->pool[i].next; /* i may be dropped */
-    check(m, i, p, mode, task, oldest_live, dep, arg, record);
+    uint32_t stays = check(m, i, p, mode, task, oldest_live, dep, arg, w);
+    if (w == WALK_COUNT) met += stays;
     i = next;
   }
+  return met;
 }
 
 /* Walks every entry stored at `level`. */
-static void scan_level(tmap *m, int level, probe *p, tmap_mode mode, int64_t task,
-                       int64_t oldest_live, tmap_dep_fn dep, void *arg, bool record) {
+static uint32_t scan_level(tmap *m, int level, const probe *p, tmap_mode mode, int64_t task,
+                           int64_t oldest_live, tmap_dep_fn dep, void *arg, walk w) {
+  uint32_t met = 0;
   for (int32_t i = m->level_head[level]; i >= 0;) {
     int32_t next = m->links[i].lnext; /* i may be dropped */
-    check(m, i, p, mode, task, oldest_live, dep, arg, record);
+    uint32_t stays = check(m, i, p, mode, task, oldest_live, dep, arg, w);
+    if (w == WALK_COUNT) met += stays;
     i = next;
   }
+  return met;
 }
 
 /* Every entry that may overlap the probe, level by level: the buckets of
@@ -372,9 +381,11 @@ static void scan_level(tmap *m, int level, probe *p, tmap_mode mode, int64_t tas
  * buckets[3b + 2]; a read walks the writers and the COMMUTE accesses, a
  * COMMUTE access the writers and the readers. A chunk bucket is shared by colliding
  * keys, so a bucket may be visited twice; the second visit only re-reports
- * dependencies (deduplicated by callers). */
-static void scan(tmap *m, probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
-                 tmap_dep_fn dep, void *arg, bool record) {
+ * dependencies (deduplicated by callers). WALK_COUNT: returns the live
+ * entries whose range meets the probe's that stay (check), else 0. */
+static uint32_t scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
+                     tmap_dep_fn dep, void *arg, walk w) {
+  uint32_t met = 0;
   for (uint32_t bits = m->levels; bits; bits &= bits - 1) { /* levels in use only */
     int l = __builtin_ctz(bits);
     if (!(m->levels & (1u << l))) continue; /* emptied by this lookup */
@@ -382,19 +393,20 @@ static void scan(tmap *m, probe *p, tmap_mode mode, int64_t task, int64_t oldest
     uint64_t c0 = p->lo >> sh, widen = m->max_span[l] - 1;
     uint64_t from = c0 >= widen ? c0 - widen : 0, to = p->last >> sh;
     if (to - from >= m->level_used[l]) { /* more chunks than entries */
-      scan_level(m, l, p, mode, task, oldest_live, dep, arg, record);
+      met += scan_level(m, l, p, mode, task, oldest_live, dep, arg, w);
       continue;
     }
     uint32_t group = group_of(l, from);
     for (uint64_t c = from; c <= to; c++) {
       if ((c & GROUP_MASK) == 0 && c != from) group = group_of(l, c);
       uint32_t h = CHAINS * bucket_in(m, group, c);
-      scan_chain(m, h, p, mode, task, oldest_live, dep, arg, record);
-      if (mode & TMAP_WRITE) scan_chain(m, h + 1, p, mode, task, oldest_live, dep, arg, record);
+      met += scan_chain(m, h, p, mode, task, oldest_live, dep, arg, w);
+      if (mode & TMAP_WRITE) met += scan_chain(m, h + 1, p, mode, task, oldest_live, dep, arg, w);
       if (!(mode & TMAP_COMMUTE))
-        scan_chain(m, h + 2, p, mode, task, oldest_live, dep, arg, record);
+        met += scan_chain(m, h + 2, p, mode, task, oldest_live, dep, arg, w);
     }
   }
+  return met;
 }
 
 int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, int64_t oldest_live,
@@ -407,37 +419,32 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
 /* The sole writer of exactly view's bytes (above), or -1; h: the view's
  * sole_slot. */
 static int32_t sole_writer(const tmap *m, const region_view *view, uint32_t h) {
+  if (m->sole[h].lo != view->lo) return -1; /* none of this first byte: most lookups end here */
   int32_t i = m->sole[h].entry;
-  /* none; another range's (read nothing more of it); not since the last clear */
-  if (i < 0 || m->sole[h].lo != view->lo || (uint32_t)i >= m->fresh) return -1;
+  if (i < 0 || (uint32_t)i >= m->fresh) return -1; /* none, or not since the last clear */
   const tmap_entry *e = &m->pool[i];
   return (e->mode & SOLE) && e->lo == view->lo && e->hi == view->hi ? i : -1;
 }
 
-/* An access of exactly sole writer s's bytes, by another task: reports s
- * (retired: dropped, as a lookup would) and, for a write ordered after it
- * (or after it retired), makes s the new entry in place, the newest of its
- * level, and returns true; else leaves the recording to the caller, with
- * s dropped or unmarked, and returns false. */
-static bool sole_access(tmap *m, int32_t s, const region_view *view, tmap_mode mode, int64_t task,
-                        int64_t oldest_live, tmap_dep_fn dep, void *arg) {
+/* An update (READ_WRITE) of exactly sole writer s's bytes, by another
+ * task: reports s (unless retired) and, when ordered after it (or after
+ * it retired), makes s the new entry in place, the newest of its level,
+ * and returns true; else unmarks s, which stays beside the new entry the
+ * caller records, and returns false. */
+static __attribute__((noinline)) bool sole_access(tmap *m, int32_t s, const region_view *view,
+                                                  int64_t task, int64_t oldest_live,
+                                                  tmap_dep_fn dep, void *arg) {
   tmap_entry *e = &m->pool[s];
-  bool live = e->task >= oldest_live;
-  bool ordered = !live || dep(arg, e->task);
-  if (ordered && (mode & TMAP_WRITE)) {
-    m->views[s] = *view; /* the same bytes; the caller's levels and base */
-    e->task = task;
-    e->mode = (int32_t)mode | SOLE; /* the same chain: a plain writer's */
-    int l = m->links[s].level;
-    level_unlink(m, s);
-    level_push(m, s, l);
-    return true;
+  if (e->task >= oldest_live && !dep(arg, e->task)) {
+    e->mode &= ~SOLE;
+    return false;
   }
-  if (!live)
-    drop(m, s);
-  else
-    e->mode &= ~SOLE; /* the new entry will meet it */
-  return false;
+  m->views[s] = *view; /* the same bytes; the caller's levels and base */
+  e->task = task;      /* its mode and chain stay: an update's */
+  int l = m->links[s].level;
+  level_unlink(m, s);
+  level_push(m, s, l);
+  return true;
 }
 
 int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t task,
@@ -455,15 +462,17 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
   }
   probe p;
   probe_of_view(view, &p);
-  /* a dense view's bytes are its range: a sole writer's candidates */
-  bool dense = view->known && view->dense;
-  uint32_t sh = dense ? sole_slot(view->lo) : 0;
-  int32_t s = !dense || mode & TMAP_COMMUTE ? -1 : sole_writer(m, view, sh);
+  /* an update in place of a dense view: a sole writer's kind */
+  bool update = mode == TMAP_READ_WRITE && view->known && view->dense, sole = false;
+  uint32_t sh = update ? sole_slot(view->lo) : 0;
+  int32_t s = update ? sole_writer(m, view, sh) : -1;
   if (s >= 0 && m->pool[s].task != task) {
-    if (sole_access(m, s, view, mode, task, oldest_live, dep, arg)) return PTO_OK;
-    p.met = 1; /* s, if it stays: the new entry is no sole writer (a read never is) */
+    if (sole_access(m, s, view, task, oldest_live, dep, arg)) return PTO_OK;
+    /* s stays beside it: no sole writer */
+  } else if (update) {
+    sole = scan(m, &p, mode, task, oldest_live, dep, arg, WALK_COUNT) == 0;
   } else {
-    scan(m, &p, mode, task, oldest_live, dep, arg, true);
+    (void)scan(m, &p, mode, task, oldest_live, dep, arg, WALK_RECORD);
   }
   uint32_t span;
   int level = level_of(&p, &span);
@@ -484,7 +493,7 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
   e->hi = view->hi;
   e->task = task;
   e->mode = (int32_t)mode;
-  if ((mode == TMAP_WRITE || mode == TMAP_READ_WRITE) && p.met == 0 && dense) {
+  if (sole) {
     e->mode |= SOLE;
     m->sole[sh].lo = view->lo;
     m->sole[sh].entry = i;
@@ -507,5 +516,5 @@ void tmap_conflicts(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t old
   probe p;
   region_view_init(view, &rv);
   probe_of_view(&rv, &p);
-  scan(m, &p, mode, -1, oldest_live, dep, arg, false);
+  (void)scan(m, &p, mode, -1, oldest_live, dep, arg, WALK_QUERY);
 }

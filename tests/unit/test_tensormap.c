@@ -388,10 +388,10 @@ static void test_tmap_readers_and_writers(void **state) {
   tmap_destroy(&m);
 }
 
-/* A sole writer (tensormap.c): a dense view written again by a task
- * ordered after its only writer is taken without a lookup, the entry
- * replaced in place. Every way another entry comes to meet it must end
- * that, or a later access misses a producer or reports a dropped one. */
+/* A sole writer (tensormap.c): a dense view updated again (READ_WRITE)
+ * by a task ordered after its only writer is taken without a lookup, the
+ * entry replaced in place. Every way another entry comes to meet it must
+ * end that, or a later access misses a producer or reports a dropped one. */
 static unsigned access_deps_at(tmap *m, const pto_tensor *v, tmap_mode mode, int64_t task,
                                int64_t oldest, bool ordered) {
   seen s = {.n = 0, .ordered = ordered};
@@ -404,82 +404,96 @@ static unsigned access_deps_at(tmap *m, const pto_tensor *v, tmap_mode mode, int
 
 static void test_tmap_sole_writer(void **state) {
   (void)state;
+  const tmap_mode RW = TMAP_READ_WRITE;
   tmap m;
   assert_int_equal(tmap_init(&m, 64), PTO_OK);
   pto_tensor row = vec_at(a_mem, PTO_I32, 8), as16 = vec_at(a_mem, PTO_I16, 16);
   pto_tensor head = vec_at(a_mem, PTO_I32, 4), tail = vec_at(a_mem + 4, PTO_I32, 4);
-  /* a chain of writes of one row: each waits for the last, one entry */
-  assert_int_equal(access_deps(&m, &row, TMAP_READ_WRITE, 1, true), 0u);
-  assert_int_equal(access_deps(&m, &row, TMAP_READ_WRITE, 2, true), 1u << 1);
-  assert_int_equal(access_deps(&m, &as16, TMAP_WRITE, 3, true), 1u << 2); /* same bytes */
+  /* a chain of updates of one row: each waits for the last, one entry */
+  assert_int_equal(access_deps(&m, &row, RW, 1, true), 0u);
+  assert_int_equal(access_deps(&m, &row, RW, 2, true), 1u << 1);
+  assert_int_equal(access_deps(&m, &as16, RW, 3, true), 1u << 2); /* the same bytes */
   assert_int_equal(m.used, 1u);
-  /* the same task reads it too (a second argument): the next write is
+  /* the same task reads it too (a second argument): the next update is
    * ordered after both entries of task 3 and replaces them */
   assert_int_equal(access_deps(&m, &row, TMAP_READ, 3, true), 0u);
   assert_int_equal(m.used, 2u);
-  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 4, true), 1u << 3);
+  assert_int_equal(access_deps(&m, &row, RW, 4, true), 1u << 3);
   assert_int_equal(m.used, 1u);
   assert_int_equal(access_deps(&m, &head, TMAP_WRITE, 5, true), 1u << 4);
-  /* 5 covers the head only: 4 keeps the tail, and a write of the row
+  /* 5 covers the head only: 4 keeps the tail, and an update of the row
    * waits for both */
-  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 6, true), (1u << 4) | (1u << 5));
+  assert_int_equal(access_deps(&m, &row, RW, 6, true), (1u << 4) | (1u << 5));
   assert_int_equal(m.used, 1u);
-  /* a write not ordered after it (a manual scope) stays beside it */
-  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 7, false), 1u << 6);
+  /* an update not ordered after it (a manual scope) stays beside it */
+  assert_int_equal(access_deps(&m, &row, RW, 7, false), 1u << 6);
   assert_int_equal(m.used, 2u);
-  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 8, true), (1u << 6) | (1u << 7));
+  assert_int_equal(access_deps(&m, &row, RW, 8, true), (1u << 6) | (1u << 7));
   assert_int_equal(m.used, 1u);
-  /* a reader of part of it: the next write waits for both */
+  /* a reader of part of it: the next update waits for both */
   assert_int_equal(access_deps(&m, &tail, TMAP_READ, 9, true), 1u << 8);
-  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 10, true), (1u << 8) | (1u << 9));
+  assert_int_equal(access_deps(&m, &row, RW, 10, true), (1u << 8) | (1u << 9));
   assert_int_equal(m.used, 1u);
-  /* a reader of the row itself: the next read waits for the writer only,
-   * the next write for the writer and both readers */
+  /* readers of the row itself: each waits for the writer only, the next
+   * update for the writer and both readers */
   assert_int_equal(access_deps(&m, &row, TMAP_READ, 11, true), 1u << 10);
   assert_int_equal(access_deps(&m, &row, TMAP_READ, 12, true), 1u << 10);
-  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 13, true),
-                   (1u << 10) | (1u << 11) | (1u << 12));
+  assert_int_equal(access_deps(&m, &row, RW, 13, true), (1u << 10) | (1u << 11) | (1u << 12));
   assert_int_equal(m.used, 1u);
-  /* retired: neither a read nor a write of it waits for 13 */
-  assert_int_equal(access_deps_at(&m, &row, TMAP_READ, 14, 14, true), 0u);
-  assert_int_equal(access_deps_at(&m, &row, TMAP_WRITE, 15, 15, true), 0u);
-  assert_int_equal(access_deps_at(&m, &row, TMAP_WRITE, 16, 15, true), 1u << 15);
+  /* retired: the next update does not wait for 13, the one after for 14 */
+  assert_int_equal(access_deps_at(&m, &row, RW, 14, 14, true), 0u);
+  assert_int_equal(access_deps_at(&m, &row, RW, 15, 14, true), 1u << 14);
   assert_int_equal(m.used, 1u);
   /* a strided view over the same range (every other element) is no
-   * dense view: it meets the writer, and a write of the row after it
+   * dense view: it meets the writer, and an update of the row after it
    * waits for both */
   int64_t n4 = 4, s2 = 2;
   pto_tensor odd;
   assert_int_equal(pto_tensor_init_strided(&odd, a_mem, 8 * 4, PTO_I32, 1, &n4, &s2, 1), PTO_OK);
-  assert_int_equal(access_deps(&m, &odd, TMAP_READ, 17, true), 1u << 16);
-  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 18, true), (1u << 16) | (1u << 17));
+  assert_int_equal(access_deps(&m, &odd, TMAP_READ, 16, true), 1u << 15);
+  assert_int_equal(access_deps(&m, &row, RW, 17, true), (1u << 15) | (1u << 16));
   assert_int_equal(m.used, 1u);
-  /* nor is a write of its first and last elements, which covers the
+  /* nor is an update of its first and last elements, which covers the
    * range and not the bytes: the row's writer stays for the middle */
   int64_t n2 = 2, s7 = 7;
   pto_tensor ends;
   assert_int_equal(pto_tensor_init_strided(&ends, a_mem, 8 * 4, PTO_I32, 1, &n2, &s7, 0), PTO_OK);
-  assert_int_equal(access_deps(&m, &ends, TMAP_WRITE, 19, true), 1u << 18);
+  assert_int_equal(access_deps(&m, &ends, RW, 18, true), 1u << 17);
   pto_tensor mid = vec_at(a_mem + 2, PTO_I32, 2);
-  assert_int_equal(access_deps(&m, &mid, TMAP_READ, 20, true), 1u << 18);
-  assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 21, true),
-                   (1u << 18) | (1u << 19) | (1u << 20));
+  assert_int_equal(access_deps(&m, &mid, TMAP_READ, 19, true), 1u << 17);
+  assert_int_equal(access_deps(&m, &row, RW, 20, true), (1u << 17) | (1u << 18) | (1u << 19));
   assert_int_equal(m.used, 1u);
-  /* a write of more than the row drops the row's entry: a later write of
-   * the row waits for that writer alone, not for the freed entry's task */
+  /* a write of more than the row drops the row's entry: a later update of
+   * the row waits for that writer alone */
   pto_tensor two_rows = vec_at(a_mem, PTO_I32, 16);
-  assert_int_equal(access_deps(&m, &two_rows, TMAP_WRITE, 22, true), 1u << 21);
+  assert_int_equal(access_deps(&m, &two_rows, TMAP_WRITE, 21, true), 1u << 20);
   assert_int_equal(m.used, 1u);
+  assert_int_equal(access_deps(&m, &row, RW, 22, true), 1u << 21);
+  assert_int_equal(m.used, 2u); /* 21 keeps the second row */
+  /* a plain write of the row, then an update: not a sole writer's (only
+   * updates are), the lookup's answer */
   assert_int_equal(access_deps(&m, &row, TMAP_WRITE, 23, true), 1u << 22);
-  assert_int_equal(m.used, 2u); /* 22 keeps the second row */
+  assert_int_equal(access_deps(&m, &row, RW, 24, true), 1u << 23);
+  assert_int_equal(access_deps(&m, &row, RW, 25, true), 1u << 24);
+  assert_int_equal(m.used, 2u);
+  tmap_destroy(&m);
+  /* one task updates the row twice (two arguments): the second entry is
+   * no sole writer, the next task's update waits for that task and
+   * replaces both entries */
+  assert_int_equal(tmap_init(&m, 64), PTO_OK);
+  assert_int_equal(access_deps(&m, &row, RW, 1, true), 0u);
+  assert_int_equal(access_deps(&m, &row, RW, 1, true), 0u);
+  assert_int_equal(m.used, 2u);
+  assert_int_equal(access_deps(&m, &row, RW, 2, true), 1u << 1);
+  assert_int_equal(m.used, 1u);
   tmap_destroy(&m);
   /* two sole writers, retired, dropped by the lookup of one write of both
    * rows (and the row before): one entry is taken again for it, the other
-   * stays free; the first write of either row after it (each in turn: the
-   * free one depends on the walk's order) waits for that writer, and is
-   * not taken for an access of the freed entry. Row pairs at 8 places, so
-   * that the free entry's hint is not also the new writer's in every one
-   * (hints are hashed) */
+   * stays free; the first update of either row after it (each in turn:
+   * the free one depends on the walk's order) waits for that writer, and
+   * is not taken for an update of the freed entry. Row pairs at 8 places,
+   * so that the free entry's hint is not also the new writer's in every
+   * one (hints are hashed) */
   static _Alignas(64) uint32_t rows[8 * 64];
   for (int at = 0; at < 8; at++)
     for (int first = 0; first < 2; first++) {
@@ -487,11 +501,11 @@ static void test_tmap_sole_writer(void **state) {
       pto_tensor c = vec_at(b, PTO_I32, 8), d = vec_at(b + 8, PTO_I32, 8);
       pto_tensor bcd = vec_at(b - 8, PTO_I32, 24);
       assert_int_equal(tmap_init(&m, 64), PTO_OK);
-      assert_int_equal(access_deps(&m, &c, TMAP_WRITE, 1, true), 0u);
-      assert_int_equal(access_deps(&m, &d, TMAP_WRITE, 2, true), 0u);
-      assert_int_equal(access_deps_at(&m, &bcd, TMAP_WRITE, 3, 3, true), 0u);
+      assert_int_equal(access_deps(&m, &c, RW, 1, true), 0u);
+      assert_int_equal(access_deps(&m, &d, RW, 2, true), 0u);
+      assert_int_equal(access_deps_at(&m, &bcd, RW, 3, 3, true), 0u);
       assert_int_equal(m.used, 1u);
-      assert_int_equal(access_deps_at(&m, first ? &d : &c, TMAP_WRITE, 4, 3, true), 1u << 3);
+      assert_int_equal(access_deps_at(&m, first ? &d : &c, RW, 4, 3, true), 1u << 3);
       assert_int_equal(m.used, 2u);
       tmap_destroy(&m);
     }
