@@ -66,8 +66,21 @@ static uint32_t drop_covered(pto_run *r, pto_task_id *preds, uint32_t n) {
 }
 
 /* Rule 2: marks the recorded producers of the producers (REDUCE_LOOKS of
- * them at most), then keeps the unmarked ones; returns how many. */
+ * them at most), then keeps the unmarked ones; returns how many. A
+ * producer is marked only when it is at most another's dep_max: when no
+ * producer's dep_max reaches the oldest producer, none is, and nothing is
+ * read or marked (a stencil's producers, of one step, were linked to the
+ * step before: no benchmark workload drops a producer by this rule, which
+ * read their nodes and wrote a mark on each of their producers' slots,
+ * lines the cores write when they complete them). */
 static uint32_t drop_recorded(pto_run *r, pto_task_id implied, pto_task_id *preds, uint32_t n) {
+  pto_task_id oldest = preds[0];
+  for (uint32_t i = 1; i < n; i++)
+    if (preds[i] < oldest) oldest = preds[i];
+  bool reaches = false;
+  for (uint32_t i = 0; i < n && !reaches; i++)
+    reaches = run_slot(r, preds[i])->dep_max >= oldest;
+  if (!reaches) return n;
   uint32_t looks = REDUCE_LOOKS;
   for (uint32_t i = 0; i < n && looks > 0; i++) {
     const task *q = run_slot(r, preds[i]);

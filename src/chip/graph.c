@@ -394,6 +394,7 @@ static void fill_slot(pto_run *r, pto_graph *g, uint32_t i, bool guarded) {
   t->args_end = r->args.head;
   t->dep_end = g->npreds;
   t->ndeps = 0; /* its nodes are successor lists: nothing for dep_reduce to read */
+  t->dep_max = -1;
   t->pre = -1;
   /* the successor list as dependency nodes, in the pool's first entries */
   for (uint32_t k = 0; k < gt->nsucc; k++) {

@@ -200,7 +200,8 @@ typedef struct task {
   int32_t fanin0;
   int64_t pre; /* orch: every task up to pre is its ancestor or retired at its submit */
   uint64_t heap_end, args_end; /* orch: ring heads after this task's allocations */
-  uint64_t dep_end; /* orch: dep ring head after this task's nodes (its retirement frees them) */
+  uint64_t dep_end;    /* orch: dep ring head after this task's nodes (its retirement frees them) */
+  pto_task_id dep_max; /* orch: its newest producer with a node (-1: none; dep_reduce's rule 2) */
   PTO_LINE_ALIGNED _Atomic int32_t state;
   _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
   _Atomic int32_t units_done;

@@ -66,13 +66,16 @@ static uint32_t submit(fake *f, pto_task_id id, const pto_task_id *reported, uin
   }
   int64_t pre;
   np = dep_reduce(r, id, preds, np, cover, &pre);
+  pto_task_id dep_max = -1;
   for (uint32_t i = 0; i < np; i++) {
     r->dep_from[f->dep_head % r->ndeps] = preds[i];
     f->dep_head++;
+    if (preds[i] > dep_max) dep_max = preds[i];
     if (kept) kept[i] = preds[i];
   }
   t->dep_end = f->dep_head;
   t->ndeps = np;
+  t->dep_max = dep_max;
   t->pre = pre;
   return np;
 }
@@ -164,9 +167,22 @@ static void test_only_implied_producers_go(void **state) {
   assert_int_not_equal(run_slot(&g->r, 0)->dep_mark, 3);
   assert_int_equal(run_slot(&g->r, 3)->pre, 2); /* 0 behind 2, then 1 and 2 listed */
   fake_free(g);
-  /* 4 is reported 1 and 3: 1 is a recorded producer of 3 */
+  /* 4 is reported 1 and 3: 3's pre covers 1 (rule 1) */
   assert_int_equal(submit(f, 4, (pto_task_id[]){1, 3}, 2, kept), 1);
   assert_int_equal(kept[0], 3);
+  /* rule 2 alone: 0 and 1 independent, 2 after 1 (its pre covers nothing:
+   * it does not wait for 0), 3 reported 1 and 2: 1 is 2's recorded
+   * producer, so only 2 is linked; with 4 reported 0 and 2 both stay (0 is
+   * no producer of 2: dep_max says so without reading 2's nodes) */
+  fake *h = fake_new();
+  assert_int_equal(submit(h, 0, NULL, 0, NULL), 0);
+  assert_int_equal(submit(h, 1, NULL, 0, NULL), 0);
+  assert_int_equal(submit(h, 2, (pto_task_id[]){1}, 1, NULL), 1);
+  assert_true(dep_covered(&h->r, 2) < 1);
+  assert_int_equal(submit(h, 3, (pto_task_id[]){1, 2}, 2, kept), 1);
+  assert_int_equal(kept[0], 2);
+  assert_int_equal(submit(h, 4, (pto_task_id[]){0, 2}, 2, kept), 2);
+  fake_free(h);
   /* independent 5 and 6, then 7 is reported both: neither implies the other */
   assert_int_equal(submit(f, 5, NULL, 0, NULL), 0);
   assert_int_equal(submit(f, 6, NULL, 0, NULL), 0);
