@@ -418,12 +418,18 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
 
 /* The sole writer of exactly view's bytes (above), or -1; h: the view's
  * sole_slot. */
-static int32_t sole_writer(const tmap *m, const region_view *view, uint32_t h) {
+static int32_t sole_writer(tmap *m, const region_view *view, uint32_t h) {
   if (m->sole[h].lo != view->lo) return -1; /* none of this first byte: most lookups end here */
   int32_t i = m->sole[h].entry;
-  if (i < 0 || (uint32_t)i >= m->fresh) return -1; /* none, or not since the last clear */
-  const tmap_entry *e = &m->pool[i];
-  return (e->mode & SOLE) && e->lo == view->lo && e->hi == view->hi ? i : -1;
+  if (i >= 0 && (uint32_t)i < m->fresh) { /* else none, or not since the last clear */
+    const tmap_entry *e = &m->pool[i];
+    if ((e->mode & SOLE) && e->lo == view->lo && e->hi == view->hi) return i;
+  }
+  /* a stale hint (its writer met another access, or went): the next look
+   * of this first byte ends at the test above (no view starts at byte
+   * UINT64_MAX: it would end past 2^64) */
+  m->sole[h].lo = UINT64_MAX;
+  return -1;
 }
 
 /* An update (READ_WRITE) of exactly sole writer s's bytes, by another
