@@ -295,15 +295,22 @@ static bool on_dep(void *arg, int64_t producer) {
   return s->ordered;
 }
 
-/* Producers reported for (view, mode) by task `task`, as a bit set. */
-static unsigned access_deps(tmap *m, const pto_tensor *v, tmap_mode mode, int64_t task,
-                            bool ordered) {
+/* Producers reported for (view, mode) by task `task`, tasks below
+ * `oldest` retired, as a bit set. */
+static unsigned access_deps_at(tmap *m, const pto_tensor *v, tmap_mode mode, int64_t task,
+                               int64_t oldest, bool ordered) {
   seen s = {.n = 0, .ordered = ordered};
-  assert_int_equal(tmap_access(m, v, mode, task, 0, on_dep, &s), PTO_OK);
+  assert_int_equal(tmap_access(m, v, mode, task, oldest, on_dep, &s), PTO_OK);
   unsigned bits = 0;
   for (int i = 0; i < s.n; i++)
     bits |= 1u << s.ids[i];
   return bits;
+}
+
+/* The same, nothing retired. */
+static unsigned access_deps(tmap *m, const pto_tensor *v, tmap_mode mode, int64_t task,
+                            bool ordered) {
+  return access_deps_at(m, v, mode, task, 0, ordered);
 }
 
 static void test_tmap_by_bytes_and_ordered_covering(void **state) {
@@ -392,16 +399,6 @@ static void test_tmap_readers_and_writers(void **state) {
  * by a task ordered after its only writer is taken without a lookup, the
  * entry replaced in place. Every way another entry comes to meet it must
  * end that, or a later access misses a producer or reports a dropped one. */
-static unsigned access_deps_at(tmap *m, const pto_tensor *v, tmap_mode mode, int64_t task,
-                               int64_t oldest, bool ordered) {
-  seen s = {.n = 0, .ordered = ordered};
-  assert_int_equal(tmap_access(m, v, mode, task, oldest, on_dep, &s), PTO_OK);
-  unsigned bits = 0;
-  for (int i = 0; i < s.n; i++)
-    bits |= 1u << s.ids[i];
-  return bits;
-}
-
 static void test_tmap_sole_writer(void **state) {
   (void)state;
   const tmap_mode RW = TMAP_READ_WRITE;
