@@ -287,10 +287,7 @@ static void core_serve(core *c) {
       for (;;) {
         task *kept = sched_complete_here(&h, t); /* t may retire from here on */
         /* nothing kept: the queue's head, as a pass would give it (head_take.h) */
-        if (!kept) {
-          kept = head_take(&h);
-          h.ahead = 0; /* in the queue's order again */
-        }
+        if (!kept) kept = head_take(&h);
         /* drops held back (handoff.h, fan-in combining) are made before a
          * block that does not owe one to the same task, or at the end */
         if (h.held && !(kept && handoff_releases(r, kept, h.held))) {

@@ -136,6 +136,7 @@ static inline task *head_take(handoff *h) {
         c->head_yields++;
       } else {
         q->last_taker = c->id;
+        h->ahead = 0; /* in the queue's order again (handoff_fit) */
         x->next_block = 1;
         rq_pop_advance(&q->lf, at + 1); /* x may run, complete and retire after this */
         /* under the lock: no block goes behind ours from now on */

@@ -1193,19 +1193,19 @@ static bool all_done(void *p) {
   done_wait *w = p;
   pto_run *r = w->r;
   if (run_stopping(r)) return true;
-  orch_retire(r);
   for (uint32_t i = 0; i < w->n; i++) {
     pto_task_id id = r->depbuf[i];
-    /* acquire pairs with the completion's release: the task's writes are visible */
+    /* acquire pairs with the completion's release: the task's writes are
+     * visible (a task not retired still owns its slot) */
     if (id >= r->retired && task_state(r, run_slot(r, id), memory_order_acquire) != TASK_DONE)
       return false;
   }
-  /* A task that completed after the retirement above, before its state
-   * was read, retires now: a wait leaves what it waited for retired (its
-   * slot and heap range free), as it does when the task was done first.
-   * (test_orch_sizes' stale-output case, which needs the range back, failed
-   * once under TSan with the suite's other tests beside it: the range was
-   * not reused.) */
+  /* Retired once all are done, after their states were read: a wait
+   * leaves what it waited for retired (its slot and heap range free).
+   * Retiring before the reads, as this did, missed a task that completed
+   * between the two (test_orch_sizes' stale-output case failed once under
+   * TSan with the suite's other tests beside it: the range was not
+   * reused). */
   orch_retire(r);
   return true;
 }

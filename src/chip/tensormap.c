@@ -206,7 +206,7 @@ void tmap_clear(tmap *m) {
   }
   m->levels = 0;
   for (int i = 0; i < TMAP_SOLE_HINTS; i++)
-    m->sole[i].entry = -1;
+    m->sole[i].lo = UINT64_MAX; /* none: no view starts at that byte (it would end past 2^64) */
 }
 
 /* An unused entry; the caller checked used < capacity. */
@@ -420,14 +420,11 @@ int tmap_access(tmap *m, const pto_tensor *view, tmap_mode mode, int64_t task, i
  * sole_slot. */
 static int32_t sole_writer(tmap *m, const region_view *view, uint32_t h) {
   if (m->sole[h].lo != view->lo) return -1; /* none of this first byte: most lookups end here */
-  int32_t i = m->sole[h].entry;
-  if (i >= 0 && (uint32_t)i < m->fresh) { /* else none, or not since the last clear */
-    const tmap_entry *e = &m->pool[i];
-    if ((e->mode & SOLE) && e->lo == view->lo && e->hi == view->hi) return i;
-  }
+  int32_t i = m->sole[h].entry; /* an entry recorded since the last clear (which empties them) */
+  const tmap_entry *e = &m->pool[i];
+  if ((e->mode & SOLE) && e->lo == view->lo && e->hi == view->hi) return i;
   /* a stale hint (its writer met another access, or went): the next look
-   * of this first byte ends at the test above (no view starts at byte
-   * UINT64_MAX: it would end past 2^64) */
+   * of this first byte ends at the test above */
   m->sole[h].lo = UINT64_MAX;
   return -1;
 }

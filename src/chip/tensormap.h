@@ -71,7 +71,7 @@ typedef struct tmap {
   int32_t level_head[TMAP_LEVELS];  /* list of them, newest first, -1 = empty */
   int32_t level_tail[TMAP_LEVELS];  /* the oldest of them, -1 = empty */
   /* sole writers by their first byte (tensormap.c, "A sole writer"): a
-   * hint, checked before use; entry -1 = none */
+   * hint, checked before use; lo UINT64_MAX = none (no view starts there) */
   struct {
     uint64_t lo;
     int32_t entry;
