@@ -67,7 +67,8 @@
  * On a backend with collectives of its own (comm_backend.coll and
  * .exchange: the MPI backend's), every call first sends each peer one
  * record (its descriptor, and its block for that peer when the block fits
- * fuse_bytes: 32 KiB, or 1 MiB between 2 ranks on two hosts) and receives one from
+ * fuse_bytes: 32 KiB, on one host 8-16 KiB for some calls, 1 MiB between
+ * 2 ranks on two hosts) and receives one from
  * every peer (the backend's record exchange, point to point), and compares the
  * descriptors the same way; a call whose data came with the records then
  * ends with the mesh's last step 4 on them (no step 5: nothing of the
@@ -1045,11 +1046,12 @@ static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *w
   return rc ? native_fail(k, rc, ms, what, why) : 0;
 }
 
-/* The most data one rank sends a peer in its record (below), for every
- * collective: the backend's record_max, the same on every rank of the
- * domain (mpi_coll.c says what it is and why), so the bound on a record
- * is too. */
-static size_t fuse_bytes(const coll *k) { return k->cd->record_max; }
+/* The most data one rank sends a peer in its record (below) in a call of
+ * this kind: the backend's record_max for it, the same on every rank of
+ * the domain (mpi_coll.c says what it is and why). Every record is
+ * received into room for the most of any kind's (record_max), so that
+ * ranks whose calls differ still meet and name the difference. */
+static size_t fuse_bytes(const coll *k) { return k->cd->record_kind[k->d.kind]; }
 
 /* My data for peer p (NULL: none), `bb` bytes, as coll_exchange's. */
 typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
@@ -1218,7 +1220,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   x.hdr_bytes = sizeof mine;
   x.blocks = data ? blocks : NULL;
   x.block_bytes = data ? bb : 0;
-  x.max_bytes = sizeof mine + fuse_bytes(k);
+  x.max_bytes = sizeof mine + k->cd->record_max;
   x.recv = recs;
   x.tag = coll_table_gen(k->c->epoch, (int32_t)k->d.seq);
   if (settles) records_later(k);

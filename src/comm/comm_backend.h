@@ -176,11 +176,13 @@ typedef struct comm_backend {
   /* With settle: the calls of one acknowledgement, the same on every rank
    * of the domain, fixed once the peers are reached (attach). */
   int (*settle_run)(const comm_win *w);
-  /* With exchange: the most data a record carries to one peer (coll.c's
-   * calls whose blocks fit it send them with their records; larger ones
-   * exchange descriptors, then run coll), the same on every rank of the
-   * domain, fixed once the peers are reached (attach). */
-  size_t (*record_max)(const comm_win *w);
+  /* With exchange: the most data a record of a call of `kind` carries to
+   * one peer (coll.c's calls whose blocks fit it send them with their
+   * records; larger ones exchange descriptors, then run coll), and with
+   * kind 0 the most of any call's (what every receive of a record
+   * takes, so that ranks whose calls differ still meet): the same on
+   * every rank of the domain, fixed once the peers are reached (attach). */
+  size_t (*record_max)(const comm_win *w, int kind);
   /* Optional: rank's window as mapped in this process, for the
    * collectives' call table (coll.c): my own stores into my window and
    * loads of peers' words, ordered by release/acquire on the words

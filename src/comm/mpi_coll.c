@@ -218,7 +218,8 @@ static size_t record_far(void) {
 
 /* The most data one rank's record carries to a peer (coll.c's fused
  * calls; a larger call exchanges descriptors, then runs MPI's nonblocking
- * collective). On one host, 32 KiB, less on a large domain, so that a
+ * collective). On one host, 32 KiB (less for some calls: mpi_record_max,
+ * below), less on a large domain, so that a
  * buffer's staging (2n records, below) stays within RECORD_STAGE: below
  * it the records (one message to each peer) beat the descriptors'
  * exchange followed by MPI_Iallreduce (docs/comm.md), and above it the
@@ -245,7 +246,41 @@ static size_t record_max(int n, bool alone) {
   return b < RECORD_NEAR ? b : RECORD_NEAR;
 }
 
-size_t mpi_record_max(const comm_win *w) { return w->xrecmax; }
+/* On one host some calls' data moves faster on MPI's path than in the
+ * records: a record costs a copy into the staging and one out of it, and
+ * from 4 KiB it goes in pieces, where MPI's path moves the caller's
+ * buffers. pto's time over Open MPI's call, RMA windows of one host,
+ * records of 32 KiB against these bounds, medians of 6 alternated rounds
+ * (bench/results/coll_mpi_record_kinds/, commands there):
+ * - between 2 ranks an allreduce, allgather or all-to-all beyond the
+ *   records is one exchange of the caller's buffers (pair_exchange):
+ *   allreduce of 32 KiB 0.83 -> 0.56x, allgather of 16 and 32 KiB 1.37
+ *   -> 1.16x and 1.81 -> 1.10x, all-to-all of 16 and 32 KiB blocks 1.27
+ *   -> 1.14x and 1.84 -> 1.12x, while at 8 KiB the records won (the
+ *   allgather's 0.83x against 1.27x through the exchange, in a sweep of
+ *   the bound): RECORD_NEAR_PAIR;
+ * - a broadcast of 32 KiB through MPI_Ibcast: 1.25 -> 1.20x on 2 ranks,
+ *   1.43 -> 1.18x on 4 (of 16 KiB the records won: 0.93-0.99x against
+ *   1.31x); an allreduce of 32 KiB on 4 ranks through MPI_Iallreduce 1.07
+ *   -> 0.86x: RECORD_NEAR_MPI;
+ * - a reduce-scatter's records won at every size up to 32 KiB blocks (on
+ *   4 ranks blocks of 16 KiB 0.80x against 1.23x), and 4 ranks'
+ *   allgather and all-to-all were level there: 32 KiB.
+ * Across hosts, or where PTO_MPI_RECORD_BYTES sets the bound, every call
+ * has the one bound (xkinds false). */
+#define RECORD_NEAR_PAIR ((size_t)8 << 10)
+#define RECORD_NEAR_MPI  ((size_t)16 << 10)
+
+size_t mpi_record_max(const comm_win *w, int kind) {
+  size_t b = w->xrecmax, k = b;
+  if (!w->xkinds) return b;
+  if (w->d.nranks == 2 &&
+      (kind == COMM_ALLREDUCE || kind == COMM_ALLGATHER || kind == COMM_ALLTOALL))
+    k = RECORD_NEAR_PAIR;
+  else if (kind == COMM_BROADCAST || kind == COMM_ALLREDUCE)
+    k = RECORD_NEAR_MPI;
+  return k < b ? k : b;
+}
 
 /* The peers on this host (bit per domain rank), the pieces of the records
  * to them, the run of one-way calls, the longest one-way record and the
@@ -295,6 +330,7 @@ static int near_peers(comm_win *w, char *why, size_t why_len) {
   w->xrun = min[1] ? ONEWAY_RUN_NEAR : ONEWAY_RUN_FAR;
   w->xonemax = (size_t)min[2];
   w->xrecmax = min[4] != ULONG_MAX ? (size_t)min[4] : record_max(w->d.nranks, min[3]);
+  w->xkinds = min[1] && min[4] == ULONG_MAX; /* one host, the bound not set */
   return 0;
 }
 

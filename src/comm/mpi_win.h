@@ -117,6 +117,9 @@ struct comm_win {
    * (record_max: RECORD_NEAR or _FAR): the same on every rank; set at
    * open. */
   size_t xonemax, xrecmax;
+  /* Every rank on one host and xrecmax not set by PTO_MPI_RECORD_BYTES:
+   * some calls' records carry less (mpi_record_max); set at open. */
+  bool xkinds;
 };
 
 /* The backend's own collectives (mpi_coll.c): the communicators of each
@@ -150,6 +153,6 @@ int mpi_settle(comm_win *w, int buf, uint64_t tag, bool last, comm_settle_fn che
                uint64_t *at, int64_t timeout_ms, comm_cancel_fn cancel, void *cancel_arg, char *why,
                size_t why_len);
 int mpi_settle_run(const comm_win *w);
-size_t mpi_record_max(const comm_win *w);
+size_t mpi_record_max(const comm_win *w, int kind);
 
 #endif

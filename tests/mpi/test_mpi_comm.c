@@ -35,7 +35,9 @@
  *           1 MiB blocks, none below; on RMA windows one for each
  *           but those the records carry (32 KiB blocks and less); with 2
  *           ranks an allreduce, allgather or all-to-all that would start
- *           one is one exchange (one send each) instead
+ *           one is one exchange (one send each) instead; then, on RMA
+ *           windows, each call at its records' bound on one host and 4 B
+ *           over it (mpi_coll.c, mpi_record_max)
  *   put_path rdma|ucx  (RMA windows) how a put and an accumulate of 32 KiB
  *           complete at the origin, by the MPI calls they make (counted
  *           through the profiling interface): on Open MPI's osc/rdma (rdma,
@@ -1031,7 +1033,7 @@ static long eager_piece(void) {
 #define PATH_N      17   /* elements of a block: every collective's data fits the table */
 #define PATH_INLINE 64   /* an allreduce of 256 bytes: its record in two messages (RMA windows) */
 #define PATH_MID    2048 /* an allreduce of 8 KiB: beyond the table */
-#define PATH_BIG    8192 /* an allreduce of 32 KiB: the records' largest (RMA windows) */
+#define PATH_BIG    8192 /* an allreduce of 32 KiB: beyond an allreduce's records on one host */
 
 /* A call's count of MPI calls (`counted`: messages sent, collectives
  * started) against the path it should take, and its result. */
@@ -1261,22 +1263,25 @@ static void coll_path(bool shared) {
     CHECK_OK(&x, pto_allreduce(&x.k, x.d.id, &scratch, k ? &o_big : &o_mid, k ? &big : &mid,
                                PTO_RED_SUM, PTO_COLL_AUTO));
     long sent = isends - before, piece = shared ? 0 : eager_piece();
-    if (!piece) {
-      path_check(what, shared, sent, peers, out, expect, cnt);
+    if (!piece) { /* whole records; at 32 KiB between 2 ranks the exchange too (below) */
+      path_check(what, shared, sent, k && n == 2 ? 2 * peers : peers, out, expect, cnt);
       continue;
     }
     /* RMA windows, every peer on this host: the 8 KiB record in pieces the
      * transport sends at once (before, one message of 80 bytes more than
-     * the block: a rendezvous); the 32 KiB one (more than 5 pieces) on
-     * more than 2 ranks its first piece, then the rest in one message,
-     * between 2 ranks in pieces too (up to 9: mpi_coll.c, message_at) */
-    bool whole = !k || (n == 2 && (cnt * 4 + 80) <= 9 * piece);
-    long lo = whole ? (long)(cnt * 4) / piece : 2, hi = whole ? lo + 2 : 2;
-    if ((whole && isend_max > piece) || sent < peers * lo || sent > peers * hi)
+     * the block: a rendezvous); the 32 KiB allreduce is beyond an
+     * allreduce's records on one host (8 KiB between 2 ranks, 16 KiB on
+     * more: mpi_coll.c, mpi_record_max), so its record is the descriptor
+     * alone, one message a peer, and then, between 2 ranks, the exchange
+     * of the 32 KiB (one message), on more ranks MPI_Iallreduce (no
+     * MPI_Isend of pto's) */
+    long lo = k ? 1 + (n == 2) : (long)(cnt * 4) / piece, hi = k ? lo : lo + 2;
+    long most = k && n == 2 ? (long)(cnt * 4) : piece;
+    if (isend_max > most || sent < peers * lo || sent > peers * hi)
       FAIL("%s on RMA windows, the ranks on one host: this rank sent %ld messages, the largest "
-           "%ld bytes, expected %ld to %ld a peer%s (pieces: the shared-memory transport's "
-           "eager limit less 64, %ld bytes)",
-           what, sent, (long)isend_max, lo, hi, whole ? ", none over a piece" : "", piece);
+           "%ld bytes, expected %ld to %ld a peer, none over %ld bytes (pieces: the "
+           "shared-memory transport's eager limit less 64, %ld bytes)",
+           what, sent, (long)isend_max, lo, hi, most, piece);
     result_check(what, shared, out, expect, cnt);
   }
   /* counts on either side of the table's 4 KiB: rank 0's call goes through
@@ -1297,7 +1302,7 @@ static void coll_path(bool shared) {
            "of 8 and 32 KiB %s\n",
            shared ? "shared" : "RMA", peers, !shared && eager_piece() ? 2 * peers : peers,
            shared          ? "none"
-           : eager_piece() ? "their records in pieces"
+           : eager_piece() ? "8 KiB in record pieces, 32 KiB on MPI's path"
                            : "one a peer");
 }
 
@@ -1555,8 +1560,9 @@ static void coll_switch(bool shared) {
     const char *what;
   } sw_case;
   /* allgather: rank q's block holds 1000 q + i % 997; the records carry
-   * 32 KiB blocks on RMA windows, the mesh on shared windows those below
-   * ag_max; beyond them 2 ranks make one exchange */
+   * 32 KiB blocks on RMA windows of more than 2 ranks (2 ranks: one
+   * exchange from 8 KiB), the mesh on shared windows those below ag_max;
+   * beyond them 2 ranks make one exchange */
   const sw_case ag[] = {{8192, 0, "allgather of 32 KiB blocks"},
                         {ag_max - 1, mpi && !pair, "allgather of blocks 4 B below the switch"},
                         {ag_max, !pair, "allgather of blocks at the switch"}};
@@ -1572,7 +1578,7 @@ static void coll_switch(bool shared) {
     long pairs = pair_sends;
     CHECK_OK(&x, pto_allgather(&x.k, x.d.id, &scratch, &o_all, &blk));
     switch_check(ag[k].what, shared, coll_starts - before, ag[k].want, out, expect, (int64_t)n * c);
-    pair_check(ag[k].what, shared, pair_sends - pairs, pair && (k == 2 || (k == 1 && mpi)));
+    pair_check(ag[k].what, shared, pair_sends - pairs, pair && (k == 2 || mpi));
   }
   /* broadcast from rank 1 on either side of the switch: i % 1009 */
   const sw_case bc[] = {{bc_max - 1, mpi, "broadcast of 4 B below the switch"},
@@ -1587,7 +1593,8 @@ static void coll_switch(bool shared) {
     switch_check(bc[k].what, shared, coll_starts - before, bc[k].want, out, expect, c);
   }
   /* all-to-all: rank q's block p holds 1000 q + 10 p + i % 7; the records
-   * carry 32 KiB blocks on RMA windows; n blocks of 1 MiB fit the buffers */
+   * carry 32 KiB blocks on RMA windows of more than 2 ranks (2 ranks: one
+   * exchange from 8 KiB); n blocks of 1 MiB fit the buffers */
   const sw_case aa[] = {{8192, 0, "alltoall of 32 KiB blocks"},
                         {262143, mpi && !pair, "alltoall of 1 MiB - 4 B blocks"},
                         {262144, !pair, "alltoall of 1 MiB blocks"}};
@@ -1604,7 +1611,7 @@ static void coll_switch(bool shared) {
     long pairs = pair_sends;
     CHECK_OK(&x, pto_alltoall(&x.k, x.d.id, &scratch, &ao, &ai));
     switch_check(aa[k].what, shared, coll_starts - before, aa[k].want, out, expect, (int64_t)n * c);
-    pair_check(aa[k].what, shared, pair_sends - pairs, pair && (k == 2 || (k == 1 && mpi)));
+    pair_check(aa[k].what, shared, pair_sends - pairs, pair && (k == 2 || mpi));
   }
   free(in), free(out), free(expect);
   dom_close(&x);
@@ -1614,6 +1621,93 @@ static void coll_switch(bool shared) {
            "each, those above 1 (2 ranks: an allreduce, allgather or all-to-all, one "
            "exchange)\n",
            shared ? "shared" : "RMA", n, (long long)ag_max / 256, (long long)bc_max / 256, mpi);
+}
+
+/* ---- the records' bound by call, on RMA windows of one host ----
+ *
+ * A call's data goes with the records up to a bound that depends on the
+ * call (mpi_coll.c, mpi_record_max): 8 KiB for an allreduce, allgather or
+ * all-to-all between 2 ranks, 16 KiB for a broadcast and for an
+ * allreduce on more ranks, 32 KiB for the others. One element more takes
+ * MPI's path: the 2-rank exchange (one send of PAIR_TAG), else one MPI
+ * collective. At the bound neither. Rank q's data is q + 1 everywhere;
+ * the broadcast's root is rank 1. */
+typedef struct bound_case {
+  comm_coll_kind kind;
+  int64_t bytes; /* the bound: a block's bytes (a broadcast's, an allreduce's whole src) */
+} bound_case;
+
+static int bound_call(dom *x, pto_tensor *scratch, comm_coll_kind kind, int64_t c, float *in,
+                      float *out, float *expect) {
+  int n = np, r = x->rank;
+  int64_t all = (int64_t)n * c;
+  for (int64_t i = 0; i < all; i++)
+    in[i] = (float)(r + 1), out[i] = 0;
+  pto_tensor blk = local(in, c, PTO_F32), o_blk = local(out, c, PTO_F32);
+  pto_tensor a_in = local(in, all, PTO_F32), a_out = local(out, all, PTO_F32);
+  switch (kind) {
+  case COMM_ALLREDUCE:
+  case COMM_REDUCE_SCATTER:
+    for (int64_t i = 0; i < c; i++)
+      expect[i] = (float)(n * (n + 1) / 2);
+    return kind == COMM_ALLREDUCE
+               ? pto_allreduce(&x->k, x->d.id, scratch, &o_blk, &blk, PTO_RED_SUM, PTO_COLL_AUTO)
+               : pto_reduce_scatter(&x->k, x->d.id, scratch, &o_blk, &a_in, PTO_RED_SUM);
+  case COMM_BROADCAST:
+    for (int64_t i = 0; i < c; i++)
+      expect[i] = 2.0f;
+    return pto_broadcast(&x->k, x->d.id, scratch, &o_blk, r == 1 ? &blk : NULL, 1);
+  default: /* allgather, all-to-all: block q is rank q's */
+    for (int64_t i = 0; i < all; i++)
+      expect[i] = (float)(i / c + 1);
+    return kind == COMM_ALLGATHER ? pto_allgather(&x->k, x->d.id, scratch, &a_out, &blk)
+                                  : pto_alltoall(&x->k, x->d.id, scratch, &a_out, &a_in);
+  }
+}
+
+static void record_bounds(void) {
+  setenv("PTO_MPI_SHARED_WINDOWS", "0", 1);
+  const int64_t most = 32 << 10; /* bytes of a block, at most */
+  size_t sb = pto_coll_scratch_bytes(np, (size_t)most + 4);
+  pto_window_buffer b[1] = {{"scratch", sb}};
+  dom x = {0};
+  dom_open(&x, 112, world4, np, b, 1, false, 1);
+  pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
+  float *in, *out, *expect;
+  size_t elems = (size_t)np * (size_t)(most / 4 + 1);
+  if (!floats3(elems, &in, &out, &expect)) {
+    dom_close(&x);
+    return;
+  }
+  bool pair = np == 2;
+  const bound_case cases[] = {{COMM_ALLREDUCE, pair ? 8 << 10 : 16 << 10},
+                              {COMM_ALLGATHER, pair ? 8 << 10 : 32 << 10},
+                              {COMM_ALLTOALL, pair ? 8 << 10 : 32 << 10},
+                              {COMM_BROADCAST, 16 << 10},
+                              {COMM_REDUCE_SCATTER, 32 << 10}};
+  static const char *names[] = {"",          "allreduce", "allgather", "reduce_scatter",
+                                "broadcast", "alltoall"};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+    for (int over = 0; over < 2; over++) {
+      const bound_case *bc = &cases[k];
+      int64_t c = bc->bytes / 4 + over;
+      bool kind_pair = pair && bc->kind != COMM_BROADCAST && bc->kind != COMM_REDUCE_SCATTER;
+      char what[96];
+      snprintf(what, sizeof what, "%s of %lld B blocks (%s its records' bound)", names[bc->kind],
+               (long long)(c * 4), over ? "4 B over" : "at");
+      long starts = coll_starts, pairs = pair_sends;
+      CHECK_OK(&x, bound_call(&x, &scratch, bc->kind, c, in, out, expect));
+      int64_t nout = bc->kind == COMM_ALLGATHER || bc->kind == COMM_ALLTOALL ? np * c : c;
+      switch_check(what, false, coll_starts - starts, over && !kind_pair, out, expect, nout);
+      pair_check(what, false, pair_sends - pairs, over && kind_pair);
+    }
+  int r = x.rank;
+  free(in), free(out), free(expect);
+  dom_close(&x);
+  if (r == 0 && !failures)
+    printf("record_bounds on %d ranks of one host: allreduce %d KiB, allgather and all-to-all "
+           "%d KiB, broadcast 16 KiB, reduce-scatter 32 KiB\n",
+           np, pair ? 8 : 16, pair ? 8 : 32);
 }
 
 /* ---- ranks that share a CPU do not spin through each other's time ----
@@ -2389,6 +2483,7 @@ int main(int argc, char **argv) {
     coll_path(false);
     coll_switch(true);
     coll_switch(false);
+    record_bounds();
   } else if (strcmp(mode, "put_path") == 0) {
     put_path(argc > 2 ? argv[2] : "rdma");
   } else if (strcmp(mode, "exchange_error") == 0) {
