@@ -669,6 +669,8 @@ static int finish(comm_win *w, int buf, req_poll *p, int64_t timeout_ms, bool ow
  *   the exchange 0.97-1.20x; MPI_Ialltoall 1.13x at 256 KiB, the exchange
  *   1.02-1.04x. Across two hosts the exchange gained nothing there
  *   (allgather 2 MiB 0.81-0.90x against 0.84-0.96x).
+ * - a broadcast with the peer on this host: the root's one send
+ *   (pair_bcast), docs/comm.md, "A 2-rank broadcast is one send".
  * Both ranks decide alike: each finds the other on this host, or not (an
  * allreduce is one exchange either way).
  * Both reduce in rank order, rank 0's block first, as the mesh's fold:
@@ -679,7 +681,8 @@ static bool pair_exchange(const comm_win *w, const comm_coll_call *c) {
   if (w->d.nranks != 2) return false;
   bool near = w->xnear >> (1 - w->my_rank) & 1;
   return c->kind == COMM_ALLREDUCE ||
-         ((c->kind == COMM_ALLGATHER || c->kind == COMM_ALLTOALL) && near);
+         ((c->kind == COMM_ALLGATHER || c->kind == COMM_ALLTOALL || c->kind == COMM_BROADCAST) &&
+          near);
 }
 
 static const char *pair_what(comm_coll_kind k) {
@@ -687,6 +690,7 @@ static const char *pair_what(comm_coll_kind k) {
   case COMM_ALLREDUCE: return "the 2-rank allreduce's exchange (MPI_Isend/MPI_Irecv)";
   case COMM_ALLGATHER: return "the 2-rank allgather's exchange (MPI_Isend/MPI_Irecv)";
   case COMM_ALLTOALL: return "the 2-rank all-to-all's exchange (MPI_Isend/MPI_Irecv)";
+  case COMM_BROADCAST: return "the 2-rank broadcast's send (MPI_Isend/MPI_Irecv)";
   default: return "the 2-rank exchange (MPI_Isend/MPI_Irecv)";
   }
 }
@@ -774,11 +778,44 @@ static int pair_move(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
   return finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
 }
 
+/* A broadcast's one send: the root sends src (dst, moved there first,
+ * where the two overlap) and copies it into dst meanwhile, the other rank
+ * receives it into dst. A receive that could not be posted leaves the
+ * root's send to match a later call's: the buffer's calls are out of
+ * step (broken). */
+static int pair_bcast(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
+                      comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
+  size_t bytes = call_bytes(c);
+  MPI_Comm comm = w->bcomm[c->buf];
+  const char *what = pair_what(c->kind);
+  MPI_Request req;
+  int err;
+  if (w->my_rank == c->root) {
+    uintptr_t s = (uintptr_t)c->src, d = (uintptr_t)c->dst;
+    bool apart = s + bytes <= d || d + bytes <= s;
+    if (!apart) memmove(c->dst, c->src, bytes);
+    err =
+        MPI_Isend(apart ? c->src : c->dst, (int)bytes, MPI_BYTE, 1 - c->root, PAIR_TAG, comm, &req);
+    if (err == MPI_SUCCESS && apart) memcpy(c->dst, c->src, bytes); /* while the peer takes src */
+  } else {
+    err = MPI_Irecv(c->dst, (int)bytes, MPI_BYTE, c->root, PAIR_TAG, comm, &req);
+    if (err != MPI_SUCCESS) w->bbroken[c->buf] = true;
+  }
+  if (err != MPI_SUCCESS) {
+    err_why(why, why_len, what, err);
+    return PTO_EMPI;
+  }
+  req_poll p = reqs(&req, 1, cancel, cancel_arg);
+  return finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
+}
+
 static int coll_data(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
                      comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   if (pair_exchange(w, c))
     return c->kind == COMM_ALLREDUCE
                ? pair_allreduce(w, c, timeout_ms, cancel, cancel_arg, why, why_len)
+           : c->kind == COMM_BROADCAST
+               ? pair_bcast(w, c, timeout_ms, cancel, cancel_arg, why, why_len)
                : pair_move(w, c, timeout_ms, cancel, cancel_arg, why, why_len);
   MPI_Request req;
   bool copy_after = false;

@@ -33,9 +33,10 @@
  *           allgather from n x 512 KiB blocks, a broadcast from (n - 1) x
  *           256 KiB (n ranks, both at most 4 MiB) and an all-to-all from
  *           1 MiB blocks, none below; on RMA windows one for each
- *           but those the records carry (32 KiB blocks and less); with 2
+ *           but those the records carry (8-32 KiB blocks and less); with 2
  *           ranks an allreduce, allgather or all-to-all that would start
- *           one is one exchange (one send each) instead; then, on RMA
+ *           one is one exchange (one send each) instead, a broadcast the
+ *           root's one send; then, on RMA
  *           windows, each call at its records' bound on one host and 4 B
  *           over it (mpi_coll.c, mpi_record_max)
  *   put_path rdma|ucx  (RMA windows) how a put and an accumulate of 32 KiB
@@ -1316,7 +1317,8 @@ static void coll_path(bool shared) {
  * On RMA windows
  * every call beyond the records' fuse limit starts one. Between 2 ranks
  * of one host an allreduce, allgather or all-to-all that would start one is one
- * exchange instead (mpi_coll.c, pair_exchange): one send of PAIR_TAG. */
+ * exchange instead (mpi_coll.c, pair_exchange): one send of PAIR_TAG each,
+ * and a broadcast the root's one send. */
 static _Atomic long coll_starts;
 
 int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c,
@@ -1580,17 +1582,20 @@ static void coll_switch(bool shared) {
     switch_check(ag[k].what, shared, coll_starts - before, ag[k].want, out, expect, (int64_t)n * c);
     pair_check(ag[k].what, shared, pair_sends - pairs, pair && (k == 2 || mpi));
   }
-  /* broadcast from rank 1 on either side of the switch: i % 1009 */
-  const sw_case bc[] = {{bc_max - 1, mpi, "broadcast of 4 B below the switch"},
-                        {bc_max, 1, "broadcast at the switch"}};
+  /* broadcast from rank 1 on either side of the switch: i % 1009; between
+   * 2 ranks the root's one send instead of the collective */
+  const sw_case bc[] = {{bc_max - 1, mpi && !pair, "broadcast of 4 B below the switch"},
+                        {bc_max, !pair, "broadcast at the switch"}};
   for (int k = 0; k < 2; k++) {
     c = bc[k].c;
     for (int64_t i = 0; i < c; i++)
       in[i] = (float)(i % 1009), expect[i] = in[i], out[i] = 0;
     pto_tensor bi = local(in, c, PTO_F32), bo = local(out, c, PTO_F32);
     before = coll_starts;
+    long pairs = pair_sends;
     CHECK_OK(&x, pto_broadcast(&x.k, x.d.id, &scratch, &bo, r == 1 ? &bi : NULL, 1));
     switch_check(bc[k].what, shared, coll_starts - before, bc[k].want, out, expect, c);
+    pair_check(bc[k].what, shared, pair_sends - pairs, pair && (k == 1 || mpi) && r == 1);
   }
   /* all-to-all: rank q's block p holds 1000 q + 10 p + i % 7; the records
    * carry 32 KiB blocks on RMA windows of more than 2 ranks (2 ranks: one
@@ -1618,8 +1623,8 @@ static void coll_switch(bool shared) {
   if (r == 0 && !failures)
     printf("coll_switch %s windows: the calls below the switch points (shared windows of %d "
            "ranks: allgather %lld KiB blocks, broadcast %lld KiB) started %ld MPI collectives "
-           "each, those above 1 (2 ranks: an allreduce, allgather or all-to-all, one "
-           "exchange)\n",
+           "each, those above 1 (2 ranks: none, one exchange or the broadcast's one "
+           "send)\n",
            shared ? "shared" : "RMA", n, (long long)ag_max / 256, (long long)bc_max / 256, mpi);
 }
 
@@ -1629,8 +1634,9 @@ static void coll_switch(bool shared) {
  * call (mpi_coll.c, mpi_record_max): 8 KiB for an allreduce, allgather or
  * all-to-all between 2 ranks, 16 KiB for a broadcast and for an
  * allreduce on more ranks, 32 KiB for the others. One element more takes
- * MPI's path: the 2-rank exchange (one send of PAIR_TAG), else one MPI
- * collective. At the bound neither. Rank q's data is q + 1 everywhere;
+ * MPI's path: between 2 ranks the exchange (one send of PAIR_TAG each; a
+ * broadcast's root's alone), else one MPI collective. At the bound
+ * neither. Rank q's data is q + 1 everywhere;
  * the broadcast's root is rank 1. */
 typedef struct bound_case {
   comm_coll_kind kind;
@@ -1691,7 +1697,7 @@ static void record_bounds(void) {
     for (int over = 0; over < 2; over++) {
       const bound_case *bc = &cases[k];
       int64_t c = bc->bytes / 4 + over;
-      bool kind_pair = pair && bc->kind != COMM_BROADCAST && bc->kind != COMM_REDUCE_SCATTER;
+      bool kind_pair = pair && bc->kind != COMM_REDUCE_SCATTER;
       char what[96];
       snprintf(what, sizeof what, "%s of %lld B blocks (%s its records' bound)", names[bc->kind],
                (long long)(c * 4), over ? "4 B over" : "at");
@@ -1699,7 +1705,9 @@ static void record_bounds(void) {
       CHECK_OK(&x, bound_call(&x, &scratch, bc->kind, c, in, out, expect));
       int64_t nout = bc->kind == COMM_ALLGATHER || bc->kind == COMM_ALLTOALL ? np * c : c;
       switch_check(what, false, coll_starts - starts, over && !kind_pair, out, expect, nout);
-      pair_check(what, false, pair_sends - pairs, over && kind_pair);
+      /* a broadcast's one send is the root's */
+      pair_check(what, false, pair_sends - pairs,
+                 over && kind_pair && (bc->kind != COMM_BROADCAST || x.rank == 1));
     }
   int r = x.rank;
   free(in), free(out), free(expect);
