@@ -262,10 +262,13 @@ static size_t record_max(int n, bool alone) {
  * - a broadcast of 32 KiB through MPI_Ibcast: 1.25 -> 1.20x on 2 ranks,
  *   1.43 -> 1.18x on 4 (of 16 KiB the records won: 0.93-0.99x against
  *   1.31x); an allreduce of 32 KiB on 4 ranks through MPI_Iallreduce 1.07
- *   -> 0.86x: RECORD_NEAR_MPI;
- * - a reduce-scatter's records won at every size up to 32 KiB blocks (on
- *   4 ranks blocks of 16 KiB 0.80x against 1.23x), and 4 ranks'
- *   allgather and all-to-all were level there: 32 KiB.
+ *   -> 0.86x; an all-to-all of 24 and 32 KiB blocks on 3 or 4 ranks, whose
+ *   records go in more than 5 pieces (the rest then one message, beyond
+ *   the eager limit: message_at), 2.1-3.1x in records against 1.16-1.30x
+ *   through MPI_Ialltoall: RECORD_NEAR_MPI;
+ * - a reduce-scatter's records won or were level at every size up to 32
+ *   KiB blocks (on 4 ranks blocks of 16 KiB 0.80x against 1.23x), and so
+ *   were 4 ranks' allgathers: 32 KiB.
  * Across hosts, or where PTO_MPI_RECORD_BYTES sets the bound, every call
  * has the one bound (xkinds false). */
 #define RECORD_NEAR_PAIR ((size_t)8 << 10)
@@ -277,7 +280,7 @@ size_t mpi_record_max(const comm_win *w, int kind) {
   if (w->d.nranks == 2 &&
       (kind == COMM_ALLREDUCE || kind == COMM_ALLGATHER || kind == COMM_ALLTOALL))
     k = RECORD_NEAR_PAIR;
-  else if (kind == COMM_BROADCAST || kind == COMM_ALLREDUCE)
+  else if (kind == COMM_BROADCAST || kind == COMM_ALLREDUCE || kind == COMM_ALLTOALL)
     k = RECORD_NEAR_MPI;
   return k < b ? k : b;
 }

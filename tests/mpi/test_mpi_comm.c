@@ -1597,10 +1597,11 @@ static void coll_switch(bool shared) {
     switch_check(bc[k].what, shared, coll_starts - before, bc[k].want, out, expect, c);
     pair_check(bc[k].what, shared, pair_sends - pairs, pair && (k == 1 || mpi) && r == 1);
   }
-  /* all-to-all: rank q's block p holds 1000 q + 10 p + i % 7; the records
-   * carry 32 KiB blocks on RMA windows of more than 2 ranks (2 ranks: one
-   * exchange from 8 KiB); n blocks of 1 MiB fit the buffers */
-  const sw_case aa[] = {{8192, 0, "alltoall of 32 KiB blocks"},
+  /* all-to-all: rank q's block p holds 1000 q + 10 p + i % 7; on RMA
+   * windows of one host the records carry blocks of up to 16 KiB (2 ranks:
+   * 8 KiB, then one exchange), so 32 KiB ones take MPI's path; n blocks
+   * of 1 MiB fit the buffers */
+  const sw_case aa[] = {{8192, mpi && !pair, "alltoall of 32 KiB blocks"},
                         {262143, mpi && !pair, "alltoall of 1 MiB - 4 B blocks"},
                         {262144, !pair, "alltoall of 1 MiB blocks"}};
   for (int k = 0; k < 3; k++) {
@@ -1633,7 +1634,7 @@ static void coll_switch(bool shared) {
  * A call's data goes with the records up to a bound that depends on the
  * call (mpi_coll.c, mpi_record_max): 8 KiB for an allreduce, allgather or
  * all-to-all between 2 ranks, 16 KiB for a broadcast and for an
- * allreduce on more ranks, 32 KiB for the others. One element more takes
+ * allreduce or all-to-all on more ranks, 32 KiB for the others. One element more takes
  * MPI's path: between 2 ranks the exchange (one send of PAIR_TAG each; a
  * broadcast's root's alone), else one MPI collective. At the bound
  * neither. Rank q's data is q + 1 everywhere;
@@ -1688,7 +1689,7 @@ static void record_bounds(void) {
   bool pair = np == 2;
   const bound_case cases[] = {{COMM_ALLREDUCE, pair ? 8 << 10 : 16 << 10},
                               {COMM_ALLGATHER, pair ? 8 << 10 : 32 << 10},
-                              {COMM_ALLTOALL, pair ? 8 << 10 : 32 << 10},
+                              {COMM_ALLTOALL, pair ? 8 << 10 : 16 << 10},
                               {COMM_BROADCAST, 16 << 10},
                               {COMM_REDUCE_SCATTER, 32 << 10}};
   static const char *names[] = {"",          "allreduce", "allgather", "reduce_scatter",
@@ -1713,7 +1714,7 @@ static void record_bounds(void) {
   free(in), free(out), free(expect);
   dom_close(&x);
   if (r == 0 && !failures)
-    printf("record_bounds on %d ranks of one host: allreduce %d KiB, allgather and all-to-all "
+    printf("record_bounds on %d ranks of one host: allreduce and all-to-all %d KiB, allgather "
            "%d KiB, broadcast 16 KiB, reduce-scatter 32 KiB\n",
            np, pair ? 8 : 16, pair ? 8 : 32);
 }
