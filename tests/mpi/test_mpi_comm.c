@@ -33,7 +33,8 @@
  *           allgather from n x 512 KiB blocks, a broadcast from (n - 1) x
  *           256 KiB (n ranks, both at most 4 MiB) and an all-to-all from
  *           1 MiB blocks, none below; on RMA windows one for each
- *           but those the records carry (8-32 KiB blocks and less); with 2
+ *           but those the records carry (blocks of up to 8-32 KiB, by
+ *           call); with 2
  *           ranks an allreduce, allgather or all-to-all that would start
  *           one is one exchange (one send each) instead, a broadcast the
  *           root's one send; then, on RMA
