@@ -1243,7 +1243,8 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
  * PTO_COLL_MPI: a reduction at every size (an allreduce the mesh up to
  * PTO_COLL_MESH_MAX_BYTES of every rank's block together and the ring
  * beyond, a reduce-scatter the mesh), an allgather's or a broadcast's
- * block below direct_mesh_max, an all-to-all's below 1 MiB. Measured on 2
+ * block below direct_mesh_max, an all-to-all's below 1 MiB (2 ranks:
+ * direct_mesh_max too). Measured on 2
  * and 4 ranks of one host, against MPI_Allreduce etc. (docs/comm.md,
  * "Which algorithm"): the ring 0.52-1.26x where MPI's nonblocking
  * allreduce took 0.73-1.58x, the reduce-scatter's mesh 0.19-0.52x against
@@ -1254,18 +1255,33 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
  * the receiver's: the mesh lost from 4-8 MiB blocks in one phase of the
  * host and from 256 KiB (2-rank broadcast: 1.4-3.7x against 1.07x) in
  * another, where a block written by one process and read by another costs
- * several times its copy in one process. The limits are where it lost in
+ * several times its copy in one process. The limits were where it lost in
  * the second; in the first MPI's collective there costs about its own
- * blocking call's time. */
+ * blocking call's time. Since, between 2 ranks an allgather, all-to-all
+ * or broadcast on MPI's path is one exchange of the caller's buffers (a
+ * broadcast the root's one send: mpi_coll.c, pair_exchange), not libnbc's
+ * schedule, and a broadcast's MPI_Ibcast on more ranks held up better
+ * than the mesh. In a phase where the mesh lost (medians of 3-6 runs,
+ * bench/results/coll_mpi_shared_switch/): 2 ranks' allgather of 64-256
+ * KiB blocks took 1.34-1.56x Open MPI's time on the mesh and 1.04-1.10x
+ * through the exchange, the all-to-all of 64-512 KiB blocks 1.19-1.51x
+ * against 1.02-1.08x, the broadcast of 64 and 128 KiB 1.47 and 4.51x
+ * against 1.05 and 1.02x; 4 ranks' broadcast of 64-512 KiB 1.32-2.85x
+ * against 1.16-1.53x. Below 64 KiB it was mixed (2 ranks' allgather of
+ * 32 KiB 1.18x against 1.07x, all-to-all of 16 KiB blocks 0.89x against
+ * 1.07x, 4 ranks' broadcast of 32 KiB 0.94x against 1.13x). In the phase
+ * before, the mesh took 0.87-1.09x there, where the exchange is about
+ * Open MPI's own 2-rank call. So DIRECT_MESH_PAIR for those 2-rank calls
+ * and every broadcast; 4 ranks' allgather and all-to-all kept the mesh
+ * (0.50-1.09x against 1.03-1.57x at 64 KiB-1 MiB blocks). */
 #define DIRECT_MESH_CAP          ((uint64_t)4 << 20)
 #define DIRECT_MESH_MAX_ALLTOALL ((uint64_t)1 << 20)
+#define DIRECT_MESH_PAIR         ((uint64_t)64 << 10)
 static uint64_t direct_mesh_max(const coll *k) {
-  uint64_t n = (uint64_t)k->n, max;
+  uint64_t n = (uint64_t)k->n;
+  if (k->d.kind == K_BROADCAST || n == 2) return DIRECT_MESH_PAIR;
   if (k->d.kind == K_ALLTOALL) return DIRECT_MESH_MAX_ALLTOALL;
-  if (k->d.kind == K_BROADCAST)
-    max = (n - 1) * ((uint64_t)256 << 10); /* 2 ranks: 256 KiB, 4: 768 KiB */
-  else
-    max = n * ((uint64_t)512 << 10); /* allgather; 2 ranks: 1 MiB, 4: 2 MiB */
+  uint64_t max = n * ((uint64_t)512 << 10); /* allgather; 4 ranks: 2 MiB */
   return max < DIRECT_MESH_CAP ? max : DIRECT_MESH_CAP;
 }
 static bool native_data(const coll *k, bool reduction) {

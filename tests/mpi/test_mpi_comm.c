@@ -29,10 +29,10 @@
  *           windows take the records; counts across the table's limit
  *           name the mismatch on every rank; then by the MPI collectives
  *           it starts (also counted so): on shared windows none for a
- *           reduction unless it asks for PTO_COLL_MPI, one for an
- *           allgather from n x 512 KiB blocks, a broadcast from (n - 1) x
- *           256 KiB (n ranks, both at most 4 MiB) and an all-to-all from
- *           1 MiB blocks, none below; on RMA windows one for each
+ *           reduction unless it asks for PTO_COLL_MPI, one for a
+ *           broadcast from 64 KiB, an allgather from n x 512 KiB blocks
+ *           (n ranks, at most 4 MiB) and an all-to-all from 1 MiB blocks
+ *           (2 ranks: both from 64 KiB), none below; on RMA windows one for each
  *           but those the records carry (blocks of up to 8-32 KiB, by
  *           call); with 2
  *           ranks an allreduce, allgather or all-to-all that would start
@@ -1313,8 +1313,8 @@ static void coll_path(bool shared) {
  * Every start of an MPI nonblocking collective libpto makes is counted
  * (the profiling interface, as MPI_Isend above). On shared windows (one
  * host) pto's own algorithms on the windows beat MPI's: a reduction never
- * starts one unless it asks for PTO_COLL_MPI, an allgather only from
- * switch_bytes's blocks, a broadcast too, an all-to-all from 1 MiB blocks.
+ * starts one unless it asks for PTO_COLL_MPI, an allgather, all-to-all or
+ * broadcast only from switch_elems's blocks.
  * On RMA windows
  * every call beyond the records' fuse limit starts one. Between 2 ranks
  * of one host an allreduce, allgather or all-to-all that would start one is one
@@ -1349,12 +1349,15 @@ int MPI_Ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request
 
 #define SWITCH_MAX ((int64_t)1 << 20) /* f32 elements: a 4 MiB block */
 
-/* Where an allgather's or a broadcast's block on shared windows of n
- * ranks goes to MPI's collective (docs/comm.md, "Which algorithm"): an
- * allgather's from n x 512 KiB, a broadcast's from (n - 1) x 256 KiB, at
- * most 4 MiB; f32 elements. */
-static int64_t switch_elems(bool broadcast, int n) {
-  int64_t b = broadcast ? (int64_t)(n - 1) * (256 << 10) : (int64_t)n * (512 << 10);
+/* Where a block on shared windows of n ranks goes to MPI's path
+ * (docs/comm.md, "Which algorithm"; coll.c, direct_mesh_max): a
+ * broadcast's from 64 KiB; between 2 ranks an allgather's and an
+ * all-to-all's too; else an allgather's from n x 512 KiB (at most 4 MiB),
+ * an all-to-all's from 1 MiB; f32 elements. */
+static int64_t switch_elems(comm_coll_kind kind, int n) {
+  if (kind == COMM_BROADCAST || n == 2) return (64 << 10) / 4;
+  if (kind == COMM_ALLTOALL) return (1 << 20) / 4;
+  int64_t b = (int64_t)n * (512 << 10);
   return (b < SWITCH_MAX * 4 ? b : SWITCH_MAX * 4) / 4;
 }
 
@@ -1519,7 +1522,8 @@ static void coll_switch(bool shared) {
   pto_tensor scratch = win(&x, "scratch", PTO_U8, (int64_t)sb);
   int n = np, r = x.rank;
   float *in, *out, *expect;
-  int64_t ag_max = switch_elems(false, n), bc_max = switch_elems(true, n);
+  int64_t ag_max = switch_elems(COMM_ALLGATHER, n), bc_max = switch_elems(COMM_BROADCAST, n);
+  int64_t aa_max = switch_elems(COMM_ALLTOALL, n);
   if (!floats3((size_t)(n * ag_max > SWITCH_MAX ? n * ag_max : SWITCH_MAX), &in, &out, &expect)) {
     dom_close(&x);
     return;
@@ -1603,8 +1607,8 @@ static void coll_switch(bool shared) {
    * 8 KiB, then one exchange), so 32 KiB ones take MPI's path; n blocks
    * of 1 MiB fit the buffers */
   const sw_case aa[] = {{8192, mpi && !pair, "alltoall of 32 KiB blocks"},
-                        {262143, mpi && !pair, "alltoall of 1 MiB - 4 B blocks"},
-                        {262144, !pair, "alltoall of 1 MiB blocks"}};
+                        {aa_max - 1, mpi && !pair, "alltoall of blocks 4 B below the switch"},
+                        {aa_max, !pair, "alltoall of blocks at the switch"}};
   for (int k = 0; k < 3; k++) {
     c = aa[k].c;
     for (int p = 0; p < n; p++)
@@ -1624,10 +1628,11 @@ static void coll_switch(bool shared) {
   dom_close(&x);
   if (r == 0 && !failures)
     printf("coll_switch %s windows: the calls below the switch points (shared windows of %d "
-           "ranks: allgather %lld KiB blocks, broadcast %lld KiB) started %ld MPI collectives "
-           "each, those above 1 (2 ranks: none, one exchange or the broadcast's one "
-           "send)\n",
-           shared ? "shared" : "RMA", n, (long long)ag_max / 256, (long long)bc_max / 256, mpi);
+           "ranks: allgather %lld KiB blocks, all-to-all %lld KiB, broadcast %lld KiB) started "
+           "%ld MPI collectives each, those above 1 (2 ranks: none, one exchange or the "
+           "broadcast's one send)\n",
+           shared ? "shared" : "RMA", n, (long long)ag_max / 256, (long long)aa_max / 256,
+           (long long)bc_max / 256, mpi);
 }
 
 /* ---- the records' bound by call, on RMA windows of one host ----
