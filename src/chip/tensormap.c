@@ -321,7 +321,11 @@ visit(tmap *m, int32_t i, const probe *p, tmap_mode mode, tmap_dep_fn dep, void 
 /* What a walk does besides reporting: nothing (a query), drop what the
  * access covers and end the SOLE marks it meets (an access recorded),
  * and also count what it meets that stays (an update, whether it will be
- * a sole writer). */
+ * a sole writer). A kind of its own, not a count every recording walk
+ * makes: counting in all of them took 2.4-4.5% more orchestrator
+ * instructions per task on W2, W4, stencil_1d and tree
+ * (bench/orch_instructions.sh), the walk's code no longer specialized
+ * without it. */
 typedef enum walk { WALK_QUERY, WALK_RECORD, WALK_COUNT } walk;
 
 /* One entry of either walk: dropped when retired, else visited when it

@@ -1049,9 +1049,9 @@ static int native(coll *k, comm_coll_call *call, comm_exchange *x, const char *w
 /* The most data one rank sends a peer in its record (below) in a call of
  * this kind: the backend's record_max for it, the same on every rank of
  * the domain (mpi_coll.c says what it is and why). Every record is
- * received into room for the most of any kind's (record_max), so that
+ * received into room for the most of any kind's (record_max[0]), so that
  * ranks whose calls differ still meet and name the difference. */
-static size_t fuse_bytes(const coll *k) { return k->cd->record_kind[k->d.kind]; }
+static size_t fuse_bytes(const coll *k) { return k->cd->record_max[k->d.kind]; }
 
 /* My data for peer p (NULL: none), `bb` bytes, as coll_exchange's. */
 typedef const void *(*block_fn)(const coll *k, int p, const void *arg);
@@ -1220,7 +1220,7 @@ static int native_exchange(coll *k, size_t bb, block_fn block, const void *arg,
   x.hdr_bytes = sizeof mine;
   x.blocks = data ? blocks : NULL;
   x.block_bytes = data ? bb : 0;
-  x.max_bytes = sizeof mine + k->cd->record_max;
+  x.max_bytes = sizeof mine + k->cd->record_max[0];
   x.recv = recs;
   x.tag = coll_table_gen(k->c->epoch, (int32_t)k->d.seq);
   if (settles) records_later(k);

@@ -84,11 +84,10 @@ typedef struct comm_dom {
    * the domain runs. */
   bool direct_all;
   /* The backend's settle_run (0: no settle) and record_max (with
-   * exchange): of any call, and by call kind (comm_coll_kind), read at
+   * exchange) by call kind (comm_coll_kind; [0]: of any call), read at
    * attach as direct_all. */
   int settle_run;
-  size_t record_max;
-  size_t record_kind[COMM_ALLTOALL + 1];
+  size_t record_max[COMM_ALLTOALL + 1];
   /* With direct_all: rank p's window is at direct_base + p * win_bytes
    * (NULL when the backend maps them otherwise) */
   unsigned char *direct_base;

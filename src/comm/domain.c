@@ -224,8 +224,7 @@ int comm_domain_attach(pto_comm *c, int32_t id) {
   if (!d->direct_all) d->direct_base = NULL;
   d->settle_run = d->be->settle && d->be->settle_run ? d->be->settle_run(d->win) : 0;
   for (int k = 0; k <= COMM_ALLTOALL; k++)
-    d->record_kind[k] = d->be->exchange ? d->be->record_max(d->win, k) : 0;
-  d->record_max = d->record_kind[0];
+    d->record_max[k] = d->be->exchange ? d->be->record_max(d->win, k) : 0;
   static _Atomic uint64_t attached;
   d->uid = atomic_fetch_add_explicit(&attached, 1, memory_order_relaxed) + 1;
   if (c->epoch) d->be->task_mark(d->win, c->epoch, c->group, false);

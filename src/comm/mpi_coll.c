@@ -405,13 +405,25 @@ static size_t call_bytes(const comm_coll_call *c) {
   return (size_t)c->count * pto_dtype_size(c->dtype);
 }
 
+/* What a broadcast's root sends. Its send only reads the buffer, so it
+ * sends src itself and copies src into its own dst once the send started
+ * (*copy_after), meanwhile the peers take the data, unless the two
+ * overlap: then src is moved into dst first and dst is sent. */
+static const void *bcast_root_buffer(const comm_coll_call *c, bool *copy_after) {
+  size_t bytes = call_bytes(c);
+  uintptr_t s = (uintptr_t)c->src, d = (uintptr_t)c->dst;
+  *copy_after = s && (s + bytes <= d || d + bytes <= s);
+  if (*copy_after) return c->src;
+  if (c->src != c->dst) memmove(c->dst, c->src, bytes);
+  return c->dst;
+}
+
 /* Issues c on comm. Counts fit int: coll.c sends larger calls elsewhere.
  * *copy_after: the caller copies src into dst once the call started (a
- * broadcast's root). */
+ * broadcast's root: bcast_root_buffer). */
 static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *req,
                  bool *copy_after) {
   int bytes = (int)call_bytes(c), count = (int)c->count;
-  uintptr_t s = (uintptr_t)c->src, d = (uintptr_t)c->dst;
   const void *src = c->src == c->dst ? MPI_IN_PLACE : c->src;
   switch (c->kind) {
   case COMM_ALLREDUCE:
@@ -422,15 +434,11 @@ static int start(const comm_coll_call *c, MPI_Comm comm, int me, MPI_Request *re
   case COMM_REDUCE_SCATTER:
     return MPI_Ireduce_scatter_block(c->src, c->dst, count, red_type(c->dtype),
                                      red_op(c->dtype, c->op), comm, req);
-  case COMM_BROADCAST:
-    /* The root's MPI_Ibcast reads its buffer and never writes it: the root
-     * sends src itself, and its own copy into dst follows the start
-     * (mpi_coll), meanwhile the peers take the data, unless the two
-     * overlap (then dst, moved first, is sent) */
-    *copy_after = me == c->root && s && (s + (size_t)bytes <= d || d + (size_t)bytes <= s);
-    if (*copy_after) return MPI_Ibcast((void *)c->src, bytes, MPI_BYTE, c->root, comm, req);
-    if (me == c->root && c->src != c->dst) memmove(c->dst, c->src, (size_t)bytes);
-    return MPI_Ibcast(c->dst, bytes, MPI_BYTE, c->root, comm, req);
+  case COMM_BROADCAST: {
+    /* MPI_Ibcast reads the root's buffer and never writes it */
+    const void *b = me == c->root ? bcast_root_buffer(c, copy_after) : c->dst;
+    return MPI_Ibcast((void *)b, bytes, MPI_BYTE, c->root, comm, req);
+  }
   case COMM_ALLTOALL:
     return MPI_Ialltoall(c->src, bytes, MPI_BYTE, c->dst, bytes, MPI_BYTE, comm, req);
   }
@@ -781,11 +789,10 @@ static int pair_move(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
   return finish(w, c->buf, &p, timeout_ms, true, what, why, why_len);
 }
 
-/* A broadcast's one send: the root sends src (dst, moved there first,
- * where the two overlap) and copies it into dst meanwhile, the other rank
- * receives it into dst. A receive that could not be posted leaves the
- * root's send to match a later call's: the buffer's calls are out of
- * step (broken). */
+/* A broadcast's one send: the root sends what bcast_root_buffer gives
+ * (src, copied into dst meanwhile, or dst), the other rank receives it
+ * into dst. A receive that could not be posted leaves the root's send to
+ * match a later call's: the buffer's calls are out of step (broken). */
 static int pair_bcast(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
                       comm_cancel_fn cancel, void *cancel_arg, char *why, size_t why_len) {
   size_t bytes = call_bytes(c);
@@ -794,12 +801,11 @@ static int pair_bcast(comm_win *w, const comm_coll_call *c, int64_t timeout_ms,
   MPI_Request req;
   int err;
   if (w->my_rank == c->root) {
-    uintptr_t s = (uintptr_t)c->src, d = (uintptr_t)c->dst;
-    bool apart = s + bytes <= d || d + bytes <= s;
-    if (!apart) memmove(c->dst, c->src, bytes);
-    err =
-        MPI_Isend(apart ? c->src : c->dst, (int)bytes, MPI_BYTE, 1 - c->root, PAIR_TAG, comm, &req);
-    if (err == MPI_SUCCESS && apart) memcpy(c->dst, c->src, bytes); /* while the peer takes src */
+    bool copy_after;
+    const void *b = bcast_root_buffer(c, &copy_after);
+    err = MPI_Isend(b, (int)bytes, MPI_BYTE, 1 - c->root, PAIR_TAG, comm, &req);
+    if (err == MPI_SUCCESS && copy_after)
+      memcpy(c->dst, c->src, bytes); /* while the peer takes src */
   } else {
     err = MPI_Irecv(c->dst, (int)bytes, MPI_BYTE, c->root, PAIR_TAG, comm, &req);
     if (err != MPI_SUCCESS) w->bbroken[c->buf] = true;
