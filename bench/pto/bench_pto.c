@@ -276,10 +276,11 @@ static int64_t run(pto_orch_fn fn, job *j) {
   if (g_stats)
     fprintf(stderr,
             "STATS,tasks=%llu,blocks=%llu,host_us=%.1f,orch_us=%.1f,effective_us=%.1f,"
-            "handoffs=%llu,steals=%llu,pull_holds=%llu,head_yields=%llu\n",
+            "handoffs=%llu,steals=%llu,pull_holds=%llu,head_yields=%llu,gathered=%llu\n",
             (unsigned long long)st.tasks, (unsigned long long)st.blocks, st.host_us, st.orch_us,
             st.effective_us, (unsigned long long)st.handoffs, (unsigned long long)st.steals,
-            (unsigned long long)st.pull_holds, (unsigned long long)st.head_yields);
+            (unsigned long long)st.pull_holds, (unsigned long long)st.head_yields,
+            (unsigned long long)st.gathered);
   return ns;
 }
 

@@ -206,6 +206,9 @@ typedef struct pto_run_stats {
    * being shorter than PTO_HEAD_YIELD_NS (two cores taking turns at the
    * head cost more than such blocks) */
   uint64_t head_yields;
+  /* tasks ready at their submit that the orchestrator gathered and pushed
+   * together instead of one by one (PTO_ORCH_GATHER) */
+  uint64_t gathered;
 } pto_run_stats;
 
 typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);

@@ -75,7 +75,7 @@ typedef struct pto_run_stats {
   double sched_us; double effective_us; uint64_t sync_tasks; uint64_t sync_fast_launches;
   uint64_t drains; uint64_t drain_attempts; uint64_t drain_max_attempts;
   double cohort_spread_max_us; double cohort_spread_sum_us; double drain_latency_max_us;
-  double drain_latency_sum_us; uint64_t pull_holds; uint64_t steals; uint64_t handoffs; uint64_t head_yields; ...;
+  double drain_latency_sum_us; uint64_t pull_holds; uint64_t steals; uint64_t handoffs; uint64_t head_yields; uint64_t gathered; ...;
 } pto_run_stats;
 
 typedef void (*pto_orch_fn)(pto_orch *orch, void *arg);

@@ -66,6 +66,7 @@ class RunStats:
     steals: int
     handoffs: int
     head_yields: int
+    gathered: int
 
     @classmethod
     def _from(cls, st) -> "RunStats":

@@ -912,6 +912,7 @@ static void run_stats(pto_run *r, uint64_t host0, uint64_t host1, bool whole, pt
      * run is no block executed */
     st->blocks += r->cores[i].ran;
   }
+  st->gathered = r->gathered;
   st->blocks += r->contract_blocks; /* checking mode ran them (contract.c) */
 }
 

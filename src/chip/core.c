@@ -48,6 +48,7 @@ typedef struct core_wait {
   uint32_t seen;      /* pulling: the scheduler's requests served so far */
   uint64_t period;    /* pulling: looks for work once per period ns; 0: always (pull_hold.h) */
   uint64_t next_look; /* pulling, with a period: the time of the next look */
+  bool holding;       /* pulling, with a period: counted in the gather's holders */
 } core_wait;
 
 static bool core_has_work(void *p) {
@@ -91,9 +92,28 @@ static bool core_pull_cond(void *p) {
       uint64_t now = pto_now_ns();
       if (now < w->next_look) return run_stopping(w->c->run) || placed_ends_hold(w);
       w->next_look = now + w->period;
+      /* a look: what the orchestrator gathered is taken in the loop */
+      if (gather_count(atomic_load_explicit(&w->c->run->gather.word, memory_order_relaxed)))
+        return true;
     }
   }
-  return core_has_work(w) || role_more(core_role(w->c), w->seen);
+  /* a hold that ended (the orchestrator waits) ends in the loop too */
+  return core_has_work(w) || role_more(core_role(w->c), w->seen) || (w->holding && !w->period);
+}
+
+/* The hold begins: while it lasts, this core takes what the orchestrator
+ * gathers at each look (gather.h). */
+static void hold_begin(core_wait *w) {
+  w->holding = true;
+  gather_hold_begin(&w->c->run->gather);
+}
+
+/* The hold ends, then the take that re-checks (gather.h). */
+static void hold_end(core_wait *w) {
+  if (!w->holding) return;
+  w->holding = false;
+  gather_hold_end(&w->c->run->gather);
+  sched_gather_take(w->c->run);
 }
 
 /* A hold ends early when the run stops, the orchestrator begins to wait
@@ -129,18 +149,33 @@ static void core_wait_work(core_wait *w) {
           orch_waits(r) ? 0 : pull_period(avg, (uint64_t)pto_option_cached(PTO_OPT_PULL_HOLD_NS));
       if (w->period) { /* the first look, too, after a period (pull_hold.h) */
         c->holds++;
+        if (r->gather_on) hold_begin(w);
         w->next_look = pto_now_ns() + w->period;
         if (pto_wait_unparked(hold_over, w, w->next_look)) w->period = 0;
+        if (!w->period)
+          hold_end(w);
+        else if (w->holding)
+          sched_gather_take(r);
+      } else {
+        sched_gather_idle(r);
       }
       if (sched_ready_queued(r)) pull_serve(w);
       /* the window: spin_ns, spinning while a CPU is free, else yielding,
        * but never parked (a requester then pays no futex wake); then the
        * plain wait below */
       uint64_t until = pto_now_ns() + (uint64_t)pto_option_cached(PTO_OPT_SPIN_NS);
-      while (!core_has_work(w) && pto_wait_unparked(core_pull_cond, w, until))
+      while (!core_has_work(w) && pto_wait_unparked(core_pull_cond, w, until)) {
+        if (w->holding && !w->period)
+          hold_end(w);
+        else if (w->holding)
+          sched_gather_take(r);
         if (role_more(ro, w->seen)) pull_serve(w);
+      }
+      hold_end(w);
       role_pull_end(ro);
       if (role_more(ro, w->seen)) pull_serve(w); /* the re-check */
+    } else {
+      sched_gather_idle(r); /* another core pulls: it may not hold */
     }
   }
   while (!core_has_work(w))
@@ -255,7 +290,7 @@ static void core_look_after_yield(core_wait *w) {
 static void core_serve(core *c) {
   pto_run *r = c->run;
   for (uint64_t next = 1;; next++) {
-    core_wait w = {c, next, 0, 0, 0};
+    core_wait w = {c, next, 0, 0, 0, false};
     if (c->left_heads) core_look_after_yield(&w);
     if (!core_has_work(&w)) core_wait_work(&w);
     if (run_stopping(r)) break;

@@ -13,6 +13,7 @@
 #include "chip/schedule.h"
 #include "common/clock.h"
 #include "common/last_error.h"
+#include "common/options.h"
 #include "common/tensor_check.h"
 
 /* ---- argument builder ---- */
@@ -162,6 +163,9 @@ void orch_reset(pto_run *r) {
    * were of that run */
   r->batch_depth = 0;
   r->orch_batch->n = 0;
+  gather_init(&r->gather);
+  r->gather_on = pto_option_cached(PTO_OPT_ORCH_GATHER) && !r->sched_threads;
+  r->gathered = 0;
   r->nheld = 0;
   r->held_release = INT64_MAX;
   r->depbuf_n = 0;
@@ -1100,8 +1104,8 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int32_t undo = 1 + (int32_t)(nd - linked);
   if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
     sched_make_ready(r, t);
-  else if (r->batch_depth)
-    sched_orch_flush(r); /* it may wait on tasks the batch gathered */
+  else
+    sched_orch_flush(r); /* it may wait on tasks gathered or batched */
   if (r->ctl) schedule_after_submit(r);
   if (rp.mask) return redux_submitted(r, &rp, id, t->priority);
   return PTO_OK;

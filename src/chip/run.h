@@ -15,6 +15,7 @@
 #include "chip/commute.h"
 #include "chip/core_sets.h"
 #include "chip/drain.h"
+#include "chip/gather.h"
 #include "chip/heap_live.h"
 #include "chip/ready_queue.h"
 #include "chip/redux.h"
@@ -447,6 +448,12 @@ typedef struct pto_run {
    * submit under it, not yet pushed (sched_make_ready, sched_orch_flush) */
   int batch_depth;
   struct ready_batch *orch_batch;
+  /* the orchestrator's gather (gather.h) is in use this run
+   * (PTO_ORCH_GATHER, no scheduler threads), the shape of the tasks its
+   * epoch holds, and the tasks it gathered */
+  bool gather_on;
+  int8_t gather_shape;
+  uint64_t gathered;
   /* Held OUTPUT heap ranges, oldest first: only these outlive their
    * task's retirement (the task's slot, arguments and dependency nodes
    * retire as usual), while their scope is open and then until every task
@@ -468,6 +475,9 @@ typedef struct pto_run {
    * idle cores that hold (pull_hold.h), written only when a wait begins or
    * ends: a line of its own */
   PTO_LINE_ALIGNED _Atomic int64_t orch_wake_at;
+  /* tasks ready at their submit, not yet pushed (gather.h): appended by
+   * the orchestrator, taken by it or by an idle core */
+  gather gather;
   PTO_LINE_ALIGNED _Atomic int32_t status; /* latched first error */
   _Atomic int32_t stop;                    /* threads exit when set */
   _Atomic int32_t orch_done;
@@ -660,6 +670,12 @@ void sched_kick(pto_run *r, sched *s);
 void sched_kick_others(pto_run *r, const sched *except);
 /* Pushes the tasks pto_orch_batch_begin's batch gathered (orch). */
 void sched_orch_flush(pto_run *r);
+/* Takes what the orchestrator gathered (gather.h), pushes it and asks for
+ * the passes that place it; false: nothing was gathered. Any thread. */
+bool sched_gather_take(pto_run *r);
+/* A core falls idle without holding (core.c): it takes what was gathered
+ * unless a holder will (gather.h). */
+void sched_gather_idle(pto_run *r);
 /* The orchestration ended (orch_done set): the schedulers' last activity
  * is stamped even when the last block ended before (run_stats). */
 void sched_orch_done(pto_run *r);

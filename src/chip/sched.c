@@ -385,12 +385,26 @@ static _Thread_local ready_batch *this_batch;
 
 _Static_assert(PTO_ORCH_BATCH_MAX == READY_BATCH, "a submit batch pushes when it is full");
 
+static bool gather_joins(const pto_run *r, const task *t);
+static void gather_add(pto_run *r, task *t);
+
 /* A task ready at its submit: under pto_orch_batch_begin it joins the
  * orchestrator's batch (pushed when full, or by sched_orch_flush), else
- * it is pushed now. The batch is this thread's open one only during the
- * call, so that no pass this thread runs elsewhere adds to it. */
+ * the orchestrator's gather where it may (gather_joins), else it is
+ * pushed now, after what was gathered before it. The batch is this
+ * thread's open one only during the call, so that no pass this thread
+ * runs elsewhere adds to it. */
 void sched_make_ready(pto_run *r, task *t) {
-  if (!r->batch_depth || this_batch) {
+  if (this_batch) { /* a completion's, on this thread */
+    make_ready(r, t, true);
+    return;
+  }
+  if (!r->batch_depth && gather_joins(r, t)) {
+    gather_add(r, t);
+    return;
+  }
+  sched_gather_take(r); /* what was gathered before it goes first */
+  if (!r->batch_depth) {
     make_ready(r, t, true);
     return;
   }
@@ -433,7 +447,79 @@ static void batch_flush(pto_run *r, ready_batch *b) {
 }
 
 void sched_orch_flush(pto_run *r) {
+  sched_gather_take(r);
   if (r->orch_batch->n) batch_flush(r, r->orch_batch);
+}
+
+/* ---- the orchestrator's gather (gather.h) ---- */
+
+/* Whether a task ready at its submit joins the gather: a single-core
+ * task of no gang, no COMMUTE argument and the lowest priority level (a
+ * higher level's task goes to its queue at once, ahead of what waits
+ * there), in a run whose queues the cores serve themselves (not checking
+ * mode, not a controlled schedule, no scheduler threads). */
+static bool gather_joins(const pto_run *r, const task *t) {
+  return r->gather_on && !r->contract && !r->ctl && !t->sync_start && !t->commute &&
+         t->priority == 0 && (t->shape == SHAPE_AIC || t->shape == SHAPE_AIV);
+}
+
+/* Whether what an epoch of shape sh gathers will be taken without the
+ * orchestrator: an idle core holds, or every core of the type has a block
+ * in flight, and each looks when it falls idle (gather.h). Read after the
+ * epoch's first append (cores_all_busy starts with its fence). */
+static bool gather_covered(pto_run *r, shape sh) {
+  return gather_held(&r->gather) || (r->ncores <= BUSY_LOOK_MAX && cores_all_busy(r, sh));
+}
+
+/* Pushes the tasks a take got, in their order, and asks for the passes
+ * that place them, as a completion pushes what it released. */
+static void gather_push(pto_run *r, const uint32_t *idx, uint32_t n) {
+  ready_batch b;
+  b.n = 0;
+  for (uint32_t i = 0; i < n; i++)
+    b.t[b.n++] = &r->slots[idx[i]];
+  batch_flush(r, &b);
+}
+
+bool sched_gather_take(pto_run *r) {
+  uint32_t idx[GATHER_MAX];
+  uint32_t n = gather_take(&r->gather, idx);
+  if (n) gather_push(r, idx, n);
+  return n > 0;
+}
+
+void sched_gather_idle(pto_run *r) {
+  if (!r->gather_on) return;
+  /* orders this core's `finished` store (release) before the loads:
+   * Dekker with the first append's look at the cores (gather.h) */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!gather_held(&r->gather)) sched_gather_take(r);
+}
+
+/* The orchestrator gathers ready task t: appended to the epoch (one of
+ * another shape is taken first); the epoch's first task is taken back
+ * and pushed at once when nobody would take it, and a full epoch is
+ * taken. */
+static void gather_add(pto_run *r, task *t) {
+  gather *g = &r->gather;
+  uint64_t w = gather_load(g);
+  if (gather_count(w) && r->gather_shape != t->shape) {
+    sched_gather_take(r);
+    w = gather_load(g);
+  }
+  r->gather_shape = (int8_t)t->shape;
+  task_set_state(r, t, TASK_READY, memory_order_relaxed);
+  const uint32_t idx = (uint32_t)(t - r->slots);
+  do
+    gather_put_cell(g, w, idx);
+  while (!gather_try_commit(g, &w));
+  /* w: the word this task was appended to */
+  if (!gather_count(w) && !gather_covered(r, t->shape)) {
+    sched_gather_take(r); /* pushed at once after all */
+    return;
+  }
+  r->gathered++;
+  if (gather_count(w) + 1 == GATHER_MAX) sched_gather_take(r);
 }
 
 static void batch_end(pto_run *r, ready_batch *b, bool opened) {

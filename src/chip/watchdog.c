@@ -20,6 +20,12 @@ static bool queues_nonempty(pto_run *r, task **head) {
         return true;
       }
     }
+  /* the orchestrator's gather (gather.h): ready, in no queue yet */
+  uint64_t w = atomic_load_explicit(&r->gather.word, memory_order_acquire);
+  if (gather_count(w)) {
+    *head = &r->slots[atomic_load_explicit(&r->gather.cell[0], memory_order_relaxed)];
+    return true;
+  }
   ready_queue *rq = &r->sync_queue;
   pto_spinlock_lock(&rq->lock);
   bool any = atomic_load_explicit(&rq->count, memory_order_relaxed) > 0;
@@ -57,6 +63,17 @@ bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
                "%s: the %s ready queue's head, position %llu, was claimed by a push that never "
                "published it: no later ready task of that shape can be dispatched",
                when, shape_name(q), (unsigned long long)h);
+    return true;
+  }
+  /* every task completed: nothing may be left gathered, nor a holder
+   * counted (its hold ends before its core leaves the run) */
+  uint64_t gw = atomic_load_explicit(&r->gather.word, memory_order_acquire);
+  int32_t holders = atomic_load_explicit(&r->gather.holders, memory_order_relaxed);
+  if (ended && (gather_count(gw) || holders)) {
+    run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
+             "%s: the orchestrator's gather still holds %u tasks and %d holders after every "
+             "task completed",
+             when, gather_count(gw), (int)holders);
     return true;
   }
   /* with no thread inside, nobody changes the COMMUTE table: every task

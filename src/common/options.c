@@ -51,6 +51,10 @@ static const pto_option_desc table[PTO_OPT_COUNT] = {
                                "a core taking its next blocks from its queue's head leaves the "
                                "queue to a lower-numbered core taking heads too while its "
                                "blocks run under this many ns; 0: never"},
+    [PTO_OPT_ORCH_GATHER] = {"orch_gather", "PTO_ORCH_GATHER", 1, 0, 1,
+                             "1: tasks ready at their submit are gathered while every core of "
+                             "their type is busy or an idle core holds, and pushed together; 0: "
+                             "each is pushed at its submit"},
     [PTO_OPT_SPIN_NS] = {"spin_ns", "PTO_SPIN_NS", 5000, 0, 1000000000,
                          "a waiter spins this long (ns) before it yields and parks"},
     [PTO_OPT_PARK_MAX_MS] = {"park_max_ms", "PTO_PARK_MAX_MS", PTO_PARK_MAX_MS, 1, PTO_DAY_MS,

@@ -27,6 +27,7 @@ typedef enum pto_opt {
   PTO_OPT_SPREAD_CORES,
   PTO_OPT_PULL_HOLD_NS,
   PTO_OPT_HEAD_YIELD_NS,
+  PTO_OPT_ORCH_GATHER,
   /* waits (src/common/wait.c) */
   PTO_OPT_SPIN_NS,
   PTO_OPT_PARK_MAX_MS,
