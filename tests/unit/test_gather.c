@@ -3,7 +3,8 @@
  * while every core of its type is busy is gathered, not pushed; a core
  * that falls idle takes it, with the orchestrator in its caller's code and
  * no further call into pto; what one take gets runs in submission order;
- * and a failed run's gathered task does not run in the next run.
+ * a failed run's gathered task does not run in the next run; and bursts
+ * of short tasks all run while the orchestrator waits in its own code.
  *
  * The busy cores run a kernel that waits until the orchestrator's code
  * lets it go, so that the submit finds them busy every time; the
@@ -173,11 +174,75 @@ static void test_failed_run_then_clean(void **state) {
   pto_chip_destroy(chip);
 }
 
+/* Blocks of 0-3 us (short: the cores come to hold), in bursts of 1-70
+ * tasks (past GATHER_MAX too), each burst waited for by the orchestrator
+ * in its own code, with no pto call: every task of every burst runs, by
+ * the cores' takes alone (a stranded task times the wait out). */
+#define BURSTS 300
+static _Atomic int g_done;
+
+static int k_spin(const pto_kctx *c) {
+  uint64_t until = (uint64_t)c->scalars[0];
+  struct timespec ts;
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec >= until) break;
+  }
+  atomic_fetch_add_explicit(&g_done, 1, memory_order_acq_rel);
+  return 0;
+}
+static int g_spin_k;
+
+static void orch_bursts(pto_orch *o, void *arg) {
+  int *failed_at = arg;
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  int want = 0;
+  for (int b = 0; b < BURSTS && *failed_at < 0; b++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    int n = 1 + (int)(rng >> 33) % 70;
+    for (int i = 0; i < n; i++) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+      int64_t one = 1;
+      pto_tensor t;
+      pto_tensor_init(&t, &g_buf[i % NT], sizeof g_buf[0], PTO_I64, 1, &one);
+      pto_args a;
+      pto_args_init(&a);
+      pto_args_input(&a, &t); /* readers only: all independent */
+      pto_args_scalar(&a, now + (rng >> 33) % 3000);
+      assert_int_equal(pto_submit(o, g_spin_k, &a, NULL, NULL), PTO_OK);
+    }
+    want += n;
+    if (await(&g_done, want) < want) *failed_at = b;
+  }
+}
+
+static void test_bursts_taken_without_the_orchestrator(void **state) {
+  (void)state;
+  atomic_store(&g_done, 0);
+  pto_chip *chip = chip_of(2);
+  assert_int_equal(pto_kernel_register_aiv(chip, "spin", k_spin, &g_spin_k), PTO_OK);
+  int failed_at = -1;
+  pto_run_stats st;
+  pto_error_info err;
+  assert_int_equal(pto_chip_run(chip, orch_bursts, &failed_at, &st, &err), PTO_OK);
+  if (failed_at >= 0) print_error("burst %d: its tasks did not all run within 5 s\n", failed_at);
+  assert_int_equal(failed_at, -1);
+  print_message("bursts: %llu of %llu tasks gathered, %llu pull holds\n",
+                (unsigned long long)st.gathered, (unsigned long long)st.tasks,
+                (unsigned long long)st.pull_holds);
+  assert_true(st.gathered > 0);
+  pto_chip_destroy(chip);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_taken_by_a_core_falling_idle),
       cmocka_unit_test(test_one_take_keeps_order),
       cmocka_unit_test(test_failed_run_then_clean),
+      cmocka_unit_test(test_bursts_taken_without_the_orchestrator),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,8 @@
  *    nothing between the look and the append, so the task stays gathered;
  *  - TAKE_FIRST: a hold ends with the take before the decrement: O's
  *    append after that take still sees the holder;
+ *  - NO_END_TAKE: a hold ends without the take: O's append after its last
+ *    look saw the holder;
  *  - IDLE_NO_TAKE: a core falling idle without a hold takes nothing: the
  *    task O gathered seeing it busy stays;
  *  - PLAIN_EMPTY: a take empties the word with a plain store: an append
@@ -62,8 +64,12 @@
 
 #include "explore.h"
 
-enum { V_GOOD = 0, V_LOOK_FIRST, V_TAKE_FIRST, V_IDLE_NO_TAKE, V_PLAIN_EMPTY };
-static const char *variant_name[] = {"good", "look first", "take first", "idle core takes nothing",
+enum { V_GOOD = 0, V_LOOK_FIRST, V_TAKE_FIRST, V_NO_END_TAKE, V_IDLE_NO_TAKE, V_PLAIN_EMPTY };
+static const char *variant_name[] = {"good",
+                                     "look first",
+                                     "take first",
+                                     "no take at a hold's end",
+                                     "idle core takes nothing",
                                      "plain store empties"};
 enum { R_NONE = 0, R_REAL, R_KEEP_WORD, R_KEEP_HOLDERS };
 static const char *reset_name[] = {"one run", "the reset", "a reset keeping the word",
@@ -274,7 +280,10 @@ static void step(const explorer *e, mstate *s, int i) {
       break;
     }
     gather_hold_end(g);
-    take_then(s, i, PC_PE);
+    if (e->variant == V_NO_END_TAKE)
+      s->pc[i] = PC_PE;
+    else
+      take_then(s, i, PC_PE);
     break;
   case PC_HEDEC:
     gather_hold_end(g);
@@ -507,6 +516,7 @@ static void test_gather_broken_variants_caught(void **st) {
   } cases[] = {
       {V_LOOK_FIRST, true, true, false, "still gathered"},
       {V_TAKE_FIRST, true, false, true, "still gathered"},
+      {V_NO_END_TAKE, true, false, true, "still gathered"},
       {V_IDLE_NO_TAKE, true, true, false, "still gathered"},
       {V_PLAIN_EMPTY, false, false, true, " ran "},
   };
