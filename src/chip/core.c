@@ -93,8 +93,7 @@ static bool core_pull_cond(void *p) {
       if (now < w->next_look) return run_stopping(w->c->run) || placed_ends_hold(w);
       w->next_look = now + w->period;
       /* a look: what the orchestrator gathered is taken in the loop */
-      if (gather_count(atomic_load_explicit(&w->c->run->gather.word, memory_order_relaxed)))
-        return true;
+      if (gather_waiting(&w->c->run->gather)) return true;
     }
   }
   /* a hold that ended (the orchestrator waits) ends in the loop too */
@@ -114,6 +113,17 @@ static void hold_end(core_wait *w) {
   w->holding = false;
   gather_hold_end(&w->c->run->gather);
   sched_gather_take(w->c->run);
+}
+
+/* After a wait of the hold: a look takes what was gathered; a hold that
+ * ended (the period gone: the orchestrator waits, or a block came) ends
+ * with its take. */
+static void hold_look(core_wait *w) {
+  if (!w->holding) return;
+  if (w->period)
+    sched_gather_take(w->c->run);
+  else
+    hold_end(w);
 }
 
 /* A hold ends early when the run stops, the orchestrator begins to wait
@@ -152,10 +162,7 @@ static void core_wait_work(core_wait *w) {
         if (r->gather_on) hold_begin(w);
         w->next_look = pto_now_ns() + w->period;
         if (pto_wait_unparked(hold_over, w, w->next_look)) w->period = 0;
-        if (!w->period)
-          hold_end(w);
-        else if (w->holding)
-          sched_gather_take(r);
+        hold_look(w);
       } else {
         sched_gather_idle(r);
       }
@@ -165,10 +172,7 @@ static void core_wait_work(core_wait *w) {
        * plain wait below */
       uint64_t until = pto_now_ns() + (uint64_t)pto_option_cached(PTO_OPT_SPIN_NS);
       while (!core_has_work(w) && pto_wait_unparked(core_pull_cond, w, until)) {
-        if (w->holding && !w->period)
-          hold_end(w);
-        else if (w->holding)
-          sched_gather_take(r);
+        hold_look(w);
         if (role_more(ro, w->seen)) pull_serve(w);
       }
       hold_end(w);

@@ -83,6 +83,12 @@ static inline uint64_t gather_load(gather *g) {
   return atomic_load_explicit(&g->word, memory_order_seq_cst);
 }
 
+/* Whether anything looks gathered: a hint (relaxed), for a holder's look
+ * before its take, which loads the word again. */
+static inline bool gather_waiting(gather *g) {
+  return gather_count(atomic_load_explicit(&g->word, memory_order_relaxed)) != 0;
+}
+
 /* The orchestrator's append of slot idx, in two steps. First the cell
  * that word w names, then the move to w + 1 (release, with the task's
  * slot written before it; seq_cst: before the look at the holders and

@@ -671,8 +671,8 @@ void sched_kick_others(pto_run *r, const sched *except);
 /* Pushes the tasks pto_orch_batch_begin's batch gathered (orch). */
 void sched_orch_flush(pto_run *r);
 /* Takes what the orchestrator gathered (gather.h), pushes it and asks for
- * the passes that place it; false: nothing was gathered. Any thread. */
-bool sched_gather_take(pto_run *r);
+ * the passes that place it. Any thread. */
+void sched_gather_take(pto_run *r);
 /* A core falls idle without holding (core.c): it takes what was gathered
  * unless a holder will (gather.h). */
 void sched_gather_idle(pto_run *r);

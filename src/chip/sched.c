@@ -481,11 +481,10 @@ static void gather_push(pto_run *r, const uint32_t *idx, uint32_t n) {
   batch_flush(r, &b);
 }
 
-bool sched_gather_take(pto_run *r) {
+void sched_gather_take(pto_run *r) {
   uint32_t idx[GATHER_MAX];
   uint32_t n = gather_take(&r->gather, idx);
   if (n) gather_push(r, idx, n);
-  return n > 0;
 }
 
 void sched_gather_idle(pto_run *r) {

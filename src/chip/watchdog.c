@@ -21,8 +21,7 @@ static bool queues_nonempty(pto_run *r, task **head) {
       }
     }
   /* the orchestrator's gather (gather.h): ready, in no queue yet */
-  uint64_t w = atomic_load_explicit(&r->gather.word, memory_order_acquire);
-  if (gather_count(w)) {
+  if (gather_count(gather_load(&r->gather))) {
     *head = &r->slots[atomic_load_explicit(&r->gather.cell[0], memory_order_relaxed)];
     return true;
   }
@@ -67,7 +66,7 @@ bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
   }
   /* every task completed: nothing may be left gathered, nor a holder
    * counted (its hold ends before its core leaves the run) */
-  uint64_t gw = atomic_load_explicit(&r->gather.word, memory_order_acquire);
+  uint64_t gw = gather_load(&r->gather);
   int32_t holders = atomic_load_explicit(&r->gather.holders, memory_order_relaxed);
   if (ended && (gather_count(gw) || holders)) {
     run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
