@@ -214,8 +214,9 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
   const pto_task_id id = t->id;
   const int32_t block_num = t->block_num;
   const bool gang = t->sync_start;
-  /* what the trace shows of it besides its name (docs/tracing.md) */
-  const char *mark = trace_block_mark(t);
+  /* what the trace shows of it besides its name (docs/tracing.md), read
+   * only for a trace */
+  const char *mark = r->trace ? trace_block_mark(t) : NULL;
   const int prio = t->priority;
   pto_kctx ctx = {
       .block_idx = block,

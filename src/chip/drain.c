@@ -94,12 +94,6 @@ bool drain_request(drain_state *s, int sched, int64_t task_id, int block_num) {
   return true;
 }
 
-bool drain_active(const drain_state *s) {
-  /* acquire: pairs with the coordinator's release store of busy = 0, so a
-   * scheduler that resumes dispatching sees the launched cohort's state. */
-  return atomic_load_explicit(&s->busy, memory_order_acquire) != 0;
-}
-
 int64_t drain_task(const drain_state *s) {
   /* relaxed: a diagnostic snapshot for the watchdog, not a decision. */
   if (!atomic_load_explicit(&s->busy, memory_order_relaxed)) return -1;

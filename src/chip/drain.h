@@ -151,7 +151,11 @@ void drain_part_init(drain_part *p, int sched);
 bool drain_request(drain_state *s, int sched, int64_t task_id, int block_num);
 
 /* True from a successful drain_request until that drain has ended. */
-bool drain_active(const drain_state *s);
+static inline bool drain_active(const drain_state *s) {
+  /* acquire: pairs with the coordinator's release store of busy = 0, so a
+   * scheduler that resumes dispatching sees the launched cohort's state. */
+  return atomic_load_explicit(&s->busy, memory_order_acquire) != 0;
+}
 
 /* Steps 2-5 for one scheduler: does what it can right now and returns one
  * of DRAIN_NONE .. DRAIN_LAUNCHED. Never blocks. */

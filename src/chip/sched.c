@@ -160,19 +160,84 @@ static void release_consumer(pto_run *r, task *c, task **stack, int *top) {
     make_ready(r, c, false); /* any thread: no lock-free join (commute.h) */
 }
 
-/* Completes t: closes its fanout list, releases consumers (each becomes
- * ready exactly once: whoever drops its fanin to zero), releases the
- * producers it pinned, and marks it DONE. Dummy consumers complete inline,
- * through a small work stack instead of recursion. */
 static void commute_release(pto_run *r, task *t);
 static bool batch_begin(ready_batch *b);
 static void batch_end(pto_run *r, ready_batch *b, bool opened);
+static inline bool keep_here(pto_run *r, task *t);
+static void queue_ready(pto_run *r, task *t);
 
 /* A hand-off in progress on this thread (handoff.h): set by
  * sched_complete_here (and sched_release_held) around what it makes ready. */
 static _Thread_local handoff *this_handoff;
 
-static void complete_task(pto_run *r, task *first) {
+/* t's fanout list, closed: the node of its newest consumer, or < 0 for
+ * none. No consumer links itself after this. acq_rel: acquire pairs with
+ * the orchestrator's release CAS of each node; release makes our kernel's
+ * writes visible to a consumer that finds the list closed. A graph
+ * launch's list is fixed (no submit links into it, and nobody looks for it
+ * closed): read, not closed, one locked instruction less per task.
+ * Relaxed: the launch wrote it before its first push, which
+ * happens-before t ran. */
+static int64_t fanout_take(task *t) {
+  return t->fixed_fanout
+             ? atomic_load_explicit(&t->fanout_head, memory_order_relaxed)
+             : atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED, memory_order_acq_rel);
+}
+
+/* t, its consumers released, is DONE and counted. */
+static void task_done(pto_run *r, task *t) {
+  /* A graph launch's task: its fanin and counts set back to what the
+   * graph's next launch starts from (graph.c: a warm launch writes no
+   * slot), on a line this thread holds already. Nobody reads them again
+   * in this run: its predecessors' decrements and peeks came before it
+   * was ready, and its blocks were all claimed and counted. Relaxed:
+   * the next run starts after this one's threads left it (run_enter). */
+  if (t->fixed_fanout) {
+    atomic_store_explicit(&t->fanin, t->fanin0, memory_order_relaxed);
+    atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
+    t->next_block = 0;
+  }
+  /* release: everything above happens-before retirement of t */
+  task_set_state(r, t, TASK_DONE, memory_order_release);
+  int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
+  /* the fence pairs with orch_wait_completions (store wake_at, fence,
+   * re-check): either the orchestrator sees this completion or we see its
+   * wake_at (tests/unit/test_wait_model.c); right after the RMW, which on
+   * x86-64 is that fence already (common/fence.h) */
+  PTO_FENCE_AFTER_RMW();
+  if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
+    pto_event_signal(&r->orch_ev);
+}
+
+/* The completion of a task with one consumer or none, whose list
+ * fanout_take read as `node`: most tasks of a chain, a pipeline or a
+ * replayed graph. It is the general completion below, less its work
+ * stack and batch: a consumer that becomes ready is kept by this core's
+ * hand-off (before t is DONE), or else pushed once t is DONE, where the
+ * batch would have pushed it. False, with nothing done, for several
+ * consumers, or a dummy (completed inline, on the work stack) or COMMUTE
+ * one (its table's grants come in a batch). */
+static bool complete_lone(pto_run *r, task *t, int64_t node) {
+  task *c = NULL;
+  if (node >= 0) {
+    if (r->deps[node].next >= 0) return false;
+    c = r->deps[node].consumer; /* it cannot retire before our drop */
+    if (c->shape == SHAPE_DUMMY || c->commute) return false;
+    /* fan-in combining (handoff.h): the drop is held, made later */
+    if (handoff_hold(r, this_handoff, t, node) ||
+        atomic_fetch_sub_explicit(&c->fanin, 1, memory_order_acq_rel) != 1 || keep_here(r, c))
+      c = NULL;
+  }
+  task_done(r, t);
+  if (c) queue_ready(r, c);
+  return true;
+}
+
+/* complete_task's general way, for `first` and the dummies it completes
+ * inline: `taken`, first's list was read already, as first_node. Its own
+ * function: its frame (a work stack, a batch) is not paid on the lone way. */
+static __attribute__((noinline)) void complete_general(pto_run *r, task *first, bool taken,
+                                                       int64_t first_node) {
   task *stack[DUMMY_STACK];
   int top = 0;
   /* the tasks it makes ready are pushed together at its end (ready_batch.h) */
@@ -185,16 +250,7 @@ static void complete_task(pto_run *r, task *first) {
     /* before its consumers: a later non-COMMUTE access waits for this
      * completion anyway, and waiters get the bytes as early as possible */
     if (t->commute) commute_release(r, t);
-    /* Close the list: no consumer links itself after this. acq_rel: acquire
-     * pairs with the orchestrator's release CAS of each node; release makes
-     * our kernel's writes visible to a consumer that finds the list closed.
-     * A graph launch's list is fixed (no submit links into it, and nobody
-     * looks for it closed): read, not closed, one locked instruction less
-     * per task. Relaxed: the launch wrote it before its first push, which
-     * happens-before t ran. */
-    int64_t node = t->fixed_fanout ? atomic_load_explicit(&t->fanout_head, memory_order_relaxed)
-                                   : atomic_exchange_explicit(&t->fanout_head, FANOUT_CLOSED,
-                                                              memory_order_acq_rel);
+    int64_t node = t == first && taken ? first_node : fanout_take(t);
     /* The list is newest first. Up to RELEASE_ORDERED consumers are read
      * first and released oldest first, in submission order, as they would
      * have queued had they been ready at submit: in a tree, the first
@@ -221,29 +277,24 @@ static void complete_task(pto_run *r, task *first) {
         release_consumer(r, c, stack, &top);
       }
     }
-    /* A graph launch's task: its fanin and counts set back to what the
-     * graph's next launch starts from (graph.c: a warm launch writes no
-     * slot), on a line this thread holds already. Nobody reads them again
-     * in this run: its predecessors' decrements and peeks came before it
-     * was ready, and its blocks were all claimed and counted. Relaxed:
-     * the next run starts after this one's threads left it (run_enter). */
-    if (t->fixed_fanout) {
-      atomic_store_explicit(&t->fanin, t->fanin0, memory_order_relaxed);
-      atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
-      t->next_block = 0;
-    }
-    /* release: everything above happens-before retirement of t */
-    task_set_state(r, t, TASK_DONE, memory_order_release);
-    int64_t done = atomic_fetch_add_explicit(&r->completed, 1, memory_order_seq_cst) + 1;
-    /* the fence pairs with orch_wait_completions (store wake_at, fence,
-     * re-check): either the orchestrator sees this completion or we see its
-     * wake_at (tests/unit/test_wait_model.c); right after the RMW, which on
-     * x86-64 is that fence already (common/fence.h) */
-    PTO_FENCE_AFTER_RMW();
-    if (done >= atomic_load_explicit(&r->orch_wake_at, memory_order_seq_cst))
-      pto_event_signal(&r->orch_ev);
+    task_done(r, t);
   }
   batch_end(r, &batch, opened);
+}
+
+/* Completes t: closes its fanout list, releases consumers (each becomes
+ * ready exactly once: whoever drops its fanin to zero), releases the
+ * producers it pinned, and marks it DONE. Dummy consumers complete inline,
+ * through a small work stack instead of recursion. A gang's task, a
+ * COMMUTE task, and every task in checking mode or under a controlled
+ * schedule (which take ready tasks as they come) go the general way. */
+static void complete_task(pto_run *r, task *first) {
+  if (first->sync_start || first->commute || r->contract || r->ctl) {
+    complete_general(r, first, false, 0);
+    return;
+  }
+  int64_t node = fanout_take(first);
+  if (!complete_lone(r, first, node)) complete_general(r, first, true, node);
 }
 
 /* The scheduler running on this thread, if any: it dispatches right after
@@ -329,8 +380,6 @@ uint64_t sched_queued_blocks(pto_run *r) {
     n += rq_queued(&r->queues[q]);
   return n;
 }
-
-static void queue_ready(pto_run *r, task *t);
 
 /* The tasks a COMMUTE table step granted, queued now that no lock is held
  * (queueing may run passes). */
@@ -541,6 +590,21 @@ void sched_make_ready_batch(pto_run *r, const uint32_t *idx, uint32_t n) {
  * In a hand-off, the first task the finishing core can run next is kept
  * for it instead, and the passes for the others are asked for once the
  * completion is done (handoff.h). */
+/* Ready task t (no dummy, no COMMUTE task) kept by this thread's
+ * hand-off, to run next on its core (handoff.h), when it fits there and
+ * no task of its level or above waits in this completion's batch. */
+static inline bool keep_here(pto_run *r, task *t) {
+  handoff *h = this_handoff;
+  if (!h) return false;
+  int fit = handoff_fit(h, t);
+  ready_batch *b = this_batch;
+  if (fit == HANDOFF_NO || (b && rb_holds_from(b, t->shape, t->priority))) return false;
+  task_set_state(r, t, TASK_READY, memory_order_relaxed);
+  h->kept = t;
+  h->ahead = fit == HANDOFF_AHEAD ? h->ahead + 1 : 0;
+  return true;
+}
+
 static void queue_ready(pto_run *r, task *t) {
   if (r->contract) { /* checking mode: the orchestrator runs it (contract.h) */
     contract_ready(r, t);
@@ -550,15 +614,9 @@ static void queue_ready(pto_run *r, task *t) {
     r->ctl_ready(r, t);
     return;
   }
+  if (keep_here(r, t)) return;
   task_set_state(r, t, TASK_READY, memory_order_relaxed);
-  handoff *h = this_handoff;
   ready_batch *b = this_batch;
-  int fit = h ? handoff_fit(h, t) : HANDOFF_NO;
-  if (fit != HANDOFF_NO && !(b && rb_holds_from(b, t->shape, t->priority))) {
-    h->kept = t;
-    h->ahead = fit == HANDOFF_AHEAD ? h->ahead + 1 : 0;
-    return;
-  }
   if (b && !t->sync_start) {
     b->t[b->n++] = t;
     if (b->n == READY_BATCH) batch_flush(r, b);
