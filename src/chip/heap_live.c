@@ -60,9 +60,9 @@ static int64_t held_at_phys(const ring *heap, const ring_hole *held, uint32_t nh
 const char *heap_live_problem(const heap_live *l, const ring *heap, const ring_hole *held,
                               const pto_task_id *held_until, uint32_t nheld, const pto_tensor *t,
                               char *why, size_t n) {
+  if (!heap_live_maybe(heap, t)) return NULL; /* the caller's memory */
   uint64_t p = (uint64_t)(uintptr_t)t->buf, base = (uint64_t)(uintptr_t)heap->base;
   bool in_heap = p >= base && p - base < heap->cap;
-  if (!t->alloc_tag && !in_heap) return NULL; /* the caller's memory */
   uint64_t lo, hi;
   if (!tensor_byte_span(t, &lo, &hi)) return "its extent overflows 64 bits";
   int64_t i;

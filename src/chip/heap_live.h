@@ -35,6 +35,14 @@ void heap_live_destroy(heap_live *l, const ring *heap);
 /* Tag of the byte at heap pointer p of an allocation just made. */
 uint64_t heap_live_tag(const ring *heap, const void *p);
 
+/* Whether t may be a view the runtime allocated: tagged by it, or inside
+ * the heap. Only such a view can be stale (heap_live_problem): the test a
+ * submit makes of every argument, inline. */
+static inline bool heap_live_maybe(const ring *heap, const pto_tensor *t) {
+  uint64_t p = (uint64_t)(uintptr_t)t->buf, base = (uint64_t)(uintptr_t)heap->base;
+  return t->alloc_tag || (p >= base && p - base < heap->cap);
+}
+
 /* NULL when the view may be used: caller's memory, or a live allocation of
  * this run. Otherwise why it may not, as a sentence in why[n]. `held` are
  * the held heap ranges in allocation order, `held_until[i]` INT64_MAX while

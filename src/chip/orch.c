@@ -825,7 +825,8 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
       }
       /* a combine task's views were checked with its contributions, and
        * its slab is the runtime's (redux.h) */
-      if (!bad && a->access[i] != PTO_OUTPUT && kernel_id != KERNEL_REDUX_COMBINE)
+      if (!bad && a->access[i] != PTO_OUTPUT && kernel_id != KERNEL_REDUX_COMBINE &&
+          heap_live_maybe(&r->heap, t))
         bad = heap_live_problem(&r->live, &r->heap, r->held, r->held_until, r->nheld, t, why,
                                 sizeof why);
       if (bad)
@@ -883,8 +884,10 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   int units = sh == SHAPE_DUMMY ? 0
                                 : (opts && opts->block_num ? opts->block_num : 1) *
                                       (shape_aic(sh) + shape_aiv(sh));
-  if ((rc = fold_for_outputs(r, a)) ||
-      (rc = redux_prepare(r, a, rv, modes.of[PTO_REDUX], units, &rp)))
+  rp.mask = 0; /* without REDUX arguments or open groups, all a task needs of it */
+  if ((modes.of[PTO_REDUX] || r->rx.openm) &&
+      ((rc = fold_for_outputs(r, a)) ||
+       (rc = redux_prepare(r, a, rv, modes.of[PTO_REDUX], units, &rp))))
     return rc;
 
   /* 1. task slot (retiring once per RETIRE_EVERY submits) */

@@ -44,14 +44,14 @@ typedef enum shape {
   SHAPE_DUMMY = SHAPE_COUNT,
 } shape;
 
-/* AIC and AIV cores a block of shape s occupies: inline, as submit and
- * every announce ask them. */
-static inline int shape_aic(shape s) {
-  return s == SHAPE_AIC || s == SHAPE_AIC_AIV || s == SHAPE_AIC_AIV2;
-}
-static inline int shape_aiv(shape s) {
-  return s == SHAPE_AIV || s == SHAPE_AIC_AIV ? 1 : s == SHAPE_AIV2 || s == SHAPE_AIC_AIV2 ? 2 : 0;
-}
+/* AIC and AIV cores a block of shape s occupies (a dummy: none), read
+ * from bit tables (two instructions: submit asks four times, and every
+ * announce): one bit a shape for the AIC, two for the AIV count. */
+#define SHAPE_AIC_BITS (1u << SHAPE_AIC | 1u << SHAPE_AIC_AIV | 1u << SHAPE_AIC_AIV2)
+#define SHAPE_AIV_BITS                                                                             \
+  (1u << 2 * SHAPE_AIV | 2u << 2 * SHAPE_AIV2 | 1u << 2 * SHAPE_AIC_AIV | 2u << 2 * SHAPE_AIC_AIV2)
+static inline int shape_aic(shape s) { return (int)(SHAPE_AIC_BITS >> (unsigned)s & 1u); }
+static inline int shape_aiv(shape s) { return (int)(SHAPE_AIV_BITS >> 2 * (unsigned)s & 3u); }
 
 static inline const char *shape_name(int s) {
   static const char *const names[SHAPE_COUNT] = {"AIC", "AIV", "AIV x2", "AIC + AIV",
