@@ -11,11 +11,11 @@
 
 #include "pto/status.h"
 
+_Thread_local pto_task_id kernel_why_task = PTO_TASK_NONE;
 static _Thread_local struct {
-  pto_task_id task;
   int32_t block, core;
   char text[320];
-} why = {.task = PTO_TASK_NONE};
+} why;
 
 int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...) {
   /* it fails the block whatever the code: 0 (or more) would be success,
@@ -26,17 +26,16 @@ int pto_kctx_fail(const pto_kctx *ctx, int code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(why.text, sizeof why.text, fmt, ap);
   va_end(ap);
-  why.task = ctx->task_id;
+  kernel_why_task = ctx->task_id;
   why.block = ctx->block_idx;
   why.core = ctx->core_id;
   return code;
 }
 
-const char *kernel_why_take(const pto_kctx *ctx) {
-  if (why.task == PTO_TASK_NONE) return ""; /* the common case: no reason given */
+const char *kernel_why_take_given(const pto_kctx *ctx) {
   const bool mine =
-      why.task == ctx->task_id && why.block == ctx->block_idx && why.core == ctx->core_id;
-  why.task = PTO_TASK_NONE;
+      kernel_why_task == ctx->task_id && why.block == ctx->block_idx && why.core == ctx->core_id;
+  kernel_why_task = PTO_TASK_NONE;
   return mine ? why.text : "";
 }
 

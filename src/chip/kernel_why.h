@@ -10,7 +10,18 @@
  * one that returned 0: the tag (task, block, core) repeats in every run
  * and launch, so a reason kept past its block would name another run's
  * failure. */
-const char *kernel_why_take(const pto_kctx *ctx);
+static inline const char *kernel_why_take(const pto_kctx *ctx);
+
+/* The task whose block gave the reason kept on this thread, PTO_TASK_NONE
+ * when none is (kernel_why.c): read inline, as no reason is the common
+ * case after every block. */
+extern _Thread_local pto_task_id kernel_why_task;
+/* kernel_why_take with a reason kept. */
+const char *kernel_why_take_given(const pto_kctx *ctx);
+
+static inline const char *kernel_why_take(const pto_kctx *ctx) {
+  return kernel_why_task == PTO_TASK_NONE ? "" : kernel_why_take_given(ctx);
+}
 
 /* The run's code for a block whose kernel returned rc (not 0): rc when it
  * is a pto status, else PTO_EKERNEL (kernel.h). */

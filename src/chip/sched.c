@@ -165,6 +165,7 @@ static bool batch_begin(ready_batch *b);
 static void batch_end(pto_run *r, ready_batch *b, bool opened);
 static inline bool keep_here(pto_run *r, task *t);
 static void queue_ready(pto_run *r, task *t);
+static void queue_push(pto_run *r, task *t);
 
 /* A hand-off in progress on this thread (handoff.h): set by
  * sched_complete_here (and sched_release_held) around what it makes ready. */
@@ -229,7 +230,7 @@ static bool complete_lone(pto_run *r, task *t, int64_t node) {
       c = NULL;
   }
   task_done(r, t);
-  if (c) queue_ready(r, c);
+  if (c) queue_push(r, c);
   return true;
 }
 
@@ -614,7 +615,12 @@ static void queue_ready(pto_run *r, task *t) {
     r->ctl_ready(r, t);
     return;
   }
-  if (keep_here(r, t)) return;
+  if (!keep_here(r, t)) queue_push(r, t);
+}
+
+/* Ready task t, not kept here: into this thread's open batch, or pushed
+ * to its queue and announced. */
+static void queue_push(pto_run *r, task *t) {
   task_set_state(r, t, TASK_READY, memory_order_relaxed);
   ready_batch *b = this_batch;
   if (b && !t->sync_start) {
