@@ -214,23 +214,34 @@ static void task_done(pto_run *r, task *t) {
  * fanout_take read as `node`: most tasks of a chain, a pipeline or a
  * replayed graph. It is the general completion below, less its work
  * stack and batch: a consumer that becomes ready is kept by this core's
- * hand-off (before t is DONE), or else pushed once t is DONE, where the
- * batch would have pushed it. False, with nothing done, for several
- * consumers, or a dummy (completed inline, on the work stack) or COMMUTE
- * one (its table's grants come in a batch). */
-static bool complete_lone(pto_run *r, task *t, int64_t node) {
+ * hand-off (before t is DONE), or else, once t is DONE, pushed where the
+ * batch would have pushed it, made ready by its COMMUTE table, or, a
+ * dummy, returned in *dummy for the caller to complete next, as the work
+ * stack would. The consumer's slot is read only after the drop that made
+ * it ready, as release_consumer reads it: a graph launch may still be
+ * filling it until then. False, with nothing done, for several
+ * consumers. */
+static bool complete_lone(pto_run *r, task *t, int64_t node, task **dummy) {
   task *c = NULL;
+  *dummy = NULL;
   if (node >= 0) {
     if (r->deps[node].next >= 0) return false;
-    c = r->deps[node].consumer; /* it cannot retire before our drop */
-    if (c->shape == SHAPE_DUMMY || c->commute) return false;
+    c = r->deps[node].consumer;
     /* fan-in combining (handoff.h): the drop is held, made later */
     if (handoff_hold(r, this_handoff, t, node) ||
-        atomic_fetch_sub_explicit(&c->fanin, 1, memory_order_acq_rel) != 1 || keep_here(r, c))
+        atomic_fetch_sub_explicit(&c->fanin, 1, memory_order_acq_rel) != 1)
+      c = NULL;
+    else if (c->shape != SHAPE_DUMMY && !c->commute && keep_here(r, c))
       c = NULL;
   }
   task_done(r, t);
-  if (c) queue_push(r, c);
+  if (!c) return true;
+  if (c->shape == SHAPE_DUMMY)
+    *dummy = c;
+  else if (c->commute)
+    make_ready(r, c, false);
+  else
+    queue_push(r, c);
   return true;
 }
 
@@ -286,16 +297,22 @@ static __attribute__((noinline)) void complete_general(pto_run *r, task *first, 
 /* Completes t: closes its fanout list, releases consumers (each becomes
  * ready exactly once: whoever drops its fanin to zero), releases the
  * producers it pinned, and marks it DONE. Dummy consumers complete inline,
- * through a small work stack instead of recursion. A gang's task, a
- * COMMUTE task, and every task in checking mode or under a controlled
- * schedule (which take ready tasks as they come) go the general way. */
+ * through a small work stack (or, one at a time, this loop) instead of
+ * recursion. A gang's task, a COMMUTE task, and every task in checking
+ * mode or under a controlled schedule (which take ready tasks as they
+ * come) go the general way. */
 static void complete_task(pto_run *r, task *first) {
-  if (first->sync_start || first->commute || r->contract || r->ctl) {
-    complete_general(r, first, false, 0);
-    return;
+  for (task *t = first, *next; t; t = next) {
+    if (t->sync_start || t->commute || r->contract || r->ctl) {
+      complete_general(r, t, false, 0);
+      return;
+    }
+    int64_t node = fanout_take(t);
+    if (!complete_lone(r, t, node, &next)) {
+      complete_general(r, t, true, node);
+      return;
+    }
   }
-  int64_t node = fanout_take(first);
-  if (!complete_lone(r, first, node)) complete_general(r, first, true, node);
 }
 
 /* The scheduler running on this thread, if any: it dispatches right after
