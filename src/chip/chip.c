@@ -307,6 +307,7 @@ static int kernel_add(pto_chip *chip, const pto_kernel_desc *d, int *kernel_id) 
     k->shape = aiv == 0 ? SHAPE_AIC : aiv == 1 ? SHAPE_AIC_AIV : SHAPE_AIC_AIV2;
   else
     k->shape = aiv == 1 ? SHAPE_AIV : SHAPE_AIV2;
+  chip->mix_kernels |= shape_aic(k->shape) + shape_aiv(k->shape) > 1;
   *kernel_id = chip->nkernels++;
   return PTO_OK;
 }

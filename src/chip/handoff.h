@@ -122,8 +122,11 @@ static inline bool handoff_core_may_keep(pto_run *r, core *c, uint64_t d) {
   if (atomic_load_explicit(&c->dispatched, memory_order_relaxed) != d) return false;
   if (atomic_load_explicit(&r->sync_queue.count, memory_order_relaxed) || drain_active(&r->drain))
     return false;
-  for (int s = SHAPE_AIV2; s < SHAPE_COUNT; s++) /* MIX shapes: a pass places them first */
-    if (prio_queued(&r->queues[s])) return false;
+  /* MIX shapes: a pass places them first (a chip with no MIX kernel has
+   * none queued: three queues' lines not read per block) */
+  if (r->chip->mix_kernels)
+    for (int s = SHAPE_AIV2; s < SHAPE_COUNT; s++)
+      if (prio_queued(&r->queues[s])) return false;
   return true;
 }
 

@@ -104,6 +104,9 @@ struct pto_chip {
   /* its blocks start in the ready queues' order: a node's chip, whose
    * kernels may wait for other ranks' (chip_keep_queue_order; handoff.h) */
   bool queue_order;
+  /* a kernel of a MIX shape (a block of several cores) is registered: only
+   * then may a MIX block wait in a queue (handoff_core_may_keep) */
+  bool mix_kernels;
   /* called by a run's first failure (run.c run_latch; node_hooks.h) */
   void (*fail_wake)(void *arg);
   void *fail_wake_arg;

@@ -301,7 +301,7 @@ static __attribute__((noinline)) void complete_general(pto_run *r, task *first, 
  * recursion. A gang's task, a COMMUTE task, and every task in checking
  * mode or under a controlled schedule (which take ready tasks as they
  * come) go the general way. */
-static void complete_task(pto_run *r, task *first) {
+static inline __attribute__((always_inline)) void complete_task_inline(pto_run *r, task *first) {
   for (task *t = first, *next; t; t = next) {
     if (t->sync_start || t->commute || r->contract || r->ctl) {
       complete_general(r, t, false, 0);
@@ -314,6 +314,10 @@ static void complete_task(pto_run *r, task *first) {
     }
   }
 }
+
+/* complete_task inlined where a core completes its own block (hand-off,
+ * sched_complete_here), called elsewhere. */
+static void complete_task(pto_run *r, task *first) { complete_task_inline(r, first); }
 
 /* The scheduler running on this thread, if any: it dispatches right after
  * its completion pass, so the tasks that pass makes ready need no wake-up
@@ -718,7 +722,7 @@ task *sched_complete_here(handoff *h, task *t) {
   h->kept = NULL;
   h->completed = true;
   this_handoff = h;
-  complete_task(h->run, t); /* its one unit: nobody else counts it */
+  complete_task_inline(h->run, t); /* its one unit: nobody else counts it */
   this_handoff = NULL;
   /* the others of this completion go to the schedulers now, before the
    * kept block runs; without one kept, after the block's end is
