@@ -18,11 +18,7 @@
 # change: the first is the before). Needs valgrind; a Release build
 # (bench/run.sh's) will do. Takes 1-2 minutes a program.
 set -eu
-[ $# -ge 1 ] || { sed -n '2,/^set/s/^# \{0,1\}//p' "$0"; exit 2; }
-command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
-  { echo "core_instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
-tmp=${TMPDIR:-/tmp}/core_instructions.$$
-trap 'rm -f "$tmp".*' EXIT
+. "$(dirname "$0")/instructions_common.sh"
 
 # per_task BIN ARGS...: instructions of the kernel-running threads per
 # kernel call (bench_pto's kernels are its k_* functions)
@@ -57,14 +53,9 @@ run_all() {
   done
 }
 
-names='W1_chain_replay\nW2_indep_replay\nW4_fanout_replay\nW1_chain_dynamic\nW2_indep_dynamic\nW4_fanout_dynamic\n'
-run_all "$1" >"$tmp.a"
-if [ $# -ge 2 ]; then
-  run_all "$2" >"$tmp.b"
-  echo "workload instructions_per_task($1) instructions_per_task($2) change"
-  printf "$names" | paste - "$tmp.a" "$tmp.b" |
-    awk '{ printf "%s %s %s %+.1f%%\n", $1, $2, $3, ($3 / $2 - 1) * 100 }'
-else
-  echo "workload instructions_per_task($1)"
-  printf "$names" | paste - "$tmp.a" | tr '\t' ' '
-fi
+instructions_main 'W1_chain_replay
+W2_indep_replay
+W4_fanout_replay
+W1_chain_dynamic
+W2_indep_dynamic
+W4_fanout_dynamic' "$@"

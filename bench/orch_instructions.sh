@@ -18,11 +18,7 @@
 # change: the first is the before). Needs valgrind; a Release build
 # (bench/run.sh's) will do, symbols are enough. Takes 10-20 s a program.
 set -eu
-[ $# -ge 1 ] || { sed -n '2,/^set/s/^# \{0,1\}//p' "$0"; exit 2; }
-command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
-  { echo "orch_instructions.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
-tmp=${TMPDIR:-/tmp}/orch_instructions.$$
-trap 'rm -f "$tmp".*' EXIT
+. "$(dirname "$0")/instructions_common.sh"
 
 # per_task BIN FN ARGS...: instructions inside FN per pto_submit it made
 per_task() {
@@ -54,13 +50,8 @@ run_all() {
   per_task "$bin" orch_graph tree -w 2 -k 1000 -g 5 -s 0 -m 4000
 }
 
-run_all "$1" >"$tmp.a"
-if [ $# -ge 2 ]; then
-  run_all "$2" >"$tmp.b"
-  echo "workload instructions_per_task($1) instructions_per_task($2) change"
-  printf 'W1_chain\nW2_indep\nW4_fanout\nstencil_1d\ntree\n' | paste - "$tmp.a" "$tmp.b" |
-    awk '{ printf "%s %s %s %+.1f%%\n", $1, $2, $3, ($3 / $2 - 1) * 100 }'
-else
-  echo "workload instructions_per_task($1)"
-  printf 'W1_chain\nW2_indep\nW4_fanout\nstencil_1d\ntree\n' | paste - "$tmp.a" | tr '\t' ' '
-fi
+instructions_main 'W1_chain
+W2_indep
+W4_fanout
+stencil_1d
+tree' "$@"
