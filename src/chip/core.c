@@ -247,10 +247,11 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
     redux_unit_identity(r->chip, ctx.tensors, t->redux_args, t->redux_op);
   }
   /* the clock only where a figure needs it (trace, first block, gang
-   * spread, one block in 16 for pull_hold.h): the watchdog needs no start
+   * spread, one block in 16 or 256 for pull_hold.h): the watchdog needs no start
    * time (a block that runs through a stall started before it,
    * watchdog.c) */
-  bool timed = (++c->nblocks & (PULL_TIMED_EVERY - 1)) == 0; /* pull_hold.h */
+  bool timed = (++c->nblocks &
+                pull_timed_mask(atomic_load_explicit(&c->block_ns, memory_order_relaxed))) == 0;
   uint64_t t0 = r->trace || gang || timed || !c->first_ns ? pto_now_ns() : 0;
   if (!c->first_ns) c->first_ns = t0;
   if (gang) note_cohort_start(t, t0);

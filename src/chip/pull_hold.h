@@ -31,14 +31,28 @@
  *
  * A core times one block in PULL_TIMED_EVERY (two clock reads) and keeps
  * a running average, reset at each run's start (0: no block timed yet, so
- * no hold). */
+ * no hold). Once its blocks run under PULL_SHORT_NS on average, it times
+ * one in PULL_TIMED_EVERY_SHORT instead: the two reads (some 25 ns each
+ * on a VM's clock) were 10-15% of a core's time on a replayed chain of
+ * empty blocks, and blocks that short still give a timed one every few
+ * tens of microseconds. */
 #ifndef PTO_CHIP_PULL_HOLD_H
 #define PTO_CHIP_PULL_HOLD_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#define PULL_TIMED_EVERY 16 /* a power of two */
+#define PULL_TIMED_EVERY       16   /* a power of two */
+#define PULL_TIMED_EVERY_SHORT 256  /* a power of two */
+#define PULL_SHORT_NS          1000 /* blocks this short are timed less often */
+
+/* The mask of a core's block count whose zero marks a timed block, for
+ * blocks of this running average (0: none timed yet). */
+static inline uint32_t pull_timed_mask(uint64_t block_avg_ns) {
+  return (block_avg_ns && block_avg_ns < PULL_SHORT_NS ? PULL_TIMED_EVERY_SHORT
+                                                       : PULL_TIMED_EVERY) -
+         1;
+}
 
 /* The running average after a block of `ns` (weight 1/4: a change of
  * kernels shows within a few timed blocks). */
