@@ -247,8 +247,8 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
     redux_unit_identity(r->chip, ctx.tensors, t->redux_args, t->redux_op);
   }
   /* the clock only where a figure needs it (trace, first block, gang
-   * spread, one block in 16 or 256 for pull_hold.h): the watchdog needs no start
-   * time (a block that runs through a stall started before it,
+   * spread, one block in 16 or 256 for pull_hold.h): the watchdog needs
+   * no start time (a block that runs through a stall started before it,
    * watchdog.c) */
   bool timed = (++c->nblocks &
                 pull_timed_mask(atomic_load_explicit(&c->block_ns, memory_order_relaxed))) == 0;

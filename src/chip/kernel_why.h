@@ -5,13 +5,6 @@
 
 #include "pto/kernel.h"
 
-/* The reason the kernel of `ctx`'s block gave on this thread, or "" (none,
- * or one left by another block); clears it. Taken after every block, also
- * one that returned 0: the tag (task, block, core) repeats in every run
- * and launch, so a reason kept past its block would name another run's
- * failure. */
-static inline const char *kernel_why_take(const pto_kctx *ctx);
-
 /* The task whose block gave the reason kept on this thread, PTO_TASK_NONE
  * when none is (kernel_why.c): read inline, as no reason is the common
  * case after every block. */
@@ -19,6 +12,11 @@ extern _Thread_local pto_task_id kernel_why_task;
 /* kernel_why_take with a reason kept. */
 const char *kernel_why_take_given(const pto_kctx *ctx);
 
+/* The reason the kernel of `ctx`'s block gave on this thread, or "" (none,
+ * or one left by another block); clears it. Taken after every block, also
+ * one that returned 0: the tag (task, block, core) repeats in every run
+ * and launch, so a reason kept past its block would name another run's
+ * failure. */
 static inline const char *kernel_why_take(const pto_kctx *ctx) {
   return kernel_why_task == PTO_TASK_NONE ? "" : kernel_why_take_given(ctx);
 }

@@ -606,12 +606,6 @@ void sched_make_ready_batch(pto_run *r, const uint32_t *idx, uint32_t n) {
   batch_end(r, &b, opened);
 }
 
-/* Queues ready task t and asks for the passes that place it; under
- * checking mode or a controlled schedule, hands it to the orchestrator's
- * thread instead (after the COMMUTE acquire: exclusion holds there too).
- * In a hand-off, the first task the finishing core can run next is kept
- * for it instead, and the passes for the others are asked for once the
- * completion is done (handoff.h). */
 /* Ready task t (no dummy, no COMMUTE task) kept by this thread's
  * hand-off, to run next on its core (handoff.h), when it fits there and
  * no task of its level or above waits in this completion's batch. */
@@ -627,6 +621,12 @@ static inline bool keep_here(pto_run *r, task *t) {
   return true;
 }
 
+/* Queues ready task t and asks for the passes that place it; under
+ * checking mode or a controlled schedule, hands it to the orchestrator's
+ * thread instead (after the COMMUTE acquire: exclusion holds there too).
+ * In a hand-off, the first task the finishing core can run next is kept
+ * for it instead, and the passes for the others are asked for once the
+ * completion is done (handoff.h). */
 static void queue_ready(pto_run *r, task *t) {
   if (r->contract) { /* checking mode: the orchestrator runs it (contract.h) */
     contract_ready(r, t);
