@@ -67,7 +67,7 @@ static void test_rule(void **state) {
   assert_int_equal(pull_period(499, 2000), 2000);
   assert_int_equal(pull_period(500, 2000), 0); /* a quarter: long enough */
   assert_int_equal(pull_period(9000, 2000), 0);
-  assert_int_equal(pull_period(100, 0), 0);      /* the option off */
+  assert_int_equal(pull_period(100, 0), 0); /* the option off */
   /* which blocks are timed: one in 16 until blocks are known to be short */
   assert_int_equal(pull_timed_mask(0), PULL_TIMED_EVERY - 1); /* none timed yet */
   assert_int_equal(pull_timed_mask(100), PULL_TIMED_EVERY_SHORT - 1);
