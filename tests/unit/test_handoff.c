@@ -9,6 +9,9 @@
  * blocks kept, and each kernel records the order it ran in.
  *   - chain: every link of a 64-task chain is kept (the role mode and
  *     scheduler threads), and shows on the core's trace track;
+ *   - a chain through dummies (every third link, then 12000 in a row):
+ *     each dummy is completed where its producer completed, and the link
+ *     after it is still kept; the same captured and replayed 3 times;
  *   - priorities: a successor is kept only while nothing of a higher
  *     level is queued (a queued higher task runs first), and kept over
  *     lower queued work; on a node's chip (its queue order kept,
@@ -262,6 +265,89 @@ static void test_chain_is_kept(void **state) {
   }
 }
 
+/* ---- a chain through dummies ---- */
+
+/* The gate, then CHAIN links, every third of them a dummy, then a run of
+ * DUMMY_RUN dummies in a row before one last link, all submitted while
+ * the gate holds (the default 16384 task slots hold them): a dummy made
+ * ready by a completion of one consumer is completed on the spot, in a
+ * loop (sched.c, complete_lone and complete_task), and the link after it
+ * is still kept. A completion that recursed per dummy would need
+ * DUMMY_RUN frames. */
+#define DUMMY_RUN 12000
+
+static pto_task_id submit_dummy_after(pto_orch *o, pto_task_id dep) {
+  pto_submit_opts opts = {.deps = &dep, .ndeps = 1};
+  pto_task_id id = -1;
+  assert_int_equal(pto_submit_dummy(o, NULL, &opts, &id), PTO_OK);
+  return id;
+}
+
+static void dummy_chain_orch(pto_orch *o, void *arg) {
+  int *links = arg;
+  *links = 0;
+  pto_task_id prev = submit(o, k_gate, 0, -1, 0, NULL, 1);
+  for (int i = 1; i <= CHAIN; i++) {
+    if (i % 3 == 0) {
+      prev = submit_dummy_after(o, prev);
+    } else {
+      prev = submit(o, k_rec, i, prev, 0, NULL, 0);
+      ++*links;
+    }
+  }
+  for (int i = 0; i < DUMMY_RUN; i++)
+    prev = submit_dummy_after(o, prev);
+  submit(o, k_rec, CHAIN + 1, prev, 0, NULL, 0);
+  ++*links;
+  atomic_store_explicit(&g_open, 1, memory_order_release);
+}
+
+static void test_chain_through_dummies_is_kept(void **state) {
+  (void)state;
+  for (int threads = 0; threads < 2; threads++) {
+    pto_chip *chip = make_chip(1, threads, NULL);
+    pto_run_stats st;
+    int links = 0;
+    run_ok(chip, dummy_chain_orch, &links, &st);
+    int want[CHAIN + 2], n = 0;
+    want[n++] = 0;
+    for (int i = 1; i <= CHAIN; i++)
+      if (i % 3 != 0) want[n++] = i;
+    want[n++] = CHAIN + 1;
+    expect_order(want, n);
+    printf("%s: %llu blocks, %llu handed off, %llu tasks\n", threads ? "scheduler threads" : "role",
+           (unsigned long long)st.blocks, (unsigned long long)st.handoffs,
+           (unsigned long long)st.tasks);
+    assert_int_equal(st.tasks, (uint64_t)(CHAIN + 2 + DUMMY_RUN));
+    assert_int_equal(st.blocks, (uint64_t)(links + 1));
+    /* every link after the gate became ready at a completion on the core
+     * that ran the link before it (through the dummies between): kept */
+    assert_int_equal(st.handoffs, (uint64_t)links);
+    /* captured and replayed: a launch's lists are fixed (read, not
+     * closed), its dummies completed on the core the same way */
+    pto_graph *g = NULL;
+    pto_error_info err;
+    atomic_store(&g_open, 0);
+    atomic_store(&g_n, 0);
+    int rc = pto_graph_capture(chip, dummy_chain_orch, &links, &g, &st, &err);
+    if (rc) pto_error_print(&err, stderr);
+    assert_int_equal(rc, PTO_OK);
+    expect_order(want, n);
+    for (int launch = 0; launch < 3; launch++) {
+      atomic_store(&g_n, 0);
+      memset(g_order, -1, sizeof g_order);
+      rc = pto_graph_launch(chip, g, NULL, &st, &err);
+      if (rc) pto_error_print(&err, stderr);
+      assert_int_equal(rc, PTO_OK);
+      expect_order(want, n);
+      assert_int_equal(st.tasks, (uint64_t)(CHAIN + 2 + DUMMY_RUN));
+      assert_int_equal(st.blocks, (uint64_t)(links + 1));
+    }
+    pto_graph_destroy(g);
+    pto_chip_destroy(chip);
+  }
+}
+
 /* ---- priorities ---- */
 
 typedef struct prio_case {
@@ -478,6 +564,7 @@ static void test_kept_async_block_completes_itself(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_is_kept),
+      cmocka_unit_test(test_chain_through_dummies_is_kept),
       cmocka_unit_test(test_priorities_kept_only_when_next),
       cmocka_unit_test(test_ahead_of_queued_work_bounded),
       cmocka_unit_test(test_commute_successor_takes_its_bytes),
