@@ -128,9 +128,13 @@ static int async_kernel(const pto_kctx *c) {
   return 0;
 }
 
-static pto_chip *make_chip_order(int aiv, bool sched_threads, const char *trace, bool queue_order) {
+/* task_slots: 0 keeps the default (which a sanitizer run of the suite
+ * makes 2048: PTO_TASK_SLOTS) */
+static pto_chip *make_chip_slots(int aiv, bool sched_threads, const char *trace, bool queue_order,
+                                 uint32_t task_slots) {
   pto_chip_config cfg;
   pto_chip_config_init(&cfg);
+  if (task_slots) cfg.task_slots = task_slots;
   cfg.clusters = 1;
   cfg.aic_per_cluster = 0;
   cfg.aiv_per_cluster = aiv;
@@ -154,6 +158,10 @@ static pto_chip *make_chip_order(int aiv, bool sched_threads, const char *trace,
   atomic_store(&g_have_token, 0);
   memset(g_order, -1, sizeof g_order);
   return chip;
+}
+
+static pto_chip *make_chip_order(int aiv, bool sched_threads, const char *trace, bool queue_order) {
+  return make_chip_slots(aiv, sched_threads, trace, queue_order, 0);
 }
 
 static pto_chip *make_chip(int aiv, bool sched_threads, const char *trace) {
@@ -269,12 +277,13 @@ static void test_chain_is_kept(void **state) {
 
 /* The gate, then CHAIN links, every third of them a dummy, then a run of
  * DUMMY_RUN dummies in a row before one last link, all submitted while
- * the gate holds (the default 16384 task slots hold them): a dummy made
+ * the gate holds (in DUMMY_SLOTS task slots): a dummy made
  * ready by a completion of one consumer is completed on the spot, in a
  * loop (sched.c, complete_lone and complete_task), and the link after it
  * is still kept. A completion that recursed per dummy would need
  * DUMMY_RUN frames. */
-#define DUMMY_RUN 12000
+#define DUMMY_RUN   12000
+#define DUMMY_SLOTS 16384
 
 static pto_task_id submit_dummy_after(pto_orch *o, pto_task_id dep) {
   pto_submit_opts opts = {.deps = &dep, .ndeps = 1};
@@ -305,7 +314,7 @@ static void dummy_chain_orch(pto_orch *o, void *arg) {
 static void test_chain_through_dummies_is_kept(void **state) {
   (void)state;
   for (int threads = 0; threads < 2; threads++) {
-    pto_chip *chip = make_chip(1, threads, NULL);
+    pto_chip *chip = make_chip_slots(1, threads, NULL, false, DUMMY_SLOTS);
     pto_run_stats st;
     int links = 0;
     run_ok(chip, dummy_chain_orch, &links, &st);
