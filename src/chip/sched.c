@@ -245,10 +245,14 @@ static bool complete_lone(pto_run *r, task *t, int64_t node, task **dummy) {
   return true;
 }
 
+/* first's list, not read yet (complete_general) */
+#define FANOUT_UNREAD INT64_MIN
+
 /* complete_task's general way, for `first` and the dummies it completes
- * inline: `taken`, first's list was read already, as first_node. Its own
- * function: its frame (a work stack, a batch) is not paid on the lone way. */
-static __attribute__((noinline)) void complete_general(pto_run *r, task *first, bool taken,
+ * inline; first_node: first's list as fanout_take read it, or
+ * FANOUT_UNREAD. Its own function: its frame (a work stack, a batch) is
+ * not paid on the lone way. */
+static __attribute__((noinline)) void complete_general(pto_run *r, task *first,
                                                        int64_t first_node) {
   task *stack[DUMMY_STACK];
   int top = 0;
@@ -262,7 +266,7 @@ static __attribute__((noinline)) void complete_general(pto_run *r, task *first, 
     /* before its consumers: a later non-COMMUTE access waits for this
      * completion anyway, and waiters get the bytes as early as possible */
     if (t->commute) commute_release(r, t);
-    int64_t node = t == first && taken ? first_node : fanout_take(t);
+    int64_t node = t == first && first_node != FANOUT_UNREAD ? first_node : fanout_take(t);
     /* The list is newest first. Up to RELEASE_ORDERED consumers are read
      * first and released oldest first, in submission order, as they would
      * have queued had they been ready at submit: in a tree, the first
@@ -302,14 +306,18 @@ static __attribute__((noinline)) void complete_general(pto_run *r, task *first, 
  * mode or under a controlled schedule (which take ready tasks as they
  * come) go the general way. */
 static inline __attribute__((always_inline)) void complete_task_inline(pto_run *r, task *first) {
+  if (r->contract || r->ctl) {
+    complete_general(r, first, FANOUT_UNREAD);
+    return;
+  }
   for (task *t = first, *next; t; t = next) {
-    if (t->sync_start || t->commute || r->contract || r->ctl) {
-      complete_general(r, t, false, 0);
+    if (t->sync_start || t->commute) {
+      complete_general(r, t, FANOUT_UNREAD);
       return;
     }
     int64_t node = fanout_take(t);
     if (!complete_lone(r, t, node, &next)) {
-      complete_general(r, t, true, node);
+      complete_general(r, t, node);
       return;
     }
   }

@@ -66,14 +66,16 @@ bool run_books_broken(pto_run *r, bool ended, uint64_t idle_ms) {
   }
   /* every task completed: nothing may be left gathered, nor a holder
    * counted (its hold ends before its core leaves the run) */
-  uint64_t gw = gather_load(&r->gather);
-  int32_t holders = atomic_load_explicit(&r->gather.holders, memory_order_relaxed);
-  if (ended && (gather_count(gw) || holders)) {
-    run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
-             "%s: the orchestrator's gather still holds %u tasks and %d holders after every "
-             "task completed",
-             when, gather_count(gw), (int)holders);
-    return true;
+  if (ended) {
+    uint64_t gw = gather_load(&r->gather);
+    int32_t holders = atomic_load_explicit(&r->gather.holders, memory_order_relaxed);
+    if (gather_count(gw) || holders) {
+      run_fail(r, PTO_EINTERNAL, PTO_TASK_NONE, -1,
+               "%s: the orchestrator's gather still holds %u tasks and %d holders after every "
+               "task completed",
+               when, gather_count(gw), (int)holders);
+      return true;
+    }
   }
   /* with no thread inside, nobody changes the COMMUTE table: every task
    * completed, so none may be left holding bytes or waiting for them */
