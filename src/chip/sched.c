@@ -657,11 +657,14 @@ static void queue_push(pto_run *r, task *t) {
     if (b->n == READY_BATCH) batch_flush(r, b);
     return;
   }
-  if (t->sync_start)
+  /* read before the push: once published, t may be claimed, run,
+   * completed and its slot given to a new task at once (as rb_push) */
+  const int q = t->sync_start ? SHAPE_COUNT : t->shape;
+  if (q == SHAPE_COUNT)
     sync_push(&r->sync_queue, t);
   else
-    rq_push(r, &r->queues[t->shape], t);
-  pushed_announce(r, 1u << (t->sync_start ? SHAPE_COUNT : t->shape));
+    rq_push(r, &r->queues[q], t);
+  pushed_announce(r, 1u << q);
 }
 
 static void kick_others(pto_run *r, int q, const sched *skip, bool by_handoff);
