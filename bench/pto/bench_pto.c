@@ -135,6 +135,10 @@ static int pto_bench_init(int workers) {
   g_batch = batch && strcmp(batch, "1") == 0;
   const char *stats = getenv("PTO_BENCH_STATS");
   g_stats = stats && strcmp(stats, "1") == 0;
+  /* PTO_BENCH_TRACE=FILE: the chip's runs traced into FILE
+   * (pto_chip_set_trace; a trace costs the runs their speed) */
+  const char *trace = getenv("PTO_BENCH_TRACE");
+  if (trace && *trace && (rc = pto_chip_set_trace(g_chip, trace)) != 0) return rc;
   snprintf(g_desc, sizeof(g_desc),
            "%d cluster%s x %d AIV (%d kernel core%s) + %d scheduler%s + orchestrator thread%s",
            cfg->clusters, cfg->clusters == 1 ? "" : "s", cfg->aiv_per_cluster, cores,

@@ -182,6 +182,9 @@ static void core_wait_work(core_wait *w) {
       sched_gather_idle(r); /* another core pulls: it may not hold */
     }
   }
+  /* before it parks: a block placed on another core that has not
+   * started it is taken here (sched_lone_look) */
+  if (!core_has_work(w)) sched_lone_look(c);
   while (!core_has_work(w))
     pto_wait(&c->ev, core_has_work, w, UINT64_MAX);
 }

@@ -384,6 +384,10 @@ typedef struct sched {
   bool again;                         /* its last pass moved the drain */
   bool starved;                       /* its pass left blocks queued for want of wake budget */
   uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
+  /* a core about to park that asked the next pass to look for a block
+   * placed on a core of its type that has not started it
+   * (sched_lone_look); the pass that looks clears it */
+  core *_Atomic lone_for;
   /* its cores by type (PTO_CORE_AIC, PTO_CORE_AIV) and blocks in flight:
    * idle ones (published: idle), ones with a pending block (published:
    * pending), and the busy ones a pass polls (core_sets.h) */
@@ -685,6 +689,11 @@ void sched_orch_done(pto_run *r);
 /* Role mode, an idle core of s that pulls for it: serves the requests
  * pending (role.h), as a pass of its own or through the holder. */
 void sched_pull(sched *s);
+/* Core c, idle with nothing queued and about to park: the next pass of
+ * its scheduler (its own in role mode when the role is free) moves to it
+ * a block placed on another of its cores that has not started it
+ * (steal.h, steal_target_lone; sched.c take_lone), if one is. */
+void sched_lone_look(core *c);
 /* Whether any shape's ready queue looks non-empty (a relaxed hint). */
 bool sched_ready_queued(pto_run *r);
 /* Blocks queued in the shape queues, a relaxed hint. */

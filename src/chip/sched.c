@@ -1196,6 +1196,38 @@ static bool take_for(sched *s, core *x, bool foreign) {
   return false;
 }
 
+/* Cores of the one-in-flight segment a lone look reads: a bounded look
+ * (three words each), so that a core's park costs the same on a chip of
+ * thousands of cores. The segment's start is the likeliest: a dispatch
+ * to an idle core moves that core to it (core_sets.h, cs_up). */
+#define LONE_LOOKS 8
+
+/* Our idle core x takes a single-core block placed on a core of ours of
+ * its type that has no other block in flight and has not started it
+ * (steal.h, steal_target_lone): read from that core's words, then the
+ * same take as a pending block's. Looked for only by a core about to park
+ * (sched_lone_look): an idle core that placed work on an awake core
+ * which the OS then left queued behind another thread would otherwise
+ * park while that block waits for the OS to run its core. */
+static bool take_lone(sched *s, core *x) {
+  const core_set *set = &s->sets[x->type];
+  int from = cs_end(set, 0), to = cs_end(set, 1);
+  if (to - from > LONE_LOOKS) to = from + LONE_LOOKS;
+  for (int p = from; p < to; p++) {
+    core *c = s->cores[cs_at(set, p)];
+    /* acquire: d's payload and flags, written before `dispatched` moved */
+    uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_acquire);
+    uint64_t k = atomic_load_explicit(&c->claim, memory_order_acquire);
+    uint64_t t = steal_target_lone(d, k, atomic_load_explicit(&c->finished, memory_order_acquire));
+    /* movable: a single-core block of no gang and priority 0 (a part of a
+     * MIX block or a gang's stays where it was placed) */
+    if (t && atomic_load_explicit(&c->slot[t & 1].movable, memory_order_relaxed) &&
+        take_pending(s, x, c, t))
+      return true;
+  }
+  return false;
+}
+
 /* Each idle core of ours takes a single-core block pending on a busy core
  * of its type (steal.h): called when nothing queued was left for it, so
  * the block would otherwise wait out the busy core's running one. Awake
@@ -1224,6 +1256,15 @@ static bool steal_pending(sched *s) {
       s->steals++;
       did = true;
     }
+  }
+  /* a core about to park asked for a look (sched_lone_look); still idle:
+   * nothing was placed on it above */
+  core *x = atomic_load_explicit(&s->lone_for, memory_order_relaxed)
+                ? atomic_exchange_explicit(&s->lone_for, NULL, memory_order_relaxed)
+                : NULL;
+  if (x && inflight(x) == 0 && take_lone(s, x)) {
+    s->steals++;
+    did = true;
   }
   return did;
 }
@@ -1523,6 +1564,18 @@ static void sched_role_hold(sched *s, bool leftover, bool entered) {
      * sched_wake_leftover > sched_kick > sched_role_run > dispatch_shape) */
     if (!role_leave(&s->role, seen) || run_stopping(r)) break;
   }
+}
+
+void sched_lone_look(core *c) {
+  pto_run *r = c->run;
+  if (r->ctl) return; /* a controlled schedule: no passes (schedule.h) */
+  sched *s = &r->scheds[c->sched];
+  atomic_store_explicit(&s->lone_for, c, memory_order_relaxed);
+  /* the pass that looks starts after this request (role.h; a scheduler
+   * thread counts it), whose read-modify-write orders the store before
+   * it: this thread's own pass when the role is free, else the holder's
+   * or the thread's next */
+  sched_kick(r, s);
 }
 
 void sched_orch_done(pto_run *r) {

@@ -124,6 +124,19 @@ static inline uint64_t steal_target(uint64_t d, uint64_t k, uint64_t f) {
   return k == d - 1 && f < d - 1 ? d : 0;
 }
 
+/* The dispatch id an idle core may take from a core that has one block in
+ * flight and has not started it: its last dispatch id d, claim word k and
+ * last finished id f (read in that order), or 0. k == d - 1 == f: the
+ * core finished and claimed everything before d, and not d. Such a core
+ * is awake but not running (the OS left its thread queued behind another
+ * on one CPU while the other CPU idles: a yield, or a wake-up placed on
+ * the waker's CPU, can keep it there for a scheduler tick, 4 ms), or
+ * still waking from its futex, or about to claim d; the take and the
+ * claim are the same compare-and-swap as above, so exactly one runs d. */
+static inline uint64_t steal_target_lone(uint64_t d, uint64_t k, uint64_t f) {
+  return d >= 1 && k == d - 1 && f == d - 1 ? d : 0;
+}
+
 /* The reset between runs (chip.c run_reset), while no thread is inside a
  * run. Dispatch ids restart at 1 with every run (core.c core_serve), so a
  * core's claim word restarts at 0: a word left at run N's last id made

@@ -5,9 +5,8 @@
  *    running average of timed blocks.
  * Runs with the largest hold, 10 ms (this program sets PTO_PULL_HOLD_NS
  * before any option is read), on two cores: a warm-up of two-block tasks
- * until both cores have timed blocks, then ROUND_TRIPS tasks one at a time,
- * each submitted once the one before has run. Every block must run exactly
- * once, and:
+ * (sync_start: a block on each core) until both cores have timed blocks, then ROUND_TRIPS tasks one
+ * at a time, each submitted once the one before has run. Every block must run exactly once, and:
  *  - short blocks, the orchestration watching a flag the kernel sets (it
  *    waits for nothing of pto's): idle cores hold (pto_run_stats.pull_holds
  *    > 0);
@@ -120,8 +119,12 @@ typedef struct job {
   uint64_t trips_ns; /* the round trips, together */
 } job;
 
+/* A task of two blocks starts them together (sync_start): one on each
+ * core. Without, the core whose block ends first, about to park, takes
+ * the other block from the core still waking (sched.c, take_lone), and
+ * the waking core may never run one. */
 static int submit(pto_orch *o, uint64_t i, int blocks, pto_task_id *id) {
-  pto_submit_opts so = {.block_num = blocks};
+  pto_submit_opts so = {.block_num = blocks, .sync_start = blocks > 1};
   pto_args a;
   pto_args_init(&a);
   pto_args_scalar(&a, i);

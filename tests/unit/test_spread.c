@@ -124,7 +124,10 @@ static int kid;
 static void orch_probe(pto_orch *o, void *arg) {
   (void)arg;
   probe *p = &P;
-  pto_submit_opts so = {.block_num = 2};
+  /* started together, a block on each core (without, the core whose
+   * block ends first may take the other from a core still waking:
+   * sched.c, take_lone) */
+  pto_submit_opts so = {.block_num = 2, .sync_start = true};
   pto_args a;
   pto_args_init(&a);
   assert_int_equal(pto_submit(o, kid, &a, &so, NULL), 0);

@@ -26,7 +26,9 @@
  *  - NO_MARK: a lost block is published without its slot deferred.
  * A second model (below) has the pending block taken by another
  * scheduler's role holder, which reads the core's words instead of the
- * owner's counts, with a broken variant that reads the slot too late. A
+ * owner's counts, with a broken variant that reads the slot too late; a
+ * variant of it, a core's only block taken before the core claimed it
+ * (steal_target_lone), by a core about to park. A
  * third checks liveness across two schedulers: no block left pending
  * behind a running one, or queued, while a core of its type idles.
  * Runs N and N+1 (test_run_n_plus_1): the claim words, dispatch registers
@@ -351,6 +353,7 @@ typedef struct fstate {
   cstate c;                /* C (last id 4) and O's counts */
   uint64_t fk;             /* F: the claim word it read */
   uint8_t fpc, fd, fp, fb; /* F: pc, the id D it read, the id P it takes, the block it read */
+  uint8_t lone;            /* F takes by steal_target_lone (the lone model, below) */
 } fstate;
 
 static int fnact(xp_search *x) {
@@ -371,7 +374,8 @@ static int fstep_f(int variant, fstate *s) {
     s->fpc = F_FIN;
     return XP_STEP;
   case F_FIN:
-    s->fp = (uint8_t)steal_target(s->fd, s->fk, s->c.finished);
+    s->fp = (uint8_t)(s->lone ? steal_target_lone(s->fd, s->fk, s->c.finished)
+                              : steal_target(s->fd, s->fk, s->c.finished));
     s->fpc = !s->fp ? F_DONE : variant == FV_READ_AFTER_TAKE ? F_TAKE : F_READ;
     return XP_STEP;
   case F_READ:
@@ -445,13 +449,14 @@ static void fprint_path(xp_search *xs, const void *init) {
   }
 }
 
+static const xp_model fmodel = {.state_size = sizeof(fstate),
+                                .key_size = sizeof(fstate),
+                                .max_depth = 64,
+                                .nact = fnact,
+                                .apply = fapply,
+                                .on_final = fon_final};
+
 static bool run_foreign(int variant) {
-  const xp_model m = {.state_size = sizeof(fstate),
-                      .key_size = sizeof(fstate),
-                      .max_depth = 64,
-                      .nact = fnact,
-                      .apply = fapply,
-                      .on_final = fon_final};
   bool ok = true;
   for (int waking = 0; waking < 2 && ok; waking++) {
     fstate s;
@@ -460,7 +465,7 @@ static bool run_foreign(int variant) {
     char label[80];
     snprintf(label, sizeof label, "another scheduler, %s, core %s", fvariant_name[variant],
              waking ? "waking" : "running id 1");
-    ok = explore(&m, variant, label, &s, fprint_path);
+    ok = explore(&fmodel, variant, label, &s, fprint_path);
   }
   return ok;
 }
@@ -470,6 +475,44 @@ static void test_steal_from_another_scheduler(void **state) {
   if (!run_foreign(FV_GOOD)) fail_msg("taking from another scheduler's core fails");
   for (int v = FV_GOOD + 1; v < FV_COUNT; v++)
     if (run_foreign(v)) fail_msg("broken variant '%s' was not caught", fvariant_name[v]);
+}
+
+/* ---- a core about to park takes a lone block its owner has not started ----
+ *
+ * Model: core C has one block in flight, id 1 (slot 1), and has not
+ * claimed it: still waking, or awake and left queued behind another
+ * thread on its CPU. Its role holder O polls and, as C's in-flight count
+ * allows, dispatches ids 2 to 4 (a pending one behind an unclaimed one,
+ * too); the thief F, whose idle core is about to park (sched.c,
+ * sched_lone_look, take_lone), reads C's words as above and takes by
+ * steal_target_lone: the block C has not claimed while it has nothing
+ * else in flight. F starts at any point, as in the model above (F is O's
+ * own holder in take_lone, one pass at a time: the model lets O dispatch
+ * between F's steps too). Checks in every final state: blocks 1 to 4
+ * each ran exactly once, and their units were counted once.
+ * Broken variant, caught with its interleaving printed:
+ *  - READ_AFTER_TAKE: F reads the slot after its take (id 3 may be in
+ *    it by then). */
+static bool run_lone(int variant) {
+  fstate s;
+  memset(&s, 0, sizeof s);
+  s.lone = 1;
+  s.c.dispatched = 1; /* id 1 in slot 1, unclaimed: claim 0, finished 0 */
+  s.c.slot[1] = 1;
+  s.c.last = 4;
+  s.c.cpc = C_CLAIM;
+  s.c.cn = 1;
+  s.c.first = 1;
+  char label[80];
+  snprintf(label, sizeof label, "a lone block, %s", fvariant_name[variant]);
+  return explore(&fmodel, variant, label, &s, fprint_path);
+}
+
+static void test_lone_block_taken_before_a_park(void **state) {
+  (void)state;
+  if (!run_lone(FV_GOOD)) fail_msg("taking a lone unstarted block fails");
+  for (int v = FV_GOOD + 1; v < FV_COUNT; v++)
+    if (run_lone(v)) fail_msg("broken variant '%s' was not caught", fvariant_name[v]);
 }
 
 /* ---- liveness: no block waits while a core of its type idles ----
@@ -1002,6 +1045,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_steal_protocol),
       cmocka_unit_test(test_steal_from_another_scheduler),
+      cmocka_unit_test(test_lone_block_taken_before_a_park),
       cmocka_unit_test(test_no_block_waits_while_a_core_idles),
       cmocka_unit_test(test_run_n_plus_1),
   };
