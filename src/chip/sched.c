@@ -1222,8 +1222,13 @@ static bool take_lone(sched *s, core *x) {
     /* movable: a single-core block of no gang and priority 0 (a part of a
      * MIX block or a gang's stays where it was placed) */
     if (t && atomic_load_explicit(&c->slot[t & 1].movable, memory_order_relaxed) &&
-        take_pending(s, x, c, t))
+        take_pending(s, x, c, t)) {
+      /* nothing goes behind the block taken (has_room) before c has seen
+       * the take: a block placed there would wait for c to run, and its
+       * marked claim word lets nobody take it (steal_target) */
+      atomic_store_explicit(&c->slot[t & 1].movable, false, memory_order_relaxed);
       return true;
+    }
   }
   return false;
 }

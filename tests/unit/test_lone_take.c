@@ -22,12 +22,21 @@
  *  3. X (one block) is submitted: A is busy, so the pass places X on B,
  *     the idle core (checked: B's dispatch register moves);
  *  4. HOLD ends: A falls idle with nothing queued and, before it parks,
- *     takes X and runs it.
- * X must run on A while B is still held: without the look, X waited for
- * B's release (the orchestrator's 2 s wait for X failed, every trial).
- * Then B is let go: it finds X taken from it (its claim fails) and goes
- * back to waiting; the run ends with every block run once and a steal
- * per trial counted (pto_run_stats.steals). */
+ *     takes X and runs it;
+ *  5. while X runs, Y (one block) is submitted: no core is idle, and B's
+ *     only block, X, was taken from it, so Y must not go behind it
+ *     (sched.c has_room: the taken block's slot is no longer movable),
+ *     where it would wait for B, whose marked claim word lets nobody take
+ *     it; Y runs on A after X.
+ * X and Y must run on A while B is still held: without the look, X
+ * waited for B's release (the orchestrator's 2 s wait failed, every
+ * trial); with the look but Y free to go behind X on B, Y did. Then B is
+ * let go: it finds X taken from it (its claim fails) and goes back to
+ * waiting; the run ends with every block run once and a steal per trial
+ * counted (pto_run_stats.steals). The orchestrator's gather is off
+ * (PTO_ORCH_GATHER=0, set before any option is read): with it, Y,
+ * submitted while every core has a block in flight, would be gathered
+ * rather than placed. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -47,8 +57,9 @@
 #define TRIALS  20
 #define WAIT_MS 2000 /* a failing trial's wait; never reached when it passes */
 
-static int g_hold_k, g_x_k;
+static int g_hold_k, g_x_k, g_y_k;
 static _Atomic int g_hold_core, g_hold_go, g_x_core, g_x_ran, g_x_while_held;
+static _Atomic int g_x_started, g_y_submitted, g_y_core, g_y_ran, g_y_while_held;
 static _Atomic int g_in_handler, g_release_b;
 static const pto_run *_Atomic g_run;
 
@@ -74,10 +85,22 @@ static int k_hold(const pto_kctx *c) {
   return 0;
 }
 
+/* X: runs until Y has been submitted (and placed) */
 static int k_x(const pto_kctx *c) {
   atomic_store(&g_x_core, c->core_id);
   atomic_store(&g_x_while_held, atomic_load(&g_in_handler));
+  atomic_store(&g_x_started, 1);
+  for (int i = 0; !atomic_load(&g_y_submitted) && i < 10 * WAIT_MS; i++)
+    nap_100us();
+  nap_100us();
   atomic_fetch_add(&g_x_ran, 1);
+  return 0;
+}
+
+static int k_y(const pto_kctx *c) {
+  atomic_store(&g_y_core, c->core_id);
+  atomic_store(&g_y_while_held, atomic_load(&g_in_handler));
+  atomic_fetch_add(&g_y_ran, 1);
   return 0;
 }
 
@@ -97,8 +120,8 @@ static bool await(_Atomic int *v, int want) {
 }
 
 typedef struct trial {
-  bool placed_on_b, x_ran;
-  int a, b, x_core, x_while_held;
+  bool placed_on_b, x_ran, y_ran;
+  int a, b, x_core, x_while_held, y_core, y_while_held;
 } trial;
 
 static void orch(pto_orch *o, void *arg) {
@@ -122,9 +145,14 @@ static void orch(pto_orch *o, void *arg) {
     nap_100us();
   t->placed_on_b = atomic_load(&r->cores[t->b].dispatched) == before + 1;
   atomic_store(&g_hold_go, 1);
+  if (await(&g_x_started, 1)) submit(o, g_y_k);
+  atomic_store(&g_y_submitted, 1);
   t->x_ran = await(&g_x_ran, 1);
+  t->y_ran = await(&g_y_ran, 1);
   t->x_core = atomic_load(&g_x_core);
   t->x_while_held = atomic_load(&g_x_while_held);
+  t->y_core = atomic_load(&g_y_core);
+  t->y_while_held = atomic_load(&g_y_while_held);
   atomic_store(&g_release_b, 1);
 }
 
@@ -145,11 +173,16 @@ static void run_trials(bool sched_threads) {
   assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "hold", k_hold, &g_hold_k), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "x", k_x, &g_x_k), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "y", k_y, &g_y_k), PTO_OK);
   int placed = 0;
   for (int i = 0; i < TRIALS; i++) {
     atomic_store(&g_hold_go, 0);
     atomic_store(&g_x_ran, 0);
     atomic_store(&g_x_core, -1);
+    atomic_store(&g_x_started, 0);
+    atomic_store(&g_y_submitted, 0);
+    atomic_store(&g_y_ran, 0);
+    atomic_store(&g_y_core, -1);
     atomic_store(&g_in_handler, 0);
     atomic_store(&g_release_b, 0);
     atomic_store(&g_run, NULL);
@@ -174,7 +207,16 @@ static void run_trials(bool sched_threads) {
                   t.x_while_held ? "held" : "let go", t.a, t.placed_on_b ? "yes" : "no");
       fail();
     }
+    if (!t.y_ran || t.y_core != t.a || !t.y_while_held) {
+      print_error("trial %d (%s): Y %s on core %d, core B %d %s; expected Y on core A %d after "
+                  "X while B was held, not behind the block taken from B\n",
+                  i, sched_threads ? "scheduler threads" : "role mode",
+                  t.y_ran ? "ran" : "did not run within 2 s", t.y_core, t.b,
+                  t.y_while_held ? "held" : "let go", t.a);
+      fail();
+    }
     assert_int_equal(atomic_load(&g_x_ran), 1);
+    assert_int_equal(atomic_load(&g_y_ran), 1);
     /* X went to B first in most trials: then it was taken (a steal) */
     if (t.placed_on_b) {
       placed++;
@@ -200,6 +242,7 @@ static void test_scheduler_threads(void **state) {
 }
 
 int main(void) {
+  setenv("PTO_ORCH_GATHER", "0", 1); /* before any option is read: above */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_role_mode),
       cmocka_unit_test(test_scheduler_threads),
