@@ -658,8 +658,8 @@ static void run_reset(pto_run *r) {
     sc->trace_att = 0;
     sc->first_ns = sc->last_ns = 0;
     sc->steals = 0;
-    atomic_store_explicit(&sc->lone_for, NULL, memory_order_relaxed); /* a run may end before a
-                                                                       * pass looked */
+    /* a run may end before the pass that would look (sched_lone_look) */
+    atomic_store_explicit(&sc->lone_for, NULL, memory_order_relaxed);
     sc->trace_track = 0;
     /* every core idle */
     for (int t = 0; t < 2; t++) { /* PTO_CORE_AIC, PTO_CORE_AIV */
