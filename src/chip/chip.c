@@ -658,8 +658,10 @@ static void run_reset(pto_run *r) {
     sc->trace_att = 0;
     sc->first_ns = sc->last_ns = 0;
     sc->steals = 0;
-    /* a run may end before the pass that would look (sched_lone_look) */
+    /* a run may end before the pass that would look (sched_lone_look,
+     * sched_lone_any) */
     atomic_store_explicit(&sc->lone_for, NULL, memory_order_relaxed);
+    atomic_store_explicit(&sc->lone_any, false, memory_order_relaxed);
     sc->trace_track = 0;
     /* every core idle */
     for (int t = 0; t < 2; t++) { /* PTO_CORE_AIC, PTO_CORE_AIV */
@@ -667,6 +669,16 @@ static void run_reset(pto_run *r) {
       steal_reset_counts(&sc->idle[t], &sc->pending[t], (uint32_t)cs_idle(&sc->sets[t]));
     }
   }
+  /* the blocks' length in the run before, for the orchestrator's look
+   * (orch.c, orch_unstarted_look): most of the blocks the cores timed
+   * were long (a vote, not an average: a block timed across a
+   * preemption counts once) */
+  uint32_t timed = 0, timed_long = 0;
+  for (int i = 0; i < r->ncores; i++) {
+    timed += r->cores[i].timed;
+    timed_long += r->cores[i].timed_long;
+  }
+  r->prev_blocks_long = timed && 2 * timed_long > timed;
   for (int i = 0; i < r->ncores; i++) {
     core *co = &r->cores[i];
     co->defer_current = false;
@@ -683,6 +695,7 @@ static void run_reset(pto_run *r) {
     co->nblocks = 0;
     co->ran = 0;
     atomic_store_explicit(&co->block_ns, 0, memory_order_relaxed);
+    co->timed = co->timed_long = 0;
     co->holds = 0;
     co->running = NULL;
     co->handoffs = 0;

@@ -270,6 +270,8 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
     uint64_t d = pto_now_ns() - t0;
     uint64_t avg = atomic_load_explicit(&c->block_ns, memory_order_relaxed);
     atomic_store_explicit(&c->block_ns, pull_block_avg(avg, d), memory_order_relaxed);
+    c->timed++;
+    c->timed_long += d >= UNSTARTED_MIN_BLOCK_NS;
   }
   if (r->trace)
     trace_block(r->trace, c->trace_track, k->name, id, block, part, mark, prio, t0, pto_now_ns());

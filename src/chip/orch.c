@@ -11,6 +11,7 @@
 #include "chip/ready_batch.h"
 #include "chip/run.h"
 #include "chip/schedule.h"
+#include "chip/steal.h"
 #include "common/clock.h"
 #include "common/last_error.h"
 #include "common/options.h"
@@ -107,6 +108,38 @@ void pto_args_scalar_f32(pto_args *a, float v) {
   (sizeof(pto_tensor) * PTO_MAX_TENSOR_ARGS + sizeof(uint64_t) * PTO_MAX_SCALAR_ARGS +             \
    sizeof(region_view) * PTO_MAX_COMMUTE_ARGS)
 
+/* Every 64 submits while no task retired since the last 64 (the caller
+ * compares orch_retire's count), on a chip of UNSTARTED_LOOK_MAX cores
+ * at most: a core whose only block in flight it had not started at the
+ * last look either has its scheduler's next pass move that block to an
+ * idle core, parked ones too (sched_lone_any, sched.c take_lone). The OS
+ * may wake a parked core on the orchestrator's CPU and leave it queued
+ * there behind the orchestrator's submits while the other CPUs idle, and
+ * with every other core parked, none falls idle to take it
+ * (sched_lone_look): a tree of 0.5 us blocks (bench_pto tree) ran its
+ * first block only after its 0.6 ms orchestration, every other task
+ * depending on it. Only where most blocks timed in the run before took
+ * UNSTARTED_MIN_BLOCK_NS or more (run_reset): a chain of empty blocks
+ * waits the same way at its start, and moved, runs beside the
+ * orchestrator with the two CPUs in lockstep on every dependency, 15-25%
+ * slower a task than after the wait (bench/results/lone_take/). The look
+ * reads three words of each core, relaxed (a hint: the take decides). */
+static __attribute__((noinline, cold)) void orch_unstarted_look(pto_run *r) {
+  if (r->ncores > UNSTARTED_LOOK_MAX || !r->prev_blocks_long) return;
+  for (int i = 0; i < r->ncores; i++) {
+    core *c = &r->cores[i];
+    uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_relaxed);
+    uint64_t k = atomic_load_explicit(&c->claim, memory_order_relaxed);
+    uint64_t t = steal_target_lone(d, k, atomic_load_explicit(&c->finished, memory_order_relaxed));
+    if (t && t == r->unstarted[i]) {
+      sched_lone_any(c);
+      r->unstarted_asks++;
+      t = 0; /* asked: again two looks on, if it still waits */
+    }
+    r->unstarted[i] = t;
+  }
+}
+
 /* what redux.c asks of the orchestrator (redux_orch) */
 static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts *opts,
                   pto_task_id *id_out);
@@ -152,6 +185,11 @@ int orch_setup(pto_run *r, char *why, size_t n) {
 void orch_reset(pto_run *r) {
   r->next_id = r->retired = 0;
   r->alone_tried = false;
+  /* dispatch ids restart at 1 with every run: a block remembered from
+   * the last run's would match the new run's first look */
+  memset(r->unstarted, 0, sizeof r->unstarted);
+  r->unstarted_retired = 0;
+  r->unstarted_asks = 0;
   r->dep_head = r->dep_tail = 0;
   r->args.head = r->args.tail = 0;
   heap_live_init(&r->live, &r->heap); /* after every offset of earlier runs */
@@ -1090,8 +1128,15 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->pre = pre;
   r->next_id = id + 1;
   /* far ahead of cores with a backlog of short blocks: a CPU of its own
-   * (spread.c), looked at once per 64 submits until it was tried */
-  if (!r->alone_tried && (id & 63) == 63) spread_orch_ahead(r);
+   * (spread.c), looked at once per 64 submits until it was tried; and a
+   * block left unstarted on a core while no task retires */
+  if ((id & 63) == 63) {
+    if (!r->alone_tried) spread_orch_ahead(r);
+    if (r->retired == r->unstarted_retired)
+      orch_unstarted_look(r);
+    else
+      r->unstarted_retired = r->retired;
+  }
   if (t->sync_start) atomic_fetch_add_explicit(&r->sync_tasks, 1, memory_order_relaxed);
   /* release: slot contents visible to whoever reads `submitted` (watchdog) */
   atomic_store_explicit(&r->submitted, id + 1, memory_order_release);

@@ -346,6 +346,9 @@ typedef struct core {
   /* timed blocks' running average, 0: none yet; written by the core only,
    * read by the orchestrator too (spread.c; relaxed: a hint) */
   _Atomic uint64_t block_ns;
+  /* core-private until the run's end: its timed blocks this run, and
+   * those of UNSTARTED_MIN_BLOCK_NS or more (orch.c, orch_unstarted_look) */
+  uint32_t timed, timed_long;
   uint64_t holds; /* core-private until join: pull holds this run */
   /* the core parks here, in a run and between runs (waiters: the core;
    * seq: whoever signals) */
@@ -354,6 +357,13 @@ typedef struct core {
 
 /* A scheduler, in cache lines by writer: set up once; the role word pair
  * (every requester, holder and puller); what only the role holder writes. */
+/* The most cores a chip may have for the orchestrator to look at each of
+ * them for a block not started (orch.c, orch_unstarted_look). */
+#define UNSTARTED_LOOK_MAX 16
+/* Blocks shorter than this (timed, pull_hold.h) do not have a run's first
+ * block moved by the orchestrator's look in the next run. */
+#define UNSTARTED_MIN_BLOCK_NS 150
+
 typedef struct sched {
   PTO_LINE_ALIGNED int id;
   struct pto_run *run;
@@ -388,6 +398,9 @@ typedef struct sched {
    * placed on a core of its type that has not started it
    * (sched_lone_look); the pass that looks clears it */
   core *_Atomic lone_for;
+  /* the same look for any idle core of ours, parked ones too, asked by
+   * the orchestrator (sched_lone_any); the pass that looks clears it */
+  _Atomic bool lone_any;
   /* its cores by type (PTO_CORE_AIC, PTO_CORE_AIV) and blocks in flight:
    * idle ones (published: idle), ones with a pending block (published:
    * pending), and the busy ones a pass polls (core_sets.h) */
@@ -539,6 +552,13 @@ typedef struct pto_run {
   cpu_set_t alone_cpus;
   pthread_t orch_thread;
   bool alone_tried; /* orch: this run has taken (or failed to take) a CPU of its own */
+  /* orch: per core, the block it had not started at the last look of
+   * orch_unstarted_look (0: none); chips of UNSTARTED_LOOK_MAX cores at
+   * most. The blocks' mean length in the run before (run_reset) */
+  uint64_t unstarted[UNSTARTED_LOOK_MAX];
+  int64_t unstarted_retired; /* orch: `retired` at that look */
+  bool prev_blocks_long;     /* most blocks timed in the run before were long (run_reset) */
+  uint64_t unstarted_asks;   /* orch: blocks it asked moved this run */
   /* stats */
   uint64_t orch_start_ns, orch_end_ns;
   _Atomic uint64_t sync_fast, sync_tasks;
@@ -694,6 +714,11 @@ void sched_pull(sched *s);
  * a block placed on another of its cores that has not started it
  * (steal.h, steal_target_lone; sched.c take_lone), if one is. */
 void sched_lone_look(core *c);
+/* The orchestrator, which found core c's only block not started at two
+ * of its looks (orch.c, orch_unstarted_look): the next pass of c's
+ * scheduler moves it to an idle core of c's type, awake or parked (a
+ * futex wake, which the OS serves on an idle CPU if there is one). */
+void sched_lone_any(core *c);
 /* Whether any shape's ready queue looks non-empty (a relaxed hint). */
 bool sched_ready_queued(pto_run *r);
 /* Blocks queued in the shape queues, a relaxed hint. */

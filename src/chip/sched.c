@@ -1271,6 +1271,20 @@ static bool steal_pending(sched *s) {
     s->steals++;
     did = true;
   }
+  /* the orchestrator asked (sched_lone_any): an idle core of each type,
+   * awake ones first, a parked one too */
+  if (atomic_load_explicit(&s->lone_any, memory_order_relaxed) &&
+      atomic_exchange_explicit(&s->lone_any, false, memory_order_relaxed))
+    for (int type = 0; type < 2; type++) {
+      core *y;
+      bool short_of_budget;
+      if (cs_idle(&s->sets[type]) &&
+          idle_awake_first(s, &s->sets[type], NULL, &y, 1, &short_of_budget) == 1 &&
+          take_lone(s, y)) {
+        s->steals++;
+        did = true;
+      }
+    }
   return did;
 }
 
@@ -1581,6 +1595,14 @@ void sched_lone_look(core *c) {
    * it: this thread's own pass when the role is free, else the holder's
    * or the thread's next */
   sched_kick(r, s);
+}
+
+void sched_lone_any(core *c) {
+  pto_run *r = c->run;
+  if (r->ctl) return;
+  sched *s = &r->scheds[c->sched];
+  atomic_store_explicit(&s->lone_any, true, memory_order_relaxed);
+  sched_kick(r, s); /* as sched_lone_look's */
 }
 
 void sched_orch_done(pto_run *r) {

@@ -231,6 +231,191 @@ static void run_trials(bool sched_threads) {
   pto_chip_destroy(chip);
 }
 
+/* ---- the orchestrator moves a run's first block (orch.c,
+ * orch_unstarted_look) ----
+ *
+ * Every core parked (2 ms idle), core B held in the handler, then FIRST
+ * (one block, writing a cell) is submitted: the pass places it on a parked
+ * core. When that is B (the trial counts only those; A is the other), the
+ * orchestrator submits DEPENDENTS tasks that read FIRST's cell, so that no
+ * task retires, and then waits in its own code for FIRST to run. Its look
+ * every 64 submits finds B's block unstarted at two looks and has A take
+ * it: FIRST runs on A while B is still held. Only when the run before had
+ * blocks of UNSTARTED_MIN_BLOCK_NS or more: after a run of empty blocks
+ * the orchestrator asks nothing moved (a chain of empty blocks runs
+ * faster after that wait; the ask is counted, white box). */
+#define DEPENDENTS 256
+
+static int g_first_k, g_dep_k, g_warm_k;
+static _Atomic int g_first_core, g_first_ran, g_first_while_held;
+static int64_t g_cell, g_dep_cells[DEPENDENTS];
+static uint64_t g_warm_ns;
+
+static int k_first(const pto_kctx *c) {
+  atomic_store(&g_first_core, c->core_id);
+  atomic_store(&g_first_while_held, atomic_load(&g_in_handler));
+  atomic_fetch_add(&g_first_ran, 1);
+  return 0;
+}
+
+static int k_dep(const pto_kctx *c) {
+  (void)c;
+  return 0;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* a block of g_warm_ns; records the run state (white box: the cores'
+ * threads) */
+static int k_warm(const pto_kctx *c) {
+  atomic_store(&g_run, (const pto_run *)c->run);
+  if (!g_warm_ns) return 0; /* empty */
+  uint64_t end = now_ns() + g_warm_ns;
+  while (now_ns() < end) {
+  }
+  return 0;
+}
+
+/* 512 blocks: each core times one in 16 (pull_hold.h) */
+static void orch_warm(pto_orch *o, void *arg) {
+  (void)arg;
+  for (int i = 0; i < 512; i++)
+    submit(o, g_warm_k);
+}
+
+typedef struct first_trial {
+  int b;          /* the held core */
+  bool on_b;      /* FIRST was placed on it */
+  bool ran;       /* FIRST ran while the orchestrator waited */
+  int core, held; /* where FIRST ran, and whether B was held then */
+  uint64_t asks;  /* blocks the orchestrator asked moved (white box) */
+} first_trial;
+
+static void orch_first(pto_orch *o, void *arg) {
+  first_trial *t = arg;
+  struct timespec idle = {0, 2000000}; /* every core parks */
+  nanosleep(&idle, NULL);
+  const pto_run *r = atomic_load(&g_run);
+  pthread_kill(r->cores[t->b].thread, SIGUSR1);
+  assert_true(await(&g_in_handler, 1));
+  uint64_t before = atomic_load(&r->cores[t->b].dispatched);
+  int64_t one = 1;
+  pto_tensor cell;
+  pto_tensor_init(&cell, &g_cell, sizeof g_cell, PTO_I64, 1, &one);
+  pto_args a;
+  pto_args_init(&a);
+  pto_args_output_existing(&a, &cell);
+  assert_int_equal(pto_submit(o, g_first_k, &a, NULL, NULL), PTO_OK);
+  t->on_b = atomic_load(&r->cores[t->b].dispatched) == before + 1;
+  if (!t->on_b) { /* on A: it runs; not this test's case */
+    atomic_store(&g_release_b, 1);
+    return;
+  }
+  for (int i = 0; i < DEPENDENTS; i++) {
+    pto_tensor mine;
+    pto_tensor_init(&mine, &g_dep_cells[i], sizeof g_dep_cells[i], PTO_I64, 1, &one);
+    pto_args_init(&a);
+    pto_args_input(&a, &cell);
+    pto_args_output_existing(&a, &mine);
+    assert_int_equal(pto_submit(o, g_dep_k, &a, NULL, NULL), PTO_OK);
+  }
+  for (int i = 0; i < 500 && !atomic_load(&g_first_ran); i++) /* 50 ms */
+    nap_100us();
+  t->ran = atomic_load(&g_first_ran) != 0;
+  t->core = atomic_load(&g_first_core);
+  t->held = atomic_load(&g_first_while_held);
+  t->asks = r->unstarted_asks;
+  atomic_store(&g_release_b, 1); /* B's lost claim, or FIRST, ends the run */
+}
+
+/* Trials until FIRST went to the held core 5 times (at most 200), after
+ * a warm-up run of blocks of warm_ns; returns how many of those 5 ran
+ * FIRST on the free core while B was held, moved there by the
+ * orchestrator's ask. */
+static int first_trials(uint64_t warm_ns, uint64_t *asks) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = hold_here;
+  sigemptyset(&sa.sa_mask);
+  assert_int_equal(sigaction(SIGUSR1, &sa, NULL), 0);
+  pto_chip_config cfg;
+  pto_chip_config_init(&cfg);
+  cfg.clusters = 1;
+  cfg.aic_per_cluster = 0;
+  cfg.aiv_per_cluster = 2;
+  cfg.schedulers = 1;
+  pto_chip *chip;
+  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "first", k_first, &g_first_k), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "dep", k_dep, &g_dep_k), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "warm", k_warm, &g_warm_k), PTO_OK);
+  assert_int_equal(pto_kernel_register_aiv(chip, "hold", k_hold, &g_hold_k), PTO_OK);
+  int on_b = 0, moved = 0;
+  *asks = 0;
+  for (int i = 0; i < 200 && on_b < 5; i++) {
+    pto_run_stats st;
+    pto_error_info err;
+    /* the run right before the trial sets the blocks' length the look
+     * reads (run_reset) */
+    g_warm_ns = warm_ns;
+    assert_int_equal(pto_chip_run(chip, orch_warm, NULL, &st, &err), PTO_OK);
+    atomic_store(&g_first_ran, 0);
+    atomic_store(&g_first_core, -1);
+    atomic_store(&g_in_handler, 0);
+    atomic_store(&g_release_b, 0);
+    first_trial t = {.b = i & 1};
+    int rc = pto_chip_run(chip, orch_first, &t, &st, &err);
+    atomic_store(&g_release_b, 1);
+    for (int w = 0; atomic_load(&g_in_handler) && w < 10 * WAIT_MS; w++)
+      nap_100us();
+    if (rc != PTO_OK) {
+      print_error("trial %d: the run failed: %s: %s\n", i, pto_status_name(rc), err.details);
+      fail();
+    }
+    assert_int_equal(atomic_load(&g_first_ran), 1);
+    if (!t.on_b) continue;
+    on_b++;
+    *asks += t.asks;
+    /* moved: run on A while B was held; asked: by the orchestrator (A
+     * woken by anything else would take it itself, sched_lone_look) */
+    moved += t.ran && t.core == 1 - t.b && t.held && t.asks > 0;
+  }
+  pto_chip_destroy(chip);
+  if (on_b < 5) {
+    print_error("FIRST went to the held core %d times in 200 trials, expected 5\n", on_b);
+    fail();
+  }
+  return moved;
+}
+
+static void test_orchestrator_moves_a_first_block(void **state) {
+  (void)state;
+  uint64_t asks;
+  int moved = first_trials(20000, &asks); /* 20 us blocks before */
+  if (moved != 5) {
+    print_error("after blocks of 20 us, FIRST ran on the free core while B was held in %d of 5 "
+                "trials, expected 5\n",
+                moved);
+    fail();
+  }
+}
+
+static void test_orchestrator_leaves_it_after_empty_blocks(void **state) {
+  (void)state;
+  uint64_t asks;
+  int moved = first_trials(0, &asks); /* empty blocks before */
+  if (asks != 0) {
+    print_error("after empty blocks, the orchestrator asked %llu blocks moved in 5 trials (FIRST "
+                "moved in %d), expected none\n",
+                (unsigned long long)asks, moved);
+    fail();
+  }
+}
+
 static void test_role_mode(void **state) {
   (void)state;
   run_trials(false);
@@ -246,6 +431,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_role_mode),
       cmocka_unit_test(test_scheduler_threads),
+      cmocka_unit_test(test_orchestrator_moves_a_first_block),
+      cmocka_unit_test(test_orchestrator_leaves_it_after_empty_blocks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
