@@ -672,13 +672,14 @@ static void run_reset(pto_run *r) {
   /* the blocks' length in the run before, for the orchestrator's look
    * (orch.c, orch_unstarted_look): most of the blocks the cores timed
    * were long (a vote, not an average: a block timed across a
-   * preemption counts once) */
+   * preemption counts once), of enough of them (short blocks are timed
+   * one in 256: a run of 512 timed 2 or 3) */
   uint32_t timed = 0, timed_long = 0;
   for (int i = 0; i < r->ncores; i++) {
     timed += r->cores[i].timed;
     timed_long += r->cores[i].timed_long;
   }
-  r->prev_blocks_long = timed && 2 * timed_long > timed;
+  r->prev_blocks_long = timed >= UNSTARTED_MIN_TIMED && 2 * timed_long > timed;
   for (int i = 0; i < r->ncores; i++) {
     core *co = &r->cores[i];
     co->defer_current = false;

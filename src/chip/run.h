@@ -355,15 +355,17 @@ typedef struct core {
   PTO_LINE_ALIGNED pto_event ev;
 } core;
 
-/* A scheduler, in cache lines by writer: set up once; the role word pair
- * (every requester, holder and puller); what only the role holder writes. */
 /* The most cores a chip may have for the orchestrator to look at each of
  * them for a block not started (orch.c, orch_unstarted_look). */
 #define UNSTARTED_LOOK_MAX 16
 /* Blocks shorter than this (timed, pull_hold.h) do not have a run's first
  * block moved by the orchestrator's look in the next run. */
 #define UNSTARTED_MIN_BLOCK_NS 150
+/* ... and only after a run that timed this many blocks at least */
+#define UNSTARTED_MIN_TIMED 8
 
+/* A scheduler, in cache lines by writer: set up once; the role word pair
+ * (every requester, holder and puller); what only the role holder writes. */
 typedef struct sched {
   PTO_LINE_ALIGNED int id;
   struct pto_run *run;
@@ -554,7 +556,7 @@ typedef struct pto_run {
   bool alone_tried; /* orch: this run has taken (or failed to take) a CPU of its own */
   /* orch: per core, the block it had not started at the last look of
    * orch_unstarted_look (0: none); chips of UNSTARTED_LOOK_MAX cores at
-   * most. The blocks' mean length in the run before (run_reset) */
+   * most */
   uint64_t unstarted[UNSTARTED_LOOK_MAX];
   int64_t unstarted_retired; /* orch: `retired` at that look */
   bool prev_blocks_long;     /* most blocks timed in the run before were long (run_reset) */

@@ -1,6 +1,8 @@
 /* test_lone_take.c — a core about to park takes a block placed on another
  * core that has not started it (sched.c sched_lone_look and take_lone,
- * steal.h steal_target_lone), in role mode and with scheduler threads.
+ * steal.h steal_target_lone), in role mode and with scheduler threads;
+ * and the orchestrator has a run's first block so moved when every other
+ * core is parked (orch.c orch_unstarted_look, sched.c sched_lone_any).
  *
  * The state it answers: the OS may leave a core's thread queued behind
  * another thread on one CPU for a scheduler tick (4 ms) while the other
@@ -33,7 +35,9 @@
  * trial); with the look but Y free to go behind X on B, Y did. Then B is
  * let go: it finds X taken from it (its claim fails) and goes back to
  * waiting; the run ends with every block run once and a steal per trial
- * counted (pto_run_stats.steals). The orchestrator's gather is off
+ * counted (pto_run_stats.steals). Then the orchestrator's look for a
+ * run's first block (orch.c, orch_unstarted_look), below. The
+ * orchestrator's gather is off
  * (PTO_ORCH_GATHER=0, set before any option is read): with it, Y,
  * submitted while every core has a block in flight, would be gathered
  * rather than placed. */
@@ -156,7 +160,9 @@ static void orch(pto_orch *o, void *arg) {
   atomic_store(&g_release_b, 1);
 }
 
-static void run_trials(bool sched_threads) {
+/* 1 cluster x 2 AIV, 1 scheduler, with the handler that holds core B
+ * installed */
+static pto_chip *two_core_chip(bool sched_threads) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = hold_here;
@@ -171,6 +177,11 @@ static void run_trials(bool sched_threads) {
   cfg.sched_threads = sched_threads;
   pto_chip *chip;
   assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  return chip;
+}
+
+static void run_trials(bool sched_threads) {
+  pto_chip *chip = two_core_chip(sched_threads);
   assert_int_equal(pto_kernel_register_aiv(chip, "hold", k_hold, &g_hold_k), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "x", k_x, &g_x_k), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "y", k_y, &g_y_k), PTO_OK);
@@ -280,10 +291,11 @@ static int k_warm(const pto_kctx *c) {
   return 0;
 }
 
-/* 512 blocks: each core times one in 16 (pull_hold.h) */
+/* Blocks enough for the look's vote (UNSTARTED_MIN_TIMED): a core times
+ * one block in 16, one in 256 of blocks under 1 us (pull_hold.h) */
 static void orch_warm(pto_orch *o, void *arg) {
   (void)arg;
-  for (int i = 0; i < 512; i++)
+  for (int i = 0; i < (g_warm_ns ? 512 : 8192); i++)
     submit(o, g_warm_k);
 }
 
@@ -337,19 +349,7 @@ static void orch_first(pto_orch *o, void *arg) {
  * FIRST on the free core while B was held, moved there by the
  * orchestrator's ask. */
 static int first_trials(uint64_t warm_ns, uint64_t *asks) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = hold_here;
-  sigemptyset(&sa.sa_mask);
-  assert_int_equal(sigaction(SIGUSR1, &sa, NULL), 0);
-  pto_chip_config cfg;
-  pto_chip_config_init(&cfg);
-  cfg.clusters = 1;
-  cfg.aic_per_cluster = 0;
-  cfg.aiv_per_cluster = 2;
-  cfg.schedulers = 1;
-  pto_chip *chip;
-  assert_int_equal(pto_chip_create(&cfg, &chip), PTO_OK);
+  pto_chip *chip = two_core_chip(false);
   assert_int_equal(pto_kernel_register_aiv(chip, "first", k_first, &g_first_k), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "dep", k_dep, &g_dep_k), PTO_OK);
   assert_int_equal(pto_kernel_register_aiv(chip, "warm", k_warm, &g_warm_k), PTO_OK);
