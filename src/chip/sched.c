@@ -1205,10 +1205,11 @@ static bool take_for(sched *s, core *x, bool foreign) {
 /* Our idle core x takes a single-core block placed on a core of ours of
  * its type that has no other block in flight and has not started it
  * (steal.h, steal_target_lone): read from that core's words, then the
- * same take as a pending block's. Looked for only by a core about to park
- * (sched_lone_look): an idle core that placed work on an awake core
- * which the OS then left queued behind another thread would otherwise
- * park while that block waits for the OS to run its core. */
+ * same take as a pending block's. Looked for only when asked: by a core
+ * about to park (sched_lone_look), which would otherwise park while a
+ * block placed on a core the OS left queued behind another thread waits
+ * for the OS to run that core; and by the orchestrator, for a block it
+ * saw unstarted at two of its looks (sched_lone_any). */
 static bool take_lone(sched *s, core *x) {
   const core_set *set = &s->sets[x->type];
   int from = cs_end(set, 0), to = cs_end(set, 1);
