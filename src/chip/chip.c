@@ -658,10 +658,9 @@ static void run_reset(pto_run *r) {
     sc->trace_att = 0;
     sc->first_ns = sc->last_ns = 0;
     sc->steals = 0;
-    /* a run may end before the pass that would look (sched_lone_look,
-     * sched_lone_any) */
+    /* a run may end before the pass that would look (sched_lone_ask) */
     atomic_store_explicit(&sc->lone_for, NULL, memory_order_relaxed);
-    atomic_store_explicit(&sc->lone_any, false, memory_order_relaxed);
+    atomic_store_explicit(&sc->lone_any, 0, memory_order_relaxed);
     sc->trace_track = 0;
     /* every core idle */
     for (int t = 0; t < 2; t++) { /* PTO_CORE_AIC, PTO_CORE_AIV */

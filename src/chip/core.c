@@ -183,8 +183,8 @@ static void core_wait_work(core_wait *w) {
     }
   }
   /* before it parks: a block placed on another core that has not
-   * started it is taken here (sched_lone_look) */
-  if (!core_has_work(w)) sched_lone_look(c);
+   * started it is taken here (sched_lone_ask) */
+  if (!core_has_work(w)) sched_lone_ask(c, false);
   while (!core_has_work(w))
     pto_wait(&c->ev, core_has_work, w, UINT64_MAX);
 }

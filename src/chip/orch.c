@@ -11,7 +11,6 @@
 #include "chip/ready_batch.h"
 #include "chip/run.h"
 #include "chip/schedule.h"
-#include "chip/steal.h"
 #include "common/clock.h"
 #include "common/last_error.h"
 #include "common/options.h"
@@ -112,27 +111,25 @@ void pto_args_scalar_f32(pto_args *a, float v) {
  * compares orch_retire's count), on a chip of UNSTARTED_LOOK_MAX cores
  * at most: a core whose only block in flight it had not started at the
  * last look either has its scheduler's next pass move that block to an
- * idle core, parked ones too (sched_lone_any, sched.c take_lone). The OS
+ * idle core, parked ones too (sched_lone_ask, sched.c take_lone). The OS
  * may wake a parked core on the orchestrator's CPU and leave it queued
  * there behind the orchestrator's submits while the other CPUs idle, and
- * with every other core parked, none falls idle to take it
- * (sched_lone_look): a tree of 0.5 us blocks (bench_pto tree) ran its
+ * with every other core parked, none falls idle to look for it before
+ * parking: a tree of 0.5 us blocks (bench_pto tree) ran its
  * first block only after its 0.6 ms orchestration, every other task
  * depending on it. Only where most blocks timed in the run before took
  * UNSTARTED_MIN_BLOCK_NS or more (run_reset): a chain of empty blocks
  * waits the same way at its start, and moved, runs beside the
  * orchestrator with the two CPUs in lockstep on every dependency, 15-25%
  * slower a task than after the wait (bench/results/lone_take/). The look
- * reads three words of each core, relaxed (a hint: the take decides). */
+ * reads three words of each core (a hint: the take decides). */
 static __attribute__((noinline, cold)) void orch_unstarted_look(pto_run *r) {
   if (r->ncores > UNSTARTED_LOOK_MAX || !r->prev_blocks_long) return;
   for (int i = 0; i < r->ncores; i++) {
     core *c = &r->cores[i];
-    uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_relaxed);
-    uint64_t k = atomic_load_explicit(&c->claim, memory_order_relaxed);
-    uint64_t t = steal_target_lone(d, k, atomic_load_explicit(&c->finished, memory_order_relaxed));
+    uint64_t t = sched_core_unstarted(c);
     if (t && t == r->unstarted[i]) {
-      sched_lone_any(c);
+      sched_lone_ask(c, true);
       r->unstarted_asks++;
       t = 0; /* asked: again two looks on, if it still waits */
     }

@@ -397,12 +397,11 @@ typedef struct sched {
   bool starved;                       /* its pass left blocks queued for want of wake budget */
   uint64_t steals;                    /* pending blocks it moved to idle cores (steal.h) */
   /* a core about to park that asked the next pass to look for a block
-   * placed on a core of its type that has not started it
-   * (sched_lone_look); the pass that looks clears it */
+   * placed on a core of its type that has not started it, and the types
+   * (a bit each) for which the orchestrator asked the same for any idle
+   * core of ours (sched_lone_ask); the pass that looks clears them */
   core *_Atomic lone_for;
-  /* the same look for any idle core of ours, parked ones too, asked by
-   * the orchestrator (sched_lone_any); the pass that looks clears it */
-  _Atomic bool lone_any;
+  _Atomic uint32_t lone_any;
   /* its cores by type (PTO_CORE_AIC, PTO_CORE_AIV) and blocks in flight:
    * idle ones (published: idle), ones with a pending block (published:
    * pending), and the busy ones a pass polls (core_sets.h) */
@@ -711,16 +710,18 @@ void sched_orch_done(pto_run *r);
 /* Role mode, an idle core of s that pulls for it: serves the requests
  * pending (role.h), as a pass of its own or through the holder. */
 void sched_pull(sched *s);
-/* Core c, idle with nothing queued and about to park: the next pass of
- * its scheduler (its own in role mode when the role is free) moves to it
- * a block placed on another of its cores that has not started it
- * (steal.h, steal_target_lone; sched.c take_lone), if one is. */
-void sched_lone_look(core *c);
-/* The orchestrator, which found core c's only block not started at two
- * of its looks (orch.c, orch_unstarted_look): the next pass of c's
- * scheduler moves it to an idle core of c's type, awake or parked (a
- * futex wake, which the OS serves on an idle CPU if there is one). */
-void sched_lone_any(core *c);
+/* The block core c has not started while it has no other in flight
+ * (steal.h, steal_target_lone), read from c's words; 0: none. */
+uint64_t sched_core_unstarted(const core *c);
+/* Asks the next pass of core c's scheduler (its own in role mode when the
+ * role is free) to move a block placed on a core of c's type that has
+ * not started it (sched_core_unstarted; sched.c take_lone), if one is:
+ * - to c, idle with nothing queued and about to park (!for_any);
+ * - for_any: to an idle core of c's type, awake or parked (a futex wake,
+ *   which the OS serves on an idle CPU if there is one), for the
+ *   orchestrator, which found c's only block not started at two of its
+ *   looks (orch.c, orch_unstarted_look). */
+void sched_lone_ask(core *c, bool for_any);
 /* Whether any shape's ready queue looks non-empty (a relaxed hint). */
 bool sched_ready_queued(pto_run *r);
 /* Blocks queued in the shape queues, a relaxed hint. */

@@ -1166,6 +1166,13 @@ static uint64_t core_pending(const core *c) {
   return steal_target(d, k, atomic_load_explicit(&c->finished, memory_order_acquire));
 }
 
+uint64_t sched_core_unstarted(const core *c) {
+  /* acquire: d's payload and flags, written before `dispatched` moved */
+  uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_acquire);
+  uint64_t k = atomic_load_explicit(&c->claim, memory_order_acquire);
+  return steal_target_lone(d, k, atomic_load_explicit(&c->finished, memory_order_acquire));
+}
+
 /* Our idle core x takes core c's block that has not started, if it has
  * one: a failed take means c's claim word moved on (it claimed a block),
  * so it reads c's words again. */
@@ -1206,20 +1213,17 @@ static bool take_for(sched *s, core *x, bool foreign) {
  * its type that has no other block in flight and has not started it
  * (steal.h, steal_target_lone): read from that core's words, then the
  * same take as a pending block's. Looked for only when asked: by a core
- * about to park (sched_lone_look), which would otherwise park while a
+ * about to park (sched_lone_ask), which would otherwise park while a
  * block placed on a core the OS left queued behind another thread waits
  * for the OS to run that core; and by the orchestrator, for a block it
- * saw unstarted at two of its looks (sched_lone_any). */
+ * saw unstarted at two of its looks. */
 static bool take_lone(sched *s, core *x) {
   const core_set *set = &s->sets[x->type];
   int from = cs_end(set, 0), to = cs_end(set, 1);
   if (to - from > LONE_LOOKS) to = from + LONE_LOOKS;
   for (int p = from; p < to; p++) {
     core *c = s->cores[cs_at(set, p)];
-    /* acquire: d's payload and flags, written before `dispatched` moved */
-    uint64_t d = atomic_load_explicit(&c->dispatched, memory_order_acquire);
-    uint64_t k = atomic_load_explicit(&c->claim, memory_order_acquire);
-    uint64_t t = steal_target_lone(d, k, atomic_load_explicit(&c->finished, memory_order_acquire));
+    uint64_t t = sched_core_unstarted(c);
     /* movable: a single-core block of no gang and priority 0 (a part of a
      * MIX block or a gang's stays where it was placed) */
     if (t && atomic_load_explicit(&c->slot[t & 1].movable, memory_order_relaxed) &&
@@ -1263,7 +1267,7 @@ static bool steal_pending(sched *s) {
       did = true;
     }
   }
-  /* a core about to park asked for a look (sched_lone_look); still idle:
+  /* a core about to park asked for a look (sched_lone_ask); still idle:
    * nothing was placed on it above */
   core *x = atomic_load_explicit(&s->lone_for, memory_order_relaxed)
                 ? atomic_exchange_explicit(&s->lone_for, NULL, memory_order_relaxed)
@@ -1272,20 +1276,21 @@ static bool steal_pending(sched *s) {
     s->steals++;
     did = true;
   }
-  /* the orchestrator asked (sched_lone_any): an idle core of each type,
-   * awake ones first, a parked one too */
-  if (atomic_load_explicit(&s->lone_any, memory_order_relaxed) &&
-      atomic_exchange_explicit(&s->lone_any, false, memory_order_relaxed))
-    for (int type = 0; type < 2; type++) {
-      core *y;
-      bool short_of_budget;
-      if (cs_idle(&s->sets[type]) &&
-          idle_awake_first(s, &s->sets[type], NULL, &y, 1, &short_of_budget) == 1 &&
-          take_lone(s, y)) {
-        s->steals++;
-        did = true;
-      }
+  /* the orchestrator asked (sched_lone_ask), a bit per type: an idle
+   * core of the type, awake ones first, a parked one too */
+  uint32_t types = atomic_load_explicit(&s->lone_any, memory_order_relaxed)
+                       ? atomic_exchange_explicit(&s->lone_any, 0, memory_order_relaxed)
+                       : 0;
+  for (; types; types &= types - 1) {
+    const core_set *set = &s->sets[__builtin_ctz(types)];
+    core *y;
+    bool short_of_budget;
+    if (cs_idle(set) && idle_awake_first(s, set, NULL, &y, 1, &short_of_budget) == 1 &&
+        take_lone(s, y)) {
+      s->steals++;
+      did = true;
     }
+  }
   return did;
 }
 
@@ -1586,24 +1591,19 @@ static void sched_role_hold(sched *s, bool leftover, bool entered) {
   }
 }
 
-void sched_lone_look(core *c) {
+void sched_lone_ask(core *c, bool for_any) {
   pto_run *r = c->run;
   if (r->ctl) return; /* a controlled schedule: no passes (schedule.h) */
   sched *s = &r->scheds[c->sched];
-  atomic_store_explicit(&s->lone_for, c, memory_order_relaxed);
+  if (for_any)
+    atomic_fetch_or_explicit(&s->lone_any, 1u << c->type, memory_order_relaxed);
+  else
+    atomic_store_explicit(&s->lone_for, c, memory_order_relaxed);
   /* the pass that looks starts after this request (role.h; a scheduler
    * thread counts it), whose read-modify-write orders the store before
    * it: this thread's own pass when the role is free, else the holder's
    * or the thread's next */
   sched_kick(r, s);
-}
-
-void sched_lone_any(core *c) {
-  pto_run *r = c->run;
-  if (r->ctl) return;
-  sched *s = &r->scheds[c->sched];
-  atomic_store_explicit(&s->lone_any, true, memory_order_relaxed);
-  sched_kick(r, s); /* as sched_lone_look's */
 }
 
 void sched_orch_done(pto_run *r) {

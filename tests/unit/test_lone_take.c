@@ -1,8 +1,8 @@
 /* test_lone_take.c — a core about to park takes a block placed on another
- * core that has not started it (sched.c sched_lone_look and take_lone,
+ * core that has not started it (sched.c sched_lone_ask and take_lone,
  * steal.h steal_target_lone), in role mode and with scheduler threads;
  * and the orchestrator has a run's first block so moved when every other
- * core is parked (orch.c orch_unstarted_look, sched.c sched_lone_any).
+ * core is parked (orch.c orch_unstarted_look, sched.c sched_lone_ask).
  *
  * The state it answers: the OS may leave a core's thread queued behind
  * another thread on one CPU for a scheduler tick (4 ms) while the other
@@ -56,14 +56,26 @@
 #include <cmocka.h>
 
 #include "chip/run.h" /* white box: the cores' threads and dispatch registers */
+#include "common/clock.h"
 #include "pto/pto.h"
 
 #define TRIALS  20
 #define WAIT_MS 2000 /* a failing trial's wait; never reached when it passes */
 
+/* Where a block ran, and whether core B was held then. */
+typedef struct ran_rec {
+  _Atomic int core, held, ran;
+} ran_rec;
+
+/* The same, read by the orchestrator before it lets B go (which may then
+ * run a block that had waited for it). */
+typedef struct ran_seen {
+  int core, held, ran;
+} ran_seen;
+
 static int g_hold_k, g_x_k, g_y_k;
-static _Atomic int g_hold_core, g_hold_go, g_x_core, g_x_ran, g_x_while_held;
-static _Atomic int g_x_started, g_y_submitted, g_y_core, g_y_ran, g_y_while_held;
+static _Atomic int g_hold_core, g_hold_go, g_x_started, g_y_submitted;
+static ran_rec g_x, g_y, g_first;
 static _Atomic int g_in_handler, g_release_b;
 static const pto_run *_Atomic g_run;
 
@@ -72,13 +84,38 @@ static void nap_100us(void) {
   nanosleep(&ts, NULL);
 }
 
-/* B's thread, held: async-signal-safe atomics and nanosleep only */
+/* B's thread, held: async-signal-safe atomics and nanosleep only; let go
+ * by the test, or after 10 s (a test that failed to let it go) */
 static void hold_here(int sig) {
   (void)sig;
   atomic_store(&g_in_handler, 1);
-  while (!atomic_load(&g_release_b))
+  for (int i = 0; !atomic_load(&g_release_b) && i < 100000; i++)
     nap_100us();
   atomic_store(&g_in_handler, 0);
+}
+
+/* Lets B go and waits (10 s at most) until it has left the handler, so
+ * that the next trial's signal finds it back in pto's code. */
+static void release_b(void) {
+  atomic_store(&g_release_b, 1);
+  for (int w = 0; atomic_load(&g_in_handler) && w < 100000; w++)
+    nap_100us();
+}
+
+static void ran_clear(ran_rec *r) {
+  atomic_store(&r->core, -1);
+  atomic_store(&r->held, 0);
+  atomic_store(&r->ran, 0);
+}
+
+static void ran_note(ran_rec *r, const pto_kctx *c) {
+  atomic_store(&r->core, c->core_id);
+  atomic_store(&r->held, atomic_load(&g_in_handler));
+  atomic_fetch_add(&r->ran, 1);
+}
+
+static ran_seen ran_read(ran_rec *r) {
+  return (ran_seen){atomic_load(&r->core), atomic_load(&r->held), atomic_load(&r->ran)};
 }
 
 static int k_hold(const pto_kctx *c) {
@@ -91,20 +128,16 @@ static int k_hold(const pto_kctx *c) {
 
 /* X: runs until Y has been submitted (and placed) */
 static int k_x(const pto_kctx *c) {
-  atomic_store(&g_x_core, c->core_id);
-  atomic_store(&g_x_while_held, atomic_load(&g_in_handler));
   atomic_store(&g_x_started, 1);
   for (int i = 0; !atomic_load(&g_y_submitted) && i < 10 * WAIT_MS; i++)
     nap_100us();
   nap_100us();
-  atomic_fetch_add(&g_x_ran, 1);
+  ran_note(&g_x, c);
   return 0;
 }
 
 static int k_y(const pto_kctx *c) {
-  atomic_store(&g_y_core, c->core_id);
-  atomic_store(&g_y_while_held, atomic_load(&g_in_handler));
-  atomic_fetch_add(&g_y_ran, 1);
+  ran_note(&g_y, c);
   return 0;
 }
 
@@ -124,8 +157,9 @@ static bool await(_Atomic int *v, int want) {
 }
 
 typedef struct trial {
-  bool placed_on_b, x_ran, y_ran;
-  int a, b, x_core, x_while_held, y_core, y_while_held;
+  bool placed_on_b;
+  int a, b;
+  ran_seen x, y; /* within WAIT_MS of their submits, B held */
 } trial;
 
 static void orch(pto_orch *o, void *arg) {
@@ -151,12 +185,10 @@ static void orch(pto_orch *o, void *arg) {
   atomic_store(&g_hold_go, 1);
   if (await(&g_x_started, 1)) submit(o, g_y_k);
   atomic_store(&g_y_submitted, 1);
-  t->x_ran = await(&g_x_ran, 1);
-  t->y_ran = await(&g_y_ran, 1);
-  t->x_core = atomic_load(&g_x_core);
-  t->x_while_held = atomic_load(&g_x_while_held);
-  t->y_core = atomic_load(&g_y_core);
-  t->y_while_held = atomic_load(&g_y_while_held);
+  (void)await(&g_x.ran, 1);
+  (void)await(&g_y.ran, 1);
+  t->x = ran_read(&g_x);
+  t->y = ran_read(&g_y);
   atomic_store(&g_release_b, 1);
 }
 
@@ -180,6 +212,18 @@ static pto_chip *two_core_chip(bool sched_threads) {
   return chip;
 }
 
+/* Block `what` of trial i ran once on core A while B was held; else the
+ * failure names what was seen. */
+static void expect_on_a(int i, const char *mode, const char *what, const ran_seen *x,
+                        const trial *t, const char *note) {
+  if (x->ran && x->core == t->a && x->held) return;
+  print_error("trial %d (%s): %s %s on core %d, core B %d %s; expected it on core A %d while B "
+              "was held (%s)\n",
+              i, mode, what, x->ran ? "ran" : "did not run within 2 s", x->core, t->b,
+              x->held ? "held" : "let go", t->a, note);
+  fail();
+}
+
 static void run_trials(bool sched_threads) {
   pto_chip *chip = two_core_chip(sched_threads);
   assert_int_equal(pto_kernel_register_aiv(chip, "hold", k_hold, &g_hold_k), PTO_OK);
@@ -188,12 +232,10 @@ static void run_trials(bool sched_threads) {
   int placed = 0;
   for (int i = 0; i < TRIALS; i++) {
     atomic_store(&g_hold_go, 0);
-    atomic_store(&g_x_ran, 0);
-    atomic_store(&g_x_core, -1);
+    ran_clear(&g_x);
+    ran_clear(&g_y);
     atomic_store(&g_x_started, 0);
     atomic_store(&g_y_submitted, 0);
-    atomic_store(&g_y_ran, 0);
-    atomic_store(&g_y_core, -1);
     atomic_store(&g_in_handler, 0);
     atomic_store(&g_release_b, 0);
     atomic_store(&g_run, NULL);
@@ -202,32 +244,16 @@ static void run_trials(bool sched_threads) {
     pto_run_stats st;
     pto_error_info err;
     int rc = pto_chip_run(chip, orch, &t, &st, &err);
-    atomic_store(&g_release_b, 1); /* whatever happened above */
-    /* B out of the handler before the next trial holds it again */
-    for (int w = 0; atomic_load(&g_in_handler) && w < 10 * WAIT_MS; w++)
-      nap_100us();
+    release_b(); /* whatever happened above */
     if (rc != PTO_OK) {
       print_error("trial %d: the run failed: %s: %s\n", i, pto_status_name(rc), err.details);
       fail();
     }
-    if (!t.x_ran || t.x_core != t.a || !t.x_while_held) {
-      print_error("trial %d (%s): X %s on core %d, core B %d %s; expected X on core A %d while "
-                  "B was held (X placed on B: %s)\n",
-                  i, sched_threads ? "scheduler threads" : "role mode",
-                  t.x_ran ? "ran" : "did not run within 2 s", t.x_core, t.b,
-                  t.x_while_held ? "held" : "let go", t.a, t.placed_on_b ? "yes" : "no");
-      fail();
-    }
-    if (!t.y_ran || t.y_core != t.a || !t.y_while_held) {
-      print_error("trial %d (%s): Y %s on core %d, core B %d %s; expected Y on core A %d after "
-                  "X while B was held, not behind the block taken from B\n",
-                  i, sched_threads ? "scheduler threads" : "role mode",
-                  t.y_ran ? "ran" : "did not run within 2 s", t.y_core, t.b,
-                  t.y_while_held ? "held" : "let go", t.a);
-      fail();
-    }
-    assert_int_equal(atomic_load(&g_x_ran), 1);
-    assert_int_equal(atomic_load(&g_y_ran), 1);
+    const char *mode = sched_threads ? "scheduler threads" : "role mode";
+    expect_on_a(i, mode, "X", &t.x, &t, t.placed_on_b ? "X placed on B" : "X not placed on B");
+    expect_on_a(i, mode, "Y", &t.y, &t, "after X, not behind the block taken from B");
+    assert_int_equal(atomic_load(&g_x.ran), 1);
+    assert_int_equal(atomic_load(&g_y.ran), 1);
     /* X went to B first in most trials: then it was taken (a steal) */
     if (t.placed_on_b) {
       placed++;
@@ -260,14 +286,11 @@ static void run_trials(bool sched_threads) {
 #define DEPENDENTS 256
 
 static int g_first_k, g_dep_k, g_warm_k;
-static _Atomic int g_first_core, g_first_ran, g_first_while_held;
 static int64_t g_cell, g_dep_cells[DEPENDENTS];
 static uint64_t g_warm_ns;
 
 static int k_first(const pto_kctx *c) {
-  atomic_store(&g_first_core, c->core_id);
-  atomic_store(&g_first_while_held, atomic_load(&g_in_handler));
-  atomic_fetch_add(&g_first_ran, 1);
+  ran_note(&g_first, c);
   return 0;
 }
 
@@ -276,19 +299,13 @@ static int k_dep(const pto_kctx *c) {
   return 0;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* a block of g_warm_ns; records the run state (white box: the cores'
  * threads) */
 static int k_warm(const pto_kctx *c) {
   atomic_store(&g_run, (const pto_run *)c->run);
   if (!g_warm_ns) return 0; /* empty */
-  uint64_t end = now_ns() + g_warm_ns;
-  while (now_ns() < end) {
+  uint64_t end = pto_now_ns() + g_warm_ns;
+  while (pto_now_ns() < end) {
   }
   return 0;
 }
@@ -304,8 +321,7 @@ static void orch_warm(pto_orch *o, void *arg) {
 typedef struct first_trial {
   int b;            /* the held core */
   bool on_b;        /* FIRST was placed on it */
-  bool ran;         /* FIRST ran while the orchestrator waited */
-  int core, held;   /* where FIRST ran, and whether B was held then */
+  ran_seen first;   /* FIRST, within 50 ms of the last submit, B held */
   uint64_t asks;    /* blocks the orchestrator asked moved (white box) */
   bool long_before; /* the run before's vote (white box, run_reset) */
 } first_trial;
@@ -339,11 +355,9 @@ static void orch_first(pto_orch *o, void *arg) {
     pto_args_output_existing(&a, &mine);
     assert_int_equal(pto_submit(o, g_dep_k, &a, NULL, NULL), PTO_OK);
   }
-  for (int i = 0; i < 500 && !atomic_load(&g_first_ran); i++) /* 50 ms */
+  for (int i = 0; i < 500 && !atomic_load(&g_first.ran); i++) /* 50 ms */
     nap_100us();
-  t->ran = atomic_load(&g_first_ran) != 0;
-  t->core = atomic_load(&g_first_core);
-  t->held = atomic_load(&g_first_while_held);
+  t->first = ran_read(&g_first);
   t->asks = r->unstarted_asks;
   atomic_store(&g_release_b, 1); /* B's lost claim, or FIRST, ends the run */
 }
@@ -372,25 +386,22 @@ static first_counts first_trials(uint64_t warm_ns) {
      * reads (run_reset) */
     g_warm_ns = warm_ns;
     assert_int_equal(pto_chip_run(chip, orch_warm, NULL, &st, &err), PTO_OK);
-    atomic_store(&g_first_ran, 0);
-    atomic_store(&g_first_core, -1);
+    ran_clear(&g_first);
     atomic_store(&g_in_handler, 0);
     atomic_store(&g_release_b, 0);
     first_trial t = {.b = i & 1};
     int rc = pto_chip_run(chip, orch_first, &t, &st, &err);
-    atomic_store(&g_release_b, 1);
-    for (int w = 0; atomic_load(&g_in_handler) && w < 10 * WAIT_MS; w++)
-      nap_100us();
+    release_b();
     if (rc != PTO_OK) {
       print_error("trial %d: the run failed: %s: %s\n", i, pto_status_name(rc), err.details);
       fail();
     }
-    assert_int_equal(atomic_load(&g_first_ran), 1);
+    assert_int_equal(atomic_load(&g_first.ran), 1);
     if (!t.on_b) continue;
     on_b++;
     /* moved: run on A while B was held; asked: by the orchestrator (A
-     * woken by anything else would take it itself, sched_lone_look) */
-    n.moved += t.ran && t.core == 1 - t.b && t.held && t.asks > 0;
+     * woken by anything else would take it itself, sched_lone_ask) */
+    n.moved += t.first.ran && t.first.core == 1 - t.b && t.first.held && t.asks > 0;
     if (!t.long_before) {
       n.short_before++;
       n.asks_short += t.asks;

@@ -484,7 +484,7 @@ static void test_steal_from_another_scheduler(void **state) {
  * thread on its CPU. Its role holder O polls and, as C's in-flight count
  * allows, dispatches ids 2 to 4 (a pending one behind an unclaimed one,
  * too); the thief F, whose idle core is about to park (sched.c,
- * sched_lone_look, take_lone), reads C's words as above and takes by
+ * sched_lone_ask, take_lone), reads C's words as above and takes by
  * steal_target_lone: the block C has not claimed while it has nothing
  * else in flight. F starts at any point, as in the model above (F is O's
  * own holder in take_lone, one pass at a time: the model lets O dispatch
