@@ -22,8 +22,9 @@ cmake_configured() { [ -f "$1/Makefile" ] || [ -f "$1/build.ninja" ]; }
 
 # Open MPI, for the MPI communication backend (PTO_MPI) and its tests.
 PTO_MPI_PACKAGES=(libopenmpi-dev openmpi-bin)
-# ip (network namespaces) for scripts/two_hosts.sh, the mpi test of two hosts.
-PTO_MPI_PACKAGES+=(iproute2)
+# ip (network namespaces) for scripts/two_hosts.sh, the mpi test of two
+# hosts, and gdb for the stacks it prints of a job that hangs.
+PTO_MPI_PACKAGES+=(iproute2 gdb)
 
 # The Python front end (scripts/python.sh): Debian's interpreter, NumPy and
 # cffi, what pip needs to build it in a venv (venv, setuptools, wheel), and

@@ -18,7 +18,8 @@
 # under (a profiler: perf record, strace -c), e.g. a script that execs
 # `perf record -o /tmp/rank_$OMPI_COMM_WORLD_RANK.perf "$@"`.
 #
-# Needs root (ip netns, unshare), iproute2 and Open MPI's mpirun. Cleans up
+# Needs root (ip netns, unshare), iproute2 and Open MPI's mpirun (and gdb for
+# the stacks of a job that hangs, where present). Cleans up
 # the namespaces and the veth pair on exit, also when interrupted. Exit
 # status: the job's (0 when everything was verified), 2 when the namespaces
 # cannot be made here (the reason is printed).
@@ -89,6 +90,41 @@ exec ip netns exec $B unshare --uts --mount sh -c 'hostname $HB && mount --bind 
 AGENT
 chmod +x "$tmp/agent"
 
+# A job still running after STACKS_AFTER seconds (of the 120 it has;
+# PTO_TWO_HOSTS_STACKS_AFTER) is stuck: every process of the two hosts
+# (mpirun, its daemon, the ranks) is listed, and the stacks of mpirun's,
+# the daemon's and the ranks' threads printed (gdb where there is one,
+# else the kernel's side) before timeout ends the job, so that the hang
+# says where it was.
+STACKS_AFTER=${PTO_TWO_HOSTS_STACKS_AFTER:-80}
+stacks() {
+  for pid in $(ip netns pids $A) $(ip netns pids $B); do
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+    say "stuck after $STACKS_AFTER s: process $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+    case $exe in "$prog" | */orterun | */orted | */prterun | */prted) ;; *) continue ;; esac
+    if command -v gdb >/dev/null 2>&1; then
+      timeout 10 gdb -p "$pid" -batch -nx -ex 'thread apply all bt' 2>&1 |
+        grep -v '^\[New LWP\|^\[Thread debugging\|^Using host libthread_db'
+    else
+      for t in /proc/"$pid"/task/*; do
+        echo "thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)): $(cat "$t/wchan" 2>/dev/null)"
+        cat "$t/stack" 2>/dev/null
+      done
+    fi
+  done
+}
+watch_job() {
+  i=0
+  while [ $i -lt $STACKS_AFTER ]; do
+    [ -e "$tmp/done" ] || [ ! -d "$tmp" ] && return
+    sleep 1
+    i=$((i + 1))
+  done
+  stacks
+}
+watch_job &
+watcher=$!
+
 say "mpirun -np 2 (one rank on $HA, one on $HB, TCP over the veth): $prog $*"
 ip netns exec $A unshare --uts --mount sh -c '
   hostname '$HA' && mount --bind '"$tmp/hosts"' /etc/hosts && exec "$@"' sh \
@@ -99,5 +135,7 @@ ip netns exec $A unshare --uts --mount sh -c '
   --mca osc ucx -x UCX_TLS=tcp,self \
   -x OMPI_MCA_mpi_yield_when_idle ${PTO_TWO_HOSTS_WRAP:-} "$prog" "$@"
 rc=$?
+touch "$tmp/done"
+wait $watcher
 say "job exit status $rc"
 exit $rc
