@@ -7,7 +7,8 @@
 #      --modes none skips it);
 #   3. the README's Python lines (scripts/python.sh, then the tour with the
 #      venv's python), comparing the tour's output with the README's;
-#   4. the consumers: tests/install/check.sh (find_package of pto::pto,
+#   4. the consumers: the demo's build tree built whole, then
+#      tests/install/check.sh (find_package of pto::pto,
 #      pto::pto_shared, pto::pto_static, and the README's pkg-config lines,
 #      in the build as configured and in one of the other PTO_MPI setting).
 # Debian packages missing on the machine are installed by the scripts
@@ -60,6 +61,9 @@ readme_block "" >"$tmp/tour_want.txt"
 step python bash -e "$tmp/python_lines.sh"
 tail -n "$(wc -l <"$tmp/tour_want.txt")" "$tmp/python.log" | diff -u "$tmp/tour_want.txt" - ||
   { echo "FAILED: the tour printed something else than the README shows"; exit 1; }
+# the demo builds the pto command only (scripts/demo.sh); the install
+# takes every target
+step build cmake --build build -j "$(nproc)"
 step consumers tests/install/check.sh build .
 echo "== times"
 printf '%s\n' "${times[@]}"

@@ -98,10 +98,11 @@ chmod +x "$tmp/agent"
 # says where it was.
 STACKS_AFTER=${PTO_TWO_HOSTS_STACKS_AFTER:-80}
 stacks() {
+  real=$(readlink -f "$prog") # what /proc/PID/exe names
   for pid in $(ip netns pids $A) $(ip netns pids $B); do
     exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
     say "stuck after $STACKS_AFTER s: process $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
-    case $exe in "$prog" | */orterun | */orted | */prterun | */prted) ;; *) continue ;; esac
+    case $exe in "$real" | */orterun | */orted | */prterun | */prted) ;; *) continue ;; esac
     if command -v gdb >/dev/null 2>&1; then
       timeout 10 gdb -p "$pid" -batch -nx -ex 'thread apply all bt' 2>&1 |
         grep -v '^\[New LWP\|^\[Thread debugging\|^Using host libthread_db'
