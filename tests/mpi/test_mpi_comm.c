@@ -995,7 +995,7 @@ static _Atomic long pair_sends;        /* of a 2-rank exchange (PAIR_TAG, below)
  * of the process to another host is shut both ways (its peers read the
  * end of each, as at a crash), and it never sends again; the process
  * itself, and its connection to its own daemon (PMIx, over loopback),
- * live on until the job ends them. With a rank that exited without
+ * live on until the job ends them (a minute at most). With a rank that exited without
  * finalizing, or cut that link too, mpirun hung about 1 run in 100
  * across the two hosts: no rank left, mpirun waiting (tests/mpi/
  * CMakeLists.txt, coll_die_pair). */
@@ -1015,8 +1015,11 @@ static _Noreturn void vanish(void) {
       shutdown(fd, SHUT_RDWR);
   }
   if (d) closedir(d);
-  for (;;)
-    pause();
+  /* rank 0's deadline, grace and stuck-call margin end the job within
+   * seconds (MPI_Abort kills this process); a minute bounds the wait
+   * should they not */
+  sleep(60);
+  _exit(3);
 }
 
 /* coll_die_pair: this rank dies (vanish) where it would send its src in a
