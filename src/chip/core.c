@@ -207,9 +207,14 @@ static void note_cohort_start(task *t, uint64_t now) {
   }
 }
 
-/* Runs block `block` (sub-block `sub`) of task t on core c: the kernel,
- * its trace slice, its failure latched. */
-static void run_block(core *c, task *t, int32_t block, int32_t sub) {
+/* Runs block `block` (sub-block `sub`) of task t on core c with the
+ * tensors `tensors` (t's, or this core's own copies of its REDUX
+ * arguments): the kernel, its trace slice, its failure latched. Inlined
+ * into the core's loop (run_block): a call, its frame and its registers'
+ * saves were about 23 of a kept chain task's 345 instructions on the
+ * cores (bench/core_instructions.sh). */
+static inline __attribute__((always_inline)) void run_block_with(core *c, task *t, int32_t block,
+                                                                 int32_t sub, pto_tensor *tensors) {
   pto_run *r = c->run;
   c->running = t; /* pto_kctx_async_begin's task */
   const kernel_rec *k = &r->chip->kernels[t->kernel];
@@ -231,24 +236,11 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
       .task_id = t->id,
       .ntensors = t->ntensors,
       .nscalars = t->nscalars,
-      .tensors = t->tensors,
+      .tensors = tensors,
       .scalars = t->scalars,
       .env = r->cfg->env,
       .run = r,
   };
-  /* a REDUX argument of a task of several cores: this core's own copy */
-  pto_tensor own[PTO_MAX_TENSOR_ARGS];
-  if (t->redux_args) {
-    if (t->units_total > 1) {
-      int unit = block * (t->units_total / t->block_num) +
-                 (c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0));
-      redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
-      ctx.tensors = own;
-    }
-    /* its copies start from the identity, written here: the line is this
-     * core's from the first write (redux.h) */
-    redux_unit_identity(r->chip, ctx.tensors, t->redux_args, t->redux_op);
-  }
   /* the clock only where a figure needs it (trace, first block, gang
    * spread, one block in 16 or 256 for pull_hold.h): the watchdog needs
    * no start time (a block that runs through a stall started before it,
@@ -280,6 +272,33 @@ static void run_block(core *c, task *t, int32_t block, int32_t sub) {
              "kernel '%s' block %d/%d on core %d returned %d%s%s%s", k->name, block, block_num,
              c->id, rc, kernel_rc_note(rc, why), why[0] ? ": " : "", why);
   }
+}
+
+/* A block of a task with REDUX arguments (redux.h): of a task of several
+ * cores, with this core's own copies of them; their copies start from
+ * the op's identity, written here (the line is this core's from the first
+ * write). Out of line: its copies' array is no frame of the core's loop. */
+static __attribute__((noinline)) void run_block_redux(core *c, task *t, int32_t block,
+                                                      int32_t sub) {
+  pto_tensor own[PTO_MAX_TENSOR_ARGS];
+  pto_tensor *tensors = t->tensors;
+  if (t->units_total > 1) {
+    const kernel_rec *k = &c->run->chip->kernels[t->kernel];
+    int unit = block * (t->units_total / t->block_num) +
+               (c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0));
+    redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
+    tensors = own;
+  }
+  redux_unit_identity(c->run->chip, tensors, t->redux_args, t->redux_op);
+  run_block_with(c, t, block, sub, tensors);
+}
+
+static inline __attribute__((always_inline)) void run_block(core *c, task *t, int32_t block,
+                                                            int32_t sub) {
+  if (t->redux_args)
+    run_block_redux(c, t, block, sub);
+  else
+    run_block_with(c, t, block, sub, t->tensors);
 }
 
 /* A core that left its queue's heads to another (head_take.h,

@@ -740,9 +740,15 @@ task *sched_complete_here(handoff *h, task *t) {
    * published (sched_handoff_end), in the pass that it asks for anyway */
   if (h->kept) {
     /* nothing waits behind a block of a priority above 0 (priority.h):
-     * the kept block stands in the slot's place for the passes' has_room */
-    atomic_store_explicit(&h->c->slot[h->d & 1].movable, h->kept->priority == 0,
-                          memory_order_relaxed);
+     * the kept block stands in the slot's place for the passes' has_room.
+     * Written only when it changes: the passes of other cores read this
+     * line, and a chain keeps blocks of one priority, most often 0, which
+     * the dispatch wrote already. Nobody else writes it meanwhile: the
+     * slot's next dispatch comes after this block's end is published. */
+    _Atomic bool *movable = &h->c->slot[h->d & 1].movable;
+    const bool now = h->kept->priority == 0;
+    if (atomic_load_explicit(movable, memory_order_relaxed) != now)
+      atomic_store_explicit(movable, now, memory_order_relaxed);
     if (h->pushed) handoff_announce(h, NULL);
   }
   return h->kept;
