@@ -211,7 +211,7 @@ static void note_cohort_start(task *t, uint64_t now) {
  * tensors `tensors` (t's, or this core's own copies of its REDUX
  * arguments): the kernel, its trace slice, its failure latched. Inlined
  * into the core's loop (run_block): a call, its frame and its registers'
- * saves were about 23 of a kept chain task's 345 instructions on the
+ * saves were about 20 of a kept chain task's 345 instructions on the
  * cores (bench/core_instructions.sh). */
 static inline __attribute__((always_inline)) void run_block_with(core *c, task *t, int32_t block,
                                                                  int32_t sub, pto_tensor *tensors) {
