@@ -729,6 +729,20 @@ static void handoff_announce(handoff *h, const sched *done) {
   h->pushed = 0;
 }
 
+/* Nothing waits behind a block of a priority above 0 (priority.h): the
+ * block h kept stands in its slot's place for the passes' has_room. The
+ * word is written only when it changes: other cores' passes read its
+ * line, and a chain keeps blocks of one priority, most often 0, which
+ * the dispatch wrote already. Nobody else writes it meanwhile: the
+ * slot's next dispatch comes after this block's end is published, and a
+ * pass's take (take_lone) marks a block not started, which this one is. */
+static void kept_movable(handoff *h) {
+  _Atomic bool *movable = &h->c->slot[h->d & 1].movable;
+  const bool now = h->kept->priority == 0;
+  if (atomic_load_explicit(movable, memory_order_relaxed) != now)
+    atomic_store_explicit(movable, now, memory_order_relaxed);
+}
+
 task *sched_complete_here(handoff *h, task *t) {
   h->kept = NULL;
   h->completed = true;
@@ -739,16 +753,7 @@ task *sched_complete_here(handoff *h, task *t) {
    * kept block runs; without one kept, after the block's end is
    * published (sched_handoff_end), in the pass that it asks for anyway */
   if (h->kept) {
-    /* nothing waits behind a block of a priority above 0 (priority.h):
-     * the kept block stands in the slot's place for the passes' has_room.
-     * Written only when it changes: the passes of other cores read this
-     * line, and a chain keeps blocks of one priority, most often 0, which
-     * the dispatch wrote already. Nobody else writes it meanwhile: the
-     * slot's next dispatch comes after this block's end is published. */
-    _Atomic bool *movable = &h->c->slot[h->d & 1].movable;
-    const bool now = h->kept->priority == 0;
-    if (atomic_load_explicit(movable, memory_order_relaxed) != now)
-      atomic_store_explicit(movable, now, memory_order_relaxed);
+    kept_movable(h);
     if (h->pushed) handoff_announce(h, NULL);
   }
   return h->kept;
@@ -775,9 +780,7 @@ task *sched_release_held(handoff *h, bool may_keep) {
   h->releasing = false;
   this_handoff = NULL;
   h->keep = keep;
-  if (h->kept)
-    atomic_store_explicit(&h->c->slot[h->d & 1].movable, h->kept->priority == 0,
-                          memory_order_relaxed);
+  if (h->kept) kept_movable(h);
   /* another block runs next here: what was pushed is announced now */
   if (h->pushed && (h->kept || !may_keep)) handoff_announce(h, NULL);
   return h->kept;
