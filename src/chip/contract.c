@@ -882,8 +882,7 @@ static void parts_redux_views(const task *t, const kernel_rec *k, part *parts, i
                               pto_tensor *own) {
   for (int i = 0; i < np; i++) {
     const pto_kctx *x = &parts[i].ctx;
-    int unit = x->block_idx * (t->units_total / t->block_num) +
-               (x->core_type == PTO_CORE_AIC ? 0 : x->sub_block_id + (k->aic ? 1 : 0));
+    int unit = task_unit(t, x->block_idx, block_part(k, x->core_type, x->sub_block_id));
     pto_tensor *mine = own + (size_t)i * (size_t)t->ntensors;
     redux_unit_tensors(x->tensors, t->ntensors, t->redux_args, unit, mine);
     parts[i].ctx.tensors = mine;

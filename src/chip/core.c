@@ -252,7 +252,7 @@ static inline __attribute__((always_inline)) void run_block_with(core *c, task *
   if (gang) note_cohort_start(t, t0);
   atomic_store_explicit(&c->cur_task, id, memory_order_relaxed); /* watchdog, advisory */
   /* a MIX block spans cores: its first part (the AIC's) counts the block */
-  const int part = c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0);
+  const int part = block_part(k, c->type, sub);
   c->ran += part == 0;
   int rc = (c->type == PTO_CORE_AIC ? k->aic : k->aiv)(&ctx);
   atomic_store_explicit(&c->cur_task, PTO_TASK_NONE, memory_order_relaxed);
@@ -284,9 +284,8 @@ static __attribute__((noinline)) void run_block_redux(core *c, task *t, int32_t 
   pto_tensor *tensors = t->tensors;
   if (t->units_total > 1) {
     const kernel_rec *k = &c->run->chip->kernels[t->kernel];
-    int unit = block * (t->units_total / t->block_num) +
-               (c->type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0));
-    redux_unit_tensors(t->tensors, t->ntensors, t->redux_args, unit, own);
+    redux_unit_tensors(t->tensors, t->ntensors, t->redux_args,
+                       task_unit(t, block, block_part(k, c->type, sub)), own);
     tensors = own;
   }
   redux_unit_identity(c->run->chip, tensors, t->redux_args, t->redux_op);

@@ -216,6 +216,19 @@ typedef struct task {
 } task;
 _Static_assert(sizeof(task) == 3 * PTO_CACHELINE, "a task slot is three cache lines");
 
+/* The part of its block that a core of type `type`, sub-block `sub`,
+ * runs of kernel k: 0 on the AIC (or on a block's one core), then the
+ * AIVs of a MIX block in sub-block order. Part 0 counts the block. */
+static inline int block_part(const kernel_rec *k, pto_core_type type, int32_t sub) {
+  return type == PTO_CORE_AIC ? 0 : sub + (k->aic ? 1 : 0);
+}
+
+/* The unit of part `part` of block `block` of t: its REDUX copies'
+ * index (redux.h). */
+static inline int task_unit(const task *t, int32_t block, int part) {
+  return block * (t->units_total / t->block_num) + part;
+}
+
 /* One dependency: its consumer waits for the producer whose fanout list
  * the node is linked into. Node i belongs to the consumer (its slot: the
  * node lives no longer than it) and links into the producer's fanout

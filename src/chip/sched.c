@@ -735,7 +735,8 @@ static void handoff_announce(handoff *h, const sched *done) {
  * line, and a chain keeps blocks of one priority, most often 0, which
  * the dispatch wrote already. Nobody else writes it meanwhile: the
  * slot's next dispatch comes after this block's end is published, and a
- * pass's take (take_lone) marks a block not started, which this one is. */
+ * pass's take (take_lone) marks a block not started, which this one is
+ * not. */
 static void kept_movable(handoff *h) {
   _Atomic bool *movable = &h->c->slot[h->d & 1].movable;
   const bool now = h->kept->priority == 0;
