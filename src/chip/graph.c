@@ -482,8 +482,9 @@ static void replay_orch(pto_orch *o, void *arg) {
    * instead of waiting for all of them (on a chain, the fill was about a
    * quarter of a launch, none of it overlapping the run). Each task's
    * fanin counts one more than its predecessors until its own fill drops
-   * it (the guard, as a submit's): set by the fill of its first
-   * predecessor, so before any predecessor can complete, and dropped once
+   * it (the guard; a submit needs none, its slot written before its first
+   * link): set by the fill of its first predecessor, so before any
+   * predecessor can complete, and dropped once
    * its slot is filled, so whoever drops it to zero (a completing
    * predecessor, or this fill when they all completed) finds the slot
    * filled. A task is read by other threads only once a push made it or

@@ -1083,46 +1083,23 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   t->next_block = 0;
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
   task_set_state(r, t, TASK_PENDING, memory_order_relaxed);
-  /* the submit guard, plus every edge counted before any producer can see
-   * its node (one store, not a locked add per edge); the edges to
-   * producers that already closed their lists are undone with the guard
-   * (which keeps it > 0 until then) */
-  atomic_store_explicit(&t->fanin, 1 + (int32_t)nd, memory_order_relaxed);
+  /* every edge counted before any producer can see its node (one store,
+   * not a locked add per edge); the edges to producers that already
+   * closed their lists are undone after the links (below) */
+  atomic_store_explicit(&t->fanin, (int32_t)nd, memory_order_relaxed);
   atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
   atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&t->first_start_ns, UINT64_MAX, memory_order_relaxed);
   atomic_store_explicit(&t->last_start_ns, 0, memory_order_relaxed);
   if (r->capture && (rc = graph_capture_task(r, t, a, r->depbuf, nd))) return rc;
-  uint32_t linked = 0; /* edges whose producer may still decrement fanin */
   pto_task_id dep_max = -1;
-  uint32_t idx = nd ? (uint32_t)(r->dep_head % r->ndeps) : 0;
-  for (uint32_t i = 0; i < nd; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {
-    r->dep_head++;
+  for (uint32_t i = 0; i < nd; i++)
     if (r->depbuf[i] > dep_max) dep_max = r->depbuf[i];
-    dep_node *n = &r->deps[idx];
-    task *p = run_slot(r, r->depbuf[i]);
-    r->dep_from[idx] = r->depbuf[i];
-    n->consumer = t;
-    n->next = -1;
-    /* acquire (load and failed CAS): seeing CLOSED means p's completion,
-     * and so its kernel's writes, happen-before this task is published */
-    int64_t head = atomic_load_explicit(&p->fanout_head, memory_order_acquire);
-    for (;;) {
-      if (head == FANOUT_CLOSED) break; /* its edge is undone with the guard, below */
-      n->next = head;
-      /* release pairs with complete_task's exchange: node contents and the
-       * fanin increment are visible to the producer */
-      if (atomic_compare_exchange_weak_explicit(&p->fanout_head, &head, (int64_t)idx,
-                                                memory_order_release, memory_order_acquire)) {
-        linked++;
-        break;
-      }
-    }
-  }
-  t->dep_end = r->dep_head;
+  t->dep_end = r->dep_head + nd;
   t->ndeps = nd;
   t->dep_max = dep_max;
   t->pre = pre;
+  const int priority = t->priority;
   r->next_id = id + 1;
   /* far ahead of cores with a backlog of short blocks: a CPU of its own
    * (spread.c), looked at once per 64 submits until it was tried; and a
@@ -1141,18 +1118,46 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     trace_slice_deps(r->trace, r->orch_track, "submit", "orch", t0, pto_now_ns(), id, -1, r->depbuf,
                      (int)nd);
   if (id_out) *id_out = id;
-  /* drop the guard and the edges to producers that had already closed
-   * their lists, in one step: acq_rel pairs with producers' decrements.
-   * With no producer linked nobody else touches fanin: the task is ready,
-   * and its push to a ready queue publishes the slot (release) */
   if (r->contract) contract_submit(r, t, a);
-  int32_t undo = 1 + (int32_t)(nd - linked);
-  if (linked == 0 || atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo)
+  /* the links: the last one may publish the task, so nothing of it is
+   * written after them */
+  uint32_t linked = 0; /* edges whose producer may still decrement fanin */
+  uint32_t idx = nd ? (uint32_t)(r->dep_head % r->ndeps) : 0;
+  for (uint32_t i = 0; i < nd; i++, idx = idx + 1 == r->ndeps ? 0 : idx + 1) {
+    r->dep_head++;
+    dep_node *n = &r->deps[idx];
+    task *p = run_slot(r, r->depbuf[i]);
+    r->dep_from[idx] = r->depbuf[i];
+    n->consumer = t;
+    n->next = -1;
+    /* acquire (load and failed CAS): seeing CLOSED means p's completion,
+     * and so its kernel's writes, happen-before this task is published */
+    int64_t head = atomic_load_explicit(&p->fanout_head, memory_order_acquire);
+    for (;;) {
+      if (head == FANOUT_CLOSED) break; /* its edge is undone below */
+      n->next = head;
+      /* release pairs with complete_task's exchange: node contents and the
+       * fanin increment are visible to the producer */
+      if (atomic_compare_exchange_weak_explicit(&p->fanout_head, &head, (int64_t)idx,
+                                                memory_order_release, memory_order_acquire)) {
+        linked++;
+        break;
+      }
+    }
+  }
+  /* the edges to producers that had already closed their lists are
+   * undone in one step: acq_rel pairs with producers' decrements. With
+   * no producer linked nobody else touches fanin: the task is ready,
+   * and its push to a ready queue publishes the slot (release); with
+   * every one linked, the last producer to finish makes it ready */
+  int32_t undo = (int32_t)(nd - linked);
+  if (linked == 0 ||
+      (undo && atomic_fetch_sub_explicit(&t->fanin, undo, memory_order_acq_rel) == undo))
     sched_make_ready(r, t);
   else
     sched_orch_flush(r); /* it may wait on tasks gathered or batched */
   if (r->ctl) schedule_after_submit(r);
-  if (rp.mask) return redux_submitted(r, &rp, id, t->priority);
+  if (rp.mask) return redux_submitted(r, &rp, id, priority);
   return PTO_OK;
 }
 

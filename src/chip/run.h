@@ -163,8 +163,10 @@ enum { ALONE_NO = 0, ALONE_YES, ALONE_ENDING }; /* pto_run.alone */
 #define FANOUT_CLOSED ((int64_t)-2)
 
 /* One task slot. Written by the orchestrator before the task is published
- * (the guard decrement of `fanin` or a dependency's completion, both
- * acq_rel), read-only afterwards except for the atomics. Slots start on
+ * (its links into its producers' lists, release, after which a producer's
+ * completion may make it ready; or the submit's own drop of the edges that
+ * found their producer done, acq_rel), read-only afterwards except for the
+ * atomics. Slots start on
  * a cache line, and their fields are grouped into lines by who writes
  * them, so that linking a consumer to a producer that a core is running
  * does not wait on the line that core is writing:
@@ -207,7 +209,7 @@ typedef struct task {
   uint64_t dep_end;    /* orch: dep ring head after this task's nodes (its retirement frees them) */
   pto_task_id dep_max; /* orch: its newest producer with a node (-1: none; dep_reduce's rule 2) */
   PTO_LINE_ALIGNED _Atomic int32_t state;
-  _Atomic int32_t fanin; /* unfinished producers + 1 submit guard */
+  _Atomic int32_t fanin; /* producers not finished (+ 1 while a graph launch fills the slot) */
   _Atomic int32_t units_done;
   int32_t next_block;                             /* under its ready queue's lock */
   _Atomic int32_t cohort_go;                      /* sync_start: blocks start when nonzero */

@@ -149,7 +149,7 @@ static void record_spread(pto_run *r, task *t) {
 /* Drops consumer c's fanin for a producer that completed: whoever drops it
  * to zero makes c ready (a dummy: onto the caller's work stack). acq_rel:
  * our kernel's writes happen-before c runs; pairs with the other
- * producers' decrements and the submit guard. */
+ * producers' decrements and the submit's drop of its failed edges. */
 static void make_ready(pto_run *r, task *t, bool orch);
 
 static void release_consumer(pto_run *r, task *c, task **stack, int *top) {

@@ -2,7 +2,7 @@
  * (test_drain_explorer.c, test_mailbox_explorer.c, test_wait_model.c,
  * test_coll_explorer.c, test_coll_table_explorer.c, test_role_explorer.c,
  * test_pull_explorer.c, test_busy_skip_explorer.c, test_ready_explorer.c,
- * test_lifecycle_explorer.c;
+ * test_lifecycle_explorer.c, test_link_explorer.c;
  * docs/architecture.md: protocols are step functions explored exhaustively
  * by tests).
  *
