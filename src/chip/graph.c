@@ -478,25 +478,24 @@ static void replay_orch(pto_orch *o, void *arg) {
   r->dep_head = g->npreds;
   if (g->nsync) atomic_fetch_add_explicit(&r->sync_tasks, g->nsync, memory_order_relaxed);
   /* The slots are filled in order, and a task is pushed as soon as it is
-   * ready: the cores run the first tasks while the rest are filled,
-   * instead of waiting for all of them (on a chain, the fill was about a
-   * quarter of a launch, none of it overlapping the run). Each task's
-   * fanin counts one more than its predecessors until its own fill drops
-   * it (the guard; a submit needs none, its slot written before its first
-   * link): set by the fill of its first predecessor, so before any
-   * predecessor can complete, and dropped once
-   * its slot is filled, so whoever drops it to zero (a completing
-   * predecessor, or this fill when they all completed) finds the slot
-   * filled. A task is read by other threads only once a push made it or
-   * an ancestor ready, and that push releases its slot (a completion's
-   * peek at its consumers reads their fanin first, handoff.h). What the fill
-   * finds ready is pushed READY_BATCH at a time (one pass request per
+   * ready: the cores run the first tasks while the rest are filled, instead
+   * of waiting for all of them (on a chain, the fill was about a quarter of
+   * a launch, none of it overlapping the run). Each task's fanin counts one
+   * more than its predecessors until its own fill drops it (the guard; a
+   * submit needs none, its slot written before its first link): set by the
+   * fill of its first predecessor, so before any predecessor can complete,
+   * and dropped once its slot is filled, so whoever drops it to zero (a
+   * completing predecessor, or this fill when they all completed) finds the
+   * slot filled. A task is read by other threads only once a push made it
+   * or an ancestor ready, and that push releases its slot (a completion's
+   * peek at its consumers reads their fanin first, handoff.h). What the
+   * fill finds ready is pushed READY_BATCH at a time (one pass request per
    * batch). All slots first, then the roots, when something reads slots
    * beyond what was pushed: a trace (the submits' slices below), a
-   * controlled schedule or checking mode (they count the tasks
-   * submitted), COMMUTE links (cm_link_views: a task's exclusion
-   * partners) and gangs. tests/unit/test_graph_fill_explorer.c explores
-   * the guard and the warm launch below. */
+   * controlled schedule or checking mode (they count the tasks submitted),
+   * COMMUTE links (cm_link_views: a task's exclusion partners) and gangs.
+   * tests/unit/test_graph_fill_explorer.c explores the guard and the warm
+   * launch below. */
   uint32_t n = g->ntasks;
   const bool fill_all = r->trace || r->ctl || r->contract || g->ncm || g->nsync;
   g->warm_path = !fill_all;

@@ -1084,8 +1084,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
   atomic_store_explicit(&t->units_done, 0, memory_order_relaxed);
   task_set_state(r, t, TASK_PENDING, memory_order_relaxed);
   /* every edge counted before any producer can see its node (one store,
-   * not a locked add per edge); the edges to producers that already
-   * closed their lists are undone after the links (below) */
+   * not a locked add per edge) */
   atomic_store_explicit(&t->fanin, (int32_t)nd, memory_order_relaxed);
   atomic_store_explicit(&t->cohort_go, 0, memory_order_relaxed);
   atomic_store_explicit(&t->drain_ns, 0, memory_order_relaxed);

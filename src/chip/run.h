@@ -166,10 +166,9 @@ enum { ALONE_NO = 0, ALONE_YES, ALONE_ENDING }; /* pto_run.alone */
  * (its links into its producers' lists, release, after which a producer's
  * completion may make it ready; or the submit's own drop of the edges that
  * found their producer done, acq_rel), read-only afterwards except for the
- * atomics. Slots start on
- * a cache line, and their fields are grouped into lines by who writes
- * them, so that linking a consumer to a producer that a core is running
- * does not wait on the line that core is writing:
+ * atomics. Slots start on a cache line, and their fields are grouped into
+ * lines by who writes them, so that linking a consumer to a producer that
+ * a core is running does not wait on the line that core is writing:
  *   line 0, read-only once published (cores read it at dispatch and run);
  *   line 1, the producer side: consumers link into fanout_head
  *           (orchestrator), completion closes the list; plus the
