@@ -4,15 +4,17 @@
  * accesses, each a view of 1-3 dims (any dtype, strides and offset) over
  * one of two overlapping buffers of 3 KiB (so views meet across base
  * pointers and across the index's 64 B .. 4 KiB chunk levels), sometimes a
- * malformed view (it claims all memory), a mode READ / WRITE / READ_WRITE,
+ * malformed view (it claims all memory), a mode READ / WRITE / READ_WRITE /
+ * COMMUTE_RW,
  * a task (the next one, or the same task again: a second argument), the
  * oldest live task advancing, per producer whether the dependency callback
  * says "ordered", and sometimes a query (tmap_conflicts) instead of an
  * access; often the view of an earlier access again (a chain's, an
  * accumulator's: the sole writer's path). Oracle: every recorded access in a list, brute force: an
- * access must report exactly the live (task >= oldest_live), conflicting (one of the two writes),
- * other-task records whose views region_overlap; a write drops a record it region_covers when its
- * callback said ordered for it, and trims off a dense record the end that a dense such write covers
+ * access must report exactly the live (task >= oldest_live), conflicting (one of the two writes,
+ * not both COMMUTE), other-task records whose views region_overlap; a plain write (not COMMUTE)
+ * drops a record it region_covers when its callback said ordered for it, and trims off a dense
+ * record the end that a dense such write covers
  * (the record becomes a PTO_U8 view of the rest: trim_record, the rule of
  * tensormap.c's trim written again over tensors); the pool overflows exactly when every entry is
  * live. Any difference prints the access sequence and aborts. */
@@ -82,9 +84,10 @@ static void fail(uint32_t capacity, const char *what, int64_t producer) {
     const access *a = &acc[i];
     fprintf(stderr, "  %2d task %lld oldest %lld %s%s ordered 0x%02x ", i, (long long)a->task,
             (long long)a->oldest, a->query ? "query " : "",
-            a->mode == TMAP_READ    ? "R "
-            : a->mode == TMAP_WRITE ? "W "
-                                    : "RW",
+            a->mode == TMAP_READ         ? "R "
+            : a->mode == TMAP_WRITE      ? "W "
+            : a->mode == TMAP_READ_WRITE ? "RW"
+                                         : "CM",
             a->ordered_bits);
     print_view(&a->t);
     fprintf(stderr, "\n");
@@ -151,7 +154,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       a->t = acc[again % nacc].t;
     else if (!make_view(&in, &a->t))
       continue;
-    a->mode = 1 + ctl % 3;
+    static const int modes[4] = {TMAP_READ, TMAP_WRITE, TMAP_READ_WRITE, TMAP_COMMUTE_RW};
+    a->mode = modes[ctl & 3];
     if (!(ctl & 0x08) || nacc == 0) task++; /* else: the same task's next argument */
     oldest += (ctl >> 4) & 3;
     if (oldest > task) oldest = task;
@@ -167,7 +171,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (!r->live || r->task < oldest) continue;
       live++;
       if ((a->query || r->task != task) && ((r->mode | a->mode) & TMAP_WRITE) &&
-          region_overlap(&r->t, &a->t))
+          !(r->mode & a->mode & TMAP_COMMUTE) && region_overlap(&r->t, &a->t))
         want[r->task] = true;
     }
     got g = {.ordered_bits = a->ordered_bits};
@@ -192,12 +196,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fail(capacity, want[i] ? "missed a producer" : "reported a producer that does not conflict",
              i);
     if (!a->query) {
-      for (int i = 0; i < nacc; i++) { /* covered by an ordered write: dropped */
+      /* covered by an ordered plain write: dropped (a COMMUTE write keeps
+       * what it covers, for the next COMMUTE access) */
+      bool plain_write = (a->mode & (TMAP_WRITE | TMAP_COMMUTE)) == TMAP_WRITE;
+      for (int i = 0; i < nacc; i++) {
         access *r = &acc[i];
-        if (r->live && want[r->task] && (a->mode & TMAP_WRITE) &&
-            ((a->ordered_bits >> (r->task & 7)) & 1) && region_covers(&a->t, &r->t))
+        if (r->live && want[r->task] && plain_write && ((a->ordered_bits >> (r->task & 7)) & 1) &&
+            region_covers(&a->t, &r->t))
           r->live = false;
-        else if (r->live && want[r->task] && (a->mode & TMAP_WRITE) &&
+        else if (r->live && want[r->task] && plain_write &&
                  ((a->ordered_bits >> (r->task & 7)) & 1))
           trim_record(r, &a->t);
       }
