@@ -8,22 +8,26 @@
  * SPAN_MAX (4) chunks, so views of different bytes rarely share a chain,
  * even 64-byte slots of one buffer, and a huge view is still one entry.
  *
- * A lookup visits each level that holds entries. There it either scans
- * the chunks its own view touches, widened down by the longest span any
- * entry at that level has (so an entry that starts earlier but reaches
- * into the view is found), or, when those chunks outnumber the level's
- * entries, walks the level's list of entries instead. Per level it costs
- * at most min(chunks, entries) plus the entries met in those chains: a
- * small probe pays for a few buckets per level in use, and a 1 MiB probe
- * over fine entries pays for the entries, not for 16384 chunks. Each
- * bucket keeps writers and pure readers in separate chains, so a read,
- * which conflicts only with writers, never walks the readers.
+ * A lookup visits each level that holds entries it may conflict with.
+ * There it either scans the chunks its own view touches, widened down by
+ * the longest span of those entries at that level (so an entry that
+ * starts earlier but reaches into the view is found; a read is not
+ * widened by wider reads, which it does not walk), or, when those chunks
+ * outnumber the level's entries, walks the level's list of entries
+ * instead. Per level it costs at most min(chunks, entries) plus the
+ * entries met in those chains: a small probe pays for a few buckets per
+ * level in use, and a 1 MiB probe over fine entries pays for the entries,
+ * not for 16384 chunks. Each bucket keeps writers, pure readers and
+ * COMMUTE accesses in separate chains, and a lookup walks only those it
+ * conflicts with that hold entries at the level: a read never walks the
+ * readers, and a write of a slot beside wider reads walks back over their
+ * chunks, where a read of it does not.
  *
  * Chains and level lists are doubly linked (back links in the cold
  * m->links[]), so any entry is dropped in O(1) from either walk. Stale
  * entries (retired tasks) are dropped while walking, and each access drops
  * up to two from the oldest end of its level's list; a level that empties
- * forgets its longest span.
+ * forgets its chains and their longest spans.
  *
  * A sole writer. An update (READ_WRITE: INOUT) of a dense view whose
  * lookup left no other entry whose byte range meets its own (each one it
@@ -144,13 +148,52 @@ static int level_of(const probe *p, uint32_t *span) {
   }
 }
 
+/* The chain of a bucket that holds entries of `mode`: 0 plain writers, 1
+ * pure readers, 2 COMMUTE accesses. */
+static uint32_t chain_of(int32_t mode) {
+  return mode == TMAP_READ ? 1 : (mode & TMAP_COMMUTE) ? 2 : 0;
+}
+
 /* The chain head (index into m->buckets) of an entry recorded as (level,
  * view lo, mode). */
 static uint32_t head_of(const tmap *m, int level, uint64_t lo, int32_t mode) {
-  return CHAINS * bucket_of(m, level, lo >> level_shift(level)) + (mode == TMAP_READ       ? 1
-                                                                   : (mode & TMAP_COMMUTE) ? 2
-                                                                                           : 0);
+  return CHAINS * bucket_of(m, level, lo >> level_shift(level)) + chain_of(mode);
 }
+
+/* What a lookup walks at a level ("look"). A lookup's kind: a read walks
+ * the writers' and the COMMUTE accesses' chains, a write every chain, a
+ * COMMUTE access the writers' and the readers'. m->look[l] holds a byte
+ * per kind (byte k for kind k): bits 4-6 the chains it walks at level l,
+ * those that got an entry there since the level was last empty, and bits
+ * 0-3 the most chunks one of those entries spans (1-4, as 1, 3, 7 or 15:
+ * the larger of two is their OR). Recording an entry ORs in its chain and
+ * span for each kind that walks its chain (look_add); the level's last
+ * entry going zeroes it. An entry since dropped may leave its chain
+ * walked and its span widening the walk until then, which is only work. */
+enum { LOOK_READ, LOOK_WRITE, LOOK_COMMUTE };
+
+/* The shift of a lookup's byte in m->look, by its mode. */
+static unsigned look_shift(tmap_mode mode) {
+  static const uint8_t shift[8] = {
+      [TMAP_READ] = 8 * LOOK_READ,           [TMAP_WRITE] = 8 * LOOK_WRITE,
+      [TMAP_READ_WRITE] = 8 * LOOK_WRITE,    [TMAP_COMMUTE] = 8 * LOOK_COMMUTE,
+      [TMAP_COMMUTE | 1] = 8 * LOOK_COMMUTE, [TMAP_COMMUTE | 2] = 8 * LOOK_COMMUTE,
+      [TMAP_COMMUTE_RW] = 8 * LOOK_COMMUTE};
+  return shift[mode & TMAP_COMMUTE_RW];
+}
+
+/* The bits an entry of chain c spanning `span` chunks adds to m->look:
+ * its byte in the byte of each kind that walks chain c. */
+#define LOOK_BYTE(c, span) ((1u << (4 + (c))) | ((1u << (span)) - 1))
+#define LOOK_ADD(c, span)                                                                          \
+  ((c) == 0 ? LOOK_BYTE(0, span) *                                                                 \
+                  (1u << 8 * LOOK_READ | 1u << 8 * LOOK_WRITE | 1u << 8 * LOOK_COMMUTE)            \
+   : (c) == 1 ? LOOK_BYTE(1, span) * (1u << 8 * LOOK_WRITE | 1u << 8 * LOOK_COMMUTE)               \
+              : LOOK_BYTE(2, span) * (1u << 8 * LOOK_READ | 1u << 8 * LOOK_WRITE))
+#define LOOK_SPANS(c)                                                                              \
+  { 0, LOOK_ADD(c, 1), LOOK_ADD(c, 2), LOOK_ADD(c, 3), LOOK_ADD(c, 4) }
+static const uint32_t look_add[CHAINS][SPAN_MAX + 1] = {LOOK_SPANS(0), LOOK_SPANS(1),
+                                                        LOOK_SPANS(2)};
 
 int tmap_init(tmap *m, uint32_t capacity) {
   if (capacity == 0 || capacity > TMAP_ENTRIES_MAX) return PTO_EINVAL;
@@ -200,7 +243,7 @@ void tmap_clear(tmap *m) {
   m->free_head = -1;
   m->used = 0;
   for (int l = 0; l < TMAP_LEVELS; l++) {
-    m->max_span[l] = 0;
+    m->look[l] = 0;
     m->level_used[l] = 0;
     m->level_head[l] = m->level_tail[l] = -1;
   }
@@ -260,7 +303,7 @@ static void drop(tmap *m, int32_t i) {
   level_unlink(m, i);
   m->pool[i].mode &= ~SOLE;      /* a freed entry is no hint's */
   if (--m->level_used[l] == 0) { /* no entry reaches across from an earlier chunk */
-    m->max_span[l] = 0;
+    m->look[l] = 0;
     m->levels &= ~(1u << l);
   }
   m->pool[i].next = m->free_head;
@@ -279,8 +322,8 @@ static bool conflicts(int32_t a, int32_t b) {
  * still live, and W4's consumers one to every reducer the orchestrator is
  * ahead of). Dense views only, and only an end: what is left stays dense.
  * The entry keeps its chain, that of its first chunk before the trim,
- * which every lookup of its bytes still walks (a lookup walks back
- * max_span - 1 chunks from its first, and the entry's span only shrank). */
+ * which every lookup of its bytes still walks (a lookup walks back up to
+ * its span - 1 chunks from its first, and the span only shrank). */
 static void trim(tmap *m, int32_t i, const region_view *w) {
   region_view *v = &m->views[i];
   if (!v->known || !v->dense || !w->known || !w->dense) return;
@@ -382,19 +425,23 @@ static uint32_t scan_level(tmap *m, int level, const probe *p, tmap_mode mode, i
  * the chunks it may share with an entry there, or the level's list when
  * that is shorter. Bucket b holds three chains: plain writers at
  * buckets[3b], pure readers at buckets[3b + 1], COMMUTE accesses at
- * buckets[3b + 2]; a read walks the writers and the COMMUTE accesses, a
- * COMMUTE access the writers and the readers. A chunk bucket is shared by colliding
- * keys, so a bucket may be visited twice; the second visit only re-reports
+ * buckets[3b + 2]; a lookup walks those of its kind that hold entries at
+ * the level (look). A chunk bucket is shared by colliding keys, so a
+ * bucket may be visited twice; the second visit only re-reports
  * dependencies (deduplicated by callers). WALK_COUNT: returns the live
- * entries whose range meets the probe's that stay (check), else 0. */
-static uint32_t scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int64_t oldest_live,
-                     tmap_dep_fn dep, void *arg, walk w) {
+ * entries whose range meets the probe's that stay (check), else 0.
+ * Inlined in each caller, where the walk's kind is a constant. */
+static inline __attribute__((always_inline)) uint32_t scan(tmap *m, const probe *p, tmap_mode mode,
+                                                           int64_t task, int64_t oldest_live,
+                                                           tmap_dep_fn dep, void *arg, walk w) {
   uint32_t met = 0;
+  const unsigned kind = look_shift(mode);
   for (uint32_t bits = m->levels; bits; bits &= bits - 1) { /* levels in use only */
     int l = __builtin_ctz(bits);
-    if (!(m->levels & (1u << l))) continue; /* emptied by this lookup */
+    uint32_t look = m->look[l] >> kind; /* 0 also once emptied by this lookup */
+    if (!(look & 0x70)) continue;       /* no chain of this kind's here */
     unsigned sh = level_shift(l);
-    uint64_t c0 = p->lo >> sh, widen = m->max_span[l] - 1;
+    uint64_t c0 = p->lo >> sh, widen = 31u - (unsigned)__builtin_clz(look & 0xf);
     uint64_t from = c0 >= widen ? c0 - widen : 0, to = p->last >> sh;
     if (to - from >= m->level_used[l]) { /* more chunks than entries */
       met += scan_level(m, l, p, mode, task, oldest_live, dep, arg, w);
@@ -404,10 +451,9 @@ static uint32_t scan(tmap *m, const probe *p, tmap_mode mode, int64_t task, int6
     for (uint64_t c = from; c <= to; c++) {
       if ((c & GROUP_MASK) == 0 && c != from) group = group_of(l, c);
       uint32_t h = CHAINS * bucket_in(m, group, c);
-      met += scan_chain(m, h, p, mode, task, oldest_live, dep, arg, w);
-      if (mode & TMAP_WRITE) met += scan_chain(m, h + 1, p, mode, task, oldest_live, dep, arg, w);
-      if (!(mode & TMAP_COMMUTE))
-        met += scan_chain(m, h + 2, p, mode, task, oldest_live, dep, arg, w);
+      if (look & 0x10) met += scan_chain(m, h, p, mode, task, oldest_live, dep, arg, w);
+      if (look & 0x20) met += scan_chain(m, h + 1, p, mode, task, oldest_live, dep, arg, w);
+      if (look & 0x40) met += scan_chain(m, h + 2, p, mode, task, oldest_live, dep, arg, w);
     }
   }
   return met;
@@ -505,7 +551,7 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
     m->sole[sh].lo = view->lo;
     m->sole[sh].entry = i;
   }
-  if (span > m->max_span[level]) m->max_span[level] = span;
+  m->look[level] |= look_add[chain_of((int32_t)mode)][span];
   m->levels |= 1u << level;
   uint32_t h = head_of(m, level, view->lo, (int32_t)mode);
   e->next = m->buckets[h];

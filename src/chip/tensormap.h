@@ -63,9 +63,10 @@ typedef struct tmap {
   struct region_view *views; /* the view of pool[i], normalised when recorded */
   int32_t free_head;         /* free list through tmap_entry.next */
   uint32_t fresh;            /* entries [fresh, capacity) were never used */
-  /* most chunks a stored view spans, per level (0: no entry at that level);
-   * see tensormap.c */
-  uint32_t max_span[TMAP_LEVELS];
+  /* per level, for each kind of lookup (read, write, COMMUTE): the chains
+   * it walks there and how many chunks back (tensormap.c, "look"); 0 once
+   * the level holds no entry */
+  uint32_t look[TMAP_LEVELS];
   uint32_t levels;                  /* bit l set: level l holds entries */
   uint32_t level_used[TMAP_LEVELS]; /* entries stored at each level */
   int32_t level_head[TMAP_LEVELS];  /* list of them, newest first, -1 = empty */
