@@ -263,22 +263,26 @@ int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_t *shape
 int pto_tensor_slice(const pto_tensor *src, const int64_t *start, const int64_t *shape,
                      pto_tensor *out) {
   if (!out || !start || !shape || check_src(src) != PTO_OK) return PTO_EINVAL;
-  pto_tensor v = *src;
+  int64_t offset = src->offset;
   for (int d = 0; d < src->ndims; d++) {
     int64_t end, step;
     if (start[d] < 0 || shape[d] < 1) return PTO_EINVAL;
     if (__builtin_add_overflow(start[d], shape[d], &end) || end > src->shape[d]) return PTO_EINVAL;
     if (__builtin_mul_overflow(start[d], src->stride[d], &step) ||
-        __builtin_add_overflow(v.offset, step, &v.offset))
+        __builtin_add_overflow(offset, step, &offset))
       return PTO_EINVAL;
-    v.shape[d] = shape[d];
   }
   /* valid by construction, no second check: src is, and each dim's
    * [start, start + shape) lies in src's, so the slice's offset and last
    * element lie in [src's offset, src's last] (inside its buffer, no
    * overflow) and its packed size is at most src's (unit.test_tensor,
-   * test_slice_random, checks every slice it makes) */
-  *out = v;
+   * test_slice_random, checks every slice it makes). Written only now,
+   * src copied once (out may be src): a refused slice leaves out as it
+   * was. */
+  if (out != src) *out = *src;
+  out->offset = offset;
+  for (int d = 0; d < out->ndims; d++)
+    out->shape[d] = shape[d];
   return PTO_OK;
 }
 

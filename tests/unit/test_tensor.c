@@ -504,12 +504,18 @@ static void test_slice_random(void **state) {
     }
     int bad = (int)(r % 8) < t.ndims ? (int)(r % 8) : -1; /* a dim taken one too far */
     if (bad >= 0) shape[bad] = t.shape[bad] - start[bad] + 1;
+    memset(&s, 0xA5, sizeof s);
+    pto_tensor before = s;
     int rc = pto_tensor_slice(&t, start, shape, &s);
     if (bad >= 0) {
       assert_int_equal(rc, PTO_EINVAL);
+      assert_memory_equal(&s, &before, sizeof s); /* a refused slice writes nothing */
       continue;
     }
     assert_int_equal(rc, PTO_OK);
+    pto_tensor in_place = t; /* the same slice into its own source */
+    assert_int_equal(pto_tensor_slice(&in_place, start, shape, &in_place), PTO_OK);
+    assert_memory_equal(&in_place, &s, sizeof s);
     sliced++;
     if (tensor_check(&s, true) != PTO_OK)
       fail_msg("slice %d of a valid view (dtype %d, ndims %d) is invalid", i, t.dtype, t.ndims);
