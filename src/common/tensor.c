@@ -263,9 +263,10 @@ int pto_tensor_desc(pto_tensor *t, pto_dtype dt, int ndims, const int64_t *shape
 int pto_tensor_slice(const pto_tensor *src, const int64_t *start, const int64_t *shape,
                      pto_tensor *out) {
   if (!out || !start || !shape || check_src(src) != PTO_OK) return PTO_EINVAL;
-  int64_t offset = src->offset;
+  int64_t offset = src->offset, sh[PTO_MAX_DIMS]; /* shape may lie in *out */
   for (int d = 0; d < src->ndims; d++) {
     int64_t end, step;
+    sh[d] = shape[d];
     if (start[d] < 0 || shape[d] < 1) return PTO_EINVAL;
     if (__builtin_add_overflow(start[d], shape[d], &end) || end > src->shape[d]) return PTO_EINVAL;
     if (__builtin_mul_overflow(start[d], src->stride[d], &step) ||
@@ -282,7 +283,7 @@ int pto_tensor_slice(const pto_tensor *src, const int64_t *start, const int64_t 
   if (out != src) *out = *src;
   out->offset = offset;
   for (int d = 0; d < out->ndims; d++)
-    out->shape[d] = shape[d];
+    out->shape[d] = sh[d];
   return PTO_OK;
 }
 

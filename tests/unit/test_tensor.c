@@ -516,6 +516,11 @@ static void test_slice_random(void **state) {
     pto_tensor in_place = t; /* the same slice into its own source */
     assert_int_equal(pto_tensor_slice(&in_place, start, shape, &in_place), PTO_OK);
     assert_memory_equal(&in_place, &s, sizeof s);
+    pto_tensor shaped; /* the shape read from the tensor it goes into */
+    memset(&shaped, 0, sizeof shaped);
+    memcpy(shaped.shape, shape, sizeof shape[0] * (size_t)t.ndims);
+    assert_int_equal(pto_tensor_slice(&t, start, shaped.shape, &shaped), PTO_OK);
+    assert_memory_equal(&shaped, &s, sizeof s);
     sliced++;
     if (tensor_check(&s, true) != PTO_OK)
       fail_msg("slice %d of a valid view (dtype %d, ndims %d) is invalid", i, t.dtype, t.ndims);
