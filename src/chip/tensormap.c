@@ -194,6 +194,7 @@ static unsigned look_shift(tmap_mode mode) {
   { 0, LOOK_ADD(c, 1), LOOK_ADD(c, 2), LOOK_ADD(c, 3), LOOK_ADD(c, 4) }
 static const uint32_t look_add[CHAINS][SPAN_MAX + 1] = {LOOK_SPANS(0), LOOK_SPANS(1),
                                                         LOOK_SPANS(2)};
+_Static_assert(SPAN_MAX == 4, "look keeps a span of 1-4 chunks in 4 bits");
 
 int tmap_init(tmap *m, uint32_t capacity) {
   if (capacity == 0 || capacity > TMAP_ENTRIES_MAX) return PTO_EINVAL;
