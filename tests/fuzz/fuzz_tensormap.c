@@ -4,20 +4,21 @@
  * accesses, each a view of 1-3 dims (any dtype, strides and offset) over
  * one of two overlapping buffers of 3 KiB (so views meet across base
  * pointers and across the index's 64 B .. 4 KiB chunk levels), sometimes a
- * malformed view (it claims all memory), a mode READ / WRITE / READ_WRITE /
- * COMMUTE_RW,
- * a task (the next one, or the same task again: a second argument), the
- * oldest live task advancing, per producer whether the dependency callback
- * says "ordered", and sometimes a query (tmap_conflicts) instead of an
- * access; often the view of an earlier access again (a chain's, an
- * accumulator's: the sole writer's path). Oracle: every recorded access in a list, brute force: an
- * access must report exactly the live (task >= oldest_live), conflicting (one of the two writes,
- * not both COMMUTE), other-task records whose views region_overlap; a plain write (not COMMUTE)
- * drops a record it region_covers when its callback said ordered for it, and trims off a dense
- * record the end that a dense such write covers
- * (the record becomes a PTO_U8 view of the rest: trim_record, the rule of
- * tensormap.c's trim written again over tensors); the pool overflows exactly when every entry is
- * live. Any difference prints the access sequence and aborts. */
+ * malformed view (it claims all memory), a mode READ / WRITE / READ_WRITE
+ * / COMMUTE_RW, a task (the next one, or the same task again: a second
+ * argument), the oldest live task advancing, per producer whether the
+ * dependency callback says "ordered", and sometimes a query
+ * (tmap_conflicts) instead of an access; often the view of an earlier
+ * access again (a chain's, an accumulator's: the sole writer's path).
+ * Oracle: every recorded access in a list, brute force: an access must
+ * report exactly the live (task >= oldest_live), conflicting (one of the
+ * two writes, not both COMMUTE), other-task records whose views
+ * region_overlap; a plain write (not COMMUTE) drops a record it
+ * region_covers when its callback said ordered for it, and trims off a
+ * dense record the end that a dense such write covers (the record becomes
+ * a PTO_U8 view of the rest: trim_record, the rule of tensormap.c's trim
+ * written again over tensors); the pool overflows exactly when every
+ * entry is live. Any difference prints the access sequence and aborts. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
