@@ -155,9 +155,9 @@ static uint32_t chain_of(int32_t mode) {
 }
 
 /* The chain head (index into m->buckets) of an entry recorded as (level,
- * view lo, mode). */
-static uint32_t head_of(const tmap *m, int level, uint64_t lo, int32_t mode) {
-  return CHAINS * bucket_of(m, level, lo >> level_shift(level)) + chain_of(mode);
+ * view lo) in chain c (chain_of its mode). */
+static uint32_t head_of(const tmap *m, int level, uint64_t lo, uint32_t c) {
+  return CHAINS * bucket_of(m, level, lo >> level_shift(level)) + c;
 }
 
 /* What a lookup walks at a level ("look"). A lookup's kind: a read walks
@@ -552,9 +552,10 @@ int tmap_access_view(tmap *m, const region_view *view, tmap_mode mode, int64_t t
     m->sole[sh].lo = view->lo;
     m->sole[sh].entry = i;
   }
-  m->look[level] |= look_add[chain_of((int32_t)mode)][span];
+  const uint32_t c = chain_of((int32_t)mode);
+  m->look[level] |= look_add[c][span];
   m->levels |= 1u << level;
-  uint32_t h = head_of(m, level, view->lo, (int32_t)mode);
+  uint32_t h = head_of(m, level, view->lo, c);
   e->next = m->buckets[h];
   k->prev = -1 - (int32_t)h;
   if (e->next >= 0) m->links[e->next].prev = i;

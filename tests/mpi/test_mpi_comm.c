@@ -995,10 +995,10 @@ static _Atomic long pair_sends;        /* of a 2-rank exchange (PAIR_TAG, below)
  * of the process to another host is shut both ways (its peers read the
  * end of each, as at a crash), and it never sends again; the process
  * itself, and its connection to its own daemon (PMIx, over loopback),
- * live on until the job ends them (a minute at most). With a rank that exited without
- * finalizing, or cut that link too, mpirun hung about 1 run in 100
- * across the two hosts: no rank left, mpirun waiting (tests/mpi/
- * CMakeLists.txt, coll_die_pair). */
+ * live on until the job ends them (a minute at most). With a rank that
+ * exited without finalizing, or cut that link too, mpirun hung about 1
+ * run in 100 across the two hosts: no rank left, mpirun waiting
+ * (tests/mpi/CMakeLists.txt, coll_die_pair). */
 static bool loopback(const struct sockaddr_storage *a) {
   if (a->ss_family == AF_INET)
     return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
