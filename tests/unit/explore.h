@@ -1,8 +1,5 @@
 /* explore.h — the depth-first state-space explorer the protocol tests share
- * (test_drain_explorer.c, test_mailbox_explorer.c, test_wait_model.c,
- * test_coll_explorer.c, test_coll_table_explorer.c, test_role_explorer.c,
- * test_pull_explorer.c, test_busy_skip_explorer.c, test_ready_explorer.c,
- * test_lifecycle_explorer.c, test_link_explorer.c;
+ * (every tests/unit/test_*_explorer.c, and test_wait_model.c;
  * docs/architecture.md: protocols are step functions explored exhaustively
  * by tests).
  *
