@@ -108,7 +108,7 @@ static void hold_begin(core_wait *w) {
 }
 
 /* The hold ends, then the take that re-checks (gather.h). */
-static void hold_end(core_wait *w) {
+static void core_hold_end(core_wait *w) {
   if (!w->holding) return;
   w->holding = false;
   gather_hold_end(&w->c->run->gather);
@@ -123,7 +123,7 @@ static void hold_look(core_wait *w) {
   if (w->period)
     sched_gather_take(w->c->run);
   else
-    hold_end(w);
+    core_hold_end(w);
 }
 
 /* A hold ends early when the run stops, the orchestrator begins to wait
@@ -175,7 +175,7 @@ static void core_wait_work(core_wait *w) {
         hold_look(w);
         if (role_more(ro, w->seen)) pull_serve(w);
       }
-      hold_end(w);
+      core_hold_end(w);
       role_pull_end(ro);
       if (role_more(ro, w->seen)) pull_serve(w); /* the re-check */
     } else {

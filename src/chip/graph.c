@@ -140,7 +140,7 @@ static void capture_orch(pto_orch *o, void *arg) {
   c->fn(o, c->arg);
   /* the reductions left open fold now, while the record still takes
    * their combine tasks (the run's end would fold them unrecorded) */
-  if (!atomic_load_explicit(&r->status, memory_order_acquire)) redux_flush_all(r);
+  if (!run_latched(r)) redux_flush_all(r);
   r->capture = NULL; /* retirement resumes: the run's end retires everything */
 }
 

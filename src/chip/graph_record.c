@@ -224,5 +224,5 @@ int graph_capture_refuse(pto_run *r, const char *what) {
            "capture (task %lld): %s; a captured graph keeps all its tasks, edges and OUTPUT "
            "buffers live until the orchestration returns, and a replay has no host side",
            (long long)r->next_id, what);
-  return atomic_load_explicit(&r->status, memory_order_acquire);
+  return run_latched(r);
 }

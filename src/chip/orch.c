@@ -388,10 +388,6 @@ static bool orch_wait_completions(pto_run *r, int64_t batch, pto_cond_fn cond, v
   return orch_park_completions(r, batch, cond, arg, deadline);
 }
 
-static int latched(const pto_run *r) {
-  return atomic_load_explicit(&r->status, memory_order_acquire);
-}
-
 /* Back-pressure: waits until room(r, arg) holds, retiring as tasks finish.
  * Fails at once when no task is live, since then nothing can ever free
  * room: with `pinned_code` when heap ranges held by open scopes are in the
@@ -448,7 +444,7 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
   bool never = false;
   if (r->capture) { /* nothing retires: no room will come */
     room_cond(&w);
-    if (w.ok || run_stopping(r)) return latched(r);
+    if (w.ok || run_stopping(r)) return run_latched(r);
     char full[200];
     snprintf(need, sizeof need, need_fmt, n1, n2);
     snprintf(full, sizeof full, "%s full, %s not found", what, need);
@@ -458,7 +454,7 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
   uint64_t deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
   for (bool first = true;; first = false) {
     room_cond(&w);
-    if (w.ok || run_stopping(r)) return latched(r);
+    if (w.ok || run_stopping(r)) return run_latched(r);
     if (r->retired != last) { /* progress: restart the deadline */
       last = r->retired;
       deadline = pto_deadline_ms(r->cfg->alloc_timeout_ms);
@@ -484,7 +480,7 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
                  "contributions not yet folded) and %s, so %s can never be found: "
                  "a task's REDUX copies and its OUTPUT buffers must fit heap_bytes together",
                  what, (unsigned long long)bytes, none_live, need);
-        return latched(r);
+        return run_latched(r);
       }
       run_fail(r, pinned_code, r->held_task[oldest], -1,
                "%s full: OUTPUT buffers of scopes still open hold %llu bytes in %u ranges (the "
@@ -492,14 +488,14 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
                "found: close scopes sooner",
                what, (unsigned long long)bytes, ranges, (long long)r->held_task[oldest],
                r->held_depth[oldest], none_live, need);
-      return latched(r);
+      return run_latched(r);
     }
     if (hopeless) {
       run_fail(r, code, PTO_TASK_NONE, -1, "%s: %s can never be found: %s", what, need,
                r->retired == r->next_id ? "no task is live, so nothing can be reclaimed"
                                         : "this task's own arguments hold every entry, which no "
                                           "retirement frees");
-      return latched(r);
+      return run_latched(r);
     }
     if (pto_now_ns() >= deadline) {
       pto_task_id old = r->retired;
@@ -509,7 +505,7 @@ static int orch_wait_room(pto_run *r, bool (*room)(pto_run *, void *), void *arg
                "live tasks %lld)",
                what, (long long)r->cfg->alloc_timeout_ms, need, (long long)old,
                (long long)(r->next_id - r->retired));
-      return latched(r);
+      return run_latched(r);
     }
     orch_wait_completions(r, r->nslots / 8, room_cond, &w, deadline);
   }
@@ -606,7 +602,7 @@ static int redux_heap_take(pto_run *r, uint64_t bytes, const pto_args *a, bool w
   }
   if (hold_add(r, r->next_id, r->heap.head - hr.bytes, HOLD_REDUX)) {
     run_fail(r, PTO_ENOMEM, PTO_TASK_NONE, -1, "could not record a REDUX slab's heap range");
-    return latched(r);
+    return run_latched(r);
   }
   *ptr = hr.ptr;
   return PTO_OK;
@@ -707,7 +703,7 @@ static int submit_fail(pto_run *r, int code, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   run_fail(r, code, PTO_TASK_NONE, -1, "submit #%lld: %s", (long long)r->next_id, msg);
-  return latched(r);
+  return run_latched(r);
 }
 
 int orch_refuse_thread(pto_orch *o, const char *call) {
@@ -1191,7 +1187,7 @@ int pto_scope_begin(pto_orch *o, pto_scope_mode mode) {
     run_fail(r, PTO_ESCOPE_OVERFLOW, PTO_TASK_NONE, -1,
              "scope_begin at depth %d: at most %d nested scopes", r->scope_depth,
              PTO_MAX_SCOPE_DEPTH);
-    return latched(r);
+    return run_latched(r);
   }
   if (mode == PTO_SCOPE_AUTO && in_manual_scope(r))
     return submit_fail(r, PTO_EINVAL, "an automatic scope cannot be nested in a manual scope");
@@ -1275,7 +1271,7 @@ static int wait_tasks(pto_run *r, uint32_t n, int64_t timeout_ms, const char *wh
              what, (long long)stuck,
              (long long)(timeout_ms < 0 ? r->cfg->watchdog_ms : timeout_ms));
   }
-  return latched(r);
+  return run_latched(r);
 }
 
 /* Waits for the tasks that touch t's bytes (o passed orch_gate). */
@@ -1344,11 +1340,11 @@ int pto_orch_fatal(pto_orch *o, const char *fmt, ...) {
     va_end(ap);
   }
   run_fail(o->run, PTO_EFATAL, PTO_TASK_NONE, -1, "%s", msg);
-  return latched(o->run);
+  return run_latched(o->run);
 }
 
 int pto_orch_status(const pto_orch *o) {
-  return orch_live(o) ? latched(o->run) : orch_refuse_stale(o, "pto_orch_status");
+  return orch_live(o) ? run_latched(o->run) : orch_refuse_stale(o, "pto_orch_status");
 }
 pto_chip *pto_orch_chip(pto_orch *o) { return orch_live(o) ? o->run->chip : NULL; }
 
@@ -1364,12 +1360,12 @@ static bool all_completed(void *p) {
 }
 
 void orch_finish(pto_run *r) {
-  if (!latched(r)) redux_flush_all(r); /* a failure latches: the wait below ends */
+  if (!run_latched(r)) redux_flush_all(r); /* a failure latches: the wait below ends */
   /* an orchestration that forgets scope_end is not an error: close them,
    * until one fails. A run that latched meanwhile (a kernel, the watchdog,
    * pto_orch_fatal from another thread) is refused at the gate and closes
    * nothing: looping on until the depth reached 0 spun forever */
-  while (r->scope_depth > 0 && !latched(r))
+  while (r->scope_depth > 0 && !run_latched(r))
     /* still live: on the orchestrator's thread */
     if (pto_scope_end(atomic_load_explicit(&r->orch_live, memory_order_relaxed))) break;
   /* a batch left open is closed, as scopes are */

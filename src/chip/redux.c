@@ -240,10 +240,6 @@ void redux_destroy(redux_table *x) {
   }
 }
 
-static int latched(const pto_run *r) {
-  return atomic_load_explicit(&r->status, memory_order_acquire);
-}
-
 static int redux_fail(pto_run *r, int arg, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int redux_fail(pto_run *r, int arg, const char *fmt, ...) {
@@ -254,7 +250,7 @@ static int redux_fail(pto_run *r, int arg, const char *fmt, ...) {
   va_end(ap);
   run_fail(r, PTO_EINVAL, PTO_TASK_NONE, -1, "submit #%lld: tensor argument %d (REDUX): %s",
            (long long)r->next_id, arg, msg);
-  return latched(r);
+  return run_latched(r);
 }
 
 /* Submits g's combine task and closes g. */
@@ -265,7 +261,7 @@ static int flush(pto_run *r, redux_group *g) {
   x->openm &= ~(1u << (g - x->g));
   if (g->ntasks == 0) { /* reserved by a submit that failed: nothing to fold */
     x->orch.heap_free_after(r, g->slab, r->next_id - 1);
-    return latched(r);
+    return run_latched(r);
   }
   pto_args a;
   /* filled directly, not through orch.c's builder: orch.c calls this
@@ -352,7 +348,7 @@ static int open_group(pto_run *r, const pto_tensor *t, const region_view *rv, in
              "submit #%lld: tensor argument %d (REDUX): its private copies, one per core of the "
              "task (%d), need %s bytes but heap_bytes is %llu",
              (long long)r->next_id, arg, units, bytes, (unsigned long long)r->heap.cap);
-    return latched(r);
+    return run_latched(r);
   }
   uint64_t nslots = REDUX_SLOTS_MAX;
   if (nslots > r->heap.cap / 4 / slot) nslots = r->heap.cap / 4 / slot;

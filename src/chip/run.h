@@ -621,6 +621,10 @@ static inline void error_info_reset(pto_error_info *e) {
   e->core_id = -1;
   e->arg = -1;
 }
+/* The run's latched first error (PTO_OK while none). */
+static inline int run_latched(const pto_run *r) {
+  return atomic_load_explicit(&r->status, memory_order_acquire);
+}
 static inline bool run_stopping(const pto_run *r) {
   /* acquire pairs with the release store in run_fail/run_finish */
   return atomic_load_explicit(&r->stop, memory_order_acquire) != 0;
@@ -869,7 +873,7 @@ static inline int orch_gate(pto_orch *o, const char *call) {
   if (__builtin_expect(!orch_live(o), 0)) return orch_refuse_stale(o, call);
   if (__builtin_expect(!pthread_equal(pthread_self(), o->run->orch_owner), 0))
     return orch_refuse_thread(o, call);
-  return atomic_load_explicit(&o->run->status, memory_order_acquire);
+  return run_latched(o->run);
 }
 
 #endif

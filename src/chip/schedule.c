@@ -890,7 +890,7 @@ static bool state_left(void *arg) {
 }
 
 /* The block hands its state over and waits for the controller's answer. */
-static int hand_over(pto_run *r, park_slot *p, int core_id, int state) {
+static int park_hand_over(pto_run *r, park_slot *p, int core_id, int state) {
   /* release: cond_now before the controller reads it */
   atomic_store_explicit(&p->state, state, memory_order_release);
   pto_event_signal(&r->orch_ev);
@@ -905,10 +905,10 @@ bool schedule_block_wait(const pto_kctx *ctx, pto_cond_fn cond, void *arg) {
   if (!x || !x->park[ctx->core_id].may_yield || run_stopping(r)) return false;
   park_slot *p = &x->park[ctx->core_id];
   p->cond_now = cond(arg);
-  return hand_over(r, p, ctx->core_id, PK_ASK) == PK_YIELD;
+  return park_hand_over(r, p, ctx->core_id, PK_ASK) == PK_YIELD;
 }
 
 void schedule_block_resume(const pto_kctx *ctx) {
   pto_run *r = (pto_run *)ctx->run;
-  if (!run_stopping(r)) hand_over(r, &r->ctl->park[ctx->core_id], ctx->core_id, PK_READY);
+  if (!run_stopping(r)) park_hand_over(r, &r->ctl->park[ctx->core_id], ctx->core_id, PK_READY);
 }

@@ -6,9 +6,9 @@
 
 #include "pto/status.h"
 
-static _Thread_local char why[400];
+static _Thread_local char last_why[400];
 
-const char *pto_last_error(void) { return why; }
+const char *pto_last_error(void) { return last_why; }
 
 int last_error_keep(int rc, const char *details) {
   if (rc) last_error_set(rc, "%s", details && details[0] ? details : pto_strerror(rc));
@@ -18,7 +18,7 @@ int last_error_keep(int rc, const char *details) {
 int last_error_set(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
+  vsnprintf(last_why, sizeof last_why, fmt, ap);
   va_end(ap);
   return code;
 }

@@ -10,7 +10,7 @@
 static bool is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
 
 /* The first bytes of name, control characters escaped, "..." after a cut. */
-static void shown(const char *name, char *out, size_t len) {
+static void name_shown(const char *name, char *out, size_t len) {
   size_t o = 0, i = 0;
   for (; name[i] && o + 8 < len && i < 64; i++) {
     unsigned char c = (unsigned char)name[i];
@@ -31,7 +31,7 @@ int reg_name_check(const char *name, size_t max, char *why, size_t whylen) {
     bad++;
   if (n < max && bad == n) return PTO_OK;
   char s[96];
-  shown(name, s, sizeof s);
+  name_shown(name, s, sizeof s);
   if (bad < n)
     snprintf(why, whylen, "name '%s' has a control character (0x%02x) at byte %zu (from 0)", s,
              (unsigned char)name[bad], bad);
