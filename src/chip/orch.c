@@ -877,7 +877,7 @@ static bool outputs_bytes(const pto_args *a, const pto_tensor *ts, uint64_t *tot
   *total = 0;
   for (int i = 0; a && i < a->ntensors; i++)
     if (a->access[i] == PTO_OUTPUT) {
-      int64_t bytes;
+      int64_t bytes = 0; /* set: the shapes passed validate() */
       tensor_check_shape(ts[i].dtype, ts[i].ndims, ts[i].shape, &bytes);
       uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
       wraps |= __builtin_add_overflow(*total, padded, total);
@@ -976,7 +976,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     sizes[0] = '\0';
     for (int i = 0, len = 0; i < nt; i++)
       if (a->access[i] == PTO_OUTPUT && len >= 0 && len < (int)sizeof sizes) {
-        int64_t bytes;
+        int64_t bytes = 0; /* set: the shapes passed validate() */
         tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
         len += snprintf(sizes + len, sizeof sizes - (size_t)len, "%sargument %d: %lld",
                         len ? ", " : "", i, (long long)bytes);
@@ -1002,7 +1002,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     for (int i = 0; i < nt; i++) {
       if (a->access[i] != PTO_OUTPUT) continue;
       pto_tensor *d = &tensors[i];
-      int64_t bytes;
+      int64_t bytes = 0; /* set: the shapes passed validate() */
       tensor_check_shape(d->dtype, d->ndims, d->shape, &bytes);
       d->buf = next;
       d->buf_bytes = (size_t)bytes;
