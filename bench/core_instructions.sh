@@ -29,7 +29,7 @@ per_task() {
   valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$tmp.out" \
     "$bin" "$@" >/dev/null 2>&1
   for f in "$tmp".out-*; do
-    callgrind_annotate --tree=calling "$f" 2>/dev/null | awk '
+    callgrind_annotate --auto=no --tree=calling "$f" 2>/dev/null | awk '
       /PROGRAM TOTALS/ { gsub(",", "", $1); total = $1 }
       # calls to a kernel: "N ( x%)  >   .../bench_pto.c:k_empty (Kx) [...]"
       /> .*:k_[a-z_]+ \(/ {

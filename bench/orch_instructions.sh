@@ -26,7 +26,7 @@ per_task() {
   shift 2
   valgrind --tool=callgrind --callgrind-out-file="$tmp.out" --toggle-collect="$fn" \
     "$bin" "$@" >/dev/null 2>&1
-  callgrind_annotate --tree=calling "$tmp.out" 2>/dev/null | awk -v fn="$fn" '
+  callgrind_annotate --auto=no --tree=calling "$tmp.out" 2>/dev/null | awk -v fn="$fn" '
     /PROGRAM TOTALS/ { gsub(",", "", $1); total = $1 }
     # the calls FN makes to pto_submit: "N ( x%)  >   .../orch.c:pto_submit (Kx) [...]"
     $0 ~ ":" fn " " { in_fn = ($0 ~ /\*/) }
