@@ -869,6 +869,14 @@ static int validate(pto_run *r, int kernel_id, const pto_args *a, const pto_subm
   return PTO_OK;
 }
 
+/* The packed bytes of OUTPUT view d, whose shape validate() passed (so
+ * tensor_check_shape sets them: the 0 only spares gcc its early return). */
+static int64_t output_bytes(const pto_tensor *d) {
+  int64_t bytes = 0;
+  tensor_check_shape(d->dtype, d->ndims, d->shape, &bytes);
+  return bytes;
+}
+
 /* The heap bytes of a task's OUTPUT buffers (their views in `ts`, already
  * validated) in one allocation: true when the sum wraps (sizes near 2^62
  * must not sum to "fits"). */
@@ -877,9 +885,7 @@ static bool outputs_bytes(const pto_args *a, const pto_tensor *ts, uint64_t *tot
   *total = 0;
   for (int i = 0; a && i < a->ntensors; i++)
     if (a->access[i] == PTO_OUTPUT) {
-      int64_t bytes = 0; /* set: the shapes passed validate() */
-      tensor_check_shape(ts[i].dtype, ts[i].ndims, ts[i].shape, &bytes);
-      uint64_t padded = ((uint64_t)bytes + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+      uint64_t padded = ((uint64_t)output_bytes(&ts[i]) + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
       wraps |= __builtin_add_overflow(*total, padded, total);
     }
   return wraps;
@@ -976,10 +982,8 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     sizes[0] = '\0';
     for (int i = 0, len = 0; i < nt; i++)
       if (a->access[i] == PTO_OUTPUT && len >= 0 && len < (int)sizeof sizes) {
-        int64_t bytes = 0; /* set: the shapes passed validate() */
-        tensor_check_shape(tensors[i].dtype, tensors[i].ndims, tensors[i].shape, &bytes);
         len += snprintf(sizes + len, sizeof sizes - (size_t)len, "%sargument %d: %lld",
-                        len ? ", " : "", i, (long long)bytes);
+                        len ? ", " : "", i, (long long)output_bytes(&tensors[i]));
       }
     char total[32] = "2^64 or more";
     if (!wraps) snprintf(total, sizeof total, "%llu", (unsigned long long)heap_total);
@@ -1002,8 +1006,7 @@ static int submit(pto_run *r, int kernel_id, pto_args *a, const pto_submit_opts 
     for (int i = 0; i < nt; i++) {
       if (a->access[i] != PTO_OUTPUT) continue;
       pto_tensor *d = &tensors[i];
-      int64_t bytes = 0; /* set: the shapes passed validate() */
-      tensor_check_shape(d->dtype, d->ndims, d->shape, &bytes);
+      int64_t bytes = output_bytes(d);
       d->buf = next;
       d->buf_bytes = (size_t)bytes;
       d->offset = 0;
